@@ -1,0 +1,72 @@
+/**
+ * The single shape every input adapter produces and the single interface every adapter implements.
+ * Adapters are thin: they frame bytes into reads and report their own connection state. Deciding
+ * what a read means (no-read, duplicate, rejection, Scan) is the mapping's job, and counting it is
+ * the intake pipeline's.
+ */
+
+/** One barcode read, exactly as a source delivered it. */
+export interface Read {
+  /** `id` of the input in the configuration. */
+  inputId: string;
+  /** The bytes as received (after framing, terminator removed). Kept so a rejection can show them. */
+  raw: Buffer;
+  /** When the gateway received the read (its own clock). */
+  receivedAt: Date;
+  /** A time stamp the source supplied (CSV column, JSON field), unparsed. */
+  sourceTime?: string;
+  /** A DCP key the source supplied (topic level, column), overriding the input's DCP. */
+  dcpKey?: string;
+  /** Parent references the source supplied. */
+  parents?: string[];
+  /** Attributes the source supplied; values as text. */
+  attributes?: Record<string, string>;
+  /** Where it came from, for people: file and line, topic, port. */
+  origin?: Record<string, string | number>;
+}
+
+/**
+ * Something an input could not turn into a read at all (a CSV row without the barcode column, a
+ * JSON payload that does not parse). Stored as a rejection with its raw bytes and reason.
+ */
+export interface InputRejection {
+  inputId: string;
+  raw: Buffer;
+  receivedAt: Date;
+  reason: string;
+  origin?: Record<string, string | number>;
+}
+
+export type IntakeItem = { kind: 'read'; read: Read } | { kind: 'rejection'; rejection: InputRejection };
+
+/**
+ * Where adapters hand their items. `submit` resolves only after the items are committed to the
+ * SQLite buffer; only then may the adapter acknowledge them to its source (move the file, PUBACK,
+ * answer 202). It rejects when the commit failed; the adapter must then not acknowledge.
+ */
+export interface IntakeSink {
+  submit(items: IntakeItem[]): Promise<void>;
+}
+
+export type InputState = 'starting' | 'connecting' | 'up' | 'down' | 'paused' | 'stopped';
+
+export interface InputStatus {
+  id: string;
+  type: string;
+  state: InputState;
+  /** Human-readable description of the last error, when state is `down`. */
+  lastError?: string;
+  lastErrorAt?: string;
+  /** Where this input reads from (device path, folder, URL), for the health page. */
+  source: string;
+}
+
+/** Every adapter: started in order by the app, stopped in reverse. */
+export interface InputAdapter {
+  readonly id: string;
+  readonly type: string;
+  start(): Promise<void>;
+  /** Stops taking new data; resolves after anything already handed to the sink settled. */
+  stop(): Promise<void>;
+  status(): InputStatus;
+}
