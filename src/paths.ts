@@ -1,0 +1,26 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/**
+ * The folder holding scan-gateway's package.json, found by walking up from this module, so the
+ * same code works from `src/` under vitest and from `dist/src/` in the shipped daemon.
+ */
+export const PACKAGE_ROOT: string = findPackageRoot(dirname(fileURLToPath(import.meta.url)));
+
+/** The package version from package.json. */
+export const VERSION: string = (JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+
+function findPackageRoot(start: string): string {
+  let dir = start;
+  for (;;) {
+    const candidate = join(dir, 'package.json');
+    if (existsSync(candidate)) {
+      const pkg = JSON.parse(readFileSync(candidate, 'utf8')) as { name?: string };
+      if (pkg.name === 'scan-gateway') return dir;
+    }
+    const parent = dirname(dir);
+    if (parent === dir) throw new Error(`scan-gateway package.json not found above ${start}`);
+    dir = parent;
+  }
+}
