@@ -62,10 +62,28 @@ export const deliverySchema = z
       .min(0)
       .default(1000)
       .describe('How long the oldest pending scan may wait for a batch to fill, in ms.'),
+    presignedMaxScans: z
+      .number()
+      .int()
+      .min(1)
+      .default(100_000)
+      .describe('Most scans in one pre-signed batch (presigned mode, and auto mode with a backlog).'),
+    presignedMaxBytes: z
+      .number()
+      .int()
+      .min(1024)
+      .default(64 * 1024 * 1024)
+      .describe('Largest pre-signed batch body, in bytes.'),
     retryBaseMs: z.number().int().positive().default(500).describe('First retry delay (full jitter), in ms.'),
     retryMaxMs: z.number().int().positive().default(60_000).describe('Largest retry delay, in ms.'),
     statusPollMs: z.number().int().positive().default(1000).describe('First status poll interval, in ms; it grows.'),
     statusPollMaxMs: z.number().int().positive().default(30_000).describe('Largest status poll interval, in ms.'),
+    notFoundGraceMs: z
+      .number()
+      .int()
+      .positive()
+      .default(120_000)
+      .describe('How long an uploaded batch may answer NotFound before it is sent again, in ms.'),
   })
   .strict();
 
