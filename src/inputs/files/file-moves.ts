@@ -1,0 +1,73 @@
+import { lstat, mkdir, rename, writeFile } from 'node:fs/promises';
+import { basename, extname, join } from 'node:path';
+
+/** Sub-folder of the watched folder holding files whose items are stored. */
+export const PROCESSED_DIR = 'processed';
+/** Sub-folder of the watched folder holding files that could not be taken, each with a reason. */
+export const FAILED_DIR = 'failed';
+/** Suffix of the reason file written beside a file in `failed/`. */
+export const ERROR_FILE_SUFFIX = '.error.txt';
+
+/** `YYYY-MM-DD` of `date` in the gateway's local time (the day an operator looks for). */
+export function localDateFolder(date: Date): string {
+  const mm = String(date.getMonth() + 1).padStart(2, '0');
+  const dd = String(date.getDate()).padStart(2, '0');
+  return `${date.getFullYear()}-${mm}-${dd}`;
+}
+
+/**
+ * A path in `dir` for `name` that is not taken: `name` itself, else `stem-1.ext`, `stem-2.ext`…
+ * so a file dropped twice under the same name never overwrites the earlier one.
+ */
+export async function freePath(dir: string, name: string): Promise<string> {
+  const ext = extname(name);
+  const stem = name.slice(0, name.length - ext.length);
+  for (let n = 0; ; n++) {
+    const candidate = join(dir, n === 0 ? name : `${stem}-${n}${ext}`);
+    if (!(await exists(candidate)) && !(await exists(candidate + ERROR_FILE_SUFFIX))) return candidate;
+  }
+}
+
+/**
+ * Moves `file` to `<root>/processed/YYYY-MM-DD/` (local date of `at`), keeping its name where free.
+ * Returns the new path. Same file system as the watched folder, so `rename` is atomic.
+ */
+export async function moveToProcessed(file: string, root: string, at: Date): Promise<string> {
+  const dir = join(root, PROCESSED_DIR, localDateFolder(at));
+  await mkdir(dir, { recursive: true });
+  const target = await freePath(dir, basename(file));
+  await rename(file, target);
+  return target;
+}
+
+/**
+ * Moves `file` to `<root>/failed/` and writes `<name>.error.txt` beside it with `reason`, for the
+ * operator who fixes the file and drops it again. Returns the new path.
+ */
+export async function moveToFailed(file: string, root: string, reason: string, facts: { inputId: string; at: Date }): Promise<string> {
+  const dir = join(root, FAILED_DIR);
+  await mkdir(dir, { recursive: true });
+  const target = await freePath(dir, basename(file));
+  await rename(file, target);
+  const text = [
+    `scan-gateway could not take this file; none of its rows were stored.`,
+    `file:   ${basename(file)}`,
+    `input:  ${facts.inputId}`,
+    `time:   ${facts.at.toISOString()}`,
+    `reason: ${reason}`,
+    `Fix the file and drop it into the folder again.`,
+    '',
+  ].join('\n');
+  await writeFile(target + ERROR_FILE_SUFFIX, text, 'utf8');
+  return target;
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await lstat(path);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    throw err;
+  }
+}

@@ -1,0 +1,451 @@
+import { mkdir, readdir, stat } from 'node:fs/promises';
+import { basename, join, relative, resolve, sep } from 'node:path';
+import { watch, type FSWatcher } from 'chokidar';
+import type { FilesInputConfig } from '../../config/schema.js';
+import { isGatewayError } from '../../errors.js';
+import type { Logger } from '../../log.js';
+import type { InputAdapter, InputState, InputStatus, IntakeItem, IntakeSink } from '../types.js';
+import type { FileParseContext } from './file-format.js';
+import { FAILED_DIR, moveToFailed, moveToProcessed, PROCESSED_DIR } from './file-moves.js';
+import { parseCsvFile } from './parse-csv.js';
+import { parseLinesFile } from './parse-lines.js';
+
+export interface FilesInputOptions {
+  config: FilesInputConfig;
+  sink: IntakeSink;
+  logger: Logger;
+  /** Clock for `receivedAt` and the `processed/YYYY-MM-DD` folder; defaults to the system clock. */
+  now?: () => Date;
+  /** First delay before retrying a file (buffer refused it) or the folder, in ms; doubles. Default 1000. */
+  retryBaseMs?: number;
+  /** Longest retry delay, in ms. Default 30 000. */
+  retryMaxMs?: number;
+  /**
+   * How often the folder itself is checked, in ms (default 2000): chokidar does not report the
+   * watched folder being removed or replaced, or a network share going away.
+   */
+  folderCheckMs?: number;
+}
+
+interface QueuedFile {
+  path: string;
+  /** Found by the start-up scan, not by chokidar's awaitWriteFinish: stability still to check. */
+  checkStable: boolean;
+  /** Its items are committed; only the move to processed/ is left. */
+  committed: boolean;
+  attempt: number;
+}
+
+type Outcome = 'done' | 'again' | 'retry' | 'stopped';
+
+/** File-system errors that mean "this file cannot be read", as opposed to a passing I/O fault. */
+const UNREADABLE_CODES = new Set(['EACCES', 'EPERM', 'EISDIR', 'ELOOP', 'ENAMETOOLONG', 'EFBIG']);
+
+/**
+ * Input adapter for dropped files: watches `config.dir` (not its sub-folders) with chokidar and
+ * turns each file into reads: `lines` = one barcode per line, `csv` = header row then rows.
+ *
+ * A file is taken once writing finished (size unchanged for `stableMs`); dotfiles, `*.tmp` and
+ * `*.part` are ignored so a writer can drop a file atomically by renaming. Files are processed one
+ * at a time in order of arrival (files present at start: oldest first). All items of one file go
+ * to the sink in ONE `submit`; only after it resolved (committed) is the file moved to
+ * `processed/YYYY-MM-DD/`. A file that cannot be read or parsed at all goes to `failed/` with a
+ * `<name>.error.txt` giving the reason. When the sink refuses (buffer failure) the file stays in
+ * place and is retried with backoff, ahead of later files: never moved, never lost.
+ *
+ * A crash between the commit and the move re-reads the file on the next start: at-least-once.
+ */
+export class FilesInput implements InputAdapter {
+  readonly id: string;
+  readonly type = 'files';
+
+  private readonly config: FilesInputConfig;
+  /** `config.dir` normalised, so it compares equal to the paths chokidar reports. */
+  private readonly dir: string;
+  private readonly sink: IntakeSink;
+  private readonly log: Logger;
+  private readonly now: () => Date;
+  private readonly retryBaseMs: number;
+  private readonly retryMaxMs: number;
+  private readonly folderCheckMs: number;
+  private folderCheck: NodeJS.Timeout | undefined;
+  /** Identity of the folder being watched; another inode at the same path means it was replaced. */
+  private folderId: string | undefined;
+
+  private state: InputState = 'starting';
+  private lastError: string | undefined;
+  private lastErrorAt: string | undefined;
+  private watcher: FSWatcher | undefined;
+  private watchAttempt = 0;
+  private stopping = false;
+
+  private readonly queue: QueuedFile[] = [];
+  private readonly known = new Map<string, QueuedFile>();
+  private current: QueuedFile | undefined;
+  private draining: Promise<void> | undefined;
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly sleepers = new Set<() => void>();
+  private fileRetryPending = false;
+
+  constructor(options: FilesInputOptions) {
+    this.config = options.config;
+    this.dir = resolve(options.config.dir);
+    this.id = options.config.id;
+    this.sink = options.sink;
+    this.log = options.logger.child({ component: 'input.files', inputId: options.config.id });
+    this.now = options.now ?? (() => new Date());
+    this.retryBaseMs = options.retryBaseMs ?? 1000;
+    this.retryMaxMs = options.retryMaxMs ?? 30_000;
+    this.folderCheckMs = options.folderCheckMs ?? 2000;
+  }
+
+  /** Creates the folder if missing, starts watching and queues the files already there. A folder
+   *  that cannot be watched makes the input `down` (retried with backoff), not a start failure. */
+  async start(): Promise<void> {
+    this.stopping = false;
+    await this.openWatcher();
+  }
+
+  /** Stops watching; a file whose submit is in flight is finished (and moved) before this resolves. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    for (const timer of this.timers) clearTimeout(timer);
+    this.timers.clear();
+    for (const wake of this.sleepers) wake();
+    await this.closeWatcher();
+    await this.draining;
+    this.state = 'stopped';
+  }
+
+  status(): InputStatus {
+    return {
+      id: this.id,
+      type: this.type,
+      state: this.state,
+      ...(this.state === 'down' && this.lastError !== undefined ? { lastError: this.lastError, lastErrorAt: this.lastErrorAt } : {}),
+      source: this.config.dir,
+    };
+  }
+
+  // ---- watching -------------------------------------------------------------------------------
+
+  private async openWatcher(): Promise<void> {
+    if (this.stopping) return;
+    const dir = this.dir;
+    try {
+      await mkdir(join(dir, PROCESSED_DIR), { recursive: true });
+      await mkdir(join(dir, FAILED_DIR), { recursive: true });
+      const watcher = watch(dir, {
+        depth: 0,
+        ignoreInitial: true, // the start-up scan below orders existing files oldest first
+        ignored: (path, stats) => this.isIgnored(path) || (path !== dir && stats?.isDirectory() === true),
+        awaitWriteFinish: this.config.stableMs > 0 ? { stabilityThreshold: this.config.stableMs, pollInterval: 100 } : false,
+        usePolling: this.config.usePolling,
+        // Polling a network share every 100 ms (chokidar's default) is needless load on the server.
+        ...(this.config.usePolling ? { interval: 1000, binaryInterval: 1000 } : {}),
+      });
+      this.watcher = watcher;
+      await new Promise<void>((resolve, reject) => {
+        watcher.once('ready', () => {
+          watcher.off('error', reject);
+          resolve();
+        });
+        watcher.once('error', reject);
+      });
+      watcher.on('add', (path) => this.enqueue(path, false));
+      watcher.on('change', (path) => this.enqueue(path, false));
+      watcher.on('unlink', (path) => this.forget(path));
+      watcher.on('error', (err) => void this.onWatchError(err));
+      if (this.stopping) return;
+      const folder = await stat(dir);
+      this.folderId = `${folder.dev}:${folder.ino}`;
+      this.folderCheck = setInterval(() => void this.checkFolder(), this.folderCheckMs);
+      this.state = 'up';
+      this.watchAttempt = 0;
+      this.log.info({ dir, format: this.config.format, usePolling: this.config.usePolling }, 'watching folder');
+      await this.scanExisting();
+    } catch (err) {
+      await this.watchFailed(err);
+    }
+  }
+
+  private async checkFolder(): Promise<void> {
+    try {
+      const folder = await stat(this.dir);
+      if (!folder.isDirectory()) throw new Error('is no longer a folder');
+      if (`${folder.dev}:${folder.ino}` !== this.folderId) throw new Error('was replaced by another folder');
+    } catch (err) {
+      await this.watchFailed(err);
+    }
+  }
+
+  private async closeWatcher(): Promise<void> {
+    clearInterval(this.folderCheck);
+    this.folderCheck = undefined;
+    const watcher = this.watcher;
+    this.watcher = undefined;
+    await watcher?.close().catch((err: unknown) => this.log.warn({ err }, 'closing the folder watcher failed'));
+  }
+
+  private async onWatchError(err: unknown): Promise<void> {
+    // chokidar reports single-file trouble here too; only a folder we can no longer list is "down".
+    try {
+      await readdir(this.dir);
+      this.log.warn({ err }, 'folder watcher reported an error');
+    } catch (dirErr) {
+      await this.watchFailed(dirErr);
+    }
+  }
+
+  private async watchFailed(err: unknown): Promise<void> {
+    if (this.stopping || this.state === 'down') return;
+    this.state = 'down';
+    this.lastError = `${this.dir}: ${err instanceof Error ? err.message : String(err)}`;
+    this.lastErrorAt = this.now().toISOString();
+    const delayMs = this.backoff(this.watchAttempt++);
+    this.log.warn({ err, dir: this.dir, retryInMs: delayMs }, 'cannot watch folder; retrying');
+    await this.closeWatcher();
+    this.after(delayMs, () => {
+      this.state = 'connecting';
+      void this.openWatcher();
+    });
+  }
+
+  /** Queues the files already in the folder, oldest first (the order they arrived in). */
+  private async scanExisting(): Promise<void> {
+    const entries = await readdir(this.dir, { withFileTypes: true });
+    const found: { path: string; mtimeMs: number }[] = [];
+    for (const entry of entries) {
+      const path = join(this.dir, entry.name);
+      if (!entry.isFile() || this.isIgnored(path)) continue;
+      try {
+        found.push({ path, mtimeMs: (await stat(path)).mtimeMs });
+      } catch {
+        // Gone between listing and stat: nothing to take.
+      }
+    }
+    found.sort((a, b) => a.mtimeMs - b.mtimeMs || (a.path < b.path ? -1 : 1));
+    for (const { path } of found) this.enqueue(path, true);
+  }
+
+  private isIgnored(path: string): boolean {
+    const rel = relative(this.dir, path);
+    if (rel === '') return false;
+    const first = rel.split(sep)[0];
+    if (first === PROCESSED_DIR || first === FAILED_DIR) return true;
+    const name = basename(path);
+    const lower = name.toLowerCase();
+    return name.startsWith('.') || lower.endsWith('.tmp') || lower.endsWith('.part');
+  }
+
+  // ---- queue ----------------------------------------------------------------------------------
+
+  private enqueue(path: string, checkStable: boolean): void {
+    if (this.stopping || this.isIgnored(path) || this.known.has(path)) return;
+    const entry: QueuedFile = { path, checkStable, committed: false, attempt: 0 };
+    this.known.set(path, entry);
+    this.queue.push(entry);
+    this.kick();
+  }
+
+  /** The file was removed from the folder before we took it (an operator, or our own move). */
+  private forget(path: string): void {
+    const entry = this.known.get(path);
+    if (!entry || entry === this.current) return;
+    // A late unlink (chokidar delays them) must not drop a new file dropped under the same name.
+    void stat(path).then(
+      () => undefined,
+      () => {
+        if (this.known.get(path) === entry && entry !== this.current) this.dropQueued(entry);
+      },
+    );
+  }
+
+  private dropQueued(entry: QueuedFile): void {
+    this.known.delete(entry.path);
+    const index = this.queue.indexOf(entry);
+    if (index >= 0) this.queue.splice(index, 1);
+  }
+
+  private kick(): void {
+    if (this.draining || this.stopping || this.fileRetryPending || this.queue.length === 0) return;
+    this.draining = this.drain()
+      .catch((err: unknown) => this.log.error({ err }, 'file queue failed'))
+      .finally(() => {
+        this.draining = undefined;
+        this.kick();
+      });
+  }
+
+  private async drain(): Promise<void> {
+    while (!this.stopping) {
+      const entry = this.queue[0];
+      if (!entry) return;
+      this.current = entry;
+      let outcome: Outcome;
+      try {
+        outcome = await this.processFile(entry);
+      } catch (err) {
+        // Not expected (processFile sorts its errors); retry with backoff rather than spin.
+        this.log.error({ err, file: basename(entry.path) }, 'processing file failed; retrying');
+        outcome = 'retry';
+      } finally {
+        this.current = undefined;
+      }
+      if (outcome === 'stopped') return;
+      if (outcome === 'again') continue;
+      if (outcome === 'retry') {
+        // The head waits and so do the files behind it: order of arrival is kept.
+        const delayMs = this.backoff(entry.attempt++);
+        this.fileRetryPending = true;
+        this.after(delayMs, () => {
+          this.fileRetryPending = false;
+          this.kick();
+        });
+        return;
+      }
+      this.dropQueued(entry);
+    }
+  }
+
+  // ---- one file -------------------------------------------------------------------------------
+
+  private async processFile(entry: QueuedFile): Promise<Outcome> {
+    const { path } = entry;
+    const name = basename(path);
+    if (entry.checkStable) {
+      const stable = await this.waitUntilStable(path);
+      if (stable === 'stopped') return 'stopped';
+      if (stable === 'gone') return 'done';
+      entry.checkStable = false;
+    }
+
+    if (!entry.committed) {
+      const receivedAt = this.now();
+      let items: IntakeItem[];
+      let before;
+      try {
+        before = await stat(path);
+        items = await this.parse(path, { inputId: this.id, fileName: name, receivedAt });
+        const after = await stat(path);
+        if (after.size !== before.size || after.mtimeMs !== before.mtimeMs) {
+          // Still being written despite the stability wait: read it again once it settles.
+          this.log.info({ file: name }, 'file changed while being read; reading it again');
+          entry.checkStable = true;
+          return 'again';
+        }
+      } catch (err) {
+        return this.readFailed(entry, err);
+      }
+
+      if (items.length > 0) {
+        try {
+          await this.sink.submit(items);
+        } catch (err) {
+          this.log.error({ err, file: name, items: items.length }, 'buffer refused the file; it stays in the folder and is retried');
+          return 'retry';
+        }
+      }
+      entry.committed = true;
+      const rejections = items.reduce((n, item) => n + (item.kind === 'rejection' ? 1 : 0), 0);
+      this.log.info({ file: name, reads: items.length - rejections, rejections, bytes: before.size }, 'file stored');
+    }
+
+    try {
+      const target = await moveToProcessed(path, this.dir, this.now());
+      this.log.debug({ file: name, to: target }, 'file moved to processed');
+      return 'done';
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+        this.log.warn({ file: name }, 'stored file disappeared before it could be moved to processed/');
+        return 'done';
+      }
+      // Its rows are stored: only the move is retried, never the submit.
+      this.log.error({ err, file: name }, 'cannot move stored file to processed/; retrying');
+      return 'retry';
+    }
+  }
+
+  private parse(path: string, ctx: FileParseContext): Promise<IntakeItem[]> {
+    if (this.config.format === 'csv') {
+      return parseCsvFile(path, ctx, { barcodeColumn: this.config.barcodeColumn, timeColumn: this.config.timeColumn, delimiter: this.config.delimiter });
+    }
+    return parseLinesFile(path, ctx);
+  }
+
+  private async readFailed(entry: QueuedFile, err: unknown): Promise<Outcome> {
+    const name = basename(entry.path);
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') {
+      this.log.info({ file: name }, 'file removed before it was read');
+      return 'done';
+    }
+    if (!isGatewayError(err) && !(code !== undefined && UNREADABLE_CODES.has(code))) {
+      this.log.warn({ err, file: name }, 'reading file failed; retrying');
+      return 'retry';
+    }
+    const reason = err instanceof Error ? err.message : String(err);
+    try {
+      const target = await moveToFailed(entry.path, this.dir, reason, { inputId: this.id, at: this.now() });
+      this.log.warn({ file: name, reason, to: target }, 'file cannot be taken; moved to failed/');
+    } catch (moveErr) {
+      // Left in place: a later change to the file, or the next start, tries it again.
+      this.log.error({ err: moveErr, file: name, reason }, 'file cannot be taken and cannot be moved to failed/');
+    }
+    return 'done';
+  }
+
+  /** Waits until size and mtime stay unchanged for `stableMs` (a file found at start may be half written). */
+  private async waitUntilStable(path: string): Promise<'stable' | 'gone' | 'stopped'> {
+    const stableMs = this.config.stableMs;
+    let previous;
+    try {
+      previous = await stat(path);
+    } catch {
+      return 'gone';
+    }
+    if (Date.now() - previous.mtimeMs >= stableMs) return 'stable';
+    for (;;) {
+      if (!(await this.sleep(Math.max(stableMs, 50)))) return 'stopped';
+      let current;
+      try {
+        current = await stat(path);
+      } catch {
+        return 'gone';
+      }
+      if (current.size === previous.size && current.mtimeMs === previous.mtimeMs) return 'stable';
+      previous = current;
+    }
+  }
+
+  // ---- timers ---------------------------------------------------------------------------------
+
+  private backoff(attempt: number): number {
+    return Math.min(this.retryMaxMs, this.retryBaseMs * 2 ** Math.min(attempt, 30));
+  }
+
+  private after(delayMs: number, fn: () => void): void {
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      if (!this.stopping) fn();
+    }, delayMs);
+    this.timers.add(timer);
+  }
+
+  /** Resolves true after `ms`, or false at once when the input stops. */
+  private sleep(ms: number): Promise<boolean> {
+    if (this.stopping) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const wake = (): void => {
+        clearTimeout(timer);
+        this.sleepers.delete(wake);
+        resolve(false);
+      };
+      const timer = setTimeout(() => {
+        this.sleepers.delete(wake);
+        resolve(true);
+      }, ms);
+      this.sleepers.add(wake);
+    });
+  }
+}

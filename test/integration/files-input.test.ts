@@ -1,0 +1,305 @@
+import { copyFile, mkdtemp, open, readdir, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { filesInputSchema, type FilesInputConfig } from '../../src/config/schema.js';
+import { FilesInput } from '../../src/inputs/files/files-input.js';
+import type { IntakeItem, IntakeSink } from '../../src/inputs/types.js';
+import { silentLogger } from '../../src/log.js';
+import { waitFor } from '../helpers/wait.js';
+
+const SAMPLE_CSV = '/work/shared/samples/goods-in-export.csv';
+const GS = '\x1d';
+/** Fixed clock: 07:00 local on 18 Nov 2026, so files land in processed/2026-11-18. */
+const NOW = new Date(2026, 10, 18, 7, 0, 0);
+const DAY = '2026-11-18';
+const STABLE_MS = 300;
+
+/**
+ * Stand-in for the intake pipeline: records each submit as one commit. `failing` makes submit
+ * reject like a buffer whose disk is full.
+ */
+class FakeSink implements IntakeSink {
+  readonly commits: IntakeItem[][] = [];
+  refused = 0;
+  started = 0;
+  failing = false;
+  delayMs = 0;
+
+  async submit(items: IntakeItem[]): Promise<void> {
+    this.started += 1;
+    if (this.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.delayMs));
+    if (this.failing) {
+      this.refused += 1;
+      throw new Error('SQLITE_FULL: database or disk is full');
+    }
+    this.commits.push(items);
+  }
+
+  raws(commit = 0): string[] {
+    return (this.commits[commit] ?? []).map((i) => (i.kind === 'read' ? i.read.raw : i.rejection.raw).toString('latin1'));
+  }
+}
+
+let root: string;
+let dir: string;
+let sink: FakeSink;
+const inputs: FilesInput[] = [];
+
+beforeEach(async () => {
+  root = await mkdtemp(join(tmpdir(), 'sg-files-input-'));
+  dir = join(root, 'drop');
+  sink = new FakeSink();
+});
+
+afterEach(async () => {
+  for (const input of inputs.splice(0)) await input.stop();
+  await rm(root, { recursive: true, force: true });
+});
+
+function config(overrides: Partial<FilesInputConfig> = {}): FilesInputConfig {
+  return filesInputSchema.parse({ id: 'drop-1', dcp: 'GI', type: 'files', dir, stableMs: STABLE_MS, ...overrides });
+}
+
+async function startInput(overrides: Partial<FilesInputConfig> = {}, retryBaseMs = 100): Promise<FilesInput> {
+  const input = new FilesInput({
+    config: config(overrides),
+    sink,
+    logger: silentLogger(),
+    now: () => NOW,
+    retryBaseMs,
+    retryMaxMs: 400,
+    folderCheckMs: 100,
+  });
+  inputs.push(input);
+  await input.start();
+  return input;
+}
+
+const processed = (name: string): string => join(dir, 'processed', DAY, name);
+
+async function exists(path: string): Promise<boolean> {
+  return stat(path).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** Gives the watcher time to (wrongly) pick something up, for "is ignored" and "read once" checks. */
+const settle = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, STABLE_MS * 3));
+
+describe('FilesInput (csv)', () => {
+  it('ingests the goods-in sample as 5 reads in one submit, then moves it to processed/<date>/', async () => {
+    const input = await startInput({ format: 'csv', timeColumn: 'read_at' });
+    expect(input.status()).toEqual({ id: 'drop-1', type: 'files', state: 'up', source: dir });
+    await copyFile(SAMPLE_CSV, join(dir, 'goods-in-export.csv'));
+
+    await waitFor(async () => sink.commits.length === 1 && (await exists(processed('goods-in-export.csv'))), { what: 'sample ingested and moved' });
+    expect(sink.raws()).toEqual([
+      ']C100095212345678901235400PO-4711',
+      `]d2010952123454321310B2611-03${GS}21C2611030001234`,
+      `]d2010952123454321310B2611-03${GS}21C2611030001235`,
+      ']d1C24A0K3B0712345',
+      `]d20109521234543214${GS}10LOT`,
+    ]);
+    const reads = (sink.commits[0] ?? []).map((i) => (i.kind === 'read' ? i.read : undefined));
+    expect(reads.map((r) => r?.sourceTime)).toEqual([
+      '2026-11-18T06:58:12+01:00',
+      '2026-11-18T06:58:40+01:00',
+      '2026-11-18T06:58:41+01:00',
+      '2026-11-18T06:59:03+01:00',
+      '2026-11-18T06:59:30+01:00',
+    ]);
+    expect(reads.map((r) => r?.origin)).toEqual([2, 3, 4, 5, 6].map((line) => ({ file: 'goods-in-export.csv', line })));
+    expect(reads.every((r) => r?.inputId === 'drop-1' && r.receivedAt.getTime() === NOW.getTime())).toBe(true);
+    expect(await readFile(processed('goods-in-export.csv'))).toEqual(await readFile(SAMPLE_CSV));
+    expect(await exists(join(dir, 'goods-in-export.csv'))).toBe(false);
+  });
+
+  it('moves a CSV without the barcode column to failed/ with <name>.error.txt, submitting nothing', async () => {
+    await startInput({ format: 'csv' });
+    await writeFile(join(dir, 'wrong.csv'), 'read_at,code\n2026-11-18T06:58:12+01:00,ABC\n');
+
+    await waitFor(() => exists(join(dir, 'failed', 'wrong.csv.error.txt')), { what: 'error file written' });
+    expect(await readFile(join(dir, 'failed', 'wrong.csv'), 'utf8')).toBe('read_at,code\n2026-11-18T06:58:12+01:00,ABC\n');
+    expect(await readFile(join(dir, 'failed', 'wrong.csv.error.txt'), 'utf8')).toContain(
+      'reason: CSV header has no column "barcode" (barcodeColumn); header columns: "read_at", "code"',
+    );
+    expect(await exists(join(dir, 'wrong.csv'))).toBe(false);
+    expect(sink.commits).toEqual([]);
+  });
+
+  it('submits rows without a barcode as rejections together with the good rows', async () => {
+    await startInput({ format: 'csv' });
+    await writeFile(join(dir, 'gaps.csv'), 'barcode,station\nA1,GI-01\n,GI-01\nB2,GI-02\n');
+    await waitFor(() => exists(processed('gaps.csv')), { what: 'gaps.csv processed' });
+    expect(sink.commits).toHaveLength(1);
+    expect((sink.commits[0] ?? []).map((i) => [i.kind, i.kind === 'read' ? i.read.origin : i.rejection.origin])).toEqual([
+      ['read', { file: 'gaps.csv', line: 2 }],
+      ['rejection', { file: 'gaps.csv', line: 3 }],
+      ['read', { file: 'gaps.csv', line: 4 }],
+    ]);
+  });
+
+  it('leaves the file in place while the sink refuses it and ingests it once when the sink works again', async () => {
+    sink.failing = true;
+    await startInput({ format: 'csv' });
+    await writeFile(join(dir, 'later.csv'), 'barcode\nA1\nA2\n');
+
+    await waitFor(() => sink.refused >= 2, { what: 'two refused submits (retried with backoff)' });
+    expect(await readFile(join(dir, 'later.csv'), 'utf8')).toBe('barcode\nA1\nA2\n');
+    expect(await readdir(join(dir, 'processed'))).toEqual([]);
+    expect(await readdir(join(dir, 'failed'))).toEqual([]);
+
+    sink.failing = false;
+    await waitFor(() => exists(processed('later.csv')), { what: 'later.csv processed after the sink recovered' });
+    await settle();
+    expect(sink.commits).toHaveLength(1);
+    expect(sink.raws()).toEqual(['A1', 'A2']);
+  });
+});
+
+describe('FilesInput (lines)', () => {
+  it('ingests one barcode per line (CRLF and LF, blank lines skipped) with file and line', async () => {
+    await startInput();
+    await writeFile(join(dir, 'scans.txt'), Buffer.from(`]d2010952123454321310B2611-03${GS}21C1\r\n\r\nNOREAD\nX2\n`, 'latin1'));
+    await waitFor(() => exists(processed('scans.txt')), { what: 'scans.txt processed' });
+    expect(sink.raws()).toEqual([`]d2010952123454321310B2611-03${GS}21C1`, 'NOREAD', 'X2']);
+    expect((sink.commits[0] ?? []).map((i) => (i.kind === 'read' ? i.read.origin : undefined))).toEqual([
+      { file: 'scans.txt', line: 1 },
+      { file: 'scans.txt', line: 3 },
+      { file: 'scans.txt', line: 4 },
+    ]);
+  });
+
+  it('reads a file written slowly in several chunks once, whole, after writing finished', async () => {
+    await startInput();
+    const handle = await open(join(dir, 'slow.txt'), 'w');
+    const chunks = ['AAA\nBB', 'B\nCCC\n', 'DDD', '\nEEE\n', 'FFF\n'];
+    const started = Date.now();
+    for (const chunk of chunks) {
+      await handle.write(chunk);
+      await new Promise((resolve) => setTimeout(resolve, STABLE_MS / 2));
+    }
+    await handle.close();
+    expect(Date.now() - started).toBeGreaterThan(STABLE_MS);
+
+    await waitFor(() => exists(processed('slow.txt')), { what: 'slow.txt processed' });
+    await settle();
+    expect(sink.commits).toHaveLength(1);
+    expect(sink.raws()).toEqual(['AAA', 'BBB', 'CCC', 'DDD', 'EEE', 'FFF']);
+  });
+
+  it('ignores .tmp, .part and dotfiles, and takes a .tmp once it is renamed', async () => {
+    await startInput();
+    await writeFile(join(dir, 'upload.tmp'), 'T1\n');
+    await writeFile(join(dir, 'upload.PART'), 'P1\n');
+    await writeFile(join(dir, '.hidden'), 'H1\n');
+    await settle();
+    expect(sink.commits).toEqual([]);
+    expect((await readdir(dir)).sort()).toEqual(['.hidden', 'failed', 'processed', 'upload.PART', 'upload.tmp']);
+
+    await rename(join(dir, 'upload.tmp'), join(dir, 'upload.txt'));
+    await waitFor(() => exists(processed('upload.txt')), { what: 'renamed file processed' });
+    expect(sink.raws()).toEqual(['T1']);
+  });
+
+  it('takes files already in the folder at start, oldest first, one submit each', async () => {
+    await rm(dir, { recursive: true, force: true });
+    await (await import('node:fs/promises')).mkdir(dir, { recursive: true });
+    const t = Date.now() / 1000 - 3600;
+    for (const [name, age] of [['b.txt', 10], ['a.txt', 30], ['c.txt', 20]] as const) {
+      await writeFile(join(dir, name), `${name}\n`);
+      await utimes(join(dir, name), t - age, t - age);
+    }
+    await startInput();
+    await waitFor(() => sink.commits.length === 3, { what: 'three files ingested' });
+    expect(sink.commits.map((c) => c.map((i) => (i.kind === 'read' ? i.read.raw.toString() : '?')))).toEqual([['a.txt'], ['c.txt'], ['b.txt']]);
+    await waitFor(async () => (await readdir(join(dir, 'processed', DAY))).length === 3, { what: 'all three moved' });
+  });
+
+  it('keeps both files when the same name is dropped twice (numeric suffix in processed/)', async () => {
+    await startInput();
+    await writeFile(join(dir, 'same.txt'), 'ONE\n');
+    await waitFor(() => exists(processed('same.txt')), { what: 'first copy processed' });
+    await writeFile(join(dir, 'same.txt'), 'TWO\n');
+    await waitFor(() => exists(processed('same-1.txt')), { what: 'second copy processed' });
+    expect(await readFile(processed('same.txt'), 'utf8')).toBe('ONE\n');
+    expect(await readFile(processed('same-1.txt'), 'utf8')).toBe('TWO\n');
+    expect(sink.commits.map((c) => c.length)).toEqual([1, 1]);
+  });
+
+  it('works with polling (network shares)', async () => {
+    await startInput({ usePolling: true });
+    await writeFile(join(dir, 'polled.txt'), 'P1\nP2\n');
+    await waitFor(() => exists(processed('polled.txt')), { what: 'polled file processed', timeoutMs: 10_000 });
+    expect(sink.raws()).toEqual(['P1', 'P2']);
+  });
+
+  it('stop() waits for a submit in flight and still moves that file', async () => {
+    const input = await startInput();
+    sink.delayMs = 500;
+    await writeFile(join(dir, 'inflight.txt'), 'F1\n');
+    await waitFor(() => sink.started === 1, { what: 'submit started' });
+    expect(sink.commits).toEqual([]);
+    await input.stop();
+    expect(input.status().state).toBe('stopped');
+    expect(sink.raws()).toEqual(['F1']);
+    expect(await exists(processed('inflight.txt'))).toBe(true);
+  });
+
+  it('is down with the reason while the folder cannot be created, and comes up once it can', async () => {
+    await writeFile(dir, 'a file where the folder should be');
+    const input = await startInput({}, 50);
+    expect(input.status()).toMatchObject({ state: 'down', source: dir });
+    expect(input.status().lastError).toMatch(/EEXIST|ENOTDIR/);
+
+    await rm(dir);
+    await waitFor(() => input.status().state === 'up', { what: 'input up after the folder became possible' });
+    await writeFile(join(dir, 'after.txt'), 'OK\n');
+    await waitFor(() => exists(processed('after.txt')), { what: 'file processed after recovery' });
+    expect(sink.raws()).toEqual(['OK']);
+  });
+});
+
+describe('FilesInput (folder lost)', () => {
+  it('notices the folder being removed while running and recreates it', async () => {
+    const input = await startInput({}, 50);
+    await rm(dir, { recursive: true, force: true });
+    await waitFor(async () => input.status().state === 'up' && (await exists(join(dir, 'processed'))), {
+      what: 'folder recreated and input up',
+    });
+    await writeFile(join(dir, 'again.txt'), 'AGAIN\n');
+    await waitFor(() => exists(processed('again.txt')), { what: 'file processed in the recreated folder' });
+    expect(sink.raws()).toEqual(['AGAIN']);
+  });
+});
+
+describe('FilesInput (large file)', () => {
+  it('ingests a 50 MB CSV in one submit', async () => {
+    await startInput({ format: 'csv', timeColumn: 'read_at' }, 100);
+    const rows = 560_000;
+    const tmp = join(dir, 'big.csv.tmp');
+    const handle = await open(tmp, 'w');
+    await handle.write('read_at,station,barcode,supplier,delivery_note\n');
+    const block: string[] = [];
+    for (let i = 0; i < rows; i++) {
+      block.push(`2026-11-18T06:58:12+01:00,GI-01,]d2010952123454321310B2611-03${GS}21C${String(i).padStart(10, '0')},SUP-0042,DN-88121\n`);
+      if (block.length === 10_000) {
+        await handle.write(block.join(''));
+        block.length = 0;
+      }
+    }
+    await handle.close();
+    expect((await stat(tmp)).size).toBeGreaterThan(50 * 1000 * 1000);
+    await rename(tmp, join(dir, 'big.csv'));
+
+    await waitFor(() => exists(processed('big.csv')), { what: 'big.csv processed', timeoutMs: 120_000, intervalMs: 200 });
+    expect(sink.commits).toHaveLength(1);
+    const commit = sink.commits[0] ?? [];
+    expect(commit).toHaveLength(rows);
+    const last = commit[rows - 1];
+    expect(last?.kind === 'read' && last.read.raw.toString('latin1')).toBe(`]d2010952123454321310B2611-03${GS}21C${String(rows - 1).padStart(10, '0')}`);
+    expect(last?.kind === 'read' && last.read.origin).toEqual({ file: 'big.csv', line: rows + 1 });
+  }, 180_000);
+});

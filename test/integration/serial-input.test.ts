@@ -1,0 +1,224 @@
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { serialInputSchema, type SerialInputConfig } from '../../src/config/schema.js';
+import { openSerialPort, SerialInput, type SerialOpenOptions } from '../../src/inputs/serial/serial-input.js';
+import type { IntakeItem, IntakeSink } from '../../src/inputs/types.js';
+import { silentLogger } from '../../src/log.js';
+import { createPtyPair, type PtyPair } from '../helpers/pty.js';
+import { waitFor } from '../helpers/wait.js';
+
+const CAPTURE_PATH = '/work/shared/samples/serial-capture-line3.bin';
+const GS = '\x1d';
+const NOW = new Date('2026-11-18T06:00:00Z');
+
+/** Every CR-terminated read of serial-capture-line3.bin, latin1 so each byte shows as one char. */
+const CAPTURE_FRAMES = [
+  `]d2010952123454321310B2611-03${GS}21C2611030001234`,
+  `]d2010952123454321310B2611-03${GS}21C2611030001235`,
+  'NOREAD',
+  `]d2010952123454321310B2611-03${GS}21C2611030001236`,
+  `]d2010952123454321310B2611-03${GS}21C2611030001236`,
+  ']C100095212345678901235400PO-4711',
+  `]d2010952123454321310B2611-03${GS}21C2611030001237`,
+  '\xff\xfe\x00garbage\x80\x81',
+  `]d20109521234543214${GS}10LOT`,
+  ']d1C24A0K3B0712345',
+  'ERROR',
+];
+
+/** Stand-in for the intake pipeline: each submit is one commit; `failing` refuses like a full disk. */
+class FakeSink implements IntakeSink {
+  readonly commits: IntakeItem[][] = [];
+  started = 0;
+  refused = 0;
+  failing = false;
+  delayMs = 0;
+
+  async submit(items: IntakeItem[]): Promise<void> {
+    this.started += 1;
+    if (this.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.delayMs));
+    if (this.failing) {
+      this.refused += 1;
+      throw new Error('SQLITE_FULL: database or disk is full');
+    }
+    this.commits.push(items);
+  }
+
+  get items(): IntakeItem[] {
+    return this.commits.flat();
+  }
+
+  /** Committed items as text: reads as their raw bytes, rejections as `<reason|raw>`. */
+  texts(): string[] {
+    return this.items.map((i) =>
+      i.kind === 'read' ? i.read.raw.toString('latin1') : `<${i.rejection.reason}|${i.rejection.raw.toString('latin1')}>`,
+    );
+  }
+}
+
+let dir: string;
+let sink: FakeSink;
+const ptys: PtyPair[] = [];
+const inputs: SerialInput[] = [];
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'sg-serial-'));
+  sink = new FakeSink();
+});
+
+afterEach(async () => {
+  for (const input of inputs.splice(0)) await input.stop();
+  for (const pty of ptys.splice(0)) await pty.kill();
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function pty(): Promise<PtyPair> {
+  const pair = await createPtyPair(dir);
+  ptys.push(pair);
+  return pair;
+}
+
+async function killPty(pair: PtyPair): Promise<void> {
+  ptys.splice(ptys.indexOf(pair), 1);
+  await pair.kill();
+}
+
+function config(overrides: Partial<SerialInputConfig> = {}): SerialInputConfig {
+  return serialInputSchema.parse({ id: 'line3', dcp: 'GI', type: 'serial', path: join(dir, 'dev'), reconnectMs: 150, ...overrides });
+}
+
+async function startInput(overrides: Partial<SerialInputConfig> = {}, opened: SerialOpenOptions[] = []): Promise<SerialInput> {
+  const input = new SerialInput({
+    config: config(overrides),
+    sink,
+    logger: silentLogger(),
+    now: () => NOW,
+    submitRetryBaseMs: 50,
+    openPort: (options) => {
+      opened.push(options);
+      return openSerialPort(options);
+    },
+  });
+  inputs.push(input);
+  await input.start();
+  return input;
+}
+
+describe('SerialInput on a socat pty', () => {
+  it('submits every read of the line-3 capture with its exact bytes (NOREAD, ERROR, garbage, GS kept)', async () => {
+    const pair = await pty();
+    const opened: SerialOpenOptions[] = [];
+    const input = await startInput({}, opened);
+    expect(input.status()).toEqual({ id: 'line3', type: 'serial', state: 'up', source: pair.devicePath });
+    expect(opened).toEqual([{ path: pair.devicePath, baudRate: 9600, dataBits: 8, stopBits: 1, parity: 'none' }]);
+
+    const capture = await readFile(CAPTURE_PATH);
+    // Odd-sized pieces so reads and their CR straddle the writes.
+    for (let at = 0; at < capture.length; at += 37) await pair.write(capture.subarray(at, at + 37));
+
+    await waitFor(() => sink.items.length >= CAPTURE_FRAMES.length, { what: `${CAPTURE_FRAMES.length} reads submitted` });
+    expect(sink.texts()).toEqual(CAPTURE_FRAMES);
+    const garbage = sink.items[7];
+    expect(garbage?.kind === 'read' && [...garbage.read.raw]).toEqual([0xff, 0xfe, 0x00, 0x67, 0x61, 0x72, 0x62, 0x61, 0x67, 0x65, 0x80, 0x81]);
+    for (const item of sink.items) {
+      expect(item.kind).toBe('read');
+      if (item.kind === 'read') expect(item.read).toMatchObject({ inputId: 'line3', receivedAt: NOW, origin: { port: pair.devicePath } });
+    }
+  });
+
+  it('goes down when the device disappears and reconnects, without restart, when it comes back', async () => {
+    const first = await pty();
+    const input = await startInput();
+    await first.write(Buffer.from('BEFORE\r'));
+    await waitFor(() => sink.texts().includes('BEFORE'), { what: 'read before unplug' });
+
+    await killPty(first);
+    await waitFor(() => input.status().state === 'down', { what: 'state down after the pty was killed' });
+    expect(input.status().lastError).toContain(join(dir, 'dev'));
+    expect(input.status().lastErrorAt).toBe(NOW.toISOString());
+
+    const second = await pty();
+    await waitFor(() => input.status().state === 'up', { what: 'state up again after the pty came back' });
+    expect(input.status().lastError).toBeUndefined();
+    await second.write(Buffer.from('AFTER\r'));
+    await waitFor(() => sink.texts().includes('AFTER'), { what: 'read after reconnect' });
+    expect(sink.texts()).toEqual(['BEFORE', 'AFTER']);
+  });
+
+  it('is down while the device is missing at start and comes up when it appears', async () => {
+    const input = await startInput();
+    expect(input.status().state).toBe('down');
+    expect(input.status().lastError).toMatch(/No such file|ENOENT|cannot open/i);
+
+    const pair = await pty();
+    await waitFor(() => input.status().state === 'up', { what: 'state up once the device exists' });
+    await pair.write(Buffer.from('LATE\r'));
+    await waitFor(() => sink.texts().includes('LATE'), { what: 'read after late device' });
+  });
+
+  it('rejects an overlong read with its first bytes, then carries on with the next read', async () => {
+    const pair = await pty();
+    await startInput({ maxReadLength: 16 });
+    await pair.write(Buffer.from(`${'X'.repeat(40)}\rOK\r${'1234567890123456'}\r`));
+    await waitFor(() => sink.items.length >= 3, { what: 'rejection and two reads' });
+    expect(sink.texts()).toEqual([`<read longer than 16 bytes|${'X'.repeat(17)}>`, 'OK', '1234567890123456']);
+    const rejection = sink.items[0];
+    expect(rejection?.kind === 'rejection' && rejection.rejection).toMatchObject({ inputId: 'line3', origin: { port: pair.devicePath } });
+  });
+
+  it('frames at a configured CRLF terminator', async () => {
+    const pair = await pty();
+    await startInput({ terminator: '\r\n' });
+    await pair.write(Buffer.from('A\rB\r\nC\r'));
+    await pair.write(Buffer.from('\n'));
+    await waitFor(() => sink.items.length >= 2, { what: 'two CRLF reads' });
+    expect(sink.texts()).toEqual(['A\rB', 'C']);
+  });
+
+  it('turns a read cut off by the device going away into a rejection', async () => {
+    const pair = await pty();
+    const input = await startInput();
+    await pair.write(Buffer.from('WHOLE\rPART'));
+    await waitFor(() => sink.texts().includes('WHOLE'), { what: 'the whole read' });
+    // The bytes of PART went with the same write; give the pty a moment before pulling the plug.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await killPty(pair);
+    await waitFor(() => input.status().state === 'down', { what: 'down after kill' });
+    await waitFor(() => sink.items.length >= 2, { what: 'the cut-off read' });
+    expect(sink.texts()).toEqual(['WHOLE', '<device closed before the terminator arrived|PART>']);
+  });
+
+  it('keeps reads the buffer refuses and submits them once it works again, in order', async () => {
+    const pair = await pty();
+    sink.failing = true;
+    await startInput();
+    await pair.write(Buffer.from('R1\rR2\r'));
+    await waitFor(() => sink.refused >= 2, { what: 'two refused submits' });
+    await pair.write(Buffer.from('R3\r'));
+    sink.failing = false;
+    await waitFor(() => sink.items.length >= 3, { what: 'all three reads committed' });
+    expect(sink.texts()).toEqual(['R1', 'R2', 'R3']);
+  });
+
+  it('stop() waits for a submit in flight, closes the port and stops reconnecting', async () => {
+    const pair = await pty();
+    const opened: SerialOpenOptions[] = [];
+    const input = await startInput({}, opened);
+    sink.delayMs = 400;
+    await pair.write(Buffer.from('LAST\r'));
+    await waitFor(() => sink.started === 1, { what: 'submit started' });
+    expect(sink.commits).toEqual([]);
+    await input.stop();
+    expect(sink.texts()).toEqual(['LAST']);
+    expect(input.status().state).toBe('stopped');
+
+    // With the port closed and no reconnect timer, a later unplug/replug opens nothing.
+    await killPty(pair);
+    await pty();
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(opened).toHaveLength(1);
+    expect(input.status().state).toBe('stopped');
+  });
+});

@@ -1,0 +1,186 @@
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { isGatewayError } from '../../src/errors.js';
+import { MAX_FILE_READ_BYTES, type FileParseContext } from '../../src/inputs/files/file-format.js';
+import { parseCsvFile, type CsvFormat } from '../../src/inputs/files/parse-csv.js';
+import { parseLinesFile } from '../../src/inputs/files/parse-lines.js';
+import type { IntakeItem } from '../../src/inputs/types.js';
+
+const SAMPLE_CSV = '/work/shared/samples/goods-in-export.csv';
+const GS = '\x1d';
+const receivedAt = new Date('2026-11-18T06:00:00Z');
+const ctx = (fileName: string): FileParseContext => ({ inputId: 'drop-1', fileName, receivedAt });
+const csvFormat: CsvFormat = { barcodeColumn: 'barcode', timeColumn: 'read_at', delimiter: ',' };
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'sg-files-parse-'));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function file(name: string, content: string | Buffer): Promise<string> {
+  const path = join(dir, name);
+  await writeFile(path, typeof content === 'string' ? Buffer.from(content, 'latin1') : content);
+  return path;
+}
+
+/** Items as plain facts: kind, raw as latin1 text (every byte visible), line, and the rest. */
+function summary(items: IntakeItem[]): unknown[] {
+  return items.map((item) =>
+    item.kind === 'read'
+      ? { read: item.read.raw.toString('latin1'), line: item.read.origin?.['line'], ...(item.read.sourceTime ? { time: item.read.sourceTime } : {}) }
+      : { rejected: item.rejection.raw.toString('latin1'), line: item.rejection.origin?.['line'], reason: item.rejection.reason },
+  );
+}
+
+async function formatError(promise: Promise<unknown>): Promise<Error> {
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(isGatewayError(err, 'SCANGW_E_INPUT'), `expected a SCANGW_E_INPUT error, got ${String(err)}`).toBe(true);
+  return err as Error;
+}
+
+describe('parseCsvFile', () => {
+  it('reads the goods-in sample: 5 reads, exact bytes (GS, AIM id, quoted field), times and lines', async () => {
+    const items = await parseCsvFile(SAMPLE_CSV, ctx('goods-in-export.csv'), csvFormat);
+    expect(summary(items)).toEqual([
+      { read: ']C100095212345678901235400PO-4711', line: 2, time: '2026-11-18T06:58:12+01:00' },
+      { read: `]d2010952123454321310B2611-03${GS}21C2611030001234`, line: 3, time: '2026-11-18T06:58:40+01:00' },
+      { read: `]d2010952123454321310B2611-03${GS}21C2611030001235`, line: 4, time: '2026-11-18T06:58:41+01:00' },
+      { read: ']d1C24A0K3B0712345', line: 5, time: '2026-11-18T06:59:03+01:00' },
+      { read: `]d20109521234543214${GS}10LOT`, line: 6, time: '2026-11-18T06:59:30+01:00' },
+    ]);
+    const first = items[0];
+    expect(first?.kind === 'read' && first.read).toMatchObject({ inputId: 'drop-1', receivedAt, origin: { file: 'goods-in-export.csv', line: 2 } });
+  });
+
+  it('handles a UTF-8 BOM, CRLF, blank lines, a quoted field spanning lines and counts lines correctly', async () => {
+    const path = await file(
+      'x.csv',
+      Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('\r\nbarcode,note\r\n\r\nA1,"two\r\nlines"\r\n\r\n\r\nB2,x\r\nC3', 'latin1')]),
+    );
+    expect(summary(await parseCsvFile(path, ctx('x.csv'), { barcodeColumn: 'barcode', delimiter: ',' }))).toEqual([
+      { read: 'A1', line: 4 },
+      { read: 'B2', line: 8 },
+      { read: 'C3', line: 9 },
+    ]);
+  });
+
+  it('splits rows of a file mixing LF, CRLF and CR line ends', async () => {
+    const path = await file('mixed.csv', 'barcode\nA\r\nB\rC\n');
+    expect(summary(await parseCsvFile(path, ctx('mixed.csv'), { barcodeColumn: 'barcode', delimiter: ',' }))).toEqual([
+      { read: 'A', line: 2 },
+      { read: 'B', line: 3 },
+      { read: 'C', line: 4 },
+    ]);
+  });
+
+  it('uses the configured delimiter and keeps bytes that are not valid UTF-8', async () => {
+    const path = await file('semi.csv', 'zeit;barcode\n2026-01-01T00:00:00;AB\xff\x80;x\n;"Q;1"\n');
+    expect(summary(await parseCsvFile(path, ctx('semi.csv'), { barcodeColumn: 'barcode', timeColumn: 'zeit', delimiter: ';' }))).toEqual([
+      { read: 'AB\xff\x80', line: 2, time: '2026-01-01T00:00:00' },
+      { read: 'Q;1', line: 3 },
+    ]);
+  });
+
+  it('rejects a row without a barcode value (empty or missing field), with file and line, and skips empty rows', async () => {
+    const path = await file('gaps.csv', 'read_at,barcode,station\nT1,,GI-01\nT2\n,,\nT3,  ,GI-02\nT4,OK,GI-01\n');
+    const items = await parseCsvFile(path, ctx('gaps.csv'), csvFormat);
+    expect(summary(items)).toEqual([
+      { rejected: 'T1,,GI-01', line: 2, reason: 'row has no value in column "barcode"' },
+      { rejected: 'T2', line: 3, reason: 'row has no value in column "barcode"' },
+      { rejected: 'T3,  ,GI-02', line: 5, reason: 'row has no value in column "barcode"' },
+      { read: 'OK', line: 6, time: 'T4' },
+    ]);
+    const rejection = items[0];
+    expect(rejection?.kind === 'rejection' && rejection.rejection.origin).toEqual({ file: 'gaps.csv', line: 2 });
+  });
+
+  it('keeps a quote inside an unquoted barcode as data', async () => {
+    const path = await file('q.csv', 'barcode\nAB"C\n');
+    expect(summary(await parseCsvFile(path, ctx('q.csv'), { barcodeColumn: 'barcode', delimiter: ',' }))).toEqual([{ read: 'AB"C', line: 2 }]);
+  });
+
+  it('fails the whole file when the header lacks the barcode column, naming the columns found', async () => {
+    const path = await file('nobc.csv', 'read_at,code\nT1,ABC\n');
+    const err = await formatError(parseCsvFile(path, ctx('nobc.csv'), csvFormat));
+    expect(err.message).toBe('CSV header has no column "barcode" (barcodeColumn); header columns: "read_at", "code"');
+  });
+
+  it('fails the whole file when a configured time column is missing', async () => {
+    const path = await file('notime.csv', 'barcode\nABC\n');
+    const err = await formatError(parseCsvFile(path, ctx('notime.csv'), csvFormat));
+    expect(err.message).toMatch(/no column "read_at" \(timeColumn\)/);
+  });
+
+  it('fails the whole file on an empty file, broken quoting, UTF-16 and oversized records', async () => {
+    const empty = await file('empty.csv', '');
+    expect((await formatError(parseCsvFile(empty, ctx('empty.csv'), csvFormat))).message).toMatch(/empty/);
+    const broken = await file('broken.csv', 'read_at,barcode\nT1,"unterminated\nT2,B\n');
+    expect((await formatError(parseCsvFile(broken, ctx('broken.csv'), csvFormat))).message).toMatch(/CSV cannot be parsed: Quote Not Closed/);
+    const utf16 = await file('u16.csv', Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('barcode\r\nA\r\n', 'utf16le')]));
+    expect((await formatError(parseCsvFile(utf16, ctx('u16.csv'), csvFormat))).message).toMatch(/UTF-16/);
+    const huge = await file('huge.csv', `barcode\n"${'A'.repeat(1024 * 1024 + 10)}"\n`);
+    expect((await formatError(parseCsvFile(huge, ctx('huge.csv'), { barcodeColumn: 'barcode', delimiter: ',' }))).message).toMatch(/CSV cannot be parsed/);
+  });
+
+  it('gives a header-only file no items', async () => {
+    const path = await file('header.csv', 'read_at,barcode\r\n');
+    expect(await parseCsvFile(path, ctx('header.csv'), csvFormat)).toEqual([]);
+  });
+
+  it('throws the file system error for a missing file', async () => {
+    await expect(parseCsvFile(join(dir, 'missing.csv'), ctx('missing.csv'), csvFormat)).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+});
+
+describe('parseLinesFile', () => {
+  it('reads one barcode per line with LF or CRLF, skips blank lines, keeps bytes and line numbers', async () => {
+    const content = Buffer.concat([
+      Buffer.from([0xef, 0xbb, 0xbf]),
+      Buffer.from(`]d2010952123454321310B2611-03${GS}21C1\r\n\r\nNOREAD\n   \n\xff\xfe\x00x\r\n  padded \nlast`, 'latin1'),
+    ]);
+    const path = await file('scans.txt', content);
+    const items = await parseLinesFile(path, ctx('scans.txt'));
+    expect(summary(items)).toEqual([
+      { read: `]d2010952123454321310B2611-03${GS}21C1`, line: 1 },
+      { read: 'NOREAD', line: 3 },
+      { read: '\xff\xfe\x00x', line: 5 },
+      { read: '  padded ', line: 6 },
+      { read: 'last', line: 7 },
+    ]);
+    expect(items[0]?.kind === 'read' && items[0].read.origin).toEqual({ file: 'scans.txt', line: 1 });
+  });
+
+  it('gives an empty file no items', async () => {
+    expect(await parseLinesFile(await file('empty.txt', ''), ctx('empty.txt'))).toEqual([]);
+  });
+
+  it('rejects an overlong line with its first 256 bytes and carries on with the next line', async () => {
+    const long = 'X'.repeat(MAX_FILE_READ_BYTES + 1);
+    const path = await file('long.txt', `A\n${long}\r\nB\n${'Y'.repeat(MAX_FILE_READ_BYTES)}\r\n${'Z'.repeat(200_000)}`);
+    expect(summary(await parseLinesFile(path, ctx('long.txt')))).toEqual([
+      { read: 'A', line: 1 },
+      { rejected: 'X'.repeat(256), line: 2, reason: `line longer than ${MAX_FILE_READ_BYTES} bytes` },
+      { read: 'B', line: 3 },
+      { read: 'Y'.repeat(MAX_FILE_READ_BYTES), line: 4 },
+      { rejected: 'Z'.repeat(256), line: 5, reason: `line longer than ${MAX_FILE_READ_BYTES} bytes` },
+    ]);
+  });
+
+  it('reads a file larger than one read chunk with lines split across chunks', async () => {
+    const lines = Array.from({ length: 20_000 }, (_, i) => `CODE-${i}-${'p'.repeat(i % 37)}`);
+    const path = await file('big.txt', lines.join('\r\n') + '\r\n');
+    const items = await parseLinesFile(path, ctx('big.txt'));
+    expect(items.length).toBe(lines.length);
+    expect(items.map((i) => (i.kind === 'read' ? i.read.raw.toString('latin1') : '?'))).toEqual(lines);
+    expect(items.at(-1)?.kind === 'read' && items.at(-1)).toMatchObject({ read: { origin: { line: 20_000 } } });
+    expect((await readFile(path)).length).toBeGreaterThan(128 * 1024);
+  });
+});
