@@ -1,0 +1,79 @@
+#!/usr/bin/env node
+import { Command, CommanderError } from 'commander';
+import { registerConfigCommand } from './cli/config-command.js';
+import { CommandExit } from './cli/exit.js';
+import { registerRunCommand } from './cli/run-command.js';
+import { registerSandboxCommand } from './cli/sandbox-command.js';
+import { registerUpstreamCommands } from './cli/upstream-commands.js';
+import { loadConfig } from './config/load.js';
+import { isGatewayError, ErrorCodes } from './errors.js';
+import { createLogger } from './log.js';
+import { VERSION } from './paths.js';
+import { UpstreamClient } from './upstream/client.js';
+
+/**
+ * The process edge: the only module that touches argv, env, signals and the exit code.
+ * Exit codes: 0 ok; 1 the operation failed; 2 usage or configuration error; 3 upstream unreachable
+ * or authentication refused (see docs/cli.md).
+ */
+async function main(argv: string[]): Promise<number> {
+  const stopSignal = new Promise<string>((resolve) => {
+    for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => resolve(sig));
+  });
+  const program = new Command('scan-gateway')
+    .version(VERSION)
+    .description(
+      'Edge daemon for battery factories: barcode reads from serial scanners and dropped files become scans, ' +
+        'buffered durably in SQLite and delivered to the Battery Product and Traceability Scan Service.',
+    )
+    .showHelpAfterError()
+    .exitOverride();
+  const io = { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd() };
+  registerRunCommand(program, { ...io, stopSignal });
+  registerConfigCommand(program, io);
+  registerSandboxCommand(program, { ...io, logger: createLogger(), stopSignal });
+  registerUpstreamCommands(program, {
+    ...io,
+    resolveClient: async (configPath: string) => {
+      const { config, clientSecret } = loadConfig(configPath, { baseDir: io.cwd, env: io.env });
+      return new UpstreamClient({
+        baseUrl: config.upstream.baseUrl,
+        authUrl: config.upstream.authUrl,
+        clientId: config.upstream.clientId,
+        clientSecret,
+        requestTimeoutMs: config.upstream.requestTimeoutMs,
+        ...(config.upstream.caFile ? { caFile: config.upstream.caFile } : {}),
+        ...(config.upstream.proxyUrl ? { proxyUrl: config.upstream.proxyUrl } : {}),
+      });
+    },
+  });
+  try {
+    await program.parseAsync(argv);
+    return 0;
+  } catch (err) {
+    if (err instanceof CommandExit) return err.exitCode;
+    if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
+    if (isGatewayError(err, ErrorCodes.CONFIG) || isGatewayError(err, ErrorCodes.SECRET)) {
+      process.stderr.write(`scan-gateway: ${err.message}\n`);
+      return 2;
+    }
+    if (isGatewayError(err, ErrorCodes.UPSTREAM_NETWORK) || isGatewayError(err, ErrorCodes.UPSTREAM_AUTH)) {
+      process.stderr.write(`scan-gateway: ${err.message}\n`);
+      return 3;
+    }
+    process.stderr.write(`scan-gateway: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 1;
+  }
+}
+
+main(process.argv).then(
+  (code) => {
+    process.exitCode = code;
+    // Handles left open by a library must not keep a finished command alive.
+    setTimeout(() => process.exit(code), 2000).unref();
+  },
+  (err: unknown) => {
+    process.stderr.write(`scan-gateway: ${String(err)}\n`);
+    process.exit(1);
+  },
+);

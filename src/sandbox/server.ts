@@ -1,0 +1,104 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import formbody from '@fastify/formbody';
+import Fastify, { LogController, type FastifyInstance } from 'fastify';
+import { ErrorCodes, GatewayError } from '../errors.js';
+import { silentLogger } from '../log.js';
+import { PACKAGE_ROOT } from '../paths.js';
+import { PRESIGNED_VALIDITY_MS, TOKEN_VALIDITY_S } from '../upstream/contract.js';
+import { SandboxAuth, bearerCheck, registerTokenRoute } from './auth.js';
+import { FaultSwitch, registerFaultHooks } from './faults.js';
+import { sendProblem } from './problem.js';
+import { registerJsonParser } from './respond.js';
+import { registerAdminRoutes } from './routes-admin.js';
+import { registerProductRoutes } from './routes-products.js';
+import { registerPresignedPut, registerScanRoutes } from './routes-scans.js';
+import { SandboxState } from './state.js';
+import { DEMO_CLIENT_ID, DEMO_DCPS, DEMO_PRODUCTS, type Faults, type RunningSandbox, type SandboxClient, type SandboxOptions } from './types.js';
+
+export type { Faults, RunningSandbox, SandboxClient, SandboxOptions } from './types.js';
+
+/** Largest body fastify reads at all (pre-signed uploads may be large); the 5.8 MiB rule is the route's. */
+const BODY_LIMIT = 256 * 1024 * 1024;
+
+/** File holding the demo client's secret, relative to the package root. */
+export const DEMO_SECRET_FILE = 'config/demo-client-secret';
+
+/**
+ * The default client: `demo-client`, secret from config/demo-client-secret (trimmed), DCPs of the
+ * demo and example configurations. Throws `SECRET` when the file cannot be read.
+ */
+export function demoClient(): SandboxClient {
+  const file = join(PACKAGE_ROOT, DEMO_SECRET_FILE);
+  let secret: string;
+  try {
+    secret = readFileSync(file, 'utf8').trim();
+  } catch (err) {
+    throw new GatewayError(ErrorCodes.SECRET, `demo client secret ${file} cannot be read`, { cause: err });
+  }
+  if (secret === '') throw new GatewayError(ErrorCodes.SECRET, `demo client secret ${file} is empty`);
+  return { clientId: DEMO_CLIENT_ID, clientSecret: secret, dcps: [...DEMO_DCPS], products: DEMO_PRODUCTS.map((p) => ({ ...p })) };
+}
+
+/** A built (not listening) sandbox: the fastify app and its fault switch. For `inject()` tests and `startSandbox`. */
+export async function buildSandboxApp(options: SandboxOptions = {}): Promise<{ app: FastifyInstance; faults: FaultSwitch; state: SandboxState }> {
+  const logger = (options.logger ?? silentLogger()).child({ component: 'sandbox' });
+  // The pino generic of `loggerInstance` does not match FastifyBaseLogger's; the instance is the default one.
+  const app = Fastify({
+    loggerInstance: logger,
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: BODY_LIMIT,
+    forceCloseConnections: true,
+  }) as unknown as FastifyInstance;
+  const state = new SandboxState(options.clients ?? [demoClient()]);
+  const faults = new FaultSwitch(options.faults ?? {});
+  const auth = new SandboxAuth();
+  const bearer = bearerCheck(auth);
+  const timing = {
+    processingDelayMs: () => faults.current().processingDelayMs ?? options.processingDelayMs ?? 1000,
+    presignedTtlMs: () => options.presignedTtlMs ?? PRESIGNED_VALIDITY_MS,
+  };
+
+  await app.register(formbody);
+  registerJsonParser(app);
+  registerFaultHooks(app, faults, state);
+  registerAdminRoutes(app, state, faults);
+  registerTokenRoute(app, auth, state, () => faults.current().tokenTtlSec ?? options.tokenTtlSec ?? TOKEN_VALIDITY_S);
+  registerProductRoutes(app, state, bearer);
+  registerScanRoutes(app, state, bearer, timing);
+  registerPresignedPut(app, state, timing);
+
+  app.setNotFoundHandler((request, reply) => sendProblem(request, reply, 404, `No route ${request.method} ${request.url.split('?')[0]}.`));
+  app.setErrorHandler((error: { statusCode?: number; message?: string }, request, reply) => {
+    const status = error.statusCode !== undefined && error.statusCode >= 400 ? error.statusCode : 500;
+    if (status >= 500) request.log.error({ err: error }, 'sandbox request failed');
+    return sendProblem(request, reply, status, status >= 500 ? 'The sandbox failed to answer.' : (error.message ?? 'Bad request.'));
+  });
+  return { app, faults, state };
+}
+
+/**
+ * Starts the local emulator of the upstream service (contract §4, §5) on `host:port`
+ * (default 127.0.0.1:8090; port 0 = any). The returned `url` serves as both `baseUrl` and
+ * `authUrl`. Rejects when the address is taken or the demo secret cannot be read.
+ */
+export async function startSandbox(options: SandboxOptions = {}): Promise<RunningSandbox> {
+  const { app, faults } = await buildSandboxApp(options);
+  const host = options.host ?? '127.0.0.1';
+  await app.listen({ host, port: options.port ?? 8090 });
+  const address = app.server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : (options.port ?? 8090);
+  const shownHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  let closing: Promise<void> | undefined;
+  return {
+    url: `http://${shownHost}:${port}`,
+    app,
+    setFaults(f: Partial<Faults>) {
+      faults.apply(f);
+    },
+    close() {
+      closing ??= app.close();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,205 @@
+import { randomBytes } from 'node:crypto';
+import { scanSchema, type ScanFailure, type ScanStatusWire } from '../upstream/contract.js';
+import type { SandboxClient } from './types.js';
+
+/**
+ * The sandbox's memory: products per client, batches and their processing, pre-signed addresses,
+ * and the inspection logs. Nothing survives a restart, like a fresh test environment.
+ */
+
+/** Reasons a scan fails processing. The first two are the texts the contract reports as observed (§2.8). */
+export const FAILURE_REASONS = {
+  invalidDcp: 'Invalid DCP',
+  attributes: 'Attributes could not be read',
+  unreadable: 'Scan could not be read',
+} as const;
+
+/** An accepted scan as `GET /_sandbox/scans` lists it. */
+export interface LoggedScan {
+  requestId: string;
+  via: 'direct' | 'presigned';
+  receivedAt: string;
+  scan: unknown;
+}
+
+/** One line of `GET /_sandbox/requests`. Never holds a header value. */
+export interface LoggedRequest {
+  method: string;
+  path: string;
+  status: number;
+  time: string;
+  ms: number;
+}
+
+interface Batch {
+  requestId: string;
+  clientId: string;
+  receivedAtMs: number;
+  delayMs: number;
+  count: number;
+  failures: ScanFailure[];
+  /** Set when the content itself could not be read (pre-signed uploads only). */
+  unreadable?: string;
+}
+
+interface PresignedAddress {
+  requestId: string;
+  clientId: string;
+  expiresAtMs: number;
+  used: boolean;
+}
+
+/** Most scans kept for inspection; older ones are dropped (counted in `dropped`). */
+export const MAX_LOGGED_SCANS = 100_000;
+/** Most requests kept in the request log. */
+export const MAX_LOGGED_REQUESTS = 10_000;
+
+export class SandboxState {
+  readonly clients = new Map<string, SandboxClient>();
+  private readonly products = new Map<string, Map<string, { key: string; name: string }>>();
+  private readonly batches = new Map<string, Batch>();
+  private readonly presigned = new Map<string, PresignedAddress>();
+  private scans: LoggedScan[] = [];
+  private scanCount = 0;
+  private requests: LoggedRequest[] = [];
+  private lastId = 0;
+
+  constructor(clients: SandboxClient[]) {
+    for (const client of clients) {
+      this.clients.set(client.clientId, client);
+      this.products.set(client.clientId, new Map((client.products ?? []).map((p) => [p.key, { key: p.key, name: p.name }])));
+    }
+  }
+
+  /**
+   * A new numeric batch id. Ids follow the clock (ms) so that a restarted sandbox does not hand
+   * out an id a gateway still tracks from the previous run.
+   */
+  nextRequestId(): string {
+    this.lastId = Math.max(this.lastId + 1, Date.now());
+    return String(this.lastId);
+  }
+
+  listProducts(clientId: string): Array<{ key: string; name: string }> {
+    return [...(this.products.get(clientId)?.values() ?? [])];
+  }
+
+  /** Adds a product; false when the client has one with that key already. */
+  addProduct(clientId: string, key: string, name: string): boolean {
+    let own = this.products.get(clientId);
+    if (!own) this.products.set(clientId, (own = new Map()));
+    if (own.has(key)) return false;
+    own.set(key, { key, name });
+    return true;
+  }
+
+  /**
+   * Records an accepted batch and decides each scan's outcome now (the outcome shows once the
+   * processing delay passed). `items` are the array elements as received.
+   */
+  acceptBatch(requestId: string, clientId: string, via: LoggedScan['via'], items: unknown[], delayMs: number, nowMs: number): void {
+    const dcps = new Set(this.clients.get(clientId)?.dcps ?? []);
+    const failures: ScanFailure[] = [];
+    const receivedAt = new Date(nowMs).toISOString();
+    for (const item of items) {
+      const reason = failureOf(item, dcps);
+      if (reason !== undefined) failures.push({ reference: referenceOf(item), reason });
+      this.logScan({ requestId, via, receivedAt, scan: item });
+    }
+    this.batches.set(requestId, { requestId, clientId, receivedAtMs: nowMs, delayMs, count: items.length, failures });
+  }
+
+  /** A pre-signed upload whose content is not a JSON array of scans: it fails as a whole. */
+  acceptUnreadable(requestId: string, clientId: string, reason: string, delayMs: number, nowMs: number): void {
+    this.batches.set(requestId, { requestId, clientId, receivedAtMs: nowMs, delayMs, count: 0, failures: [], unreadable: reason });
+  }
+
+  /** Status of a batch as the client `clientId` sees it (§2.8, §3); another client's batch is NotFound. */
+  status(requestId: string, clientId: string, nowMs: number): ScanStatusWire {
+    const id = Number(requestId);
+    const batch = this.batches.get(requestId);
+    if (!batch || batch.clientId !== clientId) {
+      return { state: 'NotFound', requestId: id, description: `No batch with request id ${requestId}`, processed: 0 };
+    }
+    const elapsed = nowMs - batch.receivedAtMs;
+    const half = batch.delayMs / 2;
+    if (elapsed < half) {
+      return { state: 'Received', requestId: id, description: 'Upload received, waiting to be processed', processed: 0 };
+    }
+    if (elapsed < batch.delayMs) {
+      const processed = Math.min(batch.count, Math.floor((batch.count * (elapsed - half)) / half));
+      return { state: 'InProgress', requestId: id, description: 'Batch is being processed', processed };
+    }
+    if (batch.unreadable !== undefined) {
+      return { state: 'Failed', requestId: id, description: batch.unreadable, processed: 0, failed: 0, failures: [] };
+    }
+    const failed = batch.failures.length;
+    if (failed === 0) {
+      return { state: 'Success', requestId: id, description: `All ${batch.count} scans processed successfully`, processed: batch.count };
+    }
+    const state = failed === batch.count ? 'Failed' : 'HasFailures';
+    const description = state === 'Failed' ? 'All scans failed to process' : `${failed} of ${batch.count} scans failed to process`;
+    return { state, requestId: id, description, processed: batch.count, failed, failures: batch.failures };
+  }
+
+  /** A new single-use pre-signed address token for a batch id known from now on. */
+  createPresigned(requestId: string, clientId: string, expiresAtMs: number): string {
+    const token = randomBytes(24).toString('base64url');
+    this.presigned.set(token, { requestId, clientId, expiresAtMs, used: false });
+    return token;
+  }
+
+  /**
+   * Claims a pre-signed address for one PUT. Gives the reason for refusal (S3 answers 403 to all
+   * of them), or the batch id and client on success. The address counts as used from here on.
+   */
+  claimPresigned(token: string, nowMs: number): { requestId: string; clientId: string } | { refused: string } {
+    const address = this.presigned.get(token);
+    if (!address) return { refused: 'Invalid pre-signed address' };
+    if (address.used) return { refused: 'Pre-signed address has been used already' };
+    if (nowMs >= address.expiresAtMs) return { refused: 'Request has expired' };
+    address.used = true;
+    return { requestId: address.requestId, clientId: address.clientId };
+  }
+
+  logScan(entry: LoggedScan): void {
+    this.scanCount += 1;
+    this.scans.push(entry);
+    if (this.scans.length > MAX_LOGGED_SCANS) this.scans = this.scans.slice(-MAX_LOGGED_SCANS / 2);
+  }
+
+  scanLog(): { count: number; dropped: number; scans: LoggedScan[] } {
+    return { count: this.scanCount, dropped: this.scanCount - this.scans.length, scans: this.scans };
+  }
+
+  clearScans(): void {
+    this.scans = [];
+    this.scanCount = 0;
+  }
+
+  logRequest(entry: LoggedRequest): void {
+    this.requests.push(entry);
+    if (this.requests.length > MAX_LOGGED_REQUESTS) this.requests = this.requests.slice(-MAX_LOGGED_REQUESTS / 2);
+  }
+
+  requestLog(): LoggedRequest[] {
+    return this.requests;
+  }
+
+  clearRequests(): void {
+    this.requests = [];
+  }
+}
+
+function failureOf(item: unknown, dcps: Set<string>): string | undefined {
+  const parsed = scanSchema.safeParse(item);
+  if (!parsed.success) return FAILURE_REASONS.unreadable;
+  if (!dcps.has(parsed.data.dcpKey)) return FAILURE_REASONS.invalidDcp;
+  if (parsed.data.attributes.some((a) => a.key.trim() === '')) return FAILURE_REASONS.attributes;
+  return undefined;
+}
+
+function referenceOf(item: unknown): string {
+  const ref = typeof item === 'object' && item !== null ? (item as { reference?: unknown }).reference : undefined;
+  return typeof ref === 'string' ? ref : '';
+}

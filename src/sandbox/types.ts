@@ -1,0 +1,94 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { Logger } from '../log.js';
+
+/**
+ * Shapes of the sandbox: its options, its fault-injection knobs and what `startSandbox` returns.
+ */
+
+const rate = z.number().min(0).max(1);
+
+/**
+ * Fault injection, applied to `/api/*` and the pre-signed PUT (never `/oauth2/token` or
+ * `/_sandbox/*`). Rates are probabilities per request, checked in this order: latency, reset,
+ * rate limit, error.
+ */
+export const faultsSchema = z
+  .object({
+    errorRate: rate.describe('Share of requests answered 500 or 503 (alternating).'),
+    rateLimitRate: rate.describe('Share of requests answered 429 with Retry-After.'),
+    retryAfterSec: z.number().min(0).describe('Retry-After of the 429 answers, in seconds.'),
+    latencyMs: z.number().min(0).describe('Delay added before every answer, in ms.'),
+    resetRate: rate.describe('Share of requests whose connection is destroyed without an answer.'),
+    tokenTtlSec: z.number().positive().optional().describe('Overrides the token lifetime of new tokens, in s.'),
+    processingDelayMs: z.number().min(0).optional().describe('Overrides the processing time of new batches, in ms.'),
+  })
+  .strict();
+export type Faults = z.infer<typeof faultsSchema>;
+
+/** A change of faults (PUT /_sandbox/faults, `setFaults`); `null` clears an optional override. */
+export const faultsPatchSchema = z
+  .object({
+    errorRate: rate.optional(),
+    rateLimitRate: rate.optional(),
+    retryAfterSec: z.number().min(0).optional(),
+    latencyMs: z.number().min(0).optional(),
+    resetRate: rate.optional(),
+    tokenTtlSec: z.number().positive().nullable().optional(),
+    processingDelayMs: z.number().min(0).nullable().optional(),
+  })
+  .strict();
+
+/** No faults: every request answered normally. */
+export const NO_FAULTS: Faults = { errorRate: 0, rateLimitRate: 0, retryAfterSec: 1, latencyMs: 0, resetRate: 0 };
+
+/** One OAuth client the sandbox knows, with the DCPs its scans may use. */
+export interface SandboxClient {
+  clientId: string;
+  clientSecret: string;
+  /** DCP keys of this client; a scan with another DCP fails with reason `Invalid DCP`. */
+  dcps: string[];
+  /** Products the client has at start (GET /api/product/v3/products). */
+  products?: Array<{ key: string; name: string }>;
+}
+
+/** Options of `startSandbox`. */
+export interface SandboxOptions {
+  /** Address to bind. Default 127.0.0.1. */
+  host?: string;
+  /** Port; 0 = any free port. Default 8090. */
+  port?: number;
+  /** Known clients. Default: `demo-client` with the secret of config/demo-client-secret. */
+  clients?: SandboxClient[];
+  /** Lifetime of access tokens, in s. Default 3600 (contract §5). */
+  tokenTtlSec?: number;
+  /** Time from upload to terminal state, in ms: Received for the first half, InProgress for the second. Default 1000. */
+  processingDelayMs?: number;
+  /** Validity of pre-signed addresses, in ms. Default 30 min (contract §4.4). */
+  presignedTtlMs?: number;
+  faults?: Partial<Faults>;
+  logger?: Logger;
+}
+
+/** A started sandbox. */
+export interface RunningSandbox {
+  /** Base address, e.g. `http://127.0.0.1:8090`; both the service and the auth base URL. */
+  url: string;
+  app: FastifyInstance;
+  /** Merge a change into the current faults (as PUT /_sandbox/faults). */
+  setFaults(f: Partial<Faults>): void;
+  /** Stops listening and closes open connections. Safe to call more than once. */
+  close(): Promise<void>;
+}
+
+/** DCPs of the default client: every DCP of config/demo.yaml and config/example.yaml. */
+export const DEMO_DCPS = ['GI-01', 'SOP-3', 'EOL-3', 'GO-01'] as const;
+
+/** Client id of the default client. */
+export const DEMO_CLIENT_ID = 'demo-client';
+
+/** Products the default client has at start (the product keys of the demo and example configs). */
+export const DEMO_PRODUCTS = [
+  { key: 'PACK-A', name: 'Battery pack A' },
+  { key: 'MOD-48V', name: 'Module 48 V' },
+] as const;

@@ -1,0 +1,301 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { request, type Dispatcher } from 'undici';
+import type { z } from 'zod';
+import { ErrorCodes, GatewayError } from '../errors.js';
+import { silentLogger, type Logger } from '../log.js';
+import {
+  MAX_DIRECT_BODY_BYTES,
+  createProductRequestSchema,
+  describeIssues,
+  normalizeScanStatus,
+  oauthErrorSchema,
+  presignedUrlResponseSchema,
+  productModelKeyAndNameSchema,
+  productModelSchema,
+  scanStatusWireSchema,
+  tokenResponseSchema,
+  uploadAcceptedSchema,
+  type CreateProductRequest,
+  type ProductModel,
+  type ProductModelKeyAndName,
+  type ScanStatus,
+} from './contract.js';
+import { createUpstreamDispatcher } from './dispatcher.js';
+import { httpError, networkError, parseRetryAfter } from './http-errors.js';
+import { TokenCache, tokenExpiry, type AccessToken } from './token-cache.js';
+
+/** Options of {@link UpstreamClient}. */
+export interface UpstreamClientOptions {
+  /** Base address of the service; the contract's paths (§4) are appended. */
+  baseUrl: string;
+  /** Base address of the token endpoint; `/oauth2/token` is appended (§5). */
+  authUrl: string;
+  clientId: string;
+  /** Never logged, never put in an error. */
+  clientSecret: string;
+  logger?: Logger;
+  /** Injected transport (tests, a shared agent). Not closed by `close()`. Without it, the client owns one. */
+  dispatcher?: Dispatcher;
+  /** PEM file of extra CAs, added to the default store. Ignored when `dispatcher` is given. */
+  caFile?: string;
+  /** HTTP(S) proxy. Ignored when `dispatcher` is given. */
+  proxyUrl?: string;
+  /** Connect, headers and body timeout of one exchange, in ms. Default 30 000. */
+  requestTimeoutMs?: number;
+  /** Clock in ms since epoch, for token expiry and Retry-After dates. Default `Date.now`. */
+  now?: () => number;
+}
+
+interface Answer {
+  status: number;
+  headers: IncomingHttpHeaders;
+  text: string;
+}
+
+const JSON_ACCEPT = 'application/json, text/json;q=0.9, text/plain;q=0.8';
+const PATHS = {
+  products: '/api/product/v3/products',
+  createProduct: '/api/product/v3/products/create',
+  scans: '/api/trace/v3/scans',
+  presigned: '/api/trace/v3/scans/preSignedUrl',
+  status: (requestId: string) => `/api/trace/v3/scans/${encodeURIComponent(requestId)}/status`,
+} as const;
+
+/**
+ * Client of the Battery Product and Traceability Scan Service (contract §4, §5). It authenticates
+ * with OAuth 2.0 client credentials, shares one cached token between concurrent calls, validates
+ * every answer against the contract and reports failures as `GatewayError`s:
+ * `UPSTREAM_NETWORK` (retryable), `UPSTREAM_HTTP` (retryable for 408/429/5xx, `details.status`,
+ * `details.retryAfterMs`), `UPSTREAM_AUTH`, `UPSTREAM_RESPONSE`, `BODY_TOO_LARGE`,
+ * `PRESIGNED_REFUSED`. It never retries by itself (the delivery layer does), except that a 401
+ * fetches a new token once.
+ */
+export class UpstreamClient {
+  private readonly base: string;
+  private readonly tokenUrl: string;
+  private readonly dispatcher: Dispatcher;
+  private readonly ownsDispatcher: boolean;
+  private readonly timeoutMs: number;
+  private readonly now: () => number;
+  private readonly log: Logger;
+  private readonly tokens: TokenCache;
+  private closing: Promise<void> | undefined;
+
+  constructor(private readonly options: UpstreamClientOptions) {
+    this.base = options.baseUrl.replace(/\/+$/, '');
+    this.tokenUrl = `${options.authUrl.replace(/\/+$/, '')}/oauth2/token`;
+    this.timeoutMs = options.requestTimeoutMs ?? 30_000;
+    this.now = options.now ?? Date.now;
+    this.log = (options.logger ?? silentLogger()).child({ component: 'upstream' });
+    this.ownsDispatcher = options.dispatcher === undefined;
+    this.dispatcher =
+      options.dispatcher ??
+      createUpstreamDispatcher({
+        timeoutMs: this.timeoutMs,
+        ...(options.caFile !== undefined ? { caFile: options.caFile } : {}),
+        ...(options.proxyUrl !== undefined ? { proxyUrl: options.proxyUrl } : {}),
+      });
+    this.tokens = new TokenCache(() => this.fetchToken(), this.now);
+  }
+
+  /** GET /api/product/v3/products (§4.1): the customer's products. */
+  async listProducts(): Promise<ProductModelKeyAndName[]> {
+    const answer = await this.api('GET', PATHS.products);
+    return this.parse(productModelKeyAndNameSchema.array(), answer, 'listProducts');
+  }
+
+  /** POST /api/product/v3/products/create (§4.2): a new product with its template defaults. */
+  async createProduct(req: CreateProductRequest): Promise<ProductModel> {
+    const checked = createProductRequestSchema.safeParse(req);
+    if (!checked.success) {
+      throw new GatewayError(ErrorCodes.USAGE, `createProduct: ${describeIssues(checked.error)}`);
+    }
+    const answer = await this.api('POST', PATHS.createProduct, JSON.stringify(checked.data));
+    return this.parse(productModelSchema, answer, 'createProduct');
+  }
+
+  /**
+   * POST /api/trace/v3/scans (§4.3). `body` is the already serialized JSON array of scans, sent
+   * byte for byte. Throws `BODY_TOO_LARGE` without sending when it exceeds
+   * {@link MAX_DIRECT_BODY_BYTES} (a 413 answer is `UPSTREAM_HTTP` with status 413).
+   */
+  async uploadScans(body: string | Buffer): Promise<{ requestId: string }> {
+    const bytes = typeof body === 'string' ? Buffer.byteLength(body, 'utf8') : body.length;
+    if (bytes > MAX_DIRECT_BODY_BYTES) {
+      throw new GatewayError(
+        ErrorCodes.BODY_TOO_LARGE,
+        `scan batch of ${bytes} bytes reaches the 5.8 MiB direct upload limit (largest allowed ${MAX_DIRECT_BODY_BYTES})`,
+        { details: { bytes, limit: MAX_DIRECT_BODY_BYTES } },
+      );
+    }
+    const answer = await this.api('POST', PATHS.scans, body);
+    const accepted = this.parse(uploadAcceptedSchema, answer, 'uploadScans');
+    return { requestId: accepted.requestId };
+  }
+
+  /** POST /api/trace/v3/scans/preSignedUrl (§4.4): an address valid 30 minutes, usable once. */
+  async requestPresignedUpload(): Promise<{ url: string; requestId: string }> {
+    const answer = await this.api('POST', PATHS.presigned);
+    const presigned = this.parse(presignedUrlResponseSchema, answer, 'requestPresignedUpload');
+    try {
+      new URL(presigned.url);
+    } catch {
+      throw new GatewayError(ErrorCodes.UPSTREAM_RESPONSE, 'requestPresignedUpload: response field url is not an absolute URL');
+    }
+    return { url: presigned.url, requestId: presigned.requestId };
+  }
+
+  /**
+   * PUT {pre-signed url} (§4.5), without Authorization. A 403 (used already, expired) throws
+   * `PRESIGNED_REFUSED`: a new address and requestId are needed.
+   */
+  async putPresigned(url: string, body: string | Buffer): Promise<void> {
+    const started = this.now();
+    const answer = await this.exchange('PUT', url, { 'content-type': 'application/json' }, body, 'PUT <pre-signed url>');
+    this.log.debug({ status: answer.status, ms: this.now() - started }, 'pre-signed upload answered');
+    if (answer.status >= 200 && answer.status < 300) return;
+    if (answer.status === 403) {
+      throw new GatewayError(ErrorCodes.PRESIGNED_REFUSED, 'the pre-signed address was refused (used already or expired)', {
+        details: { status: 403, body: answer.text.slice(0, 2048) },
+      });
+    }
+    throw httpError('PUT', '<pre-signed url>', answer.status, answer.text, this.retryAfter(answer));
+  }
+
+  /**
+   * GET /api/trace/v3/scans/{requestId}/status (§4.6), with `requestId` as a string. Unknown ids
+   * give state `NotFound`, whether the service says so with 200 or with 404.
+   */
+  async getScanStatus(requestId: string): Promise<ScanStatus> {
+    const answer = await this.api('GET', PATHS.status(requestId), undefined, [404]);
+    if (answer.status === 404) {
+      const wire = scanStatusWireSchema.safeParse(safeJson(answer.text));
+      if (wire.success && wire.data.state === 'NotFound') return normalizeScanStatus(wire.data);
+      throw httpError('GET', PATHS.status(requestId), 404, answer.text, undefined);
+    }
+    return normalizeScanStatus(this.parse(scanStatusWireSchema, answer, 'getScanStatus'));
+  }
+
+  /** When the cached token expires and how many tokens were obtained. Never the token itself. */
+  tokenInfo(): { expiresAt?: Date; refreshes: number } {
+    return this.tokens.info();
+  }
+
+  /** Closes the connections the client owns. Safe to call more than once. */
+  close(): Promise<void> {
+    this.closing ??= this.ownsDispatcher ? this.dispatcher.close() : Promise.resolve();
+    return this.closing;
+  }
+
+  /** An authorized call: bearer token, one token refresh on 401, non-2xx → error. */
+  private async api(method: string, path: string, body?: string | Buffer, allowed: number[] = []): Promise<Answer> {
+    const headers: Record<string, string> = { accept: JSON_ACCEPT };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    const started = this.now();
+    const token = await this.tokens.get();
+    let answer = await this.exchange(method, this.base + path, { ...headers, authorization: `Bearer ${token}` }, body, `${method} ${path}`);
+    if (answer.status === 401) {
+      this.log.info({ path }, 'access token refused, requesting a new one');
+      this.tokens.invalidate(token);
+      const fresh = await this.tokens.get();
+      answer = await this.exchange(method, this.base + path, { ...headers, authorization: `Bearer ${fresh}` }, body, `${method} ${path}`);
+      if (answer.status === 401) {
+        throw new GatewayError(ErrorCodes.UPSTREAM_AUTH, `${method} ${path} answered 401 with a freshly obtained token`, {
+          details: { status: 401, method, path },
+        });
+      }
+    }
+    this.log.debug({ method, path, status: answer.status, ms: this.now() - started }, 'upstream answered');
+    if ((answer.status >= 200 && answer.status < 300) || allowed.includes(answer.status)) return answer;
+    throw httpError(method, path, answer.status, answer.text, this.retryAfter(answer));
+  }
+
+  /** One HTTP exchange, body read completely. Transport failures become `UPSTREAM_NETWORK`. */
+  private async exchange(
+    method: string,
+    url: string,
+    headers: Record<string, string>,
+    body: string | Buffer | undefined,
+    label: string,
+  ): Promise<Answer> {
+    try {
+      const res = await request(url, {
+        method: method as Dispatcher.HttpMethod,
+        headers,
+        ...(body !== undefined ? { body } : {}),
+        dispatcher: this.dispatcher,
+        headersTimeout: this.timeoutMs,
+        bodyTimeout: this.timeoutMs,
+      });
+      const text = await res.body.text();
+      return { status: res.statusCode, headers: res.headers, text };
+    } catch (err) {
+      throw networkError(method, label.replace(/^\S+ /, ''), err);
+    }
+  }
+
+  private async fetchToken(): Promise<AccessToken> {
+    const form = new URLSearchParams({
+      client_id: this.options.clientId,
+      client_secret: this.options.clientSecret,
+      grant_type: 'client_credentials',
+    }).toString();
+    const headers = { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' };
+    const answer = await this.exchange('POST', this.tokenUrl, headers, form, 'POST /oauth2/token');
+    if (answer.status === 400 || answer.status === 401 || answer.status === 403) {
+      const oauth = oauthErrorSchema.safeParse(safeJson(answer.text));
+      const reason = oauth.success ? oauth.data.error : undefined;
+      throw new GatewayError(
+        ErrorCodes.UPSTREAM_AUTH,
+        `token request for client ${this.options.clientId} refused with HTTP ${answer.status}${reason ? ` (${reason})` : ''}`,
+        { details: { status: answer.status, ...(reason ? { error: reason } : {}) } },
+      );
+    }
+    if (answer.status < 200 || answer.status >= 300) {
+      throw httpError('POST', '/oauth2/token', answer.status, answer.text, this.retryAfter(answer));
+    }
+    // Parsed without echoing the body anywhere: it holds the token.
+    const parsed = tokenResponseSchema.safeParse(safeJson(answer.text));
+    if (!parsed.success) {
+      throw new GatewayError(ErrorCodes.UPSTREAM_RESPONSE, `token response: ${describeIssues(parsed.error)}`, {
+        details: { status: answer.status },
+      });
+    }
+    if (parsed.data.token_type !== undefined && parsed.data.token_type.toLowerCase() !== 'bearer') {
+      throw new GatewayError(ErrorCodes.UPSTREAM_RESPONSE, `token response: field token_type is ${parsed.data.token_type}, expected Bearer`);
+    }
+    const expiresAtMs = tokenExpiry(parsed.data, this.now());
+    this.log.info({ clientId: this.options.clientId, expiresAt: new Date(expiresAtMs).toISOString() }, 'obtained access token');
+    return { value: parsed.data.access_token, expiresAtMs };
+  }
+
+  private parse<T>(schema: z.ZodType<T>, answer: Answer, operation: string): T {
+    const json = safeJson(answer.text);
+    if (json === NOT_JSON) {
+      throw new GatewayError(ErrorCodes.UPSTREAM_RESPONSE, `${operation}: response body is not JSON`, {
+        details: { status: answer.status, contentType: answer.headers['content-type'], body: answer.text.slice(0, 2048) },
+      });
+    }
+    const result = schema.safeParse(json);
+    if (!result.success) {
+      throw new GatewayError(ErrorCodes.UPSTREAM_RESPONSE, `${operation}: unexpected response: ${describeIssues(result.error, 'response')}`, {
+        details: { status: answer.status, fields: result.error.issues.map((i) => i.path.join('.')) },
+      });
+    }
+    return result.data;
+  }
+
+  private retryAfter(answer: Answer): number | undefined {
+    return parseRetryAfter(answer.headers['retry-after'], this.now());
+  }
+}
+
+const NOT_JSON = Symbol('not JSON');
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return NOT_JSON;
+  }
+}

@@ -1,0 +1,58 @@
+import { readFileSync } from 'node:fs';
+import * as tls from 'node:tls';
+import { Agent, ProxyAgent, type Dispatcher } from 'undici';
+import { ErrorCodes, GatewayError } from '../errors.js';
+
+/** Options of {@link createUpstreamDispatcher}. */
+export interface UpstreamDispatcherOptions {
+  /** PEM file of extra certificate authorities, added to the default ones (a site's TLS-inspecting proxy). */
+  caFile?: string;
+  /** HTTP(S) proxy URL, credentials allowed (`http://user:pass@proxy:3128`). */
+  proxyUrl?: string;
+  /** Connect timeout and idle budget, in ms. */
+  timeoutMs: number;
+}
+
+/** How long an idle keep-alive connection is kept, in ms. */
+const KEEP_ALIVE_MS = 30_000;
+
+/**
+ * The default trust store plus `caFile`. Node 22.15+/23.9+ can list the default store (bundled
+ * roots, NODE_EXTRA_CA_CERTS and, with --use-system-ca, the OS store); older Nodes give the bundled
+ * Mozilla roots. Passing `ca` replaces the store, which is why the defaults are listed first.
+ * Throws `CONFIG` when the file cannot be read or holds no certificate.
+ */
+export function loadCaBundle(caFile: string): string[] {
+  let pem: string;
+  try {
+    pem = readFileSync(caFile, 'utf8');
+  } catch (err) {
+    throw new GatewayError(ErrorCodes.CONFIG, `upstream.caFile ${caFile} cannot be read`, { cause: err });
+  }
+  if (!pem.includes('-----BEGIN CERTIFICATE-----')) {
+    throw new GatewayError(ErrorCodes.CONFIG, `upstream.caFile ${caFile} holds no PEM certificate`);
+  }
+  const getCa = (tls as { getCACertificates?: (kind: string) => string[] }).getCACertificates;
+  const defaults = typeof getCa === 'function' ? getCa('default') : [...tls.rootCertificates];
+  return [...defaults, pem];
+}
+
+/**
+ * The dispatcher the client owns when none is injected: keep-alive connections, a connect timeout,
+ * TLS verification always on (never `rejectUnauthorized: false`), optional extra CAs and proxy.
+ */
+export function createUpstreamDispatcher(options: UpstreamDispatcherOptions): Dispatcher {
+  const ca = options.caFile === undefined ? undefined : loadCaBundle(options.caFile);
+  const connect = { timeout: options.timeoutMs, ...(ca ? { ca } : {}) };
+  const common = {
+    keepAliveTimeout: KEEP_ALIVE_MS,
+    headersTimeout: options.timeoutMs,
+    bodyTimeout: options.timeoutMs,
+    connect,
+  };
+  if (options.proxyUrl !== undefined) {
+    // requestTls: TLS to the service through the tunnel; proxyTls: TLS to an https:// proxy.
+    return new ProxyAgent({ ...common, uri: options.proxyUrl, requestTls: connect, proxyTls: connect });
+  }
+  return new Agent(common);
+}

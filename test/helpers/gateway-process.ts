@@ -1,0 +1,59 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { PACKAGE_ROOT } from '../../src/paths.js';
+
+/** The compiled daemon, as systemd runs it (`npm test` builds first). */
+export const MAIN_JS = join(PACKAGE_ROOT, 'dist/src/main.js');
+
+export interface GatewayProcess {
+  child: ChildProcess;
+  /** The health server's base URL, read from the daemon's own start-up line. */
+  httpUrl: string;
+  output: () => string;
+  /** SIGKILL: no chance to flush or say goodbye. */
+  kill(): Promise<void>;
+  /** SIGTERM and wait for the exit code. */
+  stop(): Promise<number | null>;
+}
+
+/** Starts `scan-gateway run --config FILE` as a child process and waits until it serves health. */
+export async function startGateway(configFile: string, env: Record<string, string>, cwd: string): Promise<GatewayProcess> {
+  const child = spawn(process.execPath, [MAIN_JS, 'run', '--config', configFile], {
+    cwd,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const httpUrl = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`gateway did not start within 20 s:\n${out}`)), 20_000);
+    const check = () => {
+      const m = /health at (http:\/\/[^\s/]+)\/healthz/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]!);
+      }
+    };
+    child.stdout.on('data', check);
+    child.stderr.on('data', check);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`gateway exited with ${code} before it was up:\n${out}`));
+    });
+  });
+  return {
+    child,
+    httpUrl,
+    output: () => out,
+    async kill() {
+      child.kill('SIGKILL');
+      await exited;
+    },
+    async stop() {
+      child.kill('SIGTERM');
+      return exited;
+    },
+  };
+}
