@@ -69,4 +69,10 @@ export interface InputAdapter {
   /** Stops taking new data; resolves after anything already handed to the sink settled. */
   stop(): Promise<void>;
   status(): InputStatus;
+  /**
+   * Back-pressure: when the buffer nears its quota, inputs that can wait (MQTT stops taking
+   * messages, files stay in the folder) are paused; inputs that cannot wait (serial) leave this
+   * out and keep committing. Optional.
+   */
+  setPaused?(paused: boolean): void;
 }
