@@ -145,7 +145,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
       stops.push({ name: 'delivery', stop: () => deliverer?.stop() });
       const create = deps.createInput ?? defaultInput;
       for (const inputConfig of config.inputs) {
-        const input = create(inputConfig, intake, logger.child({ component: 'input', input: inputConfig.id }));
+        const input = create(inputConfig, intake, logger);
         inputs.push(input);
         stops.push({ name: `input ${input.id}`, stop: () => input.stop() });
         await input.start();

@@ -7,14 +7,15 @@ import {
   MAX_DIRECT_BODY_BYTES,
   createProductRequestSchema,
   describeIssues,
-  normalizeScanStatus,
+  presignedUrlReadSchema,
+  problemDetailsSchema,
+  readScanStatus,
   oauthErrorSchema,
-  presignedUrlResponseSchema,
   productModelKeyAndNameSchema,
   productModelSchema,
-  scanStatusWireSchema,
+  scanStatusReadSchema,
   tokenResponseSchema,
-  uploadAcceptedSchema,
+  uploadAcceptedReadSchema,
   type CreateProductRequest,
   type ProductModel,
   type ProductModelKeyAndName,
@@ -129,14 +130,14 @@ export class UpstreamClient {
       );
     }
     const answer = await this.api('POST', PATHS.scans, body);
-    const accepted = this.parse(uploadAcceptedSchema, answer, 'uploadScans');
+    const accepted = this.parse(uploadAcceptedReadSchema, answer, 'uploadScans');
     return { requestId: accepted.requestId };
   }
 
   /** POST /api/trace/v3/scans/preSignedUrl (§4.4): an address valid 30 minutes, usable once. */
   async requestPresignedUpload(): Promise<{ url: string; requestId: string }> {
     const answer = await this.api('POST', PATHS.presigned);
-    const presigned = this.parse(presignedUrlResponseSchema, answer, 'requestPresignedUpload');
+    const presigned = this.parse(presignedUrlReadSchema, answer, 'requestPresignedUpload');
     try {
       new URL(presigned.url);
     } catch {
@@ -164,16 +165,23 @@ export class UpstreamClient {
 
   /**
    * GET /api/trace/v3/scans/{requestId}/status (§4.6), with `requestId` as a string. Unknown ids
-   * give state `NotFound`, whether the service says so with 200 or with 404.
+   * give state `NotFound`, whether the service says so with 200 or with a 404 whose body is a
+   * status or ProblemDetails. Any other 404 (an HTML page, "no such route") is an error: it more
+   * likely means a wrong `baseUrl`, and reading it as NotFound would make delivery send again.
    */
   async getScanStatus(requestId: string): Promise<ScanStatus> {
     const answer = await this.api('GET', PATHS.status(requestId), undefined, [404]);
     if (answer.status === 404) {
-      const wire = scanStatusWireSchema.safeParse(safeJson(answer.text));
-      if (wire.success && wire.data.state === 'NotFound') return normalizeScanStatus(wire.data);
+      const body = safeJson(answer.text);
+      const wire = scanStatusReadSchema.safeParse(body);
+      if (wire.success && wire.data.state === 'NotFound') return readScanStatus(wire.data, requestId);
+      const problem = problemDetailsSchema.safeParse(body);
+      if (!wire.success && problem.success && problem.data.status === 404) {
+        return { state: 'NotFound', requestId, description: problem.data.detail ?? problem.data.title ?? '', processed: 0 };
+      }
       throw httpError('GET', PATHS.status(requestId), 404, answer.text, undefined);
     }
-    return normalizeScanStatus(this.parse(scanStatusWireSchema, answer, 'getScanStatus'));
+    return readScanStatus(this.parse(scanStatusReadSchema, answer, 'getScanStatus'), requestId);
   }
 
   /** When the cached token expires and how many tokens were obtained. Never the token itself. */

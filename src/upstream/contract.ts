@@ -214,6 +214,43 @@ export function normalizeScanStatus(wire: ScanStatusWire): ScanStatus {
   return status;
 }
 
+// ---- Tolerant readers ---------------------------------------------------------------------------
+
+/**
+ * A requestId as any endpoint may send it: the contract shows a string in §2.6/§2.7 and a number in
+ * §2.8, and nothing stops a service from using either form anywhere. Read both, keep a string.
+ */
+const requestIdReadSchema = z.union([z.string().min(1), z.int().min(0)]).transform((id) => String(id));
+
+/**
+ * What the client accepts (Postel): the documented shapes above are what the sandbox sends and the
+ * OpenAPI document describes; the client additionally accepts either form of `requestId`, and a
+ * status without `description` or `processed` (a NotFound answer may well carry neither).
+ */
+export const uploadAcceptedReadSchema = z.looseObject({ requestId: requestIdReadSchema });
+export const presignedUrlReadSchema = z.looseObject({ url: z.string().min(1), requestId: requestIdReadSchema });
+export const scanStatusReadSchema = z.looseObject({
+  state: scanStateSchema,
+  requestId: requestIdReadSchema.optional(),
+  description: z.string().optional(),
+  processed: z.int().min(0).optional(),
+  failed: z.int().min(0).optional(),
+  failures: z.array(scanFailureSchema).optional(),
+});
+
+/** Reads a status answer (or status event) into the gateway's shape; `requestId` defaults to the one asked for. */
+export function readScanStatus(wire: z.infer<typeof scanStatusReadSchema>, askedFor: string): ScanStatus {
+  const status: ScanStatus = {
+    state: wire.state,
+    requestId: wire.requestId ?? askedFor,
+    description: wire.description ?? '',
+    processed: wire.processed ?? 0,
+  };
+  if (wire.failed !== undefined) status.failed = wire.failed;
+  if (wire.failures !== undefined) status.failures = wire.failures.map((f) => ({ reference: f.reference, reason: f.reason }));
+  return status;
+}
+
 // ---- Errors (§7) and authentication (§5) ------------------------------------------------------
 
 /**

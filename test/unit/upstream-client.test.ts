@@ -169,3 +169,41 @@ describe('UpstreamClient with a mocked transport', () => {
     for (const secret of [SECRET, TOKEN, second, TOKEN.split('.')[1] ?? 'x']) expect(output).not.toContain(secret);
   });
 });
+
+describe('UpstreamClient reads what a real service may send beyond the documented form', () => {
+  function withToken() {
+    const { pool, client } = setup();
+    pool.intercept({ path: '/oauth2/token', method: 'POST' }).reply(200, { access_token: TOKEN, expires_in: 3600 });
+    return { pool, client };
+  }
+
+  it('accepts a numeric requestId in upload and pre-signed answers, as a string', async () => {
+    const { pool, client } = withToken();
+    pool.intercept({ path: '/api/trace/v3/scans', method: 'POST' }).reply(200, { requestId: 4711 });
+    pool.intercept({ path: '/api/trace/v3/scans/preSignedUrl', method: 'POST' }).reply(200, { url: 'https://bucket.test/x?sig=1', requestId: 4712 });
+    expect(await client.uploadScans('[]')).toEqual({ requestId: '4711' });
+    expect(await client.requestPresignedUpload()).toEqual({ url: 'https://bucket.test/x?sig=1', requestId: '4712' });
+  });
+
+  it('accepts a string requestId and a status without description or processed', async () => {
+    const { pool, client } = withToken();
+    pool.intercept({ path: '/api/trace/v3/scans/abc-1/status', method: 'GET' }).reply(200, { state: 'InProgress', requestId: 'abc-1' });
+    expect(await client.getScanStatus('abc-1')).toEqual({ state: 'InProgress', requestId: 'abc-1', description: '', processed: 0 });
+  });
+
+  it('reads a 404 with a ProblemDetails body as NotFound', async () => {
+    const { pool, client } = withToken();
+    pool
+      .intercept({ path: '/api/trace/v3/scans/99/status', method: 'GET' })
+      .reply(404, { type: 'about:blank', title: 'Not Found', status: 404 }, { headers: { 'content-type': 'application/problem+json' } });
+    expect((await client.getScanStatus('99')).state).toBe('NotFound');
+  });
+
+  it('still refuses a status answer without a known state', async () => {
+    const { pool, client } = withToken();
+    pool.intercept({ path: '/api/trace/v3/scans/7/status', method: 'GET' }).reply(200, { state: 'Done', requestId: 7 });
+    const err = await rejection(client.getScanStatus('7'));
+    expect(err.code).toBe(ErrorCodes.UPSTREAM_RESPONSE);
+    expect(err.message).toContain('state');
+  });
+});
