@@ -1,9 +1,14 @@
+import { createHash } from 'node:crypto';
 import { copyFile, mkdtemp, open, readdir, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { filesInputSchema, type FilesInputConfig } from '../../src/config/schema.js';
+import { Intake } from '../../src/buffer/intake.js';
+import { BufferStore } from '../../src/buffer/store.js';
+import { parseConfigText } from '../../src/config/load.js';
 import { FilesInput } from '../../src/inputs/files/files-input.js';
+import { mappingContext } from '../../src/mapping/map-read.js';
 import type { IntakeItem, IntakeSink } from '../../src/inputs/types.js';
 import { silentLogger } from '../../src/log.js';
 import { waitFor } from '../helpers/wait.js';
@@ -78,6 +83,9 @@ async function startInput(overrides: Partial<FilesInputConfig> = {}, retryBaseMs
 
 const processed = (name: string): string => join(dir, 'processed', DAY, name);
 
+/** SHA-256 (hex) of content, as the input puts it in each read's origin. */
+const sha = (content: string | Buffer): string => createHash('sha256').update(content).digest('hex');
+
 async function exists(path: string): Promise<boolean> {
   return stat(path).then(
     () => true,
@@ -110,7 +118,8 @@ describe('FilesInput (csv)', () => {
       '2026-11-18T06:59:03+01:00',
       '2026-11-18T06:59:30+01:00',
     ]);
-    expect(reads.map((r) => r?.origin)).toEqual([2, 3, 4, 5, 6].map((line) => ({ file: 'goods-in-export.csv', line })));
+    const sha256 = sha(await readFile(SAMPLE_CSV));
+    expect(reads.map((r) => r?.origin)).toEqual([2, 3, 4, 5, 6].map((line) => ({ file: 'goods-in-export.csv', line, sha256 })));
     expect(reads.every((r) => r?.inputId === 'drop-1' && r.receivedAt.getTime() === NOW.getTime())).toBe(true);
     expect(await readFile(processed('goods-in-export.csv'))).toEqual(await readFile(SAMPLE_CSV));
     expect(await exists(join(dir, 'goods-in-export.csv'))).toBe(false);
@@ -131,13 +140,15 @@ describe('FilesInput (csv)', () => {
 
   it('submits rows without a barcode as rejections together with the good rows', async () => {
     await startInput({ format: 'csv' });
-    await writeFile(join(dir, 'gaps.csv'), 'barcode,station\nA1,GI-01\n,GI-01\nB2,GI-02\n');
+    const content = 'barcode,station\nA1,GI-01\n,GI-01\nB2,GI-02\n';
+    const sha256 = sha(content);
+    await writeFile(join(dir, 'gaps.csv'), content);
     await waitFor(() => exists(processed('gaps.csv')), { what: 'gaps.csv processed' });
     expect(sink.commits).toHaveLength(1);
     expect((sink.commits[0] ?? []).map((i) => [i.kind, i.kind === 'read' ? i.read.origin : i.rejection.origin])).toEqual([
-      ['read', { file: 'gaps.csv', line: 2 }],
-      ['rejection', { file: 'gaps.csv', line: 3 }],
-      ['read', { file: 'gaps.csv', line: 4 }],
+      ['read', { file: 'gaps.csv', line: 2, sha256 }],
+      ['rejection', { file: 'gaps.csv', line: 3, sha256 }],
+      ['read', { file: 'gaps.csv', line: 4, sha256 }],
     ]);
   });
 
@@ -162,13 +173,15 @@ describe('FilesInput (csv)', () => {
 describe('FilesInput (lines)', () => {
   it('ingests one barcode per line (CRLF and LF, blank lines skipped) with file and line', async () => {
     await startInput();
-    await writeFile(join(dir, 'scans.txt'), Buffer.from(`]d2010952123454321310B2611-03${GS}21C1\r\n\r\nNOREAD\nX2\n`, 'latin1'));
+    const content = Buffer.from(`]d2010952123454321310B2611-03${GS}21C1\r\n\r\nNOREAD\nX2\n`, 'latin1');
+    const sha256 = sha(content);
+    await writeFile(join(dir, 'scans.txt'), content);
     await waitFor(() => exists(processed('scans.txt')), { what: 'scans.txt processed' });
     expect(sink.raws()).toEqual([`]d2010952123454321310B2611-03${GS}21C1`, 'NOREAD', 'X2']);
     expect((sink.commits[0] ?? []).map((i) => (i.kind === 'read' ? i.read.origin : undefined))).toEqual([
-      { file: 'scans.txt', line: 1 },
-      { file: 'scans.txt', line: 3 },
-      { file: 'scans.txt', line: 4 },
+      { file: 'scans.txt', line: 1, sha256 },
+      { file: 'scans.txt', line: 3, sha256 },
+      { file: 'scans.txt', line: 4, sha256 },
     ]);
   });
 
@@ -276,11 +289,11 @@ describe('FilesInput (folder lost)', () => {
 });
 
 describe('FilesInput (large file)', () => {
-  it('ingests a 50 MB CSV in one submit', async () => {
+  it('reads a 50 MB CSV written slowly in chunks once, whole, after its last write, in one submit', async () => {
     await startInput({ format: 'csv', timeColumn: 'read_at' }, 100);
     const rows = 560_000;
-    const tmp = join(dir, 'big.csv.tmp');
-    const handle = await open(tmp, 'w');
+    const path = join(dir, 'big.csv');
+    const handle = await open(path, 'w');
     await handle.write('read_at,station,barcode,supplier,delivery_note\n');
     const block: string[] = [];
     for (let i = 0; i < rows; i++) {
@@ -288,11 +301,12 @@ describe('FilesInput (large file)', () => {
       if (block.length === 10_000) {
         await handle.write(block.join(''));
         block.length = 0;
+        // A slow writer (a share, a PC exporting): pauses shorter than stableMs between chunks.
+        if (i % 100_000 === 99_999) await new Promise((resolve) => setTimeout(resolve, 150));
       }
     }
     await handle.close();
-    expect((await stat(tmp)).size).toBeGreaterThan(50 * 1000 * 1000);
-    await rename(tmp, join(dir, 'big.csv'));
+    expect((await stat(path)).size).toBeGreaterThan(50 * 1000 * 1000);
 
     await waitFor(() => exists(processed('big.csv')), { what: 'big.csv processed', timeoutMs: 120_000, intervalMs: 200 });
     expect(sink.commits).toHaveLength(1);
@@ -300,6 +314,161 @@ describe('FilesInput (large file)', () => {
     expect(commit).toHaveLength(rows);
     const last = commit[rows - 1];
     expect(last?.kind === 'read' && last.read.raw.toString('latin1')).toBe(`]d2010952123454321310B2611-03${GS}21C${String(rows - 1).padStart(10, '0')}`);
-    expect(last?.kind === 'read' && last.read.origin).toEqual({ file: 'big.csv', line: rows + 1 });
+    expect(last?.kind === 'read' && last.read.origin).toEqual({ file: 'big.csv', line: rows + 1, sha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
   }, 180_000);
+});
+
+describe('FilesInput (same content twice)', () => {
+  it('ingests a file dropped again with the same content once, under any name, and says so in the ledger', async () => {
+    await startInput();
+    await writeFile(join(dir, 'first.txt'), 'DUP-1\nDUP-2\n');
+    await waitFor(() => exists(processed('first.txt')), { what: 'first processed' });
+    await writeFile(join(dir, 'again.txt'), 'DUP-1\nDUP-2\n');
+    await waitFor(() => exists(processed('again.txt')), { what: 'second copy moved to processed' });
+    await writeFile(join(dir, 'first.txt'), 'DUP-1\nDUP-2\n');
+    await waitFor(() => exists(processed('first-1.txt')), { what: 'third copy moved to processed' });
+    expect(sink.commits).toHaveLength(1);
+    const ledger = JSON.parse(await readFile(join(dir, '.ingested.json'), 'utf8')) as { files: Record<string, { name: string }> };
+    expect(ledger.files[sha('DUP-1\nDUP-2\n')]).toMatchObject({ name: 'first.txt' });
+  });
+
+  it('does not ingest again a file left in the folder by a crash between commit and move (next start)', async () => {
+    const input = await startInput();
+    await writeFile(join(dir, 'crash.txt'), 'C-1\n');
+    await waitFor(() => exists(processed('crash.txt')), { what: 'processed' });
+    await input.stop();
+    inputs.splice(inputs.indexOf(input), 1);
+    // As if the gateway died after the commit, before the move: the file is still in the folder.
+    await copyFile(processed('crash.txt'), join(dir, 'crash.txt'));
+    await startInput();
+    await waitFor(() => exists(processed('crash-1.txt')), { what: 'left-over file moved' });
+    expect(sink.commits).toHaveLength(1);
+  });
+
+  it('ingests the same content again when rememberFilesDays is 0', async () => {
+    await startInput({ rememberFilesDays: 0 });
+    await writeFile(join(dir, 'a.txt'), 'SAME\n');
+    await waitFor(() => exists(processed('a.txt')));
+    await writeFile(join(dir, 'b.txt'), 'SAME\n');
+    await waitFor(() => exists(processed('b.txt')));
+    expect(sink.commits).toHaveLength(2);
+  });
+});
+
+describe('FilesInput (json formats, pause)', () => {
+  it('takes ndjson reads with DCP, parents and attributes; a bad line becomes a rejection with its line', async () => {
+    await startInput({ format: 'ndjson', fields: { code: 'code', time: 'ts', dcp: 'station', parents: 'parent', attributes: 'attributes' } });
+    await writeFile(
+      join(dir, 'reads.ndjson'),
+      ['{"code":"N-1","ts":"2026-11-18T07:00:00Z","station":"EOL-3","parent":"MOD-1","attributes":{"v":3.5}}', '{"code":', '', '{"ts":"x"}', '{"code":"N-2"}'].join('\n'),
+    );
+    await waitFor(() => exists(processed('reads.ndjson')));
+    const items = sink.commits[0] ?? [];
+    expect(items.map((i) => (i.kind === 'read' ? i.read.raw.toString() : `${i.rejection.origin?.['line']}:${i.rejection.reason}`))).toEqual([
+      'N-1',
+      expect.stringMatching(/^2:line is not JSON/),
+      '4:field "code" is missing',
+      'N-2',
+    ]);
+    expect(items[0]).toMatchObject({ read: { sourceTime: '2026-11-18T07:00:00Z', dcpKey: 'EOL-3', parents: ['MOD-1'], attributes: { v: '3.5' } } });
+  });
+
+  it('takes a json array of reads, and moves a file that is not a JSON array to failed/', async () => {
+    await startInput({ format: 'json' });
+    await writeFile(join(dir, 'reads.json'), JSON.stringify([{ code: 'J-1' }, { code: 42 }, { code: 'J-2', dcp: 'GI-02' }]));
+    await waitFor(() => exists(processed('reads.json')));
+    expect(sink.commits[0]?.map((i) => (i.kind === 'read' ? i.read.raw.toString() : i.rejection.reason))).toEqual(['J-1', 'field "code" must be text, got number 42', 'J-2']);
+    await writeFile(join(dir, 'object.json'), '{"code":"J-3"}');
+    await waitFor(() => exists(join(dir, 'failed', 'object.json.error.txt')));
+    expect(await readFile(join(dir, 'failed', 'object.json.error.txt'), 'utf8')).toMatch(/must hold an array of reads/);
+  });
+
+  it('leaves new files in the folder while paused and takes them on resume', async () => {
+    const input = await startInput();
+    input.setPaused(true);
+    expect(input.status().state).toBe('paused');
+    await writeFile(join(dir, 'held.txt'), 'H-1\n');
+    await settle();
+    expect(sink.commits).toHaveLength(0);
+    expect(await exists(join(dir, 'held.txt'))).toBe(true);
+    input.setPaused(false);
+    await waitFor(() => exists(processed('held.txt')));
+    expect(sink.raws()).toEqual(['H-1']);
+    expect(input.status().state).toBe('up');
+  });
+});
+
+describe('FilesInput through the real intake and SQLite', () => {
+  it('commits 997 scans and 3 rejections (with file and line) for a CSV of 1,000 rows with 3 bad ones', async () => {
+    const yaml = `site: { id: t, timezone: Europe/Berlin }
+upstream: { baseUrl: http://127.0.0.1:9, authUrl: http://127.0.0.1:9, clientId: c }
+dcps: [{ key: GI, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-1 }]
+inputs: [{ id: drop-1, type: files, dir: ${dir}, dcp: GI }]
+`;
+    const store = new BufferStore(join(root, 'buffer.db'));
+    const intake = new Intake({ store, mapping: mappingContext(parseConfigText(yaml, 'test.yaml')), logger: silentLogger() });
+    const input = new FilesInput({ config: config({ format: 'csv', timeColumn: 'read_at' }), sink: intake, logger: silentLogger(), now: () => NOW });
+    inputs.push(input);
+    await input.start();
+    const bad = new Set([10, 500, 999]);
+    const lines = ['read_at,barcode'];
+    for (let i = 0; i < 1000; i++) lines.push(bad.has(i) ? '2026-11-18T07:00:00+01:00,' : `2026-11-18T07:00:00+01:00,CELL-${String(i).padStart(4, '0')}`);
+    await writeFile(join(dir, 'thousand.csv'), lines.join('\r\n') + '\r\n');
+    try {
+      await waitFor(() => exists(processed('thousand.csv')), { what: 'thousand.csv processed' });
+      const counts = store.db.prepare(`SELECT outcome, count(*) AS n FROM reads GROUP BY outcome ORDER BY outcome`).all();
+      expect(counts).toEqual([
+        { outcome: 'rejected', n: 3 },
+        { outcome: 'scan', n: 997 },
+      ]);
+      expect(store.db.prepare('SELECT count(*) FROM scans').pluck().get()).toBe(997);
+      const origins = (store.db.prepare(`SELECT origin FROM reads WHERE outcome = 'rejected' ORDER BY id`).pluck().all() as string[]).map(
+        (o) => JSON.parse(o) as { file: string; line: number },
+      );
+      expect(origins.map((o) => [o.file, o.line])).toEqual([
+        ['thousand.csv', 12],
+        ['thousand.csv', 502],
+        ['thousand.csv', 1001],
+      ]);
+    } finally {
+      await input.stop();
+      inputs.splice(inputs.indexOf(input), 1);
+      intake.close();
+      store.close();
+    }
+  });
+
+  it('does not store a file again when the crash came after the commit but before the ledger write (hash in the commit)', async () => {
+    const yaml = `site: { id: t, timezone: Europe/Berlin }
+upstream: { baseUrl: http://127.0.0.1:9, authUrl: http://127.0.0.1:9, clientId: c }
+dcps: [{ key: GI, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-1 }]
+inputs: [{ id: drop-1, type: files, dir: ${dir}, dcp: GI }]
+`;
+    const store = new BufferStore(join(root, 'buffer.db'));
+    const intake = new Intake({ store, mapping: mappingContext(parseConfigText(yaml, 'test.yaml')), logger: silentLogger() });
+    const reads = (): number => store.db.prepare('SELECT count(*) FROM reads').pluck().get() as number;
+    try {
+      const first = new FilesInput({ config: config(), sink: intake, logger: silentLogger(), now: () => NOW });
+      inputs.push(first);
+      await first.start();
+      await writeFile(join(dir, 'w.txt'), 'W-1\nW-2\n');
+      await waitFor(() => exists(processed('w.txt')));
+      await first.stop();
+      inputs.splice(inputs.indexOf(first), 1);
+      expect(reads()).toBe(2);
+      // As if the gateway died after the commit, before the ledger write and the move: the file is
+      // back in the folder and no ledger knows it. The buffer's record of the hash does.
+      await rm(join(dir, '.ingested.json'));
+      await copyFile(processed('w.txt'), join(dir, 'w.txt'));
+      const second = new FilesInput({ config: config(), sink: intake, logger: silentLogger(), now: () => NOW });
+      inputs.push(second);
+      await second.start();
+      await waitFor(() => exists(processed('w-1.txt')), { what: 'left-over file moved' });
+      expect(reads()).toBe(2);
+    } finally {
+      for (const input of inputs.splice(0)) await input.stop();
+      intake.close();
+      store.close();
+    }
+  });
 });

@@ -3,6 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { serialInputSchema, type SerialInputConfig } from '../../src/config/schema.js';
+import { SerialPort } from 'serialport';
+import { Intake } from '../../src/buffer/intake.js';
+import { BufferStore } from '../../src/buffer/store.js';
+import { parseConfigText } from '../../src/config/load.js';
+import { mappingContext } from '../../src/mapping/map-read.js';
 import { openSerialPort, SerialInput, type SerialOpenOptions } from '../../src/inputs/serial/serial-input.js';
 import type { IntakeItem, IntakeSink } from '../../src/inputs/types.js';
 import { silentLogger } from '../../src/log.js';
@@ -112,7 +117,7 @@ describe('SerialInput on a socat pty', () => {
     const opened: SerialOpenOptions[] = [];
     const input = await startInput({}, opened);
     expect(input.status()).toEqual({ id: 'line3', type: 'serial', state: 'up', source: pair.devicePath });
-    expect(opened).toEqual([{ path: pair.devicePath, baudRate: 9600, dataBits: 8, stopBits: 1, parity: 'none' }]);
+    expect(opened).toEqual([{ path: pair.devicePath, baudRate: 9600, dataBits: 8, stopBits: 1, parity: 'none', flowControl: 'none' }]);
 
     const capture = await readFile(CAPTURE_PATH);
     // Odd-sized pieces so reads and their CR straddle the writes.
@@ -187,7 +192,7 @@ describe('SerialInput on a socat pty', () => {
     await killPty(pair);
     await waitFor(() => input.status().state === 'down', { what: 'down after kill' });
     await waitFor(() => sink.items.length >= 2, { what: 'the cut-off read' });
-    expect(sink.texts()).toEqual(['WHOLE', '<device closed before the terminator arrived|PART>']);
+    expect(sink.texts()).toEqual(['WHOLE', '<device closed before the read was complete|PART>']);
   });
 
   it('keeps reads the buffer refuses and submits them once it works again, in order', async () => {
@@ -221,4 +226,80 @@ describe('SerialInput on a socat pty', () => {
     expect(opened).toHaveLength(1);
     expect(input.status().state).toBe('stopped');
   });
+
+  it('gives the line-3 capture\'s scans, no-reads, duplicate and rejections through the real intake and SQLite', async () => {
+    const pair = await pty();
+    const yaml = `site: { id: t, timezone: Europe/Berlin }
+upstream: { baseUrl: http://127.0.0.1:9, authUrl: http://127.0.0.1:9, clientId: c }
+dcps: [{ key: GI, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-1 }]
+inputs: [{ id: line3, type: serial, path: ${pair.devicePath}, dcp: GI }]
+`;
+    const store = new BufferStore(join(dir, 'buffer.db'));
+    const intake = new Intake({ store, mapping: mappingContext(parseConfigText(yaml, 'test.yaml')), logger: silentLogger() });
+    const input = new SerialInput({ config: config(), sink: intake, logger: silentLogger() });
+    inputs.push(input);
+    await input.start();
+    await pair.write(await readFile(CAPTURE_PATH));
+    const outcomes = (): { raw: Buffer; outcome: string; reason: string | null }[] =>
+      store.db.prepare('SELECT raw, outcome, reason FROM reads ORDER BY id').all() as { raw: Buffer; outcome: string; reason: string | null }[];
+    try {
+      await waitFor(() => outcomes().length === CAPTURE_FRAMES.length, { what: 'all reads committed' });
+      expect(outcomes().map((r) => r.outcome)).toEqual(['scan', 'scan', 'noRead', 'scan', 'duplicate', 'scan', 'scan', 'rejected', 'rejected', 'scan', 'noRead']);
+      const [garbage, badCheck] = outcomes().filter((r) => r.outcome === 'rejected');
+      expect(garbage!.reason).toMatch(/not valid UTF-8/);
+      expect([...garbage!.raw]).toEqual([0xff, 0xfe, 0x00, 0x67, 0x61, 0x72, 0x62, 0x61, 0x67, 0x65, 0x80, 0x81]);
+      expect(badCheck!.reason).toMatch(/check digit/i);
+      expect(intake.countersFor('line3')).toMatchObject({ reads: 11, scans: 6, noReads: 2, duplicates: 1, rejections: 2 });
+    } finally {
+      await input.stop();
+      inputs.splice(inputs.indexOf(input), 1);
+      intake.close();
+      store.close();
+    }
+  });
+
+  it('writes ackBytes back after each committed read and nakBytes for an overlong one (the scanner beeps)', async () => {
+    const pair = await pty();
+    await startInput({ ackBytes: '\x06', nakBytes: '\x15', maxReadLength: 8 });
+    const answers = await listen(pair.peerPath);
+    await pair.write(Buffer.from('GOOD-1\rMUCH-TOO-LONG\rGOOD-2\r'));
+    await waitFor(() => answers() === '\x06\x15\x06', { what: 'ACK, NAK, ACK at the scanner' });
+    expect(sink.texts()).toEqual(['GOOD-1', '<read longer than 8 bytes|MUCH-TOO->', 'GOOD-2']);
+  });
+
+  it('naks reads the buffer refuses at once, and still stores them once it works again', async () => {
+    const pair = await pty();
+    sink.failing = true;
+    await startInput({ ackBytes: 'A', nakBytes: 'N' });
+    const answers = await listen(pair.peerPath);
+    await pair.write(Buffer.from('HELD\r'));
+    await waitFor(() => answers() === 'N', { what: 'NAK on refusal' });
+    sink.failing = false;
+    await waitFor(() => sink.texts().includes('HELD'), { what: 'stored later' });
+    await pair.write(Buffer.from('NEXT\r'));
+    await waitFor(() => answers() === 'NA', { what: 'no late ACK for the NAKed read; ACK for the next' });
+  });
+
+  it('frames STX…ETX reads and strips a configured prefix and suffix', async () => {
+    const pair = await pty();
+    await startInput({ framing: 'stxEtx', stripPrefix: 'P:', stripSuffix: '#', flowControl: 'xonxoff' });
+    await pair.write(Buffer.from('\x02P:ABC#\x03\r\n\x02DEF\x03noise\x02P:GHI\x03'));
+    await waitFor(() => sink.items.length >= 4, { what: 'three reads and the noise' });
+    expect(sink.texts()).toEqual(['ABC', 'DEF', '<bytes outside STX…ETX (5 bytes)|noise>', 'GHI']);
+  });
 });
+
+const listeners: SerialPort[] = [];
+afterEach(async () => {
+  for (const port of listeners.splice(0)) if (port.isOpen) await new Promise((resolve) => port.close(resolve));
+});
+
+/** Opens the scanner's end of the pty for reading: what the gateway writes back arrives here. */
+async function listen(peerPath: string): Promise<() => string> {
+  const port = new SerialPort({ path: peerPath, baudRate: 9600, autoOpen: false, hupcl: false });
+  await new Promise<void>((resolve, reject) => port.open((err) => (err ? reject(err) : resolve())));
+  listeners.push(port);
+  let got = '';
+  port.on('data', (d: Buffer) => (got += d.toString('latin1')));
+  return () => got;
+}

@@ -5,7 +5,9 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isGatewayError } from '../../src/errors.js';
 import { MAX_FILE_READ_BYTES, type FileParseContext } from '../../src/inputs/files/file-format.js';
 import { parseCsvFile, type CsvFormat } from '../../src/inputs/files/parse-csv.js';
+import { parseJsonFile, parseNdjsonFile } from '../../src/inputs/files/parse-json.js';
 import { parseLinesFile } from '../../src/inputs/files/parse-lines.js';
+import { DEFAULT_JSON_FIELDS } from '../../src/inputs/json-read.js';
 import type { IntakeItem } from '../../src/inputs/types.js';
 
 const SAMPLE_CSV = '/work/shared/samples/goods-in-export.csv';
@@ -184,3 +186,81 @@ describe('parseLinesFile', () => {
     expect((await readFile(path)).length).toBeGreaterThan(128 * 1024);
   });
 });
+
+describe('parseCsvFile (DCP, parent and attribute columns)', () => {
+  const format: CsvFormat = {
+    barcodeColumn: 'barcode',
+    delimiter: ',',
+    dcpColumn: 'station',
+    parentColumn: 'pallet',
+    attributeColumns: { supplier: 'supplier', deliveryNote: 'delivery_note' },
+  };
+
+  it('takes the DCP, a parent and attributes from their columns, leaving blank cells out', async () => {
+    const path = await file('cols.csv', 'barcode,station,pallet,supplier,delivery_note\nA1,GI-01,PAL-1,SUP-0042,"DN-1, partial"\nA2,,,SUP-0042,\n');
+    const items = await parseCsvFile(path, ctx('cols.csv'), format);
+    expect(items.map((i) => (i.kind === 'read' ? { dcp: i.read.dcpKey, parents: i.read.parents, attributes: i.read.attributes } : '?'))).toEqual([
+      { dcp: 'GI-01', parents: ['PAL-1'], attributes: { supplier: 'SUP-0042', deliveryNote: 'DN-1, partial' } },
+      { dcp: undefined, parents: undefined, attributes: { supplier: 'SUP-0042' } },
+    ]);
+  });
+
+  it('fails the whole file when a configured column is missing, naming the key', async () => {
+    const path = await file('nocol.csv', 'barcode,station\nA1,GI-01\n');
+    const err = await formatError(parseCsvFile(path, ctx('nocol.csv'), format));
+    expect(err.message).toMatch(/no column "pallet" \(parentColumn\)/);
+  });
+
+  it('rejects a barcode longer than the context\'s maxReadLength', async () => {
+    const path = await file('short.csv', 'barcode\nABCDEFGHIJ\nABC\n');
+    expect(summary(await parseCsvFile(path, { ...ctx('short.csv'), maxReadLength: 5 }, csvFormat2))).toEqual([
+      { rejected: 'ABCDEFGHIJ', line: 2, reason: 'barcode longer than 5 bytes' },
+      { read: 'ABC', line: 3 },
+    ]);
+  });
+});
+
+const csvFormat2: CsvFormat = { barcodeColumn: 'barcode', delimiter: ',' };
+
+describe('parseNdjsonFile', () => {
+  it('reads one JSON read per line; bad lines become rejections with line number and reason; others are kept', async () => {
+    const path = await file(
+      'r.ndjson',
+      Buffer.concat([
+        Buffer.from('{"code":"A","ts":"2026-11-18T07:00:00Z","dcp":"GI-02","parents":["P1","P2"],"attributes":{"n":1,"ok":false}}\n'),
+        Buffer.from('\n{"code": 1}\r\n[1,2]\n'),
+        Buffer.from([0xff, 0xfe, 0x0a]),
+        Buffer.from('{"code":"B","ts":7}\n{"code":"C"}'),
+      ]),
+    );
+    const items = await parseNdjsonFile(path, ctx('r.ndjson'), DEFAULT_JSON_FIELDS);
+    expect(summary(items)).toEqual([
+      { read: 'A', line: 1, time: '2026-11-18T07:00:00Z' },
+      { rejected: '{"code": 1}', line: 3, reason: 'field "code" must be text, got number 1' },
+      { rejected: '[1,2]', line: 4, reason: 'expected a JSON object, got a list' },
+      { rejected: '\xff\xfe', line: 5, reason: 'line is not valid UTF-8' },
+      { rejected: '{"code":"B","ts":7}', line: 6, reason: 'field "ts" must be ISO 8601 text, got number 7' },
+      { read: 'C', line: 7 },
+    ]);
+    expect(items[0]).toMatchObject({ read: { dcpKey: 'GI-02', parents: ['P1', 'P2'], attributes: { n: '1', ok: 'false' } } });
+  });
+});
+
+describe('parseJsonFile', () => {
+  it('reads an array of reads (BOM allowed); an invalid element is a rejection at its position', async () => {
+    const path = await file('a.json', Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('[{"code":"A"},{"code":""},{"code":"B","parents":"P"}]')]));
+    const items = await parseJsonFile(path, ctx('a.json'), DEFAULT_JSON_FIELDS);
+    expect(summary(items)).toEqual([
+      { read: 'A', line: 1 },
+      { rejected: '{"code":""}', line: 2, reason: 'field "code" is empty' },
+      { read: 'B', line: 3 },
+    ]);
+    expect(items[2]).toMatchObject({ read: { parents: ['P'] } });
+  });
+
+  it('fails the whole file when it is not JSON or not an array', async () => {
+    expect((await formatError(parseJsonFile(await file('b.json', '[{"code":'), ctx('b.json'), DEFAULT_JSON_FIELDS))).message).toMatch(/not JSON/);
+    expect((await formatError(parseJsonFile(await file('c.json', '{"code":"A"}'), ctx('c.json'), DEFAULT_JSON_FIELDS))).message).toMatch(/array of reads/);
+  });
+});
+

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isGatewayError } from '../../src/errors.js';
-import { Framer, terminatorBytes, type FramerEvent } from '../../src/inputs/serial/framer.js';
+import { Framer, terminatorBytes, type FramerEvent } from '../../src/inputs/stream/framer.js';
 
 const CAPTURE = readFileSync('/work/shared/samples/serial-capture-line3.bin');
 const GS = '\x1d';
@@ -23,7 +23,18 @@ const CAPTURE_FRAMES = [
 ];
 
 function frameTexts(events: FramerEvent[]): string[] {
-  return events.map((e) => (e.kind === 'frame' ? e.bytes.toString('latin1') : `<overlong:${e.head.toString('latin1')}>`));
+  return events.map((e) => {
+    switch (e.kind) {
+      case 'frame':
+        return e.bytes.toString('latin1');
+      case 'overlong':
+        return `<overlong:${e.head.toString('latin1')}>`;
+      case 'noise':
+        return `<noise:${e.bytes.toString('latin1')}>`;
+      case 'partial':
+        return `<partial:${e.bytes.toString('latin1')}>`;
+    }
+  });
 }
 
 function feed(framer: Framer, chunks: Buffer[]): FramerEvent[] {
@@ -101,8 +112,8 @@ describe('Framer', () => {
   it('keeps an unterminated tail until the terminator arrives, and flush() returns it', () => {
     const f = framer('\r');
     expect(frameTexts(f.push(bytes('AB\rCD')))).toEqual(['AB']);
-    expect(f.flush()?.toString('latin1')).toBe('CD');
-    expect(f.flush()).toBeUndefined();
+    expect(frameTexts(f.flush())).toEqual(['<partial:CD>']);
+    expect(f.flush()).toEqual([]);
     expect(frameTexts(f.push(bytes('EF\r')))).toEqual(['EF']);
   });
 
@@ -122,7 +133,7 @@ describe('Framer', () => {
     const f = framer('\r', 8, 4);
     expect(frameTexts(f.push(bytes('OK1\rAAAAAAAAAA')))).toEqual(['OK1', '<overlong:AAAA>']);
     expect(f.push(bytes('B'.repeat(10_000)))).toEqual([]);
-    expect(f.flush()).toBeUndefined();
+    expect(f.flush()).toEqual([]);
     const g = framer('\r', 8, 4);
     g.push(bytes('AAAAAAAAAA'));
     g.push(bytes('B'.repeat(100)));
@@ -178,6 +189,101 @@ describe('Framer', () => {
         },
       ),
     );
+  });
+});
+
+const stxEtx = (maxLength = 4096, headBytes?: number): Framer =>
+  new Framer({ mode: 'stxEtx', maxLength, ...(headBytes === undefined ? {} : { headBytes }) });
+
+describe('Framer (stxEtx)', () => {
+  const STREAM = bytes('\x02ABC\x03\r\n\x02]d2010952123454321310X\x1d21Y\x03\x02NOREAD\x03');
+  const FRAMES = ['ABC', `]d2010952123454321310X${GS}21Y`, 'NOREAD'];
+
+  it('takes the bytes between STX and ETX and drops CR/LF filler between reads', () => {
+    expect(frameTexts(stxEtx().push(STREAM))).toEqual(FRAMES);
+  });
+
+  it('gives the same reads when split at every pair of positions', () => {
+    for (let a = 0; a <= STREAM.length; a++) {
+      for (let b = a; b <= STREAM.length; b++) {
+        const events = feed(stxEtx(), [STREAM.subarray(0, a), STREAM.subarray(a, b), STREAM.subarray(b)]);
+        expect(frameTexts(events), `splits ${a},${b}`).toEqual(FRAMES);
+      }
+    }
+  });
+
+  it('reports non-filler bytes between reads as noise, once, before the next read', () => {
+    const f = stxEtx();
+    expect(frameTexts(f.push(bytes('junk')))).toEqual([]);
+    expect(frameTexts(f.push(bytes('\r\nmore\x02OK\x03')))).toEqual(['<noise:junk\r\nmore>', 'OK']);
+    const noise = stxEtx().push(bytes('zz\x02A\x03'))[0];
+    expect(noise?.kind === 'noise' && noise.reason).toMatch(/outside STX…ETX \(2 bytes\)/);
+  });
+
+  it('reports a read whose ETX was lost (a new STX came first) and takes the next read', () => {
+    expect(frameTexts(stxEtx().push(bytes('\x02LOST\x02GOOD\x03')))).toEqual(['<noise:LOST>', 'GOOD']);
+  });
+
+  it('reports an overlong read once and recovers at its ETX, or at a new STX', () => {
+    const f = stxEtx(4);
+    expect(frameTexts(f.push(bytes('\x02ABCDEFG')))).toEqual(['<overlong:ABCDE>']);
+    expect(frameTexts(f.push(bytes('HIJ\x03\x02OK\x03')))).toEqual(['OK']);
+    expect(frameTexts(stxEtx(4).push(bytes('\x02ABCDEFG\x02OK\x03')))).toEqual(['<overlong:ABCDE>', 'OK']);
+  });
+
+  it('returns a cut-off read and pending noise at flush()', () => {
+    const f = stxEtx();
+    f.push(bytes('\x02A\x03xx'));
+    expect(frameTexts(f.flush())).toEqual(['<noise:xx>']);
+    f.push(bytes('\x02HALF'));
+    expect(frameTexts(f.flush())).toEqual(['<partial:HALF>']);
+  });
+
+  it('gives the same events for any chunking of any byte stream (property)', () => {
+    const alphabet = fc.constantFrom(0x02, 0x03, 0x0d, 0x41, 0x42, 0xff);
+    fc.assert(
+      fc.property(fc.array(alphabet, { maxLength: 100 }), fc.array(fc.nat(), { maxLength: 8 }), fc.integer({ min: 1, max: 8 }), (streamBytes, cuts, maxLength) => {
+        const stream = Buffer.from(streamBytes);
+        const positions = [...new Set(cuts.map((c) => c % (stream.length + 1)))].sort((a, b) => a - b);
+        const chunks: Buffer[] = [];
+        let last = 0;
+        for (const p of positions) {
+          chunks.push(stream.subarray(last, p));
+          last = p;
+        }
+        chunks.push(stream.subarray(last));
+        const whole = stxEtx(maxLength);
+        const pieces = stxEtx(maxLength);
+        expect(frameTexts(feed(pieces, chunks))).toEqual(frameTexts(whole.push(stream)));
+        expect(frameTexts(pieces.flush())).toEqual(frameTexts(whole.flush()));
+      }),
+    );
+  });
+});
+
+describe('Framer (silence)', () => {
+  it('completes a read only at idle(), keeping every byte including CR/LF', () => {
+    const f = new Framer({ mode: 'silence', maxLength: 100 });
+    expect(f.push(bytes('AB'))).toEqual([]);
+    expect(f.push(bytes('C\r\n'))).toEqual([]);
+    expect(frameTexts(f.idle())).toEqual(['ABC\r\n']);
+    expect(f.idle()).toEqual([]);
+  });
+
+  it('reports an overlong read at once and drops the rest of it until the next silence', () => {
+    const f = new Framer({ mode: 'silence', maxLength: 3 });
+    expect(frameTexts(f.push(bytes('ABCDE')))).toEqual(['<overlong:ABCD>']);
+    expect(f.push(bytes('FGH'))).toEqual([]);
+    expect(f.idle()).toEqual([]);
+    f.push(bytes('OK'));
+    expect(frameTexts(f.idle())).toEqual(['OK']);
+  });
+
+  it('ignores idle() in the other modes', () => {
+    const f = framer('\r');
+    f.push(bytes('AB'));
+    expect(f.idle()).toEqual([]);
+    expect(frameTexts(f.flush())).toEqual(['<partial:AB>']);
   });
 });
 

@@ -7,8 +7,16 @@ import type { Logger } from '../../log.js';
 import type { InputAdapter, InputState, InputStatus, IntakeItem, IntakeSink } from '../types.js';
 import type { FileParseContext } from './file-format.js';
 import { FAILED_DIR, moveToFailed, moveToProcessed, PROCESSED_DIR } from './file-moves.js';
+import { hashFile, IngestLedger } from './ingest-ledger.js';
 import { parseCsvFile } from './parse-csv.js';
+import { parseJsonFile, parseNdjsonFile } from './parse-json.js';
 import { parseLinesFile } from './parse-lines.js';
+
+/**
+ * `submit` with the options the buffer's Intake takes as its second argument (the file's content
+ * hash, recorded in the commit's own transaction). Sinks without it ignore the extra argument.
+ */
+type FileSubmit = (items: IntakeItem[], options: { fileHash: string; fileName: string }) => Promise<void>;
 
 export interface FilesInputOptions {
   config: FilesInputConfig;
@@ -43,7 +51,8 @@ const UNREADABLE_CODES = new Set(['EACCES', 'EPERM', 'EISDIR', 'ELOOP', 'ENAMETO
 
 /**
  * Input adapter for dropped files: watches `config.dir` (not its sub-folders) with chokidar and
- * turns each file into reads: `lines` = one barcode per line, `csv` = header row then rows.
+ * turns each file into reads: `lines` = one barcode per line, `csv` = header row then rows,
+ * `ndjson` = one JSON read per line, `json` = an array of JSON reads.
  *
  * A file is taken once writing finished (size unchanged for `stableMs`); dotfiles, `*.tmp` and
  * `*.part` are ignored so a writer can drop a file atomically by renaming. Files are processed one
@@ -53,7 +62,13 @@ const UNREADABLE_CODES = new Set(['EACCES', 'EPERM', 'EISDIR', 'ELOOP', 'ENAMETO
  * `<name>.error.txt` giving the reason. When the sink refuses (buffer failure) the file stays in
  * place and is retried with backoff, ahead of later files: never moved, never lost.
  *
- * A crash between the commit and the move re-reads the file on the next start: at-least-once.
+ * A file whose content (SHA-256) was committed within `rememberFilesDays` is not ingested again:
+ * it is moved to `processed/` with a log line. The hash goes to `<dir>/.ingested.json` after the
+ * commit ({@link IngestLedger}), in each read's `origin.sha256`, and to the sink's submit (the
+ * buffer records it in the same transaction as the rows, which also covers a crash between the
+ * commit and the ledger write). Without that, such a crash re-reads the file once: at-least-once.
+ *
+ * `setPaused(true)` leaves new files in the folder until `setPaused(false)`.
  */
 export class FilesInput implements InputAdapter {
   readonly id: string;
@@ -86,6 +101,9 @@ export class FilesInput implements InputAdapter {
   private readonly timers = new Set<NodeJS.Timeout>();
   private readonly sleepers = new Set<() => void>();
   private fileRetryPending = false;
+  private readonly ledger: IngestLedger;
+  private ledgerLoaded = false;
+  private paused = false;
 
   constructor(options: FilesInputOptions) {
     this.config = options.config;
@@ -97,6 +115,16 @@ export class FilesInput implements InputAdapter {
     this.retryBaseMs = options.retryBaseMs ?? 1000;
     this.retryMaxMs = options.retryMaxMs ?? 30_000;
     this.folderCheckMs = options.folderCheckMs ?? 2000;
+    this.ledger = new IngestLedger(this.dir, this.config.rememberFilesDays, this.log, this.now);
+  }
+
+  /** Back-pressure: while paused, files stay in the folder (a file being read is finished). */
+  setPaused(paused: boolean): void {
+    if (this.paused === paused) return;
+    this.paused = paused;
+    if (this.state === 'up' || this.state === 'paused') this.state = paused ? 'paused' : 'up';
+    this.log.info({ paused }, paused ? 'paused: new files stay in the folder' : 'resumed');
+    if (!paused) this.kick();
   }
 
   /** Creates the folder if missing, starts watching and queues the files already there. A folder
@@ -160,7 +188,11 @@ export class FilesInput implements InputAdapter {
       const folder = await stat(dir);
       this.folderId = `${folder.dev}:${folder.ino}`;
       this.folderCheck = setInterval(() => void this.checkFolder(), this.folderCheckMs);
-      this.state = 'up';
+      if (!this.ledgerLoaded) {
+        await this.ledger.load();
+        this.ledgerLoaded = true;
+      }
+      this.state = this.paused ? 'paused' : 'up';
       this.watchAttempt = 0;
       this.log.info({ dir, format: this.config.format, usePolling: this.config.usePolling }, 'watching folder');
       await this.scanExisting();
@@ -268,7 +300,7 @@ export class FilesInput implements InputAdapter {
   }
 
   private kick(): void {
-    if (this.draining || this.stopping || this.fileRetryPending || this.queue.length === 0) return;
+    if (this.draining || this.stopping || this.paused || this.fileRetryPending || this.queue.length === 0) return;
     this.draining = this.drain()
       .catch((err: unknown) => this.log.error({ err }, 'file queue failed'))
       .finally(() => {
@@ -278,7 +310,7 @@ export class FilesInput implements InputAdapter {
   }
 
   private async drain(): Promise<void> {
-    while (!this.stopping) {
+    while (!this.stopping && !this.paused) {
       const entry = this.queue[0];
       if (!entry) return;
       this.current = entry;
@@ -324,9 +356,17 @@ export class FilesInput implements InputAdapter {
       const receivedAt = this.now();
       let items: IntakeItem[];
       let before;
+      let sha256: string;
       try {
         before = await stat(path);
-        items = await this.parse(path, { inputId: this.id, fileName: name, receivedAt });
+        sha256 = await hashFile(path);
+        const earlier = this.config.rememberFilesDays > 0 ? this.ledger.find(sha256) : undefined;
+        if (earlier) {
+          this.log.warn({ file: name, sha256, ingestedAt: earlier.at, as: earlier.name }, 'file with this content was ingested before; not ingested again');
+          entry.committed = true;
+          return this.moveProcessed(entry);
+        }
+        items = await this.parse(path, { inputId: this.id, fileName: name, receivedAt, maxReadLength: this.config.maxReadLength, sha256 });
         const after = await stat(path);
         if (after.size !== before.size || after.mtimeMs !== before.mtimeMs) {
           // Still being written despite the stability wait: read it again once it settles.
@@ -340,7 +380,8 @@ export class FilesInput implements InputAdapter {
 
       if (items.length > 0) {
         try {
-          await this.sink.submit(items);
+          if (this.config.rememberFilesDays > 0) await (this.sink.submit as FileSubmit).call(this.sink, items, { fileHash: sha256, fileName: name });
+          else await this.sink.submit(items);
         } catch (err) {
           this.log.error({ err, file: name, items: items.length }, 'buffer refused the file; it stays in the folder and is retried');
           return 'retry';
@@ -349,8 +390,16 @@ export class FilesInput implements InputAdapter {
       entry.committed = true;
       const rejections = items.reduce((n, item) => n + (item.kind === 'rejection' ? 1 : 0), 0);
       this.log.info({ file: name, reads: items.length - rejections, rejections, bytes: before.size }, 'file stored');
+      if (this.config.rememberFilesDays > 0) {
+        await this.ledger.record(sha256, name).catch((err: unknown) => this.log.warn({ err, file: name }, 'cannot write the ingested-files ledger'));
+      }
     }
+    return this.moveProcessed(entry);
+  }
 
+  private async moveProcessed(entry: QueuedFile): Promise<Outcome> {
+    const { path } = entry;
+    const name = basename(path);
     try {
       const target = await moveToProcessed(path, this.dir, this.now());
       this.log.debug({ file: name, to: target }, 'file moved to processed');
@@ -367,10 +416,24 @@ export class FilesInput implements InputAdapter {
   }
 
   private parse(path: string, ctx: FileParseContext): Promise<IntakeItem[]> {
-    if (this.config.format === 'csv') {
-      return parseCsvFile(path, ctx, { barcodeColumn: this.config.barcodeColumn, timeColumn: this.config.timeColumn, delimiter: this.config.delimiter });
+    const c = this.config;
+    switch (c.format) {
+      case 'csv':
+        return parseCsvFile(path, ctx, {
+          barcodeColumn: c.barcodeColumn,
+          timeColumn: c.timeColumn,
+          delimiter: c.delimiter,
+          dcpColumn: c.dcpColumn,
+          parentColumn: c.parentColumn,
+          attributeColumns: c.attributeColumns,
+        });
+      case 'ndjson':
+        return parseNdjsonFile(path, ctx, c.fields);
+      case 'json':
+        return parseJsonFile(path, ctx, c.fields);
+      case 'lines':
+        return parseLinesFile(path, ctx);
     }
-    return parseLinesFile(path, ctx);
   }
 
   private async readFailed(entry: QueuedFile, err: unknown): Promise<Outcome> {

@@ -5,12 +5,13 @@ import type { IntakeItem } from '../types.js';
 import {
   fileFormatError,
   isBlank,
-  MAX_FILE_READ_BYTES,
+  maxReadLengthOf,
   readItem,
   rejectionItem,
   REJECTION_RAW_BYTES,
   UTF8_BOM,
   type FileParseContext,
+  type ReadExtras,
 } from './file-format.js';
 
 /** The CSV keys of a `files` input (`FilesInputConfig`). */
@@ -21,6 +22,20 @@ export interface CsvFormat {
   timeColumn?: string | undefined;
   /** Field delimiter, one character. */
   delimiter: string;
+  /** Header of the column holding the DCP key; a blank cell leaves the input's DCP. */
+  dcpColumn?: string | undefined;
+  /** Header of the column holding a parent reference; a blank cell means none. */
+  parentColumn?: string | undefined;
+  /** Attributes from columns: attribute key → header; a blank cell leaves the attribute out. */
+  attributeColumns?: Record<string, string> | undefined;
+}
+
+interface Columns {
+  barcode: number;
+  time: number | undefined;
+  dcp: number | undefined;
+  parent: number | undefined;
+  attributes: [key: string, index: number][];
 }
 
 /** Largest CSV record accepted, in bytes; a file with a longer one (or binary junk) fails whole. */
@@ -30,7 +45,8 @@ export const MAX_CSV_RECORD_BYTES = 1024 * 1024;
  * Reads a `csv` file: a header row, then one row per barcode (RFC 4180 quoting, CRLF or LF, a
  * UTF-8 BOM allowed). Each row becomes a read of the barcode column's bytes, exactly as in the file
  * (GS bytes and AIM identifiers kept, quotes of a quoted field removed), with `sourceTime` from
- * `timeColumn` and `origin { file, line }` where `line` is the row's first line in the file.
+ * `timeColumn`, the DCP, a parent and attributes from their columns where configured and filled,
+ * and `origin { file, line }` where `line` is the row's first line in the file.
  *
  * Rows holding only empty fields are skipped; a row without a barcode value becomes a rejection
  * whose `raw` is the row's fields joined by the delimiter.
@@ -38,7 +54,7 @@ export const MAX_CSV_RECORD_BYTES = 1024 * 1024;
  * unchanged even when they are not valid UTF-8); memory holds the items, not the text.
  *
  * @throws GatewayError `SCANGW_E_INPUT` (see {@link fileFormatError}) when the file cannot be taken
- *   at all: empty, UTF-16, no header column `barcodeColumn` (or a configured `timeColumn`), broken
+ *   at all: empty, UTF-16, no header column `barcodeColumn` (or another configured column), broken
  *   quoting, or a record over {@link MAX_CSV_RECORD_BYTES}.
  * @throws the file system error when the file cannot be read.
  */
@@ -59,7 +75,8 @@ export async function parseCsvFile(path: string, ctx: FileParseContext, format: 
   });
 
   const items: IntakeItem[] = [];
-  let columns: { barcode: number; time: number | undefined } | undefined;
+  const max = maxReadLengthOf(ctx);
+  let columns: Columns | undefined;
   let line = 0;
 
   const source = createReadStream(path, { start, highWaterMark: 1024 * 1024 });
@@ -79,18 +96,17 @@ export async function parseCsvFile(path: string, ctx: FileParseContext, format: 
       }
       const barcode = record[columns.barcode];
       if (barcode === undefined || isBlank(barcode)) {
-        const row = Buffer.from(record.join(delimiter), 'latin1').subarray(0, MAX_FILE_READ_BYTES);
+        const row = Buffer.from(record.join(delimiter), 'latin1').subarray(0, max);
         items.push(rejectionItem(ctx, Buffer.from(row), firstLine, `row has no value in column "${format.barcodeColumn}"`));
         continue;
       }
       const bytes = Buffer.from(barcode, 'latin1');
-      if (bytes.length > MAX_FILE_READ_BYTES) {
-        items.push(rejectionItem(ctx, Buffer.from(bytes.subarray(0, REJECTION_RAW_BYTES)), firstLine, `barcode longer than ${MAX_FILE_READ_BYTES} bytes`));
+      if (bytes.length > max) {
+        items.push(rejectionItem(ctx, Buffer.from(bytes.subarray(0, REJECTION_RAW_BYTES)), firstLine, `barcode longer than ${max} bytes`));
         continue;
       }
-      const time = columns.time === undefined ? undefined : record[columns.time];
-      const sourceTime = time === undefined ? '' : latin1ToUtf8(time).trim();
-      items.push(readItem(ctx, bytes, firstLine, sourceTime === '' ? undefined : sourceTime));
+      const sourceTime = cell(record, columns.time);
+      items.push(readItem(ctx, bytes, firstLine, sourceTime, extrasOf(record, columns)));
     }
   } catch (err) {
     if (err instanceof CsvError) throw fileFormatError(ctx.fileName, `CSV cannot be parsed: ${err.message}`, err);
@@ -102,19 +118,46 @@ export async function parseCsvFile(path: string, ctx: FileParseContext, format: 
   return items;
 }
 
-function findColumns(header: string[], format: CsvFormat, fileName: string): { barcode: number; time: number | undefined } {
+/** A cell as UTF-8 text, trimmed; undefined when there is no such column or the cell is blank. */
+function cell(record: string[], index: number | undefined): string | undefined {
+  const value = index === undefined ? undefined : record[index];
+  if (value === undefined) return undefined;
+  const text = latin1ToUtf8(value).trim();
+  return text === '' ? undefined : text;
+}
+
+function extrasOf(record: string[], columns: Columns): ReadExtras | undefined {
+  if (columns.dcp === undefined && columns.parent === undefined && columns.attributes.length === 0) return undefined;
+  const extras: ReadExtras = {};
+  const dcp = cell(record, columns.dcp);
+  if (dcp !== undefined) extras.dcpKey = dcp;
+  const parent = cell(record, columns.parent);
+  if (parent !== undefined) extras.parents = [parent];
+  const attributes: Record<string, string> = {};
+  for (const [key, index] of columns.attributes) {
+    const value = cell(record, index);
+    if (value !== undefined) attributes[key] = value;
+  }
+  if (Object.keys(attributes).length > 0) extras.attributes = attributes;
+  return extras;
+}
+
+function findColumns(header: string[], format: CsvFormat, fileName: string): Columns {
   const names = header.map((h) => latin1ToUtf8(h).trim());
-  const barcode = names.indexOf(format.barcodeColumn);
   const shown = names.map((n) => JSON.stringify(n)).join(', ');
-  if (barcode < 0) {
-    throw fileFormatError(fileName, `CSV header has no column "${format.barcodeColumn}" (barcodeColumn); header columns: ${shown}`);
-  }
-  if (format.timeColumn === undefined) return { barcode, time: undefined };
-  const time = names.indexOf(format.timeColumn);
-  if (time < 0) {
-    throw fileFormatError(fileName, `CSV header has no column "${format.timeColumn}" (timeColumn); header columns: ${shown}`);
-  }
-  return { barcode, time };
+  const find = (name: string, key: string): number => {
+    const index = names.indexOf(name);
+    if (index < 0) throw fileFormatError(fileName, `CSV header has no column "${name}" (${key}); header columns: ${shown}`);
+    return index;
+  };
+  const optional = (name: string | undefined, key: string): number | undefined => (name === undefined ? undefined : find(name, key));
+  return {
+    barcode: find(format.barcodeColumn, 'barcodeColumn'),
+    time: optional(format.timeColumn, 'timeColumn'),
+    dcp: optional(format.dcpColumn, 'dcpColumn'),
+    parent: optional(format.parentColumn, 'parentColumn'),
+    attributes: Object.entries(format.attributeColumns ?? {}).map(([key, name]) => [key, find(name, `attributeColumns.${key}`)]),
+  };
 }
 
 /** Length of a UTF-8 BOM to skip (0 or 3). UTF-16 is refused: its bytes are not CSV text. */

@@ -1,30 +1,25 @@
 import { createReadStream } from 'node:fs';
 import type { IntakeItem } from '../types.js';
-import {
-  isBlank,
-  MAX_FILE_READ_BYTES,
-  readItem,
-  rejectionItem,
-  REJECTION_RAW_BYTES,
-  UTF8_BOM,
-  type FileParseContext,
-} from './file-format.js';
+import { isBlank, maxReadLengthOf, readItem, rejectionItem, REJECTION_RAW_BYTES, UTF8_BOM, type FileParseContext } from './file-format.js';
 
 const LF = 0x0a;
 const CR = 0x0d;
 
+/** What {@link scanLines} hands over for each line. */
+export interface LineSink {
+  /** A line of at most `maxLineBytes`, line break (and a BOM before line 1) removed; may be blank. */
+  line(bytes: Buffer, line: number): void;
+  /** A line longer than `maxLineBytes`: its first {@link REJECTION_RAW_BYTES} bytes. */
+  overlong(head: Buffer, line: number): void;
+}
+
 /**
- * Reads a `lines` file: one barcode per line, LF or CRLF, as one read per non-blank line with
- * `origin { file, line }` (line numbers start at 1 and count blank lines). Bytes are kept exactly,
- * only the line break (and a UTF-8 BOM before the first line) removed. Streams the file, so memory
- * holds the items but never the whole text.
- *
- * A line longer than {@link MAX_FILE_READ_BYTES} becomes a rejection holding its first bytes.
+ * Streams a file line by line, LF or CRLF, numbering lines from 1 (blank lines counted). Memory
+ * holds at most one line of `maxLineBytes`, never the whole text.
  *
  * @throws the file system error when the file cannot be read (ENOENT, EACCES, EIO…).
  */
-export async function parseLinesFile(path: string, ctx: FileParseContext): Promise<IntakeItem[]> {
-  const items: IntakeItem[] = [];
+export async function scanLines(path: string, maxLineBytes: number, sink: LineSink): Promise<void> {
   let parts: Buffer[] = [];
   let partsLength = 0;
   let overlongHead: Buffer | undefined;
@@ -32,8 +27,8 @@ export async function parseLinesFile(path: string, ctx: FileParseContext): Promi
 
   const append = (segment: Buffer): void => {
     if (segment.length === 0 || overlongHead) return;
-    // +1: a CR before the LF is part of the line break, not of the read.
-    if (partsLength + segment.length > MAX_FILE_READ_BYTES + 1) {
+    // +1: a CR before the LF is part of the line break, not of the line.
+    if (partsLength + segment.length > maxLineBytes + 1) {
       overlongHead = Buffer.concat([...parts, segment.subarray(0, REJECTION_RAW_BYTES)]).subarray(0, REJECTION_RAW_BYTES);
       parts = [];
       partsLength = 0;
@@ -45,17 +40,14 @@ export async function parseLinesFile(path: string, ctx: FileParseContext): Promi
 
   const endLine = (): void => {
     if (overlongHead) {
-      items.push(rejectionItem(ctx, Buffer.from(overlongHead), line, `line longer than ${MAX_FILE_READ_BYTES} bytes`));
+      sink.overlong(Buffer.from(overlongHead), line);
     } else {
       let bytes = Buffer.concat(parts, partsLength);
       if (bytes.length > 0 && bytes[bytes.length - 1] === CR) bytes = bytes.subarray(0, bytes.length - 1);
       if (line === 1 && bytes.subarray(0, UTF8_BOM.length).equals(UTF8_BOM)) bytes = bytes.subarray(UTF8_BOM.length);
-      if (bytes.length > MAX_FILE_READ_BYTES) {
-        items.push(rejectionItem(ctx, Buffer.from(bytes.subarray(0, REJECTION_RAW_BYTES)), line, `line longer than ${MAX_FILE_READ_BYTES} bytes`));
-      } else if (!isBlank(bytes)) {
-        // Own copy: the slice would otherwise keep the whole 64 KiB read chunk alive.
-        items.push(readItem(ctx, Buffer.from(bytes), line));
-      }
+      if (bytes.length > maxLineBytes) sink.overlong(Buffer.from(bytes.subarray(0, REJECTION_RAW_BYTES)), line);
+      // Own copy: the slice would otherwise keep the whole 64 KiB read chunk alive.
+      else sink.line(Buffer.from(bytes), line);
     }
     parts = [];
     partsLength = 0;
@@ -73,5 +65,23 @@ export async function parseLinesFile(path: string, ctx: FileParseContext): Promi
     append(chunk.subarray(start));
   }
   if (partsLength > 0 || overlongHead) endLine();
+}
+
+/**
+ * Reads a `lines` file: one barcode per line, LF or CRLF, as one read per non-blank line with
+ * `origin { file, line }`. Bytes are kept exactly, only the line break (and a UTF-8 BOM before the
+ * first line) removed. A line longer than `maxReadLength` becomes a rejection holding its first bytes.
+ *
+ * @throws the file system error when the file cannot be read (ENOENT, EACCES, EIO…).
+ */
+export async function parseLinesFile(path: string, ctx: FileParseContext): Promise<IntakeItem[]> {
+  const items: IntakeItem[] = [];
+  const max = maxReadLengthOf(ctx);
+  await scanLines(path, max, {
+    line: (bytes, line) => {
+      if (!isBlank(bytes)) items.push(readItem(ctx, bytes, line));
+    },
+    overlong: (head, line) => items.push(rejectionItem(ctx, head, line, `line longer than ${max} bytes`)),
+  });
   return items;
 }

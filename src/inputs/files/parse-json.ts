@@ -1,0 +1,77 @@
+import { readFile, stat } from 'node:fs/promises';
+import type { JsonFieldsConfig } from '../../config/input-schemas.js';
+import { jsonRead, jsonReadProblem } from '../json-read.js';
+import type { IntakeItem } from '../types.js';
+import { fileFormatError, isBlank, maxReadLengthOf, readItem, rejectionItem, REJECTION_RAW_BYTES, UTF8_BOM, type FileParseContext } from './file-format.js';
+import { scanLines } from './parse-lines.js';
+
+/** Longest line of an ndjson file, in bytes: a JSON read with many attributes, never a megabyte. */
+export const MAX_NDJSON_LINE_BYTES = 1024 * 1024;
+
+/** Largest `json` file taken, in bytes: the whole array is parsed in memory. Larger: use ndjson. */
+export const MAX_JSON_FILE_BYTES = 64 * 1024 * 1024;
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * Reads an `ndjson` file: one JSON read per line (`{"code": …, "ts": …, "dcp": …, "parents": …,
+ * "attributes": …}`, field paths from `fields`), blank lines skipped. A line that is not UTF-8,
+ * not JSON, or not a valid read becomes a rejection with its line number and reason; the lines
+ * around it are taken.
+ *
+ * @throws the file system error when the file cannot be read.
+ */
+export async function parseNdjsonFile(path: string, ctx: FileParseContext, fields: JsonFieldsConfig): Promise<IntakeItem[]> {
+  const items: IntakeItem[] = [];
+  await scanLines(path, MAX_NDJSON_LINE_BYTES, {
+    line: (bytes, line) => {
+      if (isBlank(bytes)) return;
+      let value: unknown;
+      try {
+        value = JSON.parse(utf8.decode(bytes));
+      } catch (err) {
+        const reason = err instanceof SyntaxError ? `line is not JSON: ${err.message}` : 'line is not valid UTF-8';
+        items.push(rejectionItem(ctx, Buffer.from(bytes.subarray(0, REJECTION_RAW_BYTES)), line, reason));
+        return;
+      }
+      items.push(jsonItem(ctx, value, bytes, line, fields));
+    },
+    overlong: (head, line) => items.push(rejectionItem(ctx, head, line, `line longer than ${MAX_NDJSON_LINE_BYTES} bytes`)),
+  });
+  return items;
+}
+
+/**
+ * Reads a `json` file: one JSON array of reads (same objects as ndjson). An element that is not a
+ * valid read becomes a rejection whose `origin.line` is its position in the array, from 1.
+ *
+ * @throws GatewayError `SCANGW_E_INPUT` when the file is not UTF-8 JSON, not an array, or larger
+ *   than {@link MAX_JSON_FILE_BYTES} (the whole file goes to `failed/`).
+ */
+export async function parseJsonFile(path: string, ctx: FileParseContext, fields: JsonFieldsConfig): Promise<IntakeItem[]> {
+  const { size } = await stat(path);
+  if (size > MAX_JSON_FILE_BYTES) {
+    throw fileFormatError(ctx.fileName, `JSON file of ${size} bytes is larger than ${MAX_JSON_FILE_BYTES}; write large exports as ndjson`);
+  }
+  let bytes = await readFile(path);
+  if (bytes.subarray(0, 3).equals(UTF8_BOM)) bytes = bytes.subarray(3);
+  let value: unknown;
+  try {
+    value = JSON.parse(utf8.decode(bytes));
+  } catch (err) {
+    throw fileFormatError(ctx.fileName, err instanceof SyntaxError ? `file is not JSON: ${err.message}` : 'file is not valid UTF-8', err);
+  }
+  if (!Array.isArray(value)) throw fileFormatError(ctx.fileName, 'JSON file must hold an array of reads, e.g. [{"code": "…"}]');
+  return value.map((element, i) => jsonItem(ctx, element, undefined, i + 1, fields));
+}
+
+function jsonItem(ctx: FileParseContext, value: unknown, source: Buffer | undefined, line: number, fields: JsonFieldsConfig): IntakeItem {
+  const raw = (): Buffer => Buffer.from((source ?? Buffer.from(JSON.stringify(value) ?? '', 'utf8')).subarray(0, REJECTION_RAW_BYTES));
+  const result = jsonRead(value, fields);
+  if (!result.ok) return rejectionItem(ctx, raw(), line, jsonReadProblem(result));
+  const { code, sourceTime, ...extras } = result.fields;
+  const bytes = Buffer.from(code, 'utf8');
+  const max = maxReadLengthOf(ctx);
+  if (bytes.length > max) return rejectionItem(ctx, Buffer.from(bytes.subarray(0, REJECTION_RAW_BYTES)), line, `code longer than ${max} bytes`);
+  return readItem(ctx, bytes, line, sourceTime, Object.keys(extras).length > 0 ? extras : undefined);
+}

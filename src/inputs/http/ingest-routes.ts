@@ -1,0 +1,163 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { JsonFieldsConfig } from '../../config/input-schemas.js';
+import type { Logger } from '../../log.js';
+import { rejectionItem } from '../input-items.js';
+import { DEFAULT_JSON_FIELDS, jsonRead, readFromJsonFields } from '../json-read.js';
+import type { IntakeItem, IntakeSink } from '../types.js';
+
+/** The path of the ingest endpoint on the local server. */
+export const INGEST_PATH = '/api/v1/reads';
+
+/** Options of {@link registerIngestRoutes}: where reads go, who may post, the limits. */
+export interface IngestRouteOptions {
+  sink: IntakeSink;
+  /** `inputId` of the reads (the `http` input's id). */
+  inputId: string;
+  /** Accepted bearer tokens, or a function answering the current one (undefined: none, every request is 401). */
+  tokens: string[] | (() => string | undefined);
+  /** Largest request body, in bytes; larger is answered 413. */
+  maxBodyBytes: number;
+  /** Most reads in one request; more is answered 413. Default 10 000. */
+  maxReads?: number;
+  /** True while intake is paused (back-pressure) or the input stops: answered 503 with Retry-After. */
+  isPaused(): boolean;
+  /** Retry-After of a 503, in s. Default 5. */
+  retryAfterSec?: number;
+  /** Where the fields of a read are in each object. Default `code`, `ts`, `dcp`, `parents`, `attributes`. */
+  fields?: JsonFieldsConfig;
+  /** Store a rejection (with the body's first bytes and the reason) for each 400 and 413. Default true. */
+  recordRejections?: boolean;
+  logger?: Logger;
+  now?: () => Date;
+  /** Called around each accepted submit, so the input can wait for requests in flight when it stops. */
+  track?: <T>(work: Promise<T>) => Promise<T>;
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** The error body of every answer other than 202: `field` names the offending field (`[2].code`). */
+export interface IngestError {
+  statusCode: number;
+  error: string;
+  message: string;
+  field?: string;
+}
+
+/**
+ * Registers `POST /api/v1/reads` (HTTP ingest, issue 5 item 5) on the local server, in its own
+ * encapsulated scope (its body parser and error handler touch no other route).
+ *
+ * Body: one read or an array of reads, JSON, `{ code, ts?, dcp?, parents?, attributes? }` (see
+ * `jsonRead`). Answers:
+ * - 202 `{ accepted: n }` only after the reads are committed;
+ * - 400 with `field` for JSON that does not parse or a read that is not valid (nothing of that
+ *   request is stored as a read; the body's first bytes are stored as one rejection with the reason);
+ * - 401 without a valid `Authorization: Bearer <token>` (nothing stored);
+ * - 413 over `maxBodyBytes` or `maxReads` (one rejection stored);
+ * - 415 for a body that is not `application/json`;
+ * - 503 with `Retry-After` while paused, stopping, or when the buffer refused the commit.
+ */
+export async function registerIngestRoutes(app: FastifyInstance, options: IngestRouteOptions): Promise<void> {
+  await app.register(async (scope) => {
+    const fields = options.fields ?? DEFAULT_JSON_FIELDS;
+    const maxReads = options.maxReads ?? 10_000;
+    const retryAfter = String(options.retryAfterSec ?? 5);
+    const now = options.now ?? (() => new Date());
+    const track = options.track ?? (<T>(work: Promise<T>) => work);
+
+    const record = async (raw: Buffer, reason: string, origin: Record<string, string | number>): Promise<void> => {
+      if (options.recordRejections === false) return;
+      try {
+        await track(options.sink.submit([rejectionItem(options.inputId, raw, reason, now(), origin)]));
+      } catch (err) {
+        options.logger?.warn({ err, reason }, 'could not store the rejection of an ingest request');
+      }
+    };
+    const send = (reply: FastifyReply, statusCode: number, error: string, message: string, field?: string): FastifyReply =>
+      reply.code(statusCode).send({ statusCode, error, message, ...(field !== undefined ? { field } : {}) } satisfies IngestError);
+    const originOf = (req: FastifyRequest): Record<string, string> => ({ http: `${req.method} ${INGEST_PATH}`, peer: req.ip });
+
+    scope.removeAllContentTypeParsers();
+    // Raw bytes: a body that is not JSON is kept, as it came, in its rejection.
+    scope.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+
+    scope.addHook('onRequest', async (req, reply) => {
+      if (!authorized(req.headers.authorization, options.tokens)) {
+        reply.header('WWW-Authenticate', 'Bearer realm="scan-gateway ingest"');
+        return send(reply, 401, 'Unauthorized', 'a valid bearer token is required (Authorization: Bearer <token>)');
+      }
+      if (options.isPaused()) {
+        reply.header('Retry-After', retryAfter);
+        return send(reply, 503, 'Service Unavailable', 'intake is paused (buffer near its quota or stopping); retry later');
+      }
+      return undefined;
+    });
+
+    scope.setErrorHandler(async (err: { code?: string; statusCode?: number; message: string }, req, reply) => {
+      if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+        await record(Buffer.alloc(0), `request body larger than maxBodyBytes (${options.maxBodyBytes})`, originOf(req));
+        return send(reply, 413, 'Payload Too Large', `the body is larger than ${options.maxBodyBytes} bytes`);
+      }
+      if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return send(reply, 415, 'Unsupported Media Type', 'send Content-Type: application/json');
+      const statusCode = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
+      if (statusCode === 500) options.logger?.error({ err }, 'ingest request failed');
+      return send(reply, statusCode, statusCode === 500 ? 'Internal Server Error' : 'Bad Request', statusCode === 500 ? 'internal error' : err.message);
+    });
+
+    scope.post(INGEST_PATH, { bodyLimit: options.maxBodyBytes }, async (req, reply) => {
+      const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+      const origin = originOf(req);
+      const receivedAt = now();
+      const bad = async (message: string, field?: string): Promise<FastifyReply> => {
+        await record(body, field !== undefined ? `${message} (field ${field})` : message, origin);
+        return send(reply, 400, 'Bad Request', message, field);
+      };
+      let value: unknown;
+      try {
+        value = JSON.parse(utf8.decode(body));
+      } catch (err) {
+        return bad(err instanceof SyntaxError ? `body is not JSON: ${err.message}` : 'body is not valid UTF-8');
+      }
+      const list = Array.isArray(value) ? value : [value];
+      if (list.length === 0) return bad('no reads: the array is empty');
+      if (list.length > maxReads) {
+        await record(body, `request of ${list.length} reads is more than maxReadsPerRequest (${maxReads})`, origin);
+        return send(reply, 413, 'Payload Too Large', `at most ${maxReads} reads per request`);
+      }
+      const items: IntakeItem[] = [];
+      for (const [i, entry] of list.entries()) {
+        const result = jsonRead(entry, fields);
+        if (!result.ok) {
+          const prefix = Array.isArray(value) ? `[${i}]` : '';
+          const field = result.field === '' ? prefix : prefix === '' ? result.field : `${prefix}.${result.field}`;
+          return bad(`read ${Array.isArray(value) ? `${i} ` : ''}is not valid: ${result.field === '' ? '' : `${result.field} `}${result.reason}`, field);
+        }
+        items.push({ kind: 'read', read: readFromJsonFields(result.fields, options.inputId, receivedAt, Array.isArray(value) ? { ...origin, index: i } : origin) });
+      }
+      try {
+        await track(options.sink.submit(items));
+      } catch (err) {
+        options.logger?.error({ err, reads: items.length }, 'buffer refused ingested reads; answered 503');
+        reply.header('Retry-After', retryAfter);
+        return send(reply, 503, 'Service Unavailable', 'the buffer could not store the reads; retry later');
+      }
+      return reply.code(202).send({ accepted: items.length });
+    });
+  });
+}
+
+/** Constant-time comparison of the bearer token against every accepted one. */
+function authorized(header: string | undefined, tokens: IngestRouteOptions['tokens']): boolean {
+  const match = header === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(header);
+  if (!match?.[1]) return false;
+  const given = digest(match[1]);
+  const accepted = typeof tokens === 'function' ? [tokens()].filter((t): t is string => t !== undefined && t !== '') : tokens;
+  let ok = false;
+  for (const token of accepted) if (timingSafeEqual(given, digest(token))) ok = true;
+  return ok;
+}
+
+function digest(text: string): Buffer {
+  return createHash('sha256').update(text, 'utf8').digest();
+}

@@ -1,0 +1,310 @@
+import { connect as mqttConnect, type IClientOptions, type IPublishPacket, type MqttClient } from 'mqtt';
+import type { MqttInputConfig } from '../../config/input-schemas.js';
+import type { Logger } from '../../log.js';
+import { InputStateTracker } from '../input-state.js';
+import type { InputAdapter, InputStatus, IntakeItem, IntakeSink } from '../types.js';
+import { AckQueue, assertDeferredAckSupport, DEFER_PUBACK, RedeliveryCache, sendPuback, type AckEntry } from './mqtt-acks.js';
+import { mqttClientOptions, safeUrl, statusTopicOf } from './mqtt-options.js';
+import { messageToItem } from './mqtt-payload.js';
+
+/** What an {@link MqttInput} needs; `connect` is the seam for tests (default mqtt.js `connect`). */
+export interface MqttInputOptions {
+  config: MqttInputConfig;
+  sink: IntakeSink;
+  logger: Logger;
+  /** Environment for `passwordEnv` (the process edge hands it down); default none. */
+  env?: Record<string, string | undefined>;
+  now?: () => Date;
+  /** Creates the client; default mqtt.js `connect`. */
+  connect?: (url: string, options: IClientOptions) => MqttClient;
+  /** First delay before retrying a refused submit, in ms (doubles up to 30 s); default 500. */
+  submitRetryBaseMs?: number;
+  /** Longest wait, on pause and stop, for messages in flight to be committed and acknowledged, in ms. Default 10 000. */
+  settleTimeoutMs?: number;
+}
+
+const SUBMIT_RETRY_MAX_MS = 30_000;
+
+/**
+ * Input adapter for an MQTT broker (mqtt.js 5): subscribes to `topics` with QoS 1 in a persistent
+ * session under a stable `clientId`, so the broker keeps messages while the gateway is down, and
+ * acknowledges each message (PUBACK) only after its read is committed ({@link AckQueue}; up to
+ * `maxInFlight` messages at once, in order).
+ *
+ * A payload that cannot be a read (too big, not JSON, missing code…) is stored as a rejection with
+ * its topic, first bytes and reason, and acknowledged, so one poison message never blocks a topic.
+ * When the buffer refuses a commit, the message stays unacknowledged and the submit is retried
+ * with backoff (in flight, so the broker sends no more than `maxInFlight`).
+ *
+ * mqtt.js reconnects every `reconnectMs`; the broker resends unacknowledged messages on the new
+ * connection, and those already committed are acknowledged without being stored again
+ * ({@link RedeliveryCache}). `setPaused(true)` lets in-flight messages finish, publishes `paused`
+ * on the status topic and disconnects: the broker queues for the session meanwhile, nothing is
+ * lost; `setPaused(false)` connects again.
+ */
+export class MqttInput implements InputAdapter {
+  readonly id: string;
+  readonly type = 'mqtt';
+  private readonly config: MqttInputConfig;
+  private readonly log: Logger;
+  private readonly now: () => Date;
+  private readonly state: InputStateTracker;
+  private readonly statusTopic: string | undefined;
+  private readonly redelivery = new RedeliveryCache();
+  private clientOptions: IClientOptions | undefined;
+  private client: MqttClient | undefined;
+  /** The QoS 1 messages of the current connection, for ordered PUBACKs. */
+  private acks: AckQueue | undefined;
+  private inflight = 0;
+  /** mqtt.js callbacks held back while `maxInFlight` messages are in flight (TCP back-pressure). */
+  private readonly held: (() => void)[] = [];
+  private readonly work = new Set<Promise<void>>();
+  private readonly sleepers = new Set<() => void>();
+  /** Serialises start, pause, resume and stop. */
+  private lifecycle: Promise<void> = Promise.resolve();
+  private paused = false;
+  private stopping = false;
+  /** The current client is being closed: messages are not taken (the broker sends them again). */
+  private closing = false;
+  private lastError: string | undefined;
+
+  constructor(private readonly options: MqttInputOptions) {
+    this.config = options.config;
+    this.id = options.config.id;
+    this.log = options.logger.child({ component: 'input.mqtt', inputId: options.config.id });
+    this.now = options.now ?? (() => new Date());
+    this.state = new InputStateTracker(this.id, this.type, `${safeUrl(this.config.url)} ${this.config.topics.join(' ')}`, this.now);
+    this.statusTopic = statusTopicOf(this.config);
+  }
+
+  /**
+   * Reads the credentials and TLS files, then connects and waits for the first outcome. A broker
+   * that cannot be reached makes the input `down` (retried), not a start failure.
+   *
+   * @throws GatewayError `SCANGW_E_SECRET` / `SCANGW_E_INPUT` when a password or TLS file cannot be read.
+   */
+  async start(): Promise<void> {
+    this.stopping = false;
+    this.clientOptions = await mqttClientOptions(this.config, this.options.env ?? {});
+    await this.queue(() => (this.paused ? Promise.resolve() : this.open()));
+  }
+
+  /** Stops taking messages; resolves after those in flight are committed and acknowledged (or given up). */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    for (const wake of this.sleepers) wake();
+    await this.queue(() => this.close('offline'));
+    await Promise.allSettled([...this.work]);
+    this.state.set('stopped');
+  }
+
+  status(): InputStatus {
+    return this.state.status();
+  }
+
+  setPaused(paused: boolean): void {
+    if (paused === this.paused || this.stopping) return;
+    this.paused = paused;
+    this.log.info({ paused }, paused ? 'pausing: disconnecting, the broker keeps messages for the session' : 'resuming');
+    void this.queue(async () => {
+      if (this.stopping || this.paused !== paused) return;
+      if (paused) {
+        await this.close('paused');
+        this.state.set('paused');
+      } else {
+        await this.open();
+      }
+    });
+  }
+
+  private queue(step: () => Promise<void>): Promise<void> {
+    const next = this.lifecycle.then(step, step);
+    this.lifecycle = next.catch((err: unknown) => this.log.error({ err }, 'MQTT input lifecycle step failed'));
+    return next;
+  }
+
+  // ---- connection -----------------------------------------------------------------------------
+
+  private async open(): Promise<void> {
+    if (!this.clientOptions || this.stopping) return;
+    this.state.set('connecting');
+    const client = (this.options.connect ?? mqttConnect)(this.config.url, this.clientOptions);
+    try {
+      assertDeferredAckSupport(client);
+    } catch (err) {
+      client.end(true);
+      throw err;
+    }
+    this.client = client;
+    this.closing = false;
+    let subscribed = false;
+    client.handleMessage = (packet, callback) => this.onMessage(client, packet, callback);
+    client.on('connect', (connack) => {
+      if (client !== this.client) return;
+      this.acks = new AckQueue((messageId) => sendPuback(client, messageId));
+      this.lastError = undefined;
+      this.state.set('up');
+      this.log.info({ url: safeUrl(this.config.url), sessionPresent: connack.sessionPresent }, 'connected to broker');
+      if (this.statusTopic) client.publish(this.statusTopic, 'online', { qos: 1, retain: true });
+      // mqtt.js subscribes again by itself after a reconnect that lost the session.
+      if (!subscribed) {
+        subscribed = true;
+        void this.subscribe(client);
+      }
+    });
+    client.on('error', (err) => {
+      if (client !== this.client) return;
+      if (this.lastError !== err.message) this.log.warn({ err }, 'MQTT client error');
+      this.lastError = err.message;
+    });
+    client.on('close', () => {
+      if (client !== this.client) return;
+      this.acks?.reset();
+      this.acks = undefined;
+      for (const wake of this.sleepers) wake();
+      if (this.closing || this.stopping) return;
+      if (this.state.down(`${safeUrl(this.config.url)}: ${this.lastError ?? 'connection closed'}`)) {
+        this.log.warn({ reconnectInMs: this.config.reconnectMs }, 'connection to broker lost; reconnecting');
+      }
+    });
+    // The first outcome (connected, refused, unreachable) decides what start() reports.
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, this.config.connectTimeoutMs);
+      const done = (): void => {
+        clearTimeout(timer);
+        client.off('connect', done);
+        client.off('close', done);
+        resolve();
+      };
+      client.on('connect', done);
+      client.on('close', done);
+    });
+  }
+
+  private async subscribe(client: MqttClient): Promise<void> {
+    const qos = this.config.qos;
+    // MQTT 5: no retained replay when the session already holds the subscription.
+    const options = this.config.protocolVersion === 5 ? { qos, rh: 1 } : { qos };
+    try {
+      const granted = await client.subscribeAsync(Object.fromEntries(this.config.topics.map((t) => [t, options])));
+      const refused = granted.filter((g) => g.qos === 128).map((g) => g.topic);
+      if (refused.length > 0) {
+        this.state.down(`broker refused the subscription to ${refused.join(', ')}`);
+        this.log.error({ topics: refused }, 'broker refused subscriptions');
+      } else {
+        this.log.info({ topics: this.config.topics, qos }, 'subscribed');
+      }
+    } catch (err) {
+      if (client === this.client && !this.closing) this.log.warn({ err }, 'subscribing failed; retried on reconnect');
+    }
+  }
+
+  /** Lets messages in flight finish (bounded), publishes `status` and disconnects; the session stays. */
+  private async close(status: 'offline' | 'paused'): Promise<void> {
+    const client = this.client;
+    if (!client) return;
+    this.closing = true;
+    const settle = Promise.allSettled([...this.work]);
+    const timeoutMs = this.options.settleTimeoutMs ?? 10_000;
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = await Promise.race([settle.then(() => false), new Promise<boolean>((r) => (timer = setTimeout(() => r(true), timeoutMs)))]);
+    clearTimeout(timer);
+    if (timedOut) this.log.warn({ inflight: this.inflight }, 'messages still in flight at disconnect; the broker sends them again later');
+    if (this.statusTopic && client.connected) {
+      await withTimeout(client.publishAsync(this.statusTopic, status, { qos: 1, retain: true }), 2000).catch((err: unknown) =>
+        this.log.debug({ err }, 'publishing status failed'),
+      );
+    }
+    await withTimeout(client.endAsync(), 5000).catch(() => client.end(true));
+    this.acks?.reset();
+    this.acks = undefined;
+    this.client = undefined;
+    for (const release of this.held.splice(0)) release();
+    for (const wake of this.sleepers) wake();
+  }
+
+  // ---- messages -------------------------------------------------------------------------------
+
+  private onMessage(client: MqttClient, packet: IPublishPacket, callback: (err?: Error) => void): void {
+    // Not taken while closing: no PUBACK, so the broker sends it again to the next connection.
+    if (client !== this.client || this.closing || this.stopping) {
+      callback(DEFER_PUBACK);
+      return;
+    }
+    const receivedAt = this.now();
+    const payload = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
+    const acks = packet.qos > 0 ? this.acks : undefined;
+    const entry = acks && packet.messageId !== undefined ? acks.add(packet.messageId) : undefined;
+    this.inflight += 1;
+    const job = this.take(packet, payload, receivedAt, acks, entry).finally(() => {
+      this.inflight -= 1;
+      this.work.delete(job);
+      while (this.held.length > 0 && this.inflight < this.config.maxInFlight) this.held.shift()!();
+    });
+    this.work.add(job);
+    if (this.inflight >= this.config.maxInFlight) this.held.push(() => callback(DEFER_PUBACK));
+    else callback(DEFER_PUBACK);
+  }
+
+  private async take(packet: IPublishPacket, payload: Buffer, receivedAt: Date, acks: AckQueue | undefined, entry: AckEntry | undefined): Promise<void> {
+    const topic = packet.topic;
+    if (topic === this.statusTopic) {
+      // Our own status, seen through a wildcard subscription: not a read.
+      if (entry) acks!.complete(entry);
+      return;
+    }
+    const key = entry ? RedeliveryCache.key(topic, entry.messageId, payload) : undefined;
+    if (key !== undefined && packet.dup) {
+      const earlier = this.redelivery.earlier(key);
+      if (earlier && (await earlier)) {
+        this.log.debug({ topic, messageId: entry!.messageId }, 'redelivered message was committed before; acknowledged only');
+        this.redelivery.forget(key);
+        acks!.complete(entry!);
+        return;
+      }
+    }
+    const item = messageToItem(this.config, topic, payload, receivedAt);
+    if (item.kind === 'rejection') this.log.warn({ topic, reason: item.rejection.reason, bytes: payload.length }, 'message rejected');
+    const committed = this.submit(item, acks);
+    if (key !== undefined) this.redelivery.remember(key, committed);
+    if (!(await committed) || !entry) return;
+    acks!.complete(entry);
+    if (!acks!.isReset) this.redelivery.forget(key!);
+  }
+
+  /** Submits with retry; answers false when given up (stopping, or the connection that would acknowledge is gone). */
+  private async submit(item: IntakeItem, acks: AckQueue | undefined): Promise<boolean> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.options.sink.submit([item]);
+        return true;
+      } catch (err) {
+        // Given up without a PUBACK, the broker sends the message again; QoS 0 has no second chance.
+        if (this.stopping || acks?.isReset) return false;
+        const delayMs = Math.min(SUBMIT_RETRY_MAX_MS, (this.options.submitRetryBaseMs ?? 500) * 2 ** Math.min(attempt, 20));
+        if (attempt === 0) this.log.error({ err, retryInMs: delayMs }, 'buffer refused an MQTT read; retrying, not acknowledged');
+        await this.sleep(delayMs);
+      }
+    }
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const wake = (): void => {
+        clearTimeout(timer);
+        this.sleepers.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      this.sleepers.add(wake);
+    });
+  }
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise.finally(() => clearTimeout(timer)),
+    new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms))),
+  ]);
+}

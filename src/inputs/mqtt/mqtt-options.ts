@@ -1,0 +1,64 @@
+import { readFile } from 'node:fs/promises';
+import type { IClientOptions } from 'mqtt';
+import type { MqttInputConfig } from '../../config/input-schemas.js';
+import { ErrorCodes, GatewayError } from '../../errors.js';
+import { readSecret } from '../secrets.js';
+
+/** The retained status topic of an input, or undefined when `statusTopic: false`. */
+export function statusTopicOf(config: Pick<MqttInputConfig, 'statusTopic' | 'clientId'>): string | undefined {
+  if (config.statusTopic === false) return undefined;
+  return config.statusTopic ?? `scan-gateway/${config.clientId}/status`;
+}
+
+/** The broker URL without user information, for status and logs. */
+export function safeUrl(url: string): string {
+  return url.replace(/^([a-z]+:\/\/)[^/@]*@/i, '$1');
+}
+
+/**
+ * mqtt.js options for an input: persistent session (`clean: false`, the stable `clientId`, MQTT 5
+ * session expiry), receive maximum = `maxInFlight`, TLS material read from its files (server
+ * certificates always verified), the password from `passwordEnv` or `passwordFile`, and a
+ * retained last will `offline` on the status topic.
+ *
+ * @throws GatewayError `SCANGW_E_SECRET` when the password file cannot be read or the named
+ *   environment variable is unset; `SCANGW_E_INPUT` when a TLS file cannot be read.
+ */
+export async function mqttClientOptions(config: MqttInputConfig, env: Record<string, string | undefined>): Promise<IClientOptions> {
+  const what = `MQTT password of input ${config.id}`;
+  const password = await readSecret({ what, envName: config.passwordEnv, file: config.passwordFile, env });
+  if (config.passwordEnv !== undefined && password === undefined) {
+    throw new GatewayError(ErrorCodes.SECRET, `the ${what} is missing: environment variable ${config.passwordEnv} is not set`);
+  }
+  const tls = async (file: string | undefined, key: 'ca' | 'cert' | 'key'): Promise<Partial<IClientOptions>> => {
+    if (file === undefined) return {};
+    try {
+      return { [key]: await readFile(file) };
+    } catch (err) {
+      throw new GatewayError(ErrorCodes.INPUT, `input ${config.id}: cannot read ${key} file ${file}: ${(err as Error).message}`, { cause: err });
+    }
+  };
+  const statusTopic = statusTopicOf(config);
+  return {
+    clientId: config.clientId,
+    clean: false,
+    protocolVersion: config.protocolVersion,
+    keepalive: config.keepaliveSec,
+    reconnectPeriod: config.reconnectMs,
+    connectTimeout: config.connectTimeoutMs,
+    // A refused CONNECT (bad credentials, broker starting) is retried like a lost connection.
+    reconnectOnConnackError: true,
+    resubscribe: true,
+    queueQoSZero: false,
+    rejectUnauthorized: true,
+    ...(await tls(config.caFile, 'ca')),
+    ...(await tls(config.certFile, 'cert')),
+    ...(await tls(config.keyFile, 'key')),
+    ...(config.username !== undefined ? { username: config.username } : {}),
+    ...(password !== undefined ? { password } : {}),
+    ...(statusTopic ? { will: { topic: statusTopic, payload: Buffer.from('offline'), qos: 1 as const, retain: true } } : {}),
+    ...(config.protocolVersion === 5
+      ? { properties: { sessionExpiryInterval: config.sessionExpirySec, receiveMaximum: config.maxInFlight } }
+      : {}),
+  };
+}

@@ -1,0 +1,225 @@
+import type { StreamInputConfig } from '../../config/input-schemas.js';
+import type { Logger } from '../../log.js';
+import { rejectionItem } from '../input-items.js';
+import type { IntakeItem, IntakeSink } from '../types.js';
+import { configBytes, Framer, type FramerEvent } from './framer.js';
+
+/*
+ * Everything between the bytes of one byte-stream source (a serial port, one TCP connection) and
+ * the sink: framing (with the silence timer), prefix/suffix stripping, submitting in arrival
+ * order, and writing acknowledgement bytes back to the scanner.
+ *
+ * Acknowledgement (the `ackBytes`/`nakBytes` keys): after a submit resolved (committed), the
+ * scanner gets `ackBytes` for each read and `nakBytes` for each input-level rejection (overlong,
+ * cut off, noise). When the sink refuses (buffer failure), every item of that submit gets
+ * `nakBytes` once at once, and the items are kept and retried: the operator knows to look, and a
+ * scan again is harmless (the duplicate window). An item nak'd that way is not ack'd later. The
+ * adapter does not learn the mapping's verdict (a read that maps to a rejection is still ack'd:
+ * it is stored, with its reason, for plant IT).
+ *
+ * A scanner cannot resend, so refused items are kept in memory and retried with backoff, up to
+ * {@link MAX_PENDING_ITEMS}; beyond that the oldest are dropped and logged.
+ */
+
+/** Reads held in memory while the buffer refuses them; beyond this the oldest are dropped (logged). */
+export const MAX_PENDING_ITEMS = 10_000;
+const SUBMIT_RETRY_MAX_MS = 30_000;
+
+/** What a {@link FramedStream} needs: the input's id and framing keys, the sink, a logger. */
+export interface FramedStreamOptions {
+  inputId: string;
+  config: StreamInputConfig;
+  sink: IntakeSink;
+  logger: Logger;
+  /** Put in every item's `origin` (`{ port }`, `{ peer }`). */
+  origin: Record<string, string | number>;
+  now?: () => Date;
+  /** First delay before retrying a refused submit, in ms (doubles up to 30 s); default 500. */
+  submitRetryBaseMs?: number;
+}
+
+interface PendingItem {
+  item: IntakeItem;
+  /** Already told the scanner "not taken" (nakBytes) after a refused submit. */
+  nakked: boolean;
+}
+
+/**
+ * One byte-stream source's path to the sink (see the comment at the top of this file): framing,
+ * stripping, ordered submits with retry, ack/nak bytes. One per serial port (for the input's life)
+ * or TCP connection.
+ *
+ * @throws GatewayError `SCANGW_E_CONFIG` (constructor) when a byte key holds a character above U+00FF.
+ */
+export class FramedStream {
+  private readonly framer: Framer;
+  private readonly prefix: Buffer | undefined;
+  private readonly suffix: Buffer | undefined;
+  private readonly ack: Buffer | undefined;
+  private readonly nak: Buffer | undefined;
+  private readonly now: () => Date;
+  private readonly retryBaseMs: number;
+  private writer: ((bytes: Buffer) => void) | undefined;
+  private silenceTimer: NodeJS.Timeout | undefined;
+  private readonly pending: PendingItem[] = [];
+  private draining: Promise<void> | undefined;
+  private retryTimer: { timer: NodeJS.Timeout; resolve: () => void } | undefined;
+  private closing = false;
+
+  constructor(private readonly options: FramedStreamOptions) {
+    const c = options.config;
+    this.framer = new Framer({
+      mode: c.framing,
+      terminator: configBytes(c.terminator, 'terminator'),
+      stx: configBytes(c.stx, 'stx')[0] ?? 0x02,
+      etx: configBytes(c.etx, 'etx')[0] ?? 0x03,
+      maxLength: c.maxReadLength,
+    });
+    this.prefix = c.stripPrefix !== undefined ? configBytes(c.stripPrefix, 'stripPrefix') : undefined;
+    this.suffix = c.stripSuffix !== undefined ? configBytes(c.stripSuffix, 'stripSuffix') : undefined;
+    this.ack = c.ackBytes !== undefined ? configBytes(c.ackBytes, 'ackBytes') : undefined;
+    this.nak = c.nakBytes !== undefined ? configBytes(c.nakBytes, 'nakBytes') : undefined;
+    this.now = options.now ?? (() => new Date());
+    this.retryBaseMs = options.submitRetryBaseMs ?? 500;
+  }
+
+  /** Where acknowledgement bytes go (the open port or socket); undefined while there is none. */
+  setWriter(writer: ((bytes: Buffer) => void) | undefined): void {
+    this.writer = writer;
+  }
+
+  /** Feeds bytes as received. */
+  push(chunk: Buffer): void {
+    const receivedAt = this.now();
+    this.enqueue(this.framer.push(chunk), receivedAt);
+    if (this.options.config.framing === 'silence') {
+      clearTimeout(this.silenceTimer);
+      this.silenceTimer = setTimeout(() => {
+        this.silenceTimer = undefined;
+        this.enqueue(this.framer.idle(), this.now());
+      }, this.options.config.silenceMs);
+    }
+  }
+
+  /**
+   * The source ended (device closed, connection lost): a read in progress becomes a rejection with
+   * `reason` (in silence mode it is complete: its silence is the end).
+   */
+  end(reason: string): void {
+    clearTimeout(this.silenceTimer);
+    this.silenceTimer = undefined;
+    const events = [...this.framer.idle(), ...this.framer.flush()];
+    this.enqueue(events, this.now(), reason);
+  }
+
+  /** Items submitted or waiting, for tests and stop. */
+  get backlog(): number {
+    return this.pending.length;
+  }
+
+  /** Ends the source, tries once more to submit what waits, then drops (and logs) what still cannot be stored. */
+  async close(reason: string): Promise<void> {
+    this.end(reason);
+    this.closing = true;
+    this.kickDrain();
+    // A pending retry would wait for a buffer that may never come back: try once more now.
+    this.retryTimer?.resolve();
+    await this.draining;
+    if (this.pending.length > 0) {
+      this.options.logger.error({ dropped: this.pending.length }, 'reads not stored because the buffer refused them until stop');
+      this.pending.length = 0;
+    }
+  }
+
+  /** Resolves once every item so far is committed (or dropped by close). */
+  async settled(): Promise<void> {
+    while (this.draining) await this.draining;
+  }
+
+  private enqueue(events: FramerEvent[], receivedAt: Date, partialReason = 'stream ended before the read was complete'): void {
+    if (events.length === 0) return;
+    for (const event of events) this.pending.push({ item: this.toItem(event, receivedAt, partialReason), nakked: false });
+    const excess = this.pending.length - MAX_PENDING_ITEMS;
+    if (excess > 0) {
+      this.pending.splice(0, excess);
+      this.options.logger.error({ dropped: excess }, 'buffer has refused reads for too long; oldest reads dropped');
+    }
+    this.kickDrain();
+  }
+
+  private toItem(event: FramerEvent, receivedAt: Date, partialReason: string): IntakeItem {
+    const { inputId, origin } = this.options;
+    switch (event.kind) {
+      case 'frame':
+        return { kind: 'read', read: { inputId, raw: this.strip(event.bytes), receivedAt, origin } };
+      case 'overlong':
+        return rejectionItem(inputId, event.head, `read longer than ${this.options.config.maxReadLength} bytes`, receivedAt, origin);
+      case 'noise':
+        return rejectionItem(inputId, event.bytes, event.reason, receivedAt, origin);
+      case 'partial':
+        return rejectionItem(inputId, event.bytes, partialReason, receivedAt, origin);
+    }
+  }
+
+  private strip(bytes: Buffer): Buffer {
+    let out = bytes;
+    if (this.prefix && out.length >= this.prefix.length && out.subarray(0, this.prefix.length).equals(this.prefix)) out = out.subarray(this.prefix.length);
+    if (this.suffix && out.length >= this.suffix.length && out.subarray(out.length - this.suffix.length).equals(this.suffix)) {
+      out = out.subarray(0, out.length - this.suffix.length);
+    }
+    return out;
+  }
+
+  private kickDrain(): void {
+    if (this.draining || this.pending.length === 0) return;
+    this.draining = this.drain().finally(() => {
+      this.draining = undefined;
+      if (!this.closing) this.kickDrain();
+    });
+  }
+
+  /** Submits pending items in arrival order, one call per batch; retries a refused batch with backoff. */
+  private async drain(): Promise<void> {
+    let attempt = 0;
+    while (this.pending.length > 0) {
+      const batch = this.pending.splice(0, this.pending.length);
+      try {
+        await this.options.sink.submit(batch.map((p) => p.item));
+        attempt = 0;
+        this.answer(batch, true);
+      } catch (err) {
+        this.answer(batch, false);
+        this.pending.unshift(...batch);
+        if (this.closing) return;
+        const delayMs = Math.min(SUBMIT_RETRY_MAX_MS, this.retryBaseMs * 2 ** attempt);
+        attempt += 1;
+        this.options.logger.error({ err, items: batch.length, retryInMs: delayMs }, 'buffer refused reads; retrying');
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, delayMs);
+          this.retryTimer = { timer, resolve };
+        });
+        if (this.retryTimer) clearTimeout(this.retryTimer.timer);
+        this.retryTimer = undefined;
+      }
+    }
+  }
+
+  /** Writes ack/nak bytes for a batch: committed → ack reads, nak rejections; refused → nak once. */
+  private answer(batch: PendingItem[], committed: boolean): void {
+    if (!this.writer || (!this.ack && !this.nak)) return;
+    const parts: Buffer[] = [];
+    for (const p of batch) {
+      if (p.nakked) continue;
+      const bytes = committed && p.item.kind === 'read' ? this.ack : this.nak;
+      // Without nakBytes the scanner was told nothing, so a later commit may still be ack'd.
+      if (!committed && this.nak) p.nakked = true;
+      if (bytes) parts.push(bytes);
+    }
+    if (parts.length === 0) return;
+    try {
+      this.writer(Buffer.concat(parts));
+    } catch (err) {
+      this.options.logger.debug({ err }, 'writing acknowledgement bytes failed');
+    }
+  }
+}

@@ -1,0 +1,194 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { buildApp, type App } from '../../src/app.js';
+import { Intake } from '../../src/buffer/intake.js';
+import { BufferStore } from '../../src/buffer/store.js';
+import { parseConfigText } from '../../src/config/load.js';
+import { isGatewayError } from '../../src/errors.js';
+import { INGEST_PATH, registerIngestRoutes, type IngestRouteOptions } from '../../src/inputs/http/ingest-routes.js';
+import type { IntakeSink } from '../../src/inputs/types.js';
+import { silentLogger } from '../../src/log.js';
+import { mappingContext } from '../../src/mapping/map-read.js';
+
+const TOKEN = 'ingest-test-token-1234567890';
+const AUTH = { authorization: `Bearer ${TOKEN}` };
+
+const YAML = (extra = ''): string => `site: { id: t, timezone: Europe/Berlin }
+upstream: { baseUrl: http://127.0.0.1:9, authUrl: http://127.0.0.1:9, clientId: c }
+dcps:
+  - { key: MES-1, kind: startOfProcess, productModelKey: PACK-A, duplicateWindowMs: 0 }
+  - { key: MES-2, kind: startOfProcess, productModelKey: PACK-A, duplicateWindowMs: 0 }
+inputs:
+  - { id: mes, type: http, dcp: MES-1 }
+${extra}`;
+
+interface Row {
+  raw: Buffer;
+  outcome: string;
+  reason: string | null;
+  dcp_key: string | null;
+}
+
+let dir: string;
+let store: BufferStore;
+let intake: Intake;
+let app: FastifyInstance;
+let paused = false;
+
+async function buildServer(overrides: Partial<IngestRouteOptions> = {}): Promise<FastifyInstance> {
+  app = Fastify();
+  await registerIngestRoutes(app, { sink: intake, inputId: 'mes', tokens: [TOKEN], maxBodyBytes: 4096, maxReads: 5, isPaused: () => paused, ...overrides });
+  return app;
+}
+
+const rows = (): Row[] => store.db.prepare(`SELECT raw, outcome, reason, dcp_key FROM reads ORDER BY id`).all() as Row[];
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'sg-ingest-'));
+  store = new BufferStore(join(dir, 'buffer.db'));
+  intake = new Intake({ store, mapping: mappingContext(parseConfigText(YAML(), 'test.yaml')), logger: silentLogger() });
+  paused = false;
+});
+
+afterEach(async () => {
+  await app?.close();
+  intake.close();
+  store.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+const post = (payload: unknown, headers: Record<string, string> = AUTH) =>
+  app.inject({ method: 'POST', url: INGEST_PATH, headers: { 'content-type': 'application/json', ...headers }, payload: typeof payload === 'string' ? payload : JSON.stringify(payload) });
+
+describe('POST /api/v1/reads (inject)', () => {
+  it('answers 202 after committing one read, with its DCP, time, parents and attributes', async () => {
+    await buildServer();
+    const res = await post({ code: 'CELL-1', ts: '2026-11-18T07:00:00Z', dcp: 'MES-2', parents: 'MOD-1', attributes: { ocv: 3.65, pass: true } });
+    expect(res.statusCode).toBe(202);
+    expect(res.json()).toEqual({ accepted: 1 });
+    expect(rows()).toMatchObject([{ outcome: 'scan', dcp_key: 'MES-2' }]);
+    const body = JSON.parse(store.db.prepare('SELECT body FROM scans').pluck().get() as string) as Record<string, unknown>;
+    expect(body).toMatchObject({ reference: 'CELL-1', timeStamp: '2026-11-18T08:00:00', parents: ['MOD-1'] });
+    expect(body['attributes']).toEqual(expect.arrayContaining([{ key: 'ocv', value: '3.65' }, { key: 'pass', value: 'true' }]));
+  });
+
+  it('takes an array of reads in one commit, the input DCP where none is given', async () => {
+    await buildServer();
+    const res = await post([{ code: 'A' }, { code: 'B', dcp: 'MES-2' }]);
+    expect(res.statusCode).toBe(202);
+    expect(res.json()).toEqual({ accepted: 2 });
+    expect(rows().map((r) => [r.raw.toString(), r.dcp_key])).toEqual([
+      ['A', 'MES-1'],
+      ['B', 'MES-2'],
+    ]);
+  });
+
+  it('answers 401 without a valid bearer token and stores nothing', async () => {
+    await buildServer();
+    const variants: Record<string, string>[] = [{}, { authorization: 'Bearer wrong' }, { authorization: `Basic ${TOKEN}` }];
+    for (const headers of variants) {
+      const res = await post({ code: 'X' }, headers);
+      expect(res.statusCode).toBe(401);
+      expect(res.headers['www-authenticate']).toMatch(/^Bearer/);
+    }
+    expect(rows()).toEqual([]);
+  });
+
+  it('answers 400 naming the offending field, stores no read of that request and one rejection with the reason', async () => {
+    await buildServer();
+    const res = await post([{ code: 'OK-1' }, { ts: '2026-11-18T07:00:00Z' }]);
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toMatchObject({ statusCode: 400, field: '[1].code' });
+    expect(res.json().message).toMatch(/read 1 is not valid: code is missing/);
+    const bad = await post({ code: 'X', attributes: { nested: { no: 1 } } });
+    expect(bad.json()).toMatchObject({ field: 'attributes.nested' });
+    const notJson = await post('{"code": "unterminated');
+    expect(notJson.statusCode).toBe(400);
+    expect(notJson.json().message).toMatch(/body is not JSON/);
+    expect(rows().map((r) => r.outcome)).toEqual(['rejected', 'rejected', 'rejected']);
+    expect(rows()[2]!.raw.toString()).toBe('{"code": "unterminated');
+    expect(rows()[0]!.reason).toMatch(/field \[1\]\.code/);
+  });
+
+  it('answers 413 over maxBodyBytes or maxReads, 415 for another content type', async () => {
+    await buildServer();
+    const big = await post({ code: 'X'.repeat(5000) });
+    expect(big.statusCode).toBe(413);
+    const many = await post(Array.from({ length: 6 }, (_, i) => ({ code: `M-${i}` })));
+    expect(many.statusCode).toBe(413);
+    expect(many.json().message).toMatch(/at most 5 reads/);
+    const text = await app.inject({ method: 'POST', url: INGEST_PATH, headers: { ...AUTH, 'content-type': 'text/plain' }, payload: 'CODE' });
+    expect(text.statusCode).toBe(415);
+    expect(rows().map((r) => r.reason)).toEqual([expect.stringMatching(/larger than maxBodyBytes \(4096\)/), expect.stringMatching(/6 reads is more than/)]);
+  });
+
+  it('answers 503 with Retry-After while paused, and when the buffer refuses the commit', async () => {
+    await buildServer({ retryAfterSec: 7 });
+    paused = true;
+    const res = await post({ code: 'WAIT' });
+    expect(res.statusCode).toBe(503);
+    expect(res.headers['retry-after']).toBe('7');
+    paused = false;
+    await app.close();
+    const refusing: IntakeSink = { submit: () => Promise.reject(new Error('SQLITE_FULL')) };
+    await buildServer({ sink: refusing });
+    const refused = await post({ code: 'FULL' });
+    expect(refused.statusCode).toBe(503);
+    expect(refused.headers['retry-after']).toBe('5');
+    expect(rows()).toEqual([]);
+  });
+});
+
+describe('HTTP ingest input in the running gateway (real socket)', () => {
+  let gateway: App | undefined;
+  afterEach(async () => {
+    await gateway?.stop();
+    gateway = undefined;
+  });
+
+  it('serves POST /api/v1/reads on the local server, token from the environment, reads in the buffer', async () => {
+    const file = join(dir, 'config.yaml');
+    const yaml = YAML().replace('inputs:', `buffer: { path: ${join(dir, 'gw.db')} }\nhttp: { listen: 127.0.0.1:0 }\ndelivery: { maxBatchDelayMs: 60000 }\ninputs:`);
+    await writeFile(file, yaml);
+    const api = {
+      uploadScans: async () => ({ requestId: 'r-1' }),
+      requestPresignedUpload: async () => ({ url: 'http://127.0.0.1:9/x', requestId: 'r-2' }),
+      putPresigned: async () => undefined,
+      getScanStatus: async (requestId: string) => ({ state: 'Success', requestId }),
+    };
+    gateway = buildApp({ file, config: parseConfigText(yaml, file), clientSecret: 'x' }, { logger: silentLogger(), api, env: { SCAN_GATEWAY_INGEST_TOKEN: TOKEN } });
+    await gateway.start();
+    const url = `${gateway.httpUrl}${INGEST_PATH}`;
+    const ok = await fetch(url, { method: 'POST', headers: { ...AUTH, 'content-type': 'application/json' }, body: JSON.stringify([{ code: 'SOCK-1' }, { code: 'SOCK-2' }]) });
+    expect(ok.status).toBe(202);
+    expect(await ok.json()).toEqual({ accepted: 2 });
+    const denied = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"code":"X"}' });
+    expect(denied.status).toBe(401);
+    const health = (await (await fetch(`${gateway.httpUrl}/healthz`)).json()) as { inputs: { id: string; state: string }[] };
+    expect(health.inputs).toContainEqual(expect.objectContaining({ id: 'mes', state: 'up' }));
+    await gateway.stop();
+    gateway = undefined;
+    const db = new Database(join(dir, 'gw.db'), { readonly: true });
+    try {
+      expect(db.prepare(`SELECT raw FROM reads WHERE input_id = 'mes' ORDER BY id`).pluck().all().map(String)).toEqual(['SOCK-1', 'SOCK-2']);
+    } finally {
+      db.close();
+    }
+  });
+
+  it('refuses to start without a token', async () => {
+    const file = join(dir, 'config.yaml');
+    const yaml = YAML().replace('inputs:', `buffer: { path: ${join(dir, 'gw2.db')} }\nhttp: { listen: 127.0.0.1:0 }\ninputs:`);
+    gateway = buildApp({ file, config: parseConfigText(yaml, file), clientSecret: 'x' }, { logger: silentLogger(), env: {} });
+    const err = await gateway.start().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isGatewayError(err, 'SCANGW_E_SECRET')).toBe(true);
+    expect((err as Error).message).toMatch(/SCAN_GATEWAY_INGEST_TOKEN/);
+  });
+});

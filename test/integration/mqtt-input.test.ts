@@ -1,0 +1,331 @@
+import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connectAsync, type MqttClient } from 'mqtt';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { Intake } from '../../src/buffer/intake.js';
+import { BufferStore } from '../../src/buffer/store.js';
+import { mqttInputSchema, type MqttInputConfig } from '../../src/config/input-schemas.js';
+import { parseConfigText } from '../../src/config/load.js';
+import { MqttInput } from '../../src/inputs/mqtt/mqtt-input.js';
+import type { IntakeItem, IntakeSink } from '../../src/inputs/types.js';
+import { silentLogger } from '../../src/log.js';
+import { mappingContext } from '../../src/mapping/map-read.js';
+import { createTestPki, startMosquitto, type Broker } from '../helpers/mosquitto.js';
+import { waitFor } from '../helpers/wait.js';
+
+const SAMPLES = '/work/shared/samples/mqtt-reader-payloads.ndjson';
+
+interface ReadRow {
+  raw: Buffer;
+  outcome: string;
+  reason: string | null;
+  dcp_key: string | null;
+  origin: string | null;
+}
+
+let broker: Broker;
+let brokerDir: string;
+let dir: string;
+let store: BufferStore;
+let intake: Intake;
+let inputs: MqttInput[] = [];
+let clients: MqttClient[] = [];
+let seq = 0;
+
+function configYaml(): string {
+  return `site: { id: t, timezone: Europe/Berlin }
+upstream: { baseUrl: http://127.0.0.1:9, authUrl: http://127.0.0.1:9, clientId: c }
+dcps:
+  - { key: EOL-3, kind: endOfProcess, productModelKey: PACK-A }
+  - { key: SOP-3, kind: startOfProcess, productModelKey: PACK-A, duplicateWindowMs: 0 }
+  - { key: L1, kind: startOfProcess, productModelKey: PACK-A, duplicateWindowMs: 0 }
+  - { key: L2, kind: startOfProcess, productModelKey: PACK-A, duplicateWindowMs: 0 }
+inputs:
+  - { id: mq, type: mqtt, url: mqtt://127.0.0.1:1, topics: [x], clientId: x, dcp: L1 }
+`;
+}
+
+beforeAll(async () => {
+  brokerDir = await mkdtemp(join(tmpdir(), 'sg-mosquitto-'));
+  broker = await startMosquitto(brokerDir);
+});
+
+afterAll(async () => {
+  await broker?.stop();
+  await rm(brokerDir, { recursive: true, force: true });
+});
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'sg-mqtt-'));
+  store = new BufferStore(join(dir, 'buffer.db'));
+  intake = new Intake({ store, mapping: mappingContext(parseConfigText(configYaml(), 'test.yaml')), logger: silentLogger() });
+  seq += 1;
+});
+
+afterEach(async () => {
+  for (const input of inputs.splice(0)) await input.stop();
+  for (const client of clients.splice(0)) await client.endAsync(true);
+  intake.close();
+  store.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** A fresh topic prefix and client id per test, so retained state and sessions never leak between tests. */
+const topic = (suffix: string): string => `t${seq}/${suffix}`;
+
+function config(overrides: Partial<Record<keyof MqttInputConfig, unknown>> = {}): MqttInputConfig {
+  return mqttInputSchema.parse({ id: 'mq', type: 'mqtt', dcp: 'L1', url: broker.url, topics: [topic('#')], clientId: `gw-${seq}`, reconnectMs: 200, ...overrides });
+}
+
+async function startInput(cfg: MqttInputConfig, sink: IntakeSink = intake): Promise<MqttInput> {
+  const input = new MqttInput({ config: cfg, sink, logger: silentLogger(), submitRetryBaseMs: 50 });
+  inputs.push(input);
+  await input.start();
+  await waitFor(() => input.status().state === 'up', { what: 'MQTT input up' });
+  return input;
+}
+
+async function stopInput(input: MqttInput): Promise<void> {
+  await input.stop();
+  inputs = inputs.filter((i) => i !== input);
+}
+
+async function publisher(id = `pub-${seq}`): Promise<MqttClient> {
+  const client = await connectAsync(broker.url, { clientId: id, clean: false, reconnectPeriod: 100, protocolVersion: 5 });
+  clients.push(client);
+  return client;
+}
+
+function rows(): ReadRow[] {
+  return store.db.prepare(`SELECT raw, outcome, reason, dcp_key, origin FROM reads ORDER BY id`).all() as ReadRow[];
+}
+
+const codes = (): string[] => rows().map((r) => r.raw.toString('utf8'));
+
+describe('MqttInput against a real mosquitto', () => {
+  it('stores the reader sample (JSON: station as DCP, parent, numeric attributes as text) and acknowledges it', async () => {
+    await startInput(config({ format: 'json', fields: { dcp: 'station', parents: 'parent' } }));
+    const pub = await publisher();
+    const lines = (await readFile(SAMPLES, 'utf8')).trim().split('\n');
+    for (const line of lines) await pub.publishAsync(topic('cam'), line, { qos: 1 });
+    await waitFor(() => rows().length === 5, { what: '5 reads stored' });
+    expect(rows().map((r) => [r.outcome, r.dcp_key])).toEqual([
+      ['scan', 'EOL-3'],
+      ['scan', 'EOL-3'],
+      ['noRead', 'EOL-3'],
+      ['scan', 'SOP-3'],
+      ['scan', 'SOP-3'],
+    ]);
+    const bodies = (store.db.prepare(`SELECT body FROM scans ORDER BY id`).pluck().all() as string[]).map((b) => JSON.parse(b) as Record<string, unknown>);
+    expect(bodies[0]).toMatchObject({ reference: ']Q3010952123454321321MOD-000042\u001d240BM-48V-16S', timeStamp: '2026-11-18T08:01:02', dcpKey: 'EOL-3' });
+    expect(bodies[2]).toMatchObject({ reference: ']d1C24A0K3B0712345', dcpKey: 'SOP-3', parents: ['MOD-000043'], attributes: [] });
+    // The last sample line's attributes {"cellVoltage":3.652,"ocvTest":"pass"} arrive as text.
+    expect(bodies[3]).toMatchObject({ reference: ']d1C24A0K3B0712346', parents: ['MOD-000043'] });
+    expect(bodies[3]!['attributes']).toEqual(expect.arrayContaining([{ key: 'cellVoltage', value: '3.652' }, { key: 'ocvTest', value: 'pass' }]));
+    expect(JSON.parse(rows()[0]!.origin!)).toEqual({ topic: topic('cam') });
+  });
+
+  it('receives every message published while it was stopped exactly once (persistent session)', async () => {
+    const cfg = config();
+    const first = await startInput(cfg);
+    await stopInput(first);
+    const pub = await publisher();
+    await Promise.all(Array.from({ length: 200 }, (_, i) => pub.publishAsync(topic('line'), `CODE-${i}`, { qos: 1 })));
+    expect(rows()).toHaveLength(0);
+
+    await startInput(cfg);
+    await waitFor(() => rows().length >= 200, { what: '200 queued messages stored', timeoutMs: 10_000 });
+    await new Promise((resolve) => setTimeout(resolve, 300)); // a duplicate would show up now
+    expect(codes().sort()).toEqual(Array.from({ length: 200 }, (_, i) => `CODE-${i}`).sort());
+  });
+
+  it('loses nothing when the broker is killed (SIGKILL) and restarted while messages flow', async () => {
+    const input = await startInput(config());
+    const pub = await publisher();
+    const sent: Promise<unknown>[] = [];
+    for (let i = 0; i < 300; i++) {
+      sent.push(pub.publishAsync(topic('flow'), `FLOW-${i}`, { qos: 1 }));
+      if (i === 100) {
+        await waitFor(() => rows().length > 20, { what: 'some messages stored before the kill' });
+        await broker.kill();
+        await waitFor(() => input.status().state === 'down', { what: 'input down while the broker is gone' });
+        expect(input.status().lastError).toMatch(/127\.0\.0\.1/);
+      }
+      if (i === 200) await broker.restart();
+    }
+    await Promise.all(sent);
+    const want = Array.from({ length: 300 }, (_, i) => `FLOW-${i}`);
+    await waitFor(() => want.every((c) => codes().includes(c)), { what: 'all 300 messages stored after the restart', timeoutMs: 8_000 }).catch((e) => {
+      throw new Error(`${String(e)}; missing ${want.filter((c) => !codes().includes(c)).join(',')}; log ${broker.log()}`);
+    });
+    expect(input.status().state).toBe('up');
+    // At least once: messages acknowledged just before the kill, whose acknowledgement the broker
+    // had not yet written to its persistence file, come again after its restart. Only those.
+    const seen = new Map<string, number>();
+    for (const c of codes()) seen.set(c, (seen.get(c) ?? 0) + 1);
+    const twice = [...seen].filter(([, n]) => n > 1).map(([c]) => Number(c.slice('FLOW-'.length)));
+    expect(twice.every((i) => i <= 100)).toBe(true);
+    expect([...seen.values()].every((n) => n <= 2)).toBe(true);
+  });
+
+  it('acknowledges messages resent after a lost connection without storing them twice', async () => {
+    const slow: IntakeSink = {
+      async submit(items) {
+        await new Promise((resolve) => setTimeout(resolve, 400));
+        return intake.submit(items);
+      },
+    };
+    const input = await startInput(config(), slow);
+    const pub = await publisher();
+    await Promise.all(Array.from({ length: 10 }, (_, i) => pub.publishAsync(topic('r'), `R-${i}`, { qos: 1 })));
+    // The ten are being committed (400 ms) when the connection goes: their PUBACKs are never sent.
+    // SIGTERM makes mosquitto save them as unacknowledged; after its restart it sends them again (DUP).
+    await broker.restart();
+    await waitFor(() => rows().length >= 10 && input.status().state === 'up', { what: 'ten stored, input up again', timeoutMs: 10_000 });
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect(codes()).toEqual(Array.from({ length: 10 }, (_, i) => `R-${i}`));
+  });
+
+  it('stores a 2 MB payload and a non-JSON payload as rejections, acknowledges them, and the next message flows', async () => {
+    const cfg = config({ format: 'json' });
+    const input = await startInput(cfg);
+    const pub = await publisher();
+    await pub.publishAsync(topic('p'), Buffer.alloc(2 * 1024 * 1024, 0x41), { qos: 1 });
+    await pub.publishAsync(topic('p'), 'not json {', { qos: 1 });
+    await pub.publishAsync(topic('p'), JSON.stringify({ ts: '2026-11-18T07:00:00Z' }), { qos: 1 });
+    await pub.publishAsync(topic('p'), JSON.stringify({ code: 'AFTER-POISON' }), { qos: 1 });
+    await waitFor(() => rows().length === 4, { what: '4 rows' });
+    const [big, notJson, noCode, good] = rows();
+    expect(big).toMatchObject({ outcome: 'rejected' });
+    expect(big!.reason).toMatch(/payload of 2097152 bytes is larger than maxPayloadBytes \(262144\)/);
+    expect(big!.raw.length).toBe(4096);
+    expect(notJson!.reason).toMatch(/payload is not JSON/);
+    expect(notJson!.raw.toString()).toBe('not json {');
+    expect(noCode!.reason).toMatch(/field "code" is missing/);
+    expect(good).toMatchObject({ outcome: 'scan' });
+    expect(good!.raw.toString()).toBe('AFTER-POISON');
+
+    // All four were acknowledged: a new session of the same client id gets none of them again.
+    await stopInput(input);
+    await startInput(cfg);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(rows()).toHaveLength(4);
+  });
+
+  it('takes the DCP from a wildcard topic level and rejects a topic outside the pattern', async () => {
+    await startInput(config({ topics: [topic('plant/+/scans'), topic('other')], dcpFromTopic: `t${seq}/plant/{dcp}/scans` }));
+    const pub = await publisher();
+    await pub.publishAsync(topic('plant/L2/scans'), 'A-1', { qos: 1 });
+    await pub.publishAsync(topic('other'), 'A-2', { qos: 1 });
+    await waitFor(() => rows().length === 2, { what: '2 rows' });
+    expect(rows().map((r) => [r.raw.toString(), r.outcome, r.dcp_key])).toEqual([
+      ['A-1', 'scan', 'L2'],
+      ['A-2', 'rejected', null],
+    ]);
+    expect(rows()[1]!.reason).toMatch(/does not match dcpFromTopic/);
+  });
+
+  it('acknowledges only after the commit: a message whose commit failed is retried and stored once', async () => {
+    let failures = 3;
+    const flaky: IntakeSink = {
+      submit: (items: IntakeItem[]) => (failures-- > 0 ? Promise.reject(new Error('SQLITE_FULL')) : intake.submit(items)),
+    };
+    const cfg = config();
+    const input = await startInput(cfg, flaky);
+    const pub = await publisher();
+    await pub.publishAsync(topic('f'), 'RETRIED-1', { qos: 1 });
+    await waitFor(() => rows().length === 1, { what: 'stored after three refusals' });
+    await stopInput(input);
+    await startInput(cfg);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(codes()).toEqual(['RETRIED-1']);
+  });
+
+  it('never has more than maxInFlight messages uncommitted', async () => {
+    let open = 0;
+    let most = 0;
+    const slow: IntakeSink = {
+      async submit(items) {
+        open += 1;
+        most = Math.max(most, open);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        open -= 1;
+        return intake.submit(items);
+      },
+    };
+    await startInput(config({ maxInFlight: 4 }), slow);
+    const pub = await publisher();
+    await Promise.all(Array.from({ length: 60 }, (_, i) => pub.publishAsync(topic('b'), `B-${i}`, { qos: 1 })));
+    await waitFor(() => rows().length === 60, { what: '60 stored' });
+    expect(most).toBeLessThanOrEqual(4);
+    expect(most).toBeGreaterThan(1);
+    expect(codes()).toEqual(Array.from({ length: 60 }, (_, i) => `B-${i}`));
+  });
+
+  it('pauses (disconnects, status "paused") without losing messages, and takes them all on resume', async () => {
+    const input = await startInput(config({ statusTopic: topic('status') }));
+    const watcher = await publisher(`watch-${seq}`);
+    const statuses: string[] = [];
+    watcher.on('message', (t, payload) => t === topic('status') && statuses.push(payload.toString()));
+    await watcher.subscribeAsync(topic('status'), { qos: 1 });
+    await waitFor(() => statuses.includes('online'), { what: 'retained online' });
+
+    input.setPaused(true);
+    await waitFor(() => input.status().state === 'paused' && statuses.at(-1) === 'paused', { what: 'paused' });
+    const pub = await publisher();
+    for (let i = 0; i < 50; i++) await pub.publishAsync(topic('q'), `Q-${i}`, { qos: 1 });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(rows()).toHaveLength(0);
+
+    input.setPaused(false);
+    await waitFor(() => rows().length === 50, { what: '50 stored after resume' });
+    expect(codes()).toEqual(Array.from({ length: 50 }, (_, i) => `Q-${i}`));
+    expect(statuses.at(-1)).toBe('online');
+    await stopInput(input);
+    await waitFor(() => statuses.at(-1) === 'offline', { what: 'offline on stop' });
+  });
+});
+
+describe('MqttInput over TLS (mqtts://, CA and client certificate)', () => {
+  let tlsBroker: Broker;
+  let pki: Awaited<ReturnType<typeof createTestPki>>;
+  let tlsDir: string;
+
+  beforeAll(async () => {
+    tlsDir = await mkdtemp(join(tmpdir(), 'sg-mosquitto-tls-'));
+    await chmod(tlsDir, 0o755); // the broker, dropped to its own user, must reach the files inside
+    pki = await createTestPki(join(tlsDir, 'pki'));
+    tlsBroker = await startMosquitto(join(tlsDir, 'broker'), {
+      tls: { caFile: pki.caFile, certFile: pki.serverCert, keyFile: pki.serverKey, requireClientCertificate: true },
+    });
+  });
+
+  afterAll(async () => {
+    await tlsBroker?.stop();
+    await rm(tlsDir, { recursive: true, force: true });
+  });
+
+  it('connects with caFile, certFile and keyFile and takes messages', async () => {
+    const cfg = config({ url: tlsBroker.url, caFile: pki.caFile, certFile: pki.clientCert, keyFile: pki.clientKey });
+    await startInput(cfg);
+    const pub = await connectAsync(tlsBroker.url, {
+      clientId: `tls-pub-${seq}`,
+      ca: await readFile(pki.caFile),
+      cert: await readFile(pki.clientCert),
+      key: await readFile(pki.clientKey),
+    });
+    clients.push(pub);
+    await pub.publishAsync(topic('tls'), 'OVER-TLS', { qos: 1 });
+    await waitFor(() => codes().includes('OVER-TLS'), { what: 'message over TLS stored' });
+  });
+
+  it('refuses a broker whose certificate it cannot verify (no caFile): down with the reason', async () => {
+    const input = new MqttInput({ config: config({ url: tlsBroker.url, certFile: pki.clientCert, keyFile: pki.clientKey, reconnectMs: 5000 }), sink: intake, logger: silentLogger() });
+    inputs.push(input);
+    await input.start();
+    await waitFor(() => input.status().state === 'down', { what: 'down' });
+    expect(input.status().lastError).toMatch(/certificate/i);
+  });
+});
+
