@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node } from 'yaml';
-import type { z } from 'zod';
 import { ErrorCodes, GatewayError } from '../errors.js';
+import { readableIssues } from './problems.js';
 import { configSchema, type GatewayConfig } from './schema.js';
 
 /** One problem found in a configuration file, located for a person to fix it. */
@@ -71,6 +71,7 @@ export function parseConfigText(text: string, file: string, options: Pick<LoadCo
   if (doc.errors.length > 0) {
     throw configError(doc.errors.map((e) => ({ file, path: '', ...at(e.pos[0]), message: e.message.split('\n')[0] ?? e.message })));
   }
+  keepTextAsWritten(doc.contents, []);
   const problems: ConfigProblem[] = [];
   const raw: unknown = doc.toJS();
   if (raw === null || typeof raw !== 'object') {
@@ -89,82 +90,69 @@ export function parseConfigText(text: string, file: string, options: Pick<LoadCo
     delete upstream.clientSecret;
   }
   const result = configSchema.safeParse(expanded);
-  if (!result.success) problems.push(...zodProblems(result.error, doc, file, at));
-  if (problems.length > 0) throw configError(problems);
-  if (!result.success) throw configError(problems);
+  if (!result.success) {
+    for (const issue of readableIssues(configSchema, expanded, result.error.issues)) {
+      // Point at the deepest node that exists: a missing key is reported at its parent.
+      let offset = issue.atKey ? keyOffset(doc, issue.path) : undefined;
+      for (let n = issue.path.length; n >= 0 && offset === undefined; n--) offset = nodeAt(doc, issue.path.slice(0, n))?.range?.[0];
+      problems.push({ file, path: formatPath(issue.path), ...at(offset), message: issue.message });
+    }
+  }
+  if (problems.length > 0 || !result.success) throw configError(sortProblems(problems));
   return result.data;
 }
 
-function zodProblems(
-  error: z.ZodError,
-  doc: Document,
-  file: string,
-  at: (offset: number | undefined) => { line?: number; column?: number },
-): ConfigProblem[] {
-  const out: ConfigProblem[] = [];
-  for (const issue of error.issues) {
-    const path = issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p));
-    if (issue.code === 'unrecognized_keys') {
-      for (const k of issue.keys) {
-        const full = [...path, k];
-        out.push({ file, path: formatPath(full), ...at(keyOffset(doc, full)), message: `unknown key "${k}"${suggest(k, knownKeys())}` });
-      }
-      continue;
+/** In file order, so `config check` reads top to bottom; problems without a line first. */
+function sortProblems(problems: ConfigProblem[]): ConfigProblem[] {
+  return problems
+    .map((p, i) => ({ p, i }))
+    .sort((a, b) => (a.p.line ?? 0) - (b.p.line ?? 0) || (a.p.column ?? 0) - (b.p.column ?? 0) || a.i - b.i)
+    .map(({ p }) => p);
+}
+
+/**
+ * Keys whose values are text even when YAML reads them as numbers: keys and names (`4711`), GS1
+ * AIs (`ai: 01` is "01", not 1), fixed values. YAML would turn `01` into 1 and `09521234543213`
+ * into 9521234543213, losing the leading zeros that GS1 numbers carry.
+ */
+const TEXT_KEYS = new Set(['ai', 'key', 'id', 'dcp', 'name', 'productModelKey', 'supplierKey', 'clientKey', 'clientId', 'value', 'default']);
+/** Lists whose items are text: AIs, scope lists, parents, no-read texts. */
+const TEXT_LISTS = new Set(['ais', 'inputs', 'dcps', 'parents', 'noReadStrings']);
+
+/**
+ * Rewrites plain scalars that YAML read as numbers or booleans back to the text as written, where
+ * the schema wants text: see {@link TEXT_KEYS}, {@link TEXT_LISTS}, every key and value of
+ * `lookups` tables, and fixed `attributes` values.
+ */
+function keepTextAsWritten(node: unknown, path: (string | number)[]): void {
+  const asText = (scalar: unknown) => {
+    if (isScalar(scalar) && (typeof scalar.value === 'number' || typeof scalar.value === 'boolean') && typeof scalar.source === 'string') {
+      scalar.value = scalar.source;
     }
-    // Point at the deepest node that exists: a missing key is reported at its parent.
-    let offset: number | undefined;
-    for (let n = path.length; n >= 0 && offset === undefined; n--) offset = nodeAt(doc, path.slice(0, n))?.range?.[0];
-    const message = issue.code === 'invalid_type' && issue.message.includes('received undefined') ? `missing required key (${issue.message})` : issue.message;
-    out.push({ file, path: formatPath(path), ...at(offset), message });
-  }
-  return out;
-}
-
-function knownKeys(): string[] {
-  allKeys ??= [...collectKeys(configSchema, new Set())];
-  return allKeys;
-}
-let allKeys: string[] | undefined;
-
-/** Every object key the schema knows, at any depth: the candidates for "did you mean". */
-function collectKeys(schema: unknown, seen: Set<unknown>, out = new Set<string>()): Set<string> {
-  if (!schema || typeof schema !== 'object' || seen.has(schema)) return out;
-  seen.add(schema);
-  const def = (schema as { _zod?: { def?: Record<string, unknown> } })._zod?.def;
-  if (!def) return out;
-  const shape = def.shape as Record<string, unknown> | undefined;
-  if (shape) for (const [k, v] of Object.entries(shape)) { out.add(k); collectKeys(v, seen, out); }
-  for (const k of ['innerType', 'element', 'in', 'out', 'schema']) collectKeys(def[k], seen, out);
-  for (const o of (def.options as unknown[] | undefined) ?? []) collectKeys(o, seen, out);
-  return out;
-}
-
-/** "did you mean" against keys the schema knows at this level, when zod tells them. */
-function suggest(key: string, known: string[]): string {
-  let best: string | undefined;
-  let bestDistance = 3;
-  for (const k of known) {
-    const d = editDistance(key.toLowerCase(), k.toLowerCase());
-    if (d < bestDistance) {
-      best = k;
-      bestDistance = d;
+  };
+  if (isMap(node)) {
+    const inTable = path.length === 2 && path[0] === 'lookups';
+    for (const pair of node.items) {
+      if (inTable) asText(pair.key);
+      const k = isScalar(pair.key) ? String(pair.key.value) : '';
+      keepTextAsWritten(pair.value, [...path, k]);
     }
+    return;
   }
-  return best ? `; did you mean "${best}"?` : '';
-}
-
-function editDistance(a: string, b: string): number {
-  const row = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i++) {
-    let prev = row[0]!;
-    row[0] = i;
-    for (let j = 1; j <= b.length; j++) {
-      const tmp = row[j]!;
-      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
-      prev = tmp;
-    }
+  if (isSeq(node)) {
+    node.items.forEach((item, i) => keepTextAsWritten(item, [...path, i]));
+    return;
   }
-  return row[b.length]!;
+  const last = path[path.length - 1];
+  const parent = path[path.length - 2];
+  if (
+    (typeof last === 'string' && TEXT_KEYS.has(last)) ||
+    (typeof last === 'number' && typeof parent === 'string' && TEXT_LISTS.has(parent) && path.length >= 3) ||
+    (path.length === 3 && path[0] === 'lookups') ||
+    (typeof parent === 'string' && parent === 'attributes')
+  ) {
+    asText(node);
+  }
 }
 
 function nodeAt(doc: Document, path: (string | number)[]): Node | undefined {
@@ -173,17 +161,19 @@ function nodeAt(doc: Document, path: (string | number)[]): Node | undefined {
   return isScalar(node) || isMap(node) || isSeq(node) ? node : undefined;
 }
 
+/** Offset of the key (not the value) at `path`, else of its parent. */
 function keyOffset(doc: Document, path: (string | number)[]): number | undefined {
   const parent = nodeAt(doc, path.slice(0, -1));
-  if (!isMap(parent)) return nodeAt(doc, path.slice(0, -1))?.range?.[0];
+  if (!isMap(parent)) return parent?.range?.[0];
   const last = path[path.length - 1];
   for (const pair of parent.items) {
-    if (isScalar(pair.key) && pair.key.value === last) return pair.key.range?.[0];
+    if (isScalar(pair.key) && String(pair.key.value) === String(last)) return pair.key.range?.[0];
   }
   return parent.range?.[0];
 }
 
-function formatPath(path: (string | number)[]): string {
+/** `inputs[0].dcp` style. */
+export function formatPath(path: readonly (string | number)[]): string {
   return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? p : `.${p}`)).join('');
 }
 
@@ -224,8 +214,18 @@ function resolvePaths(config: GatewayConfig, baseDir: string): GatewayConfig {
       ...(config.upstream.caFile ? { caFile: abs(config.upstream.caFile) } : {}),
     },
     buffer: { ...config.buffer, path: config.buffer.path === ':memory:' ? ':memory:' : abs(config.buffer.path) },
-    inputs: config.inputs.map((input) => (input.type === 'files' ? { ...input, dir: abs(input.dir) } : input)),
+    http: { ...config.http, ...(config.http.adminTokenFile ? { adminTokenFile: abs(config.http.adminTokenFile) } : {}) },
+    inputs: config.inputs.map((input) => resolveInputPaths(input, abs)),
   };
+}
+
+/** An input's folder and files (`dir`, `caFile`, `passwordFile`, `tokenFile`…), resolved against the base folder. */
+function resolveInputPaths<T extends GatewayConfig['inputs'][number]>(input: T, abs: (p: string) => string): T {
+  const out: Record<string, unknown> = { ...input };
+  for (const [k, v] of Object.entries(input)) {
+    if (typeof v === 'string' && (k === 'dir' || k.endsWith('File'))) out[k] = abs(v);
+  }
+  return out as T;
 }
 
 /**

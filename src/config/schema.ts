@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { key } from './common-schemas.js';
+import { crossCheck } from './cross-check.js';
 import { inputSchema } from './input-schemas.js';
+import { containerSchema, lookupsSchema, productCheckSchema, ruleSchema, timeCheckSchema } from './rules-schema.js';
 
 /**
  * The configuration plant IT writes, as one zod schema: the source of the TypeScript types, the
@@ -42,8 +44,38 @@ export const upstreamSchema = z
 export const bufferSchema = z
   .object({
     path: z.string().min(1).default('var/buffer.db').describe('SQLite file of the durable buffer (outbox).'),
+    maxPendingScans: z
+      .number()
+      .int()
+      .positive()
+      .default(2_000_000)
+      .describe('Quota: most undelivered scans. Near it, inputs that can wait pause; at it, new scans are refused (docs/delivery.md).'),
+    maxBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(2 * 1024 * 1024 * 1024)
+      .describe('Quota: most bytes of undelivered scans (their JSON). The audit history of delivered scans comes on top.'),
+    pauseAtRatio: z
+      .number()
+      .gt(0)
+      .max(1)
+      .default(0.9)
+      .describe('Share of either quota at which inputs that can wait (files, MQTT) are paused.'),
+    resumeAtRatio: z
+      .number()
+      .min(0)
+      .lt(1)
+      .default(0.8)
+      .describe('Share of the quota below which paused inputs resume; below pauseAtRatio so they do not flap.'),
+    retentionDays: z
+      .number()
+      .min(0)
+      .default(30)
+      .describe('Audit period: delivered scans are kept this many days with their requestId and final state, then pruned.'),
   })
-  .strict();
+  .strict()
+  .refine((b) => b.resumeAtRatio < b.pauseAtRatio, { message: 'resumeAtRatio must be below pauseAtRatio', path: ['resumeAtRatio'] });
 
 export const deliverySchema = z
   .object({
@@ -88,6 +120,13 @@ export const httpSchema = z
     listen: listenAddress
       .default('127.0.0.1:8080')
       .describe('Address of the local health page and API. Loopback unless you mean to expose it.'),
+    adminTokenFile: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        'File holding the bearer token for admin actions (retry, pause, resume, replay). Alternatives: the environment variable SCAN_GATEWAY_ADMIN_TOKEN, or a systemd credential named admin-token. Without a token the actions are off.',
+      ),
   })
   .strict();
 
@@ -104,7 +143,9 @@ export const dcpSchema = z
   .object({
     key: key.describe('DCP key as known to the upstream service.'),
     kind: z.enum(dcpKinds).describe('Goods In needs supplierKey; Goods Out needs clientKey.'),
-    productModelKey: key.describe('Product model key sent with every scan of this DCP.'),
+    productModelKey: key
+      .optional()
+      .describe('Product model key sent with the scans of this DCP, unless a rule takes it from the read; a scan without one is rejected.'),
     supplierKey: key.optional().describe('Supplier key, sent on Goods In scans.'),
     clientKey: key.optional().describe('Client key, sent on Goods Out scans.'),
     duplicateWindowMs: z
@@ -113,6 +154,10 @@ export const dcpSchema = z
       .min(0)
       .default(2000)
       .describe('The same reference at this DCP within this window is a duplicate read, not sent again; 0 = off.'),
+    attributes: z
+      .record(z.string().min(1), z.string())
+      .default({})
+      .describe('Fixed attributes sent with every scan of this DCP (a rule or the source can override one by its key).'),
   })
   .strict()
   .superRefine((dcp, ctx) => {
@@ -134,44 +179,48 @@ export { inputSchema, filesInputSchema, serialInputSchema } from './input-schema
 
 export const configSchema = z
   .object({
-    site: siteSchema,
-    upstream: upstreamSchema,
-    buffer: bufferSchema.default({ path: 'var/buffer.db' }),
-    delivery: deliverySchema.prefault({}),
-    http: httpSchema.prefault({}),
-    sandbox: sandboxSchema.prefault({}),
+    site: siteSchema.describe('This gateway\'s site: its name and the time zone scan time stamps are written in.'),
+    upstream: upstreamSchema.describe('The Battery Product and Traceability Scan Service and how to reach it.'),
+    buffer: bufferSchema.prefault({}).describe('The durable SQLite buffer (outbox) every read is committed to before it is acknowledged.'),
+    delivery: deliverySchema.prefault({}).describe('How buffered scans are batched, uploaded and followed upstream.'),
+    http: httpSchema.prefault({}).describe('The local HTTP server: health page, status API, metrics, HTTP ingest.'),
+    sandbox: sandboxSchema.prefault({}).describe('The embedded emulator of the upstream service, for demos.'),
     log: z
-      .object({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace']).default('info') })
+      .object({
+        level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace']).default('info').describe('Least severe level written.'),
+        format: z
+          .enum(['auto', 'json', 'pretty'])
+          .default('auto')
+          .describe('json = one JSON object per line (journald); pretty = for people; auto = pretty on a terminal, else json.'),
+      })
       .strict()
-      .prefault({}),
+      .prefault({})
+      .describe('Logs go to stdout; secrets and tokens are always redacted.'),
     dcps: z.array(dcpSchema).min(1).describe('Data collection points of this site.'),
     inputs: z.array(inputSchema).describe('Where reads come from.'),
+    lookups: lookupsSchema,
+    rules: z
+      .array(ruleSchema)
+      .default([])
+      .describe(
+        'How reads become Scans, tried in order; the first rule whose `match` holds (and whose reference the read has) maps the read. An input that no rule applies to keeps the default mapping (reference = the code exactly as read); a read of an input with rules that none matches is rejected.',
+      ),
+    containers: z
+      .array(containerSchema)
+      .default([])
+      .describe('Container sessions: a read matching `open` (a pallet SSCC, a tray) becomes the parent of the reads after it at the same input or DCP.'),
+    timeCheck: timeCheckSchema.prefault({}).describe('Plausibility of source time stamps.'),
+    productCheck: productCheckSchema.prefault({}).describe('Checks of mapped product model keys against the upstream product list.'),
   })
   .strict()
-  .superRefine((cfg, ctx) => {
-    const dcpKeys = new Set<string>();
-    cfg.dcps.forEach((d, i) => {
-      if (dcpKeys.has(d.key)) ctx.addIssue({ code: 'custom', path: ['dcps', i, 'key'], message: `duplicate DCP key ${d.key}` });
-      dcpKeys.add(d.key);
-    });
-    const ids = new Set<string>();
-    cfg.inputs.forEach((input, i) => {
-      if (ids.has(input.id)) ctx.addIssue({ code: 'custom', path: ['inputs', i, 'id'], message: `duplicate input id ${input.id}` });
-      ids.add(input.id);
-      if (!dcpKeys.has(input.dcp)) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['inputs', i, 'dcp'],
-          message: `unknown DCP "${input.dcp}"; known: ${[...dcpKeys].join(', ')}`,
-        });
-      }
-    });
-  });
+  // Runs even when parts are invalid, so one `config check` reports every mistake at once.
+  .superRefine(crossCheck, { when: () => true });
 
 export type GatewayConfig = z.infer<typeof configSchema>;
 export type DcpConfig = z.infer<typeof dcpSchema>;
 export type { InputConfig, FilesInputConfig, SerialInputConfig } from './input-schemas.js';
 export type DeliveryConfig = z.infer<typeof deliverySchema>;
+export type { RuleConfig, ContainerConfig, MatchConfig, ValueConfig, ValueSource, TimeCheckConfig, ProductCheckConfig } from './rules-schema.js';
 
 function isIanaZone(zone: string): boolean {
   try {

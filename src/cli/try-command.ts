@@ -1,0 +1,202 @@
+import type { Command } from 'commander';
+import { didYouMean } from '../config/cross-check.js';
+import { loadConfig } from '../config/load.js';
+import type { Read } from '../inputs/types.js';
+import { DuplicateWindow } from '../mapping/duplicate-window.js';
+import type { BarcodeParse } from '../mapping/gs1/index.js';
+import { Mapper } from '../mapping/mapper.js';
+import type { MapOutcome } from '../mapping/outcome.js';
+import { CommandExit, ExitCodes } from './exit.js';
+
+/** The process edge `try` needs (main.ts provides it). */
+export interface TryCommandIo {
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+  cwd: string;
+  env: Record<string, string | undefined>;
+  /** Clock for the reads' receive time when `--at` is not given. */
+  now?: () => number;
+}
+
+/** What `try` found for one read; the `--json` output is an array of these. */
+export interface TryResult {
+  /** The read as given, control bytes shown as `<GS>`, `<RS>`, `<EOT>`, `\xHH`. */
+  read: string;
+  outcome: MapOutcome['outcome'] | 'duplicate';
+  reason?: string;
+  rule?: string;
+  tried?: string[];
+  scan?: unknown;
+  /** UTC instant of the scan's time stamp. */
+  instant?: string;
+  timeWarning?: string;
+  container?: unknown;
+  gs1?: { kind: BarcodeParse['kind']; symbology?: string; form?: string; elements?: { ai: string; title: string; value: string; date?: string; decimal?: string }[]; reason?: string };
+}
+
+const NAMED_BYTES: Record<string, string> = { GS: '\x1d', RS: '\x1e', EOT: '\x04', FNC1: '\x1d' };
+
+/**
+ * Turns a read typed on a command line into its text: `<GS>` (also `<RS>`, `<EOT>`, `<FNC1>` = GS)
+ * and `\xHH` escapes become the bytes scanners send. Everything else is taken as written.
+ */
+export function unescapeRead(text: string): string {
+  return text.replace(/<(GS|RS|EOT|FNC1)>|\\x([0-9A-Fa-f]{2})/gi, (_m, name: string | undefined, hex: string | undefined) =>
+    name !== undefined ? (NAMED_BYTES[name.toUpperCase()] ?? '') : String.fromCharCode(parseInt(hex ?? '0', 16)),
+  );
+}
+
+/** The inverse for display: control bytes made visible. */
+export function showRead(text: string): string {
+  // eslint-disable-next-line no-control-regex
+  return text.replace(/[\u0000-\u001f\u007f]/g, (ch) => {
+    if (ch === '\x1d') return '<GS>';
+    if (ch === '\x1e') return '<RS>';
+    if (ch === '\x04') return '<EOT>';
+    return `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`;
+  });
+}
+
+interface TryOptions {
+  config: string;
+  input: string;
+  dcp?: string;
+  time?: string;
+  field: string[];
+  parent: string[];
+  at?: string;
+  json?: boolean;
+}
+
+/**
+ * `scan-gateway try --config FILE --input ID 'READ'…`: what reads would become, without sending or
+ * storing anything. Several reads are mapped in order, so container sessions and the duplicate
+ * window show as they would at the line. Exit 0 when no read was rejected, 1 when one was, 2 on a
+ * configuration or usage error.
+ */
+export function registerTryCommand(program: Command, io: TryCommandIo): void {
+  program
+    .command('try')
+    .description('show what reads become (the Scan, or the rejection and why), without sending or storing anything')
+    .argument('<reads...>', 'the read(s) as the scanner sends them; GS as <GS> or \\x1d')
+    .requiredOption('-i, --input <id>', 'input the reads come from (its id in the configuration)')
+    .option('-c, --config <file>', 'configuration file', '/etc/scan-gateway/config.yaml')
+    .option('--dcp <key>', 'the DCP the source names (topic level, CSV column), as the input would pass it')
+    .option('--time <stamp>', "the source's time stamp, as the input would pass it")
+    .option('--field <name=value>', 'a field the source supplies (MQTT JSON attribute, CSV column); repeatable', collect, [])
+    .option('--parent <reference>', 'a parent reference the source supplies; repeatable', collect, [])
+    .option('--at <iso>', 'when the gateway received the read (default: now)')
+    .option('--json', 'print the results as JSON')
+    .addHelpText(
+      'after',
+      "\nExamples:\n  scan-gateway try --config /etc/scan-gateway/config.yaml --input gi-scanner ']d2010952123454321310B2611-03<GS>21C2611030001234'\n" +
+        "  scan-gateway try -c config.yaml -i eol-camera --dcp EOL-3 --field cellVoltage=3.652 ']d1C24A0K3B0712345' --json\n\n" +
+        'Exit codes: 0 no read rejected, 1 a read was rejected, 2 configuration or usage error.',
+    )
+    .action((reads: string[], opts: TryOptions) => {
+      const loaded = loadConfig(opts.config, { baseDir: io.cwd, env: io.env, skipSecret: true });
+      const mapper = new Mapper(loaded.config);
+      const usage = (message: string): never => {
+        io.stderr.write(`scan-gateway try: ${message}\n`);
+        throw new CommandExit(ExitCodes.USAGE);
+      };
+      if (!mapper.inputs.has(opts.input)) {
+        const ids = [...mapper.inputs.keys()];
+        usage(`no input "${opts.input}" in ${opts.config}${didYouMean(opts.input, ids)}; inputs: ${ids.join(', ') || 'none'}`);
+      }
+      const receivedAt = opts.at !== undefined ? new Date(opts.at) : new Date((io.now ?? Date.now)());
+      if (Number.isNaN(receivedAt.getTime())) usage(`--at "${opts.at}" is not a time stamp`);
+      const attributes: Record<string, string> = {};
+      for (const f of opts.field) {
+        const eq = f.indexOf('=');
+        if (eq <= 0) usage(`--field "${f}" must be name=value`);
+        attributes[f.slice(0, eq)] = f.slice(eq + 1);
+      }
+      const dedupe = new DuplicateWindow();
+      const results = reads.map((given) => {
+        const text = unescapeRead(given);
+        const read: Read = {
+          inputId: opts.input,
+          raw: Buffer.from(text, 'utf8'),
+          receivedAt,
+          ...(opts.time !== undefined ? { sourceTime: opts.time } : {}),
+          ...(opts.dcp !== undefined ? { dcpKey: opts.dcp } : {}),
+          ...(opts.parent.length > 0 ? { parents: opts.parent } : {}),
+          ...(opts.field.length > 0 ? { attributes } : {}),
+        };
+        return toResult(text, mapper.map(read), mapper, dedupe);
+      });
+      io.stdout.write(opts.json ? `${JSON.stringify(results, null, 2)}\n` : results.map(describeResult).join('\n'));
+      throw new CommandExit(results.some((r) => r.outcome === 'rejected') ? ExitCodes.FAILED : ExitCodes.OK);
+    });
+}
+
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
+}
+
+function toResult(text: string, outcome: MapOutcome, mapper: Mapper, dedupe: DuplicateWindow): TryResult {
+  const barcode = outcome.outcome === 'noRead' || outcome.outcome === 'rejected' || outcome.outcome === 'scan' ? outcome.barcode : undefined;
+  const result: TryResult = { read: showRead(text), outcome: outcome.outcome, ...(barcode ? { gs1: gs1Of(barcode) } : {}) };
+  if (outcome.outcome === 'rejected') return { ...result, reason: outcome.reason, ...(outcome.tried ? { tried: outcome.tried } : {}) };
+  if (outcome.outcome === 'noRead') return { ...result, ...(outcome.reason ? { reason: outcome.reason } : {}), ...(outcome.container ? { container: outcome.container } : {}) };
+  const { scan, instant } = outcome;
+  const windowMs = mapper.duplicateWindowMs(scan.dcpKey);
+  const more = {
+    ...(outcome.rule ? { rule: outcome.rule } : {}),
+    ...(outcome.tried ? { tried: outcome.tried } : {}),
+    scan,
+    instant: instant.toISOString(),
+    ...(outcome.timeWarning ? { timeWarning: outcome.timeWarning } : {}),
+    ...(outcome.container ? { container: outcome.container } : {}),
+  };
+  if (dedupe.check(scan.dcpKey, scan.reference, instant.getTime(), windowMs)) {
+    return { ...result, ...more, outcome: 'duplicate', reason: `same reference at ${scan.dcpKey} within ${windowMs} ms: counted, not sent again` };
+  }
+  return { ...result, ...more };
+}
+
+function gs1Of(b: BarcodeParse): NonNullable<TryResult['gs1']> {
+  const symbology = b.symbology ? `${b.symbology.name} (${b.symbology.identifier})` : undefined;
+  const base = { kind: b.kind, ...(symbology ? { symbology } : {}) };
+  if (b.kind === 'plain') return base;
+  const elements = b.elements.map((e) => ({ ai: e.ai, title: e.title, value: e.value, ...(e.date ? { date: e.date } : {}), ...(e.decimal ? { decimal: e.decimal } : {}) }));
+  return { ...base, form: b.form, elements, ...(b.kind === 'invalid' ? { reason: b.reason } : {}) };
+}
+
+/** The result for a person: the read, the GS1 data found, then the scan or why not. */
+export function describeResult(r: TryResult): string {
+  const lines = [`read: ${r.read}`];
+  if (r.gs1) {
+    const what = r.gs1.kind === 'plain' ? 'not GS1 (a plain code)' : r.gs1.kind === 'gs1' ? `GS1 ${r.gs1.form}` : `invalid GS1 ${r.gs1.form}`;
+    lines.push(`  code: ${r.gs1.symbology ? `${r.gs1.symbology}, ` : ''}${what}`);
+    for (const e of r.gs1.elements ?? []) {
+      lines.push(`    (${e.ai}) ${e.title}: ${e.value}${e.date ? ` = ${e.date}` : ''}${e.decimal ? ` = ${e.decimal}` : ''}`);
+    }
+    if (r.gs1.reason) lines.push(`    problem: ${r.gs1.reason}`);
+  }
+  if (r.tried) lines.push(`  rules tried: ${r.tried.join(', ')}${r.rule ? `; mapped by: ${r.rule}` : ''}`);
+  if (r.container) lines.push(`  container: ${JSON.stringify(r.container)}`);
+  switch (r.outcome) {
+    case 'scan':
+      lines.push(`  → scan, as it would be sent (time stamp in the site zone; UTC ${r.instant}):`);
+      lines.push(...compactJson(r.scan).split('\n').map((l) => `    ${l}`));
+      if (r.timeWarning) lines.push(`  warning: ${r.timeWarning}`);
+      break;
+    case 'duplicate':
+      lines.push(`  → duplicate: ${r.reason}`);
+      break;
+    case 'noRead':
+      lines.push(`  → not sent: ${r.reason ?? 'the scanner could not read a code (no-read text)'}`);
+      break;
+    case 'rejected':
+      lines.push(`  → rejected: ${r.reason}`);
+      break;
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+/** JSON with two-space indent, but each attribute `{ "key": …, "value": … }` on one line. */
+function compactJson(value: unknown): string {
+  return JSON.stringify(value, null, 2).replace(/\{\n\s+"key": (".*?"),\n\s+"value": (".*?")\n\s+\}/g, '{ "key": $1, "value": $2 }');
+}

@@ -1,0 +1,205 @@
+import { createHash } from 'node:crypto';
+import { watch, readFileSync, type FSWatcher } from 'node:fs';
+import { basename, dirname } from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
+import type { Logger } from '../log.js';
+import type { LoadedConfig } from './load.js';
+import type { GatewayConfig, InputConfig } from './schema.js';
+
+/**
+ * Configuration reload (issue 6, item 9): on SIGHUP or when the file changes, the new file is
+ * loaded and checked; if valid it is applied without losing a read, else the running configuration
+ * stays and the error is shown on the health page and in the log.
+ *
+ * What a reload changes at once: the mapping (site time zone, DCPs, lookups, rules, containers,
+ * time check), and the inputs whose settings changed (only those are restarted; an input stops
+ * only after what it handed to the buffer was committed). Sections the running parts were built
+ * from (`upstream`, `buffer`, `delivery`, `http`, `sandbox`, `log`) need a restart; a reload that
+ * changes them applies the rest and says so.
+ */
+
+/** Sections whose change needs a restart of the gateway. */
+export const RESTART_SECTIONS = ['upstream', 'buffer', 'delivery', 'http', 'sandbox', 'log'] as const;
+
+/** What a reload from `current` to `next` does. */
+export interface ReloadPlan {
+  /** Inputs no longer configured: stopped. */
+  removed: string[];
+  /** Inputs whose settings changed: stopped, then started with the new settings. */
+  changed: string[];
+  /** New inputs: started. */
+  added: string[];
+  /** Inputs left running untouched. */
+  unchanged: string[];
+  /** Sections that changed but take effect only after a restart. */
+  needsRestart: string[];
+  /** Whether `productCheck` changed (the check is restarted with the new settings). */
+  productCheckChanged: boolean;
+}
+
+/** Compares two validated configurations. Pure. */
+export function planReload(current: GatewayConfig, next: GatewayConfig): ReloadPlan {
+  const before = new Map(current.inputs.map((i) => [i.id, i]));
+  const after = new Map(next.inputs.map((i) => [i.id, i]));
+  const plan: ReloadPlan = { removed: [], changed: [], added: [], unchanged: [], needsRestart: [], productCheckChanged: false };
+  for (const [id, input] of before) {
+    const now = after.get(id);
+    if (!now) plan.removed.push(id);
+    else if (isDeepStrictEqual(input, now)) plan.unchanged.push(id);
+    else plan.changed.push(id);
+  }
+  for (const [id, input] of after) {
+    if (before.has(id)) continue;
+    plan.added.push(id);
+    // Its routes cannot be added to the listening local server (src/inputs/http/http-input.ts).
+    if (input.type === 'http') plan.needsRestart.push(`inputs.${id} (a new http input)`);
+  }
+  for (const section of RESTART_SECTIONS) if (!isDeepStrictEqual(current[section], next[section])) plan.needsRestart.push(section);
+  plan.productCheckChanged = !isDeepStrictEqual(current.productCheck, next.productCheck);
+  return plan;
+}
+
+/** The parts of the running app a reload acts on. */
+export interface ReloadTarget {
+  /** Stops a running input and forgets it; resolves after what it handed to the buffer settled. */
+  stopInput(id: string): Promise<void>;
+  /** Creates and starts an input. */
+  startInput(config: InputConfig): Promise<void>;
+  /** Replaces the mapping (a new mapper that takes over the open containers). */
+  swapMapping(): void;
+}
+
+/** What a reload did. */
+export interface ReloadReport extends ReloadPlan {
+  /** Inputs that could not be started again, with why. The rest of the reload stands. */
+  inputErrors: { id: string; message: string }[];
+}
+
+/**
+ * Applies a plan: stops removed and changed inputs (each drains first), swaps the mapping, then
+ * starts changed and added inputs. Unchanged inputs run on throughout; the mapping swap happens
+ * between two submits, so every read is mapped by one configuration or the other, never lost.
+ */
+export async function applyReload(plan: ReloadPlan, next: GatewayConfig, target: ReloadTarget): Promise<ReloadReport> {
+  const inputErrors: ReloadReport['inputErrors'] = [];
+  for (const id of [...plan.removed, ...plan.changed]) {
+    try {
+      await target.stopInput(id);
+    } catch (err) {
+      inputErrors.push({ id, message: `stopping failed: ${(err as Error).message}` });
+    }
+  }
+  target.swapMapping();
+  const toStart = new Set([...plan.changed, ...plan.added]);
+  for (const input of next.inputs) {
+    if (!toStart.has(input.id)) continue;
+    try {
+      await target.startInput(input);
+    } catch (err) {
+      inputErrors.push({ id: input.id, message: `starting failed: ${(err as Error).message}` });
+    }
+  }
+  return { ...plan, inputErrors };
+}
+
+/** What {@link ConfigReloader} needs: the file, how to load it, and what to do with the result. */
+export interface ConfigReloaderOptions {
+  /** The configuration file. */
+  file: string;
+  /** Loads and checks the file; throws (GatewayError CONFIG or SECRET) when it is not valid. */
+  load: () => LoadedConfig;
+  /** Applies a valid configuration (App.reload). */
+  apply: (loaded: LoadedConfig) => Promise<unknown>;
+  /** Told about a refused reload (App.reloadRefused): the running configuration stays. */
+  refused: (err: unknown) => void;
+  logger: Logger;
+  /** Watch the file for changes (default true); SIGHUP works either way. */
+  watch?: boolean;
+  /** Changes within this long are one reload, in ms (editors write in several steps). Default 500. */
+  debounceMs?: number;
+}
+
+/**
+ * Reloads the configuration on request (SIGHUP, via {@link ConfigReloader.trigger}) and when the
+ * file changes (its folder is watched, so an editor that replaces the file by renaming is seen).
+ * Reloads run one at a time; a change that leaves the content as it was is ignored.
+ */
+export class ConfigReloader {
+  private watcher: FSWatcher | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private chain: Promise<void> = Promise.resolve();
+  private lastHash: string | undefined;
+
+  constructor(private readonly options: ConfigReloaderOptions) {
+    this.lastHash = this.hash();
+  }
+
+  start(): void {
+    if (this.options.watch === false) return;
+    const name = basename(this.options.file);
+    try {
+      this.watcher = watch(dirname(this.options.file), { persistent: false }, (_event, changed) => {
+        if (changed === null || changed === name) this.schedule();
+      });
+      this.watcher.on('error', (err) => this.options.logger.warn({ err }, 'watching the configuration file failed; reload with SIGHUP'));
+    } catch (err) {
+      this.options.logger.warn({ err }, 'cannot watch the configuration file; reload with SIGHUP');
+    }
+  }
+
+  stop(): void {
+    this.watcher?.close();
+    this.watcher = undefined;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  /** Reloads now (SIGHUP), even when the file looks unchanged. Resolves when done; never rejects. */
+  trigger(reason = 'SIGHUP'): Promise<void> {
+    this.chain = this.chain.then(() => this.reload(reason, true));
+    return this.chain;
+  }
+
+  /** Resolves once every reload asked for so far has finished. */
+  settled(): Promise<void> {
+    return this.chain;
+  }
+
+  private schedule(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.chain = this.chain.then(() => this.reload('file changed', false));
+    }, this.options.debounceMs ?? 500);
+    this.timer.unref();
+  }
+
+  private async reload(reason: string, force: boolean): Promise<void> {
+    const log = this.options.logger;
+    const hash = this.hash();
+    if (!force && hash === this.lastHash) return;
+    this.lastHash = hash;
+    let loaded: LoadedConfig;
+    try {
+      loaded = this.options.load();
+    } catch (err) {
+      log.error({ err, reason, file: this.options.file }, 'configuration reload refused; the running configuration stays');
+      this.options.refused(err);
+      return;
+    }
+    try {
+      await this.options.apply(loaded);
+    } catch (err) {
+      log.error({ err, reason, file: this.options.file }, 'configuration reload could not be applied; the running configuration stays');
+      this.options.refused(err);
+    }
+  }
+
+  private hash(): string | undefined {
+    try {
+      return createHash('sha256').update(readFileSync(this.options.file)).digest('hex');
+    } catch {
+      return undefined;
+    }
+  }
+}

@@ -1,0 +1,361 @@
+import type { DcpConfig, GatewayConfig, InputConfig, TimeCheckConfig } from '../config/schema.js';
+import type { Read } from '../inputs/types.js';
+import type { Scan } from '../upstream/contract.js';
+import { ContainerSessions, type OpenContainer } from './container-sessions.js';
+import { parseBarcode, stripSymbologyIdentifier, type BarcodeParse, type Gs1Element } from './gs1/index.js';
+import type { MapOutcome } from './outcome.js';
+import { compileContainer, compileRule, DEFAULT_RULE_NAME, defaultRule, inScope, type CompiledContainer, type CompiledRule, type Groups } from './rules.js';
+import { formatWireTime, parseSourceTime } from './time.js';
+import type { CompiledValue, LookupTables, ReadView } from './value-source.js';
+
+/** A product model key the configuration can give a scan, and where it is written. */
+export interface ProductKeyUse {
+  key: string;
+  /** Places in the configuration, e.g. `dcps GI-01`, `rule gs1-cells`, `lookups.gtinToProduct`. */
+  where: string[];
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** C0 control characters other than GS (0x1D, the FNC1 separator), RS (0x1E) and EOT (0x04) of ISO/IEC 15434. */
+// eslint-disable-next-line no-control-regex
+const FORBIDDEN_CONTROL = /[\u0000-\u0003\u0005-\u001c\u001f\u007f]/;
+
+/** Distinct product keys remembered from mapped scans, for the product check; bounded memory. */
+const MAX_SEEN_PRODUCT_KEYS = 1000;
+
+/**
+ * Turns reads into Scans by the configuration's rules (issue 6): the compiled rules, lookup tables
+ * and container sessions of one configuration. Built once per configuration; a reload builds a new
+ * one and hands over the open containers ({@link Mapper.adoptSessions}).
+ *
+ * `map` is deterministic: the same configuration and the same reads in the same order give the same
+ * outcomes. Its only state is the open containers, driven by the reads' receive times, and the
+ * product list it was told about.
+ *
+ * Order of work for one read: decode (UTF-8, no-read texts, control bytes); GS1 parse (a code that
+ * announces GS1 must be valid GS1, whatever the rules say); containers (a closing code is counted
+ * and not sent; an opening code opens its container); the rules in order, the first whose `match`
+ * holds and whose reference the read has maps it; then DCP, product, supplier/client, time stamp,
+ * parents, attributes.
+ */
+export class Mapper {
+  /** The site's IANA time zone, in which time stamps are written. */
+  readonly timeZone: string;
+  readonly dcps: ReadonlyMap<string, DcpConfig>;
+  readonly inputs: ReadonlyMap<string, InputConfig>;
+  private readonly rules: CompiledRule[];
+  private readonly containers: CompiledContainer[];
+  private readonly rulesByInput = new Map<string, CompiledRule[]>();
+  private readonly containersByInput = new Map<string, CompiledContainer[]>();
+  private readonly sessions = new ContainerSessions();
+  private readonly timeCheck: TimeCheckConfig;
+  private readonly rejectUnknownProducts: boolean;
+  private known: { keys: ReadonlySet<string>; fetchedAt: string } | undefined;
+  private readonly seenProducts = new Set<string>();
+  private readonly config: GatewayConfig;
+
+  constructor(config: GatewayConfig) {
+    this.config = config;
+    this.timeZone = config.site.timezone;
+    this.dcps = new Map(config.dcps.map((d) => [d.key, d]));
+    this.inputs = new Map(config.inputs.map((i) => [i.id, i]));
+    const lookups: LookupTables = config.lookups;
+    this.rules = config.rules.map((r) => compileRule(r, lookups));
+    this.containers = config.containers.map((c) => compileContainer(c, lookups));
+    this.timeCheck = config.timeCheck;
+    this.rejectUnknownProducts = config.productCheck.rejectUnknown;
+  }
+
+  /** Maps one read. Never throws. */
+  map(read: Read): MapOutcome {
+    const input = this.inputs.get(read.inputId);
+    if (!input) return { outcome: 'rejected', reason: `input "${read.inputId}" is not in the configuration` };
+
+    let text: string;
+    try {
+      text = utf8.decode(read.raw);
+    } catch {
+      return { outcome: 'rejected', reason: `the read is not valid UTF-8 text (${read.raw.length} bytes, kept as raw bytes)` };
+    }
+    if (text.trim() === '') return { outcome: 'rejected', reason: 'the read is empty' };
+    if (input.noReadStrings.includes(text.trim())) return { outcome: 'noRead' };
+    const control = FORBIDDEN_CONTROL.exec(text);
+    if (control) {
+      const code = control[0].charCodeAt(0).toString(16).padStart(2, '0');
+      return { outcome: 'rejected', reason: `the read holds the control byte 0x${code} at position ${control.index}, which no barcode carries` };
+    }
+
+    // The read's own time resolves two-digit years, so a replayed read maps as it did the first time.
+    const barcode = parseBarcode(text, { referenceDate: read.receivedAt });
+    if (barcode.kind === 'invalid') return { outcome: 'rejected', reason: `invalid GS1 data: ${barcode.reason}`, barcode };
+    const view = readView(read, text, barcode);
+    const atMs = read.receivedAt.getTime();
+
+    // Containers: a closing code ends here; an opening code opens and (usually) goes on as a scan.
+    const members: { container: CompiledContainer; station: string }[] = [];
+    let opened: { name: string; parent: string } | undefined;
+    for (const c of this.containersFor(input)) {
+      const station = c.per === 'input' ? input.id : read.dcpKey?.trim() || input.dcp;
+      if (c.close?.test(view)) {
+        const parent = this.sessions.close(c.name, station, atMs);
+        return {
+          outcome: 'noRead',
+          reason: parent !== undefined ? `closing code of container ${c.name} at ${station}: closes ${parent}` : `closing code of container ${c.name} at ${station}: none was open`,
+          barcode,
+          container: { name: c.name, action: 'closed', ...(parent !== undefined ? { parent } : {}) },
+        };
+      }
+      const groups = c.open.test(view);
+      const parent = groups ? c.reference.evaluate(view, groups) : undefined;
+      if (parent?.ok) {
+        this.sessions.open(c.name, c.per, station, parent.value, atMs, c.idleTimeoutMs);
+        if (!c.sendParent) {
+          return {
+            outcome: 'noRead',
+            reason: `opens container ${c.name} at ${station} with parent ${parent.value} (sendParent: false)`,
+            barcode,
+            container: { name: c.name, action: 'opened', parent: parent.value },
+          };
+        }
+        opened = { name: c.name, parent: parent.value };
+      } else {
+        members.push({ container: c, station });
+      }
+    }
+
+    const tried: string[] = [];
+    for (const rule of this.rulesFor(input)) {
+      tried.push(rule.name);
+      const groups = rule.match.test(view);
+      if (!groups) continue;
+      const reference = rule.reference.evaluate(view, groups);
+      if (!reference.ok && reference.absent) continue;
+      if (!reference.ok) return { outcome: 'rejected', reason: `rule ${rule.name}: reference: ${reference.reason}`, barcode, tried };
+      return this.build({ rule, view, groups, reference: reference.value, input, members, opened, tried });
+    }
+    return {
+      outcome: 'rejected',
+      reason: `no rule matched the read from input ${input.id} (rules tried: ${tried.join(', ')})`,
+      barcode,
+      tried,
+    };
+  }
+
+  private build(b: {
+    rule: CompiledRule;
+    view: ReadView;
+    groups: Groups;
+    reference: string;
+    input: InputConfig;
+    members: { container: CompiledContainer; station: string }[];
+    opened: { name: string; parent: string } | undefined;
+    tried: string[];
+  }): MapOutcome {
+    const { rule, view, groups, input, tried } = b;
+    const { read, barcode } = view;
+    const reject = (reason: string): MapOutcome => ({ outcome: 'rejected', reason, barcode, tried });
+    const named = rule.name === DEFAULT_RULE_NAME ? '' : `rule ${rule.name}: `;
+
+    const dcpValue = optionalValue(rule.dcp, view, groups);
+    if (dcpValue.error) return reject(`${named}DCP: ${dcpValue.error}`);
+    const dcpKey = dcpValue.value ?? (read.dcpKey?.trim() || input.dcp);
+    const dcp = this.dcps.get(dcpKey);
+    if (!dcp) return reject(`${named}DCP "${dcpKey}" is not configured (known: ${[...this.dcps.keys()].join(', ')})`);
+
+    const product = optionalValue(rule.productModelKey, view, groups);
+    if (product.error) return reject(`${named}product model key: ${product.error}`);
+    const productModelKey = product.value ?? dcp.productModelKey;
+    if (productModelKey === undefined) {
+      return reject(`${named}no product model key: DCP ${dcp.key} has none and ${rule.productModelKey ? `${rule.productModelKey.describe} gave none` : 'the rule sets none'}`);
+    }
+    if (this.rejectUnknownProducts && this.known && !this.known.keys.has(productModelKey)) {
+      return reject(`product model key "${productModelKey}" is not in the upstream product list (fetched ${this.known.fetchedAt}); productCheck.rejectUnknown is on`);
+    }
+
+    const party: { supplierKey?: string; clientKey?: string } = {};
+    if (dcp.kind === 'goodsIn' || dcp.kind === 'goodsOut') {
+      const field = dcp.kind === 'goodsIn' ? 'supplierKey' : 'clientKey';
+      const v = optionalValue(rule[field], view, groups);
+      if (v.error) return reject(`${named}${field}: ${v.error}`);
+      const value = v.value ?? dcp[field];
+      if (value === undefined) return reject(`${named}no ${field} for ${dcp.kind} DCP ${dcp.key}`);
+      party[field] = value;
+    }
+
+    let instant = read.receivedAt;
+    if (read.sourceTime !== undefined && read.sourceTime.trim() !== '') {
+      const parsed = rule.timeFormat?.parse(read.sourceTime, this.timeZone) ?? parseSourceTime(read.sourceTime, this.timeZone);
+      if (!parsed) {
+        return reject(
+          rule.timeFormat
+            ? `time stamp "${read.sourceTime}" fits neither the format "${rule.timeFormat.pattern}" of rule ${rule.name} nor ISO 8601`
+            : `time stamp "${read.sourceTime}" is not ISO 8601 (expected e.g. 2026-11-18T06:58:12+01:00)`,
+        );
+      }
+      instant = parsed;
+    }
+    const timeWarning = this.implausibleTime(instant, read.receivedAt);
+    if (timeWarning && this.timeCheck.action === 'reject') return reject(`${timeWarning} (timeCheck.action: reject)`);
+
+    const parents: string[] = [];
+    const addParent = (p: unknown) => {
+      if (typeof p === 'string' && p !== '' && !parents.includes(p)) parents.push(p);
+    };
+    for (const p of read.parents ?? []) addParent(p);
+    for (const p of rule.parents) {
+      const v = p.evaluate(view, groups);
+      if (v.ok) addParent(v.value);
+    }
+    let member: { name: string; parent: string } | undefined;
+    const atMs = read.receivedAt.getTime();
+    for (const { container, station } of b.members) {
+      const parent = this.sessions.parentAt(container.name, station, atMs);
+      if (parent === undefined || parent === b.reference) continue;
+      addParent(parent);
+      this.sessions.touch(container.name, station, atMs);
+      member ??= { name: container.name, parent };
+    }
+
+    const scan: Scan = {
+      reference: b.reference,
+      timeStamp: formatWireTime(instant, this.timeZone),
+      dcpKey: dcp.key,
+      productModelKey,
+      ...party,
+      parents,
+      attributes: [...attributesOf(rule, view, groups, dcp)].map(([key, value]) => ({ key, value })),
+    };
+    if (this.seenProducts.size < MAX_SEEN_PRODUCT_KEYS) this.seenProducts.add(productModelKey);
+    const container = b.opened ? { ...b.opened, action: 'opened' as const } : member ? { ...member, action: 'member' as const } : undefined;
+    return {
+      outcome: 'scan',
+      scan,
+      instant,
+      barcode,
+      rule: rule.name,
+      tried,
+      ...(timeWarning ? { timeWarning } : {}),
+      ...(container ? { container } : {}),
+    };
+  }
+
+  private implausibleTime(instant: Date, receivedAt: Date): string | undefined {
+    const drift = instant.getTime() - receivedAt.getTime();
+    if (drift > this.timeCheck.maxAheadMs) return `time stamp is ${describeDuration(drift)} after the read was received`;
+    if (-drift > this.timeCheck.maxBehindMs) return `time stamp is ${describeDuration(-drift)} before the read was received`;
+    return undefined;
+  }
+
+  /** The duplicate window of a DCP, in ms (0 = off or unknown DCP). */
+  duplicateWindowMs(dcpKey: string): number {
+    return this.dcps.get(dcpKey)?.duplicateWindowMs ?? 0;
+  }
+
+  /** The open containers at `nowMs`: per station the open parent and since when (health page). */
+  openContainers(nowMs: number): OpenContainer[] {
+    return this.sessions.list(nowMs);
+  }
+
+  /** Takes over the open containers of the mapper this one replaces (configuration reload). */
+  adoptSessions(previous: Mapper): void {
+    this.sessions.adopt(previous.sessions, (name) => this.containers.find((c) => c.name === name));
+    if (previous.known) this.known = previous.known;
+  }
+
+  /**
+   * Tells the mapper which product keys the upstream service has (the product check). Used only
+   * when `productCheck.rejectUnknown` is on.
+   */
+  setKnownProducts(keys: ReadonlySet<string>, fetchedAt: Date): void {
+    this.known = { keys, fetchedAt: fetchedAt.toISOString() };
+  }
+
+  /** Product keys the configuration can give a scan: DCPs, fixed rule values, lookup tables used for products. */
+  productKeyUses(): ProductKeyUse[] {
+    const uses = new Map<string, Set<string>>();
+    const add = (key: string, where: string) => {
+      let w = uses.get(key);
+      if (!w) uses.set(key, (w = new Set()));
+      w.add(where);
+    };
+    for (const d of this.config.dcps) if (d.productModelKey !== undefined) add(d.productModelKey, `dcps ${d.key}`);
+    for (const r of this.config.rules) {
+      const p = r.productModelKey;
+      if (p === undefined) continue;
+      if (typeof p === 'string') add(p, `rule ${r.name}`);
+      else {
+        if (p.value !== undefined) add(p.value, `rule ${r.name}`);
+        if (p.default !== undefined) add(p.default, `rule ${r.name} (default)`);
+        if (p.lookup !== undefined) for (const v of Object.values(this.config.lookups[p.lookup] ?? {})) add(v, `lookups.${p.lookup}`);
+      }
+    }
+    return [...uses].map(([key, where]) => ({ key, where: [...where] })).sort((a, b) => a.key.localeCompare(b.key));
+  }
+
+  /** Product keys of the scans mapped so far (at most 1000 distinct), including those taken from reads. */
+  observedProductKeys(): string[] {
+    return [...this.seenProducts];
+  }
+
+  private rulesFor(input: InputConfig): CompiledRule[] {
+    let rules = this.rulesByInput.get(input.id);
+    if (!rules) {
+      rules = this.rules.filter((r) => inScope(r.scope, input.id, input.dcp));
+      // An input that no rule applies to keeps the default mapping (the code as read).
+      if (rules.length === 0) rules = [defaultRule()];
+      this.rulesByInput.set(input.id, rules);
+    }
+    return rules;
+  }
+
+  private containersFor(input: InputConfig): CompiledContainer[] {
+    let containers = this.containersByInput.get(input.id);
+    if (!containers) {
+      containers = this.containers.filter((c) => inScope(c.scope, input.id, input.dcp));
+      this.containersByInput.set(input.id, containers);
+    }
+    return containers;
+  }
+}
+
+function readView(read: Read, text: string, barcode: BarcodeParse): ReadView {
+  const elements = new Map<string, Gs1Element>();
+  if (barcode.kind === 'gs1') for (const e of barcode.elements) if (!elements.has(e.ai)) elements.set(e.ai, e);
+  const data = barcode.kind === 'plain' ? barcode.data : stripSymbologyIdentifier(text).data;
+  return { read, text, data, barcode, elements };
+}
+
+/** A rule's optional value: its text, nothing (the rule does not set it or the source is empty), or why not. */
+function optionalValue(value: CompiledValue | undefined, view: ReadView, groups: Groups): { value?: string; error?: string } {
+  if (!value) return {};
+  const v = value.evaluate(view, groups);
+  if (v.ok) return { value: v.value };
+  return v.absent ? {} : { error: v.reason };
+}
+
+/** Attributes in order: the DCP's fixed ones, the source's, the rule's; a later one replaces an earlier one of the same key. */
+function attributesOf(rule: CompiledRule, view: ReadView, groups: Groups, dcp: DcpConfig): Map<string, string> {
+  const out = new Map<string, string>(Object.entries(dcp.attributes));
+  const source = view.read.attributes ?? {};
+  if (rule.sourceAttributes !== false) {
+    for (const [key, value] of Object.entries(source)) {
+      if (rule.consumedFields.has(key)) continue;
+      if (rule.sourceAttributes !== true && !rule.sourceAttributes.has(key)) continue;
+      if (value === undefined || value === null) continue;
+      out.set(key, typeof value === 'string' ? value : String(value));
+    }
+  }
+  for (const [key, value] of rule.attributes) {
+    const v = value.evaluate(view, groups);
+    if (v.ok) out.set(key, v.value);
+  }
+  return out;
+}
+
+function describeDuration(ms: number): string {
+  if (ms >= 2 * 86_400_000) return `${Math.round(ms / 86_400_000)} days`;
+  if (ms >= 2 * 3_600_000) return `${Math.round(ms / 3_600_000)} hours`;
+  if (ms >= 120_000) return `${Math.round(ms / 60_000)} minutes`;
+  return `${Math.round(ms / 1000)} s`;
+}

@@ -1,0 +1,86 @@
+import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
+import { Command } from 'commander';
+import { describe, expect, it } from 'vitest';
+import { CommandExit } from '../../src/cli/exit.js';
+import { registerTryCommand, showRead, unescapeRead, type TryResult } from '../../src/cli/try-command.js';
+import { PACKAGE_ROOT } from '../../src/paths.js';
+
+const GS = '\u001d';
+
+async function tryReads(...args: string[]): Promise<{ code: number; out: string; err: string }> {
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  let out = '';
+  let err = '';
+  stdout.on('data', (d: Buffer) => (out += d.toString()));
+  stderr.on('data', (d: Buffer) => (err += d.toString()));
+  const program = new Command('scan-gateway').exitOverride();
+  registerTryCommand(program, { stdout, stderr, cwd: PACKAGE_ROOT, env: {}, now: () => Date.parse('2026-11-18T06:00:00Z') });
+  try {
+    await program.parseAsync(['node', 'scan-gateway', 'try', '--config', join(PACKAGE_ROOT, 'config/example.yaml'), ...args]);
+  } catch (e) {
+    if (e instanceof CommandExit) return { code: e.exitCode, out, err };
+    throw e;
+  }
+  throw new Error('try always ends with an exit code');
+}
+
+describe('scan-gateway try', () => {
+  it.each([
+    ['<GS>', `A<GS>B`, `A${GS}B`],
+    ['<gs> in lower case', `A<gs>B`, `A${GS}B`],
+    ['\\x1d', 'A\\x1dB', `A${GS}B`],
+    ['\\x1D and <RS>, <EOT>', 'A\\x1DB<RS>C<EOT>', `A${GS}B\u001eC\u0004`],
+    ['<FNC1> as GS', 'A<FNC1>B', `A${GS}B`],
+    ['text without escapes', ']d1C24A0K3B0712345', ']d1C24A0K3B0712345'],
+  ])('reads %s', (_what, given, bytes) => {
+    expect(unescapeRead(given)).toBe(bytes);
+  });
+
+  it('shows control bytes visibly', () => {
+    expect(showRead(`A${GS}B\u001eC\r`)).toBe('A<GS>B<RS>C\\x0d');
+  });
+
+  it('maps several reads in order: a pallet opens, its items get it, a double read is a duplicate', async () => {
+    const r = await tryReads('--input', 'gi-scanner', '--json', ']C100095212345678901235400PO-4711', `]d2010952123454321310B2611-03<GS>21C2611030001234`, `]d2010952123454321310B2611-03<GS>21C2611030001234`, 'NOREAD');
+    expect(r.code).toBe(0);
+    const results = JSON.parse(r.out) as TryResult[];
+    expect(results.map((x) => x.outcome)).toEqual(['scan', 'scan', 'duplicate', 'noRead']);
+    expect(results[0]).toMatchObject({ rule: 'pallet-sscc', container: { name: 'incoming-pallet', action: 'opened', parent: '095212345678901235' } });
+    expect(results[1]).toMatchObject({ scan: { reference: 'C2611030001234', parents: ['095212345678901235'] }, tried: ['pallet-sscc', 'gs1-serialised'] });
+    expect(results[2]?.reason).toBe('same reference at GI-01 within 2000 ms: counted, not sent again');
+  });
+
+  it('takes what the source supplies: station, time, fields, parents', async () => {
+    const r = await tryReads('-i', 'gi-inbox', '--dcp', 'GI-02', '--time', '2026-11-18T06:59:30+01:00', '--field', 'supplier=SUP-0099', '--field', 'deliveryNote=DN-1', '--json', ']d1C24A0K3B0712345');
+    expect(r.code).toBe(0);
+    const [result] = JSON.parse(r.out) as TryResult[];
+    expect(result?.scan).toEqual({
+      reference: 'C24A0K3B0712345',
+      timeStamp: '2026-11-18T06:59:30',
+      dcpKey: 'GI-01',
+      productModelKey: 'PACK-A',
+      supplierKey: 'SUP-0099',
+      parents: [],
+      attributes: [
+        { key: 'deliveryNote', value: 'DN-1' },
+        { key: 'cellLot', value: '24A0K3B' },
+      ],
+    });
+  });
+
+  it('explains a rejection with the GS1 elements found, and exits 1', async () => {
+    const r = await tryReads('-i', 'gi-inbox', '--dcp', 'GI-07', `]d2010952123454321310B2611-03<GS>21C2611030001234`);
+    expect(r.code).toBe(1);
+    expect(r.out).toContain('(01) GTIN: 09521234543213');
+    expect(r.out).toContain('(21) SERIAL: C2611030001234');
+    expect(r.out).toContain('rules tried: pallet-sscc, gs1-serialised');
+    expect(r.out).toContain('→ rejected: rule gs1-serialised: DCP: the DCP the source named is "GI-07", which lookup table goodsInStations has no entry for');
+  });
+
+  it('refuses bad usage with exit 2', async () => {
+    expect(await tryReads('-i', 'gi-scanner', '--field', 'novalue', 'X')).toMatchObject({ code: 2, err: 'scan-gateway try: --field "novalue" must be name=value\n' });
+    expect(await tryReads('-i', 'gi-scanner', '--at', 'yesterday', 'X')).toMatchObject({ code: 2, err: 'scan-gateway try: --at "yesterday" is not a time stamp\n' });
+  });
+});
