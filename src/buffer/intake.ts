@@ -1,8 +1,9 @@
+import { ErrorCodes, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { IntakeItem, IntakeSink } from '../inputs/types.js';
 import { DuplicateWindow } from '../mapping/duplicate-window.js';
 import { mapRead, type MappingContext } from '../mapping/map-read.js';
-import type { BufferStore, IntakeRecord } from './store.js';
+import { isDiskFull, type BufferStore, type IntakeRecord } from './store.js';
 
 /** Per-input counters since the gateway started, for the health page and metrics. */
 export interface InputCounters {
@@ -15,8 +16,29 @@ export interface InputCounters {
   lastReadAt?: string;
 }
 
+/** Options of a submit beyond the items (IntakeSink.submit's optional second argument). */
+export interface SubmitOptions {
+  /**
+   * Hash of the content of the file the items came from. Recorded in the same transaction as the
+   * items; a later submit with the same hash (the file read again after a crash between the commit
+   * and the move to processed/) resolves at once and stores nothing.
+   */
+  fileHash?: string;
+  /** The file's name, for the record and the log. */
+  fileName?: string;
+}
+
+/** What intake needs of back-pressure (buffer/back-pressure.ts). */
+export interface IntakeGate {
+  /** Answers why a commit adding these scans is refused, or undefined when it fits. */
+  admit(scans: number, bytes: number): string | undefined;
+  commitFailed(err: unknown): void;
+  commitSucceeded(): void;
+}
+
 interface Pending {
   records: IntakeRecord[];
+  file?: { inputId: string; hash: string; name?: string };
   taken: { dcpKey: string; reference: string; atMs: number }[];
   resolve: () => void;
   reject: (err: unknown) => void;
@@ -31,6 +53,8 @@ export interface IntakeOptions {
   now?: () => number;
   /** Longest a submit waits for others to share its transaction, in ms. */
   groupWindowMs?: number;
+  /** Quota and full-disk handling; without it every commit is attempted. */
+  gate?: IntakeGate;
 }
 
 /**
@@ -58,9 +82,19 @@ export class Intake implements IntakeSink {
     this.mapping = mapping;
   }
 
-  submit(items: IntakeItem[]): Promise<void> {
+  /**
+   * Maps the items and commits them with the next group. Resolves once committed; rejects with
+   * `SCANGW_E_BUFFER` when the commit failed (`details.diskFull`) or the quota refused the scans
+   * (`details.quota`): nothing of this submit was then written, and the source must keep it.
+   */
+  submit(items: IntakeItem[], options: SubmitOptions = {}): Promise<void> {
     if (this.closed) return Promise.reject(new Error('intake is closed'));
     const pending: Pending = { records: [], taken: [], resolve: () => {}, reject: () => {} };
+    const first = items[0];
+    if (options.fileHash !== undefined && first) {
+      const inputId = first.kind === 'read' ? first.read.inputId : first.rejection.inputId;
+      pending.file = { inputId, hash: options.fileHash, ...(options.fileName !== undefined ? { name: options.fileName } : {}) };
+    }
     for (const item of items) pending.records.push(this.toRecord(item, pending));
     const done = new Promise<void>((resolve, reject) => {
       pending.resolve = resolve;
@@ -91,10 +125,12 @@ export class Intake implements IntakeSink {
       raw: read.raw,
       ...(read.sourceTime !== undefined ? { sourceTime: read.sourceTime } : {}),
       ...(read.dcpKey !== undefined ? { dcpKey: read.dcpKey } : {}),
+      ...(read.parents && read.parents.length > 0 ? { parents: read.parents } : {}),
+      ...(read.attributes ? { attributes: read.attributes } : {}),
       ...(read.origin ? { origin: read.origin } : {}),
     };
     const result = mapRead(read, this.mapping);
-    if (result.outcome === 'noRead') return { ...base, outcome: 'noRead' };
+    if (result.outcome === 'noRead') return { ...base, outcome: 'noRead', ...(result.reason ? { reason: result.reason } : {}) };
     if (result.outcome === 'rejected') {
       return { ...base, outcome: 'rejected', reason: result.reason };
     }
@@ -104,26 +140,65 @@ export class Intake implements IntakeSink {
       return { ...base, outcome: 'duplicate', reason: `same reference at ${scan.dcpKey} within ${window} ms` };
     }
     if (window > 0) pending.taken.push({ dcpKey: scan.dcpKey, reference: scan.reference, atMs: instant.getTime() });
-    return { ...base, outcome: 'scan', scan: { reference: scan.reference, dcpKey: scan.dcpKey, instant, body: JSON.stringify(scan) } };
+    // A flagged time stamp (timeCheck) is kept as the read's reason; the scan is sent all the same.
+    const flag = result.timeWarning ? { reason: result.timeWarning } : {};
+    return { ...base, outcome: 'scan', ...flag, scan: { reference: scan.reference, dcpKey: scan.dcpKey, instant, body: JSON.stringify(scan) } };
   }
 
   private flush(): void {
     this.timer = undefined;
-    const group = this.queue;
+    const queued = this.queue;
     this.queue = [];
+    if (queued.length === 0) return;
+    const { store, gate, logger } = this.options;
+    const forget = (p: Pending) => {
+      for (const t of p.taken) this.dedupe.forget(t.dcpKey, t.reference, t.atMs);
+    };
+    const group: Pending[] = [];
+    let scans = 0;
+    let bytes = 0;
+    for (const p of queued) {
+      if (p.file && store.knownFile(p.file.inputId, p.file.hash)) {
+        // Committed before (a crash came between the commit and the file's move): acknowledge only.
+        forget(p);
+        logger.warn({ inputId: p.file.inputId, file: p.file.name, hash: p.file.hash }, 'file with this content was stored before; not stored again');
+        p.resolve();
+        continue;
+      }
+      const adds = p.records.filter((r) => r.scan);
+      const addBytes = adds.reduce((n, r) => n + Buffer.byteLength(r.scan!.body), 0);
+      const refused = adds.length > 0 ? gate?.admit(scans + adds.length, bytes + addBytes) : undefined;
+      if (refused !== undefined) {
+        forget(p);
+        p.reject(new GatewayError(ErrorCodes.BUFFER, refused, { retryable: true, details: { quota: true } }));
+        continue;
+      }
+      scans += adds.length;
+      bytes += addBytes;
+      group.push(p);
+    }
     if (group.length === 0) return;
     const records = group.flatMap((p) => p.records);
+    const files = group.flatMap((p) => (p.file ? [{ ...p.file, items: p.records.length }] : []));
     try {
-      this.options.store.commitIntake(records, this.now());
+      store.commitIntake(records, this.now(), files);
     } catch (err) {
       // Nothing was written: forget the references taken so the source's retry is not a duplicate.
-      for (const p of group) for (const t of p.taken) this.dedupe.forget(t.dcpKey, t.reference, t.atMs);
+      for (const p of group) forget(p);
+      const diskFull = isDiskFull(err);
       this.lastCommitError = { message: (err as Error).message, at: new Date(this.now()).toISOString() };
-      this.options.logger.error({ err, reads: records.length }, 'commit of reads failed; sources are not acknowledged');
-      for (const p of group) p.reject(err);
+      gate?.commitFailed(err);
+      logger.error({ err, reads: records.length, diskFull }, 'commit of reads failed; sources are not acknowledged');
+      const refusal = new GatewayError(
+        ErrorCodes.BUFFER,
+        diskFull ? `the buffer's disk is full: ${(err as Error).message}` : `commit of reads failed: ${(err as Error).message}`,
+        { cause: err, retryable: true, details: { diskFull } },
+      );
+      for (const p of group) p.reject(refusal);
       return;
     }
     this.lastCommitError = undefined;
+    gate?.commitSucceeded();
     for (const r of records) this.countCommitted(r);
     for (const p of group) p.resolve();
     if (records.some((r) => r.outcome === 'scan')) this.options.onScansCommitted?.();

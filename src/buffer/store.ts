@@ -10,13 +10,26 @@ export interface IntakeRecord {
   receivedAt: Date;
   raw: Buffer;
   sourceTime?: string;
+  /** The DCP the source named (`Read.dcpKey`); kept apart from the mapped DCP so replay maps it again. */
   dcpKey?: string;
+  /** Parents and attributes the source supplied (`Read.parents`, `Read.attributes`), kept for replay. */
+  parents?: string[];
+  attributes?: Record<string, string>;
   origin?: Record<string, string | number>;
   outcome: 'scan' | 'rejected' | 'noRead' | 'duplicate';
   reason?: string;
   /** True for an input-level rejection (nothing could be framed or parsed into a read). */
   inputLevel?: boolean;
   scan?: { reference: string; dcpKey: string; instant: Date; body: string };
+}
+
+/** A file whose items are committed in the same transaction, so reading it again is recognised. */
+export interface CommittedFile {
+  inputId: string;
+  /** Hash of the file's content (e.g. SHA-256, hex). */
+  hash: string;
+  name?: string;
+  items: number;
 }
 
 export type BatchMode = 'direct' | 'presigned';
@@ -32,9 +45,12 @@ export interface BatchRow {
   requestId: string | null;
   presignedUrl: string | null;
   presignedExpiresAt: number | null;
+  /** When a PUT to the current pre-signed address started (ms): it may have reached the service. */
+  putStartedAt: number | null;
   attempts: number;
   nextAttemptAt: number;
   lastError: string | null;
+  /** How many times this batch was sent again after an upload whose answer was lost. */
   possibleDuplicate: number;
   createdAt: string;
   uploadedAt: string | null;
@@ -46,31 +62,59 @@ export interface BatchRow {
   polls: number;
 }
 
+/** Scans not yet delivered, kept exact by triggers (migration 2). Bytes are the scans' JSON bytes. */
+export interface BufferTotals {
+  /** Not yet in a batch. */
+  pendingScans: number;
+  pendingBytes: number;
+  /** Pending, or in a batch the service has not finished: what the quota counts. */
+  undeliveredScans: number;
+  undeliveredBytes: number;
+}
+
 const BATCH_COLUMNS = `id, mode, state, scan_count AS scanCount, bytes, request_id AS requestId,
-  presigned_url AS presignedUrl, presigned_expires_at AS presignedExpiresAt, attempts,
-  next_attempt_at AS nextAttemptAt, last_error AS lastError, possible_duplicate AS possibleDuplicate,
+  presigned_url AS presignedUrl, presigned_expires_at AS presignedExpiresAt, put_started_at AS putStartedAt,
+  attempts, next_attempt_at AS nextAttemptAt, last_error AS lastError, possible_duplicate AS possibleDuplicate,
   created_at AS createdAt, uploaded_at AS uploadedAt, finished_at AS finishedAt,
   upstream_state AS upstreamState, description, processed, failed, polls`;
+
+/** Rows `formBatch` looks at beyond `maxScans` to get past scans it must skip (repeated references). */
+export const BATCH_LOOKAHEAD = 10_000;
 
 /** Bytes of `[a,b,c]` for scans whose serialized lengths sum to `sum`: brackets plus n-1 commas. */
 export function arrayBytes(count: number, sum: number): number {
   return count === 0 ? 2 : 2 + sum + (count - 1);
 }
 
+/** Whether an error is SQLite saying the disk (or `max_page_count`) is full. */
+export function isDiskFull(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e !== undefined && e !== null && depth < 4; depth++) {
+    if ((e as { code?: unknown }).code === 'SQLITE_FULL') return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
 /**
  * The durable buffer: an outbox in SQLite (WAL, `synchronous=FULL`). Every read is written before
  * its source is acknowledged; scans leave the outbox only when upstream reports them processed,
- * and even then stay for audit.
+ * and even then stay for audit until retention prunes them (retention.ts).
+ *
+ * A second process (the `replay` command) may open the same file while the daemon runs: WAL lets
+ * readers go on, and `busy_timeout` makes writers wait for each other instead of failing.
  *
  * @throws GatewayError `SCANGW_E_BUFFER` when the file cannot be opened or migrated.
  */
 export class BufferStore {
   readonly db: Database.Database;
 
-  constructor(readonly path: string) {
+  constructor(
+    readonly path: string,
+    options: { readonly?: boolean; fileMustExist?: boolean } = {},
+  ) {
     try {
-      if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-      this.db = new Database(path);
+      if (path !== ':memory:' && !options.fileMustExist) mkdirSync(dirname(path), { recursive: true });
+      this.db = new Database(path, { fileMustExist: options.fileMustExist ?? false });
       this.db.pragma('journal_mode = WAL');
       this.db.pragma('synchronous = FULL');
       this.db.pragma('busy_timeout = 5000');
@@ -83,6 +127,9 @@ export class BufferStore {
 
   private migrate(): void {
     const version = this.db.pragma('user_version', { simple: true }) as number;
+    if (version > MIGRATIONS.length) {
+      throw new Error(`the buffer has schema version ${version}, newer than this gateway knows (${MIGRATIONS.length}); downgrade is not supported`);
+    }
     for (let v = version; v < MIGRATIONS.length; v++) {
       this.db.transaction(() => {
         this.db.exec(MIGRATIONS[v]!);
@@ -91,19 +138,24 @@ export class BufferStore {
     }
   }
 
-  private statements?: { read: Database.Statement; scan: Database.Statement };
+  private statements?: { read: Database.Statement; scan: Database.Statement; file: Database.Statement };
 
-  /** Commits a group of reads (and their scans) in one transaction. Throws on failure; nothing is then written. */
-  commitIntake(records: readonly IntakeRecord[], nowMs: number): void {
+  /**
+   * Commits a group of reads (and their scans), and the files they came from, in one transaction.
+   * Throws on failure (`isDiskFull(err)` for a full disk); nothing is then written.
+   */
+  commitIntake(records: readonly IntakeRecord[], nowMs: number, files: readonly CommittedFile[] = []): void {
     this.statements ??= {
       read: this.db.prepare(
-        `INSERT INTO reads (input_id, received_at, raw, source_time, dcp_key, origin, outcome, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+        `INSERT INTO reads (input_id, received_at, raw, source_time, dcp_key, origin, outcome, reason, source_dcp_key, parents, attributes, input_level)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
       scan: this.db.prepare(
         `INSERT INTO scans (read_id, dcp_key, reference, time_utc, body, bytes, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
       ),
+      file: this.db.prepare(`INSERT OR IGNORE INTO files (input_id, hash, name, committed_at, items) VALUES (?, ?, ?, ?, ?)`),
     };
-    const { read, scan } = this.statements;
+    const { read, scan, file } = this.statements;
     this.db.transaction(() => {
       for (const r of records) {
         const info = read.run(
@@ -115,51 +167,90 @@ export class BufferStore {
           r.origin ? JSON.stringify(r.origin) : null,
           r.outcome,
           r.reason ?? null,
+          r.dcpKey ?? null,
+          r.parents && r.parents.length > 0 ? JSON.stringify(r.parents) : null,
+          r.attributes && Object.keys(r.attributes).length > 0 ? JSON.stringify(r.attributes) : null,
+          r.inputLevel ? 1 : 0,
         );
         if (r.scan) {
           scan.run(info.lastInsertRowid, r.scan.dcpKey, r.scan.reference, r.scan.instant.toISOString(), r.scan.body, Buffer.byteLength(r.scan.body), nowMs);
         }
       }
+      const at = new Date(nowMs).toISOString();
+      for (const f of files) file.run(f.inputId, f.hash, f.name ?? null, at, f.items);
     })();
+  }
+
+  /** Whether a file with this content hash was committed for this input before (and not yet pruned). */
+  knownFile(inputId: string, hash: string): boolean {
+    return this.db.prepare(`SELECT 1 FROM files WHERE input_id = ? AND hash = ?`).get(inputId, hash) !== undefined;
+  }
+
+  /** Undelivered scans and their bytes, from the trigger-maintained totals: one row read. */
+  totals(): BufferTotals {
+    return this.db
+      .prepare(
+        `SELECT pending_scans AS pendingScans, pending_bytes AS pendingBytes,
+           undelivered_scans AS undeliveredScans, undelivered_bytes AS undeliveredBytes FROM buffer_totals WHERE id = 1`,
+      )
+      .get() as BufferTotals;
   }
 
   /** Count of scans not yet in a batch, and the `created_at` (ms) of the oldest. */
   pending(): { count: number; oldestCreatedAt: number | null } {
-    const row = this.db.prepare(`SELECT count(*) AS count, min(created_at) AS oldest FROM scans WHERE state = 'pending'`).get() as {
-      count: number;
-      oldest: number | null;
-    };
-    return { count: row.count, oldestCreatedAt: row.oldest };
+    const count = this.totals().pendingScans;
+    const oldest = count === 0 ? null : ((this.db.prepare(`SELECT created_at FROM scans WHERE state = 'pending' ORDER BY id LIMIT 1`).pluck().get() as number | undefined) ?? null);
+    return { count, oldestCreatedAt: oldest };
   }
 
   /** Scans waiting for delivery: not in a batch yet, or in a batch not yet finished upstream. */
   undelivered(): number {
-    return (this.db.prepare(`SELECT count(*) AS n FROM scans WHERE state IN ('pending', 'batched')`).get() as { n: number }).n;
+    return this.totals().undeliveredScans;
   }
 
   /**
    * Packs the oldest pending scans into a new batch of at most `maxScans` scans whose JSON array
    * is at most `maxBytes` bytes, never two scans with the same reference (so each failure in a
-   * status answer maps to exactly one scan). Answers undefined when nothing is pending.
+   * status answer maps to exactly one scan). Packing is incremental: each scan adds its stored byte
+   * length and a comma. A scan whose reference is already in the batch is skipped and waits for the
+   * next batch; at most `maxScans + BATCH_LOOKAHEAD` rows are looked at, so a backlog where one
+   * reference repeats thousands of times still drains (one of them per batch) at bounded cost.
+   *
+   * A single scan larger than `maxBytes` can never be sent this way: with `holdOversize` it is held
+   * with the reason (replay it after switching to pre-signed), otherwise it is left pending.
+   *
+   * @returns the new batch, or undefined when nothing could be packed.
    */
-  formBatch(opts: { maxScans: number; maxBytes: number; mode: BatchMode; nowIso: string }): BatchRow | undefined {
+  formBatch(opts: { maxScans: number; maxBytes: number; mode: BatchMode; nowIso: string; holdOversize?: boolean }): BatchRow | undefined {
     return this.db.transaction(() => {
       const ids: number[] = [];
+      const oversize: { id: number; bytes: number }[] = [];
       const references = new Set<string>();
       let sum = 0;
-      const rows = this.db
-        .prepare(`SELECT id, reference, bytes FROM scans WHERE state = 'pending' ORDER BY id LIMIT ?`)
-        .iterate(opts.maxScans * 2) as IterableIterator<{ id: number; reference: string; bytes: number }>;
+      let examined = 0;
+      const rows = this.db.prepare(`SELECT id, reference, bytes FROM scans WHERE state = 'pending' ORDER BY id`).iterate() as IterableIterator<{
+        id: number;
+        reference: string;
+        bytes: number;
+      }>;
       for (const row of rows) {
+        if (++examined > opts.maxScans + BATCH_LOOKAHEAD) break;
         if (references.has(row.reference)) continue;
-        if (arrayBytes(ids.length + 1, sum + row.bytes) > opts.maxBytes) {
-          if (ids.length === 0) continue; // a single scan over the limit cannot be sent directly; left for a pre-signed batch
-          break;
+        if (arrayBytes(1, row.bytes) > opts.maxBytes) {
+          oversize.push({ id: row.id, bytes: row.bytes });
+          continue;
         }
+        if (arrayBytes(ids.length + 1, sum + row.bytes) > opts.maxBytes) break;
         ids.push(row.id);
         references.add(row.reference);
         sum += row.bytes;
         if (ids.length >= opts.maxScans) break;
+      }
+      if (opts.holdOversize) {
+        const hold = this.db.prepare(`UPDATE scans SET state = 'held', failure_reason = ? WHERE id = ?`);
+        for (const o of oversize) {
+          hold.run(`the scan alone is ${o.bytes + 2} bytes, over the ${opts.maxBytes}-byte limit of a ${opts.mode} upload`, o.id);
+        }
       }
       if (ids.length === 0) return undefined;
       const info = this.db
@@ -192,17 +283,43 @@ export class BufferStore {
     return this.db.prepare(`SELECT ${BATCH_COLUMNS} FROM batches ORDER BY id DESC LIMIT ?`).all(limit) as BatchRow[];
   }
 
-  /** Updates the named columns of a batch (camelCase keys of BatchRow). */
-  updateBatch(id: number, fields: Partial<Omit<BatchRow, 'id'>>): void {
+  /**
+   * Updates the named columns of a batch (camelCase keys of BatchRow). With `possibleDuplicate`,
+   * the same transaction counts the batch as possibly sent twice (its upload's answer was lost and
+   * it is sent again): `batches.possible_duplicate` and the lifetime counters both grow.
+   */
+  updateBatch(id: number, fields: Partial<Omit<BatchRow, 'id' | 'possibleDuplicate'>>, opts: { possibleDuplicate?: boolean } = {}): void {
     const entries = Object.entries(fields);
-    if (entries.length === 0) return;
-    const sets = entries.map(([k]) => `${k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)} = ?`).join(', ');
-    this.db.prepare(`UPDATE batches SET ${sets} WHERE id = ?`).run(...entries.map(([, v]) => v), id);
+    const sets = entries.map(([k]) => `${k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)} = ?`);
+    if (opts.possibleDuplicate) sets.push('possible_duplicate = possible_duplicate + 1');
+    if (sets.length === 0) return;
+    const update = () => this.db.prepare(`UPDATE batches SET ${sets.join(', ')} WHERE id = ?`).run(...entries.map(([, v]) => v), id);
+    if (!opts.possibleDuplicate) {
+      update();
+      return;
+    }
+    this.db.transaction(() => {
+      update();
+      const scans = (this.db.prepare(`SELECT scan_count FROM batches WHERE id = ?`).pluck().get(id) as number | undefined) ?? 0;
+      this.addCounter('possibleDuplicateUploads', 1);
+      this.addCounter('possibleDuplicateScans', scans);
+    })();
+  }
+
+  private addCounter(name: string, by: number): void {
+    this.db.prepare(`INSERT INTO counters (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = value + excluded.value`).run(name, by);
+  }
+
+  /** Lifetime counts of uploads (and their scans) that were sent again after their answer was lost. */
+  possibleDuplicates(): { uploads: number; scans: number } {
+    const rows = this.db.prepare(`SELECT name, value FROM counters WHERE name LIKE 'possibleDuplicate%'`).all() as { name: string; value: number }[];
+    const get = (n: string) => rows.find((r) => r.name === n)?.value ?? 0;
+    return { uploads: get('possibleDuplicateUploads'), scans: get('possibleDuplicateScans') };
   }
 
   /**
-   * Halves a batch the service refused as too large (413): the newer half goes back to pending.
-   * Answers false when the batch holds a single scan and cannot be split.
+   * Halves a batch the service refused as too large (413): the newer half goes back to pending and
+   * the batch is sent again without any address it had. Answers false for a single scan.
    */
   splitBatch(id: number): boolean {
     return this.db.transaction(() => {
@@ -213,7 +330,16 @@ export class BufferStore {
       const reset = this.db.prepare(`UPDATE scans SET state = 'pending', batch_id = NULL WHERE id = ?`);
       for (const sid of release) reset.run(sid);
       const sum = (this.db.prepare(`SELECT sum(bytes) FROM scans WHERE batch_id = ?`).pluck().get(id) as number) ?? 0;
-      this.updateBatch(id, { scanCount: keep.length, bytes: arrayBytes(keep.length, sum), state: 'ready' });
+      this.updateBatch(id, {
+        scanCount: keep.length,
+        bytes: arrayBytes(keep.length, sum),
+        state: 'ready',
+        requestId: null,
+        presignedUrl: null,
+        presignedExpiresAt: null,
+        putStartedAt: null,
+        nextAttemptAt: 0,
+      });
       return true;
     })();
   }
@@ -232,7 +358,7 @@ export class BufferStore {
    */
   finishBatch(
     id: number,
-    status: { state: string; description?: string; processed?: number; failed?: number; failures?: { reference: string; reason: string }[] },
+    status: { state: string; description?: string | undefined; processed?: number | undefined; failed?: number | undefined; failures?: { reference: string; reason: string }[] | undefined },
     nowIso: string,
   ): void {
     this.db.transaction(() => {
@@ -255,24 +381,50 @@ export class BufferStore {
     })();
   }
 
-  /** Scan counts by state. */
+  /** Scan counts by state; dead letters that were replayed are counted as `replayed`, not `failed`/`held`. */
   scanCounts(): Record<string, number> {
-    const rows = this.db.prepare(`SELECT state, count(*) AS n FROM scans GROUP BY state`).all() as { state: string; n: number }[];
-    return Object.fromEntries(rows.map((r) => [r.state, r.n]));
+    const counts: Record<string, number> = {};
+    for (const r of this.db.prepare(`SELECT state, count(*) AS n FROM scans GROUP BY state`).all() as { state: string; n: number }[]) counts[r.state] = r.n;
+    const replayed = this.db.prepare(`SELECT state, count(*) AS n FROM scans WHERE replayed_by IS NOT NULL GROUP BY state`).all() as { state: string; n: number }[];
+    for (const r of replayed) {
+      counts[r.state] = (counts[r.state] ?? 0) - r.n;
+      if (counts[r.state] === 0) delete counts[r.state];
+      counts.replayed = (counts.replayed ?? 0) + r.n;
+    }
+    return counts;
   }
 
-  /** The latest failed scans and rejected reads, newest first, for people. */
+  /** The latest failed scans (not yet replayed) and rejected reads, newest first, for people. */
   recentProblems(limit: number): { kind: 'failed' | 'rejected'; inputId: string; reference?: string; reason: string; raw: Buffer; at: string; origin?: string }[] {
     return this.db
       .prepare(
         `SELECT * FROM (
            SELECT 'failed' AS kind, r.input_id AS inputId, s.reference AS reference, s.failure_reason AS reason, r.raw AS raw, r.received_at AS at, r.origin AS origin, r.id AS rid
-             FROM scans s JOIN reads r ON r.id = s.read_id WHERE s.state IN ('failed', 'held')
+             FROM scans s JOIN reads r ON r.id = s.read_id WHERE s.state IN ('failed', 'held') AND s.replayed_by IS NULL
            UNION ALL
            SELECT 'rejected', input_id, NULL, reason, raw, received_at, origin, id FROM reads WHERE outcome = 'rejected'
          ) ORDER BY rid DESC LIMIT ?`,
       )
       .all(limit) as { kind: 'failed' | 'rejected'; inputId: string; reference?: string; reason: string; raw: Buffer; at: string; origin?: string }[];
+  }
+
+  /**
+   * Whether the disk has room again after SQLITE_FULL: writes 64 KiB and rolls back. Answers false
+   * while SQLite still reports the disk full; other errors are thrown.
+   */
+  probeSpace(): boolean {
+    const rollback = new Error('probe rolled back');
+    try {
+      this.db.transaction(() => {
+        this.db.prepare(`INSERT INTO space_probe (pad) VALUES (zeroblob(65536))`).run();
+        throw rollback;
+      })();
+    } catch (err) {
+      if (err === rollback) return true;
+      if (isDiskFull(err)) return false;
+      throw err;
+    }
+    return true;
   }
 
   close(): void {

@@ -1,6 +1,7 @@
 import type { DeliveryConfig } from '../config/schema.js';
+import { isGatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { BatchRow, BufferStore } from '../buffer/store.js';
+import type { BatchMode, BatchRow, BufferStore } from '../buffer/store.js';
 import { MAX_DIRECT_BODY_BYTES, PRESIGNED_VALIDITY_MS, TERMINAL_STATES } from '../upstream/contract.js';
 import { backoffDelay, classifyFailure } from './retry.js';
 import type { DeliveryApi, ScanStatusLike } from './types.js';
@@ -15,7 +16,13 @@ export interface DeliveryStatus {
   lastSuccessAt?: string;
   lastError?: { message: string; at: string; batchId?: number };
   nextRetryAt?: string;
+  /**
+   * Scans that may be held twice by the service: they were in a direct upload whose answer was
+   * lost and were sent again. Counted in the buffer, so the count survives restarts.
+   */
   possibleDuplicates: number;
+  /** How many such uploads (batches sent again). */
+  possibleDuplicateUploads: number;
 }
 
 export interface DelivererOptions {
@@ -31,14 +38,24 @@ export interface DelivererOptions {
 const OPEN_AFTER = 3;
 /** How many status polls run at once. */
 const POLL_CONCURRENCY = 8;
+/** A pre-signed address this close to its expiry is not used for a PUT any more, in ms. */
+const ADDRESS_MARGIN_MS = 60_000;
+
+/** Outcome of one pre-signed attempt: sent (or found already sent), or left to the status poll. */
+type PresignedOutcome = { requestId: string; uploadedAt?: number } | { waitForStatus: true };
 
 /**
  * Moves scans from the outbox to the service: forms batches by count, age and byte size, uploads
  * them direct or pre-signed, retries with backoff, and follows each batch's status until it is
- * terminal (contract §4.3–4.8). All state lives in the buffer, so a restart resumes where it stopped:
- * a direct upload in flight at a crash is sent again and counted as a possible duplicate; a
- * pre-signed upload is checked against the status endpoint first and sent only if the service
- * does not know its requestId.
+ * terminal (contract §4.3–4.8). Every decision is taken from the batch's state in the buffer, so a
+ * restart (or a crash at any point) resumes where it stopped:
+ *
+ * - `uploading` (a direct POST was in flight): sent again and counted as a possible duplicate.
+ * - `presigned` without a PUT started: the PUT is made (same address while valid, else a new one).
+ * - `presigned` with a PUT started (`put_started_at`): the status endpoint is asked first. A known
+ *   requestId is not sent again; an unknown one is given `notFoundGraceMs` from the PUT, then sent
+ *   again: to the same address while it is valid and unused, else to a new one.
+ * - `uploaded`: status polling resumes.
  */
 export class Deliverer {
   private readonly now: () => number;
@@ -47,11 +64,12 @@ export class Deliverer {
   private wakeUp: (() => void) | undefined;
   private wakeRequested = false;
   private timer: NodeJS.Timeout | undefined;
-  private readonly recovered = new Set<number>();
+  private inFlight: number | undefined;
+  /** The pre-signed step in progress, so a failure is pinned on the right call. */
+  private presignedStep: 'status' | 'address' | 'put' | undefined;
   private consecutiveFailures = 0;
   private paused = false;
-  private status: Omit<DeliveryStatus, 'circuit' | 'consecutiveFailures' | 'paused' | 'possibleDuplicates'> = {};
-  private possibleDuplicates = 0;
+  private status: Omit<DeliveryStatus, 'circuit' | 'consecutiveFailures' | 'paused' | 'possibleDuplicates' | 'possibleDuplicateUploads'> = {};
 
   constructor(private readonly options: DelivererOptions) {
     this.now = options.now ?? Date.now;
@@ -60,7 +78,7 @@ export class Deliverer {
   start(): void {
     if (this.running) return;
     this.running = true;
-    this.recover();
+    this.recoverDirect();
     this.loop = this.run();
   }
 
@@ -85,18 +103,29 @@ export class Deliverer {
   snapshot(): DeliveryStatus {
     const circuit: CircuitState =
       this.consecutiveFailures < OPEN_AFTER ? 'closed' : this.status.nextRetryAt && Date.parse(this.status.nextRetryAt) > this.now() ? 'open' : 'half-open';
-    return { ...this.status, paused: this.paused, circuit, consecutiveFailures: this.consecutiveFailures, possibleDuplicates: this.possibleDuplicates };
+    const dup = this.options.store.possibleDuplicates();
+    return {
+      ...this.status,
+      paused: this.paused,
+      circuit,
+      consecutiveFailures: this.consecutiveFailures,
+      possibleDuplicates: dup.scans,
+      possibleDuplicateUploads: dup.uploads,
+    };
   }
 
-  private recover(): void {
+  /**
+   * A batch left `uploading` by a crash (or by a failed write of the answer) had its POST in flight:
+   * the service may or may not have it. It is sent again and counted as a possible duplicate, in
+   * one transaction.
+   */
+  private recoverDirect(): void {
     const { store, logger } = this.options;
     for (const b of store.batchesInState('uploading')) {
-      // The POST may or may not have reached the service: send again, and say so.
-      store.updateBatch(b.id, { state: 'ready', possibleDuplicate: 1, nextAttemptAt: 0 });
-      this.possibleDuplicates++;
-      logger.warn({ batchId: b.id, scans: b.scanCount }, 'direct upload was in flight at the last stop; sending again (possible duplicate)');
+      if (b.id === this.inFlight) continue;
+      store.updateBatch(b.id, { state: 'ready', nextAttemptAt: 0 }, { possibleDuplicate: true });
+      logger.warn({ batchId: b.id, scans: b.scanCount }, 'direct upload was in flight and its answer was not recorded; sending again (possible duplicate)');
     }
-    for (const b of store.batchesInState('presigned')) this.recovered.add(b.id);
   }
 
   private async run(): Promise<void> {
@@ -105,6 +134,7 @@ export class Deliverer {
       try {
         waitMs = await this.step();
       } catch (err) {
+        // A failed write to the buffer (a full disk) lands here; the stored state is unchanged.
         this.options.logger.error({ err }, 'delivery step failed');
         waitMs = 1000;
       }
@@ -126,98 +156,132 @@ export class Deliverer {
   /** One pass: poll due statuses, upload the due batch, form a new batch if due. Answers ms to wait. */
   private async step(): Promise<number> {
     const { store, config } = this.options;
+    this.recoverDirect();
     const now = this.now();
     const uploaded = store.batchesInState('uploaded').filter((b) => b.nextAttemptAt <= now);
     for (let i = 0; i < uploaded.length && this.running; i += POLL_CONCURRENCY) {
       await Promise.all(uploaded.slice(i, i + POLL_CONCURRENCY).map((b) => this.poll(b)));
     }
     if (!this.paused && this.running) {
-      const due = store.batchesInState('ready', 'presigned').find((b) => b.nextAttemptAt <= this.now());
+      const open = store.batchesInState('ready', 'presigned');
+      const due = open.find((b) => b.nextAttemptAt <= this.now());
       if (due) {
         await this.upload(due);
         return 0;
       }
-      const inFlight = store.batchesInState('ready', 'presigned').length;
-      if (inFlight === 0) {
+      if (open.length === 0) {
         const pending = store.pending();
         if (pending.count > 0) {
           const age = this.now() - (pending.oldestCreatedAt ?? this.now());
-          if (pending.count >= config.maxBatchScans || age >= config.maxBatchDelayMs) {
-            this.formBatch(pending.count);
+          const full = pending.count >= config.maxBatchScans || store.totals().pendingBytes >= MAX_DIRECT_BODY_BYTES;
+          if (full || age >= config.maxBatchDelayMs) {
+            this.formBatch();
             return 0;
           }
           return config.maxBatchDelayMs - age;
         }
       }
     }
-    const next = [...store.batchesInState('ready', 'presigned', 'uploaded')].map((b) => b.nextAttemptAt - this.now());
+    const next = store.batchesInState('ready', 'presigned', 'uploaded').map((b) => b.nextAttemptAt - this.now());
     return next.length > 0 ? Math.max(0, Math.min(...next)) : 1000;
   }
 
-  private formBatch(pendingCount: number): void {
-    const { store, config } = this.options;
-    // auto: a backlog (more than one direct batch waiting) goes pre-signed, in larger batches.
-    const mode = config.mode === 'auto' ? (pendingCount > config.maxBatchScans ? 'presigned' : 'direct') : config.mode;
-    const batch = store.formBatch(
-      mode === 'direct'
-        ? { mode, maxScans: config.maxBatchScans, maxBytes: MAX_DIRECT_BODY_BYTES, nowIso: new Date(this.now()).toISOString() }
-        : { mode, maxScans: config.presignedMaxScans, maxBytes: config.presignedMaxBytes, nowIso: new Date(this.now()).toISOString() },
-    );
-    if (batch) this.options.logger.debug({ batchId: batch.id, mode, scans: batch.scanCount, bytes: batch.bytes }, 'batch formed');
+  /**
+   * Forms the next batch. `auto` sends a backlog (more pending than one direct batch holds, by
+   * count or bytes) pre-signed in larger batches, and anything else direct.
+   */
+  private formBatch(): void {
+    const { store, config, logger } = this.options;
+    const nowIso = new Date(this.now()).toISOString();
+    const totals = store.totals();
+    const backlog = totals.pendingScans > config.maxBatchScans || totals.pendingBytes > MAX_DIRECT_BODY_BYTES;
+    const mode: BatchMode = config.mode === 'auto' ? (backlog ? 'presigned' : 'direct') : config.mode;
+    const form = (m: BatchMode) =>
+      m === 'direct'
+        ? store.formBatch({ mode: m, maxScans: config.maxBatchScans, maxBytes: MAX_DIRECT_BODY_BYTES, nowIso, holdOversize: config.mode === 'direct' })
+        : store.formBatch({ mode: m, maxScans: config.presignedMaxScans, maxBytes: config.presignedMaxBytes, nowIso, holdOversize: true });
+    // In auto mode a scan too large for a direct upload still goes, pre-signed.
+    const batch = form(mode) ?? (config.mode === 'auto' && mode === 'direct' ? form('presigned') : undefined);
+    if (batch) logger.debug({ batchId: batch.id, mode: batch.mode, scans: batch.scanCount, bytes: batch.bytes }, 'batch formed');
   }
 
   private async upload(batch: BatchRow): Promise<void> {
-    const { store, api, logger } = this.options;
+    const { store, api, logger, config } = this.options;
     const body = store.batchBody(batch.id);
+    this.inFlight = batch.id;
     try {
-      let requestId: string;
+      let outcome: PresignedOutcome;
       if (batch.mode === 'direct') {
         store.updateBatch(batch.id, { state: 'uploading', attempts: batch.attempts + 1 });
-        requestId = (await api.uploadScans(body)).requestId;
+        outcome = { requestId: (await api.uploadScans(body)).requestId };
       } else {
-        requestId = await this.uploadPresigned(batch, body);
+        outcome = await this.uploadPresigned(batch, body);
       }
-      const at = new Date(this.now()).toISOString();
-      store.updateBatch(batch.id, { state: 'uploaded', requestId, uploadedAt: at, nextAttemptAt: this.now() + this.options.config.statusPollMs, lastError: null });
-      this.recovered.delete(batch.id);
       this.consecutiveFailures = 0;
-      this.status = { ...this.status, lastSuccessAt: at };
       delete this.status.nextRetryAt;
-      logger.info({ batchId: batch.id, requestId, mode: batch.mode, scans: batch.scanCount, bytes: batch.bytes }, 'batch uploaded');
+      if ('waitForStatus' in outcome) return;
+      const uploadedAt = outcome.uploadedAt ?? this.now();
+      const at = new Date(uploadedAt).toISOString();
+      store.updateBatch(batch.id, { state: 'uploaded', requestId: outcome.requestId, uploadedAt: at, nextAttemptAt: this.now() + config.statusPollMs, lastError: null });
+      this.status = { ...this.status, lastSuccessAt: at };
+      logger.info({ batchId: batch.id, requestId: outcome.requestId, mode: batch.mode, scans: batch.scanCount, bytes: batch.bytes }, 'batch uploaded');
     } catch (err) {
+      // Not an upstream answer (a failed write to the buffer, a full disk): the stored state says
+      // what happened; the loop logs it and the next pass (recoverDirect) takes it from there.
+      if (!isGatewayError(err)) throw err;
       this.uploadFailed(batch, err);
+    } finally {
+      this.inFlight = undefined;
     }
   }
 
   /**
    * Pre-signed flow (contract §4.4, §4.5): the requestId is written down before any data is sent,
-   * so after a crash the status endpoint says whether the PUT arrived.
+   * and the start of each PUT too, so after a crash or a lost answer the status endpoint says
+   * whether the data arrived.
    */
-  private async uploadPresigned(batch: BatchRow, body: string): Promise<string> {
-    const { store, api, logger } = this.options;
+  private async uploadPresigned(batch: BatchRow, body: string): Promise<PresignedOutcome> {
+    const { store, api, logger, config } = this.options;
     let current = store.batch(batch.id) ?? batch;
-    if (current.requestId && (this.recovered.has(batch.id) || current.attempts > 0)) {
+    this.presignedStep = undefined;
+    if (current.requestId && current.putStartedAt !== null) {
+      this.presignedStep = 'status';
       const status = await api.getScanStatus(current.requestId);
       if (status.state !== 'NotFound') {
-        logger.info({ batchId: batch.id, requestId: current.requestId }, 'pre-signed upload had arrived; not sending again');
-        return current.requestId;
+        logger.info({ batchId: batch.id, requestId: current.requestId }, 'pre-signed upload had arrived; not sending it again');
+        return { requestId: current.requestId, uploadedAt: current.putStartedAt };
       }
+      if (this.now() - current.putStartedAt < config.notFoundGraceMs) {
+        // The service may not show an upload at once: wait out the grace window by polling.
+        store.updateBatch(batch.id, {
+          state: 'uploaded',
+          uploadedAt: new Date(current.putStartedAt).toISOString(),
+          nextAttemptAt: this.now() + config.statusPollMs,
+        });
+        logger.info({ batchId: batch.id, requestId: current.requestId }, 'pre-signed upload may have arrived; polling its status before sending again');
+        return { waitForStatus: true };
+      }
+      logger.warn({ batchId: batch.id, requestId: current.requestId }, 'pre-signed upload did not arrive; sending it again');
     }
-    const expired = current.presignedExpiresAt !== null && current.presignedExpiresAt - 60_000 <= this.now();
+    const expired = current.presignedExpiresAt !== null && current.presignedExpiresAt - ADDRESS_MARGIN_MS <= this.now();
     if (!current.requestId || !current.presignedUrl || expired) {
       const issuedAt = this.now();
+      this.presignedStep = 'address';
       const address = await api.requestPresignedUpload();
       store.updateBatch(batch.id, {
         state: 'presigned',
         requestId: address.requestId,
         presignedUrl: address.url,
         presignedExpiresAt: issuedAt + PRESIGNED_VALIDITY_MS,
+        putStartedAt: null,
       });
       current = store.batch(batch.id) ?? current;
     }
-    store.updateBatch(batch.id, { attempts: current.attempts + 1 });
+    const started = this.now();
+    store.updateBatch(batch.id, { attempts: current.attempts + 1, putStartedAt: started });
+    this.presignedStep = 'put';
     await api.putPresigned(current.presignedUrl!, body);
-    return current.requestId!;
+    return { requestId: current.requestId!, uploadedAt: started };
   }
 
   private uploadFailed(batch: BatchRow, err: unknown): void {
@@ -233,7 +297,7 @@ export class Deliverer {
       return;
     }
     if (action.action === 'newAddress') {
-      store.updateBatch(batch.id, { state: 'ready', requestId: null, presignedUrl: null, presignedExpiresAt: null });
+      store.updateBatch(batch.id, { state: 'ready', requestId: null, presignedUrl: null, presignedExpiresAt: null, putStartedAt: null });
       logger.warn({ batchId: batch.id, err }, 'pre-signed address refused; asking for a new one');
       return;
     }
@@ -250,10 +314,16 @@ export class Deliverer {
       ...(this.options.random ? { random: this.options.random } : {}),
     });
     const nextAttemptAt = this.now() + delay;
-    const lostDirect = batch.mode === 'direct' && action.answerLost;
-    if (lostDirect) this.possibleDuplicates++;
-    const state = batch.mode === 'direct' ? 'ready' : (store.batch(batch.id)?.state ?? batch.state);
-    store.updateBatch(batch.id, { state, nextAttemptAt, lastError: message, ...(lostDirect ? { possibleDuplicate: 1 } : {}) });
+    const current = store.batch(batch.id) ?? batch;
+    if (batch.mode === 'direct') {
+      // A lost answer means the service may have the batch: the resend is counted.
+      store.updateBatch(batch.id, { state: 'ready', nextAttemptAt, lastError: message }, { possibleDuplicate: action.answerLost });
+    } else {
+      // An answer that refused the PUT itself means the data did not arrive: no status check needed
+      // next time. A failed status check or address request says nothing about an earlier PUT.
+      const refused = this.presignedStep === 'put' && !action.answerLost && current.putStartedAt !== null;
+      store.updateBatch(batch.id, { nextAttemptAt, lastError: message, ...(refused ? { putStartedAt: null } : {}) });
+    }
     this.status = { ...this.status, nextRetryAt: new Date(nextAttemptAt).toISOString() };
     logger.warn({ batchId: batch.id, err, retryInMs: delay }, 'upload failed; will retry');
   }
@@ -264,7 +334,13 @@ export class Deliverer {
     try {
       status = await api.getScanStatus(batch.requestId!);
     } catch (err) {
-      const delay = backoffDelay(batch.polls, { baseMs: config.statusPollMs, maxMs: config.statusPollMaxMs });
+      const action = classifyFailure(err);
+      const delay = backoffDelay(batch.polls, {
+        baseMs: config.statusPollMs,
+        maxMs: config.statusPollMaxMs,
+        ...(action.action === 'retry' && action.retryAfterMs !== undefined ? { retryAfterMs: action.retryAfterMs } : {}),
+        ...(this.options.random ? { random: this.options.random } : {}),
+      });
       store.updateBatch(batch.id, { polls: batch.polls + 1, nextAttemptAt: this.now() + delay, lastError: (err as Error).message });
       return;
     }
@@ -276,18 +352,14 @@ export class Deliverer {
     }
     const sinceUpload = this.now() - Date.parse(batch.uploadedAt ?? new Date(this.now()).toISOString());
     if (status.state === 'NotFound' && sinceUpload > config.notFoundGraceMs) {
-      // The service does not know this batch after the grace window: it never arrived. Send again.
-      const duplicate = batch.mode === 'direct';
-      if (duplicate) this.possibleDuplicates++;
-      store.updateBatch(batch.id, {
-        state: 'ready',
-        requestId: null,
-        presignedUrl: null,
-        presignedExpiresAt: null,
-        nextAttemptAt: 0,
-        ...(duplicate ? { possibleDuplicate: 1 } : {}),
-      });
-      logger.warn({ batchId: batch.id, requestId: batch.requestId }, 'service does not know an uploaded batch; sending again');
+      if (batch.mode === 'direct') {
+        // The service gave a requestId, then forgot it: send again, and say so.
+        store.updateBatch(batch.id, { state: 'ready', requestId: null, nextAttemptAt: 0 }, { possibleDuplicate: true });
+      } else {
+        // Back to the pre-signed step: it asks once more, then PUTs to the same address if valid, else a new one.
+        store.updateBatch(batch.id, { state: 'presigned', nextAttemptAt: 0 });
+      }
+      logger.warn({ batchId: batch.id, requestId: batch.requestId, graceMs: config.notFoundGraceMs }, 'the service does not know an uploaded batch; sending it again');
       return;
     }
     const interval = Math.min(config.statusPollMaxMs, Math.round(config.statusPollMs * 1.5 ** (batch.polls + 1)));

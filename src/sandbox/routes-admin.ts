@@ -11,7 +11,8 @@ const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
  * Test and demo controls, without authentication and answered only to loopback callers (403
  * otherwise, should the sandbox be bound to another address). Not part of the upstream contract.
  * - GET/PUT /_sandbox/faults: the fault switches; PUT merges a JSON object of changes.
- * - GET/DELETE /_sandbox/scans: every scan accepted since start or the last DELETE, in order.
+ * - GET/DELETE /_sandbox/scans: every scan accepted since start or the last DELETE, in order
+ *   (`?limit=N`: only the last N, with the counts).
  * - GET/DELETE /_sandbox/requests: the request log (method, path, status, time, ms).
  */
 export function registerAdminRoutes(app: FastifyInstance, state: SandboxState, faults: FaultSwitch): void {
@@ -36,7 +37,13 @@ export function registerAdminRoutes(app: FastifyInstance, state: SandboxState, f
     return faults.apply(parsed.data);
   });
 
-  app.get('/_sandbox/scans', async () => state.scanLog());
+  app.get<{ Querystring: { limit?: string } }>('/_sandbox/scans', async (request) => {
+    const log = state.scanLog();
+    // `?limit=N`: only the last N scans (and the counts), for callers that poll.
+    const limit = request.query.limit === undefined ? undefined : Number(request.query.limit);
+    if (limit === undefined || !Number.isInteger(limit) || limit < 0) return log;
+    return { ...log, scans: limit === 0 ? [] : log.scans.slice(-limit) };
+  });
   app.delete('/_sandbox/scans', async (_request, reply) => {
     state.clearScans();
     return reply.code(204).send();

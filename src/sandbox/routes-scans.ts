@@ -1,4 +1,5 @@
-import type { FastifyInstance, preHandlerAsyncHookHandler } from 'fastify';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { FastifyInstance, FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
 import { MAX_DIRECT_BODY_BYTES, scanBatchSchema } from '../upstream/contract.js';
 import { callerOf } from './auth.js';
 import { sendProblem, sendValidationProblem } from './problem.js';
@@ -11,6 +12,19 @@ export interface SandboxTiming {
   processingDelayMs(): number;
   /** Validity of a new pre-signed address, in ms. */
   presignedTtlMs(): number;
+  /** Size from which a direct upload is refused with 413, in bytes (the contract's 5.8 MiB unless lowered by a fault). */
+  directLimitBytes(): number;
+  /** Whether this upload's answer is lost (fault `lostAnswerRate`): processed, then the connection is destroyed. */
+  loseAnswer(): boolean;
+  /** Delay between processing an upload and answering it (fault `answerDelayMs`), in ms. */
+  answerDelayMs(): number;
+}
+
+/** Drops the connection without an answer, after the request was processed. */
+function dropAnswer(request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  reply.hijack();
+  request.raw.socket.destroy();
+  return reply;
 }
 
 /** Status code of an accepted direct upload: 202, since processing is asynchronous (§4.3 does not show it). */
@@ -36,13 +50,14 @@ export function registerScanRoutes(
     if (!isParsedBody(body) || (body.json === undefined && body.error === undefined)) {
       return sendProblem(request, reply, 400, 'A JSON array of scans (application/json) is required.');
     }
-    if (body.bytes > MAX_DIRECT_BODY_BYTES) {
+    const limit = Math.min(MAX_DIRECT_BODY_BYTES, timing.directLimitBytes());
+    if (body.bytes > limit) {
       return sendProblem(
         request,
         reply,
         413,
-        `The request body of ${body.bytes} bytes reaches the 5.8 MiB limit; upload large batches through a pre-signed URL.`,
-        { limitBytes: MAX_DIRECT_BODY_BYTES },
+        `The request body of ${body.bytes} bytes reaches the ${limit === MAX_DIRECT_BODY_BYTES ? '5.8 MiB' : `${limit}-byte (lowered by a fault)`} limit; upload large batches through a pre-signed URL.`,
+        { limitBytes: limit },
       );
     }
     if (body.error !== undefined) return sendProblem(request, reply, 400, `The body is not valid JSON: ${body.error}`);
@@ -53,6 +68,8 @@ export function registerScanRoutes(
     const requestId = state.nextRequestId();
     state.acceptBatch(requestId, callerOf(request), 'direct', body.json, timing.processingDelayMs(), Date.now());
     request.log.info({ requestId, scans: body.json.length, bytes: body.bytes }, 'direct upload accepted');
+    if (timing.answerDelayMs() > 0) await sleep(timing.answerDelayMs());
+    if (timing.loseAnswer()) return dropAnswer(request, reply);
     return sendJson(request, reply, UPLOAD_ACCEPTED_STATUS, { requestId });
   });
 
@@ -106,6 +123,8 @@ export function registerPresignedPut(app: FastifyInstance, state: SandboxState, 
         state.acceptUnreadable(claim.requestId, claim.clientId, 'The uploaded content is not a JSON array of scans.', timing.processingDelayMs(), now);
       }
       request.log.info({ requestId: claim.requestId, bytes: content.length }, 'pre-signed upload received');
+      if (timing.answerDelayMs() > 0) await sleep(timing.answerDelayMs());
+      if (timing.loseAnswer()) return dropAnswer(request, reply);
       reply.header('etag', `"${claim.requestId}"`);
       return reply.code(200).send('');
     });

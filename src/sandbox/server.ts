@@ -5,7 +5,7 @@ import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import { ErrorCodes, GatewayError } from '../errors.js';
 import { silentLogger } from '../log.js';
 import { PACKAGE_ROOT } from '../paths.js';
-import { PRESIGNED_VALIDITY_MS, TOKEN_VALIDITY_S } from '../upstream/contract.js';
+import { MAX_DIRECT_BODY_BYTES, PRESIGNED_VALIDITY_MS, TOKEN_VALIDITY_S } from '../upstream/contract.js';
 import { SandboxAuth, bearerCheck, registerTokenRoute } from './auth.js';
 import { FaultSwitch, registerFaultHooks } from './faults.js';
 import { sendProblem } from './problem.js';
@@ -50,13 +50,19 @@ export async function buildSandboxApp(options: SandboxOptions = {}): Promise<{ a
     bodyLimit: BODY_LIMIT,
     forceCloseConnections: true,
   }) as unknown as FastifyInstance;
-  const state = new SandboxState(options.clients ?? [demoClient()]);
+  const state = new SandboxState(options.clients ?? [demoClient()], options.maxLoggedScans !== undefined ? { maxLoggedScans: options.maxLoggedScans } : {});
   const faults = new FaultSwitch(options.faults ?? {});
   const auth = new SandboxAuth();
   const bearer = bearerCheck(auth);
   const timing = {
     processingDelayMs: () => faults.current().processingDelayMs ?? options.processingDelayMs ?? 1000,
     presignedTtlMs: () => options.presignedTtlMs ?? PRESIGNED_VALIDITY_MS,
+    directLimitBytes: () => faults.current().directLimitBytes ?? MAX_DIRECT_BODY_BYTES,
+    answerDelayMs: () => faults.current().answerDelayMs ?? 0,
+    loseAnswer: () => {
+      const rate = faults.current().lostAnswerRate ?? 0;
+      return rate > 0 && Math.random() < rate;
+    },
   };
 
   await app.register(formbody);

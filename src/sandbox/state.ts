@@ -49,7 +49,7 @@ interface PresignedAddress {
   used: boolean;
 }
 
-/** Most scans kept for inspection; older ones are dropped (counted in `dropped`). */
+/** Default of the most scans kept for inspection; older ones are dropped (counted in `dropped`). */
 export const MAX_LOGGED_SCANS = 100_000;
 /** Most requests kept in the request log. */
 export const MAX_LOGGED_REQUESTS = 10_000;
@@ -63,8 +63,10 @@ export class SandboxState {
   private scanCount = 0;
   private requests: LoggedRequest[] = [];
   private lastId = 0;
+  private readonly maxLoggedScans: number;
 
-  constructor(clients: SandboxClient[]) {
+  constructor(clients: SandboxClient[], options: { maxLoggedScans?: number } = {}) {
+    this.maxLoggedScans = options.maxLoggedScans ?? MAX_LOGGED_SCANS;
     for (const client of clients) {
       this.clients.set(client.clientId, client);
       this.products.set(client.clientId, new Map((client.products ?? []).map((p) => [p.key, { key: p.key, name: p.name }])));
@@ -165,7 +167,7 @@ export class SandboxState {
   logScan(entry: LoggedScan): void {
     this.scanCount += 1;
     this.scans.push(entry);
-    if (this.scans.length > MAX_LOGGED_SCANS) this.scans = this.scans.slice(-MAX_LOGGED_SCANS / 2);
+    if (this.scans.length > this.maxLoggedScans) this.scans = this.scans.slice(-Math.floor(this.maxLoggedScans / 2));
   }
 
   scanLog(): { count: number; dropped: number; scans: LoggedScan[] } {

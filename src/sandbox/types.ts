@@ -22,6 +22,20 @@ export const faultsSchema = z
     resetRate: rate.describe('Share of requests whose connection is destroyed without an answer.'),
     tokenTtlSec: z.number().positive().optional().describe('Overrides the token lifetime of new tokens, in s.'),
     processingDelayMs: z.number().min(0).optional().describe('Overrides the processing time of new batches, in ms.'),
+    lostAnswerRate: rate
+      .optional()
+      .describe('Share of uploads (direct POST, pre-signed PUT) taken and processed whose connection is then destroyed before the answer.'),
+    answerDelayMs: z
+      .number()
+      .min(0)
+      .optional()
+      .describe('Delay between processing an upload (direct POST, pre-signed PUT) and answering it, in ms: widens the window in which a client may die with its answer unrecorded.'),
+    directLimitBytes: z
+      .number()
+      .int()
+      .positive()
+      .optional()
+      .describe('Lowers the size from which a direct upload is refused with 413, in bytes (default: the 5.8 MiB of the contract).'),
   })
   .strict();
 export type Faults = z.infer<typeof faultsSchema>;
@@ -36,6 +50,9 @@ export const faultsPatchSchema = z
     resetRate: rate.optional(),
     tokenTtlSec: z.number().positive().nullable().optional(),
     processingDelayMs: z.number().min(0).nullable().optional(),
+    lostAnswerRate: rate.nullable().optional(),
+    answerDelayMs: z.number().min(0).nullable().optional(),
+    directLimitBytes: z.number().int().positive().nullable().optional(),
   })
   .strict();
 
@@ -66,6 +83,8 @@ export interface SandboxOptions {
   processingDelayMs?: number;
   /** Validity of pre-signed addresses, in ms. Default 30 min (contract §4.4). */
   presignedTtlMs?: number;
+  /** Most accepted scans kept for `GET /_sandbox/scans` (older ones are dropped). Default 100 000. */
+  maxLoggedScans?: number;
   faults?: Partial<Faults>;
   logger?: Logger;
 }

@@ -82,7 +82,8 @@ describe('delivery against the sandbox over real HTTP', () => {
     store.commitIntake(Array.from({ length: 10 }, (_, i) => scan(`X-${i}`)), Date.now());
     const batch = store.formBatch({ maxScans: 100, maxBytes: 1e9, mode: 'presigned', nowIso: new Date().toISOString() })!;
     const address = await client.requestPresignedUpload();
-    store.updateBatch(batch.id, { state: 'presigned', requestId: address.requestId, presignedUrl: address.url, presignedExpiresAt: Date.now() + 30 * 60_000 });
+    // As the deliverer does: the start of the PUT is written down before the PUT.
+    store.updateBatch(batch.id, { state: 'presigned', requestId: address.requestId, presignedUrl: address.url, presignedExpiresAt: Date.now() + 30 * 60_000, putStartedAt: Date.now() });
     await client.putPresigned(address.url, store.batchBody(batch.id));
     // The process "crashed" here: the PUT arrived, its success was never recorded.
     start({ mode: 'presigned' });
@@ -100,6 +101,47 @@ describe('delivery against the sandbox over real HTTP', () => {
     await waitFor(() => store.batchesInState('done').length === 1, { timeoutMs: 10_000 });
     expect(await sandboxRefs(sandbox)).toHaveLength(10);
     expect(store.batch(batch.id)?.requestId).toBe(address.requestId);
+  });
+
+  it('waits out the NotFound grace, then PUTs to the same address, when a started PUT never arrived (crash during the PUT)', async () => {
+    store.commitIntake(Array.from({ length: 10 }, (_, i) => scan(`Z-${i}`)), Date.now());
+    const batch = store.formBatch({ maxScans: 100, maxBytes: 1e9, mode: 'presigned', nowIso: new Date().toISOString() })!;
+    const address = await client.requestPresignedUpload();
+    store.updateBatch(batch.id, { state: 'presigned', requestId: address.requestId, presignedUrl: address.url, presignedExpiresAt: Date.now() + 30 * 60_000, putStartedAt: Date.now() });
+    // Crashed before the body reached the service. The service cannot tell yet whether it arrives.
+    start({ mode: 'presigned', notFoundGraceMs: 400 });
+    await waitFor(() => store.batch(batch.id)?.state === 'uploaded', { timeoutMs: 5000 });
+    expect(await sandboxRefs(sandbox)).toHaveLength(0);
+    await waitFor(() => store.batchesInState('done').length === 1, { timeoutMs: 10_000 });
+    expect(await sandboxRefs(sandbox)).toHaveLength(10);
+    expect(store.batch(batch.id)).toMatchObject({ requestId: address.requestId, upstreamState: 'Success' });
+    expect(deliverer!.snapshot().possibleDuplicates).toBe(0);
+  });
+
+  it('counts a direct upload whose answer was lost as a possible duplicate, persistently', async () => {
+    sandbox.setFaults({ lostAnswerRate: 1 });
+    store.commitIntake(Array.from({ length: 5 }, (_, i) => scan(`L-${i}`)), Date.now());
+    start({ mode: 'direct' });
+    await waitFor(async () => (await sandboxRefs(sandbox)).length >= 10, { timeoutMs: 10_000 });
+    sandbox.setFaults({ lostAnswerRate: 0 });
+    await waitFor(() => store.scanCounts().delivered === 5, { timeoutMs: 10_000 });
+    const refs = await sandboxRefs(sandbox);
+    const snapshot = deliverer!.snapshot();
+    expect(snapshot.possibleDuplicateUploads).toBeGreaterThanOrEqual(1);
+    expect(refs.length - 5).toBeLessThanOrEqual(snapshot.possibleDuplicates);
+    expect(store.possibleDuplicates().scans).toBe(snapshot.possibleDuplicates);
+  });
+
+  it('splits a batch the service refuses as too large (413) until it fits', async () => {
+    sandbox.setFaults({ directLimitBytes: 20_000 });
+    store.commitIntake(Array.from({ length: 400 }, (_, i) => scan(`S-${i}`)), Date.now());
+    start({ mode: 'direct', maxBatchScans: 400 });
+    await waitFor(() => store.scanCounts().delivered === 400, { timeoutMs: 20_000 });
+    const refs = await sandboxRefs(sandbox);
+    expect(refs).toHaveLength(400);
+    expect(new Set(refs).size).toBe(400);
+    for (const b of store.batchesInState('done')) expect(b.bytes).toBeLessThanOrEqual(20_000);
+    expect(store.batchesInState('done').length).toBeGreaterThan(2);
   });
 
   it('retries through 5xx, 429 with Retry-After and resets until every scan arrived', async () => {

@@ -1,8 +1,10 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { arrayBytes, BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
+import { MIGRATIONS } from '../../src/buffer/migrations.js';
+import { arrayBytes, BATCH_LOOKAHEAD, BufferStore, isDiskFull, type IntakeRecord } from '../../src/buffer/store.js';
 
 let store: BufferStore | undefined;
 afterEach(() => store?.close());
@@ -87,5 +89,119 @@ describe('buffer store', () => {
     store = again;
     expect(again.pending().count).toBe(1);
     expect(again.recentProblems(5)[0]).toMatchObject({ kind: 'rejected', reason: 'not UTF-8' });
+  });
+
+  it('keeps the undelivered totals exact through commit, batching, split, finish and hold', () => {
+    const s = open();
+    const exact = () => {
+      const row = s.db
+        .prepare(
+          `SELECT coalesce(sum(state = 'pending'), 0) AS pendingScans, coalesce(sum((state = 'pending') * bytes), 0) AS pendingBytes,
+             count(*) AS undeliveredScans, coalesce(sum(bytes), 0) AS undeliveredBytes FROM scans WHERE state IN ('pending', 'batched')`,
+        )
+        .get();
+      expect(s.totals()).toEqual(row);
+    };
+    s.commitIntake(['A', 'B', 'C', 'D', 'E'].map((r, i) => scanRecord(r, 40 + i)), 0);
+    exact();
+    expect(s.totals()).toEqual({ pendingScans: 5, pendingBytes: 210, undeliveredScans: 5, undeliveredBytes: 210 });
+    const b1 = s.formBatch({ maxScans: 4, maxBytes: 10_000, mode: 'direct', nowIso })!;
+    exact();
+    s.splitBatch(b1.id);
+    exact();
+    s.finishBatch(b1.id, { state: 'HasFailures', failures: [{ reference: 'A', reason: 'Invalid DCP' }] }, nowIso);
+    exact();
+    const b2 = s.formBatch({ maxScans: 10, maxBytes: 10_000, mode: 'direct', nowIso })!;
+    s.holdBatch(b2.id, 'HTTP 400');
+    exact();
+    expect(s.totals()).toEqual({ pendingScans: 0, pendingBytes: 0, undeliveredScans: 0, undeliveredBytes: 0 });
+  });
+
+  it('drains pending scans in which one reference repeats thousands of times; the others are not held up behind them', () => {
+    const s = open();
+    // 2000 batch transactions: durability is not what this test is about, so no fsync for each.
+    s.db.pragma('synchronous = OFF');
+    s.commitIntake([...Array.from({ length: 2000 }, () => scanRecord('SAME', 40)), ...Array.from({ length: 100 }, (_, i) => scanRecord(`U${i}`, 40))], 0);
+    const first = s.formBatch({ maxScans: 1000, maxBytes: 1e9, mode: 'direct', nowIso })!;
+    // One SAME, and the unique ones behind the repeats (within the look-ahead) come along.
+    expect(first.scanCount).toBe(101);
+    let batches = 1;
+    while (s.formBatch({ maxScans: 1000, maxBytes: 1e9, mode: 'direct', nowIso })) batches++;
+    expect(batches).toBe(2000);
+    expect(s.totals().pendingScans).toBe(0);
+    expect(BATCH_LOOKAHEAD).toBeGreaterThanOrEqual(2000);
+  });
+
+  it('holds a single scan too large for the batch limit instead of leaving it pending forever (direct mode)', () => {
+    const s = open();
+    s.commitIntake([scanRecord('BIG', 500), scanRecord('A', 40)], 0);
+    const batch = s.formBatch({ maxScans: 10, maxBytes: 200, mode: 'direct', nowIso, holdOversize: true })!;
+    expect(batch.scanCount).toBe(1);
+    expect(s.scanCounts()).toMatchObject({ held: 1, batched: 1 });
+    expect(s.recentProblems(5)[0]).toMatchObject({ reference: 'BIG', reason: expect.stringContaining('over the 200-byte limit') });
+  });
+
+  it('records a file content hash in the same transaction as its reads', () => {
+    const s = open();
+    expect(s.knownFile('inbox', 'abc')).toBe(false);
+    s.commitIntake([scanRecord('A', 40)], 0, [{ inputId: 'inbox', hash: 'abc', name: 'a.csv', items: 1 }]);
+    expect(s.knownFile('inbox', 'abc')).toBe(true);
+    expect(s.knownFile('other', 'abc')).toBe(false);
+  });
+
+  it('keeps what replay needs of a read: the DCP the source named, parents and attributes', () => {
+    const s = open();
+    s.commitIntake([{ ...scanRecord('A', 40), dcpKey: 'SRC-DCP', parents: ['TRAY-1'], attributes: { line: 'L1' } }], 0);
+    expect(s.db.prepare('SELECT dcp_key, source_dcp_key, parents, attributes, input_level FROM reads').get()).toEqual({
+      dcp_key: 'GI-01',
+      source_dcp_key: 'SRC-DCP',
+      parents: '["TRAY-1"]',
+      attributes: '{"line":"L1"}',
+      input_level: 0,
+    });
+  });
+
+  it('migrates a buffer written with schema 1, keeping its data and computing the totals', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sg-store-v1-'));
+    const file = join(dir, 'buffer.db');
+    const v1 = new Database(file);
+    v1.exec(MIGRATIONS[0]!);
+    v1.pragma('user_version = 1');
+    v1.prepare(`INSERT INTO reads (id, input_id, received_at, raw, outcome) VALUES (1, 'in', '2026-01-01T00:00:00.000Z', x'41', 'scan')`).run();
+    v1.prepare(`INSERT INTO scans (read_id, dcp_key, reference, time_utc, body, bytes, created_at) VALUES (1, 'GI-01', 'A', '', '{"reference":"A"}', 17, 0)`).run();
+    v1.close();
+    store = new BufferStore(file);
+    expect(store.db.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
+    expect(store.totals()).toEqual({ pendingScans: 1, pendingBytes: 17, undeliveredScans: 1, undeliveredBytes: 17 });
+    expect(store.formBatch({ maxScans: 10, maxBytes: 1000, mode: 'direct', nowIso })?.scanCount).toBe(1);
+  });
+
+  it('refuses a buffer from a newer gateway instead of guessing', () => {
+    const s = open();
+    s.db.pragma(`user_version = ${MIGRATIONS.length + 1}`);
+    s.close();
+    expect(() => new BufferStore(s.path)).toThrow(/newer than this gateway knows/);
+  });
+
+  it('reports a full database as SQLITE_FULL, loses nothing committed, and works again when room returns', () => {
+    const s = open();
+    s.commitIntake([scanRecord('A', 40)], 0);
+    const pages = s.db.pragma('page_count', { simple: true }) as number;
+    s.db.pragma(`max_page_count = ${pages}`);
+    let error: unknown;
+    try {
+      s.commitIntake(Array.from({ length: 200 }, (_, i) => scanRecord(`F${i}`, 2000)), 0);
+    } catch (err) {
+      error = err;
+    }
+    expect(isDiskFull(error)).toBe(true);
+    expect(s.probeSpace()).toBe(false);
+    expect(s.totals().pendingScans).toBe(1);
+    expect(s.db.pragma('integrity_check', { simple: true })).toBe('ok');
+    s.db.pragma(`max_page_count = ${pages + 10_000}`);
+    expect(s.probeSpace()).toBe(true);
+    s.commitIntake(Array.from({ length: 200 }, (_, i) => scanRecord(`F${i}`, 2000)), 0);
+    expect(s.totals().pendingScans).toBe(201);
+    expect(s.db.prepare('SELECT count(*) FROM space_probe').pluck().get()).toBe(0);
   });
 });

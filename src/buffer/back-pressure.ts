@@ -1,0 +1,222 @@
+import { statfsSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { Logger } from '../log.js';
+import { isDiskFull, type BufferStore } from './store.js';
+
+/** The buffer quota (config `buffer`): what undelivered data may take before intake slows down. */
+export interface QuotaLimits {
+  /** Most undelivered scans (pending, or in a batch not yet finished upstream). */
+  maxPendingScans: number;
+  /** Most bytes of undelivered scans (their JSON as it will be sent). */
+  maxBytes: number;
+  /** Share of either limit at which inputs that can wait are paused, e.g. 0.9. */
+  pauseAtRatio: number;
+  /** Share below which they are resumed (lower than `pauseAtRatio`, so they do not flap), e.g. 0.8. */
+  resumeAtRatio: number;
+}
+
+/**
+ * `ok`: below the pause mark. `paused`: inputs that can wait are paused; the others still commit.
+ * `full`: the quota is reached; commits that add scans are refused (the source keeps them).
+ */
+export type QuotaLevel = 'ok' | 'paused' | 'full';
+
+/** What the health page shows of the quota and the disk. */
+export interface BackPressureStatus {
+  level: QuotaLevel;
+  /** Inputs that can wait are told to pause (quota or full disk). */
+  intakePaused: boolean;
+  undeliveredScans: number;
+  undeliveredBytes: number;
+  maxPendingScans: number;
+  maxBytes: number;
+  /** The larger of the two shares used, 0..1 (may exceed 1 briefly: replay is not refused). */
+  usedRatio: number;
+  /** Set while SQLite reports the disk full (SQLITE_FULL): intake is stopped until room returns. */
+  diskFull?: { since: string; message: string };
+  /** Commits refused because the quota was reached, since start. */
+  refusedCommits: number;
+}
+
+export interface BackPressureOptions {
+  store: BufferStore;
+  limits: QuotaLimits;
+  logger: Logger;
+  /** Called when inputs that can wait must pause (true) or may resume (false). */
+  onPausedChange?: (paused: boolean, why: string) => void;
+  /** How often the totals are read again (delivery drains the buffer) and a full disk is probed, in ms. Default 1000. */
+  intervalMs?: number;
+  now?: () => number;
+  /** Free bytes on the buffer's file system; default `statfs` of the buffer's folder. */
+  freeBytes?: () => number;
+}
+
+/**
+ * Free space needed on the buffer's file system before intake resumes after SQLITE_FULL. On a real
+ * disk the rolled-back probe alone can succeed inside space the WAL file already holds, and intake
+ * would resume only to fail again at once.
+ */
+export const RESUME_FREE_BYTES = 8 * 1024 * 1024;
+
+function statfsFree(path: string): number {
+  if (path === ':memory:') return Number.MAX_SAFE_INTEGER;
+  const fs = statfsSync(dirname(path));
+  return fs.bavail * fs.bsize;
+}
+
+/**
+ * Back-pressure on intake (issue 4, item 8). The totals come from the trigger-maintained
+ * `buffer_totals` row, so every check is one row read. Near the quota (`pauseAtRatio`), inputs
+ * that can wait (those implementing `InputAdapter.setPaused`: files, MQTT) are paused; inputs that
+ * cannot (serial) keep committing until the quota itself is reached, after which commits adding
+ * scans are refused and the input keeps its reads (serial: in memory, up to its own limit) and
+ * retries. A full disk pauses intake the same way until the file system has
+ * {@link RESUME_FREE_BYTES} free and a 64 KiB write (rolled back) goes through.
+ */
+export class BackPressure {
+  private level: QuotaLevel = 'ok';
+  private paused = false;
+  private diskFull: { since: string; message: string } | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private refused = 0;
+  private readonly now: () => number;
+
+  constructor(private readonly options: BackPressureOptions) {
+    this.now = options.now ?? Date.now;
+  }
+
+  start(): void {
+    this.check();
+    this.timer = setInterval(() => {
+      try {
+        this.check();
+      } catch (err) {
+        this.options.logger.error({ err }, 'buffer quota check failed');
+      }
+    }, this.options.intervalMs ?? 1000);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /**
+   * Whether a commit adding `scans` scans of `bytes` bytes fits under the quota. Answers the reason
+   * when it does not (the commit is then refused and the source keeps its reads).
+   */
+  admit(scans: number, bytes: number): string | undefined {
+    if (scans === 0) return undefined;
+    const { maxPendingScans, maxBytes } = this.options.limits;
+    const t = this.options.store.totals();
+    if (t.undeliveredScans + scans > maxPendingScans || t.undeliveredBytes + bytes > maxBytes) {
+      this.refused++;
+      this.setLevel('full', t.undeliveredScans, t.undeliveredBytes);
+      return `the buffer quota is reached (${t.undeliveredScans} undelivered scans, ${t.undeliveredBytes} bytes; limits ${maxPendingScans} scans, ${maxBytes} bytes): new scans are refused until delivery drains it`;
+    }
+    return undefined;
+  }
+
+  /** A commit failed: a full disk stops intake until {@link check} finds room again. */
+  commitFailed(err: unknown): void {
+    if (!isDiskFull(err) || this.diskFull) return;
+    this.diskFull = { since: new Date(this.now()).toISOString(), message: (err as Error).message };
+    this.options.logger.fatal(
+      { err, path: this.options.store.path },
+      'buffer disk is full (SQLITE_FULL): intake stopped, nothing is acknowledged; it resumes by itself when there is room again',
+    );
+    this.updatePaused();
+  }
+
+  /** A commit went through: the disk has room; and the totals grew, so the pause mark is checked at once. */
+  commitSucceeded(): void {
+    if (this.diskFull) this.clearDiskFull('a commit went through');
+    this.check();
+  }
+
+  /** Reads the totals again (and probes a full disk); pauses or resumes inputs that can wait. */
+  check(): void {
+    if (this.diskFull) {
+      let room = false;
+      try {
+        const free = (this.options.freeBytes ?? (() => statfsFree(this.options.store.path)))();
+        room = free >= RESUME_FREE_BYTES && this.options.store.probeSpace();
+      } catch (err) {
+        this.options.logger.warn({ err }, 'probing the buffer disk failed');
+      }
+      if (room) this.clearDiskFull('the disk has room again');
+    }
+    const t = this.options.store.totals();
+    const ratio = this.ratio(t.undeliveredScans, t.undeliveredBytes);
+    const { pauseAtRatio, resumeAtRatio } = this.options.limits;
+    let level: QuotaLevel;
+    if (ratio >= 1) level = 'full';
+    else if (ratio >= pauseAtRatio) level = 'paused';
+    else if (this.level !== 'ok' && ratio >= resumeAtRatio) level = 'paused';
+    else level = 'ok';
+    this.setLevel(level, t.undeliveredScans, t.undeliveredBytes);
+  }
+
+  snapshot(): BackPressureStatus {
+    const t = this.options.store.totals();
+    const { maxPendingScans, maxBytes } = this.options.limits;
+    return {
+      level: this.level,
+      intakePaused: this.paused,
+      undeliveredScans: t.undeliveredScans,
+      undeliveredBytes: t.undeliveredBytes,
+      maxPendingScans,
+      maxBytes,
+      usedRatio: this.ratio(t.undeliveredScans, t.undeliveredBytes),
+      ...(this.diskFull ? { diskFull: { ...this.diskFull } } : {}),
+      refusedCommits: this.refused,
+    };
+  }
+
+  /** One sentence per reason the health state is not `ok`, or none. */
+  reasons(): string[] {
+    const s = this.snapshot();
+    const out: string[] = [];
+    if (s.diskFull) {
+      out.push(`buffer disk full (SQLITE_FULL) since ${s.diskFull.since}: intake stopped, nothing is acknowledged; it resumes by itself when there is room on the disk of ${this.options.store.path}`);
+    }
+    const pct = Math.round(s.usedRatio * 100);
+    if (s.level === 'full') {
+      out.push(`buffer quota reached (${s.undeliveredScans} of ${s.maxPendingScans} scans, ${s.undeliveredBytes} of ${s.maxBytes} bytes): inputs that can wait are paused and new scans are refused until delivery drains the buffer`);
+    } else if (s.level === 'paused') {
+      out.push(`buffer at ${pct}% of its quota: inputs that can wait are paused until it drains below ${Math.round(this.options.limits.resumeAtRatio * 100)}%`);
+    }
+    return out;
+  }
+
+  private ratio(scans: number, bytes: number): number {
+    const { maxPendingScans, maxBytes } = this.options.limits;
+    return Math.max(scans / maxPendingScans, bytes / maxBytes);
+  }
+
+  private clearDiskFull(why: string): void {
+    const since = this.diskFull?.since;
+    this.diskFull = undefined;
+    this.options.logger.warn({ since, why }, 'buffer disk has room again: intake resumes');
+    this.updatePaused();
+  }
+
+  private setLevel(level: QuotaLevel, scans: number, bytes: number): void {
+    if (level !== this.level) {
+      const { maxPendingScans, maxBytes } = this.options.limits;
+      const log = level === 'ok' ? this.options.logger.info.bind(this.options.logger) : this.options.logger.warn.bind(this.options.logger);
+      log({ level, from: this.level, undeliveredScans: scans, undeliveredBytes: bytes, maxPendingScans, maxBytes }, `buffer quota level ${level}`);
+      this.level = level;
+    }
+    this.updatePaused();
+  }
+
+  private updatePaused(): void {
+    const paused = this.level !== 'ok' || this.diskFull !== undefined;
+    if (paused === this.paused) return;
+    this.paused = paused;
+    const why = this.diskFull ? 'buffer disk full' : paused ? `buffer quota level ${this.level}` : 'buffer drained below the resume mark';
+    this.options.onPausedChange?.(paused, why);
+  }
+}

@@ -1,0 +1,75 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Intake, type IntakeGate } from '../../src/buffer/intake.js';
+import { BufferStore } from '../../src/buffer/store.js';
+import { configSchema } from '../../src/config/schema.js';
+import { isGatewayError } from '../../src/errors.js';
+import type { IntakeItem } from '../../src/inputs/types.js';
+import { silentLogger } from '../../src/log.js';
+import { mappingContext } from '../../src/mapping/map-read.js';
+
+const config = configSchema.parse({
+  site: { id: 'intake', timezone: 'Europe/Berlin' },
+  upstream: { baseUrl: 'http://127.0.0.1:1', authUrl: 'http://127.0.0.1:1', clientId: 'demo-client' },
+  dcps: [{ key: 'GI-01', kind: 'goodsIn', productModelKey: 'PACK-A', supplierKey: 'SUP-0042', duplicateWindowMs: 0 }],
+  inputs: [{ id: 'inbox', type: 'files', dir: '/tmp/unused', dcp: 'GI-01' }],
+});
+
+let store: BufferStore | undefined;
+let intake: Intake | undefined;
+afterEach(() => {
+  intake?.close();
+  store?.close();
+});
+
+function setup(gate?: IntakeGate): { store: BufferStore; intake: Intake } {
+  store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-intake-')), 'buffer.db'));
+  intake = new Intake({ store, mapping: mappingContext(config), logger: silentLogger(), ...(gate ? { gate } : {}) });
+  return { store, intake };
+}
+
+const reads = (prefix: string, n: number): IntakeItem[] =>
+  Array.from({ length: n }, (_, i) => ({ kind: 'read', read: { inputId: 'inbox', raw: Buffer.from(`${prefix}-${i}`), receivedAt: new Date() } }));
+
+describe('intake: file hashes and the quota gate', () => {
+  it('stores a file once: the same content submitted again (a crash between commit and move) is acknowledged, not stored', async () => {
+    const { store, intake } = setup();
+    await intake.submit(reads('F', 5), { fileHash: 'sha-1', fileName: 'a.csv' });
+    await intake.submit(reads('F', 5), { fileHash: 'sha-1', fileName: 'a.csv' });
+    expect(store.totals().pendingScans).toBe(5);
+    expect(intake.countersFor('inbox')).toMatchObject({ reads: 5, scans: 5 });
+    await intake.submit(reads('G', 3), { fileHash: 'sha-2', fileName: 'b.csv' });
+    expect(store.totals().pendingScans).toBe(8);
+    expect(store.db.prepare('SELECT name, items FROM files ORDER BY name').all()).toEqual([
+      { name: 'a.csv', items: 5 },
+      { name: 'b.csv', items: 3 },
+    ]);
+  });
+
+  it('refuses only the submits that do not fit under the quota, and writes nothing of them', async () => {
+    let room = 4;
+    const gate: IntakeGate = {
+      admit: (scans) => (scans > room ? `quota: ${scans} > ${room}` : undefined),
+      commitFailed: () => {},
+      commitSucceeded: () => {},
+    };
+    const { store, intake } = setup(gate);
+    const first = intake.submit(reads('A', 3));
+    const second = intake.submit(reads('B', 3)); // same group: 6 > 4
+    const rejections = intake.submit([{ kind: 'rejection', rejection: { inputId: 'inbox', raw: Buffer.from('x'), receivedAt: new Date(), reason: 'no barcode column' } }]);
+    await first;
+    const refused = await second.then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    await rejections;
+    expect(isGatewayError(refused) && refused.details.quota).toBe(true);
+    expect(store.totals().pendingScans).toBe(3);
+    expect(store.db.prepare(`SELECT count(*) FROM reads WHERE outcome = 'rejected'`).pluck().get()).toBe(1);
+    room = 100;
+    await intake.submit(reads('B', 3));
+    expect(store.totals().pendingScans).toBe(6);
+  });
+});

@@ -1,0 +1,89 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Retention } from '../../src/buffer/retention.js';
+import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
+import { silentLogger } from '../../src/log.js';
+
+const DAY = 24 * 3600_000;
+const NOW = Date.parse('2026-12-31T12:00:00Z');
+let store: BufferStore | undefined;
+afterEach(() => store?.close());
+
+function scan(reference: string, at: number): IntakeRecord {
+  const body = JSON.stringify({ reference });
+  return { inputId: 'in', receivedAt: new Date(at), raw: Buffer.from(reference), outcome: 'scan', scan: { reference, dcpKey: 'GI-01', instant: new Date(at), body } };
+}
+
+function other(outcome: 'noRead' | 'duplicate' | 'rejected', at: number): IntakeRecord {
+  return { inputId: 'in', receivedAt: new Date(at), raw: Buffer.from(outcome), outcome, ...(outcome === 'rejected' ? { reason: 'invalid GS1 data' } : {}) };
+}
+
+/** Commits scans, batches them all, and finishes the batch `daysAgo` days before NOW. */
+function deliveredBatch(s: BufferStore, refs: string[], daysAgo: number, failures: { reference: string; reason: string }[] = []): number {
+  const at = NOW - daysAgo * DAY;
+  s.commitIntake(refs.map((r) => scan(r, at)), at);
+  const b = s.formBatch({ maxScans: 1000, maxBytes: 1e9, mode: 'direct', nowIso: new Date(at).toISOString() })!;
+  s.updateBatch(b.id, { state: 'uploaded', requestId: String(b.id) });
+  s.finishBatch(b.id, { state: failures.length ? 'HasFailures' : 'Success', failures }, new Date(at).toISOString());
+  return b.id;
+}
+
+describe('retention: the audit period', () => {
+  it('prunes delivered scans past the period and keeps everything undelivered', async () => {
+    const s = (store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-retention-')), 'buffer.db')));
+    const old = deliveredBatch(s, ['OLD-1', 'OLD-2', 'OLD-3', 'DEAD'], 40, [{ reference: 'DEAD', reason: 'Invalid DCP' }]);
+    const recent = deliveredBatch(s, ['NEW-1', 'NEW-2'], 10);
+    // A dead letter that was replayed, and its replacement delivered long ago.
+    const replayedOld = deliveredBatch(s, ['FIXED'], 45, [{ reference: 'FIXED', reason: 'Invalid DCP' }]);
+    const deadId = s.db.prepare(`SELECT id FROM scans WHERE reference = 'FIXED'`).pluck().get() as number;
+    const replacement = deliveredBatch(s, ['FIXED-AGAIN'], 35);
+    const replacementId = s.db.prepare(`SELECT id FROM scans WHERE reference = 'FIXED-AGAIN'`).pluck().get() as number;
+    s.db.prepare(`UPDATE scans SET replayed_by = ? WHERE id = ?`).run(replacementId, deadId);
+    // Undelivered: pending, held, and an upload still in flight.
+    s.commitIntake([scan('PENDING', NOW - 90 * DAY)], NOW - 90 * DAY);
+    s.commitIntake([scan('HELD', NOW - 90 * DAY)], NOW - 90 * DAY);
+    const held = s.formBatch({ maxScans: 1, maxBytes: 1e9, mode: 'direct', nowIso: new Date(NOW - 90 * DAY).toISOString() })!;
+    s.holdBatch(held.id, 'HTTP 400');
+    s.commitIntake([other('noRead', NOW - 40 * DAY), other('duplicate', NOW - 40 * DAY), other('noRead', NOW - DAY), other('rejected', NOW - 90 * DAY)], NOW);
+    s.commitIntake([], NOW - 40 * DAY, [{ inputId: 'in', hash: 'old', items: 1 }]);
+    s.commitIntake([], NOW - DAY, [{ inputId: 'in', hash: 'new', items: 1 }]);
+
+    const retention = new Retention({ store: s, retentionDays: 30, logger: silentLogger(), now: () => NOW, chunk: 2 });
+    const result = await retention.prune();
+
+    const refs = (s.db.prepare(`SELECT reference FROM scans ORDER BY reference`).pluck().all() as string[]).sort();
+    expect(refs).toEqual(['DEAD', 'HELD', 'NEW-1', 'NEW-2', 'PENDING']);
+    expect(result).toEqual({ scans: 5, reads: 7, batches: 2, files: 1 });
+    // The batch of the kept dead letter stays (its requestId is the audit of that failure).
+    const batches = s.db.prepare(`SELECT id FROM batches ORDER BY id`).pluck().all() as number[];
+    expect(batches).toEqual([old, recent, held.id].sort((a, b) => a - b));
+    expect(batches).not.toContain(replayedOld);
+    expect(batches).not.toContain(replacement);
+    const reads = s.db.prepare(`SELECT outcome, count(*) AS n FROM reads GROUP BY outcome ORDER BY outcome`).all();
+    expect(reads).toEqual([
+      { outcome: 'noRead', n: 1 },
+      { outcome: 'rejected', n: 1 },
+      { outcome: 'scan', n: 5 },
+    ]);
+    expect(s.knownFile('in', 'old')).toBe(false);
+    expect(s.knownFile('in', 'new')).toBe(true);
+    expect(s.db.pragma('foreign_key_check')).toEqual([]);
+    expect(s.totals().undeliveredScans).toBe(1);
+
+    // Nothing more to do a second time.
+    expect(await retention.prune()).toEqual({ scans: 0, reads: 0, batches: 0, files: 0 });
+  });
+
+  it('runs at start and then periodically, and stops cleanly', async () => {
+    const s = (store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-retention-')), 'buffer.db')));
+    deliveredBatch(s, ['OLD'], 40);
+    const retention = new Retention({ store: s, retentionDays: 30, logger: silentLogger(), now: () => NOW, intervalMs: 20 });
+    retention.start();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await retention.stop();
+    expect(s.db.prepare('SELECT count(*) FROM scans').pluck().get()).toBe(0);
+    expect(retention.lastRun?.result).toEqual({ scans: 0, reads: 0, batches: 0, files: 0 });
+  });
+});

@@ -1,0 +1,325 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
+import { deliverySchema, type DeliveryConfig } from '../../src/config/schema.js';
+import { Deliverer } from '../../src/delivery/deliverer.js';
+import type { DeliveryApi, ScanStatusLike } from '../../src/delivery/types.js';
+import { ErrorCodes, GatewayError } from '../../src/errors.js';
+import { silentLogger } from '../../src/log.js';
+import { httpError, networkError } from '../../src/upstream/http-errors.js';
+import { waitFor } from '../helpers/wait.js';
+
+/** A scripted upstream: each call takes the next scripted behaviour of its kind, or the default. */
+class FakeApi implements DeliveryApi {
+  calls: { op: string; at: number; body?: string; url?: string; requestId?: string }[] = [];
+  upload: Array<() => Promise<{ requestId: string }>> = [];
+  put: Array<() => Promise<void>> = [];
+  status: Array<(requestId: string) => Promise<ScanStatusLike>> = [];
+  /** What the service holds: requestId → scan count. */
+  received = new Map<string, number>();
+  private next = 1000;
+
+  constructor(private readonly clock: () => number) {}
+
+  async uploadScans(body: string) {
+    this.calls.push({ op: 'upload', at: this.clock(), body });
+    const scripted = this.upload.shift();
+    if (scripted) return scripted();
+    const requestId = String(this.next++);
+    this.received.set(requestId, (JSON.parse(body) as unknown[]).length);
+    return { requestId };
+  }
+  async requestPresignedUpload() {
+    const requestId = String(this.next++);
+    this.calls.push({ op: 'presign', at: this.clock(), requestId });
+    return { url: `http://s3.test/${requestId}`, requestId };
+  }
+  async putPresigned(url: string, body: string) {
+    this.calls.push({ op: 'put', at: this.clock(), url, body });
+    const scripted = this.put.shift();
+    if (scripted) return scripted();
+    this.received.set(url.split('/').pop()!, (JSON.parse(body) as unknown[]).length);
+  }
+  async getScanStatus(requestId: string): Promise<ScanStatusLike> {
+    this.calls.push({ op: 'status', at: this.clock(), requestId });
+    const scripted = this.status.shift();
+    if (scripted) return scripted(requestId);
+    const count = this.received.get(requestId);
+    return count === undefined ? { state: 'NotFound', requestId } : { state: 'Success', requestId, processed: count };
+  }
+  ops(op: string) {
+    return this.calls.filter((c) => c.op === op);
+  }
+}
+
+function scan(reference: string): IntakeRecord {
+  const body = JSON.stringify({ reference, timeStamp: '2026-11-18T07:00:00', dcpKey: 'GI-01', productModelKey: 'PACK-A', parents: [], attributes: [] });
+  return { inputId: 'in', receivedAt: new Date(0), raw: Buffer.from(reference), outcome: 'scan', scan: { reference, dcpKey: 'GI-01', instant: new Date(0), body } };
+}
+
+let store: BufferStore;
+let deliverer: Deliverer | undefined;
+afterEach(async () => {
+  await deliverer?.stop();
+  deliverer = undefined;
+  store?.close();
+});
+
+/** A clock the test moves; the deliverer's waits are real but short, its decisions use this clock. */
+function setup(over: Partial<DeliveryConfig>, random = () => 0) {
+  store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-deliverer-')), 'buffer.db'));
+  const clock = { t: 1_700_000_000_000 };
+  const now = () => clock.t;
+  const api = new FakeApi(now);
+  const config = deliverySchema.parse({ maxBatchDelayMs: 0, statusPollMs: 100, statusPollMaxMs: 1000, retryBaseMs: 1000, retryMaxMs: 8000, notFoundGraceMs: 10_000, ...over });
+  const make = () => new Deliverer({ store, api, config, logger: silentLogger(), now, random });
+  return {
+    clock,
+    api,
+    make,
+    start() {
+      deliverer = make();
+      deliverer.start();
+      return deliverer;
+    },
+    advance(ms: number) {
+      clock.t += ms;
+      deliverer?.wake();
+    },
+  };
+}
+
+describe('deliverer: retries, Retry-After and the circuit', () => {
+  it('honours Retry-After, opens the circuit after three failures, half-opens when the wait is over, closes on success', async () => {
+    const t = setup({ mode: 'direct' });
+    const tooMany = () => Promise.reject(httpError('POST', '/api/trace/v3/scans', 429, '', 5000));
+    t.api.upload.push(tooMany, tooMany, tooMany);
+    store.commitIntake([scan('A'), scan('B')], t.clock.t);
+    const d = t.start();
+    for (let n = 1; n <= 3; n++) {
+      await waitFor(() => t.api.ops('upload').length === n);
+      await waitFor(() => d.snapshot().consecutiveFailures === n);
+      // Not before the service said: nothing happens while the clock stands still.
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      expect(t.api.ops('upload')).toHaveLength(n);
+      if (n < 3) t.advance(5000);
+    }
+    expect(d.snapshot()).toMatchObject({ circuit: 'open', consecutiveFailures: 3, lastError: { message: expect.stringContaining('429') } });
+    const [first, second, third] = t.api.ops('upload');
+    expect(second!.at - first!.at).toBeGreaterThanOrEqual(5000);
+    expect(third!.at - second!.at).toBeGreaterThanOrEqual(5000);
+
+    t.clock.t += 5000; // the wait is over, the next try not yet made
+    expect(d.snapshot().circuit).toBe('half-open');
+    t.advance(0);
+    await waitFor(() => store.batchesInState('uploaded').length === 1);
+    expect(d.snapshot()).toMatchObject({ circuit: 'closed', consecutiveFailures: 0, possibleDuplicates: 0 });
+    t.advance(100);
+    await waitFor(() => store.scanCounts().delivered === 2);
+  });
+
+  it('backs off exponentially with full jitter between retries of a 5xx', async () => {
+    const t = setup({ mode: 'direct', retryBaseMs: 1000, retryMaxMs: 8000 }, () => 0.999);
+    const fail = () => Promise.reject(httpError('POST', '/api/trace/v3/scans', 503, '', undefined));
+    t.api.upload.push(fail, fail, fail, fail, fail);
+    store.commitIntake([scan('A')], t.clock.t);
+    t.start();
+    const expected = [999, 1998, 3996, 7992, 7992];
+    for (let n = 1; n <= 5; n++) {
+      await waitFor(() => store.batchesInState('ready')[0]?.attempts === n && store.batchesInState('ready')[0]?.lastError !== null);
+      const b = store.batchesInState('ready')[0]!;
+      expect(b.nextAttemptAt - t.clock.t).toBe(expected[n - 1]);
+      t.advance(expected[n - 1]!);
+    }
+    await waitFor(() => store.batchesInState('uploaded').length === 1);
+  });
+
+  it('holds a batch the service refuses for good (400) with the answer, and does not retry it', async () => {
+    const t = setup({ mode: 'direct' });
+    t.api.upload.push(() => Promise.reject(httpError('POST', '/api/trace/v3/scans', 400, '{"title":"The scan batch is invalid"}', undefined)));
+    store.commitIntake([scan('A'), scan('B')], t.clock.t);
+    t.start();
+    await waitFor(() => store.batchesInState('held').length === 1);
+    t.advance(60_000);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(t.api.ops('upload')).toHaveLength(1);
+    expect(store.scanCounts()).toEqual({ held: 2 });
+    expect(store.recentProblems(5)[0]).toMatchObject({ kind: 'failed', reason: expect.stringContaining('HTTP 400') });
+  });
+
+  it('retries a 401 that outlived the token refresh, without holding the batch', async () => {
+    const t = setup({ mode: 'direct' });
+    t.api.upload.push(() => Promise.reject(new GatewayError(ErrorCodes.UPSTREAM_AUTH, 'answered 401 with a freshly obtained token')));
+    store.commitIntake([scan('A')], t.clock.t);
+    const d = t.start();
+    await waitFor(() => d.snapshot().lastError?.message.includes('401') === true);
+    t.advance(1000);
+    await waitFor(() => store.batchesInState('uploaded').length === 1);
+    expect(t.api.ops('upload')).toHaveLength(2);
+    expect(store.scanCounts().held).toBeUndefined();
+  });
+});
+
+describe('deliverer: crash recovery decided from the stored state', () => {
+  it('sends a direct batch left `uploading` again and counts it as a possible duplicate, across restarts', async () => {
+    const t = setup({ mode: 'direct' });
+    store.commitIntake([scan('A'), scan('B'), scan('C')], t.clock.t);
+    const b = store.formBatch({ mode: 'direct', maxScans: 10, maxBytes: 1e6, nowIso: new Date(t.clock.t).toISOString() })!;
+    store.updateBatch(b.id, { state: 'uploading', attempts: 1 }); // the process died during the POST
+    const d = t.start();
+    await waitFor(() => store.batchesInState('uploaded').length === 1);
+    expect(t.api.ops('upload')).toHaveLength(1);
+    expect(d.snapshot()).toMatchObject({ possibleDuplicates: 3, possibleDuplicateUploads: 1 });
+    expect(store.batch(b.id)?.possibleDuplicate).toBe(1);
+    await d.stop();
+    expect(t.make().snapshot()).toMatchObject({ possibleDuplicates: 3, possibleDuplicateUploads: 1 });
+  });
+
+  it('counts a direct upload whose answer was lost (reset) as a possible duplicate', async () => {
+    const t = setup({ mode: 'direct' });
+    t.api.upload.push(() => Promise.reject(networkError('POST', '/api/trace/v3/scans', Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }))));
+    store.commitIntake([scan('A'), scan('B')], t.clock.t);
+    const d = t.start();
+    await waitFor(() => d.snapshot().possibleDuplicates === 2);
+    t.advance(1000);
+    await waitFor(() => store.batchesInState('uploaded').length === 1);
+    expect(d.snapshot().possibleDuplicateUploads).toBe(1);
+  });
+
+  function presignedBatch(t: ReturnType<typeof setup>, fields: { putStartedAt?: number | null; presignedExpiresAt?: number }) {
+    store.commitIntake([scan('A'), scan('B')], t.clock.t);
+    const b = store.formBatch({ mode: 'presigned', maxScans: 10, maxBytes: 1e6, nowIso: new Date(t.clock.t).toISOString() })!;
+    store.updateBatch(b.id, {
+      state: 'presigned',
+      requestId: '77',
+      presignedUrl: 'http://s3.test/77',
+      presignedExpiresAt: fields.presignedExpiresAt ?? t.clock.t + 30 * 60_000,
+      putStartedAt: fields.putStartedAt ?? null,
+      attempts: 1,
+    });
+    return b;
+  }
+
+  it('does not PUT again when the status endpoint knows the requestId (crash after the PUT)', async () => {
+    const t = setup({ mode: 'presigned' });
+    const b = presignedBatch(t, { putStartedAt: t.clock.t - 50 });
+    t.api.received.set('77', 2);
+    const d = t.start();
+    await waitFor(() => store.batch(b.id)?.state === 'uploaded');
+    expect(t.api.ops('put')).toHaveLength(0);
+    expect(t.api.ops('presign')).toHaveLength(0);
+    t.advance(100);
+    await waitFor(() => store.batch(b.id)?.state === 'done');
+    expect(d.snapshot().possibleDuplicates).toBe(0);
+  });
+
+  it('keeps asking before any PUT when the status check itself failed (a 503 says nothing about the earlier PUT)', async () => {
+    const t = setup({ mode: 'presigned' }, () => 0.5);
+    const b = presignedBatch(t, { putStartedAt: t.clock.t - 50 });
+    t.api.received.set('77', 2);
+    t.api.status.push(() => Promise.reject(httpError('GET', '/api/trace/v3/scans/77/status', 503, '', undefined)));
+    t.start();
+    await waitFor(() => store.batch(b.id)?.lastError?.includes('503') === true);
+    expect(store.batch(b.id)?.putStartedAt).not.toBeNull();
+    t.advance(1000);
+    await waitFor(() => store.batch(b.id)?.state === 'uploaded');
+    expect(t.api.ops('put')).toHaveLength(0);
+    expect(t.api.ops('status').length).toBeGreaterThanOrEqual(2);
+  });
+
+  it('asks again before the next PUT after a PUT whose answer was lost, and does not send twice', async () => {
+    const t = setup({ mode: 'presigned' }, () => 0.5);
+    const b = presignedBatch(t, {});
+    // The PUT arrives, its answer does not.
+    t.api.put.push(() => {
+      t.api.received.set('77', 2);
+      return Promise.reject(networkError('PUT', '<pre-signed url>', Object.assign(new Error('other side closed'), { code: 'UND_ERR_SOCKET' })));
+    });
+    t.start();
+    await waitFor(() => store.batch(b.id)?.lastError !== null && store.batch(b.id)?.state === 'presigned');
+    t.advance(1000);
+    await waitFor(() => store.batch(b.id)?.state === 'uploaded');
+    expect(t.api.ops('put')).toHaveLength(1);
+    t.advance(100);
+    await waitFor(() => store.batch(b.id)?.state === 'done');
+  });
+
+  it('PUTs without asking when no PUT was started (crash before the PUT), to the same address', async () => {
+    const t = setup({ mode: 'presigned' });
+    const b = presignedBatch(t, {});
+    t.start();
+    await waitFor(() => store.batch(b.id)?.state === 'uploaded');
+    expect(t.api.ops('status')).toHaveLength(0);
+    expect(t.api.ops('put').map((c) => c.url)).toEqual(['http://s3.test/77']);
+  });
+
+  it('gives an unknown requestId the NotFound grace from the PUT, then PUTs again to the same address', async () => {
+    const t = setup({ mode: 'presigned', notFoundGraceMs: 10_000 });
+    const b = presignedBatch(t, { putStartedAt: t.clock.t - 1000 });
+    t.start();
+    await waitFor(() => store.batch(b.id)?.state === 'uploaded');
+    expect(t.api.ops('put')).toHaveLength(0);
+    t.advance(5000); // still within the grace: polled, not sent
+    await waitFor(() => t.api.ops('status').length >= 2);
+    expect(store.batch(b.id)?.state).toBe('uploaded');
+    t.advance(5000);
+    await waitFor(() => t.api.ops('put').length === 1);
+    expect(t.api.ops('put')[0]!.url).toBe('http://s3.test/77');
+    await waitFor(() => store.batch(b.id)?.state === 'uploaded');
+    t.advance(100);
+    await waitFor(() => store.batch(b.id)?.state === 'done');
+    expect(store.batch(b.id)?.requestId).toBe('77');
+  });
+
+  it('asks for a new address when the old one is refused (403) or about to expire', async () => {
+    const t = setup({ mode: 'presigned' });
+    const b = presignedBatch(t, {});
+    t.api.put.push(() => Promise.reject(new GatewayError(ErrorCodes.PRESIGNED_REFUSED, 'used already', { details: { status: 403 } })));
+    t.start();
+    await waitFor(() => store.batch(b.id)?.state === 'uploaded');
+    expect(t.api.ops('put').map((c) => c.url)).toEqual(['http://s3.test/77', `http://s3.test/${store.batch(b.id)!.requestId}`]);
+    expect(store.batch(b.id)?.requestId).not.toBe('77');
+
+    const t2 = setup({ mode: 'presigned' });
+    const b2 = presignedBatch(t2, { presignedExpiresAt: t2.clock.t + 30_000 });
+    t2.start();
+    await waitFor(() => store.batch(b2.id)?.state === 'uploaded');
+    expect(t2.api.ops('put').map((c) => c.url)).toEqual([`http://s3.test/${store.batch(b2.id)!.requestId}`]);
+  });
+});
+
+describe('deliverer: batching', () => {
+  it('auto mode sends a backlog pre-signed in large batches and a trickle direct', async () => {
+    const t = setup({ mode: 'auto', maxBatchScans: 100, presignedMaxScans: 1000 });
+    store.commitIntake(Array.from({ length: 2500 }, (_, i) => scan(`P-${i}`)), t.clock.t);
+    t.start();
+    await waitFor(() => store.totals().pendingScans === 0 && store.batchesInState('ready', 'presigned').length === 0, { timeoutMs: 10_000 });
+    const batches = store.recentBatches(100).reverse();
+    expect(batches.map((b) => [b.mode, b.scanCount])).toEqual([
+      ['presigned', 1000],
+      ['presigned', 1000],
+      ['presigned', 500],
+    ]);
+    store.commitIntake(Array.from({ length: 50 }, (_, i) => scan(`D-${i}`)), t.clock.t);
+    deliverer!.wake();
+    await waitFor(() => store.totals().pendingScans === 0, { timeoutMs: 10_000 });
+    expect(store.recentBatches(1)[0]).toMatchObject({ mode: 'direct', scanCount: 50 });
+  });
+
+  it('drains a backlog in which one reference repeats hundreds of times (one of them per batch)', async () => {
+    store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-deliverer-')), 'buffer.db'));
+    const api = new FakeApi(Date.now);
+    const config = deliverySchema.parse({ mode: 'direct', maxBatchScans: 500, maxBatchDelayMs: 0, statusPollMs: 1, statusPollMaxMs: 5 });
+    store.commitIntake([...Array.from({ length: 300 }, () => scan('SAME')), ...Array.from({ length: 1000 }, (_, i) => scan(`U-${i}`))], Date.now());
+    deliverer = new Deliverer({ store, api, config, logger: silentLogger() });
+    deliverer.start();
+    await waitFor(() => store.scanCounts().delivered === 1300, { timeoutMs: 30_000 });
+    for (const call of api.ops('upload')) {
+      const refs = (JSON.parse(call.body!) as { reference: string }[]).map((s) => s.reference);
+      expect(new Set(refs).size).toBe(refs.length);
+    }
+    expect(api.ops('upload')).toHaveLength(300);
+  });
+});
