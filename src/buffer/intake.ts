@@ -1,6 +1,6 @@
 import { ErrorCodes, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { IntakeItem, IntakeSink } from '../inputs/types.js';
+import type { IntakeItem, IntakeSink, SubmitOptions } from '../inputs/types.js';
 import { DuplicateWindow } from '../mapping/duplicate-window.js';
 import { mapRead, type MappingContext } from '../mapping/map-read.js';
 import { isDiskFull, type BufferStore, type IntakeRecord } from './store.js';
@@ -14,18 +14,6 @@ export interface InputCounters {
   duplicates: number;
   bytes: number;
   lastReadAt?: string;
-}
-
-/** Options of a submit beyond the items (IntakeSink.submit's optional second argument). */
-export interface SubmitOptions {
-  /**
-   * Hash of the content of the file the items came from. Recorded in the same transaction as the
-   * items; a later submit with the same hash (the file read again after a crash between the commit
-   * and the move to processed/) resolves at once and stores nothing.
-   */
-  fileHash?: string;
-  /** The file's name, for the record and the log. */
-  fileName?: string;
 }
 
 /** What intake needs of back-pressure (buffer/back-pressure.ts). */

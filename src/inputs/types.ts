@@ -44,8 +44,20 @@ export type IntakeItem = { kind: 'read'; read: Read } | { kind: 'rejection'; rej
  * SQLite buffer; only then may the adapter acknowledge them to its source (move the file, PUBACK,
  * answer 202). It rejects when the commit failed; the adapter must then not acknowledge.
  */
+/** Options of a submit beyond the items . */
+export interface SubmitOptions {
+  /**
+   * Hash of the content of the file the items came from. Recorded in the same transaction as the
+   * items; a later submit with the same hash (the file read again after a crash between the commit
+   * and the move to processed/) resolves at once and stores nothing.
+   */
+  fileHash?: string;
+  /** The file's name, for the record and the log. */
+  fileName?: string;
+}
+
 export interface IntakeSink {
-  submit(items: IntakeItem[]): Promise<void>;
+  submit(items: IntakeItem[], options?: SubmitOptions): Promise<void>;
 }
 
 export type InputState = 'starting' | 'connecting' | 'up' | 'down' | 'paused' | 'stopped';

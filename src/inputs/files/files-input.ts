@@ -16,7 +16,6 @@ import { parseLinesFile } from './parse-lines.js';
  * `submit` with the options the buffer's Intake takes as its second argument (the file's content
  * hash, recorded in the commit's own transaction). Sinks without it ignore the extra argument.
  */
-type FileSubmit = (items: IntakeItem[], options: { fileHash: string; fileName: string }) => Promise<void>;
 
 export interface FilesInputOptions {
   config: FilesInputConfig;
@@ -380,7 +379,7 @@ export class FilesInput implements InputAdapter {
 
       if (items.length > 0) {
         try {
-          if (this.config.rememberFilesDays > 0) await (this.sink.submit as FileSubmit).call(this.sink, items, { fileHash: sha256, fileName: name });
+          if (this.config.rememberFilesDays > 0) await this.sink.submit(items, { fileHash: sha256, fileName: name });
           else await this.sink.submit(items);
         } catch (err) {
           this.log.error({ err, file: name, items: items.length }, 'buffer refused the file; it stays in the folder and is retried');
