@@ -5,12 +5,23 @@ import { Deliverer } from './delivery/deliverer.js';
 import type { DeliveryApi } from './delivery/types.js';
 import { BufferStore } from './buffer/store.js';
 import { Intake } from './buffer/intake.js';
+import { BackPressure } from './buffer/back-pressure.js';
+import { Retention } from './buffer/retention.js';
 import { buildHealthServer, type GatewayStatus } from './health/server.js';
+import { availableActions } from './health/admin.js';
+import { buildAdminActions } from './health/admin-actions.js';
+import { batchCounts, bufferFileBytes, printableRaw } from './health/buffer-report.js';
+import { GatewayMetrics, instrumentDeliveryApi } from './health/metrics.js';
 import { FilesInput } from './inputs/files/files-input.js';
 import { SerialInput } from './inputs/serial/serial-input.js';
+import { HttpIngestInput, registerInputRoutes } from './inputs/http/http-input.js';
+import { MqttInput } from './inputs/mqtt/mqtt-input.js';
+import { TcpInput } from './inputs/tcp/tcp-input.js';
 import type { InputAdapter, IntakeSink } from './inputs/types.js';
 import type { Logger } from './log.js';
-import { mappingContext } from './mapping/map-read.js';
+import { Mapper } from './mapping/mapper.js';
+import { ProductCheck } from './mapping/product-check.js';
+import { applyReload, planReload, type ReloadReport } from './config/reload.js';
 import { VERSION } from './paths.js';
 import { startSandbox, type RunningSandbox } from './sandbox/server.js';
 import { UpstreamClient } from './upstream/client.js';
@@ -20,8 +31,14 @@ export interface AppDeps {
   now?: () => number;
   /** Builds the adapter for one input; the default knows every `type` of the schema. */
   createInput?: (config: InputConfig, sink: IntakeSink, logger: Logger) => InputAdapter;
+  /** Environment for secrets the inputs name (`passwordEnv`, `tokenEnv`); from the process edge. */
+  env?: Record<string, string | undefined>;
   /** The upstream API; the default is the undici client built from the configuration. */
   api?: DeliveryApi & { close?: () => Promise<void>; tokenInfo?: () => { expiresAt?: Date; refreshes: number } };
+  /** Bearer token of the admin actions (health server); without it they are off. */
+  adminToken?: string;
+  /** Longest a stop waits for an upload in flight, in ms (default {@link DELIVERY_STOP_GRACE_MS}). */
+  deliveryStopGraceMs?: number;
 }
 
 export interface App {
@@ -31,6 +48,32 @@ export interface App {
   status(): GatewayStatus;
   /** Address the local HTTP server listens on, once started. */
   readonly httpUrl: string | undefined;
+  /**
+   * Applies a new, valid configuration while running (SIGHUP, file change): the mapping at once,
+   * inputs whose settings changed are restarted, the others run on. Sections that need a restart
+   * are reported in the answer and on the status. See src/config/reload.ts.
+   */
+  reload(loaded: LoadedConfig): Promise<ReloadReport>;
+  /** Records a configuration that could not be loaded or applied: the running one stays; shown on the status. */
+  reloadRefused(err: unknown): void;
+}
+
+/** Longest a stop waits for an upload in flight before abandoning it, in ms (run-command.ts has the overall deadline). */
+export const DELIVERY_STOP_GRACE_MS = 15_000;
+/** Longest a stop waits for the upstream connections to close, in ms. */
+const UPSTREAM_CLOSE_GRACE_MS = 2_000;
+
+/** Waits for `work` at most `ms`; answers false when it gave up (the work goes on unobserved). */
+async function within(ms: number, work: Promise<void> | void | undefined): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([Promise.resolve(work).then(() => true as const), late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 function splitListen(listen: string): { host: string; port: number } {
@@ -38,12 +81,18 @@ function splitListen(listen: string): { host: string; port: number } {
   return { host: listen.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(listen.slice(i + 1)) };
 }
 
-function defaultInput(config: InputConfig, sink: IntakeSink, logger: Logger): InputAdapter {
+function defaultInput(config: InputConfig, sink: IntakeSink, logger: Logger, env: Record<string, string | undefined> = {}): InputAdapter {
   switch (config.type) {
     case 'files':
       return new FilesInput({ config, sink, logger });
     case 'serial':
       return new SerialInput({ config, sink, logger });
+    case 'mqtt':
+      return new MqttInput({ config, sink, logger, env });
+    case 'tcp':
+      return new TcpInput({ config, sink, logger });
+    case 'http':
+      return new HttpIngestInput({ config, sink, logger, env });
   }
 }
 
@@ -61,10 +110,42 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
   let api: AppDeps['api'];
   let intake: Intake | undefined;
   let deliverer: Deliverer | undefined;
+  let backPressure: BackPressure | undefined;
+  let retention: Retention | undefined;
   let http: FastifyInstance | undefined;
   let httpUrl: string | undefined;
   const inputs: InputAdapter[] = [];
   const stops: { name: string; stop: () => Promise<void> | void }[] = [];
+  let phase: 'starting' | 'running' | 'stopping' = 'starting';
+  // Configuration reload (issue 6): what runs now, and how the last reload went.
+  let current = loaded;
+  let mapper: Mapper | undefined;
+  let productCheck: ProductCheck | undefined;
+  let configLoadedAt = startedAt;
+  let lastReload: { at: string; needsRestart: string[]; inputErrors: ReloadReport['inputErrors'] } | undefined;
+  let lastReloadError: { message: string; at: string } | undefined;
+  const startProductCheck = () => {
+    const lister = api as Partial<{ listProducts: () => Promise<ReadonlyArray<{ key: string }>> }> | undefined;
+    const settings = current.config.productCheck;
+    if (!settings.enabled || typeof lister?.listProducts !== 'function') return;
+    productCheck = new ProductCheck({
+      listProducts: () => lister.listProducts!(),
+      configuredKeys: () => mapper?.productKeyUses() ?? [],
+      observedKeys: () => mapper?.observedProductKeys() ?? [],
+      onProducts: (keys, at) => mapper?.setKnownProducts(keys, at),
+      intervalMs: settings.intervalMs,
+      rejectUnknown: settings.rejectUnknown,
+      logger: logger.child({ component: 'products' }),
+      now,
+    });
+    productCheck.start();
+  };
+  const metrics = new GatewayMetrics({
+    status: () => (store?.db.open ? status() : undefined),
+    batchCounts: () => batchCounts(store!.db),
+    tokenRefreshes: () => api?.tokenInfo?.().refreshes ?? 0,
+  });
+  const adminActions = buildAdminActions({ store: () => store, deliverer: () => deliverer, config: () => current.config, now });
 
   const status = (): GatewayStatus => {
     const s = store!;
@@ -77,21 +158,40 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
     for (const i of inputStatuses) if (i.state === 'down') reasons.push(`input ${i.id} is down${i.lastError ? `: ${i.lastError}` : ''}`);
     if (deliveryStatus && deliveryStatus.circuit !== 'closed') reasons.push(`upstream unreachable: ${deliveryStatus.lastError?.message ?? 'unknown error'}`);
     if (intake?.lastCommitError) reasons.push(`buffer commit failing: ${intake.lastCommitError.message}`);
+    reasons.push(...(backPressure?.reasons() ?? []));
+    const products = productCheck?.snapshot();
+    if (products?.state === 'missing') reasons.push(`product keys not in the upstream product list: ${products.missing.map((m) => m.key).join(', ')}`);
+    if (lastReloadError) reasons.push(`configuration reload refused (the previous configuration runs): ${lastReloadError.message.split('\n')[0]}`);
+    const quota = backPressure?.snapshot();
     return {
       state: intake?.lastCommitError ? 'down' : reasons.length > 0 ? 'degraded' : 'ok',
       reasons,
-      site: config.site,
+      phase,
+      generatedAt: new Date(now()).toISOString(),
+      site: current.config.site,
       version: VERSION,
       startedAt: startedAt.toISOString(),
       uptimeSec: Math.round((now() - startedAt.getTime()) / 1000),
-      config: { file: loaded.file, loadedAt: startedAt.toISOString() },
+      config: {
+        file: current.file,
+        loadedAt: configLoadedAt.toISOString(),
+        ...(lastReload ? { lastReload } : {}),
+        ...(lastReloadError ? { lastReloadError } : {}),
+      },
+      sessions: (mapper?.openContainers(now()) ?? []).map((c) => ({ ...c })),
+      ...(products ? { products } : {}),
       buffer: {
         path: config.buffer.path,
         pendingScans: pending.count,
         undeliveredScans: s.undelivered(),
         oldestPendingAgeMs: pending.oldestCreatedAt === null ? null : now() - pending.oldestCreatedAt,
         scans: counts,
+        fileBytes: bufferFileBytes(config.buffer.path),
         ...(intake?.lastCommitError ? { lastCommitError: intake.lastCommitError } : {}),
+        ...(quota
+          ? { quotaScans: quota.maxPendingScans, quotaBytes: quota.maxBytes, undeliveredBytes: quota.undeliveredBytes, intakePaused: quota.intakePaused, quota }
+          : {}),
+        ...(retention?.lastRun ? { lastPrune: retention.lastRun } : {}),
       },
       delivery: {
         mode: config.delivery.mode,
@@ -101,7 +201,8 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
       },
       inputs: inputStatuses,
       batches: s.recentBatches(20).map((b) => ({ ...b })),
-      problems: s.recentProblems(20).map((p) => ({ ...p, raw: p.raw.toString('latin1') })),
+      problems: s.recentProblems(20).map((p) => ({ ...p, raw: printableRaw(p.raw) })),
+      admin: { enabled: deps.adminToken !== undefined, actions: availableActions({ token: deps.adminToken, actions: adminActions }) },
     };
   };
 
@@ -131,32 +232,117 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
           ...(config.upstream.caFile ? { caFile: config.upstream.caFile } : {}),
           ...(config.upstream.proxyUrl ? { proxyUrl: config.upstream.proxyUrl } : {}),
         });
-      stops.push({ name: 'upstream', stop: () => api?.close?.() });
-      deliverer = new Deliverer({ store, api, config: config.delivery, logger: logger.child({ component: 'delivery' }), now });
+      // Bounded: undici's close waits for requests in flight, and an abandoned upload may still hang.
+      stops.push({ name: 'upstream', stop: async () => void (await within(UPSTREAM_CLOSE_GRACE_MS, api?.close?.())) });
+      backPressure = new BackPressure({
+        store,
+        limits: config.buffer,
+        logger: logger.child({ component: 'buffer' }),
+        now,
+        onPausedChange: (paused, why) => {
+          for (const input of inputs) {
+            if (!input.setPaused) continue;
+            input.setPaused(paused);
+            logger.warn({ component: 'buffer', input: input.id, paused, why }, paused ? 'input paused by back-pressure' : 'input resumed');
+          }
+        },
+      });
+      backPressure.start();
+      stops.push({ name: 'back-pressure', stop: () => backPressure?.stop() });
+      retention = new Retention({ store, retentionDays: config.buffer.retentionDays, logger: logger.child({ component: 'retention' }), now });
+      retention.start();
+      stops.push({ name: 'retention', stop: () => retention?.stop() });
+      deliverer = new Deliverer({ store, api: instrumentDeliveryApi(api, metrics), config: config.delivery, logger: logger.child({ component: 'delivery' }), now });
       intake = new Intake({
         store,
-        mapping: mappingContext(config),
+        mapping: (mapper = new Mapper(config)),
         logger: logger.child({ component: 'intake' }),
         now,
         onScansCommitted: () => deliverer?.wake(),
+        gate: backPressure,
       });
       stops.push({ name: 'intake', stop: () => intake?.close() });
       deliverer.start();
-      stops.push({ name: 'delivery', stop: () => deliverer?.stop() });
-      const create = deps.createInput ?? defaultInput;
+      startProductCheck();
+      stops.push({ name: 'product check', stop: () => productCheck?.stop() });
+      stops.push({
+        name: 'delivery',
+        stop: async () => {
+          const graceMs = deps.deliveryStopGraceMs ?? DELIVERY_STOP_GRACE_MS;
+          if (await within(graceMs, deliverer?.stop())) return;
+          // The batch stays `uploading`/`presigned` in the buffer: the next start sends it again as a
+          // possible duplicate (direct) or asks the service about its requestId first (pre-signed).
+          logger.warn({ component: 'delivery', graceMs }, 'an upload was still in flight at the stop; abandoned, recovered at the next start');
+        },
+      });
+      const create = deps.createInput ?? ((c: InputConfig, s: IntakeSink, l: Logger) => defaultInput(c, s, l, deps.env));
       for (const inputConfig of config.inputs) {
         const input = create(inputConfig, intake, logger);
         inputs.push(input);
         stops.push({ name: `input ${input.id}`, stop: () => input.stop() });
         await input.start();
+        // Started while the buffer is near its quota (or the disk full): pause it at once.
+        if (backPressure.snapshot().intakePaused) input.setPaused?.(true);
       }
-      http = buildHealthServer({ logger, status });
+      http = buildHealthServer({ logger, status, metrics, admin: { token: deps.adminToken, actions: adminActions } });
+      await registerInputRoutes(http, () => inputs);
       const { host, port } = splitListen(config.http.listen);
       httpUrl = await http.listen({ host, port });
       stops.push({ name: 'http', stop: () => http?.close() });
+      phase = 'running';
       logger.info({ component: 'app', http: httpUrl, inputs: inputs.map((i) => i.id) }, 'scan-gateway started');
     },
+    async reload(next) {
+      const plan = planReload(current.config, next.config);
+      const create = deps.createInput ?? ((c: InputConfig, s: IntakeSink, l: Logger) => defaultInput(c, s, l, deps.env));
+      const report = await applyReload(plan, next.config, {
+        stopInput: async (id) => {
+          const at = inputs.findIndex((i) => i.id === id);
+          if (at < 0) return;
+          const [input] = inputs.splice(at, 1);
+          const entry = stops.findIndex((s) => s.name === `input ${id}`);
+          if (entry >= 0) stops.splice(entry, 1);
+          await input!.stop();
+        },
+        startInput: async (inputConfig) => {
+          const input = create(inputConfig, intake!, logger);
+          inputs.push(input);
+          stops.push({ name: `input ${input.id}`, stop: () => input.stop() });
+          await input.start();
+          if (backPressure?.snapshot().intakePaused) input.setPaused?.(true);
+        },
+        swapMapping: () => {
+          const fresh = new Mapper(next.config);
+          if (mapper) fresh.adoptSessions(mapper);
+          const known = productCheck?.knownProducts();
+          if (known) fresh.setKnownProducts(known.keys, known.at);
+          mapper = fresh;
+          intake?.setMapping(fresh);
+        },
+      });
+      current = next;
+      configLoadedAt = new Date(now());
+      lastReloadError = undefined;
+      lastReload = { at: configLoadedAt.toISOString(), needsRestart: report.needsRestart, inputErrors: report.inputErrors };
+      if (report.productCheckChanged) {
+        productCheck?.stop();
+        productCheck = undefined;
+        startProductCheck();
+      }
+      const log = logger.child({ component: 'config' });
+      log.info(
+        { file: next.file, restarted: report.changed, added: report.added, removed: report.removed, unchanged: report.unchanged },
+        'configuration reloaded',
+      );
+      if (report.needsRestart.length > 0) log.warn({ sections: report.needsRestart }, 'changed sections take effect only after a restart');
+      for (const e of report.inputErrors) log.error({ input: e.id }, `input after reload: ${e.message}`);
+      return report;
+    },
+    reloadRefused(err) {
+      lastReloadError = { message: err instanceof Error ? err.message : String(err), at: new Date(now()).toISOString() };
+    },
     async stop() {
+      phase = 'stopping';
       const failures: string[] = [];
       for (const part of stops.reverse()) {
         try {

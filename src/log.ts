@@ -1,10 +1,11 @@
 import { pino, type Logger, type LoggerOptions } from 'pino';
+import pretty from 'pino-pretty';
 
 export type { Logger };
 
 /**
  * Paths pino blanks out wherever they appear. Secrets should never reach a log call in the first
- * place; this is the second line of defence.
+ * place; this is the second line of defence, and {@link SecretScrubber} the third.
  */
 export const REDACT_PATHS = [
   'clientSecret',
@@ -12,38 +13,133 @@ export const REDACT_PATHS = [
   'secret',
   'password',
   'token',
+  'adminToken',
   'accessToken',
   'access_token',
   'authorization',
   'Authorization',
+  'cookie',
   '*.clientSecret',
   '*.client_secret',
   '*.secret',
   '*.password',
   '*.token',
+  '*.adminToken',
   '*.accessToken',
   '*.access_token',
   '*.authorization',
   '*.Authorization',
+  '*.cookie',
   'headers.authorization',
   'req.headers.authorization',
+  'req.headers.cookie',
   'upstream.clientSecret',
 ];
 
-export interface CreateLoggerOptions {
-  level?: string;
-  /** Where to write; defaults to stdout. */
-  destination?: NodeJS.WritableStream;
+/** What replaces a secret in a log line. */
+export const REDACTED = '[redacted]';
+
+/** Tokens that look like JWTs (header.payload.signature, both JSON parts base64url of `{"`). */
+const JWT = /eyJ[A-Za-z0-9_-]{6,}\.eyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}/g;
+/** `Bearer <credential>` wherever it was written into a message or an error. */
+const BEARER = /(Bearer\s+)(?!\[redacted\])[A-Za-z0-9._~+/=-]{6,}/gi;
+
+/**
+ * The last line of defence against a secret in the logs: every finished log line is searched for
+ * the secret values the process knows (client secret, admin token: added once read), for anything
+ * shaped like a JWT (the upstream access token) and for `Bearer <credential>`, and each is replaced
+ * by `[redacted]`. Works on the serialized line, so it also catches a secret inside an error
+ * message or a nested object that no redact path names.
+ */
+export class SecretScrubber {
+  private readonly needles = new Set<string>();
+
+  constructor(secrets: Iterable<string> = []) {
+    for (const s of secrets) this.add(s);
+  }
+
+  /** Remembers a secret value; values shorter than 4 characters are ignored (they would blank out ordinary text). */
+  add(secret: string | undefined): void {
+    if (!secret || secret.length < 4) return;
+    this.needles.add(secret);
+    // The line is JSON: a secret holding quotes, backslashes or control characters appears escaped.
+    const escaped = JSON.stringify(secret).slice(1, -1);
+    if (escaped !== secret) this.needles.add(escaped);
+  }
+
+  /** `line` with every known secret, JWT and bearer credential replaced. */
+  scrub(line: string): string {
+    let out = line;
+    for (const needle of this.needles) if (out.includes(needle)) out = out.split(needle).join(REDACTED);
+    if (out.includes('eyJ')) out = out.replace(JWT, REDACTED);
+    if (/bearer/i.test(out)) out = out.replace(BEARER, `$1${REDACTED}`);
+    return out;
+  }
 }
 
-/** JSON lines on stdout (journald keeps them); every component logs through `logger.child({ component })`. */
+export interface CreateLoggerOptions {
+  /** pino level name (`fatal` … `trace`, or `silent`). Default `info`. */
+  level?: string;
+  /** Where to write; defaults to stdout (file descriptor 1, written synchronously). */
+  destination?: NodeJS.WritableStream;
+  /**
+   * `json`: one JSON object per line (journald, log shippers). `pretty`: coloured, human-readable
+   * lines. `auto` (default): pretty when the destination is a terminal, else JSON.
+   */
+  format?: 'auto' | 'json' | 'pretty';
+  /** Secret values to cut out of every line; more can be added later with `scrubber.add`. */
+  scrubber?: SecretScrubber;
+  /** `component` of lines logged without one (by the root logger). Default `main`. */
+  component?: string;
+}
+
+/** Loggers whose bindings (set by `child`) already carry a `component`, cached per logger. */
+const hasComponent = new WeakMap<object, boolean>();
+
+function boundComponent(logger: Logger): boolean {
+  let known = hasComponent.get(logger);
+  if (known === undefined) {
+    known = typeof logger.bindings().component === 'string';
+    hasComponent.set(logger, known);
+  }
+  return known;
+}
+
+/**
+ * The process logger: JSON lines on stdout (journald keeps them), human-readable on a terminal.
+ * Every line carries `component` (the root logger's lines get `main`; each part logs through
+ * `logger.child({ component })`), errors are logged as `{ err }`, and secrets are removed by
+ * {@link REDACT_PATHS} and the {@link SecretScrubber}.
+ */
 export function createLogger(options: CreateLoggerOptions = {}): Logger {
+  const scrubber = options.scrubber ?? new SecretScrubber();
+  const fallback = options.component ?? 'main';
   const opts: LoggerOptions = {
     level: options.level ?? 'info',
     base: { service: 'scan-gateway' },
-    redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+    redact: { paths: REDACT_PATHS, censor: REDACTED },
     timestamp: pino.stdTimeFunctions.isoTime,
+    mixin(obj, _level, logger) {
+      if (typeof (obj as { component?: unknown }).component === 'string' || boundComponent(logger as Logger)) return {};
+      return { component: fallback };
+    },
+    hooks: { streamWrite: (line: string) => scrubber.scrub(line) },
   };
+  const destination = options.destination ?? process.stdout;
+  const format = options.format ?? 'auto';
+  const isTty = (destination as NodeJS.WriteStream).isTTY === true;
+  if (format === 'pretty' || (format === 'auto' && isTty)) {
+    const stream = pretty({
+      destination,
+      sync: true,
+      colorize: isTty,
+      translateTime: 'SYS:yyyy-mm-dd HH:MM:ss.l',
+      ignore: 'pid,hostname,service,component',
+      messageFormat: '{if component}[{component}] {end}{msg}',
+      hideObject: false,
+    });
+    return pino(opts, stream);
+  }
   return options.destination ? pino(opts, options.destination as pino.DestinationStream) : pino(opts);
 }
 

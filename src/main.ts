@@ -2,8 +2,11 @@
 import { Command, CommanderError } from 'commander';
 import { registerConfigCommand } from './cli/config-command.js';
 import { CommandExit } from './cli/exit.js';
+import { registerOpsCommands } from './cli/ops-commands.js';
 import { registerRunCommand } from './cli/run-command.js';
 import { registerSandboxCommand } from './cli/sandbox-command.js';
+import { registerReplayCommand } from './cli/replay-command.js';
+import { registerTryCommand } from './cli/try-command.js';
 import { registerUpstreamCommands } from './cli/upstream-commands.js';
 import { loadConfig } from './config/load.js';
 import { isGatewayError, ErrorCodes } from './errors.js';
@@ -29,9 +32,14 @@ async function main(argv: string[]): Promise<number> {
     .showHelpAfterError()
     .exitOverride();
   const io = { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd() };
-  registerRunCommand(program, { ...io, stopSignal });
+  // SIGHUP reloads the configuration (run only); without a listener it would end the process.
+  const onHangup = (listener: () => void) => void process.on('SIGHUP', listener);
+  registerRunCommand(program, { ...io, stopSignal, pid: process.pid, onHangup });
+  registerOpsCommands(program, { ...io, ...(process.getuid ? { uid: process.getuid() } : {}) });
   registerConfigCommand(program, io);
   registerSandboxCommand(program, { ...io, logger: createLogger(), stopSignal });
+  registerReplayCommand(program, io);
+  registerTryCommand(program, io);
   registerUpstreamCommands(program, {
     ...io,
     resolveClient: async (configPath: string) => {

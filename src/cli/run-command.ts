@@ -1,7 +1,11 @@
 import type { Command } from 'commander';
 import { buildApp } from '../app.js';
 import { loadConfig } from '../config/load.js';
-import { createLogger, type Logger } from '../log.js';
+import { ConfigReloader } from '../config/reload.js';
+import { readAdminToken } from '../health/admin.js';
+import { SystemdNotifier } from '../health/sd-notify.js';
+import type { GatewayStatus } from '../health/status.js';
+import { createLogger, SecretScrubber, type Logger } from '../log.js';
 
 export interface RunIo {
   stderr: NodeJS.WritableStream;
@@ -9,48 +13,117 @@ export interface RunIo {
   cwd: string;
   /** Resolves when the process is asked to stop (SIGTERM, SIGINT). */
   stopSignal: Promise<string>;
-  /** Called once the gateway is up (sd_notify READY in the future). */
+  /** This process's id (for systemd's `WATCHDOG_PID`). */
+  pid?: number;
+  /** Called once the gateway is up, after systemd was told READY=1. */
   onReady?: () => void;
   logger?: Logger;
+  /** The sd_notify helper command (tests); default `systemd-notify`. */
+  notifyCommand?: string;
+  /** Registers what to do on SIGHUP (reload the configuration); main.ts owns the signal. */
+  onHangup?: (listener: () => void) => void;
 }
 
-/** Longest a stop may take; below systemd's default TimeoutStopSec of 90 s. */
+/**
+ * Longest a stop may take, in ms: below the unit's `TimeoutStopSec` (45 s), so the gateway closes
+ * its buffer itself before systemd would kill it.
+ */
 export const STOP_DEADLINE_MS = 30_000;
 
-/** `scan-gateway run`: the daemon. Exits 0 after a clean stop, 1 when a part failed to stop. */
+/** One line for `systemctl status` (STATUS=). */
+export function statusLine(s: GatewayStatus): string {
+  const up = s.inputs.filter((i) => i.state === 'up').length;
+  const parts = [
+    `${s.state}`,
+    `inputs ${up}/${s.inputs.length} up`,
+    `${s.buffer.undeliveredScans} scans waiting`,
+    `delivery ${s.delivery.paused ? 'paused' : (s.delivery.circuit ?? 'unknown')}`,
+  ];
+  if (s.reasons.length > 0) parts.push(s.reasons[0]!);
+  return parts.join(', ');
+}
+
+/**
+ * `scan-gateway run`: the daemon. Exits 0 after a clean stop; 1 when a part failed to stop or the
+ * stop took longer than {@link STOP_DEADLINE_MS}; 2 for a configuration or secret problem.
+ *
+ * Start: configuration and secrets are read (both secrets are then cut out of every log line),
+ * the parts start in order, and systemd is told READY=1 (with `Type=notify`), then WATCHDOG=1 at
+ * half of `WatchdogSec`. Stop (SIGTERM, SIGINT): STOPPING=1, then the parts stop in reverse order:
+ * the HTTP server, the inputs (a file being read is committed and moved), delivery (an upload in
+ * flight is finished, or abandoned after a grace period and recovered at the next start), the
+ * intake (whatever is queued is committed), the buffer.
+ */
 export function registerRunCommand(program: Command, io: RunIo): void {
   program
     .command('run')
     .description('run the gateway: take reads from the configured inputs and deliver them upstream')
     .option('-c, --config <file>', 'configuration file', '/etc/scan-gateway/config.yaml')
-    .addHelpText('after', '\nExample:\n  scan-gateway run --config /etc/scan-gateway/config.yaml\n  npm start    # the demo: config/demo.yaml with the embedded sandbox')
-    .action(async (opts: { config: string }) => {
+    .option('--log-level <level>', 'override log.level of the configuration (fatal, error, warn, info, debug, trace)')
+    .addHelpText(
+      'after',
+      '\nExample:\n  scan-gateway run --config /etc/scan-gateway/config.yaml\n  npm start    # the demo: config/demo.yaml with the embedded sandbox\n\n' +
+        'Stops cleanly on SIGTERM or SIGINT. Exit codes: 0 stopped cleanly, 1 a part failed (or the stop took too long), 2 configuration or secret error.',
+    )
+    .action(async (opts: { config: string; logLevel?: string }) => {
       const loaded = loadConfig(opts.config, { baseDir: io.cwd, env: io.env });
-      const logger = io.logger ?? createLogger({ level: loaded.config.log.level });
-      const app = buildApp(loaded, { logger });
+      const adminToken = readAdminToken({ env: io.env, file: loaded.config.http.adminTokenFile, baseDir: io.cwd });
+      const scrubber = new SecretScrubber([loaded.clientSecret, ...(adminToken ? [adminToken] : [])]);
+      const logger = io.logger ?? createLogger({ level: opts.logLevel ?? loaded.config.log.level, format: loaded.config.log.format, scrubber });
+      const log = logger.child({ component: 'app' });
+      const notifier = new SystemdNotifier({
+        env: io.env,
+        pid: io.pid ?? 0,
+        logger: logger.child({ component: 'systemd' }),
+        ...(io.notifyCommand ? { command: io.notifyCommand } : {}),
+      });
+      const app = buildApp(loaded, { logger, ...(adminToken ? { adminToken } : {}) });
       try {
         await app.start();
       } catch (err) {
-        logger.fatal({ component: 'app', err }, 'start failed');
+        log.fatal({ err }, 'start failed');
         await app.stop().catch(() => {});
         throw err;
       }
+      await notifier.ready(statusLine(app.status()));
+      notifier.startWatchdog(() => statusLine(app.status()));
+      // Reload on SIGHUP and when the file changes: checked first; a bad file leaves the running one.
+      const reloader = new ConfigReloader({
+        file: opts.config,
+        load: () => loadConfig(opts.config, { baseDir: io.cwd, env: io.env }),
+        apply: (next) => app.reload(next),
+        refused: (err) => app.reloadRefused(err),
+        logger: logger.child({ component: 'config' }),
+      });
+      reloader.start();
+      io.onHangup?.(() => void reloader.trigger('SIGHUP'));
       io.onReady?.();
       for (const input of loaded.config.inputs) {
         if (input.type === 'files') io.stderr.write(`scan-gateway: drop ${input.format} files for DCP ${input.dcp} into ${input.dir}\n`);
       }
-      io.stderr.write(`scan-gateway: health at ${app.httpUrl}/healthz${loaded.config.sandbox.enabled ? `; sandbox scans at http://${loaded.config.sandbox.listen}/_sandbox/scans` : ''}\n`);
+      io.stderr.write(
+        `scan-gateway: health at ${app.httpUrl}/healthz${loaded.config.sandbox.enabled ? `; sandbox scans at http://${loaded.config.sandbox.listen}/_sandbox/scans` : ''}\n`,
+      );
+      if (adminToken === undefined) log.info('no admin token configured: admin actions are off');
+
       const signal = await io.stopSignal;
-      logger.info({ component: 'app', signal }, 'stopping');
+      reloader.stop();
+      await reloader.settled();
+      log.info({ signal, deadlineMs: STOP_DEADLINE_MS }, 'stopping');
+      await notifier.stopping(`stopping on ${signal}`);
+      const started = Date.now();
       let timer: NodeJS.Timeout | undefined;
       const deadline = new Promise<never>((_, reject) => {
         timer = setTimeout(() => reject(new Error(`stop took longer than ${STOP_DEADLINE_MS} ms`)), STOP_DEADLINE_MS);
       });
       try {
         await Promise.race([app.stop(), deadline]);
+      } catch (err) {
+        log.error({ err, ms: Date.now() - started }, 'stop failed');
+        throw err;
       } finally {
         clearTimeout(timer);
       }
-      logger.info({ component: 'app' }, 'stopped');
+      log.info({ ms: Date.now() - started }, 'stopped');
     });
 }

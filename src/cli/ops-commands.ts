@@ -1,0 +1,256 @@
+import { existsSync, renameSync, rmSync, statSync } from 'node:fs';
+import { resolve } from 'node:path';
+import Database from 'better-sqlite3';
+import type { Command } from 'commander';
+import { loadConfig } from '../config/load.js';
+import { failuresReport, queueReport, statsReport, type FailuresReport, type QueueReport, type StatsReport } from '../health/buffer-report.js';
+import { fmtBytes, fmtDuration, fmtTime } from '../health/page-render.js';
+import { CommandExit, ExitCodes } from './exit.js';
+
+/** What the operations commands need from the process edge. */
+export interface OpsIo {
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+  cwd: string;
+  env: Record<string, string | undefined>;
+  /** Effective user id (refuses, as root, to create files in the service's buffer folder). */
+  uid?: number;
+  now?: () => number;
+}
+
+interface BufferOptions {
+  config: string;
+  buffer?: string;
+  json?: boolean;
+}
+
+const DEFAULT_CONFIG = '/etc/scan-gateway/config.yaml';
+const EXIT_HELP =
+  '\nExit codes: 0 done, 1 the buffer cannot be read (or the backup failed), 2 usage or configuration error.\n' +
+  'Run as the service user (sudo -u scan-gateway …) so no file in the buffer folder ends up owned by root.';
+
+/**
+ * `queue`, `failures`, `buffer stats` and `buffer backup <file>`: what is waiting, what failed,
+ * how big the buffer is, and an online copy of it. They open the SQLite buffer read-only beside
+ * the running daemon (WAL lets readers work during writes) and never change it. The buffer is the
+ * one of `--config` (`buffer.path`), or the file given with `--buffer` (a backup, say). Human
+ * output by default, `--json` for scripts.
+ */
+export function registerOpsCommands(program: Command, io: OpsIo): void {
+  const now = io.now ?? Date.now;
+
+  withBuffer(program.command('queue').description('scans waiting for delivery: by DCP, by age, and the batches not yet finished'))
+    .addHelpText('after', `\nExample:\n  sudo -u scan-gateway scan-gateway queue --config /etc/scan-gateway/config.yaml\n${EXIT_HELP}`)
+    .action((opts: BufferOptions) => {
+      const { db, timezone } = open(io, opts, 'queue');
+      try {
+        const report = queueReport(db, now());
+        io.stdout.write(opts.json ? `${JSON.stringify(report)}\n` : formatQueue(report, timezone, now()));
+      } finally {
+        db.close();
+      }
+      throw new CommandExit(ExitCodes.OK);
+    });
+
+  withBuffer(program.command('failures').description('the latest scans the service refused and reads the gateway rejected, with their reasons and raw reads'))
+    .option('-n, --limit <count>', 'how many of the latest to list', '20')
+    .addHelpText('after', `\nExample:\n  sudo -u scan-gateway scan-gateway failures --limit 50 --config /etc/scan-gateway/config.yaml\n\nIn raw reads, <GS> is the GS1 separator byte 0x1D; \\xNN a byte that is not UTF-8.${EXIT_HELP}`)
+    .action((opts: BufferOptions & { limit: string }) => {
+      const limit = Number(opts.limit);
+      if (!Number.isInteger(limit) || limit < 1) fail(io, 'failures', `--limit must be a positive whole number, got "${opts.limit}"`, ExitCodes.USAGE);
+      const { db, timezone } = open(io, opts, 'failures');
+      try {
+        const report = failuresReport(db, limit);
+        io.stdout.write(opts.json ? `${JSON.stringify(report)}\n` : formatFailures(report, timezone));
+      } finally {
+        db.close();
+      }
+      throw new CommandExit(ExitCodes.OK);
+    });
+
+  const buffer = program.command('buffer').description('the SQLite buffer: size and content, online backup');
+
+  withBuffer(buffer.command('stats').description('size of the buffer on disk and what it holds'))
+    .addHelpText('after', `\nExample:\n  sudo -u scan-gateway scan-gateway buffer stats --config /etc/scan-gateway/config.yaml\n  scan-gateway buffer stats --buffer /root/buffer-2026-11-18.db   # a backup${EXIT_HELP}`)
+    .action((opts: BufferOptions) => {
+      const { db, path } = open(io, opts, 'buffer stats');
+      try {
+        const report = statsReport(db, path);
+        io.stdout.write(opts.json ? `${JSON.stringify(report)}\n` : formatStats(report));
+      } finally {
+        db.close();
+      }
+      throw new CommandExit(ExitCodes.OK);
+    });
+
+  withBuffer(buffer.command('backup').description('copy the buffer to <file> while the gateway runs (SQLite online backup), then check the copy'))
+    .argument('<file>', 'where to write the copy (one self-contained SQLite file)')
+    .option('--force', 'replace <file> if it exists')
+    .addHelpText(
+      'after',
+      `\nExample:\n  sudo -u scan-gateway scan-gateway buffer backup /var/lib/scan-gateway/backup-$(date +%F).db --config /etc/scan-gateway/config.yaml\n\n` +
+        `The copy is consistent (one snapshot), checked with PRAGMA quick_check, and written under a temporary name first. Restore: docs/operations.md.${EXIT_HELP}`,
+    )
+    .action(async (file: string, opts: BufferOptions & { force?: boolean }) => {
+      const target = resolve(io.cwd, file);
+      if (existsSync(target) && !opts.force) fail(io, 'buffer backup', `${target} exists; use --force to replace it`, ExitCodes.USAGE);
+      const { db, path } = open(io, opts, 'buffer backup');
+      const started = now();
+      const temp = `${target}.partial`;
+      try {
+        rmSync(temp, { force: true });
+        // All remaining pages in one step: a step is one read snapshot, so writes by the running
+        // gateway between steps cannot make the copy start over again and again.
+        await db.backup(temp, { progress: ({ totalPages }) => Math.max(100, totalPages) });
+      } catch (err) {
+        rmSync(temp, { force: true });
+        fail(io, 'buffer backup', `copying ${path} to ${target} failed: ${(err as Error).message}`, ExitCodes.FAILED);
+      } finally {
+        db.close();
+      }
+      let summary: { integrity: string; reads: number; scans: number; batches: number };
+      try {
+        summary = checkCopy(temp);
+      } catch (err) {
+        rmSync(temp, { force: true });
+        fail(io, 'buffer backup', `the copy failed its check: ${(err as Error).message}`, ExitCodes.FAILED);
+      }
+      renameSync(temp, target);
+      const result = { source: path, file: target, bytes: statSync(target).size, ms: now() - started, ...summary };
+      io.stdout.write(
+        opts.json
+          ? `${JSON.stringify(result)}\n`
+          : `Backed up ${path} to ${target}: ${fmtBytes(result.bytes)}, ${result.reads} reads, ${result.scans} scans, ${result.batches} batches, check ${result.integrity} (${result.ms} ms)\n`,
+      );
+      throw new CommandExit(ExitCodes.OK);
+    });
+}
+
+function withBuffer(command: Command): Command {
+  return command
+    .option('-c, --config <file>', 'gateway configuration (its buffer.path is used)', DEFAULT_CONFIG)
+    .option('--buffer <file>', 'use this SQLite file instead of the configured buffer (a backup, say)')
+    .option('--json', 'print the result as JSON');
+}
+
+/** Opens the buffer read-only. Exit 2 for a bad configuration, 1 when the file is missing or unreadable. */
+function open(io: OpsIo, opts: BufferOptions, command: string): { db: Database.Database; path: string; timezone: string } {
+  let path: string;
+  let timezone = 'UTC';
+  if (opts.buffer) {
+    path = resolve(io.cwd, opts.buffer);
+  } else {
+    let loaded: ReturnType<typeof loadConfig>;
+    try {
+      loaded = loadConfig(opts.config, { baseDir: io.cwd, env: io.env, skipSecret: true });
+    } catch (err) {
+      fail(io, command, (err as Error).message, ExitCodes.USAGE);
+    }
+    path = loaded.config.buffer.path;
+    timezone = loaded.config.site.timezone;
+  }
+  if (!existsSync(path)) fail(io, command, `no buffer at ${path} (has the gateway run with this configuration?)`, ExitCodes.FAILED);
+  if (io.uid === 0 && statSync(path).uid !== 0 && !(existsSync(`${path}-wal`) && existsSync(`${path}-shm`))) {
+    // Opening would create ${path}-wal and -shm owned by root, which the service user then cannot open.
+    fail(io, command, `${path} belongs to uid ${statSync(path).uid}; run this as that user (e.g. sudo -u scan-gateway scan-gateway ${command} …)`, ExitCodes.USAGE);
+  }
+  try {
+    const db = new Database(path, { readonly: true, fileMustExist: true });
+    db.pragma('busy_timeout = 5000');
+    db.prepare('SELECT count(*) FROM batches').get();
+    return { db, path, timezone };
+  } catch (err) {
+    fail(io, command, `cannot read the buffer ${path}: ${(err as Error).message}`, ExitCodes.FAILED);
+  }
+}
+
+/** Makes the copy self-contained (no -wal beside it), checks it and counts its rows. */
+function checkCopy(file: string): { integrity: string; reads: number; scans: number; batches: number } {
+  const copy = new Database(file, { fileMustExist: true });
+  try {
+    copy.pragma('journal_mode = DELETE');
+    const integrity = String(copy.pragma('quick_check', { simple: true }));
+    if (integrity !== 'ok') throw new Error(`quick_check: ${integrity}`);
+    const count = (table: string) => copy.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number;
+    return { integrity, reads: count('reads'), scans: count('scans'), batches: count('batches') };
+  } finally {
+    copy.close();
+  }
+}
+
+function fail(io: OpsIo, command: string, message: string, code: number): never {
+  io.stderr.write(`scan-gateway ${command}: ${message}\n`);
+  throw new CommandExit(code, message);
+}
+
+/** Left-aligned text columns, right-aligned numbers, two spaces apart. */
+function table(headers: string[], rows: (string | number)[][]): string {
+  const cells = [headers, ...rows.map((r) => r.map((c) => String(c)))];
+  const numeric = headers.map((_, i) => rows.length > 0 && rows.every((r) => typeof r[i] === 'number'));
+  const widths = headers.map((_, i) => Math.max(...cells.map((r) => [...(r[i] ?? '')].length)));
+  return cells
+    .map((r) => r.map((c, i) => (numeric[i] ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ').trimEnd())
+    .join('\n');
+}
+
+function formatQueue(r: QueueReport, timezone: string, nowMs: number): string {
+  const lines: string[] = [];
+  const { waiting, inFlight, oldestAgeMs } = r.totals;
+  lines.push(
+    waiting + inFlight === 0
+      ? 'Nothing waiting: every scan in the buffer is delivered.'
+      : `${waiting + inFlight} scans waiting for delivery (${waiting} not yet in a batch, ${inFlight} in batches not finished); oldest ${fmtDuration(oldestAgeMs)}.`,
+  );
+  if (r.byDcp.length > 0) {
+    lines.push('', 'By DCP:', table(['DCP', 'not in a batch', 'in a batch', 'oldest'], r.byDcp.map((d) => [d.dcp, d.waiting, d.inFlight, fmtDuration(d.oldestAgeMs)])));
+    lines.push('', 'By age:', table(['age', 'scans'], r.byAge.map((b) => [b.label, b.scans])));
+  }
+  if (r.batches.length > 0) {
+    lines.push(
+      '',
+      'Batches not finished:',
+      table(
+        ['batch', 'mode', 'state', 'scans', 'bytes', 'request id', 'tries', 'next try', 'last error'],
+        r.batches.map((b) => [
+          b.id,
+          b.mode,
+          b.state,
+          b.scans,
+          fmtBytes(b.bytes),
+          b.requestId ?? '-',
+          b.attempts,
+          b.state === 'held' ? 'held (see failures)' : b.nextAttemptAt <= nowMs ? 'now' : `in ${fmtDuration(b.nextAttemptAt - nowMs)}`,
+          (b.lastError ?? '').slice(0, 80),
+        ]),
+      ),
+    );
+  }
+  lines.push('', `Times in ${timezone}.`);
+  return `${lines.join('\n')}\n`;
+}
+
+function formatFailures(r: FailuresReport, timezone: string): string {
+  if (r.latest.length === 0) return 'No failed scans and no rejected reads in the buffer.\n';
+  const lines = ['By reason:', table(['kind', 'count', 'reason'], r.reasons.map((x) => [x.kind, x.count, x.reason])), '', `Latest (times in ${timezone}):`];
+  for (const f of r.latest) {
+    lines.push(
+      `${fmtTime(f.at, timezone)}  ${f.kind.padEnd(8)}  input ${f.inputId}${f.dcp ? `  DCP ${f.dcp}` : ''}${f.requestId ? `  request ${f.requestId}` : ''}`,
+      `    reason: ${f.reason}`,
+      `    read:   ${f.raw}${f.origin ? `   (${f.origin})` : ''}`,
+    );
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+function formatStats(r: StatsReport): string {
+  const counts = (o: Record<string, number>) => (Object.keys(o).length === 0 ? 'none' : Object.entries(o).map(([k, v]) => `${k} ${v}`).join(', '));
+  return `${[
+    `Buffer ${r.path}`,
+    `  on disk:   ${fmtBytes(r.files.total)} (database ${fmtBytes(r.files.db)}, write-ahead log ${fmtBytes(r.files.wal)}, index ${fmtBytes(r.files.shm)})`,
+    `  pages:     ${r.pages} of ${fmtBytes(r.pageSize)}, ${r.freePages} free; journal ${r.journalMode}; schema version ${r.schemaVersion}`,
+    `  reads:     ${counts(r.reads)}`,
+    `  scans:     ${counts(r.scans)}`,
+    `  batches:   ${counts(r.batches)}`,
+    `  reads from ${r.oldestReadAt ?? '-'} to ${r.newestReadAt ?? '-'} (UTC)`,
+  ].join('\n')}\n`;
+}

@@ -1,0 +1,122 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { isAbsolute, resolve } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { ErrorCodes, GatewayError, isGatewayError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { AdminActionName } from './status.js';
+
+/** What an admin action answers (shown on the page). */
+export interface AdminResult {
+  message: string;
+  [detail: string]: unknown;
+}
+
+/**
+ * The operations behind the admin buttons, provided by the app. `replay` is present only when the
+ * gateway can replay failed scans. `body` is the request's JSON body, if any (replay filters).
+ */
+export type AdminActions = { [K in Exclude<AdminActionName, 'replay'>]: () => AdminResult | Promise<AdminResult> } & {
+  replay?: (body: unknown) => AdminResult | Promise<AdminResult>;
+};
+
+/** Shortest admin token accepted: 16 characters (`openssl rand -hex 32` gives 64). */
+export const MIN_ADMIN_TOKEN_LENGTH = 16;
+
+/**
+ * The admin token, first found of: env `SCAN_GATEWAY_ADMIN_TOKEN`, the systemd credential
+ * `admin-token` (`$CREDENTIALS_DIRECTORY/admin-token`, from `LoadCredential=`), the file named by
+ * `http.adminTokenFile` (relative to `baseDir`). Undefined when none is configured: admin actions
+ * are then off.
+ *
+ * @throws GatewayError `SCANGW_E_SECRET` when the named file cannot be read, or the token is
+ *   shorter than {@link MIN_ADMIN_TOKEN_LENGTH} characters.
+ */
+export function readAdminToken(options: { env: Record<string, string | undefined>; file?: string | undefined; baseDir: string }): string | undefined {
+  const check = (token: string, where: string) => {
+    if (token.length < MIN_ADMIN_TOKEN_LENGTH) {
+      throw new GatewayError(ErrorCodes.SECRET, `the admin token from ${where} is shorter than ${MIN_ADMIN_TOKEN_LENGTH} characters; make one with: openssl rand -hex 32`);
+    }
+    return token;
+  };
+  const fromEnv = options.env.SCAN_GATEWAY_ADMIN_TOKEN?.trim();
+  if (fromEnv) return check(fromEnv, 'SCAN_GATEWAY_ADMIN_TOKEN');
+  const candidates: { file: string; optional: boolean }[] = [];
+  if (options.env.CREDENTIALS_DIRECTORY) candidates.push({ file: resolve(options.env.CREDENTIALS_DIRECTORY, 'admin-token'), optional: true });
+  if (options.file) candidates.push({ file: isAbsolute(options.file) ? options.file : resolve(options.baseDir, options.file), optional: false });
+  for (const { file, optional } of candidates) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (err) {
+      if (optional && (err as NodeJS.ErrnoException).code === 'ENOENT') continue;
+      throw new GatewayError(ErrorCodes.SECRET, `cannot read the admin token from ${file}: ${(err as Error).message}`, { cause: err });
+    }
+    const token = text.trim();
+    if (!token) throw new GatewayError(ErrorCodes.SECRET, `the admin token file ${file} is empty`);
+    return check(token, file);
+  }
+  return undefined;
+}
+
+/**
+ * Whether an `Authorization` header carries `expected` as its bearer token. Both sides are hashed
+ * to the same length first, so the comparison takes the same time whatever the length or content
+ * of the guess.
+ */
+export function bearerMatches(expected: string, header: string | undefined): boolean {
+  const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header ?? '');
+  const given = match?.[1] ?? '';
+  const a = createHash('sha256').update(expected, 'utf8').digest();
+  const b = createHash('sha256').update(given, 'utf8').digest();
+  return timingSafeEqual(a, b) && given.length > 0;
+}
+
+export interface AdminRoutesOptions {
+  /** The configured token; undefined = admin actions off (every call answered 403). */
+  token: string | undefined;
+  actions: AdminActions;
+  logger: Logger;
+}
+
+/** Names of the actions available with these options. */
+export function availableActions(options: Pick<AdminRoutesOptions, 'token' | 'actions'>): AdminActionName[] {
+  if (!options.token) return [];
+  return ['retry', 'pause', 'resume', ...(options.actions.replay ? (['replay'] as const) : [])];
+}
+
+/**
+ * `POST /api/v1/admin/{retry|pause|resume|replay}` with `Authorization: Bearer <admin token>`.
+ * 200 `{ ok: true, message, … }`; 401 without the right token; 403 when no token is configured;
+ * 404 for an unknown or unavailable action. A bearer header cannot be sent cross-site without a
+ * CORS preflight (which this server never grants), so a web page elsewhere cannot press the buttons.
+ */
+export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOptions): void {
+  const log = options.logger;
+  app.post<{ Params: { action: string } }>('/api/v1/admin/:action', async (request, reply) => {
+    const action = request.params.action as AdminActionName;
+    const available = availableActions(options);
+    if (!options.token) {
+      return reply.code(403).send({ ok: false, error: 'admin actions are off: no admin token is configured (see docs/operations.md)' });
+    }
+    if (!bearerMatches(options.token, request.headers.authorization)) {
+      log.warn({ action, remote: request.ip, given: request.headers.authorization ? 'wrong token' : 'no token' }, 'admin call refused');
+      return reply
+        .code(401)
+        .header('www-authenticate', 'Bearer realm="scan-gateway admin"')
+        .send({ ok: false, error: 'a valid admin token is required: Authorization: Bearer <token>' });
+    }
+    if (!available.includes(action)) {
+      return reply.code(404).send({ ok: false, error: `unknown admin action "${action}"; available: ${available.join(', ')}` });
+    }
+    try {
+      const result = action === 'replay' ? await options.actions.replay!(request.body) : await options.actions[action]();
+      log.info({ action, remote: request.ip, result }, 'admin action done');
+      return reply.send({ ok: true, action, ...result });
+    } catch (err) {
+      if (isGatewayError(err, ErrorCodes.USAGE)) return reply.code(400).send({ ok: false, action, error: err.message });
+      log.error({ action, remote: request.ip, err }, 'admin action failed');
+      return reply.code(500).send({ ok: false, action, error: (err as Error).message });
+    }
+  });
+}

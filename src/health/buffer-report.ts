@@ -1,0 +1,255 @@
+import { statSync } from 'node:fs';
+import type Database from 'better-sqlite3';
+
+/**
+ * Read-only questions about the SQLite buffer that plant IT asks (what is waiting, what failed,
+ * how big is it), shared by the health page and the `queue`, `failures` and `buffer stats`
+ * commands. Plain SQL over the tables of migration 1 (`reads`, `scans`, `batches`), so the
+ * commands also work on a buffer written by another gateway version, and never write.
+ */
+
+const C0_NAMES = [
+  'NUL', 'SOH', 'STX', 'ETX', 'EOT', 'ENQ', 'ACK', 'BEL', 'BS', 'HT', 'LF', 'VT', 'FF', 'CR', 'SO', 'SI',
+  'DLE', 'DC1', 'DC2', 'DC3', 'DC4', 'NAK', 'SYN', 'ETB', 'CAN', 'EM', 'SUB', 'ESC', 'FS', 'GS', 'RS', 'US',
+];
+
+/**
+ * A read's bytes as one printable line: valid UTF-8 is shown as text, ASCII control bytes by their
+ * names in angle brackets (`<GS>` for the GS1 separator 0x1D, `<CR>`, `<EOT>`…), DEL and C1
+ * controls as `\u00NN`, and bytes that are not valid UTF-8 as `\xNN`. Plain text: HTML escaping is
+ * the caller's job.
+ */
+export function printableRaw(raw: Buffer | Uint8Array | string): string {
+  if (typeof raw === 'string') return printableText(raw);
+  const bytes = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+  try {
+    return printableText(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
+  } catch {
+    let out = '';
+    for (const b of bytes) out += b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : b < 0x20 ? `<${C0_NAMES[b]}>` : `\\x${b.toString(16).padStart(2, '0')}`;
+    return out;
+  }
+}
+
+function printableText(text: string): string {
+  // eslint-disable-next-line no-control-regex
+  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => {
+    const code = c.charCodeAt(0);
+    return code < 0x20 ? `<${C0_NAMES[code]}>` : `\\u${code.toString(16).padStart(4, '0')}`;
+  });
+}
+
+/** Bytes of the buffer on disk: the database file plus its write-ahead log (and shared memory index). */
+export function bufferFileBytes(path: string): number {
+  let total = 0;
+  for (const suffix of ['', '-wal', '-shm']) {
+    try {
+      total += statSync(path + suffix).size;
+    } catch {
+      // a missing -wal or -shm is normal (clean close, or never opened for writing)
+    }
+  }
+  return total;
+}
+
+/** Undelivered scans of one DCP. Ages in ms at `nowMs`. */
+export interface QueueRow {
+  dcp: string;
+  /** Not yet in a batch. */
+  waiting: number;
+  /** In a batch that the service has not finished yet. */
+  inFlight: number;
+  oldestAgeMs: number;
+}
+
+/** Undelivered scans by age, in fixed bands, across all DCPs. */
+export interface AgeBand {
+  label: string;
+  /** Upper bound of the band, in ms (exclusive); null for the last band. */
+  belowMs: number | null;
+  scans: number;
+}
+
+/** A batch that is not finished (not yet uploaded, uploaded and processing, or held). */
+export interface OpenBatch {
+  id: number;
+  mode: string;
+  state: string;
+  scans: number;
+  bytes: number;
+  requestId: string | null;
+  attempts: number;
+  lastError: string | null;
+  createdAt: string;
+  /** When the next try (upload or status poll) is due, ms since epoch; 0 = now. */
+  nextAttemptAt: number;
+}
+
+export interface QueueReport {
+  totals: { waiting: number; inFlight: number; oldestAgeMs: number | null };
+  byDcp: QueueRow[];
+  byAge: AgeBand[];
+  batches: OpenBatch[];
+}
+
+const AGE_BANDS: { label: string; belowMs: number | null }[] = [
+  { label: 'under 1 min', belowMs: 60_000 },
+  { label: '1–10 min', belowMs: 600_000 },
+  { label: '10–60 min', belowMs: 3_600_000 },
+  { label: '1–24 h', belowMs: 86_400_000 },
+  { label: 'over 24 h', belowMs: null },
+];
+
+/** What is waiting for delivery: by DCP, by age, and the batches not yet finished. */
+export function queueReport(db: Database.Database, nowMs: number): QueueReport {
+  const rows = db
+    .prepare(
+      `SELECT dcp_key AS dcp, sum(state = 'pending') AS waiting, sum(state = 'batched') AS inFlight, min(created_at) AS oldest
+         FROM scans WHERE state IN ('pending', 'batched') GROUP BY dcp_key ORDER BY dcp_key`,
+    )
+    .all() as { dcp: string; waiting: number; inFlight: number; oldest: number }[];
+  const byDcp = rows.map((r) => ({ dcp: r.dcp, waiting: r.waiting, inFlight: r.inFlight, oldestAgeMs: Math.max(0, nowMs - r.oldest) }));
+  const cases = AGE_BANDS.map((b, i) => (b.belowMs === null ? `ELSE ${i}` : `WHEN ? - created_at < ${b.belowMs} THEN ${i}`)).join(' ');
+  const bandCounts = db
+    .prepare(`SELECT CASE ${cases} END AS band, count(*) AS n FROM scans WHERE state IN ('pending', 'batched') GROUP BY band`)
+    .all(...AGE_BANDS.filter((b) => b.belowMs !== null).map(() => nowMs)) as { band: number; n: number }[];
+  const byAge = AGE_BANDS.map((b, i) => ({ ...b, scans: bandCounts.find((c) => c.band === i)?.n ?? 0 }));
+  const batches = db
+    .prepare(
+      `SELECT id, mode, state, scan_count AS scans, bytes, request_id AS requestId, attempts, last_error AS lastError,
+              created_at AS createdAt, next_attempt_at AS nextAttemptAt
+         FROM batches WHERE state <> 'done' ORDER BY id`,
+    )
+    .all() as OpenBatch[];
+  const oldest = byDcp.length === 0 ? null : Math.max(...byDcp.map((r) => r.oldestAgeMs));
+  return {
+    totals: { waiting: sum(byDcp.map((r) => r.waiting)), inFlight: sum(byDcp.map((r) => r.inFlight)), oldestAgeMs: oldest },
+    byDcp,
+    byAge,
+    batches,
+  };
+}
+
+/** One failed scan or rejected read. */
+export interface FailureRow {
+  kind: 'failed' | 'held' | 'rejected';
+  at: string;
+  inputId: string;
+  dcp: string | null;
+  reference: string | null;
+  reason: string;
+  /** The read as received, see {@link printableRaw}. */
+  raw: string;
+  /** Where it came from (file and line, port), as stored. */
+  origin: string | null;
+  /** The batch's requestId, for a scan the service refused. */
+  requestId: string | null;
+}
+
+export interface FailuresReport {
+  /** Counts by reason, most frequent first (failed and held scans, and rejected reads, apart). */
+  reasons: { kind: 'failed' | 'rejected'; reason: string; count: number }[];
+  latest: FailureRow[];
+}
+
+/** Whether `table` has `column` (later migrations add columns; the reports work with or without them). */
+function hasColumn(db: Database.Database, table: string, column: string): boolean {
+  return (db.prepare(`SELECT name FROM pragma_table_info(?)`).pluck().all(table) as string[]).includes(column);
+}
+
+/**
+ * The latest scans the service refused (or that were held) and reads the gateway rejected. Dead
+ * letters already replayed (`scans.replayed_by`, when the buffer has it) are left out: their new
+ * scans are in the queue.
+ */
+export function failuresReport(db: Database.Database, limit: number): FailuresReport {
+  const open = hasColumn(db, 'scans', 'replayed_by') ? 'AND s.replayed_by IS NULL' : '';
+  const latest = (
+    db
+      .prepare(
+        `SELECT * FROM (
+           SELECT s.state AS kind, r.received_at AS at, r.input_id AS inputId, s.dcp_key AS dcp, s.reference AS reference,
+                  coalesce(s.failure_reason, '') AS reason, r.raw AS raw, r.origin AS origin, b.request_id AS requestId, r.id AS rid
+             FROM scans s JOIN reads r ON r.id = s.read_id LEFT JOIN batches b ON b.id = s.batch_id
+            WHERE s.state IN ('failed', 'held') ${open}
+           UNION ALL
+           SELECT 'rejected', received_at, input_id, dcp_key, NULL, coalesce(reason, ''), raw, origin, NULL, id
+             FROM reads WHERE outcome = 'rejected'
+         ) ORDER BY rid DESC LIMIT ?`,
+      )
+      .all(limit) as (Omit<FailureRow, 'raw'> & { raw: Buffer; rid: number })[]
+  ).map(({ rid: _rid, raw, ...row }) => ({ ...row, raw: printableRaw(raw) }));
+  const reasons = db
+    .prepare(
+      `SELECT * FROM (
+         SELECT 'failed' AS kind, coalesce(failure_reason, '') AS reason, count(*) AS count FROM scans s WHERE state IN ('failed', 'held') ${open} GROUP BY 2
+         UNION ALL
+         SELECT 'rejected', coalesce(reason, ''), count(*) FROM reads WHERE outcome = 'rejected' GROUP BY 2
+       ) ORDER BY count DESC, reason LIMIT 50`,
+    )
+    .all() as FailuresReport['reasons'];
+  return { reasons, latest };
+}
+
+export interface StatsReport {
+  path: string;
+  /** Bytes on disk of the database file, its write-ahead log and its shared-memory index. */
+  files: { db: number; wal: number; shm: number; total: number };
+  schemaVersion: number;
+  journalMode: string;
+  pageSize: number;
+  pages: number;
+  /** Pages free inside the file (reused before the file grows). */
+  freePages: number;
+  reads: Record<string, number>;
+  scans: Record<string, number>;
+  /** Batches by state; finished batches by the service's final state (`done:Success`…). */
+  batches: Record<string, number>;
+  oldestReadAt: string | null;
+  newestReadAt: string | null;
+}
+
+/** Size and content of the buffer. */
+export function statsReport(db: Database.Database, path: string): StatsReport {
+  const size = (suffix: string) => {
+    try {
+      return statSync(path + suffix).size;
+    } catch {
+      return 0;
+    }
+  };
+  const files = { db: size(''), wal: size('-wal'), shm: size('-shm'), total: 0 };
+  files.total = files.db + files.wal + files.shm;
+  const grouped = (sql: string) => Object.fromEntries((db.prepare(sql).all() as { k: string; n: number }[]).map((r) => [r.k, r.n]));
+  const range = db.prepare(`SELECT min(received_at) AS oldest, max(received_at) AS newest FROM reads`).get() as { oldest: string | null; newest: string | null };
+  return {
+    path,
+    files,
+    schemaVersion: db.pragma('user_version', { simple: true }) as number,
+    journalMode: String(db.pragma('journal_mode', { simple: true })),
+    pageSize: db.pragma('page_size', { simple: true }) as number,
+    pages: db.pragma('page_count', { simple: true }) as number,
+    freePages: db.pragma('freelist_count', { simple: true }) as number,
+    reads: grouped(`SELECT outcome AS k, count(*) AS n FROM reads GROUP BY outcome`),
+    scans: grouped(`SELECT state AS k, count(*) AS n FROM scans GROUP BY state`),
+    batches: grouped(
+      `SELECT CASE WHEN state = 'done' THEN 'done:' || coalesce(upstream_state, '?') ELSE state END AS k, count(*) AS n FROM batches GROUP BY k`,
+    ),
+    oldestReadAt: range.oldest,
+    newestReadAt: range.newest,
+  };
+}
+
+/** Batches in the buffer by mode and state (finished ones by the service's final state), for metrics. */
+export function batchCounts(db: Database.Database): { mode: string; state: string; count: number }[] {
+  return db
+    .prepare(
+      `SELECT mode, CASE WHEN state = 'done' THEN coalesce(upstream_state, 'done') ELSE state END AS state, count(*) AS count
+         FROM batches GROUP BY 1, 2 ORDER BY 1, 2`,
+    )
+    .all() as { mode: string; state: string; count: number }[];
+}
+
+function sum(values: number[]): number {
+  return values.reduce((a, b) => a + b, 0);
+}

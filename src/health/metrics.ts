@@ -1,0 +1,252 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { DeliveryApi } from '../delivery/types.js';
+import { ErrorCodes, isGatewayError } from '../errors.js';
+import type { GatewayStatus } from './status.js';
+
+/** Where the metrics read their values at each scrape. */
+export interface MetricsSources {
+  /** The gateway's status (inputs, buffer, delivery); undefined before the app started. */
+  status: () => GatewayStatus | undefined;
+  /** Batches in the buffer by mode and state (buffer-report.ts `batchCounts`). */
+  batchCounts: () => { mode: string; state: string; count: number }[];
+  /** Tokens obtained from the token endpoint since start. */
+  tokenRefreshes?: () => number;
+}
+
+/** Read outcomes as counted by the intake, with their label value (the buffer's `reads.outcome`). */
+const OUTCOMES = [
+  ['scans', 'scan'],
+  ['noReads', 'noRead'],
+  ['rejections', 'rejected'],
+  ['duplicates', 'duplicate'],
+] as const;
+
+/** Upload durations: from a fast LAN answer to a slow pre-signed PUT of tens of MiB, in seconds. */
+const UPLOAD_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+
+/**
+ * The gateway's Prometheus metrics (prom-client, text format at `GET /metrics`), in a registry of
+ * its own (no global state): reads by input and outcome, pending scans, oldest pending age,
+ * buffer bytes, batches by mode and state, upload durations, upstream errors by kind, circuit
+ * state, token refreshes, and the standard process and Node.js metrics. Gauges and the read
+ * counters are computed from one status snapshot per scrape; upload durations and upstream errors
+ * are recorded as they happen through {@link instrumentDeliveryApi}.
+ */
+export class GatewayMetrics {
+  readonly registry = new Registry();
+  /** Time of one upload exchange (direct POST, or the pre-signed PUT), by mode and outcome (`ok`, `error`). */
+  readonly uploadDuration: Histogram<'mode' | 'outcome'>;
+  /** Failed upstream calls by operation and kind (`network`, `http_5xx`, `rate_limited`, `auth`…). */
+  readonly upstreamErrors: Counter<'operation' | 'kind'>;
+  private snapshot: GatewayStatus | undefined;
+
+  constructor(private readonly sources: MetricsSources) {
+    const r = this.registry;
+    collectDefaultMetrics({ register: r });
+    const snap = () => this.snapshot;
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const this_ = this;
+
+    new Gauge({
+      name: 'scan_gateway_info',
+      help: 'Always 1; the labels say which version runs at which site.',
+      labelNames: ['version', 'site'],
+      registers: [r],
+      collect() {
+        this.reset();
+        const s = snap();
+        if (s) this.set({ version: s.version, site: s.site.id }, 1);
+      },
+    });
+    new Gauge({
+      name: 'scan_gateway_health_state',
+      help: 'Overall state: 1 for the current one of ok, degraded, down.',
+      labelNames: ['state'],
+      registers: [r],
+      collect() {
+        const s = snap();
+        for (const state of ['ok', 'degraded', 'down']) this.set({ state }, s?.state === state ? 1 : 0);
+      },
+    });
+    new Counter({
+      name: 'scan_gateway_reads_total',
+      help: 'Reads committed to the buffer since start, by input and outcome (scan, noRead, rejected, duplicate).',
+      labelNames: ['input', 'outcome'],
+      registers: [r],
+      collect() {
+        this.reset();
+        for (const i of snap()?.inputs ?? []) {
+          for (const [field, outcome] of OUTCOMES) this.inc({ input: i.id, outcome }, i.counters?.[field] ?? 0);
+        }
+      },
+    });
+    new Counter({
+      name: 'scan_gateway_read_bytes_total',
+      help: 'Bytes of reads committed since start, by input.',
+      labelNames: ['input'],
+      registers: [r],
+      collect() {
+        this.reset();
+        for (const i of snap()?.inputs ?? []) this.inc({ input: i.id }, i.counters?.bytes ?? 0);
+      },
+    });
+    new Gauge({
+      name: 'scan_gateway_input_up',
+      help: '1 when the input is up (connected, watching), else 0.',
+      labelNames: ['input', 'type'],
+      registers: [r],
+      collect() {
+        this.reset();
+        for (const i of snap()?.inputs ?? []) this.set({ input: i.id, type: i.type }, i.state === 'up' ? 1 : 0);
+      },
+    });
+    const bufferGauge = (name: string, help: string, value: (s: GatewayStatus) => number | null | undefined) =>
+      new Gauge({
+        name,
+        help,
+        registers: [r],
+        collect() {
+          this.reset();
+          const s = snap();
+          const v = s ? value(s) : undefined;
+          if (v !== undefined && v !== null) this.set(v);
+        },
+      });
+    bufferGauge('scan_gateway_pending_scans', 'Scans in the buffer not yet in a batch.', (s) => s.buffer.pendingScans);
+    bufferGauge('scan_gateway_undelivered_scans', 'Scans not yet delivered: pending, or in a batch the service has not finished.', (s) => s.buffer.undeliveredScans);
+    bufferGauge('scan_gateway_oldest_pending_age_seconds', 'Age of the oldest pending scan, in seconds; 0 when none is pending.', (s) =>
+      s.buffer.oldestPendingAgeMs === null ? 0 : s.buffer.oldestPendingAgeMs / 1000,
+    );
+    bufferGauge('scan_gateway_buffer_bytes', 'Bytes of the SQLite buffer on disk (database, write-ahead log, index).', (s) => s.buffer.fileBytes);
+    bufferGauge('scan_gateway_buffer_quota_bytes', 'Quota on undelivered data, in bytes, when configured.', (s) => s.buffer.quotaBytes);
+    bufferGauge('scan_gateway_intake_paused', '1 while intake is paused by back-pressure.', (s) => (s.buffer.intakePaused ? 1 : 0));
+    bufferGauge('scan_gateway_delivery_paused', '1 while delivery is paused by an operator.', (s) => (s.delivery.paused ? 1 : 0));
+    bufferGauge('scan_gateway_possible_duplicates', 'Direct uploads sent again after their answer was lost, since start.', (s) => s.delivery.possibleDuplicates ?? 0);
+    bufferGauge('scan_gateway_uptime_seconds', 'Seconds since the gateway started.', (s) => s.uptimeSec);
+    new Gauge({
+      name: 'scan_gateway_scans',
+      help: 'Scans in the buffer by state (pending, batched, delivered, failed, held).',
+      labelNames: ['state'],
+      registers: [r],
+      collect() {
+        this.reset();
+        for (const [state, n] of Object.entries(snap()?.buffer.scans ?? {})) this.set({ state }, n);
+      },
+    });
+    new Gauge({
+      name: 'scan_gateway_batches',
+      help: "Batches in the buffer by mode and state; finished batches by the service's final state (Success, HasFailures, Failed).",
+      labelNames: ['mode', 'state'],
+      registers: [r],
+      collect() {
+        this.reset();
+        if (!snap()) return;
+        for (const b of this_.sources.batchCounts()) this.set({ mode: b.mode, state: b.state }, b.count);
+      },
+    });
+    new Gauge({
+      name: 'scan_gateway_delivery_circuit_state',
+      help: 'Delivery circuit: 1 for the current one of closed, open, half-open.',
+      labelNames: ['state'],
+      registers: [r],
+      collect() {
+        const circuit = snap()?.delivery.circuit;
+        for (const state of ['closed', 'open', 'half-open']) this.set({ state }, circuit === state ? 1 : 0);
+      },
+    });
+    new Counter({
+      name: 'scan_gateway_token_refreshes_total',
+      help: 'Access tokens obtained from the token endpoint since start.',
+      registers: [r],
+      collect() {
+        this.reset();
+        this.inc(this_.sources.tokenRefreshes?.() ?? 0);
+      },
+    });
+    this.uploadDuration = new Histogram({
+      name: 'scan_gateway_upload_duration_seconds',
+      help: 'Duration of one upload exchange (direct POST or pre-signed PUT), by mode and outcome.',
+      labelNames: ['mode', 'outcome'],
+      buckets: UPLOAD_BUCKETS,
+      registers: [r],
+    });
+    this.upstreamErrors = new Counter({
+      name: 'scan_gateway_upstream_errors_total',
+      help: 'Failed calls to the upstream service, by operation and kind (network, timeout, rate_limited, http_4xx, http_5xx, auth, response, too_large, presigned_refused, other).',
+      labelNames: ['operation', 'kind'],
+      registers: [r],
+    });
+  }
+
+  /** The metrics in the Prometheus text format, from one fresh status snapshot. */
+  async text(): Promise<string> {
+    this.snapshot = this.sources.status();
+    try {
+      return await this.registry.metrics();
+    } finally {
+      this.snapshot = undefined;
+    }
+  }
+
+  /** Content type of {@link text}. */
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+}
+
+/** The kind label of an upstream failure. */
+export function upstreamErrorKind(err: unknown): string {
+  if (!isGatewayError(err)) return 'other';
+  switch (err.code) {
+    case ErrorCodes.UPSTREAM_NETWORK:
+      return 'network';
+    case ErrorCodes.UPSTREAM_AUTH:
+      return 'auth';
+    case ErrorCodes.UPSTREAM_RESPONSE:
+      return 'response';
+    case ErrorCodes.BODY_TOO_LARGE:
+      return 'too_large';
+    case ErrorCodes.PRESIGNED_REFUSED:
+      return 'presigned_refused';
+    case ErrorCodes.UPSTREAM_HTTP: {
+      const status = Number(err.details.status);
+      if (status === 408) return 'timeout';
+      if (status === 429) return 'rate_limited';
+      if (status === 413) return 'too_large';
+      return status >= 500 ? 'http_5xx' : 'http_4xx';
+    }
+    default:
+      return 'other';
+  }
+}
+
+/** Calls whose time is an upload, by mode. */
+const UPLOAD_MODE: Record<string, string> = { uploadScans: 'direct', putPresigned: 'presigned' };
+const OPERATIONS = new Set(['uploadScans', 'requestPresignedUpload', 'putPresigned', 'getScanStatus']);
+
+/**
+ * The delivery API with metrics: the time of each upload (`uploadScans`, `putPresigned`) goes to
+ * the upload histogram, and every failed call of delivery's four operations to the upstream error
+ * counter. Other members pass through untouched, so the wrapper keeps working when the API grows.
+ */
+export function instrumentDeliveryApi<T extends DeliveryApi>(api: T, metrics: GatewayMetrics): T {
+  return new Proxy(api, {
+    get(target, prop, receiver) {
+      const value: unknown = Reflect.get(target, prop, receiver);
+      if (typeof prop !== 'string' || !OPERATIONS.has(prop) || typeof value !== 'function') return value;
+      const mode = UPLOAD_MODE[prop];
+      return async (...args: unknown[]) => {
+        const end = mode ? metrics.uploadDuration.startTimer({ mode }) : undefined;
+        try {
+          const result: unknown = await (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+          end?.({ outcome: 'ok' });
+          return result;
+        } catch (err) {
+          end?.({ outcome: 'error' });
+          metrics.upstreamErrors.inc({ operation: prop, kind: upstreamErrorKind(err) });
+          throw err;
+        }
+      };
+    },
+  });
+}

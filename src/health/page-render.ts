@@ -1,0 +1,360 @@
+import type { GatewayStatus } from './status.js';
+
+/**
+ * The health page's content as an HTML string, rendered from a {@link GatewayStatus}. The same
+ * functions run on the server (first paint) and in the browser (refresh from `/api/v1/status`):
+ * `page.ts` puts their source into the page's inline script, so each function here must use
+ * nothing but its arguments, the functions listed in {@link RENDER_FUNCTIONS} and the standard
+ * built-ins (no imports, no module constants). A unit test runs the page's script in a bare
+ * context to hold that line.
+ *
+ * Everything that comes from outside (reads, reasons, ids, error messages) goes through `esc`.
+ */
+
+/** HTML-escapes any value for text and for double- or single-quoted attributes. */
+export function esc(value: unknown): string {
+  return String(value ?? '').replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] ?? c);
+}
+
+/** Printable form of a reference or raw read: control characters as `<GS>`-style names (same rule as buffer-report.ts). */
+export function shown(text: unknown): string {
+  const names = 'NUL SOH STX ETX EOT ENQ ACK BEL BS HT LF VT FF CR SO SI DLE DC1 DC2 DC3 DC4 NAK SYN ETB CAN EM SUB ESC FS GS RS US'.split(' ');
+  // eslint-disable-next-line no-control-regex
+  return String(text ?? '').replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => {
+    const code = c.charCodeAt(0);
+    return code < 0x20 ? `<${names[code]}>` : `\\u${code.toString(16).padStart(4, '0')}`;
+  });
+}
+
+/** Escaped printable text with the `<GS>`-style markers set apart, so a separator is visible at a glance. */
+export function rawHtml(text: unknown): string {
+  return esc(shown(text)).replace(/&lt;([A-Z]{2,3}\d?)&gt;/g, '<span class="ctl">$1</span>');
+}
+
+/** `yyyy-MM-dd HH:mm:ss` in `timeZone` (the site's), or `—`. */
+export function fmtTime(iso: unknown, timeZone: string): string {
+  if (iso === undefined || iso === null || iso === '') return '—';
+  const d = new Date(iso as string);
+  if (Number.isNaN(d.getTime())) return esc(iso);
+  try {
+    return new Intl.DateTimeFormat('sv-SE', {
+      timeZone,
+      year: 'numeric',
+      month: '2-digit',
+      day: '2-digit',
+      hour: '2-digit',
+      minute: '2-digit',
+      second: '2-digit',
+      hour12: false,
+    }).format(d);
+  } catch {
+    return d.toISOString();
+  }
+}
+
+/** A duration for people: `45 s`, `12 min`, `3 h 20 min`, `4 d 2 h`. */
+export function fmtDuration(ms: unknown): string {
+  const n = Number(ms);
+  if (ms === null || ms === undefined || !Number.isFinite(n)) return '—';
+  const s = Math.max(0, Math.round(n / 1000));
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min`;
+  const h = Math.floor(m / 60);
+  if (h < 24) return `${h} h${m % 60 ? ` ${m % 60} min` : ''}`;
+  return `${Math.floor(h / 24)} d${h % 24 ? ` ${h % 24} h` : ''}`;
+}
+
+/** `1.2 MiB`-style sizes. */
+export function fmtBytes(bytes: unknown): string {
+  const n = Number(bytes);
+  if (bytes === null || bytes === undefined || !Number.isFinite(n)) return '—';
+  if (n < 1024) return `${n} B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n / 1024;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return `${v < 10 ? v.toFixed(1) : Math.round(v)} ${units[i]}`;
+}
+
+/** A time cell: site-zone time (date left out when it is today) with the age beside it. */
+export function timeHtml(iso: unknown, nowMs: number, timeZone: string, future?: boolean): string {
+  if (iso === undefined || iso === null || iso === '') return '<span class="muted">—</span>';
+  const t = new Date(iso as string).getTime();
+  if (Number.isNaN(t)) return esc(iso);
+  const full = fmtTime(iso, timeZone);
+  const today = fmtTime(new Date(nowMs).toISOString(), timeZone).slice(0, 10);
+  const text = full.startsWith(today) ? full.slice(11) : full;
+  const delta = future ? t - nowMs : nowMs - t;
+  const rel = future ? (delta > 0 ? `in ${fmtDuration(delta)}` : 'due') : `${fmtDuration(delta)} ago`;
+  return `<time datetime="${esc(new Date(t).toISOString())}" title="${esc(full)} (${esc(timeZone)})">${esc(text)}</time> <span class="ago">${esc(rel)}</span>`;
+}
+
+/** A coloured state label; the colour follows what the state means for an operator. */
+export function pill(state: unknown): string {
+  const s = String(state ?? 'unknown');
+  const good = ['ok', 'up', 'closed', 'Success', 'running', 'yes'];
+  const warn = ['degraded', 'starting', 'connecting', 'paused', 'half-open', 'ready', 'uploading', 'presigned', 'uploaded', 'Received', 'InProgress', 'HasFailures', 'stopping', 'open session'];
+  const bad = ['down', 'open', 'Failed', 'held', 'NotFound', 'stopped', 'failed', 'rejected'];
+  const cls = good.includes(s) ? 'good' : warn.includes(s) ? 'warn' : bad.includes(s) ? 'bad' : 'neutral';
+  return `<span class="pill ${cls}">${esc(s)}</span>`;
+}
+
+/** A table; `rows` are already-escaped HTML cells. */
+export function tableHtml(headers: string[], rows: string[][], empty: string, numeric?: number[]): string {
+  if (rows.length === 0) return `<p class="muted empty">${esc(empty)}</p>`;
+  const num = numeric ?? [];
+  const th = headers.map((h, i) => `<th${num.includes(i) ? ' class="num"' : ''}>${esc(h)}</th>`).join('');
+  // data-label: on a phone each row becomes a small card, every cell labelled with its column.
+  const body = rows
+    .map((r) => `<tr>${r.map((c, i) => `<td data-label="${esc(headers[i])}"${num.includes(i) ? ' class="num"' : ''}>${c}</td>`).join('')}</tr>`)
+    .join('');
+  return `<div class="scroll"><table><thead><tr>${th}</tr></thead><tbody>${body}</tbody></table></div>`;
+}
+
+/** Where a read came from (stored as JSON such as `{"file":"a.csv","line":3}`), as `file a.csv · line 3`. */
+export function originText(origin: unknown): string {
+  if (origin === null || origin === undefined || origin === '') return '';
+  let value: unknown = origin;
+  if (typeof origin === 'string' && origin.startsWith('{')) {
+    try {
+      value = JSON.parse(origin);
+    } catch {
+      value = origin;
+    }
+  }
+  // Content hashes identify a file for the gateway, not for a person reading the page.
+  if (value && typeof value === 'object') return Object.entries(value as object).filter(([k]) => !/sha|hash/i.test(k)).map(([k, v]) => `${k} ${String(v)}`).join(' · ');
+  return String(value);
+}
+
+/** A definition list of label → HTML. */
+export function factsHtml(facts: [string, string][]): string {
+  return `<dl class="facts">${facts.map(([k, v]) => `<dt>${esc(k)}</dt><dd>${v}</dd>`).join('')}</dl>`;
+}
+
+/** Any JSON value, escaped, for fields the page has no special layout for: instants in the site zone, lists as lists. */
+export function valueHtml(v: unknown, timeZone?: string): string {
+  if (v === null || v === undefined) return '<span class="muted">—</span>';
+  if (Array.isArray(v) && v.every((x) => typeof x !== 'object' || x === null)) return v.length ? v.map((x) => esc(shown(x))).join(', ') : '<span class="muted">none</span>';
+  if (typeof v === 'object') return `<code>${esc(JSON.stringify(v))}</code>`;
+  if (typeof v === 'string' && timeZone && /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/.test(v)) return esc(fmtTime(v, timeZone));
+  return esc(shown(v));
+}
+
+/** `containerSessions` → `Container sessions`, for fields the page shows generically. */
+export function titleOf(key: string): string {
+  const words = key.replace(/([a-z0-9])([A-Z])/g, '$1 $2').replace(/[_-]+/g, ' ').toLowerCase();
+  return words.charAt(0).toUpperCase() + words.slice(1);
+}
+
+/** Whole numbers with thousands separators: 2,000,000. */
+export function fmtCount(n: unknown): string {
+  const v = Number(n);
+  return Number.isFinite(v) ? v.toLocaleString('en-US') : esc(n);
+}
+
+/** A list of objects as a table with the union of their keys. */
+export function genericTableHtml(items: unknown[], empty: string, timeZone?: string): string {
+  const objects = items.filter((i): i is Record<string, unknown> => typeof i === 'object' && i !== null);
+  const keys: string[] = [];
+  for (const o of objects) for (const k of Object.keys(o)) if (!keys.includes(k)) keys.push(k);
+  return tableHtml(keys.map(titleOf), objects.map((o) => keys.map((k) => valueHtml(o[k], timeZone))), empty);
+}
+
+/** The last accepted reload (`config.lastReload`): when, and what waits for a restart. */
+export function reloadFacts(reload: unknown, t: (iso: unknown) => string): [string, string][] {
+  if (!reload || typeof reload !== 'object') return [];
+  const r = reload as { at?: string; needsRestart?: unknown; inputErrors?: unknown };
+  const out: [string, string][] = [['Last reload', t(r.at)]];
+  if (Array.isArray(r.needsRestart) && r.needsRestart.length > 0) {
+    out.push(['Waits for a restart', `<span class="err">${r.needsRestart.map((x) => esc(x)).join(', ')}</span>`]);
+  }
+  if (Array.isArray(r.inputErrors) && r.inputErrors.length > 0) out.push(['Inputs not restarted', valueHtml(r.inputErrors)]);
+  return out;
+}
+
+/** The whole content of `<main>`: state banner, summary tiles and every card. */
+export function renderMain(s: GatewayStatus): string {
+  const tz = s.site?.timezone ?? 'UTC';
+  const now = s.generatedAt ? new Date(s.generatedAt).getTime() : Date.now();
+  const t = (iso: unknown, future?: boolean) => timeHtml(iso, now, tz, future);
+  const stateText = { ok: 'OK', degraded: 'Degraded', down: 'Down' }[s.state] ?? String(s.state);
+  const refused = (s.buffer?.scans?.failed ?? 0) + (s.buffer?.scans?.held ?? 0);
+  const stateLine =
+    s.state === 'ok'
+      ? `Every input is up and delivery is flowing.${refused ? ` ${refused} scan${refused === 1 ? ' was' : 's were'} refused upstream: see the failures below.` : ''}`
+      : s.state === 'down'
+        ? 'Reads cannot be buffered.'
+        : 'Working, but something needs a look.';
+  const reasons = (s.reasons ?? []).map((r) => `<li>${esc(r)}</li>`).join('');
+  const banner = `<section class="banner ${esc(s.state)}" aria-live="polite"><div class="state">${esc(stateText)}</div><div><p class="state-line">${esc(
+    stateLine,
+  )}</p>${reasons ? `<ul class="reasons">${reasons}</ul>` : ''}</div></section>`;
+
+  const b = s.buffer ?? ({} as GatewayStatus['buffer']);
+  const d = s.delivery ?? {};
+  const scans = b.scans ?? {};
+  const failed = (scans.failed ?? 0) + (scans.held ?? 0);
+  const oldest = b.oldestPendingAgeMs ?? null;
+  // A scan waits a second or so normally; minutes mean delivery is stuck or far behind.
+  const tiles: [string, string, string, string][] = [
+    ['Waiting for delivery', fmtCount(b.undeliveredScans ?? 0), b.pendingScans ? `${esc(b.pendingScans)} not yet in a batch` : 'nothing waiting', ''],
+    ['Oldest waiting', oldest === null ? '—' : esc(fmtDuration(oldest)), 'age of the oldest pending scan', oldest !== null && oldest > 300_000 ? 'warn' : ''],
+    ['Delivered', fmtCount(scans.delivered ?? 0), 'scans processed upstream', ''],
+    ['Failed', fmtCount(failed), failed ? 'refused upstream: see below' : 'scans refused upstream', failed ? 'bad' : ''],
+    ['Last upload', d.lastSuccessAt ? t(d.lastSuccessAt) : '<span class="muted">none yet</span>', '', ''],
+  ];
+  const tilesHtml = `<section class="tiles">${tiles
+    .map(
+      ([k, v, sub, cls]) =>
+        `<div class="tile${cls ? ` ${cls}` : ''}"><div class="tile-k">${esc(k)}</div><div class="tile-v">${v}</div>${sub ? `<div class="tile-s">${esc(sub)}</div>` : ''}</div>`,
+    )
+    .join('')}</section>`;
+
+  const inputs = tableHtml(
+    ['Input', 'Type', 'State', 'Last read', 'Reads', 'Scans', 'No-reads', 'Rejected', 'Duplicates', 'Source'],
+    (s.inputs ?? []).map((i) => {
+      const c = i.counters;
+      const err = i.lastError ? `<div class="err">${esc(i.lastError)}${i.lastErrorAt ? ` · ${t(i.lastErrorAt)}` : ''}</div>` : '';
+      return [
+        `<strong>${esc(i.id)}</strong>`,
+        esc(i.type),
+        pill(i.state) + err,
+        t(c?.lastReadAt),
+        fmtCount(c?.reads ?? 0),
+        fmtCount(c?.scans ?? 0),
+        fmtCount(c?.noReads ?? 0),
+        fmtCount(c?.rejections ?? 0),
+        fmtCount(c?.duplicates ?? 0),
+        `<code>${esc(i.source ?? '')}</code>`,
+      ];
+    }),
+    'No inputs configured.',
+    [4, 5, 6, 7, 8],
+  );
+
+  const used = b.undeliveredBytes ?? b.fileBytes ?? 0;
+  const quota = b.quotaBytes
+    ? ([['Quota', `${esc(fmtBytes(used))} of ${esc(fmtBytes(b.quotaBytes))} (${esc(Math.round((used / b.quotaBytes) * 100))} %)`]] as [string, string][])
+    : [];
+  const buffer = factsHtml([
+    ['Pending (not in a batch)', fmtCount(b.pendingScans ?? 0)],
+    ['Undelivered', `${fmtCount(b.undeliveredScans ?? 0)}${b.quotaScans ? ` of ${fmtCount(b.quotaScans)} allowed` : ''}`],
+    ['Oldest pending', b.oldestPendingAgeMs === null || b.oldestPendingAgeMs === undefined ? '—' : esc(fmtDuration(b.oldestPendingAgeMs))],
+    ['Size on disk', esc(fmtBytes(b.fileBytes))],
+    ...quota,
+    ['Intake', b.intakePaused ? pill('paused') + ' back-pressure: inputs that can wait are not reading' : pill('running')],
+    ['Scans by state', Object.keys(scans).length ? Object.entries(scans).map(([k, v]) => `${esc(k)} ${fmtCount(v)}`).join(' · ') : '—'],
+    ...(b.lastCommitError ? ([['Commit failing', `<span class="err">${esc(b.lastCommitError.message)}</span> · ${t(b.lastCommitError.at)}`]] as [string, string][]) : []),
+    ['File', `<code>${esc(b.path)}</code>`],
+  ]);
+
+  const token = d.token;
+  const delivery = factsHtml([
+    ['Mode', esc(d.mode ?? '—')],
+    ['Circuit', `${pill(d.circuit ?? 'unknown')}${d.consecutiveFailures ? ` after ${esc(d.consecutiveFailures)} failures in a row` : ''}`],
+    ['Paused by operator', d.paused ? pill('paused') : 'no'],
+    ['Last success', t(d.lastSuccessAt)],
+    ['Last error', d.lastError ? `<span class="err">${esc(d.lastError.message)}</span><br>${t(d.lastError.at)}${d.lastError.batchId ? ` · batch ${esc(d.lastError.batchId)}` : ''}` : '<span class="muted">none</span>'],
+    ['Next retry', d.nextRetryAt ? t(d.nextRetryAt, true) : '<span class="muted">—</span>'],
+    ['Access token', token ? `${token.expiresAt ? `expires ${t(token.expiresAt, true)}` : 'none held'} · ${esc(token.refreshes)} obtained` : '—'],
+    ['Possible duplicates', esc(d.possibleDuplicates ?? 0)],
+  ]);
+
+  const batches = tableHtml(
+    ['Batch', 'Request id', 'Mode', 'Scans', 'Bytes', 'State', 'Failures', 'Created'],
+    (s.batches ?? []).map((x) => {
+      const state = x.upstreamState && (x.state === 'done' || x.state === 'uploaded') ? x.upstreamState : x.state;
+      const err = x.lastError && x.state !== 'done' ? `<div class="err">${esc(x.lastError)}</div>` : '';
+      return [
+        esc(x.id),
+        `<code>${esc(x.requestId ?? '—')}</code>`,
+        esc(x.mode),
+        fmtCount(x.scanCount),
+        esc(fmtBytes(x.bytes)),
+        pill(state) + err,
+        x.failed ? `<span class="err">${esc(x.failed)}</span>` : '0',
+        t(x.createdAt),
+      ];
+    }),
+    'No batches yet.',
+    [0, 3, 4, 6],
+  );
+
+  const problems = tableHtml(
+    ['When', 'What', 'Input', 'Reason', 'Read as received'],
+    (s.problems ?? []).map((p) => [
+      t(p.at),
+      pill(p.kind),
+      esc(p.inputId),
+      `<span class="reason">${esc(p.reason)}</span>${p.reference ? `<div class="muted small">reference <code>${rawHtml(p.reference)}</code></div>` : ''}`,
+      `<code class="raw">${rawHtml(p.raw)}</code>${p.origin ? `<div class="muted small">${esc(originText(p.origin))}</div>` : ''}`,
+    ]),
+    'No rejections or failures.',
+  );
+
+  const cfg = s.config ?? ({} as GatewayStatus['config']);
+  const reloadError = cfg.lastReloadError;
+  const config = factsHtml([
+    ['File', `<code>${esc(cfg.file)}</code>`],
+    ['Loaded', t(cfg.loadedAt)],
+    [
+      'Last reload error',
+      reloadError
+        ? `<span class="err">${esc(typeof reloadError === 'string' ? reloadError : reloadError.message)}</span>${typeof reloadError === 'object' && reloadError.at ? ` · ${t(reloadError.at)}` : ''}`
+        : '<span class="muted">none</span>',
+    ],
+    ...reloadFacts(cfg.lastReload, t),
+    ['Site', `${esc(s.site?.id)} · times in ${esc(tz)}`],
+    ['Version', esc(s.version)],
+    ['Up for', `${esc(fmtDuration((s.uptimeSec ?? 0) * 1000))} · since ${t(s.startedAt)}`],
+  ]);
+
+  const card = (title: string, body: string, cls?: string) => `<section class="card${cls ? ` ${cls}` : ''}"><h2>${esc(title)}</h2>${body}</section>`;
+  const known = ['state', 'reasons', 'phase', 'generatedAt', 'site', 'version', 'startedAt', 'uptimeSec', 'config', 'buffer', 'delivery', 'inputs', 'batches', 'problems', 'sessions', 'admin'];
+  const extras = Object.keys(s)
+    .filter((k) => !known.includes(k) && s[k] !== null && typeof s[k] === 'object')
+    .map((k) => {
+      const v = s[k];
+      return card(titleOf(k), Array.isArray(v) ? genericTableHtml(v, 'None.', tz) : factsHtml(Object.entries(v as object).map(([fk, fv]) => [titleOf(fk), valueHtml(fv, tz)])), 'wide');
+    })
+    .join('');
+  const sessions = Array.isArray(s.sessions) ? card('Open container sessions', genericTableHtml(s.sessions, 'No open sessions.', tz), 'wide') : '';
+
+  return (
+    banner +
+    tilesHtml +
+    card('Inputs', inputs, 'wide') +
+    `<div class="pair">${card('Buffer', buffer)}${card('Delivery', delivery)}</div>` +
+    card('Last batches', batches, 'wide') +
+    card('Latest rejections and upstream failures', problems, 'wide') +
+    sessions +
+    extras +
+    card('Configuration', config, 'wide')
+  );
+}
+
+/** Every function the browser needs, in dependency order, for `page.ts` to inline. */
+export const RENDER_FUNCTIONS = [
+  esc,
+  shown,
+  rawHtml,
+  fmtTime,
+  fmtDuration,
+  fmtBytes,
+  fmtCount,
+  timeHtml,
+  pill,
+  tableHtml,
+  originText,
+  factsHtml,
+  valueHtml,
+  titleOf,
+  genericTableHtml,
+  reloadFacts,
+  renderMain,
+];

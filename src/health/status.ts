@@ -1,0 +1,134 @@
+/**
+ * The shape of `GET /api/v1/status`: everything the health page shows, as JSON. Built by the app
+ * (`status()` in src/app.ts) from its parts' snapshots and the buffer; read by the page, the
+ * metrics and the readiness check. Documented field by field in docs/operations.md. Times are ISO
+ * 8601 UTC instants (`…Z`); the page shows them in `site.timezone`. Durations are in ms unless the
+ * name says otherwise. Fields may be added; none is removed or renamed within `v1`.
+ */
+export interface GatewayStatus {
+  /** `ok`; `degraded` (working, but something needs a look: see `reasons`); `down` (reads cannot be buffered). */
+  state: 'ok' | 'degraded' | 'down';
+  /** Why the state is not `ok`, one sentence each, for people. */
+  reasons: string[];
+  /** `starting` until every part is up, `running`, then `stopping` once a stop began. */
+  phase?: 'starting' | 'running' | 'stopping';
+  /** When this status was put together (the page computes ages from it, not from the browser's clock). */
+  generatedAt?: string;
+  site: { id: string; timezone: string };
+  version: string;
+  startedAt: string;
+  uptimeSec: number;
+  config: ConfigStatus;
+  buffer: BufferStatus;
+  delivery: DeliveryStatusView;
+  inputs: InputStatusView[];
+  /** The latest batches, newest first. */
+  batches: BatchView[];
+  /** The latest rejected reads and scans that failed upstream, newest first. */
+  problems: ProblemView[];
+  /** Open container sessions (parent references per station), when the configuration uses them. */
+  sessions?: Array<Record<string, unknown>>;
+  /** Whether admin actions are enabled (an admin token is configured), and which. */
+  admin?: { enabled: boolean; actions: AdminActionName[] };
+  /** Parts may add fields; the page shows unknown lists and objects generically. */
+  [extra: string]: unknown;
+}
+
+export type AdminActionName = 'retry' | 'pause' | 'resume' | 'replay';
+
+export interface ConfigStatus {
+  /** Path of the configuration file in use. */
+  file: string;
+  /** When the configuration in use was loaded. */
+  loadedAt: string;
+  /** The last reload that was refused, when the running configuration is older than the file. */
+  lastReloadError?: { message: string; at: string } | string;
+  [extra: string]: unknown;
+}
+
+export interface BufferStatus {
+  /** SQLite file of the buffer. */
+  path: string;
+  /** Scans not yet in a batch. */
+  pendingScans: number;
+  /** Scans not yet delivered: pending, or in a batch the service has not finished. */
+  undeliveredScans: number;
+  /** Age of the oldest pending scan, in ms; null when nothing is pending. */
+  oldestPendingAgeMs: number | null;
+  /** Scans in the buffer by state (`pending`, `batched`, `delivered`, `failed`, `held`). */
+  scans: Record<string, number>;
+  /** Bytes of the database file and its write-ahead log on disk. */
+  fileBytes?: number;
+  /** Bytes of the undelivered scans' JSON, when the buffer counts them. */
+  undeliveredBytes?: number;
+  /** Quota on undelivered data, when configured. */
+  quotaBytes?: number;
+  quotaScans?: number;
+  /** Intake paused by back-pressure (inputs that can wait are not reading). */
+  intakePaused?: boolean;
+  /** The last failed commit of reads; present while commits fail. */
+  lastCommitError?: { message: string; at: string };
+  [extra: string]: unknown;
+}
+
+export interface DeliveryStatusView {
+  /** Configured mode: `direct`, `presigned` or `auto`. */
+  mode?: string;
+  /** Delivery paused by an operator (admin action); nothing is uploaded until resumed. */
+  paused?: boolean;
+  /** `closed` (uploads flow), `open` (waiting out a backoff after repeated failures), `half-open` (trying again). */
+  circuit?: string;
+  consecutiveFailures?: number;
+  lastSuccessAt?: string;
+  lastError?: { message: string; at: string; batchId?: number };
+  nextRetryAt?: string;
+  /** Direct uploads sent again after their answer was lost (the service may hold them twice). */
+  possibleDuplicates?: number;
+  /** The cached access token's expiry and how many tokens were obtained since start. Never the token. */
+  token?: { expiresAt?: string | Date; refreshes: number };
+  [extra: string]: unknown;
+}
+
+export interface InputStatusView {
+  id: string;
+  type: string;
+  /** `starting`, `connecting`, `up`, `down`, `paused` or `stopped`. */
+  state: string;
+  source?: string;
+  lastError?: string;
+  lastErrorAt?: string;
+  /** Since the gateway started: reads, scans, no-reads, rejections, duplicates, bytes, and the last read's time. */
+  counters?: { reads: number; scans: number; noReads: number; rejections: number; duplicates: number; bytes: number; lastReadAt?: string };
+  [extra: string]: unknown;
+}
+
+export interface BatchView {
+  id: number;
+  mode: string;
+  /** Gateway-side state: `ready`, `uploading`, `presigned`, `uploaded`, `done`, `held`. */
+  state: string;
+  scanCount: number;
+  bytes: number;
+  requestId: string | null;
+  /** The service's state once known: `Received`, `InProgress`, `Success`, `HasFailures`, `Failed`, `NotFound`. */
+  upstreamState: string | null;
+  failed: number | null;
+  lastError?: string | null;
+  createdAt: string;
+  uploadedAt?: string | null;
+  finishedAt?: string | null;
+  [extra: string]: unknown;
+}
+
+export interface ProblemView {
+  /** `rejected`: the gateway could not make a scan of the read; `failed`: the service refused the scan. */
+  kind: string;
+  inputId: string;
+  reference?: string | null;
+  reason: string;
+  /** The read as received, printable: control bytes as `<GS>`, `<CR>`…, other bytes as `\xNN`. */
+  raw: string;
+  at: string;
+  origin?: string | null;
+  [extra: string]: unknown;
+}

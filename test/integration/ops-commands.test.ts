@@ -1,0 +1,182 @@
+import { chownSync, existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import Database from 'better-sqlite3';
+import { Command, CommanderError } from 'commander';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
+import { CommandExit } from '../../src/cli/exit.js';
+import { registerOpsCommands } from '../../src/cli/ops-commands.js';
+
+const GS = '\u001d';
+const NOW = Date.parse('2026-11-18T12:00:00Z');
+
+function capture(): { stream: Writable; text: () => string } {
+  let text = '';
+  return {
+    stream: new Writable({
+      write(c: Buffer, _e, done) {
+        text += c.toString();
+        done();
+      },
+    }),
+    text: () => text,
+  };
+}
+
+/** Runs one command line like src/main.ts does; answers the exit code and what was printed. */
+async function cli(dir: string, args: string[], uid?: number): Promise<{ code: number; out: string; err: string }> {
+  const out = capture();
+  const err = capture();
+  const program = new Command('scan-gateway').exitOverride().configureOutput({ writeOut: (s) => out.stream.write(s), writeErr: (s) => err.stream.write(s) });
+  registerOpsCommands(program, { stdout: out.stream, stderr: err.stream, cwd: dir, env: {}, now: () => NOW, ...(uid !== undefined ? { uid } : {}) });
+  let code = 0;
+  try {
+    await program.parseAsync(['node', 'scan-gateway', ...args]);
+  } catch (e) {
+    if (e instanceof CommandExit) code = e.exitCode;
+    else if (e instanceof CommanderError) code = e.exitCode === 0 ? 0 : 2;
+    else throw e;
+  }
+  return { code, out: out.text(), err: err.text() };
+}
+
+function scan(reference: string, dcpKey: string, raw = reference): IntakeRecord {
+  const body = JSON.stringify({ reference, timeStamp: '2026-11-18T12:00:00', dcpKey, productModelKey: 'PACK-A', parents: [], attributes: [] });
+  return { inputId: 'line-3', receivedAt: new Date(NOW), raw: Buffer.from(raw), outcome: 'scan', scan: { reference, dcpKey, instant: new Date(NOW), body } };
+}
+
+describe('queue, failures, buffer stats, buffer backup', () => {
+  let dir: string;
+  let config: string;
+  let store: BufferStore;
+
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'sg-ops-'));
+    config = join(dir, 'config.yaml');
+    writeFileSync(
+      config,
+      `site: { id: s, timezone: Europe/Berlin }
+upstream: { baseUrl: http://127.0.0.1:1, authUrl: http://127.0.0.1:1, clientId: c }
+buffer: { path: buffer.db }
+dcps: [{ key: GI-01, kind: startOfProcess, productModelKey: PACK-A }, { key: EOL-3, kind: endOfProcess, productModelKey: PACK-A }]
+inputs: []
+`,
+    );
+    store = new BufferStore(join(dir, 'buffer.db'));
+    // A delivered batch with one failure, scans waiting (two hours, five minutes and seconds old), a rejection.
+    store.commitIntake([scan('A-1', 'GI-01'), scan(`]d2010${GS}21B`, 'GI-01', `]d2010${GS}21B`)], NOW - 3_600_000);
+    const batch = store.formBatch({ mode: 'direct', maxScans: 10, maxBytes: 1_000_000, nowIso: new Date(NOW - 3_500_000).toISOString() })!;
+    store.updateBatch(batch.id, { state: 'uploaded', requestId: '1723' });
+    store.finishBatch(batch.id, { state: 'HasFailures', processed: 2, failed: 1, failures: [{ reference: `]d2010${GS}21B`, reason: 'Invalid DCP' }] }, new Date(NOW).toISOString());
+    store.commitIntake([scan('B-1', 'GI-01'), scan('B-2', 'EOL-3')], NOW - 7_200_000);
+    store.commitIntake([scan('C-1', 'EOL-3')], NOW - 300_000);
+    store.commitIntake([scan('D-1', 'EOL-3')], NOW - 5_000);
+    store.commitIntake(
+      [{ inputId: 'line-3', receivedAt: new Date(NOW), raw: Buffer.from([0x41, 0xff, 0x1d, 0x42]), outcome: 'rejected', reason: 'not a GS1 code', origin: { port: '/dev/ttyUSB0' } }],
+      NOW,
+    );
+  });
+  afterEach(() => store.close());
+
+  it('queue: waiting scans by DCP and age, and the unfinished batches', async () => {
+    const json = await cli(dir, ['queue', '--config', config, '--json']);
+    expect(json.code).toBe(0);
+    const r = JSON.parse(json.out) as { totals: unknown; byDcp: unknown; byAge: { label: string; scans: number }[] };
+    expect(r.totals).toEqual({ waiting: 4, inFlight: 0, oldestAgeMs: 7_200_000 });
+    expect(r.byDcp).toEqual([
+      { dcp: 'EOL-3', waiting: 3, inFlight: 0, oldestAgeMs: 7_200_000 },
+      { dcp: 'GI-01', waiting: 1, inFlight: 0, oldestAgeMs: 7_200_000 },
+    ]);
+    expect(r.byAge.map((b) => b.scans)).toEqual([1, 1, 0, 2, 0]);
+    const human = await cli(dir, ['queue', '--config', config]);
+    expect(human.out).toContain('4 scans waiting for delivery (4 not yet in a batch, 0 in batches not finished); oldest 2 h.');
+    expect(human.out).toMatch(/EOL-3 +3 +0 +2 h/);
+  });
+
+  it('failures: reasons counted, raw reads printable', async () => {
+    const json = await cli(dir, ['failures', '--config', config, '--json']);
+    const r = JSON.parse(json.out) as { reasons: unknown; latest: Record<string, unknown>[] };
+    expect(r.reasons).toEqual([
+      { kind: 'failed', reason: 'Invalid DCP', count: 1 },
+      { kind: 'rejected', reason: 'not a GS1 code', count: 1 },
+    ]);
+    expect(r.latest[0]).toMatchObject({ kind: 'rejected', raw: 'A\\xff<GS>B', reason: 'not a GS1 code' });
+    expect(r.latest[1]).toMatchObject({ kind: 'failed', dcp: 'GI-01', reference: `]d2010${GS}21B`, raw: ']d2010<GS>21B', requestId: '1723' });
+    const human = await cli(dir, ['failures', '--config', config, '-n', '1']);
+    expect(human.out).toContain('reason: not a GS1 code');
+    expect(human.out).toContain('read:   A\\xff<GS>B');
+    expect(human.out).not.toContain('Invalid DCP\n    read'); // limited to one
+    expect((await cli(dir, ['failures', '--config', config, '--limit', 'many'])).code).toBe(2);
+  });
+
+  it('buffer stats', async () => {
+    const r = JSON.parse((await cli(dir, ['buffer', 'stats', '--config', config, '--json'])).out) as Record<string, unknown>;
+    expect(r).toMatchObject({ journalMode: 'wal', reads: { scan: 6, rejected: 1 }, scans: { delivered: 1, failed: 1, pending: 4 }, batches: { 'done:HasFailures': 1 } });
+    expect((r.files as { total: number }).total).toBeGreaterThan(0);
+    expect((await cli(dir, ['buffer', 'stats', '--config', config])).out).toContain('scans:     ');
+  });
+
+  it('buffer backup: a consistent, checked, self-contained copy while another connection keeps writing', async () => {
+    let n = 0;
+    const writer = setInterval(() => {
+      store.commitIntake(Array.from({ length: 50 }, () => scan(`W-${n++}`, 'GI-01')), Date.now());
+    }, 2);
+    let result;
+    try {
+      await new Promise((r) => setTimeout(r, 50));
+      result = await cli(dir, ['buffer', 'backup', 'copy.db', '--config', config, '--json']);
+    } finally {
+      clearInterval(writer);
+    }
+    expect(result.code).toBe(0);
+    const summary = JSON.parse(result.out) as { file: string; integrity: string; scans: number };
+    expect(summary).toMatchObject({ file: join(dir, 'copy.db'), integrity: 'ok' });
+    expect(existsSync(join(dir, 'copy.db-wal'))).toBe(false);
+    expect(existsSync(join(dir, 'copy.db.partial'))).toBe(false);
+    const copy = new Database(join(dir, 'copy.db'), { readonly: true });
+    try {
+      expect(copy.pragma('journal_mode', { simple: true })).toBe('delete');
+      const scans = copy.prepare('SELECT count(*) FROM scans').pluck().get() as number;
+      expect(scans).toBe(summary.scans);
+      expect(scans).toBeGreaterThan(6);
+      // every group of 50 written in one transaction is in the copy whole, or not at all
+      expect((scans - 6) % 50).toBe(0);
+      // the copy can be read like the live buffer
+      expect((await cli(dir, ['buffer', 'stats', '--buffer', 'copy.db', '--json'])).code).toBe(0);
+    } finally {
+      copy.close();
+    }
+    const again = await cli(dir, ['buffer', 'backup', 'copy.db', '--config', config]);
+    expect(again.code).toBe(2);
+    expect(again.err).toContain('exists; use --force');
+    const forced = await cli(dir, ['buffer', 'backup', 'copy.db', '--config', config, '--force']);
+    expect(forced.code).toBe(0);
+    expect(forced.out).toMatch(/^Backed up .*buffer\.db to .*copy\.db: .* check ok/);
+  });
+
+  it('exit codes: 1 without a buffer, 2 for a bad configuration, 2 as root on a buffer that is not root’s', async () => {
+    const missing = await cli(dir, ['queue', '--buffer', 'nope.db']);
+    expect(missing.code).toBe(1);
+    expect(missing.err).toContain('no buffer at');
+    writeFileSync(join(dir, 'bad.yaml'), 'site: [\n');
+    expect((await cli(dir, ['queue', '--config', join(dir, 'bad.yaml')])).code).toBe(2);
+    store.close();
+    chownSync(join(dir, 'buffer.db'), 4321, 4321);
+    const asRoot = await cli(dir, ['queue', '--config', config], 0);
+    expect(asRoot.code).toBe(2);
+    expect(asRoot.err).toContain('belongs to uid 4321; run this as that user');
+    expect(existsSync(join(dir, 'buffer.db-wal'))).toBe(false);
+  });
+
+  it('every command has --help with an example', async () => {
+    for (const args of [['queue'], ['failures'], ['buffer', 'stats'], ['buffer', 'backup']]) {
+      const help = await cli(dir, [...args, '--help']);
+      expect(help.code).toBe(0);
+      expect(help.out).toContain('Example:');
+      expect(help.out).toContain('--json');
+      expect(help.out).toContain('Exit codes:');
+    }
+  });
+});

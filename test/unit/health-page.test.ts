@@ -1,0 +1,137 @@
+import { createHash } from 'node:crypto';
+import { runInNewContext } from 'node:vm';
+import { describe, expect, it } from 'vitest';
+import { printableRaw } from '../../src/health/buffer-report.js';
+import { PAGE_CSP, PAGE_SCRIPT, renderPage } from '../../src/health/page.js';
+import { fmtTime, renderMain, RENDER_FUNCTIONS, shown } from '../../src/health/page-render.js';
+import type { GatewayStatus } from '../../src/health/status.js';
+
+const GS = '\u001d';
+const HOSTILE = `"><img src=x onerror=alert(1)><script>alert('x')</script>`;
+
+function status(over: Partial<GatewayStatus> = {}): GatewayStatus {
+  return {
+    state: 'degraded',
+    reasons: [`input ${HOSTILE} is down: ENOENT`],
+    phase: 'running',
+    generatedAt: '2026-11-18T06:00:00.000Z',
+    site: { id: 'hall-3', timezone: 'Europe/Berlin' },
+    version: '0.1.0',
+    startedAt: '2026-11-18T05:00:00.000Z',
+    uptimeSec: 3600,
+    config: { file: '/etc/scan-gateway/config.yaml', loadedAt: '2026-11-18T05:00:00.000Z', lastReloadError: { message: `bad <key>`, at: '2026-11-18T05:30:00.000Z' } },
+    buffer: {
+      path: '/var/lib/scan-gateway/buffer.db',
+      pendingScans: 2,
+      undeliveredScans: 7,
+      oldestPendingAgeMs: 125_000,
+      scans: { pending: 2, batched: 5, delivered: 100, failed: 3 },
+      fileBytes: 1_500_000,
+    },
+    delivery: { mode: 'direct', circuit: 'open', paused: false, consecutiveFailures: 4, lastError: { message: `HTTP 503 <html>`, at: '2026-11-18T05:59:00.000Z' }, nextRetryAt: '2026-11-18T06:00:30.000Z' },
+    inputs: [
+      { id: 'gi-scanner', type: 'serial', state: 'down', source: '/dev/ttyUSB0', lastError: HOSTILE, counters: { reads: 10, scans: 8, noReads: 1, rejections: 1, duplicates: 0, bytes: 300, lastReadAt: '2026-11-18T05:58:00.000Z' } },
+    ],
+    batches: [{ id: 12, mode: 'direct', state: 'done', scanCount: 5, bytes: 900, requestId: '1723', upstreamState: 'HasFailures', failed: 1, createdAt: '2026-11-18T05:57:00.000Z' }],
+    problems: [
+      { kind: 'failed', inputId: 'gi-scanner', reference: `]d201095${GS}21X`, reason: `Invalid DCP ${HOSTILE}`, raw: shown(`]d201095${GS}21X</td>${HOSTILE}`), at: '2026-11-18T05:58:00.000Z', origin: '{"port":"/dev/ttyUSB0"}' },
+    ],
+    ...over,
+  };
+}
+
+describe('health page rendering', () => {
+  it('escapes everything that comes from outside', () => {
+    const html = renderPage(status());
+    expect(html).not.toContain('<img src=x');
+    expect(html).not.toContain("<script>alert('x')");
+    expect(html).not.toContain('</td><img');
+    expect(html).toContain('&lt;img src=x onerror=alert(1)&gt;&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;');
+    expect(html).toContain('bad &lt;key&gt;');
+    // exactly one script element: the page's own
+    expect(html.match(/<script/g)).toHaveLength(1);
+  });
+
+  it('shows GS bytes as a visible marker and times in the site zone', () => {
+    const html = renderMain(status());
+    expect(html).toContain(']d201095<span class="ctl">GS</span>21X');
+    // 05:58 UTC is 06:58 in Berlin (CET, winter); the date is left out for today.
+    expect(html).toContain('>06:58:00</time>');
+    expect(html).toContain('2 min ago');
+    expect(html).toContain('in 30 s'); // next retry
+    expect(html).toContain('port /dev/ttyUSB0');
+  });
+
+  it('formats the site time across the daylight-saving change', () => {
+    expect(fmtTime('2026-03-29T00:59:59Z', 'Europe/Berlin')).toBe('2026-03-29 01:59:59');
+    expect(fmtTime('2026-03-29T01:00:00Z', 'Europe/Berlin')).toBe('2026-03-29 03:00:00');
+  });
+
+  it('shows the admin buttons only when admin actions are on', () => {
+    expect(renderPage(status())).not.toContain('data-action=');
+    const html = renderPage(status({ admin: { enabled: true, actions: ['retry', 'pause', 'resume'] } }));
+    expect(html.match(/data-action="(\w+)"/g)).toEqual(['data-action="retry"', 'data-action="pause"', 'data-action="resume"']);
+  });
+
+  it('renders unknown status fields generically, escaped', () => {
+    const html = renderMain(status({ sessions: [{ station: 'GI-01', parent: `SSCC<1>`, openedAt: 'x' }], products: { missing: [`<b>`] } }));
+    expect(html).toContain('Open container sessions');
+    expect(html).toContain('SSCC&lt;1&gt;');
+    expect(html).toContain('&lt;b&gt;');
+    expect(html).not.toContain('<b>');
+  });
+
+  it('the inline script carries its own renderer: it renders the same HTML in a bare context', () => {
+    const s = status({ sessions: [{ station: 'A', openedAt: '2026-11-18T05:59:00.000Z' }] });
+    s.config.lastReload = { at: '2026-11-18T05:40:00.000Z', needsRestart: ['http.listen'], inputErrors: [] };
+    const source = `${RENDER_FUNCTIONS.map((f) => f.toString()).join('\n')}\nrenderMain(s);`;
+    const inBareContext = runInNewContext(source, { s }) as string;
+    expect(inBareContext).toBe(renderMain(s));
+    expect(inBareContext).toContain('Waits for a restart');
+    expect(inBareContext).toContain('2026-11-18 06:59:00'); // a generic instant, in the site zone
+  });
+
+  it('the whole inline script runs against a minimal DOM and fetches the status', async () => {
+    const calls: string[] = [];
+    const elements: Record<string, { innerHTML: string; textContent: string; className: string }> = {
+      main: { innerHTML: '', textContent: '', className: '' },
+      conn: { innerHTML: '', textContent: '', className: '' },
+    };
+    const intervals: (() => Promise<void> | void)[] = [];
+    const context = {
+      document: { getElementById: (id: string) => elements[id] ?? null, hidden: false, addEventListener: () => {}, title: '' },
+      fetch: async (url: string) => {
+        calls.push(url);
+        return { ok: true, status: 200, json: async () => status({ state: 'ok', reasons: [] }) };
+      },
+      setInterval: (f: () => void) => intervals.push(f),
+      Date,
+      Intl,
+    };
+    runInNewContext(PAGE_SCRIPT, context);
+    expect(intervals).toHaveLength(1);
+    await intervals[0]!();
+    expect(calls).toEqual(['api/v1/status']);
+    expect(elements.main!.innerHTML).toContain('<div class="state">OK</div>');
+    expect(elements.conn!.textContent).toMatch(/^updated 07:00:00/);
+  });
+
+  it('the Content-Security-Policy allows exactly the page script and style', () => {
+    const html = renderPage(status());
+    const script = /<script>([\s\S]*)<\/script>/.exec(html)![1]!;
+    const style = /<style>([\s\S]*)<\/style>/.exec(html)![1]!;
+    const sha = (t: string) => `'sha256-${createHash('sha256').update(t).digest('base64')}'`;
+    expect(PAGE_CSP).toContain(`script-src ${sha(script)}`);
+    expect(PAGE_CSP).toContain(`style-src ${sha(style)}`);
+    expect(PAGE_CSP).toContain("default-src 'none'");
+  });
+});
+
+describe('printable raw reads', () => {
+  it('names control bytes, keeps UTF-8 text and shows other bytes as hex', () => {
+    expect(printableRaw(Buffer.from(`]d2010${GS}21A\r`))).toBe(']d2010<GS>21A<CR>');
+    expect(printableRaw(Buffer.from('Zelle Ü-7'))).toBe('Zelle Ü-7');
+    expect(printableRaw(Buffer.from([0x41, 0xff, 0x1d, 0x42]))).toBe('A\\xff<GS>B');
+    expect(printableRaw(Buffer.from([0x7f, 0x04]))).toBe('\\u007f<EOT>');
+  });
+});
