@@ -1,4 +1,6 @@
 import type { Command } from 'commander';
+import type { InputConfig } from '../config/schema.js';
+import { readSecret } from '../inputs/secrets.js';
 import { buildApp } from '../app.js';
 import { loadConfig } from '../config/load.js';
 import { ConfigReloader } from '../config/reload.js';
@@ -68,7 +70,7 @@ export function registerRunCommand(program: Command, io: RunIo): void {
     .action(async (opts: { config: string; logLevel?: string }) => {
       const loaded = loadConfig(opts.config, { baseDir: io.cwd, env: io.env });
       const adminToken = readAdminToken({ env: io.env, file: loaded.config.http.adminTokenFile, baseDir: io.cwd });
-      const scrubber = new SecretScrubber([loaded.clientSecret, ...(adminToken ? [adminToken] : [])]);
+      const scrubber = new SecretScrubber([loaded.clientSecret, ...(adminToken ? [adminToken] : []), ...(await inputSecrets(loaded.config.inputs, io.env))]);
       const logger = io.logger ?? createLogger({ level: opts.logLevel ?? loaded.config.log.level, format: loaded.config.log.format, scrubber });
       const log = logger.child({ component: 'app' });
       const notifier = new SystemdNotifier({
@@ -77,7 +79,7 @@ export function registerRunCommand(program: Command, io: RunIo): void {
         logger: logger.child({ component: 'systemd' }),
         ...(io.notifyCommand ? { command: io.notifyCommand } : {}),
       });
-      const app = buildApp(loaded, { logger, ...(adminToken ? { adminToken } : {}) });
+      const app = buildApp(loaded, { logger, env: io.env, ...(adminToken ? { adminToken } : {}) });
       try {
         await app.start();
       } catch (err) {
@@ -126,4 +128,23 @@ export function registerRunCommand(program: Command, io: RunIo): void {
       }
       log.info({ ms: Date.now() - started }, 'stopped');
     });
+}
+
+/** The inputs' own secrets (MQTT passwords, HTTP ingest tokens), so the scrubber knows them too. */
+async function inputSecrets(inputs: readonly InputConfig[], env: Record<string, string | undefined>): Promise<string[]> {
+  const out: string[] = [];
+  for (const input of inputs) {
+    try {
+      if (input.type === 'mqtt') {
+        const s = await readSecret({ what: `password of input ${input.id}`, envName: input.passwordEnv, file: input.passwordFile, env });
+        if (s) out.push(s);
+      } else if (input.type === 'http') {
+        const s = await readSecret({ what: `ingest token of input ${input.id}`, envName: input.tokenEnv, file: input.tokenFile, env });
+        if (s) out.push(s);
+      }
+    } catch {
+      // The input reports a missing secret itself when it starts.
+    }
+  }
+  return out;
 }
