@@ -3,24 +3,17 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ErrorCodes, type GatewayError } from '../../src/errors.js';
+import { ErrorCodes } from '../../src/errors.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
 import { UpstreamClient, type UpstreamClientOptions } from '../../src/upstream/client.js';
+import { rejection } from '../helpers/rejection.js';
 
 // The contract suite, part 2: tokens (reuse, expiry, 401 handling) and every injected fault,
 // UpstreamClient against the sandbox over real HTTP.
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
 
-async function rejection(promise: Promise<unknown>): Promise<GatewayError> {
-  try {
-    await promise;
-  } catch (err) {
-    return err as GatewayError;
-  }
-  throw new Error('expected a rejection');
-}
 
 async function requestLog(sandbox: RunningSandbox): Promise<{ method: string; path: string; status: number }[]> {
   const res = await fetch(`${sandbox.url}/_sandbox/requests`);

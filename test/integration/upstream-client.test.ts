@@ -2,13 +2,14 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ErrorCodes, type GatewayError } from '../../src/errors.js';
+import { ErrorCodes } from '../../src/errors.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
 import { batteryPackTemplate } from '../../src/upstream/battery-pack-template.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { MAX_DIRECT_BODY_BYTES, type Scan, type ScanState } from '../../src/upstream/contract.js';
 import { waitFor } from '../helpers/wait.js';
+import { rejection } from '../helpers/rejection.js';
 
 // The contract suite, part 1: every endpoint and every batch state, UpstreamClient against the
 // sandbox over real HTTP.
@@ -28,14 +29,6 @@ function scan(overrides: Partial<Scan> = {}): Scan {
   };
 }
 
-async function rejection(promise: Promise<unknown>): Promise<GatewayError> {
-  try {
-    await promise;
-  } catch (err) {
-    return err as GatewayError;
-  }
-  throw new Error('expected a rejection');
-}
 
 describe('UpstreamClient against the sandbox: endpoints and states', () => {
   let sandbox: RunningSandbox;

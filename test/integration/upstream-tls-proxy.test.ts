@@ -5,8 +5,9 @@ import { connect, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ErrorCodes, type GatewayError } from '../../src/errors.js';
+import { ErrorCodes } from '../../src/errors.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
+import { rejection } from '../helpers/rejection.js';
 
 // TLS verification (always on, extra CA file added) and the HTTP proxy, against a real HTTPS
 // server and a real CONNECT proxy. The certificates are a throw-away test CA and a server
@@ -86,14 +87,6 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function rejection(promise: Promise<unknown>): Promise<GatewayError> {
-  try {
-    await promise;
-  } catch (err) {
-    return err as GatewayError;
-  }
-  throw new Error('expected a rejection');
-}
 
 describe('TLS and proxy', () => {
   it('refuses a certificate from an unknown CA (verification is always on)', async () => {

@@ -1,9 +1,10 @@
 import { Writable } from 'node:stream';
 import { MockAgent } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ErrorCodes, type GatewayError } from '../../src/errors.js';
+import { ErrorCodes } from '../../src/errors.js';
 import { createLogger } from '../../src/log.js';
 import { UpstreamClient, type UpstreamClientOptions } from '../../src/upstream/client.js';
+import { rejection } from '../helpers/rejection.js';
 
 // Client edge cases the sandbox does not produce, through undici's MockAgent (the client's
 // Dispatcher seam). The behaviour against a real server is in test/integration/upstream-*.
@@ -29,14 +30,6 @@ afterEach(async () => agent.close());
 
 const TOKEN = jwt({ sub: 'gw', exp: NOW / 1000 + 120 });
 
-async function rejection(promise: Promise<unknown>): Promise<GatewayError> {
-  try {
-    await promise;
-  } catch (err) {
-    return err as GatewayError;
-  }
-  throw new Error('expected a rejection');
-}
 
 describe('UpstreamClient with a mocked transport', () => {
   it('sends the client credentials form and reads a text/plain product list', async () => {
