@@ -1,0 +1,266 @@
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createServer, type Socket } from 'node:net';
+import { PACKAGE_ROOT } from '../src/paths.js';
+import { startJsonChild, track } from './lib/child.js';
+import { judge, type BenchResult, type Figure } from './lib/report.js';
+import { contextSwitches, freePort, median, nowMs, processCpuSeconds, processMemory, sleep } from './lib/system.js';
+import { adaptedExampleText, exampleInputs, type ConfigEdits } from './lib/reads.js';
+import { startMosquitto, startPty, type Tool } from './lib/tools.js';
+
+/**
+ * Benchmark 5, footprint: the compiled daemon (`node dist/src/main.js run --config …`) with
+ * config/example.yaml adapted to this machine: its serial scanners become socat pseudo-terminals,
+ * its folders and buffer a temp folder, its upstream the sandbox (in a process of its own, so the
+ * daemon's memory is its own). Measures the time from spawn to ready, then memory and CPU at idle.
+ */
+
+/** Repetitions and durations of benchmark 5. */
+export interface FootprintOptions {
+  /** Starts measured for the start-up time (the last one stays up for the idle measurement). */
+  starts: number;
+  /** Wait after ready before the idle measurement, in ms. */
+  settleMs: number;
+  /** Length of the idle measurement, in ms. */
+  idleMs: number;
+  /** Extra node options for the daemon (experiments such as V8 heap flags); none by default. */
+  nodeArgs?: string[];
+}
+
+/** 3 starts; idle measured over 10 s, 5 s after ready. */
+export const FOOTPRINT_DEFAULTS: FootprintOptions = { starts: 3, settleMs: 5000, idleMs: 10_000 };
+
+/**
+ * config/example.yaml with everything outside this machine replaced by a local stand-in: serial
+ * scanners by socat ptys, the MQTT brokers by one mosquitto (in the clear, anonymous), a TCP
+ * reader the gateway connects to by a local server that accepts and stays silent, listening
+ * ports by free ports on 127.0.0.1, folders and the buffer by a temp folder, the service by the
+ * sandbox, the ingest token by a temp file, the health page by a free port.
+ */
+async function adaptExample(dir: string, sandboxUrl: string, tools: Tool[]): Promise<string> {
+  const edits: ConfigEdits = [
+    [['upstream', 'baseUrl'], sandboxUrl],
+    [['upstream', 'authUrl'], sandboxUrl],
+    [['upstream', 'clientId'], 'demo-client'],
+    [['upstream', 'clientSecretFile'], join(PACKAGE_ROOT, 'config/demo-client-secret')],
+    [['buffer', 'path'], join(dir, 'buffer.db')],
+    [['http', 'listen'], `127.0.0.1:${await freePort()}`],
+  ];
+  let broker: (Tool & { url: string }) | undefined;
+  const inputs = exampleInputs();
+  for (const [i, input] of inputs.entries()) {
+    const at = (key: string): (string | number)[] => ['inputs', i, key];
+    switch (input.type) {
+      case 'serial': {
+        const pty = await startPty(dir, input.id);
+        tools.push(pty);
+        edits.push([at('path'), pty.device]);
+        break;
+      }
+      case 'files': {
+        const folder = join(dir, `inbox-${input.id}`);
+        mkdirSync(folder, { recursive: true });
+        edits.push([at('dir'), folder]);
+        break;
+      }
+      case 'mqtt': {
+        if (!broker) {
+          broker = await startMosquitto(dir);
+          tools.push(broker);
+        }
+        for (const key of ['caFile', 'certFile', 'keyFile', 'username', 'passwordFile', 'passwordEnv']) edits.push([at(key), undefined]);
+        edits.push([at('url'), broker.url]);
+        break;
+      }
+      case 'tcp': {
+        if (input.mode === 'server') {
+          // Readers connect to the gateway: it listens; nobody connects at idle.
+          edits.push([at('host'), '127.0.0.1'], [at('port'), await freePort()]);
+        } else {
+          const reader = await silentTcpServer();
+          tools.push(reader);
+          edits.push([at('host'), '127.0.0.1'], [at('port'), reader.port]);
+        }
+        break;
+      }
+      case 'http': {
+        const tokenFile = join(dir, `${input.id}-token`);
+        writeFileSync(tokenFile, 'bench-ingest-token\n');
+        edits.push([at('tokenFile'), tokenFile]);
+        break;
+      }
+      default:
+        throw new Error(`config/example.yaml has an input of type ${input.type} that the footprint benchmark cannot adapt yet`);
+    }
+  }
+  const file = join(dir, 'config.yaml');
+  writeFileSync(file, adaptedExampleText(edits));
+  return file;
+}
+
+/** A TCP "reader" that accepts connections and sends nothing (the gateway's tcp client input connects to it). */
+async function silentTcpServer(): Promise<Tool & { port: number }> {
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => {});
+  });
+  const port = await freePort();
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  return {
+    child: undefined,
+    port,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+interface Started {
+  pid: number;
+  lineMs: number;
+  healthMs: number;
+  stop(): Promise<void>;
+}
+
+/** Spawns the daemon; resolves once the start-up line appeared and /healthz answered (any status). */
+async function startDaemon(configFile: string, cwd: string, nodeArgs: string[]): Promise<Started> {
+  const spawnedAt = nowMs();
+  const child = track(
+    spawn(process.execPath, [...nodeArgs, join(PACKAGE_ROOT, 'dist/src/main.js'), 'run', '--config', configFile], {
+      cwd,
+      env: { PATH: process.env.PATH ?? '' },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    }),
+  );
+  let stderr = '';
+  let lineMs = NaN;
+  let healthUrl: string | undefined;
+  child.stderr!.setEncoding('utf8').on('data', (t: string) => {
+    stderr += t;
+    const m = /health at (http:\/\/\S+\/healthz)/.exec(stderr);
+    if (m && healthUrl === undefined) {
+      lineMs = nowMs() - spawnedAt;
+      healthUrl = m[1];
+    }
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    await exited;
+    clearTimeout(timer);
+  };
+  const port = /listen: 127\.0\.0\.1:(\d+)/.exec(readFileSync(configFile, 'utf8'))?.[1];
+  const url = `http://127.0.0.1:${port}/healthz`;
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`the daemon exited with ${child.exitCode}: ${stderr.slice(-2000)}`);
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`the daemon did not answer ${url} within 30 s: ${stderr.slice(-2000)}`);
+    }
+    // Any answer counts: /healthz answers 503 while the gateway is up but reports itself down.
+    const ok = await fetch(url).then(
+      async (r) => {
+        await r.arrayBuffer();
+        return true;
+      },
+      () => false,
+    );
+    if (ok) break;
+    await sleep(5);
+  }
+  const healthMs = nowMs() - spawnedAt;
+  while (Number.isNaN(lineMs) && Date.now() < deadline) await sleep(5);
+  return { pid: child.pid!, lineMs, healthMs, stop };
+}
+
+/** Runs benchmark 5. */
+export async function benchFootprint(opts: FootprintOptions = FOOTPRINT_DEFAULTS): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
+  const dir = mkdtempSync(join(tmpdir(), 'sg-bench-footprint-'));
+  const tools: Tool[] = [];
+  const sandbox = startJsonChild('sandbox-child.js', ['{}']);
+  try {
+    const { url } = await sandbox.next<{ url: string }>(20_000, 'the sandbox to listen');
+    const configFile = await adaptExample(dir, url, tools);
+    const lines: number[] = [];
+    const healths: number[] = [];
+    let daemon: Started | undefined;
+    for (let i = 0; i < opts.starts; i++) {
+      await daemon?.stop();
+      daemon = await startDaemon(configFile, dir, opts.nodeArgs ?? []);
+      lines.push(daemon.lineMs);
+      healths.push(daemon.healthMs);
+    }
+    const pid = daemon!.pid;
+    const baseUrl = `http://127.0.0.1:${/listen: 127\.0\.0\.1:(\d+)/.exec(readFileSync(configFile, 'utf8'))?.[1]}`;
+    await sleep(opts.settleMs);
+    const cpu0 = processCpuSeconds(pid) ?? NaN;
+    const switches0 = contextSwitches(pid);
+    const t0 = nowMs();
+    const rss: number[] = [];
+    while (nowMs() - t0 < opts.idleMs) {
+      const m = processMemory(pid);
+      if (m) rss.push(m.rssMiB);
+      await sleep(250);
+    }
+    const idleSec = (nowMs() - t0) / 1000;
+    const cpuPct = (100 * ((processCpuSeconds(pid) ?? NaN) - cpu0)) / idleSec;
+    const wakeups = ((contextSwitches(pid)?.voluntary ?? NaN) - (switches0?.voluntary ?? NaN)) / idleSec;
+    const metricsText = await fetch(`${baseUrl}/metrics`).then(
+      (r) => (r.ok ? r.text() : ''),
+      () => '',
+    );
+    const metric = (name: string) => Number(new RegExp(`^${name} ([0-9.e+]+)`, 'm').exec(metricsText)?.[1] ?? NaN) / 2 ** 20;
+    const spaces = [...metricsText.matchAll(/^nodejs_heap_space_size_total_bytes\{space="(\w+)"\} ([0-9.e+]+)/gm)]
+      .map((m) => `${m[1]} ${(Number(m[2]) / 2 ** 20).toFixed(1)}`)
+      .join(', ');
+    const mem = processMemory(pid);
+    const health = (await fetch(`${baseUrl}/healthz`).then((r) => r.json())) as {
+      status?: string;
+      reasons?: string[];
+      inputs?: { id: string; state: string }[];
+    };
+    await daemon!.stop();
+    const figures: Figure[] = [
+      judge({ name: 'start to ready (/healthz answers)', value: median(healths), unit: 'ms', note: `median of ${opts.starts} starts: ${healths.map(Math.round).join(', ')} ms` }),
+      judge({ name: 'start to start-up line', value: median(lines), unit: 'ms' }),
+      judge({
+        name: 'RSS at idle',
+        value: Math.max(...rss),
+        unit: 'MiB',
+        targets: [{ kind: 'max', of: 'value', value: 80 }],
+        note: `largest of ${rss.length} samples over ${opts.idleMs / 1000} s (mean ${(rss.reduce((a, b) => a + b, 0) / rss.length).toFixed(1)} MiB), ${opts.settleMs / 1000} s after ready`,
+      }),
+      judge({
+        name: 'RSS at the end of the idle window',
+        value: mem?.rssMiB ?? NaN,
+        unit: 'MiB',
+        note: `${mem?.anonMiB.toFixed(1)} MiB anonymous (heaps, stacks) + ${mem?.fileMiB.toFixed(1)} MiB file-backed (code of node and native modules, shared)`,
+      }),
+      judge({ name: 'peak RSS since start (VmHWM)', value: mem?.peakMiB ?? NaN, unit: 'MiB' }),
+      judge({ name: 'CPU at idle', value: cpuPct, unit: '% of one core', note: `over ${opts.idleMs / 1000} s, from /proc/PID/stat` }),
+      judge({ name: 'wake-ups at idle', value: wakeups, unit: '/s', note: 'voluntary context switches of the main thread' }),
+    ];
+    return {
+      id: 'footprint',
+      title: 'Footprint: the compiled daemon with config/example.yaml on local ptys, folders and the sandbox',
+      figures,
+      notes: [
+        `V8 heap at idle (from /metrics): used ${metric('nodejs_heap_size_used_bytes').toFixed(1)} MiB of ${metric('nodejs_heap_size_total_bytes').toFixed(1)} MiB, external ${metric('nodejs_external_memory_bytes').toFixed(1)} MiB; heap spaces (MiB): ${spaces}`,
+        `health at idle: ${health.status ?? '?'}${health.reasons?.length ? ` (${health.reasons.join('; ')})` : ''}; inputs ${(health.inputs ?? []).map((i) => `${i.id} ${i.state}`).join(', ')}`,
+      ],
+    };
+  } finally {
+    await sandbox.stop();
+    for (const t of tools) await t.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,120 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { PACKAGE_ROOT } from '../src/paths.js';
+import { benchDrain, benchFill, DRAIN_DEFAULTS } from './drain.js';
+import { benchFootprint, FOOTPRINT_DEFAULTS } from './footprint.js';
+import { benchIntake, INTAKE_DEFAULTS } from './intake.js';
+import { benchMqtt, MQTT_DEFAULTS } from './mqtt.js';
+import { formatMarkdown, formatTable, writeReport, type BenchReport, type BenchResult } from './lib/report.js';
+import { machineInfo, nowMs, othersBusyMeter, sampleBackground } from './lib/system.js';
+
+/**
+ * `npm run bench`: the benchmark suite of issue 8. Runs each benchmark with its ceiling measured in
+ * the same run, prints a table and writes bench/results/latest.json. Not part of `npm test`.
+ *
+ *   node dist/bench/run.js [--only intake,mqtt,drain,fill,footprint] [--quick] [--out FILE]
+ *   node dist/bench/run.js --markdown [FILE]   (prints FILE, default the latest results, as a Markdown table)
+ *
+ * `--quick` shrinks every size for a smoke run (its figures are not comparable). Exits 1 when a
+ * benchmark could not run; a missed target is a result, not a failure.
+ */
+
+const ALL = ['intake', 'mqtt', 'drain', 'fill', 'footprint'] as const;
+type BenchId = (typeof ALL)[number];
+
+const { values, positionals } = parseArgs({
+  options: {
+    only: { type: 'string' },
+    quick: { type: 'boolean', default: false },
+    out: { type: 'string' },
+    markdown: { type: 'boolean', default: false },
+  },
+  allowPositionals: true,
+});
+const quick = values.quick ?? false;
+const selected = (values.only?.split(',').map((s) => s.trim()) ?? [...ALL]) as BenchId[];
+for (const id of selected) if (!ALL.includes(id)) throw new Error(`unknown benchmark ${id}; known: ${ALL.join(', ')}`);
+const out = values.out ?? join(PACKAGE_ROOT, 'bench/results/latest.json');
+
+const sizes = {
+  intake: quick ? { ...INTAKE_DEFAULTS, reads: 30_000, trials: 1 } : INTAKE_DEFAULTS,
+  mqtt: quick ? { ...MQTT_DEFAULTS, messages: 10_000, latencySeconds: 3 } : MQTT_DEFAULTS,
+  drain: quick ? { scans: 50_000, fillScans: 80_000 } : DRAIN_DEFAULTS,
+  footprint: quick ? { starts: 1, settleMs: 1000, idleMs: 2000 } : FOOTPRINT_DEFAULTS,
+};
+
+const runners: Record<BenchId, () => Promise<Omit<BenchResult, 'durationSec' | 'background'>>> = {
+  intake: () => benchIntake(sizes.intake),
+  mqtt: () => benchMqtt(sizes.mqtt),
+  drain: () => benchDrain(sizes.drain),
+  fill: () => benchFill(sizes.drain),
+  footprint: () => benchFootprint(sizes.footprint),
+};
+
+const TITLES: Record<BenchId, string> = {
+  intake: 'Durable intake',
+  mqtt: 'End-to-end intake over MQTT',
+  drain: 'Drain',
+  fill: 'Batch fill',
+  footprint: 'Footprint',
+};
+
+// Ctrl-C: exit through 'exit', whose handler (lib/child.ts) kills the brokers, sandboxes and ptys started.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
+
+async function main(): Promise<number> {
+  if (values.markdown) {
+    const report = JSON.parse(readFileSync(positionals[0] ?? out, 'utf8')) as BenchReport;
+    process.stdout.write(`${formatMarkdown(report.results)}\n`);
+    return 0;
+  }
+  const suiteStarted = nowMs();
+  const machine = machineInfo();
+  process.stderr.write(`bench: ${machine.cpuModel}, ${machine.cores} cores, ${machine.memTotalMiB} MiB, node ${machine.node}${quick ? ' (quick)' : ''}\n`);
+  const results: BenchResult[] = [];
+  for (const id of selected) {
+    const background = await sampleBackground(1000);
+    process.stderr.write(`bench: ${id} (machine ${background.busyPct}% busy before, load ${background.loadavg1}) … `);
+    const started = nowMs();
+    const others = othersBusyMeter();
+    let result: BenchResult;
+    try {
+      result = { ...(await runners[id]()), background, durationSec: 0 };
+    } catch (err) {
+      result = { id, title: TITLES[id], figures: [], notes: [], background, durationSec: 0, error: err instanceof Error ? err.message : String(err) };
+    }
+    result.durationSec = Math.round((nowMs() - started) / 100) / 10;
+    background.othersDuringPct = Math.round(others());
+    background.loadavg1After = Number(readFileSync('/proc/loadavg', 'utf8').split(' ')[0]);
+    const load = `other processes kept ${background.othersDuringPct}% of the machine busy meanwhile`;
+    process.stderr.write(result.error ? `failed after ${result.durationSec} s (${load}): ${result.error}\n` : `${result.durationSec} s (${load})\n`);
+    results.push(result);
+  }
+  const report: BenchReport = {
+    date: new Date().toISOString(),
+    machine,
+    durationSec: Math.round((nowMs() - suiteStarted) / 1000),
+    options: { quick, selected, sizes },
+    results,
+  };
+  writeReport(out, report);
+  process.stdout.write(`\n${formatTable(results)}\n\n`);
+  for (const r of results) {
+    const b = r.background;
+    if (b) process.stdout.write(`  ${r.id}: ran ${r.durationSec} s; other processes kept ${b.othersDuringPct ?? '?'}% of the ${machine.cores} cores busy meanwhile (load ${b.loadavg1} before, ${b.loadavg1After ?? '?'} after)\n`);
+    for (const note of [...r.figures.filter((f) => f.note).map((f) => `${f.name}: ${f.note}`), ...r.notes]) process.stdout.write(`  ${r.id}: ${note}\n`);
+  }
+  process.stdout.write(`\nwritten ${out} (suite ${report.durationSec} s)\n`);
+  return results.some((r) => r.error) ? 1 : 0;
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    process.stderr.write(`bench: ${err instanceof Error ? err.stack : String(err)}\n`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,18 @@
+import { startSandbox, type SandboxOptions } from '../src/sandbox/server.js';
+import { reply } from './lib/child.js';
+
+/**
+ * The upstream sandbox in a process of its own, for the drain, batch-fill and footprint benchmarks:
+ * `node dist/bench/sandbox-child.js '<SandboxOptions JSON>'`. Writes `{ "url": … }` once listening
+ * on a free port, closes on SIGTERM or when stdin ends (the benchmark died).
+ */
+const options = JSON.parse(process.argv[2] ?? '{}') as SandboxOptions;
+const sandbox = await startSandbox({ host: '127.0.0.1', port: 0, ...options });
+reply({ url: sandbox.url });
+
+const close = () => {
+  void sandbox.close().finally(() => process.exit(0));
+};
+process.once('SIGTERM', close);
+process.stdin.on('end', close);
+process.stdin.resume();
