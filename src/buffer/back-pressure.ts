@@ -109,7 +109,7 @@ export class BackPressure {
   admit(scans: number, bytes: number): string | undefined {
     if (scans === 0) return undefined;
     const { maxPendingScans, maxBytes } = this.options.limits;
-    const t = this.options.store.totals();
+    const t = this.groupTotals ?? this.options.store.totals();
     if (t.undeliveredScans + scans > maxPendingScans || t.undeliveredBytes + bytes > maxBytes) {
       this.refused++;
       this.setLevel('full', t.undeliveredScans, t.undeliveredBytes);
@@ -118,8 +118,18 @@ export class BackPressure {
     return undefined;
   }
 
+  /**
+   * A group commit begins: its submits are admitted against one reading of the totals (nothing
+   * commits between them), instead of one SQLite read per submit.
+   */
+  beginGroup(): void {
+    this.groupTotals = this.options.store.totals();
+  }
+  private groupTotals: ReturnType<BufferStore['totals']> | undefined;
+
   /** A commit failed: a full disk stops intake until {@link check} finds room again. */
   commitFailed(err: unknown): void {
+    this.groupTotals = undefined;
     if (!isDiskFull(err) || this.diskFull) return;
     this.diskFull = { since: new Date(this.now()).toISOString(), message: (err as Error).message };
     this.options.logger.fatal(
@@ -131,6 +141,7 @@ export class BackPressure {
 
   /** A commit went through: the disk has room; and the totals grew, so the pause mark is checked at once. */
   commitSucceeded(): void {
+    this.groupTotals = undefined;
     if (this.diskFull) this.clearDiskFull('a commit went through');
     this.check();
   }

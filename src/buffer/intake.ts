@@ -20,6 +20,8 @@ export interface InputCounters {
 export interface IntakeGate {
   /** Answers why a commit adding these scans is refused, or undefined when it fits. */
   admit(scans: number, bytes: number): string | undefined;
+  /** Called once before the admits of one group commit; ended by commitFailed or commitSucceeded. */
+  beginGroup?(): void;
   commitFailed(err: unknown): void;
   commitSucceeded(): void;
 }
@@ -145,6 +147,7 @@ export class Intake implements IntakeSink {
     const group: Pending[] = [];
     let scans = 0;
     let bytes = 0;
+    gate?.beginGroup?.();
     for (const p of queued) {
       if (p.file && store.knownFile(p.file.inputId, p.file.hash)) {
         // Committed before (a crash came between the commit and the file's move): acknowledge only.

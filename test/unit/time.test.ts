@@ -48,3 +48,22 @@ describe('source time stamps', () => {
     expect(parseSourceTime('', BERLIN)).toBeUndefined();
   });
 });
+
+describe('wire time agrees with Intl at every instant', () => {
+  it('matches a direct Intl formatting across both 2026 changes and random instants', () => {
+    const viaIntl = (ms: number, zone: string) =>
+      new Intl.DateTimeFormat('sv-SE', { timeZone: zone, dateStyle: 'short', timeStyle: 'medium' }).format(ms).replace(' ', 'T');
+    const zones = ['Europe/Berlin', 'America/New_York', 'Asia/Kolkata', 'Australia/Lord_Howe', 'UTC'];
+    const instants: number[] = [];
+    for (const around of ['2026-03-29T01:00:00Z', '2026-10-25T01:00:00Z', '2026-03-08T07:00:00Z', '2026-11-01T06:00:00Z', '2026-04-05T15:00:00Z']) {
+      const t = Date.parse(around);
+      for (let d = -3_600_000; d <= 3_600_000; d += 59_000) instants.push(t + d);
+    }
+    let seed = 42;
+    for (let i = 0; i < 2000; i++) {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      instants.push(Date.UTC(2000, 0, 1) + (seed / 2 ** 31) * 40 * 365 * 86_400_000);
+    }
+    for (const zone of zones) for (const ms of instants) expect(formatWireTime(new Date(ms), zone)).toBe(viaIntl(ms, zone));
+  });
+});
