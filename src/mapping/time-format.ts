@@ -1,4 +1,4 @@
-import { zonedWallTimeToInstant } from './time.js';
+import { timePartsToInstant } from './time.js';
 
 /**
  * Configured time-stamp formats (`timeFormat` of a rule), for sources that do not write ISO 8601:
@@ -109,35 +109,19 @@ export function compileTimeFormat(pattern: string): TimeFormat | string {
 }
 
 function toInstant(v: Partial<Record<Field, string>>, siteTimeZone: string): Date | undefined {
-  const year = v.year !== undefined ? Number(v.year) : 2000 + Number(v.year2);
-  const w = {
-    year,
-    month: Number(v.month),
-    day: Number(v.day),
-    hour: Number(v.hour),
-    minute: Number(v.minute),
-    second: Number(v.second ?? 0),
-    ms: v.fraction ? Math.floor(Number(`0.${v.fraction}`) * 1000) : 0,
-  };
-  const check = new Date(Date.UTC(w.year, w.month - 1, w.day, w.hour, w.minute, w.second));
-  if (
-    w.month < 1 ||
-    check.getUTCFullYear() !== w.year ||
-    check.getUTCMonth() !== w.month - 1 ||
-    check.getUTCDate() !== w.day ||
-    check.getUTCHours() !== w.hour ||
-    check.getUTCMinutes() !== w.minute ||
-    w.second > 59
-  ) {
-    return undefined;
-  }
-  if (v.zone === undefined) return zonedWallTimeToInstant(w, siteTimeZone);
-  const base = Date.UTC(w.year, w.month - 1, w.day, w.hour, w.minute, w.second, w.ms);
-  if (v.zone === 'Z') return new Date(base);
-  const sign = v.zone.startsWith('-') ? -1 : 1;
-  const digits = v.zone.slice(1).replace(':', '');
-  const offsetMin = Number(digits.slice(0, 2)) * 60 + Number(digits.slice(2) || 0);
-  return new Date(base - sign * offsetMin * 60_000);
+  return timePartsToInstant(
+    {
+      year: v.year !== undefined ? Number(v.year) : 2000 + Number(v.year2),
+      month: Number(v.month),
+      day: Number(v.day),
+      hour: Number(v.hour),
+      minute: Number(v.minute),
+      second: Number(v.second ?? 0),
+      fraction: v.fraction,
+      zone: v.zone,
+    },
+    siteTimeZone,
+  );
 }
 
 function epochFormat(pattern: 'epochSeconds' | 'epochMillis'): TimeFormat {

@@ -123,32 +123,50 @@ const ISO_LOCAL =
 export function parseSourceTime(text: string, siteTimeZone: string): Date | undefined {
   const m = ISO_LOCAL.exec(text.trim());
   if (!m) return undefined;
-  const [, y, mo, d, h, mi, s, frac, zone] = m;
-  const fields = {
-    year: Number(y),
-    month: Number(mo),
-    day: Number(d),
-    hour: Number(h),
-    minute: Number(mi),
-    second: Number(s ?? 0),
-    ms: frac ? Math.floor(Number(`0.${frac}`) * 1000) : 0,
-  };
-  const check = new Date(Date.UTC(fields.year, fields.month - 1, fields.day, fields.hour, fields.minute, fields.second));
+  const [, year, month, day, hour, minute, second, fraction, zone] = m;
+  return timePartsToInstant(
+    { year: Number(year), month: Number(month), day: Number(day), hour: Number(hour), minute: Number(minute), second: Number(second ?? 0), fraction, zone },
+    siteTimeZone,
+  );
+}
+
+/** The parts of a written time stamp, as numbers; `fraction` holds the digits after the point. */
+export interface TimeParts {
+  year: number;
+  month: number;
+  day: number;
+  hour: number;
+  minute: number;
+  second: number;
+  fraction?: string | undefined;
+  /** `Z`, `+01:00`, `+0100`, `-05`; absent for a wall time at the site. */
+  zone?: string | undefined;
+}
+
+/**
+ * The instant a written time stamp names: with a zone, that offset; without, the site's wall time
+ * (see {@link zonedWallTimeToInstant}). Undefined for a date or time that does not exist (30
+ * February, 25:00), so a wrong time is refused rather than rolled over.
+ */
+export function timePartsToInstant(p: TimeParts, siteTimeZone: string): Date | undefined {
+  const ms = p.fraction ? Math.floor(Number(`0.${p.fraction}`) * 1000) : 0;
+  const check = new Date(Date.UTC(p.year, p.month - 1, p.day, p.hour, p.minute, p.second));
   if (
-    check.getUTCFullYear() !== fields.year ||
-    check.getUTCMonth() !== fields.month - 1 ||
-    check.getUTCDate() !== fields.day ||
-    check.getUTCHours() !== fields.hour ||
-    check.getUTCMinutes() !== fields.minute ||
-    fields.second > 59
+    p.month < 1 ||
+    check.getUTCFullYear() !== p.year ||
+    check.getUTCMonth() !== p.month - 1 ||
+    check.getUTCDate() !== p.day ||
+    check.getUTCHours() !== p.hour ||
+    check.getUTCMinutes() !== p.minute ||
+    p.second > 59
   ) {
     return undefined;
   }
-  if (!zone) return zonedWallTimeToInstant(fields, siteTimeZone);
-  const base = Date.UTC(fields.year, fields.month - 1, fields.day, fields.hour, fields.minute, fields.second, fields.ms);
-  if (zone === 'Z') return new Date(base);
-  const sign = zone.startsWith('-') ? -1 : 1;
-  const digits = zone.slice(1).replace(':', '');
+  if (!p.zone) return zonedWallTimeToInstant({ ...p, ms }, siteTimeZone);
+  const base = Date.UTC(p.year, p.month - 1, p.day, p.hour, p.minute, p.second, ms);
+  if (p.zone === 'Z') return new Date(base);
+  const sign = p.zone.startsWith('-') ? -1 : 1;
+  const digits = p.zone.slice(1).replace(':', '');
   const offsetMin = Number(digits.slice(0, 2)) * 60 + Number(digits.slice(2) || 0);
   return new Date(base - sign * offsetMin * 60_000);
 }
