@@ -1,5 +1,6 @@
 import type { Read } from '../inputs/types.js';
 import type { BufferStore } from './store.js';
+import { scanSchema } from '../upstream/contract.js';
 
 /**
  * Dead letters and replay (issue 4, item 7): scans that failed upstream (`failed`) or were refused
@@ -177,6 +178,12 @@ function selectCandidates(store: BufferStore, s: ReplaySelection): Candidate[] {
  * failed scan, so a replayed member keeps its container.
  */
 function toRead(c: Candidate): Read {
+  const origin = c.origin !== null ? (JSON.parse(c.origin) as Record<string, string | number>) : undefined;
+  if (origin?.format === 'scan') {
+    // A ready Scan from a file of Scans: its stored JSON is the Scan itself, sent again as written.
+    const checked = scanSchema.safeParse(JSON.parse(c.raw.toString('utf8')));
+    if (checked.success) return { inputId: c.inputId, raw: c.raw, receivedAt: new Date(c.receivedAt), origin, readyScan: checked.data };
+  }
   let parents = c.parents !== null ? (JSON.parse(c.parents) as string[]) : undefined;
   if (parents === undefined && c.oldBody !== null) {
     const old = (JSON.parse(c.oldBody) as { parents?: unknown }).parents;
@@ -190,6 +197,6 @@ function toRead(c: Candidate): Read {
     ...(c.sourceDcpKey !== null ? { dcpKey: c.sourceDcpKey } : {}),
     ...(parents !== undefined ? { parents } : {}),
     ...(c.attributes !== null ? { attributes: JSON.parse(c.attributes) as Record<string, string> } : {}),
-    ...(c.origin !== null ? { origin: JSON.parse(c.origin) as Record<string, string | number> } : {}),
+    ...(origin !== undefined ? { origin } : {}),
   };
 }

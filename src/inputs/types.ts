@@ -1,3 +1,5 @@
+import type { Scan } from '../upstream/contract.js';
+
 /**
  * The single shape every input adapter produces and the single interface every adapter implements.
  * Adapters are thin: they frame bytes into reads and report their own connection state. Deciding
@@ -23,6 +25,12 @@ export interface Read {
   attributes?: Record<string, string>;
   /** Where it came from, for people: file and line, topic, port. */
   origin?: Record<string, string | number>;
+  /**
+   * A ready Scan in the upstream format (contract §2.5), already validated, from a `json` file of
+   * Scans. The mapping sends it as it is (after checking its DCP and time stamp) instead of
+   * applying rules; `raw` holds its JSON and `origin.format` is `scan`.
+   */
+  readyScan?: Scan;
 }
 
 /**

@@ -68,9 +68,35 @@ export class Mapper {
   }
 
   /** Maps one read. Never throws. */
+  /**
+   * A ready Scan from a file of Scans (contract §2.5) is sent as written: no rules, but its DCP
+   * must be configured here and its time stamp must be a real wall time at the site.
+   */
+  private mapReadyScan(given: Scan, read: Read): MapOutcome {
+    const barcode = parseBarcode(given.reference, { referenceDate: read.receivedAt });
+    if (!this.dcps.has(given.dcpKey)) {
+      return { outcome: 'rejected', reason: `ready Scan names DCP "${given.dcpKey}", which is not configured (known: ${[...this.dcps.keys()].join(', ')})`, barcode };
+    }
+    const instant = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}$/.test(given.timeStamp) ? parseSourceTime(given.timeStamp, this.timeZone) : undefined;
+    if (!instant) return { outcome: 'rejected', reason: `ready Scan time stamp "${given.timeStamp}" is not yyyy-MM-ddTHH:mm:ss (contract §2.5)`, barcode };
+    // Fields in the contract's order, so the body sent is the same whichever order the file used.
+    const scan: Scan = {
+      reference: given.reference,
+      timeStamp: given.timeStamp,
+      dcpKey: given.dcpKey,
+      productModelKey: given.productModelKey,
+      ...(given.supplierKey !== undefined ? { supplierKey: given.supplierKey } : {}),
+      ...(given.clientKey !== undefined ? { clientKey: given.clientKey } : {}),
+      parents: given.parents,
+      attributes: given.attributes,
+    };
+    return { outcome: 'scan', scan, instant, barcode };
+  }
+
   map(read: Read): MapOutcome {
     const input = this.inputs.get(read.inputId);
     if (!input) return { outcome: 'rejected', reason: `input "${read.inputId}" is not in the configuration` };
+    if (read.readyScan) return this.mapReadyScan(read.readyScan, read);
 
     let text: string;
     try {

@@ -12,8 +12,9 @@ import { mappingContext } from '../../src/mapping/map-read.js';
 import type { IntakeItem, IntakeSink } from '../../src/inputs/types.js';
 import { silentLogger } from '../../src/log.js';
 import { waitFor } from '../helpers/wait.js';
+import { samplePath } from '../helpers/samples.js';
 
-const SAMPLE_CSV = '/work/shared/samples/goods-in-export.csv';
+const SAMPLE_CSV = samplePath('goods-in-export.csv');
 const GS = '\x1d';
 /** Fixed clock: 07:00 local on 18 Nov 2026, so files land in processed/2026-11-18. */
 const NOW = new Date(2026, 10, 18, 7, 0, 0);

@@ -13,8 +13,9 @@ import { silentLogger } from '../../src/log.js';
 import { mappingContext } from '../../src/mapping/map-read.js';
 import { createTestPki, startMosquitto, type Broker } from '../helpers/mosquitto.js';
 import { waitFor } from '../helpers/wait.js';
+import { samplePath } from '../helpers/samples.js';
 
-const SAMPLES = '/work/shared/samples/mqtt-reader-payloads.ndjson';
+const SAMPLES = samplePath('mqtt-reader-payloads.ndjson');
 
 interface ReadRow {
   raw: Buffer;

@@ -13,8 +13,9 @@ import type { IntakeItem, IntakeSink } from '../../src/inputs/types.js';
 import { silentLogger } from '../../src/log.js';
 import { createPtyPair, type PtyPair } from '../helpers/pty.js';
 import { waitFor } from '../helpers/wait.js';
+import { samplePath } from '../helpers/samples.js';
 
-const CAPTURE_PATH = '/work/shared/samples/serial-capture-line3.bin';
+const CAPTURE_PATH = samplePath('serial-capture-line3.bin');
 const GS = '\x1d';
 const NOW = new Date('2026-11-18T06:00:00Z');
 

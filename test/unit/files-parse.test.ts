@@ -9,8 +9,9 @@ import { parseJsonFile, parseNdjsonFile } from '../../src/inputs/files/parse-jso
 import { parseLinesFile } from '../../src/inputs/files/parse-lines.js';
 import { DEFAULT_JSON_FIELDS } from '../../src/inputs/json-read.js';
 import type { IntakeItem } from '../../src/inputs/types.js';
+import { samplePath } from '../helpers/samples.js';
 
-const SAMPLE_CSV = '/work/shared/samples/goods-in-export.csv';
+const SAMPLE_CSV = samplePath('goods-in-export.csv');
 const GS = '\x1d';
 const receivedAt = new Date('2026-11-18T06:00:00Z');
 const ctx = (fileName: string): FileParseContext => ({ inputId: 'drop-1', fileName, receivedAt });
@@ -256,6 +257,18 @@ describe('parseJsonFile', () => {
       { read: 'B', line: 3 },
     ]);
     expect(items[2]).toMatchObject({ read: { parents: ['P'] } });
+  });
+
+  it('takes ready Scans in the upstream format, validated field by field', async () => {
+    const good = { reference: 'MOD-1', timeStamp: '2026-11-18T07:00:00', dcpKey: 'EOL-3', productModelKey: 'PACK-A', parents: [], attributes: [{ key: 'v', value: '3.6' }] };
+    const bad = { reference: 'MOD-2', timeStamp: '2026-11-18T07:00:00', dcpKey: 'EOL-3', productModelKey: 'PACK-A', parents: [], attributes: [{ key: 'v', value: 3.6 }] };
+    const path = await file('scans.json', JSON.stringify([good, bad, { code: 'C' }]));
+    const items = await parseJsonFile(path, ctx('scans.json'), DEFAULT_JSON_FIELDS);
+    expect(items[0]).toMatchObject({ kind: 'read', read: { readyScan: good, origin: { file: 'scans.json', line: 1, format: 'scan' } } });
+    expect(items[0]?.kind === 'read' && JSON.parse(items[0].read.raw.toString('utf8'))).toEqual(good);
+    expect(items[1]).toMatchObject({ kind: 'rejection', rejection: { reason: expect.stringMatching(/not a valid Scan: .*attributes\[0\]\.value/) } });
+    expect(items[2]).toMatchObject({ kind: 'read' });
+    expect(items[2]?.kind === 'read' && items[2].read.readyScan).toBeUndefined();
   });
 
   it('fails the whole file when it is not JSON or not an array', async () => {

@@ -3,8 +3,9 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isGatewayError } from '../../src/errors.js';
 import { Framer, terminatorBytes, type FramerEvent } from '../../src/inputs/stream/framer.js';
+import { samplePath } from '../helpers/samples.js';
 
-const CAPTURE = readFileSync('/work/shared/samples/serial-capture-line3.bin');
+const CAPTURE = readFileSync(samplePath('serial-capture-line3.bin'));
 const GS = '\x1d';
 
 /** The 11 reads of serial-capture-line3.bin (CR-terminated), as latin1 text so every byte shows. */

@@ -1,8 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { elementValue, parseBarcode, stripSymbologyIdentifier, type BarcodeParse, type Gs1Element } from '../../src/mapping/gs1/index.js';
+import { SAMPLES_DIR } from '../helpers/samples.js';
 
-const SAMPLES = '/work/shared/samples';
+const SAMPLES = SAMPLES_DIR;
 const GS = '\u001d';
 /** Fixed so that two-digit years resolve the same way whenever the test runs. */
 const OPTIONS = { referenceDate: new Date('2026-11-18T06:00:00Z') };

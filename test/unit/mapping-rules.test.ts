@@ -304,3 +304,29 @@ describe('time stamps', () => {
     expect(mapper().map(read('X', { sourceTime: '2026-11-18T06:10:00Z' }))).not.toHaveProperty('timeWarning');
   });
 });
+
+describe('ready Scans from a file of Scans', () => {
+  const ready = {
+    attributes: [{ key: 'v', value: '3.6' }],
+    parents: ['PACK-9'],
+    productModelKey: 'OTHER-PRODUCT',
+    supplierKey: 'SUP-77',
+    dcpKey: 'GI-02',
+    timeStamp: '2026-10-25T02:30:00',
+    reference: 'CELL-1',
+  };
+
+  it('are sent as written, in the contract field order, with the instant of their wall time', () => {
+    const outcome = mapper().map(read(JSON.stringify(ready), { readyScan: ready }));
+    const scan = scanOf(outcome);
+    expect(Object.keys(scan)).toEqual(['reference', 'timeStamp', 'dcpKey', 'productModelKey', 'supplierKey', 'parents', 'attributes']);
+    expect(scan).toEqual(ready);
+    expect(outcome.outcome === 'scan' && outcome.instant.toISOString()).toBe('2026-10-25T00:30:00.000Z');
+  });
+
+  it('are rejected when their DCP is not configured or their time stamp is not the wire form', () => {
+    expect(reasonOf(mapper().map(read('x', { readyScan: { ...ready, dcpKey: 'NOPE' } })))).toContain('DCP "NOPE"');
+    expect(reasonOf(mapper().map(read('x', { readyScan: { ...ready, timeStamp: '2026-10-25T02:30:00Z' } })))).toContain('yyyy-MM-ddTHH:mm:ss');
+    expect(reasonOf(mapper().map(read('x', { readyScan: { ...ready, timeStamp: '2026-02-30T10:00:00' } })))).toContain('2026-02-30');
+  });
+});

@@ -5,6 +5,7 @@ import { AckQueue, RedeliveryCache } from '../../src/inputs/mqtt/mqtt-acks.js';
 import { mqttClientOptions, safeUrl, statusTopicOf } from '../../src/inputs/mqtt/mqtt-options.js';
 import { dcpFromTopic, messageToItem } from '../../src/inputs/mqtt/mqtt-payload.js';
 import type { IntakeItem } from '../../src/inputs/types.js';
+import { samplePath } from '../helpers/samples.js';
 
 const AT = new Date('2026-11-18T06:00:00Z');
 const base = { id: 'mq', type: 'mqtt', dcp: 'L1', url: 'mqtt://broker:1883', topics: ['plant/+/scans'], clientId: 'gw-1' };
@@ -41,7 +42,7 @@ describe('messageToItem', () => {
 
   it('json: every line of the reader sample, with station as DCP and parent as parents', () => {
     const c = cfg({ format: 'json', fields: { dcp: 'station', parents: 'parent' } });
-    const lines = readFileSync('/work/shared/samples/mqtt-reader-payloads.ndjson', 'utf8').trim().split('\n');
+    const lines = readFileSync(samplePath('mqtt-reader-payloads.ndjson'), 'utf8').trim().split('\n');
     const items = lines.map((l) => messageToItem(c, 'cam', Buffer.from(l), AT));
     expect(items.map(show)).toEqual([
       { code: ']Q3010952123454321321MOD-000042\x1d240BM-48V-16S', dcp: 'EOL-3', ts: '2026-11-18T07:01:02.123Z' },

@@ -1,5 +1,6 @@
 import { readFile, stat } from 'node:fs/promises';
 import type { JsonFieldsConfig } from '../../config/input-schemas.js';
+import { describeIssues, scanSchema } from '../../upstream/contract.js';
 import { jsonRead, jsonReadProblem } from '../json-read.js';
 import type { IntakeItem } from '../types.js';
 import { fileFormatError, isBlank, maxReadLengthOf, readItem, rejectionItem, REJECTION_RAW_BYTES, UTF8_BOM, type FileParseContext } from './file-format.js';
@@ -42,7 +43,8 @@ export async function parseNdjsonFile(path: string, ctx: FileParseContext, field
 }
 
 /**
- * Reads a `json` file: one JSON array of reads (same objects as ndjson). An element that is not a
+ * Reads a `json` file: one JSON array of reads (same objects as ndjson), or of ready Scans in the
+ * upstream format (contract §2.5), validated; the two may be mixed. An element that is not a
  * valid read becomes a rejection whose `origin.line` is its position in the array, from 1.
  *
  * @throws GatewayError `SCANGW_E_INPUT` when the file is not UTF-8 JSON, not an array, or larger
@@ -65,7 +67,27 @@ export async function parseJsonFile(path: string, ctx: FileParseContext, fields:
   return value.map((element, i) => jsonItem(ctx, element, undefined, i + 1, fields));
 }
 
+/**
+ * An element shaped like a Scan of the upstream format (contract §2.5: it has `reference` and
+ * `dcpKey`) is taken as a ready Scan, validated field by field, not as a read.
+ */
+function isScanShaped(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && 'reference' in value && 'dcpKey' in value;
+}
+
+function readyScanItem(ctx: FileParseContext, value: Record<string, unknown>, line: number): IntakeItem {
+  const json = JSON.stringify(value);
+  const checked = scanSchema.strict().safeParse(value);
+  if (!checked.success) {
+    return rejectionItem(ctx, Buffer.from(json, 'utf8').subarray(0, REJECTION_RAW_BYTES), line, `not a valid Scan: ${describeIssues(checked.error)}`);
+  }
+  const item = readItem(ctx, Buffer.from(json, 'utf8'), line);
+  if (item.kind === 'read') item.read = { ...item.read, readyScan: checked.data, origin: { ...item.read.origin, format: 'scan' } };
+  return item;
+}
+
 function jsonItem(ctx: FileParseContext, value: unknown, source: Buffer | undefined, line: number, fields: JsonFieldsConfig): IntakeItem {
+  if (isScanShaped(value)) return readyScanItem(ctx, value, line);
   const raw = (): Buffer => Buffer.from((source ?? Buffer.from(JSON.stringify(value) ?? '', 'utf8')).subarray(0, REJECTION_RAW_BYTES));
   const result = jsonRead(value, fields);
   if (!result.ok) return rejectionItem(ctx, raw(), line, jsonReadProblem(result));
