@@ -26,7 +26,7 @@ async function main(argv: string[]): Promise<number> {
   const program = new Command('scan-gateway')
     .version(VERSION)
     .description(
-      'Edge daemon for battery factories: barcode reads from serial scanners and dropped files become scans, ' +
+      'Edge daemon for battery factories: barcode reads from serial and TCP scanners, MQTT, dropped files and HTTP become scans, ' +
         'buffered durably in SQLite and delivered to the Battery Product and Traceability Scan Service.',
     )
     .showHelpAfterError()

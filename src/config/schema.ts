@@ -94,8 +94,8 @@ export const deliverySchema = z
       .number()
       .int()
       .min(1)
-      .default(25_000)
-      .describe('Most scans in one pre-signed batch (presigned mode, and auto mode with a backlog). The batch body is built in memory: 25,000 scans are about 6 MiB.'),
+      .default(10_000)
+      .describe('Most scans in one pre-signed batch (presigned mode, and auto mode with a backlog). The batch body is built in memory: 10,000 scans are about 2.5 MiB.'),
     presignedMaxBytes: z
       .number()
       .int()
