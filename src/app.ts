@@ -104,6 +104,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
   const { config } = loaded;
   const logger = deps.logger;
   const now = deps.now ?? Date.now;
+  const create = deps.createInput ?? ((c: InputConfig, s: IntakeSink, l: Logger) => defaultInput(c, s, l, deps.env));
   const startedAt = new Date(now());
   let store: BufferStore | undefined;
   let sandbox: RunningSandbox | undefined;
@@ -275,7 +276,6 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
           logger.warn({ component: 'delivery', graceMs }, 'an upload was still in flight at the stop; abandoned, recovered at the next start');
         },
       });
-      const create = deps.createInput ?? ((c: InputConfig, s: IntakeSink, l: Logger) => defaultInput(c, s, l, deps.env));
       for (const inputConfig of config.inputs) {
         const input = create(inputConfig, intake, logger);
         inputs.push(input);
@@ -294,7 +294,6 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
     },
     async reload(next) {
       const plan = planReload(current.config, next.config);
-      const create = deps.createInput ?? ((c: InputConfig, s: IntakeSink, l: Logger) => defaultInput(c, s, l, deps.env));
       const report = await applyReload(plan, next.config, {
         stopInput: async (id) => {
           const at = inputs.findIndex((i) => i.id === id);
