@@ -1,0 +1,77 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import mqtt from 'mqtt';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PACKAGE_ROOT } from '../../src/paths.js';
+import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
+import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js';
+import { startMosquitto, type Broker } from '../helpers/mosquitto.js';
+import { waitFor } from '../helpers/wait.js';
+
+const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
+
+async function sandboxRefs(sandbox: RunningSandbox): Promise<string[]> {
+  const body = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as { scans: { scan: { reference: string } }[] };
+  return body.scans.map((s) => s.scan.reference);
+}
+
+async function publish(url: string, from: number, to: number): Promise<void> {
+  const client = await mqtt.connectAsync(url, { clientId: `e2e-publisher-${from}`, clean: true });
+  for (let i = from; i < to; i++) await client.publishAsync('plant/GI-01/scans', `CELL-${String(i).padStart(5, '0')}`, { qos: 1 });
+  await client.endAsync();
+}
+
+describe('end to end over MQTT: the whole daemon stopped while readers publish', () => {
+  let sandbox: RunningSandbox;
+  let broker: Broker;
+  let gateway: GatewayProcess | undefined;
+
+  beforeAll(async () => {
+    sandbox = await startSandbox({ port: 0, processingDelayMs: 100 });
+    broker = await startMosquitto(mkdtempSync(join(tmpdir(), 'sg-e2e-broker-')));
+  });
+  afterAll(async () => {
+    await gateway?.stop();
+    await broker?.stop();
+    await sandbox?.close();
+  });
+
+  it('receives every message once: the broker keeps them for the persistent session while the gateway is down', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sg-e2e-mqtt-'));
+    const config = join(dir, 'config.yaml');
+    writeFileSync(
+      config,
+      `site: { id: e2e, timezone: Europe/Berlin }
+upstream: { baseUrl: ${sandbox.url}, authUrl: ${sandbox.url}, clientId: demo-client }
+buffer: { path: ${join(dir, 'buffer.db')} }
+delivery: { mode: direct, maxBatchDelayMs: 100, statusPollMs: 100, statusPollMaxMs: 300 }
+http: { listen: 127.0.0.1:0 }
+dcps:
+  - { key: GI-01, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-0042 }
+inputs:
+  - { id: readers, type: mqtt, url: ${broker.url}, topics: [plant/+/scans], clientId: sg-e2e-gateway, dcp: GI-01, dcpFromTopic: 'plant/{dcp}/scans' }
+`,
+    );
+    const env = { SCAN_GATEWAY_CLIENT_SECRET: SECRET };
+    gateway = await startGateway(config, env, dir);
+    await waitFor(async () => {
+      const status = (await (await fetch(`${gateway!.httpUrl}/healthz`)).json()) as { inputs: { state: string }[] };
+      return status.inputs[0]?.state === 'up';
+    }, { timeoutMs: 10_000 });
+    await publish(broker.url, 0, 300);
+    await waitFor(async () => (await sandboxRefs(sandbox)).length >= 300, { timeoutMs: 20_000 });
+
+    expect(await gateway.stop()).toBe(0);
+    gateway = undefined;
+    await publish(broker.url, 300, 600); // nobody is subscribed now: the broker queues them for the session
+
+    gateway = await startGateway(config, env, dir);
+    await waitFor(async () => (await sandboxRefs(sandbox)).length >= 600, { timeoutMs: 20_000 });
+    // Give a redelivery, if there were one, the time to show up before counting.
+    await new Promise((r) => setTimeout(r, 1000));
+    const refs = await sandboxRefs(sandbox);
+    expect(refs).toHaveLength(600);
+    expect(new Set(refs).size).toBe(600);
+  });
+});
