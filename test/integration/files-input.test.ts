@@ -9,10 +9,10 @@ import { BufferStore } from '../../src/buffer/store.js';
 import { parseConfigText } from '../../src/config/load.js';
 import { FilesInput } from '../../src/inputs/files/files-input.js';
 import { mappingContext } from '../../src/mapping/map-read.js';
-import type { IntakeItem, IntakeSink } from '../../src/inputs/types.js';
 import { silentLogger } from '../../src/log.js';
 import { waitFor } from '../helpers/wait.js';
 import { samplePath } from '../helpers/samples.js';
+import { FakeSink } from '../helpers/fake-sink.js';
 
 const SAMPLE_CSV = samplePath('goods-in-export.csv');
 const GS = '\x1d';
@@ -21,31 +21,6 @@ const NOW = new Date(2026, 10, 18, 7, 0, 0);
 const DAY = '2026-11-18';
 const STABLE_MS = 300;
 
-/**
- * Stand-in for the intake pipeline: records each submit as one commit. `failing` makes submit
- * reject like a buffer whose disk is full.
- */
-class FakeSink implements IntakeSink {
-  readonly commits: IntakeItem[][] = [];
-  refused = 0;
-  started = 0;
-  failing = false;
-  delayMs = 0;
-
-  async submit(items: IntakeItem[]): Promise<void> {
-    this.started += 1;
-    if (this.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.delayMs));
-    if (this.failing) {
-      this.refused += 1;
-      throw new Error('SQLITE_FULL: database or disk is full');
-    }
-    this.commits.push(items);
-  }
-
-  raws(commit = 0): string[] {
-    return (this.commits[commit] ?? []).map((i) => (i.kind === 'read' ? i.read.raw : i.rejection.raw).toString('latin1'));
-  }
-}
 
 let root: string;
 let dir: string;

@@ -9,60 +9,17 @@ import { BufferStore } from '../../src/buffer/store.js';
 import { parseConfigText } from '../../src/config/load.js';
 import { mappingContext } from '../../src/mapping/map-read.js';
 import { openSerialPort, SerialInput, type SerialOpenOptions } from '../../src/inputs/serial/serial-input.js';
-import type { IntakeItem, IntakeSink } from '../../src/inputs/types.js';
 import { silentLogger } from '../../src/log.js';
 import { createPtyPair, type PtyPair } from '../helpers/pty.js';
 import { waitFor } from '../helpers/wait.js';
-import { samplePath } from '../helpers/samples.js';
+import { CAPTURE_FRAMES, samplePath } from '../helpers/samples.js';
+import { FakeSink } from '../helpers/fake-sink.js';
 
 const CAPTURE_PATH = samplePath('serial-capture-line3.bin');
-const GS = '\x1d';
 const NOW = new Date('2026-11-18T06:00:00Z');
 
 /** Every CR-terminated read of serial-capture-line3.bin, latin1 so each byte shows as one char. */
-const CAPTURE_FRAMES = [
-  `]d2010952123454321310B2611-03${GS}21C2611030001234`,
-  `]d2010952123454321310B2611-03${GS}21C2611030001235`,
-  'NOREAD',
-  `]d2010952123454321310B2611-03${GS}21C2611030001236`,
-  `]d2010952123454321310B2611-03${GS}21C2611030001236`,
-  ']C100095212345678901235400PO-4711',
-  `]d2010952123454321310B2611-03${GS}21C2611030001237`,
-  '\xff\xfe\x00garbage\x80\x81',
-  `]d20109521234543214${GS}10LOT`,
-  ']d1C24A0K3B0712345',
-  'ERROR',
-];
 
-/** Stand-in for the intake pipeline: each submit is one commit; `failing` refuses like a full disk. */
-class FakeSink implements IntakeSink {
-  readonly commits: IntakeItem[][] = [];
-  started = 0;
-  refused = 0;
-  failing = false;
-  delayMs = 0;
-
-  async submit(items: IntakeItem[]): Promise<void> {
-    this.started += 1;
-    if (this.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.delayMs));
-    if (this.failing) {
-      this.refused += 1;
-      throw new Error('SQLITE_FULL: database or disk is full');
-    }
-    this.commits.push(items);
-  }
-
-  get items(): IntakeItem[] {
-    return this.commits.flat();
-  }
-
-  /** Committed items as text: reads as their raw bytes, rejections as `<reason|raw>`. */
-  texts(): string[] {
-    return this.items.map((i) =>
-      i.kind === 'read' ? i.read.raw.toString('latin1') : `<${i.rejection.reason}|${i.rejection.raw.toString('latin1')}>`,
-    );
-  }
-}
 
 let dir: string;
 let sink: FakeSink;

@@ -3,25 +3,12 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isGatewayError } from '../../src/errors.js';
 import { Framer, terminatorBytes, type FramerEvent } from '../../src/inputs/stream/framer.js';
-import { samplePath } from '../helpers/samples.js';
+import { CAPTURE_FRAMES, samplePath } from '../helpers/samples.js';
 
 const CAPTURE = readFileSync(samplePath('serial-capture-line3.bin'));
 const GS = '\x1d';
 
 /** The 11 reads of serial-capture-line3.bin (CR-terminated), as latin1 text so every byte shows. */
-const CAPTURE_FRAMES = [
-  `]d2010952123454321310B2611-03${GS}21C2611030001234`,
-  `]d2010952123454321310B2611-03${GS}21C2611030001235`,
-  'NOREAD',
-  `]d2010952123454321310B2611-03${GS}21C2611030001236`,
-  `]d2010952123454321310B2611-03${GS}21C2611030001236`,
-  ']C100095212345678901235400PO-4711',
-  `]d2010952123454321310B2611-03${GS}21C2611030001237`,
-  '\xff\xfe\x00garbage\x80\x81',
-  `]d20109521234543214${GS}10LOT`,
-  ']d1C24A0K3B0712345',
-  'ERROR',
-];
 
 function frameTexts(events: FramerEvent[]): string[] {
   return events.map((e) => {
