@@ -24,7 +24,7 @@ function formatter(timeZone: string): Intl.DateTimeFormat {
   return f;
 }
 
-interface WallClock {
+export interface WallClock {
   year: number;
   month: number;
   day: number;
@@ -131,13 +131,7 @@ export function parseSourceTime(text: string, siteTimeZone: string): Date | unde
 }
 
 /** The parts of a written time stamp, as numbers; `fraction` holds the digits after the point. */
-export interface TimeParts {
-  year: number;
-  month: number;
-  day: number;
-  hour: number;
-  minute: number;
-  second: number;
+export interface TimeParts extends WallClock {
   fraction?: string | undefined;
   /** `Z`, `+01:00`, `+0100`, `-05`; absent for a wall time at the site. */
   zone?: string | undefined;
