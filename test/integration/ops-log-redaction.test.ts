@@ -28,7 +28,7 @@ function config(dir: string, sandboxUrl: string, extra = ''): string {
     `site: { id: redaction, timezone: Europe/Berlin }
 upstream: { baseUrl: ${sandboxUrl}, authUrl: ${sandboxUrl}, clientId: leak-test${extra} }
 buffer: { path: ${join(dir, 'buffer.db')} }
-delivery: { mode: auto, maxBatchScans: 20, maxBatchDelayMs: 50, statusPollMs: 100, statusPollMaxMs: 300, retryBaseMs: 50, retryMaxMs: 200 }
+delivery: { mode: auto, maxBatchScans: 20, maxBatchDelayMs: 50, statusPollMs: 100, statusPollMaxMs: 300, retryBaseMs: 50, retryMaxMs: 200, notFoundGraceMs: 1000 }
 http: { listen: 127.0.0.1:0 }
 log: { level: trace }
 dcps:
@@ -74,14 +74,19 @@ describe('no secret in any log line', () => {
       expect((await admin(gateway.httpUrl, 'pause', `Bearer ${ADMIN_TOKEN}`)).status).toBe(200);
       expect((await admin(gateway.httpUrl, 'resume', `Bearer ${ADMIN_TOKEN}`)).status).toBe(200);
       expect((await admin(gateway.httpUrl, 'replay', `Bearer ${ADMIN_TOKEN}`)).status).toBe(200);
-      // Upstream errors, retries and token renewals (2 s tokens) until everything is through.
+      // Upstream errors, retries and token renewals (2 s tokens) until everything is through. A reset
+      // PUT leaves the gateway unsure whether the upload arrived: it polls notFoundGraceMs (1 s here,
+      // 2 min by default) before sending again.
       await waitFor(
         async () => {
           const h = (await (await fetch(`${gateway.httpUrl}/healthz`)).json()) as { deliveredScans: number };
-          return h.deliveredScans === 200;
+          if (h.deliveredScans !== 200) throw new Error(`delivered ${h.deliveredScans} of 200; health ${JSON.stringify(h)}`);
+          return true;
         },
         { timeoutMs: 40_000, intervalMs: 200 },
-      );
+      ).catch((err: Error) => {
+        throw new Error(`${err.message}\n--- gateway output, last 80 lines ---\n${gateway.output().split('\n').slice(-80).join('\n')}`);
+      });
       // The token expired and was renewed at least once, so several token requests were logged.
       await new Promise((r) => setTimeout(r, 2500));
       sandbox.setFaults({ errorRate: 0, rateLimitRate: 0, resetRate: 0 });
