@@ -1,0 +1,117 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { MIGRATIONS } from '../../src/buffer/migrations.js';
+import { replayDeadLetters, type ReplayMapping } from '../../src/buffer/replay.js';
+import { Retention } from '../../src/buffer/retention.js';
+import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
+import { batchCounts } from '../../src/health/buffer-report.js';
+import { silentLogger } from '../../src/log.js';
+
+// The health page, /healthz and the metrics read scan and batch counts from tables kept by
+// triggers (migration 3). These tests hold those tables against a GROUP BY of the rows themselves
+// after each kind of change the gateway makes.
+
+const DAY = 24 * 3600_000;
+const NOW = Date.parse('2026-12-31T12:00:00Z');
+let store: BufferStore | undefined;
+afterEach(() => store?.close());
+
+function scan(reference: string, at: number): IntakeRecord {
+  const body = JSON.stringify({ reference });
+  return { inputId: 'in', receivedAt: new Date(at), raw: Buffer.from(reference), outcome: 'scan', scan: { reference, dcpKey: 'GI-01', instant: new Date(at), body } };
+}
+
+/** Scan counts by state and batch counts by mode and label, counted from the rows. */
+function groupedCounts(db: Database.Database) {
+  const scans: Record<string, number> = {};
+  for (const r of db.prepare(`SELECT state, count(*) AS n FROM scans GROUP BY state`).all() as { state: string; n: number }[]) scans[r.state] = r.n;
+  const replayed = db.prepare(`SELECT state, count(*) AS n FROM scans WHERE replayed_by IS NOT NULL GROUP BY state`).all() as { state: string; n: number }[];
+  for (const r of replayed) {
+    scans[r.state] = scans[r.state]! - r.n;
+    if (scans[r.state] === 0) delete scans[r.state];
+    scans.replayed = (scans.replayed ?? 0) + r.n;
+  }
+  const batches = db
+    .prepare(
+      `SELECT mode, CASE WHEN state = 'done' THEN coalesce(upstream_state, 'done') ELSE state END AS state, count(*) AS count
+         FROM batches GROUP BY 1, 2 ORDER BY 1, 2`,
+    )
+    .all();
+  return { scans, batches };
+}
+
+function expectCountsTrue(s: BufferStore, step: string): void {
+  const truth = groupedCounts(s.db);
+  expect(s.scanCounts(), `scan counts after ${step}`).toEqual(truth.scans);
+  expect(batchCounts(s.db), `batch counts after ${step}`).toEqual(truth.batches);
+}
+
+const remap = (read: { raw: Buffer }): ReplayMapping => ({ outcome: 'scan', scan: { reference: read.raw.toString(), dcpKey: 'GI-02' }, instant: new Date(NOW) });
+
+describe('buffer counts kept by triggers', () => {
+  it('match the rows through intake, batching, split, hold, every terminal state, replay and retention', async () => {
+    const s = (store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-counts-')), 'buffer.db')));
+    expectCountsTrue(s, 'an empty buffer');
+    const old = NOW - 40 * DAY;
+    s.commitIntake(Array.from({ length: 12 }, (_, i) => scan(`A-${i}`, old)), old);
+    expectCountsTrue(s, 'intake');
+
+    const oldIso = new Date(old).toISOString();
+    const success = s.formBatch({ maxScans: 4, maxBytes: 1e9, mode: 'direct', nowIso: oldIso })!;
+    expectCountsTrue(s, 'forming a batch');
+    s.updateBatch(success.id, { state: 'uploading' });
+    s.updateBatch(success.id, { state: 'uploaded', requestId: '1', upstreamState: 'InProgress' });
+    expectCountsTrue(s, 'upload and an intermediate status');
+    s.finishBatch(success.id, { state: 'Success' }, oldIso);
+    expectCountsTrue(s, 'Success');
+
+    const partly = s.formBatch({ maxScans: 3, maxBytes: 1e9, mode: 'presigned', nowIso: oldIso })!;
+    s.finishBatch(partly.id, { state: 'HasFailures', failures: [{ reference: 'A-4', reason: 'Invalid DCP' }] }, oldIso);
+    expectCountsTrue(s, 'HasFailures');
+
+    const failed = s.formBatch({ maxScans: 2, maxBytes: 1e9, mode: 'direct', nowIso: oldIso })!;
+    s.finishBatch(failed.id, { state: 'Failed', description: 'unreadable' }, oldIso);
+    expectCountsTrue(s, 'Failed without failures');
+
+    const split = s.formBatch({ maxScans: 2, maxBytes: 1e9, mode: 'direct', nowIso: oldIso })!;
+    expect(s.splitBatch(split.id)).toBe(true);
+    expectCountsTrue(s, 'a split');
+    const held = s.formBatch({ maxScans: 1, maxBytes: 1e9, mode: 'direct', nowIso: oldIso })!;
+    s.holdBatch(held.id, 'refused as too large');
+    expectCountsTrue(s, 'a hold');
+
+    const replay = replayDeadLetters(s, remap, { all: true }, NOW);
+    expect(replay.queued).toBeGreaterThan(0);
+    expectCountsTrue(s, 'a replay');
+    const again = s.formBatch({ maxScans: 100, maxBytes: 1e9, mode: 'direct', nowIso: oldIso })!;
+    s.finishBatch(again.id, { state: 'Success' }, oldIso);
+    expectCountsTrue(s, 'delivering the replayed scans');
+
+    const pruned = await new Retention({ store: s, retentionDays: 30, logger: silentLogger(), now: () => NOW, chunk: 2 }).prune();
+    expect(pruned.scans).toBeGreaterThan(0);
+    expectCountsTrue(s, 'retention');
+  });
+
+  it('are computed from the rows when an older buffer is migrated', () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'sg-counts-v2-')), 'buffer.db');
+    const v2 = new Database(file);
+    v2.exec(MIGRATIONS[0]!);
+    v2.exec(MIGRATIONS[1]!);
+    v2.pragma('user_version = 2');
+    const read = v2.prepare(`INSERT INTO reads (id, input_id, received_at, raw, outcome) VALUES (?, 'in', '2026-01-01T00:00:00.000Z', x'41', 'scan')`);
+    const addScan = v2.prepare(`INSERT INTO scans (read_id, dcp_key, reference, time_utc, body, bytes, created_at, state, batch_id) VALUES (?, 'GI-01', ?, '', '{}', 2, 0, ?, ?)`);
+    v2.prepare(`INSERT INTO batches (id, mode, state, scan_count, bytes, created_at, upstream_state) VALUES (1, 'direct', 'done', 3, 10, '', 'HasFailures'), (2, 'presigned', 'uploaded', 1, 4, '', NULL)`).run();
+    const states: [string, number | null][] = [['delivered', 1], ['delivered', 1], ['failed', 1], ['batched', 2], ['pending', null]];
+    states.forEach(([state, batch], i) => {
+      read.run(i + 1);
+      addScan.run(i + 1, `R-${i}`, state, batch);
+    });
+    v2.close();
+    const s = (store = new BufferStore(file));
+    expect(s.scanCounts()).toEqual({ delivered: 2, failed: 1, batched: 1, pending: 1 });
+    expectCountsTrue(s, 'the migration');
+  });
+});
