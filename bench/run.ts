@@ -6,6 +6,7 @@ import { benchDrain, benchFill, DRAIN_DEFAULTS } from './drain.js';
 import { benchFootprint, FOOTPRINT_DEFAULTS } from './footprint.js';
 import { benchIntake, INTAKE_DEFAULTS } from './intake.js';
 import { benchMqtt, MQTT_DEFAULTS } from './mqtt.js';
+import { benchStatus, STATUS_DEFAULTS } from './status.js';
 import { formatMarkdown, formatTable, writeReport, type BenchReport, type BenchResult } from './lib/report.js';
 import { machineInfo, nowMs, othersBusyMeter, sampleBackground } from './lib/system.js';
 
@@ -13,14 +14,14 @@ import { machineInfo, nowMs, othersBusyMeter, sampleBackground } from './lib/sys
  * `npm run bench`: the benchmark suite of issue 8. Runs each benchmark with its ceiling measured in
  * the same run, prints a table and writes bench/results/latest.json. Not part of `npm test`.
  *
- *   node dist/bench/run.js [--only intake,mqtt,drain,fill,footprint] [--quick] [--out FILE]
+ *   node dist/bench/run.js [--only intake,mqtt,drain,fill,footprint,status] [--quick] [--out FILE]
  *   node dist/bench/run.js --markdown [FILE]   (prints FILE, default the latest results, as a Markdown table)
  *
  * `--quick` shrinks every size for a smoke run (its figures are not comparable). Exits 1 when a
  * benchmark could not run; a missed target is a result, not a failure.
  */
 
-const ALL = ['intake', 'mqtt', 'drain', 'fill', 'footprint'] as const;
+const ALL = ['intake', 'mqtt', 'drain', 'fill', 'footprint', 'status'] as const;
 type BenchId = (typeof ALL)[number];
 
 const { values, positionals } = parseArgs({
@@ -42,6 +43,7 @@ const sizes = {
   mqtt: quick ? { ...MQTT_DEFAULTS, messages: 10_000, latencySeconds: 3 } : MQTT_DEFAULTS,
   drain: quick ? { scans: 50_000, fillScans: 80_000 } : DRAIN_DEFAULTS,
   footprint: quick ? { starts: 1, settleMs: 1000, idleMs: 2000 } : FOOTPRINT_DEFAULTS,
+  status: quick ? { ...STATUS_DEFAULTS, scans: 100_000, rejected: 1000, calls: 10 } : STATUS_DEFAULTS,
 };
 
 const runners: Record<BenchId, () => Promise<Omit<BenchResult, 'durationSec' | 'background'>>> = {
@@ -50,6 +52,7 @@ const runners: Record<BenchId, () => Promise<Omit<BenchResult, 'durationSec' | '
   drain: () => benchDrain(sizes.drain),
   fill: () => benchFill(sizes.drain),
   footprint: () => benchFootprint(sizes.footprint),
+  status: () => benchStatus(sizes.status),
 };
 
 const TITLES: Record<BenchId, string> = {
@@ -58,6 +61,7 @@ const TITLES: Record<BenchId, string> = {
   drain: 'Drain',
   fill: 'Batch fill',
   footprint: 'Footprint',
+  status: 'Health refresh on a full buffer',
 };
 
 // Ctrl-C: exit through 'exit', whose handler (lib/child.ts) kills the brokers, sandboxes and ptys started.

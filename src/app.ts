@@ -153,7 +153,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
     const pending = s.pending();
     const counts = s.scanCounts();
     const deliveryStatus = deliverer?.snapshot();
-    const lastUpload = s.db.prepare(`SELECT max(uploaded_at) FROM batches`).pluck().get() as string | null;
+    const lastUpload = s.lastUploadAt();
     const inputStatuses = inputs.map((i) => ({ ...i.status(), counters: intake!.countersFor(i.id) }));
     const reasons: string[] = [];
     for (const i of inputStatuses) if (i.state === 'down') reasons.push(`input ${i.id} is down${i.lastError ? `: ${i.lastError}` : ''}`);

@@ -382,6 +382,11 @@ export class BufferStore {
     })();
   }
 
+  /** When the latest batch was uploaded (ISO 8601), or null before the first; by index (migration 3). */
+  lastUploadAt(): string | null {
+    return (this.db.prepare(`SELECT max(uploaded_at) FROM batches`).pluck().get() as string | null) ?? null;
+  }
+
   /** Scan counts by state; dead letters that were replayed are counted as `replayed`, not `failed`/`held`. */
   scanCounts(): Record<string, number> {
     const counts: Record<string, number> = {};

@@ -1,0 +1,113 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { BufferStore } from '../src/buffer/store.js';
+import { batchCounts } from '../src/health/buffer-report.js';
+import { judge, type BenchResult, type Figure } from './lib/report.js';
+import { median, nowMs } from './lib/system.js';
+
+export interface StatusBenchOptions {
+  /** Scans in the buffer: 1 % failed, the rest delivered, in batches of `batchScans`. */
+  scans: number;
+  batchScans: number;
+  /** Rejected reads besides the scans. */
+  rejected: number;
+  /** Status reads timed; the median is reported. */
+  calls: number;
+}
+
+export const STATUS_DEFAULTS: StatusBenchOptions = { scans: 1_000_000, batchScans: 100, rejected: 10_000, calls: 50 };
+
+/**
+ * Fills a buffer the way a month of audit at a busy line leaves it, with plain SQL (the rows are
+ * what intake and delivery write; the triggers of the schema run as they would).
+ */
+function fillBuffer(store: BufferStore, opts: StatusBenchOptions): void {
+  const { db } = store;
+  db.transaction(() => {
+    db.prepare(
+      `WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < ?)
+       INSERT INTO batches (id, mode, state, scan_count, bytes, created_at, uploaded_at, finished_at, upstream_state, request_id)
+       SELECT x, 'direct', 'done', ?, 0, '2026-11-01T00:00:00.000Z', strftime('%Y-%m-%dT%H:%M:%fZ', '2026-11-01', '+' || x || ' seconds'),
+              '2026-11-01T00:00:00.000Z', CASE WHEN x % 100 = 0 THEN 'HasFailures' ELSE 'Success' END, x FROM n`,
+    ).run(Math.ceil(opts.scans / opts.batchScans), opts.batchScans);
+    db.prepare(
+      `WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < @total)
+       INSERT INTO reads (id, input_id, received_at, raw, outcome, reason)
+       SELECT x, 'gi-scanner', '2026-11-01T00:00:00.000Z', randomblob(40), CASE WHEN x > @scans THEN 'rejected' ELSE 'scan' END,
+              CASE WHEN x > @scans THEN 'not a GS1 code' END FROM n`,
+    ).run({ total: opts.scans + opts.rejected, scans: opts.scans });
+    db.prepare(
+      `INSERT INTO scans (read_id, dcp_key, reference, time_utc, body, bytes, created_at, state, batch_id, failure_reason)
+       SELECT id, 'GI-01', 'REF-' || id, '2026-11-01T00:00:00.000Z', '{"reference":"REF-' || id || '"}', 30, 0,
+              CASE WHEN id % 100 = 0 THEN 'failed' ELSE 'delivered' END, (id - 1) / CAST(? AS INTEGER) + 1,
+              CASE WHEN id % 100 = 0 THEN 'Invalid DCP' END
+       FROM reads WHERE outcome = 'scan'`,
+    ).run(opts.batchScans);
+  })();
+}
+
+/** Benchmark 6: what one refresh of the health page reads from a full buffer. */
+export async function benchStatus(opts: StatusBenchOptions = STATUS_DEFAULTS): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
+  const dir = mkdtempSync(join(tmpdir(), 'sg-bench-status-'));
+  try {
+    const store = new BufferStore(join(dir, 'buffer.db'));
+    try {
+      const fillStarted = nowMs();
+      fillBuffer(store, opts);
+      const fillSec = (nowMs() - fillStarted) / 1000;
+      // The buffer reads of app.ts status(), which /healthz, /api/v1/status, the page and /metrics share.
+      const refresh = () => {
+        store.pending();
+        store.scanCounts();
+        store.undelivered();
+        store.lastUploadAt();
+        store.recentBatches(20);
+        store.recentProblems(20);
+        batchCounts(store.db);
+      };
+      // What the counts cost before migration 3: grouping the rows themselves.
+      const grouped = () => {
+        store.db.prepare(`SELECT state, count(*) FROM scans GROUP BY state`).all();
+        store.db.prepare(`SELECT mode, state, upstream_state, count(*) FROM batches GROUP BY 1, 2, 3`).all();
+      };
+      const time = (f: () => void, calls: number) => {
+        const ms: number[] = [];
+        for (let i = 0; i < calls; i++) {
+          const started = nowMs();
+          f();
+          ms.push(nowMs() - started);
+        }
+        return { median: median(ms), max: Math.max(...ms) };
+      };
+      refresh();
+      const status = time(refresh, opts.calls);
+      const group = time(grouped, Math.max(3, Math.round(opts.calls / 10)));
+      const counts = store.scanCounts();
+      const figures: Figure[] = [
+        judge({
+          name: `status read at ${Math.round(opts.scans / 1000)}k scans`,
+          value: status.median,
+          unit: 'ms',
+          ceiling: { value: group.median, what: 'GROUP BY of the scans and batches themselves (what the counts cost before migration 3)' },
+          // A refresh must not hold the event loop longer than a good share of the MQTT p99 budget (20 ms).
+          targets: [{ kind: 'max', of: 'value', value: 5 }],
+          note: `median of ${opts.calls} reads; the largest took ${status.max.toFixed(2)} ms`,
+        }),
+      ];
+      return {
+        id: 'status',
+        title: 'Health refresh on a full buffer',
+        figures,
+        notes: [
+          `buffer: ${counts.delivered ?? 0} delivered and ${counts.failed ?? 0} failed scans in ${Math.ceil(opts.scans / opts.batchScans)} batches, ${opts.rejected} rejected reads; filled in ${fillSec.toFixed(1)} s`,
+          `reads: pending, scanCounts, undelivered, lastUploadAt, recentBatches(20), recentProblems(20), batchCounts`,
+        ],
+      };
+    } finally {
+      store.close();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
