@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { LoadedConfig } from './config/load.js';
 import type { InputConfig } from './config/schema.js';
-import { Deliverer } from './delivery/deliverer.js';
+import { Deliverer, type DeliveryStatus } from './delivery/deliverer.js';
 import type { DeliveryApi } from './delivery/types.js';
 import { BufferStore } from './buffer/store.js';
 import { Intake } from './buffer/intake.js';
@@ -154,10 +154,15 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
     const counts = s.scanCounts();
     const deliveryStatus = deliverer?.snapshot();
     const lastUpload = s.lastUploadAt();
+    const oldestUndelivered = s.oldestUndeliveredCreatedAt();
     const inputStatuses = inputs.map((i) => ({ ...i.status(), counters: intake!.countersFor(i.id) }));
     const reasons: string[] = [];
     for (const i of inputStatuses) if (i.state === 'down') reasons.push(`input ${i.id} is down${i.lastError ? `: ${i.lastError}` : ''}`);
-    if (deliveryStatus && deliveryStatus.circuit !== 'closed') reasons.push(`upstream unreachable: ${deliveryStatus.lastError?.message ?? 'unknown error'}`);
+    if (deliveryStatus && deliveryStatus.circuit !== 'closed') reasons.push(upstreamReason(deliveryStatus.lastError));
+    const checks = deliveryStatus?.statusChecks;
+    if (checks && checks.consecutiveFailures >= STATUS_CHECK_FAILURES_REPORTED) {
+      reasons.push(`status checks failing (${checks.consecutiveFailures} in a row): ${checks.lastError?.message ?? 'unknown error'}`);
+    }
     if (intake?.lastCommitError) reasons.push(`buffer commit failing: ${intake.lastCommitError.message}`);
     reasons.push(...(backPressure?.reasons() ?? []));
     const products = productCheck?.snapshot();
@@ -185,7 +190,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
         path: config.buffer.path,
         pendingScans: pending.count,
         undeliveredScans: s.undelivered(),
-        oldestPendingAgeMs: pending.oldestCreatedAt === null ? null : now() - pending.oldestCreatedAt,
+        oldestPendingAgeMs: oldestUndelivered === null ? null : Math.max(0, now() - oldestUndelivered),
         scans: counts,
         fileBytes: bufferFileBytes(config.buffer.path),
         ...(intake?.lastCommitError ? { lastCommitError: intake.lastCommitError } : {}),
@@ -355,4 +360,22 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
       if (failures.length > 0) throw new Error(`stopping failed: ${failures.join(', ')}`);
     },
   };
+}
+
+/** Status checks that fail in a row before health says so (single ones happen: a 429, a timeout). */
+const STATUS_CHECK_FAILURES_REPORTED = 3;
+
+/** The health reason for an open circuit, worded by what failed. */
+function upstreamReason(lastError: DeliveryStatus['lastError']): string {
+  const message = lastError?.message ?? 'unknown error';
+  switch (lastError?.kind) {
+    case 'auth':
+      return `upstream refuses the credentials: ${message}`;
+    case 'answer':
+      return `upstream answers cannot be read: ${message}`;
+    case 'http':
+      return `upstream answers with errors: ${message}`;
+    default:
+      return `upstream unreachable: ${message}`;
+  }
 }

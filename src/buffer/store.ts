@@ -197,6 +197,23 @@ export class BufferStore {
   }
   private totalsStatement: Database.Statement | undefined;
 
+  /**
+   * `created_at` (ms) of the oldest scan not yet delivered: pending, or in a batch the service has
+   * not finished; null when there is none. What "how far behind is delivery" is measured by.
+   */
+  oldestUndeliveredCreatedAt(): number | null {
+    const oldest = this.db
+      .prepare(
+        `SELECT min(created_at) FROM (
+           SELECT created_at FROM (SELECT created_at FROM scans WHERE state = 'pending' ORDER BY id LIMIT 1)
+           UNION ALL
+           SELECT created_at FROM (SELECT created_at FROM scans WHERE state = 'batched' ORDER BY id LIMIT 1))`,
+      )
+      .pluck()
+      .get() as number | null;
+    return oldest ?? null;
+  }
+
   /** Count of scans not yet in a batch, and the `created_at` (ms) of the oldest. */
   pending(): { count: number; oldestCreatedAt: number | null } {
     const count = this.totals().pendingScans;
@@ -370,6 +387,8 @@ export class BufferStore {
         processed: status.processed ?? null,
         failed: status.failed ?? null,
         finishedAt: nowIso,
+        // An error on the way (a 429 to a status check, say) is history once the batch is done.
+        lastError: null,
       });
       const failures = status.failures ?? [];
       if (status.state === 'Failed' && failures.length === 0) {

@@ -1,5 +1,5 @@
 import type { DeliveryConfig } from '../config/schema.js';
-import { isGatewayError } from '../errors.js';
+import { ErrorCodes, isGatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { BatchMode, BatchRow, BufferStore } from '../buffer/store.js';
 import { MAX_DIRECT_BODY_BYTES, PRESIGNED_VALIDITY_MS, TERMINAL_STATES } from '../upstream/contract.js';
@@ -14,7 +14,8 @@ export interface DeliveryStatus {
   circuit: CircuitState;
   consecutiveFailures: number;
   lastSuccessAt?: string;
-  lastError?: { message: string; at: string; batchId?: number };
+  /** `kind`: `network` (no answer), `auth` (credentials refused), `answer` (unreadable), `http` (an error status). */
+  lastError?: { message: string; at: string; batchId?: number; kind?: 'network' | 'auth' | 'answer' | 'http' };
   nextRetryAt?: string;
   /**
    * Scans that may be held twice by the service: they were in a direct upload whose answer was
@@ -23,6 +24,8 @@ export interface DeliveryStatus {
   possibleDuplicates: number;
   /** How many such uploads (batches sent again). */
   possibleDuplicateUploads: number;
+  /** Status checks (contract §4.6) that failed in a row, and the latest failure. */
+  statusChecks: { consecutiveFailures: number; lastError?: { message: string; at: string; batchId: number } };
 }
 
 export interface DelivererOptions {
@@ -66,10 +69,13 @@ export class Deliverer {
   private timer: NodeJS.Timeout | undefined;
   private inFlight: number | undefined;
   /** The pre-signed step in progress, so a failure is pinned on the right call. */
-  private presignedStep: 'status' | 'address' | 'put' | undefined;
+  private presignedStep: 'status' | 'address' | 'put' | 'reput' | undefined;
+  /** Status checks that failed in a row (any batch); reset by an answered one. */
+  private consecutivePollFailures = 0;
+  private lastPollError: { message: string; at: string; batchId: number } | undefined;
   private consecutiveFailures = 0;
   private paused = false;
-  private status: Omit<DeliveryStatus, 'circuit' | 'consecutiveFailures' | 'paused' | 'possibleDuplicates' | 'possibleDuplicateUploads'> = {};
+  private status: Omit<DeliveryStatus, 'circuit' | 'consecutiveFailures' | 'paused' | 'possibleDuplicates' | 'possibleDuplicateUploads' | 'statusChecks'> = {};
 
   constructor(private readonly options: DelivererOptions) {
     this.now = options.now ?? Date.now;
@@ -111,6 +117,7 @@ export class Deliverer {
       consecutiveFailures: this.consecutiveFailures,
       possibleDuplicates: dup.scans,
       possibleDuplicateUploads: dup.uploads,
+      statusChecks: { consecutiveFailures: this.consecutivePollFailures, ...(this.lastPollError ? { lastError: this.lastPollError } : {}) },
     };
   }
 
@@ -238,12 +245,16 @@ export class Deliverer {
   /**
    * Pre-signed flow (contract §4.4, §4.5): the requestId is written down before any data is sent,
    * and the start of each PUT too, so after a crash or a lost answer the status endpoint says
-   * whether the data arrived.
+   * whether the data arrived. When the service has not shown an upload within `notFoundGraceMs`,
+   * the same single-use address is tried once more while it is valid: accepted means the first
+   * PUT had not arrived; refused (403) means it had. Only a resend under a new address, after a
+   * PUT that may have arrived, can duplicate: it is counted as a possible duplicate.
    */
   private async uploadPresigned(batch: BatchRow, body: string): Promise<PresignedOutcome> {
     const { store, api, logger, config } = this.options;
     let current = store.batch(batch.id) ?? batch;
     this.presignedStep = undefined;
+    let mayHaveArrived = false;
     if (current.requestId && current.putStartedAt !== null) {
       this.presignedStep = 'status';
       const status = await api.getScanStatus(current.requestId);
@@ -261,25 +272,41 @@ export class Deliverer {
         logger.info({ batchId: batch.id, requestId: current.requestId }, 'pre-signed upload may have arrived; polling its status before sending again');
         return { waitForStatus: true };
       }
-      logger.warn({ batchId: batch.id, requestId: current.requestId }, 'pre-signed upload did not arrive; sending it again');
+      mayHaveArrived = true;
     }
     const expired = current.presignedExpiresAt !== null && current.presignedExpiresAt - ADDRESS_MARGIN_MS <= this.now();
-    if (!current.requestId || !current.presignedUrl || expired) {
+    const reuse = mayHaveArrived && current.presignedUrl !== null && !expired;
+    if (reuse) {
+      logger.warn(
+        { batchId: batch.id, requestId: current.requestId, graceMs: config.notFoundGraceMs },
+        'the service does not show the pre-signed upload; sending it again to the same single-use address (a refusal means the first one had arrived)',
+      );
+    } else if (!current.requestId || !current.presignedUrl || expired) {
       const issuedAt = this.now();
       this.presignedStep = 'address';
       const address = await api.requestPresignedUpload();
-      store.updateBatch(batch.id, {
-        state: 'presigned',
-        requestId: address.requestId,
-        presignedUrl: address.url,
-        presignedExpiresAt: issuedAt + PRESIGNED_VALIDITY_MS,
-        putStartedAt: null,
-      });
+      store.updateBatch(
+        batch.id,
+        {
+          state: 'presigned',
+          requestId: address.requestId,
+          presignedUrl: address.url,
+          presignedExpiresAt: issuedAt + PRESIGNED_VALIDITY_MS,
+          putStartedAt: null,
+        },
+        { possibleDuplicate: mayHaveArrived },
+      );
+      if (mayHaveArrived) {
+        logger.warn(
+          { batchId: batch.id, previousRequestId: current.requestId, requestId: address.requestId, scans: batch.scanCount },
+          'the service never showed the earlier pre-signed upload; sending it again under a new address (counted as a possible duplicate)',
+        );
+      }
       current = store.batch(batch.id) ?? current;
     }
     const started = this.now();
     store.updateBatch(batch.id, { attempts: current.attempts + 1, putStartedAt: started });
-    this.presignedStep = 'put';
+    this.presignedStep = reuse ? 'reput' : 'put';
     await api.putPresigned(current.presignedUrl!, body);
     return { requestId: current.requestId!, uploadedAt: started };
   }
@@ -289,16 +316,27 @@ export class Deliverer {
     const action = classifyFailure(err);
     const message = (err as Error).message;
     const at = new Date(this.now()).toISOString();
-    this.status = { ...this.status, lastError: { message, at, batchId: batch.id } };
+    this.status = { ...this.status, lastError: { message, at, batchId: batch.id, kind: errorKind(err) } };
     if (action.action === 'split') {
       const split = store.splitBatch(batch.id);
       logger.warn({ batchId: batch.id, split }, 'batch refused as too large; split in two');
       if (!split) store.holdBatch(batch.id, `the service refused a single scan as too large: ${message}`);
       return;
     }
-    if (action.action === 'newAddress') {
-      store.updateBatch(batch.id, { state: 'ready', requestId: null, presignedUrl: null, presignedExpiresAt: null, putStartedAt: null });
-      logger.warn({ batchId: batch.id, err }, 'pre-signed address refused; asking for a new one');
+    if (action.action === 'newAddress' && this.presignedStep === 'reput') {
+      // §4.5: an address takes one upload. Refused now, it took the first one: follow its status
+      // for another grace window; only then is the batch sent again, under a new address.
+      const now = this.now();
+      store.updateBatch(batch.id, {
+        state: 'uploaded',
+        presignedUrl: null,
+        presignedExpiresAt: null,
+        putStartedAt: now,
+        uploadedAt: new Date(now).toISOString(),
+        nextAttemptAt: now + config.statusPollMs,
+        lastError: message,
+      });
+      logger.warn({ batchId: batch.id, requestId: batch.requestId }, 'the single-use address was used already, so the earlier upload had arrived; following its status');
       return;
     }
     if (action.action === 'hold') {
@@ -306,22 +344,42 @@ export class Deliverer {
       logger.error({ batchId: batch.id, err }, 'batch refused by the service; held with the answer (see failures, replay)');
       return;
     }
+    if (batch.mode === 'direct' && isUnreadableAcceptance(err)) {
+      // Sending again would duplicate a batch the service most likely has, on every retry.
+      store.holdBatch(batch.id, `the service accepted the upload but its answer could not be read (${message}); not sent again, to avoid duplicates`);
+      logger.error({ batchId: batch.id, err }, 'upload accepted with an answer that cannot be read; batch held, not sent again (see failures, replay)');
+      return;
+    }
+    // A refused address waits like any other failure: asked for again at once, every time, it
+    // would use up an address (and a requestId at the service) per loop.
     this.consecutiveFailures++;
+    const retryAfterMs = action.action === 'retry' ? action.retryAfterMs : undefined;
+    const answerLost = action.action === 'retry' && action.answerLost;
     const delay = backoffDelay(this.consecutiveFailures - 1, {
       baseMs: config.retryBaseMs,
       maxMs: config.retryMaxMs,
-      ...(action.retryAfterMs !== undefined ? { retryAfterMs: action.retryAfterMs } : {}),
+      ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
       ...(this.options.random ? { random: this.options.random } : {}),
     });
     const nextAttemptAt = this.now() + delay;
     const current = store.batch(batch.id) ?? batch;
+    if (action.action === 'newAddress') {
+      store.updateBatch(batch.id, { state: 'ready', requestId: null, presignedUrl: null, presignedExpiresAt: null, putStartedAt: null, nextAttemptAt, lastError: message });
+      logger.warn({ batchId: batch.id, err, retryInMs: delay }, 'pre-signed address refused; asking for a new one');
+      this.status = { ...this.status, nextRetryAt: new Date(nextAttemptAt).toISOString() };
+      return;
+    }
     if (batch.mode === 'direct') {
       // A lost answer means the service may have the batch: the resend is counted.
-      store.updateBatch(batch.id, { state: 'ready', nextAttemptAt, lastError: message }, { possibleDuplicate: action.answerLost });
+      store.updateBatch(batch.id, { state: 'ready', nextAttemptAt, lastError: message }, { possibleDuplicate: answerLost });
     } else {
-      // An answer that refused the PUT itself means the data did not arrive: no status check needed
-      // next time. A failed status check or address request says nothing about an earlier PUT.
-      const refused = this.presignedStep === 'put' && !action.answerLost && current.putStartedAt !== null;
+      // A 4xx/429 answer to the PUT itself means the data did not arrive: no status check needed
+      // next time. A 5xx may come after the object was stored (a proxy's 502/504, an object store's
+      // 500), and a lost answer says nothing: the status is asked first. A failed status check or
+      // address request says nothing about an earlier PUT.
+      const httpStatus = isGatewayError(err) && typeof err.details.status === 'number' ? err.details.status : undefined;
+      const putStep = this.presignedStep === 'put' || this.presignedStep === 'reput';
+      const refused = putStep && !answerLost && httpStatus !== undefined && httpStatus < 500 && current.putStartedAt !== null;
       store.updateBatch(batch.id, { nextAttemptAt, lastError: message, ...(refused ? { putStartedAt: null } : {}) });
     }
     this.status = { ...this.status, nextRetryAt: new Date(nextAttemptAt).toISOString() };
@@ -335,15 +393,23 @@ export class Deliverer {
       status = await api.getScanStatus(batch.requestId!);
     } catch (err) {
       const action = classifyFailure(err);
+      const message = (err as Error).message;
+      this.consecutivePollFailures++;
+      this.lastPollError = { message, at: new Date(this.now()).toISOString(), batchId: batch.id };
+      // The first failure of a batch, then every tenth in a row: enough to see, not a line per poll.
+      if (batch.polls === 0 || this.consecutivePollFailures % 10 === 1) {
+        logger.warn({ batchId: batch.id, requestId: batch.requestId, err, failuresInARow: this.consecutivePollFailures }, 'status check failed; will ask again');
+      }
       const delay = backoffDelay(batch.polls, {
         baseMs: config.statusPollMs,
         maxMs: config.statusPollMaxMs,
         ...(action.action === 'retry' && action.retryAfterMs !== undefined ? { retryAfterMs: action.retryAfterMs } : {}),
         ...(this.options.random ? { random: this.options.random } : {}),
       });
-      store.updateBatch(batch.id, { polls: batch.polls + 1, nextAttemptAt: this.now() + delay, lastError: (err as Error).message });
+      store.updateBatch(batch.id, { polls: batch.polls + 1, nextAttemptAt: this.now() + delay, lastError: message });
       return;
     }
+    this.consecutivePollFailures = 0;
     if ((TERMINAL_STATES as readonly string[]).includes(status.state)) {
       store.finishBatch(batch.id, status, new Date(this.now()).toISOString());
       const log = status.state === 'Success' ? logger.info.bind(logger) : logger.warn.bind(logger);
@@ -365,4 +431,22 @@ export class Deliverer {
     const interval = Math.min(config.statusPollMaxMs, Math.round(config.statusPollMs * 1.5 ** (batch.polls + 1)));
     store.updateBatch(batch.id, { polls: batch.polls + 1, nextAttemptAt: this.now() + interval, upstreamState: status.state });
   }
+}
+
+/**
+ * A 2xx answer to an upload that the client could not read (no requestId, HTML from a proxy, an
+ * empty body): the service most likely has the batch, but it cannot be followed.
+ */
+function isUnreadableAcceptance(err: unknown): boolean {
+  if (!isGatewayError(err) || err.code !== ErrorCodes.UPSTREAM_RESPONSE) return false;
+  const status = err.details.status;
+  return typeof status !== 'number' || (status >= 200 && status < 300);
+}
+
+function errorKind(err: unknown): 'network' | 'auth' | 'answer' | 'http' {
+  if (!isGatewayError(err)) return 'network';
+  if (err.code === ErrorCodes.UPSTREAM_AUTH) return 'auth';
+  if (err.code === ErrorCodes.UPSTREAM_RESPONSE) return 'answer';
+  if (err.code === ErrorCodes.UPSTREAM_NETWORK) return 'network';
+  return 'http';
 }

@@ -115,7 +115,7 @@ export class GatewayMetrics {
       });
     bufferGauge('scan_gateway_pending_scans', 'Scans in the buffer not yet in a batch.', (s) => s.buffer.pendingScans);
     bufferGauge('scan_gateway_undelivered_scans', 'Scans not yet delivered: pending, or in a batch the service has not finished.', (s) => s.buffer.undeliveredScans);
-    bufferGauge('scan_gateway_oldest_pending_age_seconds', 'Age of the oldest pending scan, in seconds; 0 when none is pending.', (s) =>
+    bufferGauge('scan_gateway_oldest_pending_age_seconds', 'Age of the oldest scan not yet delivered (waiting, or in a batch the service has not finished), in seconds; 0 when none.', (s) =>
       s.buffer.oldestPendingAgeMs === null ? 0 : s.buffer.oldestPendingAgeMs / 1000,
     );
     bufferGauge('scan_gateway_buffer_bytes', 'Bytes of the SQLite buffer on disk (database, write-ahead log, index).', (s) => s.buffer.fileBytes);

@@ -203,7 +203,7 @@ export function renderMain(s: GatewayStatus): string {
   // A scan waits a second or so normally; minutes mean delivery is stuck or far behind.
   const tiles: [string, string, string, string][] = [
     ['Waiting for delivery', fmtCount(b.undeliveredScans ?? 0), b.pendingScans ? `${esc(b.pendingScans)} not yet in a batch` : 'nothing waiting', ''],
-    ['Oldest waiting', oldest === null ? '—' : esc(fmtDuration(oldest)), 'age of the oldest pending scan', oldest !== null && oldest > 300_000 ? 'warn' : ''],
+    ['Oldest waiting', oldest === null ? '—' : esc(fmtDuration(oldest)), 'age of the oldest scan not yet delivered', oldest !== null && oldest > 300_000 ? 'warn' : ''],
     ['Delivered', fmtCount(scans.delivered ?? 0), 'scans processed upstream', ''],
     ['Failed', fmtCount(failed), failed ? 'refused upstream: see below' : 'scans refused upstream', failed ? 'bad' : ''],
     ['Last upload', d.lastSuccessAt ? t(d.lastSuccessAt) : '<span class="muted">none yet</span>', '', ''],

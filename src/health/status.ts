@@ -53,7 +53,11 @@ export interface BufferStatus {
   pendingScans: number;
   /** Scans not yet delivered: pending, or in a batch the service has not finished. */
   undeliveredScans: number;
-  /** Age of the oldest pending scan, in ms; null when nothing is pending. */
+  /**
+   * Age of the oldest scan not yet delivered (waiting for a batch, or in a batch the service has
+   * not finished), in ms; null when every scan is delivered. It keeps growing while delivery is
+   * stuck, also once every scan is in a batch.
+   */
   oldestPendingAgeMs: number | null;
   /** Scans in the buffer by state (`pending`, `batched`, `delivered`, `failed`, `held`). */
   scans: Record<string, number>;

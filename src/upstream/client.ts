@@ -300,9 +300,16 @@ export class UpstreamClient {
 
 const NOT_JSON = Symbol('not JSON');
 
+/**
+ * A `requestId` written as a JSON number of 16 digits or more (§2.8 shows a number; a 64-bit id
+ * does not fit a double) is read as the string of its digits, before JSON.parse rounds it to
+ * another id. Inside a JSON string a quote is escaped, so the pattern cannot match string content.
+ */
+const LONG_NUMERIC_REQUEST_ID = /("requestId"\s*:\s*)(\d{16,})(?=\s*[,}\]])/g;
+
 function safeJson(text: string): unknown {
   try {
-    return JSON.parse(text) as unknown;
+    return JSON.parse(text.includes('"requestId"') ? text.replace(LONG_NUMERIC_REQUEST_ID, '$1"$2"') : text) as unknown;
   } catch {
     return NOT_JSON;
   }

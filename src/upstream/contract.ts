@@ -221,6 +221,8 @@ export function normalizeScanStatus(wire: ScanStatusWire): ScanStatus {
  * §2.8, and nothing stops a service from using either form anywhere. Read both, keep a string.
  */
 const requestIdReadSchema = z.union([z.string().min(1), z.int().min(0)]).transform((id) => String(id));
+// (A number of 16 digits or more arrives here as the string of its digits: the client reads it so
+// before JSON.parse would round it; see client.ts safeJson.)
 
 /**
  * What the client accepts (Postel): the documented shapes above are what the sandbox sends and the
@@ -231,7 +233,8 @@ export const uploadAcceptedReadSchema = z.looseObject({ requestId: requestIdRead
 export const presignedUrlReadSchema = z.looseObject({ url: z.string().min(1), requestId: requestIdReadSchema });
 export const scanStatusReadSchema = z.looseObject({
   state: scanStateSchema,
-  requestId: requestIdReadSchema.optional(),
+  // The gateway knows which id it asked for; an id it cannot read must not stop the batch's status.
+  requestId: requestIdReadSchema.optional().catch(undefined),
   description: z.string().optional(),
   processed: z.int().min(0).optional(),
   failed: z.int().min(0).optional(),

@@ -290,6 +290,107 @@ describe('deliverer: crash recovery decided from the stored state', () => {
   });
 });
 
+describe('deliverer: answers the contract leaves open (found against an independent upstream)', () => {
+  const refused403 = () => Promise.reject(new GatewayError(ErrorCodes.PRESIGNED_REFUSED, 'used already', { details: { status: 403 } }));
+
+  function presignedBatch(t: ReturnType<typeof setup>) {
+    store.commitIntake([scan('A'), scan('B')], t.clock.t);
+    return store.formBatch({ mode: 'presigned', maxScans: 10, maxBytes: 1e6, nowIso: new Date(t.clock.t).toISOString() })!;
+  }
+
+  it('waits with backoff when every pre-signed address is refused, instead of asking for one after another', async () => {
+    const t = setup({ mode: 'presigned' }, () => 0.5);
+    for (let i = 0; i < 10; i++) t.api.put.push(refused403);
+    const b = presignedBatch(t);
+    const d = t.start();
+    await waitFor(() => store.batch(b.id)?.lastError?.includes('used already') === true);
+    await new Promise((r) => setTimeout(r, 300)); // real time passes, the test's clock does not
+    expect(t.api.ops('presign')).toHaveLength(1);
+    expect(store.batch(b.id)?.nextAttemptAt).toBe(t.clock.t + 500);
+    expect(d.snapshot().consecutiveFailures).toBe(1);
+    t.advance(500);
+    await waitFor(() => t.api.ops('presign').length === 2);
+  });
+
+  it('asks the status before sending again after a 5xx to the PUT (the object may be stored), and sends once', async () => {
+    const t = setup({ mode: 'presigned' }, () => 0.5);
+    t.api.put.push(() => {
+      t.api.received.set('1000', 2); // stored, then the proxy in front answers 502
+      return Promise.reject(httpError('PUT', '<pre-signed url>', 502, '<html>Bad Gateway</html>', undefined));
+    });
+    const b = presignedBatch(t);
+    const d = t.start();
+    await waitFor(() => store.batch(b.id)?.lastError?.includes('502') === true);
+    expect(store.batch(b.id)?.putStartedAt).not.toBeNull();
+    t.advance(1000);
+    await waitFor(() => store.batch(b.id)?.state === 'uploaded');
+    t.advance(100);
+    await waitFor(() => store.batch(b.id)?.state === 'done');
+    expect(t.api.ops('put')).toHaveLength(1);
+    expect(t.api.ops('presign')).toHaveLength(1);
+    expect(d.snapshot().possibleDuplicates).toBe(0);
+  });
+
+  it('takes a refused second PUT to the same address as proof the first arrived; a resend under a new address is counted', async () => {
+    const t = setup({ mode: 'presigned', notFoundGraceMs: 10_000 });
+    // The first PUT is answered 200 but the service never shows the batch; the same address is then refused.
+    t.api.put.push(() => Promise.resolve());
+    t.api.put.push(refused403);
+    const b = presignedBatch(t);
+    const d = t.start();
+    await waitFor(() => store.batch(b.id)?.state === 'uploaded');
+    t.advance(10_001); // NotFound past the grace: the same address once more
+    await waitFor(() => t.api.ops('put').length === 2);
+    expect(t.api.ops('put').map((c) => c.url)).toEqual(['http://s3.test/1000', 'http://s3.test/1000']);
+    await waitFor(() => store.batch(b.id)?.state === 'uploaded' && store.batch(b.id)?.presignedUrl === null);
+    expect(d.snapshot().possibleDuplicates).toBe(0);
+    t.advance(5000); // within the new grace window: only polled
+    await waitFor(() => t.api.ops('status').length >= 3);
+    expect(t.api.ops('presign')).toHaveLength(1);
+    t.advance(5001);
+    await waitFor(() => store.batch(b.id)?.requestId === '1001' && store.batch(b.id)?.state === 'uploaded');
+    t.advance(100);
+    await waitFor(() => store.batch(b.id)?.state === 'done');
+    expect(t.api.ops('presign')).toHaveLength(2);
+    expect(store.batch(b.id)?.requestId).toBe('1001');
+    expect(d.snapshot()).toMatchObject({ possibleDuplicates: 2, possibleDuplicateUploads: 1 });
+  });
+
+  it('holds a direct batch whose 2xx answer cannot be read, instead of sending it again and again', async () => {
+    const t = setup({ mode: 'direct' });
+    t.api.upload.push(() => Promise.reject(new GatewayError(ErrorCodes.UPSTREAM_RESPONSE, 'uploadScans: response field requestId is missing', { details: { status: 200 } })));
+    store.commitIntake([scan('A'), scan('B')], t.clock.t);
+    const d = t.start();
+    await waitFor(() => store.scanCounts().held === 2);
+    t.advance(60_000);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(t.api.ops('upload')).toHaveLength(1);
+    expect(store.batchesInState('held')[0]?.lastError).toContain('could not be read');
+    expect(d.snapshot().possibleDuplicates).toBe(0);
+  });
+
+  it('counts failing status checks in a row for the health page, and forgets them once one is answered', async () => {
+    const t = setup({ mode: 'direct' }, () => 0.5);
+    const failing = () => Promise.reject(httpError('GET', '/api/trace/v3/scans/1000/status', 503, '<html>busy</html>', undefined));
+    t.api.status.push(failing, failing, failing);
+    store.commitIntake([scan('A')], t.clock.t);
+    const d = t.start();
+    await waitFor(() => store.batchesInState('uploaded').length === 1);
+    t.advance(100);
+    await waitFor(() => t.api.ops('status').length === 1);
+    for (let i = 2; i <= 3; i++) {
+      t.advance(1000);
+      await waitFor(() => t.api.ops('status').length === i);
+    }
+    await waitFor(() => d.snapshot().statusChecks.consecutiveFailures === 3);
+    expect(d.snapshot().statusChecks.lastError?.message).toContain('503');
+    t.advance(1000);
+    await waitFor(() => store.batchesInState('done').length === 1);
+    expect(d.snapshot().statusChecks.consecutiveFailures).toBe(0);
+    expect(store.batchesInState('done')[0]?.lastError).toBeNull();
+  });
+});
+
 describe('deliverer: batching', () => {
   it('auto mode sends a backlog pre-signed in large batches and a trickle direct', async () => {
     const t = setup({ mode: 'auto', maxBatchScans: 100, presignedMaxScans: 1000 });
