@@ -74,4 +74,53 @@ inputs:
     expect(refs).toHaveLength(600);
     expect(new Set(refs).size).toBe(600);
   });
+
+  it('receives every message once when the broker is restarted cleanly twice while readers publish', async () => {
+    // A PUBACK the gateway writes while mosquitto shuts down never reaches it; after the restart
+    // the broker sends those messages again. Before the gateway kept recognising them for a while
+    // after the PUBACK, each restart stored a few messages twice.
+    await gateway?.stop();
+    gateway = undefined;
+    const dir = mkdtempSync(join(tmpdir(), 'sg-e2e-mqtt-restart-'));
+    const config = join(dir, 'config.yaml');
+    writeFileSync(
+      config,
+      `site: { id: e2e, timezone: Europe/Berlin }
+upstream: { baseUrl: ${sandbox.url}, authUrl: ${sandbox.url}, clientId: demo-client }
+buffer: { path: ${join(dir, 'buffer.db')} }
+delivery: { mode: direct, maxBatchDelayMs: 100, statusPollMs: 100, statusPollMaxMs: 300 }
+http: { listen: 127.0.0.1:0 }
+dcps:
+  - { key: GI-01, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-0042, duplicateWindowMs: 0 }
+inputs:
+  - { id: readers, type: mqtt, url: ${broker.url}, topics: [line/+/reads], clientId: sg-e2e-restarts, dcp: GI-01 }
+`,
+    );
+    gateway = await startGateway(config, { SCAN_GATEWAY_CLIENT_SECRET: SECRET }, dir);
+    await waitFor(async () => ((await (await fetch(`${gateway!.httpUrl}/healthz`)).json()) as { inputs: { state: string }[] }).inputs[0]?.state === 'up', {
+      timeoutMs: 10_000,
+    });
+    const total = 1500;
+    const publisher = await mqtt.connectAsync(broker.url, { clientId: 'e2e-restart-publisher', clean: false, reconnectPeriod: 200 });
+    const acked: Promise<unknown>[] = [];
+    const publishing = (async () => {
+      for (let i = 0; i < total; i++) {
+        acked.push(publisher.publishAsync('line/L1/reads', `RST-${String(i).padStart(5, '0')}`, { qos: 1 }));
+        await new Promise((r) => setTimeout(r, 2));
+      }
+    })();
+    for (const pause of [800, 1500]) {
+      await new Promise((r) => setTimeout(r, pause));
+      await broker.restart();
+    }
+    await publishing;
+    await Promise.all(acked);
+    await publisher.endAsync();
+    const mine = async () => (await sandboxRefs(sandbox)).filter((r) => r.startsWith('RST-'));
+    await waitFor(async () => (await mine()).length >= total, { timeoutMs: 30_000 });
+    await new Promise((r) => setTimeout(r, 1500)); // a late resend, if there were one
+    const refs = await mine();
+    expect(new Set(refs).size).toBe(total);
+    expect(refs.length - total, 'messages stored twice').toBe(0);
+  });
 });

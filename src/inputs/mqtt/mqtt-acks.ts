@@ -78,8 +78,8 @@ export class AckQueue {
   }
 }
 
-/** Entries kept for messages committed but not acknowledged (the connection dropped first). */
-const REDELIVERY_MAX_ENTRIES = 100_000;
+/** Entries kept for messages committed whose PUBACK may not have reached the broker (see MqttInput). */
+export const REDELIVERY_MAX_ENTRIES = 100_000;
 
 /**
  * Messages whose commit started but whose PUBACK never reached the broker (the connection dropped

@@ -3,7 +3,7 @@ import type { MqttInputConfig } from '../../config/input-schemas.js';
 import type { Logger } from '../../log.js';
 import { InputStateTracker } from '../input-state.js';
 import type { InputAdapter, InputStatus, IntakeItem, IntakeSink } from '../types.js';
-import { AckQueue, assertDeferredAckSupport, DEFER_PUBACK, RedeliveryCache, sendPuback, type AckEntry } from './mqtt-acks.js';
+import { AckQueue, assertDeferredAckSupport, DEFER_PUBACK, REDELIVERY_MAX_ENTRIES, RedeliveryCache, sendPuback, type AckEntry } from './mqtt-acks.js';
 import { mqttClientOptions, safeUrl, statusTopicOf } from './mqtt-options.js';
 import { messageToItem } from './mqtt-payload.js';
 
@@ -42,6 +42,12 @@ const SUBMIT_RETRY_MAX_MS = 30_000;
  * on the status topic and disconnects: the broker queues for the session meanwhile, nothing is
  * lost; `setPaused(false)` connects again.
  */
+/**
+ * How long a connection must have stayed up after a PUBACK before the message's key is forgotten,
+ * in ms: by then the broker has the PUBACK, or the connection has dropped and the key is kept.
+ */
+const PUBACK_SETTLE_MS = 5_000;
+
 export class MqttInput implements InputAdapter {
   readonly id: string;
   readonly type = 'mqtt';
@@ -51,6 +57,15 @@ export class MqttInput implements InputAdapter {
   private readonly state: InputStateTracker;
   private readonly statusTopic: string | undefined;
   private readonly redelivery = new RedeliveryCache();
+  /**
+   * Keys of messages acknowledged, in the order of their PUBACKs (`at`: performance.now()). A
+   * PUBACK written just before the broker shuts down never reaches it, and the broker sends the
+   * message again after its restart: a key is forgotten only once a connection has been up for
+   * {@link PUBACK_SETTLE_MS} after it, so that resend is still recognised.
+   */
+  private readonly acknowledgedKeys: { key: string; at: number }[] = [];
+  private acknowledgedHead = 0;
+  private connectedAt = 0;
   private clientOptions: IClientOptions | undefined;
   private client: MqttClient | undefined;
   /** The QoS 1 messages of the current connection, for ordered PUBACKs. */
@@ -142,6 +157,7 @@ export class MqttInput implements InputAdapter {
     client.on('connect', (connack) => {
       if (client !== this.client) return;
       this.acks = new AckQueue((messageId) => sendPuback(client, messageId));
+      this.connectedAt = performance.now();
       this.lastError = undefined;
       this.state.set('up');
       this.log.info({ url: safeUrl(this.config.url), sessionPresent: connack.sessionPresent }, 'connected to broker');
@@ -258,8 +274,8 @@ export class MqttInput implements InputAdapter {
       const earlier = this.redelivery.earlier(key);
       if (earlier && (await earlier)) {
         this.log.debug({ topic, messageId: entry!.messageId }, 'redelivered message was committed before; acknowledged only');
-        this.redelivery.forget(key);
         acks!.complete(entry!);
+        this.acknowledged(key);
         return;
       }
     }
@@ -269,7 +285,25 @@ export class MqttInput implements InputAdapter {
     if (key !== undefined) this.redelivery.remember(key, committed);
     if (!(await committed) || !entry) return;
     acks!.complete(entry);
-    if (!acks!.isReset) this.redelivery.forget(key!);
+    this.acknowledged(key!);
+  }
+
+  private acknowledged(key: string): void {
+    const now = performance.now();
+    const queue = this.acknowledgedKeys;
+    queue.push({ key, at: now });
+    // Past the cache's own bound the oldest keys are gone from it anyway.
+    if (queue.length - this.acknowledgedHead > REDELIVERY_MAX_ENTRIES) this.acknowledgedHead = queue.length - REDELIVERY_MAX_ENTRIES;
+    if (this.acks && !this.acks.isReset && now - this.connectedAt >= PUBACK_SETTLE_MS) {
+      while (this.acknowledgedHead < queue.length && now - queue[this.acknowledgedHead]!.at >= PUBACK_SETTLE_MS) {
+        this.redelivery.forget(queue[this.acknowledgedHead]!.key);
+        this.acknowledgedHead++;
+      }
+    }
+    if (this.acknowledgedHead > 1024 && this.acknowledgedHead * 2 > queue.length) {
+      queue.splice(0, this.acknowledgedHead);
+      this.acknowledgedHead = 0;
+    }
   }
 
   /** Submits with retry; answers false when given up (stopping, or the connection that would acknowledge is gone). */
