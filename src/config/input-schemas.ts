@@ -36,6 +36,12 @@ const maxReadLength = z
   .default(DEFAULT_MAX_READ_LENGTH)
   .describe('Longest read in bytes; a longer one is stored as a rejection holding its first bytes.');
 
+/**
+ * Pause that ends an overlong serial/TCP read being dropped, in ms: far above the gaps inside one
+ * read (a scanner sends a read in one burst), below the time between two scans.
+ */
+export const DEFAULT_OVERLONG_PAUSE_MS = 200;
+
 /** Framing and acknowledgement keys shared by byte-stream inputs (serial, tcp). */
 const streamKeys = {
   framing: z
@@ -51,6 +57,15 @@ const streamKeys = {
   stripPrefix: byteString.optional().describe('Bytes removed from the start of a read when present (a scanner-added prefix).'),
   stripSuffix: byteString.optional().describe('Bytes removed from the end of a read when present (a scanner-added suffix).'),
   maxReadLength,
+  overlongPauseMs: z
+    .number()
+    .int()
+    .min(10)
+    .max(10_000)
+    .default(DEFAULT_OVERLONG_PAUSE_MS)
+    .describe(
+      'framing terminator and stxEtx: a read longer than maxReadLength is dropped (but for its first bytes) up to its terminator or ETX, or up to a pause this long without a byte, in ms; the next byte starts a new read.',
+    ),
   ackBytes: byteString.optional().describe('Bytes written back to the scanner after a read is committed (many scanners beep on them).'),
   nakBytes: byteString
     .optional()

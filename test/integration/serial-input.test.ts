@@ -126,7 +126,11 @@ describe('SerialInput on a socat pty', () => {
     await startInput({ maxReadLength: 16 });
     await pair.write(Buffer.from(`${'X'.repeat(40)}\rOK\r${'1234567890123456'}\r`));
     await waitFor(() => sink.items.length >= 3, { what: 'rejection and two reads' });
-    expect(sink.texts()).toEqual([`<read longer than 16 bytes|${'X'.repeat(17)}>`, 'OK', '1234567890123456']);
+    expect(sink.texts()).toEqual([
+      `<read longer than 16 bytes: 40 bytes up to its terminator were dropped; the first 17 are kept|${'X'.repeat(17)}>`,
+      'OK',
+      '1234567890123456',
+    ]);
     const rejection = sink.items[0];
     expect(rejection?.kind === 'rejection' && rejection.rejection).toMatchObject({ inputId: 'line3', origin: { port: pair.devicePath } });
   });
@@ -222,7 +226,7 @@ inputs: [{ id: line3, type: serial, path: ${pair.devicePath}, dcp: GI }]
     const answers = await listen(pair.peerPath);
     await pair.write(Buffer.from('GOOD-1\rMUCH-TOO-LONG\rGOOD-2\r'));
     await waitFor(() => answers() === '\x06\x15\x06', { what: 'ACK, NAK, ACK at the scanner' });
-    expect(sink.texts()).toEqual(['GOOD-1', '<read longer than 8 bytes|MUCH-TOO->', 'GOOD-2']);
+    expect(sink.texts()).toEqual(['GOOD-1', '<read longer than 8 bytes: 13 bytes up to its terminator were dropped; the first 9 are kept|MUCH-TOO->', 'GOOD-2']);
   });
 
   it('naks reads the buffer refuses at once, and still stores them once it works again', async () => {
@@ -241,9 +245,80 @@ inputs: [{ id: line3, type: serial, path: ${pair.devicePath}, dcp: GI }]
   it('frames STX…ETX reads and strips a configured prefix and suffix', async () => {
     const pair = await pty();
     await startInput({ framing: 'stxEtx', stripPrefix: 'P:', stripSuffix: '#', flowControl: 'xonxoff' });
-    await pair.write(Buffer.from('\x02P:ABC#\x03\r\n\x02DEF\x03noise\x02P:GHI\x03'));
-    await waitFor(() => sink.items.length >= 4, { what: 'three reads and the noise' });
-    expect(sink.texts()).toEqual(['ABC', 'DEF', '<bytes outside STX…ETX (5 bytes)|noise>', 'GHI']);
+    await pair.write(Buffer.from('\x02P:ABC#\x03\r\n\x02DEF\x03noise\x02P:GHI\x03\r\nnoise\r\n\x02JKL\x03'));
+    await waitFor(() => sink.items.length >= 6, { what: 'four reads and the noise twice' });
+    // The CR LF after an ETX is not noise, nor counted into the noise after it (QA: it was "7 bytes").
+    expect(sink.texts()).toEqual(['ABC', 'DEF', '<bytes outside STX…ETX (5 bytes)|noise>', 'GHI', '<bytes outside STX…ETX (5 bytes)|noise>', 'JKL']);
+  });
+
+  it('after an overlong read without a terminator, a pause ends it: the next read is stored, the rejection counts the dropped bytes (QA repro)', async () => {
+    const pair = await pty();
+    const yaml = `site: { id: t, timezone: Europe/Berlin }
+upstream: { baseUrl: http://127.0.0.1:9, authUrl: http://127.0.0.1:9, clientId: c }
+dcps: [{ key: GI, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-1 }]
+inputs: [{ id: line3, type: serial, path: ${pair.devicePath}, dcp: GI }]
+`;
+    const store = new BufferStore(join(dir, 'buffer.db'));
+    const intake = new Intake({ store, mapping: mappingContext(parseConfigText(yaml, 'test.yaml')), logger: silentLogger() });
+    const input = new SerialInput({ config: config(), sink: intake, logger: silentLogger() });
+    inputs.push(input);
+    await input.start();
+    const rows = (): { raw: Buffer; outcome: string; reason: string | null }[] =>
+      store.db.prepare('SELECT raw, outcome, reason FROM reads ORDER BY id').all() as { raw: Buffer; outcome: string; reason: string | null }[];
+    try {
+      await pair.write(Buffer.alloc(10_240, 'L'));
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      await pair.write(Buffer.from('SER-AFTER-LONG-8\r'));
+      await waitFor(() => rows().length === 2, { what: 'the rejection and the read after it committed' });
+      const [rejected, scan] = rows();
+      expect(rejected).toMatchObject({
+        outcome: 'rejected',
+        reason: 'read longer than 4096 bytes: 10240 bytes up to a pause of 200 ms were dropped; the first 256 are kept',
+      });
+      expect(rejected!.raw.toString('latin1')).toBe('L'.repeat(256));
+      expect(scan).toMatchObject({ outcome: 'scan', reason: null });
+      expect(scan!.raw.toString('latin1')).toBe('SER-AFTER-LONG-8');
+      expect(intake.countersFor('line3')).toMatchObject({ reads: 1, scans: 1, rejections: 1 });
+    } finally {
+      await input.stop();
+      inputs.splice(inputs.indexOf(input), 1);
+      intake.close();
+      store.close();
+    }
+  });
+
+  it('takes every read of a scanner sending CRLF on the default CR terminator (QA: <LF>SER-AFTER-4 rejected)', async () => {
+    const pair = await pty();
+    await startInput();
+    for (const read of ['SER-CRLF-1', 'SER-CRLF-2', 'SER-CRLF-3', 'SER-AFTER-4']) {
+      await pair.write(Buffer.from(`${read}\r\n`));
+      await new Promise((resolve) => setTimeout(resolve, 30));
+    }
+    await waitFor(() => sink.items.length >= 4, { what: 'four reads' });
+    expect(sink.texts()).toEqual(['SER-CRLF-1', 'SER-CRLF-2', 'SER-CRLF-3', 'SER-AFTER-4']);
+  });
+
+  it('takes CRLF reads on a LF terminator, and rejects a CR-only read there with the hint what to set', async () => {
+    const pair = await pty();
+    await startInput({ terminator: '\n' });
+    await pair.write(Buffer.from('SER-CRLF-1\r\nSER-CR-2\rSER-CRLF-3\r\n'));
+    await waitFor(() => sink.items.length >= 2, { what: 'a read and a rejection' });
+    expect(sink.texts()).toEqual([
+      'SER-CRLF-1',
+      '<the read holds CR (0x0d) at position 8: looks like the scanner ends reads with CR, not LF; set terminator: "\\r" on this input, or make the scanner send LF|SER-CR-2\rSER-CRLF-3>',
+    ]);
+  });
+
+  it('rejects a read holding a LF on a CR terminator with the hint what to set (QA: SER-LF-2<LF>SER-CRLF-3)', async () => {
+    const pair = await pty();
+    await startInput({ ackBytes: '\x06', nakBytes: '\x15' });
+    const answers = await listen(pair.peerPath);
+    await pair.write(Buffer.from('SER-LF-2\nSER-CRLF-3\r\nSER-CRLF-4\r\n'));
+    await waitFor(() => answers() === '\x15\x06', { what: 'NAK for the rejection, ACK for the read' });
+    expect(sink.texts()).toEqual([
+      '<the read holds LF (0x0a) at position 8: looks like the scanner ends reads with LF, not CR; set terminator: "\\n" on this input, or make the scanner send CR|SER-LF-2\nSER-CRLF-3>',
+      'SER-CRLF-4',
+    ]);
   });
 });
 

@@ -87,7 +87,12 @@ describe('TcpInput, client mode (gateway connects to the reader)', () => {
     await waitFor(() => acks() === '\x06\x06\x15', { what: 'ack, ack, nak' });
     first.destroy();
     await waitFor(() => sink.texts().length === 4, { what: 'cut-off read stored' });
-    expect(sink.texts()).toEqual(['AAA', 'BBB', '<read longer than 8 bytes|TOOLONGRE>', '<connection closed before the read was complete|CC>']);
+    expect(sink.texts()).toEqual([
+      'AAA',
+      'BBB',
+      '<read longer than 8 bytes: 11 bytes up to its terminator were dropped; the first 9 are kept|TOOLONGRE>',
+      '<connection closed before the read was complete|CC>',
+    ]);
 
     const second = await cam.next();
     await waitFor(() => input.status().state === 'up', { what: 'up again' });
@@ -141,6 +146,22 @@ describe('TcpInput, server mode (readers connect to the gateway)', () => {
     await waitFor(() => input.connectionCount === 2);
     a.destroy();
     await waitFor(() => input.connectionCount === 1, { what: 'closed connection forgotten' });
+  });
+
+  it('ends an overlong read without a terminator at a pause, so the next read survives; CRLF works on a CR terminator', async () => {
+    sink = new RecordingSink();
+    const input = await startInput(config({ mode: 'server', maxReadLength: 64, overlongPauseMs: 100, ackBytes: '+', nakBytes: '-' }));
+    const s = await connectTo(input.address()!.port);
+    const answers = collect(s);
+    s.write('L'.repeat(5000));
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    s.write('TCP-AFTER-LONG\r\nTCP-NEXT\r\n');
+    await waitFor(() => answers() === '-++', { what: 'nak for the overlong read, ack for the two after it' });
+    expect(sink.texts()).toEqual([
+      `<read longer than 64 bytes: 5000 bytes up to a pause of 100 ms were dropped; the first 65 are kept|${'L'.repeat(65)}>`,
+      'TCP-AFTER-LONG',
+      'TCP-NEXT',
+    ]);
   });
 
   it('frames by silence for readers that send data as is', async () => {

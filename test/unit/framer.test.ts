@@ -16,9 +16,11 @@ function frameTexts(events: FramerEvent[]): string[] {
       case 'frame':
         return e.bytes.toString('latin1');
       case 'overlong':
-        return `<overlong:${e.head.toString('latin1')}>`;
+        return `<overlong:${e.head.toString('latin1')}:${e.length}@${e.end}>`;
       case 'noise':
         return `<noise:${e.bytes.toString('latin1')}>`;
+      case 'lineEnd':
+        return `<lineEnd:${e.bytes.toString('latin1')}>`;
       case 'partial':
         return `<partial:${e.bytes.toString('latin1')}>`;
     }
@@ -35,20 +37,28 @@ function framer(terminator: string, maxLength = 4096, headBytes?: number): Frame
 
 const bytes = (text: string): Buffer => Buffer.from(text, 'latin1');
 
-/** The obvious, whole-stream definition the streaming framer must agree with. */
-function reference(stream: Buffer, terminator: Buffer, maxLength: number): string[] {
-  const out: string[] = [];
-  const head = (b: Buffer): string => `<overlong:${b.subarray(0, Math.min(256, maxLength + 1)).toString('latin1')}>`;
+/**
+ * The obvious, whole-stream definition the streaming framer must agree with: the events of
+ * `push(stream)` and then of `flush()`. Terminator CR: a LF right after it is dropped; terminator
+ * LF: a CR right before it is dropped; with either, a read holding the other byte is `lineEnd`.
+ */
+function reference(stream: Buffer, terminator: Buffer, maxLength: number): { pushed: string[]; flushed: string[] } {
+  const pushed: string[] = [];
+  const single = terminator.length === 1 ? terminator.toString('latin1') : '';
+  const head = (b: Buffer, end: string): string => `<overlong:${b.subarray(0, Math.min(256, maxLength + 1)).toString('latin1')}:${b.length}@${end}>`;
   let start = 0;
   for (let idx = stream.indexOf(terminator); idx >= 0; idx = stream.indexOf(terminator, start)) {
-    const frame = stream.subarray(start, idx);
-    if (frame.length > maxLength) out.push(head(frame));
-    else if (frame.length > 0) out.push(frame.toString('latin1'));
+    let frame = stream.subarray(start, idx);
+    if (single === '\n' && frame.at(-1) === 0x0d) frame = frame.subarray(0, -1);
+    if (frame.length > maxLength) pushed.push(head(frame, 'terminator'));
+    else if ((single === '\r' && frame.includes(0x0a)) || (single === '\n' && frame.includes(0x0d))) pushed.push(`<lineEnd:${frame.toString('latin1')}>`);
+    else if (frame.length > 0) pushed.push(frame.toString('latin1'));
     start = idx + terminator.length;
+    if (single === '\r' && stream[start] === 0x0a) start += 1;
   }
   const tail = stream.subarray(start);
-  if (tail.length > maxLength + terminator.length - 1) out.push(head(tail));
-  return out;
+  const flushed = tail.length > maxLength + terminator.length - 1 + (single === '\n' ? 1 : 0) ? [head(tail, 'end')] : tail.length > 0 ? [`<partial:${tail.toString('latin1')}>`] : [];
+  return { pushed, flushed };
 }
 
 describe('Framer', () => {
@@ -108,7 +118,7 @@ describe('Framer', () => {
   it('accepts a read of exactly maxLength bytes and reports maxLength + 1 as overlong', () => {
     const f = framer('\r\n', 5);
     expect(frameTexts(f.push(bytes('12345\r\n')))).toEqual(['12345']);
-    expect(frameTexts(f.push(bytes('123456\r\nOK\r\n')))).toEqual(['<overlong:123456>', 'OK']);
+    expect(frameTexts(f.push(bytes('123456\r\nOK\r\n')))).toEqual(['<overlong:123456:6@terminator>', 'OK']);
   });
 
   it('does not mistake a partial terminator at the limit for an overlong read', () => {
@@ -117,27 +127,30 @@ describe('Framer', () => {
     expect(frameTexts(f.push(bytes('\n')))).toEqual(['12345']);
   });
 
-  it('reports an overlong read before its terminator arrives, keeps only its head, and recovers after it', () => {
+  it('drops an overlong read but for its head up to its terminator, then reports it with its length and recovers', () => {
     const f = framer('\r', 8, 4);
-    expect(frameTexts(f.push(bytes('OK1\rAAAAAAAAAA')))).toEqual(['OK1', '<overlong:AAAA>']);
+    expect(frameTexts(f.push(bytes('OK1\rAAAAAAAAAA')))).toEqual(['OK1']);
+    expect(f.dropping).toBe(true);
     expect(f.push(bytes('B'.repeat(10_000)))).toEqual([]);
-    expect(f.flush()).toEqual([]);
+    expect(frameTexts(f.flush())).toEqual(['<overlong:AAAA:10010@end>']);
+    expect(f.dropping).toBe(false);
     const g = framer('\r', 8, 4);
     g.push(bytes('AAAAAAAAAA'));
     g.push(bytes('B'.repeat(100)));
-    expect(frameTexts(g.push(bytes('BB\rGOOD\rNEXT')))).toEqual(['GOOD']);
+    expect(frameTexts(g.push(bytes('BB\rGOOD\rNEXT')))).toEqual(['<overlong:AAAA:112@terminator>', 'GOOD']);
     expect(frameTexts(g.push(bytes('\r')))).toEqual(['NEXT']);
   });
 
   it('recovers after an overlong read whose multi-byte terminator is split across chunks', () => {
     const f = framer('\r\n', 4, 256);
-    expect(frameTexts(f.push(bytes('TOOLONGTOOLONG\r')))).toEqual(['<overlong:TOOLO>']);
-    expect(frameTexts(f.push(bytes('\nFINE\r\n')))).toEqual(['FINE']);
+    expect(frameTexts(f.push(bytes('TOOLONGTOOLONG\r')))).toEqual([]);
+    expect(frameTexts(f.push(bytes('\nFINE\r\n')))).toEqual(['<overlong:TOOLO:14@terminator>', 'FINE']);
   });
 
   it('caps the kept head of an overlong read at 256 bytes by default', () => {
     const f = framer('\r', 300);
-    const [event] = f.push(Buffer.alloc(1000, 0x41));
+    f.push(Buffer.alloc(1000, 0x41));
+    const [event] = f.idle();
     expect(event?.kind).toBe('overlong');
     expect(event?.kind === 'overlong' && event.head.length).toBe(256);
   });
@@ -155,7 +168,7 @@ describe('Framer', () => {
       fc.property(
         fc.array(alphabet, { maxLength: 120 }),
         fc.array(fc.nat(), { maxLength: 10 }),
-        fc.constantFrom('\r', '\r\n', '\n\r\n'),
+        fc.constantFrom('\r', '\n', '\r\n', '\n\r\n'),
         fc.integer({ min: 1, max: 12 }),
         (streamBytes, cuts, terminator, maxLength) => {
           const stream = Buffer.from(streamBytes);
@@ -172,11 +185,88 @@ describe('Framer', () => {
           const piecesFramer = framer(terminator, maxLength);
           const pieces = feed(piecesFramer, chunks);
           expect(frameTexts(pieces)).toEqual(frameTexts(whole));
-          expect(frameTexts(whole)).toEqual(reference(stream, bytes(terminator), maxLength));
-          expect(piecesFramer.flush()).toEqual(wholeFramer.flush());
+          const expected = reference(stream, bytes(terminator), maxLength);
+          expect(frameTexts(whole)).toEqual(expected.pushed);
+          const flushed = wholeFramer.flush();
+          expect(piecesFramer.flush()).toEqual(flushed);
+          expect(frameTexts(flushed)).toEqual(expected.flushed);
         },
       ),
     );
+  });
+});
+
+describe('Framer: a pause ends an overlong read (QA: the good read after an overlong one was swallowed)', () => {
+  it('reports 10,240 bytes without a terminator at the pause, and keeps the next read', () => {
+    const f = framer('\r');
+    expect(f.push(Buffer.alloc(10_240, 'L'))).toEqual([]);
+    expect(f.dropping).toBe(true);
+    expect(frameTexts(f.idle())).toEqual([`<overlong:${'L'.repeat(256)}:10240@pause>`]);
+    expect(f.dropping).toBe(false);
+    expect(frameTexts(f.push(bytes('SER-AFTER-LONG-8\r')))).toEqual(['SER-AFTER-LONG-8']);
+  });
+
+  it('counts every dropped byte whatever the chunking, and the bytes held as a possible terminator', () => {
+    for (const chunk of [1, 7, 100, 5000]) {
+      const f = framer('\r\n', 16, 4);
+      const stream = Buffer.concat([Buffer.alloc(999, 'X'), bytes('\r')]);
+      for (let at = 0; at < stream.length; at += chunk) f.push(stream.subarray(at, at + chunk));
+      expect(frameTexts(f.idle()), `chunks of ${chunk}`).toEqual(['<overlong:XXXX:1000@pause>']);
+      expect(frameTexts(f.push(bytes('NEXT\r\n'))), `chunks of ${chunk}`).toEqual(['NEXT']);
+    }
+  });
+
+  it('leaves a read in progress that is not overlong alone at a pause', () => {
+    const f = framer('\r');
+    f.push(bytes('HALF'));
+    expect(f.idle()).toEqual([]);
+    expect(frameTexts(f.push(bytes('-READ\r')))).toEqual(['HALF-READ']);
+  });
+
+  it('ends an overlong STX…ETX read at a pause; what follows without STX is noise', () => {
+    const f = stxEtx(4);
+    f.push(bytes('\x02ABCDEFGH'));
+    expect(frameTexts(f.idle())).toEqual(['<overlong:ABCDE:8@pause>']);
+    expect(frameTexts(f.push(bytes('IJ\x03\x02OK\x03')))).toEqual(['<noise:IJ\x03>', 'OK']);
+  });
+});
+
+describe('Framer: CR and LF line ends (QA: a CRLF scanner on a CR terminator rejected every read after the first)', () => {
+  it('terminator CR: drops the LF of a CRLF, also when it comes in the next chunk', () => {
+    const stream = bytes('SER-1\r\nSER-2\r\n\r\nSER-3\r\n');
+    for (let at = 0; at <= stream.length; at++) {
+      const f = framer('\r');
+      expect(frameTexts(feed(f, [stream.subarray(0, at), stream.subarray(at)])), `split at ${at}`).toEqual(['SER-1', 'SER-2', 'SER-3']);
+      expect(f.flush(), `split at ${at}`).toEqual([]);
+    }
+  });
+
+  it('terminator LF: drops the CR of a CRLF, and does not count it into maxLength', () => {
+    const stream = bytes('SER-1\r\nSER-2\r\n12345\r\n');
+    for (let at = 0; at <= stream.length; at++) {
+      const f = framer('\n', 5);
+      expect(frameTexts(feed(f, [stream.subarray(0, at), stream.subarray(at)])), `split at ${at}`).toEqual(['SER-1', 'SER-2', '12345']);
+    }
+  });
+
+  it('terminator CR: a read holding a LF is reported as lineEnd with the hint to set terminator "\\n"', () => {
+    const events = framer('\r').push(bytes('SER-LF-2\nSER-CRLF-3\r\nSER-4\r'));
+    expect(frameTexts(events)).toEqual(['<lineEnd:SER-LF-2\nSER-CRLF-3>', 'SER-4']);
+    const [lineEnd] = events;
+    expect(lineEnd?.kind === 'lineEnd' && lineEnd.reason).toBe(
+      'the read holds LF (0x0a) at position 8: looks like the scanner ends reads with LF, not CR; set terminator: "\\n" on this input, or make the scanner send CR',
+    );
+  });
+
+  it('terminator LF: a read holding a CR is reported with the hint to set terminator "\\r"', () => {
+    const [event] = framer('\n').push(bytes('A-1\rA-2\n'));
+    expect(event?.kind === 'lineEnd' && event.reason).toMatch(/holds CR \(0x0d\) at position 3: looks like the scanner ends reads with CR, not LF; set terminator: "\\r"/);
+  });
+
+  it('gives the hint for other bytes only with a CR or LF terminator', () => {
+    expect(framer('\r').lineEndHint(bytes('ABC'))).toBeUndefined();
+    expect(framer('\r\n').lineEndHint(bytes('A\rB'))).toBeUndefined();
+    expect(framer('\r').lineEndHint(bytes('A\nB'), 'head')).toMatch(/^head holds LF \(0x0a\) at position 1/);
   });
 });
 
@@ -208,15 +298,29 @@ describe('Framer (stxEtx)', () => {
     expect(noise?.kind === 'noise' && noise.reason).toMatch(/outside STX…ETX \(2 bytes\)/);
   });
 
+  it('does not count the CR LF after an ETX, or filler before the next STX, into the noise (QA: "7 bytes" for CR LF noise)', () => {
+    const stream = bytes('\x02A\x03\r\nnoise\r\n \x02B\x03\r\n\x00\t \x02C\x03');
+    for (let at = 0; at <= stream.length; at++) {
+      const events = feed(stxEtx(), [stream.subarray(0, at), stream.subarray(at)]);
+      expect(frameTexts(events), `split at ${at}`).toEqual(['A', '<noise:noise>', 'B', 'C']);
+      const noise = events[1];
+      expect(noise?.kind === 'noise' && noise.reason, `split at ${at}`).toBe('bytes outside STX…ETX (5 bytes)');
+    }
+    const f = stxEtx();
+    f.push(bytes('\x02A\x03\r\nxy\r\n'));
+    const [atEnd] = f.flush();
+    expect(atEnd?.kind === 'noise' && [atEnd.bytes.toString('latin1'), atEnd.reason]).toEqual(['xy', 'bytes outside STX…ETX (2 bytes)']);
+  });
+
   it('reports a read whose ETX was lost (a new STX came first) and takes the next read', () => {
     expect(frameTexts(stxEtx().push(bytes('\x02LOST\x02GOOD\x03')))).toEqual(['<noise:LOST>', 'GOOD']);
   });
 
   it('reports an overlong read once and recovers at its ETX, or at a new STX', () => {
     const f = stxEtx(4);
-    expect(frameTexts(f.push(bytes('\x02ABCDEFG')))).toEqual(['<overlong:ABCDE>']);
-    expect(frameTexts(f.push(bytes('HIJ\x03\x02OK\x03')))).toEqual(['OK']);
-    expect(frameTexts(stxEtx(4).push(bytes('\x02ABCDEFG\x02OK\x03')))).toEqual(['<overlong:ABCDE>', 'OK']);
+    expect(frameTexts(f.push(bytes('\x02ABCDEFG')))).toEqual([]);
+    expect(frameTexts(f.push(bytes('HIJ\x03\x02OK\x03')))).toEqual(['<overlong:ABCDE:10@etx>', 'OK']);
+    expect(frameTexts(stxEtx(4).push(bytes('\x02ABCDEFG\x02OK\x03')))).toEqual(['<overlong:ABCDE:7@stx>', 'OK']);
   });
 
   it('returns a cut-off read and pending noise at flush()', () => {
@@ -258,10 +362,11 @@ describe('Framer (silence)', () => {
     expect(f.idle()).toEqual([]);
   });
 
-  it('reports an overlong read at once and drops the rest of it until the next silence', () => {
+  it('drops an overlong read up to the next silence and reports it there with its length', () => {
     const f = new Framer({ mode: 'silence', maxLength: 3 });
-    expect(frameTexts(f.push(bytes('ABCDE')))).toEqual(['<overlong:ABCD>']);
+    expect(frameTexts(f.push(bytes('ABCDE')))).toEqual([]);
     expect(f.push(bytes('FGH'))).toEqual([]);
+    expect(frameTexts(f.idle())).toEqual(['<overlong:ABCD:8@pause>']);
     expect(f.idle()).toEqual([]);
     f.push(bytes('OK'));
     expect(frameTexts(f.idle())).toEqual(['OK']);

@@ -2,20 +2,21 @@ import type { StreamInputConfig } from '../../config/input-schemas.js';
 import type { Logger } from '../../log.js';
 import { rejectionItem } from '../input-items.js';
 import type { IntakeItem, IntakeSink } from '../types.js';
-import { configBytes, Framer, type FramerEvent } from './framer.js';
+import { configBytes, Framer, type FramerEvent, type OverlongEvent } from './framer.js';
 
 /*
  * Everything between the bytes of one byte-stream source (a serial port, one TCP connection) and
- * the sink: framing (with the silence timer), prefix/suffix stripping, submitting in arrival
- * order, and writing acknowledgement bytes back to the scanner.
+ * the sink: framing (with the silence timer, and the pause timer that ends an overlong read being
+ * dropped: `overlongPauseMs`), prefix/suffix stripping, submitting in arrival order, and writing
+ * acknowledgement bytes back to the scanner.
  *
  * Acknowledgement (the `ackBytes`/`nakBytes` keys): after a submit resolved (committed), the
  * scanner gets `ackBytes` for each read and `nakBytes` for each input-level rejection (overlong,
- * cut off, noise). When the sink refuses (buffer failure), every item of that submit gets
- * `nakBytes` once at once, and the items are kept and retried: the operator knows to look, and a
- * scan again is harmless (the duplicate window). An item nak'd that way is not ack'd later. The
- * adapter does not learn the mapping's verdict (a read that maps to a rejection is still ack'd:
- * it is stored, with its reason, for plant IT).
+ * cut off, noise, a read holding the other line-end byte). When the sink refuses (buffer failure),
+ * every item of that submit gets `nakBytes` once at once, and the items are kept and retried: the
+ * operator knows to look, and a scan again is harmless (the duplicate window). An item nak'd that
+ * way is not ack'd later. The adapter does not learn the mapping's verdict (a read that maps to a
+ * rejection is still ack'd: it is stored, with its reason, for plant IT).
  *
  * A scanner cannot resend, so refused items are kept in memory and retried with backoff, up to
  * {@link MAX_PENDING_ITEMS}; beyond that the oldest are dropped and logged.
@@ -61,6 +62,8 @@ export class FramedStream {
   private readonly retryBaseMs: number;
   private writer: ((bytes: Buffer) => void) | undefined;
   private silenceTimer: NodeJS.Timeout | undefined;
+  /** Armed while the framer drops an overlong read: a pause of `overlongPauseMs` ends it. */
+  private pauseTimer: NodeJS.Timeout | undefined;
   private readonly pending: PendingItem[] = [];
   private draining: Promise<void> | undefined;
   private retryTimer: { timer: NodeJS.Timeout; resolve: () => void } | undefined;
@@ -98,6 +101,15 @@ export class FramedStream {
         this.silenceTimer = undefined;
         this.enqueue(this.framer.idle(), this.now());
       }, this.options.config.silenceMs);
+    } else {
+      clearTimeout(this.pauseTimer);
+      this.pauseTimer = undefined;
+      if (this.framer.dropping) {
+        this.pauseTimer = setTimeout(() => {
+          this.pauseTimer = undefined;
+          this.enqueue(this.framer.idle(), this.now());
+        }, this.options.config.overlongPauseMs);
+      }
     }
   }
 
@@ -108,7 +120,10 @@ export class FramedStream {
   end(reason: string): void {
     clearTimeout(this.silenceTimer);
     this.silenceTimer = undefined;
-    const events = [...this.framer.idle(), ...this.framer.flush()];
+    clearTimeout(this.pauseTimer);
+    this.pauseTimer = undefined;
+    const silence = this.options.config.framing === 'silence';
+    const events = [...(silence ? this.framer.idle() : []), ...this.framer.flush()];
     this.enqueue(events, this.now(), reason);
   }
 
@@ -153,12 +168,32 @@ export class FramedStream {
       case 'frame':
         return { kind: 'read', read: { inputId, raw: this.strip(event.bytes), receivedAt, origin } };
       case 'overlong':
-        return rejectionItem(inputId, event.head, `read longer than ${this.options.config.maxReadLength} bytes`, receivedAt, origin);
+        return rejectionItem(inputId, event.head, this.overlongReason(event), receivedAt, origin);
       case 'noise':
+      case 'lineEnd':
         return rejectionItem(inputId, event.bytes, event.reason, receivedAt, origin);
-      case 'partial':
-        return rejectionItem(inputId, event.bytes, partialReason, receivedAt, origin);
+      case 'partial': {
+        const hint = this.framer.lineEndHint(event.bytes);
+        return rejectionItem(inputId, event.bytes, hint ? `${partialReason}; ${hint}` : partialReason, receivedAt, origin);
+      }
     }
+  }
+
+  /** "read longer than 4096 bytes: 10240 bytes up to a pause of 200 ms were dropped; the first 256 are kept". */
+  private overlongReason(event: OverlongEvent): string {
+    const c = this.options.config;
+    const where = {
+      terminator: 'up to its terminator',
+      etx: 'up to its ETX',
+      stx: 'up to the next STX (its ETX never came)',
+      pause: `up to a pause of ${c.framing === 'silence' ? c.silenceMs : c.overlongPauseMs} ms`,
+      end: 'up to the end of the stream',
+    }[event.end];
+    const hint = this.framer.lineEndHint(event.head);
+    return (
+      `read longer than ${c.maxReadLength} bytes: ${event.length} bytes ${where} were dropped; the first ${event.head.length} are kept` +
+      (hint ? `; ${hint}` : '')
+    );
   }
 
   private strip(bytes: Buffer): Buffer {

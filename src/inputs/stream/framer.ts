@@ -4,12 +4,21 @@ import { ErrorCodes, GatewayError } from '../../errors.js';
  * Splits a byte stream (serial and TCP chunks arrive in arbitrary pieces) into reads. Pure: no I/O,
  * no clock, so every split position can be tested. Three ways a scanner marks a read:
  *
- * - `terminator`: the read ends at a byte sequence (CR, LF, CRLF, any bytes).
+ * - `terminator`: the read ends at a byte sequence (CR, LF, CRLF, any bytes). With a terminator of
+ *   CR alone, a LF right after it is part of the line end and dropped; with LF alone, a CR right
+ *   before it is (a scanner that sends CRLF works with either). A read that still holds the other
+ *   byte (a LF-only scanner on a CR terminator) is reported as `lineEnd` with a hint what to set.
  * - `stxEtx`: the read sits between a start byte (STX, 0x02) and an end byte (ETX, 0x03). Bytes
- *   between reads are noise: white space (CR, LF, space, tab, NUL, often sent after ETX) is
- *   dropped, anything else reported. An STX inside a read means its ETX was lost: the bytes so far
- *   are reported and a new read starts.
+ *   between reads are noise: white space (CR, LF, space, tab, NUL, often sent after ETX) at its
+ *   edges is dropped and not counted, anything else reported. An STX inside a read means its ETX
+ *   was lost: the bytes so far are reported and a new read starts.
  * - `silence`: the read is whatever came before a pause; the caller's timer calls {@link Framer.idle}.
+ *
+ * A read longer than `maxLength` is dropped but for its first bytes up to its end, then reported
+ * (`overlong`) with its length. Its end is its terminator or ETX, a new STX, or a pause: scanners
+ * send a read in one burst, so the caller's timer calls {@link Framer.idle} after a pause while
+ * {@link Framer.dropping}, and the next byte starts a new read (a good read right after an
+ * overlong one is not lost in it).
  *
  * Bytes are never decoded or altered: an AIM symbology identifier (`]d2`), GS (0x1D) separators,
  * NUL or invalid UTF-8 stay exactly as received; only the framing bytes are removed. Deciding
@@ -22,21 +31,47 @@ export interface FrameEvent {
   bytes: Buffer;
 }
 
+/** Where the bytes of an overlong read stopped being dropped. */
+export type OverlongEnd =
+  /** `terminator` mode: its terminator came. */
+  | 'terminator'
+  /** `stxEtx` mode: its ETX came. */
+  | 'etx'
+  /** `stxEtx` mode: a new STX came before its ETX. */
+  | 'stx'
+  /** No byte came for a while ({@link Framer.idle}): the next byte starts a new read. */
+  | 'pause'
+  /** The stream ended ({@link Framer.flush}). */
+  | 'end';
+
 /**
- * A read that grew past `maxLength` bytes. Reported as soon as it is certain (the end may never
- * come), with only its first `headBytes` kept; the framer then drops bytes up to the end of that
- * read and carries on with the read after it.
+ * A read that grew past `maxLength` bytes. Its bytes are dropped, but for the first `headBytes`,
+ * up to its end (terminator, ETX, a new STX, a pause or the end of the stream); then it is
+ * reported with how many bytes it had in all, and the framer carries on with the next read.
  */
 export interface OverlongEvent {
   kind: 'overlong';
   /** The first `min(headBytes, maxLength + 1)` bytes of the overlong read. */
   head: Buffer;
+  /** Every byte of the read up to its end, head included, framing not. */
+  length: number;
+  end: OverlongEnd;
 }
 
 /** `stxEtx` only: bytes outside a read, or a read whose ETX never came (a new STX did). */
 export interface NoiseEvent {
   kind: 'noise';
   /** The first `headBytes` of the noise. */
+  bytes: Buffer;
+  reason: string;
+}
+
+/**
+ * `terminator` mode with a CR or LF terminator: a complete read holding a CR or LF, which means
+ * the scanner ends its reads otherwise than configured. `reason` says so and what to set.
+ */
+export interface LineEndEvent {
+  kind: 'lineEnd';
   bytes: Buffer;
   reason: string;
 }
@@ -48,7 +83,7 @@ export interface PartialEvent {
 }
 
 /** Everything {@link Framer.push}, `idle` and `flush` report, in stream order. */
-export type FramerEvent = FrameEvent | OverlongEvent | NoiseEvent | PartialEvent;
+export type FramerEvent = FrameEvent | OverlongEvent | NoiseEvent | LineEndEvent | PartialEvent;
 
 /** How a scanner marks the end of a read (config key `framing`). */
 export type FramingMode = 'terminator' | 'stxEtx' | 'silence';
@@ -72,8 +107,10 @@ export interface FramerOptions {
 export const DEFAULT_OVERLONG_HEAD_BYTES = 256;
 
 const EMPTY = Buffer.alloc(0);
+const CR = 0x0d;
+const LF = 0x0a;
 /** CR, LF, space, tab, NUL: what scanners put between STX…ETX reads; not worth a rejection. */
-const FILLER = new Set([0x0d, 0x0a, 0x20, 0x09, 0x00]);
+const FILLER = new Set([CR, LF, 0x20, 0x09, 0x00]);
 
 /**
  * A configured byte string as bytes: each character is one byte (latin1), so `"\x03"` is 0x03.
@@ -102,7 +139,8 @@ export function terminatorBytes(terminator: string): Buffer {
 
 /**
  * The streaming framer of one byte stream (see the top of this file for the three modes). Feed
- * chunks with {@link Framer.push}, call {@link Framer.idle} after a pause (silence mode) and
+ * chunks with {@link Framer.push}, call {@link Framer.idle} after a pause (silence mode: the read
+ * ends; other modes: an overlong read being dropped ends, see {@link Framer.dropping}) and
  * {@link Framer.flush} when the stream ends.
  *
  * @throws RangeError (constructor) for an empty terminator, equal STX and ETX, or `maxLength` < 1.
@@ -114,16 +152,32 @@ export class Framer {
   private readonly etx: number;
   private readonly maxLength: number;
   private readonly headBytes: number;
-  /** Bytes of the read in progress. */
+  /** Terminator CR: a LF right after it belongs to the line end (a CRLF scanner) and is dropped. */
+  private readonly lfAfterCr: boolean;
+  /** Terminator LF: a CR right before it belongs to the line end (a CRLF scanner) and is dropped. */
+  private readonly crBeforeLf: boolean;
+  /**
+   * `terminator` mode: trailing bytes of an unfinished read that may still turn out to be framing
+   * (the start of a multi-byte terminator, the CR before a LF terminator).
+   */
+  private readonly slack: number;
+  /** Bytes of the read in progress (terminator mode, while dropping: up to `slack` bytes not yet counted). */
   private pending: Buffer = EMPTY;
-  /** True after an overlong read, until its end went by. */
+  /** True while the bytes of an overlong read are dropped, until its end. */
   private discarding = false;
+  /** The overlong read being dropped: its first bytes and how many bytes it has had so far. */
+  private overlongHead: Buffer = EMPTY;
+  private overlongLength = 0;
+  /** Terminator CR: the last byte seen was a terminator, so a LF next is dropped. */
+  private skipLf = false;
   /** stxEtx: inside a read (after STX)? */
   private inside = false;
-  /** stxEtx: head of the noise seen since the last read, and whether any of it is more than filler. */
-  private noise: Buffer = EMPTY;
+  /** stxEtx: head and length of the noise seen since the last read (filler at its edges not counted). */
+  private noise: number[] = [];
   private noiseLength = 0;
-  private noiseMatters = false;
+  /** stxEtx: filler after the last noise byte; counted only if more noise follows. */
+  private filler: number[] = [];
+  private fillerLength = 0;
 
   constructor(options: FramerOptions) {
     this.mode = options.mode ?? 'terminator';
@@ -137,6 +191,15 @@ export class Framer {
     // Never more than maxLength + 1: that much is known as soon as a read is certainly overlong,
     // so the head does not depend on how the bytes were chunked.
     this.headBytes = Math.min(options.headBytes ?? DEFAULT_OVERLONG_HEAD_BYTES, options.maxLength + 1);
+    const single = this.mode === 'terminator' && this.terminator.length === 1 ? this.terminator[0] : undefined;
+    this.lfAfterCr = single === CR;
+    this.crBeforeLf = single === LF;
+    this.slack = Math.max(0, this.terminator.length - 1) + (this.crBeforeLf ? 1 : 0);
+  }
+
+  /** True while the rest of an overlong read is being dropped: a pause ({@link Framer.idle}) would end it. */
+  get dropping(): boolean {
+    return this.discarding;
   }
 
   /** Feeds one chunk; returns the events it completed, in stream order. */
@@ -147,67 +210,139 @@ export class Framer {
   }
 
   /**
-   * `silence` mode: the caller saw no byte for its silence time, so the read in progress is
-   * complete. Other modes: nothing (a pause means nothing there).
+   * The caller saw no byte for a while. `silence` mode: the read in progress is complete. Other
+   * modes: an overlong read being dropped ends here (scanners send a read in one burst, so what
+   * comes after a pause is a new read); a read in progress that is not overlong is kept, since
+   * only its terminator or ETX ends it.
    */
   idle(): FramerEvent[] {
-    if (this.mode !== 'silence') return [];
-    const rest = this.pending;
+    if (this.mode === 'silence') {
+      if (this.discarding) return [this.endOverlong('pause')];
+      const rest = this.pending;
+      this.pending = EMPTY;
+      return rest.length > 0 ? [{ kind: 'frame', bytes: rest }] : [];
+    }
+    if (!this.discarding) return [];
+    // Terminator mode: bytes held back as a possible terminator were not one.
+    this.overlongLength += this.pending.length;
     this.pending = EMPTY;
-    const wasDiscarding = this.discarding;
-    this.discarding = false;
-    return !wasDiscarding && rest.length > 0 ? [{ kind: 'frame', bytes: rest }] : [];
+    this.inside = false;
+    return [this.endOverlong('pause')];
   }
 
   /**
-   * Ends the stream (device closed): returns a cut-off read as `partial` and reported noise, and
-   * resets. Bytes of an overlong read being discarded are not returned: that read was reported.
+   * Ends the stream (device closed): returns reported noise, an overlong read being dropped, and a
+   * cut-off read as `partial`, and resets.
    */
   flush(): FramerEvent[] {
     const events: FramerEvent[] = [];
     if (this.mode === 'stxEtx') this.emitNoise(events, 'bytes outside STX…ETX');
-    const rest = this.discarding ? EMPTY : this.pending;
-    if (rest.length > 0) events.push({ kind: 'partial', bytes: Buffer.from(rest) });
+    if (this.discarding) {
+      this.overlongLength += this.pending.length;
+      events.push(this.endOverlong('end'));
+    } else if (this.pending.length > 0) {
+      events.push({ kind: 'partial', bytes: Buffer.from(this.pending) });
+    }
     this.pending = EMPTY;
-    this.discarding = false;
     this.inside = false;
+    this.skipLf = false;
     return events;
+  }
+
+  /**
+   * Terminator CR or LF: when `bytes` hold the other line-end byte (LF or CR), a hint that the
+   * scanner ends its reads otherwise than configured, and what to set, as `<subject> holds LF
+   * (0x0a) at position 8: looks like …`; undefined otherwise (and for other terminators).
+   */
+  lineEndHint(bytes: Buffer, subject = 'it'): string | undefined {
+    if (!this.lfAfterCr && !this.crBeforeLf) return undefined;
+    const other = this.lfAfterCr ? LF : CR;
+    const at = bytes.indexOf(other);
+    if (at < 0) return undefined;
+    const [found, hex, escaped, configured] = other === LF ? ['LF', '0x0a', '"\\n"', 'CR'] : ['CR', '0x0d', '"\\r"', 'LF'];
+    return (
+      `${subject} holds ${found} (${hex}) at position ${at}: looks like the scanner ends reads with ${found}, not ${configured}; ` +
+      `set terminator: ${escaped} on this input, or make the scanner send ${configured}`
+    );
+  }
+
+  private endOverlong(end: OverlongEnd): OverlongEvent {
+    const event: OverlongEvent = { kind: 'overlong', head: this.overlongHead, length: this.overlongLength, end };
+    this.overlongHead = EMPTY;
+    this.overlongLength = 0;
+    this.discarding = false;
+    return event;
+  }
+
+  private startOverlong(head: Buffer, length: number): void {
+    this.overlongHead = Buffer.from(head.subarray(0, this.headBytes));
+    this.overlongLength = length;
+    this.discarding = true;
+  }
+
+  /** A complete read of terminator mode: a frame, or a `lineEnd` rejection when it holds CR or LF. */
+  private frame(bytes: Buffer): FramerEvent {
+    const reason = this.lineEndHint(bytes, 'the read');
+    if (reason === undefined) return { kind: 'frame', bytes: Buffer.from(bytes) };
+    return { kind: 'lineEnd', bytes: Buffer.from(bytes), reason };
+  }
+
+  /** Where the next read starts after a terminator ending at `pos`: past a LF that completes a CRLF. */
+  private afterTerminator(data: Buffer, pos: number): number {
+    if (!this.lfAfterCr) return pos;
+    if (pos === data.length) this.skipLf = true;
+    else if (data[pos] === LF) return pos + 1;
+    return pos;
+  }
+
+  /** End of the read whose terminator starts at `idx`: before a CR that belongs to a CRLF. */
+  private readEnd(data: Buffer, start: number, idx: number): number {
+    return this.crBeforeLf && idx > start && data[idx - 1] === CR ? idx - 1 : idx;
   }
 
   private pushTerminator(chunk: Buffer): FramerEvent[] {
     const events: FramerEvent[] = [];
+    if (chunk.length === 0) return events;
+    if (this.skipLf) {
+      this.skipLf = false;
+      if (chunk[0] === LF) chunk = chunk.subarray(1);
+    }
     let data = this.pending.length > 0 ? Buffer.concat([this.pending, chunk]) : chunk;
     this.pending = EMPTY;
     const t = this.terminator.length;
 
     if (this.discarding) {
-      // `data` starts with the last t-1 discarded bytes, so a terminator split across chunks is found.
+      // `data` starts with the last `slack` bytes of the read, not yet counted: a terminator split
+      // across chunks is found, and the CR of a CRLF is not counted into the read.
       const idx = data.indexOf(this.terminator);
       if (idx < 0) {
-        this.pending = Buffer.from(data.subarray(Math.max(0, data.length - (t - 1))));
+        const keep = Math.min(this.slack, data.length);
+        this.overlongLength += data.length - keep;
+        this.pending = Buffer.from(data.subarray(data.length - keep));
         return events;
       }
-      this.discarding = false;
-      data = data.subarray(idx + t);
+      this.overlongLength += this.readEnd(data, 0, idx);
+      events.push(this.endOverlong('terminator'));
+      data = data.subarray(this.afterTerminator(data, idx + t));
     }
 
     let start = 0;
     for (let idx = data.indexOf(this.terminator, start); idx >= 0; idx = data.indexOf(this.terminator, start)) {
-      const length = idx - start;
+      const end = this.readEnd(data, start, idx);
+      const length = end - start;
       if (length > this.maxLength) {
-        events.push({ kind: 'overlong', head: Buffer.from(data.subarray(start, start + this.headBytes)) });
+        events.push({ kind: 'overlong', head: Buffer.from(data.subarray(start, start + this.headBytes)), length, end: 'terminator' });
       } else if (length > 0) {
-        events.push({ kind: 'frame', bytes: Buffer.from(data.subarray(start, idx)) });
+        events.push(this.frame(data.subarray(start, end)));
       }
-      start = idx + t;
+      start = this.afterTerminator(data, idx + t);
     }
 
     const rest = data.subarray(start);
-    // Up to t-1 trailing bytes may be the start of a terminator, so only a longer rest is certainly overlong.
-    if (rest.length > this.maxLength + t - 1) {
-      events.push({ kind: 'overlong', head: Buffer.from(rest.subarray(0, this.headBytes)) });
-      this.discarding = true;
-      this.pending = Buffer.from(rest.subarray(rest.length - (t - 1)));
+    // Up to `slack` trailing bytes may still be framing, so only a longer rest is certainly overlong.
+    if (rest.length > this.maxLength + this.slack) {
+      this.startOverlong(rest, rest.length - this.slack);
+      this.pending = Buffer.from(rest.subarray(rest.length - this.slack));
     } else if (rest.length > 0) {
       this.pending = Buffer.from(rest);
     }
@@ -224,7 +359,6 @@ export class Framer {
         if (s < 0) break;
         this.emitNoise(events, 'bytes outside STX…ETX');
         this.inside = true;
-        this.discarding = false;
         this.pending = EMPTY;
         i = s + 1;
         continue;
@@ -233,51 +367,69 @@ export class Framer {
       const s = chunk.indexOf(this.stx, i);
       const end = e >= 0 && (s < 0 || e < s) ? e : s;
       const segment = chunk.subarray(i, end < 0 ? chunk.length : end);
-      if (!this.discarding) {
-        if (this.pending.length + segment.length > this.maxLength) {
-          const head = Buffer.concat([this.pending, segment.subarray(0, this.headBytes)]).subarray(0, this.headBytes);
-          events.push({ kind: 'overlong', head: Buffer.from(head) });
-          this.discarding = true;
-          this.pending = EMPTY;
-        } else if (segment.length > 0) {
-          this.pending = Buffer.concat([this.pending, segment]);
-        }
+      if (this.discarding) {
+        this.overlongLength += segment.length;
+      } else if (this.pending.length + segment.length > this.maxLength) {
+        this.startOverlong(Buffer.concat([this.pending, segment.subarray(0, this.headBytes)]), this.pending.length + segment.length);
+        this.pending = EMPTY;
+      } else if (segment.length > 0) {
+        this.pending = Buffer.concat([this.pending, segment]);
       }
       if (end < 0) break;
-      if (end === e) {
-        if (!this.discarding && this.pending.length > 0) events.push({ kind: 'frame', bytes: this.pending });
-        this.inside = false;
-      } else if (!this.discarding && this.pending.length > 0) {
+      if (this.discarding) {
+        events.push(this.endOverlong(end === e ? 'etx' : 'stx'));
+      } else if (end === e) {
+        if (this.pending.length > 0) events.push({ kind: 'frame', bytes: this.pending });
+      } else if (this.pending.length > 0) {
         events.push({ kind: 'noise', bytes: this.pending.subarray(0, this.headBytes), reason: 'read without ETX (a new STX came first)' });
       }
+      if (end === e) this.inside = false;
       this.pending = EMPTY;
-      this.discarding = false;
       i = end + 1;
     }
     return events;
   }
 
+  /**
+   * Noise between reads. Filler (CR, LF, space, tab, NUL) before the first and after the last
+   * other byte is not noise (the CR LF scanners send after ETX); filler between noise bytes is.
+   */
   private addNoise(bytes: Buffer): void {
-    if (bytes.length === 0) return;
-    if (this.noise.length < this.headBytes) this.noise = Buffer.concat([this.noise, bytes.subarray(0, this.headBytes - this.noise.length)]);
-    this.noiseLength += bytes.length;
-    if (!this.noiseMatters) for (const b of bytes) if (!FILLER.has(b)) { this.noiseMatters = true; break; }
+    for (const b of bytes) {
+      if (FILLER.has(b)) {
+        if (this.noiseLength === 0) continue;
+        if (this.filler.length < this.headBytes) this.filler.push(b);
+        this.fillerLength += 1;
+        continue;
+      }
+      if (this.fillerLength > 0) {
+        for (const f of this.filler) if (this.noise.length < this.headBytes) this.noise.push(f);
+        this.noiseLength += this.fillerLength;
+        this.filler = [];
+        this.fillerLength = 0;
+      }
+      if (this.noise.length < this.headBytes) this.noise.push(b);
+      this.noiseLength += 1;
+    }
   }
 
   private emitNoise(events: FramerEvent[], reason: string): void {
-    if (this.noiseMatters) events.push({ kind: 'noise', bytes: this.noise, reason: `${reason} (${this.noiseLength} bytes)` });
-    this.noise = EMPTY;
+    if (this.noiseLength > 0) events.push({ kind: 'noise', bytes: Buffer.from(this.noise), reason: `${reason} (${this.noiseLength} bytes)` });
+    this.noise = [];
     this.noiseLength = 0;
-    this.noiseMatters = false;
+    this.filler = [];
+    this.fillerLength = 0;
   }
 
   private pushSilence(chunk: Buffer): FramerEvent[] {
-    if (this.discarding) return [];
+    if (this.discarding) {
+      this.overlongLength += chunk.length;
+      return [];
+    }
     if (this.pending.length + chunk.length > this.maxLength) {
-      const head = Buffer.concat([this.pending, chunk.subarray(0, this.headBytes)]).subarray(0, this.headBytes);
+      this.startOverlong(Buffer.concat([this.pending, chunk.subarray(0, this.headBytes)]), this.pending.length + chunk.length);
       this.pending = EMPTY;
-      this.discarding = true;
-      return [{ kind: 'overlong', head: Buffer.from(head) }];
+      return [];
     }
     this.pending = Buffer.concat([this.pending, chunk]);
     return [];
