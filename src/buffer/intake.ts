@@ -1,6 +1,6 @@
 import { ErrorCodes, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { IntakeItem, IntakeSink, SubmitOptions } from '../inputs/types.js';
+import type { IntakeItem, IntakeSink, SubmitOptions, SubmitResult } from '../inputs/types.js';
 import { DuplicateWindow } from '../mapping/duplicate-window.js';
 import { mapRead, type MappingContext } from '../mapping/map-read.js';
 import { isDiskFull, type BufferStore, type IntakeRecord } from './store.js';
@@ -30,7 +30,7 @@ interface Pending {
   records: IntakeRecord[];
   file?: { inputId: string; hash: string; name?: string };
   taken: { dcpKey: string; reference: string; atMs: number }[];
-  resolve: () => void;
+  resolve: (result: SubmitResult) => void;
   reject: (err: unknown) => void;
 }
 
@@ -77,7 +77,7 @@ export class Intake implements IntakeSink {
    * `SCANGW_E_BUFFER` when the commit failed (`details.diskFull`) or the quota refused the scans
    * (`details.quota`): nothing of this submit was then written, and the source must keep it.
    */
-  submit(items: IntakeItem[], options: SubmitOptions = {}): Promise<void> {
+  submit(items: IntakeItem[], options: SubmitOptions = {}): Promise<SubmitResult> {
     if (this.closed) return Promise.reject(new Error('intake is closed'));
     const pending: Pending = { records: [], taken: [], resolve: () => {}, reject: () => {} };
     const first = items[0];
@@ -86,7 +86,7 @@ export class Intake implements IntakeSink {
       pending.file = { inputId, hash: options.fileHash, ...(options.fileName !== undefined ? { name: options.fileName } : {}) };
     }
     for (const item of items) pending.records.push(this.toRecord(item, pending));
-    const done = new Promise<void>((resolve, reject) => {
+    const done = new Promise<SubmitResult>((resolve, reject) => {
       pending.resolve = resolve;
       pending.reject = reject;
     });
@@ -153,7 +153,7 @@ export class Intake implements IntakeSink {
         // Committed before (a crash came between the commit and the file's move): acknowledge only.
         forget(p);
         logger.warn({ inputId: p.file.inputId, file: p.file.name, hash: p.file.hash }, 'file with this content was stored before; not stored again');
-        p.resolve();
+        p.resolve(outcomesOf(p));
         continue;
       }
       const adds = p.records.filter((r) => r.scan);
@@ -191,7 +191,7 @@ export class Intake implements IntakeSink {
     this.lastCommitError = undefined;
     gate?.commitSucceeded();
     for (const r of records) this.countCommitted(r);
-    for (const p of group) p.resolve();
+    for (const p of group) p.resolve(outcomesOf(p));
     if (records.some((r) => r.outcome === 'scan')) this.options.onScansCommitted?.();
   }
 
@@ -222,6 +222,10 @@ export class Intake implements IntakeSink {
     else if (r.outcome === 'duplicate') c.duplicates++;
     else c.rejections++;
   }
+}
+
+function outcomesOf(p: Pending): SubmitResult {
+  return { outcomes: p.records.map((r) => ({ outcome: r.outcome, ...(r.reason !== undefined ? { reason: r.reason } : {}) })) };
 }
 
 function emptyCounters(): InputCounters {

@@ -64,8 +64,14 @@ export interface SubmitOptions {
   fileName?: string;
 }
 
+/** What intake made of each item of a submit, in the items' order (when the sink reports it). */
+export interface SubmitResult {
+  outcomes: { outcome: 'scan' | 'noRead' | 'duplicate' | 'rejected'; reason?: string }[];
+}
+
 export interface IntakeSink {
-  submit(items: IntakeItem[], options?: SubmitOptions): Promise<void>;
+  /** Resolves once the items are committed (with their outcomes, from the real intake). */
+  submit(items: IntakeItem[], options?: SubmitOptions): Promise<SubmitResult | void>;
 }
 
 export type InputState = 'starting' | 'connecting' | 'up' | 'down' | 'paused' | 'stopped';

@@ -115,7 +115,7 @@ describe('fault test: 100,000 scans through an upstream that fails in every way 
         await intake.submit(Array.from({ length: 500 }, (_, j) => read(i + j)));
         await new Promise((resolve) => setTimeout(resolve, 40));
       }
-      const burst: Promise<void>[] = [];
+      const burst: Promise<unknown>[] = [];
       for (let i = TRICKLE; i < TOTAL; i += 1000) burst.push(intake.submit(Array.from({ length: 1000 }, (_, j) => read(i + j))));
       await Promise.all(burst);
       const fedAt = Date.now();

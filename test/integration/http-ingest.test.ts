@@ -69,7 +69,7 @@ describe('POST /api/v1/reads (inject)', () => {
     await buildServer();
     const res = await post({ code: 'CELL-1', ts: '2026-11-18T07:00:00Z', dcp: 'MES-2', parents: 'MOD-1', attributes: { ocv: 3.65, pass: true } });
     expect(res.statusCode).toBe(202);
-    expect(res.json()).toEqual({ accepted: 1 });
+    expect(res.json()).toEqual({ accepted: 1, scans: 1, noReads: 0, duplicates: 0, rejected: [] });
     expect(rows()).toMatchObject([{ outcome: 'scan', dcp_key: 'MES-2' }]);
     const body = JSON.parse(store.db.prepare('SELECT body FROM scans').pluck().get() as string) as Record<string, unknown>;
     expect(body).toMatchObject({ reference: 'CELL-1', timeStamp: '2026-11-18T08:00:00', parents: ['MOD-1'] });
@@ -80,10 +80,26 @@ describe('POST /api/v1/reads (inject)', () => {
     await buildServer();
     const res = await post([{ code: 'A' }, { code: 'B', dcp: 'MES-2' }]);
     expect(res.statusCode).toBe(202);
-    expect(res.json()).toEqual({ accepted: 2 });
+    expect(res.json()).toEqual({ accepted: 2, scans: 2, noReads: 0, duplicates: 0, rejected: [] });
     expect(rows().map((r) => [r.raw.toString(), r.dcp_key])).toEqual([
       ['A', 'MES-1'],
       ['B', 'MES-2'],
+    ]);
+  });
+
+  it('names the well-formed reads that mapping refused in its 202, stored as rejections', async () => {
+    await buildServer();
+    const res = await post([{ code: 'GOOD-1' }, { code: 'BELL-\u0007X' }, { code: 'C', dcp: 'NO-SUCH-DCP' }]);
+    expect(res.statusCode).toBe(202);
+    const body = res.json() as { accepted: number; scans: number; rejected: { index: number; reason: string }[] };
+    expect(body).toMatchObject({ accepted: 3, scans: 1 });
+    expect(body.rejected.map((r) => r.index)).toEqual([1, 2]);
+    expect(body.rejected[0]!.reason).toMatch(/control byte 0x07/);
+    expect(body.rejected[1]!.reason).toMatch(/NO-SUCH-DCP/);
+    expect(rows().map((r) => [r.outcome, r.reason])).toEqual([
+      ['scan', null],
+      ['rejected', body.rejected[0]!.reason],
+      ['rejected', body.rejected[1]!.reason],
     ]);
   });
 
@@ -165,7 +181,7 @@ describe('HTTP ingest input in the running gateway (real socket)', () => {
     const url = `${gateway.httpUrl}${INGEST_PATH}`;
     const ok = await fetch(url, { method: 'POST', headers: { ...AUTH, 'content-type': 'application/json' }, body: JSON.stringify([{ code: 'SOCK-1' }, { code: 'SOCK-2' }]) });
     expect(ok.status).toBe(202);
-    expect(await ok.json()).toEqual({ accepted: 2 });
+    expect(await ok.json()).toEqual({ accepted: 2, scans: 2, noReads: 0, duplicates: 0, rejected: [] });
     const denied = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"code":"X"}' });
     expect(denied.status).toBe(401);
     const health = (await (await fetch(`${gateway.httpUrl}/healthz`)).json()) as { inputs: { id: string; state: string }[] };

@@ -4,7 +4,7 @@ import type { JsonFieldsConfig } from '../../config/input-schemas.js';
 import type { Logger } from '../../log.js';
 import { rejectionItem } from '../input-items.js';
 import { DEFAULT_JSON_FIELDS, jsonRead, readFromJsonFields } from '../json-read.js';
-import type { IntakeItem, IntakeSink } from '../types.js';
+import type { IntakeItem, IntakeSink, SubmitResult } from '../types.js';
 
 /** The path of the ingest endpoint on the local server. */
 export const INGEST_PATH = '/api/v1/reads';
@@ -50,7 +50,9 @@ export interface IngestError {
  *
  * Body: one read or an array of reads, JSON, `{ code, ts?, dcp?, parents?, attributes? }` (see
  * `jsonRead`). Answers:
- * - 202 `{ accepted: n }` only after the reads are committed;
+ * - 202 `{ accepted: n, scans, noReads, duplicates, rejected: [{ index, reason }] }` only after the
+ *   reads are committed; `rejected` lists the well-formed reads that mapping refused (stored as
+ *   rejections, not sent upstream);
  * - 400 with `field` for JSON that does not parse or a read that is not valid (nothing of that
  *   request is stored as a read; the body's first bytes are stored as one rejection with the reason);
  * - 401 without a valid `Authorization: Bearer <token>` (nothing stored);
@@ -135,14 +137,22 @@ export async function registerIngestRoutes(app: FastifyInstance, options: Ingest
         }
         items.push({ kind: 'read', read: readFromJsonFields(result.fields, options.inputId, receivedAt, Array.isArray(value) ? { ...origin, index: i } : origin) });
       }
+      let result: SubmitResult | void;
       try {
-        await track(options.sink.submit(items));
+        result = await track(options.sink.submit(items));
       } catch (err) {
         options.logger?.error({ err, reads: items.length }, 'buffer refused ingested reads; answered 503');
         reply.header('Retry-After', retryAfter);
         return send(reply, 503, 'Service Unavailable', 'the buffer could not store the reads; retry later');
       }
-      return reply.code(202).send({ accepted: items.length });
+      // Well-formed reads that mapping refused (a bad GS1 check digit, a control byte, an unknown
+      // DCP) are stored as rejections like any input's, and named here so the sender learns of them.
+      const outcomes = result ? result.outcomes : [];
+      const count = (o: string) => outcomes.filter((x) => x.outcome === o).length;
+      const rejected = outcomes.flatMap((o, index) => (o.outcome === 'rejected' ? [{ index, reason: o.reason ?? 'rejected' }] : []));
+      return reply
+        .code(202)
+        .send({ accepted: items.length, ...(result ? { scans: count('scan'), noReads: count('noRead'), duplicates: count('duplicate'), rejected } : {}) });
     });
   });
 }
