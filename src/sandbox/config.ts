@@ -18,6 +18,7 @@ import { faultsSchema, type SandboxClient, type SandboxOptions } from './types.j
  * processingDelayMs: 1000
  * presignedTtlMs: 1800000
  * tokenTtlSec: 3600
+ * maxLoggedScans: 100000   # accepted scans kept for GET /_sandbox/scans
  * faults: { errorRate: 0.1, rateLimitRate: 0.05, retryAfterSec: 2, latencyMs: 50, resetRate: 0.01 }
  * ```
  */
@@ -41,6 +42,7 @@ export const sandboxFileSchema = z
     processingDelayMs: z.number().int().min(0).optional(),
     presignedTtlMs: z.number().int().positive().optional(),
     tokenTtlSec: z.number().positive().optional(),
+    maxLoggedScans: z.number().int().positive().optional(),
     faults: faultsSchema.partial().optional(),
   })
   .strict();
@@ -74,6 +76,7 @@ export function loadSandboxConfig(file: string, options: { baseDir: string }): S
   if (cfg.processingDelayMs !== undefined) result.processingDelayMs = cfg.processingDelayMs;
   if (cfg.presignedTtlMs !== undefined) result.presignedTtlMs = cfg.presignedTtlMs;
   if (cfg.tokenTtlSec !== undefined) result.tokenTtlSec = cfg.tokenTtlSec;
+  if (cfg.maxLoggedScans !== undefined) result.maxLoggedScans = cfg.maxLoggedScans;
   if (cfg.faults) result.faults = Object.fromEntries(Object.entries(cfg.faults).filter(([, v]) => v !== undefined));
   return result;
 }

@@ -167,11 +167,13 @@ export class SandboxState {
   logScan(entry: LoggedScan): void {
     this.scanCount += 1;
     this.scans.push(entry);
-    if (this.scans.length > this.maxLoggedScans) this.scans = this.scans.slice(-Math.floor(this.maxLoggedScans / 2));
+    // Trimmed in steps (at twice the bound) so a push stays cheap; scanLog() shows the newest maxLoggedScans.
+    if (this.scans.length >= 2 * this.maxLoggedScans) this.scans = this.scans.slice(-this.maxLoggedScans);
   }
 
   scanLog(): { count: number; dropped: number; scans: LoggedScan[] } {
-    return { count: this.scanCount, dropped: this.scanCount - this.scans.length, scans: this.scans };
+    const scans = this.scans.length > this.maxLoggedScans ? this.scans.slice(-this.maxLoggedScans) : this.scans;
+    return { count: this.scanCount, dropped: this.scanCount - scans.length, scans };
   }
 
   clearScans(): void {

@@ -7,6 +7,7 @@ import { ErrorCodes } from '../../src/errors.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { loadSandboxConfig } from '../../src/sandbox/config.js';
 import { demoClient, startSandbox } from '../../src/sandbox/server.js';
+import { SandboxState } from '../../src/sandbox/state.js';
 import { DEMO_DCPS } from '../../src/sandbox/types.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { waitFor } from '../helpers/wait.js';
@@ -63,6 +64,18 @@ describe('sandbox configuration file', () => {
       tokenTtlSec: 120,
       faults: { latencyMs: 5, retryAfterSec: 4 },
     });
+  });
+
+  it('keeps the newest maxLoggedScans accepted scans for inspection, set in the file too', () => {
+    const file = join(dir, 'logged.yaml');
+    writeFileSync(file, 'maxLoggedScans: 10\n');
+    const options = loadSandboxConfig(file, { baseDir: dir });
+    expect(options.maxLoggedScans).toBe(10);
+    const state = new SandboxState([demoClient()], { maxLoggedScans: options.maxLoggedScans! });
+    for (let n = 0; n < 25; n++) state.logScan({ requestId: String(n), via: 'direct', receivedAt: '', scan: { reference: `R-${n}` } });
+    const log = state.scanLog();
+    expect(log).toMatchObject({ count: 25, dropped: 15 });
+    expect(log.scans.map((s) => (s.scan as { reference: string }).reference)).toEqual(Array.from({ length: 10 }, (_, i) => `R-${15 + i}`));
   });
 
   it('names the offending key of an invalid file (CONFIG) and an unreadable secret (SECRET)', () => {
