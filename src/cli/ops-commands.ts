@@ -1,5 +1,5 @@
-import { existsSync, renameSync, rmSync, statSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { existsSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import type { Command } from 'commander';
 import { loadConfig } from '../config/load.js';
@@ -93,8 +93,15 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
     )
     .action(async (file: string, opts: BufferOptions & { force?: boolean }) => {
       const target = resolve(io.cwd, file);
-      if (existsSync(target) && !opts.force) fail(io, 'buffer backup', `${target} exists; use --force to replace it`, ExitCodes.USAGE);
       const { db, path } = open(io, opts, 'buffer backup');
+      if (isBufferFile(target, path)) {
+        db.close();
+        fail(io, 'buffer backup', `${target} is the buffer itself (or its -wal/-shm); write the copy somewhere else`, ExitCodes.USAGE);
+      }
+      if (existsSync(target) && !opts.force) {
+        db.close();
+        fail(io, 'buffer backup', `${target} exists; use --force to replace it`, ExitCodes.USAGE);
+      }
       const started = now();
       const temp = `${target}.partial`;
       try {
@@ -125,6 +132,28 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
       );
       throw new CommandExit(ExitCodes.OK);
     });
+}
+
+/**
+ * Whether `target` is the buffer at `buffer` or one of its SQLite companions, by real path, so
+ * that `--force` can never replace the live database under the running gateway.
+ */
+function isBufferFile(target: string, buffer: string): boolean {
+  const real = (p: string): string => {
+    try {
+      return realpathSync(p);
+    } catch {
+      // Not there (yet): its folder's real path and its name.
+      try {
+        return join(realpathSync(dirname(p)), basename(p));
+      } catch {
+        return resolve(p);
+      }
+    }
+  };
+  const t = real(target);
+  const b = real(buffer);
+  return [b, `${b}-wal`, `${b}-shm`, `${b}-journal`].includes(t);
 }
 
 function withBuffer(command: Command): Command {

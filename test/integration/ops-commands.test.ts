@@ -154,6 +154,15 @@ inputs: []
     const forced = await cli(dir, ['buffer', 'backup', 'copy.db', '--config', config, '--force']);
     expect(forced.code).toBe(0);
     expect(forced.out).toMatch(/^Backed up .*buffer\.db to .*copy\.db: .* check ok/);
+    // --force never replaces the live buffer (or its WAL) under the running gateway.
+    const before = store.scanCounts();
+    for (const onto of ['buffer.db', './sub/../buffer.db', 'buffer.db-wal']) {
+      const refused = await cli(dir, ['buffer', 'backup', onto, '--config', config, '--force']);
+      expect(refused.code, onto).toBe(2);
+      expect(refused.err).toContain('is the buffer itself');
+    }
+    expect(store.scanCounts()).toEqual(before);
+    expect(store.db.pragma('quick_check', { simple: true })).toBe('ok');
   });
 
   it('exit codes: 1 without a buffer, 2 for a bad configuration, 2 as root on a buffer that is not root’s', async () => {
