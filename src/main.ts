@@ -20,8 +20,17 @@ import { UpstreamClient } from './upstream/client.js';
  * or authentication refused (see docs/cli.md).
  */
 async function main(argv: string[]): Promise<number> {
+  // `run` and `sandbox` stop gracefully on SIGTERM/SIGINT; any other command (a `products list`
+  // waiting on a silent upstream, say) ends at once, with the shell's exit code for the signal.
+  let longRunning = false;
   const stopSignal = new Promise<string>((resolve) => {
-    for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => resolve(sig));
+    for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+      process.once(sig, () => {
+        if (longRunning) return resolve(sig);
+        process.stderr.write(`scan-gateway: interrupted (${sig})\n`);
+        process.exit(sig === 'SIGINT' ? 130 : 143);
+      });
+    }
   });
   const program = new Command('scan-gateway')
     .version(VERSION)
@@ -30,7 +39,10 @@ async function main(argv: string[]): Promise<number> {
         'buffered durably in SQLite and delivered to the Battery Product and Traceability Scan Service.',
     )
     .showHelpAfterError()
-    .exitOverride();
+    .exitOverride()
+    .hook('preAction', (_program, action) => {
+      longRunning = action.name() === 'run' || action.name() === 'sandbox';
+    });
   const io = { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd() };
   // SIGHUP reloads the configuration (run only); without a listener it would end the process.
   const onHangup = (listener: () => void) => void process.on('SIGHUP', listener);

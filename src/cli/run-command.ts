@@ -1,4 +1,4 @@
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import type { InputConfig } from '../config/schema.js';
 import { readSecret } from '../inputs/secrets.js';
 import { buildApp } from '../app.js';
@@ -61,7 +61,7 @@ export function registerRunCommand(program: Command, io: RunIo): void {
     .command('run')
     .description('run the gateway: take reads from the configured inputs and deliver them upstream')
     .option('-c, --config <file>', 'configuration file', '/etc/scan-gateway/config.yaml')
-    .option('--log-level <level>', 'override log.level of the configuration (fatal, error, warn, info, debug, trace)')
+    .addOption(new Option('--log-level <level>', 'override log.level of the configuration').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace']))
     .addHelpText(
       'after',
       '\nExample:\n  scan-gateway run --config /etc/scan-gateway/config.yaml\n  npm start    # the demo: config/demo.yaml with the embedded sandbox\n\n' +
