@@ -1,5 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { userInfo } from 'node:os';
 import Database from 'better-sqlite3';
 import { ErrorCodes, GatewayError } from '../errors.js';
 import { MIGRATIONS } from './migrations.js';
@@ -105,6 +106,23 @@ export function isDiskFull(err: unknown): boolean {
  *
  * @throws GatewayError `SCANGW_E_BUFFER` when the file cannot be opened or migrated.
  */
+const ROLLBACK = Symbol('rollback');
+
+/** For an open or write that failed on permissions: who runs, and what to give them. */
+function permissionHint(path: string, err: unknown): string {
+  const code = (err as { code?: string }).code ?? '';
+  const message = (err as Error).message ?? '';
+  if (!/READONLY|CANTOPEN|PERM|ACCES/i.test(code) && !/readonly|unable to open|permission/i.test(message)) return '';
+  const uid = process.getuid?.();
+  let user = uid === undefined ? 'this user' : `uid ${uid}`;
+  try {
+    user = `${userInfo().username} (uid ${uid})`;
+  } catch {
+    // no passwd entry: the uid alone
+  }
+  return ` (the gateway runs as ${user}; it must be able to write ${path} and create files in ${dirname(path)}: chown that user the file, its -wal and -shm, and the folder)`;
+}
+
 export class BufferStore {
   readonly db: Database.Database;
 
@@ -121,7 +139,25 @@ export class BufferStore {
       this.db.pragma('foreign_keys = ON');
       this.migrate();
     } catch (err) {
-      throw new GatewayError(ErrorCodes.BUFFER, `cannot open the buffer ${path}: ${(err as Error).message}`, { cause: err });
+      throw new GatewayError(ErrorCodes.BUFFER, `cannot open the buffer ${path}: ${(err as Error).message}${permissionHint(path, err)}`, { cause: err });
+    }
+    if (!options.readonly && path !== ':memory:') this.assertWritable();
+  }
+
+  /**
+   * SQLite opens a file it may not write read-only without a word; the first commit would fail,
+   * and a later chmod would not help the open connection. A write rolled back tells now.
+   */
+  private assertWritable(): void {
+    try {
+      this.db.transaction(() => {
+        this.db.prepare('INSERT INTO space_probe (pad) VALUES (NULL)').run();
+        throw ROLLBACK;
+      })();
+    } catch (err) {
+      if (err === ROLLBACK) return;
+      this.db.close();
+      throw new GatewayError(ErrorCodes.BUFFER, `cannot write the buffer ${this.path}: ${(err as Error).message}${permissionHint(this.path, err)}`, { cause: err });
     }
   }
 

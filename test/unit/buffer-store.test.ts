@@ -1,4 +1,7 @@
-import { mkdtempSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, mkdtempSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { PACKAGE_ROOT } from '../../src/paths.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -174,6 +177,34 @@ describe('buffer store', () => {
     expect(store.db.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
     expect(store.totals()).toEqual({ pendingScans: 1, pendingBytes: 17, undeliveredScans: 1, undeliveredBytes: 17 });
     expect(store.formBatch({ maxScans: 10, maxBytes: 1000, mode: 'direct', nowIso })?.scanCount).toBe(1);
+  });
+
+  it('refuses at once a buffer it cannot write, saying who runs and what to chown', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sg-store-ro-'));
+    chmodSync(dir, 0o777);
+    const file = join(dir, 'buffer.db');
+    new BufferStore(file).close();
+    chmodSync(file, 0o644);
+    let message: string;
+    if (process.getuid?.() === 0) {
+      // root writes anything: open it as nobody, in a child process, the way a service user would.
+      const script = `import(${JSON.stringify(pathToFileURL(join(PACKAGE_ROOT, 'dist/src/buffer/store.js')).href)}).then(({ BufferStore }) => { try { new BufferStore(${JSON.stringify(file)}); console.log('opened'); } catch (e) { console.log(e.message); } })`;
+      const r = spawnSync('runuser', ['-u', 'nobody', '--', process.execPath, '-e', script], { encoding: 'utf8', timeout: 20_000 });
+      expect(r.error, 'runuser (util-linux) is needed to run this test as root').toBeUndefined();
+      message = r.stdout.trim();
+    } else {
+      chmodSync(file, 0o444);
+      message = (() => {
+        try {
+          new BufferStore(file).close();
+          return 'opened';
+        } catch (err) {
+          return (err as Error).message;
+        }
+      })();
+    }
+    expect(message).toContain(`cannot write the buffer ${file}`);
+    expect(message).toMatch(/the gateway runs as .*uid \d+.*chown/);
   });
 
   it('refuses a buffer from a newer gateway instead of guessing', () => {
