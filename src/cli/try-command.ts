@@ -1,6 +1,8 @@
 import type { Command } from 'commander';
 import { didYouMean } from '../config/cross-check.js';
 import { loadConfig } from '../config/load.js';
+import type { InputConfig } from '../config/schema.js';
+import { printableRaw } from '../health/buffer-report.js';
 import type { Read } from '../inputs/types.js';
 import { DuplicateWindow } from '../mapping/duplicate-window.js';
 import type { BarcodeParse } from '../mapping/gs1/index.js';
@@ -20,7 +22,7 @@ export interface TryCommandIo {
 
 /** What `try` found for one read; the `--json` output is an array of these. */
 export interface TryResult {
-  /** The read as given, control bytes shown as `<GS>`, `<RS>`, `<EOT>`, `\xHH`. */
+  /** The read as given, control bytes shown as `failures` shows them: `<GS>`, `<CR>`, `\xHH` (not UTF-8). */
   read: string;
   outcome: MapOutcome['outcome'] | 'duplicate';
   reason?: string;
@@ -34,27 +36,27 @@ export interface TryResult {
   gs1?: { kind: BarcodeParse['kind']; symbology?: string; form?: string; elements?: { ai: string; title: string; value: string; date?: string; decimal?: string }[]; reason?: string };
 }
 
-const NAMED_BYTES: Record<string, string> = { GS: '\x1d', RS: '\x1e', EOT: '\x04', FNC1: '\x1d' };
+/** `<NUL>` … `<US>` as `failures` and the health page print them, and `<FNC1>` (= GS). */
+const C0_NAMES = ['NUL', 'SOH', 'STX', 'ETX', 'EOT', 'ENQ', 'ACK', 'BEL', 'BS', 'HT', 'LF', 'VT', 'FF', 'CR', 'SO', 'SI', 'DLE', 'DC1', 'DC2', 'DC3', 'DC4', 'NAK', 'SYN', 'ETB', 'CAN', 'EM', 'SUB', 'ESC', 'FS', 'GS', 'RS', 'US'];
+const NAMED_BYTES = new Map<string, number>([...C0_NAMES.map((n, i) => [n, i] as const), ['FNC1', 0x1d]]);
+const ESCAPE = new RegExp(`<(${[...NAMED_BYTES.keys()].join('|')})>|\\\\x([0-9A-Fa-f]{2})`, 'gi');
 
 /**
- * Turns a read typed on a command line into its text: `<GS>` (also `<RS>`, `<EOT>`, `<FNC1>` = GS)
- * and `\xHH` escapes become the bytes scanners send. Everything else is taken as written.
+ * Turns a read typed on a command line into the bytes a scanner sends: `<GS>`, `<CR>` and every
+ * other C0 name (`<FNC1>` = GS) and `\xHH` become single bytes, so a raw read that `failures`
+ * prints (`\xe9`, `<CR>`) pasted here reproduces it byte for byte, invalid UTF-8 included.
+ * Everything else is taken as written, in UTF-8.
  */
-export function unescapeRead(text: string): string {
-  return text.replace(/<(GS|RS|EOT|FNC1)>|\\x([0-9A-Fa-f]{2})/gi, (_m, name: string | undefined, hex: string | undefined) =>
-    name !== undefined ? (NAMED_BYTES[name.toUpperCase()] ?? '') : String.fromCharCode(parseInt(hex ?? '0', 16)),
-  );
-}
-
-/** The inverse for display: control bytes made visible. */
-export function showRead(text: string): string {
-  // eslint-disable-next-line no-control-regex
-  return text.replace(/[\u0000-\u001f\u007f]/g, (ch) => {
-    if (ch === '\x1d') return '<GS>';
-    if (ch === '\x1e') return '<RS>';
-    if (ch === '\x04') return '<EOT>';
-    return `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`;
-  });
+export function unescapeRead(text: string): Buffer {
+  const parts: Buffer[] = [];
+  let last = 0;
+  for (const m of text.matchAll(ESCAPE)) {
+    parts.push(Buffer.from(text.slice(last, m.index), 'utf8'));
+    parts.push(Buffer.from([m[1] !== undefined ? NAMED_BYTES.get(m[1].toUpperCase())! : parseInt(m[2]!, 16)]));
+    last = m.index + m[0].length;
+  }
+  parts.push(Buffer.from(text.slice(last), 'utf8'));
+  return Buffer.concat(parts);
 }
 
 interface TryOptions {
@@ -78,7 +80,7 @@ export function registerTryCommand(program: Command, io: TryCommandIo): void {
   program
     .command('try')
     .description('show what reads become (the Scan, or the rejection and why), without sending or storing anything')
-    .argument('<reads...>', 'the read(s) as the scanner sends them; GS as <GS> or \\x1d')
+    .argument('<reads...>', 'the read(s) as the scanner sends them; a byte as \\xHH or by name: <GS>, <CR>, <STX>, <FNC1>')
     .requiredOption('-i, --input <id>', 'input the reads come from (its id in the configuration)')
     .option('-c, --config <file>', 'configuration file', '/etc/scan-gateway/config.yaml')
     .option('--dcp <key>', 'the DCP the source names (topic level, CSV column), as the input would pass it')
@@ -90,7 +92,7 @@ export function registerTryCommand(program: Command, io: TryCommandIo): void {
     .addHelpText(
       'after',
       "\nExamples:\n  scan-gateway try --config /etc/scan-gateway/config.yaml --input gi-scanner ']d2010952123454321310B2611-03<GS>21C2611030001234'\n" +
-        "  scan-gateway try -c config.yaml -i eol-camera --dcp EOL-3 --field cellVoltage=3.652 ']d1C24A0K3B0712345' --json\n\n" +
+        "  scan-gateway try -c config.yaml -i line3-cameras --dcp EOL-3 --field cellVoltage=3.652 ']d1C24A0K3B0712345' --json\n\n" +
         'Exit codes: 0 no read rejected, 1 a read was rejected, 2 configuration or usage error.',
     )
     .action((reads: string[], opts: TryOptions) => {
@@ -100,7 +102,8 @@ export function registerTryCommand(program: Command, io: TryCommandIo): void {
         io.stderr.write(`scan-gateway try: ${message}\n`);
         throw new CommandExit(ExitCodes.USAGE);
       };
-      if (!mapper.inputs.has(opts.input)) {
+      const input = loaded.config.inputs.find((i) => i.id === opts.input);
+      if (!mapper.inputs.has(opts.input) || !input) {
         const ids = [...mapper.inputs.keys()];
         usage(`no input "${opts.input}" in ${opts.config}${didYouMean(opts.input, ids)}; inputs: ${ids.join(', ') || 'none'}`);
       }
@@ -114,17 +117,19 @@ export function registerTryCommand(program: Command, io: TryCommandIo): void {
       }
       const dedupe = new DuplicateWindow();
       const results = reads.map((given) => {
-        const text = unescapeRead(given);
+        const raw = unescapeRead(given);
+        const tooLong = lengthLimit(input!, raw.length);
+        if (tooLong !== undefined) return { read: printableRaw(raw), outcome: 'rejected' as const, reason: tooLong };
         const read: Read = {
           inputId: opts.input,
-          raw: Buffer.from(text, 'utf8'),
+          raw,
           receivedAt,
           ...(opts.time !== undefined ? { sourceTime: opts.time } : {}),
           ...(opts.dcp !== undefined ? { dcpKey: opts.dcp } : {}),
           ...(opts.parent.length > 0 ? { parents: opts.parent } : {}),
           ...(opts.field.length > 0 ? { attributes } : {}),
         };
-        return toResult(text, mapper.map(read), mapper, dedupe);
+        return toResult(raw, mapper.map(read), mapper, dedupe);
       });
       io.stdout.write(opts.json ? `${JSON.stringify(results, null, 2)}\n` : results.map(describeResult).join('\n'));
       throw new CommandExit(results.some((r) => r.outcome === 'rejected') ? ExitCodes.FAILED : ExitCodes.OK);
@@ -135,9 +140,23 @@ function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
 }
 
-function toResult(text: string, outcome: MapOutcome, mapper: Mapper, dedupe: DuplicateWindow): TryResult {
+/**
+ * What the input itself refuses before any mapping: a serial/TCP read over `maxReadLength`, an
+ * MQTT payload over `maxPayloadBytes` (the input stores it as a rejection).
+ */
+function lengthLimit(input: InputConfig, bytes: number): string | undefined {
+  if ('maxReadLength' in input && typeof input.maxReadLength === 'number' && bytes > input.maxReadLength) {
+    return `read longer than ${input.maxReadLength} bytes (maxReadLength of input ${input.id}): the input stores it as a rejection`;
+  }
+  if ('maxPayloadBytes' in input && typeof input.maxPayloadBytes === 'number' && bytes > input.maxPayloadBytes) {
+    return `payload larger than ${input.maxPayloadBytes} bytes (maxPayloadBytes of input ${input.id}): the input stores it as a rejection`;
+  }
+  return undefined;
+}
+
+function toResult(raw: Buffer, outcome: MapOutcome, mapper: Mapper, dedupe: DuplicateWindow): TryResult {
   const barcode = outcome.outcome === 'noRead' || outcome.outcome === 'rejected' || outcome.outcome === 'scan' ? outcome.barcode : undefined;
-  const result: TryResult = { read: showRead(text), outcome: outcome.outcome, ...(barcode ? { gs1: gs1Of(barcode) } : {}) };
+  const result: TryResult = { read: printableRaw(raw), outcome: outcome.outcome, ...(barcode ? { gs1: gs1Of(barcode) } : {}) };
   if (outcome.outcome === 'rejected') return { ...result, reason: outcome.reason, ...(outcome.tried ? { tried: outcome.tried } : {}) };
   if (outcome.outcome === 'noRead') return { ...result, ...(outcome.reason ? { reason: outcome.reason } : {}), ...(outcome.container ? { container: outcome.container } : {}) };
   const { scan, instant } = outcome;

@@ -3,7 +3,7 @@ import { PassThrough } from 'node:stream';
 import { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { CommandExit } from '../../src/cli/exit.js';
-import { registerTryCommand, showRead, unescapeRead, type TryResult } from '../../src/cli/try-command.js';
+import { registerTryCommand, unescapeRead, type TryResult } from '../../src/cli/try-command.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 
 const GS = '\u001d';
@@ -33,13 +33,25 @@ describe('scan-gateway try', () => {
     ['\\x1d', 'A\\x1dB', `A${GS}B`],
     ['\\x1D and <RS>, <EOT>', 'A\\x1DB<RS>C<EOT>', `A${GS}B\u001eC\u0004`],
     ['<FNC1> as GS', 'A<FNC1>B', `A${GS}B`],
+    ['<CR>, <LF>, <STX> as failures prints them', '<STX>A<CR><LF>', '\u0002A\r\n'],
     ['text without escapes', ']d1C24A0K3B0712345', ']d1C24A0K3B0712345'],
+    ['UTF-8 as written', 'café', 'café'],
   ])('reads %s', (_what, given, bytes) => {
-    expect(unescapeRead(given)).toBe(bytes);
+    expect(unescapeRead(given)).toEqual(Buffer.from(bytes, 'utf8'));
   });
 
-  it('shows control bytes visibly', () => {
-    expect(showRead(`A${GS}B\u001eC\r`)).toBe('A<GS>B<RS>C\\x0d');
+  it('takes \\xHH as one byte, so a read that is not UTF-8 is reproduced as `failures` printed it', () => {
+    expect(unescapeRead('caf\\xe9')).toEqual(Buffer.from([0x63, 0x61, 0x66, 0xe9]));
+    expect(unescapeRead('caf\\xC3\\xA9')).toEqual(Buffer.from('café', 'utf8'));
+  });
+
+  it('refuses as the input would: a read over maxReadLength, and bytes that are not UTF-8', async () => {
+    const long = await tryReads('--input', 'gi-scanner', '--json', 'A'.repeat(5000));
+    expect(long.code).toBe(1);
+    expect((JSON.parse(long.out) as TryResult[])[0]).toMatchObject({ outcome: 'rejected', reason: expect.stringContaining('maxReadLength') });
+    const latin1 = await tryReads('--input', 'gi-scanner', '--json', 'caf\\xe9');
+    expect(latin1.code).toBe(1);
+    expect((JSON.parse(latin1.out) as TryResult[])[0]).toMatchObject({ read: 'caf\\xe9', outcome: 'rejected', reason: expect.stringMatching(/UTF-8/) });
   });
 
   it('maps several reads in order: a pallet opens, its items get it, a double read is a duplicate', async () => {
