@@ -222,7 +222,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
       stops.push({ name: 'buffer', stop: () => store?.close() });
       if (config.sandbox.enabled) {
         const { host, port } = splitListen(config.sandbox.listen);
-        sandbox = await startSandbox({ host, port, logger });
+        sandbox = await listening('sandbox.listen', config.sandbox.listen, () => startSandbox({ host, port, logger }));
         stops.push({ name: 'sandbox', stop: () => sandbox?.close() });
         logger.info({ component: 'app', url: sandbox.url }, 'embedded upstream sandbox started');
       }
@@ -292,7 +292,8 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
       http = buildHealthServer({ logger, status, metrics, admin: { token: deps.adminToken, actions: adminActions } });
       await registerInputRoutes(http, () => inputs);
       const { host, port } = splitListen(config.http.listen);
-      httpUrl = await http.listen({ host, port });
+      const server = http;
+      httpUrl = await listening('http.listen', config.http.listen, () => server.listen({ host, port }));
       stops.push({ name: 'http', stop: () => http?.close() });
       phase = 'running';
       logger.info({ component: 'app', http: httpUrl, inputs: inputs.map((i) => i.id) }, 'scan-gateway started');
@@ -377,5 +378,24 @@ function upstreamReason(lastError: DeliveryStatus['lastError']): string {
       return `upstream answers with errors: ${message}`;
     default:
       return `upstream unreachable: ${message}`;
+  }
+}
+
+/**
+ * Runs a listen; an address in use or not allowed becomes an error that names the configuration
+ * key, instead of a bare `listen EADDRINUSE`.
+ */
+async function listening<T>(key: string, address: string, listen: () => Promise<T>): Promise<T> {
+  try {
+    return await listen();
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code === 'EADDRINUSE') {
+      throw new Error(`${key} ${address}: the address is in use (another program, or another scan-gateway, listens there); stop it or choose another port`, { cause: err });
+    }
+    if (code === 'EACCES' || code === 'EADDRNOTAVAIL') {
+      throw new Error(`${key} ${address}: cannot listen there (${code}: a port below 1024 needs privileges; the host must be an address of this machine)`, { cause: err });
+    }
+    throw err;
   }
 }

@@ -64,7 +64,7 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
         io.stdout.write(`${JSON.stringify(summary)}\n`);
       } else {
         io.stdout.write(
-          `${opts.config}: valid (${summary.dcps} DCPs, inputs: ${summary.inputs.join(', ') || 'none'}; ` +
+          `${opts.config}: valid (${summary.dcps} ${summary.dcps === 1 ? 'DCP' : 'DCPs'}, inputs: ${summary.inputs.join(', ') || 'none'}; ` +
             `rules: ${summary.rules.join(', ') || 'none (default mapping)'}; containers: ${summary.containers.join(', ') || 'none'})\n` +
             `client secret: ${secret}\n`,
         );

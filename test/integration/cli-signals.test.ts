@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -55,6 +55,21 @@ describe('the CLI and signals', () => {
     expect(code).toBe(exitCode);
     expect(err).toContain(`interrupted (${signal})`);
     for (const s of sockets.splice(0)) s.destroy();
+  });
+
+  it('names the configuration key when http.listen is taken by another program', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = (taken.address() as { port: number }).port;
+    const file = join(dir, 'port-taken.yaml');
+    writeFileSync(file, `${readFileSync(config, 'utf8')}buffer: { path: ${join(dir, 'taken.db')} }\nhttp: { listen: 127.0.0.1:${port} }\n`);
+    try {
+      const r = spawnSync(process.execPath, [MAIN_JS, 'run', '--config', file], { cwd: dir, encoding: 'utf8', timeout: 30_000 });
+      expect(r.status).toBe(1);
+      expect(r.stderr).toContain(`http.listen 127.0.0.1:${port}: the address is in use`);
+    } finally {
+      await new Promise<void>((resolve) => taken.close(() => resolve()));
+    }
   });
 
   it('refuses an unknown --log-level as a usage error (exit 2) that lists the levels', () => {
