@@ -43,6 +43,12 @@ export interface ReplayItem {
 
 export interface ReplayResult {
   selected: number;
+  /**
+   * With `rejected`: rejections of the same filter that never were a read (no barcode could be
+   * framed or parsed: an empty CSV cell, line noise). Nothing to map again; counted so the totals
+   * agree with `failures`.
+   */
+  notReplayable?: number;
   queued: number;
   notQueued: number;
   dryRun: boolean;
@@ -82,6 +88,7 @@ export function replayDeadLetters(store: BufferStore, map: (read: Read) => Repla
   if (!hasFilter && !selection.all) throw new Error('replay needs a selection: a batch, a DCP, a reason, or all');
   const candidates = selectCandidates(store, selection);
   const result: ReplayResult = { selected: 0, queued: 0, notQueued: 0, dryRun: selection.dryRun ?? false, items: [] };
+  if (selection.rejected && selection.batchId === undefined) result.notReplayable = countInputLevel(store, selection);
   const db = store.db;
   const insertScan = db.prepare(`INSERT INTO scans (read_id, dcp_key, reference, time_utc, body, bytes, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`);
   const markReplayed = db.prepare(`UPDATE scans SET replayed_by = ? WHERE id = ? AND replayed_by IS NULL`);
@@ -126,6 +133,20 @@ export function replayDeadLetters(store: BufferStore, map: (read: Read) => Repla
     }).immediate();
   }
   return result;
+}
+
+function countInputLevel(store: BufferStore, s: ReplaySelection): number {
+  const where: string[] = [`outcome = 'rejected'`, `input_level = 1`];
+  const params: unknown[] = [];
+  if (s.dcpKey !== undefined) {
+    where.push('dcp_key = ?');
+    params.push(s.dcpKey);
+  }
+  if (s.reason !== undefined) {
+    where.push(`instr(lower(coalesce(reason, '')), lower(?)) > 0`);
+    params.push(s.reason);
+  }
+  return store.db.prepare(`SELECT count(*) FROM reads WHERE ${where.join(' AND ')}`).pluck().get(...params) as number;
 }
 
 function selectCandidates(store: BufferStore, s: ReplaySelection): Candidate[] {

@@ -100,6 +100,9 @@ function toSelection(opts: ReplayOptions): ReplaySelection {
 function formatResult(r: ReplayResult): string {
   const verb = r.dryRun ? 'would be queued' : 'queued';
   const lines = [`replay${r.dryRun ? ' (dry run)' : ''}: ${r.selected} selected, ${r.queued} ${verb}, ${r.notQueued} not queued`];
+  if (r.notReplayable) {
+    lines.push(`  ${r.notReplayable} more rejection(s) never were a read (no barcode could be framed or parsed: an empty cell, line noise): nothing to map again; see failures`);
+  }
   for (const item of r.items.slice(0, SHOWN)) {
     const what = item.scanId !== undefined ? `scan ${item.scanId} (${item.reference ?? ''})` : `rejected read ${item.readId}`;
     lines.push(

@@ -131,7 +131,7 @@ describe('replay of dead letters', () => {
     );
     expect(replayDeadLetters(s, map, { all: true }, at.getTime()).selected).toBe(0);
     const result = replayDeadLetters(s, map, { all: true, rejected: true }, at.getTime());
-    expect(result).toMatchObject({ selected: 1, queued: 1 });
+    expect(result).toMatchObject({ selected: 1, queued: 1, notReplayable: 1 });
     expect(s.db.prepare(`SELECT outcome FROM reads ORDER BY id`).pluck().all()).toEqual(['scan', 'rejected']);
     expect(s.totals().pendingScans).toBe(1);
   });
