@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import type { z } from 'zod';
 
 /**
@@ -83,6 +84,107 @@ export function crossCheck(value: unknown, ctx: z.RefinementCtx): void {
     checkScope('containers', i, container);
     checkValue(['containers', i, 'reference'], container.reference, regexGroups(asRecord(container.open)?.regex), false);
   });
+
+  checkClashes(cfg, add);
+}
+
+/** Folder relative paths are resolved against while {@link withPathBase} runs; else the working folder. */
+let pathBase: string | undefined;
+
+/**
+ * Runs `run` (a parse of the configuration schema) with relative folders resolved against
+ * `baseDir`, as the loader will resolve them, so that `inbox` and `/etc/scan-gateway/inbox` are
+ * known to be the same folder.
+ */
+export function withPathBase<T>(baseDir: string | undefined, run: () => T): T {
+  const before = pathBase;
+  pathBase = baseDir;
+  try {
+    return run();
+  } finally {
+    pathBase = before;
+  }
+}
+
+/** Addresses every interface listens on: they clash with any host on the same port. */
+const ANY_HOST = new Set(['0.0.0.0', '::', '::0', '']);
+
+interface Listener {
+  path: (string | number)[];
+  what: string;
+  /** As written, for messages. */
+  address: string;
+  host: string;
+  port: number;
+}
+
+/**
+ * Two `files` inputs on one folder (each file would be ingested twice), two listeners on one
+ * address (http.listen, the embedded sandbox, tcp server inputs), two MQTT inputs with one broker
+ * and one client id (each would take the other's session over). Reported at the later entry.
+ */
+function checkClashes(cfg: Record<string, unknown>, add: (path: (string | number)[], message: string) => void): void {
+  const listeners: Listener[] = [];
+  const listen = (path: (string | number)[], what: string, address: unknown) => {
+    if (typeof address !== 'string') return;
+    const i = address.lastIndexOf(':');
+    const port = Number(address.slice(i + 1));
+    if (i < 0 || !Number.isInteger(port)) return;
+    listeners.push({ path, what, address, host: address.slice(0, i), port });
+  };
+  listen(['http', 'listen'], 'the HTTP server (http.listen)', asRecord(cfg.http)?.listen);
+  const sandbox = asRecord(cfg.sandbox);
+  if (sandbox?.enabled === true) listen(['sandbox', 'listen'], 'the embedded sandbox (sandbox.listen)', sandbox.listen);
+
+  const folders = new Map<string, string>();
+  const sessions = new Map<string, string>();
+  asArray(cfg.inputs).forEach((raw, i) => {
+    const input = asRecord(raw);
+    if (!input) return;
+    const name = typeof input.id === 'string' ? `input "${input.id}"` : `inputs[${i}]`;
+    if (input.type === 'files' && typeof input.dir === 'string' && input.dir !== '') {
+      const folder = resolve(pathBase ?? '.', input.dir);
+      const first = folders.get(folder);
+      if (first !== undefined) add(['inputs', i, 'dir'], `${first} watches the folder ${folder} too; each file would be ingested twice (one files input per folder)`);
+      else folders.set(folder, name);
+    }
+    if (input.type === 'tcp' && input.mode === 'server' && typeof input.host === 'string' && typeof input.port === 'number') {
+      listeners.push({ path: ['inputs', i, 'port'], what: `tcp server ${name}`, address: `${input.host}:${input.port}`, host: input.host, port: input.port });
+    }
+    if (input.type === 'mqtt' && typeof input.url === 'string' && typeof input.clientId === 'string') {
+      const session = `${brokerOf(input.url)} ${input.clientId}`;
+      const first = sessions.get(session);
+      if (first !== undefined) {
+        add(
+          ['inputs', i, 'clientId'],
+          `${first} connects to the same broker with the same clientId "${input.clientId}"; each would take the other's session over (give each input its own clientId)`,
+        );
+      } else sessions.set(session, name);
+    }
+  });
+
+  const byPort = new Map<number, Listener[]>();
+  for (const l of listeners) {
+    // Port 0 is a free port chosen when listening: never the same twice.
+    if (l.port === 0) continue;
+    const host = l.host.replace(/^\[|\]$/g, '').toLowerCase();
+    const earlier = byPort.get(l.port) ?? [];
+    const clash = earlier.find((e) => e.host === host || ANY_HOST.has(e.host) || ANY_HOST.has(host));
+    if (clash) add(l.path, `${l.what} would listen on ${l.address}, where ${clash.what} listens already (${clash.address})`);
+    byPort.set(l.port, [...earlier, { ...l, host }]);
+  }
+}
+
+const DEFAULT_BROKER_PORTS: Record<string, string> = { 'mqtt:': '1883', 'mqtts:': '8883', 'ws:': '80', 'wss:': '443' };
+
+/** A broker URL compared as the client connects: scheme, host (any case) and port (the default one written or not), path. */
+function brokerOf(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.protocol}//${u.hostname.toLowerCase()}:${u.port || DEFAULT_BROKER_PORTS[u.protocol] || ''}${u.pathname.replace(/\/+$/, '')}`;
+  } catch {
+    return url;
+  }
 }
 
 /**

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
-import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node } from 'yaml';
-import { ErrorCodes, GatewayError } from '../errors.js';
+import { isAlias, isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node } from 'yaml';
+import { ErrorCodes, GatewayError, isGatewayError } from '../errors.js';
+import { withPathBase } from './cross-check.js';
 import { readableIssues } from './problems.js';
 import { configSchema, type GatewayConfig } from './schema.js';
 
@@ -60,20 +61,40 @@ export function loadConfig(file: string, options: LoadConfigOptions): LoadedConf
 }
 
 /** Parses and validates configuration text; `file` is only used in messages. */
-export function parseConfigText(text: string, file: string, options: Pick<LoadConfigOptions, 'env'> = {}): GatewayConfig {
+export function parseConfigText(
+  text: string,
+  file: string,
+  options: Pick<LoadConfigOptions, 'env'> & { baseDir?: string } = {},
+): GatewayConfig {
   const lineCounter = new LineCounter();
-  const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
   const at = (offset: number | undefined) => {
     if (offset === undefined) return {};
     const pos = lineCounter.linePos(offset);
     return { line: pos.line, column: pos.col };
   };
-  if (doc.errors.length > 0) {
-    throw configError(doc.errors.map((e) => ({ file, path: '', ...at(e.pos[0]), message: e.message.split('\n')[0] ?? e.message })));
+  let doc: Document;
+  let raw: unknown;
+  try {
+    // Duplicate keys are found by checkStructure in linear time: the library's `uniqueKeys` check is
+    // quadratic in a map's size (a 20,000-entry lookup table took a minute).
+    doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: false, merge: true });
+    if (doc.errors.length > 0) {
+      throw configError(doc.errors.map((e) => ({ file, path: '', ...at(e.pos[0]), message: yamlMessage(e.code, e.message) })));
+    }
+    keepTextAsWritten(doc.contents, []);
+    const structural = checkStructure(doc, lineCounter, Math.max(MIN_ALIAS_EXPANSION, text.length));
+    if (structural.length > 0) {
+      throw configError(structural.map((p) => ({ file, path: formatPath(p.path), ...at(p.offset), message: p.message })));
+    }
+    // Aliases are checked above (resolved, not self-containing, not a bomb); the library's own
+    // alias count would refuse an anchor used more than 100 times and cannot say where.
+    raw = doc.toJS({ maxAliasCount: -1 });
+  } catch (err) {
+    if (isGatewayError(err, ErrorCodes.CONFIG)) throw err;
+    // Whatever else the YAML library throws (a nesting too deep for the stack…) is a problem of the file.
+    throw configError([{ file, path: '', message: `cannot read the YAML: ${(err as Error).message}` }]);
   }
-  keepTextAsWritten(doc.contents, []);
   const problems: ConfigProblem[] = [];
-  const raw: unknown = doc.toJS();
   if (raw === null || typeof raw !== 'object') {
     throw configError([{ file, path: '', message: 'the file is empty or not a YAML mapping' }]);
   }
@@ -89,7 +110,7 @@ export function parseConfigText(text: string, file: string, options: Pick<LoadCo
     });
     delete upstream.clientSecret;
   }
-  const result = configSchema.safeParse(expanded);
+  const result = withPathBase(options.baseDir, () => configSchema.safeParse(expanded));
   if (!result.success) {
     for (const issue of readableIssues(configSchema, expanded, result.error.issues)) {
       // Point at the deepest node that exists: a missing key is reported at its parent.
@@ -155,6 +176,104 @@ function keepTextAsWritten(node: unknown, path: (string | number)[]): void {
   }
 }
 
+/** The YAML library's message, first line, with what to do where it does not say. */
+function yamlMessage(code: string, message: string): string {
+  const first = message.split('\n')[0] ?? message;
+  return code === 'TAB_AS_INDENT' ? `${first}; indent with spaces` : first;
+}
+
+/** Aliases may add at least this many values to the document (more for a larger file) before it is refused. */
+const MIN_ALIAS_EXPANSION = 100_000;
+
+interface StructureProblem {
+  path: (string | number)[];
+  offset: number | undefined;
+  message: string;
+}
+
+/**
+ * What the YAML library leaves to its quadratic or located-nowhere checks, in one pass in
+ * document order: a key written twice in one map (the first at which line), an alias without an
+ * anchor before it, an alias inside the node it names, a merge key (`<<`) whose value is not a map
+ * (or a list of maps), and aliases that expand to more than `maxExpansion` values (an alias bomb,
+ * refused before anything walks the expanded tree).
+ */
+function checkStructure(doc: Document, lineCounter: LineCounter, maxExpansion: number): StructureProblem[] {
+  const found: StructureProblem[] = [];
+  /** The latest node that defined each anchor so far. */
+  const anchors = new Map<string, Node>();
+  /** Expanded size of anchored nodes whose content is complete. */
+  const sizes = new Map<Node, number>();
+  const path: (string | number)[] = [];
+  let added = 0;
+  let stopped = false;
+  const lineOf = (node: Node) => (node.range ? lineCounter.linePos(node.range[0]).line : '?');
+  const problem = (node: Node, message: string, where = path) => found.push({ path: [...where], offset: node.range?.[0], message });
+
+  /** Counts the values `node` stands for once aliases are expanded. */
+  const walk = (node: unknown): number => {
+    if (stopped) return 0;
+    if (isAlias(node)) {
+      const target = anchors.get(node.source);
+      if (target === undefined) {
+        problem(node, `unresolved alias *${node.source}: no anchor &${node.source} before it`);
+        return 1;
+      }
+      const size = sizes.get(target);
+      if (size === undefined) {
+        problem(node, `alias *${node.source} is inside the node &${node.source} it names: it would never end`);
+        return 1;
+      }
+      added += size;
+      if (added > maxExpansion) {
+        problem(node, `aliases expand to more than ${maxExpansion} values (an alias bomb?); *${node.source} alone stands for ${size}`);
+        stopped = true;
+      }
+      return size;
+    }
+    if (!isNode(node)) return 0;
+    // An anchor is defined before its content, so an alias inside it finds it without a size.
+    if (node.anchor) anchors.set(node.anchor, node);
+    let size = 1;
+    if (isMap(node)) {
+      const keys = new Map<string, Node>();
+      for (const pair of node.items) {
+        const key = pair.key;
+        const isMerge = isScalar(key) && typeof key.value === 'symbol';
+        const name = isScalar(key) && !isMerge ? String(key.value) : undefined;
+        if (name !== undefined) {
+          const first = keys.get(name);
+          if (first !== undefined) problem(key as Node, `duplicate key "${name}" (first at line ${lineOf(first)})`, [...path, name]);
+          else keys.set(name, key as Node);
+        }
+        size += walk(key);
+        path.push(isMerge ? '<<' : (name ?? '?'));
+        size += walk(pair.value);
+        if (isMerge && !stopped) checkMerge(pair.value);
+        path.pop();
+      }
+    } else if (isSeq(node)) {
+      for (let i = 0; i < node.items.length; i++) {
+        path.push(i);
+        size += walk(node.items[i]);
+        path.pop();
+      }
+    }
+    if (node.anchor) sizes.set(node, size);
+    return size;
+  };
+
+  const isMapLike = (v: unknown) => isMap(v) || (isAlias(v) && (anchors.get(v.source) === undefined || isMap(anchors.get(v.source))));
+  const checkMerge = (value: unknown) => {
+    const resolved = isAlias(value) ? anchors.get(value.source) : value;
+    const ok = isSeq(resolved) ? resolved.items.every(isMapLike) : resolved === undefined || isMapLike(value);
+    if (!ok && isNode(value)) problem(value, 'a merge key (<<) takes a map, an alias of one (*name), or a list of them');
+  };
+
+  walk(doc.contents);
+  return found;
+}
+
 function nodeAt(doc: Document, path: (string | number)[]): Node | undefined {
   if (path.length === 0) return doc.contents ?? undefined;
   const node = doc.getIn(path, true);
@@ -187,6 +306,7 @@ function expandEnv(
   problem: (path: (string | number)[], message: string) => void,
 ): unknown {
   if (typeof value === 'string') {
+    if (!value.includes('${')) return value;
     return value.replace(ENV_REF, (whole, name: string, fallback: string | undefined) => {
       const v = env[name];
       if (v !== undefined) return v;

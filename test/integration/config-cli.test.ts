@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -53,6 +53,24 @@ describe('scan-gateway config (compiled CLI)', () => {
     ]);
   });
 
+  it('config check: YAML problems (aliases, duplicate keys, tabs) are configuration errors with file and line, exit 2', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sg-cli-'));
+    const check = (name: string, text: string) => {
+      const file = join(dir, name);
+      writeFileSync(file, text);
+      const r = cli('config', 'check', '--config', file);
+      return { code: r.code, out: r.stdout.replaceAll(file, name), err: r.stderr };
+    };
+    expect(check('alias.yaml', 'site: *nothere\n')).toEqual({ code: 2, out: 'alias.yaml: 1 problem\nalias.yaml:1:7: site: unresolved alias *nothere: no anchor &nothere before it\n', err: '' });
+    const levels = 'abcdefghij'.split('');
+    const bomb = levels.map((n, i) => (i === 0 ? `a: &a [${Array(10).fill('x').join(', ')}]` : `${n}: &${n} [${Array(10).fill(`*${levels[i - 1]}`).join(', ')}]`)).join('\n');
+    const bombed = check('bomb.yaml', `${bomb}\n`);
+    expect(bombed.code).toBe(2);
+    expect(bombed.out).toMatch(/^bomb\.yaml:\d+:\d+: [a-j]\[\d\]: aliases expand to more than 100000 values \(an alias bomb\?\)/m);
+    expect(check('dup.yaml', 'site: { id: a }\nlookups:\n  t:\n    GI-01: A\n    GI-01: B\n').out).toContain('dup.yaml:5:5: lookups.t.GI-01: duplicate key "GI-01" (first at line 4)');
+    expect(check('tab.yaml', 'site:\n\tid: a\n')).toMatchObject({ code: 2, out: expect.stringContaining('tab.yaml:2:1: Tabs are not allowed as indentation; indent with spaces') });
+  });
+
   it('config check: the example configuration is valid (exit 0)', () => {
     const r = cli('config', 'check', '--config', 'config/example.yaml');
     expect(r.code).toBe(0);
@@ -94,6 +112,27 @@ describe('scan-gateway config (compiled CLI)', () => {
     const text = cli('try', '-c', 'config/example.yaml', '-i', 'gi-scanner', dm);
     expect(text.stdout).toContain('(21) SERIAL: C2611030001234');
     expect(text.stdout).toContain('→ scan, as it would be sent');
+  });
+
+  it('every `try` example in config/example.yaml and docs/configuration.md maps its reads to scans', () => {
+    const examples: { where: string; args: string[] }[] = [];
+    for (const file of ['config/example.yaml', 'docs/configuration.md']) {
+      readFileSync(join(PACKAGE_ROOT, file), 'utf8')
+        .split('\n')
+        .forEach((line, i) => {
+          // Examples run against the example configuration (usage lines with FILE/ID/READ are not examples).
+          const command = /scan-gateway try (.*-c(?:onfig)? config\/example\.yaml.*?)`?$/.exec(line)?.[1];
+          if (command) examples.push({ where: `${file}:${i + 1}`, args: [...command.matchAll(/'([^']*)'|(\S+)/g)].map((m) => m[1] ?? m[2]!) });
+        });
+    }
+    expect(examples.length).toBeGreaterThanOrEqual(7);
+    expect(examples.map((e) => e.args.join(' '))).toContain('-c config/example.yaml -i line3-cameras --dcp EOL-3 ]d1C24A0K3B0712345');
+    for (const { where, args } of examples) {
+      const r = cli('try', ...args, '--json');
+      const results = r.code === 2 ? [] : (JSON.parse(r.stdout) as { outcome: string; reason?: string }[]);
+      expect({ where, code: r.code, outcomes: results.map((x) => x.reason ?? x.outcome) }, r.stderr).toEqual({ where, code: 0, outcomes: results.map(() => 'scan') });
+      expect(results.length).toBeGreaterThan(0);
+    }
   });
 
   it('try: a rejection exits 1 and says why; an unknown input exits 2 with the input meant', () => {
