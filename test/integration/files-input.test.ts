@@ -101,7 +101,7 @@ describe('FilesInput (csv)', () => {
     expect(await exists(join(dir, 'goods-in-export.csv'))).toBe(false);
   });
 
-  it('moves a CSV without the barcode column to failed/ with <name>.error.txt, submitting nothing', async () => {
+  it('moves a CSV without the barcode column to failed/ with <name>.error.txt, submitting only its rejection', async () => {
     await startInput({ format: 'csv' });
     await writeFile(join(dir, 'wrong.csv'), 'read_at,code\n2026-11-18T06:58:12+01:00,ABC\n');
 
@@ -111,7 +111,10 @@ describe('FilesInput (csv)', () => {
       'reason: CSV header has no column "barcode" (barcodeColumn); header columns: "read_at", "code"',
     );
     expect(await exists(join(dir, 'wrong.csv'))).toBe(false);
-    expect(sink.commits).toEqual([]);
+    expect(sink.commits).toHaveLength(1);
+    expect(sink.texts()).toEqual([
+      '<CSV header has no column "barcode" (barcodeColumn); header columns: "read_at", "code"|read_at,code\n2026-11-18T06:58:12+01:00,ABC\n>',
+    ]);
   });
 
   it('submits rows without a barcode as rejections together with the good rows', async () => {
@@ -303,7 +306,13 @@ describe('FilesInput (same content twice)', () => {
     await waitFor(() => exists(processed('again.txt')), { what: 'second copy moved to processed' });
     await writeFile(join(dir, 'first.txt'), 'DUP-1\nDUP-2\n');
     await waitFor(() => exists(processed('first-1.txt')), { what: 'third copy moved to processed' });
-    expect(sink.commits).toHaveLength(1);
+    // Stored once; each copy after it is counted as a rejection naming the first.
+    expect(sink.texts()).toEqual([
+      'DUP-1',
+      'DUP-2',
+      `<same content as first.txt stored at ${NOW.toISOString()}; not stored again|DUP-1\nDUP-2\n>`,
+      `<same content as first.txt stored at ${NOW.toISOString()}; not stored again|DUP-1\nDUP-2\n>`,
+    ]);
     const ledger = JSON.parse(await readFile(join(dir, '.ingested.json'), 'utf8')) as { files: Record<string, { name: string }> };
     expect(ledger.files[sha('DUP-1\nDUP-2\n')]).toMatchObject({ name: 'first.txt' });
   });
@@ -318,7 +327,7 @@ describe('FilesInput (same content twice)', () => {
     await copyFile(processed('crash.txt'), join(dir, 'crash.txt'));
     await startInput();
     await waitFor(() => exists(processed('crash-1.txt')), { what: 'left-over file moved' });
-    expect(sink.commits).toHaveLength(1);
+    expect(sink.texts()).toEqual(['C-1', `<same content as crash.txt stored at ${NOW.toISOString()}; not stored again|C-1\n>`]);
   });
 
   it('ingests the same content again when rememberFilesDays is 0', async () => {

@@ -85,7 +85,7 @@ describe('parseCsvFile', () => {
   });
 
   it('uses the configured delimiter and keeps bytes that are not valid UTF-8', async () => {
-    const path = await file('semi.csv', 'zeit;barcode\n2026-01-01T00:00:00;AB\xff\x80;x\n;"Q;1"\n');
+    const path = await file('semi.csv', 'zeit;barcode;note\n2026-01-01T00:00:00;AB\xff\x80;x\n;"Q;1"\n');
     expect(summary(await parseCsvFile(path, ctx('semi.csv'), { barcodeColumn: 'barcode', timeColumn: 'zeit', delimiter: ';' }))).toEqual([
       { read: 'AB\xff\x80', line: 2, time: '2026-01-01T00:00:00' },
       { read: 'Q;1', line: 3 },

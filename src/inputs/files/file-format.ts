@@ -1,3 +1,4 @@
+import { open } from 'node:fs/promises';
 import { DEFAULT_MAX_READ_LENGTH } from '../../config/input-schemas.js';
 import { ErrorCodes, GatewayError } from '../../errors.js';
 import type { InputRejection, IntakeItem, Read } from '../types.js';
@@ -76,6 +77,54 @@ export function rejectionItem(ctx: FileParseContext, raw: Buffer, line: number, 
     origin: originOf(ctx, line),
   };
   return { kind: 'rejection', rejection };
+}
+
+/** Message of a file refused as UTF-16 (every format). */
+export const UTF16_MESSAGE = 'file is UTF-16 encoded; export it as UTF-8 (Excel: "CSV UTF-8"; Notepad: "Save as", encoding UTF-8)';
+
+/** Bytes looked at to recognise UTF-16 without a byte order mark. */
+const SNIFF_BYTES = 64;
+
+/**
+ * Looks at the first bytes of a file of any format: the length of a UTF-8 BOM to skip (0 or 3),
+ * or a {@link fileFormatError} when the file is UTF-16 (a UTF-16 byte order mark, or text whose
+ * every other byte is NUL, as "A\0B\0"): its bytes are not text in any format taken, and would
+ * otherwise become a rejection per line.
+ *
+ * @throws the file system error when the file cannot be opened.
+ */
+export async function checkEncoding(path: string, fileName: string): Promise<number> {
+  const handle = await open(path, 'r');
+  let head: Buffer;
+  try {
+    const buffer = Buffer.alloc(SNIFF_BYTES);
+    const { bytesRead } = await handle.read(buffer, 0, SNIFF_BYTES, 0);
+    head = buffer.subarray(0, bytesRead);
+  } finally {
+    await handle.close();
+  }
+  if (head.length >= 3 && head.subarray(0, 3).equals(UTF8_BOM)) return 3;
+  if (head.length >= 2 && ((head[0] === 0xff && head[1] === 0xfe) || (head[0] === 0xfe && head[1] === 0xff))) {
+    throw fileFormatError(fileName, UTF16_MESSAGE);
+  }
+  if (looksLikeUtf16WithoutBom(head)) throw fileFormatError(fileName, UTF16_MESSAGE);
+  return 0;
+}
+
+/** At least two characters, all ASCII, stored as two bytes each with the NUL before or after. */
+function looksLikeUtf16WithoutBom(head: Buffer): boolean {
+  const pairs = Math.floor(head.length / 2);
+  if (pairs < 2) return false;
+  for (const nulAt of [0, 1]) {
+    let all = true;
+    for (let i = 0; i < pairs * 2 && all; i += 2) {
+      const nul = head[i + nulAt] as number;
+      const other = head[i + 1 - nulAt] as number;
+      all = nul === 0 && other !== 0 && other < 0x80;
+    }
+    if (all) return true;
+  }
+  return false;
 }
 
 /** True for a line or field holding nothing but spaces and tabs (a blank spreadsheet row). */

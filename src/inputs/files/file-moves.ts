@@ -30,24 +30,37 @@ export async function freePath(dir: string, name: string): Promise<string> {
 
 /**
  * Moves `file` to `<root>/processed/YYYY-MM-DD/` (local date of `at`), keeping its name where free.
- * Returns the new path. Same file system as the watched folder, so `rename` is atomic.
+ * Returns the new path (`target` when given, from {@link processedTarget}). Same file system as
+ * the watched folder, so `rename` is atomic (a writer still holding the file open writes on into
+ * the moved file).
  */
-export async function moveToProcessed(file: string, root: string, at: Date): Promise<string> {
+export async function moveToProcessed(file: string, root: string, at: Date, target?: string): Promise<string> {
+  const to = target ?? (await processedTarget(file, root, at));
+  await rename(file, to);
+  return to;
+}
+
+/** Where {@link moveToProcessed} would put `file` now (its folder created), for a rejection to name it. */
+export async function processedTarget(file: string, root: string, at: Date): Promise<string> {
   const dir = join(root, PROCESSED_DIR, localDateFolder(at));
   await mkdir(dir, { recursive: true });
-  const target = await freePath(dir, basename(file));
-  await rename(file, target);
-  return target;
+  return freePath(dir, basename(file));
+}
+
+/** Where {@link moveToFailed} would put `file` now (its folder created), for a rejection to name it. */
+export async function failedTarget(file: string, root: string): Promise<string> {
+  const dir = join(root, FAILED_DIR);
+  await mkdir(dir, { recursive: true });
+  return freePath(dir, basename(file));
 }
 
 /**
  * Moves `file` to `<root>/failed/` and writes `<name>.error.txt` beside it with `reason`, for the
- * operator who fixes the file and drops it again. Returns the new path.
+ * operator who fixes the file and drops it again. Returns the new path (`to` when given, from
+ * {@link failedTarget}).
  */
-export async function moveToFailed(file: string, root: string, reason: string, facts: { inputId: string; at: Date }): Promise<string> {
-  const dir = join(root, FAILED_DIR);
-  await mkdir(dir, { recursive: true });
-  const target = await freePath(dir, basename(file));
+export async function moveToFailed(file: string, root: string, reason: string, facts: { inputId: string; at: Date }, to?: string): Promise<string> {
+  const target = to ?? (await failedTarget(file, root));
   await rename(file, target);
   const text = [
     `scan-gateway could not take this file; none of its rows were stored.`,

@@ -1,13 +1,15 @@
-import { mkdir, readdir, stat } from 'node:fs/promises';
+import { lstat, mkdir, readdir, readlink, stat } from 'node:fs/promises';
 import { basename, join, relative, resolve, sep } from 'node:path';
 import { watch, type FSWatcher } from 'chokidar';
 import type { FilesInputConfig } from '../../config/schema.js';
 import { isGatewayError } from '../../errors.js';
 import type { Logger } from '../../log.js';
-import type { InputAdapter, InputState, InputStatus, IntakeItem, IntakeSink } from '../types.js';
+import type { InputAdapter, InputRejection, InputState, InputStatus, IntakeItem, IntakeSink, SubmitResult } from '../types.js';
 import type { FileParseContext } from './file-format.js';
-import { FAILED_DIR, moveToFailed, moveToProcessed, PROCESSED_DIR } from './file-moves.js';
+import { FILE_REJECTION_RAW_BYTES, GrowthWatch, readRange } from './file-growth.js';
+import { FAILED_DIR, failedTarget, moveToFailed, moveToProcessed, PROCESSED_DIR, processedTarget } from './file-moves.js';
 import { hashFile, IngestLedger } from './ingest-ledger.js';
+import type { ByteRange } from './parse-lines.js';
 import { parseCsvFile } from './parse-csv.js';
 import { parseJsonFile, parseNdjsonFile } from './parse-json.js';
 import { parseLinesFile } from './parse-lines.js';
@@ -32,6 +34,17 @@ export interface FilesInputOptions {
    * watched folder being removed or replaced, or a network share going away.
    */
   folderCheckMs?: number;
+  /**
+   * How long a file moved to `processed/` is still watched for growth after its last change, in
+   * ms (a writer that paused longer than `stableMs` and goes on appending). Default
+   * {@link defaultGrowthWatchMs}.
+   */
+  growthWatchMs?: number;
+}
+
+/** How long a taken file is watched for growth: 10 × `stableMs`, at least 10 s. */
+export function defaultGrowthWatchMs(stableMs: number): number {
+  return Math.max(10_000, 10 * stableMs);
 }
 
 interface QueuedFile {
@@ -41,6 +54,12 @@ interface QueuedFile {
   /** Its items are committed; only the move to processed/ is left. */
   committed: boolean;
   attempt: number;
+  /** Size and mtime of the file as stored (the growth watch starts from there). */
+  stored?: { size: number; mtimeMs: number };
+  /** Where the move after the commit goes (named in a rejection already committed). */
+  target?: string;
+  /** Rejected as a whole (the rejection committed): only the move to `failed/` is left. */
+  failure?: { reason: string; target: string };
 }
 
 type Outcome = 'done' | 'again' | 'retry' | 'stopped';
@@ -57,12 +76,16 @@ const UNREADABLE_CODES = new Set(['EACCES', 'EPERM', 'EISDIR', 'ELOOP', 'ENAMETO
  * `*.part` are ignored so a writer can drop a file atomically by renaming. Files are processed one
  * at a time in order of arrival (files present at start: oldest first). All items of one file go
  * to the sink in ONE `submit`; only after it resolved (committed) is the file moved to
- * `processed/YYYY-MM-DD/`. A file that cannot be read or parsed at all goes to `failed/` with a
- * `<name>.error.txt` giving the reason. When the sink refuses (buffer failure) the file stays in
- * place and is retried with backoff, ahead of later files: never moved, never lost.
+ * `processed/YYYY-MM-DD/`, where it is watched for growth for a while ({@link GrowthWatch}: a
+ * writer that paused longer than `stableMs` may go on appending). A file that cannot be read or
+ * parsed at all goes to `failed/` with a `<name>.error.txt` giving the reason, after an
+ * input-level rejection saying the same was committed (counted, listed by `failures`). When the
+ * sink refuses (buffer failure) the file stays in place and is retried with backoff, ahead of
+ * later files: never moved, never lost. Symbolic links are followed; sub-folders are named once
+ * in a warning and not read.
  *
  * A file whose content (SHA-256) was committed within `rememberFilesDays` is not ingested again:
- * it is moved to `processed/` with a log line. The hash goes to `<dir>/.ingested.json` after the
+ * it is moved to `processed/`, counted as a rejection naming the earlier file. The hash goes to `<dir>/.ingested.json` after the
  * commit ({@link IngestLedger}), in each read's `origin.sha256`, and to the sink's submit (the
  * buffer records it in the same transaction as the rows, which also covers a crash between the
  * commit and the ledger write). Without that, such a crash re-reads the file once: at-least-once.
@@ -103,6 +126,9 @@ export class FilesInput implements InputAdapter {
   private readonly ledger: IngestLedger;
   private ledgerLoaded = false;
   private paused = false;
+  private readonly growth: GrowthWatch;
+  /** Sub-folders already warned about (by name). */
+  private readonly subfoldersWarned = new Set<string>();
 
   constructor(options: FilesInputOptions) {
     this.config = options.config;
@@ -115,6 +141,23 @@ export class FilesInput implements InputAdapter {
     this.retryMaxMs = options.retryMaxMs ?? 30_000;
     this.folderCheckMs = options.folderCheckMs ?? 2000;
     this.ledger = new IngestLedger(this.dir, this.config.rememberFilesDays, this.log, this.now);
+    const stableMs = this.config.stableMs;
+    this.growth = new GrowthWatch({
+      inputId: this.id,
+      dir: this.dir,
+      format: this.config.format,
+      stableMs,
+      watchMs: options.growthWatchMs ?? defaultGrowthWatchMs(stableMs),
+      pollMs: this.config.usePolling ? 1000 : Math.max(100, Math.min(500, Math.floor(stableMs / 2))),
+      rememberFilesDays: this.config.rememberFilesDays,
+      sink: this.sink,
+      ledger: this.ledger,
+      log: this.log,
+      now: this.now,
+      parse: (path, ctx, range) => this.parse(path, ctx, range),
+      paused: () => this.paused,
+      maxReadLength: this.config.maxReadLength,
+    });
   }
 
   /** Back-pressure: while paused, files stay in the folder (a file being read is finished). */
@@ -130,6 +173,7 @@ export class FilesInput implements InputAdapter {
    *  that cannot be watched makes the input `down` (retried with backoff), not a start failure. */
   async start(): Promise<void> {
     this.stopping = false;
+    this.growth.start();
     await this.openWatcher();
   }
 
@@ -141,6 +185,7 @@ export class FilesInput implements InputAdapter {
     for (const wake of this.sleepers) wake();
     await this.closeWatcher();
     await this.draining;
+    await this.growth.stop();
     this.state = 'stopped';
   }
 
@@ -165,24 +210,32 @@ export class FilesInput implements InputAdapter {
       const watcher = watch(dir, {
         depth: 0,
         ignoreInitial: true, // the start-up scan below orders existing files oldest first
-        ignored: (path, stats) => this.isIgnored(path) || (path !== dir && stats?.isDirectory() === true),
+        ignored: (path, stats) => this.isIgnored(path) || (path !== dir && stats?.isDirectory() === true && this.subfolderSeen(path)),
         awaitWriteFinish: this.config.stableMs > 0 ? { stabilityThreshold: this.config.stableMs, pollInterval: 100 } : false,
         usePolling: this.config.usePolling,
         // Polling a network share every 100 ms (chokidar's default) is needless load on the server.
         ...(this.config.usePolling ? { interval: 1000, binaryInterval: 1000 } : {}),
       });
       this.watcher = watcher;
+      // One listener from the start: chokidar also reports single entries it cannot stat (a
+      // symbolic link loop) as 'error', during the first scan too; only a folder that cannot be
+      // listed fails the start, and an 'error' without a listener would be thrown.
+      let ready = false;
+      let failStart: ((err: unknown) => void) | undefined;
+      watcher.on('error', (err) => {
+        if (ready) void this.onWatchError(err);
+        else void this.onWatchError(err, failStart);
+      });
       await new Promise<void>((resolve, reject) => {
+        failStart = reject;
         watcher.once('ready', () => {
-          watcher.off('error', reject);
+          ready = true;
           resolve();
         });
-        watcher.once('error', reject);
       });
       watcher.on('add', (path) => this.enqueue(path, false));
       watcher.on('change', (path) => this.enqueue(path, false));
       watcher.on('unlink', (path) => this.forget(path));
-      watcher.on('error', (err) => void this.onWatchError(err));
       if (this.stopping) return;
       const folder = await stat(dir);
       this.folderId = `${folder.dev}:${folder.ino}`;
@@ -218,14 +271,26 @@ export class FilesInput implements InputAdapter {
     await watcher?.close().catch((err: unknown) => this.log.warn({ err }, 'closing the folder watcher failed'));
   }
 
-  private async onWatchError(err: unknown): Promise<void> {
-    // chokidar reports single-file trouble here too; only a folder we can no longer list is "down".
+  /**
+   * chokidar reports single-file trouble here too; only a folder we can no longer list is "down"
+   * (before the watcher is ready: `failStart`, the start fails and is retried). An entry of the
+   * folder that cannot be followed (a symbolic link loop) is queued, so it is reported.
+   */
+  private async onWatchError(err: unknown, failStart?: (err: unknown) => void): Promise<void> {
     try {
       await readdir(this.dir);
-      this.log.warn({ err }, 'folder watcher reported an error');
     } catch (dirErr) {
-      await this.watchFailed(dirErr);
+      if (failStart) failStart(dirErr);
+      else await this.watchFailed(dirErr);
+      return;
     }
+    const path = (err as NodeJS.ErrnoException).path;
+    if (typeof path === 'string' && relative(this.dir, path) === basename(path) && !this.isIgnored(path)) {
+      this.log.warn({ err, file: basename(path) }, 'folder watcher cannot follow a file; trying to read it');
+      this.enqueue(path, true);
+      return;
+    }
+    this.log.warn({ err }, 'folder watcher reported an error');
   }
 
   private async watchFailed(err: unknown): Promise<void> {
@@ -242,21 +307,53 @@ export class FilesInput implements InputAdapter {
     });
   }
 
-  /** Queues the files already in the folder, oldest first (the order they arrived in). */
+  /**
+   * Queues the files already in the folder, oldest first (the order they arrived in). Symbolic
+   * links are followed (a dangling one is queued too: it is reported); sub-folders are reported
+   * once and not read.
+   */
   private async scanExisting(): Promise<void> {
     const entries = await readdir(this.dir, { withFileTypes: true });
     const found: { path: string; mtimeMs: number }[] = [];
     for (const entry of entries) {
       const path = join(this.dir, entry.name);
-      if (!entry.isFile() || this.isIgnored(path)) continue;
+      if (this.isIgnored(path)) continue;
+      if (entry.isDirectory()) {
+        this.subfolderSeen(path);
+        continue;
+      }
+      if (!entry.isFile() && !entry.isSymbolicLink()) continue;
       try {
-        found.push({ path, mtimeMs: (await stat(path)).mtimeMs });
+        const target = await stat(path).catch(async (err: unknown) => {
+          // A dangling link (or a loop): queued all the same, so it is reported.
+          if (entry.isSymbolicLink()) return lstat(path);
+          throw err;
+        });
+        if (target.isDirectory()) {
+          this.subfolderSeen(path);
+          continue;
+        }
+        found.push({ path, mtimeMs: target.mtimeMs });
       } catch {
         // Gone between listing and stat: nothing to take.
       }
     }
     found.sort((a, b) => a.mtimeMs - b.mtimeMs || (a.path < b.path ? -1 : 1));
     for (const { path } of found) this.enqueue(path, true);
+  }
+
+  /**
+   * A sub-folder of the watched folder (not `processed/` or `failed/`): its files are not read.
+   * Warned about once per name, so files dropped into it by mistake do not go unnoticed.
+   * Answers true (chokidar: ignore it).
+   */
+  private subfolderSeen(path: string): boolean {
+    const rel = relative(this.dir, path);
+    if (rel === '' || rel.includes(sep)) return true;
+    if (rel === PROCESSED_DIR || rel === FAILED_DIR || this.subfoldersWarned.has(rel)) return true;
+    this.subfoldersWarned.add(rel);
+    this.log.warn({ folder: rel, dir: this.dir }, `sub-folder "${rel}" is not read; drop files into the folder itself (${this.dir})`);
+    return true;
   }
 
   private isIgnored(path: string): boolean {
@@ -344,6 +441,7 @@ export class FilesInput implements InputAdapter {
   private async processFile(entry: QueuedFile): Promise<Outcome> {
     const { path } = entry;
     const name = basename(path);
+    if (entry.failure) return this.moveFailed(entry, entry.failure.reason, entry.failure.target);
     if (entry.checkStable) {
       const stable = await this.waitUntilStable(path);
       if (stable === 'stopped') return 'stopped';
@@ -360,11 +458,7 @@ export class FilesInput implements InputAdapter {
         before = await stat(path);
         sha256 = await hashFile(path);
         const earlier = this.config.rememberFilesDays > 0 ? this.ledger.find(sha256) : undefined;
-        if (earlier) {
-          this.log.warn({ file: name, sha256, ingestedAt: earlier.at, as: earlier.name }, 'file with this content was ingested before; not ingested again');
-          entry.committed = true;
-          return this.moveProcessed(entry);
-        }
+        if (earlier) return await this.sameContent(entry, sha256, earlier, receivedAt);
         items = await this.parse(path, { inputId: this.id, fileName: name, receivedAt, maxReadLength: this.config.maxReadLength, sha256 });
         const after = await stat(path);
         if (after.size !== before.size || after.mtimeMs !== before.mtimeMs) {
@@ -377,18 +471,27 @@ export class FilesInput implements InputAdapter {
         return this.readFailed(entry, err);
       }
 
+      let result: SubmitResult | void = undefined;
       if (items.length > 0) {
         try {
-          if (this.config.rememberFilesDays > 0) await this.sink.submit(items, { fileHash: sha256, fileName: name });
-          else await this.sink.submit(items);
+          if (this.config.rememberFilesDays > 0) result = await this.sink.submit(items, { fileHash: sha256, fileName: name });
+          else result = await this.sink.submit(items);
         } catch (err) {
           this.log.error({ err, file: name, items: items.length }, 'buffer refused the file; it stays in the folder and is retried');
           return 'retry';
         }
       }
       entry.committed = true;
-      const rejections = items.reduce((n, item) => n + (item.kind === 'rejection' ? 1 : 0), 0);
-      this.log.info({ file: name, reads: items.length - rejections, rejections, bytes: before.size }, 'file stored');
+      entry.stored = { size: before.size, mtimeMs: before.mtimeMs };
+      // Rejections of the file's rows and, from intake's outcomes, of the mapping (a bad check digit).
+      const rejections = result
+        ? result.outcomes.filter((o) => o.outcome === 'rejected').length
+        : items.reduce((n, item) => n + (item.kind === 'rejection' ? 1 : 0), 0);
+      const scans = result ? result.outcomes.filter((o) => o.outcome === 'scan').length : undefined;
+      this.log.info(
+        { file: name, reads: items.length - items.filter((i) => i.kind === 'rejection').length, ...(scans !== undefined ? { scans } : {}), rejections, bytes: before.size },
+        'file stored',
+      );
       if (this.config.rememberFilesDays > 0) {
         await this.ledger.record(sha256, name).catch((err: unknown) => this.log.warn({ err, file: name }, 'cannot write the ingested-files ledger'));
       }
@@ -400,8 +503,10 @@ export class FilesInput implements InputAdapter {
     const { path } = entry;
     const name = basename(path);
     try {
-      const target = await moveToProcessed(path, this.dir, this.now());
+      const target = await moveToProcessed(path, this.dir, this.now(), entry.target);
       this.log.debug({ file: name, to: target }, 'file moved to processed');
+      // A writer that paused longer than stableMs may still be appending: watch for growth.
+      if (entry.stored) this.growth.watch(target, name, entry.stored.size, entry.stored.mtimeMs);
       return 'done';
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
@@ -414,44 +519,105 @@ export class FilesInput implements InputAdapter {
     }
   }
 
-  private parse(path: string, ctx: FileParseContext): Promise<IntakeItem[]> {
+  /**
+   * Content stored before (ledger): counted as a rejection naming the earlier file (not submitted
+   * with the hash, which the intake would drop as the earlier file's), then moved to processed/.
+   */
+  private async sameContent(entry: QueuedFile, sha256: string, earlier: { at: string; name: string }, receivedAt: Date): Promise<Outcome> {
+    const name = basename(entry.path);
+    const reason = `same content as ${earlier.name} stored at ${earlier.at}; not stored again`;
+    entry.target ??= await processedTarget(entry.path, this.dir, this.now());
+    const raw = await readRange(entry.path, 0, FILE_REJECTION_RAW_BYTES);
+    const rejection: InputRejection = { inputId: this.id, raw, receivedAt, reason, origin: { file: name, sha256, movedTo: relative(this.dir, entry.target) } };
+    try {
+      await this.sink.submit([{ kind: 'rejection', rejection }]);
+    } catch (err) {
+      this.log.error({ err, file: name }, 'buffer refused the note of a file stored before; it stays in the folder and is retried');
+      return 'retry';
+    }
+    this.log.warn({ file: name, sha256, ingestedAt: earlier.at, as: earlier.name }, 'file with this content was ingested before; not ingested again (counted as a rejection)');
+    entry.committed = true;
+    return this.moveProcessed(entry);
+  }
+
+  private parse(path: string, ctx: FileParseContext, range: ByteRange = {}): Promise<IntakeItem[]> {
     const c = this.config;
     switch (c.format) {
       case 'csv':
-        return parseCsvFile(path, ctx, {
-          barcodeColumn: c.barcodeColumn,
-          timeColumn: c.timeColumn,
-          delimiter: c.delimiter,
-          dcpColumn: c.dcpColumn,
-          parentColumn: c.parentColumn,
-          attributeColumns: c.attributeColumns,
-        });
+        return parseCsvFile(
+          path,
+          ctx,
+          {
+            barcodeColumn: c.barcodeColumn,
+            timeColumn: c.timeColumn,
+            delimiter: c.delimiter,
+            dcpColumn: c.dcpColumn,
+            parentColumn: c.parentColumn,
+            attributeColumns: c.attributeColumns,
+          },
+          range,
+        );
       case 'ndjson':
-        return parseNdjsonFile(path, ctx, c.fields);
+        return parseNdjsonFile(path, ctx, c.fields, range);
       case 'json':
         return parseJsonFile(path, ctx, c.fields);
       case 'lines':
-        return parseLinesFile(path, ctx);
+        return parseLinesFile(path, ctx, range);
     }
   }
 
   private async readFailed(entry: QueuedFile, err: unknown): Promise<Outcome> {
     const name = basename(entry.path);
     const code = (err as NodeJS.ErrnoException).code;
+    let reason: string;
     if (code === 'ENOENT') {
-      this.log.info({ file: name }, 'file removed before it was read');
-      return 'done';
-    }
-    if (!isGatewayError(err) && !(code !== undefined && UNREADABLE_CODES.has(code))) {
+      const dangling = await danglingLink(entry.path);
+      if (dangling === undefined) {
+        this.log.info({ file: name }, 'file removed before it was read');
+        return 'done';
+      }
+      reason = dangling;
+    } else if (!isGatewayError(err) && !(code !== undefined && UNREADABLE_CODES.has(code))) {
       this.log.warn({ err, file: name }, 'reading file failed; retrying');
       return 'retry';
+    } else {
+      reason = err instanceof Error ? err.message : String(err);
     }
-    const reason = err instanceof Error ? err.message : String(err);
+    // Counted and inspectable: an input-level rejection with the file's first bytes, committed
+    // before the file moves to failed/ (if the buffer refuses, the file stays and is retried).
+    let target: string;
     try {
-      const target = await moveToFailed(entry.path, this.dir, reason, { inputId: this.id, at: this.now() });
-      this.log.warn({ file: name, reason, to: target }, 'file cannot be taken; moved to failed/');
+      target = await failedTarget(entry.path, this.dir);
+    } catch (targetErr) {
+      this.log.error({ err: targetErr, file: name, reason }, 'file cannot be taken and failed/ cannot be used; retrying');
+      return 'retry';
+    }
+    const raw = await readRange(entry.path, 0, FILE_REJECTION_RAW_BYTES).catch(() => Buffer.alloc(0));
+    const rejection: InputRejection = {
+      inputId: this.id,
+      raw,
+      receivedAt: this.now(),
+      reason,
+      origin: { file: name, movedTo: relative(this.dir, target) },
+    };
+    try {
+      await this.sink.submit([{ kind: 'rejection', rejection }]);
+    } catch (submitErr) {
+      this.log.error({ err: submitErr, file: name, reason }, 'buffer refused the rejection of a file that cannot be taken; it stays in the folder and is retried');
+      return 'retry';
+    }
+    entry.failure = { reason, target };
+    return this.moveFailed(entry, reason, target);
+  }
+
+  private async moveFailed(entry: QueuedFile, reason: string, target: string): Promise<Outcome> {
+    const name = basename(entry.path);
+    try {
+      const to = await moveToFailed(entry.path, this.dir, reason, { inputId: this.id, at: this.now() }, target);
+      this.log.warn({ file: name, reason, to }, 'file cannot be taken; moved to failed/ (stored as a rejection)');
     } catch (moveErr) {
-      // Left in place: a later change to the file, or the next start, tries it again.
+      // Left in place (its rejection is stored): a later change to the file, or the next start,
+      // tries it again.
       this.log.error({ err: moveErr, file: name, reason }, 'file cannot be taken and cannot be moved to failed/');
     }
     return 'done';
@@ -464,7 +630,8 @@ export class FilesInput implements InputAdapter {
     try {
       previous = await stat(path);
     } catch {
-      return 'gone';
+      // A link to nothing (or a loop) is still there: reading it reports it.
+      return (await lstat(path).then(() => true, () => false)) ? 'stable' : 'gone';
     }
     if (Date.now() - previous.mtimeMs >= stableMs) return 'stable';
     for (;;) {
@@ -509,5 +676,15 @@ export class FilesInput implements InputAdapter {
       }, ms);
       this.sleepers.add(wake);
     });
+  }
+}
+
+/** The reason for a dangling symbolic link at `path`, or undefined when it is not one. */
+async function danglingLink(path: string): Promise<string | undefined> {
+  try {
+    if (!(await lstat(path)).isSymbolicLink()) return undefined;
+    return `symbolic link to ${await readlink(path)}, which does not exist (or cannot be reached)`;
+  } catch {
+    return undefined;
   }
 }

@@ -1,18 +1,18 @@
 import { createReadStream } from 'node:fs';
-import { open } from 'node:fs/promises';
-import { CsvError, parse } from 'csv-parse';
 import type { IntakeItem } from '../types.js';
+import { CsvSyntaxError, CsvTokenizer } from './csv-records.js';
 import {
+  checkEncoding,
   fileFormatError,
   isBlank,
   maxReadLengthOf,
   readItem,
   rejectionItem,
   REJECTION_RAW_BYTES,
-  UTF8_BOM,
   type FileParseContext,
   type ReadExtras,
 } from './file-format.js';
+import type { ByteRange } from './parse-lines.js';
 
 /** The CSV keys of a `files` input (`FilesInputConfig`). */
 export interface CsvFormat {
@@ -36,86 +36,146 @@ interface Columns {
   dcp: number | undefined;
   parent: number | undefined;
   attributes: [key: string, index: number][];
+  /** The header's names, for messages. */
+  names: string[];
 }
 
 /** Largest CSV record accepted, in bytes; a file with a longer one (or binary junk) fails whole. */
 export const MAX_CSV_RECORD_BYTES = 1024 * 1024;
 
 /**
- * Reads a `csv` file: a header row, then one row per barcode (RFC 4180 quoting, CRLF or LF, a
+ * Reads a `csv` file: a header row, then one row per barcode (RFC 4180 quoting, CRLF, LF or CR, a
  * UTF-8 BOM allowed). Each row becomes a read of the barcode column's bytes, exactly as in the file
  * (GS bytes and AIM identifiers kept, quotes of a quoted field removed), with `sourceTime` from
  * `timeColumn`, the DCP, a parent and attributes from their columns where configured and filled,
  * and `origin { file, line }` where `line` is the row's first line in the file.
  *
- * Rows holding only empty fields are skipped; a row without a barcode value becomes a rejection
- * whose `raw` is the row's fields joined by the delimiter.
- * The file is parsed as a stream (latin1, which maps every byte to one character, so bytes survive
- * unchanged even when they are not valid UTF-8); memory holds the items, not the text.
+ * Rows holding only empty fields are skipped. These rows become a rejection with their line, the
+ * rows around them are taken: a row without a barcode value (`raw` = the row's fields joined by the
+ * delimiter); a row with broken quoting (a quoted field whose closing quote is not followed by the
+ * delimiter or the line end, as `"RAG"GED-5"`; `raw` = the row's text); a row with more filled
+ * columns than the header (an unquoted value holding the delimiter). A quote inside an unquoted
+ * field is data. The file is parsed as a stream (latin1, which maps every byte to one character,
+ * so bytes survive unchanged even when they are not valid UTF-8); memory holds the items, not the
+ * text.
+ *
+ * With `range.start` after the header, only the rows from there (up to `range.end`) are read, with
+ * the columns of the file's header: the part a writer appended after the file was taken.
  *
  * @throws GatewayError `SCANGW_E_INPUT` (see {@link fileFormatError}) when the file cannot be taken
- *   at all: empty, UTF-16, no header column `barcodeColumn` (or another configured column), broken
- *   quoting, or a record over {@link MAX_CSV_RECORD_BYTES}.
+ *   at all: empty, UTF-16, no header column `barcodeColumn` (or another configured column), a quote
+ *   that is never closed, or a record over {@link MAX_CSV_RECORD_BYTES}.
  * @throws the file system error when the file cannot be read.
  */
-export async function parseCsvFile(path: string, ctx: FileParseContext, format: CsvFormat): Promise<IntakeItem[]> {
-  const start = await byteOrderMarkLength(path, ctx.fileName);
+export async function parseCsvFile(path: string, ctx: FileParseContext, format: CsvFormat, range: ByteRange = {}): Promise<IntakeItem[]> {
+  const bom = await checkEncoding(path, ctx.fileName);
   const delimiter = Buffer.from(format.delimiter, 'utf8').toString('latin1');
-  const parser = parse({
-    encoding: 'latin1',
-    bom: false, // handled above: csv-parse would switch the encoding to utf8 on a BOM
-    delimiter,
-    // All three, CRLF first: a file whose first line ends differently from the rest still splits.
-    record_delimiter: ['\r\n', '\n', '\r'],
-    relax_column_count: true, // a short row is that row's problem (rejection), not the file's
-    relax_quotes: true, // a `"` inside an unquoted barcode is data
-    max_record_size: MAX_CSV_RECORD_BYTES,
-    // No `info`/`raw`: they cost a third of the parse time on big files. Empty lines come through
-    // as [''] and are skipped below, which keeps line counting in our hands.
-  });
-
+  const shownDelimiter = JSON.stringify(format.delimiter);
   const items: IntakeItem[] = [];
   const max = maxReadLengthOf(ctx);
+  const start = Math.max(range.start ?? 0, bom);
   let columns: Columns | undefined;
-  let line = 0;
+  if (start > bom) {
+    const header = await readHeader(path, bom, delimiter, ctx.fileName);
+    if (!header) throw fileFormatError(ctx.fileName, 'CSV file is empty: expected a header row');
+    columns = findColumns(header, format, ctx.fileName);
+  }
 
-  const source = createReadStream(path, { start, highWaterMark: 1024 * 1024 });
-  source.on('error', (err) => parser.destroy(err));
-  source.pipe(parser);
+  const tokenizer = new CsvTokenizer(
+    delimiter,
+    {
+      record: (record, line) => {
+        if (record.every((field) => isBlank(field))) return;
+        if (!columns) {
+          columns = findColumns(record, format, ctx.fileName);
+          return;
+        }
+        const width = columns.names.length;
+        if (record.length > width && record.slice(width).some((field) => !isBlank(field))) {
+          const row = Buffer.from(record.join(delimiter), 'latin1').subarray(0, max);
+          const reason = `row has ${record.length} columns, the header ${width}: a value holding the delimiter ${shownDelimiter} must be quoted`;
+          items.push(rejectionItem(ctx, Buffer.from(row), line, reason));
+          return;
+        }
+        const barcode = record[columns.barcode];
+        if (barcode === undefined || isBlank(barcode)) {
+          const row = Buffer.from(record.join(delimiter), 'latin1').subarray(0, max);
+          items.push(rejectionItem(ctx, Buffer.from(row), line, `row has no value in column "${format.barcodeColumn}"`));
+          return;
+        }
+        const bytes = Buffer.from(barcode, 'latin1');
+        if (bytes.length > max) {
+          items.push(rejectionItem(ctx, Buffer.from(bytes.subarray(0, REJECTION_RAW_BYTES)), line, `barcode longer than ${max} bytes`));
+          return;
+        }
+        const sourceTime = cell(record, columns.time);
+        items.push(readItem(ctx, bytes, line, sourceTime, extrasOf(record, columns)));
+      },
+      broken: (raw, line, problem) => {
+        const name = columns?.names[problem.column - 1];
+        const where = name === undefined ? `column ${problem.column}` : `column ${problem.column} (${JSON.stringify(name)})`;
+        const reason =
+          `broken quoting in ${where}: a quote inside a quoted field must be doubled ("") and the field must end at its ` +
+          `closing quote, found ${JSON.stringify(problem.found)} after it`;
+        if (!columns) throw fileFormatError(ctx.fileName, `CSV header row cannot be read: ${reason}`);
+        items.push(rejectionItem(ctx, Buffer.from(Buffer.from(raw, 'latin1').subarray(0, max)), line, reason));
+      },
+    },
+    MAX_CSV_RECORD_BYTES,
+    range.firstLine ?? 1,
+  );
+
   try {
-    // Iterated directly (not via pipeline) so an error thrown below, e.g. no barcode column,
-    // reaches the caller as itself rather than as an AbortError.
-    for await (const record of parser as AsyncIterable<string[]>) {
-      const firstLine = line + 1;
-      line = firstLine + record.reduce((n, field) => n + countLineFeeds(field), 0);
-      if (record.every((field) => isBlank(field))) continue;
-
-      if (!columns) {
-        columns = findColumns(record, format, ctx.fileName);
-        continue;
-      }
-      const barcode = record[columns.barcode];
-      if (barcode === undefined || isBlank(barcode)) {
-        const row = Buffer.from(record.join(delimiter), 'latin1').subarray(0, max);
-        items.push(rejectionItem(ctx, Buffer.from(row), firstLine, `row has no value in column "${format.barcodeColumn}"`));
-        continue;
-      }
-      const bytes = Buffer.from(barcode, 'latin1');
-      if (bytes.length > max) {
-        items.push(rejectionItem(ctx, Buffer.from(bytes.subarray(0, REJECTION_RAW_BYTES)), firstLine, `barcode longer than ${max} bytes`));
-        continue;
-      }
-      const sourceTime = cell(record, columns.time);
-      items.push(readItem(ctx, bytes, firstLine, sourceTime, extrasOf(record, columns)));
-    }
+    await feed(path, tokenizer, start, range.end);
   } catch (err) {
-    if (err instanceof CsvError) throw fileFormatError(ctx.fileName, `CSV cannot be parsed: ${err.message}`, err);
+    if (err instanceof CsvSyntaxError) throw fileFormatError(ctx.fileName, `CSV cannot be parsed: ${err.message}`, err);
     throw err;
-  } finally {
-    source.destroy();
   }
   if (!columns) throw fileFormatError(ctx.fileName, 'CSV file is empty: expected a header row');
   return items;
+}
+
+/** Streams bytes `[start, end)` of a file through the tokenizer, then ends it. */
+async function feed(path: string, tokenizer: CsvTokenizer, start: number, end?: number): Promise<void> {
+  if (end === undefined || end > start) {
+    const source = createReadStream(path, { start, ...(end !== undefined ? { end: end - 1 } : {}), encoding: 'latin1', highWaterMark: 1024 * 1024 });
+    try {
+      for await (const chunk of source as AsyncIterable<string>) tokenizer.push(chunk);
+    } finally {
+      source.destroy();
+    }
+  }
+  tokenizer.end();
+}
+
+/** Thrown inside the header read to stop it after the header row. */
+const HEADER_FOUND = Symbol('header found');
+
+/** The file's header row (its first record with a filled field), or undefined for an empty file. */
+async function readHeader(path: string, start: number, delimiter: string, fileName: string): Promise<string[] | undefined> {
+  let header: string[] | undefined;
+  const tokenizer = new CsvTokenizer(
+    delimiter,
+    {
+      record: (record) => {
+        if (record.every((field) => isBlank(field))) return;
+        header = record;
+        throw HEADER_FOUND;
+      },
+      broken: () => {
+        throw fileFormatError(fileName, 'CSV header row cannot be read: broken quoting');
+      },
+    },
+    MAX_CSV_RECORD_BYTES,
+  );
+  try {
+    await feed(path, tokenizer, start);
+  } catch (err) {
+    if (err === HEADER_FOUND) return header;
+    if (err instanceof CsvSyntaxError) throw fileFormatError(fileName, `CSV cannot be parsed: ${err.message}`, err);
+    throw err;
+  }
+  return header;
 }
 
 /** A cell as UTF-8 text, trimmed; undefined when there is no such column or the cell is blank. */
@@ -147,7 +207,7 @@ function findColumns(header: string[], format: CsvFormat, fileName: string): Col
   const shown = names.map((n) => JSON.stringify(n)).join(', ');
   const find = (name: string, key: string): number => {
     const index = names.indexOf(name);
-    if (index < 0) throw fileFormatError(fileName, `CSV header has no column "${name}" (${key}); header columns: ${shown}`);
+    if (index < 0) throw fileFormatError(fileName, `CSV header has no column "${name}" (${key}); header columns: ${shown}${delimiterHint(names, format.delimiter)}`);
     return index;
   };
   const optional = (name: string | undefined, key: string): number | undefined => (name === undefined ? undefined : find(name, key));
@@ -157,31 +217,29 @@ function findColumns(header: string[], format: CsvFormat, fileName: string): Col
     dcp: optional(format.dcpColumn, 'dcpColumn'),
     parent: optional(format.parentColumn, 'parentColumn'),
     attributes: Object.entries(format.attributeColumns ?? {}).map(([key, name]) => [key, find(name, `attributeColumns.${key}`)]),
+    names,
   };
 }
 
-/** Length of a UTF-8 BOM to skip (0 or 3). UTF-16 is refused: its bytes are not CSV text. */
-async function byteOrderMarkLength(path: string, fileName: string): Promise<number> {
-  const handle = await open(path, 'r');
-  try {
-    const head = Buffer.alloc(3);
-    const { bytesRead } = await handle.read(head, 0, 3, 0);
-    if (bytesRead === 3 && head.equals(UTF8_BOM)) return 3;
-    if (bytesRead >= 2 && ((head[0] === 0xff && head[1] === 0xfe) || (head[0] === 0xfe && head[1] === 0xff))) {
-      throw fileFormatError(fileName, 'CSV file is UTF-16 encoded; export it as UTF-8 (Excel: "CSV UTF-8")');
+const OTHER_DELIMITERS: [delimiter: string, name: string][] = [
+  [';', 'semicolon'],
+  ['\t', 'tab'],
+  [',', 'comma'],
+  ['|', 'pipe'],
+];
+
+/** A header read as one column that holds another common delimiter: say which to configure. */
+function delimiterHint(names: string[], configured: string): string {
+  const only = names.length === 1 ? names[0] : undefined;
+  if (only === undefined) return '';
+  for (const [delimiter, name] of OTHER_DELIMITERS) {
+    if (delimiter !== configured && only.includes(delimiter)) {
+      return ` (the file looks ${name}-separated: set delimiter: ${JSON.stringify(delimiter)})`;
     }
-    return 0;
-  } finally {
-    await handle.close();
   }
+  return '';
 }
 
 function latin1ToUtf8(text: string): string {
   return Buffer.from(text, 'latin1').toString('utf8');
-}
-
-function countLineFeeds(text: string): number {
-  let n = 0;
-  for (let i = text.indexOf('\n'); i >= 0; i = text.indexOf('\n', i + 1)) n += 1;
-  return n;
 }

@@ -3,8 +3,8 @@ import type { JsonFieldsConfig } from '../../config/input-schemas.js';
 import { describeIssues, scanSchema } from '../../upstream/contract.js';
 import { jsonRead, jsonReadProblem } from '../json-read.js';
 import type { IntakeItem } from '../types.js';
-import { fileFormatError, isBlank, maxReadLengthOf, readItem, rejectionItem, REJECTION_RAW_BYTES, UTF8_BOM, type FileParseContext } from './file-format.js';
-import { scanLines } from './parse-lines.js';
+import { checkEncoding, fileFormatError, isBlank, maxReadLengthOf, readItem, rejectionItem, REJECTION_RAW_BYTES, type FileParseContext } from './file-format.js';
+import { scanLines, type ByteRange } from './parse-lines.js';
 
 /** Longest line of an ndjson file, in bytes: a JSON read with many attributes, never a megabyte. */
 export const MAX_NDJSON_LINE_BYTES = 1024 * 1024;
@@ -18,11 +18,13 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
  * Reads an `ndjson` file: one JSON read per line (`{"code": …, "ts": …, "dcp": …, "parents": …,
  * "attributes": …}`, field paths from `fields`), blank lines skipped. A line that is not UTF-8,
  * not JSON, or not a valid read becomes a rejection with its line number and reason; the lines
- * around it are taken.
+ * around it are taken. Lines end at LF, CRLF or CR.
  *
+ * @throws GatewayError `SCANGW_E_INPUT` when the file is UTF-16 (the whole file goes to `failed/`).
  * @throws the file system error when the file cannot be read.
  */
-export async function parseNdjsonFile(path: string, ctx: FileParseContext, fields: JsonFieldsConfig): Promise<IntakeItem[]> {
+export async function parseNdjsonFile(path: string, ctx: FileParseContext, fields: JsonFieldsConfig, range: ByteRange = {}): Promise<IntakeItem[]> {
+  const bom = await checkEncoding(path, ctx.fileName);
   const items: IntakeItem[] = [];
   await scanLines(path, MAX_NDJSON_LINE_BYTES, {
     line: (bytes, line) => {
@@ -38,7 +40,7 @@ export async function parseNdjsonFile(path: string, ctx: FileParseContext, field
       items.push(jsonItem(ctx, value, bytes, line, fields));
     },
     overlong: (head, line) => items.push(rejectionItem(ctx, head, line, `line longer than ${MAX_NDJSON_LINE_BYTES} bytes`)),
-  });
+  }, { ...range, start: Math.max(range.start ?? 0, bom) });
   return items;
 }
 
@@ -47,7 +49,7 @@ export async function parseNdjsonFile(path: string, ctx: FileParseContext, field
  * upstream format (contract §2.5), validated; the two may be mixed. An element that is not a
  * valid read becomes a rejection whose `origin.line` is its position in the array, from 1.
  *
- * @throws GatewayError `SCANGW_E_INPUT` when the file is not UTF-8 JSON, not an array, or larger
+ * @throws GatewayError `SCANGW_E_INPUT` when the file is UTF-16, not UTF-8 JSON, not an array, or larger
  *   than {@link MAX_JSON_FILE_BYTES} (the whole file goes to `failed/`).
  */
 export async function parseJsonFile(path: string, ctx: FileParseContext, fields: JsonFieldsConfig): Promise<IntakeItem[]> {
@@ -55,8 +57,8 @@ export async function parseJsonFile(path: string, ctx: FileParseContext, fields:
   if (size > MAX_JSON_FILE_BYTES) {
     throw fileFormatError(ctx.fileName, `JSON file of ${size} bytes is larger than ${MAX_JSON_FILE_BYTES}; write large exports as ndjson`);
   }
-  let bytes = await readFile(path);
-  if (bytes.subarray(0, 3).equals(UTF8_BOM)) bytes = bytes.subarray(3);
+  const bom = await checkEncoding(path, ctx.fileName);
+  const bytes = (await readFile(path)).subarray(bom);
   let value: unknown;
   try {
     value = JSON.parse(utf8.decode(bytes));

@@ -1,0 +1,201 @@
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { filesInputSchema, type FilesInputConfig } from '../../src/config/schema.js';
+import { FilesInput } from '../../src/inputs/files/files-input.js';
+import type { InputRejection, IntakeItem, IntakeSink, SubmitOptions } from '../../src/inputs/types.js';
+import { createLogger } from '../../src/log.js';
+import { waitFor } from '../helpers/wait.js';
+
+/**
+ * QA findings 2, 3, 4 and 9 on the files input: what goes to failed/, a re-dropped file, symlinks
+ * and sub-folders must leave a counted, inspectable trace (an input-level rejection) or a warning.
+ */
+
+const NOW = new Date(2026, 10, 18, 7, 0, 0);
+const DAY = '2026-11-18';
+const STABLE_MS = 200;
+
+/** Records every submit with its options, like the intake would receive them. */
+class RecordingSink implements IntakeSink {
+  readonly commits: { items: IntakeItem[]; options: SubmitOptions | undefined }[] = [];
+  async submit(items: IntakeItem[], options?: SubmitOptions): Promise<void> {
+    this.commits.push({ items, options });
+  }
+  get rejections(): InputRejection[] {
+    return this.commits.flatMap((c) => c.items.flatMap((i) => (i.kind === 'rejection' ? [i.rejection] : [])));
+  }
+  get reads(): string[] {
+    return this.commits.flatMap((c) => c.items.flatMap((i) => (i.kind === 'read' ? [i.read.raw.toString('latin1')] : [])));
+  }
+}
+
+let root: string;
+let dir: string;
+let sink: RecordingSink;
+let logLines: string[];
+const inputs: FilesInput[] = [];
+
+beforeEach(async () => {
+  root = await mkdtemp(join(tmpdir(), 'sg-files-failures-'));
+  dir = join(root, 'drop');
+  sink = new RecordingSink();
+  logLines = [];
+});
+
+afterEach(async () => {
+  for (const input of inputs.splice(0)) await input.stop();
+  await rm(root, { recursive: true, force: true });
+});
+
+async function startInput(overrides: Partial<FilesInputConfig> = {}): Promise<FilesInput> {
+  const destination = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      logLines.push(...chunk.toString('utf8').split('\n').filter((l) => l !== ''));
+      done();
+    },
+  });
+  const input = new FilesInput({
+    config: filesInputSchema.parse({ id: 'drop-1', dcp: 'GI', type: 'files', dir, stableMs: STABLE_MS, ...overrides }),
+    sink,
+    logger: createLogger({ destination, format: 'json', level: 'debug' }),
+    now: () => NOW,
+    retryBaseMs: 100,
+    retryMaxMs: 400,
+    folderCheckMs: 100,
+  });
+  inputs.push(input);
+  await input.start();
+  return input;
+}
+
+const warnings = (): { msg: string; [key: string]: unknown }[] =>
+  logLines.map((l) => JSON.parse(l) as { level: number; msg: string }).filter((l) => l.level === 40);
+
+async function exists(path: string): Promise<boolean> {
+  return stat(path).then(
+    () => true,
+    () => false,
+  );
+}
+
+const settle = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, STABLE_MS * 4));
+
+describe('files moved to failed/ are counted (an input-level rejection each)', () => {
+  const cases: { name: string; format: FilesInputConfig['format']; content: Buffer; reason: RegExp }[] = [
+    { name: 'empty.csv', format: 'csv', content: Buffer.alloc(0), reason: /^CSV file is empty/ },
+    { name: 'u16.csv', format: 'csv', content: Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('barcode\r\nA\r\n', 'utf16le')]), reason: /UTF-16/ },
+    { name: 'wrong.csv', format: 'csv', content: Buffer.from('read_at,code\nT,A\n'), reason: /^CSV header has no column "barcode"/ },
+    { name: 'semi.csv', format: 'csv', content: Buffer.from('read_at;barcode\nT;A\n'), reason: /semicolon-separated: set delimiter: ";"/ },
+    { name: 'object.json', format: 'json', content: Buffer.from('{"code":"J"}'), reason: /must hold an array of reads/ },
+  ];
+  for (const c of cases) {
+    it(`${c.name}: rejection with the first bytes, the .error.txt reason and where it went`, async () => {
+      await startInput({ format: c.format });
+      await writeFile(join(dir, c.name), c.content);
+      await waitFor(() => exists(join(dir, 'failed', `${c.name}.error.txt`)), { what: `${c.name} in failed/` });
+      await waitFor(() => sink.rejections.length === 1, { what: 'one rejection submitted' });
+      const [rejection] = sink.rejections;
+      const errorText = await readFile(join(dir, 'failed', `${c.name}.error.txt`), 'utf8');
+      expect(rejection?.reason).toMatch(c.reason);
+      expect(errorText).toContain(`reason: ${rejection?.reason}`);
+      expect(rejection?.raw).toEqual(c.content.subarray(0, 4096));
+      expect(rejection?.origin).toMatchObject({ file: c.name, movedTo: `failed/${c.name}` });
+      expect(rejection?.inputId).toBe('drop-1');
+      expect(sink.reads).toEqual([]);
+    });
+  }
+
+  it('a file that cannot be opened (a symbolic link loop: ELOOP) is moved to failed/ and counted', async () => {
+    await mkdir(dir, { recursive: true });
+    await symlink(join(dir, 'loop-b.txt'), join(dir, 'loop-a.txt'));
+    await symlink(join(dir, 'loop-a.txt'), join(dir, 'loop-b.txt'));
+    await startInput();
+    await waitFor(() => sink.rejections.length === 2, { what: 'both links counted' });
+    // Once the first is moved away, the second points to nothing.
+    expect(sink.rejections.map((r) => r.reason)).toEqual([expect.stringMatching(/^ELOOP/), expect.stringMatching(/^symbolic link to .*loop-a\.txt, which does not exist/)]);
+    expect(inputs[0]?.status().state).toBe('up');
+    expect(sink.rejections.map((r) => r.origin?.['movedTo']).sort()).toEqual(['failed/loop-a.txt', 'failed/loop-b.txt']);
+    await waitFor(() => exists(join(dir, 'failed', 'loop-b.txt.error.txt')));
+  });
+
+  it('when the buffer refuses the rejection, the file stays in the folder and is tried again', async () => {
+    let refuse = 2;
+    const inner = sink;
+    sink = Object.assign(Object.create(RecordingSink.prototype) as RecordingSink, inner, {
+      submit: async (items: IntakeItem[], options?: SubmitOptions) => {
+        if (refuse-- > 0) throw new Error('SQLITE_FULL');
+        inner.commits.push({ items, options });
+      },
+    });
+    await startInput({ format: 'csv' });
+    sink = inner;
+    await writeFile(join(dir, 'wrong.csv'), 'code\nA\n');
+    await waitFor(() => exists(join(dir, 'failed', 'wrong.csv.error.txt')), { what: 'moved after the retries' });
+    expect(inner.rejections).toHaveLength(1);
+  });
+});
+
+describe('a file with content already stored (QA 9)', () => {
+  it('is moved to processed/ and counted as a rejection naming the earlier file and time', async () => {
+    await startInput();
+    await writeFile(join(dir, 'first.txt'), 'DUP-1\n');
+    await waitFor(() => exists(join(dir, 'processed', DAY, 'first.txt')));
+    await writeFile(join(dir, 'again.txt'), 'DUP-1\n');
+    await waitFor(() => exists(join(dir, 'processed', DAY, 'again.txt')));
+    await waitFor(() => sink.rejections.length === 1);
+    expect(sink.reads).toEqual(['DUP-1']);
+    const [rejection] = sink.rejections;
+    expect(rejection?.reason).toBe(`same content as first.txt stored at ${NOW.toISOString()}; not stored again`);
+    expect(rejection?.origin).toMatchObject({ file: 'again.txt', movedTo: `processed/${DAY}/again.txt` });
+    expect(rejection?.raw.toString()).toBe('DUP-1\n');
+    // Not submitted with the file hash: the intake would take it for the earlier file and drop it.
+    expect(sink.commits[1]?.options?.fileHash).toBeUndefined();
+  });
+});
+
+describe('symbolic links (QA 3)', () => {
+  it('takes a link present at start like one created while running; a dangling one is a rejection', async () => {
+    await mkdir(dir, { recursive: true });
+    const outside = join(root, 'outside');
+    await mkdir(outside);
+    await writeFile(join(outside, 'target-1.txt'), 'LINK-1\n');
+    await writeFile(join(outside, 'target-2.txt'), 'LINK-2\n');
+    await symlink(join(outside, 'target-1.txt'), join(dir, 'at-start.txt'));
+    await symlink(join(outside, 'missing.txt'), join(dir, 'dangling.txt'));
+    await startInput();
+    await symlink(join(outside, 'target-2.txt'), join(dir, 'while-running.txt'));
+    await waitFor(() => sink.reads.length === 2, { what: 'both links read' });
+    expect(sink.reads.sort()).toEqual(['LINK-1', 'LINK-2']);
+    await waitFor(() => sink.rejections.length === 1, { what: 'dangling link counted' });
+    expect(sink.rejections[0]?.reason).toMatch(/^symbolic link to .*missing\.txt, which does not exist/);
+    expect(sink.rejections[0]?.origin).toMatchObject({ file: 'dangling.txt', movedTo: 'failed/dangling.txt' });
+    expect(input_running()).toBe(true);
+  });
+});
+
+function input_running(): boolean {
+  return inputs.every((i) => i.status().state === 'up');
+}
+
+describe('sub-folders (QA 4)', () => {
+  it('warns once per sub-folder (present at start or made later) that it is not read, and keeps ignoring it', async () => {
+    await mkdir(join(dir, 'old-exports'), { recursive: true });
+    await writeFile(join(dir, 'old-exports', 'x.txt'), 'SUB-1\n');
+    await startInput();
+    await mkdir(join(dir, 'new-sub'));
+    await writeFile(join(dir, 'new-sub', 'y.txt'), 'SUB-2\n');
+    await writeFile(join(dir, 'top.txt'), 'TOP-1\n');
+    await waitFor(() => exists(join(dir, 'processed', DAY, 'top.txt')));
+    await waitFor(() => warnings().filter((w) => /sub-folder/.test(w.msg)).length === 2, { what: 'two sub-folder warnings' });
+    await writeFile(join(dir, 'new-sub', 'z.txt'), 'SUB-3\n');
+    await settle();
+    const subWarnings = warnings().filter((w) => /sub-folder/.test(w.msg));
+    expect(subWarnings.map((w) => w['folder']).sort()).toEqual(['new-sub', 'old-exports']);
+    expect(subWarnings[0]?.msg).toMatch(/not read; drop files into the folder itself/);
+    expect(sink.reads).toEqual(['TOP-1']);
+    expect(await readdir(join(dir, 'new-sub'))).toEqual(['y.txt', 'z.txt']);
+  });
+});
