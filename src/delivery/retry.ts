@@ -37,7 +37,8 @@ export function classifyFailure(err: unknown): FailureAction {
     case ErrorCodes.PRESIGNED_REFUSED:
       return { action: 'newAddress' };
     case ErrorCodes.UPSTREAM_NETWORK:
-      return { action: 'retry', answerLost: true, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
+      // A refused or unresolvable connection (or no token to send with) carried nothing.
+      return { action: 'retry', answerLost: err.details.notSent !== true, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
     case ErrorCodes.UPSTREAM_AUTH:
       return { action: 'retry', answerLost: false };
     case ErrorCodes.UPSTREAM_RESPONSE:

@@ -122,7 +122,7 @@ export class GatewayMetrics {
     bufferGauge('scan_gateway_buffer_quota_bytes', 'Quota on undelivered data, in bytes, when configured.', (s) => s.buffer.quotaBytes);
     bufferGauge('scan_gateway_intake_paused', '1 while intake is paused by back-pressure.', (s) => (s.buffer.intakePaused ? 1 : 0));
     bufferGauge('scan_gateway_delivery_paused', '1 while delivery is paused by an operator.', (s) => (s.delivery.paused ? 1 : 0));
-    bufferGauge('scan_gateway_possible_duplicates', 'Direct uploads sent again after their answer was lost, since start.', (s) => s.delivery.possibleDuplicates ?? 0);
+    bufferGauge('scan_gateway_possible_duplicates', 'Scans that may be held twice by the service: in uploads sent again after their answer was lost (lifetime count, kept in the buffer).', (s) => s.delivery.possibleDuplicates ?? 0);
     bufferGauge('scan_gateway_uptime_seconds', 'Seconds since the gateway started.', (s) => s.uptimeSec);
     new Gauge({
       name: 'scan_gateway_scans',

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { request, type Dispatcher } from 'undici';
 import type { z } from 'zod';
-import { ErrorCodes, GatewayError } from '../errors.js';
+import { ErrorCodes, GatewayError, isGatewayError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
 import {
   MAX_DIRECT_BODY_BYTES,
@@ -196,16 +196,29 @@ export class UpstreamClient {
   }
 
   /** An authorized call: bearer token, one token refresh on 401, non-2xx → error. */
+  /**
+   * A token for a call that has not been sent yet: a failure to get one (the auth server down,
+   * the secret refused) is marked `notSent`, since the call itself never left.
+   */
+  private async bearer(): Promise<string> {
+    try {
+      return await this.tokens.get();
+    } catch (err) {
+      if (isGatewayError(err)) err.details.notSent = true;
+      throw err;
+    }
+  }
+
   private async api(method: string, path: string, body?: string | Buffer, allowed: number[] = []): Promise<Answer> {
     const headers: Record<string, string> = { accept: JSON_ACCEPT };
     if (body !== undefined) headers['content-type'] = 'application/json';
     const started = this.now();
-    const token = await this.tokens.get();
+    const token = await this.bearer();
     let answer = await this.exchange(method, this.base + path, { ...headers, authorization: `Bearer ${token}` }, body, `${method} ${path}`);
     if (answer.status === 401) {
       this.log.info({ path }, 'access token refused, requesting a new one');
       this.tokens.invalidate(token);
-      const fresh = await this.tokens.get();
+      const fresh = await this.bearer();
       answer = await this.exchange(method, this.base + path, { ...headers, authorization: `Bearer ${fresh}` }, body, `${method} ${path}`);
       if (answer.status === 401) {
         throw new GatewayError(ErrorCodes.UPSTREAM_AUTH, `${method} ${path} answered 401 with a freshly obtained token`, {

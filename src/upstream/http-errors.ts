@@ -79,6 +79,8 @@ export function httpError(
 
 /** Error codes undici and Node give for TLS certificate problems. */
 const TLS_CODES = /CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ERR_TLS|ERR_SSL/;
+/** Failures before a connection carried anything: no byte of the request can have arrived. */
+const NOT_CONNECTED_CODES = /^(ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|EADDRNOTAVAIL|UND_ERR_CONNECT_TIMEOUT)$/;
 
 /**
  * An `UPSTREAM_NETWORK` error (retryable) for anything that kept an exchange from completing:
@@ -90,7 +92,14 @@ export function networkError(method: string, target: string, cause: unknown): Ga
   return new GatewayError(ErrorCodes.UPSTREAM_NETWORK, `${method} ${target} failed: ${code ? `${code} ` : ''}${message}`, {
     cause,
     retryable: true,
-    details: { method, path: target, ...(code ? { cause: code } : {}), ...(code && TLS_CODES.test(code) ? { tls: true } : {}) },
+    details: {
+      method,
+      path: target,
+      ...(code ? { cause: code } : {}),
+      ...(code && TLS_CODES.test(code) ? { tls: true } : {}),
+      // Delivery counts a resend as a possible duplicate only when the request may have arrived.
+      ...(code && (NOT_CONNECTED_CODES.test(code) || TLS_CODES.test(code)) ? { notSent: true } : {}),
+    },
   });
 }
 

@@ -177,6 +177,21 @@ describe('deliverer: crash recovery decided from the stored state', () => {
     expect(t.make().snapshot()).toMatchObject({ possibleDuplicates: 3, possibleDuplicateUploads: 1 });
   });
 
+  it('does not count a resend after a refused connection, or after no token could be had (nothing was sent)', async () => {
+    const t = setup({ mode: 'direct' });
+    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9'), { code: 'ECONNREFUSED' });
+    t.api.upload.push(() => Promise.reject(networkError('POST', '/api/trace/v3/scans', refused)));
+    const tokenDown = networkError('POST', '/oauth2/token', Object.assign(new Error('getaddrinfo ENOTFOUND auth'), { code: 'ENOTFOUND' }));
+    t.api.upload.push(() => Promise.reject(tokenDown));
+    const noToken = new GatewayError(ErrorCodes.UPSTREAM_NETWORK, 'POST /oauth2/token failed: socket hang up', { details: { notSent: true } });
+    t.api.upload.push(() => Promise.reject(noToken));
+    store.commitIntake([scan('A'), scan('B')], t.clock.t);
+    const d = t.start(); // no backoff here (random = 0): the three failures, then the upload
+    await waitFor(() => store.batchesInState('uploaded').length === 1);
+    expect(t.api.ops('upload')).toHaveLength(4);
+    expect(d.snapshot()).toMatchObject({ possibleDuplicates: 0, possibleDuplicateUploads: 0 });
+  });
+
   it('counts a direct upload whose answer was lost (reset) as a possible duplicate', async () => {
     const t = setup({ mode: 'direct' });
     t.api.upload.push(() => Promise.reject(networkError('POST', '/api/trace/v3/scans', Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }))));
