@@ -159,6 +159,8 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
     const reasons: string[] = [];
     for (const i of inputStatuses) if (i.state === 'down') reasons.push(`input ${i.id} is down${i.lastError ? `: ${i.lastError}` : ''}`);
     if (deliveryStatus && deliveryStatus.circuit !== 'closed') reasons.push(upstreamReason(deliveryStatus.lastError));
+    if (deliveryStatus?.paused) reasons.push('delivery paused by an operator (POST /api/v1/admin/resume, or a restart, resumes it)');
+    if (deliveryStatus?.stepError) reasons.push(`delivery cannot work on the buffer: ${deliveryStatus.stepError.message}`);
     const checks = deliveryStatus?.statusChecks;
     if (checks && checks.consecutiveFailures >= STATUS_CHECK_FAILURES_REPORTED) {
       reasons.push(`status checks failing (${checks.consecutiveFailures} in a row): ${checks.lastError?.message ?? 'unknown error'}`);
@@ -170,7 +172,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
     if (lastReloadError) reasons.push(`configuration reload refused (the previous configuration runs): ${lastReloadError.message.split('\n')[0]}`);
     const quota = backPressure?.snapshot();
     return {
-      state: intake?.lastCommitError ? 'down' : reasons.length > 0 ? 'degraded' : 'ok',
+      state: intake?.lastCommitError || deliveryStatus?.stepError?.diskFull ? 'down' : reasons.length > 0 ? 'degraded' : 'ok',
       reasons,
       phase,
       generatedAt: new Date(now()).toISOString(),

@@ -1,7 +1,7 @@
 import type { DeliveryConfig } from '../config/schema.js';
 import { ErrorCodes, isGatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { BatchMode, BatchRow, BufferStore } from '../buffer/store.js';
+import { isDiskFull, type BatchMode, type BatchRow, type BufferStore } from '../buffer/store.js';
 import { MAX_DIRECT_BODY_BYTES, PRESIGNED_VALIDITY_MS, TERMINAL_STATES } from '../upstream/contract.js';
 import { backoffDelay, classifyFailure } from './retry.js';
 import type { DeliveryApi, ScanStatusLike } from './types.js';
@@ -24,6 +24,8 @@ export interface DeliveryStatus {
   possibleDuplicates: number;
   /** How many such uploads (batches sent again). */
   possibleDuplicateUploads: number;
+  /** A delivery step that failed on the buffer itself (a full disk), until a step succeeds. */
+  stepError?: { message: string; at: string; diskFull: boolean };
   /** Status checks (contract §4.6) that failed in a row, and the latest failure. */
   statusChecks: { consecutiveFailures: number; lastError?: { message: string; at: string; batchId: number } };
 }
@@ -73,6 +75,7 @@ export class Deliverer {
   /** Status checks that failed in a row (any batch); reset by an answered one. */
   private consecutivePollFailures = 0;
   private lastPollError: { message: string; at: string; batchId: number } | undefined;
+  private stepError: DeliveryStatus['stepError'];
   private consecutiveFailures = 0;
   private paused = false;
   private status: Omit<DeliveryStatus, 'circuit' | 'consecutiveFailures' | 'paused' | 'possibleDuplicates' | 'possibleDuplicateUploads' | 'statusChecks'> = {};
@@ -118,6 +121,7 @@ export class Deliverer {
       possibleDuplicates: dup.scans,
       possibleDuplicateUploads: dup.uploads,
       statusChecks: { consecutiveFailures: this.consecutivePollFailures, ...(this.lastPollError ? { lastError: this.lastPollError } : {}) },
+      ...(this.stepError ? { stepError: this.stepError } : {}),
     };
   }
 
@@ -140,9 +144,12 @@ export class Deliverer {
       let waitMs: number;
       try {
         waitMs = await this.step();
+        this.stepError = undefined;
       } catch (err) {
         // A failed write to the buffer (a full disk) lands here; the stored state is unchanged.
-        this.options.logger.error({ err }, 'delivery step failed');
+        const message = (err as Error).message;
+        if (this.stepError?.message !== message) this.options.logger.error({ err }, 'delivery step failed; retrying every second');
+        this.stepError = { message, at: new Date(this.now()).toISOString(), diskFull: isDiskFull(err) };
         waitMs = 1000;
       }
       if (!this.running) break;

@@ -111,6 +111,10 @@ describe('health page in headless Chromium', () => {
     await expect.poll(() => page.locator('#admin-result').textContent(), POLL).toContain('delivery paused');
     const delivery = page.locator('section.card', { has: page.getByRole('heading', { name: 'Delivery' }) });
     await expect.poll(() => delivery.locator('dd', { hasText: 'paused' }).count(), POLL).toBe(1);
+    // A forgotten pause must show in monitoring, not only on the page.
+    const health = (await (await fetch(`${gateway!.httpUrl}/healthz`)).json()) as { status: string; reasons: string[] };
+    expect(health.status).toBe('degraded');
+    expect(health.reasons).toContainEqual(expect.stringContaining('delivery paused by an operator'));
     await page.getByRole('button', { name: 'Resume delivery' }).click();
     await expect.poll(() => page.locator('#admin-result').textContent(), POLL).toContain('delivery resumed');
     await expect.poll(() => delivery.locator('.pill', { hasText: 'paused' }).count(), POLL).toBe(0);

@@ -406,6 +406,32 @@ describe('deliverer: answers the contract leaves open (found against an independ
   });
 });
 
+describe('deliverer: a buffer that cannot be written', () => {
+  it('reports a full disk as a step error until a step succeeds again', async () => {
+    const t = setup({ mode: 'direct' });
+    store.commitIntake(Array.from({ length: 3000 }, (_, i) => scan(`FULL-${i}`)), t.clock.t);
+    // The disk fills up: no page left, the free list used up by filler that is deleted later.
+    const pages = store.db.pragma('page_count', { simple: true }) as number;
+    store.db.pragma(`max_page_count = ${pages}`);
+    const fill = store.db.prepare('INSERT INTO space_probe (pad) VALUES (zeroblob(512))');
+    for (;;) {
+      try {
+        fill.run();
+      } catch {
+        break;
+      }
+    }
+    const d = t.start();
+    await waitFor(() => d.snapshot().stepError !== undefined);
+    expect(d.snapshot().stepError).toMatchObject({ diskFull: true, message: expect.stringMatching(/full/i) });
+    expect(store.batchesInState('uploaded')).toHaveLength(0);
+    store.db.prepare('DELETE FROM space_probe').run();
+    store.db.pragma(`max_page_count = ${pages * 10}`);
+    await waitFor(() => store.batchesInState('uploaded').length >= 1, { timeoutMs: 5000 });
+    await waitFor(() => d.snapshot().stepError === undefined);
+  });
+});
+
 describe('deliverer: batching', () => {
   it('auto mode sends a backlog pre-signed in large batches and a trickle direct', async () => {
     const t = setup({ mode: 'auto', maxBatchScans: 100, presignedMaxScans: 1000 });
