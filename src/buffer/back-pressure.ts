@@ -106,6 +106,20 @@ export class BackPressure {
    * Whether a commit adding `scans` scans of `bytes` bytes fits under the quota. Answers the reason
    * when it does not (the commit is then refused and the source keeps its reads).
    */
+  /**
+   * Why one submit can never be stored, however far delivery drains: it alone holds more scans or
+   * bytes than the quota. Its source should give up on it (a file goes to failed/), instead of
+   * retrying for ever and pausing every input each time.
+   */
+  tooLarge(scans: number, bytes: number): string | undefined {
+    const { maxPendingScans, maxBytes } = this.options.limits;
+    if (scans <= maxPendingScans && bytes <= maxBytes) return undefined;
+    return (
+      `larger than the whole buffer quota: ${scans} scans (${bytes} bytes) at once, the quota allows ` +
+      `${maxPendingScans} scans (buffer.maxPendingScans) and ${maxBytes} bytes (buffer.maxBytes); split it, or raise the quota`
+    );
+  }
+
   admit(scans: number, bytes: number): string | undefined {
     if (scans === 0) return undefined;
     const { maxPendingScans, maxBytes } = this.options.limits;

@@ -20,6 +20,8 @@ export interface InputCounters {
 export interface IntakeGate {
   /** Answers why a commit adding these scans is refused, or undefined when it fits. */
   admit(scans: number, bytes: number): string | undefined;
+  /** Why one submit alone can never fit the quota, or undefined. */
+  tooLarge?(scans: number, bytes: number): string | undefined;
   /** Called once before the admits of one group commit; ended by commitFailed or commitSucceeded. */
   beginGroup?(): void;
   commitFailed(err: unknown): void;
@@ -76,6 +78,7 @@ export class Intake implements IntakeSink {
    * Maps the items and commits them with the next group. Resolves once committed; rejects with
    * `SCANGW_E_BUFFER` when the commit failed (`details.diskFull`) or the quota refused the scans
    * (`details.quota`): nothing of this submit was then written, and the source must keep it.
+   * `details.tooLarge`: the submit alone is larger than the quota and will never be taken.
    */
   submit(items: IntakeItem[], options: SubmitOptions = {}): Promise<SubmitResult> {
     if (this.closed) return Promise.reject(new Error('intake is closed'));
@@ -158,6 +161,12 @@ export class Intake implements IntakeSink {
       }
       const adds = p.records.filter((r) => r.scan);
       const addBytes = adds.reduce((n, r) => n + Buffer.byteLength(r.scan!.body), 0);
+      const never = adds.length > 0 ? gate?.tooLarge?.(adds.length, addBytes) : undefined;
+      if (never !== undefined) {
+        forget(p);
+        p.reject(new GatewayError(ErrorCodes.BUFFER, never, { retryable: false, details: { quota: true, tooLarge: true } }));
+        continue;
+      }
       const refused = adds.length > 0 ? gate?.admit(scans + adds.length, bytes + addBytes) : undefined;
       if (refused !== undefined) {
         forget(p);

@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -170,6 +170,38 @@ inputs:
       expect(waiter.pauses.filter((p) => p).length).toBeGreaterThanOrEqual(1);
     } finally {
       clearInterval(watch);
+      await app.stop();
+    }
+  });
+
+  it('moves a file larger than the whole quota to failed/ with the reason, and takes the files behind it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sg-quota-file-'));
+    const file = join(dir, 'config.yaml');
+    writeFileSync(
+      file,
+      `site: { id: quota, timezone: Europe/Berlin }
+upstream: { baseUrl: ${sandbox.url}, authUrl: ${sandbox.url}, clientId: demo-client }
+buffer: { path: ${join(dir, 'buffer.db')}, maxPendingScans: 10 }
+delivery: { mode: direct, maxBatchDelayMs: 60000 }
+http: { listen: 127.0.0.1:0 }
+dcps:
+  - { key: GI-01, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-0042, duplicateWindowMs: 0 }
+inputs:
+  - { id: inbox, type: files, dir: ${join(dir, 'inbox')}, format: lines, dcp: GI-01, stableMs: 50 }
+`,
+    );
+    const app = buildApp(loadConfig(file, { baseDir: dir, env: { SCAN_GATEWAY_CLIENT_SECRET: SECRET } }), { logger: silentLogger() });
+    await app.start();
+    try {
+      writeFileSync(join(dir, 'inbox', 'big.txt'), Array.from({ length: 20 }, (_, i) => `BIG-${i}`).join('\n'));
+      await new Promise((r) => setTimeout(r, 200));
+      writeFileSync(join(dir, 'inbox', 'small.txt'), 'SMALL-1\nSMALL-2\nSMALL-3\n');
+      await waitFor(() => app.status().buffer.undeliveredScans === 3, { timeoutMs: 10_000, what: 'small.txt stored' });
+      await waitFor(() => existsSync(join(dir, 'inbox', 'failed', 'big.txt.error.txt')), { what: 'big.txt in failed/' });
+      expect(readFileSync(join(dir, 'inbox', 'failed', 'big.txt.error.txt'), 'utf8')).toContain('larger than the whole buffer quota: 20 scans');
+      expect(app.status().problems.map((p) => p.reason)).toContainEqual(expect.stringContaining('larger than the whole buffer quota'));
+      expect(app.status().buffer.quota?.intakePaused).toBe(false);
+    } finally {
       await app.stop();
     }
   });

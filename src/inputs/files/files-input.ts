@@ -477,6 +477,8 @@ export class FilesInput implements InputAdapter {
           if (this.config.rememberFilesDays > 0) result = await this.sink.submit(items, { fileHash: sha256, fileName: name });
           else result = await this.sink.submit(items);
         } catch (err) {
+          // Larger than the whole quota: waiting cannot help, and it would block the files behind it.
+          if (isGatewayError(err) && err.details.tooLarge === true) return this.readFailed(entry, err);
           this.log.error({ err, file: name, items: items.length }, 'buffer refused the file; it stays in the folder and is retried');
           return 'retry';
         }

@@ -4,6 +4,7 @@ import type { JsonFieldsConfig } from '../../config/input-schemas.js';
 import type { Logger } from '../../log.js';
 import { rejectionItem } from '../input-items.js';
 import { DEFAULT_JSON_FIELDS, jsonRead, readFromJsonFields } from '../json-read.js';
+import { isGatewayError } from '../../errors.js';
 import type { IntakeItem, IntakeSink, SubmitResult } from '../types.js';
 
 /** The path of the ingest endpoint on the local server. */
@@ -141,6 +142,10 @@ export async function registerIngestRoutes(app: FastifyInstance, options: Ingest
       try {
         result = await track(options.sink.submit(items));
       } catch (err) {
+        if (isGatewayError(err) && err.details.tooLarge === true) {
+          await record(body, `request ${err.message}`, origin);
+          return send(reply, 413, 'Payload Too Large', `the request is ${err.message}`);
+        }
         options.logger?.error({ err, reads: items.length }, 'buffer refused ingested reads; answered 503');
         reply.header('Retry-After', retryAfter);
         return send(reply, 503, 'Service Unavailable', 'the buffer could not store the reads; retry later');
