@@ -200,7 +200,7 @@ inputs:
       await waitFor(() => existsSync(join(dir, 'inbox', 'failed', 'big.txt.error.txt')), { what: 'big.txt in failed/' });
       expect(readFileSync(join(dir, 'inbox', 'failed', 'big.txt.error.txt'), 'utf8')).toContain('larger than the whole buffer quota: 20 scans');
       expect(app.status().problems.map((p) => p.reason)).toContainEqual(expect.stringContaining('larger than the whole buffer quota'));
-      expect(app.status().buffer.quota?.intakePaused).toBe(false);
+      expect(app.status().buffer.intakePaused).toBe(false);
     } finally {
       await app.stop();
     }
