@@ -135,19 +135,26 @@ async function startDaemon(configFile: string, cwd: string, nodeArgs: string[]):
     spawn(process.execPath, [...nodeArgs, join(PACKAGE_ROOT, 'dist/src/main.js'), 'run', '--config', configFile], {
       cwd,
       env: { PATH: process.env.PATH ?? '' },
-      stdio: ['ignore', 'ignore', 'pipe'],
+      stdio: ['ignore', 'pipe', 'pipe'],
     }),
   );
   let stderr = '';
   let lineMs = NaN;
   let healthUrl: string | undefined;
-  child.stderr!.setEncoding('utf8').on('data', (t: string) => {
+  // The start-up line is the JSON log line 'scan-gateway started' (on stdout; stderr hints are
+  // written on a terminal only). Both streams are read so neither pipe fills up.
+  const onOutput = (t: string) => {
     stderr += t;
-    const m = /health at (http:\/\/\S+\/healthz)/.exec(stderr);
+    const m = /"http":"(http:\/\/[^"]+)"[^\n]*"msg":"scan-gateway started"/.exec(stderr);
     if (m && healthUrl === undefined) {
       lineMs = nowMs() - spawnedAt;
-      healthUrl = m[1];
+      healthUrl = `${m[1]}/healthz`;
     }
+    if (stderr.length > 1_000_000) stderr = stderr.slice(-100_000);
+  };
+  child.stdout!.setEncoding('utf8').on('data', onOutput);
+  child.stderr!.setEncoding('utf8').on('data', (t: string) => {
+    onOutput(t);
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const stop = async () => {

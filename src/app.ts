@@ -169,7 +169,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
     reasons.push(...(backPressure?.reasons() ?? []));
     const products = productCheck?.snapshot();
     if (products?.state === 'missing') reasons.push(`product keys not in the upstream product list: ${products.missing.map((m) => m.key).join(', ')}`);
-    if (lastReloadError) reasons.push(`configuration reload refused (the previous configuration runs): ${lastReloadError.message.split('\n')[0]}`);
+    if (lastReloadError) reasons.push(`configuration reload refused (the previous configuration runs): ${firstProblem(lastReloadError.message)}`);
     const quota = backPressure?.snapshot();
     return {
       state: intake?.lastCommitError || deliveryStatus?.stepError?.diskFull ? 'down' : reasons.length > 0 ? 'degraded' : 'ok',
@@ -251,7 +251,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
           for (const input of inputs) {
             if (!input.setPaused) continue;
             input.setPaused(paused);
-            logger.warn({ component: 'buffer', input: input.id, paused, why }, paused ? 'input paused by back-pressure' : 'input resumed');
+            (paused ? logger.warn.bind(logger) : logger.info.bind(logger))({ component: 'buffer', input: input.id, paused, why }, paused ? 'input paused by back-pressure' : 'input resumed');
           }
         },
       });
@@ -400,4 +400,11 @@ async function listening<T>(key: string, address: string, listen: () => Promise<
     }
     throw err;
   }
+}
+
+/** The headline of a configuration error and its first problem (`file:line:col: key: message`). */
+function firstProblem(message: string): string {
+  const lines = message.split('\n').map((l) => l.trim()).filter((l) => l !== '');
+  if (lines.length <= 1) return lines[0] ?? message;
+  return `${lines[0]!.replace(/:$/, '')}: ${lines[1]}${lines.length > 2 ? ` (and ${lines.length - 2} more)` : ''}`;
 }

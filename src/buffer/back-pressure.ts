@@ -231,7 +231,8 @@ export class BackPressure {
     if (level !== this.level) {
       const { maxPendingScans, maxBytes } = this.options.limits;
       const log = level === 'ok' ? this.options.logger.info.bind(this.options.logger) : this.options.logger.warn.bind(this.options.logger);
-      log({ level, from: this.level, undeliveredScans: scans, undeliveredBytes: bytes, maxPendingScans, maxBytes }, `buffer quota level ${level}`);
+      // `quotaLevel`, not `level`: pino's own `level` is the log level, and jq would read the wrong one.
+      log({ quotaLevel: level, from: this.level, undeliveredScans: scans, undeliveredBytes: bytes, maxPendingScans, maxBytes }, `buffer quota level ${level}`);
       this.level = level;
     }
     this.updatePaused();

@@ -100,12 +100,16 @@ export function registerRunCommand(program: Command, io: RunIo): void {
       reloader.start();
       io.onHangup?.(() => void reloader.trigger('SIGHUP'));
       io.onReady?.();
-      for (const input of loaded.config.inputs) {
-        if (input.type === 'files') io.stderr.write(`scan-gateway: drop ${input.format} files for DCP ${input.dcp} into ${input.dir}\n`);
+      // Hints for a person at a terminal; under systemd stderr goes to the journal, where only the
+      // JSON log lines belong (jq recipes read every line as JSON).
+      if (loaded.config.log.format === 'pretty' || (io.stderr as { isTTY?: boolean }).isTTY === true) {
+        for (const input of loaded.config.inputs) {
+          if (input.type === 'files') io.stderr.write(`scan-gateway: drop ${input.format} files for DCP ${input.dcp} into ${input.dir}\n`);
+        }
+        io.stderr.write(
+          `scan-gateway: health at ${app.httpUrl}/healthz${loaded.config.sandbox.enabled ? `; sandbox scans at http://${loaded.config.sandbox.listen}/_sandbox/scans` : ''}\n`,
+        );
       }
-      io.stderr.write(
-        `scan-gateway: health at ${app.httpUrl}/healthz${loaded.config.sandbox.enabled ? `; sandbox scans at http://${loaded.config.sandbox.listen}/_sandbox/scans` : ''}\n`,
-      );
       if (adminToken === undefined) log.info('no admin token configured: admin actions are off');
 
       const signal = await io.stopSignal;

@@ -93,12 +93,13 @@ export class GatewayMetrics {
     });
     new Gauge({
       name: 'scan_gateway_input_up',
-      help: '1 when the input is up (connected, watching), else 0.',
+      help: '1 when the input is up (connected, watching) or paused on purpose (back-pressure, operator), else 0.',
       labelNames: ['input', 'type'],
       registers: [r],
       collect() {
         this.reset();
-        for (const i of snap()?.inputs ?? []) this.set({ input: i.id, type: i.type }, i.state === 'up' ? 1 : 0);
+        // Paused is deliberate and resumes by itself: an alert on input_up == 0 is for inputs that are down.
+        for (const i of snap()?.inputs ?? []) this.set({ input: i.id, type: i.type }, i.state === 'up' || i.state === 'paused' ? 1 : 0);
       },
     });
     const bufferGauge = (name: string, help: string, value: (s: GatewayStatus) => number | null | undefined) =>

@@ -126,7 +126,8 @@ describe('configuration reload', () => {
       const status = app.status();
       expect(String((status.config.lastReloadError as { message: string }).message)).toMatch(/rules\[0\]\.reference\.group: the regex has no group named "number"/);
       expect(status.state).toBe('degraded');
-      expect(status.reasons.some((r) => r.startsWith('configuration reload refused'))).toBe(true);
+      // The reason carries the problem itself, not only the headline.
+      expect(status.reasons.find((r) => r.startsWith('configuration reload refused'))).toMatch(/reference\.group: the regex has no group named "number"/);
 
       // The running rule still maps.
       writeFileSync(join(dir, 'a', 'one.txt'), 'CELL-7\n');
