@@ -111,7 +111,7 @@ export class Retention {
         if (rows.length === 0) break;
         const old = rows.filter((r) => r.at < cutoffIso);
         db.transaction(() => {
-          const del = db.prepare(`DELETE FROM reads WHERE id = ?`);
+          const del = db.prepare(`DELETE FROM reads WHERE id = ? AND ${NOT_NEWEST('reads')}`);
           for (const r of old) total.reads += del.run(r.id).changes;
         })();
         after = rows[rows.length - 1]!.id;
@@ -136,7 +136,7 @@ export class Retention {
       .prepare(`SELECT id, read_id AS readId FROM scans WHERE batch_id = ? AND state = 'delivered' LIMIT ?`)
       .all(batchId, this.chunk) as { id: number; readId: number }[];
     const readIds = new Set<number>();
-    const delScan = db.prepare(`DELETE FROM scans WHERE id = ?`);
+    const delScan = db.prepare(`DELETE FROM scans WHERE id = ? AND ${NOT_NEWEST('scans')}`);
     let replaced = scans.map((s) => s.id);
     for (const s of scans) {
       readIds.add(s.readId);
@@ -156,7 +156,7 @@ export class Retention {
       }
       replaced = next;
     }
-    const delRead = db.prepare(`DELETE FROM reads WHERE id = ? AND NOT EXISTS (SELECT 1 FROM scans WHERE read_id = ?)`);
+    const delRead = db.prepare(`DELETE FROM reads WHERE id = ? AND NOT EXISTS (SELECT 1 FROM scans WHERE read_id = ?) AND ${NOT_NEWEST('reads')}`);
     for (const readId of readIds) total.reads += delRead.run(readId, readId).changes;
     if (scans.length === this.chunk) return false;
     total.batches += this.deleteEmptyBatch(batchId);
@@ -166,10 +166,17 @@ export class Retention {
   /** Deletes a finished batch that has no scans left; answers 1 when it did. */
   private deleteEmptyBatch(batchId: number): number {
     return this.options.store.db
-      .prepare(`DELETE FROM batches WHERE id = ? AND state = 'done' AND NOT EXISTS (SELECT 1 FROM scans WHERE batch_id = ?)`)
+      .prepare(`DELETE FROM batches WHERE id = ? AND state = 'done' AND NOT EXISTS (SELECT 1 FROM scans WHERE batch_id = ?) AND ${NOT_NEWEST('batches')}`)
       .run(batchId, batchId).changes;
   }
 }
+
+/**
+ * The newest row of a table is never pruned: ids are `INTEGER PRIMARY KEY` (max + 1, no
+ * AUTOINCREMENT), so a buffer pruned empty would hand out batch 1 again, and logs, `replay
+ * --batch N` and the audit trail would name two batches alike.
+ */
+const NOT_NEWEST = (table: 'batches' | 'scans' | 'reads'): string => `id < (SELECT max(id) FROM ${table})`;
 
 function yieldToEventLoop(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));

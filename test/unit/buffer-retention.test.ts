@@ -78,12 +78,25 @@ describe('retention: the audit period', () => {
 
   it('runs at start and then periodically, and stops cleanly', async () => {
     const s = (store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-retention-')), 'buffer.db')));
-    deliveredBatch(s, ['OLD'], 40);
+    deliveredBatch(s, ['OLD-1'], 41);
+    deliveredBatch(s, ['OLD-2'], 40);
     const retention = new Retention({ store: s, retentionDays: 30, logger: silentLogger(), now: () => NOW, intervalMs: 20 });
     retention.start();
     await new Promise((resolve) => setTimeout(resolve, 100));
     await retention.stop();
-    expect(s.db.prepare('SELECT count(*) FROM scans').pluck().get()).toBe(0);
+    // All but the newest rows (kept so that ids are never handed out twice).
+    expect(s.db.prepare('SELECT reference FROM scans').pluck().all()).toEqual(['OLD-2']);
     expect(retention.lastRun?.result).toEqual({ scans: 0, reads: 0, batches: 0, files: 0 });
+  });
+
+  it('never hands out a batch id twice, also after pruning every old batch', async () => {
+    const s = (store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-retention-')), 'buffer.db')));
+    const first = deliveredBatch(s, ['A'], 45);
+    const second = deliveredBatch(s, ['B'], 40);
+    await new Retention({ store: s, retentionDays: 30, logger: silentLogger(), now: () => NOW }).prune();
+    expect(s.batch(first)).toBeUndefined();
+    const third = deliveredBatch(s, ['C'], 1);
+    expect(third).toBeGreaterThan(second);
+    expect(new Set([first, second, third]).size).toBe(3);
   });
 });
