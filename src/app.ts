@@ -21,7 +21,7 @@ import type { InputAdapter, IntakeSink } from './inputs/types.js';
 import type { Logger } from './log.js';
 import { Mapper } from './mapping/mapper.js';
 import { ProductCheck } from './mapping/product-check.js';
-import { applyReload, planReload, type ReloadReport } from './config/reload.js';
+import { applyReload, planReload, RESTART_SECTIONS, type ReloadReport } from './config/reload.js';
 import { VERSION } from './paths.js';
 import { startSandbox, type RunningSandbox } from './sandbox/server.js';
 import { UpstreamClient } from './upstream/client.js';
@@ -327,7 +327,10 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
           intake?.setMapping(fresh);
         },
       });
-      current = next;
+      // What runs: the new file, except the sections that only a restart applies. The next reload
+      // compares with this, so needsRestart stays listed until the file matches what runs again.
+      const running = Object.fromEntries(RESTART_SECTIONS.map((section) => [section, current.config[section]]));
+      current = { ...next, config: { ...next.config, ...running } };
       configLoadedAt = new Date(now());
       lastReloadError = undefined;
       lastReload = { at: configLoadedAt.toISOString(), needsRestart: report.needsRestart, inputErrors: report.inputErrors };

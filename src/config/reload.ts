@@ -46,7 +46,14 @@ export function planReload(current: GatewayConfig, next: GatewayConfig): ReloadP
     const now = after.get(id);
     if (!now) plan.removed.push(id);
     else if (isDeepStrictEqual(input, now)) plan.unchanged.push(id);
-    else plan.changed.push(id);
+    else {
+      plan.changed.push(id);
+      // Its token and mapping follow the reload; its route's body limit was fixed when the local
+      // server started (src/inputs/http/http-input.ts).
+      if (input.type === 'http' && now.type === 'http' && input.maxBodyBytes !== now.maxBodyBytes) {
+        plan.needsRestart.push(`inputs.${id}.maxBodyBytes`);
+      }
+    }
   }
   for (const [id, input] of after) {
     if (before.has(id)) continue;

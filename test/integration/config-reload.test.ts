@@ -58,6 +58,25 @@ describe('configuration reload', () => {
     await sandbox.close();
   });
 
+  it('lists a section that needs a restart until the file matches what runs again, across later reloads', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sg-reload-restart-'));
+    const file = join(dir, 'config.yaml');
+    const write = (delivery: string, rest = '') => writeFileSync(file, siteConfig(dir, sandbox.url, { delivery, rest }));
+    const load = () => loadConfig(file, { baseDir: dir, env: { SCAN_GATEWAY_CLIENT_SECRET: SECRET } });
+    const d500 = '{ mode: direct, maxBatchScans: 500 }';
+    write(d500);
+    app = buildApp(load(), { logger: silentLogger() });
+    await app.start();
+    write('{ mode: direct, maxBatchScans: 400 }');
+    expect((await app.reload(load())).needsRestart).toEqual(['delivery']);
+    // A rule changes: delivery still runs with 500, so it still needs the restart.
+    write('{ mode: direct, maxBatchScans: 400 }', "rules:\n  - { name: any, match: { regex: '^(?<c>.+)$' }, reference: { group: c } }\n");
+    expect((await app.reload(load())).needsRestart).toEqual(['delivery']);
+    // Back to what runs: nothing needs a restart any more.
+    write(d500);
+    expect((await app.reload(load())).needsRestart).toEqual([]);
+  });
+
   it('applies a valid configuration without losing a read, restarting only the inputs that changed', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'sg-reload-'));
     for (const sub of ['a', 'b', 'c']) mkdirSync(join(dir, sub));
