@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import type { FastifyInstance } from 'fastify';
 import type { LoadedConfig } from './config/load.js';
 import type { InputConfig } from './config/schema.js';
@@ -329,6 +330,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
       });
       // What runs: the new file, except the sections that only a restart applies. The next reload
       // compares with this, so needsRestart stays listed until the file matches what runs again.
+      const previous = current;
       const running = Object.fromEntries(RESTART_SECTIONS.map((section) => [section, current.config[section]]));
       current = { ...next, config: { ...next.config, ...running } };
       configLoadedAt = new Date(now());
@@ -341,7 +343,18 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
       }
       const log = logger.child({ component: 'config' });
       log.info(
-        { file: next.file, restarted: report.changed, added: report.added, removed: report.removed, unchanged: report.unchanged },
+        {
+          file: next.file,
+          restarted: report.changed,
+          added: report.added,
+          removed: report.removed,
+          unchanged: report.unchanged,
+          // The mapping is swapped on every reload; say whether what it maps by changed.
+          mappingChanged: !isDeepStrictEqual(
+            { dcps: previous.config.dcps, rules: previous.config.rules, lookups: previous.config.lookups, containers: previous.config.containers, site: previous.config.site },
+            { dcps: next.config.dcps, rules: next.config.rules, lookups: next.config.lookups, containers: next.config.containers, site: next.config.site },
+          ),
+        },
         'configuration reloaded',
       );
       if (report.needsRestart.length > 0) log.warn({ sections: report.needsRestart }, 'changed sections take effect only after a restart');

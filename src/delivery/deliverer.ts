@@ -420,7 +420,19 @@ export class Deliverer {
     if ((TERMINAL_STATES as readonly string[]).includes(status.state)) {
       store.finishBatch(batch.id, status, new Date(this.now()).toISOString());
       const log = status.state === 'Success' ? logger.info.bind(logger) : logger.warn.bind(logger);
-      log({ batchId: batch.id, requestId: batch.requestId, state: status.state, processed: status.processed, failed: status.failed }, 'batch processed');
+      const reasons = [...new Set((status.failures ?? []).map((f) => f.reason))].slice(0, 5);
+      log(
+        {
+          batchId: batch.id,
+          requestId: batch.requestId,
+          state: status.state,
+          processed: status.processed,
+          failed: status.failed,
+          ...(status.state !== 'Success' && status.description ? { description: status.description } : {}),
+          ...(reasons.length > 0 ? { reasons } : {}),
+        },
+        'batch processed',
+      );
       return;
     }
     const sinceUpload = this.now() - Date.parse(batch.uploadedAt ?? new Date(this.now()).toISOString());
