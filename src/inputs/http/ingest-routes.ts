@@ -87,12 +87,17 @@ export async function registerIngestRoutes(app: FastifyInstance, options: Ingest
 
     scope.addHook('onRequest', async (req, reply) => {
       if (!authorized(req.headers.authorization, options.tokens)) {
+        // Who and how, never what was given: the header may hold a real token for something else.
+        options.logger?.warn(
+          { remote: req.ip, given: req.headers.authorization === undefined ? 'no token' : /^Bearer /i.test(req.headers.authorization) ? 'wrong token' : 'not a bearer token' },
+          'ingest call refused',
+        );
         reply.header('WWW-Authenticate', 'Bearer realm="scan-gateway ingest"');
         return send(reply, 401, 'Unauthorized', 'a valid bearer token is required (Authorization: Bearer <token>)');
       }
       if (options.isPaused()) {
         reply.header('Retry-After', retryAfter);
-        return send(reply, 503, 'Service Unavailable', 'intake is paused (buffer near its quota or stopping); retry later');
+        return send(reply, 503, 'Service Unavailable', 'intake is paused (the buffer is near its quota or its disk is full, or the gateway is stopping); retry later');
       }
       return undefined;
     });
