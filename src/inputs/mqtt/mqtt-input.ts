@@ -220,6 +220,10 @@ export class MqttInput implements InputAdapter {
     const client = this.client;
     if (!client) return;
     this.closing = true;
+    // Submits waiting to retry (the buffer at its quota) give up now, unacknowledged: the broker
+    // sends those messages again on the next connection. Waiting for them would hold the
+    // connection open for the whole settle timeout, though pausing means disconnecting.
+    for (const wake of this.sleepers) wake();
     const settle = Promise.allSettled([...this.work]);
     const timeoutMs = this.options.settleTimeoutMs ?? 10_000;
     let timer: NodeJS.Timeout | undefined;
@@ -314,7 +318,7 @@ export class MqttInput implements InputAdapter {
         return true;
       } catch (err) {
         // Given up without a PUBACK, the broker sends the message again; QoS 0 has no second chance.
-        if (this.stopping || acks?.isReset) return false;
+        if (this.stopping || this.closing || acks?.isReset) return false;
         const delayMs = Math.min(SUBMIT_RETRY_MAX_MS, (this.options.submitRetryBaseMs ?? 500) * 2 ** Math.min(attempt, 20));
         if (attempt === 0) this.log.error({ err, retryInMs: delayMs }, 'buffer refused an MQTT read; retrying, not acknowledged');
         await this.sleep(delayMs);
