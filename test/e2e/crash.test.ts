@@ -39,7 +39,8 @@ upstream: { baseUrl: ${sandboxUrl}, authUrl: ${sandboxUrl}, clientId: demo-clien
 buffer: { path: ${join(dir, 'buffer.db')} }
 delivery: { mode: ${mode}, maxBatchScans: 400, presignedMaxScans: 400, maxBatchDelayMs: 30, statusPollMs: 60, statusPollMaxMs: 200, retryBaseMs: 30, retryMaxMs: 200, notFoundGraceMs: 400 }
 http: { listen: 127.0.0.1:0 }
-log: { level: warn }
+# info: the test helper finds the health address in the "scan-gateway started" log line
+log: { level: info }
 dcps:
   - { key: GI-01, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-0042, duplicateWindowMs: 0 }
 inputs:

@@ -16,7 +16,10 @@ export interface GatewayProcess {
   stop(): Promise<number | null>;
 }
 
-/** Starts `scan-gateway run --config FILE` as a child process and waits until it serves health. */
+/**
+ * Starts `scan-gateway run --config FILE` as a child process and waits until it serves health, found
+ * in the info-level JSON log line "scan-gateway started" (so `log.level` must be info or lower).
+ */
 export async function startGateway(configFile: string, env: Record<string, string>, cwd: string): Promise<GatewayProcess> {
   const child = spawn(process.execPath, [MAIN_JS, 'run', '--config', configFile], {
     cwd,
