@@ -87,6 +87,8 @@ export const REDELIVERY_MAX_ENTRIES = 100_000;
  * from here acknowledges them without storing the read twice. Keyed by topic, packet id and a
  * hash of the payload; bounded, oldest dropped first (a miss only means an at-least-once duplicate).
  */
+const COMMITTED: Promise<boolean> = Promise.resolve(true);
+
 export class RedeliveryCache {
   private readonly commits = new Map<string, Promise<boolean>>();
 
@@ -113,7 +115,15 @@ export class RedeliveryCache {
     return this.commits.get(key);
   }
 
-  /** The message was acknowledged: the broker will not send it again. */
+  /**
+   * The message was committed and its PUBACK written: keep the key (the PUBACK may not arrive),
+   * but not the commit's promise, which would hold its closure for as long.
+   */
+  settled(key: string): void {
+    if (this.commits.has(key)) this.commits.set(key, COMMITTED);
+  }
+
+  /** The broker surely has the PUBACK: it will not send the message again. */
   forget(key: string): void {
     this.commits.delete(key);
   }

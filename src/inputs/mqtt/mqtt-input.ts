@@ -47,6 +47,8 @@ const SUBMIT_RETRY_MAX_MS = 30_000;
  * in ms: by then the broker has the PUBACK, or the connection has dropped and the key is kept.
  */
 const PUBACK_SETTLE_MS = 5_000;
+/** Width of the groups acknowledged keys are kept in, in ms. */
+const ACK_BUCKET_MS = 100;
 
 export class MqttInput implements InputAdapter {
   readonly id: string;
@@ -63,8 +65,8 @@ export class MqttInput implements InputAdapter {
    * message again after its restart: a key is forgotten only once a connection has been up for
    * {@link PUBACK_SETTLE_MS} after it, so that resend is still recognised.
    */
-  private readonly acknowledgedKeys: { key: string; at: number }[] = [];
-  private acknowledgedHead = 0;
+  private readonly acknowledgedKeys: { at: number; keys: string[] }[] = [];
+  private acknowledgedCount = 0;
   private connectedAt = 0;
   private clientOptions: IClientOptions | undefined;
   private client: MqttClient | undefined;
@@ -294,19 +296,20 @@ export class MqttInput implements InputAdapter {
 
   private acknowledged(key: string): void {
     const now = performance.now();
-    const queue = this.acknowledgedKeys;
-    queue.push({ key, at: now });
+    this.redelivery.settled(key);
+    // Keys are grouped by the 100 ms in which their PUBACK was written: one small array per group
+    // instead of an object per message, at tens of thousands of messages a second.
+    const buckets = this.acknowledgedKeys;
+    let last = buckets[buckets.length - 1];
+    if (!last || now - last.at >= ACK_BUCKET_MS) buckets.push((last = { at: now, keys: [] }));
+    last.keys.push(key);
+    this.acknowledgedCount++;
+    const settled = this.acks !== undefined && !this.acks.isReset && now - this.connectedAt >= PUBACK_SETTLE_MS;
     // Past the cache's own bound the oldest keys are gone from it anyway.
-    if (queue.length - this.acknowledgedHead > REDELIVERY_MAX_ENTRIES) this.acknowledgedHead = queue.length - REDELIVERY_MAX_ENTRIES;
-    if (this.acks && !this.acks.isReset && now - this.connectedAt >= PUBACK_SETTLE_MS) {
-      while (this.acknowledgedHead < queue.length && now - queue[this.acknowledgedHead]!.at >= PUBACK_SETTLE_MS) {
-        this.redelivery.forget(queue[this.acknowledgedHead]!.key);
-        this.acknowledgedHead++;
-      }
-    }
-    if (this.acknowledgedHead > 1024 && this.acknowledgedHead * 2 > queue.length) {
-      queue.splice(0, this.acknowledgedHead);
-      this.acknowledgedHead = 0;
+    while (buckets.length > 1 && (this.acknowledgedCount > REDELIVERY_MAX_ENTRIES || (settled && now - buckets[0]!.at >= PUBACK_SETTLE_MS + ACK_BUCKET_MS))) {
+      const oldest = buckets.shift()!;
+      this.acknowledgedCount -= oldest.keys.length;
+      for (const k of oldest.keys) this.redelivery.forget(k);
     }
   }
 
