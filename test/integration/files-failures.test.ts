@@ -1,12 +1,11 @@
-import { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { filesInputSchema, type FilesInputConfig } from '../../src/config/schema.js';
 import { FilesInput } from '../../src/inputs/files/files-input.js';
 import type { InputRejection, IntakeItem, IntakeSink, SubmitOptions } from '../../src/inputs/types.js';
-import { createLogger } from '../../src/log.js';
+import { memoryLogger } from '../helpers/log-lines.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
@@ -51,16 +50,12 @@ afterEach(async () => {
 });
 
 async function startInput(overrides: Partial<FilesInputConfig> = {}): Promise<FilesInput> {
-  const destination = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      logLines.push(...chunk.toString('utf8').split('\n').filter((l) => l !== ''));
-      done();
-    },
-  });
+  const log = memoryLogger('debug');
+  logLines = log.lines;
   const input = new FilesInput({
     config: filesInputSchema.parse({ id: 'drop-1', dcp: 'GI', type: 'files', dir, stableMs: STABLE_MS, ...overrides }),
     sink,
-    logger: createLogger({ destination, format: 'json', level: 'debug' }),
+    logger: log.logger,
     now: () => NOW,
     retryBaseMs: 100,
     retryMaxMs: 400,

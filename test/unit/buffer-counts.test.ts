@@ -9,6 +9,7 @@ import { Retention } from '../../src/buffer/retention.js';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
 import { batchCounts } from '../../src/health/buffer-report.js';
 import { silentLogger } from '../../src/log.js';
+import { scanAt } from '../helpers/records.js';
 
 // The health page, /healthz and the metrics read scan and batch counts from tables kept by
 // triggers (migration 3). These tests hold those tables against a GROUP BY of the rows themselves
@@ -19,10 +20,7 @@ const NOW = Date.parse('2026-12-31T12:00:00Z');
 let store: BufferStore | undefined;
 afterEach(() => store?.close());
 
-function scan(reference: string, at: number): IntakeRecord {
-  const body = JSON.stringify({ reference });
-  return { inputId: 'in', receivedAt: new Date(at), raw: Buffer.from(reference), outcome: 'scan', scan: { reference, dcpKey: 'GI-01', instant: new Date(at), body } };
-}
+const scan = (reference: string, at: number): IntakeRecord => scanAt(reference, 'GI-01', at);
 
 /** Scan counts by state and batch counts by mode and label, counted from the rows. */
 function groupedCounts(db: Database.Database) {

@@ -5,16 +5,14 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Retention } from '../../src/buffer/retention.js';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
 import { silentLogger } from '../../src/log.js';
+import { scanAt } from '../helpers/records.js';
 
 const DAY = 24 * 3600_000;
 const NOW = Date.parse('2026-12-31T12:00:00Z');
 let store: BufferStore | undefined;
 afterEach(() => store?.close());
 
-function scan(reference: string, at: number): IntakeRecord {
-  const body = JSON.stringify({ reference });
-  return { inputId: 'in', receivedAt: new Date(at), raw: Buffer.from(reference), outcome: 'scan', scan: { reference, dcpKey: 'GI-01', instant: new Date(at), body } };
-}
+const scan = (reference: string, at: number): IntakeRecord => scanAt(reference, 'GI-01', at);
 
 function other(outcome: 'noRead' | 'duplicate' | 'rejected', at: number): IntakeRecord {
   return { inputId: 'in', receivedAt: new Date(at), raw: Buffer.from(outcome), outcome, ...(outcome === 'rejected' ? { reason: 'invalid GS1 data' } : {}) };

@@ -1,29 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { parseConfigText, type ConfigProblem } from '../../src/config/load.js';
-import { isGatewayError } from '../../src/errors.js';
+import { parseConfigText } from '../../src/config/load.js';
+import { BASE_CONFIG, problemLines, problemsOf } from '../helpers/config-problems.js';
 
-const BASE = `site: { id: s1, timezone: Europe/Berlin }
-upstream: { baseUrl: http://127.0.0.1:8090, authUrl: http://127.0.0.1:8090, clientId: c1 }
-dcps:
-  - { key: GI-01, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-1 }
-inputs:
-  - { id: gi, type: serial, path: /dev/null, dcp: GI-01 }
-`;
+const BASE = BASE_CONFIG;
 
-function problemsOf(text: string): ConfigProblem[] {
-  try {
-    parseConfigText(text, 'site.yaml');
-  } catch (err) {
-    if (isGatewayError(err) && Array.isArray(err.details.problems)) return err.details.problems as ConfigProblem[];
-    throw err;
-  }
-  throw new Error('expected the configuration to be refused');
-}
-
-/** `line path: message` of each problem, for compact expectations. */
-function lines(text: string): string[] {
-  return problemsOf(text).map((p) => `${p.line}:${p.column} ${p.path}: ${p.message}`);
-}
+const lines = problemLines;
 
 describe('configuration of the mapping', () => {
   it('keeps digits as written where the schema wants text', () => {

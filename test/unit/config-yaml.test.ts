@@ -1,31 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { parseConfigText, type ConfigProblem } from '../../src/config/load.js';
-import { isGatewayError } from '../../src/errors.js';
+import { parseConfigText } from '../../src/config/load.js';
+import { BASE_CONFIG, problemLines, problemsOf } from '../helpers/config-problems.js';
 
 /** YAML-level problems: duplicate keys, aliases and anchors, merge keys, tabs. */
 
-const GOOD = `site: { id: s1, timezone: Europe/Berlin }
-upstream: { baseUrl: http://127.0.0.1:8090, authUrl: http://127.0.0.1:8090, clientId: c1 }
-dcps:
-  - { key: GI-01, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-1 }
-inputs:
-  - { id: gi, type: serial, path: /dev/null, dcp: GI-01 }
-`;
+const GOOD = BASE_CONFIG;
 
-function problemsOf(text: string): ConfigProblem[] {
-  try {
-    parseConfigText(text, 'site.yaml');
-  } catch (err) {
-    if (isGatewayError(err) && Array.isArray(err.details.problems)) return err.details.problems as ConfigProblem[];
-    throw err;
-  }
-  throw new Error('expected the configuration to be refused');
-}
-
-/** `line:column path: message` of each problem. */
-function lines(text: string): string[] {
-  return problemsOf(text).map((p) => `${p.line}:${p.column} ${p.path}: ${p.message}`);
-}
+const lines = problemLines;
 
 /** A config with a `lookups` table of `n` entries (K0000000…), plus `extra` lines in the table. */
 function withTable(n: number, extra = ''): string {
