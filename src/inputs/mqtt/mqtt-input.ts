@@ -47,6 +47,8 @@ const SUBMIT_RETRY_MAX_MS = 30_000;
  * in ms: by then the broker has the PUBACK, or the connection has dropped and the key is kept.
  */
 const PUBACK_SETTLE_MS = 5_000;
+/** Least time between two log lines about reads the buffer refused, in ms. */
+const REFUSAL_LOG_MS = 10_000;
 /** Width of the groups acknowledged keys are kept in, in ms. */
 const ACK_BUCKET_MS = 100;
 
@@ -68,6 +70,8 @@ export class MqttInput implements InputAdapter {
   private readonly acknowledgedKeys: { at: number; keys: string[] }[] = [];
   private acknowledgedCount = 0;
   private connectedAt = 0;
+  private refusalLoggedAt = -Infinity;
+  private refusedSinceLog = 0;
   private clientOptions: IClientOptions | undefined;
   private client: MqttClient | undefined;
   /** The QoS 1 messages of the current connection, for ordered PUBACKs. */
@@ -323,7 +327,16 @@ export class MqttInput implements InputAdapter {
         // Given up without a PUBACK, the broker sends the message again; QoS 0 has no second chance.
         if (this.stopping || this.closing || acks?.isReset) return false;
         const delayMs = Math.min(SUBMIT_RETRY_MAX_MS, (this.options.submitRetryBaseMs ?? 500) * 2 ** Math.min(attempt, 20));
-        if (attempt === 0) this.log.error({ err, retryInMs: delayMs }, 'buffer refused an MQTT read; retrying, not acknowledged');
+        if (attempt === 0) {
+          // One line per 10 s, with how many more: at the quota every message in flight is refused.
+          this.refusedSinceLog++;
+          const now = performance.now();
+          if (now - this.refusalLoggedAt >= REFUSAL_LOG_MS) {
+            this.log.error({ err, retryInMs: delayMs, refusedReads: this.refusedSinceLog }, 'buffer refused MQTT reads; retrying, not acknowledged');
+            this.refusalLoggedAt = now;
+            this.refusedSinceLog = 0;
+          }
+        }
         await this.sleep(delayMs);
       }
     }
