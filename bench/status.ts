@@ -58,10 +58,10 @@ export async function benchStatus(opts: StatusBenchOptions = STATUS_DEFAULTS): P
       const fillSec = (nowMs() - fillStarted) / 1000;
       // The buffer reads of app.ts status(), which /healthz, /api/v1/status, the page and /metrics share.
       const refresh = () => {
-        store.pending();
+        store.totals();
         store.scanCounts();
-        store.undelivered();
         store.lastUploadAt();
+        store.oldestUndeliveredCreatedAt();
         store.recentBatches(20);
         store.recentProblems(20);
         batchCounts(store.db);
@@ -101,7 +101,7 @@ export async function benchStatus(opts: StatusBenchOptions = STATUS_DEFAULTS): P
         figures,
         notes: [
           `buffer: ${counts.delivered ?? 0} delivered and ${counts.failed ?? 0} failed scans in ${Math.ceil(opts.scans / opts.batchScans)} batches, ${opts.rejected} rejected reads; filled in ${fillSec.toFixed(1)} s`,
-          `reads: pending, scanCounts, undelivered, lastUploadAt, recentBatches(20), recentProblems(20), batchCounts`,
+          `reads: totals, scanCounts, lastUploadAt, oldestUndeliveredCreatedAt, recentBatches(20), recentProblems(20), batchCounts`,
         ],
       };
     } finally {

@@ -151,7 +151,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
 
   const status = (): GatewayStatus => {
     const s = store!;
-    const pending = s.pending();
+    const totals = s.totals();
     const counts = s.scanCounts();
     const deliveryStatus = deliverer?.snapshot();
     const lastUpload = s.lastUploadAt();
@@ -191,8 +191,8 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
       ...(products ? { products } : {}),
       buffer: {
         path: config.buffer.path,
-        pendingScans: pending.count,
-        undeliveredScans: s.undelivered(),
+        pendingScans: totals.pendingScans,
+        undeliveredScans: totals.undeliveredScans,
         oldestPendingAgeMs: oldestUndelivered === null ? null : Math.max(0, now() - oldestUndelivered),
         scans: counts,
         fileBytes: bufferFileBytes(config.buffer.path),

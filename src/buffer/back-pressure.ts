@@ -103,10 +103,6 @@ export class BackPressure {
   }
 
   /**
-   * Whether a commit adding `scans` scans of `bytes` bytes fits under the quota. Answers the reason
-   * when it does not (the commit is then refused and the source keeps its reads).
-   */
-  /**
    * Why one submit can never be stored, however far delivery drains: it alone holds more scans or
    * bytes than the quota. Its source should give up on it (a file goes to failed/), instead of
    * retrying for ever and pausing every input each time.
@@ -120,6 +116,10 @@ export class BackPressure {
     );
   }
 
+  /**
+   * Whether a commit adding `scans` scans of `bytes` bytes fits under the quota. Answers the reason
+   * when it does not (the commit is then refused and the source keeps its reads).
+   */
   admit(scans: number, bytes: number): string | undefined {
     if (scans === 0) return undefined;
     const { maxPendingScans, maxBytes } = this.options.limits;

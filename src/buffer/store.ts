@@ -96,16 +96,6 @@ export function isDiskFull(err: unknown): boolean {
   return false;
 }
 
-/**
- * The durable buffer: an outbox in SQLite (WAL, `synchronous=FULL`). Every read is written before
- * its source is acknowledged; scans leave the outbox only when upstream reports them processed,
- * and even then stay for audit until retention prunes them (retention.ts).
- *
- * A second process (the `replay` command) may open the same file while the daemon runs: WAL lets
- * readers go on, and `busy_timeout` makes writers wait for each other instead of failing.
- *
- * @throws GatewayError `SCANGW_E_BUFFER` when the file cannot be opened or migrated.
- */
 const ROLLBACK = Symbol('rollback');
 
 /** For an open or write that failed on permissions: who runs, and what to give them. */
@@ -123,6 +113,17 @@ function permissionHint(path: string, err: unknown): string {
   return ` (the gateway runs as ${user}; it must be able to write ${path} and create files in ${dirname(path)}: chown that user the file, its -wal and -shm, and the folder)`;
 }
 
+/**
+ * The durable buffer: an outbox in SQLite (WAL, `synchronous=FULL`). Every read is written before
+ * its source is acknowledged; scans leave the outbox only when upstream reports them processed,
+ * and even then stay for audit until retention prunes them (retention.ts).
+ *
+ * A second process (the `replay` command) may open the same file while the daemon runs: WAL lets
+ * readers go on, and `busy_timeout` makes writers wait for each other instead of failing.
+ *
+ * @throws GatewayError `SCANGW_E_BUFFER` when the file cannot be opened, migrated or written (a
+ *   file the gateway's user may not write: the message names the user and what to chown).
+ */
 export class BufferStore {
   readonly db: Database.Database;
 
@@ -238,28 +239,19 @@ export class BufferStore {
    * not finished; null when there is none. What "how far behind is delivery" is measured by.
    */
   oldestUndeliveredCreatedAt(): number | null {
-    const oldest = this.db
-      .prepare(
-        `SELECT min(created_at) FROM (
-           SELECT created_at FROM (SELECT created_at FROM scans WHERE state = 'pending' ORDER BY id LIMIT 1)
-           UNION ALL
-           SELECT created_at FROM (SELECT created_at FROM scans WHERE state = 'batched' ORDER BY id LIMIT 1))`,
-      )
-      .pluck()
-      .get() as number | null;
-    return oldest ?? null;
+    const times = [this.oldestCreatedAt('pending'), this.oldestCreatedAt('batched')].filter((t): t is number => t !== null);
+    return times.length > 0 ? Math.min(...times) : null;
   }
 
   /** Count of scans not yet in a batch, and the `created_at` (ms) of the oldest. */
   pending(): { count: number; oldestCreatedAt: number | null } {
     const count = this.totals().pendingScans;
-    const oldest = count === 0 ? null : ((this.db.prepare(`SELECT created_at FROM scans WHERE state = 'pending' ORDER BY id LIMIT 1`).pluck().get() as number | undefined) ?? null);
-    return { count, oldestCreatedAt: oldest };
+    return { count, oldestCreatedAt: count === 0 ? null : this.oldestCreatedAt('pending') };
   }
 
-  /** Scans waiting for delivery: not in a batch yet, or in a batch not yet finished upstream. */
-  undelivered(): number {
-    return this.totals().undeliveredScans;
+  /** `created_at` (ms) of the first scan in `state` (by id, through the scans_state index), or null. */
+  private oldestCreatedAt(state: 'pending' | 'batched'): number | null {
+    return (this.db.prepare(`SELECT created_at FROM scans WHERE state = ? ORDER BY id LIMIT 1`).pluck().get(state) as number | undefined) ?? null;
   }
 
   /**

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { didYouMean } from '../config/cross-check.js';
 import { loadConfig } from '../config/load.js';
 import type { InputConfig } from '../config/schema.js';
-import { printableRaw } from '../health/buffer-report.js';
+import { C0_NAMES, printableRaw } from '../health/buffer-report.js';
 import type { Read } from '../inputs/types.js';
 import { DuplicateWindow } from '../mapping/duplicate-window.js';
 import type { BarcodeParse } from '../mapping/gs1/index.js';
@@ -36,8 +36,7 @@ export interface TryResult {
   gs1?: { kind: BarcodeParse['kind']; symbology?: string; form?: string; elements?: { ai: string; title: string; value: string; date?: string; decimal?: string }[]; reason?: string };
 }
 
-/** `<NUL>` … `<US>` as `failures` and the health page print them, and `<FNC1>` (= GS). */
-const C0_NAMES = ['NUL', 'SOH', 'STX', 'ETX', 'EOT', 'ENQ', 'ACK', 'BEL', 'BS', 'HT', 'LF', 'VT', 'FF', 'CR', 'SO', 'SI', 'DLE', 'DC1', 'DC2', 'DC3', 'DC4', 'NAK', 'SYN', 'ETB', 'CAN', 'EM', 'SUB', 'ESC', 'FS', 'GS', 'RS', 'US'];
+/** `<NUL>` … `<US>` as `failures` and the health page print them (printableRaw), and `<FNC1>` (= GS). */
 const NAMED_BYTES = new Map<string, number>([...C0_NAMES.map((n, i) => [n, i] as const), ['FNC1', 0x1d]]);
 const ESCAPE = new RegExp(`<(${[...NAMED_BYTES.keys()].join('|')})>|\\\\x([0-9A-Fa-f]{2})`, 'gi');
 

@@ -372,11 +372,7 @@ export class Deliverer {
     const current = store.batch(batch.id) ?? batch;
     if (action.action === 'newAddress') {
       store.updateBatch(batch.id, { state: 'ready', requestId: null, presignedUrl: null, presignedExpiresAt: null, putStartedAt: null, nextAttemptAt, lastError: message });
-      logger.warn({ batchId: batch.id, err, retryInMs: delay }, 'pre-signed address refused; asking for a new one');
-      this.status = { ...this.status, nextRetryAt: new Date(nextAttemptAt).toISOString() };
-      return;
-    }
-    if (batch.mode === 'direct') {
+    } else if (batch.mode === 'direct') {
       // A lost answer means the service may have the batch: the resend is counted.
       store.updateBatch(batch.id, { state: 'ready', nextAttemptAt, lastError: message }, { possibleDuplicate: answerLost });
     } else {
@@ -390,7 +386,7 @@ export class Deliverer {
       store.updateBatch(batch.id, { nextAttemptAt, lastError: message, ...(refused ? { putStartedAt: null } : {}) });
     }
     this.status = { ...this.status, nextRetryAt: new Date(nextAttemptAt).toISOString() };
-    logger.warn({ batchId: batch.id, err, retryInMs: delay }, 'upload failed; will retry');
+    logger.warn({ batchId: batch.id, err, retryInMs: delay }, action.action === 'newAddress' ? 'pre-signed address refused; asking for a new one' : 'upload failed; will retry');
   }
 
   private async poll(batch: BatchRow): Promise<void> {

@@ -8,7 +8,8 @@ import type Database from 'better-sqlite3';
  * commands also work on a buffer written by another gateway version, and never write.
  */
 
-const C0_NAMES = [
+/** Names of the C0 control bytes 0x00–0x1f, as `<GS>`, `<CR>` … in printed reads. */
+export const C0_NAMES = [
   'NUL', 'SOH', 'STX', 'ETX', 'EOT', 'ENQ', 'ACK', 'BEL', 'BS', 'HT', 'LF', 'VT', 'FF', 'CR', 'SO', 'SI',
   'DLE', 'DC1', 'DC2', 'DC3', 'DC4', 'NAK', 'SYN', 'ETB', 'CAN', 'EM', 'SUB', 'ESC', 'FS', 'GS', 'RS', 'US',
 ];
