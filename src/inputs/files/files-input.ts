@@ -486,14 +486,10 @@ export class FilesInput implements InputAdapter {
       entry.committed = true;
       entry.stored = { size: before.size, mtimeMs: before.mtimeMs };
       // Rejections of the file's rows and, from intake's outcomes, of the mapping (a bad check digit).
-      const rejections = result
-        ? result.outcomes.filter((o) => o.outcome === 'rejected').length
-        : items.reduce((n, item) => n + (item.kind === 'rejection' ? 1 : 0), 0);
+      const rowRejections = items.filter((i) => i.kind === 'rejection').length;
+      const rejections = result ? result.outcomes.filter((o) => o.outcome === 'rejected').length : rowRejections;
       const scans = result ? result.outcomes.filter((o) => o.outcome === 'scan').length : undefined;
-      this.log.info(
-        { file: name, reads: items.length - items.filter((i) => i.kind === 'rejection').length, ...(scans !== undefined ? { scans } : {}), rejections, bytes: before.size },
-        'file stored',
-      );
+      this.log.info({ file: name, reads: items.length - rowRejections, ...(scans !== undefined ? { scans } : {}), rejections, bytes: before.size }, 'file stored');
       if (this.config.rememberFilesDays > 0) {
         await this.ledger.record(sha256, name).catch((err: unknown) => this.log.warn({ err, file: name }, 'cannot write the ingested-files ledger'));
       }
@@ -529,14 +525,8 @@ export class FilesInput implements InputAdapter {
     const name = basename(entry.path);
     const reason = `same content as ${earlier.name} stored at ${earlier.at}; not stored again`;
     entry.target ??= await processedTarget(entry.path, this.dir, this.now());
-    const raw = await readRange(entry.path, 0, FILE_REJECTION_RAW_BYTES);
-    const rejection: InputRejection = { inputId: this.id, raw, receivedAt, reason, origin: { file: name, sha256, movedTo: relative(this.dir, entry.target) } };
-    try {
-      await this.sink.submit([{ kind: 'rejection', rejection }]);
-    } catch (err) {
-      this.log.error({ err, file: name }, 'buffer refused the note of a file stored before; it stays in the folder and is retried');
-      return 'retry';
-    }
+    const origin = { file: name, sha256, movedTo: relative(this.dir, entry.target) };
+    if (!(await this.commitFileRejection(entry.path, reason, origin, receivedAt, 'the note of a file stored before'))) return 'retry';
     this.log.warn({ file: name, sha256, ingestedAt: earlier.at, as: earlier.name }, 'file with this content was ingested before; not ingested again (counted as a rejection)');
     entry.committed = true;
     return this.moveProcessed(entry);
@@ -594,22 +584,27 @@ export class FilesInput implements InputAdapter {
       this.log.error({ err: targetErr, file: name, reason }, 'file cannot be taken and failed/ cannot be used; retrying');
       return 'retry';
     }
-    const raw = await readRange(entry.path, 0, FILE_REJECTION_RAW_BYTES).catch(() => Buffer.alloc(0));
-    const rejection: InputRejection = {
-      inputId: this.id,
-      raw,
-      receivedAt: this.now(),
-      reason,
-      origin: { file: name, movedTo: relative(this.dir, target) },
-    };
-    try {
-      await this.sink.submit([{ kind: 'rejection', rejection }]);
-    } catch (submitErr) {
-      this.log.error({ err: submitErr, file: name, reason }, 'buffer refused the rejection of a file that cannot be taken; it stays in the folder and is retried');
-      return 'retry';
-    }
+    const origin = { file: name, movedTo: relative(this.dir, target) };
+    if (!(await this.commitFileRejection(entry.path, reason, origin, this.now(), 'the rejection of a file that cannot be taken'))) return 'retry';
     entry.failure = { reason, target };
     return this.moveFailed(entry, reason, target);
+  }
+
+  /**
+   * Commits one input-level rejection for a whole file (its first bytes, the reason, where it goes),
+   * so it is counted and listed by `failures` before the file moves. Answers false when the buffer
+   * refused it: the file then stays in the folder and is retried.
+   */
+  private async commitFileRejection(path: string, reason: string, origin: Record<string, string>, receivedAt: Date, what: string): Promise<boolean> {
+    const raw = await readRange(path, 0, FILE_REJECTION_RAW_BYTES).catch(() => Buffer.alloc(0));
+    const rejection: InputRejection = { inputId: this.id, raw, receivedAt, reason, origin };
+    try {
+      await this.sink.submit([{ kind: 'rejection', rejection }]);
+      return true;
+    } catch (err) {
+      this.log.error({ err, file: basename(path), reason }, `buffer refused ${what}; it stays in the folder and is retried`);
+      return false;
+    }
   }
 
   private async moveFailed(entry: QueuedFile, reason: string, target: string): Promise<Outcome> {
