@@ -13,6 +13,7 @@ import { INGEST_PATH, registerIngestRoutes, type IngestRouteOptions } from '../.
 import type { IntakeSink } from '../../src/inputs/types.js';
 import { silentLogger } from '../../src/log.js';
 import { mappingContext } from '../../src/mapping/map-read.js';
+import { memoryLogger } from '../helpers/log-lines.js';
 
 const TOKEN = 'ingest-test-token-1234567890';
 const AUTH = { authorization: `Bearer ${TOKEN}` };
@@ -101,6 +102,16 @@ describe('POST /api/v1/reads (inject)', () => {
       ['rejected', body.rejected[0]!.reason],
       ['rejected', body.rejected[1]!.reason],
     ]);
+  });
+
+  it('logs a refused call with who and how, never what was given', async () => {
+    const log = memoryLogger('info');
+    await buildServer({ logger: log.logger });
+    expect((await post({ code: 'X' }, { authorization: 'Bearer not-the-token-42' })).statusCode).toBe(401);
+    expect((await post({ code: 'X' }, {})).statusCode).toBe(401);
+    const refused = log.parsed().filter((l) => l.msg === 'ingest call refused');
+    expect(refused.map((l) => l['given'])).toEqual(['wrong token', 'no token']);
+    expect(log.lines.join('\n')).not.toContain('not-the-token-42');
   });
 
   it('answers 401 without a valid bearer token and stores nothing', async () => {

@@ -60,3 +60,31 @@ describe('requestIds too long for a double', () => {
     }
   });
 });
+
+describe('what a failed call says about whether it was sent', () => {
+  it('marks a call notSent when no token could be had (auth server refused or hung up) or the connection was refused', async () => {
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const deadUrl = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`;
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    // An auth server that hangs up mid-answer: the token request may have arrived, the upload never left.
+    const hangUp = createServer((req) => req.socket.destroy());
+    await new Promise<void>((resolve) => hangUp.listen(0, '127.0.0.1', resolve));
+    const hangUpUrl = `http://127.0.0.1:${(hangUp.address() as AddressInfo).port}`;
+    const noAuth = new UpstreamClient({ baseUrl: url, authUrl: deadUrl, clientId: 'c', clientSecret: 's' });
+    const authHangsUp = new UpstreamClient({ baseUrl: url, authUrl: hangUpUrl, clientId: 'c', clientSecret: 's' });
+    const noService = new UpstreamClient({ baseUrl: deadUrl, authUrl: url, clientId: 'c', clientSecret: 's' });
+    try {
+      for (const c of [noAuth, authHangsUp, noService]) {
+        const err = await c.uploadScans('[]').then(
+          () => undefined,
+          (e: unknown) => e as { code?: string; details?: Record<string, unknown> },
+        );
+        expect(err?.details?.notSent).toBe(true);
+      }
+    } finally {
+      await Promise.all([noAuth.close(), authHangsUp.close(), noService.close()]);
+      await new Promise<void>((resolve) => hangUp.close(() => resolve()));
+    }
+  });
+});
