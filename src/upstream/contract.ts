@@ -4,7 +4,7 @@ import { z } from 'zod';
  * The wire shapes of the Battery Product and Traceability Scan Service, as zod schemas: the single
  * source of the TypeScript types, of the client's response validation, of the sandbox's request
  * validation and of `docs/upstream-openapi.yaml`. Section numbers refer to
- * `upstream-contract.md`. Objects strip unknown members (a real service may add fields), so every
+ * `docs/upstream-contract.md`. Objects strip unknown members (a real service may add fields), so every
  * schema describes what we read, not a closed set.
  */
 

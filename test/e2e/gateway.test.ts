@@ -9,7 +9,7 @@ import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js
 import { createPtyPair } from '../helpers/pty.js';
 import { waitFor } from '../helpers/wait.js';
 
-const SAMPLES = join(PACKAGE_ROOT, '..', 'shared', 'samples');
+const SAMPLES = join(PACKAGE_ROOT, 'samples');
 const GS = '\u001d';
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
 

@@ -1,8 +1,8 @@
 import { join } from 'node:path';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 
-/** `shared/samples/` beside the checkout, wherever the checkout is (CI clones it elsewhere). */
-export const SAMPLES_DIR = join(PACKAGE_ROOT, '..', 'shared', 'samples');
+/** `samples/` in the repository: the realistic reads the tests, the README and the docs use. */
+export const SAMPLES_DIR = join(PACKAGE_ROOT, 'samples');
 
 /** The path of one sample file. */
 export function samplePath(name: string): string {

@@ -13,11 +13,11 @@ import { Mapper } from '../../src/mapping/mapper.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 
 /**
- * The samples of ../shared/samples, read by the real input parsers, mapped through
+ * The samples of samples/, read by the real input parsers, mapped through
  * config/example.yaml, compared field by field with the Scans a reader of the samples expects.
  */
 
-const SAMPLES = join(PACKAGE_ROOT, '..', 'shared', 'samples');
+const SAMPLES = join(PACKAGE_ROOT, 'samples');
 const GS = '\u001d';
 const SSCC = '095212345678901235';
 
