@@ -109,12 +109,17 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
   app.addHook('onSend', async (_request, reply) => {
     reply.headers(COMMON_HEADERS);
   });
+  // Every 401 counted by what it guarded, the ingest route's (registered by the input) included.
+  app.addHook('onResponse', async (request, reply) => {
+    if (reply.statusCode !== 401) return;
+    const path = request.url.split('?')[0] ?? '';
+    count(path.startsWith('/api/v1/admin/') ? 'admin_token' : path === '/api/v1/reads' ? 'ingest_token' : 'read_token');
+  });
 
   const readToken = options.readToken;
   const readAllowed = (request: FastifyRequest) => readToken === undefined || readTokenMatches(readToken, request.headers.authorization);
   const guardRead = async (request: FastifyRequest, reply: FastifyReply) => {
     if (readAllowed(request)) return undefined;
-    count('read_token');
     readLog.note({ remote: request.ip, url: request.url.split('?')[0]?.slice(0, 100), given: request.headers.authorization === undefined ? 'no token' : 'wrong token' });
     // Two challenges: a browser prompts for Basic (user name: anything, password: the token); scripts send Bearer.
     return reply
@@ -163,7 +168,7 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     token: options.admin?.token,
     actions: options.admin?.actions ?? unavailableActions,
     logger: options.logger.child({ component: 'admin' }),
-    refusals: { note: (fields) => (count('admin_token'), adminLog.note(fields)) },
+    refusals: adminLog,
   });
   return app;
 }

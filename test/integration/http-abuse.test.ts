@@ -247,6 +247,10 @@ describe('read token', () => {
     const full = JSON.parse((await call(port, '/healthz', { headers: { authorization: `Bearer ${READ}` } })).body) as Record<string, unknown>;
     expect(full).toMatchObject({ status: 'ok', inputs: [{ id: 'mes', lastError: 'broker.plant.local refused' }] });
     expect((await call(port, '/readyz')).status).toBe(200);
+    const metrics = (await call(port, '/metrics', { headers: { authorization: `Bearer ${READ}` } })).body;
+    // Per path: one without a token, one wrong Bearer, one wrong Basic.
+    expect(metrics).toContain('scan_gateway_http_refused_total{reason="read_token"} 9');
+    expect(log.parsed().filter((l) => l.msg.startsWith('read call refused'))).toHaveLength(1);
     expect(log.lines.join('\n')).not.toContain(READ);
     expect(log.lines.join('\n')).not.toContain('wrong-token-0123456789');
   });
@@ -275,6 +279,11 @@ describe('refused admin calls', () => {
     await call(port, '/api/v1/admin/pause', { method: 'POST' });
     expect(refused()).toHaveLength(3);
     expect(refused()[2]).toMatchObject({ refused: 1, given: 'no token' });
+    // Counted, with the ingest route's refusals beside them.
+    expect((await call(port, '/api/v1/reads', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"code":"X"}' })).status).toBe(401);
+    const metrics = (await call(port, '/metrics')).body;
+    expect(metrics).toContain('scan_gateway_http_refused_total{reason="admin_token"} 31');
+    expect(metrics).toContain('scan_gateway_http_refused_total{reason="ingest_token"} 1');
   });
 });
 

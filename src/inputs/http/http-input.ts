@@ -102,7 +102,7 @@ export class HttpIngestInput implements RouteInput {
 
   /**
    * Registers `POST /api/v1/reads`. Body limits and field paths are this instance's for the life of
-   * the server; token, pause state and sink are asked of `current()` at each request.
+   * the server; token, pause state, sink and `maxReadLength` are asked of `current()` at each request.
    */
   async registerRoutes(app: FastifyInstance, current: () => InputAdapter | undefined = () => this): Promise<void> {
     const live = (): HttpIngestInput | undefined => {
@@ -121,7 +121,7 @@ export class HttpIngestInput implements RouteInput {
       retryAfterSec: this.config.retryAfterSec,
       fields: this.config.fields,
       logger: this.log,
-      maxReadLength: this.config.maxReadLength,
+      maxReadLength: () => live()?.config.maxReadLength ?? this.config.maxReadLength,
       ...(this.options.now ? { now: this.options.now } : {}),
       track: (work) => live()?.track(work) ?? work,
     });

@@ -35,8 +35,11 @@ export interface IngestRouteOptions {
   now?: () => Date;
   /** Called around each accepted submit, so the input can wait for requests in flight when it stops. */
   track?: <T>(work: Promise<T>) => Promise<T>;
-  /** Longest code of a read, in UTF-8 bytes (the input's `maxReadLength`); longer is a rejection. Default 4096. */
-  maxReadLength?: number;
+  /**
+   * Longest code of a read, in UTF-8 bytes (the input's `maxReadLength`), or a function answering
+   * the current one (it follows a configuration reload); longer is a rejection. Default 4096.
+   */
+  maxReadLength?: number | (() => number);
   /** Least time between two "ingest call refused" log lines, in ms; default 10 s ({@link RefusalLog}). */
   refusalLogIntervalMs?: number;
 }
@@ -78,7 +81,10 @@ export async function registerIngestRoutes(app: FastifyInstance, options: Ingest
     const retryAfter = String(options.retryAfterSec ?? 5);
     const now = options.now ?? (() => new Date());
     const track = options.track ?? (<T>(work: Promise<T>) => work);
-    const maxReadLength = options.maxReadLength ?? DEFAULT_MAX_READ_LENGTH;
+    const maxReadLengthNow = (): number => {
+      const m = options.maxReadLength;
+      return (typeof m === 'function' ? m() : m) ?? DEFAULT_MAX_READ_LENGTH;
+    };
     const refusals = options.logger ? new RefusalLog(options.logger, 'ingest call refused', options.refusalLogIntervalMs) : undefined;
     scope.addHook('onClose', async () => refusals?.flush());
 
@@ -147,6 +153,7 @@ export async function registerIngestRoutes(app: FastifyInstance, options: Ingest
         return send(reply, 413, 'Payload Too Large', `at most ${maxReads} reads per request`);
       }
       const items: IntakeItem[] = [];
+      const maxReadLength = maxReadLengthNow();
       for (const [i, entry] of list.entries()) {
         const result = jsonRead(entry, fields);
         if (!result.ok) {
