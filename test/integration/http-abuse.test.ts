@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config/load.js';
+import { buildApp, type App } from '../../src/app.js';
+import { loadConfig, parseConfigText } from '../../src/config/load.js';
 import { DEFAULT_HTTP_LIMITS, type HttpLimitsConfig } from '../../src/config/schema.js';
 import { isGatewayError } from '../../src/errors.js';
 import { hostAllowList } from '../../src/health/host-check.js';
@@ -323,5 +324,73 @@ inputs:
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('the running gateway', () => {
+  const api = {
+    uploadScans: async () => ({ requestId: 'r-1' }),
+    requestPresignedUpload: async () => ({ url: 'http://127.0.0.1:9/x', requestId: 'r-2' }),
+    putPresigned: async () => undefined,
+    getScanStatus: async (requestId: string) => ({ state: 'Success' as const, requestId }),
+  };
+  let gateway: App | undefined;
+  let dir: string;
+  afterEach(async () => {
+    await gateway?.stop();
+    gateway = undefined;
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const start = async (http: string, readToken?: string) => {
+    dir = mkdtempSync(join(tmpdir(), 'scangw-http-'));
+    const file = join(dir, 'config.yaml');
+    const yaml = `site: { id: t, timezone: Europe/Berlin }
+upstream: { baseUrl: http://127.0.0.1:9, authUrl: http://127.0.0.1:9, clientId: c }
+buffer: { path: ${join(dir, 'gw.db')} }
+http: ${http}
+dcps:
+  - { key: MES-1, kind: startOfProcess, productModelKey: PACK-A }
+inputs:
+  - { id: mes, type: http, dcp: MES-1 }
+`;
+    const log = memoryLogger('info');
+    gateway = buildApp(
+      { file, config: parseConfigText(yaml, file), clientSecret: 'x' },
+      { logger: log.logger, api, env: { SCAN_GATEWAY_INGEST_TOKEN: INGEST }, ...(readToken ? { readToken } : {}) },
+    );
+    await gateway.start();
+    return { log, port: Number(new URL(gateway.httpUrl!).port) };
+  };
+  const warning = (log: ReturnType<typeof memoryLogger>) => log.parsed().filter((l) => l.msg.startsWith('http.listen is not loopback and no read token'));
+
+  it('warns at start when listening beyond loopback without a read token; Host list and limits from the configuration', async () => {
+    const { log, port } = await start('{ listen: "0.0.0.0:0", allowedHosts: [gw.plant.local], limits: { maxConnections: 2, headersTimeoutMs: 5000 } }');
+    expect(warning(log)).toHaveLength(1);
+    // The cap first, while no other connection is open.
+    const held = await Promise.all([rawSocket(port), rawSocket(port)]);
+    const extra = await rawSocket(port);
+    await waitFor(() => extra.closedAt !== undefined, { timeoutMs: 2000, what: 'the third connection closed' });
+    expect(held.every((s) => s.closedAt === undefined)).toBe(true);
+    for (const s of held) s.destroy();
+    // Until the server has seen them closed, a request may still meet the cap.
+    await waitFor(async () => (await call(port, '/api/v1/status').catch(() => ({ status: 0 }))).status === 200, { timeoutMs: 2000 });
+    expect((await call(port, '/api/v1/status', { host: `gw.plant.local:${port}` })).status).toBe(200);
+    expect((await call(port, '/api/v1/reads', { method: 'POST', host: 'evil.example', headers: { authorization: `Bearer ${INGEST}`, 'content-type': 'application/json' }, body: '{"code":"A"}' })).status).toBe(421);
+  });
+
+  it('needs the read token once one is configured, and does not warn', async () => {
+    const { log, port } = await start('{ listen: "0.0.0.0:0" }', READ);
+    expect(warning(log)).toHaveLength(0);
+    expect((await call(port, '/api/v1/status')).status).toBe(401);
+    expect((await call(port, '/api/v1/status', { headers: { authorization: `Bearer ${READ}` } })).status).toBe(200);
+  });
+
+  it('refuses limits whose request timeout is below the header timeout', () => {
+    expect(() => parseConfigText(`site: { id: t, timezone: Europe/Berlin }
+upstream: { baseUrl: http://127.0.0.1:9, authUrl: http://127.0.0.1:9, clientId: c }
+http: { limits: { headersTimeoutMs: 20000, requestTimeoutMs: 10000 } }
+dcps: [{ key: MES-1, kind: startOfProcess }]
+inputs: []
+`, 'c.yaml')).toThrow(/http\.limits\.requestTimeoutMs.*requestTimeoutMs must be at least headersTimeoutMs/s);
   });
 });
