@@ -8,6 +8,7 @@ import { BufferStore } from './buffer/store.js';
 import { Intake } from './buffer/intake.js';
 import { BackPressure } from './buffer/back-pressure.js';
 import { Retention } from './buffer/retention.js';
+import { isLoopbackHost } from './health/host-check.js';
 import { buildHealthServer, type GatewayStatus } from './health/server.js';
 import { availableActions } from './health/admin.js';
 import { buildAdminActions } from './health/admin-actions.js';
@@ -38,6 +39,8 @@ export interface AppDeps {
   api?: DeliveryApi & { close?: () => Promise<void>; tokenInfo?: () => { expiresAt?: Date; refreshes: number } };
   /** Bearer token of the admin actions (health server); without it they are off. */
   adminToken?: string;
+  /** Read token of the health page, status and metrics (`http.readTokenFile`); without it they are open. */
+  readToken?: string;
   /** Longest a stop waits for an upload in flight, in ms (default {@link DELIVERY_STOP_GRACE_MS}). */
   deliveryStopGraceMs?: number;
 }
@@ -292,9 +295,24 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
         // Started while the buffer is near its quota (or the disk full): pause it at once.
         if (backPressure.snapshot().intakePaused) input.setPaused?.(true);
       }
-      http = buildHealthServer({ logger, status, metrics, admin: { token: deps.adminToken, actions: adminActions } });
-      await registerInputRoutes(http, () => inputs);
       const { host, port } = splitListen(config.http.listen);
+      http = buildHealthServer({
+        logger,
+        status,
+        metrics,
+        admin: { token: deps.adminToken, actions: adminActions },
+        limits: config.http.limits,
+        listenHost: host,
+        allowedHosts: config.http.allowedHosts,
+        readToken: deps.readToken,
+      });
+      await registerInputRoutes(http, () => inputs);
+      if (!isLoopbackHost(host) && deps.readToken === undefined) {
+        logger.warn(
+          { component: 'http', listen: config.http.listen },
+          'http.listen is not loopback and no read token is configured: anyone who can reach it reads the health page, the status (DCPs, inputs, recent problems) and the metrics; set http.readTokenFile or SCAN_GATEWAY_READ_TOKEN (docs/operations.md)',
+        );
+      }
       const server = http;
       httpUrl = await listening('http.listen', config.http.listen, () => server.listen({ host, port }));
       stops.push({ name: 'http', stop: () => http?.close() });

@@ -4,7 +4,7 @@ import { readSecret } from '../inputs/secrets.js';
 import { buildApp } from '../app.js';
 import { loadConfig } from '../config/load.js';
 import { ConfigReloader } from '../config/reload.js';
-import { readAdminToken } from '../health/admin.js';
+import { readAdminToken, readReadToken } from '../health/admin.js';
 import { SystemdNotifier } from '../health/sd-notify.js';
 import type { GatewayStatus } from '../health/status.js';
 import { createLogger, SecretScrubber, type Logger } from '../log.js';
@@ -70,7 +70,8 @@ export function registerRunCommand(program: Command, io: RunIo): void {
     .action(async (opts: { config: string; logLevel?: string }) => {
       const loaded = loadConfig(opts.config, { baseDir: io.cwd, env: io.env });
       const adminToken = readAdminToken({ env: io.env, file: loaded.config.http.adminTokenFile, baseDir: io.cwd });
-      const scrubber = new SecretScrubber([loaded.clientSecret, ...(adminToken ? [adminToken] : []), ...(await inputSecrets(loaded.config.inputs, io.env))]);
+      const readToken = readReadToken({ env: io.env, file: loaded.config.http.readTokenFile, baseDir: io.cwd });
+      const scrubber = new SecretScrubber([loaded.clientSecret, ...(adminToken ? [adminToken] : []), ...(readToken ? [readToken] : []), ...(await inputSecrets(loaded.config.inputs, io.env))]);
       const logger = io.logger ?? createLogger({ level: opts.logLevel ?? loaded.config.log.level, format: loaded.config.log.format, scrubber });
       const log = logger.child({ component: 'app' });
       const notifier = new SystemdNotifier({
@@ -79,7 +80,7 @@ export function registerRunCommand(program: Command, io: RunIo): void {
         logger: logger.child({ component: 'systemd' }),
         ...(io.notifyCommand ? { command: io.notifyCommand } : {}),
       });
-      const app = buildApp(loaded, { logger, env: io.env, ...(adminToken ? { adminToken } : {}) });
+      const app = buildApp(loaded, { logger, env: io.env, ...(adminToken ? { adminToken } : {}), ...(readToken ? { readToken } : {}) });
       try {
         await app.start();
       } catch (err) {

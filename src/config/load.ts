@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { isAlias, isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node } from 'yaml';
 import { ErrorCodes, GatewayError, isGatewayError } from '../errors.js';
+import { ingestTokenProblem } from '../inputs/http/ingest-token.js';
 import { withPathBase } from './cross-check.js';
 import { readableIssues } from './problems.js';
 import { configSchema, type GatewayConfig } from './schema.js';
@@ -45,7 +46,8 @@ export function formatProblems(problems: ConfigProblem[]): string {
  * Reads, expands, validates and resolves a YAML configuration file.
  *
  * @throws GatewayError `SCANGW_E_CONFIG` with `details.problems: ConfigProblem[]` when the file cannot
- *   be read, is not YAML, or fails the schema; `SCANGW_E_SECRET` when the client secret is missing.
+ *   be read, is not YAML, or fails the schema, or an `http` input's ingest token (when it can be
+ *   read here) is shorter than 16 characters; `SCANGW_E_SECRET` when the client secret is missing.
  */
 export function loadConfig(file: string, options: LoadConfigOptions): LoadedConfig {
   let text: string;
@@ -56,6 +58,12 @@ export function loadConfig(file: string, options: LoadConfigOptions): LoadedConf
   }
   const config = parseConfigText(text, file, options);
   const resolved = resolvePaths(config, options.baseDir);
+  // A short ingest token is a mistake in the set-up, found before anything starts (and by `config check`).
+  const tokenProblems = resolved.inputs.flatMap((input, i) => {
+    const p = input.type === 'http' ? ingestTokenProblem(input, options.env ?? {}) : undefined;
+    return p ? [{ file, path: `inputs[${i}].${p.key}`, message: p.message }] : [];
+  });
+  if (tokenProblems.length > 0) throw configError(tokenProblems);
   const clientSecret = options.skipSecret ? '' : readClientSecret(resolved, options.env ?? {});
   return { file, config: resolved, clientSecret };
 }

@@ -115,6 +115,43 @@ export const deliverySchema = z
   })
   .strict();
 
+/**
+ * Timeouts and connection cap of a local HTTP listener (health/ingest server, sandbox). Defaults
+ * ({@link DEFAULT_HTTP_LIMITS}) are far above what a page, a probe, a scraper or an MES posting
+ * reads needs, and far below what lets idle or half-open connections pile up.
+ */
+export const httpLimitsSchema = z
+  .object({
+    maxConnections: z.number().int().min(1).max(100_000).default(256).describe('Most connections open at once; a connection past it is closed at once, before a byte is read.'),
+    headersTimeoutMs: z
+      .number()
+      .int()
+      .min(100)
+      .default(10_000)
+      .describe('Longest time from a connection (or the end of the previous request) to a complete request head, in ms; a slower or silent client is disconnected (408 or closed).'),
+    requestTimeoutMs: z
+      .number()
+      .int()
+      .min(100)
+      .default(30_000)
+      .describe('Longest time to receive a whole request (head and body), in ms; at least headersTimeoutMs.'),
+    keepAliveTimeoutMs: z.number().int().min(100).default(5_000).describe('How long an idle keep-alive connection stays open after an answer, in ms.'),
+    idleTimeoutMs: z
+      .number()
+      .int()
+      .min(100)
+      .default(60_000)
+      .describe('A connection with no traffic in either direction for this long is closed, in ms (also bounds a slow answer being read).'),
+    maxRequestsPerSocket: z.number().int().min(0).default(1000).describe('Most requests on one keep-alive connection before it is closed; 0 = no limit.'),
+  })
+  .strict()
+  .refine((l) => l.requestTimeoutMs >= l.headersTimeoutMs, { message: 'requestTimeoutMs must be at least headersTimeoutMs', path: ['requestTimeoutMs'] });
+
+export type HttpLimitsConfig = z.infer<typeof httpLimitsSchema>;
+
+/** The defaults of {@link httpLimitsSchema}, for listeners without a configuration (the sandbox command). */
+export const DEFAULT_HTTP_LIMITS: HttpLimitsConfig = httpLimitsSchema.parse({});
+
 export const httpSchema = z
   .object({
     listen: listenAddress
@@ -127,6 +164,20 @@ export const httpSchema = z
       .describe(
         'File holding the bearer token for admin actions (retry, pause, resume, replay). Alternatives: the environment variable SCAN_GATEWAY_ADMIN_TOKEN, or a systemd credential named admin-token. Without a token the actions are off.',
       ),
+    readTokenFile: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        'File holding the read token that guards the health page, /api/v1/status and /metrics (Bearer, or HTTP Basic with the token as password). Alternatives: the environment variable SCAN_GATEWAY_READ_TOKEN, or a systemd credential named read-token. Without one these are open; a warning is logged when listen is not loopback.',
+      ),
+    allowedHosts: z
+      .array(z.string().regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+)(:\d{1,5})?$/, 'must be a host name or address, optionally with :port, e.g. gateway-07.plant.local:8080'))
+      .default([])
+      .describe(
+        'Host header values accepted besides localhost, 127.0.0.1, [::1] and the listen host (and, when listen is 0.0.0.0 or [::], this machine\'s host name and addresses). An entry without a port matches any port. Others are answered 421 (DNS rebinding defence).',
+      ),
+    limits: httpLimitsSchema.prefault({}).describe('Timeouts and connection cap of the local HTTP server; the embedded sandbox uses the same defaults.'),
   })
   .strict();
 

@@ -4,6 +4,7 @@ import { isAbsolute, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { ErrorCodes, GatewayError, isGatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { RefusalLog } from './refusal-log.js';
 import type { AdminActionName } from './status.js';
 
 /** What an admin action answers (shown on the page). */
@@ -33,16 +34,39 @@ export const MIN_ADMIN_TOKEN_LENGTH = 16;
  *   shorter than {@link MIN_ADMIN_TOKEN_LENGTH} characters.
  */
 export function readAdminToken(options: { env: Record<string, string | undefined>; file?: string | undefined; baseDir: string }): string | undefined {
+  return readServerToken({ ...options, what: 'admin token', envName: 'SCAN_GATEWAY_ADMIN_TOKEN', credential: 'admin-token' });
+}
+
+/**
+ * The read token of the health page, `/api/v1/status` and `/metrics`, first found of: env
+ * `SCAN_GATEWAY_READ_TOKEN`, the systemd credential `read-token`, the file named by
+ * `http.readTokenFile` (relative to `baseDir`). Undefined when none is configured: those routes are
+ * then open (the run command warns when the server listens beyond loopback).
+ *
+ * @throws GatewayError `SCANGW_E_SECRET` as {@link readAdminToken}.
+ */
+export function readReadToken(options: { env: Record<string, string | undefined>; file?: string | undefined; baseDir: string }): string | undefined {
+  return readServerToken({ ...options, what: 'read token', envName: 'SCAN_GATEWAY_READ_TOKEN', credential: 'read-token' });
+}
+
+function readServerToken(options: {
+  what: string;
+  envName: string;
+  credential: string;
+  env: Record<string, string | undefined>;
+  file?: string | undefined;
+  baseDir: string;
+}): string | undefined {
   const check = (token: string, where: string) => {
     if (token.length < MIN_ADMIN_TOKEN_LENGTH) {
-      throw new GatewayError(ErrorCodes.SECRET, `the admin token from ${where} is shorter than ${MIN_ADMIN_TOKEN_LENGTH} characters; make one with: openssl rand -hex 32`);
+      throw new GatewayError(ErrorCodes.SECRET, `the ${options.what} from ${where} is shorter than ${MIN_ADMIN_TOKEN_LENGTH} characters; make one with: openssl rand -hex 32`);
     }
     return token;
   };
-  const fromEnv = options.env.SCAN_GATEWAY_ADMIN_TOKEN?.trim();
-  if (fromEnv) return check(fromEnv, 'SCAN_GATEWAY_ADMIN_TOKEN');
+  const fromEnv = options.env[options.envName]?.trim();
+  if (fromEnv) return check(fromEnv, options.envName);
   const candidates: { file: string; optional: boolean }[] = [];
-  if (options.env.CREDENTIALS_DIRECTORY) candidates.push({ file: resolve(options.env.CREDENTIALS_DIRECTORY, 'admin-token'), optional: true });
+  if (options.env.CREDENTIALS_DIRECTORY) candidates.push({ file: resolve(options.env.CREDENTIALS_DIRECTORY, options.credential), optional: true });
   if (options.file) candidates.push({ file: isAbsolute(options.file) ? options.file : resolve(options.baseDir, options.file), optional: false });
   for (const { file, optional } of candidates) {
     let text: string;
@@ -50,13 +74,27 @@ export function readAdminToken(options: { env: Record<string, string | undefined
       text = readFileSync(file, 'utf8');
     } catch (err) {
       if (optional && (err as NodeJS.ErrnoException).code === 'ENOENT') continue;
-      throw new GatewayError(ErrorCodes.SECRET, `cannot read the admin token from ${file}: ${(err as Error).message}`, { cause: err });
+      throw new GatewayError(ErrorCodes.SECRET, `cannot read the ${options.what} from ${file}: ${(err as Error).message}`, { cause: err });
     }
     const token = text.trim();
-    if (!token) throw new GatewayError(ErrorCodes.SECRET, `the admin token file ${file} is empty`);
+    if (!token) throw new GatewayError(ErrorCodes.SECRET, `the ${options.what} file ${file} is empty`);
     return check(token, file);
   }
   return undefined;
+}
+
+/**
+ * Whether an `Authorization` header carries `expected` either as a bearer token or as the password
+ * of HTTP Basic (any user name): a browser asks for Basic credentials itself on a 401 with
+ * `WWW-Authenticate: Basic`, and keeps them for the page's own requests, while a token in the URL
+ * would land in logs and browser history. Constant time as {@link bearerMatches}.
+ */
+export function readTokenMatches(expected: string, header: string | undefined): boolean {
+  const basic = /^Basic[ \t]+([A-Za-z0-9+/=]+)[ \t]*$/i.exec(header ?? '');
+  if (!basic) return bearerMatches(expected, header);
+  const decoded = Buffer.from(basic[1] ?? '', 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  return bearerMatches(expected, `Bearer ${colon < 0 ? '' : decoded.slice(colon + 1)}`);
 }
 
 /**
@@ -77,6 +115,8 @@ export interface AdminRoutesOptions {
   token: string | undefined;
   actions: AdminActions;
   logger: Logger;
+  /** Where refused calls are noted (rate-limited log line and count); default a {@link RefusalLog} of `logger`. */
+  refusals?: { note(fields: Record<string, unknown>): void };
 }
 
 /** Names of the actions available with these options. */
@@ -93,6 +133,7 @@ export function availableActions(options: Pick<AdminRoutesOptions, 'token' | 'ac
  */
 export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOptions): void {
   const log = options.logger;
+  const refusals = options.refusals ?? new RefusalLog(log, 'admin call refused');
   app.post<{ Params: { action: string } }>('/api/v1/admin/:action', async (request, reply) => {
     const action = request.params.action as AdminActionName;
     const available = availableActions(options);
@@ -100,7 +141,7 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
       return reply.code(403).send({ ok: false, error: 'admin actions are off: no admin token is configured (see docs/operations.md)' });
     }
     if (!bearerMatches(options.token, request.headers.authorization)) {
-      log.warn({ action, remote: request.ip, given: request.headers.authorization ? 'wrong token' : 'no token' }, 'admin call refused');
+      refusals.note({ action: String(action).slice(0, 40), remote: request.ip, given: request.headers.authorization ? 'wrong token' : 'no token' });
       return reply
         .code(401)
         .header('www-authenticate', 'Bearer realm="scan-gateway admin"')

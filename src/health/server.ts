@@ -1,8 +1,13 @@
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { Counter } from 'prom-client';
+import { DEFAULT_HTTP_LIMITS, type HttpLimitsConfig } from '../config/schema.js';
 import type { Logger } from '../log.js';
-import { registerAdminRoutes, type AdminActions } from './admin.js';
+import { readTokenMatches, registerAdminRoutes, type AdminActions } from './admin.js';
+import { hostAllowList } from './host-check.js';
+import { capConnections, listenerOptions } from './listener-limits.js';
 import type { GatewayMetrics } from './metrics.js';
 import { PAGE_CSP, renderPage } from './page.js';
+import { RefusalLog, REFUSAL_LOG_INTERVAL_MS } from './refusal-log.js';
 import type { GatewayStatus } from './status.js';
 
 export type { GatewayStatus } from './status.js';
@@ -14,6 +19,16 @@ export interface HealthServerOptions {
   metrics?: GatewayMetrics;
   /** Admin actions and the token that guards them; without it, `/api/v1/admin/*` answers 403. */
   admin?: { token: string | undefined; actions: AdminActions };
+  /** Timeouts and connection cap (`http.limits`); default {@link DEFAULT_HTTP_LIMITS}. */
+  limits?: HttpLimitsConfig;
+  /** Host part of `http.listen`, accepted as a `Host` name; default 127.0.0.1. */
+  listenHost?: string;
+  /** More accepted `Host` values (`http.allowedHosts`), see {@link hostAllowList}. */
+  allowedHosts?: readonly string[];
+  /** Token that guards `/`, `/api/v1/status`, `/metrics` and the detail of `/healthz`; undefined = open. */
+  readToken?: string | undefined;
+  /** Least time between two log lines of one kind of refusal, in ms; default 10 s. */
+  refusalLogIntervalMs?: number;
 }
 
 /** Headers of every answer: nothing cached, nothing sniffed, no referrer leaves the page. */
@@ -46,22 +61,82 @@ export function readiness(s: GatewayStatus): { ready: boolean; reason?: string }
  * Built here; the app adds its own routes (such as ingest) before it listens.
  */
 export function buildHealthServer(options: HealthServerOptions): FastifyInstance {
+  const limits = options.limits ?? DEFAULT_HTTP_LIMITS;
+  const logger = options.logger.child({ component: 'http' });
   const app = Fastify({
-    loggerInstance: options.logger.child({ component: 'http' }) as FastifyBaseLogger,
+    loggerInstance: logger as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
     // A browser tab kept open holds a keep-alive connection; it must not delay a stop.
     forceCloseConnections: true,
+    ...listenerOptions(limits),
+  });
+  const intervalMs = options.refusalLogIntervalMs ?? REFUSAL_LOG_INTERVAL_MS;
+  const refusedName = 'scan_gateway_http_refused_total';
+  const refused = options.metrics
+    ? ((options.metrics.registry.getSingleMetric(refusedName) as Counter<'reason'> | undefined) ??
+      new Counter({
+        name: refusedName,
+        help: 'Requests and connections the local HTTP server refused, by reason (host, read_token, admin_token, ingest_token, connection_cap).',
+        labelNames: ['reason'],
+        registers: [options.metrics.registry],
+      }))
+    : undefined;
+  const count = (reason: string) => refused?.inc({ reason });
+  const hostLog = new RefusalLog(logger, 'request with a foreign Host header refused', intervalMs);
+  const readLog = new RefusalLog(logger, 'read call refused: no valid read token', intervalMs);
+  const capLog = new RefusalLog(logger, 'connection refused: the connection cap is reached', intervalMs);
+  capConnections(app.server, limits, (remote) => {
+    count('connection_cap');
+    capLog.note({ remote, maxConnections: limits.maxConnections });
+  });
+  app.addHook('onClose', async () => {
+    for (const l of [hostLog, readLog, capLog]) l.flush();
+  });
+
+  const hostAllowed = hostAllowList(options.listenHost ?? '127.0.0.1', options.allowedHosts ?? []);
+  // First hook of every route, the ingest and admin routes and 404s included.
+  app.addHook('onRequest', async (request, reply) => {
+    const host = request.headers.host;
+    if (hostAllowed(host)) return undefined;
+    count('host');
+    hostLog.note({ remote: request.ip, host: host === undefined ? null : host.slice(0, 100), url: request.url.split('?')[0]?.slice(0, 100) });
+    return reply.code(421).send({
+      statusCode: 421,
+      error: 'Misdirected Request',
+      message: `this server does not answer for Host ${host === undefined ? '(none)' : JSON.stringify(host.slice(0, 100))}; use localhost or an address listed in http.allowedHosts`,
+    });
   });
   app.addHook('onSend', async (_request, reply) => {
     reply.headers(COMMON_HEADERS);
   });
+  // Every 401 counted by what it guarded, the ingest route's (registered by the input) included.
+  app.addHook('onResponse', async (request, reply) => {
+    if (reply.statusCode !== 401) return;
+    const path = request.url.split('?')[0] ?? '';
+    count(path.startsWith('/api/v1/admin/') ? 'admin_token' : path === '/api/v1/reads' ? 'ingest_token' : 'read_token');
+  });
 
-  app.get('/', async (_request, reply) => {
+  const readToken = options.readToken;
+  const readAllowed = (request: FastifyRequest) => readToken === undefined || readTokenMatches(readToken, request.headers.authorization);
+  const guardRead = async (request: FastifyRequest, reply: FastifyReply) => {
+    if (readAllowed(request)) return undefined;
+    readLog.note({ remote: request.ip, url: request.url.split('?')[0]?.slice(0, 100), given: request.headers.authorization === undefined ? 'no token' : 'wrong token' });
+    // Two challenges: a browser prompts for Basic (user name: anything, password: the token); scripts send Bearer.
+    return reply
+      .code(401)
+      .header('www-authenticate', ['Basic realm="scan-gateway", charset="UTF-8"', 'Bearer realm="scan-gateway"'])
+      .send({ statusCode: 401, error: 'Unauthorized', message: 'a read token is required: Authorization: Bearer <token>, or HTTP Basic with the token as password' });
+  };
+
+  app.get('/', { onRequest: guardRead }, async (_request, reply) => {
     return reply.type('text/html; charset=utf-8').header('content-security-policy', PAGE_CSP).header('x-frame-options', 'DENY').send(renderPage(options.status()));
   });
 
-  app.get('/healthz', async (_req, reply) => {
+  // Open to probes; without the read token (when one is configured) only the state.
+  app.get('/healthz', async (request, reply) => {
     const s = options.status();
+    const code = s.state === 'down' ? 503 : 200;
+    if (!readAllowed(request)) return reply.code(code).send({ status: s.state });
     const body = {
       status: s.state,
       reasons: s.reasons,
@@ -72,7 +147,7 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
       lastSuccessfulUploadAt: s.delivery.lastSuccessAt ?? null,
       inputs: s.inputs.map((i) => ({ id: i.id, type: i.type, state: i.state, ...(i.lastError ? { lastError: i.lastError } : {}) })),
     };
-    return reply.code(s.state === 'down' ? 503 : 200).send(body);
+    return reply.code(code).send(body);
   });
 
   app.get('/readyz', async (_req, reply) => {
@@ -80,17 +155,20 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     return reply.code(r.ready ? 200 : 503).send(r);
   });
 
-  app.get('/api/v1/status', async () => options.status());
+  app.get('/api/v1/status', { onRequest: guardRead }, async () => options.status());
 
   const metrics = options.metrics;
   if (metrics) {
-    app.get('/metrics', async (_req, reply) => reply.type(metrics.contentType).send(await metrics.text()));
+    app.get('/metrics', { onRequest: guardRead }, async (_req, reply) => reply.type(metrics.contentType).send(await metrics.text()));
   }
 
+  const adminLog = new RefusalLog(options.logger.child({ component: 'admin' }), 'admin call refused', intervalMs);
+  app.addHook('onClose', async () => adminLog.flush());
   registerAdminRoutes(app, {
     token: options.admin?.token,
     actions: options.admin?.actions ?? unavailableActions,
     logger: options.logger.child({ component: 'admin' }),
+    refusals: adminLog,
   });
   return app;
 }

@@ -2,7 +2,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import formbody from '@fastify/formbody';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
+import { DEFAULT_HTTP_LIMITS } from '../config/schema.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
+import { capConnections, listenerOptions } from '../health/listener-limits.js';
 import { silentLogger } from '../log.js';
 import { PACKAGE_ROOT } from '../paths.js';
 import { MAX_DIRECT_BODY_BYTES, PRESIGNED_VALIDITY_MS, TOKEN_VALIDITY_S } from '../upstream/contract.js';
@@ -49,7 +51,10 @@ export async function buildSandboxApp(options: SandboxOptions = {}): Promise<{ a
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: BODY_LIMIT,
     forceCloseConnections: true,
+    // Same bounds as the gateway's own listener (http.limits defaults): a demo port is reachable too.
+    ...listenerOptions(options.limits ?? DEFAULT_HTTP_LIMITS),
   }) as unknown as FastifyInstance;
+  capConnections(app.server, options.limits ?? DEFAULT_HTTP_LIMITS);
   const state = new SandboxState(options.clients ?? [demoClient()], options.maxLoggedScans !== undefined ? { maxLoggedScans: options.maxLoggedScans } : {});
   const faults = new FaultSwitch(options.faults ?? {});
   const auth = new SandboxAuth();

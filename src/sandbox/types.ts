@@ -1,3 +1,4 @@
+import type { HttpLimitsConfig } from '../config/schema.js';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Logger } from '../log.js';
@@ -87,6 +88,8 @@ export interface SandboxOptions {
   maxLoggedScans?: number;
   faults?: Partial<Faults>;
   logger?: Logger;
+  /** Timeouts and connection cap; default the gateway's `http.limits` defaults. */
+  limits?: HttpLimitsConfig;
 }
 
 /** A started sandbox. */

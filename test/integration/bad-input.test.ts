@@ -31,7 +31,7 @@ import { waitFor } from '../helpers/wait.js';
 
 const SEED = 20261118;
 const MAX_READ = 256;
-const TOKEN = 'bad-input-token';
+const TOKEN = 'bad-input-token-0123456789';
 
 /** mulberry32: a small seeded PRNG, so the generated inputs are the same on every run. */
 function rng(seed: number): () => number {

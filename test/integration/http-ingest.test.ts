@@ -14,6 +14,7 @@ import type { IntakeSink } from '../../src/inputs/types.js';
 import { silentLogger } from '../../src/log.js';
 import { mappingContext } from '../../src/mapping/map-read.js';
 import { memoryLogger } from '../helpers/log-lines.js';
+import { waitFor } from '../helpers/wait.js';
 
 const TOKEN = 'ingest-test-token-1234567890';
 const AUTH = { authorization: `Bearer ${TOKEN}` };
@@ -104,13 +105,36 @@ describe('POST /api/v1/reads (inject)', () => {
     ]);
   });
 
-  it('logs a refused call with who and how, never what was given', async () => {
+  it('stores a read longer than maxReadLength as a rejection with the reason and its first bytes, the others as reads', async () => {
+    await buildServer({ maxBodyBytes: 200_000, maxReadLength: 64 });
+    const long = `L${'x'.repeat(59_999)}`;
+    const res = await post([{ code: 'SHORT-1' }, { code: long }, { code: 'y'.repeat(64) }]);
+    expect(res.statusCode).toBe(202);
+    const body = res.json() as { accepted: number; scans: number; rejected: { index: number; reason: string }[] };
+    expect(body.scans).toBe(2);
+    expect(body.rejected).toEqual([{ index: 1, reason: 'read longer than maxReadLength (64 bytes): 60000 bytes; the first 256 are kept' }]);
+    const stored = rows();
+    expect(stored.map((r) => r.outcome)).toEqual(['scan', 'rejected', 'scan']);
+    expect(stored[1]!.raw.length).toBe(256);
+    expect(stored[1]!.raw.toString('utf8')).toBe(long.slice(0, 256));
+    // Counted like every rejection: in the buffer's read outcomes, which the status and metrics show.
+    expect(store.db.prepare(`SELECT COUNT(*) FROM reads WHERE outcome = 'rejected' AND input_id = 'mes'`).pluck().get()).toBe(1);
+  });
+
+  it('logs a refused call with who and how, never what was given, at most once per interval with a count', async () => {
     const log = memoryLogger('info');
-    await buildServer({ logger: log.logger });
+    await buildServer({ logger: log.logger, refusalLogIntervalMs: 300 });
     expect((await post({ code: 'X' }, { authorization: 'Bearer not-the-token-42' })).statusCode).toBe(401);
-    expect((await post({ code: 'X' }, {})).statusCode).toBe(401);
-    const refused = log.parsed().filter((l) => l.msg === 'ingest call refused');
-    expect(refused.map((l) => l['given'])).toEqual(['wrong token', 'no token']);
+    for (let i = 0; i < 20; i++) expect((await post({ code: 'X' }, {})).statusCode).toBe(401);
+    const refused = () => log.parsed().filter((l) => String(l.msg).startsWith('ingest call refused'));
+    // The first at once; the other 20 in one line at the end of the interval.
+    expect(refused().map((l) => [l['given'], l['refused']])).toEqual([['wrong token', 1]]);
+    await waitFor(() => refused().length === 2, { timeoutMs: 2000, what: 'the summary line' });
+    expect(refused().map((l) => [l['given'], l['refused']])).toEqual([
+      ['wrong token', 1],
+      ['no token', 20],
+    ]);
+    expect(refused()[1]!['remote']).toBe('127.0.0.1');
     expect(log.lines.join('\n')).not.toContain('not-the-token-42');
   });
 
@@ -205,6 +229,20 @@ describe('HTTP ingest input in the running gateway (real socket)', () => {
     } finally {
       db.close();
     }
+  });
+
+  it('refuses to start with a token shorter than 16 characters, naming the input and the source', async () => {
+    const file = join(dir, 'config.yaml');
+    const yaml = YAML().replace('inputs:', `buffer: { path: ${join(dir, 'gw3.db')} }\nhttp: { listen: 127.0.0.1:0 }\ninputs:`);
+    gateway = buildApp({ file, config: parseConfigText(yaml, file), clientSecret: 'x' }, { logger: silentLogger(), env: { SCAN_GATEWAY_INGEST_TOKEN: 'fifteen-chars-x' } });
+    const err = await gateway.start().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isGatewayError(err, 'SCANGW_E_SECRET')).toBe(true);
+    expect((err as Error).message).toBe(
+      'input mes: the ingest token from the environment variable SCAN_GATEWAY_INGEST_TOKEN is shorter than 16 characters; make one with: openssl rand -hex 32',
+    );
   });
 
   it('refuses to start without a token', async () => {

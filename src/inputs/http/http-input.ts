@@ -6,6 +6,7 @@ import { InputStateTracker } from '../input-state.js';
 import { readSecret } from '../secrets.js';
 import type { InputAdapter, InputStatus, IntakeSink } from '../types.js';
 import { INGEST_PATH, registerIngestRoutes } from './ingest-routes.js';
+import { shortness } from './ingest-token.js';
 
 /** What an {@link HttpIngestInput} needs. */
 export interface HttpIngestInputOptions {
@@ -78,7 +79,8 @@ export class HttpIngestInput implements RouteInput {
   /**
    * Reads the token; the app registers the route on its server before listening.
    *
-   * @throws GatewayError `SCANGW_E_SECRET` when no token is set, or its file cannot be read.
+   * @throws GatewayError `SCANGW_E_SECRET` when no token is set, its file cannot be read, or it is
+   *   shorter than 16 characters (MIN_INGEST_TOKEN_LENGTH).
    */
   async start(): Promise<void> {
     this.stopping = false;
@@ -89,12 +91,18 @@ export class HttpIngestInput implements RouteInput {
         `input ${this.id}: no ingest token; set the environment variable ${this.config.tokenEnv} or inputs.${this.id}.tokenFile`,
       );
     }
+    const fromEnv = Boolean(this.options.env?.[this.config.tokenEnv]?.trim());
+    const short = shortness(this.id, this.token, fromEnv ? 'tokenEnv' : 'tokenFile', fromEnv ? `the environment variable ${this.config.tokenEnv}` : `the file ${this.config.tokenFile}`);
+    if (short) {
+      this.token = undefined;
+      throw new GatewayError(ErrorCodes.SECRET, short.message);
+    }
     this.state.set(this.paused ? 'paused' : 'up');
   }
 
   /**
    * Registers `POST /api/v1/reads`. Body limits and field paths are this instance's for the life of
-   * the server; token, pause state and sink are asked of `current()` at each request.
+   * the server; token, pause state, sink and `maxReadLength` are asked of `current()` at each request.
    */
   async registerRoutes(app: FastifyInstance, current: () => InputAdapter | undefined = () => this): Promise<void> {
     const live = (): HttpIngestInput | undefined => {
@@ -113,6 +121,7 @@ export class HttpIngestInput implements RouteInput {
       retryAfterSec: this.config.retryAfterSec,
       fields: this.config.fields,
       logger: this.log,
+      maxReadLength: () => live()?.config.maxReadLength ?? this.config.maxReadLength,
       ...(this.options.now ? { now: this.options.now } : {}),
       track: (work) => live()?.track(work) ?? work,
     });

@@ -5,6 +5,8 @@ import type { Logger } from '../../log.js';
 import { rejectionItem } from '../input-items.js';
 import { DEFAULT_JSON_FIELDS, jsonRead, readFromJsonFields } from '../json-read.js';
 import { isGatewayError } from '../../errors.js';
+import { DEFAULT_MAX_READ_LENGTH } from '../../config/input-schemas.js';
+import { RefusalLog } from '../../health/refusal-log.js';
 import type { IntakeItem, IntakeSink, SubmitResult } from '../types.js';
 
 /** The path of the ingest endpoint on the local server. */
@@ -33,7 +35,17 @@ export interface IngestRouteOptions {
   now?: () => Date;
   /** Called around each accepted submit, so the input can wait for requests in flight when it stops. */
   track?: <T>(work: Promise<T>) => Promise<T>;
+  /**
+   * Longest code of a read, in UTF-8 bytes (the input's `maxReadLength`), or a function answering
+   * the current one (it follows a configuration reload); longer is a rejection. Default 4096.
+   */
+  maxReadLength?: number | (() => number);
+  /** Least time between two "ingest call refused" log lines, in ms; default 10 s ({@link RefusalLog}). */
+  refusalLogIntervalMs?: number;
 }
+
+/** Bytes of an over-long code kept in its rejection: enough to recognise it, not the whole of it. */
+export const OVERLONG_EXCERPT_BYTES = 256;
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
@@ -53,7 +65,8 @@ export interface IngestError {
  * `jsonRead`). Answers:
  * - 202 `{ accepted: n, scans, noReads, duplicates, rejected: [{ index, reason }] }` only after the
  *   reads are committed; `rejected` lists the well-formed reads that mapping refused (stored as
- *   rejections, not sent upstream);
+ *   rejections, not sent upstream), and reads whose code is longer than `maxReadLength` (stored as
+ *   rejections holding the first {@link OVERLONG_EXCERPT_BYTES} bytes);
  * - 400 with `field` for JSON that does not parse or a read that is not valid (nothing of that
  *   request is stored as a read; the body's first bytes are stored as one rejection with the reason);
  * - 401 without a valid `Authorization: Bearer <token>` (nothing stored);
@@ -68,6 +81,12 @@ export async function registerIngestRoutes(app: FastifyInstance, options: Ingest
     const retryAfter = String(options.retryAfterSec ?? 5);
     const now = options.now ?? (() => new Date());
     const track = options.track ?? (<T>(work: Promise<T>) => work);
+    const maxReadLengthNow = (): number => {
+      const m = options.maxReadLength;
+      return (typeof m === 'function' ? m() : m) ?? DEFAULT_MAX_READ_LENGTH;
+    };
+    const refusals = options.logger ? new RefusalLog(options.logger, 'ingest call refused', options.refusalLogIntervalMs) : undefined;
+    scope.addHook('onClose', async () => refusals?.flush());
 
     const record = async (raw: Buffer, reason: string, origin: Record<string, string | number>): Promise<void> => {
       if (options.recordRejections === false) return;
@@ -88,10 +107,10 @@ export async function registerIngestRoutes(app: FastifyInstance, options: Ingest
     scope.addHook('onRequest', async (req, reply) => {
       if (!authorized(req.headers.authorization, options.tokens)) {
         // Who and how, never what was given: the header may hold a real token for something else.
-        options.logger?.warn(
-          { remote: req.ip, given: req.headers.authorization === undefined ? 'no token' : /^Bearer /i.test(req.headers.authorization) ? 'wrong token' : 'not a bearer token' },
-          'ingest call refused',
-        );
+        refusals?.note({
+          remote: req.ip,
+          given: req.headers.authorization === undefined ? 'no token' : /^Bearer /i.test(req.headers.authorization) ? 'wrong token' : 'not a bearer token',
+        });
         reply.header('WWW-Authenticate', 'Bearer realm="scan-gateway ingest"');
         return send(reply, 401, 'Unauthorized', 'a valid bearer token is required (Authorization: Bearer <token>)');
       }
@@ -134,6 +153,7 @@ export async function registerIngestRoutes(app: FastifyInstance, options: Ingest
         return send(reply, 413, 'Payload Too Large', `at most ${maxReads} reads per request`);
       }
       const items: IntakeItem[] = [];
+      const maxReadLength = maxReadLengthNow();
       for (const [i, entry] of list.entries()) {
         const result = jsonRead(entry, fields);
         if (!result.ok) {
@@ -141,7 +161,16 @@ export async function registerIngestRoutes(app: FastifyInstance, options: Ingest
           const field = result.field === '' ? prefix : prefix === '' ? result.field : `${prefix}.${result.field}`;
           return bad(`read ${Array.isArray(value) ? `${i} ` : ''}is not valid: ${result.field === '' ? '' : `${result.field} `}${result.reason}`, field);
         }
-        items.push({ kind: 'read', read: readFromJsonFields(result.fields, options.inputId, receivedAt, Array.isArray(value) ? { ...origin, index: i } : origin) });
+        const readOrigin = Array.isArray(value) ? { ...origin, index: i } : origin;
+        const length = Buffer.byteLength(result.fields.code, 'utf8');
+        if (length > maxReadLength) {
+          // As the other inputs: a rejection with the reason and a bounded excerpt, the request's other reads go on.
+          const excerpt = Buffer.from(result.fields.code, 'utf8').subarray(0, OVERLONG_EXCERPT_BYTES);
+          const reason = `read longer than maxReadLength (${maxReadLength} bytes): ${length} bytes; the first ${excerpt.length} are kept`;
+          items.push(rejectionItem(options.inputId, excerpt, reason, receivedAt, readOrigin));
+          continue;
+        }
+        items.push({ kind: 'read', read: readFromJsonFields(result.fields, options.inputId, receivedAt, readOrigin) });
       }
       let result: SubmitResult | void;
       try {
@@ -159,6 +188,7 @@ export async function registerIngestRoutes(app: FastifyInstance, options: Ingest
       // DCP) are stored as rejections like any input's, and named here so the sender learns of them.
       const outcomes = result ? result.outcomes : [];
       const count = (o: string) => outcomes.filter((x) => x.outcome === o).length;
+      // `accepted` counts the reads taken into the buffer, over-long ones (stored as rejections) included.
       const rejected = outcomes.flatMap((o, index) => (o.outcome === 'rejected' ? [{ index, reason: o.reason ?? 'rejected' }] : []));
       return reply
         .code(202)
