@@ -25,7 +25,7 @@ import { ProductCheck } from './mapping/product-check.js';
 import { applyReload, planReload, RESTART_SECTIONS, type ReloadReport } from './config/reload.js';
 import { VERSION } from './paths.js';
 import { startSandbox, type RunningSandbox } from './sandbox/server.js';
-import { UpstreamClient } from './upstream/client.js';
+import { UpstreamClient, clientOptionsFromConfig } from './upstream/client.js';
 
 export interface AppDeps {
   logger: Logger;
@@ -231,16 +231,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
       }
       api =
         deps.api ??
-        new UpstreamClient({
-          baseUrl: config.upstream.baseUrl,
-          authUrl: config.upstream.authUrl,
-          clientId: config.upstream.clientId,
-          clientSecret: loaded.clientSecret,
-          logger,
-          requestTimeoutMs: config.upstream.requestTimeoutMs,
-          ...(config.upstream.caFile ? { caFile: config.upstream.caFile } : {}),
-          ...(config.upstream.proxyUrl ? { proxyUrl: config.upstream.proxyUrl } : {}),
-        });
+new UpstreamClient(clientOptionsFromConfig(config.upstream, loaded, logger));
       // Bounded: undici's close waits for requests in flight, and an abandoned upload may still hang.
       stops.push({ name: 'upstream', stop: async () => void (await within(UPSTREAM_CLOSE_GRACE_MS, api?.close?.())) });
       backPressure = new BackPressure({

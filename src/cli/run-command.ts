@@ -70,7 +70,7 @@ export function registerRunCommand(program: Command, io: RunIo): void {
     .action(async (opts: { config: string; logLevel?: string }) => {
       const loaded = loadConfig(opts.config, { baseDir: io.cwd, env: io.env });
       const adminToken = readAdminToken({ env: io.env, file: loaded.config.http.adminTokenFile, baseDir: io.cwd });
-      const scrubber = new SecretScrubber([loaded.clientSecret, ...(adminToken ? [adminToken] : []), ...(await inputSecrets(loaded.config.inputs, io.env))]);
+      const scrubber = new SecretScrubber([loaded.clientSecret, ...(loaded.proxyCredentials ? [loaded.proxyCredentials] : []), ...(adminToken ? [adminToken] : []), ...(await inputSecrets(loaded.config.inputs, io.env))]);
       const logger = io.logger ?? createLogger({ level: opts.logLevel ?? loaded.config.log.level, format: loaded.config.log.format, scrubber });
       const log = logger.child({ component: 'app' });
       const notifier = new SystemdNotifier({

@@ -8,14 +8,21 @@ import type { DeliveryApi, ScanStatusLike } from './types.js';
 
 export type CircuitState = 'closed' | 'open' | 'half-open';
 
+/** What kind of failure the last upload attempt met (see {@link DeliveryStatus.lastError}). */
+export type ErrorKind = 'token' | 'network' | 'auth' | 'answer' | 'http';
+
 /** What the health page shows of delivery. */
 export interface DeliveryStatus {
   paused: boolean;
   circuit: CircuitState;
   consecutiveFailures: number;
   lastSuccessAt?: string;
-  /** `kind`: `network` (no answer), `auth` (credentials refused), `answer` (unreadable), `http` (an error status). */
-  lastError?: { message: string; at: string; batchId?: number; kind?: 'network' | 'auth' | 'answer' | 'http' };
+  /**
+   * `kind`: `token` (no token could be had: refused, unreadable, unreachable; the upload was not
+   * sent), `network` (no answer), `auth` (credentials refused by the API), `answer` (unreadable),
+   * `http` (an error status). `code`: the error's stable `SCANGW_E_…` code.
+   */
+  lastError?: { message: string; at: string; batchId?: number; kind?: ErrorKind; code?: string };
   nextRetryAt?: string;
   /**
    * Scans that may be held twice by the service: they were in a direct upload whose answer was
@@ -323,7 +330,8 @@ export class Deliverer {
     const action = classifyFailure(err);
     const message = (err as Error).message;
     const at = new Date(this.now()).toISOString();
-    this.status = { ...this.status, lastError: { message, at, batchId: batch.id, kind: errorKind(err) } };
+    const code = isGatewayError(err) ? err.code : undefined;
+    this.status = { ...this.status, lastError: { message, at, batchId: batch.id, kind: errorKind(err), ...(code ? { code } : {}) } };
     if (action.action === 'split') {
       const split = store.splitBatch(batch.id);
       logger.warn({ batchId: batch.id, split }, 'batch refused as too large; split in two');
@@ -453,15 +461,17 @@ export class Deliverer {
  * empty body): the service most likely has the batch, but it cannot be followed.
  */
 function isUnreadableAcceptance(err: unknown): boolean {
-  if (!isGatewayError(err) || err.code !== ErrorCodes.UPSTREAM_RESPONSE) return false;
+  if (!isGatewayError(err) || err.details.notSent === true) return false;
+  if (err.code !== ErrorCodes.UPSTREAM_RESPONSE && err.code !== ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE) return false;
   const status = err.details.status;
   return typeof status !== 'number' || (status >= 200 && status < 300);
 }
 
-function errorKind(err: unknown): 'network' | 'auth' | 'answer' | 'http' {
+function errorKind(err: unknown): ErrorKind {
   if (!isGatewayError(err)) return 'network';
+  if (err.details.stage === 'token') return 'token';
   if (err.code === ErrorCodes.UPSTREAM_AUTH) return 'auth';
-  if (err.code === ErrorCodes.UPSTREAM_RESPONSE) return 'answer';
+  if (err.code === ErrorCodes.UPSTREAM_RESPONSE || err.code === ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE) return 'answer';
   if (err.code === ErrorCodes.UPSTREAM_NETWORK) return 'network';
   return 'http';
 }
