@@ -370,7 +370,7 @@ export class UpstreamClient {
     }
     const status = res.statusCode;
     if (status >= 300 && status < 400) {
-      res.body.destroy();
+      discard(res.body);
       throw redirectError(method, target, status, res.headers.location);
     }
     let read: { text: string; truncated: boolean };
@@ -460,6 +460,15 @@ export class UpstreamClient {
 const NOT_JSON = Symbol('not JSON');
 
 /**
+ * Drops an answer body unread: undici closes the connection. The body then reports an abort, which
+ * nobody waits for (without a listener it would be an uncaught error).
+ */
+function discard(body: Dispatcher.ResponseData['body']): void {
+  body.on('error', () => undefined);
+  body.destroy();
+}
+
+/**
  * Reads an answer body up to `maxBytes`. A `Content-Length` over the cap, or more bytes than it,
  * stops the read at once and destroys the body (undici then closes the connection), so memory
  * stays at the cap whatever the server sends.
@@ -471,7 +480,7 @@ async function readCapped(
 ): Promise<{ text: string; truncated: boolean }> {
   const declared = Number(Array.isArray(contentLength) ? contentLength[0] : contentLength);
   if (Number.isFinite(declared) && declared > maxBytes) {
-    body.destroy();
+    discard(body);
     return { text: '', truncated: true };
   }
   const chunks: Buffer[] = [];
@@ -480,7 +489,7 @@ async function readCapped(
     const room = maxBytes - total;
     if (chunk.length > room) {
       if (room > 0) chunks.push(chunk.subarray(0, room));
-      body.destroy();
+      discard(body);
       return { text: Buffer.concat(chunks).toString('utf8'), truncated: true };
     }
     chunks.push(chunk);
