@@ -3,7 +3,7 @@ import { ErrorCodes, isGatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { isDiskFull, type BatchMode, type BatchRow, type BufferStore } from '../buffer/store.js';
 import { MAX_DIRECT_BODY_BYTES, PRESIGNED_VALIDITY_MS } from '../upstream/contract.js';
-import { failureFields } from './failure-log.js';
+import { failureFields } from '../upstream/failure-log.js';
 import { backoffDelay, classifyFailure } from './retry.js';
 import { StatusTracker, type StatusChecks } from './status-tracker.js';
 import type { DeliveryApi } from './types.js';
