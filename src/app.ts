@@ -379,6 +379,9 @@ const STATUS_CHECK_FAILURES_REPORTED = 3;
 function upstreamReason(lastError: DeliveryStatus['lastError']): string {
   const message = lastError?.message ?? 'unknown error';
   switch (lastError?.kind) {
+    case 'token':
+      // Nothing was uploaded: the batches wait; the code tells which kind of token failure.
+      return `no access token from the auth server${lastError.code ? ` (${lastError.code})` : ''}, nothing uploaded: ${message}`;
     case 'auth':
       return `upstream refuses the credentials: ${message}`;
     case 'answer':
