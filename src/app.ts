@@ -26,7 +26,7 @@ import { ProductCheck } from './mapping/product-check.js';
 import { applyReload, planReload, RESTART_SECTIONS, type ReloadReport } from './config/reload.js';
 import { VERSION } from './paths.js';
 import { startSandbox, type RunningSandbox } from './sandbox/server.js';
-import { UpstreamClient } from './upstream/client.js';
+import { UpstreamClient, clientOptionsFromConfig } from './upstream/client.js';
 
 export interface AppDeps {
   logger: Logger;
@@ -234,16 +234,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
       }
       api =
         deps.api ??
-        new UpstreamClient({
-          baseUrl: config.upstream.baseUrl,
-          authUrl: config.upstream.authUrl,
-          clientId: config.upstream.clientId,
-          clientSecret: loaded.clientSecret,
-          logger,
-          requestTimeoutMs: config.upstream.requestTimeoutMs,
-          ...(config.upstream.caFile ? { caFile: config.upstream.caFile } : {}),
-          ...(config.upstream.proxyUrl ? { proxyUrl: config.upstream.proxyUrl } : {}),
-        });
+new UpstreamClient(clientOptionsFromConfig(config.upstream, loaded, logger));
       // Bounded: undici's close waits for requests in flight, and an abandoned upload may still hang.
       stops.push({ name: 'upstream', stop: async () => void (await within(UPSTREAM_CLOSE_GRACE_MS, api?.close?.())) });
       backPressure = new BackPressure({
@@ -406,6 +397,9 @@ const STATUS_CHECK_FAILURES_REPORTED = 3;
 function upstreamReason(lastError: DeliveryStatus['lastError']): string {
   const message = lastError?.message ?? 'unknown error';
   switch (lastError?.kind) {
+    case 'token':
+      // Nothing was uploaded: the batches wait; the code tells which kind of token failure.
+      return `no access token from the auth server${lastError.code ? ` (${lastError.code})` : ''}, nothing uploaded: ${message}`;
     case 'auth':
       return `upstream refuses the credentials: ${message}`;
     case 'answer':

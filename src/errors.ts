@@ -16,6 +16,15 @@ export const ErrorCodes = {
   UPSTREAM_AUTH: 'SCANGW_E_UPSTREAM_AUTH',
   /** The upstream answer did not have the shape the contract describes. */
   UPSTREAM_RESPONSE: 'SCANGW_E_UPSTREAM_RESPONSE',
+  /**
+   * The token endpoint answered 2xx with something that is not a usable token (not JSON, no
+   * access token, a token type other than Bearer). The call that needed the token was not sent.
+   */
+  UPSTREAM_TOKEN: 'SCANGW_E_UPSTREAM_TOKEN',
+  /** An upstream answer was larger than the byte cap for its kind; the client stopped reading it. */
+  UPSTREAM_ANSWER_TOO_LARGE: 'SCANGW_E_UPSTREAM_ANSWER_TOO_LARGE',
+  /** The upstream answered with a redirect (3xx); redirects are never followed (the token would go along). */
+  UPSTREAM_REDIRECT: 'SCANGW_E_UPSTREAM_REDIRECT',
   /** A request body reached the 5.8 MiB limit of the direct upload (contract §4.3, §8). */
   BODY_TOO_LARGE: 'SCANGW_E_BODY_TOO_LARGE',
   /** A pre-signed address was refused (used already, or expired; contract §4.4–4.5). */

@@ -12,7 +12,7 @@ import { loadConfig } from './config/load.js';
 import { isGatewayError, ErrorCodes } from './errors.js';
 import { createLogger } from './log.js';
 import { VERSION } from './paths.js';
-import { UpstreamClient } from './upstream/client.js';
+import { UpstreamClient, clientOptionsFromConfig } from './upstream/client.js';
 
 /**
  * The process edge: the only module that touches argv, env, signals and the exit code.
@@ -55,16 +55,8 @@ async function main(argv: string[]): Promise<number> {
   registerUpstreamCommands(program, {
     ...io,
     resolveClient: async (configPath: string) => {
-      const { config, clientSecret } = loadConfig(configPath, { baseDir: io.cwd, env: io.env });
-      return new UpstreamClient({
-        baseUrl: config.upstream.baseUrl,
-        authUrl: config.upstream.authUrl,
-        clientId: config.upstream.clientId,
-        clientSecret,
-        requestTimeoutMs: config.upstream.requestTimeoutMs,
-        ...(config.upstream.caFile ? { caFile: config.upstream.caFile } : {}),
-        ...(config.upstream.proxyUrl ? { proxyUrl: config.upstream.proxyUrl } : {}),
-      });
+      const loaded = loadConfig(configPath, { baseDir: io.cwd, env: io.env });
+      return new UpstreamClient(clientOptionsFromConfig(loaded.config.upstream, loaded));
     },
   });
   try {

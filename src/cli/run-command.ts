@@ -71,7 +71,14 @@ export function registerRunCommand(program: Command, io: RunIo): void {
       const loaded = loadConfig(opts.config, { baseDir: io.cwd, env: io.env });
       const adminToken = readAdminToken({ env: io.env, file: loaded.config.http.adminTokenFile, baseDir: io.cwd });
       const readToken = readReadToken({ env: io.env, file: loaded.config.http.readTokenFile, baseDir: io.cwd });
-      const scrubber = new SecretScrubber([loaded.clientSecret, ...(adminToken ? [adminToken] : []), ...(readToken ? [readToken] : []), ...(await inputSecrets(loaded.config.inputs, io.env))]);
+      const scrubber = new SecretScrubber([
+        loaded.clientSecret,
+        // The pair, and the password alone: an error text may quote either.
+        ...(loaded.proxyCredentials ? [loaded.proxyCredentials, loaded.proxyCredentials.slice(loaded.proxyCredentials.indexOf(':') + 1)] : []),
+        ...(adminToken ? [adminToken] : []),
+        ...(readToken ? [readToken] : []),
+        ...(await inputSecrets(loaded.config.inputs, io.env)),
+      ]);
       const logger = io.logger ?? createLogger({ level: opts.logLevel ?? loaded.config.log.level, format: loaded.config.log.format, scrubber });
       const log = logger.child({ component: 'app' });
       const notifier = new SystemdNotifier({

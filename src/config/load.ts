@@ -24,6 +24,8 @@ export interface LoadedConfig {
   config: GatewayConfig;
   /** The OAuth client secret, from the environment, a systemd credential or `clientSecretFile`. */
   clientSecret: string;
+  /** Proxy credentials `user:password`, from SCAN_GATEWAY_PROXY_CREDENTIALS or `upstream.proxyCredentialsFile`. */
+  proxyCredentials?: string;
 }
 
 export interface LoadConfigOptions {
@@ -65,7 +67,8 @@ export function loadConfig(file: string, options: LoadConfigOptions): LoadedConf
   });
   if (tokenProblems.length > 0) throw configError(tokenProblems);
   const clientSecret = options.skipSecret ? '' : readClientSecret(resolved, options.env ?? {});
-  return { file, config: resolved, clientSecret };
+  const proxyCredentials = options.skipSecret ? undefined : readProxyCredentials(resolved, options.env ?? {});
+  return { file, config: resolved, clientSecret, ...(proxyCredentials !== undefined ? { proxyCredentials } : {}) };
 }
 
 /** Parses and validates configuration text; `file` is only used in messages. */
@@ -340,6 +343,7 @@ function resolvePaths(config: GatewayConfig, baseDir: string): GatewayConfig {
       ...config.upstream,
       ...(config.upstream.clientSecretFile ? { clientSecretFile: abs(config.upstream.clientSecretFile) } : {}),
       ...(config.upstream.caFile ? { caFile: abs(config.upstream.caFile) } : {}),
+      ...(config.upstream.proxyCredentialsFile ? { proxyCredentialsFile: abs(config.upstream.proxyCredentialsFile) } : {}),
     },
     buffer: { ...config.buffer, path: config.buffer.path === ':memory:' ? ':memory:' : abs(config.buffer.path) },
     http: { ...config.http, ...(config.http.adminTokenFile ? { adminTokenFile: abs(config.http.adminTokenFile) } : {}) },
@@ -382,6 +386,30 @@ export function readClientSecret(config: GatewayConfig, env: Record<string, stri
     ErrorCodes.SECRET,
     'no client secret: set SCAN_GATEWAY_CLIENT_SECRET, provide the systemd credential client-secret, or set upstream.clientSecretFile',
   );
+}
+
+/**
+ * The proxy credentials (`user:password`), first found of: env SCAN_GATEWAY_PROXY_CREDENTIALS,
+ * `upstream.proxyCredentialsFile`. Undefined when neither is set (a proxy without authentication).
+ *
+ * @throws GatewayError `SCANGW_E_SECRET` when the file cannot be read, is empty or has no `:`.
+ */
+export function readProxyCredentials(config: GatewayConfig, env: Record<string, string | undefined>): string | undefined {
+  const fromEnv = env.SCAN_GATEWAY_PROXY_CREDENTIALS?.trim();
+  const file = config.upstream.proxyCredentialsFile;
+  let value = fromEnv || undefined;
+  if (value === undefined && file) {
+    try {
+      value = readFileSync(file, 'utf8').trim();
+    } catch (err) {
+      throw new GatewayError(ErrorCodes.SECRET, `cannot read the proxy credentials from ${file}: ${(err as Error).message}`, { cause: err });
+    }
+    if (!value) throw new GatewayError(ErrorCodes.SECRET, `the proxy credentials file ${file} is empty`);
+  }
+  if (value !== undefined && !value.includes(':')) {
+    throw new GatewayError(ErrorCodes.SECRET, `the proxy credentials ${fromEnv ? 'in SCAN_GATEWAY_PROXY_CREDENTIALS' : `in ${file}`} must be written user:password`);
+  }
+  return value;
 }
 
 function configError(problems: ConfigProblem[]): GatewayError {

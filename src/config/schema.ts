@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { hasUrlCredentials, insecureUrlProblem } from '../upstream/url-policy.js';
 import { key } from './common-schemas.js';
 import { crossCheck } from './cross-check.js';
 import { inputSchema } from './input-schemas.js';
@@ -36,10 +37,63 @@ export const upstreamSchema = z
         'File holding the client secret. Alternatives: the environment variable SCAN_GATEWAY_CLIENT_SECRET, or a systemd credential named client-secret. A literal secret in this file is refused.',
       ),
     caFile: z.string().optional().describe('PEM bundle of extra certificate authorities (a site proxy CA).'),
-    proxyUrl: z.url().optional().describe('HTTP(S) proxy through which the service is reached.'),
-    requestTimeoutMs: z.number().int().positive().default(30_000).describe('Timeout for one HTTP exchange, in ms.'),
+    proxyUrl: z
+      .url()
+      .optional()
+      .describe('HTTP(S) proxy through which the service is reached, without user:password@ (see proxyCredentialsFile).'),
+    proxyCredentialsFile: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        'File holding the proxy credentials as user:password (sent as Basic). Alternative: the environment variable SCAN_GATEWAY_PROXY_CREDENTIALS. Credentials in proxyUrl are refused.',
+      ),
+    requestTimeoutMs: z
+      .number()
+      .int()
+      .positive()
+      .default(30_000)
+      .describe('Deadline of one whole HTTP exchange (connect, headers and the complete answer), in ms; uploads get more, see minUploadBytesPerSec.'),
+    minUploadBytesPerSec: z
+      .number()
+      .int()
+      .positive()
+      .default(32 * 1024)
+      .describe('Slowest upload rate still allowed to finish: a request with a body gets requestTimeoutMs plus its size at this rate.'),
+    maxAnswerBytes: z
+      .number()
+      .int()
+      .min(1024)
+      .default(1024 * 1024)
+      .describe('Most bytes read of any upstream answer (token, upload, status, errors); a larger 2xx answer is an error.'),
+    maxProductListBytes: z
+      .number()
+      .int()
+      .min(1024)
+      .default(16 * 1024 * 1024)
+      .describe('Most bytes read of the product list answer (contract §4.1 has no limit; 16 MiB hold about 150,000 products).'),
+    allowInsecureHttp: z
+      .boolean()
+      .default(false)
+      .describe('Lab only: allow plain http to a baseUrl/authUrl that is not loopback. The secret and the token then cross the network in clear; logged as a warning at every start.'),
   })
-  .strict();
+  .strict()
+  .superRefine((u, ctx) => {
+    // The client secret (§5) and the bearer token must not cross a network in clear.
+    if (!u.allowInsecureHttp) {
+      for (const key of ['baseUrl', 'authUrl'] as const) {
+        const problem = insecureUrlProblem(u[key]);
+        if (problem) ctx.addIssue({ code: 'custom', path: [key], message: problem });
+      }
+    }
+    if (u.proxyUrl !== undefined && hasUrlCredentials(u.proxyUrl)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['proxyUrl'],
+        message: 'must not carry user:password@ (the file is not a secret store); put them in the file named by upstream.proxyCredentialsFile or in SCAN_GATEWAY_PROXY_CREDENTIALS',
+      });
+    }
+  });
 
 export const bufferSchema = z
   .object({
@@ -271,6 +325,7 @@ export type GatewayConfig = z.infer<typeof configSchema>;
 export type DcpConfig = z.infer<typeof dcpSchema>;
 export type { InputConfig, FilesInputConfig, SerialInputConfig } from './input-schemas.js';
 export type DeliveryConfig = z.infer<typeof deliverySchema>;
+export type UpstreamConfig = z.infer<typeof upstreamSchema>;
 export type { RuleConfig, ContainerConfig, MatchConfig, ValueConfig, ValueSource, TimeCheckConfig, ProductCheckConfig } from './rules-schema.js';
 
 function isIanaZone(zone: string): boolean {

@@ -2,11 +2,16 @@ import type { DeliveryConfig } from '../config/schema.js';
 import { ErrorCodes, isGatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { isDiskFull, type BatchMode, type BatchRow, type BufferStore } from '../buffer/store.js';
-import { MAX_DIRECT_BODY_BYTES, PRESIGNED_VALIDITY_MS, TERMINAL_STATES } from '../upstream/contract.js';
+import { MAX_DIRECT_BODY_BYTES, PRESIGNED_VALIDITY_MS } from '../upstream/contract.js';
+import { failureFields } from '../upstream/failure-log.js';
 import { backoffDelay, classifyFailure } from './retry.js';
-import type { DeliveryApi, ScanStatusLike } from './types.js';
+import { StatusTracker, type StatusChecks } from './status-tracker.js';
+import type { DeliveryApi } from './types.js';
 
 export type CircuitState = 'closed' | 'open' | 'half-open';
+
+/** What kind of failure the last upload attempt met (see {@link DeliveryStatus.lastError}). */
+export type ErrorKind = 'token' | 'network' | 'auth' | 'answer' | 'http';
 
 /** What the health page shows of delivery. */
 export interface DeliveryStatus {
@@ -14,8 +19,12 @@ export interface DeliveryStatus {
   circuit: CircuitState;
   consecutiveFailures: number;
   lastSuccessAt?: string;
-  /** `kind`: `network` (no answer), `auth` (credentials refused), `answer` (unreadable), `http` (an error status). */
-  lastError?: { message: string; at: string; batchId?: number; kind?: 'network' | 'auth' | 'answer' | 'http' };
+  /**
+   * `kind`: `token` (no token could be had: refused, unreadable, unreachable; the upload was not
+   * sent), `network` (no answer), `auth` (credentials refused by the API), `answer` (unreadable),
+   * `http` (an error status). `code`: the error's stable `SCANGW_E_…` code.
+   */
+  lastError?: { message: string; at: string; batchId?: number; kind?: ErrorKind; code?: string };
   nextRetryAt?: string;
   /**
    * Scans that may be held twice by the service: they were in a direct upload whose answer was
@@ -27,7 +36,7 @@ export interface DeliveryStatus {
   /** A delivery step that failed on the buffer itself (a full disk), until a step succeeds. */
   stepError?: { message: string; at: string; diskFull: boolean };
   /** Status checks (contract §4.6) that failed in a row, and the latest failure. */
-  statusChecks: { consecutiveFailures: number; lastError?: { message: string; at: string; batchId: number } };
+  statusChecks: StatusChecks;
 }
 
 export interface DelivererOptions {
@@ -41,7 +50,7 @@ export interface DelivererOptions {
 
 /** Consecutive failures after which the circuit opens (waits out its backoff before the next try). */
 const OPEN_AFTER = 3;
-/** How many status polls run at once. */
+/** How many status polls run at once (uploads go one at a time; see docs/delivery.md). */
 const POLL_CONCURRENCY = 8;
 /** A pre-signed address this close to its expiry is not used for a PUT any more, in ms. */
 const ADDRESS_MARGIN_MS = 60_000;
@@ -61,6 +70,10 @@ type PresignedOutcome = { requestId: string; uploadedAt?: number } | { waitForSt
  *   requestId is not sent again; an unknown one is given `notFoundGraceMs` from the PUT, then sent
  *   again: to the same address while it is valid and unused, else to a new one.
  * - `uploaded`: status polling resumes.
+ *
+ * Uploading runs in this class's loop, one batch at a time (batch order and the circuit's count of
+ * failures in a row stay simple); status polling runs beside it in a {@link StatusTracker} with up
+ * to 8 polls at once. Neither waits for the other.
  */
 export class Deliverer {
   private readonly now: () => number;
@@ -72,9 +85,8 @@ export class Deliverer {
   private inFlight: number | undefined;
   /** The pre-signed step in progress, so a failure is pinned on the right call. */
   private presignedStep: 'status' | 'address' | 'put' | 'reput' | undefined;
-  /** Status checks that failed in a row (any batch); reset by an answered one. */
-  private consecutivePollFailures = 0;
-  private lastPollError: { message: string; at: string; batchId: number } | undefined;
+  /** Status polling of uploaded batches, apart from uploading. */
+  private readonly tracker: StatusTracker;
   private stepError: DeliveryStatus['stepError'];
   private consecutiveFailures = 0;
   private paused = false;
@@ -82,6 +94,16 @@ export class Deliverer {
 
   constructor(private readonly options: DelivererOptions) {
     this.now = options.now ?? Date.now;
+    this.tracker = new StatusTracker({
+      store: options.store,
+      api: options.api,
+      config: options.config,
+      logger: options.logger,
+      now: this.now,
+      ...(options.random ? { random: options.random } : {}),
+      concurrency: POLL_CONCURRENCY,
+      onResend: () => this.wake(),
+    });
   }
 
   start(): void {
@@ -89,19 +111,29 @@ export class Deliverer {
     this.running = true;
     this.recoverDirect();
     this.loop = this.run();
+    this.tracker.start();
   }
 
-  /** Stops after the step in progress; an upload in flight is finished or left to crash recovery. */
+  /**
+   * Stops after the upload in progress (finished or left to crash recovery) and the status polls
+   * in flight; queued polls are dropped (their batches stay `uploaded` and are polled after a start).
+   */
   async stop(): Promise<void> {
     this.running = false;
     this.wake();
-    await this.loop;
+    await Promise.all([this.loop, this.tracker.stop()]);
   }
 
-  /** New scans were committed: form a batch now if one is due. */
+  /** New scans were committed, or the clock moved: form or send a batch, and poll, if one is due. */
   wake(): void {
     this.wakeRequested = true;
     this.wakeUp?.();
+    this.tracker.wake();
+  }
+
+  /** Status polls in flight and waiting (for the status page and tests). */
+  statusLoad(): { polling: number; queued: number } {
+    return this.tracker.load();
   }
 
   pause(paused: boolean): void {
@@ -120,7 +152,7 @@ export class Deliverer {
       consecutiveFailures: this.consecutiveFailures,
       possibleDuplicates: dup.scans,
       possibleDuplicateUploads: dup.uploads,
-      statusChecks: { consecutiveFailures: this.consecutivePollFailures, ...(this.lastPollError ? { lastError: this.lastPollError } : {}) },
+      statusChecks: this.tracker.snapshot(),
       ...(this.stepError ? { stepError: this.stepError } : {}),
     };
   }
@@ -167,15 +199,13 @@ export class Deliverer {
     }
   }
 
-  /** One pass: poll due statuses, upload the due batch, form a new batch if due. Answers ms to wait. */
+  /**
+   * One pass of uploading: upload the due batch, form a new batch if due. Answers ms to wait.
+   * Status polls are not awaited here: the {@link StatusTracker} runs them on its own.
+   */
   private async step(): Promise<number> {
     const { store, config } = this.options;
     this.recoverDirect();
-    const now = this.now();
-    const uploaded = store.batchesInState('uploaded').filter((b) => b.nextAttemptAt <= now);
-    for (let i = 0; i < uploaded.length && this.running; i += POLL_CONCURRENCY) {
-      await Promise.all(uploaded.slice(i, i + POLL_CONCURRENCY).map((b) => this.poll(b)));
-    }
     if (!this.paused && this.running) {
       const open = store.batchesInState('ready', 'presigned');
       const due = open.find((b) => b.nextAttemptAt <= this.now());
@@ -196,7 +226,7 @@ export class Deliverer {
         }
       }
     }
-    const next = store.batchesInState('ready', 'presigned', 'uploaded').map((b) => b.nextAttemptAt - this.now());
+    const next = store.batchesInState('ready', 'presigned').map((b) => b.nextAttemptAt - this.now());
     return next.length > 0 ? Math.max(0, Math.min(...next)) : 1000;
   }
 
@@ -233,11 +263,15 @@ export class Deliverer {
       }
       this.consecutiveFailures = 0;
       delete this.status.nextRetryAt;
-      if ('waitForStatus' in outcome) return;
+      if ('waitForStatus' in outcome) {
+        this.tracker.wake();
+        return;
+      }
       const uploadedAt = outcome.uploadedAt ?? this.now();
       const at = new Date(uploadedAt).toISOString();
       store.updateBatch(batch.id, { state: 'uploaded', requestId: outcome.requestId, uploadedAt: at, nextAttemptAt: this.now() + config.statusPollMs, lastError: null });
       this.status = { ...this.status, lastSuccessAt: at };
+      this.tracker.wake();
       logger.info({ batchId: batch.id, requestId: outcome.requestId, mode: batch.mode, scans: batch.scanCount, bytes: batch.bytes }, 'batch uploaded');
     } catch (err) {
       // Not an upstream answer (a failed write to the buffer, a full disk): the stored state says
@@ -323,7 +357,8 @@ export class Deliverer {
     const action = classifyFailure(err);
     const message = (err as Error).message;
     const at = new Date(this.now()).toISOString();
-    this.status = { ...this.status, lastError: { message, at, batchId: batch.id, kind: errorKind(err) } };
+    const code = isGatewayError(err) ? err.code : undefined;
+    this.status = { ...this.status, lastError: { message, at, batchId: batch.id, kind: errorKind(err), ...(code ? { code } : {}) } };
     if (action.action === 'split') {
       const split = store.splitBatch(batch.id);
       logger.warn({ batchId: batch.id, split }, 'batch refused as too large; split in two');
@@ -348,13 +383,13 @@ export class Deliverer {
     }
     if (action.action === 'hold') {
       store.holdBatch(batch.id, message);
-      logger.error({ batchId: batch.id, err }, 'batch refused by the service; held with the answer (see failures, replay)');
+      logger.error({ batchId: batch.id, ...failureFields(err) }, 'batch refused by the service; held with the answer (see failures, replay)');
       return;
     }
     if (batch.mode === 'direct' && isUnreadableAcceptance(err)) {
       // Sending again would duplicate a batch the service most likely has, on every retry.
       store.holdBatch(batch.id, `the service accepted the upload but its answer could not be read (${message}); not sent again, to avoid duplicates`);
-      logger.error({ batchId: batch.id, err }, 'upload accepted with an answer that cannot be read; batch held, not sent again (see failures, replay)');
+      logger.error({ batchId: batch.id, ...failureFields(err) }, 'upload accepted with an answer that cannot be read; batch held, not sent again (see failures, replay)');
       return;
     }
     // A refused address waits like any other failure: asked for again at once, every time, it
@@ -386,65 +421,11 @@ export class Deliverer {
       store.updateBatch(batch.id, { nextAttemptAt, lastError: message, ...(refused ? { putStartedAt: null } : {}) });
     }
     this.status = { ...this.status, nextRetryAt: new Date(nextAttemptAt).toISOString() };
-    logger.warn({ batchId: batch.id, err, retryInMs: delay }, action.action === 'newAddress' ? 'pre-signed address refused; asking for a new one' : 'upload failed; will retry');
-  }
-
-  private async poll(batch: BatchRow): Promise<void> {
-    const { store, api, config, logger } = this.options;
-    let status: ScanStatusLike;
-    try {
-      status = await api.getScanStatus(batch.requestId!);
-    } catch (err) {
-      const action = classifyFailure(err);
-      const message = (err as Error).message;
-      this.consecutivePollFailures++;
-      this.lastPollError = { message, at: new Date(this.now()).toISOString(), batchId: batch.id };
-      // The first failure of a batch, then every tenth in a row: enough to see, not a line per poll.
-      if (batch.polls === 0 || this.consecutivePollFailures % 10 === 1) {
-        logger.warn({ batchId: batch.id, requestId: batch.requestId, err, failuresInARow: this.consecutivePollFailures }, 'status check failed; will ask again');
-      }
-      const delay = backoffDelay(batch.polls, {
-        baseMs: config.statusPollMs,
-        maxMs: config.statusPollMaxMs,
-        ...(action.action === 'retry' && action.retryAfterMs !== undefined ? { retryAfterMs: action.retryAfterMs } : {}),
-        ...(this.options.random ? { random: this.options.random } : {}),
-      });
-      store.updateBatch(batch.id, { polls: batch.polls + 1, nextAttemptAt: this.now() + delay, lastError: message });
-      return;
-    }
-    this.consecutivePollFailures = 0;
-    if ((TERMINAL_STATES as readonly string[]).includes(status.state)) {
-      store.finishBatch(batch.id, status, new Date(this.now()).toISOString());
-      const log = status.state === 'Success' ? logger.info.bind(logger) : logger.warn.bind(logger);
-      const reasons = [...new Set((status.failures ?? []).map((f) => f.reason))].slice(0, 5);
-      log(
-        {
-          batchId: batch.id,
-          requestId: batch.requestId,
-          state: status.state,
-          processed: status.processed,
-          failed: status.failed,
-          ...(status.state !== 'Success' && status.description ? { description: status.description } : {}),
-          ...(reasons.length > 0 ? { reasons } : {}),
-        },
-        'batch processed',
-      );
-      return;
-    }
-    const sinceUpload = this.now() - Date.parse(batch.uploadedAt ?? new Date(this.now()).toISOString());
-    if (status.state === 'NotFound' && sinceUpload > config.notFoundGraceMs) {
-      if (batch.mode === 'direct') {
-        // The service gave a requestId, then forgot it: send again, and say so.
-        store.updateBatch(batch.id, { state: 'ready', requestId: null, nextAttemptAt: 0 }, { possibleDuplicate: true });
-      } else {
-        // Back to the pre-signed step: it asks once more, then PUTs to the same address if valid, else a new one.
-        store.updateBatch(batch.id, { state: 'presigned', nextAttemptAt: 0 });
-      }
-      logger.warn({ batchId: batch.id, requestId: batch.requestId, graceMs: config.notFoundGraceMs }, 'the service does not know an uploaded batch; sending it again');
-      return;
-    }
-    const interval = Math.min(config.statusPollMaxMs, Math.round(config.statusPollMs * 1.5 ** (batch.polls + 1)));
-    store.updateBatch(batch.id, { polls: batch.polls + 1, nextAttemptAt: this.now() + interval, upstreamState: status.state });
+    // One line: code, cause, next attempt; a stack only for an error that is not an upstream failure (a bug).
+    logger.warn(
+      { batchId: batch.id, ...failureFields(err), retryInMs: delay, nextAttemptAt: new Date(nextAttemptAt).toISOString() },
+      action.action === 'newAddress' ? 'pre-signed address refused; asking for a new one' : 'upload failed; will retry',
+    );
   }
 }
 
@@ -453,15 +434,17 @@ export class Deliverer {
  * empty body): the service most likely has the batch, but it cannot be followed.
  */
 function isUnreadableAcceptance(err: unknown): boolean {
-  if (!isGatewayError(err) || err.code !== ErrorCodes.UPSTREAM_RESPONSE) return false;
+  if (!isGatewayError(err) || err.details.notSent === true) return false;
+  if (err.code !== ErrorCodes.UPSTREAM_RESPONSE && err.code !== ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE) return false;
   const status = err.details.status;
   return typeof status !== 'number' || (status >= 200 && status < 300);
 }
 
-function errorKind(err: unknown): 'network' | 'auth' | 'answer' | 'http' {
+function errorKind(err: unknown): ErrorKind {
   if (!isGatewayError(err)) return 'network';
+  if (err.details.stage === 'token') return 'token';
   if (err.code === ErrorCodes.UPSTREAM_AUTH) return 'auth';
-  if (err.code === ErrorCodes.UPSTREAM_RESPONSE) return 'answer';
+  if (err.code === ErrorCodes.UPSTREAM_RESPONSE || err.code === ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE) return 'answer';
   if (err.code === ErrorCodes.UPSTREAM_NETWORK) return 'network';
   return 'http';
 }

@@ -23,7 +23,8 @@ export type FailureAction =
 
 /**
  * Tells retryable failures from permanent ones (design: retries). 408, 429, 5xx and network errors
- * are retried without limit; 413 (or a body over the limit) splits the batch; a refused pre-signed
+ * are retried without limit, as is anything marked `details.notSent` (a token failure of any kind)
+ * and a redirect; 413 (or a body over the limit) splits the batch; a refused pre-signed
  * address asks for a new one; an auth failure is retried (credentials get fixed without losing
  * data); any other 4xx holds the batch with the answer stored.
  */
@@ -31,6 +32,10 @@ export function classifyFailure(err: unknown): FailureAction {
   if (!isGatewayError(err)) return { action: 'retry', answerLost: true };
   const status = typeof err.details.status === 'number' ? err.details.status : undefined;
   const retryAfterMs = typeof err.details.retryAfterMs === 'number' ? err.details.retryAfterMs : undefined;
+  // Checked before the code: a call that never left (no token could be had, the connection was
+  // refused) is retried whatever the failure looked like. A token endpoint answering 200 with an
+  // unreadable body, or 404, says nothing about the upload, which was not sent.
+  if (err.details.notSent === true) return { action: 'retry', answerLost: false, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
   switch (err.code) {
     case ErrorCodes.BODY_TOO_LARGE:
       return { action: 'split' };
@@ -42,7 +47,11 @@ export function classifyFailure(err: unknown): FailureAction {
     case ErrorCodes.UPSTREAM_AUTH:
       return { action: 'retry', answerLost: false };
     case ErrorCodes.UPSTREAM_RESPONSE:
+    case ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE:
       return { action: 'retry', answerLost: true };
+    case ErrorCodes.UPSTREAM_REDIRECT:
+      // Answered, not processed: retried (a corrected address takes effect after a reload).
+      return { action: 'retry', answerLost: false };
     case ErrorCodes.UPSTREAM_HTTP:
       if (status === 413) return { action: 'split' };
       if (status === undefined || status === 408 || status === 429 || status >= 500) {

@@ -1,4 +1,5 @@
 import type { Logger } from '../log.js';
+import { failureFields } from '../upstream/failure-log.js';
 import type { ProductKeyUse } from './mapper.js';
 
 /** What the health page shows of the product check. */
@@ -112,7 +113,9 @@ export class ProductCheck {
       }
     } catch (err) {
       this.lastError = { message: (err as Error).message, at: new Date(this.now()).toISOString() };
-      log.warn({ err }, 'product list could not be fetched; keeping the last one');
+      // One line with code and cause for a failure of the service; a stack only for a bug.
+      const next = new Date(this.now() + this.options.intervalMs).toISOString();
+      log.warn({ ...failureFields(err), nextAttemptAt: next }, 'product list could not be fetched; keeping the last one');
     }
   }
 }

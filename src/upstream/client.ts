@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { request, type Dispatcher } from 'undici';
 import type { z } from 'zod';
+import type { UpstreamConfig } from '../config/schema.js';
 import { ErrorCodes, GatewayError, isGatewayError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
 import {
@@ -14,7 +15,6 @@ import {
   productModelKeyAndNameSchema,
   productModelSchema,
   scanStatusReadSchema,
-  tokenResponseSchema,
   uploadAcceptedReadSchema,
   type CreateProductRequest,
   type ProductModel,
@@ -22,8 +22,9 @@ import {
   type ScanStatus,
 } from './contract.js';
 import { createUpstreamDispatcher } from './dispatcher.js';
-import { httpError, networkError, parseRetryAfter } from './http-errors.js';
-import { TokenCache, tokenExpiry, type AccessToken } from './token-cache.js';
+import { deadlineError, httpError, networkError, parseRetryAfter, redirectError } from './http-errors.js';
+import { TokenCache, readTokenAnswer, tokenExpiry, type AccessToken } from './token-cache.js';
+import { hasUrlCredentials, insecureUrlProblem } from './url-policy.js';
 
 /** Options of {@link UpstreamClient}. */
 export interface UpstreamClientOptions {
@@ -39,10 +40,24 @@ export interface UpstreamClientOptions {
   dispatcher?: Dispatcher;
   /** PEM file of extra CAs, added to the default store. Ignored when `dispatcher` is given. */
   caFile?: string;
-  /** HTTP(S) proxy. Ignored when `dispatcher` is given. */
+  /** HTTP(S) proxy, without credentials in it. Ignored when `dispatcher` is given. */
   proxyUrl?: string;
-  /** Connect, headers and body timeout of one exchange, in ms. Default 30 000. */
+  /** `user:password` for the proxy (Basic), from a file or the environment. Ignored when `dispatcher` is given. */
+  proxyCredentials?: string;
+  /**
+   * Deadline of one whole exchange (connect, headers and the complete answer body), in ms; also the
+   * connect, headers and body inactivity timeouts. A request with a body gets in addition the time
+   * to send it at `minUploadBytesPerSec`. Default 30 000.
+   */
   requestTimeoutMs?: number;
+  /** Slowest upload rate still allowed to finish, in bytes per second; lengthens the deadline of uploads. Default 32 768. */
+  minUploadBytesPerSec?: number;
+  /** Most bytes of any answer read (token, upload, status, create, error bodies), default 1 MiB. */
+  maxAnswerBytes?: number;
+  /** Most bytes of the product list answer (§4.1, a list of every product), default 16 MiB. */
+  maxProductListBytes?: number;
+  /** Allow plain `http` to a non-loopback `baseUrl`/`authUrl` (a lab without TLS). Default false. */
+  allowInsecureHttp?: boolean;
   /** Clock in ms since epoch, for token expiry and Retry-After dates. Default `Date.now`. */
   now?: () => number;
 }
@@ -51,6 +66,46 @@ interface Answer {
   status: number;
   headers: IncomingHttpHeaders;
   text: string;
+}
+
+/**
+ * The client options for the `upstream` section of the configuration and the secrets read beside
+ * it (the one mapping, for the daemon and the commands alike).
+ */
+export function clientOptionsFromConfig(
+  upstream: UpstreamConfig,
+  secrets: { clientSecret: string; proxyCredentials?: string | undefined },
+  logger?: Logger,
+): UpstreamClientOptions {
+  return {
+    baseUrl: upstream.baseUrl,
+    authUrl: upstream.authUrl,
+    clientId: upstream.clientId,
+    clientSecret: secrets.clientSecret,
+    requestTimeoutMs: upstream.requestTimeoutMs,
+    minUploadBytesPerSec: upstream.minUploadBytesPerSec,
+    maxAnswerBytes: upstream.maxAnswerBytes,
+    maxProductListBytes: upstream.maxProductListBytes,
+    allowInsecureHttp: upstream.allowInsecureHttp,
+    ...(logger ? { logger } : {}),
+    ...(upstream.caFile ? { caFile: upstream.caFile } : {}),
+    ...(upstream.proxyUrl ? { proxyUrl: upstream.proxyUrl } : {}),
+    ...(secrets.proxyCredentials !== undefined ? { proxyCredentials: secrets.proxyCredentials } : {}),
+  };
+}
+
+/** Defaults of the bounds on one exchange (docs/upstream.md, "Bounds"). */
+export const UPSTREAM_LIMITS = {
+  requestTimeoutMs: 30_000,
+  minUploadBytesPerSec: 32 * 1024,
+  maxAnswerBytes: 1024 * 1024,
+  maxProductListBytes: 16 * 1024 * 1024,
+} as const;
+
+/** What one exchange may take: its deadline and the most answer bytes read. */
+interface Bounds {
+  deadlineMs: number;
+  maxBytes: number;
 }
 
 const JSON_ACCEPT = 'application/json, text/json;q=0.9, text/plain;q=0.8';
@@ -66,10 +121,15 @@ const PATHS = {
  * Client of the Battery Product and Traceability Scan Service (contract §4, §5). It authenticates
  * with OAuth 2.0 client credentials, shares one cached token between concurrent calls, validates
  * every answer against the contract and reports failures as `GatewayError`s:
- * `UPSTREAM_NETWORK` (retryable), `UPSTREAM_HTTP` (retryable for 408/429/5xx, `details.status`,
- * `details.retryAfterMs`), `UPSTREAM_AUTH`, `UPSTREAM_RESPONSE`, `BODY_TOO_LARGE`,
- * `PRESIGNED_REFUSED`. It never retries by itself (the delivery layer does), except that a 401
- * fetches a new token once.
+ * `UPSTREAM_NETWORK` (retryable; `details.cause: 'DEADLINE'` past the whole-exchange deadline),
+ * `UPSTREAM_HTTP` (retryable for 408/429/5xx, `details.status`, `details.retryAfterMs`),
+ * `UPSTREAM_AUTH`, `UPSTREAM_TOKEN`, `UPSTREAM_RESPONSE`, `UPSTREAM_ANSWER_TOO_LARGE`,
+ * `UPSTREAM_REDIRECT`, `BODY_TOO_LARGE`, `PRESIGNED_REFUSED`. Any failure to get a token carries
+ * `details.notSent: true` and `details.stage: 'token'`: the call that needed it never left. It never
+ * retries by itself (the delivery layer does), except that a 401 fetches a new token once.
+ *
+ * @throws GatewayError `CONFIG` from the constructor for a plain-http non-loopback `baseUrl` or
+ *   `authUrl` without `allowInsecureHttp`, or a `proxyUrl` with credentials in it.
  */
 export class UpstreamClient {
   private readonly base: string;
@@ -77,6 +137,9 @@ export class UpstreamClient {
   private readonly dispatcher: Dispatcher;
   private readonly ownsDispatcher: boolean;
   private readonly timeoutMs: number;
+  private readonly minUploadRate: number;
+  private readonly maxAnswerBytes: number;
+  private readonly maxProductListBytes: number;
   private readonly now: () => number;
   private readonly log: Logger;
   private readonly tokens: TokenCache;
@@ -85,9 +148,32 @@ export class UpstreamClient {
   constructor(private readonly options: UpstreamClientOptions) {
     this.base = options.baseUrl.replace(/\/+$/, '');
     this.tokenUrl = `${options.authUrl.replace(/\/+$/, '')}/oauth2/token`;
-    this.timeoutMs = options.requestTimeoutMs ?? 30_000;
+    this.timeoutMs = options.requestTimeoutMs ?? UPSTREAM_LIMITS.requestTimeoutMs;
+    this.minUploadRate = options.minUploadBytesPerSec ?? UPSTREAM_LIMITS.minUploadBytesPerSec;
+    this.maxAnswerBytes = options.maxAnswerBytes ?? UPSTREAM_LIMITS.maxAnswerBytes;
+    this.maxProductListBytes = options.maxProductListBytes ?? UPSTREAM_LIMITS.maxProductListBytes;
     this.now = options.now ?? Date.now;
     this.log = (options.logger ?? silentLogger()).child({ component: 'upstream' });
+    if (!options.allowInsecureHttp) {
+      for (const key of ['baseUrl', 'authUrl'] as const) {
+        const problem = insecureUrlProblem(options[key]);
+        if (problem) throw new GatewayError(ErrorCodes.CONFIG, `upstream.${key} ${problem}`, { details: { key: `upstream.${key}` } });
+      }
+    } else {
+      for (const key of ['baseUrl', 'authUrl'] as const) {
+        if (insecureUrlProblem(options[key])) {
+          this.log.warn(
+            { key: `upstream.${key}`, url: options[key] },
+            'upstream.allowInsecureHttp is on: the client secret and access tokens go over plain http, readable on the network (lab use only)',
+          );
+        }
+      }
+    }
+    if (options.proxyUrl !== undefined && hasUrlCredentials(options.proxyUrl)) {
+      throw new GatewayError(ErrorCodes.CONFIG, 'upstream.proxyUrl must not carry user:password@; put them in upstream.proxyCredentialsFile or SCAN_GATEWAY_PROXY_CREDENTIALS', {
+        details: { key: 'upstream.proxyUrl' },
+      });
+    }
     this.ownsDispatcher = options.dispatcher === undefined;
     this.dispatcher =
       options.dispatcher ??
@@ -95,13 +181,14 @@ export class UpstreamClient {
         timeoutMs: this.timeoutMs,
         ...(options.caFile !== undefined ? { caFile: options.caFile } : {}),
         ...(options.proxyUrl !== undefined ? { proxyUrl: options.proxyUrl } : {}),
+        ...(options.proxyCredentials !== undefined ? { proxyCredentials: options.proxyCredentials } : {}),
       });
     this.tokens = new TokenCache(() => this.fetchToken(), this.now);
   }
 
   /** GET /api/product/v3/products (§4.1): the customer's products. */
   async listProducts(): Promise<ProductModelKeyAndName[]> {
-    const answer = await this.api('GET', PATHS.products);
+    const answer = await this.api('GET', PATHS.products, undefined, [], this.maxProductListBytes);
     return this.parse(productModelKeyAndNameSchema.array(), answer, 'listProducts');
   }
 
@@ -152,7 +239,7 @@ export class UpstreamClient {
    */
   async putPresigned(url: string, body: string | Buffer): Promise<void> {
     const started = this.now();
-    const answer = await this.exchange('PUT', url, { 'content-type': 'application/json' }, body, 'PUT <pre-signed url>');
+    const answer = await this.exchange('PUT', url, { 'content-type': 'application/json' }, body, 'PUT <pre-signed url>', this.bounds(body));
     this.log.debug({ status: answer.status, ms: this.now() - started }, 'pre-signed upload answered');
     if (answer.status >= 200 && answer.status < 300) return;
     if (answer.status === 403) {
@@ -195,7 +282,6 @@ export class UpstreamClient {
     return this.closing;
   }
 
-  /** An authorized call: bearer token, one token refresh on 401, non-2xx → error. */
   /**
    * A token for a call that has not been sent yet: a failure to get one (the auth server down,
    * the secret refused) is marked `notSent`, since the call itself never left.
@@ -204,22 +290,39 @@ export class UpstreamClient {
     try {
       return await this.tokens.get();
     } catch (err) {
-      if (isGatewayError(err)) err.details.notSent = true;
-      throw err;
+      if (isGatewayError(err)) {
+        err.details.notSent = true;
+        err.details.stage = 'token';
+        throw err;
+      }
+      // Not one of ours (a bug): still, nothing was sent.
+      throw new GatewayError(ErrorCodes.UPSTREAM_TOKEN, `token request failed: ${(err as Error).message}`, {
+        cause: err,
+        retryable: true,
+        details: { notSent: true, stage: 'token' },
+      });
     }
   }
 
-  private async api(method: string, path: string, body?: string | Buffer, allowed: number[] = []): Promise<Answer> {
+  /** The bounds of an exchange: the deadline grows with the body to send; answers are capped at `maxBytes`. */
+  private bounds(body: string | Buffer | undefined, maxBytes = this.maxAnswerBytes): Bounds {
+    const bytes = body === undefined ? 0 : typeof body === 'string' ? Buffer.byteLength(body, 'utf8') : body.length;
+    return { deadlineMs: this.timeoutMs + Math.ceil((bytes / this.minUploadRate) * 1000), maxBytes };
+  }
+
+  /** An authorized call: bearer token, one token refresh on 401, non-2xx → error. */
+  private async api(method: string, path: string, body?: string | Buffer, allowed: number[] = [], maxBytes = this.maxAnswerBytes): Promise<Answer> {
     const headers: Record<string, string> = { accept: JSON_ACCEPT };
     if (body !== undefined) headers['content-type'] = 'application/json';
     const started = this.now();
     const token = await this.bearer();
-    let answer = await this.exchange(method, this.base + path, { ...headers, authorization: `Bearer ${token}` }, body, `${method} ${path}`);
+    const bounds = this.bounds(body, maxBytes);
+    let answer = await this.exchange(method, this.base + path, { ...headers, authorization: `Bearer ${token}` }, body, `${method} ${path}`, bounds);
     if (answer.status === 401) {
       this.log.info({ path }, 'access token refused, requesting a new one');
       this.tokens.invalidate(token);
       const fresh = await this.bearer();
-      answer = await this.exchange(method, this.base + path, { ...headers, authorization: `Bearer ${fresh}` }, body, `${method} ${path}`);
+      answer = await this.exchange(method, this.base + path, { ...headers, authorization: `Bearer ${fresh}` }, body, `${method} ${path}`, bounds);
       if (answer.status === 401) {
         throw new GatewayError(ErrorCodes.UPSTREAM_AUTH, `${method} ${path} answered 401 with a freshly obtained token`, {
           details: { status: 401, method, path },
@@ -231,30 +334,66 @@ export class UpstreamClient {
     throw httpError(method, path, answer.status, answer.text, this.retryAfter(answer));
   }
 
-  /** One HTTP exchange, body read completely. Transport failures become `UPSTREAM_NETWORK`. */
+  /**
+   * One HTTP exchange within `bounds`: the whole of it (connect, headers, every byte of the
+   * answer) under one deadline (`AbortSignal.timeout`), the answer read up to `bounds.maxBytes`.
+   * Redirects are never followed (undici's `request` does not, and no redirect interceptor is
+   * installed): a 3xx is `UPSTREAM_REDIRECT`, so a token never goes to another address.
+   *
+   * @throws GatewayError `UPSTREAM_NETWORK` (transport failure, `details.cause: 'DEADLINE'` when the
+   *   deadline passed), `UPSTREAM_REDIRECT` (3xx), `UPSTREAM_ANSWER_TOO_LARGE` (a 2xx answer over the
+   *   cap). An error answer (4xx/5xx) over the cap is cut at the cap and returned.
+   */
   private async exchange(
     method: string,
     url: string,
     headers: Record<string, string>,
     body: string | Buffer | undefined,
     label: string,
+    bounds: Bounds,
   ): Promise<Answer> {
+    const target = label.replace(/^\S+ /, '');
+    const signal = AbortSignal.timeout(bounds.deadlineMs);
+    let res: Dispatcher.ResponseData;
     try {
-      const res = await request(url, {
+      res = await request(url, {
         method: method as Dispatcher.HttpMethod,
         headers,
         ...(body !== undefined ? { body } : {}),
         dispatcher: this.dispatcher,
         headersTimeout: this.timeoutMs,
         bodyTimeout: this.timeoutMs,
+        signal,
       });
-      const text = await res.body.text();
-      return { status: res.statusCode, headers: res.headers, text };
     } catch (err) {
-      throw networkError(method, label.replace(/^\S+ /, ''), err);
+      throw signal.aborted ? deadlineError(method, target, bounds.deadlineMs, err) : networkError(method, target, err);
     }
+    const status = res.statusCode;
+    if (status >= 300 && status < 400) {
+      discard(res.body);
+      throw redirectError(method, target, status, res.headers.location);
+    }
+    let read: { text: string; truncated: boolean };
+    try {
+      read = await readCapped(res.body, bounds.maxBytes, res.headers['content-length']);
+    } catch (err) {
+      throw signal.aborted ? deadlineError(method, target, bounds.deadlineMs, err) : networkError(method, target, err);
+    }
+    if (read.truncated && status >= 200 && status < 300) {
+      throw new GatewayError(
+        ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE,
+        `${method} ${target} answered HTTP ${status} with more than ${bounds.maxBytes} bytes; stopped reading`,
+        { details: { status, method, path: target, limit: bounds.maxBytes } },
+      );
+    }
+    return { status, headers: res.headers, text: read.text };
   }
 
+  /**
+   * POST {authUrl}/oauth2/token (§5). Every failure here is a failure to get a token; `bearer()`
+   * marks it `notSent` for the caller. A 2xx answer that holds no usable token is
+   * `UPSTREAM_TOKEN` (never `UPSTREAM_RESPONSE`, which delivery reads as "upload accepted").
+   */
   private async fetchToken(): Promise<AccessToken> {
     const form = new URLSearchParams({
       client_id: this.options.clientId,
@@ -262,7 +401,15 @@ export class UpstreamClient {
       grant_type: 'client_credentials',
     }).toString();
     const headers = { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' };
-    const answer = await this.exchange('POST', this.tokenUrl, headers, form, 'POST /oauth2/token');
+    let answer: Answer;
+    try {
+      answer = await this.exchange('POST', this.tokenUrl, headers, form, 'POST /oauth2/token', this.bounds(form));
+    } catch (err) {
+      if (isGatewayError(err, ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE)) {
+        throw new GatewayError(ErrorCodes.UPSTREAM_TOKEN, `token request: ${err.message}`, { cause: err, retryable: true, details: { ...err.details } });
+      }
+      throw err;
+    }
     if (answer.status === 400 || answer.status === 401 || answer.status === 403) {
       const oauth = oauthErrorSchema.safeParse(safeJson(answer.text));
       const reason = oauth.success ? oauth.data.error : undefined;
@@ -275,19 +422,18 @@ export class UpstreamClient {
     if (answer.status < 200 || answer.status >= 300) {
       throw httpError('POST', '/oauth2/token', answer.status, answer.text, this.retryAfter(answer));
     }
-    // Parsed without echoing the body anywhere: it holds the token.
-    const parsed = tokenResponseSchema.safeParse(safeJson(answer.text));
-    if (!parsed.success) {
-      throw new GatewayError(ErrorCodes.UPSTREAM_RESPONSE, `token response: ${describeIssues(parsed.error)}`, {
-        details: { status: answer.status },
+    // Read without echoing the body anywhere: it holds the token.
+    const json = safeJson(answer.text);
+    const token = json === NOT_JSON ? { problem: 'the answer is not JSON' } : readTokenAnswer(json);
+    if ('problem' in token) {
+      throw new GatewayError(ErrorCodes.UPSTREAM_TOKEN, `token response from ${this.options.authUrl} cannot be used: ${token.problem}`, {
+        retryable: true,
+        details: { status: answer.status, contentType: answer.headers['content-type'] },
       });
     }
-    if (parsed.data.token_type !== undefined && parsed.data.token_type.toLowerCase() !== 'bearer') {
-      throw new GatewayError(ErrorCodes.UPSTREAM_RESPONSE, `token response: field token_type is ${parsed.data.token_type}, expected Bearer`);
-    }
-    const expiresAtMs = tokenExpiry(parsed.data, this.now());
+    const expiresAtMs = tokenExpiry(token, this.now());
     this.log.info({ clientId: this.options.clientId, expiresAt: new Date(expiresAtMs).toISOString() }, 'obtained access token');
-    return { value: parsed.data.access_token, expiresAtMs };
+    return { value: token.access_token, expiresAtMs };
   }
 
   private parse<T>(schema: z.ZodType<T>, answer: Answer, operation: string): T {
@@ -312,6 +458,45 @@ export class UpstreamClient {
 }
 
 const NOT_JSON = Symbol('not JSON');
+
+/**
+ * Drops an answer body unread: undici closes the connection. The body then reports an abort, which
+ * nobody waits for (without a listener it would be an uncaught error).
+ */
+function discard(body: Dispatcher.ResponseData['body']): void {
+  body.on('error', () => undefined);
+  body.destroy();
+}
+
+/**
+ * Reads an answer body up to `maxBytes`. A `Content-Length` over the cap, or more bytes than it,
+ * stops the read at once and destroys the body (undici then closes the connection), so memory
+ * stays at the cap whatever the server sends.
+ */
+async function readCapped(
+  body: Dispatcher.ResponseData['body'],
+  maxBytes: number,
+  contentLength: string | string[] | undefined,
+): Promise<{ text: string; truncated: boolean }> {
+  const declared = Number(Array.isArray(contentLength) ? contentLength[0] : contentLength);
+  if (Number.isFinite(declared) && declared > maxBytes) {
+    discard(body);
+    return { text: '', truncated: true };
+  }
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of body as AsyncIterable<Buffer>) {
+    const room = maxBytes - total;
+    if (chunk.length > room) {
+      if (room > 0) chunks.push(chunk.subarray(0, room));
+      discard(body);
+      return { text: Buffer.concat(chunks).toString('utf8'), truncated: true };
+    }
+    chunks.push(chunk);
+    total += chunk.length;
+  }
+  return { text: Buffer.concat(chunks).toString('utf8'), truncated: false };
+}
 
 /**
  * A `requestId` written as a JSON number of 16 digits or more (§2.8 shows a number; a 64-bit id

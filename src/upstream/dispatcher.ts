@@ -7,8 +7,14 @@ import { ErrorCodes, GatewayError } from '../errors.js';
 export interface UpstreamDispatcherOptions {
   /** PEM file of extra certificate authorities, added to the default ones (a site's TLS-inspecting proxy). */
   caFile?: string;
-  /** HTTP(S) proxy URL, credentials allowed (`http://user:pass@proxy:3128`). */
+  /** HTTP(S) proxy URL without credentials (`http://proxy:3128`). */
   proxyUrl?: string;
+  /**
+   * `user:password` for the proxy, sent as `Proxy-Authorization: Basic …` (RFC 9110 §11.7.1).
+   * Comes from a file or the environment (`upstream.proxyCredentialsFile`,
+   * `SCAN_GATEWAY_PROXY_CREDENTIALS`), never from the URL in the YAML.
+   */
+  proxyCredentials?: string;
   /** Connect timeout and idle budget, in ms. */
   timeoutMs: number;
 }
@@ -52,7 +58,8 @@ export function createUpstreamDispatcher(options: UpstreamDispatcherOptions): Di
   };
   if (options.proxyUrl !== undefined) {
     // requestTls: TLS to the service through the tunnel; proxyTls: TLS to an https:// proxy.
-    return new ProxyAgent({ ...common, uri: options.proxyUrl, requestTls: connect, proxyTls: connect });
+    const token = options.proxyCredentials === undefined ? {} : { token: `Basic ${Buffer.from(options.proxyCredentials, 'utf8').toString('base64')}` };
+    return new ProxyAgent({ ...common, uri: options.proxyUrl, requestTls: connect, proxyTls: connect, ...token });
   }
   return new Agent(common);
 }

@@ -112,3 +112,40 @@ export function errorCode(err: unknown): string | undefined {
   }
   return undefined;
 }
+
+/**
+ * An `UPSTREAM_NETWORK` error (retryable) for an exchange that did not complete within its
+ * whole-exchange deadline (`details.cause: 'DEADLINE'`). The request may have arrived.
+ */
+export function deadlineError(method: string, target: string, deadlineMs: number, cause: unknown): GatewayError {
+  return new GatewayError(ErrorCodes.UPSTREAM_NETWORK, `${method} ${target} got no complete answer within ${deadlineMs} ms (deadline)`, {
+    cause,
+    retryable: true,
+    details: { method, path: target, cause: 'DEADLINE', deadlineMs },
+  });
+}
+
+/**
+ * An `UPSTREAM_REDIRECT` error for a 3xx answer, which is never followed: the request carried the
+ * client secret or a bearer token, and a redirect would hand it to the address the server names.
+ * `details.location` keeps only the origin and path of the target (a query may hold a credential).
+ * The request was answered, not processed: delivery retries it (a fixed `baseUrl` takes effect
+ * after a reload) and does not count it as a possible duplicate.
+ */
+export function redirectError(method: string, target: string, status: number, location: string | string[] | undefined): GatewayError {
+  const raw = Array.isArray(location) ? location[0] : location;
+  let where: string | undefined;
+  if (raw !== undefined) {
+    try {
+      const u = new URL(raw, 'http://relative.invalid');
+      where = u.origin === 'http://relative.invalid' ? u.pathname : `${u.origin}${u.pathname}`;
+    } catch {
+      where = undefined;
+    }
+  }
+  return new GatewayError(
+    ErrorCodes.UPSTREAM_REDIRECT,
+    `${method} ${target} answered HTTP ${status}, a redirect${where ? ` to ${where}` : ''}; redirects are not followed (the request carries credentials): set the configured address to the right one`,
+    { retryable: true, details: { status, method, path: target, ...(where ? { location: where } : {}) } },
+  );
+}

@@ -6,6 +6,36 @@ export interface AccessToken {
   expiresAtMs: number;
 }
 
+/**
+ * The token answer read tolerantly (contract §5 does not show the field names): the RFC 6749 §5.1
+ * names `access_token`, `expires_in`, `token_type`, or the common camel-case spelling
+ * `accessToken`, `expiresIn`, `tokenType` (the snake-case member wins when both are present).
+ * `expires_in` may be a number or a string of digits. A `token_type` other than `Bearer`
+ * (case-insensitive) is refused: the token would be sent in a way the service does not expect.
+ *
+ * @returns the answer in RFC 6749 form, or `{ problem }` naming what is missing or wrong. The
+ *   problem text never contains the token.
+ */
+export function readTokenAnswer(json: unknown): TokenResponse | { problem: string } {
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) return { problem: 'the answer is not a JSON object' };
+  const o = json as Record<string, unknown>;
+  const pick = (snake: string, camel: string) => (o[snake] !== undefined ? o[snake] : o[camel]);
+  const token = pick('access_token', 'accessToken');
+  if (typeof token !== 'string' || token === '') {
+    const seen = Object.keys(o).slice(0, 10).join(', ') || 'none';
+    return { problem: `no access_token (or accessToken) string in the answer; its members: ${seen}` };
+  }
+  const type = pick('token_type', 'tokenType');
+  if (type !== undefined && (typeof type !== 'string' || type.toLowerCase() !== 'bearer')) {
+    return { problem: `token_type is ${JSON.stringify(type)}, expected Bearer` };
+  }
+  const expires = pick('expires_in', 'expiresIn');
+  const answer: TokenResponse = { access_token: token };
+  if (typeof type === 'string') answer.token_type = type;
+  if (typeof expires === 'number' || (typeof expires === 'string' && /^\d+$/.test(expires))) answer.expires_in = expires;
+  return answer;
+}
+
 /** Renew this long before expiry at most (60 s), and never later than 90 % into the lifetime. */
 const MAX_RENEW_MARGIN_MS = 60_000;
 

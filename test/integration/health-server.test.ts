@@ -213,7 +213,7 @@ describe('readiness and listen address', () => {
 
   it('listens on loopback unless told otherwise', () => {
     const config = parseConfigText(
-      'site: { id: s, timezone: UTC }\nupstream: { baseUrl: http://x, authUrl: http://x, clientId: c }\ndcps: [{ key: D, kind: startOfProcess, productModelKey: P }]\ninputs: []\n',
+      'site: { id: s, timezone: UTC }\nupstream: { baseUrl: https://x, authUrl: https://x, clientId: c }\ndcps: [{ key: D, kind: startOfProcess, productModelKey: P }]\ninputs: []\n',
       'c.yaml',
     );
     expect(config.http.listen).toBe('127.0.0.1:8080');

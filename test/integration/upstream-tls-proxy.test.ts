@@ -47,6 +47,7 @@ let https: Server;
 let proxy: Server;
 let httpsUrl: string;
 let proxyUrl: string;
+const proxyAuth: (string | undefined)[] = [];
 const connects: string[] = [];
 
 beforeAll(async () => {
@@ -65,6 +66,7 @@ beforeAll(async () => {
   proxy = createHttpServer();
   proxy.on('connect', (req, socket, head) => {
     connects.push(String(req.url));
+    proxyAuth.push(req.headers['proxy-authorization']);
     const [host, port] = String(req.url).split(':');
     const upstream = connect(Number(port), host ?? '127.0.0.1', () => {
       socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
@@ -117,6 +119,26 @@ describe('TLS and proxy', () => {
     expect(connects.length).toBeGreaterThan(0);
     expect(connects[0]).toBe(httpsUrl.replace('https://', ''));
     await client.close();
+  });
+
+  it('sends proxy credentials given apart from the URL as Basic, and refuses user:password@ in proxyUrl', async () => {
+    proxyAuth.length = 0;
+    const client = new UpstreamClient({
+      baseUrl: httpsUrl,
+      authUrl: httpsUrl,
+      clientId: 'c',
+      clientSecret: 's',
+      caFile: join(dir, 'ca.pem'),
+      proxyUrl,
+      proxyCredentials: 'gw:pass word',
+    });
+    expect(await client.listProducts()).toEqual([{ key: 'TLS-1', name: 'Over TLS' }]);
+    expect(proxyAuth[0]).toBe(`Basic ${Buffer.from('gw:pass word').toString('base64')}`);
+    await client.close();
+    const withUserInfo = proxyUrl.replace('http://', 'http://gw:secret@');
+    expect(() => new UpstreamClient({ baseUrl: httpsUrl, authUrl: httpsUrl, clientId: 'c', clientSecret: 's', proxyUrl: withUserInfo })).toThrow(
+      expect.objectContaining({ code: ErrorCodes.CONFIG, message: expect.stringContaining('upstream.proxyUrl') }),
+    );
   });
 
   it('refuses an unreadable or non-PEM caFile with CONFIG', () => {

@@ -88,6 +88,36 @@ describe('configuration loading', () => {
     expect(loadConfig(join(dir, 'site.yaml'), { baseDir: dir, env: { CREDENTIALS_DIRECTORY: creds } }).clientSecret).toBe('cred-secret');
   });
 
+  it('requires https for baseUrl and authUrl off loopback, naming file, line and key, unless allowInsecureHttp', () => {
+    const plain = GOOD.replace('authUrl: http://127.0.0.1:8090', 'authUrl: http://auth.plant.example').replace('baseUrl: http://127.0.0.1:8090', 'baseUrl: http://trace.plant.example');
+    const problems = problemsOf(plain);
+    expect(problems.map((p) => [p.path, p.line])).toEqual([
+      ['upstream.baseUrl', 3],
+      ['upstream.authUrl', 4],
+    ]);
+    expect(problems[0]?.message).toContain('must use https');
+    expect(problems[0]?.message).toContain('allowInsecureHttp');
+    expect(parseConfigText(plain.replace('clientId: c1', 'clientId: c1\n  allowInsecureHttp: true'), 'site.yaml').upstream.allowInsecureHttp).toBe(true);
+    for (const host of ['localhost:8090', '127.0.0.2:1', '[::1]:8090']) {
+      expect(parseConfigText(GOOD.replace('authUrl: http://127.0.0.1:8090', `authUrl: http://${host}`), 'site.yaml').upstream.authUrl).toContain(host);
+    }
+    expect(problemsOf(GOOD.replace('authUrl: http://127.0.0.1:8090', 'authUrl: ftp://auth.example'))[0]).toMatchObject({ path: 'upstream.authUrl', line: 4 });
+  });
+
+  it('refuses proxy credentials in proxyUrl and reads them from a file or the environment', () => {
+    const problems = problemsOf(GOOD.replace('clientId: c1', 'clientId: c1\n  proxyUrl: http://gw:hunter2@proxy.plant:3128'));
+    expect(problems[0]).toMatchObject({ path: 'upstream.proxyUrl', line: 6 });
+    expect(problems[0]?.message).toContain('proxyCredentialsFile');
+    const dir = mkdtempSync(join(tmpdir(), 'sg-proxy-'));
+    writeFileSync(join(dir, 'site.yaml'), GOOD.replace('clientId: c1', 'clientId: c1\n  proxyUrl: http://proxy.plant:3128\n  proxyCredentialsFile: proxy.txt'));
+    writeFileSync(join(dir, 'proxy.txt'), 'gw:pw\n');
+    const env = { SCAN_GATEWAY_CLIENT_SECRET: 's' };
+    expect(loadConfig(join(dir, 'site.yaml'), { baseDir: dir, env }).proxyCredentials).toBe('gw:pw');
+    expect(loadConfig(join(dir, 'site.yaml'), { baseDir: dir, env: { ...env, SCAN_GATEWAY_PROXY_CREDENTIALS: 'a:b' } }).proxyCredentials).toBe('a:b');
+    writeFileSync(join(dir, 'proxy.txt'), 'no-colon');
+    expect(() => loadConfig(join(dir, 'site.yaml'), { baseDir: dir, env })).toThrow(/user:password/);
+  });
+
   it('accepts the shipped demo and example configurations', () => {
     for (const file of ['config/demo.yaml', 'config/example.yaml']) {
       const loaded = loadConfig(join(PACKAGE_ROOT, file), { baseDir: PACKAGE_ROOT, env: {}, skipSecret: true });

@@ -192,6 +192,24 @@ describe('deliverer: crash recovery decided from the stored state', () => {
     expect(d.snapshot()).toMatchObject({ possibleDuplicates: 0, possibleDuplicateUploads: 0 });
   });
 
+  it('never holds a batch for a token failure that carries a 2xx or 4xx status: it was not sent', async () => {
+    const t = setup({ mode: 'direct' });
+    const token = { notSent: true, stage: 'token' };
+    // The token endpoint answered 200 with an HTML page, then 404 (a wrong authUrl): the upload never left.
+    t.api.upload.push(() => Promise.reject(new GatewayError(ErrorCodes.UPSTREAM_TOKEN, 'token response cannot be used: the answer is not JSON', { details: { status: 200, ...token } })));
+    const notFound = httpError('POST', '/oauth2/token', 404, '', undefined);
+    Object.assign(notFound.details, token);
+    t.api.upload.push(() => Promise.reject(notFound));
+    store.commitIntake([scan('A'), scan('B')], t.clock.t);
+    const d = t.start();
+    await waitFor(() => store.batchesInState('uploaded').length === 1);
+    // The last failure stays on the status, named as a token failure with its code.
+    expect(d.snapshot().lastError).toMatchObject({ kind: 'token', code: ErrorCodes.UPSTREAM_HTTP });
+    expect(t.api.ops('upload')).toHaveLength(3);
+    expect(store.batchesInState('held')).toEqual([]);
+    expect(d.snapshot()).toMatchObject({ possibleDuplicates: 0, possibleDuplicateUploads: 0 });
+  });
+
   it('counts a direct upload whose answer was lost (reset) as a possible duplicate', async () => {
     const t = setup({ mode: 'direct' });
     t.api.upload.push(() => Promise.reject(networkError('POST', '/api/trace/v3/scans', Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }))));

@@ -91,4 +91,18 @@ describe('retryable and permanent failures told apart', () => {
     expect(classifyFailure(new GatewayError(ErrorCodes.UPSTREAM_RESPONSE, 'not JSON'))).toEqual({ action: 'retry', answerLost: true });
     expect(classifyFailure(new Error('anything else'))).toEqual({ action: 'retry', answerLost: true });
   });
+
+  it('retries anything marked notSent (a token failure of any kind), whatever its code or status, and never holds it', () => {
+    const token = { notSent: true, stage: 'token' };
+    expect(classifyFailure(new GatewayError(ErrorCodes.UPSTREAM_TOKEN, 'token response cannot be used', { details: { status: 200, ...token } }))).toEqual({ action: 'retry', answerLost: false });
+    expect(classifyFailure(new GatewayError(ErrorCodes.UPSTREAM_RESPONSE, 'unreadable', { details: { status: 200, ...token } }))).toEqual({ action: 'retry', answerLost: false });
+    const notFound = httpError('POST', '/oauth2/token', 404, '', undefined);
+    Object.assign(notFound.details, token);
+    expect(classifyFailure(notFound)).toEqual({ action: 'retry', answerLost: false });
+  });
+
+  it('retries a redirect without counting it, and treats an answer over the cap as unreadable', () => {
+    expect(classifyFailure(new GatewayError(ErrorCodes.UPSTREAM_REDIRECT, '307', { details: { status: 307 } }))).toEqual({ action: 'retry', answerLost: false });
+    expect(classifyFailure(new GatewayError(ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE, 'cap', { details: { status: 200 } }))).toEqual({ action: 'retry', answerLost: true });
+  });
 });

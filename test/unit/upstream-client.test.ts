@@ -114,14 +114,15 @@ describe('UpstreamClient with a mocked transport', () => {
     expect(await rejection(client.getScanStatus('78'))).toMatchObject({ code: ErrorCodes.UPSTREAM_HTTP, details: { status: 404 } });
   });
 
-  it('treats a refused token request as UPSTREAM_AUTH and a failing one as retryable UPSTREAM_HTTP', async () => {
+  it('treats a refused token request as UPSTREAM_AUTH, a failing one as retryable UPSTREAM_HTTP, an unusable one as UPSTREAM_TOKEN; each not sent', async () => {
     const { pool, client } = setup();
     pool.intercept({ path: '/oauth2/token', method: 'POST' }).reply(400, { error: 'invalid_client' });
     pool.intercept({ path: '/oauth2/token', method: 'POST' }).reply(502, 'bad gateway');
     pool.intercept({ path: '/oauth2/token', method: 'POST' }).reply(200, { access_token: TOKEN, token_type: 'mac' });
-    expect(await rejection(client.listProducts())).toMatchObject({ code: ErrorCodes.UPSTREAM_AUTH, retryable: false, details: { error: 'invalid_client' } });
-    expect(await rejection(client.listProducts())).toMatchObject({ code: ErrorCodes.UPSTREAM_HTTP, retryable: true, details: { status: 502 } });
-    expect(await rejection(client.listProducts())).toMatchObject({ code: ErrorCodes.UPSTREAM_RESPONSE });
+    const token = { notSent: true, stage: 'token' };
+    expect(await rejection(client.listProducts())).toMatchObject({ code: ErrorCodes.UPSTREAM_AUTH, retryable: false, details: { error: 'invalid_client', ...token } });
+    expect(await rejection(client.listProducts())).toMatchObject({ code: ErrorCodes.UPSTREAM_HTTP, retryable: true, details: { status: 502, ...token } });
+    expect(await rejection(client.listProducts())).toMatchObject({ code: ErrorCodes.UPSTREAM_TOKEN, message: expect.stringContaining('expected Bearer'), details: token });
   });
 
   it('PUTs to a pre-signed address without Authorization', async () => {

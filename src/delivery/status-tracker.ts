@@ -1,0 +1,223 @@
+import PQueue from 'p-queue';
+import type { DeliveryConfig } from '../config/schema.js';
+import { isGatewayError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { BatchRow, BufferStore } from '../buffer/store.js';
+import { TERMINAL_STATES } from '../upstream/contract.js';
+import { failureFields } from '../upstream/failure-log.js';
+import { backoffDelay, classifyFailure } from './retry.js';
+import type { DeliveryApi, ScanStatusLike } from './types.js';
+
+/** Options of {@link StatusTracker}. */
+export interface StatusTrackerOptions {
+  store: BufferStore;
+  api: Pick<DeliveryApi, 'getScanStatus'>;
+  config: DeliveryConfig;
+  logger: Logger;
+  now: () => number;
+  random?: () => number;
+  /** Most status polls in flight at once. */
+  concurrency: number;
+  /** A batch went back to be sent again (NotFound past the grace window): uploading should look now. */
+  onResend: () => void;
+}
+
+/** What the status page shows of status checks (contract §4.6). */
+export interface StatusChecks {
+  /** Status checks that failed in a row (any batch); reset by an answered one. */
+  consecutiveFailures: number;
+  lastError?: { message: string; at: string; batchId: number; code?: string };
+}
+
+/** Longest sleep of the tracker's loop, in ms: a clock moved by a test (or NTP) is noticed within it. */
+const MAX_SLEEP_MS = 1000;
+
+/**
+ * Follows uploaded batches (state `uploaded`) until the service reports a terminal state
+ * (contract §3, §4.6), apart from uploading: its own loop picks the batches whose poll is due and
+ * runs their polls in a p-queue of bounded concurrency, so a slow status endpoint never delays an
+ * upload, and a slow upload never delays a poll. Each batch is in the queue at most once.
+ *
+ * It only touches batches in state `uploaded` (re-read when the poll starts), and uploading only
+ * touches `ready`, `presigned` and `uploading` ones, so the two never write the same batch at once.
+ * Every decision is taken from the stored state, as before: a crash while a poll is in flight
+ * leaves the batch `uploaded`, and polling resumes after the restart.
+ */
+export class StatusTracker {
+  private readonly queue: PQueue;
+  /** Batches queued or being polled. */
+  private readonly tracked = new Set<number>();
+  private running = false;
+  private loop: Promise<void> | undefined;
+  private wakeUp: (() => void) | undefined;
+  private wakeRequested = false;
+  private timer: NodeJS.Timeout | undefined;
+  private consecutiveFailures = 0;
+  private lastError: StatusChecks['lastError'];
+  /** The last buffer failure logged, so a full disk gives one line, not one per poll. */
+  private lastStoreError: string | undefined;
+
+  constructor(private readonly options: StatusTrackerOptions) {
+    this.queue = new PQueue({ concurrency: options.concurrency });
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.loop = this.run();
+  }
+
+  /** Stops picking batches, drops queued polls and waits for those in flight (bounded by the client's deadline). */
+  async stop(): Promise<void> {
+    this.running = false;
+    this.wake();
+    await this.loop;
+    this.queue.clear();
+    await this.queue.onIdle();
+  }
+
+  /** A batch became `uploaded`, or the clock moved: look for due polls now. */
+  wake(): void {
+    this.wakeRequested = true;
+    this.wakeUp?.();
+  }
+
+  /** Whether a poll of `batchId` is queued or in flight. */
+  isTracking(batchId: number): boolean {
+    return this.tracked.has(batchId);
+  }
+
+  /** How many polls are in flight and waiting. */
+  load(): { polling: number; queued: number } {
+    return { polling: this.queue.pending, queued: this.queue.size };
+  }
+
+  snapshot(): StatusChecks {
+    return { consecutiveFailures: this.consecutiveFailures, ...(this.lastError ? { lastError: this.lastError } : {}) };
+  }
+
+  private async run(): Promise<void> {
+    while (this.running) {
+      let waitMs = MAX_SLEEP_MS;
+      try {
+        waitMs = this.schedule();
+      } catch (err) {
+        this.storeFailed(err);
+      }
+      if (this.wakeRequested) {
+        this.wakeRequested = false;
+        continue;
+      }
+      await new Promise<void>((resolve) => {
+        this.wakeUp = resolve;
+        this.timer = setTimeout(resolve, Math.max(0, Math.min(waitMs, MAX_SLEEP_MS)));
+      });
+      clearTimeout(this.timer);
+      this.wakeUp = undefined;
+      this.wakeRequested = false;
+    }
+  }
+
+  /** Queues every due poll not queued yet; answers the ms until the next one is due. */
+  private schedule(): number {
+    const now = this.options.now();
+    let next = MAX_SLEEP_MS;
+    for (const batch of this.options.store.batchesInState('uploaded')) {
+      if (this.tracked.has(batch.id)) continue;
+      if (batch.nextAttemptAt > now) {
+        next = Math.min(next, batch.nextAttemptAt - now);
+        continue;
+      }
+      this.tracked.add(batch.id);
+      void this.queue.add(async () => {
+        try {
+          if (this.running) await this.poll(batch.id);
+        } catch (err) {
+          this.storeFailed(err);
+        } finally {
+          this.tracked.delete(batch.id);
+        }
+      });
+    }
+    return next;
+  }
+
+  /** A failed write of the buffer (a full disk): logged once per message; the batch is polled again later. */
+  private storeFailed(err: unknown): void {
+    const message = (err as Error).message;
+    if (message !== this.lastStoreError) this.options.logger.error({ err }, 'status tracking failed on the buffer; trying again');
+    this.lastStoreError = message;
+  }
+
+  private async poll(batchId: number): Promise<void> {
+    const { store, api, config, logger, now } = this.options;
+    const batch = store.batch(batchId);
+    // Re-read: the row may have moved on since it was queued.
+    if (!batch || batch.state !== 'uploaded' || batch.requestId === null) return;
+    let status: ScanStatusLike;
+    try {
+      status = await api.getScanStatus(batch.requestId);
+    } catch (err) {
+      this.pollFailed(batch, err);
+      return;
+    }
+    this.consecutiveFailures = 0;
+    this.lastStoreError = undefined;
+    if ((TERMINAL_STATES as readonly string[]).includes(status.state)) {
+      store.finishBatch(batch.id, status, new Date(now()).toISOString());
+      const log = status.state === 'Success' ? logger.info.bind(logger) : logger.warn.bind(logger);
+      const reasons = [...new Set((status.failures ?? []).map((f) => f.reason))].slice(0, 5);
+      log(
+        {
+          batchId: batch.id,
+          requestId: batch.requestId,
+          state: status.state,
+          processed: status.processed,
+          failed: status.failed,
+          ...(status.state !== 'Success' && status.description ? { description: status.description } : {}),
+          ...(reasons.length > 0 ? { reasons } : {}),
+        },
+        'batch processed',
+      );
+      return;
+    }
+    const sinceUpload = now() - Date.parse(batch.uploadedAt ?? new Date(now()).toISOString());
+    if (status.state === 'NotFound' && sinceUpload > config.notFoundGraceMs) {
+      if (batch.mode === 'direct') {
+        // The service gave a requestId, then forgot it: send again, and say so.
+        store.updateBatch(batch.id, { state: 'ready', requestId: null, nextAttemptAt: 0 }, { possibleDuplicate: true });
+      } else {
+        // Back to the pre-signed step: it asks once more, then PUTs to the same address if valid, else a new one.
+        store.updateBatch(batch.id, { state: 'presigned', nextAttemptAt: 0 });
+      }
+      logger.warn({ batchId: batch.id, requestId: batch.requestId, graceMs: config.notFoundGraceMs }, 'the service does not know an uploaded batch; sending it again');
+      this.options.onResend();
+      return;
+    }
+    const interval = Math.min(config.statusPollMaxMs, Math.round(config.statusPollMs * 1.5 ** (batch.polls + 1)));
+    store.updateBatch(batch.id, { polls: batch.polls + 1, nextAttemptAt: now() + interval, upstreamState: status.state });
+  }
+
+  private pollFailed(batch: BatchRow, err: unknown): void {
+    const { store, config, logger, now } = this.options;
+    const action = classifyFailure(err);
+    const message = (err as Error).message;
+    this.consecutiveFailures++;
+    this.lastError = { message, at: new Date(now()).toISOString(), batchId: batch.id, ...(isGatewayError(err) ? { code: err.code } : {}) };
+    const delay = backoffDelay(batch.polls, {
+      baseMs: config.statusPollMs,
+      maxMs: config.statusPollMaxMs,
+      ...(action.action === 'retry' && action.retryAfterMs !== undefined ? { retryAfterMs: action.retryAfterMs } : {}),
+      ...(this.options.random ? { random: this.options.random } : {}),
+    });
+    const nextAttemptAt = now() + delay;
+    // The first failure of a batch, then every tenth in a row: enough to see, not a line per poll.
+    if (batch.polls === 0 || this.consecutiveFailures % 10 === 1) {
+      logger.warn(
+        { batchId: batch.id, requestId: batch.requestId, ...failureFields(err), failuresInARow: this.consecutiveFailures, nextAttemptAt: new Date(nextAttemptAt).toISOString() },
+        'status check failed; will ask again',
+      );
+    }
+    store.updateBatch(batch.id, { polls: batch.polls + 1, nextAttemptAt, lastError: message });
+  }
+}
