@@ -9,9 +9,9 @@ import type { Logger } from '../log.js';
 const rate = z.number().min(0).max(1);
 
 /**
- * Fault injection, applied to `/api/*` and the pre-signed PUT (never `/oauth2/token` or
- * `/_sandbox/*`). Rates are probabilities per request, checked in this order: latency, reset,
- * rate limit, error.
+ * Fault injection. The first five apply to `/api/*` and the pre-signed PUT; the `token*` ones to
+ * `/oauth2/token` only; nothing reaches `/_sandbox/*`. Rates are probabilities per request, checked
+ * in this order: latency, reset, rate limit (API) or unreadable answer (token), error.
  */
 export const faultsSchema = z
   .object({
@@ -36,6 +36,14 @@ export const faultsSchema = z
       .positive()
       .optional()
       .describe('Lowers the size from which a direct upload is refused with 413, in bytes (default: the 5.8 MiB of the contract).'),
+    tokenLatencyMs: z.number().min(0).optional().describe('Delay added before every answer of /oauth2/token, in ms (a slow auth server).'),
+    tokenResetRate: rate
+      .optional()
+      .describe('Share of token requests whose connection is destroyed without an answer; 1 = the auth server is down.'),
+    tokenErrorRate: rate.optional().describe('Share of token requests answered 500 or 503 (alternating), OAuth-style JSON.'),
+    tokenUnreadableRate: rate
+      .optional()
+      .describe('Share of token requests answered 200 with a body that is not a token answer (cut-off JSON).'),
   })
   .strict();
 export type Faults = z.infer<typeof faultsSchema>;
@@ -53,6 +61,10 @@ export const faultsPatchSchema = z
     lostAnswerRate: rate.nullable().optional(),
     answerDelayMs: z.number().min(0).nullable().optional(),
     directLimitBytes: z.number().int().positive().nullable().optional(),
+    tokenLatencyMs: z.number().min(0).nullable().optional(),
+    tokenResetRate: rate.nullable().optional(),
+    tokenErrorRate: rate.nullable().optional(),
+    tokenUnreadableRate: rate.nullable().optional(),
   })
   .strict();
 
@@ -96,6 +108,13 @@ export interface RunningSandbox {
   app: FastifyInstance;
   /** Merge a change into the current faults (as PUT /_sandbox/faults). */
   setFaults(f: Partial<Faults>): void;
+  /**
+   * Restarts the service as a real one restarts: stops listening (open connections are cut), stays
+   * away `downMs` (connections are refused meanwhile), then listens again on the same address with
+   * the same state: products, batches and their processing, pre-signed addresses, the token signing
+   * key (tokens stay valid), faults and the inspection logs. `app` is a new fastify instance after it.
+   */
+  restart(options?: { downMs?: number }): Promise<void>;
   /** Stops listening and closes open connections. Safe to call more than once. */
   close(): Promise<void>;
 }
