@@ -82,7 +82,7 @@ describe('pre-signed PUT, answered as an object store', () => {
 
   it('refuses a content type other than the signed application/json with S3 403 SignatureDoesNotMatch, without using the address up', async () => {
     const a = await address();
-    for (const headers of [{ 'content-type': 'application/octet-stream' }, { 'content-type': 'text/plain' }, { 'content-type': 'application/json; charset=utf-8' }, {}]) {
+    for (const headers of [{ 'content-type': 'application/octet-stream' }, { 'content-type': 'text/plain' }, { 'content-type': 'application/json; charset=utf-8' }, {}] as Array<Record<string, string>>) {
       const res = await call('PUT', a.url, { headers, body: JSON.stringify([SCAN]) });
       expect(res.status, JSON.stringify(headers)).toBe(403);
       expect(res.text).toMatch(/<Error><Code>SignatureDoesNotMatch<\/Code><Message>The request signature we calculated does not match/);
