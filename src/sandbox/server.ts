@@ -15,9 +15,9 @@ import { registerAdminRoutes } from './routes-admin.js';
 import { registerProductRoutes } from './routes-products.js';
 import { registerPresignedPut, registerScanRoutes } from './routes-scans.js';
 import { SandboxState } from './state.js';
-import { DEMO_CLIENT_ID, DEMO_DCPS, DEMO_PRODUCTS, type Faults, type RunningSandbox, type SandboxClient, type SandboxOptions } from './types.js';
+import { DEMO_CLIENT_ID, DEMO_DCPS, DEMO_PRODUCTS, type FaultsPatch, type RunningSandbox, type SandboxClient, type SandboxOptions } from './types.js';
 
-export type { Faults, RunningSandbox, SandboxClient, SandboxOptions } from './types.js';
+export type { Faults, FaultsPatch, RunningSandbox, SandboxClient, SandboxOptions } from './types.js';
 
 /** Largest body fastify reads at all (pre-signed uploads may be large); the 5.8 MiB rule is the route's. */
 const BODY_LIMIT = 256 * 1024 * 1024;
@@ -123,7 +123,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
     get app() {
       return app;
     },
-    setFaults(f: Partial<Faults>) {
+    setFaults(f: FaultsPatch) {
       memory.faults.apply(f);
     },
     restart(restartOptions: { downMs?: number } = {}) {

@@ -68,6 +68,9 @@ export const faultsPatchSchema = z
   })
   .strict();
 
+/** A change of faults: any subset, `null` clearing an optional override. */
+export type FaultsPatch = z.infer<typeof faultsPatchSchema>;
+
 /** No faults: every request answered normally. */
 export const NO_FAULTS: Faults = { errorRate: 0, rateLimitRate: 0, retryAfterSec: 1, latencyMs: 0, resetRate: 0 };
 
@@ -105,9 +108,10 @@ export interface SandboxOptions {
 export interface RunningSandbox {
   /** Base address, e.g. `http://127.0.0.1:8090`; both the service and the auth base URL. */
   url: string;
+  /** The serving fastify instance (a new one after {@link restart}). */
   app: FastifyInstance;
-  /** Merge a change into the current faults (as PUT /_sandbox/faults). */
-  setFaults(f: Partial<Faults>): void;
+  /** Merge a change into the current faults (as PUT /_sandbox/faults); `null` clears an optional one. */
+  setFaults(f: FaultsPatch): void;
   /**
    * Restarts the service as a real one restarts: stops listening (open connections are cut), stays
    * away `downMs` (connections are refused meanwhile), then listens again on the same address with
