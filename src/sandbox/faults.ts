@@ -13,6 +13,7 @@ import type { z } from 'zod';
 export class FaultSwitch {
   private faults: Faults;
   private errorToggle = false;
+  private tokenErrorToggle = false;
 
   constructor(initial: Partial<Faults> = {}) {
     this.faults = { ...NO_FAULTS };
@@ -45,8 +46,6 @@ export class FaultSwitch {
     this.tokenErrorToggle = !this.tokenErrorToggle;
     return this.tokenErrorToggle ? 503 : 500;
   }
-
-  private tokenErrorToggle = false;
 }
 
 /** Whether the API faults apply to this request path. */
