@@ -32,7 +32,8 @@ export const UPLOAD_ACCEPTED_STATUS = 202;
 
 /**
  * Scan endpoints with bearer check (contract §4.3, §4.4, §4.6).
- * - POST /api/trace/v3/scans: 202 `{ requestId }`; 413 when the body is 5.8 MiB or more; 400 naming
+ * - POST /api/trace/v3/scans: 202 `{ requestId }`; 415 unless the content type is application/json
+ *   (charset allowed); 413 when the body is 5.8 MiB or more; 400 naming
  *   the index and field of the first invalid scans, or for an empty or non-array body.
  * - POST /api/trace/v3/scans/preSignedUrl: 200 `{ url, requestId }`; the url is this sandbox's
  *   `/_presigned/<token>`, valid `presignedTtlMs`, usable once.
@@ -46,6 +47,10 @@ export function registerScanRoutes(
   timing: SandboxTiming,
 ): void {
   app.post('/api/trace/v3/scans', { preHandler: bearer }, async (request, reply) => {
+    const type = request.headers['content-type'];
+    if (mediaType(type) !== 'application/json') {
+      return sendProblem(request, reply, 415, `The content type must be application/json (contract §4.3), not ${type === undefined ? 'none' : `"${type}"`}.`);
+    }
     const body = request.body;
     if (!isParsedBody(body) || (body.json === undefined && body.error === undefined)) {
       return sendProblem(request, reply, 400, 'A JSON array of scans (application/json) is required.');
@@ -91,24 +96,59 @@ export function registerScanRoutes(
   });
 }
 
+/** The media type of a Content-Type header, lower case, without parameters (`charset` and the like). */
+export function mediaType(header: string | undefined): string | undefined {
+  const type = header?.split(';')[0]?.trim().toLowerCase();
+  return type === '' ? undefined : type;
+}
+
+/** Content type of a pre-signed PUT: the one the contract names (§4.5), which the address is signed for. */
+export const PRESIGNED_CONTENT_TYPE = 'application/json';
+
+/** S3's answer to a pre-signed request that also carries an Authorization header (400 InvalidArgument). */
+export const ONE_AUTH_MECHANISM =
+  'Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter, Signature query string parameter or the Authorization header should be specified';
+
+/** S3's message when a signed header (here Content-Type) differs from what the address was signed with. */
+export const SIGNATURE_MISMATCH = 'The request signature we calculated does not match the signature you provided. Check your key and signing method.';
+
+/** An S3-style XML error body. `extra` are further elements (already escaped; the sandbox's own texts). */
+function s3Error(code: string, message: string, requestId: string, extra = ''): string {
+  return '<?xml version="1.0" encoding="UTF-8"?>\n' + `<Error><Code>${code}</Code><Message>${message}</Message>${extra}<RequestId>${requestId}</RequestId></Error>`;
+}
+
 /**
- * PUT /_presigned/{token} (contract §4.5): no Authorization; any content type (like S3). The first
- * PUT within the validity answers 200 and starts processing; later or expired ones answer 403 with
- * an S3-style XML error. The content is checked only when processed: a body that is not a JSON
- * array makes the batch Failed, an invalid element fails with `Scan could not be read`.
+ * PUT /_presigned/{token} (contract §4.5), answered as an object store (S3) answers; checked in
+ * this order:
+ * 1. an `Authorization` header: 400 `InvalidArgument` (S3 allows one auth mechanism, and the
+ *    address's signature is one); the address is not used up;
+ * 2. an unknown, used or expired address: 403 `AccessDenied`;
+ * 3. a Content-Type other than exactly `application/json` (§4.5; the address is signed for it):
+ *    403 `SignatureDoesNotMatch`, as S3 answers when a signed header differs; not used up;
+ * 4. otherwise 200 and processing starts. The content is checked only when processed: a body that
+ *    is not a JSON array makes the batch Failed, an invalid element fails with `Scan could not be read`.
  */
 export function registerPresignedPut(app: FastifyInstance, state: SandboxState, timing: SandboxTiming): void {
   void app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
     scope.put<{ Params: { token: string } }>('/_presigned/:token', async (request, reply) => {
-      const claim = state.claimPresigned(request.params.token, Date.now());
-      if ('refused' in claim) {
-        const xml =
-          '<?xml version="1.0" encoding="UTF-8"?>\n' +
-          `<Error><Code>AccessDenied</Code><Message>${claim.refused}</Message><RequestId>${request.id}</RequestId></Error>`;
-        return reply.code(403).type('application/xml').send(xml);
+      if (request.headers.authorization !== undefined) {
+        // S3 echoes the header in <ArgumentValue>; the sandbox does not: it is a credential, and a
+        // client may log the body of an error answer.
+        return reply
+          .code(400)
+          .type('application/xml')
+          .send(s3Error('InvalidArgument', ONE_AUTH_MECHANISM, request.id, '<ArgumentName>Authorization</ArgumentName>'));
       }
+      const refused = state.presignedRefusal(request.params.token, Date.now());
+      if (refused !== undefined) return reply.code(403).type('application/xml').send(s3Error('AccessDenied', refused, request.id));
+      const type = request.headers['content-type']?.trim().toLowerCase();
+      if (type !== PRESIGNED_CONTENT_TYPE) {
+        return reply.code(403).type('application/xml').send(s3Error('SignatureDoesNotMatch', SIGNATURE_MISMATCH, request.id));
+      }
+      const claim = state.claimPresigned(request.params.token, Date.now());
+      if ('refused' in claim) return reply.code(403).type('application/xml').send(s3Error('AccessDenied', claim.refused, request.id));
       const content = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
       let items: unknown;
       try {

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import formbody from '@fastify/formbody';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import { DEFAULT_HTTP_LIMITS } from '../config/schema.js';
@@ -16,9 +17,9 @@ import { registerAdminRoutes } from './routes-admin.js';
 import { registerProductRoutes } from './routes-products.js';
 import { registerPresignedPut, registerScanRoutes } from './routes-scans.js';
 import { SandboxState } from './state.js';
-import { DEMO_CLIENT_ID, DEMO_DCPS, DEMO_PRODUCTS, type Faults, type RunningSandbox, type SandboxClient, type SandboxOptions } from './types.js';
+import { DEMO_CLIENT_ID, DEMO_DCPS, DEMO_PRODUCTS, type FaultsPatch, type RunningSandbox, type SandboxClient, type SandboxOptions } from './types.js';
 
-export type { Faults, RunningSandbox, SandboxClient, SandboxOptions } from './types.js';
+export type { Faults, FaultsPatch, RunningSandbox, SandboxClient, SandboxOptions } from './types.js';
 
 /** Largest body fastify reads at all (pre-signed uploads may be large); the 5.8 MiB rule is the route's. */
 const BODY_LIMIT = 256 * 1024 * 1024;
@@ -42,8 +43,25 @@ export function demoClient(): SandboxClient {
   return { clientId: DEMO_CLIENT_ID, clientSecret: secret, dcps: [...DEMO_DCPS], products: DEMO_PRODUCTS.map((p) => ({ ...p })) };
 }
 
-/** A built (not listening) sandbox: the fastify app and its fault switch. For `inject()` tests and `startSandbox`. */
-export async function buildSandboxApp(options: SandboxOptions = {}): Promise<{ app: FastifyInstance; faults: FaultSwitch; state: SandboxState }> {
+/**
+ * What outlives one fastify instance: a restart ({@link RunningSandbox.restart}) builds a new app
+ * around these, as a real service comes back with its database and signing key.
+ */
+export interface SandboxMemory {
+  state: SandboxState;
+  faults: FaultSwitch;
+  auth: SandboxAuth;
+}
+
+/**
+ * A built (not listening) sandbox: the fastify app, its fault switch and state. For `inject()`
+ * tests and `startSandbox`. With `memory`, the app works on that state (a restart); otherwise on
+ * new state made from `options`.
+ */
+export async function buildSandboxApp(
+  options: SandboxOptions = {},
+  memory?: SandboxMemory,
+): Promise<{ app: FastifyInstance; faults: FaultSwitch; state: SandboxState; auth: SandboxAuth }> {
   const logger = (options.logger ?? silentLogger()).child({ component: 'sandbox' });
   // The pino generic of `loggerInstance` does not match FastifyBaseLogger's; the instance is the default one.
   const app = Fastify({
@@ -55,9 +73,10 @@ export async function buildSandboxApp(options: SandboxOptions = {}): Promise<{ a
     ...listenerOptions(options.limits ?? DEFAULT_HTTP_LIMITS),
   }) as unknown as FastifyInstance;
   capConnections(app.server, options.limits ?? DEFAULT_HTTP_LIMITS);
-  const state = new SandboxState(options.clients ?? [demoClient()], options.maxLoggedScans !== undefined ? { maxLoggedScans: options.maxLoggedScans } : {});
-  const faults = new FaultSwitch(options.faults ?? {});
-  const auth = new SandboxAuth();
+  const state =
+    memory?.state ?? new SandboxState(options.clients ?? [demoClient()], options.maxLoggedScans !== undefined ? { maxLoggedScans: options.maxLoggedScans } : {});
+  const faults = memory?.faults ?? new FaultSwitch(options.faults ?? {});
+  const auth = memory?.auth ?? new SandboxAuth();
   const bearer = bearerCheck(auth);
   const timing = {
     processingDelayMs: () => faults.current().processingDelayMs ?? options.processingDelayMs ?? 1000,
@@ -85,7 +104,7 @@ export async function buildSandboxApp(options: SandboxOptions = {}): Promise<{ a
     if (status >= 500) request.log.error({ err: error }, 'sandbox request failed');
     return sendProblem(request, reply, status, status >= 500 ? 'The sandbox failed to answer.' : (error.message ?? 'Bad request.'));
   });
-  return { app, faults, state };
+  return { app, faults, state, auth };
 }
 
 /**
@@ -94,21 +113,40 @@ export async function buildSandboxApp(options: SandboxOptions = {}): Promise<{ a
  * `authUrl`. Rejects when the address is taken or the demo secret cannot be read.
  */
 export async function startSandbox(options: SandboxOptions = {}): Promise<RunningSandbox> {
-  const { app, faults } = await buildSandboxApp(options);
+  const built = await buildSandboxApp(options);
+  const memory: SandboxMemory = { state: built.state, faults: built.faults, auth: built.auth };
+  let app = built.app;
   const host = options.host ?? '127.0.0.1';
   await app.listen({ host, port: options.port ?? 8090 });
   const address = app.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : (options.port ?? 8090);
   const shownHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
   let closing: Promise<void> | undefined;
+  let restarting: Promise<void> | undefined;
   return {
     url: `http://${shownHost}:${port}`,
-    app,
-    setFaults(f: Partial<Faults>) {
-      faults.apply(f);
+    get app() {
+      return app;
+    },
+    setFaults(f: FaultsPatch) {
+      memory.faults.apply(f);
+    },
+    restart(restartOptions: { downMs?: number } = {}) {
+      if (closing) return Promise.reject(new Error('the sandbox is closed'));
+      // The same port, so a client's configured baseUrl reaches the restarted service.
+      restarting ??= (async () => {
+        await app.close();
+        if ((restartOptions.downMs ?? 0) > 0) await sleep(restartOptions.downMs);
+        const next = (await buildSandboxApp(options, memory)).app;
+        await next.listen({ host, port });
+        app = next;
+      })().finally(() => {
+        restarting = undefined;
+      });
+      return restarting;
     },
     close() {
-      closing ??= app.close();
+      closing ??= (restarting ?? Promise.resolve()).catch(() => undefined).then(() => app.close());
       return closing;
     },
   };

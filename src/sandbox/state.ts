@@ -4,14 +4,22 @@ import type { SandboxClient } from './types.js';
 
 /**
  * The sandbox's memory: products per client, batches and their processing, pre-signed addresses,
- * and the inspection logs. Nothing survives a restart, like a fresh test environment.
+ * and the inspection logs. It lives in memory: a new sandbox starts empty, like a fresh test
+ * environment; `RunningSandbox.restart()` keeps it, as a real service keeps its database.
  */
 
-/** Reasons a scan fails processing. The first two are the texts the contract reports as observed (§2.8). */
+/**
+ * Reasons a scan fails processing. The first two are the texts the contract reports as observed
+ * (§2.8); the others are the sandbox's wording for rules the contract implies: a scan belongs to a
+ * product of the customer (§1, §2.5 `productModelKey`), and its kind follows from which one of the
+ * optional keys it carries, Goods In `supplierKey` or Goods Out `clientKey` (§1, §2.5), so not both.
+ */
 export const FAILURE_REASONS = {
   invalidDcp: 'Invalid DCP',
   attributes: 'Attributes could not be read',
   unreadable: 'Scan could not be read',
+  unknownProduct: 'Unknown product model',
+  bothKeys: 'A scan cannot carry both supplierKey and clientKey',
 } as const;
 
 /** An accepted scan as `GET /_sandbox/scans` lists it. */
@@ -101,10 +109,12 @@ export class SandboxState {
    */
   acceptBatch(requestId: string, clientId: string, via: LoggedScan['via'], items: unknown[], delayMs: number, nowMs: number): void {
     const dcps = new Set(this.clients.get(clientId)?.dcps ?? []);
+    // The client's products when the batch is processed (decided here, shown after the delay).
+    const products = this.products.get(clientId) ?? new Map<string, unknown>();
     const failures: ScanFailure[] = [];
     const receivedAt = new Date(nowMs).toISOString();
     for (const item of items) {
-      const reason = failureOf(item, dcps);
+      const reason = failureOf(item, dcps, products);
       if (reason !== undefined) failures.push({ reference: referenceOf(item), reason });
       this.logScan({ requestId, via, receivedAt, scan: item });
     }
@@ -151,15 +161,23 @@ export class SandboxState {
     return token;
   }
 
+  /** Why a PUT to this pre-signed address would be refused now, without using it up; undefined when it would be taken. */
+  presignedRefusal(token: string, nowMs: number): string | undefined {
+    const address = this.presigned.get(token);
+    if (!address) return 'Invalid pre-signed address';
+    if (address.used) return 'Pre-signed address has been used already';
+    if (nowMs >= address.expiresAtMs) return 'Request has expired';
+    return undefined;
+  }
+
   /**
    * Claims a pre-signed address for one PUT. Gives the reason for refusal (S3 answers 403 to all
    * of them), or the batch id and client on success. The address counts as used from here on.
    */
   claimPresigned(token: string, nowMs: number): { requestId: string; clientId: string } | { refused: string } {
+    const refused = this.presignedRefusal(token, nowMs);
     const address = this.presigned.get(token);
-    if (!address) return { refused: 'Invalid pre-signed address' };
-    if (address.used) return { refused: 'Pre-signed address has been used already' };
-    if (nowMs >= address.expiresAtMs) return { refused: 'Request has expired' };
+    if (refused !== undefined || !address) return { refused: refused ?? 'Invalid pre-signed address' };
     address.used = true;
     return { requestId: address.requestId, clientId: address.clientId };
   }
@@ -195,10 +213,13 @@ export class SandboxState {
   }
 }
 
-function failureOf(item: unknown, dcps: Set<string>): string | undefined {
+/** Why one scan fails processing, checked in this order, or undefined when it is processed. */
+function failureOf(item: unknown, dcps: Set<string>, products: ReadonlyMap<string, unknown>): string | undefined {
   const parsed = scanSchema.safeParse(item);
   if (!parsed.success) return FAILURE_REASONS.unreadable;
   if (!dcps.has(parsed.data.dcpKey)) return FAILURE_REASONS.invalidDcp;
+  if (!products.has(parsed.data.productModelKey)) return FAILURE_REASONS.unknownProduct;
+  if (parsed.data.supplierKey !== undefined && parsed.data.clientKey !== undefined) return FAILURE_REASONS.bothKeys;
   if (parsed.data.attributes.some((a) => a.key.trim() === '')) return FAILURE_REASONS.attributes;
   return undefined;
 }

@@ -10,9 +10,9 @@ import type { Logger } from '../log.js';
 const rate = z.number().min(0).max(1);
 
 /**
- * Fault injection, applied to `/api/*` and the pre-signed PUT (never `/oauth2/token` or
- * `/_sandbox/*`). Rates are probabilities per request, checked in this order: latency, reset,
- * rate limit, error.
+ * Fault injection. The first five apply to `/api/*` and the pre-signed PUT; the `token*` ones to
+ * `/oauth2/token` only; nothing reaches `/_sandbox/*`. Rates are probabilities per request, checked
+ * in this order: latency, reset, rate limit (API) or unreadable answer (token), error.
  */
 export const faultsSchema = z
   .object({
@@ -37,6 +37,14 @@ export const faultsSchema = z
       .positive()
       .optional()
       .describe('Lowers the size from which a direct upload is refused with 413, in bytes (default: the 5.8 MiB of the contract).'),
+    tokenLatencyMs: z.number().min(0).optional().describe('Delay added before every answer of /oauth2/token, in ms (a slow auth server).'),
+    tokenResetRate: rate
+      .optional()
+      .describe('Share of token requests whose connection is destroyed without an answer; 1 = the auth server is down.'),
+    tokenErrorRate: rate.optional().describe('Share of token requests answered 500 or 503 (alternating), OAuth-style JSON.'),
+    tokenUnreadableRate: rate
+      .optional()
+      .describe('Share of token requests answered 200 with a body that is not a token answer (cut-off JSON).'),
   })
   .strict();
 export type Faults = z.infer<typeof faultsSchema>;
@@ -54,8 +62,15 @@ export const faultsPatchSchema = z
     lostAnswerRate: rate.nullable().optional(),
     answerDelayMs: z.number().min(0).nullable().optional(),
     directLimitBytes: z.number().int().positive().nullable().optional(),
+    tokenLatencyMs: z.number().min(0).nullable().optional(),
+    tokenResetRate: rate.nullable().optional(),
+    tokenErrorRate: rate.nullable().optional(),
+    tokenUnreadableRate: rate.nullable().optional(),
   })
   .strict();
+
+/** A change of faults: any subset, `null` clearing an optional override. */
+export type FaultsPatch = z.infer<typeof faultsPatchSchema>;
 
 /** No faults: every request answered normally. */
 export const NO_FAULTS: Faults = { errorRate: 0, rateLimitRate: 0, retryAfterSec: 1, latencyMs: 0, resetRate: 0 };
@@ -96,9 +111,17 @@ export interface SandboxOptions {
 export interface RunningSandbox {
   /** Base address, e.g. `http://127.0.0.1:8090`; both the service and the auth base URL. */
   url: string;
+  /** The serving fastify instance (a new one after {@link restart}). */
   app: FastifyInstance;
-  /** Merge a change into the current faults (as PUT /_sandbox/faults). */
-  setFaults(f: Partial<Faults>): void;
+  /** Merge a change into the current faults (as PUT /_sandbox/faults); `null` clears an optional one. */
+  setFaults(f: FaultsPatch): void;
+  /**
+   * Restarts the service as a real one restarts: stops listening (open connections are cut), stays
+   * away `downMs` (connections are refused meanwhile), then listens again on the same address with
+   * the same state: products, batches and their processing, pre-signed addresses, the token signing
+   * key (tokens stay valid), faults and the inspection logs. `app` is a new fastify instance after it.
+   */
+  restart(options?: { downMs?: number }): Promise<void>;
   /** Stops listening and closes open connections. Safe to call more than once. */
   close(): Promise<void>;
 }

@@ -79,6 +79,7 @@ export const OPENAPI_PATHS = {
         '202': { description: 'Accepted for processing.', content: { 'application/json': { schema: ref('UploadAcceptedResponse') } } },
         '400': problemAnswer('Not a JSON array of scans, empty, or a scan is invalid; `errors` names index and field.'),
         '413': problemAnswer('The body is 5.8 MiB or more; use the pre-signed upload.'),
+        '415': problemAnswer('The content type is not application/json (a charset parameter is allowed).'),
         ...common,
       },
     },
@@ -136,6 +137,7 @@ export const OPENAPI_PATHS = {
         '200': { description: 'A JWT bearer token.', content: { 'application/json': { schema: ref('TokenResponse') } } },
         '400': { description: 'invalid_request or unsupported_grant_type.', content: { 'application/json': { schema: ref('OAuthError') } } },
         '401': { description: 'invalid_client: unknown client or wrong secret.', content: { 'application/json': { schema: ref('OAuthError') } } },
+        '5XX': { description: 'The auth server failed (the sandbox answers so under its token faults).', content: { 'application/json': { schema: ref('OAuthError') } } },
       },
     },
   },
@@ -150,6 +152,7 @@ export const PRESIGNED_UPLOAD_EXTENSION = {
   rules: [
     'The address is valid for 30 minutes and accepts one upload; for a further upload, obtain a new address and requestId.',
     'Processing is tracked with the requestId returned together with the address; until the upload arrives its status is NotFound.',
+    'Content-Type is exactly application/json (the address is signed for it); a refused request does not use the address up.',
   ],
   requestBody: {
     required: true,
@@ -157,8 +160,16 @@ export const PRESIGNED_UPLOAD_EXTENSION = {
   },
   responses: {
     '200': { description: 'Stored.' },
+    '400': {
+      description: 'An Authorization header was sent: S3-style XML error body with Code InvalidArgument (only one auth mechanism allowed).',
+      content: {
+        'application/xml': {
+          schema: { type: 'string', example: '<Error><Code>InvalidArgument</Code><Message>Only one auth mechanism allowed; …</Message><ArgumentName>Authorization</ArgumentName></Error>' },
+        },
+      },
+    },
     '403': {
-      description: 'Used already or expired; S3-style XML error body with Code AccessDenied.',
+      description: 'Used already or expired (Code AccessDenied), or a Content-Type other than application/json (Code SignatureDoesNotMatch); S3-style XML error body.',
       content: { 'application/xml': { schema: { type: 'string', example: '<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>' } } },
     },
   },

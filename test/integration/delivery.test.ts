@@ -155,4 +155,36 @@ describe('delivery against the sandbox over real HTTP', () => {
     const duplicates = refs.length - 2000;
     expect(duplicates).toBeLessThanOrEqual(deliverer!.snapshot().possibleDuplicates * 200);
   });
+
+  it('follows batches across a restart of the service: uploaded before, processed after, none sent twice', async () => {
+    sandbox.setFaults({ processingDelayMs: 1500 });
+    store.commitIntake(Array.from({ length: 300 }, (_, i) => scan(`R-${i}`)), Date.now());
+    start({ mode: 'presigned', presignedMaxScans: 100, notFoundGraceMs: 400 });
+    await waitFor(() => store.batchesInState('uploaded').length === 3, { timeoutMs: 10_000 });
+    await sandbox.restart({ downMs: 500 });
+    sandbox.setFaults({ processingDelayMs: null });
+    await waitFor(() => store.batchesInState('done').length === 3, { timeoutMs: 20_000 });
+    expect(store.scanCounts()).toEqual({ delivered: 300 });
+    expect((await sandboxRefs(sandbox)).sort()).toEqual(Array.from({ length: 300 }, (_, i) => `R-${i}`).sort());
+    expect(store.batchesInState('done').map((b) => b.upstreamState)).toEqual(['Success', 'Success', 'Success']);
+    expect(deliverer!.snapshot().possibleDuplicates).toBe(0);
+  });
+
+  it('sends nothing while the token endpoint is down, and everything once it is back', async () => {
+    sandbox.setFaults({ tokenResetRate: 1 });
+    store.commitIntake(Array.from({ length: 50 }, (_, i) => scan(`T-${i}`)), Date.now());
+    start({ mode: 'direct' });
+    const tokenAttempts = async () =>
+      ((await (await fetch(`${sandbox.url}/_sandbox/requests`)).json()) as { requests: { path: string; status: number }[] }).requests.filter(
+        (r) => r.path === '/oauth2/token',
+      );
+    await waitFor(async () => (await tokenAttempts()).length >= 3, { timeoutMs: 10_000 });
+    expect(await sandboxRefs(sandbox)).toHaveLength(0);
+    expect((await tokenAttempts()).every((r) => r.status === 0)).toBe(true);
+    sandbox.setFaults({ tokenResetRate: null });
+    await waitFor(() => store.scanCounts().delivered === 50, { timeoutMs: 10_000 });
+    expect(store.scanCounts()).toEqual({ delivered: 50 });
+    expect(await sandboxRefs(sandbox)).toHaveLength(50);
+    expect(deliverer!.snapshot().possibleDuplicates).toBe(0);
+  });
 });

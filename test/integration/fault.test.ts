@@ -95,8 +95,9 @@ describe('fault test: 100,000 scans through an upstream that fails in every way 
       inputs: [{ id: 'line-1', type: 'files', dir: join(dir, 'unused'), dcp: 'GI-01' }],
     });
     // 30% 5xx, 10% resets before the request is read, 5% of uploads processed but their answer
-    // lost, 10% 429 with Retry-After 1 s, tokens valid 2 s, and direct uploads over 60 KB (about
-    // 270 scans) refused with 413: every direct batch of the trickle (500 or more) is split until it fits.
+    // lost, 10% 429 with Retry-After 1 s, tokens valid 2 s, an auth server that answers 5xx to 20%
+    // of token requests and drops 20% of them, and direct uploads over 60 KB (about 270 scans)
+    // refused with 413: every direct batch of the trickle (500 or more) is split until it fits.
     sandbox.setFaults({
       errorRate: 0.3,
       resetRate: 0.1,
@@ -104,6 +105,8 @@ describe('fault test: 100,000 scans through an upstream that fails in every way 
       rateLimitRate: 0.1,
       retryAfterSec: 1,
       tokenTtlSec: 2,
+      tokenErrorRate: 0.2,
+      tokenResetRate: 0.2,
       directLimitBytes: 60_000,
     });
     const client = new UpstreamClient({ baseUrl: sandbox.url, authUrl: sandbox.url, clientId: 'demo-client', clientSecret: SECRET, requestTimeoutMs: 10_000 });
@@ -162,6 +165,9 @@ describe('fault test: 100,000 scans through an upstream that fails in every way 
       for (const r of requests.requests) statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
       // Each kind of fault was met (the request log keeps the last 10,000 requests at most).
       for (const status of [0, 413, 429, 500, 503]) expect(statuses.get(status) ?? 0, `HTTP ${status} seen`).toBeGreaterThan(0);
+      // The auth server failed too (5xx or dropped: about 2 in 5 token requests), and every scan still arrived.
+      const tokenFailures = requests.requests.filter((r) => r.path === '/oauth2/token' && (r.status === 0 || r.status >= 500)).length;
+      expect(tokenFailures, 'failed token requests').toBeGreaterThan(0);
       // Tokens lived 2 s: the client obtained new ones all along (renewing ahead of expiry, or after a 401).
       const tokens = client.tokenInfo().refreshes;
       expect(tokens).toBeGreaterThan((deliveredAt - started) / 1000 / 4);

@@ -55,7 +55,8 @@ describe('no secret in any log line', () => {
       port: 0,
       processingDelayMs: 50,
       tokenTtlSec: 2,
-      clients: [{ clientId: 'leak-test', clientSecret: CLIENT_SECRET, dcps: ['GI-01'] }],
+      // The product of the DCP below: the sandbox fails scans of a product the client does not have.
+      clients: [{ clientId: 'leak-test', clientSecret: CLIENT_SECRET, dcps: ['GI-01'], products: [{ key: 'PACK-A', name: 'Pack A' }] }],
     });
   });
   afterAll(async () => {
@@ -64,7 +65,7 @@ describe('no secret in any log line', () => {
 
   it('while running: tokens, upstream faults, admin calls with wrong and right tokens, stop', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'sg-redact-'));
-    sandbox.setFaults({ errorRate: 0.3, rateLimitRate: 0.1, retryAfterSec: 0, resetRate: 0.1 });
+    sandbox.setFaults({ errorRate: 0.3, rateLimitRate: 0.1, retryAfterSec: 0, resetRate: 0.1, tokenErrorRate: 0.2, tokenResetRate: 0.1 });
     const gateway = await startGateway(config(dir, sandbox.url), { SCAN_GATEWAY_CLIENT_SECRET: CLIENT_SECRET, SCAN_GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN }, dir);
     try {
       writeFileSync(join(dir, 'inbox', 'a.txt'), Array.from({ length: 200 }, (_, i) => `CELL-${i}`).join('\n'));
@@ -89,7 +90,7 @@ describe('no secret in any log line', () => {
       });
       // The token expired and was renewed at least once, so several token requests were logged.
       await new Promise((r) => setTimeout(r, 2500));
-      sandbox.setFaults({ errorRate: 0, rateLimitRate: 0, resetRate: 0 });
+      sandbox.setFaults({ errorRate: 0, rateLimitRate: 0, resetRate: 0, tokenErrorRate: 0, tokenResetRate: 0 });
       writeFileSync(join(dir, 'inbox', 'b.txt'), 'CELL-LAST\n');
       await waitFor(async () => ((await (await fetch(`${gateway.httpUrl}/healthz`)).json()) as { deliveredScans: number }).deliveredScans === 201, { timeoutMs: 20_000 });
     } finally {
@@ -108,7 +109,7 @@ describe('no secret in any log line', () => {
 
   it('when the service refuses the credentials', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'sg-redact-auth-'));
-    sandbox.setFaults({ errorRate: 0, rateLimitRate: 0, resetRate: 0 });
+    sandbox.setFaults({ errorRate: 0, rateLimitRate: 0, resetRate: 0, tokenErrorRate: 0, tokenResetRate: 0 });
     const gateway = await startGateway(config(dir, sandbox.url), { SCAN_GATEWAY_CLIENT_SECRET: WRONG_SECRET, SCAN_GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN }, dir);
     try {
       writeFileSync(join(dir, 'inbox', 'a.txt'), 'CELL-1\n');

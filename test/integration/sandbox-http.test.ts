@@ -176,7 +176,7 @@ describe('pre-signed upload', () => {
   it('fails content that is not an array of scans when processing it, not on PUT', async () => {
     const status = async (id: string) => (await call('GET', `/api/trace/v3/scans/${id}/status`)).json();
     const a = await address();
-    expect((await put(a.url, 'not json', { 'content-type': 'text/plain' })).status).toBe(200);
+    expect((await put(a.url, 'not json')).status).toBe(200);
     expect(await waitFor(async () => ((await status(a.requestId)).state === 'Failed' ? status(a.requestId) : undefined))).toMatchObject({
       processed: 0,
       failed: 0,

@@ -112,17 +112,23 @@ describe('sandbox answers match docs/upstream-openapi.yaml', () => {
     expect((await exchange('GET', '/api/trace/v3/scans/{requestId}/status', '/api/trace/v3/scans/x1/status', auth())).status).toBe(400);
     expect((await exchange('POST', scans, scans, json([{ ...SCAN, timeStamp: 'x' }]))).status).toBe(400);
     expect((await exchange('POST', scans, scans, { ...json([]), body: `[${' '.repeat(6_081_740)}]` })).status).toBe(413);
+    expect((await exchange('POST', scans, scans, json([SCAN], { 'content-type': 'text/json' }))).status).toBe(415);
     expect((await exchange('POST', '/api/trace/v3/scans/preSignedUrl', '/api/trace/v3/scans/preSignedUrl', auth())).status).toBe(200);
   });
 
-  it('injected 429, 500 and 503', async () => {
+  it('injected 429, 500 and 503, also from the token endpoint', async () => {
     sandbox.setFaults({ rateLimitRate: 1 });
     expect((await exchange('GET', '/api/product/v3/products', '/api/product/v3/products', auth())).status).toBe(429);
     sandbox.setFaults({ rateLimitRate: 0, errorRate: 1 });
     const codes = [];
     for (let i = 0; i < 2; i++) codes.push((await exchange('POST', '/api/trace/v3/scans', '/api/trace/v3/scans', json([SCAN]))).status);
     expect(codes.sort()).toEqual([500, 503]);
-    sandbox.setFaults({ errorRate: 0 });
+    sandbox.setFaults({ errorRate: 0, tokenErrorRate: 1 });
+    const form = { headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'grant_type=client_credentials' };
+    const tokenCodes = [];
+    for (let i = 0; i < 2; i++) tokenCodes.push((await exchange('POST', '/oauth2/token', '/oauth2/token', form)).status);
+    expect(tokenCodes.sort()).toEqual([500, 503]);
+    sandbox.setFaults({ tokenErrorRate: 0 });
   });
 
   it('checked a body in every case', () => {
