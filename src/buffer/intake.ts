@@ -16,6 +16,12 @@ export interface InputCounters {
   lastReadAt?: string;
 }
 
+/**
+ * Most inputs counted at once. Counters are kept per configured input (dropped at a reload that
+ * removes the input), so this is only the guard against reads naming inputs that do not exist.
+ */
+export const MAX_COUNTED_INPUTS = 1024;
+
 /** What intake needs of back-pressure (buffer/back-pressure.ts). */
 export interface IntakeGate {
   /** Answers why a commit adding these scans is refused, or undefined when it fits. */
@@ -72,6 +78,13 @@ export class Intake implements IntakeSink {
   /** Replaces the mapping (after a configuration reload); reads submitted later use it. */
   setMapping(mapping: MappingContext): void {
     this.mapping = mapping;
+    // The counters of an input removed by the reload would never be shown again: drop them.
+    for (const id of this.counters.keys()) if (!mapping.inputs.has(id)) this.counters.delete(id);
+  }
+
+  /** Inputs with counters held now (bounded by {@link MAX_COUNTED_INPUTS}). */
+  countedInputs(): number {
+    return this.counters.size;
   }
 
   /**
@@ -219,6 +232,7 @@ export class Intake implements IntakeSink {
   private countCommitted(r: IntakeRecord): void {
     let c = this.counters.get(r.inputId);
     if (!c) {
+      if (this.counters.size >= MAX_COUNTED_INPUTS && !this.mapping.inputs.has(r.inputId)) return;
       c = emptyCounters();
       this.counters.set(r.inputId, c);
     }
