@@ -38,6 +38,11 @@ export interface AppDeps {
   api?: DeliveryApi & { close?: () => Promise<void>; tokenInfo?: () => { expiresAt?: Date; refreshes: number } };
   /** Bearer token of the admin actions (health server); without it they are off. */
   adminToken?: string;
+  /**
+   * Cuts known secrets out of text that leaves the process other than by the log: status JSON,
+   * health page, `failed/*.error.txt`, reasons stored in the buffer (the log's scrubber, issue 11).
+   */
+  scrub?: (text: string) => string;
   /** Longest a stop waits for an upload in flight, in ms (default {@link DELIVERY_STOP_GRACE_MS}). */
   deliveryStopGraceMs?: number;
 }
@@ -82,10 +87,10 @@ function splitListen(listen: string): { host: string; port: number } {
   return { host: listen.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(listen.slice(i + 1)) };
 }
 
-function defaultInput(config: InputConfig, sink: IntakeSink, logger: Logger, env: Record<string, string | undefined> = {}): InputAdapter {
+function defaultInput(config: InputConfig, sink: IntakeSink, logger: Logger, env: Record<string, string | undefined> = {}, scrub?: (text: string) => string): InputAdapter {
   switch (config.type) {
     case 'files':
-      return new FilesInput({ config, sink, logger });
+      return new FilesInput({ config, sink, logger, ...(scrub ? { scrub } : {}) });
     case 'serial':
       return new SerialInput({ config, sink, logger });
     case 'mqtt':
@@ -105,7 +110,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
   const { config } = loaded;
   const logger = deps.logger;
   const now = deps.now ?? Date.now;
-  const create = deps.createInput ?? ((c: InputConfig, s: IntakeSink, l: Logger) => defaultInput(c, s, l, deps.env));
+  const create = deps.createInput ?? ((c: InputConfig, s: IntakeSink, l: Logger) => defaultInput(c, s, l, deps.env, deps.scrub));
   const startedAt = new Date(now());
   let store: BufferStore | undefined;
   let sandbox: RunningSandbox | undefined;
@@ -269,6 +274,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
         now,
         onScansCommitted: () => deliverer?.wake(),
         gate: backPressure,
+        ...(deps.scrub ? { scrub: deps.scrub } : {}),
       });
       stops.push({ name: 'intake', stop: () => intake?.close() });
       deliverer.start();
@@ -292,7 +298,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
         // Started while the buffer is near its quota (or the disk full): pause it at once.
         if (backPressure.snapshot().intakePaused) input.setPaused?.(true);
       }
-      http = buildHealthServer({ logger, status, metrics, admin: { token: deps.adminToken, actions: adminActions } });
+      http = buildHealthServer({ logger, status, metrics, admin: { token: deps.adminToken, actions: adminActions }, ...(deps.scrub ? { scrub: deps.scrub } : {}) });
       await registerInputRoutes(http, () => inputs);
       const { host, port } = splitListen(config.http.listen);
       const server = http;

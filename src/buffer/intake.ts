@@ -53,6 +53,11 @@ export interface IntakeOptions {
   groupWindowMs?: number;
   /** Quota and full-disk handling; without it every commit is attempted. */
   gate?: IntakeGate;
+  /**
+   * Cuts known secrets out of a reason before it is stored (a refusal may quote the input, and
+   * the input may hold a secret). The raw read is kept as received: it is the evidence.
+   */
+  scrub?: (text: string) => string;
 }
 
 /**
@@ -70,8 +75,11 @@ export class Intake implements IntakeSink {
   private mapping: MappingContext;
   lastCommitError: { message: string; at: string } | undefined;
 
+  private readonly scrub: (text: string) => string;
+
   constructor(private readonly options: IntakeOptions) {
     this.now = options.now ?? Date.now;
+    this.scrub = options.scrub ?? ((text) => text);
     this.mapping = options.mapping;
   }
 
@@ -119,7 +127,7 @@ export class Intake implements IntakeSink {
         receivedAt: r.receivedAt,
         raw: r.raw,
         outcome: 'rejected',
-        reason: r.reason,
+        reason: this.scrub(r.reason),
         inputLevel: true,
         ...(r.origin ? { origin: r.origin } : {}),
       };
@@ -136,9 +144,9 @@ export class Intake implements IntakeSink {
       ...(read.origin ? { origin: read.origin } : {}),
     };
     const result = mapRead(read, this.mapping);
-    if (result.outcome === 'noRead') return { ...base, outcome: 'noRead', ...(result.reason ? { reason: result.reason } : {}) };
+    if (result.outcome === 'noRead') return { ...base, outcome: 'noRead', ...(result.reason ? { reason: this.scrub(result.reason) } : {}) };
     if (result.outcome === 'rejected') {
-      return { ...base, outcome: 'rejected', reason: result.reason };
+      return { ...base, outcome: 'rejected', reason: this.scrub(result.reason) };
     }
     const { scan, instant } = result;
     const window = this.mapping.dcps.get(scan.dcpKey)?.duplicateWindowMs ?? 0;

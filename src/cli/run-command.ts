@@ -1,10 +1,9 @@
 import { Option, type Command } from 'commander';
-import type { InputConfig } from '../config/schema.js';
-import { readSecret } from '../inputs/secrets.js';
 import { buildApp } from '../app.js';
 import { loadConfig } from '../config/load.js';
 import { ConfigReloader } from '../config/reload.js';
 import { readAdminToken } from '../health/admin.js';
+import { inputSecrets } from './known-secrets.js';
 import { SystemdNotifier } from '../health/sd-notify.js';
 import type { GatewayStatus } from '../health/status.js';
 import { createLogger, SecretScrubber, type Logger } from '../log.js';
@@ -79,7 +78,7 @@ export function registerRunCommand(program: Command, io: RunIo): void {
         logger: logger.child({ component: 'systemd' }),
         ...(io.notifyCommand ? { command: io.notifyCommand } : {}),
       });
-      const app = buildApp(loaded, { logger, env: io.env, ...(adminToken ? { adminToken } : {}) });
+      const app = buildApp(loaded, { logger, env: io.env, scrub: (text) => scrubber.scrub(text), ...(adminToken ? { adminToken } : {}) });
       try {
         await app.start();
       } catch (err) {
@@ -134,21 +133,3 @@ export function registerRunCommand(program: Command, io: RunIo): void {
     });
 }
 
-/** The inputs' own secrets (MQTT passwords, HTTP ingest tokens), so the scrubber knows them too. */
-async function inputSecrets(inputs: readonly InputConfig[], env: Record<string, string | undefined>): Promise<string[]> {
-  const out: string[] = [];
-  for (const input of inputs) {
-    try {
-      if (input.type === 'mqtt') {
-        const s = await readSecret({ what: `password of input ${input.id}`, envName: input.passwordEnv, file: input.passwordFile, env });
-        if (s) out.push(s);
-      } else if (input.type === 'http') {
-        const s = await readSecret({ what: `ingest token of input ${input.id}`, envName: input.tokenEnv, file: input.tokenFile, env });
-        if (s) out.push(s);
-      }
-    } catch {
-      // The input reports a missing secret itself when it starts.
-    }
-  }
-  return out;
-}

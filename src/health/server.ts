@@ -1,5 +1,5 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import type { Logger } from '../log.js';
+import { scrubValue, type Logger } from '../log.js';
 import { registerAdminRoutes, type AdminActions } from './admin.js';
 import type { GatewayMetrics } from './metrics.js';
 import { PAGE_CSP, renderPage } from './page.js';
@@ -14,6 +14,11 @@ export interface HealthServerOptions {
   metrics?: GatewayMetrics;
   /** Admin actions and the token that guards them; without it, `/api/v1/admin/*` answers 403. */
   admin?: { token: string | undefined; actions: AdminActions };
+  /**
+   * Cuts known secrets out of every text the server shows (status JSON, health page, healthz,
+   * readyz), raw excerpts of refused input included: the log's {@link SecretScrubber} (issue 11).
+   */
+  scrub?: (text: string) => string;
 }
 
 /** Headers of every answer: nothing cached, nothing sniffed, no referrer leaves the page. */
@@ -55,13 +60,16 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
   app.addHook('onSend', async (_request, reply) => {
     reply.headers(COMMON_HEADERS);
   });
+  const scrub = options.scrub;
+  // Every route below shows the status through this: nothing the gateway knows as a secret leaves.
+  const status = scrub ? () => scrubValue(options.status(), scrub) as GatewayStatus : options.status;
 
   app.get('/', async (_request, reply) => {
-    return reply.type('text/html; charset=utf-8').header('content-security-policy', PAGE_CSP).header('x-frame-options', 'DENY').send(renderPage(options.status()));
+    return reply.type('text/html; charset=utf-8').header('content-security-policy', PAGE_CSP).header('x-frame-options', 'DENY').send(renderPage(status()));
   });
 
   app.get('/healthz', async (_req, reply) => {
-    const s = options.status();
+    const s = status();
     const body = {
       status: s.state,
       reasons: s.reasons,
@@ -76,11 +84,11 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
   });
 
   app.get('/readyz', async (_req, reply) => {
-    const r = readiness(options.status());
+    const r = readiness(status());
     return reply.code(r.ready ? 200 : 503).send(r);
   });
 
-  app.get('/api/v1/status', async () => options.status());
+  app.get('/api/v1/status', async () => status());
 
   const metrics = options.metrics;
   if (metrics) {
