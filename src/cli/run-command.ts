@@ -64,7 +64,7 @@ export function registerRunCommand(program: Command, io: RunIo): void {
     .addHelpText(
       'after',
       '\nExample:\n  scan-gateway run --config /etc/scan-gateway/config.yaml\n  npm start    # the demo: config/demo.yaml with the embedded sandbox\n\n' +
-        'Stops cleanly on SIGTERM or SIGINT. Exit codes: 0 stopped cleanly, 1 a part failed (or the stop took too long), 2 configuration or secret error.',
+        'Stops cleanly on SIGTERM or SIGINT. Exit codes: 0 stopped cleanly, 1 a part failed (or the stop took too long), 2 configuration or secret error, 4 the buffer cannot be opened (corrupt, newer schema, no permission).',
     )
     .action(async (opts: { config: string; logLevel?: string }) => {
       const loaded = loadConfig(opts.config, { baseDir: io.cwd, env: io.env });
