@@ -1,9 +1,11 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Intake } from '../../src/buffer/intake.js';
 import { BufferStore } from '../../src/buffer/store.js';
+import { loadConfig } from '../../src/config/load.js';
+import { ConfigReloader } from '../../src/config/reload.js';
 import { configSchema } from '../../src/config/schema.js';
 import type { IntakeItem } from '../../src/inputs/types.js';
 import { silentLogger } from '../../src/log.js';
@@ -115,5 +117,44 @@ describe('bounded state: container sessions and counters', () => {
     expect(intake.countedInputs()).toBe(2);
     intake.setMapping(new Mapper(config));
     expect(intake.countedInputs()).toBe(1);
+  });
+
+  it('a flood of SIGHUPs is at most one reload waiting behind the running one', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sg-bounds-reload-'));
+    dirs.push(dir);
+    const file = join(dir, 'config.yaml');
+    writeFileSync(file, `site: { id: t, timezone: Europe/Berlin }
+upstream: { baseUrl: http://127.0.0.1:1, authUrl: http://127.0.0.1:1, clientId: c }
+dcps: [{ key: GI-01, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-1 }]
+inputs: [{ id: inbox, type: files, dir: ${join(dir, 'inbox')}, dcp: GI-01 }]
+`);
+    let applied = 0;
+    let release: () => void = () => {};
+    const reloader = new ConfigReloader({
+      file,
+      load: () => loadConfig(file, { baseDir: dir, env: {}, skipSecret: true }),
+      apply: () => {
+        applied++;
+        return new Promise<void>((resolve) => (release = resolve));
+      },
+      refused: (err) => {
+        throw err;
+      },
+      logger: silentLogger(),
+      watch: false,
+    });
+    const first = reloader.trigger();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(applied).toBe(1);
+    // 10,000 signals while the first reload is still applying: one more reload, not 10,000.
+    const rest = Array.from({ length: 10_000 }, () => reloader.trigger());
+    expect(new Set(rest).size).toBe(1);
+    release();
+    await first;
+    await new Promise((r) => setTimeout(r, 20));
+    release();
+    await Promise.all(rest);
+    await reloader.settled();
+    expect(applied).toBe(2);
   });
 });
