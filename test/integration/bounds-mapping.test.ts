@@ -78,7 +78,7 @@ describe('bounded state: container sessions and counters', () => {
     const ok = await intake.submit([read('PAL-9', 'GO-02', start + N + 1), read('PK-9', 'GO-02', start + N + 2)]);
     expect(ok.outcomes.map((o) => o.outcome)).toEqual(['scan', 'scan']);
     expect(mapper.sessionCounts().open).toBe(1);
-  });
+  }, 120_000);
 
   it('a session past the cap is refused with the reason, counted as a rejection, and allowed again once one expires', async () => {
     const mapper = new Mapper(config, { maxOpenContainers: 2 });
