@@ -49,6 +49,12 @@ export class Mapper {
   private readonly rulesByInput = new Map<string, CompiledRule[]>();
   private readonly containersByInput = new Map<string, CompiledContainer[]>();
   private readonly sessions: ContainerSessions;
+  /**
+   * Station names a source may give that are no DCP key: the keys of lookup tables that rules
+   * translate the DCP through (`dcp: { sourceDcp: true, lookup: stations }`). Container sessions
+   * are kept only for these and the DCPs, so reads naming ever new stations cannot grow them.
+   */
+  private readonly stations: ReadonlySet<string>;
   private readonly timeCheck: TimeCheckConfig;
   private readonly rejectUnknownProducts: boolean;
   private known: { keys: ReadonlySet<string>; fetchedAt: string } | undefined;
@@ -62,6 +68,12 @@ export class Mapper {
     this.timeZone = config.site.timezone;
     this.dcps = new Map(config.dcps.map((d) => [d.key, d]));
     this.inputs = new Map(config.inputs.map((i) => [i.id, i]));
+    const stations = new Set<string>();
+    for (const r of config.rules) {
+      const lookup = typeof r.dcp === 'object' ? r.dcp.lookup : undefined;
+      if (lookup !== undefined) for (const k of Object.keys(config.lookups[lookup] ?? {})) if (!this.dcps.has(k)) stations.add(k);
+    }
+    this.stations = stations;
     const lookups: LookupTables = config.lookups;
     this.rules = config.rules.map((r) => compileRule(r, lookups));
     this.containers = config.containers.map((c) => compileContainer(c, lookups));
@@ -125,11 +137,10 @@ export class Mapper {
     let opened: { name: string; parent: string } | undefined;
     for (const c of this.containersFor(input)) {
       const station = c.per === 'input' ? input.id : read.dcpKey?.trim() || input.dcp;
-      // A session is kept per station: only a configured DCP may be one, or reads naming ever new
-      // DCPs would open sessions without end (issue 11).
-      if (c.per === 'dcp' && !this.dcps.has(station)) {
-        return { outcome: 'rejected', reason: `DCP ${quoteKey(station)} is not configured (known: ${this.knownDcps()})`, barcode };
-      }
+      // A session is kept per station: only a configured DCP (or a station a rule's DCP lookup
+      // knows) may be one, or reads naming ever new DCPs would open sessions without end (issue
+      // 11). Such a read takes no part in containers; the rules then refuse its DCP with the reason.
+      if (c.per === 'dcp' && !this.dcps.has(station) && !this.stations.has(station)) continue;
       if (c.close?.test(view)) {
         const parent = this.sessions.close(c.name, station, atMs);
         return {
