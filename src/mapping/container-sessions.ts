@@ -39,8 +39,9 @@ interface Session {
 const keyOf = (container: string, station: string) => `${container}\u0000${station}`;
 
 /**
- * Most containers open at once in one mapper, by default. Stations are configured inputs and DCPs,
- * so a sane configuration stays far below it; the cap is the last guard of memory (issue 11).
+ * Most containers open at once in one mapper, by default. Stations are configured inputs, DCPs and
+ * the stations of the rules' DCP lookups (the mapper opens no session for any other), so a sane
+ * configuration stays far below it; the cap is the last guard of memory (issue 11).
  */
 export const MAX_OPEN_CONTAINERS = 10_000;
 
