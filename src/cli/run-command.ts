@@ -19,7 +19,7 @@ export interface RunIo {
   /** Called once the gateway is up, after systemd was told READY=1. */
   onReady?: () => void;
   logger?: Logger;
-  /** The sd_notify helper command (tests); default `systemd-notify`. */
+  /** The sd_notify helper for an abstract `NOTIFY_SOCKET` address only (tests); default `systemd-notify`. */
   notifyCommand?: string;
   /** Registers what to do on SIGHUP (reload the configuration); main.ts owns the signal. */
   onHangup?: (listener: () => void) => void;
