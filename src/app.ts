@@ -41,6 +41,11 @@ export interface AppDeps {
   adminToken?: string;
   /** Read token of the health page, status and metrics (`http.readTokenFile`); without it they are open. */
   readToken?: string;
+  /**
+   * Cuts known secrets out of text that leaves the process other than by the log: status JSON,
+   * health page, `failed/*.error.txt`, reasons stored in the buffer (the log's scrubber, issue 11).
+   */
+  scrub?: (text: string) => string;
   /** Longest a stop waits for an upload in flight, in ms (default {@link DELIVERY_STOP_GRACE_MS}). */
   deliveryStopGraceMs?: number;
 }
@@ -85,10 +90,10 @@ function splitListen(listen: string): { host: string; port: number } {
   return { host: listen.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(listen.slice(i + 1)) };
 }
 
-function defaultInput(config: InputConfig, sink: IntakeSink, logger: Logger, env: Record<string, string | undefined> = {}): InputAdapter {
+function defaultInput(config: InputConfig, sink: IntakeSink, logger: Logger, env: Record<string, string | undefined> = {}, scrub?: (text: string) => string): InputAdapter {
   switch (config.type) {
     case 'files':
-      return new FilesInput({ config, sink, logger });
+      return new FilesInput({ config, sink, logger, ...(scrub ? { scrub } : {}) });
     case 'serial':
       return new SerialInput({ config, sink, logger });
     case 'mqtt':
@@ -108,7 +113,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
   const { config } = loaded;
   const logger = deps.logger;
   const now = deps.now ?? Date.now;
-  const create = deps.createInput ?? ((c: InputConfig, s: IntakeSink, l: Logger) => defaultInput(c, s, l, deps.env));
+  const create = deps.createInput ?? ((c: InputConfig, s: IntakeSink, l: Logger) => defaultInput(c, s, l, deps.env, deps.scrub));
   const startedAt = new Date(now());
   let store: BufferStore | undefined;
   let sandbox: RunningSandbox | undefined;
@@ -263,6 +268,7 @@ new UpstreamClient(clientOptionsFromConfig(config.upstream, loaded, logger));
         now,
         onScansCommitted: () => deliverer?.wake(),
         gate: backPressure,
+        ...(deps.scrub ? { scrub: deps.scrub } : {}),
       });
       stops.push({ name: 'intake', stop: () => intake?.close() });
       deliverer.start();
@@ -296,6 +302,7 @@ new UpstreamClient(clientOptionsFromConfig(config.upstream, loaded, logger));
         listenHost: host,
         allowedHosts: config.http.allowedHosts,
         readToken: deps.readToken,
+        ...(deps.scrub ? { scrub: deps.scrub } : {}),
       });
       await registerInputRoutes(http, () => inputs);
       if (!isLoopbackHost(host) && deps.readToken === undefined) {

@@ -75,6 +75,28 @@ export class SecretScrubber {
     if (/bearer/i.test(out)) out = out.replace(BEARER, `$1${REDACTED}`);
     return out;
   }
+
+  /**
+   * A copy of `value` (JSON-like: objects, arrays, strings, numbers…) with every string scrubbed,
+   * keys included. For what leaves the process other than log lines (issue 11): the status JSON,
+   * the health page, the `failures` report. Values that are not plain objects or arrays (a Date)
+   * are kept as they are.
+   */
+  scrubDeep<T>(value: T): T {
+    return scrubValue(value, (text) => this.scrub(text)) as T;
+  }
+}
+
+/** `value` with `scrub` applied to every string in it (plain objects and arrays walked, copied). */
+export function scrubValue(value: unknown, scrub: (text: string) => string): unknown {
+  if (typeof value === 'string') return scrub(value);
+  if (Array.isArray(value)) return value.map((v) => scrubValue(v, scrub));
+  if (value !== null && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) out[scrub(k)] = scrubValue(v, scrub);
+    return out;
+  }
+  return value;
 }
 
 export interface CreateLoggerOptions {

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
 import { registerConfigCommand } from './cli/config-command.js';
-import { CommandExit } from './cli/exit.js';
+import { CommandExit, ExitCodes } from './cli/exit.js';
 import { registerOpsCommands } from './cli/ops-commands.js';
 import { registerRunCommand } from './cli/run-command.js';
 import { registerSandboxCommand } from './cli/sandbox-command.js';
@@ -17,7 +17,7 @@ import { UpstreamClient, clientOptionsFromConfig } from './upstream/client.js';
 /**
  * The process edge: the only module that touches argv, env, signals and the exit code.
  * Exit codes: 0 ok; 1 the operation failed; 2 usage or configuration error; 3 upstream unreachable
- * or authentication refused (see docs/cli.md).
+ * or authentication refused; 4 the buffer cannot be opened (see cli/exit.ts, docs/cli.md).
  */
 async function main(argv: string[]): Promise<number> {
   // `run` and `sandbox` stop gracefully on SIGTERM/SIGINT; any other command (a `products list`
@@ -68,6 +68,10 @@ async function main(argv: string[]): Promise<number> {
     if (isGatewayError(err, ErrorCodes.CONFIG) || isGatewayError(err, ErrorCodes.SECRET)) {
       process.stderr.write(`scan-gateway: ${err.message}\n`);
       return 2;
+    }
+    if (isGatewayError(err, ErrorCodes.BUFFER) && err.details.unopenable === true) {
+      process.stderr.write(`scan-gateway: ${err.message}\n`);
+      return ExitCodes.BUFFER_UNUSABLE;
     }
     if (isGatewayError(err, ErrorCodes.UPSTREAM_NETWORK) || isGatewayError(err, ErrorCodes.UPSTREAM_AUTH)) {
       process.stderr.write(`scan-gateway: ${err.message}\n`);

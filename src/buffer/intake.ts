@@ -16,6 +16,12 @@ export interface InputCounters {
   lastReadAt?: string;
 }
 
+/**
+ * Most inputs counted at once. Counters are kept per configured input (dropped at a reload that
+ * removes the input), so this is only the guard against reads naming inputs that do not exist.
+ */
+export const MAX_COUNTED_INPUTS = 1024;
+
 /** What intake needs of back-pressure (buffer/back-pressure.ts). */
 export interface IntakeGate {
   /** Answers why a commit adding these scans is refused, or undefined when it fits. */
@@ -47,6 +53,11 @@ export interface IntakeOptions {
   groupWindowMs?: number;
   /** Quota and full-disk handling; without it every commit is attempted. */
   gate?: IntakeGate;
+  /**
+   * Cuts known secrets out of a reason before it is stored (a refusal may quote the input, and
+   * the input may hold a secret). The raw read is kept as received: it is the evidence.
+   */
+  scrub?: (text: string) => string;
 }
 
 /**
@@ -64,14 +75,24 @@ export class Intake implements IntakeSink {
   private mapping: MappingContext;
   lastCommitError: { message: string; at: string } | undefined;
 
+  private readonly scrub: (text: string) => string;
+
   constructor(private readonly options: IntakeOptions) {
     this.now = options.now ?? Date.now;
+    this.scrub = options.scrub ?? ((text) => text);
     this.mapping = options.mapping;
   }
 
   /** Replaces the mapping (after a configuration reload); reads submitted later use it. */
   setMapping(mapping: MappingContext): void {
     this.mapping = mapping;
+    // The counters of an input removed by the reload would never be shown again: drop them.
+    for (const id of this.counters.keys()) if (!mapping.inputs.has(id)) this.counters.delete(id);
+  }
+
+  /** Inputs with counters held now (bounded by {@link MAX_COUNTED_INPUTS}). */
+  countedInputs(): number {
+    return this.counters.size;
   }
 
   /**
@@ -106,7 +127,7 @@ export class Intake implements IntakeSink {
         receivedAt: r.receivedAt,
         raw: r.raw,
         outcome: 'rejected',
-        reason: r.reason,
+        reason: this.scrub(r.reason),
         inputLevel: true,
         ...(r.origin ? { origin: r.origin } : {}),
       };
@@ -123,9 +144,9 @@ export class Intake implements IntakeSink {
       ...(read.origin ? { origin: read.origin } : {}),
     };
     const result = mapRead(read, this.mapping);
-    if (result.outcome === 'noRead') return { ...base, outcome: 'noRead', ...(result.reason ? { reason: result.reason } : {}) };
+    if (result.outcome === 'noRead') return { ...base, outcome: 'noRead', ...(result.reason ? { reason: this.scrub(result.reason) } : {}) };
     if (result.outcome === 'rejected') {
-      return { ...base, outcome: 'rejected', reason: result.reason };
+      return { ...base, outcome: 'rejected', reason: this.scrub(result.reason) };
     }
     const { scan, instant } = result;
     const window = this.mapping.dcps.get(scan.dcpKey)?.duplicateWindowMs ?? 0;
@@ -219,6 +240,7 @@ export class Intake implements IntakeSink {
   private countCommitted(r: IntakeRecord): void {
     let c = this.counters.get(r.inputId);
     if (!c) {
+      if (this.counters.size >= MAX_COUNTED_INPUTS && !this.mapping.inputs.has(r.inputId)) return;
       c = emptyCounters();
       this.counters.set(r.inputId, c);
     }

@@ -96,6 +96,18 @@ export function isDiskFull(err: unknown): boolean {
   return false;
 }
 
+/**
+ * Whether a failure to open the buffer needs a person (a corrupt file, not a database, a schema
+ * newer than this gateway, no permission) rather than time: the gateway then exits with its own
+ * code (4, docs/cli.md), which the systemd unit does not restart into a loop. A full disk or a
+ * lock held by another process pass by themselves and are not counted here.
+ */
+function unopenable(err: unknown): boolean {
+  if (isDiskFull(err)) return false;
+  const code = (err as { code?: unknown }).code;
+  return !(typeof code === 'string' && /^SQLITE_(BUSY|LOCKED|IOERR|NOMEM|INTERRUPT)/.test(code));
+}
+
 const ROLLBACK = Symbol('rollback');
 
 /** For an open or write that failed on permissions: who runs, and what to give them. */
@@ -140,7 +152,10 @@ export class BufferStore {
       this.db.pragma('foreign_keys = ON');
       this.migrate();
     } catch (err) {
-      throw new GatewayError(ErrorCodes.BUFFER, `cannot open the buffer ${path}: ${(err as Error).message}${permissionHint(path, err)}`, { cause: err });
+      throw new GatewayError(ErrorCodes.BUFFER, `cannot open the buffer ${path}: ${(err as Error).message}${permissionHint(path, err)}`, {
+        cause: err,
+        details: { unopenable: unopenable(err) },
+      });
     }
     if (!options.readonly && path !== ':memory:') this.assertWritable();
   }
@@ -158,7 +173,10 @@ export class BufferStore {
     } catch (err) {
       if (err === ROLLBACK) return;
       this.db.close();
-      throw new GatewayError(ErrorCodes.BUFFER, `cannot write the buffer ${this.path}: ${(err as Error).message}${permissionHint(this.path, err)}`, { cause: err });
+      throw new GatewayError(ErrorCodes.BUFFER, `cannot write the buffer ${this.path}: ${(err as Error).message}${permissionHint(this.path, err)}`, {
+        cause: err,
+        details: { unopenable: unopenable(err), diskFull: isDiskFull(err) },
+      });
     }
   }
 

@@ -4,7 +4,9 @@
  * written whatever it had to say to stdout/stderr; main prints nothing more for it.
  *
  * Exit codes (docs/cli.md): 0 done; 1 the operation failed; 2 usage or configuration error;
- * 3 the upstream service is unreachable or refused the credentials.
+ * 3 the upstream service is unreachable or refused the credentials; 4 the buffer cannot be opened
+ * (corrupt, not a database, newer schema, no permission). The systemd unit does not restart on 2
+ * and 4 (`RestartPreventExitStatus=`): a restart cannot fix them, a person must.
  */
 export class CommandExit extends Error {
   constructor(
@@ -22,4 +24,5 @@ export const ExitCodes = {
   FAILED: 1,
   USAGE: 2,
   UNREACHABLE: 3,
+  BUFFER_UNUSABLE: 4,
 } as const;

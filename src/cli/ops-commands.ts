@@ -3,9 +3,12 @@ import { basename, dirname, join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import type { Command } from 'commander';
 import { loadConfig } from '../config/load.js';
+import type { GatewayConfig } from '../config/schema.js';
 import { failuresReport, queueReport, statsReport, type FailuresReport, type QueueReport, type StatsReport } from '../health/buffer-report.js';
 import { fmtBytes, fmtDuration, fmtTime } from '../health/page-render.js';
+import { SecretScrubber } from '../log.js';
 import { CommandExit, ExitCodes } from './exit.js';
+import { bestEffortScrubber } from './known-secrets.js';
 
 /** What the operations commands need from the process edge. */
 export interface OpsIo {
@@ -55,12 +58,14 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
   withBuffer(program.command('failures').description('the latest scans the service refused and reads the gateway rejected, with their reasons and raw reads'))
     .option('-n, --limit <count>', 'how many of the latest to list', '20')
     .addHelpText('after', `\nExample:\n  sudo -u scan-gateway scan-gateway failures --limit 50 --config /etc/scan-gateway/config.yaml\n\nIn raw reads, <GS> is the GS1 separator byte 0x1D; \\xNN a byte that is not UTF-8.${EXIT_HELP}`)
-    .action((opts: BufferOptions & { limit: string }) => {
+    .action(async (opts: BufferOptions & { limit: string }) => {
       const limit = Number(opts.limit);
       if (!Number.isInteger(limit) || limit < 1) fail(io, 'failures', `--limit must be a positive whole number, got "${opts.limit}"`, ExitCodes.USAGE);
-      const { db, timezone } = open(io, opts, 'failures');
+      const { db, timezone, config } = open(io, opts, 'failures');
+      // Reasons and raw reads may quote a secret that landed in an input (issue 11): cut it out.
+      const scrubber = config ? await bestEffortScrubber(config, io.env, io.cwd) : new SecretScrubber();
       try {
-        const report = failuresReport(db, limit);
+        const report = scrubber.scrubDeep(failuresReport(db, limit));
         io.stdout.write(opts.json ? `${JSON.stringify(report)}\n` : formatFailures(report, timezone));
       } finally {
         db.close();
@@ -164,9 +169,10 @@ function withBuffer(command: Command): Command {
 }
 
 /** Opens the buffer read-only. Exit 2 for a bad configuration, 1 when the file is missing or unreadable. */
-function open(io: OpsIo, opts: BufferOptions, command: string): { db: Database.Database; path: string; timezone: string } {
+function open(io: OpsIo, opts: BufferOptions, command: string): { db: Database.Database; path: string; timezone: string; config?: GatewayConfig } {
   let path: string;
   let timezone = 'UTC';
+  let config: GatewayConfig | undefined;
   if (opts.buffer) {
     path = resolve(io.cwd, opts.buffer);
   } else {
@@ -178,6 +184,7 @@ function open(io: OpsIo, opts: BufferOptions, command: string): { db: Database.D
     }
     path = loaded.config.buffer.path;
     timezone = loaded.config.site.timezone;
+    config = loaded.config;
   }
   if (!existsSync(path)) fail(io, command, `no buffer at ${path} (has the gateway run with this configuration?)`, ExitCodes.FAILED);
   if (io.uid === 0 && statSync(path).uid !== 0 && !(existsSync(`${path}-wal`) && existsSync(`${path}-shm`))) {
@@ -188,7 +195,7 @@ function open(io: OpsIo, opts: BufferOptions, command: string): { db: Database.D
     const db = new Database(path, { readonly: true, fileMustExist: true });
     db.pragma('busy_timeout = 5000');
     db.prepare('SELECT count(*) FROM batches').get();
-    return { db, path, timezone };
+    return { db, path, timezone, ...(config ? { config } : {}) };
   } catch (err) {
     fail(io, command, `cannot read the buffer ${path}: ${(err as Error).message}`, ExitCodes.FAILED);
   }

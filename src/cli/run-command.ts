@@ -1,10 +1,9 @@
 import { Option, type Command } from 'commander';
-import type { InputConfig } from '../config/schema.js';
-import { readSecret } from '../inputs/secrets.js';
 import { buildApp } from '../app.js';
 import { loadConfig } from '../config/load.js';
 import { ConfigReloader } from '../config/reload.js';
 import { readAdminToken, readReadToken } from '../health/admin.js';
+import { inputSecrets } from './known-secrets.js';
 import { SystemdNotifier } from '../health/sd-notify.js';
 import type { GatewayStatus } from '../health/status.js';
 import { createLogger, SecretScrubber, type Logger } from '../log.js';
@@ -20,7 +19,7 @@ export interface RunIo {
   /** Called once the gateway is up, after systemd was told READY=1. */
   onReady?: () => void;
   logger?: Logger;
-  /** The sd_notify helper command (tests); default `systemd-notify`. */
+  /** The sd_notify helper for an abstract `NOTIFY_SOCKET` address only (tests); default `systemd-notify`. */
   notifyCommand?: string;
   /** Registers what to do on SIGHUP (reload the configuration); main.ts owns the signal. */
   onHangup?: (listener: () => void) => void;
@@ -65,7 +64,7 @@ export function registerRunCommand(program: Command, io: RunIo): void {
     .addHelpText(
       'after',
       '\nExample:\n  scan-gateway run --config /etc/scan-gateway/config.yaml\n  npm start    # the demo: config/demo.yaml with the embedded sandbox\n\n' +
-        'Stops cleanly on SIGTERM or SIGINT. Exit codes: 0 stopped cleanly, 1 a part failed (or the stop took too long), 2 configuration or secret error.',
+        'Stops cleanly on SIGTERM or SIGINT. Exit codes: 0 stopped cleanly, 1 a part failed (or the stop took too long), 2 configuration or secret error, 4 the buffer cannot be opened (corrupt, newer schema, no permission).',
     )
     .action(async (opts: { config: string; logLevel?: string }) => {
       const loaded = loadConfig(opts.config, { baseDir: io.cwd, env: io.env });
@@ -87,7 +86,7 @@ export function registerRunCommand(program: Command, io: RunIo): void {
         logger: logger.child({ component: 'systemd' }),
         ...(io.notifyCommand ? { command: io.notifyCommand } : {}),
       });
-      const app = buildApp(loaded, { logger, env: io.env, ...(adminToken ? { adminToken } : {}), ...(readToken ? { readToken } : {}) });
+      const app = buildApp(loaded, { logger, env: io.env, scrub: (text) => scrubber.scrub(text), ...(adminToken ? { adminToken } : {}), ...(readToken ? { readToken } : {}) });
       try {
         await app.start();
       } catch (err) {
@@ -142,21 +141,3 @@ export function registerRunCommand(program: Command, io: RunIo): void {
     });
 }
 
-/** The inputs' own secrets (MQTT passwords, HTTP ingest tokens), so the scrubber knows them too. */
-async function inputSecrets(inputs: readonly InputConfig[], env: Record<string, string | undefined>): Promise<string[]> {
-  const out: string[] = [];
-  for (const input of inputs) {
-    try {
-      if (input.type === 'mqtt') {
-        const s = await readSecret({ what: `password of input ${input.id}`, envName: input.passwordEnv, file: input.passwordFile, env });
-        if (s) out.push(s);
-      } else if (input.type === 'http') {
-        const s = await readSecret({ what: `ingest token of input ${input.id}`, envName: input.tokenEnv, file: input.tokenFile, env });
-        if (s) out.push(s);
-      }
-    } catch {
-      // The input reports a missing secret itself when it starts.
-    }
-  }
-  return out;
-}

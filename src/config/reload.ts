@@ -135,6 +135,7 @@ export class ConfigReloader {
   private watcher: FSWatcher | undefined;
   private timer: NodeJS.Timeout | undefined;
   private chain: Promise<void> = Promise.resolve();
+  private queued: { reason: string; force: boolean; promise: Promise<void> } | undefined;
   private lastHash: string | undefined;
 
   constructor(private readonly options: ConfigReloaderOptions) {
@@ -161,10 +162,29 @@ export class ConfigReloader {
     this.timer = undefined;
   }
 
-  /** Reloads now (SIGHUP), even when the file looks unchanged. Resolves when done; never rejects. */
+  /**
+   * Reloads now (SIGHUP), even when the file looks unchanged. Resolves when done; never rejects.
+   * Requests that come while a reload runs are one reload after it (a flood of SIGHUPs queues at
+   * most one): each reload reads the file afresh, so none is lost.
+   */
   trigger(reason = 'SIGHUP'): Promise<void> {
-    this.chain = this.chain.then(() => this.reload(reason, true));
-    return this.chain;
+    return this.enqueue(reason, true);
+  }
+
+  /** At most one reload waits behind the running one; later requests join it (issue 11, bounds). */
+  private enqueue(reason: string, force: boolean): Promise<void> {
+    if (this.queued) {
+      this.queued.force ||= force;
+      return this.queued.promise;
+    }
+    const queued = { reason, force, promise: Promise.resolve() };
+    queued.promise = this.chain.then(() => {
+      this.queued = undefined;
+      return this.reload(queued.reason, queued.force);
+    });
+    this.queued = queued;
+    this.chain = queued.promise;
+    return queued.promise;
   }
 
   /** Resolves once every reload asked for so far has finished. */
@@ -176,7 +196,7 @@ export class ConfigReloader {
     if (this.timer) clearTimeout(this.timer);
     this.timer = setTimeout(() => {
       this.timer = undefined;
-      this.chain = this.chain.then(() => this.reload('file changed', false));
+      void this.enqueue('file changed', false);
     }, this.options.debounceMs ?? 500);
     this.timer.unref();
   }

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
 import type { Logger } from '../log.js';
 
 export interface SystemdNotifierOptions {
@@ -7,10 +8,31 @@ export interface SystemdNotifierOptions {
   /** This process's id, to tell whether the watchdog is meant for it (`WATCHDOG_PID`). */
   pid: number;
   logger: Logger;
-  /** The helper that sends one notification. Default `systemd-notify` (from the systemd package). */
+  /**
+   * The helper for an abstract socket address (`NOTIFY_SOCKET=@…`) only, which the datagram writer
+   * cannot address (see {@link SystemdNotifier}). Default `systemd-notify`.
+   */
   command?: string;
-  /** Longest one notification may take before the helper is killed, in ms. Default 5000. */
+  /** Longest one notification by the helper may take before it is killed, in ms. Default 5000. */
   timeoutMs?: number;
+}
+
+/** The part of the `unix-dgram` package used here (a native addon: AF_UNIX datagram sockets). */
+interface UnixDgram {
+  createSocket(type: 'unix_dgram'): {
+    on(event: 'error', listener: (err: Error) => void): void;
+    send(buf: Buffer, offset: number, length: number, path: string, callback: (err?: Error) => void): void;
+    close(): void;
+  };
+}
+
+/** `sun_path` of `struct sockaddr_un` on Linux holds 108 bytes, the terminating NUL included. */
+const SUN_PATH_MAX = 107;
+
+let unixDgram: UnixDgram | undefined;
+function loadUnixDgram(): UnixDgram {
+  unixDgram ??= createRequire(import.meta.url)('unix-dgram') as UnixDgram;
+  return unixDgram;
 }
 
 /**
@@ -18,25 +40,38 @@ export interface SystemdNotifierOptions {
  * delivery are up, WATCHDOG=1 at half of `WatchdogSec`, STOPPING=1 when a stop begins, and a STATUS=
  * line that `systemctl status` shows.
  *
- * Node.js has no AF_UNIX datagram sockets, so each notification is sent by running
- * `systemd-notify VAR=VALUE…`. Its messages come from the helper's PID, which systemd accepts only
- * with `NotifyAccess=all` in the unit. systemd-notify (v246+) waits until systemd has processed the
- * message (a barrier), so the helper exiting early cannot make systemd drop it. Without
- * `NOTIFY_SOCKET` (not run by systemd) every call does nothing.
+ * Each notification is one datagram that this process writes to the socket `NOTIFY_SOCKET` names
+ * (Node.js has no AF_UNIX datagram sockets of its own, so the small native `unix-dgram` package
+ * sends it). It comes from the main PID, so the unit needs only `NotifyAccess=main`, and no process
+ * is started per message. A socket is opened per message and closed at once: nothing keeps the
+ * event loop alive, and a socket that systemd replaced is found again.
+ *
+ * An abstract address (`@name`, sd_notify(3)) cannot be written to by `unix-dgram`: it copies the
+ * address as a C string and sends the whole `sockaddr_un` as its length, so neither the leading NUL
+ * nor the exact length of an abstract name survives. For such an address (systemd's own services
+ * get the path `/run/systemd/notify`) the message goes through `systemd-notify` as before, which
+ * needs `NotifyAccess=all`; this is said once in the log. Without `NOTIFY_SOCKET` (not run by
+ * systemd) every call does nothing.
  */
 export class SystemdNotifier {
   /** Whether systemd asked for notifications (`NOTIFY_SOCKET` set). */
   readonly enabled: boolean;
   /** How often to send WATCHDOG=1 (half of `WatchdogSec`), in ms; undefined when no watchdog is set. */
   readonly watchdogIntervalMs: number | undefined;
+  /** `datagram`: written by this process; `helper`: an abstract address, sent by `systemd-notify`. */
+  readonly transport: 'datagram' | 'helper' | undefined;
+  private readonly socket: string;
   private readonly command: string;
   private readonly timeoutMs: number;
   private watchdog: NodeJS.Timeout | undefined;
   private watchdogBusy = false;
   private warned = false;
+  private helperSaid = false;
 
   constructor(private readonly options: SystemdNotifierOptions) {
-    this.enabled = Boolean(options.env.NOTIFY_SOCKET);
+    this.socket = options.env.NOTIFY_SOCKET ?? '';
+    this.enabled = this.socket !== '';
+    this.transport = !this.enabled ? undefined : this.socket.startsWith('@') ? 'helper' : 'datagram';
     this.command = options.command ?? 'systemd-notify';
     this.timeoutMs = options.timeoutMs ?? 5000;
     const usec = Number(options.env.WATCHDOG_USEC);
@@ -87,10 +122,50 @@ export class SystemdNotifier {
     this.watchdog = undefined;
   }
 
-  /** Runs the helper once; resolves true when it exited 0. Never rejects: a failed notification is logged. */
+  /** Sends one notification; resolves true when it was sent. Never rejects: a failure is logged. */
   private send(fields: string[]): Promise<boolean> {
     if (!this.enabled) return Promise.resolve(false);
+    // One VAR=VALUE per line (sd_notify(3)): a line break inside a value would start a new variable.
     const clean = fields.map((f) => f.replace(/[\r\n]+/g, ' '));
+    return this.transport === 'helper' ? this.sendByHelper(clean) : Promise.resolve(this.sendDatagram(clean));
+  }
+
+  private sendDatagram(fields: string[]): boolean {
+    const message = Buffer.from(`${fields.join('\n')}\n`, 'utf8');
+    if (Buffer.byteLength(this.socket) > SUN_PATH_MAX) {
+      this.fail(fields[0] ?? '', `NOTIFY_SOCKET is longer than ${SUN_PATH_MAX} bytes: ${this.socket}`);
+      return false;
+    }
+    let sock: ReturnType<UnixDgram['createSocket']>;
+    try {
+      sock = loadUnixDgram().createSocket('unix_dgram');
+    } catch (err) {
+      this.fail(fields[0] ?? '', `no AF_UNIX datagram socket (unix-dgram): ${(err as Error).message}`);
+      return false;
+    }
+    let error: Error | undefined;
+    sock.on('error', (err) => (error ??= err));
+    try {
+      // unix-dgram's sendto is synchronous: the callback has run when send returns.
+      sock.send(message, 0, message.length, this.socket, (err) => (error ??= err));
+    } catch (err) {
+      error ??= err as Error;
+    } finally {
+      sock.close();
+    }
+    if (error) this.fail(fields[0] ?? '', `sending to ${this.socket} failed: ${error.message}`);
+    return error === undefined;
+  }
+
+  /** Runs `systemd-notify VAR=VALUE…` once (abstract addresses only); resolves true when it exited 0. */
+  private sendByHelper(fields: string[]): Promise<boolean> {
+    if (!this.helperSaid) {
+      this.helperSaid = true;
+      this.options.logger.warn(
+        { socket: this.socket },
+        'NOTIFY_SOCKET is an abstract address, which the gateway cannot write to itself: notifications go through systemd-notify, which needs NotifyAccess=all',
+      );
+    }
     return new Promise((resolve) => {
       let stderr = '';
       let settled = false;
@@ -98,10 +173,10 @@ export class SystemdNotifier {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
-        if (!ok) this.fail(clean[0] ?? '', why ?? 'failed');
+        if (!ok) this.fail(fields[0] ?? '', why ?? 'failed');
         resolve(ok);
       };
-      const child = spawn(this.command, clean, { env: this.options.env as NodeJS.ProcessEnv, stdio: ['ignore', 'ignore', 'pipe'] });
+      const child = spawn(this.command, fields, { env: this.options.env as NodeJS.ProcessEnv, stdio: ['ignore', 'ignore', 'pipe'] });
       const timer = setTimeout(() => {
         child.kill('SIGKILL');
         done(false, `no answer within ${this.timeoutMs} ms`);
@@ -116,6 +191,6 @@ export class SystemdNotifier {
     // READY and STOPPING matter every time; a failing watchdog ping is said once, not every few seconds.
     if (what === 'WATCHDOG=1' && this.warned) return;
     if (what === 'WATCHDOG=1') this.warned = true;
-    this.options.logger.error({ notification: what, reason: why }, 'systemd notification failed (is NotifyAccess=all set in the unit?)');
+    this.options.logger.error({ notification: what, reason: why }, 'systemd notification failed');
   }
 }

@@ -1,7 +1,7 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { Counter } from 'prom-client';
 import { DEFAULT_HTTP_LIMITS, type HttpLimitsConfig } from '../config/schema.js';
-import type { Logger } from '../log.js';
+import { scrubValue, type Logger } from '../log.js';
 import { readTokenMatches, registerAdminRoutes, type AdminActions } from './admin.js';
 import { hostAllowList } from './host-check.js';
 import { capConnections, listenerOptions } from './listener-limits.js';
@@ -29,6 +29,11 @@ export interface HealthServerOptions {
   readToken?: string | undefined;
   /** Least time between two log lines of one kind of refusal, in ms; default 10 s. */
   refusalLogIntervalMs?: number;
+  /**
+   * Cuts known secrets out of every text the server shows (status JSON, health page, healthz,
+   * readyz), raw excerpts of refused input included: the log's {@link SecretScrubber} (issue 11).
+   */
+  scrub?: (text: string) => string;
 }
 
 /** Headers of every answer: nothing cached, nothing sniffed, no referrer leaves the page. */
@@ -109,6 +114,10 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
   app.addHook('onSend', async (_request, reply) => {
     reply.headers(COMMON_HEADERS);
   });
+  const scrub = options.scrub;
+  // Every route below shows the status through this: nothing the gateway knows as a secret leaves.
+  const status = scrub ? () => scrubValue(options.status(), scrub) as GatewayStatus : options.status;
+
   // Every 401 counted by what it guarded, the ingest route's (registered by the input) included.
   app.addHook('onResponse', async (request, reply) => {
     if (reply.statusCode !== 401) return;
@@ -129,12 +138,12 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
   };
 
   app.get('/', { onRequest: guardRead }, async (_request, reply) => {
-    return reply.type('text/html; charset=utf-8').header('content-security-policy', PAGE_CSP).header('x-frame-options', 'DENY').send(renderPage(options.status()));
+    return reply.type('text/html; charset=utf-8').header('content-security-policy', PAGE_CSP).header('x-frame-options', 'DENY').send(renderPage(status()));
   });
 
   // Open to probes; without the read token (when one is configured) only the state.
   app.get('/healthz', async (request, reply) => {
-    const s = options.status();
+    const s = status();
     const code = s.state === 'down' ? 503 : 200;
     if (!readAllowed(request)) return reply.code(code).send({ status: s.state });
     const body = {
@@ -151,11 +160,11 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
   });
 
   app.get('/readyz', async (_req, reply) => {
-    const r = readiness(options.status());
+    const r = readiness(status());
     return reply.code(r.ready ? 200 : 503).send(r);
   });
 
-  app.get('/api/v1/status', { onRequest: guardRead }, async () => options.status());
+  app.get('/api/v1/status', { onRequest: guardRead }, async () => status());
 
   const metrics = options.metrics;
   if (metrics) {

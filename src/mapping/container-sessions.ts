@@ -38,22 +38,71 @@ interface Session {
 
 const keyOf = (container: string, station: string) => `${container}\u0000${station}`;
 
-/** The open containers of a mapper; one session per container name and station. */
+/**
+ * Most containers open at once in one mapper, by default. Stations are configured inputs, DCPs and
+ * the stations of the rules' DCP lookups (the mapper opens no session for any other), so a sane
+ * configuration stays far below it; the cap is the last guard of memory (issue 11).
+ */
+export const MAX_OPEN_CONTAINERS = 10_000;
+
+/** What {@link ContainerSessions.open} answers: the parent it replaced, or a refusal at the cap. */
+export type OpenResult = { opened: true; replaced?: string } | { opened: false; reason: string };
+
+/**
+ * The open containers of a mapper; one session per container name and station.
+ *
+ * Bounded (issue 11, docs/operations.md "Bounds"): at most `max` sessions; an open past it is
+ * refused. Expired sessions are swept on access: every time as many operations as there are
+ * sessions (at least 64) have passed, one pass drops the expired ones, so the sweep costs O(1)
+ * amortized per read; a pass also runs before an open is refused at the cap.
+ */
 export class ContainerSessions {
   private readonly sessions = new Map<string, Session>();
+  private opsSinceSweep = 0;
+  /** Opens refused because `max` sessions were open. */
+  refusedAtCap = 0;
+
+  constructor(readonly max: number = MAX_OPEN_CONTAINERS) {}
+
+  /** Sessions held now (expired ones not yet swept included). */
+  get size(): number {
+    return this.sessions.size;
+  }
 
   /**
-   * Opens `parent` at the station, replacing (closing) an open one. Answers the parent it replaced,
-   * if any.
+   * Opens `parent` at the station, replacing (closing) an open one, and answers the parent it
+   * replaced. A new session past `max` open ones is refused (`opened: false`, with the reason).
    */
-  open(container: string, per: 'input' | 'dcp', station: string, parent: string, atMs: number, idleTimeoutMs: number): string | undefined {
+  open(container: string, per: 'input' | 'dcp', station: string, parent: string, atMs: number, idleTimeoutMs: number): OpenResult {
+    this.maybeSweep(atMs);
     const previous = this.current(container, station, atMs);
+    if (!previous && this.sessions.size >= this.max) {
+      this.sweep(atMs);
+      if (this.sessions.size >= this.max) {
+        this.refusedAtCap++;
+        return {
+          opened: false,
+          reason: `${this.sessions.size} containers are open, the most the gateway keeps (${this.max}); close some (closing code or idleTimeoutMs) before opening more`,
+        };
+      }
+    }
     this.sessions.set(keyOf(container, station), { container, per, station, parent, openedAtMs: atMs, lastReadAtMs: atMs, reads: 0, idleTimeoutMs });
-    return previous?.parent;
+    return previous ? { opened: true, replaced: previous.parent } : { opened: true };
+  }
+
+  /** Drops every session expired at `atMs` (a read's receive time). */
+  sweep(atMs: number): void {
+    this.opsSinceSweep = 0;
+    for (const [k, s] of this.sessions) if (expired(s, atMs)) this.sessions.delete(k);
+  }
+
+  private maybeSweep(atMs: number): void {
+    if (++this.opsSinceSweep >= Math.max(64, this.sessions.size)) this.sweep(atMs);
   }
 
   /** Closes the station's container; answers the parent that was open, if any. */
   close(container: string, station: string, atMs: number): string | undefined {
+    this.maybeSweep(atMs);
     const open = this.current(container, station, atMs);
     this.sessions.delete(keyOf(container, station));
     return open?.parent;
@@ -61,6 +110,7 @@ export class ContainerSessions {
 
   /** The parent open at the station at `atMs` (a session idle for too long is closed first). */
   parentAt(container: string, station: string, atMs: number): string | undefined {
+    this.maybeSweep(atMs);
     return this.current(container, station, atMs)?.parent;
   }
 
@@ -98,6 +148,7 @@ export class ContainerSessions {
    */
   adopt(previous: ContainerSessions, settings: (container: string) => { per: 'input' | 'dcp'; idleTimeoutMs: number } | undefined): void {
     for (const [k, s] of previous.sessions) {
+      if (this.sessions.size >= this.max) break;
       const now = settings(s.container);
       if (!now || now.per !== s.per) continue;
       this.sessions.set(k, { ...s, idleTimeoutMs: now.idleTimeoutMs });

@@ -1,7 +1,7 @@
 import type { DcpConfig, GatewayConfig, InputConfig, TimeCheckConfig } from '../config/schema.js';
 import type { Read } from '../inputs/types.js';
 import type { Scan } from '../upstream/contract.js';
-import { ContainerSessions, type OpenContainer } from './container-sessions.js';
+import { ContainerSessions, MAX_OPEN_CONTAINERS, type OpenContainer } from './container-sessions.js';
 import { parseBarcode, stripSymbologyIdentifier, type BarcodeParse, type Gs1Element } from './gs1/index.js';
 import type { MapOutcome } from './outcome.js';
 import { compileContainer, compileRule, DEFAULT_RULE_NAME, defaultRule, inScope, type CompiledContainer, type CompiledRule, type Groups } from './rules.js';
@@ -48,18 +48,32 @@ export class Mapper {
   private readonly containers: CompiledContainer[];
   private readonly rulesByInput = new Map<string, CompiledRule[]>();
   private readonly containersByInput = new Map<string, CompiledContainer[]>();
-  private readonly sessions = new ContainerSessions();
+  private readonly sessions: ContainerSessions;
+  /**
+   * Station names a source may give that are no DCP key: the keys of lookup tables that rules
+   * translate the DCP through (`dcp: { sourceDcp: true, lookup: stations }`). Container sessions
+   * are kept only for these and the DCPs, so reads naming ever new stations cannot grow them.
+   */
+  private readonly stations: ReadonlySet<string>;
   private readonly timeCheck: TimeCheckConfig;
   private readonly rejectUnknownProducts: boolean;
   private known: { keys: ReadonlySet<string>; fetchedAt: string } | undefined;
   private readonly seenProducts = new Set<string>();
   private readonly config: GatewayConfig;
 
-  constructor(config: GatewayConfig) {
+  /** `options.maxOpenContainers`: the cap of open container sessions (default {@link MAX_OPEN_CONTAINERS}). */
+  constructor(config: GatewayConfig, options: { maxOpenContainers?: number } = {}) {
     this.config = config;
+    this.sessions = new ContainerSessions(options.maxOpenContainers ?? MAX_OPEN_CONTAINERS);
     this.timeZone = config.site.timezone;
     this.dcps = new Map(config.dcps.map((d) => [d.key, d]));
     this.inputs = new Map(config.inputs.map((i) => [i.id, i]));
+    const stations = new Set<string>();
+    for (const r of config.rules) {
+      const lookup = typeof r.dcp === 'object' ? r.dcp.lookup : undefined;
+      if (lookup !== undefined) for (const k of Object.keys(config.lookups[lookup] ?? {})) if (!this.dcps.has(k)) stations.add(k);
+    }
+    this.stations = stations;
     const lookups: LookupTables = config.lookups;
     this.rules = config.rules.map((r) => compileRule(r, lookups));
     this.containers = config.containers.map((c) => compileContainer(c, lookups));
@@ -75,7 +89,7 @@ export class Mapper {
   private mapReadyScan(given: Scan, read: Read): MapOutcome {
     const barcode = parseBarcode(given.reference, { referenceDate: read.receivedAt });
     if (!this.dcps.has(given.dcpKey)) {
-      return { outcome: 'rejected', reason: `ready Scan names DCP "${given.dcpKey}", which is not configured (known: ${[...this.dcps.keys()].join(', ')})`, barcode };
+      return { outcome: 'rejected', reason: `ready Scan names DCP ${quoteKey(given.dcpKey)}, which is not configured (known: ${this.knownDcps()})`, barcode };
     }
     const instant = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}$/.test(given.timeStamp) ? parseSourceTime(given.timeStamp, this.timeZone) : undefined;
     if (!instant) return { outcome: 'rejected', reason: `ready Scan time stamp "${given.timeStamp}" is not yyyy-MM-ddTHH:mm:ss (contract §2.5)`, barcode };
@@ -123,6 +137,10 @@ export class Mapper {
     let opened: { name: string; parent: string } | undefined;
     for (const c of this.containersFor(input)) {
       const station = c.per === 'input' ? input.id : read.dcpKey?.trim() || input.dcp;
+      // A session is kept per station: only a configured DCP (or a station a rule's DCP lookup
+      // knows) may be one, or reads naming ever new DCPs would open sessions without end (issue
+      // 11). Such a read takes no part in containers; the rules then refuse its DCP with the reason.
+      if (c.per === 'dcp' && !this.dcps.has(station) && !this.stations.has(station)) continue;
       if (c.close?.test(view)) {
         const parent = this.sessions.close(c.name, station, atMs);
         return {
@@ -135,7 +153,8 @@ export class Mapper {
       const groups = c.open.test(view);
       const parent = groups ? c.reference.evaluate(view, groups) : undefined;
       if (parent?.ok) {
-        this.sessions.open(c.name, c.per, station, parent.value, atMs, c.idleTimeoutMs);
+        const opening = this.sessions.open(c.name, c.per, station, parent.value, atMs, c.idleTimeoutMs);
+        if (!opening.opened) return { outcome: 'rejected', reason: `opens container ${c.name} at ${station}, refused: ${opening.reason}`, barcode };
         if (!c.sendParent) {
           return {
             outcome: 'noRead',
@@ -187,7 +206,7 @@ export class Mapper {
     if (dcpValue.error) return reject(`${named}DCP: ${dcpValue.error}`);
     const dcpKey = dcpValue.value ?? (read.dcpKey?.trim() || input.dcp);
     const dcp = this.dcps.get(dcpKey);
-    if (!dcp) return reject(`${named}DCP "${dcpKey}" is not configured (known: ${[...this.dcps.keys()].join(', ')})`);
+    if (!dcp) return reject(`${named}DCP ${quoteKey(dcpKey)} is not configured (known: ${this.knownDcps()})`);
 
     const product = optionalValue(rule.productModelKey, view, groups);
     if (product.error) return reject(`${named}product model key: ${product.error}`);
@@ -273,6 +292,17 @@ export class Mapper {
     return undefined;
   }
 
+  /** The configured DCP keys for a reason, at most 20 of them (a reason is stored with every refused read). */
+  private knownDcps(): string {
+    const keys = [...this.dcps.keys()];
+    return keys.length <= 20 ? keys.join(', ') : `${keys.slice(0, 20).join(', ')} and ${keys.length - 20} more`;
+  }
+
+  /** Open container sessions held now, and opens refused at the cap (health, tests). */
+  sessionCounts(): { open: number; max: number; refusedAtCap: number } {
+    return { open: this.sessions.size, max: this.sessions.max, refusedAtCap: this.sessions.refusedAtCap };
+  }
+
   /** The duplicate window of a DCP, in ms (0 = off or unknown DCP). */
   duplicateWindowMs(dcpKey: string): number {
     return this.dcps.get(dcpKey)?.duplicateWindowMs ?? 0;
@@ -343,6 +373,11 @@ export class Mapper {
     }
     return containers;
   }
+}
+
+/** A key taken from a read, quoted for a reason and cut at 64 characters (the read itself is kept whole). */
+function quoteKey(key: string): string {
+  return JSON.stringify(key.length > 64 ? `${key.slice(0, 64)}…` : key);
 }
 
 function readView(read: Read, text: string, barcode: BarcodeParse): ReadView {

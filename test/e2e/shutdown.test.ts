@@ -95,6 +95,7 @@ describe('graceful shutdown on SIGTERM during heavy intake', () => {
     }
     await waitFor(() => processedFiles(inbox).length >= 3, { timeoutMs: 30_000 });
     await waitFor(() => receiver!.messages().some((m) => m.startsWith('WATCHDOG=1')), { timeoutMs: 10_000 });
+    const mainPid = gateway.child.pid;
     const code = await gateway.stop(); // SIGTERM while files are still being read and batches uploaded
     const output = gateway.output();
     if (process.env.SG_DEBUG_SHUTDOWN) console.log(output.split('\n').filter((l) => /stopp|abandon|in flight|uploaded|file stored/.test(l)).slice(-12).join('\n'));
@@ -104,6 +105,8 @@ describe('graceful shutdown on SIGTERM during heavy intake', () => {
     const messages = receiver.messages().filter((m) => m !== 'BARRIER=1');
     expect(messages[0]).toMatch(/^READY=1\|STATUS=ok, inputs 1\/1 up/);
     expect(messages[messages.length - 1]).toBe('STOPPING=1|STATUS=stopping on SIGTERM');
+    // Every notification came from the gateway's own process, as NotifyAccess=main requires.
+    expect(new Set(receiver.entries().map((e) => e.pid))).toEqual(new Set([mainPid]));
 
     // Every file that was acknowledged (moved to processed/) has every one of its rows in the buffer.
     const acknowledged = processedFiles(inbox);

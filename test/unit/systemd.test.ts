@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
+import { ExitCodes } from '../../src/cli/exit.js';
 import { STOP_DEADLINE_MS } from '../../src/cli/run-command.js';
 import { SystemdNotifier } from '../../src/health/sd-notify.js';
 import { createLogger } from '../../src/log.js';
@@ -46,12 +47,12 @@ describe('systemd unit', () => {
     expect(r.status).toBe(0);
   });
 
-  it('has an exposure score of 2.0 or lower, and explains every remaining exposure', () => {
+  it('has an exposure score of 1.6 or lower (issue 11), and explains every remaining exposure', () => {
     const { dir, file } = localCopy();
     const r = systemdAnalyze(['security', '--offline=yes', '--no-pager', file], dir);
     const score = /Overall exposure level for scan-gateway\.service: (\d+\.\d)/.exec(r.out);
     expect(score, r.out).not.toBeNull();
-    expect(Number(score![1])).toBeLessThanOrEqual(2.0);
+    expect(Number(score![1])).toBeLessThanOrEqual(1.6);
     // The score the unit's comments state is the score systemd computes.
     expect(unitText).toContain(`rates this unit ${score![1]}`);
     const comments = unitText
@@ -68,7 +69,7 @@ describe('systemd unit', () => {
 
   it('is a notify service with a watchdog, its own user, credentials and the hardening the issue asks for', () => {
     expect(setting('Type')).toEqual(['notify']);
-    expect(setting('NotifyAccess')).toEqual(['all']);
+    expect(setting('NotifyAccess')).toEqual(['main']);
     expect(setting('WatchdogSec')).toEqual(['30s']);
     expect(setting('User')).toEqual(['scan-gateway']);
     expect(setting('SupplementaryGroups')).toEqual(['dialout']);
@@ -89,11 +90,22 @@ describe('systemd unit', () => {
       expect(setting(k!), k).toEqual([v]);
     }
     expect(setting('SystemCallFilter')[0]).toBe('@system-service');
+  });
+
+  it('bounds files, tasks and memory, and does not restart into a loop on a bad config or an unusable buffer', () => {
+    expect(setting('LimitNOFILE')).toEqual(['8192']);
+    expect(setting('TasksMax')).toEqual(['64']);
+    expect(setting('MemoryMax')).toEqual(['1G']);
+    expect(setting('Restart')).toEqual(['on-failure']);
+    // The exit codes of docs/cli.md that a restart cannot fix.
+    expect(setting('RestartPreventExitStatus')).toEqual([`${ExitCodes.USAGE} ${ExitCodes.BUFFER_UNUSABLE}`]);
+    const cli = readFileSync(join(PACKAGE_ROOT, 'docs/cli.md'), 'utf8');
+    expect(cli).toMatch(/^\| 4 \| `run`: the buffer cannot be opened/m);
     expect(setting('DeviceAllow')).toEqual(['char-ttyUSB rw', 'char-ttyACM rw', 'char-ttyS rw']);
   });
 });
 
-describe('sd_notify through systemd-notify', () => {
+describe('sd_notify over the notify socket', () => {
   let receiver: NotifyReceiver | undefined;
   afterEach(async () => {
     await receiver?.close();
@@ -111,24 +123,46 @@ describe('sd_notify through systemd-notify', () => {
     return { logger: createLogger({ destination: stream, format: 'json' }), lines };
   };
 
-  it('sends READY, STATUS, WATCHDOG at half of WATCHDOG_USEC, and STOPPING', async () => {
+  it('sends READY, STATUS, WATCHDOG at half of WATCHDOG_USEC, and STOPPING as datagrams from this process, no helper started', async () => {
     receiver = await startNotifyReceiver(mkdtempSync(join(tmpdir(), 'sg-notify-')));
     const { logger, lines } = logs();
-    const notifier = new SystemdNotifier({ env: { ...process.env, NOTIFY_SOCKET: receiver.socket, WATCHDOG_USEC: '400000', WATCHDOG_PID: '4242' }, pid: 4242, logger });
+    // A helper that cannot run: the datagrams must not need it.
+    const notifier = new SystemdNotifier({ env: { NOTIFY_SOCKET: receiver.socket, WATCHDOG_USEC: '400000', WATCHDOG_PID: '4242' }, pid: 4242, logger, command: '/nonexistent/systemd-notify' });
+    expect(notifier.transport).toBe('datagram');
     expect(notifier.watchdogIntervalMs).toBe(200);
     expect(await notifier.ready('ok, inputs 2/2 up')).toBe(true);
     let n = 0;
-    notifier.startWatchdog(() => `tick ${++n}`);
+    notifier.startWatchdog(() => `tick ${++n}\nsecond line`);
     await waitFor(() => receiver!.messages().filter((m) => m.startsWith('WATCHDOG=1')).length >= 2, { timeoutMs: 5000 });
     expect(await notifier.stopping('stopping on SIGTERM')).toBe(true);
-    const messages = receiver.messages().filter((m) => m !== 'BARRIER=1');
+    await waitFor(() => receiver!.messages().some((m) => m.startsWith('STOPPING=1')), { timeoutMs: 5000 });
+    const messages = receiver.messages();
     expect(messages[0]).toBe('READY=1|STATUS=ok, inputs 2/2 up');
-    expect(messages).toContain('WATCHDOG=1|STATUS=tick 1');
+    // A line break in a value would start a new variable: it is sent as a space.
+    expect(messages).toContain('WATCHDOG=1|STATUS=tick 1 second line');
     expect(messages[messages.length - 1]).toBe('STOPPING=1|STATUS=stopping on SIGTERM');
+    // The kernel says who sent each datagram: this process, the unit's main PID (NotifyAccess=main).
+    expect(new Set(receiver.entries().map((e) => e.pid))).toEqual(new Set([process.pid]));
     const count = receiver.messages().length;
     await new Promise((r) => setTimeout(r, 500));
     expect(receiver.messages()).toHaveLength(count); // no watchdog after STOPPING
     expect(lines).toEqual([]);
+  });
+
+  it('reaches an abstract address (@name) through systemd-notify, and says once that this needs NotifyAccess=all', async () => {
+    if (spawnSync('systemd-notify', ['--version'], { stdio: 'ignore' }).error) {
+      throw new Error('systemd-notify is required for this test but could not be run; install it: apt-get install systemd');
+    }
+    receiver = await startNotifyReceiver('', `sg-notify-${process.pid}-${Date.now()}`);
+    const { logger, lines } = logs();
+    const notifier = new SystemdNotifier({ env: { ...process.env, NOTIFY_SOCKET: receiver.socket }, pid: 1, logger });
+    expect(notifier.transport).toBe('helper');
+    expect(await notifier.ready('ok')).toBe(true);
+    expect(await notifier.status('still ok')).toBe(true);
+    const messages = receiver.messages().filter((m) => m !== 'BARRIER=1');
+    expect(messages).toEqual(['READY=1|STATUS=ok', 'STATUS=still ok']);
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0]!)).toMatchObject({ level: 40, socket: receiver.socket });
   });
 
   it('does nothing outside systemd, and keeps the watchdog for the main process only', async () => {
@@ -144,9 +178,12 @@ describe('sd_notify through systemd-notify', () => {
 
   it('says so in the log when the notification cannot be sent', async () => {
     const { logger, lines } = logs();
-    const broken = new SystemdNotifier({ env: { NOTIFY_SOCKET: '/nonexistent/notify.sock' }, pid: 1, logger, command: '/nonexistent/systemd-notify' });
+    const broken = new SystemdNotifier({ env: { NOTIFY_SOCKET: '/nonexistent/notify.sock' }, pid: 1, logger });
     expect(await broken.ready('x')).toBe(false);
     expect(lines.join('')).toContain('systemd notification failed');
-    expect(JSON.parse(lines[0]!)).toMatchObject({ notification: 'READY=1' });
+    expect(JSON.parse(lines[0]!)).toMatchObject({ notification: 'READY=1', reason: expect.stringContaining('/nonexistent/notify.sock') });
+    const tooLong = new SystemdNotifier({ env: { NOTIFY_SOCKET: `/tmp/${'x'.repeat(120)}` }, pid: 1, logger });
+    expect(await tooLong.ready('x')).toBe(false);
+    expect(JSON.parse(lines[1]!)).toMatchObject({ reason: expect.stringContaining('longer than 107 bytes') });
   });
 });

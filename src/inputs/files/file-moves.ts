@@ -56,10 +56,16 @@ export async function failedTarget(file: string, root: string): Promise<string> 
 
 /**
  * Moves `file` to `<root>/failed/` and writes `<name>.error.txt` beside it with `reason`, for the
- * operator who fixes the file and drops it again. Returns the new path (`to` when given, from
+ * operator who fixes the file and drops it again; `facts.scrub` cuts known secrets out of the text. Returns the new path (`to` when given, from
  * {@link failedTarget}).
  */
-export async function moveToFailed(file: string, root: string, reason: string, facts: { inputId: string; at: Date }, to?: string): Promise<string> {
+export async function moveToFailed(
+  file: string,
+  root: string,
+  reason: string,
+  facts: { inputId: string; at: Date; scrub?: ((text: string) => string) | undefined },
+  to?: string,
+): Promise<string> {
   const target = to ?? (await failedTarget(file, root));
   await rename(file, target);
   const text = [
@@ -71,7 +77,8 @@ export async function moveToFailed(file: string, root: string, reason: string, f
     `Fix the file and drop it into the folder again.`,
     '',
   ].join('\n');
-  await writeFile(target + ERROR_FILE_SUFFIX, text, 'utf8');
+  // The reason may quote the file, and the file may hold a secret (issue 11): the log's scrubber.
+  await writeFile(target + ERROR_FILE_SUFFIX, facts.scrub ? facts.scrub(text) : text, 'utf8');
   return target;
 }
 

@@ -25,6 +25,8 @@ export interface FilesInputOptions {
   logger: Logger;
   /** Clock for `receivedAt` and the `processed/YYYY-MM-DD` folder; defaults to the system clock. */
   now?: () => Date;
+  /** Cuts known secrets out of the `failed/*.error.txt` text (the log's scrubber, issue 11). */
+  scrub?: (text: string) => string;
   /** First delay before retrying a file (buffer refused it) or the folder, in ms; doubles. Default 1000. */
   retryBaseMs?: number;
   /** Longest retry delay, in ms. Default 30 000. */
@@ -102,6 +104,7 @@ export class FilesInput implements InputAdapter {
   private readonly sink: IntakeSink;
   private readonly log: Logger;
   private readonly now: () => Date;
+  private readonly scrub: ((text: string) => string) | undefined;
   private readonly retryBaseMs: number;
   private readonly retryMaxMs: number;
   private readonly folderCheckMs: number;
@@ -137,6 +140,7 @@ export class FilesInput implements InputAdapter {
     this.sink = options.sink;
     this.log = options.logger.child({ component: 'input.files', inputId: options.config.id });
     this.now = options.now ?? (() => new Date());
+    this.scrub = options.scrub;
     this.retryBaseMs = options.retryBaseMs ?? 1000;
     this.retryMaxMs = options.retryMaxMs ?? 30_000;
     this.folderCheckMs = options.folderCheckMs ?? 2000;
@@ -610,7 +614,7 @@ export class FilesInput implements InputAdapter {
   private async moveFailed(entry: QueuedFile, reason: string, target: string): Promise<Outcome> {
     const name = basename(entry.path);
     try {
-      const to = await moveToFailed(entry.path, this.dir, reason, { inputId: this.id, at: this.now() }, target);
+      const to = await moveToFailed(entry.path, this.dir, reason, { inputId: this.id, at: this.now(), scrub: this.scrub }, target);
       this.log.warn({ file: name, reason, to }, 'file cannot be taken; moved to failed/ (stored as a rejection)');
     } catch (moveErr) {
       // Left in place (its rejection is stored): a later change to the file, or the next start,
