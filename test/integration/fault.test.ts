@@ -96,7 +96,8 @@ describe('fault test: 100,000 scans through an upstream that fails in every way 
     });
     // 30% 5xx, 10% resets before the request is read, 5% of uploads processed but their answer
     // lost, 10% 429 with Retry-After 1 s, tokens valid 2 s, an auth server that answers 5xx to 20%
-    // of token requests and drops 20% of them, and direct uploads over 60 KB (about 270 scans)
+    // of token requests, drops 20% of them and answers 10% with cut-off JSON (a token failure is
+    // never an upload: nothing may be held), and direct uploads over 60 KB (about 270 scans)
     // refused with 413: every direct batch of the trickle (500 or more) is split until it fits.
     sandbox.setFaults({
       errorRate: 0.3,
@@ -107,6 +108,7 @@ describe('fault test: 100,000 scans through an upstream that fails in every way 
       tokenTtlSec: 2,
       tokenErrorRate: 0.2,
       tokenResetRate: 0.2,
+      tokenUnreadableRate: 0.1,
       directLimitBytes: 60_000,
     });
     const client = new UpstreamClient({ baseUrl: sandbox.url, authUrl: sandbox.url, clientId: 'demo-client', clientSecret: SECRET, requestTimeoutMs: 10_000 });
