@@ -81,10 +81,11 @@ export class Mapper {
     this.rejectUnknownProducts = config.productCheck.rejectUnknown;
   }
 
-  /** Maps one read. Never throws. */
   /**
    * A ready Scan from a file of Scans (contract §2.5) is sent as written: no rules, but its DCP
-   * must be configured here and its time stamp must be a real wall time at the site.
+   * must be configured here, its time stamp must be a real wall time at the site, and it is either
+   * Goods In (`supplierKey`) or Goods Out (`clientKey`), never both (contract §1, §2.5): the service
+   * fails such a scan, so it is refused here, where the operator sees it at once.
    */
   private mapReadyScan(given: Scan, read: Read): MapOutcome {
     const barcode = parseBarcode(given.reference, { referenceDate: read.receivedAt });
@@ -93,6 +94,9 @@ export class Mapper {
     }
     const instant = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}$/.test(given.timeStamp) ? parseSourceTime(given.timeStamp, this.timeZone) : undefined;
     if (!instant) return { outcome: 'rejected', reason: `ready Scan time stamp "${given.timeStamp}" is not yyyy-MM-ddTHH:mm:ss (contract §2.5)`, barcode };
+    if (given.supplierKey !== undefined && given.clientKey !== undefined) {
+      return { outcome: 'rejected', reason: 'ready Scan carries both supplierKey (Goods In) and clientKey (Goods Out); a scan is one or the other (contract §1)', barcode };
+    }
     // Fields in the contract's order, so the body sent is the same whichever order the file used.
     const scan: Scan = {
       reference: given.reference,
@@ -107,6 +111,7 @@ export class Mapper {
     return { outcome: 'scan', scan, instant, barcode };
   }
 
+  /** Maps one read. Never throws. */
   map(read: Read): MapOutcome {
     const input = this.inputs.get(read.inputId);
     if (!input) return { outcome: 'rejected', reason: `input "${read.inputId}" is not in the configuration` };

@@ -324,9 +324,10 @@ describe('ready Scans from a file of Scans', () => {
     expect(outcome.outcome === 'scan' && outcome.instant.toISOString()).toBe('2026-10-25T00:30:00.000Z');
   });
 
-  it('are rejected when their DCP is not configured or their time stamp is not the wire form', () => {
+  it('are rejected when their DCP is not configured, their time stamp is not the wire form, or they carry both party keys', () => {
     expect(reasonOf(mapper().map(read('x', { readyScan: { ...ready, dcpKey: 'NOPE' } })))).toContain('DCP "NOPE"');
     expect(reasonOf(mapper().map(read('x', { readyScan: { ...ready, timeStamp: '2026-10-25T02:30:00Z' } })))).toContain('yyyy-MM-ddTHH:mm:ss');
+    expect(reasonOf(mapper().map(read('x', { readyScan: { ...ready, supplierKey: 'SUP-1', clientKey: 'CLI-1' } })))).toContain('both supplierKey (Goods In) and clientKey');
     expect(reasonOf(mapper().map(read('x', { readyScan: { ...ready, timeStamp: '2026-02-30T10:00:00' } })))).toContain('2026-02-30');
   });
 });
