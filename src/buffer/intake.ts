@@ -3,7 +3,7 @@ import type { Logger } from '../log.js';
 import type { IntakeItem, IntakeSink, SubmitOptions, SubmitResult } from '../inputs/types.js';
 import { DuplicateWindow } from '../mapping/duplicate-window.js';
 import { mapRead, type MappingContext } from '../mapping/map-read.js';
-import { isDiskFull, type BufferStore, type IntakeRecord } from './store.js';
+import { isDiskFull, type BufferStore, type CommittedMessage, type IntakeRecord } from './store.js';
 
 /** Per-input counters since the gateway started, for the health page and metrics. */
 export interface InputCounters {
@@ -12,6 +12,11 @@ export interface InputCounters {
   noReads: number;
   rejections: number;
   duplicates: number;
+  /**
+   * MQTT messages the broker sent again (DUP) that were committed before (a crash or a lost
+   * connection came between the commit and the PUBACK): acknowledged, not stored again.
+   */
+  redelivered: number;
   bytes: number;
   lastReadAt?: string;
 }
@@ -31,6 +36,7 @@ export interface IntakeGate {
 interface Pending {
   records: IntakeRecord[];
   file?: { inputId: string; hash: string; name?: string };
+  message?: CommittedMessage & { dup: boolean };
   taken: { dcpKey: string; reference: string; atMs: number }[];
   resolve: (result: SubmitResult) => void;
   reject: (err: unknown) => void;
@@ -87,6 +93,10 @@ export class Intake implements IntakeSink {
     if (options.fileHash !== undefined && first) {
       const inputId = first.kind === 'read' ? first.read.inputId : first.rejection.inputId;
       pending.file = { inputId, hash: options.fileHash, ...(options.fileName !== undefined ? { name: options.fileName } : {}) };
+    }
+    if (options.message !== undefined && first) {
+      const inputId = first.kind === 'read' ? first.read.inputId : first.rejection.inputId;
+      pending.message = { inputId, ...options.message };
     }
     for (const item of items) pending.records.push(this.toRecord(item, pending));
     const done = new Promise<SubmitResult>((resolve, reject) => {
@@ -152,6 +162,13 @@ export class Intake implements IntakeSink {
     let bytes = 0;
     gate?.beginGroup?.();
     for (const p of queued) {
+      if (p.message?.dup && store.knownMessage(p.message)) {
+        // The broker's resend of a message committed before whose PUBACK it never had: acknowledge only.
+        forget(p);
+        this.countersOf(p.message.inputId).redelivered++;
+        p.resolve({ outcomes: [], redelivered: true });
+        continue;
+      }
       if (p.file && store.knownFile(p.file.inputId, p.file.hash)) {
         // Committed before (a crash came between the commit and the file's move): acknowledge only.
         forget(p);
@@ -180,8 +197,9 @@ export class Intake implements IntakeSink {
     if (group.length === 0) return;
     const records = group.flatMap((p) => p.records);
     const files = group.flatMap((p) => (p.file ? [{ ...p.file, items: p.records.length }] : []));
+    const messages = group.flatMap((p) => (p.message ? [p.message] : []));
     try {
-      store.commitIntake(records, this.now(), files);
+      store.commitIntake(records, this.now(), files, messages);
     } catch (err) {
       // Nothing was written: forget the references taken so the source's retry is not a duplicate.
       for (const p of group) forget(p);
@@ -215,13 +233,24 @@ export class Intake implements IntakeSink {
     return { ...(this.counters.get(inputId) ?? emptyCounters()) };
   }
 
-  /** Counted only once committed, so a failed commit that the source retries is not counted twice. */
-  private countCommitted(r: IntakeRecord): void {
-    let c = this.counters.get(r.inputId);
+  /** See {@link IntakeSink.forgetMessages}. */
+  forgetMessages(inputId: string): void {
+    const removed = this.options.store.forgetMessages(inputId);
+    if (removed > 0) this.options.logger.info({ inputId, removed }, 'broker holds no session for this input: its message identities are forgotten');
+  }
+
+  private countersOf(inputId: string): InputCounters {
+    let c = this.counters.get(inputId);
     if (!c) {
       c = emptyCounters();
-      this.counters.set(r.inputId, c);
+      this.counters.set(inputId, c);
     }
+    return c;
+  }
+
+  /** Counted only once committed, so a failed commit that the source retries is not counted twice. */
+  private countCommitted(r: IntakeRecord): void {
+    const c = this.countersOf(r.inputId);
     c.bytes += r.raw.length;
     c.lastReadAt = r.receivedAt.toISOString();
     // An input-level rejection (no read could be framed or parsed) has no mapping outcome of its own.
@@ -238,5 +267,5 @@ function outcomesOf(p: Pending): SubmitResult {
 }
 
 function emptyCounters(): InputCounters {
-  return { reads: 0, scans: 0, noReads: 0, rejections: 0, duplicates: 0, bytes: 0 };
+  return { reads: 0, scans: 0, noReads: 0, rejections: 0, duplicates: 0, redelivered: 0, bytes: 0 };
 }

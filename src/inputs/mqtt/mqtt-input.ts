@@ -2,8 +2,9 @@ import { connect as mqttConnect, type IClientOptions, type IPublishPacket, type 
 import type { MqttInputConfig } from '../../config/input-schemas.js';
 import type { Logger } from '../../log.js';
 import { InputStateTracker } from '../input-state.js';
-import type { InputAdapter, InputStatus, IntakeItem, IntakeSink } from '../types.js';
-import { AckQueue, assertDeferredAckSupport, DEFER_PUBACK, REDELIVERY_MAX_ENTRIES, RedeliveryCache, sendPuback, type AckEntry } from './mqtt-acks.js';
+import type { InputAdapter, InputStatus, IntakeItem, IntakeSink, SubmitOptions } from '../types.js';
+import { createHash } from 'node:crypto';
+import { AckQueue, assertDeferredAckSupport, CommitsInProgress, DEFER_PUBACK, sendPuback, type AckEntry } from './mqtt-acks.js';
 import { mqttClientOptions, safeUrl, statusTopicOf } from './mqtt-options.js';
 import { messageToItem } from './mqtt-payload.js';
 
@@ -21,6 +22,11 @@ export interface MqttInputOptions {
   submitRetryBaseMs?: number;
   /** Longest wait, on pause and stop, for messages in flight to be committed and acknowledged, in ms. Default 10 000. */
   settleTimeoutMs?: number;
+  /**
+   * Test seam: called after a QoS 1 message's read is committed and before its PUBACK is queued
+   * (the window a crash must hit for the broker to send a committed message again).
+   */
+  onCommitted?: (messageId: number) => void;
 }
 
 const SUBMIT_RETRY_MAX_MS = 30_000;
@@ -37,20 +43,15 @@ const SUBMIT_RETRY_MAX_MS = 30_000;
  * with backoff (in flight, so the broker sends no more than `maxInFlight`).
  *
  * mqtt.js reconnects every `reconnectMs`; the broker resends unacknowledged messages on the new
- * connection, and those already committed are acknowledged without being stored again
- * ({@link RedeliveryCache}). `setPaused(true)` lets in-flight messages finish, publishes `paused`
+ * connection (DUP flag, same packet id), also after a gateway crash. Each message's identity
+ * (packet id, topic, payload SHA-256) is committed with its read, so a resend of a message
+ * committed before is acknowledged without being stored again, and counted as `redelivered`
+ * (docs/inputs.md, "mqtt", "Exactly once across crashes"). `setPaused(true)` lets in-flight messages finish, publishes `paused`
  * on the status topic and disconnects: the broker queues for the session meanwhile, nothing is
  * lost; `setPaused(false)` connects again.
  */
-/**
- * How long a connection must have stayed up after a PUBACK before the message's key is forgotten,
- * in ms: by then the broker has the PUBACK, or the connection has dropped and the key is kept.
- */
-const PUBACK_SETTLE_MS = 5_000;
 /** Least time between two log lines about reads the buffer refused, in ms. */
 const REFUSAL_LOG_MS = 10_000;
-/** Width of the groups acknowledged keys are kept in, in ms. */
-const ACK_BUCKET_MS = 100;
 
 export class MqttInput implements InputAdapter {
   readonly id: string;
@@ -60,16 +61,8 @@ export class MqttInput implements InputAdapter {
   private readonly now: () => Date;
   private readonly state: InputStateTracker;
   private readonly statusTopic: string | undefined;
-  private readonly redelivery = new RedeliveryCache();
-  /**
-   * Keys of messages acknowledged, in the order of their PUBACKs (`at`: performance.now()). A
-   * PUBACK written just before the broker shuts down never reaches it, and the broker sends the
-   * message again after its restart: a key is forgotten only once a connection has been up for
-   * {@link PUBACK_SETTLE_MS} after it, so that resend is still recognised.
-   */
-  private readonly acknowledgedKeys: { at: number; keys: string[] }[] = [];
-  private acknowledgedCount = 0;
-  private connectedAt = 0;
+  /** Commits not yet settled, so that a resend arriving meanwhile waits for its original's. */
+  private readonly inProgress = new CommitsInProgress();
   private refusalLoggedAt = -Infinity;
   private refusedSinceLog = 0;
   private clientOptions: IClientOptions | undefined;
@@ -107,6 +100,12 @@ export class MqttInput implements InputAdapter {
   async start(): Promise<void> {
     this.stopping = false;
     this.clientOptions = await mqttClientOptions(this.config, this.options.env ?? {});
+    if (this.clientOptions.password !== undefined && /^(mqtt|ws):/i.test(this.config.url)) {
+      this.log.warn(
+        { url: safeUrl(this.config.url) },
+        'the MQTT password travels in clear text over this connection: use mqtts:// or wss:// (and caFile) unless the network is trusted',
+      );
+    }
     await this.queue(() => (this.paused ? Promise.resolve() : this.open()));
   }
 
@@ -163,8 +162,10 @@ export class MqttInput implements InputAdapter {
     client.on('connect', (connack) => {
       if (client !== this.client) return;
       this.acks = new AckQueue((messageId) => sendPuback(client, messageId));
-      this.connectedAt = performance.now();
       this.lastError = undefined;
+      // No session on the broker: none of the messages committed before can come again, and their
+      // packet ids start afresh; the identities kept for them must not match the new messages.
+      if (!connack.sessionPresent) this.options.sink.forgetMessages?.(this.id);
       this.state.set('up');
       this.log.info({ url: safeUrl(this.config.url), sessionPresent: connack.sessionPresent }, 'connected to broker');
       if (this.statusTopic) client.publish(this.statusTopic, 'online', { qos: 1, retain: true });
@@ -279,50 +280,31 @@ export class MqttInput implements InputAdapter {
       if (entry) acks!.complete(entry);
       return;
     }
-    const key = entry ? RedeliveryCache.key(topic, entry.messageId, payload) : undefined;
-    if (key !== undefined && packet.dup) {
-      const earlier = this.redelivery.earlier(key);
-      if (earlier && (await earlier)) {
-        this.log.debug({ topic, messageId: entry!.messageId }, 'redelivered message was committed before; acknowledged only');
-        acks!.complete(entry!);
-        this.acknowledged(key);
-        return;
-      }
-    }
+    const message = entry ? { packetId: entry.messageId, topic, payloadSha256: createHash('sha256').update(payload).digest(), dup: packet.dup } : undefined;
+    const key = message ? CommitsInProgress.key(message) : undefined;
+    // A resend of a message whose commit is still under way (its connection dropped meanwhile):
+    // wait for that commit, so that intake finds the message's identity committed.
+    if (key !== undefined && message!.dup) await this.inProgress.earlier(key);
     const item = messageToItem(this.config, topic, payload, receivedAt);
     if (item.kind === 'rejection') this.log.warn({ topic, reason: item.rejection.reason, bytes: payload.length }, 'message rejected');
-    const committed = this.submit(item, acks);
-    if (key !== undefined) this.redelivery.remember(key, committed);
-    if (!(await committed) || !entry) return;
+    const committed = this.submit(item, acks, message);
+    if (key !== undefined) this.inProgress.add(key, committed);
+    const result = await committed;
+    if (!result || !entry) return;
+    if (result === 'redelivered') this.log.debug({ topic, messageId: entry.messageId }, 'resent message was committed before; acknowledged only');
+    else this.options.onCommitted?.(entry.messageId);
     acks!.complete(entry);
-    this.acknowledged(key!);
   }
 
-  private acknowledged(key: string): void {
-    const now = performance.now();
-    this.redelivery.settled(key);
-    // Keys are grouped by the 100 ms in which their PUBACK was written: one small array per group
-    // instead of an object per message, at tens of thousands of messages a second.
-    const buckets = this.acknowledgedKeys;
-    let last = buckets[buckets.length - 1];
-    if (!last || now - last.at >= ACK_BUCKET_MS) buckets.push((last = { at: now, keys: [] }));
-    last.keys.push(key);
-    this.acknowledgedCount++;
-    const settled = this.acks !== undefined && !this.acks.isReset && now - this.connectedAt >= PUBACK_SETTLE_MS;
-    // Past the cache's own bound the oldest keys are gone from it anyway.
-    while (buckets.length > 1 && (this.acknowledgedCount > REDELIVERY_MAX_ENTRIES || (settled && now - buckets[0]!.at >= PUBACK_SETTLE_MS + ACK_BUCKET_MS))) {
-      const oldest = buckets.shift()!;
-      this.acknowledgedCount -= oldest.keys.length;
-      for (const k of oldest.keys) this.redelivery.forget(k);
-    }
-  }
-
-  /** Submits with retry; answers false when given up (stopping, or the connection that would acknowledge is gone). */
-  private async submit(item: IntakeItem, acks: AckQueue | undefined): Promise<boolean> {
+  /**
+   * Submits with retry; answers 'committed', 'redelivered' (committed before, nothing stored), or
+   * false when given up (stopping, or the connection that would acknowledge is gone).
+   */
+  private async submit(item: IntakeItem, acks: AckQueue | undefined, message: SubmitOptions['message']): Promise<'committed' | 'redelivered' | false> {
     for (let attempt = 0; ; attempt++) {
       try {
-        await this.options.sink.submit([item]);
-        return true;
+        const result = await this.options.sink.submit([item], message ? { message } : {});
+        return result?.redelivered ? 'redelivered' : 'committed';
       } catch (err) {
         // Given up without a PUBACK, the broker sends the message again; QoS 0 has no second chance.
         if (this.stopping || this.closing || acks?.isReset) return false;
