@@ -1,7 +1,7 @@
 import { ErrorCodes, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { IntakeItem, IntakeSink, SubmitOptions, SubmitResult } from '../inputs/types.js';
-import { DuplicateWindow } from '../mapping/duplicate-window.js';
+import { DUPLICATE_WINDOW_MAX_ENTRIES, DuplicateWindow } from '../mapping/duplicate-window.js';
 import { mapRead, type MappingContext } from '../mapping/map-read.js';
 import { isDiskFull, type BufferStore, type CommittedMessage, type IntakeRecord } from './store.js';
 
@@ -68,11 +68,40 @@ export class Intake implements IntakeSink {
   private readonly now: () => number;
   private closed = false;
   private mapping: MappingContext;
+  private evictionsLogged = 0;
+  private evictionLoggedAt = -Infinity;
   lastCommitError: { message: string; at: string } | undefined;
 
+  /** Rebuilds the duplicate window from the buffer ({@link restoreDuplicateWindow}). */
   constructor(private readonly options: IntakeOptions) {
     this.now = options.now ?? Date.now;
     this.mapping = options.mapping;
+    this.restoreDuplicateWindow();
+  }
+
+  /**
+   * Fills the duplicate window with the scans committed within each DCP's `duplicateWindowMs`
+   * before now (by commit time), newest first, so a read repeated across a restart is still a
+   * duplicate. Reads at most the window's bound of rows. Answers how many references it took.
+   */
+  restoreDuplicateWindow(): number {
+    const windows = new Map<string, number>();
+    for (const [key, dcp] of this.mapping.dcps) if (dcp.duplicateWindowMs > 0) windows.set(key, dcp.duplicateWindowMs);
+    if (windows.size === 0) return 0;
+    const nowMs = this.now();
+    const horizon = nowMs - Math.max(...windows.values());
+    const rows = this.options.store.recentScans(horizon, DUPLICATE_WINDOW_MAX_ENTRIES);
+    let restored = 0;
+    // Oldest first, so the window's own order (what its bound drops first) is the order taken.
+    for (let i = rows.length - 1; i >= 0; i--) {
+      const r = rows[i]!;
+      const windowMs = windows.get(r.dcpKey);
+      if (windowMs === undefined || r.createdAt < nowMs - windowMs) continue;
+      this.dedupe.restore(r.dcpKey, r.reference, Date.parse(r.timeUtc), windowMs);
+      restored++;
+    }
+    if (restored > 0) this.options.logger.info({ references: restored }, 'duplicate window rebuilt from the scans committed within it');
+    return restored;
   }
 
   /** Replaces the mapping (after a configuration reload); reads submitted later use it. */
@@ -139,7 +168,9 @@ export class Intake implements IntakeSink {
     }
     const { scan, instant } = result;
     const window = this.mapping.dcps.get(scan.dcpKey)?.duplicateWindowMs ?? 0;
-    if (this.dedupe.check(scan.dcpKey, scan.reference, instant.getTime(), window)) {
+    const duplicate = this.dedupe.check(scan.dcpKey, scan.reference, instant.getTime(), window);
+    if (this.dedupe.evicted > this.evictionsLogged) this.logEvictions();
+    if (duplicate) {
       return { ...base, outcome: 'duplicate', reason: `same reference at ${scan.dcpKey} within ${window} ms` };
     }
     if (window > 0) pending.taken.push({ dcpKey: scan.dcpKey, reference: scan.reference, atMs: instant.getTime() });
@@ -220,6 +251,18 @@ export class Intake implements IntakeSink {
     for (const r of records) this.countCommitted(r);
     for (const p of group) p.resolve(outcomesOf(p));
     if (records.some((r) => r.outcome === 'scan')) this.options.onScansCommitted?.();
+  }
+
+  /** At the duplicate window's bound: once per 10 minutes, with how many references it dropped. */
+  private logEvictions(): void {
+    const at = this.now();
+    if (at - this.evictionLoggedAt < 600_000) return;
+    this.options.logger.warn(
+      { dropped: this.dedupe.evicted - this.evictionsLogged, bound: DUPLICATE_WINDOW_MAX_ENTRIES },
+      'duplicate window full: the oldest references were dropped, so a repeat of one of them within its window is sent again',
+    );
+    this.evictionsLogged = this.dedupe.evicted;
+    this.evictionLoggedAt = at;
   }
 
   /** Commits whatever is queued now; after this, submits are refused. */

@@ -260,6 +260,22 @@ export class BufferStore {
     return this.db.prepare(`DELETE FROM mqtt_messages WHERE committed_at < ?`).run(beforeMs).changes;
   }
 
+  /**
+   * Scans committed at or after `sinceMs` (`created_at`), newest first, at most `limit`: walks the
+   * scans by id from the newest and stops at the first older one (ids follow commit order).
+   */
+  recentScans(sinceMs: number, limit: number): { dcpKey: string; reference: string; timeUtc: string; createdAt: number }[] {
+    const out: { dcpKey: string; reference: string; timeUtc: string; createdAt: number }[] = [];
+    const rows = this.db
+      .prepare(`SELECT dcp_key AS dcpKey, reference, time_utc AS timeUtc, created_at AS createdAt FROM scans ORDER BY id DESC`)
+      .iterate() as IterableIterator<{ dcpKey: string; reference: string; timeUtc: string; createdAt: number }>;
+    for (const row of rows) {
+      if (row.createdAt < sinceMs || out.length >= limit) break;
+      out.push(row);
+    }
+    return out;
+  }
+
   /** Whether a file with this content hash was committed for this input before (and not yet pruned). */
   knownFile(inputId: string, hash: string): boolean {
     return this.db.prepare(`SELECT 1 FROM files WHERE input_id = ? AND hash = ?`).get(inputId, hash) !== undefined;
