@@ -7,6 +7,8 @@ import { createHash } from 'node:crypto';
 import { AckQueue, assertDeferredAckSupport, CommitsInProgress, DEFER_PUBACK, sendPuback, type AckEntry } from './mqtt-acks.js';
 import { mqttClientOptions, safeUrl, statusTopicOf } from './mqtt-options.js';
 import { messageToItem } from './mqtt-payload.js';
+import { limitPublishSize, PublishCuts, PublishLimiter, type PublishCut } from './mqtt-publish-limit.js';
+import { REJECTION_RAW_MAX_BYTES } from '../input-items.js';
 
 /** What an {@link MqttInput} needs; `connect` is the seam for tests (default mqtt.js `connect`). */
 export interface MqttInputOptions {
@@ -16,7 +18,7 @@ export interface MqttInputOptions {
   /** Environment for `passwordEnv` (the process edge hands it down); default none. */
   env?: Record<string, string | undefined>;
   now?: () => Date;
-  /** Creates the client; default mqtt.js `connect`. */
+  /** Creates the client (asked with `manualConnect: true`; the input connects it); default mqtt.js `connect`. */
   connect?: (url: string, options: IClientOptions) => MqttClient;
   /** First delay before retrying a refused submit, in ms (doubles up to 30 s); default 500. */
   submitRetryBaseMs?: number;
@@ -148,24 +150,36 @@ export class MqttInput implements InputAdapter {
   private async open(): Promise<void> {
     if (!this.clientOptions || this.stopping) return;
     this.state.set('connecting');
-    const client = (this.options.connect ?? mqttConnect)(this.config.url, this.clientOptions);
+    const client = (this.options.connect ?? mqttConnect)(this.config.url, { ...this.clientOptions, manualConnect: true });
     try {
       assertDeferredAckSupport(client);
     } catch (err) {
       client.end(true);
       throw err;
     }
+    // A payload over maxPayloadBytes reaches the parser cut to its first bytes, whatever the
+    // protocol version: never held whole in memory (mqtt-publish-limit.ts).
+    const cuts = new PublishCuts();
+    const { maxPayloadBytes, protocolVersion } = this.config;
+    limitPublishSize(client, () => new PublishLimiter(maxPayloadBytes, REJECTION_RAW_MAX_BYTES, protocolVersion, (cut) => cuts.add(cut)));
     this.client = client;
     this.closing = false;
     let subscribed = false;
-    client.handleMessage = (packet, callback) => this.onMessage(client, packet, callback);
-    client.on('connect', (connack) => {
-      if (client !== this.client) return;
+    client.handleMessage = (packet, callback) => this.onMessage(client, packet, callback, cuts);
+    // The acknowledgement queue of a connection starts at its CONNACK, before any message of it is
+    // handled: mqtt.js emits 'connect' only after it has resent its own unacknowledged packets,
+    // and the broker's resends can be handled before that.
+    client.on('packetreceive', (packet) => {
+      if (packet.cmd !== 'connack' || client !== this.client) return;
+      this.acks?.reset();
       this.acks = new AckQueue((messageId) => sendPuback(client, messageId));
-      this.lastError = undefined;
       // No session on the broker: none of the messages committed before can come again, and their
       // packet ids start afresh; the identities kept for them must not match the new messages.
-      if (!connack.sessionPresent) this.options.sink.forgetMessages?.(this.id);
+      if (!packet.sessionPresent) this.options.sink.forgetMessages?.(this.id);
+    });
+    client.on('connect', (connack) => {
+      if (client !== this.client) return;
+      this.lastError = undefined;
       this.state.set('up');
       this.log.info({ url: safeUrl(this.config.url), sessionPresent: connack.sessionPresent }, 'connected to broker');
       if (this.statusTopic) client.publish(this.statusTopic, 'online', { qos: 1, retain: true });
@@ -190,6 +204,7 @@ export class MqttInput implements InputAdapter {
         this.log.warn({ reconnectInMs: this.config.reconnectMs }, 'connection to broker lost; reconnecting');
       }
     });
+    client.connect();
     // The first outcome (connected, refused, unreachable) decides what start() reports.
     await new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, this.config.connectTimeoutMs);
@@ -252,7 +267,7 @@ export class MqttInput implements InputAdapter {
 
   // ---- messages -------------------------------------------------------------------------------
 
-  private onMessage(client: MqttClient, packet: IPublishPacket, callback: (err?: Error) => void): void {
+  private onMessage(client: MqttClient, packet: IPublishPacket, callback: (err?: Error) => void, cuts: PublishCuts): void {
     // Not taken while closing: no PUBACK, so the broker sends it again to the next connection.
     if (client !== this.client || this.closing || this.stopping) {
       callback(DEFER_PUBACK);
@@ -260,10 +275,11 @@ export class MqttInput implements InputAdapter {
     }
     const receivedAt = this.now();
     const payload = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
+    const cut = cuts.take(packet.topic, packet.messageId, payload);
     const acks = packet.qos > 0 ? this.acks : undefined;
     const entry = acks && packet.messageId !== undefined ? acks.add(packet.messageId) : undefined;
     this.inflight += 1;
-    const job = this.take(packet, payload, receivedAt, acks, entry).finally(() => {
+    const job = this.take(packet, payload, receivedAt, acks, entry, cut).finally(() => {
       this.inflight -= 1;
       this.work.delete(job);
       while (this.held.length > 0 && this.inflight < this.config.maxInFlight) this.held.shift()!();
@@ -273,20 +289,30 @@ export class MqttInput implements InputAdapter {
     else callback(DEFER_PUBACK);
   }
 
-  private async take(packet: IPublishPacket, payload: Buffer, receivedAt: Date, acks: AckQueue | undefined, entry: AckEntry | undefined): Promise<void> {
+  private async take(
+    packet: IPublishPacket,
+    payload: Buffer,
+    receivedAt: Date,
+    acks: AckQueue | undefined,
+    entry: AckEntry | undefined,
+    cut: PublishCut | undefined,
+  ): Promise<void> {
     const topic = packet.topic;
     if (topic === this.statusTopic) {
       // Our own status, seen through a wildcard subscription: not a read.
       if (entry) acks!.complete(entry);
       return;
     }
-    const message = entry ? { packetId: entry.messageId, topic, payloadSha256: createHash('sha256').update(payload).digest(), dup: packet.dup } : undefined;
+    // A cut payload (over maxPayloadBytes) is named by the hash and size of the whole of it.
+    const payloadSha256 = cut?.payloadSha256 ?? (entry ? createHash('sha256').update(payload).digest() : undefined);
+    const message = entry && payloadSha256 ? { packetId: entry.messageId, topic, payloadSha256, dup: packet.dup } : undefined;
     const key = message ? CommitsInProgress.key(message) : undefined;
     // A resend of a message whose commit is still under way (its connection dropped meanwhile):
     // wait for that commit, so that intake finds the message's identity committed.
     if (key !== undefined && message!.dup) await this.inProgress.earlier(key);
-    const item = messageToItem(this.config, topic, payload, receivedAt);
-    if (item.kind === 'rejection') this.log.warn({ topic, reason: item.rejection.reason, bytes: payload.length }, 'message rejected');
+    const payloadBytes = cut?.payloadBytes ?? payload.length;
+    const item = messageToItem(this.config, topic, payload, receivedAt, payloadBytes);
+    if (item.kind === 'rejection') this.log.warn({ topic, reason: item.rejection.reason, bytes: payloadBytes }, 'message rejected');
     const committed = this.submit(item, acks, message);
     if (key !== undefined) this.inProgress.add(key, committed);
     const result = await committed;
