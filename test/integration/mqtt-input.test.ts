@@ -217,6 +217,29 @@ describe('MqttInput against a real mosquitto', () => {
     expect(rows()).toHaveLength(4);
   });
 
+  it('MQTT 3.1.1: a 50 MB payload is refused with its size, counted and kept as its first 4096 bytes (the stream cut it: mqtt-publish-limit.test.ts)', async () => {
+    const cfg = config({ protocolVersion: 4 });
+    const input = await startInput(cfg);
+    const pub = await publisher();
+    const big = Buffer.alloc(50 * 1024 * 1024, 0x5a);
+    big.write('BIG-HEAD', 0);
+    await pub.publishAsync(topic('big'), big, { qos: 1 });
+    await pub.publishAsync(topic('big'), 'AFTER-BIG', { qos: 1 });
+    await waitFor(() => rows().length === 2, { what: '2 rows', timeoutMs: 20_000 });
+    const [refused, good] = rows();
+    expect(refused).toMatchObject({ outcome: 'rejected' });
+    expect(refused!.reason).toBe('payload of 52428800 bytes is larger than maxPayloadBytes (262144) (first 4096 of 52428800 bytes kept)');
+    expect(refused!.raw).toHaveLength(4096);
+    expect(refused!.raw.subarray(0, 8).toString()).toBe('BIG-HEAD');
+    expect(good).toMatchObject({ outcome: 'scan' });
+    expect(intake.countersFor('mq')).toMatchObject({ rejections: 1, scans: 1 });
+    // Acknowledged: not sent again to a new connection of the session.
+    await stopInput(input);
+    await startInput(cfg);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(rows()).toHaveLength(2);
+  });
+
   it('takes the DCP from a wildcard topic level and rejects a topic outside the pattern', async () => {
     await startInput(config({ topics: [topic('plant/+/scans'), topic('other')], dcpFromTopic: `t${seq}/plant/{dcp}/scans` }));
     const pub = await publisher();
@@ -289,6 +312,40 @@ describe('MqttInput against a real mosquitto', () => {
     await waitFor(() => statuses.at(-1) === 'online', { what: 'online again' });
     await stopInput(input);
     await waitFor(() => statuses.at(-1) === 'offline', { what: 'offline on stop' });
+  });
+});
+
+describe('MqttInput, MQTT 5 maximum packet size', () => {
+  let noticeBroker: Broker;
+  let noticeDir: string;
+
+  beforeAll(async () => {
+    noticeDir = await mkdtemp(join(tmpdir(), 'sg-mosquitto-notice-'));
+    noticeBroker = await startMosquitto(noticeDir, { logNotices: true });
+  });
+
+  afterAll(async () => {
+    await noticeBroker?.stop();
+    await rm(noticeDir, { recursive: true, force: true });
+  });
+
+  it('the broker drops a packet over maxPayloadBytes + 65 KiB (its log says so); a payload just over the limit is stored as a rejection', async () => {
+    const cfg = config({ url: noticeBroker.url, maxPayloadBytes: 1024 });
+    await startInput(cfg);
+    const pub = await connectAsync(noticeBroker.url, { clientId: `pub5-${seq}`, protocolVersion: 5 });
+    clients.push(pub);
+    await pub.publishAsync(topic('m'), Buffer.alloc(1100, 0x41), { qos: 1 });
+    await pub.publishAsync(topic('m'), Buffer.alloc(2 * 1024 * 1024, 0x42), { qos: 1 }); // the broker takes it (PUBACK) …
+    await pub.publishAsync(topic('m'), 'AFTER-DROP', { qos: 1 });
+    await waitFor(() => rows().length === 2, { what: '2 rows' });
+    await new Promise((resolve) => setTimeout(resolve, 300)); // the 2 MB one, were it coming
+    expect(rows().map((r) => [r.outcome, r.reason, r.raw.length])).toEqual([
+      ['rejected', 'payload of 1100 bytes is larger than maxPayloadBytes (1024)', 1100],
+      ['scan', null, 'AFTER-DROP'.length],
+    ]);
+    // … and never sends it to the gateway: the only trace is the broker's own log (notice level).
+    await waitFor(() => /Dropping too large outgoing PUBLISH for gw-\d+ \(\d+ bytes\)/.test(noticeBroker.log()), { what: 'the drop in the broker log' });
+    expect(intake.countersFor('mq')).toMatchObject({ rejections: 1, scans: 1 });
   });
 });
 
