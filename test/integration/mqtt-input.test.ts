@@ -12,6 +12,7 @@ import type { IntakeItem, IntakeSink, SubmitOptions } from '../../src/inputs/typ
 import { silentLogger } from '../../src/log.js';
 import { mappingContext } from '../../src/mapping/map-read.js';
 import { createTestPki, startMosquitto, type Broker } from '../helpers/mosquitto.js';
+import { memoryLogger } from '../helpers/log-lines.js';
 import { waitFor } from '../helpers/wait.js';
 import { samplePath } from '../helpers/samples.js';
 
@@ -240,6 +241,18 @@ describe('MqttInput against a real mosquitto', () => {
     expect(rows()).toHaveLength(2);
   });
 
+  it('warns once at start that a password over plain mqtt:// travels in clear text (without the password)', async () => {
+    const { logger, parsed, lines } = memoryLogger('info');
+    const input = new MqttInput({ config: config({ username: 'gw', passwordEnv: 'MQTT_PW' }), sink: intake, logger, env: { MQTT_PW: 'pw-3f9c1d' } });
+    inputs.push(input);
+    await input.start();
+    await waitFor(() => input.status().state === 'up', { what: 'MQTT input up' });
+    const warnings = parsed().filter((l) => /password travels in clear text/.test(l.msg));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatchObject({ level: 40, url: broker.url });
+    expect(lines.join('\n')).not.toContain('pw-3f9c1d');
+  });
+
   it('takes the DCP from a wildcard topic level and rejects a topic outside the pattern', async () => {
     await startInput(config({ topics: [topic('plant/+/scans'), topic('other')], dcpFromTopic: `t${seq}/plant/{dcp}/scans` }));
     const pub = await publisher();
@@ -340,7 +353,7 @@ describe('MqttInput, MQTT 5 maximum packet size', () => {
     await waitFor(() => rows().length === 2, { what: '2 rows' });
     await new Promise((resolve) => setTimeout(resolve, 300)); // the 2 MB one, were it coming
     expect(rows().map((r) => [r.outcome, r.reason, r.raw.length])).toEqual([
-      ['rejected', 'payload of 1100 bytes is larger than maxPayloadBytes (1024)', 1100],
+      ['rejected', 'payload of 1100 bytes is larger than maxPayloadBytes (1024) (first 1025 of 1100 bytes kept)', 1025],
       ['scan', null, 'AFTER-DROP'.length],
     ]);
     // … and never sends it to the gateway: the only trace is the broker's own log (notice level).

@@ -60,7 +60,7 @@ describe('PublishLimiter: a PUBLISH over the limit reaches the parser cut to its
         expect(Buffer.from(cutOne.payload as Buffer).toString()).toBe('HEAD-OF-THE-BIG-');
         if (protocolVersion === 5) expect(cutOne.properties?.userProperties).toEqual({ line: 'L1' });
         expect(cuts).toEqual([
-          { topic: 'plant/L1/scans', messageId: 2, payloadBytes: 300_000, payloadSha256: createHash('sha256').update(big).digest(), kept: Buffer.from('HEAD-OF-THE-BIG-') },
+          { topic: 'plant/L1/scans', messageId: 2, payloadBytes: 300_000, payloadSha256: createHash('sha256').update(big).digest(), keptBytes: 16 },
         ]);
         expect((parsed[3] as mqttPacket.IPublishPacket).payload).toHaveLength(1000);
         expect((parsed[4] as mqttPacket.IPublishPacket).topic).toBe('a'.repeat(2000));
@@ -71,12 +71,12 @@ describe('PublishLimiter: a PUBLISH over the limit reaches the parser cut to its
     }
   }
 
-  it('matches each cut to its message by topic, packet id and kept bytes, and keeps at most 100', () => {
+  it('matches each cut to its message by topic, packet id and length, and keeps at most 100', () => {
     const cuts = new PublishCuts();
-    const cut = (messageId: number): PublishCut => ({ topic: 't', messageId, payloadBytes: 9, payloadSha256: Buffer.alloc(32), kept: Buffer.from('abc') });
+    const cut = (messageId: number): PublishCut => ({ topic: 't', messageId, payloadBytes: 9, payloadSha256: Buffer.alloc(32), keptBytes: 3 });
     for (let i = 1; i <= 101; i++) cuts.add(cut(i));
     expect(cuts.take('t', 1, Buffer.from('abc'))).toBeUndefined(); // the oldest went at the bound
-    expect(cuts.take('t', 2, Buffer.from('abd'))).toBeUndefined();
+    expect(cuts.take('t', 2, Buffer.from('abcd'))).toBeUndefined();
     expect(cuts.take('t', 2, Buffer.from('abc'))?.messageId).toBe(2);
     expect(cuts.take('t', 2, Buffer.from('abc'))).toBeUndefined();
   });

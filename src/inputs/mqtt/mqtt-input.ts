@@ -8,7 +8,6 @@ import { AckQueue, assertDeferredAckSupport, CommitsInProgress, DEFER_PUBACK, se
 import { mqttClientOptions, safeUrl, statusTopicOf } from './mqtt-options.js';
 import { messageToItem } from './mqtt-payload.js';
 import { limitPublishSize, PublishCuts, PublishLimiter, type PublishCut } from './mqtt-publish-limit.js';
-import { REJECTION_RAW_MAX_BYTES } from '../input-items.js';
 
 /** What an {@link MqttInput} needs; `connect` is the seam for tests (default mqtt.js `connect`). */
 export interface MqttInputOptions {
@@ -157,11 +156,11 @@ export class MqttInput implements InputAdapter {
       client.end(true);
       throw err;
     }
-    // A payload over maxPayloadBytes reaches the parser cut to its first bytes, whatever the
-    // protocol version: never held whole in memory (mqtt-publish-limit.ts).
+    // A payload over maxPayloadBytes reaches the parser cut to maxPayloadBytes + 1 bytes, whatever
+    // the protocol version: never held whole in memory (mqtt-publish-limit.ts).
     const cuts = new PublishCuts();
     const { maxPayloadBytes, protocolVersion } = this.config;
-    limitPublishSize(client, () => new PublishLimiter(maxPayloadBytes, REJECTION_RAW_MAX_BYTES, protocolVersion, (cut) => cuts.add(cut)));
+    limitPublishSize(client, () => new PublishLimiter(maxPayloadBytes, maxPayloadBytes + 1, protocolVersion, (cut) => cuts.add(cut)));
     this.client = client;
     this.closing = false;
     let subscribed = false;

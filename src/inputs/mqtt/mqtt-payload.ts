@@ -1,5 +1,5 @@
 import type { MqttInputConfig } from '../../config/input-schemas.js';
-import { rejectionItem } from '../input-items.js';
+import { REJECTION_RAW_MAX_BYTES, rejectionItem } from '../input-items.js';
 import { jsonRead, jsonReadProblem, readFromJsonFields } from '../json-read.js';
 import type { IntakeItem } from '../types.js';
 
@@ -46,8 +46,9 @@ export function messageToItem(config: MqttPayloadConfig, topic: string, payload:
   const reject = (reason: string): IntakeItem => rejectionItem(config.id, payload, reason, receivedAt, origin);
   if (payloadBytes > config.maxPayloadBytes) {
     // `payload` may be only the first bytes (the stream cut the rest, mqtt-publish-limit.ts).
-    const kept = payload.length < payloadBytes ? ` (first ${payload.length} of ${payloadBytes} bytes kept)` : '';
-    return rejectionItem(config.id, payload, `payload of ${payloadBytes} bytes is larger than maxPayloadBytes (${config.maxPayloadBytes})${kept}`, receivedAt, origin);
+    const kept = Math.min(payload.length, REJECTION_RAW_MAX_BYTES);
+    const note = kept < payloadBytes ? ` (first ${kept} of ${payloadBytes} bytes kept)` : '';
+    return rejectionItem(config.id, payload.subarray(0, kept), `payload of ${payloadBytes} bytes is larger than maxPayloadBytes (${config.maxPayloadBytes})${note}`, receivedAt, origin);
   }
   let topicDcp: string | undefined;
   if (config.dcpFromTopic !== undefined) {

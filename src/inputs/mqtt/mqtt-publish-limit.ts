@@ -9,8 +9,9 @@ import type { MqttClient } from 'mqtt';
  * mqtt.js (mqtt-packet's parser) keeps every byte of a packet until the packet is complete, so a
  * 50 MB payload is held whole before the input can refuse it. This stream sits between the
  * socket and that parser: it reads each packet's fixed header, and a PUBLISH whose payload is
- * larger than the limit goes on to the parser cut down to its first `keepBytes`, with its
- * remaining length rewritten. The rest of the payload is only hashed (SHA-256) and counted as
+ * larger than the limit goes on to the parser cut down to its first `keepBytes` (the input uses
+ * `maxPayloadBytes + 1`: still over the limit, so a cut payload is refused even without its
+ * {@link PublishCut}), with its remaining length rewritten. The rest of the payload is only hashed (SHA-256) and counted as
  * it streams past; the parser sees an ordinary, small PUBLISH. The cut is reported first
  * ({@link PublishCut}), so the input stores a rejection that names the real size, and the
  * message's identity (for resends) uses the hash of the whole payload.
@@ -28,8 +29,8 @@ export interface PublishCut {
   payloadBytes: number;
   /** SHA-256 of the whole payload. */
   payloadSha256: Buffer;
-  /** The first bytes of the payload, as the parser got them. */
-  kept: Buffer;
+  /** How many bytes of the payload the parser got. */
+  keptBytes: number;
 }
 
 const PUBLISH = 3;
@@ -180,7 +181,7 @@ export class PublishLimiter extends Transform {
     const cut = this.cut!;
     this.cut = undefined;
     const kept = Buffer.concat(cut.kept);
-    this.onCut({ topic: cut.topic, messageId: cut.messageId, payloadBytes: cut.payloadBytes, payloadSha256: cut.hash.digest(), kept });
+    this.onCut({ topic: cut.topic, messageId: cut.messageId, payloadBytes: cut.payloadBytes, payloadSha256: cut.hash.digest(), keptBytes: kept.length });
     this.pass(Buffer.concat([Buffer.from([this.header[0]!]), encodeLength(this.variableHeader.length + kept.length), this.variableHeader, kept]));
     this.header = [];
     this.variableHeader = Buffer.alloc(0);
@@ -233,7 +234,7 @@ function encodeLength(value: number): Buffer {
 
 /**
  * The cuts of one client, matched to the messages mqtt.js hands over: by topic, packet id and
- * kept bytes. Bounded ({@link MAX_CUTS}, oldest dropped): a cut whose message never reaches the
+ * payload length. Bounded ({@link MAX_CUTS}, oldest dropped): a cut whose message never reaches the
  * input (its connection dropped first) must not stay forever.
  */
 export class PublishCuts {
@@ -246,7 +247,7 @@ export class PublishCuts {
 
   /** The cut of this message, removed; undefined when it came whole. */
   take(topic: string, messageId: number | undefined, payload: Buffer): PublishCut | undefined {
-    const at = this.cuts.findIndex((c) => c.topic === topic && c.messageId === messageId && c.kept.equals(payload));
+    const at = this.cuts.findIndex((c) => c.topic === topic && c.messageId === messageId && c.keptBytes === payload.length);
     return at < 0 ? undefined : this.cuts.splice(at, 1)[0];
   }
 
