@@ -1,9 +1,9 @@
+import { createHash } from 'node:crypto';
 import { connect as mqttConnect, type IClientOptions, type IPublishPacket, type MqttClient } from 'mqtt';
 import type { MqttInputConfig } from '../../config/input-schemas.js';
 import type { Logger } from '../../log.js';
 import { InputStateTracker } from '../input-state.js';
 import type { InputAdapter, InputStatus, IntakeItem, IntakeSink, SubmitOptions } from '../types.js';
-import { createHash } from 'node:crypto';
 import { AckQueue, assertDeferredAckSupport, CommitsInProgress, DEFER_PUBACK, sendPuback, type AckEntry } from './mqtt-acks.js';
 import { mqttClientOptions, safeUrl, statusTopicOf } from './mqtt-options.js';
 import { messageToItem } from './mqtt-payload.js';
@@ -31,6 +31,8 @@ export interface MqttInputOptions {
 }
 
 const SUBMIT_RETRY_MAX_MS = 30_000;
+/** Least time between two log lines about reads the buffer refused, in ms. */
+const REFUSAL_LOG_MS = 10_000;
 
 /**
  * Input adapter for an MQTT broker (mqtt.js 5): subscribes to `topics` with QoS 1 in a persistent
@@ -47,13 +49,13 @@ const SUBMIT_RETRY_MAX_MS = 30_000;
  * connection (DUP flag, same packet id), also after a gateway crash. Each message's identity
  * (packet id, topic, payload SHA-256) is committed with its read, so a resend of a message
  * committed before is acknowledged without being stored again, and counted as `redelivered`
- * (docs/inputs.md, "mqtt", "Exactly once across crashes"). `setPaused(true)` lets in-flight messages finish, publishes `paused`
- * on the status topic and disconnects: the broker queues for the session meanwhile, nothing is
- * lost; `setPaused(false)` connects again.
+ * (docs/inputs.md, "mqtt", "Exactly once across crashes"). A payload over `maxPayloadBytes` is
+ * cut in the stream before mqtt.js parses it (mqtt-publish-limit.ts).
+ *
+ * `setPaused(true)` lets in-flight messages finish, publishes `paused` on the status topic and
+ * disconnects: the broker queues for the session meanwhile, nothing is lost; `setPaused(false)`
+ * connects again.
  */
-/** Least time between two log lines about reads the buffer refused, in ms. */
-const REFUSAL_LOG_MS = 10_000;
-
 export class MqttInput implements InputAdapter {
   readonly id: string;
   readonly type = 'mqtt';
