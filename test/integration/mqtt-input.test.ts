@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -189,6 +190,29 @@ describe('MqttInput against a real mosquitto', () => {
     expect(codes()).toEqual(Array.from({ length: 10 }, (_, i) => `R-${i}`));
     // Each resend was recognised by the identity committed with its read, and counted.
     expect(intake.countersFor('mq').redelivered).toBe(10);
+  });
+
+  it('stores the resend of a new message never committed, though its packet id, topic and payload match an older one', async () => {
+    // The broker hands packet id 1 out again (here: a fresh session starts at 1) for a label scanned
+    // again; the buffer refuses its commit until the connection is gone, so the broker resends it
+    // (DUP). The identity stored under id 1 is of an older message the broker had the PUBACK for.
+    let refusing = true;
+    const gated: IntakeSink = {
+      submit: (items, options) => (refusing ? Promise.reject(new Error('quota')) : intake.submit(items, options)),
+      forgetMessages: (id) => intake.forgetMessages(id),
+    };
+    const input = await startInput(config(), gated);
+    const sha = createHash('sha256').update('SAME').digest();
+    store.db.prepare(`INSERT INTO mqtt_messages (input_id, packet_id, topic, payload_sha256, committed_at) VALUES ('mq', 1, ?, ?, 0)`).run(topic('s'), sha);
+    const pub = await publisher();
+    await pub.publishAsync(topic('s'), 'SAME', { qos: 1 });
+    await waitFor(() => input.status().state === 'up', { what: 'up' });
+    await new Promise((resolve) => setTimeout(resolve, 200)); // refused at least once
+    await broker.restart();
+    refusing = false;
+    await waitFor(() => rows().length === 1, { what: 'the resend stored', timeoutMs: 10_000 });
+    expect(codes()).toEqual(['SAME']);
+    expect(intake.countersFor('mq').redelivered).toBe(0);
   });
 
   it('MQTT 3.1.1: stores a 2 MB payload and a non-JSON payload as rejections, acknowledges them, and the next message flows', async () => {

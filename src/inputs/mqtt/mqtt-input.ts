@@ -66,6 +66,13 @@ export class MqttInput implements InputAdapter {
   private readonly statusTopic: string | undefined;
   /** Commits not yet settled, so that a resend arriving meanwhile waits for its original's. */
   private readonly inProgress = new CommitsInProgress();
+  /**
+   * Packet ids whose latest message came new (no DUP) and is not committed (yet, or given up when
+   * its connection went). The identity stored under such an id is of an older message whose PUBACK
+   * the broker had (it handed the id out again), so a resend under it is of the new message and
+   * must be stored even if topic and payload are the same. At most 65,535 entries.
+   */
+  private readonly notCommitted = new Set<number>();
   private refusalLoggedAt = -Infinity;
   private refusedSinceLog = 0;
   private clientOptions: IClientOptions | undefined;
@@ -176,7 +183,10 @@ export class MqttInput implements InputAdapter {
       this.acks = new AckQueue((messageId) => sendPuback(client, messageId));
       // No session on the broker: none of the messages committed before can come again, and their
       // packet ids start afresh; the identities kept for them must not match the new messages.
-      if (!packet.sessionPresent) this.options.sink.forgetMessages?.(this.id);
+      if (!packet.sessionPresent) {
+        this.notCommitted.clear();
+        this.options.sink.forgetMessages?.(this.id);
+      }
     });
     client.on('connect', (connack) => {
       if (client !== this.client) return;
@@ -311,12 +321,17 @@ export class MqttInput implements InputAdapter {
     // A resend of a message whose commit is still under way (its connection dropped meanwhile):
     // wait for that commit, so that intake finds the message's identity committed.
     if (key !== undefined && message!.dup) await this.inProgress.earlier(key);
+    if (message) {
+      if (!message.dup) this.notCommitted.add(message.packetId);
+      else if (this.notCommitted.has(message.packetId)) message.dup = false;
+    }
     const payloadBytes = cut?.payloadBytes ?? payload.length;
     const item = messageToItem(this.config, topic, payload, receivedAt, payloadBytes);
     if (item.kind === 'rejection') this.log.warn({ topic, reason: item.rejection.reason, bytes: payloadBytes }, 'message rejected');
     const committed = this.submit(item, acks, message);
     if (key !== undefined) this.inProgress.add(key, committed);
     const result = await committed;
+    if (result && message) this.notCommitted.delete(message.packetId);
     if (!result || !entry) return;
     if (result === 'redelivered') this.log.debug({ topic, messageId: entry.messageId }, 'resent message was committed before; acknowledged only');
     else this.options.onCommitted?.(entry.messageId);
