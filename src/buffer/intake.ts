@@ -1,9 +1,9 @@
 import { ErrorCodes, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { IntakeItem, IntakeSink, SubmitOptions, SubmitResult } from '../inputs/types.js';
-import { DuplicateWindow } from '../mapping/duplicate-window.js';
+import { DUPLICATE_WINDOW_MAX_ENTRIES, DuplicateWindow } from '../mapping/duplicate-window.js';
 import { mapRead, type MappingContext } from '../mapping/map-read.js';
-import { isDiskFull, type BufferStore, type IntakeRecord } from './store.js';
+import { isDiskFull, type BufferStore, type CommittedMessage, type IntakeRecord } from './store.js';
 
 /** Per-input counters since the gateway started, for the health page and metrics. */
 export interface InputCounters {
@@ -12,6 +12,11 @@ export interface InputCounters {
   noReads: number;
   rejections: number;
   duplicates: number;
+  /**
+   * MQTT messages the broker sent again (DUP) that were committed before (a crash or a lost
+   * connection came between the commit and the PUBACK): acknowledged, not stored again.
+   */
+  redelivered: number;
   bytes: number;
   lastReadAt?: string;
 }
@@ -37,6 +42,7 @@ export interface IntakeGate {
 interface Pending {
   records: IntakeRecord[];
   file?: { inputId: string; hash: string; name?: string };
+  message?: CommittedMessage & { dup: boolean };
   taken: { dcpKey: string; reference: string; atMs: number }[];
   resolve: (result: SubmitResult) => void;
   reject: (err: unknown) => void;
@@ -73,14 +79,43 @@ export class Intake implements IntakeSink {
   private readonly now: () => number;
   private closed = false;
   private mapping: MappingContext;
+  private evictionsLogged = 0;
+  private evictionLoggedAt = -Infinity;
   lastCommitError: { message: string; at: string } | undefined;
 
   private readonly scrub: (text: string) => string;
 
+  /** Rebuilds the duplicate window from the buffer ({@link restoreDuplicateWindow}). */
   constructor(private readonly options: IntakeOptions) {
     this.now = options.now ?? Date.now;
     this.scrub = options.scrub ?? ((text) => text);
     this.mapping = options.mapping;
+    this.restoreDuplicateWindow();
+  }
+
+  /**
+   * Fills the duplicate window with the scans committed within each DCP's `duplicateWindowMs`
+   * before now (by commit time), newest first, so a read repeated across a restart is still a
+   * duplicate. Reads at most the window's bound of rows. Answers how many references it took.
+   */
+  restoreDuplicateWindow(): number {
+    const windows = new Map<string, number>();
+    for (const [key, dcp] of this.mapping.dcps) if (dcp.duplicateWindowMs > 0) windows.set(key, dcp.duplicateWindowMs);
+    if (windows.size === 0) return 0;
+    const nowMs = this.now();
+    const horizon = nowMs - Math.max(...windows.values());
+    const rows = this.options.store.recentScans(horizon, DUPLICATE_WINDOW_MAX_ENTRIES);
+    let restored = 0;
+    // Oldest first, so the window's own order (what its bound drops first) is the order taken.
+    for (let i = rows.length - 1; i >= 0; i--) {
+      const r = rows[i]!;
+      const windowMs = windows.get(r.dcpKey);
+      if (windowMs === undefined || r.createdAt < nowMs - windowMs) continue;
+      this.dedupe.restore(r.dcpKey, r.reference, Date.parse(r.timeUtc), windowMs);
+      restored++;
+    }
+    if (restored > 0) this.options.logger.info({ references: restored }, 'duplicate window rebuilt from the scans committed within it');
+    return restored;
   }
 
   /** Replaces the mapping (after a configuration reload); reads submitted later use it. */
@@ -108,6 +143,10 @@ export class Intake implements IntakeSink {
     if (options.fileHash !== undefined && first) {
       const inputId = first.kind === 'read' ? first.read.inputId : first.rejection.inputId;
       pending.file = { inputId, hash: options.fileHash, ...(options.fileName !== undefined ? { name: options.fileName } : {}) };
+    }
+    if (options.message !== undefined && first) {
+      const inputId = first.kind === 'read' ? first.read.inputId : first.rejection.inputId;
+      pending.message = { inputId, ...options.message };
     }
     for (const item of items) pending.records.push(this.toRecord(item, pending));
     const done = new Promise<SubmitResult>((resolve, reject) => {
@@ -150,7 +189,9 @@ export class Intake implements IntakeSink {
     }
     const { scan, instant } = result;
     const window = this.mapping.dcps.get(scan.dcpKey)?.duplicateWindowMs ?? 0;
-    if (this.dedupe.check(scan.dcpKey, scan.reference, instant.getTime(), window)) {
+    const duplicate = this.dedupe.check(scan.dcpKey, scan.reference, instant.getTime(), window);
+    if (this.dedupe.evicted > this.evictionsLogged) this.logEvictions();
+    if (duplicate) {
       return { ...base, outcome: 'duplicate', reason: `same reference at ${scan.dcpKey} within ${window} ms` };
     }
     if (window > 0) pending.taken.push({ dcpKey: scan.dcpKey, reference: scan.reference, atMs: instant.getTime() });
@@ -173,6 +214,14 @@ export class Intake implements IntakeSink {
     let bytes = 0;
     gate?.beginGroup?.();
     for (const p of queued) {
+      if (p.message?.dup && store.knownMessage(p.message)) {
+        // The broker's resend of a message committed before whose PUBACK it never had: acknowledge only.
+        forget(p);
+        const counters = this.countersOf(p.message.inputId);
+        if (counters) counters.redelivered++;
+        p.resolve({ outcomes: [], redelivered: true });
+        continue;
+      }
       if (p.file && store.knownFile(p.file.inputId, p.file.hash)) {
         // Committed before (a crash came between the commit and the file's move): acknowledge only.
         forget(p);
@@ -201,8 +250,9 @@ export class Intake implements IntakeSink {
     if (group.length === 0) return;
     const records = group.flatMap((p) => p.records);
     const files = group.flatMap((p) => (p.file ? [{ ...p.file, items: p.records.length }] : []));
+    const messages = group.flatMap((p) => (p.message ? [p.message] : []));
     try {
-      store.commitIntake(records, this.now(), files);
+      store.commitIntake(records, this.now(), files, messages);
     } catch (err) {
       // Nothing was written: forget the references taken so the source's retry is not a duplicate.
       for (const p of group) forget(p);
@@ -225,6 +275,18 @@ export class Intake implements IntakeSink {
     if (records.some((r) => r.outcome === 'scan')) this.options.onScansCommitted?.();
   }
 
+  /** At the duplicate window's bound: once per 10 minutes, with how many references it dropped. */
+  private logEvictions(): void {
+    const at = this.now();
+    if (at - this.evictionLoggedAt < 600_000) return;
+    this.options.logger.warn(
+      { dropped: this.dedupe.evicted - this.evictionsLogged, bound: DUPLICATE_WINDOW_MAX_ENTRIES },
+      'duplicate window full: the oldest references were dropped, so a repeat of one of them within its window is sent again',
+    );
+    this.evictionsLogged = this.dedupe.evicted;
+    this.evictionLoggedAt = at;
+  }
+
   /** Commits whatever is queued now; after this, submits are refused. */
   close(): void {
     if (this.timer) clearTimeout(this.timer);
@@ -236,14 +298,27 @@ export class Intake implements IntakeSink {
     return { ...(this.counters.get(inputId) ?? emptyCounters()) };
   }
 
+  /** See {@link IntakeSink.forgetMessages}. */
+  forgetMessages(inputId: string): void {
+    const removed = this.options.store.forgetMessages(inputId);
+    if (removed > 0) this.options.logger.info({ inputId, removed }, 'broker holds no session for this input: its message identities are forgotten');
+  }
+
+  /** The input's counters; undefined for an input no longer configured once {@link MAX_COUNTED_INPUTS} are counted. */
+  private countersOf(inputId: string): InputCounters | undefined {
+    let c = this.counters.get(inputId);
+    if (!c) {
+      if (this.counters.size >= MAX_COUNTED_INPUTS && !this.mapping.inputs.has(inputId)) return undefined;
+      c = emptyCounters();
+      this.counters.set(inputId, c);
+    }
+    return c;
+  }
+
   /** Counted only once committed, so a failed commit that the source retries is not counted twice. */
   private countCommitted(r: IntakeRecord): void {
-    let c = this.counters.get(r.inputId);
-    if (!c) {
-      if (this.counters.size >= MAX_COUNTED_INPUTS && !this.mapping.inputs.has(r.inputId)) return;
-      c = emptyCounters();
-      this.counters.set(r.inputId, c);
-    }
+    const c = this.countersOf(r.inputId);
+    if (!c) return;
     c.bytes += r.raw.length;
     c.lastReadAt = r.receivedAt.toISOString();
     // An input-level rejection (no read could be framed or parsed) has no mapping outcome of its own.
@@ -260,5 +335,5 @@ function outcomesOf(p: Pending): SubmitResult {
 }
 
 function emptyCounters(): InputCounters {
-  return { reads: 0, scans: 0, noReads: 0, rejections: 0, duplicates: 0, bytes: 0 };
+  return { reads: 0, scans: 0, noReads: 0, rejections: 0, duplicates: 0, redelivered: 0, bytes: 0 };
 }

@@ -199,4 +199,19 @@ export const MIGRATIONS: readonly string[] = [
 
   CREATE INDEX batches_uploaded ON batches (uploaded_at);
   `,
+  // MQTT exactly-once across gateway crashes (issue 11): the identity of the last QoS 1 message
+  // committed under each packet id of an input's session, written in the read's own transaction.
+  // One row per (input, packet id): a packet id the broker hands out again replaces its row, so
+  // the table never holds more than 65,535 rows per input (see docs/inputs.md, "mqtt").
+  `
+  CREATE TABLE mqtt_messages (
+    input_id TEXT NOT NULL,
+    packet_id INTEGER NOT NULL,
+    topic TEXT NOT NULL,
+    payload_sha256 BLOB NOT NULL,
+    committed_at INTEGER NOT NULL,
+    PRIMARY KEY (input_id, packet_id)
+  ) WITHOUT ROWID;
+  CREATE INDEX mqtt_messages_committed ON mqtt_messages (committed_at);
+  `,
 ];

@@ -122,6 +122,10 @@ export class Retention {
     }
 
     total.files = db.prepare(`DELETE FROM files WHERE committed_at < ?`).run(cutoffIso).changes;
+    // MQTT message identities (a packet id's row is replaced by its next message anyway): what is
+    // older than the audit period belongs to an input removed since, or to a session long gone.
+    const messages = store.pruneMessages(cutoffMs);
+    if (messages > 0) logger.info({ messages, before: cutoffIso }, 'pruned MQTT message identities past the audit period');
     this.lastRun = { at: new Date(this.now()).toISOString(), result: total };
     if (total.scans + total.reads + total.batches + total.files > 0) {
       logger.info({ ...total, retentionDays, before: cutoffIso }, 'pruned delivered scans past the audit period');

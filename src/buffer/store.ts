@@ -33,6 +33,20 @@ export interface CommittedFile {
   items: number;
 }
 
+/**
+ * The identity of a QoS 1 MQTT message committed in the same transaction as its read, so that the
+ * broker's resend of it (DUP flag, same packet id) after a crash or a lost connection is
+ * recognised (docs/inputs.md, "mqtt", "Exactly once across crashes").
+ */
+export interface CommittedMessage {
+  inputId: string;
+  /** MQTT packet identifier, 1..65535; unique among the session's unacknowledged messages. */
+  packetId: number;
+  topic: string;
+  /** SHA-256 of the whole payload (32 bytes). */
+  payloadSha256: Buffer;
+}
+
 export type BatchMode = 'direct' | 'presigned';
 export type BatchState = 'ready' | 'uploading' | 'presigned' | 'uploaded' | 'done' | 'held';
 
@@ -193,13 +207,15 @@ export class BufferStore {
     }
   }
 
-  private statements?: { read: Database.Statement; scan: Database.Statement; file: Database.Statement };
+  private statements?: { read: Database.Statement; scan: Database.Statement; file: Database.Statement; message: Database.Statement };
 
   /**
-   * Commits a group of reads (and their scans), and the files they came from, in one transaction.
+   * Commits a group of reads (and their scans), the files they came from and the identities of the
+   * MQTT messages they came in, in one transaction. A message's identity replaces the one stored
+   * under the same input and packet id (the broker reuses a packet id only after its PUBACK).
    * Throws on failure (`isDiskFull(err)` for a full disk); nothing is then written.
    */
-  commitIntake(records: readonly IntakeRecord[], nowMs: number, files: readonly CommittedFile[] = []): void {
+  commitIntake(records: readonly IntakeRecord[], nowMs: number, files: readonly CommittedFile[] = [], messages: readonly CommittedMessage[] = []): void {
     this.statements ??= {
       read: this.db.prepare(
         `INSERT INTO reads (input_id, received_at, raw, source_time, dcp_key, origin, outcome, reason, source_dcp_key, parents, attributes, input_level)
@@ -209,8 +225,9 @@ export class BufferStore {
         `INSERT INTO scans (read_id, dcp_key, reference, time_utc, body, bytes, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
       ),
       file: this.db.prepare(`INSERT OR IGNORE INTO files (input_id, hash, name, committed_at, items) VALUES (?, ?, ?, ?, ?)`),
+      message: this.db.prepare(`INSERT OR REPLACE INTO mqtt_messages (input_id, packet_id, topic, payload_sha256, committed_at) VALUES (?, ?, ?, ?, ?)`),
     };
-    const { read, scan, file } = this.statements;
+    const { read, scan, file, message } = this.statements;
     this.db.transaction(() => {
       for (const r of records) {
         const info = read.run(
@@ -233,7 +250,48 @@ export class BufferStore {
       }
       const at = new Date(nowMs).toISOString();
       for (const f of files) file.run(f.inputId, f.hash, f.name ?? null, at, f.items);
+      for (const m of messages) message.run(m.inputId, m.packetId, m.topic, m.payloadSha256, nowMs);
     })();
+  }
+
+  /**
+   * Whether this message (same input, packet id, topic and payload) was committed before and its
+   * identity not yet replaced by a later message under the same packet id, nor forgotten.
+   */
+  knownMessage(m: CommittedMessage): boolean {
+    this.knownMessageStatement ??= this.db.prepare(`SELECT 1 FROM mqtt_messages WHERE input_id = ? AND packet_id = ? AND topic = ? AND payload_sha256 = ?`);
+    return this.knownMessageStatement.get(m.inputId, m.packetId, m.topic, m.payloadSha256) !== undefined;
+  }
+  private knownMessageStatement: Database.Statement | undefined;
+
+  /**
+   * Forgets the message identities of an input: its broker holds no session for it any more
+   * (CONNACK without session present), so nothing committed before can be sent again. Answers the
+   * rows removed.
+   */
+  forgetMessages(inputId: string): number {
+    return this.db.prepare(`DELETE FROM mqtt_messages WHERE input_id = ?`).run(inputId).changes;
+  }
+
+  /** Deletes message identities committed before `beforeMs` (retention); answers how many. */
+  pruneMessages(beforeMs: number): number {
+    return this.db.prepare(`DELETE FROM mqtt_messages WHERE committed_at < ?`).run(beforeMs).changes;
+  }
+
+  /**
+   * Scans committed at or after `sinceMs` (`created_at`), newest first, at most `limit`: walks the
+   * scans by id from the newest and stops at the first older one (ids follow commit order).
+   */
+  recentScans(sinceMs: number, limit: number): { dcpKey: string; reference: string; timeUtc: string; createdAt: number }[] {
+    const out: { dcpKey: string; reference: string; timeUtc: string; createdAt: number }[] = [];
+    const rows = this.db
+      .prepare(`SELECT dcp_key AS dcpKey, reference, time_utc AS timeUtc, created_at AS createdAt FROM scans ORDER BY id DESC`)
+      .iterate() as IterableIterator<{ dcpKey: string; reference: string; timeUtc: string; createdAt: number }>;
+    for (const row of rows) {
+      if (row.createdAt < sinceMs || out.length >= limit) break;
+      out.push(row);
+    }
+    return out;
   }
 
   /** Whether a file with this content hash was committed for this input before (and not yet pruned). */

@@ -201,7 +201,7 @@ export const mqttInputSchema = z
       .int()
       .positive()
       .default(256 * 1024)
-      .describe('A larger payload is stored as a rejection (its first bytes) and acknowledged.'),
+      .describe('A larger payload is stored as a rejection (its first bytes) and acknowledged, never held whole in memory; MQTT 5: + 65 KiB is sent as maximumPacketSize, so the broker drops bigger packets (its log shows them).'),
     maxInFlight: z
       .number()
       .int()

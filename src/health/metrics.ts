@@ -82,6 +82,16 @@ export class GatewayMetrics {
       },
     });
     new Counter({
+      name: 'scan_gateway_mqtt_redelivered_total',
+      help: 'MQTT messages the broker sent again that were committed before (a crash or lost connection between commit and PUBACK): acknowledged, not stored again; since start, by input.',
+      labelNames: ['input'],
+      registers: [r],
+      collect() {
+        this.reset();
+        for (const i of snap()?.inputs ?? []) if (i.type === 'mqtt') this.inc({ input: i.id }, i.counters?.redelivered ?? 0);
+      },
+    });
+    new Counter({
       name: 'scan_gateway_read_bytes_total',
       help: 'Bytes of reads committed since start, by input.',
       labelNames: ['input'],

@@ -229,7 +229,7 @@ export function renderMain(s: GatewayStatus): string {
         fmtCount(c?.scans ?? 0),
         fmtCount(c?.noReads ?? 0),
         fmtCount(c?.rejections ?? 0),
-        fmtCount(c?.duplicates ?? 0),
+        fmtCount(c?.duplicates ?? 0) + (c?.redelivered ? `<div class="tile-s">+ ${fmtCount(c.redelivered)} MQTT resends recognised</div>` : ''),
         `<code>${esc(i.source ?? '')}</code>`,
       ];
     }),

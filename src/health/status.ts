@@ -101,8 +101,11 @@ export interface InputStatusView {
   source?: string;
   lastError?: string;
   lastErrorAt?: string;
-  /** Since the gateway started: reads, scans, no-reads, rejections, duplicates, bytes, and the last read's time. */
-  counters?: { reads: number; scans: number; noReads: number; rejections: number; duplicates: number; bytes: number; lastReadAt?: string };
+  /**
+   * Since the gateway started: reads, scans, no-reads, rejections, duplicates, bytes, the last
+   * read's time, and (MQTT) `redelivered`: resends of messages committed before, acknowledged only.
+   */
+  counters?: { reads: number; scans: number; noReads: number; rejections: number; duplicates: number; redelivered?: number; bytes: number; lastReadAt?: string };
   [extra: string]: unknown;
 }
 

@@ -62,16 +62,29 @@ export interface SubmitOptions {
   fileHash?: string;
   /** The file's name, for the record and the log. */
   fileName?: string;
+  /**
+   * The QoS 1 MQTT message the items came in. Its identity is recorded in the same transaction as
+   * the items; when `dup` is set (the broker's resend) and that identity is recorded already, the
+   * submit resolves with `redelivered: true` and stores nothing (docs/inputs.md, "mqtt").
+   */
+  message?: { packetId: number; topic: string; payloadSha256: Buffer; dup: boolean };
 }
 
 /** What intake made of each item of a submit, in the items' order (when the sink reports it). */
 export interface SubmitResult {
   outcomes: { outcome: 'scan' | 'noRead' | 'duplicate' | 'rejected'; reason?: string }[];
+  /** The message (`SubmitOptions.message`) was committed before: nothing stored, `outcomes` empty. */
+  redelivered?: true;
 }
 
 export interface IntakeSink {
   /** Resolves once the items are committed (with their outcomes, from the real intake). */
   submit(items: IntakeItem[], options?: SubmitOptions): Promise<SubmitResult | void>;
+  /**
+   * Forgets the MQTT message identities recorded for an input: its broker holds no session any
+   * more, so none of those messages can come again. Optional (test sinks).
+   */
+  forgetMessages?(inputId: string): void;
 }
 
 export type InputState = 'starting' | 'connecting' | 'up' | 'down' | 'paused' | 'stopped';

@@ -74,7 +74,7 @@ async function accepting(port: number): Promise<boolean> {
  *
  * @throws Error when mosquitto is not installed (the test must fail, not skip) or does not start.
  */
-export async function startMosquitto(dir: string, options: { tls?: BrokerTls } = {}): Promise<Broker> {
+export async function startMosquitto(dir: string, options: { tls?: BrokerTls; /** Also log notices (e.g. "Dropping too large outgoing PUBLISH"). */ logNotices?: boolean } = {}): Promise<Broker> {
   const binary = mosquittoBinary();
   await mkdir(dir, { recursive: true });
   // Started as root, mosquitto drops to its own user before writing persistence: let it write here.
@@ -103,6 +103,7 @@ export async function startMosquitto(dir: string, options: { tls?: BrokerTls } =
       'log_dest stderr',
       'log_type error',
       'log_type warning',
+      ...(options.logNotices ? ['log_type notice'] : []),
       '',
     ].join('\n'),
   );

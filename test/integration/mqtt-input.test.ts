@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,10 +9,11 @@ import { BufferStore } from '../../src/buffer/store.js';
 import { mqttInputSchema, type MqttInputConfig } from '../../src/config/input-schemas.js';
 import { parseConfigText } from '../../src/config/load.js';
 import { MqttInput } from '../../src/inputs/mqtt/mqtt-input.js';
-import type { IntakeItem, IntakeSink } from '../../src/inputs/types.js';
+import type { IntakeItem, IntakeSink, SubmitOptions } from '../../src/inputs/types.js';
 import { silentLogger } from '../../src/log.js';
 import { mappingContext } from '../../src/mapping/map-read.js';
 import { createTestPki, startMosquitto, type Broker } from '../helpers/mosquitto.js';
+import { memoryLogger } from '../helpers/log-lines.js';
 import { waitFor } from '../helpers/wait.js';
 import { samplePath } from '../helpers/samples.js';
 
@@ -172,9 +174,9 @@ describe('MqttInput against a real mosquitto', () => {
 
   it('acknowledges messages resent after a lost connection without storing them twice', async () => {
     const slow: IntakeSink = {
-      async submit(items) {
+      async submit(items, options) {
         await new Promise((resolve) => setTimeout(resolve, 400));
-        return intake.submit(items);
+        return intake.submit(items, options);
       },
     };
     const input = await startInput(config(), slow);
@@ -186,10 +188,36 @@ describe('MqttInput against a real mosquitto', () => {
     await waitFor(() => rows().length >= 10 && input.status().state === 'up', { what: 'ten stored, input up again', timeoutMs: 10_000 });
     await new Promise((resolve) => setTimeout(resolve, 1000));
     expect(codes()).toEqual(Array.from({ length: 10 }, (_, i) => `R-${i}`));
+    // Each resend was recognised by the identity committed with its read, and counted.
+    expect(intake.countersFor('mq').redelivered).toBe(10);
   });
 
-  it('stores a 2 MB payload and a non-JSON payload as rejections, acknowledges them, and the next message flows', async () => {
-    const cfg = config({ format: 'json' });
+  it('stores the resend of a new message never committed, though its packet id, topic and payload match an older one', async () => {
+    // The broker hands packet id 1 out again (here: a fresh session starts at 1) for a label scanned
+    // again; the buffer refuses its commit until the connection is gone, so the broker resends it
+    // (DUP). The identity stored under id 1 is of an older message the broker had the PUBACK for.
+    let refusing = true;
+    const gated: IntakeSink = {
+      submit: (items, options) => (refusing ? Promise.reject(new Error('quota')) : intake.submit(items, options)),
+      forgetMessages: (id) => intake.forgetMessages(id),
+    };
+    const input = await startInput(config(), gated);
+    const sha = createHash('sha256').update('SAME').digest();
+    store.db.prepare(`INSERT INTO mqtt_messages (input_id, packet_id, topic, payload_sha256, committed_at) VALUES ('mq', 1, ?, ?, 0)`).run(topic('s'), sha);
+    const pub = await publisher();
+    await pub.publishAsync(topic('s'), 'SAME', { qos: 1 });
+    await waitFor(() => input.status().state === 'up', { what: 'up' });
+    await new Promise((resolve) => setTimeout(resolve, 200)); // refused at least once
+    await broker.restart();
+    refusing = false;
+    await waitFor(() => rows().length === 1, { what: 'the resend stored', timeoutMs: 10_000 });
+    expect(codes()).toEqual(['SAME']);
+    expect(intake.countersFor('mq').redelivered).toBe(0);
+  });
+
+  it('MQTT 3.1.1: stores a 2 MB payload and a non-JSON payload as rejections, acknowledges them, and the next message flows', async () => {
+    // MQTT 5 brokers never send the 2 MB message (maximumPacketSize; see the test below).
+    const cfg = config({ format: 'json', protocolVersion: 4 });
     const input = await startInput(cfg);
     const pub = await publisher();
     await pub.publishAsync(topic('p'), Buffer.alloc(2 * 1024 * 1024, 0x41), { qos: 1 });
@@ -214,6 +242,41 @@ describe('MqttInput against a real mosquitto', () => {
     expect(rows()).toHaveLength(4);
   });
 
+  it('MQTT 3.1.1: a 50 MB payload is refused with its size, counted and kept as its first 4096 bytes (the stream cut it: mqtt-publish-limit.test.ts)', async () => {
+    const cfg = config({ protocolVersion: 4 });
+    const input = await startInput(cfg);
+    const pub = await publisher();
+    const big = Buffer.alloc(50 * 1024 * 1024, 0x5a);
+    big.write('BIG-HEAD', 0);
+    await pub.publishAsync(topic('big'), big, { qos: 1 });
+    await pub.publishAsync(topic('big'), 'AFTER-BIG', { qos: 1 });
+    await waitFor(() => rows().length === 2, { what: '2 rows', timeoutMs: 20_000 });
+    const [refused, good] = rows();
+    expect(refused).toMatchObject({ outcome: 'rejected' });
+    expect(refused!.reason).toBe('payload of 52428800 bytes is larger than maxPayloadBytes (262144) (first 4096 of 52428800 bytes kept)');
+    expect(refused!.raw).toHaveLength(4096);
+    expect(refused!.raw.subarray(0, 8).toString()).toBe('BIG-HEAD');
+    expect(good).toMatchObject({ outcome: 'scan' });
+    expect(intake.countersFor('mq')).toMatchObject({ rejections: 1, scans: 1 });
+    // Acknowledged: not sent again to a new connection of the session.
+    await stopInput(input);
+    await startInput(cfg);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(rows()).toHaveLength(2);
+  });
+
+  it('warns once at start that a password over plain mqtt:// travels in clear text (without the password)', async () => {
+    const { logger, parsed, lines } = memoryLogger('info');
+    const input = new MqttInput({ config: config({ username: 'gw', passwordEnv: 'MQTT_PW' }), sink: intake, logger, env: { MQTT_PW: 'pw-3f9c1d' } });
+    inputs.push(input);
+    await input.start();
+    await waitFor(() => input.status().state === 'up', { what: 'MQTT input up' });
+    const warnings = parsed().filter((l) => /password travels in clear text/.test(l.msg));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatchObject({ level: 40, url: broker.url });
+    expect(lines.join('\n')).not.toContain('pw-3f9c1d');
+  });
+
   it('takes the DCP from a wildcard topic level and rejects a topic outside the pattern', async () => {
     await startInput(config({ topics: [topic('plant/+/scans'), topic('other')], dcpFromTopic: `t${seq}/plant/{dcp}/scans` }));
     const pub = await publisher();
@@ -230,7 +293,7 @@ describe('MqttInput against a real mosquitto', () => {
   it('acknowledges only after the commit: a message whose commit failed is retried and stored once', async () => {
     let failures = 3;
     const flaky: IntakeSink = {
-      submit: (items: IntakeItem[]) => (failures-- > 0 ? Promise.reject(new Error('SQLITE_FULL')) : intake.submit(items)),
+      submit: (items: IntakeItem[], options?: SubmitOptions) => (failures-- > 0 ? Promise.reject(new Error('SQLITE_FULL')) : intake.submit(items, options)),
     };
     const cfg = config();
     const input = await startInput(cfg, flaky);
@@ -247,12 +310,12 @@ describe('MqttInput against a real mosquitto', () => {
     let open = 0;
     let most = 0;
     const slow: IntakeSink = {
-      async submit(items) {
+      async submit(items, options) {
         open += 1;
         most = Math.max(most, open);
         await new Promise((resolve) => setTimeout(resolve, 20));
         open -= 1;
-        return intake.submit(items);
+        return intake.submit(items, options);
       },
     };
     await startInput(config({ maxInFlight: 4 }), slow);
@@ -282,9 +345,44 @@ describe('MqttInput against a real mosquitto', () => {
     input.setPaused(false);
     await waitFor(() => rows().length === 50, { what: '50 stored after resume' });
     expect(codes()).toEqual(Array.from({ length: 50 }, (_, i) => `Q-${i}`));
-    expect(statuses.at(-1)).toBe('online');
+    // Queued messages are taken from the CONNACK on; 'online' may come a moment after them.
+    await waitFor(() => statuses.at(-1) === 'online', { what: 'online again' });
     await stopInput(input);
     await waitFor(() => statuses.at(-1) === 'offline', { what: 'offline on stop' });
+  });
+});
+
+describe('MqttInput, MQTT 5 maximum packet size', () => {
+  let noticeBroker: Broker;
+  let noticeDir: string;
+
+  beforeAll(async () => {
+    noticeDir = await mkdtemp(join(tmpdir(), 'sg-mosquitto-notice-'));
+    noticeBroker = await startMosquitto(noticeDir, { logNotices: true });
+  });
+
+  afterAll(async () => {
+    await noticeBroker?.stop();
+    await rm(noticeDir, { recursive: true, force: true });
+  });
+
+  it('the broker drops a packet over maxPayloadBytes + 65 KiB (its log says so); a payload just over the limit is stored as a rejection', async () => {
+    const cfg = config({ url: noticeBroker.url, maxPayloadBytes: 1024 });
+    await startInput(cfg);
+    const pub = await connectAsync(noticeBroker.url, { clientId: `pub5-${seq}`, protocolVersion: 5 });
+    clients.push(pub);
+    await pub.publishAsync(topic('m'), Buffer.alloc(1100, 0x41), { qos: 1 });
+    await pub.publishAsync(topic('m'), Buffer.alloc(2 * 1024 * 1024, 0x42), { qos: 1 }); // the broker takes it (PUBACK) …
+    await pub.publishAsync(topic('m'), 'AFTER-DROP', { qos: 1 });
+    await waitFor(() => rows().length === 2, { what: '2 rows' });
+    await new Promise((resolve) => setTimeout(resolve, 300)); // the 2 MB one, were it coming
+    expect(rows().map((r) => [r.outcome, r.reason, r.raw.length])).toEqual([
+      ['rejected', 'payload of 1100 bytes is larger than maxPayloadBytes (1024) (first 1025 of 1100 bytes kept)', 1025],
+      ['scan', null, 'AFTER-DROP'.length],
+    ]);
+    // … and never sends it to the gateway: the only trace is the broker's own log (notice level).
+    await waitFor(() => /Dropping too large outgoing PUBLISH for gw-\d+ \(\d+ bytes\)/.test(noticeBroker.log()), { what: 'the drop in the broker log' });
+    expect(intake.countersFor('mq')).toMatchObject({ rejections: 1, scans: 1 });
   });
 });
 

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -71,5 +72,60 @@ describe('intake: file hashes and the quota gate', () => {
     room = 100;
     await intake.submit(reads('B', 3));
     expect(store.totals().pendingScans).toBe(6);
+  });
+});
+
+describe('intake across a restart', () => {
+  const windowed = configSchema.parse({
+    ...config,
+    dcps: [{ key: 'GI-01', kind: 'goodsIn', productModelKey: 'PACK-A', supplierKey: 'SUP-0042', duplicateWindowMs: 60_000 }],
+  });
+  const read = (code: string, at: Date): IntakeItem => ({ kind: 'read', read: { inputId: 'inbox', raw: Buffer.from(code), receivedAt: at } });
+
+  it('rebuilds the duplicate window from the scans committed within it', async () => {
+    let now = Date.parse('2026-11-24T10:00:00Z');
+    const file = join(mkdtempSync(join(tmpdir(), 'sg-intake-')), 'buffer.db');
+    store = new BufferStore(file);
+    intake = new Intake({ store, mapping: mappingContext(windowed), logger: silentLogger(), now: () => now });
+    await intake.submit([read('OLD-1', new Date(now - 120_000)), read('NEW-1', new Date(now))]);
+    intake.close();
+    store.close();
+
+    // A restart 10 s later: the same label again is a duplicate of the scan before the restart.
+    now += 10_000;
+    store = new BufferStore(file);
+    intake = new Intake({ store, mapping: mappingContext(windowed), logger: silentLogger(), now: () => now });
+    const result = await intake.submit([read('NEW-1', new Date(now)), read('OTHER-1', new Date(now))]);
+    expect(result.outcomes.map((o) => o.outcome)).toEqual(['duplicate', 'scan']);
+    intake.close();
+    store.close();
+
+    // Past the window (by commit time) nothing is restored: the label is a scan again.
+    now += 120_000;
+    store = new BufferStore(file);
+    intake = new Intake({ store, mapping: mappingContext(windowed), logger: silentLogger(), now: () => now });
+    expect((await intake.submit([read('NEW-1', new Date(now))])).outcomes[0]?.outcome).toBe('scan');
+  });
+
+  it('recognises a resent MQTT message by packet id, topic and payload hash, only when flagged DUP', async () => {
+    const { store, intake } = setup();
+    const sha = (t: string) => createHash('sha256').update(t).digest();
+    const message = (packetId: number, payload: string, dup: boolean) => ({ packetId, topic: 'plant/L1/scans', payloadSha256: sha(payload), dup });
+    const item = (code: string): IntakeItem[] => [{ kind: 'read', read: { inputId: 'mq', raw: Buffer.from(code), receivedAt: new Date() } }];
+    await intake.submit(item('A'), { message: message(7, 'A', false) });
+    // The resend (DUP) of packet 7 with the same payload: acknowledged only, counted.
+    expect(await intake.submit(item('A'), { message: message(7, 'A', true) })).toEqual({ outcomes: [], redelivered: true });
+    // A new message with the same payload (a second scan of the label) is stored, DUP or not.
+    await intake.submit(item('A'), { message: message(8, 'A', false) });
+    await intake.submit(item('A'), { message: message(9, 'A', true) });
+    // Packet 7 handed out again: the new message replaces the identity, and its own resend is recognised.
+    await intake.submit(item('B'), { message: message(7, 'B', false) });
+    expect((await intake.submit(item('B'), { message: message(7, 'B', true) })).redelivered).toBe(true);
+    expect((await intake.submit(item('A'), { message: message(7, 'A', true) })).redelivered).toBeUndefined();
+    expect(intake.countersFor('mq')).toMatchObject({ reads: 5, redelivered: 2 });
+    expect(store.db.prepare('SELECT count(*) FROM mqtt_messages').pluck().get()).toBe(3);
+    // The broker lost the session: nothing can come again, the identities go.
+    intake.forgetMessages('mq');
+    expect((await intake.submit(item('B'), { message: message(7, 'B', true) })).redelivered).toBeUndefined();
   });
 });

@@ -19,6 +19,7 @@ function status(): GatewayStatus {
     inputs: [
       { id: 'a', type: 'serial', state: 'up', counters: { reads: 12, scans: 9, noReads: 1, rejections: 1, duplicates: 1, bytes: 300 } },
       { id: 'b "quoted"\\', type: 'files', state: 'down', counters: { reads: 0, scans: 0, noReads: 0, rejections: 2, duplicates: 0, bytes: 10 } },
+      { id: 'broker', type: 'mqtt', state: 'up', counters: { reads: 5, scans: 5, noReads: 0, rejections: 0, duplicates: 0, redelivered: 3, bytes: 50 } },
     ],
     batches: [],
     problems: [],
@@ -64,6 +65,8 @@ describe('metrics', () => {
     expect(value(f, 'scan_gateway_reads_total', { input: 'a', outcome: 'noRead' })).toBe(1);
     expect(value(f, 'scan_gateway_reads_total', { input: 'b "quoted"\\', outcome: 'rejected' })).toBe(2);
     expect(f.get('scan_gateway_reads_total')!.type).toBe('counter');
+    // Only MQTT inputs have resends to recognise.
+    expect(f.get('scan_gateway_mqtt_redelivered_total')!.samples.map((x) => [x.labels, x.value])).toEqual([[{ input: 'broker' }, 3]]);
     expect(value(f, 'scan_gateway_pending_scans')).toBe(4);
     expect(value(f, 'scan_gateway_undelivered_scans')).toBe(9);
     expect(value(f, 'scan_gateway_oldest_pending_age_seconds')).toBe(2.5);

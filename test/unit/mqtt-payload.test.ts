@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { isTopicFilter, mqttInputSchema } from '../../src/config/input-schemas.js';
-import { AckQueue, RedeliveryCache } from '../../src/inputs/mqtt/mqtt-acks.js';
+import { createHash } from 'node:crypto';
+import { AckQueue, CommitsInProgress } from '../../src/inputs/mqtt/mqtt-acks.js';
 import { mqttClientOptions, safeUrl, statusTopicOf } from '../../src/inputs/mqtt/mqtt-options.js';
 import { dcpFromTopic, messageToItem } from '../../src/inputs/mqtt/mqtt-payload.js';
 import type { IntakeItem } from '../../src/inputs/types.js';
@@ -113,20 +114,25 @@ describe('AckQueue', () => {
   });
 });
 
-describe('RedeliveryCache', () => {
-  it('remembers committed messages until acknowledged, and forgets failed commits', async () => {
-    const cache = new RedeliveryCache();
-    const k1 = RedeliveryCache.key('t', 1, Buffer.from('A'));
-    const k2 = RedeliveryCache.key('t', 2, Buffer.from('A'));
-    expect(k1).not.toBe(k2);
-    expect(RedeliveryCache.key('t', 1, Buffer.from('B'))).not.toBe(k1);
-    cache.remember(k1, Promise.resolve(true));
-    cache.remember(k2, Promise.resolve(false));
+describe('CommitsInProgress', () => {
+  it('lets a resend wait for the commit under way of the same message, and forgets it once settled', async () => {
+    const inProgress = new CommitsInProgress();
+    const id = (packetId: number, payload: string) => ({ packetId, topic: 't', payloadSha256: createHash('sha256').update(payload).digest() });
+    const k1 = CommitsInProgress.key(id(1, 'A'));
+    expect(CommitsInProgress.key(id(2, 'A'))).not.toBe(k1);
+    expect(CommitsInProgress.key(id(1, 'B'))).not.toBe(k1);
+    let finish!: () => void;
+    inProgress.add(k1, new Promise<void>((resolve) => (finish = resolve)));
+    let waited = false;
+    const resend = inProgress.earlier(k1).then(() => (waited = true));
     await new Promise((resolve) => setImmediate(resolve));
-    expect(await cache.earlier(k1)).toBe(true);
-    expect(cache.earlier(k2)).toBeUndefined();
-    cache.forget(k1);
-    expect(cache.size).toBe(0);
+    expect(waited).toBe(false);
+    finish();
+    await resend;
+    expect(inProgress.size).toBe(0);
+    inProgress.add(k1, Promise.reject(new Error('refused')));
+    await inProgress.earlier(k1); // a failed commit is waited for too, and never rejects here
+    expect(inProgress.size).toBe(0);
   });
 });
 
@@ -162,7 +168,7 @@ describe('mqtt input configuration', () => {
       username: 'gw',
       password: 's3cret',
       rejectUnauthorized: true,
-      properties: { sessionExpiryInterval: 604800, receiveMaximum: 1000 },
+      properties: { sessionExpiryInterval: 604800, receiveMaximum: 1000, maximumPacketSize: 262144 + 65536 + 1024 },
       will: { topic: 'scan-gateway/gw-1/status', qos: 1, retain: true },
     });
     await expect(mqttClientOptions(cfg({ username: 'gw', passwordEnv: 'MQTT_PW' }), {})).rejects.toMatchObject({ code: 'SCANGW_E_SECRET' });

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type { MqttClient } from 'mqtt';
 import { ErrorCodes, GatewayError } from '../../errors.js';
 
@@ -78,54 +77,33 @@ export class AckQueue {
   }
 }
 
-/** Entries kept for messages committed whose PUBACK may not have reached the broker (see MqttInput). */
-export const REDELIVERY_MAX_ENTRIES = 100_000;
-
 /**
- * Messages whose commit started but whose PUBACK never reached the broker (the connection dropped
- * in between). The broker sends them again (DUP flag) on the next connection; answering those
- * from here acknowledges them without storing the read twice. Keyed by topic, packet id and a
- * hash of the payload; bounded, oldest dropped first (a miss only means an at-least-once duplicate).
+ * Commits of QoS 1 messages still under way, by message identity (packet id, topic, payload
+ * SHA-256). When the connection drops during a commit, the broker sends the message again on the
+ * next connection (DUP); that resend waits here for the first commit, so that intake then finds
+ * the identity committed (docs/inputs.md, "mqtt"). An entry goes when its commit settles, so the
+ * map holds at most the messages in flight (`maxInFlight` per connection, plus those of a dropped
+ * connection still retrying, which give up at once).
  */
-const COMMITTED: Promise<boolean> = Promise.resolve(true);
+export class CommitsInProgress {
+  private readonly commits = new Map<string, Promise<unknown>>();
 
-export class RedeliveryCache {
-  private readonly commits = new Map<string, Promise<boolean>>();
-
-  static key(topic: string, messageId: number, payload: Buffer): string {
-    return `${messageId}\u0000${topic}\u0000${createHash('sha1').update(payload).digest('base64')}`;
+  static key(m: { packetId: number; topic: string; payloadSha256: Buffer }): string {
+    return `${m.packetId}\u0000${m.topic}\u0000${m.payloadSha256.toString('base64')}`;
   }
 
-  /** Remembers the commit of a message; a failed commit is forgotten as soon as it fails. */
-  remember(key: string, committed: Promise<boolean>): void {
-    this.commits.delete(key);
-    this.commits.set(key, committed);
-    void committed.then((ok) => {
-      if (!ok && this.commits.get(key) === committed) this.commits.delete(key);
-    });
-    while (this.commits.size > REDELIVERY_MAX_ENTRIES) {
-      const oldest = this.commits.keys().next().value;
-      if (oldest === undefined) break;
-      this.commits.delete(oldest);
-    }
+  add(key: string, commit: Promise<unknown>): void {
+    this.commits.set(key, commit);
+    const drop = (): void => {
+      if (this.commits.get(key) === commit) this.commits.delete(key);
+    };
+    void commit.then(drop, drop);
   }
 
-  /** The commit of an earlier delivery of the same message, if one is remembered. */
-  earlier(key: string): Promise<boolean> | undefined {
-    return this.commits.get(key);
-  }
-
-  /**
-   * The message was committed and its PUBACK written: keep the key (the PUBACK may not arrive),
-   * but not the commit's promise, which would hold its closure for as long.
-   */
-  settled(key: string): void {
-    if (this.commits.has(key)) this.commits.set(key, COMMITTED);
-  }
-
-  /** The broker surely has the PUBACK: it will not send the message again. */
-  forget(key: string): void {
-    this.commits.delete(key);
+  /** Settles when the commit under way for `key` settles (at once when there is none); never rejects. */
+  earlier(key: string): Promise<void> {
+    const commit = this.commits.get(key);
+    return commit ? commit.then(() => undefined, () => undefined) : Promise.resolve();
   }
 
   get size(): number {

@@ -1,11 +1,13 @@
+import { createHash } from 'node:crypto';
 import { connect as mqttConnect, type IClientOptions, type IPublishPacket, type MqttClient } from 'mqtt';
 import type { MqttInputConfig } from '../../config/input-schemas.js';
 import type { Logger } from '../../log.js';
 import { InputStateTracker } from '../input-state.js';
-import type { InputAdapter, InputStatus, IntakeItem, IntakeSink } from '../types.js';
-import { AckQueue, assertDeferredAckSupport, DEFER_PUBACK, REDELIVERY_MAX_ENTRIES, RedeliveryCache, sendPuback, type AckEntry } from './mqtt-acks.js';
+import type { InputAdapter, InputStatus, IntakeItem, IntakeSink, SubmitOptions } from '../types.js';
+import { AckQueue, assertDeferredAckSupport, CommitsInProgress, DEFER_PUBACK, sendPuback, type AckEntry } from './mqtt-acks.js';
 import { mqttClientOptions, safeUrl, statusTopicOf } from './mqtt-options.js';
 import { messageToItem } from './mqtt-payload.js';
+import { limitPublishSize, PublishCuts, PublishLimiter, type PublishCut } from './mqtt-publish-limit.js';
 
 /** What an {@link MqttInput} needs; `connect` is the seam for tests (default mqtt.js `connect`). */
 export interface MqttInputOptions {
@@ -15,15 +17,22 @@ export interface MqttInputOptions {
   /** Environment for `passwordEnv` (the process edge hands it down); default none. */
   env?: Record<string, string | undefined>;
   now?: () => Date;
-  /** Creates the client; default mqtt.js `connect`. */
+  /** Creates the client (asked with `manualConnect: true`; the input connects it); default mqtt.js `connect`. */
   connect?: (url: string, options: IClientOptions) => MqttClient;
   /** First delay before retrying a refused submit, in ms (doubles up to 30 s); default 500. */
   submitRetryBaseMs?: number;
   /** Longest wait, on pause and stop, for messages in flight to be committed and acknowledged, in ms. Default 10 000. */
   settleTimeoutMs?: number;
+  /**
+   * Test seam: called after a QoS 1 message's read is committed and before its PUBACK is queued
+   * (the window a crash must hit for the broker to send a committed message again).
+   */
+  onCommitted?: (messageId: number) => void;
 }
 
 const SUBMIT_RETRY_MAX_MS = 30_000;
+/** Least time between two log lines about reads the buffer refused, in ms. */
+const REFUSAL_LOG_MS = 10_000;
 
 /**
  * Input adapter for an MQTT broker (mqtt.js 5): subscribes to `topics` with QoS 1 in a persistent
@@ -37,21 +46,16 @@ const SUBMIT_RETRY_MAX_MS = 30_000;
  * with backoff (in flight, so the broker sends no more than `maxInFlight`).
  *
  * mqtt.js reconnects every `reconnectMs`; the broker resends unacknowledged messages on the new
- * connection, and those already committed are acknowledged without being stored again
- * ({@link RedeliveryCache}). `setPaused(true)` lets in-flight messages finish, publishes `paused`
- * on the status topic and disconnects: the broker queues for the session meanwhile, nothing is
- * lost; `setPaused(false)` connects again.
+ * connection (DUP flag, same packet id), also after a gateway crash. Each message's identity
+ * (packet id, topic, payload SHA-256) is committed with its read, so a resend of a message
+ * committed before is acknowledged without being stored again, and counted as `redelivered`
+ * (docs/inputs.md, "mqtt", "Exactly once across crashes"). A payload over `maxPayloadBytes` is
+ * cut in the stream before mqtt.js parses it (mqtt-publish-limit.ts).
+ *
+ * `setPaused(true)` lets in-flight messages finish, publishes `paused` on the status topic and
+ * disconnects: the broker queues for the session meanwhile, nothing is lost; `setPaused(false)`
+ * connects again.
  */
-/**
- * How long a connection must have stayed up after a PUBACK before the message's key is forgotten,
- * in ms: by then the broker has the PUBACK, or the connection has dropped and the key is kept.
- */
-const PUBACK_SETTLE_MS = 5_000;
-/** Least time between two log lines about reads the buffer refused, in ms. */
-const REFUSAL_LOG_MS = 10_000;
-/** Width of the groups acknowledged keys are kept in, in ms. */
-const ACK_BUCKET_MS = 100;
-
 export class MqttInput implements InputAdapter {
   readonly id: string;
   readonly type = 'mqtt';
@@ -60,16 +64,15 @@ export class MqttInput implements InputAdapter {
   private readonly now: () => Date;
   private readonly state: InputStateTracker;
   private readonly statusTopic: string | undefined;
-  private readonly redelivery = new RedeliveryCache();
+  /** Commits not yet settled, so that a resend arriving meanwhile waits for its original's. */
+  private readonly inProgress = new CommitsInProgress();
   /**
-   * Keys of messages acknowledged, in the order of their PUBACKs (`at`: performance.now()). A
-   * PUBACK written just before the broker shuts down never reaches it, and the broker sends the
-   * message again after its restart: a key is forgotten only once a connection has been up for
-   * {@link PUBACK_SETTLE_MS} after it, so that resend is still recognised.
+   * Packet ids whose latest message came new (no DUP) and is not committed (yet, or given up when
+   * its connection went). The identity stored under such an id is of an older message whose PUBACK
+   * the broker had (it handed the id out again), so a resend under it is of the new message and
+   * must be stored even if topic and payload are the same. At most 65,535 entries.
    */
-  private readonly acknowledgedKeys: { at: number; keys: string[] }[] = [];
-  private acknowledgedCount = 0;
-  private connectedAt = 0;
+  private readonly notCommitted = new Set<number>();
   private refusalLoggedAt = -Infinity;
   private refusedSinceLog = 0;
   private clientOptions: IClientOptions | undefined;
@@ -107,6 +110,12 @@ export class MqttInput implements InputAdapter {
   async start(): Promise<void> {
     this.stopping = false;
     this.clientOptions = await mqttClientOptions(this.config, this.options.env ?? {});
+    if (this.clientOptions.password !== undefined && /^(mqtt|ws):/i.test(this.config.url)) {
+      this.log.warn(
+        { url: safeUrl(this.config.url) },
+        'the MQTT password travels in clear text over this connection: use mqtts:// or wss:// (and caFile) unless the network is trusted',
+      );
+    }
     await this.queue(() => (this.paused ? Promise.resolve() : this.open()));
   }
 
@@ -149,21 +158,38 @@ export class MqttInput implements InputAdapter {
   private async open(): Promise<void> {
     if (!this.clientOptions || this.stopping) return;
     this.state.set('connecting');
-    const client = (this.options.connect ?? mqttConnect)(this.config.url, this.clientOptions);
+    const client = (this.options.connect ?? mqttConnect)(this.config.url, { ...this.clientOptions, manualConnect: true });
     try {
       assertDeferredAckSupport(client);
     } catch (err) {
       client.end(true);
       throw err;
     }
+    // A payload over maxPayloadBytes reaches the parser cut to maxPayloadBytes + 1 bytes, whatever
+    // the protocol version: never held whole in memory (mqtt-publish-limit.ts).
+    const cuts = new PublishCuts();
+    const { maxPayloadBytes, protocolVersion } = this.config;
+    limitPublishSize(client, () => new PublishLimiter(maxPayloadBytes, maxPayloadBytes + 1, protocolVersion, (cut) => cuts.add(cut)));
     this.client = client;
     this.closing = false;
     let subscribed = false;
-    client.handleMessage = (packet, callback) => this.onMessage(client, packet, callback);
+    client.handleMessage = (packet, callback) => this.onMessage(client, packet, callback, cuts);
+    // The acknowledgement queue of a connection starts at its CONNACK, before any message of it is
+    // handled: mqtt.js emits 'connect' only after it has resent its own unacknowledged packets,
+    // and the broker's resends can be handled before that.
+    client.on('packetreceive', (packet) => {
+      if (packet.cmd !== 'connack' || client !== this.client) return;
+      this.acks?.reset();
+      this.acks = new AckQueue((messageId) => sendPuback(client, messageId));
+      // No session on the broker: none of the messages committed before can come again, and their
+      // packet ids start afresh; the identities kept for them must not match the new messages.
+      if (!packet.sessionPresent) {
+        this.notCommitted.clear();
+        this.options.sink.forgetMessages?.(this.id);
+      }
+    });
     client.on('connect', (connack) => {
       if (client !== this.client) return;
-      this.acks = new AckQueue((messageId) => sendPuback(client, messageId));
-      this.connectedAt = performance.now();
       this.lastError = undefined;
       this.state.set('up');
       this.log.info({ url: safeUrl(this.config.url), sessionPresent: connack.sessionPresent }, 'connected to broker');
@@ -189,6 +215,7 @@ export class MqttInput implements InputAdapter {
         this.log.warn({ reconnectInMs: this.config.reconnectMs }, 'connection to broker lost; reconnecting');
       }
     });
+    client.connect();
     // The first outcome (connected, refused, unreachable) decides what start() reports.
     await new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, this.config.connectTimeoutMs);
@@ -251,7 +278,7 @@ export class MqttInput implements InputAdapter {
 
   // ---- messages -------------------------------------------------------------------------------
 
-  private onMessage(client: MqttClient, packet: IPublishPacket, callback: (err?: Error) => void): void {
+  private onMessage(client: MqttClient, packet: IPublishPacket, callback: (err?: Error) => void, cuts: PublishCuts): void {
     // Not taken while closing: no PUBACK, so the broker sends it again to the next connection.
     if (client !== this.client || this.closing || this.stopping) {
       callback(DEFER_PUBACK);
@@ -259,10 +286,11 @@ export class MqttInput implements InputAdapter {
     }
     const receivedAt = this.now();
     const payload = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
+    const cut = cuts.take(packet.topic, packet.messageId, payload);
     const acks = packet.qos > 0 ? this.acks : undefined;
     const entry = acks && packet.messageId !== undefined ? acks.add(packet.messageId) : undefined;
     this.inflight += 1;
-    const job = this.take(packet, payload, receivedAt, acks, entry).finally(() => {
+    const job = this.take(packet, payload, receivedAt, acks, entry, cut).finally(() => {
       this.inflight -= 1;
       this.work.delete(job);
       while (this.held.length > 0 && this.inflight < this.config.maxInFlight) this.held.shift()!();
@@ -272,57 +300,53 @@ export class MqttInput implements InputAdapter {
     else callback(DEFER_PUBACK);
   }
 
-  private async take(packet: IPublishPacket, payload: Buffer, receivedAt: Date, acks: AckQueue | undefined, entry: AckEntry | undefined): Promise<void> {
+  private async take(
+    packet: IPublishPacket,
+    payload: Buffer,
+    receivedAt: Date,
+    acks: AckQueue | undefined,
+    entry: AckEntry | undefined,
+    cut: PublishCut | undefined,
+  ): Promise<void> {
     const topic = packet.topic;
     if (topic === this.statusTopic) {
       // Our own status, seen through a wildcard subscription: not a read.
       if (entry) acks!.complete(entry);
       return;
     }
-    const key = entry ? RedeliveryCache.key(topic, entry.messageId, payload) : undefined;
-    if (key !== undefined && packet.dup) {
-      const earlier = this.redelivery.earlier(key);
-      if (earlier && (await earlier)) {
-        this.log.debug({ topic, messageId: entry!.messageId }, 'redelivered message was committed before; acknowledged only');
-        acks!.complete(entry!);
-        this.acknowledged(key);
-        return;
-      }
+    // A cut payload (over maxPayloadBytes) is named by the hash and size of the whole of it.
+    const payloadSha256 = cut?.payloadSha256 ?? (entry ? createHash('sha256').update(payload).digest() : undefined);
+    const message = entry && payloadSha256 ? { packetId: entry.messageId, topic, payloadSha256, dup: packet.dup } : undefined;
+    const key = message ? CommitsInProgress.key(message) : undefined;
+    // A resend of a message whose commit is still under way (its connection dropped meanwhile):
+    // wait for that commit, so that intake finds the message's identity committed.
+    if (key !== undefined && message!.dup) await this.inProgress.earlier(key);
+    if (message) {
+      if (!message.dup) this.notCommitted.add(message.packetId);
+      else if (this.notCommitted.has(message.packetId)) message.dup = false;
     }
-    const item = messageToItem(this.config, topic, payload, receivedAt);
-    if (item.kind === 'rejection') this.log.warn({ topic, reason: item.rejection.reason, bytes: payload.length }, 'message rejected');
-    const committed = this.submit(item, acks);
-    if (key !== undefined) this.redelivery.remember(key, committed);
-    if (!(await committed) || !entry) return;
+    const payloadBytes = cut?.payloadBytes ?? payload.length;
+    const item = messageToItem(this.config, topic, payload, receivedAt, payloadBytes);
+    if (item.kind === 'rejection') this.log.warn({ topic, reason: item.rejection.reason, bytes: payloadBytes }, 'message rejected');
+    const committed = this.submit(item, acks, message);
+    if (key !== undefined) this.inProgress.add(key, committed);
+    const result = await committed;
+    if (result && message) this.notCommitted.delete(message.packetId);
+    if (!result || !entry) return;
+    if (result === 'redelivered') this.log.debug({ topic, messageId: entry.messageId }, 'resent message was committed before; acknowledged only');
+    else this.options.onCommitted?.(entry.messageId);
     acks!.complete(entry);
-    this.acknowledged(key!);
   }
 
-  private acknowledged(key: string): void {
-    const now = performance.now();
-    this.redelivery.settled(key);
-    // Keys are grouped by the 100 ms in which their PUBACK was written: one small array per group
-    // instead of an object per message, at tens of thousands of messages a second.
-    const buckets = this.acknowledgedKeys;
-    let last = buckets[buckets.length - 1];
-    if (!last || now - last.at >= ACK_BUCKET_MS) buckets.push((last = { at: now, keys: [] }));
-    last.keys.push(key);
-    this.acknowledgedCount++;
-    const settled = this.acks !== undefined && !this.acks.isReset && now - this.connectedAt >= PUBACK_SETTLE_MS;
-    // Past the cache's own bound the oldest keys are gone from it anyway.
-    while (buckets.length > 1 && (this.acknowledgedCount > REDELIVERY_MAX_ENTRIES || (settled && now - buckets[0]!.at >= PUBACK_SETTLE_MS + ACK_BUCKET_MS))) {
-      const oldest = buckets.shift()!;
-      this.acknowledgedCount -= oldest.keys.length;
-      for (const k of oldest.keys) this.redelivery.forget(k);
-    }
-  }
-
-  /** Submits with retry; answers false when given up (stopping, or the connection that would acknowledge is gone). */
-  private async submit(item: IntakeItem, acks: AckQueue | undefined): Promise<boolean> {
+  /**
+   * Submits with retry; answers 'committed', 'redelivered' (committed before, nothing stored), or
+   * false when given up (stopping, or the connection that would acknowledge is gone).
+   */
+  private async submit(item: IntakeItem, acks: AckQueue | undefined, message: SubmitOptions['message']): Promise<'committed' | 'redelivered' | false> {
     for (let attempt = 0; ; attempt++) {
       try {
-        await this.options.sink.submit([item]);
-        return true;
+        const result = await this.options.sink.submit([item], message ? { message } : {});
+        return result?.redelivered ? 'redelivered' : 'committed';
       } catch (err) {
         // Given up without a PUBACK, the broker sends the message again; QoS 0 has no second chance.
         if (this.stopping || this.closing || acks?.isReset) return false;

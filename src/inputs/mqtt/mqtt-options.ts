@@ -16,8 +16,26 @@ export function safeUrl(url: string): string {
 }
 
 /**
+ * Room in a PUBLISH packet beyond its payload, in bytes: the fixed header (5), the topic (2 + up
+ * to 65,535), the packet id (2) and properties (1 KiB is more than any broker adds). Payloads
+ * somewhat over `maxPayloadBytes` still reach the gateway and are stored as rejections.
+ */
+export const PUBLISH_OVERHEAD_BYTES = 65_536 + 1024;
+/** The largest packet MQTT can carry (MQTT 5 §1.5.5, a 4-byte variable byte integer), plus its header. */
+const MQTT_MAX_PACKET_BYTES = 268_435_460;
+
+/**
+ * MQTT 5 `maximumPacketSize` sent in CONNECT for a payload limit: the broker sends no bigger
+ * packet to the gateway (MQTT 5 §3.1.2.11.4: it drops the message for this client instead).
+ */
+export function maximumPacketSize(maxPayloadBytes: number): number {
+  return Math.min(MQTT_MAX_PACKET_BYTES, maxPayloadBytes + PUBLISH_OVERHEAD_BYTES);
+}
+
+/**
  * mqtt.js options for an input: persistent session (`clean: false`, the stable `clientId`, MQTT 5
- * session expiry), receive maximum = `maxInFlight`, TLS material read from its files (server
+ * session expiry), receive maximum = `maxInFlight`, maximum packet size from `maxPayloadBytes`
+ * ({@link maximumPacketSize}), TLS material read from its files (server
  * certificates always verified), the password from `passwordEnv` or `passwordFile`, and a
  * retained last will `offline` on the status topic.
  *
@@ -58,7 +76,7 @@ export async function mqttClientOptions(config: MqttInputConfig, env: Record<str
     ...(password !== undefined ? { password } : {}),
     ...(statusTopic ? { will: { topic: statusTopic, payload: Buffer.from('offline'), qos: 1 as const, retain: true } } : {}),
     ...(config.protocolVersion === 5
-      ? { properties: { sessionExpiryInterval: config.sessionExpirySec, receiveMaximum: config.maxInFlight } }
+      ? { properties: { sessionExpiryInterval: config.sessionExpirySec, receiveMaximum: config.maxInFlight, maximumPacketSize: maximumPacketSize(config.maxPayloadBytes) } }
       : {}),
   };
 }

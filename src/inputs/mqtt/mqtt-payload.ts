@@ -1,5 +1,5 @@
 import type { MqttInputConfig } from '../../config/input-schemas.js';
-import { rejectionItem } from '../input-items.js';
+import { REJECTION_RAW_MAX_BYTES, rejectionItem } from '../input-items.js';
 import { jsonRead, jsonReadProblem, readFromJsonFields } from '../json-read.js';
 import type { IntakeItem } from '../types.js';
 
@@ -35,16 +35,20 @@ export function dcpFromTopic(pattern: string, topic: string): string | undefined
 }
 
 /**
- * Turns one message into an item. `text`: the payload is the barcode (a trailing CR/LF, which some
+ * Turns one message into an item (`payloadBytes`: the size of the whole payload when `payload`
+ * holds only its first bytes). `text`: the payload is the barcode (a trailing CR/LF, which some
  * bridges append, is dropped; every other byte kept). `json`: the payload is a JSON read (see
  * `jsonRead`): code, time stamp, DCP, parents, attributes from the configured field paths. The
  * DCP is, first found: the JSON field, the topic's `{dcp}` level, the input's `dcp`.
  */
-export function messageToItem(config: MqttPayloadConfig, topic: string, payload: Buffer, receivedAt: Date): IntakeItem {
+export function messageToItem(config: MqttPayloadConfig, topic: string, payload: Buffer, receivedAt: Date, payloadBytes = payload.length): IntakeItem {
   const origin = { topic };
   const reject = (reason: string): IntakeItem => rejectionItem(config.id, payload, reason, receivedAt, origin);
-  if (payload.length > config.maxPayloadBytes) {
-    return reject(`payload of ${payload.length} bytes is larger than maxPayloadBytes (${config.maxPayloadBytes})`);
+  if (payloadBytes > config.maxPayloadBytes) {
+    // `payload` may be only the first bytes (the stream cut the rest, mqtt-publish-limit.ts).
+    const kept = Math.min(payload.length, REJECTION_RAW_MAX_BYTES);
+    const note = kept < payloadBytes ? ` (first ${kept} of ${payloadBytes} bytes kept)` : '';
+    return rejectionItem(config.id, payload.subarray(0, kept), `payload of ${payloadBytes} bytes is larger than maxPayloadBytes (${config.maxPayloadBytes})${note}`, receivedAt, origin);
   }
   let topicDcp: string | undefined;
   if (config.dcpFromTopic !== undefined) {
