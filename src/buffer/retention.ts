@@ -122,6 +122,8 @@ export class Retention {
     }
 
     total.files = db.prepare(`DELETE FROM files WHERE committed_at < ?`).run(cutoffIso).changes;
+    // Progress of files left half-way (removed from the inbox before their last chunk).
+    total.files += db.prepare(`DELETE FROM file_progress WHERE updated_at < ?`).run(cutoffIso).changes;
     this.lastRun = { at: new Date(this.now()).toISOString(), result: total };
     if (total.scans + total.reads + total.batches + total.files > 0) {
       logger.info({ ...total, retentionDays, before: cutoffIso }, 'pruned delivered scans past the audit period');

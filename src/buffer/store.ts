@@ -30,7 +30,16 @@ export interface CommittedFile {
   /** Hash of the file's content (e.g. SHA-256, hex). */
   hash: string;
   name?: string;
+  /** Items of the file committed so far (with this commit). */
   items: number;
+  /**
+   * More chunks of the file are to come: only its progress (`items`) is recorded, in
+   * `file_progress`. Without it the file is complete: its progress row goes and, unless `remember`
+   * is false, it is recorded in `files`.
+   */
+  inProgress?: boolean;
+  /** False: the complete file is not recorded in `files` (the input does not remember contents). */
+  remember?: boolean;
 }
 
 export type BatchMode = 'direct' | 'presigned';
@@ -175,7 +184,13 @@ export class BufferStore {
     }
   }
 
-  private statements?: { read: Database.Statement; scan: Database.Statement; file: Database.Statement };
+  private statements?: {
+    read: Database.Statement;
+    scan: Database.Statement;
+    file: Database.Statement;
+    progress: Database.Statement;
+    progressDone: Database.Statement;
+  };
 
   /**
    * Commits a group of reads (and their scans), and the files they came from, in one transaction.
@@ -191,8 +206,13 @@ export class BufferStore {
         `INSERT INTO scans (read_id, dcp_key, reference, time_utc, body, bytes, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
       ),
       file: this.db.prepare(`INSERT OR IGNORE INTO files (input_id, hash, name, committed_at, items) VALUES (?, ?, ?, ?, ?)`),
+      progress: this.db.prepare(
+        `INSERT INTO file_progress (input_id, hash, name, items, updated_at) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (input_id, hash) DO UPDATE SET name = excluded.name, items = excluded.items, updated_at = excluded.updated_at`,
+      ),
+      progressDone: this.db.prepare(`DELETE FROM file_progress WHERE input_id = ? AND hash = ?`),
     };
-    const { read, scan, file } = this.statements;
+    const { read, scan, file, progress, progressDone } = this.statements;
     this.db.transaction(() => {
       for (const r of records) {
         const info = read.run(
@@ -214,8 +234,21 @@ export class BufferStore {
         }
       }
       const at = new Date(nowMs).toISOString();
-      for (const f of files) file.run(f.inputId, f.hash, f.name ?? null, at, f.items);
+      for (const f of files) {
+        if (f.inProgress === true) {
+          progress.run(f.inputId, f.hash, f.name ?? null, f.items, at);
+          continue;
+        }
+        progressDone.run(f.inputId, f.hash);
+        if (f.remember !== false) file.run(f.inputId, f.hash, f.name ?? null, at, f.items);
+      }
     })();
+  }
+
+  /** Items committed so far of a file in progress (committed in chunks), or undefined when none is recorded. */
+  fileProgress(inputId: string, hash: string): number | undefined {
+    const row = this.db.prepare(`SELECT items FROM file_progress WHERE input_id = ? AND hash = ?`).get(inputId, hash) as { items: number } | undefined;
+    return row?.items;
   }
 
   /** Whether a file with this content hash was committed for this input before (and not yet pruned). */

@@ -59,11 +59,19 @@ export async function failedTarget(file: string, root: string): Promise<string> 
  * operator who fixes the file and drops it again. Returns the new path (`to` when given, from
  * {@link failedTarget}).
  */
-export async function moveToFailed(file: string, root: string, reason: string, facts: { inputId: string; at: Date }, to?: string): Promise<string> {
+export async function moveToFailed(
+  file: string,
+  root: string,
+  reason: string,
+  facts: { inputId: string; at: Date; /** Items of it committed before it failed (chunks). */ stored?: number },
+  to?: string,
+): Promise<string> {
   const target = to ?? (await failedTarget(file, root));
   await rename(file, target);
   const text = [
-    `scan-gateway could not take this file; none of its rows were stored.`,
+    (facts.stored ?? 0) > 0
+      ? `scan-gateway could not take this file whole; its first ${facts.stored} items were stored, the rest was not.`
+      : `scan-gateway could not take this file; none of its rows were stored.`,
     `file:   ${basename(file)}`,
     `input:  ${facts.inputId}`,
     `time:   ${facts.at.toISOString()}`,
