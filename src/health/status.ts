@@ -103,6 +103,8 @@ export interface InputStatusView {
   lastErrorAt?: string;
   /** Since the gateway started: reads, scans, no-reads, rejections, duplicates, bytes, and the last read's time. */
   counters?: { reads: number; scans: number; noReads: number; rejections: number; duplicates: number; bytes: number; lastReadAt?: string };
+  /** A file being read and committed in chunks (files input): its name, items committed so far, its size. */
+  progress?: { file: string; rows: number; bytes: number; startedAt: string };
   [extra: string]: unknown;
 }
 
