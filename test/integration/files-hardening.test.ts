@@ -196,7 +196,7 @@ inputs:
     for (let i = 0; i < ROWS; i += 10_000) {
       let block = '';
       for (let j = i; j < i + 10_000; j++) block += `R${String(j).padStart(7, '0')}\n`;
-      if (!out.write(block)) await new Promise((resolve) => out.once('drain', resolve));
+      if (!out.write(block)) await new Promise<void>((resolve) => out.once('drain', () => resolve()));
     }
     await new Promise<void>((resolve, reject) => out.end((err?: Error | null) => (err ? reject(err) : resolve())));
     await rename(tmp, join(inbox, 'big.txt'));

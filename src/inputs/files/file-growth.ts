@@ -9,6 +9,12 @@ import type { IngestLedger } from './ingest-ledger.js';
 import { lineBreaksBefore, type ByteRange } from './parse-lines.js';
 import { openInboxFile } from './safe-open.js';
 
+/** Most bytes of appended growth parsed and committed as one part (bounds the part's items in memory). */
+export const GROWTH_PART_BYTES = 8 * 1024 * 1024;
+
+/** Most files watched for growth at once; past it the oldest watch ends early (logged). */
+export const MAX_GROWTH_WATCHES = 1000;
+
 /** Leading bytes of a file (or of its appended part) kept as `raw` of a file-level rejection. */
 export const FILE_REJECTION_RAW_BYTES = 4096;
 
@@ -92,6 +98,14 @@ export class GrowthWatch {
   watch(movedTo: string, name: string, taken: number, mtimeMs: number): void {
     if (this.stopping) return;
     const w: Watched = { path: movedTo, name, taken, size: taken, mtimeMs, changedAt: Date.now(), timer: undefined, running: undefined, failures: 0, retryAt: 0 };
+    if (this.watched.size >= MAX_GROWTH_WATCHES) {
+      // Bounded: the oldest watch (Map order) ends early; a check in progress finishes.
+      const oldest = this.watched.values().next().value;
+      if (oldest) {
+        this.o.log.warn({ file: oldest.name, path: oldest.path, watching: this.watched.size }, `more than ${MAX_GROWTH_WATCHES} taken files watched for growth; the oldest watch ends early`);
+        this.end(oldest);
+      }
+    }
     this.watched.set(movedTo, w);
     this.schedule(w);
   }
@@ -203,6 +217,13 @@ export class GrowthWatch {
       await this.reject(handle, w, reason, w.taken, size, where);
       w.taken = size;
       return;
+    }
+    // Parts of at most GROWTH_PART_BYTES (ending at a line break), each parsed and committed on its
+    // own: a writer appending a gigabyte does not make one array of it.
+    while (size - w.taken > GROWTH_PART_BYTES) {
+      const sliceEnd = await completeLinesEnd(handle, w.taken, w.taken + GROWTH_PART_BYTES);
+      if (sliceEnd === undefined) break; // no line break in 8 MiB: one overlong line, taken below
+      await this.storePart(handle, w, sliceEnd, where, advice);
     }
     const end = final && !stopping ? size : await completeLinesEnd(handle, w.taken, size);
     if (end !== undefined) await this.storePart(handle, w, end, where, advice);

@@ -1,4 +1,4 @@
-import { lstat, mkdir, readdir, readlink, stat, type FileHandle } from 'node:fs/promises';
+import { lstat, mkdir, opendir, readdir, readlink, stat, type FileHandle } from 'node:fs/promises';
 import { basename, join, relative, resolve, sep } from 'node:path';
 import { watch, type FSWatcher } from 'chokidar';
 import type { FilesInputConfig } from '../../config/schema.js';
@@ -65,6 +65,15 @@ interface QueuedFile {
 }
 
 type Outcome = 'done' | 'again' | 'retry' | 'stopped';
+
+/**
+ * Most files queued (known) at once. Past it, further files stay in the folder unqueued (logged
+ * once) and the folder is listed again once the queue has drained.
+ */
+export const MAX_QUEUED_FILES = 10_000;
+
+/** Most sub-folder names remembered for their once-only warning; past it, no further warnings. */
+export const MAX_SUBFOLDERS_WARNED = 1000;
 
 /** Thrown through a parse to end it when the input stops between two chunks of a file. */
 const STOPPED = Symbol('input stopped');
@@ -143,6 +152,8 @@ export class FilesInput implements InputAdapter {
   private readonly growth: GrowthWatch;
   /** Sub-folders already warned about (by name). */
   private readonly subfoldersWarned = new Set<string>();
+  /** Files were left unqueued at {@link MAX_QUEUED_FILES}: list the folder again once the queue drained. */
+  private overflowed = false;
   /** The file being read and committed in chunks, for the status. */
   private progress: InputProgress | undefined;
 
@@ -332,9 +343,15 @@ export class FilesInput implements InputAdapter {
    * moved to failed/ (never followed, never read); sub-folders are reported once and not read.
    */
   private async scanExisting(): Promise<void> {
-    const entries = await readdir(this.dir, { withFileTypes: true });
     const found: { path: string; mtimeMs: number }[] = [];
-    for (const entry of entries) {
+    // Listed as a stream and at most MAX_QUEUED_FILES taken: a folder of a million files costs no
+    // more memory than the queue's bound (the rest is listed again once these are taken; the order
+    // of arrival then holds within each listing).
+    for await (const entry of await opendir(this.dir)) {
+      if (found.length + this.known.size >= MAX_QUEUED_FILES) {
+        this.overflowed = true;
+        break;
+      }
       const path = join(this.dir, entry.name);
       if (this.isIgnored(path)) continue;
       if (entry.isDirectory()) {
@@ -360,6 +377,7 @@ export class FilesInput implements InputAdapter {
     const rel = relative(this.dir, path);
     if (rel === '' || rel.includes(sep)) return true;
     if (rel === PROCESSED_DIR || rel === FAILED_DIR || this.subfoldersWarned.has(rel)) return true;
+    if (this.subfoldersWarned.size >= MAX_SUBFOLDERS_WARNED) return true;
     this.subfoldersWarned.add(rel);
     this.log.warn({ folder: rel, dir: this.dir }, `sub-folder "${rel}" is not read; drop files into the folder itself (${this.dir})`);
     return true;
@@ -379,6 +397,11 @@ export class FilesInput implements InputAdapter {
 
   private enqueue(path: string, checkStable: boolean): void {
     if (this.stopping || this.isIgnored(path) || this.known.has(path)) return;
+    if (this.known.size >= MAX_QUEUED_FILES) {
+      if (!this.overflowed) this.log.warn({ queued: this.known.size }, `more than ${MAX_QUEUED_FILES} files waiting; further files stay in the folder and are listed again once these are taken`);
+      this.overflowed = true;
+      return;
+    }
     const entry: QueuedFile = { path, checkStable, committed: false, attempt: 0 };
     this.known.set(path, entry);
     this.queue.push(entry);
@@ -417,7 +440,13 @@ export class FilesInput implements InputAdapter {
   private async drain(): Promise<void> {
     while (!this.stopping && !this.paused) {
       const entry = this.queue[0];
-      if (!entry) return;
+      if (!entry) {
+        if (!this.overflowed) return;
+        // Files were left in the folder at the queue's bound: list it again (they are queued now).
+        this.overflowed = false;
+        await this.scanExisting();
+        continue;
+      }
       this.current = entry;
       let outcome: Outcome;
       try {
