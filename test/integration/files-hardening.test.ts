@@ -163,6 +163,23 @@ describe('only regular files are read (issue 11, item 1)', () => {
   });
 });
 
+describe('a CSV that is unreadable as a whole late in the file (issue 11, item 2)', () => {
+  it('goes to failed/ with none of its rows stored, though its first 5,000 rows came before the fault', async () => {
+    await mkdir(dir, { recursive: true });
+    const { input } = await startReal({ format: 'csv' });
+    const rows = ['barcode'];
+    for (let i = 0; i < 5000; i++) rows.push(`ROW-${i}`);
+    rows.push('"NEVER-CLOSED');
+    await writeFile(join(dir, 'late.csv'), rows.join('\n') + '\n');
+    await waitFor(() => existsSync(join(dir, 'failed', 'late.csv.error.txt')), { what: 'late.csv moved to failed/', timeoutMs: 10_000 });
+    expect(store!.db.prepare(`SELECT count(*) FROM reads WHERE outcome <> 'rejected'`).pluck().get()).toBe(0);
+    expect(rejectionsOf('late.csv').map((r) => r.reason)).toEqual([expect.stringMatching(/^CSV cannot be parsed: Quote Not Closed/)]);
+    expect(await readFile(join(dir, 'failed', 'late.csv.error.txt'), 'utf8')).toContain('none of its rows were stored');
+    expect(store!.db.prepare(`SELECT count(*) FROM file_progress`).pluck().get()).toBe(0);
+    expect(input.status().state).toBe('up');
+  });
+});
+
 describe('files of any size in bounded memory, resumed after a crash (issue 11, item 2)', () => {
   const ROWS = 1_000_000;
   let gateway: GatewayProcess | undefined;

@@ -568,6 +568,11 @@ export class FilesInput implements InputAdapter {
     };
     const ctx = { inputId: this.id, fileName: name, receivedAt, maxReadLength: this.config.maxReadLength, sha256 };
     try {
+      // A CSV can turn out unreadable as a whole late in the file (a quote never closed, a record
+      // over 1 MiB): a first pass that commits nothing finds that, so such a file goes to failed/
+      // with none of its rows stored, as before chunks, and dropping it again fixed stores each
+      // row once. (lines, ndjson and json fail as a whole only before their first item.)
+      if (this.config.format === 'csv') await this.parse(handle, ctx, { end: size }, async () => undefined);
       await this.parse(handle, ctx, { end: size }, out);
       await commitHeld(true);
     } catch (err) {
