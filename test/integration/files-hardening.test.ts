@@ -136,13 +136,16 @@ describe('only regular files are read (issue 11, item 1)', () => {
     servers.push(socketServer);
     await new Promise<void>((resolve) => socketServer.listen(join(dir, 'sock.txt'), resolve));
     const { input } = await startReal();
-    // Dropped after the FIFO: it must not wait behind it.
+    // One more FIFO made while running, then an ordinary file: neither FIFO may hold it up.
+    mkfifo(join(dir, 'pipe-2.txt'));
     await writeFile(join(dir, 'after.txt'), 'AFTER-1\nAFTER-2\n');
     await waitFor(() => existsSync(join(dir, 'processed', DAY, 'after.txt')), { what: 'the ordinary file behind the FIFO taken', timeoutMs: 10_000 });
     await waitFor(() => existsSync(join(dir, 'failed', 'pipe.txt.error.txt')), { what: 'the FIFO moved to failed/' });
     await waitFor(() => existsSync(join(dir, 'failed', 'sock.txt.error.txt')), { what: 'the socket moved to failed/' });
     expect(store!.db.prepare(`SELECT raw FROM reads WHERE outcome = 'scan' ORDER BY id`).pluck().all().map((r) => (r as Buffer).toString())).toEqual(['AFTER-1', 'AFTER-2']);
+    await waitFor(() => existsSync(join(dir, 'failed', 'pipe-2.txt.error.txt')), { what: 'the FIFO made while running moved to failed/' });
     expect(rejectionsOf('pipe.txt').map((r) => r.reason)).toEqual([expect.stringMatching(/^a FIFO \(named pipe\), not a regular file/)]);
+    expect(rejectionsOf('pipe-2.txt').map((r) => r.reason)).toEqual([expect.stringMatching(/^a FIFO \(named pipe\), not a regular file/)]);
     expect(rejectionsOf('sock.txt').map((r) => r.reason)).toEqual([expect.stringMatching(/^a socket, not a regular file/)]);
     expect(await readFile(join(dir, 'failed', 'pipe.txt.error.txt'), 'utf8')).toContain('reason: a FIFO (named pipe), not a regular file');
     expect(input.status().state).toBe('up');

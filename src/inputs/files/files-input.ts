@@ -204,7 +204,11 @@ export class FilesInput implements InputAdapter {
     await this.openWatcher();
   }
 
-  /** Stops watching; a file whose submit is in flight is finished (and moved) before this resolves. */
+  /**
+   * Stops watching; a chunk whose submit is in flight is finished before this resolves (a file whose
+   * last chunk committed is moved). A file stopped between two chunks stays in the folder with its
+   * committed chunks recorded: the next start goes on after them.
+   */
   async stop(): Promise<void> {
     this.stopping = true;
     for (const timer of this.timers) clearTimeout(timer);
