@@ -542,14 +542,14 @@ export class FilesInput implements InputAdapter {
 
     const before = this.sink.fileProgress?.(this.id, sha256);
     entry.stored = { size, mtimeMs: stats.mtimeMs };
-    if (before?.complete === true) {
+    if (remember && before?.complete === true) {
       // Its last chunk committed before a restart, the move did not happen: only the move is left.
       this.log.warn({ file: name, sha256 }, 'file with this content was stored before; not stored again');
       entry.committed = true;
       await this.ledger.record(sha256, name).catch((err: unknown) => this.log.warn({ err, file: name }, 'cannot write the ingested-files ledger'));
       return 'committed';
     }
-    const skip = before?.items ?? 0;
+    const skip = before && !before.complete ? before.items : 0;
     if (skip > 0) this.log.info({ file: name, sha256, items: skip }, 'file was partly stored before a restart; going on after its last committed chunk');
 
     const tally = { items: skip, seen: 0, rejections: 0, scans: 0, known: true };
