@@ -19,18 +19,28 @@ import { freePort, nowMs, processMemory, sleep } from './lib/system.js';
 export interface BigFileOptions {
   /** Lines of the file. */
   lines: number;
+  /**
+   * Bytes of filler per line, in a second CSV column the input does not read (default 0: a
+   * `lines` file). 1,000 makes 1,000,000 lines a 1 GB CSV file with as many reads.
+   */
+  padBytes?: number;
 }
 
 export const BIGFILE_DEFAULTS: BigFileOptions = { lines: 1_000_000 };
 
 /** Writes `lines` barcodes as a `lines` file under a temporary name and renames it into `inbox`. */
-async function dropFile(inbox: string, lines: number): Promise<number> {
+async function dropFile(inbox: string, lines: number, padBytes: number): Promise<number> {
   const tmp = join(inbox, 'big.txt.tmp');
   const out = createWriteStream(tmp);
+  const pad = padBytes > 0 ? `,${'x'.repeat(padBytes)}` : '';
   let bytes = 0;
+  if (pad) {
+    out.write('barcode,filler\n');
+    bytes += 15;
+  }
   for (let i = 0; i < lines; i += 10_000) {
     let block = '';
-    for (let j = i; j < Math.min(lines, i + 10_000); j++) block += `R${String(j).padStart(9, '0')}\n`;
+    for (let j = i; j < Math.min(lines, i + 10_000); j++) block += `R${String(j).padStart(9, '0')}${pad}\n`;
     bytes += block.length;
     if (!out.write(block)) await new Promise<void>((resolve) => out.once('drain', () => resolve()));
   }
@@ -55,7 +65,7 @@ log: { level: info }
 dcps:
   - { key: GI-01, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-0042, duplicateWindowMs: 0 }
 inputs:
-  - { id: inbox, type: files, dir: ${inbox}, format: lines, dcp: GI-01, stableMs: 100 }
+  - { id: inbox, type: files, dir: ${inbox}, format: ${(opts.padBytes ?? 0) > 0 ? 'csv' : 'lines'}, dcp: GI-01, stableMs: 100 }
 `,
   );
   const child = track(spawn(process.execPath, [join(PACKAGE_ROOT, 'dist/src/main.js'), 'run', '--config', config], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] }));
@@ -71,7 +81,7 @@ inputs:
     }
     await sleep(1000);
     const idlePeak = processMemory(pid)?.peakMiB ?? NaN;
-    const bytes = await dropFile(inbox, opts.lines);
+    const bytes = await dropFile(inbox, opts.lines, opts.padBytes ?? 0);
     const started = nowMs();
     const deadline = started + 600_000;
     let peak = idlePeak;
@@ -93,7 +103,7 @@ inputs:
     if (rows !== opts.lines) throw new Error(`the buffer holds ${rows} reads, expected ${opts.lines}`);
     return {
       id: 'bigfile',
-      title: `One ${opts.lines.toLocaleString('en-US')}-line file (${(bytes / 2 ** 20).toFixed(0)} MiB) dropped into a files inbox`,
+      title: `One ${opts.lines.toLocaleString('en-US')}-line ${(opts.padBytes ?? 0) > 0 ? 'CSV' : 'lines'} file (${(bytes / 2 ** 20).toFixed(0)} MiB) dropped into a files inbox`,
       figures: [
         judge({
           name: 'gateway peak RSS while taking the file',
