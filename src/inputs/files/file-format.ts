@@ -207,16 +207,20 @@ export function chunkerFor(out: ItemsOut | undefined): { chunker: ItemChunker; c
  * Bytes `[start, end)` of an open file (`end` default: its end as it is read), in blocks of
  * `blockSize`, read with positional reads on the handle (which stays open: a stream made by
  * `FileHandle.createReadStream` closes it when done, whatever `autoClose` says). Each block is a
- * fresh buffer the caller may keep.
+ * fresh buffer the caller may keep, unless `reuse`: then it is overwritten by the next block.
  */
-export async function* readBlocks(handle: FileHandle, start = 0, end = Infinity, blockSize = 64 * 1024): AsyncGenerator<Buffer> {
+export async function* readBlocks(handle: FileHandle, start = 0, end = Infinity, blockSize = 64 * 1024, reuse = false): AsyncGenerator<Buffer> {
   let position = start;
+  // `reuse`: one buffer for every block, for callers done with a block before asking for the next
+  // (hashing, decoding to text): a gigabyte read is then not a gigabyte of garbage for the GC.
+  const shared = reuse ? Buffer.allocUnsafe(Math.min(blockSize, Math.max(0, end - start))) : undefined;
   while (position < end) {
     const length = Math.min(blockSize, end - position);
-    const buffer = Buffer.allocUnsafe(length);
+    const buffer = shared ?? Buffer.allocUnsafe(length);
     const { bytesRead } = await handle.read(buffer, 0, length, position);
     if (bytesRead === 0) return;
     position += bytesRead;
-    yield bytesRead === length ? buffer : buffer.subarray(0, bytesRead);
+    // (A shared buffer is longer than the last block: only what was read now.)
+    yield bytesRead === buffer.length ? buffer : buffer.subarray(0, bytesRead);
   }
 }

@@ -313,7 +313,7 @@ export async function readRange(handle: FileHandle, start: number, end: number):
 /** SHA-256 (hex) of bytes `[start, end)` of an open file; streamed (memory: one 64 KiB block). */
 export async function hashRange(handle: FileHandle, start: number, end: number): Promise<string> {
   const hash = createHash('sha256');
-  for await (const block of readBlocks(handle, start, end, 256 * 1024)) hash.update(block);
+  for await (const block of readBlocks(handle, start, end, 256 * 1024, true)) hash.update(block);
   return hash.digest('hex');
 }
 

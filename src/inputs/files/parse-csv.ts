@@ -157,7 +157,7 @@ async function parseCsv(handle: FileHandle, ctx: FileParseContext, format: CsvFo
  */
 async function feed(handle: FileHandle, tokenizer: CsvTokenizer, start: number, end?: number, afterBlock?: () => Promise<void>): Promise<void> {
   if (end === undefined || end > start) {
-    for await (const block of readBlocks(handle, start, end, 256 * 1024)) {
+    for await (const block of readBlocks(handle, start, end, 256 * 1024, true)) {
       // latin1 maps every byte to one character, so a block may end anywhere.
       tokenizer.push(block.toString('latin1'));
       if (afterBlock) await afterBlock();
