@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { PACKAGE_ROOT } from '../src/paths.js';
+import { benchBigFile, BIGFILE_DEFAULTS } from './bigfile.js';
 import { benchDrain, benchFill, DRAIN_DEFAULTS } from './drain.js';
 import { benchFootprint, FOOTPRINT_DEFAULTS } from './footprint.js';
 import { benchIntake, INTAKE_DEFAULTS } from './intake.js';
@@ -14,14 +15,14 @@ import { machineInfo, nowMs, othersBusyMeter, sampleBackground } from './lib/sys
  * `npm run bench`: the benchmark suite of issue 8. Runs each benchmark with its ceiling measured in
  * the same run, prints a table and writes bench/results/latest.json. Not part of `npm test`.
  *
- *   node dist/bench/run.js [--only intake,mqtt,drain,fill,footprint,status] [--quick] [--out FILE]
+ *   node dist/bench/run.js [--only intake,mqtt,drain,fill,footprint,status,bigfile] [--quick] [--out FILE]
  *   node dist/bench/run.js --markdown [FILE]   (prints FILE, default the latest results, as a Markdown table)
  *
  * `--quick` shrinks every size for a smoke run (its figures are not comparable). Exits 1 when a
  * benchmark could not run; a missed target is a result, not a failure.
  */
 
-const ALL = ['intake', 'mqtt', 'drain', 'fill', 'footprint', 'status'] as const;
+const ALL = ['intake', 'mqtt', 'drain', 'fill', 'footprint', 'status', 'bigfile'] as const;
 type BenchId = (typeof ALL)[number];
 
 const { values, positionals } = parseArgs({
@@ -44,6 +45,7 @@ const sizes = {
   drain: quick ? { scans: 50_000, fillScans: 80_000 } : DRAIN_DEFAULTS,
   footprint: quick ? { starts: 1, settleMs: 1000, idleMs: 2000 } : FOOTPRINT_DEFAULTS,
   status: quick ? { ...STATUS_DEFAULTS, scans: 100_000, rejected: 1000, calls: 10 } : STATUS_DEFAULTS,
+  bigfile: quick ? { lines: 100_000 } : BIGFILE_DEFAULTS,
 };
 
 const runners: Record<BenchId, () => Promise<Omit<BenchResult, 'durationSec' | 'background'>>> = {
@@ -53,6 +55,7 @@ const runners: Record<BenchId, () => Promise<Omit<BenchResult, 'durationSec' | '
   fill: () => benchFill(sizes.drain),
   footprint: () => benchFootprint(sizes.footprint),
   status: () => benchStatus(sizes.status),
+  bigfile: () => benchBigFile(sizes.bigfile),
 };
 
 const TITLES: Record<BenchId, string> = {
@@ -62,6 +65,7 @@ const TITLES: Record<BenchId, string> = {
   fill: 'Batch fill',
   footprint: 'Footprint',
   status: 'Health refresh on a full buffer',
+  bigfile: 'One big file',
 };
 
 // Ctrl-C: exit through 'exit', whose handler (lib/child.ts) kills the brokers, sandboxes and ptys started.

@@ -1,6 +1,6 @@
 import { ErrorCodes, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { IntakeItem, IntakeSink, SubmitOptions, SubmitResult } from '../inputs/types.js';
+import type { FileChunk, FileProgress, IntakeItem, IntakeSink, SubmitOptions, SubmitResult } from '../inputs/types.js';
 import { DUPLICATE_WINDOW_MAX_ENTRIES, DuplicateWindow } from '../mapping/duplicate-window.js';
 import { mapRead, type MappingContext } from '../mapping/map-read.js';
 import { isDiskFull, type BufferStore, type CommittedMessage, type IntakeRecord } from './store.js';
@@ -43,6 +43,7 @@ interface Pending {
   records: IntakeRecord[];
   file?: { inputId: string; hash: string; name?: string };
   message?: CommittedMessage & { dup: boolean };
+  chunk?: FileChunk;
   taken: { dcpKey: string; reference: string; atMs: number }[];
   resolve: (result: SubmitResult) => void;
   reject: (err: unknown) => void;
@@ -148,6 +149,7 @@ export class Intake implements IntakeSink {
       const inputId = first.kind === 'read' ? first.read.inputId : first.rejection.inputId;
       pending.message = { inputId, ...options.message };
     }
+    if (options.fileChunk) pending.chunk = options.fileChunk;
     for (const item of items) pending.records.push(this.toRecord(item, pending));
     const done = new Promise<SubmitResult>((resolve, reject) => {
       pending.resolve = resolve;
@@ -156,6 +158,23 @@ export class Intake implements IntakeSink {
     this.queue.push(pending);
     this.timer ??= setTimeout(() => this.flush(), this.options.groupWindowMs ?? 2);
     return done;
+  }
+
+  /** How far a file with this content is committed: complete (in `files`), or items of a file in progress. */
+  fileProgress(inputId: string, hash: string): FileProgress | undefined {
+    const { store } = this.options;
+    if (store.knownFile(inputId, hash)) return { items: 0, complete: true };
+    const items = store.fileProgress(inputId, hash);
+    return items === undefined ? undefined : { items, complete: false };
+  }
+
+  /** A chunk committed before (by the file's progress, or the whole file): acknowledged, not stored again. */
+  private chunkCommittedBefore(p: Pending): boolean {
+    const c = p.chunk;
+    if (!c) return false;
+    const { store } = this.options;
+    if (c.remember && store.knownFile(c.inputId, c.hash)) return true;
+    return p.records.length > 0 && (store.fileProgress(c.inputId, c.hash) ?? 0) >= c.itemsBefore + p.records.length;
   }
 
   private toRecord(item: IntakeItem, pending: Pending): IntakeRecord {
@@ -229,6 +248,12 @@ export class Intake implements IntakeSink {
         p.resolve(outcomesOf(p));
         continue;
       }
+      if (this.chunkCommittedBefore(p)) {
+        forget(p);
+        logger.warn({ inputId: p.chunk?.inputId, file: p.chunk?.name, hash: p.chunk?.hash }, 'chunk of a file was stored before; not stored again');
+        p.resolve(outcomesOf(p));
+        continue;
+      }
       const adds = p.records.filter((r) => r.scan);
       const addBytes = adds.reduce((n, r) => n + Buffer.byteLength(r.scan!.body), 0);
       const never = adds.length > 0 ? gate?.tooLarge?.(adds.length, addBytes) : undefined;
@@ -249,7 +274,12 @@ export class Intake implements IntakeSink {
     }
     if (group.length === 0) return;
     const records = group.flatMap((p) => p.records);
-    const files = group.flatMap((p) => (p.file ? [{ ...p.file, items: p.records.length }] : []));
+    const files = group.flatMap((p) => {
+      if (p.file) return [{ ...p.file, items: p.records.length }];
+      const c = p.chunk;
+      if (!c) return [];
+      return [{ inputId: c.inputId, hash: c.hash, name: c.name, items: c.itemsBefore + p.records.length, inProgress: !c.final, remember: c.remember }];
+    });
     const messages = group.flatMap((p) => (p.message ? [p.message] : []));
     try {
       store.commitIntake(records, this.now(), files, messages);

@@ -214,4 +214,20 @@ export const MIGRATIONS: readonly string[] = [
   ) WITHOUT ROWID;
   CREATE INDEX mqtt_messages_committed ON mqtt_messages (committed_at);
   `,
+
+  // Files committed in chunks (files input): how many items of a file in progress are committed,
+  // written in the same transaction as each chunk, so a file taken again after a crash goes on
+  // after its last committed chunk (its first `items` parsed again and skipped). The row goes when
+  // the file's last chunk commits (the whole file is then in `files`); left-over rows (a file
+  // removed half-way) are pruned with `files`.
+  `
+  CREATE TABLE file_progress (
+    input_id TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    name TEXT,
+    items INTEGER NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (input_id, hash)
+  ) WITHOUT ROWID;
+  `,
 ];

@@ -126,6 +126,8 @@ export class Retention {
     // older than the audit period belongs to an input removed since, or to a session long gone.
     const messages = store.pruneMessages(cutoffMs);
     if (messages > 0) logger.info({ messages, before: cutoffIso }, 'pruned MQTT message identities past the audit period');
+    // Progress of files left half-way (removed from the inbox before their last chunk).
+    total.files += db.prepare(`DELETE FROM file_progress WHERE updated_at < ?`).run(cutoffIso).changes;
     this.lastRun = { at: new Date(this.now()).toISOString(), result: total };
     if (total.scans + total.reads + total.batches + total.files > 0) {
       logger.info({ ...total, retentionDays, before: cutoffIso }, 'pruned delivered scans past the audit period');

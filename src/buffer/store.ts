@@ -30,7 +30,16 @@ export interface CommittedFile {
   /** Hash of the file's content (e.g. SHA-256, hex). */
   hash: string;
   name?: string;
+  /** Items of the file committed so far (with this commit). */
   items: number;
+  /**
+   * More chunks of the file are to come: only its progress (`items`) is recorded, in
+   * `file_progress`. Without it the file is complete: its progress row goes and, unless `remember`
+   * is false, it is recorded in `files`.
+   */
+  inProgress?: boolean;
+  /** False: the complete file is not recorded in `files` (the input does not remember contents). */
+  remember?: boolean;
 }
 
 /**
@@ -207,7 +216,14 @@ export class BufferStore {
     }
   }
 
-  private statements?: { read: Database.Statement; scan: Database.Statement; file: Database.Statement; message: Database.Statement };
+  private statements?: {
+    read: Database.Statement;
+    scan: Database.Statement;
+    file: Database.Statement;
+    progress: Database.Statement;
+    progressDone: Database.Statement;
+    message: Database.Statement;
+  };
 
   /**
    * Commits a group of reads (and their scans), the files they came from and the identities of the
@@ -225,9 +241,14 @@ export class BufferStore {
         `INSERT INTO scans (read_id, dcp_key, reference, time_utc, body, bytes, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
       ),
       file: this.db.prepare(`INSERT OR IGNORE INTO files (input_id, hash, name, committed_at, items) VALUES (?, ?, ?, ?, ?)`),
+      progress: this.db.prepare(
+        `INSERT INTO file_progress (input_id, hash, name, items, updated_at) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (input_id, hash) DO UPDATE SET name = excluded.name, items = excluded.items, updated_at = excluded.updated_at`,
+      ),
+      progressDone: this.db.prepare(`DELETE FROM file_progress WHERE input_id = ? AND hash = ?`),
       message: this.db.prepare(`INSERT OR REPLACE INTO mqtt_messages (input_id, packet_id, topic, payload_sha256, committed_at) VALUES (?, ?, ?, ?, ?)`),
     };
-    const { read, scan, file, message } = this.statements;
+    const { read, scan, file, progress, progressDone, message } = this.statements;
     this.db.transaction(() => {
       for (const r of records) {
         const info = read.run(
@@ -249,7 +270,14 @@ export class BufferStore {
         }
       }
       const at = new Date(nowMs).toISOString();
-      for (const f of files) file.run(f.inputId, f.hash, f.name ?? null, at, f.items);
+      for (const f of files) {
+        if (f.inProgress === true) {
+          progress.run(f.inputId, f.hash, f.name ?? null, f.items, at);
+          continue;
+        }
+        progressDone.run(f.inputId, f.hash);
+        if (f.remember !== false) file.run(f.inputId, f.hash, f.name ?? null, at, f.items);
+      }
       for (const m of messages) message.run(m.inputId, m.packetId, m.topic, m.payloadSha256, nowMs);
     })();
   }
@@ -292,6 +320,12 @@ export class BufferStore {
       out.push(row);
     }
     return out;
+  }
+
+  /** Items committed so far of a file in progress (committed in chunks), or undefined when none is recorded. */
+  fileProgress(inputId: string, hash: string): number | undefined {
+    const row = this.db.prepare(`SELECT items FROM file_progress WHERE input_id = ? AND hash = ?`).get(inputId, hash) as { items: number } | undefined;
+    return row?.items;
   }
 
   /** Whether a file with this content hash was committed for this input before (and not yet pruned). */

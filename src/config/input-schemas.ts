@@ -124,6 +124,12 @@ export const filesInputSchema = z
       .default(500)
       .describe('A file is read once its size has not changed for this long, in ms.'),
     usePolling: z.boolean().default(false).describe('Poll instead of inotify (needed on SMB/NFS shares).'),
+    maxFileBytes: z
+      .number()
+      .int()
+      .min(1)
+      .default(2 * 1024 * 1024 * 1024)
+      .describe('Largest file taken, in bytes; a larger file goes to failed/ with the reason (files are read in chunks, so memory does not grow with the size).'),
   })
   .strict();
 

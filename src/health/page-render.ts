@@ -220,10 +220,12 @@ export function renderMain(s: GatewayStatus): string {
     (s.inputs ?? []).map((i) => {
       const c = i.counters;
       const err = i.lastError ? `<div class="err">${esc(i.lastError)}${i.lastErrorAt ? ` · ${t(i.lastErrorAt)}` : ''}</div>` : '';
+      const p = i.progress;
+      const reading = p ? `<div class="muted">reading <code>${esc(p.file)}</code>: ${fmtCount(p.rows)} rows so far (file ${esc(fmtBytes(p.bytes))})</div>` : '';
       return [
         `<strong>${esc(i.id)}</strong>`,
         esc(i.type),
-        pill(i.state) + err,
+        pill(i.state) + err + reading,
         t(c?.lastReadAt),
         fmtCount(c?.reads ?? 0),
         fmtCount(c?.scans ?? 0),

@@ -106,6 +106,8 @@ export interface InputStatusView {
    * read's time, and (MQTT) `redelivered`: resends of messages committed before, acknowledged only.
    */
   counters?: { reads: number; scans: number; noReads: number; rejections: number; duplicates: number; redelivered?: number; bytes: number; lastReadAt?: string };
+  /** A file being read and committed in chunks (files input): its name, items committed so far, its size. */
+  progress?: { file: string; rows: number; bytes: number; startedAt: string };
   [extra: string]: unknown;
 }
 

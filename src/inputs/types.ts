@@ -68,6 +68,35 @@ export interface SubmitOptions {
    * submit resolves with `redelivered: true` and stores nothing (docs/inputs.md, "mqtt").
    */
   message?: { packetId: number; topic: string; payloadSha256: Buffer; dup: boolean };
+  /** One chunk of a file committed in chunks (files input); see {@link FileChunk}. */
+  fileChunk?: FileChunk;
+}
+
+/**
+ * A chunk of a file committed in parts: the intake records the file's progress (items committed so
+ * far) in the same transaction as the chunk's rows, so after a crash the file goes on after its last
+ * committed chunk. A chunk already committed (by its progress) is acknowledged without storing it
+ * again.
+ */
+export interface FileChunk {
+  inputId: string;
+  /** SHA-256 (hex) of the file's content. */
+  hash: string;
+  name: string;
+  /** Items of the file committed before this chunk. */
+  itemsBefore: number;
+  /** The file's last chunk: the file is then complete (recorded in `files` when `remember`). */
+  final: boolean;
+  /** Record the complete file by its hash, so the same content is not stored again (rememberFilesDays > 0). */
+  remember: boolean;
+}
+
+/** How far a file is committed (from {@link IntakeSink.fileProgress}). */
+export interface FileProgress {
+  /** Items committed so far. */
+  items: number;
+  /** Its last chunk is committed (and the file recorded by its hash). */
+  complete: boolean;
 }
 
 /** What intake made of each item of a submit, in the items' order (when the sink reports it). */
@@ -85,6 +114,8 @@ export interface IntakeSink {
    * more, so none of those messages can come again. Optional (test sinks).
    */
   forgetMessages?(inputId: string): void;
+  /** How far a file with this content is committed, when the sink records it (the buffer's intake). */
+  fileProgress?(inputId: string, hash: string): FileProgress | undefined;
 }
 
 export type InputState = 'starting' | 'connecting' | 'up' | 'down' | 'paused' | 'stopped';
@@ -98,6 +129,19 @@ export interface InputStatus {
   lastErrorAt?: string;
   /** Where this input reads from (device path, folder, URL), for the health page. */
   source: string;
+  /** A file being read and committed in chunks (files input), while it is. */
+  progress?: InputProgress;
+}
+
+/** A file in progress: its name, items committed so far, its size, since when. */
+export interface InputProgress {
+  file: string;
+  /** Items (reads and rejected rows) committed so far. */
+  rows: number;
+  /** The file's size, in bytes. */
+  bytes: number;
+  /** When its reading started (ISO 8601). */
+  startedAt: string;
 }
 
 /** Every adapter: started in order by the app, stopped in reverse. */

@@ -103,14 +103,17 @@ describe('files moved to failed/ are counted (an input-level rejection each)', (
     });
   }
 
-  it('a file that cannot be opened (a symbolic link loop: ELOOP) is moved to failed/ and counted', async () => {
+  it('a symbolic link loop is not followed: both links go to failed/ unread, counted, named as links', async () => {
     await mkdir(dir, { recursive: true });
     await symlink(join(dir, 'loop-b.txt'), join(dir, 'loop-a.txt'));
     await symlink(join(dir, 'loop-a.txt'), join(dir, 'loop-b.txt'));
     await startInput();
     await waitFor(() => sink.rejections.length === 2, { what: 'both links counted' });
-    // Once the first is moved away, the second points to nothing.
-    expect(sink.rejections.map((r) => r.reason)).toEqual([expect.stringMatching(/^ELOOP/), expect.stringMatching(/^symbolic link to .*loop-a\.txt, which does not exist/)]);
+    expect(sink.rejections.map((r) => r.reason).sort()).toEqual([
+      expect.stringMatching(/^a symbolic link to .*loop-a\.txt, not a regular file/),
+      expect.stringMatching(/^a symbolic link to .*loop-b\.txt, not a regular file/),
+    ]);
+    expect(sink.rejections.every((r) => r.raw.length === 0)).toBe(true);
     expect(inputs[0]?.status().state).toBe('up');
     expect(sink.rejections.map((r) => r.origin?.['movedTo']).sort()).toEqual(['failed/loop-a.txt', 'failed/loop-b.txt']);
     await waitFor(() => exists(join(dir, 'failed', 'loop-b.txt.error.txt')));
@@ -151,8 +154,8 @@ describe('a file with content already stored (QA 9)', () => {
   });
 });
 
-describe('symbolic links (QA 3)', () => {
-  it('takes a link present at start like one created while running; a dangling one is a rejection', async () => {
+describe('symbolic links (QA 3; issue 11: never followed)', () => {
+  it('a link present at start, one made while running and a dangling one all go to failed/ unread, as links', async () => {
     await mkdir(dir, { recursive: true });
     const outside = join(root, 'outside');
     await mkdir(outside);
@@ -162,11 +165,17 @@ describe('symbolic links (QA 3)', () => {
     await symlink(join(outside, 'missing.txt'), join(dir, 'dangling.txt'));
     await startInput();
     await symlink(join(outside, 'target-2.txt'), join(dir, 'while-running.txt'));
-    await waitFor(() => sink.reads.length === 2, { what: 'both links read' });
-    expect(sink.reads.sort()).toEqual(['LINK-1', 'LINK-2']);
-    await waitFor(() => sink.rejections.length === 1, { what: 'dangling link counted' });
-    expect(sink.rejections[0]?.reason).toMatch(/^symbolic link to .*missing\.txt, which does not exist/);
-    expect(sink.rejections[0]?.origin).toMatchObject({ file: 'dangling.txt', movedTo: 'failed/dangling.txt' });
+    await writeFile(join(dir, 'plain.txt'), 'PLAIN-1\n');
+    await waitFor(() => sink.rejections.length === 3, { what: 'three links counted' });
+    await waitFor(() => sink.reads.length === 1, { what: 'the plain file read' });
+    expect(sink.reads).toEqual(['PLAIN-1']);
+    const byFile = Object.fromEntries(sink.rejections.map((r) => [r.origin?.['file'], r]));
+    expect(byFile['at-start.txt']?.reason).toMatch(/^a symbolic link to .*target-1\.txt, not a regular file/);
+    expect(byFile['while-running.txt']?.reason).toMatch(/^a symbolic link to .*target-2\.txt, not a regular file/);
+    expect(byFile['dangling.txt']?.reason).toMatch(/^a symbolic link to .*missing\.txt, not a regular file/);
+    expect(byFile['dangling.txt']?.origin).toMatchObject({ file: 'dangling.txt', movedTo: 'failed/dangling.txt' });
+    expect(sink.rejections.every((r) => r.raw.length === 0)).toBe(true);
+    await waitFor(() => exists(join(dir, 'failed', 'while-running.txt.error.txt')));
     expect(input_running()).toBe(true);
   });
 });

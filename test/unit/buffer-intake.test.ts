@@ -49,6 +49,27 @@ describe('intake: file hashes and the quota gate', () => {
     ]);
   });
 
+  it('records a file committed in chunks: its progress with each chunk, a chunk committed before acknowledged only, the whole file with the last', async () => {
+    const { store, intake } = setup();
+    const chunk = { inputId: 'inbox', hash: 'sha-c', name: 'c.txt', remember: true };
+    await intake.submit(reads('C', 4), { fileChunk: { ...chunk, itemsBefore: 0, final: false } });
+    expect(store.fileProgress('inbox', 'sha-c')).toBe(4);
+    expect(intake.fileProgress('inbox', 'sha-c')).toEqual({ items: 4, complete: false });
+    // The same chunk again (a crash before the input learned it committed): not stored twice.
+    await intake.submit(reads('C', 4), { fileChunk: { ...chunk, itemsBefore: 0, final: false } });
+    expect(store.totals().pendingScans).toBe(4);
+    await intake.submit(reads('D', 2), { fileChunk: { ...chunk, itemsBefore: 4, final: true } });
+    expect(store.totals().pendingScans).toBe(6);
+    expect(store.fileProgress('inbox', 'sha-c')).toBeUndefined();
+    expect(intake.fileProgress('inbox', 'sha-c')).toEqual({ items: 0, complete: true });
+    expect(store.db.prepare('SELECT name, items FROM files').all()).toEqual([{ name: 'c.txt', items: 6 }]);
+    // remember: false: the complete file leaves no record (its progress row goes all the same).
+    await intake.submit(reads('E', 1), { fileChunk: { ...chunk, hash: 'sha-e', name: 'e.txt', remember: false, itemsBefore: 0, final: false } });
+    await intake.submit(reads('F', 1), { fileChunk: { ...chunk, hash: 'sha-e', name: 'e.txt', remember: false, itemsBefore: 1, final: true } });
+    expect(intake.fileProgress('inbox', 'sha-e')).toBeUndefined();
+    expect(store.totals().pendingScans).toBe(8);
+  });
+
   it('refuses only the submits that do not fit under the quota, and writes nothing of them', async () => {
     let room = 4;
     const gate: IntakeGate = {

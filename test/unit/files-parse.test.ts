@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isGatewayError } from '../../src/errors.js';
-import { MAX_FILE_READ_BYTES, type FileParseContext } from '../../src/inputs/files/file-format.js';
+import { open } from 'node:fs/promises';
+import { MAX_FILE_READ_BYTES, readBlocks, type FileParseContext } from '../../src/inputs/files/file-format.js';
 import { parseCsvFile, type CsvFormat } from '../../src/inputs/files/parse-csv.js';
 import { parseJsonFile, parseNdjsonFile } from '../../src/inputs/files/parse-json.js';
 import { parseLinesFile } from '../../src/inputs/files/parse-lines.js';
@@ -384,5 +385,25 @@ describe('CSV delimiter hint', () => {
     expect((await formatError(parseCsvFile(tab, ctx('tab.csv'), csv))).message).toMatch(/\(the file looks tab-separated: set delimiter: "\\t"\)$/);
     const comma = await file('comma.csv', 'read_at,barcode\nT,A\n');
     expect((await formatError(parseCsvFile(comma, ctx('comma.csv'), { ...csv, delimiter: ';' }))).message).toMatch(/\(the file looks comma-separated: set delimiter: ","\)$/);
+  });
+});
+
+describe('readBlocks', () => {
+  it('reads a range in blocks, fresh or through one shared buffer, never past the range or the file', async () => {
+    const path = join(dir, 'blocks.txt');
+    await writeFile(path, 'abcdefghij');
+    const handle = await open(path, 'r');
+    try {
+      for (const reuse of [false, true]) {
+        const seen: string[] = [];
+        for await (const block of readBlocks(handle, 0, Infinity, 4, reuse)) seen.push(block.toString());
+        expect(seen).toEqual(['abcd', 'efgh', 'ij']);
+        const ranged: string[] = [];
+        for await (const block of readBlocks(handle, 1, 7, 4, reuse)) ranged.push(block.toString());
+        expect(ranged).toEqual(['bcde', 'fg']);
+      }
+    } finally {
+      await handle.close();
+    }
   });
 });

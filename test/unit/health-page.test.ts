@@ -41,6 +41,20 @@ function status(over: Partial<GatewayStatus> = {}): GatewayStatus {
 }
 
 describe('health page rendering', () => {
+  it('shows a file in progress of a files input (name escaped, rows so far, size)', () => {
+    const html = renderPage(
+      status({
+        inputs: [
+          { id: 'inbox', type: 'files', state: 'up', source: '/var/lib/scan-gateway/inbox', progress: { file: `big${HOSTILE}.txt`, rows: 412_000, bytes: 11_000_000, startedAt: '2026-11-18T05:59:00.000Z' } },
+        ],
+      }),
+    );
+    expect(html).toMatch(/reading <code>big&quot;&gt;&lt;img[^<]*\.txt<\/code>: 412[,.\u202f\u00a0 ]?000 rows so far/);
+    expect(html).not.toContain('<img src=x');
+    // (The inline script carries the renderer's source, template included: look for a rendered line.)
+    expect(renderPage(status())).not.toMatch(/reading <code>[^$]/);
+  });
+
   it('escapes everything that comes from outside', () => {
     const html = renderPage(status());
     expect(html).not.toContain('<img src=x');

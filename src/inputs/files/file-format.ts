@@ -1,7 +1,9 @@
-import { open } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
+import { basename } from 'node:path';
 import { DEFAULT_MAX_READ_LENGTH } from '../../config/input-schemas.js';
 import { ErrorCodes, GatewayError } from '../../errors.js';
 import type { InputRejection, IntakeItem, Read } from '../types.js';
+import { openInboxFile } from './safe-open.js';
 
 /** What every file parser needs besides the file: who reads it and when it was received. */
 export interface FileParseContext {
@@ -93,16 +95,10 @@ const SNIFF_BYTES = 64;
  *
  * @throws the file system error when the file cannot be opened.
  */
-export async function checkEncoding(path: string, fileName: string): Promise<number> {
-  const handle = await open(path, 'r');
-  let head: Buffer;
-  try {
-    const buffer = Buffer.alloc(SNIFF_BYTES);
-    const { bytesRead } = await handle.read(buffer, 0, SNIFF_BYTES, 0);
-    head = buffer.subarray(0, bytesRead);
-  } finally {
-    await handle.close();
-  }
+export async function checkEncoding(handle: FileHandle, fileName: string): Promise<number> {
+  const buffer = Buffer.alloc(SNIFF_BYTES);
+  const { bytesRead } = await handle.read(buffer, 0, SNIFF_BYTES, 0);
+  const head = buffer.subarray(0, bytesRead);
   if (head.length >= 3 && head.subarray(0, 3).equals(UTF8_BOM)) return 3;
   if (head.length >= 2 && ((head[0] === 0xff && head[1] === 0xfe) || (head[0] === 0xfe && head[1] === 0xff))) {
     throw fileFormatError(fileName, UTF16_MESSAGE);
@@ -134,4 +130,97 @@ export function isBlank(bytes: Buffer | string): boolean {
     if (c !== 0x20 && c !== 0x09) return false;
   }
   return true;
+}
+
+/**
+ * A file to parse: an open handle (the files input opens every inbox file once, safely, and
+ * parses through that descriptor), or a path, opened here with {@link openInboxFile} (a regular
+ * file only, never through a link).
+ */
+export type FileSource = string | FileHandle;
+
+/** Runs `fn` with the source's handle; a path is opened (and closed) here. */
+export async function withSource<T>(source: FileSource, fn: (handle: FileHandle) => Promise<T>): Promise<T> {
+  if (typeof source !== 'string') return fn(source);
+  const { handle } = await openInboxFile(source, basename(source));
+  try {
+    return await fn(handle);
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * Where a parser hands its items, a chunk at a time ({@link FILE_CHUNK_ROWS} items, the last one
+ * fewer). The parser awaits it before reading on: a slow or refusing buffer holds the parse
+ * (back-pressure), and memory holds one chunk, not the file.
+ */
+export type ItemsOut = (items: IntakeItem[]) => Promise<void>;
+
+/** Items per chunk a file is committed in: one SQLite transaction each. */
+export const FILE_CHUNK_ROWS = 2000;
+
+/**
+ * Collects the items a parser makes inside one block of the file (synchronous callbacks) and hands
+ * them on in chunks of `size` when the parser calls {@link drain} between blocks.
+ */
+export class ItemChunker {
+  private items: IntakeItem[] = [];
+
+  constructor(
+    private readonly out: ItemsOut,
+    private readonly size: number = FILE_CHUNK_ROWS,
+  ) {}
+
+  push(item: IntakeItem): void {
+    this.items.push(item);
+  }
+
+  /** Hands on every full chunk. */
+  async drain(): Promise<void> {
+    while (this.items.length >= this.size) await this.out(this.items.splice(0, this.size));
+  }
+
+  /** Hands on everything left (the last, shorter chunk). */
+  async end(): Promise<void> {
+    await this.drain();
+    if (this.items.length > 0) await this.out(this.items.splice(0));
+  }
+}
+
+/**
+ * The chunker of a parse: to `out` when given; otherwise into the returned array (a whole small
+ * file or part at once: unit tests, the growth watch).
+ */
+export function chunkerFor(out: ItemsOut | undefined): { chunker: ItemChunker; collected: IntakeItem[] } {
+  const collected: IntakeItem[] = [];
+  const chunker = new ItemChunker(
+    out ??
+      (async (items) => {
+        for (const item of items) collected.push(item);
+      }),
+  );
+  return { chunker, collected };
+}
+
+/**
+ * Bytes `[start, end)` of an open file (`end` default: its end as it is read), in blocks of
+ * `blockSize`, read with positional reads on the handle (which stays open: a stream made by
+ * `FileHandle.createReadStream` closes it when done, whatever `autoClose` says). Each block is a
+ * fresh buffer the caller may keep, unless `reuse`: then it is overwritten by the next block.
+ */
+export async function* readBlocks(handle: FileHandle, start = 0, end = Infinity, blockSize = 64 * 1024, reuse = false): AsyncGenerator<Buffer> {
+  let position = start;
+  // `reuse`: one buffer for every block, for callers done with a block before asking for the next
+  // (hashing, decoding to text): a gigabyte read is then not a gigabyte of garbage for the GC.
+  const shared = reuse ? Buffer.allocUnsafe(Math.min(blockSize, Math.max(0, end - start))) : undefined;
+  while (position < end) {
+    const length = Math.min(blockSize, end - position);
+    const buffer = shared ?? Buffer.allocUnsafe(length);
+    const { bytesRead } = await handle.read(buffer, 0, length, position);
+    if (bytesRead === 0) return;
+    position += bytesRead;
+    // (A shared buffer is longer than the last block: only what was read now.)
+    yield bytesRead === buffer.length ? buffer : buffer.subarray(0, bytesRead);
+  }
 }

@@ -1,13 +1,19 @@
 import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
-import { open, stat } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
 import { relative } from 'node:path';
 import { isGatewayError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { InputRejection, IntakeItem, IntakeSink } from '../types.js';
-import type { FileParseContext } from './file-format.js';
+import { readBlocks, type FileParseContext } from './file-format.js';
 import type { IngestLedger } from './ingest-ledger.js';
 import { lineBreaksBefore, type ByteRange } from './parse-lines.js';
+import { openInboxFile } from './safe-open.js';
+
+/** Most bytes of appended growth parsed and committed as one part (bounds the part's items in memory). */
+export const GROWTH_PART_BYTES = 8 * 1024 * 1024;
+
+/** Most files watched for growth at once; past it the oldest watch ends early (logged). */
+export const MAX_GROWTH_WATCHES = 1000;
 
 /** Leading bytes of a file (or of its appended part) kept as `raw` of a file-level rejection. */
 export const FILE_REJECTION_RAW_BYTES = 4096;
@@ -31,8 +37,8 @@ export interface GrowthWatchOptions {
   ledger: IngestLedger;
   log: Logger;
   now: () => Date;
-  /** Parses bytes `range` of the file in the input's format. */
-  parse: (path: string, ctx: FileParseContext, range: ByteRange) => Promise<IntakeItem[]>;
+  /** Parses bytes `range` of the open file in the input's format (all its items at once). */
+  parse: (handle: FileHandle, ctx: FileParseContext, range: ByteRange) => Promise<IntakeItem[]>;
   /** Back-pressure: no part is stored while this answers true. */
   paused: () => boolean;
   maxReadLength: number;
@@ -92,6 +98,14 @@ export class GrowthWatch {
   watch(movedTo: string, name: string, taken: number, mtimeMs: number): void {
     if (this.stopping) return;
     const w: Watched = { path: movedTo, name, taken, size: taken, mtimeMs, changedAt: Date.now(), timer: undefined, running: undefined, failures: 0, retryAt: 0 };
+    if (this.watched.size >= MAX_GROWTH_WATCHES) {
+      // Bounded: the oldest watch (Map order) ends early; a check in progress finishes.
+      const oldest = this.watched.values().next().value;
+      if (oldest) {
+        this.o.log.warn({ file: oldest.name, path: oldest.path, watching: this.watched.size }, `more than ${MAX_GROWTH_WATCHES} taken files watched for growth; the oldest watch ends early`);
+        this.end(oldest);
+      }
+    }
     this.watched.set(movedTo, w);
     this.schedule(w);
   }
@@ -139,14 +153,23 @@ export class GrowthWatch {
   }
 
   private async check(w: Watched, mode: 'tick' | 'stopping'): Promise<void> {
-    let current;
+    let opened;
     try {
-      current = await stat(w.path);
+      // The same safe open as the inbox's: replaced by a link or a FIFO, it is not read.
+      opened = await openInboxFile(w.path, w.name);
     } catch {
-      // Moved away or deleted by someone: nothing more to watch.
+      // Moved away, deleted or replaced by someone: nothing more to watch.
       this.end(w);
       return;
     }
+    try {
+      await this.checkOpen(w, mode, opened.handle, opened.stats);
+    } finally {
+      await opened.handle.close();
+    }
+  }
+
+  private async checkOpen(w: Watched, mode: 'tick' | 'stopping', handle: FileHandle, current: { size: number; mtimeMs: number }): Promise<void> {
     const nowMs = Date.now();
     if (current.size !== w.size || current.mtimeMs !== w.mtimeMs) {
       w.size = current.size;
@@ -172,7 +195,7 @@ export class GrowthWatch {
     }
     const final = expired || mode === 'stopping';
     try {
-      await this.storeGrowth(w, current.size, final, mode === 'stopping');
+      await this.storeGrowth(handle, w, current.size, final, mode === 'stopping');
       w.failures = 0;
     } catch (err) {
       w.failures += 1;
@@ -184,38 +207,45 @@ export class GrowthWatch {
   }
 
   /** Stores bytes `[w.taken, size)`: complete lines as a part (all when `final`), or a rejection. */
-  private async storeGrowth(w: Watched, size: number, final: boolean, stopping: boolean): Promise<void> {
+  private async storeGrowth(handle: FileHandle, w: Watched, size: number, final: boolean, stopping: boolean): Promise<void> {
     const where = relative(this.o.dir, w.path);
     const advice = 'write files under a temporary name (*.tmp) and rename them when complete, or raise stableMs';
     if (this.o.format === 'json') {
       const reason =
         `file grew by ${size - w.taken} bytes after it was taken (a JSON array cannot be read in parts): ` +
         `bytes ${w.taken}-${size} of ${where} were not stored; ${advice}`;
-      await this.reject(w, reason, w.taken, size, where);
+      await this.reject(handle, w, reason, w.taken, size, where);
       w.taken = size;
       return;
     }
-    const end = final && !stopping ? size : await completeLinesEnd(w.path, w.taken, size);
-    if (end !== undefined) await this.storePart(w, end, where, advice);
+    // Parts of at most GROWTH_PART_BYTES (ending at a line break), each parsed and committed on its
+    // own: a writer appending a gigabyte does not make one array of it.
+    while (size - w.taken > GROWTH_PART_BYTES) {
+      const sliceEnd = await completeLinesEnd(handle, w.taken, w.taken + GROWTH_PART_BYTES);
+      if (sliceEnd === undefined) break; // no line break in 8 MiB: one overlong line, taken below
+      await this.storePart(handle, w, sliceEnd, where, advice);
+    }
+    const end = final && !stopping ? size : await completeLinesEnd(handle, w.taken, size);
+    if (end !== undefined) await this.storePart(handle, w, end, where, advice);
     if (stopping && w.taken < size) {
       const reason = `file grew after it was taken and the gateway stopped before its last line was complete: bytes ${w.taken}-${size} of ${where} were not stored; ${advice}`;
-      await this.reject(w, reason, w.taken, size, where);
+      await this.reject(handle, w, reason, w.taken, size, where);
       w.taken = size;
     }
   }
 
   /** Parses and submits bytes `[w.taken, end)` (complete lines) as a part of their own. */
-  private async storePart(w: Watched, end: number, where: string, advice: string): Promise<void> {
-    const before = await lineBreaksBefore(w.path, w.taken);
+  private async storePart(handle: FileHandle, w: Watched, end: number, where: string, advice: string): Promise<void> {
+    const before = await lineBreaksBefore(handle, w.taken);
     // Taken in the middle of a line (and the part goes on with that line): read the line again
     // whole, and report it.
-    const [next] = await readRange(w.path, w.taken, w.taken + 1);
+    const [next] = await readRange(handle, w.taken, w.taken + 1);
     const cutOff = !before.endsWithBreak && next !== CR && next !== LF;
-    const [previous] = w.taken > 0 ? await readRange(w.path, w.taken - 1, w.taken) : [];
+    const [previous] = w.taken > 0 ? await readRange(handle, w.taken - 1, w.taken) : [];
     // A CRLF split by the take: its LF is no line of its own.
     const start = cutOff ? before.lastLineStart : previous === CR && next === LF ? w.taken + 1 : w.taken;
     const firstLine = before.breaks + 1;
-    const sha256 = await hashRange(w.path, 0, end);
+    const sha256 = await hashRange(handle, 0, end);
     const receivedAt = this.o.now();
     const earlier = this.o.rememberFilesDays > 0 ? this.o.ledger.find(sha256) : undefined;
     if (earlier) {
@@ -225,17 +255,17 @@ export class GrowthWatch {
     const ctx: FileParseContext = { inputId: this.o.inputId, fileName: w.name, receivedAt, maxReadLength: this.o.maxReadLength, sha256 };
     let items: IntakeItem[];
     try {
-      items = await this.o.parse(w.path, ctx, { start, end, firstLine });
+      items = await this.o.parse(handle, ctx, { start, end, firstLine });
     } catch (err) {
       if (!isGatewayError(err)) throw err;
       const reason = `file grew after it was taken and the appended part cannot be read: ${err.message}; bytes ${w.taken}-${end} of ${where} were not stored; ${advice}`;
-      await this.reject(w, reason, w.taken, end, where);
+      await this.reject(handle, w, reason, w.taken, end, where);
       w.taken = end;
       return;
     }
     if (start < w.taken) {
       items = items.filter((item) => (item.kind === 'read' ? item.read.origin?.['line'] : item.rejection.origin?.['line']) !== firstLine);
-      const whole = await readRange(w.path, start, Math.min(end, start + FILE_REJECTION_RAW_BYTES));
+      const whole = await readRange(handle, start, Math.min(end, start + FILE_REJECTION_RAW_BYTES));
       const lineEnd = whole.findIndex((b) => b === CR || b === LF);
       const raw = lineEnd >= 0 ? whole.subarray(0, lineEnd) : whole;
       const rejection: InputRejection = {
@@ -264,31 +294,26 @@ export class GrowthWatch {
     w.taken = end;
   }
 
-  private async reject(w: Watched, reason: string, from: number, to: number, where: string): Promise<void> {
-    const raw = await readRange(w.path, from, Math.min(to, from + FILE_REJECTION_RAW_BYTES));
+  private async reject(handle: FileHandle, w: Watched, reason: string, from: number, to: number, where: string): Promise<void> {
+    const raw = await readRange(handle, from, Math.min(to, from + FILE_REJECTION_RAW_BYTES));
     const rejection: InputRejection = { inputId: this.o.inputId, raw, receivedAt: this.o.now(), reason, origin: { file: w.name, movedTo: where, from, to } };
     await this.o.sink.submit([{ kind: 'rejection', rejection }]);
     this.o.log.warn({ file: w.name, path: w.path, from, to }, reason);
   }
 }
 
-/** Bytes `[start, end)` of a file (for small ranges). */
-export async function readRange(path: string, start: number, end: number): Promise<Buffer> {
+/** Bytes `[start, end)` of an open file (for small ranges). */
+export async function readRange(handle: FileHandle, start: number, end: number): Promise<Buffer> {
   if (end <= start) return Buffer.alloc(0);
-  const handle = await open(path, 'r');
-  try {
-    const buffer = Buffer.alloc(end - start);
-    const { bytesRead } = await handle.read(buffer, 0, end - start, start);
-    return buffer.subarray(0, bytesRead);
-  } finally {
-    await handle.close();
-  }
+  const buffer = Buffer.alloc(end - start);
+  const { bytesRead } = await handle.read(buffer, 0, end - start, start);
+  return buffer.subarray(0, bytesRead);
 }
 
-/** SHA-256 (hex) of bytes `[start, end)` of a file; streamed. */
-export async function hashRange(path: string, start: number, end: number): Promise<string> {
+/** SHA-256 (hex) of bytes `[start, end)` of an open file; streamed (memory: one 64 KiB block). */
+export async function hashRange(handle: FileHandle, start: number, end: number): Promise<string> {
   const hash = createHash('sha256');
-  if (end > start) for await (const chunk of createReadStream(path, { start, end: end - 1 }) as AsyncIterable<Buffer>) hash.update(chunk);
+  for await (const block of readBlocks(handle, start, end, 256 * 1024, true)) hash.update(block);
   return hash.digest('hex');
 }
 
@@ -296,22 +321,17 @@ export async function hashRange(path: string, start: number, end: number): Promi
  * The offset just after the last line break in `[from, to)`, or undefined when there is none. A
  * CR as the very last byte does not count (its LF may still come).
  */
-export async function completeLinesEnd(path: string, from: number, to: number): Promise<number | undefined> {
+export async function completeLinesEnd(handle: FileHandle, from: number, to: number): Promise<number | undefined> {
   const block = 64 * 1024;
-  const handle = await open(path, 'r');
-  try {
-    for (let high = to; high > from; high -= block) {
-      const low = Math.max(from, high - block);
-      const buffer = Buffer.alloc(high - low);
-      const { bytesRead } = await handle.read(buffer, 0, high - low, low);
-      for (let i = bytesRead - 1; i >= 0; i--) {
-        const byte = buffer[i];
-        if (byte === LF) return low + i + 1;
-        if (byte === CR && low + i !== to - 1) return low + i + 1;
-      }
+  for (let high = to; high > from; high -= block) {
+    const low = Math.max(from, high - block);
+    const buffer = Buffer.alloc(high - low);
+    const { bytesRead } = await handle.read(buffer, 0, high - low, low);
+    for (let i = bytesRead - 1; i >= 0; i--) {
+      const byte = buffer[i];
+      if (byte === LF) return low + i + 1;
+      if (byte === CR && low + i !== to - 1) return low + i + 1;
     }
-    return undefined;
-  } finally {
-    await handle.close();
   }
+  return undefined;
 }

@@ -63,13 +63,21 @@ export async function moveToFailed(
   file: string,
   root: string,
   reason: string,
-  facts: { inputId: string; at: Date; scrub?: ((text: string) => string) | undefined },
+  facts: {
+    inputId: string;
+    at: Date;
+    scrub?: ((text: string) => string) | undefined;
+    /** Items of it committed before it failed (chunks). */
+    stored?: number;
+  },
   to?: string,
 ): Promise<string> {
   const target = to ?? (await failedTarget(file, root));
   await rename(file, target);
   const text = [
-    `scan-gateway could not take this file; none of its rows were stored.`,
+    (facts.stored ?? 0) > 0
+      ? `scan-gateway could not take this file whole; its first ${facts.stored} items were stored, the rest was not.`
+      : `scan-gateway could not take this file; none of its rows were stored.`,
     `file:   ${basename(file)}`,
     `input:  ${facts.inputId}`,
     `time:   ${facts.at.toISOString()}`,

@@ -1,14 +1,16 @@
-import { lstat, mkdir, readdir, readlink, stat } from 'node:fs/promises';
+import { lstat, mkdir, opendir, readdir, readlink, stat, type FileHandle } from 'node:fs/promises';
 import { basename, join, relative, resolve, sep } from 'node:path';
 import { watch, type FSWatcher } from 'chokidar';
 import type { FilesInputConfig } from '../../config/schema.js';
-import { isGatewayError } from '../../errors.js';
+import { ErrorCodes, GatewayError, isGatewayError } from '../../errors.js';
 import type { Logger } from '../../log.js';
-import type { InputAdapter, InputRejection, InputState, InputStatus, IntakeItem, IntakeSink, SubmitResult } from '../types.js';
-import type { FileParseContext } from './file-format.js';
-import { FILE_REJECTION_RAW_BYTES, GrowthWatch, readRange } from './file-growth.js';
+import type { FileChunk, InputAdapter, InputProgress, InputRejection, InputState, InputStatus, IntakeItem, IntakeSink, SubmitResult } from '../types.js';
+import type { FileParseContext, ItemsOut } from './file-format.js';
+import type { FILE_CHUNK_ROWS } from './file-format.js';
+import { FILE_REJECTION_RAW_BYTES, GrowthWatch, hashRange, readRange } from './file-growth.js';
 import { FAILED_DIR, failedTarget, moveToFailed, moveToProcessed, PROCESSED_DIR, processedTarget } from './file-moves.js';
-import { hashFile, IngestLedger } from './ingest-ledger.js';
+import { IngestLedger } from './ingest-ledger.js';
+import { openInboxFile, type OpenedFile } from './safe-open.js';
 import type { ByteRange } from './parse-lines.js';
 import { parseCsvFile } from './parse-csv.js';
 import { parseJsonFile, parseNdjsonFile } from './parse-json.js';
@@ -61,10 +63,22 @@ interface QueuedFile {
   /** Where the move after the commit goes (named in a rejection already committed). */
   target?: string;
   /** Rejected as a whole (the rejection committed): only the move to `failed/` is left. */
-  failure?: { reason: string; target: string };
+  failure?: { reason: string; target: string; stored: number };
 }
 
 type Outcome = 'done' | 'again' | 'retry' | 'stopped';
+
+/**
+ * Most files queued (known) at once. Past it, further files stay in the folder unqueued (logged
+ * once) and the folder is listed again once the queue has drained.
+ */
+export const MAX_QUEUED_FILES = 10_000;
+
+/** Most sub-folder names remembered for their once-only warning; past it, no further warnings. */
+export const MAX_SUBFOLDERS_WARNED = 1000;
+
+/** Thrown through a parse to end it when the input stops between two chunks of a file. */
+const STOPPED = Symbol('input stopped');
 
 /** File-system errors that mean "this file cannot be read", as opposed to a passing I/O fault. */
 const UNREADABLE_CODES = new Set(['EACCES', 'EPERM', 'EISDIR', 'ELOOP', 'ENAMETOOLONG', 'EFBIG']);
@@ -76,15 +90,24 @@ const UNREADABLE_CODES = new Set(['EACCES', 'EPERM', 'EISDIR', 'ELOOP', 'ENAMETO
  *
  * A file is taken once writing finished (size unchanged for `stableMs`); dotfiles, `*.tmp` and
  * `*.part` are ignored so a writer can drop a file atomically by renaming. Files are processed one
- * at a time in order of arrival (files present at start: oldest first). All items of one file go
- * to the sink in ONE `submit`; only after it resolved (committed) is the file moved to
- * `processed/YYYY-MM-DD/`, where it is watched for growth for a while ({@link GrowthWatch}: a
- * writer that paused longer than `stableMs` may go on appending). A file that cannot be read or
- * parsed at all goes to `failed/` with a `<name>.error.txt` giving the reason, after an
- * input-level rejection saying the same was committed (counted, listed by `failures`). When the
- * sink refuses (buffer failure) the file stays in place and is retried with backoff, ahead of
- * later files: never moved, never lost. Symbolic links are followed; sub-folders are named once
- * in a warning and not read.
+ * at a time in order of arrival (files present at start: oldest first).
+ *
+ * Only regular files are read, each opened once through {@link openInboxFile} (`O_NOFOLLOW |
+ * O_NONBLOCK`, type checked on the open descriptor); every hash, parse and read of it goes through
+ * that descriptor. A symbolic link (wherever it points), FIFO, socket or device goes to `failed/`
+ * with a reason naming its kind, counted as a rejection; not a byte is read through it.
+ *
+ * A file is parsed as a stream and committed in chunks of {@link FILE_CHUNK_ROWS} items, each
+ * chunk one submit and one transaction that also records how far the file is committed (by
+ * content hash), so after a crash the file goes on after its last committed chunk: no row lost,
+ * none stored twice. Memory holds a chunk or two, not the file. A chunk the buffer refuses (quota,
+ * full disk) is retried with backoff while the file keeps its place (back-pressure); only a single
+ * item larger than the whole quota fails the file. Once its last chunk committed the file is moved
+ * to `processed/YYYY-MM-DD/`, where it is watched for growth for a while ({@link GrowthWatch}: a
+ * writer that paused longer than `stableMs` may go on appending). A file over `maxFileBytes`, or
+ * one that cannot be read or parsed at all, goes to `failed/` with a `<name>.error.txt` giving
+ * the reason, after an input-level rejection saying the same was committed (counted, listed by
+ * `failures`). Sub-folders are named once in a warning and not read.
  *
  * A file whose content (SHA-256) was committed within `rememberFilesDays` is not ingested again:
  * it is moved to `processed/`, counted as a rejection naming the earlier file. The hash goes to `<dir>/.ingested.json` after the
@@ -132,6 +155,10 @@ export class FilesInput implements InputAdapter {
   private readonly growth: GrowthWatch;
   /** Sub-folders already warned about (by name). */
   private readonly subfoldersWarned = new Set<string>();
+  /** Files were left unqueued at {@link MAX_QUEUED_FILES}: list the folder again once the queue drained. */
+  private overflowed = false;
+  /** The file being read and committed in chunks, for the status. */
+  private progress: InputProgress | undefined;
 
   constructor(options: FilesInputOptions) {
     this.config = options.config;
@@ -164,7 +191,7 @@ export class FilesInput implements InputAdapter {
     });
   }
 
-  /** Back-pressure: while paused, files stay in the folder (a file being read is finished). */
+  /** Back-pressure: while paused, files stay in the folder (a file being read waits before its next chunk). */
   setPaused(paused: boolean): void {
     if (this.paused === paused) return;
     this.paused = paused;
@@ -181,7 +208,11 @@ export class FilesInput implements InputAdapter {
     await this.openWatcher();
   }
 
-  /** Stops watching; a file whose submit is in flight is finished (and moved) before this resolves. */
+  /**
+   * Stops watching; a chunk whose submit is in flight is finished before this resolves (a file whose
+   * last chunk committed is moved). A file stopped between two chunks stays in the folder with its
+   * committed chunks recorded: the next start goes on after them.
+   */
   async stop(): Promise<void> {
     this.stopping = true;
     for (const timer of this.timers) clearTimeout(timer);
@@ -200,6 +231,7 @@ export class FilesInput implements InputAdapter {
       state: this.state,
       ...(this.state === 'down' && this.lastError !== undefined ? { lastError: this.lastError, lastErrorAt: this.lastErrorAt } : {}),
       source: this.config.dir,
+      ...(this.progress ? { progress: { ...this.progress } } : {}),
     };
   }
 
@@ -217,6 +249,8 @@ export class FilesInput implements InputAdapter {
         ignored: (path, stats) => this.isIgnored(path) || (path !== dir && stats?.isDirectory() === true && this.subfolderSeen(path)),
         awaitWriteFinish: this.config.stableMs > 0 ? { stabilityThreshold: this.config.stableMs, pollInterval: 100 } : false,
         usePolling: this.config.usePolling,
+        // A link is reported as the link (lstat), never followed: it goes to failed/ unread.
+        followSymlinks: false,
         // Polling a network share every 100 ms (chokidar's default) is needless load on the server.
         ...(this.config.usePolling ? { interval: 1000, binaryInterval: 1000 } : {}),
       });
@@ -312,34 +346,30 @@ export class FilesInput implements InputAdapter {
   }
 
   /**
-   * Queues the files already in the folder, oldest first (the order they arrived in). Symbolic
-   * links are followed (a dangling one is queued too: it is reported); sub-folders are reported
-   * once and not read.
+   * Queues the entries already in the folder, oldest first (the order they arrived in), as they
+   * are (lstat): a symbolic link, FIFO, socket or device is queued too, so it is reported and
+   * moved to failed/ (never followed, never read); sub-folders are reported once and not read.
    */
   private async scanExisting(): Promise<void> {
-    const entries = await readdir(this.dir, { withFileTypes: true });
     const found: { path: string; mtimeMs: number }[] = [];
-    for (const entry of entries) {
+    // Listed as a stream and at most MAX_QUEUED_FILES taken: a folder of a million files costs no
+    // more memory than the queue's bound (the rest is listed again once these are taken; the order
+    // of arrival then holds within each listing).
+    for await (const entry of await opendir(this.dir)) {
+      if (found.length + this.known.size >= MAX_QUEUED_FILES) {
+        this.overflowed = true;
+        break;
+      }
       const path = join(this.dir, entry.name);
       if (this.isIgnored(path)) continue;
       if (entry.isDirectory()) {
         this.subfolderSeen(path);
         continue;
       }
-      if (!entry.isFile() && !entry.isSymbolicLink()) continue;
       try {
-        const target = await stat(path).catch(async (err: unknown) => {
-          // A dangling link (or a loop): queued all the same, so it is reported.
-          if (entry.isSymbolicLink()) return lstat(path);
-          throw err;
-        });
-        if (target.isDirectory()) {
-          this.subfolderSeen(path);
-          continue;
-        }
-        found.push({ path, mtimeMs: target.mtimeMs });
+        found.push({ path, mtimeMs: (await lstat(path)).mtimeMs });
       } catch {
-        // Gone between listing and stat: nothing to take.
+        // Gone between listing and lstat: nothing to take.
       }
     }
     found.sort((a, b) => a.mtimeMs - b.mtimeMs || (a.path < b.path ? -1 : 1));
@@ -355,6 +385,7 @@ export class FilesInput implements InputAdapter {
     const rel = relative(this.dir, path);
     if (rel === '' || rel.includes(sep)) return true;
     if (rel === PROCESSED_DIR || rel === FAILED_DIR || this.subfoldersWarned.has(rel)) return true;
+    if (this.subfoldersWarned.size >= MAX_SUBFOLDERS_WARNED) return true;
     this.subfoldersWarned.add(rel);
     this.log.warn({ folder: rel, dir: this.dir }, `sub-folder "${rel}" is not read; drop files into the folder itself (${this.dir})`);
     return true;
@@ -374,6 +405,11 @@ export class FilesInput implements InputAdapter {
 
   private enqueue(path: string, checkStable: boolean): void {
     if (this.stopping || this.isIgnored(path) || this.known.has(path)) return;
+    if (this.known.size >= MAX_QUEUED_FILES) {
+      if (!this.overflowed) this.log.warn({ queued: this.known.size }, `more than ${MAX_QUEUED_FILES} files waiting; further files stay in the folder and are listed again once these are taken`);
+      this.overflowed = true;
+      return;
+    }
     const entry: QueuedFile = { path, checkStable, committed: false, attempt: 0 };
     this.known.set(path, entry);
     this.queue.push(entry);
@@ -385,7 +421,7 @@ export class FilesInput implements InputAdapter {
     const entry = this.known.get(path);
     if (!entry || entry === this.current) return;
     // A late unlink (chokidar delays them) must not drop a new file dropped under the same name.
-    void stat(path).then(
+    void lstat(path).then(
       () => undefined,
       () => {
         if (this.known.get(path) === entry && entry !== this.current) this.dropQueued(entry);
@@ -412,7 +448,13 @@ export class FilesInput implements InputAdapter {
   private async drain(): Promise<void> {
     while (!this.stopping && !this.paused) {
       const entry = this.queue[0];
-      if (!entry) return;
+      if (!entry) {
+        if (!this.overflowed) return;
+        // Files were left in the folder at the queue's bound: list it again (they are queued now).
+        this.overflowed = false;
+        await this.scanExisting();
+        continue;
+      }
       this.current = entry;
       let outcome: Outcome;
       try {
@@ -445,7 +487,7 @@ export class FilesInput implements InputAdapter {
   private async processFile(entry: QueuedFile): Promise<Outcome> {
     const { path } = entry;
     const name = basename(path);
-    if (entry.failure) return this.moveFailed(entry, entry.failure.reason, entry.failure.target);
+    if (entry.failure) return this.moveFailed(entry, entry.failure.reason, entry.failure.target, entry.failure.stored);
     if (entry.checkStable) {
       const stable = await this.waitUntilStable(path);
       if (stable === 'stopped') return 'stopped';
@@ -455,50 +497,142 @@ export class FilesInput implements InputAdapter {
 
     if (!entry.committed) {
       const receivedAt = this.now();
-      let items: IntakeItem[];
-      let before;
-      let sha256: string;
+      let opened: OpenedFile;
       try {
-        before = await stat(path);
-        sha256 = await hashFile(path);
-        const earlier = this.config.rememberFilesDays > 0 ? this.ledger.find(sha256) : undefined;
-        if (earlier) return await this.sameContent(entry, sha256, earlier, receivedAt);
-        items = await this.parse(path, { inputId: this.id, fileName: name, receivedAt, maxReadLength: this.config.maxReadLength, sha256 });
-        const after = await stat(path);
-        if (after.size !== before.size || after.mtimeMs !== before.mtimeMs) {
-          // Still being written despite the stability wait: read it again once it settles.
-          this.log.info({ file: name }, 'file changed while being read; reading it again');
-          entry.checkStable = true;
-          return 'again';
-        }
+        // The one way an inbox file is opened: a regular file only, never through a link, never
+        // waiting on a FIFO (safe-open.ts).
+        opened = await openInboxFile(path, name);
       } catch (err) {
         return this.readFailed(entry, err);
       }
-
-      let result: SubmitResult | void = undefined;
-      if (items.length > 0) {
-        try {
-          if (this.config.rememberFilesDays > 0) result = await this.sink.submit(items, { fileHash: sha256, fileName: name });
-          else result = await this.sink.submit(items);
-        } catch (err) {
-          // Larger than the whole quota: waiting cannot help, and it would block the files behind it.
-          if (isGatewayError(err) && err.details.tooLarge === true) return this.readFailed(entry, err);
-          this.log.error({ err, file: name, items: items.length }, 'buffer refused the file; it stays in the folder and is retried');
-          return 'retry';
-        }
+      let outcome: Outcome | 'committed';
+      try {
+        outcome = await this.takeFile(entry, opened, receivedAt);
+      } finally {
+        this.progress = undefined;
+        await opened.handle.close().catch(() => undefined);
       }
-      entry.committed = true;
-      entry.stored = { size: before.size, mtimeMs: before.mtimeMs };
-      // Rejections of the file's rows and, from intake's outcomes, of the mapping (a bad check digit).
-      const rowRejections = items.filter((i) => i.kind === 'rejection').length;
-      const rejections = result ? result.outcomes.filter((o) => o.outcome === 'rejected').length : rowRejections;
-      const scans = result ? result.outcomes.filter((o) => o.outcome === 'scan').length : undefined;
-      this.log.info({ file: name, reads: items.length - rowRejections, ...(scans !== undefined ? { scans } : {}), rejections, bytes: before.size }, 'file stored');
-      if (this.config.rememberFilesDays > 0) {
-        await this.ledger.record(sha256, name).catch((err: unknown) => this.log.warn({ err, file: name }, 'cannot write the ingested-files ledger'));
-      }
+      if (outcome !== 'committed') return outcome;
     }
     return this.moveProcessed(entry);
+  }
+
+  /**
+   * Hashes, parses and commits one opened file in chunks ({@link FILE_CHUNK_ROWS} items per
+   * submit and transaction, each recording the file's progress), going on after the chunks a
+   * crash left committed. Reads bytes `[0, size)` as found when opened (the bytes hashed); what a
+   * writer appends meanwhile is the growth watch's. Answers 'committed' once its last chunk is.
+   */
+  private async takeFile(entry: QueuedFile, opened: OpenedFile, receivedAt: Date): Promise<Outcome | 'committed'> {
+    const name = basename(entry.path);
+    const { handle, stats } = opened;
+    const size = stats.size;
+    const remember = this.config.rememberFilesDays > 0;
+    let sha256: string;
+    try {
+      if (size > this.config.maxFileBytes) {
+        throw new GatewayError(
+          ErrorCodes.INPUT,
+          `file of ${size} bytes is larger than maxFileBytes (${this.config.maxFileBytes}) of input ${this.id}; split it, or raise maxFileBytes`,
+          { details: { file: name } },
+        );
+      }
+      sha256 = await hashRange(handle, 0, size);
+    } catch (err) {
+      return this.readFailed(entry, err, handle);
+    }
+    const earlier = remember ? this.ledger.find(sha256) : undefined;
+    if (earlier) return this.sameContent(entry, sha256, earlier, receivedAt, handle);
+
+    const before = this.sink.fileProgress?.(this.id, sha256);
+    entry.stored = { size, mtimeMs: stats.mtimeMs };
+    if (remember && before?.complete === true) {
+      // Its last chunk committed before a restart, the move did not happen: only the move is left.
+      this.log.warn({ file: name, sha256 }, 'file with this content was stored before; not stored again');
+      entry.committed = true;
+      await this.ledger.record(sha256, name).catch((err: unknown) => this.log.warn({ err, file: name }, 'cannot write the ingested-files ledger'));
+      return 'committed';
+    }
+    const skip = before && !before.complete ? before.items : 0;
+    if (skip > 0) this.log.info({ file: name, sha256, items: skip }, 'file was partly stored before a restart; going on after its last committed chunk');
+
+    const tally = { items: skip, seen: 0, rejections: 0, scans: 0, known: true };
+    this.progress = { file: name, rows: skip, bytes: size, startedAt: receivedAt.toISOString() };
+    // One chunk is held back, so the last one goes as `final` (the file complete in its transaction).
+    let held: IntakeItem[] | undefined;
+    const commitHeld = async (final: boolean): Promise<void> => {
+      const items = held ?? [];
+      held = undefined;
+      if (items.length === 0 && !(final && tally.items > 0)) return;
+      await this.commitChunk(items, { inputId: this.id, hash: sha256, name, itemsBefore: tally.items, final, remember }, tally);
+      if (this.progress) this.progress.rows = tally.items;
+    };
+    const out = async (items: IntakeItem[]): Promise<void> => {
+      const from = tally.seen;
+      tally.seen += items.length;
+      if (tally.seen <= skip) return; // committed before a restart
+      await commitHeld(false);
+      held = from < skip ? items.slice(skip - from) : items;
+    };
+    const ctx = { inputId: this.id, fileName: name, receivedAt, maxReadLength: this.config.maxReadLength, sha256 };
+    try {
+      // A CSV can turn out unreadable as a whole late in the file (a quote never closed, a record
+      // over 1 MiB): a first pass that commits nothing finds that, so such a file goes to failed/
+      // with none of its rows stored, as before chunks, and dropping it again fixed stores each
+      // row once. (lines, ndjson and json fail as a whole only before their first item.)
+      if (this.config.format === 'csv') await this.parse(handle, ctx, { end: size }, async () => undefined);
+      await this.parse(handle, ctx, { end: size }, out);
+      await commitHeld(true);
+    } catch (err) {
+      if (err === STOPPED) return 'stopped';
+      return this.readFailed(entry, err, handle, tally.items);
+    }
+    entry.committed = true;
+    const reads = tally.items - skip - tally.rejections;
+    this.log.info({ file: name, reads, ...(tally.known ? { scans: tally.scans } : {}), rejections: tally.rejections, bytes: size, ...(skip > 0 ? { resumedAfter: skip } : {}) }, 'file stored');
+    if (remember) {
+      await this.ledger.record(sha256, name).catch((err: unknown) => this.log.warn({ err, file: name }, 'cannot write the ingested-files ledger'));
+    }
+    return 'committed';
+  }
+
+  /**
+   * Commits one chunk of a file, waiting as long as it takes: while the input is paused
+   * (back-pressure) and while the buffer refuses it (quota, full disk: retried with backoff; the
+   * file holds its place, and the files behind it wait). A chunk larger than the whole quota is
+   * split; a single item that can never fit fails the file. Throws {@link STOPPED} when the input
+   * stops meanwhile (the file stays; its committed chunks are recorded).
+   */
+  private async commitChunk(items: IntakeItem[], chunk: FileChunk, tally: { items: number; rejections: number; scans: number; known: boolean }): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      while (this.paused) if (!(await this.sleep(250))) throw STOPPED;
+      if (this.stopping) throw STOPPED;
+      let result: SubmitResult | void;
+      try {
+        result = await this.sink.submit(items, { fileChunk: chunk });
+      } catch (err) {
+        if (isGatewayError(err) && err.details['tooLarge'] === true) {
+          if (items.length <= 1) throw err;
+          const half = Math.ceil(items.length / 2);
+          await this.commitChunk(items.slice(0, half), { ...chunk, final: false }, tally);
+          await this.commitChunk(items.slice(half), { ...chunk, itemsBefore: chunk.itemsBefore + half }, tally);
+          return;
+        }
+        const delayMs = this.backoff(attempt);
+        this.log.error({ err, file: chunk.name, items: items.length, committed: chunk.itemsBefore, retryInMs: delayMs }, 'buffer refused a chunk of the file; the file stays in the folder and the chunk is retried');
+        if (!(await this.sleep(delayMs))) throw STOPPED;
+        continue;
+      }
+      tally.items += items.length;
+      tally.rejections += items.filter((i) => i.kind === 'rejection').length;
+      if (result) {
+        tally.rejections += result.outcomes.filter((o, i) => o.outcome === 'rejected' && items[i]?.kind === 'read').length;
+        tally.scans += result.outcomes.filter((o) => o.outcome === 'scan').length;
+      } else {
+        tally.known = false;
+      }
+      return;
+    }
   }
 
   private async moveProcessed(entry: QueuedFile): Promise<Outcome> {
@@ -525,23 +659,25 @@ export class FilesInput implements InputAdapter {
    * Content stored before (ledger): counted as a rejection naming the earlier file (not submitted
    * with the hash, which the intake would drop as the earlier file's), then moved to processed/.
    */
-  private async sameContent(entry: QueuedFile, sha256: string, earlier: { at: string; name: string }, receivedAt: Date): Promise<Outcome> {
+  private async sameContent(entry: QueuedFile, sha256: string, earlier: { at: string; name: string }, receivedAt: Date, handle: FileHandle): Promise<Outcome | 'committed'> {
     const name = basename(entry.path);
     const reason = `same content as ${earlier.name} stored at ${earlier.at}; not stored again`;
     entry.target ??= await processedTarget(entry.path, this.dir, this.now());
     const origin = { file: name, sha256, movedTo: relative(this.dir, entry.target) };
-    if (!(await this.commitFileRejection(entry.path, reason, origin, receivedAt, 'the note of a file stored before'))) return 'retry';
+    const raw = await readRange(handle, 0, FILE_REJECTION_RAW_BYTES).catch(() => Buffer.alloc(0));
+    if (!(await this.commitFileRejection(entry.path, raw, reason, origin, receivedAt, 'the note of a file stored before'))) return 'retry';
     this.log.warn({ file: name, sha256, ingestedAt: earlier.at, as: earlier.name }, 'file with this content was ingested before; not ingested again (counted as a rejection)');
     entry.committed = true;
-    return this.moveProcessed(entry);
+    return 'committed';
   }
 
-  private parse(path: string, ctx: FileParseContext, range: ByteRange = {}): Promise<IntakeItem[]> {
+  /** Parses bytes `range` of an open file: to `out` in chunks, or (without) all items returned. */
+  private parse(handle: FileHandle, ctx: FileParseContext, range: ByteRange = {}, out?: ItemsOut): Promise<IntakeItem[]> {
     const c = this.config;
     switch (c.format) {
       case 'csv':
         return parseCsvFile(
-          path,
+          handle,
           ctx,
           {
             barcodeColumn: c.barcodeColumn,
@@ -552,17 +688,24 @@ export class FilesInput implements InputAdapter {
             attributeColumns: c.attributeColumns,
           },
           range,
+          out,
         );
       case 'ndjson':
-        return parseNdjsonFile(path, ctx, c.fields, range);
+        return parseNdjsonFile(handle, ctx, c.fields, range, out);
       case 'json':
-        return parseJsonFile(path, ctx, c.fields);
+        return parseJsonFile(handle, ctx, c.fields, out);
       case 'lines':
-        return parseLinesFile(path, ctx, range);
+        return parseLinesFile(handle, ctx, range, out);
     }
   }
 
-  private async readFailed(entry: QueuedFile, err: unknown): Promise<Outcome> {
+  /**
+   * A file that cannot be taken: to failed/ with the reason (after its rejection is committed).
+   * `handle`: the file opened (its first bytes go in the rejection); none for an entry that is not
+   * a regular file (nothing of it is read). `stored`: items of it committed before the failure
+   * (chunks before a broken CSV record): they stay stored, and the reason says so.
+   */
+  private async readFailed(entry: QueuedFile, err: unknown, handle?: FileHandle, stored = 0): Promise<Outcome> {
     const name = basename(entry.path);
     const code = (err as NodeJS.ErrnoException).code;
     let reason: string;
@@ -579,6 +722,7 @@ export class FilesInput implements InputAdapter {
     } else {
       reason = err instanceof Error ? err.message : String(err);
     }
+    if (stored > 0) reason += `; the file's first ${stored} items (reads and rejected rows) were stored before this and stay stored`;
     // Counted and inspectable: an input-level rejection with the file's first bytes, committed
     // before the file moves to failed/ (if the buffer refuses, the file stays and is retried).
     let target: string;
@@ -589,9 +733,10 @@ export class FilesInput implements InputAdapter {
       return 'retry';
     }
     const origin = { file: name, movedTo: relative(this.dir, target) };
-    if (!(await this.commitFileRejection(entry.path, reason, origin, this.now(), 'the rejection of a file that cannot be taken'))) return 'retry';
-    entry.failure = { reason, target };
-    return this.moveFailed(entry, reason, target);
+    const raw = handle ? await readRange(handle, 0, FILE_REJECTION_RAW_BYTES).catch(() => Buffer.alloc(0)) : Buffer.alloc(0);
+    if (!(await this.commitFileRejection(entry.path, raw, reason, origin, this.now(), 'the rejection of a file that cannot be taken'))) return 'retry';
+    entry.failure = { reason, target, stored };
+    return this.moveFailed(entry, reason, target, stored);
   }
 
   /**
@@ -599,8 +744,7 @@ export class FilesInput implements InputAdapter {
    * so it is counted and listed by `failures` before the file moves. Answers false when the buffer
    * refused it: the file then stays in the folder and is retried.
    */
-  private async commitFileRejection(path: string, reason: string, origin: Record<string, string>, receivedAt: Date, what: string): Promise<boolean> {
-    const raw = await readRange(path, 0, FILE_REJECTION_RAW_BYTES).catch(() => Buffer.alloc(0));
+  private async commitFileRejection(path: string, raw: Buffer, reason: string, origin: Record<string, string>, receivedAt: Date, what: string): Promise<boolean> {
     const rejection: InputRejection = { inputId: this.id, raw, receivedAt, reason, origin };
     try {
       await this.sink.submit([{ kind: 'rejection', rejection }]);
@@ -611,10 +755,10 @@ export class FilesInput implements InputAdapter {
     }
   }
 
-  private async moveFailed(entry: QueuedFile, reason: string, target: string): Promise<Outcome> {
+  private async moveFailed(entry: QueuedFile, reason: string, target: string, stored = 0): Promise<Outcome> {
     const name = basename(entry.path);
     try {
-      const to = await moveToFailed(entry.path, this.dir, reason, { inputId: this.id, at: this.now(), scrub: this.scrub }, target);
+      const to = await moveToFailed(entry.path, this.dir, reason, { inputId: this.id, at: this.now(), scrub: this.scrub, stored }, target);
       this.log.warn({ file: name, reason, to }, 'file cannot be taken; moved to failed/ (stored as a rejection)');
     } catch (moveErr) {
       // Left in place (its rejection is stored): a later change to the file, or the next start,
@@ -629,17 +773,17 @@ export class FilesInput implements InputAdapter {
     const stableMs = this.config.stableMs;
     let previous;
     try {
-      previous = await stat(path);
+      // lstat: the entry itself (a link's target is never looked at; a link is reported when read).
+      previous = await lstat(path);
     } catch {
-      // A link to nothing (or a loop) is still there: reading it reports it.
-      return (await lstat(path).then(() => true, () => false)) ? 'stable' : 'gone';
+      return 'gone';
     }
-    if (Date.now() - previous.mtimeMs >= stableMs) return 'stable';
+    if (!previous.isFile() || Date.now() - previous.mtimeMs >= stableMs) return 'stable';
     for (;;) {
       if (!(await this.sleep(Math.max(stableMs, 50)))) return 'stopped';
       let current;
       try {
-        current = await stat(path);
+        current = await lstat(path);
       } catch {
         return 'gone';
       }

@@ -1,5 +1,3 @@
-import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../../log.js';
@@ -15,13 +13,6 @@ interface LedgerEntry {
   at: string;
   /** The file's name then. */
   name: string;
-}
-
-/** SHA-256 of a file's content, hex; streamed. */
-export async function hashFile(path: string): Promise<string> {
-  const hash = createHash('sha256');
-  for await (const chunk of createReadStream(path) as AsyncIterable<Buffer>) hash.update(chunk);
-  return hash.digest('hex');
 }
 
 /**

@@ -1,15 +1,20 @@
-import { createReadStream } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
 import type { IntakeItem } from '../types.js';
 import { CsvSyntaxError, CsvTokenizer } from './csv-records.js';
 import {
   checkEncoding,
+  chunkerFor,
   fileFormatError,
   isBlank,
   maxReadLengthOf,
+  readBlocks,
   readItem,
   rejectionItem,
   REJECTION_RAW_BYTES,
+  withSource,
   type FileParseContext,
+  type FileSource,
+  type ItemsOut,
   type ReadExtras,
 } from './file-format.js';
 import type { ByteRange } from './parse-lines.js';
@@ -56,7 +61,7 @@ export const MAX_CSV_RECORD_BYTES = 1024 * 1024;
  * delimiter or the line end, as `"RAG"GED-5"`; `raw` = the row's text); a row with more filled
  * columns than the header (an unquoted value holding the delimiter). A quote inside an unquoted
  * field is data. The file is parsed as a stream (latin1, which maps every byte to one character,
- * so bytes survive unchanged even when they are not valid UTF-8); memory holds the items, not the
+ * so bytes survive unchanged even when they are not valid UTF-8); with `out`, memory holds one chunk of items, not the
  * text.
  *
  * With `range.start` after the header, only the rows from there (up to `range.end`) are read, with
@@ -67,16 +72,26 @@ export const MAX_CSV_RECORD_BYTES = 1024 * 1024;
  *   that is never closed, or a record over {@link MAX_CSV_RECORD_BYTES}.
  * @throws the file system error when the file cannot be read.
  */
-export async function parseCsvFile(path: string, ctx: FileParseContext, format: CsvFormat, range: ByteRange = {}): Promise<IntakeItem[]> {
-  const bom = await checkEncoding(path, ctx.fileName);
+export async function parseCsvFile(
+  source: FileSource,
+  ctx: FileParseContext,
+  format: CsvFormat,
+  range: ByteRange = {},
+  out?: ItemsOut,
+): Promise<IntakeItem[]> {
+  return withSource(source, (handle) => parseCsv(handle, ctx, format, range, out));
+}
+
+async function parseCsv(handle: FileHandle, ctx: FileParseContext, format: CsvFormat, range: ByteRange, out: ItemsOut | undefined): Promise<IntakeItem[]> {
+  const bom = await checkEncoding(handle, ctx.fileName);
   const delimiter = Buffer.from(format.delimiter, 'utf8').toString('latin1');
   const shownDelimiter = JSON.stringify(format.delimiter);
-  const items: IntakeItem[] = [];
-  const max = maxReadLengthOf(ctx);
+  const { chunker, collected } = chunkerFor(out);
+    const max = maxReadLengthOf(ctx);
   const start = Math.max(range.start ?? 0, bom);
   let columns: Columns | undefined;
   if (start > bom) {
-    const header = await readHeader(path, bom, delimiter, ctx.fileName);
+    const header = await readHeader(handle, bom, delimiter, ctx.fileName);
     if (!header) throw fileFormatError(ctx.fileName, 'CSV file is empty: expected a header row');
     columns = findColumns(header, format, ctx.fileName);
   }
@@ -94,22 +109,22 @@ export async function parseCsvFile(path: string, ctx: FileParseContext, format: 
         if (record.length > width && record.slice(width).some((field) => !isBlank(field))) {
           const row = Buffer.from(record.join(delimiter), 'latin1').subarray(0, max);
           const reason = `row has ${record.length} columns, the header ${width}: a value holding the delimiter ${shownDelimiter} must be quoted`;
-          items.push(rejectionItem(ctx, Buffer.from(row), line, reason));
+          chunker.push(rejectionItem(ctx, Buffer.from(row), line, reason));
           return;
         }
         const barcode = record[columns.barcode];
         if (barcode === undefined || isBlank(barcode)) {
           const row = Buffer.from(record.join(delimiter), 'latin1').subarray(0, max);
-          items.push(rejectionItem(ctx, Buffer.from(row), line, `row has no value in column "${format.barcodeColumn}"`));
+          chunker.push(rejectionItem(ctx, Buffer.from(row), line, `row has no value in column "${format.barcodeColumn}"`));
           return;
         }
         const bytes = Buffer.from(barcode, 'latin1');
         if (bytes.length > max) {
-          items.push(rejectionItem(ctx, Buffer.from(bytes.subarray(0, REJECTION_RAW_BYTES)), line, `barcode longer than ${max} bytes`));
+          chunker.push(rejectionItem(ctx, Buffer.from(bytes.subarray(0, REJECTION_RAW_BYTES)), line, `barcode longer than ${max} bytes`));
           return;
         }
         const sourceTime = cell(record, columns.time);
-        items.push(readItem(ctx, bytes, line, sourceTime, extrasOf(record, columns)));
+        chunker.push(readItem(ctx, bytes, line, sourceTime, extrasOf(record, columns)));
       },
       broken: (raw, line, problem) => {
         const name = columns?.names[problem.column - 1];
@@ -118,7 +133,7 @@ export async function parseCsvFile(path: string, ctx: FileParseContext, format: 
           `broken quoting in ${where}: a quote inside a quoted field must be doubled ("") and the field must end at its ` +
           `closing quote, found ${JSON.stringify(problem.found)} after it`;
         if (!columns) throw fileFormatError(ctx.fileName, `CSV header row cannot be read: ${reason}`);
-        items.push(rejectionItem(ctx, Buffer.from(Buffer.from(raw, 'latin1').subarray(0, max)), line, reason));
+        chunker.push(rejectionItem(ctx, Buffer.from(Buffer.from(raw, 'latin1').subarray(0, max)), line, reason));
       },
     },
     MAX_CSV_RECORD_BYTES,
@@ -126,23 +141,26 @@ export async function parseCsvFile(path: string, ctx: FileParseContext, format: 
   );
 
   try {
-    await feed(path, tokenizer, start, range.end);
+    await feed(handle, tokenizer, start, range.end, () => chunker.drain());
   } catch (err) {
     if (err instanceof CsvSyntaxError) throw fileFormatError(ctx.fileName, `CSV cannot be parsed: ${err.message}`, err);
     throw err;
   }
   if (!columns) throw fileFormatError(ctx.fileName, 'CSV file is empty: expected a header row');
-  return items;
+  await chunker.end();
+  return collected;
 }
 
-/** Streams bytes `[start, end)` of a file through the tokenizer, then ends it. */
-async function feed(path: string, tokenizer: CsvTokenizer, start: number, end?: number): Promise<void> {
+/**
+ * Streams bytes `[start, end)` of a file through the tokenizer (blocks of 256 KiB, `afterBlock`
+ * awaited after each: the caller hands on the rows made), then ends it.
+ */
+async function feed(handle: FileHandle, tokenizer: CsvTokenizer, start: number, end?: number, afterBlock?: () => Promise<void>): Promise<void> {
   if (end === undefined || end > start) {
-    const source = createReadStream(path, { start, ...(end !== undefined ? { end: end - 1 } : {}), encoding: 'latin1', highWaterMark: 1024 * 1024 });
-    try {
-      for await (const chunk of source as AsyncIterable<string>) tokenizer.push(chunk);
-    } finally {
-      source.destroy();
+    for await (const block of readBlocks(handle, start, end, 256 * 1024, true)) {
+      // latin1 maps every byte to one character, so a block may end anywhere.
+      tokenizer.push(block.toString('latin1'));
+      if (afterBlock) await afterBlock();
     }
   }
   tokenizer.end();
@@ -152,7 +170,7 @@ async function feed(path: string, tokenizer: CsvTokenizer, start: number, end?: 
 const HEADER_FOUND = Symbol('header found');
 
 /** The file's header row (its first record with a filled field), or undefined for an empty file. */
-async function readHeader(path: string, start: number, delimiter: string, fileName: string): Promise<string[] | undefined> {
+async function readHeader(handle: FileHandle, start: number, delimiter: string, fileName: string): Promise<string[] | undefined> {
   let header: string[] | undefined;
   const tokenizer = new CsvTokenizer(
     delimiter,
@@ -169,7 +187,7 @@ async function readHeader(path: string, start: number, delimiter: string, fileNa
     MAX_CSV_RECORD_BYTES,
   );
   try {
-    await feed(path, tokenizer, start);
+    await feed(handle, tokenizer, start);
   } catch (err) {
     if (err === HEADER_FOUND) return header;
     if (err instanceof CsvSyntaxError) throw fileFormatError(fileName, `CSV cannot be parsed: ${err.message}`, err);

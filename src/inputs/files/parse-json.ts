@@ -1,16 +1,32 @@
-import { readFile, stat } from 'node:fs/promises';
 import type { JsonFieldsConfig } from '../../config/input-schemas.js';
 import { describeIssues, scanSchema } from '../../upstream/contract.js';
 import { jsonRead, jsonReadProblem } from '../json-read.js';
 import type { IntakeItem } from '../types.js';
-import { checkEncoding, fileFormatError, isBlank, maxReadLengthOf, readItem, rejectionItem, REJECTION_RAW_BYTES, type FileParseContext } from './file-format.js';
+import {
+  checkEncoding,
+  chunkerFor,
+  fileFormatError,
+  isBlank,
+  maxReadLengthOf,
+  readItem,
+  rejectionItem,
+  REJECTION_RAW_BYTES,
+  withSource,
+  type FileParseContext,
+  type FileSource,
+  type ItemsOut,
+} from './file-format.js';
 import { scanLines, type ByteRange } from './parse-lines.js';
 
 /** Longest line of an ndjson file, in bytes: a JSON read with many attributes, never a megabyte. */
 export const MAX_NDJSON_LINE_BYTES = 1024 * 1024;
 
-/** Largest `json` file taken, in bytes: the whole array is parsed in memory. Larger: use ndjson. */
-export const MAX_JSON_FILE_BYTES = 64 * 1024 * 1024;
+/**
+ * Largest `json` file taken, in bytes: one array is parsed in memory as a whole (JSON.parse has no
+ * streaming form), so this bounds what it costs (about 10 times the file in heap); its reads are
+ * then committed in chunks like any file's. Larger exports: ndjson, streamed at any size.
+ */
+export const MAX_JSON_FILE_BYTES = 8 * 1024 * 1024;
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
@@ -23,25 +39,34 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
  * @throws GatewayError `SCANGW_E_INPUT` when the file is UTF-16 (the whole file goes to `failed/`).
  * @throws the file system error when the file cannot be read.
  */
-export async function parseNdjsonFile(path: string, ctx: FileParseContext, fields: JsonFieldsConfig, range: ByteRange = {}): Promise<IntakeItem[]> {
-  const bom = await checkEncoding(path, ctx.fileName);
-  const items: IntakeItem[] = [];
-  await scanLines(path, MAX_NDJSON_LINE_BYTES, {
-    line: (bytes, line) => {
-      if (isBlank(bytes)) return;
-      let value: unknown;
-      try {
-        value = JSON.parse(utf8.decode(bytes));
-      } catch (err) {
-        const reason = err instanceof SyntaxError ? `line is not JSON: ${err.message}` : 'line is not valid UTF-8';
-        items.push(rejectionItem(ctx, Buffer.from(bytes.subarray(0, REJECTION_RAW_BYTES)), line, reason));
-        return;
-      }
-      items.push(jsonItem(ctx, value, bytes, line, fields));
-    },
-    overlong: (head, line) => items.push(rejectionItem(ctx, head, line, `line longer than ${MAX_NDJSON_LINE_BYTES} bytes`)),
-  }, { ...range, start: Math.max(range.start ?? 0, bom) });
-  return items;
+export async function parseNdjsonFile(
+  source: FileSource,
+  ctx: FileParseContext,
+  fields: JsonFieldsConfig,
+  range: ByteRange = {},
+  out?: ItemsOut,
+): Promise<IntakeItem[]> {
+  return withSource(source, async (handle) => {
+    const bom = await checkEncoding(handle, ctx.fileName);
+    const { chunker, collected } = chunkerFor(out);
+    await scanLines(handle, MAX_NDJSON_LINE_BYTES, {
+      line: (bytes, line) => {
+        if (isBlank(bytes)) return;
+        let value: unknown;
+        try {
+          value = JSON.parse(utf8.decode(bytes));
+        } catch (err) {
+          const reason = err instanceof SyntaxError ? `line is not JSON: ${err.message}` : 'line is not valid UTF-8';
+          chunker.push(rejectionItem(ctx, Buffer.from(bytes.subarray(0, REJECTION_RAW_BYTES)), line, reason));
+          return;
+        }
+        chunker.push(jsonItem(ctx, value, bytes, line, fields));
+      },
+      overlong: (head, line) => chunker.push(rejectionItem(ctx, head, line, `line longer than ${MAX_NDJSON_LINE_BYTES} bytes`)),
+    }, { ...range, start: Math.max(range.start ?? 0, bom) }, () => chunker.drain());
+    await chunker.end();
+    return collected;
+  });
 }
 
 /**
@@ -52,21 +77,35 @@ export async function parseNdjsonFile(path: string, ctx: FileParseContext, field
  * @throws GatewayError `SCANGW_E_INPUT` when the file is UTF-16, not UTF-8 JSON, not an array, or larger
  *   than {@link MAX_JSON_FILE_BYTES} (the whole file goes to `failed/`).
  */
-export async function parseJsonFile(path: string, ctx: FileParseContext, fields: JsonFieldsConfig): Promise<IntakeItem[]> {
-  const { size } = await stat(path);
-  if (size > MAX_JSON_FILE_BYTES) {
-    throw fileFormatError(ctx.fileName, `JSON file of ${size} bytes is larger than ${MAX_JSON_FILE_BYTES}; write large exports as ndjson`);
-  }
-  const bom = await checkEncoding(path, ctx.fileName);
-  const bytes = (await readFile(path)).subarray(bom);
-  let value: unknown;
-  try {
-    value = JSON.parse(utf8.decode(bytes));
-  } catch (err) {
-    throw fileFormatError(ctx.fileName, err instanceof SyntaxError ? `file is not JSON: ${err.message}` : 'file is not valid UTF-8', err);
-  }
-  if (!Array.isArray(value)) throw fileFormatError(ctx.fileName, 'JSON file must hold an array of reads, e.g. [{"code": "…"}]');
-  return value.map((element, i) => jsonItem(ctx, element, undefined, i + 1, fields));
+export async function parseJsonFile(source: FileSource, ctx: FileParseContext, fields: JsonFieldsConfig, out?: ItemsOut): Promise<IntakeItem[]> {
+  return withSource(source, async (handle) => {
+    const { size } = await handle.stat();
+    if (size > MAX_JSON_FILE_BYTES) {
+      throw fileFormatError(ctx.fileName, `JSON file of ${size} bytes is larger than ${MAX_JSON_FILE_BYTES} (a JSON array is read whole); write large exports as ndjson`);
+    }
+    const bom = await checkEncoding(handle, ctx.fileName);
+    const whole = Buffer.alloc(size);
+    const { bytesRead } = await handle.read(whole, 0, size, 0);
+    const bytes = whole.subarray(bom, bytesRead);
+    let value: unknown;
+    try {
+      value = JSON.parse(utf8.decode(bytes));
+    } catch (err) {
+      throw fileFormatError(ctx.fileName, err instanceof SyntaxError ? `file is not JSON: ${err.message}` : 'file is not valid UTF-8', err);
+    }
+    if (!Array.isArray(value)) throw fileFormatError(ctx.fileName, 'JSON file must hold an array of reads, e.g. [{"code": "…"}]');
+    const array: unknown[] = value;
+    value = undefined;
+    const { chunker, collected } = chunkerFor(out);
+    for (let i = 0; i < array.length; i++) {
+      chunker.push(jsonItem(ctx, array[i], undefined, i + 1, fields));
+      // Each element is dropped once made into an item, so the array's memory goes as chunks go.
+      array[i] = undefined;
+      if ((i + 1) % 1000 === 0) await chunker.drain();
+    }
+    await chunker.end();
+    return collected;
+  });
 }
 
 /**

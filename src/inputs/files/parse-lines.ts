@@ -1,6 +1,19 @@
-import { createReadStream } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
 import type { IntakeItem } from '../types.js';
-import { checkEncoding, isBlank, maxReadLengthOf, readItem, rejectionItem, REJECTION_RAW_BYTES, type FileParseContext } from './file-format.js';
+import {
+  checkEncoding,
+  chunkerFor,
+  isBlank,
+  maxReadLengthOf,
+  readBlocks,
+  readItem,
+  rejectionItem,
+  REJECTION_RAW_BYTES,
+  withSource,
+  type FileParseContext,
+  type FileSource,
+  type ItemsOut,
+} from './file-format.js';
 
 const LF = 0x0a;
 const CR = 0x0d;
@@ -29,9 +42,18 @@ export interface ByteRange {
  * CRLF or a lone CR (old Mac exports, some scanner tools), as in CSV. Memory holds at most one line
  * of `maxLineBytes`, never the whole text.
  *
- * @throws the file system error when the file cannot be read (ENOENT, EACCES, EIO…).
+ * `afterBlock` is awaited after each block read (64 KiB): where the caller hands on what the
+ * block's lines made, holding the read while it waits.
+ *
+ * @throws the file system error when the file cannot be read (EIO…).
  */
-export async function scanLines(path: string, maxLineBytes: number, sink: LineSink, range: ByteRange = {}): Promise<void> {
+export async function scanLines(
+  handle: FileHandle,
+  maxLineBytes: number,
+  sink: LineSink,
+  range: ByteRange = {},
+  afterBlock?: () => Promise<void>,
+): Promise<void> {
   const start = range.start ?? 0;
   if (range.end !== undefined && range.end <= start) return;
   let parts: Buffer[] = [];
@@ -63,8 +85,7 @@ export async function scanLines(path: string, maxLineBytes: number, sink: LineSi
     line += 1;
   };
 
-  const stream = createReadStream(path, { start, ...(range.end !== undefined ? { end: range.end - 1 } : {}) });
-  for await (const chunk of stream as AsyncIterable<Buffer>) {
+  for await (const chunk of readBlocks(handle, start, range.end)) {
     let from = 0;
     if (afterCr && chunk[0] === LF) from = 1;
     afterCr = false;
@@ -83,6 +104,7 @@ export async function scanLines(path: string, maxLineBytes: number, sink: LineSi
       from = i + 1;
     }
     append(chunk.subarray(from));
+    if (afterBlock) await afterBlock();
   }
   if (partsLength > 0 || overlongHead) endLine();
 }
@@ -93,25 +115,32 @@ export async function scanLines(path: string, maxLineBytes: number, sink: LineSi
  * before the first line) removed. A line longer than `maxReadLength` becomes a rejection holding
  * its first bytes.
  *
+ * With `out`, the items go there in chunks as the file is read (and the answer is empty);
+ * without, they are all returned.
+ *
  * @throws GatewayError `SCANGW_E_INPUT` when the file is UTF-16 (the whole file goes to `failed/`).
  * @throws the file system error when the file cannot be read (ENOENT, EACCES, EIO…).
  */
-export async function parseLinesFile(path: string, ctx: FileParseContext, range: ByteRange = {}): Promise<IntakeItem[]> {
-  const bom = await checkEncoding(path, ctx.fileName);
-  const items: IntakeItem[] = [];
-  const max = maxReadLengthOf(ctx);
-  await scanLines(
-    path,
-    max,
-    {
-      line: (bytes, line) => {
-        if (!isBlank(bytes)) items.push(readItem(ctx, bytes, line));
+export async function parseLinesFile(source: FileSource, ctx: FileParseContext, range: ByteRange = {}, out?: ItemsOut): Promise<IntakeItem[]> {
+  return withSource(source, async (handle) => {
+    const bom = await checkEncoding(handle, ctx.fileName);
+    const { chunker, collected } = chunkerFor(out);
+    const max = maxReadLengthOf(ctx);
+    await scanLines(
+      handle,
+      max,
+      {
+        line: (bytes, line) => {
+          if (!isBlank(bytes)) chunker.push(readItem(ctx, bytes, line));
+        },
+        overlong: (head, line) => chunker.push(rejectionItem(ctx, head, line, `line longer than ${max} bytes`)),
       },
-      overlong: (head, line) => items.push(rejectionItem(ctx, head, line, `line longer than ${max} bytes`)),
-    },
-    { ...range, start: Math.max(range.start ?? 0, bom) },
-  );
-  return items;
+      { ...range, start: Math.max(range.start ?? 0, bom) },
+      () => chunker.drain(),
+    );
+    await chunker.end();
+    return collected;
+  });
 }
 
 /**
@@ -119,13 +148,13 @@ export async function parseLinesFile(path: string, ctx: FileParseContext, range:
  * starting at `end`, minus one. Also tells where the last line starts and whether `end` follows a
  * line break.
  */
-export async function lineBreaksBefore(path: string, end: number): Promise<{ breaks: number; lastLineStart: number; endsWithBreak: boolean }> {
+export async function lineBreaksBefore(handle: FileHandle, end: number): Promise<{ breaks: number; lastLineStart: number; endsWithBreak: boolean }> {
   let breaks = 0;
   let lastLineStart = 0;
   let previous = -1;
   let offset = 0;
   if (end <= 0) return { breaks, lastLineStart, endsWithBreak: true };
-  for await (const chunk of createReadStream(path, { start: 0, end: end - 1 }) as AsyncIterable<Buffer>) {
+  for await (const chunk of readBlocks(handle, 0, end)) {
     for (let i = 0; i < chunk.length; i++) {
       const byte = chunk[i] as number;
       if (byte === LF) {

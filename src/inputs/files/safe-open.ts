@@ -1,0 +1,99 @@
+import { constants, type Stats } from 'node:fs';
+import { lstat, open, readlink, type FileHandle } from 'node:fs/promises';
+import { ErrorCodes, GatewayError } from '../../errors.js';
+
+/**
+ * Flags of every open of a file in a files inbox: read only, never through a symbolic link
+ * (`O_NOFOLLOW`: the open fails with ELOOP on a link), and without waiting (`O_NONBLOCK`: opening
+ * a FIFO for reading would otherwise wait for a writer, and block every file behind it).
+ */
+const INBOX_OPEN_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+
+/** What kind of file `stats` (from lstat or fstat) describes, in words, for a reason. */
+export function fileKind(stats: Stats): string {
+  if (stats.isFile()) return 'a regular file';
+  if (stats.isSymbolicLink()) return 'a symbolic link';
+  if (stats.isDirectory()) return 'a folder';
+  if (stats.isFIFO()) return 'a FIFO (named pipe)';
+  if (stats.isSocket()) return 'a socket';
+  if (stats.isCharacterDevice()) return 'a character device';
+  if (stats.isBlockDevice()) return 'a block device';
+  return 'not a regular file';
+}
+
+/**
+ * The error for an inbox entry that is not a regular file: the whole entry goes to `failed/` with
+ * this message, and not a byte of it (or of what a link points to) is read. `details.notRegular`
+ * tells the files input that the entry has no content to show in the rejection's `raw`.
+ */
+export function notRegularFileError(fileName: string, kind: string): GatewayError {
+  return new GatewayError(
+    ErrorCodes.INPUT,
+    `${kind}, not a regular file: only regular files dropped into the folder are read (nothing was read from it); drop the file itself`,
+    { details: { file: fileName, notRegular: true } },
+  );
+}
+
+/** Whether `err` is a {@link notRegularFileError}. */
+export function isNotRegularFileError(err: unknown): boolean {
+  return err instanceof GatewayError && err.details['notRegular'] === true;
+}
+
+/** An inbox file opened for reading, and its fstat taken on the open descriptor. */
+export interface OpenedFile {
+  handle: FileHandle;
+  stats: Stats;
+}
+
+/**
+ * Opens a file of a files inbox for reading, the one way every read, hash and parse of an inbox
+ * file goes: refused (a {@link notRegularFileError}, before and without opening it) when `lstat`
+ * shows a symbolic link, FIFO, socket, device or folder; then opened with `O_NOFOLLOW |
+ * O_NONBLOCK` and checked again with `fstat` on the descriptor (an entry swapped between the two
+ * looks is refused the same way). Symbolic links are never followed, wherever they point (inside
+ * the inbox too): a link is how a file outside the inbox would be read.
+ *
+ * @throws GatewayError `SCANGW_E_INPUT` ({@link notRegularFileError}) for anything but a regular file.
+ * @throws the file system error when it cannot be opened (ENOENT, EACCES…).
+ */
+export async function openInboxFile(path: string, fileName: string): Promise<OpenedFile> {
+  const before = await lstat(path);
+  if (!before.isFile()) throw notRegularFileError(fileName, await describe(path, before));
+  let handle: FileHandle;
+  try {
+    handle = await open(path, INBOX_OPEN_FLAGS);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    // Replaced by a link (ELOOP from O_NOFOLLOW) or a socket (ENXIO) since the lstat.
+    if (code === 'ELOOP' || code === 'ENXIO') {
+      const now = await lstat(path).catch(() => undefined);
+      if (now && !now.isFile()) throw notRegularFileError(fileName, await describe(path, now));
+    }
+    throw err;
+  }
+  try {
+    const stats = await handle.stat();
+    if (!stats.isFile()) throw notRegularFileError(fileName, fileKind(stats));
+    return { handle, stats };
+  } catch (err) {
+    await handle.close();
+    throw err;
+  }
+}
+
+/** Opens with {@link openInboxFile}, runs `fn`, closes. */
+export async function withInboxFile<T>(path: string, fileName: string, fn: (opened: OpenedFile) => Promise<T>): Promise<T> {
+  const opened = await openInboxFile(path, fileName);
+  try {
+    return await fn(opened);
+  } finally {
+    await opened.handle.close();
+  }
+}
+
+/** The kind, and for a link where it points (its target's name, never its content). */
+async function describe(path: string, stats: Stats): Promise<string> {
+  if (!stats.isSymbolicLink()) return fileKind(stats);
+  const target = await readlink(path).catch(() => undefined);
+  return target === undefined ? 'a symbolic link' : `a symbolic link to ${target}`;
+}
