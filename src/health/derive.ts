@@ -234,7 +234,12 @@ export function deriveHealth(facts: HealthFacts, thresholds: HealthThresholds = 
 
   // What did not get through.
   if (buffer.heldScans >= thresholds.heldScans) {
-    add(HealthCodes.SCANS_HELD, 'degraded', `${count(buffer.heldScans, 'scan is', 'scans are')} held: the service refused ${buffer.heldScans === 1 ? 'its batch' : 'their batches'}, and they are not delivered until someone replays them.`);
+    const one = buffer.heldScans === 1;
+    add(
+      HealthCodes.SCANS_HELD,
+      'degraded',
+      `${count(buffer.heldScans, 'scan is', 'scans are')} held: the service refused ${one ? 'its batch, so it is' : 'their batches, so they are'} not delivered until someone replays ${one ? 'it' : 'them'}.`,
+    );
   }
   if (recent.failedScans >= thresholds.failedScans) {
     add(HealthCodes.SCANS_FAILED, 'degraded', `The service refused ${count(recent.failedScans, 'scan')} ${windowText}; they are kept and can be replayed once the cause is fixed.`);
