@@ -190,7 +190,7 @@ export function deriveHealth(facts: HealthFacts, thresholds: HealthThresholds = 
     add(ErrorCodes.BUFFER, 'degraded', 'The disk of the buffer is full: inputs are paused and nothing new is acknowledged until there is room.', { since: quota.diskFull.since, detail: quota.diskFull.message });
   }
   if (quota?.level === 'full') {
-    add(HealthCodes.BUFFER_QUOTA, 'degraded', `The buffer quota is reached (${count(quota.undeliveredScans, 'undelivered scan')} of ${quota.maxPendingScans.toLocaleString('en-US')} allowed): new scans are refused until delivery drains it.`);
+    add(HealthCodes.BUFFER_QUOTA, 'degraded', `Buffer quota reached (${count(quota.undeliveredScans, 'undelivered scan')} of ${quota.maxPendingScans.toLocaleString('en-US')} allowed): new scans are refused until delivery drains it.`);
   } else if (quota?.level === 'paused') {
     add(HealthCodes.BUFFER_QUOTA, 'degraded', `The buffer is at ${Math.round(quota.usedRatio * 100)} % of its quota: inputs that can wait are paused until delivery drains it.`);
   }

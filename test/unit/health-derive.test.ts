@@ -60,7 +60,7 @@ describe('deriveHealth: one rule at a time', () => {
     expect(only(facts({ buffer: { quota: { ...quota, diskFull: { since: AT, message: 'SQLITE_FULL' } } } }))).toMatchObject({ state: 'degraded', code: ErrorCodes.BUFFER });
     const full = only(facts({ buffer: { quota: { ...quota, level: 'full', usedRatio: 1, undeliveredScans: 100 } } }));
     expect(full).toMatchObject({ state: 'degraded', code: HealthCodes.BUFFER_QUOTA });
-    expect(full.sentence).toContain('quota is reached (100 undelivered scans of 100 allowed)');
+    expect(full.sentence).toContain('quota reached (100 undelivered scans of 100 allowed)');
     expect(only(facts({ buffer: { quota: { ...quota, level: 'paused', usedRatio: 0.92 } } })).sentence).toContain('at 92 % of its quota');
     expect(deriveHealth(facts({ buffer: { quota } })).problems).toEqual([]);
   });
