@@ -257,7 +257,7 @@ function sum(values: number[]): number {
 
 /** What happened in the buffer since an instant, for the health rules (src/health/derive.ts `HealthFacts.recent`). */
 export interface RecentActivity {
-  /** Reads received since then, rejections included. */
+  /** Reads received since then, rejected ones included (input-level rejections, which never were a read, not). */
   reads: number;
   /** Reads that could not be made into scans (file-level refusals not included). */
   rejections: number;
@@ -301,8 +301,10 @@ export function recentActivity(db: Database.Database, sinceMs: number): RecentAc
           const files = db
             .prepare(`SELECT input_id AS inputId, origin, reason, received_at AS at FROM reads WHERE ${fileWhere} ORDER BY id DESC LIMIT ?`)
             .all(first, RECENT_FILES_LISTED) as { inputId: string; origin: string; reason: string | null; at: string }[];
+          // Input-level rejections (a file refused whole, an unframeable chunk) were never a read.
+          const inputLevel = db.prepare(`SELECT count(*) FROM reads WHERE outcome = 'rejected' AND id >= ? AND input_level = 1`).pluck().get(first) as number;
           return {
-            reads: maxId - first + 1,
+            reads: maxId - first + 1 - inputLevel,
             rejections: byInput.reduce((a, r) => a + r.count, 0),
             rejectionsByInput: byInput,
             filesRefused: files.map((f) => ({ inputId: f.inputId, file: fileName(f.origin), reason: f.reason ?? '', at: f.at })),

@@ -307,7 +307,7 @@ export function renderMain(s: GatewayStatus): string {
     ? ([['Quota', `${esc(fmtBytes(used))} of ${esc(fmtBytes(b.quotaBytes))} (${esc(Math.round((used / b.quotaBytes) * 100))} %)`]] as [string, string][])
     : [];
   const buffer = factsHtml([
-    ['Not yet delivered', `${fmtCount(notDelivered)}${b.quotaScans ? ` <span class="muted">(quota: ${fmtCount(b.quotaScans)} waiting)</span>` : ''}`],
+    ['Not yet delivered', `${fmtCount(notDelivered)}${b.quotaScans ? ` <span class="muted">(the quota allows ${fmtCount(b.quotaScans)} waiting)</span>` : ''}`],
     ['Waiting for delivery', `${fmtCount(waiting)} <span class="muted">(${fmtCount(b.pendingScans ?? 0)} not yet in a batch · ${fmtCount(inBatch)} in a batch being sent or processed)</span>`],
     ['Held', held ? `<span class="err">${fmtCount(held)}</span> <span class="muted">(the service refused their batch; replay after fixing the cause)</span>` : '0'],
     ['Oldest waiting', b.oldestPendingAgeMs === null || b.oldestPendingAgeMs === undefined ? '—' : esc(fmtDuration(b.oldestPendingAgeMs))],
