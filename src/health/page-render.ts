@@ -176,6 +176,18 @@ export function techHtml(detail: unknown): string {
   return `<details class="tech"><summary>technical detail</summary><code>${esc(shown(detail))}</code></details>`;
 }
 
+/**
+ * A failure reason for people: an HTTP exchange the client describes (`POST /api/… answered HTTP 400
+ * (Bad Request: …)`, a held batch's reason) becomes the service's refusal in words, the exchange
+ * folded away; any other reason (the service's own, such as `Invalid DCP`) is shown as it is.
+ */
+export function reasonHtml(reason: unknown): string {
+  const text = String(reason ?? '');
+  const m = /^(?:GET|POST|PUT|PATCH|DELETE) \S+ answered HTTP (\d{3})(?: \(([\s\S]*)\))?$/.exec(text);
+  if (!m) return `<span class="reason">${esc(text)}</span>`;
+  return `<span class="reason">The service refused the upload (HTTP ${esc(m[1])})${m[2] ? `: ${esc(m[2])}` : ''}</span>${techHtml(text)}`;
+}
+
 /** One health problem: the sentence, its code, what to do, since when, and the technical detail folded away. */
 export function problemHtml(p: { code?: unknown; severity?: unknown; sentence?: unknown; hint?: unknown; since?: unknown; detail?: unknown }, t: (iso: unknown) => string): string {
   return (
@@ -377,7 +389,7 @@ export function renderMain(s: GatewayStatus): string {
       t(p.at),
       pill(p.kind),
       esc(p.inputId),
-      `<span class="reason">${esc(p.reason)}</span>${p.reference ? `<div class="muted small">reference <code>${rawHtml(p.reference)}</code></div>` : ''}`,
+      `${reasonHtml(p.reason)}${p.reference ? `<div class="muted small">reference <code>${rawHtml(p.reference)}</code></div>` : ''}`,
       `<code class="raw">${rawHtml(p.raw)}</code>${p.origin ? `<div class="muted small">${esc(originText(p.origin))}</div>` : ''}`,
     ]),
     'No rejections or failures.',
@@ -441,6 +453,7 @@ export const RENDER_FUNCTIONS = [
   valueHtml,
   mdHtml,
   techHtml,
+  reasonHtml,
   problemHtml,
   titleOf,
   genericTableHtml,

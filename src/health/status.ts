@@ -107,7 +107,8 @@ export interface DeliveryStatusView {
   circuit?: string;
   consecutiveFailures?: number;
   lastSuccessAt?: string;
-  lastError?: { message: string; at: string; batchId?: number };
+  /** The last failed upload: its message (technical), when, the batch, its kind and stable code. */
+  lastError?: { message: string; at: string; batchId?: number; kind?: string; code?: string };
   nextRetryAt?: string;
   /** Direct uploads sent again after their answer was lost (the service may hold them twice). */
   possibleDuplicates?: number;

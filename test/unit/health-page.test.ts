@@ -3,7 +3,7 @@ import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { printableRaw } from '../../src/health/buffer-report.js';
 import { PAGE_CSP, PAGE_SCRIPT, renderPage } from '../../src/health/page.js';
-import { fmtTime, renderMain, RENDER_FUNCTIONS, shown } from '../../src/health/page-render.js';
+import { fmtTime, reasonHtml, renderMain, RENDER_FUNCTIONS, shown } from '../../src/health/page-render.js';
 import type { GatewayStatus } from '../../src/health/status.js';
 
 const GS = '\u001d';
@@ -172,6 +172,14 @@ describe('health page words for a shift supervisor', () => {
     expect(html).not.toContain('nothing waiting');
     expect(html).toContain('<dt>Waiting for delivery</dt><dd>4 <span class="muted">(0 not yet in a batch · 4 in a batch being sent or processed)</span>');
     expect(html).not.toContain('Pending (not in a batch)');
+  });
+
+  it('words the HTTP refusal of a held batch as the refusal of the service, the exchange folded away', () => {
+    expect(reasonHtml('POST /api/trace/v3/scans answered HTTP 400 (Bad Request: [0].dcpKey: unknown)')).toBe(
+      '<span class="reason">The service refused the upload (HTTP 400): Bad Request: [0].dcpKey: unknown</span>' +
+        '<details class="tech"><summary>technical detail</summary><code>POST /api/trace/v3/scans answered HTTP 400 (Bad Request: [0].dcpKey: unknown)</code></details>',
+    );
+    expect(reasonHtml('Invalid DCP <x>')).toBe('<span class="reason">Invalid DCP &lt;x&gt;</span>');
   });
 
   it('shows nested objects as labelled facts and tables, never as raw JSON', () => {
