@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BufferStore } from '../src/buffer/store.js';
-import { batchCounts } from '../src/health/buffer-report.js';
+import { batchCounts, recentActivity, stuckBatches } from '../src/health/buffer-report.js';
+import { HEALTH_THRESHOLDS } from '../src/health/derive.js';
 import { judge, type BenchResult, type Figure } from './lib/report.js';
 import { median, nowMs } from './lib/system.js';
 
@@ -15,6 +16,9 @@ export interface StatusBenchOptions {
   /** Status reads timed; the median is reported. */
   calls: number;
 }
+
+/** "Now" for the health rules' window: just after the fill's instant, so the whole buffer is the last hour. */
+const WINDOW_NOW = Date.parse('2026-11-01T00:30:00.000Z');
 
 export const STATUS_DEFAULTS: StatusBenchOptions = { scans: 1_000_000, batchScans: 100, rejected: 10_000, calls: 50 };
 
@@ -65,6 +69,11 @@ export async function benchStatus(opts: StatusBenchOptions = STATUS_DEFAULTS): P
         store.recentBatches(20);
         store.recentProblems(20);
         batchCounts(store.db);
+        // The health rules' last hour, at its worst: every read of the buffer and every finished
+        // batch fall inside the window (the fill stamps them all at 2026-11-01T00:00Z). With a
+        // window that holds none of them (a quiet hour) the whole refresh took 0.5 ms.
+        recentActivity(store.db, WINDOW_NOW - HEALTH_THRESHOLDS.windowMs);
+        stuckBatches(store.db, WINDOW_NOW - HEALTH_THRESHOLDS.stuckBatchMs);
       };
       // What the counts cost before migration 3: grouping the rows themselves.
       const grouped = () => {
@@ -101,7 +110,7 @@ export async function benchStatus(opts: StatusBenchOptions = STATUS_DEFAULTS): P
         figures,
         notes: [
           `buffer: ${counts.delivered ?? 0} delivered and ${counts.failed ?? 0} failed scans in ${Math.ceil(opts.scans / opts.batchScans)} batches, ${opts.rejected} rejected reads; filled in ${fillSec.toFixed(1)} s`,
-          `reads: totals, scanCounts, lastUploadAt, oldestUndeliveredCreatedAt, recentBatches(20), recentProblems(20), batchCounts`,
+          `reads: totals, scanCounts, lastUploadAt, oldestUndeliveredCreatedAt, recentBatches(20), recentProblems(20), batchCounts, recentActivity and stuckBatches (every read and batch inside the last hour: the worst case)`,
         ],
       };
     } finally {
