@@ -19,7 +19,10 @@ export interface HealthProblem {
   sentence: string;
   /** What to do, from the catalogue (src/error-catalogue.ts), Markdown. */
   hint: string;
-  /** ISO 8601 instant the condition began or was last seen, when known. */
+  /**
+   * ISO 8601 instant the condition began, when known (a full disk, a refused reload, the oldest
+   * stuck batch). Not the time of the latest failure: that is in the part's own status.
+   */
   since?: string;
   /** The technical message behind it (an errno, an HTTP answer), for IT; the page folds it away. */
   detail?: string;
@@ -175,14 +178,14 @@ export function deriveHealth(facts: HealthFacts, thresholds: HealthThresholds = 
 
   // The buffer: without it, reads cannot be taken at all.
   if (buffer.commitError) {
-    add(ErrorCodes.BUFFER, 'down', 'Reads cannot be stored: writing to the buffer fails, so nothing new is taken in.', { since: buffer.commitError.at, detail: buffer.commitError.message });
+    add(ErrorCodes.BUFFER, 'down', 'Reads cannot be stored: writing to the buffer fails, so nothing new is taken in.', { detail: buffer.commitError.message });
   }
   if (delivery?.stepError) {
     add(
       ErrorCodes.BUFFER,
       delivery.stepError.diskFull ? 'down' : 'degraded',
       delivery.stepError.diskFull ? 'The disk of the buffer is full: delivery cannot record its progress and stops.' : 'Delivery cannot work on the buffer; it retries every second.',
-      { since: delivery.stepError.at, detail: delivery.stepError.message },
+      { detail: delivery.stepError.message },
     );
   }
   const quota = buffer.quota;
@@ -197,14 +200,13 @@ export function deriveHealth(facts: HealthFacts, thresholds: HealthThresholds = 
 
   for (const input of facts.inputs) {
     if (input.state !== 'down') continue;
-    add(ErrorCodes.INPUT, 'degraded', `Input ${input.id} (${input.type}) is not reading; it retries by itself.`, { since: input.lastErrorAt, detail: input.lastError });
+    add(ErrorCodes.INPUT, 'degraded', `Input ${input.id} (${input.type}) is not reading; it retries by itself.`, { detail: input.lastError });
   }
 
   // Delivery.
   const uploadsFailing = delivery !== undefined && delivery.circuit !== 'closed';
   if (uploadsFailing) {
     add(uploadCode(delivery.lastError), 'degraded', uploadSentence(delivery.lastError?.kind), {
-      since: delivery.lastError?.at,
       detail: delivery.lastError ? `${delivery.lastError.message} (${delivery.consecutiveFailures} failures in a row)` : undefined,
     });
   }
@@ -212,7 +214,6 @@ export function deriveHealth(facts: HealthFacts, thresholds: HealthThresholds = 
   const checks = delivery?.statusChecks;
   if (checks && checks.consecutiveFailures >= thresholds.statusCheckFailures) {
     add(HealthCodes.STATUS_CHECKS_FAILING, 'degraded', `The service cannot be asked whether sent batches succeeded (${checks.consecutiveFailures} failures in a row); it is asked again by itself.`, {
-      since: checks.lastError?.at,
       detail: checks.lastError ? `${checks.lastError.code ? `${checks.lastError.code}: ` : ''}${checks.lastError.message}` : undefined,
     });
   }
@@ -250,7 +251,6 @@ export function deriveHealth(facts: HealthFacts, thresholds: HealthThresholds = 
     const latest = recent.filesRefused[0];
     const named = latest ? `; the latest: ${latest.file} from input ${latest.inputId}` : '';
     add(HealthCodes.FILES_REFUSED, 'degraded', `${count(recent.filesRefusedCount, 'file was', 'files were')} refused ${windowText} and moved to failed/${named}.`, {
-      since: latest?.at,
       detail: latest?.reason,
     });
   }

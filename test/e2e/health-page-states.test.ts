@@ -151,6 +151,8 @@ describe('health page states in headless Chromium', () => {
     await page.locator('.banner li.problem details.tech summary').first().click();
     expect(await page.locator('.banner li.problem details.tech').first().innerText()).toMatch(/ECONNREFUSED|connect/);
     expect(await page.title()).toBe('Degraded · scan-gateway · hall-3-goods-in');
+    mkdirSync(join(PACKAGE_ROOT, 'test-artifacts'), { recursive: true });
+    await page.screenshot({ path: join(PACKAGE_ROOT, 'test-artifacts', 'health-page-upstream-down.png'), fullPage: true });
   });
 
   it('scans held and a file refused: each problem in words, with its code and what to do', async () => {
