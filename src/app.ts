@@ -2,7 +2,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { FastifyInstance } from 'fastify';
 import type { LoadedConfig } from './config/load.js';
 import type { InputConfig } from './config/schema.js';
-import { Deliverer, type DeliveryStatus } from './delivery/deliverer.js';
+import { Deliverer } from './delivery/deliverer.js';
 import type { DeliveryApi } from './delivery/types.js';
 import { BufferStore } from './buffer/store.js';
 import { Intake } from './buffer/intake.js';
@@ -12,7 +12,8 @@ import { isLoopbackHost } from './health/host-check.js';
 import { buildHealthServer, type GatewayStatus } from './health/server.js';
 import { availableActions } from './health/admin.js';
 import { buildAdminActions } from './health/admin-actions.js';
-import { batchCounts, bufferFileBytes, printableRaw } from './health/buffer-report.js';
+import { batchCounts, batchView, bufferFileBytes, printableRaw, recentActivity, stuckBatches } from './health/buffer-report.js';
+import { deriveHealth, HEALTH_THRESHOLDS } from './health/derive.js';
 import { GatewayMetrics, instrumentDeliveryApi } from './health/metrics.js';
 import { FilesInput } from './inputs/files/files-input.js';
 import { SerialInput } from './inputs/serial/serial-input.js';
@@ -164,25 +165,40 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
     const deliveryStatus = deliverer?.snapshot();
     const lastUpload = s.lastUploadAt();
     const oldestUndelivered = s.oldestUndeliveredCreatedAt();
+    const oldestPendingAgeMs = oldestUndelivered === null ? null : Math.max(0, now() - oldestUndelivered);
     const inputStatuses = inputs.map((i) => ({ ...i.status(), counters: intake!.countersFor(i.id) }));
-    const reasons: string[] = [];
-    for (const i of inputStatuses) if (i.state === 'down') reasons.push(`input ${i.id} is down${i.lastError ? `: ${i.lastError}` : ''}`);
-    if (deliveryStatus && deliveryStatus.circuit !== 'closed') reasons.push(upstreamReason(deliveryStatus.lastError));
-    if (deliveryStatus?.paused) reasons.push('delivery paused by an operator (POST /api/v1/admin/resume, or a restart, resumes it)');
-    if (deliveryStatus?.stepError) reasons.push(`delivery cannot work on the buffer: ${deliveryStatus.stepError.message}`);
-    const checks = deliveryStatus?.statusChecks;
-    if (checks && checks.consecutiveFailures >= STATUS_CHECK_FAILURES_REPORTED) {
-      reasons.push(`status checks failing (${checks.consecutiveFailures} in a row): ${checks.lastError?.message ?? 'unknown error'}`);
-    }
-    if (intake?.lastCommitError) reasons.push(`buffer commit failing: ${intake.lastCommitError.message}`);
-    reasons.push(...(backPressure?.reasons() ?? []));
     const products = productCheck?.snapshot();
-    if (products?.state === 'missing') reasons.push(`product keys not in the upstream product list: ${products.missing.map((m) => m.key).join(', ')}`);
-    if (lastReloadError) reasons.push(`configuration reload refused (the previous configuration runs): ${firstProblem(lastReloadError.message)}`);
     const quota = backPressure?.snapshot();
+    const recent = recentActivity(s.db, now() - HEALTH_THRESHOLDS.windowMs);
+    // Every signal to one pure function (src/health/derive.ts); this only gathers them.
+    const health = deriveHealth({
+      inputs: inputStatuses,
+      ...(deliveryStatus ? { delivery: deliveryStatus } : {}),
+      buffer: {
+        waitingScans: totals.undeliveredScans,
+        oldestWaitingAgeMs: oldestPendingAgeMs,
+        heldScans: counts.held ?? 0,
+        failedScans: counts.failed ?? 0,
+        commitError: intake?.lastCommitError,
+        quota,
+      },
+      recent,
+      stuckBatches: stuckBatches(s.db, now() - HEALTH_THRESHOLDS.stuckBatchMs),
+      products,
+      config: { lastReloadError, needsRestart: lastReload?.needsRestart },
+    });
+    const token = api?.tokenInfo?.();
     return {
-      state: intake?.lastCommitError || deliveryStatus?.stepError?.diskFull ? 'down' : reasons.length > 0 ? 'degraded' : 'ok',
-      reasons,
+      state: health.state,
+      reasons: health.problems.filter((p) => p.severity !== 'info').map((p) => p.sentence),
+      healthProblems: health.problems,
+      recent: {
+        windowMs: HEALTH_THRESHOLDS.windowMs,
+        reads: recent.reads,
+        rejections: recent.rejections,
+        filesRefused: recent.filesRefusedCount,
+        failedScans: recent.failedScans,
+      },
       phase,
       generatedAt: new Date(now()).toISOString(),
       site: current.config.site,
@@ -201,7 +217,8 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
         path: config.buffer.path,
         pendingScans: totals.pendingScans,
         undeliveredScans: totals.undeliveredScans,
-        oldestPendingAgeMs: oldestUndelivered === null ? null : Math.max(0, now() - oldestUndelivered),
+        heldScans: counts.held ?? 0,
+        oldestPendingAgeMs,
         scans: counts,
         fileBytes: bufferFileBytes(config.buffer.path),
         ...(intake?.lastCommitError ? { lastCommitError: intake.lastCommitError } : {}),
@@ -214,10 +231,10 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
         mode: config.delivery.mode,
         ...deliveryStatus,
         ...(lastUpload ? { lastSuccessAt: lastUpload } : {}),
-        ...(api?.tokenInfo ? { token: api.tokenInfo() } : {}),
+        ...(token ? { token: { ...(token.expiresAt ? { expiresAt: new Date(token.expiresAt).toISOString() } : {}), refreshes: token.refreshes } } : {}),
       },
       inputs: inputStatuses,
-      batches: s.recentBatches(20).map((b) => ({ ...b })),
+      batches: s.recentBatches(20).map(batchView),
       problems: s.recentProblems(20).map((p) => ({ ...p, raw: printableRaw(p.raw) })),
       admin: { enabled: deps.adminToken !== undefined, actions: availableActions({ token: deps.adminToken, actions: adminActions }) },
     };
@@ -397,27 +414,6 @@ new UpstreamClient(clientOptionsFromConfig(config.upstream, loaded, logger));
   };
 }
 
-/** Status checks that fail in a row before health says so (single ones happen: a 429, a timeout). */
-const STATUS_CHECK_FAILURES_REPORTED = 3;
-
-/** The health reason for an open circuit, worded by what failed. */
-function upstreamReason(lastError: DeliveryStatus['lastError']): string {
-  const message = lastError?.message ?? 'unknown error';
-  switch (lastError?.kind) {
-    case 'token':
-      // Nothing was uploaded: the batches wait; the code tells which kind of token failure.
-      return `no access token from the auth server${lastError.code ? ` (${lastError.code})` : ''}, nothing uploaded: ${message}`;
-    case 'auth':
-      return `upstream refuses the credentials: ${message}`;
-    case 'answer':
-      return `upstream answers cannot be read: ${message}`;
-    case 'http':
-      return `upstream answers with errors: ${message}`;
-    default:
-      return `upstream unreachable: ${message}`;
-  }
-}
-
 /**
  * Runs a listen; an address in use or not allowed becomes an error that names the configuration
  * key, instead of a bare `listen EADDRINUSE`.
@@ -435,11 +431,4 @@ async function listening<T>(key: string, address: string, listen: () => Promise<
     }
     throw err;
   }
-}
-
-/** The headline of a configuration error and its first problem (`file:line:col: key: message`). */
-function firstProblem(message: string): string {
-  const lines = message.split('\n').map((l) => l.trim()).filter((l) => l !== '');
-  if (lines.length <= 1) return lines[0] ?? message;
-  return `${lines[0]!.replace(/:$/, '')}: ${lines[1]}${lines.length > 2 ? ` (and ${lines.length - 2} more)` : ''}`;
 }

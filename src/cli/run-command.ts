@@ -40,7 +40,10 @@ export function statusLine(s: GatewayStatus): string {
     `${s.buffer.undeliveredScans} scans waiting`,
     `delivery ${s.delivery.paused ? 'paused' : (s.delivery.circuit ?? 'unknown')}`,
   ];
-  if (s.reasons.length > 0) parts.push(s.reasons[0]!);
+  // The worst problem, with its code: `systemctl status` then names what to look up in docs/errors.md.
+  const worst = s.healthProblems?.find((p) => p.severity !== 'info');
+  if (worst) parts.push(`${worst.sentence} (${worst.code})`);
+  else if (s.reasons.length > 0) parts.push(s.reasons[0]!);
   return parts.join(', ');
 }
 

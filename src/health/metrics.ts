@@ -135,6 +135,28 @@ export class GatewayMetrics {
     bufferGauge('scan_gateway_delivery_paused', '1 while delivery is paused by an operator.', (s) => (s.delivery.paused ? 1 : 0));
     bufferGauge('scan_gateway_possible_duplicates', 'Scans that may be held twice by the service: in uploads sent again after their answer was lost (lifetime count, kept in the buffer).', (s) => s.delivery.possibleDuplicates ?? 0);
     bufferGauge('scan_gateway_uptime_seconds', 'Seconds since the gateway started.', (s) => s.uptimeSec);
+    // Prometheus convention for "when did X last succeed": alert on `time() - … > 900`; absent before the first upload.
+    bufferGauge('scan_gateway_last_upload_success_timestamp_seconds', 'Time of the last successful upload (a batch accepted by the service), in seconds since the Unix epoch; absent before the first.', (s) =>
+      s.delivery.lastSuccessAt ? Date.parse(s.delivery.lastSuccessAt) / 1000 : undefined,
+    );
+    bufferGauge('scan_gateway_held_scans', 'Scans of batches the service refused as a whole, kept and not delivered.', (s) => s.buffer.heldScans ?? s.buffer.scans.held ?? 0);
+    new Gauge({
+      name: 'scan_gateway_health_problems',
+      help: 'Problems health found now, by code (docs/errors.md) and severity (down, degraded, info): how many of each.',
+      labelNames: ['code', 'severity'],
+      registers: [r],
+      collect() {
+        this.reset();
+        const seen = new Map<string, { code: string; severity: string; n: number }>();
+        for (const p of snap()?.healthProblems ?? []) {
+          const k = `${p.code} ${p.severity}`;
+          const e = seen.get(k) ?? { code: p.code, severity: p.severity, n: 0 };
+          e.n++;
+          seen.set(k, e);
+        }
+        for (const e of seen.values()) this.set({ code: e.code, severity: e.severity }, e.n);
+      },
+    });
     new Gauge({
       name: 'scan_gateway_scans',
       help: 'Scans in the buffer by state (pending, batched, delivered, failed, held).',

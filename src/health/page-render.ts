@@ -96,8 +96,8 @@ export function timeHtml(iso: unknown, nowMs: number, timeZone: string, future?:
 /** A coloured state label; the colour follows what the state means for an operator. */
 export function pill(state: unknown): string {
   const s = String(state ?? 'unknown');
-  const good = ['ok', 'up', 'closed', 'Success', 'running', 'yes'];
-  const warn = ['degraded', 'starting', 'connecting', 'paused', 'half-open', 'ready', 'uploading', 'presigned', 'uploaded', 'Received', 'InProgress', 'HasFailures', 'stopping', 'open session'];
+  const good = ['ok', 'up', 'closed', 'Success', 'running', 'yes', 'flowing'];
+  const warn = ['degraded', 'starting', 'connecting', 'paused', 'half-open', 'ready', 'uploading', 'presigned', 'uploaded', 'Received', 'InProgress', 'HasFailures', 'stopping', 'open session', 'trying again'];
   const bad = ['down', 'open', 'Failed', 'held', 'NotFound', 'stopped', 'failed', 'rejected'];
   const cls = good.includes(s) ? 'good' : warn.includes(s) ? 'warn' : bad.includes(s) ? 'bad' : 'neutral';
   return `<span class="pill ${cls}">${esc(s)}</span>`;
@@ -136,13 +136,65 @@ export function factsHtml(facts: [string, string][]): string {
   return `<dl class="facts">${facts.map(([k, v]) => `<dt>${esc(k)}</dt><dd>${v}</dd>`).join('')}</dl>`;
 }
 
-/** Any JSON value, escaped, for fields the page has no special layout for: instants in the site zone, lists as lists. */
-export function valueHtml(v: unknown, timeZone?: string): string {
-  if (v === null || v === undefined) return '<span class="muted">—</span>';
-  if (Array.isArray(v) && v.every((x) => typeof x !== 'object' || x === null)) return v.length ? v.map((x) => esc(shown(x))).join(', ') : '<span class="muted">none</span>';
-  if (typeof v === 'object') return `<code>${esc(JSON.stringify(v))}</code>`;
+/**
+ * Any JSON value, escaped, for fields the page has no special layout for, as readable text: instants
+ * in the site zone, booleans as yes/no, lists of plain values as lists, objects as nested labelled
+ * facts, lists of objects as tables (never raw JSON). Nesting deeper than three levels is cut
+ * (`…`): a status is a few levels deep, and a page must not grow with a hostile value.
+ */
+export function valueHtml(v: unknown, timeZone?: string, depth?: number): string {
+  const level = depth ?? 0;
+  if (v === null || v === undefined || v === '') return '<span class="muted">—</span>';
+  if (typeof v === 'boolean') return v ? 'yes' : 'no';
+  if (Array.isArray(v)) {
+    if (v.length === 0) return '<span class="muted">none</span>';
+    if (v.every((x) => typeof x !== 'object' || x === null)) return v.map((x) => valueHtml(x, timeZone, level + 1)).join(', ');
+    if (level >= 3) return '<span class="muted">…</span>';
+    return genericTableHtml(v, 'None.', timeZone, level + 1);
+  }
+  if (typeof v === 'object') {
+    const entries = Object.entries(v as object);
+    if (entries.length === 0) return '<span class="muted">none</span>';
+    if (level >= 3) return '<span class="muted">…</span>';
+    return factsHtml(entries.map(([k, x]) => [titleOf(k), valueHtml(x, timeZone, level + 1)]));
+  }
   if (typeof v === 'string' && timeZone && /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/.test(v)) return esc(fmtTime(v, timeZone));
+  if (typeof v === 'number') return fmtCount(v);
   return esc(shown(v));
+}
+
+/** Catalogue text (Markdown) as HTML: `code` as code, *words* emphasised, the rest escaped. */
+export function mdHtml(text: unknown): string {
+  return esc(text)
+    .replace(/`([^`]+)`/g, '<code>$1</code>')
+    .replace(/\*([^*]+)\*/g, '<em>$1</em>');
+}
+
+/** A technical message (an errno, an HTTP answer) folded away: for IT, not in the way of the sentence. */
+export function techHtml(detail: unknown): string {
+  if (detail === undefined || detail === null || detail === '') return '';
+  return `<details class="tech"><summary>technical detail</summary><code>${esc(shown(detail))}</code></details>`;
+}
+
+/**
+ * A failure reason for people: an HTTP exchange the client describes (`POST /api/… answered HTTP 400
+ * (Bad Request: …)`, a held batch's reason) becomes the service's refusal in words, the exchange
+ * folded away; any other reason (the service's own, such as `Invalid DCP`) is shown as it is.
+ */
+export function reasonHtml(reason: unknown): string {
+  const text = String(reason ?? '');
+  const m = /^(?:GET|POST|PUT|PATCH|DELETE) \S+ answered HTTP (\d{3})(?: \(([\s\S]*)\))?$/.exec(text);
+  if (!m) return `<span class="reason">${esc(text)}</span>`;
+  return `<span class="reason">The service refused the upload (HTTP ${esc(m[1])})${m[2] ? `: ${esc(m[2])}` : ''}</span>${techHtml(text)}`;
+}
+
+/** One health problem: the sentence, its code, what to do, since when, and the technical detail folded away. */
+export function problemHtml(p: { code?: unknown; severity?: unknown; sentence?: unknown; hint?: unknown; since?: unknown; detail?: unknown }, t: (iso: unknown) => string): string {
+  return (
+    `<li class="problem ${esc(p.severity)}"><span class="sentence">${esc(p.sentence)}</span> <code class="pcode">${esc(p.code)}</code>` +
+    `${p.since ? ` <span class="since">since ${t(p.since)}</span>` : ''}` +
+    `${p.hint ? `<div class="hint"><strong>What to do:</strong> ${mdHtml(p.hint)}</div>` : ''}${techHtml(p.detail)}</li>`
+  );
 }
 
 /** `containerSessions` → `Container sessions`, for fields the page shows generically. */
@@ -157,12 +209,12 @@ export function fmtCount(n: unknown): string {
   return Number.isFinite(v) ? v.toLocaleString('en-US') : esc(n);
 }
 
-/** A list of objects as a table with the union of their keys. */
-export function genericTableHtml(items: unknown[], empty: string, timeZone?: string): string {
+/** A list of objects as a table with the union of their keys (cells as readable values, see {@link valueHtml}). */
+export function genericTableHtml(items: unknown[], empty: string, timeZone?: string, depth?: number): string {
   const objects = items.filter((i): i is Record<string, unknown> => typeof i === 'object' && i !== null);
   const keys: string[] = [];
   for (const o of objects) for (const k of Object.keys(o)) if (!keys.includes(k)) keys.push(k);
-  return tableHtml(keys.map(titleOf), objects.map((o) => keys.map((k) => valueHtml(o[k], timeZone))), empty);
+  return tableHtml(keys.map(titleOf), objects.map((o) => keys.map((k) => valueHtml(o[k], timeZone, (depth ?? 0) + 1))), empty);
 }
 
 /** The last accepted reload (`config.lastReload`): when, and what waits for a restart. */
@@ -173,7 +225,7 @@ export function reloadFacts(reload: unknown, t: (iso: unknown) => string): [stri
   if (Array.isArray(r.needsRestart) && r.needsRestart.length > 0) {
     out.push(['Waits for a restart', `<span class="err">${r.needsRestart.map((x) => esc(x)).join(', ')}</span>`]);
   }
-  if (Array.isArray(r.inputErrors) && r.inputErrors.length > 0) out.push(['Inputs not restarted', valueHtml(r.inputErrors)]);
+  if (Array.isArray(r.inputErrors) && r.inputErrors.length > 0) out.push(['Inputs not restarted', valueHtml(r.inputErrors, undefined, 1)]);
   return out;
 }
 
@@ -183,29 +235,54 @@ export function renderMain(s: GatewayStatus): string {
   const now = s.generatedAt ? new Date(s.generatedAt).getTime() : Date.now();
   const t = (iso: unknown, future?: boolean) => timeHtml(iso, now, tz, future);
   const stateText = { ok: 'OK', degraded: 'Degraded', down: 'Down' }[s.state] ?? String(s.state);
-  const refused = (s.buffer?.scans?.failed ?? 0) + (s.buffer?.scans?.held ?? 0);
+  // Each problem as a sentence, its code and what to do; a status without them (older gateway) shows its reasons.
+  const found = Array.isArray(s.healthProblems) ? s.healthProblems : (s.reasons ?? []).map((r) => ({ sentence: r, severity: s.state }));
   const stateLine =
-    s.state === 'ok'
-      ? `Every input is up and delivery is flowing.${refused ? ` ${refused} scan${refused === 1 ? ' was' : 's were'} refused upstream: see the failures below.` : ''}`
-      : s.state === 'down'
-        ? 'Reads cannot be buffered.'
-        : 'Working, but something needs a look.';
-  const reasons = (s.reasons ?? []).map((r) => `<li>${esc(r)}</li>`).join('');
+    s.state === 'down'
+      ? 'Reads cannot be stored.'
+      : s.state === 'degraded'
+        ? 'Working, but something needs a look.'
+        : found.length > 0
+          ? 'Working. Worth knowing:'
+          : 'Every input is up and delivery is flowing.';
+  const items = found.map((p) => problemHtml(p, t)).join('');
   const banner = `<section class="banner ${esc(s.state)}" aria-live="polite"><div class="state">${esc(stateText)}</div><div><p class="state-line">${esc(
     stateLine,
-  )}</p>${reasons ? `<ul class="reasons">${reasons}</ul>` : ''}</div></section>`;
+  )}</p>${items ? `<ul class="reasons">${items}</ul>` : ''}</div></section>`;
 
   const b = s.buffer ?? ({} as GatewayStatus['buffer']);
   const d = s.delivery ?? {};
   const scans = b.scans ?? {};
-  const failed = (scans.failed ?? 0) + (scans.held ?? 0);
+  // One meaning everywhere: waiting = on its way (not in a batch yet, or in a batch the service has
+  // not finished); held = refused as a batch, kept; not yet delivered = both.
+  const waiting = Number(b.undeliveredScans ?? 0);
+  const held = Number(b.heldScans ?? scans.held ?? 0);
+  const inBatch = Math.max(0, waiting - Number(b.pendingScans ?? 0));
+  const refusedUpstream = Number(scans.failed ?? 0);
   const oldest = b.oldestPendingAgeMs ?? null;
+  const recent = s.recent;
+  const notDelivered = waiting + held;
   // A scan waits a second or so normally; minutes mean delivery is stuck or far behind.
   const tiles: [string, string, string, string][] = [
-    ['Waiting for delivery', fmtCount(b.undeliveredScans ?? 0), b.pendingScans ? `${esc(b.pendingScans)} not yet in a batch` : 'nothing waiting', ''],
-    ['Oldest waiting', oldest === null ? '—' : esc(fmtDuration(oldest)), 'age of the oldest scan not yet delivered', oldest !== null && oldest > 300_000 ? 'warn' : ''],
-    ['Delivered', fmtCount(scans.delivered ?? 0), 'scans processed upstream', ''],
-    ['Failed', fmtCount(failed), failed ? 'refused upstream: see below' : 'scans refused upstream', failed ? 'bad' : ''],
+    [
+      'Not yet delivered',
+      fmtCount(notDelivered),
+      notDelivered === 0 ? 'nothing waiting, nothing held' : `${fmtCount(waiting)} waiting for delivery · ${fmtCount(held)} held`,
+      held > 0 ? 'bad' : '',
+    ],
+    ['Oldest waiting', oldest === null ? '—' : esc(fmtDuration(oldest)), 'age of the oldest scan waiting for delivery', oldest !== null && oldest > 300_000 ? 'warn' : ''],
+    ['Delivered', fmtCount(scans.delivered ?? 0), 'scans the service processed', ''],
+    ['Refused by the service', fmtCount(refusedUpstream), refusedUpstream ? 'single scans: see below' : 'single scans refused upstream', refusedUpstream ? 'bad' : ''],
+    ...(recent
+      ? ([
+          [
+            'Rejected in the last hour',
+            fmtCount(recent.rejections),
+            `of ${fmtCount(recent.reads)} reads · ${fmtCount(recent.filesRefused)} file${recent.filesRefused === 1 ? '' : 's'} refused`,
+            recent.filesRefused > 0 ? 'bad' : recent.rejections > 0 ? 'warn' : '',
+          ],
+        ] as [string, string, string, string][])
+      : []),
     ['Last upload', d.lastSuccessAt ? t(d.lastSuccessAt) : '<span class="muted">none yet</span>', '', ''],
   ];
   const tilesHtml = `<section class="tiles">${tiles
@@ -219,7 +296,7 @@ export function renderMain(s: GatewayStatus): string {
     ['Input', 'Type', 'State', 'Last read', 'Reads', 'Scans', 'No-reads', 'Rejected', 'Duplicates', 'Source'],
     (s.inputs ?? []).map((i) => {
       const c = i.counters;
-      const err = i.lastError ? `<div class="err">${esc(i.lastError)}${i.lastErrorAt ? ` · ${t(i.lastErrorAt)}` : ''}</div>` : '';
+      const err = i.lastError ? `${i.lastErrorAt ? ` <span class="ago">since ${t(i.lastErrorAt)}</span>` : ''}${techHtml(i.lastError)}` : '';
       const p = i.progress;
       const reading = p ? `<div class="muted">reading <code>${esc(p.file)}</code>: ${fmtCount(p.rows)} rows so far (file ${esc(fmtBytes(p.bytes))})</div>` : '';
       return [
@@ -244,34 +321,55 @@ export function renderMain(s: GatewayStatus): string {
     ? ([['Quota', `${esc(fmtBytes(used))} of ${esc(fmtBytes(b.quotaBytes))} (${esc(Math.round((used / b.quotaBytes) * 100))} %)`]] as [string, string][])
     : [];
   const buffer = factsHtml([
-    ['Pending (not in a batch)', fmtCount(b.pendingScans ?? 0)],
-    ['Undelivered', `${fmtCount(b.undeliveredScans ?? 0)}${b.quotaScans ? ` of ${fmtCount(b.quotaScans)} allowed` : ''}`],
-    ['Oldest pending', b.oldestPendingAgeMs === null || b.oldestPendingAgeMs === undefined ? '—' : esc(fmtDuration(b.oldestPendingAgeMs))],
+    ['Not yet delivered', `${fmtCount(notDelivered)}${b.quotaScans ? ` <span class="muted">(the quota allows ${fmtCount(b.quotaScans)} waiting)</span>` : ''}`],
+    ['Waiting for delivery', `${fmtCount(waiting)} <span class="muted">(${fmtCount(b.pendingScans ?? 0)} not yet in a batch · ${fmtCount(inBatch)} in a batch being sent or processed)</span>`],
+    ['Held', held ? `<span class="err">${fmtCount(held)}</span> <span class="muted">(the service refused their batch; replay after fixing the cause)</span>` : '0'],
+    ['Oldest waiting', b.oldestPendingAgeMs === null || b.oldestPendingAgeMs === undefined ? '—' : esc(fmtDuration(b.oldestPendingAgeMs))],
     ['Size on disk', esc(fmtBytes(b.fileBytes))],
     ...quota,
     ['Intake', b.intakePaused ? pill('paused') + ' back-pressure: inputs that can wait are not reading' : pill('running')],
     ['Scans by state', Object.keys(scans).length ? Object.entries(scans).map(([k, v]) => `${esc(k)} ${fmtCount(v)}`).join(' · ') : '—'],
-    ...(b.lastCommitError ? ([['Commit failing', `<span class="err">${esc(b.lastCommitError.message)}</span> · ${t(b.lastCommitError.at)}`]] as [string, string][]) : []),
+    ...(b.lastCommitError ? ([['Storing reads', `<span class="err">fails</span> since ${t(b.lastCommitError.at)}${techHtml(b.lastCommitError.message)}`]] as [string, string][]) : []),
     ['File', `<code>${esc(b.path)}</code>`],
   ]);
 
   const token = d.token;
+  const checks = d.statusChecks as { consecutiveFailures?: number; lastError?: { message?: string; at?: string; code?: string } } | undefined;
+  const uploads =
+    d.circuit === 'open'
+      ? `${pill('stopped')} after ${esc(d.consecutiveFailures ?? 0)} failures in a row${d.nextRetryAt ? `; next try ${t(d.nextRetryAt, true)}` : ''}`
+      : d.circuit === 'half-open'
+        ? `${pill('trying again')} after ${esc(d.consecutiveFailures ?? 0)} failures in a row`
+        : d.circuit === 'closed'
+          ? `${pill('flowing')}${d.consecutiveFailures ? ` (${esc(d.consecutiveFailures)} failed, retried)` : ''}`
+          : '—';
+  const lastError = d.lastError as { message?: string; at?: string; batchId?: number; code?: string } | undefined;
   const delivery = factsHtml([
     ['Mode', esc(d.mode ?? '—')],
-    ['Circuit', `${pill(d.circuit ?? 'unknown')}${d.consecutiveFailures ? ` after ${esc(d.consecutiveFailures)} failures in a row` : ''}`],
+    ['Uploads', uploads],
     ['Paused by operator', d.paused ? pill('paused') : 'no'],
     ['Last success', t(d.lastSuccessAt)],
-    ['Last error', d.lastError ? `<span class="err">${esc(d.lastError.message)}</span><br>${t(d.lastError.at)}${d.lastError.batchId ? ` · batch ${esc(d.lastError.batchId)}` : ''}` : '<span class="muted">none</span>'],
-    ['Next retry', d.nextRetryAt ? t(d.nextRetryAt, true) : '<span class="muted">—</span>'],
+    [
+      'Last error',
+      lastError
+        ? `${lastError.code ? `<code class="pcode">${esc(lastError.code)}</code> ` : ''}${t(lastError.at)}${lastError.batchId ? ` · batch ${esc(lastError.batchId)}` : ''}${techHtml(lastError.message)}`
+        : '<span class="muted">none</span>',
+    ],
+    [
+      'Status checks',
+      checks && checks.consecutiveFailures
+        ? `<span class="err">${esc(checks.consecutiveFailures)} failed in a row</span>${checks.lastError?.code ? ` <code class="pcode">${esc(checks.lastError.code)}</code>` : ''}${techHtml(checks.lastError?.message)}`
+        : 'answered',
+    ],
     ['Access token', token ? `${token.expiresAt ? `expires ${t(token.expiresAt, true)}` : 'none held'} · ${esc(token.refreshes)} obtained` : '—'],
-    ['Possible duplicates', esc(d.possibleDuplicates ?? 0)],
+    ['Possible duplicates', fmtCount(d.possibleDuplicates ?? 0)],
   ]);
 
   const batches = tableHtml(
     ['Batch', 'Request id', 'Mode', 'Scans', 'Bytes', 'State', 'Failures', 'Created'],
     (s.batches ?? []).map((x) => {
       const state = x.upstreamState && (x.state === 'done' || x.state === 'uploaded') ? x.upstreamState : x.state;
-      const err = x.lastError && x.state !== 'done' ? `<div class="err">${esc(x.lastError)}</div>` : '';
+      const err = x.lastError && x.state !== 'done' ? techHtml(x.lastError) : '';
       return [
         esc(x.id),
         `<code>${esc(x.requestId ?? '—')}</code>`,
@@ -293,7 +391,7 @@ export function renderMain(s: GatewayStatus): string {
       t(p.at),
       pill(p.kind),
       esc(p.inputId),
-      `<span class="reason">${esc(p.reason)}</span>${p.reference ? `<div class="muted small">reference <code>${rawHtml(p.reference)}</code></div>` : ''}`,
+      `${reasonHtml(p.reason)}${p.reference ? `<div class="muted small">reference <code>${rawHtml(p.reference)}</code></div>` : ''}`,
       `<code class="raw">${rawHtml(p.raw)}</code>${p.origin ? `<div class="muted small">${esc(originText(p.origin))}</div>` : ''}`,
     ]),
     'No rejections or failures.',
@@ -307,7 +405,7 @@ export function renderMain(s: GatewayStatus): string {
     [
       'Last reload error',
       reloadError
-        ? `<span class="err">${esc(typeof reloadError === 'string' ? reloadError : reloadError.message)}</span>${typeof reloadError === 'object' && reloadError.at ? ` · ${t(reloadError.at)}` : ''}`
+        ? `<span class="err">refused</span> ${t(reloadError.at)}${techHtml(reloadError.message)}`
         : '<span class="muted">none</span>',
     ],
     ...reloadFacts(cfg.lastReload, t),
@@ -317,12 +415,12 @@ export function renderMain(s: GatewayStatus): string {
   ]);
 
   const card = (title: string, body: string, cls?: string) => `<section class="card${cls ? ` ${cls}` : ''}"><h2>${esc(title)}</h2>${body}</section>`;
-  const known = ['state', 'reasons', 'phase', 'generatedAt', 'site', 'version', 'startedAt', 'uptimeSec', 'config', 'buffer', 'delivery', 'inputs', 'batches', 'problems', 'sessions', 'admin'];
+  const known = ['state', 'reasons', 'healthProblems', 'recent', 'phase', 'generatedAt', 'site', 'version', 'startedAt', 'uptimeSec', 'config', 'buffer', 'delivery', 'inputs', 'batches', 'problems', 'sessions', 'admin'];
   const extras = Object.keys(s)
     .filter((k) => !known.includes(k) && s[k] !== null && typeof s[k] === 'object')
     .map((k) => {
       const v = s[k];
-      return card(titleOf(k), Array.isArray(v) ? genericTableHtml(v, 'None.', tz) : factsHtml(Object.entries(v as object).map(([fk, fv]) => [titleOf(fk), valueHtml(fv, tz)])), 'wide');
+      return card(titleOf(k), Array.isArray(v) ? genericTableHtml(v, 'None.', tz) : factsHtml(Object.entries(v as object).map(([fk, fv]) => [titleOf(fk), valueHtml(fv, tz, 1)])), 'wide');
     })
     .join('');
   const sessions = Array.isArray(s.sessions) ? card('Open container sessions', genericTableHtml(s.sessions, 'No open sessions.', tz), 'wide') : '';
@@ -355,6 +453,10 @@ export const RENDER_FUNCTIONS = [
   originText,
   factsHtml,
   valueHtml,
+  mdHtml,
+  techHtml,
+  reasonHtml,
+  problemHtml,
   titleOf,
   genericTableHtml,
   reloadFacts,

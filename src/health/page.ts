@@ -32,6 +32,10 @@ main{max-width:1200px;margin:0 auto;padding:.8rem;display:flex;flex-direction:co
 .banner.down{background:var(--bad-bg);color:var(--bad)}
 .banner p,.banner ul{margin:0;color:var(--fg)}
 .banner ul.reasons{padding-left:1.1rem;margin-top:.25rem}
+.problem{margin:.35rem 0}.problem .sentence{font-weight:600}.problem.info .sentence{font-weight:500}
+code.pcode{font-size:.75em;color:var(--muted);white-space:nowrap}
+.problem .hint{font-size:.9rem;margin-top:.1rem}.problem .since{font-size:.8rem;color:var(--muted)}
+details.tech{font-size:.8rem;color:var(--muted);margin-top:.15rem}details.tech summary{cursor:pointer}details.tech code{display:block;margin-top:.2rem;white-space:pre-wrap}
 .tiles{display:grid;grid-template-columns:repeat(auto-fit,minmax(150px,1fr));gap:.6rem}
 .tile{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:.6rem .8rem}
 .tile-k{font-size:.8rem;color:var(--muted);text-transform:uppercase;letter-spacing:.03em}

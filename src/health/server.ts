@@ -146,13 +146,22 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     const s = status();
     const code = s.state === 'down' ? 503 : 200;
     if (!readAllowed(request)) return reply.code(code).send({ status: s.state });
+    const rejectedReads = s.inputs.reduce((a, i) => a + (i.counters?.rejections ?? 0), 0);
+    const heldScans = s.buffer.heldScans ?? s.buffer.scans.held ?? 0;
     const body = {
       status: s.state,
       reasons: s.reasons,
+      problems: (s.healthProblems ?? []).map((p) => ({ code: p.code, severity: p.severity, sentence: p.sentence })),
+      // `pendingScans` keeps its v1 meaning: waiting for delivery (not in a batch yet, or in one the service has not finished).
       pendingScans: s.buffer.undeliveredScans,
+      waitingScans: s.buffer.undeliveredScans,
+      heldScans,
       oldestPendingAgeMs: s.buffer.oldestPendingAgeMs,
       deliveredScans: s.buffer.scans.delivered ?? 0,
-      failedScans: (s.buffer.scans.failed ?? 0) + (s.buffer.scans.held ?? 0),
+      failedScans: (s.buffer.scans.failed ?? 0) + heldScans,
+      rejectedReads,
+      rejectedReadsLastHour: s.recent?.rejections ?? 0,
+      filesRefusedLastHour: s.recent?.filesRefused ?? 0,
       lastSuccessfulUploadAt: s.delivery.lastSuccessAt ?? null,
       inputs: s.inputs.map((i) => ({ id: i.id, type: i.type, state: i.state, ...(i.lastError ? { lastError: i.lastError } : {}) })),
     };

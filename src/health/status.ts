@@ -1,3 +1,5 @@
+import type { HealthProblem } from './derive.js';
+
 /**
  * The shape of `GET /api/v1/status`: everything the health page shows, as JSON. Built by the app
  * (`status()` in src/app.ts) from its parts' snapshots and the buffer; read by the page, the
@@ -8,8 +10,16 @@
 export interface GatewayStatus {
   /** `ok`; `degraded` (working, but something needs a look: see `reasons`); `down` (reads cannot be buffered). */
   state: 'ok' | 'degraded' | 'down';
-  /** Why the state is not `ok`, one sentence each, for people. */
+  /** Why the state is not `ok`, one sentence each, for people: the sentences of the `down` and `degraded` entries of {@link healthProblems}. */
   reasons: string[];
+  /**
+   * Every problem health found (src/health/derive.ts), worst first: a sentence, its stable code
+   * (docs/errors.md), what to do, since when, and the technical detail. `info` entries do not
+   * change the state. (Not `problems`: that name holds the latest rejections and failures.)
+   */
+  healthProblems?: HealthProblem[];
+  /** What happened in the last `windowMs` (one hour): reads received, reads rejected, files moved to `failed/`, scans refused by the service. */
+  recent?: RecentView;
   /** `starting` until every part is up, `running`, then `stopping` once a stop began. */
   phase?: 'starting' | 'running' | 'stopping';
   /** When this status was put together (the page computes ages from it, not from the browser's clock). */
@@ -34,6 +44,14 @@ export interface GatewayStatus {
   [extra: string]: unknown;
 }
 
+export interface RecentView {
+  windowMs: number;
+  reads: number;
+  rejections: number;
+  filesRefused: number;
+  failedScans: number;
+}
+
 export type AdminActionName = 'retry' | 'pause' | 'resume' | 'replay';
 
 export interface ConfigStatus {
@@ -42,7 +60,7 @@ export interface ConfigStatus {
   /** When the configuration in use was loaded. */
   loadedAt: string;
   /** The last reload that was refused, when the running configuration is older than the file. */
-  lastReloadError?: { message: string; at: string } | string;
+  lastReloadError?: { message: string; at: string };
   [extra: string]: unknown;
 }
 
@@ -51,8 +69,13 @@ export interface BufferStatus {
   path: string;
   /** Scans not yet in a batch. */
   pendingScans: number;
-  /** Scans not yet delivered: pending, or in a batch the service has not finished. */
+  /**
+   * Scans waiting for delivery: pending, or in a batch the service has not finished (what the quota
+   * counts). Held scans are not in it: see {@link heldScans}. The page calls these "waiting".
+   */
   undeliveredScans: number;
+  /** Scans of batches the service refused as a whole, kept and not delivered (not replayed). */
+  heldScans?: number;
   /**
    * Age of the oldest scan not yet delivered (waiting for a batch, or in a batch the service has
    * not finished), in ms; null when every scan is delivered. It keeps growing while delivery is
@@ -84,12 +107,13 @@ export interface DeliveryStatusView {
   circuit?: string;
   consecutiveFailures?: number;
   lastSuccessAt?: string;
-  lastError?: { message: string; at: string; batchId?: number };
+  /** The last failed upload: its message (technical), when, the batch, its kind and stable code. */
+  lastError?: { message: string; at: string; batchId?: number; kind?: string; code?: string };
   nextRetryAt?: string;
   /** Direct uploads sent again after their answer was lost (the service may hold them twice). */
   possibleDuplicates?: number;
   /** The cached access token's expiry and how many tokens were obtained since start. Never the token. */
-  token?: { expiresAt?: string | Date; refreshes: number };
+  token?: { expiresAt?: string; refreshes: number };
   [extra: string]: unknown;
 }
 

@@ -114,7 +114,7 @@ describe('health page in headless Chromium', () => {
     // A forgotten pause must show in monitoring, not only on the page.
     const health = (await (await fetch(`${gateway!.httpUrl}/healthz`)).json()) as { status: string; reasons: string[] };
     expect(health.status).toBe('degraded');
-    expect(health.reasons).toContainEqual(expect.stringContaining('delivery paused by an operator'));
+    expect(health.reasons).toContain('Delivery is paused by an operator: nothing is uploaded until it is resumed.');
     await page.getByRole('button', { name: 'Resume delivery' }).click();
     await expect.poll(() => page.locator('#admin-result').textContent(), POLL).toContain('delivery resumed');
     await expect.poll(() => delivery.locator('.pill', { hasText: 'paused' }).count(), POLL).toBe(0);

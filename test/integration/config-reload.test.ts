@@ -145,8 +145,9 @@ describe('configuration reload', () => {
       const status = app.status();
       expect(String((status.config.lastReloadError as { message: string }).message)).toMatch(/rules\[0\]\.reference\.group: the regex has no group named "number"/);
       expect(status.state).toBe('degraded');
-      // The reason carries the problem itself, not only the headline.
-      expect(status.reasons.find((r) => r.startsWith('configuration reload refused'))).toMatch(/reference\.group: the regex has no group named "number"/);
+      // The problem says so in words, with its code; its detail carries the problem itself, not only the headline.
+      expect(status.reasons).toContain('A changed configuration was refused; the previous one still runs.');
+      expect(status.healthProblems?.find((p) => p.code === 'SCANGW_E_CONFIG')?.detail).toMatch(/reference\.group: the regex has no group named "number"/);
 
       // The running rule still maps.
       writeFileSync(join(dir, 'a', 'one.txt'), 'CELL-7\n');
@@ -171,7 +172,7 @@ describe('configuration reload', () => {
     await app.start();
     const products = await waitFor(() => (app!.status().products as { state: string } | undefined)?.state === 'missing' && app!.status().products, { timeoutMs: 10_000 });
     expect(products).toMatchObject({ state: 'missing', products: 2, missing: [{ key: 'PACK-NOPE', where: ['lookups.gtin'] }] });
-    expect(app.status().reasons).toContain('product keys not in the upstream product list: PACK-NOPE');
+    expect(app.status().reasons).toContain('Product keys not in the upstream product list: PACK-NOPE; the service will refuse their scans.');
   });
 
   it('the daemon reloads on SIGHUP and on a change of the file', async () => {

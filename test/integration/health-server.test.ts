@@ -75,16 +75,24 @@ describe('health server of a running gateway', () => {
     await sandbox?.close();
   });
 
-  it('GET /healthz keeps its summary', async () => {
+  it('GET /healthz keeps its summary, counts held scans and rejections, and says why it is degraded', async () => {
     const res = await get(app, '/healthz');
     expect(res.status).toBe(200);
+    // The service refused one scan (Invalid DCP) within the hour: a dead letter degrades health.
+    const refused = 'The service refused 1 scan in the last 60 minutes; they are kept and can be replayed once the cause is fixed.';
     expect(await res.json()).toEqual({
-      status: 'ok',
-      reasons: [],
+      status: 'degraded',
+      reasons: [refused],
+      problems: [{ code: 'SCANGW_H_SCANS_FAILED', severity: 'degraded', sentence: refused }],
       pendingScans: 0,
+      waitingScans: 0,
+      heldScans: 0,
       oldestPendingAgeMs: null,
       deliveredScans: 3,
       failedScans: 1,
+      rejectedReads: 0,
+      rejectedReadsLastHour: 0,
+      filesRefusedLastHour: 0,
       lastSuccessfulUploadAt: expect.any(String),
       inputs: [
         { id: 'goods-in', type: 'files', state: 'up' },
@@ -103,7 +111,19 @@ describe('health server of a running gateway', () => {
 
   it('GET /api/v1/status has everything the page shows', async () => {
     const s = await statusOf(app);
-    expect(s).toMatchObject({ state: 'ok', phase: 'running', site: { id: 'health-test', timezone: 'Europe/Berlin' }, admin: { enabled: true, actions: ['retry', 'pause', 'resume', 'replay'] } });
+    expect(s).toMatchObject({ state: 'degraded', phase: 'running', site: { id: 'health-test', timezone: 'Europe/Berlin' }, admin: { enabled: true, actions: ['retry', 'pause', 'resume', 'replay'] } });
+    expect(s.healthProblems).toEqual([
+      { code: 'SCANGW_H_SCANS_FAILED', severity: 'degraded', sentence: expect.stringMatching(/^The service refused 1 scan /), hint: expect.stringContaining('scan-gateway replay') },
+    ]);
+    expect(s.recent).toEqual({ windowMs: 3_600_000, reads: 4, rejections: 0, filesRefused: 0, failedScans: 1 });
+    // One time format: every instant of the status is ISO 8601 UTC; no Date objects, no ms numbers.
+    const instants: string[] = [];
+    JSON.stringify(s, (key, value: unknown) => {
+      if (/(At|Time)$/.test(key) && value !== null && value !== undefined) instants.push(`${key}=${String(value)}`);
+      return value;
+    });
+    expect(instants.length).toBeGreaterThan(5);
+    for (const i of instants) expect(i).toMatch(/=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/);
     expect(Date.parse(s.generatedAt!)).not.toBeNaN();
     expect(s.inputs.find((i) => i.id === 'goods-in')!.counters).toMatchObject({ reads: 3, scans: 3, lastReadAt: expect.any(String) });
     expect(s.buffer.fileBytes).toBeGreaterThan(0);
@@ -126,6 +146,9 @@ describe('health server of a running gateway', () => {
     expect(sample(f, 'scan_gateway_pending_scans', 'scan_gateway_pending_scans', {})).toBe(0);
     expect(sample(f, 'scan_gateway_delivery_circuit_state', 'scan_gateway_delivery_circuit_state', { state: 'closed' })).toBe(1);
     expect(sample(f, 'process_resident_memory_bytes', 'process_resident_memory_bytes', {})).toBeGreaterThan(0);
+    const lastUpload = sample(f, 'scan_gateway_last_upload_success_timestamp_seconds', 'scan_gateway_last_upload_success_timestamp_seconds', {})!;
+    expect(lastUpload * 1000).toBe(Date.parse((await statusOf(app)).delivery.lastSuccessAt!));
+    expect(sample(f, 'scan_gateway_health_problems', 'scan_gateway_health_problems', { code: 'SCANGW_H_SCANS_FAILED', severity: 'degraded' })).toBe(1);
   });
 
   it('GET / serves the page with its CSP, the failure reason and the raw read escaped', async () => {

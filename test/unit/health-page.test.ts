@@ -3,7 +3,7 @@ import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { printableRaw } from '../../src/health/buffer-report.js';
 import { PAGE_CSP, PAGE_SCRIPT, renderPage } from '../../src/health/page.js';
-import { fmtTime, renderMain, RENDER_FUNCTIONS, shown } from '../../src/health/page-render.js';
+import { fmtTime, reasonHtml, renderMain, RENDER_FUNCTIONS, shown } from '../../src/health/page-render.js';
 import type { GatewayStatus } from '../../src/health/status.js';
 
 const GS = '\u001d';
@@ -138,6 +138,78 @@ describe('health page rendering', () => {
     expect(PAGE_CSP).toContain(`script-src ${sha(script)}`);
     expect(PAGE_CSP).toContain(`style-src ${sha(style)}`);
     expect(PAGE_CSP).toContain("default-src 'none'");
+  });
+});
+
+describe('health page words for a shift supervisor', () => {
+  const refused = 'POST /oauth2/token failed: ECONNREFUSED connect ECONNREFUSED 127.0.0.1:8099';
+  const problems = [
+    {
+      code: 'SCANGW_E_UPSTREAM_NETWORK',
+      severity: 'degraded' as const,
+      sentence: 'No access token from the auth server, so nothing is uploaded.',
+      hint: 'check the network and `upstream.proxyUrl`; see *Delivery*',
+      since: '2026-11-18T05:59:00.000Z',
+      detail: `${refused} <b>`,
+    },
+  ];
+
+  it('shows each problem as its sentence, code, what to do and since when; the technical message only folded away', () => {
+    const html = renderMain(
+      status({ healthProblems: problems, delivery: { mode: 'direct', circuit: 'open', consecutiveFailures: 3, lastError: { message: refused, at: '2026-11-18T05:59:00.000Z', code: 'SCANGW_E_UPSTREAM_NETWORK' } } }),
+    );
+    expect(html).toContain('<span class="sentence">No access token from the auth server, so nothing is uploaded.</span> <code class="pcode">SCANGW_E_UPSTREAM_NETWORK</code>');
+    expect(html).toContain('<strong>What to do:</strong> check the network and <code>upstream.proxyUrl</code>; see <em>Delivery</em>');
+    expect(html).toContain('since <time datetime="2026-11-18T05:59:00.000Z"');
+    expect(html).toContain('&lt;b&gt;');
+    // ECONNREFUSED appears only inside the folded technical details, never as page text of its own.
+    const outsideDetails = html.replace(/<details class="tech">[\s\S]*?<\/details>/g, '');
+    expect(html).toContain('ECONNREFUSED');
+    expect(outsideDetails).not.toContain('ECONNREFUSED');
+    expect(outsideDetails).not.toMatch(/circuit/i);
+    expect(html).toContain('<span class="pill bad">stopped</span> after 3 failures in a row');
+  });
+
+  it('says "every input is up" only without any problem, and lists notes when the state stays ok', () => {
+    expect(renderMain(status({ state: 'ok', reasons: [], healthProblems: [] }))).toContain('Every input is up and delivery is flowing.');
+    const noted = renderMain(status({ state: 'ok', reasons: [], healthProblems: [{ code: 'SCANGW_H_SCANS_FAILED', severity: 'info', sentence: '5 scans refused by the service earlier wait for a replay.', hint: 'replay' }] }));
+    expect(noted).not.toContain('Every input is up');
+    expect(noted).toContain('Working. Worth knowing:');
+    expect(noted).toContain('5 scans refused by the service earlier wait for a replay.');
+  });
+
+  it('uses one meaning of waiting: scans on their way, held apart, both not yet delivered', () => {
+    // Delivery stuck: every scan is in a batch, none pending; 2 held.
+    const html = renderMain(status({ buffer: { path: '/b.db', pendingScans: 0, undeliveredScans: 4, heldScans: 2, oldestPendingAgeMs: 600_000, scans: { batched: 4, held: 2, delivered: 10 } } }));
+    const tile = (k: string) => new RegExp(`<div class="tile-k">${k}</div><div class="tile-v">([^<]*)</div>(?:<div class="tile-s">([^<]*)</div>)?`).exec(html);
+    expect(tile('Not yet delivered')?.slice(1)).toEqual(['6', '4 waiting for delivery · 2 held']);
+    expect(html).not.toContain('nothing waiting');
+    expect(html).toContain('<dt>Waiting for delivery</dt><dd>4 <span class="muted">(0 not yet in a batch · 4 in a batch being sent or processed)</span>');
+    expect(html).not.toContain('Pending (not in a batch)');
+  });
+
+  it('words the HTTP refusal of a held batch as the refusal of the service, the exchange folded away', () => {
+    expect(reasonHtml('POST /api/trace/v3/scans answered HTTP 400 (Bad Request: [0].dcpKey: unknown)')).toBe(
+      '<span class="reason">The service refused the upload (HTTP 400): Bad Request: [0].dcpKey: unknown</span>' +
+        '<details class="tech"><summary>technical detail</summary><code>POST /api/trace/v3/scans answered HTTP 400 (Bad Request: [0].dcpKey: unknown)</code></details>',
+    );
+    expect(reasonHtml('Invalid DCP <x>')).toBe('<span class="reason">Invalid DCP &lt;x&gt;</span>');
+  });
+
+  it('shows nested objects as labelled facts and tables, never as raw JSON', () => {
+    const html = renderMain(
+      status({
+        products: { state: 'missing', checkedAt: '2026-11-18T05:00:00.000Z', products: 2, missing: [{ key: 'PACK-NOPE', where: ['lookups.gtin'] }], rejectUnknown: false, lastError: { message: 'x', at: '2026-11-18T05:10:00.000Z' } },
+        odd: { deep: { deeper: { deepest: { gone: 1 } } } },
+      }),
+    );
+    expect(html).not.toMatch(/\{"|":/);
+    expect(html).toContain('<dt>Rejected unknown</dt>'.replace('Rejected unknown', 'Reject unknown'));
+    expect(html).toContain('<dd>no</dd>');
+    expect(html).toContain('PACK-NOPE');
+    expect(html).toContain('lookups.gtin');
+    expect(html).toContain('2026-11-18 06:00:00'); // checkedAt in the site zone
+    expect(html).toContain('<span class="muted">…</span>');
   });
 });
 

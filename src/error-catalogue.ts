@@ -1,0 +1,214 @@
+import { ErrorCodes, type ErrorCode } from './errors.js';
+
+/**
+ * What every stable code means and what a person should do about it: the one source of the table
+ * in `docs/errors.md` (written by `npm run docs:errors`, checked by test/unit/errors-docs.test.ts)
+ * and of the hints the health page shows beside each problem.
+ *
+ * Two families share the catalogue:
+ * - `SCANGW_E_…` ({@link ErrorCodes}): errors the gateway raises (`GatewayError.code`), also used
+ *   for a health problem whose cause is such an error (an input down, the upstream unreachable);
+ * - `SCANGW_H_…` ({@link HealthCodes}): health conditions that are no thrown error (scans held,
+ *   files refused, a high rejection rate…), raised by the rules of src/health/derive.ts.
+ *
+ * Texts are Markdown (backticks for keys, commands and file names); the page shows backticked
+ * parts as code.
+ */
+export const HealthCodes = {
+  /** An operator paused delivery (admin action). */
+  DELIVERY_PAUSED: 'SCANGW_H_DELIVERY_PAUSED',
+  /** The oldest undelivered scan is older than the threshold while uploads are not failing. */
+  DELIVERY_BEHIND: 'SCANGW_H_DELIVERY_BEHIND',
+  /** Batches not finished long after they were formed or sent. */
+  BATCHES_STUCK: 'SCANGW_H_BATCHES_STUCK',
+  /** Status checks of sent batches fail in a row. */
+  STATUS_CHECKS_FAILING: 'SCANGW_H_STATUS_CHECKS_FAILING',
+  /** Scans of batches the service refused as a whole, kept and not delivered. */
+  SCANS_HELD: 'SCANGW_H_SCANS_HELD',
+  /** Scans the service refused one by one (dead letters). */
+  SCANS_FAILED: 'SCANGW_H_SCANS_FAILED',
+  /** Dropped files moved to `failed/`. */
+  FILES_REFUSED: 'SCANGW_H_FILES_REFUSED',
+  /** A large share of reads could not be made into scans. */
+  REJECTION_RATE: 'SCANGW_H_REJECTION_RATE',
+  /** Undelivered scans near or at the buffer quota. */
+  BUFFER_QUOTA: 'SCANGW_H_BUFFER_QUOTA',
+  /** Product keys in use that the upstream product list does not hold. */
+  PRODUCTS_UNKNOWN: 'SCANGW_H_PRODUCTS_UNKNOWN',
+  /** Changed settings that take effect only after a restart. */
+  RESTART_NEEDED: 'SCANGW_H_RESTART_NEEDED',
+} as const;
+
+export type HealthCode = (typeof HealthCodes)[keyof typeof HealthCodes];
+
+/** One code: what it means, and what to do. */
+export interface CatalogueEntry {
+  code: ErrorCode | HealthCode;
+  meaning: string;
+  whatToDo: string;
+}
+
+/** Every code, in the order of `docs/errors.md`. */
+export const CATALOGUE: readonly CatalogueEntry[] = [
+  {
+    code: ErrorCodes.CONFIG,
+    meaning: "the configuration file is missing, not YAML, or invalid; also an `http` input's ingest token (where it can be read) shorter than 16 characters; on the page: a reload was refused and the previous configuration still runs",
+    whatToDo: 'run `scan-gateway config check`; each problem names file, line and key (for a short token: the input and where the token came from, never its value)',
+  },
+  {
+    code: ErrorCodes.SECRET,
+    meaning: 'the client secret could not be read; or the admin, read or ingest token is missing where required, unreadable, or shorter than 16 characters',
+    whatToDo: 'set `SCAN_GATEWAY_CLIENT_SECRET`, the credential `client-secret`, or `upstream.clientSecretFile`; for a token, make one with `openssl rand -hex 32`',
+  },
+  {
+    code: ErrorCodes.UPSTREAM_NETWORK,
+    meaning: 'the service could not be reached (DNS, connect, reset, timeout)',
+    whatToDo: 'check the network and proxy; delivery retries by itself, and scans wait safely in the buffer meanwhile',
+  },
+  {
+    code: ErrorCodes.UPSTREAM_HTTP,
+    meaning: 'the service answered an HTTP error',
+    whatToDo: '408/429/5xx are retried; other 4xx hold the batch (see failures)',
+  },
+  {
+    code: ErrorCodes.UPSTREAM_AUTH,
+    meaning: 'the token request was refused, or a 401 persisted after a fresh token',
+    whatToDo: 'check `upstream.clientId` and the secret',
+  },
+  {
+    code: ErrorCodes.UPSTREAM_RESPONSE,
+    meaning: "the answer did not have the contract's shape",
+    whatToDo: 'report it with the log line; delivery retries',
+  },
+  {
+    code: ErrorCodes.UPSTREAM_TOKEN,
+    meaning: 'the token endpoint answered 2xx with no usable token (not JSON, no `access_token`/`accessToken`, a token type other than Bearer); nothing was uploaded',
+    whatToDo: 'check `upstream.authUrl` (it must name the OAuth server, not a web page or a proxy\'s login); delivery retries by itself',
+  },
+  {
+    code: ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE,
+    meaning: 'an answer was larger than its byte cap (`upstream.maxAnswerBytes`, `upstream.maxProductListBytes`); the client stopped reading',
+    whatToDo: "check `upstream.baseUrl` and any proxy in between; raise the cap only if the service's answers really are that large",
+  },
+  {
+    code: ErrorCodes.UPSTREAM_REDIRECT,
+    meaning: 'the service or the token endpoint answered with a redirect (3xx), which is never followed',
+    whatToDo: 'set `upstream.baseUrl`/`upstream.authUrl` to the address the redirect names (`details.location`), after checking it belongs to the operator; delivery retries by itself',
+  },
+  {
+    code: ErrorCodes.BODY_TOO_LARGE,
+    meaning: 'a direct upload body reached 5.8 MiB',
+    whatToDo: 'the batch is split; for `upload`, use a smaller file or pre-signed',
+  },
+  {
+    code: ErrorCodes.PRESIGNED_REFUSED,
+    meaning: 'a pre-signed address was used already or expired',
+    whatToDo: 'a new address is requested by itself',
+  },
+  {
+    code: ErrorCodes.BUFFER,
+    meaning:
+      'the SQLite buffer could not be opened or written: a full disk (`details.diskFull`), the quota reached (`details.quota`), permissions; `details.unopenable`: it cannot be opened at all (corrupt, not a database, newer schema, no permission), and `run` exits 4, which systemd does not restart',
+    whatToDo:
+      'check disk space and permissions of `buffer.path`; a full quota clears as delivery drains; intake resumes by itself; an unopenable buffer: fix the owner or restore a backup (docs/operations.md)',
+  },
+  {
+    code: ErrorCodes.INPUT,
+    meaning:
+      'an input could not be opened, or failed while running (its technical detail on the page says why); or a dropped file cannot be taken (not a regular file: a link, FIFO, socket or device; larger than `maxFileBytes`; a format it cannot be read in)',
+    whatToDo:
+      'check the device, folder or broker named under *Source* (plugged in, reachable, permissions); the input retries by itself; for a file, `failed/<name>.error.txt` and `scan-gateway failures`',
+  },
+  {
+    code: ErrorCodes.USAGE,
+    meaning: 'a command was called wrongly',
+    whatToDo: 'see `--help`',
+  },
+  {
+    code: HealthCodes.DELIVERY_PAUSED,
+    meaning: 'an operator paused delivery; nothing is uploaded, scans wait in the buffer',
+    whatToDo: 'press *Resume delivery* on the page, or `POST /api/v1/admin/resume`; a restart resumes too',
+  },
+  {
+    code: HealthCodes.DELIVERY_BEHIND,
+    meaning: 'the oldest scan waiting for delivery is older than 15 minutes although uploads do not fail',
+    whatToDo: 'see *Delivery* and *Last batches* on the page; `scan-gateway queue` shows what waits by DCP and age',
+  },
+  {
+    code: HealthCodes.BATCHES_STUCK,
+    meaning: 'a batch is not finished 30 minutes after it was formed: not sent yet, or sent and the service has not finished processing it',
+    whatToDo: "give the batch's request id to the service operator; the gateway keeps asking by itself; `scan-gateway queue` lists the open batches",
+  },
+  {
+    code: HealthCodes.STATUS_CHECKS_FAILING,
+    meaning: 'asking the service whether sent batches succeeded fails (3 or more times in a row); uploads may go on, but their outcome is not known yet',
+    whatToDo: 'usually the same cause as an unreachable service (network, proxy); the checks retry by themselves',
+  },
+  {
+    code: HealthCodes.SCANS_HELD,
+    meaning: 'the service refused whole batches for good (an HTTP 4xx such as 400); their scans are kept in the buffer and are not delivered',
+    whatToDo: "`scan-gateway failures` shows the service's answer; fix the cause (configuration, mapping), then `scan-gateway replay --batch N`",
+  },
+  {
+    code: HealthCodes.SCANS_FAILED,
+    meaning: 'the service refused single scans (a reason such as `Invalid DCP`); they are kept as dead letters',
+    whatToDo: 'see *Latest rejections and upstream failures* or `scan-gateway failures`; fix the DCP or product (configuration or upstream), then *Replay failed scans* or `scan-gateway replay --reason …`',
+  },
+  {
+    code: HealthCodes.FILES_REFUSED,
+    meaning: "a dropped file could not be taken as a whole (unreadable, wrong format, no barcode column…) and was moved to the input's `failed/` folder",
+    whatToDo: 'read `<name>.error.txt` beside the file in `failed/`, fix the export (or the input\'s `format`/`barcodeColumn`), then drop the file into the folder again',
+  },
+  {
+    code: HealthCodes.REJECTION_RATE,
+    meaning: 'a large share of the reads in the last hour (10 % or more of at least 20) could not be made into scans: no rule matched, a bad GS1 check digit, an unknown DCP',
+    whatToDo: 'see the reasons under *Latest rejections*; a new label layout needs a rule, a misreading scanner needs cleaning or its settings checked (baud rate, terminator); after fixing, `scan-gateway replay --rejected`',
+  },
+  {
+    code: HealthCodes.BUFFER_QUOTA,
+    meaning: 'undelivered scans are near the buffer quota (inputs that can wait are paused) or at it (new scans are refused; their sources keep them)',
+    whatToDo: 'get delivery going again (see the other problems); raise `buffer.maxPendingScans`/`buffer.maxBytes` only if the disk has room',
+  },
+  {
+    code: HealthCodes.PRODUCTS_UNKNOWN,
+    meaning: 'product keys that the configuration or the reads use are not in the upstream product list; the service will refuse those scans',
+    whatToDo: 'correct the product keys where the page says they are used (`dcps`, rules, lookups), or ask the service operator to create the products',
+  },
+  {
+    code: HealthCodes.RESTART_NEEDED,
+    meaning: 'a reloaded configuration changed settings that only a restart applies; the old values still run',
+    whatToDo: '`systemctl restart scan-gateway` when the line allows it',
+  },
+];
+
+const BY_CODE = new Map<string, CatalogueEntry>(CATALOGUE.map((e) => [e.code, e]));
+
+/** The entry of `code`, or undefined for a code the catalogue does not know. */
+export function catalogueEntry(code: string): CatalogueEntry | undefined {
+  return BY_CODE.get(code);
+}
+
+/** The table of `docs/errors.md`, as Markdown (what `npm run docs:errors` writes). */
+export function errorsTableMarkdown(): string {
+  const cell = (text: string) => text.replace(/\|/g, '\\|');
+  return [
+    '| code | meaning | what to do |',
+    '|---|---|---|',
+    ...CATALOGUE.map((e) => `| \`${e.code}\` | ${cell(e.meaning)} | ${cell(e.whatToDo)} |`),
+  ].join('\n');
+}
+
+/** Marks around the generated table in `docs/errors.md`; the text outside them is written by hand. */
+export const ERRORS_TABLE_BEGIN = '<!-- BEGIN generated from src/error-catalogue.ts by npm run docs:errors -->';
+export const ERRORS_TABLE_END = '<!-- END generated -->';
+
+/**
+ * `doc` (the text of `docs/errors.md`) with the table between the marks replaced by
+ * {@link errorsTableMarkdown}. Throws when a mark is missing.
+ */
+export function withErrorsTable(doc: string): string {
+  const begin = doc.indexOf(ERRORS_TABLE_BEGIN);
+  const end = doc.indexOf(ERRORS_TABLE_END);
+  if (begin < 0 || end < begin) throw new Error(`docs/errors.md must hold the marks ${ERRORS_TABLE_BEGIN} and ${ERRORS_TABLE_END}`);
+  return `${doc.slice(0, begin + ERRORS_TABLE_BEGIN.length)}\n${errorsTableMarkdown()}\n${doc.slice(end)}`;
+}

@@ -1,0 +1,289 @@
+import { catalogueEntry, HealthCodes } from '../error-catalogue.js';
+import { ErrorCodes } from '../errors.js';
+
+/**
+ * The gateway's health from every signal, in one pure function ({@link deriveHealth}): the app
+ * gathers the facts (src/app.ts), this decides the state and words each problem. The rules, their
+ * thresholds and codes are tabled in docs/operations.md ("Health rules"); a unit test covers each.
+ */
+
+/** How bad a problem is: `down` (reads cannot be buffered), `degraded` (needs a look), `info` (worth knowing; the state stays `ok`). */
+export type Severity = 'down' | 'degraded' | 'info';
+
+/** One problem, for people: what is wrong (a sentence), its stable code, and what to do. */
+export interface HealthProblem {
+  /** Stable code (`SCANGW_E_…` or `SCANGW_H_…`), listed in docs/errors.md. */
+  code: string;
+  severity: Severity;
+  /** One sentence a shift supervisor understands; no error text of a library in it. */
+  sentence: string;
+  /** What to do, from the catalogue (src/error-catalogue.ts), Markdown. */
+  hint: string;
+  /**
+   * ISO 8601 instant the condition began, when known (a full disk, a refused reload, the oldest
+   * stuck batch). Not the time of the latest failure: that is in the part's own status.
+   */
+  since?: string;
+  /** The technical message behind it (an errno, an HTTP answer), for IT; the page folds it away. */
+  detail?: string;
+}
+
+/** The outcome of {@link deriveHealth}. */
+export interface DerivedHealth {
+  state: 'ok' | 'degraded' | 'down';
+  /** Worst first (down, degraded, info), then in rule order. */
+  problems: HealthProblem[];
+}
+
+/** Every signal the rules read. Counts are whole numbers; instants ISO 8601; ages in ms. */
+export interface HealthFacts {
+  inputs: ReadonlyArray<{ id: string; type: string; state: string; lastError?: string | undefined; lastErrorAt?: string | undefined }>;
+  delivery?: {
+    paused: boolean;
+    circuit: string;
+    consecutiveFailures: number;
+    /** `kind`: token, network, auth, answer, http (src/delivery/deliverer.ts). */
+    lastError?: { message: string; at: string; kind?: string | undefined; code?: string | undefined } | undefined;
+    stepError?: { message: string; at: string; diskFull: boolean } | undefined;
+    statusChecks?: { consecutiveFailures: number; lastError?: { message: string; at: string; code?: string | undefined } | undefined } | undefined;
+  };
+  buffer: {
+    /** Scans on their way: not in a batch yet, or in a batch the service has not finished. */
+    waitingScans: number;
+    /** Age of the oldest waiting scan, ms; null when none waits. */
+    oldestWaitingAgeMs: number | null;
+    /** Scans of batches the service refused as a whole (not replayed). */
+    heldScans: number;
+    /** Scans the service refused one by one, not replayed (dead letters), however old. */
+    failedScans: number;
+    /** The last failed commit of reads, while commits fail. */
+    commitError?: { message: string; at: string } | undefined;
+    /** Quota level of the undelivered data (src/buffer/back-pressure.ts). */
+    quota?: { level: 'ok' | 'paused' | 'full'; usedRatio: number; undeliveredScans: number; maxPendingScans: number; diskFull?: { since: string; message: string } | undefined } | undefined;
+  };
+  /** What happened in the last {@link HealthThresholds.windowMs} (src/health/buffer-report.ts `recentActivity`). */
+  recent: {
+    /** Reads received in the window (rejections included). */
+    reads: number;
+    /** Reads that could not be made into scans in the window (file-level refusals not included). */
+    rejections: number;
+    /** Rejections in the window by input, most first. */
+    rejectionsByInput: ReadonlyArray<{ inputId: string; count: number }>;
+    /** Scans the service refused in the window (batches finished in it), not replayed. */
+    failedScans: number;
+    /** Files moved to `failed/` in the window, newest first (a bounded list) and how many. */
+    filesRefused: ReadonlyArray<{ inputId: string; file: string; reason: string; at: string }>;
+    filesRefusedCount: number;
+  };
+  /** Batches not finished {@link HealthThresholds.stuckBatchMs} after they were formed. */
+  stuckBatches: ReadonlyArray<{ id: number; state: string; requestId: string | null; createdAt: string }>;
+  products?: { state: string; missing: ReadonlyArray<{ key: string }> } | undefined;
+  config?: { lastReloadError?: { message: string; at: string } | undefined; needsRestart?: readonly string[] | undefined };
+}
+
+/** Thresholds of the rules; {@link HEALTH_THRESHOLDS} holds the defaults. */
+export interface HealthThresholds {
+  /** The window of "recently", in ms. */
+  windowMs: number;
+  /** Share of rejected reads in the window at which health degrades… */
+  rejectionRate: number;
+  /** …once at least this many reads came in the window (a few misreads in a quiet hour are no trend). */
+  minReadsForRate: number;
+  /** Scans refused upstream in the window that degrade health. */
+  failedScans: number;
+  /** Held scans that degrade health. */
+  heldScans: number;
+  /** Files refused in the window that degrade health. */
+  filesRefused: number;
+  /** Status checks failed in a row that degrade health (single ones happen: a 429, a timeout). */
+  statusCheckFailures: number;
+  /** Age of an unfinished batch that counts as stuck, in ms. */
+  stuckBatchMs: number;
+  /** Age of the oldest waiting scan that counts as delivery falling behind, in ms. */
+  oldestWaitingMs: number;
+}
+
+/** The defaults: a shop floor delivers within seconds; an hour is the window a shift looks back on. */
+export const HEALTH_THRESHOLDS: HealthThresholds = {
+  windowMs: 60 * 60_000,
+  rejectionRate: 0.1,
+  minReadsForRate: 20,
+  failedScans: 1,
+  heldScans: 1,
+  filesRefused: 1,
+  statusCheckFailures: 3,
+  stuckBatchMs: 30 * 60_000,
+  oldestWaitingMs: 15 * 60_000,
+};
+
+const RANK: Record<Severity, number> = { down: 0, degraded: 1, info: 2 };
+
+/** `1 scan`, `3 scans`. */
+function count(n: number, word: string, plural = `${word}s`): string {
+  return `${n.toLocaleString('en-US')} ${n === 1 ? word : plural}`;
+}
+
+/** The code of an upload failure: its own when known, else by kind. */
+function uploadCode(lastError: NonNullable<HealthFacts['delivery']>['lastError']): string {
+  if (lastError?.code && catalogueEntry(lastError.code)) return lastError.code;
+  switch (lastError?.kind) {
+    case 'auth':
+      return ErrorCodes.UPSTREAM_AUTH;
+    case 'answer':
+      return ErrorCodes.UPSTREAM_RESPONSE;
+    case 'http':
+      return ErrorCodes.UPSTREAM_HTTP;
+    case 'token':
+      return ErrorCodes.UPSTREAM_AUTH;
+    default:
+      return ErrorCodes.UPSTREAM_NETWORK;
+  }
+}
+
+const WAITING = 'Scans wait safely in the buffer and are sent when it works again.';
+
+function uploadSentence(kind: string | undefined): string {
+  switch (kind) {
+    case 'token':
+      return `No access token from the auth server, so nothing is uploaded. ${WAITING}`;
+    case 'auth':
+      return `The upstream service refuses the gateway's credentials, so nothing is uploaded. ${WAITING}`;
+    case 'answer':
+      return `The upstream service's answers cannot be read; uploads are retried. ${WAITING}`;
+    case 'http':
+      return `The upstream service answers uploads with errors; they are retried. ${WAITING}`;
+    default:
+      return `The upstream service cannot be reached, so nothing is uploaded. ${WAITING}`;
+  }
+}
+
+/**
+ * The state and the problems, from the facts. Pure: same facts, same answer; no clock, no I/O.
+ * The state is the worst severity among the problems (`ok` when none is worse than `info`).
+ */
+export function deriveHealth(facts: HealthFacts, thresholds: HealthThresholds = HEALTH_THRESHOLDS): DerivedHealth {
+  const problems: HealthProblem[] = [];
+  const add = (code: string, severity: Severity, sentence: string, extra: { since?: string | undefined; detail?: string | undefined } = {}) => {
+    problems.push({
+      code,
+      severity,
+      sentence,
+      hint: catalogueEntry(code)?.whatToDo ?? 'see docs/errors.md',
+      ...(extra.since ? { since: extra.since } : {}),
+      ...(extra.detail ? { detail: extra.detail } : {}),
+    });
+  };
+  const { buffer, recent, delivery } = facts;
+  const windowText = `in the last ${Math.round(thresholds.windowMs / 60_000)} minutes`;
+
+  // The buffer: without it, reads cannot be taken at all.
+  if (buffer.commitError) {
+    add(ErrorCodes.BUFFER, 'down', 'Reads cannot be stored: writing to the buffer fails, so nothing new is taken in.', { detail: buffer.commitError.message });
+  }
+  if (delivery?.stepError) {
+    add(
+      ErrorCodes.BUFFER,
+      delivery.stepError.diskFull ? 'down' : 'degraded',
+      delivery.stepError.diskFull ? 'The disk of the buffer is full: delivery cannot record its progress and stops.' : 'Delivery cannot work on the buffer; it retries every second.',
+      { detail: delivery.stepError.message },
+    );
+  }
+  const quota = buffer.quota;
+  if (quota?.diskFull) {
+    add(ErrorCodes.BUFFER, 'degraded', 'The disk of the buffer is full: inputs are paused and nothing new is acknowledged until there is room.', { since: quota.diskFull.since, detail: quota.diskFull.message });
+  }
+  if (quota?.level === 'full') {
+    add(HealthCodes.BUFFER_QUOTA, 'degraded', `Buffer quota reached (${count(quota.undeliveredScans, 'undelivered scan')} of ${quota.maxPendingScans.toLocaleString('en-US')} allowed): new scans are refused until delivery drains it.`);
+  } else if (quota?.level === 'paused') {
+    add(HealthCodes.BUFFER_QUOTA, 'degraded', `The buffer is at ${Math.round(quota.usedRatio * 100)} % of its quota: inputs that can wait are paused until delivery drains it.`);
+  }
+
+  for (const input of facts.inputs) {
+    if (input.state !== 'down') continue;
+    add(ErrorCodes.INPUT, 'degraded', `Input ${input.id} (${input.type}) is not reading; it retries by itself.`, { detail: input.lastError });
+  }
+
+  // Delivery.
+  const uploadsFailing = delivery !== undefined && delivery.circuit !== 'closed';
+  if (uploadsFailing) {
+    add(uploadCode(delivery.lastError), 'degraded', uploadSentence(delivery.lastError?.kind), {
+      detail: delivery.lastError ? `${delivery.lastError.message} (${delivery.consecutiveFailures} failures in a row)` : undefined,
+    });
+  }
+  if (delivery?.paused) add(HealthCodes.DELIVERY_PAUSED, 'degraded', 'Delivery is paused by an operator: nothing is uploaded until it is resumed.');
+  const checks = delivery?.statusChecks;
+  if (checks && checks.consecutiveFailures >= thresholds.statusCheckFailures) {
+    add(HealthCodes.STATUS_CHECKS_FAILING, 'degraded', `The service cannot be asked whether sent batches succeeded (${checks.consecutiveFailures} failures in a row); it is asked again by itself.`, {
+      detail: checks.lastError ? `${checks.lastError.code ? `${checks.lastError.code}: ` : ''}${checks.lastError.message}` : undefined,
+    });
+  }
+  if (facts.stuckBatches.length > 0) {
+    const oldest = facts.stuckBatches.reduce((a, b) => (a.createdAt <= b.createdAt ? a : b));
+    const ids = facts.stuckBatches.slice(0, 5).map((b) => `${b.id}${b.requestId ? ` (request ${b.requestId})` : ''}`);
+    add(
+      HealthCodes.BATCHES_STUCK,
+      'degraded',
+      `${count(facts.stuckBatches.length, 'batch is', 'batches are')} not finished ${Math.round(thresholds.stuckBatchMs / 60_000)} minutes after it was formed: ${ids.join(', ')}${facts.stuckBatches.length > 5 ? ', …' : ''}.`,
+      { since: oldest.createdAt },
+    );
+  }
+  const oldest = buffer.oldestWaitingAgeMs;
+  // An open circuit or a pause already says why scans wait; this rule is for slowness without failures.
+  if (!uploadsFailing && !delivery?.paused && oldest !== null && oldest >= thresholds.oldestWaitingMs) {
+    add(HealthCodes.DELIVERY_BEHIND, 'degraded', `Delivery is behind: the oldest of ${count(buffer.waitingScans, 'waiting scan')} has waited ${Math.round(oldest / 60_000)} minutes.`);
+  }
+
+  // What did not get through.
+  if (buffer.heldScans >= thresholds.heldScans) {
+    const one = buffer.heldScans === 1;
+    add(
+      HealthCodes.SCANS_HELD,
+      'degraded',
+      `${count(buffer.heldScans, 'scan is', 'scans are')} held: the service refused ${one ? 'its batch, so it is' : 'their batches, so they are'} not delivered until someone replays ${one ? 'it' : 'them'}.`,
+    );
+  }
+  if (recent.failedScans >= thresholds.failedScans) {
+    add(HealthCodes.SCANS_FAILED, 'degraded', `The service refused ${count(recent.failedScans, 'scan')} ${windowText}; they are kept and can be replayed once the cause is fixed.`);
+  } else if (buffer.failedScans > 0) {
+    add(HealthCodes.SCANS_FAILED, 'info', `${count(buffer.failedScans, 'scan')} refused by the service earlier ${buffer.failedScans === 1 ? 'waits' : 'wait'} for a replay.`);
+  }
+  if (recent.filesRefusedCount >= thresholds.filesRefused) {
+    const latest = recent.filesRefused[0];
+    const named = latest ? `; the latest: ${latest.file} from input ${latest.inputId}` : '';
+    add(HealthCodes.FILES_REFUSED, 'degraded', `${count(recent.filesRefusedCount, 'file was', 'files were')} refused ${windowText} and moved to failed/${named}.`, {
+      detail: latest?.reason,
+    });
+  }
+  if (recent.rejections > 0) {
+    const rate = recent.reads > 0 ? recent.rejections / recent.reads : 1;
+    const high = recent.reads >= thresholds.minReadsForRate && rate >= thresholds.rejectionRate;
+    const where = recent.rejectionsByInput.slice(0, 3).map((r) => `${r.inputId} ${r.count.toLocaleString('en-US')}`).join(', ');
+    add(
+      HealthCodes.REJECTION_RATE,
+      high ? 'degraded' : 'info',
+      `${count(recent.rejections, 'read')} of ${recent.reads.toLocaleString('en-US')} (${Math.round(rate * 100)} %) could not be made into scans ${windowText}${where ? ` (${where})` : ''}.`,
+    );
+  }
+
+  // Configuration and the upstream product list.
+  if (facts.products?.state === 'missing' && facts.products.missing.length > 0) {
+    add(HealthCodes.PRODUCTS_UNKNOWN, 'degraded', `Product keys not in the upstream product list: ${facts.products.missing.map((m) => m.key).join(', ')}; the service will refuse their scans.`);
+  }
+  const reloadError = facts.config?.lastReloadError;
+  if (reloadError) {
+    add(ErrorCodes.CONFIG, 'degraded', 'A changed configuration was refused; the previous one still runs.', { since: reloadError.at, detail: firstProblem(reloadError.message) });
+  }
+  const restart = facts.config?.needsRestart ?? [];
+  if (restart.length > 0) add(HealthCodes.RESTART_NEEDED, 'info', `Changed settings wait for a restart: ${restart.join(', ')}.`);
+
+  problems.sort((a, b) => RANK[a.severity] - RANK[b.severity]);
+  const worst = problems[0]?.severity;
+  return { state: worst === 'down' ? 'down' : worst === 'degraded' ? 'degraded' : 'ok', problems };
+}
+
+/** The headline of a configuration error and its first problem (`file:line:col: key: message`). */
+export function firstProblem(message: string): string {
+  const lines = message.split('\n').map((l) => l.trim()).filter((l) => l !== '');
+  if (lines.length <= 1) return lines[0] ?? message;
+  return `${lines[0]!.replace(/:$/, '')}: ${lines[1]}${lines.length > 2 ? ` (and ${lines.length - 2} more)` : ''}`;
+}
