@@ -1,10 +1,11 @@
 import type { DeliveryConfig } from '../config/schema.js';
 import { ErrorCodes, isGatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { isDiskFull, type BatchMode, type BatchRow, type BufferStore } from '../buffer/store.js';
+import { isDiskFull, type BatchRow, type BufferStore } from '../buffer/store.js';
 import { MAX_DIRECT_BODY_BYTES, PRESIGNED_VALIDITY_MS } from '../upstream/contract.js';
 import { failureFields } from '../upstream/failure-log.js';
 import { backoffDelay, classifyFailure } from './retry.js';
+import { Batcher } from './batcher.js';
 import { StatusTracker, type StatusChecks } from './status-tracker.js';
 import type { DeliveryApi } from './types.js';
 
@@ -87,6 +88,8 @@ export class Deliverer {
   private presignedStep: 'status' | 'address' | 'put' | 'reput' | undefined;
   /** Status polling of uploaded batches, apart from uploading. */
   private readonly tracker: StatusTracker;
+  /** Forms batches from pending scans when one is due. */
+  private readonly batcher: Batcher;
   private stepError: DeliveryStatus['stepError'];
   private consecutiveFailures = 0;
   private paused = false;
@@ -94,6 +97,7 @@ export class Deliverer {
 
   constructor(private readonly options: DelivererOptions) {
     this.now = options.now ?? Date.now;
+    this.batcher = new Batcher({ store: options.store, config: options.config, logger: options.logger, now: this.now });
     this.tracker = new StatusTracker({
       store: options.store,
       api: options.api,
@@ -214,39 +218,12 @@ export class Deliverer {
         return 0;
       }
       if (open.length === 0) {
-        const pending = store.pending();
-        if (pending.count > 0) {
-          const age = this.now() - (pending.oldestCreatedAt ?? this.now());
-          const full = pending.count >= config.maxBatchScans || store.totals().pendingBytes >= MAX_DIRECT_BODY_BYTES;
-          if (full || age >= config.maxBatchDelayMs) {
-            this.formBatch();
-            return 0;
-          }
-          return config.maxBatchDelayMs - age;
-        }
+        const wait = this.batcher.formIfDue();
+        if (wait !== undefined) return wait;
       }
     }
     const next = store.batchesInState('ready', 'presigned').map((b) => b.nextAttemptAt - this.now());
     return next.length > 0 ? Math.max(0, Math.min(...next)) : 1000;
-  }
-
-  /**
-   * Forms the next batch. `auto` sends a backlog (more pending than one direct batch holds, by
-   * count or bytes) pre-signed in larger batches, and anything else direct.
-   */
-  private formBatch(): void {
-    const { store, config, logger } = this.options;
-    const nowIso = new Date(this.now()).toISOString();
-    const totals = store.totals();
-    const backlog = totals.pendingScans > config.maxBatchScans || totals.pendingBytes > MAX_DIRECT_BODY_BYTES;
-    const mode: BatchMode = config.mode === 'auto' ? (backlog ? 'presigned' : 'direct') : config.mode;
-    const form = (m: BatchMode) =>
-      m === 'direct'
-        ? store.formBatch({ mode: m, maxScans: config.maxBatchScans, maxBytes: MAX_DIRECT_BODY_BYTES, nowIso, holdOversize: config.mode === 'direct' })
-        : store.formBatch({ mode: m, maxScans: config.presignedMaxScans, maxBytes: config.presignedMaxBytes, nowIso, holdOversize: true });
-    // In auto mode a scan too large for a direct upload still goes, pre-signed.
-    const batch = form(mode) ?? (config.mode === 'auto' && mode === 'direct' ? form('presigned') : undefined);
-    if (batch) logger.debug({ batchId: batch.id, mode: batch.mode, scans: batch.scanCount, bytes: batch.bytes }, 'batch formed');
   }
 
   private async upload(batch: BatchRow): Promise<void> {
