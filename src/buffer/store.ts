@@ -102,8 +102,12 @@ const BATCH_COLUMNS = `id, mode, state, scan_count AS scanCount, bytes, request_
   created_at AS createdAt, uploaded_at AS uploadedAt, finished_at AS finishedAt,
   upstream_state AS upstreamState, description, processed, failed, polls`;
 
-/** Rows `formBatch` looks at beyond `maxScans` to get past scans it must skip (repeated references). */
-export const BATCH_LOOKAHEAD = 10_000;
+/** A pending scan as the batcher packs it: its id, reference and serialized bytes. */
+export interface PendingScanRow {
+  id: number;
+  reference: string;
+  bytes: number;
+}
 
 /** Bytes of `[a,b,c]` for scans whose serialized lengths sum to `sum`: brackets plus n-1 commas. */
 export function arrayBytes(count: number, sum: number): number {
@@ -365,58 +369,44 @@ export class BufferStore {
   }
 
   /**
-   * Packs the oldest pending scans into a new batch of at most `maxScans` scans whose JSON array
-   * is at most `maxBytes` bytes, never two scans with the same reference (so each failure in a
-   * status answer maps to exactly one scan). Packing is incremental: each scan adds its stored byte
-   * length and a comma. A scan whose reference is already in the batch is skipped and waits for the
-   * next batch; at most `maxScans + BATCH_LOOKAHEAD` rows are looked at, so a backlog where one
-   * reference repeats thousands of times still drains (one of them per batch) at bounded cost.
-   *
-   * A single scan larger than `maxBytes` can never be sent this way: with `holdOversize` it is held
-   * with the reason (replay it after switching to pre-signed), otherwise it is left pending.
-   *
-   * @returns the new batch, or undefined when nothing could be packed.
+   * Pending scans (not yet in a batch) in id order, as a cursor: rows are read as the loop asks
+   * for them, so a backlog of millions is never held in memory. The connection is busy until the
+   * loop ends (or breaks): no other statement may run meanwhile. The packing rule that consumes
+   * it lives in `src/delivery/batcher.ts`.
    */
-  formBatch(opts: { maxScans: number; maxBytes: number; mode: BatchMode; nowIso: string; holdOversize?: boolean }): BatchRow | undefined {
+  pendingScans(): IterableIterator<PendingScanRow> {
+    return this.db.prepare(`SELECT id, reference, bytes FROM scans WHERE state = 'pending' ORDER BY id`).iterate() as IterableIterator<PendingScanRow>;
+  }
+
+  /**
+   * Writes a new `ready` batch of `scanIds` (their JSON array `bytes` long) and holds the scans in
+   * `hold` with their reasons, in one transaction. With no `scanIds`, only the holds are written.
+   *
+   * @returns the new batch, or undefined when `scanIds` is empty.
+   */
+  writeBatch(opts: { mode: BatchMode; scanIds: readonly number[]; bytes: number; nowIso: string; hold?: readonly { id: number; reason: string }[] }): BatchRow | undefined {
     return this.db.transaction(() => {
-      const ids: number[] = [];
-      const oversize: { id: number; bytes: number }[] = [];
-      const references = new Set<string>();
-      let sum = 0;
-      let examined = 0;
-      const rows = this.db.prepare(`SELECT id, reference, bytes FROM scans WHERE state = 'pending' ORDER BY id`).iterate() as IterableIterator<{
-        id: number;
-        reference: string;
-        bytes: number;
-      }>;
-      for (const row of rows) {
-        if (++examined > opts.maxScans + BATCH_LOOKAHEAD) break;
-        if (references.has(row.reference)) continue;
-        if (arrayBytes(1, row.bytes) > opts.maxBytes) {
-          oversize.push({ id: row.id, bytes: row.bytes });
-          continue;
-        }
-        if (arrayBytes(ids.length + 1, sum + row.bytes) > opts.maxBytes) break;
-        ids.push(row.id);
-        references.add(row.reference);
-        sum += row.bytes;
-        if (ids.length >= opts.maxScans) break;
-      }
-      if (opts.holdOversize) {
+      if (opts.hold && opts.hold.length > 0) {
         const hold = this.db.prepare(`UPDATE scans SET state = 'held', failure_reason = ? WHERE id = ?`);
-        for (const o of oversize) {
-          hold.run(`the scan alone is ${o.bytes + 2} bytes, over the ${opts.maxBytes}-byte limit of a ${opts.mode} upload`, o.id);
-        }
+        for (const o of opts.hold) hold.run(o.reason, o.id);
       }
-      if (ids.length === 0) return undefined;
+      if (opts.scanIds.length === 0) return undefined;
       const info = this.db
         .prepare(`INSERT INTO batches (mode, state, scan_count, bytes, created_at) VALUES (?, 'ready', ?, ?, ?)`)
-        .run(opts.mode, ids.length, arrayBytes(ids.length, sum), opts.nowIso);
+        .run(opts.mode, opts.scanIds.length, opts.bytes, opts.nowIso);
       const batchId = Number(info.lastInsertRowid);
       // One set-based statement: per-row updates were most of the drain's CPU.
-      this.db.prepare(`UPDATE scans SET state = 'batched', batch_id = ? WHERE id IN (SELECT value FROM json_each(?))`).run(batchId, JSON.stringify(ids));
+      this.db.prepare(`UPDATE scans SET state = 'batched', batch_id = ? WHERE id IN (SELECT value FROM json_each(?))`).run(batchId, JSON.stringify(opts.scanIds));
       return this.batch(batchId);
     })();
+  }
+
+  /**
+   * Runs `fn` in one transaction (a savepoint when nested): a read through {@link pendingScans}
+   * and the {@link writeBatch} that follows it see the same buffer. `fn` must be synchronous.
+   */
+  atomically<T>(fn: () => T): T {
+    return this.db.transaction(fn)();
   }
 
   /** The exact bytes sent for a batch: its scans' stored JSON, in id order, as one array. */

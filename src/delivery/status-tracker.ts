@@ -150,7 +150,7 @@ export class StatusTracker {
   }
 
   private async poll(batchId: number): Promise<void> {
-    const { store, api, config, logger, now } = this.options;
+    const { store, api } = this.options;
     const batch = store.batch(batchId);
     // Re-read: the row may have moved on since it was queued.
     if (!batch || batch.state !== 'uploaded' || batch.requestId === null) return;
@@ -163,6 +163,34 @@ export class StatusTracker {
     }
     this.consecutiveFailures = 0;
     this.lastStoreError = undefined;
+    // Through the one door, which reads the row again: it may have been finished meanwhile.
+    this.apply(batch.id, status);
+  }
+
+  /**
+   * Applies a status answer to the uploaded batch it is about, named by its id or its requestId:
+   * THE one place that moves an uploaded batch to its terminal state (contract §2.8: `done`, each
+   * failure's reason on its scan). A poll's answer goes through here today; a status event (pushed
+   * by the service) goes through the same door. A batch that is not `uploaded` any more (finished
+   * already, or gone back to be sent) is left alone, so a late or repeated answer changes nothing.
+   *
+   * - terminal (`Success`, `HasFailures`, `Failed`): the batch is `done`;
+   * - `NotFound` past `notFoundGraceMs` from the upload: the batch goes back to be sent again;
+   * - anything else: the state is recorded and the next poll scheduled (`statusPollMs` × 1.5ⁿ,
+   *   at most `statusPollMaxMs`).
+   *
+   * @returns what became of the batch; `ignored` when no uploaded batch has that id or requestId.
+   */
+  apply(ref: number | { requestId: string }, status: ScanStatusLike): 'done' | 'resend' | 'waiting' | 'ignored' {
+    const { store } = this.options;
+    const batch =
+      typeof ref === 'number' ? store.batch(ref) : store.batchesInState('uploaded').find((b) => b.requestId === ref.requestId);
+    if (!batch || batch.state !== 'uploaded' || batch.requestId === null) return 'ignored';
+    return this.applyTo(batch, status);
+  }
+
+  private applyTo(batch: BatchRow, status: ScanStatusLike): 'done' | 'resend' | 'waiting' {
+    const { store, config, logger, now } = this.options;
     if ((TERMINAL_STATES as readonly string[]).includes(status.state)) {
       store.finishBatch(batch.id, status, new Date(now()).toISOString());
       const log = status.state === 'Success' ? logger.info.bind(logger) : logger.warn.bind(logger);
@@ -179,7 +207,7 @@ export class StatusTracker {
         },
         'batch processed',
       );
-      return;
+      return 'done';
     }
     const sinceUpload = now() - Date.parse(batch.uploadedAt ?? new Date(now()).toISOString());
     if (status.state === 'NotFound' && sinceUpload > config.notFoundGraceMs) {
@@ -192,10 +220,11 @@ export class StatusTracker {
       }
       logger.warn({ batchId: batch.id, requestId: batch.requestId, graceMs: config.notFoundGraceMs }, 'the service does not know an uploaded batch; sending it again');
       this.options.onResend();
-      return;
+      return 'resend';
     }
     const interval = Math.min(config.statusPollMaxMs, Math.round(config.statusPollMs * 1.5 ** (batch.polls + 1)));
     store.updateBatch(batch.id, { polls: batch.polls + 1, nextAttemptAt: now() + interval, upstreamState: status.state });
+    return 'waiting';
   }
 
   private pollFailed(batch: BatchRow, err: unknown): void {

@@ -10,6 +10,7 @@ import { PACKAGE_ROOT } from '../../src/paths.js';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { waitFor } from '../helpers/wait.js';
+import { formBatch } from '../../src/delivery/batcher.js';
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
 
@@ -80,7 +81,7 @@ describe('delivery against the sandbox over real HTTP', () => {
 
   it('does not send a pre-signed batch again when the service already has it (crash after the PUT)', async () => {
     store.commitIntake(Array.from({ length: 10 }, (_, i) => scan(`X-${i}`)), Date.now());
-    const batch = store.formBatch({ maxScans: 100, maxBytes: 1e9, mode: 'presigned', nowIso: new Date().toISOString() })!;
+    const batch = formBatch(store, { maxScans: 100, maxBytes: 1e9, mode: 'presigned', nowIso: new Date().toISOString() })!;
     const address = await client.requestPresignedUpload();
     // As the deliverer does: the start of the PUT is written down before the PUT.
     store.updateBatch(batch.id, { state: 'presigned', requestId: address.requestId, presignedUrl: address.url, presignedExpiresAt: Date.now() + 30 * 60_000, putStartedAt: Date.now() });
@@ -94,7 +95,7 @@ describe('delivery against the sandbox over real HTTP', () => {
 
   it('sends a pre-signed batch whose PUT never arrived (crash before the PUT)', async () => {
     store.commitIntake(Array.from({ length: 10 }, (_, i) => scan(`Y-${i}`)), Date.now());
-    const batch = store.formBatch({ maxScans: 100, maxBytes: 1e9, mode: 'presigned', nowIso: new Date().toISOString() })!;
+    const batch = formBatch(store, { maxScans: 100, maxBytes: 1e9, mode: 'presigned', nowIso: new Date().toISOString() })!;
     const address = await client.requestPresignedUpload();
     store.updateBatch(batch.id, { state: 'presigned', requestId: address.requestId, presignedUrl: address.url, presignedExpiresAt: Date.now() + 30 * 60_000 });
     start({ mode: 'presigned' });
@@ -105,7 +106,7 @@ describe('delivery against the sandbox over real HTTP', () => {
 
   it('waits out the NotFound grace, then PUTs to the same address, when a started PUT never arrived (crash during the PUT)', async () => {
     store.commitIntake(Array.from({ length: 10 }, (_, i) => scan(`Z-${i}`)), Date.now());
-    const batch = store.formBatch({ maxScans: 100, maxBytes: 1e9, mode: 'presigned', nowIso: new Date().toISOString() })!;
+    const batch = formBatch(store, { maxScans: 100, maxBytes: 1e9, mode: 'presigned', nowIso: new Date().toISOString() })!;
     const address = await client.requestPresignedUpload();
     store.updateBatch(batch.id, { state: 'presigned', requestId: address.requestId, presignedUrl: address.url, presignedExpiresAt: Date.now() + 30 * 60_000, putStartedAt: Date.now() });
     // Crashed before the body reached the service. The service cannot tell yet whether it arrives.

@@ -8,6 +8,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
 import { CommandExit } from '../../src/cli/exit.js';
 import { registerOpsCommands } from '../../src/cli/ops-commands.js';
+import { formBatch } from '../../src/delivery/batcher.js';
 
 const GS = '\u001d';
 const NOW = Date.parse('2026-11-18T12:00:00Z');
@@ -67,7 +68,7 @@ inputs: []
     store = new BufferStore(join(dir, 'buffer.db'));
     // A delivered batch with one failure, scans waiting (two hours, five minutes and seconds old), a rejection.
     store.commitIntake([scan('A-1', 'GI-01'), scan(`]d2010${GS}21B`, 'GI-01', `]d2010${GS}21B`)], NOW - 3_600_000);
-    const batch = store.formBatch({ mode: 'direct', maxScans: 10, maxBytes: 1_000_000, nowIso: new Date(NOW - 3_500_000).toISOString() })!;
+    const batch = formBatch(store, { mode: 'direct', maxScans: 10, maxBytes: 1_000_000, nowIso: new Date(NOW - 3_500_000).toISOString() })!;
     store.updateBatch(batch.id, { state: 'uploaded', requestId: '1723' });
     store.finishBatch(batch.id, { state: 'HasFailures', processed: 2, failed: 1, failures: [{ reference: `]d2010${GS}21B`, reason: 'Invalid DCP' }] }, new Date(NOW).toISOString());
     store.commitIntake([scan('B-1', 'GI-01'), scan('B-2', 'EOL-3')], NOW - 7_200_000);

@@ -10,6 +10,7 @@ import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
 import { batchCounts } from '../../src/health/buffer-report.js';
 import { silentLogger } from '../../src/log.js';
 import { scanAt } from '../helpers/records.js';
+import { formBatch } from '../../src/delivery/batcher.js';
 
 // The health page, /healthz and the metrics read scan and batch counts from tables kept by
 // triggers (migration 3). These tests hold those tables against a GROUP BY of the rows themselves
@@ -58,7 +59,7 @@ describe('buffer counts kept by triggers', () => {
     expectCountsTrue(s, 'intake');
 
     const oldIso = new Date(old).toISOString();
-    const success = s.formBatch({ maxScans: 4, maxBytes: 1e9, mode: 'direct', nowIso: oldIso })!;
+    const success = formBatch(s, { maxScans: 4, maxBytes: 1e9, mode: 'direct', nowIso: oldIso })!;
     expectCountsTrue(s, 'forming a batch');
     s.updateBatch(success.id, { state: 'uploading' });
     s.updateBatch(success.id, { state: 'uploaded', requestId: '1', upstreamState: 'InProgress' });
@@ -66,25 +67,25 @@ describe('buffer counts kept by triggers', () => {
     s.finishBatch(success.id, { state: 'Success' }, oldIso);
     expectCountsTrue(s, 'Success');
 
-    const partly = s.formBatch({ maxScans: 3, maxBytes: 1e9, mode: 'presigned', nowIso: oldIso })!;
+    const partly = formBatch(s, { maxScans: 3, maxBytes: 1e9, mode: 'presigned', nowIso: oldIso })!;
     s.finishBatch(partly.id, { state: 'HasFailures', failures: [{ reference: 'A-4', reason: 'Invalid DCP' }] }, oldIso);
     expectCountsTrue(s, 'HasFailures');
 
-    const failed = s.formBatch({ maxScans: 2, maxBytes: 1e9, mode: 'direct', nowIso: oldIso })!;
+    const failed = formBatch(s, { maxScans: 2, maxBytes: 1e9, mode: 'direct', nowIso: oldIso })!;
     s.finishBatch(failed.id, { state: 'Failed', description: 'unreadable' }, oldIso);
     expectCountsTrue(s, 'Failed without failures');
 
-    const split = s.formBatch({ maxScans: 2, maxBytes: 1e9, mode: 'direct', nowIso: oldIso })!;
+    const split = formBatch(s, { maxScans: 2, maxBytes: 1e9, mode: 'direct', nowIso: oldIso })!;
     expect(s.splitBatch(split.id)).toBe(true);
     expectCountsTrue(s, 'a split');
-    const held = s.formBatch({ maxScans: 1, maxBytes: 1e9, mode: 'direct', nowIso: oldIso })!;
+    const held = formBatch(s, { maxScans: 1, maxBytes: 1e9, mode: 'direct', nowIso: oldIso })!;
     s.holdBatch(held.id, 'refused as too large');
     expectCountsTrue(s, 'a hold');
 
     const replay = replayDeadLetters(s, remap, { all: true }, NOW);
     expect(replay.queued).toBeGreaterThan(0);
     expectCountsTrue(s, 'a replay');
-    const again = s.formBatch({ maxScans: 100, maxBytes: 1e9, mode: 'direct', nowIso: oldIso })!;
+    const again = formBatch(s, { maxScans: 100, maxBytes: 1e9, mode: 'direct', nowIso: oldIso })!;
     s.finishBatch(again.id, { state: 'Success' }, oldIso);
     expectCountsTrue(s, 'delivering the replayed scans');
 

@@ -6,6 +6,7 @@ import { replayDeadLetters } from '../../src/buffer/replay.js';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
 import { configSchema } from '../../src/config/schema.js';
 import { mappingContext, mapRead } from '../../src/mapping/map-read.js';
+import { formBatch } from '../../src/delivery/batcher.js';
 
 let store: BufferStore | undefined;
 afterEach(() => store?.close());
@@ -46,7 +47,7 @@ function open(): BufferStore {
 
 /** Sends everything pending as one batch and records the service's failures. */
 function fail(s: BufferStore, failures: { reference: string; reason: string }[]): number {
-  const b = s.formBatch({ maxScans: 100, maxBytes: 1e9, mode: 'direct', nowIso: at.toISOString() })!;
+  const b = formBatch(s, { maxScans: 100, maxBytes: 1e9, mode: 'direct', nowIso: at.toISOString() })!;
   s.finishBatch(b.id, { state: 'HasFailures', failures }, at.toISOString());
   return b.id;
 }

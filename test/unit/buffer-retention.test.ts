@@ -6,6 +6,7 @@ import { Retention } from '../../src/buffer/retention.js';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
 import { silentLogger } from '../../src/log.js';
 import { scanAt } from '../helpers/records.js';
+import { formBatch } from '../../src/delivery/batcher.js';
 
 const DAY = 24 * 3600_000;
 const NOW = Date.parse('2026-12-31T12:00:00Z');
@@ -22,7 +23,7 @@ function other(outcome: 'noRead' | 'duplicate' | 'rejected', at: number): Intake
 function deliveredBatch(s: BufferStore, refs: string[], daysAgo: number, failures: { reference: string; reason: string }[] = []): number {
   const at = NOW - daysAgo * DAY;
   s.commitIntake(refs.map((r) => scan(r, at)), at);
-  const b = s.formBatch({ maxScans: 1000, maxBytes: 1e9, mode: 'direct', nowIso: new Date(at).toISOString() })!;
+  const b = formBatch(s, { maxScans: 1000, maxBytes: 1e9, mode: 'direct', nowIso: new Date(at).toISOString() })!;
   s.updateBatch(b.id, { state: 'uploaded', requestId: String(b.id) });
   s.finishBatch(b.id, { state: failures.length ? 'HasFailures' : 'Success', failures }, new Date(at).toISOString());
   return b.id;
@@ -42,7 +43,7 @@ describe('retention: the audit period', () => {
     // Undelivered: pending, held, and an upload still in flight.
     s.commitIntake([scan('PENDING', NOW - 90 * DAY)], NOW - 90 * DAY);
     s.commitIntake([scan('HELD', NOW - 90 * DAY)], NOW - 90 * DAY);
-    const held = s.formBatch({ maxScans: 1, maxBytes: 1e9, mode: 'direct', nowIso: new Date(NOW - 90 * DAY).toISOString() })!;
+    const held = formBatch(s, { maxScans: 1, maxBytes: 1e9, mode: 'direct', nowIso: new Date(NOW - 90 * DAY).toISOString() })!;
     s.holdBatch(held.id, 'HTTP 400');
     s.commitIntake([other('noRead', NOW - 40 * DAY), other('duplicate', NOW - 40 * DAY), other('noRead', NOW - DAY), other('rejected', NOW - 90 * DAY)], NOW);
     s.commitIntake([], NOW - 40 * DAY, [{ inputId: 'in', hash: 'old', items: 1 }]);

@@ -7,7 +7,8 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MIGRATIONS } from '../../src/buffer/migrations.js';
-import { arrayBytes, BATCH_LOOKAHEAD, BufferStore, isDiskFull, type IntakeRecord } from '../../src/buffer/store.js';
+import { BufferStore, isDiskFull, type IntakeRecord } from '../../src/buffer/store.js';
+import { formBatch } from '../../src/delivery/batcher.js';
 
 let store: BufferStore | undefined;
 afterEach(() => store?.close());
@@ -40,42 +41,10 @@ describe('buffer store', () => {
     expect(s.db.pragma('synchronous', { simple: true })).toBe(2);
   });
 
-  it('counts a batch body exactly as sent: brackets and commas included', () => {
-    const s = open();
-    s.commitIntake([scanRecord('A', 100), scanRecord('B', 200), scanRecord('C', 50)], 0);
-    const batch = s.formBatch({ maxScans: 10, maxBytes: 10_000, mode: 'direct', nowIso })!;
-    expect(batch.bytes).toBe(arrayBytes(3, 350));
-    expect(Buffer.byteLength(s.batchBody(batch.id))).toBe(batch.bytes);
-    expect(JSON.parse(s.batchBody(batch.id))).toHaveLength(3);
-  });
-
-  it.each([
-    ['one byte under the limit', 2 + 100 + 1 + 100 + 1, 2],
-    ['exactly at the limit', 2 + 100 + 1 + 100, 2],
-    ['one byte over the limit', 2 + 100 + 1 + 100 - 1, 1],
-  ])('packs up to the byte limit: %s', (_name, maxBytes, expected) => {
-    const s = open();
-    s.commitIntake([scanRecord('A', 100), scanRecord('B', 100)], 0);
-    const batch = s.formBatch({ maxScans: 10, maxBytes, mode: 'direct', nowIso })!;
-    expect(batch.scanCount).toBe(expected);
-    expect(batch.bytes).toBeLessThanOrEqual(maxBytes);
-    expect(Buffer.byteLength(s.batchBody(batch.id))).toBe(batch.bytes);
-  });
-
-  it('never puts two scans with the same reference in one batch', () => {
-    const s = open();
-    s.commitIntake([scanRecord('A', 40), scanRecord('A', 40), scanRecord('B', 40)], 0);
-    const first = s.formBatch({ maxScans: 10, maxBytes: 10_000, mode: 'direct', nowIso })!;
-    expect(first.scanCount).toBe(2);
-    const second = s.formBatch({ maxScans: 10, maxBytes: 10_000, mode: 'direct', nowIso })!;
-    expect(second.scanCount).toBe(1);
-    expect(s.formBatch({ maxScans: 10, maxBytes: 10_000, mode: 'direct', nowIso })).toBeUndefined();
-  });
-
   it('splits a batch and maps each failure to its scan', () => {
     const s = open();
     s.commitIntake(['A', 'B', 'C', 'D'].map((r) => scanRecord(r, 40)), 0);
-    const batch = s.formBatch({ maxScans: 10, maxBytes: 10_000, mode: 'direct', nowIso })!;
+    const batch = formBatch(s, { maxScans: 10, maxBytes: 10_000, mode: 'direct', nowIso })!;
     expect(s.splitBatch(batch.id)).toBe(true);
     expect(s.batch(batch.id)?.scanCount).toBe(2);
     expect(s.pending().count).toBe(2);
@@ -108,40 +77,16 @@ describe('buffer store', () => {
     s.commitIntake(['A', 'B', 'C', 'D', 'E'].map((r, i) => scanRecord(r, 40 + i)), 0);
     exact();
     expect(s.totals()).toEqual({ pendingScans: 5, pendingBytes: 210, undeliveredScans: 5, undeliveredBytes: 210 });
-    const b1 = s.formBatch({ maxScans: 4, maxBytes: 10_000, mode: 'direct', nowIso })!;
+    const b1 = formBatch(s, { maxScans: 4, maxBytes: 10_000, mode: 'direct', nowIso })!;
     exact();
     s.splitBatch(b1.id);
     exact();
     s.finishBatch(b1.id, { state: 'HasFailures', failures: [{ reference: 'A', reason: 'Invalid DCP' }] }, nowIso);
     exact();
-    const b2 = s.formBatch({ maxScans: 10, maxBytes: 10_000, mode: 'direct', nowIso })!;
+    const b2 = formBatch(s, { maxScans: 10, maxBytes: 10_000, mode: 'direct', nowIso })!;
     s.holdBatch(b2.id, 'HTTP 400');
     exact();
     expect(s.totals()).toEqual({ pendingScans: 0, pendingBytes: 0, undeliveredScans: 0, undeliveredBytes: 0 });
-  });
-
-  it('drains pending scans in which one reference repeats thousands of times; the others are not held up behind them', () => {
-    const s = open();
-    // 2000 batch transactions: durability is not what this test is about, so no fsync for each.
-    s.db.pragma('synchronous = OFF');
-    s.commitIntake([...Array.from({ length: 2000 }, () => scanRecord('SAME', 40)), ...Array.from({ length: 100 }, (_, i) => scanRecord(`U${i}`, 40))], 0);
-    const first = s.formBatch({ maxScans: 1000, maxBytes: 1e9, mode: 'direct', nowIso })!;
-    // One SAME, and the unique ones behind the repeats (within the look-ahead) come along.
-    expect(first.scanCount).toBe(101);
-    let batches = 1;
-    while (s.formBatch({ maxScans: 1000, maxBytes: 1e9, mode: 'direct', nowIso })) batches++;
-    expect(batches).toBe(2000);
-    expect(s.totals().pendingScans).toBe(0);
-    expect(BATCH_LOOKAHEAD).toBeGreaterThanOrEqual(2000);
-  });
-
-  it('holds a single scan too large for the batch limit instead of leaving it pending forever (direct mode)', () => {
-    const s = open();
-    s.commitIntake([scanRecord('BIG', 500), scanRecord('A', 40)], 0);
-    const batch = s.formBatch({ maxScans: 10, maxBytes: 200, mode: 'direct', nowIso, holdOversize: true })!;
-    expect(batch.scanCount).toBe(1);
-    expect(s.scanCounts()).toMatchObject({ held: 1, batched: 1 });
-    expect(s.recentProblems(5)[0]).toMatchObject({ reference: 'BIG', reason: expect.stringContaining('over the 200-byte limit') });
   });
 
   it('records a file content hash in the same transaction as its reads', () => {
@@ -176,7 +121,7 @@ describe('buffer store', () => {
     store = new BufferStore(file);
     expect(store.db.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
     expect(store.totals()).toEqual({ pendingScans: 1, pendingBytes: 17, undeliveredScans: 1, undeliveredBytes: 17 });
-    expect(store.formBatch({ maxScans: 10, maxBytes: 1000, mode: 'direct', nowIso })?.scanCount).toBe(1);
+    expect(formBatch(store, { maxScans: 10, maxBytes: 1000, mode: 'direct', nowIso })?.scanCount).toBe(1);
   });
 
   it('refuses at once a buffer it cannot write, saying who runs and what to chown', () => {

@@ -10,6 +10,7 @@ import { ErrorCodes, GatewayError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { httpError, networkError } from '../../src/upstream/http-errors.js';
 import { waitFor } from '../helpers/wait.js';
+import { formBatch } from '../../src/delivery/batcher.js';
 
 /** A scripted upstream: each call takes the next scripted behaviour of its kind, or the default. */
 class FakeApi implements DeliveryApi {
@@ -166,7 +167,7 @@ describe('deliverer: crash recovery decided from the stored state', () => {
   it('sends a direct batch left `uploading` again and counts it as a possible duplicate, across restarts', async () => {
     const t = setup({ mode: 'direct' });
     store.commitIntake([scan('A'), scan('B'), scan('C')], t.clock.t);
-    const b = store.formBatch({ mode: 'direct', maxScans: 10, maxBytes: 1e6, nowIso: new Date(t.clock.t).toISOString() })!;
+    const b = formBatch(store, { mode: 'direct', maxScans: 10, maxBytes: 1e6, nowIso: new Date(t.clock.t).toISOString() })!;
     store.updateBatch(b.id, { state: 'uploading', attempts: 1 }); // the process died during the POST
     const d = t.start();
     await waitFor(() => store.batchesInState('uploaded').length === 1);
@@ -223,7 +224,7 @@ describe('deliverer: crash recovery decided from the stored state', () => {
 
   function presignedBatch(t: ReturnType<typeof setup>, fields: { putStartedAt?: number | null; presignedExpiresAt?: number }) {
     store.commitIntake([scan('A'), scan('B')], t.clock.t);
-    const b = store.formBatch({ mode: 'presigned', maxScans: 10, maxBytes: 1e6, nowIso: new Date(t.clock.t).toISOString() })!;
+    const b = formBatch(store, { mode: 'presigned', maxScans: 10, maxBytes: 1e6, nowIso: new Date(t.clock.t).toISOString() })!;
     store.updateBatch(b.id, {
       state: 'presigned',
       requestId: '77',
@@ -328,7 +329,7 @@ describe('deliverer: answers the contract leaves open (found against an independ
 
   function presignedBatch(t: ReturnType<typeof setup>) {
     store.commitIntake([scan('A'), scan('B')], t.clock.t);
-    return store.formBatch({ mode: 'presigned', maxScans: 10, maxBytes: 1e6, nowIso: new Date(t.clock.t).toISOString() })!;
+    return formBatch(store, { mode: 'presigned', maxScans: 10, maxBytes: 1e6, nowIso: new Date(t.clock.t).toISOString() })!;
   }
 
   it('waits with backoff when every pre-signed address is refused, instead of asking for one after another', async () => {

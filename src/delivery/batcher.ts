@@ -1,0 +1,126 @@
+import type { DeliveryConfig } from '../config/schema.js';
+import type { Logger } from '../log.js';
+import { arrayBytes, type BatchMode, type BatchRow, type BufferStore, type PendingScanRow } from '../buffer/store.js';
+import { MAX_DIRECT_BODY_BYTES } from '../upstream/contract.js';
+
+/** Rows {@link packScans} looks at beyond `maxScans` to get past scans it must skip (repeated references). */
+export const BATCH_LOOKAHEAD = 10_000;
+
+/** What {@link packScans} chose: the scans of the batch, its array's bytes, and the scans too large alone. */
+export interface PackedBatch {
+  /** Scan ids, in id order. */
+  ids: number[];
+  /** Bytes of the JSON array of these scans (`arrayBytes`). */
+  bytes: number;
+  /** Scans whose array alone is over `maxBytes`: never sendable under this limit. */
+  oversize: { id: number; bytes: number }[];
+}
+
+/**
+ * The packing rule: takes the oldest pending scans (in id order) into a batch of at most
+ * `maxScans` scans whose JSON array is at most `maxBytes` bytes, never two scans with the same
+ * reference (so each failure in a status answer maps to exactly one scan). Packing is incremental:
+ * each scan adds its stored byte length and a comma. A scan whose reference is already in the
+ * batch is skipped and waits for the next batch; at most `maxScans + BATCH_LOOKAHEAD` rows are
+ * looked at, so a backlog where one reference repeats thousands of times still drains (one of them
+ * per batch) at bounded cost. Stops reading `rows` as soon as the batch is full (a cursor is closed).
+ *
+ * Pure: no I/O beyond pulling `rows`.
+ */
+export function packScans(rows: Iterable<PendingScanRow>, opts: { maxScans: number; maxBytes: number }): PackedBatch {
+  const ids: number[] = [];
+  const oversize: { id: number; bytes: number }[] = [];
+  const references = new Set<string>();
+  let sum = 0;
+  let examined = 0;
+  for (const row of rows) {
+    if (++examined > opts.maxScans + BATCH_LOOKAHEAD) break;
+    if (references.has(row.reference)) continue;
+    if (arrayBytes(1, row.bytes) > opts.maxBytes) {
+      oversize.push({ id: row.id, bytes: row.bytes });
+      continue;
+    }
+    if (arrayBytes(ids.length + 1, sum + row.bytes) > opts.maxBytes) break;
+    ids.push(row.id);
+    references.add(row.reference);
+    sum += row.bytes;
+    if (ids.length >= opts.maxScans) break;
+  }
+  return { ids, bytes: arrayBytes(ids.length, sum), oversize };
+}
+
+/**
+ * Packs the oldest pending scans of `store` into a new batch ({@link packScans}) and writes it, in
+ * one transaction. A single scan larger than `maxBytes` can never be sent this way: with
+ * `holdOversize` it is held with the reason (replay it after switching to pre-signed), otherwise it
+ * is left pending.
+ *
+ * @returns the new batch, or undefined when nothing could be packed.
+ */
+export function formBatch(
+  store: BufferStore,
+  opts: { maxScans: number; maxBytes: number; mode: BatchMode; nowIso: string; holdOversize?: boolean },
+): BatchRow | undefined {
+  return store.atomically(() => {
+    const packed = packScans(store.pendingScans(), opts);
+    const hold = opts.holdOversize
+      ? packed.oversize.map((o) => ({ id: o.id, reason: `the scan alone is ${o.bytes + 2} bytes, over the ${opts.maxBytes}-byte limit of a ${opts.mode} upload` }))
+      : [];
+    return store.writeBatch({ mode: opts.mode, scanIds: packed.ids, bytes: packed.bytes, nowIso: opts.nowIso, hold });
+  });
+}
+
+/** Options of {@link Batcher}. */
+export interface BatcherOptions {
+  store: BufferStore;
+  config: DeliveryConfig;
+  logger: Logger;
+  now: () => number;
+}
+
+/**
+ * Forms batches from the outbox (docs/delivery.md, "Batches"): when pending scans fill a batch by
+ * count (`maxBatchScans`) or by bytes (the 5.8 MiB direct limit), or the oldest has waited
+ * `maxBatchDelayMs`. It runs no loop of its own: the uploader asks it when no batch is open, so
+ * batches are formed one at a time and sent in order.
+ */
+export class Batcher {
+  constructor(private readonly options: BatcherOptions) {}
+
+  /**
+   * Forms a batch if one is due. Answers 0 when a batch was formed (look again at once), the ms
+   * until the oldest pending scan makes one due, or undefined when nothing is pending.
+   */
+  formIfDue(): number | undefined {
+    const { store, config, now } = this.options;
+    const pending = store.pending();
+    if (pending.count === 0) return undefined;
+    const age = now() - (pending.oldestCreatedAt ?? now());
+    const full = pending.count >= config.maxBatchScans || store.totals().pendingBytes >= MAX_DIRECT_BODY_BYTES;
+    if (full || age >= config.maxBatchDelayMs) {
+      this.form();
+      return 0;
+    }
+    return config.maxBatchDelayMs - age;
+  }
+
+  /**
+   * Forms the next batch. `auto` sends a backlog (more pending than one direct batch holds, by
+   * count or bytes) pre-signed in larger batches, and anything else direct.
+   */
+  form(): BatchRow | undefined {
+    const { store, config, logger, now } = this.options;
+    const nowIso = new Date(now()).toISOString();
+    const totals = store.totals();
+    const backlog = totals.pendingScans > config.maxBatchScans || totals.pendingBytes > MAX_DIRECT_BODY_BYTES;
+    const mode: BatchMode = config.mode === 'auto' ? (backlog ? 'presigned' : 'direct') : config.mode;
+    const form = (m: BatchMode) =>
+      m === 'direct'
+        ? formBatch(store, { mode: m, maxScans: config.maxBatchScans, maxBytes: MAX_DIRECT_BODY_BYTES, nowIso, holdOversize: config.mode === 'direct' })
+        : formBatch(store, { mode: m, maxScans: config.presignedMaxScans, maxBytes: config.presignedMaxBytes, nowIso, holdOversize: true });
+    // In auto mode a scan too large for a direct upload still goes, pre-signed.
+    const batch = form(mode) ?? (config.mode === 'auto' && mode === 'direct' ? form('presigned') : undefined);
+    if (batch) logger.debug({ batchId: batch.id, mode: batch.mode, scans: batch.scanCount, bytes: batch.bytes }, 'batch formed');
+    return batch;
+  }
+}

@@ -1,0 +1,366 @@
+import type { DeliveryConfig } from '../config/schema.js';
+import { ErrorCodes, isGatewayError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { isDiskFull, type BatchRow, type BufferStore } from '../buffer/store.js';
+import { PRESIGNED_VALIDITY_MS } from '../upstream/contract.js';
+import { failureFields } from '../upstream/failure-log.js';
+import type { Batcher } from './batcher.js';
+import type { Circuit } from './circuit.js';
+import { classifyFailure } from './retry.js';
+import type { DeliveryApi } from './types.js';
+
+/** What kind of failure the last upload attempt met (see {@link UploaderSnapshot.lastError}). */
+export type ErrorKind = 'token' | 'network' | 'auth' | 'answer' | 'http';
+
+/** What the status page shows of uploading. */
+export interface UploaderSnapshot {
+  paused: boolean;
+  lastSuccessAt?: string;
+  /**
+   * `kind`: `token` (no token could be had: refused, unreadable, unreachable; the upload was not
+   * sent), `network` (no answer), `auth` (credentials refused by the API), `answer` (unreadable),
+   * `http` (an error status). `code`: the error's stable `SCANGW_E_…` code.
+   */
+  lastError?: { message: string; at: string; batchId?: number; kind?: ErrorKind; code?: string };
+  /** A delivery step that failed on the buffer itself (a full disk), until a step succeeds. */
+  stepError?: { message: string; at: string; diskFull: boolean };
+}
+
+/** Options of {@link Uploader}. */
+export interface UploaderOptions {
+  store: BufferStore;
+  api: Pick<DeliveryApi, 'uploadScans' | 'requestPresignedUpload' | 'putPresigned' | 'getScanStatus'>;
+  config: DeliveryConfig;
+  logger: Logger;
+  now: () => number;
+  /** Forms the next batch when none is open. */
+  batcher: Batcher;
+  /** Counts failures in a row and draws the backoff. */
+  circuit: Circuit;
+  /** A batch became `uploaded` (or waits for its status): status tracking should look now. */
+  onUploaded: () => void;
+}
+
+/** A pre-signed address this close to its expiry is not used for a PUT any more, in ms. */
+const ADDRESS_MARGIN_MS = 60_000;
+
+/** Outcome of one pre-signed attempt: sent (or found already sent), or left to the status poll. */
+type PresignedOutcome = { requestId: string; uploadedAt?: number } | { waitForStatus: true };
+
+/**
+ * Uploads batches (contract §4.3–4.5), one at a time in its own loop: asks the {@link Batcher} for
+ * a batch when none is open, sends the due one direct or pre-signed, retries with the
+ * {@link Circuit}'s backoff, and recovers what a crash left in flight. Every decision is taken from
+ * the batch's state in the buffer, so a restart (or a crash at any point) resumes where it stopped:
+ *
+ * - `uploading` (a direct POST was in flight): sent again and counted as a possible duplicate.
+ * - `presigned` without a PUT started: the PUT is made (same address while valid, else a new one).
+ * - `presigned` with a PUT started (`put_started_at`): the status endpoint is asked first. A known
+ *   requestId is not sent again; an unknown one is given `notFoundGraceMs` from the PUT, then sent
+ *   again: to the same address while it is valid and unused, else to a new one.
+ *
+ * It only writes batches in states `ready`, `presigned` and `uploading` (and moves them to
+ * `uploaded` or `held`); `uploaded` ones belong to the status tracker.
+ */
+export class Uploader {
+  private running = false;
+  private loop: Promise<void> | undefined;
+  private wakeUp: (() => void) | undefined;
+  private wakeRequested = false;
+  private timer: NodeJS.Timeout | undefined;
+  private inFlight: number | undefined;
+  /** The pre-signed step in progress, so a failure is pinned on the right call. */
+  private presignedStep: 'status' | 'address' | 'put' | 'reput' | undefined;
+  private stepError: UploaderSnapshot['stepError'];
+  private paused = false;
+  private status: Pick<UploaderSnapshot, 'lastSuccessAt' | 'lastError'> = {};
+
+  constructor(private readonly options: UploaderOptions) {}
+
+  /** Sends again what a crash left `uploading`, then starts the loop. */
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.recoverDirect();
+    this.loop = this.run();
+  }
+
+  /** Stops after the upload in progress (finished or left to crash recovery). */
+  async stop(): Promise<void> {
+    this.running = false;
+    this.wake();
+    await this.loop;
+  }
+
+  /** New scans were committed, a batch went back to be sent, or the clock moved: look now. */
+  wake(): void {
+    this.wakeRequested = true;
+    this.wakeUp?.();
+  }
+
+  pause(paused: boolean): void {
+    this.paused = paused;
+    this.wake();
+  }
+
+  snapshot(): UploaderSnapshot {
+    return { ...this.status, paused: this.paused, ...(this.stepError ? { stepError: this.stepError } : {}) };
+  }
+
+  /**
+   * A batch left `uploading` by a crash (or by a failed write of the answer) had its POST in flight:
+   * the service may or may not have it. It is sent again and counted as a possible duplicate, in
+   * one transaction.
+   */
+  private recoverDirect(): void {
+    const { store, logger } = this.options;
+    for (const b of store.batchesInState('uploading')) {
+      if (b.id === this.inFlight) continue;
+      store.updateBatch(b.id, { state: 'ready', nextAttemptAt: 0 }, { possibleDuplicate: true });
+      logger.warn({ batchId: b.id, scans: b.scanCount }, 'direct upload was in flight and its answer was not recorded; sending again (possible duplicate)');
+    }
+  }
+
+  private async run(): Promise<void> {
+    while (this.running) {
+      let waitMs: number;
+      try {
+        waitMs = await this.step();
+        this.stepError = undefined;
+      } catch (err) {
+        // A failed write to the buffer (a full disk) lands here; the stored state is unchanged.
+        const message = (err as Error).message;
+        if (this.stepError?.message !== message) this.options.logger.error({ err }, 'delivery step failed; retrying every second');
+        this.stepError = { message, at: new Date(this.options.now()).toISOString(), diskFull: isDiskFull(err) };
+        waitMs = 1000;
+      }
+      if (!this.running) break;
+      if (this.wakeRequested) {
+        this.wakeRequested = false;
+        continue;
+      }
+      await new Promise<void>((resolve) => {
+        this.wakeUp = resolve;
+        this.timer = setTimeout(resolve, Math.max(0, Math.min(waitMs, 1000)));
+      });
+      clearTimeout(this.timer);
+      this.wakeUp = undefined;
+      this.wakeRequested = false;
+    }
+  }
+
+  /**
+   * One pass of uploading: upload the due batch, form a new batch if due. Answers ms to wait.
+   * Status polls are not awaited here: the status tracker runs them on its own.
+   */
+  private async step(): Promise<number> {
+    const { store } = this.options;
+    this.recoverDirect();
+    if (!this.paused && this.running) {
+      const open = store.batchesInState('ready', 'presigned');
+      const due = open.find((b) => b.nextAttemptAt <= this.options.now());
+      if (due) {
+        await this.upload(due);
+        return 0;
+      }
+      if (open.length === 0) {
+        const wait = this.options.batcher.formIfDue();
+        if (wait !== undefined) return wait;
+      }
+    }
+    const next = store.batchesInState('ready', 'presigned').map((b) => b.nextAttemptAt - this.options.now());
+    return next.length > 0 ? Math.max(0, Math.min(...next)) : 1000;
+  }
+
+  private async upload(batch: BatchRow): Promise<void> {
+    const { store, api, logger, config } = this.options;
+    const body = store.batchBody(batch.id);
+    this.inFlight = batch.id;
+    try {
+      let outcome: PresignedOutcome;
+      if (batch.mode === 'direct') {
+        store.updateBatch(batch.id, { state: 'uploading', attempts: batch.attempts + 1 });
+        outcome = { requestId: (await api.uploadScans(body)).requestId };
+      } else {
+        outcome = await this.uploadPresigned(batch, body);
+      }
+      this.options.circuit.succeeded();
+      if ('waitForStatus' in outcome) {
+        this.options.onUploaded();
+        return;
+      }
+      const uploadedAt = outcome.uploadedAt ?? this.options.now();
+      const at = new Date(uploadedAt).toISOString();
+      store.updateBatch(batch.id, { state: 'uploaded', requestId: outcome.requestId, uploadedAt: at, nextAttemptAt: this.options.now() + config.statusPollMs, lastError: null });
+      this.status = { ...this.status, lastSuccessAt: at };
+      this.options.onUploaded();
+      logger.info({ batchId: batch.id, requestId: outcome.requestId, mode: batch.mode, scans: batch.scanCount, bytes: batch.bytes }, 'batch uploaded');
+    } catch (err) {
+      // Not an upstream answer (a failed write to the buffer, a full disk): the stored state says
+      // what happened; the loop logs it and the next pass (recoverDirect) takes it from there.
+      if (!isGatewayError(err)) throw err;
+      this.uploadFailed(batch, err);
+    } finally {
+      this.inFlight = undefined;
+    }
+  }
+
+  /**
+   * Pre-signed flow (contract §4.4, §4.5): the requestId is written down before any data is sent,
+   * and the start of each PUT too, so after a crash or a lost answer the status endpoint says
+   * whether the data arrived. When the service has not shown an upload within `notFoundGraceMs`,
+   * the same single-use address is tried once more while it is valid: accepted means the first
+   * PUT had not arrived; refused (403) means it had. Only a resend under a new address, after a
+   * PUT that may have arrived, can duplicate: it is counted as a possible duplicate.
+   */
+  private async uploadPresigned(batch: BatchRow, body: string): Promise<PresignedOutcome> {
+    const { store, api, logger, config } = this.options;
+    let current = store.batch(batch.id) ?? batch;
+    this.presignedStep = undefined;
+    let mayHaveArrived = false;
+    if (current.requestId && current.putStartedAt !== null) {
+      this.presignedStep = 'status';
+      const status = await api.getScanStatus(current.requestId);
+      if (status.state !== 'NotFound') {
+        logger.info({ batchId: batch.id, requestId: current.requestId }, 'pre-signed upload had arrived; not sending it again');
+        return { requestId: current.requestId, uploadedAt: current.putStartedAt };
+      }
+      if (this.options.now() - current.putStartedAt < config.notFoundGraceMs) {
+        // The service may not show an upload at once: wait out the grace window by polling.
+        store.updateBatch(batch.id, {
+          state: 'uploaded',
+          uploadedAt: new Date(current.putStartedAt).toISOString(),
+          nextAttemptAt: this.options.now() + config.statusPollMs,
+        });
+        logger.info({ batchId: batch.id, requestId: current.requestId }, 'pre-signed upload may have arrived; polling its status before sending again');
+        return { waitForStatus: true };
+      }
+      mayHaveArrived = true;
+    }
+    const expired = current.presignedExpiresAt !== null && current.presignedExpiresAt - ADDRESS_MARGIN_MS <= this.options.now();
+    const reuse = mayHaveArrived && current.presignedUrl !== null && !expired;
+    if (reuse) {
+      logger.warn(
+        { batchId: batch.id, requestId: current.requestId, graceMs: config.notFoundGraceMs },
+        'the service does not show the pre-signed upload; sending it again to the same single-use address (a refusal means the first one had arrived)',
+      );
+    } else if (!current.requestId || !current.presignedUrl || expired) {
+      const issuedAt = this.options.now();
+      this.presignedStep = 'address';
+      const address = await api.requestPresignedUpload();
+      store.updateBatch(
+        batch.id,
+        {
+          state: 'presigned',
+          requestId: address.requestId,
+          presignedUrl: address.url,
+          presignedExpiresAt: issuedAt + PRESIGNED_VALIDITY_MS,
+          putStartedAt: null,
+        },
+        { possibleDuplicate: mayHaveArrived },
+      );
+      if (mayHaveArrived) {
+        logger.warn(
+          { batchId: batch.id, previousRequestId: current.requestId, requestId: address.requestId, scans: batch.scanCount },
+          'the service never showed the earlier pre-signed upload; sending it again under a new address (counted as a possible duplicate)',
+        );
+      }
+      current = store.batch(batch.id) ?? current;
+    }
+    const started = this.options.now();
+    store.updateBatch(batch.id, { attempts: current.attempts + 1, putStartedAt: started });
+    this.presignedStep = reuse ? 'reput' : 'put';
+    await api.putPresigned(current.presignedUrl!, body);
+    return { requestId: current.requestId!, uploadedAt: started };
+  }
+
+  private uploadFailed(batch: BatchRow, err: unknown): void {
+    const { store, logger, config } = this.options;
+    const action = classifyFailure(err);
+    const message = (err as Error).message;
+    const at = new Date(this.options.now()).toISOString();
+    const code = isGatewayError(err) ? err.code : undefined;
+    this.status = { ...this.status, lastError: { message, at, batchId: batch.id, kind: errorKind(err), ...(code ? { code } : {}) } };
+    if (action.action === 'split') {
+      const split = store.splitBatch(batch.id);
+      logger.warn({ batchId: batch.id, split }, 'batch refused as too large; split in two');
+      if (!split) store.holdBatch(batch.id, `the service refused a single scan as too large: ${message}`);
+      return;
+    }
+    if (action.action === 'newAddress' && this.presignedStep === 'reput') {
+      // §4.5: an address takes one upload. Refused now, it took the first one: follow its status
+      // for another grace window; only then is the batch sent again, under a new address.
+      const now = this.options.now();
+      store.updateBatch(batch.id, {
+        state: 'uploaded',
+        presignedUrl: null,
+        presignedExpiresAt: null,
+        putStartedAt: now,
+        uploadedAt: new Date(now).toISOString(),
+        nextAttemptAt: now + config.statusPollMs,
+        lastError: message,
+      });
+      logger.warn({ batchId: batch.id, requestId: batch.requestId }, 'the single-use address was used already, so the earlier upload had arrived; following its status');
+      return;
+    }
+    if (action.action === 'hold') {
+      store.holdBatch(batch.id, message);
+      logger.error({ batchId: batch.id, ...failureFields(err) }, 'batch refused by the service; held with the answer (see failures, replay)');
+      return;
+    }
+    if (batch.mode === 'direct' && isUnreadableAcceptance(err)) {
+      // Sending again would duplicate a batch the service most likely has, on every retry.
+      store.holdBatch(batch.id, `the service accepted the upload but its answer could not be read (${message}); not sent again, to avoid duplicates`);
+      logger.error({ batchId: batch.id, ...failureFields(err) }, 'upload accepted with an answer that cannot be read; batch held, not sent again (see failures, replay)');
+      return;
+    }
+    // A refused address waits like any other failure: asked for again at once, every time, it
+    // would use up an address (and a requestId at the service) per loop.
+    const retryAfterMs = action.action === 'retry' ? action.retryAfterMs : undefined;
+    const answerLost = action.action === 'retry' && action.answerLost;
+    const delay = this.options.circuit.failed(retryAfterMs);
+    const nextAttemptAt = this.options.now() + delay;
+    const current = store.batch(batch.id) ?? batch;
+    if (action.action === 'newAddress') {
+      store.updateBatch(batch.id, { state: 'ready', requestId: null, presignedUrl: null, presignedExpiresAt: null, putStartedAt: null, nextAttemptAt, lastError: message });
+    } else if (batch.mode === 'direct') {
+      // A lost answer means the service may have the batch: the resend is counted.
+      store.updateBatch(batch.id, { state: 'ready', nextAttemptAt, lastError: message }, { possibleDuplicate: answerLost });
+    } else {
+      // A 4xx/429 answer to the PUT itself means the data did not arrive: no status check needed
+      // next time. A 5xx may come after the object was stored (a proxy's 502/504, an object store's
+      // 500), and a lost answer says nothing: the status is asked first. A failed status check or
+      // address request says nothing about an earlier PUT.
+      const httpStatus = isGatewayError(err) && typeof err.details.status === 'number' ? err.details.status : undefined;
+      const putStep = this.presignedStep === 'put' || this.presignedStep === 'reput';
+      const refused = putStep && !answerLost && httpStatus !== undefined && httpStatus < 500 && current.putStartedAt !== null;
+      store.updateBatch(batch.id, { nextAttemptAt, lastError: message, ...(refused ? { putStartedAt: null } : {}) });
+    }
+    this.options.circuit.retryAt(nextAttemptAt);
+    // One line: code, cause, next attempt; a stack only for an error that is not an upstream failure (a bug).
+    logger.warn(
+      { batchId: batch.id, ...failureFields(err), retryInMs: delay, nextAttemptAt: new Date(nextAttemptAt).toISOString() },
+      action.action === 'newAddress' ? 'pre-signed address refused; asking for a new one' : 'upload failed; will retry',
+    );
+  }
+}
+
+/**
+ * A 2xx answer to an upload that the client could not read (no requestId, HTML from a proxy, an
+ * empty body): the service most likely has the batch, but it cannot be followed.
+ */
+function isUnreadableAcceptance(err: unknown): boolean {
+  if (!isGatewayError(err) || err.details.notSent === true) return false;
+  if (err.code !== ErrorCodes.UPSTREAM_RESPONSE && err.code !== ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE) return false;
+  const status = err.details.status;
+  return typeof status !== 'number' || (status >= 200 && status < 300);
+}
+
+function errorKind(err: unknown): ErrorKind {
+  if (!isGatewayError(err)) return 'network';
+  if (err.details.stage === 'token') return 'token';
+  if (err.code === ErrorCodes.UPSTREAM_AUTH) return 'auth';
+  if (err.code === ErrorCodes.UPSTREAM_RESPONSE || err.code === ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE) return 'answer';
+  if (err.code === ErrorCodes.UPSTREAM_NETWORK) return 'network';
+  return 'http';
+}

@@ -1,0 +1,189 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { deliverySchema } from '../../src/config/schema.js';
+import { arrayBytes, BufferStore, type IntakeRecord, type PendingScanRow } from '../../src/buffer/store.js';
+import { BATCH_LOOKAHEAD, Batcher, formBatch, packScans } from '../../src/delivery/batcher.js';
+import { MAX_DIRECT_BODY_BYTES } from '../../src/upstream/contract.js';
+import { silentLogger } from '../../src/log.js';
+
+// The packing rule (src/delivery/batcher.ts), against a real SQLite buffer in a temp dir, and as
+// the pure function it is over rows.
+
+let store: BufferStore | undefined;
+afterEach(() => store?.close());
+
+function open(): BufferStore {
+  store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-batcher-')), 'buffer.db'));
+  return store;
+}
+
+/** A scan record whose JSON body is exactly `bytes` long. */
+function scanRecord(reference: string, bytes: number): IntakeRecord {
+  const skeleton = JSON.stringify({ reference, pad: '' });
+  const body = JSON.stringify({ reference, pad: 'x'.repeat(bytes - skeleton.length) });
+  expect(Buffer.byteLength(body)).toBe(bytes);
+  return {
+    inputId: 'in',
+    receivedAt: new Date(0),
+    raw: Buffer.from(reference),
+    outcome: 'scan',
+    scan: { reference, dcpKey: 'GI-01', instant: new Date(0), body },
+  };
+}
+
+const nowIso = new Date(0).toISOString();
+
+describe('batcher: packing into a batch', () => {
+  it('counts a batch body exactly as sent: brackets and commas included', () => {
+    const s = open();
+    s.commitIntake([scanRecord('A', 100), scanRecord('B', 200), scanRecord('C', 50)], 0);
+    const batch = formBatch(s, { maxScans: 10, maxBytes: 10_000, mode: 'direct', nowIso })!;
+    expect(batch.bytes).toBe(arrayBytes(3, 350));
+    expect(Buffer.byteLength(s.batchBody(batch.id))).toBe(batch.bytes);
+    expect(JSON.parse(s.batchBody(batch.id))).toHaveLength(3);
+  });
+
+  it.each([
+    ['one byte under the limit', 2 + 100 + 1 + 100 + 1, 2],
+    ['exactly at the limit', 2 + 100 + 1 + 100, 2],
+    ['one byte over the limit', 2 + 100 + 1 + 100 - 1, 1],
+  ])('packs up to the byte limit: %s', (_name, maxBytes, expected) => {
+    const s = open();
+    s.commitIntake([scanRecord('A', 100), scanRecord('B', 100)], 0);
+    const batch = formBatch(s, { maxScans: 10, maxBytes, mode: 'direct', nowIso })!;
+    expect(batch.scanCount).toBe(expected);
+    expect(batch.bytes).toBeLessThanOrEqual(maxBytes);
+    expect(Buffer.byteLength(s.batchBody(batch.id))).toBe(batch.bytes);
+  });
+
+  it('never puts two scans with the same reference in one batch', () => {
+    const s = open();
+    s.commitIntake([scanRecord('A', 40), scanRecord('A', 40), scanRecord('B', 40)], 0);
+    const first = formBatch(s, { maxScans: 10, maxBytes: 10_000, mode: 'direct', nowIso })!;
+    expect(first.scanCount).toBe(2);
+    const second = formBatch(s, { maxScans: 10, maxBytes: 10_000, mode: 'direct', nowIso })!;
+    expect(second.scanCount).toBe(1);
+    expect(formBatch(s, { maxScans: 10, maxBytes: 10_000, mode: 'direct', nowIso })).toBeUndefined();
+  });
+
+  it('drains pending scans in which one reference repeats thousands of times; the others are not held up behind them', () => {
+    const s = open();
+    // 2000 batch transactions: durability is not what this test is about, so no fsync for each.
+    s.db.pragma('synchronous = OFF');
+    s.commitIntake([...Array.from({ length: 2000 }, () => scanRecord('SAME', 40)), ...Array.from({ length: 100 }, (_, i) => scanRecord(`U${i}`, 40))], 0);
+    const first = formBatch(s, { maxScans: 1000, maxBytes: 1e9, mode: 'direct', nowIso })!;
+    // One SAME, and the unique ones behind the repeats (within the look-ahead) come along.
+    expect(first.scanCount).toBe(101);
+    let batches = 1;
+    while (formBatch(s, { maxScans: 1000, maxBytes: 1e9, mode: 'direct', nowIso })) batches++;
+    expect(batches).toBe(2000);
+    expect(s.totals().pendingScans).toBe(0);
+    expect(BATCH_LOOKAHEAD).toBeGreaterThanOrEqual(2000);
+  });
+
+  it('holds a single scan too large for the batch limit instead of leaving it pending forever (direct mode)', () => {
+    const s = open();
+    s.commitIntake([scanRecord('BIG', 500), scanRecord('A', 40)], 0);
+    const batch = formBatch(s, { maxScans: 10, maxBytes: 200, mode: 'direct', nowIso, holdOversize: true })!;
+    expect(batch.scanCount).toBe(1);
+    expect(s.scanCounts()).toMatchObject({ held: 1, batched: 1 });
+    expect(s.recentProblems(5)[0]).toMatchObject({ reference: 'BIG', reason: expect.stringContaining('over the 200-byte limit') });
+  });
+
+  it('never exceeds the byte limit, whatever the mix of sizes (pure rule over rows)', () => {
+    let seed = 7;
+    const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    for (let trial = 0; trial < 200; trial++) {
+      const maxBytes = 50 + Math.floor(random() * 5000);
+      const rows: PendingScanRow[] = Array.from({ length: 200 }, (_, i) => ({ id: i + 1, reference: `R${Math.floor(random() * 150)}`, bytes: 1 + Math.floor(random() * 400) }));
+      const packed = packScans(rows, { maxScans: 1 + Math.floor(random() * 100), maxBytes });
+      const byId = new Map(rows.map((r) => [r.id, r]));
+      const sum = packed.ids.reduce((n, id) => n + byId.get(id)!.bytes, 0);
+      expect(packed.bytes).toBe(arrayBytes(packed.ids.length, sum));
+      expect(packed.bytes).toBeLessThanOrEqual(maxBytes);
+      expect(new Set(packed.ids.map((id) => byId.get(id)!.reference)).size).toBe(packed.ids.length);
+      for (const o of packed.oversize) expect(o.bytes + 2).toBeGreaterThan(maxBytes);
+    }
+  });
+
+  it('takes at most maxScans scans, oldest first, and stops reading rows once the batch is full', () => {
+    let read = 0;
+    function* rows(): Generator<PendingScanRow> {
+      for (let i = 1; i <= 1000; i++) {
+        read++;
+        yield { id: i, reference: `R${i}`, bytes: 10 };
+      }
+    }
+    const packed = packScans(rows(), { maxScans: 3, maxBytes: 1e9 });
+    expect(packed.ids).toEqual([1, 2, 3]);
+    expect(read).toBe(3);
+  });
+
+  it('leaves a scan too large alone pending without holdOversize', () => {
+    const s = open();
+    s.commitIntake([scanRecord('BIG', 500)], 0);
+    expect(formBatch(s, { maxScans: 10, maxBytes: 200, mode: 'direct', nowIso })).toBeUndefined();
+    expect(s.totals().pendingScans).toBe(1);
+  });
+});
+
+describe('batcher: when a batch is due', () => {
+  function batcher(s: BufferStore, t: { now: number }, over: Record<string, unknown> = {}): Batcher {
+    const config = deliverySchema.parse({ mode: 'direct', maxBatchScans: 3, maxBatchDelayMs: 1000, ...over });
+    return new Batcher({ store: s, config, logger: silentLogger(), now: () => t.now });
+  }
+
+  it('answers undefined with nothing pending', () => {
+    const s = open();
+    expect(batcher(s, { now: 0 }).formIfDue()).toBeUndefined();
+  });
+
+  it('waits for the oldest scan to reach maxBatchDelayMs, then forms a batch (age rule)', () => {
+    const s = open();
+    s.commitIntake([scanRecord('A', 40)], 0);
+    const created = s.pending().oldestCreatedAt!;
+    const t = { now: created + 400 };
+    const b = batcher(s, t);
+    expect(b.formIfDue()).toBe(600);
+    expect(s.batchesInState('ready')).toHaveLength(0);
+    t.now = created + 1000;
+    expect(b.formIfDue()).toBe(0);
+    expect(s.batchesInState('ready').map((x) => x.scanCount)).toEqual([1]);
+  });
+
+  it('forms a batch at once when maxBatchScans are pending (count rule), and only that many', () => {
+    const s = open();
+    s.commitIntake([scanRecord('A', 40), scanRecord('B', 40), scanRecord('C', 40), scanRecord('D', 40)], 0);
+    const t = { now: s.pending().oldestCreatedAt! };
+    expect(batcher(s, t).formIfDue()).toBe(0);
+    expect(s.batchesInState('ready').map((x) => x.scanCount)).toEqual([3]);
+    expect(s.totals().pendingScans).toBe(1);
+  });
+
+  it('forms a batch at once when the pending bytes reach the direct limit (byte rule), never over it', () => {
+    const s = open();
+    s.db.pragma('synchronous = OFF');
+    const size = 100_000;
+    const n = Math.ceil(MAX_DIRECT_BODY_BYTES / size) + 2;
+    s.commitIntake(Array.from({ length: n }, (_, i) => scanRecord(`R${i}`, size)), 0);
+    const t = { now: s.pending().oldestCreatedAt! };
+    expect(batcher(s, t, { maxBatchScans: 5000 }).formIfDue()).toBe(0);
+    const [batch] = s.batchesInState('ready');
+    expect(batch!.mode).toBe('direct');
+    expect(batch!.bytes).toBeLessThanOrEqual(MAX_DIRECT_BODY_BYTES);
+    expect(batch!.scanCount).toBe(Math.floor((MAX_DIRECT_BODY_BYTES - 1) / (size + 1)));
+    expect(Buffer.byteLength(s.batchBody(batch!.id))).toBe(batch!.bytes);
+  });
+
+  it('auto mode: a backlog goes pre-signed, a small remainder direct', () => {
+    const s = open();
+    s.commitIntake([scanRecord('A', 40), scanRecord('B', 40), scanRecord('C', 40), scanRecord('D', 40)], 0);
+    const t = { now: s.pending().oldestCreatedAt! + 1000 };
+    const b = batcher(s, t, { mode: 'auto' });
+    expect(b.form()?.mode).toBe('presigned');
+    s.commitIntake([scanRecord('E', 40)], 0);
+    expect(b.form()?.mode).toBe('direct');
+  });
+});

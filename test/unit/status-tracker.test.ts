@@ -1,0 +1,104 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
+import { deliverySchema } from '../../src/config/schema.js';
+import { formBatch } from '../../src/delivery/batcher.js';
+import { Circuit } from '../../src/delivery/circuit.js';
+import { StatusTracker } from '../../src/delivery/status-tracker.js';
+import { silentLogger } from '../../src/log.js';
+
+// The status tracker's one door to a terminal state (`apply`), which a poll answer and a status
+// event both go through; and the circuit on its own. Real SQLite buffer, no loop started.
+
+let store: BufferStore | undefined;
+afterEach(() => store?.close());
+
+function scan(reference: string): IntakeRecord {
+  const body = JSON.stringify({ reference, dcpKey: 'GI-01' });
+  return { inputId: 'in', receivedAt: new Date(0), raw: Buffer.from(reference), outcome: 'scan', scan: { reference, dcpKey: 'GI-01', instant: new Date(0), body } };
+}
+
+function setup() {
+  const s = (store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-tracker-')), 'buffer.db')));
+  const clock = { t: 1_700_000_000_000 };
+  let resends = 0;
+  const config = deliverySchema.parse({ statusPollMs: 100, statusPollMaxMs: 1000, notFoundGraceMs: 10_000 });
+  const tracker = new StatusTracker({
+    store: s,
+    api: { getScanStatus: () => Promise.reject(new Error('no poll in this test')) },
+    config,
+    logger: silentLogger(),
+    now: () => clock.t,
+    concurrency: 1,
+    onResend: () => resends++,
+  });
+  /** An uploaded batch of `refs`, with `requestId`. */
+  const uploaded = (requestId: string, mode: 'direct' | 'presigned', ...refs: string[]) => {
+    s.commitIntake(refs.map(scan), clock.t);
+    const b = formBatch(s, { mode, maxScans: 100, maxBytes: 1e6, nowIso: new Date(clock.t).toISOString() })!;
+    s.updateBatch(b.id, { state: 'uploaded', requestId, uploadedAt: new Date(clock.t).toISOString(), nextAttemptAt: clock.t + 100 });
+    return b.id;
+  };
+  return { s, clock, tracker, uploaded, resends: () => resends };
+}
+
+describe('status tracker: apply, the one door to a terminal state', () => {
+  it('finishes a batch named by its requestId, maps each failure to its scan, and ignores a repeated answer', () => {
+    const t = setup();
+    const id = t.uploaded('R-1', 'direct', 'A', 'B');
+    const answer = { state: 'HasFailures', requestId: 'R-1', processed: 1, failed: 1, failures: [{ reference: 'B', reason: 'Invalid DCP' }] };
+    expect(t.tracker.apply({ requestId: 'R-1' }, answer)).toBe('done');
+    expect(t.s.batch(id)).toMatchObject({ state: 'done', upstreamState: 'HasFailures', processed: 1, failed: 1 });
+    expect(t.s.scanCounts()).toMatchObject({ delivered: 1, failed: 1 });
+    expect(t.tracker.apply({ requestId: 'R-1' }, { state: 'Success', requestId: 'R-1' })).toBe('ignored');
+    expect(t.tracker.apply(id, { state: 'Success', requestId: 'R-1' })).toBe('ignored');
+    expect(t.s.batch(id)).toMatchObject({ state: 'done', upstreamState: 'HasFailures' });
+  });
+
+  it('answers ignored for an unknown requestId, touching nothing', () => {
+    const t = setup();
+    const id = t.uploaded('R-1', 'direct', 'A');
+    expect(t.tracker.apply({ requestId: 'R-404' }, { state: 'Success', requestId: 'R-404' })).toBe('ignored');
+    expect(t.s.batch(id)?.state).toBe('uploaded');
+  });
+
+  it('records a state in progress and schedules the next poll with a growing interval', () => {
+    const t = setup();
+    const id = t.uploaded('R-1', 'presigned', 'A');
+    expect(t.tracker.apply(id, { state: 'Processing', requestId: 'R-1' })).toBe('waiting');
+    expect(t.s.batch(id)).toMatchObject({ state: 'uploaded', upstreamState: 'Processing', polls: 1, nextAttemptAt: t.clock.t + 150 });
+  });
+
+  it('sends a batch again when the service still does not know it after the grace window', () => {
+    const t = setup();
+    const direct = t.uploaded('R-1', 'direct', 'A');
+    const presigned = t.uploaded('R-2', 'presigned', 'B');
+    expect(t.tracker.apply(direct, { state: 'NotFound', requestId: 'R-1' })).toBe('waiting');
+    t.clock.t += 10_001;
+    expect(t.tracker.apply(direct, { state: 'NotFound', requestId: 'R-1' })).toBe('resend');
+    expect(t.tracker.apply({ requestId: 'R-2' }, { state: 'NotFound', requestId: 'R-2' })).toBe('resend');
+    expect(t.s.batch(direct)).toMatchObject({ state: 'ready', requestId: null, possibleDuplicate: 1 });
+    expect(t.s.batch(presigned)).toMatchObject({ state: 'presigned', requestId: 'R-2' });
+    expect(t.resends()).toBe(2);
+  });
+});
+
+describe('circuit', () => {
+  it('stays closed for two failures, opens at the third until its retry time, then half-opens; a success closes it', () => {
+    const clock = { t: 1_000_000 };
+    const c = new Circuit({ config: { retryBaseMs: 1000, retryMaxMs: 8000 }, now: () => clock.t, random: () => 0.5 });
+    expect(c.failed()).toBe(500);
+    expect(c.failed()).toBe(1000);
+    expect(c.snapshot().circuit).toBe('closed');
+    const delay = c.failed(5000);
+    expect(delay).toBe(5000);
+    c.retryAt(clock.t + delay);
+    expect(c.snapshot()).toEqual({ circuit: 'open', consecutiveFailures: 3, nextRetryAt: new Date(clock.t + 5000).toISOString() });
+    clock.t += 5000;
+    expect(c.state()).toBe('half-open');
+    c.succeeded();
+    expect(c.snapshot()).toEqual({ circuit: 'closed', consecutiveFailures: 0 });
+  });
+});
