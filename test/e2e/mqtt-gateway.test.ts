@@ -105,17 +105,31 @@ inputs:
     const acks: Promise<unknown>[] = [];
     const acked = new Set<number>();
     let published = 0;
+    // The publisher's own leg is at-least-once too: a message whose PUBACK it had not received when
+    // the broker went down is published again, as a new message. Those may arrive twice; no other may.
+    const resentByPublisher = new Set<string>();
+    // mqtt.js refuses a publish still queued when the connection closes ("Connection closed"): a
+    // reader publishes it again, as a new message, like those whose PUBACK never came.
+    const publishOne = async (ref: number): Promise<void> => {
+      const code = `RST-${String(ref).padStart(5, '0')}`;
+      for (;;) {
+        try {
+          await publisher.publishAsync('line/L1/reads', code, { qos: 1 });
+          acked.add(ref);
+          return;
+        } catch {
+          resentByPublisher.add(code);
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
+    };
     const publishing = (async () => {
       for (let i = 0; i < total; i++) {
-        const ref = i;
-        acks.push(publisher.publishAsync('line/L1/reads', `RST-${String(i).padStart(5, '0')}`, { qos: 1 }).then(() => acked.add(ref)));
+        acks.push(publishOne(i));
         published = i + 1;
         await new Promise((r) => setTimeout(r, 2));
       }
     })();
-    // The publisher's own leg is at-least-once too: a message whose PUBACK it had not received when
-    // the broker went down is published again, as a new message. Those may arrive twice; no other may.
-    const resentByPublisher = new Set<string>();
     for (const pause of [800, 1500]) {
       await new Promise((r) => setTimeout(r, pause));
       await broker.stop();

@@ -86,7 +86,11 @@ export async function moveToFailed(
     '',
   ].join('\n');
   // The reason may quote the file, and the file may hold a secret (issue 11): the log's scrubber.
-  await writeFile(target + ERROR_FILE_SUFFIX, facts.scrub ? facts.scrub(text) : text, 'utf8');
+  // Written aside and renamed, so whoever opens the .error.txt (a person, a script watching failed/)
+  // never finds it empty or half written.
+  const errorFile = target + ERROR_FILE_SUFFIX;
+  await writeFile(`${errorFile}.part`, facts.scrub ? facts.scrub(text) : text, 'utf8');
+  await rename(`${errorFile}.part`, errorFile);
   return target;
 }
 
