@@ -4,7 +4,7 @@ import { loadConfig } from '../config/load.js';
 import { ConfigReloader } from '../config/reload.js';
 import { readAdminToken, readReadToken } from '../health/admin.js';
 import { inputSecrets } from './known-secrets.js';
-import { SystemdNotifier } from '../health/sd-notify.js';
+import { SystemdNotifier } from './sd-notify.js';
 import type { GatewayStatus } from '../health/status.js';
 import { createLogger, SecretScrubber, type Logger } from '../log.js';
 

@@ -3,7 +3,7 @@ import { ErrorCodes } from '../errors.js';
 
 /**
  * The gateway's health from every signal, in one pure function ({@link deriveHealth}): the app
- * gathers the facts (src/app.ts), this decides the state and words each problem. The rules, their
+ * gathers the facts (src/app.ts `gatherStatus`), src/health/compose-status.ts hands them here, this decides the state and words each problem. The rules, their
  * thresholds and codes are tabled in docs/operations.md ("Health rules"); a unit test covers each.
  */
 

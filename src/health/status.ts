@@ -1,8 +1,8 @@
 import type { HealthProblem } from './derive.js';
 
 /**
- * The shape of `GET /api/v1/status`: everything the health page shows, as JSON. Built by the app
- * (`status()` in src/app.ts) from its parts' snapshots and the buffer; read by the page, the
+ * The shape of `GET /api/v1/status`: everything the health page shows, as JSON. Composed by
+ * `composeStatus` (compose-status.ts) from the parts' snapshots the app gathers; read by the page, the
  * metrics and the readiness check. Documented field by field in docs/operations.md. Times are ISO
  * 8601 UTC instants (`…Z`); the page shows them in `site.timezone`. Durations are in ms unless the
  * name says otherwise. Fields may be added; none is removed or renamed within `v1`.

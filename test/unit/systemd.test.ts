@@ -6,7 +6,7 @@ import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ExitCodes } from '../../src/cli/exit.js';
 import { STOP_DEADLINE_MS } from '../../src/cli/run-command.js';
-import { SystemdNotifier } from '../../src/health/sd-notify.js';
+import { SystemdNotifier } from '../../src/cli/sd-notify.js';
 import { createLogger } from '../../src/log.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { waitFor } from '../helpers/wait.js';

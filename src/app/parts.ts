@@ -1,0 +1,331 @@
+import type { FastifyInstance } from 'fastify';
+import { BackPressure } from '../buffer/back-pressure.js';
+import { Intake } from '../buffer/intake.js';
+import { Retention } from '../buffer/retention.js';
+import { BufferStore } from '../buffer/store.js';
+import type { LoadedConfig } from '../config/load.js';
+import type { ReloadReport } from '../config/reload.js';
+import type { InputConfig } from '../config/schema.js';
+import { Deliverer } from '../delivery/deliverer.js';
+import type { DeliveryApi } from '../delivery/types.js';
+import type { AdminActions } from '../health/admin.js';
+import { isLoopbackHost } from '../health/host-check.js';
+import { instrumentDeliveryApi, type GatewayMetrics } from '../health/metrics.js';
+import { buildHealthServer, type GatewayStatus } from '../health/server.js';
+import { FilesInput } from '../inputs/files/files-input.js';
+import { HttpIngestInput, registerInputRoutes } from '../inputs/http/http-input.js';
+import { MqttInput } from '../inputs/mqtt/mqtt-input.js';
+import { SerialInput } from '../inputs/serial/serial-input.js';
+import { TcpInput } from '../inputs/tcp/tcp-input.js';
+import type { InputAdapter, IntakeSink } from '../inputs/types.js';
+import type { Logger } from '../log.js';
+import { Mapper } from '../mapping/mapper.js';
+import { ProductCheck } from '../mapping/product-check.js';
+import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
+import { UpstreamClient, clientOptionsFromConfig } from '../upstream/client.js';
+
+/**
+ * The gateway's parts as {@link Component}s, one small builder each, and what they share
+ * ({@link Wiring}). src/app.ts lists them in order; each builder only constructs, starts and stops
+ * its part, every behaviour lives in the part itself.
+ */
+
+/** What `buildApp` (src/app.ts) takes besides the configuration: the process edge's pieces, and the seams tests use. */
+export interface AppDeps {
+  logger: Logger;
+  now?: () => number;
+  /** Builds the adapter for one input; the default knows every `type` of the schema. */
+  createInput?: (config: InputConfig, sink: IntakeSink, logger: Logger) => InputAdapter;
+  /** Environment for secrets the inputs name (`passwordEnv`, `tokenEnv`); from the process edge. */
+  env?: Record<string, string | undefined>;
+  /** The upstream API; the default is the undici client built from the configuration. */
+  api?: DeliveryApi & { close?: () => Promise<void>; tokenInfo?: () => { expiresAt?: Date; refreshes: number } };
+  /** Bearer token of the admin actions (health server); without it they are off. */
+  adminToken?: string;
+  /** Read token of the health page, status and metrics (`http.readTokenFile`); without it they are open. */
+  readToken?: string;
+  /**
+   * Cuts known secrets out of text that leaves the process other than by the log: status JSON,
+   * health page, `failed/*.error.txt`, reasons stored in the buffer (the log's scrubber, issue 11).
+   */
+  scrub?: (text: string) => string;
+  /** Longest a stop waits for an upload in flight, in ms (default {@link DELIVERY_STOP_GRACE_MS}). */
+  deliveryStopGraceMs?: number;
+}
+
+/** Longest a stop waits for an upload in flight before abandoning it, in ms (run-command.ts has the overall deadline). */
+export const DELIVERY_STOP_GRACE_MS = 15_000;
+/** Longest a stop waits for the upstream connections to close, in ms. */
+const UPSTREAM_CLOSE_GRACE_MS = 2_000;
+
+/** Waits for `work` at most `ms`; answers false when it gave up (the work goes on unobserved). */
+async function within(ms: number, work: Promise<void> | void | undefined): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([Promise.resolve(work).then(() => true as const), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function splitListen(listen: string): { host: string; port: number } {
+  const i = listen.lastIndexOf(':');
+  return { host: listen.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(listen.slice(i + 1)) };
+}
+
+/** The adapter for one configured input, by its `type`. */
+export function defaultInput(config: InputConfig, sink: IntakeSink, logger: Logger, env: Record<string, string | undefined> = {}, scrub?: (text: string) => string): InputAdapter {
+  switch (config.type) {
+    case 'files':
+      return new FilesInput({ config, sink, logger, ...(scrub ? { scrub } : {}) });
+    case 'serial':
+      return new SerialInput({ config, sink, logger });
+    case 'mqtt':
+      return new MqttInput({ config, sink, logger, env });
+    case 'tcp':
+      return new TcpInput({ config, sink, logger });
+    case 'http':
+      return new HttpIngestInput({ config, sink, logger, env });
+  }
+}
+
+/**
+ * Runs a listen; an address in use or not allowed becomes an error that names the configuration
+ * key, instead of a bare `listen EADDRINUSE`.
+ */
+async function listening<T>(key: string, address: string, listen: () => Promise<T>): Promise<T> {
+  try {
+    return await listen();
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code === 'EADDRINUSE') {
+      throw new Error(`${key} ${address}: the address is in use (another program, or another scan-gateway, listens there); stop it or choose another port`, { cause: err });
+    }
+    if (code === 'EACCES' || code === 'EADDRNOTAVAIL') {
+      throw new Error(`${key} ${address}: cannot listen there (${code}: a port below 1024 needs privileges; the host must be an address of this machine)`, { cause: err });
+    }
+    throw err;
+  }
+}
+
+/**
+ * One part of the running gateway as the app starts and stops it: the parts start in the order of
+ * the list `buildApp` (src/app.ts) makes and stop in reverse.
+ */
+export interface Component {
+  /** Names the part in the log and in a failed stop's error (`stopping failed: delivery, input line-3`). */
+  readonly name: string;
+  start(): Promise<void>;
+  /** Called once the start began, also when it failed half way: it must tolerate a part not (fully) started. */
+  stop(): Promise<void>;
+}
+
+/**
+ * What the parts share while the gateway runs. Each builder's component fills its own fields when
+ * it starts, so a part finds every part before it in the list.
+ */
+export interface Wiring {
+  readonly config: LoadedConfig['config'];
+  readonly loaded: LoadedConfig;
+  readonly deps: AppDeps;
+  readonly logger: Logger;
+  readonly now: () => number;
+  readonly create: (config: InputConfig, sink: IntakeSink, logger: Logger) => InputAdapter;
+  readonly startedAt: Date;
+  readonly metrics: GatewayMetrics;
+  readonly adminActions: AdminActions;
+  /** The status now (src/app.ts composes it from the parts' snapshots). */
+  readonly status: () => GatewayStatus;
+  phase: 'starting' | 'running' | 'stopping';
+  // Configuration reload (issue 6): what runs now, and how the last reload went.
+  current: LoadedConfig;
+  configLoadedAt: Date;
+  lastReload?: { at: string; needsRestart: string[]; inputErrors: ReloadReport['inputErrors'] };
+  lastReloadError?: { message: string; at: string };
+  store?: BufferStore;
+  api?: AppDeps['api'];
+  backPressure?: BackPressure;
+  retention?: Retention;
+  mapper?: Mapper;
+  intake?: Intake;
+  deliverer?: Deliverer;
+  productCheck?: ProductCheck;
+  readonly inputs: InputAdapter[];
+  httpUrl?: string;
+  /** Components whose start began, in order; a stop goes through them in reverse. A reload adds and removes inputs. */
+  readonly running: Component[];
+}
+
+export function buildBuffer(w: Wiring): Component {
+  return {
+    name: 'buffer',
+    start: async () => void (w.store = new BufferStore(w.config.buffer.path)),
+    stop: async () => w.store?.close(),
+  };
+}
+
+export function buildSandbox(w: Wiring): Component {
+  let sandbox: RunningSandbox | undefined;
+  return {
+    name: 'sandbox',
+    async start() {
+      const { host, port } = splitListen(w.config.sandbox.listen);
+      sandbox = await listening('sandbox.listen', w.config.sandbox.listen, () => startSandbox({ host, port, logger: w.logger }));
+      w.logger.info({ component: 'app', url: sandbox.url }, 'embedded upstream sandbox started');
+    },
+    stop: async () => sandbox?.close(),
+  };
+}
+
+export function buildUpstream(w: Wiring): Component {
+  return {
+    name: 'upstream',
+    start: async () => void (w.api = w.deps.api ?? new UpstreamClient(clientOptionsFromConfig(w.config.upstream, w.loaded, w.logger))),
+    // Bounded: undici's close waits for requests in flight, and an abandoned upload may still hang.
+    stop: async () => void (await within(UPSTREAM_CLOSE_GRACE_MS, w.api?.close?.())),
+  };
+}
+
+export function buildBackPressure(w: Wiring): Component {
+  const logger = w.logger;
+  return {
+    name: 'back-pressure',
+    async start() {
+      w.backPressure = new BackPressure({
+        store: w.store!,
+        limits: w.config.buffer,
+        logger: logger.child({ component: 'buffer' }),
+        now: w.now,
+        onPausedChange: (paused, why) => {
+          for (const input of w.inputs) {
+            if (!input.setPaused) continue;
+            input.setPaused(paused);
+            (paused ? logger.warn.bind(logger) : logger.info.bind(logger))({ component: 'buffer', input: input.id, paused, why }, paused ? 'input paused by back-pressure' : 'input resumed');
+          }
+        },
+      });
+      w.backPressure.start();
+    },
+    stop: async () => w.backPressure?.stop(),
+  };
+}
+
+export function buildRetention(w: Wiring): Component {
+  return {
+    name: 'retention',
+    async start() {
+      w.retention = new Retention({ store: w.store!, retentionDays: w.config.buffer.retentionDays, logger: w.logger.child({ component: 'retention' }), now: w.now });
+      w.retention.start();
+    },
+    stop: async () => w.retention?.stop(),
+  };
+}
+
+export function buildIntake(w: Wiring): Component {
+  return {
+    name: 'intake',
+    async start() {
+      w.intake = new Intake({
+        store: w.store!,
+        mapping: (w.mapper = new Mapper(w.config)),
+        logger: w.logger.child({ component: 'intake' }),
+        now: w.now,
+        onScansCommitted: () => w.deliverer?.wake(),
+        gate: w.backPressure!,
+        ...(w.deps.scrub ? { scrub: w.deps.scrub } : {}),
+      });
+    },
+    stop: async () => w.intake?.close(),
+  };
+}
+
+export function buildDelivery(w: Wiring): Component {
+  return {
+    name: 'delivery',
+    async start() {
+      w.deliverer = new Deliverer({ store: w.store!, api: instrumentDeliveryApi(w.api!, w.metrics), config: w.config.delivery, logger: w.logger.child({ component: 'delivery' }), now: w.now });
+      w.deliverer.start();
+    },
+    async stop() {
+      const graceMs = w.deps.deliveryStopGraceMs ?? DELIVERY_STOP_GRACE_MS;
+      if (await within(graceMs, w.deliverer?.stop())) return;
+      // The batch stays `uploading`/`presigned` in the buffer: the next start sends it again as a
+      // possible duplicate (direct) or asks the service about its requestId first (pre-signed).
+      w.logger.warn({ component: 'delivery', graceMs }, 'an upload was still in flight at the stop; abandoned, recovered at the next start');
+    },
+  };
+}
+
+export function buildProductCheck(w: Wiring): Component {
+  return { name: 'product check', start: async () => startProductCheck(w), stop: async () => w.productCheck?.stop() };
+}
+
+/** Checks the configured product keys against the service's list, when enabled and the API can list them. */
+export function startProductCheck(w: Wiring): void {
+  const lister = w.api as Partial<{ listProducts: () => Promise<ReadonlyArray<{ key: string }>> }> | undefined;
+  const settings = w.current.config.productCheck;
+  if (!settings.enabled || typeof lister?.listProducts !== 'function') return;
+  w.productCheck = new ProductCheck({
+    listProducts: () => lister.listProducts!(),
+    configuredKeys: () => w.mapper?.productKeyUses() ?? [],
+    observedKeys: () => w.mapper?.observedProductKeys() ?? [],
+    onProducts: (keys, at) => w.mapper?.setKnownProducts(keys, at),
+    intervalMs: settings.intervalMs,
+    rejectUnknown: settings.rejectUnknown,
+    logger: w.logger.child({ component: 'products' }),
+    now: w.now,
+  });
+  w.productCheck.start();
+}
+
+/** One input; started paused while the buffer is near its quota (or the disk full). */
+export function buildInput(w: Wiring, config: InputConfig): Component {
+  let input: InputAdapter | undefined;
+  return {
+    get name() {
+      return `input ${input?.id ?? config.id}`;
+    },
+    async start() {
+      input = w.create(config, w.intake!, w.logger);
+      w.inputs.push(input);
+      await input.start();
+      if (w.backPressure?.snapshot().intakePaused) input.setPaused?.(true);
+    },
+    stop: async () => input?.stop(),
+  };
+}
+
+export function buildHttp(w: Wiring): Component {
+  let http: FastifyInstance | undefined;
+  return {
+    name: 'http',
+    async start() {
+      const { config, deps, logger } = w;
+      const { host, port } = splitListen(config.http.listen);
+      const server = buildHealthServer({
+        logger,
+        status: w.status,
+        metrics: w.metrics,
+        admin: { token: deps.adminToken, actions: w.adminActions },
+        limits: config.http.limits,
+        listenHost: host,
+        allowedHosts: config.http.allowedHosts,
+        readToken: deps.readToken,
+        ...(deps.scrub ? { scrub: deps.scrub } : {}),
+      });
+      await registerInputRoutes(server, () => w.inputs);
+      if (!isLoopbackHost(host) && deps.readToken === undefined) {
+        logger.warn(
+          { component: 'http', listen: config.http.listen },
+          'http.listen is not loopback and no read token is configured: anyone who can reach it reads the health page, the status (DCPs, inputs, recent problems) and the metrics; set http.readTokenFile or SCAN_GATEWAY_READ_TOKEN (docs/operations.md)',
+        );
+      }
+      w.httpUrl = await listening('http.listen', config.http.listen, () => server.listen({ host, port }));
+      http = server;
+    },
+    stop: async () => http?.close(),
+  };
+}
