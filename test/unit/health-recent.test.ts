@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
+import { formBatch } from '../../src/delivery/batcher.js';
 import { batchView, recentActivity, stuckBatches } from '../../src/health/buffer-report.js';
 import { scanAt } from '../helpers/records.js';
 
@@ -55,7 +56,7 @@ describe('recent activity for the health rules', () => {
   it('counts scans the service refused in batches finished in the window, not replayed ones', () => {
     const s = open();
     s.commitIntake(['A', 'B', 'C'].map((r) => scanAt(r, 'GI-01', NOW - 5 * MIN)), NOW - 5 * MIN);
-    const b = s.formBatch({ maxScans: 10, maxBytes: 100_000, mode: 'direct', nowIso: new Date(NOW - 4 * MIN).toISOString() })!;
+    const b = formBatch(s, { maxScans: 10, maxBytes: 100_000, mode: 'direct', nowIso: new Date(NOW - 4 * MIN).toISOString() })!;
     s.finishBatch(b.id, { state: 'HasFailures', failures: [{ reference: 'A', reason: 'Invalid DCP' }, { reference: 'B', reason: 'Invalid DCP' }] }, new Date(NOW - 3 * MIN).toISOString());
     expect(recentActivity(s.db, NOW - 60 * MIN).failedScans).toBe(2);
     expect(recentActivity(s.db, NOW - 2 * MIN).failedScans).toBe(0);
@@ -64,7 +65,7 @@ describe('recent activity for the health rules', () => {
   it('lists batches not finished since before the threshold, and shows their instants as ISO 8601', () => {
     const s = open();
     s.commitIntake([scanAt('A', 'GI-01', NOW - 50 * MIN)], NOW - 50 * MIN);
-    const b = s.formBatch({ maxScans: 10, maxBytes: 100_000, mode: 'direct', nowIso: new Date(NOW - 45 * MIN).toISOString() })!;
+    const b = formBatch(s, { maxScans: 10, maxBytes: 100_000, mode: 'direct', nowIso: new Date(NOW - 45 * MIN).toISOString() })!;
     expect(stuckBatches(s.db, NOW - 30 * MIN)).toEqual([{ id: b.id, state: 'ready', requestId: null, createdAt: new Date(NOW - 45 * MIN).toISOString() }]);
     expect(stuckBatches(s.db, NOW - 50 * MIN)).toEqual([]);
     s.updateBatch(b.id, { nextAttemptAt: NOW });
