@@ -28,7 +28,7 @@ export function printableRaw(raw: Buffer | Uint8Array | string): string {
 }
 
 function printableText(text: string): string {
-  // eslint-disable-next-line no-control-regex
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what this makes visible
   return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => {
     const code = c.charCodeAt(0);
     return code < 0x20 ? `<${C0_NAMES[code]}>` : `\\u${code.toString(16).padStart(4, '0')}`;

@@ -45,7 +45,7 @@ export class GatewayMetrics {
     // The event-loop monitor samples every 10 ms by default: 100 wake-ups a second on an idle gateway.
     collectDefaultMetrics({ register: r, eventLoopMonitoringPrecision: 100 });
     const snap = () => this.snapshot;
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- prom-client calls collect() with the metric as `this`
     const this_ = this;
 
     new Gauge({

@@ -19,7 +19,7 @@ export function esc(value: unknown): string {
 /** Printable form of a reference or raw read: control characters as `<GS>`-style names (same rule as src/format/printable.ts). */
 export function shown(text: unknown): string {
   const names = 'NUL SOH STX ETX EOT ENQ ACK BEL BS HT LF VT FF CR SO SI DLE DC1 DC2 DC3 DC4 NAK SYN ETB CAN EM SUB ESC FS GS RS US'.split(' ');
-  // eslint-disable-next-line no-control-regex
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what this makes visible
   return String(text ?? '').replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => {
     const code = c.charCodeAt(0);
     return code < 0x20 ? `<${names[code]}>` : `\\u${code.toString(16).padStart(4, '0')}`;

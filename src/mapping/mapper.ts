@@ -18,7 +18,7 @@ export interface ProductKeyUse {
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** C0 control characters other than GS (0x1D, the FNC1 separator), RS (0x1E) and EOT (0x04) of ISO/IEC 15434. */
-// eslint-disable-next-line no-control-regex
+// eslint-disable-next-line no-control-regex -- the control bytes no barcode carries are what this finds
 const FORBIDDEN_CONTROL = /[\u0000-\u0003\u0005-\u001c\u001f\u007f]/;
 
 /** Distinct product keys remembered from mapped scans, for the product check; bounded memory. */

@@ -33,7 +33,7 @@ let dir: string;
 let store: BufferStore;
 let intake: Intake;
 let inputs: MqttInput[] = [];
-let clients: MqttClient[] = [];
+const clients: MqttClient[] = [];
 let seq = 0;
 
 function configYaml(): string {

@@ -95,7 +95,6 @@ export async function parseJsonFile(source: FileSource, ctx: FileParseContext, f
     }
     if (!Array.isArray(value)) throw fileFormatError(ctx.fileName, 'JSON file must hold an array of reads, e.g. [{"code": "…"}]');
     const array: unknown[] = value;
-    value = undefined;
     const { chunker, collected } = chunkerFor(out);
     for (let i = 0; i < array.length; i++) {
       chunker.push(jsonItem(ctx, array[i], undefined, i + 1, fields));
