@@ -3,13 +3,39 @@ import { basename } from 'node:path';
 import type { Logger } from '../../log.js';
 import type { ListedEntries } from './folder-watch.js';
 import type { InputTimers } from './input-timers.js';
-import type { FileEntry, TakeOutcome } from './take-file.js';
 
 /**
  * Most files queued (known) at once. Past it, further files stay in the folder unqueued (logged
  * once) and the folder is listed again once the queue has drained.
  */
 export const MAX_QUEUED_FILES = 10_000;
+
+/**
+ * One file's state across attempts to take it (kept by the queue while the file waits for a
+ * retry), so that a retry does only what is left: a committed file is only moved, a rejected one
+ * only moved to `failed/`.
+ */
+export interface FileEntry {
+  /** Absolute path in the watched folder. */
+  path: string;
+  /** Found by a listing, not by chokidar's awaitWriteFinish: stability still to check. */
+  checkStable: boolean;
+  /** Its items are committed; only the move to processed/ is left. */
+  committed: boolean;
+  /** Size (bytes) and mtime (ms since the epoch) of the file as stored (the growth watch starts from there). */
+  stored?: { size: number; mtimeMs: number };
+  /** Where the move after the commit goes (named in a rejection already committed). */
+  target?: string;
+  /** Rejected as a whole (the rejection committed): only the move to `failed/` is left. */
+  failure?: { reason: string; target: string; stored: number };
+}
+
+/**
+ * What became of one attempt to take a file: `done` (moved, rejected or gone: off the queue),
+ * `retry` (a passing fault: the file keeps its place and is tried again after a backoff),
+ * `stopped` (the input stops; the file stays in the folder, its committed chunks recorded).
+ */
+export type TakeOutcome = 'done' | 'retry' | 'stopped';
 
 export interface FileQueueOptions {
   log: Logger;

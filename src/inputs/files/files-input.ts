@@ -11,9 +11,6 @@ import { InputTimers } from './input-timers.js';
 import type { openInboxFile } from './safe-open.js';
 import { FileTaker, parseInboxFile } from './take-file.js';
 
-export { MAX_QUEUED_FILES } from './file-queue.js';
-export { MAX_SUBFOLDERS_WARNED } from './folder-watch.js';
-
 export interface FilesInputOptions {
   config: FilesInputConfig;
   sink: IntakeSink;

@@ -1,53 +1,25 @@
-import { lstat, readlink, type FileHandle } from 'node:fs/promises';
-import { basename, relative } from 'node:path';
+import { lstat, type FileHandle } from 'node:fs/promises';
+import { basename } from 'node:path';
 import type { FilesInputConfig } from '../../config/schema.js';
 import { ErrorCodes, GatewayError, isGatewayError } from '../../errors.js';
 import type { Logger } from '../../log.js';
-import type { FileChunk, InputProgress, InputRejection, IntakeItem, IntakeSink, SubmitResult } from '../types.js';
+import type { FileChunk, InputProgress, IntakeItem, IntakeSink, SubmitResult } from '../types.js';
 import type { FileParseContext, ItemsOut } from './file-format.js';
 import type { FILE_CHUNK_ROWS } from './file-format.js';
-import { FILE_REJECTION_RAW_BYTES, type GrowthWatch, hashRange, readRange } from './file-growth.js';
-import { failedTarget, moveToFailed, moveToProcessed, processedTarget } from './file-moves.js';
+import { type GrowthWatch, hashRange } from './file-growth.js';
+import { moveToProcessed } from './file-moves.js';
+import type { FileEntry, TakeOutcome } from './file-queue.js';
 import type { IngestLedger } from './ingest-ledger.js';
 import type { InputTimers } from './input-timers.js';
+import { FileRejects } from './reject-file.js';
 import { openInboxFile, type OpenedFile } from './safe-open.js';
 import type { ByteRange } from './parse-lines.js';
 import { parseCsvFile } from './parse-csv.js';
 import { parseJsonFile, parseNdjsonFile } from './parse-json.js';
 import { parseLinesFile } from './parse-lines.js';
 
-/**
- * One file's state across attempts to take it (kept by the queue while the file waits for a
- * retry), so that a retry does only what is left: a committed file is only moved, a rejected one
- * only moved to `failed/`.
- */
-export interface FileEntry {
-  /** Absolute path in the watched folder. */
-  path: string;
-  /** Found by a listing, not by chokidar's awaitWriteFinish: stability still to check. */
-  checkStable: boolean;
-  /** Its items are committed; only the move to processed/ is left. */
-  committed: boolean;
-  /** Size (bytes) and mtime (ms since the epoch) of the file as stored (the growth watch starts from there). */
-  stored?: { size: number; mtimeMs: number };
-  /** Where the move after the commit goes (named in a rejection already committed). */
-  target?: string;
-  /** Rejected as a whole (the rejection committed): only the move to `failed/` is left. */
-  failure?: { reason: string; target: string; stored: number };
-}
-
-/**
- * What became of one attempt to take a file: `done` (moved, rejected or gone: off the queue),
- * `retry` (a passing fault: the file keeps its place and is tried again after a backoff),
- * `stopped` (the input stops; the file stays in the folder, its committed chunks recorded).
- */
-export type TakeOutcome = 'done' | 'retry' | 'stopped';
-
 /** Thrown through a parse to end it when the input stops between two chunks of a file. */
 const STOPPED = Symbol('input stopped');
-
-/** File-system errors that mean "this file cannot be read", as opposed to a passing I/O fault. */
-const UNREADABLE_CODES = new Set(['EACCES', 'EPERM', 'EISDIR', 'ELOOP', 'ENAMETOOLONG', 'EFBIG']);
 
 export interface FileTakerOptions {
   config: FilesInputConfig;
@@ -125,6 +97,7 @@ export class FileTaker {
   private readonly scrub: ((text: string) => string) | undefined;
   private readonly timers: InputTimers;
   private readonly paused: () => boolean;
+  private readonly rejects: FileRejects;
   private progressNow: InputProgress | undefined;
 
   constructor(options: FileTakerOptions) {
@@ -139,6 +112,7 @@ export class FileTaker {
     this.scrub = options.scrub;
     this.timers = options.timers;
     this.paused = options.paused;
+    this.rejects = new FileRejects({ inputId: this.id, dir: this.dir, sink: this.sink, log: this.log, now: this.now, scrub: this.scrub });
   }
 
   /** The file being read and committed in chunks (rows committed so far, its size in bytes), for the status. */
@@ -153,7 +127,7 @@ export class FileTaker {
   async take(entry: FileEntry): Promise<TakeOutcome> {
     const { path } = entry;
     const name = basename(path);
-    if (entry.failure) return this.moveFailed(entry, entry.failure.reason, entry.failure.target, entry.failure.stored);
+    if (entry.failure) return this.rejects.moveFailed(entry, entry.failure.reason, entry.failure.target, entry.failure.stored);
     if (entry.checkStable) {
       const stable = await this.waitUntilStable(path);
       if (stable === 'stopped') return 'stopped';
@@ -169,7 +143,7 @@ export class FileTaker {
         // waiting on a FIFO (safe-open.ts).
         opened = await openInboxFile(path, name);
       } catch (err) {
-        return this.readFailed(entry, err);
+        return this.rejects.cannotTake(entry, err);
       }
       let outcome: TakeOutcome | 'committed';
       try {
@@ -205,10 +179,10 @@ export class FileTaker {
       }
       sha256 = await hashRange(handle, 0, size);
     } catch (err) {
-      return this.readFailed(entry, err, handle);
+      return this.rejects.cannotTake(entry, err, handle);
     }
     const earlier = remember ? this.ledger.find(sha256) : undefined;
-    if (earlier) return this.sameContent(entry, sha256, earlier, receivedAt, handle);
+    if (earlier) return this.rejects.seenBefore(entry, sha256, earlier, receivedAt, handle);
 
     const before = this.sink.fileProgress?.(this.id, sha256);
     entry.stored = { size, mtimeMs: stats.mtimeMs };
@@ -251,7 +225,7 @@ export class FileTaker {
       await commitHeld(true);
     } catch (err) {
       if (err === STOPPED) return 'stopped';
-      return this.readFailed(entry, err, handle, tally.items);
+      return this.rejects.cannotTake(entry, err, handle, tally.items);
     }
     entry.committed = true;
     const reads = tally.items - skip - tally.rejections;
@@ -321,91 +295,6 @@ export class FileTaker {
     }
   }
 
-  /**
-   * Content stored before (ledger): counted as a rejection naming the earlier file (not submitted
-   * with the hash, which the intake would drop as the earlier file's), then moved to processed/.
-   */
-  private async sameContent(entry: FileEntry, sha256: string, earlier: { at: string; name: string }, receivedAt: Date, handle: FileHandle): Promise<TakeOutcome | 'committed'> {
-    const name = basename(entry.path);
-    const reason = `same content as ${earlier.name} stored at ${earlier.at}; not stored again`;
-    entry.target ??= await processedTarget(entry.path, this.dir, this.now());
-    const origin = { file: name, sha256, movedTo: relative(this.dir, entry.target) };
-    const raw = await readRange(handle, 0, FILE_REJECTION_RAW_BYTES).catch(() => Buffer.alloc(0));
-    if (!(await this.commitFileRejection(entry.path, raw, reason, origin, receivedAt, 'the note of a file stored before'))) return 'retry';
-    this.log.warn({ file: name, sha256, ingestedAt: earlier.at, as: earlier.name }, 'file with this content was ingested before; not ingested again (counted as a rejection)');
-    entry.committed = true;
-    return 'committed';
-  }
-
-  /**
-   * A file that cannot be taken: to failed/ with the reason (after its rejection is committed).
-   * `handle`: the file opened (its first bytes go in the rejection); none for an entry that is not
-   * a regular file (nothing of it is read). `stored`: items of it committed before the failure
-   * (chunks before a broken CSV record): they stay stored, and the reason says so.
-   */
-  private async readFailed(entry: FileEntry, err: unknown, handle?: FileHandle, stored = 0): Promise<TakeOutcome> {
-    const name = basename(entry.path);
-    const code = (err as NodeJS.ErrnoException).code;
-    let reason: string;
-    if (code === 'ENOENT') {
-      const dangling = await danglingLink(entry.path);
-      if (dangling === undefined) {
-        this.log.info({ file: name }, 'file removed before it was read');
-        return 'done';
-      }
-      reason = dangling;
-    } else if (!isGatewayError(err) && !(code !== undefined && UNREADABLE_CODES.has(code))) {
-      this.log.warn({ err, file: name }, 'reading file failed; retrying');
-      return 'retry';
-    } else {
-      reason = err instanceof Error ? err.message : String(err);
-    }
-    if (stored > 0) reason += `; the file's first ${stored} items (reads and rejected rows) were stored before this and stay stored`;
-    // Counted and inspectable: an input-level rejection with the file's first bytes, committed
-    // before the file moves to failed/ (if the buffer refuses, the file stays and is retried).
-    let target: string;
-    try {
-      target = await failedTarget(entry.path, this.dir);
-    } catch (targetErr) {
-      this.log.error({ err: targetErr, file: name, reason }, 'file cannot be taken and failed/ cannot be used; retrying');
-      return 'retry';
-    }
-    const origin = { file: name, movedTo: relative(this.dir, target) };
-    const raw = handle ? await readRange(handle, 0, FILE_REJECTION_RAW_BYTES).catch(() => Buffer.alloc(0)) : Buffer.alloc(0);
-    if (!(await this.commitFileRejection(entry.path, raw, reason, origin, this.now(), 'the rejection of a file that cannot be taken'))) return 'retry';
-    entry.failure = { reason, target, stored };
-    return this.moveFailed(entry, reason, target, stored);
-  }
-
-  /**
-   * Commits one input-level rejection for a whole file (its first bytes, the reason, where it goes),
-   * so it is counted and listed by `failures` before the file moves. Answers false when the buffer
-   * refused it: the file then stays in the folder and is retried.
-   */
-  private async commitFileRejection(path: string, raw: Buffer, reason: string, origin: Record<string, string>, receivedAt: Date, what: string): Promise<boolean> {
-    const rejection: InputRejection = { inputId: this.id, raw, receivedAt, reason, origin };
-    try {
-      await this.sink.submit([{ kind: 'rejection', rejection }]);
-      return true;
-    } catch (err) {
-      this.log.error({ err, file: basename(path), reason }, `buffer refused ${what}; it stays in the folder and is retried`);
-      return false;
-    }
-  }
-
-  private async moveFailed(entry: FileEntry, reason: string, target: string, stored = 0): Promise<TakeOutcome> {
-    const name = basename(entry.path);
-    try {
-      const to = await moveToFailed(entry.path, this.dir, reason, { inputId: this.id, at: this.now(), scrub: this.scrub, stored }, target);
-      this.log.warn({ file: name, reason, to }, 'file cannot be taken; moved to failed/ (stored as a rejection)');
-    } catch (moveErr) {
-      // Left in place (its rejection is stored): a later change to the file, or the next start,
-      // tries it again.
-      this.log.error({ err: moveErr, file: name, reason }, 'file cannot be taken and cannot be moved to failed/');
-    }
-    return 'done';
-  }
-
   /** Waits until size and mtime stay unchanged for `stableMs` (a file found at start may be half written). */
   private async waitUntilStable(path: string): Promise<'stable' | 'gone' | 'stopped'> {
     const stableMs = this.config.stableMs;
@@ -431,12 +320,3 @@ export class FileTaker {
   }
 }
 
-/** The reason for a dangling symbolic link at `path`, or undefined when it is not one. */
-async function danglingLink(path: string): Promise<string | undefined> {
-  try {
-    if (!(await lstat(path)).isSymbolicLink()) return undefined;
-    return `symbolic link to ${await readlink(path)}, which does not exist (or cannot be reached)`;
-  } catch {
-    return undefined;
-  }
-}
