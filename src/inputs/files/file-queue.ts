@@ -37,6 +37,7 @@ export interface FileEntry {
  */
 export type TakeOutcome = 'done' | 'retry' | 'stopped';
 
+/** What {@link FileQueue} needs: how to take a file and how to list the folder again. */
 export interface FileQueueOptions {
   log: Logger;
   timers: InputTimers;

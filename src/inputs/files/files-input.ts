@@ -11,6 +11,7 @@ import { InputTimers } from './input-timers.js';
 import type { openInboxFile } from './safe-open.js';
 import { FileTaker, parseInboxFile } from './take-file.js';
 
+/** What {@link FilesInput} is built from: its config, the buffer's intake, a logger; the rest are seams for tests. */
 export interface FilesInputOptions {
   config: FilesInputConfig;
   sink: IntakeSink;

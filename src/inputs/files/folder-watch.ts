@@ -16,6 +16,7 @@ export interface ListedEntries {
   more: boolean;
 }
 
+/** What {@link FolderWatch} needs: the folder, its polling settings, and where to report. */
 export interface FolderWatchOptions {
   /** The watched folder, absolute and normalised (compares equal to the paths chokidar reports). */
   dir: string;

@@ -10,6 +10,7 @@ import type { FileEntry, TakeOutcome } from './file-queue.js';
 /** File-system errors that mean "this file cannot be read", as opposed to a passing I/O fault. */
 const UNREADABLE_CODES = new Set(['EACCES', 'EPERM', 'EISDIR', 'ELOOP', 'ENAMETOOLONG', 'EFBIG']);
 
+/** What {@link FileRejects} needs: narrow parts of the input, no more. */
 export interface FileRejectsOptions {
   /** The input's id (in each rejection). */
   inputId: string;
@@ -51,6 +52,8 @@ export class FileRejects {
   /**
    * Content stored before (ledger): counted as a rejection naming the earlier file (not submitted
    * with the hash, which the intake would drop as the earlier file's), then moved to processed/.
+   * Answers `committed` (only the move to processed/ is left: the caller's) or `retry` (the buffer
+   * refused the rejection). Throws what finding a free name in processed/ throws.
    */
   async seenBefore(entry: FileEntry, sha256: string, earlier: { at: string; name: string }, receivedAt: Date, handle: FileHandle): Promise<TakeOutcome | 'committed'> {
     const name = basename(entry.path);
@@ -69,6 +72,8 @@ export class FileRejects {
    * `handle`: the file opened (its first bytes go in the rejection); none for an entry that is not
    * a regular file (nothing of it is read). `stored`: items of it committed before the failure
    * (chunks before a broken CSV record): they stay stored, and the reason says so.
+   * Answers `done` (moved to failed/, or the file is gone) or `retry` (a passing I/O fault, or the
+   * buffer refused the rejection, or failed/ cannot be used).
    */
   async cannotTake(entry: FileEntry, err: unknown, handle?: FileHandle, stored = 0): Promise<TakeOutcome> {
     const name = basename(entry.path);

@@ -21,6 +21,7 @@ import { parseLinesFile } from './parse-lines.js';
 /** Thrown through a parse to end it when the input stops between two chunks of a file. */
 const STOPPED = Symbol('input stopped');
 
+/** What {@link FileTaker} needs: the input's config and the narrow parts it writes to. */
 export interface FileTakerOptions {
   config: FilesInputConfig;
   /** The watched folder, absolute and normalised (`processed/` and `failed/` are under it). */
