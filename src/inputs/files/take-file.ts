@@ -83,7 +83,8 @@ export function parseInboxFile(config: FilesInputConfig, handle: FileHandle, ctx
  * A file over `maxFileBytes`, one that is no regular file, or one that cannot be read or parsed
  * at all goes to `failed/` with a `<name>.error.txt`, after an input-level rejection saying the
  * same was committed (counted; listed by `failures`). A file whose content was stored within
- * `rememberFilesDays` goes to `processed/`, counted as a rejection naming the earlier file.
+ * `rememberFilesDays` goes to `processed/`, counted as a rejection naming the earlier file
+ * (both through {@link FileRejects}).
  * A chunk the buffer refuses is retried with backoff while the file keeps its place.
  */
 export class FileTaker {
