@@ -124,7 +124,7 @@ export class GrowthWatch {
     this.stopping = true;
     const all = [...this.watched.values()];
     for (const w of all) clearTimeout(w.timer);
-    await Promise.all(all.map((w) => w.running));
+    await Promise.all(all.flatMap((w) => (w.running ? [w.running] : [])));
     for (const w of all) {
       try {
         await this.check(w, 'stopping');

@@ -2,13 +2,11 @@ import { resolve } from 'node:path';
 import type { FilesInputConfig } from '../../config/schema.js';
 import type { Logger } from '../../log.js';
 import type { InputAdapter, InputState, InputStatus, IntakeSink } from '../types.js';
-import type { FILE_CHUNK_ROWS } from './file-format.js';
 import { FileQueue } from './file-queue.js';
 import { GrowthWatch } from './file-growth.js';
 import { FolderWatch } from './folder-watch.js';
 import { IngestLedger } from './ingest-ledger.js';
 import { InputTimers } from './input-timers.js';
-import type { openInboxFile } from './safe-open.js';
 import { FileTaker, parseInboxFile } from './take-file.js';
 
 /** What {@link FilesInput} is built from: its config, the buffer's intake, a logger; the rest are seams for tests. */
@@ -51,12 +49,12 @@ export function defaultGrowthWatchMs(stableMs: number): number {
  * `*.part` are ignored so a writer can drop a file atomically by renaming. Files are processed one
  * at a time in order of arrival (files present at start: oldest first).
  *
- * Only regular files are read, each opened once through {@link openInboxFile} (`O_NOFOLLOW |
+ * Only regular files are read, each opened once through `openInboxFile` (safe-open.ts: `O_NOFOLLOW |
  * O_NONBLOCK`, type checked on the open descriptor); every hash, parse and read of it goes through
  * that descriptor. A symbolic link (wherever it points), FIFO, socket or device goes to `failed/`
  * with a reason naming its kind, counted as a rejection; not a byte is read through it.
  *
- * A file is parsed as a stream and committed in chunks of {@link FILE_CHUNK_ROWS} items, each
+ * A file is parsed as a stream and committed in chunks of `FILE_CHUNK_ROWS` (file-format.ts) items, each
  * chunk one submit and one transaction that also records how far the file is committed (by
  * content hash), so after a crash the file goes on after its last committed chunk: no row lost,
  * none stored twice. Memory holds a chunk or two, not the file. A chunk the buffer refuses (quota,
