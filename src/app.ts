@@ -12,7 +12,7 @@ import { isLoopbackHost } from './health/host-check.js';
 import { buildHealthServer, type GatewayStatus } from './health/server.js';
 import { availableActions } from './health/admin.js';
 import { buildAdminActions } from './health/admin-actions.js';
-import { batchCounts, batchView, bufferFileBytes, printableRaw, recentActivity, stuckBatches } from './health/buffer-report.js';
+import { batchView, bufferFileBytes, printableRaw } from './buffer/reports.js';
 import { deriveHealth, HEALTH_THRESHOLDS } from './health/derive.js';
 import { GatewayMetrics, instrumentDeliveryApi } from './health/metrics.js';
 import { FilesInput } from './inputs/files/files-input.js';
@@ -152,8 +152,8 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
     productCheck.start();
   };
   const metrics = new GatewayMetrics({
-    status: () => (store?.db.open ? status() : undefined),
-    batchCounts: () => batchCounts(store!.db),
+    status: () => (store?.isOpen ? status() : undefined),
+    batchCounts: () => store!.reports.batchCounts(),
     tokenRefreshes: () => api?.tokenInfo?.().refreshes ?? 0,
   });
   const adminActions = buildAdminActions({ store: () => store, deliverer: () => deliverer, config: () => current.config, now });
@@ -169,7 +169,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
     const inputStatuses = inputs.map((i) => ({ ...i.status(), counters: intake!.countersFor(i.id) }));
     const products = productCheck?.snapshot();
     const quota = backPressure?.snapshot();
-    const recent = recentActivity(s.db, now() - HEALTH_THRESHOLDS.windowMs);
+    const recent = s.reports.recentActivity(now() - HEALTH_THRESHOLDS.windowMs);
     // Every signal to one pure function (src/health/derive.ts); this only gathers them.
     const health = deriveHealth({
       inputs: inputStatuses,
@@ -183,7 +183,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
         quota,
       },
       recent,
-      stuckBatches: stuckBatches(s.db, now() - HEALTH_THRESHOLDS.stuckBatchMs),
+      stuckBatches: s.reports.stuckBatches(now() - HEALTH_THRESHOLDS.stuckBatchMs),
       products,
       config: { lastReloadError, needsRestart: lastReload?.needsRestart },
     });

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { didYouMean } from '../config/cross-check.js';
 import { loadConfig } from '../config/load.js';
 import type { InputConfig } from '../config/schema.js';
-import { C0_NAMES, printableRaw } from '../health/buffer-report.js';
+import { C0_NAMES, printableRaw } from '../buffer/reports.js';
 import type { Read } from '../inputs/types.js';
 import { DuplicateWindow } from '../mapping/duplicate-window.js';
 import type { BarcodeParse } from '../mapping/gs1/index.js';

@@ -16,7 +16,7 @@ export function esc(value: unknown): string {
   return String(value ?? '').replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] ?? c);
 }
 
-/** Printable form of a reference or raw read: control characters as `<GS>`-style names (same rule as buffer-report.ts). */
+/** Printable form of a reference or raw read: control characters as `<GS>`-style names (same rule as src/buffer/reports.ts). */
 export function shown(text: unknown): string {
   const names = 'NUL SOH STX ETX EOT ENQ ACK BEL BS HT LF VT FF CR SO SI DLE DC1 DC2 DC3 DC4 NAK SYN ETB CAN EM SUB ESC FS GS RS US'.split(' ');
   // eslint-disable-next-line no-control-regex

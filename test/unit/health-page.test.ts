@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import { printableRaw } from '../../src/health/buffer-report.js';
+import { printableRaw } from '../../src/buffer/reports.js';
 import { PAGE_CSP, PAGE_SCRIPT, renderPage } from '../../src/health/page.js';
 import { fmtTime, reasonHtml, renderMain, RENDER_FUNCTIONS, shown } from '../../src/health/page-render.js';
 import type { GatewayStatus } from '../../src/health/status.js';
