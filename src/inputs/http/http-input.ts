@@ -3,7 +3,7 @@ import type { HttpInputConfig } from '../../config/input-schemas.js';
 import { ErrorCodes, GatewayError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { InputStateTracker } from '../input-state.js';
-import { readSecret } from '../secrets.js';
+import { readSecret } from '../../config/secrets.js';
 import type { InputAdapter, InputStatus, IntakeSink } from '../types.js';
 import { INGEST_PATH, registerIngestRoutes } from './ingest-routes.js';
 import { shortness } from './ingest-token.js';
