@@ -2,10 +2,9 @@ import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { isAlias, isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node } from 'yaml';
 import { ErrorCodes, GatewayError, isGatewayError } from '../errors.js';
-import { ingestTokenProblem } from '../inputs/http/ingest-token.js';
 import { withPathBase } from './cross-check.js';
 import { readableIssues } from './problems.js';
-import { readClientSecret, readProxyCredentials } from './secrets.js';
+import { ingestTokenProblem, readClientSecret, readProxyCredentials } from './secrets.js';
 import { configSchema, type GatewayConfig } from './schema.js';
 
 /** One problem found in a configuration file, located for a person to fix it. */
