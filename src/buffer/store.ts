@@ -625,14 +625,19 @@ export class BufferStore {
     reason: string,
     nowMs: number,
   ): number {
-    const info = this.db
-      .prepare(`INSERT INTO scans (read_id, dcp_key, reference, time_utc, body, bytes, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`)
-      .run(replaces.readId, scan.dcpKey, scan.reference, scan.timeUtc, scan.body, Buffer.byteLength(scan.body), nowMs);
+    const st = (this.replayStatements ??= {
+      insert: this.db.prepare(`INSERT INTO scans (read_id, dcp_key, reference, time_utc, body, bytes, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`),
+      markScan: this.db.prepare(`UPDATE scans SET replayed_by = ? WHERE id = ? AND replayed_by IS NULL`),
+      markRead: this.db.prepare(`UPDATE reads SET outcome = 'scan', dcp_key = ?, reason = ? WHERE id = ? AND outcome = 'rejected'`),
+    });
+    const info = st.insert.run(replaces.readId, scan.dcpKey, scan.reference, scan.timeUtc, scan.body, Buffer.byteLength(scan.body), nowMs);
     const newId = Number(info.lastInsertRowid);
-    if (replaces.scanId !== null) this.db.prepare(`UPDATE scans SET replayed_by = ? WHERE id = ? AND replayed_by IS NULL`).run(newId, replaces.scanId);
-    else this.db.prepare(`UPDATE reads SET outcome = 'scan', dcp_key = ?, reason = ? WHERE id = ? AND outcome = 'rejected'`).run(scan.dcpKey, reason, replaces.readId);
+    if (replaces.scanId !== null) st.markScan.run(newId, replaces.scanId);
+    else st.markRead.run(scan.dcpKey, reason, replaces.readId);
     return newId;
   }
+
+  private replayStatements: { insert: Database.Statement; markScan: Database.Statement; markRead: Database.Statement } | undefined;
 
   close(): void {
     if (this.db.open) this.db.close();
