@@ -8,6 +8,7 @@ import { silentLogger } from '../src/log.js';
 import { PACKAGE_ROOT } from '../src/paths.js';
 import { UpstreamClient } from '../src/upstream/client.js';
 import { reply } from './lib/child.js';
+import { connectionOf as sqlOf } from '../src/buffer/connection.js';
 
 /** The demo client's secret file (src/sandbox/server.ts DEMO_SECRET_FILE), not imported so fastify stays unloaded. */
 const DEMO_SECRET_FILE = 'config/demo-client-secret';
@@ -92,8 +93,8 @@ async function main(): Promise<DrainAnswer> {
   const config = deliverySchema.parse(request.delivery);
   const deliverer = new Deliverer({ store, api, config, logger: silentLogger() });
 
-  const sumIn = store.db.prepare(`SELECT coalesce(sum(scan_count), 0) FROM batches WHERE state IN (${"'uploaded', 'done'"})`).pluck();
-  const sumDone = store.db.prepare(`SELECT coalesce(sum(scan_count), 0) FROM batches WHERE state = 'done'`).pluck();
+  const sumIn = sqlOf(store).prepare(`SELECT coalesce(sum(scan_count), 0) FROM batches WHERE state IN (${"'uploaded', 'done'"})`).pluck();
+  const sumDone = sqlOf(store).prepare(`SELECT coalesce(sum(scan_count), 0) FROM batches WHERE state = 'done'`).pluck();
   const cpu = process.cpuUsage();
   const started = performance.now();
   deliverer.start();
@@ -116,7 +117,7 @@ async function main(): Promise<DrainAnswer> {
     }
   }
   const used = process.cpuUsage(cpu);
-  const batches = store.db.prepare('SELECT count(*) FROM batches').pluck().get() as number;
+  const batches = sqlOf(store).prepare('SELECT count(*) FROM batches').pluck().get() as number;
   await deliverer.stop();
   await client.close();
   store.close();

@@ -13,6 +13,7 @@ import { startJsonChild, type JsonChild } from './lib/child.js';
 import { backlogRecord } from './lib/reads.js';
 import { judge, type BenchResult, type Figure } from './lib/report.js';
 import { nowMs, processCpuSeconds, processMemory } from './lib/system.js';
+import { connectionOf as sqlOf } from '../src/buffer/connection.js';
 
 /**
  * Benchmarks 3 (drain) and 4 (batch fill). A backlog of pending scans is written into a buffer
@@ -81,7 +82,7 @@ async function runGateway(
 function sentBatches(dbPath: string): { id: number; mode: string; bytes: number; scans: number; body: string }[] {
   const store = new BufferStore(dbPath);
   try {
-    const rows = store.db.prepare('SELECT id, mode, bytes, scan_count AS scans FROM batches ORDER BY id').all() as {
+    const rows = sqlOf(store).prepare('SELECT id, mode, bytes, scan_count AS scans FROM batches ORDER BY id').all() as {
       id: number;
       mode: string;
       bytes: number;

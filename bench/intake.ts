@@ -9,6 +9,7 @@ import { startIntakePipeline } from './lib/pipeline.js';
 import { benchConfig, benchItem } from './lib/reads.js';
 import { judge, type BenchResult, type Figure } from './lib/report.js';
 import { median, nowMs } from './lib/system.js';
+import { connectionOf as sqlOf } from '../src/buffer/connection.js';
 
 /**
  * Benchmark 1, durable intake: reads through the real mapping and group commit (`Intake` +
@@ -64,7 +65,7 @@ async function runIntake(dir: string, items: readonly IntakeItem[], opts: Intake
   const started = nowMs();
   await Promise.all(Array.from({ length: opts.concurrency }, producer));
   const elapsed = (nowMs() - started) / 1000;
-  const rows = store.db.prepare('SELECT outcome, count(*) AS n FROM reads GROUP BY outcome').all() as { outcome: string; n: number }[];
+  const rows = sqlOf(store).prepare('SELECT outcome, count(*) AS n FROM reads GROUP BY outcome').all() as { outcome: string; n: number }[];
   pipeline.close();
   const outcomes = Object.fromEntries(rows.map((r) => [r.outcome, r.n]));
   const stored = rows.reduce((a, r) => a + r.n, 0);

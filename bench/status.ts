@@ -1,8 +1,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { connectionOf } from '../src/buffer/connection.js';
 import { BufferStore } from '../src/buffer/store.js';
-import { batchCounts, recentActivity, stuckBatches } from '../src/health/buffer-report.js';
 import { HEALTH_THRESHOLDS } from '../src/health/derive.js';
 import { judge, type BenchResult, type Figure } from './lib/report.js';
 import { median, nowMs } from './lib/system.js';
@@ -29,7 +29,7 @@ export const STATUS_DEFAULTS: StatusBenchOptions = { scans: 1_000_000, batchScan
  * what intake and delivery write; the triggers of the schema run as they would).
  */
 function fillBuffer(store: BufferStore, opts: StatusBenchOptions): void {
-  const { db } = store;
+  const db = connectionOf(store);
   db.transaction(() => {
     db.prepare(
       `WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < ?)
@@ -70,21 +70,22 @@ export async function benchStatus(opts: StatusBenchOptions = STATUS_DEFAULTS): P
         store.oldestUndeliveredCreatedAt();
         store.recentBatches(20);
         store.recentProblems(20);
-        batchCounts(store.db);
+        store.reports.batchCounts();
         // The health rules' last hour, as a refresh reads it a month after the fill.
-        recentActivity(store.db, MONTH_LATER - HEALTH_THRESHOLDS.windowMs);
-        stuckBatches(store.db, MONTH_LATER - HEALTH_THRESHOLDS.stuckBatchMs);
+        store.reports.recentActivity(MONTH_LATER - HEALTH_THRESHOLDS.windowMs);
+        store.reports.stuckBatches(MONTH_LATER - HEALTH_THRESHOLDS.stuckBatchMs);
       };
       // The same last hour at its worst: every read (10,000 of them rejected) and every finished
       // batch of the buffer fall inside the window (the fill stamps them all at 2026-11-01T00:00Z).
       const busiestHour = () => {
-        recentActivity(store.db, WINDOW_NOW - HEALTH_THRESHOLDS.windowMs);
-        stuckBatches(store.db, WINDOW_NOW - HEALTH_THRESHOLDS.stuckBatchMs);
+        store.reports.recentActivity(WINDOW_NOW - HEALTH_THRESHOLDS.windowMs);
+        store.reports.stuckBatches(WINDOW_NOW - HEALTH_THRESHOLDS.stuckBatchMs);
       };
       // What the counts cost before migration 3: grouping the rows themselves.
+      const raw = connectionOf(store);
       const grouped = () => {
-        store.db.prepare(`SELECT state, count(*) FROM scans GROUP BY state`).all();
-        store.db.prepare(`SELECT mode, state, upstream_state, count(*) FROM batches GROUP BY 1, 2, 3`).all();
+        raw.prepare(`SELECT state, count(*) FROM scans GROUP BY state`).all();
+        raw.prepare(`SELECT mode, state, upstream_state, count(*) FROM batches GROUP BY 1, 2, 3`).all();
       };
       const time = (f: () => void, calls: number) => {
         const ms: number[] = [];

@@ -3,7 +3,7 @@ import type { LoadedConfig } from './config/load.js';
 import { applyReload, planReload, RESTART_SECTIONS, type ReloadReport } from './config/reload.js';
 import { availableActions } from './health/admin.js';
 import { buildAdminActions } from './health/admin-actions.js';
-import { batchCounts, batchView, bufferFileBytes, recentActivity, stuckBatches } from './health/buffer-report.js';
+import { batchView, bufferFileBytes } from './buffer/reports.js';
 import { composeStatus } from './health/compose-status.js';
 import { HEALTH_THRESHOLDS } from './health/derive.js';
 import { GatewayMetrics } from './health/metrics.js';
@@ -67,8 +67,8 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
     create: deps.createInput ?? ((c, s, l) => defaultInput(c, s, l, deps.env, deps.scrub)),
     startedAt,
     metrics: new GatewayMetrics({
-      status: () => (w.store?.db.open ? gatherStatus(w) : undefined),
-      batchCounts: () => batchCounts(w.store!.db),
+      status: () => (w.store?.isOpen ? gatherStatus(w) : undefined),
+      batchCounts: () => w.store!.reports.batchCounts(),
       tokenRefreshes: () => w.api?.tokenInfo?.().refreshes ?? 0,
     }),
     status: () => gatherStatus(w),
@@ -156,8 +156,8 @@ function gatherStatus(w: Wiring): GatewayStatus {
       batches: s.recentBatches(20).map(batchView),
       problems: s.recentProblems(20),
     },
-    recent: recentActivity(s.db, nowMs - HEALTH_THRESHOLDS.windowMs),
-    stuckBatches: stuckBatches(s.db, nowMs - HEALTH_THRESHOLDS.stuckBatchMs),
+    recent: s.reports.recentActivity(nowMs - HEALTH_THRESHOLDS.windowMs),
+    stuckBatches: s.reports.stuckBatches(nowMs - HEALTH_THRESHOLDS.stuckBatchMs),
     delivery: { mode: config.delivery.mode, snapshot: w.deliverer?.snapshot(), token: w.api?.tokenInfo?.() },
     products: w.productCheck?.snapshot(),
     sessions: w.mapper?.openContainers(nowMs) ?? [],

@@ -1,4 +1,5 @@
 import type { Read } from '../inputs/types.js';
+import { connectionOf } from './connection.js';
 import type { BufferStore } from './store.js';
 import { scanSchema } from '../upstream/contract.js';
 
@@ -89,10 +90,7 @@ export function replayDeadLetters(store: BufferStore, map: (read: Read) => Repla
   const candidates = selectCandidates(store, selection);
   const result: ReplayResult = { selected: 0, queued: 0, notQueued: 0, dryRun: selection.dryRun ?? false, items: [] };
   if (selection.rejected && selection.batchId === undefined) result.notReplayable = countInputLevel(store, selection);
-  const db = store.db;
-  const insertScan = db.prepare(`INSERT INTO scans (read_id, dcp_key, reference, time_utc, body, bytes, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`);
-  const markReplayed = db.prepare(`UPDATE scans SET replayed_by = ? WHERE id = ? AND replayed_by IS NULL`);
-  const markRead = db.prepare(`UPDATE reads SET outcome = 'scan', dcp_key = ?, reason = ? WHERE id = ? AND outcome = 'rejected'`);
+  const db = connectionOf(store);
   const nowIso = new Date(nowMs).toISOString();
 
   const stillDead = db.prepare(`SELECT 1 FROM scans WHERE id = ? AND replayed_by IS NULL AND state IN ('failed', 'held')`);
@@ -117,11 +115,12 @@ export function replayDeadLetters(store: BufferStore, map: (read: Read) => Repla
           const body = JSON.stringify((mapped as { scan: unknown }).scan);
           item.result = { queued: true, reference: mapped.scan.reference, dcpKey: mapped.scan.dcpKey };
           if (!result.dryRun) {
-            const info = insertScan.run(c.readId, mapped.scan.dcpKey, mapped.scan.reference, mapped.instant.toISOString(), body, Buffer.byteLength(body), nowMs);
-            const newId = Number(info.lastInsertRowid);
-            item.result.newScanId = newId;
-            if (c.scanId !== null) markReplayed.run(newId, c.scanId);
-            else markRead.run(mapped.scan.dcpKey, `replayed ${nowIso}; rejected before: ${c.previousReason ?? ''}`, c.readId);
+            item.result.newScanId = store.queueReplayedScan(
+              c,
+              { dcpKey: mapped.scan.dcpKey, reference: mapped.scan.reference, timeUtc: mapped.instant.toISOString(), body },
+              `replayed ${nowIso}; rejected before: ${c.previousReason ?? ''}`,
+              nowMs,
+            );
           }
           result.queued++;
         } else {
@@ -146,7 +145,7 @@ function countInputLevel(store: BufferStore, s: ReplaySelection): number {
     where.push(`instr(lower(coalesce(reason, '')), lower(?)) > 0`);
     params.push(s.reason);
   }
-  return store.db.prepare(`SELECT count(*) FROM reads WHERE ${where.join(' AND ')}`).pluck().get(...params) as number;
+  return connectionOf(store).prepare(`SELECT count(*) FROM reads WHERE ${where.join(' AND ')}`).pluck().get(...params) as number;
 }
 
 function selectCandidates(store: BufferStore, s: ReplaySelection): Candidate[] {
@@ -166,7 +165,7 @@ function selectCandidates(store: BufferStore, s: ReplaySelection): Candidate[] {
     where.push(`instr(lower(coalesce(s.failure_reason, '')), lower(?)) > 0`);
     params.push(s.reason);
   }
-  const scans = store.db
+  const scans = connectionOf(store)
     .prepare(
       `SELECT s.id AS scanId, s.read_id AS readId, s.reference AS reference, s.failure_reason AS previousReason, s.body AS oldBody, ${readColumns}
        FROM scans s JOIN reads r ON r.id = s.read_id WHERE ${where.join(' AND ')} ORDER BY s.id`,
@@ -184,7 +183,7 @@ function selectCandidates(store: BufferStore, s: ReplaySelection): Candidate[] {
     rwhere.push(`instr(lower(coalesce(r.reason, '')), lower(?)) > 0`);
     rparams.push(s.reason);
   }
-  const rejected = store.db
+  const rejected = connectionOf(store)
     .prepare(
       `SELECT NULL AS scanId, r.id AS readId, NULL AS reference, r.reason AS previousReason, NULL AS oldBody, ${readColumns}
        FROM reads r WHERE ${rwhere.join(' AND ')} ORDER BY r.id`,

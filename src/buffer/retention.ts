@@ -1,4 +1,5 @@
 import type { Logger } from '../log.js';
+import { connectionOf } from './connection.js';
 import { isDiskFull, type BufferStore } from './store.js';
 
 /** What one prune removed. */
@@ -83,7 +84,7 @@ export class Retention {
     const cutoffMs = this.now() - retentionDays * DAY_MS;
     const cutoffIso = new Date(cutoffMs).toISOString();
     const total: PruneResult = { scans: 0, reads: 0, batches: 0, files: 0 };
-    const db = store.db;
+    const db = connectionOf(store);
 
     const batchIds = db
       .prepare(`SELECT id FROM batches WHERE state = 'done' AND finished_at < ? ORDER BY id`)
@@ -137,7 +138,7 @@ export class Retention {
 
   /** Deletes up to `chunk` delivered scans of one batch; answers true when the batch has none left. */
   private pruneBatchChunk(batchId: number, total: PruneResult, emptied: Set<number>): boolean {
-    const db = this.options.store.db;
+    const db = connectionOf(this.options.store);
     const scans = db
       .prepare(`SELECT id, read_id AS readId FROM scans WHERE batch_id = ? AND state = 'delivered' LIMIT ?`)
       .all(batchId, this.chunk) as { id: number; readId: number }[];
@@ -171,7 +172,7 @@ export class Retention {
 
   /** Deletes a finished batch that has no scans left; answers 1 when it did. */
   private deleteEmptyBatch(batchId: number): number {
-    return this.options.store.db
+    return connectionOf(this.options.store)
       .prepare(`DELETE FROM batches WHERE id = ? AND state = 'done' AND NOT EXISTS (SELECT 1 FROM scans WHERE batch_id = ?) AND ${NOT_NEWEST('batches')}`)
       .run(batchId, batchId).changes;
   }

@@ -3,7 +3,9 @@ import { dirname } from 'node:path';
 import { userInfo } from 'node:os';
 import Database from 'better-sqlite3';
 import { ErrorCodes, GatewayError } from '../errors.js';
+import { attachConnection } from './connection.js';
 import { MIGRATIONS } from './migrations.js';
+import { BufferReports } from './reports.js';
 
 /** One read as it is committed: its raw bytes, its outcome and, for a scan, the serialized Scan. */
 export interface IntakeRecord {
@@ -164,7 +166,9 @@ function permissionHint(path: string, err: unknown): string {
  *   file the gateway's user may not write: the message names the user and what to chown).
  */
 export class BufferStore {
-  readonly db: Database.Database;
+  private readonly db: Database.Database;
+  /** Read-only reports over this buffer (src/buffer/reports.ts): health page, metrics, status. */
+  readonly reports: BufferReports;
 
   constructor(
     readonly path: string,
@@ -177,6 +181,7 @@ export class BufferStore {
       this.db.pragma('synchronous = FULL');
       this.db.pragma('busy_timeout = 5000');
       this.db.pragma('foreign_keys = ON');
+      attachConnection(this, this.db);
       this.migrate();
     } catch (err) {
       throw new GatewayError(ErrorCodes.BUFFER, `cannot open the buffer ${path}: ${(err as Error).message}${permissionHint(path, err)}`, {
@@ -184,7 +189,13 @@ export class BufferStore {
         details: { unopenable: unopenable(err) },
       });
     }
+    this.reports = new BufferReports(this.db, path);
     if (!options.readonly && path !== ':memory:') this.assertWritable();
+  }
+
+  /** False once closed (or after a failed write check). */
+  get isOpen(): boolean {
+    return this.db.open;
   }
 
   /**
@@ -591,6 +602,32 @@ export class BufferStore {
     }
     return true;
   }
+
+  /**
+   * Queues the new scan of a replayed dead letter as pending (src/buffer/replay.ts) and marks what
+   * it replaces: the failed or held scan `replaces.scanId` (`replayed_by`), or else the rejected
+   * read, which becomes a scan read with `reason` as its audit note. Runs inside the caller's
+   * transaction. Answers the new scan's id.
+   */
+  queueReplayedScan(
+    replaces: { scanId: number | null; readId: number },
+    scan: { dcpKey: string; reference: string; timeUtc: string; body: string },
+    reason: string,
+    nowMs: number,
+  ): number {
+    const st = (this.replayStatements ??= {
+      insert: this.db.prepare(`INSERT INTO scans (read_id, dcp_key, reference, time_utc, body, bytes, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`),
+      markScan: this.db.prepare(`UPDATE scans SET replayed_by = ? WHERE id = ? AND replayed_by IS NULL`),
+      markRead: this.db.prepare(`UPDATE reads SET outcome = 'scan', dcp_key = ?, reason = ? WHERE id = ? AND outcome = 'rejected'`),
+    });
+    const info = st.insert.run(replaces.readId, scan.dcpKey, scan.reference, scan.timeUtc, scan.body, Buffer.byteLength(scan.body), nowMs);
+    const newId = Number(info.lastInsertRowid);
+    if (replaces.scanId !== null) st.markScan.run(newId, replaces.scanId);
+    else st.markRead.run(scan.dcpKey, reason, replaces.readId);
+    return newId;
+  }
+
+  private replayStatements: { insert: Database.Statement; markScan: Database.Statement; markRead: Database.Statement } | undefined;
 
   close(): void {
     if (this.db.open) this.db.close();

@@ -2,7 +2,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { configJsonSchema, renderConfigDocs, renderConfigReference } from '../config/json-schema.js';
-import { formatProblems, loadConfig, readClientSecret, type ConfigProblem, type LoadedConfig } from '../config/load.js';
+import { formatProblems, loadConfig, type ConfigProblem, type LoadedConfig } from '../config/load.js';
+import { readClientSecret } from '../config/secrets.js';
 import { isGatewayError, ErrorCodes } from '../errors.js';
 import { CommandExit, ExitCodes } from './exit.js';
 

@@ -1,10 +1,10 @@
 import { existsSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
-import Database from 'better-sqlite3';
 import type { Command } from 'commander';
 import { loadConfig } from '../config/load.js';
 import type { GatewayConfig } from '../config/schema.js';
-import { failuresReport, queueReport, statsReport, type FailuresReport, type QueueReport, type StatsReport } from '../health/buffer-report.js';
+import { BufferReader, checkBufferCopy } from '../buffer/reader.js';
+import type { FailuresReport, QueueReport, StatsReport } from '../buffer/reports.js';
 import { fmtBytes, fmtDuration, fmtTime } from '../health/page-render.js';
 import { SecretScrubber } from '../log.js';
 import { CommandExit, ExitCodes } from './exit.js';
@@ -47,7 +47,7 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
     .action((opts: BufferOptions) => {
       const { db, timezone } = open(io, opts, 'queue');
       try {
-        const report = queueReport(db, now());
+        const report = db.reports.queue(now());
         io.stdout.write(opts.json ? `${JSON.stringify(report)}\n` : formatQueue(report, timezone, now()));
       } finally {
         db.close();
@@ -65,7 +65,7 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
       // Reasons and raw reads may quote a secret that landed in an input (issue 11): cut it out.
       const scrubber = config ? await bestEffortScrubber(config, io.env, io.cwd) : new SecretScrubber();
       try {
-        const report = scrubber.scrubDeep(failuresReport(db, limit));
+        const report = scrubber.scrubDeep(db.reports.failures(limit));
         io.stdout.write(opts.json ? `${JSON.stringify(report)}\n` : formatFailures(report, timezone));
       } finally {
         db.close();
@@ -80,7 +80,7 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
     .action((opts: BufferOptions) => {
       const { db, path } = open(io, opts, 'buffer stats');
       try {
-        const report = statsReport(db, path);
+        const report = db.reports.stats();
         io.stdout.write(opts.json ? `${JSON.stringify(report)}\n` : formatStats(report));
       } finally {
         db.close();
@@ -111,10 +111,7 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
       const temp = `${target}.partial`;
       try {
         rmSync(temp, { force: true });
-        // VACUUM INTO copies from one read transaction. The page-stepping backup API starts over
-        // whenever the running gateway writes between two steps, and on a busy buffer that grows
-        // while it is copied it never finished (seen in CI: 50 scans every 2 ms).
-        db.prepare('VACUUM INTO ?').run(temp);
+        db.copyTo(temp);
       } catch (err) {
         rmSync(temp, { force: true });
         fail(io, 'buffer backup', `copying ${path} to ${target} failed: ${(err as Error).message}`, ExitCodes.FAILED);
@@ -123,7 +120,7 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
       }
       let summary: { integrity: string; reads: number; scans: number; batches: number };
       try {
-        summary = checkCopy(temp);
+        summary = checkBufferCopy(temp);
       } catch (err) {
         rmSync(temp, { force: true });
         fail(io, 'buffer backup', `the copy failed its check: ${(err as Error).message}`, ExitCodes.FAILED);
@@ -169,7 +166,7 @@ function withBuffer(command: Command): Command {
 }
 
 /** Opens the buffer read-only. Exit 2 for a bad configuration, 1 when the file is missing or unreadable. */
-function open(io: OpsIo, opts: BufferOptions, command: string): { db: Database.Database; path: string; timezone: string; config?: GatewayConfig } {
+function open(io: OpsIo, opts: BufferOptions, command: string): { db: BufferReader; path: string; timezone: string; config?: GatewayConfig } {
   let path: string;
   let timezone = 'UTC';
   let config: GatewayConfig | undefined;
@@ -192,26 +189,10 @@ function open(io: OpsIo, opts: BufferOptions, command: string): { db: Database.D
     fail(io, command, `${path} belongs to uid ${statSync(path).uid}; run this as that user (e.g. sudo -u scan-gateway scan-gateway ${command} …)`, ExitCodes.USAGE);
   }
   try {
-    const db = new Database(path, { readonly: true, fileMustExist: true });
-    db.pragma('busy_timeout = 5000');
-    db.prepare('SELECT count(*) FROM batches').get();
+    const db = new BufferReader(path);
     return { db, path, timezone, ...(config ? { config } : {}) };
   } catch (err) {
     fail(io, command, `cannot read the buffer ${path}: ${(err as Error).message}`, ExitCodes.FAILED);
-  }
-}
-
-/** Makes the copy self-contained (no -wal beside it), checks it and counts its rows. */
-function checkCopy(file: string): { integrity: string; reads: number; scans: number; batches: number } {
-  const copy = new Database(file, { fileMustExist: true });
-  try {
-    copy.pragma('journal_mode = DELETE');
-    const integrity = String(copy.pragma('quick_check', { simple: true }));
-    if (integrity !== 'ok') throw new Error(`quick_check: ${integrity}`);
-    const count = (table: string) => copy.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number;
-    return { integrity, reads: count('reads'), scans: count('scans'), batches: count('batches') };
-  } finally {
-    copy.close();
   }
 }
 

@@ -2,8 +2,7 @@ import { Option, type Command } from 'commander';
 import { buildApp } from '../app.js';
 import { loadConfig } from '../config/load.js';
 import { ConfigReloader } from '../config/reload.js';
-import { readAdminToken, readReadToken } from '../health/admin.js';
-import { inputSecrets } from './known-secrets.js';
+import { resolveSecrets, secretValues } from '../config/secrets.js';
 import { SystemdNotifier } from './sd-notify.js';
 import type { GatewayStatus } from '../health/status.js';
 import { createLogger, SecretScrubber, type Logger } from '../log.js';
@@ -71,16 +70,9 @@ export function registerRunCommand(program: Command, io: RunIo): void {
     )
     .action(async (opts: { config: string; logLevel?: string }) => {
       const loaded = loadConfig(opts.config, { baseDir: io.cwd, env: io.env });
-      const adminToken = readAdminToken({ env: io.env, file: loaded.config.http.adminTokenFile, baseDir: io.cwd });
-      const readToken = readReadToken({ env: io.env, file: loaded.config.http.readTokenFile, baseDir: io.cwd });
-      const scrubber = new SecretScrubber([
-        loaded.clientSecret,
-        // The pair, and the password alone: an error text may quote either.
-        ...(loaded.proxyCredentials ? [loaded.proxyCredentials, loaded.proxyCredentials.slice(loaded.proxyCredentials.indexOf(':') + 1)] : []),
-        ...(adminToken ? [adminToken] : []),
-        ...(readToken ? [readToken] : []),
-        ...(await inputSecrets(loaded.config.inputs, io.env)),
-      ]);
+      const secrets = await resolveSecrets(loaded, io.env, io.cwd);
+      const { adminToken, readToken } = secrets;
+      const scrubber = new SecretScrubber(secretValues(secrets));
       const logger = io.logger ?? createLogger({ level: opts.logLevel ?? loaded.config.log.level, format: loaded.config.log.format, scrubber });
       const log = logger.child({ component: 'app' });
       const notifier = new SystemdNotifier({

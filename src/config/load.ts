@@ -2,9 +2,9 @@ import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { isAlias, isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node } from 'yaml';
 import { ErrorCodes, GatewayError, isGatewayError } from '../errors.js';
-import { ingestTokenProblem } from '../inputs/http/ingest-token.js';
 import { withPathBase } from './cross-check.js';
 import { readableIssues } from './problems.js';
+import { ingestTokenProblem, readClientSecret, readProxyCredentials } from './secrets.js';
 import { configSchema, type GatewayConfig } from './schema.js';
 
 /** One problem found in a configuration file, located for a person to fix it. */
@@ -384,58 +384,6 @@ function resolveInputPaths<T extends GatewayConfig['inputs'][number]>(input: T, 
     if (typeof v === 'string' && (k === 'dir' || k.endsWith('File'))) out[k] = abs(v);
   }
   return out as T;
-}
-
-/**
- * The client secret, first found of: env SCAN_GATEWAY_CLIENT_SECRET, the systemd credential
- * `client-secret` (`$CREDENTIALS_DIRECTORY/client-secret`, from `LoadCredential=`), `clientSecretFile`.
- */
-export function readClientSecret(config: GatewayConfig, env: Record<string, string | undefined>): string {
-  const fromEnv = env.SCAN_GATEWAY_CLIENT_SECRET;
-  if (fromEnv && fromEnv.trim()) return fromEnv.trim();
-  const candidates: string[] = [];
-  if (env.CREDENTIALS_DIRECTORY) candidates.push(resolve(env.CREDENTIALS_DIRECTORY, 'client-secret'));
-  if (config.upstream.clientSecretFile) candidates.push(config.upstream.clientSecretFile);
-  for (const file of candidates) {
-    let text: string;
-    try {
-      text = readFileSync(file, 'utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT' && file !== config.upstream.clientSecretFile) continue;
-      throw new GatewayError(ErrorCodes.SECRET, `cannot read the client secret from ${file}: ${(err as Error).message}`, { cause: err });
-    }
-    const secret = text.trim();
-    if (!secret) throw new GatewayError(ErrorCodes.SECRET, `the client secret file ${file} is empty`);
-    return secret;
-  }
-  throw new GatewayError(
-    ErrorCodes.SECRET,
-    'no client secret: set SCAN_GATEWAY_CLIENT_SECRET, provide the systemd credential client-secret, or set upstream.clientSecretFile',
-  );
-}
-
-/**
- * The proxy credentials (`user:password`), first found of: env SCAN_GATEWAY_PROXY_CREDENTIALS,
- * `upstream.proxyCredentialsFile`. Undefined when neither is set (a proxy without authentication).
- *
- * @throws GatewayError `SCANGW_E_SECRET` when the file cannot be read, is empty or has no `:`.
- */
-export function readProxyCredentials(config: GatewayConfig, env: Record<string, string | undefined>): string | undefined {
-  const fromEnv = env.SCAN_GATEWAY_PROXY_CREDENTIALS?.trim();
-  const file = config.upstream.proxyCredentialsFile;
-  let value = fromEnv || undefined;
-  if (value === undefined && file) {
-    try {
-      value = readFileSync(file, 'utf8').trim();
-    } catch (err) {
-      throw new GatewayError(ErrorCodes.SECRET, `cannot read the proxy credentials from ${file}: ${(err as Error).message}`, { cause: err });
-    }
-    if (!value) throw new GatewayError(ErrorCodes.SECRET, `the proxy credentials file ${file} is empty`);
-  }
-  if (value !== undefined && !value.includes(':')) {
-    throw new GatewayError(ErrorCodes.SECRET, `the proxy credentials ${fromEnv ? 'in SCAN_GATEWAY_PROXY_CREDENTIALS' : `in ${file}`} must be written user:password`);
-  }
-  return value;
 }
 
 function configError(problems: ConfigProblem[]): GatewayError {

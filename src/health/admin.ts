@@ -1,8 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { isAbsolute, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { ErrorCodes, GatewayError, isGatewayError } from '../errors.js';
+import { ErrorCodes, isGatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { RefusalLog } from './refusal-log.js';
 import type { AdminActionName } from './status.js';
@@ -20,68 +18,6 @@ export interface AdminResult {
 export type AdminActions = { [K in Exclude<AdminActionName, 'replay'>]: () => AdminResult | Promise<AdminResult> } & {
   replay?: (body: unknown) => AdminResult | Promise<AdminResult>;
 };
-
-/** Shortest admin token accepted: 16 characters (`openssl rand -hex 32` gives 64). */
-export const MIN_ADMIN_TOKEN_LENGTH = 16;
-
-/**
- * The admin token, first found of: env `SCAN_GATEWAY_ADMIN_TOKEN`, the systemd credential
- * `admin-token` (`$CREDENTIALS_DIRECTORY/admin-token`, from `LoadCredential=`), the file named by
- * `http.adminTokenFile` (relative to `baseDir`). Undefined when none is configured: admin actions
- * are then off.
- *
- * @throws GatewayError `SCANGW_E_SECRET` when the named file cannot be read, or the token is
- *   shorter than {@link MIN_ADMIN_TOKEN_LENGTH} characters.
- */
-export function readAdminToken(options: { env: Record<string, string | undefined>; file?: string | undefined; baseDir: string }): string | undefined {
-  return readServerToken({ ...options, what: 'admin token', envName: 'SCAN_GATEWAY_ADMIN_TOKEN', credential: 'admin-token' });
-}
-
-/**
- * The read token of the health page, `/api/v1/status` and `/metrics`, first found of: env
- * `SCAN_GATEWAY_READ_TOKEN`, the systemd credential `read-token`, the file named by
- * `http.readTokenFile` (relative to `baseDir`). Undefined when none is configured: those routes are
- * then open (the run command warns when the server listens beyond loopback).
- *
- * @throws GatewayError `SCANGW_E_SECRET` as {@link readAdminToken}.
- */
-export function readReadToken(options: { env: Record<string, string | undefined>; file?: string | undefined; baseDir: string }): string | undefined {
-  return readServerToken({ ...options, what: 'read token', envName: 'SCAN_GATEWAY_READ_TOKEN', credential: 'read-token' });
-}
-
-function readServerToken(options: {
-  what: string;
-  envName: string;
-  credential: string;
-  env: Record<string, string | undefined>;
-  file?: string | undefined;
-  baseDir: string;
-}): string | undefined {
-  const check = (token: string, where: string) => {
-    if (token.length < MIN_ADMIN_TOKEN_LENGTH) {
-      throw new GatewayError(ErrorCodes.SECRET, `the ${options.what} from ${where} is shorter than ${MIN_ADMIN_TOKEN_LENGTH} characters; make one with: openssl rand -hex 32`);
-    }
-    return token;
-  };
-  const fromEnv = options.env[options.envName]?.trim();
-  if (fromEnv) return check(fromEnv, options.envName);
-  const candidates: { file: string; optional: boolean }[] = [];
-  if (options.env.CREDENTIALS_DIRECTORY) candidates.push({ file: resolve(options.env.CREDENTIALS_DIRECTORY, options.credential), optional: true });
-  if (options.file) candidates.push({ file: isAbsolute(options.file) ? options.file : resolve(options.baseDir, options.file), optional: false });
-  for (const { file, optional } of candidates) {
-    let text: string;
-    try {
-      text = readFileSync(file, 'utf8');
-    } catch (err) {
-      if (optional && (err as NodeJS.ErrnoException).code === 'ENOENT') continue;
-      throw new GatewayError(ErrorCodes.SECRET, `cannot read the ${options.what} from ${file}: ${(err as Error).message}`, { cause: err });
-    }
-    const token = text.trim();
-    if (!token) throw new GatewayError(ErrorCodes.SECRET, `the ${options.what} file ${file} is empty`);
-    return check(token, file);
-  }
-  return undefined;
-}
 
 /**
  * Whether an `Authorization` header carries `expected` either as a bearer token or as the password

@@ -61,7 +61,7 @@ export interface HealthFacts {
     /** Quota level of the undelivered data (src/buffer/back-pressure.ts). */
     quota?: { level: 'ok' | 'paused' | 'full'; usedRatio: number; undeliveredScans: number; maxPendingScans: number; diskFull?: { since: string; message: string } | undefined } | undefined;
   };
-  /** What happened in the last {@link HealthThresholds.windowMs} (src/health/buffer-report.ts `recentActivity`). */
+  /** What happened in the last {@link HealthThresholds.windowMs} (src/buffer/reports.ts `recentActivity`). */
   recent: {
     /** Reads received in the window (rejections included). */
     reads: number;

@@ -21,6 +21,7 @@ import { mappingContext } from '../../src/mapping/map-read.js';
 import { startMosquitto, type Broker } from '../helpers/mosquitto.js';
 import { createPtyPair, type PtyPair } from '../helpers/pty.js';
 import { waitFor } from '../helpers/wait.js';
+import { sqlOf } from '../helpers/buffer-sql.js';
 
 /**
  * Robustness: thousands of generated malformed inputs (random bytes, overlong reads, invalid
@@ -251,7 +252,7 @@ inputs:
     expect(totalBad).toBeGreaterThanOrEqual(10_000);
 
     const count = (id: string, outcome: string): number =>
-      store.db.prepare(`SELECT count(*) FROM reads WHERE input_id = ? AND outcome = ?`).pluck().get(id, outcome) as number;
+      sqlOf(store).prepare(`SELECT count(*) FROM reads WHERE input_id = ? AND outcome = ?`).pluck().get(id, outcome) as number;
     // broken-quotes.csv, a file that cannot be taken, is counted too: one rejection of the csv input.
     const whole = (id: string) => (id === 'csv' ? 1 : 0);
     await waitFor(() => [...plan.sent].every(([id, s]) => count(id, 'rejected') + count(id, 'scan') >= s.bad + whole(id) + s.good.length), {
@@ -262,10 +263,10 @@ inputs:
 
     for (const [id, s] of plan.sent) {
       expect({ id, rejected: count(id, 'rejected'), scans: count(id, 'scan') }).toEqual({ id, rejected: s.bad + whole(id), scans: s.good.length });
-      const stored = new Set((store.db.prepare(`SELECT raw FROM reads WHERE input_id = ? AND outcome = 'scan'`).pluck().all(id) as Buffer[]).map(String));
+      const stored = new Set((sqlOf(store).prepare(`SELECT raw FROM reads WHERE input_id = ? AND outcome = 'scan'`).pluck().all(id) as Buffer[]).map(String));
       expect(s.good.filter((c) => !stored.has(c))).toEqual([]);
     }
-    const withoutReason = store.db.prepare(`SELECT count(*) FROM reads WHERE outcome = 'rejected' AND (reason IS NULL OR reason = '')`).pluck().get();
+    const withoutReason = sqlOf(store).prepare(`SELECT count(*) FROM reads WHERE outcome = 'rejected' AND (reason IS NULL OR reason = '')`).pluck().get();
     expect(withoutReason).toBe(0);
     await waitFor(async () => (await readdir(join(root, 'csv', 'failed')).catch((): string[] => [])).includes('broken-quotes.csv.error.txt'), { what: 'broken-quotes.csv in failed/' });
     expect(await readFile(join(root, 'csv', 'failed', 'broken-quotes.csv.error.txt'), 'utf8')).toMatch(/CSV cannot be parsed/);

@@ -11,6 +11,7 @@ import type { IntakeItem } from '../../src/inputs/types.js';
 import { silentLogger } from '../../src/log.js';
 import { ContainerSessions } from '../../src/mapping/container-sessions.js';
 import { Mapper } from '../../src/mapping/mapper.js';
+import { sqlOf } from '../helpers/buffer-sql.js';
 
 /** Issue 11, item 3: reads naming DCPs that do not exist must not grow the gateway's memory. */
 
@@ -72,7 +73,7 @@ describe('bounded state: container sessions and counters', () => {
     expect(intake.countedInputs()).toBe(1);
     expect(intake.countersFor('dock')).toMatchObject({ reads: N, rejections: N, scans: 0 });
     // Each refused read is kept in the buffer with its reason, and counted.
-    const rows = store.db.prepare(`SELECT count(*) AS n FROM reads WHERE outcome = 'rejected' AND reason LIKE 'DCP "NOPE-%" is not configured%'`).get() as { n: number };
+    const rows = sqlOf(store).prepare(`SELECT count(*) AS n FROM reads WHERE outcome = 'rejected' AND reason LIKE 'DCP "NOPE-%" is not configured%'`).get() as { n: number };
     expect(rows.n).toBe(N);
     // The configured DCPs still work: a pallet opened at GO-02 parents the next read there.
     const ok = await intake.submit([read('PAL-9', 'GO-02', start + N + 1), read('PK-9', 'GO-02', start + N + 2)]);
@@ -94,7 +95,7 @@ describe('bounded state: container sessions and counters', () => {
     expect((await intake.submit([read('PAL-4', 'GO-01', start + 3)])).outcomes[0]?.outcome).toBe('scan');
     expect(mapper.sessionCounts()).toEqual({ open: 2, max: 2, refusedAtCap: 1 });
     expect(intake.countersFor('dock')).toMatchObject({ rejections: 1, scans: 3 });
-    expect(store.db.prepare(`SELECT reason FROM reads WHERE outcome = 'rejected'`).pluck().all()).toEqual([past.outcomes[0]?.reason]);
+    expect(sqlOf(store).prepare(`SELECT reason FROM reads WHERE outcome = 'rejected'`).pluck().all()).toEqual([past.outcomes[0]?.reason]);
     // 60 s idle later both sessions have expired: the sweep before the refusal makes room.
     const later = await intake.submit([read('PAL-5', 'GO-03', start + 70_000)]);
     expect(later.outcomes[0]?.outcome).toBe('scan');

@@ -13,6 +13,7 @@ import { PACKAGE_ROOT } from '../../src/paths.js';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { waitFor } from '../helpers/wait.js';
+import { sqlOf } from '../helpers/buffer-sql.js';
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
 const TOTAL = 100_000;
@@ -139,7 +140,7 @@ describe('fault test: 100,000 scans through an upstream that fails in every way 
       // Every scan arrived, with exactly the content of its read, and byte for byte what was stored.
       expect(byReference.size).toBe(TOTAL);
       const stored = new Map(
-        (store.db.prepare(`SELECT reference, body FROM scans`).all() as { reference: string; body: string }[]).map((r) => [r.reference, r.body]),
+        (sqlOf(store).prepare(`SELECT reference, body FROM scans`).all() as { reference: string; body: string }[]).map((r) => [r.reference, r.body]),
       );
       for (let i = 0; i < TOTAL; i++) {
         const want = expected(i);
@@ -157,7 +158,7 @@ describe('fault test: 100,000 scans through an upstream that fails in every way 
       for (const [ref, copies] of byReference) {
         if (copies.length > 1) expect(copies.every((c) => c.via === 'direct'), `duplicate of ${ref} came pre-signed`).toBe(true);
       }
-      const batches = store.db.prepare(`SELECT mode, count(*) AS n, sum(scan_count) AS scans FROM batches GROUP BY mode`).all() as {
+      const batches = sqlOf(store).prepare(`SELECT mode, count(*) AS n, sum(scan_count) AS scans FROM batches GROUP BY mode`).all() as {
         mode: string;
         n: number;
         scans: number;

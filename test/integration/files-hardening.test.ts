@@ -16,6 +16,7 @@ import { PACKAGE_ROOT } from '../../src/paths.js';
 import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js';
 import { memoryLogger } from '../helpers/log-lines.js';
 import { waitFor } from '../helpers/wait.js';
+import { sqlOf } from '../helpers/buffer-sql.js';
 
 /**
  * Issue 11, items 1 and 2, against the real parts: real files (links, a FIFO, a socket) in a real
@@ -74,12 +75,12 @@ inputs: [{ id: drop-1, type: files, dir: ${dir}, dcp: GI }]
 
 /** Every row of the buffer's reads table as text (raw bytes, reason, origin). */
 function readsText(): string {
-  const rows = store!.db.prepare(`SELECT raw, reason, origin FROM reads`).all() as { raw: Buffer; reason: string | null; origin: string | null }[];
+  const rows = sqlOf(store!).prepare(`SELECT raw, reason, origin FROM reads`).all() as { raw: Buffer; reason: string | null; origin: string | null }[];
   return rows.map((r) => `${r.raw.toString('latin1')}|${r.reason ?? ''}|${r.origin ?? ''}`).join('\n');
 }
 
 function rejectionsOf(file: string): { raw: Buffer; reason: string }[] {
-  return (store!.db.prepare(`SELECT raw, reason, origin FROM reads WHERE outcome = 'rejected'`).all() as { raw: Buffer; reason: string; origin: string }[]).filter(
+  return (sqlOf(store!).prepare(`SELECT raw, reason, origin FROM reads WHERE outcome = 'rejected'`).all() as { raw: Buffer; reason: string; origin: string }[]).filter(
     (r) => (JSON.parse(r.origin) as { file: string }).file === file,
   );
 }
@@ -142,7 +143,7 @@ describe('only regular files are read (issue 11, item 1)', () => {
     await waitFor(() => existsSync(join(dir, 'processed', DAY, 'after.txt')), { what: 'the ordinary file behind the FIFO taken', timeoutMs: 10_000 });
     await waitFor(() => existsSync(join(dir, 'failed', 'pipe.txt.error.txt')), { what: 'the FIFO moved to failed/' });
     await waitFor(() => existsSync(join(dir, 'failed', 'sock.txt.error.txt')), { what: 'the socket moved to failed/' });
-    expect(store!.db.prepare(`SELECT raw FROM reads WHERE outcome = 'scan' ORDER BY id`).pluck().all().map((r) => (r as Buffer).toString())).toEqual(['AFTER-1', 'AFTER-2']);
+    expect(sqlOf(store!).prepare(`SELECT raw FROM reads WHERE outcome = 'scan' ORDER BY id`).pluck().all().map((r) => (r as Buffer).toString())).toEqual(['AFTER-1', 'AFTER-2']);
     await waitFor(() => existsSync(join(dir, 'failed', 'pipe-2.txt.error.txt')), { what: 'the FIFO made while running moved to failed/' });
     expect(rejectionsOf('pipe.txt').map((r) => r.reason)).toEqual([expect.stringMatching(/^a FIFO \(named pipe\), not a regular file/)]);
     expect(rejectionsOf('pipe-2.txt').map((r) => r.reason)).toEqual([expect.stringMatching(/^a FIFO \(named pipe\), not a regular file/)]);
@@ -161,7 +162,7 @@ describe('only regular files are read (issue 11, item 1)', () => {
     const [rejection] = rejectionsOf('big.txt');
     expect(rejection?.reason).toBe('file of 1501 bytes is larger than maxFileBytes (1000) of input drop-1; split it, or raise maxFileBytes');
     expect(await readFile(join(dir, 'failed', 'big.txt.error.txt'), 'utf8')).toContain('reason: file of 1501 bytes is larger than maxFileBytes (1000)');
-    expect(store!.db.prepare(`SELECT count(*) FROM reads WHERE outcome = 'scan'`).pluck().get()).toBe(1);
+    expect(sqlOf(store!).prepare(`SELECT count(*) FROM reads WHERE outcome = 'scan'`).pluck().get()).toBe(1);
     expect(input.status().state).toBe('up');
   });
 });
@@ -175,10 +176,10 @@ describe('a CSV that is unreadable as a whole late in the file (issue 11, item 2
     rows.push('"NEVER-CLOSED');
     await writeFile(join(dir, 'late.csv'), rows.join('\n') + '\n');
     await waitFor(() => existsSync(join(dir, 'failed', 'late.csv.error.txt')), { what: 'late.csv moved to failed/', timeoutMs: 10_000 });
-    expect(store!.db.prepare(`SELECT count(*) FROM reads WHERE outcome <> 'rejected'`).pluck().get()).toBe(0);
+    expect(sqlOf(store!).prepare(`SELECT count(*) FROM reads WHERE outcome <> 'rejected'`).pluck().get()).toBe(0);
     expect(rejectionsOf('late.csv').map((r) => r.reason)).toEqual([expect.stringMatching(/^CSV cannot be parsed: Quote Not Closed/)]);
     expect(await readFile(join(dir, 'failed', 'late.csv.error.txt'), 'utf8')).toContain('none of its rows were stored');
-    expect(store!.db.prepare(`SELECT count(*) FROM file_progress`).pluck().get()).toBe(0);
+    expect(sqlOf(store!).prepare(`SELECT count(*) FROM file_progress`).pluck().get()).toBe(0);
     expect(input.status().state).toBe('up');
   });
 });

@@ -13,6 +13,7 @@ import { silentLogger } from '../../src/log.js';
 import { waitFor } from '../helpers/wait.js';
 import { samplePath } from '../helpers/samples.js';
 import { FakeSink } from '../helpers/fake-sink.js';
+import { sqlOf } from '../helpers/buffer-sql.js';
 
 const SAMPLE_CSV = samplePath('goods-in-export.csv');
 const GS = '\x1d';
@@ -402,13 +403,13 @@ inputs: [{ id: drop-1, type: files, dir: ${dir}, dcp: GI }]
     await writeFile(join(dir, 'thousand.csv'), lines.join('\r\n') + '\r\n');
     try {
       await waitFor(() => exists(processed('thousand.csv')), { what: 'thousand.csv processed' });
-      const counts = store.db.prepare(`SELECT outcome, count(*) AS n FROM reads GROUP BY outcome ORDER BY outcome`).all();
+      const counts = sqlOf(store).prepare(`SELECT outcome, count(*) AS n FROM reads GROUP BY outcome ORDER BY outcome`).all();
       expect(counts).toEqual([
         { outcome: 'rejected', n: 3 },
         { outcome: 'scan', n: 997 },
       ]);
-      expect(store.db.prepare('SELECT count(*) FROM scans').pluck().get()).toBe(997);
-      const origins = (store.db.prepare(`SELECT origin FROM reads WHERE outcome = 'rejected' ORDER BY id`).pluck().all() as string[]).map(
+      expect(sqlOf(store).prepare('SELECT count(*) FROM scans').pluck().get()).toBe(997);
+      const origins = (sqlOf(store).prepare(`SELECT origin FROM reads WHERE outcome = 'rejected' ORDER BY id`).pluck().all() as string[]).map(
         (o) => JSON.parse(o) as { file: string; line: number },
       );
       expect(origins.map((o) => [o.file, o.line])).toEqual([
@@ -432,7 +433,7 @@ inputs: [{ id: drop-1, type: files, dir: ${dir}, dcp: GI }]
 `;
     const store = new BufferStore(join(root, 'buffer.db'));
     const intake = new Intake({ store, mapping: mappingContext(parseConfigText(yaml, 'test.yaml')), logger: silentLogger() });
-    const reads = (): number => store.db.prepare('SELECT count(*) FROM reads').pluck().get() as number;
+    const reads = (): number => sqlOf(store).prepare('SELECT count(*) FROM reads').pluck().get() as number;
     try {
       const first = new FilesInput({ config: config(), sink: intake, logger: silentLogger(), now: () => NOW });
       inputs.push(first);

@@ -15,6 +15,7 @@ import { silentLogger } from '../../src/log.js';
 import { mappingContext } from '../../src/mapping/map-read.js';
 import { memoryLogger } from '../helpers/log-lines.js';
 import { waitFor } from '../helpers/wait.js';
+import { sqlOf } from '../helpers/buffer-sql.js';
 
 const TOKEN = 'ingest-test-token-1234567890';
 const AUTH = { authorization: `Bearer ${TOKEN}` };
@@ -47,7 +48,7 @@ async function buildServer(overrides: Partial<IngestRouteOptions> = {}): Promise
   return app;
 }
 
-const rows = (): Row[] => store.db.prepare(`SELECT raw, outcome, reason, dcp_key FROM reads ORDER BY id`).all() as Row[];
+const rows = (): Row[] => sqlOf(store).prepare(`SELECT raw, outcome, reason, dcp_key FROM reads ORDER BY id`).all() as Row[];
 
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'sg-ingest-'));
@@ -73,7 +74,7 @@ describe('POST /api/v1/reads (inject)', () => {
     expect(res.statusCode).toBe(202);
     expect(res.json()).toEqual({ accepted: 1, scans: 1, noReads: 0, duplicates: 0, rejected: [] });
     expect(rows()).toMatchObject([{ outcome: 'scan', dcp_key: 'MES-2' }]);
-    const body = JSON.parse(store.db.prepare('SELECT body FROM scans').pluck().get() as string) as Record<string, unknown>;
+    const body = JSON.parse(sqlOf(store).prepare('SELECT body FROM scans').pluck().get() as string) as Record<string, unknown>;
     expect(body).toMatchObject({ reference: 'CELL-1', timeStamp: '2026-11-18T08:00:00', parents: ['MOD-1'] });
     expect(body['attributes']).toEqual(expect.arrayContaining([{ key: 'ocv', value: '3.65' }, { key: 'pass', value: 'true' }]));
   });
@@ -118,7 +119,7 @@ describe('POST /api/v1/reads (inject)', () => {
     expect(stored[1]!.raw.length).toBe(256);
     expect(stored[1]!.raw.toString('utf8')).toBe(long.slice(0, 256));
     // Counted like every rejection: in the buffer's read outcomes, which the status and metrics show.
-    expect(store.db.prepare(`SELECT COUNT(*) FROM reads WHERE outcome = 'rejected' AND input_id = 'mes'`).pluck().get()).toBe(1);
+    expect(sqlOf(store).prepare(`SELECT COUNT(*) FROM reads WHERE outcome = 'rejected' AND input_id = 'mes'`).pluck().get()).toBe(1);
   });
 
   it('logs a refused call with who and how, never what was given, at most once per interval with a count', async () => {

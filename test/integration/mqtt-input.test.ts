@@ -16,6 +16,7 @@ import { createTestPki, startMosquitto, type Broker } from '../helpers/mosquitto
 import { memoryLogger } from '../helpers/log-lines.js';
 import { waitFor } from '../helpers/wait.js';
 import { samplePath } from '../helpers/samples.js';
+import { sqlOf } from '../helpers/buffer-sql.js';
 
 const SAMPLES = samplePath('mqtt-reader-payloads.ndjson');
 
@@ -101,7 +102,7 @@ async function publisher(id = `pub-${seq}`): Promise<MqttClient> {
 }
 
 function rows(): ReadRow[] {
-  return store.db.prepare(`SELECT raw, outcome, reason, dcp_key, origin FROM reads ORDER BY id`).all() as ReadRow[];
+  return sqlOf(store).prepare(`SELECT raw, outcome, reason, dcp_key, origin FROM reads ORDER BY id`).all() as ReadRow[];
 }
 
 const codes = (): string[] => rows().map((r) => r.raw.toString('utf8'));
@@ -120,7 +121,7 @@ describe('MqttInput against a real mosquitto', () => {
       ['scan', 'SOP-3'],
       ['scan', 'SOP-3'],
     ]);
-    const bodies = (store.db.prepare(`SELECT body FROM scans ORDER BY id`).pluck().all() as string[]).map((b) => JSON.parse(b) as Record<string, unknown>);
+    const bodies = (sqlOf(store).prepare(`SELECT body FROM scans ORDER BY id`).pluck().all() as string[]).map((b) => JSON.parse(b) as Record<string, unknown>);
     expect(bodies[0]).toMatchObject({ reference: ']Q3010952123454321321MOD-000042\u001d240BM-48V-16S', timeStamp: '2026-11-18T08:01:02', dcpKey: 'EOL-3' });
     expect(bodies[2]).toMatchObject({ reference: ']d1C24A0K3B0712345', dcpKey: 'SOP-3', parents: ['MOD-000043'], attributes: [] });
     // The last sample line's attributes {"cellVoltage":3.652,"ocvTest":"pass"} arrive as text.
@@ -203,7 +204,7 @@ describe('MqttInput against a real mosquitto', () => {
     };
     const input = await startInput(config(), gated);
     const sha = createHash('sha256').update('SAME').digest();
-    store.db.prepare(`INSERT INTO mqtt_messages (input_id, packet_id, topic, payload_sha256, committed_at) VALUES ('mq', 1, ?, ?, 0)`).run(topic('s'), sha);
+    sqlOf(store).prepare(`INSERT INTO mqtt_messages (input_id, packet_id, topic, payload_sha256, committed_at) VALUES ('mq', 1, ?, ?, 0)`).run(topic('s'), sha);
     const pub = await publisher();
     await pub.publishAsync(topic('s'), 'SAME', { qos: 1 });
     await waitFor(() => input.status().state === 'up', { what: 'up' });

@@ -9,6 +9,7 @@ import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
 import { CommandExit } from '../../src/cli/exit.js';
 import { registerOpsCommands } from '../../src/cli/ops-commands.js';
 import { formBatch } from '../../src/delivery/batcher.js';
+import { sqlOf } from '../helpers/buffer-sql.js';
 
 const GS = '\u001d';
 const NOW = Date.parse('2026-11-18T12:00:00Z');
@@ -163,7 +164,7 @@ inputs: []
       expect(refused.err).toContain('is the buffer itself');
     }
     expect(store.scanCounts()).toEqual(before);
-    expect(store.db.pragma('quick_check', { simple: true })).toBe('ok');
+    expect(sqlOf(store).pragma('quick_check', { simple: true })).toBe('ok');
   });
 
   it('exit codes: 1 without a buffer, 2 for a bad configuration, 2 as root on a buffer that is not root’s', async () => {

@@ -17,6 +17,7 @@ import { readFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { waitFor } from '../helpers/wait.js';
+import { sqlOf } from '../helpers/buffer-sql.js';
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
 
@@ -245,8 +246,8 @@ inputs:
       Array.from({ length: n }, (_, i) => ({ kind: 'read', read: { inputId: 'in', raw: Buffer.from(`FULL-${from + i}-${'x'.repeat(500)}`), receivedAt: new Date() } }));
     try {
       await intake.submit(reads(0, 10));
-      const pages = store.db.pragma('page_count', { simple: true }) as number;
-      store.db.pragma(`max_page_count = ${pages + 2}`);
+      const pages = sqlOf(store).pragma('page_count', { simple: true }) as number;
+      sqlOf(store).pragma(`max_page_count = ${pages + 2}`);
 
       const refused = await intake.submit(reads(10, 200)).then(
         () => undefined,
@@ -260,11 +261,11 @@ inputs:
       // Still full: the probe keeps the alarm on.
       await new Promise((resolve) => setTimeout(resolve, 60));
       expect(gate.snapshot().diskFull).toBeDefined();
-      expect(store.db.pragma('integrity_check', { simple: true })).toBe('ok');
+      expect(sqlOf(store).pragma('integrity_check', { simple: true })).toBe('ok');
       expect(store.totals().pendingScans).toBe(10);
 
       // Room again: the probe notices, inputs resume, the same reads are taken.
-      store.db.pragma('max_page_count = 1073741823');
+      sqlOf(store).pragma('max_page_count = 1073741823');
       await waitFor(() => gate.snapshot().diskFull === undefined, { what: 'disk-full alarm cleared' });
       expect(paused).toEqual([true, false]);
       await intake.submit(reads(10, 200));

@@ -14,6 +14,7 @@ import { createPtyPair, type PtyPair } from '../helpers/pty.js';
 import { waitFor } from '../helpers/wait.js';
 import { CAPTURE_FRAMES, samplePath } from '../helpers/samples.js';
 import { FakeSink } from '../helpers/fake-sink.js';
+import { sqlOf } from '../helpers/buffer-sql.js';
 
 const CAPTURE_PATH = samplePath('serial-capture-line3.bin');
 const NOW = new Date('2026-11-18T06:00:00Z');
@@ -203,7 +204,7 @@ inputs: [{ id: line3, type: serial, path: ${pair.devicePath}, dcp: GI }]
     await input.start();
     await pair.write(await readFile(CAPTURE_PATH));
     const outcomes = (): { raw: Buffer; outcome: string; reason: string | null }[] =>
-      store.db.prepare('SELECT raw, outcome, reason FROM reads ORDER BY id').all() as { raw: Buffer; outcome: string; reason: string | null }[];
+      sqlOf(store).prepare('SELECT raw, outcome, reason FROM reads ORDER BY id').all() as { raw: Buffer; outcome: string; reason: string | null }[];
     try {
       await waitFor(() => outcomes().length === CAPTURE_FRAMES.length, { what: 'all reads committed' });
       expect(outcomes().map((r) => r.outcome)).toEqual(['scan', 'scan', 'noRead', 'scan', 'duplicate', 'scan', 'scan', 'rejected', 'rejected', 'scan', 'noRead']);
@@ -264,7 +265,7 @@ inputs: [{ id: line3, type: serial, path: ${pair.devicePath}, dcp: GI }]
     inputs.push(input);
     await input.start();
     const rows = (): { raw: Buffer; outcome: string; reason: string | null }[] =>
-      store.db.prepare('SELECT raw, outcome, reason FROM reads ORDER BY id').all() as { raw: Buffer; outcome: string; reason: string | null }[];
+      sqlOf(store).prepare('SELECT raw, outcome, reason FROM reads ORDER BY id').all() as { raw: Buffer; outcome: string; reason: string | null }[];
     try {
       await pair.write(Buffer.alloc(10_240, 'L'));
       await new Promise((resolve) => setTimeout(resolve, 1000));

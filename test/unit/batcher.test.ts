@@ -7,6 +7,7 @@ import { arrayBytes, BufferStore, type IntakeRecord, type PendingScanRow } from 
 import { BATCH_LOOKAHEAD, Batcher, formBatch, packScans } from '../../src/delivery/batcher.js';
 import { MAX_DIRECT_BODY_BYTES } from '../../src/upstream/contract.js';
 import { silentLogger } from '../../src/log.js';
+import { sqlOf } from '../helpers/buffer-sql.js';
 
 // The packing rule (src/delivery/batcher.ts), against a real SQLite buffer in a temp dir, and as
 // the pure function it is over rows.
@@ -71,7 +72,7 @@ describe('batcher: packing into a batch', () => {
   it('drains pending scans in which one reference repeats thousands of times; the others are not held up behind them', () => {
     const s = open();
     // 2000 batch transactions: durability is not what this test is about, so no fsync for each.
-    s.db.pragma('synchronous = OFF');
+    sqlOf(s).pragma('synchronous = OFF');
     s.commitIntake([...Array.from({ length: 2000 }, () => scanRecord('SAME', 40)), ...Array.from({ length: 100 }, (_, i) => scanRecord(`U${i}`, 40))], 0);
     const first = formBatch(s, { maxScans: 1000, maxBytes: 1e9, mode: 'direct', nowIso })!;
     // One SAME, and the unique ones behind the repeats (within the look-ahead) come along.
@@ -164,7 +165,7 @@ describe('batcher: when a batch is due', () => {
 
   it('forms a batch at once when the pending bytes reach the direct limit (byte rule), never over it', () => {
     const s = open();
-    s.db.pragma('synchronous = OFF');
+    sqlOf(s).pragma('synchronous = OFF');
     const size = 100_000;
     const n = Math.ceil(MAX_DIRECT_BODY_BYTES / size) + 2;
     s.commitIntake(Array.from({ length: n }, (_, i) => scanRecord(`R${i}`, size)), 0);

@@ -7,10 +7,10 @@ import { MIGRATIONS } from '../../src/buffer/migrations.js';
 import { replayDeadLetters, type ReplayMapping } from '../../src/buffer/replay.js';
 import { Retention } from '../../src/buffer/retention.js';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
-import { batchCounts } from '../../src/health/buffer-report.js';
 import { silentLogger } from '../../src/log.js';
 import { scanAt } from '../helpers/records.js';
 import { formBatch } from '../../src/delivery/batcher.js';
+import { sqlOf } from '../helpers/buffer-sql.js';
 
 // The health page, /healthz and the metrics read scan and batch counts from tables kept by
 // triggers (migration 3). These tests hold those tables against a GROUP BY of the rows themselves
@@ -43,9 +43,9 @@ function groupedCounts(db: Database.Database) {
 }
 
 function expectCountsTrue(s: BufferStore, step: string): void {
-  const truth = groupedCounts(s.db);
+  const truth = groupedCounts(sqlOf(s));
   expect(s.scanCounts(), `scan counts after ${step}`).toEqual(truth.scans);
-  expect(batchCounts(s.db), `batch counts after ${step}`).toEqual(truth.batches);
+  expect(s.reports.batchCounts(), `batch counts after ${step}`).toEqual(truth.batches);
 }
 
 const remap = (read: { raw: Buffer }): ReplayMapping => ({ outcome: 'scan', scan: { reference: read.raw.toString(), dcpKey: 'GI-02' }, instant: new Date(NOW) });

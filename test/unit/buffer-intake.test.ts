@@ -10,6 +10,7 @@ import { isGatewayError } from '../../src/errors.js';
 import type { IntakeItem } from '../../src/inputs/types.js';
 import { silentLogger } from '../../src/log.js';
 import { mappingContext } from '../../src/mapping/map-read.js';
+import { sqlOf } from '../helpers/buffer-sql.js';
 
 const config = configSchema.parse({
   site: { id: 'intake', timezone: 'Europe/Berlin' },
@@ -43,7 +44,7 @@ describe('intake: file hashes and the quota gate', () => {
     expect(intake.countersFor('inbox')).toMatchObject({ reads: 5, scans: 5 });
     await intake.submit(reads('G', 3), { fileHash: 'sha-2', fileName: 'b.csv' });
     expect(store.totals().pendingScans).toBe(8);
-    expect(store.db.prepare('SELECT name, items FROM files ORDER BY name').all()).toEqual([
+    expect(sqlOf(store).prepare('SELECT name, items FROM files ORDER BY name').all()).toEqual([
       { name: 'a.csv', items: 5 },
       { name: 'b.csv', items: 3 },
     ]);
@@ -62,7 +63,7 @@ describe('intake: file hashes and the quota gate', () => {
     expect(store.totals().pendingScans).toBe(6);
     expect(store.fileProgress('inbox', 'sha-c')).toBeUndefined();
     expect(intake.fileProgress('inbox', 'sha-c')).toEqual({ items: 0, complete: true });
-    expect(store.db.prepare('SELECT name, items FROM files').all()).toEqual([{ name: 'c.txt', items: 6 }]);
+    expect(sqlOf(store).prepare('SELECT name, items FROM files').all()).toEqual([{ name: 'c.txt', items: 6 }]);
     // remember: false: the complete file leaves no record (its progress row goes all the same).
     await intake.submit(reads('E', 1), { fileChunk: { ...chunk, hash: 'sha-e', name: 'e.txt', remember: false, itemsBefore: 0, final: false } });
     await intake.submit(reads('F', 1), { fileChunk: { ...chunk, hash: 'sha-e', name: 'e.txt', remember: false, itemsBefore: 1, final: true } });
@@ -89,7 +90,7 @@ describe('intake: file hashes and the quota gate', () => {
     await rejections;
     expect(isGatewayError(refused) && refused.details.quota).toBe(true);
     expect(store.totals().pendingScans).toBe(3);
-    expect(store.db.prepare(`SELECT count(*) FROM reads WHERE outcome = 'rejected'`).pluck().get()).toBe(1);
+    expect(sqlOf(store).prepare(`SELECT count(*) FROM reads WHERE outcome = 'rejected'`).pluck().get()).toBe(1);
     room = 100;
     await intake.submit(reads('B', 3));
     expect(store.totals().pendingScans).toBe(6);
@@ -144,7 +145,7 @@ describe('intake across a restart', () => {
     expect((await intake.submit(item('B'), { message: message(7, 'B', true) })).redelivered).toBe(true);
     expect((await intake.submit(item('A'), { message: message(7, 'A', true) })).redelivered).toBeUndefined();
     expect(intake.countersFor('mq')).toMatchObject({ reads: 5, redelivered: 2 });
-    expect(store.db.prepare('SELECT count(*) FROM mqtt_messages').pluck().get()).toBe(3);
+    expect(sqlOf(store).prepare('SELECT count(*) FROM mqtt_messages').pluck().get()).toBe(3);
     // The broker lost the session: nothing can come again, the identities go.
     intake.forgetMessages('mq');
     expect((await intake.submit(item('B'), { message: message(7, 'B', true) })).redelivered).toBeUndefined();

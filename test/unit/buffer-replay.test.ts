@@ -7,6 +7,7 @@ import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
 import { configSchema } from '../../src/config/schema.js';
 import { mappingContext, mapRead } from '../../src/mapping/map-read.js';
 import { formBatch } from '../../src/delivery/batcher.js';
+import { sqlOf } from '../helpers/buffer-sql.js';
 
 let store: BufferStore | undefined;
 afterEach(() => store?.close());
@@ -62,7 +63,7 @@ describe('replay of dead letters', () => {
     ]);
     const result = replayDeadLetters(s, map, { reason: 'invalid dcp' }, at.getTime() + 1000);
     expect(result).toMatchObject({ selected: 2, queued: 2, notQueued: 0 });
-    const queued = s.db.prepare(`SELECT reference, dcp_key AS dcp, body, state FROM scans WHERE state = 'pending' ORDER BY id`).all() as { body: string }[];
+    const queued = sqlOf(s).prepare(`SELECT reference, dcp_key AS dcp, body, state FROM scans WHERE state = 'pending' ORDER BY id`).all() as { body: string }[];
     expect(queued).toHaveLength(2);
     expect(JSON.parse(queued[0]!.body)).toEqual({
       reference: 'A',
@@ -86,7 +87,7 @@ describe('replay of dead letters', () => {
     s.commitIntake([oldScan('C', 'GI-9', { dcpKey: 'EOL-3', parents: ['PALLET-1'], attributes: { station: '4' } })], at.getTime());
     fail(s, [{ reference: 'C', reason: 'Attributes could not be read' }]);
     replayDeadLetters(s, map, { all: true }, at.getTime());
-    const body = JSON.parse(s.db.prepare(`SELECT body FROM scans WHERE state = 'pending'`).pluck().get() as string) as Record<string, unknown>;
+    const body = JSON.parse(sqlOf(s).prepare(`SELECT body FROM scans WHERE state = 'pending'`).pluck().get() as string) as Record<string, unknown>;
     expect(body).toMatchObject({ dcpKey: 'EOL-3', parents: ['PALLET-1'], attributes: [{ key: 'station', value: '4' }] });
     expect(body.supplierKey).toBeUndefined();
   });
@@ -133,7 +134,7 @@ describe('replay of dead letters', () => {
     expect(replayDeadLetters(s, map, { all: true }, at.getTime()).selected).toBe(0);
     const result = replayDeadLetters(s, map, { all: true, rejected: true }, at.getTime());
     expect(result).toMatchObject({ selected: 1, queued: 1, notReplayable: 1 });
-    expect(s.db.prepare(`SELECT outcome FROM reads ORDER BY id`).pluck().all()).toEqual(['scan', 'rejected']);
+    expect(sqlOf(s).prepare(`SELECT outcome FROM reads ORDER BY id`).pluck().all()).toEqual(['scan', 'rejected']);
     expect(s.totals().pendingScans).toBe(1);
   });
 });

@@ -7,6 +7,7 @@ import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
 import { silentLogger } from '../../src/log.js';
 import { scanAt } from '../helpers/records.js';
 import { formBatch } from '../../src/delivery/batcher.js';
+import { sqlOf } from '../helpers/buffer-sql.js';
 
 const DAY = 24 * 3600_000;
 const NOW = Date.parse('2026-12-31T12:00:00Z');
@@ -36,10 +37,10 @@ describe('retention: the audit period', () => {
     const recent = deliveredBatch(s, ['NEW-1', 'NEW-2'], 10);
     // A dead letter that was replayed, and its replacement delivered long ago.
     const replayedOld = deliveredBatch(s, ['FIXED'], 45, [{ reference: 'FIXED', reason: 'Invalid DCP' }]);
-    const deadId = s.db.prepare(`SELECT id FROM scans WHERE reference = 'FIXED'`).pluck().get() as number;
+    const deadId = sqlOf(s).prepare(`SELECT id FROM scans WHERE reference = 'FIXED'`).pluck().get() as number;
     const replacement = deliveredBatch(s, ['FIXED-AGAIN'], 35);
-    const replacementId = s.db.prepare(`SELECT id FROM scans WHERE reference = 'FIXED-AGAIN'`).pluck().get() as number;
-    s.db.prepare(`UPDATE scans SET replayed_by = ? WHERE id = ?`).run(replacementId, deadId);
+    const replacementId = sqlOf(s).prepare(`SELECT id FROM scans WHERE reference = 'FIXED-AGAIN'`).pluck().get() as number;
+    sqlOf(s).prepare(`UPDATE scans SET replayed_by = ? WHERE id = ?`).run(replacementId, deadId);
     // Undelivered: pending, held, and an upload still in flight.
     s.commitIntake([scan('PENDING', NOW - 90 * DAY)], NOW - 90 * DAY);
     s.commitIntake([scan('HELD', NOW - 90 * DAY)], NOW - 90 * DAY);
@@ -52,15 +53,15 @@ describe('retention: the audit period', () => {
     const retention = new Retention({ store: s, retentionDays: 30, logger: silentLogger(), now: () => NOW, chunk: 2 });
     const result = await retention.prune();
 
-    const refs = (s.db.prepare(`SELECT reference FROM scans ORDER BY reference`).pluck().all() as string[]).sort();
+    const refs = (sqlOf(s).prepare(`SELECT reference FROM scans ORDER BY reference`).pluck().all() as string[]).sort();
     expect(refs).toEqual(['DEAD', 'HELD', 'NEW-1', 'NEW-2', 'PENDING']);
     expect(result).toEqual({ scans: 5, reads: 7, batches: 2, files: 1 });
     // The batch of the kept dead letter stays (its requestId is the audit of that failure).
-    const batches = s.db.prepare(`SELECT id FROM batches ORDER BY id`).pluck().all() as number[];
+    const batches = sqlOf(s).prepare(`SELECT id FROM batches ORDER BY id`).pluck().all() as number[];
     expect(batches).toEqual([old, recent, held.id].sort((a, b) => a - b));
     expect(batches).not.toContain(replayedOld);
     expect(batches).not.toContain(replacement);
-    const reads = s.db.prepare(`SELECT outcome, count(*) AS n FROM reads GROUP BY outcome ORDER BY outcome`).all();
+    const reads = sqlOf(s).prepare(`SELECT outcome, count(*) AS n FROM reads GROUP BY outcome ORDER BY outcome`).all();
     expect(reads).toEqual([
       { outcome: 'noRead', n: 1 },
       { outcome: 'rejected', n: 1 },
@@ -68,7 +69,7 @@ describe('retention: the audit period', () => {
     ]);
     expect(s.knownFile('in', 'old')).toBe(false);
     expect(s.knownFile('in', 'new')).toBe(true);
-    expect(s.db.pragma('foreign_key_check')).toEqual([]);
+    expect(sqlOf(s).pragma('foreign_key_check')).toEqual([]);
     expect(s.totals().undeliveredScans).toBe(1);
 
     // Nothing more to do a second time.
@@ -84,7 +85,7 @@ describe('retention: the audit period', () => {
     await new Promise((resolve) => setTimeout(resolve, 100));
     await retention.stop();
     // All but the newest rows (kept so that ids are never handed out twice).
-    expect(s.db.prepare('SELECT reference FROM scans').pluck().all()).toEqual(['OLD-2']);
+    expect(sqlOf(s).prepare('SELECT reference FROM scans').pluck().all()).toEqual(['OLD-2']);
     expect(retention.lastRun?.result).toEqual({ scans: 0, reads: 0, batches: 0, files: 0 });
   });
 

@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { MIGRATIONS } from '../../src/buffer/migrations.js';
 import { BufferStore, isDiskFull, type IntakeRecord } from '../../src/buffer/store.js';
 import { formBatch } from '../../src/delivery/batcher.js';
+import { sqlOf } from '../helpers/buffer-sql.js';
 
 let store: BufferStore | undefined;
 afterEach(() => store?.close());
@@ -37,8 +38,8 @@ const nowIso = new Date(0).toISOString();
 describe('buffer store', () => {
   it('uses WAL and synchronous=FULL', () => {
     const s = open();
-    expect(s.db.pragma('journal_mode', { simple: true })).toBe('wal');
-    expect(s.db.pragma('synchronous', { simple: true })).toBe(2);
+    expect(sqlOf(s).pragma('journal_mode', { simple: true })).toBe('wal');
+    expect(sqlOf(s).pragma('synchronous', { simple: true })).toBe(2);
   });
 
   it('splits a batch and maps each failure to its scan', () => {
@@ -66,7 +67,7 @@ describe('buffer store', () => {
   it('keeps the undelivered totals exact through commit, batching, split, finish and hold', () => {
     const s = open();
     const exact = () => {
-      const row = s.db
+      const row = sqlOf(s)
         .prepare(
           `SELECT coalesce(sum(state = 'pending'), 0) AS pendingScans, coalesce(sum((state = 'pending') * bytes), 0) AS pendingBytes,
              count(*) AS undeliveredScans, coalesce(sum(bytes), 0) AS undeliveredBytes FROM scans WHERE state IN ('pending', 'batched')`,
@@ -100,7 +101,7 @@ describe('buffer store', () => {
   it('keeps what replay needs of a read: the DCP the source named, parents and attributes', () => {
     const s = open();
     s.commitIntake([{ ...scanRecord('A', 40), dcpKey: 'SRC-DCP', parents: ['TRAY-1'], attributes: { line: 'L1' } }], 0);
-    expect(s.db.prepare('SELECT dcp_key, source_dcp_key, parents, attributes, input_level FROM reads').get()).toEqual({
+    expect(sqlOf(s).prepare('SELECT dcp_key, source_dcp_key, parents, attributes, input_level FROM reads').get()).toEqual({
       dcp_key: 'GI-01',
       source_dcp_key: 'SRC-DCP',
       parents: '["TRAY-1"]',
@@ -119,7 +120,7 @@ describe('buffer store', () => {
     v1.prepare(`INSERT INTO scans (read_id, dcp_key, reference, time_utc, body, bytes, created_at) VALUES (1, 'GI-01', 'A', '', '{"reference":"A"}', 17, 0)`).run();
     v1.close();
     store = new BufferStore(file);
-    expect(store.db.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
+    expect(sqlOf(store).pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
     expect(store.totals()).toEqual({ pendingScans: 1, pendingBytes: 17, undeliveredScans: 1, undeliveredBytes: 17 });
     expect(formBatch(store, { maxScans: 10, maxBytes: 1000, mode: 'direct', nowIso })?.scanCount).toBe(1);
   });
@@ -154,7 +155,7 @@ describe('buffer store', () => {
 
   it('refuses a buffer from a newer gateway instead of guessing', () => {
     const s = open();
-    s.db.pragma(`user_version = ${MIGRATIONS.length + 1}`);
+    sqlOf(s).pragma(`user_version = ${MIGRATIONS.length + 1}`);
     s.close();
     expect(() => new BufferStore(s.path)).toThrow(/newer than this gateway knows/);
   });
@@ -162,8 +163,8 @@ describe('buffer store', () => {
   it('reports a full database as SQLITE_FULL, loses nothing committed, and works again when room returns', () => {
     const s = open();
     s.commitIntake([scanRecord('A', 40)], 0);
-    const pages = s.db.pragma('page_count', { simple: true }) as number;
-    s.db.pragma(`max_page_count = ${pages}`);
+    const pages = sqlOf(s).pragma('page_count', { simple: true }) as number;
+    sqlOf(s).pragma(`max_page_count = ${pages}`);
     let error: unknown;
     try {
       s.commitIntake(Array.from({ length: 200 }, (_, i) => scanRecord(`F${i}`, 2000)), 0);
@@ -173,11 +174,11 @@ describe('buffer store', () => {
     expect(isDiskFull(error)).toBe(true);
     expect(s.probeSpace()).toBe(false);
     expect(s.totals().pendingScans).toBe(1);
-    expect(s.db.pragma('integrity_check', { simple: true })).toBe('ok');
-    s.db.pragma(`max_page_count = ${pages + 10_000}`);
+    expect(sqlOf(s).pragma('integrity_check', { simple: true })).toBe('ok');
+    sqlOf(s).pragma(`max_page_count = ${pages + 10_000}`);
     expect(s.probeSpace()).toBe(true);
     s.commitIntake(Array.from({ length: 200 }, (_, i) => scanRecord(`F${i}`, 2000)), 0);
     expect(s.totals().pendingScans).toBe(201);
-    expect(s.db.prepare('SELECT count(*) FROM space_probe').pluck().get()).toBe(0);
+    expect(sqlOf(s).prepare('SELECT count(*) FROM space_probe').pluck().get()).toBe(0);
   });
 });

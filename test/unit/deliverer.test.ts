@@ -11,6 +11,7 @@ import { silentLogger } from '../../src/log.js';
 import { httpError, networkError } from '../../src/upstream/http-errors.js';
 import { waitFor } from '../helpers/wait.js';
 import { formBatch } from '../../src/delivery/batcher.js';
+import { sqlOf } from '../helpers/buffer-sql.js';
 
 /** A scripted upstream: each call takes the next scripted behaviour of its kind, or the default. */
 class FakeApi implements DeliveryApi {
@@ -430,9 +431,9 @@ describe('deliverer: a buffer that cannot be written', () => {
     const t = setup({ mode: 'direct' });
     store.commitIntake(Array.from({ length: 3000 }, (_, i) => scan(`FULL-${i}`)), t.clock.t);
     // The disk fills up: no page left, the free list used up by filler that is deleted later.
-    const pages = store.db.pragma('page_count', { simple: true }) as number;
-    store.db.pragma(`max_page_count = ${pages}`);
-    const fill = store.db.prepare('INSERT INTO space_probe (pad) VALUES (zeroblob(512))');
+    const pages = sqlOf(store).pragma('page_count', { simple: true }) as number;
+    sqlOf(store).pragma(`max_page_count = ${pages}`);
+    const fill = sqlOf(store).prepare('INSERT INTO space_probe (pad) VALUES (zeroblob(512))');
     for (;;) {
       try {
         fill.run();
@@ -444,8 +445,8 @@ describe('deliverer: a buffer that cannot be written', () => {
     await waitFor(() => d.snapshot().stepError !== undefined);
     expect(d.snapshot().stepError).toMatchObject({ diskFull: true, message: expect.stringMatching(/full/i) });
     expect(store.batchesInState('uploaded')).toHaveLength(0);
-    store.db.prepare('DELETE FROM space_probe').run();
-    store.db.pragma(`max_page_count = ${pages * 10}`);
+    sqlOf(store).prepare('DELETE FROM space_probe').run();
+    sqlOf(store).pragma(`max_page_count = ${pages * 10}`);
     await waitFor(() => store.batchesInState('uploaded').length >= 1, { timeoutMs: 5000 });
     await waitFor(() => d.snapshot().stepError === undefined);
   });

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
+import { batchView } from '../../src/buffer/reports.js';
 import { formBatch } from '../../src/delivery/batcher.js';
-import { batchView, recentActivity, stuckBatches } from '../../src/health/buffer-report.js';
 import { scanAt } from '../helpers/records.js';
 
 // The health rules' "last hour" comes from a real SQLite buffer: reads found by a binary search
@@ -27,7 +27,7 @@ const rejected = (inputId: string, at: number, extra: Partial<IntakeRecord> = {}
 
 describe('recent activity for the health rules', () => {
   it('is empty for an empty buffer', () => {
-    expect(recentActivity(open().db, NOW - 60 * MIN)).toEqual({ reads: 0, rejections: 0, rejectionsByInput: [], filesRefused: [], filesRefusedCount: 0, failedScans: 0 });
+    expect(open().reports.recentActivity(NOW - 60 * MIN)).toEqual({ reads: 0, rejections: 0, rejectionsByInput: [], filesRefused: [], filesRefusedCount: 0, failedScans: 0 });
   });
 
   it('counts only what came in the window: reads, rejections by input, refused files newest first, failed scans', () => {
@@ -44,13 +44,13 @@ describe('recent activity for the health rules', () => {
       ],
       NOW - 10 * MIN,
     );
-    const r = recentActivity(s.db, NOW - 60 * MIN);
+    const r = s.reports.recentActivity(NOW - 60 * MIN);
     expect(r).toMatchObject({ reads: 29, rejections: 2, rejectionsByInput: [{ inputId: 'gi-scanner', count: 2 }], filesRefusedCount: 1, failedScans: 0 });
     expect(r.filesRefused).toEqual([{ inputId: 'goods-in', file: 'export.csv', reason: 'the header has no column "barcode"', at: new Date(NOW - 10 * MIN).toISOString() }]);
     // A later window: nothing.
-    expect(recentActivity(s.db, NOW + MIN).reads).toBe(0);
+    expect(s.reports.recentActivity(NOW + MIN).reads).toBe(0);
     // The whole history.
-    expect(recentActivity(s.db, NOW - 200 * MIN)).toMatchObject({ reads: 530, rejections: 3, filesRefusedCount: 2 });
+    expect(s.reports.recentActivity(NOW - 200 * MIN)).toMatchObject({ reads: 530, rejections: 3, filesRefusedCount: 2 });
   });
 
   it('counts scans the service refused in batches finished in the window, not replayed ones', () => {
@@ -58,21 +58,21 @@ describe('recent activity for the health rules', () => {
     s.commitIntake(['A', 'B', 'C'].map((r) => scanAt(r, 'GI-01', NOW - 5 * MIN)), NOW - 5 * MIN);
     const b = formBatch(s, { maxScans: 10, maxBytes: 100_000, mode: 'direct', nowIso: new Date(NOW - 4 * MIN).toISOString() })!;
     s.finishBatch(b.id, { state: 'HasFailures', failures: [{ reference: 'A', reason: 'Invalid DCP' }, { reference: 'B', reason: 'Invalid DCP' }] }, new Date(NOW - 3 * MIN).toISOString());
-    expect(recentActivity(s.db, NOW - 60 * MIN).failedScans).toBe(2);
-    expect(recentActivity(s.db, NOW - 2 * MIN).failedScans).toBe(0);
+    expect(s.reports.recentActivity(NOW - 60 * MIN).failedScans).toBe(2);
+    expect(s.reports.recentActivity(NOW - 2 * MIN).failedScans).toBe(0);
   });
 
   it('lists batches not finished since before the threshold, and shows their instants as ISO 8601', () => {
     const s = open();
     s.commitIntake([scanAt('A', 'GI-01', NOW - 50 * MIN)], NOW - 50 * MIN);
     const b = formBatch(s, { maxScans: 10, maxBytes: 100_000, mode: 'direct', nowIso: new Date(NOW - 45 * MIN).toISOString() })!;
-    expect(stuckBatches(s.db, NOW - 30 * MIN)).toEqual([{ id: b.id, state: 'ready', requestId: null, createdAt: new Date(NOW - 45 * MIN).toISOString() }]);
-    expect(stuckBatches(s.db, NOW - 50 * MIN)).toEqual([]);
+    expect(s.reports.stuckBatches(NOW - 30 * MIN)).toEqual([{ id: b.id, state: 'ready', requestId: null, createdAt: new Date(NOW - 45 * MIN).toISOString() }]);
+    expect(s.reports.stuckBatches(NOW - 50 * MIN)).toEqual([]);
     s.updateBatch(b.id, { nextAttemptAt: NOW });
     const view = batchView(s.batch(b.id)!);
     expect(view.nextAttemptAt).toBe(new Date(NOW).toISOString());
     expect(view.putStartedAt).toBeNull();
     s.finishBatch(b.id, { state: 'Success' }, new Date(NOW).toISOString());
-    expect(stuckBatches(s.db, NOW)).toEqual([]);
+    expect(s.reports.stuckBatches(NOW)).toEqual([]);
   });
 });

@@ -3,10 +3,9 @@ import type { HttpInputConfig } from '../../config/input-schemas.js';
 import { ErrorCodes, GatewayError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { InputStateTracker } from '../input-state.js';
-import { readSecret } from '../secrets.js';
+import { readSecret, shortness } from '../../config/secrets.js';
 import type { InputAdapter, InputStatus, IntakeSink } from '../types.js';
 import { INGEST_PATH, registerIngestRoutes } from './ingest-routes.js';
-import { shortness } from './ingest-token.js';
 
 /** What an {@link HttpIngestInput} needs. */
 export interface HttpIngestInputOptions {

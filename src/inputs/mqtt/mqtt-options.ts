@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import type { IClientOptions } from 'mqtt';
 import type { MqttInputConfig } from '../../config/input-schemas.js';
 import { ErrorCodes, GatewayError } from '../../errors.js';
-import { readSecret } from '../secrets.js';
+import { readSecret } from '../../config/secrets.js';
 
 /** The retained status topic of an input, or undefined when `statusTopic: false`. */
 export function statusTopicOf(config: Pick<MqttInputConfig, 'statusTopic' | 'clientId'>): string | undefined {

@@ -10,7 +10,6 @@ import { printableRaw } from '../format/printable.js';
  */
 
 // Moved to src/format/printable.ts (issue 13); re-exported for the reports' callers during the move.
-export { C0_NAMES, printableRaw } from '../format/printable.js';
 
 /** Bytes of the buffer on disk: the database file plus its write-ahead log (and shared memory index). */
 export function bufferFileBytes(path: string): number {
@@ -74,7 +73,7 @@ const AGE_BANDS: { label: string; belowMs: number | null }[] = [
 ];
 
 /** What is waiting for delivery: by DCP, by age, and the batches not yet finished. */
-export function queueReport(db: Database.Database, nowMs: number): QueueReport {
+function queueReport(db: Database.Database, nowMs: number): QueueReport {
   const rows = db
     .prepare(
       `SELECT dcp_key AS dcp, sum(state = 'pending') AS waiting, sum(state = 'batched') AS inFlight, min(created_at) AS oldest
@@ -135,7 +134,7 @@ function hasColumn(db: Database.Database, table: string, column: string): boolea
  * letters already replayed (`scans.replayed_by`, when the buffer has it) are left out: their new
  * scans are in the queue.
  */
-export function failuresReport(db: Database.Database, limit: number): FailuresReport {
+function failuresReport(db: Database.Database, limit: number): FailuresReport {
   const open = hasColumn(db, 'scans', 'replayed_by') ? 'AND s.replayed_by IS NULL' : '';
   const latest = (
     db
@@ -183,7 +182,7 @@ export interface StatsReport {
 }
 
 /** Size and content of the buffer. */
-export function statsReport(db: Database.Database, path: string): StatsReport {
+function statsReport(db: Database.Database, path: string): StatsReport {
   const size = (suffix: string) => {
     try {
       return statSync(path + suffix).size;
@@ -214,7 +213,7 @@ export function statsReport(db: Database.Database, path: string): StatsReport {
 }
 
 /** Batches in the buffer by mode and state (finished ones by the service's final state), for metrics. */
-export function batchCounts(db: Database.Database): { mode: string; state: string; count: number }[] {
+function batchCounts(db: Database.Database): { mode: string; state: string; count: number }[] {
   return db
     .prepare(
       // Kept by triggers (migration 3), so a scrape does not group every batch of the retention period.
@@ -253,7 +252,7 @@ export const RECENT_FILES_LISTED = 5;
  * finished batches, only those the service finished with failures. Read-only. Measured: 0.3 ms per
  * call on a buffer of 500,000 reads over 30 days.
  */
-export function recentActivity(db: Database.Database, sinceMs: number): RecentActivity {
+function recentActivity(db: Database.Database, sinceMs: number): RecentActivity {
   const since = new Date(sinceMs).toISOString();
   const first = firstReadSince(db, since);
   const maxId = (db.prepare(`SELECT max(id) FROM reads`).pluck().get() as number | null) ?? 0;
@@ -338,7 +337,7 @@ function fileName(origin: string): string {
 }
 
 /** Batches not finished (`ready`, `uploading`, `presigned`, `uploaded`) and formed before `beforeMs`, oldest first, at most 20. */
-export function stuckBatches(db: Database.Database, beforeMs: number): { id: number; state: string; requestId: string | null; createdAt: string }[] {
+function stuckBatches(db: Database.Database, beforeMs: number): { id: number; state: string; requestId: string | null; createdAt: string }[] {
   return db
     .prepare(
       `SELECT id, state, request_id AS requestId, created_at AS createdAt FROM batches
@@ -364,4 +363,45 @@ export function batchView<T extends { presignedUrl?: string | null; presignedExp
     // 0 means "due now" in the buffer; as an instant that is no time at all.
     ...('nextAttemptAt' in b ? { nextAttemptAt: iso(b.nextAttemptAt) } : {}),
   };
+}
+
+/**
+ * The read-only reports of one open buffer connection (the daemon's store, or the CLI's read-only
+ * {@link BufferReader}); the connection itself never leaves `src/buffer/`.
+ */
+export class BufferReports {
+  constructor(
+    private readonly db: Database.Database,
+    private readonly path: string,
+  ) {}
+
+  /** See {@link queueReport}. */
+  queue(nowMs: number): QueueReport {
+    return queueReport(this.db, nowMs);
+  }
+
+  /** See {@link failuresReport}. */
+  failures(limit: number): FailuresReport {
+    return failuresReport(this.db, limit);
+  }
+
+  /** See {@link statsReport}; the file sizes are those of this buffer's path. */
+  stats(): StatsReport {
+    return statsReport(this.db, this.path);
+  }
+
+  /** See {@link batchCounts}. */
+  batchCounts(): { mode: string; state: string; count: number }[] {
+    return batchCounts(this.db);
+  }
+
+  /** See {@link recentActivity}. */
+  recentActivity(sinceMs: number): RecentActivity {
+    return recentActivity(this.db, sinceMs);
+  }
+
+  /** See {@link stuckBatches}. */
+  stuckBatches(beforeMs: number): { id: number; state: string; requestId: string | null; createdAt: string }[] {
+    return stuckBatches(this.db, beforeMs);
+  }
 }

@@ -1,0 +1,308 @@
+import { readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { isAbsolute, resolve } from 'node:path';
+import { ErrorCodes, GatewayError } from '../errors.js';
+import type { HttpInputConfig } from './input-schemas.js';
+import type { GatewayConfig } from './schema.js';
+
+/**
+ * Every secret of a configuration, read from the environment, systemd credentials
+ * (`$CREDENTIALS_DIRECTORY`, from `LoadCredential=`) or files, never from the YAML (design:
+ * Secrets; issue 13, item 4). This is the one module that reads them:
+ * - the upstream's client secret and proxy credentials: by `loadConfig` at start and again at
+ *   each reload (a changed file is read again; the upstream section itself needs a restart);
+ * - the admin and read tokens of the HTTP server: once at start ({@link resolveSecrets});
+ * - each input's secret (MQTT password, ingest token): by the input when it starts, so a reload
+ *   that restarts the input reads its file again ({@link readSecret}); {@link resolveSecrets}
+ *   reads them once more for the log scrubber; an ingest token too short is a configuration
+ *   problem that `loadConfig` reports before anything starts ({@link ingestTokenProblem}).
+ * The resolved {@link Secrets} are handed to the parts and to the log's `SecretScrubber`
+ * ({@link secretValues}). Values never appear in a message.
+ */
+
+/** The secrets of one configuration, resolved at start. */
+export interface Secrets {
+  /** The OAuth client secret ('' when the command did not need it). */
+  clientSecret: string;
+  /** Proxy credentials `user:password`. */
+  proxyCredentials?: string;
+  /** Admin token of the HTTP server; without it the admin actions are off. */
+  adminToken?: string;
+  /** Read token of the health page, status and metrics; without it they are open. */
+  readToken?: string;
+  /** The inputs' own secrets that could be read, by input id (for the scrubber). */
+  inputs: ReadonlyMap<string, string>;
+}
+
+/**
+ * Resolves the secrets of `loaded` (whose upstream secrets `loadConfig` read already): the admin
+ * and read tokens, then the inputs' secrets. An input secret that cannot be read is left out here:
+ * the input reports it itself when it starts.
+ *
+ * @throws GatewayError `SCANGW_E_SECRET` as {@link readAdminToken} and {@link readReadToken}, in that order.
+ */
+export async function resolveSecrets(
+  loaded: { config: GatewayConfig; clientSecret: string; proxyCredentials?: string | undefined },
+  env: Record<string, string | undefined>,
+  baseDir: string,
+): Promise<Secrets> {
+  const adminToken = readAdminToken({ env, file: loaded.config.http.adminTokenFile, baseDir });
+  const readToken = readReadToken({ env, file: loaded.config.http.readTokenFile, baseDir });
+  return {
+    clientSecret: loaded.clientSecret,
+    ...(loaded.proxyCredentials !== undefined ? { proxyCredentials: loaded.proxyCredentials } : {}),
+    ...(adminToken !== undefined ? { adminToken } : {}),
+    ...(readToken !== undefined ? { readToken } : {}),
+    inputs: await inputSecrets(loaded.config, env),
+  };
+}
+
+/**
+ * Every secret of `config` that can be read here, each one skipped when it cannot be read (not
+ * set, or not readable by this user): for commands that show what the buffer holds (`failures`)
+ * without running the gateway.
+ */
+export async function bestEffortSecrets(config: GatewayConfig, env: Record<string, string | undefined>, baseDir: string): Promise<Secrets> {
+  const attempt = <T>(read: () => T): T | undefined => {
+    try {
+      return read();
+    } catch {
+      // Not readable by this user or not set: nothing to cut out.
+      return undefined;
+    }
+  };
+  const proxyCredentials = attempt(() => readProxyCredentials(config, env));
+  const adminToken = attempt(() => readAdminToken({ env, file: config.http.adminTokenFile, baseDir }));
+  const readToken = attempt(() => readReadToken({ env, file: config.http.readTokenFile, baseDir }));
+  return {
+    clientSecret: attempt(() => readClientSecret(config, env)) ?? '',
+    ...(proxyCredentials !== undefined ? { proxyCredentials } : {}),
+    ...(adminToken !== undefined ? { adminToken } : {}),
+    ...(readToken !== undefined ? { readToken } : {}),
+    inputs: await inputSecrets(config, env),
+  };
+}
+
+/**
+ * The values the log's scrubber cuts out: every secret, and the proxy password alone besides the
+ * `user:password` pair (an error text may quote either).
+ */
+export function secretValues(secrets: Secrets): string[] {
+  const proxy = secrets.proxyCredentials;
+  return [
+    ...(secrets.clientSecret ? [secrets.clientSecret] : []),
+    ...(proxy ? [proxy, proxy.slice(proxy.indexOf(':') + 1)] : []),
+    ...(secrets.adminToken ? [secrets.adminToken] : []),
+    ...(secrets.readToken ? [secrets.readToken] : []),
+    ...secrets.inputs.values(),
+  ];
+}
+
+/** The inputs' own secrets (MQTT passwords, HTTP ingest tokens) that can be read, by input id. */
+async function inputSecrets(config: GatewayConfig, env: Record<string, string | undefined>): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  for (const input of config.inputs) {
+    try {
+      if (input.type === 'mqtt') {
+        const s = await readSecret({ what: `password of input ${input.id}`, envName: input.passwordEnv, file: input.passwordFile, env });
+        if (s) out.set(input.id, s);
+      } else if (input.type === 'http') {
+        const s = await readSecret({ what: `ingest token of input ${input.id}`, envName: input.tokenEnv, file: input.tokenFile, env });
+        if (s) out.set(input.id, s);
+      }
+    } catch {
+      // The input reports a missing secret itself when it starts.
+    }
+  }
+  return out;
+}
+
+/**
+ * The client secret, first found of: env SCAN_GATEWAY_CLIENT_SECRET, the systemd credential
+ * `client-secret` (`$CREDENTIALS_DIRECTORY/client-secret`, from `LoadCredential=`), `clientSecretFile`.
+ */
+export function readClientSecret(config: GatewayConfig, env: Record<string, string | undefined>): string {
+  const fromEnv = env.SCAN_GATEWAY_CLIENT_SECRET;
+  if (fromEnv && fromEnv.trim()) return fromEnv.trim();
+  const candidates: string[] = [];
+  if (env.CREDENTIALS_DIRECTORY) candidates.push(resolve(env.CREDENTIALS_DIRECTORY, 'client-secret'));
+  if (config.upstream.clientSecretFile) candidates.push(config.upstream.clientSecretFile);
+  for (const file of candidates) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT' && file !== config.upstream.clientSecretFile) continue;
+      throw new GatewayError(ErrorCodes.SECRET, `cannot read the client secret from ${file}: ${(err as Error).message}`, { cause: err });
+    }
+    const secret = text.trim();
+    if (!secret) throw new GatewayError(ErrorCodes.SECRET, `the client secret file ${file} is empty`);
+    return secret;
+  }
+  throw new GatewayError(
+    ErrorCodes.SECRET,
+    'no client secret: set SCAN_GATEWAY_CLIENT_SECRET, provide the systemd credential client-secret, or set upstream.clientSecretFile',
+  );
+}
+
+/**
+ * The proxy credentials (`user:password`), first found of: env SCAN_GATEWAY_PROXY_CREDENTIALS,
+ * `upstream.proxyCredentialsFile`. Undefined when neither is set (a proxy without authentication).
+ *
+ * @throws GatewayError `SCANGW_E_SECRET` when the file cannot be read, is empty or has no `:`.
+ */
+export function readProxyCredentials(config: GatewayConfig, env: Record<string, string | undefined>): string | undefined {
+  const fromEnv = env.SCAN_GATEWAY_PROXY_CREDENTIALS?.trim();
+  const file = config.upstream.proxyCredentialsFile;
+  let value = fromEnv || undefined;
+  if (value === undefined && file) {
+    try {
+      value = readFileSync(file, 'utf8').trim();
+    } catch (err) {
+      throw new GatewayError(ErrorCodes.SECRET, `cannot read the proxy credentials from ${file}: ${(err as Error).message}`, { cause: err });
+    }
+    if (!value) throw new GatewayError(ErrorCodes.SECRET, `the proxy credentials file ${file} is empty`);
+  }
+  if (value !== undefined && !value.includes(':')) {
+    throw new GatewayError(ErrorCodes.SECRET, `the proxy credentials ${fromEnv ? 'in SCAN_GATEWAY_PROXY_CREDENTIALS' : `in ${file}`} must be written user:password`);
+  }
+  return value;
+}
+
+/** Shortest admin token accepted: 16 characters (`openssl rand -hex 32` gives 64). */
+export const MIN_ADMIN_TOKEN_LENGTH = 16;
+
+/**
+ * The admin token, first found of: env `SCAN_GATEWAY_ADMIN_TOKEN`, the systemd credential
+ * `admin-token` (`$CREDENTIALS_DIRECTORY/admin-token`, from `LoadCredential=`), the file named by
+ * `http.adminTokenFile` (relative to `baseDir`). Undefined when none is configured: admin actions
+ * are then off.
+ *
+ * @throws GatewayError `SCANGW_E_SECRET` when the named file cannot be read, or the token is
+ *   shorter than {@link MIN_ADMIN_TOKEN_LENGTH} characters.
+ */
+export function readAdminToken(options: { env: Record<string, string | undefined>; file?: string | undefined; baseDir: string }): string | undefined {
+  return readServerToken({ ...options, what: 'admin token', envName: 'SCAN_GATEWAY_ADMIN_TOKEN', credential: 'admin-token' });
+}
+
+/**
+ * The read token of the health page, `/api/v1/status` and `/metrics`, first found of: env
+ * `SCAN_GATEWAY_READ_TOKEN`, the systemd credential `read-token`, the file named by
+ * `http.readTokenFile` (relative to `baseDir`). Undefined when none is configured: those routes are
+ * then open (the run command warns when the server listens beyond loopback).
+ *
+ * @throws GatewayError `SCANGW_E_SECRET` as {@link readAdminToken}.
+ */
+export function readReadToken(options: { env: Record<string, string | undefined>; file?: string | undefined; baseDir: string }): string | undefined {
+  return readServerToken({ ...options, what: 'read token', envName: 'SCAN_GATEWAY_READ_TOKEN', credential: 'read-token' });
+}
+
+function readServerToken(options: {
+  what: string;
+  envName: string;
+  credential: string;
+  env: Record<string, string | undefined>;
+  file?: string | undefined;
+  baseDir: string;
+}): string | undefined {
+  const check = (token: string, where: string) => {
+    if (token.length < MIN_ADMIN_TOKEN_LENGTH) {
+      throw new GatewayError(ErrorCodes.SECRET, `the ${options.what} from ${where} is shorter than ${MIN_ADMIN_TOKEN_LENGTH} characters; make one with: openssl rand -hex 32`);
+    }
+    return token;
+  };
+  const fromEnv = options.env[options.envName]?.trim();
+  if (fromEnv) return check(fromEnv, options.envName);
+  const candidates: { file: string; optional: boolean }[] = [];
+  if (options.env.CREDENTIALS_DIRECTORY) candidates.push({ file: resolve(options.env.CREDENTIALS_DIRECTORY, options.credential), optional: true });
+  if (options.file) candidates.push({ file: isAbsolute(options.file) ? options.file : resolve(options.baseDir, options.file), optional: false });
+  for (const { file, optional } of candidates) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (err) {
+      if (optional && (err as NodeJS.ErrnoException).code === 'ENOENT') continue;
+      throw new GatewayError(ErrorCodes.SECRET, `cannot read the ${options.what} from ${file}: ${(err as Error).message}`, { cause: err });
+    }
+    const token = text.trim();
+    if (!token) throw new GatewayError(ErrorCodes.SECRET, `the ${options.what} file ${file} is empty`);
+    return check(token, file);
+  }
+  return undefined;
+}
+
+/** Where one secret of an input may come from; the first that is set wins. */
+export interface SecretSource {
+  /** What it is, for messages ("MQTT password of input plant-broker"). Never the value. */
+  what: string;
+  /** Name of an environment variable holding it. */
+  envName?: string | undefined;
+  /** File holding it (a systemd credential, a mounted secret); surrounding white space is dropped. */
+  file?: string | undefined;
+  /** The environment to look in (the app's, handed down from the process edge). */
+  env: Record<string, string | undefined>;
+}
+
+/**
+ * Reads a secret from the environment variable `envName`, else from `file`. Secrets never come
+ * from the YAML itself (design: Secrets). Answers undefined when neither is set.
+ *
+ * @throws GatewayError `SCANGW_E_SECRET` when `file` is set but cannot be read or is empty.
+ */
+export async function readSecret(source: SecretSource): Promise<string | undefined> {
+  if (source.envName) {
+    const value = source.env[source.envName]?.trim();
+    if (value) return value;
+  }
+  if (!source.file) return undefined;
+  let text: string;
+  try {
+    text = await readFile(source.file, 'utf8');
+  } catch (err) {
+    throw new GatewayError(ErrorCodes.SECRET, `cannot read the ${source.what} from ${source.file}: ${(err as Error).message}`, { cause: err });
+  }
+  const value = text.trim();
+  if (!value) throw new GatewayError(ErrorCodes.SECRET, `the ${source.what} file ${source.file} is empty`);
+  return value;
+}
+
+/** Shortest ingest token accepted: 16 characters, as the admin token (`openssl rand -hex 32` gives 64). */
+export const MIN_INGEST_TOKEN_LENGTH = 16;
+
+/** One ingest token that is too short: which input, where it came from (never the value). */
+export interface IngestTokenProblem {
+  inputId: string;
+  /** The config key the token came through: `tokenEnv` or `tokenFile`. */
+  key: 'tokenEnv' | 'tokenFile';
+  message: string;
+}
+
+/**
+ * Checks the ingest token of an `http` input as the input would read it (env `tokenEnv` first,
+ * else `tokenFile`): a token shorter than {@link MIN_INGEST_TOKEN_LENGTH} characters is a
+ * problem naming the input and the source. A token not set, or a file that cannot be read, is no
+ * problem here: the input reports it when it starts (and `config check` runs where secrets are not).
+ */
+export function ingestTokenProblem(input: Pick<HttpInputConfig, 'id' | 'tokenEnv' | 'tokenFile'>, env: Record<string, string | undefined>): IngestTokenProblem | undefined {
+  const fromEnv = env[input.tokenEnv]?.trim();
+  if (fromEnv) return shortness(input.id, fromEnv, 'tokenEnv', `the environment variable ${input.tokenEnv}`);
+  if (!input.tokenFile) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(input.tokenFile, 'utf8');
+  } catch {
+    return undefined;
+  }
+  const token = text.trim();
+  return token === '' ? undefined : shortness(input.id, token, 'tokenFile', `the file ${input.tokenFile}`);
+}
+
+/** The shortness problem of an ingest token, if any; for messages the input itself raises too. */
+export function shortness(inputId: string, token: string, key: IngestTokenProblem['key'], where: string): IngestTokenProblem | undefined {
+  if (token.length >= MIN_INGEST_TOKEN_LENGTH) return undefined;
+  return {
+    inputId,
+    key,
+    message: `input ${inputId}: the ingest token from ${where} is shorter than ${MIN_INGEST_TOKEN_LENGTH} characters; make one with: openssl rand -hex 32`,
+  };
+}
