@@ -28,6 +28,7 @@ import { applyReload, planReload, RESTART_SECTIONS, type ReloadReport } from './
 import { VERSION } from './paths.js';
 import { startSandbox, type RunningSandbox } from './sandbox/server.js';
 import { UpstreamClient, clientOptionsFromConfig } from './upstream/client.js';
+import { ErrorCodes, GatewayError } from './errors.js';
 
 export interface AppDeps {
   logger: Logger;
@@ -409,7 +410,7 @@ new UpstreamClient(clientOptionsFromConfig(config.upstream, loaded, logger));
         }
       }
       stops.length = 0;
-      if (failures.length > 0) throw new Error(`stopping failed: ${failures.join(', ')}`);
+      if (failures.length > 0) throw new GatewayError(ErrorCodes.STOP, `stopping failed: ${failures.join(', ')}`);
     },
   };
 }
@@ -424,10 +425,10 @@ async function listening<T>(key: string, address: string, listen: () => Promise<
   } catch (err) {
     const code = (err as { code?: string }).code;
     if (code === 'EADDRINUSE') {
-      throw new Error(`${key} ${address}: the address is in use (another program, or another scan-gateway, listens there); stop it or choose another port`, { cause: err });
+      throw new GatewayError(ErrorCodes.LISTEN, `${key} ${address}: the address is in use (another program, or another scan-gateway, listens there); stop it or choose another port`, { cause: err });
     }
     if (code === 'EACCES' || code === 'EADDRNOTAVAIL') {
-      throw new Error(`${key} ${address}: cannot listen there (${code}: a port below 1024 needs privileges; the host must be an address of this machine)`, { cause: err });
+      throw new GatewayError(ErrorCodes.LISTEN, `${key} ${address}: cannot listen there (${code}: a port below 1024 needs privileges; the host must be an address of this machine)`, { cause: err });
     }
     throw err;
   }

@@ -9,6 +9,7 @@ import { fmtBytes, fmtDuration, fmtTime } from '../health/page-render.js';
 import { SecretScrubber } from '../log.js';
 import { CommandExit, ExitCodes } from './exit.js';
 import { bestEffortScrubber } from './known-secrets.js';
+import { ErrorCodes, GatewayError } from '../errors.js';
 
 /** What the operations commands need from the process edge. */
 export interface OpsIo {
@@ -207,7 +208,7 @@ function checkCopy(file: string): { integrity: string; reads: number; scans: num
   try {
     copy.pragma('journal_mode = DELETE');
     const integrity = String(copy.pragma('quick_check', { simple: true }));
-    if (integrity !== 'ok') throw new Error(`quick_check: ${integrity}`);
+    if (integrity !== 'ok') throw new GatewayError(ErrorCodes.BUFFER, `quick_check: ${integrity}`);
     const count = (table: string) => copy.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number;
     return { integrity, reads: count('reads'), scans: count('scans'), batches: count('batches') };
   } finally {

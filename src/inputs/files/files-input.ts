@@ -2,7 +2,7 @@ import { lstat, mkdir, opendir, readdir, readlink, stat, type FileHandle } from 
 import { basename, join, relative, resolve, sep } from 'node:path';
 import { watch, type FSWatcher } from 'chokidar';
 import type { FilesInputConfig } from '../../config/schema.js';
-import { ErrorCodes, GatewayError, isGatewayError } from '../../errors.js';
+import { ErrorCodes, GatewayError, isGatewayError, isTooLargeForBuffer } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { FileChunk, InputAdapter, InputProgress, InputRejection, InputState, InputStatus, IntakeItem, IntakeSink, SubmitResult } from '../types.js';
 import type { FileParseContext, ItemsOut } from './file-format.js';
@@ -294,8 +294,8 @@ export class FilesInput implements InputAdapter {
   private async checkFolder(): Promise<void> {
     try {
       const folder = await stat(this.dir);
-      if (!folder.isDirectory()) throw new Error('is no longer a folder');
-      if (`${folder.dev}:${folder.ino}` !== this.folderId) throw new Error('was replaced by another folder');
+      if (!folder.isDirectory()) throw new GatewayError(ErrorCodes.INPUT, 'is no longer a folder');
+      if (`${folder.dev}:${folder.ino}` !== this.folderId) throw new GatewayError(ErrorCodes.INPUT, 'was replaced by another folder');
     } catch (err) {
       await this.watchFailed(err);
     }
@@ -611,7 +611,7 @@ export class FilesInput implements InputAdapter {
       try {
         result = await this.sink.submit(items, { fileChunk: chunk });
       } catch (err) {
-        if (isGatewayError(err) && err.details['tooLarge'] === true) {
+        if (isTooLargeForBuffer(err)) {
           if (items.length <= 1) throw err;
           const half = Math.ceil(items.length / 2);
           await this.commitChunk(items.slice(0, half), { ...chunk, final: false }, tally);
