@@ -107,8 +107,10 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
   },
   {
     code: ErrorCodes.BUFFER,
-    meaning: 'the SQLite buffer could not be opened or written, for a reason that may pass (locked by another process, an I/O error, permissions of a file it can open); on the page: commits of reads or delivery steps fail',
-    whatToDo: 'check permissions of `buffer.path` (its `-wal` and `-shm` too) and the log line; intake and delivery retry by themselves',
+    meaning:
+      'the SQLite buffer could not be opened or written (a lock held by another process, an I/O error, permissions); on the page also: commits of reads or delivery steps fail, or its disk is full (the kinds below have codes of their own when raised)',
+    whatToDo:
+      'check disk space and permissions of `buffer.path` (its `-wal` and `-shm` too); intake and delivery retry by themselves and resume when there is room; an unopenable buffer: fix the owner or restore a backup (docs/operations.md)',
   },
   {
     code: ErrorCodes.BUFFER_UNOPENABLE,

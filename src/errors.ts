@@ -112,9 +112,18 @@ export function isGatewayError(err: unknown, code?: ErrorCode): err is GatewayEr
  */
 export type GatewayErrorOf<C extends ErrorCode> = GatewayError & { readonly code: C };
 
-/** Any failure of the SQLite buffer, whatever its kind (every `SCANGW_E_BUFFER…` code). */
-export function isBufferError(err: unknown): err is GatewayErrorOf<typeof ErrorCodes.BUFFER | typeof ErrorCodes.BUFFER_UNOPENABLE | typeof ErrorCodes.BUFFER_DISK_FULL | typeof ErrorCodes.BUFFER_QUOTA | typeof ErrorCodes.BUFFER_TOO_LARGE> {
-  return err instanceof GatewayError && (err.code === ErrorCodes.BUFFER || err.code.startsWith(`${ErrorCodes.BUFFER}_`));
+/** The codes of the SQLite buffer: any failure to open or write it, and the intake refusals. */
+export const BUFFER_CODES = [
+  ErrorCodes.BUFFER,
+  ErrorCodes.BUFFER_UNOPENABLE,
+  ErrorCodes.BUFFER_DISK_FULL,
+  ErrorCodes.BUFFER_QUOTA,
+  ErrorCodes.BUFFER_TOO_LARGE,
+] as const;
+
+/** Any failure of the SQLite buffer, whatever its kind (one of {@link BUFFER_CODES}). */
+export function isBufferError(err: unknown): err is GatewayErrorOf<(typeof BUFFER_CODES)[number]> {
+  return err instanceof GatewayError && (BUFFER_CODES as readonly string[]).includes(err.code);
 }
 
 /**
