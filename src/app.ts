@@ -1,3 +1,4 @@
+import { ErrorCodes, GatewayError } from './errors.js';
 import { isDeepStrictEqual } from 'node:util';
 import type { LoadedConfig } from './config/load.js';
 import { applyReload, planReload, RESTART_SECTIONS, type ReloadReport } from './config/reload.js';
@@ -127,7 +128,7 @@ async function stopAll(w: Wiring): Promise<void> {
     }
   }
   w.running.length = 0;
-  if (failures.length > 0) throw new Error(`stopping failed: ${failures.join(', ')}`);
+  if (failures.length > 0) throw new GatewayError(ErrorCodes.STOP, `stopping failed: ${failures.join(', ')}`);
 }
 
 /** The parts' snapshots at this instant, composed into the status by {@link composeStatus}. */

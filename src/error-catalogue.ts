@@ -1,4 +1,4 @@
-import { ErrorCodes, type ErrorCode } from './errors.js';
+import { type ErrorCode, ErrorCodes, GatewayError } from './errors.js';
 
 /**
  * What every stable code means and what a person should do about it: the one source of the table
@@ -108,9 +108,29 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
   {
     code: ErrorCodes.BUFFER,
     meaning:
-      'the SQLite buffer could not be opened or written: a full disk (`details.diskFull`), the quota reached (`details.quota`), permissions; `details.unopenable`: it cannot be opened at all (corrupt, not a database, newer schema, no permission), and `run` exits 4, which systemd does not restart',
+      'the SQLite buffer could not be opened or written (a lock held by another process, an I/O error, permissions); on the page also: commits of reads or delivery steps fail, or its disk is full (the kinds below have codes of their own when raised)',
     whatToDo:
-      'check disk space and permissions of `buffer.path`; a full quota clears as delivery drains; intake resumes by itself; an unopenable buffer: fix the owner or restore a backup (docs/operations.md)',
+      'check disk space and permissions of `buffer.path` (its `-wal` and `-shm` too); intake and delivery retry by themselves and resume when there is room; an unopenable buffer: fix the owner or restore a backup (docs/operations.md)',
+  },
+  {
+    code: ErrorCodes.BUFFER_UNOPENABLE,
+    meaning: 'the buffer cannot be opened at all: corrupt, not a database, a schema newer than this gateway, no permission; `run` exits 4, which systemd does not restart',
+    whatToDo: 'fix the owner of the buffer files, or restore a backup (docs/operations.md); a newer schema needs the newer gateway',
+  },
+  {
+    code: ErrorCodes.BUFFER_DISK_FULL,
+    meaning: 'the disk of the buffer is full (SQLite `SQLITE_FULL`): nothing of the commit was written and the sources keep their reads; inputs that can wait are paused',
+    whatToDo: 'free space on the disk of `buffer.path` (`df -h`); intake resumes by itself when there is room',
+  },
+  {
+    code: ErrorCodes.BUFFER_QUOTA,
+    meaning: 'new scans were refused: the buffer quota (`buffer.maxPendingScans`, `buffer.maxBytes`) is reached; nothing of the refused submit was written and its source keeps it (HTTP ingest answers 503)',
+    whatToDo: 'get delivery going again (see the other problems); the quota clears as delivery drains and intake resumes by itself',
+  },
+  {
+    code: ErrorCodes.BUFFER_TOO_LARGE,
+    meaning: 'one submit alone is larger than the whole buffer quota and will never be taken: a file chunk is split, a single such read sends its file to `failed/`, HTTP ingest answers 413',
+    whatToDo: 'send fewer or smaller reads at once, or raise `buffer.maxPendingScans`/`buffer.maxBytes` if the disk has room',
   },
   {
     code: ErrorCodes.INPUT,
@@ -121,8 +141,28 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
   },
   {
     code: ErrorCodes.USAGE,
-    meaning: 'a command was called wrongly',
+    meaning: 'a command was called wrongly (also an admin request with a bad body, answered 400)',
     whatToDo: 'see `--help`',
+  },
+  {
+    code: ErrorCodes.NOT_RUNNING,
+    meaning: 'the part asked is not running: the gateway is starting or stopping, or a reload removed the input; nothing was done (HTTP ingest answers 503, an admin action 500)',
+    whatToDo: 'retry in a moment; if it persists, see the state of the gateway (`systemctl status scan-gateway`)',
+  },
+  {
+    code: ErrorCodes.LISTEN,
+    meaning: 'an HTTP server of the gateway (health, an `http` input) could not listen on its address: in use by another program, or not allowed (a port below 1024, an address not of this machine)',
+    whatToDo: 'the message names the configuration key: stop the other program or choose another address or port',
+  },
+  {
+    code: ErrorCodes.STOP,
+    meaning: 'stopping failed for some part, or took longer than the stop deadline; the process exits anyway',
+    whatToDo: 'the log line `stopping a part failed` names the part; reads not acknowledged yet are sent again by their sources',
+  },
+  {
+    code: ErrorCodes.INTERNAL,
+    meaning: 'something that cannot fail did: a bug in the gateway, or a broken installation (files missing from the package)',
+    whatToDo: 'report it with the log line and the version (`scan-gateway --version`); reinstall the package if files are missing',
   },
   {
     code: HealthCodes.DELIVERY_PAUSED,
@@ -209,6 +249,6 @@ export const ERRORS_TABLE_END = '<!-- END generated -->';
 export function withErrorsTable(doc: string): string {
   const begin = doc.indexOf(ERRORS_TABLE_BEGIN);
   const end = doc.indexOf(ERRORS_TABLE_END);
-  if (begin < 0 || end < begin) throw new Error(`docs/errors.md must hold the marks ${ERRORS_TABLE_BEGIN} and ${ERRORS_TABLE_END}`);
+  if (begin < 0 || end < begin) throw new GatewayError(ErrorCodes.USAGE, `docs/errors.md must hold the marks ${ERRORS_TABLE_BEGIN} and ${ERRORS_TABLE_END}`);
   return `${doc.slice(0, begin + ERRORS_TABLE_BEGIN.length)}\n${errorsTableMarkdown()}\n${doc.slice(end)}`;
 }

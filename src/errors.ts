@@ -1,7 +1,13 @@
 /**
  * One error class for the whole gateway, with a stable `code` that callers branch on
  * (`SCANGW_E_…`), an optional `cause`, and whether retrying the same operation can succeed.
- * Every code is listed in `docs/errors.md`.
+ * Every code is listed in `docs/errors.md` (generated from src/error-catalogue.ts).
+ *
+ * Kinds are codes, and callers ask with the predicates below (`isQuotaRefusal(err)`,
+ * `isDiskFull(err)`, `isNotSent(err)`…), never with ad-hoc `details` flags. `details` carries
+ * facts for logs and for the few properties that cut across codes (an upstream call that never
+ * left: `notSent`, any code); those are typed in {@link GatewayErrorDetails}.
+ * Outside tests, nothing in src/ throws a plain `Error` (test/unit/errors-model.test.ts).
  */
 export const ErrorCodes = {
   /** The configuration file is missing, unreadable, not YAML, or fails validation. */
@@ -29,27 +35,62 @@ export const ErrorCodes = {
   BODY_TOO_LARGE: 'SCANGW_E_BODY_TOO_LARGE',
   /** A pre-signed address was refused (used already, or expired; contract §4.4–4.5). */
   PRESIGNED_REFUSED: 'SCANGW_E_PRESIGNED_REFUSED',
-  /** The SQLite buffer could not be opened or written (disk full, corrupt, locked). */
+  /** The SQLite buffer could not be opened or written (locked, an I/O error, permissions). */
   BUFFER: 'SCANGW_E_BUFFER',
+  /**
+   * The buffer cannot be opened at all and time will not help (corrupt, not a database, a newer
+   * schema, no permission): `run` exits 4 (docs/cli.md), which systemd does not restart.
+   */
+  BUFFER_UNOPENABLE: 'SCANGW_E_BUFFER_UNOPENABLE',
+  /** The disk of the buffer (or SQLite's `max_page_count`) is full: nothing was written. Retryable. */
+  BUFFER_DISK_FULL: 'SCANGW_E_BUFFER_DISK_FULL',
+  /** A commit adding scans was refused: the buffer quota is reached. Nothing was written; the source keeps it. Retryable. */
+  BUFFER_QUOTA: 'SCANGW_E_BUFFER_QUOTA',
+  /** One submit alone is larger than the whole buffer quota and will never be taken. Also a quota refusal. */
+  BUFFER_TOO_LARGE: 'SCANGW_E_BUFFER_TOO_LARGE',
   /** An input could not be opened or failed while running. */
   INPUT: 'SCANGW_E_INPUT',
-  /** A command-line usage error. */
+  /** A command-line usage error (also a bad admin request body: HTTP 400). */
   USAGE: 'SCANGW_E_USAGE',
+  /** The part asked is not running (not started yet, stopping, or removed by a reload); nothing was done. */
+  NOT_RUNNING: 'SCANGW_E_NOT_RUNNING',
+  /** An HTTP server of the gateway (health, ingest) could not listen on its configured address. */
+  LISTEN: 'SCANGW_E_LISTEN',
+  /** Stopping failed for some part, or took longer than the stop deadline. */
+  STOP: 'SCANGW_E_STOP',
+  /** An invariant that cannot fail did (a bug, or a broken installation). */
+  INTERNAL: 'SCANGW_E_INTERNAL',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
+
+/**
+ * Extra facts for logs and callers. Never secrets. The named keys are the ones callers read;
+ * any other key is for logs only (docs/upstream.md lists the upstream ones).
+ */
+export interface GatewayErrorDetails {
+  /** HTTP status of an upstream answer. */
+  status?: number;
+  /** How long the service asked to wait (`Retry-After`), ms. */
+  retryAfterMs?: number;
+  /** The upstream call never left (no token, connection refused, TLS): resending cannot duplicate. Any code. */
+  notSent?: boolean;
+  /** `'token'`: the failure was getting a token, before the call itself. */
+  stage?: string;
+  [key: string]: unknown;
+}
 
 export interface GatewayErrorOptions {
   cause?: unknown;
   retryable?: boolean;
   /** Extra facts for logs and callers (HTTP status, key path…). Never secrets. */
-  details?: Record<string, unknown>;
+  details?: GatewayErrorDetails;
 }
 
 export class GatewayError extends Error {
   readonly code: ErrorCode;
   readonly retryable: boolean;
-  readonly details: Record<string, unknown>;
+  readonly details: GatewayErrorDetails;
 
   constructor(code: ErrorCode, message: string, options: GatewayErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -62,4 +103,71 @@ export class GatewayError extends Error {
 
 export function isGatewayError(err: unknown, code?: ErrorCode): err is GatewayError {
   return err instanceof GatewayError && (code === undefined || err.code === code);
+}
+
+/**
+ * A `GatewayError` known to carry one of the codes `C`. The predicates below narrow to it (not to
+ * plain `GatewayError`), so that a false answer does not narrow `err` to "not a GatewayError" in
+ * the caller's else branch.
+ */
+export type GatewayErrorOf<C extends ErrorCode> = GatewayError & { readonly code: C };
+
+/** The codes of the SQLite buffer: any failure to open or write it, and the intake refusals. */
+export const BUFFER_CODES = [
+  ErrorCodes.BUFFER,
+  ErrorCodes.BUFFER_UNOPENABLE,
+  ErrorCodes.BUFFER_DISK_FULL,
+  ErrorCodes.BUFFER_QUOTA,
+  ErrorCodes.BUFFER_TOO_LARGE,
+] as const;
+
+/** Any failure of the SQLite buffer, whatever its kind (one of {@link BUFFER_CODES}). */
+export function isBufferError(err: unknown): err is GatewayErrorOf<(typeof BUFFER_CODES)[number]> {
+  return err instanceof GatewayError && (BUFFER_CODES as readonly string[]).includes(err.code);
+}
+
+/**
+ * The buffer quota refused a commit (`SCANGW_E_BUFFER_QUOTA`, or `SCANGW_E_BUFFER_TOO_LARGE`: one
+ * submit larger than the whole quota). Nothing of the submit was written; its source keeps it.
+ */
+export function isQuotaRefusal(err: unknown): err is GatewayErrorOf<typeof ErrorCodes.BUFFER_QUOTA | typeof ErrorCodes.BUFFER_TOO_LARGE> {
+  return isGatewayError(err, ErrorCodes.BUFFER_QUOTA) || isGatewayError(err, ErrorCodes.BUFFER_TOO_LARGE);
+}
+
+/** One submit is larger than the whole buffer quota (`SCANGW_E_BUFFER_TOO_LARGE`): retrying it as is cannot succeed; split it. */
+export function isTooLargeForBuffer(err: unknown): err is GatewayErrorOf<typeof ErrorCodes.BUFFER_TOO_LARGE> {
+  return isGatewayError(err, ErrorCodes.BUFFER_TOO_LARGE);
+}
+
+/**
+ * The disk of the buffer is full: a `SCANGW_E_BUFFER_DISK_FULL`, or SQLite's own `SQLITE_FULL`
+ * (disk or `max_page_count`) on the error or up to three causes below it.
+ */
+export function isDiskFull(err: unknown): boolean {
+  if (isGatewayError(err, ErrorCodes.BUFFER_DISK_FULL)) return true;
+  for (let e: unknown = err, depth = 0; e !== undefined && e !== null && depth < 4; depth++) {
+    if ((e as { code?: unknown }).code === 'SQLITE_FULL') return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+/** The buffer cannot be opened and needs a person, not time (`SCANGW_E_BUFFER_UNOPENABLE`; `run` exits 4). */
+export function isBufferUnopenable(err: unknown): err is GatewayErrorOf<typeof ErrorCodes.BUFFER_UNOPENABLE> {
+  return isGatewayError(err, ErrorCodes.BUFFER_UNOPENABLE);
+}
+
+/** An upstream call that never left (`details.notSent`, whatever the code): a resend cannot be a duplicate. */
+export function isNotSent(err: unknown): err is GatewayError & { readonly details: { notSent: true } } {
+  return isGatewayError(err) && err.details.notSent === true;
+}
+
+/** The failure was getting a token (`details.stage: 'token'`); the call that needed it was not sent. */
+export function isTokenFailure(err: unknown): err is GatewayError & { readonly details: { stage: 'token' } } {
+  return isGatewayError(err) && err.details.stage === 'token';
+}
+
+/** The HTTP status of an upstream answer the error carries, or undefined. */
+export function httpStatusOf(err: unknown): number | undefined {
+  return isGatewayError(err) && typeof err.details.status === 'number' ? err.details.status : undefined;
 }

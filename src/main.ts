@@ -9,7 +9,7 @@ import { registerReplayCommand } from './cli/replay-command.js';
 import { registerTryCommand } from './cli/try-command.js';
 import { registerUpstreamCommands } from './cli/upstream-commands.js';
 import { loadConfig } from './config/load.js';
-import { isGatewayError, ErrorCodes } from './errors.js';
+import { isBufferUnopenable, isGatewayError, ErrorCodes } from './errors.js';
 import { createLogger } from './log.js';
 import { VERSION } from './paths.js';
 import { UpstreamClient, clientOptionsFromConfig } from './upstream/client.js';
@@ -69,7 +69,7 @@ async function main(argv: string[]): Promise<number> {
       process.stderr.write(`scan-gateway: ${err.message}\n`);
       return 2;
     }
-    if (isGatewayError(err, ErrorCodes.BUFFER) && err.details.unopenable === true) {
+    if (isBufferUnopenable(err)) {
       process.stderr.write(`scan-gateway: ${err.message}\n`);
       return ExitCodes.BUFFER_UNUSABLE;
     }

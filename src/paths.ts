@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ErrorCodes, GatewayError } from './errors.js';
 
 /**
  * The folder holding scan-gateway's package.json, found by walking up from this module, so the
@@ -20,7 +21,7 @@ function findPackageRoot(start: string): string {
       if (pkg.name === 'scan-gateway') return dir;
     }
     const parent = dirname(dir);
-    if (parent === dir) throw new Error(`scan-gateway package.json not found above ${start}`);
+    if (parent === dir) throw new GatewayError(ErrorCodes.INTERNAL, `scan-gateway package.json not found above ${start}`);
     dir = parent;
   }
 }

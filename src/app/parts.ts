@@ -1,3 +1,4 @@
+import { ErrorCodes, GatewayError } from '../errors.js';
 import type { FastifyInstance } from 'fastify';
 import { BackPressure } from '../buffer/back-pressure.js';
 import { Intake } from '../buffer/intake.js';
@@ -102,10 +103,10 @@ async function listening<T>(key: string, address: string, listen: () => Promise<
   } catch (err) {
     const code = (err as { code?: string }).code;
     if (code === 'EADDRINUSE') {
-      throw new Error(`${key} ${address}: the address is in use (another program, or another scan-gateway, listens there); stop it or choose another port`, { cause: err });
+      throw new GatewayError(ErrorCodes.LISTEN, `${key} ${address}: the address is in use (another program, or another scan-gateway, listens there); stop it or choose another port`, { cause: err });
     }
     if (code === 'EACCES' || code === 'EADDRNOTAVAIL') {
-      throw new Error(`${key} ${address}: cannot listen there (${code}: a port below 1024 needs privileges; the host must be an address of this machine)`, { cause: err });
+      throw new GatewayError(ErrorCodes.LISTEN, `${key} ${address}: cannot listen there (${code}: a port below 1024 needs privileges; the host must be an address of this machine)`, { cause: err });
     }
     throw err;
   }

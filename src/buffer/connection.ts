@@ -1,3 +1,4 @@
+import { ErrorCodes, GatewayError } from '../errors.js';
 import type Database from 'better-sqlite3';
 
 /**
@@ -15,6 +16,6 @@ export function attachConnection(owner: object, db: Database.Database): void {
 /** @throws Error when `owner` has no connection (not a store, or one that failed to open). */
 export function connectionOf(owner: object): Database.Database {
   const db = connections.get(owner);
-  if (!db) throw new Error('not an open buffer');
+  if (!db) throw new GatewayError(ErrorCodes.INTERNAL, 'not an open buffer');
   return db;
 }

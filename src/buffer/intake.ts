@@ -1,9 +1,9 @@
-import { ErrorCodes, GatewayError } from '../errors.js';
+import { ErrorCodes, GatewayError, isDiskFull } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { FileChunk, FileProgress, IntakeItem, IntakeSink, SubmitOptions, SubmitResult } from '../inputs/types.js';
 import { DUPLICATE_WINDOW_MAX_ENTRIES, DuplicateWindow } from '../mapping/duplicate-window.js';
 import { mapRead, type MappingContext } from '../mapping/map-read.js';
-import { isDiskFull, type BufferStore, type CommittedMessage, type IntakeRecord } from './store.js';
+import type { BufferStore, CommittedMessage, IntakeRecord } from './store.js';
 
 /** Per-input counters since the gateway started, for the health page and metrics. */
 export interface InputCounters {
@@ -133,12 +133,14 @@ export class Intake implements IntakeSink {
 
   /**
    * Maps the items and commits them with the next group. Resolves once committed; rejects with
-   * `SCANGW_E_BUFFER` when the commit failed (`details.diskFull`) or the quota refused the scans
-   * (`details.quota`): nothing of this submit was then written, and the source must keep it.
-   * `details.tooLarge`: the submit alone is larger than the quota and will never be taken.
+   * `SCANGW_E_BUFFER` when the commit failed (`SCANGW_E_BUFFER_DISK_FULL`, `isDiskFull(err)`: the
+   * disk is full) or `SCANGW_E_BUFFER_QUOTA` when the quota refused the scans (`isQuotaRefusal`):
+   * nothing of this submit was then written, and the source must keep it.
+   * `SCANGW_E_BUFFER_TOO_LARGE` (`isTooLargeForBuffer`, also a quota refusal): the submit alone is
+   * larger than the quota and will never be taken. `SCANGW_E_NOT_RUNNING` once intake is closed.
    */
   submit(items: IntakeItem[], options: SubmitOptions = {}): Promise<SubmitResult> {
-    if (this.closed) return Promise.reject(new Error('intake is closed'));
+    if (this.closed) return Promise.reject(new GatewayError(ErrorCodes.NOT_RUNNING, 'intake is closed', { retryable: true }));
     const pending: Pending = { records: [], taken: [], resolve: () => {}, reject: () => {} };
     const first = items[0];
     if (options.fileHash !== undefined && first) {
@@ -259,13 +261,13 @@ export class Intake implements IntakeSink {
       const never = adds.length > 0 ? gate?.tooLarge?.(adds.length, addBytes) : undefined;
       if (never !== undefined) {
         forget(p);
-        p.reject(new GatewayError(ErrorCodes.BUFFER, never, { retryable: false, details: { quota: true, tooLarge: true } }));
+        p.reject(new GatewayError(ErrorCodes.BUFFER_TOO_LARGE, never, { retryable: false }));
         continue;
       }
       const refused = adds.length > 0 ? gate?.admit(scans + adds.length, bytes + addBytes) : undefined;
       if (refused !== undefined) {
         forget(p);
-        p.reject(new GatewayError(ErrorCodes.BUFFER, refused, { retryable: true, details: { quota: true } }));
+        p.reject(new GatewayError(ErrorCodes.BUFFER_QUOTA, refused, { retryable: true }));
         continue;
       }
       scans += adds.length;
@@ -291,9 +293,9 @@ export class Intake implements IntakeSink {
       gate?.commitFailed(err);
       logger.error({ err, reads: records.length, diskFull }, 'commit of reads failed; sources are not acknowledged');
       const refusal = new GatewayError(
-        ErrorCodes.BUFFER,
+        diskFull ? ErrorCodes.BUFFER_DISK_FULL : ErrorCodes.BUFFER,
         diskFull ? `the buffer's disk is full: ${(err as Error).message}` : `commit of reads failed: ${(err as Error).message}`,
-        { cause: err, retryable: true, details: { diskFull } },
+        { cause: err, retryable: true },
       );
       for (const p of group) p.reject(refusal);
       return;

@@ -1,3 +1,4 @@
+import { ErrorCodes, GatewayError } from '../errors.js';
 import Database from 'better-sqlite3';
 import { BufferReports } from './reports.js';
 
@@ -53,7 +54,7 @@ export function checkBufferCopy(file: string): { integrity: string; reads: numbe
   try {
     copy.pragma('journal_mode = DELETE');
     const integrity = String(copy.pragma('quick_check', { simple: true }));
-    if (integrity !== 'ok') throw new Error(`quick_check: ${integrity}`);
+    if (integrity !== 'ok') throw new GatewayError(ErrorCodes.BUFFER, `quick_check: ${integrity}`);
     const count = (table: string) => copy.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number;
     return { integrity, reads: count('reads'), scans: count('scans'), batches: count('batches') };
   } finally {

@@ -2,6 +2,7 @@ import type { Read } from '../inputs/types.js';
 import { connectionOf } from './connection.js';
 import type { BufferStore } from './store.js';
 import { scanSchema } from '../upstream/contract.js';
+import { ErrorCodes, GatewayError } from '../errors.js';
 
 /**
  * Dead letters and replay (issue 4, item 7): scans that failed upstream (`failed`) or were refused
@@ -82,11 +83,11 @@ const CHUNK = 500;
  * chunk is one short transaction, and the daemon's delivery picks the new pending scans up on its
  * next pass.
  *
- * @throws Error when the selection is empty (neither a filter nor `all`).
+ * @throws GatewayError `SCANGW_E_USAGE` when the selection is empty (neither a filter nor `all`).
  */
 export function replayDeadLetters(store: BufferStore, map: (read: Read) => ReplayMapping, selection: ReplaySelection, nowMs: number): ReplayResult {
   const hasFilter = selection.batchId !== undefined || selection.dcpKey !== undefined || selection.reason !== undefined;
-  if (!hasFilter && !selection.all) throw new Error('replay needs a selection: a batch, a DCP, a reason, or all');
+  if (!hasFilter && !selection.all) throw new GatewayError(ErrorCodes.USAGE, 'replay needs a selection: a batch, a DCP, a reason, or all');
   const candidates = selectCandidates(store, selection);
   const result: ReplayResult = { selected: 0, queued: 0, notQueued: 0, dryRun: selection.dryRun ?? false, items: [] };
   if (selection.rejected && selection.batchId === undefined) result.notReplayable = countInputLevel(store, selection);

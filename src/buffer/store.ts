@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { userInfo } from 'node:os';
 import Database from 'better-sqlite3';
-import { ErrorCodes, GatewayError } from '../errors.js';
+import { ErrorCodes, GatewayError, isDiskFull } from '../errors.js';
 import { attachConnection } from './connection.js';
 import { MIGRATIONS } from './migrations.js';
 import { BufferReports } from './reports.js';
@@ -116,14 +116,9 @@ export function arrayBytes(count: number, sum: number): number {
   return count === 0 ? 2 : 2 + sum + (count - 1);
 }
 
-/** Whether an error is SQLite saying the disk (or `max_page_count`) is full. */
-export function isDiskFull(err: unknown): boolean {
-  for (let e: unknown = err, depth = 0; e !== undefined && e !== null && depth < 4; depth++) {
-    if ((e as { code?: unknown }).code === 'SQLITE_FULL') return true;
-    e = (e as { cause?: unknown }).cause;
-  }
-  return false;
-}
+// Asked by intake, back-pressure, retention and delivery through this module before the
+// predicates moved to src/errors.ts (one error model); kept so they need not change imports.
+export { isDiskFull } from '../errors.js';
 
 /**
  * Whether a failure to open the buffer needs a person (a corrupt file, not a database, a schema
@@ -184,9 +179,8 @@ export class BufferStore {
       attachConnection(this, this.db);
       this.migrate();
     } catch (err) {
-      throw new GatewayError(ErrorCodes.BUFFER, `cannot open the buffer ${path}: ${(err as Error).message}${permissionHint(path, err)}`, {
+      throw new GatewayError(unopenable(err) ? ErrorCodes.BUFFER_UNOPENABLE : ErrorCodes.BUFFER, `cannot open the buffer ${path}: ${(err as Error).message}${permissionHint(path, err)}`, {
         cause: err,
-        details: { unopenable: unopenable(err) },
       });
     }
     this.reports = new BufferReports(this.db, path);
@@ -211,17 +205,18 @@ export class BufferStore {
     } catch (err) {
       if (err === ROLLBACK) return;
       this.db.close();
-      throw new GatewayError(ErrorCodes.BUFFER, `cannot write the buffer ${this.path}: ${(err as Error).message}${permissionHint(this.path, err)}`, {
-        cause: err,
-        details: { unopenable: unopenable(err), diskFull: isDiskFull(err) },
-      });
+      const code = isDiskFull(err) ? ErrorCodes.BUFFER_DISK_FULL : unopenable(err) ? ErrorCodes.BUFFER_UNOPENABLE : ErrorCodes.BUFFER;
+      throw new GatewayError(code, `cannot write the buffer ${this.path}: ${(err as Error).message}${permissionHint(this.path, err)}`, { cause: err });
     }
   }
 
   private migrate(): void {
     const version = this.db.pragma('user_version', { simple: true }) as number;
     if (version > MIGRATIONS.length) {
-      throw new Error(`the buffer has schema version ${version}, newer than this gateway knows (${MIGRATIONS.length}); downgrade is not supported`);
+      throw new GatewayError(
+        ErrorCodes.BUFFER_UNOPENABLE,
+        `the buffer has schema version ${version}, newer than this gateway knows (${MIGRATIONS.length}); downgrade is not supported`,
+      );
     }
     for (let v = version; v < MIGRATIONS.length; v++) {
       this.db.transaction(() => {
@@ -589,14 +584,13 @@ export class BufferStore {
    * while SQLite still reports the disk full; other errors are thrown.
    */
   probeSpace(): boolean {
-    const rollback = new Error('probe rolled back');
     try {
       this.db.transaction(() => {
         this.db.prepare(`INSERT INTO space_probe (pad) VALUES (zeroblob(65536))`).run();
-        throw rollback;
+        throw ROLLBACK;
       })();
     } catch (err) {
-      if (err === rollback) return true;
+      if (err === ROLLBACK) return true;
       if (isDiskFull(err)) return false;
       throw err;
     }

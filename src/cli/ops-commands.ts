@@ -9,6 +9,7 @@ import { fmtBytes, fmtDuration, fmtTime } from '../health/page-render.js';
 import { SecretScrubber } from '../log.js';
 import { CommandExit, ExitCodes } from './exit.js';
 import { bestEffortScrubber } from './known-secrets.js';
+import { ErrorCodes, GatewayError } from '../errors.js';
 
 /** What the operations commands need from the process edge. */
 export interface OpsIo {

@@ -6,6 +6,7 @@ import { resolveSecrets, secretValues } from '../config/secrets.js';
 import { SystemdNotifier } from './sd-notify.js';
 import type { GatewayStatus } from '../health/status.js';
 import { createLogger, SecretScrubber, type Logger } from '../log.js';
+import { ErrorCodes, GatewayError } from '../errors.js';
 
 export interface RunIo {
   stderr: NodeJS.WritableStream;
@@ -122,7 +123,7 @@ export function registerRunCommand(program: Command, io: RunIo): void {
       const started = Date.now();
       let timer: NodeJS.Timeout | undefined;
       const deadline = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`stop took longer than ${STOP_DEADLINE_MS} ms`)), STOP_DEADLINE_MS);
+        timer = setTimeout(() => reject(new GatewayError(ErrorCodes.STOP, `stop took longer than ${STOP_DEADLINE_MS} ms`)), STOP_DEADLINE_MS);
       });
       try {
         await Promise.race([app.stop(), deadline]);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { configSchema } from './schema.js';
+import { ErrorCodes, GatewayError } from '../errors.js';
 
 /**
  * The configuration schema in the forms people and tools read: a JSON Schema (for editors, e.g.
@@ -68,7 +69,7 @@ export function renderConfigReference(): string {
 export function renderConfigDocs(current: string): string {
   const begin = current.indexOf(DOCS_BEGIN);
   const end = current.indexOf(DOCS_END);
-  if (begin < 0 || end < begin) throw new Error(`docs/configuration.md has no generated part: add the lines\n${DOCS_BEGIN}\n${DOCS_END}`);
+  if (begin < 0 || end < begin) throw new GatewayError(ErrorCodes.USAGE, `docs/configuration.md has no generated part: add the lines\n${DOCS_BEGIN}\n${DOCS_END}`);
   return `${current.slice(0, begin + DOCS_BEGIN.length)}\n\n${renderConfigReference()}\n${current.slice(end)}`;
 }
 

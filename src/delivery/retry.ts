@@ -1,4 +1,4 @@
-import { ErrorCodes, isGatewayError } from '../errors.js';
+import { ErrorCodes, httpStatusOf, isGatewayError, isNotSent } from '../errors.js';
 
 /**
  * Exponential backoff with full jitter: a delay drawn uniformly from [0, min(cap, base·2^attempt)],
@@ -23,19 +23,19 @@ export type FailureAction =
 
 /**
  * Tells retryable failures from permanent ones (design: retries). 408, 429, 5xx and network errors
- * are retried without limit, as is anything marked `details.notSent` (a token failure of any kind)
+ * are retried without limit, as is anything that never left (`isNotSent`: a token failure of any kind)
  * and a redirect; 413 (or a body over the limit) splits the batch; a refused pre-signed
  * address asks for a new one; an auth failure is retried (credentials get fixed without losing
  * data); any other 4xx holds the batch with the answer stored.
  */
 export function classifyFailure(err: unknown): FailureAction {
   if (!isGatewayError(err)) return { action: 'retry', answerLost: true };
-  const status = typeof err.details.status === 'number' ? err.details.status : undefined;
+  const status = httpStatusOf(err);
   const retryAfterMs = typeof err.details.retryAfterMs === 'number' ? err.details.retryAfterMs : undefined;
   // Checked before the code: a call that never left (no token could be had, the connection was
   // refused) is retried whatever the failure looked like. A token endpoint answering 200 with an
   // unreadable body, or 404, says nothing about the upload, which was not sent.
-  if (err.details.notSent === true) return { action: 'retry', answerLost: false, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
+  if (isNotSent(err)) return { action: 'retry', answerLost: false, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
   switch (err.code) {
     case ErrorCodes.BODY_TOO_LARGE:
       return { action: 'split' };
@@ -43,7 +43,7 @@ export function classifyFailure(err: unknown): FailureAction {
       return { action: 'newAddress' };
     case ErrorCodes.UPSTREAM_NETWORK:
       // A refused or unresolvable connection (or no token to send with) carried nothing.
-      return { action: 'retry', answerLost: err.details.notSent !== true, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
+      return { action: 'retry', answerLost: !isNotSent(err), ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
     case ErrorCodes.UPSTREAM_AUTH:
       return { action: 'retry', answerLost: false };
     case ErrorCodes.UPSTREAM_RESPONSE:

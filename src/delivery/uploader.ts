@@ -1,5 +1,5 @@
 import type { DeliveryConfig } from '../config/schema.js';
-import { ErrorCodes, isGatewayError } from '../errors.js';
+import { ErrorCodes, httpStatusOf, isGatewayError, isNotSent, isTokenFailure } from '../errors.js';
 import type { Logger } from '../log.js';
 import { isDiskFull, type BatchRow, type BufferStore } from '../buffer/store.js';
 import { PRESIGNED_VALIDITY_MS } from '../upstream/contract.js';
@@ -331,7 +331,7 @@ export class Uploader {
       // next time. A 5xx may come after the object was stored (a proxy's 502/504, an object store's
       // 500), and a lost answer says nothing: the status is asked first. A failed status check or
       // address request says nothing about an earlier PUT.
-      const httpStatus = isGatewayError(err) && typeof err.details.status === 'number' ? err.details.status : undefined;
+      const httpStatus = httpStatusOf(err);
       const putStep = this.presignedStep === 'put' || this.presignedStep === 'reput';
       const refused = putStep && !answerLost && httpStatus !== undefined && httpStatus < 500 && current.putStartedAt !== null;
       store.updateBatch(batch.id, { nextAttemptAt, lastError: message, ...(refused ? { putStartedAt: null } : {}) });
@@ -350,7 +350,7 @@ export class Uploader {
  * empty body): the service most likely has the batch, but it cannot be followed.
  */
 function isUnreadableAcceptance(err: unknown): boolean {
-  if (!isGatewayError(err) || err.details.notSent === true) return false;
+  if (!isGatewayError(err) || isNotSent(err)) return false;
   if (err.code !== ErrorCodes.UPSTREAM_RESPONSE && err.code !== ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE) return false;
   const status = err.details.status;
   return typeof status !== 'number' || (status >= 200 && status < 300);
@@ -358,7 +358,7 @@ function isUnreadableAcceptance(err: unknown): boolean {
 
 function errorKind(err: unknown): ErrorKind {
   if (!isGatewayError(err)) return 'network';
-  if (err.details.stage === 'token') return 'token';
+  if (isTokenFailure(err)) return 'token';
   if (err.code === ErrorCodes.UPSTREAM_AUTH) return 'auth';
   if (err.code === ErrorCodes.UPSTREAM_RESPONSE || err.code === ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE) return 'answer';
   if (err.code === ErrorCodes.UPSTREAM_NETWORK) return 'network';

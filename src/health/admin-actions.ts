@@ -29,7 +29,7 @@ export interface AdminActionsOptions {
 export function buildAdminActions(options: AdminActionsOptions): AdminActions {
   const store = () => {
     const s = options.store();
-    if (!s) throw new Error('the gateway is not running');
+    if (!s) throw new GatewayError(ErrorCodes.NOT_RUNNING, 'the gateway is not running');
     return s;
   };
   return {

@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { DeliveryApi } from '../delivery/types.js';
-import { ErrorCodes, isGatewayError } from '../errors.js';
+import { ErrorCodes, httpStatusOf, isGatewayError } from '../errors.js';
 import type { GatewayStatus } from './status.js';
 
 /** Where the metrics read their values at each scrape. */
@@ -243,7 +243,7 @@ export function upstreamErrorKind(err: unknown): string {
     case ErrorCodes.PRESIGNED_REFUSED:
       return 'presigned_refused';
     case ErrorCodes.UPSTREAM_HTTP: {
-      const status = Number(err.details.status);
+      const status = Number(httpStatusOf(err));
       if (status === 408) return 'timeout';
       if (status === 429) return 'rate_limited';
       if (status === 413) return 'too_large';

@@ -9,6 +9,7 @@ import type { GatewayMetrics } from './metrics.js';
 import { PAGE_CSP, renderPage } from './page.js';
 import { RefusalLog, REFUSAL_LOG_INTERVAL_MS } from './refusal-log.js';
 import type { GatewayStatus } from './status.js';
+import { ErrorCodes, GatewayError } from '../errors.js';
 
 export type { GatewayStatus } from './status.js';
 
@@ -192,6 +193,6 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
 }
 
 const unavailable = () => {
-  throw new Error('admin actions are not wired in this server');
+  throw new GatewayError(ErrorCodes.INTERNAL, 'admin actions are not wired in this server');
 };
 const unavailableActions: AdminActions = { retry: unavailable, pause: unavailable, resume: unavailable };

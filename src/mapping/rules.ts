@@ -1,6 +1,7 @@
 import type { ContainerConfig, MatchConfig, RuleConfig } from '../config/schema.js';
 import { compileTimeFormat, type TimeFormat } from './time-format.js';
 import { compileValue, type CompiledValue, type LookupTables, type ReadView } from './value-source.js';
+import { ErrorCodes, GatewayError } from '../errors.js';
 
 /** Named groups a regex captured; `{}` when the match has no regex. */
 export type Groups = Readonly<Record<string, string | undefined>>;
@@ -90,7 +91,7 @@ export function compileRule(config: RuleConfig, lookups: LookupTables): Compiled
   if (config.timeFormat !== undefined) {
     const format = compileTimeFormat(config.timeFormat);
     // Validated by the schema; a string here would be a bug, not a configuration mistake.
-    if (typeof format === 'string') throw new Error(`rule ${config.name}: ${format}`);
+    if (typeof format === 'string') throw new GatewayError(ErrorCodes.INTERNAL, `rule ${config.name}: ${format}`);
     rule.timeFormat = format;
   }
   return rule;

@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { SignJWT, errors as joseErrors, jwtVerify } from 'jose';
 import { sendProblem } from './problem.js';
 import type { SandboxState } from './state.js';
+import { ErrorCodes, GatewayError } from '../errors.js';
 
 /**
  * The sandbox's OAuth 2.0 side (contract §5): the client-credentials token endpoint and the bearer
@@ -52,7 +53,7 @@ const callers = new WeakMap<FastifyRequest, string>();
 /** The client id the bearer check accepted for this request. */
 export function callerOf(request: FastifyRequest): string {
   const clientId = callers.get(request);
-  if (clientId === undefined) throw new Error('bearer check did not run for this route');
+  if (clientId === undefined) throw new GatewayError(ErrorCodes.INTERNAL, 'bearer check did not run for this route');
   return clientId;
 }
 

@@ -132,7 +132,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
       memory.faults.apply(f);
     },
     restart(restartOptions: { downMs?: number } = {}) {
-      if (closing) return Promise.reject(new Error('the sandbox is closed'));
+      if (closing) return Promise.reject(new GatewayError(ErrorCodes.NOT_RUNNING, 'the sandbox is closed'));
       // The same port, so a client's configured baseUrl reaches the restarted service.
       restarting ??= (async () => {
         await app.close();

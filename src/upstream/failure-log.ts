@@ -1,4 +1,4 @@
-import { isGatewayError } from '../errors.js';
+import { isGatewayError, isTokenFailure } from '../errors.js';
 
 /**
  * Log fields for a failed upstream call. An expected failure (a `GatewayError`: the network, an
@@ -13,7 +13,7 @@ export function failureFields(err: unknown): Record<string, unknown> {
   return {
     code: err.code,
     ...(cause !== undefined ? { cause } : {}),
-    ...(err.details.stage === 'token' ? { stage: 'token' } : {}),
+    ...(isTokenFailure(err) ? { stage: 'token' } : {}),
     reason: err.message,
   };
 }

@@ -9,7 +9,7 @@ import { BufferStore } from '../../src/buffer/store.js';
 import { configSchema } from '../../src/config/schema.js';
 import { mappingContext } from '../../src/mapping/map-read.js';
 import { loadConfig } from '../../src/config/load.js';
-import { isGatewayError } from '../../src/errors.js';
+import { ErrorCodes, isDiskFull, isQuotaRefusal } from '../../src/errors.js';
 import type { InputAdapter, InputStatus, IntakeItem, IntakeSink } from '../../src/inputs/types.js';
 import { silentLogger } from '../../src/log.js';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
@@ -81,7 +81,7 @@ class ScriptedInput implements InputAdapter {
         this.committed.push(...batch.map((i) => (i.kind === 'read' ? i.read.raw.toString() : '')));
       } catch (err) {
         this.refusals++;
-        if (isGatewayError(err) && err.details.quota === true) this.quotaRefusals++;
+        if (isQuotaRefusal(err)) this.quotaRefusals++;
       }
     } finally {
       this.busy = false;
@@ -253,7 +253,8 @@ inputs:
         () => undefined,
         (err: unknown) => err,
       );
-      expect(isGatewayError(refused) && refused.details.diskFull).toBe(true);
+      expect(isDiskFull(refused)).toBe(true);
+      expect(refused).toMatchObject({ code: ErrorCodes.BUFFER_DISK_FULL, retryable: true });
       await waitFor(() => gate.snapshot().diskFull !== undefined);
       expect(paused).toEqual([true]);
       expect(gate.reasons().join(' ')).toMatch(/disk full \(SQLITE_FULL\).*intake stopped/);

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Intake, type IntakeGate } from '../../src/buffer/intake.js';
 import { BufferStore } from '../../src/buffer/store.js';
 import { configSchema } from '../../src/config/schema.js';
-import { isGatewayError } from '../../src/errors.js';
+import { ErrorCodes, isQuotaRefusal, isTooLargeForBuffer } from '../../src/errors.js';
 import type { IntakeItem } from '../../src/inputs/types.js';
 import { silentLogger } from '../../src/log.js';
 import { mappingContext } from '../../src/mapping/map-read.js';
@@ -88,7 +88,9 @@ describe('intake: file hashes and the quota gate', () => {
       (err: unknown) => err,
     );
     await rejections;
-    expect(isGatewayError(refused) && refused.details.quota).toBe(true);
+    expect(isQuotaRefusal(refused)).toBe(true);
+    expect(isTooLargeForBuffer(refused)).toBe(false);
+    expect(refused).toMatchObject({ code: ErrorCodes.BUFFER_QUOTA, retryable: true });
     expect(store.totals().pendingScans).toBe(3);
     expect(sqlOf(store).prepare(`SELECT count(*) FROM reads WHERE outcome = 'rejected'`).pluck().get()).toBe(1);
     room = 100;

@@ -1,3 +1,4 @@
+import { ErrorCodes, GatewayError } from '../../errors.js';
 /**
  * A streaming CSV tokenizer (RFC 4180 quoting; records end at CRLF, LF or a lone CR) that, unlike
  * a general-purpose parser, keeps going after a row with broken quoting: that row is handed over
@@ -32,9 +33,9 @@ export interface CsvRecordSink {
 type State = 0 | 1 | 2 | 3 | 4;
 
 /** The file cannot be split into records at all (a quote never closed, a record over the limit). */
-export class CsvSyntaxError extends Error {
+export class CsvSyntaxError extends GatewayError {
   constructor(message: string) {
-    super(message);
+    super(ErrorCodes.INPUT, message);
     this.name = 'CsvSyntaxError';
   }
 }

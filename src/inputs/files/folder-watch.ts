@@ -1,3 +1,4 @@
+import { ErrorCodes, GatewayError } from '../../errors.js';
 import { lstat, mkdir, opendir, readdir, stat } from 'node:fs/promises';
 import { basename, join, relative, sep } from 'node:path';
 import { watch, type FSWatcher } from 'chokidar';
@@ -190,8 +191,8 @@ export class FolderWatch {
   private async checkFolder(): Promise<void> {
     try {
       const folder = await stat(this.dir);
-      if (!folder.isDirectory()) throw new Error('is no longer a folder');
-      if (`${folder.dev}:${folder.ino}` !== this.folderId) throw new Error('was replaced by another folder');
+      if (!folder.isDirectory()) throw new GatewayError(ErrorCodes.INPUT, 'is no longer a folder');
+      if (`${folder.dev}:${folder.ino}` !== this.folderId) throw new GatewayError(ErrorCodes.INPUT, 'was replaced by another folder');
     } catch (err) {
       await this.failed(err);
     }

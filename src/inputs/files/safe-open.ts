@@ -23,20 +23,14 @@ export function fileKind(stats: Stats): string {
 
 /**
  * The error for an inbox entry that is not a regular file: the whole entry goes to `failed/` with
- * this message, and not a byte of it (or of what a link points to) is read. `details.notRegular`
- * tells the files input that the entry has no content to show in the rejection's `raw`.
+ * this message, and not a byte of it (or of what a link points to) is read.
  */
 export function notRegularFileError(fileName: string, kind: string): GatewayError {
   return new GatewayError(
     ErrorCodes.INPUT,
     `${kind}, not a regular file: only regular files dropped into the folder are read (nothing was read from it); drop the file itself`,
-    { details: { file: fileName, notRegular: true } },
+    { details: { file: fileName } },
   );
-}
-
-/** Whether `err` is a {@link notRegularFileError}. */
-export function isNotRegularFileError(err: unknown): boolean {
-  return err instanceof GatewayError && err.details['notRegular'] === true;
 }
 
 /** An inbox file opened for reading, and its fstat taken on the open descriptor. */

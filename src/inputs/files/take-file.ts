@@ -1,7 +1,7 @@
 import { lstat, type FileHandle } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { FilesInputConfig } from '../../config/schema.js';
-import { ErrorCodes, GatewayError, isGatewayError } from '../../errors.js';
+import { ErrorCodes, GatewayError, isGatewayError, isTooLargeForBuffer } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { FileChunk, InputProgress, IntakeItem, IntakeSink, SubmitResult } from '../types.js';
 import type { FileParseContext, ItemsOut } from './file-format.js';
@@ -253,7 +253,7 @@ export class FileTaker {
       try {
         result = await this.sink.submit(items, { fileChunk: chunk });
       } catch (err) {
-        if (isGatewayError(err) && err.details['tooLarge'] === true) {
+        if (isTooLargeForBuffer(err)) {
           if (items.length <= 1) throw err;
           const half = Math.ceil(items.length / 2);
           await this.commitChunk(items.slice(0, half), { ...chunk, final: false }, tally);

@@ -110,7 +110,7 @@ export class HttpIngestInput implements RouteInput {
     };
     await registerIngestRoutes(app, {
       sink: {
-        submit: (items) => live()?.options.sink.submit(items) ?? Promise.reject(new Error(`input ${this.id} is no longer configured`)),
+        submit: (items) => live()?.options.sink.submit(items) ?? Promise.reject(new GatewayError(ErrorCodes.NOT_RUNNING, `input ${this.id} is no longer configured`)),
       },
       inputId: this.id,
       tokens: () => live()?.token,

@@ -4,7 +4,7 @@ import type { JsonFieldsConfig } from '../../config/input-schemas.js';
 import type { Logger } from '../../log.js';
 import { rejectionItem } from '../input-items.js';
 import { DEFAULT_JSON_FIELDS, jsonRead, readFromJsonFields } from '../json-read.js';
-import { isGatewayError } from '../../errors.js';
+import { isTooLargeForBuffer } from '../../errors.js';
 import { DEFAULT_MAX_READ_LENGTH } from '../../config/input-schemas.js';
 import { RefusalLog } from '../../health/refusal-log.js';
 import type { IntakeItem, IntakeSink, SubmitResult } from '../types.js';
@@ -176,7 +176,7 @@ export async function registerIngestRoutes(app: FastifyInstance, options: Ingest
       try {
         result = await track(options.sink.submit(items));
       } catch (err) {
-        if (isGatewayError(err) && err.details.tooLarge === true) {
+        if (isTooLargeForBuffer(err)) {
           await record(body, `request ${err.message}`, origin);
           return send(reply, 413, 'Payload Too Large', `the request is ${err.message}`);
         }

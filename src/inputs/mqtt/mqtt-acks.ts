@@ -14,7 +14,7 @@ import { ErrorCodes, GatewayError } from '../../errors.js';
  */
 
 /** Passed to `handleMessage`'s callback: "taken, acknowledge later" (mqtt.js skips its PUBACK). */
-export const DEFER_PUBACK = new Error('PUBACK deferred until the read is committed');
+export const DEFER_PUBACK = new GatewayError(ErrorCodes.INPUT, 'PUBACK deferred until the read is committed');
 
 interface PrivateClient {
   _sendPacket(packet: { cmd: 'puback'; messageId: number }, cb?: (err?: Error) => void): void;

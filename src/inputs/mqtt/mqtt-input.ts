@@ -8,6 +8,7 @@ import { AckQueue, assertDeferredAckSupport, CommitsInProgress, DEFER_PUBACK, se
 import { mqttClientOptions, safeUrl, statusTopicOf } from './mqtt-options.js';
 import { messageToItem } from './mqtt-payload.js';
 import { limitPublishSize, PublishCuts, PublishLimiter, type PublishCut } from './mqtt-publish-limit.js';
+import { ErrorCodes, GatewayError } from '../../errors.js';
 
 /** What an {@link MqttInput} needs; `connect` is the seam for tests (default mqtt.js `connect`). */
 export interface MqttInputOptions {
@@ -383,6 +384,6 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([
     promise.finally(() => clearTimeout(timer)),
-    new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms))),
+    new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new GatewayError(ErrorCodes.INPUT, `timed out after ${ms} ms`)), ms))),
   ]);
 }

@@ -4,6 +4,7 @@ import type { Logger } from '../../log.js';
 import { InputStateTracker } from '../input-state.js';
 import { FramedStream } from '../stream/framed-stream.js';
 import type { InputAdapter, InputStatus, IntakeSink } from '../types.js';
+import { ErrorCodes, GatewayError } from '../../errors.js';
 
 export { MAX_PENDING_ITEMS } from '../stream/framed-stream.js';
 
@@ -157,7 +158,7 @@ export class SerialInput implements InputAdapter {
       if (generation === this.generation) this.stream.push(chunk);
     });
     port.on('error', (err: Error) => this.lost(generation, err));
-    port.on('close', (err?: Error | null) => this.lost(generation, err ?? new Error('serial port closed')));
+    port.on('close', (err?: Error | null) => this.lost(generation, err ?? new GatewayError(ErrorCodes.INPUT, 'serial port closed')));
     const err = await new Promise<Error | null>((resolve) => port.open(resolve));
     if (generation !== this.generation) {
       // stop() or an error came first; do not keep a port nobody listens to.

@@ -143,7 +143,7 @@ export function terminatorBytes(terminator: string): Buffer {
  * ends; other modes: an overlong read being dropped ends, see {@link Framer.dropping}) and
  * {@link Framer.flush} when the stream ends.
  *
- * @throws RangeError (constructor) for an empty terminator, equal STX and ETX, or `maxLength` < 1.
+ * @throws GatewayError `SCANGW_E_CONFIG` (constructor) for an empty terminator, equal STX and ETX, or `maxLength` < 1.
  */
 export class Framer {
   private readonly mode: FramingMode;
@@ -181,12 +181,12 @@ export class Framer {
 
   constructor(options: FramerOptions) {
     this.mode = options.mode ?? 'terminator';
-    if (!Number.isInteger(options.maxLength) || options.maxLength < 1) throw new RangeError('maxLength must be a positive integer');
+    if (!Number.isInteger(options.maxLength) || options.maxLength < 1) throw new GatewayError(ErrorCodes.CONFIG, 'maxLength must be a positive integer');
     this.terminator = Buffer.from(options.terminator ?? EMPTY);
-    if (this.mode === 'terminator' && this.terminator.length === 0) throw new RangeError('terminator must hold at least one byte');
+    if (this.mode === 'terminator' && this.terminator.length === 0) throw new GatewayError(ErrorCodes.CONFIG, 'terminator must hold at least one byte');
     this.stx = options.stx ?? 0x02;
     this.etx = options.etx ?? 0x03;
-    if (this.stx === this.etx) throw new RangeError('stx and etx must differ');
+    if (this.stx === this.etx) throw new GatewayError(ErrorCodes.CONFIG, 'stx and etx must differ');
     this.maxLength = options.maxLength;
     // Never more than maxLength + 1: that much is known as soon as a read is certainly overlong,
     // so the head does not depend on how the bytes were chunked.

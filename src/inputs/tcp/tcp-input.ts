@@ -4,6 +4,7 @@ import type { Logger } from '../../log.js';
 import { InputStateTracker } from '../input-state.js';
 import { FramedStream } from '../stream/framed-stream.js';
 import type { InputAdapter, InputStatus, IntakeSink } from '../types.js';
+import { ErrorCodes, GatewayError } from '../../errors.js';
 
 /** What a {@link TcpInput} needs. */
 export interface TcpInputOptions {
@@ -125,7 +126,7 @@ export class TcpInput implements InputAdapter {
     const { host, port, connectTimeoutMs } = this.config;
     const socket = createConnection({ host, port });
     const outcome = await new Promise<Error | undefined>((resolve) => {
-      const timer = setTimeout(() => resolve(new Error(`no connection within ${connectTimeoutMs} ms`)), connectTimeoutMs);
+      const timer = setTimeout(() => resolve(new GatewayError(ErrorCodes.INPUT, `no connection within ${connectTimeoutMs} ms`)), connectTimeoutMs);
       socket.once('connect', () => {
         clearTimeout(timer);
         resolve(undefined);
@@ -146,7 +147,7 @@ export class TcpInput implements InputAdapter {
     this.log.info({ host, port }, 'connected to reader');
     const connection = this.adopt(socket, `${host}:${port}`, this.clientStream ?? this.newStream({ peer: `${host}:${port}` }));
     void connection.closed.then(() => {
-      if (!this.stopping) this.retry(connection.lastError ?? new Error('reader closed the connection'));
+      if (!this.stopping) this.retry(connection.lastError ?? new GatewayError(ErrorCodes.INPUT, 'reader closed the connection'));
     });
   }
 
@@ -218,7 +219,7 @@ export class TcpInput implements InputAdapter {
     if (this.config.keepAliveMs > 0) socket.setKeepAlive(true, this.config.keepAliveMs);
     socket.setNoDelay(true);
     if (this.config.idleTimeoutMs > 0) {
-      socket.setTimeout(this.config.idleTimeoutMs, () => socket.destroy(new Error(`nothing received for ${this.config.idleTimeoutMs} ms`)));
+      socket.setTimeout(this.config.idleTimeoutMs, () => socket.destroy(new GatewayError(ErrorCodes.INPUT, `nothing received for ${this.config.idleTimeoutMs} ms`)));
     }
     stream.setWriter((bytes) => {
       if (!socket.destroyed) socket.write(bytes);

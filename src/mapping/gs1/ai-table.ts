@@ -1,3 +1,4 @@
+import { ErrorCodes, GatewayError } from '../../errors.js';
 /**
  * The GS1 Application Identifier table: for every AI its title, the format of its data field
  * (components with character set, length and content checks), whether a GS separator must follow
@@ -337,7 +338,7 @@ function parseComponent(token: string): AiComponent {
   }
   const [type = '', ...linters] = text.split(',');
   const match = /^([NXYZ])(\.\.)?(\d+)$/.exec(type);
-  if (!match) throw new Error(`AI table: bad component "${token}"`);
+  if (!match) throw new GatewayError(ErrorCodes.INTERNAL, `AI table: bad component "${token}"`);
   const max = Number(match[3]);
   return {
     cset: match[1] as CharacterSet,
@@ -368,7 +369,7 @@ function buildTable(rows: readonly Row[]): Map<string, AiDefinition> {
       else if (attr.startsWith('ex=')) excludes = excludes.concat(attr.slice(3).split(','));
       else if (attr === 'dlpkey') dlQualifiers = [[]];
       else if (attr.startsWith('dlpkey=')) dlQualifiers = attr.slice(7).split('|').map((seq) => seq.split(','));
-      else throw new Error(`AI table: bad attribute "${attr}" for ${ais}`);
+      else throw new GatewayError(ErrorCodes.INTERNAL, `AI table: bad attribute "${attr}" for ${ais}`);
     }
     for (const ai of expandRange(ais)) {
       const measure = /^3[1-6]\d\d$/.test(ai) || /^39[0-5]\d$/.test(ai);
