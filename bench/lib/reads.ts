@@ -5,7 +5,7 @@ import type { IntakeRecord } from '../../src/buffer/store.js';
 import { parseConfigText } from '../../src/config/load.js';
 import type { GatewayConfig } from '../../src/config/schema.js';
 import type { IntakeItem, Read } from '../../src/inputs/types.js';
-import { gs1CheckDigit } from '../../src/mapping/gs1/index.js';
+import { gs1CheckDigit } from '../../src/gs1/index.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 
 /**

@@ -10,7 +10,7 @@ import type { InputConfig } from '../config/schema.js';
 import { Deliverer } from '../delivery/deliverer.js';
 import type { DeliveryApi } from '../delivery/types.js';
 import type { AdminActions } from '../health/admin.js';
-import { isLoopbackHost } from '../health/host-check.js';
+import { isLoopbackHost } from '../listener/host-check.js';
 import { instrumentDeliveryApi, type GatewayMetrics } from '../health/metrics.js';
 import { buildHealthServer, type GatewayStatus } from '../health/server.js';
 import { FilesInput } from '../inputs/files/files-input.js';

@@ -1,7 +1,7 @@
 import type { Read } from '../inputs/types.js';
 import { connectionOf } from './connection.js';
 import type { BufferStore } from './store.js';
-import { scanSchema } from '../upstream/contract.js';
+import { scanSchema } from '../contract/contract.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
 
 /**

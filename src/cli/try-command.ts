@@ -5,7 +5,7 @@ import type { InputConfig } from '../config/schema.js';
 import { C0_NAMES, printableRaw } from '../format/printable.js';
 import type { Read } from '../inputs/types.js';
 import { DuplicateWindow } from '../mapping/duplicate-window.js';
-import type { BarcodeParse } from '../mapping/gs1/index.js';
+import type { BarcodeParse } from '../gs1/index.js';
 import { Mapper } from '../mapping/mapper.js';
 import type { MapOutcome } from '../mapping/outcome.js';
 import { CommandExit, ExitCodes } from './exit.js';

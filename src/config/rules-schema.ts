@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { lookupAi } from '../mapping/gs1/index.js';
-import { compileTimeFormat } from '../mapping/time-format.js';
+import { lookupAi } from '../gs1/index.js';
+import { compileTimeFormat } from '../format/time-format.js';
 import { key } from './common-schemas.js';
 
 /**

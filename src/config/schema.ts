@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { hasUrlCredentials, insecureUrlProblem } from '../upstream/url-policy.js';
+import { hasUrlCredentials, insecureUrlProblem } from './url-policy.js';
 import { key } from './common-schemas.js';
 import { crossCheck } from './cross-check.js';
 import { inputSchema } from './input-schemas.js';

@@ -3,8 +3,8 @@ import type { DeliveryConfig } from '../config/schema.js';
 import { isGatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { BatchRow, BufferStore } from '../buffer/store.js';
-import { TERMINAL_STATES } from '../upstream/contract.js';
-import { failureFields } from '../upstream/failure-log.js';
+import { TERMINAL_STATES } from '../contract/contract.js';
+import { failureFields } from '../failure-log.js';
 import { backoffDelay, classifyFailure } from './retry.js';
 import type { DeliveryApi, ScanStatusLike } from './types.js';
 

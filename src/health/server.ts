@@ -3,11 +3,11 @@ import { Counter } from 'prom-client';
 import { DEFAULT_HTTP_LIMITS, type HttpLimitsConfig } from '../config/schema.js';
 import { scrubValue, type Logger } from '../log.js';
 import { readTokenMatches, registerAdminRoutes, type AdminActions } from './admin.js';
-import { hostAllowList } from './host-check.js';
-import { capConnections, listenerOptions } from './listener-limits.js';
+import { hostAllowList } from '../listener/host-check.js';
+import { capConnections, listenerOptions } from '../listener/listener-limits.js';
 import type { GatewayMetrics } from './metrics.js';
 import { PAGE_CSP, renderPage } from './page.js';
-import { RefusalLog, REFUSAL_LOG_INTERVAL_MS } from './refusal-log.js';
+import { RefusalLog, REFUSAL_LOG_INTERVAL_MS } from '../listener/refusal-log.js';
 import type { GatewayStatus } from './status.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
 

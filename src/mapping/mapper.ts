@@ -1,11 +1,11 @@
 import type { DcpConfig, GatewayConfig, InputConfig, TimeCheckConfig } from '../config/schema.js';
 import type { Read } from '../inputs/types.js';
-import type { Scan } from '../upstream/contract.js';
+import type { Scan } from '../contract/contract.js';
 import { ContainerSessions, MAX_OPEN_CONTAINERS, type OpenContainer } from './container-sessions.js';
-import { parseBarcode, stripSymbologyIdentifier, type BarcodeParse, type Gs1Element } from './gs1/index.js';
+import { parseBarcode, stripSymbologyIdentifier, type BarcodeParse, type Gs1Element } from '../gs1/index.js';
 import type { MapOutcome } from './outcome.js';
 import { compileContainer, compileRule, DEFAULT_RULE_NAME, defaultRule, inScope, type CompiledContainer, type CompiledRule, type Groups } from './rules.js';
-import { formatWireTime, parseSourceTime } from './time.js';
+import { formatWireTime, parseSourceTime } from '../format/time.js';
 import type { CompiledValue, LookupTables, ReadView } from './value-source.js';
 
 /** A product model key the configuration can give a scan, and where it is written. */

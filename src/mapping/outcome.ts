@@ -1,5 +1,5 @@
-import type { Scan } from '../upstream/contract.js';
-import type { BarcodeParse } from './gs1/index.js';
+import type { Scan } from '../contract/contract.js';
+import type { BarcodeParse } from '../gs1/index.js';
 
 /**
  * What one read becomes: a Scan (contract §2.5) with the UTC instant of its time stamp, a

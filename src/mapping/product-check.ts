@@ -1,5 +1,5 @@
 import type { Logger } from '../log.js';
-import { failureFields } from '../upstream/failure-log.js';
+import { failureFields } from '../failure-log.js';
 import type { ProductKeyUse } from './mapper.js';
 
 /** What the health page shows of the product check. */

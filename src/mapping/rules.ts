@@ -1,5 +1,5 @@
 import type { ContainerConfig, MatchConfig, RuleConfig } from '../config/schema.js';
-import { compileTimeFormat, type TimeFormat } from './time-format.js';
+import { compileTimeFormat, type TimeFormat } from '../format/time-format.js';
 import { compileValue, type CompiledValue, type LookupTables, type ReadView } from './value-source.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
 

@@ -1,6 +1,6 @@
 import type { ValueConfig } from '../config/schema.js';
 import type { Read } from '../inputs/types.js';
-import type { BarcodeParse, Gs1Element } from './gs1/index.js';
+import type { BarcodeParse, Gs1Element } from '../gs1/index.js';
 
 /**
  * One read as the rules see it: the code as read, the code without its AIM symbology identifier,

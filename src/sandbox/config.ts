@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import { parse } from 'yaml';
 import { z } from 'zod';
 import { ErrorCodes, GatewayError } from '../errors.js';
-import { formatPath } from '../upstream/contract.js';
+import { formatPath } from '../contract/contract.js';
 import { faultsSchema, type SandboxClient, type SandboxOptions } from './types.js';
 
 /**

@@ -1,6 +1,6 @@
 import type { FastifyInstance, preHandlerAsyncHookHandler } from 'fastify';
-import { batteryPackTemplate } from '../upstream/battery-pack-template.js';
-import { PRODUCT_TYPES, createProductRequestSchema, type ProductModel } from '../upstream/contract.js';
+import { batteryPackTemplate } from '../contract/battery-pack-template.js';
+import { PRODUCT_TYPES, createProductRequestSchema, type ProductModel } from '../contract/contract.js';
 import { callerOf } from './auth.js';
 import { sendProblem, sendValidationProblem } from './problem.js';
 import { isParsedBody, sendJson } from './respond.js';

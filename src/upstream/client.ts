@@ -20,11 +20,11 @@ import {
   type ProductModel,
   type ProductModelKeyAndName,
   type ScanStatus,
-} from './contract.js';
+} from '../contract/contract.js';
 import { createUpstreamDispatcher } from './dispatcher.js';
 import { deadlineError, httpError, networkError, parseRetryAfter, redirectError } from './http-errors.js';
 import { TokenCache, readTokenAnswer, tokenExpiry, type AccessToken } from './token-cache.js';
-import { hasUrlCredentials, insecureUrlProblem } from './url-policy.js';
+import { hasUrlCredentials, insecureUrlProblem } from '../config/url-policy.js';
 
 /** Options of {@link UpstreamClient}. */
 export interface UpstreamClientOptions {

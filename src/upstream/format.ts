@@ -1,4 +1,4 @@
-import type { ProductModelKeyAndName, ScanStatus } from './contract.js';
+import type { ProductModelKeyAndName, ScanStatus } from '../contract/contract.js';
 
 /**
  * Human-readable renderings of upstream answers, for the CLI (and anything else that shows them

@@ -9,7 +9,7 @@ import { buildApp, type App } from '../../src/app.js';
 import { loadConfig, parseConfigText } from '../../src/config/load.js';
 import { DEFAULT_HTTP_LIMITS, type HttpLimitsConfig } from '../../src/config/schema.js';
 import { isGatewayError } from '../../src/errors.js';
-import { hostAllowList } from '../../src/health/host-check.js';
+import { hostAllowList } from '../../src/listener/host-check.js';
 import { GatewayMetrics } from '../../src/health/metrics.js';
 import { buildHealthServer } from '../../src/health/server.js';
 import type { GatewayStatus } from '../../src/health/status.js';

@@ -5,7 +5,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
-import { MAX_DIRECT_BODY_BYTES } from '../../src/upstream/contract.js';
+import { MAX_DIRECT_BODY_BYTES } from '../../src/contract/contract.js';
 import { waitFor } from '../helpers/wait.js';
 
 // The sandbox's wire behaviour over real HTTP, where the client would hide it: content types,

@@ -10,7 +10,7 @@ import { ErrorCodes, GatewayError } from '../../src/errors.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
-import { MAX_DIRECT_BODY_BYTES } from '../../src/upstream/contract.js';
+import { MAX_DIRECT_BODY_BYTES } from '../../src/contract/contract.js';
 
 // `products`, `status` and `upload` against the sandbox over real HTTP: output and exit codes.
 

@@ -5,9 +5,9 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ErrorCodes } from '../../src/errors.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
-import { batteryPackTemplate } from '../../src/upstream/battery-pack-template.js';
+import { batteryPackTemplate } from '../../src/contract/battery-pack-template.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
-import { MAX_DIRECT_BODY_BYTES, type Scan, type ScanState } from '../../src/upstream/contract.js';
+import { MAX_DIRECT_BODY_BYTES, type Scan, type ScanState } from '../../src/contract/contract.js';
 import { waitFor } from '../helpers/wait.js';
 import { rejection } from '../helpers/rejection.js';
 

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { deliverySchema } from '../../src/config/schema.js';
 import { arrayBytes, BufferStore, type IntakeRecord, type PendingScanRow } from '../../src/buffer/store.js';
 import { BATCH_LOOKAHEAD, Batcher, formBatch, packScans } from '../../src/delivery/batcher.js';
-import { MAX_DIRECT_BODY_BYTES } from '../../src/upstream/contract.js';
+import { MAX_DIRECT_BODY_BYTES } from '../../src/contract/contract.js';
 import { silentLogger } from '../../src/log.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
 

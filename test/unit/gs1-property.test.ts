@@ -10,8 +10,8 @@ import {
   parseBarcode,
   resolveCentury,
   type BarcodeParse,
-} from '../../src/mapping/gs1/index.js';
-import { allAis } from '../../src/mapping/gs1/ai-table.js';
+} from '../../src/gs1/index.js';
+import { allAis } from '../../src/gs1/ai-table.js';
 
 const GS = '\u001d';
 const OPTIONS = { referenceDate: new Date('2026-11-18T06:00:00Z') };

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { elementValue, parseBarcode, stripSymbologyIdentifier, type BarcodeParse, type Gs1Element } from '../../src/mapping/gs1/index.js';
+import { elementValue, parseBarcode, stripSymbologyIdentifier, type BarcodeParse, type Gs1Element } from '../../src/gs1/index.js';
 import { SAMPLES_DIR } from '../helpers/samples.js';
 
 const SAMPLES = SAMPLES_DIR;

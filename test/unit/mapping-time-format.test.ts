@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { compileTimeFormat, type TimeFormat } from '../../src/mapping/time-format.js';
+import { compileTimeFormat, type TimeFormat } from '../../src/format/time-format.js';
 
 const BERLIN = 'Europe/Berlin';
 

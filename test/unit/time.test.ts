@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatWireTime, parseSourceTime } from '../../src/mapping/time.js';
+import { formatWireTime, parseSourceTime } from '../../src/format/time.js';
 
 const BERLIN = 'Europe/Berlin';
 

@@ -6,7 +6,7 @@ import { rejectionItem } from '../input-items.js';
 import { DEFAULT_JSON_FIELDS, jsonRead, readFromJsonFields } from '../json-read.js';
 import { isTooLargeForBuffer } from '../../errors.js';
 import { DEFAULT_MAX_READ_LENGTH } from '../../config/input-schemas.js';
-import { RefusalLog } from '../../health/refusal-log.js';
+import { RefusalLog } from '../../listener/refusal-log.js';
 import type { IntakeItem, IntakeSink, SubmitResult } from '../types.js';
 
 /** The path of the ingest endpoint on the local server. */

@@ -1,4 +1,4 @@
-import { ErrorCodes, GatewayError } from '../../errors.js';
+import { ErrorCodes, GatewayError } from '../errors.js';
 /**
  * The GS1 Application Identifier table: for every AI its title, the format of its data field
  * (components with character set, length and content checks), whether a GS separator must follow

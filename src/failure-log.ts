@@ -1,4 +1,4 @@
-import { isGatewayError, isTokenFailure } from '../errors.js';
+import { isGatewayError, isTokenFailure } from './errors.js';
 
 /**
  * Log fields for a failed upstream call. An expected failure (a `GatewayError`: the network, an
