@@ -9,7 +9,6 @@ import { fmtBytes, fmtDuration, fmtTime } from '../health/page-render.js';
 import { SecretScrubber } from '../log.js';
 import { CommandExit, ExitCodes } from './exit.js';
 import { bestEffortScrubber } from './known-secrets.js';
-import { ErrorCodes, GatewayError } from '../errors.js';
 
 /** What the operations commands need from the process edge. */
 export interface OpsIo {
@@ -79,7 +78,7 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
   withBuffer(buffer.command('stats').description('size of the buffer on disk and what it holds'))
     .addHelpText('after', `\nExample:\n  sudo -u scan-gateway scan-gateway buffer stats --config /etc/scan-gateway/config.yaml\n  scan-gateway buffer stats --buffer /root/buffer-2026-11-18.db   # a backup${EXIT_HELP}`)
     .action((opts: BufferOptions) => {
-      const { db, path } = open(io, opts, 'buffer stats');
+      const { db } = open(io, opts, 'buffer stats');
       try {
         const report = db.reports.stats();
         io.stdout.write(opts.json ? `${JSON.stringify(report)}\n` : formatStats(report));

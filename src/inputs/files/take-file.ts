@@ -1,11 +1,10 @@
 import { lstat, type FileHandle } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { FilesInputConfig } from '../../config/schema.js';
-import { ErrorCodes, GatewayError, isGatewayError, isTooLargeForBuffer } from '../../errors.js';
+import { ErrorCodes, GatewayError, isTooLargeForBuffer } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { FileChunk, InputProgress, IntakeItem, IntakeSink, SubmitResult } from '../types.js';
 import type { FileParseContext, ItemsOut } from './file-format.js';
-import type { FILE_CHUNK_ROWS } from './file-format.js';
 import { type GrowthWatch, hashRange } from './file-growth.js';
 import { moveToProcessed } from './file-moves.js';
 import type { FileEntry, TakeOutcome } from './file-queue.js';
@@ -43,7 +42,7 @@ export interface FileTakerOptions {
 
 /**
  * Parses bytes `range` of an open inbox file in the input's `format`: to `out` in chunks of
- * {@link FILE_CHUNK_ROWS} items, or (without `out`) all items returned. Throws a `GatewayError`
+ * `FILE_CHUNK_ROWS` (file-format.ts) items, or (without `out`) all items returned. Throws a `GatewayError`
  * (`SCANGW_E_INPUT`) when the file cannot be parsed as a whole, or what reading it throws.
  */
 export function parseInboxFile(config: FilesInputConfig, handle: FileHandle, ctx: FileParseContext, range: ByteRange = {}, out?: ItemsOut): Promise<IntakeItem[]> {
@@ -76,7 +75,7 @@ export function parseInboxFile(config: FilesInputConfig, handle: FileHandle, ctx
 /**
  * The processing of one file of a files input: waits until a file found by a listing is stable,
  * opens it safely (a regular file only, through {@link openInboxFile}), hashes it, parses it as a
- * stream and commits it in chunks of {@link FILE_CHUNK_ROWS} items (each chunk one submit and one
+ * stream and commits it in chunks of `FILE_CHUNK_ROWS` (file-format.ts) items (each chunk one submit and one
  * transaction recording how far the file is committed, so a restart goes on after its last
  * committed chunk), then moves it to `processed/YYYY-MM-DD/` and hands it to the growth watch.
  *
@@ -160,7 +159,7 @@ export class FileTaker {
   }
 
   /**
-   * Hashes, parses and commits one opened file in chunks ({@link FILE_CHUNK_ROWS} items per
+   * Hashes, parses and commits one opened file in chunks (`FILE_CHUNK_ROWS` (file-format.ts) items per
    * submit and transaction, each recording the file's progress), going on after the chunks a
    * crash left committed. Reads bytes `[0, size)` as found when opened (the bytes hashed); what a
    * writer appends meanwhile is the growth watch's. Answers 'committed' once its last chunk is.

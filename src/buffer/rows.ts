@@ -1,0 +1,113 @@
+/**
+ * The rows the buffer stores and answers with (shapes only), split from store.ts so that the
+ * store holds the SQL and this file the shapes other rooms read.
+ */
+
+/** One read as it is committed: its raw bytes, its outcome and, for a scan, the serialized Scan. */
+export interface IntakeRecord {
+  inputId: string;
+  receivedAt: Date;
+  raw: Buffer;
+  sourceTime?: string;
+  /** The DCP the source named (`Read.dcpKey`); kept apart from the mapped DCP so replay maps it again. */
+  dcpKey?: string;
+  /** Parents and attributes the source supplied (`Read.parents`, `Read.attributes`), kept for replay. */
+  parents?: string[];
+  attributes?: Record<string, string>;
+  origin?: Record<string, string | number>;
+  outcome: 'scan' | 'rejected' | 'noRead' | 'duplicate';
+  reason?: string;
+  /** True for an input-level rejection (nothing could be framed or parsed into a read). */
+  inputLevel?: boolean;
+  scan?: { reference: string; dcpKey: string; instant: Date; body: string };
+}
+
+/** A file whose items are committed in the same transaction, so reading it again is recognised. */
+export interface CommittedFile {
+  inputId: string;
+  /** Hash of the file's content (e.g. SHA-256, hex). */
+  hash: string;
+  name?: string;
+  /** Items of the file committed so far (with this commit). */
+  items: number;
+  /**
+   * More chunks of the file are to come: only its progress (`items`) is recorded, in
+   * `file_progress`. Without it the file is complete: its progress row goes and, unless `remember`
+   * is false, it is recorded in `files`.
+   */
+  inProgress?: boolean;
+  /** False: the complete file is not recorded in `files` (the input does not remember contents). */
+  remember?: boolean;
+}
+
+/**
+ * The identity of a QoS 1 MQTT message committed in the same transaction as its read, so that the
+ * broker's resend of it (DUP flag, same packet id) after a crash or a lost connection is
+ * recognised (docs/inputs.md, "mqtt", "Exactly once across crashes").
+ */
+export interface CommittedMessage {
+  inputId: string;
+  /** MQTT packet identifier, 1..65535; unique among the session's unacknowledged messages. */
+  packetId: number;
+  topic: string;
+  /** SHA-256 of the whole payload (32 bytes). */
+  payloadSha256: Buffer;
+}
+
+export type BatchMode = 'direct' | 'presigned';
+export type BatchState = 'ready' | 'uploading' | 'presigned' | 'uploaded' | 'done' | 'held';
+
+/** A batch row (see migrations.ts), in camelCase. */
+export interface BatchRow {
+  id: number;
+  mode: BatchMode;
+  state: BatchState;
+  scanCount: number;
+  bytes: number;
+  requestId: string | null;
+  presignedUrl: string | null;
+  presignedExpiresAt: number | null;
+  /** When a PUT to the current pre-signed address started (ms): it may have reached the service. */
+  putStartedAt: number | null;
+  attempts: number;
+  nextAttemptAt: number;
+  lastError: string | null;
+  /** How many times this batch was sent again after an upload whose answer was lost. */
+  possibleDuplicate: number;
+  createdAt: string;
+  uploadedAt: string | null;
+  finishedAt: string | null;
+  upstreamState: string | null;
+  description: string | null;
+  processed: number | null;
+  failed: number | null;
+  polls: number;
+}
+
+/** Scans not yet delivered, kept exact by triggers (migration 2). Bytes are the scans' JSON bytes. */
+export interface BufferTotals {
+  /** Not yet in a batch. */
+  pendingScans: number;
+  pendingBytes: number;
+  /** Pending, or in a batch the service has not finished: what the quota counts. */
+  undeliveredScans: number;
+  undeliveredBytes: number;
+}
+
+export const BATCH_COLUMNS = `id, mode, state, scan_count AS scanCount, bytes, request_id AS requestId,
+  presigned_url AS presignedUrl, presigned_expires_at AS presignedExpiresAt, put_started_at AS putStartedAt,
+  attempts, next_attempt_at AS nextAttemptAt, last_error AS lastError, possible_duplicate AS possibleDuplicate,
+  created_at AS createdAt, uploaded_at AS uploadedAt, finished_at AS finishedAt,
+  upstream_state AS upstreamState, description, processed, failed, polls`;
+
+/** A pending scan as the batcher packs it: its id, reference and serialized bytes. */
+export interface PendingScanRow {
+  id: number;
+  reference: string;
+  bytes: number;
+}
+
+/** Bytes of `[a,b,c]` for scans whose serialized lengths sum to `sum`: brackets plus n-1 commas. */
+export function arrayBytes(count: number, sum: number): number {
+  return count === 0 ? 2 : 2 + sum + (count - 1);
+}
