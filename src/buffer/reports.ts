@@ -267,8 +267,9 @@ function recentActivity(db: Database.Database, sinceMs: number): RecentActivity 
                 WHERE outcome = 'rejected' AND id >= ? AND coalesce(input_level, 0) = 0 GROUP BY input_id ORDER BY count DESC, input_id`,
             )
             .all(first) as { inputId: string; count: number }[];
-          // A file refused as a whole is an input-level rejection whose origin names where it went.
-          const moved = `origin LIKE '%"movedTo"%'`;
+          // A file refused as a whole is an input-level rejection whose origin names failed/ as where
+          // it went (a file with content stored before also names where it went: processed/).
+          const moved = `origin LIKE '%"movedTo":"failed/%'`;
           // Input-level rejections (a file refused whole, an unframeable chunk) were never a read.
           const level = db
             .prepare(`SELECT count(*) AS inputLevel, coalesce(sum(${moved}), 0) AS files FROM reads WHERE outcome = 'rejected' AND id >= ? AND input_level = 1`)

@@ -41,6 +41,8 @@ describe('recent activity for the health rules', () => {
         rejected('gi-scanner', NOW - 20 * MIN),
         rejected('gi-scanner', NOW - 19 * MIN),
         rejected('goods-in', NOW - 10 * MIN, { inputLevel: true, reason: 'the header has no column "barcode"', origin: { file: 'export.csv', movedTo: 'failed/export.csv' } }),
+        // A file whose content was stored before goes to processed/: not a refused file.
+        rejected('goods-in', NOW - 9 * MIN, { inputLevel: true, reason: 'same content as export-1.csv', origin: { file: 'export-2.csv', movedTo: 'processed/2026-11-24/export-2.csv' } }),
       ],
       NOW - 10 * MIN,
     );
