@@ -3,11 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { deliverySchema } from '../../src/config/schema.js';
-import { arrayBytes, BufferStore, type IntakeRecord, type PendingScanRow } from '../../src/buffer/store.js';
+import { arrayBytes, BufferStore, type PendingScanRow } from '../../src/buffer/store.js';
 import { BATCH_LOOKAHEAD, Batcher, formBatch, packScans } from '../../src/delivery/batcher.js';
 import { MAX_DIRECT_BODY_BYTES } from '../../src/contract/contract.js';
 import { silentLogger } from '../../src/log.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
+import { scanRecord } from '../helpers/records.js';
 
 // The packing rule (src/delivery/batcher.ts), against a real SQLite buffer in a temp dir, and as
 // the pure function it is over rows.
@@ -18,20 +19,6 @@ afterEach(() => store?.close());
 function open(): BufferStore {
   store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-batcher-')), 'buffer.db'));
   return store;
-}
-
-/** A scan record whose JSON body is exactly `bytes` long. */
-function scanRecord(reference: string, bytes: number): IntakeRecord {
-  const skeleton = JSON.stringify({ reference, pad: '' });
-  const body = JSON.stringify({ reference, pad: 'x'.repeat(bytes - skeleton.length) });
-  expect(Buffer.byteLength(body)).toBe(bytes);
-  return {
-    inputId: 'in',
-    receivedAt: new Date(0),
-    raw: Buffer.from(reference),
-    outcome: 'scan',
-    scan: { reference, dcpKey: 'GI-01', instant: new Date(0), body },
-  };
 }
 
 const nowIso = new Date(0).toISOString();

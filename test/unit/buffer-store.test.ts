@@ -7,9 +7,10 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MIGRATIONS } from '../../src/buffer/migrations.js';
-import { BufferStore, isDiskFull, type IntakeRecord } from '../../src/buffer/store.js';
+import { BufferStore, isDiskFull } from '../../src/buffer/store.js';
 import { formBatch } from '../../src/delivery/batcher.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
+import { scanRecord } from '../helpers/records.js';
 
 let store: BufferStore | undefined;
 afterEach(() => store?.close());
@@ -17,20 +18,6 @@ afterEach(() => store?.close());
 function open(): BufferStore {
   store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-store-')), 'buffer.db'));
   return store;
-}
-
-/** A scan record whose JSON body is exactly `bytes` long. */
-function scanRecord(reference: string, bytes: number): IntakeRecord {
-  const skeleton = JSON.stringify({ reference, pad: '' });
-  const body = JSON.stringify({ reference, pad: 'x'.repeat(bytes - skeleton.length) });
-  expect(Buffer.byteLength(body)).toBe(bytes);
-  return {
-    inputId: 'in',
-    receivedAt: new Date(0),
-    raw: Buffer.from(reference),
-    outcome: 'scan',
-    scan: { reference, dcpKey: 'GI-01', instant: new Date(0), body },
-  };
 }
 
 const nowIso = new Date(0).toISOString();
