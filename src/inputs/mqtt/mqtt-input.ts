@@ -189,17 +189,27 @@ export class MqttInput implements InputAdapter {
         this.options.sink.forgetMessages?.(this.id);
       }
     });
+    let ready: (() => void) | undefined;
+    const isReady = new Promise<void>((resolve) => (ready = resolve));
     client.on('connect', (connack) => {
       if (client !== this.client) return;
       this.lastError = undefined;
-      this.state.set('up');
       this.log.info({ url: safeUrl(this.config.url), sessionPresent: connack.sessionPresent }, 'connected to broker');
       if (this.statusTopic) client.publish(this.statusTopic, 'online', { qos: 1, retain: true });
       // mqtt.js subscribes again by itself after a reconnect that lost the session.
       if (!subscribed) {
         subscribed = true;
-        void this.subscribe(client);
+        // Without a session on the broker, 'up' waits for the SUBACK: until the broker holds the
+        // subscription, a reader's message has nowhere to go (a new session keeps nothing for us).
+        void this.subscribe(client).then((granted) => {
+          if (client !== this.client || !granted) return;
+          if (!connack.sessionPresent) this.state.set('up');
+          ready?.();
+        });
+        if (!connack.sessionPresent) return;
       }
+      this.state.set('up');
+      ready?.();
     });
     client.on('error', (err) => {
       if (client !== this.client) return;
@@ -222,16 +232,16 @@ export class MqttInput implements InputAdapter {
       const timer = setTimeout(resolve, this.config.connectTimeoutMs);
       const done = (): void => {
         clearTimeout(timer);
-        client.off('connect', done);
         client.off('close', done);
         resolve();
       };
-      client.on('connect', done);
+      void isReady.then(done);
       client.on('close', done);
     });
   }
 
-  private async subscribe(client: MqttClient): Promise<void> {
+  /** Subscribes to the configured topics; answers whether the broker granted every one. */
+  private async subscribe(client: MqttClient): Promise<boolean> {
     const qos = this.config.qos;
     // MQTT 5: no retained replay when the session already holds the subscription.
     const options = this.config.protocolVersion === 5 ? { qos, rh: 1 } : { qos };
@@ -241,11 +251,13 @@ export class MqttInput implements InputAdapter {
       if (refused.length > 0) {
         this.state.down(`broker refused the subscription to ${refused.join(', ')}`);
         this.log.error({ topics: refused }, 'broker refused subscriptions');
-      } else {
-        this.log.info({ topics: this.config.topics, qos }, 'subscribed');
+        return false;
       }
+      this.log.info({ topics: this.config.topics, qos }, 'subscribed');
+      return true;
     } catch (err) {
       if (client === this.client && !this.closing) this.log.warn({ err }, 'subscribing failed; retried on reconnect');
+      return false;
     }
   }
 
