@@ -214,8 +214,20 @@ inputs:
     await new Promise((resolve) => socket.once('connect', resolve));
     const cr = Buffer.from('\r');
     socket.write(Buffer.concat(tcpFrames.flatMap((f) => [f, cr])));
-    const serialStream = Buffer.concat(serialFrames.flatMap((f) => [f, cr]));
-    for (let at = 0; at < serialStream.length; at += 4096) await pty.write(serialStream.subarray(at, at + 4096));
+    // Written in pieces of whole frames: the framer ends an overlong read at a pause of 200 ms, and a
+    // pause between two writes (a busy machine) inside an overlong frame would make it two reads.
+    let piece: Buffer[] = [];
+    let pieceBytes = 0;
+    for (const f of serialFrames) {
+      piece.push(f, cr);
+      pieceBytes += f.length + 1;
+      if (pieceBytes >= 4096) {
+        await pty.write(Buffer.concat(piece));
+        piece = [];
+        pieceBytes = 0;
+      }
+    }
+    if (piece.length > 0) await pty.write(Buffer.concat(piece));
 
     // MQTT (JSON format): each payload one message.
     const payloads = mix('mq', 2000, () => badJson(2048), (c) => Buffer.from(JSON.stringify({ code: c })));
