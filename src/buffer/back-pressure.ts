@@ -49,6 +49,8 @@ export interface BackPressureOptions {
   now?: () => number;
   /** Free bytes on the buffer's file system; default `statfs` of the buffer's folder. */
   freeBytes?: () => number;
+  /** A commit failed with SQLITE_FULL: the disk guard releases its reserve and prunes the audit (issue 19). */
+  onDiskFull?: () => void;
 }
 
 /**
@@ -144,6 +146,7 @@ export class BackPressure {
   /** A commit failed: a full disk stops intake until {@link check} finds room again. */
   commitFailed(err: unknown): void {
     this.groupTotals = undefined;
+    if (isDiskFull(err)) this.options.onDiskFull?.();
     if (!isDiskFull(err) || this.diskFull) return;
     this.diskFull = { since: new Date(this.now()).toISOString(), message: (err as Error).message };
     this.options.logger.fatal(
