@@ -262,7 +262,7 @@ export function buildDelivery(w: Wiring): Component {
   return {
     name: 'delivery',
     async start() {
-      w.deliverer = new Deliverer({ store: w.store!, api: instrumentDeliveryApi(w.api!, w.metrics), config: w.config.delivery, logger: w.logger.child({ component: 'delivery' }), now: w.now, onDiskFull: () => w.diskGuard?.reportFull() });
+      w.deliverer = new Deliverer({ store: w.store!, api: instrumentDeliveryApi(w.api!, w.metrics), config: w.config.delivery, logger: w.logger.child({ component: 'delivery' }), now: w.now, onDiskFull: (err) => w.backPressure?.diskFullSeen(err) });
       w.deliverer.start();
     },
     async stop() {

@@ -136,8 +136,21 @@ export class DiskGuard {
     const total = { scans: 0, reads: 0, batches: 0 };
     // Bounded: each step removes `step` scans or ends the loop (nothing delivered left).
     for (let round = 0; this.underPressure(); round++) {
-      if (this.fullReported || (this.lastFree !== undefined && this.lastFree < this.reserveSize)) this.releaseReserve();
-      const r = await retention.pruneOldestDelivered(step);
+      // Only on SQLITE_FULL, when intake is already paused: released on mere low space, the reserve
+      // would be filled by intake, and delivery would find no room when the disk is full.
+      const full = this.fullReported;
+      if (full) {
+        this.releaseReserve();
+        // The log first: what delivery and intake wrote before the disk filled may hold the room.
+        this.returnPages();
+      }
+      let r;
+      try {
+        // Smaller steps on a full disk: each one's deletes must fit in what the log can still take.
+        r = await retention.pruneOldestDelivered(full ? Math.min(step, 500) : step);
+      } finally {
+        this.returnPages();
+      }
       total.scans += r.scans;
       total.reads += r.reads;
       total.batches += r.batches;

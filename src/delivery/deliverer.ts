@@ -44,7 +44,7 @@ export interface DelivererOptions {
   now?: () => number;
   random?: () => number;
   /** A delivery step failed on a full disk (SQLITE_FULL); see `UploaderOptions.onDiskFull`. */
-  onDiskFull?: () => void;
+  onDiskFull?: (err: unknown) => void;
 }
 
 /** How many status polls run at once (uploads go one at a time; see docs/delivery.md). */

@@ -69,7 +69,7 @@ inputs:
     const mem = memoryLogger('info');
     const app: App = buildApp(loadConfig(file, { baseDir: base, env: { SCAN_GATEWAY_CLIENT_SECRET: SECRET } }), { logger: mem.logger });
     await app.start();
-    let possibleDuplicates = 0;
+    let possibleDuplicates: number;
     try {
       expect(existsSync(`${bufferPath}.reserve`)).toBe(true);
       // Files are written beside the inbox and renamed in, so none is taken half-written.
@@ -89,7 +89,7 @@ inputs:
       const status = app.status();
       const disk = status.buffer.disk!;
       expect(disk.prunedEarlyScans).toBeGreaterThan(0);
-      expect(status.healthProblems.map((p) => p.code)).toContain(HealthCodes.AUDIT_PRUNED_EARLY);
+      expect((status.healthProblems ?? []).map((p) => p.code)).toContain(HealthCodes.AUDIT_PRUNED_EARLY);
       expect(existsSync(join(inbox, 'failed')) ? readdirSync(join(inbox, 'failed')) : []).toEqual([]);
       possibleDuplicates = (status.delivery as { possibleDuplicates?: number }).possibleDuplicates ?? 0;
     } finally {
@@ -105,7 +105,7 @@ inputs:
     expect(refs.length).toBe(TOTAL + possibleDuplicates);
 
     // The audit yielded oldest first: the first file's scans are gone, the last file's kept.
-    let bytesPerScan = 0;
+    let bytesPerScan: number;
     const db = new Database(bufferPath, { readonly: true });
     try {
       expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
@@ -121,5 +121,81 @@ inputs:
     }
     // For docs/operations.md ("Disk sizing"): bytes on disk per delivered scan of this size.
     console.log(`disk-full-tmpfs: ${TOTAL} reads through a ${fsSize} byte file system; about ${bytesPerScan} bytes per scan (reference ${ref(0, 0).length} characters)`);
+  });
+  it('upstream down until the disk is full: intake pauses (files wait), nothing is lost, and all is delivered once the upstream returns', { timeout: 90_000 }, async () => {
+    for (const name of readdirSync(disk)) rmSync(join(disk, name), { force: true });
+    const dir = join(base, 'down');
+    mkdirSync(dir);
+    const inbox = join(dir, 'inbox');
+    const bufferPath = join(disk, 'down.db');
+    const file = join(dir, 'config.yaml');
+    writeFileSync(
+      file,
+      `site: { id: disk, timezone: Europe/Berlin }
+upstream: { baseUrl: ${sandbox.url}, authUrl: ${sandbox.url}, clientId: demo-client }
+buffer: { path: ${bufferPath} }
+delivery: { mode: direct, maxBatchScans: 2000, maxBatchDelayMs: 50, statusPollMs: 50, statusPollMaxMs: 100, retryBaseMs: 50, retryMaxMs: 200 }
+http: { listen: 127.0.0.1:0 }
+dcps:
+  - { key: GI-01, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-0042, duplicateWindowMs: 0 }
+inputs:
+  - { id: inbox, type: files, dir: ${inbox}, format: lines, dcp: GI-01, stableMs: 20 }
+`,
+    );
+    await fetch(`${sandbox.url}/_sandbox/scans`, { method: 'DELETE' });
+    sandbox.setFaults({ errorRate: 1 });
+    const mem = memoryLogger('info');
+    const app: App = buildApp(loadConfig(file, { baseDir: dir, env: { SCAN_GATEWAY_CLIENT_SECRET: SECRET } }), { logger: mem.logger });
+    await app.start();
+    const files = 36;
+    try {
+      mkdirSync(join(dir, 'staging'), { recursive: true });
+      for (let f = 0; f < files; f++) {
+        const staged = join(dir, 'staging', `reads-${String(f).padStart(3, '0')}.txt`);
+        writeFileSync(staged, Array.from({ length: PER_FILE }, (_, i) => ref(f, i)).join('\n') + '\n');
+        renameSync(staged, join(inbox, `reads-${String(f).padStart(3, '0')}.txt`));
+      }
+      // The disk fills with undelivered scans: intake pauses, files wait in the inbox.
+      await waitFor(() => app.status().buffer.intakePaused === true && (app.status().buffer.quota as { diskFull?: unknown } | undefined)?.diskFull !== undefined, {
+        timeoutMs: 40_000,
+        intervalMs: 100,
+        what: 'intake paused by a full disk',
+      });
+      expect(readdirSync(inbox).filter((n) => n.endsWith('.txt')).length).toBeGreaterThan(0);
+      expect(app.status().buffer.disk?.prunedEarlyScans).toBe(0);
+
+      // The upstream returns: delivery works on the full disk (the reserve), the audit yields, intake resumes by itself.
+      sandbox.setFaults({ errorRate: 0 });
+      await waitFor(
+        () => {
+          const status = app.status();
+          return readdirSync(inbox).filter((n) => n.endsWith('.txt')).length === 0 && status.buffer.undeliveredScans === 0 && (status.buffer.scans.pending ?? 0) === 0;
+        },
+        { timeoutMs: 30_000, intervalMs: 200, what: 'every file taken and every scan delivered after the upstream returned' },
+      ).catch((err: unknown) => {
+        const st = app.status();
+        console.log('DEBUG', JSON.stringify({ buffer: { ...st.buffer, batches: undefined, problems: undefined }, delivery: st.delivery, inbox: readdirSync(inbox) }));
+        const seen = new Map<string, number>();
+        for (const l of mem.parsed()) if (l.level >= 40) seen.set(l.msg, (seen.get(l.msg) ?? 0) + 1);
+        console.log('DEBUG', [...seen.entries()]);
+        throw err;
+      });
+      expect(app.status().buffer.intakePaused).toBe(false);
+      expect(existsSync(join(inbox, 'failed')) ? readdirSync(join(inbox, 'failed')) : []).toEqual([]);
+    } finally {
+      await app.stop();
+    }
+    const msgs = mem.parsed().map((l) => l.msg);
+    expect(msgs.some((m) => /released the reserve/.test(m))).toBe(true);
+    expect(msgs).toContain('buffer disk has room again: intake resumes');
+    const log = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as { scans: { scan: { reference: string } }[] };
+    expect(new Set(log.scans.map((s) => s.scan.reference)).size).toBe(files * PER_FILE);
+    const db = new Database(bufferPath, { readonly: true });
+    try {
+      expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
+      expect(db.prepare(`SELECT count(*) FROM scans WHERE state <> 'delivered'`).pluck().get()).toBe(0);
+    } finally {
+      db.close();
+    }
   });
 });
