@@ -233,7 +233,7 @@ export function buildDiskGuard(w: Wiring): Component {
   return {
     name: 'disk guard',
     async start() {
-      w.diskGuard = new DiskGuard({ store: w.store!, retention: w.retention!, logger: w.logger.child({ component: 'buffer' }), now: w.now });
+      w.diskGuard = new DiskGuard({ store: w.store!, retention: w.retention!, logger: w.logger.child({ component: 'buffer' }), now: w.now, quotaBytes: w.config.buffer.maxBytes });
       w.diskGuard.start();
     },
     stop: async () => w.diskGuard?.stop(),

@@ -21,6 +21,8 @@ export interface DiskGuardStatus {
   lastEarlyPrune?: { at: string; scans: number; reads: number; batches: number };
   /** The database is not yet in `auto_vacuum = INCREMENTAL` (switch skipped at start): freed pages are reused but not returned. */
   vacuumPending?: string;
+  /** The byte quota (`buffer.maxBytes`) is larger than the disk can hold: the disk fills before the quota is reached. */
+  quotaTooLarge?: string;
 }
 
 export interface DiskGuardOptions {
@@ -43,7 +45,16 @@ export interface DiskGuardOptions {
   now?: () => number;
   /** Free and total bytes of the buffer's file system; default `statfs` of the buffer's folder. */
   statfs?: () => { free: number; size: number };
+  /** The configured byte quota (`buffer.maxBytes`), checked against what the disk can hold. */
+  quotaBytes?: number;
 }
+
+/**
+ * Bytes on disk per byte the quota counts (a scan's JSON): a scan's read row, scan row and
+ * indexes take about 3.2 times its JSON (770 against 242 bytes, measured on the tmpfs test);
+ * rounded up.
+ */
+export const DISK_BYTES_PER_QUOTA_BYTE = 3.5;
 
 const MIB = 1024 * 1024;
 const CHUNK = 64 * 1024;
@@ -76,6 +87,8 @@ export class DiskGuard {
   private pruned = 0;
   private lastEarly: DiskGuardStatus['lastEarlyPrune'];
   private vacuumPending: string | undefined;
+  private quotaTooLarge: string | undefined;
+  private quotaCheckedAt = -Infinity;
 
   constructor(private readonly options: DiskGuardOptions) {
     this.now = options.now ?? Date.now;
@@ -89,6 +102,7 @@ export class DiskGuard {
   start(): void {
     this.switchToIncrementalVacuum();
     this.writeReserve();
+    this.checkQuotaFits();
     this.timer = setInterval(() => void this.check(), this.options.intervalMs ?? 250);
     this.timer.unref();
   }
@@ -127,10 +141,40 @@ export class DiskGuard {
       prunedEarlyScans: this.pruned,
       ...(this.lastEarly ? { lastEarlyPrune: { ...this.lastEarly } } : {}),
       ...(this.vacuumPending ? { vacuumPending: this.vacuumPending } : {}),
+      ...(this.quotaTooLarge ? { quotaTooLarge: this.quotaTooLarge } : {}),
     };
   }
 
+  /**
+   * Whether the byte quota fits the disk: the buffer's file, the free space, less the reserve and
+   * the low-space mark, against the quota times {@link DISK_BYTES_PER_QUOTA_BYTE}. Rechecked every
+   * minute (another program's files change what is left); logged when it changes.
+   */
+  private checkQuotaFits(): void {
+    const quota = this.options.quotaBytes;
+    if (quota === undefined || this.now() - this.quotaCheckedAt < 60_000) return;
+    this.quotaCheckedAt = this.now();
+    const s = this.stat();
+    if (!s) return;
+    let own = 0;
+    for (const suffix of ['', '-wal']) {
+      try {
+        own += statSync(this.options.store.path + suffix).size;
+      } catch {
+        // no log file
+      }
+    }
+    const holds = Math.max(0, Math.floor((s.free + own - this.reserveHeld - this.lowFree) / DISK_BYTES_PER_QUOTA_BYTE));
+    const next =
+      quota > holds
+        ? `buffer.maxBytes (${quota} bytes of scans) is larger than the disk can hold (about ${holds} bytes of scans at ${DISK_BYTES_PER_QUOTA_BYTE} bytes on disk each): the disk fills before the quota is reached; lower buffer.maxBytes or give the buffer more room`
+        : undefined;
+    if (next !== undefined && this.quotaTooLarge === undefined) this.options.logger.warn({ quotaBytes: quota, diskHoldsBytes: holds }, next);
+    this.quotaTooLarge = next;
+  }
+
   private async checkOnce(): Promise<void> {
+    this.checkQuotaFits();
     const { retention, logger } = this.options;
     const step = this.options.step ?? 2000;
     const total = { scans: 0, reads: 0, batches: 0 };

@@ -332,7 +332,8 @@ export function renderMain(s: GatewayStatus): string {
             'Disk',
             `${b.disk.freeBytes !== undefined ? `${esc(fmtBytes(b.disk.freeBytes))} free` : '—'} <span class="muted">(the audit yields below ${esc(fmtBytes(b.disk.lowFreeBytes))}; reserve ${b.disk.reserveReleased ? '<span class="err">released</span>' : esc(fmtBytes(b.disk.reserveBytes))})</span>` +
               (b.disk.prunedEarlyScans > 0 ? `<div class="tile-s">${fmtCount(b.disk.prunedEarlyScans)} delivered scans pruned before the end of the audit period${b.disk.lastEarlyPrune ? `, last ${t(b.disk.lastEarlyPrune.at)}` : ''}</div>` : '') +
-              (b.disk.vacuumPending ? `<div class="muted">${esc(b.disk.vacuumPending)}</div>` : ''),
+              (b.disk.vacuumPending ? `<div class="muted">${esc(b.disk.vacuumPending)}</div>` : '') +
+              (b.disk.quotaTooLarge ? `<div class="err">${esc(b.disk.quotaTooLarge)}</div>` : ''),
           ],
         ] as [string, string][])
       : []),

@@ -158,6 +158,24 @@ describe('disk guard: the audit yields to undelivered data', () => {
   });
 });
 
+describe('disk guard: a quota that fits the disk', () => {
+  it('says when buffer.maxBytes is larger than the disk can hold, and not when it fits', () => {
+    const s = open();
+    const retention = new Retention({ store: s, retentionDays: 30, logger: silentLogger() });
+    const statfs = () => ({ free: 100 * MIB, size: 200 * MIB });
+    const { logger, parsed } = memoryLogger('warn');
+    const big = new DiskGuard({ store: s, retention, logger, reserveBytes: 0, lowFreeBytes: 8 * MIB, statfs, quotaBytes: 2 * 1024 * MIB });
+    big.start();
+    void big.stop();
+    expect(big.snapshot().quotaTooLarge).toMatch(/buffer.maxBytes \(2147483648 bytes of scans\) is larger than the disk can hold/);
+    expect(parsed().some((l) => /larger than the disk can hold/.test(l.msg))).toBe(true);
+    const fits = new DiskGuard({ store: s, retention, logger: silentLogger(), reserveBytes: 0, lowFreeBytes: 8 * MIB, statfs, quotaBytes: 10 * MIB });
+    fits.start();
+    void fits.stop();
+    expect(fits.snapshot().quotaTooLarge).toBeUndefined();
+  });
+});
+
 describe('disk guard: the reserve', () => {
   it('writes real bytes beside the buffer, releases them on SQLITE_FULL, and writes them again when there is room', async () => {
     const s = open();
