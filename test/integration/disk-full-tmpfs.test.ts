@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, writeSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -194,6 +194,77 @@ inputs:
     try {
       expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
       expect(db.prepare(`SELECT count(*) FROM scans WHERE state <> 'delivered'`).pluck().get()).toBe(0);
+    } finally {
+      db.close();
+    }
+  });
+  it('another program fills the disk and then frees it: intake pauses, nothing is lost, and it all goes on by itself', { timeout: 90_000 }, async () => {
+    for (const name of readdirSync(disk)) rmSync(join(disk, name), { force: true });
+    const dir = join(base, 'ballast');
+    mkdirSync(dir);
+    const inbox = join(dir, 'inbox');
+    const bufferPath = join(disk, 'ballast.db');
+    const file = join(dir, 'config.yaml');
+    writeFileSync(
+      file,
+      `site: { id: disk, timezone: Europe/Berlin }
+upstream: { baseUrl: ${sandbox.url}, authUrl: ${sandbox.url}, clientId: demo-client }
+buffer: { path: ${bufferPath} }
+delivery: { mode: direct, maxBatchScans: 2000, maxBatchDelayMs: 50, statusPollMs: 50, statusPollMaxMs: 100, retryBaseMs: 50, retryMaxMs: 200 }
+http: { listen: 127.0.0.1:0 }
+dcps:
+  - { key: GI-01, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-0042, duplicateWindowMs: 0 }
+inputs:
+  - { id: inbox, type: files, dir: ${inbox}, format: lines, dcp: GI-01, stableMs: 20 }
+`,
+    );
+    await fetch(`${sandbox.url}/_sandbox/scans`, { method: 'DELETE' });
+    sandbox.setFaults({ errorRate: 0 });
+    const mem = memoryLogger('info');
+    const app: App = buildApp(loadConfig(file, { baseDir: dir, env: { SCAN_GATEWAY_CLIENT_SECRET: SECRET } }), { logger: mem.logger });
+    await app.start();
+    const files = 10;
+    const ballast = join(disk, 'other-program.log');
+    try {
+      // Another program takes every free byte of the disk.
+      const chunk = Buffer.alloc(64 * 1024, 0x41);
+      const fd = openSync(ballast, 'w');
+      try {
+        for (;;) writeSync(fd, chunk);
+      } catch (err) {
+        expect((err as NodeJS.ErrnoException).code).toBe('ENOSPC');
+      } finally {
+        closeSync(fd);
+      }
+      mkdirSync(join(dir, 'staging'), { recursive: true });
+      for (let f = 0; f < files; f++) {
+        const staged = join(dir, 'staging', `reads-${String(f).padStart(3, '0')}.txt`);
+        writeFileSync(staged, Array.from({ length: PER_FILE }, (_, i) => ref(f, i)).join('\n') + '\n');
+        renameSync(staged, join(inbox, `reads-${String(f).padStart(3, '0')}.txt`));
+      }
+      await waitFor(() => app.status().buffer.intakePaused === true, { timeoutMs: 20_000, intervalMs: 50, what: 'intake paused by a disk another program filled' });
+      expect(readdirSync(inbox).filter((n) => n.endsWith('.txt')).length).toBeGreaterThan(0);
+
+      // The other program's file goes: intake resumes by itself, everything is delivered.
+      rmSync(ballast);
+      await waitFor(
+        () => {
+          const status = app.status();
+          return readdirSync(inbox).filter((n) => n.endsWith('.txt')).length === 0 && status.buffer.undeliveredScans === 0 && (status.buffer.scans.pending ?? 0) === 0;
+        },
+        { timeoutMs: 40_000, intervalMs: 200, what: 'every file taken and every scan delivered after the space returned' },
+      );
+      expect(app.status().buffer.intakePaused).toBe(false);
+      expect(existsSync(join(dir, 'inbox', 'failed')) ? readdirSync(join(inbox, 'failed')) : []).toEqual([]);
+    } finally {
+      rmSync(ballast, { force: true });
+      await app.stop();
+    }
+    const log = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as { scans: { scan: { reference: string } }[] };
+    expect(new Set(log.scans.map((s) => s.scan.reference)).size).toBe(files * PER_FILE);
+    const db = new Database(bufferPath, { readonly: true });
+    try {
+      expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
     } finally {
       db.close();
     }
