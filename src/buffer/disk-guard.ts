@@ -1,4 +1,4 @@
-import { closeSync, fsyncSync, openSync, statfsSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, openSync, statfsSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Logger } from '../log.js';
 import { connectionOf } from './connection.js';
@@ -55,6 +55,28 @@ export interface DiskGuardOptions {
  * rounded up.
  */
 export const DISK_BYTES_PER_QUOTA_BYTE = 3.5;
+
+/** The sentence for a byte quota larger than what the disk holds (`holds`: bytes of scan JSON). */
+function quotaTooLargeText(quota: number, holds: number): string {
+  return `buffer.maxBytes (${quota} bytes of scans) is larger than the disk can hold (about ${holds} bytes of scans at ${DISK_BYTES_PER_QUOTA_BYTE} bytes on disk each): the disk fills before the quota is reached; lower buffer.maxBytes or give the buffer more room`;
+}
+
+/**
+ * For `config check` (the gateway not running): whether `quotaBytes` fits the file system that
+ * holds (or will hold) `bufferPath`, by its size, less the default reserve and low-space mark.
+ * Answers the sentence when it does not, `undefined` when it fits or the path is `:memory:`.
+ * @throws when no folder of the path can be examined (`statfs`).
+ */
+export function quotaTooLargeForDisk(bufferPath: string, quotaBytes: number): string | undefined {
+  if (bufferPath === ':memory:') return undefined;
+  let dir = dirname(bufferPath);
+  while (!existsSync(dir) && dirname(dir) !== dir) dir = dirname(dir);
+  const fs = statfsSync(dir);
+  const size = fs.blocks * fs.bsize;
+  const lowFree = Math.min(256 * MIB, Math.max(4 * MIB + 8 * MIB, Math.round(size * 0.1)));
+  const holds = Math.max(0, Math.floor((size - 4 * MIB - lowFree) / DISK_BYTES_PER_QUOTA_BYTE));
+  return quotaBytes > holds ? quotaTooLargeText(quotaBytes, holds) : undefined;
+}
 
 const MIB = 1024 * 1024;
 const CHUNK = 64 * 1024;
@@ -165,10 +187,7 @@ export class DiskGuard {
       }
     }
     const holds = Math.max(0, Math.floor((s.free + own - this.reserveHeld - this.lowFree) / DISK_BYTES_PER_QUOTA_BYTE));
-    const next =
-      quota > holds
-        ? `buffer.maxBytes (${quota} bytes of scans) is larger than the disk can hold (about ${holds} bytes of scans at ${DISK_BYTES_PER_QUOTA_BYTE} bytes on disk each): the disk fills before the quota is reached; lower buffer.maxBytes or give the buffer more room`
-        : undefined;
+    const next = quota > holds ? quotaTooLargeText(quota, holds) : undefined;
     if (next !== undefined && this.quotaTooLarge === undefined) this.options.logger.warn({ quotaBytes: quota, diskHoldsBytes: holds }, next);
     this.quotaTooLarge = next;
   }

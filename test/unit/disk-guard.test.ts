@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DiskGuard } from '../../src/buffer/disk-guard.js';
+import { DiskGuard, quotaTooLargeForDisk } from '../../src/buffer/disk-guard.js';
 import { Retention } from '../../src/buffer/retention.js';
 import { BufferStore, isDiskFull, type IntakeRecord } from '../../src/buffer/store.js';
 import { formBatch } from '../../src/delivery/batcher.js';
@@ -173,6 +173,15 @@ describe('disk guard: a quota that fits the disk', () => {
     fits.start();
     void fits.stop();
     expect(fits.snapshot().quotaTooLarge).toBeUndefined();
+  });
+});
+
+describe('quotaTooLargeForDisk (config check)', () => {
+  it('says so for a quota beyond any disk, not for a small one, and examines the nearest existing folder', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sg-quota-disk-'));
+    expect(quotaTooLargeForDisk(join(dir, 'not', 'yet', 'buffer.db'), 1e18)).toMatch(/larger than the disk can hold/);
+    expect(quotaTooLargeForDisk(join(dir, 'buffer.db'), 1024)).toBeUndefined();
+    expect(quotaTooLargeForDisk(':memory:', 1e18)).toBeUndefined();
   });
 });
 
