@@ -111,6 +111,9 @@ export class DiskGuard {
   private vacuumPending: string | undefined;
   private quotaTooLarge: string | undefined;
   private quotaCheckedAt = -Infinity;
+  /** Logged once per episode of pressure with nothing delivered left, not every 250 ms. */
+  private nothingLeftWarned = false;
+  private lastFailure: string | undefined;
 
   constructor(private readonly options: DiskGuardOptions) {
     this.now = options.now ?? Date.now;
@@ -146,7 +149,10 @@ export class DiskGuard {
   check(): Promise<void> {
     this.running ??= this.checkOnce()
       .catch((err: unknown) => {
-        this.options.logger[isDiskFull(err) ? 'warn' : 'error']({ err }, 'disk guard check failed; will try again');
+        // Once per distinct failure: on a full disk it repeats every check.
+        const message = (err as Error).message;
+        if (message !== this.lastFailure) this.options.logger[isDiskFull(err) ? 'warn' : 'error']({ err }, 'disk guard check failed; will try again');
+        this.lastFailure = message;
       })
       .finally(() => {
         this.running = undefined;
@@ -198,7 +204,9 @@ export class DiskGuard {
     const step = this.options.step ?? 2000;
     const total = { scans: 0, reads: 0, batches: 0 };
     // Bounded: each step removes `step` scans or ends the loop (nothing delivered left).
-    for (let round = 0; this.underPressure(); round++) {
+    let pressured = false;
+    while (this.underPressure()) {
+      pressured = true;
       // Only on SQLITE_FULL, when intake is already paused: released on mere low space, the reserve
       // would be filled by intake, and delivery would find no room when the disk is full.
       const full = this.fullReported;
@@ -217,13 +225,18 @@ export class DiskGuard {
       total.scans += r.scans;
       total.reads += r.reads;
       total.batches += r.batches;
-      this.returnPages();
       this.fullReported = false;
+      this.lastFailure = undefined;
       if (r.scans === 0) {
-        if (round === 0 || total.scans === 0) logger.warn({ freeBytes: this.lastFree, lowFreeBytes: this.lowFree }, 'buffer disk is low and no delivered scans are left to prune: only undelivered data remains');
+        if (total.scans === 0 && !this.nothingLeftWarned) {
+          logger.warn({ freeBytes: this.lastFree, lowFreeBytes: this.lowFree }, 'buffer disk is low and no delivered scans are left to prune: only undelivered data remains');
+        }
+        this.nothingLeftWarned = true;
         break;
       }
+      this.nothingLeftWarned = false;
     }
+    if (!pressured) this.nothingLeftWarned = false;
     if (total.scans > 0) {
       this.pruned += total.scans;
       this.lastEarly = { at: new Date(this.now()).toISOString(), ...total };
