@@ -37,6 +37,8 @@ export const HealthCodes = {
   PRODUCTS_UNKNOWN: 'SCANGW_H_PRODUCTS_UNKNOWN',
   /** Changed settings that take effect only after a restart. */
   RESTART_NEEDED: 'SCANGW_H_RESTART_NEEDED',
+  /** Delivered scans were pruned before their audit period ended because the buffer's disk ran low (issue 19). */
+  AUDIT_PRUNED_EARLY: 'SCANGW_H_AUDIT_PRUNED_EARLY',
 } as const;
 
 export type HealthCode = (typeof HealthCodes)[keyof typeof HealthCodes];
@@ -208,6 +210,13 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
     code: HealthCodes.BUFFER_QUOTA,
     meaning: 'undelivered scans are near the buffer quota (inputs that can wait are paused) or at it (new scans are refused; their sources keep them)',
     whatToDo: 'get delivery going again (see the other problems); raise `buffer.maxPendingScans`/`buffer.maxBytes` only if the disk has room',
+  },
+  {
+    code: HealthCodes.AUDIT_PRUNED_EARLY,
+    meaning:
+      'the disk of the buffer ran low (free space below the mark, or SQLite reported it full), so the oldest delivered scans were deleted before `buffer.retentionDays` ended, to keep room for undelivered data; undelivered scans are never pruned. The audit of those scans (requestId, upstream state) is gone from the buffer; the service still has them',
+    whatToDo:
+      'give the buffer a larger disk, or lower `buffer.retentionDays` so the audit fits (docs/operations.md, "Disk sizing"); find what else fills the disk (`df -h`, `du`)',
   },
   {
     code: HealthCodes.PRODUCTS_UNKNOWN,

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { BackPressure } from '../buffer/back-pressure.js';
 import { Intake } from '../buffer/intake.js';
 import { Retention } from '../buffer/retention.js';
+import { DiskGuard } from '../buffer/disk-guard.js';
 import { BufferStore } from '../buffer/store.js';
 import type { LoadedConfig } from '../config/load.js';
 import type { ReloadReport } from '../config/reload.js';
@@ -150,6 +151,7 @@ export interface Wiring {
   api?: AppDeps['api'];
   backPressure?: BackPressure;
   retention?: Retention;
+  diskGuard?: DiskGuard;
   mapper?: Mapper;
   intake?: Intake;
   deliverer?: Deliverer;
@@ -200,6 +202,7 @@ export function buildBackPressure(w: Wiring): Component {
         limits: w.config.buffer,
         logger: logger.child({ component: 'buffer' }),
         now: w.now,
+        onDiskFull: () => w.diskGuard?.reportFull(),
         onPausedChange: (paused, why) => {
           for (const input of w.inputs) {
             if (!input.setPaused) continue;
@@ -225,6 +228,18 @@ export function buildRetention(w: Wiring): Component {
   };
 }
 
+/** Reserve, early pruning of the audit under disk pressure, pages returned (src/buffer/disk-guard.ts, issue 19). */
+export function buildDiskGuard(w: Wiring): Component {
+  return {
+    name: 'disk guard',
+    async start() {
+      w.diskGuard = new DiskGuard({ store: w.store!, retention: w.retention!, logger: w.logger.child({ component: 'buffer' }), now: w.now, quotaBytes: w.config.buffer.maxBytes });
+      w.diskGuard.start();
+    },
+    stop: async () => w.diskGuard?.stop(),
+  };
+}
+
 export function buildIntake(w: Wiring): Component {
   return {
     name: 'intake',
@@ -247,7 +262,7 @@ export function buildDelivery(w: Wiring): Component {
   return {
     name: 'delivery',
     async start() {
-      w.deliverer = new Deliverer({ store: w.store!, api: instrumentDeliveryApi(w.api!, w.metrics), config: w.config.delivery, logger: w.logger.child({ component: 'delivery' }), now: w.now });
+      w.deliverer = new Deliverer({ store: w.store!, api: instrumentDeliveryApi(w.api!, w.metrics), config: w.config.delivery, logger: w.logger.child({ component: 'delivery' }), now: w.now, onDiskFull: (err) => w.backPressure?.diskFullSeen(err) });
       w.deliverer.start();
     },
     async stop() {

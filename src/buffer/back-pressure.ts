@@ -49,6 +49,8 @@ export interface BackPressureOptions {
   now?: () => number;
   /** Free bytes on the buffer's file system; default `statfs` of the buffer's folder. */
   freeBytes?: () => number;
+  /** A commit failed with SQLITE_FULL: the disk guard releases its reserve and prunes the audit (issue 19). */
+  onDiskFull?: () => void;
 }
 
 /**
@@ -144,13 +146,27 @@ export class BackPressure {
   /** A commit failed: a full disk stops intake until {@link check} finds room again. */
   commitFailed(err: unknown): void {
     this.groupTotals = undefined;
-    if (!isDiskFull(err) || this.diskFull) return;
-    this.diskFull = { since: new Date(this.now()).toISOString(), message: (err as Error).message };
-    this.options.logger.fatal(
-      { err, path: this.options.store.path },
-      'buffer disk is full (SQLITE_FULL): intake stopped, nothing is acknowledged; it resumes by itself when there is room again',
-    );
-    this.updatePaused();
+    this.diskFullSeen(err);
+  }
+
+  /**
+   * SQLITE_FULL seen anywhere (a commit, or a delivery step): intake stops until {@link check}
+   * finds room again, and only then is the disk guard told (`onDiskFull`), so the reserve it
+   * releases is left to delivery and pruning and not filled by intake (issue 19). Other errors
+   * are ignored.
+   */
+  diskFullSeen(err: unknown): void {
+    if (!isDiskFull(err)) return;
+    if (!this.diskFull) {
+      this.diskFull = { since: new Date(this.now()).toISOString(), message: (err as Error).message };
+      this.options.logger.fatal(
+        { err, path: this.options.store.path },
+        'buffer disk is full (SQLITE_FULL): intake stopped, nothing is acknowledged; it resumes by itself when there is room again',
+      );
+      this.updatePaused();
+    }
+    // After the pause: the disk guard's reserve it now releases is for delivery and pruning, not intake.
+    this.options.onDiskFull?.();
   }
 
   /** A commit went through: the disk has room; and the totals grew, so the pause mark is checked at once. */

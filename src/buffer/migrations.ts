@@ -230,4 +230,12 @@ export const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (input_id, hash)
   ) WITHOUT ROWID;
   `,
+
+  // Issue 19: pruned pages go back to the file system (auto_vacuum = INCREMENTAL with
+  // incremental_vacuum after early pruning). New buffers get the mode at creation (store.ts);
+  // for an existing one the mode takes effect only with a VACUUM, which cannot run inside this
+  // migration's transaction: src/buffer/disk-guard.ts runs it at start, bounded in size and logged.
+  `
+  PRAGMA auto_vacuum = INCREMENTAL;
+  `,
 ];

@@ -79,6 +79,36 @@ export class Retention {
     return this.running;
   }
 
+  /**
+   * Under disk pressure (src/buffer/disk-guard.ts): prunes about `maxScans` delivered scans of the
+   * oldest finished batches, whatever their age, with their reads and emptied batches, the same
+   * way as {@link prune}. Undelivered scans are never touched. Joins no running prune: the two
+   * delete disjoint or already-deleted rows, each in its own small transactions.
+   */
+  async pruneOldestDelivered(maxScans: number): Promise<PruneResult> {
+    const db = connectionOf(this.options.store);
+    const total: PruneResult = { scans: 0, reads: 0, batches: 0, files: 0 };
+    const emptied = new Set<number>();
+    let after = 0;
+    while (total.scans < maxScans) {
+      const batchId = db
+        .prepare(`SELECT id FROM batches WHERE state = 'done' AND id > ? AND EXISTS (SELECT 1 FROM scans WHERE batch_id = batches.id AND state = 'delivered') ORDER BY id LIMIT 1`)
+        .pluck()
+        .get(after) as number | undefined;
+      if (batchId === undefined) break;
+      after = batchId;
+      for (;;) {
+        const done = db.transaction(() => this.pruneBatchChunk(batchId, total, emptied))();
+        await yieldToEventLoop();
+        if (done || total.scans >= maxScans) break;
+      }
+    }
+    db.transaction(() => {
+      for (const batchId of emptied) total.batches += this.deleteEmptyBatch(batchId);
+    })();
+    return total;
+  }
+
   private async pruneAll(): Promise<PruneResult> {
     const { store, logger, retentionDays } = this.options;
     const cutoffMs = this.now() - retentionDays * DAY_MS;

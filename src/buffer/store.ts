@@ -40,10 +40,17 @@ export class BufferStore {
     try {
       if (path !== ':memory:' && !options.fileMustExist) mkdirSync(dirname(path), { recursive: true });
       this.db = new Database(path, { fileMustExist: options.fileMustExist ?? false });
+      // A new buffer returns pruned pages to the file system (disk-guard.ts); this takes effect only
+      // while the file is empty (before the WAL header is written). Older buffers are switched by
+      // one VACUUM at start.
+      if ((this.db.pragma('user_version', { simple: true }) as number) === 0 && !options.readonly) this.db.pragma('auto_vacuum = INCREMENTAL');
       this.db.pragma('journal_mode = WAL');
       this.db.pragma('synchronous = FULL');
       this.db.pragma('busy_timeout = 5000');
       this.db.pragma('foreign_keys = ON');
+      // After a checkpoint the write-ahead log is cut back to this size instead of keeping the room
+      // it grew to (issue 19): on a full disk that room is what intake and delivery need.
+      this.db.pragma('journal_size_limit = 1048576');
       attachConnection(this, this.db);
       this.migrate();
     } catch (err) {

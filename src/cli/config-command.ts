@@ -5,6 +5,7 @@ import { configJsonSchema, renderConfigDocs, renderConfigReference } from '../co
 import { formatProblems, loadConfig, type ConfigProblem, type LoadedConfig } from '../config/load.js';
 import { readClientSecret } from '../config/secrets.js';
 import { isGatewayError, ErrorCodes } from '../errors.js';
+import { quotaTooLargeForDisk } from '../buffer/disk-guard.js';
 import { CommandExit, ExitCodes } from './exit.js';
 
 /** The process edge `config` needs (main.ts provides it). */
@@ -51,6 +52,13 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
         // `check` often runs where the secret is not (a laptop, CI): a note, not a failure.
         secret = `not found here (${(err as Error).message})`;
       }
+      let disk: string;
+      try {
+        // Issue 19: a quota the disk cannot hold means the disk fills first. A note: `check` may run on another machine.
+        disk = quotaTooLargeForDisk(c.buffer.path, c.buffer.maxBytes) ?? 'the buffer quota fits the disk here';
+      } catch (err) {
+        disk = `not examined (${(err as Error).message})`;
+      }
       const summary = {
         file: opts.config,
         valid: true,
@@ -60,6 +68,7 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
         containers: c.containers.map((k) => k.name),
         lookups: Object.keys(c.lookups),
         clientSecret: secret,
+        disk,
       };
       if (opts.json) {
         io.stdout.write(`${JSON.stringify(summary)}\n`);
@@ -67,7 +76,8 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
         io.stdout.write(
           `${opts.config}: valid (${summary.dcps} ${summary.dcps === 1 ? 'DCP' : 'DCPs'}, inputs: ${summary.inputs.join(', ') || 'none'}; ` +
             `rules: ${summary.rules.join(', ') || 'none (default mapping)'}; containers: ${summary.containers.join(', ') || 'none'})\n` +
-            `client secret: ${secret}\n`,
+            `client secret: ${secret}\n` +
+            `disk: ${disk}\n`,
         );
       }
       throw new CommandExit(ExitCodes.OK);

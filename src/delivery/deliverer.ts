@@ -43,6 +43,8 @@ export interface DelivererOptions {
   logger: Logger;
   now?: () => number;
   random?: () => number;
+  /** A delivery step failed on a full disk (SQLITE_FULL); see `UploaderOptions.onDiskFull`. */
+  onDiskFull?: (err: unknown) => void;
 }
 
 /** How many status polls run at once (uploads go one at a time; see docs/delivery.md). */
@@ -75,7 +77,7 @@ export class Deliverer {
     this.batcher = new Batcher({ store, config, logger, now });
     this.circuit = new Circuit({ config, now, ...random });
     this.tracker = new StatusTracker({ store, api, config, logger, now, ...random, concurrency: POLL_CONCURRENCY, onResend: () => this.wake() });
-    this.uploader = new Uploader({ store, api, config, logger, now, batcher: this.batcher, circuit: this.circuit, onUploaded: () => this.tracker.wake() });
+    this.uploader = new Uploader({ store, api, config, logger, now, batcher: this.batcher, circuit: this.circuit, onUploaded: () => this.tracker.wake(), ...(options.onDiskFull ? { onDiskFull: options.onDiskFull } : {}) });
   }
 
   start(): void {

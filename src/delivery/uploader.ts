@@ -39,6 +39,8 @@ export interface UploaderOptions {
   circuit: Circuit;
   /** A batch became `uploaded` (or waits for its status): status tracking should look now. */
   onUploaded: () => void;
+  /** A step failed on a full disk (SQLITE_FULL): the disk guard releases its reserve and prunes (issue 19). */
+  onDiskFull?: (err: unknown) => void;
 }
 
 /** A pre-signed address this close to its expiry is not used for a PUT any more, in ms. */
@@ -132,6 +134,7 @@ export class Uploader {
         const message = (err as Error).message;
         if (this.stepError?.message !== message) this.options.logger.error({ err }, 'delivery step failed; retrying every second');
         this.stepError = { message, at: new Date(this.options.now()).toISOString(), diskFull: isDiskFull(err) };
+        if (this.stepError.diskFull) this.options.onDiskFull?.(err);
         waitMs = 1000;
       }
       if (!this.running) break;

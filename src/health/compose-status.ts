@@ -1,4 +1,5 @@
 import type { BackPressureStatus } from '../buffer/back-pressure.js';
+import type { DiskGuardStatus } from '../buffer/disk-guard.js';
 import type { BufferTotals } from '../buffer/store.js';
 import type { DeliveryStatus } from '../delivery/deliverer.js';
 import { printableRaw } from '../format/printable.js';
@@ -39,6 +40,8 @@ export interface StatusParts {
     commitError?: { message: string; at: string } | undefined;
     quota?: BackPressureStatus | undefined;
     lastPrune?: { at: string; result: unknown } | undefined;
+    /** Free space, the reserve and early pruning (src/buffer/disk-guard.ts). */
+    disk?: DiskGuardStatus | undefined;
     /** The latest batches as the status shows them, newest first. */
     batches: BatchView[];
     /** The latest rejections and failed scans, newest first; `raw` as stored. */
@@ -77,6 +80,7 @@ export function composeStatus(p: StatusParts): GatewayStatus {
       failedScans: buffer.scans.failed ?? 0,
       commitError: buffer.commitError,
       quota,
+      disk: buffer.disk,
     },
     recent: p.recent,
     stuckBatches: p.stuckBatches,
@@ -122,6 +126,7 @@ export function composeStatus(p: StatusParts): GatewayStatus {
         ? { quotaScans: quota.maxPendingScans, quotaBytes: quota.maxBytes, undeliveredBytes: quota.undeliveredBytes, intakePaused: quota.intakePaused, quota }
         : {}),
       ...(buffer.lastPrune ? { lastPrune: buffer.lastPrune } : {}),
+      ...(buffer.disk ? { disk: buffer.disk } : {}),
     },
     delivery: {
       mode: delivery.mode,

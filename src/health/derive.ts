@@ -60,6 +60,8 @@ export interface HealthFacts {
     commitError?: { message: string; at: string } | undefined;
     /** Quota level of the undelivered data (src/buffer/back-pressure.ts). */
     quota?: { level: 'ok' | 'paused' | 'full'; usedRatio: number; undeliveredScans: number; maxPendingScans: number; diskFull?: { since: string; message: string } | undefined } | undefined;
+    /** The disk guard (src/buffer/disk-guard.ts): delivered scans pruned early under disk pressure, since start. */
+    disk?: { prunedEarlyScans: number; lastEarlyPrune?: { at: string; scans: number } | undefined; lowFreeBytes: number } | undefined;
   };
   /** What happened in the last {@link HealthThresholds.windowMs} (src/buffer/reports.ts `recentActivity`). */
   recent: {
@@ -191,6 +193,15 @@ export function deriveHealth(facts: HealthFacts, thresholds: HealthThresholds = 
   const quota = buffer.quota;
   if (quota?.diskFull) {
     add(ErrorCodes.BUFFER, 'degraded', 'The disk of the buffer is full: inputs are paused and nothing new is acknowledged until there is room.', { since: quota.diskFull.since, detail: quota.diskFull.message });
+  }
+  const disk = buffer.disk;
+  if (disk && disk.prunedEarlyScans > 0) {
+    add(
+      HealthCodes.AUDIT_PRUNED_EARLY,
+      'info',
+      `The disk of the buffer ran low: ${count(disk.prunedEarlyScans, 'delivered scan')} ${disk.prunedEarlyScans === 1 ? 'was' : 'were'} pruned before the end of the audit period to keep room for undelivered data.`,
+      { since: disk.lastEarlyPrune?.at, detail: `free space mark ${disk.lowFreeBytes} bytes` },
+    );
   }
   if (quota?.level === 'full') {
     add(HealthCodes.BUFFER_QUOTA, 'degraded', `Buffer quota reached (${count(quota.undeliveredScans, 'undelivered scan')} of ${quota.maxPendingScans.toLocaleString('en-US')} allowed): new scans are refused until delivery drains it.`);

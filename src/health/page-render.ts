@@ -326,6 +326,17 @@ export function renderMain(s: GatewayStatus): string {
     ['Held', held ? `<span class="err">${fmtCount(held)}</span> <span class="muted">(the service refused their batch; replay after fixing the cause)</span>` : '0'],
     ['Oldest waiting', b.oldestPendingAgeMs === null || b.oldestPendingAgeMs === undefined ? '—' : esc(fmtDuration(b.oldestPendingAgeMs))],
     ['Size on disk', esc(fmtBytes(b.fileBytes))],
+    ...(b.disk
+      ? ([
+          [
+            'Disk',
+            `${b.disk.freeBytes !== undefined ? `${esc(fmtBytes(b.disk.freeBytes))} free` : '—'} <span class="muted">(the audit yields below ${esc(fmtBytes(b.disk.lowFreeBytes))}; reserve ${b.disk.reserveReleased ? '<span class="err">released</span>' : esc(fmtBytes(b.disk.reserveBytes))})</span>` +
+              (b.disk.prunedEarlyScans > 0 ? `<div class="tile-s">${fmtCount(b.disk.prunedEarlyScans)} delivered scans pruned before the end of the audit period${b.disk.lastEarlyPrune ? `, last ${t(b.disk.lastEarlyPrune.at)}` : ''}</div>` : '') +
+              (b.disk.vacuumPending ? `<div class="muted">${esc(b.disk.vacuumPending)}</div>` : '') +
+              (b.disk.quotaTooLarge ? `<div class="err">${esc(b.disk.quotaTooLarge)}</div>` : ''),
+          ],
+        ] as [string, string][])
+      : []),
     ...quota,
     ['Intake', b.intakePaused ? pill('paused') + ' back-pressure: inputs that can wait are not reading' : pill('running')],
     ['Scans by state', Object.keys(scans).length ? Object.entries(scans).map(([k, v]) => `${esc(k)} ${fmtCount(v)}`).join(' · ') : '—'],

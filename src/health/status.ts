@@ -95,6 +95,11 @@ export interface BufferStatus {
   intakePaused?: boolean;
   /** The last failed commit of reads; present while commits fail. */
   lastCommitError?: { message: string; at: string };
+  /**
+   * The disk guard (src/buffer/disk-guard.ts): free bytes on the buffer's file system, the mark
+   * below which delivered scans are pruned early, the reserve, and how many were pruned early.
+   */
+  disk?: { freeBytes?: number; lowFreeBytes: number; reserveBytes: number; reserveReleased: boolean; prunedEarlyScans: number; lastEarlyPrune?: { at: string; scans: number }; vacuumPending?: string; quotaTooLarge?: string };
   [extra: string]: unknown;
 }
 

@@ -53,6 +53,24 @@ describe('scan-gateway config (compiled CLI)', () => {
     ]);
   });
 
+  it('config check: says when the byte quota is larger than the disk of the buffer can hold (issue 19)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sg-cli-'));
+    const file = join(dir, 'quota.yaml');
+    const yaml = (maxBytes: number) => `site: { id: plant-1, timezone: Europe/Berlin }
+upstream: { baseUrl: http://127.0.0.1:9, authUrl: http://127.0.0.1:9, clientId: c }
+buffer: { path: ${join(dir, 'data', 'buffer.db')}, maxBytes: ${maxBytes} }
+dcps:
+  - { key: GI-01, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-1 }
+inputs: []
+`;
+    writeFileSync(file, yaml(1e15));
+    const big = cli('config', 'check', '--config', file);
+    expect(big.code, big.stderr).toBe(0);
+    expect(big.stdout).toMatch(/^disk: buffer\.maxBytes \(1000000000000000 bytes of scans\) is larger than the disk can hold/m);
+    writeFileSync(file, yaml(1024));
+    expect(cli('config', 'check', '--config', file).stdout).toContain('disk: the buffer quota fits the disk here');
+  });
+
   it('config check: YAML problems (aliases, duplicate keys, tabs) are configuration errors with file and line, exit 2', () => {
     const dir = mkdtempSync(join(tmpdir(), 'sg-cli-'));
     const check = (name: string, text: string) => {

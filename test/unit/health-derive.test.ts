@@ -55,6 +55,14 @@ describe('deriveHealth: one rule at a time', () => {
     expect(only(facts({ delivery: { stepError: { message: 'SQLITE_BUSY', at: AT, diskFull: false } } })).state).toBe('degraded');
   });
 
+  it('delivered scans pruned early under disk pressure are shown as info, with when and the free-space mark', () => {
+    const p = only(facts({ buffer: { disk: { prunedEarlyScans: 1200, lastEarlyPrune: { at: AT, scans: 400 }, lowFreeBytes: 12_582_912 } } }));
+    expect(p).toMatchObject({ state: 'ok', code: HealthCodes.AUDIT_PRUNED_EARLY, severity: 'info', since: AT });
+    expect(p.sentence).toContain('1,200 delivered scans were pruned before the end of the audit period');
+    expect(p.hint).toContain('retentionDays');
+    expect(deriveHealth(facts({ buffer: { disk: { prunedEarlyScans: 0, lowFreeBytes: 1 } } })).problems).toEqual([]);
+  });
+
   it('a full disk seen by back-pressure, the quota reached, and near it, degrade', () => {
     const quota = { level: 'ok' as const, usedRatio: 0.2, undeliveredScans: 20, maxPendingScans: 100 };
     expect(only(facts({ buffer: { quota: { ...quota, diskFull: { since: AT, message: 'SQLITE_FULL' } } } }))).toMatchObject({ state: 'degraded', code: ErrorCodes.BUFFER, since: AT });

@@ -1,0 +1,375 @@
+import { closeSync, existsSync, fsyncSync, openSync, statfsSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { Logger } from '../log.js';
+import { connectionOf } from './connection.js';
+import type { Retention } from './retention.js';
+import { isDiskFull, type BufferStore } from './store.js';
+
+/** What the health page shows of the disk guard (issue 19). */
+export interface DiskGuardStatus {
+  /** Bytes of the reserve file currently held (0 while released). */
+  reserveBytes: number;
+  /** The reserve is released (the disk was full); it is written again once there is room. */
+  reserveReleased: boolean;
+  /** Free bytes on the buffer's file system at the last check (`undefined` for `:memory:`). */
+  freeBytes?: number;
+  /** Below this many free bytes the audit yields: delivered scans are pruned before their audit period ends. */
+  lowFreeBytes: number;
+  /** Delivered scans pruned before their audit period ended, since start. */
+  prunedEarlyScans: number;
+  /** The last early prune: when and how many delivered scans it removed. */
+  lastEarlyPrune?: { at: string; scans: number; reads: number; batches: number };
+  /** The database is not yet in `auto_vacuum = INCREMENTAL` (switch skipped at start): freed pages are reused but not returned. */
+  vacuumPending?: string;
+  /** The byte quota (`buffer.maxBytes`) is larger than the disk can hold: the disk fills before the quota is reached. */
+  quotaTooLarge?: string;
+}
+
+export interface DiskGuardOptions {
+  store: BufferStore;
+  retention: Retention;
+  logger: Logger;
+  /** Size of the reserve file beside the buffer, in bytes. Default 4 MiB. 0: no reserve. */
+  reserveBytes?: number;
+  /**
+   * Free bytes below which delivered scans are pruned early. Default: 10 % of the file system,
+   * at least the reserve plus 8 MiB (the resume mark of back-pressure), at most 256 MiB.
+   */
+  lowFreeBytes?: number;
+  /** How often free space is checked, in ms (one `statfs`). Default 250: intake at full speed fills megabytes a second. */
+  intervalMs?: number;
+  /** Delivered scans one early-prune step removes before space is measured again. Default 2000. */
+  step?: number;
+  /** Largest buffer file switched to `auto_vacuum = INCREMENTAL` by a `VACUUM` at start. Default 256 MiB. */
+  maxVacuumBytes?: number;
+  now?: () => number;
+  /** Free and total bytes of the buffer's file system; default `statfs` of the buffer's folder. */
+  statfs?: () => { free: number; size: number };
+  /** The configured byte quota (`buffer.maxBytes`), checked against what the disk can hold. */
+  quotaBytes?: number;
+}
+
+/**
+ * Bytes on disk per byte the quota counts (a scan's JSON): a scan's read row, scan row and
+ * indexes take about 3.2 times its JSON (770 against 242 bytes, measured on the tmpfs test);
+ * rounded up.
+ */
+export const DISK_BYTES_PER_QUOTA_BYTE = 3.5;
+
+/** The sentence for a byte quota larger than what the disk holds (`holds`: bytes of scan JSON). */
+function quotaTooLargeText(quota: number, holds: number): string {
+  return `buffer.maxBytes (${quota} bytes of scans) is larger than the disk can hold (about ${holds} bytes of scans at ${DISK_BYTES_PER_QUOTA_BYTE} bytes on disk each): the disk fills before the quota is reached; lower buffer.maxBytes or give the buffer more room`;
+}
+
+/**
+ * For `config check` (the gateway not running): whether `quotaBytes` fits the file system that
+ * holds (or will hold) `bufferPath`, by its size, less the default reserve and low-space mark.
+ * Answers the sentence when it does not, `undefined` when it fits or the path is `:memory:`.
+ * @throws when no folder of the path can be examined (`statfs`).
+ */
+export function quotaTooLargeForDisk(bufferPath: string, quotaBytes: number): string | undefined {
+  if (bufferPath === ':memory:') return undefined;
+  let dir = dirname(bufferPath);
+  while (!existsSync(dir) && dirname(dir) !== dir) dir = dirname(dir);
+  const fs = statfsSync(dir);
+  const size = fs.blocks * fs.bsize;
+  const lowFree = Math.min(256 * MIB, Math.max(4 * MIB + 8 * MIB, Math.round(size * 0.1)));
+  const holds = Math.max(0, Math.floor((size - 4 * MIB - lowFree) / DISK_BYTES_PER_QUOTA_BYTE));
+  return quotaBytes > holds ? quotaTooLargeText(quotaBytes, holds) : undefined;
+}
+
+const MIB = 1024 * 1024;
+const CHUNK = 64 * 1024;
+
+/**
+ * Keeps delivery and intake going on a disk that fills (issue 19).
+ *
+ * - **Reserve.** A file `<buffer>.reserve` of real (not sparse) bytes that the gateway owns. When
+ *   SQLite reports the disk full, it is deleted, so that the deletes of early pruning and
+ *   delivery's batch updates find room in the write-ahead log; it is written again once the file
+ *   system has room for it and the resume mark besides.
+ * - **The audit yields.** Delivered scans are kept `retentionDays` for audit; under disk pressure
+ *   (free bytes below `lowFreeBytes`, SQLITE_FULL, or `max_page_count` nearly reached) the oldest
+ *   delivered batches go first, step by step, until the pressure is gone. Undelivered scans are
+ *   never pruned (see {@link Retention.pruneOldestDelivered}).
+ * - **Pages back.** After each step `PRAGMA incremental_vacuum` returns the freed pages and a
+ *   `wal_checkpoint(TRUNCATE)` empties the write-ahead log, so the file system sees the room.
+ */
+export class DiskGuard {
+  private timer: NodeJS.Timeout | undefined;
+  private readonly now: () => number;
+  private readonly reservePath: string;
+  private readonly reserveSize: number;
+  private reserveHeld = 0;
+  private released = false;
+  private fullReported = false;
+  private running: Promise<void> | undefined;
+  private lowFree: number;
+  private lastFree: number | undefined;
+  private pruned = 0;
+  private lastEarly: DiskGuardStatus['lastEarlyPrune'];
+  private vacuumPending: string | undefined;
+  private quotaTooLarge: string | undefined;
+  private quotaCheckedAt = -Infinity;
+  /** Logged once per episode of pressure with nothing delivered left, not every 250 ms. */
+  private nothingLeftWarned = false;
+  private lastFailure: string | undefined;
+
+  constructor(private readonly options: DiskGuardOptions) {
+    this.now = options.now ?? Date.now;
+    this.reservePath = `${options.store.path}.reserve`;
+    this.reserveSize = options.store.path === ':memory:' ? 0 : (options.reserveBytes ?? 4 * MIB);
+    const size = this.stat()?.size ?? 0;
+    this.lowFree = options.lowFreeBytes ?? Math.min(256 * MIB, Math.max(this.reserveSize + 8 * MIB, Math.round(size * 0.1)));
+  }
+
+  /** Switches the buffer to incremental auto-vacuum if needed, writes the reserve, and checks every `intervalMs`. */
+  start(): void {
+    this.switchToIncrementalVacuum();
+    this.writeReserve();
+    this.checkQuotaFits();
+    this.timer = setInterval(() => void this.check(), this.options.intervalMs ?? 250);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.running?.catch(() => undefined);
+  }
+
+  /** SQLite reported the disk full (a commit or a delivery step): release the reserve and prune now. */
+  reportFull(): void {
+    this.fullReported = true;
+    this.releaseReserve();
+    void this.check();
+  }
+
+  /** One check (joins the one in progress): prunes under pressure, re-writes the reserve when there is room. */
+  check(): Promise<void> {
+    this.running ??= this.checkOnce()
+      .catch((err: unknown) => {
+        // Once per distinct failure: on a full disk it repeats every check.
+        const message = (err as Error).message;
+        if (message !== this.lastFailure) this.options.logger[isDiskFull(err) ? 'warn' : 'error']({ err }, 'disk guard check failed; will try again');
+        this.lastFailure = message;
+      })
+      .finally(() => {
+        this.running = undefined;
+      });
+    return this.running;
+  }
+
+  snapshot(): DiskGuardStatus {
+    return {
+      reserveBytes: this.reserveHeld,
+      reserveReleased: this.released,
+      ...(this.lastFree !== undefined ? { freeBytes: this.lastFree } : {}),
+      lowFreeBytes: this.lowFree,
+      prunedEarlyScans: this.pruned,
+      ...(this.lastEarly ? { lastEarlyPrune: { ...this.lastEarly } } : {}),
+      ...(this.vacuumPending ? { vacuumPending: this.vacuumPending } : {}),
+      ...(this.quotaTooLarge ? { quotaTooLarge: this.quotaTooLarge } : {}),
+    };
+  }
+
+  /**
+   * Whether the byte quota fits the disk: the buffer's file, the free space, less the reserve and
+   * the low-space mark, against the quota times {@link DISK_BYTES_PER_QUOTA_BYTE}. Rechecked every
+   * minute (another program's files change what is left); logged when it changes.
+   */
+  private checkQuotaFits(): void {
+    const quota = this.options.quotaBytes;
+    if (quota === undefined || this.now() - this.quotaCheckedAt < 60_000) return;
+    this.quotaCheckedAt = this.now();
+    const s = this.stat();
+    if (!s) return;
+    let own = 0;
+    for (const suffix of ['', '-wal']) {
+      try {
+        own += statSync(this.options.store.path + suffix).size;
+      } catch {
+        // no log file
+      }
+    }
+    const holds = Math.max(0, Math.floor((s.free + own - this.reserveHeld - this.lowFree) / DISK_BYTES_PER_QUOTA_BYTE));
+    const next = quota > holds ? quotaTooLargeText(quota, holds) : undefined;
+    if (next !== undefined && this.quotaTooLarge === undefined) this.options.logger.warn({ quotaBytes: quota, diskHoldsBytes: holds }, next);
+    this.quotaTooLarge = next;
+  }
+
+  private async checkOnce(): Promise<void> {
+    this.checkQuotaFits();
+    const { retention, logger } = this.options;
+    const step = this.options.step ?? 2000;
+    const total = { scans: 0, reads: 0, batches: 0 };
+    // Bounded: each step removes `step` scans or ends the loop (nothing delivered left).
+    let pressured = false;
+    while (this.underPressure()) {
+      pressured = true;
+      // Only on SQLITE_FULL, when intake is already paused: released on mere low space, the reserve
+      // would be filled by intake, and delivery would find no room when the disk is full.
+      const full = this.fullReported;
+      if (full) {
+        this.releaseReserve();
+        // The log first: what delivery and intake wrote before the disk filled may hold the room.
+        this.returnPages();
+      }
+      let r;
+      try {
+        // Smaller steps on a full disk: each one's deletes must fit in what the log can still take.
+        r = await retention.pruneOldestDelivered(full ? Math.min(step, 500) : step);
+      } finally {
+        this.returnPages();
+      }
+      total.scans += r.scans;
+      total.reads += r.reads;
+      total.batches += r.batches;
+      this.fullReported = false;
+      this.lastFailure = undefined;
+      if (r.scans === 0) {
+        if (total.scans === 0 && !this.nothingLeftWarned) {
+          logger.warn({ freeBytes: this.lastFree, lowFreeBytes: this.lowFree }, 'buffer disk is low and no delivered scans are left to prune: only undelivered data remains');
+        }
+        this.nothingLeftWarned = true;
+        break;
+      }
+      this.nothingLeftWarned = false;
+    }
+    if (!pressured) this.nothingLeftWarned = false;
+    if (total.scans > 0) {
+      this.pruned += total.scans;
+      this.lastEarly = { at: new Date(this.now()).toISOString(), ...total };
+      logger.warn(
+        { ...total, freeBytes: this.lastFree, lowFreeBytes: this.lowFree, prunedEarlyScans: this.pruned },
+        'buffer disk is low: pruned the oldest delivered scans before their audit period ended (undelivered scans are kept)',
+      );
+    }
+    if (this.released && this.reserveSize > 0) {
+      const free = this.stat()?.free ?? 0;
+      if (free >= this.reserveSize + this.lowFree) this.writeReserve();
+    }
+  }
+
+  /** Free space below the mark, SQLITE_FULL reported, or (tests, embedded limits) `max_page_count` nearly reached. */
+  private underPressure(): boolean {
+    if (this.fullReported) return true;
+    const s = this.stat();
+    this.lastFree = s?.free;
+    if (s && s.free < this.lowFree) return true;
+    const db = connectionOf(this.options.store);
+    const max = db.pragma('max_page_count', { simple: true }) as number;
+    if (max < 1_000_000_000) {
+      const used = (db.pragma('page_count', { simple: true }) as number) - (db.pragma('freelist_count', { simple: true }) as number);
+      return used > max * 0.9;
+    }
+    return false;
+  }
+
+  /** Returns freed pages to the file system and empties the write-ahead log. */
+  private returnPages(): void {
+    const db = connectionOf(this.options.store);
+    try {
+      db.pragma('wal_checkpoint(TRUNCATE)');
+      db.pragma('incremental_vacuum');
+      db.pragma('wal_checkpoint(TRUNCATE)');
+    } catch (err) {
+      // A reader of another process (replay) may hold the log; the next step tries again.
+      this.options.logger.warn({ err }, 'returning freed buffer pages failed; will try again');
+    }
+  }
+
+  private stat(): { free: number; size: number } | undefined {
+    if (this.options.store.path === ':memory:') return undefined;
+    if (this.options.statfs) return this.options.statfs();
+    const fs = statfsSync(dirname(this.options.store.path));
+    return { free: fs.bavail * fs.bsize, size: fs.blocks * fs.bsize };
+  }
+
+  private releaseReserve(): void {
+    if (this.released || this.reserveSize === 0) return;
+    try {
+      unlinkSync(this.reservePath);
+    } catch {
+      // Already gone (removed by hand): nothing to release.
+    }
+    this.released = true;
+    this.reserveHeld = 0;
+    this.options.logger.warn({ path: this.reservePath }, 'buffer disk full: released the reserve so that delivery and pruning can write');
+  }
+
+  /** Writes the reserve with real bytes (a sparse file would free nothing when deleted). */
+  private writeReserve(): void {
+    if (this.reserveSize === 0) return;
+    let fd: number | undefined;
+    try {
+      let have = 0;
+      try {
+        have = statSync(this.reservePath).size;
+      } catch {
+        have = 0;
+      }
+      if (have < this.reserveSize) {
+        fd = openSync(this.reservePath, 'a', 0o600);
+        const zeros = Buffer.alloc(CHUNK, 0xa5);
+        for (let n = have; n < this.reserveSize; n += CHUNK) writeSync(fd, zeros, 0, Math.min(CHUNK, this.reserveSize - n));
+        fsyncSync(fd);
+      }
+      const wasReleased = this.released;
+      this.reserveHeld = this.reserveSize;
+      this.released = false;
+      if (wasReleased) this.options.logger.info({ path: this.reservePath, bytes: this.reserveSize }, 'buffer disk has room again: reserve written again');
+    } catch (err) {
+      // No room for it (yet): held as released, written again at a later check.
+      try {
+        unlinkSync(this.reservePath);
+      } catch {
+        // nothing written
+      }
+      this.released = true;
+      this.reserveHeld = 0;
+      this.options.logger.warn({ err, path: this.reservePath }, 'cannot write the buffer reserve; will try again when there is room');
+    } finally {
+      if (fd !== undefined) closeSync(fd);
+    }
+  }
+
+  /**
+   * A buffer made before `auto_vacuum = INCREMENTAL` (new buffers get it at creation) keeps freed
+   * pages inside its file. Switching needs one `VACUUM`, which rewrites the whole file and needs
+   * about its size again in free space; so it runs only at start, only up to `maxVacuumBytes`,
+   * only with room for it, and is logged with its duration.
+   */
+  private switchToIncrementalVacuum(): void {
+    const { store, logger } = this.options;
+    if (store.path === ':memory:') return;
+    const db = connectionOf(store);
+    if ((db.pragma('auto_vacuum', { simple: true }) as number) === 2) return;
+    let bytes = 0;
+    for (const suffix of ['', '-wal']) {
+      try {
+        bytes += statSync(store.path + suffix).size;
+      } catch {
+        // no log file
+      }
+    }
+    const max = this.options.maxVacuumBytes ?? 256 * MIB;
+    const free = this.stat()?.free ?? 0;
+    if (bytes > max || free < 2 * bytes + this.reserveSize) {
+      this.vacuumPending = `the buffer (${bytes} bytes) was not switched to incremental auto-vacuum: ${bytes > max ? `larger than ${max} bytes` : `only ${free} bytes free`}; pruned pages are reused but not returned to the disk`;
+      logger.warn({ bytes, free, max }, this.vacuumPending);
+      return;
+    }
+    const t0 = Date.now();
+    logger.info({ bytes }, 'switching the buffer to incremental auto-vacuum (one VACUUM)');
+    try {
+      db.pragma('auto_vacuum = INCREMENTAL');
+      db.exec('VACUUM');
+      db.pragma('wal_checkpoint(TRUNCATE)');
+      logger.info({ bytes, ms: Date.now() - t0 }, 'buffer switched to incremental auto-vacuum');
+    } catch (err) {
+      this.vacuumPending = `switching the buffer to incremental auto-vacuum failed: ${(err as Error).message}`;
+      logger.warn({ err }, this.vacuumPending);
+    }
+  }
+}
