@@ -122,12 +122,16 @@ inputs:
     // For docs/operations.md ("Disk sizing"): bytes on disk per delivered scan of this size.
     console.log(`disk-full-tmpfs: ${TOTAL} reads through a ${fsSize} byte file system; about ${bytesPerScan} bytes per scan (reference ${ref(0, 0).length} characters)`);
   });
-  it('upstream down until the disk is full: intake pauses (files wait), nothing is lost, and all is delivered once the upstream returns', { timeout: 90_000 }, async () => {
-    for (const name of readdirSync(disk)) rmSync(join(disk, name), { force: true });
-    const dir = join(base, 'down');
+  /**
+   * The tmpfs emptied, a gateway on it with a files inbox, retrying fast, the sandbox's upload
+   * errors at `errorRate`: started.
+   */
+  async function startOnFreshDisk(name: string, db: string, errorRate: number) {
+    for (const entry of readdirSync(disk)) rmSync(join(disk, entry), { force: true });
+    const dir = join(base, name);
     mkdirSync(dir);
     const inbox = join(dir, 'inbox');
-    const bufferPath = join(disk, 'down.db');
+    const bufferPath = join(disk, db);
     const file = join(dir, 'config.yaml');
     writeFileSync(
       file,
@@ -143,10 +147,15 @@ inputs:
 `,
     );
     await fetch(`${sandbox.url}/_sandbox/scans`, { method: 'DELETE' });
-    sandbox.setFaults({ errorRate: 1 });
+    sandbox.setFaults({ errorRate });
     const mem = memoryLogger('info');
     const app: App = buildApp(loadConfig(file, { baseDir: dir, env: { SCAN_GATEWAY_CLIENT_SECRET: SECRET } }), { logger: mem.logger });
     await app.start();
+    return { dir, inbox, bufferPath, mem, app };
+  }
+
+  it('upstream down until the disk is full: intake pauses (files wait), nothing is lost, and all is delivered once the upstream returns', { timeout: 90_000 }, async () => {
+    const { dir, inbox, bufferPath, mem, app } = await startOnFreshDisk('down', 'down.db', 1);
     const files = 36;
     try {
       mkdirSync(join(dir, 'staging'), { recursive: true });
@@ -199,30 +208,7 @@ inputs:
     }
   });
   it('another program fills the disk and then frees it: intake pauses, nothing is lost, and it all goes on by itself', { timeout: 90_000 }, async () => {
-    for (const name of readdirSync(disk)) rmSync(join(disk, name), { force: true });
-    const dir = join(base, 'ballast');
-    mkdirSync(dir);
-    const inbox = join(dir, 'inbox');
-    const bufferPath = join(disk, 'ballast.db');
-    const file = join(dir, 'config.yaml');
-    writeFileSync(
-      file,
-      `site: { id: disk, timezone: Europe/Berlin }
-upstream: { baseUrl: ${sandbox.url}, authUrl: ${sandbox.url}, clientId: demo-client }
-buffer: { path: ${bufferPath} }
-delivery: { mode: direct, maxBatchScans: 2000, maxBatchDelayMs: 50, statusPollMs: 50, statusPollMaxMs: 100, retryBaseMs: 50, retryMaxMs: 200 }
-http: { listen: 127.0.0.1:0 }
-dcps:
-  - { key: GI-01, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-0042, duplicateWindowMs: 0 }
-inputs:
-  - { id: inbox, type: files, dir: ${inbox}, format: lines, dcp: GI-01, stableMs: 20 }
-`,
-    );
-    await fetch(`${sandbox.url}/_sandbox/scans`, { method: 'DELETE' });
-    sandbox.setFaults({ errorRate: 0 });
-    const mem = memoryLogger('info');
-    const app: App = buildApp(loadConfig(file, { baseDir: dir, env: { SCAN_GATEWAY_CLIENT_SECRET: SECRET } }), { logger: mem.logger });
-    await app.start();
+    const { dir, inbox, bufferPath, app } = await startOnFreshDisk('ballast', 'ballast.db', 0);
     const files = 10;
     const ballast = join(disk, 'other-program.log');
     try {
