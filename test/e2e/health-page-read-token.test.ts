@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
 import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js';
+import { CHROMIUM_ARGS, chromiumPath } from '../helpers/chromium.js';
 
 /**
  * The read token in a real browser against the real daemon: Chromium answers the Basic challenge of
@@ -16,14 +16,6 @@ import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
 const READ_TOKEN = 'browser-read-token-7f3a9c1d';
-const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
-
-function chromiumPath(): string {
-  const r = spawnSync('which', ['chromium'], { encoding: 'utf8' });
-  const path = r.stdout?.trim();
-  if (r.status !== 0 || !path) throw new Error('chromium is required for this browser test but was not found on PATH; install it: apt-get install chromium');
-  return path;
-}
 
 describe('health page behind the read token, in headless Chromium', () => {
   let sandbox: RunningSandbox;

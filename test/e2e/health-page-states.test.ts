@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -10,6 +9,7 @@ import { catalogueEntry } from '../../src/error-catalogue.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
 import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js';
+import { CHROMIUM_ARGS, chromiumPath } from '../helpers/chromium.js';
 
 // The health page as a shift supervisor sees it, in headless Chromium, in three states: healthy,
 // upstream down, scans held (with a file refused beside). Each checks the visible words: the
@@ -18,17 +18,6 @@ import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
 /** The page refreshes every 5 s: give what it shows up to two refreshes and a bit. */
 const POLL = { timeout: 20_000, interval: 250 };
-const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
-
-/** Debian's chromium; the test fails (never skips) without it. */
-function chromiumPath(): string {
-  const r = spawnSync('which', ['chromium'], { encoding: 'utf8' });
-  const path = r.stdout?.trim();
-  if (r.status !== 0 || !path) {
-    throw new Error('chromium is required for the health page browser test but was not found on PATH; install it: apt-get install chromium (.ci/run does)');
-  }
-  return path;
-}
 
 function writeConfig(dir: string, upstreamUrl: string, extra = ''): string {
   const file = join(dir, 'config.yaml');

@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,23 +6,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
 import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js';
+import { CHROMIUM_ARGS, chromiumPath } from '../helpers/chromium.js';
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
 const ADMIN_TOKEN = 'browser-test-admin-token-5e2b';
 const ARTIFACTS = join(PACKAGE_ROOT, 'test-artifacts');
 /** The page refreshes every 5 s: give what it shows up to two refreshes and a bit. */
 const POLL = { timeout: 15_000, interval: 200 };
-const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
-
-/** Debian's chromium; the test fails (never skips) without it. */
-function chromiumPath(): string {
-  const r = spawnSync('which', ['chromium'], { encoding: 'utf8' });
-  const path = r.stdout?.trim();
-  if (r.status !== 0 || !path) {
-    throw new Error('chromium is required for the health page browser test but was not found on PATH; install it: apt-get install chromium (.ci/run does)');
-  }
-  return path;
-}
 
 function writeConfig(dir: string, sandboxUrl: string): string {
   const file = join(dir, 'config.yaml');

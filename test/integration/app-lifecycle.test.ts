@@ -1,14 +1,13 @@
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { buildApp, type AppDeps } from '../../src/app.js';
 import { loadConfig } from '../../src/config/load.js';
 import type { InputAdapter } from '../../src/inputs/types.js';
-import { createLogger } from '../../src/log.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
+import { memoryLogger } from '../helpers/log-lines.js';
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
 
@@ -34,16 +33,8 @@ inputs:
 `,
   );
   const events: string[] = [];
-  let logged = '';
-  const logger = createLogger({
-    format: 'json',
-    destination: new Writable({
-      write(c: Buffer, _e, done) {
-        logged += c.toString();
-        done();
-      },
-    }),
-  });
+  const mem = memoryLogger('info');
+  const logger = mem.logger;
   const refused = () => Promise.reject(new Error('not used'));
   const deps: AppDeps = {
     logger,
@@ -66,7 +57,7 @@ inputs:
     }),
   };
   const app = buildApp(loadConfig(file, { baseDir: dir, env: { SCAN_GATEWAY_CLIENT_SECRET: SECRET } }), deps);
-  return { app, dir, events, logged: () => logged };
+  return { app, dir, events, logged: () => mem.lines.join('\n') };
 }
 
 /** True when the buffer file can be written by another connection, i.e. the app closed its own. */
