@@ -215,22 +215,6 @@ export class BackPressure {
     };
   }
 
-  /** One sentence per reason the health state is not `ok`, or none. */
-  reasons(): string[] {
-    const s = this.snapshot();
-    const out: string[] = [];
-    if (s.diskFull) {
-      out.push(`buffer disk full (SQLITE_FULL) since ${s.diskFull.since}: intake stopped, nothing is acknowledged; it resumes by itself when there is room on the disk of ${this.options.store.path}`);
-    }
-    const pct = Math.round(s.usedRatio * 100);
-    if (s.level === 'full') {
-      out.push(`buffer quota reached (${s.undeliveredScans} of ${s.maxPendingScans} scans, ${s.undeliveredBytes} of ${s.maxBytes} bytes): inputs that can wait are paused and new scans are refused until delivery drains the buffer`);
-    } else if (s.level === 'paused') {
-      out.push(`buffer at ${pct}% of its quota: inputs that can wait are paused until it drains below ${Math.round(this.options.limits.resumeAtRatio * 100)}%`);
-    }
-    return out;
-  }
-
   private ratio(scans: number, bytes: number): number {
     const { maxPendingScans, maxBytes } = this.options.limits;
     return Math.max(scans / maxPendingScans, bytes / maxBytes);

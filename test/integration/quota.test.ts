@@ -18,6 +18,7 @@ import Database from 'better-sqlite3';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { waitFor } from '../helpers/wait.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
+import { deriveHealth } from '../../src/health/derive.js';
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
 
@@ -257,7 +258,15 @@ inputs:
       expect(refused).toMatchObject({ code: ErrorCodes.BUFFER_DISK_FULL, retryable: true });
       await waitFor(() => gate.snapshot().diskFull !== undefined);
       expect(paused).toEqual([true]);
-      expect(gate.reasons().join(' ')).toMatch(/disk full \(SQLITE_FULL\).*intake stopped/);
+      // What health makes of it (the page and the status show this sentence).
+      const health = deriveHealth({
+        inputs: [],
+        buffer: { waitingScans: 10, oldestWaitingAgeMs: 0, heldScans: 0, failedScans: 0, quota: gate.snapshot() },
+        recent: { reads: 10, rejections: 0, rejectionsByInput: [], failedScans: 0, filesRefused: [], filesRefusedCount: 0 },
+        stuckBatches: [],
+        config: {},
+      });
+      expect(health.problems.map((p) => p.sentence).join(' ')).toMatch(/disk of the buffer is full: inputs are paused and nothing new is acknowledged/);
       expect(intake.lastCommitError?.message).toMatch(/full/);
       // Still full: the probe keeps the alarm on.
       await new Promise((resolve) => setTimeout(resolve, 60));
