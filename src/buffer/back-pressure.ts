@@ -1,7 +1,8 @@
 import { statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Logger } from '../log.js';
-import { isDiskFull, type BufferStore } from './store.js';
+import type { BufferStore } from './store.js';
+import { isDiskFull } from '../errors.js';
 
 /** The buffer quota (config `buffer`): what undelivered data may take before intake slows down. */
 export interface QuotaLimits {

@@ -3,7 +3,8 @@ import { dirname } from 'node:path';
 import type { Logger } from '../log.js';
 import { connectionOf } from './connection.js';
 import type { Retention } from './retention.js';
-import { isDiskFull, type BufferStore } from './store.js';
+import type { BufferStore } from './store.js';
+import { isDiskFull } from '../errors.js';
 
 /** What the health page shows of the disk guard (issue 19). */
 export interface DiskGuardStatus {

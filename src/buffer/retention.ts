@@ -1,6 +1,7 @@
 import type { Logger } from '../log.js';
 import { connectionOf } from './connection.js';
-import { isDiskFull, type BufferStore } from './store.js';
+import type { BufferStore } from './store.js';
+import { isDiskFull } from '../errors.js';
 
 /** What one prune removed. */
 export interface PruneResult {

@@ -11,9 +11,6 @@ import { BufferReports } from './reports.js';
 export type { IntakeRecord, CommittedFile, CommittedMessage, BatchMode, BatchState, BatchRow, BufferTotals, PendingScanRow } from './rows.js';
 export { arrayBytes };
 
-// Asked by intake, back-pressure, retention and delivery through this module before the
-// predicates moved to src/errors.ts (one error model); kept so they need not change imports.
-export { isDiskFull } from '../errors.js';
 
 const ROLLBACK = Symbol('rollback');
 

@@ -1,7 +1,7 @@
 import type { DeliveryConfig } from '../config/schema.js';
-import { ErrorCodes, httpStatusOf, isGatewayError, isNotSent, isTokenFailure } from '../errors.js';
+import { ErrorCodes, httpStatusOf, isDiskFull, isGatewayError, isNotSent, isTokenFailure } from '../errors.js';
 import type { Logger } from '../log.js';
-import { isDiskFull, type BatchRow, type BufferStore } from '../buffer/store.js';
+import type { BatchRow, BufferStore } from '../buffer/store.js';
 import { PRESIGNED_VALIDITY_MS } from '../contract/contract.js';
 import { failureFields } from '../failure-log.js';
 import type { Batcher } from './batcher.js';
