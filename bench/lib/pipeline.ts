@@ -1,4 +1,5 @@
 import { BackPressure } from '../../src/buffer/back-pressure.js';
+import { DERIVED_QUOTA_MAX_BYTES } from '../../src/buffer/disk-guard.js';
 import { Intake } from '../../src/buffer/intake.js';
 import { BufferStore } from '../../src/buffer/store.js';
 import type { GatewayConfig } from '../../src/config/schema.js';
@@ -21,7 +22,7 @@ export interface IntakePipeline {
 export function startIntakePipeline(dbPath: string, config: GatewayConfig): IntakePipeline {
   const logger = silentLogger();
   const store = new BufferStore(dbPath);
-  const backPressure = new BackPressure({ store, limits: config.buffer, logger });
+  const backPressure = new BackPressure({ store, limits: { ...config.buffer, maxBytes: config.buffer.maxBytes ?? DERIVED_QUOTA_MAX_BYTES }, logger });
   backPressure.start();
   const intake = new Intake({ store, mapping: mappingContext(config), logger, gate: backPressure });
   return {

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { BackPressure } from '../buffer/back-pressure.js';
 import { Intake } from '../buffer/intake.js';
 import { Retention } from '../buffer/retention.js';
-import { DiskGuard } from '../buffer/disk-guard.js';
+import { DERIVED_QUOTA_MAX_BYTES, DiskGuard, derivedQuotaForPath } from '../buffer/disk-guard.js';
 import { BufferStore } from '../buffer/store.js';
 import type { LoadedConfig } from '../config/load.js';
 import type { ReloadReport } from '../config/reload.js';
@@ -197,9 +197,19 @@ export function buildBackPressure(w: Wiring): Component {
   return {
     name: 'back-pressure',
     async start() {
+      // `buffer.maxBytes` not set: the byte quota comes from the disk (issue 19); the disk guard rechecks it every minute.
+      let derived: { bytes: number; ceilingBytes: number } | undefined;
+      if (w.config.buffer.maxBytes === undefined) {
+        try {
+          derived = derivedQuotaForPath(w.config.buffer.path);
+        } catch (err) {
+          logger.warn({ component: 'buffer', err }, 'cannot examine the buffer\'s disk for its byte quota; using the largest default until the disk guard can');
+          derived = { bytes: DERIVED_QUOTA_MAX_BYTES, ceilingBytes: DERIVED_QUOTA_MAX_BYTES };
+        }
+      }
       w.backPressure = new BackPressure({
         store: w.store!,
-        limits: w.config.buffer,
+        limits: { ...w.config.buffer, maxBytes: w.config.buffer.maxBytes ?? derived!.bytes },
         logger: logger.child({ component: 'buffer' }),
         now: w.now,
         onDiskFull: () => w.diskGuard?.reportFull(),
@@ -211,6 +221,7 @@ export function buildBackPressure(w: Wiring): Component {
           }
         },
       });
+      if (derived) w.backPressure.setByteQuota(derived.bytes, derived.ceilingBytes);
       w.backPressure.start();
     },
     stop: async () => w.backPressure?.stop(),
@@ -233,7 +244,14 @@ export function buildDiskGuard(w: Wiring): Component {
   return {
     name: 'disk guard',
     async start() {
-      w.diskGuard = new DiskGuard({ store: w.store!, retention: w.retention!, logger: w.logger.child({ component: 'buffer' }), now: w.now, quotaBytes: w.config.buffer.maxBytes });
+      const quota = w.config.buffer.maxBytes;
+      w.diskGuard = new DiskGuard({
+        store: w.store!,
+        retention: w.retention!,
+        logger: w.logger.child({ component: 'buffer' }),
+        now: w.now,
+        ...(quota !== undefined ? { quotaBytes: quota } : { onDerivedQuota: (bytes: number, ceilingBytes: number) => w.backPressure?.setByteQuota(bytes, ceilingBytes) }),
+      });
       w.diskGuard.start();
     },
     stop: async () => w.diskGuard?.stop(),

@@ -83,9 +83,27 @@ export class BackPressure {
   private timer: NodeJS.Timeout | undefined;
   private refused = 0;
   private readonly now: () => number;
+  /** The limits in force: a copy, as a byte quota derived from the disk changes ({@link setByteQuota}). */
+  private readonly limits: QuotaLimits;
+  /** Bytes above which one submit is never taken; the byte quota unless one derived from the disk has a ceiling. */
+  private neverBytes: number | undefined;
 
   constructor(private readonly options: BackPressureOptions) {
     this.now = options.now ?? Date.now;
+    this.limits = { ...options.limits };
+  }
+
+  /**
+   * The byte quota derived from the disk changed (`buffer.maxBytes` not set; issue 19): `bytes`
+   * applies from now on; `ceilingBytes`, the most it can ever become on this disk, is what
+   * {@link tooLarge} compares with, so a submit is not given up on because the disk is fuller today.
+   * Reads the totals again at once (a smaller quota may pause intake).
+   */
+  setByteQuota(bytes: number, ceilingBytes: number): void {
+    this.neverBytes = Math.max(bytes, ceilingBytes);
+    if (bytes === this.limits.maxBytes) return;
+    this.limits.maxBytes = bytes;
+    this.check();
   }
 
   start(): void {
@@ -111,11 +129,12 @@ export class BackPressure {
    * retrying for ever and pausing every input each time.
    */
   tooLarge(scans: number, bytes: number): string | undefined {
-    const { maxPendingScans, maxBytes } = this.options.limits;
+    const { maxPendingScans } = this.limits;
+    const maxBytes = this.neverBytes ?? this.limits.maxBytes;
     if (scans <= maxPendingScans && bytes <= maxBytes) return undefined;
     return (
       `larger than the whole buffer quota: ${scans} scans (${bytes} bytes) at once, the quota allows ` +
-      `${maxPendingScans} scans (buffer.maxPendingScans) and ${maxBytes} bytes (buffer.maxBytes); split it, or raise the quota`
+      `${maxPendingScans} scans (buffer.maxPendingScans) and ${maxBytes} bytes (${this.neverBytes !== undefined ? 'the most the disk can hold; buffer.maxBytes is not set' : 'buffer.maxBytes'}); split it, or raise the quota`
     );
   }
 
@@ -125,7 +144,7 @@ export class BackPressure {
    */
   admit(scans: number, bytes: number): string | undefined {
     if (scans === 0) return undefined;
-    const { maxPendingScans, maxBytes } = this.options.limits;
+    const { maxPendingScans, maxBytes } = this.limits;
     const t = this.groupTotals ?? this.options.store.totals();
     if (t.undeliveredScans + scans > maxPendingScans || t.undeliveredBytes + bytes > maxBytes) {
       this.refused++;
@@ -191,7 +210,7 @@ export class BackPressure {
     }
     const t = this.options.store.totals();
     const ratio = this.ratio(t.undeliveredScans, t.undeliveredBytes);
-    const { pauseAtRatio, resumeAtRatio } = this.options.limits;
+    const { pauseAtRatio, resumeAtRatio } = this.limits;
     let level: QuotaLevel;
     if (ratio >= 1) level = 'full';
     else if (ratio >= pauseAtRatio) level = 'paused';
@@ -202,7 +221,7 @@ export class BackPressure {
 
   snapshot(): BackPressureStatus {
     const t = this.options.store.totals();
-    const { maxPendingScans, maxBytes } = this.options.limits;
+    const { maxPendingScans, maxBytes } = this.limits;
     return {
       level: this.level,
       intakePaused: this.paused,
@@ -217,7 +236,7 @@ export class BackPressure {
   }
 
   private ratio(scans: number, bytes: number): number {
-    const { maxPendingScans, maxBytes } = this.options.limits;
+    const { maxPendingScans, maxBytes } = this.limits;
     return Math.max(scans / maxPendingScans, bytes / maxBytes);
   }
 
@@ -230,7 +249,7 @@ export class BackPressure {
 
   private setLevel(level: QuotaLevel, scans: number, bytes: number): void {
     if (level !== this.level) {
-      const { maxPendingScans, maxBytes } = this.options.limits;
+      const { maxPendingScans, maxBytes } = this.limits;
       const log = level === 'ok' ? this.options.logger.info.bind(this.options.logger) : this.options.logger.warn.bind(this.options.logger);
       // `quotaLevel`, not `level`: pino's own `level` is the log level, and jq would read the wrong one.
       log({ quotaLevel: level, from: this.level, undeliveredScans: scans, undeliveredBytes: bytes, maxPendingScans, maxBytes }, `buffer quota level ${level}`);

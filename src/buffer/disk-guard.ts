@@ -24,6 +24,8 @@ export interface DiskGuardStatus {
   vacuumPending?: string;
   /** The byte quota (`buffer.maxBytes`) is larger than the disk can hold: the disk fills before the quota is reached. */
   quotaTooLarge?: string;
+  /** `buffer.maxBytes` is not set: the byte quota in force is derived from the disk (bytes of scan JSON), rechecked every minute. */
+  derivedQuotaBytes?: number;
 }
 
 export interface DiskGuardOptions {
@@ -48,6 +50,11 @@ export interface DiskGuardOptions {
   statfs?: () => { free: number; size: number };
   /** The configured byte quota (`buffer.maxBytes`), checked against what the disk can hold. */
   quotaBytes?: number;
+  /**
+   * `buffer.maxBytes` is not set (`quotaBytes` undefined): called at start and at each recheck
+   * (every minute) with the byte quota derived from the disk and its ceiling (see {@link derivedQuota}).
+   */
+  onDerivedQuota?: (bytes: number, ceilingBytes: number) => void;
 }
 
 /**
@@ -57,9 +64,93 @@ export interface DiskGuardOptions {
  */
 export const DISK_BYTES_PER_QUOTA_BYTE = 3.5;
 
+const MIB = 1024 * 1024;
+const CHUNK = 64 * 1024;
+
+/** Size of the reserve file when none is configured, in bytes. */
+export const DEFAULT_RESERVE_BYTES = 4 * MIB;
+
+/**
+ * Bounds of the byte quota derived from the disk when `buffer.maxBytes` is not set. At most 2 GiB
+ * (the former fixed default: `buffer.maxPendingScans` bounds a bigger disk anyway); at least 1 MiB,
+ * so that a disk already full of other programs' files still gives a quota (intake then pauses on
+ * the quota or on SQLITE_FULL, whichever comes first) and never one of zero.
+ */
+export const DERIVED_QUOTA_MAX_BYTES = 2 * 1024 * MIB;
+export const DERIVED_QUOTA_MIN_BYTES = MIB;
+
+/** The default low-space mark: 10 % of the file system, at least the reserve plus 8 MiB (the resume mark of back-pressure), at most 256 MiB. */
+export function defaultLowFreeBytes(fsSize: number, reserveBytes: number = DEFAULT_RESERVE_BYTES): number {
+  return Math.min(256 * MIB, Math.max(reserveBytes + 8 * MIB, Math.round(fsSize * 0.1)));
+}
+
+/**
+ * Bytes of scan JSON the buffer's disk can hold: the room the buffer may take (its own files, the
+ * free bytes, the reserve file as far as it is written) less the whole reserve and the low-space
+ * mark, divided by {@link DISK_BYTES_PER_QUOTA_BYTE}. The buffer's own bytes count because the
+ * audit in them yields under pressure (issue 19).
+ */
+export function diskHoldsBytes(d: { freeBytes: number; bufferBytes: number; reserveOnDisk: number; reserveBytes: number; lowFreeBytes: number }): number {
+  return Math.max(0, Math.floor((d.freeBytes + d.bufferBytes + d.reserveOnDisk - d.reserveBytes - d.lowFreeBytes) / DISK_BYTES_PER_QUOTA_BYTE));
+}
+
+/**
+ * The byte quota when `buffer.maxBytes` is not set (issue 19, item 3): what the disk holds now,
+ * within {@link DERIVED_QUOTA_MIN_BYTES}..{@link DERIVED_QUOTA_MAX_BYTES}; and its ceiling, what the
+ * whole file system would hold if nothing else were on it. The quota is reached before the disk
+ * is; a single submit is refused for ever (`SCANGW_E_BUFFER_TOO_LARGE`) only above the ceiling,
+ * not because other files take room today.
+ */
+export function derivedQuota(fs: { free: number; size: number }, bufferBytes: number, reserveOnDisk: number, reserveBytes: number, lowFreeBytes: number): { bytes: number; ceilingBytes: number; holdsBytes: number } {
+  const clamp = (n: number) => Math.min(DERIVED_QUOTA_MAX_BYTES, Math.max(DERIVED_QUOTA_MIN_BYTES, n));
+  const holdsBytes = diskHoldsBytes({ freeBytes: fs.free, bufferBytes, reserveOnDisk, reserveBytes, lowFreeBytes });
+  const whole = diskHoldsBytes({ freeBytes: fs.size, bufferBytes: 0, reserveOnDisk: 0, reserveBytes, lowFreeBytes });
+  const bytes = clamp(holdsBytes);
+  return { bytes, ceilingBytes: Math.max(bytes, clamp(whole)), holdsBytes };
+}
+
+/** Bytes of the buffer's files (database and write-ahead log), 0 for those missing. */
+function bufferFileBytes(path: string): number {
+  let own = 0;
+  for (const suffix of ['', '-wal']) {
+    try {
+      own += statSync(path + suffix).size;
+    } catch {
+      // not there (yet)
+    }
+  }
+  return own;
+}
+
+/** The nearest existing folder of `path` (the buffer's folder may not exist before the first start). */
+function existingFolder(path: string): string {
+  let dir = dirname(path);
+  while (!existsSync(dir) && dirname(dir) !== dir) dir = dirname(dir);
+  return dir;
+}
+
+/**
+ * The byte quota for a buffer at `bufferPath` when `buffer.maxBytes` is not set, from its file
+ * system now (see {@link derivedQuota}); the gateway uses it from start until the disk guard's
+ * first check. `:memory:`: {@link DERIVED_QUOTA_MAX_BYTES}.
+ * @throws when no folder of the path can be examined (`statfs`).
+ */
+export function derivedQuotaForPath(bufferPath: string, reserveBytes: number = DEFAULT_RESERVE_BYTES): { bytes: number; ceilingBytes: number; holdsBytes: number } {
+  if (bufferPath === ':memory:') return { bytes: DERIVED_QUOTA_MAX_BYTES, ceilingBytes: DERIVED_QUOTA_MAX_BYTES, holdsBytes: DERIVED_QUOTA_MAX_BYTES };
+  const s = statfsSync(existingFolder(bufferPath));
+  const size = s.blocks * s.bsize;
+  let reserveOnDisk = 0;
+  try {
+    reserveOnDisk = statSync(`${bufferPath}.reserve`).size;
+  } catch {
+    // not written yet
+  }
+  return derivedQuota({ free: s.bavail * s.bsize, size }, bufferFileBytes(bufferPath), reserveOnDisk, reserveBytes, defaultLowFreeBytes(size, reserveBytes));
+}
+
 /** The sentence for a byte quota larger than what the disk holds (`holds`: bytes of scan JSON). */
 function quotaTooLargeText(quota: number, holds: number): string {
-  return `buffer.maxBytes (${quota} bytes of scans) is larger than the disk can hold (about ${holds} bytes of scans at ${DISK_BYTES_PER_QUOTA_BYTE} bytes on disk each): the disk fills before the quota is reached; lower buffer.maxBytes or give the buffer more room`;
+  return `buffer.maxBytes (${quota} bytes of scans) is larger than the disk can hold (about ${holds} bytes of scans at ${DISK_BYTES_PER_QUOTA_BYTE} bytes on disk each): the disk fills before the quota is reached; lower buffer.maxBytes (or leave it out: the quota is then derived from the disk) or give the buffer more room`;
 }
 
 /**
@@ -70,17 +161,12 @@ function quotaTooLargeText(quota: number, holds: number): string {
  */
 export function quotaTooLargeForDisk(bufferPath: string, quotaBytes: number): string | undefined {
   if (bufferPath === ':memory:') return undefined;
-  let dir = dirname(bufferPath);
-  while (!existsSync(dir) && dirname(dir) !== dir) dir = dirname(dir);
-  const fs = statfsSync(dir);
+  const fs = statfsSync(existingFolder(bufferPath));
   const size = fs.blocks * fs.bsize;
-  const lowFree = Math.min(256 * MIB, Math.max(4 * MIB + 8 * MIB, Math.round(size * 0.1)));
-  const holds = Math.max(0, Math.floor((size - 4 * MIB - lowFree) / DISK_BYTES_PER_QUOTA_BYTE));
+  const holds = diskHoldsBytes({ freeBytes: size, bufferBytes: 0, reserveOnDisk: 0, reserveBytes: DEFAULT_RESERVE_BYTES, lowFreeBytes: defaultLowFreeBytes(size) });
   return quotaBytes > holds ? quotaTooLargeText(quotaBytes, holds) : undefined;
 }
 
-const MIB = 1024 * 1024;
-const CHUNK = 64 * 1024;
 
 /**
  * Keeps delivery and intake going on a disk that fills (issue 19).
@@ -112,6 +198,8 @@ export class DiskGuard {
   private vacuumPending: string | undefined;
   private quotaTooLarge: string | undefined;
   private quotaCheckedAt = -Infinity;
+  private derived: number | undefined;
+  private derivedLogged: number | undefined;
   /** Logged once per episode of pressure with nothing delivered left, not every 250 ms. */
   private nothingLeftWarned = false;
   private lastFailure: string | undefined;
@@ -119,9 +207,9 @@ export class DiskGuard {
   constructor(private readonly options: DiskGuardOptions) {
     this.now = options.now ?? Date.now;
     this.reservePath = `${options.store.path}.reserve`;
-    this.reserveSize = options.store.path === ':memory:' ? 0 : (options.reserveBytes ?? 4 * MIB);
+    this.reserveSize = options.store.path === ':memory:' ? 0 : (options.reserveBytes ?? DEFAULT_RESERVE_BYTES);
     const size = this.stat()?.size ?? 0;
-    this.lowFree = options.lowFreeBytes ?? Math.min(256 * MIB, Math.max(this.reserveSize + 8 * MIB, Math.round(size * 0.1)));
+    this.lowFree = options.lowFreeBytes ?? defaultLowFreeBytes(size, this.reserveSize);
   }
 
   /** Switches the buffer to incremental auto-vacuum if needed, writes the reserve, and checks every `intervalMs`. */
@@ -171,31 +259,40 @@ export class DiskGuard {
       ...(this.lastEarly ? { lastEarlyPrune: { ...this.lastEarly } } : {}),
       ...(this.vacuumPending ? { vacuumPending: this.vacuumPending } : {}),
       ...(this.quotaTooLarge ? { quotaTooLarge: this.quotaTooLarge } : {}),
+      ...(this.derived !== undefined ? { derivedQuotaBytes: this.derived } : {}),
     };
   }
 
   /**
-   * Whether the byte quota fits the disk: the buffer's file, the free space, less the reserve and
-   * the low-space mark, against the quota times {@link DISK_BYTES_PER_QUOTA_BYTE}. Rechecked every
+   * Whether the configured byte quota fits the disk, or (not configured) the quota derived from it:
+   * the buffer's files and the free space, less the reserve and the low-space mark, against the
+   * quota times {@link DISK_BYTES_PER_QUOTA_BYTE} (see {@link derivedQuota}). Rechecked every
    * minute (another program's files change what is left); logged when it changes.
    */
   private checkQuotaFits(): void {
     const quota = this.options.quotaBytes;
-    if (quota === undefined || this.now() - this.quotaCheckedAt < 60_000) return;
+    if (quota === undefined && !this.options.onDerivedQuota) return;
+    if (this.now() - this.quotaCheckedAt < 60_000) return;
     this.quotaCheckedAt = this.now();
     const s = this.stat();
     if (!s) return;
-    let own = 0;
-    for (const suffix of ['', '-wal']) {
-      try {
-        own += statSync(this.options.store.path + suffix).size;
-      } catch {
-        // no log file
+    const d = derivedQuota(s, bufferFileBytes(this.options.store.path), this.reserveHeld, this.reserveSize, this.lowFree);
+    if (quota === undefined) {
+      const previous = this.derivedLogged;
+      this.derived = d.bytes;
+      // Logged at start and when it moved by a tenth since, not every minute.
+      if (previous === undefined || Math.abs(d.bytes - previous) > previous * 0.1) {
+        this.derivedLogged = d.bytes;
+        this.options.logger.info(
+          { quotaBytes: d.bytes, diskHoldsBytes: d.holdsBytes, ceilingBytes: d.ceilingBytes, freeBytes: s.free, lowFreeBytes: this.lowFree },
+          previous === undefined ? 'buffer.maxBytes not set: the byte quota is derived from the disk, so that it is reached before the disk is full' : 'byte quota derived from the disk changed',
+        );
       }
+      this.options.onDerivedQuota?.(d.bytes, d.ceilingBytes);
+      return;
     }
-    const holds = Math.max(0, Math.floor((s.free + own - this.reserveHeld - this.lowFree) / DISK_BYTES_PER_QUOTA_BYTE));
-    const next = quota > holds ? quotaTooLargeText(quota, holds) : undefined;
-    if (next !== undefined && this.quotaTooLarge === undefined) this.options.logger.warn({ quotaBytes: quota, diskHoldsBytes: holds }, next);
+    const next = quota > d.holdsBytes ? quotaTooLargeText(quota, d.holdsBytes) : undefined;
+    if (next !== undefined && this.quotaTooLarge === undefined) this.options.logger.warn({ quotaBytes: quota, diskHoldsBytes: d.holdsBytes }, next);
     this.quotaTooLarge = next;
   }
 
@@ -346,14 +443,7 @@ export class DiskGuard {
     if (store.path === ':memory:') return;
     const db = connectionOf(store);
     if ((db.pragma('auto_vacuum', { simple: true }) as number) === 2) return;
-    let bytes = 0;
-    for (const suffix of ['', '-wal']) {
-      try {
-        bytes += statSync(store.path + suffix).size;
-      } catch {
-        // no log file
-      }
-    }
+    const bytes = bufferFileBytes(store.path);
     const max = this.options.maxVacuumBytes ?? 256 * MIB;
     const free = this.stat()?.free ?? 0;
     if (bytes > max || free < 2 * bytes + this.reserveSize) {

@@ -5,7 +5,7 @@ import { configJsonSchema, renderConfigDocs, renderConfigReference } from '../co
 import { formatProblems, loadConfig, type ConfigProblem, type LoadedConfig } from '../config/load.js';
 import { readClientSecret } from '../config/secrets.js';
 import { isGatewayError, ErrorCodes } from '../errors.js';
-import { quotaTooLargeForDisk } from '../buffer/disk-guard.js';
+import { derivedQuotaForPath, quotaTooLargeForDisk } from '../buffer/disk-guard.js';
 import { CommandExit, ExitCodes } from './exit.js';
 
 /** The process edge `config` needs (main.ts provides it). */
@@ -55,7 +55,12 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
       let disk: string;
       try {
         // Issue 19: a quota the disk cannot hold means the disk fills first. A note: `check` may run on another machine.
-        disk = quotaTooLargeForDisk(c.buffer.path, c.buffer.maxBytes) ?? 'the buffer quota fits the disk here';
+        if (c.buffer.maxBytes === undefined) {
+          const d = derivedQuotaForPath(c.buffer.path);
+          disk = `buffer.maxBytes not set: the byte quota is derived from the disk at start and every minute (here now ${d.bytes} bytes of scans)`;
+        } else {
+          disk = quotaTooLargeForDisk(c.buffer.path, c.buffer.maxBytes) ?? 'the buffer quota fits the disk here';
+        }
       } catch (err) {
         disk = `not examined (${(err as Error).message})`;
       }

@@ -318,7 +318,7 @@ export function renderMain(s: GatewayStatus): string {
 
   const used = b.undeliveredBytes ?? b.fileBytes ?? 0;
   const quota = b.quotaBytes
-    ? ([['Quota', `${esc(fmtBytes(used))} of ${esc(fmtBytes(b.quotaBytes))} (${esc(Math.round((used / b.quotaBytes) * 100))} %)`]] as [string, string][])
+    ? ([['Quota', `${esc(fmtBytes(used))} of ${esc(fmtBytes(b.quotaBytes))} (${esc(Math.round((used / b.quotaBytes) * 100))} %)${b.disk?.derivedQuotaBytes !== undefined ? ' <span class="muted">(derived from the disk: buffer.maxBytes is not set)</span>' : ''}`]] as [string, string][])
     : [];
   const buffer = factsHtml([
     ['Not yet delivered', `${fmtCount(notDelivered)}${b.quotaScans ? ` <span class="muted">(the quota allows ${fmtCount(b.quotaScans)} waiting)</span>` : ''}`],

@@ -99,7 +99,7 @@ export interface BufferStatus {
    * The disk guard (src/buffer/disk-guard.ts): free bytes on the buffer's file system, the mark
    * below which delivered scans are pruned early, the reserve, and how many were pruned early.
    */
-  disk?: { freeBytes?: number; lowFreeBytes: number; reserveBytes: number; reserveReleased: boolean; prunedEarlyScans: number; lastEarlyPrune?: { at: string; scans: number }; vacuumPending?: string; quotaTooLarge?: string };
+  disk?: { freeBytes?: number; lowFreeBytes: number; reserveBytes: number; reserveReleased: boolean; prunedEarlyScans: number; lastEarlyPrune?: { at: string; scans: number }; vacuumPending?: string; quotaTooLarge?: string; derivedQuotaBytes?: number };
   [extra: string]: unknown;
 }
 

@@ -56,9 +56,9 @@ describe('scan-gateway config (compiled CLI)', () => {
   it('config check: says when the byte quota is larger than the disk of the buffer can hold (issue 19)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'sg-cli-'));
     const file = join(dir, 'quota.yaml');
-    const yaml = (maxBytes: number) => `site: { id: plant-1, timezone: Europe/Berlin }
+    const yaml = (maxBytes?: number) => `site: { id: plant-1, timezone: Europe/Berlin }
 upstream: { baseUrl: http://127.0.0.1:9, authUrl: http://127.0.0.1:9, clientId: c }
-buffer: { path: ${join(dir, 'data', 'buffer.db')}, maxBytes: ${maxBytes} }
+buffer: { path: ${join(dir, 'data', 'buffer.db')}${maxBytes === undefined ? '' : `, maxBytes: ${maxBytes}`} }
 dcps:
   - { key: GI-01, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-1 }
 inputs: []
@@ -69,6 +69,9 @@ inputs: []
     expect(big.stdout).toMatch(/^disk: buffer\.maxBytes \(1000000000000000 bytes of scans\) is larger than the disk can hold/m);
     writeFileSync(file, yaml(1024));
     expect(cli('config', 'check', '--config', file).stdout).toContain('disk: the buffer quota fits the disk here');
+    // Not set: derived from the disk, and the figure for this disk now.
+    writeFileSync(file, yaml());
+    expect(cli('config', 'check', '--config', file).stdout).toMatch(/^disk: buffer\.maxBytes not set: the byte quota is derived from the disk at start and every minute \(here now \d+ bytes of scans\)$/m);
   });
 
   it('config check: YAML problems (aliases, duplicate keys, tabs) are configuration errors with file and line, exit 2', () => {

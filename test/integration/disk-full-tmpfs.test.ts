@@ -89,6 +89,12 @@ inputs:
       const status = app.status();
       const disk = status.buffer.disk!;
       expect(disk.prunedEarlyScans).toBeGreaterThan(0);
+      // buffer.maxBytes not set: the quota is derived from this small disk (item 3), about 2.4 MB of
+      // scan JSON, far below the 2 GiB the disk cannot hold.
+      expect(disk.derivedQuotaBytes).toBe(status.buffer.quotaBytes);
+      expect(disk.derivedQuotaBytes! * 3.5).toBeLessThan(fsSize);
+      expect(disk.derivedQuotaBytes).toBeGreaterThan(1024 * 1024);
+      expect(disk.quotaTooLarge).toBeUndefined();
       expect((status.healthProblems ?? []).map((p) => p.code)).toContain(HealthCodes.AUDIT_PRUNED_EARLY);
       expect(existsSync(join(inbox, 'failed')) ? readdirSync(join(inbox, 'failed')) : []).toEqual([]);
       possibleDuplicates = (status.delivery as { possibleDuplicates?: number }).possibleDuplicates ?? 0;
@@ -124,9 +130,9 @@ inputs:
   });
   /**
    * The tmpfs emptied, a gateway on it with a files inbox, retrying fast, the sandbox's upload
-   * errors at `errorRate`: started.
+   * errors at `errorRate`, the byte quota `maxBytes` (undefined: derived from the disk): started.
    */
-  async function startOnFreshDisk(name: string, db: string, errorRate: number) {
+  async function startOnFreshDisk(name: string, db: string, errorRate: number, maxBytes?: number) {
     for (const entry of readdirSync(disk)) rmSync(join(disk, entry), { force: true });
     const dir = join(base, name);
     mkdirSync(dir);
@@ -137,7 +143,7 @@ inputs:
       file,
       `site: { id: disk, timezone: Europe/Berlin }
 upstream: { baseUrl: ${sandbox.url}, authUrl: ${sandbox.url}, clientId: demo-client }
-buffer: { path: ${bufferPath} }
+buffer: { path: ${bufferPath}${maxBytes === undefined ? '' : `, maxBytes: ${maxBytes}`} }
 delivery: { mode: direct, maxBatchScans: 2000, maxBatchDelayMs: 50, statusPollMs: 50, statusPollMaxMs: 100, retryBaseMs: 50, retryMaxMs: 200 }
 http: { listen: 127.0.0.1:0 }
 dcps:
@@ -155,7 +161,8 @@ inputs:
   }
 
   it('upstream down until the disk is full: intake pauses (files wait), nothing is lost, and all is delivered once the upstream returns', { timeout: 90_000 }, async () => {
-    const { dir, inbox, bufferPath, mem, app } = await startOnFreshDisk('down', 'down.db', 1);
+    // A configured quota far larger than the disk (warned about): the disk, not the quota, fills.
+    const { dir, inbox, bufferPath, mem, app } = await startOnFreshDisk('down', 'down.db', 1, 1024 ** 3);
     const files = 36;
     try {
       mkdirSync(join(dir, 'staging'), { recursive: true });

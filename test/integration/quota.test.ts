@@ -234,7 +234,7 @@ inputs:
     const paused: boolean[] = [];
     const gate = new BackPressure({
       store,
-      limits: config.buffer,
+      limits: { ...config.buffer, maxBytes: 2 * 1024 ** 3 },
       logger: silentLogger(),
       intervalMs: 20,
       // The file system itself has room; only SQLite's page limit is reached.

@@ -2,7 +2,8 @@ import { existsSync, mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DiskGuard, quotaTooLargeForDisk } from '../../src/buffer/disk-guard.js';
+import { BackPressure } from '../../src/buffer/back-pressure.js';
+import { DERIVED_QUOTA_MAX_BYTES, DERIVED_QUOTA_MIN_BYTES, DISK_BYTES_PER_QUOTA_BYTE, DiskGuard, derivedQuota, derivedQuotaForPath, quotaTooLargeForDisk } from '../../src/buffer/disk-guard.js';
 import { Retention } from '../../src/buffer/retention.js';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
 import { isDiskFull } from '../../src/errors.js';
@@ -177,6 +178,112 @@ describe('disk guard: a quota that fits the disk', () => {
     fits.start();
     void fits.stop();
     expect(fits.snapshot().quotaTooLarge).toBeUndefined();
+  });
+});
+
+describe('disk guard: the default byte quota derives from the disk (buffer.maxBytes not set)', () => {
+  it('is what the disk holds (free and own bytes, less the reserve and the mark, 3.5 bytes on disk per byte), within 1 MiB..2 GiB', () => {
+    // 100 MiB free, 20 MiB of buffer, the reserve written, the mark 12 MiB.
+    const d = derivedQuota({ free: 100 * MIB, size: 200 * MIB }, 20 * MIB, 4 * MIB, 4 * MIB, 12 * MIB);
+    expect(d.holdsBytes).toBe(Math.floor((108 * MIB) / DISK_BYTES_PER_QUOTA_BYTE));
+    expect(d.bytes).toBe(d.holdsBytes);
+    // The ceiling is what the whole file system would hold: only that makes a submit "never".
+    expect(d.ceilingBytes).toBe(Math.floor((184 * MIB) / DISK_BYTES_PER_QUOTA_BYTE));
+    // The reserve released (not on disk): it will be written again, so it still counts against the room.
+    expect(derivedQuota({ free: 100 * MIB, size: 200 * MIB }, 20 * MIB, 0, 4 * MIB, 12 * MIB).holdsBytes).toBe(Math.floor((104 * MIB) / DISK_BYTES_PER_QUOTA_BYTE));
+    // A disk full of other programs' files: the smallest quota, never zero.
+    expect(derivedQuota({ free: 0, size: 200 * MIB }, 0, 0, 4 * MIB, 12 * MIB)).toMatchObject({ bytes: DERIVED_QUOTA_MIN_BYTES, holdsBytes: 0 });
+    // A big disk: no more than the former fixed default.
+    expect(derivedQuota({ free: 900 * 1024 * MIB, size: 1000 * 1024 * MIB }, 0, 0, 4 * MIB, 256 * MIB)).toMatchObject({ bytes: DERIVED_QUOTA_MAX_BYTES, ceilingBytes: DERIVED_QUOTA_MAX_BYTES });
+  });
+
+  it('is derived at start and again every minute as another program takes room, and logged when it moves', async () => {
+    const s = open();
+    let t = NOW;
+    let free = 100 * MIB;
+    const seen: { bytes: number; ceiling: number }[] = [];
+    const { logger, parsed } = memoryLogger('info');
+    const guard = new DiskGuard({
+      store: s,
+      retention: new Retention({ store: s, retentionDays: 30, logger: silentLogger() }),
+      logger,
+      reserveBytes: 0,
+      lowFreeBytes: 8 * MIB,
+      statfs: () => ({ free, size: 200 * MIB }),
+      now: () => t,
+      onDerivedQuota: (bytes, ceiling) => seen.push({ bytes, ceiling }),
+    });
+    guard.start();
+    try {
+      const own = statSync(s.path).size + (existsSync(`${s.path}-wal`) ? statSync(`${s.path}-wal`).size : 0);
+      const first = Math.floor((100 * MIB + own - 8 * MIB) / DISK_BYTES_PER_QUOTA_BYTE);
+      expect(seen).toEqual([{ bytes: first, ceiling: Math.floor((192 * MIB) / DISK_BYTES_PER_QUOTA_BYTE) }]);
+      expect(guard.snapshot()).toMatchObject({ derivedQuotaBytes: first });
+      expect(guard.snapshot().quotaTooLarge).toBeUndefined();
+      expect(parsed().filter((l) => /quota is derived from the disk/.test(l.msg))).toHaveLength(1);
+
+      // Another program takes 60 MiB: not looked at again within the minute...
+      free = 40 * MIB;
+      t += 30_000;
+      await guard.check();
+      expect(seen).toHaveLength(1);
+      // ...but after it: the quota shrinks, so it is still reached before the disk is.
+      t += 30_000;
+      await guard.check();
+      expect(seen).toHaveLength(2);
+      expect(seen[1]!.bytes).toBeLessThan(first);
+      expect(seen[1]!.bytes * DISK_BYTES_PER_QUOTA_BYTE).toBeLessThanOrEqual(40 * MIB + own - 8 * MIB);
+      expect(parsed().filter((l) => /quota derived from the disk changed/.test(l.msg))).toHaveLength(1);
+      // The same again a minute later: reported, not logged again.
+      t += 60_000;
+      await guard.check();
+      expect(seen).toHaveLength(3);
+      expect(parsed().filter((l) => /quota derived from the disk changed/.test(l.msg))).toHaveLength(1);
+    } finally {
+      await guard.stop();
+    }
+  });
+
+  it('a configured quota is not replaced; a derived one is examined for the buffer\'s own folder', () => {
+    const s = open();
+    const seen: number[] = [];
+    const guard = new DiskGuard({ store: s, retention: new Retention({ store: s, retentionDays: 30, logger: silentLogger() }), logger: silentLogger(), reserveBytes: 0, statfs: roomy, quotaBytes: 10 * MIB, onDerivedQuota: (b) => seen.push(b) });
+    guard.start();
+    void guard.stop();
+    expect(seen).toEqual([]);
+    expect(guard.snapshot().derivedQuotaBytes).toBeUndefined();
+    const d = derivedQuotaForPath(join(mkdtempSync(join(tmpdir(), 'sg-derive-')), 'not-yet', 'buffer.db'));
+    expect(d.bytes).toBeGreaterThanOrEqual(DERIVED_QUOTA_MIN_BYTES);
+    expect(d.bytes).toBeLessThanOrEqual(DERIVED_QUOTA_MAX_BYTES);
+    expect(d.ceilingBytes).toBeGreaterThanOrEqual(d.bytes);
+    expect(derivedQuotaForPath(':memory:').bytes).toBe(DERIVED_QUOTA_MAX_BYTES);
+  });
+
+  it('back-pressure follows it: a smaller quota pauses intake, and one submit is given up on only above the ceiling', () => {
+    const s = open();
+    s.commitIntake(Array.from({ length: 10 }, (_, i) => scan(`Q-${i}`, NOW, 1000)), NOW);
+    const bytes = s.totals().undeliveredBytes;
+    const paused: boolean[] = [];
+    const gate = new BackPressure({ store: s, limits: { maxPendingScans: 1000, maxBytes: 100 * bytes, pauseAtRatio: 0.9, resumeAtRatio: 0.8 }, logger: silentLogger(), freeBytes: () => 1e12, onPausedChange: (p) => paused.push(p) });
+    gate.start();
+    try {
+      expect(gate.snapshot()).toMatchObject({ level: 'ok', intakePaused: false, maxBytes: 100 * bytes });
+      // The disk got fuller: the derived quota drops below what is buffered.
+      gate.setByteQuota(bytes, 100 * bytes);
+      expect(gate.snapshot()).toMatchObject({ level: 'full', intakePaused: true, maxBytes: bytes });
+      expect(paused).toEqual([true]);
+      // A submit over today's quota waits (refused, its source keeps it); only one over the
+      // ceiling (the whole disk) is never taken.
+      expect(gate.admit(1, 1000)).toMatch(/quota is reached/);
+      expect(gate.tooLarge(1, 50 * bytes)).toBeUndefined();
+      expect(gate.tooLarge(1, 101 * bytes)).toMatch(/the most the disk can hold; buffer.maxBytes is not set/);
+      // Room again: intake resumes by itself.
+      gate.setByteQuota(100 * bytes, 100 * bytes);
+      expect(gate.snapshot()).toMatchObject({ level: 'ok', intakePaused: false });
+      expect(paused).toEqual([true, false]);
+    } finally {
+      gate.stop();
+    }
   });
 });
 
