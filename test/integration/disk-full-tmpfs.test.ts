@@ -1,14 +1,16 @@
 import { execFileSync } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, writeSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, writeSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import mqtt from 'mqtt';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
 import { loadConfig } from '../../src/config/load.js';
 import { HealthCodes } from '../../src/error-catalogue.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
+import { startMosquitto } from '../helpers/mosquitto.js';
 import { waitFor } from '../helpers/wait.js';
 import { memoryLogger } from '../helpers/log-lines.js';
 
@@ -129,10 +131,11 @@ inputs:
     console.log(`disk-full-tmpfs: ${TOTAL} reads through a ${fsSize} byte file system; about ${bytesPerScan} bytes per scan (reference ${ref(0, 0).length} characters)`);
   });
   /**
-   * The tmpfs emptied, a gateway on it with a files inbox, retrying fast, the sandbox's upload
-   * errors at `errorRate`, the byte quota `maxBytes` (undefined: derived from the disk): started.
+   * The tmpfs emptied, a gateway on it with a files inbox (or the `input` given), retrying fast,
+   * the sandbox's upload errors at `errorRate`, the byte quota `maxBytes` (undefined: derived from
+   * the disk): started.
    */
-  async function startOnFreshDisk(name: string, db: string, errorRate: number, maxBytes?: number) {
+  async function startOnFreshDisk(name: string, db: string, errorRate: number, maxBytes?: number, input?: string) {
     for (const entry of readdirSync(disk)) rmSync(join(disk, entry), { force: true });
     const dir = join(base, name);
     mkdirSync(dir);
@@ -149,7 +152,7 @@ http: { listen: 127.0.0.1:0 }
 dcps:
   - { key: GI-01, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-0042, duplicateWindowMs: 0 }
 inputs:
-  - { id: inbox, type: files, dir: ${inbox}, format: lines, dcp: GI-01, stableMs: 20 }
+  - ${input ?? `{ id: inbox, type: files, dir: ${inbox}, format: lines, dcp: GI-01, stableMs: 20 }`}
 `,
     );
     await fetch(`${sandbox.url}/_sandbox/scans`, { method: 'DELETE' });
@@ -162,7 +165,7 @@ inputs:
 
   it('upstream down until the disk is full: intake pauses (files wait), nothing is lost, and all is delivered once the upstream returns', { timeout: 90_000 }, async () => {
     // A configured quota far larger than the disk (warned about): the disk, not the quota, fills.
-    const { dir, inbox, bufferPath, mem, app } = await startOnFreshDisk('down', 'down.db', 1, 1024 ** 3);
+    const { dir, inbox, bufferPath, mem, app } = await startOnFreshDisk('down', 'down.db', 1, 2 ** 30);
     const files = 36;
     try {
       mkdirSync(join(dir, 'staging'), { recursive: true });
@@ -262,4 +265,87 @@ inputs:
       db.close();
     }
   });
+  it('MQTT, upstream down until the disk is full: messages stay unacknowledged at the broker, nothing is lost, all is delivered as read once the upstream returns', { timeout: 120_000 }, async () => {
+    const brokerDir = join(base, 'broker');
+    mkdirSync(brokerDir);
+    // mosquitto drops to its own user: the folders above its own must be traversable.
+    chmodSync(base, 0o755);
+    const broker = await startMosquitto(brokerDir, { autosaveSeconds: 60 });
+    // Long references: the disk fills with fewer messages (about 2.7 KB on disk each).
+    const mref = (i: number) => `MQTT-${String(i).padStart(5, '0')}-${'m'.repeat(600)}`;
+    const MESSAGES = 12_000;
+    const input = `{ id: line, type: mqtt, url: ${broker.url}, topics: [line/reads], clientId: sg-tmpfs-gateway, dcp: GI-01 }`;
+    // A configured quota far larger than the disk: the disk, not the quota, fills.
+    const { bufferPath, mem, app } = await startOnFreshDisk('mqtt', 'mqtt.db', 1, 2 ** 30, input);
+    const publisher = await mqtt.connectAsync(broker.url, { clientId: 'sg-tmpfs-publisher', clean: false, reconnectPeriod: 200 });
+    const inputState = () => app.status().inputs.find((i) => i.id === 'line')?.state;
+    let possibleDuplicates: number;
+    try {
+      await waitFor(() => inputState() === 'up', { timeoutMs: 20_000, intervalMs: 50, what: 'the MQTT input connected' });
+      // Every message acknowledged by the broker (QoS 1): from here on the broker answers for it.
+      // In windows of 500, so the publisher's own queue stays small.
+      for (let from = 0; from < MESSAGES; from += 500) {
+        await Promise.all(Array.from({ length: Math.min(500, MESSAGES - from) }, (_, k) => publisher.publishAsync('line/reads', mref(from + k), { qos: 1 })));
+      }
+      await waitFor(() => (app.status().buffer.quota as { diskFull?: unknown } | undefined)?.diskFull !== undefined && app.status().buffer.intakePaused === true, {
+        timeoutMs: 60_000,
+        intervalMs: 100,
+        what: 'intake paused by a full disk',
+      });
+      await waitFor(() => inputState() === 'paused', { timeoutMs: 20_000, intervalMs: 50, what: 'the MQTT input paused (disconnected)' });
+      // Fewer stored than published: the rest wait, unacknowledged, at the broker.
+      const stored = new Database(bufferPath, { readonly: true });
+      let storedScans: number;
+      try {
+        storedScans = stored.prepare(`SELECT count(*) FROM scans`).pluck().get() as number;
+      } finally {
+        stored.close();
+      }
+      expect(storedScans).toBeGreaterThan(0);
+      expect(storedScans).toBeLessThan(MESSAGES);
+      expect(app.status().buffer.disk?.quotaTooLarge).toMatch(/larger than the disk can hold/);
+
+      // The upstream returns: delivery works from the reserve, the audit yields, the input connects
+      // again by itself and takes what the broker kept.
+      sandbox.setFaults({ errorRate: 0 });
+      await waitFor(
+        async () => {
+          const status = app.status();
+          if (status.buffer.undeliveredScans !== 0 || (status.buffer.scans.pending ?? 0) !== 0 || inputState() !== 'up') return false;
+          return (await sandboxRefs()).size === MESSAGES;
+        },
+        { timeoutMs: 90_000, intervalMs: 250, what: 'every message stored and delivered after the upstream returned' },
+      );
+      expect(app.status().buffer.intakePaused).toBe(false);
+      possibleDuplicates = (app.status().delivery as { possibleDuplicates?: number }).possibleDuplicates ?? 0;
+    } finally {
+      await publisher.endAsync();
+      await app.stop();
+      await broker.stop();
+    }
+    const msgs = mem.parsed().map((l) => l.msg);
+    expect(msgs.some((m) => /released the reserve/.test(m))).toBe(true);
+    expect(msgs).toContain('buffer disk has room again: intake resumes');
+    expect(msgs.filter((m) => m === 'message rejected')).toEqual([]);
+    // Exactly what was read: each message once (a resend of a committed one is recognised), no
+    // other reference; more uploads of one only if counted as a possible duplicate.
+    const log = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as { scans: { scan: { reference: string } }[] };
+    const refs = log.scans.map((s) => s.scan.reference);
+    expect(new Set(refs)).toEqual(new Set(Array.from({ length: MESSAGES }, (_, i) => mref(i))));
+    expect(refs.length).toBe(MESSAGES + possibleDuplicates);
+    const db = new Database(bufferPath, { readonly: true });
+    try {
+      expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
+      expect(db.prepare(`SELECT count(*) FROM scans WHERE state <> 'delivered'`).pluck().get()).toBe(0);
+      expect(db.prepare(`SELECT count(*) FROM reads WHERE outcome <> 'scan'`).pluck().get()).toBe(0);
+    } finally {
+      db.close();
+    }
+  });
+
+  /** The distinct references the sandbox received. */
+  async function sandboxRefs(): Promise<Set<string>> {
+    const log = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as { scans: { scan: { reference: string } }[] };
+    return new Set(log.scans.map((s) => s.scan.reference));
+  }
 });
