@@ -194,7 +194,21 @@ export class Uploader {
       }
       const uploadedAt = outcome.uploadedAt ?? this.options.now();
       const at = new Date(uploadedAt).toISOString();
-      store.updateBatch(batch.id, { state: 'uploaded', requestId: outcome.requestId, uploadedAt: at, nextAttemptAt: this.options.now() + config.statusPollMs, lastError: null });
+      try {
+        store.updateBatch(batch.id, { state: 'uploaded', requestId: outcome.requestId, uploadedAt: at, nextAttemptAt: this.options.now() + config.statusPollMs, lastError: null });
+      } catch (err) {
+        // The service has the batch but the buffer cannot say so (a full disk at this moment). A
+        // direct batch stays `uploading`: recoverDirect sends it again once the disk has room and
+        // counts it as a possible duplicate (at-least-once). Logged here with the requestId the
+        // service gave, the only place it is known, so the duplicate can be traced upstream.
+        logger.error(
+          { err, batchId: batch.id, requestId: outcome.requestId, mode: batch.mode, scans: batch.scanCount, diskFull: isDiskFull(err) },
+          batch.mode === 'direct'
+            ? 'the service accepted the batch but its answer could not be recorded; it will be sent again (possible duplicate)'
+            : 'the pre-signed upload was sent but could not be recorded; its status is asked before anything is sent again',
+        );
+        throw err;
+      }
       this.status = { ...this.status, lastSuccessAt: at };
       this.options.onUploaded();
       logger.info({ batchId: batch.id, requestId: outcome.requestId, mode: batch.mode, scans: batch.scanCount, bytes: batch.bytes }, 'batch uploaded');
