@@ -213,6 +213,7 @@ export function buildBackPressure(w: Wiring): Component {
         logger: logger.child({ component: 'buffer' }),
         now: w.now,
         onDiskFull: () => w.diskGuard?.reportFull(),
+        reserveReady: () => w.diskGuard?.reserveReady() ?? true,
         onPausedChange: (paused, why) => {
           for (const input of w.inputs) {
             if (!input.setPaused) continue;

@@ -52,6 +52,12 @@ export interface BackPressureOptions {
   freeBytes?: () => number;
   /** A commit failed with SQLITE_FULL: the disk guard releases its reserve and prunes the audit (issue 19). */
   onDiskFull?: () => void;
+  /**
+   * Whether the disk guard's reserve is written (again); default: always. After SQLITE_FULL intake
+   * resumes only once it is: resumed on the room the released reserve left (or a checkpoint
+   * freed), intake fills it at once, and at the next full disk delivery finds none (issue 19).
+   */
+  reserveReady?: () => boolean;
 }
 
 /**
@@ -189,6 +195,16 @@ export class BackPressure {
     this.options.onDiskFull?.();
   }
 
+  /**
+   * While SQLite reports the disk full (until {@link check} finds room again), why nothing may be
+   * written: intake refuses every submit, as a commit failing with SQLITE_FULL would, so that the
+   * retries of reads already in flight (an MQTT message, a file's chunk, a serial read) do not take
+   * the room the released reserve left to delivery and pruning. `undefined` otherwise.
+   */
+  writesRefused(): string | undefined {
+    return this.diskFull ? `the buffer's disk is full since ${this.diskFull.since} (${this.diskFull.message}): nothing is stored until there is room again` : undefined;
+  }
+
   /** A commit went through: the disk has room; and the totals grew, so the pause mark is checked at once. */
   commitSucceeded(): void {
     this.groupTotals = undefined;
@@ -202,7 +218,7 @@ export class BackPressure {
       let room = false;
       try {
         const free = (this.options.freeBytes ?? (() => statfsFree(this.options.store.path)))();
-        room = free >= RESUME_FREE_BYTES && this.options.store.probeSpace();
+        room = free >= RESUME_FREE_BYTES && (this.options.reserveReady?.() ?? true) && this.options.store.probeSpace();
       } catch (err) {
         this.options.logger.warn({ err }, 'probing the buffer disk failed');
       }

@@ -5,6 +5,7 @@ import { connectionOf } from './connection.js';
 import type { Retention } from './retention.js';
 import type { BufferStore } from './store.js';
 import { isDiskFull } from '../errors.js';
+import { RESUME_FREE_BYTES } from './back-pressure.js';
 
 /** What the health page shows of the disk guard (issue 19). */
 export interface DiskGuardStatus {
@@ -66,6 +67,10 @@ export const DISK_BYTES_PER_QUOTA_BYTE = 3.5;
 
 const MIB = 1024 * 1024;
 const CHUNK = 64 * 1024;
+/** Pages one `incremental_vacuum` step returns (256 KiB at 4 KiB pages): what the log must take at once. */
+const VACUUM_STEP_PAGES = 64;
+/** Most vacuum steps of one check (256 MiB at 4 KiB pages); the rest follows at the next. */
+const VACUUM_MAX_STEPS = 1024;
 
 /** Size of the reserve file when none is configured, in bytes. */
 export const DEFAULT_RESERVE_BYTES = 4 * MIB;
@@ -79,6 +84,14 @@ export const DEFAULT_RESERVE_BYTES = 4 * MIB;
 export const DERIVED_QUOTA_MAX_BYTES = 2 * 1024 * MIB;
 export const DERIVED_QUOTA_MIN_BYTES = MIB;
 
+/**
+ * Room kept for the write-ahead log when deriving the quota: SQLite checkpoints it at 1000 pages
+ * (4 MiB at the 4 KiB page size) and only then cuts it back to 1 MiB (`journal_size_limit`), so it
+ * can hold that much beside the database. Measured on the 24 MiB tmpfs: without it, a buffer at
+ * its derived quota went 0.4 MB below the low-space mark.
+ */
+export const WAL_ALLOWANCE_BYTES = 4 * MIB;
+
 /** The default low-space mark: 10 % of the file system, at least the reserve plus 8 MiB (the resume mark of back-pressure), at most 256 MiB. */
 export function defaultLowFreeBytes(fsSize: number, reserveBytes: number = DEFAULT_RESERVE_BYTES): number {
   return Math.min(256 * MIB, Math.max(reserveBytes + 8 * MIB, Math.round(fsSize * 0.1)));
@@ -86,12 +99,12 @@ export function defaultLowFreeBytes(fsSize: number, reserveBytes: number = DEFAU
 
 /**
  * Bytes of scan JSON the buffer's disk can hold: the room the buffer may take (its own files, the
- * free bytes, the reserve file as far as it is written) less the whole reserve and the low-space
- * mark, divided by {@link DISK_BYTES_PER_QUOTA_BYTE}. The buffer's own bytes count because the
- * audit in them yields under pressure (issue 19).
+ * free bytes, the reserve file as far as it is written) less the whole reserve, the low-space
+ * mark and {@link WAL_ALLOWANCE_BYTES}, divided by {@link DISK_BYTES_PER_QUOTA_BYTE}. The buffer's
+ * own bytes count because the audit in them yields under pressure (issue 19).
  */
 export function diskHoldsBytes(d: { freeBytes: number; bufferBytes: number; reserveOnDisk: number; reserveBytes: number; lowFreeBytes: number }): number {
-  return Math.max(0, Math.floor((d.freeBytes + d.bufferBytes + d.reserveOnDisk - d.reserveBytes - d.lowFreeBytes) / DISK_BYTES_PER_QUOTA_BYTE));
+  return Math.max(0, Math.floor((d.freeBytes + d.bufferBytes + d.reserveOnDisk - d.reserveBytes - d.lowFreeBytes - WAL_ALLOWANCE_BYTES) / DISK_BYTES_PER_QUOTA_BYTE));
 }
 
 /**
@@ -249,6 +262,11 @@ export class DiskGuard {
     return this.running;
   }
 
+  /** The reserve is written (or there is none): false from its release on a full disk until it is written again. */
+  reserveReady(): boolean {
+    return !this.released;
+  }
+
   snapshot(): DiskGuardStatus {
     return {
       reserveBytes: this.reserveHeld,
@@ -344,8 +362,11 @@ export class DiskGuard {
       );
     }
     if (this.released && this.reserveSize > 0) {
+      // Room for the reserve and back-pressure's resume mark besides, not the low-space mark: intake
+      // resumes only once the reserve is back, and between the two marks nothing would be pruned
+      // to make room for it (nothing is under pressure there), so intake would wait for ever.
       const free = this.stat()?.free ?? 0;
-      if (free >= this.reserveSize + this.lowFree) this.writeReserve();
+      if (free >= this.reserveSize + RESUME_FREE_BYTES) this.writeReserve();
     }
   }
 
@@ -364,15 +385,30 @@ export class DiskGuard {
     return false;
   }
 
-  /** Returns freed pages to the file system and empties the write-ahead log. */
+  /**
+   * Returns freed pages to the file system and empties the write-ahead log, in steps of
+   * {@link VACUUM_STEP_PAGES} pages with a checkpoint after each: a single `incremental_vacuum`
+   * of every free page writes the pages it moves to the log in one transaction, and on a full
+   * disk the log cannot take them; it then fails at every check and the pages never come back
+   * (seen on the tmpfs test: 4,000 pruned scans held inside a file that filled the disk).
+   */
   private returnPages(): void {
     const db = connectionOf(this.options.store);
     try {
       db.pragma('wal_checkpoint(TRUNCATE)');
-      db.pragma('incremental_vacuum');
-      db.pragma('wal_checkpoint(TRUNCATE)');
+      // Bounded: at most VACUUM_MAX_STEPS steps per call; what is left goes at the next check.
+      for (let step = 0; step < VACUUM_MAX_STEPS && (db.pragma('freelist_count', { simple: true }) as number) > 0; step++) {
+        db.pragma(`incremental_vacuum(${VACUUM_STEP_PAGES})`);
+        db.pragma('wal_checkpoint(TRUNCATE)');
+      }
     } catch (err) {
-      // A reader of another process (replay) may hold the log; the next step tries again.
+      // A reader of another process (replay) may hold the log, or the disk has no room even for
+      // one step; the next check tries again. The log a failed step grew is cut back first.
+      try {
+        db.pragma('wal_checkpoint(TRUNCATE)');
+      } catch {
+        // as above
+      }
       this.options.logger.warn({ err }, 'returning freed buffer pages failed; will try again');
     }
   }

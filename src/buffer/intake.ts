@@ -33,6 +33,11 @@ export interface IntakeGate {
   admit(scans: number, bytes: number): string | undefined;
   /** Why one submit alone can never fit the quota, or undefined. */
   tooLarge?(scans: number, bytes: number): string | undefined;
+  /**
+   * Why nothing may be written now (the disk is full, issue 19), or undefined. Every submit is then
+   * refused with `SCANGW_E_BUFFER_DISK_FULL` (retryable), as a commit failing with SQLITE_FULL is.
+   */
+  writesRefused?(): string | undefined;
   /** Called once before the admits of one group commit; ended by commitFailed or commitSucceeded. */
   beginGroup?(): void;
   commitFailed(err: unknown): void;
@@ -230,6 +235,16 @@ export class Intake implements IntakeSink {
     const forget = (p: Pending) => {
       for (const t of p.taken) this.dedupe.forget(t.dcpKey, t.reference, t.atMs);
     };
+    const full = gate?.writesRefused?.();
+    if (full !== undefined) {
+      // Nothing written: the sources keep their reads and retry; the room is delivery's.
+      const refusal = new GatewayError(ErrorCodes.BUFFER_DISK_FULL, full, { retryable: true });
+      for (const p of queued) {
+        forget(p);
+        p.reject(refusal);
+      }
+      return;
+    }
     const group: Pending[] = [];
     let scans = 0;
     let bytes = 0;

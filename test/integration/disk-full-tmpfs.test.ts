@@ -91,7 +91,7 @@ inputs:
       const status = app.status();
       const disk = status.buffer.disk!;
       expect(disk.prunedEarlyScans).toBeGreaterThan(0);
-      // buffer.maxBytes not set: the quota is derived from this small disk (item 3), about 2.4 MB of
+      // buffer.maxBytes not set: the quota is derived from this small disk (item 3), about 1.2 MB of
       // scan JSON, far below the 2 GiB the disk cannot hold.
       expect(disk.derivedQuotaBytes).toBe(status.buffer.quotaBytes);
       expect(disk.derivedQuotaBytes! * 3.5).toBeLessThan(fsSize);
@@ -195,7 +195,11 @@ inputs:
         const st = app.status();
         console.log('DEBUG', JSON.stringify({ buffer: { ...st.buffer, batches: undefined, problems: undefined }, delivery: st.delivery, inbox: readdirSync(inbox) }));
         const seen = new Map<string, number>();
-        for (const l of mem.parsed()) if (l.level >= 40) seen.set(l.msg, (seen.get(l.msg) ?? 0) + 1);
+        for (const l of mem.parsed()) {
+          if (l.level < 40) continue;
+          const key = `${l.msg} ${(l as { err?: { code?: string } }).err?.code ?? ''}`;
+          seen.set(key, (seen.get(key) ?? 0) + 1);
+        }
         console.log('DEBUG', [...seen.entries()]);
         throw err;
       });
@@ -213,6 +217,57 @@ inputs:
     try {
       expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
       expect(db.prepare(`SELECT count(*) FROM scans WHERE state <> 'delivered'`).pluck().get()).toBe(0);
+    } finally {
+      db.close();
+    }
+  });
+  it('the default quota, derived from the disk: upstream down, intake pauses at the quota before the disk fills, and all is delivered once the upstream returns', { timeout: 90_000 }, async () => {
+    const { dir, inbox, bufferPath, mem, app } = await startOnFreshDisk('derived', 'derived.db', 1);
+    const files = 20;
+    const quota = app.status().buffer.quotaBytes!;
+    try {
+      expect(app.status().buffer.disk?.derivedQuotaBytes).toBe(quota);
+      mkdirSync(join(dir, 'staging'), { recursive: true });
+      for (let f = 0; f < files; f++) {
+        const staged = join(dir, 'staging', `reads-${String(f).padStart(3, '0')}.txt`);
+        writeFileSync(staged, Array.from({ length: PER_FILE }, (_, i) => ref(f, i)).join('\n') + '\n');
+        renameSync(staged, join(inbox, `reads-${String(f).padStart(3, '0')}.txt`));
+      }
+      // Undelivered scans reach the quota (a file's next chunk of 1000 scans would pass it): intake
+      // pauses by back-pressure, files wait.
+      await waitFor(() => app.status().buffer.intakePaused === true && (app.status().buffer.quota as { level?: string } | undefined)?.level !== 'ok', {
+        timeoutMs: 40_000,
+        intervalMs: 100,
+        what: 'intake paused at the derived quota',
+      });
+      expect(readdirSync(inbox).filter((n) => n.endsWith('.txt')).length).toBeGreaterThan(0);
+      // Not the disk: it never filled, nothing was pruned early, the reserve stayed.
+      const status = app.status();
+      expect((status.buffer.quota as { diskFull?: unknown } | undefined)?.diskFull).toBeUndefined();
+      expect(status.buffer.disk).toMatchObject({ prunedEarlyScans: 0, reserveReleased: false });
+      console.log(`disk-full-tmpfs: derived quota ${quota} bytes; at the pause ${status.buffer.undeliveredBytes} bytes undelivered, ${status.buffer.disk!.freeBytes} free (mark ${status.buffer.disk!.lowFreeBytes}), buffer ${status.buffer.fileBytes} bytes`);
+      expect(status.buffer.disk!.freeBytes!).toBeGreaterThan(status.buffer.disk!.lowFreeBytes);
+
+      sandbox.setFaults({ errorRate: 0 });
+      await waitFor(
+        () => {
+          const st = app.status();
+          return readdirSync(inbox).filter((n) => n.endsWith('.txt')).length === 0 && st.buffer.undeliveredScans === 0 && (st.buffer.scans.pending ?? 0) === 0;
+        },
+        { timeoutMs: 60_000, intervalMs: 200, what: 'every file taken and every scan delivered after the upstream returned' },
+      );
+      expect(app.status().buffer.intakePaused).toBe(false);
+      expect(existsSync(join(inbox, 'failed')) ? readdirSync(join(inbox, 'failed')) : []).toEqual([]);
+    } finally {
+      await app.stop();
+    }
+    const msgs = mem.parsed().map((l) => l.msg);
+    expect(msgs.filter((m) => /SQLITE_FULL|released the reserve/.test(m))).toEqual([]);
+    const log = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as { scans: { scan: { reference: string } }[] };
+    expect(new Set(log.scans.map((s) => s.scan.reference)).size).toBe(files * PER_FILE);
+    const db = new Database(bufferPath, { readonly: true });
+    try {
+      expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
     } finally {
       db.close();
     }
@@ -315,7 +370,19 @@ inputs:
           return (await sandboxRefs()).size === MESSAGES;
         },
         { timeoutMs: 90_000, intervalMs: 250, what: 'every message stored and delivered after the upstream returned' },
-      );
+      ).catch(async (err: unknown) => {
+        const st = app.status();
+        console.log('DEBUG', JSON.stringify({ buffer: { ...st.buffer, batches: undefined }, delivery: st.delivery, inputs: st.inputs, got: (await sandboxRefs()).size }));
+        const seen = new Map<string, number>();
+        for (const l of mem.parsed()) {
+          if (l.level < 40) continue;
+          const key = `${l.msg} ${(l as { err?: { code?: string } }).err?.code ?? ''}`;
+          seen.set(key, (seen.get(key) ?? 0) + 1);
+        }
+        console.log('DEBUG', [...seen.entries()]);
+        console.log('DEBUG', JSON.stringify(mem.parsed().filter((l) => /input|mqtt/.test(String(l.component))).slice(-30)));
+        throw err;
+      });
       expect(app.status().buffer.intakePaused).toBe(false);
       possibleDuplicates = (app.status().delivery as { possibleDuplicates?: number }).possibleDuplicates ?? 0;
     } finally {
