@@ -6,7 +6,10 @@ import { BackPressure } from '../../src/buffer/back-pressure.js';
 import { DERIVED_QUOTA_MAX_BYTES, DERIVED_QUOTA_MIN_BYTES, DISK_BYTES_PER_QUOTA_BYTE, DiskGuard, derivedQuota, derivedQuotaForPath, quotaTooLargeForDisk } from '../../src/buffer/disk-guard.js';
 import { Retention } from '../../src/buffer/retention.js';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
-import { isDiskFull } from '../../src/errors.js';
+import { Intake } from '../../src/buffer/intake.js';
+import { configSchema } from '../../src/config/schema.js';
+import { mappingContext } from '../../src/mapping/map-read.js';
+import { ErrorCodes, isDiskFull } from '../../src/errors.js';
 import { formBatch } from '../../src/delivery/batcher.js';
 import { silentLogger } from '../../src/log.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
@@ -320,5 +323,69 @@ describe('disk guard: the reserve', () => {
     expect(statSync(reserve).size).toBe(2 * MIB);
     expect(guard.snapshot()).toMatchObject({ reserveBytes: 2 * MIB, reserveReleased: false });
     await guard.stop();
+  });
+});
+
+describe('back-pressure after SQLITE_FULL: the reserve is delivery\'s', () => {
+  it('stores nothing while the disk is full (also with room in between), and resumes only once the reserve is written again', async () => {
+    const s = open();
+    const config = configSchema.parse({
+      site: { id: 'full', timezone: 'Europe/Berlin' },
+      upstream: { baseUrl: 'http://127.0.0.1:1', authUrl: 'http://127.0.0.1:1', clientId: 'demo-client' },
+      dcps: [{ key: 'GI-01', kind: 'goodsIn', productModelKey: 'PACK-A', supplierKey: 'SUP-0042', duplicateWindowMs: 0 }],
+      inputs: [{ id: 'in', type: 'files', dir: join(tmpdir(), 'unused'), dcp: 'GI-01' }],
+    });
+    let reserveReady = true;
+    const paused: boolean[] = [];
+    const gate = new BackPressure({
+      store: s,
+      limits: { ...config.buffer, maxBytes: 1e9 },
+      logger: silentLogger(),
+      // The file system has room; SQLite's page limit is the full disk.
+      freeBytes: () => 1e12,
+      reserveReady: () => reserveReady,
+      onPausedChange: (p) => paused.push(p),
+    });
+    const intake = new Intake({ store: s, mapping: mappingContext(config), logger: silentLogger(), gate });
+    const reads = (from: number, n: number) =>
+      Array.from({ length: n }, (_, i) => ({ kind: 'read' as const, read: { inputId: 'in', raw: Buffer.from(`R-${from + i}-${'x'.repeat(500)}`), receivedAt: new Date() } }));
+    const stored = () => sqlOf(s).prepare('SELECT count(*) FROM reads').pluck().get() as number;
+    try {
+      await intake.submit(reads(0, 10));
+      sqlOf(s).pragma(`max_page_count = ${(sqlOf(s).pragma('page_count', { simple: true }) as number) + 2}`);
+      const full = await intake.submit(reads(10, 200)).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      expect(isDiskFull(full)).toBe(true);
+      expect(gate.snapshot().diskFull).toBeDefined();
+      expect(paused).toEqual([true]);
+
+      // Room again inside SQLite, but the disk guard has not written its reserve back yet (it was
+      // released for delivery): a retry of a read in flight is refused, nothing is written.
+      sqlOf(s).pragma('max_page_count = 1000000');
+      reserveReady = false;
+      const refused = await intake.submit(reads(300, 1)).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      expect(refused).toMatchObject({ code: ErrorCodes.BUFFER_DISK_FULL, retryable: true });
+      expect(stored()).toBe(10);
+      gate.check();
+      expect(gate.snapshot().diskFull).toBeDefined();
+      expect(gate.writesRefused()).toMatch(/disk is full/);
+
+      // The reserve is back: intake resumes by itself and stores again.
+      reserveReady = true;
+      gate.check();
+      expect(gate.snapshot().diskFull).toBeUndefined();
+      expect(gate.writesRefused()).toBeUndefined();
+      expect(paused).toEqual([true, false]);
+      await intake.submit(reads(400, 5));
+      expect(stored()).toBe(15);
+    } finally {
+      intake.close();
+      gate.stop();
+    }
   });
 });
