@@ -58,6 +58,14 @@ export const ErrorCodes = {
   LISTEN: 'SCANGW_E_LISTEN',
   /** Stopping failed for some part, or took longer than the stop deadline. */
   STOP: 'SCANGW_E_STOP',
+  /** Status events (contract §6): the Kafka brokers cannot be reached (DNS, connect, reset, timeout). Polling takes over. */
+  EVENTS_NETWORK: 'SCANGW_E_EVENTS_NETWORK',
+  /** Status events: the brokers' TLS certificate is not trusted or does not name the host. Polling takes over. */
+  EVENTS_TLS: 'SCANGW_E_EVENTS_TLS',
+  /** Status events: SASL SCRAM-SHA-512 refused the client id and secret. Polling takes over. */
+  EVENTS_AUTH: 'SCANGW_E_EVENTS_AUTH',
+  /** Status events: the status topic does not exist, or the client may not read or describe it. Polling takes over. */
+  EVENTS_TOPIC: 'SCANGW_E_EVENTS_TOPIC',
   /** An invariant that cannot fail did (a bug, or a broken installation). */
   INTERNAL: 'SCANGW_E_INTERNAL',
 } as const;
