@@ -179,6 +179,11 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
     whatToDo: 'the message names the configuration key: stop the other program or choose another address or port',
   },
   {
+    code: ErrorCodes.SANDBOX_KAFKA,
+    meaning: 'the Kafka endpoint of the sandbox (demo and tests only) received a frame it cannot read (not Kafka, a version it does not speak, a record batch with a wrong CRC-32C) and closed that connection, or could not make its certificates',
+    whatToDo: 'check the client points at the sandbox with SASL_SSL and SCRAM-SHA-512 (`GET /_sandbox/kafka`); the sandbox log line names the client address and the frame',
+  },
+  {
     code: ErrorCodes.STOP,
     meaning: 'stopping failed for some part, or took longer than the stop deadline; the process exits anyway',
     whatToDo: 'the log line `stopping a part failed` names the part; reads not acknowledged yet are sent again by their sources',

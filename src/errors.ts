@@ -56,6 +56,8 @@ export const ErrorCodes = {
   NOT_RUNNING: 'SCANGW_E_NOT_RUNNING',
   /** An HTTP server of the gateway (health, ingest) could not listen on its configured address. */
   LISTEN: 'SCANGW_E_LISTEN',
+  /** The sandbox's Kafka broker met a frame it cannot read, or could not make its certificates. */
+  SANDBOX_KAFKA: 'SCANGW_E_SANDBOX_KAFKA',
   /** Stopping failed for some part, or took longer than the stop deadline. */
   STOP: 'SCANGW_E_STOP',
   /** Status events (contract §6): the Kafka brokers cannot be reached (DNS, connect, reset, timeout). Polling takes over. */
