@@ -248,5 +248,9 @@ export function classifyTopicError(err: unknown, topic: string): GatewayError {
   if (topicError) {
     return new GatewayError(ErrorCodes.EVENTS_TOPIC, `the status topic ${topic} cannot be read (${String(topicError.apiId)})`, { cause: err });
   }
+  // The library turns UNKNOWN_TOPIC_OR_PARTITION in Metadata into a UserError of its own words.
+  if (all.some((e) => e.code === 'PLT_KFK_USER' && text(e).startsWith('Unknown topic'))) {
+    return new GatewayError(ErrorCodes.EVENTS_TOPIC, `the status topic ${topic} cannot be read (UNKNOWN_TOPIC_OR_PARTITION)`, { cause: err });
+  }
   return new GatewayError(ErrorCodes.EVENTS_NETWORK, `the brokers cannot be reached or did not answer: ${detail || String(err)}`, { cause: err, retryable: true });
 }
