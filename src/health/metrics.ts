@@ -211,10 +211,10 @@ export class GatewayMetrics {
       },
     });
     bufferGauge('scan_gateway_status_events_lag', 'Status events between the consumer and the end of the topic at its last read (all partitions).', (s) => s.statusEvents?.lag);
-    bufferGauge('scan_gateway_status_events_up', '1 while status events flow (polling at the safety interval), 0 while polling runs at its normal pace; absent when events are off.', (s) =>
+    bufferGauge('scan_gateway_status_events_up', '1 while status events flow (polling at the safety interval), else 0 (polling at its normal pace, or events off).', (s) =>
       s.statusEvents ? (s.statusEvents.state === 'flowing' ? 1 : 0) : undefined,
     );
-    bufferGauge('scan_gateway_status_events_last_event_age_seconds', 'Seconds since the last status event was read; absent before the first.', (s) =>
+    bufferGauge('scan_gateway_status_events_last_event_age_seconds', 'Seconds since the last status event was read; 0 before the first.', (s) =>
       s.statusEvents?.lastEventAt && s.generatedAt ? Math.max(0, (Date.parse(s.generatedAt) - Date.parse(s.statusEvents.lastEventAt)) / 1000) : undefined,
     );
     new Counter({
