@@ -176,7 +176,8 @@ export function buildSandbox(w: Wiring): Component {
     name: 'sandbox',
     async start() {
       const { host, port } = splitListen(w.config.sandbox.listen);
-      sandbox = await listening('sandbox.listen', w.config.sandbox.listen, () => startSandbox({ host, port, logger: w.logger }));
+      const kafka = splitListen(w.config.sandbox.kafka.listen);
+      sandbox = await listening('sandbox.listen', w.config.sandbox.listen, () => startSandbox({ host, port, kafka, logger: w.logger }));
       w.logger.info({ component: 'app', url: sandbox.url }, 'embedded upstream sandbox started');
     },
     stop: async () => sandbox?.close(),
