@@ -183,7 +183,8 @@ export function buildSandbox(w: Wiring): Component {
     name: 'sandbox',
     async start() {
       const { host, port } = splitListen(w.config.sandbox.listen);
-      sandbox = await listening('sandbox.listen', w.config.sandbox.listen, () => startSandbox({ host, port, logger: w.logger }));
+      const kafka = splitListen(w.config.sandbox.kafka.listen);
+      sandbox = await listening('sandbox.listen', w.config.sandbox.listen, () => startSandbox({ host, port, kafka, logger: w.logger }));
       w.sandbox = sandbox;
       w.logger.info({ component: 'app', url: sandbox.url }, 'embedded upstream sandbox started');
     },
@@ -345,8 +346,9 @@ const STATUS_EVENTS_FETCH_WAIT_MS = 2_000;
 
 /** The embedded sandbox's Kafka CA (`upstream.statusEvents.trustSandboxCa`, demo only). */
 function sandboxCa(w: Wiring): string[] {
-  if (!w.sandbox) throw new GatewayError(ErrorCodes.CONFIG, 'upstream.statusEvents.trustSandboxCa needs the embedded sandbox (sandbox.enabled: true)');
-  return [];
+  const kafka = w.sandbox?.kafka;
+  if (!kafka) throw new GatewayError(ErrorCodes.CONFIG, 'upstream.statusEvents.trustSandboxCa needs the embedded sandbox with its Kafka endpoint (sandbox.enabled: true)');
+  return [kafka.caPem];
 }
 
 export function buildProductCheck(w: Wiring): Component {

@@ -302,10 +302,22 @@ export const httpSchema = z
   })
   .strict();
 
+/** Default address of the embedded sandbox's Kafka endpoint. */
+export const DEFAULT_SANDBOX_KAFKA_LISTEN = '127.0.0.1:9093';
+
 export const sandboxSchema = z
   .object({
     enabled: z.boolean().default(false).describe('Start the built-in upstream sandbox inside the gateway (demo only).'),
     listen: listenAddress.default('127.0.0.1:8090').describe('Address of the embedded sandbox.'),
+    kafka: z
+      .object({
+        listen: listenAddress
+          .default(DEFAULT_SANDBOX_KAFKA_LISTEN)
+          .describe('Address of the embedded sandbox\'s Kafka endpoint: status events over SASL_SSL with SCRAM-SHA-512, its own CA (GET /_sandbox/kafka hands it out).'),
+      })
+      .strict()
+      .prefault({})
+      .describe('The status-event endpoint of the embedded sandbox (contract §6), see docs/upstream.md.'),
   })
   .strict();
 

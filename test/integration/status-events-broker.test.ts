@@ -29,11 +29,11 @@ afterEach(async () => {
 });
 
 let sharedTls: SandboxTls | undefined;
-/** A CA and certificate per file (RSA key generation takes a moment). */
-const tlsOnce = () => (sharedTls ??= makeSandboxTls());
+/** A CA and certificate per file (RSA key generation takes a moment); made by the first broker. */
+const tlsOnce = () => sharedTls!;
 
 async function startBroker(): Promise<{ broker: KafkaBroker; tls: SandboxTls; saslRefused: { on: boolean } }> {
-  const tls = tlsOnce();
+  const tls = (sharedTls ??= await makeSandboxTls());
   const saslRefused = { on: false };
   const broker = new KafkaBroker({ host: '127.0.0.1', port: 0, tls, users: [{ user: USER, password: PASSWORD, topic: TOPIC }], faults: () => ({ saslRefused: saslRefused.on }), logger: silentLogger() });
   await broker.start();
@@ -119,7 +119,7 @@ describe('status topic reader against the sandbox broker (SASL_SSL, SCRAM-SHA-51
 
   it('gives each refusal its code: wrong password, a CA that did not sign the broker, a topic not ours, no broker', async () => {
     const { broker } = await startBroker();
-    const other = makeSandboxTls();
+    const other = await makeSandboxTls();
     const code = async (r: StatusTopicReader) => r.partitions().then(() => 'none', (e: { code: string }) => e.code);
     expect(await code(reader(broker, { password: 'wrong' }))).toBe(ErrorCodes.EVENTS_AUTH);
     expect(await code(reader(broker, { ca: other.caPem }))).toBe(ErrorCodes.EVENTS_TLS);

@@ -1,4 +1,5 @@
-import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { generateKeyPair, randomBytes } from 'node:crypto';
+import { promisify } from 'node:util';
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import { createRequire } from 'node:module';
@@ -27,8 +28,11 @@ export interface SandboxTls {
 /** Validity of both certificates: one day back (clock skew) to 30 days ahead; a sandbox run is shorter. */
 const VALID_DAYS = 30;
 
-function rsaKeys(): { privateKey: string; publicKey: string } {
-  return generateKeyPairSync('rsa', {
+// Off the event loop: two 2048-bit keys take a few hundred ms, and the sandbox shares its process.
+const generateRsa = promisify(generateKeyPair);
+
+async function rsaKeys(): Promise<{ privateKey: string; publicKey: string }> {
+  return generateRsa('rsa', {
     modulusLength: 2048,
     publicKeyEncoding: { type: 'spki', format: 'pem' },
     privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
@@ -49,13 +53,13 @@ function validity(cert: Forge.pki.Certificate): void {
 }
 
 /**
- * Makes a CA and a server certificate for `hosts` (names and IP addresses; `localhost`,
+ * Makes a CA and a server certificate (async: the keys are made in Node's thread pool) for `hosts` (names and IP addresses; `localhost`,
  * `127.0.0.1`, `::1` and this machine's host name are always added). Throws `SANDBOX_KAFKA` when
  * node-forge refuses a key or a name.
  */
-export function makeSandboxTls(hosts: string[] = []): SandboxTls {
+export async function makeSandboxTls(hosts: string[] = []): Promise<SandboxTls> {
   try {
-    const caKeys = rsaKeys();
+    const [caKeys, serverKeys] = await Promise.all([rsaKeys(), rsaKeys()]);
     const caKey = forge.pki.privateKeyFromPem(caKeys.privateKey);
     const ca = forge.pki.createCertificate();
     ca.publicKey = forge.pki.publicKeyFromPem(caKeys.publicKey);
@@ -74,7 +78,6 @@ export function makeSandboxTls(hosts: string[] = []): SandboxTls {
     ]);
     ca.sign(caKey, forge.md.sha256.create());
 
-    const serverKeys = rsaKeys();
     const cert = forge.pki.createCertificate();
     cert.publicKey = forge.pki.publicKeyFromPem(serverKeys.publicKey);
     cert.serialNumber = serial();

@@ -20,9 +20,8 @@ export interface ScramCredential {
 const hmac = (key: Buffer, text: string | Buffer) => createHmac('sha512', key).update(text).digest();
 const sha512 = (data: Buffer) => createHash('sha512').update(data).digest();
 
-/** The credential of a password, with a new random salt. */
-export function scramCredential(password: string, iterations = SCRAM_ITERATIONS): ScramCredential {
-  const salt = randomBytes(32);
+/** The credential of a password; `salt` default a new random one (a given one replays a captured exchange). */
+export function scramCredential(password: string, iterations = SCRAM_ITERATIONS, salt: Buffer = randomBytes(32)): ScramCredential {
   const salted = pbkdf2Sync(password.normalize('NFKC'), salt, iterations, 64, 'sha512');
   return { salt, iterations, storedKey: sha512(hmac(salted, 'Client Key')), serverKey: hmac(salted, 'Server Key') };
 }
@@ -58,7 +57,11 @@ export class ScramServer {
   private serverFirst = '';
   private credential: ScramCredential | undefined;
 
-  constructor(private readonly lookup: (user: string) => ScramCredential | undefined) {}
+  /** `serverNonce` makes the server's part of the nonce (default 18 random bytes, base64); tests replay captures with it. */
+  constructor(
+    private readonly lookup: (user: string) => ScramCredential | undefined,
+    private readonly serverNonce: () => string = () => randomBytes(18).toString('base64'),
+  ) {}
 
   step(message: Buffer): ScramStep {
     const text = message.toString('utf8');
@@ -82,7 +85,7 @@ export class ScramServer {
     // A made-up credential for an unknown user: the exchange goes on and fails like a wrong password.
     this.credential = this.lookup(this.user);
     const salt = this.credential?.salt ?? createHash('sha256').update(`unknown:${this.user}`).digest();
-    this.nonce = clientNonce + randomBytes(18).toString('base64');
+    this.nonce = clientNonce + this.serverNonce();
     this.serverFirst = `r=${this.nonce},s=${salt.toString('base64')},i=${this.credential?.iterations ?? SCRAM_ITERATIONS}`;
     this.stage = 'final';
     return { reply: Buffer.from(this.serverFirst, 'utf8') };
