@@ -10,7 +10,7 @@ import type { ScanStatusLike } from './types.js';
 /** The part of the topic reader the feed uses (src/upstream/status-topic.ts); one instance per connection. */
 export interface TopicReader {
   partitions(): Promise<number[]>;
-  offsets(which: 'earliest' | 'latest'): Promise<Map<number, bigint>>;
+  offsets(which: 'earliest' | 'latest' | { since: number }): Promise<Map<number, bigint>>;
   fetch(positions: ReadonlyMap<number, bigint>): Promise<FetchResult>;
   close(): Promise<void>;
 }
@@ -70,14 +70,17 @@ export interface StatusEventsStatus {
 const MAX_HELD = 10_000;
 /** A fetch that came back empty sooner than this is followed by a pause, so a broker that does not long-poll is not asked in a tight loop. */
 const MIN_EMPTY_FETCH_MS = 200;
+/** A topic never read is read from this long before the oldest unfinished batch (or now): clocks apart, an upload racing the first read. */
+const FIRST_READ_MARGIN_MS = 5 * 60_000;
 /** Invalid events: at most one log line per this interval. */
 const INVALID_LOG_INTERVAL_MS = 60_000;
 
 /**
  * Reads the status events of the service (contract §6, issue 14) and hands each to the status
  * tracker, the one place a batch reaches its terminal state. The loop: connect (Metadata), find
- * each partition's position (stored in SQLite; a partition never read starts at the earliest
- * event when batches are waiting for an outcome, else at the end), then fetch and apply.
+ * each partition's position (stored in SQLite; a partition never read starts at the events
+ * written since the oldest unfinished batch was formed, or since now, less 5 minutes), then fetch
+ * and apply.
  *
  * - At-least-once, none lost: the effects of a fetch's events and the positions after them are
  *   written in ONE SQLite transaction, so after a crash the events after the stored position are
@@ -198,17 +201,22 @@ export class StatusEventFeed {
     const positions = store.eventPositions(topic);
     const missing = partitions.filter((p) => !positions.has(p));
     if (missing.length > 0) {
-      // A partition never read: from the earliest event when batches wait for their outcome (one
-      // may be among them), else from the end. Stored at once, so a restart goes on from there.
-      const waiting = store.batchesInState('uploaded', 'uploading', 'presigned').length > 0;
-      const from = await reader.offsets(waiting ? 'earliest' : 'latest');
+      // A partition never read: from the events written since the oldest batch still waiting for
+      // its outcome was formed (none of its events is older), or since now when none waits, less
+      // FIRST_READ_MARGIN_MS for clocks apart and an upload racing this. Stored at once, so a
+      // restart goes on from there.
+      const oldest = store
+        .batchesInState('ready', 'uploading', 'presigned', 'uploaded')
+        .reduce((min, b) => Math.min(min, Date.parse(b.createdAt) || min), now());
+      const since = oldest - FIRST_READ_MARGIN_MS;
+      const from = await reader.offsets({ since });
       store.atomically(() => {
         for (const p of missing) {
           positions.set(p, from.get(p) ?? 0n);
           store.saveEventPosition(topic, p, positions.get(p)!, new Date(now()).toISOString());
         }
       });
-      this.options.logger.info({ topic, partitions: missing, from: waiting ? 'earliest' : 'latest' }, 'status events: first read of the topic');
+      this.options.logger.info({ topic, partitions: missing, since: new Date(since).toISOString() }, 'status events: first read of the topic');
     }
     for (const p of [...positions.keys()]) if (!partitions.includes(p)) positions.delete(p);
     while (this.running) {

@@ -105,14 +105,23 @@ export class StatusTopicReader {
   }
 
   /**
-   * The first (`earliest`) or next-to-be-written (`latest`) offset of each partition (ListOffsets).
+   * The offset of each partition (ListOffsets): the first retained (`earliest`), the next to be
+   * written (`latest`), or the first whose record was written at or after `since` (ms since the
+   * epoch; `latest` where there is none).
    *
    * @throws GatewayError `SCANGW_E_EVENTS_*`.
    */
-  async offsets(which: 'earliest' | 'latest'): Promise<Map<number, bigint>> {
+  async offsets(which: 'earliest' | 'latest' | { since: number }): Promise<Map<number, bigint>> {
     const topic = this.options.topic;
-    const answer = await this.call(() => this.consumer.listOffsets({ topics: [topic], timestamp: which === 'earliest' ? -2n : -1n }));
-    return new Map((answer.get(topic) ?? []).map((offset, partition) => [partition, offset]));
+    const timestamp = which === 'earliest' ? -2n : which === 'latest' ? -1n : BigInt(Math.max(0, Math.floor(which.since)));
+    const answer = await this.call(() => this.consumer.listOffsets({ topics: [topic], timestamp }));
+    const found = new Map((answer.get(topic) ?? []).map((offset, partition) => [partition, offset]));
+    if (typeof which === 'object' && [...found.values()].some((o) => o < 0n)) {
+      // Kafka answers -1 where no record is that recent: read from the end there.
+      const latest = await this.offsets('latest');
+      for (const [p, o] of found) if (o < 0n) found.set(p, latest.get(p) ?? 0n);
+    }
+    return found;
   }
 
   /**

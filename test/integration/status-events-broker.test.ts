@@ -108,6 +108,8 @@ describe('status topic reader against the sandbox broker (SASL_SSL, SCRAM-SHA-51
     expect(await r.partitions()).toEqual([0]);
     expect(await r.offsets('earliest')).toEqual(new Map([[0, 0n]]));
     expect(await r.offsets('latest')).toEqual(new Map([[0, 2n]]));
+    expect(await r.offsets({ since: Date.now() - 60_000 })).toEqual(new Map([[0, 0n]]));
+    expect(await r.offsets({ since: Date.now() + 60_000 })).toEqual(new Map([[0, 2n]]));
     const from1 = await r.fetch(new Map([[0, 1n]]));
     expect(from1.records.map((x) => [x.offset, JSON.parse(x.value!.toString()) as unknown])).toEqual([[1n, { state: 'Failed', requestId: 2, description: 'x', processed: 0 }]]);
     expect(from1.next.get(0)).toBe(2n);

@@ -25,6 +25,8 @@ afterEach(async () => {
 /** One partition in memory: `append` adds an event; a fetch answers what lies after the position, or empty after a short wait. */
 class MemoryTopic {
   readonly log: (Buffer | null)[] = [];
+  /** When each event was written (ms). */
+  readonly times: number[] = [];
   /** An error every connect (partitions()) throws while set. */
   refusing: Error | undefined;
   /** Positions asked for by each fetch. */
@@ -34,8 +36,9 @@ class MemoryTopic {
   connects = 0;
   private waiters: (() => void)[] = [];
 
-  append(value: unknown): void {
+  append(value: unknown, at = Date.now()): void {
     this.log.push(value === null ? null : Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)));
+    this.times.push(at);
     for (const w of this.waiters.splice(0)) w();
   }
 
@@ -47,7 +50,11 @@ class MemoryTopic {
         if (this.refusing) throw this.refusing;
         return [0];
       },
-      offsets: async (which) => new Map([[0, which === 'earliest' ? this.start : BigInt(this.log.length)]]),
+      offsets: async (which) => {
+        if (which === 'earliest') return new Map([[0, this.start]]);
+        const at = which === 'latest' ? -1 : this.times.findIndex((t, i) => BigInt(i) >= this.start && t >= which.since);
+        return new Map([[0, at < 0 ? BigInt(this.log.length) : BigInt(at)]]);
+      },
       fetch: async (positions): Promise<FetchResult> => {
         const from = positions.get(0)!;
         this.fetchedFrom.push(from);
@@ -195,20 +202,27 @@ describe('status events: each event through the tracker, positions with the effe
     expect(second.feed.snapshot()).toMatchObject({ received: 1, applied: 1, duplicates: 0 });
   });
 
-  it('starts a topic never read at its earliest event when batches wait for an outcome, else at its end', async () => {
+  it('reads a topic never read from the events written since its oldest unfinished batch was formed, less 5 minutes, else from 5 minutes ago', async () => {
     const topic = new MemoryTopic();
-    topic.append(success(1));
+    const hour = 3_600_000;
+    topic.append(success(9), Date.now() - 3 * hour);
+    topic.append(success(1), Date.now() - 2 * hour);
+    topic.append(success(8), Date.now() - 60_000);
     const waiting = setup({ topic });
+    waiting.clock.t -= 2 * hour + 60_000;
     const id = waiting.uploaded('1', 'A');
+    waiting.clock.t += 2 * hour + 60_000;
     waiting.feed.start();
-    await waitFor(() => waiting.store.batch(id)?.state === 'done', { what: 'the event published before the first start' });
+    await waitFor(() => waiting.store.batch(id)?.state === 'done', { what: 'the event of the batch formed two hours ago' });
+    expect(waiting.topic.fetchedFrom[0]).toBe(1n);
     await waiting.stop();
 
     const quiet = setup({ topic });
+    const before = topic.fetchedFrom.length;
     quiet.feed.start();
-    await waitFor(() => quiet.feed.snapshot().state === 'flowing');
-    expect(quiet.topic.fetchedFrom.at(-1)).toBe(1n);
-    expect(quiet.feed.snapshot().received).toBe(0);
+    await waitFor(() => quiet.feed.snapshot().received === 1);
+    expect(quiet.topic.fetchedFrom[before]).toBe(2n);
+    expect(quiet.feed.snapshot()).toMatchObject({ ignored: 1, applied: 0 });
   });
 
   it('reads from the earliest retained event when the stored position is gone (retention)', async () => {
