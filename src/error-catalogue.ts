@@ -37,6 +37,8 @@ export const HealthCodes = {
   PRODUCTS_UNKNOWN: 'SCANGW_H_PRODUCTS_UNKNOWN',
   /** Changed settings that take effect only after a restart. */
   RESTART_NEEDED: 'SCANGW_H_RESTART_NEEDED',
+  /** The status-event consumer is far behind the end of its topic (issue 14); polling runs at its normal pace meanwhile. */
+  EVENTS_LAGGING: 'SCANGW_H_EVENTS_LAGGING',
   /** Delivered scans were pruned before their audit period ended because the buffer's disk ran low (issue 19). */
   AUDIT_PRUNED_EARLY: 'SCANGW_H_AUDIT_PRUNED_EARLY',
 } as const;
@@ -98,6 +100,26 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
     whatToDo: 'set `upstream.baseUrl`/`upstream.authUrl` to the address the redirect names (`details.location`), after checking it belongs to the operator; delivery retries by itself',
   },
   {
+    code: ErrorCodes.EVENTS_NETWORK,
+    meaning: 'status events (contract §6): the Kafka brokers in `upstream.statusEvents.bootstrapServers` cannot be reached (DNS, connect, reset, timeout, no answer to a read); batch outcomes are polled at the normal pace meanwhile',
+    whatToDo: 'check the addresses and that the site firewall lets this host reach the brokers\' port; the consumer reconnects by itself',
+  },
+  {
+    code: ErrorCodes.EVENTS_TLS,
+    meaning: "status events: the brokers' TLS certificate is not trusted or does not name the host it was reached by; nothing was sent to them; polling takes over",
+    whatToDo: "ask the service operator for the brokers' certificate authority and name it in `upstream.statusEvents.caFile`; check the host names in `bootstrapServers`",
+  },
+  {
+    code: ErrorCodes.EVENTS_AUTH,
+    meaning: 'status events: the brokers refused SASL SCRAM-SHA-512 with `upstream.clientId` and the client secret; polling takes over',
+    whatToDo: 'check the client secret (the same one the token endpoint takes) and ask the operator whether the client id is a user of the brokers',
+  },
+  {
+    code: ErrorCodes.EVENTS_TOPIC,
+    meaning: 'status events: the status topic does not exist, or the client may not describe or read it; polling takes over',
+    whatToDo: 'check `upstream.statusEvents.environment`, `clientInternalName` or `topic`; ask the operator for READ and DESCRIBE on the topic (docs/upstream.md, "Status events")',
+  },
+  {
     code: ErrorCodes.BODY_TOO_LARGE,
     meaning: 'a direct upload body reached 5.8 MiB',
     whatToDo: 'the batch is split; for `upload`, use a smaller file or pre-signed',
@@ -155,6 +177,11 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
     code: ErrorCodes.LISTEN,
     meaning: 'an HTTP server of the gateway (health, an `http` input) could not listen on its address: in use by another program, or not allowed (a port below 1024, an address not of this machine)',
     whatToDo: 'the message names the configuration key: stop the other program or choose another address or port',
+  },
+  {
+    code: ErrorCodes.SANDBOX_KAFKA,
+    meaning: 'the Kafka endpoint of the sandbox (demo and tests only) received a frame it cannot read (not Kafka, a version it does not speak, a record batch with a wrong CRC-32C) and closed that connection, or could not make its certificates',
+    whatToDo: 'check the client points at the sandbox with SASL_SSL and SCRAM-SHA-512 (`GET /_sandbox/kafka`); the sandbox log line names the client address and the frame',
   },
   {
     code: ErrorCodes.STOP,
@@ -222,6 +249,11 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
     code: HealthCodes.PRODUCTS_UNKNOWN,
     meaning: 'product keys that the configuration or the reads use are not in the upstream product list; the service will refuse those scans',
     whatToDo: 'correct the product keys where the page says they are used (`dcps`, rules, lookups), or ask the service operator to create the products',
+  },
+  {
+    code: HealthCodes.EVENTS_LAGGING,
+    meaning: 'the status-event consumer is more than `upstream.statusEvents.maxLagEvents` events behind the end of the topic (catching up after a start or an outage), or its last read of the topic is older than `staleAfterMs`; batch outcomes are polled at the normal pace meanwhile',
+    whatToDo: 'nothing while the lag shrinks; if it stays, look at the consumer lag metric and the network to the brokers',
   },
   {
     code: HealthCodes.RESTART_NEEDED,

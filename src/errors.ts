@@ -56,8 +56,18 @@ export const ErrorCodes = {
   NOT_RUNNING: 'SCANGW_E_NOT_RUNNING',
   /** An HTTP server of the gateway (health, ingest) could not listen on its configured address. */
   LISTEN: 'SCANGW_E_LISTEN',
+  /** The sandbox's Kafka broker met a frame it cannot read, or could not make its certificates. */
+  SANDBOX_KAFKA: 'SCANGW_E_SANDBOX_KAFKA',
   /** Stopping failed for some part, or took longer than the stop deadline. */
   STOP: 'SCANGW_E_STOP',
+  /** Status events (contract §6): the Kafka brokers cannot be reached (DNS, connect, reset, timeout). Polling takes over. */
+  EVENTS_NETWORK: 'SCANGW_E_EVENTS_NETWORK',
+  /** Status events: the brokers' TLS certificate is not trusted or does not name the host. Polling takes over. */
+  EVENTS_TLS: 'SCANGW_E_EVENTS_TLS',
+  /** Status events: SASL SCRAM-SHA-512 refused the client id and secret. Polling takes over. */
+  EVENTS_AUTH: 'SCANGW_E_EVENTS_AUTH',
+  /** Status events: the status topic does not exist, or the client may not read or describe it. Polling takes over. */
+  EVENTS_TOPIC: 'SCANGW_E_EVENTS_TOPIC',
   /** An invariant that cannot fail did (a bug, or a broken installation). */
   INTERNAL: 'SCANGW_E_INTERNAL',
 } as const;

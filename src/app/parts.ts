@@ -9,6 +9,9 @@ import type { LoadedConfig } from '../config/load.js';
 import type { ReloadReport } from '../config/reload.js';
 import type { InputConfig } from '../config/schema.js';
 import { Deliverer } from '../delivery/deliverer.js';
+import { StatusEventFeed } from '../delivery/status-events.js';
+import { statusEventTopic } from '../config/schema.js';
+import { StatusTopicReader, readCaFile } from '../upstream/status-topic.js';
 import type { DeliveryApi } from '../delivery/types.js';
 import type { AdminActions } from '../health/admin.js';
 import { isLoopbackHost } from '../listener/host-check.js';
@@ -155,6 +158,10 @@ export interface Wiring {
   mapper?: Mapper;
   intake?: Intake;
   deliverer?: Deliverer;
+  /** Status events (issue 14), when `upstream.statusEvents.enabled`. */
+  statusEvents?: StatusEventFeed;
+  /** The embedded sandbox, when `sandbox.enabled`. */
+  sandbox?: RunningSandbox;
   productCheck?: ProductCheck;
   readonly inputs: InputAdapter[];
   httpUrl?: string;
@@ -176,7 +183,9 @@ export function buildSandbox(w: Wiring): Component {
     name: 'sandbox',
     async start() {
       const { host, port } = splitListen(w.config.sandbox.listen);
-      sandbox = await listening('sandbox.listen', w.config.sandbox.listen, () => startSandbox({ host, port, logger: w.logger }));
+      const kafka = splitListen(w.config.sandbox.kafka.listen);
+      sandbox = await listening('sandbox.listen', w.config.sandbox.listen, () => startSandbox({ host, port, kafka, logger: w.logger }));
+      w.sandbox = sandbox;
       w.logger.info({ component: 'app', url: sandbox.url }, 'embedded upstream sandbox started');
     },
     stop: async () => sandbox?.close(),
@@ -281,7 +290,17 @@ export function buildDelivery(w: Wiring): Component {
   return {
     name: 'delivery',
     async start() {
-      w.deliverer = new Deliverer({ store: w.store!, api: instrumentDeliveryApi(w.api!, w.metrics), config: w.config.delivery, logger: w.logger.child({ component: 'delivery' }), now: w.now, onDiskFull: (err) => w.backPressure?.diskFullSeen(err) });
+      w.deliverer = new Deliverer({
+        store: w.store!,
+        api: instrumentDeliveryApi(w.api!, w.metrics),
+        config: w.config.delivery,
+        logger: w.logger.child({ component: 'delivery' }),
+        now: w.now,
+        onDiskFull: (err) => w.backPressure?.diskFullSeen(err),
+        // Status events start after delivery: until then (and when off) polling keeps its normal pace.
+        pollPace: () => w.statusEvents?.pace() ?? { events: false, safetyPollMs: 0 },
+        onUploaded: () => w.statusEvents?.batchUploaded(),
+      });
       w.deliverer.start();
     },
     async stop() {
@@ -292,6 +311,63 @@ export function buildDelivery(w: Wiring): Component {
       w.logger.warn({ component: 'delivery', graceMs }, 'an upload was still in flight at the stop; abandoned, recovered at the next start');
     },
   };
+}
+
+/**
+ * Status events (contract §6, issue 14): the topic reader (upstream/status-topic.ts) feeding the
+ * status tracker (delivery/status-events.ts). Off unless `upstream.statusEvents.enabled`.
+ */
+export function buildStatusEvents(w: Wiring): Component {
+  return {
+    name: 'status events',
+    async start() {
+      const { upstream } = w.config;
+      const settings = upstream.statusEvents;
+      if (!settings.enabled) return;
+      const extraCaPems = [...(settings.caFile ? [readCaFile(settings.caFile)] : []), ...(settings.trustSandboxCa ? sandboxCa(w) : [])];
+      const topic = statusEventTopic(upstream);
+      const logger = w.logger.child({ component: 'status-events' });
+      const secret = w.loaded.clientSecret;
+      w.statusEvents = new StatusEventFeed({
+        store: w.store!,
+        topic,
+        connect: () =>
+          new StatusTopicReader({
+            bootstrapServers: settings.bootstrapServers,
+            topic,
+            username: upstream.clientId,
+            password: () => secret,
+            extraCaPems,
+            connectTimeoutMs: STATUS_EVENTS_CONNECT_MS,
+            requestTimeoutMs: STATUS_EVENTS_FETCH_WAIT_MS + STATUS_EVENTS_CONNECT_MS,
+            maxWaitMs: STATUS_EVENTS_FETCH_WAIT_MS,
+            logger,
+          }),
+        apply: (ref, status, source) => w.deliverer!.applyStatus(ref, status, source),
+        onPaceChange: () => w.deliverer?.wake(),
+        safetyPollMs: settings.safetyPollMs,
+        maxLagEvents: settings.maxLagEvents,
+        staleAfterMs: settings.staleAfterMs,
+        logger,
+        now: w.now,
+      });
+      w.statusEvents.start();
+      logger.info({ topic, bootstrapServers: settings.bootstrapServers, username: upstream.clientId }, 'status events: reading the topic');
+    },
+    stop: async () => w.statusEvents?.stop(),
+  };
+}
+
+/** Connect deadline of the status-event reader (TCP, TLS, SASL), ms. */
+const STATUS_EVENTS_CONNECT_MS = 10_000;
+/** How long one fetch of status events waits at the broker for a new one, ms: also how often a quiet topic is read. */
+const STATUS_EVENTS_FETCH_WAIT_MS = 2_000;
+
+/** The embedded sandbox's Kafka CA (`upstream.statusEvents.trustSandboxCa`, demo only). */
+function sandboxCa(w: Wiring): string[] {
+  const kafka = w.sandbox?.kafka;
+  if (!kafka) throw new GatewayError(ErrorCodes.CONFIG, 'upstream.statusEvents.trustSandboxCa needs the embedded sandbox with its Kafka endpoint (sandbox.enabled: true)');
+  return [kafka.caPem];
 }
 
 export function buildProductCheck(w: Wiring): Component {

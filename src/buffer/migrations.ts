@@ -238,4 +238,19 @@ export const MIGRATIONS: readonly string[] = [
   `
   PRAGMA auto_vacuum = INCREMENTAL;
   `,
+
+  // Issue 14: status events (contract §6). The next offset to read of each partition of the status
+  // topic, written in the same transaction as the effect of the events before it, so a restart goes
+  // on after the last applied event and none is lost (delivery/status-events.ts). Offsets are
+  // 64-bit: kept as decimal text. The index finds a batch by the requestId an event names.
+  `
+  CREATE TABLE status_event_positions (
+    topic TEXT NOT NULL,
+    partition INTEGER NOT NULL,
+    next_offset TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (topic, partition)
+  ) WITHOUT ROWID;
+  CREATE INDEX batches_request_id ON batches (request_id) WHERE request_id IS NOT NULL;
+  `,
 ];

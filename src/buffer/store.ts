@@ -303,6 +303,30 @@ export class BufferStore {
       .all(...states) as BatchRow[];
   }
 
+  /** The newest batch that carries `requestId` (contract §2.6, §2.7), whatever its state. */
+  batchByRequestId(requestId: string): BatchRow | undefined {
+    return this.db.prepare(`SELECT ${BATCH_COLUMNS} FROM batches WHERE request_id = ? ORDER BY id DESC LIMIT 1`).get(requestId) as BatchRow | undefined;
+  }
+
+  /**
+   * Status events (issue 14): the next offset to read of each partition of `topic`, as stored by
+   * {@link saveEventPosition}; a partition never read is absent.
+   */
+  eventPositions(topic: string): Map<number, bigint> {
+    const rows = this.db.prepare(`SELECT partition, next_offset AS next FROM status_event_positions WHERE topic = ?`).all(topic) as { partition: number; next: string }[];
+    return new Map(rows.map((r) => [r.partition, BigInt(r.next)]));
+  }
+
+  /** Stores the next offset to read of one partition; called in the transaction that applied the events before it. */
+  saveEventPosition(topic: string, partition: number, next: bigint, nowIso: string): void {
+    this.db
+      .prepare(
+        `INSERT INTO status_event_positions (topic, partition, next_offset, updated_at) VALUES (?, ?, ?, ?)
+         ON CONFLICT (topic, partition) DO UPDATE SET next_offset = excluded.next_offset, updated_at = excluded.updated_at`,
+      )
+      .run(topic, partition, next.toString(), nowIso);
+  }
+
   recentBatches(limit: number): BatchRow[] {
     return this.db.prepare(`SELECT ${BATCH_COLUMNS} FROM batches ORDER BY id DESC LIMIT ?`).all(limit) as BatchRow[];
   }

@@ -21,7 +21,7 @@ export interface SandboxCommandIo {
 }
 
 /**
- * `scan-gateway sandbox [--host H] [--port N] [--config FILE]`: runs the local emulator of the
+ * `scan-gateway sandbox [--host H] [--port N] [--kafka-port N] [--config FILE]`: runs the local emulator of the
  * upstream service until `io.stopSignal` settles or `io.signal` aborts; the action's promise
  * resolves once the sandbox has closed. Prints the URL and the client ids, never a secret.
  * Exit codes (thrown as `CommandExit`): 2 bad option or configuration, 1 cannot listen.
@@ -32,6 +32,7 @@ export function registerSandboxCommand(program: Command, io: SandboxCommandIo): 
     .description('run the local emulator of the Battery Product and Traceability Scan Service (OAuth, products, scans, status, faults)')
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option('--port <port>', 'port to listen on (0 = any free port)', '8090')
+    .option('--kafka-port <port>', 'port of the Kafka endpoint (status events over SASL_SSL; 0 = any free port; default 9093, or any with --port 0)')
     .option('-c, --config <file>', 'sandbox configuration (clients, timings, faults); see docs/upstream.md')
     .addHelpText(
       'after',
@@ -39,10 +40,15 @@ export function registerSandboxCommand(program: Command, io: SandboxCommandIo): 
         '\nWithout --config the sandbox knows one client, demo-client, whose secret is config/demo-client-secret.' +
         '\nExit codes: 0 stopped by a signal, 1 cannot listen, 2 bad option or configuration.',
     )
-    .action(async (opts: { host: string; port: string; config?: string }) => {
+    .action(async (opts: { host: string; port: string; kafkaPort?: string; config?: string }) => {
       const port = Number(opts.port);
       if (!Number.isInteger(port) || port < 0 || port > 65_535) {
         io.stderr.write(`scan-gateway sandbox: --port must be a number from 0 to 65535, got "${opts.port}"\n`);
+        throw new CommandExit(ExitCodes.USAGE);
+      }
+      const kafkaPort = opts.kafkaPort === undefined ? undefined : Number(opts.kafkaPort);
+      if (kafkaPort !== undefined && (!Number.isInteger(kafkaPort) || kafkaPort < 0 || kafkaPort > 65_535)) {
+        io.stderr.write(`scan-gateway sandbox: --kafka-port must be a number from 0 to 65535, got "${opts.kafkaPort}"\n`);
         throw new CommandExit(ExitCodes.USAGE);
       }
       let fromFile: SandboxOptions = {};
@@ -56,7 +62,9 @@ export function registerSandboxCommand(program: Command, io: SandboxCommandIo): 
       }
       let sandbox: RunningSandbox;
       try {
-        sandbox = await startSandbox({ ...fromFile, host: opts.host, port, logger: io.logger });
+        // --kafka-port wins over the file's kafka.port.
+        const kafka = { ...(fromFile.kafka === false ? {} : fromFile.kafka), ...(kafkaPort !== undefined ? { port: kafkaPort } : {}) };
+        sandbox = await startSandbox({ ...fromFile, kafka, host: opts.host, port, logger: io.logger });
       } catch (err) {
         const usage = isGatewayError(err, ErrorCodes.SECRET) || isGatewayError(err, ErrorCodes.CONFIG);
         io.stderr.write(`scan-gateway sandbox: cannot start on ${opts.host}:${port}: ${(err as Error).message}\n`);
@@ -65,7 +73,11 @@ export function registerSandboxCommand(program: Command, io: SandboxCommandIo): 
       const clients = fromFile.clients?.map((c) => ({ id: c.clientId, dcps: c.dcps })) ?? [{ id: DEMO_CLIENT_ID, dcps: [...DEMO_DCPS] }];
       io.stdout.write(`Upstream sandbox listening on ${sandbox.url} (use it as upstream.baseUrl and upstream.authUrl)\n`);
       for (const c of clients) io.stdout.write(`  client ${c.id}: DCPs ${c.dcps.join(', ')}\n`);
-      io.stdout.write(`  controls: ${sandbox.url}/_sandbox/faults, /_sandbox/scans, /_sandbox/requests\n`);
+      const kafkaInfo = sandbox.kafka?.info();
+      if (kafkaInfo) {
+        io.stdout.write(`  status events: Kafka at ${kafkaInfo.bootstrapServers} (SASL_SSL, SCRAM-SHA-512, topic ${kafkaInfo.topic}; CA at ${sandbox.url}/_sandbox/kafka)\n`);
+      }
+      io.stdout.write(`  controls: ${sandbox.url}/_sandbox/faults, /_sandbox/scans, /_sandbox/requests, /_sandbox/kafka\n`);
 
       const closed = new Promise<void>((resolve) => sandbox.app.server.once('close', () => resolve()));
       const stop = new Promise<void>((resolve) => {

@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import type { z } from 'zod';
+import { DEFAULT_SANDBOX_KAFKA_LISTEN } from './schema.js';
 
 /**
  * Checks between sections of the configuration that no single key's schema can make: an input's
@@ -135,6 +136,10 @@ function checkClashes(cfg: Record<string, unknown>, add: (path: (string | number
   listen(['http', 'listen'], 'the HTTP server (http.listen)', asRecord(cfg.http)?.listen);
   const sandbox = asRecord(cfg.sandbox);
   if (sandbox?.enabled === true) listen(['sandbox', 'listen'], 'the embedded sandbox (sandbox.listen)', sandbox.listen);
+  if (sandbox?.enabled === true) {
+    const kafkaListen = asRecord(sandbox.kafka)?.listen ?? DEFAULT_SANDBOX_KAFKA_LISTEN;
+    listen(['sandbox', 'kafka', 'listen'], 'the embedded sandbox\'s Kafka endpoint (sandbox.kafka.listen)', kafkaListen);
+  }
 
   const folders = new Map<string, string>();
   const sessions = new Map<string, string>();

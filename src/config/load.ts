@@ -370,6 +370,7 @@ function resolvePaths(config: GatewayConfig, baseDir: string): GatewayConfig {
       ...(config.upstream.clientSecretFile ? { clientSecretFile: abs(config.upstream.clientSecretFile) } : {}),
       ...(config.upstream.caFile ? { caFile: abs(config.upstream.caFile) } : {}),
       ...(config.upstream.proxyCredentialsFile ? { proxyCredentialsFile: abs(config.upstream.proxyCredentialsFile) } : {}),
+      statusEvents: { ...config.upstream.statusEvents, ...(config.upstream.statusEvents.caFile ? { caFile: abs(config.upstream.statusEvents.caFile) } : {}) },
     },
     buffer: { ...config.buffer, path: config.buffer.path === ':memory:' ? ':memory:' : abs(config.buffer.path) },
     http: { ...config.http, ...(config.http.adminTokenFile ? { adminTokenFile: abs(config.http.adminTokenFile) } : {}) },

@@ -24,6 +24,72 @@ export const siteSchema = z
   })
   .strict();
 
+/**
+ * Status events (contract §6, issue 14): the status topic read over SASL_SSL with SCRAM-SHA-512,
+ * username `upstream.clientId`, password the client secret (src/config/secrets.ts). See
+ * docs/upstream.md "Status events".
+ */
+export const statusEventsSchema = z
+  .object({
+    enabled: z.boolean().default(false).describe('Read batch outcomes from the status topic (contract §6); polling slows down while events flow and takes over when they do not.'),
+    bootstrapServers: z
+      .array(z.string().regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, 'must be host:port, e.g. kafka-1.example.com:9093'))
+      .default([])
+      .describe('Kafka bootstrap servers as host:port, from the service operator ({kafka_bootstrap_servers}). Required when enabled.'),
+    environment: z.string().regex(/^[A-Za-z0-9._-]*$/, 'letters, digits, . _ - only').default('').describe('The environment name in the topic ({env}), from the service operator. Required when enabled unless topic is set.'),
+    clientInternalName: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]*$/, 'letters, digits, . _ - only')
+      .optional()
+      .describe('The client internal name in the topic ({client_internal_name}), issued with the client id; default upstream.clientId.'),
+    topic: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]{1,249}$/, 'must be a Kafka topic name: letters, digits, . _ - (at most 249)')
+      .optional()
+      .describe('The status topic; default <environment>-<clientInternalName>-status-event.'),
+    caFile: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('PEM bundle of extra certificate authorities for the brokers\' TLS certificates (added to the default ones). Verification is always on.'),
+    trustSandboxCa: z
+      .boolean()
+      .default(false)
+      .describe('Demo only: trust the certificate authority of the embedded sandbox (sandbox.enabled) as well, taken from it in the process.'),
+    safetyPollMs: z
+      .number()
+      .int()
+      .positive()
+      .default(600_000)
+      .describe('While events flow, each uploaded batch is still polled this often (ms), in case an event never comes.'),
+    maxLagEvents: z
+      .number()
+      .int()
+      .min(0)
+      .default(1000)
+      .describe('When the consumer is more events than this behind the end of the topic, polling takes over at its normal pace until it caught up.'),
+    staleAfterMs: z
+      .number()
+      .int()
+      .min(1000)
+      .default(30_000)
+      .describe('When no read of the topic succeeded for this long (ms), the consumer counts as down and polling takes over.'),
+  })
+  .strict()
+  .superRefine((e, ctx) => {
+    if (!e.enabled) return;
+    if (e.bootstrapServers.length === 0) ctx.addIssue({ code: 'custom', path: ['bootstrapServers'], message: 'status events need at least one bootstrap server (host:port)' });
+    if (e.topic === undefined && e.environment === '') ctx.addIssue({ code: 'custom', path: ['environment'], message: 'status events need the environment name of the topic (or topic itself)' });
+  });
+
+export type StatusEventsConfig = z.infer<typeof statusEventsSchema>;
+
+/** The status topic of `upstream` (contract §6): `topic`, else `{env}-{client_internal_name}-status-event`. */
+export function statusEventTopic(upstream: { clientId: string; statusEvents: Pick<StatusEventsConfig, 'topic' | 'environment' | 'clientInternalName'> }): string {
+  const e = upstream.statusEvents;
+  return e.topic ?? `${e.environment}-${e.clientInternalName ?? upstream.clientId}-status-event`;
+}
+
 export const upstreamSchema = z
   .object({
     baseUrl: z.url().describe('Base address of the Battery Product and Traceability Scan Service.'),
@@ -76,6 +142,7 @@ export const upstreamSchema = z
       .boolean()
       .default(false)
       .describe('Lab only: allow plain http to a baseUrl/authUrl that is not loopback. The secret and the token then cross the network in clear; logged as a warning at every start.'),
+    statusEvents: statusEventsSchema.prefault({}).describe('Status events on the service\'s Kafka topic (contract §6): batch outcomes within a second, polling as the fallback.'),
   })
   .strict()
   .superRefine((u, ctx) => {
@@ -237,10 +304,22 @@ export const httpSchema = z
   })
   .strict();
 
+/** Default address of the embedded sandbox's Kafka endpoint. */
+export const DEFAULT_SANDBOX_KAFKA_LISTEN = '127.0.0.1:9093';
+
 export const sandboxSchema = z
   .object({
     enabled: z.boolean().default(false).describe('Start the built-in upstream sandbox inside the gateway (demo only).'),
     listen: listenAddress.default('127.0.0.1:8090').describe('Address of the embedded sandbox.'),
+    kafka: z
+      .object({
+        listen: listenAddress
+          .default(DEFAULT_SANDBOX_KAFKA_LISTEN)
+          .describe('Address of the embedded sandbox\'s Kafka endpoint: status events over SASL_SSL with SCRAM-SHA-512, its own CA (GET /_sandbox/kafka hands it out).'),
+      })
+      .strict()
+      .prefault({})
+      .describe('The status-event endpoint of the embedded sandbox (contract §6), see docs/upstream.md.'),
   })
   .strict();
 

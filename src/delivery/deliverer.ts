@@ -3,7 +3,7 @@ import type { Logger } from '../log.js';
 import type { BufferStore } from '../buffer/store.js';
 import { Batcher } from './batcher.js';
 import { Circuit, type CircuitState } from './circuit.js';
-import { StatusTracker, type StatusChecks } from './status-tracker.js';
+import { StatusTracker, type PollPace, type StatusChecks, type StatusSource } from './status-tracker.js';
 import type { DeliveryApi, ScanStatusLike } from './types.js';
 import { Uploader, type ErrorKind, type UploaderSnapshot } from './uploader.js';
 
@@ -45,6 +45,10 @@ export interface DelivererOptions {
   random?: () => number;
   /** A delivery step failed on a full disk (SQLITE_FULL); see `UploaderOptions.onDiskFull`. */
   onDiskFull?: (err: unknown) => void;
+  /** The pace of status polling (status events, issue 14); see `StatusTrackerOptions.pace`. */
+  pollPace?: () => PollPace;
+  /** A batch became `uploaded` (status events look again at events that came before it). */
+  onUploaded?: () => void;
 }
 
 /** How many status polls run at once (uploads go one at a time; see docs/delivery.md). */
@@ -76,8 +80,12 @@ export class Deliverer {
     const random = options.random ? { random: options.random } : {};
     this.batcher = new Batcher({ store, config, logger, now });
     this.circuit = new Circuit({ config, now, ...random });
-    this.tracker = new StatusTracker({ store, api, config, logger, now, ...random, concurrency: POLL_CONCURRENCY, onResend: () => this.wake() });
-    this.uploader = new Uploader({ store, api, config, logger, now, batcher: this.batcher, circuit: this.circuit, onUploaded: () => this.tracker.wake(), ...(options.onDiskFull ? { onDiskFull: options.onDiskFull } : {}) });
+    this.tracker = new StatusTracker({ store, api, config, logger, now, ...random, concurrency: POLL_CONCURRENCY, onResend: () => this.wake(), ...(options.pollPace ? { pace: options.pollPace } : {}) });
+    const onUploaded = () => {
+      this.tracker.wake();
+      options.onUploaded?.();
+    };
+    this.uploader = new Uploader({ store, api, config, logger, now, batcher: this.batcher, circuit: this.circuit, onUploaded, ...(options.onDiskFull ? { onDiskFull: options.onDiskFull } : {}) });
   }
 
   start(): void {
@@ -109,8 +117,8 @@ export class Deliverer {
    * by the status tracker, the one place that moves a batch to its terminal state. See
    * {@link StatusTracker.apply}.
    */
-  applyStatus(ref: number | { requestId: string }, status: ScanStatusLike): ReturnType<StatusTracker['apply']> {
-    return this.tracker.apply(ref, status);
+  applyStatus(ref: number | { requestId: string }, status: ScanStatusLike, source: StatusSource = 'poll'): ReturnType<StatusTracker['apply']> {
+    return this.tracker.apply(ref, status, source);
   }
 
   pause(paused: boolean): void {

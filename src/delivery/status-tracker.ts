@@ -20,7 +20,22 @@ export interface StatusTrackerOptions {
   concurrency: number;
   /** A batch went back to be sent again (NotFound past the grace window): uploading should look now. */
   onResend: () => void;
+  /**
+   * The pace of polling now (status events, issue 14): while `events` is true, events bring the
+   * outcomes and each uploaded batch is polled only every `safetyPollMs` in case one never comes.
+   * Without it (or false), the normal pace of `statusPollMs`.
+   */
+  pace?: () => PollPace;
 }
+
+/** See {@link StatusTrackerOptions.pace}. */
+export interface PollPace {
+  events: boolean;
+  safetyPollMs: number;
+}
+
+/** Where a status answer came from: a poll (contract §4.6) or a status event (§6). */
+export type StatusSource = 'poll' | 'event';
 
 /** What the status page shows of status checks (contract §4.6). */
 export interface StatusChecks {
@@ -56,6 +71,12 @@ export class StatusTracker {
   private lastError: StatusChecks['lastError'];
   /** The last buffer failure logged, so a full disk gives one line, not one per poll. */
   private lastStoreError: string | undefined;
+  /**
+   * When each uploaded batch was last polled (ms), for the safety pace while events flow. In
+   * memory: after a start a batch counts from its upload, so each is polled once soon if events
+   * are flowing and it is older than the safety interval (a reconciliation after a restart).
+   */
+  private readonly lastPolledAt = new Map<number, number>();
 
   constructor(private readonly options: StatusTrackerOptions) {
     this.queue = new PQueue({ concurrency: options.concurrency });
@@ -122,13 +143,26 @@ export class StatusTracker {
   private schedule(): number {
     const now = this.options.now();
     let next = MAX_SLEEP_MS;
-    for (const batch of this.options.store.batchesInState('uploaded')) {
+    const pace = this.options.pace?.();
+    const uploaded = this.options.store.batchesInState('uploaded');
+    if (this.lastPolledAt.size > uploaded.length) {
+      const ids = new Set(uploaded.map((b) => b.id));
+      for (const id of this.lastPolledAt.keys()) if (!ids.has(id)) this.lastPolledAt.delete(id);
+    }
+    for (const batch of uploaded) {
       if (this.tracked.has(batch.id)) continue;
-      if (batch.nextAttemptAt > now) {
-        next = Math.min(next, batch.nextAttemptAt - now);
+      let due = batch.nextAttemptAt;
+      if (pace?.events) {
+        // Events bring the outcome; a poll only now and then, in case one never comes.
+        const lastContact = this.lastPolledAt.get(batch.id) ?? (batch.uploadedAt ? Date.parse(batch.uploadedAt) : now);
+        due = Math.max(due, lastContact + pace.safetyPollMs);
+      }
+      if (due > now) {
+        next = Math.min(next, due - now);
         continue;
       }
       this.tracked.add(batch.id);
+      this.lastPolledAt.set(batch.id, now);
       void this.queue.add(async () => {
         try {
           if (this.running) await this.poll(batch.id);
@@ -181,17 +215,23 @@ export class StatusTracker {
    *
    * @returns what became of the batch; `ignored` when no uploaded batch has that id or requestId.
    */
-  apply(ref: number | { requestId: string }, status: ScanStatusLike): 'done' | 'resend' | 'waiting' | 'ignored' {
+  apply(ref: number | { requestId: string }, status: ScanStatusLike, source: StatusSource = 'poll'): 'done' | 'resend' | 'waiting' | 'ignored' {
     const { store } = this.options;
-    const batch =
-      typeof ref === 'number' ? store.batch(ref) : store.batchesInState('uploaded').find((b) => b.requestId === ref.requestId);
+    const batch = typeof ref === 'number' ? store.batch(ref) : store.batchByRequestId(ref.requestId);
     if (!batch || batch.state !== 'uploaded' || batch.requestId === null) return 'ignored';
-    return this.applyTo(batch, status);
+    return this.applyTo(batch, status, source);
   }
 
-  private applyTo(batch: BatchRow, status: ScanStatusLike): 'done' | 'resend' | 'waiting' {
+  private applyTo(batch: BatchRow, status: ScanStatusLike, source: StatusSource): 'done' | 'resend' | 'waiting' {
     const { store, config, logger, now } = this.options;
-    if ((TERMINAL_STATES as readonly string[]).includes(status.state)) {
+    const terminal = (TERMINAL_STATES as readonly string[]).includes(status.state);
+    if (source === 'event' && !terminal) {
+      // An intermediate state (or NotFound) by event: recorded, the poll schedule left alone. A
+      // resend after NotFound is decided by a poll only: an event may be late or out of order.
+      if (status.state !== batch.upstreamState && status.state !== 'NotFound') store.updateBatch(batch.id, { upstreamState: status.state });
+      return 'waiting';
+    }
+    if (terminal) {
       store.finishBatch(batch.id, status, new Date(now()).toISOString());
       const log = status.state === 'Success' ? logger.info.bind(logger) : logger.warn.bind(logger);
       const reasons = [...new Set((status.failures ?? []).map((f) => f.reason))].slice(0, 5);
@@ -204,6 +244,7 @@ export class StatusTracker {
           failed: status.failed,
           ...(status.state !== 'Success' && status.description ? { description: status.description } : {}),
           ...(reasons.length > 0 ? { reasons } : {}),
+          source,
         },
         'batch processed',
       );

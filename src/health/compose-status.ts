@@ -2,6 +2,7 @@ import type { BackPressureStatus } from '../buffer/back-pressure.js';
 import type { DiskGuardStatus } from '../buffer/disk-guard.js';
 import type { BufferTotals } from '../buffer/store.js';
 import type { DeliveryStatus } from '../delivery/deliverer.js';
+import type { StatusEventsStatus } from '../delivery/status-events.js';
 import { printableRaw } from '../format/printable.js';
 import type { ProductCheckSnapshot } from '../mapping/product-check.js';
 import { deriveHealth, HEALTH_THRESHOLDS, type HealthFacts } from './derive.js';
@@ -56,6 +57,8 @@ export interface StatusParts {
     token?: { expiresAt?: Date; refreshes: number } | undefined;
   };
   products?: ProductCheckSnapshot | undefined;
+  /** Status events (issue 14); absent when `upstream.statusEvents.enabled` is false. */
+  statusEvents?: StatusEventsStatus | undefined;
   /** Open container sessions (src/mapping/mapper.ts `openContainers`). */
   sessions: ReadonlyArray<object>;
   admin: { enabled: boolean; actions: AdminActionName[] };
@@ -85,6 +88,7 @@ export function composeStatus(p: StatusParts): GatewayStatus {
     recent: p.recent,
     stuckBatches: p.stuckBatches,
     products: p.products,
+    ...(p.statusEvents ? { statusEvents: p.statusEvents } : {}),
     config: { lastReloadError: p.config.lastReloadError, needsRestart: p.config.lastReload?.needsRestart },
   });
   const { token } = delivery;
@@ -113,6 +117,7 @@ export function composeStatus(p: StatusParts): GatewayStatus {
     },
     sessions: p.sessions.map((c) => ({ ...c })),
     ...(p.products ? { products: p.products } : {}),
+    ...(p.statusEvents ? { statusEvents: p.statusEvents } : {}),
     buffer: {
       path: buffer.path,
       pendingScans: buffer.totals.pendingScans,

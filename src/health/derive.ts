@@ -80,6 +80,8 @@ export interface HealthFacts {
   /** Batches not finished {@link HealthThresholds.stuckBatchMs} after they were formed. */
   stuckBatches: ReadonlyArray<{ id: number; state: string; requestId: string | null; createdAt: string }>;
   products?: { state: string; missing: ReadonlyArray<{ key: string }> } | undefined;
+  /** The status-event consumer (src/delivery/status-events.ts), when enabled. */
+  statusEvents?: { state: string; since: string; lag: number; lastError?: { code: string; message: string; at: string } | undefined } | undefined;
   config?: { lastReloadError?: { message: string; at: string } | undefined; needsRestart?: readonly string[] | undefined };
 }
 
@@ -141,6 +143,14 @@ function uploadCode(lastError: NonNullable<HealthFacts['delivery']>['lastError']
       return ErrorCodes.UPSTREAM_NETWORK;
   }
 }
+
+/** Why status events do not flow, by code: the end of a sentence. */
+const EVENTS_WHY: Record<string, string> = {
+  [ErrorCodes.EVENTS_NETWORK]: 'the Kafka brokers cannot be reached',
+  [ErrorCodes.EVENTS_TLS]: "the brokers' TLS certificate is not trusted",
+  [ErrorCodes.EVENTS_AUTH]: "the brokers refuse the gateway's client id and secret",
+  [ErrorCodes.EVENTS_TOPIC]: 'the status topic is missing or may not be read by this client',
+};
 
 const WAITING = 'Scans wait safely in the buffer and are sent when it works again.';
 
@@ -242,6 +252,18 @@ export function deriveHealth(facts: HealthFacts, thresholds: HealthThresholds = 
   // An open circuit or a pause already says why scans wait; this rule is for slowness without failures.
   if (!uploadsFailing && !delivery?.paused && oldest !== null && oldest >= thresholds.oldestWaitingMs) {
     add(HealthCodes.DELIVERY_BEHIND, 'degraded', `Delivery is behind: the oldest of ${count(buffer.waitingScans, 'waiting scan')} has waited ${Math.round(oldest / 60_000)} minutes.`);
+  }
+
+  // Status events: polling covers for them, but someone should know why they do not flow.
+  const events = facts.statusEvents;
+  if (events?.state === 'down') {
+    const code = events.lastError && catalogueEntry(events.lastError.code) ? events.lastError.code : ErrorCodes.EVENTS_NETWORK;
+    add(code, 'degraded', `Status events cannot be read: ${EVENTS_WHY[code] ?? EVENTS_WHY[ErrorCodes.EVENTS_NETWORK]}. Batch outcomes are polled at the normal pace meanwhile.`, {
+      since: events.since,
+      detail: events.lastError?.message,
+    });
+  } else if (events?.state === 'lagging') {
+    add(HealthCodes.EVENTS_LAGGING, 'info', `Status events are behind (${count(events.lag, 'event')} not read yet, or no read of the topic lately); batch outcomes are polled at the normal pace until they catch up.`, { since: events.since });
   }
 
   // What did not get through.

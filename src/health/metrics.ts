@@ -189,6 +189,35 @@ export class GatewayMetrics {
       },
     });
     new Counter({
+      name: 'scan_gateway_status_events_total',
+      help: 'Status events read from the topic since start (issue 14), by outcome: applied (moved one of our batches), duplicate (ours, changed nothing), ignored (not our requestId), invalid (not a status object).',
+      labelNames: ['outcome'],
+      registers: [r],
+      collect() {
+        this.reset();
+        const e = snap()?.statusEvents;
+        if (!e) return;
+        for (const outcome of ['applied', 'duplicates', 'ignored', 'invalid'] as const) this.inc({ outcome: outcome === 'duplicates' ? 'duplicate' : outcome }, e[outcome]);
+      },
+    });
+    new Counter({
+      name: 'scan_gateway_status_events_received_total',
+      help: 'Status events read from the topic since start, whatever became of them.',
+      registers: [r],
+      collect() {
+        this.reset();
+        const e = snap()?.statusEvents;
+        if (e) this.inc(e.received);
+      },
+    });
+    bufferGauge('scan_gateway_status_events_lag', 'Status events between the consumer and the end of the topic at its last read (all partitions).', (s) => s.statusEvents?.lag);
+    bufferGauge('scan_gateway_status_events_up', '1 while status events flow (polling at the safety interval), else 0 (polling at its normal pace, or events off).', (s) =>
+      s.statusEvents ? (s.statusEvents.state === 'flowing' ? 1 : 0) : undefined,
+    );
+    bufferGauge('scan_gateway_status_events_last_event_age_seconds', 'Seconds since the last status event was read; 0 before the first.', (s) =>
+      s.statusEvents?.lastEventAt && s.generatedAt ? Math.max(0, (Date.parse(s.generatedAt) - Date.parse(s.statusEvents.lastEventAt)) / 1000) : undefined,
+    );
+    new Counter({
       name: 'scan_gateway_token_refreshes_total',
       help: 'Access tokens obtained from the token endpoint since start.',
       registers: [r],

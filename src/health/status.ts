@@ -1,3 +1,4 @@
+import type { StatusEventsStatus } from '../delivery/status-events.js';
 import type { HealthProblem } from './derive.js';
 
 /**
@@ -38,6 +39,12 @@ export interface GatewayStatus {
   problems: ProblemView[];
   /** Open container sessions (parent references per station), when the configuration uses them. */
   sessions?: Array<Record<string, unknown>>;
+  /**
+   * Status events (contract §6, issue 14), when `upstream.statusEvents.enabled`: the consumer's
+   * state (`connecting`, `flowing`, `lagging`, `down`), the last failure with its code, counters
+   * since start (received, applied, duplicates, ignored, invalid), the lag and the last event.
+   */
+  statusEvents?: StatusEventsStatus;
   /** Whether admin actions are enabled (an admin token is configured), and which. */
   admin?: { enabled: boolean; actions: AdminActionName[] };
   /** Parts may add fields; the page shows unknown lists and objects generically. */

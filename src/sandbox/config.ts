@@ -20,7 +20,9 @@ import { faultsSchema, type SandboxClient, type SandboxOptions } from './types.j
  * tokenTtlSec: 3600
  * maxLoggedScans: 100000   # accepted scans kept for GET /_sandbox/scans
  * faults: { errorRate: 0.1, rateLimitRate: 0.05, retryAfterSec: 2, latencyMs: 50, resetRate: 0.01 }
+ * kafka: { port: 9093, maxEvents: 10000, maxAgeMs: 3600000 }   # the status-event endpoint (docs/sandbox.md)
  * ```
+ * A client may have `internalName: plant-1` (its topic is `sandbox-plant-1-status-event`; default the client id).
  */
 const clientSchema = z
   .object({
@@ -29,6 +31,11 @@ const clientSchema = z
     clientSecretFile: z.string().min(1).optional(),
     dcps: z.array(z.string().min(1)).min(1),
     products: z.array(z.object({ key: z.string().min(1), name: z.string().min(1) }).strict()).optional(),
+    internalName: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]+$/, 'must be letters, digits, ".", "_" or "-" (it is part of a Kafka topic name)')
+      .max(200)
+      .optional(),
   })
   .strict()
   .refine((c) => (c.clientSecret === undefined) !== (c.clientSecretFile === undefined), {
@@ -44,6 +51,19 @@ export const sandboxFileSchema = z
     tokenTtlSec: z.number().positive().optional(),
     maxLoggedScans: z.number().int().positive().optional(),
     faults: faultsSchema.partial().optional(),
+    kafka: z
+      .object({
+        port: z.number().int().min(0).max(65_535).optional(),
+        host: z.string().min(1).optional(),
+        maxEvents: z.number().int().positive().optional(),
+        maxAgeMs: z.number().int().positive().optional(),
+        maxConnections: z.number().int().positive().optional(),
+        maxRequestBytes: z.number().int().min(1024).optional(),
+        maxGroups: z.number().int().positive().optional(),
+        maxGroupMembers: z.number().int().positive().optional(),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
 
@@ -77,6 +97,7 @@ export function loadSandboxConfig(file: string, options: { baseDir: string }): S
   if (cfg.presignedTtlMs !== undefined) result.presignedTtlMs = cfg.presignedTtlMs;
   if (cfg.tokenTtlSec !== undefined) result.tokenTtlSec = cfg.tokenTtlSec;
   if (cfg.maxLoggedScans !== undefined) result.maxLoggedScans = cfg.maxLoggedScans;
+  if (cfg.kafka) result.kafka = Object.fromEntries(Object.entries(cfg.kafka).filter(([, v]) => v !== undefined));
   if (cfg.faults) result.faults = Object.fromEntries(Object.entries(cfg.faults).filter(([, v]) => v !== undefined));
   return result;
 }
@@ -92,5 +113,11 @@ function toClient(c: z.infer<typeof clientSchema>, baseDir: string): SandboxClie
     }
   }
   if (!secret) throw new GatewayError(ErrorCodes.SECRET, `sandbox client ${c.clientId} has an empty secret`);
-  return { clientId: c.clientId, clientSecret: secret, dcps: c.dcps, ...(c.products ? { products: c.products } : {}) };
+  return {
+    clientId: c.clientId,
+    clientSecret: secret,
+    dcps: c.dcps,
+    ...(c.products ? { products: c.products } : {}),
+    ...(c.internalName !== undefined ? { internalName: c.internalName } : {}),
+  };
 }

@@ -14,6 +14,7 @@ export class FaultSwitch {
   private faults: Faults;
   private errorToggle = false;
   private tokenErrorToggle = false;
+  private readonly listeners = new Set<(faults: Faults) => void>();
 
   constructor(initial: Partial<Faults> = {}) {
     this.faults = { ...NO_FAULTS };
@@ -32,7 +33,13 @@ export class FaultSwitch {
       else if (value !== undefined) next[key] = value;
     }
     this.faults = next as Faults;
+    for (const listener of this.listeners) listener(this.current());
     return this.current();
+  }
+
+  /** Calls `listener` after every change (the Kafka endpoint goes down and up with `kafkaDown`). */
+  onChange(listener: (faults: Faults) => void): void {
+    this.listeners.add(listener);
   }
 
   /** 500 and 503 alternate so both show up under any error rate. */

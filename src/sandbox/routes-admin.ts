@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { FaultSwitch } from './faults.js';
+import type { SandboxKafka } from './kafka/endpoint.js';
 import { sendProblem, sendValidationProblem } from './problem.js';
 import { isParsedBody } from './respond.js';
 import type { SandboxState } from './state.js';
@@ -14,8 +15,10 @@ const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
  * - GET/DELETE /_sandbox/scans: every scan accepted since start or the last DELETE, in order
  *   (`?limit=N`: only the last N, with the counts).
  * - GET/DELETE /_sandbox/requests: the request log (method, path, status, time, ms).
+ * - GET /_sandbox/kafka[?clientId=]: how to reach a client's status topic (default the first
+ *   client): `{ bootstrapServers, topic, securityProtocol, saslMechanism, caPem }`.
  */
-export function registerAdminRoutes(app: FastifyInstance, state: SandboxState, faults: FaultSwitch): void {
+export function registerAdminRoutes(app: FastifyInstance, state: SandboxState, faults: FaultSwitch, kafka?: SandboxKafka): void {
   app.addHook('onRequest', async (request, reply) => {
     if (!request.url.startsWith('/_sandbox/')) return;
     if (!LOOPBACK.has(request.socket.remoteAddress ?? '')) {
@@ -47,6 +50,14 @@ export function registerAdminRoutes(app: FastifyInstance, state: SandboxState, f
   app.delete('/_sandbox/scans', async (_request, reply) => {
     state.clearScans();
     return reply.code(204).send();
+  });
+
+  // How a client reaches its status topic (contract §6): bootstrap servers, topic, the CA (PEM).
+  app.get<{ Querystring: { clientId?: string } }>('/_sandbox/kafka', async (request, reply) => {
+    if (!kafka) return sendProblem(request, reply, 404, 'This sandbox runs without its Kafka endpoint.');
+    const info = kafka.info(request.query.clientId);
+    if (!info) return sendProblem(request, reply, 404, `The sandbox has no client ${request.query.clientId ?? ''}.`);
+    return info;
   });
 
   app.get('/_sandbox/requests', async () => ({ count: state.requestLog().length, requests: state.requestLog() }));

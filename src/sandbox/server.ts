@@ -16,6 +16,7 @@ import { registerJsonParser } from './respond.js';
 import { registerAdminRoutes } from './routes-admin.js';
 import { registerProductRoutes } from './routes-products.js';
 import { registerPresignedPut, registerScanRoutes } from './routes-scans.js';
+import { DEFAULT_KAFKA_PORT, SandboxKafka } from './kafka/endpoint.js';
 import { SandboxState } from './state.js';
 import { DEMO_CLIENT_ID, DEMO_DCPS, DEMO_PRODUCTS, type FaultsPatch, type RunningSandbox, type SandboxClient, type SandboxOptions } from './types.js';
 
@@ -51,6 +52,17 @@ export interface SandboxMemory {
   state: SandboxState;
   faults: FaultSwitch;
   auth: SandboxAuth;
+  /** The Kafka endpoint; it outlives a restart of the HTTP side (a separate service, as in §6). */
+  kafka?: SandboxKafka;
+}
+
+/** New sandbox memory from `options` (no Kafka endpoint: {@link startSandbox} adds it). */
+export function newSandboxMemory(options: SandboxOptions = {}): SandboxMemory {
+  return {
+    state: new SandboxState(options.clients ?? [demoClient()], options.maxLoggedScans !== undefined ? { maxLoggedScans: options.maxLoggedScans } : {}),
+    faults: new FaultSwitch(options.faults ?? {}),
+    auth: new SandboxAuth(),
+  };
 }
 
 /**
@@ -73,10 +85,7 @@ export async function buildSandboxApp(
     ...listenerOptions(options.limits ?? DEFAULT_HTTP_LIMITS),
   }) as unknown as FastifyInstance;
   capConnections(app.server, options.limits ?? DEFAULT_HTTP_LIMITS);
-  const state =
-    memory?.state ?? new SandboxState(options.clients ?? [demoClient()], options.maxLoggedScans !== undefined ? { maxLoggedScans: options.maxLoggedScans } : {});
-  const faults = memory?.faults ?? new FaultSwitch(options.faults ?? {});
-  const auth = memory?.auth ?? new SandboxAuth();
+  const { state, faults, auth, kafka } = memory ?? newSandboxMemory(options);
   const bearer = bearerCheck(auth);
   const timing = {
     processingDelayMs: () => faults.current().processingDelayMs ?? options.processingDelayMs ?? 1000,
@@ -92,7 +101,7 @@ export async function buildSandboxApp(
   await app.register(formbody);
   registerJsonParser(app);
   registerFaultHooks(app, faults, state);
-  registerAdminRoutes(app, state, faults);
+  registerAdminRoutes(app, state, faults, kafka);
   registerTokenRoute(app, auth, state, () => faults.current().tokenTtlSec ?? options.tokenTtlSec ?? TOKEN_VALIDITY_S);
   registerProductRoutes(app, state, bearer);
   registerScanRoutes(app, state, bearer, timing);
@@ -113,11 +122,24 @@ export async function buildSandboxApp(
  * `authUrl`. Rejects when the address is taken or the demo secret cannot be read.
  */
 export async function startSandbox(options: SandboxOptions = {}): Promise<RunningSandbox> {
-  const built = await buildSandboxApp(options);
-  const memory: SandboxMemory = { state: built.state, faults: built.faults, auth: built.auth };
-  let app = built.app;
+  const memory = newSandboxMemory(options);
   const host = options.host ?? '127.0.0.1';
-  await app.listen({ host, port: options.port ?? 8090 });
+  if (options.kafka !== false) {
+    const k = options.kafka ?? {};
+    const kafkaPort = k.port ?? (options.port === 0 ? 0 : DEFAULT_KAFKA_PORT);
+    const logger = options.logger ?? silentLogger();
+    memory.kafka = await SandboxKafka.start([...memory.state.clients.values()], { ...k, host: k.host ?? host, port: kafkaPort }, memory.faults, logger);
+    const kafka = memory.kafka;
+    memory.state.onStatusChange((clientId, status) => kafka.publish(clientId, status));
+  }
+  let app: FastifyInstance;
+  try {
+    app = (await buildSandboxApp(options, memory)).app;
+    await app.listen({ host, port: options.port ?? 8090 });
+  } catch (err) {
+    await memory.kafka?.close();
+    throw err;
+  }
   const address = app.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : (options.port ?? 8090);
   const shownHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
@@ -131,6 +153,15 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
     setFaults(f: FaultsPatch) {
       memory.faults.apply(f);
     },
+    ...(memory.kafka
+      ? {
+          kafka: {
+            bootstrapServers: memory.kafka.bootstrapServers,
+            caPem: memory.kafka.caPem,
+            info: (clientId?: string) => memory.kafka?.info(clientId),
+          },
+        }
+      : {}),
     restart(restartOptions: { downMs?: number } = {}) {
       if (closing) return Promise.reject(new GatewayError(ErrorCodes.NOT_RUNNING, 'the sandbox is closed'));
       // The same port, so a client's configured baseUrl reaches the restarted service.
@@ -146,7 +177,10 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
       return restarting;
     },
     close() {
-      closing ??= (restarting ?? Promise.resolve()).catch(() => undefined).then(() => app.close());
+      closing ??= (restarting ?? Promise.resolve())
+        .catch(() => undefined)
+        .then(() => app.close())
+        .then(() => memory.kafka?.close());
       return closing;
     },
   };

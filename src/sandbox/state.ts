@@ -48,7 +48,15 @@ interface Batch {
   failures: ScanFailure[];
   /** Set when the content itself could not be read (pre-signed uploads only). */
   unreadable?: string;
+  /** The state last announced to the status listeners. */
+  announced?: ScanStatusWire['state'];
 }
+
+/**
+ * Told of every state change of every batch, once per change, with the status object exactly
+ * as `GET …/status` answers it at that moment (§2.8). The sandbox's Kafka endpoint publishes it.
+ */
+export type StatusListener = (clientId: string, status: ScanStatusWire) => void;
 
 interface PresignedAddress {
   requestId: string;
@@ -72,6 +80,10 @@ export class SandboxState {
   private requests: LoggedRequest[] = [];
   private lastId = 0;
   private readonly maxLoggedScans: number;
+  private readonly listeners = new Set<StatusListener>();
+  /** Batches not yet in a terminal state: the ones {@link moveBatches} looks at. */
+  private readonly moving = new Set<Batch>();
+  private moveTimer: NodeJS.Timeout | undefined;
 
   constructor(clients: SandboxClient[], options: { maxLoggedScans?: number } = {}) {
     this.maxLoggedScans = options.maxLoggedScans ?? MAX_LOGGED_SCANS;
@@ -118,12 +130,63 @@ export class SandboxState {
       if (reason !== undefined) failures.push({ reference: referenceOf(item), reason });
       this.logScan({ requestId, via, receivedAt, scan: item });
     }
-    this.batches.set(requestId, { requestId, clientId, receivedAtMs: nowMs, delayMs, count: items.length, failures });
+    this.track({ requestId, clientId, receivedAtMs: nowMs, delayMs, count: items.length, failures });
   }
 
   /** A pre-signed upload whose content is not a JSON array of scans: it fails as a whole. */
   acceptUnreadable(requestId: string, clientId: string, reason: string, delayMs: number, nowMs: number): void {
-    this.batches.set(requestId, { requestId, clientId, receivedAtMs: nowMs, delayMs, count: 0, failures: [], unreadable: reason });
+    this.track({ requestId, clientId, receivedAtMs: nowMs, delayMs, count: 0, failures: [], unreadable: reason });
+  }
+
+  /**
+   * Calls `listener` on every state change of every batch from now on (see {@link StatusListener});
+   * the returned function removes it. A listener that throws does not stop the others.
+   */
+  onStatusChange(listener: StatusListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Every batch enters here, whatever the route (direct, pre-signed, a later file transfer). */
+  private track(batch: Batch): void {
+    this.batches.set(batch.requestId, batch);
+    this.moving.add(batch);
+    this.moveBatches(batch.receivedAtMs);
+  }
+
+  /**
+   * The one place a batch's state moves (the state itself follows from the clock, see
+   * {@link status}): announces each batch whose state differs from the one last announced, and
+   * sets one timer for the next change due. Batches in a terminal state leave the moving set.
+   */
+  private moveBatches(nowMs: number = Date.now()): void {
+    clearTimeout(this.moveTimer);
+    this.moveTimer = undefined;
+    let next = Infinity;
+    for (const batch of this.moving) {
+      const status = this.status(batch.requestId, batch.clientId, nowMs);
+      if (status.state !== batch.announced) {
+        batch.announced = status.state;
+        for (const listener of this.listeners) {
+          try {
+            listener(batch.clientId, status);
+          } catch {
+            // A listener's failure is its own (the Kafka endpoint logs its own); the state moves on.
+          }
+        }
+      }
+      if (status.state !== 'Received' && status.state !== 'InProgress') {
+        this.moving.delete(batch);
+        continue;
+      }
+      const half = batch.receivedAtMs + batch.delayMs / 2;
+      next = Math.min(next, status.state === 'Received' ? half : batch.receivedAtMs + batch.delayMs);
+    }
+    if (next !== Infinity) {
+      this.moveTimer = setTimeout(() => this.moveBatches(), Math.max(0, next - Date.now()));
+      // The sandbox's own servers keep the process alive; this timer alone does not.
+      this.moveTimer.unref();
+    }
   }
 
   /** Status of a batch as the client `clientId` sees it (§2.8, §3); another client's batch is NotFound. */

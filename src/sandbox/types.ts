@@ -45,6 +45,13 @@ export const faultsSchema = z
     tokenUnreadableRate: rate
       .optional()
       .describe('Share of token requests answered 200 with a body that is not a token answer (cut-off JSON).'),
+    kafkaDown: z
+      .boolean()
+      .optional()
+      .describe('The Kafka endpoint is down: it stops listening and cuts its connections (connections are refused) until this is cleared; events published meanwhile are kept.'),
+    kafkaSaslRefused: z.boolean().optional().describe('The Kafka endpoint refuses every SASL authentication (SASL_AUTHENTICATION_FAILED), as for a wrong password.'),
+    kafkaEventDelayMs: z.number().min(0).optional().describe('Delay between a batch changing state and its status event reaching the topic, in ms.'),
+    kafkaDuplicateRate: rate.optional().describe('Share of status events published twice (the same key and payload at two offsets).'),
   })
   .strict();
 export type Faults = z.infer<typeof faultsSchema>;
@@ -66,6 +73,10 @@ export const faultsPatchSchema = z
     tokenResetRate: rate.nullable().optional(),
     tokenErrorRate: rate.nullable().optional(),
     tokenUnreadableRate: rate.nullable().optional(),
+    kafkaDown: z.boolean().nullable().optional(),
+    kafkaSaslRefused: z.boolean().nullable().optional(),
+    kafkaEventDelayMs: z.number().min(0).nullable().optional(),
+    kafkaDuplicateRate: rate.nullable().optional(),
   })
   .strict();
 
@@ -83,6 +94,46 @@ export interface SandboxClient {
   dcps: string[];
   /** Products the client has at start (GET /api/product/v3/products). */
   products?: Array<{ key: string; name: string }>;
+  /**
+   * The client internal name of contract §5, part of its status topic
+   * `sandbox-<internalName>-status-event` (§6). Default the client id.
+   */
+  internalName?: string;
+}
+
+/** The Kafka endpoint of a sandbox (contract §5, §6): where it listens and how long it keeps events. */
+export interface SandboxKafkaOptions {
+  /** Address to bind. Default: the sandbox's `host`. */
+  host?: string;
+  /**
+   * Port; 0 = any free port. Default 9093, or 0 when the sandbox's own `port` is 0 (so tests
+   * that start many sandboxes do not collide).
+   */
+  port?: number;
+  /** Most events kept per topic; older ones are dropped (the log start offset moves). Default 10 000. */
+  maxEvents?: number;
+  /** Oldest event kept, in ms. Default 3 600 000 (1 h). */
+  maxAgeMs?: number;
+  /** Most open Kafka connections. Default 64. */
+  maxConnections?: number;
+  /** Largest Kafka request, in bytes. Default 8 MiB. */
+  maxRequestBytes?: number;
+  /** Most consumer groups. Default 100. */
+  maxGroups?: number;
+  /** Most members of one consumer group. Default 16. */
+  maxGroupMembers?: number;
+}
+
+/** What `GET /_sandbox/kafka` answers: how a client connects to one client's status topic. */
+export interface SandboxKafkaInfo {
+  /** `host:port`. */
+  bootstrapServers: string;
+  /** `sandbox-<internalName>-status-event`. */
+  topic: string;
+  securityProtocol: 'SASL_SSL';
+  saslMechanism: 'SCRAM-SHA-512';
+  /** The sandbox CA's certificate (PEM), made at start: the only trust anchor that works. */
+  caPem: string;
 }
 
 /** Options of `startSandbox`. */
@@ -105,6 +156,8 @@ export interface SandboxOptions {
   logger?: Logger;
   /** Timeouts and connection cap; default the gateway's `http.limits` defaults. */
   limits?: HttpLimitsConfig;
+  /** The Kafka endpoint (`startSandbox` only); `false` = none. Default: on, see {@link SandboxKafkaOptions}. */
+  kafka?: SandboxKafkaOptions | false;
 }
 
 /** A started sandbox. */
@@ -115,6 +168,11 @@ export interface RunningSandbox {
   app: FastifyInstance;
   /** Merge a change into the current faults (as PUT /_sandbox/faults); `null` clears an optional one. */
   setFaults(f: FaultsPatch): void;
+  /**
+   * The Kafka endpoint, undefined with `kafka: false`. `info(clientId)` is what
+   * `GET /_sandbox/kafka?clientId=` answers (default: the first client); undefined for an unknown client.
+   */
+  kafka?: { bootstrapServers: string; caPem: string; info(clientId?: string): SandboxKafkaInfo | undefined };
   /**
    * Restarts the service as a real one restarts: stops listening (open connections are cut), stays
    * away `downMs` (connections are refused meanwhile), then listens again on the same address with

@@ -74,6 +74,17 @@ describe('two listeners on one address', () => {
     ]);
   });
 
+  it('the sandbox\'s Kafka endpoint (sandbox.kafka.listen, default 127.0.0.1:9093) clashes like the other listeners', () => {
+    expect(lines(`${HEAD}inputs: []\nhttp: { listen: 127.0.0.1:9093 }\nsandbox: { enabled: true }\n`)).toEqual([
+      "7 sandbox.kafka.listen: the embedded sandbox's Kafka endpoint (sandbox.kafka.listen) would listen on 127.0.0.1:9093, where the HTTP server (http.listen) listens already (127.0.0.1:9093)",
+    ]);
+    const text = `${HEAD}inputs: []\nsandbox:\n  enabled: true\n  kafka: { listen: 127.0.0.1:8090 }\n`;
+    expect(lines(text)).toEqual([
+      "8 sandbox.kafka.listen: the embedded sandbox's Kafka endpoint (sandbox.kafka.listen) would listen on 127.0.0.1:8090, where the embedded sandbox (sandbox.listen) listens already (127.0.0.1:8090)",
+    ]);
+    expect(lines(text.replace('kafka: { listen: 127.0.0.1:8090 }', 'kafka: { listen: 127.0.0.1:9094 }'))).toEqual([]);
+  });
+
   it('two tcp server inputs on one port (0.0.0.0 or the same host), and one on http.listen', () => {
     const text = `${HEAD}inputs:
   - { id: r1, type: tcp, mode: server, host: 0.0.0.0, port: 4001, dcp: SOP-3 }

@@ -184,3 +184,28 @@ describe('deriveHealth: one rule at a time', () => {
     expect(deriveHealth(facts({ buffer: { heldScans: 4 } }), { ...HEALTH_THRESHOLDS, heldScans: 5 }).problems).toEqual([]);
   });
 });
+
+describe('deriveHealth: status events (issue 14)', () => {
+  const events = (e: NonNullable<HealthFacts['statusEvents']>): HealthFacts => ({ ...facts(), statusEvents: e });
+
+  it('says why events do not flow, with the code of the failure, and that polling covers', () => {
+    for (const [code, words] of [
+      [ErrorCodes.EVENTS_AUTH, 'refuse the gateway'],
+      [ErrorCodes.EVENTS_TLS, 'certificate is not trusted'],
+      [ErrorCodes.EVENTS_TOPIC, 'topic is missing'],
+      [ErrorCodes.EVENTS_NETWORK, 'cannot be reached'],
+    ] as const) {
+      const p = only(events({ state: 'down', since: AT, lag: 0, lastError: { code, message: 'library text', at: AT } }));
+      expect(p).toMatchObject({ state: 'degraded', code, severity: 'degraded', since: AT, detail: 'library text' });
+      expect(p.sentence).toContain(words);
+      expect(p.sentence).toContain('polled at the normal pace');
+      expect(p.hint).toBe(catalogueEntry(code)!.whatToDo);
+    }
+  });
+
+  it('tells of a lagging consumer without degrading, and is quiet while events flow or the consumer connects', () => {
+    expect(only(events({ state: 'lagging', since: AT, lag: 1234 }))).toMatchObject({ state: 'ok', code: HealthCodes.EVENTS_LAGGING, severity: 'info' });
+    expect(deriveHealth(events({ state: 'flowing', since: AT, lag: 0 })).problems).toEqual([]);
+    expect(deriveHealth(events({ state: 'connecting', since: AT, lag: 0 })).problems).toEqual([]);
+  });
+});

@@ -125,3 +125,27 @@ describe('metrics', () => {
     expect(parsePrometheusText('# HELP a x\n# TYPE a gauge\na{x="q\\"\\\\"} +Inf\n').get('a')!.samples[0]).toEqual({ name: 'a', labels: { x: 'q"\\' }, value: Infinity });
   });
 });
+
+describe('metrics: status events (issue 14)', () => {
+  it('counts events by outcome and shows the lag, whether they flow and the age of the last one; 0 when events are off', async () => {
+    const at = '2026-11-18T06:00:00.000Z';
+    const withEvents = (): GatewayStatus => ({
+      ...status(),
+      generatedAt: '2026-11-18T06:00:30.000Z',
+      statusEvents: { state: 'flowing', topic: 't', since: at, received: 10, applied: 6, duplicates: 2, ignored: 1, invalid: 1, lag: 3, lastEventAt: at, lastReadAt: at },
+    });
+    const families = parsePrometheusText(await new GatewayMetrics({ status: withEvents, batchCounts: () => [] }).text());
+    expect(value(families, 'scan_gateway_status_events_received_total')).toBe(10);
+    expect(value(families, 'scan_gateway_status_events_total', { outcome: 'applied' })).toBe(6);
+    expect(value(families, 'scan_gateway_status_events_total', { outcome: 'duplicate' })).toBe(2);
+    expect(value(families, 'scan_gateway_status_events_total', { outcome: 'ignored' })).toBe(1);
+    expect(value(families, 'scan_gateway_status_events_total', { outcome: 'invalid' })).toBe(1);
+    expect(value(families, 'scan_gateway_status_events_lag')).toBe(3);
+    expect(value(families, 'scan_gateway_status_events_up')).toBe(1);
+    expect(value(families, 'scan_gateway_status_events_last_event_age_seconds')).toBe(30);
+    const off = parsePrometheusText(await new GatewayMetrics({ status, batchCounts: () => [] }).text());
+    expect(value(off, 'scan_gateway_status_events_up')).toBe(0);
+    expect(value(off, 'scan_gateway_status_events_lag')).toBe(0);
+    expect(value(off, 'scan_gateway_status_events_received_total')).toBe(0);
+  });
+});

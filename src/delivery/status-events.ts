@@ -1,0 +1,382 @@
+import type { BufferStore } from '../buffer/store.js';
+import { readScanStatus, scanStatusReadSchema } from '../contract/contract.js';
+import { ErrorCodes, isGatewayError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { NOT_JSON, safeJson } from '../upstream/answer-body.js';
+import type { FetchResult } from '../upstream/status-topic.js';
+import type { PollPace, StatusSource } from './status-tracker.js';
+import type { ScanStatusLike } from './types.js';
+
+/** The part of the topic reader the feed uses (src/upstream/status-topic.ts); one instance per connection. */
+export interface TopicReader {
+  partitions(): Promise<number[]>;
+  offsets(which: 'earliest' | 'latest' | { since: number }): Promise<Map<number, bigint>>;
+  fetch(positions: ReadonlyMap<number, bigint>): Promise<FetchResult>;
+  close(): Promise<void>;
+}
+
+/** Options of {@link StatusEventFeed}. */
+export interface StatusEventFeedOptions {
+  store: BufferStore;
+  topic: string;
+  /** A new reader (a new connection); called again after each failure. */
+  connect: () => TopicReader;
+  /** The status tracker's one door (`Deliverer.applyStatus`). */
+  apply: (ref: { requestId: string }, status: ScanStatusLike, source: StatusSource) => 'done' | 'resend' | 'waiting' | 'ignored';
+  /** The pace changed (events flow, or stopped flowing): the tracker should look at its schedule now. */
+  onPaceChange: () => void;
+  safetyPollMs: number;
+  maxLagEvents: number;
+  staleAfterMs: number;
+  logger: Logger;
+  now: () => number;
+  /** How long an event for a requestId not known yet is kept in case its upload is being recorded, ms (default 60 s). */
+  holdMs?: number;
+  /** First and longest wait before connecting again after a failure, ms (defaults 1 s and 30 s). */
+  retryBaseMs?: number;
+  retryMaxMs?: number;
+}
+
+/** `connecting` (no read yet), `flowing`, `lagging` (behind or stale), `down` (the last attempt failed). */
+export type FeedState = 'connecting' | 'flowing' | 'lagging' | 'down';
+
+/** What the status and the metrics show of status events. Counters since start. */
+export interface StatusEventsStatus {
+  state: FeedState;
+  topic: string;
+  /** ISO instant the current state began. */
+  since: string;
+  /** The last failure, while `down` (and kept after for the record until the next one). */
+  lastError?: { code: string; message: string; at: string };
+  /** Events read from the topic. */
+  received: number;
+  /** Events that moved one of our batches (to its end, or recorded an intermediate state). */
+  applied: number;
+  /** Events about one of our batches that changed nothing (a repeat, or after its end). */
+  duplicates: number;
+  /** Events for requestIds that are not this gateway's. */
+  ignored: number;
+  /** Events that are not a status object (contract §2.8). */
+  invalid: number;
+  /** Events between the consumer's position and the end of the topic, over all partitions, at the last read. */
+  lag: number;
+  /** ISO instant of the last event read, if any. */
+  lastEventAt?: string;
+  /** ISO instant of the last successful read of the topic (answered, with or without events). */
+  lastReadAt?: string;
+}
+
+/** Most events held for a requestId not known yet (their uploads are being recorded). */
+const MAX_HELD = 10_000;
+/** A fetch that came back empty sooner than this is followed by a pause, so a broker that does not long-poll is not asked in a tight loop. */
+const MIN_EMPTY_FETCH_MS = 200;
+/** A topic never read is read from this long before the oldest unfinished batch (or now): clocks apart, an upload racing the first read. */
+const FIRST_READ_MARGIN_MS = 5 * 60_000;
+/** Invalid events: at most one log line per this interval. */
+const INVALID_LOG_INTERVAL_MS = 60_000;
+
+/**
+ * Reads the status events of the service (contract §6, issue 14) and hands each to the status
+ * tracker, the one place a batch reaches its terminal state. The loop: connect (Metadata), find
+ * each partition's position (stored in SQLite; a partition never read starts at the events
+ * written since the oldest unfinished batch was formed, or since now, less 5 minutes), then fetch
+ * and apply.
+ *
+ * - At-least-once, none lost: the effects of a fetch's events and the positions after them are
+ *   written in ONE SQLite transaction, so after a crash the events after the stored position are
+ *   read again, and one read twice changes nothing (the tracker ignores a batch not `uploaded`).
+ * - An event is validated with the schema of a status answer (`scanStatusReadSchema`) and must
+ *   name its `requestId`; anything else is counted invalid and logged at most once a minute.
+ * - An event for a requestId that no batch has yet, while an upload is in flight, is held up to
+ *   `holdMs` (its upload's answer may not be recorded yet) and applied when the batch appears; one
+ *   that finds no batch is counted ignored. A crash loses held events, not outcomes: the batch is
+ *   then recovered or polled as before.
+ * - The pace ({@link pace}): events flow when the last read succeeded within `staleAfterMs` and
+ *   the lag is at most `maxLagEvents`; then polling slows to `safetyPollMs`. Otherwise polling
+ *   runs at its normal pace and the status says why ({@link snapshot}).
+ */
+export class StatusEventFeed {
+  private running = false;
+  private loop: Promise<void> | undefined;
+  private reader: TopicReader | undefined;
+  private sleeping: { resolve: () => void; timer: NodeJS.Timeout } | undefined;
+  private state: FeedState = 'connecting';
+  private stateSince: number;
+  private lastError: StatusEventsStatus['lastError'];
+  private counters = { received: 0, applied: 0, duplicates: 0, ignored: 0, invalid: 0 };
+  private lag = 0;
+  private lastEventAt: number | undefined;
+  private lastReadAt: number | undefined;
+  private readonly held = new Map<string, { status: ScanStatusLike; at: number }>();
+  private invalidUnlogged = 0;
+  private invalidLoggedAt = 0;
+  private lastInvalidReason = '';
+  private failuresInARow = 0;
+  private lastPaceEvents = false;
+
+  constructor(private readonly options: StatusEventFeedOptions) {
+    this.stateSince = options.now();
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.loop = this.run();
+  }
+
+  /** Stops reading: the fetch in flight is abandoned (its events are read again after a start), the connection closed. */
+  async stop(): Promise<void> {
+    this.running = false;
+    this.wakeUp();
+    const reader = this.reader;
+    this.reader = undefined;
+    await reader?.close();
+    await this.loop;
+  }
+
+  /** A batch became `uploaded`: held events may be for it. */
+  batchUploaded(): void {
+    if (this.held.size > 0) this.retryHeld();
+  }
+
+  /** The pace of status polling now: see {@link StatusEventFeed}. Checked by the tracker at each schedule. */
+  pace(): PollPace {
+    const events = this.running && this.currentState() === 'flowing';
+    if (events !== this.lastPaceEvents) {
+      this.lastPaceEvents = events;
+      this.options.logger.info({ topic: this.options.topic, state: this.currentState() }, events ? 'status events flow: polling slows to the safety interval' : 'status events do not flow: polling at its normal pace');
+    }
+    return { events, safetyPollMs: this.options.safetyPollMs };
+  }
+
+  snapshot(): StatusEventsStatus {
+    const state = this.currentState();
+    return {
+      state,
+      topic: this.options.topic,
+      since: new Date(this.stateSince).toISOString(),
+      ...(this.lastError ? { lastError: this.lastError } : {}),
+      ...this.counters,
+      lag: this.lag,
+      ...(this.lastEventAt !== undefined ? { lastEventAt: new Date(this.lastEventAt).toISOString() } : {}),
+      ...(this.lastReadAt !== undefined ? { lastReadAt: new Date(this.lastReadAt).toISOString() } : {}),
+    };
+  }
+
+  /** The state with the clock: a read too long ago makes `flowing` into `lagging` even while a fetch hangs. */
+  private currentState(): FeedState {
+    if (this.state !== 'flowing') return this.state;
+    const stale = this.lastReadAt === undefined || this.options.now() - this.lastReadAt > this.options.staleAfterMs;
+    return stale || this.lag > this.options.maxLagEvents ? 'lagging' : 'flowing';
+  }
+
+  private setState(state: FeedState): void {
+    if (state === this.state) return;
+    this.state = state;
+    this.stateSince = this.options.now();
+    this.options.onPaceChange();
+  }
+
+  private async run(): Promise<void> {
+    const base = this.options.retryBaseMs ?? 1000;
+    const max = this.options.retryMaxMs ?? 30_000;
+    while (this.running) {
+      try {
+        await this.session();
+      } catch (err) {
+        if (!this.running) break;
+        this.failed(err);
+        await this.reader?.close();
+        this.reader = undefined;
+        await this.sleep(Math.min(max, base * 2 ** Math.min(this.failuresInARow - 1, 10)));
+      }
+    }
+  }
+
+  /** One connection: positions, then fetch and apply until a failure or the stop. */
+  private async session(): Promise<void> {
+    const { store, topic, now } = this.options;
+    const reader = (this.reader = this.options.connect());
+    const partitions = await reader.partitions();
+    const positions = store.eventPositions(topic);
+    const missing = partitions.filter((p) => !positions.has(p));
+    if (missing.length > 0) {
+      // A partition never read: from the events written since the oldest batch still waiting for
+      // its outcome was formed (none of its events is older), or since now when none waits, less
+      // FIRST_READ_MARGIN_MS for clocks apart and an upload racing this. Stored at once, so a
+      // restart goes on from there.
+      const oldest = store
+        .batchesInState('ready', 'uploading', 'presigned', 'uploaded')
+        .reduce((min, b) => Math.min(min, Date.parse(b.createdAt) || min), now());
+      const since = oldest - FIRST_READ_MARGIN_MS;
+      const from = await reader.offsets({ since });
+      store.atomically(() => {
+        for (const p of missing) {
+          positions.set(p, from.get(p) ?? 0n);
+          store.saveEventPosition(topic, p, positions.get(p)!, new Date(now()).toISOString());
+        }
+      });
+      this.options.logger.info({ topic, partitions: missing, since: new Date(since).toISOString() }, 'status events: first read of the topic');
+    }
+    for (const p of [...positions.keys()]) if (!partitions.includes(p)) positions.delete(p);
+    while (this.running) {
+      const started = now();
+      const result = await reader.fetch(positions);
+      if (!this.running) return;
+      this.read(result, positions);
+      if (result.outOfRange.length > 0) await this.resetOutOfRange(reader, result.outOfRange, positions);
+      if (result.records.length === 0 && now() - started < MIN_EMPTY_FETCH_MS) await this.sleep(MIN_EMPTY_FETCH_MS);
+    }
+  }
+
+  /** Applies a fetch's events and stores the positions after them, in one transaction. */
+  private read(result: FetchResult, positions: Map<number, bigint>): void {
+    const { store, topic, now } = this.options;
+    const nowIso = new Date(now()).toISOString();
+    store.atomically(() => {
+      for (const record of result.records) this.handle(record.value, `${record.partition}:${record.offset}`);
+      for (const [p, next] of result.next) {
+        if (positions.get(p) !== next) store.saveEventPosition(topic, p, next, nowIso);
+      }
+    });
+    for (const [p, next] of result.next) positions.set(p, next);
+    let lag = 0;
+    for (const [p, end] of result.ends) {
+      const behind = end - (positions.get(p) ?? end);
+      if (behind > 0n) lag += Number(behind);
+    }
+    this.lag = lag;
+    this.lastReadAt = now();
+    if (result.records.length > 0) this.lastEventAt = this.lastReadAt;
+    if (this.failuresInARow > 0) {
+      this.options.logger.info({ topic, failuresInARow: this.failuresInARow }, 'status events: reading the topic again');
+      this.failuresInARow = 0;
+    }
+    this.setState('flowing');
+    this.retryHeld();
+    this.logInvalid(false);
+  }
+
+  /** One event: validated, then through the tracker's door. Never throws for a bad event. */
+  private handle(value: Buffer | null, where: string): void {
+    this.counters.received++;
+    const body = value === null ? NOT_JSON : safeJson(value.toString('utf8'));
+    const wire = body === NOT_JSON ? undefined : scanStatusReadSchema.safeParse(body);
+    if (!wire?.success || wire.data.requestId === undefined) {
+      const reason = body === NOT_JSON ? 'not JSON' : !wire?.success ? wire?.error.issues.map((i) => `${i.path.join('.') || '(event)'}: ${i.message}`).slice(0, 3).join('; ') ?? 'invalid' : 'no requestId';
+      this.invalid(`${where}: ${reason}`);
+      return;
+    }
+    const status = readScanStatus(wire.data, wire.data.requestId);
+    this.applyOne(status, true);
+  }
+
+  /** Applies one valid event; `fresh` when it just came from the topic (else it was held). Answers whether it was settled. */
+  private applyOne(status: ScanStatusLike, fresh: boolean): boolean {
+    const outcome = this.options.apply({ requestId: status.requestId }, status, 'event');
+    if (outcome !== 'ignored') {
+      this.counters.applied++;
+      return true;
+    }
+    const batch = this.options.store.batchByRequestId(status.requestId);
+    if (batch && batch.state !== 'presigned' && batch.state !== 'uploading') {
+      // Ours, but not waiting for an outcome: a repeat, or a state after its end.
+      this.counters.duplicates++;
+      return true;
+    }
+    const inFlight = batch !== undefined || this.options.store.batchesInState('uploading', 'presigned').length > 0;
+    if (!inFlight) {
+      this.counters.ignored++;
+      return true;
+    }
+    if (fresh) {
+      // Its upload may be being recorded right now: keep it a little (the latest state wins).
+      if (this.held.size >= MAX_HELD && !this.held.has(status.requestId)) {
+        const oldest = this.held.keys().next().value as string;
+        this.held.delete(oldest);
+        this.counters.ignored++;
+      }
+      const previous = this.held.get(status.requestId);
+      this.held.set(status.requestId, { status, at: previous?.at ?? this.options.now() });
+    }
+    return false;
+  }
+
+  private retryHeld(): void {
+    const holdMs = this.options.holdMs ?? 60_000;
+    const now = this.options.now();
+    for (const [requestId, { status, at }] of [...this.held]) {
+      let settled = false;
+      try {
+        settled = this.applyOne(status, false);
+      } catch (err) {
+        this.options.logger.warn({ err, requestId }, 'status events: applying a held event failed; kept');
+      }
+      if (settled) this.held.delete(requestId);
+      else if (now - at > holdMs) {
+        this.held.delete(requestId);
+        this.counters.ignored++;
+      }
+    }
+  }
+
+  private invalid(reason: string): void {
+    this.counters.invalid++;
+    this.invalidUnlogged++;
+    this.lastInvalidReason = reason;
+    this.logInvalid(true);
+  }
+
+  /** At most one line per interval: how many invalid events, and the latest reason. */
+  private logInvalid(justSeen: boolean): void {
+    const now = this.options.now();
+    if (this.invalidUnlogged === 0 || now - this.invalidLoggedAt < INVALID_LOG_INTERVAL_MS) return;
+    if (!justSeen && this.invalidLoggedAt === 0) return;
+    this.options.logger.warn(
+      { topic: this.options.topic, invalid: this.invalidUnlogged, totalInvalid: this.counters.invalid, latest: this.lastInvalidReason },
+      'status events that are not a status object (contract §2.8) were skipped',
+    );
+    this.invalidUnlogged = 0;
+    this.invalidLoggedAt = now;
+  }
+
+  private async resetOutOfRange(reader: TopicReader, partitions: number[], positions: Map<number, bigint>): Promise<void> {
+    const { store, topic, now, logger } = this.options;
+    const earliest = await reader.offsets('earliest');
+    store.atomically(() => {
+      for (const p of partitions) {
+        const to = earliest.get(p) ?? 0n;
+        logger.warn({ topic, partition: p, was: String(positions.get(p)), to: String(to) }, 'status events: the stored position is no longer in the topic (retention, or the topic was made again); reading from its earliest event; polling covers what was missed');
+        positions.set(p, to);
+        store.saveEventPosition(topic, p, to, new Date(now()).toISOString());
+      }
+    });
+  }
+
+  private failed(err: unknown): void {
+    const code = isGatewayError(err) ? err.code : ErrorCodes.EVENTS_NETWORK;
+    const message = (err as Error).message;
+    const at = new Date(this.options.now()).toISOString();
+    this.failuresInARow++;
+    // The first failure, a change of cause, then every tenth: enough to see, not a line per retry.
+    if (this.lastError?.code !== code || this.state !== 'down' || this.failuresInARow % 10 === 1) {
+      this.options.logger.warn({ topic: this.options.topic, code, err: message, failuresInARow: this.failuresInARow }, 'status events cannot be read; polling at its normal pace');
+    }
+    this.lastError = { code, message, at };
+    this.setState('down');
+  }
+
+  private async sleep(ms: number): Promise<void> {
+    if (!this.running) return;
+    await new Promise<void>((resolve) => {
+      this.sleeping = { resolve, timer: setTimeout(resolve, ms) };
+    });
+    this.sleeping = undefined;
+  }
+
+  private wakeUp(): void {
+    if (!this.sleeping) return;
+    clearTimeout(this.sleeping.timer);
+    this.sleeping.resolve();
+  }
+}
