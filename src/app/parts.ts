@@ -25,6 +25,8 @@ import { Mapper } from '../mapping/mapper.js';
 import { ProductCheck } from '../mapping/product-check.js';
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
 import { UpstreamClient, clientOptionsFromConfig } from '../upstream/client.js';
+import { sftpConnector, type SftpConnector } from '../upstream/sftp-client.js';
+import { readSftpCredentials } from '../config/secrets.js';
 
 /**
  * The gateway's parts as {@link Component}s, one small builder each, and what they share
@@ -258,11 +260,27 @@ export function buildIntake(w: Wiring): Component {
   };
 }
 
+/**
+ * The SFTP route of delivery (issue 15) when `upstream.sftp` is configured: the login is read now
+ * (config/secrets.ts), so a missing key or password stops the start with `SCANGW_E_SECRET`.
+ */
+function sftpRoute(w: Wiring): { connector: SftpConnector; siteId: string; fileNameTemplate: string } | undefined {
+  const sftp = w.config.upstream.sftp;
+  if (!sftp) return undefined;
+  const login = readSftpCredentials(w.config, w.deps.env ?? {});
+  return {
+    connector: sftpConnector({ sftp, clientId: w.config.upstream.clientId, privateKey: login.privateKey, password: login.password }),
+    siteId: w.config.site.id,
+    fileNameTemplate: sftp.fileName,
+  };
+}
+
 export function buildDelivery(w: Wiring): Component {
   return {
     name: 'delivery',
     async start() {
-      w.deliverer = new Deliverer({ store: w.store!, api: instrumentDeliveryApi(w.api!, w.metrics), config: w.config.delivery, logger: w.logger.child({ component: 'delivery' }), now: w.now, onDiskFull: (err) => w.backPressure?.diskFullSeen(err) });
+      const sftp = sftpRoute(w);
+      w.deliverer = new Deliverer({ store: w.store!, api: instrumentDeliveryApi(w.api!, w.metrics), config: w.config.delivery, logger: w.logger.child({ component: 'delivery' }), now: w.now, onDiskFull: (err) => w.backPressure?.diskFullSeen(err), ...(sftp ? { sftp } : {}) });
       w.deliverer.start();
     },
     async stop() {

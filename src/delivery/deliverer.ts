@@ -5,7 +5,7 @@ import { Batcher } from './batcher.js';
 import { Circuit, type CircuitState } from './circuit.js';
 import { StatusTracker, type StatusChecks } from './status-tracker.js';
 import type { DeliveryApi, ScanStatusLike } from './types.js';
-import { Uploader, type ErrorKind, type UploaderSnapshot } from './uploader.js';
+import { Uploader, type ErrorKind, type UploaderOptions, type UploaderSnapshot } from './uploader.js';
 
 export type { CircuitState } from './circuit.js';
 export type { ErrorKind } from './uploader.js';
@@ -45,6 +45,8 @@ export interface DelivererOptions {
   random?: () => number;
   /** A delivery step failed on a full disk (SQLITE_FULL); see `UploaderOptions.onDiskFull`. */
   onDiskFull?: (err: unknown) => void;
+  /** The SFTP route (issue 15); see `UploaderOptions.sftp`. */
+  sftp?: UploaderOptions['sftp'];
 }
 
 /** How many status polls run at once (uploads go one at a time; see docs/delivery.md). */
@@ -77,7 +79,7 @@ export class Deliverer {
     this.batcher = new Batcher({ store, config, logger, now });
     this.circuit = new Circuit({ config, now, ...random });
     this.tracker = new StatusTracker({ store, api, config, logger, now, ...random, concurrency: POLL_CONCURRENCY, onResend: () => this.wake() });
-    this.uploader = new Uploader({ store, api, config, logger, now, batcher: this.batcher, circuit: this.circuit, onUploaded: () => this.tracker.wake(), ...(options.onDiskFull ? { onDiskFull: options.onDiskFull } : {}) });
+    this.uploader = new Uploader({ store, api, config, logger, now, batcher: this.batcher, circuit: this.circuit, onUploaded: () => this.tracker.wake(), ...(options.onDiskFull ? { onDiskFull: options.onDiskFull } : {}), ...(options.sftp ? { sftp: options.sftp } : {}) });
   }
 
   start(): void {
@@ -109,7 +111,7 @@ export class Deliverer {
    * by the status tracker, the one place that moves a batch to its terminal state. See
    * {@link StatusTracker.apply}.
    */
-  applyStatus(ref: number | { requestId: string }, status: ScanStatusLike): ReturnType<StatusTracker['apply']> {
+  applyStatus(ref: number | { requestId: string } | { fileName: string }, status: ScanStatusLike): ReturnType<StatusTracker['apply']> {
     return this.tracker.apply(ref, status);
   }
 

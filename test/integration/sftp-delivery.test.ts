@@ -1,0 +1,155 @@
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
+import { deliverySchema, sftpSchema, type DeliveryConfig } from '../../src/config/schema.js';
+import { Deliverer } from '../../src/delivery/deliverer.js';
+import type { DeliveryApi } from '../../src/delivery/types.js';
+import { ErrorCodes, GatewayError } from '../../src/errors.js';
+import { silentLogger } from '../../src/log.js';
+import { sftpConnector, type SftpConnector } from '../../src/upstream/sftp-client.js';
+import { startSshd, type RunningSshd } from '../helpers/sshd.js';
+import { waitFor } from '../helpers/wait.js';
+
+/**
+ * Issue 15 against a real OpenSSH server (sshd on a loopback port, temporary host and user keys):
+ * batches go as files, `.part` then renamed; a wrong host key is refused; a server that refuses
+ * writes holds the batches with the reason.
+ */
+
+function scan(reference: string): IntakeRecord {
+  const body = { reference, timeStamp: '2026-11-18T07:00:00', dcpKey: 'GI-01', productModelKey: 'PACK-A', supplierKey: 'SUP-0042', parents: [], attributes: [] };
+  return { inputId: 'test', receivedAt: new Date(), raw: Buffer.from(reference), outcome: 'scan', scan: { reference, dcpKey: 'GI-01', instant: new Date(), body: JSON.stringify(body) } };
+}
+
+/** The HTTP API is never called on the SFTP route: any call fails the test. */
+const NO_HTTP: DeliveryApi = {
+  uploadScans: () => Promise.reject(new Error('uploadScans called on the SFTP route')),
+  requestPresignedUpload: () => Promise.reject(new Error('requestPresignedUpload called on the SFTP route')),
+  putPresigned: () => Promise.reject(new Error('putPresigned called on the SFTP route')),
+  getScanStatus: () => Promise.reject(new Error('getScanStatus called on the SFTP route')),
+};
+
+function connectorFor(sshd: RunningSshd, over: { hostKey?: string } = {}): SftpConnector {
+  const sftp = sftpSchema.parse({ host: sshd.host, port: sshd.port, username: sshd.username, hostKey: over.hostKey ?? sshd.hostKey, remoteDir: sshd.remoteDir, connectTimeoutMs: 5000 });
+  return sftpConnector({ sftp, clientId: 'demo-client', privateKey: readFileSync(sshd.userKeyFile, 'utf8') });
+}
+
+const config = (over: Partial<DeliveryConfig> = {}): DeliveryConfig =>
+  deliverySchema.parse({ mode: 'sftp', maxBatchDelayMs: 50, retryBaseMs: 20, retryMaxMs: 200, sftpMaxScans: 1000, ...over });
+
+describe('SFTP delivery against a real OpenSSH server', () => {
+  let sshd: RunningSshd;
+  let store: BufferStore;
+  let deliverer: Deliverer | undefined;
+
+  beforeAll(async () => {
+    sshd = await startSshd();
+  });
+  afterAll(async () => {
+    await sshd?.stop();
+  });
+  afterEach(async () => {
+    await deliverer?.stop();
+    deliverer = undefined;
+    store?.close();
+  });
+
+  function start(connector: SftpConnector, over: Partial<DeliveryConfig> = {}): Deliverer {
+    store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-sftp-')), 'buffer.db'));
+    deliverer = new Deliverer({ store, api: NO_HTTP, config: config(over), logger: silentLogger(), sftp: { connector, siteId: 'plant-7', fileNameTemplate: '{siteId}-{batchId}-{sha256:12}.json' } });
+    return deliverer;
+  }
+
+  it('sends each batch as one file (.part, size checked, renamed) and ends it in transferred with path and sha256', async () => {
+    const d = start(connectorFor(sshd));
+    store.commitIntake(Array.from({ length: 2500 }, (_, i) => scan(`S-${i}`)), Date.now());
+    d.start();
+    await waitFor(() => store.batchesInState('done').length === 3, { timeoutMs: 20_000 });
+    const done = store.batchesInState('done');
+    expect(done.map((b) => b.scanCount)).toEqual([1000, 1000, 500]);
+    const files = readdirSync(sshd.remoteDir).filter((f) => f.startsWith('plant-7-'));
+    expect(files.filter((f) => f.endsWith('.part'))).toEqual([]);
+    const refs: string[] = [];
+    for (const b of done) {
+      expect(b.upstreamState).toBe('transferred');
+      expect(b.mode).toBe('sftp');
+      const name = b.remotePath!.slice(b.remotePath!.lastIndexOf('/') + 1);
+      expect(name).toBe(`plant-7-${b.id}-${b.sha256!.slice(0, 12)}.json`);
+      const bytes = readFileSync(b.remotePath!);
+      expect(createHash('sha256').update(bytes).digest('hex')).toBe(b.sha256);
+      expect(bytes.length).toBe(b.bytes);
+      // Byte for byte what the buffer holds for the batch.
+      expect(bytes.toString('utf8')).toBe(store.batchBody(b.id));
+      refs.push(...(JSON.parse(bytes.toString('utf8')) as { reference: string }[]).map((s) => s.reference));
+    }
+    expect(refs.sort()).toEqual(Array.from({ length: 2500 }, (_, i) => `S-${i}`).sort());
+    expect(store.scanCounts().delivered).toBe(2500);
+  });
+
+  it('takes a complete file left by a crash as sent, and removes a left-over .part before sending again', async () => {
+    const d = start(connectorFor(sshd));
+    store.commitIntake(Array.from({ length: 30 }, (_, i) => scan(`R-${i}`)), Date.now());
+    // Two batches as a crash would leave them: the first renamed already, the second half-written.
+    const first = store.writeBatch({ mode: 'sftp', scanIds: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], bytes: 0, nowIso: new Date().toISOString() })!;
+    const second = store.writeBatch({ mode: 'sftp', scanIds: [11, 12, 13, 14, 15, 16, 17, 18, 19, 20], bytes: 0, nowIso: new Date().toISOString() })!;
+    for (const b of [first, second]) {
+      const body = store.batchBody(b.id);
+      const sha = createHash('sha256').update(body).digest('hex');
+      const path = join(sshd.remoteDir, `plant-7-${b.id}-${sha.slice(0, 12)}.json`);
+      store.updateBatch(b.id, { state: 'uploading', bytes: Buffer.byteLength(body), remotePath: path, sha256: sha });
+      if (b.id === first.id) writeFileSync(path, body);
+      else writeFileSync(`${path}.part`, body.slice(0, 100));
+    }
+    const before = readFileSync(store.batch(first.id)!.remotePath!);
+    d.start();
+    await waitFor(() => store.batchesInState('done').length === 3, { timeoutMs: 20_000 });
+    // The first was found and not written again; the second was written whole.
+    expect(readFileSync(store.batch(first.id)!.remotePath!)).toEqual(before);
+    expect(store.batch(first.id)!.attempts).toBe(0);
+    expect(readFileSync(store.batch(second.id)!.remotePath!, 'utf8')).toBe(store.batchBody(second.id));
+    expect(readdirSync(sshd.remoteDir).filter((f) => f.endsWith('.part'))).toEqual([]);
+    expect(store.possibleDuplicates().uploads).toBe(0);
+  });
+
+  it('refuses a server whose host key is not the configured one, says so, and sends nothing', async () => {
+    const wrong = 'SHA256:nThbg6kXUpJWGl7E1IGOCspRomTxdCARLviKw6E5SY8';
+    const err = await connectorFor(sshd, { hostKey: wrong }).connect().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(GatewayError);
+    expect((err as GatewayError).code).toBe(ErrorCodes.SFTP_HOST_KEY);
+    expect((err as GatewayError).message).toContain(sshd.hostKey);
+    expect((err as GatewayError).message).toContain(wrong);
+
+    const d = start(connectorFor(sshd, { hostKey: wrong }));
+    store.commitIntake([scan('H-1')], Date.now());
+    const filesBefore = readdirSync(sshd.remoteDir).length;
+    d.start();
+    await waitFor(() => d.snapshot().lastError?.code === ErrorCodes.SFTP_HOST_KEY, { timeoutMs: 10_000 });
+    expect(d.snapshot().lastError?.kind).toBe('sftp');
+    expect(store.batchesInState('held')).toEqual([]);
+    expect(store.batchesInState('ready').length).toBe(1);
+    expect(readdirSync(sshd.remoteDir).length).toBe(filesBefore);
+  });
+
+  it('holds the batches with the reason when the server refuses to write (read-only folder)', async () => {
+    const readOnly = await startSshd({ readOnly: true });
+    try {
+      const d = start(connectorFor(readOnly));
+      store.commitIntake(Array.from({ length: 5 }, (_, i) => scan(`P-${i}`)), Date.now());
+      d.start();
+      await waitFor(() => store.batchesInState('held').length === 1, { timeoutMs: 10_000 });
+      const held = store.batchesInState('held')[0]!;
+      expect(held.lastError).toMatch(/permission denied/i);
+      expect(store.scanCounts().held).toBe(5);
+      expect(d.snapshot().lastError?.code).toBe(ErrorCodes.SFTP_PERMISSION);
+      expect(readdirSync(readOnly.remoteDir)).toEqual([]);
+    } finally {
+      await readOnly.stop();
+    }
+  });
+});
