@@ -47,7 +47,7 @@ export async function hashBatchBody(store: Pick<BufferStore, 'batchBodyPage'>, b
  * A batch file's name from the template of `upstream.sftp.fileName`: `{siteId}`, `{batchId}`,
  * `{sha256}` and `{sha256:N}` (the first N hex digits).
  */
-export function batchFileName(template: string, fields: { siteId: string; batchId: number; sha256: string }): string {
+export function batchFileName(template: string, fields: { siteId: string; batchId: number | string; sha256: string }): string {
   return template
     .replaceAll('{siteId}', fields.siteId)
     .replaceAll('{batchId}', String(fields.batchId))
@@ -105,38 +105,65 @@ export async function transferBatch(batch: BatchRow, opts: TransferOptions): Pro
   }
   const remotePath = current.remotePath!;
   const sha256 = current.sha256!;
+  const outcome = await sendFile({
+    connector,
+    logger,
+    remotePath,
+    bytes: current.bytes,
+    body: () => Readable.from(batchBodyChunks(store, batch.id), { objectMode: false }),
+    what: `batch ${batch.id}`,
+    ...(opts.onWriting ? { onWriting: opts.onWriting } : {}),
+  });
+  return { outcome, remotePath, sha256 };
+}
+
+/**
+ * The crash-safe steps for one file of `bytes` bytes at `remotePath` (see {@link transferBatch}):
+ * the final file with the right size → `found`; with another size → `SFTP_CONFLICT`; a `.part`
+ * left over is removed; `body()` is written to `<remotePath>.part`, its size checked, renamed → `sent`.
+ * Also used by `scan-gateway upload --route sftp`.
+ */
+export async function sendFile(opts: {
+  connector: SftpConnector;
+  logger: Logger;
+  remotePath: string;
+  bytes: number;
+  body: () => Readable;
+  /** Names the file in messages (`batch 12`). */
+  what: string;
+  onWriting?: () => void;
+}): Promise<TransferOutcome> {
+  const { connector, logger, remotePath } = opts;
   const part = `${remotePath}${PART_SUFFIX}`;
   const session = await connector.connect();
   try {
     const existing = await session.size(remotePath);
     if (existing !== undefined) {
-      if (existing === current.bytes) {
-        logger.info({ batchId: batch.id, remotePath }, 'batch file is complete on the SFTP server already (a transfer finished before a restart); not sending it again');
+      if (existing === opts.bytes) {
+        logger.info({ remotePath }, `batch file is complete on the SFTP server already (a transfer finished before a restart); not sending it again (${opts.what})`);
         await session.remove(part);
-        return { outcome: 'found', remotePath, sha256 };
+        return 'found';
       }
-      throw new GatewayError(
-        ErrorCodes.SFTP_CONFLICT,
-        `the remote file ${remotePath} exists with ${existing} bytes, but batch ${batch.id} has ${current.bytes}: not overwritten`,
-        { details: { remotePath, remoteBytes: existing, bytes: current.bytes } },
-      );
+      throw new GatewayError(ErrorCodes.SFTP_CONFLICT, `the remote file ${remotePath} exists with ${existing} bytes, but ${opts.what} has ${opts.bytes}: not overwritten`, {
+        details: { remotePath, remoteBytes: existing, bytes: opts.bytes },
+      });
     }
     if ((await session.size(part)) !== undefined) {
-      logger.warn({ batchId: batch.id, part }, 'a partial batch file was left by an interrupted transfer; removing it and sending the batch again');
+      logger.warn({ part }, `a partial batch file was left by an interrupted transfer; removing it and sending again (${opts.what})`);
       await session.remove(part);
     }
     opts.onWriting?.();
-    await session.write(part, Readable.from(batchBodyChunks(store, batch.id), { objectMode: false }));
+    await session.write(part, opts.body());
     const written = await session.size(part);
-    if (written !== current.bytes) {
+    if (written !== opts.bytes) {
       await session.remove(part).catch(() => undefined);
-      throw new GatewayError(ErrorCodes.SFTP, `the written file ${part} has ${written ?? 'no'} bytes, not the batch's ${current.bytes}; removed, to be sent again`, {
+      throw new GatewayError(ErrorCodes.SFTP, `the written file ${part} has ${written ?? 'no'} bytes, not the ${opts.bytes} of ${opts.what}; removed, to be sent again`, {
         retryable: true,
-        details: { remotePath: part, remoteBytes: written, bytes: current.bytes },
+        details: { remotePath: part, remoteBytes: written, bytes: opts.bytes },
       });
     }
     await session.rename(part, remotePath);
-    return { outcome: 'sent', remotePath, sha256 };
+    return 'sent';
   } catch (err) {
     // A full disk leaves a partial file: take it away now (the next attempt would, too).
     if (err instanceof GatewayError && err.code === ErrorCodes.SFTP_DISK_FULL) await session.remove(part).catch(() => undefined);
