@@ -33,16 +33,23 @@ export function registerSandboxCommand(program: Command, io: SandboxCommandIo): 
     .option('--host <host>', 'address to bind', '127.0.0.1')
     .option('--port <port>', 'port to listen on (0 = any free port)', '8090')
     .option('-c, --config <file>', 'sandbox configuration (clients, timings, faults); see docs/upstream.md')
+    .option('--sftp-port <port>', 'also run the SFTP endpoint on this port (0 = any free port; contract §4.7, docs/delivery.md)')
+    .option('--sftp-root <dir>', 'folder the SFTP endpoint keeps the files in (default a new temporary folder)')
     .addHelpText(
       'after',
       '\nExample:\n  scan-gateway sandbox --port 8090\n  curl -s -X PUT localhost:8090/_sandbox/faults -H "content-type: application/json" -d \'{"errorRate":0.2}\'\n' +
         '\nWithout --config the sandbox knows one client, demo-client, whose secret is config/demo-client-secret.' +
         '\nExit codes: 0 stopped by a signal, 1 cannot listen, 2 bad option or configuration.',
     )
-    .action(async (opts: { host: string; port: string; config?: string }) => {
+    .action(async (opts: { host: string; port: string; config?: string; sftpPort?: string; sftpRoot?: string }) => {
       const port = Number(opts.port);
       if (!Number.isInteger(port) || port < 0 || port > 65_535) {
         io.stderr.write(`scan-gateway sandbox: --port must be a number from 0 to 65535, got "${opts.port}"\n`);
+        throw new CommandExit(ExitCodes.USAGE);
+      }
+      const sftpPort = opts.sftpPort === undefined ? undefined : Number(opts.sftpPort);
+      if (sftpPort !== undefined && (!Number.isInteger(sftpPort) || sftpPort < 0 || sftpPort > 65_535)) {
+        io.stderr.write(`scan-gateway sandbox: --sftp-port must be a number from 0 to 65535, got "${opts.sftpPort}"\n`);
         throw new CommandExit(ExitCodes.USAGE);
       }
       let fromFile: SandboxOptions = {};
@@ -56,7 +63,8 @@ export function registerSandboxCommand(program: Command, io: SandboxCommandIo): 
       }
       let sandbox: RunningSandbox;
       try {
-        sandbox = await startSandbox({ ...fromFile, host: opts.host, port, logger: io.logger });
+        const sftp = sftpPort === undefined ? {} : { sftp: { port: sftpPort, ...(opts.sftpRoot ? { root: resolve(io.cwd ?? '.', opts.sftpRoot) } : {}) } };
+        sandbox = await startSandbox({ ...fromFile, host: opts.host, port, logger: io.logger, ...sftp });
       } catch (err) {
         const usage = isGatewayError(err, ErrorCodes.SECRET) || isGatewayError(err, ErrorCodes.CONFIG);
         io.stderr.write(`scan-gateway sandbox: cannot start on ${opts.host}:${port}: ${(err as Error).message}\n`);
@@ -66,6 +74,11 @@ export function registerSandboxCommand(program: Command, io: SandboxCommandIo): 
       io.stdout.write(`Upstream sandbox listening on ${sandbox.url} (use it as upstream.baseUrl and upstream.authUrl)\n`);
       for (const c of clients) io.stdout.write(`  client ${c.id}: DCPs ${c.dcps.join(', ')}\n`);
       io.stdout.write(`  controls: ${sandbox.url}/_sandbox/faults, /_sandbox/scans, /_sandbox/requests\n`);
+      if (sandbox.sftp) {
+        const s = sandbox.sftp;
+        io.stdout.write(`SFTP endpoint on ${s.host}:${s.port}, host key ${s.hostKey} (upstream.sftp.hostKey); user = client id, password = its secret\n`);
+        io.stdout.write(`  files of a client in ${s.folderOf('<clientId>')}\n`);
+      }
 
       const closed = new Promise<void>((resolve) => sandbox.app.server.once('close', () => resolve()));
       const stop = new Promise<void>((resolve) => {
