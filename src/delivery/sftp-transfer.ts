@@ -5,8 +5,14 @@ import { ErrorCodes, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { SftpConnector } from '../upstream/sftp-client.js';
 
-/** Scans read from the buffer per page while a batch body is hashed or streamed. */
-const PAGE_SCANS = 1000;
+/**
+ * Bytes of scans read from the buffer per page while a batch body is hashed or streamed (at most
+ * 1,000 scans). Below V8's large-object size, so a page's string and buffer die young and are
+ * collected by the cheap scavenger instead of piling up in the old generation until a full GC:
+ * with 2 MiB pages a 100 MiB batch took the gateway's peak RSS from 155 to 241 MiB (bench `sftp`).
+ */
+const PAGE_BYTES = 64 * 1024;
+const PAGE_MAX_SCANS = 1000;
 
 /** The suffix of a batch file while it is written; renamed away only once its size is right. */
 export const PART_SUFFIX = '.part';
@@ -16,12 +22,15 @@ export const PART_SUFFIX = '.part';
  * them), page by page from the buffer: never the whole body in memory. Between pages the event
  * loop is free, and the connection too (each page is one short statement).
  */
-export async function* batchBodyChunks(store: Pick<BufferStore, 'batchBodyPage'>, batchId: number): AsyncGenerator<Buffer> {
+export async function* batchBodyChunks(store: Pick<BufferStore, 'batchBodyPage' | 'batch'>, batchId: number): AsyncGenerator<Buffer> {
+  const batch = store.batch(batchId);
+  const average = batch && batch.scanCount > 0 ? batch.bytes / batch.scanCount : 256;
+  const pageScans = Math.max(1, Math.min(PAGE_MAX_SCANS, Math.floor(PAGE_BYTES / average)));
   let afterId = 0;
   let first = true;
   yield Buffer.from('[');
   for (;;) {
-    const page = store.batchBodyPage(batchId, afterId, PAGE_SCANS);
+    const page = store.batchBodyPage(batchId, afterId, pageScans);
     if (page.length === 0) break;
     const text = page.map((r) => r.body).join(',');
     yield Buffer.from(first ? text : `,${text}`);
@@ -33,7 +42,7 @@ export async function* batchBodyChunks(store: Pick<BufferStore, 'batchBodyPage'>
 }
 
 /** SHA-256 (hex) and byte length of a batch body, streamed from the buffer. */
-export async function hashBatchBody(store: Pick<BufferStore, 'batchBodyPage'>, batchId: number): Promise<{ sha256: string; bytes: number }> {
+export async function hashBatchBody(store: Pick<BufferStore, 'batchBodyPage' | 'batch'>, batchId: number): Promise<{ sha256: string; bytes: number }> {
   const hash = createHash('sha256');
   let bytes = 0;
   for await (const chunk of batchBodyChunks(store, batchId)) {
