@@ -311,6 +311,26 @@ export class BufferStore {
       .get(fileName, `%/${fileName.replace(/[\\%_]/g, (c) => `\\${c}`)}`) as BatchRow | undefined;
   }
 
+  /**
+   * The SFTP batch ended `transferred` (no word from the service yet) that holds every one of
+   * `references`, newest first; undefined when none does. Only such batches are searched (through
+   * their scans' batch index), so the cost grows with the transferred batches, not the buffer.
+   */
+  transferredBatchOfReferences(references: readonly string[]): BatchRow | undefined {
+    if (references.length === 0) return undefined;
+    const unique = [...new Set(references)];
+    const id = this.db
+      .prepare(
+        `SELECT b.id FROM batches b
+          WHERE b.route = 'sftp' AND b.state = 'done' AND b.upstream_state = 'transferred'
+            AND (SELECT count(*) FROM scans s WHERE s.batch_id = b.id AND s.reference IN (SELECT value FROM json_each(?))) = ?
+          ORDER BY b.id DESC LIMIT 1`,
+      )
+      .pluck()
+      .get(JSON.stringify(unique), unique.length) as number | undefined;
+    return id === undefined ? undefined : this.batch(id);
+  }
+
   batch(id: number): BatchRow | undefined {
     return this.db.prepare(`SELECT ${BATCH_COLUMNS} FROM batches WHERE id = ?`).get(id) as BatchRow | undefined;
   }

@@ -3,7 +3,7 @@ import type { Logger } from '../log.js';
 import type { BufferStore } from '../buffer/store.js';
 import { Batcher } from './batcher.js';
 import { Circuit, type CircuitState } from './circuit.js';
-import { StatusTracker, type StatusChecks } from './status-tracker.js';
+import { StatusTracker, type StatusChecks, type StatusRef } from './status-tracker.js';
 import type { DeliveryApi, ScanStatusLike } from './types.js';
 import { Uploader, type ErrorKind, type UploaderOptions, type UploaderSnapshot } from './uploader.js';
 
@@ -111,7 +111,7 @@ export class Deliverer {
    * by the status tracker, the one place that moves a batch to its terminal state. See
    * {@link StatusTracker.apply}.
    */
-  applyStatus(ref: number | { requestId: string } | { fileName: string }, status: ScanStatusLike): ReturnType<StatusTracker['apply']> {
+  applyStatus(ref: StatusRef, status: ScanStatusLike): ReturnType<StatusTracker['apply']> {
     return this.tracker.apply(ref, status);
   }
 

@@ -29,6 +29,12 @@ export interface StatusChecks {
   lastError?: { message: string; at: string; batchId: number; code?: string };
 }
 
+/**
+ * What a status answer is about: a batch id, its requestId, or (SFTP, issue 15) the name of its
+ * remote file, or the references of its scans (an event whose `failures` name them).
+ */
+export type StatusRef = number | { requestId: string } | { fileName: string } | { references: readonly string[] };
+
 /** The final state of an SFTP batch whose file is on the server, size verified (issue 15). */
 export const TRANSFERRED = 'transferred';
 
@@ -193,16 +199,21 @@ export class StatusTracker {
    * - anything else: the state is recorded and the next poll scheduled (`statusPollMs` × 1.5ⁿ,
    *   at most `statusPollMaxMs`).
    *
+   * An SFTP batch (named by its file name, or by the references of its scans) is handled by
+   * {@link applySftp}: `transferred` ends it, and a terminal answer later replaces `transferred`.
+   *
    * @returns what became of the batch; `ignored` when no uploaded batch has that id or requestId.
    */
-  apply(ref: number | { requestId: string } | { fileName: string }, status: ScanStatusLike): 'done' | 'resend' | 'waiting' | 'ignored' {
+  apply(ref: StatusRef, status: ScanStatusLike): 'done' | 'resend' | 'waiting' | 'ignored' {
     const { store } = this.options;
     const batch =
       typeof ref === 'number'
         ? store.batch(ref)
         : 'fileName' in ref
           ? store.batchByRemoteName(ref.fileName)
-          : store.batchesInState('uploaded').find((b) => b.requestId === ref.requestId);
+          : 'references' in ref
+            ? store.transferredBatchOfReferences(ref.references)
+            : store.batchesInState('uploaded').find((b) => b.requestId === ref.requestId);
     if (!batch) return 'ignored';
     if (batch.mode === 'sftp') return this.applySftp(batch, status);
     if (batch.state !== 'uploaded' || batch.requestId === null) return 'ignored';
