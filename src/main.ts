@@ -67,7 +67,7 @@ async function main(argv: string[]): Promise<number> {
       if (!sftp) throw new GatewayError(ErrorCodes.CONFIG, `${configPath}: upstream.sftp is not configured (host, hostKey, a key or password)`);
       const login = readSftpCredentials(loaded.config, io.env);
       return {
-        connector: sftpConnector({ sftp, clientId: loaded.config.upstream.clientId, privateKey: login.privateKey, password: login.password }),
+        connector: sftpConnector({ sftp, clientId: loaded.config.upstream.clientId, privateKey: login.privateKey, password: login.password, minBytesPerSec: loaded.config.upstream.minUploadBytesPerSec }),
         siteId: loaded.config.site.id,
         fileNameTemplate: sftp.fileName,
       };

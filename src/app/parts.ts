@@ -269,7 +269,7 @@ function sftpRoute(w: Wiring): { connector: SftpConnector; siteId: string; fileN
   if (!sftp) return undefined;
   const login = readSftpCredentials(w.config, w.deps.env ?? {});
   return {
-    connector: sftpConnector({ sftp, clientId: w.config.upstream.clientId, privateKey: login.privateKey, password: login.password }),
+    connector: sftpConnector({ sftp, clientId: w.config.upstream.clientId, privateKey: login.privateKey, password: login.password, minBytesPerSec: w.config.upstream.minUploadBytesPerSec }),
     siteId: w.config.site.id,
     fileNameTemplate: sftp.fileName,
   };

@@ -145,6 +145,14 @@ export async function sendFile(opts: {
   const { connector, logger, remotePath } = opts;
   const part = `${remotePath}${PART_SUFFIX}`;
   const session = await connector.connect();
+  // A bound on the whole transfer, as for an HTTP upload: a server that accepts bytes too slowly
+  // to ever finish is cut, and the next attempt starts from the server's state.
+  const deadlineMs = connector.deadlineMs(opts.bytes);
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    void session.close();
+  }, deadlineMs);
   try {
     const existing = await session.size(remotePath);
     if (existing !== undefined) {
@@ -174,10 +182,18 @@ export async function sendFile(opts: {
     await session.rename(part, remotePath);
     return 'sent';
   } catch (err) {
+    if (timedOut) {
+      throw new GatewayError(ErrorCodes.SFTP_NETWORK, `the transfer of ${opts.what} (${opts.bytes} bytes) did not finish within ${Math.round(deadlineMs / 1000)} s; cut, to be sent again`, {
+        cause: err,
+        retryable: true,
+        details: { remotePath, deadlineMs },
+      });
+    }
     // A full disk leaves a partial file: take it away now (the next attempt would, too).
     if (err instanceof GatewayError && err.code === ErrorCodes.SFTP_DISK_FULL) await session.remove(part).catch(() => undefined);
     throw err;
   } finally {
+    clearTimeout(timer);
     await session.close();
   }
 }

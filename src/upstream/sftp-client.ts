@@ -11,6 +11,11 @@ export interface SftpConnectOptions {
   clientId: string;
   privateKey?: string | undefined;
   password?: string | undefined;
+  /**
+   * Slowest transfer still allowed to finish, bytes/s (`upstream.minUploadBytesPerSec`): a
+   * transfer of n bytes gets `connectTimeoutMs` plus n at this rate, then it is cut. Default 32 KiB/s.
+   */
+  minBytesPerSec?: number;
 }
 
 /**
@@ -28,6 +33,7 @@ export interface SftpSession {
   write(path: string, body: Readable): Promise<void>;
   /** Names in a remote folder (for tests and the CLI's report). */
   list(dir: string): Promise<string[]>;
+  /** Ends the connection; an operation in flight fails. */
   close(): Promise<void>;
 }
 
@@ -36,6 +42,8 @@ export interface SftpConnector {
   /** The configured folder the batch files go to. */
   readonly remoteDir: string;
   connect(): Promise<SftpSession>;
+  /** Longest a whole transfer of `bytes` may take, in ms (see {@link SftpConnectOptions.minBytesPerSec}). */
+  deadlineMs(bytes: number): number;
 }
 
 /**
@@ -54,8 +62,10 @@ export function hostKeyFingerprint(keyBlob: Buffer): string {
 export function sftpConnector(options: SftpConnectOptions): SftpConnector {
   const { sftp } = options;
   const expected = sftp.hostKey.replace(/=+$/, '');
+  const minBytesPerSec = options.minBytesPerSec ?? 32 * 1024;
   return {
     remoteDir: sftp.remoteDir,
+    deadlineMs: (bytes) => sftp.connectTimeoutMs + Math.ceil((bytes / minBytesPerSec) * 1000),
     async connect(): Promise<SftpSession> {
       const client = new SftpClient('scan-gateway');
       let seenKey: string | undefined;
@@ -74,6 +84,9 @@ export function sftpConnector(options: SftpConnectOptions): SftpConnector {
           },
           // No retries inside the client: delivery's backoff decides when to try again.
           retries: 0,
+          // A server (or a path to it) gone silent is noticed within 30 s, not never.
+          keepaliveInterval: 10_000,
+          keepaliveCountMax: 3,
         });
       } catch (err) {
         await client.end().catch(() => undefined);

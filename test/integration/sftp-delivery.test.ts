@@ -6,6 +6,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
 import { deliverySchema, sftpSchema, type DeliveryConfig } from '../../src/config/schema.js';
 import { Deliverer } from '../../src/delivery/deliverer.js';
+import { remoteJoin, sendFile } from '../../src/delivery/sftp-transfer.js';
+import { Readable } from 'node:stream';
 import type { DeliveryApi } from '../../src/delivery/types.js';
 import { ErrorCodes, GatewayError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
@@ -206,6 +208,19 @@ describe.each([
     expect(store.batchesInState('held')).toEqual([]);
     expect(store.batchesInState('ready').length).toBe(1);
     expect(readdirSync(target.localDir).length).toBe(filesBefore);
+  });
+
+  it('cuts a transfer that overruns its deadline, with a retryable network error', async () => {
+    const connector = target.connector();
+    const slow: SftpConnector = { remoteDir: connector.remoteDir, connect: () => connector.connect(), deadlineMs: () => 1 };
+    const body = Buffer.alloc(4 * 1024 * 1024, 0x20);
+    const err = await sendFile({ connector: slow, logger: silentLogger(), remotePath: remoteJoin(connector.remoteDir, 'deadline.json'), bytes: body.length, body: () => Readable.from([body]), what: 'the test file' }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect((err as GatewayError).code).toBe(ErrorCodes.SFTP_NETWORK);
+    expect((err as GatewayError).message).toContain('did not finish within');
+    expect(readdirSync(target.localDir)).not.toContain('deadline.json');
   });
 
   it('holds the batches with the reason when the server refuses to write (read-only folder)', async () => {
