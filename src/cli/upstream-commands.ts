@@ -95,7 +95,7 @@ export function registerUpstreamCommands(program: Command, deps: UpstreamCommand
     .option('--timeout <seconds>', 'how long to follow the status before giving up', '300')
     .addHelpText(
       'after',
-      `\nExamples:\n  scan-gateway upload scans.json --config config/demo.yaml\n  scan-gateway upload scans.json --route sftp --config config/demo.yaml\n\nExits 1 when the batch ends Failed or HasFailures, or is not finished within --timeout. With --route sftp the file is written (as NAME.part, size checked, renamed) and the command ends: the contract gives no status of a file transfer.${EXIT_HELP}`,
+      `\nExample:\n  scan-gateway upload scans.json --config config/demo.yaml\n  scan-gateway upload scans.json --route sftp --config config/demo.yaml\n\nExits 1 when the batch ends Failed or HasFailures, or is not finished within --timeout. With --route sftp the file is written (as NAME.part, size checked, renamed) and the command ends: the contract gives no status of a file transfer.${EXIT_HELP}`,
     )
     .action(async (file: string, opts: CommonOptions & { presigned?: boolean; route?: string; timeout: string }) => {
       const timeoutMs = Number(opts.timeout) * 1000;
