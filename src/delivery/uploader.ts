@@ -65,6 +65,8 @@ type PresignedOutcome = { requestId: string; uploadedAt?: number } | { waitForSt
  * - `presigned` with a PUT started (`put_started_at`): the status endpoint is asked first. A known
  *   requestId is not sent again; an unknown one is given `notFoundGraceMs` from the PUT, then sent
  *   again: to the same address while it is valid and unused, else to a new one.
+ * - `uploading` of an SFTP batch (its `.part` was being written): back to `ready`; the transfer
+ *   asks the server first (sftp-transfer.ts), so nothing is counted as a possible duplicate.
  *
  * It only writes batches in states `ready`, `presigned` and `uploading` (and moves them to
  * `uploaded` or `held`); `uploaded` ones belong to the status tracker.
