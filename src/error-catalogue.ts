@@ -75,6 +75,41 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
     whatToDo: '408/429/5xx are retried; other 4xx hold the batch (see failures)',
   },
   {
+    code: ErrorCodes.SFTP_NETWORK,
+    meaning: 'the SFTP server (`upstream.sftp.host`) could not be reached, or the connection broke during a transfer',
+    whatToDo: 'check the network and that the firewall lets SSH (port `upstream.sftp.port`) out; delivery retries by itself, and a half-written `.part` file is removed and written again',
+  },
+  {
+    code: ErrorCodes.SFTP_HOST_KEY,
+    meaning: 'the SFTP server showed a host key whose SHA256 fingerprint is not `upstream.sftp.hostKey`; nothing was sent (no trust on first use)',
+    whatToDo: 'ask the service operator for the server\'s fingerprint (`ssh-keygen -lf` of its public host key) and compare; set `upstream.sftp.hostKey` only to a fingerprint confirmed out of band',
+  },
+  {
+    code: ErrorCodes.SFTP_AUTH,
+    meaning: 'the SFTP server refused the gateway\'s user name, key or password',
+    whatToDo: 'check `upstream.sftp.username`, `upstream.sftp.privateKeyFile` (or the password in SCAN_GATEWAY_SFTP_PASSWORD / `upstream.sftp.passwordFile`) with the service operator; delivery retries',
+  },
+  {
+    code: ErrorCodes.SFTP_PERMISSION,
+    meaning: 'the SFTP server refused to write or rename a file in `upstream.sftp.remoteDir` (permission denied); the batch is held with the reason',
+    whatToDo: 'ask the service operator to let the gateway\'s user write to the folder, or correct `upstream.sftp.remoteDir`; then `scan-gateway replay --batch N`',
+  },
+  {
+    code: ErrorCodes.SFTP_DISK_FULL,
+    meaning: 'the SFTP server reported its disk or quota full; the partial file was removed',
+    whatToDo: 'tell the service operator; delivery retries with backoff and scans wait in the buffer',
+  },
+  {
+    code: ErrorCodes.SFTP_CONFLICT,
+    meaning: 'the remote file named for a batch already exists with a different size: someone else wrote it; it is never overwritten and the batch is held',
+    whatToDo: 'compare the remote file with the batch (`scan-gateway failures --batch N`); check that no two gateways share `site.id` and `upstream.sftp.remoteDir`',
+  },
+  {
+    code: ErrorCodes.SFTP,
+    meaning: 'another SFTP failure: an unexpected server status, or a written file whose size did not match',
+    whatToDo: 'delivery retries; if it persists, report it with the log line to the service operator',
+  },
+  {
     code: ErrorCodes.UPSTREAM_AUTH,
     meaning: 'the token request was refused, or a 401 persisted after a fresh token',
     whatToDo: 'check `upstream.clientId` and the secret',

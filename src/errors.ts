@@ -68,6 +68,20 @@ export const ErrorCodes = {
   EVENTS_AUTH: 'SCANGW_E_EVENTS_AUTH',
   /** Status events: the status topic does not exist, or the client may not read or describe it. Polling takes over. */
   EVENTS_TOPIC: 'SCANGW_E_EVENTS_TOPIC',
+  /** The SFTP server could not be reached, or the connection broke during a transfer (issue 15). Retryable. */
+  SFTP_NETWORK: 'SCANGW_E_SFTP_NETWORK',
+  /** The SFTP server's host key is not the configured `upstream.sftp.hostKey`: nothing was sent. Retried, never trusted. */
+  SFTP_HOST_KEY: 'SCANGW_E_SFTP_HOST_KEY',
+  /** The SFTP server refused the gateway's user name, key or password. Retried (credentials get fixed). */
+  SFTP_AUTH: 'SCANGW_E_SFTP_AUTH',
+  /** The SFTP server refused to write, rename or list in the remote folder (permission denied): the batch is held. */
+  SFTP_PERMISSION: 'SCANGW_E_SFTP_PERMISSION',
+  /** The SFTP server's disk or quota is full; the partial file is removed. Retryable. */
+  SFTP_DISK_FULL: 'SCANGW_E_SFTP_DISK_FULL',
+  /** The remote file of a batch is there with other content (size) than the batch: held, never overwritten. */
+  SFTP_CONFLICT: 'SCANGW_E_SFTP_CONFLICT',
+  /** Any other SFTP failure (an unexpected status, a size that did not match after writing). Retryable. */
+  SFTP: 'SCANGW_E_SFTP',
   /** An invariant that cannot fail did (a bug, or a broken installation). */
   INTERNAL: 'SCANGW_E_INTERNAL',
 } as const;

@@ -9,7 +9,9 @@ import { registerReplayCommand } from './cli/replay-command.js';
 import { registerTryCommand } from './cli/try-command.js';
 import { registerUpstreamCommands } from './cli/upstream-commands.js';
 import { loadConfig } from './config/load.js';
-import { isBufferUnopenable, isGatewayError, ErrorCodes } from './errors.js';
+import { isBufferUnopenable, isGatewayError, ErrorCodes, GatewayError } from './errors.js';
+import { readSftpCredentials } from './config/secrets.js';
+import { sftpConnector } from './upstream/sftp-client.js';
 import { createLogger } from './log.js';
 import { VERSION } from './paths.js';
 import { UpstreamClient, clientOptionsFromConfig } from './upstream/client.js';
@@ -57,6 +59,18 @@ async function main(argv: string[]): Promise<number> {
     resolveClient: async (configPath: string) => {
       const loaded = loadConfig(configPath, { baseDir: io.cwd, env: io.env });
       return new UpstreamClient(clientOptionsFromConfig(loaded.config.upstream, loaded));
+    },
+    resolveSftp: async (configPath: string) => {
+      // The OAuth client secret is not needed to write a file by SFTP.
+      const loaded = loadConfig(configPath, { baseDir: io.cwd, env: io.env, skipSecret: true });
+      const sftp = loaded.config.upstream.sftp;
+      if (!sftp) throw new GatewayError(ErrorCodes.CONFIG, `${configPath}: upstream.sftp is not configured (host, hostKey, a key or password)`);
+      const login = readSftpCredentials(loaded.config, io.env);
+      return {
+        connector: sftpConnector({ sftp, clientId: loaded.config.upstream.clientId, privateKey: login.privateKey, password: login.password, minBytesPerSec: loaded.config.upstream.minUploadBytesPerSec }),
+        siteId: loaded.config.site.id,
+        fileNameTemplate: sftp.fileName,
+      };
     },
   });
   try {

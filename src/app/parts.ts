@@ -28,6 +28,8 @@ import { Mapper } from '../mapping/mapper.js';
 import { ProductCheck } from '../mapping/product-check.js';
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
 import { UpstreamClient, clientOptionsFromConfig } from '../upstream/client.js';
+import { sftpConnector, type SftpConnector } from '../upstream/sftp-client.js';
+import { readSftpCredentials } from '../config/secrets.js';
 
 /**
  * The gateway's parts as {@link Component}s, one small builder each, and what they share
@@ -286,10 +288,26 @@ export function buildIntake(w: Wiring): Component {
   };
 }
 
+/**
+ * The SFTP route of delivery (issue 15) when `upstream.sftp` is configured: the login is read now
+ * (config/secrets.ts), so a missing key or password stops the start with `SCANGW_E_SECRET`.
+ */
+function sftpRoute(w: Wiring): { connector: SftpConnector; siteId: string; fileNameTemplate: string } | undefined {
+  const sftp = w.config.upstream.sftp;
+  if (!sftp) return undefined;
+  const login = readSftpCredentials(w.config, w.deps.env ?? {});
+  return {
+    connector: sftpConnector({ sftp, clientId: w.config.upstream.clientId, privateKey: login.privateKey, password: login.password, minBytesPerSec: w.config.upstream.minUploadBytesPerSec }),
+    siteId: w.config.site.id,
+    fileNameTemplate: sftp.fileName,
+  };
+}
+
 export function buildDelivery(w: Wiring): Component {
   return {
     name: 'delivery',
     async start() {
+      const sftp = sftpRoute(w);
       w.deliverer = new Deliverer({
         store: w.store!,
         api: instrumentDeliveryApi(w.api!, w.metrics),
@@ -300,6 +318,7 @@ export function buildDelivery(w: Wiring): Component {
         // Status events start after delivery: until then (and when off) polling keeps its normal pace.
         pollPace: () => w.statusEvents?.pace() ?? { events: false, safetyPollMs: 0 },
         onUploaded: () => w.statusEvents?.batchUploaded(),
+        ...(sftp ? { sftp } : {}),
       });
       w.deliverer.start();
     },

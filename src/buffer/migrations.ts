@@ -253,4 +253,40 @@ export const MIGRATIONS: readonly string[] = [
   ) WITHOUT ROWID;
   CREATE INDEX batches_request_id ON batches (request_id) WHERE request_id IS NOT NULL;
   `,
+
+  // Issue 15: SFTP delivery (contract §4.7). The `mode` column's CHECK cannot be widened without
+  // rebuilding the table, so an SFTP batch keeps `mode = 'presigned'` (a large-batch route, no POST)
+  // and `route = 'sftp'` says which; readers see `coalesce(route, mode)` (rows.ts BATCH_COLUMNS) and
+  // the batch counts are rebuilt on that. `remote_path` is the batch's fixed remote file name
+  // (so a batch exists on the server at most once) and `sha256` its body's hash, kept for audit.
+  `
+  ALTER TABLE batches ADD COLUMN route TEXT CHECK (route IS NULL OR route = 'sftp');
+  ALTER TABLE batches ADD COLUMN remote_path TEXT;
+  ALTER TABLE batches ADD COLUMN sha256 TEXT;
+  CREATE INDEX batches_remote_path ON batches (remote_path) WHERE remote_path IS NOT NULL;
+
+  DROP TRIGGER batches_counts_insert;
+  DROP TRIGGER batches_counts_update;
+  DROP TRIGGER batches_counts_delete;
+  CREATE TRIGGER batches_counts_insert AFTER INSERT ON batches
+  BEGIN
+    INSERT INTO batch_counts (mode, label, batches)
+      VALUES (coalesce(NEW.route, NEW.mode), CASE WHEN NEW.state = 'done' THEN coalesce(NEW.upstream_state, 'done') ELSE NEW.state END, 1)
+      ON CONFLICT (mode, label) DO UPDATE SET batches = batches + 1;
+  END;
+  CREATE TRIGGER batches_counts_update AFTER UPDATE OF mode, route, state, upstream_state ON batches
+    WHEN OLD.mode IS NOT NEW.mode OR OLD.route IS NOT NEW.route OR OLD.state IS NOT NEW.state OR (NEW.state = 'done' AND OLD.upstream_state IS NOT NEW.upstream_state)
+  BEGIN
+    UPDATE batch_counts SET batches = batches - 1
+      WHERE mode = coalesce(OLD.route, OLD.mode) AND label = CASE WHEN OLD.state = 'done' THEN coalesce(OLD.upstream_state, 'done') ELSE OLD.state END;
+    INSERT INTO batch_counts (mode, label, batches)
+      VALUES (coalesce(NEW.route, NEW.mode), CASE WHEN NEW.state = 'done' THEN coalesce(NEW.upstream_state, 'done') ELSE NEW.state END, 1)
+      ON CONFLICT (mode, label) DO UPDATE SET batches = batches + 1;
+  END;
+  CREATE TRIGGER batches_counts_delete AFTER DELETE ON batches
+  BEGIN
+    UPDATE batch_counts SET batches = batches - 1
+      WHERE mode = coalesce(OLD.route, OLD.mode) AND label = CASE WHEN OLD.state = 'done' THEN coalesce(OLD.upstream_state, 'done') ELSE OLD.state END;
+  END;
+  `,
 ];

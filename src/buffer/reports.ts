@@ -88,7 +88,7 @@ function queueReport(db: Database.Database, nowMs: number): QueueReport {
   const byAge = AGE_BANDS.map((b, i) => ({ ...b, scans: bandCounts.find((c) => c.band === i)?.n ?? 0 }));
   const batches = db
     .prepare(
-      `SELECT id, mode, state, scan_count AS scans, bytes, request_id AS requestId, attempts, last_error AS lastError,
+      `SELECT id, coalesce(route, mode) AS mode, state, scan_count AS scans, bytes, request_id AS requestId, attempts, last_error AS lastError,
               created_at AS createdAt, next_attempt_at AS nextAttemptAt
          FROM batches WHERE state <> 'done' ORDER BY id`,
     )

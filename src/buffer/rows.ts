@@ -54,7 +54,8 @@ export interface CommittedMessage {
   payloadSha256: Buffer;
 }
 
-export type BatchMode = 'direct' | 'presigned';
+/** How a batch goes: POST (§4.3), pre-signed PUT (§4.4–4.5), or SFTP file transfer (§4.7, issue 15). */
+export type BatchMode = 'direct' | 'presigned' | 'sftp';
 export type BatchState = 'ready' | 'uploading' | 'presigned' | 'uploaded' | 'done' | 'held';
 
 /** A batch row (see migrations.ts), in camelCase. */
@@ -82,6 +83,10 @@ export interface BatchRow {
   processed: number | null;
   failed: number | null;
   polls: number;
+  /** SFTP: the batch's remote file (folder and fixed name), set before its first transfer. */
+  remotePath: string | null;
+  /** SFTP: SHA-256 (hex) of the batch body, kept for audit. */
+  sha256: string | null;
 }
 
 /** Scans not yet delivered, kept exact by triggers (migration 2). Bytes are the scans' JSON bytes. */
@@ -94,11 +99,11 @@ export interface BufferTotals {
   undeliveredBytes: number;
 }
 
-export const BATCH_COLUMNS = `id, mode, state, scan_count AS scanCount, bytes, request_id AS requestId,
+export const BATCH_COLUMNS = `id, coalesce(route, mode) AS mode, state, scan_count AS scanCount, bytes, request_id AS requestId,
   presigned_url AS presignedUrl, presigned_expires_at AS presignedExpiresAt, put_started_at AS putStartedAt,
   attempts, next_attempt_at AS nextAttemptAt, last_error AS lastError, possible_duplicate AS possibleDuplicate,
   created_at AS createdAt, uploaded_at AS uploadedAt, finished_at AS finishedAt,
-  upstream_state AS upstreamState, description, processed, failed, polls`;
+  upstream_state AS upstreamState, description, processed, failed, polls, remote_path AS remotePath, sha256`;
 
 /** A pending scan as the batcher packs it: its id, reference and serialized bytes. */
 export interface PendingScanRow {

@@ -269,9 +269,10 @@ export class BufferStore {
         for (const o of opts.hold) hold.run(o.reason, o.id);
       }
       if (opts.scanIds.length === 0) return undefined;
+      // An SFTP batch is stored as mode 'presigned' with route 'sftp' (see the migration of issue 15).
       const info = this.db
-        .prepare(`INSERT INTO batches (mode, state, scan_count, bytes, created_at) VALUES (?, 'ready', ?, ?, ?)`)
-        .run(opts.mode, opts.scanIds.length, opts.bytes, opts.nowIso);
+        .prepare(`INSERT INTO batches (mode, route, state, scan_count, bytes, created_at) VALUES (?, ?, 'ready', ?, ?, ?)`)
+        .run(opts.mode === 'sftp' ? 'presigned' : opts.mode, opts.mode === 'sftp' ? 'sftp' : null, opts.scanIds.length, opts.bytes, opts.nowIso);
       const batchId = Number(info.lastInsertRowid);
       // One set-based statement: per-row updates were most of the drain's CPU.
       this.db.prepare(`UPDATE scans SET state = 'batched', batch_id = ? WHERE id IN (SELECT value FROM json_each(?))`).run(batchId, JSON.stringify(opts.scanIds));
@@ -291,6 +292,43 @@ export class BufferStore {
   batchBody(batchId: number): string {
     const bodies = this.db.prepare(`SELECT body FROM scans WHERE batch_id = ? ORDER BY id`).pluck().all(batchId) as string[];
     return `[${bodies.join(',')}]`;
+  }
+
+  /**
+   * One page of a batch's body, for streaming it without building it whole (SFTP, issue 15): the
+   * stored JSON of at most `limit` of its scans with an id above `afterId`, in id order. Each call
+   * is a short statement of its own, so the connection is free for intake between pages.
+   */
+  batchBodyPage(batchId: number, afterId: number, limit: number): { id: number; body: string }[] {
+    return this.db.prepare(`SELECT id, body FROM scans WHERE batch_id = ? AND id > ? ORDER BY id LIMIT ?`).all(batchId, afterId, limit) as { id: number; body: string }[];
+  }
+
+  /** The SFTP batch whose remote file has the name `fileName` (the last part of its `remotePath`). */
+  batchByRemoteName(fileName: string): BatchRow | undefined {
+    if (fileName.includes('/')) return undefined;
+    return this.db
+      .prepare(`SELECT ${BATCH_COLUMNS} FROM batches WHERE remote_path IS NOT NULL AND (remote_path = ? OR remote_path LIKE ? ESCAPE '\\') ORDER BY id DESC LIMIT 1`)
+      .get(fileName, `%/${fileName.replace(/[\\%_]/g, (c) => `\\${c}`)}`) as BatchRow | undefined;
+  }
+
+  /**
+   * The SFTP batch ended `transferred` (no word from the service yet) that holds every one of
+   * `references`, newest first; undefined when none does. Only such batches are searched (through
+   * their scans' batch index), so the cost grows with the transferred batches, not the buffer.
+   */
+  transferredBatchOfReferences(references: readonly string[]): BatchRow | undefined {
+    if (references.length === 0) return undefined;
+    const unique = [...new Set(references)];
+    const id = this.db
+      .prepare(
+        `SELECT b.id FROM batches b
+          WHERE b.route = 'sftp' AND b.state = 'done' AND b.upstream_state = 'transferred'
+            AND (SELECT count(*) FROM scans s WHERE s.batch_id = b.id AND s.reference IN (SELECT value FROM json_each(?))) = ?
+          ORDER BY b.id DESC LIMIT 1`,
+      )
+      .pluck()
+      .get(JSON.stringify(unique), unique.length) as number | undefined;
+    return id === undefined ? undefined : this.batch(id);
   }
 
   batch(id: number): BatchRow | undefined {

@@ -34,13 +34,15 @@ export function registerSandboxCommand(program: Command, io: SandboxCommandIo): 
     .option('--port <port>', 'port to listen on (0 = any free port)', '8090')
     .option('--kafka-port <port>', 'port of the Kafka endpoint (status events over SASL_SSL; 0 = any free port; default 9093, or any with --port 0)')
     .option('-c, --config <file>', 'sandbox configuration (clients, timings, faults); see docs/upstream.md')
+    .option('--sftp-port <port>', 'also run the SFTP endpoint on this port (0 = any free port; contract §4.7, docs/delivery.md)')
+    .option('--sftp-root <dir>', 'folder the SFTP endpoint keeps the files in (default a new temporary folder)')
     .addHelpText(
       'after',
       '\nExample:\n  scan-gateway sandbox --port 8090\n  curl -s -X PUT localhost:8090/_sandbox/faults -H "content-type: application/json" -d \'{"errorRate":0.2}\'\n' +
         '\nWithout --config the sandbox knows one client, demo-client, whose secret is config/demo-client-secret.' +
         '\nExit codes: 0 stopped by a signal, 1 cannot listen, 2 bad option or configuration.',
     )
-    .action(async (opts: { host: string; port: string; kafkaPort?: string; config?: string }) => {
+    .action(async (opts: { host: string; port: string; kafkaPort?: string; config?: string; sftpPort?: string; sftpRoot?: string }) => {
       const port = Number(opts.port);
       if (!Number.isInteger(port) || port < 0 || port > 65_535) {
         io.stderr.write(`scan-gateway sandbox: --port must be a number from 0 to 65535, got "${opts.port}"\n`);
@@ -49,6 +51,11 @@ export function registerSandboxCommand(program: Command, io: SandboxCommandIo): 
       const kafkaPort = opts.kafkaPort === undefined ? undefined : Number(opts.kafkaPort);
       if (kafkaPort !== undefined && (!Number.isInteger(kafkaPort) || kafkaPort < 0 || kafkaPort > 65_535)) {
         io.stderr.write(`scan-gateway sandbox: --kafka-port must be a number from 0 to 65535, got "${opts.kafkaPort}"\n`);
+        throw new CommandExit(ExitCodes.USAGE);
+      }
+      const sftpPort = opts.sftpPort === undefined ? undefined : Number(opts.sftpPort);
+      if (sftpPort !== undefined && (!Number.isInteger(sftpPort) || sftpPort < 0 || sftpPort > 65_535)) {
+        io.stderr.write(`scan-gateway sandbox: --sftp-port must be a number from 0 to 65535, got "${opts.sftpPort}"\n`);
         throw new CommandExit(ExitCodes.USAGE);
       }
       let fromFile: SandboxOptions = {};
@@ -64,7 +71,8 @@ export function registerSandboxCommand(program: Command, io: SandboxCommandIo): 
       try {
         // --kafka-port wins over the file's kafka.port.
         const kafka = { ...(fromFile.kafka === false ? {} : fromFile.kafka), ...(kafkaPort !== undefined ? { port: kafkaPort } : {}) };
-        sandbox = await startSandbox({ ...fromFile, kafka, host: opts.host, port, logger: io.logger });
+        const sftp = sftpPort === undefined ? {} : { sftp: { port: sftpPort, ...(opts.sftpRoot ? { root: resolve(io.cwd ?? '.', opts.sftpRoot) } : {}) } };
+        sandbox = await startSandbox({ ...fromFile, kafka, host: opts.host, port, logger: io.logger, ...sftp });
       } catch (err) {
         const usage = isGatewayError(err, ErrorCodes.SECRET) || isGatewayError(err, ErrorCodes.CONFIG);
         io.stderr.write(`scan-gateway sandbox: cannot start on ${opts.host}:${port}: ${(err as Error).message}\n`);
@@ -78,6 +86,11 @@ export function registerSandboxCommand(program: Command, io: SandboxCommandIo): 
         io.stdout.write(`  status events: Kafka at ${kafkaInfo.bootstrapServers} (SASL_SSL, SCRAM-SHA-512, topic ${kafkaInfo.topic}; CA at ${sandbox.url}/_sandbox/kafka)\n`);
       }
       io.stdout.write(`  controls: ${sandbox.url}/_sandbox/faults, /_sandbox/scans, /_sandbox/requests, /_sandbox/kafka\n`);
+      if (sandbox.sftp) {
+        const s = sandbox.sftp;
+        io.stdout.write(`SFTP endpoint on ${s.host}:${s.port}, host key ${s.hostKey} (upstream.sftp.hostKey); user = client id, password = its secret\n`);
+        io.stdout.write(`  files of a client in ${s.folderOf('<clientId>')}\n`);
+      }
 
       const closed = new Promise<void>((resolve) => sandbox.app.server.once('close', () => resolve()));
       const stop = new Promise<void>((resolve) => {

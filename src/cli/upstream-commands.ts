@@ -1,4 +1,6 @@
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { Readable } from 'node:stream';
 import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
@@ -7,6 +9,9 @@ import type { UpstreamClient } from '../upstream/client.js';
 import { MAX_DIRECT_BODY_BYTES, describeIssues, isTerminalState, scanBatchSchema, type ScanStatus } from '../contract/contract.js';
 import { CommandExit, ExitCodes } from './exit.js';
 import { formatBytes, formatProducts, formatStatus } from '../upstream/format.js';
+import type { SftpConnector } from '../upstream/sftp-client.js';
+import { batchFileName, remoteJoin, sendFile } from '../delivery/sftp-transfer.js';
+import { silentLogger } from '../log.js';
 
 /** What the upstream commands need from the process edge. */
 export interface UpstreamCommandDeps {
@@ -18,6 +23,11 @@ export interface UpstreamCommandDeps {
   cwd?: string;
   /** First status poll interval of `upload`, in ms (doubles up to 5 s). Default 250. */
   pollIntervalMs?: number;
+  /**
+   * The SFTP route of a configuration file (`upload --route sftp`, issue 15); throws `CONFIG` when
+   * `upstream.sftp` is missing, `SECRET` when its login cannot be read.
+   */
+  resolveSftp?(configPath: string): Promise<{ connector: SftpConnector; siteId: string; fileNameTemplate: string }>;
 }
 
 const DEFAULT_CONFIG = '/etc/scan-gateway/config.yaml';
@@ -78,21 +88,28 @@ export function registerUpstreamCommands(program: Command, deps: UpstreamCommand
       });
     });
 
-  withCommon(program.command('upload').description('upload a JSON array of scans (direct below 5.8 MiB, else pre-signed) and follow its status'))
+  withCommon(program.command('upload').description('upload a JSON array of scans (direct below 5.8 MiB, else pre-signed; or by SFTP) and follow its status'))
     .argument('<file>', 'JSON file holding an array of scans (contract §2.5)')
     .option('--presigned', 'use the pre-signed upload whatever the size')
+    .option('--route <route>', 'direct, presigned or sftp (upstream.sftp; contract §4.7); default: direct below 5.8 MiB, else presigned')
     .option('--timeout <seconds>', 'how long to follow the status before giving up', '300')
     .addHelpText(
       'after',
-      `\nExample:\n  scan-gateway upload scans.json --config config/demo.yaml\n\nExits 1 when the batch ends Failed or HasFailures, or is not finished within --timeout.${EXIT_HELP}`,
+      `\nExample:\n  scan-gateway upload scans.json --config config/demo.yaml\n  scan-gateway upload scans.json --route sftp --config config/demo.yaml\n\nExits 1 when the batch ends Failed or HasFailures, or is not finished within --timeout. With --route sftp the file is written (as NAME.part, size checked, renamed) and the command ends: the contract gives no status of a file transfer.${EXIT_HELP}`,
     )
-    .action(async (file: string, opts: CommonOptions & { presigned?: boolean; timeout: string }) => {
+    .action(async (file: string, opts: CommonOptions & { presigned?: boolean; route?: string; timeout: string }) => {
       const timeoutMs = Number(opts.timeout) * 1000;
       if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) fail(deps, 'upload', `--timeout must be a positive number, got "${opts.timeout}"`, ExitCodes.USAGE);
+      if (opts.route !== undefined && !['direct', 'presigned', 'sftp'].includes(opts.route)) fail(deps, 'upload', `--route must be direct, presigned or sftp, got "${opts.route}"`, ExitCodes.USAGE);
+      if (opts.presigned && opts.route !== undefined && opts.route !== 'presigned') fail(deps, 'upload', `--presigned and --route ${opts.route} contradict each other`, ExitCodes.USAGE);
       const body = readScanFile(deps, resolve(deps.cwd ?? '.', file));
+      if (opts.route === 'sftp') {
+        await uploadSftp(deps, opts, body);
+        return;
+      }
       await run(deps, 'upload', opts, async (client) => {
         const bytes = Buffer.byteLength(body.text, 'utf8');
-        const via = opts.presigned || bytes > MAX_DIRECT_BODY_BYTES ? 'presigned' : 'direct';
+        const via = opts.route === 'presigned' || opts.presigned || (opts.route !== 'direct' && bytes > MAX_DIRECT_BODY_BYTES) ? 'presigned' : 'direct';
         const human = (line: string) => {
           if (!opts.json) deps.stdout.write(line);
         };
@@ -116,6 +133,40 @@ export function registerUpstreamCommands(program: Command, deps: UpstreamCommand
         return status.state === 'Success' ? ExitCodes.OK : ExitCodes.FAILED;
       });
     });
+}
+
+/**
+ * `upload --route sftp`: the crash-safe steps of delivery (src/delivery/sftp-transfer.ts) for one
+ * file. Its name is the configured template with `{batchId}` = `cli`, so the same content sent
+ * twice is found on the server the second time and not written again.
+ */
+async function uploadSftp(deps: UpstreamCommandDeps, opts: CommonOptions, body: { text: string; count: number }): Promise<void> {
+  if (!deps.resolveSftp) fail(deps, 'upload', 'the SFTP route is not available here', ExitCodes.USAGE);
+  let route: Awaited<ReturnType<NonNullable<UpstreamCommandDeps['resolveSftp']>>>;
+  try {
+    route = await deps.resolveSftp(opts.config);
+  } catch (err) {
+    fail(deps, 'upload', (err as Error).message, exitCodeOf(err));
+  }
+  const data = Buffer.from(body.text, 'utf8');
+  const sha256 = createHash('sha256').update(data).digest('hex');
+  const remotePath = remoteJoin(route.connector.remoteDir, batchFileName(route.fileNameTemplate, { siteId: route.siteId, batchId: 'cli', sha256 }));
+  if (!opts.json) deps.stdout.write(`Transferring ${body.count} scans (${formatBytes(data.length)}) by SFTP to ${remotePath}\n`);
+  let outcome: string;
+  try {
+    outcome = await sendFile({ connector: route.connector, logger: silentLogger(), remotePath, bytes: data.length, body: () => Readable.from([data]), what: 'the file' });
+  } catch (err) {
+    fail(deps, 'upload', (err as Error).message, exitCodeOf(err));
+  }
+  if (opts.json) {
+    deps.stdout.write(`${JSON.stringify({ route: 'sftp', remotePath, sha256, scans: body.count, bytes: data.length, outcome, state: 'transferred' })}\n`);
+  } else {
+    deps.stdout.write(
+      outcome === 'found'
+        ? `Already on the server (same name and size): not sent again\n`
+        : `Transferred: ${remotePath} (sha256 ${sha256}); size verified on the server\n`,
+    );
+  }
 }
 
 function withCommon(command: Command): Command {
@@ -200,6 +251,9 @@ export function exitCodeOf(err: unknown): number {
       return ExitCodes.USAGE;
     case ErrorCodes.UPSTREAM_NETWORK:
     case ErrorCodes.UPSTREAM_AUTH:
+    case ErrorCodes.SFTP_NETWORK:
+    case ErrorCodes.SFTP_AUTH:
+    case ErrorCodes.SFTP_HOST_KEY:
       return ExitCodes.UNREACHABLE;
     case ErrorCodes.UPSTREAM_HTTP:
       // 408, 429 and 5xx: the service is not answering usefully right now.

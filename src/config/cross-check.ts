@@ -21,6 +21,13 @@ export function crossCheck(value: unknown, ctx: z.RefinementCtx): void {
   const lookups = asRecord(cfg.lookups) ?? {};
   const lookupNames = Object.keys(lookups);
 
+  // Issue 15: a route that sends by SFTP needs the server.
+  const delivery = asRecord(cfg.delivery);
+  const usesSftp = delivery?.mode === 'sftp' || (delivery?.mode === 'auto' && delivery.largeBatchRoute === 'sftp');
+  if (usesSftp && asRecord(cfg.upstream) && asRecord(asRecord(cfg.upstream)!.sftp) === undefined) {
+    add(['upstream', 'sftp'], `is required by delivery.${delivery?.mode === 'sftp' ? 'mode sftp' : 'largeBatchRoute sftp'}: host, hostKey (the server's SHA256 fingerprint) and a key or password`);
+  }
+
   asArray(cfg.inputs).forEach((input, i) => {
     const dcp = asRecord(input)?.dcp;
     if (typeof dcp === 'string' && dcpKeys.length > 0 && !dcpKeys.includes(dcp)) {

@@ -371,6 +371,15 @@ function resolvePaths(config: GatewayConfig, baseDir: string): GatewayConfig {
       ...(config.upstream.caFile ? { caFile: abs(config.upstream.caFile) } : {}),
       ...(config.upstream.proxyCredentialsFile ? { proxyCredentialsFile: abs(config.upstream.proxyCredentialsFile) } : {}),
       statusEvents: { ...config.upstream.statusEvents, ...(config.upstream.statusEvents.caFile ? { caFile: abs(config.upstream.statusEvents.caFile) } : {}) },
+      ...(config.upstream.sftp
+        ? {
+            sftp: {
+              ...config.upstream.sftp,
+              ...(config.upstream.sftp.privateKeyFile ? { privateKeyFile: abs(config.upstream.sftp.privateKeyFile) } : {}),
+              ...(config.upstream.sftp.passwordFile ? { passwordFile: abs(config.upstream.sftp.passwordFile) } : {}),
+            },
+          }
+        : {}),
     },
     buffer: { ...config.buffer, path: config.buffer.path === ':memory:' ? ':memory:' : abs(config.buffer.path) },
     http: { ...config.http, ...(config.http.adminTokenFile ? { adminTokenFile: abs(config.http.adminTokenFile) } : {}) },

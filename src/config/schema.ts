@@ -90,6 +90,40 @@ export function statusEventTopic(upstream: { clientId: string; statusEvents: Pic
   return e.topic ?? `${e.environment}-${e.clientInternalName ?? upstream.clientId}-status-event`;
 }
 
+/**
+ * The SFTP route (issue 15). The contract shows no SFTP details (§4.7): folder, file name and what
+ * the service does with a file are assumptions to confirm with the service operator (docs/delivery.md).
+ */
+export const sftpSchema = z
+  .object({
+    host: z.string().min(1).describe('Host name or address of the SFTP server.'),
+    port: z.number().int().min(1).max(65535).default(22).describe('TCP port of the SFTP server.'),
+    username: z.string().min(1).optional().describe('SSH user name; default upstream.clientId.'),
+    privateKeyFile: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        'File holding the SSH private key (OpenSSH or PEM format, unencrypted). Without it, a password is used: the environment variable SCAN_GATEWAY_SFTP_PASSWORD, a systemd credential named sftp-password, or passwordFile. Never in this file.',
+      ),
+    passwordFile: z.string().min(1).optional().describe('File holding the SSH password, when no privateKeyFile is given (see privateKeyFile for the alternatives).'),
+    hostKey: z
+      .string()
+      .regex(/^SHA256:[A-Za-z0-9+/]{43}=?$/, 'must be the SHA256 fingerprint as `ssh-keygen -lf` prints it, e.g. SHA256:nThbg6kXUpJWGl7E1IGOCspRomTxdCARLviKw6E5SY8')
+      .describe('The server\'s host key fingerprint as `ssh-keygen -lf` prints it (SHA256:…). Required: a server showing another key is refused (no trust on first use).'),
+    remoteDir: z.string().min(1).default('.').describe('Folder on the server the batch files are written to (relative to the login folder, or absolute).'),
+    fileName: z
+      .string()
+      .min(1)
+      .regex(/^[^/\\]+$/, 'must be a file name without folders')
+      .refine((t) => t.includes('{batchId}'), 'must contain {batchId}, so that each batch has its own name')
+      .refine((t) => !t.endsWith('.part'), 'must not end in .part (the suffix of a file being written)')
+      .default('{siteId}-{batchId}-{sha256:12}.json')
+      .describe('Template of a batch file\'s name: {siteId}, {batchId}, {sha256:N} (the first N hex digits of the body\'s SHA-256), {sha256}. Fixed per batch, so a batch exists on the server at most once.'),
+    connectTimeoutMs: z.number().int().min(1000).default(20_000).describe('Deadline of the SSH connection and login, in ms.'),
+  })
+  .strict();
+
 export const upstreamSchema = z
   .object({
     baseUrl: z.url().describe('Base address of the Battery Product and Traceability Scan Service.'),
@@ -143,6 +177,7 @@ export const upstreamSchema = z
       .default(false)
       .describe('Lab only: allow plain http to a baseUrl/authUrl that is not loopback. The secret and the token then cross the network in clear; logged as a warning at every start.'),
     statusEvents: statusEventsSchema.prefault({}).describe('Status events on the service\'s Kafka topic (contract §6): batch outcomes within a second, polling as the fallback.'),
+    sftp: sftpSchema.optional().describe('The SFTP file transfer route for batches (contract §4.7; docs/delivery.md, "SFTP"). Needed by delivery.mode sftp and delivery.largeBatchRoute sftp.'),
   })
   .strict()
   .superRefine((u, ctx) => {
@@ -203,9 +238,13 @@ export const bufferSchema = z
 export const deliverySchema = z
   .object({
     mode: z
-      .enum(['direct', 'presigned', 'auto'])
+      .enum(['direct', 'presigned', 'sftp', 'auto'])
       .default('direct')
-      .describe('direct = POST each batch; presigned = pre-signed URL then PUT; auto = direct for small batches.'),
+      .describe('direct = POST each batch; presigned = pre-signed URL then PUT; sftp = every batch as a file over SFTP (upstream.sftp); auto = direct for small batches, largeBatchRoute for a backlog.'),
+    largeBatchRoute: z
+      .enum(['presigned', 'sftp'])
+      .default('presigned')
+      .describe('Route of the large batches of auto mode (a backlog, or a scan too large for a direct upload): presigned, or sftp (upstream.sftp).'),
     maxBatchScans: z.number().int().min(1).max(1_000_000).default(5000).describe('Most scans in one batch.'),
     maxBatchDelayMs: z
       .number()
@@ -225,6 +264,13 @@ export const deliverySchema = z
       .min(1024)
       .default(64 * 1024 * 1024)
       .describe('Largest pre-signed batch body, in bytes.'),
+    sftpMaxScans: z.number().int().min(1).default(500_000).describe('Most scans in one SFTP batch.'),
+    sftpMaxBytes: z
+      .number()
+      .int()
+      .min(1024)
+      .default(50 * 1024 * 1024)
+      .describe('Largest SFTP batch file, in bytes. The body is streamed from the buffer, never built whole in memory.'),
     retryBaseMs: z.number().int().positive().default(500).describe('First retry delay (full jitter), in ms.'),
     retryMaxMs: z.number().int().positive().default(60_000).describe('Largest retry delay, in ms.'),
     statusPollMs: z.number().int().positive().default(1000).describe('First status poll interval, in ms; it grows.'),

@@ -32,6 +32,8 @@ export interface Secrets {
   readToken?: string;
   /** The inputs' own secrets that could be read, by input id (for the scrubber). */
   inputs: ReadonlyMap<string, string>;
+  /** The SFTP password (`upstream.sftp` without a key), when it can be read: for the scrubber. */
+  sftpPassword?: string;
 }
 
 /**
@@ -54,7 +56,20 @@ export async function resolveSecrets(
     ...(adminToken !== undefined ? { adminToken } : {}),
     ...(readToken !== undefined ? { readToken } : {}),
     inputs: await inputSecrets(loaded.config, env),
+    ...sftpPasswordOf(loaded.config, env),
   };
+}
+
+/** The SFTP password for the scrubber, when one is configured and readable (delivery reads it again, and reports a failure). */
+function sftpPasswordOf(config: GatewayConfig, env: Record<string, string | undefined>): { sftpPassword?: string } {
+  if (!config.upstream.sftp || config.upstream.sftp.privateKeyFile) return {};
+  try {
+    const { password } = readSftpCredentials(config, env);
+    return password ? { sftpPassword: password } : {};
+  } catch {
+    // Not set or not readable: delivery reports it when it needs it.
+    return {};
+  }
 }
 
 /**
@@ -95,6 +110,7 @@ export function secretValues(secrets: Secrets): string[] {
     ...(secrets.adminToken ? [secrets.adminToken] : []),
     ...(secrets.readToken ? [secrets.readToken] : []),
     ...secrets.inputs.values(),
+    ...(secrets.sftpPassword ? [secrets.sftpPassword] : []),
   ];
 }
 
@@ -305,4 +321,53 @@ export function shortness(inputId: string, token: string, key: IngestTokenProble
     key,
     message: `input ${inputId}: the ingest token from ${where} is shorter than ${MIN_INGEST_TOKEN_LENGTH} characters; make one with: openssl rand -hex 32`,
   };
+}
+
+/** The SFTP login of `upstream.sftp` (issue 15): a private key, or else a password. */
+export interface SftpCredentials {
+  privateKey?: string;
+  password?: string;
+}
+
+/**
+ * The SFTP login: the private key from `upstream.sftp.privateKeyFile`, or else a password, first
+ * found of: env SCAN_GATEWAY_SFTP_PASSWORD, the systemd credential `sftp-password`,
+ * `upstream.sftp.passwordFile`. Read when delivery starts (and by `upload --route sftp`).
+ *
+ * @throws GatewayError `SCANGW_E_SECRET` when the key file cannot be read or is empty, or no password is found.
+ */
+export function readSftpCredentials(config: Pick<GatewayConfig, 'upstream'>, env: Record<string, string | undefined>): SftpCredentials {
+  const sftp = config.upstream.sftp;
+  if (!sftp) throw new GatewayError(ErrorCodes.SECRET, 'no SFTP login: upstream.sftp is not configured');
+  if (sftp.privateKeyFile) {
+    let key: string;
+    try {
+      key = readFileSync(sftp.privateKeyFile, 'utf8');
+    } catch (err) {
+      throw new GatewayError(ErrorCodes.SECRET, `cannot read the SFTP private key ${sftp.privateKeyFile}: ${(err as Error).message}`, { cause: err });
+    }
+    if (!key.trim()) throw new GatewayError(ErrorCodes.SECRET, `the SFTP private key file ${sftp.privateKeyFile} is empty`);
+    return { privateKey: key };
+  }
+  const fromEnv = env.SCAN_GATEWAY_SFTP_PASSWORD;
+  if (fromEnv) return { password: fromEnv };
+  const candidates: string[] = [];
+  if (env.CREDENTIALS_DIRECTORY) candidates.push(resolve(env.CREDENTIALS_DIRECTORY, 'sftp-password'));
+  if (sftp.passwordFile) candidates.push(sftp.passwordFile);
+  for (const file of candidates) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT' && file !== sftp.passwordFile) continue;
+      throw new GatewayError(ErrorCodes.SECRET, `cannot read the SFTP password from ${file}: ${(err as Error).message}`, { cause: err });
+    }
+    const password = text.replace(/\r?\n$/, '');
+    if (!password) throw new GatewayError(ErrorCodes.SECRET, `the SFTP password file ${file} is empty`);
+    return { password };
+  }
+  throw new GatewayError(
+    ErrorCodes.SECRET,
+    'no SFTP login: set upstream.sftp.privateKeyFile, or a password in SCAN_GATEWAY_SFTP_PASSWORD, the systemd credential sftp-password or upstream.sftp.passwordFile',
+  );
 }

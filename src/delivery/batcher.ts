@@ -96,7 +96,10 @@ export class Batcher {
     const pending = store.pending();
     if (pending.count === 0) return undefined;
     const age = now() - (pending.oldestCreatedAt ?? now());
-    const full = pending.count >= config.maxBatchScans || store.totals().pendingBytes >= MAX_DIRECT_BODY_BYTES;
+    const full =
+      config.mode === 'sftp'
+        ? pending.count >= config.sftpMaxScans || store.totals().pendingBytes >= config.sftpMaxBytes
+        : pending.count >= config.maxBatchScans || store.totals().pendingBytes >= MAX_DIRECT_BODY_BYTES;
     if (full || age >= config.maxBatchDelayMs) {
       this.form();
       return 0;
@@ -106,20 +109,24 @@ export class Batcher {
 
   /**
    * Forms the next batch. `auto` sends a backlog (more pending than one direct batch holds, by
-   * count or bytes) pre-signed in larger batches, and anything else direct.
+   * count or bytes) by `largeBatchRoute` (pre-signed or SFTP) in larger batches, and anything
+   * else direct. `sftp` sends every batch by SFTP, up to `sftpMaxScans` / `sftpMaxBytes`.
    */
   form(): BatchRow | undefined {
     const { store, config, logger, now } = this.options;
     const nowIso = new Date(now()).toISOString();
     const totals = store.totals();
     const backlog = totals.pendingScans > config.maxBatchScans || totals.pendingBytes > MAX_DIRECT_BODY_BYTES;
-    const mode: BatchMode = config.mode === 'auto' ? (backlog ? 'presigned' : 'direct') : config.mode;
+    const large: BatchMode = config.largeBatchRoute;
+    const mode: BatchMode = config.mode === 'auto' ? (backlog ? large : 'direct') : config.mode;
     const form = (m: BatchMode) =>
       m === 'direct'
         ? formBatch(store, { mode: m, maxScans: config.maxBatchScans, maxBytes: MAX_DIRECT_BODY_BYTES, nowIso, holdOversize: config.mode === 'direct' })
-        : formBatch(store, { mode: m, maxScans: config.presignedMaxScans, maxBytes: config.presignedMaxBytes, nowIso, holdOversize: true });
-    // In auto mode a scan too large for a direct upload still goes, pre-signed.
-    const batch = form(mode) ?? (config.mode === 'auto' && mode === 'direct' ? form('presigned') : undefined);
+        : m === 'sftp'
+          ? formBatch(store, { mode: m, maxScans: config.sftpMaxScans, maxBytes: config.sftpMaxBytes, nowIso, holdOversize: true })
+          : formBatch(store, { mode: m, maxScans: config.presignedMaxScans, maxBytes: config.presignedMaxBytes, nowIso, holdOversize: true });
+    // In auto mode a scan too large for a direct upload still goes, by the large-batch route.
+    const batch = form(mode) ?? (config.mode === 'auto' && mode === 'direct' ? form(large) : undefined);
     if (batch) logger.debug({ batchId: batch.id, mode: batch.mode, scans: batch.scanCount, bytes: batch.bytes }, 'batch formed');
     return batch;
   }

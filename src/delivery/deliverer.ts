@@ -3,9 +3,9 @@ import type { Logger } from '../log.js';
 import type { BufferStore } from '../buffer/store.js';
 import { Batcher } from './batcher.js';
 import { Circuit, type CircuitState } from './circuit.js';
-import { StatusTracker, type PollPace, type StatusChecks, type StatusSource } from './status-tracker.js';
+import { StatusTracker, type PollPace, type StatusChecks, type StatusRef, type StatusSource } from './status-tracker.js';
 import type { DeliveryApi, ScanStatusLike } from './types.js';
-import { Uploader, type ErrorKind, type UploaderSnapshot } from './uploader.js';
+import { Uploader, type ErrorKind, type UploaderOptions, type UploaderSnapshot } from './uploader.js';
 
 export type { CircuitState } from './circuit.js';
 export type { ErrorKind } from './uploader.js';
@@ -49,6 +49,8 @@ export interface DelivererOptions {
   pollPace?: () => PollPace;
   /** A batch became `uploaded` (status events look again at events that came before it). */
   onUploaded?: () => void;
+  /** The SFTP route (issue 15); see `UploaderOptions.sftp`. */
+  sftp?: UploaderOptions['sftp'];
 }
 
 /** How many status polls run at once (uploads go one at a time; see docs/delivery.md). */
@@ -85,7 +87,7 @@ export class Deliverer {
       this.tracker.wake();
       options.onUploaded?.();
     };
-    this.uploader = new Uploader({ store, api, config, logger, now, batcher: this.batcher, circuit: this.circuit, onUploaded, ...(options.onDiskFull ? { onDiskFull: options.onDiskFull } : {}) });
+    this.uploader = new Uploader({ store, api, config, logger, now, batcher: this.batcher, circuit: this.circuit, onUploaded, ...(options.onDiskFull ? { onDiskFull: options.onDiskFull } : {}), ...(options.sftp ? { sftp: options.sftp } : {}) });
   }
 
   start(): void {
@@ -117,7 +119,7 @@ export class Deliverer {
    * by the status tracker, the one place that moves a batch to its terminal state. See
    * {@link StatusTracker.apply}.
    */
-  applyStatus(ref: number | { requestId: string }, status: ScanStatusLike, source: StatusSource = 'poll'): ReturnType<StatusTracker['apply']> {
+  applyStatus(ref: StatusRef, status: ScanStatusLike, source: StatusSource = 'poll'): ReturnType<StatusTracker['apply']> {
     return this.tracker.apply(ref, status, source);
   }
 

@@ -44,6 +44,20 @@ export interface StatusChecks {
   lastError?: { message: string; at: string; batchId: number; code?: string };
 }
 
+/**
+ * What a status answer is about: a batch id, its requestId, or (SFTP, issue 15) the name of its
+ * remote file, or the references of its scans (an event whose `failures` name them).
+ */
+export type StatusRef = number | { requestId: string } | { fileName: string } | { references: readonly string[] };
+
+/** The final state of an SFTP batch whose file is on the server, size verified (issue 15). */
+export const TRANSFERRED = 'transferred';
+
+/** The status an SFTP batch ends with when the service tells nothing more: remote path and sha256 for audit. */
+function transferredStatus(batch: BatchRow): ScanStatusLike {
+  return { state: TRANSFERRED, requestId: '', description: `SFTP ${batch.remotePath ?? '?'} sha256 ${batch.sha256 ?? '?'}` };
+}
+
 /** Longest sleep of the tracker's loop, in ms: a clock moved by a test (or NTP) is noticed within it. */
 const MAX_SLEEP_MS = 1000;
 
@@ -187,7 +201,13 @@ export class StatusTracker {
     const { store, api } = this.options;
     const batch = store.batch(batchId);
     // Re-read: the row may have moved on since it was queued.
-    if (!batch || batch.state !== 'uploaded' || batch.requestId === null) return;
+    if (!batch || batch.state !== 'uploaded') return;
+    if (batch.mode === 'sftp') {
+      // The file is on the server with its size verified: all the gateway itself can know (§4.7).
+      this.apply(batch.id, transferredStatus(batch));
+      return;
+    }
+    if (batch.requestId === null) return;
     let status: ScanStatusLike;
     try {
       status = await api.getScanStatus(batch.requestId);
@@ -213,13 +233,48 @@ export class StatusTracker {
    * - anything else: the state is recorded and the next poll scheduled (`statusPollMs` × 1.5ⁿ,
    *   at most `statusPollMaxMs`).
    *
+   * An SFTP batch (named by its file name, or by the references of its scans) is handled by
+   * {@link applySftp}: `transferred` ends it, and a terminal answer later replaces `transferred`.
+   *
    * @returns what became of the batch; `ignored` when no uploaded batch has that id or requestId.
    */
-  apply(ref: number | { requestId: string }, status: ScanStatusLike, source: StatusSource = 'poll'): 'done' | 'resend' | 'waiting' | 'ignored' {
+  apply(ref: StatusRef, status: ScanStatusLike, source: StatusSource = 'poll'): 'done' | 'resend' | 'waiting' | 'ignored' {
     const { store } = this.options;
-    const batch = typeof ref === 'number' ? store.batch(ref) : store.batchByRequestId(ref.requestId);
-    if (!batch || batch.state !== 'uploaded' || batch.requestId === null) return 'ignored';
+    const batch =
+      typeof ref === 'number'
+        ? store.batch(ref)
+        : 'fileName' in ref
+          ? store.batchByRemoteName(ref.fileName)
+          : 'references' in ref
+            ? store.transferredBatchOfReferences(ref.references)
+            : store.batchByRequestId(ref.requestId);
+    if (!batch) return 'ignored';
+    if (batch.mode === 'sftp') return this.applySftp(batch, status);
+    if (batch.state !== 'uploaded' || batch.requestId === null) return 'ignored';
     return this.applyTo(batch, status, source);
+  }
+
+  /**
+   * An SFTP batch (issue 15): `transferred` ends an uploaded one (the file is there, size
+   * verified). A status the service tells later (an event naming the batch's file) replaces
+   * `transferred` when it is terminal; anything else about a transferred batch is recorded as
+   * nothing, since the gateway has no request id to follow it by (docs/delivery.md, "SFTP").
+   */
+  private applySftp(batch: BatchRow, status: ScanStatusLike): 'done' | 'waiting' | 'ignored' {
+    const { store, logger, now } = this.options;
+    const terminal = (TERMINAL_STATES as readonly string[]).includes(status.state);
+    if (batch.state === 'uploaded' && (status.state === TRANSFERRED || terminal)) {
+      store.finishBatch(batch.id, status, new Date(now()).toISOString());
+      logger.info({ batchId: batch.id, remotePath: batch.remotePath, sha256: batch.sha256, state: status.state }, 'batch processed');
+      return 'done';
+    }
+    if (batch.state === 'done' && batch.upstreamState === TRANSFERRED && terminal) {
+      store.finishBatch(batch.id, { ...status, description: status.description ?? batch.description ?? undefined }, new Date(now()).toISOString());
+      if (status.requestId) store.updateBatch(batch.id, { requestId: String(status.requestId) });
+      logger.info({ batchId: batch.id, remotePath: batch.remotePath, state: status.state, processed: status.processed, failed: status.failed }, 'the service reported on a transferred batch');
+      return 'done';
+    }
+    return 'ignored';
   }
 
   private applyTo(batch: BatchRow, status: ScanStatusLike, source: StatusSource): 'done' | 'resend' | 'waiting' {

@@ -1,5 +1,5 @@
 import type { DeliveryConfig } from '../config/schema.js';
-import { ErrorCodes, httpStatusOf, isDiskFull, isGatewayError, isNotSent, isTokenFailure } from '../errors.js';
+import { ErrorCodes, httpStatusOf, isDiskFull, isGatewayError, isNotSent, isTokenFailure, type GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { BatchRow, BufferStore } from '../buffer/store.js';
 import { PRESIGNED_VALIDITY_MS } from '../contract/contract.js';
@@ -8,9 +8,11 @@ import type { Batcher } from './batcher.js';
 import type { Circuit } from './circuit.js';
 import { classifyFailure } from './retry.js';
 import type { DeliveryApi } from './types.js';
+import type { SftpConnector } from '../upstream/sftp-client.js';
+import { transferBatch } from './sftp-transfer.js';
 
 /** What kind of failure the last upload attempt met (see {@link UploaderSnapshot.lastError}). */
-export type ErrorKind = 'token' | 'network' | 'auth' | 'answer' | 'http';
+export type ErrorKind = 'token' | 'network' | 'auth' | 'answer' | 'http' | 'sftp';
 
 /** What the status page shows of uploading. */
 export interface UploaderSnapshot {
@@ -19,7 +21,8 @@ export interface UploaderSnapshot {
   /**
    * `kind`: `token` (no token could be had: refused, unreadable, unreachable; the upload was not
    * sent), `network` (no answer), `auth` (credentials refused by the API), `answer` (unreadable),
-   * `http` (an error status). `code`: the error's stable `SCANGW_E_…` code.
+   * `http` (an error status), `sftp` (an SFTP transfer failed: host key, login, permission, disk).
+   * `code`: the error's stable `SCANGW_E_…` code.
    */
   lastError?: { message: string; at: string; batchId?: number; kind?: ErrorKind; code?: string };
   /** A delivery step that failed on the buffer itself (a full disk), until a step succeeds. */
@@ -41,6 +44,8 @@ export interface UploaderOptions {
   onUploaded: () => void;
   /** A step failed on a full disk (SQLITE_FULL): the disk guard releases its reserve and prunes (issue 19). */
   onDiskFull?: (err: unknown) => void;
+  /** The SFTP route (issue 15): how to reach the server and name the files. Needed by `sftp` batches. */
+  sftp?: { connector: SftpConnector; siteId: string; fileNameTemplate: string };
 }
 
 /** A pre-signed address this close to its expiry is not used for a PUT any more, in ms. */
@@ -60,6 +65,8 @@ type PresignedOutcome = { requestId: string; uploadedAt?: number } | { waitForSt
  * - `presigned` with a PUT started (`put_started_at`): the status endpoint is asked first. A known
  *   requestId is not sent again; an unknown one is given `notFoundGraceMs` from the PUT, then sent
  *   again: to the same address while it is valid and unused, else to a new one.
+ * - `uploading` of an SFTP batch (its `.part` was being written): back to `ready`; the transfer
+ *   asks the server first (sftp-transfer.ts), so nothing is counted as a possible duplicate.
  *
  * It only writes batches in states `ready`, `presigned` and `uploading` (and moves them to
  * `uploaded` or `held`); `uploaded` ones belong to the status tracker.
@@ -118,6 +125,12 @@ export class Uploader {
     const { store, logger } = this.options;
     for (const b of store.batchesInState('uploading')) {
       if (b.id === this.inFlight) continue;
+      if (b.mode === 'sftp') {
+        // The server decides what happened to an SFTP transfer (sftp-transfer.ts): never a duplicate.
+        store.updateBatch(b.id, { state: 'ready', nextAttemptAt: 0 });
+        logger.info({ batchId: b.id, remotePath: b.remotePath }, 'SFTP transfer was in flight; the server decides whether it had finished');
+        continue;
+      }
       store.updateBatch(b.id, { state: 'ready', nextAttemptAt: 0 }, { possibleDuplicate: true });
       logger.warn({ batchId: b.id, scans: b.scanCount }, 'direct upload was in flight and its answer was not recorded; sending again (possible duplicate)');
     }
@@ -177,9 +190,13 @@ export class Uploader {
 
   private async upload(batch: BatchRow): Promise<void> {
     const { store, api, logger, config } = this.options;
-    const body = store.batchBody(batch.id);
     this.inFlight = batch.id;
     try {
+      if (batch.mode === 'sftp') {
+        await this.uploadSftp(batch);
+        return;
+      }
+      const body = store.batchBody(batch.id);
       let outcome: PresignedOutcome;
       if (batch.mode === 'direct') {
         store.updateBatch(batch.id, { state: 'uploading', attempts: batch.attempts + 1 });
@@ -291,13 +308,65 @@ export class Uploader {
     return { requestId: current.requestId!, uploadedAt: started };
   }
 
-  private uploadFailed(batch: BatchRow, err: unknown): void {
+  /**
+   * Sends an SFTP batch by the crash-safe transfer (sftp-transfer.ts). The batch is `uploading`
+   * while its `.part` file is written; once the file is renamed and its size verified (or found
+   * complete after a crash), it is `uploaded` and the status tracker ends it in `transferred`.
+   */
+  private async uploadSftp(batch: BatchRow): Promise<void> {
+    const { store, logger } = this.options;
+    const sftp = this.options.sftp;
+    if (!sftp) {
+      store.holdBatch(batch.id, 'an SFTP batch, but upstream.sftp is not configured; configure it, then replay the batch');
+      logger.error({ batchId: batch.id }, 'SFTP batch held: upstream.sftp is not configured');
+      return;
+    }
+    const result = await transferBatch(batch, {
+      store,
+      connector: sftp.connector,
+      logger,
+      siteId: sftp.siteId,
+      fileNameTemplate: sftp.fileNameTemplate,
+      onWriting: () => store.updateBatch(batch.id, { state: 'uploading', attempts: (store.batch(batch.id)?.attempts ?? batch.attempts) + 1 }),
+    });
+    this.options.circuit.succeeded();
+    const at = new Date(this.options.now()).toISOString();
+    store.updateBatch(batch.id, { state: 'uploaded', uploadedAt: at, nextAttemptAt: 0, lastError: null });
+    this.status = { ...this.status, lastSuccessAt: at };
+    this.options.onUploaded();
+    logger.info(
+      { batchId: batch.id, remotePath: result.remotePath, sha256: result.sha256, scans: batch.scanCount, bytes: batch.bytes, outcome: result.outcome },
+      'batch transferred by SFTP',
+    );
+  }
+
+  /** An SFTP transfer failed: held (permission, conflict) or back to `ready` with backoff. */
+  private sftpFailed(batch: BatchRow, err: GatewayError): void {
+    const { store, logger } = this.options;
+    if (SFTP_HOLDS.includes(err.code)) {
+      store.holdBatch(batch.id, err.message);
+      logger.error({ batchId: batch.id, ...failureFields(err) }, 'SFTP server refused the batch file; batch held with the reason (see failures, replay)');
+      return;
+    }
+    const delay = this.options.circuit.failed();
+    const nextAttemptAt = this.options.now() + delay;
+    // `ready` again: the next attempt asks the server first, whatever this one left there.
+    store.updateBatch(batch.id, { state: 'ready', nextAttemptAt, lastError: err.message });
+    this.options.circuit.retryAt(nextAttemptAt);
+    logger.warn({ batchId: batch.id, ...failureFields(err), retryInMs: delay, nextAttemptAt: new Date(nextAttemptAt).toISOString() }, 'SFTP transfer failed; will retry');
+  }
+
+  private uploadFailed(batch: BatchRow, err: GatewayError): void {
     const { store, logger, config } = this.options;
     const action = classifyFailure(err);
     const message = (err as Error).message;
     const at = new Date(this.options.now()).toISOString();
     const code = isGatewayError(err) ? err.code : undefined;
     this.status = { ...this.status, lastError: { message, at, batchId: batch.id, kind: errorKind(err), ...(code ? { code } : {}) } };
+    if (batch.mode === 'sftp') {
+      this.sftpFailed(batch, err);
+      return;
+    }
     if (action.action === 'split') {
       const split = store.splitBatch(batch.id);
       logger.warn({ batchId: batch.id, split }, 'batch refused as too large; split in two');
@@ -363,6 +432,12 @@ export class Uploader {
 }
 
 /**
+ * The SFTP failures that hold a batch: the server refuses to write in the folder (permission), or
+ * the batch's own file name is taken by other content. Everything else is retried with backoff.
+ */
+const SFTP_HOLDS: readonly string[] = [ErrorCodes.SFTP_PERMISSION, ErrorCodes.SFTP_CONFLICT];
+
+/**
  * A 2xx answer to an upload that the client could not read (no requestId, HTML from a proxy, an
  * empty body): the service most likely has the batch, but it cannot be followed.
  */
@@ -375,6 +450,8 @@ function isUnreadableAcceptance(err: unknown): boolean {
 
 function errorKind(err: unknown): ErrorKind {
   if (!isGatewayError(err)) return 'network';
+  if (err.code === ErrorCodes.SFTP_NETWORK) return 'network';
+  if (err.code.startsWith('SCANGW_E_SFTP')) return 'sftp';
   if (isTokenFailure(err)) return 'token';
   if (err.code === ErrorCodes.UPSTREAM_AUTH) return 'auth';
   if (err.code === ErrorCodes.UPSTREAM_RESPONSE || err.code === ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE) return 'answer';

@@ -42,7 +42,7 @@ export interface HealthFacts {
     paused: boolean;
     circuit: string;
     consecutiveFailures: number;
-    /** `kind`: token, network, auth, answer, http (src/delivery/deliverer.ts). */
+    /** `kind`: token, network, auth, answer, http, sftp (src/delivery/deliverer.ts). */
     lastError?: { message: string; at: string; kind?: string | undefined; code?: string | undefined } | undefined;
     stepError?: { message: string; at: string; diskFull: boolean } | undefined;
     statusChecks?: { consecutiveFailures: number; lastError?: { message: string; at: string; code?: string | undefined } | undefined } | undefined;
@@ -164,6 +164,8 @@ function uploadSentence(kind: string | undefined): string {
       return `The upstream service's answers cannot be read; uploads are retried. ${WAITING}`;
     case 'http':
       return `The upstream service answers uploads with errors; they are retried. ${WAITING}`;
+    case 'sftp':
+      return `Batch files cannot be transferred to the SFTP server (see the code); they are retried. ${WAITING}`;
     default:
       return `The upstream service cannot be reached, so nothing is uploaded. ${WAITING}`;
   }

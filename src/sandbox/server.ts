@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import formbody from '@fastify/formbody';
@@ -17,6 +18,7 @@ import { registerAdminRoutes } from './routes-admin.js';
 import { registerProductRoutes } from './routes-products.js';
 import { registerPresignedPut, registerScanRoutes } from './routes-scans.js';
 import { DEFAULT_KAFKA_PORT, SandboxKafka } from './kafka/endpoint.js';
+import { startSandboxSftp, type RunningSandboxSftp } from './sftp.js';
 import { SandboxState } from './state.js';
 import { DEMO_CLIENT_ID, DEMO_DCPS, DEMO_PRODUCTS, type FaultsPatch, type RunningSandbox, type SandboxClient, type SandboxOptions } from './types.js';
 
@@ -140,6 +142,25 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
     await memory.kafka?.close();
     throw err;
   }
+  let sftp: RunningSandboxSftp | undefined;
+  if (options.sftp) {
+    try {
+      sftp = await startSandboxSftp({
+        state: memory.state,
+        root: options.sftp.root ?? mkdtempSync(join(tmpdir(), 'scan-gateway-sandbox-sftp-')),
+        host,
+        port: options.sftp.port ?? 0,
+        ...(options.sftp.authorizedKeys ? { authorizedKeys: options.sftp.authorizedKeys } : {}),
+        ...(options.sftp.hostKey ? { hostKey: options.sftp.hostKey } : {}),
+        processingDelayMs: () => memory.faults.current().processingDelayMs ?? options.processingDelayMs ?? 1000,
+        logger: options.logger ?? silentLogger(),
+      });
+    } catch (err) {
+      await app.close();
+      await memory.kafka?.close();
+      throw err;
+    }
+  }
   const address = app.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : (options.port ?? 8090);
   const shownHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
@@ -179,9 +200,10 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
     close() {
       closing ??= (restarting ?? Promise.resolve())
         .catch(() => undefined)
-        .then(() => app.close())
+        .then(() => Promise.all([app.close(), sftp?.close()]))
         .then(() => memory.kafka?.close());
       return closing;
     },
+    ...(sftp ? { sftp } : {}),
   };
 }

@@ -25,7 +25,7 @@ export const FAILURE_REASONS = {
 /** An accepted scan as `GET /_sandbox/scans` lists it. */
 export interface LoggedScan {
   requestId: string;
-  via: 'direct' | 'presigned';
+  via: 'direct' | 'presigned' | 'sftp';
   receivedAt: string;
   scan: unknown;
 }

@@ -1,3 +1,4 @@
+import type { RunningSandboxSftp } from './sftp.js';
 import type { HttpLimitsConfig } from '../config/schema.js';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
@@ -158,6 +159,12 @@ export interface SandboxOptions {
   limits?: HttpLimitsConfig;
   /** The Kafka endpoint (`startSandbox` only); `false` = none. Default: on, see {@link SandboxKafkaOptions}. */
   kafka?: SandboxKafkaOptions | false;
+  /**
+   * The SFTP endpoint (issue 15, src/sandbox/sftp.ts): on `port` (0 = any), files under `root`
+   * (default a new temporary folder), besides the password (the client secret) the public keys of
+   * `authorizedKeys` per client id. Off without this option.
+   */
+  sftp?: { port?: number; root?: string; authorizedKeys?: Record<string, string[]>; hostKey?: string };
 }
 
 /** A started sandbox. */
@@ -182,6 +189,8 @@ export interface RunningSandbox {
   restart(options?: { downMs?: number }): Promise<void>;
   /** Stops listening and closes open connections. Safe to call more than once. */
   close(): Promise<void>;
+  /** The SFTP endpoint, when `SandboxOptions.sftp` asked for one (not restarted by {@link restart}). */
+  sftp?: RunningSandboxSftp;
 }
 
 /** DCPs of the default client: every DCP of config/demo.yaml and config/example.yaml. */

@@ -10,6 +10,9 @@ import { registerSandboxCommand } from '../../src/cli/sandbox-command.js';
 import { silentLogger } from '../../src/log.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { waitFor } from '../helpers/wait.js';
+import { Readable } from 'node:stream';
+import { sftpSchema } from '../../src/config/schema.js';
+import { sftpConnector } from '../../src/upstream/sftp-client.js';
 
 // `scan-gateway sandbox`: starts, prints its URL and clients (never a secret), serves, and
 // resolves its action once the stop signal fires.
@@ -63,6 +66,20 @@ describe('sandbox command', () => {
     expect(await run.done).toBe(0);
     expect(run.output.out).toContain('stopped');
     await expect(fetch(`${url}/_sandbox/faults`)).rejects.toThrow();
+  });
+
+  it('with --sftp-port also runs the SFTP endpoint and prints its host key fingerprint', async () => {
+    const root = join(dir, 'sftp-root');
+    const run = start(['--port', '0', '--sftp-port', '0', '--sftp-root', 'sftp-root']);
+    const m = await waitFor(() => /SFTP endpoint on 127\.0\.0\.1:(\d+), host key (SHA256:[A-Za-z0-9+/]{43})/.exec(run.output.out));
+    const sftp = sftpSchema.parse({ host: '127.0.0.1', port: Number(m[1]), hostKey: m[2], connectTimeoutMs: 5000 });
+    const session = await sftpConnector({ sftp, clientId: 'demo-client', password: SECRET }).connect();
+    await session.write('/hello.json', Readable.from([Buffer.from('[]')]));
+    await session.close();
+    expect(readFileSync(join(root, 'demo-client', 'hello.json'), 'utf8')).toBe('[]');
+    expect(run.output.out).not.toContain(SECRET);
+    run.stop();
+    expect(await run.done).toBe(0);
   });
 
   it('stops when the stop promise of main.ts settles, with clients from --config', async () => {

@@ -35,7 +35,7 @@ describe('owners', () => {
 
   it('reads systemd credentials and secret environment variables only in src/config/secrets.ts', () => {
     // Where a secret is looked up: the credentials folder, or an env lookup by a secret's name.
-    const lookups = matching(/CREDENTIALS_DIRECTORY|env\.SCAN_GATEWAY_(?:CLIENT_SECRET|PROXY_CREDENTIALS|ADMIN_TOKEN|READ_TOKEN)\b|readServerToken|readSecret\s*\(/);
+    const lookups = matching(/CREDENTIALS_DIRECTORY|env\.SCAN_GATEWAY_(?:CLIENT_SECRET|PROXY_CREDENTIALS|ADMIN_TOKEN|READ_TOKEN|SFTP_PASSWORD)\b|readServerToken|readSecret\s*\(/);
     expect(lookups).toContain('src/config/secrets.ts');
     // The inputs call readSecret (from config/secrets.ts) when they start, so that a reload that
     // restarts one reads its file again; they do not read on their own.
