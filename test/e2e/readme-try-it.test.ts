@@ -1,5 +1,5 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -15,6 +15,20 @@ import { waitFor } from '../helpers/wait.js';
 /** The shell blocks of the README, in order. */
 function shellBlocks(readme: string): string[][] {
   return [...readme.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!.split('\n').filter((l) => l.trim() !== ''));
+}
+
+/** Pids of the processes whose working folder is `dir` (from /proc). */
+function processesIn(dir: string): number[] {
+  return readdirSync('/proc')
+    .filter((e) => /^\d+$/.test(e))
+    .filter((pid) => {
+      try {
+        return readlinkSync(`/proc/${pid}/cwd`) === dir;
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
 }
 
 function sh(command: string, cwd: string): { code: number | null; stdout: string; stderr: string } {
@@ -78,6 +92,8 @@ describe("the README's try-it steps on a fresh clone", () => {
       // Ctrl-C in the first terminal: SIGINT to the whole group.
       if (first.pid !== undefined) process.kill(-first.pid, 'SIGINT');
     }
-    expect(await exited).not.toBeNull();
+    await exited;
+    // Ctrl-C ends the gateway too: no process is left working in the clone.
+    await waitFor(() => processesIn(clone).length === 0, { timeoutMs: 35_000, what: 'every process of the clone ended' });
   }, 600_000);
 });
