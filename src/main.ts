@@ -50,7 +50,7 @@ async function main(argv: string[]): Promise<number> {
   const onHangup = (listener: () => void) => void process.on('SIGHUP', listener);
   registerRunCommand(program, { ...io, stopSignal, pid: process.pid, onHangup });
   registerOpsCommands(program, { ...io, ...(process.getuid ? { uid: process.getuid() } : {}) });
-  registerConfigCommand(program, io);
+  registerConfigCommand(program, { ...io, ...(process.getuid ? { uid: process.getuid() } : {}) });
   registerSandboxCommand(program, { ...io, logger: createLogger(), stopSignal });
   registerReplayCommand(program, io);
   registerTryCommand(program, io);

@@ -13,8 +13,13 @@ export interface ConfigProblem {
   /** 1-based line and column of the offending key or value, when known. */
   line?: number;
   column?: number;
-  /** Key path such as `inputs[0].dcp`. */
+  /** Key path such as `inputs[0].dcp` (stable, by position: for programs). */
   path: string;
+  /**
+   * The same path with inputs, DCPs, rules and containers named by their id, key or name, such as
+   * `inputs[gi-scanner].dcp` (issue 16: for people); absent when the path names none of them.
+   */
+  where?: string;
   message: string;
 }
 
@@ -40,7 +45,10 @@ export interface LoadConfigOptions {
 /** Formats problems one per line as `file:line:column: path: message`. */
 export function formatProblems(problems: ConfigProblem[]): string {
   return problems
-    .map((p) => `${p.file}${p.line ? `:${p.line}:${p.column ?? 1}` : ''}: ${p.path ? `${p.path}: ` : ''}${p.message}`)
+    .map((p) => {
+      const path = p.where ?? p.path;
+      return `${p.file}${p.line ? `:${p.line}:${p.column ?? 1}` : ''}: ${path ? `${path}: ` : ''}${p.message}`;
+    })
     .join('\n');
 }
 
@@ -63,7 +71,7 @@ export function loadConfig(file: string, options: LoadConfigOptions): LoadedConf
   // A short ingest token is a mistake in the set-up, found before anything starts (and by `config check`).
   const tokenProblems = resolved.inputs.flatMap((input, i) => {
     const p = input.type === 'http' ? ingestTokenProblem(input, options.env ?? {}) : undefined;
-    return p ? [{ file, path: `inputs[${i}].${p.key}`, message: p.message }] : [];
+    return p ? [{ file, path: `inputs[${i}].${p.key}`, where: `inputs[${input.id}].${p.key}`, message: p.message }] : [];
   });
   if (tokenProblems.length > 0) throw configError(tokenProblems);
   const clientSecret = options.skipSecret ? '' : readClientSecret(resolved, options.env ?? {});
@@ -90,7 +98,7 @@ export function parseConfigText(
     // quadratic in a map's size (a 20,000-entry lookup table took a minute).
     doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: false, merge: true });
     if (doc.errors.length > 0) {
-      throw configError(doc.errors.map((e) => ({ file, path: '', ...at(e.pos[0]), message: yamlMessage(e.code, e.message) })));
+      throw configError(doc.errors.map((e) => ({ file, path: '', ...at(e.pos[0]), message: yamlMessage(e.code, e.message, text, e.pos[0]) })));
     }
     keepTextAsWritten(doc.contents, []);
     const structural = checkStructure(doc, lineCounter, Math.max(MIN_ALIAS_EXPANSION, text.length));
@@ -131,7 +139,15 @@ export function parseConfigText(
       problems.push({ file, path: formatPath(issue.path), ...at(offset), message: issue.message });
     }
   }
-  if (problems.length > 0 || !result.success) throw configError(sortProblems(problems).map((p) => ({ ...p, message: hideEnvValues(p.message, substituted) })));
+  if (problems.length > 0 || !result.success) {
+    throw configError(
+      sortProblems(problems).map((p) => {
+        // An id may come from the environment too: hidden like any value taken from there.
+        const { where } = named(p.path, expanded);
+        return { ...p, ...(where !== undefined ? { where: hideEnvValues(where, substituted) } : {}), message: hideEnvValues(p.message, substituted) };
+      }),
+    );
+  }
   return result.data;
 }
 
@@ -208,10 +224,58 @@ function keepTextAsWritten(node: unknown, path: (string | number)[]): void {
   }
 }
 
-/** The YAML library's message, first line, with what to do where it does not say. */
-function yamlMessage(code: string, message: string): string {
+/**
+ * Issue 16: the YAML library's errors in plain words, with what to do; the library's own sentence
+ * follows in brackets for a search. Codes: the `yaml` package's `ErrorCode`.
+ */
+const YAML_PLAIN: Record<string, string> = {
+  BLOCK_IN_FLOW:
+    'a list or map on lines of its own inside { } or [ ]: inside braces and brackets write everything on one line, separated by commas (or close the brace or bracket first; a missing } or ] often causes this)',
+  TAB_AS_INDENT: 'a tab indents this line: YAML indents with spaces only',
+  BAD_INDENT: 'the indentation does not line up: the keys of one map start in the same column, list items (-) too',
+  MISSING_CHAR: 'something is not closed: a quote, a brace } or a bracket ] is missing',
+  MULTILINE_IMPLICIT_KEY: 'a key runs over more than one line: often a missing colon after a key, or a quote opened on the line before and never closed',
+  UNEXPECTED_TOKEN: 'unexpected text here: often a missing colon after a key, a missing comma inside { } or [ ], or text after a closing quote',
+  BLOCK_AS_IMPLICIT_KEY: 'a list or map stands where a key should be: often a missing space after a colon, or a line indented too far',
+  BAD_SCALAR_START: 'a value cannot start with this character unquoted (@, `, %, | or >): put the value in quotes',
+  BAD_DQ_ESCAPE: 'an unknown backslash escape in "double quotes": write \\\\ for one backslash, or use \'single quotes\' (no escapes)',
+  MULTIPLE_DOCS: 'the file holds more than one YAML document (a --- line in the middle): keep one',
+  KEY_OVER_1024_CHARS: 'a key longer than 1024 characters: often a missing colon or a quote that is never closed',
+  DUPLICATE_KEY: 'a key is written twice in the same map: keep one',
+  BAD_ALIAS: 'an alias (*name) that is not written correctly',
+  MULTIPLE_ANCHORS: 'two anchors (&name) on one value: keep one',
+  MULTIPLE_TAGS: 'two tags (!tag) on one value: keep one',
+  NON_STRING_KEY: 'a key that is not text: keys are names',
+};
+
+/** A YAML parse error in plain words, with the line's text when it helps to find the place. */
+function yamlMessage(code: string, message: string, text: string, offset: number | undefined): string {
   const first = message.split('\n')[0] ?? message;
-  return code === 'TAB_AS_INDENT' ? `${first}; indent with spaces` : first;
+  const unclosed = /end with an? ([}\]])/.exec(first);
+  const plain = unclosed
+    ? `a ${unclosed[1] === '}' ? '{' : '['} opened on this or an earlier line is not closed with ${unclosed[1]} (or the lines inside it are not indented under its key)`
+    : YAML_PLAIN[code];
+  if (!plain) return first;
+  const lineText = offset === undefined ? undefined : text.slice(text.lastIndexOf('\n', offset - 1) + 1).split('\n')[0]?.trim();
+  const shown = lineText ? `; at \`${lineText.length > 60 ? `${lineText.slice(0, 57)}...` : lineText}\`` : '';
+  return `${plain}${shown} [YAML: ${first}]`;
+}
+
+/** Top-level lists whose items people name by a field, and that field. */
+const NAMED_LISTS: Record<string, string> = { inputs: 'id', dcps: 'key', rules: 'name', containers: 'name' };
+
+/**
+ * `{ where }` with a list item named by its id, key or name (`inputs[gi-scanner].dcp`) instead of
+ * its position, when the path starts in such a list and the item has a usable name; else `{}`.
+ */
+function named(path: string, data: unknown): { where?: string } {
+  const m = /^(inputs|dcps|rules|containers)\[(\d+)\]/.exec(path);
+  if (!m || data === null || typeof data !== 'object') return {};
+  const list = (data as Record<string, unknown>)[m[1]!];
+  const item = Array.isArray(list) ? (list[Number(m[2])] as unknown) : undefined;
+  const name = item !== null && typeof item === 'object' ? (item as Record<string, unknown>)[NAMED_LISTS[m[1]!]!] : undefined;
+  if (typeof name !== 'string' || name === '' || /[[\]\s]/.test(name)) return {};
+  return { where: `${m[1]}[${name}]${path.slice(m[0].length)}` };
 }
 
 /** Aliases may add at least this many values to the document (more for a larger file) before it is refused. */

@@ -51,7 +51,14 @@ export function readableIssues(root: unknown, value: unknown, issues: readonly z
       }
       case 'invalid_type': {
         const given = valueAt(value, path);
-        out.push({ path, message: given === undefined ? `required key is missing (expected ${issue.expected})` : issue.message });
+        const unit = issue.expected === 'number' ? unitMistake(path, given) : undefined;
+        out.push({ path, message: given === undefined ? `required key is missing (expected ${issue.expected})` : (unit ?? issue.message) });
+        break;
+      }
+      case 'too_small':
+      case 'too_big': {
+        const unit = unitOfKey(path);
+        out.push({ path, message: unit ? `${issue.message} (${unit.name})` : issue.message });
         break;
       }
       default:
@@ -137,4 +144,55 @@ function pickOption(options: AnySchema[], value: unknown, discriminator: string 
     }
   }
   return best;
+}
+
+/** A key's unit, from its name's suffix (the schema's naming rule: `…Ms`, `…Sec`, `…Bytes`, `…Days`). */
+interface KeyUnit {
+  /** "milliseconds" */
+  name: string;
+  /** How many of this unit one second, one byte or one day is (for converting what was written). */
+  perBase: number;
+  base: 'time' | 'bytes' | 'days';
+  example: string;
+}
+
+const UNITS: readonly [RegExp, KeyUnit][] = [
+  [/Ms$/, { name: 'milliseconds', perBase: 1000, base: 'time', example: '900000 for 15 min' }],
+  [/(Sec|PerSec)$/, { name: 'seconds', perBase: 1, base: 'time', example: '3600 for 1 h' }],
+  [/Bytes$/, { name: 'bytes', perBase: 1, base: 'bytes', example: '1048576 for 1 MiB' }],
+  [/Days$/, { name: 'days', perBase: 1, base: 'days', example: '30 for a month' }],
+];
+
+function unitOfKey(path: readonly (string | number)[]): KeyUnit | undefined {
+  const last = path[path.length - 1];
+  if (typeof last !== 'string' || last.endsWith('BytesPerSec')) return undefined;
+  return UNITS.find(([re]) => re.test(last))?.[1];
+}
+
+/** Seconds per written time unit, for "15 min", "2h", "500 ms". */
+const TIME_WORDS: Record<string, number> = { ms: 0.001, s: 1, sec: 1, secs: 1, second: 1, seconds: 1, m: 60, min: 60, mins: 60, minute: 60, minutes: 60, h: 3600, hour: 3600, hours: 3600, d: 86_400, day: 86_400, days: 86_400 };
+/** Bytes per written size unit. */
+const BYTE_WORDS: Record<string, number> = { b: 1, kb: 1000, mb: 1e6, gb: 1e9, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3, k: 1024, m: 1024 ** 2, g: 1024 ** 3 };
+
+/**
+ * Issue 16: a number key given as text with a unit (`idleTimeoutMs: "15 min"`) is told which unit
+ * the key takes, with the number the text meant where it can be read ("900000 for 15 min"), else an
+ * example. Undefined for keys without a unit suffix or values that are not text.
+ */
+export function unitMistake(path: readonly (string | number)[], given: unknown): string | undefined {
+  const unit = unitOfKey(path);
+  const key = String(path[path.length - 1]);
+  if (!unit || typeof given !== 'string') return undefined;
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)?\s*$/.exec(given);
+  let meant: number | undefined;
+  if (m) {
+    const n = Number(m[1]);
+    const word = (m[2] ?? '').toLowerCase();
+    if (word === '') return `${JSON.stringify(given)} is text (in quotes); ${key} takes a number of ${unit.name}: write ${key}: ${m[1]} without quotes`;
+    if (unit.base === 'time' && word in TIME_WORDS) meant = (n * TIME_WORDS[word]!) * unit.perBase;
+    else if (unit.base === 'bytes' && word in BYTE_WORDS) meant = n * BYTE_WORDS[word]!;
+    else if (unit.base === 'days' && (word === 'd' || word === 'day' || word === 'days')) meant = n;
+  }
+  const example = meant !== undefined && Number.isFinite(meant) ? `${Math.round(meant)} for ${given.trim()}` : unit.example;
+  return `${JSON.stringify(given)} is text; ${key} takes a number of ${unit.name}, e.g. ${example}`;
 }

@@ -35,10 +35,10 @@ describe('scan-gateway config (compiled CLI)', () => {
     expect(lines[0]).toBe(`${file}: 5 problems`);
     expect(lines.slice(1)).toEqual([
       `${file}:1:32: site.timezone: must be an IANA time zone such as Europe/Berlin`,
-      `${file}:4:25: dcps[0].kind: Invalid option: expected one of "goodsIn"|"startOfProcess"|"endOfProcess"|"goodsOut"; did you mean "goodsIn"?`,
-      `${file}:6:46: inputs[0].baudrate: unknown key "baudrate"; did you mean "baudRate"?`,
-      `${file}:6:67: inputs[0].dcp: unknown DCP "GI-02"; did you mean "GI-01"?; known: GI-01`,
-      `${file}:10:25: rules[0].reference.group: the regex has no group named "serail"; did you mean "serial"?; its named groups: serial`,
+      `${file}:4:25: dcps[GI-01].kind: Invalid option: expected one of "goodsIn"|"startOfProcess"|"endOfProcess"|"goodsOut"; did you mean "goodsIn"?`,
+      `${file}:6:46: inputs[gi].baudrate: unknown key "baudrate"; did you mean "baudRate"?`,
+      `${file}:6:67: inputs[gi].dcp: unknown DCP "GI-02"; did you mean "GI-01"?; known: GI-01`,
+      `${file}:10:25: rules[serial].reference.group: the regex has no group named "serail"; did you mean "serial"?; its named groups: serial`,
     ]);
     const json = cli('config', 'check', '--config', file, '--json');
     expect(json.code).toBe(2);
@@ -59,6 +59,7 @@ describe('scan-gateway config (compiled CLI)', () => {
     const yaml = (maxBytes?: number) => `site: { id: plant-1, timezone: Europe/Berlin }
 upstream: { baseUrl: http://127.0.0.1:9, authUrl: http://127.0.0.1:9, clientId: c }
 buffer: { path: ${join(dir, 'data', 'buffer.db')}${maxBytes === undefined ? '' : `, maxBytes: ${maxBytes}`} }
+http: { listen: '127.0.0.1:0' }
 dcps:
   - { key: GI-01, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-1 }
 inputs: []
@@ -89,11 +90,14 @@ inputs: []
     expect(bombed.code).toBe(2);
     expect(bombed.out).toMatch(/^bomb\.yaml:\d+:\d+: [a-j]\[\d\]: aliases expand to more than 100000 values \(an alias bomb\?\)/m);
     expect(check('dup.yaml', 'site: { id: a }\nlookups:\n  t:\n    GI-01: A\n    GI-01: B\n').out).toContain('dup.yaml:5:5: lookups.t.GI-01: duplicate key "GI-01" (first at line 4)');
-    expect(check('tab.yaml', 'site:\n\tid: a\n')).toMatchObject({ code: 2, out: expect.stringContaining('tab.yaml:2:1: Tabs are not allowed as indentation; indent with spaces') });
+    expect(check('tab.yaml', 'site:\n\tid: a\n')).toMatchObject({
+      code: 2,
+      out: expect.stringContaining('tab.yaml:2:1: a tab indents this line: YAML indents with spaces only; at `id: a` [YAML: Tabs are not allowed as indentation]'),
+    });
   });
 
-  it('config check: the example configuration is valid (exit 0)', () => {
-    const r = cli('config', 'check', '--config', 'config/example.yaml');
+  it('config check --offline: the example configuration is valid (exit 0)', () => {
+    const r = cli('config', 'check', '--config', 'config/example.yaml', '--offline');
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^config\/example\.yaml: valid \(4 DCPs, inputs: gi-scanner \(serial\), gi-inbox \(files\)/);
     expect(r.stdout).toContain('rules: pallet-sscc, gs1-serialised');

@@ -312,7 +312,7 @@ inputs:
       })();
       expect(isGatewayError(fromEnv, 'SCANGW_E_CONFIG')).toBe(true);
       expect((fromEnv as Error).message).toContain('input mes: the ingest token from the environment variable SCAN_GATEWAY_INGEST_TOKEN is shorter than 16 characters');
-      expect((fromEnv as Error).message).toContain('inputs[0].tokenEnv');
+      expect((fromEnv as Error).message).toContain('inputs[mes].tokenEnv');
       expect((fromEnv as Error).message).not.toContain('short-secret-1');
 
       writeFileSync(join(dir, 'ingest-token'), 'tiny\n');

@@ -56,9 +56,9 @@ describe('configuration errors and environment values', () => {
     const message = problemsOf(CONFIG, values);
     expect(message).not.toContain('TOPSECRET');
     // Before issue 11 the unknown type was quoted: `unknown type "TOPSECRET-4"`.
-    expect(message).toContain('inputs[0].type: unknown type "${INPUT_TYPE}"');
+    expect(message).toContain('inputs[gi-a].type: unknown type "${INPUT_TYPE}"');
     expect(message).toContain('site.timezone:');
-    expect(message).toContain('inputs[1].baudRate:');
+    expect(message).toContain('inputs[gi-b].baudRate:');
   });
 
   it('a one- or two-character value is hidden where quoted, without garbling the rest', () => {

@@ -116,6 +116,6 @@ describe('YAML syntax', () => {
   it('a tab as indentation says to indent with spaces', () => {
     const problems = problemsOf(GOOD.replace('  clientId: c1', 'x').replace('site: { id: s1, timezone: Europe/Berlin }', 'site:\n\tid: s1'));
     expect(problems[0]).toMatchObject({ line: 2 });
-    expect(problems[0]?.message).toBe('Tabs are not allowed as indentation; indent with spaces');
+    expect(problems[0]?.message).toBe('a tab indents this line: YAML indents with spaces only; at `id: s1` [YAML: Tabs are not allowed as indentation]');
   });
 });

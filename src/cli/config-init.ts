@@ -1,0 +1,152 @@
+import { hostname } from 'node:os';
+
+/**
+ * Issue 16: `scan-gateway config init`, a commented starter configuration for the inputs named,
+ * as Telegraf prints a sample for the plugins you name. It passes `config check` as written
+ * (`--offline` for an `http` input, whose ingest token must exist first) and is what the Debian
+ * package installs as /etc/scan-gateway/config.yaml (`config init --input files`).
+ */
+
+/** Input types `config init --input` knows, in the order the starter lists them. */
+export const STARTER_INPUT_TYPES = ['files', 'serial', 'tcp', 'mqtt', 'http'] as const;
+export type StarterInputType = (typeof STARTER_INPUT_TYPES)[number];
+
+export interface StarterOptions {
+  /** Input types, in order; repeats get ids with -2, -3… */
+  inputs: readonly StarterInputType[];
+  /** Folder for the buffer and the inbox (the unit's StateDirectory): /var/lib/scan-gateway. */
+  dataDir: string;
+  /** `http.listen`: 127.0.0.1:8080. */
+  listen: string;
+  /** `site.id`; default this machine's host name. */
+  siteId?: string | undefined;
+  /** `site.timezone`; default this machine's zone. */
+  timezone?: string | undefined;
+}
+
+/** The id each input type gets in the starter (readable in logs and on the health page). */
+const IDS: Record<StarterInputType, string> = { files: 'inbox', serial: 'scanner', tcp: 'reader', mqtt: 'broker', http: 'ingest' };
+
+function inputBlock(type: StarterInputType, id: string, o: StarterOptions): string {
+  switch (type) {
+    case 'files':
+      return `  # A folder a PC drops exports into (docs/inputs.md, "files"; how the PC gets them there:
+  # docs/operations.md, "The inbox"). Read files move to processed/<date>/, unreadable ones to failed/.
+  - id: ${id}
+    type: files
+    dir: ${o.dataDir}/${id}
+    format: csv                  # lines | csv | ndjson | json
+    barcodeColumn: barcode       # csv: the header of the barcode column
+    timeColumn: read_at          # csv: the header of the read time (ISO 8601); without it: the time the file is read
+    dcp: DCP-01
+    # usePolling: true           # on an SMB or NFS mount, where inotify sees no changes
+`;
+    case 'serial':
+      return `  # A scanner on a serial port or USB (CDC/ACM, FTDI) adapter (docs/inputs.md, "serial").
+  # ls -l /dev/serial/by-id/ names it; that name survives re-plugging, /dev/ttyUSB0 may not.
+  - id: ${id}
+    type: serial
+    path: /dev/serial/by-id/CHANGE-ME
+    baudRate: 9600               # the scanner's setting: 9600 8N1 is the usual factory default
+    terminator: "\\r"             # what ends a read: "\\r", "\\r\\n" or "\\n"
+    dcp: DCP-01
+`;
+    case 'tcp':
+      return `  # A network reader the gateway connects to (docs/inputs.md, "tcp"). For readers that connect
+  # to the gateway instead: mode: server, host: 0.0.0.0, port: 4001.
+  - id: ${id}
+    type: tcp
+    mode: client
+    host: 192.0.2.10             # CHANGE-ME: the reader's address
+    port: 2001
+    terminator: "\\r\\n"
+    dcp: DCP-01
+`;
+    case 'mqtt':
+      return `  # Topics of an MQTT broker, QoS 1 in a persistent session (docs/inputs.md, "mqtt").
+  - id: ${id}
+    type: mqtt
+    url: mqtt://127.0.0.1:1883   # mqtts://host:8883 with caFile for TLS
+    topics: [scanners/+/reads]
+    clientId: scan-gateway-${o.siteId ?? 'site'}-${id}   # stable: the broker keeps this session's messages
+    format: text                 # text = the payload is the code; json = an object (see fields)
+    dcp: DCP-01
+    # username: scan-gateway
+    # passwordFile: /etc/scan-gateway/broker-password   # or passwordEnv: NAME; never the password here
+`;
+    case 'http':
+      return `  # POST /api/v1/reads on http.listen (docs/inputs.md, "http"). Clients send a bearer token of
+  # 16 characters or more; make it before the check passes:
+  #   openssl rand -hex 32 | install -o root -g scan-gateway -m 0640 /dev/stdin /etc/scan-gateway/ingest-token
+  - id: ${id}
+    type: http
+    tokenFile: /etc/scan-gateway/ingest-token   # or the environment variable SCAN_GATEWAY_INGEST_TOKEN
+    dcp: DCP-01
+`;
+  }
+}
+
+/** A host name as a site id (a key: no white space), falling back to "site". */
+function defaultSiteId(): string {
+  const h = hostname().split('.')[0]?.replace(/[^A-Za-z0-9._-]/g, '-') ?? '';
+  return h === '' ? 'site' : h;
+}
+
+/** The starter configuration text (YAML with comments). */
+export function starterConfig(options: StarterOptions): string {
+  const siteId = options.siteId ?? defaultSiteId();
+  const timezone = options.timezone ?? Intl.DateTimeFormat().resolvedOptions().timeZone;
+  const o = { ...options, siteId };
+  const seen = new Map<string, number>();
+  const blocks = options.inputs.map((type) => {
+    const base = IDS[type];
+    const n = (seen.get(base) ?? 0) + 1;
+    seen.set(base, n);
+    return inputBlock(type, n === 1 ? base : `${base}-${n}`, o);
+  });
+  return `# scan-gateway configuration (written by: scan-gateway config init${options.inputs.map((t) => ` --input ${t}`).join('')}).
+# Every key, with its default: docs/configuration.md (or: scan-gateway config docs).
+# After an edit:  scan-gateway config check --config THIS-FILE   (as root: add --as scan-gateway)
+# What a read becomes, without sending it:  scan-gateway try --config THIS-FILE --input ID 'CODE'
+# The running gateway reloads this file on a change (or systemctl reload scan-gateway).
+
+site:
+  id: ${siteId}   # shown on the health page and in logs
+  timezone: ${timezone}   # IANA zone of the plant's clocks (scan times are sent as wall time)
+
+# The Battery Product and Traceability Scan Service: addresses and client id from its operator.
+# The client secret never goes here: the package's unit hands /etc/scan-gateway/client-secret
+# (root only, mode 0600) to the gateway as the systemd credential client-secret. Elsewhere: the
+# environment variable SCAN_GATEWAY_CLIENT_SECRET, or clientSecretFile: /path/to/file.
+upstream:
+  baseUrl: https://scan-service.example.com     # CHANGE-ME
+  authUrl: https://auth.scan-service.example.com # CHANGE-ME: /oauth2/token is appended
+  clientId: CHANGE-ME
+  # proxyUrl: http://proxy.plant.local:3128     # credentials, if any: proxyCredentialsFile
+  # caFile: /etc/scan-gateway/site-ca.pem       # a site CA (a TLS-inspecting proxy)
+
+# The durable buffer (SQLite): every read is committed here before it is acknowledged.
+buffer:
+  path: ${options.dataDir}/buffer.db
+  retentionDays: 30              # delivered scans kept this long for audit
+
+# Health page, /healthz, /readyz, /api/v1/status and /metrics. Loopback unless you mean to expose
+# it; then set a read token (docs/operations.md, "Read token").
+http:
+  listen: ${options.listen}
+
+# Data collection points: where in the process a scan happens, keys as the service knows them.
+#   kind: goodsIn (needs supplierKey) | startOfProcess | endOfProcess | goodsOut (needs clientKey)
+dcps:
+  - key: DCP-01                  # CHANGE-ME
+    kind: startOfProcess
+    productModelKey: CHANGE-ME   # sent with every scan unless a rule takes it from the read
+
+# Where reads come from; each input belongs to a DCP.
+inputs:${blocks.length === 0 ? ' []   # scan-gateway config init --input files|serial|tcp|mqtt|http' : ''}
+${blocks.join('\n')}
+# Rules (how a read becomes a scan: GS1 AIs, regex groups, lookup tables), containers (pallets,
+# trays as parents) and the time check: docs/configuration.md. Without rules, the reference is the
+# code exactly as read.
+`;
+}

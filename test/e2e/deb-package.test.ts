@@ -1,0 +1,132 @@
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { PACKAGE_ROOT, VERSION } from '../../src/paths.js';
+import { waitFor } from '../helpers/wait.js';
+
+// Issue 16, "Done when": CI builds the package, runs lintian on it, extracts it into a temporary
+// root (dpkg-deb -x), runs <root>/usr/bin/scan-gateway --version, config init, config check and a
+// short run from the extracted layout, and verifies the packaged unit with systemd-analyze.
+// dpkg-deb, lintian and systemd-analyze come from .ci/run's need block; a missing one fails here.
+
+function run(cmd: string, args: string[], options: { cwd?: string; env?: Record<string, string> } = {}): { code: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: 240_000, cwd: options.cwd ?? PACKAGE_ROOT, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root', ...options.env } });
+  if (r.error) throw r.error;
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+describe('the Debian package (npm run package)', () => {
+  it('builds, passes lintian, and runs from its extracted layout', async () => {
+    const out = mkdtempSync(join(tmpdir(), 'sg-deb-'));
+    const built = run('npm', ['run', '--silent', 'package', '--', out]);
+    expect(built.code, built.stderr).toBe(0);
+    const arch = execFileSync('dpkg', ['--print-architecture'], { encoding: 'utf8' }).trim();
+    const name = `scan-gateway_${VERSION}_${arch}.deb`;
+    const deb = join(out, name);
+    expect(built.stdout.trim().split('\n').pop()).toBe(deb);
+    // The release is the .deb and its checksum file.
+    expect(run('sha256sum', ['-c', `${name}.sha256`], { cwd: out })).toMatchObject({ code: 0, stdout: `${name}: OK\n` });
+
+    // Every tag lintian finds is fixed or overridden with its reason (packaging/deb/lintian-overrides).
+    const lint = run('lintian', ['--info', '--tag-display-limit', '0', deb]);
+    const tags = lint.stdout.split('\n').filter((l) => /^[EWIXP]: /.test(l));
+    expect(tags, lint.stdout + lint.stderr).toEqual([]);
+    expect(lint.code, lint.stderr).toBe(0);
+
+    const info = run('dpkg-deb', ['--info', deb]).stdout;
+    expect(info).toMatch(/^ Depends: nodejs \(>= 20\.19\),/m);
+    expect(run('dpkg-deb', ['--field', deb, 'Architecture']).stdout.trim()).toBe(arch);
+    const contents = run('dpkg-deb', ['--contents', deb]).stdout;
+    for (const path of [
+      './usr/bin/scan-gateway',
+      './usr/lib/systemd/system/scan-gateway.service',
+      './usr/lib/sysusers.d/scan-gateway.conf',
+      './usr/lib/tmpfiles.d/scan-gateway.conf',
+      './etc/scan-gateway/config.yaml',
+      './usr/lib/scan-gateway/node_modules/better-sqlite3/build/Release/better_sqlite3.node',
+    ]) {
+      expect(contents).toContain(path);
+    }
+    // No development tools in the production modules.
+    for (const dev of ['/node_modules/vitest/', '/node_modules/typescript/', '/node_modules/eslint/', '/node_modules/playwright-core/']) expect(contents).not.toContain(dev);
+
+    const root = mkdtempSync(join(tmpdir(), 'sg-deb-root-'));
+    expect(run('dpkg-deb', ['-x', deb, root]).code).toBe(0);
+    expect(run('dpkg-deb', ['-e', deb, join(root, 'DEBIAN')]).code).toBe(0);
+    expect(readFileSync(join(root, 'DEBIAN/conffiles'), 'utf8')).toBe('/etc/scan-gateway/config.yaml\n');
+    for (const script of ['postinst', 'prerm', 'postrm']) expect(run('sh', ['-n', join(root, 'DEBIAN', script)]).code, script).toBe(0);
+    const bin = join(root, 'usr/bin/scan-gateway');
+    expect(run(bin, ['--version'])).toMatchObject({ code: 0, stdout: `${VERSION}\n` });
+
+    // The conffile is the starter configuration; it passes the check of the file itself here
+    // (its folders under /var/lib are made by the package's tmpfiles.d on the gateway).
+    const conffile = join(root, 'etc/scan-gateway/config.yaml');
+    expect(readFileSync(conffile, 'utf8')).toContain('written by: scan-gateway config init --input files');
+    expect(run(bin, ['config', 'check', '--config', conffile, '--offline']).code).toBe(0);
+
+    // config init and config check from the extracted layout, then a short run that delivers.
+    const site = mkdtempSync(join(tmpdir(), 'sg-deb-site-'));
+    const config = join(site, 'config.yaml');
+    const init = run(bin, ['config', 'init', '--input', 'files', '--data-dir', site, '--listen', '127.0.0.1:0', '--output', config]);
+    expect(init.code, init.stdout + init.stderr).toBe(0);
+    const check = run(bin, ['config', 'check', '--config', config]);
+    expect(check.code, check.stdout).toBe(0);
+    const port = await freePort();
+    // The starter, pointed at the embedded sandbox with a DCP it knows (GI-01).
+    const text = readFileSync(config, 'utf8')
+      .replace(/baseUrl: .*/, `baseUrl: http://127.0.0.1:${port}`)
+      .replace(/authUrl: .*/, `authUrl: http://127.0.0.1:${port}`)
+      .replace('clientId: CHANGE-ME', 'clientId: demo-client')
+      .replace(/- key: DCP-01 .*\n {4}kind: startOfProcess/, '- key: GI-01\n    kind: goodsIn\n    supplierKey: SUP-0042')
+      .replace('productModelKey: CHANGE-ME', 'productModelKey: PACK-A')
+      .replaceAll('dcp: DCP-01', 'dcp: GI-01');
+    writeFileSync(config, `${text}\nsandbox: { enabled: true, listen: '127.0.0.1:${port}' }\nlog: { level: info, format: json }\n`);
+    expect(run(bin, ['config', 'check', '--config', config], { env: { SCAN_GATEWAY_CLIENT_SECRET: 'x' } }).code).toBe(0);
+    const secret = readFileSync(join(root, 'usr/lib/scan-gateway/config/demo-client-secret'), 'utf8').trim();
+    const child = spawn(bin, ['run', '--config', config], { cwd: site, env: { PATH: process.env.PATH ?? '', SCAN_GATEWAY_CLIENT_SECRET: secret }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let log = '';
+    child.stdout.on('data', (d: Buffer) => (log += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (log += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    try {
+      await waitFor(() => log.includes('"msg":"scan-gateway started"'), { timeoutMs: 30_000, what: 'the packaged gateway started' });
+      copyFileSync(join(PACKAGE_ROOT, 'samples/goods-in-export.csv'), join(site, 'inbox', 'goods-in-export.csv'));
+      await waitFor(() => existsSync(join(site, 'inbox/processed')) && readdirSync(join(site, 'inbox/processed'), { recursive: true }).some((f) => String(f).endsWith('.csv')), {
+        timeoutMs: 30_000,
+        what: 'the CSV taken and moved to processed/',
+      });
+      const delivered = await waitFor(
+        async () => {
+          const r = (await (await fetch(`http://127.0.0.1:${port}/_sandbox/scans`)).json()) as { scans: unknown[] };
+          return r.scans.length > 0 ? r.scans : undefined;
+        },
+        { timeoutMs: 30_000, what: 'scans delivered to the sandbox' },
+      );
+      expect(delivered.length).toBeGreaterThan(0);
+    } finally {
+      child.kill('SIGTERM');
+    }
+    expect(await exited, log).toBe(0);
+
+    // The packaged unit verifies, with its node and program paths pointed into the extracted root.
+    const unitDir = mkdtempSync(join(tmpdir(), 'sg-deb-unit-'));
+    const unit = readFileSync(join(root, 'usr/lib/systemd/system/scan-gateway.service'), 'utf8');
+    expect(unit).toMatch(/^ExecStart=\/usr\/bin\/node \/usr\/lib\/scan-gateway\/dist\/src\/main\.js run --config \/etc\/scan-gateway\/config\.yaml$/m);
+    writeFileSync(join(unitDir, 'scan-gateway.service'), unit.replace('ExecStart=/usr/bin/node /usr/lib/scan-gateway/', `ExecStart=${process.execPath} ${root}/usr/lib/scan-gateway/`));
+    // verify also opens the unit's Documentation= man page: the packaged one, through MANPATH.
+    const verify = run('systemd-analyze', ['verify', join(unitDir, 'scan-gateway.service')], { env: { MANPATH: join(root, 'usr/share/man') } });
+    expect(verify.code, verify.stderr).toBe(0);
+    expect(verify.stderr.split('\n').filter((l) => l.includes('scan-gateway.service'))).toEqual([]);
+  }, 300_000);
+});
