@@ -238,4 +238,33 @@ export const MIGRATIONS: readonly string[] = [
   `
   PRAGMA auto_vacuum = INCREMENTAL;
   `,
+
+  // Issue 18, item lookup ("what happened to this item?", src/buffer/items.ts): scans by reference
+  // (exact and prefix lookups walk this index), and each scan's parents in a table of their own,
+  // kept by triggers, so the children of an item (the scans naming it as parent) are found by
+  // index too. Filled here from the scans already stored: one pass over their bodies.
+  `
+  CREATE INDEX scans_reference ON scans (reference);
+  CREATE TABLE scan_parents (
+    parent TEXT NOT NULL,
+    scan_id INTEGER NOT NULL,
+    PRIMARY KEY (parent, scan_id)
+  ) WITHOUT ROWID;
+  CREATE INDEX scan_parents_scan ON scan_parents (scan_id);
+  INSERT OR IGNORE INTO scan_parents (parent, scan_id)
+    SELECT p.value, s.id FROM scans s, json_each(s.body, '$.parents') p
+     WHERE json_valid(s.body) AND p.type = 'text';
+
+  CREATE TRIGGER scans_parents_insert AFTER INSERT ON scans
+    WHEN json_valid(NEW.body) AND json_array_length(NEW.body, '$.parents') > 0
+  BEGIN
+    INSERT OR IGNORE INTO scan_parents (parent, scan_id)
+      SELECT value, NEW.id FROM json_each(NEW.body, '$.parents') WHERE type = 'text';
+  END;
+
+  CREATE TRIGGER scans_parents_delete AFTER DELETE ON scans
+  BEGIN
+    DELETE FROM scan_parents WHERE scan_id = OLD.id;
+  END;
+  `,
 ];

@@ -1,6 +1,7 @@
 import { statSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import { printableRaw } from '../format/printable.js';
+import { searchItems, traceItem, type ItemMatch, type ItemTrace, type TraceOptions } from './items.js';
 
 /**
  * Read-only questions about the SQLite buffer that plant IT asks (what is waiting, what failed,
@@ -399,6 +400,16 @@ export class BufferReports {
   /** See {@link recentActivity}. */
   recentActivity(sinceMs: number): RecentActivity {
     return recentActivity(this.db, sinceMs);
+  }
+
+  /** What happened to one item (issue 18): see {@link traceItem}. */
+  trace(reference: string, options: TraceOptions = {}): ItemTrace {
+    return traceItem(this.db, reference, options);
+  }
+
+  /** References starting with `prefix`: see {@link searchItems}. */
+  searchItems(prefix: string, limit?: number): ItemMatch[] {
+    return searchItems(this.db, prefix, limit);
   }
 
   /** See {@link stuckBatches}. */
