@@ -331,6 +331,11 @@ export function buildHttp(w: Wiring): Component {
         allowedHosts: config.http.allowedHosts,
         readToken: deps.readToken,
         ...(deps.scrub ? { scrub: deps.scrub } : {}),
+        items: {
+          trace: (reference, depth) =>
+            w.store!.reports.trace(reference, { ...(depth === undefined ? {} : { depth }), dcpKinds: new Map(w.current.config.dcps.map((d) => [d.key, d.kind as string])) }),
+          search: (prefix, limit) => w.store!.reports.searchItems(prefix, limit),
+        },
       });
       await registerInputRoutes(server, () => w.inputs);
       if (!isLoopbackHost(host) && deps.readToken === undefined) {

@@ -10,6 +10,7 @@ import { PAGE_CSP, renderPage } from './page.js';
 import { RefusalLog, REFUSAL_LOG_INTERVAL_MS } from '../listener/refusal-log.js';
 import type { GatewayStatus } from './status.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
+import type { ItemMatch, ItemTrace } from '../buffer/items.js';
 
 export type { GatewayStatus } from './status.js';
 
@@ -35,7 +36,15 @@ export interface HealthServerOptions {
    * readyz), raw excerpts of refused input included: the log's {@link SecretScrubber} (issue 11).
    */
   scrub?: (text: string) => string;
+  /**
+   * Item lookup (issue 18), read-only over the buffer: serves `GET /api/v1/items/<reference>` and
+   * `GET /api/v1/items?prefix=…` when given (the buffer's reports, src/buffer/items.ts).
+   */
+  items?: { trace: (reference: string, depth?: number) => ItemTrace; search: (prefix: string, limit?: number) => ItemMatch[] };
 }
+
+/** Longest reference the item routes take, in characters (a reference is a barcode's text). */
+export const MAX_ITEM_REFERENCE = 512;
 
 /** Headers of every answer: nothing cached, nothing sniffed, no referrer leaves the page. */
 const COMMON_HEADERS = {
@@ -175,6 +184,29 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
   });
 
   app.get('/api/v1/status', { onRequest: guardRead }, async () => status());
+
+  const items = options.items;
+  if (items) {
+    const tooLong = (reply: FastifyReply) =>
+      reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: `a reference is at most ${MAX_ITEM_REFERENCE} characters` });
+    // Same read token rules as the status: the trace shows raw reads.
+    app.get('/api/v1/items', { onRequest: guardRead }, async (request, reply) => {
+      const prefix = String((request.query as Record<string, unknown>).prefix ?? '');
+      if (prefix.length > MAX_ITEM_REFERENCE) return tooLong(reply);
+      if (prefix === '') return reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: 'give ?prefix=<start of a reference>, or ask for /api/v1/items/<reference>' });
+      const matches = items.search(prefix);
+      return scrub ? scrubValue({ prefix, matches }, scrub) : { prefix, matches };
+    });
+    // A wildcard: a reference may hold a slash (a GS1 Digital Link, a path-like serial).
+    app.get('/api/v1/items/*', { onRequest: guardRead }, async (request, reply) => {
+      const reference = (request.params as Record<string, string>)['*'] ?? '';
+      if (reference === '') return reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: 'give the reference: /api/v1/items/<reference>' });
+      if (reference.length > MAX_ITEM_REFERENCE) return tooLong(reply);
+      const depth = Number((request.query as Record<string, unknown>).depth ?? Number.NaN);
+      const trace = items.trace(reference, Number.isFinite(depth) ? depth : undefined);
+      return reply.code(trace.found ? 200 : 404).send(scrub ? scrubValue(trace, scrub) : trace);
+    });
+  }
 
   const metrics = options.metrics;
   if (metrics) {
