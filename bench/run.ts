@@ -6,6 +6,7 @@ import { benchBigFile, BIGFILE_DEFAULTS } from './bigfile.js';
 import { benchDrain, benchFill, DRAIN_DEFAULTS } from './drain.js';
 import { benchFootprint, FOOTPRINT_DEFAULTS } from './footprint.js';
 import { benchIntake, INTAKE_DEFAULTS } from './intake.js';
+import { benchItems, ITEMS_DEFAULTS } from './items.js';
 import { benchMqtt, MQTT_DEFAULTS } from './mqtt.js';
 import { benchStatus, STATUS_DEFAULTS } from './status.js';
 import { formatMarkdown, formatTable, writeReport, type BenchReport, type BenchResult } from './lib/report.js';
@@ -15,14 +16,14 @@ import { machineInfo, nowMs, othersBusyMeter, sampleBackground } from './lib/sys
  * `npm run bench`: the benchmark suite of issue 8. Runs each benchmark with its ceiling measured in
  * the same run, prints a table and writes bench/results/latest.json. Not part of `npm test`.
  *
- *   node dist/bench/run.js [--only intake,mqtt,drain,fill,footprint,status,bigfile] [--quick] [--out FILE]
+ *   node dist/bench/run.js [--only intake,mqtt,drain,fill,footprint,status,bigfile,items] [--quick] [--out FILE]
  *   node dist/bench/run.js --markdown [FILE]   (prints FILE, default the latest results, as a Markdown table)
  *
  * `--quick` shrinks every size for a smoke run (its figures are not comparable). Exits 1 when a
  * benchmark could not run; a missed target is a result, not a failure.
  */
 
-const ALL = ['intake', 'mqtt', 'drain', 'fill', 'footprint', 'status', 'bigfile'] as const;
+const ALL = ['intake', 'mqtt', 'drain', 'fill', 'footprint', 'status', 'bigfile', 'items'] as const;
 type BenchId = (typeof ALL)[number];
 
 const { values, positionals } = parseArgs({
@@ -46,6 +47,7 @@ const sizes = {
   footprint: quick ? { starts: 1, settleMs: 1000, idleMs: 2000 } : FOOTPRINT_DEFAULTS,
   status: quick ? { ...STATUS_DEFAULTS, scans: 100_000, rejected: 1000, calls: 10 } : STATUS_DEFAULTS,
   bigfile: quick ? { lines: 100_000 } : BIGFILE_DEFAULTS,
+  items: quick ? { scans: 200_000, lookups: 50 } : ITEMS_DEFAULTS,
 };
 
 const runners: Record<BenchId, () => Promise<Omit<BenchResult, 'durationSec' | 'background'>>> = {
@@ -56,6 +58,7 @@ const runners: Record<BenchId, () => Promise<Omit<BenchResult, 'durationSec' | '
   footprint: () => benchFootprint(sizes.footprint),
   status: () => benchStatus(sizes.status),
   bigfile: () => benchBigFile(sizes.bigfile),
+  items: () => benchItems(sizes.items),
 };
 
 const TITLES: Record<BenchId, string> = {
@@ -66,6 +69,7 @@ const TITLES: Record<BenchId, string> = {
   footprint: 'Footprint',
   status: 'Health refresh on a full buffer',
   bigfile: 'One big file',
+  items: 'Item lookup (10 million scans)',
 };
 
 // Ctrl-C: exit through 'exit', whose handler (lib/child.ts) kills the brokers, sandboxes and ptys started.
