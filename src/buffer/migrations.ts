@@ -243,8 +243,11 @@ export const MIGRATIONS: readonly string[] = [
   // (exact and prefix lookups walk this index), and each scan's parents in a table of their own,
   // kept by triggers, so the children of an item (the scans naming it as parent) are found by
   // index too. Filled here from the scans already stored: one pass over their bodies.
+  // The station screen (src/buffer/station.ts) finds a station's reads by the DCP they were mapped
+  // to, or for a read with none (a rejection) by its input: one expression index serves both.
   `
   CREATE INDEX scans_reference ON scans (reference);
+  CREATE INDEX reads_station ON reads (coalesce(dcp_key, '@' || input_id), id);
   CREATE TABLE scan_parents (
     parent TEXT NOT NULL,
     scan_id INTEGER NOT NULL,
