@@ -1,4 +1,5 @@
 import type { GatewayStatus } from './status.js';
+import type { StationSnapshot } from './station-page.js';
 
 /**
  * The health page's content as an HTML string, rendered from a {@link GatewayStatus}. The same
@@ -532,6 +533,39 @@ export function itemHtml(t: {
     more +
     `<div class="pair"><div><h3>Parents</h3>${parents}</div><div><h3>Children</h3>${children}</div></div>`
   );
+}
+
+/** The station screen's content for `s` (src/health/station-page.ts: server first paint and every update in the browser). */
+export function stationMain(s: StationSnapshot): string {
+  const tz = s.timezone;
+  const last = s.last[0];
+  const verdictText = { taken: 'TAKEN', refused: 'REFUSED', duplicate: 'ALREADY SCANNED', noRead: 'NO READ' } as Record<string, string>;
+  const hero = last
+    ? `<section class="hero ${esc(last.verdict)}" id="last" data-read="${esc(last.id)}"><div class="verdict">${esc(verdictText[last.verdict] ?? last.verdict)}</div>` +
+      `<div class="ref">${rawHtml(last.text)}</div>` +
+      (last.verdict === 'taken' ? '' : `<div class="words">${esc(last.words ?? '')}</div><div class="hint">${esc(last.hint ?? '')}</div>`) +
+      `<div class="meta">${esc(fmtTime(last.at, tz).slice(11))} · ${esc(last.inputId)}${last.reason ? ` · <span class="tech">${esc(last.reason)}</span>` : ''}</div></section>`
+    : '<section class="hero idle" id="last"><div class="verdict">WAITING</div><div class="words">No scan at this station in the buffer yet.</div></section>';
+  const d = s.delivery;
+  const banner = d.stalled
+    ? `<div class="stalled" id="stalled" role="alert">The gateway cannot reach the service. Scans are kept safely (${esc(d.waiting)} waiting) and are sent when it is back.${d.since ? ` Since ${esc(fmtTime(d.since, tz).slice(11))}.` : ''}</div>`
+    : d.paused
+      ? `<div class="stalled paused" id="stalled" role="alert">Sending is paused by an operator. Scans are kept safely (${esc(d.waiting)} waiting).</div>`
+      : '';
+  const c = s.counts;
+  const counts =
+    `<section class="counts"><div class="shift">Shift ${esc(s.shift.name)} since ${esc(fmtTime(s.shift.startsAt, tz).slice(11, 16))}</div>` +
+    `<div class="count taken"><b id="count-taken">${esc(c.taken)}</b><span>taken</span></div>` +
+    `<div class="count refused"><b id="count-refused">${esc(c.refused)}</b><span>refused</span></div>` +
+    `<div class="count other"><b>${esc(c.duplicate + c.noRead)}</b><span>repeat / no read</span></div></section>`;
+  const rows = s.last
+    .map(
+      (r) =>
+        `<li class="${esc(r.verdict)}"><time>${esc(fmtTime(r.at, tz).slice(11))}</time><span class="v">${esc(r.verdict === 'taken' ? 'taken' : r.verdict === 'refused' ? 'refused' : r.verdict === 'duplicate' ? 'repeat' : 'no read')}</span>` +
+        `<code>${rawHtml(r.text)}</code><span class="why">${r.verdict === 'taken' ? esc(r.scanState === 'delivered' ? 'delivered' : r.scanState === 'failed' ? 'refused by the service' : 'kept, sending') : esc(r.words ?? '')}</span></li>`,
+    )
+    .join('');
+  return `${banner}<div class="grid">${hero}${counts}</div><section class="list"><h2>Last ${esc(s.last.length)} reads</h2><ol id="reads">${rows}</ol></section>`;
 }
 
 /** Every function the browser needs, in dependency order, for `page.ts` to inline. */

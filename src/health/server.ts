@@ -11,6 +11,8 @@ import { RefusalLog, REFUSAL_LOG_INTERVAL_MS } from '../listener/refusal-log.js'
 import type { GatewayStatus } from './status.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
 import type { ItemMatch, ItemTrace } from '../buffer/items.js';
+import { StationHub, STATION_HEARTBEAT_MS, type StationSource } from './station.js';
+import { renderStationPage, renderUnknownStation, STATION_CSP } from './station-page.js';
 
 export type { GatewayStatus } from './status.js';
 
@@ -40,8 +42,15 @@ export interface HealthServerOptions {
    * Item lookup (issue 18), read-only over the buffer: serves `GET /api/v1/items/<reference>` and
    * `GET /api/v1/items?prefix=…` when given (the buffer's reports, src/buffer/items.ts).
    */
+  station?: StationOptions;
   items?: { trace: (reference: string, depth?: number) => ItemTrace; search: (prefix: string, limit?: number) => ItemMatch[] };
 }
+
+/**
+ * The station screen (issue 18): serves `GET /station/<dcpKey>` and its event stream
+ * `GET /station/<dcpKey>/events` when given (src/health/station.ts).
+ */
+export type StationOptions = StationSource;
 
 /** Longest reference the item routes take, in characters (a reference is a barcode's text). */
 export const MAX_ITEM_REFERENCE = 512;
@@ -91,7 +100,7 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     ? ((options.metrics.registry.getSingleMetric(refusedName) as Counter<'reason'> | undefined) ??
       new Counter({
         name: refusedName,
-        help: 'Requests and connections the local HTTP server refused, by reason (host, read_token, admin_token, ingest_token, connection_cap).',
+        help: 'Requests and connections the local HTTP server refused, by reason (host, read_token, admin_token, ingest_token, connection_cap, station_streams).',
         labelNames: ['reason'],
         registers: [options.metrics.registry],
       }))
@@ -205,6 +214,36 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
       const depth = Number((request.query as Record<string, unknown>).depth ?? Number.NaN);
       const trace = items.trace(reference, Number.isFinite(depth) ? depth : undefined);
       return reply.code(trace.found ? 200 : 404).send(scrub ? scrubValue(trace, scrub) : trace);
+    });
+  }
+
+  if (options.station) {
+    const hub = new StationHub(options.station, logger, {
+      heartbeatMs: Math.min(STATION_HEARTBEAT_MS, Math.floor(limits.idleTimeoutMs / 2)),
+      ...(scrub ? { scrub } : {}),
+    });
+    // Before the server waits for its connections: an open screen must not hold up a stop.
+    app.addHook('preClose', async () => hub.close());
+    const known = () => options.station!.dcps().map((d) => d.key);
+    app.get('/station/:dcpKey', { onRequest: guardRead }, async (request, reply) => {
+      const { dcpKey } = request.params as { dcpKey: string };
+      const snapshot = hub.snapshot(dcpKey);
+      reply.type('text/html; charset=utf-8').header('content-security-policy', STATION_CSP).header('x-frame-options', 'DENY');
+      if (!snapshot) return reply.code(404).send(renderUnknownStation(dcpKey, known()));
+      return reply.send(renderStationPage(snapshot));
+    });
+    app.get('/station/:dcpKey/events', { onRequest: guardRead }, async (request, reply) => {
+      const { dcpKey } = request.params as { dcpKey: string };
+      if (!hub.station(dcpKey)) return reply.code(404).send({ statusCode: 404, error: 'Not Found', message: `no DCP ${dcpKey} in the configuration; stations: ${known().join(', ')}` });
+      if (hub.full) {
+        count('station_streams');
+        return reply.code(503).header('retry-after', '30').send({ statusCode: 503, error: 'Service Unavailable', message: 'too many station screens are open; close one, or try again later' });
+      }
+      reply.hijack();
+      const res = reply.raw;
+      res.writeHead(200, { ...COMMON_HEADERS, 'content-type': 'text/event-stream; charset=utf-8', connection: 'keep-alive', 'x-accel-buffering': 'no' });
+      if (!hub.open(dcpKey, res)) res.end();
+      return reply;
     });
   }
 
