@@ -139,4 +139,18 @@ rules:
     expect(consoleErrors).toEqual([]);
     console.log(`station screen: scan shown ${shownMs} ms after the scanner sent it`);
   });
+  it('the health page answers "what happened to this item?" from its search box', { timeout: 30_000 }, async () => {
+    const page = await context!.newPage();
+    page.on('pageerror', (e) => consoleErrors.push(String(e)));
+    await page.goto(`${gateway!.httpUrl}/`);
+    await page.locator('#lookup-ref').fill('PK-00081');
+    await page.getByRole('button', { name: 'Look up' }).click();
+    // No exact match: the references starting with it, each a link to its trace.
+    await expect.poll(() => page.locator('#lookup-result').textContent(), { timeout: 5000 }).toMatch(/PK-00081 is not in the buffer/);
+    await page.locator('#lookup-result a[data-item="PK-000815"]').click();
+    await expect.poll(() => page.locator('#lookup-result h3').first().textContent(), { timeout: 5000 }).toBe('PK-000815');
+    const row = page.locator('#lookup-result tbody tr').first();
+    expect(await row.textContent()).toMatch(/EOL-3.*endOfProcess.*product PACK-A.*eol-scanner.*PK-000815.*direct.*delivered.*Success/);
+    expect(consoleErrors).toEqual([]);
+  });
 });
