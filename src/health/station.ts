@@ -163,9 +163,11 @@ export class StationHub {
    */
   open(dcpKey: string, res: ServerResponse): boolean {
     if (this.closed || this.streams.size >= this.maxStreams) return false;
+    // The cursor before the snapshot: a read committed in between comes twice (the screen drops
+    // the repeat by its id) rather than never.
+    if (this.streams.size === 0) this.cursor = this.source.lastReadId();
     const snapshot = this.snapshot(dcpKey);
     if (!snapshot) return false;
-    if (this.streams.size === 0) this.cursor = this.source.lastReadId();
     const stream: Stream = { dcpKey, res, shiftStart: snapshot.shift.startsAt };
     this.streams.add(stream);
     res.on('close', () => {

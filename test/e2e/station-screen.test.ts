@@ -84,7 +84,10 @@ rules:
     return page;
   }
 
-  const px = (page: Page, selector: string) => page.locator(selector).first().evaluate((el) => parseFloat(getComputedStyle(el).fontSize));
+  // Run in the browser (the test's own types have no DOM): the computed font size in px, and the page's width.
+  type Dom = { getComputedStyle(el: unknown): { fontSize: string }; document: { documentElement: { scrollWidth: number } } };
+  const px = (page: Page, selector: string) => page.locator(selector).first().evaluate((el) => parseFloat((globalThis as unknown as Dom).getComputedStyle(el).fontSize));
+  const pageWidth = (page: Page) => page.evaluate(() => (globalThis as unknown as Dom).document.documentElement.scrollWidth);
 
   it('shows a scan within 1 s, a refused read with its reason, and the stalled banner when the service is gone', { timeout: 60_000 }, async () => {
     const page = await open();
@@ -113,7 +116,7 @@ rules:
     expect(await px(page, '#count-taken')).toBeGreaterThanOrEqual(36);
     expect(await px(page, '#reads li')).toBeGreaterThanOrEqual(20);
     // Nothing scrolls sideways on the panel.
-    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(1024);
+    expect(await pageWidth(page)).toBeLessThanOrEqual(1024);
     await page.screenshot({ path: join(IMAGES, 'station-1024x600.png') });
 
     // The service goes away: the next scan is kept, and the screen says so.
@@ -129,7 +132,7 @@ rules:
     expect(await px(page, '#last .ref')).toBeGreaterThanOrEqual(40);
     expect(await px(page, '#last .verdict')).toBeGreaterThanOrEqual(40);
     expect(await px(page, '#stalled')).toBeGreaterThanOrEqual(20);
-    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(400);
+    expect(await pageWidth(page)).toBeLessThanOrEqual(400);
     await page.screenshot({ path: join(IMAGES, 'station-400x900.png') });
 
     // A second screen opened now starts from the snapshot: the last reads, the counts, the banner.
