@@ -258,8 +258,10 @@ export const MIGRATIONS: readonly string[] = [
     SELECT p.value, s.id FROM scans s, json_each(s.body, '$.parents') p
      WHERE json_valid(s.body) AND p.type = 'text';
 
+  -- Most scans name no parent: intake writes them with "parents":[], which a text search tells
+  -- apart without parsing the JSON (parsing every body cost intake about a tenth of its rate).
   CREATE TRIGGER scans_parents_insert AFTER INSERT ON scans
-    WHEN json_valid(NEW.body) AND json_array_length(NEW.body, '$.parents') > 0
+    WHEN instr(NEW.body, '"parents":[]') = 0 AND json_valid(NEW.body)
   BEGIN
     INSERT OR IGNORE INTO scan_parents (parent, scan_id)
       SELECT value, NEW.id FROM json_each(NEW.body, '$.parents') WHERE type = 'text';
