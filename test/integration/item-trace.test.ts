@@ -102,7 +102,7 @@ describe('item lookup: trace and genealogy from the buffer', () => {
       }),
     });
     await app.start();
-    // 9 delivered (5 at the module station, 3 at the pack station... minus none) and BAT-7 failed.
+    // 8 delivered (5 at the module station, 3 at the pack station) and BAT-7 failed at a DCP the service does not know.
     await waitFor(() => (app.status().buffer.scans.failed ?? 0) === 1 && (app.status().buffer.scans.delivered ?? 0) === 8, { timeoutMs: 15_000, what: '8 delivered, 1 failed' });
   }, 30_000);
   afterAll(async () => {
@@ -155,7 +155,8 @@ describe('item lookup: trace and genealogy from the buffer', () => {
     const failed = (await (await fetch(`${app.httpUrl}/api/v1/items/BAT-7`)).json()) as ItemTrace;
     expect(failed.scans).toHaveLength(1);
     expect(failed.scans[0]).toMatchObject({ dcpKey: 'GI-9', state: 'failed', failureReason: 'Invalid DCP', replayedBy: null });
-    expect(failed.scans[0]!.batch?.upstreamState).toBe('HasFailures');
+    // Alone in its batch (timing decides how the batcher groups), the whole batch failed.
+    expect(['HasFailures', 'Failed']).toContain(failed.scans[0]!.batch?.upstreamState);
 
     const replayed = await cli(registerReplayCommand, dir, ['replay', '--reason', 'invalid dcp', '--config', fixed]);
     expect(replayed.code).toBe(0);
