@@ -1,5 +1,5 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { Counter } from 'prom-client';
+import { Counter, Gauge } from 'prom-client';
 import { DEFAULT_HTTP_LIMITS, type HttpLimitsConfig } from '../config/schema.js';
 import { scrubValue, type Logger } from '../log.js';
 import { readTokenMatches, registerAdminRoutes, type AdminActions } from './admin.js';
@@ -222,6 +222,16 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
       heartbeatMs: Math.min(STATION_HEARTBEAT_MS, Math.floor(limits.idleTimeoutMs / 2)),
       ...(scrub ? { scrub } : {}),
     });
+    if (options.metrics && !options.metrics.registry.getSingleMetric('scan_gateway_station_streams')) {
+      new Gauge({
+        name: 'scan_gateway_station_streams',
+        help: 'Station screens open now (event streams of /station/<dcpKey>/events), at most 32.',
+        registers: [options.metrics.registry],
+        collect() {
+          this.set(hub.size);
+        },
+      });
+    }
     // Before the server waits for its connections: an open screen must not hold up a stop.
     app.addHook('preClose', async () => hub.close());
     const known = () => options.station!.dcps().map((d) => d.key);

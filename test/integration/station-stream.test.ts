@@ -163,6 +163,9 @@ rules:
   });
 
   it(`refuses stream ${STATION_MAX_STREAMS + 1} with 503, and a stop ends every open stream at once`, { timeout: 20_000 }, async () => {
+    // The streams of the tests above are gone on the server's side too before the count starts.
+    const gauge = async () => /scan_gateway_station_streams (\d+)/.exec(await (await fetch(`${app.httpUrl}/metrics`, { headers: AUTH })).text())?.[1];
+    await waitFor(async () => (await gauge()) === '0', { what: 'no station stream open' });
     const streams = await Promise.all(Array.from({ length: STATION_MAX_STREAMS }, () => openStream(`${app.httpUrl}/station/EOL-3/events`)));
     expect(streams.map((s) => s.status)).toEqual(streams.map(() => 200));
     const extra = await fetch(`${app.httpUrl}/station/EOL-3/events`, { headers: AUTH });
@@ -171,6 +174,7 @@ rules:
     expect(((await extra.json()) as { message: string }).message).toMatch(/too many station screens are open/);
     const metrics = await (await fetch(`${app.httpUrl}/metrics`, { headers: AUTH })).text();
     expect(metrics).toMatch(/scan_gateway_http_refused_total\{reason="station_streams"\} 1/);
+    expect(metrics).toMatch(new RegExp(`scan_gateway_station_streams ${STATION_MAX_STREAMS}\n`));
 
     const started = Date.now();
     await app.stop();
