@@ -6,6 +6,7 @@ import { benchBigFile, BIGFILE_DEFAULTS } from './bigfile.js';
 import { benchDrain, benchFill, DRAIN_DEFAULTS } from './drain.js';
 import { benchFootprint, FOOTPRINT_DEFAULTS } from './footprint.js';
 import { benchIntake, INTAKE_DEFAULTS } from './intake.js';
+import { benchItems, ITEMS_DEFAULTS } from './items.js';
 import { benchMqtt, MQTT_DEFAULTS } from './mqtt.js';
 import { benchSftp, SFTP_DEFAULTS } from './sftp.js';
 import { benchStatus, STATUS_DEFAULTS } from './status.js';
@@ -16,14 +17,14 @@ import { machineInfo, nowMs, othersBusyMeter, sampleBackground } from './lib/sys
  * `npm run bench`: the benchmark suite of issue 8. Runs each benchmark with its ceiling measured in
  * the same run, prints a table and writes bench/results/latest.json. Not part of `npm test`.
  *
- *   node dist/bench/run.js [--only intake,mqtt,drain,fill,footprint,status,bigfile,sftp] [--quick] [--out FILE]
+ *   node dist/bench/run.js [--only intake,mqtt,drain,fill,footprint,status,bigfile,sftp,items] [--quick] [--out FILE]
  *   node dist/bench/run.js --markdown [FILE]   (prints FILE, default the latest results, as a Markdown table)
  *
  * `--quick` shrinks every size for a smoke run (its figures are not comparable). Exits 1 when a
  * benchmark could not run; a missed target is a result, not a failure.
  */
 
-const ALL = ['intake', 'mqtt', 'drain', 'fill', 'footprint', 'status', 'bigfile', 'sftp'] as const;
+const ALL = ['intake', 'mqtt', 'drain', 'fill', 'footprint', 'status', 'bigfile', 'sftp', 'items'] as const;
 type BenchId = (typeof ALL)[number];
 
 const { values, positionals } = parseArgs({
@@ -48,6 +49,7 @@ const sizes = {
   status: quick ? { ...STATUS_DEFAULTS, scans: 100_000, rejected: 1000, calls: 10 } : STATUS_DEFAULTS,
   bigfile: quick ? { lines: 100_000 } : BIGFILE_DEFAULTS,
   sftp: quick ? { batchMiB: 10, batches: 2 } : SFTP_DEFAULTS,
+  items: quick ? { scans: 200_000, lookups: 50 } : ITEMS_DEFAULTS,
 };
 
 const runners: Record<BenchId, () => Promise<Omit<BenchResult, 'durationSec' | 'background'>>> = {
@@ -59,6 +61,7 @@ const runners: Record<BenchId, () => Promise<Omit<BenchResult, 'durationSec' | '
   status: () => benchStatus(sizes.status),
   bigfile: () => benchBigFile(sizes.bigfile),
   sftp: () => benchSftp(sizes.sftp),
+  items: () => benchItems(sizes.items),
 };
 
 const TITLES: Record<BenchId, string> = {
@@ -70,6 +73,7 @@ const TITLES: Record<BenchId, string> = {
   status: 'Health refresh on a full buffer',
   bigfile: 'One big file',
   sftp: 'SFTP delivery of large batches',
+  items: 'Item lookup (10 million scans)',
 };
 
 // Ctrl-C: exit through 'exit', whose handler (lib/child.ts) kills the brokers, sandboxes and ptys started.

@@ -6,6 +6,7 @@ import { registerOpsCommands } from './cli/ops-commands.js';
 import { registerRunCommand } from './cli/run-command.js';
 import { registerSandboxCommand } from './cli/sandbox-command.js';
 import { registerReplayCommand } from './cli/replay-command.js';
+import { registerTraceCommand } from './cli/trace-command.js';
 import { registerTryCommand } from './cli/try-command.js';
 import { registerUpstreamCommands } from './cli/upstream-commands.js';
 import { loadConfig } from './config/load.js';
@@ -50,7 +51,8 @@ async function main(argv: string[]): Promise<number> {
   const onHangup = (listener: () => void) => void process.on('SIGHUP', listener);
   registerRunCommand(program, { ...io, stopSignal, pid: process.pid, onHangup });
   registerOpsCommands(program, { ...io, ...(process.getuid ? { uid: process.getuid() } : {}) });
-  registerConfigCommand(program, { ...io, ...(process.getuid ? { uid: process.getuid() } : {}) });
+  registerTraceCommand(program, { ...io, ...(process.getuid ? { uid: process.getuid() } : {}) });
+    registerConfigCommand(program, { ...io, ...(process.getuid ? { uid: process.getuid() } : {}) });
   registerSandboxCommand(program, { ...io, logger: createLogger(), stopSignal });
   registerReplayCommand(program, io);
   registerTryCommand(program, io);

@@ -445,6 +445,23 @@ export function buildHttp(w: Wiring): Component {
         allowedHosts: config.http.allowedHosts,
         readToken: deps.readToken,
         ...(deps.scrub ? { scrub: deps.scrub } : {}),
+        station: {
+          dcps: () => {
+            const c = w.current.config;
+            return c.dcps.map((d) => ({ key: d.key, kind: d.kind as string, inputs: c.inputs.filter((i) => i.dcp === d.key).map((i) => i.id) }));
+          },
+          site: () => w.current.config.site,
+          recent: (keys, limit) => w.store!.reports.stationRecent(keys, limit),
+          counts: (keys, sinceIso) => w.store!.reports.stationCounts(keys, sinceIso),
+          readsAfter: (afterId, limit) => w.store!.reports.readsAfter(afterId, limit),
+          lastReadId: () => w.store!.reports.lastReadId(),
+          status: w.status,
+        },
+        items: {
+          trace: (reference, depth) =>
+            w.store!.reports.trace(reference, { ...(depth === undefined ? {} : { depth }), dcpKinds: new Map(w.current.config.dcps.map((d) => [d.key, d.kind as string])) }),
+          search: (prefix, limit) => w.store!.reports.searchItems(prefix, limit),
+        },
       });
       await registerInputRoutes(server, () => w.inputs);
       if (!isLoopbackHost(host) && deps.readToken === undefined) {

@@ -289,4 +289,38 @@ export const MIGRATIONS: readonly string[] = [
       WHERE mode = coalesce(OLD.route, OLD.mode) AND label = CASE WHEN OLD.state = 'done' THEN coalesce(OLD.upstream_state, 'done') ELSE OLD.state END;
   END;
   `,
+
+  // Issue 18, item lookup ("what happened to this item?", src/buffer/items.ts): scans by reference
+  // (exact and prefix lookups walk this index), and each scan's parents in a table of their own,
+  // kept by triggers, so the children of an item (the scans naming it as parent) are found by
+  // index too. Filled here from the scans already stored: one pass over their bodies.
+  // The station screen (src/buffer/station.ts) finds a station's reads by the DCP they were mapped
+  // to, or for a read with none (a rejection) by its input: one expression index serves both.
+  `
+  CREATE INDEX scans_reference ON scans (reference);
+  CREATE INDEX reads_station ON reads (coalesce(dcp_key, '@' || input_id), id);
+  CREATE TABLE scan_parents (
+    parent TEXT NOT NULL,
+    scan_id INTEGER NOT NULL,
+    PRIMARY KEY (parent, scan_id)
+  ) WITHOUT ROWID;
+  CREATE INDEX scan_parents_scan ON scan_parents (scan_id);
+  INSERT OR IGNORE INTO scan_parents (parent, scan_id)
+    SELECT p.value, s.id FROM scans s, json_each(s.body, '$.parents') p
+     WHERE json_valid(s.body) AND p.type = 'text';
+
+  -- Most scans name no parent: intake writes them with "parents":[], which a text search tells
+  -- apart without parsing the JSON (parsing every body cost intake about a tenth of its rate).
+  CREATE TRIGGER scans_parents_insert AFTER INSERT ON scans
+    WHEN instr(NEW.body, '"parents":[]') = 0 AND json_valid(NEW.body)
+  BEGIN
+    INSERT OR IGNORE INTO scan_parents (parent, scan_id)
+      SELECT value, NEW.id FROM json_each(NEW.body, '$.parents') WHERE type = 'text';
+  END;
+
+  CREATE TRIGGER scans_parents_delete AFTER DELETE ON scans
+  BEGIN
+    DELETE FROM scan_parents WHERE scan_id = OLD.id;
+  END;
+  `,
 ];

@@ -1,6 +1,8 @@
 import { statSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import { printableRaw } from '../format/printable.js';
+import { lastReadId, readsAfter, stationCounts, stationRecent, type StationRead } from './station.js';
+import { searchItems, traceItem, type ItemMatch, type ItemTrace, type TraceOptions } from './items.js';
 
 /**
  * Read-only questions about the SQLite buffer that plant IT asks (what is waiting, what failed,
@@ -300,7 +302,7 @@ function recentActivity(db: Database.Database, sinceMs: number): RecentActivity 
 }
 
 /** Id of the first read received at or after `sinceIso`, or null when none was. */
-function firstReadSince(db: Database.Database, sinceIso: string): number | null {
+export function firstReadSince(db: Database.Database, sinceIso: string): number | null {
   // Two queries: SQLite answers a lone min() or max() of the rowid from the b-tree's edge, but both in
   // one SELECT walk the whole table (25 ms at 500,000 reads).
   const bounds = {
@@ -399,6 +401,36 @@ export class BufferReports {
   /** See {@link recentActivity}. */
   recentActivity(sinceMs: number): RecentActivity {
     return recentActivity(this.db, sinceMs);
+  }
+
+  /** What happened to one item (issue 18): see {@link traceItem}. */
+  trace(reference: string, options: TraceOptions = {}): ItemTrace {
+    return traceItem(this.db, reference, options);
+  }
+
+  /** References starting with `prefix`: see {@link searchItems}. */
+  searchItems(prefix: string, limit?: number): ItemMatch[] {
+    return searchItems(this.db, prefix, limit);
+  }
+
+  /** The station screen's last reads (src/buffer/station.ts {@link stationRecent}). */
+  stationRecent(keys: readonly string[], limit: number): StationRead[] {
+    return stationRecent(this.db, keys, limit);
+  }
+
+  /** See {@link stationCounts}. */
+  stationCounts(keys: readonly string[], sinceIso: string): Record<string, number> {
+    return stationCounts(this.db, keys, sinceIso);
+  }
+
+  /** See {@link readsAfter}. */
+  readsAfter(afterId: number, limit: number): (StationRead & { inputLevel: boolean })[] {
+    return readsAfter(this.db, afterId, limit);
+  }
+
+  /** See {@link lastReadId}. */
+  lastReadId(): number {
+    return lastReadId(this.db);
   }
 
   /** See {@link stuckBatches}. */

@@ -21,7 +21,7 @@ export interface OpsIo {
   now?: () => number;
 }
 
-interface BufferOptions {
+export interface BufferOptions {
   config: string;
   buffer?: string;
   json?: boolean;
@@ -158,7 +158,7 @@ function isBufferFile(target: string, buffer: string): boolean {
   return [b, `${b}-wal`, `${b}-shm`, `${b}-journal`].includes(t);
 }
 
-function withBuffer(command: Command): Command {
+export function withBuffer(command: Command): Command {
   return command
     .option('-c, --config <file>', 'gateway configuration (its buffer.path is used)', DEFAULT_CONFIG)
     .option('--buffer <file>', 'use this SQLite file instead of the configured buffer (a backup, say)')
@@ -166,7 +166,7 @@ function withBuffer(command: Command): Command {
 }
 
 /** Opens the buffer read-only. Exit 2 for a bad configuration, 1 when the file is missing or unreadable. */
-function open(io: OpsIo, opts: BufferOptions, command: string): { db: BufferReader; path: string; timezone: string; config?: GatewayConfig } {
+export function open(io: OpsIo, opts: BufferOptions, command: string): { db: BufferReader; path: string; timezone: string; config?: GatewayConfig } {
   let path: string;
   let timezone = 'UTC';
   let config: GatewayConfig | undefined;
@@ -196,7 +196,7 @@ function open(io: OpsIo, opts: BufferOptions, command: string): { db: BufferRead
   }
 }
 
-function fail(io: OpsIo, command: string, message: string, code: number): never {
+export function fail(io: OpsIo, command: string, message: string, code: number): never {
   io.stderr.write(`scan-gateway ${command}: ${message}\n`);
   throw new CommandExit(code, message);
 }

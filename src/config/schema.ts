@@ -21,6 +21,33 @@ export const siteSchema = z
       .string()
       .refine(isIanaZone, 'must be an IANA time zone such as Europe/Berlin')
       .describe('IANA time zone in which scan time stamps are written (the wire format has no zone).'),
+    shifts: z
+      .array(
+        z
+          .object({
+            name: z.string().min(1).max(40).describe('Name of the shift, shown on the station screen.'),
+            start: z
+              .string()
+              .regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'must be a time of day as HH:MM, e.g. "06:00"')
+              .describe('When the shift starts, as HH:MM in the site time zone; it ends when the next shift starts.'),
+          })
+          .strict(),
+      )
+      .min(1)
+      .max(24)
+      .default([
+        { name: 'early', start: '06:00' },
+        { name: 'late', start: '14:00' },
+        { name: 'night', start: '22:00' },
+      ])
+      .superRefine((shifts, ctx) => {
+        const seen = new Set<string>();
+        shifts.forEach((s, i) => {
+          if (seen.has(s.start)) ctx.addIssue({ code: 'custom', path: [i, 'start'], message: `two shifts start at ${s.start}` });
+          seen.add(s.start);
+        });
+      })
+      .describe('The shifts of the site (station screen, issue 18): each starts at its `start` (site time zone) and runs until the next one starts; the screen counts the reads of the current shift.'),
   })
   .strict();
 

@@ -76,6 +76,11 @@ code.raw{display:inline-block;max-width:32rem}
 .admin button{font:inherit;padding:.45rem .9rem;border-radius:6px;border:1px solid var(--accent);background:var(--accent);color:#fff;cursor:pointer}
 .admin button.secondary{background:transparent;color:var(--accent)}
 .admin .result{flex-basis:100%;margin:.2rem 0 0;min-height:1.2em}
+.lookup form{display:flex;flex-wrap:wrap;gap:.6rem;align-items:center}
+.lookup input{font:inherit;padding:.45rem .6rem;border:1px solid var(--line);border-radius:6px;background:var(--bg);color:var(--fg);min-width:16rem;flex:1}
+.lookup button{font:inherit;padding:.45rem .9rem;border-radius:6px;border:1px solid var(--accent);background:var(--accent);color:#fff;cursor:pointer}
+.lookup h3{font-size:.95rem;margin:.8rem 0 .4rem}
+ul.tree{list-style:none;margin:0;padding-left:1rem;border-left:1px solid var(--line)}ul.tree li{margin:.2rem 0}
 .wrap{max-width:1200px;margin:0 auto;padding:0 .8rem .8rem}
 footer{max-width:1200px;margin:0 auto;padding:0 1rem 1.5rem;color:var(--muted);font-size:.8rem}
 @media (max-width:560px){body{font-size:14px}main{padding:.5rem}.banner{flex-direction:column;align-items:flex-start;gap:.3rem}
@@ -110,6 +115,31 @@ async function refresh() {
 }
 setInterval(refresh, REFRESH_MS);
 document.addEventListener('visibilitychange', () => { if (!document.hidden) refresh(); });
+const lookupForm = document.getElementById('lookup-form');
+if (lookupForm) {
+  const box = document.getElementById('lookup-ref');
+  const out = document.getElementById('lookup-result');
+  const tz = lookupForm.dataset.tz || 'UTC';
+  async function lookup(ref) {
+    if (!ref) { out.innerHTML = ''; return; }
+    out.innerHTML = '<p class="muted">Looking up…</p>';
+    try {
+      const res = await fetch('api/v1/items/' + encodeURIComponent(ref), { cache: 'no-store', headers: { accept: 'application/json' } });
+      const body = await res.json().catch(() => ({}));
+      out.innerHTML = res.ok || res.status === 404 ? itemHtml(body, tz) : '<p class="err">' + esc('Lookup refused (HTTP ' + res.status + '): ' + (body.message || res.statusText)) + '</p>';
+    } catch (err) {
+      out.innerHTML = '<p class="err">' + esc('Lookup failed: ' + (err && err.message ? err.message : err)) + '</p>';
+    }
+  }
+  lookupForm.addEventListener('submit', (e) => { e.preventDefault(); lookup(box.value.trim()); });
+  out.addEventListener('click', (e) => {
+    const a = e.target.closest('a[data-item]');
+    if (!a) return;
+    e.preventDefault();
+    box.value = a.dataset.item;
+    lookup(a.dataset.item);
+  });
+}
 const form = document.getElementById('admin-form');
 if (form) {
   const result = document.getElementById('admin-result');
@@ -191,6 +221,9 @@ export function renderPage(status: GatewayStatus): string {
 <body>
 <header class="top"><div class="in"><h1>scan-gateway</h1><span class="site">${esc(status.site.id)}</span><span class="muted">v${esc(status.version)}</span><span id="conn" class="conn">refreshes every ${REFRESH_MS / 1000} s</span></div></header>
 <main id="main">${renderMain(status)}</main>
+<div class="wrap"><section class="card lookup" id="item"><h2>What happened to an item?</h2><form id="lookup-form" autocomplete="off" data-tz="${esc(status.site.timezone)}" role="search">` +
+    `<input type="search" id="lookup-ref" placeholder="Reference, or its start (e.g. PK-0008)" aria-label="Item reference" maxlength="512">` +
+    `<button type="submit">Look up</button></form><div id="lookup-result" aria-live="polite"></div></section></div>
 ${admin}
 <footer>Times in ${esc(status.site.timezone)}. Machine-readable: <a href="api/v1/status">api/v1/status</a> · <a href="metrics">metrics</a> · <a href="healthz">healthz</a> · <a href="readyz">readyz</a>.</footer>
 <script>${SCRIPT}</script>

@@ -1,5 +1,5 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { Counter } from 'prom-client';
+import { Counter, Gauge } from 'prom-client';
 import { DEFAULT_HTTP_LIMITS, type HttpLimitsConfig } from '../config/schema.js';
 import { scrubValue, type Logger } from '../log.js';
 import { readTokenMatches, registerAdminRoutes, type AdminActions } from './admin.js';
@@ -10,6 +10,9 @@ import { PAGE_CSP, renderPage } from './page.js';
 import { RefusalLog, REFUSAL_LOG_INTERVAL_MS } from '../listener/refusal-log.js';
 import type { GatewayStatus } from './status.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
+import type { ItemMatch, ItemTrace } from '../buffer/items.js';
+import { StationHub, STATION_HEARTBEAT_MS, type StationSource } from './station.js';
+import { renderStationPage, renderUnknownStation, STATION_CSP } from './station-page.js';
 
 export type { GatewayStatus } from './status.js';
 
@@ -35,7 +38,22 @@ export interface HealthServerOptions {
    * readyz), raw excerpts of refused input included: the log's {@link SecretScrubber} (issue 11).
    */
   scrub?: (text: string) => string;
+  /**
+   * Item lookup (issue 18), read-only over the buffer: serves `GET /api/v1/items/<reference>` and
+   * `GET /api/v1/items?prefix=…` when given (the buffer's reports, src/buffer/items.ts).
+   */
+  station?: StationOptions;
+  items?: { trace: (reference: string, depth?: number) => ItemTrace; search: (prefix: string, limit?: number) => ItemMatch[] };
 }
+
+/**
+ * The station screen (issue 18): serves `GET /station/<dcpKey>` and its event stream
+ * `GET /station/<dcpKey>/events` when given (src/health/station.ts).
+ */
+export type StationOptions = StationSource;
+
+/** Longest reference the item routes take, in characters (a reference is a barcode's text). */
+export const MAX_ITEM_REFERENCE = 512;
 
 /** Headers of every answer: nothing cached, nothing sniffed, no referrer leaves the page. */
 const COMMON_HEADERS = {
@@ -82,7 +100,7 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     ? ((options.metrics.registry.getSingleMetric(refusedName) as Counter<'reason'> | undefined) ??
       new Counter({
         name: refusedName,
-        help: 'Requests and connections the local HTTP server refused, by reason (host, read_token, admin_token, ingest_token, connection_cap).',
+        help: 'Requests and connections the local HTTP server refused, by reason (host, read_token, admin_token, ingest_token, connection_cap, station_streams).',
         labelNames: ['reason'],
         registers: [options.metrics.registry],
       }))
@@ -175,6 +193,69 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
   });
 
   app.get('/api/v1/status', { onRequest: guardRead }, async () => status());
+
+  const items = options.items;
+  if (items) {
+    const tooLong = (reply: FastifyReply) =>
+      reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: `a reference is at most ${MAX_ITEM_REFERENCE} characters` });
+    // Same read token rules as the status: the trace shows raw reads.
+    app.get('/api/v1/items', { onRequest: guardRead }, async (request, reply) => {
+      const prefix = String((request.query as Record<string, unknown>).prefix ?? '');
+      if (prefix.length > MAX_ITEM_REFERENCE) return tooLong(reply);
+      if (prefix === '') return reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: 'give ?prefix=<start of a reference>, or ask for /api/v1/items/<reference>' });
+      const matches = items.search(prefix);
+      return scrub ? scrubValue({ prefix, matches }, scrub) : { prefix, matches };
+    });
+    // A wildcard: a reference may hold a slash (a GS1 Digital Link, a path-like serial).
+    app.get('/api/v1/items/*', { onRequest: guardRead }, async (request, reply) => {
+      const reference = (request.params as Record<string, string>)['*'] ?? '';
+      if (reference === '') return reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: 'give the reference: /api/v1/items/<reference>' });
+      if (reference.length > MAX_ITEM_REFERENCE) return tooLong(reply);
+      const depth = Number((request.query as Record<string, unknown>).depth ?? Number.NaN);
+      const trace = items.trace(reference, Number.isFinite(depth) ? depth : undefined);
+      return reply.code(trace.found ? 200 : 404).send(scrub ? scrubValue(trace, scrub) : trace);
+    });
+  }
+
+  if (options.station) {
+    const hub = new StationHub(options.station, logger, {
+      heartbeatMs: Math.min(STATION_HEARTBEAT_MS, Math.floor(limits.idleTimeoutMs / 2)),
+      ...(scrub ? { scrub } : {}),
+    });
+    if (options.metrics && !options.metrics.registry.getSingleMetric('scan_gateway_station_streams')) {
+      new Gauge({
+        name: 'scan_gateway_station_streams',
+        help: 'Station screens open now (event streams of /station/<dcpKey>/events), at most 32.',
+        registers: [options.metrics.registry],
+        collect() {
+          this.set(hub.size);
+        },
+      });
+    }
+    // Before the server waits for its connections: an open screen must not hold up a stop.
+    app.addHook('preClose', async () => hub.close());
+    const known = () => options.station!.dcps().map((d) => d.key);
+    app.get('/station/:dcpKey', { onRequest: guardRead }, async (request, reply) => {
+      const { dcpKey } = request.params as { dcpKey: string };
+      const snapshot = hub.snapshot(dcpKey);
+      reply.type('text/html; charset=utf-8').header('content-security-policy', STATION_CSP).header('x-frame-options', 'DENY');
+      if (!snapshot) return reply.code(404).send(renderUnknownStation(dcpKey, known()));
+      return reply.send(renderStationPage(snapshot));
+    });
+    app.get('/station/:dcpKey/events', { onRequest: guardRead }, async (request, reply) => {
+      const { dcpKey } = request.params as { dcpKey: string };
+      if (!hub.station(dcpKey)) return reply.code(404).send({ statusCode: 404, error: 'Not Found', message: `no DCP ${dcpKey} in the configuration; stations: ${known().join(', ')}` });
+      if (hub.full) {
+        count('station_streams');
+        return reply.code(503).header('retry-after', '30').send({ statusCode: 503, error: 'Service Unavailable', message: 'too many station screens are open; close one, or try again later' });
+      }
+      reply.hijack();
+      const res = reply.raw;
+      res.writeHead(200, { ...COMMON_HEADERS, 'content-type': 'text/event-stream; charset=utf-8', connection: 'keep-alive', 'x-accel-buffering': 'no' });
+      if (!hub.open(dcpKey, res)) res.end();
+      return reply;
+    });
+  }
 
   const metrics = options.metrics;
   if (metrics) {

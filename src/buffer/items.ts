@@ -1,0 +1,323 @@
+import type Database from 'better-sqlite3';
+import { printableRaw } from '../format/printable.js';
+
+/**
+ * Item lookup (issue 18): "what happened to this item?" from the buffer alone, read-only. For a
+ * reference: every scan of it (DCP, product, supplier or client, attributes), the read each came
+ * from (input, raw read, time), its batch (requestId, route, the service's state) or the reason it
+ * failed, a replay that replaced it, and its genealogy: parents (from the scans' `parents`) and
+ * children (scans naming it as a parent), recursively to a bounded depth, as two trees.
+ *
+ * Everything goes through indexes (migration "issue 18": `scans_reference`, `scan_parents`), so a
+ * lookup costs a few index seeks per scan and per tree node, whatever the size of the buffer
+ * (measured: bench/items.ts). On a buffer written before that migration (opened read-only by the
+ * CLI) the exact lookup still works, children are then found by a full scan and flagged `slow`.
+ */
+
+/** Most scans of one item listed (the latest ones); more are counted in {@link ItemTrace.moreScans}. */
+export const MAX_ITEM_SCANS = 100;
+/** Default and largest depth of the genealogy trees (levels below the item). */
+export const DEFAULT_GENEALOGY_DEPTH = 4;
+export const MAX_GENEALOGY_DEPTH = 10;
+/** Most references listed under one node of a tree; the rest are counted in `more`. */
+export const MAX_NODE_FANOUT = 200;
+/** Most nodes of one tree in all: a pallet of packs of modules of cells stays readable and cheap. */
+export const MAX_TREE_NODES = 2000;
+/** Most matches of a prefix search. */
+export const MAX_PREFIX_MATCHES = 50;
+
+/** The read a scan came from, as received. */
+export interface ItemRead {
+  id: number;
+  inputId: string;
+  /** When the gateway received it (ISO 8601). */
+  receivedAt: string;
+  /** The read as received, control bytes as `<GS>` (src/format/printable.ts). */
+  raw: string;
+  sourceTime: string | null;
+  /** Where it came from (file and line, port, topic), as stored. */
+  origin: string | null;
+  outcome: string;
+  /** The note of a read mapped again by replay, or a time warning. */
+  note: string | null;
+}
+
+/** One scan of the item: what was sent (or is waiting), and what became of it. */
+export interface ItemScan {
+  id: number;
+  dcpKey: string;
+  /** The DCP's kind in the configuration; without it `goodsIn` (a supplier key) or `goodsOut` (a client key), else null. */
+  kind: string | null;
+  /** Local time stamp of the scan as sent (contract §2.5), and its UTC instant. */
+  timeStamp: string | null;
+  timeUtc: string;
+  productModelKey: string | null;
+  supplierKey: string | null;
+  clientKey: string | null;
+  parents: string[];
+  attributes: { key: string; value: string }[];
+  /** pending (waiting for a batch), batched (in a batch not finished), delivered, failed, held. */
+  state: string;
+  /** Why the service refused it, or why it is held. */
+  failureReason: string | null;
+  /** The scan that replaced this one after a replay, when it was replayed. */
+  replayedBy: number | null;
+  /** The dead letter this scan replaced, when it is a replay. */
+  replaces: number | null;
+  batch: {
+    id: number;
+    /** How it went up: `direct` or `presigned` (contract §4). */
+    route: string;
+    state: string;
+    requestId: string | null;
+    /** The service's state of the batch (Success, HasFailures, Failed…). */
+    upstreamState: string | null;
+    uploadedAt: string | null;
+    finishedAt: string | null;
+  } | null;
+  read: ItemRead | null;
+}
+
+/** A node of a genealogy tree: a reference, what the buffer knows of it, and its own relatives. */
+export interface GenealogyNode {
+  reference: string;
+  /** Scans of this reference in the buffer (0: only named as a parent, never scanned here). */
+  scans: number;
+  /** The latest scan's DCP and state, when it was scanned here. */
+  lastDcp: string | null;
+  lastState: string | null;
+  lastAt: string | null;
+  /** Parents (in the parents tree) or children (in the children tree), one level further. */
+  nodes: GenealogyNode[];
+  /** Relatives not listed: past the fan-out, the node cap, or the depth. */
+  more: number;
+  /** Already shown higher up on this branch (a cycle in the data): not expanded again. */
+  cycle?: true;
+}
+
+export interface ItemTrace {
+  reference: string;
+  /** Whether any scan of this exact reference is in the buffer, or any scan names it as parent. */
+  found: boolean;
+  /** Latest first, at most {@link MAX_ITEM_SCANS}. */
+  scans: ItemScan[];
+  moreScans: number;
+  /** The item's ancestors: its parents, their parents… */
+  parents: GenealogyNode[];
+  parentsMore: number;
+  /** The item's descendants: the scans naming it as parent, theirs… */
+  children: GenealogyNode[];
+  childrenMore: number;
+  depth: number;
+  /** References starting with the one asked for, when no exact match was found. */
+  matches: ItemMatch[];
+  /** True when the buffer lacks the lookup indexes (written by an older gateway): children by a full scan. */
+  slow?: true;
+}
+
+/** A reference found by prefix. */
+export interface ItemMatch {
+  reference: string;
+  scans: number;
+  lastAt: string;
+}
+
+/** The smallest text greater than every text starting with `prefix` that SQLite's BINARY order knows (U+10FFFF sorts last in UTF-8). */
+function prefixEnd(prefix: string): string {
+  return `${prefix}\u{10FFFF}`;
+}
+
+/** Whether the buffer has the issue-18 indexes (a buffer opened read-only may predate them). */
+function hasLookupIndexes(db: Database.Database): boolean {
+  return db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'scan_parents'`).get() !== undefined;
+}
+
+/**
+ * References starting with `prefix`, in order, with their number of scans and latest scan time.
+ * A range over `scans_reference` (`reference >= prefix AND reference < prefix || U+10FFFF`): LIKE
+ * would not use the index (it is case-insensitive and `%`/`_` in a reference would be wildcards).
+ */
+export function searchItems(db: Database.Database, prefix: string, limit = MAX_PREFIX_MATCHES): ItemMatch[] {
+  if (prefix === '') return [];
+  const n = Math.max(1, Math.min(limit, MAX_PREFIX_MATCHES));
+  return db
+    .prepare(
+      `SELECT reference, count(*) AS scans, max(time_utc) AS lastAt FROM scans
+        WHERE reference >= ? AND reference < ? GROUP BY reference ORDER BY reference LIMIT ?`,
+    )
+    .all(prefix, prefixEnd(prefix), n) as ItemMatch[];
+}
+
+/** How {@link traceItem} looks. */
+export interface TraceOptions {
+  /** Levels of each genealogy tree, 1..{@link MAX_GENEALOGY_DEPTH}; default {@link DEFAULT_GENEALOGY_DEPTH}. */
+  depth?: number;
+  /** The kind of each configured DCP (`goodsIn`, `production`, `goodsOut`…), from the configuration. */
+  dcpKinds?: ReadonlyMap<string, string>;
+}
+
+interface ScanRow {
+  id: number;
+  dcpKey: string;
+  timeUtc: string;
+  body: string;
+  state: string;
+  failureReason: string | null;
+  replayedBy: number | null;
+  batchId: number | null;
+  readId: number;
+}
+
+/**
+ * The trace of `reference` (exact match). `depth` (1..{@link MAX_GENEALOGY_DEPTH}) bounds both
+ * trees; every tree also stops at {@link MAX_TREE_NODES} nodes and {@link MAX_NODE_FANOUT}
+ * relatives per node, counting what it leaves out in `more`. A reference seen higher up on the
+ * same branch is listed once more with `cycle: true` and not expanded (parents data can loop).
+ */
+export function traceItem(db: Database.Database, reference: string, options: TraceOptions = {}): ItemTrace {
+  const depth = options.depth ?? DEFAULT_GENEALOGY_DEPTH;
+  const levels = Math.max(1, Math.min(Math.trunc(depth) || DEFAULT_GENEALOGY_DEPTH, MAX_GENEALOGY_DEPTH));
+  const indexed = hasLookupIndexes(db);
+  const total = db.prepare(`SELECT count(*) FROM scans WHERE reference = ?`).pluck().get(reference) as number;
+  const rows = db
+    .prepare(
+      `SELECT id, dcp_key AS dcpKey, time_utc AS timeUtc, body, state, failure_reason AS failureReason, replayed_by AS replayedBy,
+              batch_id AS batchId, read_id AS readId
+         FROM scans WHERE reference = ? ORDER BY id DESC LIMIT ?`,
+    )
+    .all(reference, MAX_ITEM_SCANS) as ScanRow[];
+  const batchOf = db.prepare(
+    `SELECT id, mode AS route, state, request_id AS requestId, upstream_state AS upstreamState, uploaded_at AS uploadedAt, finished_at AS finishedAt
+       FROM batches WHERE id = ?`,
+  );
+  const readOf = db.prepare(
+    `SELECT id, input_id AS inputId, received_at AS receivedAt, raw, source_time AS sourceTime, origin, outcome, reason AS note FROM reads WHERE id = ?`,
+  );
+  const replacedOf = db.prepare(`SELECT id FROM scans WHERE replayed_by = ?`).pluck();
+  const scans: ItemScan[] = rows.map((r) => {
+    const body = parseBody(r.body);
+    const read = r.readId === null ? undefined : (readOf.get(r.readId) as (Omit<ItemRead, 'raw'> & { raw: Buffer }) | undefined);
+    const batch = r.batchId === null ? undefined : (batchOf.get(r.batchId) as ItemScan['batch'] | undefined);
+    return {
+      id: r.id,
+      dcpKey: r.dcpKey,
+      // The buffer does not store the DCP's kind: the configuration's, else what the scan shows.
+      kind: options.dcpKinds?.get(r.dcpKey) ?? (body.supplierKey ? 'goodsIn' : body.clientKey ? 'goodsOut' : null),
+      timeStamp: body.timeStamp,
+      timeUtc: r.timeUtc,
+      productModelKey: body.productModelKey,
+      supplierKey: body.supplierKey,
+      clientKey: body.clientKey,
+      parents: body.parents,
+      attributes: body.attributes,
+      state: r.state,
+      failureReason: r.failureReason,
+      replayedBy: r.replayedBy,
+      replaces: (replacedOf.get(r.id) as number | undefined) ?? null,
+      batch: batch ?? null,
+      read: read ? { ...read, raw: printableRaw(read.raw) } : null,
+    };
+  });
+
+  const summary = db.prepare(
+    `SELECT count(*) AS scans, (SELECT dcp_key FROM scans WHERE reference = @ref ORDER BY id DESC LIMIT 1) AS lastDcp,
+            (SELECT state FROM scans WHERE reference = @ref ORDER BY id DESC LIMIT 1) AS lastState, max(time_utc) AS lastAt
+       FROM scans WHERE reference = @ref`,
+  );
+  // Parents of a reference: those its scans name (the latest scans first).
+  const parentsBody = db.prepare(`SELECT body FROM scans WHERE reference = ? ORDER BY id DESC LIMIT ${MAX_ITEM_SCANS}`).pluck();
+  const parentsOf = (ref: string, cap: number): { refs: string[]; more: number } => {
+    const seen = new Set<string>();
+    for (const b of parentsBody.all(ref) as string[]) for (const p of parseBody(b).parents) seen.add(p);
+    const all = [...seen];
+    return { refs: all.slice(0, cap), more: Math.max(0, all.length - cap) };
+  };
+  // Children of a reference: the distinct references of the scans naming it as parent.
+  const childrenIndexed = db.prepare(
+    indexed
+      ? `SELECT DISTINCT s.reference FROM scan_parents p JOIN scans s ON s.id = p.scan_id WHERE p.parent = ? ORDER BY s.reference LIMIT ?`
+      : `SELECT DISTINCT s.reference FROM scans s, json_each(s.body, '$.parents') p WHERE json_valid(s.body) AND p.value = ? ORDER BY s.reference LIMIT ?`,
+  );
+  const childrenCount = db.prepare(
+    indexed
+      ? `SELECT count(DISTINCT s.reference) FROM scan_parents p JOIN scans s ON s.id = p.scan_id WHERE p.parent = ?`
+      : `SELECT count(DISTINCT s.reference) FROM scans s, json_each(s.body, '$.parents') p WHERE json_valid(s.body) AND p.value = ?`,
+  );
+  const childrenOf = (ref: string, cap: number): { refs: string[]; more: number } => {
+    const refs = (childrenIndexed.pluck().all(ref, cap + 1) as string[]).filter((c) => c !== ref);
+    if (refs.length <= cap) return { refs, more: 0 };
+    const count = childrenCount.pluck().get(ref) as number;
+    return { refs: refs.slice(0, cap), more: Math.max(0, count - cap) };
+  };
+
+  const tree = (relatives: (ref: string, cap: number) => { refs: string[]; more: number }) => {
+    let budget = MAX_TREE_NODES;
+    const grow = (ref: string, level: number, path: Set<string>): { nodes: GenealogyNode[]; more: number } => {
+      if (level > levels) {
+        const probe = relatives(ref, 0);
+        return { nodes: [], more: probe.more + probe.refs.length };
+      }
+      const cap = Math.min(MAX_NODE_FANOUT, budget);
+      const { refs, more } = relatives(ref, cap);
+      budget -= refs.length;
+      const nodes = refs.map((r): GenealogyNode => {
+        const s = summary.get({ ref: r }) as { scans: number; lastDcp: string | null; lastState: string | null; lastAt: string | null };
+        const node: GenealogyNode = { reference: r, scans: s.scans, lastDcp: s.lastDcp, lastState: s.lastState, lastAt: s.lastAt, nodes: [], more: 0 };
+        if (path.has(r)) return { ...node, cycle: true };
+        const below = grow(r, level + 1, new Set([...path, r]));
+        node.nodes = below.nodes;
+        node.more = below.more;
+        return node;
+      });
+      return { nodes, more };
+    };
+    return grow(reference, 1, new Set([reference]));
+  };
+
+  const parents = tree(parentsOf);
+  const children = tree(childrenOf);
+  const found = total > 0 || children.nodes.length > 0;
+  return {
+    reference,
+    found,
+    scans,
+    moreScans: Math.max(0, total - scans.length),
+    parents: parents.nodes,
+    parentsMore: parents.more,
+    children: children.nodes,
+    childrenMore: children.more,
+    depth: levels,
+    matches: found ? [] : searchItems(db, reference, 20),
+    ...(indexed ? {} : { slow: true as const }),
+  };
+}
+
+function parseBody(body: string): {
+  timeStamp: string | null;
+  productModelKey: string | null;
+  supplierKey: string | null;
+  clientKey: string | null;
+  parents: string[];
+  attributes: { key: string; value: string }[];
+} {
+  let o: Record<string, unknown> = {};
+  try {
+    const v: unknown = JSON.parse(body);
+    if (v && typeof v === 'object' && !Array.isArray(v)) o = v as Record<string, unknown>;
+  } catch {
+    // a body that is not JSON: shown without its fields
+  }
+  const text = (k: string) => (typeof o[k] === 'string' ? (o[k] as string) : null);
+  return {
+    timeStamp: text('timeStamp'),
+    productModelKey: text('productModelKey'),
+    supplierKey: text('supplierKey'),
+    clientKey: text('clientKey'),
+    parents: Array.isArray(o.parents) ? o.parents.filter((p): p is string => typeof p === 'string') : [],
+    attributes: Array.isArray(o.attributes)
+      ? o.attributes
+          .filter((a): a is { key: string; value: string } => !!a && typeof a === 'object' && typeof (a as { key?: unknown }).key === 'string')
+          .map((a) => ({ key: a.key, value: String(a.value) }))
+      : [],
+  };
+}

@@ -1,0 +1,115 @@
+import type { Command } from 'commander';
+import type { GenealogyNode, ItemScan, ItemTrace } from '../buffer/items.js';
+import { DEFAULT_GENEALOGY_DEPTH, MAX_GENEALOGY_DEPTH } from '../buffer/items.js';
+import { fmtTime } from '../health/page-render.js';
+import { SecretScrubber } from '../log.js';
+import { CommandExit, ExitCodes } from './exit.js';
+import { bestEffortScrubber } from './known-secrets.js';
+import { fail, open, withBuffer, type BufferOptions, type OpsIo } from './ops-commands.js';
+
+/**
+ * `scan-gateway trace <reference>` (issue 18): what happened to one item, from the buffer opened
+ * read-only, so it works beside the running daemon and on a stopped one (or on a backup with
+ * `--buffer`). Exit 0 when the item is in the buffer, 1 when it is not (the references starting
+ * with it are listed), 2 for a usage or configuration error.
+ */
+export function registerTraceCommand(program: Command, io: OpsIo): void {
+  withBuffer(program.command('trace').description('what happened to one item: its reads, scans, batches, upstream states or failures, and its parents and children'))
+    .argument('<reference>', 'the item reference (exact); when nothing matches, the references starting with it are listed')
+    .option('-d, --depth <levels>', `levels of parents and children shown (1–${MAX_GENEALOGY_DEPTH})`, String(DEFAULT_GENEALOGY_DEPTH))
+    .addHelpText(
+      'after',
+      `\nExamples:\n  scan-gateway trace PK-000815 --config /etc/scan-gateway/config.yaml\n  scan-gateway trace PK-0008 --json        # no exact match: the references starting with PK-0008\n\n` +
+        'Exit codes: 0 the item is in the buffer, 1 it is not (or the buffer cannot be read), 2 usage or configuration error.\n',
+    )
+    .action(async (reference: string, opts: BufferOptions & { depth: string }) => {
+      const depth = Number(opts.depth);
+      if (!Number.isInteger(depth) || depth < 1 || depth > MAX_GENEALOGY_DEPTH) fail(io, 'trace', `--depth must be a whole number from 1 to ${MAX_GENEALOGY_DEPTH}, got "${opts.depth}"`, ExitCodes.USAGE);
+      const { db, timezone, config } = open(io, opts, 'trace');
+      // Raw reads and reasons may quote a secret that landed in an input (issue 11): cut it out.
+      const scrubber = config ? await bestEffortScrubber(config, io.env, io.cwd) : new SecretScrubber();
+      let trace: ItemTrace;
+      try {
+        const dcpKinds = new Map((config?.dcps ?? []).map((d) => [d.key, d.kind as string]));
+        trace = scrubber.scrubDeep(db.reports.trace(reference, { depth, dcpKinds }));
+      } finally {
+        db.close();
+      }
+      io.stdout.write(opts.json ? `${JSON.stringify(trace)}\n` : formatTrace(trace, timezone));
+      throw new CommandExit(trace.found ? ExitCodes.OK : ExitCodes.FAILED);
+    });
+}
+
+/** The trace for people: one block per scan (latest first), then both trees. */
+export function formatTrace(t: ItemTrace, timezone: string): string {
+  const time = (iso: string | null | undefined) => fmtTime(iso, timezone);
+  if (!t.found) {
+    const lines = [`${t.reference}: not in the buffer (no scan of it, none naming it as parent).`];
+    if (t.matches.length > 0) {
+      lines.push('', `References starting with ${t.reference}:`);
+      for (const m of t.matches) lines.push(`  ${m.reference}  (${m.scans} scan${m.scans === 1 ? '' : 's'}, latest ${time(m.lastAt)})`);
+    }
+    lines.push('', `The buffer keeps scans for buffer.retentionDays; older items are only upstream. Times in ${timezone}.`);
+    return `${lines.join('\n')}\n`;
+  }
+  const total = t.scans.length + t.moreScans;
+  const lines = [`${t.reference}: ${total} scan${total === 1 ? '' : 's'} in the buffer${t.moreScans > 0 ? ` (the latest ${t.scans.length} shown)` : ''}.`];
+  for (const s of t.scans) lines.push('', ...scanLines(s, time));
+  lines.push('', 'Parents:', ...treeLines(t.parents, t.parentsMore, time));
+  lines.push('', 'Children:', ...treeLines(t.children, t.childrenMore, time));
+  if (t.slow) lines.push('', 'This buffer predates the lookup indexes (an older gateway wrote it): children were found by a full scan.');
+  lines.push('', `Times in ${timezone}.`);
+  return `${lines.join('\n')}\n`;
+}
+
+function scanLines(s: ItemScan, time: (iso: string | null) => string): string[] {
+  const out = [`Scan ${s.id} at DCP ${s.dcpKey}${s.kind ? ` (${s.kind})` : ''}, ${time(s.timeUtc)}: ${stateWords(s)}`];
+  const who = [s.productModelKey ? `product ${s.productModelKey}` : '', s.supplierKey ? `supplier ${s.supplierKey}` : '', s.clientKey ? `client ${s.clientKey}` : ''].filter(Boolean);
+  if (who.length > 0) out.push(`  ${who.join(', ')}`);
+  if (s.attributes.length > 0) out.push(`  attributes: ${s.attributes.map((a) => `${a.key}=${a.value}`).join(', ')}`);
+  if (s.parents.length > 0) out.push(`  parents: ${s.parents.join(', ')}`);
+  if (s.read) {
+    out.push(`  read ${s.read.id} from input ${s.read.inputId} at ${time(s.read.receivedAt)}: ${s.read.raw}${s.read.origin ? `   (${s.read.origin})` : ''}`);
+    if (s.read.note) out.push(`  note: ${s.read.note}`);
+  }
+  if (s.batch) {
+    out.push(
+      `  batch ${s.batch.id} (${s.batch.route}), ${s.batch.requestId ? `requestId ${s.batch.requestId}` : 'no requestId yet'}, ` +
+        `${s.batch.upstreamState ? `service: ${s.batch.upstreamState}` : `batch ${s.batch.state}`}${s.batch.finishedAt ? ` at ${time(s.batch.finishedAt)}` : ''}`,
+    );
+  }
+  if (s.failureReason) out.push(`  reason: ${s.failureReason}`);
+  if (s.replaces !== null) out.push(`  replay of scan ${s.replaces}`);
+  if (s.replayedBy !== null) out.push(`  replayed: replaced by scan ${s.replayedBy}`);
+  return out;
+}
+
+function stateWords(s: ItemScan): string {
+  switch (s.state) {
+    case 'pending':
+      return 'waiting for a batch';
+    case 'batched':
+      return 'sent, the service has not finished its batch yet';
+    case 'delivered':
+      return 'delivered (the service processed it)';
+    case 'failed':
+      return s.replayedBy !== null ? 'refused by the service, replayed' : 'refused by the service (dead letter)';
+    case 'held':
+      return s.replayedBy !== null ? 'held, replayed' : 'held (never sent; see the reason)';
+    default:
+      return s.state;
+  }
+}
+
+function treeLines(nodes: GenealogyNode[], more: number, time: (iso: string | null) => string, indent = '  '): string[] {
+  if (nodes.length === 0 && more === 0) return indent === '  ' ? [`${indent}none`] : [];
+  const out: string[] = [];
+  nodes.forEach((n, i) => {
+    const last = i === nodes.length - 1 && more === 0;
+    const what = n.scans === 0 ? 'not scanned here' : `${n.scans} scan${n.scans === 1 ? '' : 's'}, latest at ${n.lastDcp} ${n.lastState} ${time(n.lastAt)}`;
+    out.push(`${indent}${last ? '└─' : '├─'} ${n.reference}  (${what})${n.cycle ? '  [cycle: shown above]' : ''}`);
+    out.push(...treeLines(n.nodes, n.more, time, `${indent}${last ? '   ' : '│  '}`));
+  });
+  if (more > 0) out.push(`${indent}└─ … ${more} more`);
+  return out;
+}

@@ -1,0 +1,260 @@
+import type { ServerResponse } from 'node:http';
+import type { StationRead } from '../buffer/station.js';
+import { stationKeys } from '../buffer/station.js';
+import { formatWireTime, zonedWallTimeToInstant } from '../format/time.js';
+import { scrubValue, type Logger } from '../log.js';
+import { plainWords } from './station-words.js';
+import { STATION_LAST, type StationDelivery, type StationReadView, type StationSnapshot } from './station-page.js';
+import type { GatewayStatus } from './status.js';
+
+/**
+ * The live side of the station screen (issue 18): one poller for all open screens. While at least
+ * one event stream is open, it asks the buffer every {@link STATION_POLL_MS} ms for the reads
+ * committed since the last one it saw (a range of the rowid: cost grows with the new reads, not
+ * the buffer) and sends each to the screens of its station; every second it checks whether
+ * delivery is stalled and tells the screens when that changes; at a shift change it sends each
+ * screen a fresh snapshot. Bounded: at most `maxStreams` streams (a stream past it is refused with
+ * 503), a heartbeat comment keeps idle proxies and the server's idle timeout from cutting a quiet
+ * stream, and {@link StationHub.close} ends every stream (the server calls it before it closes).
+ */
+
+/** Most station event streams open at once, by default. A screen holds one; 32 stations is a large line. */
+export const STATION_MAX_STREAMS = 32;
+/** How often the buffer is asked for new reads while a screen is open, in ms (a scan shows within this). */
+export const STATION_POLL_MS = 250;
+/** Heartbeat of an event stream, in ms, at most (the server's idle timeout halves it when shorter). */
+export const STATION_HEARTBEAT_MS = 15_000;
+/** Most reads taken from the buffer per poll; more wait for the next poll. */
+const POLL_BATCH = 500;
+
+export interface Shift {
+  name: string;
+  /** `HH:MM` in the site time zone. */
+  start: string;
+}
+
+/** The shift running at `nowMs` in `timeZone`: the one with the latest start at or before now (yesterday's last one before today's first). */
+export function currentShift(shifts: readonly Shift[], nowMs: number, timeZone: string): { name: string; startsAt: string; endsAt: string } {
+  const wall = formatWireTime(new Date(nowMs), timeZone); // yyyy-MM-ddTHH:mm:ss
+  const [year, month, day] = wall.slice(0, 10).split('-').map(Number) as [number, number, number];
+  const starts: { name: string; at: number }[] = [];
+  for (const offset of [-1, 0, 1]) {
+    const d = new Date(Date.UTC(year, month - 1, day + offset));
+    for (const s of shifts) {
+      const [hour, minute] = s.start.split(':').map(Number) as [number, number];
+      const at = zonedWallTimeToInstant({ year: d.getUTCFullYear(), month: d.getUTCMonth() + 1, day: d.getUTCDate(), hour, minute, second: 0 }, timeZone).getTime();
+      starts.push({ name: s.name, at });
+    }
+  }
+  starts.sort((a, b) => a.at - b.at);
+  let i = starts.length - 1;
+  while (i > 0 && starts[i]!.at > nowMs) i--;
+  const cur = starts[i]!;
+  const next = starts.find((s) => s.at > cur.at) ?? { at: cur.at + 86_400_000 };
+  return { name: cur.name, startsAt: new Date(cur.at).toISOString(), endsAt: new Date(next.at).toISOString() };
+}
+
+/** What the hub reads: the buffer's station queries, the configuration now, the status. */
+export interface StationSource {
+  /** The configured DCPs and, for each, the inputs whose `dcp` it is. */
+  dcps(): { key: string; kind: string; inputs: string[] }[];
+  site(): { id: string; timezone: string; shifts: readonly Shift[] };
+  recent(keys: readonly string[], limit: number): StationRead[];
+  counts(keys: readonly string[], sinceIso: string): Record<string, number>;
+  readsAfter(afterId: number, limit: number): (StationRead & { inputLevel: boolean })[];
+  lastReadId(): number;
+  status(): GatewayStatus;
+}
+
+/** Whether delivery is stalled, from the status: uploads failing (circuit not closed, or failures since the last success) while scans wait. */
+export function stationDelivery(s: GatewayStatus): StationDelivery {
+  const d = s.delivery;
+  const waiting = s.buffer.undeliveredScans;
+  const failing = (d.circuit !== undefined && d.circuit !== 'closed') || (d.consecutiveFailures ?? 0) > 0;
+  return {
+    stalled: failing && waiting > 0,
+    paused: d.paused === true,
+    waiting,
+    ...(failing && d.lastError?.at ? { since: d.lastError.at } : {}),
+  };
+}
+
+/** A read as the screen shows it, with plain words for one not taken. */
+export function readView(r: StationRead): StationReadView {
+  const verdict = r.outcome === 'scan' ? 'taken' : r.outcome === 'rejected' ? 'refused' : r.outcome === 'duplicate' ? 'duplicate' : 'noRead';
+  const base = { id: r.id, at: r.receivedAt, verdict, text: r.reference ?? r.raw, inputId: r.inputId } as StationReadView;
+  if (verdict === 'taken') return { ...base, scanState: r.scanState };
+  const w = plainWords(r.outcome, r.reason);
+  return { ...base, words: w.words, hint: w.hint, ...(r.reason ? { reason: r.reason } : {}) };
+}
+
+interface Stream {
+  dcpKey: string;
+  res: ServerResponse;
+  shiftStart: string;
+}
+
+export class StationHub {
+  private readonly streams = new Set<Stream>();
+  private poller: NodeJS.Timeout | undefined;
+  private heartbeat: NodeJS.Timeout | undefined;
+  private cursor = 0;
+  private polls = 0;
+  private lastDelivery = '';
+  private closed = false;
+  private readonly maxStreams: number;
+  private readonly pollMs: number;
+  private readonly heartbeatMs: number;
+  private readonly now: () => number;
+  private readonly scrub: (text: string) => string;
+
+  constructor(
+    private readonly source: StationSource,
+    private readonly logger: Logger,
+    options: { maxStreams?: number; pollMs?: number; heartbeatMs?: number; now?: () => number; scrub?: (text: string) => string } = {},
+  ) {
+    this.maxStreams = options.maxStreams ?? STATION_MAX_STREAMS;
+    this.pollMs = options.pollMs ?? STATION_POLL_MS;
+    this.heartbeatMs = options.heartbeatMs ?? STATION_HEARTBEAT_MS;
+    this.now = options.now ?? Date.now;
+    this.scrub = options.scrub ?? ((t) => t);
+  }
+
+  /** Streams open now. */
+  get size(): number {
+    return this.streams.size;
+  }
+
+  /** Whether a new stream would be refused (the cap is reached, or the hub closed). */
+  get full(): boolean {
+    return this.closed || this.streams.size >= this.maxStreams;
+  }
+
+  /** The configured DCP `dcpKey` with its inputs, or undefined. */
+  station(dcpKey: string): { key: string; kind: string; inputs: string[] } | undefined {
+    return this.source.dcps().find((d) => d.key === dcpKey);
+  }
+
+  /** Everything the screen of `dcpKey` shows now; undefined for a DCP that is not configured. */
+  snapshot(dcpKey: string): StationSnapshot | undefined {
+    const dcp = this.station(dcpKey);
+    if (!dcp) return undefined;
+    const site = this.source.site();
+    const nowMs = this.now();
+    const shift = currentShift(site.shifts, nowMs, site.timezone);
+    const keys = stationKeys(dcp.key, dcp.inputs);
+    const counts = this.source.counts(keys, shift.startsAt);
+    const snapshot: StationSnapshot = {
+      site: site.id,
+      timezone: site.timezone,
+      dcp: { key: dcp.key, kind: dcp.kind },
+      shift,
+      counts: { taken: counts.scan ?? 0, refused: counts.rejected ?? 0, duplicate: counts.duplicate ?? 0, noRead: counts.noRead ?? 0 },
+      last: this.source.recent(keys, STATION_LAST).map(readView),
+      delivery: stationDelivery(this.source.status()),
+      generatedAt: new Date(nowMs).toISOString(),
+    };
+    return this.scrubbed(snapshot);
+  }
+
+  /**
+   * Makes `res` (a response the route has taken over) an event stream of `dcpKey`. Answers false,
+   * having written nothing, when `maxStreams` are open (or the hub is closed): the route answers 503.
+   */
+  open(dcpKey: string, res: ServerResponse): boolean {
+    if (this.closed || this.streams.size >= this.maxStreams) return false;
+    // The cursor before the snapshot: a read committed in between comes twice (the screen drops
+    // the repeat by its id) rather than never.
+    if (this.streams.size === 0) this.cursor = this.source.lastReadId();
+    const snapshot = this.snapshot(dcpKey);
+    if (!snapshot) return false;
+    const stream: Stream = { dcpKey, res, shiftStart: snapshot.shift.startsAt };
+    this.streams.add(stream);
+    res.on('close', () => {
+      this.streams.delete(stream);
+      if (this.streams.size === 0) this.stopTimers();
+    });
+    // The client waits this long before it connects again after a cut.
+    res.write(`retry: 2000\n\n`);
+    this.send(stream, 'snapshot', snapshot);
+    this.startTimers();
+    return true;
+  }
+
+  /** Ends every stream and stops polling (the server calls it before it closes). */
+  close(): void {
+    this.closed = true;
+    this.stopTimers();
+    for (const s of this.streams) s.res.end();
+    this.streams.clear();
+  }
+
+  private startTimers(): void {
+    if (this.poller) return;
+    this.lastDelivery = '';
+    this.poller = setInterval(() => this.poll(), this.pollMs);
+    this.heartbeat = setInterval(() => {
+      for (const s of this.streams) s.res.write(`: keep-alive\n\n`);
+    }, this.heartbeatMs);
+  }
+
+  private stopTimers(): void {
+    clearInterval(this.poller);
+    clearInterval(this.heartbeat);
+    this.poller = undefined;
+    this.heartbeat = undefined;
+  }
+
+  private poll(): void {
+    try {
+      this.pollReads();
+      if (this.polls++ % Math.max(1, Math.round(1000 / this.pollMs)) === 0) this.pollDelivery();
+    } catch (err) {
+      // The buffer closing under a stop, or a busy moment: the next poll tries again.
+      this.logger.debug({ component: 'station', err: (err as Error).message }, 'station poll failed');
+    }
+  }
+
+  private pollReads(): void {
+    const rows = this.source.readsAfter(this.cursor, POLL_BATCH);
+    if (rows.length === 0) return;
+    this.cursor = rows[rows.length - 1]!.id;
+    const dcps = this.source.dcps();
+    const dcpOfInput = new Map<string, string>();
+    for (const d of dcps) for (const i of d.inputs) dcpOfInput.set(i, d.key);
+    const site = this.source.site();
+    const shift = currentShift(site.shifts, this.now(), site.timezone);
+    for (const s of this.streams) {
+      // A new shift: the screen starts its counts again from a fresh snapshot.
+      if (s.shiftStart !== shift.startsAt) {
+        const snap = this.snapshot(s.dcpKey);
+        if (snap) this.send(s, 'snapshot', snap);
+        s.shiftStart = shift.startsAt;
+      }
+    }
+    for (const r of rows) {
+      if (r.inputLevel) continue;
+      const dcp = r.station.startsWith('@') ? dcpOfInput.get(r.station.slice(1)) : r.station;
+      if (dcp === undefined) continue;
+      const view = this.scrubbed(readView(r));
+      for (const s of this.streams) if (s.dcpKey === dcp) this.send(s, 'read', view);
+    }
+  }
+
+  private pollDelivery(): void {
+    const d = stationDelivery(this.source.status());
+    const key = JSON.stringify(d);
+    if (key === this.lastDelivery) return;
+    this.lastDelivery = key;
+    for (const s of this.streams) this.send(s, 'delivery', d);
+  }
+
+  private send(s: Stream, event: string, data: unknown): void {
+    s.res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+  }
+
+  /** Known secrets cut out of every text the screen shows (raw reads and reasons, issue 11). */
+  private scrubbed<T>(value: T): T {
+    return scrubValue(value, this.scrub) as T;
+  }
+}
