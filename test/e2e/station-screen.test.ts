@@ -154,6 +154,8 @@ rules:
     await expect.poll(() => page.locator('#lookup-result h3').first().textContent(), { timeout: 5000 }).toBe('PK-000815');
     const row = page.locator('#lookup-result tbody tr').first();
     expect(await row.textContent()).toMatch(/EOL-3.*endOfProcess.*product PACK-A.*eol-scanner.*PK-000815.*direct.*delivered.*Success/);
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.locator('#item').screenshot({ path: join(IMAGES, 'item-lookup.png') });
     expect(consoleErrors).toEqual([]);
   });
 });
