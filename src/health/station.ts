@@ -24,6 +24,8 @@ export const STATION_MAX_STREAMS = 32;
 export const STATION_POLL_MS = 250;
 /** Heartbeat of an event stream, in ms, at most (the server's idle timeout halves it when shorter). */
 export const STATION_HEARTBEAT_MS = 15_000;
+/** How often each screen gets a fresh snapshot, in ms: the states of the listed scans (sending → delivered) move on without a read. */
+export const STATION_REFRESH_MS = 30_000;
 /** Most reads taken from the buffer per poll; more wait for the next poll. */
 const POLL_BATCH = 500;
 
@@ -208,7 +210,9 @@ export class StationHub {
   private poll(): void {
     try {
       this.pollReads();
-      if (this.polls++ % Math.max(1, Math.round(1000 / this.pollMs)) === 0) this.pollDelivery();
+      const n = this.polls++;
+      if (n % Math.max(1, Math.round(1000 / this.pollMs)) === 0) this.pollDelivery();
+      if (n > 0 && n % Math.max(1, Math.round(STATION_REFRESH_MS / this.pollMs)) === 0) this.refreshAll();
     } catch (err) {
       // The buffer closing under a stop, or a busy moment: the next poll tries again.
       this.logger.debug({ component: 'station', err: (err as Error).message }, 'station poll failed');
@@ -238,6 +242,18 @@ export class StationHub {
       if (dcp === undefined) continue;
       const view = this.scrubbed(readView(r));
       for (const s of this.streams) if (s.dcpKey === dcp) this.send(s, 'read', view);
+    }
+  }
+
+  /** A fresh snapshot to every screen (one query set per station, shared by its screens). */
+  private refreshAll(): void {
+    const snaps = new Map<string, StationSnapshot | undefined>();
+    for (const s of this.streams) {
+      if (!snaps.has(s.dcpKey)) snaps.set(s.dcpKey, this.snapshot(s.dcpKey));
+      const snap = snaps.get(s.dcpKey);
+      if (!snap) continue;
+      this.send(s, 'snapshot', snap);
+      s.shiftStart = snap.shift.startsAt;
     }
   }
 

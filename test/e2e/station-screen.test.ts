@@ -10,8 +10,11 @@ import { CHROMIUM_ARGS, chromiumPath } from '../helpers/chromium.js';
 import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js';
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
-/** Screenshots for docs/operations.md ("Station screen"). */
-const IMAGES = join(PACKAGE_ROOT, 'docs/images');
+/**
+ * The screenshots of docs/operations.md (sections 10 and 11): written to test-artifacts/ on every
+ * run, and into docs/images/ with UPDATE_DOC_IMAGES=1 (so a test run leaves the tracked files alone).
+ */
+const IMAGES = join(PACKAGE_ROOT, process.env.UPDATE_DOC_IMAGES === '1' ? 'docs/images' : 'test-artifacts');
 
 async function freePort(): Promise<number> {
   const server = createServer();
@@ -36,6 +39,7 @@ describe('station screen in headless Chromium', () => {
 
   beforeAll(async () => {
     const executablePath = chromiumPath();
+    mkdirSync(IMAGES, { recursive: true });
     sandbox = await startSandbox({ port: 0, processingDelayMs: 50 });
     const dir = mkdtempSync(join(tmpdir(), 'sg-station-'));
     mkdirSync(join(dir, 'in'));
@@ -154,6 +158,8 @@ rules:
     await expect.poll(() => page.locator('#lookup-result h3').first().textContent(), { timeout: 5000 }).toBe('PK-000815');
     const row = page.locator('#lookup-result tbody tr').first();
     expect(await row.textContent()).toMatch(/EOL-3.*endOfProcess.*product PACK-A.*eol-scanner.*PK-000815.*direct.*delivered.*Success/);
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.locator('#item').screenshot({ path: join(IMAGES, 'item-lookup.png') });
     expect(consoleErrors).toEqual([]);
   });
 });
