@@ -53,6 +53,9 @@ export interface RunningSandboxSftp {
   close(): Promise<void>;
 }
 
+/** Largest file the endpoint processes (it is read whole): the HTTP side's body limit. */
+const MAX_FILE_BYTES = 256 * 1024 * 1024;
+
 /** Suffix of a file still being written: such a file is never processed. */
 const PART = '.part';
 
@@ -121,6 +124,14 @@ export async function startSandboxSftp(options: SandboxSftpOptions): Promise<Run
   });
 
   function processFile(clientId: string, path: string, file: string): void {
+    const size = statSync(file).size;
+    if (size > MAX_FILE_BYTES) {
+      // Read whole to be parsed: bounded like the HTTP side's body limit.
+      const requestId = options.state.nextRequestId();
+      options.state.acceptUnreadable(requestId, clientId, `The transferred file has ${size} bytes, over the sandbox's ${MAX_FILE_BYTES}.`, options.processingDelayMs(), Date.now());
+      processed.push({ clientId, path, requestId, bytes: size });
+      return;
+    }
     const content = readFileSync(file);
     let items: unknown;
     try {

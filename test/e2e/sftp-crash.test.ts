@@ -27,7 +27,7 @@ describe('SFTP crash test against a real OpenSSH server', () => {
     await sandbox?.close();
   });
 
-  it('20,000 scans, 10 SIGKILLs during transfers: every scan in exactly one file, no .part, valid JSON arrays', { timeout: 180_000 }, async () => {
+  it('20,000 scans, 10 SIGKILLs during transfers: every scan in exactly one file, no .part, valid JSON arrays', { timeout: 300_000 }, async () => {
     const r = await sftpCrashRun(
       { sftpYaml: `host: 127.0.0.1, port: ${sshd.port}, username: ${sshd.username}, privateKeyFile: ${sshd.userKeyFile}, hostKey: "${sshd.hostKey}"`, remoteDir: sshd.remoteDir, localDir: sshd.remoteDir },
       { total: 20_000, kills: 10, baseUrl: sandbox.url, clientSecret: SECRET },
@@ -55,7 +55,7 @@ describe("SFTP crash test against the sandbox's SFTP endpoint", () => {
     await sandbox?.close();
   });
 
-  it('20,000 scans, 10 SIGKILLs during transfers: every scan in exactly one file, each file processed once', { timeout: 180_000 }, async () => {
+  it('20,000 scans, 10 SIGKILLs during transfers: every scan in exactly one file, each file processed once', { timeout: 300_000 }, async () => {
     const endpoint = sandbox.sftp!;
     const r = await sftpCrashRun(
       {
