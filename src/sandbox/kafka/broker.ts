@@ -198,6 +198,11 @@ export class KafkaBroker {
     return this.topics.get(topic)?.append(records);
   }
 
+  /** Open client connections. */
+  get connectionCount(): number {
+    return this.connections.size;
+  }
+
   /** Whether it is listening (false while "down"). */
   get listening(): boolean {
     return this.server !== undefined;
