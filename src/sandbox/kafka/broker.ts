@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { createServer, type Server, type TLSSocket } from 'node:tls';
 import { ErrorCodes, GatewayError, isGatewayError } from '../../errors.js';
+import { RefusalLog } from '../../listener/refusal-log.js';
 import type { Logger } from '../../log.js';
 import type { SandboxTls } from './ca.js';
 import { decodeMessage, encodeMessage, isFlexible, Reader, Writer, type Message } from './codec.js';
@@ -28,9 +29,12 @@ import { DEFAULT_RETENTION, TopicLog, type Retention } from './topic-log.js';
 export interface BrokerLimits {
   /** Most open connections; more are closed at once. Default 64. */
   maxConnections: number;
-  /** Largest request frame, in bytes (Kafka's socket.request.max.bytes is 100 MiB). Default 8 MiB. */
+  /** Largest request frame, in bytes (Kafka's socket.request.max.bytes is 100 MiB). Default 2 MiB. */
   maxRequestBytes: number;
-  /** Requests read ahead of the one being answered, per connection; beyond it the socket is paused. Default 32. */
+  /**
+   * Requests read ahead of the one being answered, per connection; beyond it, or beyond
+   * `maxRequestBytes` of them, the socket is paused. Default 32.
+   */
   maxQueuedRequests: number;
   /** Time from connect to successful SASL authentication, in ms. Default 10 000. */
   authTimeoutMs: number;
@@ -42,7 +46,7 @@ export interface BrokerLimits {
 
 export const DEFAULT_BROKER_LIMITS: BrokerLimits = {
   maxConnections: 64,
-  maxRequestBytes: 8 * 1024 * 1024,
+  maxRequestBytes: 2 * 1024 * 1024,
   maxQueuedRequests: 32,
   authTimeoutMs: 10_000,
   idleTimeoutMs: 600_000,
@@ -90,6 +94,7 @@ interface Connection {
   mechanism?: string;
   scram?: ScramServer;
   queued: number;
+  queuedBytes: number;
   chain: Promise<void>;
   closed: boolean;
 }
@@ -152,10 +157,15 @@ export class KafkaBroker {
   private readonly log: Logger;
   private boundPort = 0;
   private stopped = false;
+  /** A client retrying a wrong password, or sending garbage, cannot flood the log: one line per 10 s. */
+  private readonly authRefusals: RefusalLog;
+  private readonly drops: RefusalLog;
 
   constructor(private readonly options: BrokerOptions) {
     this.limits = { ...DEFAULT_BROKER_LIMITS, ...options.limits };
     this.log = options.logger.child({ component: 'sandbox-kafka' });
+    this.authRefusals = new RefusalLog(this.log, 'Kafka SASL authentication refused');
+    this.drops = new RefusalLog(this.log, 'Kafka connection closed by the sandbox');
     this.groups = new GroupCoordinator({ ...DEFAULT_GROUP_LIMITS, ...options.groups });
     const retention = { ...DEFAULT_RETENTION, ...options.retention };
     for (const u of options.users) {
@@ -192,6 +202,11 @@ export class KafkaBroker {
   /** Appends records to a topic; gives the first offset, or undefined for an unknown topic. */
   append(topic: string, records: ProducedRecord[]): number | undefined {
     return this.topics.get(topic)?.append(records);
+  }
+
+  /** Open client connections. */
+  get connectionCount(): number {
+    return this.connections.size;
   }
 
   /** Whether it is listening (false while "down"). */
@@ -237,10 +252,12 @@ export class KafkaBroker {
     this.stopped = true;
     this.groups.close();
     await this.down();
+    this.authRefusals.flush();
+    this.drops.flush();
   }
 
   private accept(socket: TLSSocket): void {
-    const conn: Connection = { socket, remote: `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? 0}`, queued: 0, chain: Promise.resolve(), closed: false };
+    const conn: Connection = { socket, remote: `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? 0}`, queued: 0, queuedBytes: 0, chain: Promise.resolve(), closed: false };
     this.connections.add(conn);
     const authTimer = setTimeout(() => {
       if (!conn.user) this.drop(conn, 'not authenticated in time');
@@ -273,7 +290,8 @@ export class KafkaBroker {
   /** Answers requests in order, one at a time, as a broker does per connection. */
   private enqueue(conn: Connection, frame: Buffer): void {
     conn.queued += 1;
-    if (conn.queued >= this.limits.maxQueuedRequests) conn.socket.pause();
+    conn.queuedBytes += frame.length;
+    if (conn.queued >= this.limits.maxQueuedRequests || conn.queuedBytes >= this.limits.maxRequestBytes) conn.socket.pause();
     conn.chain = conn.chain.then(async () => {
       try {
         if (!conn.closed) await this.handle(conn, frame);
@@ -282,13 +300,14 @@ export class KafkaBroker {
         if (!isGatewayError(err)) this.log.error({ err }, 'Kafka request handling failed');
       } finally {
         conn.queued -= 1;
-        if (conn.queued < this.limits.maxQueuedRequests && !conn.closed) conn.socket.resume();
+        conn.queuedBytes -= frame.length;
+        if (conn.queued < this.limits.maxQueuedRequests && conn.queuedBytes < this.limits.maxRequestBytes && !conn.closed) conn.socket.resume();
       }
     });
   }
 
   private drop(conn: Connection, why?: string): void {
-    if (why !== undefined && !conn.closed) this.log.info({ remote: conn.remote, user: conn.user?.user, reason: why }, 'Kafka connection closed by the sandbox');
+    if (why !== undefined && !conn.closed) this.drops.note({ remote: conn.remote, user: conn.user?.user, reason: why });
     conn.closed = true;
     conn.socket.destroy();
   }
@@ -380,8 +399,9 @@ export class KafkaBroker {
     const fail = (why: string) => {
       answer({ errorCode: KafkaError.SASL_AUTHENTICATION_FAILED, errorMessage: `Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512 (${why})`, authBytes: Buffer.alloc(0), sessionLifetimeMs: 0 });
       // Kafka closes the connection after a failed authentication, once the answer is out.
+      conn.closed = true;
       conn.socket.end();
-      this.log.info({ remote: conn.remote, reason: why }, 'Kafka SASL authentication failed');
+      this.authRefusals.note({ remote: conn.remote, reason: why });
     };
     if (!conn.scram || conn.user) {
       answer({ errorCode: KafkaError.ILLEGAL_SASL_STATE, errorMessage: 'SaslAuthenticate without SaslHandshake', authBytes: Buffer.alloc(0), sessionLifetimeMs: 0 });
