@@ -219,7 +219,7 @@ describe.concurrent('crash test: SIGKILL at random moments during intake and del
     for (const s of sandboxes) await s.close();
   });
 
-  it('presigned: nothing lost, nothing twice', { timeout: 120_000 }, async () => {
+  it('presigned: nothing lost, nothing twice', { timeout: 300_000 }, async () => {
     const r = await crashRun(sandboxes[0]!, 'presigned');
     expect(r.kills).toHaveLength(KILLS);
     expect(r.duplicates).toBe(0);
@@ -228,7 +228,7 @@ describe.concurrent('crash test: SIGKILL at random moments during intake and del
     expect(r.hits).toBeGreaterThanOrEqual(KILLS / 4);
   });
 
-  it('direct: nothing lost; duplicates only where an answer was lost, counted and reported', { timeout: 120_000 }, async () => {
+  it('direct: nothing lost; duplicates only where an answer was lost, counted and reported', { timeout: 300_000 }, async () => {
     const r = await crashRun(sandboxes[1]!, 'direct');
     expect(r.kills).toHaveLength(KILLS);
     expect(r.duplicates).toBeLessThanOrEqual(r.status.possibleDuplicates);
