@@ -178,8 +178,8 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
   },
   {
     code: ErrorCodes.BUFFER_DISK_FULL,
-    meaning: 'the disk of the buffer is full (SQLite `SQLITE_FULL`): nothing of the commit was written and the sources keep their reads; inputs that can wait are paused',
-    whatToDo: 'free space on the disk of `buffer.path` (`df -h`); intake resumes by itself when there is room',
+    meaning: 'the disk of the buffer is full (SQLite `SQLITE_FULL`): nothing of the commit was written and the sources keep their reads; inputs that can wait are paused, and until there is room again every submit is refused the same way, so the room of the released reserve stays with delivery',
+    whatToDo: 'usually nothing: the oldest delivered scans are pruned and intake resumes by itself once the reserve is written again (docs/operations.md §9); if only undelivered data is left, get delivery going or free space on the disk of `buffer.path` (`df -h`)',
   },
   {
     code: ErrorCodes.BUFFER_QUOTA,

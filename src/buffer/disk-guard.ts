@@ -180,7 +180,6 @@ export function quotaTooLargeForDisk(bufferPath: string, quotaBytes: number): st
   return quotaBytes > holds ? quotaTooLargeText(quotaBytes, holds) : undefined;
 }
 
-
 /**
  * Keeps delivery and intake going on a disk that fills (issue 19).
  *
@@ -283,7 +282,7 @@ export class DiskGuard {
 
   /**
    * Whether the configured byte quota fits the disk, or (not configured) the quota derived from it:
-   * the buffer's files and the free space, less the reserve and the low-space mark, against the
+   * the buffer's files and the free space, less the reserve, the low-space mark and the log's room, against the
    * quota times {@link DISK_BYTES_PER_QUOTA_BYTE} (see {@link derivedQuota}). Rechecked every
    * minute (another program's files change what is left); logged when it changes.
    */
