@@ -49,7 +49,7 @@ describe('two files inputs on one folder', () => {
   it('loadConfig compares relative folders as it resolves them: against its base folder', () => {
     const dir = mkdtempSync(join(tmpdir(), 'sg-clash-'));
     writeFileSync(join(dir, 'site.yaml'), `${HEAD}inputs:\n  - { id: a, type: files, dir: ${dir}/inbox, dcp: SOP-3 }\n  - { id: b, type: files, dir: ./inbox/, dcp: SOP-3 }\n`);
-    expect(() => loadConfig(join(dir, 'site.yaml'), { baseDir: dir, env: {}, skipSecret: true })).toThrow(/site\.yaml:7:.*inputs\[1\]\.dir: input "a" watches the folder/);
+    expect(() => loadConfig(join(dir, 'site.yaml'), { baseDir: dir, env: {}, skipSecret: true })).toThrow(/site\.yaml:7:.*inputs\[b\]\.dir: input "a" watches the folder/);
   });
 });
 
