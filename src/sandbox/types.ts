@@ -116,7 +116,7 @@ export interface SandboxKafkaOptions {
   maxAgeMs?: number;
   /** Most open Kafka connections. Default 64. */
   maxConnections?: number;
-  /** Largest Kafka request, in bytes. Default 8 MiB. */
+  /** Largest Kafka request, in bytes. Default 2 MiB. */
   maxRequestBytes?: number;
   /** Most consumer groups. Default 100. */
   maxGroups?: number;

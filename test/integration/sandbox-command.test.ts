@@ -77,6 +77,17 @@ describe('sandbox command', () => {
     expect(await run.done).toBe(0);
   });
 
+  it('prints the Kafka endpoint it listens on (--kafka-port), and exits 2 for a bad one', async () => {
+    const run = start(['--port', '0', '--kafka-port', '0']);
+    const kafka = await waitFor(() => /status events: Kafka at (127\.0\.0\.1:(\d+)) \(SASL_SSL, SCRAM-SHA-512, topic sandbox-demo-client-status-event/.exec(run.output.out));
+    expect(Number(kafka[2])).toBeGreaterThan(0);
+    run.stop();
+    expect(await run.done).toBe(0);
+    const bad = start(['--port', '0', '--kafka-port', 'ninety']);
+    expect(await bad.done).toBe(2);
+    expect(bad.output.err).toContain('--kafka-port must be a number');
+  });
+
   it('exits 2 for a bad port or configuration, 1 when the port is taken', async () => {
     expect(await start(['--port', 'eighty']).done).toBe(2);
     writeFileSync(join(dir, 'bad.yaml'), 'tokenTtlSec: -1\n');

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/paths.js';
+import { loadSandboxConfig } from '../../src/sandbox/config.js';
 import { makeSandboxTls } from '../../src/sandbox/kafka/ca.js';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
 import type { SandboxKafkaInfo } from '../../src/sandbox/types.js';
@@ -200,5 +201,51 @@ describe('Kafka faults', () => {
     } finally {
       sandbox.setFaults({ kafkaDuplicateRate: null, kafkaEventDelayMs: null });
     }
+  });
+});
+
+describe('clients of a sandbox file: own topics, internal names, retention', () => {
+  let two: RunningSandbox;
+  let twoCa: string;
+  beforeAll(async () => {
+    const file = join(dir, 'sandbox.yaml');
+    writeFileSync(
+      file,
+      [
+        'clients:',
+        '  - { clientId: plant-1-gateway, clientSecret: secret-1, dcps: [GI-01], internalName: plant-1 }',
+        '  - { clientId: plant-2-gateway, clientSecret: secret-2, dcps: [GI-01] }',
+        'kafka: { maxEvents: 2 }',
+        '',
+      ].join('\n'),
+    );
+    two = await startSandbox({ ...loadSandboxConfig(file, { baseDir: dir }), port: 0 });
+    twoCa = join(dir, 'two-ca.pem');
+    writeFileSync(twoCa, two.kafka?.caPem ?? '');
+  });
+  afterAll(async () => two?.close());
+
+  it('names each topic after the internal name (default the client id); a client sees and reads only its own', async () => {
+    const one = two.kafka?.info('plant-1-gateway');
+    const other = two.kafka?.info('plant-2-gateway');
+    expect([one?.topic, other?.topic]).toEqual(['sandbox-plant-1-status-event', 'sandbox-plant-2-gateway-status-event']);
+    const as1 = kcatSasl(two.kafka?.bootstrapServers ?? '', 'plant-1-gateway', 'secret-1', twoCa);
+    const list = await kcat([...as1, '-L', '-J']);
+    expect((JSON.parse(list.stdout) as { topics: Array<{ topic: string }> }).topics.map((t) => t.topic)).toEqual(['sandbox-plant-1-status-event']);
+    const foreign = await kcat([...as1, '-C', '-t', 'sandbox-plant-2-gateway-status-event', '-o', 'beginning', '-e']);
+    expect(foreign.code).not.toBe(0);
+    expect(foreign.stderr).toMatch(/Topic authorization failed/i);
+    // plant-2's secret is not plant-1's password.
+    const swapped = await kcat([...kcatSasl(two.kafka?.bootstrapServers ?? '', 'plant-1-gateway', 'secret-2', twoCa), '-L', '-m', '3']);
+    expect(swapped.stderr).toMatch(/Authentication failed/);
+  });
+
+  it('keeps the newest maxEvents events; reading from the beginning starts after the dropped ones', async () => {
+    const as2 = kcatSasl(two.kafka?.bootstrapServers ?? '', 'plant-2-gateway', 'secret-2', twoCa);
+    const topic = 'sandbox-plant-2-gateway-status-event';
+    const produce = await kcat([...as2, '-P', '-t', topic, '-K', ':'], { input: '1:a\n2:b\n3:c\n' });
+    expect(produce.code, produce.stderr).toBe(0);
+    const read = await kcat([...as2, '-C', '-t', topic, '-o', 'beginning', '-e', '-q', '-f', '%o %k %s\\n']);
+    expect(read.stdout.trim().split('\n')).toEqual(['1 2 b', '2 3 c']);
   });
 });

@@ -28,9 +28,12 @@ import { DEFAULT_RETENTION, TopicLog, type Retention } from './topic-log.js';
 export interface BrokerLimits {
   /** Most open connections; more are closed at once. Default 64. */
   maxConnections: number;
-  /** Largest request frame, in bytes (Kafka's socket.request.max.bytes is 100 MiB). Default 8 MiB. */
+  /** Largest request frame, in bytes (Kafka's socket.request.max.bytes is 100 MiB). Default 2 MiB. */
   maxRequestBytes: number;
-  /** Requests read ahead of the one being answered, per connection; beyond it the socket is paused. Default 32. */
+  /**
+   * Requests read ahead of the one being answered, per connection; beyond it, or beyond
+   * `maxRequestBytes` of them, the socket is paused. Default 32.
+   */
   maxQueuedRequests: number;
   /** Time from connect to successful SASL authentication, in ms. Default 10 000. */
   authTimeoutMs: number;
@@ -42,7 +45,7 @@ export interface BrokerLimits {
 
 export const DEFAULT_BROKER_LIMITS: BrokerLimits = {
   maxConnections: 64,
-  maxRequestBytes: 8 * 1024 * 1024,
+  maxRequestBytes: 2 * 1024 * 1024,
   maxQueuedRequests: 32,
   authTimeoutMs: 10_000,
   idleTimeoutMs: 600_000,
@@ -90,6 +93,7 @@ interface Connection {
   mechanism?: string;
   scram?: ScramServer;
   queued: number;
+  queuedBytes: number;
   chain: Promise<void>;
   closed: boolean;
 }
@@ -194,6 +198,11 @@ export class KafkaBroker {
     return this.topics.get(topic)?.append(records);
   }
 
+  /** Open client connections. */
+  get connectionCount(): number {
+    return this.connections.size;
+  }
+
   /** Whether it is listening (false while "down"). */
   get listening(): boolean {
     return this.server !== undefined;
@@ -240,7 +249,7 @@ export class KafkaBroker {
   }
 
   private accept(socket: TLSSocket): void {
-    const conn: Connection = { socket, remote: `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? 0}`, queued: 0, chain: Promise.resolve(), closed: false };
+    const conn: Connection = { socket, remote: `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? 0}`, queued: 0, queuedBytes: 0, chain: Promise.resolve(), closed: false };
     this.connections.add(conn);
     const authTimer = setTimeout(() => {
       if (!conn.user) this.drop(conn, 'not authenticated in time');
@@ -273,7 +282,8 @@ export class KafkaBroker {
   /** Answers requests in order, one at a time, as a broker does per connection. */
   private enqueue(conn: Connection, frame: Buffer): void {
     conn.queued += 1;
-    if (conn.queued >= this.limits.maxQueuedRequests) conn.socket.pause();
+    conn.queuedBytes += frame.length;
+    if (conn.queued >= this.limits.maxQueuedRequests || conn.queuedBytes >= this.limits.maxRequestBytes) conn.socket.pause();
     conn.chain = conn.chain.then(async () => {
       try {
         if (!conn.closed) await this.handle(conn, frame);
@@ -282,7 +292,8 @@ export class KafkaBroker {
         if (!isGatewayError(err)) this.log.error({ err }, 'Kafka request handling failed');
       } finally {
         conn.queued -= 1;
-        if (conn.queued < this.limits.maxQueuedRequests && !conn.closed) conn.socket.resume();
+        conn.queuedBytes -= frame.length;
+        if (conn.queued < this.limits.maxQueuedRequests && conn.queuedBytes < this.limits.maxRequestBytes && !conn.closed) conn.socket.resume();
       }
     });
   }
@@ -380,6 +391,7 @@ export class KafkaBroker {
     const fail = (why: string) => {
       answer({ errorCode: KafkaError.SASL_AUTHENTICATION_FAILED, errorMessage: `Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512 (${why})`, authBytes: Buffer.alloc(0), sessionLifetimeMs: 0 });
       // Kafka closes the connection after a failed authentication, once the answer is out.
+      conn.closed = true;
       conn.socket.end();
       this.log.info({ remote: conn.remote, reason: why }, 'Kafka SASL authentication failed');
     };

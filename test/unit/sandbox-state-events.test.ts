@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest';
+import type { ScanStatusWire } from '../../src/contract/contract.js';
+import { SandboxState } from '../../src/sandbox/state.js';
+import { waitFor } from '../helpers/wait.js';
+
+// The one place a sandbox batch's state moves: every change is announced once, in order, with
+// the status object the status endpoint answers at that moment (what the Kafka endpoint publishes).
+
+const CLIENT = { clientId: 'c1', clientSecret: 's', dcps: ['GI-01'], products: [{ key: 'PACK-A', name: 'A' }] };
+const SCAN = { reference: 'R-1', timeStamp: '2025-01-02T03:04:05', dcpKey: 'GI-01', productModelKey: 'PACK-A', parents: [], attributes: [] };
+
+describe('SandboxState status changes', () => {
+  it('announces Received, InProgress and the terminal state once each, as status() answers them', async () => {
+    const state = new SandboxState([CLIENT]);
+    const seen: Array<[string, ScanStatusWire]> = [];
+    state.onStatusChange((clientId, status) => seen.push([clientId, status]));
+    // A listener that throws does not keep the others from hearing.
+    state.onStatusChange(() => {
+      throw new Error('a broken listener');
+    });
+    const id = state.nextRequestId();
+    state.acceptBatch(id, 'c1', 'direct', [SCAN, { ...SCAN, reference: 'R-2', dcpKey: 'XX' }], 200, Date.now());
+    await waitFor(() => seen.length === 3);
+    await new Promise((r) => setTimeout(r, 150));
+    expect(seen.map(([c, s]) => [c, s.state])).toEqual([
+      ['c1', 'Received'],
+      ['c1', 'InProgress'],
+      ['c1', 'HasFailures'],
+    ]);
+    expect(seen[2]?.[1]).toEqual(state.status(id, 'c1', Date.now()));
+  });
+
+  it('a batch processed at once (delay 0), or unreadable, announces its terminal state only', async () => {
+    const state = new SandboxState([CLIENT]);
+    const seen: string[] = [];
+    state.onStatusChange((_c, s) => seen.push(`${s.requestId}:${s.state}`));
+    state.acceptBatch('11', 'c1', 'direct', [SCAN], 0, Date.now());
+    state.acceptUnreadable('12', 'c1', 'not an array', 0, Date.now());
+    await new Promise((r) => setTimeout(r, 50));
+    expect(seen).toEqual(['11:Success', '12:Failed']);
+  });
+});
