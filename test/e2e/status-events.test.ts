@@ -44,7 +44,7 @@ async function sandboxWithKafka(processingDelayMs: number): Promise<RunningSandb
   return sandbox;
 }
 
-function writeConfig(dir: string, sandbox: RunningSandbox, poll: { statusPollMs: number; statusPollMaxMs: number }): string {
+function writeConfig(dir: string, sandbox: RunningSandbox, poll: { statusPollMs: number; statusPollMaxMs: number }, mode: 'direct' | 'presigned' = 'direct'): string {
   writeFileSync(join(dir, 'kafka-ca.pem'), sandbox.kafka!.caPem);
   mkdirSync(join(dir, 'inbox'), { recursive: true });
   const file = join(dir, 'config.yaml');
@@ -58,7 +58,7 @@ upstream:
   requestTimeoutMs: 5000
   statusEvents: { enabled: true, bootstrapServers: [${sandbox.kafka!.bootstrapServers}], environment: sandbox, caFile: ${join(dir, 'kafka-ca.pem')}, safetyPollMs: ${TEN_MINUTES}, staleAfterMs: 10000 }
 buffer: { path: ${join(dir, 'buffer.db')} }
-delivery: { mode: direct, maxBatchScans: 20, maxBatchDelayMs: 30, statusPollMs: ${poll.statusPollMs}, statusPollMaxMs: ${poll.statusPollMaxMs}, retryBaseMs: 30, retryMaxMs: 200 }
+delivery: { mode: ${mode}, maxBatchScans: 20, presignedMaxScans: 20, maxBatchDelayMs: 30, statusPollMs: ${poll.statusPollMs}, statusPollMaxMs: ${poll.statusPollMaxMs}, retryBaseMs: 30, retryMaxMs: 200 }
 http: { listen: 127.0.0.1:0 }
 # info: the test helper finds the health address in the "scan-gateway started" log line
 log: { level: info }
@@ -95,12 +95,12 @@ async function requestLog(sandbox: RunningSandbox): Promise<{ method: string; pa
 const statusPolls = async (sandbox: RunningSandbox) => (await requestLog(sandbox)).filter((r) => r.method === 'GET' && STATUS_PATH.test(r.path)).length;
 
 describe('status events end to end: gateway process, sandbox Kafka endpoint', () => {
-  it('with polling at 10 minutes, finishes every batch within 2 s of the sandbox finishing it, without one status request; duplicated events change nothing', async () => {
+  it.each(['direct', 'presigned'] as const)('with polling at 10 minutes, finishes every batch (%s) within 2 s of the sandbox finishing it, without one status request; duplicated events change nothing', async (mode) => {
     const processingMs = 1500;
     const sandbox = await sandboxWithKafka(processingMs);
     sandbox.setFaults({ kafkaDuplicateRate: 1 });
     const dir = mkdtempSync(join(tmpdir(), 'sg-events-e2e-'));
-    const g = await gateway(writeConfig(dir, sandbox, { statusPollMs: TEN_MINUTES, statusPollMaxMs: TEN_MINUTES }), dir);
+    const g = await gateway(writeConfig(dir, sandbox, { statusPollMs: TEN_MINUTES, statusPollMaxMs: TEN_MINUTES }, mode), dir);
     await waitFor(async () => (await status(g)).statusEvents?.state === 'flowing', { what: 'events flowing', timeoutMs: 10_000 });
     dropFile(dir, 'a', 50);
     dropFile(dir, 'b', 30);
@@ -115,8 +115,9 @@ describe('status events end to end: gateway process, sandbox Kafka endpoint', ()
     expect(done.batches.length).toBeGreaterThanOrEqual(4);
 
     // The sandbox finishes a batch processingMs after it received it, so no earlier than the start
-    // of the POST that brought it: finishedAt - (POST start + processingMs) bounds the delay.
-    const posts = (await requestLog(sandbox)).filter((r) => r.method === 'POST' && r.path === '/api/trace/v3/scans' && r.status < 300);
+    // of the POST (or pre-signed PUT) that brought it: finishedAt - (its start + processingMs) bounds the delay.
+    const upload = (r: { method: string; path: string }) => (mode === 'direct' ? r.method === 'POST' && r.path === '/api/trace/v3/scans' : r.method === 'PUT' && r.path.startsWith('/_presigned/'));
+    const posts = (await requestLog(sandbox)).filter((r) => upload(r) && r.status < 300);
     expect(posts).toHaveLength(done.batches.length);
     const postStarts = posts.map((p) => Date.parse(p.time) - p.ms - 1).sort((x, y) => x - y);
     const finished = done.batches.map((b) => Date.parse(b.finishedAt!)).sort((x, y) => x - y);
