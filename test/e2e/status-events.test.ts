@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/paths.js';
+import { makeSandboxTls } from '../../src/sandbox/kafka/ca.js';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
 import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js';
 import { waitFor } from '../helpers/wait.js';
@@ -205,6 +206,31 @@ describe('status events end to end: gateway process, sandbox Kafka endpoint', ()
       return s.statusEvents?.state === 'flowing' ? s : undefined;
     }, { what: 'events flowing again', timeoutMs: 40_000 });
     expect(back.healthProblems.filter((p) => p.code.startsWith('SCANGW_E_EVENTS'))).toEqual([]);
+  });
+
+  it('refused at the start (a CA that did not sign the brokers; a topic that does not exist): the health says why with its code, and polling finishes the batches', async () => {
+    const sandbox = await sandboxWithKafka(200);
+    const otherCa = (await makeSandboxTls()).caPem;
+    for (const [name, change, code] of [
+      ['tls', (text: string, dir: string) => text.replace(`caFile: ${join(dir, 'kafka-ca.pem')}`, `caFile: ${join(dir, 'other-ca.pem')}`), 'SCANGW_E_EVENTS_TLS'],
+      ['topic', (text: string) => text.replace('environment: sandbox', 'environment: production'), 'SCANGW_E_EVENTS_TOPIC'],
+    ] as const) {
+      const dir = mkdtempSync(join(tmpdir(), `sg-events-${name}-`));
+      const file = writeConfig(dir, sandbox, { statusPollMs: 200, statusPollMaxMs: 400 });
+      writeFileSync(join(dir, 'other-ca.pem'), otherCa);
+      writeFileSync(file, change(readFileSync(file, 'utf8'), dir));
+      const g = await gateway(file, dir);
+      const s = await waitFor(async () => {
+        const now = await status(g);
+        return now.statusEvents?.state === 'down' ? now : undefined;
+      }, { what: `${name}: refused on the status`, timeoutMs: 10_000 });
+      expect(s.statusEvents!.lastError!.code).toBe(code);
+      expect(s.healthProblems).toContainEqual(expect.objectContaining({ code, severity: 'degraded' }));
+      dropFile(dir, name, 3);
+      await waitFor(async () => (await status(g)).batches.some((b) => b.state === 'done'), { what: `${name}: batch done by polling`, timeoutMs: 10_000 });
+      await g.stop();
+    }
+    expect(await statusPolls(sandbox)).toBeGreaterThanOrEqual(2);
   });
 
   it('applies an event that kcat produces on the topic over SASL_SSL', async () => {
