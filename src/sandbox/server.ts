@@ -159,6 +159,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
             bootstrapServers: memory.kafka.bootstrapServers,
             caPem: memory.kafka.caPem,
             info: (clientId?: string) => memory.kafka?.info(clientId),
+            appendRaw: (clientId: string, records: Array<{ key: string | null; value: string | null }>) => memory.kafka?.appendRaw(clientId, records),
           },
         }
       : {}),

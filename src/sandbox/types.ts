@@ -172,7 +172,13 @@ export interface RunningSandbox {
    * The Kafka endpoint, undefined with `kafka: false`. `info(clientId)` is what
    * `GET /_sandbox/kafka?clientId=` answers (default: the first client); undefined for an unknown client.
    */
-  kafka?: { bootstrapServers: string; caPem: string; info(clientId?: string): SandboxKafkaInfo | undefined };
+  kafka?: {
+    bootstrapServers: string;
+    caPem: string;
+    info(clientId?: string): SandboxKafkaInfo | undefined;
+    /** Appends records as they are to a client's topic, past the faults (tests of bad events); the first offset, undefined for an unknown client. */
+    appendRaw(clientId: string, records: Array<{ key: string | null; value: string | null }>): number | undefined;
+  };
   /**
    * Restarts the service as a real one restarts: stops listening (open connections are cut), stays
    * away `downMs` (connections are refused meanwhile), then listens again on the same address with

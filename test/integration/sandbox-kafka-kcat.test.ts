@@ -148,6 +148,13 @@ describe('kcat against the sandbox (SASL_SSL, SCRAM-SHA-512, the sandbox CA)', (
     expect((await readAll()).at(-1)).toEqual(['4242', event]);
   });
 
+  it('appendRaw puts records on the topic as they are', async () => {
+    const offset = sandbox.kafka?.appendRaw('demo-client', [{ key: 'k', value: 'not json' }]);
+    expect(offset).toBeGreaterThan(0);
+    expect(sandbox.kafka?.appendRaw('nobody', [{ key: null, value: null }])).toBeUndefined();
+    expect((await readAll()).at(-1)).toEqual(['k', 'not json']);
+  });
+
   it('refuses a wrong password', async () => {
     const run = await kcat([...sasl('not-the-secret'), '-L', '-m', '3']);
     expect(run.code).not.toBe(0);

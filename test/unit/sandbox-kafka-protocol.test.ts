@@ -209,6 +209,9 @@ describe('topic retention', () => {
     log.append([event('e')]);
     expect([log.logStartOffset, log.highWatermark]).toEqual([4, 5]);
     expect(log.read(4, 1 << 20).map((r) => r.offset)).toEqual([4]);
+    // ListOffsets by time: the first record at or after it; -1 (as Kafka) when none is that recent.
+    expect(log.offsetForTime(1000)).toEqual({ offset: 4, timestamp: 1500 });
+    expect(log.offsetForTime(1501)).toEqual({ offset: -1, timestamp: -1 });
   });
 });
 

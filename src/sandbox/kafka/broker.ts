@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { createServer, type Server, type TLSSocket } from 'node:tls';
 import { ErrorCodes, GatewayError, isGatewayError } from '../../errors.js';
+import { RefusalLog } from '../../listener/refusal-log.js';
 import type { Logger } from '../../log.js';
 import type { SandboxTls } from './ca.js';
 import { decodeMessage, encodeMessage, isFlexible, Reader, Writer, type Message } from './codec.js';
@@ -156,10 +157,15 @@ export class KafkaBroker {
   private readonly log: Logger;
   private boundPort = 0;
   private stopped = false;
+  /** A client retrying a wrong password, or sending garbage, cannot flood the log: one line per 10 s. */
+  private readonly authRefusals: RefusalLog;
+  private readonly drops: RefusalLog;
 
   constructor(private readonly options: BrokerOptions) {
     this.limits = { ...DEFAULT_BROKER_LIMITS, ...options.limits };
     this.log = options.logger.child({ component: 'sandbox-kafka' });
+    this.authRefusals = new RefusalLog(this.log, 'Kafka SASL authentication refused');
+    this.drops = new RefusalLog(this.log, 'Kafka connection closed by the sandbox');
     this.groups = new GroupCoordinator({ ...DEFAULT_GROUP_LIMITS, ...options.groups });
     const retention = { ...DEFAULT_RETENTION, ...options.retention };
     for (const u of options.users) {
@@ -246,6 +252,8 @@ export class KafkaBroker {
     this.stopped = true;
     this.groups.close();
     await this.down();
+    this.authRefusals.flush();
+    this.drops.flush();
   }
 
   private accept(socket: TLSSocket): void {
@@ -299,7 +307,7 @@ export class KafkaBroker {
   }
 
   private drop(conn: Connection, why?: string): void {
-    if (why !== undefined && !conn.closed) this.log.info({ remote: conn.remote, user: conn.user?.user, reason: why }, 'Kafka connection closed by the sandbox');
+    if (why !== undefined && !conn.closed) this.drops.note({ remote: conn.remote, user: conn.user?.user, reason: why });
     conn.closed = true;
     conn.socket.destroy();
   }
@@ -393,7 +401,7 @@ export class KafkaBroker {
       // Kafka closes the connection after a failed authentication, once the answer is out.
       conn.closed = true;
       conn.socket.end();
-      this.log.info({ remote: conn.remote, reason: why }, 'Kafka SASL authentication failed');
+      this.authRefusals.note({ remote: conn.remote, reason: why });
     };
     if (!conn.scram || conn.user) {
       answer({ errorCode: KafkaError.ILLEGAL_SASL_STATE, errorMessage: 'SaslAuthenticate without SaslHandshake', authBytes: Buffer.alloc(0), sessionLifetimeMs: 0 });

@@ -109,6 +109,21 @@ export class SandboxKafka {
     this.delayed.add(timer);
   }
 
+  /**
+   * Appends records as they are to `clientId`'s topic, past the faults: for tests of a consumer's
+   * handling of events the sandbox itself would never publish (invalid JSON, foreign requestIds).
+   * Gives the offset of the first, undefined for an unknown client.
+   */
+  appendRaw(clientId: string, records: Array<{ key: string | null; value: string | null }>): number | undefined {
+    const client = this.clients.find((c) => c.clientId === clientId);
+    if (!client) return undefined;
+    const now = Date.now();
+    return this.broker.append(
+      statusTopic(client),
+      records.map((r) => ({ timestamp: now, key: r.key === null ? null : Buffer.from(r.key), value: r.value === null ? null : Buffer.from(r.value), headers: [] })),
+    );
+  }
+
   /** Events written to the topics since start (duplicates count twice). */
   get publishedCount(): number {
     return this.published;

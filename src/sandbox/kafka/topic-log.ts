@@ -60,11 +60,14 @@ export class TopicLog {
     return out;
   }
 
-  /** The first offset whose record's timestamp is at or after `timestamp`, or the high watermark. */
+  /**
+   * The first offset whose record's timestamp is at or after `timestamp`, with that timestamp; as
+   * Kafka answers ListOffsets, offset and timestamp -1 when no record is that recent.
+   */
   offsetForTime(timestamp: number): { offset: number; timestamp: number } {
     this.trim();
     const hit = this.records.find((r) => r.timestamp >= timestamp);
-    return hit ? { offset: hit.offset, timestamp: hit.timestamp } : { offset: this.highWatermark, timestamp: -1 };
+    return hit ? { offset: hit.offset, timestamp: hit.timestamp } : { offset: -1, timestamp: -1 };
   }
 
   /** Calls `wake` on the next append; the returned function cancels. */
