@@ -208,6 +208,30 @@ describe('status events end to end: gateway process, sandbox Kafka endpoint', ()
     expect(back.healthProblems.filter((p) => p.code.startsWith('SCANGW_E_EVENTS'))).toEqual([]);
   });
 
+  it('counts events of other requestIds as ignored and events that are not a status object as invalid (one log line), and keeps applying the others', async () => {
+    const sandbox = await sandboxWithKafka(1000);
+    const dir = mkdtempSync(join(tmpdir(), 'sg-events-bad-'));
+    const g = await gateway(writeConfig(dir, sandbox, { statusPollMs: TEN_MINUTES, statusPollMaxMs: TEN_MINUTES }), dir);
+    await waitFor(async () => (await status(g)).statusEvents?.state === 'flowing', { what: 'events flowing', timeoutMs: 10_000 });
+    sandbox.kafka!.appendRaw('demo-client', [
+      { key: null, value: 'not json {' },
+      { key: '1', value: null },
+      { key: '2', value: JSON.stringify({ state: 'Exploded', requestId: 2, description: '', processed: 0 }) },
+      { key: '3', value: JSON.stringify({ state: 'Success', description: 'no requestId', processed: 1 }) },
+      { key: '99', value: JSON.stringify({ state: 'Success', requestId: 99_000_001, description: 'another gateway', processed: 1 }) },
+    ]);
+    // Read before any upload is in flight: an unknown requestId during an upload is held a while (it may be ours).
+    await waitFor(async () => (await status(g)).statusEvents?.received === 5, { what: 'the five read' });
+    dropFile(dir, 'after', 3);
+    const s = await waitFor(async () => {
+      const now = await status(g);
+      return now.batches.some((b) => b.state === 'done') ? now : undefined;
+    }, { what: 'a batch finished by its event after the bad ones', timeoutMs: 10_000 });
+    expect(s.statusEvents).toMatchObject({ invalid: 4, ignored: 1 });
+    expect(g.output().split('\n').filter((l) => l.includes('not a status object'))).toHaveLength(1);
+    expect(await statusPolls(sandbox)).toBe(0);
+  });
+
   it('refused at the start (a CA that did not sign the brokers; a topic that does not exist): the health says why with its code, and polling finishes the batches', async () => {
     const sandbox = await sandboxWithKafka(200);
     const otherCa = (await makeSandboxTls()).caPem;
