@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/paths.js';
+import { makeSandboxTls } from '../../src/sandbox/kafka/ca.js';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
 import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js';
 import { waitFor } from '../helpers/wait.js';
@@ -44,7 +45,7 @@ async function sandboxWithKafka(processingDelayMs: number): Promise<RunningSandb
   return sandbox;
 }
 
-function writeConfig(dir: string, sandbox: RunningSandbox, poll: { statusPollMs: number; statusPollMaxMs: number }): string {
+function writeConfig(dir: string, sandbox: RunningSandbox, poll: { statusPollMs: number; statusPollMaxMs: number }, mode: 'direct' | 'presigned' = 'direct'): string {
   writeFileSync(join(dir, 'kafka-ca.pem'), sandbox.kafka!.caPem);
   mkdirSync(join(dir, 'inbox'), { recursive: true });
   const file = join(dir, 'config.yaml');
@@ -58,7 +59,7 @@ upstream:
   requestTimeoutMs: 5000
   statusEvents: { enabled: true, bootstrapServers: [${sandbox.kafka!.bootstrapServers}], environment: sandbox, caFile: ${join(dir, 'kafka-ca.pem')}, safetyPollMs: ${TEN_MINUTES}, staleAfterMs: 10000 }
 buffer: { path: ${join(dir, 'buffer.db')} }
-delivery: { mode: direct, maxBatchScans: 20, maxBatchDelayMs: 30, statusPollMs: ${poll.statusPollMs}, statusPollMaxMs: ${poll.statusPollMaxMs}, retryBaseMs: 30, retryMaxMs: 200 }
+delivery: { mode: ${mode}, maxBatchScans: 20, presignedMaxScans: 20, maxBatchDelayMs: 30, statusPollMs: ${poll.statusPollMs}, statusPollMaxMs: ${poll.statusPollMaxMs}, retryBaseMs: 30, retryMaxMs: 200 }
 http: { listen: 127.0.0.1:0 }
 # info: the test helper finds the health address in the "scan-gateway started" log line
 log: { level: info }
@@ -95,12 +96,12 @@ async function requestLog(sandbox: RunningSandbox): Promise<{ method: string; pa
 const statusPolls = async (sandbox: RunningSandbox) => (await requestLog(sandbox)).filter((r) => r.method === 'GET' && STATUS_PATH.test(r.path)).length;
 
 describe('status events end to end: gateway process, sandbox Kafka endpoint', () => {
-  it('with polling at 10 minutes, finishes every batch within 2 s of the sandbox finishing it, without one status request; duplicated events change nothing', async () => {
+  it.each(['direct', 'presigned'] as const)('with polling at 10 minutes, finishes every batch (%s) within 2 s of the sandbox finishing it, without one status request; duplicated events change nothing', async (mode) => {
     const processingMs = 1500;
     const sandbox = await sandboxWithKafka(processingMs);
     sandbox.setFaults({ kafkaDuplicateRate: 1 });
     const dir = mkdtempSync(join(tmpdir(), 'sg-events-e2e-'));
-    const g = await gateway(writeConfig(dir, sandbox, { statusPollMs: TEN_MINUTES, statusPollMaxMs: TEN_MINUTES }), dir);
+    const g = await gateway(writeConfig(dir, sandbox, { statusPollMs: TEN_MINUTES, statusPollMaxMs: TEN_MINUTES }, mode), dir);
     await waitFor(async () => (await status(g)).statusEvents?.state === 'flowing', { what: 'events flowing', timeoutMs: 10_000 });
     dropFile(dir, 'a', 50);
     dropFile(dir, 'b', 30);
@@ -115,8 +116,9 @@ describe('status events end to end: gateway process, sandbox Kafka endpoint', ()
     expect(done.batches.length).toBeGreaterThanOrEqual(4);
 
     // The sandbox finishes a batch processingMs after it received it, so no earlier than the start
-    // of the POST that brought it: finishedAt - (POST start + processingMs) bounds the delay.
-    const posts = (await requestLog(sandbox)).filter((r) => r.method === 'POST' && r.path === '/api/trace/v3/scans' && r.status < 300);
+    // of the POST (or pre-signed PUT) that brought it: finishedAt - (its start + processingMs) bounds the delay.
+    const upload = (r: { method: string; path: string }) => (mode === 'direct' ? r.method === 'POST' && r.path === '/api/trace/v3/scans' : r.method === 'PUT' && r.path.startsWith('/_presigned/'));
+    const posts = (await requestLog(sandbox)).filter((r) => upload(r) && r.status < 300);
     expect(posts).toHaveLength(done.batches.length);
     const postStarts = posts.map((p) => Date.parse(p.time) - p.ms - 1).sort((x, y) => x - y);
     const finished = done.batches.map((b) => Date.parse(b.finishedAt!)).sort((x, y) => x - y);
@@ -204,6 +206,55 @@ describe('status events end to end: gateway process, sandbox Kafka endpoint', ()
       return s.statusEvents?.state === 'flowing' ? s : undefined;
     }, { what: 'events flowing again', timeoutMs: 40_000 });
     expect(back.healthProblems.filter((p) => p.code.startsWith('SCANGW_E_EVENTS'))).toEqual([]);
+  });
+
+  it('counts events of other requestIds as ignored and events that are not a status object as invalid (one log line), and keeps applying the others', async () => {
+    const sandbox = await sandboxWithKafka(1000);
+    const dir = mkdtempSync(join(tmpdir(), 'sg-events-bad-'));
+    const g = await gateway(writeConfig(dir, sandbox, { statusPollMs: TEN_MINUTES, statusPollMaxMs: TEN_MINUTES }), dir);
+    await waitFor(async () => (await status(g)).statusEvents?.state === 'flowing', { what: 'events flowing', timeoutMs: 10_000 });
+    sandbox.kafka!.appendRaw('demo-client', [
+      { key: null, value: 'not json {' },
+      { key: '1', value: null },
+      { key: '2', value: JSON.stringify({ state: 'Exploded', requestId: 2, description: '', processed: 0 }) },
+      { key: '3', value: JSON.stringify({ state: 'Success', description: 'no requestId', processed: 1 }) },
+      { key: '99', value: JSON.stringify({ state: 'Success', requestId: 99_000_001, description: 'another gateway', processed: 1 }) },
+    ]);
+    // Read before any upload is in flight: an unknown requestId during an upload is held a while (it may be ours).
+    await waitFor(async () => (await status(g)).statusEvents?.received === 5, { what: 'the five read' });
+    dropFile(dir, 'after', 3);
+    const s = await waitFor(async () => {
+      const now = await status(g);
+      return now.batches.some((b) => b.state === 'done') ? now : undefined;
+    }, { what: 'a batch finished by its event after the bad ones', timeoutMs: 10_000 });
+    expect(s.statusEvents).toMatchObject({ invalid: 4, ignored: 1 });
+    expect(g.output().split('\n').filter((l) => l.includes('not a status object'))).toHaveLength(1);
+    expect(await statusPolls(sandbox)).toBe(0);
+  });
+
+  it('refused at the start (a CA that did not sign the brokers; a topic that does not exist): the health says why with its code, and polling finishes the batches', async () => {
+    const sandbox = await sandboxWithKafka(200);
+    const otherCa = (await makeSandboxTls()).caPem;
+    for (const [name, change, code] of [
+      ['tls', (text: string, dir: string) => text.replace(`caFile: ${join(dir, 'kafka-ca.pem')}`, `caFile: ${join(dir, 'other-ca.pem')}`), 'SCANGW_E_EVENTS_TLS'],
+      ['topic', (text: string) => text.replace('environment: sandbox', 'environment: production'), 'SCANGW_E_EVENTS_TOPIC'],
+    ] as const) {
+      const dir = mkdtempSync(join(tmpdir(), `sg-events-${name}-`));
+      const file = writeConfig(dir, sandbox, { statusPollMs: 200, statusPollMaxMs: 400 });
+      writeFileSync(join(dir, 'other-ca.pem'), otherCa);
+      writeFileSync(file, change(readFileSync(file, 'utf8'), dir));
+      const g = await gateway(file, dir);
+      const s = await waitFor(async () => {
+        const now = await status(g);
+        return now.statusEvents?.state === 'down' ? now : undefined;
+      }, { what: `${name}: refused on the status`, timeoutMs: 10_000 });
+      expect(s.statusEvents!.lastError!.code).toBe(code);
+      expect(s.healthProblems).toContainEqual(expect.objectContaining({ code, severity: 'degraded' }));
+      dropFile(dir, name, 3);
+      await waitFor(async () => (await status(g)).batches.some((b) => b.state === 'done'), { what: `${name}: batch done by polling`, timeoutMs: 10_000 });
+      await g.stop();
+    }
+    expect(await statusPolls(sandbox)).toBeGreaterThanOrEqual(2);
   });
 
   it('applies an event that kcat produces on the topic over SASL_SSL', async () => {

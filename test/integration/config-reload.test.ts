@@ -143,7 +143,7 @@ describe('configuration reload', () => {
       writeFileSync(file, good.replace("reference: { group: n }", 'reference: { group: number }'));
       await waitFor(() => app!.status().config.lastReloadError, { timeoutMs: 10_000, what: 'the refused reload on the status' });
       const status = app.status();
-      expect(String((status.config.lastReloadError as { message: string }).message)).toMatch(/rules\[0\]\.reference\.group: the regex has no group named "number"/);
+      expect(String((status.config.lastReloadError as { message: string }).message)).toMatch(/rules\[cells\]\.reference\.group: the regex has no group named "number"/);
       expect(status.state).toBe('degraded');
       // The problem says so in words, with its code; its detail carries the problem itself, not only the headline.
       expect(status.reasons).toContain('A changed configuration was refused; the previous one still runs.');

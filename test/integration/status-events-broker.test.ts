@@ -35,7 +35,11 @@ const tlsOnce = () => sharedTls!;
 async function startBroker(): Promise<{ broker: KafkaBroker; tls: SandboxTls; saslRefused: { on: boolean } }> {
   const tls = (sharedTls ??= await makeSandboxTls());
   const saslRefused = { on: false };
-  const broker = new KafkaBroker({ host: '127.0.0.1', port: 0, tls, users: [{ user: USER, password: PASSWORD, topic: TOPIC }], faults: () => ({ saslRefused: saslRefused.on }), logger: silentLogger() });
+  const broker = new KafkaBroker({ host: '127.0.0.1', port: 0, tls, users: [
+      { user: USER, password: PASSWORD, topic: TOPIC },
+      { user: 'plant-8', password: 'other-secret', topic: 'sandbox-plant-8-status-event' },
+    ],
+    faults: () => ({ saslRefused: saslRefused.on }), logger: silentLogger() });
   await broker.start();
   cleanups.push(() => broker.close());
   return { broker, tls, saslRefused };
@@ -126,6 +130,8 @@ describe('status topic reader against the sandbox broker (SASL_SSL, SCRAM-SHA-51
     expect(await code(reader(broker, { password: 'wrong' }))).toBe(ErrorCodes.EVENTS_AUTH);
     expect(await code(reader(broker, { ca: other.caPem }))).toBe(ErrorCodes.EVENTS_TLS);
     expect(await code(reader(broker, { topic: 'sandbox-someone-else-status-event' }))).toBe(ErrorCodes.EVENTS_TOPIC);
+    // Another client's topic: it exists, but this user may not describe it (TOPIC_AUTHORIZATION_FAILED).
+    expect(await code(reader(broker, { topic: 'sandbox-plant-8-status-event' }))).toBe(ErrorCodes.EVENTS_TOPIC);
     const port = broker.port;
     await broker.down();
     expect(await code(reader(broker, { servers: [`127.0.0.1:${port}`] }))).toBe(ErrorCodes.EVENTS_NETWORK);
