@@ -37,14 +37,14 @@ function sh(command: string, cwd: string): { code: number | null; stdout: string
 }
 
 describe("the README's try-it steps on a fresh clone", () => {
-  it('npm ci && npm start, then the three commands of the second terminal, word for word', async () => {
+  it('npm ci && npm start, then the four commands of the second terminal, word for word', async () => {
     const readme = readFileSync(join(PACKAGE_ROOT, 'README.md'), 'utf8');
     const blocks = shellBlocks(readme);
     const start = blocks[0]!.find((l) => l.startsWith('npm ci && npm start'));
     expect(start, 'the first sh block starts the demo').toBeDefined();
     const tryIt = blocks[1]!;
     expect(readme.indexOf('Try it from a second terminal')).toBeLessThan(readme.indexOf(tryIt[0]!));
-    expect(tryIt.map((l) => l.split(/\s+/)[0])).toEqual(['cp', 'curl', 'curl']);
+    expect(tryIt.map((l) => l.split(/\s+/)[0])).toEqual(['cp', 'curl', 'curl', 'node']);
 
     // A fresh clone of what is committed (HEAD).
     const clone = join(mkdtempSync(join(tmpdir(), 'sg-readme-')), 'scan-gateway');
@@ -66,7 +66,7 @@ describe("the README's try-it steps on a fresh clone", () => {
       );
 
       // Second terminal, word for word.
-      const [cp, scans, healthz] = tryIt as [string, string, string];
+      const [cp, scans, healthz, trace] = tryIt as [string, string, string, string];
       const copied = sh(cp, clone);
       expect(copied.code, copied.stderr).toBe(0);
       // The scans arrive after a batch delay; the curl is repeated as a person would.
@@ -84,6 +84,11 @@ describe("the README's try-it steps on a fresh clone", () => {
       const health = JSON.parse(sh(healthz, clone).stdout) as { status: string; deliveredScans: number; rejectedReads: number };
       expect(['ok', 'degraded']).toContain(health.status);
       expect(health.rejectedReads).toBeGreaterThan(0);
+
+      // The trace of the first sample row's item, on the running gateway's buffer.
+      const traced = sh(trace, clone);
+      expect(traced.code, traced.stderr).toBe(0);
+      expect(traced.stdout).toContain('PO-4711');
 
       // "The file moves to var/inbox/processed/<date>/ once its rows are committed to the buffer."
       const processed = join(clone, 'var/inbox/processed');
