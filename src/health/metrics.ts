@@ -135,8 +135,8 @@ export class GatewayMetrics {
     bufferGauge('scan_gateway_delivery_paused', '1 while delivery is paused by an operator.', (s) => (s.delivery.paused ? 1 : 0));
     bufferGauge('scan_gateway_possible_duplicates', 'Scans that may be held twice by the service: in uploads sent again after their answer was lost (lifetime count, kept in the buffer).', (s) => s.delivery.possibleDuplicates ?? 0);
     bufferGauge('scan_gateway_uptime_seconds', 'Seconds since the gateway started.', (s) => s.uptimeSec);
-    // Prometheus convention for "when did X last succeed": alert on `time() - … > 900`; absent before the first upload.
-    bufferGauge('scan_gateway_last_upload_success_timestamp_seconds', 'Time of the last successful upload (a batch accepted by the service), in seconds since the Unix epoch; absent before the first.', (s) =>
+    // Prometheus convention for "when did X last succeed": alert on `time() - … > 900`. prom-client shows an unset unlabelled gauge as 0, so a buffer that never delivered reads 0 (a large age), not absent.
+    bufferGauge('scan_gateway_last_upload_success_timestamp_seconds', 'Time of the last successful upload (a batch accepted by the service), in seconds since the Unix epoch; 0 on a buffer that has never delivered.', (s) =>
       s.delivery.lastSuccessAt ? Date.parse(s.delivery.lastSuccessAt) / 1000 : undefined,
     );
     bufferGauge('scan_gateway_held_scans', 'Scans of batches the service refused as a whole, kept and not delivered.', (s) => s.buffer.heldScans ?? s.buffer.scans.held ?? 0);
