@@ -170,17 +170,25 @@ const SCRIPT = `"use strict";\n${RENDER_FUNCTIONS.map((f) => f.toString()).join(
 
 const hash = (text: string) => `'sha256-${createHash('sha256').update(text, 'utf8').digest('base64')}'`;
 
+/**
+ * Content-Security-Policy of a page of the gateway (the health page, the station screen): only its
+ * own inline `script` and `style` (by their SHA-256), requests to itself only, no forms, no frames.
+ */
+export function inlineOnlyCsp(script: string, style: string): string {
+  return [
+    "default-src 'none'",
+    `script-src ${hash(script)}`,
+    `style-src ${hash(style)}`,
+    "connect-src 'self'",
+    "img-src 'self' data:",
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+  ].join('; ');
+}
+
 /** Content-Security-Policy of the page: its own inline script and style only, requests to itself only. */
-export const PAGE_CSP = [
-  "default-src 'none'",
-  `script-src ${hash(SCRIPT)}`,
-  `style-src ${hash(STYLE)}`,
-  "connect-src 'self'",
-  "img-src 'self' data:",
-  "base-uri 'none'",
-  "form-action 'none'",
-  "frame-ancestors 'none'",
-].join('; ');
+export const PAGE_CSP = inlineOnlyCsp(SCRIPT, STYLE);
 
 /** The inline script's source (for the test that runs it in a bare context). */
 export const PAGE_SCRIPT = SCRIPT;

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { inlineOnlyCsp } from './page.js';
 import { esc, fmtTime, rawHtml, shown, stationMain } from './page-render.js';
 
 /**
@@ -119,19 +119,8 @@ const FULL_SCRIPT = `"use strict";\n${[esc, shown, rawHtml, fmtTime, stationMain
 /** The inline script's source (for a test that runs it in a bare context). */
 export const STATION_SCRIPT = FULL_SCRIPT;
 
-const hash = (text: string) => `'sha256-${createHash('sha256').update(text, 'utf8').digest('base64')}'`;
-
 /** Content-Security-Policy of the station screen: its own inline script and style, requests to itself only. */
-export const STATION_CSP = [
-  "default-src 'none'",
-  `script-src ${hash(FULL_SCRIPT)}`,
-  `style-src ${hash(STYLE)}`,
-  "connect-src 'self'",
-  "img-src 'self' data:",
-  "base-uri 'none'",
-  "form-action 'none'",
-  "frame-ancestors 'none'",
-].join('; ');
+export const STATION_CSP = inlineOnlyCsp(FULL_SCRIPT, STYLE);
 
 /** JSON inside `<script type="application/json">`: `<` escaped so no text can end the element. */
 function jsonInScript(value: unknown): string {
