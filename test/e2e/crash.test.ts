@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -7,6 +7,7 @@ import { PACKAGE_ROOT } from '../../src/paths.js';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
 import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js';
 import { waitFor } from '../helpers/wait.js';
+import { dropCsv } from '../helpers/inbox.js';
 
 /**
  * The crash test of issue 4: the compiled gateway runs as a child process against an in-process
@@ -50,15 +51,6 @@ inputs:
   return file;
 }
 
-/** Drops a CSV of `rows` reads atomically (written as .tmp, then renamed); answers its references. */
-function dropFile(inbox: string, name: string, rows: number): string[] {
-  const refs = Array.from({ length: rows }, (_, i) => `${name}-${String(i).padStart(5, '0')}`);
-  const lines = ['barcode,read_at', ...refs.map((r, i) => `${r},2026-11-18T07:${String(Math.floor(i / 60) % 60).padStart(2, '0')}:${String(i % 60).padStart(2, '0')}+01:00`)];
-  const tmp = join(inbox, `${name}.csv.tmp`);
-  writeFileSync(tmp, `${lines.join('\n')}\n`);
-  renameSync(tmp, join(inbox, `${name}.csv`));
-  return refs;
-}
 
 /** What the buffer shows right now (read-only connection beside the running gateway). */
 function inFlight(dbFile: string): { uploading: number; putting: number } {
@@ -111,16 +103,16 @@ async function crashRun(sandbox: RunningSandbox, mode: 'direct' | 'presigned') {
       if (k === 0) {
         // The folder is created by the input; the first file goes in once it exists.
         gateway = await startGateway(config, env, dir);
-        expected.push(...dropFile(inbox, `f${k}`, 400));
+        expected.push(...dropCsv(inbox, `f${k}`, 400));
       } else {
-        if (moment !== 'intake') expected.push(...dropFile(inbox, `f${k}`, 150 + Math.floor(Math.random() * 200)));
+        if (moment !== 'intake') expected.push(...dropCsv(inbox, `f${k}`, 150 + Math.floor(Math.random() * 200)));
         gateway = await startGateway(config, env, dir);
       }
       let hit = 'random delay';
       if (moment === 'anywhere') {
         await sleep(Math.random() * 600);
       } else if (moment === 'intake') {
-        expected.push(...dropFile(inbox, `f${k}`, 2000));
+        expected.push(...dropCsv(inbox, `f${k}`, 2000));
         await sleep(30 + Math.random() * 150);
       } else if (moment === 'upload') {
         const seen = await waitFor(() => {

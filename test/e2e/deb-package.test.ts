@@ -1,11 +1,11 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT, VERSION } from '../../src/paths.js';
 import { waitFor } from '../helpers/wait.js';
+import { freePort } from '../helpers/ports.js';
 
 // Issue 16, "Done when": CI builds the package, runs lintian on it, extracts it into a temporary
 // root (dpkg-deb -x), runs <root>/usr/bin/scan-gateway --version, config init, config check and a
@@ -18,13 +18,6 @@ function run(cmd: string, args: string[], options: { cwd?: string; env?: Record<
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 describe('the Debian package (npm run package)', () => {
   it('builds, passes lintian, and runs from its extracted layout', async () => {

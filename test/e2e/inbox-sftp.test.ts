@@ -1,11 +1,11 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { MAIN_JS } from '../helpers/gateway-process.js';
 import { waitFor } from '../helpers/wait.js';
+import { freePort } from '../helpers/ports.js';
 
 // Issue 16, item 6: the SFTP recipe of docs/operations.md ("1c. The inbox"), followed with a real
 // sshd: a chrooted sftp-only uploader, the inbox bind-mounted into the chroot, a group shared with
@@ -18,13 +18,6 @@ function run(cmd: string, args: string[]): string {
   return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 describe('the inbox recipe: SFTP to the gateway', () => {
   it('a chrooted uploader drops a file the service user reads and moves, as the recipe sets it up', async () => {

@@ -1,5 +1,5 @@
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { connect, createServer, type Socket } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
@@ -8,6 +8,7 @@ import { PACKAGE_ROOT } from '../../src/paths.js';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
 import { CHROMIUM_ARGS, chromiumPath } from '../helpers/chromium.js';
 import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js';
+import { freePort } from '../helpers/ports.js';
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
 /**
@@ -16,13 +17,6 @@ const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'ut
  */
 const IMAGES = join(PACKAGE_ROOT, process.env.UPDATE_DOC_IMAGES === '1' ? 'docs/images' : 'test-artifacts');
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 /**
  * The station screen (issue 18) in headless Chromium against the compiled daemon: a scanner on a

@@ -1,8 +1,9 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
-import { createConnection, createServer } from 'node:net';
+import { createConnection } from 'node:net';
 import { join } from 'node:path';
+import { freePort } from './ports.js';
 
 /** TLS material of a broker's listener (PEM files). */
 export interface BrokerTls {
@@ -40,17 +41,6 @@ function mosquittoBinary(): string {
   throw new Error('mosquitto is required for the MQTT tests but was not found; install it: apt-get install mosquitto');
 }
 
-/** A port that was free a moment ago (listen on 0, read it, close). */
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (address && typeof address === 'object' ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
-}
 
 async function accepting(port: number): Promise<boolean> {
   return new Promise((resolve) => {

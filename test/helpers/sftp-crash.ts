@@ -1,9 +1,10 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { startGateway, type GatewayProcess } from './gateway-process.js';
 import { waitFor } from './wait.js';
+import { dropCsv } from './inbox.js';
 
 /** An SFTP server the crash run sends to, and where its files land on this machine. */
 export interface SftpTarget {
@@ -34,15 +35,6 @@ export interface SftpCrashResult {
   recovered: { found: number; partRemoved: number };
 }
 
-/** Drops a CSV of `rows` reads atomically; answers its references. */
-function dropFile(inbox: string, name: string, rows: number): string[] {
-  const refs = Array.from({ length: rows }, (_, i) => `${name}-${String(i).padStart(5, '0')}`);
-  const lines = ['barcode,read_at', ...refs.map((r, i) => `${r},2026-11-18T07:${String(Math.floor(i / 60) % 60).padStart(2, '0')}:${String(i % 60).padStart(2, '0')}+01:00`)];
-  const tmp = join(inbox, `${name}.csv.tmp`);
-  writeFileSync(tmp, `${lines.join('\n')}\n`);
-  renameSync(tmp, join(inbox, `${name}.csv`));
-  return refs;
-}
 
 /** SFTP batches with a transfer in flight (`uploading`), from a read-only connection beside the gateway. */
 function transferring(dbFile: string): number {
@@ -105,7 +97,7 @@ inputs:
     for (let k = 0; k < opts.kills; k++) {
       gateway = await startGateway(file, env, dir);
       const rows = Math.min(perFile, opts.total - expected.length);
-      if (rows > 0) expected.push(...dropFile(inbox, `f${k}`, rows));
+      if (rows > 0) expected.push(...dropCsv(inbox, `f${k}`, rows));
       const before = finals();
       const onPart = k % 2 === 0;
       // Polled fast: a batch of 1,000 scans is written in tens of ms.
