@@ -25,7 +25,7 @@ export interface DiskGuardStatus {
   vacuumPending?: string;
   /** The byte quota (`buffer.maxBytes`) is larger than the disk can hold: the disk fills before the quota is reached. */
   quotaTooLarge?: string;
-  /** `buffer.maxBytes` is not set: the byte quota in force is derived from the disk (bytes of scan JSON), rechecked every minute. */
+  /** `buffer.maxBytes` is not set: the byte quota in force is derived from the disk (bytes of scan JSON), rechecked every second. */
   derivedQuotaBytes?: number;
 }
 
@@ -53,7 +53,7 @@ export interface DiskGuardOptions {
   quotaBytes?: number;
   /**
    * `buffer.maxBytes` is not set (`quotaBytes` undefined): called at start and at each recheck
-   * (every minute) with the byte quota derived from the disk and its ceiling (see {@link derivedQuota}).
+   * (every second) with the byte quota derived from the disk and its ceiling (see {@link derivedQuota}).
    */
   onDerivedQuota?: (bytes: number, ceilingBytes: number) => void;
 }
@@ -106,6 +106,9 @@ export function defaultLowFreeBytes(fsSize: number, reserveBytes: number = DEFAU
 export function diskHoldsBytes(d: { freeBytes: number; bufferBytes: number; reserveOnDisk: number; reserveBytes: number; lowFreeBytes: number }): number {
   return Math.max(0, Math.floor((d.freeBytes + d.bufferBytes + d.reserveOnDisk - d.reserveBytes - d.lowFreeBytes - WAL_ALLOWANCE_BYTES) / DISK_BYTES_PER_QUOTA_BYTE));
 }
+
+/** How often (ms) a quota derived from the disk is computed again: a statfs and a stat of the buffer's files. */
+export const DERIVED_QUOTA_RECHECK_MS = 1000;
 
 /**
  * The byte quota when `buffer.maxBytes` is not set (issue 19, item 3): what the disk holds now,
@@ -284,12 +287,15 @@ export class DiskGuard {
    * Whether the configured byte quota fits the disk, or (not configured) the quota derived from it:
    * the buffer's files and the free space, less the reserve, the low-space mark and the log's room, against the
    * quota times {@link DISK_BYTES_PER_QUOTA_BYTE} (see {@link derivedQuota}). Rechecked every
-   * minute (another program's files change what is left); logged when it changes.
+   * second when derived, every minute when configured (another program's files change what is
+   * left); logged when it changes.
    */
   private checkQuotaFits(): void {
     const quota = this.options.quotaBytes;
     if (quota === undefined && !this.options.onDerivedQuota) return;
-    if (this.now() - this.quotaCheckedAt < 60_000) return;
+    // A derived quota follows the disk within a second: files landing in an inbox on the same file
+    // system take room the quota was counting on. A configured one is only compared, each minute.
+    if (this.now() - this.quotaCheckedAt < (quota === undefined ? DERIVED_QUOTA_RECHECK_MS : 60_000)) return;
     this.quotaCheckedAt = this.now();
     const s = this.stat();
     if (!s) return;
@@ -297,7 +303,7 @@ export class DiskGuard {
     if (quota === undefined) {
       const previous = this.derivedLogged;
       this.derived = d.bytes;
-      // Logged at start and when it moved by a tenth since, not every minute.
+      // Logged at start and when it moved by a tenth since, not at every check.
       if (previous === undefined || Math.abs(d.bytes - previous) > previous * 0.1) {
         this.derivedLogged = d.bytes;
         this.options.logger.info(

@@ -239,7 +239,7 @@ export const bufferSchema = z
       .positive()
       .optional()
       .describe(
-        'Quota: most bytes of undelivered scans (their JSON). Not set: derived from the buffer\'s file system at start and every minute, what it can hold (the buffer\'s files and the free space, less the 4 MiB reserve, the low-space mark and 4 MiB for the write-ahead log, at 3.5 bytes on disk per byte of JSON), at least 1 MiB, at most 2 GiB, so the quota is reached before the disk is (docs/operations.md §9). Set larger than the disk holds, it is warned about (config check, page).',
+        'Quota: most bytes of undelivered scans (their JSON). Not set: derived from the buffer\'s file system at start and every second, what it can hold (the buffer\'s files and the free space, less the 4 MiB reserve, the low-space mark and 4 MiB for the write-ahead log, at 3.5 bytes on disk per byte of JSON), at least 1 MiB, at most 2 GiB, so the quota is reached before the disk is (docs/operations.md §9). Set larger than the disk holds, it is warned about (config check, page).',
       ),
     pauseAtRatio: z
       .number()

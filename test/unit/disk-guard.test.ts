@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { BackPressure } from '../../src/buffer/back-pressure.js';
-import { DERIVED_QUOTA_MAX_BYTES, DERIVED_QUOTA_MIN_BYTES, DISK_BYTES_PER_QUOTA_BYTE, DiskGuard, derivedQuota, derivedQuotaForPath, quotaTooLargeForDisk } from '../../src/buffer/disk-guard.js';
+import { DERIVED_QUOTA_MAX_BYTES, DERIVED_QUOTA_RECHECK_MS, DERIVED_QUOTA_MIN_BYTES, DISK_BYTES_PER_QUOTA_BYTE, DiskGuard, derivedQuota, derivedQuotaForPath, quotaTooLargeForDisk } from '../../src/buffer/disk-guard.js';
 import { Retention } from '../../src/buffer/retention.js';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
 import { Intake } from '../../src/buffer/intake.js';
@@ -200,7 +200,7 @@ describe('disk guard: the default byte quota derives from the disk (buffer.maxBy
     expect(derivedQuota({ free: 900 * 1024 * MIB, size: 1000 * 1024 * MIB }, 0, 0, 4 * MIB, 256 * MIB)).toMatchObject({ bytes: DERIVED_QUOTA_MAX_BYTES, ceilingBytes: DERIVED_QUOTA_MAX_BYTES });
   });
 
-  it('is derived at start and again every minute as another program takes room, and logged when it moves', async () => {
+  it('is derived at start and again every second as another program takes room, and logged when it moves', async () => {
     const s = open();
     let t = NOW;
     let free = 100 * MIB;
@@ -225,20 +225,20 @@ describe('disk guard: the default byte quota derives from the disk (buffer.maxBy
       expect(guard.snapshot().quotaTooLarge).toBeUndefined();
       expect(parsed().filter((l) => /quota is derived from the disk/.test(l.msg))).toHaveLength(1);
 
-      // Another program takes 60 MiB: not looked at again within the minute...
+      // Another program takes 60 MiB: not looked at again within the second...
       free = 40 * MIB;
-      t += 30_000;
+      t += DERIVED_QUOTA_RECHECK_MS / 2;
       await guard.check();
       expect(seen).toHaveLength(1);
       // ...but after it: the quota shrinks, so it is still reached before the disk is.
-      t += 30_000;
+      t += DERIVED_QUOTA_RECHECK_MS / 2;
       await guard.check();
       expect(seen).toHaveLength(2);
       expect(seen[1]!.bytes).toBeLessThan(first);
       expect(seen[1]!.bytes * DISK_BYTES_PER_QUOTA_BYTE).toBeLessThanOrEqual(40 * MIB + own - 8 * MIB - 4 * MIB);
       expect(parsed().filter((l) => /quota derived from the disk changed/.test(l.msg))).toHaveLength(1);
-      // The same again a minute later: reported, not logged again.
-      t += 60_000;
+      // The same again a second later: reported, not logged again.
+      t += DERIVED_QUOTA_RECHECK_MS;
       await guard.check();
       expect(seen).toHaveLength(3);
       expect(parsed().filter((l) => /quota derived from the disk changed/.test(l.msg))).toHaveLength(1);
