@@ -84,7 +84,7 @@ describe('the Debian package (npm run package)', () => {
       .replace(/- key: DCP-01 .*\n {4}kind: startOfProcess/, '- key: GI-01\n    kind: goodsIn\n    supplierKey: SUP-0042')
       .replace('productModelKey: CHANGE-ME', 'productModelKey: PACK-A')
       .replaceAll('dcp: DCP-01', 'dcp: GI-01');
-    writeFileSync(config, `${text}\nsandbox: { enabled: true, listen: '127.0.0.1:${port}' }\nlog: { level: info, format: json }\n`);
+    writeFileSync(config, `${text}\nsandbox: { enabled: true, listen: '127.0.0.1:${port}', kafka: { listen: '127.0.0.1:0' } }\nlog: { level: info, format: json }\n`);
     expect(run(bin, ['config', 'check', '--config', config], { env: { SCAN_GATEWAY_CLIENT_SECRET: 'x' } }).code).toBe(0);
     const secret = readFileSync(join(root, 'usr/lib/scan-gateway/config/demo-client-secret'), 'utf8').trim();
     const child = spawn(bin, ['run', '--config', config], { cwd: site, env: { PATH: process.env.PATH ?? '', SCAN_GATEWAY_CLIENT_SECRET: secret }, stdio: ['ignore', 'pipe', 'pipe'] });

@@ -91,7 +91,7 @@ upstream: { baseUrl: http://127.0.0.1:${port}, authUrl: http://127.0.0.1:${port}
 buffer: { path: ${site}/buffer.db }
 delivery: { mode: direct, maxBatchDelayMs: 200 }
 http: { listen: '127.0.0.1:0' }
-sandbox: { enabled: true, listen: '127.0.0.1:${port}' }
+sandbox: { enabled: true, listen: '127.0.0.1:${port}', kafka: { listen: '127.0.0.1:0' } }
 log: { level: info, format: json }
 dcps:
   - { key: GI-01, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-0042 }
