@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { setFlagsFromString } from 'node:v8';
 import { Command, CommanderError } from 'commander';
 import { CommandExit, ExitCodes } from './cli/exit.js';
 import { isBufferUnopenable, isGatewayError, ErrorCodes, GatewayError } from './errors.js';
@@ -60,6 +61,11 @@ async function main(argv: string[]): Promise<number> {
   // groups, so help and "unknown command" list every command as before.
   const word = argv.slice(2).find((a) => !a.startsWith('-'));
   const chosen = groups.filter((g) => word !== undefined && g.names.includes(word));
+  // The daemon: undici's HTTP parser (llhttp) is WebAssembly, which V8 recompiles with TurboFan
+  // after the first upstream answers: a 30 MiB start-up peak and 10 MiB more at idle for parsing a
+  // few small responses a second (issue 17, docs/performance.md "Footprint"). The baseline compiler
+  // (Liftoff) parses them as well. Set before any WebAssembly is compiled.
+  if (word === 'run') setFlagsFromString('--liftoff-only');
   for (const g of chosen.length > 0 ? chosen : groups) await g.register();
   try {
     await program.parseAsync(argv);
