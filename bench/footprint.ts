@@ -25,8 +25,22 @@ export interface FootprintOptions {
   settleMs: number;
   /** Length of the idle measurement, in ms. */
   idleMs: number;
-  /** Extra node options for the daemon (experiments such as V8 heap flags); none by default. */
+  /**
+   * Node options of the daemon; by default those of systemd/scan-gateway.service's ExecStart
+   * ({@link unitNodeArgs}), so the figures are those of the installed service.
+   */
   nodeArgs?: string[];
+}
+
+/**
+ * The node options on systemd/scan-gateway.service's ExecStart line (the words between
+ * `/usr/bin/node` and the script), e.g. `['--max-semi-space-size=1']`.
+ */
+export function unitNodeArgs(): string[] {
+  const unit = readFileSync(join(PACKAGE_ROOT, 'systemd/scan-gateway.service'), 'utf8');
+  const words = /^ExecStart=(.*)$/m.exec(unit)?.[1]?.trim().split(/\s+/) ?? [];
+  const script = words.findIndex((w) => w.endsWith('/main.js'));
+  return script > 1 ? words.slice(1, script) : [];
 }
 
 /** 3 starts; idle measured over 10 s, 5 s after ready. */
@@ -197,12 +211,13 @@ export async function benchFootprint(opts: FootprintOptions = FOOTPRINT_DEFAULTS
   try {
     const { url } = await sandbox.next<{ url: string }>(20_000, 'the sandbox to listen');
     const configFile = await adaptExample(dir, url, tools);
+    const nodeArgs = opts.nodeArgs ?? unitNodeArgs();
     const lines: number[] = [];
     const healths: number[] = [];
     let daemon: Started | undefined;
     for (let i = 0; i < opts.starts; i++) {
       await daemon?.stop();
-      daemon = await startDaemon(configFile, dir, opts.nodeArgs ?? []);
+      daemon = await startDaemon(configFile, dir, nodeArgs);
       lines.push(daemon.lineMs);
       healths.push(daemon.healthMs);
     }
@@ -262,6 +277,7 @@ export async function benchFootprint(opts: FootprintOptions = FOOTPRINT_DEFAULTS
       figures,
       notes: [
         `V8 heap at idle (from /metrics): used ${metric('nodejs_heap_size_used_bytes').toFixed(1)} MiB of ${metric('nodejs_heap_size_total_bytes').toFixed(1)} MiB, external ${metric('nodejs_external_memory_bytes').toFixed(1)} MiB; heap spaces (MiB): ${spaces}`,
+        `node options of the daemon: ${nodeArgs.length ? nodeArgs.join(' ') : '(none)'}${opts.nodeArgs ? ' (--node-args)' : " (systemd/scan-gateway.service's ExecStart)"}`,
         `health at idle: ${health.status ?? '?'}${health.reasons?.length ? ` (${health.reasons.join('; ')})` : ''}; inputs ${(health.inputs ?? []).map((i) => `${i.id} ${i.state}`).join(', ')}`,
       ],
     };

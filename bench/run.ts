@@ -18,8 +18,11 @@ import { machineInfo, nowMs, othersBusyMeter, sampleBackground } from './lib/sys
  * the same run, prints a table and writes bench/results/latest.json. Not part of `npm test`.
  *
  *   node dist/bench/run.js [--only intake,mqtt,drain,fill,footprint,status,bigfile,sftp,items] [--quick] [--out FILE]
+ *                          [--node-args='--max-semi-space-size=1 …']
  *   node dist/bench/run.js --markdown [FILE]   (prints FILE, default the latest results, as a Markdown table)
  *
+ * `--node-args` replaces the daemon's node options in the footprint benchmark (by default the
+ * options of systemd/scan-gateway.service's ExecStart, so the figure is the unit's), for experiments.
  * `--quick` shrinks every size for a smoke run (its figures are not comparable). Exits 1 when a
  * benchmark could not run; a missed target is a result, not a failure.
  */
@@ -33,6 +36,7 @@ const { values, positionals } = parseArgs({
     quick: { type: 'boolean', default: false },
     out: { type: 'string' },
     markdown: { type: 'boolean', default: false },
+    'node-args': { type: 'string' },
   },
   allowPositionals: true,
 });
@@ -45,7 +49,10 @@ const sizes = {
   intake: quick ? { ...INTAKE_DEFAULTS, reads: 30_000, trials: 1 } : INTAKE_DEFAULTS,
   mqtt: quick ? { ...MQTT_DEFAULTS, messages: 10_000, latencySeconds: 3 } : MQTT_DEFAULTS,
   drain: quick ? { scans: 50_000, fillScans: 80_000 } : DRAIN_DEFAULTS,
-  footprint: quick ? { starts: 1, settleMs: 1000, idleMs: 2000 } : FOOTPRINT_DEFAULTS,
+  footprint: {
+    ...(quick ? { starts: 1, settleMs: 1000, idleMs: 2000 } : FOOTPRINT_DEFAULTS),
+    ...(values['node-args'] !== undefined ? { nodeArgs: values['node-args'].split(/\s+/).filter(Boolean) } : {}),
+  },
   status: quick ? { ...STATUS_DEFAULTS, scans: 100_000, rejected: 1000, calls: 10 } : STATUS_DEFAULTS,
   bigfile: quick ? { lines: 100_000 } : BIGFILE_DEFAULTS,
   sftp: quick ? { batchMiB: 10, batches: 2 } : SFTP_DEFAULTS,

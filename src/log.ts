@@ -1,5 +1,6 @@
 import { pino, type Logger, type LoggerOptions } from 'pino';
-import pretty from 'pino-pretty';
+import { createRequire } from 'node:module';
+import type PinoPretty from 'pino-pretty';
 
 export type { Logger };
 
@@ -151,6 +152,8 @@ export function createLogger(options: CreateLoggerOptions = {}): Logger {
   const format = options.format ?? 'auto';
   const isTty = (destination as NodeJS.WriteStream).isTTY === true;
   if (format === 'pretty' || (format === 'auto' && isTty)) {
+    // Loaded for a terminal only: the daemon under systemd writes JSON and never needs it (issue 17).
+    const pretty = createRequire(import.meta.url)('pino-pretty') as typeof PinoPretty;
     const stream = pretty({
       destination,
       sync: true,

@@ -1,21 +1,9 @@
 #!/usr/bin/env node
+import { setFlagsFromString } from 'node:v8';
 import { Command, CommanderError } from 'commander';
-import { registerConfigCommand } from './cli/config-command.js';
 import { CommandExit, ExitCodes } from './cli/exit.js';
-import { registerOpsCommands } from './cli/ops-commands.js';
-import { registerRunCommand } from './cli/run-command.js';
-import { registerSandboxCommand } from './cli/sandbox-command.js';
-import { registerReplayCommand } from './cli/replay-command.js';
-import { registerTraceCommand } from './cli/trace-command.js';
-import { registerTryCommand } from './cli/try-command.js';
-import { registerUpstreamCommands } from './cli/upstream-commands.js';
-import { loadConfig } from './config/load.js';
 import { isBufferUnopenable, isGatewayError, ErrorCodes, GatewayError } from './errors.js';
-import { readSftpCredentials } from './config/secrets.js';
-import { sftpConnector } from './upstream/sftp-client.js';
-import { createLogger } from './log.js';
 import { VERSION } from './paths.js';
-import { UpstreamClient, clientOptionsFromConfig } from './upstream/client.js';
 
 /**
  * The process edge: the only module that touches argv, env, signals and the exit code.
@@ -49,32 +37,36 @@ async function main(argv: string[]): Promise<number> {
   const io = { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd() };
   // SIGHUP reloads the configuration (run only); without a listener it would end the process.
   const onHangup = (listener: () => void) => void process.on('SIGHUP', listener);
-  registerRunCommand(program, { ...io, stopSignal, pid: process.pid, onHangup });
-  registerOpsCommands(program, { ...io, ...(process.getuid ? { uid: process.getuid() } : {}) });
-  registerTraceCommand(program, { ...io, ...(process.getuid ? { uid: process.getuid() } : {}) });
-    registerConfigCommand(program, { ...io, ...(process.getuid ? { uid: process.getuid() } : {}) });
-  registerSandboxCommand(program, { ...io, logger: createLogger(), stopSignal });
-  registerReplayCommand(program, io);
-  registerTryCommand(program, io);
-  registerUpstreamCommands(program, {
-    ...io,
-    resolveClient: async (configPath: string) => {
-      const loaded = loadConfig(configPath, { baseDir: io.cwd, env: io.env });
-      return new UpstreamClient(clientOptionsFromConfig(loaded.config.upstream, loaded));
+  const uid = process.getuid ? { uid: process.getuid() } : {};
+  // Each group of commands, by the names it registers, in the order `--help` lists them. Only the
+  // group of the command being run is loaded (issue 17): the daemon (`run`) never loads the
+  // sandbox, the SFTP client, the JSON Schema builder or the other commands' modules.
+  const groups: { names: string[]; register: () => Promise<void> }[] = [
+    { names: ['run'], register: async () => (await import('./cli/run-command.js')).registerRunCommand(program, { ...io, stopSignal, pid: process.pid, onHangup }) },
+    { names: ['queue', 'failures', 'buffer'], register: async () => (await import('./cli/ops-commands.js')).registerOpsCommands(program, { ...io, ...uid }) },
+    { names: ['trace'], register: async () => (await import('./cli/trace-command.js')).registerTraceCommand(program, { ...io, ...uid }) },
+    { names: ['config'], register: async () => (await import('./cli/config-command.js')).registerConfigCommand(program, { ...io, ...uid }) },
+    {
+      names: ['sandbox'],
+      register: async () => {
+        const [{ registerSandboxCommand }, { createLogger }] = await Promise.all([import('./cli/sandbox-command.js'), import('./log.js')]);
+        registerSandboxCommand(program, { ...io, logger: createLogger(), stopSignal });
+      },
     },
-    resolveSftp: async (configPath: string) => {
-      // The OAuth client secret is not needed to write a file by SFTP.
-      const loaded = loadConfig(configPath, { baseDir: io.cwd, env: io.env, skipSecret: true });
-      const sftp = loaded.config.upstream.sftp;
-      if (!sftp) throw new GatewayError(ErrorCodes.CONFIG, `${configPath}: upstream.sftp is not configured (host, hostKey, a key or password)`);
-      const login = readSftpCredentials(loaded.config, io.env);
-      return {
-        connector: sftpConnector({ sftp, clientId: loaded.config.upstream.clientId, privateKey: login.privateKey, password: login.password, minBytesPerSec: loaded.config.upstream.minUploadBytesPerSec }),
-        siteId: loaded.config.site.id,
-        fileNameTemplate: sftp.fileName,
-      };
-    },
-  });
+    { names: ['replay'], register: async () => (await import('./cli/replay-command.js')).registerReplayCommand(program, io) },
+    { names: ['try'], register: async () => (await import('./cli/try-command.js')).registerTryCommand(program, io) },
+    { names: ['products', 'status', 'upload'], register: async () => registerUpstream(program, io) },
+  ];
+  // The first word that is not an option names the command; none, `help` or an unknown word: all
+  // groups, so help and "unknown command" list every command as before.
+  const word = argv.slice(2).find((a) => !a.startsWith('-'));
+  const chosen = groups.filter((g) => word !== undefined && g.names.includes(word));
+  // The daemon: undici's HTTP parser (llhttp) is WebAssembly, which V8 recompiles with TurboFan
+  // after the first upstream answers: a 30 MiB start-up peak and 10 MiB more at idle for parsing a
+  // few small responses a second (issue 17, docs/performance.md "Footprint"). The baseline compiler
+  // (Liftoff) parses them as well. Set before any WebAssembly is compiled.
+  if (word === 'run') setFlagsFromString('--liftoff-only');
+  for (const g of chosen.length > 0 ? chosen : groups) await g.register();
   try {
     await program.parseAsync(argv);
     return 0;
@@ -96,6 +88,33 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`scan-gateway: ${err instanceof Error ? err.message : String(err)}\n`);
     return 1;
   }
+}
+
+/** The upstream commands (`products`, `status`, `upload`) with the clients they build from a configuration. */
+async function registerUpstream(program: Command, io: { stdout: NodeJS.WriteStream; stderr: NodeJS.WriteStream; env: NodeJS.ProcessEnv; cwd: string }): Promise<void> {
+  const { registerUpstreamCommands } = await import('./cli/upstream-commands.js');
+  const { loadConfig } = await import('./config/load.js');
+  registerUpstreamCommands(program, {
+    ...io,
+    resolveClient: async (configPath: string) => {
+      const { UpstreamClient, clientOptionsFromConfig } = await import('./upstream/client.js');
+      const loaded = loadConfig(configPath, { baseDir: io.cwd, env: io.env });
+      return new UpstreamClient(clientOptionsFromConfig(loaded.config.upstream, loaded));
+    },
+    resolveSftp: async (configPath: string) => {
+      // The OAuth client secret is not needed to write a file by SFTP.
+      const loaded = loadConfig(configPath, { baseDir: io.cwd, env: io.env, skipSecret: true });
+      const sftp = loaded.config.upstream.sftp;
+      if (!sftp) throw new GatewayError(ErrorCodes.CONFIG, `${configPath}: upstream.sftp is not configured (host, hostKey, a key or password)`);
+      const [{ readSftpCredentials }, { sftpConnector }] = await Promise.all([import('./config/secrets.js'), import('./upstream/sftp-client.js')]);
+      const login = readSftpCredentials(loaded.config, io.env);
+      return {
+        connector: sftpConnector({ sftp, clientId: loaded.config.upstream.clientId, privateKey: login.privateKey, password: login.password, minBytesPerSec: loaded.config.upstream.minUploadBytesPerSec }),
+        siteId: loaded.config.site.id,
+        fileNameTemplate: sftp.fileName,
+      };
+    },
+  });
 }
 
 main(process.argv).then(

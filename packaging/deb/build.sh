@@ -63,11 +63,11 @@ find "$app/node_modules" -type d -empty -delete
 
 # /usr/bin/scan-gateway, the unit (paths of the package), user and folders.
 install -m 0755 packaging/deb/scan-gateway.sh "$root/usr/bin/scan-gateway"
-sed -e 's#^ExecStart=/usr/bin/node /opt/scan-gateway/dist/src/main.js #ExecStart=/usr/bin/node /usr/lib/scan-gateway/dist/src/main.js #' \
+sed -e '/^ExecStart=/s# /opt/scan-gateway/dist/src/main.js # /usr/lib/scan-gateway/dist/src/main.js #' \
     -e 's#^Documentation=.*#Documentation=file:/usr/share/doc/scan-gateway/operations.md man:scan-gateway(1)#' \
     -e 's#^\#   install -m 0644 systemd/scan-gateway.service /etc/systemd/system/#\#   installed by the scan-gateway package#' \
     systemd/scan-gateway.service >"$root/usr/lib/systemd/system/scan-gateway.service"
-grep -q '^ExecStart=/usr/bin/node /usr/lib/scan-gateway/' "$root/usr/lib/systemd/system/scan-gateway.service" || { echo "package: the unit's ExecStart was not rewritten" >&2; exit 1; }
+grep -q '^ExecStart=/usr/bin/node \(--[^ ]* \)*/usr/lib/scan-gateway/' "$root/usr/lib/systemd/system/scan-gateway.service" || { echo "package: the unit's ExecStart was not rewritten" >&2; exit 1; }
 install -m 0644 packaging/deb/sysusers.conf "$root/usr/lib/sysusers.d/scan-gateway.conf"
 install -m 0644 packaging/deb/tmpfiles.conf "$root/usr/lib/tmpfiles.d/scan-gateway.conf"
 

@@ -11,30 +11,29 @@ import type { InputConfig } from '../config/schema.js';
 import { Deliverer } from '../delivery/deliverer.js';
 import { StatusEventFeed } from '../delivery/status-events.js';
 import { statusEventTopic } from '../config/schema.js';
-import { StatusTopicReader, readCaFile } from '../upstream/status-topic.js';
 import type { DeliveryApi } from '../delivery/types.js';
 import type { AdminActions } from '../health/admin.js';
 import { isLoopbackHost } from '../listener/host-check.js';
 import { instrumentDeliveryApi, type GatewayMetrics } from '../health/metrics.js';
 import { buildHealthServer, type GatewayStatus } from '../health/server.js';
-import { FilesInput } from '../inputs/files/files-input.js';
-import { HttpIngestInput, registerInputRoutes } from '../inputs/http/http-input.js';
-import { MqttInput } from '../inputs/mqtt/mqtt-input.js';
-import { SerialInput } from '../inputs/serial/serial-input.js';
-import { TcpInput } from '../inputs/tcp/tcp-input.js';
 import type { InputAdapter, IntakeSink } from '../inputs/types.js';
 import type { Logger } from '../log.js';
 import { Mapper } from '../mapping/mapper.js';
 import { ProductCheck } from '../mapping/product-check.js';
-import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
+import type { RunningSandbox } from '../sandbox/server.js';
 import { UpstreamClient, clientOptionsFromConfig } from '../upstream/client.js';
-import { sftpConnector, type SftpConnector } from '../upstream/sftp-client.js';
+import type { SftpConnector } from '../upstream/sftp-client.js';
 import { readSftpCredentials } from '../config/secrets.js';
 
 /**
  * The gateway's parts as {@link Component}s, one small builder each, and what they share
  * ({@link Wiring}). src/app.ts lists them in order; each builder only constructs, starts and stops
  * its part, every behaviour lives in the part itself.
+ *
+ * The modules of optional parts (the embedded sandbox, each input type with its library, the SFTP
+ * route, the status-event reader with its Kafka client) are loaded by `import()` when the part
+ * starts, so a configuration that does not use them does not pay their memory and start-up time
+ * (issue 17; figures in docs/performance.md, "Footprint").
  */
 
 /** What `buildApp` (src/app.ts) takes besides the configuration: the process edge's pieces, and the seams tests use. */
@@ -42,7 +41,7 @@ export interface AppDeps {
   logger: Logger;
   now?: () => number;
   /** Builds the adapter for one input; the default knows every `type` of the schema. */
-  createInput?: (config: InputConfig, sink: IntakeSink, logger: Logger) => InputAdapter;
+  createInput?: (config: InputConfig, sink: IntakeSink, logger: Logger) => InputAdapter | Promise<InputAdapter>;
   /** Environment for secrets the inputs name (`passwordEnv`, `tokenEnv`); from the process edge. */
   env?: Record<string, string | undefined>;
   /** The upstream API; the default is the undici client built from the configuration. */
@@ -83,19 +82,32 @@ function splitListen(listen: string): { host: string; port: number } {
   return { host: listen.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(listen.slice(i + 1)) };
 }
 
-/** The adapter for one configured input, by its `type`. */
-export function defaultInput(config: InputConfig, sink: IntakeSink, logger: Logger, env: Record<string, string | undefined> = {}, scrub?: (text: string) => string): InputAdapter {
+/**
+ * The adapter for one configured input, by its `type`. Each type's module (and its library:
+ * chokidar, serialport, mqtt) is loaded on first use only.
+ */
+export async function defaultInput(config: InputConfig, sink: IntakeSink, logger: Logger, env: Record<string, string | undefined> = {}, scrub?: (text: string) => string): Promise<InputAdapter> {
   switch (config.type) {
-    case 'files':
+    case 'files': {
+      const { FilesInput } = await import('../inputs/files/files-input.js');
       return new FilesInput({ config, sink, logger, ...(scrub ? { scrub } : {}) });
-    case 'serial':
+    }
+    case 'serial': {
+      const { SerialInput } = await import('../inputs/serial/serial-input.js');
       return new SerialInput({ config, sink, logger });
-    case 'mqtt':
+    }
+    case 'mqtt': {
+      const { MqttInput } = await import('../inputs/mqtt/mqtt-input.js');
       return new MqttInput({ config, sink, logger, env });
-    case 'tcp':
+    }
+    case 'tcp': {
+      const { TcpInput } = await import('../inputs/tcp/tcp-input.js');
       return new TcpInput({ config, sink, logger });
-    case 'http':
+    }
+    case 'http': {
+      const { HttpIngestInput } = await import('../inputs/http/http-input.js');
       return new HttpIngestInput({ config, sink, logger, env });
+    }
   }
 }
 
@@ -140,7 +152,7 @@ export interface Wiring {
   readonly deps: AppDeps;
   readonly logger: Logger;
   readonly now: () => number;
-  readonly create: (config: InputConfig, sink: IntakeSink, logger: Logger) => InputAdapter;
+  readonly create: (config: InputConfig, sink: IntakeSink, logger: Logger) => InputAdapter | Promise<InputAdapter>;
   readonly startedAt: Date;
   readonly metrics: GatewayMetrics;
   readonly adminActions: AdminActions;
@@ -186,6 +198,7 @@ export function buildSandbox(w: Wiring): Component {
     async start() {
       const { host, port } = splitListen(w.config.sandbox.listen);
       const kafka = splitListen(w.config.sandbox.kafka.listen);
+      const { startSandbox } = await import('../sandbox/server.js');
       sandbox = await listening('sandbox.listen', w.config.sandbox.listen, () => startSandbox({ host, port, kafka, logger: w.logger }));
       w.sandbox = sandbox;
       w.logger.info({ component: 'app', url: sandbox.url }, 'embedded upstream sandbox started');
@@ -292,10 +305,11 @@ export function buildIntake(w: Wiring): Component {
  * The SFTP route of delivery (issue 15) when `upstream.sftp` is configured: the login is read now
  * (config/secrets.ts), so a missing key or password stops the start with `SCANGW_E_SECRET`.
  */
-function sftpRoute(w: Wiring): { connector: SftpConnector; siteId: string; fileNameTemplate: string } | undefined {
+async function sftpRoute(w: Wiring): Promise<{ connector: SftpConnector; siteId: string; fileNameTemplate: string } | undefined> {
   const sftp = w.config.upstream.sftp;
   if (!sftp) return undefined;
   const login = readSftpCredentials(w.config, w.deps.env ?? {});
+  const { sftpConnector } = await import('../upstream/sftp-client.js');
   return {
     connector: sftpConnector({ sftp, clientId: w.config.upstream.clientId, privateKey: login.privateKey, password: login.password, minBytesPerSec: w.config.upstream.minUploadBytesPerSec }),
     siteId: w.config.site.id,
@@ -307,7 +321,7 @@ export function buildDelivery(w: Wiring): Component {
   return {
     name: 'delivery',
     async start() {
-      const sftp = sftpRoute(w);
+      const sftp = await sftpRoute(w);
       w.deliverer = new Deliverer({
         store: w.store!,
         api: instrumentDeliveryApi(w.api!, w.metrics),
@@ -343,6 +357,7 @@ export function buildStatusEvents(w: Wiring): Component {
       const { upstream } = w.config;
       const settings = upstream.statusEvents;
       if (!settings.enabled) return;
+      const { StatusTopicReader, readCaFile } = await import('../upstream/status-topic.js');
       const extraCaPems = [...(settings.caFile ? [readCaFile(settings.caFile)] : []), ...(settings.trustSandboxCa ? sandboxCa(w) : [])];
       const topic = statusEventTopic(upstream);
       const logger = w.logger.child({ component: 'status-events' });
@@ -419,7 +434,7 @@ export function buildInput(w: Wiring, config: InputConfig): Component {
       return `input ${input?.id ?? config.id}`;
     },
     async start() {
-      input = w.create(config, w.intake!, w.logger);
+      input = await w.create(config, w.intake!, w.logger);
       w.inputs.push(input);
       await input.start();
       if (w.backPressure?.snapshot().intakePaused) input.setPaused?.(true);
@@ -463,7 +478,12 @@ export function buildHttp(w: Wiring): Component {
           search: (prefix, limit) => w.store!.reports.searchItems(prefix, limit),
         },
       });
-      await registerInputRoutes(server, () => w.inputs);
+      // The ingest routes' module only when an input has routes (an http input added by a reload is
+      // served after a restart anyway: routes cannot be added to a listening server).
+      if (w.inputs.some((i) => typeof (i as { registerRoutes?: unknown }).registerRoutes === 'function')) {
+        const { registerInputRoutes } = await import('../inputs/http/http-input.js');
+        await registerInputRoutes(server, () => w.inputs);
+      }
       if (!isLoopbackHost(host) && deps.readToken === undefined) {
         logger.warn(
           { component: 'http', listen: config.http.listen },

@@ -29,8 +29,8 @@ function localCopy(): { dir: string; file: string } {
   const dir = mkdtempSync(join(tmpdir(), 'sg-unit-'));
   const file = join(dir, 'scan-gateway.service');
   const text = unitText.replace(
-    /^ExecStart=\S+ \S+main\.js/m,
-    `ExecStart=${process.execPath} ${join(PACKAGE_ROOT, 'dist/src/main.js')}`,
+    /^ExecStart=\S+ ((?:--\S+ )*)\S+main\.js/m,
+    `ExecStart=${process.execPath} $1${join(PACKAGE_ROOT, 'dist/src/main.js')}`,
   );
   expect(text).not.toBe(unitText);
   writeFileSync(file, text);
@@ -71,6 +71,10 @@ describe('systemd unit', () => {
     expect(setting('Type')).toEqual(['notify']);
     expect(setting('NotifyAccess')).toEqual(['main']);
     expect(setting('WatchdogSec')).toEqual(['30s']);
+    // A daemon's young generation (issue 17, docs/performance.md "Footprint"), the same as `npm start`'s.
+    const startScript = (JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts['start'];
+    expect(setting('ExecStart')[0]).toMatch(/^\/usr\/bin\/node --max-semi-space-size=2 \S+main\.js run /);
+    expect(startScript).toMatch(/^exec node --max-semi-space-size=2 dist\/src\/main\.js run /);
     expect(setting('User')).toEqual(['scan-gateway']);
     expect(setting('SupplementaryGroups')).toEqual(['dialout']);
     expect(setting('StateDirectory')).toEqual(['scan-gateway']);

@@ -68,6 +68,10 @@ export async function mqttClientOptions(config: MqttInputConfig, env: Record<str
     reconnectOnConnackError: true,
     resubscribe: true,
     queueQoSZero: false,
+    // mqtt-packet otherwise builds, on the first packet written, a table of 65,536 two-byte Buffers
+    // for packet ids (6 MiB of heap for the life of the process, issue 17's heap snapshot); the
+    // gateway writes only SUBSCRIBE, PUBACK and PINGREQ, so allocating each id is cheaper.
+    writeCache: false,
     rejectUnauthorized: true,
     ...(await tls(config.caFile, 'ca')),
     ...(await tls(config.certFile, 'cert')),
