@@ -265,6 +265,8 @@ export class StatusTracker {
     const terminal = (TERMINAL_STATES as readonly string[]).includes(status.state);
     if (batch.state === 'uploaded' && (status.state === TRANSFERRED || terminal)) {
       store.finishBatch(batch.id, status, new Date(now()).toISOString());
+      // The service's word came before `transferred` was recorded: its requestId is kept, as below.
+      if (terminal && status.requestId) store.updateBatch(batch.id, { requestId: String(status.requestId) });
       logger.info({ batchId: batch.id, remotePath: batch.remotePath, sha256: batch.sha256, state: status.state }, 'batch processed');
       return 'done';
     }
