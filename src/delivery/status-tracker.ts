@@ -166,8 +166,10 @@ export class StatusTracker {
     for (const batch of uploaded) {
       if (this.tracked.has(batch.id)) continue;
       let due = batch.nextAttemptAt;
-      if (pace?.events) {
-        // Events bring the outcome; a poll only now and then, in case one never comes.
+      if (pace?.events && batch.mode !== 'sftp') {
+        // Events bring the outcome; a poll only now and then, in case one never comes. Not for an
+        // SFTP batch: its "poll" asks nobody (it ends `transferred` at once), and an event for it
+        // replaces `transferred` later (issue 15).
         const lastContact = this.lastPolledAt.get(batch.id) ?? (batch.uploadedAt ? Date.parse(batch.uploadedAt) : now);
         due = Math.max(due, lastContact + pace.safetyPollMs);
       }
