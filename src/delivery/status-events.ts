@@ -1,10 +1,10 @@
 import type { BufferStore } from '../buffer/store.js';
-import { readScanStatus, scanStatusReadSchema } from '../contract/contract.js';
+import { readScanStatus, scanStatusReadSchema, TERMINAL_STATES } from '../contract/contract.js';
 import { ErrorCodes, isGatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { NOT_JSON, safeJson } from '../upstream/answer-body.js';
 import type { FetchResult } from '../upstream/status-topic.js';
-import type { PollPace, StatusSource } from './status-tracker.js';
+import type { PollPace, StatusRef, StatusSource } from './status-tracker.js';
 import type { ScanStatusLike } from './types.js';
 
 /** The part of the topic reader the feed uses (src/upstream/status-topic.ts); one instance per connection. */
@@ -21,8 +21,11 @@ export interface StatusEventFeedOptions {
   topic: string;
   /** A new reader (a new connection); called again after each failure. */
   connect: () => TopicReader;
-  /** The status tracker's one door (`Deliverer.applyStatus`). */
-  apply: (ref: { requestId: string }, status: ScanStatusLike, source: StatusSource) => 'done' | 'resend' | 'waiting' | 'ignored';
+  /**
+   * The status tracker's one door (`Deliverer.applyStatus`): an event is named by its requestId,
+   * or, for an SFTP batch (issue 15), by its file name or the references of its failures.
+   */
+  apply: (ref: StatusRef, status: ScanStatusLike, source: StatusSource) => 'done' | 'resend' | 'waiting' | 'ignored';
   /** The pace changed (events flow, or stopped flowing): the tracker should look at its schedule now. */
   onPaceChange: () => void;
   safetyPollMs: number;
@@ -52,9 +55,9 @@ export interface StatusEventsStatus {
   received: number;
   /** Events that moved one of our batches (to its end, or recorded an intermediate state). */
   applied: number;
-  /** Events about one of our batches that changed nothing (a repeat, or after its end). */
+  /** Events about one of our batches that changed nothing (a repeat, after its end, or a state an SFTP batch does not record). */
   duplicates: number;
-  /** Events for requestIds that are not this gateway's. */
+  /** Events for requestIds that are not this gateway's, and that name none of its SFTP batches (by file name or references). */
   ignored: number;
   /** Events that are not a status object (contract §2.8). */
   invalid: number;
@@ -87,6 +90,14 @@ const INVALID_LOG_INTERVAL_MS = 60_000;
  *   read again, and one read twice changes nothing (the tracker ignores a batch not `uploaded`).
  * - An event is validated with the schema of a status answer (`scanStatusReadSchema`) and must
  *   name its `requestId`; anything else is counted invalid and logged at most once a minute.
+ * - An event for a requestId that no batch has, before it counts as ignored, may be about one of
+ *   our SFTP batches (which have no requestId of the service, issue 15): when its `description`
+ *   begins with the name of a batch's remote file ("<file name>: …", the convention in
+ *   docs/delivery.md "SFTP", to confirm with the service operator) it goes to the tracker as
+ *   `{ fileName }`; else, when its `failures` name references that a `transferred` batch holds,
+ *   as `{ references }`. The tracker keeps the event's requestId on the batch, so a repeat is
+ *   then known by it (a duplicate). A terminal event for an SFTP batch whose transfer is not
+ *   recorded yet is held like the one below.
  * - An event for a requestId that no batch has yet, while an upload is in flight, is held up to
  *   `holdMs` (its upload's answer may not be recorded yet) and applied when the batch appears; one
  *   that finds no batch is counted ignored. A crash loses held events, not outcomes: the batch is
@@ -284,7 +295,12 @@ export class StatusEventFeed {
       this.counters.duplicates++;
       return true;
     }
-    const inFlight = batch !== undefined || this.options.store.batchesInState('uploading', 'presigned').length > 0;
+    const sftp = batch === undefined ? this.applySftp(status) : 'none';
+    if (sftp === 'applied' || sftp === 'duplicate') {
+      this.counters[sftp === 'applied' ? 'applied' : 'duplicates']++;
+      return true;
+    }
+    const inFlight = batch !== undefined || sftp === 'early' || this.options.store.batchesInState('uploading', 'presigned').length > 0;
     if (!inFlight) {
       this.counters.ignored++;
       return true;
@@ -300,6 +316,32 @@ export class StatusEventFeed {
       this.held.set(status.requestId, { status, at: previous?.at ?? this.options.now() });
     }
     return false;
+  }
+
+  /**
+   * An event whose requestId is not ours, tried against the SFTP batches (see {@link StatusEventFeed}):
+   * `applied` (it moved one), `duplicate` (about one, changed nothing), `early` (a terminal
+   * event about a batch whose transfer is not recorded as done yet: hold it), `none` (not about one).
+   */
+  private applySftp(status: ScanStatusLike): 'applied' | 'duplicate' | 'early' | 'none' {
+    const { store, apply } = this.options;
+    const fileName = fileNameOf(status.description);
+    const named = fileName === undefined ? undefined : store.batchByRemoteName(fileName);
+    let ref: StatusRef | undefined;
+    let batch = named?.mode === 'sftp' ? named : undefined;
+    if (batch) ref = { fileName: fileName! };
+    else {
+      const references = [...new Set((status.failures ?? []).map((f) => f.reference))];
+      batch = references.length > 0 ? store.transferredBatchOfReferences(references) : undefined;
+      if (batch) ref = { references };
+    }
+    if (!batch || !ref) return 'none';
+    if (apply(ref, status, 'event') === 'done') return 'applied';
+    // Ours, and nothing changed: after its end (the service spoke already), a state an SFTP batch
+    // does not record (Received, InProgress), or a terminal one that came before the transfer was
+    // recorded (held, and applied once the batch is `uploaded`).
+    const terminal = (TERMINAL_STATES as readonly string[]).includes(status.state);
+    return terminal && batch.state !== 'done' ? 'early' : 'duplicate';
   }
 
   private retryHeld(): void {
@@ -379,4 +421,19 @@ export class StatusEventFeed {
     clearTimeout(this.sleeping.timer);
     this.sleeping.resolve();
   }
+}
+
+/**
+ * The remote file name a status's `description` names, by the convention of docs/delivery.md
+ * "SFTP" (an assumption to confirm with the service operator; contract §4.7 shows no SFTP details):
+ * the text before the first ": ", or the whole description when it has none; a path is reduced to
+ * its last part. Undefined when there is no description, or the name is empty or too long (255, a
+ * file name's limit on common file systems).
+ */
+export function fileNameOf(description: string | undefined): string | undefined {
+  if (description === undefined) return undefined;
+  const colon = description.indexOf(': ');
+  const named = (colon < 0 ? description : description.slice(0, colon)).trim();
+  const name = named.slice(named.lastIndexOf('/') + 1);
+  return name.length === 0 || name.length > 255 ? undefined : name;
 }

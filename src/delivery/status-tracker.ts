@@ -166,8 +166,10 @@ export class StatusTracker {
     for (const batch of uploaded) {
       if (this.tracked.has(batch.id)) continue;
       let due = batch.nextAttemptAt;
-      if (pace?.events) {
-        // Events bring the outcome; a poll only now and then, in case one never comes.
+      if (pace?.events && batch.mode !== 'sftp') {
+        // Events bring the outcome; a poll only now and then, in case one never comes. Not for an
+        // SFTP batch: its "poll" asks nobody (it ends `transferred` at once), and an event for it
+        // replaces `transferred` later (issue 15).
         const lastContact = this.lastPolledAt.get(batch.id) ?? (batch.uploadedAt ? Date.parse(batch.uploadedAt) : now);
         due = Math.max(due, lastContact + pace.safetyPollMs);
       }
@@ -265,6 +267,8 @@ export class StatusTracker {
     const terminal = (TERMINAL_STATES as readonly string[]).includes(status.state);
     if (batch.state === 'uploaded' && (status.state === TRANSFERRED || terminal)) {
       store.finishBatch(batch.id, status, new Date(now()).toISOString());
+      // The service's word came before `transferred` was recorded: its requestId is kept, as below.
+      if (terminal && status.requestId) store.updateBatch(batch.id, { requestId: String(status.requestId) });
       logger.info({ batchId: batch.id, remotePath: batch.remotePath, sha256: batch.sha256, state: status.state }, 'batch processed');
       return 'done';
     }

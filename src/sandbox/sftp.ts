@@ -128,7 +128,7 @@ export async function startSandboxSftp(options: SandboxSftpOptions): Promise<Run
     if (size > MAX_FILE_BYTES) {
       // Read whole to be parsed: bounded like the HTTP side's body limit.
       const requestId = options.state.nextRequestId();
-      options.state.acceptUnreadable(requestId, clientId, `The transferred file has ${size} bytes, over the sandbox's ${MAX_FILE_BYTES}.`, options.processingDelayMs(), Date.now());
+      options.state.acceptUnreadable(requestId, clientId, `The transferred file has ${size} bytes, over the sandbox's ${MAX_FILE_BYTES}.`, options.processingDelayMs(), Date.now(), posix.basename(path));
       processed.push({ clientId, path, requestId, bytes: size });
       return;
     }
@@ -142,8 +142,10 @@ export async function startSandboxSftp(options: SandboxSftpOptions): Promise<Run
     const requestId = options.state.nextRequestId();
     const now = Date.now();
     // The same step as a pre-signed PUT (routes-scans.ts): the batch's state moves only here.
-    if (Array.isArray(items)) options.state.acceptBatch(requestId, clientId, 'sftp', items, options.processingDelayMs(), now);
-    else options.state.acceptUnreadable(requestId, clientId, 'The transferred file is not a JSON array of scans.', options.processingDelayMs(), now);
+    // Its status names the file first in `description` (docs/delivery.md "SFTP": the convention to confirm).
+    const fileName = posix.basename(path);
+    if (Array.isArray(items)) options.state.acceptBatch(requestId, clientId, 'sftp', items, options.processingDelayMs(), now, fileName);
+    else options.state.acceptUnreadable(requestId, clientId, 'The transferred file is not a JSON array of scans.', options.processingDelayMs(), now, fileName);
     processed.push({ clientId, path, requestId, bytes: content.length });
     log.info({ clientId, path, requestId, bytes: content.length }, 'SFTP file received');
   }

@@ -46,8 +46,14 @@ interface Batch {
   delayMs: number;
   count: number;
   failures: ScanFailure[];
-  /** Set when the content itself could not be read (pre-signed uploads only). */
+  /** Set when the content itself could not be read (pre-signed uploads and file transfers). */
   unreadable?: string;
+  /**
+   * The name of the transferred file (SFTP only), which every status of the batch names first in
+   * its `description` ("<file name>: …"): the sandbox's side of the convention in docs/delivery.md
+   * "SFTP" (contract §4.7 shows no SFTP details; an assumption to confirm with the service operator).
+   */
+  fileName?: string;
   /** The state last announced to the status listeners. */
   announced?: ScanStatusWire['state'];
 }
@@ -117,9 +123,10 @@ export class SandboxState {
 
   /**
    * Records an accepted batch and decides each scan's outcome now (the outcome shows once the
-   * processing delay passed). `items` are the array elements as received.
+   * processing delay passed). `items` are the array elements as received; `fileName` names a
+   * transferred file (SFTP), put first in every status's `description` (see {@link Batch}).
    */
-  acceptBatch(requestId: string, clientId: string, via: LoggedScan['via'], items: unknown[], delayMs: number, nowMs: number): void {
+  acceptBatch(requestId: string, clientId: string, via: LoggedScan['via'], items: unknown[], delayMs: number, nowMs: number, fileName?: string): void {
     const dcps = new Set(this.clients.get(clientId)?.dcps ?? []);
     // The client's products when the batch is processed (decided here, shown after the delay).
     const products = this.products.get(clientId) ?? new Map<string, unknown>();
@@ -130,12 +137,12 @@ export class SandboxState {
       if (reason !== undefined) failures.push({ reference: referenceOf(item), reason });
       this.logScan({ requestId, via, receivedAt, scan: item });
     }
-    this.track({ requestId, clientId, receivedAtMs: nowMs, delayMs, count: items.length, failures });
+    this.track({ requestId, clientId, receivedAtMs: nowMs, delayMs, count: items.length, failures, ...(fileName !== undefined ? { fileName } : {}) });
   }
 
-  /** A pre-signed upload whose content is not a JSON array of scans: it fails as a whole. */
-  acceptUnreadable(requestId: string, clientId: string, reason: string, delayMs: number, nowMs: number): void {
-    this.track({ requestId, clientId, receivedAtMs: nowMs, delayMs, count: 0, failures: [], unreadable: reason });
+  /** A pre-signed upload or transferred file (`fileName`) whose content is not a JSON array of scans: it fails as a whole. */
+  acceptUnreadable(requestId: string, clientId: string, reason: string, delayMs: number, nowMs: number, fileName?: string): void {
+    this.track({ requestId, clientId, receivedAtMs: nowMs, delayMs, count: 0, failures: [], unreadable: reason, ...(fileName !== undefined ? { fileName } : {}) });
   }
 
   /**
@@ -189,13 +196,21 @@ export class SandboxState {
     }
   }
 
-  /** Status of a batch as the client `clientId` sees it (§2.8, §3); another client's batch is NotFound. */
+  /**
+   * Status of a batch as the client `clientId` sees it (§2.8, §3); another client's batch is
+   * NotFound. A transferred file's batch names its file first in `description` ("<file name>: …").
+   */
   status(requestId: string, clientId: string, nowMs: number): ScanStatusWire {
-    const id = Number(requestId);
     const batch = this.batches.get(requestId);
     if (!batch || batch.clientId !== clientId) {
-      return { state: 'NotFound', requestId: id, description: `No batch with request id ${requestId}`, processed: 0 };
+      return { state: 'NotFound', requestId: Number(requestId), description: `No batch with request id ${requestId}`, processed: 0 };
     }
+    const status = this.statusOf(batch, nowMs);
+    return batch.fileName === undefined ? status : { ...status, description: `${batch.fileName}: ${status.description}` };
+  }
+
+  private statusOf(batch: Batch, nowMs: number): ScanStatusWire {
+    const id = Number(batch.requestId);
     const elapsed = nowMs - batch.receivedAtMs;
     const half = batch.delayMs / 2;
     if (elapsed < half) {

@@ -39,4 +39,22 @@ describe('SandboxState status changes', () => {
     await new Promise((r) => setTimeout(r, 50));
     expect(seen).toEqual(['11:Success', '12:Failed']);
   });
+
+  it('names a transferred file first in the description of every status of its batch, announced and answered alike (docs/delivery.md "SFTP")', async () => {
+    const state = new SandboxState([CLIENT]);
+    const seen: ScanStatusWire[] = [];
+    state.onStatusChange((_c, s) => seen.push(s));
+    state.acceptBatch('21', 'c1', 'sftp', [SCAN, { ...SCAN, reference: 'R-2', dcpKey: 'XX' }], 100, Date.now(), 's-7-abc.json');
+    state.acceptUnreadable('22', 'c1', 'The transferred file is not a JSON array of scans.', 0, Date.now(), 's-8-def.json');
+    state.acceptBatch('23', 'c1', 'presigned', [SCAN], 0, Date.now());
+    await waitFor(() => seen.filter((s) => s.requestId === 21).length === 3);
+    expect(seen.filter((s) => s.requestId === 21).map((s) => s.description)).toEqual([
+      's-7-abc.json: Upload received, waiting to be processed',
+      's-7-abc.json: Batch is being processed',
+      's-7-abc.json: 1 of 2 scans failed to process',
+    ]);
+    expect(state.status('21', 'c1', Date.now())).toEqual(seen.at(-1));
+    expect(state.status('22', 'c1', Date.now()).description).toBe('s-8-def.json: The transferred file is not a JSON array of scans.');
+    expect(state.status('23', 'c1', Date.now()).description).toBe('All 1 scans processed successfully');
+  });
 });

@@ -11,6 +11,7 @@ import { batchBodyChunks, batchFileName, hashBatchBody, remoteJoin } from '../..
 import { StatusTracker } from '../../src/delivery/status-tracker.js';
 import { silentLogger } from '../../src/log.js';
 import { hostKeyFingerprint } from '../../src/upstream/sftp-client.js';
+import { waitFor } from '../helpers/wait.js';
 import { createHash } from 'node:crypto';
 
 // Issue 15 without a server: the file name, the fingerprint as ssh-keygen prints it, the body
@@ -139,5 +140,29 @@ describe('status tracker and SFTP batches', () => {
     expect(t.tracker.apply({ references: ['A', 'Z'] }, { state: 'Failed', requestId: '9' })).toBe('ignored');
     expect(t.tracker.apply({ references: ['C', 'A'] }, { state: 'Failed', requestId: '9', failures: [{ reference: 'A', reason: 'x' }, { reference: 'C', reason: 'y' }] })).toBe('done');
     expect(t.s.batch(t.id)).toMatchObject({ upstreamState: 'Failed' });
+  });
+
+  it('ends an uploaded SFTP batch in transferred at once while status events flow (nobody to ask: the safety interval is for polls)', async () => {
+    const s = newStore();
+    const tracker = new StatusTracker({
+      store: s,
+      api: { getScanStatus: () => Promise.reject(new Error('an SFTP batch is never polled')) },
+      config: deliverySchema.parse({}),
+      logger: silentLogger(),
+      now: () => Date.now(),
+      concurrency: 1,
+      onResend: () => undefined,
+      pace: () => ({ events: true, safetyPollMs: 600_000 }),
+    });
+    s.commitIntake([scan('A')], 0);
+    const b = s.writeBatch({ mode: 'sftp', scanIds: [1], bytes: 0, nowIso: new Date().toISOString() })!;
+    s.updateBatch(b.id, { state: 'uploaded', remotePath: '/in/s-1-abc.json', sha256: 'abc', uploadedAt: new Date().toISOString(), nextAttemptAt: 0 });
+    tracker.start();
+    try {
+      await waitFor(() => s.batch(b.id)?.state === 'done', { what: 'transferred', timeoutMs: 3000 });
+      expect(s.batch(b.id)?.upstreamState).toBe('transferred');
+    } finally {
+      await tracker.stop();
+    }
   });
 });

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
 import { deliverySchema, statusEventTopic, upstreamSchema } from '../../src/config/schema.js';
 import { formBatch } from '../../src/delivery/batcher.js';
-import { StatusEventFeed, type TopicReader } from '../../src/delivery/status-events.js';
+import { fileNameOf, StatusEventFeed, type TopicReader } from '../../src/delivery/status-events.js';
 import { StatusTracker } from '../../src/delivery/status-tracker.js';
 import { ErrorCodes, GatewayError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
@@ -252,6 +252,74 @@ describe('status events: each event through the tracker, positions with the effe
     t.feed.batchUploaded();
     expect(t.store.batch(b.id)?.state).toBe('done');
     expect(t.feed.snapshot()).toMatchObject({ applied: 1, ignored: 0 });
+  });
+});
+
+describe('status events for SFTP batches (issue 15): by file name, else by references', () => {
+  /** An SFTP batch of `refs` whose file is `/in/<name>`, in `state`; `transferred` finishes it as the tracker does. */
+  function sftpBatch(t: ReturnType<typeof setup>, name: string, state: 'uploading' | 'uploaded' | 'transferred', ...refs: string[]) {
+    t.store.commitIntake(refs.map(scan), t.clock.t);
+    const b = formBatch(t.store, { mode: 'sftp', maxScans: 100, maxBytes: 1e6, nowIso: new Date(t.clock.t).toISOString() })!;
+    t.store.updateBatch(b.id, { state: state === 'uploading' ? 'uploading' : 'uploaded', remotePath: `/in/${name}`, sha256: 'ab'.repeat(32), uploadedAt: new Date(t.clock.t).toISOString() });
+    if (state === 'transferred') expect(t.tracker.apply(b.id, { state: 'transferred', requestId: '' })).toBe('done');
+    return b.id;
+  }
+
+  it('finishes a transferred batch from the event whose description names its file; the steps before and a repeat change nothing', async () => {
+    const t = setup();
+    const id = sftpBatch(t, 's-1-aaa.json', 'transferred', 'A', 'B');
+    const other = sftpBatch(t, 's-2-bbb.json', 'transferred', 'C');
+    t.feed.start();
+    t.topic.append({ state: 'Received', requestId: 500, description: 's-1-aaa.json: Upload received, waiting to be processed', processed: 0 });
+    t.topic.append({ state: 'InProgress', requestId: 500, description: 's-1-aaa.json: Batch is being processed', processed: 1 });
+    t.topic.append({ state: 'Success', requestId: 500, description: 's-1-aaa.json: All 2 scans processed successfully', processed: 2 });
+    t.topic.append({ state: 'Success', requestId: 500, description: 's-1-aaa.json: All 2 scans processed successfully', processed: 2 });
+    await waitFor(() => t.feed.snapshot().received === 4, { what: 'four events read' });
+    expect(t.store.batch(id)).toMatchObject({ state: 'done', upstreamState: 'Success', requestId: '500', processed: 2 });
+    expect(t.store.batch(other)).toMatchObject({ upstreamState: 'transferred', requestId: null });
+    expect(t.feed.snapshot()).toMatchObject({ applied: 1, duplicates: 3, ignored: 0, invalid: 0 });
+    // The positions after the events are stored with their effect.
+    expect(t.store.eventPositions('test-site-status-event').get(0)).toBe(4n);
+  });
+
+  it('finishes a transferred batch from the references of its failures when the description names no file of ours', async () => {
+    const t = setup();
+    const id = sftpBatch(t, 's-1-aaa.json', 'transferred', 'A', 'B', 'C');
+    t.feed.start();
+    // Another site's batch: references we do not hold, and a name we never wrote.
+    t.topic.append({ state: 'HasFailures', requestId: 600, description: 'x-9-zzz.json: 1 of 2 scans failed to process', processed: 2, failed: 1, failures: [{ reference: 'Z', reason: 'Invalid DCP' }] });
+    t.topic.append({ state: 'HasFailures', requestId: 601, description: '1 of 3 scans failed to process', processed: 3, failed: 1, failures: [{ reference: 'B', reason: 'Invalid DCP' }] });
+    t.topic.append({ state: 'HasFailures', requestId: 601, description: '1 of 3 scans failed to process', processed: 3, failed: 1, failures: [{ reference: 'B', reason: 'Invalid DCP' }] });
+    await waitFor(() => t.feed.snapshot().received === 3, { what: 'three events read' });
+    expect(t.store.batch(id)).toMatchObject({ state: 'done', upstreamState: 'HasFailures', requestId: '601', failed: 1 });
+    expect(t.store.scanCounts()).toMatchObject({ delivered: 2, failed: 1 });
+    expect(t.feed.snapshot()).toMatchObject({ applied: 1, duplicates: 1, ignored: 1 });
+  });
+
+  it('takes a terminal event for a batch whose transfer is recorded but not yet finished, and holds one that comes while its file is being written', async () => {
+    const t = setup();
+    const uploaded = sftpBatch(t, 's-1-aaa.json', 'uploaded', 'A');
+    const writing = sftpBatch(t, 's-2-bbb.json', 'uploading', 'B');
+    t.feed.start();
+    t.topic.append({ state: 'Success', requestId: 700, description: 's-1-aaa.json: All 1 scans processed successfully', processed: 1 });
+    t.topic.append({ state: 'Failed', requestId: 701, description: 's-2-bbb.json: All scans failed to process', processed: 1, failed: 1, failures: [{ reference: 'B', reason: 'Invalid DCP' }] });
+    await waitFor(() => t.feed.snapshot().received === 2, { what: 'two events read' });
+    expect(t.store.batch(uploaded)).toMatchObject({ state: 'done', upstreamState: 'Success' });
+    expect(t.store.batch(writing)?.state).toBe('uploading');
+    expect(t.feed.snapshot()).toMatchObject({ applied: 1, ignored: 0, duplicates: 0 });
+    t.store.updateBatch(writing, { state: 'uploaded' });
+    t.feed.batchUploaded();
+    expect(t.store.batch(writing)).toMatchObject({ state: 'done', upstreamState: 'Failed', requestId: '701' });
+    expect(t.feed.snapshot()).toMatchObject({ applied: 2, ignored: 0 });
+  });
+
+  it('reads the file name as the text before the first ": " (a path reduced to its last part)', () => {
+    expect(fileNameOf('s-1-aaa.json: All 5 scans processed successfully')).toBe('s-1-aaa.json');
+    expect(fileNameOf('/in/s-1-aaa.json: x: y')).toBe('s-1-aaa.json');
+    expect(fileNameOf('s-1-aaa.json')).toBe('s-1-aaa.json');
+    expect(fileNameOf(undefined)).toBeUndefined();
+    expect(fileNameOf(': nothing')).toBeUndefined();
+    expect(fileNameOf(`${'x'.repeat(300)}: long`)).toBeUndefined();
   });
 });
 
