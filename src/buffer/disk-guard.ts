@@ -434,6 +434,13 @@ export class DiskGuard {
     }
     this.released = true;
     this.reserveHeld = 0;
+    // The log first, before any prune, vacuum step or status write appends to it: the reserve's
+    // room is what its checkpoint needs to copy pages beyond the end of the database file.
+    try {
+      connectionOf(this.options.store).pragma('wal_checkpoint(TRUNCATE)');
+    } catch {
+      // Still no room (or a reader holds the log): returnPages tries again at the check that follows.
+    }
     this.options.logger.warn({ path: this.reservePath }, 'buffer disk full: released the reserve so that delivery and pruning can write');
   }
 
