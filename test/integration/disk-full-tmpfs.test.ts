@@ -110,7 +110,9 @@ inputs:
     const log = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as { scans: { scan: { reference: string } }[] };
     const refs = log.scans.map((s) => s.scan.reference);
     expect(new Set(refs).size).toBe(TOTAL);
-    expect(refs.length).toBe(TOTAL + possibleDuplicates);
+    // A scan reaches the service twice only in an upload counted as a possible duplicate. The count
+    // is an upper bound: a resend whose first attempt never reached the service is counted too.
+    expect(refs.length).toBeLessThanOrEqual(TOTAL + possibleDuplicates);
 
     // The audit yielded oldest first: the first file's scans are gone, the last file's kept.
     let bytesPerScan: number;
@@ -399,7 +401,8 @@ inputs:
     const log = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as { scans: { scan: { reference: string } }[] };
     const refs = log.scans.map((s) => s.scan.reference);
     expect(new Set(refs)).toEqual(new Set(Array.from({ length: MESSAGES }, (_, i) => mref(i))));
-    expect(refs.length).toBe(MESSAGES + possibleDuplicates);
+    // Possible duplicates are an upper bound (see the first test).
+    expect(refs.length).toBeLessThanOrEqual(MESSAGES + possibleDuplicates);
     const db = new Database(bufferPath, { readonly: true });
     try {
       expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
