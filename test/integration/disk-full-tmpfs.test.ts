@@ -19,6 +19,17 @@ const FILES = 40;
 const PER_FILE = 1000;
 const TOTAL = FILES * PER_FILE;
 
+/** On a timeout, what the gateway warned about: each message (and error code) with how often. */
+function warningsByMessage(lines: readonly { level: number; msg: string }[]): [string, number][] {
+  const seen = new Map<string, number>();
+  for (const l of lines) {
+    if (l.level < 40) continue;
+    const key = `${l.msg} ${(l as { err?: { code?: string } }).err?.code ?? ''}`;
+    seen.set(key, (seen.get(key) ?? 0) + 1);
+  }
+  return [...seen.entries()];
+}
+
 const ref = (f: number, i: number) => `DISK-${String(f).padStart(3, '0')}-${String(i).padStart(4, '0')}-${'x'.repeat(80)}`;
 
 /**
@@ -196,13 +207,7 @@ inputs:
       ).catch((err: unknown) => {
         const st = app.status();
         console.log('DEBUG', JSON.stringify({ buffer: { ...st.buffer, batches: undefined, problems: undefined }, delivery: st.delivery, inbox: readdirSync(inbox) }));
-        const seen = new Map<string, number>();
-        for (const l of mem.parsed()) {
-          if (l.level < 40) continue;
-          const key = `${l.msg} ${(l as { err?: { code?: string } }).err?.code ?? ''}`;
-          seen.set(key, (seen.get(key) ?? 0) + 1);
-        }
-        console.log('DEBUG', [...seen.entries()]);
+        console.log('DEBUG', warningsByMessage(mem.parsed()));
         throw err;
       });
       expect(app.status().buffer.intakePaused).toBe(false);
@@ -375,13 +380,7 @@ inputs:
       ).catch(async (err: unknown) => {
         const st = app.status();
         console.log('DEBUG', JSON.stringify({ buffer: { ...st.buffer, batches: undefined }, delivery: st.delivery, inputs: st.inputs, got: (await sandboxRefs()).size }));
-        const seen = new Map<string, number>();
-        for (const l of mem.parsed()) {
-          if (l.level < 40) continue;
-          const key = `${l.msg} ${(l as { err?: { code?: string } }).err?.code ?? ''}`;
-          seen.set(key, (seen.get(key) ?? 0) + 1);
-        }
-        console.log('DEBUG', [...seen.entries()]);
+        console.log('DEBUG', warningsByMessage(mem.parsed()));
         console.log('DEBUG', JSON.stringify(mem.parsed().filter((l) => /input|mqtt/.test(String(l.component))).slice(-30)));
         throw err;
       });
