@@ -24,6 +24,7 @@ import type { RunningSandbox } from '../sandbox/server.js';
 import { UpstreamClient, clientOptionsFromConfig } from '../upstream/client.js';
 import type { SftpConnector } from '../upstream/sftp-client.js';
 import { readSftpCredentials } from '../config/secrets.js';
+import { readCaFile } from '../upstream/status-topic-ca.js';
 
 /**
  * The gateway's parts as {@link Component}s, one small builder each, and what they share
@@ -33,7 +34,8 @@ import { readSftpCredentials } from '../config/secrets.js';
  * The modules of optional parts (the embedded sandbox, each input type with its library, the SFTP
  * route, the status-event reader with its Kafka client) are loaded by `import()` when the part
  * starts, so a configuration that does not use them does not pay their memory and start-up time
- * (issue 17; figures in docs/performance.md, "Footprint").
+ * (issue 17; figures in docs/performance.md, "Footprint"). The Kafka client, the largest of them,
+ * is loaded only once the gateway takes reads: status events start after the HTTP server listens.
  */
 
 /** What `buildApp` (src/app.ts) takes besides the configuration: the process edge's pieces, and the seams tests use. */
@@ -181,6 +183,12 @@ export interface Wiring {
   httpUrl?: string;
   /** Components whose start began, in order; a stop goes through them in reverse. A reload adds and removes inputs. */
   readonly running: Component[];
+  /**
+   * What starts once the gateway takes reads (buffer, delivery, inputs up, the HTTP server
+   * listening): status events, which are not needed to take reads (issue 17). Run by the HTTP part
+   * at the end of its start; a part registered here must tolerate its stop before that.
+   */
+  afterReady?: (() => void)[];
 }
 
 export function buildBuffer(w: Wiring): Component {
@@ -357,7 +365,9 @@ export function buildStatusEvents(w: Wiring): Component {
       const { upstream } = w.config;
       const settings = upstream.statusEvents;
       if (!settings.enabled) return;
-      const { StatusTopicReader, readCaFile } = await import('../upstream/status-topic.js');
+      // What can stop the start is checked now (the CA file, the sandbox's CA); the reader and its
+      // Kafka client (about 30 MiB and, on this machine, 0.3 to 1 s of CPU for its option schemas)
+      // are loaded at the first connect, after ready: the status says `starting` until then.
       const extraCaPems = [...(settings.caFile ? [readCaFile(settings.caFile)] : []), ...(settings.trustSandboxCa ? sandboxCa(w) : [])];
       const topic = statusEventTopic(upstream);
       const logger = w.logger.child({ component: 'status-events' });
@@ -365,8 +375,8 @@ export function buildStatusEvents(w: Wiring): Component {
       w.statusEvents = new StatusEventFeed({
         store: w.store!,
         topic,
-        connect: () =>
-          new StatusTopicReader({
+        connect: async () =>
+          new (await import('../upstream/status-topic.js')).StatusTopicReader({
             bootstrapServers: settings.bootstrapServers,
             topic,
             username: upstream.clientId,
@@ -385,8 +395,11 @@ export function buildStatusEvents(w: Wiring): Component {
         logger,
         now: w.now,
       });
-      w.statusEvents.start();
-      logger.info({ topic, bootstrapServers: settings.bootstrapServers, username: upstream.clientId }, 'status events: reading the topic');
+      const feed = w.statusEvents;
+      (w.afterReady ??= []).push(() => {
+        feed.start();
+        logger.info({ topic, bootstrapServers: settings.bootstrapServers, username: upstream.clientId }, 'status events: reading the topic');
+      });
     },
     stop: async () => w.statusEvents?.stop(),
   };
@@ -492,6 +505,8 @@ export function buildHttp(w: Wiring): Component {
       }
       w.httpUrl = await listening('http.listen', config.http.listen, () => server.listen({ host, port }));
       http = server;
+      // The last part: the gateway takes reads now; what waited for this starts (status events).
+      for (const start of w.afterReady?.splice(0) ?? []) start();
     },
     stop: async () => http?.close(),
   };

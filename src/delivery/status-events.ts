@@ -19,8 +19,12 @@ export interface TopicReader {
 export interface StatusEventFeedOptions {
   store: BufferStore;
   topic: string;
-  /** A new reader (a new connection); called again after each failure. */
-  connect: () => TopicReader;
+  /**
+   * A new reader (a new connection); called again after each failure. May be async: the daemon
+   * loads the Kafka client's modules on the first call (issue 17), and a failure to load them is a
+   * failed connection like any other.
+   */
+  connect: () => TopicReader | Promise<TopicReader>;
   /**
    * The status tracker's one door (`Deliverer.applyStatus`): an event is named by its requestId,
    * or, for an SFTP batch (issue 15), by its file name or the references of its failures.
@@ -40,8 +44,12 @@ export interface StatusEventFeedOptions {
   retryMaxMs?: number;
 }
 
-/** `connecting` (no read yet), `flowing`, `lagging` (behind or stale), `down` (the last attempt failed). */
-export type FeedState = 'connecting' | 'flowing' | 'lagging' | 'down';
+/**
+ * `starting` (no reader made yet: the daemon starts the feed once it takes reads and loads the
+ * Kafka client at the first connect, issue 17), `connecting` (a reader made, no read yet),
+ * `flowing`, `lagging` (behind or stale), `down` (the last attempt failed).
+ */
+export type FeedState = 'starting' | 'connecting' | 'flowing' | 'lagging' | 'down';
 
 /** What the status and the metrics show of status events. Counters since start. */
 export interface StatusEventsStatus {
@@ -111,7 +119,7 @@ export class StatusEventFeed {
   private loop: Promise<void> | undefined;
   private reader: TopicReader | undefined;
   private sleeping: { resolve: () => void; timer: NodeJS.Timeout } | undefined;
-  private state: FeedState = 'connecting';
+  private state: FeedState = 'starting';
   private stateSince: number;
   private lastError: StatusEventsStatus['lastError'];
   private counters = { received: 0, applied: 0, duplicates: 0, ignored: 0, invalid: 0 };
@@ -207,7 +215,19 @@ export class StatusEventFeed {
   /** One connection: positions, then fetch and apply until a failure or the stop. */
   private async session(): Promise<void> {
     const { store, topic, now } = this.options;
-    const reader = (this.reader = this.options.connect());
+    const reader = await this.options.connect();
+    this.reader = reader;
+    if (!this.running) {
+      // Stopped while the reader was being made (its modules loading): stop() found no reader to close.
+      this.reader = undefined;
+      await reader.close();
+      return;
+    }
+    if (this.state === 'starting') {
+      // Not through setState: the pace does not change (no events either way).
+      this.state = 'connecting';
+      this.stateSince = now();
+    }
     const partitions = await reader.partitions();
     const positions = store.eventPositions(topic);
     const missing = partitions.filter((p) => !positions.has(p));

@@ -41,7 +41,7 @@ export interface GatewayStatus {
   sessions?: Array<Record<string, unknown>>;
   /**
    * Status events (contract §6, issue 14), when `upstream.statusEvents.enabled`: the consumer's
-   * state (`connecting`, `flowing`, `lagging`, `down`), the last failure with its code, counters
+   * state (`starting`, `connecting`, `flowing`, `lagging`, `down`), the last failure with its code, counters
    * since start (received, applied, duplicates, ignored, invalid), the lag and the last event.
    */
   statusEvents?: StatusEventsStatus;

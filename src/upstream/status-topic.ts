@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import * as tls from 'node:tls';
 import { Consumer, type ClusterMetadata } from '@platformatic/kafka';
 import { ErrorCodes, GatewayError, isGatewayError } from '../errors.js';
@@ -26,7 +25,7 @@ export interface StatusTopicReaderOptions {
   username: string;
   /** SASL password: the client secret (§5), asked for at each connection; never logged. */
   password: () => string;
-  /** PEM certificates trusted besides the default store (the `caFile`, the embedded sandbox's CA). */
+  /** PEM certificates trusted besides the default store (the `caFile`, read by status-topic-ca.ts; the embedded sandbox's CA). */
   extraCaPems?: readonly string[];
   /** Deadline of a TCP+TLS+SASL connect, in ms. */
   connectTimeoutMs: number;
@@ -204,22 +203,6 @@ export class StatusTopicReader {
 function defaultCas(): string[] {
   const getCa = (tls as { getCACertificates?: (kind: string) => string[] }).getCACertificates;
   return typeof getCa === 'function' ? getCa('default') : [...tls.rootCertificates];
-}
-
-/**
- * The certificates of a PEM file for {@link StatusTopicReaderOptions.extraCaPems}.
- *
- * @throws GatewayError `SCANGW_E_CONFIG` when it cannot be read or holds no certificate.
- */
-export function readCaFile(file: string): string {
-  let pem: string;
-  try {
-    pem = readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new GatewayError(ErrorCodes.CONFIG, `upstream.statusEvents.caFile ${file} cannot be read`, { cause: err });
-  }
-  if (!pem.includes('-----BEGIN CERTIFICATE-----')) throw new GatewayError(ErrorCodes.CONFIG, `upstream.statusEvents.caFile ${file} holds no PEM certificate`);
-  return pem;
 }
 
 /** Node's and OpenSSL's codes of a certificate that is not trusted or does not fit. */

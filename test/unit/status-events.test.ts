@@ -75,7 +75,7 @@ function scan(reference: string): IntakeRecord {
   return { inputId: 'in', receivedAt: new Date(0), raw: Buffer.from(reference), outcome: 'scan', scan: { reference, dcpKey: 'GI-01', instant: new Date(0), body } };
 }
 
-function setup(options: { dir?: string; logger?: ReturnType<typeof memoryLogger>; maxLagEvents?: number; staleAfterMs?: number; holdMs?: number; topic?: MemoryTopic } = {}) {
+function setup(options: { dir?: string; logger?: ReturnType<typeof memoryLogger>; maxLagEvents?: number; staleAfterMs?: number; holdMs?: number; topic?: MemoryTopic; connect?: (topic: MemoryTopic) => Promise<TopicReader> } = {}) {
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'sg-events-'));
   const store = new BufferStore(join(dir, 'buffer.db'));
   const clock = { t: Date.now() };
@@ -87,7 +87,7 @@ function setup(options: { dir?: string; logger?: ReturnType<typeof memoryLogger>
   const feed = new StatusEventFeed({
     store,
     topic: 'test-site-status-event',
-    connect: () => topic.reader(),
+    connect: options.connect ? () => options.connect!(topic) : () => topic.reader(),
     apply: (ref, status, source) => tracker.apply(ref, status, source),
     onPaceChange: () => paceChanges++,
     safetyPollMs: 600_000,
@@ -339,6 +339,72 @@ describe('status events: the pace of polling and the health facts', () => {
     expect(t.topic.connects).toBeGreaterThanOrEqual(3);
     expect(t.feed.pace().events).toBe(true);
     expect(t.paceChanges()).toBeGreaterThanOrEqual(2);
+  });
+
+  it('says starting until its reader is made (the daemon loads the Kafka client then), connecting until the first read; a reader that cannot be made is a failure like any other', async () => {
+    let failLoad = true;
+    const loads: (() => void)[] = [];
+    let contacted: (() => void) | undefined;
+    const t = setup({
+      // The daemon loads the Kafka client on the first connect (src/app/parts.ts): a reader made asynchronously.
+      connect: async (topic) => {
+        await new Promise<void>((resolve) => loads.push(resolve));
+        if (failLoad) throw new Error('Cannot find package @platformatic/kafka');
+        const reader = topic.reader();
+        return { ...reader, partitions: async () => (await new Promise<void>((resolve) => (contacted = resolve)), reader.partitions()) };
+      },
+    });
+    expect(t.feed.snapshot().state).toBe('starting');
+    expect(t.feed.pace().events).toBe(false);
+    expect(loads).toHaveLength(0);
+    t.feed.start();
+    await waitFor(() => loads.length === 1, { what: 'the first connect' });
+    expect(t.feed.snapshot().state).toBe('starting');
+    loads[0]!();
+    await waitFor(() => t.feed.snapshot().state === 'down', { what: 'the failed load reported' });
+    expect(t.feed.snapshot().lastError).toMatchObject({ code: ErrorCodes.EVENTS_NETWORK, message: 'Cannot find package @platformatic/kafka' });
+    failLoad = false;
+    await waitFor(() => loads.length === 2, { what: 'the next connect' });
+    loads[1]!();
+    await waitFor(() => contacted !== undefined, { what: 'the first contact' });
+    expect(t.feed.snapshot().state).toBe('down');
+    contacted!();
+    await waitFor(() => t.feed.snapshot().state === 'flowing', { what: 'connected once the reader could be made' });
+    expect(loads).toHaveLength(2);
+  });
+
+  it('is connecting, not starting, between its reader made and the first read', async () => {
+    let contacted: (() => void) | undefined;
+    const t = setup({
+      connect: async (topic) => {
+        const reader = topic.reader();
+        return { ...reader, partitions: async () => (await new Promise<void>((resolve) => (contacted = resolve)), reader.partitions()) };
+      },
+    });
+    t.feed.start();
+    await waitFor(() => contacted !== undefined, { what: 'the first contact' });
+    expect(t.feed.snapshot().state).toBe('connecting');
+    contacted!();
+    await waitFor(() => t.feed.snapshot().state === 'flowing', { what: 'the first read' });
+  });
+
+  it('closes a reader that was still being made when it stopped', async () => {
+    let release: (() => void) | undefined;
+    let closed = false;
+    const t = setup({
+      connect: async (topic) => {
+        await new Promise<void>((resolve) => (release = resolve));
+        const reader = topic.reader();
+        return { ...reader, close: async () => void (closed = true) };
+      },
+    });
+    t.feed.start();
+    await waitFor(() => release !== undefined, { what: 'connect called' });
+    const stopped = t.feed.stop();
+    release!();
+    await stopped;
+    expect(closed).toBe(true);
+    expect(t.topic.connects).toBe(0);
   });
 
   it('lets polling take over when the last read is older than staleAfterMs or the lag is above maxLagEvents', async () => {
