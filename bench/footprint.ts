@@ -27,7 +27,9 @@ export interface FootprintOptions {
   idleMs: number;
   /**
    * Node options of the daemon; by default those of systemd/scan-gateway.service's ExecStart
-   * ({@link unitNodeArgs}), so the figures are those of the installed service.
+   * ({@link unitNodeArgs}), so the figures are those of the installed service. Words of the form
+   * `NAME=value` (an upper-case name) are not node options but environment variables of the
+   * daemon, set over the unit's `Environment=` (`--node-args='MALLOC_ARENA_MAX=1 --max-semi-space-size=2'`).
    */
   nodeArgs?: string[];
 }
@@ -43,6 +45,27 @@ export function unitNodeArgs(): string[] {
   return script > 1 ? words.slice(1, script) : [];
 }
 
+/**
+ * The variables of systemd/scan-gateway.service's `Environment=` lines (e.g. `MALLOC_ARENA_MAX=2`),
+ * which the daemon gets in the benchmark as it does under systemd.
+ */
+export function unitEnvironment(): Record<string, string> {
+  const unit = readFileSync(join(PACKAGE_ROOT, 'systemd/scan-gateway.service'), 'utf8');
+  const env: Record<string, string> = {};
+  for (const [, line] of unit.matchAll(/^Environment=(.*)$/gm)) {
+    // systemd's syntax: space-separated assignments, each optionally in double quotes.
+    for (const m of line!.matchAll(/"([^"]*)"|(\S+)/g)) {
+      const word = m[1] ?? m[2]!;
+      const eq = word.indexOf('=');
+      if (eq > 0) env[word.slice(0, eq)] = word.slice(eq + 1);
+    }
+  }
+  return env;
+}
+
+/** An environment assignment among `--node-args` words (`MALLOC_ARENA_MAX=1`), not a node option. */
+const ENV_WORD = /^[A-Z_][A-Z0-9_]*=/;
+
 /** 3 starts; idle measured over 10 s, 5 s after ready. */
 export const FOOTPRINT_DEFAULTS: FootprintOptions = { starts: 3, settleMs: 5000, idleMs: 10_000 };
 
@@ -53,7 +76,7 @@ export const FOOTPRINT_DEFAULTS: FootprintOptions = { starts: 3, settleMs: 5000,
  * ports by free ports on 127.0.0.1, folders and the buffer by a temp folder, the service by the
  * sandbox, the ingest token by a temp file, the health page by a free port.
  */
-async function adaptExample(dir: string, sandboxUrl: string, tools: Tool[]): Promise<string> {
+export async function adaptExample(dir: string, sandboxUrl: string, tools: Tool[]): Promise<string> {
   const edits: ConfigEdits = [
     [['upstream', 'baseUrl'], sandboxUrl],
     [['upstream', 'authUrl'], sandboxUrl],
@@ -143,12 +166,12 @@ interface Started {
 }
 
 /** Spawns the daemon; resolves once the start-up line appeared and /healthz answered (any status). */
-async function startDaemon(configFile: string, cwd: string, nodeArgs: string[]): Promise<Started> {
+async function startDaemon(configFile: string, cwd: string, nodeArgs: string[], env: Record<string, string>): Promise<Started> {
   const spawnedAt = nowMs();
   const child = track(
     spawn(process.execPath, [...nodeArgs, join(PACKAGE_ROOT, 'dist/src/main.js'), 'run', '--config', configFile], {
       cwd,
-      env: { PATH: process.env.PATH ?? '' },
+      env: { ...env, PATH: process.env.PATH ?? '' },
       stdio: ['ignore', 'pipe', 'pipe'],
     }),
   );
@@ -211,13 +234,16 @@ export async function benchFootprint(opts: FootprintOptions = FOOTPRINT_DEFAULTS
   try {
     const { url } = await sandbox.next<{ url: string }>(20_000, 'the sandbox to listen');
     const configFile = await adaptExample(dir, url, tools);
-    const nodeArgs = opts.nodeArgs ?? unitNodeArgs();
+    const words = opts.nodeArgs ?? unitNodeArgs();
+    const nodeArgs = words.filter((w) => !ENV_WORD.test(w));
+    const env: Record<string, string> = { ...unitEnvironment() };
+    for (const w of words.filter((w) => ENV_WORD.test(w))) env[w.slice(0, w.indexOf('='))] = w.slice(w.indexOf('=') + 1);
     const lines: number[] = [];
     const healths: number[] = [];
     let daemon: Started | undefined;
     for (let i = 0; i < opts.starts; i++) {
       await daemon?.stop();
-      daemon = await startDaemon(configFile, dir, nodeArgs);
+      daemon = await startDaemon(configFile, dir, nodeArgs, env);
       lines.push(daemon.lineMs);
       healths.push(daemon.healthMs);
     }
@@ -277,7 +303,7 @@ export async function benchFootprint(opts: FootprintOptions = FOOTPRINT_DEFAULTS
       figures,
       notes: [
         `V8 heap at idle (from /metrics): used ${metric('nodejs_heap_size_used_bytes').toFixed(1)} MiB of ${metric('nodejs_heap_size_total_bytes').toFixed(1)} MiB, external ${metric('nodejs_external_memory_bytes').toFixed(1)} MiB; heap spaces (MiB): ${spaces}`,
-        `node options of the daemon: ${nodeArgs.length ? nodeArgs.join(' ') : '(none)'}${opts.nodeArgs ? ' (--node-args)' : " (systemd/scan-gateway.service's ExecStart)"}`,
+        `node options of the daemon: ${nodeArgs.length ? nodeArgs.join(' ') : '(none)'}${opts.nodeArgs ? ' (--node-args)' : " (systemd/scan-gateway.service's ExecStart)"}; environment: ${Object.entries(env).map(([k, v]) => `${k}=${v}`).join(' ') || '(none)'} (the unit's Environment=${opts.nodeArgs?.some((w) => ENV_WORD.test(w)) ? ', with --node-args' : ''})`,
         `health at idle: ${health.status ?? '?'}${health.reasons?.length ? ` (${health.reasons.join('; ')})` : ''}; inputs ${(health.inputs ?? []).map((i) => `${i.id} ${i.state}`).join(', ')}`,
       ],
     };
