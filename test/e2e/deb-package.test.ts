@@ -115,8 +115,9 @@ describe('the Debian package (npm run package)', () => {
     // The packaged unit verifies, with its node and program paths pointed into the extracted root.
     const unitDir = mkdtempSync(join(tmpdir(), 'sg-deb-unit-'));
     const unit = readFileSync(join(root, 'usr/lib/systemd/system/scan-gateway.service'), 'utf8');
-    expect(unit).toMatch(/^ExecStart=\/usr\/bin\/node --max-semi-space-size=2 \/usr\/lib\/scan-gateway\/dist\/src\/main\.js run --config \/etc\/scan-gateway\/config\.yaml$/m);
-    writeFileSync(join(unitDir, 'scan-gateway.service'), unit.replace('ExecStart=/usr/bin/node --max-semi-space-size=2 /usr/lib/scan-gateway/', `ExecStart=${process.execPath} --max-semi-space-size=2 ${root}/usr/lib/scan-gateway/`));
+    expect(unit).toMatch(/^ExecStart=\/usr\/bin\/node --max-semi-space-size=2 --v8-pool-size=1 \/usr\/lib\/scan-gateway\/dist\/src\/main\.js run --config \/etc\/scan-gateway\/config\.yaml$/m);
+    expect(unit).toMatch(/^Environment=MALLOC_ARENA_MAX=2$/m);
+    writeFileSync(join(unitDir, 'scan-gateway.service'), unit.replace('ExecStart=/usr/bin/node --max-semi-space-size=2 --v8-pool-size=1 /usr/lib/scan-gateway/', `ExecStart=${process.execPath} --max-semi-space-size=2 --v8-pool-size=1 ${root}/usr/lib/scan-gateway/`));
     // verify also opens the unit's Documentation= man page: the packaged one, through MANPATH.
     const verify = run('systemd-analyze', ['verify', join(unitDir, 'scan-gateway.service')], { env: { MANPATH: join(root, 'usr/share/man') } });
     expect(verify.code, verify.stderr).toBe(0);

@@ -71,10 +71,11 @@ describe('systemd unit', () => {
     expect(setting('Type')).toEqual(['notify']);
     expect(setting('NotifyAccess')).toEqual(['main']);
     expect(setting('WatchdogSec')).toEqual(['30s']);
-    // A daemon's young generation (issue 17, docs/performance.md "Footprint"), the same as `npm start`'s.
+    // A daemon's young generation, V8 thread pool and malloc arenas (issue 17, docs/performance.md "Footprint"), the same as `npm start`'s.
     const startScript = (JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts['start'];
-    expect(setting('ExecStart')[0]).toMatch(/^\/usr\/bin\/node --max-semi-space-size=2 \S+main\.js run /);
-    expect(startScript).toMatch(/^exec node --max-semi-space-size=2 dist\/src\/main\.js run /);
+    expect(setting('ExecStart')[0]).toMatch(/^\/usr\/bin\/node --max-semi-space-size=2 --v8-pool-size=1 \S+main\.js run /);
+    expect(setting('Environment')).toEqual(['MALLOC_ARENA_MAX=2']);
+    expect(startScript).toMatch(/^exec env MALLOC_ARENA_MAX=2 node --max-semi-space-size=2 --v8-pool-size=1 dist\/src\/main\.js run /);
     expect(setting('User')).toEqual(['scan-gateway']);
     expect(setting('SupplementaryGroups')).toEqual(['dialout']);
     expect(setting('StateDirectory')).toEqual(['scan-gateway']);
