@@ -161,9 +161,10 @@ export class BufferStore {
     const { read, scan, file, progress, progressDone, message } = this.statements;
     this.db.transaction(() => {
       for (const r of records) {
+        const receivedAt = r.receivedAt.toISOString();
         const info = read.run(
           r.inputId,
-          r.receivedAt.toISOString(),
+          receivedAt,
           r.raw,
           r.sourceTime ?? null,
           r.scan?.dcpKey ?? r.dcpKey ?? null,
@@ -176,7 +177,9 @@ export class BufferStore {
           r.inputLevel ? 1 : 0,
         );
         if (r.scan) {
-          scan.run(info.lastInsertRowid, r.scan.dcpKey, r.scan.reference, r.scan.instant.toISOString(), r.scan.body, r.scan.bytes ?? Buffer.byteLength(r.scan.body), nowMs);
+          // Most scans are timed by their reception (no source time): the same instant, formatted once.
+          const time = r.scan.instant.getTime() === r.receivedAt.getTime() ? receivedAt : r.scan.instant.toISOString();
+          scan.run(info.lastInsertRowid, r.scan.dcpKey, r.scan.reference, time, r.scan.body, r.scan.bytes ?? Buffer.byteLength(r.scan.body), nowMs);
         }
       }
       const at = new Date(nowMs).toISOString();
