@@ -19,7 +19,8 @@ export interface IntakeRecord {
   reason?: string;
   /** True for an input-level rejection (nothing could be framed or parsed into a read). */
   inputLevel?: boolean;
-  scan?: { reference: string; dcpKey: string; instant: Date; body: string };
+  /** `bytes`: UTF-8 length of `body` (what the quota counts), when the caller knows it already. */
+  scan?: { reference: string; dcpKey: string; instant: Date; body: string; bytes?: number };
 }
 
 /** A file whose items are committed in the same transaction, so reading it again is recognised. */
