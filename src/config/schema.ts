@@ -291,6 +291,15 @@ export const deliverySchema = z
       .min(1024)
       .default(64 * 1024 * 1024)
       .describe('Largest pre-signed batch body, in bytes.'),
+    uploadConcurrency: z
+      .number()
+      .int()
+      .min(1)
+      .max(16)
+      .default(3)
+      .describe(
+        'Most batch uploads in flight at once (direct POSTs and pre-signed PUTs; SFTP batches go one at a time). Each batch keeps its own state and guarantees; after a failure one upload at a time is tried until one succeeds. 1 sends one batch at a time.',
+      ),
     sftpMaxScans: z.number().int().min(1).default(500_000).describe('Most scans in one SFTP batch.'),
     sftpMaxBytes: z
       .number()
