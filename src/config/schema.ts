@@ -284,7 +284,7 @@ export const deliverySchema = z
       .int()
       .min(1)
       .default(10_000)
-      .describe('Most scans in one pre-signed batch (presigned mode, and auto mode with a backlog). The batch body is built in memory: 10,000 scans are about 2.5 MiB.'),
+      .describe('Most scans in one pre-signed batch (presigned mode, and auto mode with a backlog). The body is streamed from the buffer as it is sent, never built whole in memory.'),
     presignedMaxBytes: z
       .number()
       .int()
