@@ -305,7 +305,9 @@ export class BufferStore {
       const moved = this.db
         .prepare(`UPDATE scans SET state = 'batched', batch_id = ? WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'`)
         .run(batchId, JSON.stringify(opts.scanIds)).changes;
-      if (moved !== opts.scanIds.length) throw new Error(`writeBatch: ${opts.scanIds.length - moved} of the ${opts.scanIds.length} scans are not pending`);
+      if (moved !== opts.scanIds.length) {
+        throw new GatewayError(ErrorCodes.BUFFER, `writeBatch: ${opts.scanIds.length - moved} of the ${opts.scanIds.length} scans are not pending; nothing was batched`);
+      }
       this.db
         .prepare(`UPDATE buffer_totals SET pending_scans = pending_scans - ?, pending_bytes = pending_bytes - (SELECT coalesce(sum(bytes), 0) FROM scans WHERE batch_id = ?) WHERE id = 1`)
         .run(moved, batchId);
