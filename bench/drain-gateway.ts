@@ -85,9 +85,10 @@ async function main(): Promise<DrainAnswer> {
     uploadScans: (body) => client.uploadScans(body),
     requestPresignedUpload: () => client.requestPresignedUpload(),
     putPresigned: (url, body) => client.putPresigned(url, body),
+    putPresignedStream: (url, body) => client.putPresignedStream(url, body),
     getScanStatus: (id) => client.getScanStatus(id),
   };
-  timed(api, ['uploadScans', 'requestPresignedUpload', 'putPresigned', 'getScanStatus'], httpMs);
+  timed(api, ['uploadScans', 'requestPresignedUpload', 'putPresigned', 'putPresignedStream', 'getScanStatus'], httpMs);
   // `atomically` wraps the whole forming of a batch (the packing rule's read and the batch's write: src/delivery/batcher.ts formBatch).
   timed(store, ['atomically', 'batchBody'], storeMs);
   const config = deliverySchema.parse(request.delivery);

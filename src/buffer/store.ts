@@ -321,8 +321,17 @@ export class BufferStore {
         .prepare(`INSERT INTO batches (mode, route, state, scan_count, bytes, created_at) VALUES (?, ?, 'ready', ?, ?, ?)`)
         .run(opts.mode === 'sftp' ? 'presigned' : opts.mode, opts.mode === 'sftp' ? 'sftp' : null, opts.scanIds.length, opts.bytes, opts.nowIso);
       const batchId = Number(info.lastInsertRowid);
-      // One set-based statement: per-row updates were most of the drain's CPU.
-      this.db.prepare(`UPDATE scans SET state = 'batched', batch_id = ? WHERE id IN (SELECT value FROM json_each(?))`).run(batchId, JSON.stringify(opts.scanIds));
+      // One set-based statement: per-row updates were most of the drain's CPU. The counting
+      // triggers skip pending -> batched (the last migration): the totals move once, here.
+      const moved = this.db
+        .prepare(`UPDATE scans SET state = 'batched', batch_id = ? WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'`)
+        .run(batchId, JSON.stringify(opts.scanIds)).changes;
+      if (moved !== opts.scanIds.length) {
+        throw new GatewayError(ErrorCodes.BUFFER, `writeBatch: ${opts.scanIds.length - moved} of the ${opts.scanIds.length} scans are not pending; nothing was batched`);
+      }
+      this.db
+        .prepare(`UPDATE buffer_totals SET pending_scans = pending_scans - ?, pending_bytes = pending_bytes - (SELECT coalesce(sum(bytes), 0) FROM scans WHERE batch_id = ?) WHERE id = 1`)
+        .run(moved, batchId);
       return this.batch(batchId);
     })();
   }
@@ -515,7 +524,15 @@ export class BufferStore {
         this.db.prepare(`UPDATE scans SET state = 'failed', failure_reason = ? WHERE batch_id = ?`).run(status.description ?? 'batch failed', id);
         return;
       }
-      this.db.prepare(`UPDATE scans SET state = 'delivered' WHERE batch_id = ?`).run(id);
+      // batched -> delivered is not counted by the triggers (the last migration): the totals move
+      // once, here. Scans of the batch in any other state are moved (and counted) as before.
+      const moving = this.db.prepare(`SELECT count(*) AS n, coalesce(sum(bytes), 0) AS bytes FROM scans WHERE batch_id = ? AND state = 'batched'`).get(id) as { n: number; bytes: number };
+      this.db.prepare(`UPDATE scans SET state = 'delivered' WHERE batch_id = ? AND state = 'batched'`).run(id);
+      this.db.prepare(`UPDATE buffer_totals SET undelivered_scans = undelivered_scans - ?, undelivered_bytes = undelivered_bytes - ? WHERE id = 1`).run(moving.n, moving.bytes);
+      if (moving.n > 0) {
+        this.db.prepare(`INSERT INTO scan_state_counts (state, scans) VALUES ('delivered', ?) ON CONFLICT (state) DO UPDATE SET scans = scans + excluded.scans`).run(moving.n);
+      }
+      this.db.prepare(`UPDATE scans SET state = 'delivered' WHERE batch_id = ? AND state NOT IN ('batched', 'delivered')`).run(id);
       const fail = this.db.prepare(`UPDATE scans SET state = 'failed', failure_reason = ? WHERE batch_id = ? AND reference = ?`);
       for (const f of failures) fail.run(f.reason, id, f.reference);
     })();

@@ -284,13 +284,22 @@ export const deliverySchema = z
       .int()
       .min(1)
       .default(10_000)
-      .describe('Most scans in one pre-signed batch (presigned mode, and auto mode with a backlog). The batch body is built in memory: 10,000 scans are about 2.5 MiB.'),
+      .describe('Most scans in one pre-signed batch (presigned mode, and auto mode with a backlog). The body is streamed from the buffer as it is sent, never built whole in memory.'),
     presignedMaxBytes: z
       .number()
       .int()
       .min(1024)
       .default(64 * 1024 * 1024)
       .describe('Largest pre-signed batch body, in bytes.'),
+    uploadConcurrency: z
+      .number()
+      .int()
+      .min(1)
+      .max(16)
+      .default(3)
+      .describe(
+        'Most batch uploads in flight at once (direct POSTs and pre-signed PUTs; SFTP batches go one at a time). Each batch keeps its own state and guarantees; after a failure one upload at a time is tried until one succeeds. 1 sends one batch at a time.',
+      ),
     sftpMaxScans: z.number().int().min(1).default(500_000).describe('Most scans in one SFTP batch.'),
     sftpMaxBytes: z
       .number()

@@ -81,8 +81,8 @@ export interface BatcherOptions {
 /**
  * Forms batches from the outbox (docs/delivery.md, "Batches"): when pending scans fill a batch by
  * count (`maxBatchScans`) or by bytes (the 5.8 MiB direct limit), or the oldest has waited
- * `maxBatchDelayMs`. It runs no loop of its own: the uploader asks it when no batch is open, so
- * batches are formed one at a time and sent in order.
+ * `maxBatchDelayMs`. It runs no loop of its own: the uploader asks it when no batch waits to be
+ * sent (one ahead of the free upload slots), so batches are formed one at a time, in id order.
  */
 export class Batcher {
   constructor(private readonly options: BatcherOptions) {}

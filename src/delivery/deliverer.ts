@@ -53,7 +53,7 @@ export interface DelivererOptions {
   sftp?: UploaderOptions['sftp'];
 }
 
-/** How many status polls run at once (uploads go one at a time; see docs/delivery.md). */
+/** How many status polls run at once (uploads: `delivery.uploadConcurrency`; see docs/delivery.md). */
 const POLL_CONCURRENCY = 8;
 
 /**
@@ -61,8 +61,8 @@ const POLL_CONCURRENCY = 8;
  * of the parts of delivery, each in its own file:
  *
  * - {@link Batcher} (`batcher.ts`): forms batches by count, age and byte size; asked by the uploader.
- * - {@link Uploader} (`uploader.ts`): its own loop, one batch at a time: direct, pre-signed, retries
- *   and crash recovery.
+ * - {@link Uploader} (`uploader.ts`): its own loop, up to `uploadConcurrency` uploads in flight:
+ *   direct, pre-signed, retries and crash recovery.
  * - {@link Circuit} (`circuit.ts`): failures in a row, backoff, open/half-open/closed.
  * - {@link StatusTracker} (`status-tracker.ts`): its own loop, up to 8 status polls at once; the one
  *   place that moves an uploaded batch to its terminal state.
@@ -96,7 +96,7 @@ export class Deliverer {
   }
 
   /**
-   * Stops after the upload in progress (finished or left to crash recovery) and the status polls
+   * Stops after the uploads in flight (finished or left to crash recovery) and the status polls
    * in flight; queued polls are dropped (their batches stay `uploaded` and are polled after a start).
    */
   async stop(): Promise<void> {

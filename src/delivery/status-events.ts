@@ -333,6 +333,8 @@ export class StatusEventFeed {
         this.counters.ignored++;
       }
       const previous = this.held.get(status.requestId);
+      // The one it replaces changed nothing: counted, so every event received is counted once.
+      if (previous) this.counters.duplicates++;
       this.held.set(status.requestId, { status, at: previous?.at ?? this.options.now() });
     }
     return false;

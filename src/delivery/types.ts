@@ -11,9 +11,18 @@ export interface ScanStatusLike {
   failures?: { reference: string; reason: string }[] | undefined;
 }
 
+import type { StreamedBody } from '../upstream/client.js';
+
+export type { StreamedBody };
+
 export interface DeliveryApi {
   uploadScans(body: string): Promise<{ requestId: string }>;
   requestPresignedUpload(): Promise<{ url: string; requestId: string }>;
   putPresigned(url: string, body: string): Promise<void>;
+  /**
+   * The same PUT (§4.5) with a body streamed from the buffer. Optional: without it, delivery
+   * builds the body as one string and calls {@link putPresigned}.
+   */
+  putPresignedStream?(url: string, body: StreamedBody): Promise<void>;
   getScanStatus(requestId: string): Promise<ScanStatusLike>;
 }

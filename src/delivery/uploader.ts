@@ -1,3 +1,4 @@
+import PQueue from 'p-queue';
 import type { DeliveryConfig } from '../config/schema.js';
 import { ErrorCodes, httpStatusOf, isDiskFull, isGatewayError, isNotSent, isTokenFailure, type GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -9,7 +10,7 @@ import type { Circuit } from './circuit.js';
 import { classifyFailure } from './retry.js';
 import type { DeliveryApi } from './types.js';
 import type { SftpConnector } from '../upstream/sftp-client.js';
-import { transferBatch } from './sftp-transfer.js';
+import { batchBodyChunks, transferBatch } from './sftp-transfer.js';
 
 /** What kind of failure the last upload attempt met (see {@link UploaderSnapshot.lastError}). */
 export type ErrorKind = 'token' | 'network' | 'auth' | 'answer' | 'http' | 'sftp';
@@ -32,7 +33,7 @@ export interface UploaderSnapshot {
 /** Options of {@link Uploader}. */
 export interface UploaderOptions {
   store: BufferStore;
-  api: Pick<DeliveryApi, 'uploadScans' | 'requestPresignedUpload' | 'putPresigned' | 'getScanStatus'>;
+  api: Pick<DeliveryApi, 'uploadScans' | 'requestPresignedUpload' | 'putPresigned' | 'putPresignedStream' | 'getScanStatus'>;
   config: DeliveryConfig;
   logger: Logger;
   now: () => number;
@@ -54,11 +55,18 @@ const ADDRESS_MARGIN_MS = 60_000;
 /** Outcome of one pre-signed attempt: sent (or found already sent), or left to the status poll. */
 type PresignedOutcome = { requestId: string; uploadedAt?: number } | { waitForStatus: true };
 
+/** The pre-signed step in progress of one upload, so a failure is pinned on the right call. */
+type PresignedStep = { current: 'status' | 'address' | 'put' | 'reput' | undefined };
+
+/** How long the loop waits after a step failed on the buffer itself (a full disk), in real ms. */
+const STEP_RETRY_MS = 1000;
+
 /**
- * Uploads batches (contract §4.3–4.5), one at a time in its own loop: asks the {@link Batcher} for
- * a batch when none is open, sends the due one direct or pre-signed, retries with the
- * {@link Circuit}'s backoff, and recovers what a crash left in flight. Every decision is taken from
- * the batch's state in the buffer, so a restart (or a crash at any point) resumes where it stopped:
+ * Uploads batches (contract §4.3–4.5) from its own loop: asks the {@link Batcher} for a batch when
+ * none is waiting, sends due ones direct or pre-signed, up to `uploadConcurrency` at once (a
+ * p-queue), retries with the {@link Circuit}'s backoff, and recovers what a crash left in flight.
+ * Every decision is taken from the batch's state in the buffer, so a restart (or a crash at any
+ * point) resumes where it stopped:
  *
  * - `uploading` (a direct POST was in flight): sent again and counted as a possible duplicate.
  * - `presigned` without a PUT started: the PUT is made (same address while valid, else a new one).
@@ -70,6 +78,16 @@ type PresignedOutcome = { requestId: string; uploadedAt?: number } | { waitForSt
  *
  * It only writes batches in states `ready`, `presigned` and `uploading` (and moves them to
  * `uploaded` or `held`); `uploaded` ones belong to the status tracker.
+ *
+ * Concurrency (issue 17): each upload in flight is one batch's own state machine, as above; they
+ * share nothing but the circuit and the token. Each batch is in flight at most once (`inFlight`),
+ * and crash recovery skips the ones in flight. The next batch is formed while uploads are in
+ * flight, one ahead of the free slots, so a finished upload's slot is filled at once. A failure
+ * changes its own batch only: the uploads already in flight finish and record their own outcome
+ * (the service has them or not, whatever the others met). After a failure, one upload at a time
+ * is started (and none is formed ahead) until one succeeds; while the circuit is open, none. SFTP
+ * batches go one at a time (one session to the server). {@link stop} waits for every upload in
+ * flight.
  */
 export class Uploader {
   private running = false;
@@ -77,14 +95,21 @@ export class Uploader {
   private wakeUp: (() => void) | undefined;
   private wakeRequested = false;
   private timer: NodeJS.Timeout | undefined;
-  private inFlight: number | undefined;
-  /** The pre-signed step in progress, so a failure is pinned on the right call. */
-  private presignedStep: 'status' | 'address' | 'put' | 'reput' | undefined;
+  /** Batches whose upload is in flight (each at most once). */
+  private readonly inFlight = new Set<number>();
+  /** Whether an SFTP batch is in flight: SFTP batches go one at a time. */
+  private sftpInFlight = false;
+  /** Runs the uploads in flight; never holds more than it runs (a batch is added when a slot is free). */
+  private readonly queue: PQueue;
+  /** After a step failed on the buffer, no new work before this (performance.now(), real ms). */
+  private holdOffUntil = 0;
   private stepError: UploaderSnapshot['stepError'];
   private paused = false;
   private status: Pick<UploaderSnapshot, 'lastSuccessAt' | 'lastError'> = {};
 
-  constructor(private readonly options: UploaderOptions) {}
+  constructor(private readonly options: UploaderOptions) {
+    this.queue = new PQueue({ concurrency: Math.max(1, options.config.uploadConcurrency) });
+  }
 
   /** Sends again what a crash left `uploading`, then starts the loop. */
   start(): void {
@@ -94,11 +119,12 @@ export class Uploader {
     this.loop = this.run();
   }
 
-  /** Stops after the upload in progress (finished or left to crash recovery). */
+  /** Stops after the uploads in flight (each finished or left to crash recovery); starts no new one. */
   async stop(): Promise<void> {
     this.running = false;
     this.wake();
     await this.loop;
+    await this.queue.onIdle();
   }
 
   /** New scans were committed, a batch went back to be sent, or the clock moved: look now. */
@@ -124,7 +150,7 @@ export class Uploader {
   private recoverDirect(): void {
     const { store, logger } = this.options;
     for (const b of store.batchesInState('uploading')) {
-      if (b.id === this.inFlight) continue;
+      if (this.inFlight.has(b.id)) continue;
       if (b.mode === 'sftp') {
         // The server decides what happened to an SFTP transfer (sftp-transfer.ts): never a duplicate.
         store.updateBatch(b.id, { state: 'ready', nextAttemptAt: 0 });
@@ -139,16 +165,17 @@ export class Uploader {
   private async run(): Promise<void> {
     while (this.running) {
       let waitMs: number;
-      try {
-        waitMs = await this.step();
-        this.stepError = undefined;
-      } catch (err) {
-        // A failed write to the buffer (a full disk) lands here; the stored state is unchanged.
-        const message = (err as Error).message;
-        if (this.stepError?.message !== message) this.options.logger.error({ err }, 'delivery step failed; retrying every second');
-        this.stepError = { message, at: new Date(this.options.now()).toISOString(), diskFull: isDiskFull(err) };
-        if (this.stepError.diskFull) this.options.onDiskFull?.(err);
-        waitMs = 1000;
+      const holdOff = this.holdOffUntil - performance.now();
+      if (holdOff > 0) {
+        waitMs = holdOff;
+      } else {
+        try {
+          waitMs = this.step();
+          this.stepError = undefined;
+        } catch (err) {
+          this.stepFailed(err);
+          waitMs = STEP_RETRY_MS;
+        }
       }
       if (!this.running) break;
       if (this.wakeRequested) {
@@ -165,44 +192,99 @@ export class Uploader {
     }
   }
 
+  /** A step failed on the buffer itself (a full disk): the stored state is unchanged; retried after a second. */
+  private stepFailed(err: unknown): void {
+    const message = (err as Error).message;
+    if (this.stepError?.message !== message) this.options.logger.error({ err }, 'delivery step failed; retrying every second');
+    this.stepError = { message, at: new Date(this.options.now()).toISOString(), diskFull: isDiskFull(err) };
+    if (this.stepError.diskFull) this.options.onDiskFull?.(err);
+  }
+
   /**
-   * One pass of uploading: upload the due batch, form a new batch if due. Answers ms to wait.
-   * Status polls are not awaited here: the status tracker runs them on its own.
+   * How many uploads may be in flight now: none while the circuit is open (waiting out its
+   * backoff), one after a failure until an upload succeeds (the half-open probe, and a service
+   * that just failed is not sent `uploadConcurrency` batches at once), else `uploadConcurrency`.
    */
-  private async step(): Promise<number> {
-    const { store } = this.options;
+  private slots(): number {
+    const circuit = this.options.circuit.snapshot();
+    if (circuit.circuit === 'open') return 0;
+    if (circuit.consecutiveFailures > 0) return 1;
+    return Math.max(1, this.options.config.uploadConcurrency);
+  }
+
+  /**
+   * One pass of uploading: starts the due batches while slots are free, forms a new batch when
+   * none waits (one ahead of the free slots). Answers ms to wait; a finished upload wakes the loop.
+   * Neither uploads nor status polls are awaited here.
+   */
+  private step(): number {
+    const { store, now } = this.options;
     this.recoverDirect();
-    if (!this.paused && this.running) {
-      const open = store.batchesInState('ready', 'presigned');
-      const due = open.find((b) => b.nextAttemptAt <= this.options.now());
-      if (due) {
-        await this.upload(due);
-        return 0;
-      }
-      if (open.length === 0) {
-        const wait = this.options.batcher.formIfDue();
-        if (wait !== undefined) return wait;
-      }
+    let wait = 1000;
+    if (this.paused || !this.running) return wait;
+    const slots = this.slots();
+    const waiting = store.batchesInState('ready', 'presigned').filter((b) => !this.inFlight.has(b.id));
+    const left: BatchRow[] = [];
+    for (const b of waiting) {
+      const startable = this.inFlight.size < slots && !(b.mode === 'sftp' && this.sftpInFlight);
+      if (startable && b.nextAttemptAt <= now()) this.begin(b);
+      else left.push(b);
     }
-    const next = store.batchesInState('ready', 'presigned').map((b) => b.nextAttemptAt - this.options.now());
-    return next.length > 0 ? Math.max(0, Math.min(...next)) : 1000;
+    if (slots === 0) {
+      const retryAt = this.options.circuit.snapshot().nextRetryAt;
+      return retryAt ? Math.max(0, Date.parse(retryAt) - now()) : wait;
+    }
+    const full = this.inFlight.size >= slots;
+    // Batches that could start once due (not blocked by a full set of slots or an SFTP transfer).
+    const next = left.filter((b) => !full && !(b.mode === 'sftp' && this.sftpInFlight)).map((b) => b.nextAttemptAt - now());
+    if (next.length > 0) wait = Math.max(0, Math.min(...next));
+    // One batch formed ahead of the free slots while uploads flow (never after a failure, and not
+    // at uploadConcurrency 1, which keeps the one-batch-open behaviour of before).
+    const ahead = slots > 1 ? 1 : 0;
+    if (left.length === 0 && this.inFlight.size < slots + ahead) {
+      const formed = this.options.batcher.formIfDue();
+      if (formed !== undefined) wait = Math.min(wait, formed);
+    }
+    return wait;
+  }
+
+  /** Starts the upload of `batch` in the queue (a slot is free); the loop is woken when it ends. */
+  private begin(batch: BatchRow): void {
+    this.inFlight.add(batch.id);
+    if (batch.mode === 'sftp') this.sftpInFlight = true;
+    void this.queue.add(async () => {
+      try {
+        await this.upload(batch);
+        this.stepError = undefined;
+      } catch (err) {
+        // Not an upstream answer (a failed write to the buffer, a full disk): the stored state says
+        // what happened; the next pass (recoverDirect) takes it from there, after a second.
+        this.stepFailed(err);
+        this.holdOffUntil = performance.now() + STEP_RETRY_MS;
+      } finally {
+        this.inFlight.delete(batch.id);
+        if (batch.mode === 'sftp') this.sftpInFlight = false;
+        this.wake();
+      }
+    });
   }
 
   private async upload(batch: BatchRow): Promise<void> {
     const { store, api, logger, config } = this.options;
-    this.inFlight = batch.id;
+    const presignedStep: PresignedStep = { current: undefined };
     try {
       if (batch.mode === 'sftp') {
         await this.uploadSftp(batch);
         return;
       }
-      const body = store.batchBody(batch.id);
       let outcome: PresignedOutcome;
       if (batch.mode === 'direct') {
+        // A direct body is at most 5.8 MiB (MAX_DIRECT_BODY_BYTES): built as one string.
+        const body = store.batchBody(batch.id);
         store.updateBatch(batch.id, { state: 'uploading', attempts: batch.attempts + 1 });
         outcome = { requestId: (await api.uploadScans(body)).requestId };
       } else {
-        outcome = await this.uploadPresigned(batch, body);
+        outcome = await this.uploadPresigned(batch, presignedStep);
       }
       this.options.circuit.succeeded();
       if ('waitForStatus' in outcome) {
@@ -233,9 +315,7 @@ export class Uploader {
       // Not an upstream answer (a failed write to the buffer, a full disk): the stored state says
       // what happened; the loop logs it and the next pass (recoverDirect) takes it from there.
       if (!isGatewayError(err)) throw err;
-      this.uploadFailed(batch, err);
-    } finally {
-      this.inFlight = undefined;
+      this.uploadFailed(batch, err, presignedStep.current);
     }
   }
 
@@ -247,13 +327,13 @@ export class Uploader {
    * PUT had not arrived; refused (403) means it had. Only a resend under a new address, after a
    * PUT that may have arrived, can duplicate: it is counted as a possible duplicate.
    */
-  private async uploadPresigned(batch: BatchRow, body: string): Promise<PresignedOutcome> {
+  private async uploadPresigned(batch: BatchRow, step: PresignedStep): Promise<PresignedOutcome> {
     const { store, api, logger, config } = this.options;
     let current = store.batch(batch.id) ?? batch;
-    this.presignedStep = undefined;
+    step.current = undefined;
     let mayHaveArrived = false;
     if (current.requestId && current.putStartedAt !== null) {
-      this.presignedStep = 'status';
+      step.current = 'status';
       const status = await api.getScanStatus(current.requestId);
       if (status.state !== 'NotFound') {
         logger.info({ batchId: batch.id, requestId: current.requestId }, 'pre-signed upload had arrived; not sending it again');
@@ -280,7 +360,7 @@ export class Uploader {
       );
     } else if (!current.requestId || !current.presignedUrl || expired) {
       const issuedAt = this.options.now();
-      this.presignedStep = 'address';
+      step.current = 'address';
       const address = await api.requestPresignedUpload();
       store.updateBatch(
         batch.id,
@@ -303,8 +383,15 @@ export class Uploader {
     }
     const started = this.options.now();
     store.updateBatch(batch.id, { attempts: current.attempts + 1, putStartedAt: started });
-    this.presignedStep = reuse ? 'reput' : 'put';
-    await api.putPresigned(current.presignedUrl!, body);
+    step.current = reuse ? 'reput' : 'put';
+    if (api.putPresignedStream) {
+      // Streamed from the buffer page by page (issue 17): up to 64 MiB per batch, and several
+      // batches in flight, never whole in memory. Its scans stay put while it is in flight: only
+      // this upload's own outcome (split, hold) changes them.
+      await api.putPresignedStream(current.presignedUrl!, { bytes: current.bytes, chunks: () => batchBodyChunks(store, batch.id) });
+    } else {
+      await api.putPresigned(current.presignedUrl!, store.batchBody(batch.id));
+    }
     return { requestId: current.requestId!, uploadedAt: started };
   }
 
@@ -356,7 +443,7 @@ export class Uploader {
     logger.warn({ batchId: batch.id, ...failureFields(err), retryInMs: delay, nextAttemptAt: new Date(nextAttemptAt).toISOString() }, 'SFTP transfer failed; will retry');
   }
 
-  private uploadFailed(batch: BatchRow, err: GatewayError): void {
+  private uploadFailed(batch: BatchRow, err: GatewayError, presignedStep: PresignedStep['current']): void {
     const { store, logger, config } = this.options;
     const action = classifyFailure(err);
     const message = (err as Error).message;
@@ -373,7 +460,7 @@ export class Uploader {
       if (!split) store.holdBatch(batch.id, `the service refused a single scan as too large: ${message}`);
       return;
     }
-    if (action.action === 'newAddress' && this.presignedStep === 'reput') {
+    if (action.action === 'newAddress' && presignedStep === 'reput') {
       // §4.5: an address takes one upload. Refused now, it took the first one: follow its status
       // for another grace window; only then is the batch sent again, under a new address.
       const now = this.options.now();
@@ -418,7 +505,7 @@ export class Uploader {
       // 500), and a lost answer says nothing: the status is asked first. A failed status check or
       // address request says nothing about an earlier PUT.
       const httpStatus = httpStatusOf(err);
-      const putStep = this.presignedStep === 'put' || this.presignedStep === 'reput';
+      const putStep = presignedStep === 'put' || presignedStep === 'reput';
       const refused = putStep && !answerLost && httpStatus !== undefined && httpStatus < 500 && current.putStartedAt !== null;
       store.updateBatch(batch.id, { nextAttemptAt, lastError: message, ...(refused ? { putStartedAt: null } : {}) });
     }

@@ -284,8 +284,8 @@ export function upstreamErrorKind(err: unknown): string {
 }
 
 /** Calls whose time is an upload, by mode. */
-const UPLOAD_MODE: Record<string, string> = { uploadScans: 'direct', putPresigned: 'presigned' };
-const OPERATIONS = new Set(['uploadScans', 'requestPresignedUpload', 'putPresigned', 'getScanStatus']);
+const UPLOAD_MODE: Record<string, string> = { uploadScans: 'direct', putPresigned: 'presigned', putPresignedStream: 'presigned' };
+const OPERATIONS = new Set(['uploadScans', 'requestPresignedUpload', 'putPresigned', 'putPresignedStream', 'getScanStatus']);
 
 /**
  * The delivery API with metrics: the time of each upload (`uploadScans`, `putPresigned`) goes to
@@ -306,7 +306,8 @@ export function instrumentDeliveryApi<T extends DeliveryApi>(api: T, metrics: Ga
           return result;
         } catch (err) {
           end?.({ outcome: 'error' });
-          metrics.upstreamErrors.inc({ operation: prop, kind: upstreamErrorKind(err) });
+          // A streamed PUT is the same operation as before it was streamed.
+          metrics.upstreamErrors.inc({ operation: prop === 'putPresignedStream' ? 'putPresigned' : prop, kind: upstreamErrorKind(err) });
           throw err;
         }
       };

@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { Readable } from 'node:stream';
 import { request, type Dispatcher } from 'undici';
 import type { z } from 'zod';
 import type { UpstreamConfig } from '../config/schema.js';
@@ -26,6 +27,15 @@ import { discard, NOT_JSON, readCapped, safeJson } from './answer-body.js';
 import { deadlineError, httpError, networkError, parseRetryAfter, redirectError } from './http-errors.js';
 import { TokenCache, readTokenAnswer, tokenExpiry, type AccessToken } from './token-cache.js';
 import { hasUrlCredentials, insecureUrlProblem } from '../config/url-policy.js';
+
+/**
+ * A body read while it is sent (a batch streamed from the buffer, issue 17), never whole in
+ * memory: exactly `bytes` bytes, sent as `content-length`; each call of `chunks` reads it afresh.
+ */
+export interface StreamedBody {
+  bytes: number;
+  chunks(): AsyncIterable<Buffer>;
+}
 
 /** Options of {@link UpstreamClient}. */
 export interface UpstreamClientOptions {
@@ -239,8 +249,21 @@ export class UpstreamClient {
    * `PRESIGNED_REFUSED`: a new address and requestId are needed.
    */
   async putPresigned(url: string, body: string | Buffer): Promise<void> {
+    await this.put(url, body, this.bounds(body), {});
+  }
+
+  /**
+   * {@link putPresigned} with a body streamed from the buffer (issue 17): `body.bytes` is sent as
+   * `content-length`, and undici fails the request (a network error, retried by delivery) when
+   * the stream gives more or fewer bytes. The deadline grows with `body.bytes` as for a string.
+   */
+  async putPresignedStream(url: string, body: StreamedBody): Promise<void> {
+    await this.put(url, Readable.from(body.chunks(), { objectMode: false }), this.boundsOf(body.bytes), { 'content-length': String(body.bytes) });
+  }
+
+  private async put(url: string, body: string | Buffer | Readable, bounds: Bounds, headers: Record<string, string>): Promise<void> {
     const started = this.now();
-    const answer = await this.exchange('PUT', url, { 'content-type': 'application/json' }, body, 'PUT <pre-signed url>', this.bounds(body));
+    const answer = await this.exchange('PUT', url, { 'content-type': 'application/json', ...headers }, body, 'PUT <pre-signed url>', bounds);
     this.log.debug({ status: answer.status, ms: this.now() - started }, 'pre-signed upload answered');
     if (answer.status >= 200 && answer.status < 300) return;
     if (answer.status === 403) {
@@ -307,7 +330,11 @@ export class UpstreamClient {
 
   /** The bounds of an exchange: the deadline grows with the body to send; answers are capped at `maxBytes`. */
   private bounds(body: string | Buffer | undefined, maxBytes = this.maxAnswerBytes): Bounds {
-    const bytes = body === undefined ? 0 : typeof body === 'string' ? Buffer.byteLength(body, 'utf8') : body.length;
+    return this.boundsOf(body === undefined ? 0 : typeof body === 'string' ? Buffer.byteLength(body, 'utf8') : body.length, maxBytes);
+  }
+
+  /** The deadline of a request sending `bytes` bytes (`minUploadRate`), and the answer's size limit. */
+  private boundsOf(bytes: number, maxBytes = this.maxAnswerBytes): Bounds {
     return { deadlineMs: this.timeoutMs + Math.ceil((bytes / this.minUploadRate) * 1000), maxBytes };
   }
 
@@ -349,7 +376,7 @@ export class UpstreamClient {
     method: string,
     url: string,
     headers: Record<string, string>,
-    body: string | Buffer | undefined,
+    body: string | Buffer | Readable | undefined,
     label: string,
     bounds: Bounds,
   ): Promise<Answer> {

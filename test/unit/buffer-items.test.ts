@@ -78,8 +78,10 @@ describe('item lookup in the buffer', () => {
   it('fills the lookup indexes from the scans already stored when an older buffer is upgraded', () => {
     const path = join(mkdtempSync(join(tmpdir(), 'sg-items-old-')), 'buffer.db');
     const old = new Database(path);
-    for (const m of MIGRATIONS.slice(0, -1)) old.exec(m);
-    old.pragma(`user_version = ${MIGRATIONS.length - 1}`);
+    // The buffer as it was before the items migration (found by what it creates: later migrations are appended after it).
+    const items = MIGRATIONS.findIndex((m) => m.includes('CREATE INDEX scans_reference'));
+    for (const m of MIGRATIONS.slice(0, items)) old.exec(m);
+    old.pragma(`user_version = ${items}`);
     old.prepare(`INSERT INTO reads (id, input_id, received_at, raw, outcome) VALUES (1, 'plc', ?, x'00', 'scan'), (2, 'plc', ?, x'00', 'scan')`).run(at.toISOString(), at.toISOString());
     old.prepare(`INSERT INTO scans (read_id, dcp_key, reference, time_utc, body, bytes, created_at) VALUES (1, 'SOP-3', 'MOD-1', ?, ?, 1, 0), (2, 'SOP-3', 'CELL-1', ?, ?, 1, 0)`).run(
       at.toISOString(),

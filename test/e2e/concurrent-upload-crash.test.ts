@@ -1,0 +1,137 @@
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PACKAGE_ROOT } from '../../src/paths.js';
+import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
+import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js';
+import { dropCsv } from '../helpers/inbox.js';
+import { waitFor } from '../helpers/wait.js';
+
+/**
+ * A SIGKILL while several uploads are in flight at once (issue 17, `delivery.uploadConcurrency`):
+ * the compiled gateway runs as a child process, the sandbox takes each upload and holds its answer
+ * back, and the gateway is killed once three batches are on the wire. After a restart each of
+ * them is recovered by its own stored state: pre-signed ones by asking their status (none sent
+ * twice), direct ones sent again and each counted as a possible duplicate.
+ */
+
+const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
+const SCANS = 1500;
+
+function writeConfig(dir: string, sandboxUrl: string, mode: 'direct' | 'presigned'): string {
+  const file = join(dir, 'config.yaml');
+  writeFileSync(
+    file,
+    `site: { id: crash, timezone: Europe/Berlin }
+upstream: { baseUrl: ${sandboxUrl}, authUrl: ${sandboxUrl}, clientId: demo-client, requestTimeoutMs: 10000 }
+buffer: { path: ${join(dir, 'buffer.db')} }
+delivery: { mode: ${mode}, uploadConcurrency: 3, maxBatchScans: 200, presignedMaxScans: 200, maxBatchDelayMs: 30, statusPollMs: 60, statusPollMaxMs: 200, retryBaseMs: 30, retryMaxMs: 200, notFoundGraceMs: 400 }
+http: { listen: 127.0.0.1:0 }
+# info: the test helper finds the health address in the "scan-gateway started" log line
+log: { level: info }
+dcps:
+  - { key: GI-01, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-0042, duplicateWindowMs: 0 }
+inputs:
+  - { id: inbox, type: files, dir: ${join(dir, 'inbox')}, format: csv, barcodeColumn: barcode, timeColumn: read_at, dcp: GI-01, stableMs: 30 }
+`,
+  );
+  return file;
+}
+
+/** Batches on the wire now: direct ones `uploading`, pre-signed ones `presigned` with a PUT started. */
+function onTheWire(dbFile: string): number[] {
+  if (!existsSync(dbFile)) return [];
+  const db = new Database(dbFile, { readonly: true, fileMustExist: true });
+  try {
+    db.pragma('busy_timeout = 1000');
+    return db
+      .prepare(`SELECT id FROM batches WHERE state = 'uploading' OR (state = 'presigned' AND put_started_at IS NOT NULL) ORDER BY id`)
+      .pluck()
+      .all() as number[];
+  } catch {
+    return [];
+  } finally {
+    db.close();
+  }
+}
+
+async function sandboxRefs(sandbox: RunningSandbox): Promise<string[]> {
+  const body = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as { scans: { scan: { reference: string } }[] };
+  return body.scans.map((s) => s.scan.reference);
+}
+
+async function crashWithThreeInFlight(sandbox: RunningSandbox, mode: 'direct' | 'presigned') {
+  const dir = mkdtempSync(join(tmpdir(), `sg-conc-crash-${mode}-`));
+  const config = writeConfig(dir, sandbox.url, mode);
+  const dbFile = join(dir, 'buffer.db');
+  const env = { SCAN_GATEWAY_CLIENT_SECRET: SECRET };
+  let gateway: GatewayProcess | undefined;
+  try {
+    // The service takes each upload and holds its answer 5 s: uploads stay in flight, their data arrived.
+    sandbox.setFaults({ answerDelayMs: 5000 });
+    gateway = await startGateway(config, env, dir);
+    const expected = dropCsv(join(dir, 'inbox'), 'conc', SCANS);
+    const inFlight = await waitFor(() => (onTheWire(dbFile).length >= 3 ? onTheWire(dbFile) : undefined), { timeoutMs: 15_000, intervalMs: 10, what: 'three uploads on the wire' });
+    // Every one of them reached the service (its answer is what is held back).
+    await waitFor(async () => (await sandboxRefs(sandbox)).length >= 3 * 200, { timeoutMs: 5000, what: 'the service has the three uploads' });
+    await gateway.kill();
+    gateway = undefined;
+    expect(inFlight).toHaveLength(3);
+
+    sandbox.setFaults({ answerDelayMs: 0 });
+    gateway = await startGateway(config, env, dir);
+    const url = gateway.httpUrl;
+    await waitFor(
+      async () => {
+        const s = (await (await fetch(`${url}/api/v1/status`)).json()) as { buffer: { undeliveredScans: number; pendingScans?: number } };
+        return s.buffer.undeliveredScans === 0 && (await sandboxRefs(sandbox)).length >= SCANS;
+      },
+      { timeoutMs: 30_000, intervalMs: 100, what: 'every scan delivered after the restart' },
+    );
+    const status = (await (await fetch(`${url}/api/v1/status`)).json()) as { delivery: { possibleDuplicates: number; possibleDuplicateUploads: number } };
+    expect(await gateway.stop()).toBe(0);
+    gateway = undefined;
+
+    const received = await sandboxRefs(sandbox);
+    const db = new Database(dbFile, { readonly: true });
+    let flagged: number[];
+    try {
+      flagged = db.prepare(`SELECT id FROM batches WHERE possible_duplicate > 0 ORDER BY id`).pluck().all() as number[];
+    } finally {
+      db.close();
+    }
+    // None lost.
+    expect(expected.filter((r) => !received.includes(r))).toEqual([]);
+    return { received, expected, inFlight, flagged, status: status.delivery };
+  } finally {
+    await gateway?.kill();
+  }
+}
+
+describe.concurrent('SIGKILL with three uploads in flight (uploadConcurrency 3)', () => {
+  const sandboxes: RunningSandbox[] = [];
+  beforeAll(async () => {
+    for (let i = 0; i < 2; i++) sandboxes.push(await startSandbox({ port: 0, processingDelayMs: 100 }));
+  });
+  afterAll(async () => {
+    for (const s of sandboxes) await s.close();
+  });
+
+  it('pre-signed: each batch in flight is recovered by its status; none sent twice, none counted', { timeout: 120_000 }, async () => {
+    const r = await crashWithThreeInFlight(sandboxes[0]!, 'presigned');
+    expect(r.received).toHaveLength(SCANS);
+    expect(new Set(r.received).size).toBe(SCANS);
+    expect(r.flagged).toEqual([]);
+    expect(r.status.possibleDuplicates).toBe(0);
+  });
+
+  it('direct: each batch in flight is sent again and counted as a possible duplicate, and only those', { timeout: 120_000 }, async () => {
+    const r = await crashWithThreeInFlight(sandboxes[1]!, 'direct');
+    // The three in flight had arrived: each is twice at the service, and each was counted.
+    expect(r.flagged).toEqual(r.inFlight);
+    expect(r.received).toHaveLength(SCANS + 3 * 200);
+    expect(r.status).toMatchObject({ possibleDuplicateUploads: 3, possibleDuplicates: 600 });
+  });
+});
