@@ -6,7 +6,7 @@ import { PACKAGE_ROOT } from '../src/paths.js';
 import { unitNodeArgs } from './footprint.js';
 import { startJsonChild, track, type JsonChild } from './lib/child.js';
 import { judge, type BenchResult, type Figure } from './lib/report.js';
-import { freePort, median, nowMs, processCpuSeconds, processMemory, sleep } from './lib/system.js';
+import { contextSwitches, freePort, median, nowMs, processCpuSeconds, processMemory, sleep } from './lib/system.js';
 import { startMosquitto, type Tool } from './lib/tools.js';
 
 /**
@@ -61,6 +61,11 @@ export interface SoakSample {
   loopMaxMs: number;
   /** CPU of the daemon since the previous sample, % of one core. */
   cpuPct: number;
+  /**
+   * Times a second the daemon's main thread was preempted (involuntary context switches) since the
+   * previous sample: high when other processes compete for the cores, which delays the loop too.
+   */
+  preemptedPerSec: number;
   /** Reads committed since start (scan_gateway_reads_total, all outcomes). */
   committed: number;
   /** Scans in the buffer by state (scan_gateway_scans). */
@@ -204,13 +209,17 @@ export async function benchSoak(opts: SoakOptions = SOAK_DEFAULTS): Promise<Omit
 
     const samples: SoakSample[] = [];
     let lastCpu = processCpuSeconds(d.pid) ?? NaN;
+    let lastSwitches = contextSwitches(d.pid)?.involuntary ?? NaN;
     let lastAt = nowMs();
     const sample = async (minute: number): Promise<SoakSample> => {
       const text = await fetch(`${d.baseUrl}/metrics`).then((r) => r.text());
       const mem = processMemory(d.pid);
       const cpu = processCpuSeconds(d.pid) ?? NaN;
       const at = nowMs();
+      const switches = contextSwitches(d.pid)?.involuntary ?? NaN;
       const cpuPct = (100 * (cpu - lastCpu)) / ((at - lastAt) / 1000);
+      const preemptedPerSec = (switches - lastSwitches) / ((at - lastAt) / 1000);
+      lastSwitches = switches;
       lastCpu = cpu;
       lastAt = at;
       const p = await stats();
@@ -229,6 +238,7 @@ export async function benchSoak(opts: SoakOptions = SOAK_DEFAULTS): Promise<Omit
         loopP99Ms: ms('nodejs_eventloop_lag_p99_seconds'),
         loopMaxMs: ms('nodejs_eventloop_lag_max_seconds'),
         cpuPct: minute === 0 ? NaN : cpuPct,
+        preemptedPerSec: minute === 0 ? NaN : preemptedPerSec,
         committed: metricSum(text, 'scan_gateway_reads_total'),
         pending: metricSum(text, 'scan_gateway_scans', 'state="pending"') || 0,
         batched: metricSum(text, 'scan_gateway_scans', 'state="batched"') || 0,
@@ -241,7 +251,7 @@ export async function benchSoak(opts: SoakOptions = SOAK_DEFAULTS): Promise<Omit
       samples.push(s);
       const r = (x: number) => x.toFixed(1);
       process.stderr.write(
-        `\n  soak ${minute > opts.minutes ? 'settled' : `minute ${minute}`}: RSS ${r(s.rssMiB)} MiB (peak ${r(s.hwmMiB)}), heap ${r(s.heapUsedMiB)}/${r(s.heapTotalMiB)} MiB, loop p99 ${r(s.loopP99Ms)} ms, CPU ${r(s.cpuPct)} %, published ${s.published}, committed ${s.committed}, delivered ${s.delivered}, undelivered ${s.undelivered}`,
+        `\n  soak ${minute > opts.minutes ? 'settled' : `minute ${minute}`}: RSS ${r(s.rssMiB)} MiB (peak ${r(s.hwmMiB)}), heap ${r(s.heapUsedMiB)}/${r(s.heapTotalMiB)} MiB, loop p99 ${r(s.loopP99Ms)} ms (max ${r(s.loopMaxMs)}), preempted ${r(s.preemptedPerSec)}/s, CPU ${r(s.cpuPct)} %, published ${s.published}, committed ${s.committed}, delivered ${s.delivered}, undelivered ${s.undelivered}`,
       );
       return s;
     };
@@ -378,6 +388,7 @@ export async function benchSoak(opts: SoakOptions = SOAK_DEFAULTS): Promise<Omit
             loopP99Ms: +s.loopP99Ms.toFixed(2),
             loopMaxMs: +s.loopMaxMs.toFixed(2),
             cpuPct: +s.cpuPct.toFixed(1),
+            preemptedPerSec: +s.preemptedPerSec.toFixed(1),
           })),
         )}`,
       ],
