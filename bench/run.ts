@@ -9,6 +9,7 @@ import { benchIntake, INTAKE_DEFAULTS } from './intake.js';
 import { benchItems, ITEMS_DEFAULTS } from './items.js';
 import { benchMqtt, MQTT_DEFAULTS } from './mqtt.js';
 import { benchSftp, SFTP_DEFAULTS } from './sftp.js';
+import { benchSoak, SOAK_DEFAULTS } from './soak.js';
 import { benchStatus, STATUS_DEFAULTS } from './status.js';
 import { formatMarkdown, formatTable, writeReport, type BenchReport, type BenchResult } from './lib/report.js';
 import { machineInfo, nowMs, othersBusyMeter, sampleBackground } from './lib/system.js';
@@ -19,16 +20,22 @@ import { machineInfo, nowMs, othersBusyMeter, sampleBackground } from './lib/sys
  *
  *   node dist/bench/run.js [--only intake,mqtt,drain,fill,footprint,status,bigfile,sftp,items] [--quick] [--out FILE]
  *                          [--node-args='--max-semi-space-size=1 …']
+ *   node dist/bench/run.js --only soak [--minutes N] [--heap-snapshots] [--quick]   (not in the default suite)
  *   node dist/bench/run.js --markdown [FILE]   (prints FILE, default the latest results, as a Markdown table)
  *
  * `--node-args` replaces the daemon's node options in the footprint benchmark (by default the
  * options of systemd/scan-gateway.service's ExecStart, so the figure is the unit's), for experiments.
- * `--quick` shrinks every size for a smoke run (its figures are not comparable). Exits 1 when a
+ * `--quick` shrinks every size for a smoke run (its figures are not comparable; the soak then lasts
+ * 3 minutes). The soak (30 minutes at 500 reads/s) runs only when named: `--minutes N` shortens it,
+ * `--heap-snapshots` writes two heap snapshots of the daemon for finding what grows. Exits 1 when a
  * benchmark could not run; a missed target is a result, not a failure.
  */
 
 const ALL = ['intake', 'mqtt', 'drain', 'fill', 'footprint', 'status', 'bigfile', 'sftp', 'items'] as const;
-type BenchId = (typeof ALL)[number];
+/** Benchmarks run only when named in `--only`: the soak takes 30 minutes. */
+const NAMED_ONLY = ['soak'] as const;
+const KNOWN = [...ALL, ...NAMED_ONLY];
+type BenchId = (typeof KNOWN)[number];
 
 const { values, positionals } = parseArgs({
   options: {
@@ -37,12 +44,16 @@ const { values, positionals } = parseArgs({
     out: { type: 'string' },
     markdown: { type: 'boolean', default: false },
     'node-args': { type: 'string' },
+    minutes: { type: 'string' },
+    'heap-snapshots': { type: 'boolean', default: false },
   },
   allowPositionals: true,
 });
 const quick = values.quick ?? false;
 const selected = (values.only?.split(',').map((s) => s.trim()) ?? [...ALL]) as BenchId[];
-for (const id of selected) if (!ALL.includes(id)) throw new Error(`unknown benchmark ${id}; known: ${ALL.join(', ')}`);
+for (const id of selected) if (!KNOWN.includes(id)) throw new Error(`unknown benchmark ${id}; known: ${KNOWN.join(', ')}`);
+const minutes = values.minutes === undefined ? undefined : Number(values.minutes);
+if (minutes !== undefined && !(Number.isInteger(minutes) && minutes >= 1)) throw new Error(`--minutes must be a whole number of minutes, at least 1 (got ${values.minutes})`);
 const out = values.out ?? join(PACKAGE_ROOT, 'bench/results/latest.json');
 
 const sizes = {
@@ -57,6 +68,11 @@ const sizes = {
   bigfile: quick ? { lines: 100_000 } : BIGFILE_DEFAULTS,
   sftp: quick ? { batchMiB: 10, batches: 2 } : SFTP_DEFAULTS,
   items: quick ? { scans: 200_000, lookups: 50 } : ITEMS_DEFAULTS,
+  soak: {
+    ...SOAK_DEFAULTS,
+    minutes: minutes ?? (quick ? 3 : SOAK_DEFAULTS.minutes),
+    heapSnapshots: values['heap-snapshots'] ?? false,
+  },
 };
 
 const runners: Record<BenchId, () => Promise<Omit<BenchResult, 'durationSec' | 'background'>>> = {
@@ -69,6 +85,7 @@ const runners: Record<BenchId, () => Promise<Omit<BenchResult, 'durationSec' | '
   bigfile: () => benchBigFile(sizes.bigfile),
   sftp: () => benchSftp(sizes.sftp),
   items: () => benchItems(sizes.items),
+  soak: () => benchSoak(sizes.soak),
 };
 
 const TITLES: Record<BenchId, string> = {
@@ -81,6 +98,7 @@ const TITLES: Record<BenchId, string> = {
   bigfile: 'One big file',
   sftp: 'SFTP delivery of large batches',
   items: 'Item lookup (10 million scans)',
+  soak: 'Soak (30 minutes at 500 reads/s over MQTT)',
 };
 
 // Ctrl-C: exit through 'exit', whose handler (lib/child.ts) kills the brokers, sandboxes and ptys started.
