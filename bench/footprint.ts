@@ -74,9 +74,11 @@ export const FOOTPRINT_DEFAULTS: FootprintOptions = { starts: 3, settleMs: 5000,
  * scanners by socat ptys, the MQTT brokers by one mosquitto (in the clear, anonymous), a TCP
  * reader the gateway connects to by a local server that accepts and stays silent, listening
  * ports by free ports on 127.0.0.1, folders and the buffer by a temp folder, the service by the
- * sandbox, the ingest token by a temp file, the health page by a free port.
+ * sandbox, the ingest token by a temp file, the health page by a free port, and the status-event
+ * brokers by the sandbox's Kafka broker when `kafka` is given (its CA in a temp file, the demo
+ * client's topic); without it they stay the example's, which cannot be reached from here.
  */
-export async function adaptExample(dir: string, sandboxUrl: string, tools: Tool[]): Promise<string> {
+export async function adaptExample(dir: string, sandboxUrl: string, tools: Tool[], kafka?: SandboxKafkaInfo): Promise<string> {
   const edits: ConfigEdits = [
     [['upstream', 'baseUrl'], sandboxUrl],
     [['upstream', 'authUrl'], sandboxUrl],
@@ -85,6 +87,15 @@ export async function adaptExample(dir: string, sandboxUrl: string, tools: Tool[
     [['buffer', 'path'], join(dir, 'buffer.db')],
     [['http', 'listen'], `127.0.0.1:${await freePort()}`],
   ];
+  if (kafka) {
+    const caFile = join(dir, 'kafka-ca.pem');
+    writeFileSync(caFile, kafka.caPem);
+    edits.push(
+      [['upstream', 'statusEvents', 'bootstrapServers'], [kafka.bootstrapServers]],
+      [['upstream', 'statusEvents', 'topic'], kafka.topic],
+      [['upstream', 'statusEvents', 'caFile'], caFile],
+    );
+  }
   let broker: (Tool & { url: string }) | undefined;
   const inputs = exampleInputs();
   for (const [i, input] of inputs.entries()) {
@@ -135,6 +146,13 @@ export async function adaptExample(dir: string, sandboxUrl: string, tools: Tool[
   const file = join(dir, 'config.yaml');
   writeFileSync(file, adaptedExampleText(edits));
   return file;
+}
+
+/** The sandbox child's status-event broker (bench/sandbox-child.ts). */
+export interface SandboxKafkaInfo {
+  bootstrapServers: string;
+  caPem: string;
+  topic: string;
 }
 
 /** A TCP "reader" that accepts connections and sends nothing (the gateway's tcp client input connects to it). */
@@ -232,8 +250,8 @@ export async function benchFootprint(opts: FootprintOptions = FOOTPRINT_DEFAULTS
   const tools: Tool[] = [];
   const sandbox = startJsonChild('sandbox-child.js', ['{}']);
   try {
-    const { url } = await sandbox.next<{ url: string }>(20_000, 'the sandbox to listen');
-    const configFile = await adaptExample(dir, url, tools);
+    const { url, kafka } = await sandbox.next<{ url: string; kafka?: SandboxKafkaInfo }>(20_000, 'the sandbox to listen');
+    const configFile = await adaptExample(dir, url, tools, kafka);
     const words = opts.nodeArgs ?? unitNodeArgs();
     const nodeArgs = words.filter((w) => !ENV_WORD.test(w));
     const env: Record<string, string> = { ...unitEnvironment() };
