@@ -8,6 +8,7 @@ import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
 import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js';
 import { dropCsv } from '../helpers/inbox.js';
 import { waitFor } from '../helpers/wait.js';
+import { sandboxRefs } from '../helpers/sandbox-scans.js';
 
 /**
  * A SIGKILL while several uploads are in flight at once (issue 17, `delivery.uploadConcurrency`):
@@ -55,11 +56,6 @@ function onTheWire(dbFile: string): number[] {
   } finally {
     db.close();
   }
-}
-
-async function sandboxRefs(sandbox: RunningSandbox): Promise<string[]> {
-  const body = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as { scans: { scan: { reference: string } }[] };
-  return body.scans.map((s) => s.scan.reference);
 }
 
 async function crashWithThreeInFlight(sandbox: RunningSandbox, mode: 'direct' | 'presigned') {

@@ -8,13 +8,9 @@ import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
 import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js';
 import { startMosquitto, type Broker } from '../helpers/mosquitto.js';
 import { waitFor } from '../helpers/wait.js';
+import { sandboxRefs } from '../helpers/sandbox-scans.js';
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
-
-async function sandboxRefs(sandbox: RunningSandbox): Promise<string[]> {
-  const body = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as { scans: { scan: { reference: string } }[] };
-  return body.scans.map((s) => s.scan.reference);
-}
 
 async function publish(url: string, from: number, to: number): Promise<void> {
   const client = await mqtt.connectAsync(url, { clientId: `e2e-publisher-${from}`, clean: true });

@@ -11,17 +11,13 @@ import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { waitFor } from '../helpers/wait.js';
 import { formBatch } from '../../src/delivery/batcher.js';
+import { sandboxRefs } from '../helpers/sandbox-scans.js';
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
 
 function scan(reference: string, dcpKey = 'GI-01'): IntakeRecord {
   const body = { reference, timeStamp: '2026-11-18T07:00:00', dcpKey, productModelKey: 'PACK-A', supplierKey: 'SUP-0042', parents: [], attributes: [] };
   return { inputId: 'test', receivedAt: new Date(), raw: Buffer.from(reference), outcome: 'scan', scan: { reference, dcpKey, instant: new Date(), body: JSON.stringify(body) } };
-}
-
-async function sandboxRefs(sandbox: RunningSandbox): Promise<string[]> {
-  const body = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as { scans: { scan: { reference: string } }[] };
-  return body.scans.map((s) => s.scan.reference);
 }
 
 describe('delivery against the sandbox over real HTTP', () => {

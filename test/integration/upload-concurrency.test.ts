@@ -17,6 +17,7 @@ import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { httpError, networkError } from '../../src/upstream/http-errors.js';
 import { waitFor } from '../helpers/wait.js';
+import { sandboxRefs } from '../helpers/sandbox-scans.js';
 
 /**
  * Uploads in flight at once (issue 17, `delivery.uploadConcurrency`) against the sandbox over real
@@ -94,11 +95,6 @@ class CountingApi implements DeliveryApi {
   getScanStatus(requestId: string) {
     return this.client.getScanStatus(requestId);
   }
-}
-
-async function sandboxRefs(sandbox: RunningSandbox): Promise<string[]> {
-  const body = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as { scans: { scan: { reference: string } }[] };
-  return body.scans.map((s) => s.scan.reference);
 }
 
 describe('uploads in flight at once (uploadConcurrency) against the sandbox', () => {
