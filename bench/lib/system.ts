@@ -1,6 +1,5 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync, statfsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { cpus, release, tmpdir, totalmem, type as osType } from 'node:os';
 import type { Background, MachineInfo } from './report.js';
 
@@ -132,18 +131,8 @@ export function othersBusyMeter(): () => number {
   };
 }
 
-/** A TCP port free on 127.0.0.1 right now. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
+/** A TCP port free on 127.0.0.1 now: the tests' helper (test/helpers/ports.ts), shared. */
+export { freePort } from '../../test/helpers/ports.js';
 
 /** The p-th percentile (0–100) of `sorted` (ascending), nearest rank. */
 export function percentile(sorted: readonly number[], p: number): number {
