@@ -1,11 +1,11 @@
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
-import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js';
+import { startGateway, writeInboxConfig, type GatewayProcess } from '../helpers/gateway-process.js';
 import { dropCsv } from '../helpers/inbox.js';
 import { waitFor } from '../helpers/wait.js';
 import { sandboxRefs } from '../helpers/sandbox-scans.js';
@@ -22,23 +22,12 @@ const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'ut
 const SCANS = 1500;
 
 function writeConfig(dir: string, sandboxUrl: string, mode: 'direct' | 'presigned'): string {
-  const file = join(dir, 'config.yaml');
-  writeFileSync(
-    file,
-    `site: { id: crash, timezone: Europe/Berlin }
-upstream: { baseUrl: ${sandboxUrl}, authUrl: ${sandboxUrl}, clientId: demo-client, requestTimeoutMs: 10000 }
-buffer: { path: ${join(dir, 'buffer.db')} }
-delivery: { mode: ${mode}, uploadConcurrency: 3, maxBatchScans: 200, presignedMaxScans: 200, maxBatchDelayMs: 30, statusPollMs: 60, statusPollMaxMs: 200, retryBaseMs: 30, retryMaxMs: 200, notFoundGraceMs: 400 }
-http: { listen: 127.0.0.1:0 }
-# info: the test helper finds the health address in the "scan-gateway started" log line
-log: { level: info }
-dcps:
-  - { key: GI-01, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-0042, duplicateWindowMs: 0 }
-inputs:
-  - { id: inbox, type: files, dir: ${join(dir, 'inbox')}, format: csv, barcodeColumn: barcode, timeColumn: read_at, dcp: GI-01, stableMs: 30 }
-`,
-  );
-  return file;
+  return writeInboxConfig(dir, {
+    site: 'crash',
+    sandboxUrl,
+    requestTimeoutMs: 10_000,
+    delivery: `mode: ${mode}, uploadConcurrency: 3, maxBatchScans: 200, presignedMaxScans: 200, maxBatchDelayMs: 30, statusPollMs: 60, statusPollMaxMs: 200, retryBaseMs: 30, retryMaxMs: 200, notFoundGraceMs: 400`,
+  });
 }
 
 /** Batches on the wire now: direct ones `uploading`, pre-signed ones `presigned` with a PUT started. */

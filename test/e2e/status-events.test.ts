@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { makeSandboxTls } from '../../src/sandbox/kafka/ca.js';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
-import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js';
+import { startGateway, writeInboxConfig, type GatewayProcess } from '../helpers/gateway-process.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
@@ -48,28 +48,12 @@ async function sandboxWithKafka(processingDelayMs: number): Promise<RunningSandb
 function writeConfig(dir: string, sandbox: RunningSandbox, poll: { statusPollMs: number; statusPollMaxMs: number }, mode: 'direct' | 'presigned' = 'direct'): string {
   writeFileSync(join(dir, 'kafka-ca.pem'), sandbox.kafka!.caPem);
   mkdirSync(join(dir, 'inbox'), { recursive: true });
-  const file = join(dir, 'config.yaml');
-  writeFileSync(
-    file,
-    `site: { id: events, timezone: Europe/Berlin }
-upstream:
-  baseUrl: ${sandbox.url}
-  authUrl: ${sandbox.url}
-  clientId: demo-client
-  requestTimeoutMs: 5000
-  statusEvents: { enabled: true, bootstrapServers: [${sandbox.kafka!.bootstrapServers}], environment: sandbox, caFile: ${join(dir, 'kafka-ca.pem')}, safetyPollMs: ${TEN_MINUTES}, staleAfterMs: 10000 }
-buffer: { path: ${join(dir, 'buffer.db')} }
-delivery: { mode: ${mode}, maxBatchScans: 20, presignedMaxScans: 20, maxBatchDelayMs: 30, statusPollMs: ${poll.statusPollMs}, statusPollMaxMs: ${poll.statusPollMaxMs}, retryBaseMs: 30, retryMaxMs: 200 }
-http: { listen: 127.0.0.1:0 }
-# info: the test helper finds the health address in the "scan-gateway started" log line
-log: { level: info }
-dcps:
-  - { key: GI-01, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-0042, duplicateWindowMs: 0 }
-inputs:
-  - { id: inbox, type: files, dir: ${join(dir, 'inbox')}, format: csv, barcodeColumn: barcode, timeColumn: read_at, dcp: GI-01, stableMs: 30 }
-`,
-  );
-  return file;
+  return writeInboxConfig(dir, {
+    site: 'events',
+    sandboxUrl: sandbox.url,
+    upstream: `  statusEvents: { enabled: true, bootstrapServers: [${sandbox.kafka!.bootstrapServers}], environment: sandbox, caFile: ${join(dir, 'kafka-ca.pem')}, safetyPollMs: ${TEN_MINUTES}, staleAfterMs: 10000 }\n`,
+    delivery: `mode: ${mode}, maxBatchScans: 20, presignedMaxScans: 20, maxBatchDelayMs: 30, statusPollMs: ${poll.statusPollMs}, statusPollMaxMs: ${poll.statusPollMaxMs}, retryBaseMs: 30, retryMaxMs: 200`,
+  });
 }
 
 async function gateway(file: string, dir: string): Promise<GatewayProcess> {

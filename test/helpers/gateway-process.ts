@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 
@@ -60,4 +61,38 @@ export async function startGateway(configFile: string, env: Record<string, strin
       return exited;
     },
   };
+}
+
+/**
+ * Writes `dir/config.yaml` for the end-to-end tests' gateway: one CSV file input (`dir/inbox`,
+ * columns `barcode` and `read_at`) into the goods-in DCP GI-01, the buffer at `dir/buffer.db`, the
+ * sandbox at `sandboxUrl` as upstream (client `demo-client`, its secret from the environment), the
+ * health server on a free loopback port and the info-level log that {@link startGateway} reads.
+ *
+ * @param opts.delivery the contents of the `delivery` flow map, e.g. `mode: direct, maxBatchScans: 400`.
+ * @param opts.upstream more lines of the `upstream` block (indented by the caller), e.g. `statusEvents`.
+ * @returns the file's path.
+ */
+export function writeInboxConfig(dir: string, opts: { site: string; sandboxUrl: string; delivery: string; requestTimeoutMs?: number; upstream?: string }): string {
+  const file = join(dir, 'config.yaml');
+  writeFileSync(
+    file,
+    `site: { id: ${opts.site}, timezone: Europe/Berlin }
+upstream:
+  baseUrl: ${opts.sandboxUrl}
+  authUrl: ${opts.sandboxUrl}
+  clientId: demo-client
+  requestTimeoutMs: ${opts.requestTimeoutMs ?? 5000}
+${opts.upstream ?? ''}buffer: { path: ${join(dir, 'buffer.db')} }
+delivery: { ${opts.delivery} }
+http: { listen: 127.0.0.1:0 }
+# info: startGateway finds the health address in the "scan-gateway started" log line
+log: { level: info }
+dcps:
+  - { key: GI-01, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-0042, duplicateWindowMs: 0 }
+inputs:
+  - { id: inbox, type: files, dir: ${join(dir, 'inbox')}, format: csv, barcodeColumn: barcode, timeColumn: read_at, dcp: GI-01, stableMs: 30 }
+`,
+  );
+  return file;
 }
