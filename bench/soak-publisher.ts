@@ -1,5 +1,5 @@
 import { connect } from 'mqtt';
-import { reply } from './lib/child.js';
+import { readCommands, reply } from './lib/child.js';
 
 /**
  * The publisher of the soak benchmark, in a process of its own (its event loop and memory are not
@@ -57,19 +57,14 @@ function run(): void {
 
 client.once('connect', () => {
   reply({ ready: true });
-  let buffered = '';
-  process.stdin.setEncoding('utf8').on('data', (text: string) => {
-    buffered += text;
-    let i: number;
-    while ((i = buffered.indexOf('\n')) >= 0) {
-      const command = JSON.parse(buffered.slice(0, i)) as { start?: boolean; stats?: boolean };
-      buffered = buffered.slice(i + 1);
+  readCommands<{ start?: boolean; stats?: boolean }>(
+    (command) => {
       if (command.start) run();
       if (command.stats) reply({ published, acked, total });
-    }
-  });
-  process.stdin.on('end', () => {
-    finished = true;
-    client.end(true, () => process.exit(0));
-  });
+    },
+    () => {
+      finished = true;
+      client.end(true, () => process.exit(0));
+    },
+  );
 });

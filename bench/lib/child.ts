@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createInterface } from 'node:readline';
 
 /**
  * Benchmark parts that must have a process of their own (the gateway side of the drain, so its
@@ -107,4 +108,16 @@ export function startJsonChild(script: string, args: string[], nodeArgs: string[
 /** Writes one JSON line to stdout (the child side of the protocol). */
 export function reply(message: unknown): void {
   process.stdout.write(`${JSON.stringify(message)}\n`);
+}
+
+/**
+ * Reads the parent's commands (one JSON object per line on stdin, the child side of the protocol)
+ * and hands each to `onCommand`; `onEnd` runs when the parent closes stdin.
+ */
+export function readCommands<T>(onCommand: (command: T) => void, onEnd?: () => void): void {
+  const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
+  lines.on('line', (line) => {
+    if (line.trim() !== '') onCommand(JSON.parse(line) as T);
+  });
+  if (onEnd) lines.once('close', onEnd);
 }
