@@ -171,3 +171,18 @@ export const epochMs = (): number => performance.timeOrigin + performance.now();
 
 /** Resolves after `ms` milliseconds. */
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * CPU time (user + system) one thread of a process has used so far, in seconds (/proc/PID/task/TID/stat;
+ * the main thread's TID is the PID); undefined when it is gone.
+ */
+export function threadCpuSeconds(pid: number, tid: number): number | undefined {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / clkTck();
+}
