@@ -11,7 +11,7 @@ import { startIntakePipeline } from './lib/pipeline.js';
 import { runRawCeiling, type RawCeiling } from './lib/raw-ceiling.js';
 import { benchConfig, exampleInputs, PLC_INPUT, PLC_TOPIC } from './lib/reads.js';
 import { judge, type BenchResult, type Figure } from './lib/report.js';
-import { epochMs, median, percentile, processCpuSeconds, sleep, threadCpuSeconds } from './lib/system.js';
+import { epochMs, median, percentile, processCpuSeconds, sleep, threadCpuSeconds, threadSchedNs } from './lib/system.js';
 import { startMosquitto, type Tool } from './lib/tools.js';
 
 /**
@@ -185,6 +185,10 @@ interface TrialCpu {
   subscriberMainSeconds: number;
   /** CPU seconds of each other thread of the subscriber's process that used any (V8's GC and compiler helpers, libuv's pool), largest first. */
   subscriberOtherThreads: number[];
+  /** Seconds the subscriber's main thread was runnable but waited for a core (schedstat; NaN without schedstats). */
+  subscriberMainWaitSec: number;
+  /** Seconds the subscriber's main thread was on a core, by schedstat (precise; NaN without schedstats). */
+  subscriberMainRunSec: number;
   /** Wall seconds from the first publish command to the last message taken. */
   wallSec: number;
 }
@@ -220,6 +224,7 @@ function cpuNow(pids: Record<Role, number>): Record<Role | 'subscriberMain', num
  */
 async function throughput(publisher: JsonChild, receiver: Receiver, messages: number, pids: Record<Role, number>): Promise<{ rate: number; cpu: TrialCpu }> {
   const threadsBefore = threadsNow(pids.subscriber);
+  const schedBefore = threadSchedNs(pids.subscriber, pids.subscriber);
   const cpuBefore = cpuNow(pids);
   const wallBefore = epochMs();
   publisher.send({ burst: messages });
@@ -230,6 +235,10 @@ async function throughput(publisher: JsonChild, receiver: Receiver, messages: nu
     await sleep(5);
   }
   const wallSec = (receiver.lastAt() - wallBefore) / 1000;
+  // Read at the last message, not after the settle pause: these describe the trial's wall time.
+  const schedAfter = threadSchedNs(pids.subscriber, pids.subscriber);
+  const subscriberMainRunSec = schedBefore && schedAfter ? (schedAfter.runNs - schedBefore.runNs) / 1e9 : NaN;
+  const subscriberMainWaitSec = schedBefore && schedAfter ? (schedAfter.waitNs - schedBefore.waitNs) / 1e9 : NaN;
   await sleep(250);
   const cpuAfter = cpuNow(pids);
   const subscriberOtherThreads: number[] = [];
@@ -242,7 +251,7 @@ async function throughput(publisher: JsonChild, receiver: Receiver, messages: nu
   const seconds = {} as Record<Role, number>;
   for (const role of ROLES) seconds[role] = cpuAfter[role] - cpuBefore[role];
   const subscriberMainSeconds = cpuAfter.subscriberMain - cpuBefore.subscriberMain;
-  return { rate: messages / ((receiver.lastAt() - sent.startedAt) / 1000), cpu: { seconds, subscriberMainSeconds, subscriberOtherThreads, wallSec } };
+  return { rate: messages / ((receiver.lastAt() - sent.startedAt) / 1000), cpu: { seconds, subscriberMainSeconds, subscriberOtherThreads, subscriberMainRunSec, subscriberMainWaitSec, wallSec } };
 }
 
 async function latency(publisher: JsonChild, receiver: Receiver, opts: MqttBenchOptions, prefix: string): Promise<number[]> {
@@ -317,6 +326,18 @@ function cpuBudget(
     }),
     judge({ name: 'cores used, gateway process (gateway trials)', value: coresOf('gateway', 'subscriber'), unit: 'cores' }),
     judge({ name: 'cores used, gateway main thread (gateway trials)', value: medianOf(trials.gateway, (t) => t.subscriberMainSeconds / t.wallSec), unit: 'cores' }),
+    judge({
+      name: 'gateway main thread waiting for a core (share of the trial)',
+      value: medianOf(trials.gateway, (t) => (100 * t.subscriberMainWaitSec) / t.wallSec),
+      unit: '%',
+      note: 'runnable, not running (/proc schedstat): the machine\'s cores were busy',
+    }),
+    judge({
+      name: 'gateway main thread asleep (share of the trial)',
+      value: medianOf(trials.gateway, (t) => (100 * (t.wallSec - t.subscriberMainRunSec - t.subscriberMainWaitSec)) / t.wallSec),
+      unit: '%',
+      note: 'neither running nor runnable: in fsync, or nothing to do (no message, e.g. the in-flight window full)',
+    }),
     judge({ name: 'cores used, mosquitto (gateway trials)', value: coresOf('gateway', 'broker'), unit: 'cores' }),
     judge({ name: 'cores used, publisher (gateway trials)', value: coresOf('gateway', 'publisher'), unit: 'cores' }),
     judge({ name: 'cores used, all three (gateway trials)', value: coresOf('gateway', 'all'), unit: 'cores' }),
