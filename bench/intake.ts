@@ -1,11 +1,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
-import { MIGRATIONS } from '../src/buffer/migrations.js';
-import { WAL_AUTOCHECKPOINT_PAGES, type BufferStore } from '../src/buffer/store.js';
+import type { BufferStore } from '../src/buffer/store.js';
 import type { IntakeItem } from '../src/inputs/types.js';
 import { startIntakePipeline } from './lib/pipeline.js';
+import { runRawCeiling } from './lib/raw-ceiling.js';
 import { benchConfig, benchItem } from './lib/reads.js';
 import { judge, type BenchResult, type Figure } from './lib/report.js';
 import { median, nowMs } from './lib/system.js';
@@ -73,56 +72,6 @@ async function runIntake(dir: string, items: readonly IntakeItem[], opts: Intake
   return { readsPerSec: items.length / elapsed, commits, dbPath, outcomes };
 }
 
-/** Every row of `table`, all columns, as arrays; and the insert statement text for them. */
-function tableRows(db: Database.Database, table: string): { columns: string[]; sql: string; rows: unknown[][] } {
-  const stmt = db.prepare(`SELECT * FROM ${table} ORDER BY id`).raw();
-  const columns = stmt.columns().map((c) => c.name);
-  const sql = `INSERT INTO ${table} (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`;
-  return { columns, sql, rows: stmt.all() as unknown[][] };
-}
-
-/**
- * The ceiling: the rows intake wrote (every column of reads and scans, read back untimed), inserted
- * raw into a fresh file with the same schema (every migration: tables, indexes, triggers) and the
- * same pragmas, `batch` reads with their scans per transaction.
- */
-function runCeiling(dir: string, sourceDb: string, batch: number): number {
-  const src = new Database(sourceDb, { readonly: true });
-  const reads = tableRows(src, 'reads');
-  const scans = tableRows(src, 'scans');
-  src.close();
-  const readIdAt = reads.columns.indexOf('id');
-  const scanReadIdAt = scans.columns.indexOf('read_id');
-  const scanOf = new Map(scans.rows.map((r) => [r[scanReadIdAt] as number, r]));
-  const rows = reads.rows.map((r) => ({ read: r, scan: scanOf.get(r[readIdAt] as number) }));
-
-  const db = new Database(join(dir, 'ceiling.db'));
-  // BufferStore's pragmas, all of them: since issue 19 the buffer also returns pruned pages to the
-  // file system (auto_vacuum), checkpoints its log at 256 pages and cuts it back to 1 MiB. The
-  // ceiling had only the first four, and so wrote each page back to the database file less often.
-  db.pragma('auto_vacuum = INCREMENTAL');
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = FULL');
-  db.pragma('busy_timeout = 5000');
-  db.pragma('foreign_keys = ON');
-  db.pragma('journal_size_limit = 1048576');
-  db.pragma(`wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`);
-  for (const m of MIGRATIONS) db.exec(m);
-  const insertRead = db.prepare(reads.sql);
-  const insertScan = db.prepare(scans.sql);
-  const insertMany = db.transaction((chunk: typeof rows) => {
-    for (const { read, scan } of chunk) {
-      insertRead.run(...read);
-      if (scan) insertScan.run(...scan);
-    }
-  });
-  const started = nowMs();
-  for (let i = 0; i < rows.length; i += batch) insertMany(rows.slice(i, i + batch));
-  const elapsed = (nowMs() - started) / 1000;
-  db.close();
-  return rows.length / elapsed;
-}
-
 /** Runs benchmark 1. */
 export async function benchIntake(opts: IntakeBenchOptions = INTAKE_DEFAULTS): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
   // Each read its own instant, ten per millisecond, as they would arrive at 10,000 reads/s.
@@ -139,7 +88,7 @@ export async function benchIntake(opts: IntakeBenchOptions = INTAKE_DEFAULTS): P
       rates.push(trial.readsPerSec);
       groupSizes.push(opts.reads / trial.commits);
       outcomes = trial.outcomes;
-      ceilings.push(runCeiling(dir, trial.dbPath, opts.ceilingBatch));
+      ceilings.push(runRawCeiling(dir, trial.dbPath, opts.ceilingBatch).readsPerSec);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

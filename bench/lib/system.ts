@@ -160,3 +160,32 @@ export const epochMs = (): number => performance.timeOrigin + performance.now();
 
 /** Resolves after `ms` milliseconds. */
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * CPU time (user + system) one thread of a process has used so far, in seconds (/proc/PID/task/TID/stat;
+ * the main thread's TID is the PID); undefined when it is gone.
+ */
+export function threadCpuSeconds(pid: number, tid: number): number | undefined {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / clkTck();
+}
+
+/**
+ * Scheduler times of one thread so far (/proc/PID/task/TID/schedstat, in ns): on a core, and
+ * runnable but waiting for a core. The rest of the wall time the thread slept (I/O such as fsync,
+ * or nothing to do). Undefined when the thread is gone or the kernel has no schedstats.
+ */
+export function threadSchedNs(pid: number, tid: number): { runNs: number; waitNs: number } | undefined {
+  try {
+    const [run, wait] = readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').trim().split(' ').map(Number);
+    return run !== undefined && wait !== undefined && Number.isFinite(run) && Number.isFinite(wait) ? { runNs: run, waitNs: wait } : undefined;
+  } catch {
+    return undefined;
+  }
+}
