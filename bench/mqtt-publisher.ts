@@ -1,5 +1,5 @@
 import { connect } from 'mqtt';
-import { reply } from './lib/child.js';
+import { readCommands, reply } from './lib/child.js';
 import { plcText } from './lib/reads.js';
 
 /**
@@ -63,14 +63,8 @@ async function steady(rate: number, seconds: number, prefix: string): Promise<vo
 
 client.once('connect', () => {
   reply({ ready: true });
-  let buffered = '';
-  process.stdin.setEncoding('utf8').on('data', (text: string) => {
-    buffered += text;
-    let i: number;
-    while ((i = buffered.indexOf('\n')) >= 0) {
-      const line = buffered.slice(0, i);
-      buffered = buffered.slice(i + 1);
-      const command = JSON.parse(line) as { burst?: number; steady?: { rate: number; seconds: number; prefix: string }; probe?: string };
+  readCommands<{ burst?: number; steady?: { rate: number; seconds: number; prefix: string }; probe?: string }>(
+    (command) => {
       const run =
         command.burst !== undefined
           ? burst(command.burst)
@@ -81,9 +75,7 @@ client.once('connect', () => {
         process.stderr.write(`publisher: ${String(err)}\n`);
         process.exit(1);
       });
-    }
-  });
-  process.stdin.on('end', () => {
-    client.end(true, () => process.exit(0));
-  });
+    },
+    () => client.end(true, () => process.exit(0)),
+  );
 });
