@@ -36,7 +36,7 @@ try {
     writeSync(db, page, 0, 4096, size);
     size += 4096;
     timed(db, lat.database);
-    // About the gateway's rate at 500 reads/s (its 765 to 1,038 fsyncs a second, two per step here).
+    // About the gateway's rate at 500 reads/s (its 427 to 765 fsyncs a second, two per step here).
     await new Promise((r) => setTimeout(r, 3));
   }
   closeSync(db);
