@@ -20,14 +20,16 @@ import { machineInfo, nowMs, othersBusyMeter, sampleBackground } from './lib/sys
  *
  *   node dist/bench/run.js [--only intake,mqtt,drain,fill,footprint,status,bigfile,sftp,items] [--quick] [--out FILE]
  *                          [--node-args='--max-semi-space-size=1 …']
- *   node dist/bench/run.js --only soak [--minutes N] [--heap-snapshots] [--quick]   (not in the default suite)
+ *   node dist/bench/run.js --only soak [--minutes N] [--heap-snapshots] [--prefill SCANS] [--cpu-prof-dir DIR] [--quick]   (not in the default suite)
  *   node dist/bench/run.js --markdown [FILE]   (prints FILE, default the latest results, as a Markdown table)
  *
  * `--node-args` replaces the daemon's node options in the footprint benchmark (by default the
  * options of systemd/scan-gateway.service's ExecStart, so the figure is the unit's), for experiments.
  * `--quick` shrinks every size for a smoke run (its figures are not comparable; the soak then lasts
  * 3 minutes). The soak (30 minutes at 500 reads/s) runs only when named: `--minutes N` shortens it,
- * `--heap-snapshots` writes two heap snapshots of the daemon for finding what grows. Exits 1 when a
+ * `--heap-snapshots` writes two heap snapshots of the daemon for finding what grows, `--prefill N`
+ * starts it on a buffer of N delivered scans (900000: the end of a 30-minute soak), `--cpu-prof-dir`
+ * writes a CPU profile of the daemon there. Exits 1 when a
  * benchmark could not run; a missed target is a result, not a failure.
  */
 
@@ -46,6 +48,8 @@ const { values, positionals } = parseArgs({
     'node-args': { type: 'string' },
     minutes: { type: 'string' },
     'heap-snapshots': { type: 'boolean', default: false },
+    prefill: { type: 'string' },
+    'cpu-prof-dir': { type: 'string' },
   },
   allowPositionals: true,
 });
@@ -72,6 +76,8 @@ const sizes = {
     ...SOAK_DEFAULTS,
     minutes: minutes ?? (quick ? 3 : SOAK_DEFAULTS.minutes),
     heapSnapshots: values['heap-snapshots'] ?? false,
+    ...(values.prefill !== undefined ? { prefill: Number(values.prefill) } : {}),
+    ...(values['cpu-prof-dir'] !== undefined ? { cpuProfDir: values['cpu-prof-dir'] } : {}),
   },
 };
 
