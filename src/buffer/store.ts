@@ -11,6 +11,9 @@ import { BufferReports } from './reports.js';
 /** `wal_autocheckpoint` of the buffer, in pages (1 MiB at the 4 KiB page size). */
 export const WAL_AUTOCHECKPOINT_PAGES = 256;
 
+/** Rows per page of {@link BufferStore.pendingScans}. */
+export const PENDING_PAGE_ROWS = 2_000;
+
 /** Bytes of the buffer's write-ahead log file (0 when there is none). */
 function walBytes(path: string): number {
   try {
@@ -294,14 +297,24 @@ export class BufferStore {
   }
 
   /**
-   * Pending scans (not yet in a batch) in id order, as a cursor: rows are read as the loop asks
-   * for them, so a backlog of millions is never held in memory. The connection is busy until the
-   * loop ends (or breaks): no other statement may run meanwhile. The packing rule that consumes
-   * it lives in `src/delivery/batcher.ts`.
+   * Pending scans (not yet in a batch) in id order, read in pages of {@link PENDING_PAGE_ROWS} as
+   * the loop asks for them, so a backlog of millions is never held in memory (at most one page
+   * beyond what the loop takes). Pages rather than a cursor: `.all()` of 2,000 rows costs less
+   * per row than stepping a cursor (issue 17: 11.1 -> 9.3 ms CPU to pack a 10,000-scan batch,
+   * min of 10). Run it inside {@link atomically} when the rows must be one snapshot (the pages are
+   * separate statements). The packing rule that consumes it lives in `src/delivery/batcher.ts`.
    */
-  pendingScans(): IterableIterator<PendingScanRow> {
-    return this.db.prepare(`SELECT id, reference, bytes FROM scans WHERE state = 'pending' ORDER BY id`).iterate() as IterableIterator<PendingScanRow>;
+  *pendingScans(): IterableIterator<PendingScanRow> {
+    this.pendingPage ??= this.db.prepare(`SELECT id, reference, bytes FROM scans WHERE state = 'pending' AND id > ? ORDER BY id LIMIT ?`);
+    let afterId = -1;
+    for (;;) {
+      const rows = this.pendingPage.all(afterId, PENDING_PAGE_ROWS) as PendingScanRow[];
+      yield* rows;
+      if (rows.length < PENDING_PAGE_ROWS) return;
+      afterId = rows[rows.length - 1]!.id;
+    }
   }
+  private pendingPage: Database.Statement | undefined;
 
   /**
    * Writes a new `ready` batch of `scanIds` (their JSON array `bytes` long) and holds the scans in
