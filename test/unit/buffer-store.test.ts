@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MIGRATIONS } from '../../src/buffer/migrations.js';
-import { BufferStore } from '../../src/buffer/store.js';
+import { BufferStore, PENDING_PAGE_ROWS } from '../../src/buffer/store.js';
 import { isDiskFull } from '../../src/errors.js';
 import { formBatch } from '../../src/delivery/batcher.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
@@ -40,6 +40,19 @@ describe('buffer store', () => {
     s.finishBatch(batch.id, { state: 'HasFailures', processed: 2, failed: 1, failures: [{ reference: 'B', reason: 'Invalid DCP' }] }, nowIso);
     expect(s.scanCounts()).toEqual({ delivered: 1, failed: 1, pending: 2 });
     expect(s.recentProblems(5)[0]).toMatchObject({ kind: 'failed', reference: 'B', reason: 'Invalid DCP' });
+  });
+
+  it('reads pending scans page by page: every one once, in id order, past the pages and the scans batched between them', () => {
+    const s = open();
+    const count = PENDING_PAGE_ROWS * 2 + 500;
+    s.commitIntake(Array.from({ length: count }, (_, i) => scanRecord(`P${i}`, 40)), 0);
+    // The oldest 10 go into a batch: no longer pending, and not read.
+    const batch = formBatch(s, { maxScans: 10, maxBytes: 1e9, mode: 'direct', nowIso })!;
+    expect(batch.scanCount).toBe(10);
+    const ids = s.atomically(() => [...s.pendingScans()].map((r) => r.id));
+    const expected = sqlOf(s).prepare(`SELECT id FROM scans WHERE state = 'pending' ORDER BY id`).pluck().all() as number[];
+    expect(expected).toHaveLength(count - 10);
+    expect(ids).toEqual(expected);
   });
 
   it('keeps everything across a reopen', () => {
