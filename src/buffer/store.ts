@@ -293,7 +293,14 @@ export class BufferStore {
 
   /** `created_at` (ms) of the first scan in `state` (by id, through the scans_state index), or null. */
   private oldestCreatedAt(state: 'pending' | 'batched'): number | null {
-    return (this.db.prepare(`SELECT created_at FROM scans WHERE state = ? ORDER BY id LIMIT 1`).pluck().get(state) as number | undefined) ?? null;
+    // `state <> 'delivered'`: the condition of the partial index scans_state (last migration). The
+    // state is written out, not bound: SQLite matches a bound value against that condition only by
+    // preparing the statement again once the value is known.
+    const sql =
+      state === 'pending'
+        ? `SELECT created_at FROM scans WHERE state = 'pending' AND state <> 'delivered' ORDER BY id LIMIT 1`
+        : `SELECT created_at FROM scans WHERE state = 'batched' AND state <> 'delivered' ORDER BY id LIMIT 1`;
+    return (this.db.prepare(sql).pluck().get() as number | undefined) ?? null;
   }
 
   /**
@@ -305,7 +312,7 @@ export class BufferStore {
    * separate statements). The packing rule that consumes it lives in `src/delivery/batcher.ts`.
    */
   *pendingScans(): IterableIterator<PendingScanRow> {
-    this.pendingPage ??= this.db.prepare(`SELECT id, reference, bytes FROM scans WHERE state = 'pending' AND id > ? ORDER BY id LIMIT ?`);
+    this.pendingPage ??= this.db.prepare(`SELECT id, reference, bytes FROM scans WHERE state = 'pending' AND state <> 'delivered' AND id > ? ORDER BY id LIMIT ?`);
     let afterId = -1;
     for (;;) {
       const rows = this.pendingPage.all(afterId, PENDING_PAGE_ROWS) as PendingScanRow[];
@@ -584,9 +591,9 @@ export class BufferStore {
         // letter with its raw read took about 50 ms at 10,000 of them, on each health refresh.
         `SELECT * FROM (
            SELECT 'failed' AS kind, r.input_id AS inputId, s.reference AS reference, s.failure_reason AS reason, r.raw AS raw, r.received_at AS at, r.origin AS origin, r.id AS rid
-             FROM (SELECT * FROM (SELECT id, read_id, reference, failure_reason FROM scans WHERE state = 'failed' AND replayed_by IS NULL ORDER BY id DESC LIMIT ?)
+             FROM (SELECT * FROM (SELECT id, read_id, reference, failure_reason FROM scans WHERE state = 'failed' AND state <> 'delivered' AND replayed_by IS NULL ORDER BY id DESC LIMIT ?)
                    UNION ALL
-                   SELECT * FROM (SELECT id, read_id, reference, failure_reason FROM scans WHERE state = 'held' AND replayed_by IS NULL ORDER BY id DESC LIMIT ?)) s
+                   SELECT * FROM (SELECT id, read_id, reference, failure_reason FROM scans WHERE state = 'held' AND state <> 'delivered' AND replayed_by IS NULL ORDER BY id DESC LIMIT ?)) s
              JOIN reads r ON r.id = s.read_id
            UNION ALL
            SELECT * FROM (SELECT 'rejected', input_id, NULL, reason, raw, received_at, origin, id FROM reads WHERE outcome = 'rejected' ORDER BY id DESC LIMIT ?)
