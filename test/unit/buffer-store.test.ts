@@ -55,6 +55,22 @@ describe('buffer store', () => {
     expect(ids).toEqual(expected);
   });
 
+  it('counts scans by state for stats exactly as the rows say, delivered ones included (outside the partial state index)', () => {
+    const s = open();
+    s.commitIntake(Array.from({ length: 30 }, (_, i) => scanRecord(`C${i}`, 40)), 0);
+    const done = formBatch(s, { maxScans: 10, maxBytes: 1e9, mode: 'direct', nowIso })!;
+    s.finishBatch(done.id, { state: 'HasFailures', processed: 9, failed: 1, failures: [{ reference: 'C3', reason: 'Invalid DCP' }] }, nowIso);
+    const held = formBatch(s, { maxScans: 5, maxBytes: 1e9, mode: 'direct', nowIso })!;
+    s.holdBatch(held.id, 'refused');
+    formBatch(s, { maxScans: 5, maxBytes: 1e9, mode: 'direct', nowIso });
+    const rows = Object.fromEntries(
+      (sqlOf(s).prepare(`SELECT state AS k, count(*) AS n FROM scans NOT INDEXED GROUP BY state`).all() as { k: string; n: number }[]).map((r) => [r.k, r.n]),
+    );
+    expect(rows).toEqual({ delivered: 9, failed: 1, held: 5, batched: 5, pending: 10 });
+    expect(s.reports.stats().scans).toEqual(rows);
+    expect(sqlOf(s).prepare(`SELECT sql FROM sqlite_master WHERE name = 'scans_state'`).pluck().get()).toContain(`WHERE state <> 'delivered'`);
+  });
+
   it('keeps everything across a reopen', () => {
     const s = open();
     s.commitIntake([scanRecord('A', 40), { inputId: 'in', receivedAt: new Date(0), raw: Buffer.from([0xff]), outcome: 'rejected', reason: 'not UTF-8' }], 0);
