@@ -76,6 +76,8 @@ const AGE_BANDS: { label: string; belowMs: number | null }[] = [
 
 /** What is waiting for delivery: by DCP, by age, and the batches not yet finished. */
 function queueReport(db: Database.Database, nowMs: number): QueueReport {
+  // The queries of scans by state here also say `state <> 'delivered'`: the condition of the
+  // partial index scans_state (store migrations), without which SQLite would not use it.
   const rows = db
     .prepare(
       `SELECT dcp_key AS dcp, sum(state = 'pending') AS waiting, sum(state = 'batched') AS inFlight, min(created_at) AS oldest
