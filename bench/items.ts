@@ -38,6 +38,11 @@ function fill(path: string, scans: number): void {
     db.pragma('cache_size = -262144');
     const triggers = db.prepare(`SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'scans'`).pluck().all() as string[];
     for (const t of triggers) db.exec(`DROP TRIGGER ${t}`);
+    // Rebuilt afterwards from their own definitions (some are partial: the store's migrations).
+    const indexes = db
+      .prepare(`SELECT sql FROM sqlite_master WHERE type = 'index' AND name IN ('scans_reference', 'scans_state', 'scans_batch', 'scans_read')`)
+      .pluck()
+      .all() as string[];
     for (const i of ['scans_reference', 'scans_state', 'scans_batch', 'scans_read']) db.exec(`DROP INDEX ${i}`);
     const batches = Math.ceil(scans / 1000);
     db.transaction(() => {
@@ -68,10 +73,7 @@ function fill(path: string, scans: number): void {
            FROM g`,
       ).run();
     })();
-    db.exec(`CREATE INDEX scans_reference ON scans (reference)`);
-    db.exec(`CREATE INDEX scans_state ON scans (state, id)`);
-    db.exec(`CREATE INDEX scans_batch ON scans (batch_id)`);
-    db.exec(`CREATE INDEX scans_read ON scans (read_id)`);
+    for (const sql of indexes) db.exec(sql);
     db.exec(`INSERT OR IGNORE INTO scan_parents (parent, scan_id) SELECT p.value, s.id FROM scans s, json_each(s.body, '$.parents') p WHERE p.type = 'text'`);
     db.pragma('wal_checkpoint(TRUNCATE)');
   } finally {

@@ -356,4 +356,21 @@ export const MIGRATIONS: readonly string[] = [
       ON CONFLICT (state) DO UPDATE SET scans = scans + 1;
   END;
   `,
+
+  // Issue 17, round 3 (the drain's SQLite floor): the two indexes that the drain's bulk moves
+  // rewrite keep only the scans their readers look up. `scans_state` leaves delivered scans out
+  // (nothing looks them up by state: retention and the reports find them by batch), so
+  // batched -> delivered drops an entry instead of moving it; `scans_batch` leaves scans without a
+  // batch out (the pending ones), so pending -> batched adds an entry instead of moving one. Both
+  // moves, each committed, measured on copies of a 1M-scan buffer over 100 batches of 10,000
+  // (2 runs): 48 + 38 -> 40 + 33 ms CPU per batch. The indexes also shrink to the undelivered scans
+  // and dead letters. SQLite uses a partial index only for a query whose WHERE contains the index's
+  // condition (`batch_id = ?` implies `batch_id IS NOT NULL`): every query of scans by state says
+  // `state <> 'delivered'` as well. Rebuilding both reads the scans once (about 1 s per million).
+  `
+  DROP INDEX scans_state;
+  CREATE INDEX scans_state ON scans (state, id) WHERE state <> 'delivered';
+  DROP INDEX scans_batch;
+  CREATE INDEX scans_batch ON scans (batch_id) WHERE batch_id IS NOT NULL;
+  `,
 ];

@@ -152,7 +152,8 @@ function countInputLevel(store: BufferStore, s: ReplaySelection): number {
 function selectCandidates(store: BufferStore, s: ReplaySelection): Candidate[] {
   const readColumns = `r.input_id AS inputId, r.received_at AS receivedAt, r.raw AS raw, r.source_time AS sourceTime,
     r.source_dcp_key AS sourceDcpKey, r.parents AS parents, r.attributes AS attributes, r.origin AS origin`;
-  const where: string[] = [`s.state IN ('failed', 'held')`, `s.replayed_by IS NULL`];
+  // `s.state <> 'delivered'`: the condition of the partial index scans_state (store migrations).
+  const where: string[] = [`s.state IN ('failed', 'held')`, `s.state <> 'delivered'`, `s.replayed_by IS NULL`];
   const params: unknown[] = [];
   if (s.batchId !== undefined) {
     where.push('s.batch_id = ?');

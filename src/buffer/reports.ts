@@ -76,16 +76,18 @@ const AGE_BANDS: { label: string; belowMs: number | null }[] = [
 
 /** What is waiting for delivery: by DCP, by age, and the batches not yet finished. */
 function queueReport(db: Database.Database, nowMs: number): QueueReport {
+  // The queries of scans by state here also say `state <> 'delivered'`: the condition of the
+  // partial index scans_state (store migrations), without which SQLite would not use it.
   const rows = db
     .prepare(
       `SELECT dcp_key AS dcp, sum(state = 'pending') AS waiting, sum(state = 'batched') AS inFlight, min(created_at) AS oldest
-         FROM scans WHERE state IN ('pending', 'batched') GROUP BY dcp_key ORDER BY dcp_key`,
+         FROM scans WHERE state IN ('pending', 'batched') AND state <> 'delivered' GROUP BY dcp_key ORDER BY dcp_key`,
     )
     .all() as { dcp: string; waiting: number; inFlight: number; oldest: number }[];
   const byDcp = rows.map((r) => ({ dcp: r.dcp, waiting: r.waiting, inFlight: r.inFlight, oldestAgeMs: Math.max(0, nowMs - r.oldest) }));
   const cases = AGE_BANDS.map((b, i) => (b.belowMs === null ? `ELSE ${i}` : `WHEN ? - created_at < ${b.belowMs} THEN ${i}`)).join(' ');
   const bandCounts = db
-    .prepare(`SELECT CASE ${cases} END AS band, count(*) AS n FROM scans WHERE state IN ('pending', 'batched') GROUP BY band`)
+    .prepare(`SELECT CASE ${cases} END AS band, count(*) AS n FROM scans WHERE state IN ('pending', 'batched') AND state <> 'delivered' GROUP BY band`)
     .all(...AGE_BANDS.filter((b) => b.belowMs !== null).map(() => nowMs)) as { band: number; n: number }[];
   const byAge = AGE_BANDS.map((b, i) => ({ ...b, scans: bandCounts.find((c) => c.band === i)?.n ?? 0 }));
   const batches = db
@@ -145,7 +147,7 @@ function failuresReport(db: Database.Database, limit: number): FailuresReport {
            SELECT s.state AS kind, r.received_at AS at, r.input_id AS inputId, s.dcp_key AS dcp, s.reference AS reference,
                   coalesce(s.failure_reason, '') AS reason, r.raw AS raw, r.origin AS origin, b.request_id AS requestId, r.id AS rid
              FROM scans s JOIN reads r ON r.id = s.read_id LEFT JOIN batches b ON b.id = s.batch_id
-            WHERE s.state IN ('failed', 'held') ${open}
+            WHERE s.state IN ('failed', 'held') AND s.state <> 'delivered' ${open}
            UNION ALL
            SELECT 'rejected', received_at, input_id, dcp_key, NULL, coalesce(reason, ''), raw, origin, NULL, id
              FROM reads WHERE outcome = 'rejected'
@@ -156,7 +158,7 @@ function failuresReport(db: Database.Database, limit: number): FailuresReport {
   const reasons = db
     .prepare(
       `SELECT * FROM (
-         SELECT 'failed' AS kind, coalesce(failure_reason, '') AS reason, count(*) AS count FROM scans s WHERE state IN ('failed', 'held') ${open} GROUP BY 2
+         SELECT 'failed' AS kind, coalesce(failure_reason, '') AS reason, count(*) AS count FROM scans s WHERE state IN ('failed', 'held') AND state <> 'delivered' ${open} GROUP BY 2
          UNION ALL
          SELECT 'rejected', coalesce(reason, ''), count(*) FROM reads WHERE outcome = 'rejected' GROUP BY 2
        ) ORDER BY count DESC, reason LIMIT 50`,
@@ -183,6 +185,20 @@ export interface StatsReport {
   newestReadAt: string | null;
 }
 
+/**
+ * Scans by state, counted from the rows. The partial index scans_state (store migrations) holds no
+ * delivered scans: those are all scans less the others, so neither count reads the table itself.
+ */
+function scanStates(db: Database.Database): Record<string, number> {
+  const out = Object.fromEntries(
+    (db.prepare(`SELECT state AS k, count(*) AS n FROM scans WHERE state <> 'delivered' GROUP BY state`).all() as { k: string; n: number }[]).map((r) => [r.k, r.n]),
+  );
+  const all = db.prepare(`SELECT count(*) FROM scans`).pluck().get() as number;
+  const delivered = all - Object.values(out).reduce((a, b) => a + b, 0);
+  if (delivered > 0) out.delivered = delivered;
+  return out;
+}
+
 /** Size and content of the buffer. */
 function statsReport(db: Database.Database, path: string): StatsReport {
   const size = (suffix: string) => {
@@ -205,7 +221,7 @@ function statsReport(db: Database.Database, path: string): StatsReport {
     pages: db.pragma('page_count', { simple: true }) as number,
     freePages: db.pragma('freelist_count', { simple: true }) as number,
     reads: grouped(`SELECT outcome AS k, count(*) AS n FROM reads GROUP BY outcome`),
-    scans: grouped(`SELECT state AS k, count(*) AS n FROM scans GROUP BY state`),
+    scans: scanStates(db),
     batches: grouped(
       `SELECT CASE WHEN state = 'done' THEN 'done:' || coalesce(upstream_state, '?') ELSE state END AS k, count(*) AS n FROM batches GROUP BY k`,
     ),

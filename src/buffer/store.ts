@@ -11,6 +11,9 @@ import { BufferReports } from './reports.js';
 /** `wal_autocheckpoint` of the buffer, in pages (1 MiB at the 4 KiB page size). */
 export const WAL_AUTOCHECKPOINT_PAGES = 256;
 
+/** Rows per page of {@link BufferStore.pendingScans}. */
+export const PENDING_PAGE_ROWS = 2_000;
+
 /** Bytes of the buffer's write-ahead log file (0 when there is none). */
 function walBytes(path: string): number {
   try {
@@ -290,18 +293,35 @@ export class BufferStore {
 
   /** `created_at` (ms) of the first scan in `state` (by id, through the scans_state index), or null. */
   private oldestCreatedAt(state: 'pending' | 'batched'): number | null {
-    return (this.db.prepare(`SELECT created_at FROM scans WHERE state = ? ORDER BY id LIMIT 1`).pluck().get(state) as number | undefined) ?? null;
+    // `state <> 'delivered'`: the condition of the partial index scans_state (last migration). The
+    // state is written out, not bound: SQLite matches a bound value against that condition only by
+    // preparing the statement again once the value is known.
+    const sql =
+      state === 'pending'
+        ? `SELECT created_at FROM scans WHERE state = 'pending' AND state <> 'delivered' ORDER BY id LIMIT 1`
+        : `SELECT created_at FROM scans WHERE state = 'batched' AND state <> 'delivered' ORDER BY id LIMIT 1`;
+    return (this.db.prepare(sql).pluck().get() as number | undefined) ?? null;
   }
 
   /**
-   * Pending scans (not yet in a batch) in id order, as a cursor: rows are read as the loop asks
-   * for them, so a backlog of millions is never held in memory. The connection is busy until the
-   * loop ends (or breaks): no other statement may run meanwhile. The packing rule that consumes
-   * it lives in `src/delivery/batcher.ts`.
+   * Pending scans (not yet in a batch) in id order, read in pages of {@link PENDING_PAGE_ROWS} as
+   * the loop asks for them, so a backlog of millions is never held in memory (at most one page
+   * beyond what the loop takes). Pages rather than a cursor: `.all()` of 2,000 rows costs less
+   * per row than stepping a cursor (issue 17: 11.1 -> 9.3 ms CPU to pack a 10,000-scan batch,
+   * min of 10). Run it inside {@link atomically} when the rows must be one snapshot (the pages are
+   * separate statements). The packing rule that consumes it lives in `src/delivery/batcher.ts`.
    */
-  pendingScans(): IterableIterator<PendingScanRow> {
-    return this.db.prepare(`SELECT id, reference, bytes FROM scans WHERE state = 'pending' ORDER BY id`).iterate() as IterableIterator<PendingScanRow>;
+  *pendingScans(): IterableIterator<PendingScanRow> {
+    this.pendingPage ??= this.db.prepare(`SELECT id, reference, bytes FROM scans WHERE state = 'pending' AND state <> 'delivered' AND id > ? ORDER BY id LIMIT ?`);
+    let afterId = -1;
+    for (;;) {
+      const rows = this.pendingPage.all(afterId, PENDING_PAGE_ROWS) as PendingScanRow[];
+      yield* rows;
+      if (rows.length < PENDING_PAGE_ROWS) return;
+      afterId = rows[rows.length - 1]!.id;
+    }
   }
+  private pendingPage: Database.Statement | undefined;
 
   /**
    * Writes a new `ready` batch of `scanIds` (their JSON array `bytes` long) and holds the scans in
@@ -571,9 +591,9 @@ export class BufferStore {
         // letter with its raw read took about 50 ms at 10,000 of them, on each health refresh.
         `SELECT * FROM (
            SELECT 'failed' AS kind, r.input_id AS inputId, s.reference AS reference, s.failure_reason AS reason, r.raw AS raw, r.received_at AS at, r.origin AS origin, r.id AS rid
-             FROM (SELECT * FROM (SELECT id, read_id, reference, failure_reason FROM scans WHERE state = 'failed' AND replayed_by IS NULL ORDER BY id DESC LIMIT ?)
+             FROM (SELECT * FROM (SELECT id, read_id, reference, failure_reason FROM scans WHERE state = 'failed' AND state <> 'delivered' AND replayed_by IS NULL ORDER BY id DESC LIMIT ?)
                    UNION ALL
-                   SELECT * FROM (SELECT id, read_id, reference, failure_reason FROM scans WHERE state = 'held' AND replayed_by IS NULL ORDER BY id DESC LIMIT ?)) s
+                   SELECT * FROM (SELECT id, read_id, reference, failure_reason FROM scans WHERE state = 'held' AND state <> 'delivered' AND replayed_by IS NULL ORDER BY id DESC LIMIT ?)) s
              JOIN reads r ON r.id = s.read_id
            UNION ALL
            SELECT * FROM (SELECT 'rejected', input_id, NULL, reason, raw, received_at, origin, id FROM reads WHERE outcome = 'rejected' ORDER BY id DESC LIMIT ?)

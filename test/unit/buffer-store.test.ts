@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MIGRATIONS } from '../../src/buffer/migrations.js';
-import { BufferStore } from '../../src/buffer/store.js';
+import { BufferStore, PENDING_PAGE_ROWS } from '../../src/buffer/store.js';
 import { isDiskFull } from '../../src/errors.js';
 import { formBatch } from '../../src/delivery/batcher.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
@@ -40,6 +40,35 @@ describe('buffer store', () => {
     s.finishBatch(batch.id, { state: 'HasFailures', processed: 2, failed: 1, failures: [{ reference: 'B', reason: 'Invalid DCP' }] }, nowIso);
     expect(s.scanCounts()).toEqual({ delivered: 1, failed: 1, pending: 2 });
     expect(s.recentProblems(5)[0]).toMatchObject({ kind: 'failed', reference: 'B', reason: 'Invalid DCP' });
+  });
+
+  it('reads pending scans page by page: every one once, in id order, past the pages and the scans batched between them', () => {
+    const s = open();
+    const count = PENDING_PAGE_ROWS * 2 + 500;
+    s.commitIntake(Array.from({ length: count }, (_, i) => scanRecord(`P${i}`, 40)), 0);
+    // The oldest 10 go into a batch: no longer pending, and not read.
+    const batch = formBatch(s, { maxScans: 10, maxBytes: 1e9, mode: 'direct', nowIso })!;
+    expect(batch.scanCount).toBe(10);
+    const ids = s.atomically(() => [...s.pendingScans()].map((r) => r.id));
+    const expected = sqlOf(s).prepare(`SELECT id FROM scans WHERE state = 'pending' ORDER BY id`).pluck().all() as number[];
+    expect(expected).toHaveLength(count - 10);
+    expect(ids).toEqual(expected);
+  });
+
+  it('counts scans by state for stats exactly as the rows say, delivered ones included (outside the partial state index)', () => {
+    const s = open();
+    s.commitIntake(Array.from({ length: 30 }, (_, i) => scanRecord(`C${i}`, 40)), 0);
+    const done = formBatch(s, { maxScans: 10, maxBytes: 1e9, mode: 'direct', nowIso })!;
+    s.finishBatch(done.id, { state: 'HasFailures', processed: 9, failed: 1, failures: [{ reference: 'C3', reason: 'Invalid DCP' }] }, nowIso);
+    const held = formBatch(s, { maxScans: 5, maxBytes: 1e9, mode: 'direct', nowIso })!;
+    s.holdBatch(held.id, 'refused');
+    formBatch(s, { maxScans: 5, maxBytes: 1e9, mode: 'direct', nowIso });
+    const rows = Object.fromEntries(
+      (sqlOf(s).prepare(`SELECT state AS k, count(*) AS n FROM scans NOT INDEXED GROUP BY state`).all() as { k: string; n: number }[]).map((r) => [r.k, r.n]),
+    );
+    expect(rows).toEqual({ delivered: 9, failed: 1, held: 5, batched: 5, pending: 10 });
+    expect(s.reports.stats().scans).toEqual(rows);
+    expect(sqlOf(s).prepare(`SELECT sql FROM sqlite_master WHERE name = 'scans_state'`).pluck().get()).toContain(`WHERE state <> 'delivered'`);
   });
 
   it('keeps everything across a reopen', () => {
