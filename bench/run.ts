@@ -65,7 +65,7 @@ const sizes = {
   mqtt: quick ? { ...MQTT_DEFAULTS, messages: 10_000, latencySeconds: 3 } : MQTT_DEFAULTS,
   drain: quick ? { scans: 50_000, fillScans: 80_000 } : DRAIN_DEFAULTS,
   footprint: {
-    ...(quick ? { starts: 1, settleMs: 1000, idleMs: 2000 } : FOOTPRINT_DEFAULTS),
+    ...(quick ? { starts: 1, settleMs: 1000, idleMs: 2000, steadyMs: 3000 } : FOOTPRINT_DEFAULTS),
     ...(values['node-args'] !== undefined ? { nodeArgs: values['node-args'].split(/\s+/).filter(Boolean) } : {}),
   },
   status: quick ? { ...STATUS_DEFAULTS, scans: 100_000, rejected: 1000, calls: 10 } : STATUS_DEFAULTS,
