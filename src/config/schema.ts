@@ -98,9 +98,11 @@ export const statusEventsSchema = z
     staleAfterMs: z
       .number()
       .int()
-      .min(1000)
+      // A fetch of a quiet topic returns only after the consumer's 2 s wait (STATUS_EVENTS_FETCH_WAIT_MS
+      // in src/app/parts.ts): a shorter staleness flipped a healthy, quiet feed to `lagging` between reads.
+      .min(5000, { error: 'must be at least 5000 ms: a read of a quiet topic returns only every 2 s (the fetch wait), so a shorter value would count a healthy feed as stale' })
       .default(30_000)
-      .describe('When no read of the topic succeeded for this long (ms), the consumer counts as down and polling takes over.'),
+      .describe('When no read of the topic succeeded for this long (ms, at least 5,000: a read of a quiet topic returns every 2 s), the consumer counts as behind and polling takes over at its normal pace.'),
   })
   .strict()
   .superRefine((e, ctx) => {

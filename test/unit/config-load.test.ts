@@ -118,6 +118,15 @@ describe('configuration loading', () => {
     expect(() => loadConfig(join(dir, 'site.yaml'), { baseDir: dir, env })).toThrow(/user:password/);
   });
 
+  it('refuses a status-event staleness shorter than the consumer can read a quiet topic, naming the line', () => {
+    const events = (ms: number) => GOOD.replace('  clientId: c1\n', `  clientId: c1\n  statusEvents: { enabled: true, bootstrapServers: [kafka.example:9093], environment: prod, staleAfterMs: ${ms} }\n`);
+    const problems = problemsOf(events(1000));
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatchObject({ path: 'upstream.statusEvents.staleAfterMs', line: 6 });
+    expect(problems[0]?.message).toMatch(/at least 5000 ms.*every 2 s/);
+    expect(() => parseConfigText(events(5000), 'site.yaml', { env: {} })).not.toThrow();
+  });
+
   it('accepts the shipped demo and example configurations', () => {
     for (const file of ['config/demo.yaml', 'config/example.yaml']) {
       const loaded = loadConfig(join(PACKAGE_ROOT, file), { baseDir: PACKAGE_ROOT, env: {}, skipSecret: true });
