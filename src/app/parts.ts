@@ -10,7 +10,7 @@ import type { ReloadReport } from '../config/reload.js';
 import type { InputConfig } from '../config/schema.js';
 import { Deliverer } from '../delivery/deliverer.js';
 import { StatusEventFeed } from '../delivery/status-events.js';
-import { statusEventTopic } from '../config/schema.js';
+import { STATUS_EVENTS_FETCH_WAIT_MS, statusEventTopic } from '../config/schema.js';
 import type { DeliveryApi } from '../delivery/types.js';
 import type { AdminActions } from '../health/admin.js';
 import { isLoopbackHost } from '../listener/host-check.js';
@@ -407,8 +407,6 @@ export function buildStatusEvents(w: Wiring): Component {
 
 /** Connect deadline of the status-event reader (TCP, TLS, SASL), ms. */
 const STATUS_EVENTS_CONNECT_MS = 10_000;
-/** How long one fetch of status events waits at the broker for a new one, ms: also how often a quiet topic is read. */
-const STATUS_EVENTS_FETCH_WAIT_MS = 2_000;
 
 /** The embedded sandbox's Kafka CA (`upstream.statusEvents.trustSandboxCa`, demo only). */
 function sandboxCa(w: Wiring): string[] {

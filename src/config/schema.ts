@@ -56,6 +56,11 @@ export const siteSchema = z
  * username `upstream.clientId`, password the client secret (src/config/secrets.ts). See
  * docs/upstream.md "Status events".
  */
+/** How long one fetch of status events waits at the broker for a new one, ms: also how often a quiet topic is read. */
+export const STATUS_EVENTS_FETCH_WAIT_MS = 2_000;
+/** The least `statusEvents.staleAfterMs`: two fetch waits of a quiet topic and a second for the answer, ms. */
+export const STATUS_EVENTS_MIN_STALE_MS = 2 * STATUS_EVENTS_FETCH_WAIT_MS + 1_000;
+
 export const statusEventsSchema = z
   .object({
     enabled: z.boolean().default(false).describe('Read batch outcomes from the status topic (contract §6); polling slows down while events flow and takes over when they do not.'),
@@ -98,11 +103,13 @@ export const statusEventsSchema = z
     staleAfterMs: z
       .number()
       .int()
-      // A fetch of a quiet topic returns only after the consumer's 2 s wait (STATUS_EVENTS_FETCH_WAIT_MS
-      // in src/app/parts.ts): a shorter staleness flipped a healthy, quiet feed to `lagging` between reads.
-      .min(5000, { error: 'must be at least 5000 ms: a read of a quiet topic returns only every 2 s (the fetch wait), so a shorter value would count a healthy feed as stale' })
+      // A fetch of a quiet topic returns only after the consumer's wait: a shorter staleness
+      // flipped a healthy, quiet feed to `lagging` between reads.
+      .min(STATUS_EVENTS_MIN_STALE_MS, {
+        error: `must be at least ${STATUS_EVENTS_MIN_STALE_MS} ms: a read of a quiet topic returns only every ${STATUS_EVENTS_FETCH_WAIT_MS / 1000} s (the fetch wait), so a shorter value would count a healthy feed as stale`,
+      })
       .default(30_000)
-      .describe('When no read of the topic succeeded for this long (ms, at least 5,000: a read of a quiet topic returns every 2 s), the consumer counts as behind and polling takes over at its normal pace.'),
+      .describe(`When no read of the topic succeeded for this long (ms, at least ${STATUS_EVENTS_MIN_STALE_MS}: a read of a quiet topic returns every ${STATUS_EVENTS_FETCH_WAIT_MS / 1000} s), the consumer counts as behind and polling takes over at its normal pace.`),
   })
   .strict()
   .superRefine((e, ctx) => {
