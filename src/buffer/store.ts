@@ -296,11 +296,8 @@ export class BufferStore {
     // `state <> 'delivered'`: the condition of the partial index scans_state (last migration). The
     // state is written out, not bound: SQLite matches a bound value against that condition only by
     // preparing the statement again once the value is known.
-    const sql =
-      state === 'pending'
-        ? `SELECT created_at FROM scans WHERE state = 'pending' AND state <> 'delivered' ORDER BY id LIMIT 1`
-        : `SELECT created_at FROM scans WHERE state = 'batched' AND state <> 'delivered' ORDER BY id LIMIT 1`;
-    return (this.db.prepare(sql).pluck().get() as number | undefined) ?? null;
+    // `state` is one of two literals (its type), so writing it into the SQL is safe.
+    return (this.db.prepare(`SELECT created_at FROM scans WHERE state = '${state}' AND state <> 'delivered' ORDER BY id LIMIT 1`).pluck().get() as number | undefined) ?? null;
   }
 
   /**
