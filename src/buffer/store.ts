@@ -11,13 +11,45 @@ import { BufferReports } from './reports.js';
 /** `wal_autocheckpoint` of the buffer, in pages (1 MiB at the 4 KiB page size). */
 export const WAL_AUTOCHECKPOINT_PAGES = 256;
 
+/**
+ * What the write-ahead log may hold beyond the end of the database file (bytes) before a commit of
+ * reads checkpoints it first (see {@link BufferStore.commitIntake}): 64 pages at 4 KiB.
+ */
+export const CHECKPOINT_BEYOND_END_BYTES = 256 * 1024;
+
+/**
+ * A commit of reads at most this big (records; bytes of raw reads and scan bodies) may skip the
+ * checkpoint before it while the log holds no more than {@link CHECKPOINT_BEYOND_END_BYTES} beyond
+ * the database file's end. Bigger commits always checkpoint first, as every commit did before.
+ */
+export const SMALL_COMMIT_RECORDS = 64;
+export const SMALL_COMMIT_BYTES = 32 * 1024;
+
+function textLength(texts: readonly string[] | undefined): number {
+  let n = 0;
+  for (const t of texts ?? []) n += t.length;
+  return n;
+}
+
+/** Whether a commit of these records is small (see {@link SMALL_COMMIT_RECORDS}). */
+function smallCommit(records: readonly IntakeRecord[]): boolean {
+  if (records.length > SMALL_COMMIT_RECORDS) return false;
+  let bytes = 0;
+  for (const r of records) {
+    // A string's UTF-8 length is at most 3 bytes per UTF-16 unit: an upper bound where not given.
+    bytes += r.raw.length + (r.scan ? (r.scan.bytes ?? 3 * r.scan.body.length) : 0) + 3 * ((r.reason?.length ?? 0) + textLength(r.parents) + textLength(r.attributes && Object.entries(r.attributes).flat()));
+    if (bytes > SMALL_COMMIT_BYTES) return false;
+  }
+  return true;
+}
+
 /** Rows per page of {@link BufferStore.pendingScans}. */
 export const PENDING_PAGE_ROWS = 2_000;
 
-/** Bytes of the buffer's write-ahead log file (0 when there is none). */
-function walBytes(path: string): number {
+/** Bytes of a file (0 when there is none). */
+function fileBytes(path: string): number {
   try {
-    return statSync(`${path}-wal`).size;
+    return statSync(path).size;
   } catch {
     return 0;
   }
@@ -132,19 +164,25 @@ export class BufferStore {
    * under the same input and packet id (the broker reuses a packet id only after its PUBACK).
    * Throws on failure (`isDiskFull(err)` for a full disk); nothing is then written.
    *
-   * Before it, the write-ahead log is checkpointed (PASSIVE; nothing to do when the last one
-   * emptied it), and an SQLITE_FULL of that checkpoint refuses the commit like a full disk: so the
-   * log never holds more new pages beyond the end of the database file than one commit adds
-   * (3.7 MB for 1,000 scans of 600-character references, measured), within the 4 MiB reserve. SQLite's own
-   * automatic checkpoint ignores its errors: near a full disk it fails to extend the database file
-   * while the commits still fit in the log, which then grew to 8 MB, 7.3 MB of it pages beyond the end of the
-   * database file (measured on the MQTT tmpfs test). Its checkpoint needed more room than the 4 MiB
-   * reserve gives, nothing could write or checkpoint again, and delivery stopped for good.
+   * Before it, the write-ahead log is checkpointed (PASSIVE) unless it holds at most
+   * {@link CHECKPOINT_BEYOND_END_BYTES} of pages beyond the end of the database file and this
+   * commit is small ({@link SMALL_COMMIT_RECORDS}); an SQLITE_FULL of that checkpoint refuses the
+   * commit like a full disk. So the log never holds more new pages beyond the end of the database
+   * file than one big commit adds (3.7 MB for 1,000 scans of 600-character references, measured), or
+   * 256 KiB and one small commit (under 1 MiB, measured in test/unit/buffer-checkpoint.test.ts),
+   * within the 4 MiB reserve: those are the pages a checkpoint needs new room for on a full disk
+   * (issue 19). SQLite's own automatic checkpoint ignores its errors: near a full disk it fails to
+   * extend the database file while the commits still fit in the log, which then grew to 8 MB, 7.3
+   * MB of it pages beyond the end of the database file (measured on the MQTT tmpfs test). Its
+   * checkpoint needed more room than the 4 MiB reserve gives, nothing could write or checkpoint
+   * again, and delivery stopped for good.
+   *
+   * Why not before every commit, as until issue 17's round 4: a checkpoint costs two fsyncs (log and
+   * database file) on the thread that commits, and at 500 reads/s one commit per read made that
+   * 430 to 770 fsyncs a second, the event loop's longest stalls (docs/performance.md, section 10).
    */
   commitIntake(records: readonly IntakeRecord[], nowMs: number, files: readonly CommittedFile[] = [], messages: readonly CommittedMessage[] = []): void {
-    // Nothing to copy (intake's checkpointAfterCommit ran since the last write): SQLite answers at
-    // once, without writing or syncing.
-    if (this.path !== ':memory:' && walBytes(this.path) > 0) this.db.pragma('wal_checkpoint(PASSIVE)');
+    if (this.path !== ':memory:' && (!smallCommit(records) || this.bytesBeyondEnd() > CHECKPOINT_BEYOND_END_BYTES)) this.db.pragma('wal_checkpoint(PASSIVE)');
     this.statements ??= {
       read: this.db.prepare(
         `INSERT INTO reads (input_id, received_at, raw, source_time, dcp_key, origin, outcome, reason, source_dcp_key, parents, attributes, input_level)
@@ -199,16 +237,31 @@ export class BufferStore {
   }
 
   /**
-   * The checkpoint the next {@link commitIntake} would run first, run now: intake calls it once the
-   * sources of a commit were acknowledged, so that the copy of the log into the database file and
-   * its fsync (about half of a small commit's time) are no longer between a read and its
-   * acknowledgement. The next commit still checkpoints first and is refused on SQLITE_FULL: an
-   * error here (a full disk) is left to it, so it is ignored. Nothing is done once closed.
+   * Bytes of the pages the write-ahead log holds beyond the end of the database file: what a
+   * checkpoint must find new room for (`page_count` counts the log's pages, the file's size does
+   * not). 0 when the file reaches as far or further (a vacuum not yet checkpointed).
+   */
+  bytesBeyondEnd(): number {
+    this.pageCountStatement ??= this.db.prepare('PRAGMA page_count').pluck();
+    this.pageSize ??= this.db.pragma('page_size', { simple: true }) as number;
+    const pages = this.pageCountStatement.get() as number;
+    return Math.max(0, pages * this.pageSize - fileBytes(this.path));
+  }
+  private pageCountStatement: Database.Statement | undefined;
+  private pageSize: number | undefined;
+
+  /**
+   * The checkpoint the next {@link commitIntake} would run first, run now when the log holds more
+   * than {@link CHECKPOINT_BEYOND_END_BYTES} beyond the database file's end: intake calls it once
+   * the sources of a commit were acknowledged, so that the copy of the log into the database file
+   * and its fsync are not between a read and its acknowledgement. The next commit still checks
+   * and is refused on SQLITE_FULL: an error here (a full disk) is left to it, so it is ignored.
+   * Nothing is done once closed.
    */
   checkpointAfterCommit(): void {
     if (this.path === ':memory:' || !this.db.open) return;
     try {
-      if (walBytes(this.path) > 0) this.db.pragma('wal_checkpoint(PASSIVE)');
+      if (this.bytesBeyondEnd() > CHECKPOINT_BEYOND_END_BYTES) this.db.pragma('wal_checkpoint(PASSIVE)');
     } catch {
       // The next commit's own checkpoint meets the same error and refuses that commit.
     }
