@@ -16,21 +16,9 @@ import { machineInfo, nowMs, othersBusyMeter, sampleBackground } from './lib/sys
 
 /**
  * `npm run bench`: the benchmark suite of issue 8. Runs each benchmark with its ceiling measured in
- * the same run, prints a table and writes bench/results/latest.json. Not part of `npm test`.
- *
- *   node dist/bench/run.js [--only intake,mqtt,drain,fill,footprint,status,bigfile,sftp,items] [--quick] [--out FILE]
- *                          [--node-args='--max-semi-space-size=1 …']
- *   node dist/bench/run.js --only soak [--minutes N] [--heap-snapshots] [--prefill SCANS] [--cpu-prof-dir DIR] [--quick]   (not in the default suite)
- *   node dist/bench/run.js --markdown [FILE]   (prints FILE, default the latest results, as a Markdown table)
- *
- * `--node-args` replaces the daemon's node options in the footprint benchmark (by default the
- * options of systemd/scan-gateway.service's ExecStart, so the figure is the unit's), for experiments.
- * `--quick` shrinks every size for a smoke run (its figures are not comparable; the soak then lasts
- * 3 minutes). The soak (30 minutes at 500 reads/s) runs only when named: `--minutes N` shortens it,
- * `--heap-snapshots` writes two heap snapshots of the daemon for finding what grows, `--prefill N`
- * starts it on a buffer of N delivered scans (900000: the end of a 30-minute soak), `--cpu-prof-dir`
- * writes a CPU profile of the daemon there. Exits 1 when a
- * benchmark could not run; a missed target is a result, not a failure.
+ * the same run, prints a table and writes bench/results/latest.json. Not part of `npm test`. The
+ * options are {@link USAGE} (`--help`). Exits 1 when a benchmark could not run (a missed target is
+ * a result, not a failure), 2 on a command line it cannot follow.
  */
 
 const ALL = ['intake', 'mqtt', 'drain', 'fill', 'footprint', 'status', 'bigfile', 'sftp', 'items'] as const;
@@ -39,25 +27,71 @@ const NAMED_ONLY = ['soak'] as const;
 const KNOWN = [...ALL, ...NAMED_ONLY];
 type BenchId = (typeof KNOWN)[number];
 
-const { values, positionals } = parseArgs({
-  options: {
-    only: { type: 'string' },
-    quick: { type: 'boolean', default: false },
-    out: { type: 'string' },
-    markdown: { type: 'boolean', default: false },
-    'node-args': { type: 'string' },
-    minutes: { type: 'string' },
-    'heap-snapshots': { type: 'boolean', default: false },
-    prefill: { type: 'string' },
-    'cpu-prof-dir': { type: 'string' },
-  },
-  allowPositionals: true,
-});
+const USAGE = `Usage:
+  node dist/bench/run.js [--only intake,mqtt,drain,fill,footprint,status,bigfile,sftp,items] [--quick] [--out FILE]
+                         [--node-args='--max-semi-space-size=1 …']
+  node dist/bench/run.js --only soak [--minutes N] [--heap-snapshots] [--prefill SCANS] [--cpu-prof-dir DIR] [--quick]
+  node dist/bench/run.js --markdown [FILE]
+
+Runs each benchmark with its ceiling measured in the same run, prints a table and writes FILE
+(default bench/results/latest.json). Run on a quiet machine: each benchmark prints how busy the
+other processes kept it. Figures, targets and how each is measured: docs/performance.md.
+
+  --only LIST        benchmarks to run (default all but soak)
+  --quick            smaller sizes for a smoke run (figures not comparable; the soak lasts 3 minutes)
+  --out FILE         where to write the results (JSON)
+  --node-args ARGS   the daemon's node options in the footprint benchmark (default: the unit's ExecStart)
+  --minutes N        the soak's length (default 30)
+  --heap-snapshots   the soak writes two heap snapshots of the daemon (after the warm-up, at the end)
+  --prefill SCANS    the soak starts on a buffer of SCANS delivered scans (900000: the end of a 30-minute soak)
+  --cpu-prof-dir DIR the soak writes a CPU profile of the daemon into DIR
+  --markdown [FILE]  print FILE (default the latest results) as a Markdown table
+  --help             this text
+`;
+
+/** A command line this runner cannot follow: the reason and the usage on stderr, exit code 2. */
+function usageError(reason: string): never {
+  process.stderr.write(`${reason}\n\n${USAGE}`);
+  process.exit(2);
+}
+
+function parseCommandLine(): ReturnType<typeof parseCommandLineStrict> {
+  try {
+    return parseCommandLineStrict();
+  } catch (err) {
+    return usageError((err as Error).message);
+  }
+}
+
+function parseCommandLineStrict() {
+  return parseArgs({
+    options: {
+      help: { type: 'boolean', default: false },
+      only: { type: 'string' },
+      quick: { type: 'boolean', default: false },
+      out: { type: 'string' },
+      markdown: { type: 'boolean', default: false },
+      'node-args': { type: 'string' },
+      minutes: { type: 'string' },
+      'heap-snapshots': { type: 'boolean', default: false },
+      prefill: { type: 'string' },
+      'cpu-prof-dir': { type: 'string' },
+    },
+    allowPositionals: true,
+  });
+}
+
+const { values, positionals } = parseCommandLine();
+if (values.help) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
 const quick = values.quick ?? false;
 const selected = (values.only?.split(',').map((s) => s.trim()) ?? [...ALL]) as BenchId[];
-for (const id of selected) if (!KNOWN.includes(id)) throw new Error(`unknown benchmark ${id}; known: ${KNOWN.join(', ')}`);
+for (const id of selected) if (!KNOWN.includes(id)) usageError(`unknown benchmark ${id}; known: ${KNOWN.join(', ')}`);
 const minutes = values.minutes === undefined ? undefined : Number(values.minutes);
-if (minutes !== undefined && !(Number.isInteger(minutes) && minutes >= 1)) throw new Error(`--minutes must be a whole number of minutes, at least 1 (got ${values.minutes})`);
+if (minutes !== undefined && !(Number.isInteger(minutes) && minutes >= 1)) usageError(`--minutes must be a whole number of minutes, at least 1 (got ${values.minutes})`);
+if (values.prefill !== undefined && !(Number.isInteger(Number(values.prefill)) && Number(values.prefill) >= 0)) usageError(`--prefill must be a whole number of scans (got ${values.prefill})`);
 const out = values.out ?? join(PACKAGE_ROOT, 'bench/results/latest.json');
 
 const sizes = {
