@@ -35,6 +35,17 @@ describe('configuration loading', () => {
     expect(cfg.dcps[0]?.duplicateWindowMs).toBe(2000);
   });
 
+  it('accepts canonical IANA zones, their aliases and fixed zones, and refuses a name ICU does not know, with its line', () => {
+    for (const zone of ['Europe/Berlin', 'Asia/Kolkata', 'UTC', 'US/Eastern', 'Asia/Calcutta', 'Etc/GMT-1', 'europe/berlin']) {
+      expect(parseConfigText(GOOD.replace('Europe/Berlin', zone), 'site.yaml').site.timezone, zone).toBe(zone);
+    }
+    for (const zone of ['Mars/Olympus_Mons', 'CEST', 'Europe/Berlin ']) {
+      const problems = problemsOf(GOOD.replace('Europe/Berlin', JSON.stringify(zone)));
+      expect(problems, zone).toHaveLength(1);
+      expect(problems[0]).toMatchObject({ file: 'site.yaml', line: 1, path: 'site.timezone', message: 'must be an IANA time zone such as Europe/Berlin' });
+    }
+  });
+
   it('names file, line, column, key path and the problem', () => {
     const problems = problemsOf(GOOD.replace('kind: goodsIn', 'kind: goodIn'));
     expect(problems).toHaveLength(1);
