@@ -18,11 +18,12 @@ export const WAL_AUTOCHECKPOINT_PAGES = 256;
 export const CHECKPOINT_BEYOND_END_BYTES = 256 * 1024;
 
 /**
- * A commit of reads at most this big (records; bytes of raw reads and scan bodies) may skip the
+ * A commit of at most this many reads, and at most {@link SMALL_COMMIT_BYTES}, may skip the
  * checkpoint before it while the log holds no more than {@link CHECKPOINT_BEYOND_END_BYTES} beyond
  * the database file's end. Bigger commits always checkpoint first, as every commit did before.
  */
 export const SMALL_COMMIT_RECORDS = 64;
+/** Bytes of a small commit ({@link SMALL_COMMIT_RECORDS}): raw reads, scan bodies, reasons, parents and attributes. */
 export const SMALL_COMMIT_BYTES = 32 * 1024;
 
 function textLength(texts: readonly string[] | undefined): number {
@@ -169,7 +170,7 @@ export class BufferStore {
    * commit is small ({@link SMALL_COMMIT_RECORDS}); an SQLITE_FULL of that checkpoint refuses the
    * commit like a full disk. So the log never holds more new pages beyond the end of the database
    * file than one big commit adds (3.7 MB for 1,000 scans of 600-character references, measured), or
-   * 256 KiB and one small commit (under 1 MiB, measured in test/unit/buffer-checkpoint.test.ts),
+   * 256 KiB and one small commit (at most 304 KiB measured; test/unit/buffer-checkpoint.test.ts holds it under 1 MiB),
    * within the 4 MiB reserve: those are the pages a checkpoint needs new room for on a full disk
    * (issue 19). SQLite's own automatic checkpoint ignores its errors: near a full disk it fails to
    * extend the database file while the commits still fit in the log, which then grew to 8 MB, 7.3
