@@ -349,8 +349,7 @@ export class BufferStore {
   private oldestCreatedAt(state: 'pending' | 'batched'): number | null {
     // `state <> 'delivered'`: the condition of the partial index scans_state (last migration). The
     // state is written out, not bound: SQLite matches a bound value against that condition only by
-    // preparing the statement again once the value is known.
-    // `state` is one of two literals (its type), so writing it into the SQL is safe.
+    // preparing the statement again once the value is known. Its type allows two literals only.
     return (this.db.prepare(`SELECT created_at FROM scans WHERE state = '${state}' AND state <> 'delivered' ORDER BY id LIMIT 1`).pluck().get() as number | undefined) ?? null;
   }
 

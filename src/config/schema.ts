@@ -51,16 +51,16 @@ export const siteSchema = z
   })
   .strict();
 
-/**
- * Status events (contract §6, issue 14): the status topic read over SASL_SSL with SCRAM-SHA-512,
- * username `upstream.clientId`, password the client secret (src/config/secrets.ts). See
- * docs/upstream.md "Status events".
- */
 /** How long one fetch of status events waits at the broker for a new one, ms: also how often a quiet topic is read. */
 export const STATUS_EVENTS_FETCH_WAIT_MS = 2_000;
 /** The least `statusEvents.staleAfterMs`: two fetch waits of a quiet topic and a second for the answer, ms. */
 export const STATUS_EVENTS_MIN_STALE_MS = 2 * STATUS_EVENTS_FETCH_WAIT_MS + 1_000;
 
+/**
+ * Status events (contract §6, issue 14): the status topic read over SASL_SSL with SCRAM-SHA-512,
+ * username `upstream.clientId`, password the client secret (src/config/secrets.ts). See
+ * docs/upstream.md "Status events".
+ */
 export const statusEventsSchema = z
   .object({
     enabled: z.boolean().default(false).describe('Read batch outcomes from the status topic (contract §6); polling slows down while events flow and takes over when they do not.'),
