@@ -163,11 +163,11 @@ function sqliteFloor(path: string, batchScans: number): FloorResult {
   const store = new BufferStore(path);
   try {
     const db = sqlOf(store);
-    const { lo, hi } = db.prepare(`SELECT min(id) AS lo, max(id) AS hi FROM scans WHERE state = 'pending'`).get() as { lo: number; hi: number };
+    const { lo, hi } = db.prepare(`SELECT min(id) AS lo, max(id) AS hi FROM scan_rows WHERE state = 'pending'`).get() as { lo: number; hi: number };
     const newBatch = db.prepare(`INSERT INTO batches (mode, state, scan_count, bytes, created_at) VALUES ('presigned', 'ready', ?, 0, ?)`);
-    const toBatched = db.prepare(`UPDATE scans SET state = 'batched', batch_id = ? WHERE id BETWEEN ? AND ? AND state = 'pending'`);
+    const toBatched = db.prepare(`UPDATE scan_rows SET state = 'batched', batch_id = ? WHERE id BETWEEN ? AND ? AND state = 'pending'`);
     const pendingTotals = db.prepare(`UPDATE buffer_totals SET pending_scans = pending_scans - ? WHERE id = 1`);
-    const toDelivered = db.prepare(`UPDATE scans SET state = 'delivered' WHERE id BETWEEN ? AND ? AND state = 'batched'`);
+    const toDelivered = db.prepare(`UPDATE scan_rows SET state = 'delivered' WHERE id BETWEEN ? AND ? AND state = 'batched'`);
     const batchDone = db.prepare(`UPDATE batches SET state = 'done', finished_at = ? WHERE id = ?`);
     const undeliveredTotals = db.prepare(`UPDATE buffer_totals SET undelivered_scans = undelivered_scans - ? WHERE id = 1`);
     const form = db.transaction((from: number, to: number, at: string) => {

@@ -36,7 +36,7 @@ function fill(path: string, scans: number): void {
     const db = connectionOf(store);
     db.pragma('synchronous = OFF');
     db.pragma('cache_size = -262144');
-    const triggers = db.prepare(`SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'scans'`).pluck().all() as string[];
+    const triggers = db.prepare(`SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name IN ('scan_rows', 'scan_bodies')`).pluck().all() as string[];
     for (const t of triggers) db.exec(`DROP TRIGGER ${t}`);
     // Rebuilt afterwards from their own definitions (some are partial: the store's migrations).
     const indexes = db
@@ -61,20 +61,24 @@ function fill(path: string, scans: number): void {
          SELECT x, 'line-' || ((k > 8) + (k > 0)), strftime('%Y-%m-%dT%H:%M:%fZ', '2026-11-01', '+' || (x / 10) || ' seconds'), CAST(${ref} AS BLOB),
                 CASE WHEN k = 0 THEN 'EOL-3' ELSE 'SOP-3' END, 'scan' FROM g`,
       ).run(scans);
+      const kind = `CASE WHEN k = 0 THEN 'EOL-3' ELSE 'SOP-3' END`;
       db.prepare(
         `WITH g AS (SELECT id AS x, (id - 1) / ${PER_PACK} AS p, (id - 1) % ${PER_PACK} AS k, received_at AS t FROM reads)
-         INSERT INTO scans (id, read_id, dcp_key, reference, time_utc, body, bytes, state, batch_id, created_at)
-         SELECT x, x, CASE WHEN k = 0 THEN 'EOL-3' ELSE 'SOP-3' END, ${ref}, t,
-                json_object('reference', ${ref}, 'timeStamp', substr(t, 1, 19), 'dcpKey', CASE WHEN k = 0 THEN 'EOL-3' ELSE 'SOP-3' END,
-                            'productModelKey', CASE WHEN k = 0 THEN 'PACK-A' ELSE 'MOD-48V' END,
-                            'parents', CASE WHEN k = 0 THEN json_array() ELSE json_array(${parent}) END,
-                            'attributes', json_array(json_object('key', 'line', 'value', '3'))),
-                150, 'delivered', (x - 1) / 1000 + 1, 0
+         INSERT INTO scan_rows (id, read_id, dcp_key, reference, time_utc, bytes, state, batch_id, created_at)
+         SELECT x, x, ${kind}, ${ref}, t, 150, 'delivered', (x - 1) / 1000 + 1, 0 FROM g`,
+      ).run();
+      db.prepare(
+        `WITH g AS (SELECT id AS x, (id - 1) / ${PER_PACK} AS p, (id - 1) % ${PER_PACK} AS k, received_at AS t FROM reads)
+         INSERT INTO scan_bodies (id, body)
+         SELECT x, json_object('reference', ${ref}, 'timeStamp', substr(t, 1, 19), 'dcpKey', ${kind},
+                               'productModelKey', CASE WHEN k = 0 THEN 'PACK-A' ELSE 'MOD-48V' END,
+                               'parents', CASE WHEN k = 0 THEN json_array() ELSE json_array(${parent}) END,
+                               'attributes', json_array(json_object('key', 'line', 'value', '3')))
            FROM g`,
       ).run();
     })();
     for (const sql of indexes) db.exec(sql);
-    db.exec(`INSERT OR IGNORE INTO scan_parents (parent, scan_id) SELECT p.value, s.id FROM scans s, json_each(s.body, '$.parents') p WHERE p.type = 'text'`);
+    db.exec(`INSERT OR IGNORE INTO scan_parents (parent, scan_id) SELECT p.value, b.id FROM scan_bodies b, json_each(b.body, '$.parents') p WHERE p.type = 'text'`);
     db.pragma('wal_checkpoint(TRUNCATE)');
   } finally {
     store.close();

@@ -144,9 +144,10 @@ function prefillBuffer(path: string, scans: number): void {
          INSERT INTO reads (id, input_id, received_at, raw, outcome) SELECT x, 'soak-mqtt', ?, randomblob(40), 'scan' FROM n`,
       ).run(scans, now);
       db.prepare(
-        `INSERT INTO scans (read_id, dcp_key, reference, time_utc, body, bytes, created_at, state, batch_id)
-         SELECT id, 'GI-01', 'PREFILL-' || id, ?, '{"reference":"PREFILL-' || id || '"}', 30, ?, 'delivered', (id - 1) / CAST(? AS INTEGER) + 1 FROM reads`,
+        `INSERT INTO scan_rows (read_id, dcp_key, reference, time_utc, bytes, created_at, state, batch_id)
+         SELECT id, 'GI-01', 'PREFILL-' || id, ?, 30, ?, 'delivered', (id - 1) / CAST(? AS INTEGER) + 1 FROM reads`,
       ).run(now, Date.now(), batchScans);
+      db.prepare(`INSERT INTO scan_bodies (id, body) SELECT id, '{"reference":"' || reference || '"}' FROM scan_rows`).run();
     })();
   } finally {
     store.close();

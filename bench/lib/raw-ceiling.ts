@@ -23,7 +23,7 @@ export interface RawCeiling {
   cpuMicrosPerRead: number;
 }
 
-/** Every row of `table`, all columns, as arrays; and the insert statement text for them. */
+/** Every row of `table`, all columns (`id` first), as arrays; and the insert statement text for them. */
 function tableRows(db: Database.Database, table: string): { columns: string[]; sql: string; rows: unknown[][] } {
   const stmt = db.prepare(`SELECT * FROM ${table} ORDER BY id`).raw();
   const columns = stmt.columns().map((c) => c.name);
@@ -32,7 +32,7 @@ function tableRows(db: Database.Database, table: string): { columns: string[]; s
 }
 
 /**
- * The ceiling: the rows a gateway wrote to `sourceDb` (every column of reads and scans, read back
+ * The ceiling: the rows a gateway wrote to `sourceDb` (every column of reads, scan rows and scan bodies, read back
  * untimed), inserted raw into `dir/ceiling.db` (which must not exist yet) with the same schema
  * (every migration: tables, indexes, triggers) and the same pragmas, `batch` reads with their
  * scans per transaction. Other tables the gateway writes (e.g. `mqtt_messages`) are not inserted.
@@ -40,11 +40,14 @@ function tableRows(db: Database.Database, table: string): { columns: string[]; s
 export function runRawCeiling(dir: string, sourceDb: string, batch: number): RawCeiling {
   const src = new Database(sourceDb, { readonly: true });
   const reads = tableRows(src, 'reads');
-  const scans = tableRows(src, 'scans');
+  // A scan is a row of `scan_rows` and its body in `scan_bodies` (the last migration).
+  const scans = tableRows(src, 'scan_rows');
+  const bodies = tableRows(src, 'scan_bodies');
   src.close();
   const readIdAt = reads.columns.indexOf('id');
   const scanReadIdAt = scans.columns.indexOf('read_id');
-  const scanOf = new Map(scans.rows.map((r) => [r[scanReadIdAt] as number, r]));
+  const bodyOf = new Map(bodies.rows.map((r) => [r[0] as number, r]));
+  const scanOf = new Map(scans.rows.map((r) => [r[scanReadIdAt] as number, { row: r, body: bodyOf.get(r[0] as number) }]));
   const rows = reads.rows.map((r) => ({ read: r, scan: scanOf.get(r[readIdAt] as number) }));
 
   const db = new Database(join(dir, 'ceiling.db'));
@@ -61,10 +64,14 @@ export function runRawCeiling(dir: string, sourceDb: string, batch: number): Raw
   for (const m of MIGRATIONS) db.exec(m);
   const insertRead = db.prepare(reads.sql);
   const insertScan = db.prepare(scans.sql);
+  const insertBody = db.prepare(bodies.sql);
   const insertMany = db.transaction((chunk: typeof rows) => {
     for (const { read, scan } of chunk) {
       insertRead.run(...read);
-      if (scan) insertScan.run(...scan);
+      if (scan) {
+        insertScan.run(...scan.row);
+        if (scan.body) insertBody.run(...scan.body);
+      }
     }
   });
   const cpuBefore = process.cpuUsage();

@@ -142,7 +142,7 @@ export function searchItems(db: Database.Database, prefix: string, limit = MAX_P
   const n = Math.max(1, Math.min(limit, MAX_PREFIX_MATCHES));
   return db
     .prepare(
-      `SELECT reference, count(*) AS scans, max(time_utc) AS lastAt FROM scans
+      `SELECT reference, count(*) AS scans, max(time_utc) AS lastAt FROM scan_rows
         WHERE reference >= ? AND reference < ? GROUP BY reference ORDER BY reference LIMIT ?`,
     )
     .all(prefix, prefixEnd(prefix), n) as ItemMatch[];
@@ -178,12 +178,12 @@ export function traceItem(db: Database.Database, reference: string, options: Tra
   const depth = options.depth ?? DEFAULT_GENEALOGY_DEPTH;
   const levels = Math.max(1, Math.min(Math.trunc(depth) || DEFAULT_GENEALOGY_DEPTH, MAX_GENEALOGY_DEPTH));
   const indexed = hasLookupIndexes(db);
-  const total = db.prepare(`SELECT count(*) FROM scans WHERE reference = ?`).pluck().get(reference) as number;
+  const total = db.prepare(`SELECT count(*) FROM scan_rows WHERE reference = ?`).pluck().get(reference) as number;
   const rows = db
     .prepare(
-      `SELECT id, dcp_key AS dcpKey, time_utc AS timeUtc, body, state, failure_reason AS failureReason, replayed_by AS replayedBy,
+      `SELECT id, dcp_key AS dcpKey, time_utc AS timeUtc, (SELECT body FROM scan_bodies b WHERE b.id = scan_rows.id) AS body, state, failure_reason AS failureReason, replayed_by AS replayedBy,
               batch_id AS batchId, read_id AS readId
-         FROM scans WHERE reference = ? ORDER BY id DESC LIMIT ?`,
+         FROM scan_rows WHERE reference = ? ORDER BY id DESC LIMIT ?`,
     )
     .all(reference, MAX_ITEM_SCANS) as ScanRow[];
   const batchOf = db.prepare(
@@ -193,7 +193,7 @@ export function traceItem(db: Database.Database, reference: string, options: Tra
   const readOf = db.prepare(
     `SELECT id, input_id AS inputId, received_at AS receivedAt, raw, source_time AS sourceTime, origin, outcome, reason AS note FROM reads WHERE id = ?`,
   );
-  const replacedOf = db.prepare(`SELECT id FROM scans WHERE replayed_by = ?`).pluck();
+  const replacedOf = db.prepare(`SELECT id FROM scan_rows WHERE replayed_by = ?`).pluck();
   const scans: ItemScan[] = rows.map((r) => {
     const body = parseBody(r.body);
     const read = r.readId === null ? undefined : (readOf.get(r.readId) as (Omit<ItemRead, 'raw'> & { raw: Buffer }) | undefined);
@@ -220,12 +220,12 @@ export function traceItem(db: Database.Database, reference: string, options: Tra
   });
 
   const summary = db.prepare(
-    `SELECT count(*) AS scans, (SELECT dcp_key FROM scans WHERE reference = @ref ORDER BY id DESC LIMIT 1) AS lastDcp,
-            (SELECT state FROM scans WHERE reference = @ref ORDER BY id DESC LIMIT 1) AS lastState, max(time_utc) AS lastAt
-       FROM scans WHERE reference = @ref`,
+    `SELECT count(*) AS scans, (SELECT dcp_key FROM scan_rows WHERE reference = @ref ORDER BY id DESC LIMIT 1) AS lastDcp,
+            (SELECT state FROM scan_rows WHERE reference = @ref ORDER BY id DESC LIMIT 1) AS lastState, max(time_utc) AS lastAt
+       FROM scan_rows WHERE reference = @ref`,
   );
   // Parents of a reference: those its scans name (the latest scans first).
-  const parentsBody = db.prepare(`SELECT body FROM scans WHERE reference = ? ORDER BY id DESC LIMIT ${MAX_ITEM_SCANS}`).pluck();
+  const parentsBody = db.prepare(`SELECT b.body FROM scan_rows r JOIN scan_bodies b ON b.id = r.id WHERE r.reference = ? ORDER BY r.id DESC LIMIT ${MAX_ITEM_SCANS}`).pluck();
   const parentsOf = (ref: string, cap: number): { refs: string[]; more: number } => {
     const seen = new Set<string>();
     for (const b of parentsBody.all(ref) as string[]) for (const p of parseBody(b).parents) seen.add(p);
@@ -235,12 +235,12 @@ export function traceItem(db: Database.Database, reference: string, options: Tra
   // Children of a reference: the distinct references of the scans naming it as parent.
   const childrenIndexed = db.prepare(
     indexed
-      ? `SELECT DISTINCT s.reference FROM scan_parents p JOIN scans s ON s.id = p.scan_id WHERE p.parent = ? ORDER BY s.reference LIMIT ?`
+      ? `SELECT DISTINCT s.reference FROM scan_parents p JOIN scan_rows s ON s.id = p.scan_id WHERE p.parent = ? ORDER BY s.reference LIMIT ?`
       : `SELECT DISTINCT s.reference FROM scans s, json_each(s.body, '$.parents') p WHERE json_valid(s.body) AND p.value = ? ORDER BY s.reference LIMIT ?`,
   );
   const childrenCount = db.prepare(
     indexed
-      ? `SELECT count(DISTINCT s.reference) FROM scan_parents p JOIN scans s ON s.id = p.scan_id WHERE p.parent = ?`
+      ? `SELECT count(DISTINCT s.reference) FROM scan_parents p JOIN scan_rows s ON s.id = p.scan_id WHERE p.parent = ?`
       : `SELECT count(DISTINCT s.reference) FROM scans s, json_each(s.body, '$.parents') p WHERE json_valid(s.body) AND p.value = ?`,
   );
   const childrenOf = (ref: string, cap: number): { refs: string[]; more: number } => {

@@ -12,7 +12,9 @@ export class BufferReader {
   readonly reports: BufferReports;
 
   /**
-   * Opens `path` read-only and checks that it is a buffer (it has a `batches` table).
+   * Opens `path` read-only and checks that it is a buffer (it has a `batches` table). A buffer of
+   * an older schema is read as it is (no migration): `scan_rows` and `scan_bodies` are then
+   * temporary views of its `scans` table.
    *
    * @throws the SQLite error when the file is missing, unreadable or not a buffer.
    */
@@ -21,6 +23,12 @@ export class BufferReader {
     try {
       this.db.pragma('busy_timeout = 5000');
       this.db.prepare('SELECT count(*) FROM batches').get();
+      if (this.db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'scan_rows'`).get() === undefined) {
+        // A buffer from before the scans' bodies moved to a table of their own (the last migration),
+        // read as it is: the names the reports use, as views of this connection only (TEMP: the
+        // file is not written).
+        this.db.exec(`CREATE TEMP VIEW scan_rows AS SELECT * FROM main.scans; CREATE TEMP VIEW scan_bodies AS SELECT id, body FROM main.scans;`);
+      }
     } catch (err) {
       this.db.close();
       throw err;

@@ -94,7 +94,7 @@ export function replayDeadLetters(store: BufferStore, map: (read: Read) => Repla
   const db = connectionOf(store);
   const nowIso = new Date(nowMs).toISOString();
 
-  const stillDead = db.prepare(`SELECT 1 FROM scans WHERE id = ? AND replayed_by IS NULL AND state IN ('failed', 'held')`);
+  const stillDead = db.prepare(`SELECT 1 FROM scan_rows WHERE id = ? AND replayed_by IS NULL AND state IN ('failed', 'held')`);
   const stillRejected = db.prepare(`SELECT 1 FROM reads WHERE id = ? AND outcome = 'rejected'`);
 
   for (let i = 0; i < candidates.length; i += CHUNK) {
@@ -169,8 +169,8 @@ function selectCandidates(store: BufferStore, s: ReplaySelection): Candidate[] {
   }
   const scans = connectionOf(store)
     .prepare(
-      `SELECT s.id AS scanId, s.read_id AS readId, s.reference AS reference, s.failure_reason AS previousReason, s.body AS oldBody, ${readColumns}
-       FROM scans s JOIN reads r ON r.id = s.read_id WHERE ${where.join(' AND ')} ORDER BY s.id`,
+      `SELECT s.id AS scanId, s.read_id AS readId, s.reference AS reference, s.failure_reason AS previousReason, (SELECT body FROM scan_bodies b WHERE b.id = s.id) AS oldBody, ${readColumns}
+       FROM scan_rows s JOIN reads r ON r.id = s.read_id WHERE ${where.join(' AND ')} ORDER BY s.id`,
     )
     .all(...params) as Candidate[];
   if (!s.rejected || s.batchId !== undefined) return scans;

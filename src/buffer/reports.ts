@@ -81,13 +81,13 @@ function queueReport(db: Database.Database, nowMs: number): QueueReport {
   const rows = db
     .prepare(
       `SELECT dcp_key AS dcp, sum(state = 'pending') AS waiting, sum(state = 'batched') AS inFlight, min(created_at) AS oldest
-         FROM scans WHERE state IN ('pending', 'batched') AND state <> 'delivered' GROUP BY dcp_key ORDER BY dcp_key`,
+         FROM scan_rows WHERE state IN ('pending', 'batched') AND state <> 'delivered' GROUP BY dcp_key ORDER BY dcp_key`,
     )
     .all() as { dcp: string; waiting: number; inFlight: number; oldest: number }[];
   const byDcp = rows.map((r) => ({ dcp: r.dcp, waiting: r.waiting, inFlight: r.inFlight, oldestAgeMs: Math.max(0, nowMs - r.oldest) }));
   const cases = AGE_BANDS.map((b, i) => (b.belowMs === null ? `ELSE ${i}` : `WHEN ? - created_at < ${b.belowMs} THEN ${i}`)).join(' ');
   const bandCounts = db
-    .prepare(`SELECT CASE ${cases} END AS band, count(*) AS n FROM scans WHERE state IN ('pending', 'batched') AND state <> 'delivered' GROUP BY band`)
+    .prepare(`SELECT CASE ${cases} END AS band, count(*) AS n FROM scan_rows WHERE state IN ('pending', 'batched') AND state <> 'delivered' GROUP BY band`)
     .all(...AGE_BANDS.filter((b) => b.belowMs !== null).map(() => nowMs)) as { band: number; n: number }[];
   const byAge = AGE_BANDS.map((b, i) => ({ ...b, scans: bandCounts.find((c) => c.band === i)?.n ?? 0 }));
   const batches = db
@@ -146,7 +146,7 @@ function failuresReport(db: Database.Database, limit: number): FailuresReport {
         `SELECT * FROM (
            SELECT s.state AS kind, r.received_at AS at, r.input_id AS inputId, s.dcp_key AS dcp, s.reference AS reference,
                   coalesce(s.failure_reason, '') AS reason, r.raw AS raw, r.origin AS origin, b.request_id AS requestId, r.id AS rid
-             FROM scans s JOIN reads r ON r.id = s.read_id LEFT JOIN batches b ON b.id = s.batch_id
+             FROM scan_rows s JOIN reads r ON r.id = s.read_id LEFT JOIN batches b ON b.id = s.batch_id
             WHERE s.state IN ('failed', 'held') AND s.state <> 'delivered' ${open}
            UNION ALL
            SELECT 'rejected', received_at, input_id, dcp_key, NULL, coalesce(reason, ''), raw, origin, NULL, id
@@ -158,7 +158,7 @@ function failuresReport(db: Database.Database, limit: number): FailuresReport {
   const reasons = db
     .prepare(
       `SELECT * FROM (
-         SELECT 'failed' AS kind, coalesce(failure_reason, '') AS reason, count(*) AS count FROM scans s WHERE state IN ('failed', 'held') AND state <> 'delivered' ${open} GROUP BY 2
+         SELECT 'failed' AS kind, coalesce(failure_reason, '') AS reason, count(*) AS count FROM scan_rows s WHERE state IN ('failed', 'held') AND state <> 'delivered' ${open} GROUP BY 2
          UNION ALL
          SELECT 'rejected', coalesce(reason, ''), count(*) FROM reads WHERE outcome = 'rejected' GROUP BY 2
        ) ORDER BY count DESC, reason LIMIT 50`,
@@ -191,9 +191,9 @@ export interface StatsReport {
  */
 function scanStates(db: Database.Database): Record<string, number> {
   const out = Object.fromEntries(
-    (db.prepare(`SELECT state AS k, count(*) AS n FROM scans WHERE state <> 'delivered' GROUP BY state`).all() as { k: string; n: number }[]).map((r) => [r.k, r.n]),
+    (db.prepare(`SELECT state AS k, count(*) AS n FROM scan_rows WHERE state <> 'delivered' GROUP BY state`).all() as { k: string; n: number }[]).map((r) => [r.k, r.n]),
   );
-  const all = db.prepare(`SELECT count(*) FROM scans`).pluck().get() as number;
+  const all = db.prepare(`SELECT count(*) FROM scan_rows`).pluck().get() as number;
   const delivered = all - Object.values(out).reduce((a, b) => a + b, 0);
   if (delivered > 0) out.delivered = delivered;
   return out;
@@ -309,7 +309,7 @@ function recentActivity(db: Database.Database, sinceMs: number): RecentActivity 
     .prepare(
       // From the batches finished with failures to their scans: the planner's own choice walks every
       // dead letter of the retention period (20 ms at 10,000 of them).
-      `SELECT count(*) FROM batches b INDEXED BY batches_finished CROSS JOIN scans s INDEXED BY scans_batch ON s.batch_id = b.id
+      `SELECT count(*) FROM batches b INDEXED BY batches_finished CROSS JOIN scan_rows s INDEXED BY scans_batch ON s.batch_id = b.id
         WHERE b.state = 'done' AND b.finished_at >= ? AND b.upstream_state IN ('HasFailures', 'Failed') AND s.state = 'failed' AND s.replayed_by IS NULL`,
     )
     .pluck()

@@ -93,7 +93,7 @@ export class Retention {
     let after = 0;
     while (total.scans < maxScans) {
       const batchId = db
-        .prepare(`SELECT id FROM batches WHERE state = 'done' AND id > ? AND EXISTS (SELECT 1 FROM scans WHERE batch_id = batches.id AND state = 'delivered') ORDER BY id LIMIT 1`)
+        .prepare(`SELECT id FROM batches WHERE state = 'done' AND id > ? AND EXISTS (SELECT 1 FROM scan_rows WHERE batch_id = batches.id AND state = 'delivered') ORDER BY id LIMIT 1`)
         .pluck()
         .get(after) as number | undefined;
       if (batchId === undefined) break;
@@ -171,17 +171,17 @@ export class Retention {
   private pruneBatchChunk(batchId: number, total: PruneResult, emptied: Set<number>): boolean {
     const db = connectionOf(this.options.store);
     const scans = db
-      .prepare(`SELECT id, read_id AS readId FROM scans WHERE batch_id = ? AND state = 'delivered' LIMIT ?`)
+      .prepare(`SELECT id, read_id AS readId FROM scan_rows WHERE batch_id = ? AND state = 'delivered' LIMIT ?`)
       .all(batchId, this.chunk) as { id: number; readId: number }[];
     const readIds = new Set<number>();
-    const delScan = db.prepare(`DELETE FROM scans WHERE id = ? AND ${NOT_NEWEST('scans')}`);
+    const delScan = db.prepare(`DELETE FROM scan_rows WHERE id = ? AND ${NOT_NEWEST('scan_rows')}`);
     let replaced = scans.map((s) => s.id);
     for (const s of scans) {
       readIds.add(s.readId);
       total.scans += delScan.run(s.id).changes;
     }
     // The dead letters these scans replaced (replay), and theirs in turn.
-    const findReplaced = db.prepare(`SELECT id, read_id AS readId, batch_id AS batchId FROM scans WHERE replayed_by = ?`);
+    const findReplaced = db.prepare(`SELECT id, read_id AS readId, batch_id AS batchId FROM scan_rows WHERE replayed_by = ?`);
     for (let depth = 0; replaced.length > 0 && depth < 16; depth++) {
       const next: number[] = [];
       for (const id of replaced) {
@@ -194,7 +194,7 @@ export class Retention {
       }
       replaced = next;
     }
-    const delRead = db.prepare(`DELETE FROM reads WHERE id = ? AND NOT EXISTS (SELECT 1 FROM scans WHERE read_id = ?) AND ${NOT_NEWEST('reads')}`);
+    const delRead = db.prepare(`DELETE FROM reads WHERE id = ? AND NOT EXISTS (SELECT 1 FROM scan_rows WHERE read_id = ?) AND ${NOT_NEWEST('reads')}`);
     for (const readId of readIds) total.reads += delRead.run(readId, readId).changes;
     if (scans.length === this.chunk) return false;
     total.batches += this.deleteEmptyBatch(batchId);
@@ -204,7 +204,7 @@ export class Retention {
   /** Deletes a finished batch that has no scans left; answers 1 when it did. */
   private deleteEmptyBatch(batchId: number): number {
     return connectionOf(this.options.store)
-      .prepare(`DELETE FROM batches WHERE id = ? AND state = 'done' AND NOT EXISTS (SELECT 1 FROM scans WHERE batch_id = ?) AND ${NOT_NEWEST('batches')}`)
+      .prepare(`DELETE FROM batches WHERE id = ? AND state = 'done' AND NOT EXISTS (SELECT 1 FROM scan_rows WHERE batch_id = ?) AND ${NOT_NEWEST('batches')}`)
       .run(batchId, batchId).changes;
   }
 }
@@ -214,7 +214,7 @@ export class Retention {
  * AUTOINCREMENT), so a buffer pruned empty would hand out batch 1 again, and logs, `replay
  * --batch N` and the audit trail would name two batches alike.
  */
-const NOT_NEWEST = (table: 'batches' | 'scans' | 'reads'): string => `id < (SELECT max(id) FROM ${table})`;
+const NOT_NEWEST = (table: 'batches' | 'scan_rows' | 'reads'): string => `id < (SELECT max(id) FROM ${table})`;
 
 function yieldToEventLoop(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));

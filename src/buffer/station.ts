@@ -39,7 +39,7 @@ export function stationKeys(dcpKey: string, inputIds: readonly string[]): string
 const COLUMNS = `r.id, coalesce(r.dcp_key, '@' || r.input_id) AS station, r.input_id AS inputId, r.received_at AS receivedAt, r.outcome,
   r.reason, r.raw, s.reference, s.state AS scanState, s.failure_reason AS failureReason`;
 // The latest scan of the read (a replayed read has two).
-const JOIN = `LEFT JOIN scans s ON s.id = (SELECT max(id) FROM scans WHERE read_id = r.id)`;
+const JOIN = `LEFT JOIN scan_rows s ON s.id = (SELECT max(id) FROM scan_rows WHERE read_id = r.id)`;
 
 type Row = Omit<StationRead, 'raw'> & { raw: Buffer };
 const toRead = (r: Row): StationRead => ({ ...r, raw: printableRaw(r.raw) });

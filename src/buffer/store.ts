@@ -70,8 +70,13 @@ const ROLLBACK = Symbol('rollback');
  * A second process (the `replay` command) may open the same file while the daemon runs: WAL lets
  * readers go on, and `busy_timeout` makes writers wait for each other instead of failing.
  *
+ * `options.migrate: false` (a second process beside the daemon): a buffer of an older schema is
+ * refused instead of migrated, because a migration may change what the running (older) daemon
+ * writes: since version 12, `scans` is a view it cannot insert into.
+ *
  * @throws GatewayError `SCANGW_E_BUFFER` when the file cannot be opened, migrated or written (a
- *   file the gateway's user may not write: the message names the user and what to chown).
+ *   file the gateway's user may not write: the message names the user and what to chown);
+ *   `SCANGW_E_BUFFER_DISK_FULL` when a migration ran out of disk space (undone whole).
  */
 export class BufferStore {
   private readonly db: Database.Database;
@@ -80,7 +85,7 @@ export class BufferStore {
 
   constructor(
     readonly path: string,
-    options: { readonly?: boolean; fileMustExist?: boolean } = {},
+    options: { readonly?: boolean; fileMustExist?: boolean; migrate?: boolean } = {},
   ) {
     try {
       if (path !== ':memory:' && !options.fileMustExist) mkdirSync(dirname(path), { recursive: true });
@@ -101,9 +106,9 @@ export class BufferStore {
       // or the checkpoint that would free the log can never run (issue 19, see commitIntake).
       this.db.pragma(`wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`);
       attachConnection(this, this.db);
-      this.migrate();
+      this.migrate(options.migrate ?? true);
     } catch (err) {
-      throw new GatewayError(unopenable(err) ? ErrorCodes.BUFFER_UNOPENABLE : ErrorCodes.BUFFER, `cannot open the buffer ${path}: ${(err as Error).message}${permissionHint(path, err)}`, {
+      throw new GatewayError(isDiskFull(err) ? ErrorCodes.BUFFER_DISK_FULL : unopenable(err) ? ErrorCodes.BUFFER_UNOPENABLE : ErrorCodes.BUFFER, `cannot open the buffer ${path}: ${(err as Error).message}${permissionHint(path, err)}`, {
         cause: err,
       });
     }
@@ -134,7 +139,7 @@ export class BufferStore {
     }
   }
 
-  private migrate(): void {
+  private migrate(allowed: boolean): void {
     const version = this.db.pragma('user_version', { simple: true }) as number;
     if (version > MIGRATIONS.length) {
       throw new GatewayError(
@@ -142,17 +147,35 @@ export class BufferStore {
         `the buffer has schema version ${version}, newer than this gateway knows (${MIGRATIONS.length}); downgrade is not supported`,
       );
     }
+    if (!allowed && version > 0 && version < MIGRATIONS.length) {
+      throw new GatewayError(
+        ErrorCodes.BUFFER_UNOPENABLE,
+        `the buffer has schema version ${version}, older than this gateway's (${MIGRATIONS.length}): an older gateway may still be running on it. Restart the service (\`systemctl restart scan-gateway\`): its start migrates the buffer; then run this again`,
+      );
+    }
     for (let v = version; v < MIGRATIONS.length; v++) {
-      this.db.transaction(() => {
-        this.db.exec(MIGRATIONS[v]!);
-        this.db.pragma(`user_version = ${v + 1}`);
-      })();
+      try {
+        this.db.transaction(() => {
+          this.db.exec(MIGRATIONS[v]!);
+          this.db.pragma(`user_version = ${v + 1}`);
+        })();
+      } catch (err) {
+        if (!isDiskFull(err)) throw err;
+        // A step may rewrite a table (version 12 rewrites the scans: the log holds about the
+        // buffer's size until it commits). Rolled back whole, so the person needs to know only that.
+        throw new GatewayError(
+          ErrorCodes.BUFFER_DISK_FULL,
+          `the upgrade of its schema from version ${v} to ${v + 1} ran out of disk space and was undone (the buffer is as it was); free about twice the buffer's size on its disk (\`df -h\`) and start again`,
+          { cause: err },
+        );
+      }
     }
   }
 
   private statements?: {
     read: Database.Statement;
     scan: Database.Statement;
+    body: Database.Statement;
     file: Database.Statement;
     progress: Database.Statement;
     progressDone: Database.Statement;
@@ -189,9 +212,8 @@ export class BufferStore {
         `INSERT INTO reads (input_id, received_at, raw, source_time, dcp_key, origin, outcome, reason, source_dcp_key, parents, attributes, input_level)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
-      scan: this.db.prepare(
-        `INSERT INTO scans (read_id, dcp_key, reference, time_utc, body, bytes, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-      ),
+      scan: this.db.prepare(`INSERT INTO scan_rows (read_id, dcp_key, reference, time_utc, bytes, created_at) VALUES (?, ?, ?, ?, ?, ?)`),
+      body: this.db.prepare(`INSERT INTO scan_bodies (id, body) VALUES (?, ?)`),
       file: this.db.prepare(`INSERT OR IGNORE INTO files (input_id, hash, name, committed_at, items) VALUES (?, ?, ?, ?, ?)`),
       progress: this.db.prepare(
         `INSERT INTO file_progress (input_id, hash, name, items, updated_at) VALUES (?, ?, ?, ?, ?)
@@ -200,7 +222,7 @@ export class BufferStore {
       progressDone: this.db.prepare(`DELETE FROM file_progress WHERE input_id = ? AND hash = ?`),
       message: this.db.prepare(`INSERT OR REPLACE INTO mqtt_messages (input_id, packet_id, topic, payload_sha256, committed_at) VALUES (?, ?, ?, ?, ?)`),
     };
-    const { read, scan, file, progress, progressDone, message } = this.statements;
+    const { read, scan, body, file, progress, progressDone, message } = this.statements;
     this.db.transaction(() => {
       for (const r of records) {
         const receivedAt = r.receivedAt.toISOString();
@@ -221,7 +243,8 @@ export class BufferStore {
         if (r.scan) {
           // Most scans are timed by their reception (no source time): the same instant, formatted once.
           const time = r.scan.instant.getTime() === r.receivedAt.getTime() ? receivedAt : r.scan.instant.toISOString();
-          scan.run(info.lastInsertRowid, r.scan.dcpKey, r.scan.reference, time, r.scan.body, r.scan.bytes ?? Buffer.byteLength(r.scan.body), nowMs);
+          const row = scan.run(info.lastInsertRowid, r.scan.dcpKey, r.scan.reference, time, r.scan.bytes ?? Buffer.byteLength(r.scan.body), nowMs);
+          body.run(row.lastInsertRowid, r.scan.body);
         }
       }
       const at = new Date(nowMs).toISOString();
@@ -299,7 +322,7 @@ export class BufferStore {
   recentScans(sinceMs: number, limit: number): { dcpKey: string; reference: string; timeUtc: string; createdAt: number }[] {
     const out: { dcpKey: string; reference: string; timeUtc: string; createdAt: number }[] = [];
     const rows = this.db
-      .prepare(`SELECT dcp_key AS dcpKey, reference, time_utc AS timeUtc, created_at AS createdAt FROM scans ORDER BY id DESC`)
+      .prepare(`SELECT dcp_key AS dcpKey, reference, time_utc AS timeUtc, created_at AS createdAt FROM scan_rows ORDER BY id DESC`)
       .iterate() as IterableIterator<{ dcpKey: string; reference: string; timeUtc: string; createdAt: number }>;
     for (const row of rows) {
       if (row.createdAt < sinceMs || out.length >= limit) break;
@@ -350,7 +373,7 @@ export class BufferStore {
     // `state <> 'delivered'`: the condition of the partial index scans_state (last migration). The
     // state is written out, not bound: SQLite matches a bound value against that condition only by
     // preparing the statement again once the value is known. Its type allows two literals only.
-    return (this.db.prepare(`SELECT created_at FROM scans WHERE state = '${state}' AND state <> 'delivered' ORDER BY id LIMIT 1`).pluck().get() as number | undefined) ?? null;
+    return (this.db.prepare(`SELECT created_at FROM scan_rows WHERE state = '${state}' AND state <> 'delivered' ORDER BY id LIMIT 1`).pluck().get() as number | undefined) ?? null;
   }
 
   /**
@@ -362,7 +385,7 @@ export class BufferStore {
    * separate statements). The packing rule that consumes it lives in `src/delivery/batcher.ts`.
    */
   *pendingScans(): IterableIterator<PendingScanRow> {
-    this.pendingPage ??= this.db.prepare(`SELECT id, reference, bytes FROM scans WHERE state = 'pending' AND state <> 'delivered' AND id > ? ORDER BY id LIMIT ?`);
+    this.pendingPage ??= this.db.prepare(`SELECT id, reference, bytes FROM scan_rows WHERE state = 'pending' AND state <> 'delivered' AND id > ? ORDER BY id LIMIT ?`);
     let afterId = -1;
     for (;;) {
       const rows = this.pendingPage.all(afterId, PENDING_PAGE_ROWS) as PendingScanRow[];
@@ -382,7 +405,7 @@ export class BufferStore {
   writeBatch(opts: { mode: BatchMode; scanIds: readonly number[]; bytes: number; nowIso: string; hold?: readonly { id: number; reason: string }[] }): BatchRow | undefined {
     return this.db.transaction(() => {
       if (opts.hold && opts.hold.length > 0) {
-        const hold = this.db.prepare(`UPDATE scans SET state = 'held', failure_reason = ? WHERE id = ?`);
+        const hold = this.db.prepare(`UPDATE scan_rows SET state = 'held', failure_reason = ? WHERE id = ?`);
         for (const o of opts.hold) hold.run(o.reason, o.id);
       }
       if (opts.scanIds.length === 0) return undefined;
@@ -394,13 +417,13 @@ export class BufferStore {
       // One set-based statement: per-row updates were most of the drain's CPU. The counting
       // triggers skip pending -> batched (the last migration): the totals move once, here.
       const moved = this.db
-        .prepare(`UPDATE scans SET state = 'batched', batch_id = ? WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'`)
+        .prepare(`UPDATE scan_rows SET state = 'batched', batch_id = ? WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'`)
         .run(batchId, JSON.stringify(opts.scanIds)).changes;
       if (moved !== opts.scanIds.length) {
         throw new GatewayError(ErrorCodes.BUFFER, `writeBatch: ${opts.scanIds.length - moved} of the ${opts.scanIds.length} scans are not pending; nothing was batched`);
       }
       this.db
-        .prepare(`UPDATE buffer_totals SET pending_scans = pending_scans - ?, pending_bytes = pending_bytes - (SELECT coalesce(sum(bytes), 0) FROM scans WHERE batch_id = ?) WHERE id = 1`)
+        .prepare(`UPDATE buffer_totals SET pending_scans = pending_scans - ?, pending_bytes = pending_bytes - (SELECT coalesce(sum(bytes), 0) FROM scan_rows WHERE batch_id = ?) WHERE id = 1`)
         .run(moved, batchId);
       return this.batch(batchId);
     })();
@@ -416,7 +439,7 @@ export class BufferStore {
 
   /** The exact bytes sent for a batch: its scans' stored JSON, in id order, as one array. */
   batchBody(batchId: number): string {
-    const bodies = this.db.prepare(`SELECT body FROM scans WHERE batch_id = ? ORDER BY id`).pluck().all(batchId) as string[];
+    const bodies = this.db.prepare(`SELECT b.body FROM scan_rows r JOIN scan_bodies b ON b.id = r.id WHERE r.batch_id = ? ORDER BY r.id`).pluck().all(batchId) as string[];
     return `[${bodies.join(',')}]`;
   }
 
@@ -426,7 +449,7 @@ export class BufferStore {
    * is a short statement of its own, so the connection is free for intake between pages.
    */
   batchBodyPage(batchId: number, afterId: number, limit: number): { id: number; body: string }[] {
-    return this.db.prepare(`SELECT id, body FROM scans WHERE batch_id = ? AND id > ? ORDER BY id LIMIT ?`).all(batchId, afterId, limit) as { id: number; body: string }[];
+    return this.db.prepare(`SELECT r.id, b.body FROM scan_rows r JOIN scan_bodies b ON b.id = r.id WHERE r.batch_id = ? AND r.id > ? ORDER BY r.id LIMIT ?`).all(batchId, afterId, limit) as { id: number; body: string }[];
   }
 
   /** The SFTP batch whose remote file has the name `fileName` (the last part of its `remotePath`). */
@@ -452,7 +475,7 @@ export class BufferStore {
       .prepare(
         // CROSS JOIN keeps this order (references → scans → batches): left to itself the planner
         // starts from the done batches and reads every one's scans.
-        `SELECT s.batch_id FROM json_each(?) r CROSS JOIN scans s ON s.reference = r.value CROSS JOIN batches b ON b.id = s.batch_id
+        `SELECT s.batch_id FROM json_each(?) r CROSS JOIN scan_rows s ON s.reference = r.value CROSS JOIN batches b ON b.id = s.batch_id
           WHERE b.route = 'sftp' AND b.state = 'done' AND b.upstream_state = 'transferred'
           GROUP BY s.batch_id HAVING count(DISTINCT s.reference) = ?
           ORDER BY s.batch_id DESC LIMIT 1`,
@@ -540,13 +563,13 @@ export class BufferStore {
    */
   splitBatch(id: number): boolean {
     return this.db.transaction(() => {
-      const ids = this.db.prepare(`SELECT id FROM scans WHERE batch_id = ? ORDER BY id`).pluck().all(id) as number[];
+      const ids = this.db.prepare(`SELECT id FROM scan_rows WHERE batch_id = ? ORDER BY id`).pluck().all(id) as number[];
       if (ids.length < 2) return false;
       const keep = ids.slice(0, Math.ceil(ids.length / 2));
       const release = ids.slice(keep.length);
-      const reset = this.db.prepare(`UPDATE scans SET state = 'pending', batch_id = NULL WHERE id = ?`);
+      const reset = this.db.prepare(`UPDATE scan_rows SET state = 'pending', batch_id = NULL WHERE id = ?`);
       for (const sid of release) reset.run(sid);
-      const sum = (this.db.prepare(`SELECT sum(bytes) FROM scans WHERE batch_id = ?`).pluck().get(id) as number) ?? 0;
+      const sum = (this.db.prepare(`SELECT sum(bytes) FROM scan_rows WHERE batch_id = ?`).pluck().get(id) as number) ?? 0;
       this.updateBatch(id, {
         scanCount: keep.length,
         bytes: arrayBytes(keep.length, sum),
@@ -565,7 +588,7 @@ export class BufferStore {
   holdBatch(id: number, error: string): void {
     this.db.transaction(() => {
       this.updateBatch(id, { state: 'held', lastError: error });
-      this.db.prepare(`UPDATE scans SET state = 'held', failure_reason = ? WHERE batch_id = ?`).run(error, id);
+      this.db.prepare(`UPDATE scan_rows SET state = 'held', failure_reason = ? WHERE batch_id = ?`).run(error, id);
     })();
   }
 
@@ -591,19 +614,19 @@ export class BufferStore {
       });
       const failures = status.failures ?? [];
       if (status.state === 'Failed' && failures.length === 0) {
-        this.db.prepare(`UPDATE scans SET state = 'failed', failure_reason = ? WHERE batch_id = ?`).run(status.description ?? 'batch failed', id);
+        this.db.prepare(`UPDATE scan_rows SET state = 'failed', failure_reason = ? WHERE batch_id = ?`).run(status.description ?? 'batch failed', id);
         return;
       }
       // batched -> delivered is not counted by the triggers (the last migration): the totals move
       // once, here. Scans of the batch in any other state are moved (and counted) as before.
-      const moving = this.db.prepare(`SELECT count(*) AS n, coalesce(sum(bytes), 0) AS bytes FROM scans WHERE batch_id = ? AND state = 'batched'`).get(id) as { n: number; bytes: number };
-      this.db.prepare(`UPDATE scans SET state = 'delivered' WHERE batch_id = ? AND state = 'batched'`).run(id);
+      const moving = this.db.prepare(`SELECT count(*) AS n, coalesce(sum(bytes), 0) AS bytes FROM scan_rows WHERE batch_id = ? AND state = 'batched'`).get(id) as { n: number; bytes: number };
+      this.db.prepare(`UPDATE scan_rows SET state = 'delivered' WHERE batch_id = ? AND state = 'batched'`).run(id);
       this.db.prepare(`UPDATE buffer_totals SET undelivered_scans = undelivered_scans - ?, undelivered_bytes = undelivered_bytes - ? WHERE id = 1`).run(moving.n, moving.bytes);
       if (moving.n > 0) {
         this.db.prepare(`INSERT INTO scan_state_counts (state, scans) VALUES ('delivered', ?) ON CONFLICT (state) DO UPDATE SET scans = scans + excluded.scans`).run(moving.n);
       }
-      this.db.prepare(`UPDATE scans SET state = 'delivered' WHERE batch_id = ? AND state NOT IN ('batched', 'delivered')`).run(id);
-      const fail = this.db.prepare(`UPDATE scans SET state = 'failed', failure_reason = ? WHERE batch_id = ? AND reference = ?`);
+      this.db.prepare(`UPDATE scan_rows SET state = 'delivered' WHERE batch_id = ? AND state NOT IN ('batched', 'delivered')`).run(id);
+      const fail = this.db.prepare(`UPDATE scan_rows SET state = 'failed', failure_reason = ? WHERE batch_id = ? AND reference = ?`);
       for (const f of failures) fail.run(f.reason, id, f.reference);
     })();
   }
@@ -623,7 +646,7 @@ export class BufferStore {
     if (totals.undeliveredScans > totals.pendingScans) counts.batched = totals.undeliveredScans - totals.pendingScans;
     for (const r of this.db.prepare(`SELECT state, scans AS n FROM scan_state_counts WHERE scans > 0`).all() as { state: string; n: number }[]) counts[r.state] = r.n;
     // INDEXED BY: for the GROUP BY the planner otherwise walks scans_state, every row of it.
-    const replayed = this.db.prepare(`SELECT state, count(*) AS n FROM scans INDEXED BY scans_replayed WHERE replayed_by IS NOT NULL GROUP BY state`).all() as { state: string; n: number }[];
+    const replayed = this.db.prepare(`SELECT state, count(*) AS n FROM scan_rows INDEXED BY scans_replayed WHERE replayed_by IS NOT NULL GROUP BY state`).all() as { state: string; n: number }[];
     for (const r of replayed) {
       counts[r.state] = (counts[r.state] ?? 0) - r.n;
       if (counts[r.state] === 0) delete counts[r.state];
@@ -641,9 +664,9 @@ export class BufferStore {
         // letter with its raw read took about 50 ms at 10,000 of them, on each health refresh.
         `SELECT * FROM (
            SELECT 'failed' AS kind, r.input_id AS inputId, s.reference AS reference, s.failure_reason AS reason, r.raw AS raw, r.received_at AS at, r.origin AS origin, r.id AS rid
-             FROM (SELECT * FROM (SELECT id, read_id, reference, failure_reason FROM scans WHERE state = 'failed' AND state <> 'delivered' AND replayed_by IS NULL ORDER BY id DESC LIMIT ?)
+             FROM (SELECT * FROM (SELECT id, read_id, reference, failure_reason FROM scan_rows WHERE state = 'failed' AND state <> 'delivered' AND replayed_by IS NULL ORDER BY id DESC LIMIT ?)
                    UNION ALL
-                   SELECT * FROM (SELECT id, read_id, reference, failure_reason FROM scans WHERE state = 'held' AND state <> 'delivered' AND replayed_by IS NULL ORDER BY id DESC LIMIT ?)) s
+                   SELECT * FROM (SELECT id, read_id, reference, failure_reason FROM scan_rows WHERE state = 'held' AND state <> 'delivered' AND replayed_by IS NULL ORDER BY id DESC LIMIT ?)) s
              JOIN reads r ON r.id = s.read_id
            UNION ALL
            SELECT * FROM (SELECT 'rejected', input_id, NULL, reason, raw, received_at, origin, id FROM reads WHERE outcome = 'rejected' ORDER BY id DESC LIMIT ?)
@@ -683,18 +706,20 @@ export class BufferStore {
     nowMs: number,
   ): number {
     const st = (this.replayStatements ??= {
-      insert: this.db.prepare(`INSERT INTO scans (read_id, dcp_key, reference, time_utc, body, bytes, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`),
-      markScan: this.db.prepare(`UPDATE scans SET replayed_by = ? WHERE id = ? AND replayed_by IS NULL`),
+      insert: this.db.prepare(`INSERT INTO scan_rows (read_id, dcp_key, reference, time_utc, bytes, created_at) VALUES (?, ?, ?, ?, ?, ?)`),
+      insertBody: this.db.prepare(`INSERT INTO scan_bodies (id, body) VALUES (?, ?)`),
+      markScan: this.db.prepare(`UPDATE scan_rows SET replayed_by = ? WHERE id = ? AND replayed_by IS NULL`),
       markRead: this.db.prepare(`UPDATE reads SET outcome = 'scan', dcp_key = ?, reason = ? WHERE id = ? AND outcome = 'rejected'`),
     });
-    const info = st.insert.run(replaces.readId, scan.dcpKey, scan.reference, scan.timeUtc, scan.body, Buffer.byteLength(scan.body), nowMs);
+    const info = st.insert.run(replaces.readId, scan.dcpKey, scan.reference, scan.timeUtc, Buffer.byteLength(scan.body), nowMs);
     const newId = Number(info.lastInsertRowid);
+    st.insertBody.run(newId, scan.body);
     if (replaces.scanId !== null) st.markScan.run(newId, replaces.scanId);
     else st.markRead.run(scan.dcpKey, reason, replaces.readId);
     return newId;
   }
 
-  private replayStatements: { insert: Database.Statement; markScan: Database.Statement; markRead: Database.Statement } | undefined;
+  private replayStatements: { insert: Database.Statement; insertBody: Database.Statement; markScan: Database.Statement; markRead: Database.Statement } | undefined;
 
   close(): void {
     if (this.db.open) this.db.close();

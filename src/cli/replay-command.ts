@@ -67,7 +67,9 @@ export function registerReplayCommand(program: Command, io: ReplayIo): void {
       if (!existsSync(config.buffer.path)) {
         throw new GatewayError(ErrorCodes.BUFFER, `the buffer ${config.buffer.path} does not exist (nothing to replay)`);
       }
-      const store = new BufferStore(config.buffer.path, { fileMustExist: true });
+      // No migration from here: an older gateway may still run on this buffer (after a package
+      // upgrade whose restart waits for the configuration), and could not write a newer schema.
+      const store = new BufferStore(config.buffer.path, { fileMustExist: true, migrate: false });
       let result: ReplayResult;
       try {
         const mapper = mappingContext(config);

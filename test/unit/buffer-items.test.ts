@@ -69,7 +69,7 @@ describe('item lookup in the buffer', () => {
       { parent: 'P-1', n: 2 },
       { parent: 'P-2', n: 1 },
     ]);
-    db.prepare(`DELETE FROM scans WHERE reference = 'M-2'`).run();
+    db.prepare(`DELETE FROM scan_rows WHERE reference = 'M-2'`).run();
     expect(db.prepare(`SELECT parent FROM scan_parents`).pluck().all()).toEqual(['P-1']);
     expect(store.reports.trace('P-2').found).toBe(false);
     store.close();

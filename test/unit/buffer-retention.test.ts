@@ -40,7 +40,7 @@ describe('retention: the audit period', () => {
     const deadId = sqlOf(s).prepare(`SELECT id FROM scans WHERE reference = 'FIXED'`).pluck().get() as number;
     const replacement = deliveredBatch(s, ['FIXED-AGAIN'], 35);
     const replacementId = sqlOf(s).prepare(`SELECT id FROM scans WHERE reference = 'FIXED-AGAIN'`).pluck().get() as number;
-    sqlOf(s).prepare(`UPDATE scans SET replayed_by = ? WHERE id = ?`).run(replacementId, deadId);
+    sqlOf(s).prepare(`UPDATE scan_rows SET replayed_by = ? WHERE id = ?`).run(replacementId, deadId);
     // Undelivered: pending, held, and an upload still in flight.
     s.commitIntake([scan('PENDING', NOW - 90 * DAY)], NOW - 90 * DAY);
     s.commitIntake([scan('HELD', NOW - 90 * DAY)], NOW - 90 * DAY);
