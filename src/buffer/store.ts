@@ -619,13 +619,21 @@ export class BufferStore {
       }
       // batched -> delivered is not counted by the triggers (the last migration): the totals move
       // once, here. Scans of the batch in any other state are moved (and counted) as before.
-      const moving = this.db.prepare(`SELECT count(*) AS n, coalesce(sum(bytes), 0) AS bytes FROM scan_rows WHERE batch_id = ? AND state = 'batched'`).get(id) as { n: number; bytes: number };
+      // One walk of the batch's scans counts both kinds; the second UPDATE (another walk of them
+      // all, about 3 ms per 10,000) runs only when some scan is in neither state.
+      const moving = this.db
+        .prepare(
+          `SELECT count(*) FILTER (WHERE state = 'batched') AS n, coalesce(sum(bytes) FILTER (WHERE state = 'batched'), 0) AS bytes,
+                  count(*) FILTER (WHERE state NOT IN ('batched', 'delivered')) AS others
+             FROM scan_rows WHERE batch_id = ?`,
+        )
+        .get(id) as { n: number; bytes: number; others: number };
       this.db.prepare(`UPDATE scan_rows SET state = 'delivered' WHERE batch_id = ? AND state = 'batched'`).run(id);
       this.db.prepare(`UPDATE buffer_totals SET undelivered_scans = undelivered_scans - ?, undelivered_bytes = undelivered_bytes - ? WHERE id = 1`).run(moving.n, moving.bytes);
       if (moving.n > 0) {
         this.db.prepare(`INSERT INTO scan_state_counts (state, scans) VALUES ('delivered', ?) ON CONFLICT (state) DO UPDATE SET scans = scans + excluded.scans`).run(moving.n);
       }
-      this.db.prepare(`UPDATE scan_rows SET state = 'delivered' WHERE batch_id = ? AND state NOT IN ('batched', 'delivered')`).run(id);
+      if (moving.others > 0) this.db.prepare(`UPDATE scan_rows SET state = 'delivered' WHERE batch_id = ? AND state NOT IN ('batched', 'delivered')`).run(id);
       const fail = this.db.prepare(`UPDATE scan_rows SET state = 'failed', failure_reason = ? WHERE batch_id = ? AND reference = ?`);
       for (const f of failures) fail.run(f.reason, id, f.reference);
     })();

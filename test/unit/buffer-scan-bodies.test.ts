@@ -128,6 +128,17 @@ describe('scan bodies in a table of their own (issue 17, round 5)', () => {
     expect(s.scanCounts()).toEqual({ batched: 1, delivered: 4, failed: 2, held: 1 });
   });
 
+  it('finishing a batch also delivers its scans in another state, counted by the triggers', () => {
+    const s = (store = new BufferStore(':memory:'));
+    s.commitIntake(['X', 'Y', 'Z'].map((r) => scanAt(r, 'GI-01', NOW)), NOW);
+    const batch = formBatch(s, { maxScans: 10, maxBytes: 1e6, mode: 'direct', nowIso: new Date(NOW).toISOString() })!;
+    sqlOf(s).prepare(`UPDATE scan_rows SET state = 'held', failure_reason = 'set aside' WHERE reference = 'Y'`).run();
+    expect(s.scanCounts()).toEqual({ batched: 2, held: 1 });
+    s.finishBatch(batch.id, { state: 'Success' }, new Date(NOW).toISOString());
+    expect(s.scanCounts()).toEqual({ delivered: 3 });
+    expect(s.totals()).toEqual({ pendingScans: 0, pendingBytes: 0, undeliveredScans: 0, undeliveredBytes: 0 });
+  });
+
   it('a second process (replay) does not migrate: an older gateway may still be writing the buffer', () => {
     const file = oldBuffer();
     let err: unknown;
