@@ -178,8 +178,8 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
   },
   {
     code: ErrorCodes.BUFFER_DISK_FULL,
-    meaning: 'the disk of the buffer is full (SQLite `SQLITE_FULL`): nothing of the commit was written and the sources keep their reads; inputs that can wait are paused, and until there is room again every submit is refused the same way, so the room of the released reserve stays with delivery',
-    whatToDo: 'usually nothing: the oldest delivered scans are pruned and intake resumes by itself once the reserve is written again (docs/operations.md §9); if only undelivered data is left, get delivery going or free space on the disk of `buffer.path` (`df -h`)',
+    meaning: 'the disk of the buffer is full (SQLite `SQLITE_FULL`): nothing of the commit was written and the sources keep their reads; inputs that can wait are paused, and until there is room again every submit is refused the same way, so the room of the released reserve stays with delivery. At start: the upgrade of the buffer\'s schema needed more room and was undone whole (the buffer is as it was)',
+    whatToDo: 'usually nothing: the oldest delivered scans are pruned and intake resumes by itself once the reserve is written again (docs/operations.md §9); if only undelivered data is left, get delivery going or free space on the disk of `buffer.path` (`df -h`). At start: free about twice the buffer file\'s size and start again (docs/operations.md §6)',
   },
   {
     code: ErrorCodes.BUFFER_QUOTA,

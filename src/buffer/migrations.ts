@@ -377,14 +377,16 @@ export const MIGRATIONS: readonly string[] = [
   // Issue 17, round 5 (the drain's SQLite floor): a scan's body lives in a table of its own, so the
   // drain's two moves of every scan (pending -> batched, batched -> delivered) rewrite rows of about
   // 80 bytes instead of 350: 11 scans to a 4 KiB page became about 45, and each 10,000-scan move
-  // writes about 220 table pages to the log instead of 900 (measured on 300,000 scans, 30 batches:
-  // 35 + 25 -> 22 + 10 ms per batch, docs/performance.md section 3). `scans` stays what every
-  // reader and operator queries, as a view of the two tables with the columns in their old order;
-  // the store writes `scan_rows` and `scan_bodies`. SQLite leaves the view's join out of a query
-  // that reads no body (the join is on the body table's rowid), and flattens the view, so the
-  // indexes of `scan_rows` (they keep their names) serve its queries as before.
-  // The table is rewritten once: about the bodies' size again in the log and 2 to 3 s per million
-  // scans; the database file's freed pages go back to the file system (auto_vacuum, disk-guard.ts).
+  // writes about a quarter of the table pages to the log it did (the drain benchmark's SQLite floor
+  // per 10,000-scan batch: 54.5 + 46.2 -> 31.6 + 24.1 ms, docs/performance.md section 3). `scans` stays what every
+  // operator (and test) queries, as a view of the two tables with the columns in their old order.
+  // SQLite flattens the view, so the indexes of `scan_rows` (they keep their names) serve its
+  // queries, but it still looks up each row's body even where none is read: the gateway's own
+  // queries name `scan_rows` and join `scan_bodies` only to read bodies (an older buffer opened
+  // read-only gets both names as temporary views, BufferReader).
+  // The scans are rewritten once, in this one transaction: 4.0 s per million scans, the log holds
+  // about the buffer's size until the commit, and the file grows by the bodies' size (the rows shrink
+  // in place). A full disk undoes it whole (BufferStore.migrate says so; docs/operations.md §6).
   `
   DROP TRIGGER scans_parents_insert;
   CREATE TABLE scan_bodies (id INTEGER PRIMARY KEY, body TEXT NOT NULL);
