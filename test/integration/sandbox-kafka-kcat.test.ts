@@ -189,10 +189,15 @@ describe('Kafka faults', () => {
     expect(down.stderr).toMatch(/Connection refused/);
     const final = await batchToTheEnd();
     sandbox.setFaults({ kafkaDown: null });
-    const mine = await waitFor(async () => {
-      const events = (await readAll()).filter(([k]) => k === String(final.requestId));
-      return events.length === 3 ? events : undefined;
-    });
+    // 20 s, not the default 5: kcat reconnects with its own backoff after the refusals above, and
+    // in a full parallel run its first metadata query once failed for the whole 5 s.
+    const mine = await waitFor(
+      async () => {
+        const events = (await readAll()).filter(([k]) => k === String(final.requestId));
+        return events.length === 3 ? events : undefined;
+      },
+      { timeoutMs: 20_000 },
+    );
     expect(mine.map(([, v]) => (JSON.parse(v) as { state: string }).state)).toEqual(['Received', 'InProgress', 'Success']);
   });
 

@@ -261,7 +261,9 @@ describe("the sandbox's SFTP endpoint", () => {
           () => undefined,
           (e: unknown) => e,
         );
-        expect((err as GatewayError).code).toBe(ErrorCodes.SFTP_AUTH);
+        // The message in the failure: twice in full parallel runs a refused login came back as
+        // SFTP_NETWORK (not reproduced in 120 refused logins alone under CPU load).
+        expect((err as GatewayError).code, (err as Error).message).toBe(ErrorCodes.SFTP_AUTH);
       }
     } finally {
       await sandbox.close();
