@@ -40,7 +40,7 @@ function tableRows(db: Database.Database, table: string): { columns: string[]; s
 export function runRawCeiling(dir: string, sourceDb: string, batch: number): RawCeiling {
   const src = new Database(sourceDb, { readonly: true });
   const reads = tableRows(src, 'reads');
-  // A scan is a row of `scan_rows` and its body in `scan_bodies` (the last migration).
+  // A scan is a row of `scan_rows` and its body in `scan_bodies` (migration 12).
   const scans = tableRows(src, 'scan_rows');
   const bodies = tableRows(src, 'scan_bodies');
   src.close();

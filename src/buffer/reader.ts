@@ -24,7 +24,7 @@ export class BufferReader {
       this.db.pragma('busy_timeout = 5000');
       this.db.prepare('SELECT count(*) FROM batches').get();
       if (this.db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'scan_rows'`).get() === undefined) {
-        // A buffer from before the scans' bodies moved to a table of their own (the last migration),
+        // A buffer from before the scans' bodies moved to a table of their own (migration 12),
         // read as it is: the names the reports use, as views of this connection only (TEMP: the
         // file is not written).
         this.db.exec(`CREATE TEMP VIEW scan_rows AS SELECT * FROM main.scans; CREATE TEMP VIEW scan_bodies AS SELECT id, body FROM main.scans;`);

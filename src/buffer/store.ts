@@ -174,8 +174,6 @@ export class BufferStore {
 
   private statements?: {
     read: Database.Statement;
-    scan: Database.Statement;
-    body: Database.Statement;
     file: Database.Statement;
     progress: Database.Statement;
     progressDone: Database.Statement;
@@ -212,8 +210,6 @@ export class BufferStore {
         `INSERT INTO reads (input_id, received_at, raw, source_time, dcp_key, origin, outcome, reason, source_dcp_key, parents, attributes, input_level)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
-      scan: this.db.prepare(`INSERT INTO scan_rows (read_id, dcp_key, reference, time_utc, bytes, created_at) VALUES (?, ?, ?, ?, ?, ?)`),
-      body: this.db.prepare(`INSERT INTO scan_bodies (id, body) VALUES (?, ?)`),
       file: this.db.prepare(`INSERT OR IGNORE INTO files (input_id, hash, name, committed_at, items) VALUES (?, ?, ?, ?, ?)`),
       progress: this.db.prepare(
         `INSERT INTO file_progress (input_id, hash, name, items, updated_at) VALUES (?, ?, ?, ?, ?)
@@ -222,7 +218,7 @@ export class BufferStore {
       progressDone: this.db.prepare(`DELETE FROM file_progress WHERE input_id = ? AND hash = ?`),
       message: this.db.prepare(`INSERT OR REPLACE INTO mqtt_messages (input_id, packet_id, topic, payload_sha256, committed_at) VALUES (?, ?, ?, ?, ?)`),
     };
-    const { read, scan, body, file, progress, progressDone, message } = this.statements;
+    const { read, file, progress, progressDone, message } = this.statements;
     this.db.transaction(() => {
       for (const r of records) {
         const receivedAt = r.receivedAt.toISOString();
@@ -243,8 +239,7 @@ export class BufferStore {
         if (r.scan) {
           // Most scans are timed by their reception (no source time): the same instant, formatted once.
           const time = r.scan.instant.getTime() === r.receivedAt.getTime() ? receivedAt : r.scan.instant.toISOString();
-          const row = scan.run(info.lastInsertRowid, r.scan.dcpKey, r.scan.reference, time, r.scan.bytes ?? Buffer.byteLength(r.scan.body), nowMs);
-          body.run(row.lastInsertRowid, r.scan.body);
+          this.insertScan(info.lastInsertRowid, r.scan.dcpKey, r.scan.reference, time, r.scan.body, r.scan.bytes ?? Buffer.byteLength(r.scan.body), nowMs);
         }
       }
       const at = new Date(nowMs).toISOString();
@@ -370,7 +365,7 @@ export class BufferStore {
 
   /** `created_at` (ms) of the first scan in `state` (by id, through the scans_state index), or null. */
   private oldestCreatedAt(state: 'pending' | 'batched'): number | null {
-    // `state <> 'delivered'`: the condition of the partial index scans_state (last migration). The
+    // `state <> 'delivered'`: the condition of the partial index scans_state (migration 11). The
     // state is written out, not bound: SQLite matches a bound value against that condition only by
     // preparing the statement again once the value is known. Its type allows two literals only.
     return (this.db.prepare(`SELECT created_at FROM scan_rows WHERE state = '${state}' AND state <> 'delivered' ORDER BY id LIMIT 1`).pluck().get() as number | undefined) ?? null;
@@ -415,7 +410,7 @@ export class BufferStore {
         .run(opts.mode === 'sftp' ? 'presigned' : opts.mode, opts.mode === 'sftp' ? 'sftp' : null, opts.scanIds.length, opts.bytes, opts.nowIso);
       const batchId = Number(info.lastInsertRowid);
       // One set-based statement: per-row updates were most of the drain's CPU. The counting
-      // triggers skip pending -> batched (the last migration): the totals move once, here.
+      // triggers skip pending -> batched (migration 10): the totals move once, here.
       const moved = this.db
         .prepare(`UPDATE scan_rows SET state = 'batched', batch_id = ? WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'`)
         .run(batchId, JSON.stringify(opts.scanIds)).changes;
@@ -617,7 +612,7 @@ export class BufferStore {
         this.db.prepare(`UPDATE scan_rows SET state = 'failed', failure_reason = ? WHERE batch_id = ?`).run(status.description ?? 'batch failed', id);
         return;
       }
-      // batched -> delivered is not counted by the triggers (the last migration): the totals move
+      // batched -> delivered is not counted by the triggers (migration 10): the totals move
       // once, here. Scans of the batch in any other state are moved (and counted) as before.
       // One walk of the batch's scans counts both kinds; the second UPDATE (another walk of them
       // all, about 3 ms per 10,000) runs only when some scan is in neither state.
@@ -714,20 +709,33 @@ export class BufferStore {
     nowMs: number,
   ): number {
     const st = (this.replayStatements ??= {
-      insert: this.db.prepare(`INSERT INTO scan_rows (read_id, dcp_key, reference, time_utc, bytes, created_at) VALUES (?, ?, ?, ?, ?, ?)`),
-      insertBody: this.db.prepare(`INSERT INTO scan_bodies (id, body) VALUES (?, ?)`),
       markScan: this.db.prepare(`UPDATE scan_rows SET replayed_by = ? WHERE id = ? AND replayed_by IS NULL`),
       markRead: this.db.prepare(`UPDATE reads SET outcome = 'scan', dcp_key = ?, reason = ? WHERE id = ? AND outcome = 'rejected'`),
     });
-    const info = st.insert.run(replaces.readId, scan.dcpKey, scan.reference, scan.timeUtc, Buffer.byteLength(scan.body), nowMs);
-    const newId = Number(info.lastInsertRowid);
-    st.insertBody.run(newId, scan.body);
+    const newId = this.insertScan(replaces.readId, scan.dcpKey, scan.reference, scan.timeUtc, scan.body, Buffer.byteLength(scan.body), nowMs);
     if (replaces.scanId !== null) st.markScan.run(newId, replaces.scanId);
     else st.markRead.run(scan.dcpKey, reason, replaces.readId);
     return newId;
   }
 
-  private replayStatements: { insert: Database.Statement; insertBody: Database.Statement; markScan: Database.Statement; markRead: Database.Statement } | undefined;
+  private replayStatements: { markScan: Database.Statement; markRead: Database.Statement } | undefined;
+
+  /**
+   * Inserts one scan as the schema stores it (migration 12): its row in `scan_rows` and its JSON
+   * (`bytes` long in UTF-8) in `scan_bodies` under the same id. Runs inside the caller's
+   * transaction; the only place scans are written, for intake and replay alike. Answers the id.
+   */
+  private insertScan(readId: number | bigint, dcpKey: string, reference: string, timeUtc: string, body: string, bytes: number, nowMs: number): number {
+    this.scanInserts ??= {
+      row: this.db.prepare(`INSERT INTO scan_rows (read_id, dcp_key, reference, time_utc, bytes, created_at) VALUES (?, ?, ?, ?, ?, ?)`),
+      body: this.db.prepare(`INSERT INTO scan_bodies (id, body) VALUES (?, ?)`),
+    };
+    const id = this.scanInserts.row.run(readId, dcpKey, reference, timeUtc, bytes, nowMs).lastInsertRowid;
+    this.scanInserts.body.run(id, body);
+    return Number(id);
+  }
+
+  private scanInserts: { row: Database.Statement; body: Database.Statement } | undefined;
 
   close(): void {
     if (this.db.open) this.db.close();

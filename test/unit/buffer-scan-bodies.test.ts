@@ -11,7 +11,7 @@ import { ErrorCodes, GatewayError } from '../../src/errors.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
 import { scanAt } from '../helpers/records.js';
 
-// Issue 17, round 5: the scans' bodies moved to `scan_bodies` (the last migration); `scans` became
+// Issue 17, round 5: the scans' bodies moved to `scan_bodies` (migration 12); `scans` became
 // a view of `scan_rows` and `scan_bodies`. These tests meet a buffer written before it.
 const BEFORE = MIGRATIONS.length - 1;
 const NOW = Date.parse('2026-11-25T08:00:00Z');
