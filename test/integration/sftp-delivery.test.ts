@@ -257,13 +257,21 @@ describe("the sandbox's SFTP endpoint", () => {
       expect(await byKey.size('/nothing-here.json')).toBeUndefined();
       await byKey.close();
       for (const login of [{ password: 'not-the-secret' }, { privateKey: other.private }]) {
-        const err = await sftpConnector({ sftp, clientId: DEMO_CLIENT_ID, ...login }).connect().then(
-          () => undefined,
-          (e: unknown) => e,
-        );
-        // The message in the failure: twice in full parallel runs a refused login came back as
-        // SFTP_NETWORK (not reproduced in 120 refused logins alone under CPU load).
-        expect((err as GatewayError).code, (err as Error).message).toBe(ErrorCodes.SFTP_AUTH);
+        // Twice in full parallel runs (of 5) a refused login came back as SFTP_NETWORK, never alone
+        // (120 refused logins under CPU load): ssh2 emits the authentication error before it ends
+        // the connection, so those were connections that failed before the login was answered.
+        // Such a failure says nothing of the login and is tried again (at most 3 times); a login
+        // that is answered must be refused as SFTP_AUTH, and any other code fails at once.
+        const tries: string[] = [];
+        let err: GatewayError | undefined;
+        do {
+          err = (await sftpConnector({ sftp, clientId: DEMO_CLIENT_ID, ...login }).connect().then(
+            () => undefined,
+            (e: unknown) => e,
+          )) as GatewayError | undefined;
+          tries.push(`${err?.code}: ${err?.message}`);
+        } while (err?.code === ErrorCodes.SFTP_NETWORK && tries.length < 3);
+        expect(err?.code, tries.join('\n')).toBe(ErrorCodes.SFTP_AUTH);
       }
     } finally {
       await sandbox.close();
