@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import { printableRaw } from '../format/printable.js';
+import { scanStateSql } from './scan-state.js';
 
 /**
  * Item lookup (issue 18): "what happened to this item?" from the buffer alone, read-only. For a
@@ -181,7 +182,7 @@ export function traceItem(db: Database.Database, reference: string, options: Tra
   const total = db.prepare(`SELECT count(*) FROM scan_rows WHERE reference = ?`).pluck().get(reference) as number;
   const rows = db
     .prepare(
-      `SELECT id, dcp_key AS dcpKey, time_utc AS timeUtc, (SELECT body FROM scan_bodies b WHERE b.id = scan_rows.id) AS body, state, failure_reason AS failureReason, replayed_by AS replayedBy,
+      `SELECT id, dcp_key AS dcpKey, time_utc AS timeUtc, (SELECT body FROM scan_bodies b WHERE b.id = scan_rows.id) AS body, ${scanStateSql()} AS state, failure_reason AS failureReason, replayed_by AS replayedBy,
               batch_id AS batchId, read_id AS readId
          FROM scan_rows WHERE reference = ? ORDER BY id DESC LIMIT ?`,
     )
@@ -221,7 +222,7 @@ export function traceItem(db: Database.Database, reference: string, options: Tra
 
   const summary = db.prepare(
     `SELECT count(*) AS scans, (SELECT dcp_key FROM scan_rows WHERE reference = @ref ORDER BY id DESC LIMIT 1) AS lastDcp,
-            (SELECT state FROM scan_rows WHERE reference = @ref ORDER BY id DESC LIMIT 1) AS lastState, max(time_utc) AS lastAt
+            (SELECT ${scanStateSql()} FROM scan_rows WHERE reference = @ref ORDER BY id DESC LIMIT 1) AS lastState, max(time_utc) AS lastAt
        FROM scan_rows WHERE reference = @ref`,
   );
   // Parents of a reference: those its scans name (the latest scans first).

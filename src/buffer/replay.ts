@@ -1,6 +1,7 @@
 import type { Read } from '../inputs/types.js';
 import { connectionOf } from './connection.js';
 import type { BufferStore } from './store.js';
+import { indexedState } from './scan-state.js';
 import { scanSchema } from '../contract/contract.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
 
@@ -152,8 +153,8 @@ function countInputLevel(store: BufferStore, s: ReplaySelection): number {
 function selectCandidates(store: BufferStore, s: ReplaySelection): Candidate[] {
   const readColumns = `r.input_id AS inputId, r.received_at AS receivedAt, r.raw AS raw, r.source_time AS sourceTime,
     r.source_dcp_key AS sourceDcpKey, r.parents AS parents, r.attributes AS attributes, r.origin AS origin`;
-  // `s.state <> 'delivered'`: the condition of the partial index scans_state (store migrations).
-  const where: string[] = [`s.state IN ('failed', 'held')`, `s.state <> 'delivered'`, `s.replayed_by IS NULL`];
+  // indexedState: the condition of the partial index scans_state (src/buffer/scan-state.ts).
+  const where: string[] = [`s.state IN ('failed', 'held')`, indexedState('s.'), `s.replayed_by IS NULL`];
   const params: unknown[] = [];
   if (s.batchId !== undefined) {
     where.push('s.batch_id = ?');

@@ -3,6 +3,7 @@ import type Database from 'better-sqlite3';
 import { printableRaw } from '../format/printable.js';
 import { lastReadId, readsAfter, stationCounts, stationRecent, type StationRead } from './station.js';
 import { searchItems, traceItem, type ItemMatch, type ItemTrace, type TraceOptions } from './items.js';
+import { inFlight, indexedState } from './scan-state.js';
 
 /**
  * Read-only questions about the SQLite buffer that plant IT asks (what is waiting, what failed,
@@ -76,18 +77,20 @@ const AGE_BANDS: { label: string; belowMs: number | null }[] = [
 
 /** What is waiting for delivery: by DCP, by age, and the batches not yet finished. */
 function queueReport(db: Database.Database, nowMs: number): QueueReport {
-  // The queries of scans by state here also say `state <> 'delivered'`: the condition of the
-  // partial index scans_state (store migrations), without which SQLite would not use it.
+  // Pending scans through the partial index scans_state, those in flight by batch from the open
+  // batches (src/buffer/scan-state.ts): neither walks the delivered scans.
+  const undelivered = `SELECT dcp_key, state, created_at FROM scan_rows WHERE state = 'pending' AND ${indexedState()}
+                       UNION ALL SELECT dcp_key, state, created_at FROM scan_rows WHERE ${inFlight()}`;
   const rows = db
     .prepare(
       `SELECT dcp_key AS dcp, sum(state = 'pending') AS waiting, sum(state = 'batched') AS inFlight, min(created_at) AS oldest
-         FROM scan_rows WHERE state IN ('pending', 'batched') AND state <> 'delivered' GROUP BY dcp_key ORDER BY dcp_key`,
+         FROM (${undelivered}) GROUP BY dcp_key ORDER BY dcp_key`,
     )
     .all() as { dcp: string; waiting: number; inFlight: number; oldest: number }[];
   const byDcp = rows.map((r) => ({ dcp: r.dcp, waiting: r.waiting, inFlight: r.inFlight, oldestAgeMs: Math.max(0, nowMs - r.oldest) }));
   const cases = AGE_BANDS.map((b, i) => (b.belowMs === null ? `ELSE ${i}` : `WHEN ? - created_at < ${b.belowMs} THEN ${i}`)).join(' ');
   const bandCounts = db
-    .prepare(`SELECT CASE ${cases} END AS band, count(*) AS n FROM scan_rows WHERE state IN ('pending', 'batched') AND state <> 'delivered' GROUP BY band`)
+    .prepare(`SELECT CASE ${cases} END AS band, count(*) AS n FROM (${undelivered}) GROUP BY band`)
     .all(...AGE_BANDS.filter((b) => b.belowMs !== null).map(() => nowMs)) as { band: number; n: number }[];
   const byAge = AGE_BANDS.map((b, i) => ({ ...b, scans: bandCounts.find((c) => c.band === i)?.n ?? 0 }));
   const batches = db
@@ -147,7 +150,7 @@ function failuresReport(db: Database.Database, limit: number): FailuresReport {
            SELECT s.state AS kind, r.received_at AS at, r.input_id AS inputId, s.dcp_key AS dcp, s.reference AS reference,
                   coalesce(s.failure_reason, '') AS reason, r.raw AS raw, r.origin AS origin, b.request_id AS requestId, r.id AS rid
              FROM scan_rows s JOIN reads r ON r.id = s.read_id LEFT JOIN batches b ON b.id = s.batch_id
-            WHERE s.state IN ('failed', 'held') AND s.state <> 'delivered' ${open}
+            WHERE s.state IN ('failed', 'held') AND ${indexedState('s.')} ${open}
            UNION ALL
            SELECT 'rejected', received_at, input_id, dcp_key, NULL, coalesce(reason, ''), raw, origin, NULL, id
              FROM reads WHERE outcome = 'rejected'
@@ -158,7 +161,7 @@ function failuresReport(db: Database.Database, limit: number): FailuresReport {
   const reasons = db
     .prepare(
       `SELECT * FROM (
-         SELECT 'failed' AS kind, coalesce(failure_reason, '') AS reason, count(*) AS count FROM scan_rows s WHERE state IN ('failed', 'held') AND state <> 'delivered' ${open} GROUP BY 2
+         SELECT 'failed' AS kind, coalesce(failure_reason, '') AS reason, count(*) AS count FROM scan_rows s WHERE state IN ('failed', 'held') AND ${indexedState()} ${open} GROUP BY 2
          UNION ALL
          SELECT 'rejected', coalesce(reason, ''), count(*) FROM reads WHERE outcome = 'rejected' GROUP BY 2
        ) ORDER BY count DESC, reason LIMIT 50`,
@@ -186,13 +189,16 @@ export interface StatsReport {
 }
 
 /**
- * Scans by state, counted from the rows. The partial index scans_state (store migrations) holds no
- * delivered scans: those are all scans less the others, so neither count reads the table itself.
+ * Scans by state, counted from the rows: pending, failed and held from the partial index
+ * scans_state, those in flight by batch from the open batches (src/buffer/scan-state.ts); the
+ * delivered ones are all scans less the others, so no count walks the delivered scans.
  */
 function scanStates(db: Database.Database): Record<string, number> {
   const out = Object.fromEntries(
-    (db.prepare(`SELECT state AS k, count(*) AS n FROM scan_rows WHERE state <> 'delivered' GROUP BY state`).all() as { k: string; n: number }[]).map((r) => [r.k, r.n]),
+    (db.prepare(`SELECT state AS k, count(*) AS n FROM scan_rows WHERE ${indexedState()} GROUP BY state`).all() as { k: string; n: number }[]).map((r) => [r.k, r.n]),
   );
+  const batched = db.prepare(`SELECT count(*) FROM scan_rows WHERE ${inFlight()}`).pluck().get() as number;
+  if (batched > 0) out.batched = batched;
   const all = db.prepare(`SELECT count(*) FROM scan_rows`).pluck().get() as number;
   const delivered = all - Object.values(out).reduce((a, b) => a + b, 0);
   if (delivered > 0) out.delivered = delivered;

@@ -93,7 +93,7 @@ export class Retention {
     let after = 0;
     while (total.scans < maxScans) {
       const batchId = db
-        .prepare(`SELECT id FROM batches WHERE state = 'done' AND id > ? AND EXISTS (SELECT 1 FROM scan_rows WHERE batch_id = batches.id AND state = 'delivered') ORDER BY id LIMIT 1`)
+        .prepare(`SELECT id FROM batches WHERE state = 'done' AND id > ? AND EXISTS (SELECT 1 FROM scan_rows WHERE batch_id = batches.id AND state IN ('delivered', 'batched')) ORDER BY id LIMIT 1`)
         .pluck()
         .get(after) as number | undefined;
       if (batchId === undefined) break;
@@ -167,11 +167,15 @@ export class Retention {
     return total;
   }
 
-  /** Deletes up to `chunk` delivered scans of one batch; answers true when the batch has none left. */
+  /**
+   * Deletes up to `chunk` delivered scans of one finished batch (the callers pick only `done`
+   * batches); answers true when the batch has none left.
+   */
   private pruneBatchChunk(batchId: number, total: PruneResult, emptied: Set<number>): boolean {
     const db = connectionOf(this.options.store);
+    // In a done batch a `batched` row is delivered (migration 13); the delete triggers count it so.
     const scans = db
-      .prepare(`SELECT id, read_id AS readId FROM scan_rows WHERE batch_id = ? AND state = 'delivered' LIMIT ?`)
+      .prepare(`SELECT id, read_id AS readId FROM scan_rows WHERE batch_id = ? AND state IN ('delivered', 'batched') LIMIT ?`)
       .all(batchId, this.chunk) as { id: number; readId: number }[];
     const readIds = new Set<number>();
     const delScan = db.prepare(`DELETE FROM scan_rows WHERE id = ? AND ${NOT_NEWEST('scan_rows')}`);

@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import { printableRaw } from '../format/printable.js';
 import { firstReadSince } from './reports.js';
+import { scanStateSql } from './scan-state.js';
 
 /**
  * The station screen's questions (issue 18, src/health/station.ts), read-only. A station is a
@@ -37,7 +38,7 @@ export function stationKeys(dcpKey: string, inputIds: readonly string[]): string
 }
 
 const COLUMNS = `r.id, coalesce(r.dcp_key, '@' || r.input_id) AS station, r.input_id AS inputId, r.received_at AS receivedAt, r.outcome,
-  r.reason, r.raw, s.reference, s.state AS scanState, s.failure_reason AS failureReason`;
+  r.reason, r.raw, s.reference, ${scanStateSql('s.')} AS scanState, s.failure_reason AS failureReason`;
 // The latest scan of the read (a replayed read has two).
 const JOIN = `LEFT JOIN scan_rows s ON s.id = (SELECT max(id) FROM scan_rows WHERE read_id = r.id)`;
 

@@ -5,6 +5,7 @@ import { ErrorCodes, GatewayError, isDiskFull } from '../errors.js';
 import { attachConnection } from './connection.js';
 import { MIGRATIONS } from './migrations.js';
 import { permissionHint, unopenable } from './open-errors.js';
+import { inFlight, indexedState } from './scan-state.js';
 import { arrayBytes, BATCH_COLUMNS, type BatchMode, type BatchRow, type BatchState, type BufferTotals, type CommittedFile, type CommittedMessage, type IntakeRecord, type PendingScanRow } from './rows.js';
 import { BufferReports } from './reports.js';
 
@@ -363,12 +364,16 @@ export class BufferStore {
     return { count, oldestCreatedAt: count === 0 ? null : this.oldestCreatedAt('pending') };
   }
 
-  /** `created_at` (ms) of the first scan in `state` (by id, through the scans_state index), or null. */
+  /**
+   * `created_at` (ms) of the first scan in `state`, or null: a pending one by id through the
+   * scans_state index, a batched one (in flight) by batch, from the batches not done.
+   */
   private oldestCreatedAt(state: 'pending' | 'batched'): number | null {
-    // `state <> 'delivered'`: the condition of the partial index scans_state (migration 11). The
-    // state is written out, not bound: SQLite matches a bound value against that condition only by
-    // preparing the statement again once the value is known. Its type allows two literals only.
-    return (this.db.prepare(`SELECT created_at FROM scan_rows WHERE state = '${state}' AND state <> 'delivered' ORDER BY id LIMIT 1`).pluck().get() as number | undefined) ?? null;
+    const sql =
+      state === 'pending'
+        ? `SELECT created_at FROM scan_rows WHERE state = 'pending' AND ${indexedState()} ORDER BY id LIMIT 1`
+        : `SELECT min(created_at) FROM scan_rows WHERE ${inFlight()}`;
+    return (this.db.prepare(sql).pluck().get() as number | null | undefined) ?? null;
   }
 
   /**
@@ -380,7 +385,7 @@ export class BufferStore {
    * separate statements). The packing rule that consumes it lives in `src/delivery/batcher.ts`.
    */
   *pendingScans(): IterableIterator<PendingScanRow> {
-    this.pendingPage ??= this.db.prepare(`SELECT id, reference, bytes FROM scan_rows WHERE state = 'pending' AND state <> 'delivered' AND id > ? ORDER BY id LIMIT ?`);
+    this.pendingPage ??= this.db.prepare(`SELECT id, reference, bytes FROM scan_rows WHERE state = 'pending' AND ${indexedState()} AND id > ? ORDER BY id LIMIT ?`);
     let afterId = -1;
     for (;;) {
       const rows = this.pendingPage.all(afterId, PENDING_PAGE_ROWS) as PendingScanRow[];
@@ -394,10 +399,23 @@ export class BufferStore {
   /**
    * Writes a new `ready` batch of `scanIds` (their JSON array `bytes` long) and holds the scans in
    * `hold` with their reasons, in one transaction. With no `scanIds`, only the holds are written.
+   * `scanBytes`, the sum of the scans' stored lengths, saves reading them again for the totals.
+   * `gapless` says the scans are every pending scan from the first id to the last (packScans
+   * knows): they are then moved by that id range instead of by the list of ids. Either way every
+   * id must move, or nothing is written.
    *
    * @returns the new batch, or undefined when `scanIds` is empty.
+   * @throws GatewayError `SCANGW_E_BUFFER` when some of the scans are not pending.
    */
-  writeBatch(opts: { mode: BatchMode; scanIds: readonly number[]; bytes: number; nowIso: string; hold?: readonly { id: number; reason: string }[] }): BatchRow | undefined {
+  writeBatch(opts: {
+    mode: BatchMode;
+    scanIds: readonly number[];
+    bytes: number;
+    scanBytes?: number;
+    gapless?: boolean;
+    nowIso: string;
+    hold?: readonly { id: number; reason: string }[];
+  }): BatchRow | undefined {
     return this.db.transaction(() => {
       if (opts.hold && opts.hold.length > 0) {
         const hold = this.db.prepare(`UPDATE scan_rows SET state = 'held', failure_reason = ? WHERE id = ?`);
@@ -411,15 +429,18 @@ export class BufferStore {
       const batchId = Number(info.lastInsertRowid);
       // One set-based statement: per-row updates were most of the drain's CPU. The counting
       // triggers skip pending -> batched (migration 10): the totals move once, here.
-      const moved = this.db
-        .prepare(`UPDATE scan_rows SET state = 'batched', batch_id = ? WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'`)
-        .run(batchId, JSON.stringify(opts.scanIds)).changes;
+      const moved = opts.gapless
+        ? this.db
+            .prepare(`UPDATE scan_rows SET state = 'batched', batch_id = ? WHERE id BETWEEN ? AND ? AND state = 'pending'`)
+            .run(batchId, opts.scanIds[0], opts.scanIds[opts.scanIds.length - 1]).changes
+        : this.db
+            .prepare(`UPDATE scan_rows SET state = 'batched', batch_id = ? WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'`)
+            .run(batchId, JSON.stringify(opts.scanIds)).changes;
       if (moved !== opts.scanIds.length) {
-        throw new GatewayError(ErrorCodes.BUFFER, `writeBatch: ${opts.scanIds.length - moved} of the ${opts.scanIds.length} scans are not pending; nothing was batched`);
+        throw new GatewayError(ErrorCodes.BUFFER, `writeBatch: ${moved} scans would have moved for the ${opts.scanIds.length} given; nothing was batched`);
       }
-      this.db
-        .prepare(`UPDATE buffer_totals SET pending_scans = pending_scans - ?, pending_bytes = pending_bytes - (SELECT coalesce(sum(bytes), 0) FROM scan_rows WHERE batch_id = ?) WHERE id = 1`)
-        .run(moved, batchId);
+      const sum = opts.scanBytes ?? (this.db.prepare(`SELECT coalesce(sum(bytes), 0) FROM scan_rows WHERE batch_id = ?`).pluck().get(batchId) as number);
+      this.db.prepare(`UPDATE buffer_totals SET pending_scans = pending_scans - ?, pending_bytes = pending_bytes - ? WHERE id = 1`).run(moved, sum);
       return this.batch(batchId);
     })();
   }
@@ -589,7 +610,11 @@ export class BufferStore {
 
   /**
    * Records a terminal status (contract §2.8): each failure's reason on the scan with that
-   * reference, the other scans delivered.
+   * reference, the other scans delivered. The delivered scans' rows are not written: a `batched`
+   * row of a done batch is delivered (migration 13, src/buffer/scan-state.ts). When the batch
+   * becomes done its batched scans are counted delivered here, once (buffer_totals,
+   * scan_state_counts); a scan moved on from there (refused, now or in a report on a batch already
+   * done, such as an SFTP batch `transferred`) is counted by the triggers as leaving `delivered`.
    */
   finishBatch(
     id: number,
@@ -597,6 +622,7 @@ export class BufferStore {
     nowIso: string,
   ): void {
     this.db.transaction(() => {
+      const wasDone = this.batch(id)?.state === 'done';
       this.updateBatch(id, {
         state: 'done',
         upstreamState: status.state,
@@ -607,15 +633,8 @@ export class BufferStore {
         // An error on the way (a 429 to a status check, say) is history once the batch is done.
         lastError: null,
       });
-      const failures = status.failures ?? [];
-      if (status.state === 'Failed' && failures.length === 0) {
-        this.db.prepare(`UPDATE scan_rows SET state = 'failed', failure_reason = ? WHERE batch_id = ?`).run(status.description ?? 'batch failed', id);
-        return;
-      }
-      // batched -> delivered is not counted by the triggers (migration 10): the totals move
-      // once, here. Scans of the batch in any other state are moved (and counted) as before.
-      // One walk of the batch's scans counts both kinds; the second UPDATE (another walk of them
-      // all, about 3 ms per 10,000) runs only when some scan is in neither state.
+      // One walk of the batch's scans counts the batched ones (delivered from now on, which no
+      // trigger counts) and those in any other state but delivered (rare; written below).
       const moving = this.db
         .prepare(
           `SELECT count(*) FILTER (WHERE state = 'batched') AS n, coalesce(sum(bytes) FILTER (WHERE state = 'batched'), 0) AS bytes,
@@ -623,10 +642,14 @@ export class BufferStore {
              FROM scan_rows WHERE batch_id = ?`,
         )
         .get(id) as { n: number; bytes: number; others: number };
-      this.db.prepare(`UPDATE scan_rows SET state = 'delivered' WHERE batch_id = ? AND state = 'batched'`).run(id);
-      this.db.prepare(`UPDATE buffer_totals SET undelivered_scans = undelivered_scans - ?, undelivered_bytes = undelivered_bytes - ? WHERE id = 1`).run(moving.n, moving.bytes);
-      if (moving.n > 0) {
+      if (!wasDone && moving.n > 0) {
+        this.db.prepare(`UPDATE buffer_totals SET undelivered_scans = undelivered_scans - ?, undelivered_bytes = undelivered_bytes - ? WHERE id = 1`).run(moving.n, moving.bytes);
         this.db.prepare(`INSERT INTO scan_state_counts (state, scans) VALUES ('delivered', ?) ON CONFLICT (state) DO UPDATE SET scans = scans + excluded.scans`).run(moving.n);
+      }
+      const failures = status.failures ?? [];
+      if (status.state === 'Failed' && failures.length === 0) {
+        this.db.prepare(`UPDATE scan_rows SET state = 'failed', failure_reason = ? WHERE batch_id = ?`).run(status.description ?? 'batch failed', id);
+        return;
       }
       if (moving.others > 0) this.db.prepare(`UPDATE scan_rows SET state = 'delivered' WHERE batch_id = ? AND state NOT IN ('batched', 'delivered')`).run(id);
       const fail = this.db.prepare(`UPDATE scan_rows SET state = 'failed', failure_reason = ? WHERE batch_id = ? AND reference = ?`);
@@ -667,9 +690,9 @@ export class BufferStore {
         // letter with its raw read took about 50 ms at 10,000 of them, on each health refresh.
         `SELECT * FROM (
            SELECT 'failed' AS kind, r.input_id AS inputId, s.reference AS reference, s.failure_reason AS reason, r.raw AS raw, r.received_at AS at, r.origin AS origin, r.id AS rid
-             FROM (SELECT * FROM (SELECT id, read_id, reference, failure_reason FROM scan_rows WHERE state = 'failed' AND state <> 'delivered' AND replayed_by IS NULL ORDER BY id DESC LIMIT ?)
+             FROM (SELECT * FROM (SELECT id, read_id, reference, failure_reason FROM scan_rows WHERE state = 'failed' AND ${indexedState()} AND replayed_by IS NULL ORDER BY id DESC LIMIT ?)
                    UNION ALL
-                   SELECT * FROM (SELECT id, read_id, reference, failure_reason FROM scan_rows WHERE state = 'held' AND state <> 'delivered' AND replayed_by IS NULL ORDER BY id DESC LIMIT ?)) s
+                   SELECT * FROM (SELECT id, read_id, reference, failure_reason FROM scan_rows WHERE state = 'held' AND ${indexedState()} AND replayed_by IS NULL ORDER BY id DESC LIMIT ?)) s
              JOIN reads r ON r.id = s.read_id
            UNION ALL
            SELECT * FROM (SELECT 'rejected', input_id, NULL, reason, raw, received_at, origin, id FROM reads WHERE outcome = 'rejected' ORDER BY id DESC LIMIT ?)

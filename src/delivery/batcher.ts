@@ -12,6 +12,13 @@ export interface PackedBatch {
   ids: number[];
   /** Bytes of the JSON array of these scans (`arrayBytes`). */
   bytes: number;
+  /** Sum of the scans' stored JSON lengths (`bytes` less the brackets and commas). */
+  scanBytes: number;
+  /**
+   * True when no row between the first and the last id taken was left out (no reference repeated,
+   * no scan too large in between): the batch is then every pending scan in that id range.
+   */
+  gapless: boolean;
   /** Scans whose array alone is over `maxBytes`: never sendable under this limit. */
   oversize: { id: number; bytes: number }[];
 }
@@ -33,20 +40,29 @@ export function packScans(rows: Iterable<PendingScanRow>, opts: { maxScans: numb
   const references = new Set<string>();
   let sum = 0;
   let examined = 0;
+  let skipped = false;
+  let gapless = true;
   for (const row of rows) {
     if (++examined > opts.maxScans + BATCH_LOOKAHEAD) break;
-    if (references.has(row.reference)) continue;
+    if (references.has(row.reference)) {
+      skipped = true;
+      continue;
+    }
     if (arrayBytes(1, row.bytes) > opts.maxBytes) {
       oversize.push({ id: row.id, bytes: row.bytes });
+      skipped = true;
       continue;
     }
     if (arrayBytes(ids.length + 1, sum + row.bytes) > opts.maxBytes) break;
+    // A row left out before this one is a gap, unless nothing was taken yet.
+    if (skipped && ids.length > 0) gapless = false;
+    skipped = false;
     ids.push(row.id);
     references.add(row.reference);
     sum += row.bytes;
     if (ids.length >= opts.maxScans) break;
   }
-  return { ids, bytes: arrayBytes(ids.length, sum), oversize };
+  return { ids, bytes: arrayBytes(ids.length, sum), scanBytes: sum, gapless, oversize };
 }
 
 /**
@@ -66,7 +82,7 @@ export function formBatch(
     const hold = opts.holdOversize
       ? packed.oversize.map((o) => ({ id: o.id, reason: `the scan alone is ${o.bytes + 2} bytes, over the ${opts.maxBytes}-byte limit of a ${opts.mode} upload` }))
       : [];
-    return store.writeBatch({ mode: opts.mode, scanIds: packed.ids, bytes: packed.bytes, nowIso: opts.nowIso, hold });
+    return store.writeBatch({ mode: opts.mode, scanIds: packed.ids, bytes: packed.bytes, scanBytes: packed.scanBytes, gapless: packed.gapless, nowIso: opts.nowIso, hold });
   });
 }
 

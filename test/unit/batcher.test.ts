@@ -93,7 +93,35 @@ describe('batcher: packing into a batch', () => {
       expect(packed.bytes).toBeLessThanOrEqual(maxBytes);
       expect(new Set(packed.ids.map((id) => byId.get(id)!.reference)).size).toBe(packed.ids.length);
       for (const o of packed.oversize) expect(o.bytes + 2).toBeGreaterThan(maxBytes);
+      expect(packed.scanBytes).toBe(sum);
+      // gapless: the ids are every row from the first taken to the last (the range writeBatch moves).
+      if (packed.ids.length > 0) {
+        const span = rows.filter((r) => r.id >= packed.ids[0]! && r.id <= packed.ids.at(-1)!).map((r) => r.id);
+        expect(packed.gapless, `trial ${trial}`).toBe(span.length === packed.ids.length);
+      }
     }
+  });
+
+  it('forms a batch by id range when nothing was skipped, by the list of ids when something was, with the same scans and totals', () => {
+    const s = open();
+    s.commitIntake(['A', 'B', 'A', 'C', 'D', 'E'].map((r) => scanRecord(r, 40)), 0);
+    const ids = sqlOf(s).prepare(`SELECT id FROM scan_rows ORDER BY id`).pluck().all() as number[];
+    // A, B, then A again (skipped), C: not gapless; the second A waits for the next batch.
+    const first = formBatch(s, { maxScans: 3, maxBytes: 1e9, mode: 'direct', nowIso })!;
+    expect(sqlOf(s).prepare(`SELECT id FROM scan_rows WHERE batch_id = ? ORDER BY id`).pluck().all(first.id)).toEqual([ids[0], ids[1], ids[3]]);
+    // A (the second), D, E: gapless, moved by range.
+    const second = formBatch(s, { maxScans: 10, maxBytes: 1e9, mode: 'direct', nowIso })!;
+    expect(sqlOf(s).prepare(`SELECT id FROM scan_rows WHERE batch_id = ? ORDER BY id`).pluck().all(second.id)).toEqual([ids[2], ids[4], ids[5]]);
+    expect(s.totals()).toEqual({ pendingScans: 0, pendingBytes: 0, undeliveredScans: 6, undeliveredBytes: 240 });
+  });
+
+  it('writes nothing when a batch claimed gapless is not (every pending scan of the range must be in it)', () => {
+    const s = open();
+    s.commitIntake(['A', 'B', 'C'].map((r) => scanRecord(r, 40)), 0);
+    const ids = sqlOf(s).prepare(`SELECT id FROM scan_rows ORDER BY id`).pluck().all() as number[];
+    expect(() => s.writeBatch({ mode: 'direct', scanIds: [ids[0]!, ids[2]!], bytes: 83, scanBytes: 80, gapless: true, nowIso })).toThrow(/3 scans would have moved for the 2 given/);
+    expect(s.totals()).toEqual({ pendingScans: 3, pendingBytes: 120, undeliveredScans: 3, undeliveredBytes: 120 });
+    expect(sqlOf(s).prepare(`SELECT count(*) FROM batches`).pluck().get()).toBe(0);
   });
 
   it('takes at most maxScans scans, oldest first, and stops reading rows once the batch is full', () => {

@@ -55,7 +55,7 @@ describe('buffer store', () => {
     expect(ids).toEqual(expected);
   });
 
-  it('counts scans by state for stats exactly as the rows say, delivered ones included (outside the partial state index)', () => {
+  it('counts scans by state for stats exactly as the rows say, delivered and batched ones included (outside the partial state index)', () => {
     const s = open();
     s.commitIntake(Array.from({ length: 30 }, (_, i) => scanRecord(`C${i}`, 40)), 0);
     const done = formBatch(s, { maxScans: 10, maxBytes: 1e9, mode: 'direct', nowIso })!;
@@ -68,7 +68,9 @@ describe('buffer store', () => {
     );
     expect(rows).toEqual({ delivered: 9, failed: 1, held: 5, batched: 5, pending: 10 });
     expect(s.reports.stats().scans).toEqual(rows);
-    expect(sqlOf(s).prepare(`SELECT sql FROM sqlite_master WHERE name = 'scans_state'`).pluck().get()).toContain(`WHERE state <> 'delivered'`);
+    expect(sqlOf(s).prepare(`SELECT sql FROM sqlite_master WHERE name = 'scans_state'`).pluck().get()).toContain(`WHERE state NOT IN ('delivered', 'batched')`);
+    // A delivered scan's row still says batched (migration 13): the view says delivered.
+    expect(sqlOf(s).prepare(`SELECT count(*) FROM scan_rows WHERE batch_id = ? AND state = 'batched'`).pluck().get(done.id)).toBe(9);
   });
 
   it('keeps everything across a reopen', () => {

@@ -441,6 +441,17 @@ describe('deliverer: a buffer that cannot be written', () => {
         break;
       }
     }
+    // And the last page of the batches table: forming a batch now needs a new page. (Moving
+    // scans to a batch may free index pages as it goes, and finishing one writes no scan rows,
+    // so a full disk alone no longer stops every step.)
+    const filler = sqlOf(store).prepare(`INSERT INTO batches (mode, state, scan_count, bytes, created_at) VALUES ('direct', 'held', 0, 0, '2026-01-01T00:00:00.000Z')`);
+    for (;;) {
+      try {
+        filler.run();
+      } catch {
+        break;
+      }
+    }
     const d = t.start();
     await waitFor(() => d.snapshot().stepError !== undefined);
     expect(d.snapshot().stepError).toMatchObject({ diskFull: true, message: expect.stringMatching(/full/i) });
