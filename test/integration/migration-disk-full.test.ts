@@ -8,7 +8,8 @@ import { MIGRATIONS } from '../../src/buffer/migrations.js';
 import { BufferStore } from '../../src/buffer/store.js';
 import { ErrorCodes, GatewayError } from '../../src/errors.js';
 
-const BEFORE = MIGRATIONS.length - 1;
+// The schema before migration 12 (the one that rewrites the scans); a start walks every later one too.
+const BEFORE = 11;
 const SCANS = 12_000;
 
 /**
