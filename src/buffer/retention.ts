@@ -99,14 +99,14 @@ export class Retention {
       if (batchId === undefined) break;
       after = batchId;
       for (;;) {
-        const done = db.transaction(() => this.pruneBatchChunk(batchId, total, emptied))();
+        const done = db.transaction(() => this.pruneBatchChunk(batchId, total, emptied)).immediate();
         await yieldToEventLoop();
         if (done || total.scans >= maxScans) break;
       }
     }
     db.transaction(() => {
       for (const batchId of emptied) total.batches += this.deleteEmptyBatch(batchId);
-    })();
+    }).immediate();
     return total;
   }
 
@@ -125,14 +125,14 @@ export class Retention {
     const emptied = new Set<number>();
     for (const batchId of batchIds) {
       for (;;) {
-        const done = db.transaction(() => this.pruneBatchChunk(batchId, total, emptied))();
+        const done = db.transaction(() => this.pruneBatchChunk(batchId, total, emptied)).immediate();
         await yieldToEventLoop();
         if (done) break;
       }
     }
     db.transaction(() => {
       for (const batchId of emptied) total.batches += this.deleteEmptyBatch(batchId);
-    })();
+    }).immediate();
 
     for (const outcome of ['noRead', 'duplicate'] as const) {
       let after = 0;
@@ -145,7 +145,7 @@ export class Retention {
         db.transaction(() => {
           const del = db.prepare(`DELETE FROM reads WHERE id = ? AND ${NOT_NEWEST('reads')}`);
           for (const r of old) total.reads += del.run(r.id).changes;
-        })();
+        }).immediate();
         after = rows[rows.length - 1]!.id;
         // Reads come in time order (near enough): once a chunk holds a recent one, the rest are recent.
         if (old.length < rows.length) break;

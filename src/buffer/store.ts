@@ -131,7 +131,7 @@ export class BufferStore {
       this.db.transaction(() => {
         this.db.prepare('INSERT INTO space_probe (pad) VALUES (NULL)').run();
         throw ROLLBACK;
-      })();
+      }).immediate();
     } catch (err) {
       if (err === ROLLBACK) return;
       this.db.close();
@@ -159,7 +159,7 @@ export class BufferStore {
         this.db.transaction(() => {
           this.db.exec(MIGRATIONS[v]!);
           this.db.pragma(`user_version = ${v + 1}`);
-        })();
+        }).immediate();
       } catch (err) {
         if (!isDiskFull(err)) throw err;
         // A step may rewrite a table (version 12 rewrites the scans: the log holds about the
@@ -253,7 +253,7 @@ export class BufferStore {
         if (f.remember !== false) file.run(f.inputId, f.hash, f.name ?? null, at, f.items);
       }
       for (const m of messages) message.run(m.inputId, m.packetId, m.topic, m.payloadSha256, nowMs);
-    })();
+    }).immediate();
   }
 
   /**
@@ -442,15 +442,21 @@ export class BufferStore {
       const sum = opts.scanBytes ?? (this.db.prepare(`SELECT coalesce(sum(bytes), 0) FROM scan_rows WHERE batch_id = ?`).pluck().get(batchId) as number);
       this.db.prepare(`UPDATE buffer_totals SET pending_scans = pending_scans - ?, pending_bytes = pending_bytes - ? WHERE id = 1`).run(moved, sum);
       return this.batch(batchId);
-    })();
+    }).immediate();
   }
 
   /**
    * Runs `fn` in one transaction (a savepoint when nested): a read through {@link pendingScans}
    * and the {@link writeBatch} that follows it see the same buffer. `fn` must be synchronous.
+   *
+   * Every write transaction of the store (and of retention) begins IMMEDIATE: it takes the write
+   * lock before its first read. A second writer on the file (`scan-gateway replay`) then waits for
+   * it (`busy_timeout`) instead of committing between its read and its write, which would fail
+   * the daemon's write with SQLITE_BUSY_SNAPSHOT (a WAL reader cannot write from a stale
+   * snapshot, and no busy handler helps that).
    */
   atomically<T>(fn: () => T): T {
-    return this.db.transaction(fn)();
+    return this.db.transaction(fn).immediate();
   }
 
   /** The exact bytes sent for a batch: its scans' stored JSON, in id order, as one array. */
@@ -559,7 +565,7 @@ export class BufferStore {
       const scans = (this.db.prepare(`SELECT scan_count FROM batches WHERE id = ?`).pluck().get(id) as number | undefined) ?? 0;
       this.addCounter('possibleDuplicateUploads', 1);
       this.addCounter('possibleDuplicateScans', scans);
-    })();
+    }).immediate();
   }
 
   private addCounter(name: string, by: number): void {
@@ -597,7 +603,7 @@ export class BufferStore {
         nextAttemptAt: 0,
       });
       return true;
-    })();
+    }).immediate();
   }
 
   /** Holds a batch the service refused for good (a 4xx other than 401/408/413/429): kept, never dropped. */
@@ -605,7 +611,7 @@ export class BufferStore {
     this.db.transaction(() => {
       this.updateBatch(id, { state: 'held', lastError: error });
       this.db.prepare(`UPDATE scan_rows SET state = 'held', failure_reason = ? WHERE batch_id = ?`).run(error, id);
-    })();
+    }).immediate();
   }
 
   /**
@@ -654,7 +660,7 @@ export class BufferStore {
       if (moving.others > 0) this.db.prepare(`UPDATE scan_rows SET state = 'delivered' WHERE batch_id = ? AND state NOT IN ('batched', 'delivered')`).run(id);
       const fail = this.db.prepare(`UPDATE scan_rows SET state = 'failed', failure_reason = ? WHERE batch_id = ? AND reference = ?`);
       for (const f of failures) fail.run(f.reason, id, f.reference);
-    })();
+    }).immediate();
   }
 
   /** When the latest batch was uploaded (ISO 8601), or null before the first; by index (migration 3). */
@@ -710,7 +716,7 @@ export class BufferStore {
       this.db.transaction(() => {
         this.db.prepare(`INSERT INTO space_probe (pad) VALUES (zeroblob(65536))`).run();
         throw ROLLBACK;
-      })();
+      }).immediate();
     } catch (err) {
       if (err === ROLLBACK) return true;
       if (isDiskFull(err)) return false;
