@@ -90,6 +90,20 @@ describe('a finished batch leaves its rows as they are (issue 17, round 6)', () 
     expectCountsHold(s);
   });
 
+  it('the oldest undelivered scan is the oldest pending or in an open batch, never one of a done batch', () => {
+    const s = open();
+    s.commitIntake(['A', 'B'].map((r) => scanAt(r, 'GI-01', NOW)), NOW - 3000);
+    s.commitIntake([scanAt('C', 'GI-01', NOW)], NOW - 2000);
+    s.commitIntake([scanAt('D', 'GI-01', NOW)], NOW - 1000);
+    const first = form(s, 2)!;
+    const second = form(s, 1)!;
+    expect(s.oldestUndeliveredCreatedAt()).toBe(NOW - 3000);
+    s.finishBatch(first.id, { state: 'Success' }, nowIso);
+    expect(s.oldestUndeliveredCreatedAt()).toBe(NOW - 2000);
+    s.finishBatch(second.id, { state: 'Success' }, nowIso);
+    expect(s.oldestUndeliveredCreatedAt()).toBe(NOW - 1000);
+  });
+
   it('a report after the transfer (SFTP) moves refused scans out of delivered once', () => {
     const s = open();
     intake(s, ['A', 'B', 'C']);
