@@ -469,13 +469,26 @@ export class BufferStore {
   }
 
   /**
-   * One page of a batch's body, for streaming it without building it whole (SFTP, issue 15): the
-   * stored JSON of at most `limit` of its scans with an id above `afterId`, in id order. Each call
-   * is a short statement of its own, so the connection is free for intake between pages.
+   * One page of a batch's body, for streaming it without building it whole (SFTP, issue 15; the
+   * pre-signed PUT): the stored JSON of at most `limit` of its scans with an id above `afterId`, in
+   * id order, joined by commas, as the bytes to send (with a comma before the first with
+   * `leadingComma`: a page that does not start the array); `lastId` is the id to go on after,
+   * `scans` how many it holds. Undefined when no scan of the batch is left after `afterId`. Each call is a
+   * short statement of its own, so the connection is free for intake between pages.
+   *
+   * SQLite joins the page and hands it over as one blob: no row objects, no JavaScript string per
+   * scan, no UTF-8 decoding and encoding again of bytes that are only passed on (issue 17: the
+   * drain's body reading was about a tenth of the gateway's CPU as rows joined in JavaScript).
    */
-  batchBodyPage(batchId: number, afterId: number, limit: number): { id: number; body: string }[] {
-    return this.db.prepare(`SELECT r.id, b.body FROM scan_rows r JOIN scan_bodies b ON b.id = r.id WHERE r.batch_id = ? AND r.id > ? ORDER BY r.id LIMIT ?`).all(batchId, afterId, limit) as { id: number; body: string }[];
+  batchBodyPage(batchId: number, afterId: number, limit: number, leadingComma = false): { lastId: number; scans: number; bytes: Buffer } | undefined {
+    this.bodyPageStatement ??= this.db.prepare(
+      `SELECT max(id) AS lastId, count(*) AS scans, CAST(? || group_concat(body, ',' ORDER BY id) AS BLOB) AS bytes
+         FROM (SELECT r.id, b.body FROM scan_rows r JOIN scan_bodies b ON b.id = r.id WHERE r.batch_id = ? AND r.id > ? ORDER BY r.id LIMIT ?)`,
+    );
+    const page = this.bodyPageStatement.get(leadingComma ? ',' : '', batchId, afterId, limit) as { lastId: number | null; scans: number; bytes: Buffer | null };
+    return page.scans === 0 || page.lastId === null || page.bytes === null ? undefined : { lastId: page.lastId, scans: page.scans, bytes: page.bytes };
   }
+  private bodyPageStatement: Database.Statement | undefined;
 
   /** The SFTP batch whose remote file has the name `fileName` (the last part of its `remotePath`). */
   batchByRemoteName(fileName: string): BatchRow | undefined {

@@ -114,9 +114,11 @@ describe('scan bodies in a table of their own (issue 17, round 5)', () => {
     );
     const batch = formBatch(s, { maxScans: 10, maxBytes: 1e6, mode: 'direct', nowIso: new Date(NOW).toISOString() })!;
     expect(batch.scanCount).toBe(4);
-    const page = s.batchBodyPage(batch.id, 0, 100);
-    expect(page.map((p) => (JSON.parse(p.body) as { reference: string }).reference)).toEqual(['PENDING', 'A', 'B', 'C']);
-    expect(s.batchBody(batch.id)).toBe(`[${page.map((p) => p.body).join(',')}]`);
+    const page = s.batchBodyPage(batch.id, 0, 100)!;
+    expect(page.scans).toBe(4);
+    const scans = JSON.parse(`[${page.bytes.toString('utf8')}]`) as { reference: string }[];
+    expect(scans.map((p) => p.reference)).toEqual(['PENDING', 'A', 'B', 'C']);
+    expect(s.batchBody(batch.id)).toBe(`[${page.bytes.toString('utf8')}]`);
     s.updateBatch(batch.id, { state: 'uploaded', requestId: 'r3' });
     s.finishBatch(batch.id, { state: 'HasFailures', failures: [{ reference: 'B', reason: 'Invalid product' }] }, new Date(NOW).toISOString());
     const states = sqlOf(s).prepare(`SELECT reference, state FROM scans WHERE batch_id = ? ORDER BY id`).all(batch.id);
