@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -251,6 +251,36 @@ async function startDaemon(configFile: string, cwd: string, nodeArgs: string[], 
   return { pid: child.pid!, lineMs, healthMs, stop };
 }
 
+/** The packages issue 17's guide prescribes for the daemon (fastify, better-sqlite3, chokidar, mqtt, serialport, undici, zod, p-queue, pino). */
+export const PRESCRIBED_PACKAGES = ['fastify', 'better-sqlite3', 'chokidar', 'mqtt', 'serialport', 'undici', 'zod', 'p-queue', 'pino'];
+
+/**
+ * Every package the daemon loads with config/example.yaml: the prescribed ones, the metrics,
+ * the configuration's parser, the command line and the status events' Kafka client. (Not: the
+ * sandbox's, the SFTP client, pino-pretty, unix-dgram: the example loads none of them.)
+ */
+export const EXAMPLE_PACKAGES = [...PRESCRIBED_PACKAGES, 'prom-client', 'yaml', 'commander', '@platformatic/kafka'];
+
+/**
+ * The memory floor of `packages` (issue 17): a bare process with the daemon's node options and
+ * environment imports them, starts nothing, and reports its RSS after a full GC
+ * (bench/library-floor.ts). Nothing the daemon builds can be below it. Least of `runs`.
+ */
+function libraryFloor(packages: string[], nodeArgs: string[], env: Record<string, string>, runs = 2): { rssMiB: number; anonMiB: number; fileMiB: number } {
+  const answers = Array.from({ length: runs }, () => {
+    const out = execFileSync(process.execPath, [...nodeArgs, '--expose-gc', join(PACKAGE_ROOT, 'dist', 'bench', 'library-floor.js'), JSON.stringify(packages)], {
+      cwd: PACKAGE_ROOT,
+      env: { ...process.env, ...env },
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    const line = out.split('\n').find((l) => l.startsWith('{'));
+    if (!line) throw new Error(`library-floor.js answered nothing: ${out}`);
+    return JSON.parse(line) as { rssMiB: number; anonMiB: number; fileMiB: number };
+  });
+  return answers.reduce((a, b) => (b.rssMiB < a.rssMiB ? b : a));
+}
+
 /** Runs benchmark 5. */
 export async function benchFootprint(opts: FootprintOptions = FOOTPRINT_DEFAULTS): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
   const dir = mkdtempSync(join(tmpdir(), 'sg-bench-footprint-'));
@@ -316,6 +346,10 @@ export async function benchFootprint(opts: FootprintOptions = FOOTPRINT_DEFAULTS
     const steadyNote = (values: number[], digits: number) =>
       `median of 3 windows of ${(opts.steadyMs ?? 0) / 3000} s from ${steadyFrom} to ${steadyFrom + (opts.steadyMs ?? 0) / 1000} s after ready: ${values.map((v) => v.toFixed(digits)).join(', ')}`;
     await daemon!.stop();
+    const prescribedFloor = libraryFloor(PRESCRIBED_PACKAGES, nodeArgs, env);
+    const exampleFloor = libraryFloor(EXAMPLE_PACKAGES, nodeArgs, env);
+    const floorNote = (f: { anonMiB: number; fileMiB: number }, packages: string[]) =>
+      `a bare node process with the daemon's options importing ${packages.join(', ')}, nothing started, after a full GC (least of 2): ${f.anonMiB.toFixed(1)} MiB anonymous + ${f.fileMiB.toFixed(1)} MiB file-backed`;
     const figures: Figure[] = [
       judge({ name: 'start to ready (/healthz answers)', value: median(healths), unit: 'ms', note: `median of ${opts.starts} starts: ${healths.map(Math.round).join(', ')} ms` }),
       judge({ name: 'start to start-up line', value: median(lines), unit: 'ms' }),
@@ -333,6 +367,20 @@ export async function benchFootprint(opts: FootprintOptions = FOOTPRINT_DEFAULTS
         note: `${mem?.anonMiB.toFixed(1)} MiB anonymous (heaps, stacks) + ${mem?.fileMiB.toFixed(1)} MiB file-backed (code of node and native modules, shared)`,
       }),
       judge({ name: 'peak RSS since start (VmHWM)', value: mem?.peakMiB ?? NaN, unit: 'MiB' }),
+      judge({
+        name: 'RSS floor: the prescribed packages alone',
+        value: prescribedFloor.rssMiB,
+        unit: 'MiB',
+        ceiling: { value: 80, what: 'the idle target (80 MiB)' },
+        note: floorNote(prescribedFloor, PRESCRIBED_PACKAGES),
+      }),
+      judge({
+        name: 'RSS floor: the packages the example loads',
+        value: exampleFloor.rssMiB,
+        unit: 'MiB',
+        ceiling: { value: 80, what: 'the idle target (80 MiB)' },
+        note: `${floorNote(exampleFloor, EXAMPLE_PACKAGES)}; a ratio over 1: no daemon with these packages idles under the target`,
+      }),
       judge({
         name: 'CPU at idle',
         value: cpuPct,

@@ -35,20 +35,26 @@ function tableRows(db: Database.Database, table: string): { columns: string[]; s
  * The ceiling: the rows a gateway wrote to `sourceDb` (every column of reads, scan rows and scan bodies, read back
  * untimed), inserted raw into `dir/ceiling.db` (which must not exist yet) with the same schema
  * (every migration: tables, indexes, triggers) and the same pragmas, `batch` reads with their
- * scans per transaction. Other tables the gateway writes (e.g. `mqtt_messages`) are not inserted.
+ * scans per transaction. Other tables the gateway writes are not inserted, except, with
+ * `mqttMessages`, the exactly-once record of an MQTT input (`mqtt_messages`, issue 11: one row per
+ * QoS 1 message, written in the read's own transaction): the source's rows, the n-th beside the
+ * n-th read, with the gateway's own statement.
  */
-export function runRawCeiling(dir: string, sourceDb: string, batch: number): RawCeiling {
+export function runRawCeiling(dir: string, sourceDb: string, batch: number, opts: { mqttMessages?: boolean } = {}): RawCeiling {
   const src = new Database(sourceDb, { readonly: true });
   const reads = tableRows(src, 'reads');
   // A scan is a row of `scan_rows` and its body in `scan_bodies` (migration 12).
   const scans = tableRows(src, 'scan_rows');
   const bodies = tableRows(src, 'scan_bodies');
+  const messages = opts.mqttMessages
+    ? (src.prepare(`SELECT input_id, packet_id, topic, payload_sha256, committed_at FROM mqtt_messages ORDER BY committed_at, packet_id`).raw().all() as unknown[][])
+    : [];
   src.close();
   const readIdAt = reads.columns.indexOf('id');
   const scanReadIdAt = scans.columns.indexOf('read_id');
   const bodyOf = new Map(bodies.rows.map((r) => [r[0] as number, r]));
   const scanOf = new Map(scans.rows.map((r) => [r[scanReadIdAt] as number, { row: r, body: bodyOf.get(r[0] as number) }]));
-  const rows = reads.rows.map((r) => ({ read: r, scan: scanOf.get(r[readIdAt] as number) }));
+  const rows = reads.rows.map((r, n) => ({ read: r, scan: scanOf.get(r[readIdAt] as number), message: messages[n] }));
 
   const db = new Database(join(dir, 'ceiling.db'));
   // BufferStore's pragmas, all of them: since issue 19 the buffer also returns pruned pages to the
@@ -65,9 +71,12 @@ export function runRawCeiling(dir: string, sourceDb: string, batch: number): Raw
   const insertRead = db.prepare(reads.sql);
   const insertScan = db.prepare(scans.sql);
   const insertBody = db.prepare(bodies.sql);
+  // The statement of BufferStore.commitIntake for a message's record.
+  const insertMessage = db.prepare(`INSERT OR REPLACE INTO mqtt_messages (input_id, packet_id, topic, payload_sha256, committed_at) VALUES (?, ?, ?, ?, ?)`);
   const insertMany = db.transaction((chunk: typeof rows) => {
-    for (const { read, scan } of chunk) {
+    for (const { read, scan, message } of chunk) {
       insertRead.run(...read);
+      if (message) insertMessage.run(...message);
       if (scan) {
         insertScan.run(...scan.row);
         if (scan.body) insertBody.run(...scan.body);
