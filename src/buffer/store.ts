@@ -399,48 +399,70 @@ export class BufferStore {
   private pendingPage: Database.Statement | undefined;
 
   /**
-   * Writes a new `ready` batch of `scanIds` (their JSON array `bytes` long) and holds the scans in
-   * `hold` with their reasons, in one transaction. With no `scanIds`, only the holds are written.
+   * The first `limit` pending scans in id order, summed up in SQL without reading them out: how
+   * many, how many distinct references among them, the sum of their stored JSON lengths, the first
+   * and the last id. {@link formBatch} forms a batch from this alone when the head of the queue can
+   * go whole (issue 17: 7 ms per 10,000 scans read into JavaScript, 1.8 ms summed in SQL). Run it
+   * inside {@link atomically} with the {@link writeBatch} that uses it.
+   */
+  pendingHead(limit: number): { scans: number; references: number; scanBytes: number; firstId: number | null; lastId: number | null } {
+    this.pendingHeadStatement ??= this.db.prepare(
+      `SELECT count(*) AS scans, count(DISTINCT reference) AS "references", coalesce(sum(bytes), 0) AS scanBytes, min(id) AS firstId, max(id) AS lastId
+         FROM (SELECT id, reference, bytes FROM scan_rows WHERE state = 'pending' AND ${indexedState()} ORDER BY id LIMIT ?)`,
+    );
+    return this.pendingHeadStatement.get(limit) as { scans: number; references: number; scanBytes: number; firstId: number | null; lastId: number | null };
+  }
+  private pendingHeadStatement: Database.Statement | undefined;
+
+  /**
+   * Writes a new `ready` batch (its JSON array `bytes` long) and holds the scans in `hold` with
+   * their reasons, in one transaction. The batch's scans are `scanIds`, or `range`: every pending
+   * scan from `range.first` to `range.last`, `range.count` of them (from {@link pendingHead}).
+   * With neither, or none in them, only the holds are written.
    * `scanBytes`, the sum of the scans' stored lengths, saves reading them again for the totals.
-   * `gapless` says the scans are every pending scan from the first id to the last (packScans
+   * `gapless` says `scanIds` are every pending scan from the first id to the last (packScans
    * knows): they are then moved by that id range instead of by the list of ids. Either way every
-   * id must move, or nothing is written.
+   * scan must move, or nothing is written.
    *
-   * @returns the new batch, or undefined when `scanIds` is empty.
+   * @returns the new batch, or undefined when there is no scan to batch.
    * @throws GatewayError `SCANGW_E_BUFFER` when the scans that would move are not exactly
-   *   `scanIds` (one of them is not pending, or a range claimed gapless holds others).
+   *   `scanIds` or `range.count` (one of them is not pending, or a range claimed gapless holds others).
    */
   writeBatch(opts: {
     mode: BatchMode;
-    scanIds: readonly number[];
+    scanIds?: readonly number[];
+    range?: { first: number; last: number; count: number };
     bytes: number;
     scanBytes?: number;
     gapless?: boolean;
     nowIso: string;
     hold?: readonly { id: number; reason: string }[];
   }): BatchRow | undefined {
+    const ids = opts.scanIds ?? [];
+    const range = opts.range ?? (opts.gapless && ids.length > 0 ? { first: ids[0]!, last: ids[ids.length - 1]!, count: ids.length } : undefined);
+    const count = range ? range.count : ids.length;
     return this.db.transaction(() => {
       if (opts.hold && opts.hold.length > 0) {
         const hold = this.db.prepare(`UPDATE scan_rows SET state = 'held', failure_reason = ? WHERE id = ?`);
         for (const o of opts.hold) hold.run(o.reason, o.id);
       }
-      if (opts.scanIds.length === 0) return undefined;
+      if (count === 0) return undefined;
       // An SFTP batch is stored as mode 'presigned' with route 'sftp' (see the migration of issue 15).
       const info = this.db
         .prepare(`INSERT INTO batches (mode, route, state, scan_count, bytes, created_at) VALUES (?, ?, 'ready', ?, ?, ?)`)
-        .run(opts.mode === 'sftp' ? 'presigned' : opts.mode, opts.mode === 'sftp' ? 'sftp' : null, opts.scanIds.length, opts.bytes, opts.nowIso);
+        .run(opts.mode === 'sftp' ? 'presigned' : opts.mode, opts.mode === 'sftp' ? 'sftp' : null, count, opts.bytes, opts.nowIso);
       const batchId = Number(info.lastInsertRowid);
       // One set-based statement: per-row updates were most of the drain's CPU. The counting
       // triggers skip pending -> batched (migration 10): the totals move once, here.
-      const moved = opts.gapless
+      const moved = range
         ? this.db
             .prepare(`UPDATE scan_rows SET state = 'batched', batch_id = ? WHERE id BETWEEN ? AND ? AND state = 'pending'`)
-            .run(batchId, opts.scanIds[0], opts.scanIds[opts.scanIds.length - 1]).changes
+            .run(batchId, range.first, range.last).changes
         : this.db
             .prepare(`UPDATE scan_rows SET state = 'batched', batch_id = ? WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'`)
-            .run(batchId, JSON.stringify(opts.scanIds)).changes;
-      if (moved !== opts.scanIds.length) {
-        throw new GatewayError(ErrorCodes.BUFFER, `writeBatch: ${moved} scans would have moved for the ${opts.scanIds.length} given; nothing was batched`);
+            .run(batchId, JSON.stringify(ids)).changes;
+      if (moved !== count) {
+        throw new GatewayError(ErrorCodes.BUFFER, `writeBatch: ${moved} scans would have moved for the ${count} given; nothing was batched`);
       }
       const sum = opts.scanBytes ?? (this.db.prepare(`SELECT coalesce(sum(bytes), 0) FROM scan_rows WHERE batch_id = ?`).pluck().get(batchId) as number);
       this.db.prepare(`UPDATE buffer_totals SET pending_scans = pending_scans - ?, pending_bytes = pending_bytes - ? WHERE id = 1`).run(moved, sum);

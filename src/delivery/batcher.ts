@@ -71,6 +71,11 @@ export function packScans(rows: Iterable<PendingScanRow>, opts: { maxScans: numb
  * `holdOversize` it is held with the reason (replay it after switching to pre-signed), otherwise it
  * is left pending.
  *
+ * When the first `maxScans` pending scans repeat no reference and fit `maxBytes` together, packing
+ * would take exactly them: the batch is then formed from their sums in SQL (`pendingHead`) and
+ * moved by id range, without reading the rows out (issue 17, the drain). Otherwise the rows are
+ * read and packed one by one.
+ *
  * @returns the new batch, or undefined when nothing could be packed.
  */
 export function formBatch(
@@ -78,6 +83,16 @@ export function formBatch(
   opts: { maxScans: number; maxBytes: number; mode: BatchMode; nowIso: string; holdOversize?: boolean },
 ): BatchRow | undefined {
   return store.atomically(() => {
+    const head = store.pendingHead(opts.maxScans);
+    if (head.scans > 0 && head.references === head.scans && head.firstId !== null && head.lastId !== null && arrayBytes(head.scans, head.scanBytes) <= opts.maxBytes) {
+      return store.writeBatch({
+        mode: opts.mode,
+        range: { first: head.firstId, last: head.lastId, count: head.scans },
+        bytes: arrayBytes(head.scans, head.scanBytes),
+        scanBytes: head.scanBytes,
+        nowIso: opts.nowIso,
+      });
+    }
     const packed = packScans(store.pendingScans(), opts);
     const hold = opts.holdOversize
       ? packed.oversize.map((o) => ({ id: o.id, reason: `the scan alone is ${o.bytes + 2} bytes, over the ${opts.maxBytes}-byte limit of a ${opts.mode} upload` }))

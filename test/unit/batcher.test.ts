@@ -115,6 +115,72 @@ describe('batcher: packing into a batch', () => {
     expect(s.totals()).toEqual({ pendingScans: 0, pendingBytes: 0, undeliveredScans: 6, undeliveredBytes: 240 });
   });
 
+  it('forms a batch from the SQL sums of the queue head when it can go whole, reading no row, and from the rows when it cannot', () => {
+    const s = open();
+    let rowsRead = 0;
+    const pendingScans = s.pendingScans.bind(s);
+    s.pendingScans = () => {
+      rowsRead++;
+      return pendingScans();
+    };
+    s.commitIntake(['A', 'B', 'C', 'D', 'A', 'E'].map((r) => scanRecord(r, 40)), 0);
+    const ids = sqlOf(s).prepare(`SELECT id FROM scan_rows ORDER BY id`).pluck().all() as number[];
+    // A, B, C: no reference repeated, 3 x 40 bytes fit: the head goes whole, by range.
+    const first = formBatch(s, { maxScans: 3, maxBytes: 1e9, mode: 'direct', nowIso })!;
+    expect(rowsRead).toBe(0);
+    expect(first).toMatchObject({ scanCount: 3, bytes: arrayBytes(3, 120) });
+    expect(sqlOf(s).prepare(`SELECT id FROM scan_rows WHERE batch_id = ? ORDER BY id`).pluck().all(first.id)).toEqual(ids.slice(0, 3));
+    // D, A, E: the second A repeats no reference of this batch; whole again.
+    s.commitIntake(['F', 'G', 'H'].map((r) => scanRecord(r, 40)), 0);
+    const second = formBatch(s, { maxScans: 3, maxBytes: 1e9, mode: 'direct', nowIso })!;
+    expect(rowsRead).toBe(0);
+    expect(second.scanCount).toBe(3);
+    // F, G, H do not fit 83 bytes together: packed from the rows, two scans.
+    const third = formBatch(s, { maxScans: 3, maxBytes: arrayBytes(2, 80), mode: 'direct', nowIso })!;
+    expect(rowsRead).toBe(1);
+    expect(third.scanCount).toBe(2);
+    // A reference repeated in the head: packed from the rows, the repeat left for later.
+    s.commitIntake(['J', 'J', 'K'].map((r) => scanRecord(r, 40)), 0);
+    const fourth = formBatch(s, { maxScans: 3, maxBytes: 1e9, mode: 'direct', nowIso })!;
+    expect(rowsRead).toBe(2);
+    expect(sqlOf(s).prepare(`SELECT reference FROM scan_rows WHERE batch_id = ? ORDER BY id`).pluck().all(fourth.id)).toEqual(['H', 'J', 'K']);
+    expect(s.totals()).toMatchObject({ pendingScans: 1, pendingBytes: 40 });
+  });
+
+  it('forms exactly the batches packing the rows would, over random queues and limits (SQL sums or rows alike)', () => {
+    let seed = 20261126;
+    const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    let byHead = 0;
+    let byRows = 0;
+    for (let trial = 0; trial < 40; trial++) {
+      const s = open();
+      const refs = Array.from({ length: 5 + Math.floor(random() * 60) }, () => `R${Math.floor(random() * (random() < 0.5 ? 8 : 1000))}`);
+      s.commitIntake(refs.map((r) => scanRecord(r, 40 + Math.floor(random() * 90))), 0);
+      for (let round = 0; round < 100 && s.totals().pendingScans > 0; round++) {
+        const opts = { maxScans: 1 + Math.floor(random() * 12), maxBytes: random() < 0.5 ? 1e9 : 150 + Math.floor(random() * 600) };
+        const expected = packScans([...s.pendingScans()], opts);
+        const head = s.pendingHead(opts.maxScans);
+        const whole = head.references === head.scans && arrayBytes(head.scans, head.scanBytes) <= opts.maxBytes;
+        const batch = formBatch(s, { ...opts, mode: 'direct', nowIso, holdOversize: true });
+        if (expected.ids.length === 0) {
+          expect(batch, `trial ${trial} round ${round}`).toBeUndefined();
+          continue;
+        }
+        if (whole) byHead++;
+        else byRows++;
+        expect(sqlOf(s).prepare(`SELECT id FROM scan_rows WHERE batch_id = ? ORDER BY id`).pluck().all(batch!.id), `trial ${trial} round ${round}`).toEqual(expected.ids);
+        expect(batch!.bytes, `trial ${trial} round ${round}`).toBe(expected.bytes);
+      }
+      const recount = sqlOf(s).prepare(`SELECT count(*) AS scans, coalesce(sum(bytes), 0) AS bytes FROM scan_rows WHERE state = 'pending'`).get() as { scans: number; bytes: number };
+      expect(s.totals()).toMatchObject({ pendingScans: recount.scans, pendingBytes: recount.bytes });
+      s.close();
+      store = undefined;
+    }
+    // Both ways were taken, often.
+    expect(byHead).toBeGreaterThan(50);
+    expect(byRows).toBeGreaterThan(50);
+  });
+
   it('writes nothing when a batch claimed gapless is not (every pending scan of the range must be in it)', () => {
     const s = open();
     s.commitIntake(['A', 'B', 'C'].map((r) => scanRecord(r, 40)), 0);
