@@ -6,6 +6,17 @@ import { MAX_DIRECT_BODY_BYTES } from '../contract/contract.js';
 /** Rows {@link packScans} looks at beyond `maxScans` to get past scans it must skip (repeated references). */
 export const BATCH_LOOKAHEAD = 10_000;
 
+/**
+ * Batches of at most this many scans are formed from the SQL sums of the queue head when it can go
+ * whole ({@link formBatch}). Counting the head's distinct references builds a temporary index in
+ * SQLite, kept in the connection's page cache (better-sqlite3's default, 16 MiB) and spilled to a
+ * temporary file beyond it, which a full disk refuses. 20,000 references take at most a few MiB
+ * (none spilled with 500,000 of the benchmark's short ones, checked with strace); an SFTP batch
+ * (500,000 scans by default) of long references could spill, so batches above this are packed
+ * from the rows as before, in the process's own memory.
+ */
+export const HEAD_SUMS_MAX_SCANS = 20_000;
+
 /** What {@link packScans} chose: the scans of the batch, its array's bytes, and the scans too large alone. */
 export interface PackedBatch {
   /** Scan ids, in id order. */
@@ -73,8 +84,8 @@ export function packScans(rows: Iterable<PendingScanRow>, opts: { maxScans: numb
  *
  * When the first `maxScans` pending scans repeat no reference and fit `maxBytes` together, packing
  * would take exactly them: the batch is then formed from their sums in SQL (`pendingHead`) and
- * moved by id range, without reading the rows out (issue 17, the drain). Otherwise the rows are
- * read and packed one by one.
+ * moved by id range, without reading the rows out (issue 17, the drain), for batches of up to
+ * {@link HEAD_SUMS_MAX_SCANS} scans. Otherwise the rows are read and packed one by one.
  *
  * @returns the new batch, or undefined when nothing could be packed.
  */
@@ -83,8 +94,8 @@ export function formBatch(
   opts: { maxScans: number; maxBytes: number; mode: BatchMode; nowIso: string; holdOversize?: boolean },
 ): BatchRow | undefined {
   return store.atomically(() => {
-    const head = store.pendingHead(opts.maxScans);
-    if (head.scans > 0 && head.references === head.scans && head.firstId !== null && head.lastId !== null && arrayBytes(head.scans, head.scanBytes) <= opts.maxBytes) {
+    const head = opts.maxScans <= HEAD_SUMS_MAX_SCANS ? store.pendingHead(opts.maxScans) : undefined;
+    if (head && head.scans > 0 && head.references === head.scans && head.firstId !== null && head.lastId !== null && arrayBytes(head.scans, head.scanBytes) <= opts.maxBytes) {
       return store.writeBatch({
         mode: opts.mode,
         range: { first: head.firstId, last: head.lastId, count: head.scans },

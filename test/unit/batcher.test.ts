@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { deliverySchema } from '../../src/config/schema.js';
 import { arrayBytes, BufferStore, type PendingScanRow } from '../../src/buffer/store.js';
-import { BATCH_LOOKAHEAD, Batcher, formBatch, packScans } from '../../src/delivery/batcher.js';
+import { BATCH_LOOKAHEAD, Batcher, formBatch, HEAD_SUMS_MAX_SCANS, packScans } from '../../src/delivery/batcher.js';
 import { MAX_DIRECT_BODY_BYTES } from '../../src/contract/contract.js';
 import { silentLogger } from '../../src/log.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
@@ -145,6 +145,11 @@ describe('batcher: packing into a batch', () => {
     expect(rowsRead).toBe(2);
     expect(sqlOf(s).prepare(`SELECT reference FROM scan_rows WHERE batch_id = ? ORDER BY id`).pluck().all(fourth.id)).toEqual(['H', 'J', 'K']);
     expect(s.totals()).toMatchObject({ pendingScans: 1, pendingBytes: 40 });
+    // A batch larger than the SQL sums take (a large SFTP batch): packed from the rows.
+    s.commitIntake(['L', 'M'].map((r) => scanRecord(r, 40)), 0);
+    const fifth = formBatch(s, { maxScans: HEAD_SUMS_MAX_SCANS + 1, maxBytes: 1e9, mode: 'sftp', nowIso })!;
+    expect(rowsRead).toBe(3);
+    expect(fifth.scanCount).toBe(3);
   });
 
   it('forms exactly the batches packing the rows would, over random queues and limits (SQL sums or rows alike)', () => {
