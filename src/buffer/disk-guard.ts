@@ -233,6 +233,9 @@ export class DiskGuard {
     this.switchToIncrementalVacuum();
     this.writeReserve();
     this.checkQuotaFits();
+    // The status says the free space from the start, not only after the first check (250 ms on):
+    // a buffer can reach its quota before that (seen in the tmpfs test of the derived quota).
+    this.lastFree = this.stat()?.free;
     this.timer = setInterval(() => void this.check(), this.options.intervalMs ?? 250);
     this.timer.unref();
   }

@@ -71,6 +71,17 @@ describe('disk guard: the audit yields to undelivered data', () => {
     expect(sqlOf(s).prepare('SELECT count(*) FROM scans').pluck().get()).toBe(50);
   });
 
+  it('says the free space from its start, before its first check (a buffer can reach its quota sooner)', async () => {
+    const s = open();
+    const guard = new DiskGuard({ store: s, retention: new Retention({ store: s, retentionDays: 30, logger: silentLogger() }), logger: silentLogger(), reserveBytes: 0, statfs: () => ({ free: 123 * MIB, size: 200 * MIB }), intervalMs: 60_000 });
+    guard.start();
+    try {
+      expect(guard.snapshot().freeBytes).toBe(123 * MIB);
+    } finally {
+      await guard.stop();
+    }
+  });
+
   it('skips the switch (and says so) when the disk has no room for the VACUUM', () => {
     const s = open();
     sqlOf(s).pragma('auto_vacuum = NONE');
