@@ -235,7 +235,7 @@ export class DiskGuard {
     this.checkQuotaFits();
     // The status says the free space from the start, not only after the first check (250 ms on):
     // a buffer can reach its quota before that (seen in the tmpfs test of the derived quota).
-    this.lastFree = this.stat()?.free;
+    this.stat();
     this.timer = setInterval(() => void this.check(), this.options.intervalMs ?? 250);
     this.timer.unref();
   }
@@ -383,7 +383,6 @@ export class DiskGuard {
   private underPressure(): boolean {
     if (this.fullReported) return true;
     const s = this.stat();
-    this.lastFree = s?.free;
     if (s && s.free < this.lowFree) return true;
     const db = connectionOf(this.options.store);
     const max = db.pragma('max_page_count', { simple: true }) as number;
@@ -423,11 +422,17 @@ export class DiskGuard {
     }
   }
 
+  /** Free and total bytes of the buffer's file system; the free bytes are kept for the status. */
   private stat(): { free: number; size: number } | undefined {
     if (this.options.store.path === ':memory:') return undefined;
-    if (this.options.statfs) return this.options.statfs();
-    const fs = statfsSync(dirname(this.options.store.path));
-    return { free: fs.bavail * fs.bsize, size: fs.blocks * fs.bsize };
+    let s: { free: number; size: number };
+    if (this.options.statfs) s = this.options.statfs();
+    else {
+      const fs = statfsSync(dirname(this.options.store.path));
+      s = { free: fs.bavail * fs.bsize, size: fs.blocks * fs.bsize };
+    }
+    this.lastFree = s.free;
+    return s;
   }
 
   /**
