@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
 import { reply } from './lib/child.js';
+import { processMemory } from './lib/system.js';
 
 /**
  * The footprint benchmark's floor (issue 17): a bare process of the daemon's node options that
@@ -15,6 +15,6 @@ for (const name of packages) await import(name);
 await new Promise((resolve) => setTimeout(resolve, 2000));
 gc();
 await new Promise((resolve) => setTimeout(resolve, 500));
-const status = readFileSync('/proc/self/status', 'utf8');
-const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
-reply({ rssMiB: kib('VmRSS') / 1024, anonMiB: kib('RssAnon') / 1024, fileMiB: kib('RssFile') / 1024 });
+const memory = processMemory(process.pid);
+if (!memory) throw new Error('library-floor.js cannot read /proc/self/status');
+reply({ rssMiB: memory.rssMiB, anonMiB: memory.anonMiB, fileMiB: memory.fileMiB });

@@ -113,6 +113,19 @@ export interface PendingScanRow {
   bytes: number;
 }
 
+/**
+ * The head of the queue summed up (`BufferStore.pendingHead`): how many pending scans, how many
+ * distinct references among them, the sum of their stored JSON lengths, the first and last id
+ * (null when none is pending).
+ */
+export interface PendingHead {
+  scans: number;
+  references: number;
+  scanBytes: number;
+  firstId: number | null;
+  lastId: number | null;
+}
+
 /** Bytes of `[a,b,c]` for scans whose serialized lengths sum to `sum`: brackets plus n-1 commas. */
 export function arrayBytes(count: number, sum: number): number {
   return count === 0 ? 2 : 2 + sum + (count - 1);
