@@ -50,12 +50,12 @@ export interface BackPressureOptions {
   now?: () => number;
   /** Free bytes on the buffer's file system; default `statfs` of the buffer's folder. */
   freeBytes?: () => number;
-  /** A commit failed with SQLITE_FULL: the disk guard releases its reserve and prunes the audit (issue 19). */
+  /** A commit failed with SQLITE_FULL: the disk guard releases its reserve and prunes the audit. */
   onDiskFull?: () => void;
   /**
    * Whether the disk guard's reserve is written (again); default: always. After SQLITE_FULL intake
    * resumes only once it is: resumed on the room the released reserve left (or a checkpoint
-   * freed), intake fills it at once, and at the next full disk delivery finds none (issue 19).
+   * freed), intake fills it at once, and at the next full disk delivery finds none.
    */
   reserveReady?: () => boolean;
 }
@@ -74,7 +74,7 @@ function statfsFree(path: string): number {
 }
 
 /**
- * Back-pressure on intake (issue 4, item 8). The totals come from the trigger-maintained
+ * Back-pressure on intake. The totals come from the trigger-maintained
  * `buffer_totals` row, so every check is one row read. Near the quota (`pauseAtRatio`), inputs
  * that can wait (those implementing `InputAdapter.setPaused`: files, MQTT) are paused; inputs that
  * cannot (serial) keep committing until the quota itself is reached, after which commits adding
@@ -100,7 +100,7 @@ export class BackPressure {
   }
 
   /**
-   * The byte quota derived from the disk changed (`buffer.maxBytes` not set; issue 19): `bytes`
+   * The byte quota derived from the disk changed (`buffer.maxBytes` not set): `bytes`
    * applies from now on; `ceilingBytes`, the most it can ever become on this disk, is what
    * {@link tooLarge} compares with, so a submit is not given up on because the disk is fuller today.
    * Reads the totals again at once (a smaller quota may pause intake).
@@ -178,7 +178,7 @@ export class BackPressure {
   /**
    * SQLITE_FULL seen anywhere (a commit, or a delivery step): intake stops until {@link check}
    * finds room again, and only then is the disk guard told (`onDiskFull`), so the reserve it
-   * releases is left to delivery and pruning and not filled by intake (issue 19). Other errors
+   * releases is left to delivery and pruning and not filled by intake. Other errors
    * are ignored.
    */
   diskFullSeen(err: unknown): void {

@@ -3,7 +3,7 @@ import type Database from 'better-sqlite3';
 
 /**
  * The SQLite connection of an open buffer, for the buffer's own modules (retention, replay):
- * `BufferStore` keeps it private so that no other room runs SQL (issue 13, item 1). Nothing
+ * `BufferStore` keeps it private so that no other room runs SQL. Nothing
  * outside `src/buffer/` imports this module.
  */
 const connections = new WeakMap<object, Database.Database>();

@@ -7,7 +7,7 @@ import type { BufferStore } from './store.js';
 import { isDiskFull } from '../errors.js';
 import { RESUME_FREE_BYTES } from './back-pressure.js';
 
-/** What the health page shows of the disk guard (issue 19). */
+/** What the health page shows of the disk guard. */
 export interface DiskGuardStatus {
   /** Bytes of the reserve file currently held (while released: its last part, kept for the log's checkpoint, then 0). */
   reserveBytes: number;
@@ -101,7 +101,7 @@ export function defaultLowFreeBytes(fsSize: number, reserveBytes: number = DEFAU
  * Bytes of scan JSON the buffer's disk can hold: the room the buffer may take (its own files, the
  * free bytes, the reserve file as far as it is written) less the whole reserve, the low-space
  * mark and {@link WAL_ALLOWANCE_BYTES}, divided by {@link DISK_BYTES_PER_QUOTA_BYTE}. The buffer's
- * own bytes count because the audit in them yields under pressure (issue 19).
+ * own bytes count because the audit in them yields under pressure.
  */
 export function diskHoldsBytes(d: { freeBytes: number; bufferBytes: number; reserveOnDisk: number; reserveBytes: number; lowFreeBytes: number }): number {
   return Math.max(0, Math.floor((d.freeBytes + d.bufferBytes + d.reserveOnDisk - d.reserveBytes - d.lowFreeBytes - WAL_ALLOWANCE_BYTES) / DISK_BYTES_PER_QUOTA_BYTE));
@@ -111,7 +111,7 @@ export function diskHoldsBytes(d: { freeBytes: number; bufferBytes: number; rese
 export const DERIVED_QUOTA_RECHECK_MS = 1000;
 
 /**
- * The byte quota when `buffer.maxBytes` is not set (issue 19, item 3): what the disk holds now,
+ * The byte quota when `buffer.maxBytes` is not set: what the disk holds now,
  * within {@link DERIVED_QUOTA_MIN_BYTES}..{@link DERIVED_QUOTA_MAX_BYTES}; and its ceiling, what the
  * whole file system would hold if nothing else were on it. The quota is reached before the disk
  * is; a single submit is refused for ever (`SCANGW_E_BUFFER_TOO_LARGE`) only above the ceiling,
@@ -184,7 +184,7 @@ export function quotaTooLargeForDisk(bufferPath: string, quotaBytes: number): st
 }
 
 /**
- * Keeps delivery and intake going on a disk that fills (issue 19).
+ * Keeps delivery and intake going on a disk that fills.
  *
  * - **Reserve.** A file `<buffer>.reserve` of real (not sparse) bytes that the gateway owns. When
  *   SQLite reports the disk full, it is cut to its last part and the write-ahead log checkpointed,

@@ -34,7 +34,7 @@ export interface IntakeGate {
   /** Why one submit alone can never fit the quota, or undefined. */
   tooLarge?(scans: number, bytes: number): string | undefined;
   /**
-   * Why nothing may be written now (the disk is full, issue 19), or undefined. Every submit is then
+   * Why nothing may be written now (the disk is full), or undefined. Every submit is then
    * refused with `SCANGW_E_BUFFER_DISK_FULL` (retryable), as a commit failing with SQLITE_FULL is.
    */
   writesRefused?(): string | undefined;

@@ -3,16 +3,17 @@ import { printableRaw } from '../format/printable.js';
 import { scanStateSql } from './scan-state.js';
 
 /**
- * Item lookup (issue 18): "what happened to this item?" from the buffer alone, read-only. For a
+ * Item lookup: "what happened to this item?" from the buffer alone, read-only. For a
  * reference: every scan of it (DCP, product, supplier or client, attributes), the read each came
  * from (input, raw read, time), its batch (requestId, route, the service's state) or the reason it
  * failed, a replay that replaced it, and its genealogy: parents (from the scans' `parents`) and
  * children (scans naming it as a parent), recursively to a bounded depth, as two trees.
  *
- * Everything goes through indexes (migration "issue 18": `scans_reference`, `scan_parents`), so a
- * lookup costs a few index seeks per scan and per tree node, whatever the size of the buffer
- * (measured: bench/items.ts). On a buffer written before that migration (opened read-only by the
- * CLI) the exact lookup still works, children are then found by a full scan and flagged `slow`.
+ * Everything goes through indexes (`scans_reference`, `scan_parents`, made by the item-lookup
+ * migration in migrations.ts), so a lookup costs a few index seeks per scan and per tree node,
+ * whatever the size of the buffer (measured: bench/items.ts). On a buffer written before that
+ * migration (opened read-only by the CLI) the exact lookup still works, children are then found by
+ * a full scan and flagged `slow`.
  */
 
 /** Most scans of one item listed (the latest ones); more are counted in {@link ItemTrace.moreScans}. */
@@ -128,7 +129,7 @@ function prefixEnd(prefix: string): string {
   return `${prefix}\u{10FFFF}`;
 }
 
-/** Whether the buffer has the issue-18 indexes (a buffer opened read-only may predate them). */
+/** Whether the buffer has the item-lookup indexes (a buffer opened read-only may predate them). */
 function hasLookupIndexes(db: Database.Database): boolean {
   return db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'scan_parents'`).get() !== undefined;
 }

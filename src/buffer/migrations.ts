@@ -199,7 +199,7 @@ export const MIGRATIONS: readonly string[] = [
 
   CREATE INDEX batches_uploaded ON batches (uploaded_at);
   `,
-  // MQTT exactly-once across gateway crashes (issue 11): the identity of the last QoS 1 message
+  // MQTT exactly-once across gateway crashes: the identity of the last QoS 1 message
   // committed under each packet id of an input's session, written in the read's own transaction.
   // One row per (input, packet id): a packet id the broker hands out again replaces its row, so
   // the table never holds more than 65,535 rows per input (see docs/inputs.md, "mqtt").
@@ -231,7 +231,7 @@ export const MIGRATIONS: readonly string[] = [
   ) WITHOUT ROWID;
   `,
 
-  // Issue 19: pruned pages go back to the file system (auto_vacuum = INCREMENTAL with
+  // Disk pressure: pruned pages go back to the file system (auto_vacuum = INCREMENTAL with
   // incremental_vacuum after early pruning). New buffers get the mode at creation (store.ts);
   // for an existing one the mode takes effect only with a VACUUM, which cannot run inside this
   // migration's transaction: src/buffer/disk-guard.ts runs it at start, bounded in size and logged.
@@ -239,7 +239,7 @@ export const MIGRATIONS: readonly string[] = [
   PRAGMA auto_vacuum = INCREMENTAL;
   `,
 
-  // Issue 14: status events (contract §6). The next offset to read of each partition of the status
+  // Status events (contract §6). The next offset to read of each partition of the status
   // topic, written in the same transaction as the effect of the events before it, so a restart goes
   // on after the last applied event and none is lost (delivery/status-events.ts). Offsets are
   // 64-bit: kept as decimal text. The index finds a batch by the requestId an event names.
@@ -254,7 +254,7 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX batches_request_id ON batches (request_id) WHERE request_id IS NOT NULL;
   `,
 
-  // Issue 15: SFTP delivery (contract §4.7). The `mode` column's CHECK cannot be widened without
+  // SFTP delivery (contract §4.7). The `mode` column's CHECK cannot be widened without
   // rebuilding the table, so an SFTP batch keeps `mode = 'presigned'` (a large-batch route, no POST)
   // and `route = 'sftp'` says which; readers see `coalesce(route, mode)` (rows.ts BATCH_COLUMNS) and
   // the batch counts are rebuilt on that. `remote_path` is the batch's fixed remote file name
@@ -290,7 +290,7 @@ export const MIGRATIONS: readonly string[] = [
   END;
   `,
 
-  // Issue 18, item lookup ("what happened to this item?", src/buffer/items.ts): scans by reference
+  // Item lookup ("what happened to this item?", src/buffer/items.ts): scans by reference
   // (exact and prefix lookups walk this index), and each scan's parents in a table of their own,
   // kept by triggers, so the children of an item (the scans naming it as parent) are found by
   // index too. Filled here from the scans already stored: one pass over their bodies.
@@ -324,7 +324,7 @@ export const MIGRATIONS: readonly string[] = [
   END;
   `,
 
-  // Issue 17 (drain): the two bulk moves of delivery, pending -> batched (forming a batch) and
+  // Drain: the two bulk moves of delivery, pending -> batched (forming a batch) and
   // batched -> delivered (a batch finished), no longer run the per-row counting triggers: the
   // store's statements that make them (BufferStore.writeBatch, finishBatch, the only places that
   // do) adjust buffer_totals and scan_state_counts once per batch, in the same transaction. The
@@ -357,7 +357,7 @@ export const MIGRATIONS: readonly string[] = [
   END;
   `,
 
-  // Issue 17, round 3 (the drain's SQLite floor): the two indexes that the drain's bulk moves
+  // The drain's SQLite floor (partial indexes): the two indexes that the drain's bulk moves
   // rewrite keep only the scans their readers look up. `scans_state` leaves delivered scans out
   // (nothing looks them up by state: retention and the reports find them by batch), so
   // batched -> delivered drops an entry instead of moving it; `scans_batch` leaves scans without a
@@ -374,7 +374,7 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX scans_batch ON scans (batch_id) WHERE batch_id IS NOT NULL;
   `,
 
-  // Issue 17, round 5 (the drain's SQLite floor): a scan's body lives in a table of its own, so the
+  // The drain's SQLite floor (scan bodies apart): a scan's body lives in a table of its own, so the
   // drain's two moves of every scan (pending -> batched, batched -> delivered) rewrite rows of about
   // 80 bytes instead of 350: 11 scans to a 4 KiB page became about 45, and each 10,000-scan move
   // writes about a quarter of the table pages to the log it did (the drain benchmark's SQLite floor
@@ -411,9 +411,9 @@ export const MIGRATIONS: readonly string[] = [
   END;
   `,
 
-  // Issue 17, round 6 (the drain's SQLite floor): a finished batch no longer moves its scans from
-  // batched to delivered, one row at a time (about 25 ms per 10,000-scan batch, a quarter of the
-  // drain's CPU). A scan whose row says `batched` is delivered once its batch is `done`
+  // The drain's SQLite floor (delivered by the batch's state): a finished batch no longer moves
+  // its scans from batched to delivered, one row at a time (about 25 ms per 10,000-scan batch, a
+  // quarter of the drain's CPU). A scan whose row says `batched` is delivered once its batch is `done`
   // (src/buffer/scan-state.ts): BufferStore.finishBatch counts the batch's scans delivered then
   // (buffer_totals, scan_state_counts), once, and writes only the scans the service refused. Rows
   // already `delivered` stay so; both mean the same. The counting triggers of migrations 2, 3 and

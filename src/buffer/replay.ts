@@ -6,7 +6,7 @@ import { scanSchema } from '../contract/contract.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
 
 /**
- * Dead letters and replay (issue 4, item 7): scans that failed upstream (`failed`) or were refused
+ * Dead letters and replay: scans that failed upstream (`failed`) or were refused
  * as a whole batch (`held`) stay in the buffer with their reason and their original read. Replay
  * maps each original read again with the current configuration and queues the result as a new
  * pending scan; the dead letter is marked `replayed_by` the new scan (kept for audit, no longer

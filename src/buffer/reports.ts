@@ -8,11 +8,10 @@ import { inFlight, indexedState } from './scan-state.js';
 /**
  * Read-only questions about the SQLite buffer that plant IT asks (what is waiting, what failed,
  * how big is it), shared by the health page and the `queue`, `failures` and `buffer stats`
- * commands. Plain SQL over the tables of migration 1 (`reads`, `scans`, `batches`), so the
- * commands also work on a buffer written by another gateway version, and never write.
+ * commands. Plain SQL over the buffer's tables, never a write, so the commands also work beside a
+ * running gateway and on a buffer written by an older gateway version (src/buffer/reader.ts reads
+ * one through views; a column added by a later migration is looked for first, {@link hasColumn}).
  */
-
-// Moved to src/format/printable.ts (issue 13); re-exported for the reports' callers during the move.
 
 /** Bytes of the buffer on disk: the database file plus its write-ahead log (and shared memory index). */
 export function bufferFileBytes(path: string): number {
@@ -425,7 +424,7 @@ export class BufferReports {
     return recentActivity(this.db, sinceMs);
   }
 
-  /** What happened to one item (issue 18): see {@link traceItem}. */
+  /** What happened to one item: see {@link traceItem}. */
   trace(reference: string, options: TraceOptions = {}): ItemTrace {
     return traceItem(this.db, reference, options);
   }

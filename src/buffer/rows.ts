@@ -55,7 +55,7 @@ export interface CommittedMessage {
   payloadSha256: Buffer;
 }
 
-/** How a batch goes: POST (§4.3), pre-signed PUT (§4.4–4.5), or SFTP file transfer (§4.7, issue 15). */
+/** How a batch goes: POST (§4.3), pre-signed PUT (§4.4–4.5), or SFTP file transfer (§4.7). */
 export type BatchMode = 'direct' | 'presigned' | 'sftp';
 export type BatchState = 'ready' | 'uploading' | 'presigned' | 'uploaded' | 'done' | 'held';
 

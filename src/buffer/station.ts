@@ -4,7 +4,7 @@ import { firstReadSince } from './reports.js';
 import { scanStateSql } from './scan-state.js';
 
 /**
- * The station screen's questions (issue 18, src/health/station.ts), read-only. A station is a
+ * The station screen's questions (src/health/station.ts), read-only. A station is a
  * DCP; its reads are those mapped to it (`reads.dcp_key`), and those without a DCP (a read refused
  * before one was known) from the inputs configured for it. Both are found through the expression
  * index `reads_station` on `coalesce(dcp_key, '@' || input_id)`: the callers pass the DCP key and

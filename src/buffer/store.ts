@@ -100,11 +100,11 @@ export class BufferStore {
       this.db.pragma('busy_timeout = 5000');
       this.db.pragma('foreign_keys = ON');
       // After a checkpoint the write-ahead log is cut back to this size instead of keeping the room
-      // it grew to (issue 19): on a full disk that room is what intake and delivery need.
+      // it grew to: on a full disk that room is what intake and delivery need.
       this.db.pragma('journal_size_limit = 1048576');
       // Checkpoint at 256 pages (1 MiB at 4 KiB), not SQLite's 1000: what the log holds beyond the
       // end of the database file must fit in the disk guard's reserve (4 MiB) when the disk is full,
-      // or the checkpoint that would free the log can never run (issue 19, see commitIntake).
+      // or the checkpoint that would free the log can never run (see commitIntake).
       this.db.pragma(`wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`);
       attachConnection(this, this.db);
       this.migrate(options.migrate ?? true);
@@ -193,14 +193,14 @@ export class BufferStore {
    * commit like a full disk. So the log never holds more new pages beyond the end of the database
    * file than one big commit adds (3.7 MB for 1,000 scans of 600-character references, measured), or
    * 256 KiB and one small commit (at most 304 KiB measured; test/unit/buffer-checkpoint.test.ts holds it under 1 MiB),
-   * within the 4 MiB reserve: those are the pages a checkpoint needs new room for on a full disk
-   * (issue 19). SQLite's own automatic checkpoint ignores its errors: near a full disk it fails to
+   * within the 4 MiB reserve: those are the pages a checkpoint needs new room for on a full disk.
+   * SQLite's own automatic checkpoint ignores its errors: near a full disk it fails to
    * extend the database file while the commits still fit in the log, which then grew to 8 MB, 7.3
    * MB of it pages beyond the end of the database file (measured on the MQTT tmpfs test). Its
    * checkpoint needed more room than the 4 MiB reserve gives, nothing could write or checkpoint
    * again, and delivery stopped for good.
    *
-   * Why not before every commit, as until issue 17's round 4: a checkpoint costs two fsyncs (log and
+   * Why not before every commit: a checkpoint costs two fsyncs (log and
    * database file) on the thread that commits, and at 500 reads/s one commit per read made that
    * 430 to 770 fsyncs a second, the event loop's longest stalls (docs/performance.md, section 10).
    */
@@ -382,7 +382,7 @@ export class BufferStore {
    * Pending scans (not yet in a batch) in id order, read in pages of {@link PENDING_PAGE_ROWS} as
    * the loop asks for them, so a backlog of millions is never held in memory (at most one page
    * beyond what the loop takes). Pages rather than a cursor: `.all()` of 2,000 rows costs less
-   * per row than stepping a cursor (issue 17: 11.1 -> 9.3 ms CPU to pack a 10,000-scan batch,
+   * per row than stepping a cursor (measured: 11.1 -> 9.3 ms CPU to pack a 10,000-scan batch,
    * min of 10). Run it inside {@link atomically} when the rows must be one snapshot (the pages are
    * separate statements). The packing rule that consumes it lives in `src/delivery/batcher.ts`.
    */
@@ -402,7 +402,7 @@ export class BufferStore {
    * The first `limit` pending scans in id order, summed up in SQL without reading them out: how
    * many, how many distinct references among them, the sum of their stored JSON lengths, the first
    * and the last id. {@link formBatch} forms a batch from this alone when the head of the queue can
-   * go whole (issue 17: 7 ms per 10,000 scans read into JavaScript, 1.8 ms summed in SQL). Run it
+   * go whole (measured: 7 ms per 10,000 scans read into JavaScript, 1.8 ms summed in SQL). Run it
    * inside {@link atomically} with the {@link writeBatch} that uses it.
    */
   pendingHead(limit: number): PendingHead {
@@ -447,7 +447,8 @@ export class BufferStore {
         for (const o of opts.hold) hold.run(o.reason, o.id);
       }
       if (count === 0) return undefined;
-      // An SFTP batch is stored as mode 'presigned' with route 'sftp' (see the migration of issue 15).
+      // An SFTP batch is stored as mode 'presigned' with route 'sftp': the `mode` column's CHECK
+      // cannot take 'sftp' (see the SFTP delivery migration in migrations.ts).
       const info = this.db
         .prepare(`INSERT INTO batches (mode, route, state, scan_count, bytes, created_at) VALUES (?, ?, 'ready', ?, ?, ?)`)
         .run(opts.mode === 'sftp' ? 'presigned' : opts.mode, opts.mode === 'sftp' ? 'sftp' : null, count, opts.bytes, opts.nowIso);
@@ -491,7 +492,7 @@ export class BufferStore {
   }
 
   /**
-   * One page of a batch's body, for streaming it without building it whole (SFTP, issue 15; the
+   * One page of a batch's body, for streaming it without building it whole (SFTP; the
    * pre-signed PUT): the stored JSON of at most `limit` of its scans with an id above `afterId`, in
    * id order, joined by commas, as the bytes to send (with a comma before the first with
    * `leadingComma`: a page that does not start the array); `lastId` is the id to go on after,
@@ -499,7 +500,7 @@ export class BufferStore {
    * short statement of its own, so the connection is free for intake between pages.
    *
    * SQLite joins the page and hands it over as one blob: no row objects, no JavaScript string per
-   * scan, no UTF-8 decoding and encoding again of bytes that are only passed on (issue 17: the
+   * scan, no UTF-8 decoding and encoding again of bytes that are only passed on (measured: the
    * drain's body reading was about a tenth of the gateway's CPU as rows joined in JavaScript).
    */
   batchBodyPage(batchId: number, afterId: number, limit: number, leadingComma = false): { lastId: number; scans: number; bytes: Buffer } | undefined {
@@ -561,7 +562,7 @@ export class BufferStore {
   }
 
   /**
-   * Status events (issue 14): the next offset to read of each partition of `topic`, as stored by
+   * Status events: the next offset to read of each partition of `topic`, as stored by
    * {@link saveEventPosition}; a partition never read is absent.
    */
   eventPositions(topic: string): Map<number, bigint> {
