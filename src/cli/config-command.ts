@@ -65,7 +65,8 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
       }
       let disk: string;
       try {
-        // Issue 19: a quota the disk cannot hold means the disk fills first. A note: `check` may run on another machine.
+        // A quota the disk cannot hold means the disk fills before the quota is reached. Only a
+        // note, not a failure: `check` may run on another machine than the gateway.
         if (c.buffer.maxBytes === undefined) {
           const d = derivedQuotaForPath(c.buffer.path);
           disk = `buffer.maxBytes not set: the byte quota is derived from the disk at start and every minute (here now ${d.bytes} bytes of scans)`;
@@ -75,7 +76,7 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
       } catch (err) {
         disk = `not examined (${(err as Error).message})`;
       }
-      // Issue 16: what the running gateway would need on this machine, unless the file was prepared elsewhere.
+      // What the running gateway would need on this machine, unless the file was prepared elsewhere.
       const findings: PreflightFinding[] = [];
       if (!opts.offline) {
         const user = opts.as !== undefined ? lookupUser(opts.as) : undefined;

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 
 /**
- * Issue 16: `scan-gateway config init`, a commented starter configuration for the inputs named,
+ * `scan-gateway config init`: a commented starter configuration for the inputs named,
  * as Telegraf prints a sample for the plugins you name. It passes `config check` as written
  * (`--offline` for an `http` input, whose ingest token must exist first) and is what the Debian
  * package installs as /etc/scan-gateway/config.yaml (`config init --input files`).

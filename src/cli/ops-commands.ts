@@ -62,7 +62,7 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
       const limit = Number(opts.limit);
       if (!Number.isInteger(limit) || limit < 1) fail(io, 'failures', `--limit must be a positive whole number, got "${opts.limit}"`, ExitCodes.USAGE);
       const { db, timezone, config } = open(io, opts, 'failures');
-      // Reasons and raw reads may quote a secret that landed in an input (issue 11): cut it out.
+      // Reasons and raw reads may quote a secret that landed in an input: cut it out.
       const scrubber = config ? await bestEffortScrubber(config, io.env, io.cwd) : new SecretScrubber();
       try {
         const report = scrubber.scrubDeep(db.reports.failures(limit));

@@ -8,7 +8,7 @@ import { bestEffortScrubber } from './known-secrets.js';
 import { fail, open, withBuffer, type BufferOptions, type OpsIo } from './ops-commands.js';
 
 /**
- * `scan-gateway trace <reference>` (issue 18): what happened to one item, from the buffer opened
+ * `scan-gateway trace <reference>`: what happened to one item, from the buffer opened
  * read-only, so it works beside the running daemon and on a stopped one (or on a backup with
  * `--buffer`). Exit 0 when the item is in the buffer, 1 when it is not (the references starting
  * with it are listed), 2 for a usage or configuration error.
@@ -26,7 +26,7 @@ export function registerTraceCommand(program: Command, io: OpsIo): void {
       const depth = Number(opts.depth);
       if (!Number.isInteger(depth) || depth < 1 || depth > MAX_GENEALOGY_DEPTH) fail(io, 'trace', `--depth must be a whole number from 1 to ${MAX_GENEALOGY_DEPTH}, got "${opts.depth}"`, ExitCodes.USAGE);
       const { db, timezone, config } = open(io, opts, 'trace');
-      // Raw reads and reasons may quote a secret that landed in an input (issue 11): cut it out.
+      // Raw reads and reasons may quote a secret that landed in an input: cut it out.
       const scrubber = config ? await bestEffortScrubber(config, io.env, io.cwd) : new SecretScrubber();
       let trace: ItemTrace;
       try {

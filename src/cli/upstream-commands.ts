@@ -24,7 +24,7 @@ export interface UpstreamCommandDeps {
   /** First status poll interval of `upload`, in ms (doubles up to 5 s). Default 250. */
   pollIntervalMs?: number;
   /**
-   * The SFTP route of a configuration file (`upload --route sftp`, issue 15); throws `CONFIG` when
+   * The SFTP route of a configuration file (`upload --route sftp`); throws `CONFIG` when
    * `upstream.sftp` is missing, `SECRET` when its login cannot be read.
    */
   resolveSftp?(configPath: string): Promise<{ connector: SftpConnector; siteId: string; fileNameTemplate: string }>;

@@ -21,7 +21,7 @@ export function crossCheck(value: unknown, ctx: z.RefinementCtx): void {
   const lookups = asRecord(cfg.lookups) ?? {};
   const lookupNames = Object.keys(lookups);
 
-  // Issue 15: a route that sends by SFTP needs the server.
+  // A route that sends by SFTP needs the server.
   const delivery = asRecord(cfg.delivery);
   const usesSftp = delivery?.mode === 'sftp' || (delivery?.mode === 'auto' && delivery.largeBatchRoute === 'sftp');
   if (usesSftp && asRecord(cfg.upstream) && asRecord(asRecord(cfg.upstream)!.sftp) === undefined) {

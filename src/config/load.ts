@@ -17,7 +17,7 @@ export interface ConfigProblem {
   path: string;
   /**
    * The same path with inputs, DCPs, rules and containers named by their id, key or name, such as
-   * `inputs[gi-scanner].dcp` (issue 16: for people); absent when the path names none of them.
+   * `inputs[gi-scanner].dcp` (for people); absent when the path names none of them.
    */
   where?: string;
   message: string;
@@ -153,7 +153,7 @@ export function parseConfigText(
 
 /**
  * A problem's message with every value taken from the environment shown as its `${NAME}` instead
- * (issue 11): a variable may hold a secret, and messages go to logs, terminals and the health page.
+ * because a variable may hold a secret, and messages go to logs, terminals and the health page.
  * Values of 1–2 characters are replaced only where quoted, so they do not garble the message.
  */
 export function hideEnvValues(message: string, substituted: ReadonlyMap<string, string>): string {
@@ -225,7 +225,7 @@ function keepTextAsWritten(node: unknown, path: (string | number)[]): void {
 }
 
 /**
- * Issue 16: the YAML library's errors in plain words, with what to do; the library's own sentence
+ * The YAML library's errors in plain words, with what to do; the library's own sentence
  * follows in brackets for a search. Codes: the `yaml` package's `ErrorCode`.
  */
 const YAML_PLAIN: Record<string, string> = {

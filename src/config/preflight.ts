@@ -5,7 +5,7 @@ import { ErrorCodes, GatewayError } from '../errors.js';
 import type { GatewayConfig } from './schema.js';
 
 /**
- * Issue 16: what `config check` looks at beyond the file itself, on the machine that will run the
+ * What `config check` looks at beyond the file itself, on the machine that will run the
  * gateway: the files the configuration names exist and the service user may read them (and write
  * the buffer's and inbox folders), the environment variables it names are set, and the addresses
  * it listens on are free. `config check --offline` skips all of this (a file prepared elsewhere).

@@ -175,7 +175,7 @@ const TIME_WORDS: Record<string, number> = { ms: 0.001, s: 1, sec: 1, secs: 1, s
 const BYTE_WORDS: Record<string, number> = { b: 1, kb: 1000, mb: 1e6, gb: 1e9, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3, k: 1024, m: 1024 ** 2, g: 1024 ** 3 };
 
 /**
- * Issue 16: a number key given as text with a unit (`idleTimeoutMs: "15 min"`) is told which unit
+ * A number key given as text with a unit (`idleTimeoutMs: "15 min"`) is told which unit
  * the key takes, with the number the text meant where it can be read ("900000 for 15 min"), else an
  * example. Undefined for keys without a unit suffix or values that are not text.
  */

@@ -7,7 +7,7 @@ import type { LoadedConfig } from './load.js';
 import type { GatewayConfig, InputConfig } from './schema.js';
 
 /**
- * Configuration reload (issue 6, item 9): on SIGHUP or when the file changes, the new file is
+ * Configuration reload: on SIGHUP or when the file changes, the new file is
  * loaded and checked; if valid it is applied without losing a read, else the running configuration
  * stays and the error is shown on the health page and in the log.
  *
@@ -171,7 +171,10 @@ export class ConfigReloader {
     return this.enqueue(reason, true);
   }
 
-  /** At most one reload waits behind the running one; later requests join it (issue 11, bounds). */
+  /**
+   * At most one reload waits behind the running one; later requests join it, so a burst of them
+   * (SIGHUPs, file changes) queues one reload, not one each.
+   */
   private enqueue(reason: string, force: boolean): Promise<void> {
     if (this.queued) {
       this.queued.force ||= force;

@@ -57,7 +57,7 @@ export const STATUS_EVENTS_FETCH_WAIT_MS = 2_000;
 export const STATUS_EVENTS_MIN_STALE_MS = 2 * STATUS_EVENTS_FETCH_WAIT_MS + 1_000;
 
 /**
- * Status events (contract §6, issue 14): the status topic read over SASL_SSL with SCRAM-SHA-512,
+ * Status events (contract §6): the status topic read over SASL_SSL with SCRAM-SHA-512,
  * username `upstream.clientId`, password the client secret (src/config/secrets.ts). See
  * docs/upstream.md "Status events".
  */
@@ -127,7 +127,7 @@ export function statusEventTopic(upstream: { clientId: string; statusEvents: Pic
 }
 
 /**
- * The SFTP route (issue 15). The contract shows no SFTP details (§4.7): folder, file name and what
+ * The SFTP route. The contract shows no SFTP details (§4.7): folder, file name and what
  * the service does with a file are assumptions to confirm with the service operator (docs/delivery.md).
  */
 export const sftpSchema = z
@@ -506,7 +506,7 @@ let canonicalZones: ReadonlySet<string> | undefined;
 /**
  * Whether `zone` names a time zone ICU knows. A canonical name (Europe/Berlin) is looked up in the
  * list of them: the first `Intl.DateTimeFormat` of a process costs 12 to 18 ms (ICU's locale data),
- * paid here before ready otherwise (issue 17, start to ready). Aliases and fixed zones (UTC,
+ * paid here before ready otherwise. Aliases and fixed zones (UTC,
  * US/Eastern, Etc/GMT-1) are not in that list: those are still checked by building a formatter.
  */
 function isIanaZone(zone: string): boolean {

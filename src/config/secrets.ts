@@ -8,7 +8,7 @@ import type { GatewayConfig } from './schema.js';
 /**
  * Every secret of a configuration, read from the environment, systemd credentials
  * (`$CREDENTIALS_DIRECTORY`, from `LoadCredential=`) or files, never from the YAML (design:
- * Secrets; issue 13, item 4). This is the one module that reads them:
+ * Secrets). This is the one module that reads them:
  * - the upstream's client secret and proxy credentials: by `loadConfig` at start and again at
  *   each reload (a changed file is read again; the upstream section itself needs a restart);
  * - the admin and read tokens of the HTTP server: once at start ({@link resolveSecrets});
@@ -323,7 +323,7 @@ export function shortness(inputId: string, token: string, key: IngestTokenProble
   };
 }
 
-/** The SFTP login of `upstream.sftp` (issue 15): a private key, or else a password. */
+/** The SFTP login of `upstream.sftp`: a private key, or else a password. */
 export interface SftpCredentials {
   privateKey?: string;
   password?: string;
