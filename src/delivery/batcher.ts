@@ -84,8 +84,8 @@ export function packScans(rows: Iterable<PendingScanRow>, opts: { maxScans: numb
  *
  * When the first `maxScans` pending scans repeat no reference and fit `maxBytes` together, packing
  * would take exactly them: the batch is then formed from their sums in SQL (`pendingHead`) and
- * moved by id range, without reading the rows out (issue 17, the drain), for batches of up to
- * {@link HEAD_SUMS_MAX_SCANS} scans. Otherwise the rows are read and packed one by one.
+ * moved by id range, without reading the rows out (cheaper when a backlog drains), for batches of
+ * up to {@link HEAD_SUMS_MAX_SCANS} scans. Otherwise the rows are read and packed one by one.
  *
  * @returns the new batch, or undefined when nothing could be packed.
  */

@@ -45,11 +45,11 @@ export interface DelivererOptions {
   random?: () => number;
   /** A delivery step failed on a full disk (SQLITE_FULL); see `UploaderOptions.onDiskFull`. */
   onDiskFull?: (err: unknown) => void;
-  /** The pace of status polling (status events, issue 14); see `StatusTrackerOptions.pace`. */
+  /** The pace of status polling (status events); see `StatusTrackerOptions.pace`. */
   pollPace?: () => PollPace;
   /** A batch became `uploaded` (status events look again at events that came before it). */
   onUploaded?: () => void;
-  /** The SFTP route (issue 15); see `UploaderOptions.sftp`. */
+  /** The SFTP route; see `UploaderOptions.sftp`. */
   sftp?: UploaderOptions['sftp'];
 }
 

@@ -83,7 +83,7 @@ export interface TransferOptions {
 }
 
 /**
- * The crash-safe transfer of one SFTP batch (issue 15, contract §4.7; docs/delivery.md, "SFTP").
+ * The crash-safe transfer of one SFTP batch (contract §4.7; docs/delivery.md, "SFTP").
  * Every decision is taken from the server, so it is the same for a first attempt and for one after
  * a crash at any point:
  *

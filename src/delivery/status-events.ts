@@ -21,13 +21,13 @@ export interface StatusEventFeedOptions {
   topic: string;
   /**
    * A new reader (a new connection); called again after each failure. May be async: the daemon
-   * loads the Kafka client's modules on the first call (issue 17), and a failure to load them is a
+   * loads the Kafka client's modules on the first call, not at start, and a failure to load them is a
    * failed connection like any other.
    */
   connect: () => TopicReader | Promise<TopicReader>;
   /**
    * The status tracker's one door (`Deliverer.applyStatus`): an event is named by its requestId,
-   * or, for an SFTP batch (issue 15), by its file name or the references of its failures.
+   * or, for an SFTP batch, by its file name or the references of its failures.
    */
   apply: (ref: StatusRef, status: ScanStatusLike, source: StatusSource) => 'done' | 'resend' | 'waiting' | 'ignored';
   /** The pace changed (events flow, or stopped flowing): the tracker should look at its schedule now. */
@@ -46,7 +46,7 @@ export interface StatusEventFeedOptions {
 
 /**
  * `starting` (no reader made yet: the daemon starts the feed once it takes reads and loads the
- * Kafka client at the first connect, issue 17), `connecting` (a reader made, no read yet),
+ * Kafka client at the first connect), `connecting` (a reader made, no read yet),
  * `flowing`, `lagging` (behind or stale), `down` (the last attempt failed).
  */
 export type FeedState = 'starting' | 'connecting' | 'flowing' | 'lagging' | 'down';
@@ -87,7 +87,7 @@ const FIRST_READ_MARGIN_MS = 5 * 60_000;
 const INVALID_LOG_INTERVAL_MS = 60_000;
 
 /**
- * Reads the status events of the service (contract §6, issue 14) and hands each to the status
+ * Reads the status events of the service (contract §6) and hands each to the status
  * tracker, the one place a batch reaches its terminal state. The loop: connect (Metadata), find
  * each partition's position (stored in SQLite; a partition never read starts at the events
  * written since the oldest unfinished batch was formed, or since now, less 5 minutes), then fetch
@@ -99,7 +99,7 @@ const INVALID_LOG_INTERVAL_MS = 60_000;
  * - An event is validated with the schema of a status answer (`scanStatusReadSchema`) and must
  *   name its `requestId`; anything else is counted invalid and logged at most once a minute.
  * - An event for a requestId that no batch has, before it counts as ignored, may be about one of
- *   our SFTP batches (which have no requestId of the service, issue 15): when its `description`
+ *   our SFTP batches (which have no requestId of the service): when its `description`
  *   begins with the name of a batch's remote file ("<file name>: …", the convention in
  *   docs/delivery.md "SFTP", to confirm with the service operator) it goes to the tracker as
  *   `{ fileName }`; else, when its `failures` name references that a `transferred` batch holds,

@@ -21,7 +21,7 @@ export interface StatusTrackerOptions {
   /** A batch went back to be sent again (NotFound past the grace window): uploading should look now. */
   onResend: () => void;
   /**
-   * The pace of polling now (status events, issue 14): while `events` is true, events bring the
+   * The pace of polling now (status events): while `events` is true, events bring the
    * outcomes and each uploaded batch is polled only every `safetyPollMs` in case one never comes.
    * Without it (or false), the normal pace of `statusPollMs`.
    */
@@ -45,12 +45,12 @@ export interface StatusChecks {
 }
 
 /**
- * What a status answer is about: a batch id, its requestId, or (SFTP, issue 15) the name of its
+ * What a status answer is about: a batch id, its requestId, or (SFTP) the name of its
  * remote file, or the references of its scans (an event whose `failures` name them).
  */
 export type StatusRef = number | { requestId: string } | { fileName: string } | { references: readonly string[] };
 
-/** The final state of an SFTP batch whose file is on the server, size verified (issue 15). */
+/** The final state of an SFTP batch whose file is on the server, size verified. */
 export const TRANSFERRED = 'transferred';
 
 /** The status an SFTP batch ends with when the service tells nothing more: remote path and sha256 for audit. */
@@ -169,7 +169,7 @@ export class StatusTracker {
       if (pace?.events && batch.mode !== 'sftp') {
         // Events bring the outcome; a poll only now and then, in case one never comes. Not for an
         // SFTP batch: its "poll" asks nobody (it ends `transferred` at once), and an event for it
-        // replaces `transferred` later (issue 15).
+        // replaces `transferred` later.
         const lastContact = this.lastPolledAt.get(batch.id) ?? (batch.uploadedAt ? Date.parse(batch.uploadedAt) : now);
         due = Math.max(due, lastContact + pace.safetyPollMs);
       }
@@ -257,7 +257,7 @@ export class StatusTracker {
   }
 
   /**
-   * An SFTP batch (issue 15): `transferred` ends an uploaded one (the file is there, size
+   * An SFTP batch: `transferred` ends an uploaded one (the file is there, size
    * verified). A status the service tells later (an event naming the batch's file) replaces
    * `transferred` when it is terminal; anything else about a transferred batch is recorded as
    * nothing, since the gateway has no request id to follow it by (docs/delivery.md, "SFTP").

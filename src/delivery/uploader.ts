@@ -43,9 +43,9 @@ export interface UploaderOptions {
   circuit: Circuit;
   /** A batch became `uploaded` (or waits for its status): status tracking should look now. */
   onUploaded: () => void;
-  /** A step failed on a full disk (SQLITE_FULL): the disk guard releases its reserve and prunes (issue 19). */
+  /** A step failed on a full disk (SQLITE_FULL): the disk guard releases its reserve and prunes. */
   onDiskFull?: (err: unknown) => void;
-  /** The SFTP route (issue 15): how to reach the server and name the files. Needed by `sftp` batches. */
+  /** The SFTP route: how to reach the server and name the files. Needed by `sftp` batches. */
   sftp?: { connector: SftpConnector; siteId: string; fileNameTemplate: string };
 }
 
@@ -79,7 +79,7 @@ const STEP_RETRY_MS = 1000;
  * It only writes batches in states `ready`, `presigned` and `uploading` (and moves them to
  * `uploaded` or `held`); `uploaded` ones belong to the status tracker.
  *
- * Concurrency (issue 17): each upload in flight is one batch's own state machine, as above; they
+ * Concurrency: each upload in flight is one batch's own state machine, as above; they
  * share nothing but the circuit and the token. Each batch is in flight at most once (`inFlight`),
  * and crash recovery skips the ones in flight. The next batch is formed while uploads are in
  * flight, one ahead of the free slots, so a finished upload's slot is filled at once. A failure
@@ -385,7 +385,7 @@ export class Uploader {
     store.updateBatch(batch.id, { attempts: current.attempts + 1, putStartedAt: started });
     step.current = reuse ? 'reput' : 'put';
     if (api.putPresignedStream) {
-      // Streamed from the buffer page by page (issue 17): up to 64 MiB per batch, and several
+      // Streamed from the buffer page by page: up to 64 MiB per batch, and several
       // batches in flight, never whole in memory. Its scans stay put while it is in flight: only
       // this upload's own outcome (split, hold) changes them.
       await api.putPresignedStream(current.presignedUrl!, { bytes: current.bytes, chunks: () => batchBodyChunks(store, batch.id) });

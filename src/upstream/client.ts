@@ -29,7 +29,7 @@ import { TokenCache, readTokenAnswer, tokenExpiry, type AccessToken } from './to
 import { hasUrlCredentials, insecureUrlProblem } from '../config/url-policy.js';
 
 /**
- * A body read while it is sent (a batch streamed from the buffer, issue 17), never whole in
+ * A body read while it is sent (a batch streamed from the buffer), never whole in
  * memory: exactly `bytes` bytes, sent as `content-length`; each call of `chunks` reads it afresh.
  */
 export interface StreamedBody {
@@ -253,7 +253,7 @@ export class UpstreamClient {
   }
 
   /**
-   * {@link putPresigned} with a body streamed from the buffer (issue 17): `body.bytes` is sent as
+   * {@link putPresigned} with a body streamed from the buffer: `body.bytes` is sent as
    * `content-length`, and undici fails the request (a network error, retried by delivery) when
    * the stream gives more or fewer bytes. The deadline grows with `body.bytes` as for a string.
    */

@@ -19,7 +19,7 @@ export interface SftpConnectOptions {
 }
 
 /**
- * One SFTP session: the few operations the crash-safe transfer needs (issue 15). Every failure is
+ * One SFTP session: the few operations the crash-safe transfer needs. Every failure is
  * a {@link GatewayError} with an `SCANGW_E_SFTP_*` code (see {@link sftpError}).
  */
 export interface SftpSession {

@@ -4,7 +4,7 @@ import { ErrorCodes, GatewayError } from '../errors.js';
 /**
  * The CA file of the status-event reader, apart from the reader (src/upstream/status-topic.ts) so
  * the daemon checks it at start without loading the Kafka client, which it loads only once it
- * takes reads (issue 17, docs/performance.md "Footprint").
+ * takes reads (docs/performance.md "Footprint").
  */
 
 /**
