@@ -37,9 +37,9 @@ export const HealthCodes = {
   PRODUCTS_UNKNOWN: 'SCANGW_H_PRODUCTS_UNKNOWN',
   /** Changed settings that take effect only after a restart. */
   RESTART_NEEDED: 'SCANGW_H_RESTART_NEEDED',
-  /** The status-event consumer is far behind the end of its topic (issue 14); polling runs at its normal pace meanwhile. */
+  /** The status-event consumer is far behind the end of its topic; polling runs at its normal pace meanwhile. */
   EVENTS_LAGGING: 'SCANGW_H_EVENTS_LAGGING',
-  /** Delivered scans were pruned before their audit period ended because the buffer's disk ran low (issue 19). */
+  /** Delivered scans were pruned before their audit period ended because the buffer's disk ran low. */
   AUDIT_PRUNED_EARLY: 'SCANGW_H_AUDIT_PRUNED_EARLY',
 } as const;
 

@@ -68,7 +68,7 @@ export const ErrorCodes = {
   EVENTS_AUTH: 'SCANGW_E_EVENTS_AUTH',
   /** Status events: the status topic does not exist, or the client may not read or describe it. Polling takes over. */
   EVENTS_TOPIC: 'SCANGW_E_EVENTS_TOPIC',
-  /** The SFTP server could not be reached, or the connection broke during a transfer (issue 15). Retryable. */
+  /** The SFTP server could not be reached, or the connection broke during a transfer. Retryable. */
   SFTP_NETWORK: 'SCANGW_E_SFTP_NETWORK',
   /** The SFTP server's host key is not the configured `upstream.sftp.hostKey`: nothing was sent. Retried, never trusted. */
   SFTP_HOST_KEY: 'SCANGW_E_SFTP_HOST_KEY',

@@ -79,7 +79,7 @@ export class SecretScrubber {
 
   /**
    * A copy of `value` (JSON-like: objects, arrays, strings, numbers…) with every string scrubbed,
-   * keys included. For what leaves the process other than log lines (issue 11): the status JSON,
+   * keys included. For what leaves the process other than log lines: the status JSON,
    * the health page, the `failures` report. Values that are not plain objects or arrays (a Date)
    * are kept as they are.
    */
@@ -152,7 +152,8 @@ export function createLogger(options: CreateLoggerOptions = {}): Logger {
   const format = options.format ?? 'auto';
   const isTty = (destination as NodeJS.WriteStream).isTTY === true;
   if (format === 'pretty' || (format === 'auto' && isTty)) {
-    // Loaded for a terminal only: the daemon under systemd writes JSON and never needs it (issue 17).
+    // Loaded for a terminal only: the daemon under systemd writes JSON and never needs it, so it
+    // does not pay its load time and memory.
     const pretty = createRequire(import.meta.url)('pino-pretty') as typeof PinoPretty;
     const stream = pretty({
       destination,

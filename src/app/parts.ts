@@ -34,7 +34,7 @@ import { readCaFile } from '../upstream/status-topic-ca.js';
  * The modules of optional parts (the embedded sandbox, each input type with its library, the SFTP
  * route, the status-event reader with its Kafka client) are loaded by `import()` when the part
  * starts, so a configuration that does not use them does not pay their memory and start-up time
- * (issue 17; figures in docs/performance.md, "Footprint"). The Kafka client, the largest of them,
+ * (figures in docs/performance.md, "Footprint"). The Kafka client, the largest of them,
  * is loaded only once the gateway takes reads: status events start after the HTTP server listens.
  */
 
@@ -54,7 +54,7 @@ export interface AppDeps {
   readToken?: string;
   /**
    * Cuts known secrets out of text that leaves the process other than by the log: status JSON,
-   * health page, `failed/*.error.txt`, reasons stored in the buffer (the log's scrubber, issue 11).
+   * health page, `failed/*.error.txt`, reasons stored in the buffer (the log's scrubber).
    */
   scrub?: (text: string) => string;
   /** Longest a stop waits for an upload in flight, in ms (default {@link DELIVERY_STOP_GRACE_MS}). */
@@ -161,7 +161,7 @@ export interface Wiring {
   /** The status now (src/app.ts composes it from the parts' snapshots). */
   readonly status: () => GatewayStatus;
   phase: 'starting' | 'running' | 'stopping';
-  // Configuration reload (issue 6): what runs now, and how the last reload went.
+  // Configuration reload: what runs now, and how the last reload went.
   current: LoadedConfig;
   configLoadedAt: Date;
   lastReload?: { at: string; needsRestart: string[]; inputErrors: ReloadReport['inputErrors'] };
@@ -174,7 +174,7 @@ export interface Wiring {
   mapper?: Mapper;
   intake?: Intake;
   deliverer?: Deliverer;
-  /** Status events (issue 14), when `upstream.statusEvents.enabled`. */
+  /** Status events, when `upstream.statusEvents.enabled`. */
   statusEvents?: StatusEventFeed;
   /** The embedded sandbox, when `sandbox.enabled`. */
   sandbox?: RunningSandbox;
@@ -185,8 +185,9 @@ export interface Wiring {
   readonly running: Component[];
   /**
    * What starts once the gateway takes reads (buffer, delivery, inputs up, the HTTP server
-   * listening): status events, which are not needed to take reads (issue 17). Run by the HTTP part
-   * at the end of its start; a part registered here must tolerate its stop before that.
+   * listening): status events, which are not needed to take reads, so loading their Kafka client
+   * does not delay the start. Run by the HTTP part at the end of its start; a part registered here
+   * must tolerate its stop before that.
    */
   afterReady?: (() => void)[];
 }
@@ -229,7 +230,7 @@ export function buildBackPressure(w: Wiring): Component {
   return {
     name: 'back-pressure',
     async start() {
-      // `buffer.maxBytes` not set: the byte quota comes from the disk (issue 19); the disk guard rechecks it every minute.
+      // `buffer.maxBytes` not set: the byte quota comes from the disk; the disk guard rechecks it every minute.
       let derived: { bytes: number; ceilingBytes: number } | undefined;
       if (w.config.buffer.maxBytes === undefined) {
         try {
@@ -272,7 +273,7 @@ export function buildRetention(w: Wiring): Component {
   };
 }
 
-/** Reserve, early pruning of the audit under disk pressure, pages returned (src/buffer/disk-guard.ts, issue 19). */
+/** Reserve, early pruning of the audit under disk pressure, pages returned (src/buffer/disk-guard.ts). */
 export function buildDiskGuard(w: Wiring): Component {
   return {
     name: 'disk guard',
@@ -310,7 +311,7 @@ export function buildIntake(w: Wiring): Component {
 }
 
 /**
- * The SFTP route of delivery (issue 15) when `upstream.sftp` is configured: the login is read now
+ * The SFTP route of delivery when `upstream.sftp` is configured: the login is read now
  * (config/secrets.ts), so a missing key or password stops the start with `SCANGW_E_SECRET`.
  */
 async function sftpRoute(w: Wiring): Promise<{ connector: SftpConnector; siteId: string; fileNameTemplate: string } | undefined> {
@@ -355,7 +356,7 @@ export function buildDelivery(w: Wiring): Component {
 }
 
 /**
- * Status events (contract §6, issue 14): the topic reader (upstream/status-topic.ts) feeding the
+ * Status events (contract §6): the topic reader (upstream/status-topic.ts) feeding the
  * status tracker (delivery/status-events.ts). Off unless `upstream.statusEvents.enabled`.
  */
 export function buildStatusEvents(w: Wiring): Component {

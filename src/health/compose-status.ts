@@ -57,7 +57,7 @@ export interface StatusParts {
     token?: { expiresAt?: Date; refreshes: number } | undefined;
   };
   products?: ProductCheckSnapshot | undefined;
-  /** Status events (issue 14); absent when `upstream.statusEvents.enabled` is false. */
+  /** Status events; absent when `upstream.statusEvents.enabled` is false. */
   statusEvents?: StatusEventsStatus | undefined;
   /** Open container sessions (src/mapping/mapper.ts `openContainers`). */
   sessions: ReadonlyArray<object>;

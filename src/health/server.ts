@@ -35,19 +35,20 @@ export interface HealthServerOptions {
   refusalLogIntervalMs?: number;
   /**
    * Cuts known secrets out of every text the server shows (status JSON, health page, healthz,
-   * readyz), raw excerpts of refused input included: the log's {@link SecretScrubber} (issue 11).
+   * readyz), raw excerpts of refused input included: the log's {@link SecretScrubber}.
    */
   scrub?: (text: string) => string;
+  /** The station screen, when given: see {@link StationOptions}. */
+  station?: StationOptions;
   /**
-   * Item lookup (issue 18), read-only over the buffer: serves `GET /api/v1/items/<reference>` and
+   * Item lookup, read-only over the buffer: serves `GET /api/v1/items/<reference>` and
    * `GET /api/v1/items?prefix=…` when given (the buffer's reports, src/buffer/items.ts).
    */
-  station?: StationOptions;
   items?: { trace: (reference: string, depth?: number) => ItemTrace; search: (prefix: string, limit?: number) => ItemMatch[] };
 }
 
 /**
- * The station screen (issue 18): serves `GET /station/<dcpKey>` and its event stream
+ * The station screen: serves `GET /station/<dcpKey>` and its event stream
  * `GET /station/<dcpKey>/events` when given (src/health/station.ts).
  */
 export type StationOptions = StationSource;

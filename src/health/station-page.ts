@@ -2,7 +2,7 @@ import { inlineOnlyCsp } from './page.js';
 import { esc, fmtTime, rawHtml, shown, stationMain } from './page-render.js';
 
 /**
- * The station screen at `/station/<dcpKey>` (issue 18): a page for a monitor or tablet beside a
+ * The station screen at `/station/<dcpKey>`: a page for a monitor or tablet beside a
  * scanner. The server renders the first view from a {@link StationSnapshot}; the inline script
  * then follows `/station/<dcpKey>/events` (Server-Sent Events, src/health/station.ts) and renders
  * again with the same function ({@link stationMain}), which therefore uses nothing but its

@@ -1,5 +1,5 @@
 /**
- * Plain words for the station screen (issue 18): what a refused read means for the person holding
+ * Plain words for the station screen: what a refused read means for the person holding
  * the scanner, and what to do, from the reason the mapper stored (src/mapping/mapper.ts writes
  * those reasons; the technical one stays on the screen in small type, and in `failures`). A reason
  * that names its rule (`rule <name>: …`) gets that rule named in the hint, so the line lead knows

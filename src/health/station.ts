@@ -8,7 +8,7 @@ import { STATION_LAST, type StationDelivery, type StationReadView, type StationS
 import type { GatewayStatus } from './status.js';
 
 /**
- * The live side of the station screen (issue 18): one poller for all open screens. While at least
+ * The live side of the station screen: one poller for all open screens. While at least
  * one event stream is open, it asks the buffer every {@link STATION_POLL_MS} ms for the reads
  * committed since the last one it saw (a range of the rowid: cost grows with the new reads, not
  * the buffer) and sends each to the screens of its station; every second it checks whether
@@ -269,7 +269,7 @@ export class StationHub {
     s.res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
   }
 
-  /** Known secrets cut out of every text the screen shows (raw reads and reasons, issue 11). */
+  /** Known secrets cut out of every text the screen shows (raw reads and reasons). */
   private scrubbed<T>(value: T): T {
     return scrubValue(value, this.scrub) as T;
   }

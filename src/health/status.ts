@@ -40,7 +40,7 @@ export interface GatewayStatus {
   /** Open container sessions (parent references per station), when the configuration uses them. */
   sessions?: Array<Record<string, unknown>>;
   /**
-   * Status events (contract §6, issue 14), when `upstream.statusEvents.enabled`: the consumer's
+   * Status events (contract §6), when `upstream.statusEvents.enabled`: the consumer's
    * state (`starting`, `connecting`, `flowing`, `lagging`, `down`), the last failure with its code, counters
    * since start (received, applied, duplicates, ignored, invalid), the lag and the last event.
    */

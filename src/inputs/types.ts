@@ -47,12 +47,7 @@ export interface InputRejection {
 
 export type IntakeItem = { kind: 'read'; read: Read } | { kind: 'rejection'; rejection: InputRejection };
 
-/**
- * Where adapters hand their items. `submit` resolves only after the items are committed to the
- * SQLite buffer; only then may the adapter acknowledge them to its source (move the file, PUBACK,
- * answer 202). It rejects when the commit failed; the adapter must then not acknowledge.
- */
-/** Options of a submit beyond the items . */
+/** Options of a submit beyond the items. */
 export interface SubmitOptions {
   /**
    * Hash of the content of the file the items came from. Recorded in the same transaction as the
@@ -106,6 +101,11 @@ export interface SubmitResult {
   redelivered?: true;
 }
 
+/**
+ * Where adapters hand their items. `submit` resolves only after the items are committed to the
+ * SQLite buffer; only then may the adapter acknowledge them to its source (move the file, PUBACK,
+ * answer 202). It rejects when the commit failed; the adapter must then not acknowledge.
+ */
 export interface IntakeSink {
   /** Resolves once the items are committed (with their outcomes, from the real intake). */
   submit(items: IntakeItem[], options?: SubmitOptions): Promise<SubmitResult | void>;

@@ -1,5 +1,5 @@
 /**
- * Container sessions (issue 6, item 4): at a station, a read of a container (a pallet's SSCC, a
+ * Container sessions: at a station, a read of a container (a pallet's SSCC, a
  * tray's GIAI) opens it, and the reads after it get it as their parent until a closing code,
  * another container, or an idle timeout. Time is the reads' own receive time, never a wall clock,
  * so mapping the same reads in the same order always gives the same parents.
@@ -41,7 +41,7 @@ const keyOf = (container: string, station: string) => `${container}\u0000${stati
 /**
  * Most containers open at once in one mapper, by default. Stations are configured inputs, DCPs and
  * the stations of the rules' DCP lookups (the mapper opens no session for any other), so a sane
- * configuration stays far below it; the cap is the last guard of memory (issue 11).
+ * configuration stays far below it; the cap is the last guard of memory.
  */
 export const MAX_OPEN_CONTAINERS = 10_000;
 
@@ -51,7 +51,7 @@ export type OpenResult = { opened: true; replaced?: string } | { opened: false; 
 /**
  * The open containers of a mapper; one session per container name and station.
  *
- * Bounded (issue 11, docs/operations.md "Bounds"): at most `max` sessions; an open past it is
+ * Bounded (docs/operations.md "Bounds"): at most `max` sessions; an open past it is
  * refused. Expired sessions are swept on access: every time as many operations as there are
  * sessions (at least 64) have passed, one pass drops the expired ones, so the sweep costs O(1)
  * amortized per read; a pass also runs before an open is refused at the cap.

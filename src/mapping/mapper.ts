@@ -25,7 +25,7 @@ const FORBIDDEN_CONTROL = /[\u0000-\u0003\u0005-\u001c\u001f\u007f]/;
 const MAX_SEEN_PRODUCT_KEYS = 1000;
 
 /**
- * Turns reads into Scans by the configuration's rules (issue 6): the compiled rules, lookup tables
+ * Turns reads into Scans by the configuration's rules: the compiled rules, lookup tables
  * and container sessions of one configuration. Built once per configuration; a reload builds a new
  * one and hands over the open containers ({@link Mapper.adoptSessions}).
  *
@@ -143,8 +143,8 @@ export class Mapper {
     for (const c of this.containersFor(input)) {
       const station = c.per === 'input' ? input.id : read.dcpKey?.trim() || input.dcp;
       // A session is kept per station: only a configured DCP (or a station a rule's DCP lookup
-      // knows) may be one, or reads naming ever new DCPs would open sessions without end (issue
-      // 11). Such a read takes no part in containers; the rules then refuse its DCP with the reason.
+      // knows) may be one, or reads naming ever new DCPs would open sessions without end.
+      // Such a read takes no part in containers; the rules then refuse its DCP with the reason.
       if (c.per === 'dcp' && !this.dcps.has(station) && !this.stations.has(station)) continue;
       if (c.close?.test(view)) {
         const parent = this.sessions.close(c.name, station, atMs);

@@ -36,7 +36,7 @@ export interface ProductCheckOptions {
 }
 
 /**
- * Checks against upstream (issue 6, item 8): at start and every `intervalMs`, the product list is
+ * Checks against upstream: at start and every `intervalMs`, the product list is
  * fetched and the product keys the configuration maps to, plus those seen on scans, are compared
  * with it. Missing keys are reported (health page, log); a scan with such a key would fail upstream
  * or, worse, be filed under a product nobody looks at. A failed fetch keeps the last list.

@@ -60,7 +60,7 @@ const MAX_FILE_BYTES = 256 * 1024 * 1024;
 const PART = '.part';
 
 /**
- * The sandbox's SFTP endpoint (issue 15; contract §4.7 names SFTP and shows no details): the ssh2
+ * The sandbox's SFTP endpoint (contract §4.7 names SFTP and shows no details): the ssh2
  * library's server side over a folder on disk. A client logs in with its client id and either its
  * client secret (password) or a key of `authorizedKeys`; its `/` is `root/<clientId>`. A completed
  * file (renamed to a name without `.part`, or closed under such a name) is processed like a

@@ -160,7 +160,7 @@ export interface SandboxOptions {
   /** The Kafka endpoint (`startSandbox` only); `false` = none. Default: on, see {@link SandboxKafkaOptions}. */
   kafka?: SandboxKafkaOptions | false;
   /**
-   * The SFTP endpoint (issue 15, src/sandbox/sftp.ts): on `port` (0 = any), files under `root`
+   * The SFTP endpoint (src/sandbox/sftp.ts): on `port` (0 = any), files under `root`
    * (default a new temporary folder), besides the password (the client secret) the public keys of
    * `authorizedKeys` per client id. Off without this option.
    */

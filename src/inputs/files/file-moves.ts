@@ -85,7 +85,7 @@ export async function moveToFailed(
     `Fix the file and drop it into the folder again.`,
     '',
   ].join('\n');
-  // The reason may quote the file, and the file may hold a secret (issue 11): the log's scrubber.
+  // The reason may quote the file, and the file may hold a secret: the log's scrubber.
   // Written aside and renamed, so whoever opens the .error.txt (a person, a script watching failed/)
   // never finds it empty or half written.
   const errorFile = target + ERROR_FILE_SUFFIX;

@@ -16,7 +16,7 @@ export interface FilesInputOptions {
   logger: Logger;
   /** Clock for `receivedAt` and the `processed/YYYY-MM-DD` folder; defaults to the system clock. */
   now?: () => Date;
-  /** Cuts known secrets out of the `failed/*.error.txt` text (the log's scrubber, issue 11). */
+  /** Cuts known secrets out of the `failed/*.error.txt` text (the log's scrubber). */
   scrub?: (text: string) => string;
   /** First delay before retrying a file (buffer refused it) or the folder, in ms; doubles. Default 1000. */
   retryBaseMs?: number;

@@ -58,7 +58,7 @@ export interface IngestError {
 }
 
 /**
- * Registers `POST /api/v1/reads` (HTTP ingest, issue 5 item 5) on the local server, in its own
+ * Registers `POST /api/v1/reads` (HTTP ingest) on the local server, in its own
  * encapsulated scope (its body parser and error handler touch no other route).
  *
  * Body: one read or an array of reads, JSON, `{ code, ts?, dcp?, parents?, attributes? }` (see

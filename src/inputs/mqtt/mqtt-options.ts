@@ -69,7 +69,7 @@ export async function mqttClientOptions(config: MqttInputConfig, env: Record<str
     resubscribe: true,
     queueQoSZero: false,
     // mqtt-packet otherwise builds, on the first packet written, a table of 65,536 two-byte Buffers
-    // for packet ids (6 MiB of heap for the life of the process, issue 17's heap snapshot); the
+    // for packet ids (6 MiB of heap for the life of the process, seen in a heap snapshot); the
     // gateway writes only SUBSCRIBE, PUBACK and PINGREQ, so allocating each id is cheaper.
     writeCache: false,
     rejectUnauthorized: true,
