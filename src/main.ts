@@ -24,7 +24,9 @@ async function main(argv: string[]): Promise<number> {
     }
   });
   const program = new Command('scan-gateway')
-    .version(VERSION)
+    // The runtime beside the gateway's own version: a package carries its own Node.js, and its
+    // security updates reach a site only with a new package, so a support call needs both.
+    .version(`scan-gateway ${VERSION} (Node.js ${process.version}, ${process.platform}-${process.arch}, ${process.execPath})`, '-V, --version', 'print the gateway version and the Node.js runtime it runs on')
     .description(
       'Edge daemon for battery factories: barcode reads from serial and TCP scanners, MQTT, dropped files and HTTP become scans, ' +
         'buffered durably in SQLite and delivered to the Battery Product and Traceability Scan Service.',
@@ -39,8 +41,8 @@ async function main(argv: string[]): Promise<number> {
   const onHangup = (listener: () => void) => void process.on('SIGHUP', listener);
   const uid = process.getuid ? { uid: process.getuid() } : {};
   // Each group of commands, by the names it registers, in the order `--help` lists them. Only the
-  // group of the command being run is loaded (issue 17): the daemon (`run`) never loads the
-  // sandbox, the SFTP client, the JSON Schema builder or the other commands' modules.
+  // group of the command being run is loaded, for start-up time and memory: the daemon (`run`)
+  // never loads the sandbox, the SFTP client, the JSON Schema builder or the other commands' modules.
   const groups: { names: string[]; register: () => Promise<void> }[] = [
     { names: ['run'], register: async () => (await import('./cli/run-command.js')).registerRunCommand(program, { ...io, stopSignal, pid: process.pid, onHangup }) },
     { names: ['queue', 'failures', 'buffer'], register: async () => (await import('./cli/ops-commands.js')).registerOpsCommands(program, { ...io, ...uid }) },
@@ -63,7 +65,7 @@ async function main(argv: string[]): Promise<number> {
   const chosen = groups.filter((g) => word !== undefined && g.names.includes(word));
   // The daemon: undici's HTTP parser (llhttp) is WebAssembly, which V8 recompiles with TurboFan
   // after the first upstream answers: a 30 MiB start-up peak and 10 MiB more at idle for parsing a
-  // few small responses a second (issue 17, docs/performance.md "Footprint"). The baseline compiler
+  // few small responses a second (docs/performance.md "Footprint"). The baseline compiler
   // (Liftoff) parses them as well. Set before any WebAssembly is compiled.
   if (word === 'run') setFlagsFromString('--liftoff-only');
   for (const g of chosen.length > 0 ? chosen : groups) await g.register();

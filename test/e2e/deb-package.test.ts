@@ -1,4 +1,4 @@
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -6,17 +6,14 @@ import { describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT, VERSION } from '../../src/paths.js';
 import { waitFor } from '../helpers/wait.js';
 import { freePort } from '../helpers/ports.js';
+import { run } from '../helpers/debian-root.js';
 
-// Issue 16, "Done when": CI builds the package, runs lintian on it, extracts it into a temporary
-// root (dpkg-deb -x), runs <root>/usr/bin/scan-gateway --version, config init, config check and a
-// short run from the extracted layout, and verifies the packaged unit with systemd-analyze.
-// dpkg-deb, lintian and systemd-analyze come from .ci/run's need block; a missing one fails here.
+// The release package: built, checked by lintian, extracted into a temporary root (dpkg-deb -x),
+// where <root>/usr/bin/scan-gateway runs --version, config init, config check and a short run with
+// the package's own Node.js runtime; the packaged unit verifies with systemd-analyze. Installing
+// it on clean Debian roots: deb-clean-roots.test.ts. dpkg-deb, lintian and systemd-analyze come
+// from .ci/run's need block; a missing one fails here.
 
-function run(cmd: string, args: string[], options: { cwd?: string; env?: Record<string, string> } = {}): { code: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: 240_000, cwd: options.cwd ?? PACKAGE_ROOT, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root', ...options.env } });
-  if (r.error) throw r.error;
-  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
 
 
 describe('the Debian package (npm run package)', () => {
@@ -38,7 +35,11 @@ describe('the Debian package (npm run package)', () => {
     expect(lint.code, lint.stderr).toBe(0);
 
     const info = run('dpkg-deb', ['--info', deb]).stdout;
-    expect(info).toMatch(/^ Depends: nodejs \(>= 20\.19\),/m);
+    // The runtime is inside: no nodejs dependency; what a minimal Debian lacks and the runtime uses is named.
+    const depends = run('dpkg-deb', ['--field', deb, 'Depends']).stdout;
+    expect(depends).not.toMatch(/nodejs/);
+    for (const dep of ['libc6', 'libstdc++6', 'libgcc-s1', 'libatomic1', 'ca-certificates', 'systemd']) expect(depends).toContain(dep);
+    expect(info).toMatch(/own Node\.js runtime/);
     expect(run('dpkg-deb', ['--field', deb, 'Architecture']).stdout.trim()).toBe(arch);
     const contents = run('dpkg-deb', ['--contents', deb]).stdout;
     for (const path of [
@@ -47,12 +48,17 @@ describe('the Debian package (npm run package)', () => {
       './usr/lib/sysusers.d/scan-gateway.conf',
       './usr/lib/tmpfiles.d/scan-gateway.conf',
       './etc/scan-gateway/config.yaml',
-      './usr/lib/scan-gateway/node_modules/better-sqlite3/build/Release/better_sqlite3.node',
+      './usr/lib/scan-gateway/bin/node',
+      './usr/lib/scan-gateway/node_modules/better-sqlite3/prebuilds/linux-x64.node',
+      './usr/lib/scan-gateway/node_modules/unix-dgram/build/Release/unix_dgram.node',
+      './usr/share/doc/scan-gateway/node.LICENSE',
     ]) {
       expect(contents).toContain(path);
     }
     // No development tools in the production modules.
-    for (const dev of ['/node_modules/vitest/', '/node_modules/typescript/', '/node_modules/eslint/', '/node_modules/playwright-core/']) expect(contents).not.toContain(dev);
+    for (const dev of ['/node_modules/vitest/', '/node_modules/typescript/', '/node_modules/eslint/', '/node_modules/playwright-core/', '/node_modules/node-gyp/']) expect(contents).not.toContain(dev);
+    // The runtime alone: no headers, no npm, no docs of its own; other platforms' binaries left out.
+    for (const extra of ['/include/node/', '/node_modules/npm/', '/share/doc/node/', 'darwin-', 'win32-', 'linux-arm64', 'musl']) expect(contents).not.toContain(extra);
 
     const root = mkdtempSync(join(tmpdir(), 'sg-deb-root-'));
     expect(run('dpkg-deb', ['-x', deb, root]).code).toBe(0);
@@ -60,7 +66,11 @@ describe('the Debian package (npm run package)', () => {
     expect(readFileSync(join(root, 'DEBIAN/conffiles'), 'utf8')).toBe('/etc/scan-gateway/config.yaml\n');
     for (const script of ['postinst', 'prerm', 'postrm']) expect(run('sh', ['-n', join(root, 'DEBIAN', script)]).code, script).toBe(0);
     const bin = join(root, 'usr/bin/scan-gateway');
-    expect(run(bin, ['--version'])).toMatchObject({ code: 0, stdout: `${VERSION}\n` });
+    // The package's runtime answers, whatever node the machine has on PATH.
+    expect(run(bin, ['--version'], { env: { PATH: '/usr/bin:/bin' } })).toMatchObject({
+      code: 0,
+      stdout: `scan-gateway ${VERSION} (Node.js v${JSON.parse(readFileSync(join(PACKAGE_ROOT, 'runtimes/node_modules/node26-x64/package.json'), 'utf8')).version as string}, linux-x64, ${root}/usr/lib/scan-gateway/bin/node)\n`,
+    });
 
     // The conffile is the starter configuration; it passes the check of the file itself here
     // (its folders under /var/lib are made by the package's tmpfiles.d on the gateway).
@@ -115,9 +125,9 @@ describe('the Debian package (npm run package)', () => {
     // The packaged unit verifies, with its node and program paths pointed into the extracted root.
     const unitDir = mkdtempSync(join(tmpdir(), 'sg-deb-unit-'));
     const unit = readFileSync(join(root, 'usr/lib/systemd/system/scan-gateway.service'), 'utf8');
-    expect(unit).toMatch(/^ExecStart=\/usr\/bin\/node --max-semi-space-size=2 --v8-pool-size=1 \/usr\/lib\/scan-gateway\/dist\/src\/main\.js run --config \/etc\/scan-gateway\/config\.yaml$/m);
+    expect(unit).toMatch(/^ExecStart=\/usr\/lib\/scan-gateway\/bin\/node --max-semi-space-size=2 --v8-pool-size=1 \/usr\/lib\/scan-gateway\/dist\/src\/main\.js run --config \/etc\/scan-gateway\/config\.yaml$/m);
     expect(unit).toMatch(/^Environment=MALLOC_ARENA_MAX=2$/m);
-    writeFileSync(join(unitDir, 'scan-gateway.service'), unit.replace('ExecStart=/usr/bin/node --max-semi-space-size=2 --v8-pool-size=1 /usr/lib/scan-gateway/', `ExecStart=${process.execPath} --max-semi-space-size=2 --v8-pool-size=1 ${root}/usr/lib/scan-gateway/`));
+    writeFileSync(join(unitDir, 'scan-gateway.service'), unit.replace('ExecStart=/usr/lib/scan-gateway/bin/node --max-semi-space-size=2 --v8-pool-size=1 /usr/lib/scan-gateway/', `ExecStart=${root}/usr/lib/scan-gateway/bin/node --max-semi-space-size=2 --v8-pool-size=1 ${root}/usr/lib/scan-gateway/`));
     // verify also opens the unit's Documentation= man page: the packaged one, through MANPATH.
     const verify = run('systemd-analyze', ['verify', join(unitDir, 'scan-gateway.service')], { env: { MANPATH: join(root, 'usr/share/man') } });
     expect(verify.code, verify.stderr).toBe(0);

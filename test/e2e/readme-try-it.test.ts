@@ -31,8 +31,20 @@ function processesIn(dir: string): number[] {
     .map(Number);
 }
 
+/**
+ * A new user's environment: PATH and HOME, and the Node.js headers npm builds native modules
+ * against when the runtime on PATH is not the system's (npm_config_nodedir, as .ci/run sets it for
+ * each runtime); without it npm's node-gyp takes the system Node's headers, and the gateway dies on
+ * an ABI mismatch at start.
+ */
+function cleanEnv(home: string): Record<string, string> {
+  const env: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? home };
+  if (process.env.npm_config_nodedir) env.npm_config_nodedir = process.env.npm_config_nodedir;
+  return env;
+}
+
 function sh(command: string, cwd: string): { code: number | null; stdout: string; stderr: string } {
-  const r = spawnSync('sh', ['-c', command], { cwd, encoding: 'utf8', timeout: 30_000, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? cwd } });
+  const r = spawnSync('sh', ['-c', command], { cwd, encoding: 'utf8', timeout: 30_000, env: cleanEnv(cwd) });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -52,18 +64,28 @@ describe("the README's try-it steps on a fresh clone", () => {
     expect(existsSync(join(clone, 'node_modules'))).toBe(false);
 
     // First terminal: `npm ci && npm start` as written, in its own process group.
-    const first = spawn('sh', ['-c', start!], { cwd: clone, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? clone } });
+    const first = spawn('sh', ['-c', start!], { cwd: clone, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: cleanEnv(clone) });
     let out = '';
     first.stdout.on('data', (d: Buffer) => (out += d.toString()));
     first.stderr.on('data', (d: Buffer) => (out += d.toString()));
-    const exited = new Promise<number | null>((resolve) => first.once('exit', (code) => resolve(code)));
+    let firstExit: number | null | undefined;
+    const exited = new Promise<number | null>((resolve) =>
+      first.once('exit', (code) => {
+        firstExit = code;
+        resolve(code);
+      }),
+    );
     try {
-      // npm ci may compile better-sqlite3 from source where its prebuilt binary cannot be fetched: minutes.
-      await waitFor(() => out.includes('"msg":"scan-gateway started"') && existsSync(join(clone, 'var/inbox')), { timeoutMs: 480_000, intervalMs: 250, what: 'npm ci && npm start up' }).catch(
-        (err: unknown) => {
-          throw new Error(`${(err as Error).message}\n${out.slice(-3000)}`);
-        },
-      );
+      // npm ci compiles unix-dgram (the only module without a Node-API binary in its package): seconds to a minute.
+      // A start that ends (npm ci failed, the gateway died) ends the wait at once, with what it printed.
+      await waitFor(() => firstExit !== undefined || (out.includes('"msg":"scan-gateway started"') && existsSync(join(clone, 'var/inbox'))), {
+        timeoutMs: 480_000,
+        intervalMs: 250,
+        what: 'npm ci && npm start up',
+      }).catch((err: unknown) => {
+        throw new Error(`${(err as Error).message}\n${out.slice(-3000)}`);
+      });
+      if (firstExit !== undefined) throw new Error(`npm ci && npm start ended with ${firstExit} before the gateway was up:\n${out.slice(-3000)}`);
 
       // Second terminal, word for word.
       const [cp, scans, healthz, trace] = tryIt as [string, string, string, string];
@@ -95,7 +117,15 @@ describe("the README's try-it steps on a fresh clone", () => {
       await waitFor(() => existsSync(processed) && readdirSync(processed, { recursive: true }).some((f) => String(f).endsWith('goods-in-export.csv')), { what: 'the file in processed/<date>/' });
     } finally {
       // Ctrl-C in the first terminal: SIGINT to the whole group.
-      if (first.pid !== undefined) process.kill(-first.pid, 'SIGINT');
+      // The group may be gone already (npm start died): that must not hide why, which the wait above reported.
+      if (first.pid !== undefined) {
+        try {
+          process.kill(-first.pid, 'SIGINT');
+        } catch (err) {
+          // ESRCH: nothing left to stop. Anything else is reported without hiding the test's own error.
+          if ((err as NodeJS.ErrnoException).code !== 'ESRCH') console.error('stopping npm start:', err);
+        }
+      }
     }
     await exited;
     // Ctrl-C ends the gateway too: no process is left working in the clone.

@@ -270,7 +270,7 @@ inputs: [{ id: line3, type: serial, path: ${pair.devicePath}, dcp: GI }]
       await pair.write(Buffer.alloc(10_240, 'L'));
       await new Promise((resolve) => setTimeout(resolve, 1000));
       await pair.write(Buffer.from('SER-AFTER-LONG-8\r'));
-      await waitFor(() => rows().length === 2, { what: 'the rejection and the read after it committed' });
+      await waitFor(() => rows().length === 2, { timeoutMs: 15_000, what: 'the rejection and the read after it committed' });
       const [rejected, scan] = rows();
       expect(rejected).toMatchObject({
         outcome: 'rejected',

@@ -1,0 +1,161 @@
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PACKAGE_ROOT, VERSION } from '../../src/paths.js';
+import { buildPackage, containerInit, debianRoot, inBooted, inRoot, pathsNamed, spawnInRoot, type DebianSuite } from '../helpers/debian-root.js';
+import { freePort } from '../helpers/ports.js';
+import { waitFor } from '../helpers/wait.js';
+
+// The release package on the systems plants have: clean Debian 12 and 13 roots with no Node.js
+// (mmdebstrap --variant=apt). In each: apt installs the .deb with its dependencies, the bundled
+// runtime answers --version and config check, a short run as the service user delivers a dropped
+// file to the embedded sandbox, the installed unit verifies, and purge leaves no file behind. The
+// Debian 12 root is also booted under its own systemd (systemd-nspawn -b), where the unit starts
+// and reports ready; Debian 13's systemd needs cgroup v2, which these machines lack.
+// mmdebstrap, systemd-nspawn (systemd-container) and nsenter come from .ci/run; a missing one fails here.
+
+const SUITES: { suite: DebianSuite; release: number; boot: boolean }[] = [
+  { suite: 'bookworm', release: 12, boot: true },
+  { suite: 'trixie', release: 13, boot: false },
+];
+
+/** The demo client secret the embedded sandbox accepts. */
+const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
+
+/** The starter configuration pointed at an embedded sandbox on `port`, with a DCP it knows. */
+function siteConfig(starter: string, port: number, dataDir: string, httpPort: number): string {
+  const text = starter
+    .replace(/baseUrl: .*/, `baseUrl: http://127.0.0.1:${port}`)
+    .replace(/authUrl: .*/, `authUrl: http://127.0.0.1:${port}`)
+    .replace('clientId: CHANGE-ME', 'clientId: demo-client')
+    .replace(/- key: DCP-01 .*\n {4}kind: startOfProcess/, '- key: GI-01\n    kind: goodsIn\n    supplierKey: SUP-0042')
+    .replace('productModelKey: CHANGE-ME', 'productModelKey: PACK-A')
+    .replaceAll('dcp: DCP-01', 'dcp: GI-01')
+    .replaceAll('/var/lib/scan-gateway', dataDir)
+    .replace(/listen: '?127\.0\.0\.1:\d+'?/, `listen: '127.0.0.1:${httpPort}'`);
+  return `${text}\nsandbox: { enabled: true, listen: '127.0.0.1:${port}', kafka: { listen: '127.0.0.1:0' } }\nlog: { level: info, format: json }\n`;
+}
+
+async function sandboxScans(port: number): Promise<unknown[] | undefined> {
+  const r = (await (await fetch(`http://127.0.0.1:${port}/_sandbox/scans`)).json()) as { scans: unknown[] };
+  return r.scans.length > 0 ? r.scans : undefined;
+}
+
+describe('the Debian package on clean Debian roots', () => {
+  let deb = '';
+  const roots: string[] = [];
+  beforeAll(() => {
+    deb = buildPackage();
+  }, 600_000);
+  afterAll(() => {
+    for (const root of roots) rmSync(root, { recursive: true, force: true });
+  });
+
+  for (const { suite, release, boot } of SUITES) {
+    it(`Debian ${release} (${suite}): apt installs it with no nodejs, it runs and delivers as its user${boot ? ', starts under systemd' : ''}, and purge removes it`, async () => {
+      const root = debianRoot(suite);
+      roots.push(root);
+      expect(readFileSync(join(root, 'etc/debian_version'), 'utf8')).toMatch(new RegExp(`^${release}\\.`));
+      // A system with no Node.js at all.
+      expect(inRoot(root, ['sh', '-c', 'command -v node nodejs; dpkg-query -W nodejs']).code).not.toBe(0);
+
+      copyFileSync(deb, join(root, 'tmp', basename(deb)));
+      const install = inRoot(root, ['apt-get', 'install', '-y', '--no-install-recommends', `/tmp/${basename(deb)}`], { env: { DEBIAN_FRONTEND: 'noninteractive' }, timeoutMs: 600_000 });
+      expect(install.code, install.stdout.slice(-3000) + install.stderr).toBe(0);
+      expect(install.stdout).toContain('Setting up scan-gateway');
+      expect(inRoot(root, ['dpkg-query', '-W', '-f=${Status}', 'nodejs']).stdout).not.toContain('installed');
+
+      // The bundled runtime, whatever the system has; no warning from a missing CA bundle.
+      const version = inRoot(root, ['scan-gateway', '--version']);
+      expect(version.code, version.stderr).toBe(0);
+      expect(version.stdout).toMatch(new RegExp(`^scan-gateway ${VERSION.replaceAll('.', '\\.')} \\(Node\\.js v26\\.\\d+\\.\\d+, linux-x64, /usr/lib/scan-gateway/bin/node\\)\\n$`));
+      expect(version.stderr.trim()).toBe('');
+      const check = inRoot(root, ['scan-gateway', 'config', 'check', '--config', '/etc/scan-gateway/config.yaml', '--offline']);
+      expect(check.code, check.stdout + check.stderr).toBe(0);
+      expect(check.stderr).not.toMatch(/Ignoring extra certs|Warning/);
+
+      // The installed unit verifies with the root's own systemd.
+      const verify = inRoot(root, ['systemd-analyze', 'verify', '/usr/lib/systemd/system/scan-gateway.service']);
+      expect(verify.stderr.split('\n').filter((l) => l.includes('scan-gateway') && !l.includes("Command 'man"))).toEqual([]);
+
+      // A short run as the service user from the installed layout: a dropped file reaches the sandbox.
+      const sandboxPort = await freePort();
+      const httpPort = await freePort();
+      const site = '/var/lib/scan-gateway/site';
+      expect(inRoot(root, ['install', '-d', '-o', 'scan-gateway', '-g', 'scan-gateway', '-m', '0750', site]).code).toBe(0);
+      writeFileSync(join(root, site, 'config.yaml'), siteConfig(readFileSync(join(root, 'etc/scan-gateway/config.yaml'), 'utf8'), sandboxPort, site, httpPort));
+      expect(inRoot(root, ['chown', 'scan-gateway:scan-gateway', `${site}/config.yaml`]).code).toBe(0);
+      const gateway = spawnInRoot(
+        root,
+        ['--kill-signal=SIGTERM', `--chdir=${site}`, `--setenv=SCAN_GATEWAY_CLIENT_SECRET=${SECRET}`],
+        ['setpriv', '--reuid=scan-gateway', '--regid=scan-gateway', '--init-groups', 'scan-gateway', 'run', '--config', `${site}/config.yaml`],
+      );
+      let log = '';
+      gateway.stdout?.on('data', (d: Buffer) => (log += d.toString()));
+      gateway.stderr?.on('data', (d: Buffer) => (log += d.toString()));
+      const exited = new Promise<number | null>((resolve) => gateway.once('exit', (code) => resolve(code)));
+      try {
+        await waitFor(() => log.includes('"msg":"scan-gateway started"'), { timeoutMs: 60_000, what: `the packaged gateway started in ${suite}` }).catch((err: unknown) => {
+          throw new Error(`${(err as Error).message}\n${log.slice(-3000)}`);
+        });
+        mkdirSync(join(root, site, 'inbox'), { recursive: true });
+        copyFileSync(join(PACKAGE_ROOT, 'samples/goods-in-export.csv'), join(root, site, 'inbox', 'goods-in-export.csv'));
+        const delivered = await waitFor(() => sandboxScans(sandboxPort), { timeoutMs: 60_000, what: 'scans delivered to the sandbox' });
+        expect(delivered.length).toBeGreaterThan(0);
+        // The buffer was written by the service user.
+        expect(inRoot(root, ['stat', '-c', '%U', `${site}/buffer.db`]).stdout.trim()).toBe('scan-gateway');
+      } finally {
+        gateway.kill('SIGTERM');
+      }
+      expect(await exited, log.slice(-3000)).toBe(0);
+
+      if (boot) {
+        // Under the root's own systemd: the service configured, its secret in place, enabled, booted.
+        const servicePort = await freePort();
+        const serviceHttp = await freePort();
+        writeFileSync(join(root, 'etc/scan-gateway/config.yaml'), siteConfig(readFileSync(join(root, 'etc/scan-gateway/config.yaml'), 'utf8'), servicePort, '/var/lib/scan-gateway', serviceHttp));
+        writeFileSync(join(root, 'etc/scan-gateway/client-secret'), `${SECRET}\n`, { mode: 0o600 });
+        const enable = inRoot(root, ['systemctl', 'enable', 'scan-gateway.service']);
+        expect(enable.code, enable.stderr).toBe(0);
+        const booted = spawnInRoot(root, ['--boot'], []);
+        let console = '';
+        booted.stdout?.on('data', (d: Buffer) => (console += d.toString()));
+        booted.stderr?.on('data', (d: Buffer) => (console += d.toString()));
+        const poweredOff = new Promise<number | null>((resolve) => booted.once('exit', (code) => resolve(code)));
+        try {
+          const init = await waitFor(() => containerInit(root), { timeoutMs: 30_000, what: 'the container booted' });
+          const state = await waitFor(
+            () => {
+              const s = inBooted(init, ['systemctl', 'show', '-p', 'ActiveState,SubState,StatusText', 'scan-gateway.service']).stdout;
+              return /ActiveState=failed/.test(s) ? `failed: ${s}` : /ActiveState=active/.test(s) ? s : undefined;
+            },
+            { timeoutMs: 90_000, intervalMs: 500, what: 'scan-gateway.service active under systemd' },
+          ).catch((err: unknown) => {
+            const journal = inBooted(init, ['journalctl', '--no-pager', '-n', '60', '-u', 'scan-gateway.service']).stdout;
+            throw new Error(`${(err as Error).message}\n${journal}\n${console.slice(-2000)}`);
+          });
+          // Type=notify: active means the gateway sent READY=1.
+          expect(state, inBooted(init, ['journalctl', '--no-pager', '-n', '60', '-u', 'scan-gateway.service']).stdout).toMatch(/ActiveState=active\nSubState=running/);
+          const health = (await (await fetch(`http://127.0.0.1:${serviceHttp}/healthz`)).json()) as { status: string };
+          expect(['ok', 'degraded']).toContain(health.status);
+          expect(inBooted(init, ['systemctl', 'show', '-p', 'ExecMainPID', '--value', 'scan-gateway.service']).stdout.trim()).not.toBe('0');
+          const exec = inBooted(init, ['sh', '-c', 'readlink /proc/$(systemctl show -p MainPID --value scan-gateway.service)/exe']).stdout.trim();
+          expect(exec).toBe('/usr/lib/scan-gateway/bin/node');
+        } finally {
+          booted.kill('SIGTERM');
+        }
+        await poweredOff;
+        // The secret is the operator's file, not the package's: postrm keeps /etc/scan-gateway for it.
+        rmSync(join(root, 'etc/scan-gateway/client-secret'));
+      }
+
+      // Purge: no file of the package left (the service user stays, as docs/operations.md says).
+      rmSync(join(root, 'tmp', basename(deb)));
+      const purge = inRoot(root, ['apt-get', 'purge', '-y', 'scan-gateway'], { env: { DEBIAN_FRONTEND: 'noninteractive' } });
+      expect(purge.code, purge.stdout + purge.stderr).toBe(0);
+      expect(pathsNamed(root, 'scan-gateway')).toEqual([]);
+      for (const path of ['etc/scan-gateway', 'var/lib/scan-gateway', 'usr/lib/scan-gateway', 'usr/bin/scan-gateway']) expect(existsSync(join(root, path)), path).toBe(false);
+      expect(readdirSync(join(root, 'tmp'))).not.toContain(basename(deb));
+    }, 900_000);
+  }
+});
