@@ -47,7 +47,7 @@ export const siteSchema = z
           seen.add(s.start);
         });
       })
-      .describe('The shifts of the site (station screen, issue 18): each starts at its `start` (site time zone) and runs until the next one starts; the screen counts the reads of the current shift.'),
+      .describe('The shifts of the site (for the station screen): each starts at its `start` (site time zone) and runs until the next one starts; the screen counts the reads of the current shift.'),
   })
   .strict();
 

@@ -190,7 +190,7 @@ export class GatewayMetrics {
     });
     new Counter({
       name: 'scan_gateway_status_events_total',
-      help: 'Status events read from the topic since start (issue 14), by outcome: applied (moved one of our batches), duplicate (ours, changed nothing), ignored (not our requestId), invalid (not a status object).',
+      help: 'Status events read from the topic since start, by outcome: applied (moved one of our batches), duplicate (ours, changed nothing), ignored (not our requestId), invalid (not a status object).',
       labelNames: ['outcome'],
       registers: [r],
       collect() {
