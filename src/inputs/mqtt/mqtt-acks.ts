@@ -1,36 +1,9 @@
-import type { MqttClient } from 'mqtt';
-import { ErrorCodes, GatewayError } from '../../errors.js';
-
 /**
  * Deferred PUBACKs: the gateway acknowledges a QoS 1 message only after its read is committed,
- * yet keeps taking the messages behind it meanwhile (many in flight, one group commit).
- *
- * mqtt.js acknowledges a message when `handleMessage`'s callback is called without an error, and
- * handles the next packet only after that. Waiting there would allow one message per commit. So
- * the adapter calls the callback at once WITH an error (mqtt.js then sends no PUBACK and goes on)
- * and sends the PUBACK itself once the commit resolved, through the client's `_sendPacket`: the
- * one internal mqtt.js call the gateway makes, checked by {@link assertDeferredAckSupport} and
- * by the MQTT integration tests.
+ * yet keeps taking the messages behind it meanwhile (many in flight, one group commit). mqtt.js
+ * is kept from acknowledging, and the PUBACK sent later, through the hooks of mqtt-internals.ts
+ * (`takeMessagesUnacknowledged`, `sendPuback`); this module only orders and tracks them.
  */
-
-/** Passed to `handleMessage`'s callback: "taken, acknowledge later" (mqtt.js skips its PUBACK). */
-export const DEFER_PUBACK = new GatewayError(ErrorCodes.INPUT, 'PUBACK deferred until the read is committed');
-
-interface PrivateClient {
-  _sendPacket(packet: { cmd: 'puback'; messageId: number }, cb?: (err?: Error) => void): void;
-}
-
-/** @throws GatewayError `SCANGW_E_INPUT` when this mqtt.js has no `_sendPacket` (an incompatible version). */
-export function assertDeferredAckSupport(client: MqttClient): void {
-  if (typeof (client as unknown as Partial<PrivateClient>)._sendPacket !== 'function') {
-    throw new GatewayError(ErrorCodes.INPUT, 'this mqtt.js version cannot send deferred PUBACKs (no _sendPacket); use mqtt 5.x');
-  }
-}
-
-/** Writes a PUBACK for `messageId` on the client's current connection. */
-export function sendPuback(client: MqttClient, messageId: number): void {
-  (client as unknown as PrivateClient)._sendPacket({ cmd: 'puback', messageId });
-}
 
 /** One received QoS 1 message of one connection. */
 export interface AckEntry {

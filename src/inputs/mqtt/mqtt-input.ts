@@ -4,10 +4,11 @@ import type { MqttInputConfig } from '../../config/input-schemas.js';
 import type { Logger } from '../../log.js';
 import { InputStateTracker } from '../input-state.js';
 import type { InputAdapter, InputStatus, IntakeItem, IntakeSink, SubmitOptions } from '../types.js';
-import { AckQueue, assertDeferredAckSupport, CommitsInProgress, DEFER_PUBACK, sendPuback, type AckEntry } from './mqtt-acks.js';
+import { AckQueue, CommitsInProgress, type AckEntry } from './mqtt-acks.js';
+import { assertMqttInternals, pipeBeforeParser, sendPuback, takeMessagesUnacknowledged } from './mqtt-internals.js';
 import { mqttClientOptions, safeUrl, statusTopicOf } from './mqtt-options.js';
 import { messageToItem } from './mqtt-payload.js';
-import { limitPublishSize, PublishCuts, PublishLimiter, type PublishCut } from './mqtt-publish-limit.js';
+import { PublishCuts, PublishLimiter, type PublishCut } from './mqtt-publish-limit.js';
 import { ErrorCodes, GatewayError } from '../../errors.js';
 
 /** What an {@link MqttInput} needs; `connect` is the seam for tests (default mqtt.js `connect`). */
@@ -160,21 +161,19 @@ export class MqttInput implements InputAdapter {
     if (!this.clientOptions || this.stopping) return;
     this.state.set('connecting');
     const client = (this.options.connect ?? mqttConnect)(this.config.url, { ...this.clientOptions, manualConnect: true });
-    try {
-      assertDeferredAckSupport(client);
-    } catch (err) {
-      client.end(true);
-      throw err;
-    }
+    // The mqtt.js internals the input relies on (mqtt-internals.ts), before any is used. A client
+    // not yet connected holds no socket or timer, so a refused one is just dropped (mqtt.js's
+    // end() would fail on its missing stream and hide this error).
+    assertMqttInternals(client);
     // A payload over maxPayloadBytes reaches the parser cut to maxPayloadBytes + 1 bytes, whatever
     // the protocol version: never held whole in memory (mqtt-publish-limit.ts).
     const cuts = new PublishCuts();
     const { maxPayloadBytes, protocolVersion } = this.config;
-    limitPublishSize(client, () => new PublishLimiter(maxPayloadBytes, maxPayloadBytes + 1, protocolVersion, (cut) => cuts.add(cut)));
+    pipeBeforeParser(client, () => new PublishLimiter(maxPayloadBytes, maxPayloadBytes + 1, protocolVersion, (cut) => cuts.add(cut)));
     this.client = client;
     this.closing = false;
     let subscribed = false;
-    client.handleMessage = (packet, callback) => this.onMessage(client, packet, callback, cuts);
+    takeMessagesUnacknowledged(client, (packet, next) => this.onMessage(client, packet, next, cuts));
     // The acknowledgement queue of a connection starts at its CONNACK, before any message of it is
     // handled: mqtt.js emits 'connect' only after it has resent its own unacknowledged packets,
     // and the broker's resends can be handled before that.
@@ -291,10 +290,11 @@ export class MqttInput implements InputAdapter {
 
   // ---- messages -------------------------------------------------------------------------------
 
-  private onMessage(client: MqttClient, packet: IPublishPacket, callback: (err?: Error) => void, cuts: PublishCuts): void {
+  /** `next` lets mqtt.js hand over the next packet; it never acknowledges (mqtt-internals.ts). */
+  private onMessage(client: MqttClient, packet: IPublishPacket, next: () => void, cuts: PublishCuts): void {
     // Not taken while closing: no PUBACK, so the broker sends it again to the next connection.
     if (client !== this.client || this.closing || this.stopping) {
-      callback(DEFER_PUBACK);
+      next();
       return;
     }
     const receivedAt = this.now();
@@ -309,8 +309,8 @@ export class MqttInput implements InputAdapter {
       while (this.held.length > 0 && this.inflight < this.config.maxInFlight) this.held.shift()!();
     });
     this.work.add(job);
-    if (this.inflight >= this.config.maxInFlight) this.held.push(() => callback(DEFER_PUBACK));
-    else callback(DEFER_PUBACK);
+    if (this.inflight >= this.config.maxInFlight) this.held.push(next);
+    else next();
   }
 
   private async take(

@@ -1,6 +1,5 @@
 import { createHash, type Hash } from 'node:crypto';
 import { Transform, type TransformCallback } from 'node:stream';
-import type { MqttClient } from 'mqtt';
 
 /**
  * A bound on what one PUBLISH can cost the gateway in memory, for MQTT 3.1.1 (which has no
@@ -8,8 +7,8 @@ import type { MqttClient } from 'mqtt';
  *
  * mqtt.js (mqtt-packet's parser) keeps every byte of a packet until the packet is complete, so a
  * 50 MB payload is held whole before the input can refuse it. This stream sits between the
- * socket and that parser: it reads each packet's fixed header, and a PUBLISH whose payload is
- * larger than the limit goes on to the parser cut down to its first `keepBytes` (the input uses
+ * socket and that parser (put there by `pipeBeforeParser`, mqtt-internals.ts): it reads each
+ * packet's fixed header, and a PUBLISH whose payload is larger than the limit goes on to the parser cut down to its first `keepBytes` (the input uses
  * `maxPayloadBytes + 1`: still over the limit, so a cut payload is refused even without its
  * {@link PublishCut}), with its remaining length rewritten. The rest of the payload is only hashed (SHA-256) and counted as
  * it streams past; the parser sees an ordinary, small PUBLISH. The cut is reported first
@@ -254,21 +253,4 @@ export class PublishCuts {
   clear(): void {
     this.cuts.length = 0;
   }
-}
-
-/**
- * Puts a {@link PublishLimiter} in front of the client's packet parser on every connection the
- * client makes. Call before `client.connect()` (create the client with `manualConnect: true`).
- * mqtt.js pipes the stream its `streamBuilder` returns into its parser, once per connection
- * (mqtt.js 5 `MqttClient.connect`); the pipe goes through the limiter instead.
- */
-export function limitPublishSize(client: MqttClient, limiter: () => PublishLimiter): void {
-  const c = client as unknown as { streamBuilder: (client: MqttClient) => NodeJS.ReadWriteStream };
-  const build = c.streamBuilder;
-  c.streamBuilder = (cl) => {
-    const stream = build(cl);
-    const pipe = stream.pipe.bind(stream);
-    stream.pipe = (<T extends NodeJS.WritableStream>(destination: T, options?: { end?: boolean }): T => pipe(limiter(), options).pipe(destination, options)) as typeof stream.pipe;
-    return stream;
-  };
 }
