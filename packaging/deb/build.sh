@@ -9,7 +9,8 @@
 # - unix-dgram (sd_notify): built here by node-gyp against the bundled runtime's headers; for arm64
 #   with Debian's aarch64-linux-gnu-gcc/g++ (gcc-aarch64-linux-gnu, g++-aarch64-linux-gnu).
 # Needs dpkg-deb, strip (and aarch64-linux-gnu-strip for arm64), npm and Node.js; nothing but the npm
-# registry is reached (the runtime package, once; npm's cache keeps it).
+# registry is reached (the runtime package once, and for another architecture its modules; npm's
+# cache keeps them).
 # Layout and the reasons for it: docs/operations.md, "1. Install from the package".
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -91,8 +92,14 @@ cp config/demo.yaml config/demo-client-secret "$app/config/"
 # Production modules: the installed tree without the development dependencies (no network, no
 # scripts run), then what only building needed: the compiler and type declarations (listed as
 # dependencies so a plain clone builds itself; never loaded at run time).
-cp -a node_modules "$app/node_modules"
-(cd "$app" && npm prune --omit=dev --ignore-scripts --offline --no-audit --no-fund >/dev/null 2>&1)
+if [ "$arch" = "$host" ]; then
+  cp -a node_modules "$app/node_modules"
+  (cd "$app" && npm prune --omit=dev --ignore-scripts --offline --no-audit --no-fund >/dev/null 2>&1)
+else
+  # Another architecture's modules: the lock's production tree as npm installs it there, with that
+  # architecture's platform packages (@node-rs/crc32-linux-arm64-gnu, say) and no install script run.
+  (cd "$app" && npm ci --omit=dev --ignore-scripts --cpu="$nodearch" --os=linux --libc=glibc --no-audit --no-fund >/dev/null)
+fi
 rm -rf "$app/node_modules/typescript" "$app/node_modules/@types" "$app/node_modules/.bin" "$app/node_modules/.package-lock.json"
 
 # Native modules for the bundled runtime and the target architecture.

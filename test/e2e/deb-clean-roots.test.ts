@@ -1,8 +1,8 @@
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT, VERSION } from '../../src/paths.js';
-import { buildPackage, containerInit, debianRoot, inBooted, inRoot, pathsNamed, spawnInRoot, type DebianSuite } from '../helpers/debian-root.js';
+import { buildPackage, containerInit, debianRoot, inBooted, inRoot, pathsNamed, spawnInRoot, starterForSandbox, type DebianSuite } from '../helpers/debian-root.js';
 import { freePort } from '../helpers/ports.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -14,26 +14,18 @@ import { waitFor } from '../helpers/wait.js';
 // and reports ready; Debian 13's systemd needs cgroup v2, which these machines lack.
 // mmdebstrap, systemd-nspawn (systemd-container) and nsenter come from .ci/run; a missing one fails here.
 
-const SUITES: { suite: DebianSuite; release: number; boot: boolean }[] = [
-  { suite: 'bookworm', release: 12, boot: true },
+/** Debian 12 with its own nodejs (18, past its end of life) installed first, which the package must leave alone; Debian 13 with no Node.js at all. */
+const SUITES: { suite: DebianSuite; release: number; boot: boolean; systemNode?: string }[] = [
+  { suite: 'bookworm', release: 12, boot: true, systemNode: 'v18.' },
   { suite: 'trixie', release: 13, boot: false },
 ];
 
 /** The demo client secret the embedded sandbox accepts. */
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
 
-/** The starter configuration pointed at an embedded sandbox on `port`, with a DCP it knows. */
+/** The starter pointed at an embedded sandbox on `port`, its folders in `dataDir`, its page on `httpPort`. */
 function siteConfig(starter: string, port: number, dataDir: string, httpPort: number): string {
-  const text = starter
-    .replace(/baseUrl: .*/, `baseUrl: http://127.0.0.1:${port}`)
-    .replace(/authUrl: .*/, `authUrl: http://127.0.0.1:${port}`)
-    .replace('clientId: CHANGE-ME', 'clientId: demo-client')
-    .replace(/- key: DCP-01 .*\n {4}kind: startOfProcess/, '- key: GI-01\n    kind: goodsIn\n    supplierKey: SUP-0042')
-    .replace('productModelKey: CHANGE-ME', 'productModelKey: PACK-A')
-    .replaceAll('dcp: DCP-01', 'dcp: GI-01')
-    .replaceAll('/var/lib/scan-gateway', dataDir)
-    .replace(/listen: '?127\.0\.0\.1:\d+'?/, `listen: '127.0.0.1:${httpPort}'`);
-  return `${text}\nsandbox: { enabled: true, listen: '127.0.0.1:${port}', kafka: { listen: '127.0.0.1:0' } }\nlog: { level: info, format: json }\n`;
+  return starterForSandbox(starter, { sandboxPort: port, dataDir, httpListen: `127.0.0.1:${httpPort}` });
 }
 
 async function sandboxScans(port: number): Promise<unknown[] | undefined> {
@@ -51,19 +43,33 @@ describe('the Debian package on clean Debian roots', () => {
     for (const root of roots) rmSync(root, { recursive: true, force: true });
   });
 
-  for (const { suite, release, boot } of SUITES) {
-    it(`Debian ${release} (${suite}): apt installs it with no nodejs, it runs and delivers as its user${boot ? ', starts under systemd' : ''}, and purge removes it`, async () => {
+  for (const { suite, release, boot, systemNode } of SUITES) {
+    it(`Debian ${release} (${suite}): apt installs it ${systemNode ? `beside Debian's nodejs ${systemNode}x` : 'with no Node.js'}, it runs and delivers as its user${boot ? ', starts under systemd' : ''}, and purge removes it`, async () => {
       const root = debianRoot(suite);
       roots.push(root);
       expect(readFileSync(join(root, 'etc/debian_version'), 'utf8')).toMatch(new RegExp(`^${release}\\.`));
-      // A system with no Node.js at all.
+      // A system with no Node.js at all, as mmdebstrap made it.
       expect(inRoot(root, ['sh', '-c', 'command -v node nodejs; dpkg-query -W nodejs']).code).not.toBe(0);
 
-      copyFileSync(deb, join(root, 'tmp', basename(deb)));
-      const install = inRoot(root, ['apt-get', 'install', '-y', '--no-install-recommends', `/tmp/${basename(deb)}`], { env: { DEBIAN_FRONTEND: 'noninteractive' }, timeoutMs: 600_000 });
+      // /var/tmp: systemd-nspawn gives the container a /tmp of its own.
+      copyFileSync(deb, join(root, 'var/tmp', basename(deb)));
+      // As on a new system: the package lists first (mmdebstrap leaves none behind).
+      const update = inRoot(root, ['apt-get', 'update', '-qq'], { timeoutMs: 300_000 });
+      expect(update.code, update.stdout + update.stderr).toBe(0);
+      if (systemNode) {
+        const nodejs = inRoot(root, ['apt-get', 'install', '-y', '-qq', '--no-install-recommends', 'nodejs'], { env: { DEBIAN_FRONTEND: 'noninteractive' }, timeoutMs: 600_000 });
+        expect(nodejs.code, nodejs.stdout.slice(-2000) + nodejs.stderr).toBe(0);
+        expect(inRoot(root, ['node', '--version']).stdout).toMatch(new RegExp(`^${systemNode.replace('.', '\\.')}`));
+      }
+      const install = inRoot(root, ['apt-get', 'install', '-y', '--no-install-recommends', `/var/tmp/${basename(deb)}`], { env: { DEBIAN_FRONTEND: 'noninteractive' }, timeoutMs: 600_000 });
       expect(install.code, install.stdout.slice(-3000) + install.stderr).toBe(0);
       expect(install.stdout).toContain('Setting up scan-gateway');
-      expect(inRoot(root, ['dpkg-query', '-W', '-f=${Status}', 'nodejs']).stdout).not.toContain('installed');
+      if (systemNode) {
+        // The system's node is left as it was.
+        expect(inRoot(root, ['node', '--version']).stdout).toMatch(new RegExp(`^${systemNode.replace('.', '\\.')}`));
+      } else {
+        expect(inRoot(root, ['dpkg-query', '-W', '-f=${Status}', 'nodejs']).stdout).not.toContain('installed');
+      }
 
       // The bundled runtime, whatever the system has; no warning from a missing CA bundle.
       const version = inRoot(root, ['scan-gateway', '--version']);
@@ -87,7 +93,7 @@ describe('the Debian package on clean Debian roots', () => {
       expect(inRoot(root, ['chown', 'scan-gateway:scan-gateway', `${site}/config.yaml`]).code).toBe(0);
       const gateway = spawnInRoot(
         root,
-        ['--kill-signal=SIGTERM', `--chdir=${site}`, `--setenv=SCAN_GATEWAY_CLIENT_SECRET=${SECRET}`],
+        ['--pipe', '--kill-signal=SIGTERM', `--chdir=${site}`, `--setenv=SCAN_GATEWAY_CLIENT_SECRET=${SECRET}`],
         ['setpriv', '--reuid=scan-gateway', '--regid=scan-gateway', '--init-groups', 'scan-gateway', 'run', '--config', `${site}/config.yaml`],
       );
       let log = '';
@@ -103,7 +109,10 @@ describe('the Debian package on clean Debian roots', () => {
         const delivered = await waitFor(() => sandboxScans(sandboxPort), { timeoutMs: 60_000, what: 'scans delivered to the sandbox' });
         expect(delivered.length).toBeGreaterThan(0);
         // The buffer was written by the service user.
-        expect(inRoot(root, ['stat', '-c', '%U', `${site}/buffer.db`]).stdout.trim()).toBe('scan-gateway');
+        // (Read from the host: a second container on the same root is refused while this one runs.)
+        const uid = /^scan-gateway:x:(\d+):/m.exec(readFileSync(join(root, 'etc/passwd'), 'utf8'))?.[1];
+        expect(uid).toBeDefined();
+        expect(statSync(join(root, site, 'buffer.db')).uid).toBe(Number(uid));
       } finally {
         gateway.kill('SIGTERM');
       }
@@ -123,7 +132,7 @@ describe('the Debian package on clean Debian roots', () => {
         booted.stderr?.on('data', (d: Buffer) => (console += d.toString()));
         const poweredOff = new Promise<number | null>((resolve) => booted.once('exit', (code) => resolve(code)));
         try {
-          const init = await waitFor(() => containerInit(root), { timeoutMs: 30_000, what: 'the container booted' });
+          const init = await waitFor(() => containerInit(booted.pid!), { timeoutMs: 30_000, what: 'the container booted' });
           const state = await waitFor(
             () => {
               const s = inBooted(init, ['systemctl', 'show', '-p', 'ActiveState,SubState,StatusText', 'scan-gateway.service']).stdout;
@@ -150,12 +159,12 @@ describe('the Debian package on clean Debian roots', () => {
       }
 
       // Purge: no file of the package left (the service user stays, as docs/operations.md says).
-      rmSync(join(root, 'tmp', basename(deb)));
+      rmSync(join(root, 'var/tmp', basename(deb)));
       const purge = inRoot(root, ['apt-get', 'purge', '-y', 'scan-gateway'], { env: { DEBIAN_FRONTEND: 'noninteractive' } });
       expect(purge.code, purge.stdout + purge.stderr).toBe(0);
       expect(pathsNamed(root, 'scan-gateway')).toEqual([]);
       for (const path of ['etc/scan-gateway', 'var/lib/scan-gateway', 'usr/lib/scan-gateway', 'usr/bin/scan-gateway']) expect(existsSync(join(root, path)), path).toBe(false);
-      expect(readdirSync(join(root, 'tmp'))).not.toContain(basename(deb));
+      expect(readdirSync(join(root, 'var/tmp'))).not.toContain(basename(deb));
     }, 900_000);
   }
 });

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT, VERSION } from '../../src/paths.js';
 import { waitFor } from '../helpers/wait.js';
 import { freePort } from '../helpers/ports.js';
-import { run } from '../helpers/debian-root.js';
+import { run, starterForSandbox } from '../helpers/debian-root.js';
 
 // The release package: built, checked by lintian, extracted into a temporary root (dpkg-deb -x),
 // where <root>/usr/bin/scan-gateway runs --version, config init, config check and a short run with
@@ -87,14 +87,7 @@ describe('the Debian package (npm run package)', () => {
     expect(check.code, check.stdout).toBe(0);
     const port = await freePort();
     // The starter, pointed at the embedded sandbox with a DCP it knows (GI-01).
-    const text = readFileSync(config, 'utf8')
-      .replace(/baseUrl: .*/, `baseUrl: http://127.0.0.1:${port}`)
-      .replace(/authUrl: .*/, `authUrl: http://127.0.0.1:${port}`)
-      .replace('clientId: CHANGE-ME', 'clientId: demo-client')
-      .replace(/- key: DCP-01 .*\n {4}kind: startOfProcess/, '- key: GI-01\n    kind: goodsIn\n    supplierKey: SUP-0042')
-      .replace('productModelKey: CHANGE-ME', 'productModelKey: PACK-A')
-      .replaceAll('dcp: DCP-01', 'dcp: GI-01');
-    writeFileSync(config, `${text}\nsandbox: { enabled: true, listen: '127.0.0.1:${port}', kafka: { listen: '127.0.0.1:0' } }\nlog: { level: info, format: json }\n`);
+    writeFileSync(config, starterForSandbox(readFileSync(config, 'utf8'), { sandboxPort: port }));
     expect(run(bin, ['config', 'check', '--config', config], { env: { SCAN_GATEWAY_CLIENT_SECRET: 'x' } }).code).toBe(0);
     const secret = readFileSync(join(root, 'usr/lib/scan-gateway/config/demo-client-secret'), 'utf8').trim();
     const child = spawn(bin, ['run', '--config', config], { cwd: site, env: { PATH: process.env.PATH ?? '', SCAN_GATEWAY_CLIENT_SECRET: secret }, stdio: ['ignore', 'pipe', 'pipe'] });

@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PACKAGE_ROOT } from '../../src/paths.js';
@@ -82,7 +82,8 @@ export function nspawnArgs(root: string): string[] {
  */
 export function inRoot(root: string, args: string[], options: { env?: Record<string, string>; timeoutMs?: number } = {}): RunResult {
   const setenv = Object.entries(options.env ?? {}).map(([k, v]) => `--setenv=${k}=${v}`);
-  const r = run('systemd-nspawn', [...nspawnArgs(root), ...setenv, ...args], { timeoutMs: options.timeoutMs ?? 300_000 });
+  // --pipe: the command's own stdout and stderr, not a pseudo-terminal's (which writes \r\n).
+  const r = run('systemd-nspawn', [...nspawnArgs(root), '--pipe', ...setenv, ...args], { timeoutMs: options.timeoutMs ?? 300_000 });
   // nspawn's own note about the propagation folder of a container on a plain folder says nothing of the command.
   r.stderr = r.stderr
     .split('\n')
@@ -91,22 +92,27 @@ export function inRoot(root: string, args: string[], options: { env?: Record<str
   return r;
 }
 
-/** Starts `args` in the root under systemd-nspawn in the background (see {@link inRoot}). */
+/** Starts `args` in the root under systemd-nspawn in the background (see {@link inRoot}); `extra` are nspawn's options. */
 export function spawnInRoot(root: string, extra: string[], args: string[]): ChildProcess {
   return spawn('systemd-nspawn', [...nspawnArgs(root), ...extra, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH ?? '' } });
 }
 
 /**
- * The pid, seen from the host, of the container's init (systemd) in a root booted with `-b`: the
- * process named systemd whose root folder is `root`.
+ * The pid, seen from the host, of the init (systemd) of a container booted with `-b` by the
+ * systemd-nspawn process `nspawnPid`: its child named systemd. (Its /proc/PID/root reads `/`, the
+ * root as seen in its own mount namespace, so the folder cannot tell.)
  */
-export function containerInit(root: string): number | undefined {
+export function containerInit(nspawnPid: number): number | undefined {
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      if (readlinkSync(`/proc/${entry}/root`) === root && readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'systemd') return Number(entry);
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // pid (comm) state ppid …: the comm may hold spaces, so split after its closing parenthesis.
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (comm === 'systemd' && ppid === nspawnPid) return Number(entry);
     } catch {
-      // The process ended, or is not ours to look at.
+      // The process ended while we looked.
     }
   }
   return undefined;
@@ -140,4 +146,22 @@ export function pathsNamed(root: string, needle: string): string[] {
   };
   walk('');
   return found;
+}
+
+/**
+ * The package's starter configuration (`config init --input files`) pointed at an embedded
+ * sandbox on `sandboxPort` with a DCP it knows (GI-01, Goods In, PACK-A), JSON logs, and optionally
+ * its folders moved to `dataDir` and its page to `httpListen` (`127.0.0.1:PORT`).
+ */
+export function starterForSandbox(starter: string, options: { sandboxPort: number; dataDir?: string; httpListen?: string }): string {
+  let text = starter
+    .replace(/baseUrl: .*/, `baseUrl: http://127.0.0.1:${options.sandboxPort}`)
+    .replace(/authUrl: .*/, `authUrl: http://127.0.0.1:${options.sandboxPort}`)
+    .replace('clientId: CHANGE-ME', 'clientId: demo-client')
+    .replace(/- key: DCP-01 .*\n {4}kind: startOfProcess/, '- key: GI-01\n    kind: goodsIn\n    supplierKey: SUP-0042')
+    .replace('productModelKey: CHANGE-ME', 'productModelKey: PACK-A')
+    .replaceAll('dcp: DCP-01', 'dcp: GI-01');
+  if (options.dataDir) text = text.replaceAll('/var/lib/scan-gateway', options.dataDir);
+  if (options.httpListen) text = text.replace(/listen: '?127\.0\.0\.1:\d+'?/, `listen: '${options.httpListen}'`);
+  return `${text}\nsandbox: { enabled: true, listen: '127.0.0.1:${options.sandboxPort}', kafka: { listen: '127.0.0.1:0' } }\nlog: { level: info, format: json }\n`;
 }
