@@ -1,5 +1,5 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer, type Socket } from 'node:net';
@@ -191,10 +191,10 @@ interface Started {
 }
 
 /** Spawns the daemon; resolves once the start-up line appeared and /healthz answered (any status). */
-async function startDaemon(configFile: string, cwd: string, nodeArgs: string[], env: Record<string, string>): Promise<Started> {
+async function startDaemon(node: string, configFile: string, cwd: string, nodeArgs: string[], env: Record<string, string>): Promise<Started> {
   const spawnedAt = nowMs();
   const child = track(
-    spawn(process.execPath, [...nodeArgs, join(PACKAGE_ROOT, 'dist/src/main.js'), 'run', '--config', configFile], {
+    spawn(node, [...nodeArgs, join(PACKAGE_ROOT, 'dist/src/main.js'), 'run', '--config', configFile], {
       cwd,
       env: { ...env, PATH: process.env.PATH ?? '' },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -266,9 +266,9 @@ export const EXAMPLE_PACKAGES = [...PRESCRIBED_PACKAGES, 'prom-client', 'yaml', 
  * environment imports them, starts nothing, and reports its RSS after a full GC
  * (bench/library-floor.ts). Nothing the daemon builds can be below it. Least of `runs`.
  */
-function libraryFloor(packages: string[], nodeArgs: string[], env: Record<string, string>, runs = 2): { rssMiB: number; anonMiB: number; fileMiB: number } {
+function libraryFloor(node: string, packages: string[], nodeArgs: string[], env: Record<string, string>, runs = 2): { rssMiB: number; anonMiB: number; fileMiB: number } {
   const answers = Array.from({ length: runs }, () => {
-    const out = execFileSync(process.execPath, [...nodeArgs, '--expose-gc', join(PACKAGE_ROOT, 'dist', 'bench', 'library-floor.js'), JSON.stringify(packages)], {
+    const out = execFileSync(node, [...nodeArgs, '--expose-gc', join(PACKAGE_ROOT, 'dist', 'bench', 'library-floor.js'), JSON.stringify(packages)], {
       cwd: PACKAGE_ROOT,
       env: { ...process.env, ...env },
       encoding: 'utf8',
@@ -281,24 +281,58 @@ function libraryFloor(packages: string[], nodeArgs: string[], env: Record<string
   return answers.reduce((a, b) => (b.rssMiB < a.rssMiB ? b : a));
 }
 
-/** Runs benchmark 5. */
-export async function benchFootprint(opts: FootprintOptions = FOOTPRINT_DEFAULTS): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
-  const dir = mkdtempSync(join(tmpdir(), 'sg-bench-footprint-'));
-  const tools: Tool[] = [];
-  const sandbox = startJsonChild('sandbox-child.js', ['{}']);
+/** A Node.js runtime the footprint is measured on. */
+export interface Runtime {
+  /** The node executable. */
+  node: string;
+  /** Its version, `v26.12.1`. */
+  version: string;
+  /** Whether it is the runtime the Debian package carries (runtimes/package.json, scanGateway.bundled). */
+  bundled: boolean;
+}
+
+/**
+ * The supported runtimes installed in runtimes/node_modules (`npm ci --prefix runtimes`), the
+ * bundled one first; where none is installed, the node running the benchmark alone (not marked
+ * bundled, so its figures are not read as the package's).
+ */
+export function footprintRuntimes(): Runtime[] {
+  const pins = JSON.parse(readFileSync(join(PACKAGE_ROOT, 'runtimes/package.json'), 'utf8')) as { scanGateway: { bundled: string; supported: string[] } };
+  const arch = process.arch === 'arm64' ? 'arm64' : 'x64';
+  const found: Runtime[] = [];
+  for (const line of [pins.scanGateway.bundled, ...pins.scanGateway.supported.filter((l) => l !== pins.scanGateway.bundled)]) {
+    const dir = join(PACKAGE_ROOT, 'runtimes/node_modules', `node${line}-${arch}`);
+    const node = join(dir, 'bin/node');
+    if (!existsSync(node)) continue;
+    const version = `v${(JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { version: string }).version}`;
+    found.push({ node, version, bundled: line === pins.scanGateway.bundled });
+  }
+  return found.length > 0 ? found : [{ node: process.execPath, version: process.version, bundled: false }];
+}
+
+/** What one runtime's daemon measured: start-up, idle memory and CPU, and its own report at idle. */
+interface RuntimeMeasure {
+  runtime: Runtime;
+  lines: number[];
+  healths: number[];
+  rss: number[];
+  mem: ReturnType<typeof processMemory>;
+  cpuPct: number;
+  wakeups: number;
+  metricsText: string;
+  health: { status?: string; reasons?: string[]; inputs?: { id: string; state: string }[] };
+  steadyParts: { cpuPct: number; wakeups: number }[];
+}
+
+/** Starts the daemon `opts.starts` times on `runtime`, then measures the last one at idle. */
+async function measureRuntime(runtime: Runtime, opts: FootprintOptions, configFile: string, dir: string, nodeArgs: string[], env: Record<string, string>): Promise<RuntimeMeasure> {
+  const lines: number[] = [];
+  const healths: number[] = [];
+  let daemon: Started | undefined;
   try {
-    const { url, kafka } = await sandbox.next<{ url: string; kafka?: SandboxKafkaInfo }>(20_000, 'the sandbox to listen');
-    const configFile = await adaptExample(dir, url, tools, kafka);
-    const words = opts.nodeArgs ?? unitNodeArgs();
-    const nodeArgs = words.filter((w) => !ENV_WORD.test(w));
-    const env: Record<string, string> = { ...unitEnvironment() };
-    for (const w of words.filter((w) => ENV_WORD.test(w))) env[w.slice(0, w.indexOf('='))] = w.slice(w.indexOf('=') + 1);
-    const lines: number[] = [];
-    const healths: number[] = [];
-    let daemon: Started | undefined;
     for (let i = 0; i < opts.starts; i++) {
       await daemon?.stop();
-      daemon = await startDaemon(configFile, dir, nodeArgs, env);
+      daemon = await startDaemon(runtime.node, configFile, dir, nodeArgs, env);
       lines.push(daemon.lineMs);
       healths.push(daemon.healthMs);
     }
@@ -321,16 +355,8 @@ export async function benchFootprint(opts: FootprintOptions = FOOTPRINT_DEFAULTS
       (r) => (r.ok ? r.text() : ''),
       () => '',
     );
-    const metric = (name: string) => Number(new RegExp(`^${name} ([0-9.e+]+)`, 'm').exec(metricsText)?.[1] ?? NaN) / 2 ** 20;
-    const spaces = [...metricsText.matchAll(/^nodejs_heap_space_size_total_bytes\{space="(\w+)"\} ([0-9.e+]+)/gm)]
-      .map((m) => `${m[1]} ${(Number(m[2]) / 2 ** 20).toFixed(1)}`)
-      .join(', ');
     const mem = processMemory(pid);
-    const health = (await fetch(`${baseUrl}/healthz`).then((r) => r.json())) as {
-      status?: string;
-      reasons?: string[];
-      inputs?: { id: string; state: string }[];
-    };
+    const health = (await fetch(`${baseUrl}/healthz`).then((r) => r.json())) as RuntimeMeasure['health'];
     // Steady idle, after the figures above: three equal parts, nothing read from the daemon but /proc
     // (a scrape is work).
     const steadyParts: { cpuPct: number; wakeups: number }[] = [];
@@ -342,12 +368,41 @@ export async function benchFootprint(opts: FootprintOptions = FOOTPRINT_DEFAULTS
       const sec = (nowMs() - s0) / 1000;
       steadyParts.push({ cpuPct: (100 * ((processCpuSecondsFine(pid) ?? NaN) - c0)) / sec, wakeups: ((contextSwitches(pid)?.voluntary ?? NaN) - w0) / sec });
     }
+    return { runtime, lines, healths, rss, mem, cpuPct, wakeups, metricsText, health, steadyParts };
+  } finally {
+    await daemon?.stop();
+  }
+}
+
+/** Runs benchmark 5. */
+export async function benchFootprint(opts: FootprintOptions = FOOTPRINT_DEFAULTS): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
+  const dir = mkdtempSync(join(tmpdir(), 'sg-bench-footprint-'));
+  const tools: Tool[] = [];
+  const sandbox = startJsonChild('sandbox-child.js', ['{}']);
+  try {
+    const { url, kafka } = await sandbox.next<{ url: string; kafka?: SandboxKafkaInfo }>(20_000, 'the sandbox to listen');
+    const configFile = await adaptExample(dir, url, tools, kafka);
+    const words = opts.nodeArgs ?? unitNodeArgs();
+    const nodeArgs = words.filter((w) => !ENV_WORD.test(w));
+    const env: Record<string, string> = { ...unitEnvironment() };
+    for (const w of words.filter((w) => ENV_WORD.test(w))) env[w.slice(0, w.indexOf('='))] = w.slice(w.indexOf('=') + 1);
+    // The bundled runtime first, with every figure and its targets; each other supported runtime
+    // after it, with its start-up and memory, so a change of runtime shows in one run.
+    const [first, ...others] = footprintRuntimes();
+    const primary = await measureRuntime(first!, opts, configFile, dir, nodeArgs, env);
+    const rest: RuntimeMeasure[] = [];
+    for (const runtime of others) rest.push(await measureRuntime(runtime, { ...opts, steadyMs: 0 }, configFile, dir, nodeArgs, env));
+    const { lines, healths, rss, mem, cpuPct, wakeups, metricsText, health, steadyParts } = primary;
+    const runtimeName = (r: Runtime) => `Node.js ${r.version}${r.bundled ? ', the bundled runtime' : ''}`;
+    const metric = (name: string) => Number(new RegExp(`^${name} ([0-9.e+]+)`, 'm').exec(metricsText)?.[1] ?? NaN) / 2 ** 20;
+    const spaces = [...metricsText.matchAll(/^nodejs_heap_space_size_total_bytes\{space="(\w+)"\} ([0-9.e+]+)/gm)]
+      .map((m) => `${m[1]} ${(Number(m[2]) / 2 ** 20).toFixed(1)}`)
+      .join(', ');
     const steadyFrom = Math.round((opts.settleMs + opts.idleMs) / 1000);
     const steadyNote = (values: number[], digits: number) =>
       `median of 3 windows of ${(opts.steadyMs ?? 0) / 3000} s from ${steadyFrom} to ${steadyFrom + (opts.steadyMs ?? 0) / 1000} s after ready: ${values.map((v) => v.toFixed(digits)).join(', ')}`;
-    await daemon!.stop();
-    const prescribedFloor = libraryFloor(PRESCRIBED_PACKAGES, nodeArgs, env);
-    const exampleFloor = libraryFloor(EXAMPLE_PACKAGES, nodeArgs, env);
+    const prescribedFloor = libraryFloor(first!.node, PRESCRIBED_PACKAGES, nodeArgs, env);
+    const exampleFloor = libraryFloor(first!.node, EXAMPLE_PACKAGES, nodeArgs, env);
     const floorNote = (f: { anonMiB: number; fileMiB: number }, packages: string[]) =>
       `a bare node process with the daemon's options importing ${packages.join(', ')}, nothing started, after a full GC (least of 2): ${f.anonMiB.toFixed(1)} MiB anonymous + ${f.fileMiB.toFixed(1)} MiB file-backed`;
     const figures: Figure[] = [
@@ -389,6 +444,19 @@ export async function benchFootprint(opts: FootprintOptions = FOOTPRINT_DEFAULTS
       }),
       judge({ name: 'wake-ups at idle', value: wakeups, unit: '/s', note: 'voluntary context switches of the main thread' }),
     ];
+    for (const r of rest) {
+      const name = runtimeName(r.runtime);
+      figures.push(
+        judge({ name: `start to ready on ${name}`, value: median(r.healths), unit: 'ms', note: `median of ${opts.starts} starts: ${r.healths.map(Math.round).join(', ')} ms` }),
+        judge({
+          name: `RSS at idle on ${name}`,
+          value: Math.max(...r.rss),
+          unit: 'MiB',
+          note: `largest of ${r.rss.length} samples over ${opts.idleMs / 1000} s, ${opts.settleMs / 1000} s after ready; at the end ${r.mem?.rssMiB.toFixed(1)} MiB (${r.mem?.anonMiB.toFixed(1)} anonymous + ${r.mem?.fileMiB.toFixed(1)} file-backed)`,
+        }),
+        judge({ name: `peak RSS since start (VmHWM) on ${name}`, value: r.mem?.peakMiB ?? NaN, unit: 'MiB' }),
+      );
+    }
     if (steadyParts.length === 3) {
       figures.push(
         judge({
@@ -408,6 +476,7 @@ export async function benchFootprint(opts: FootprintOptions = FOOTPRINT_DEFAULTS
       title: 'Footprint: the compiled daemon with config/example.yaml on local ptys, folders and the sandbox',
       figures,
       notes: [
+        `runtime of the figures without "on Node.js": ${runtimeName(first!)} (${first!.node})${first!.bundled ? '' : '; the supported runtimes are not installed here (npm ci --prefix runtimes), so this is the node running the benchmark'}; also measured: ${rest.map((r) => runtimeName(r.runtime)).join(', ') || 'none'}`,
         `V8 heap at idle (from /metrics): used ${metric('nodejs_heap_size_used_bytes').toFixed(1)} MiB of ${metric('nodejs_heap_size_total_bytes').toFixed(1)} MiB, external ${metric('nodejs_external_memory_bytes').toFixed(1)} MiB; heap spaces (MiB): ${spaces}`,
         `node options of the daemon: ${nodeArgs.length ? nodeArgs.join(' ') : '(none)'}${opts.nodeArgs ? ' (--node-args)' : " (systemd/scan-gateway.service's ExecStart)"}; environment: ${Object.entries(env).map(([k, v]) => `${k}=${v}`).join(' ') || '(none)'} (the unit's Environment=${opts.nodeArgs?.some((w) => ENV_WORD.test(w)) ? ', with --node-args' : ''})`,
         `health at idle: ${health.status ?? '?'}${health.reasons?.length ? ` (${health.reasons.join('; ')})` : ''}; inputs ${(health.inputs ?? []).map((i) => `${i.id} ${i.state}`).join(', ')}`,
