@@ -108,7 +108,9 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
         await part.start();
       }
       w.phase = 'running';
-      w.logger.info({ component: 'app', http: w.httpUrl, inputs: w.inputs.map((i) => i.id) }, 'scan-gateway started');
+      // The version and the runtime in the start line: a package carries its own Node.js, and a support
+      // question starts with which one ran.
+      w.logger.info({ component: 'app', http: w.httpUrl, inputs: w.inputs.map((i) => i.id), version: VERSION, node: process.version }, 'scan-gateway started');
     },
     reload: (next) => reloadApp(w, next),
     reloadRefused(err) {

@@ -104,6 +104,8 @@ describe('the Debian package on clean Debian roots', () => {
         await waitFor(() => log.includes('"msg":"scan-gateway started"'), { timeoutMs: 60_000, what: `the packaged gateway started in ${suite}` }).catch((err: unknown) => {
           throw new Error(`${(err as Error).message}\n${log.slice(-3000)}`);
         });
+        // On the package's runtime, whatever the system's node is.
+        expect(log).toMatch(/"node":"v26\.[^"]+","msg":"scan-gateway started"/);
         mkdirSync(join(root, site, 'inbox'), { recursive: true });
         copyFileSync(join(PACKAGE_ROOT, 'samples/goods-in-export.csv'), join(root, site, 'inbox', 'goods-in-export.csv'));
         const delivered = await waitFor(() => sandboxScans(sandboxPort), { timeoutMs: 60_000, what: 'scans delivered to the sandbox' });

@@ -93,13 +93,18 @@ describe('the Debian package (npm run package)', () => {
     writeFileSync(config, starterForSandbox(readFileSync(config, 'utf8'), { sandboxPort: port }));
     expect(run(bin, ['config', 'check', '--config', config], { env: { SCAN_GATEWAY_CLIENT_SECRET: 'x' } }).code).toBe(0);
     const secret = readFileSync(join(root, 'usr/lib/scan-gateway/config/demo-client-secret'), 'utf8').trim();
-    const child = spawn(bin, ['run', '--config', config], { cwd: site, env: { PATH: process.env.PATH ?? '', SCAN_GATEWAY_CLIENT_SECRET: secret }, stdio: ['ignore', 'pipe', 'pipe'] });
+    // Another Node.js first on PATH (the supported 24 where the runtimes are installed, else the
+    // machine's own): the package runs its own all the same.
+    const node24 = join(PACKAGE_ROOT, 'runtimes/node_modules/node24-x64/bin');
+    const path = existsSync(node24) ? `${node24}:${process.env.PATH ?? ''}` : process.env.PATH ?? '';
+    const child = spawn(bin, ['run', '--config', config], { cwd: site, env: { PATH: path, SCAN_GATEWAY_CLIENT_SECRET: secret }, stdio: ['ignore', 'pipe', 'pipe'] });
     let log = '';
     child.stdout.on('data', (d: Buffer) => (log += d.toString()));
     child.stderr.on('data', (d: Buffer) => (log += d.toString()));
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     try {
       await waitFor(() => log.includes('"msg":"scan-gateway started"'), { timeoutMs: 30_000, what: 'the packaged gateway started' });
+      expect(log).toMatch(new RegExp(`"version":"${VERSION.replaceAll('.', '\\.')}","node":"v26\\.[^"]+","msg":"scan-gateway started"`));
       copyFileSync(join(PACKAGE_ROOT, 'samples/goods-in-export.csv'), join(site, 'inbox', 'goods-in-export.csv'));
       await waitFor(() => existsSync(join(site, 'inbox/processed')) && readdirSync(join(site, 'inbox/processed'), { recursive: true }).some((f) => String(f).endsWith('.csv')), {
         timeoutMs: 30_000,

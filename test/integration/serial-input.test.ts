@@ -268,9 +268,14 @@ inputs: [{ id: line3, type: serial, path: ${pair.devicePath}, dcp: GI }]
       sqlOf(store).prepare('SELECT raw, outcome, reason FROM reads ORDER BY id').all() as { raw: Buffer; outcome: string; reason: string | null }[];
     try {
       await pair.write(Buffer.alloc(10_240, 'L'));
-      await new Promise((resolve) => setTimeout(resolve, 1000));
+      // The pause alone ends the overlong read: its rejection is committed before the next byte comes.
+      await waitFor(() => rows().length === 1, { timeoutMs: 15_000, what: 'the overlong read ended by the pause and committed' }).catch((err: unknown) => {
+        throw new Error(`${(err as Error).message}; rows: ${JSON.stringify(rows().map((r) => ({ ...r, raw: r.raw.toString('latin1').slice(0, 40) })))}`);
+      });
       await pair.write(Buffer.from('SER-AFTER-LONG-8\r'));
-      await waitFor(() => rows().length === 2, { timeoutMs: 15_000, what: 'the rejection and the read after it committed' });
+      await waitFor(() => rows().length === 2, { timeoutMs: 15_000, what: 'the read after it committed' }).catch((err: unknown) => {
+        throw new Error(`${(err as Error).message}; rows: ${JSON.stringify(rows().map((r) => ({ ...r, raw: r.raw.toString('latin1').slice(0, 40) })))}`);
+      });
       const [rejected, scan] = rows();
       expect(rejected).toMatchObject({
         outcome: 'rejected',
