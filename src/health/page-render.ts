@@ -1,3 +1,4 @@
+import { C0_NAMES } from '../format/printable.js';
 import type { GatewayStatus } from './status.js';
 import type { StationSnapshot } from './station-page.js';
 
@@ -6,8 +7,8 @@ import type { StationSnapshot } from './station-page.js';
  * functions run on the server (first paint) and in the browser (refresh from `/api/v1/status`):
  * `page.ts` puts their source into the page's inline script, so each function here must use
  * nothing but its arguments, the functions listed in {@link RENDER_FUNCTIONS} and the standard
- * built-ins (no imports, no module constants). A unit test runs the page's script in a bare
- * context to hold that line.
+ * built-ins (no imports, no module constants; `shown` alone reads the control-byte names, and its
+ * shipped source carries them). A unit test runs the page's script in a bare context to hold that line.
  *
  * Everything that comes from outside (reads, reasons, ids, error messages) goes through `esc`.
  */
@@ -17,15 +18,24 @@ export function esc(value: unknown): string {
   return String(value ?? '').replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] ?? c);
 }
 
-/** Printable form of a reference or raw read: control characters as `<GS>`-style names (same rule as src/format/printable.ts). */
+/** The names of the control bytes 0x00–0x1f: printable.ts's, so the page names a byte as the CLI and the logs do. */
+const CONTROL_NAMES: readonly string[] = C0_NAMES;
+
+/** Printable form of a reference or raw read: control characters as `<GS>`-style names (the rule of src/format/printable.ts). */
 export function shown(text: unknown): string {
-  const names = 'NUL SOH STX ETX EOT ENQ ACK BEL BS HT LF VT FF CR SO SI DLE DC1 DC2 DC3 DC4 NAK SYN ETB CAN EM SUB ESC FS GS RS US'.split(' ');
   // eslint-disable-next-line no-control-regex -- control characters are exactly what this makes visible
   return String(text ?? '').replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => {
     const code = c.charCodeAt(0);
-    return code < 0x20 ? `<${names[code]}>` : `\\u${code.toString(16).padStart(4, '0')}`;
+    return code < 0x20 ? `<${CONTROL_NAMES[code]}>` : `\\u${code.toString(16).padStart(4, '0')}`;
   });
 }
+
+// The pages ship `shown` as its source text (`toString()`: the health page's RENDER_FUNCTIONS, the
+// station screen's script), where this module's constant does not exist. So that source carries
+// the names themselves, as JSON written from printable.ts's table: one table, in every page.
+Object.defineProperty(shown, 'toString', {
+  value: () => Function.prototype.toString.call(shown).replace(/\bCONTROL_NAMES\b/g, () => JSON.stringify(CONTROL_NAMES)),
+});
 
 /** Escaped printable text with the `<GS>`-style markers set apart, so a separator is visible at a glance. */
 export function rawHtml(text: unknown): string {
@@ -230,11 +240,34 @@ export function reloadFacts(reload: unknown, t: (iso: unknown) => string): [stri
   return out;
 }
 
-/** The whole content of `<main>`: state banner, summary tiles and every card. */
-export function renderMain(s: GatewayStatus): string {
+/** The time-cell renderer of a status: its site zone, ages counted from when the status was put together. */
+export function statusClock(s: GatewayStatus): (iso: unknown, future?: boolean) => string {
   const tz = s.site?.timezone ?? 'UTC';
   const now = s.generatedAt ? new Date(s.generatedAt).getTime() : Date.now();
-  const t = (iso: unknown, future?: boolean) => timeHtml(iso, now, tz, future);
+  return (iso: unknown, future?: boolean) => timeHtml(iso, now, tz, future);
+}
+
+/** A titled card of the page; `body` is already-escaped HTML. */
+export function cardHtml(title: string, body: string, cls?: string): string {
+  return `<section class="card${cls ? ` ${cls}` : ''}"><h2>${esc(title)}</h2>${body}</section>`;
+}
+
+/**
+ * The buffer's scan counts with one meaning everywhere (the tiles and the buffer card): waiting = on
+ * its way (not in a batch yet, or in a batch the service has not finished); held = refused as a
+ * batch, kept; not yet delivered = both.
+ */
+export function bufferCounts(b: GatewayStatus['buffer']): { waiting: number; held: number; inBatch: number; notDelivered: number } {
+  const scans = b.scans ?? {};
+  const waiting = Number(b.undeliveredScans ?? 0);
+  const held = Number(b.heldScans ?? scans.held ?? 0);
+  const inBatch = Math.max(0, waiting - Number(b.pendingScans ?? 0));
+  return { waiting, held, inBatch, notDelivered: waiting + held };
+}
+
+/** The state banner: the state, one line on what it means, and each health problem. */
+export function bannerHtml(s: GatewayStatus): string {
+  const t = statusClock(s);
   const stateText = { ok: 'OK', degraded: 'Degraded', down: 'Down' }[s.state] ?? String(s.state);
   // Each problem as a sentence, its code and what to do; a status without them (older gateway) shows its reasons.
   const found = Array.isArray(s.healthProblems) ? s.healthProblems : (s.reasons ?? []).map((r) => ({ sentence: r, severity: s.state }));
@@ -247,22 +280,21 @@ export function renderMain(s: GatewayStatus): string {
           ? 'Working. Worth knowing:'
           : 'Every input is up and delivery is flowing.';
   const items = found.map((p) => problemHtml(p, t)).join('');
-  const banner = `<section class="banner ${esc(s.state)}" aria-live="polite"><div class="state">${esc(stateText)}</div><div><p class="state-line">${esc(
+  return `<section class="banner ${esc(s.state)}" aria-live="polite"><div class="state">${esc(stateText)}</div><div><p class="state-line">${esc(
     stateLine,
   )}</p>${items ? `<ul class="reasons">${items}</ul>` : ''}</div></section>`;
+}
 
+/** The summary tiles: what is not delivered yet, how old, delivered, refused, the last hour, the last upload. */
+export function tilesHtml(s: GatewayStatus): string {
+  const t = statusClock(s);
   const b = s.buffer ?? ({} as GatewayStatus['buffer']);
   const d = s.delivery ?? {};
   const scans = b.scans ?? {};
-  // One meaning everywhere: waiting = on its way (not in a batch yet, or in a batch the service has
-  // not finished); held = refused as a batch, kept; not yet delivered = both.
-  const waiting = Number(b.undeliveredScans ?? 0);
-  const held = Number(b.heldScans ?? scans.held ?? 0);
-  const inBatch = Math.max(0, waiting - Number(b.pendingScans ?? 0));
+  const { waiting, held, notDelivered } = bufferCounts(b);
   const refusedUpstream = Number(scans.failed ?? 0);
   const oldest = b.oldestPendingAgeMs ?? null;
   const recent = s.recent;
-  const notDelivered = waiting + held;
   // A scan waits a second or so normally; minutes mean delivery is stuck or far behind.
   const tiles: [string, string, string, string][] = [
     [
@@ -286,13 +318,17 @@ export function renderMain(s: GatewayStatus): string {
       : []),
     ['Last upload', d.lastSuccessAt ? t(d.lastSuccessAt) : '<span class="muted">none yet</span>', '', ''],
   ];
-  const tilesHtml = `<section class="tiles">${tiles
+  return `<section class="tiles">${tiles
     .map(
       ([k, v, sub, cls]) =>
         `<div class="tile${cls ? ` ${cls}` : ''}"><div class="tile-k">${esc(k)}</div><div class="tile-v">${v}</div>${sub ? `<div class="tile-s">${esc(sub)}</div>` : ''}</div>`,
     )
     .join('')}</section>`;
+}
 
+/** The Inputs card: each input's state, last read, counters and source. */
+export function inputsCard(s: GatewayStatus): string {
+  const t = statusClock(s);
   const inputs = tableHtml(
     ['Input', 'Type', 'State', 'Last read', 'Reads', 'Scans', 'No-reads', 'Rejected', 'Duplicates', 'Source'],
     (s.inputs ?? []).map((i) => {
@@ -316,7 +352,15 @@ export function renderMain(s: GatewayStatus): string {
     'No inputs configured.',
     [4, 5, 6, 7, 8],
   );
+  return cardHtml('Inputs', inputs, 'wide');
+}
 
+/** The Buffer card: counts with one meaning of waiting, disk and quota, intake, storing reads, the file. */
+export function bufferCard(s: GatewayStatus): string {
+  const t = statusClock(s);
+  const b = s.buffer ?? ({} as GatewayStatus['buffer']);
+  const scans = b.scans ?? {};
+  const { waiting, held, inBatch, notDelivered } = bufferCounts(b);
   const used = b.undeliveredBytes ?? b.fileBytes ?? 0;
   const quota = b.quotaBytes
     ? ([['Quota', `${esc(fmtBytes(used))} of ${esc(fmtBytes(b.quotaBytes))} (${esc(Math.round((used / b.quotaBytes) * 100))} %)${b.disk?.derivedQuotaBytes !== undefined ? ' <span class="muted">(derived from the disk: buffer.maxBytes is not set)</span>' : ''}`]] as [string, string][])
@@ -344,7 +388,13 @@ export function renderMain(s: GatewayStatus): string {
     ...(b.lastCommitError ? ([['Storing reads', `<span class="err">fails</span> since ${t(b.lastCommitError.at)}${techHtml(b.lastCommitError.message)}`]] as [string, string][]) : []),
     ['File', `<code>${esc(b.path)}</code>`],
   ]);
+  return cardHtml('Buffer', buffer);
+}
 
+/** The Delivery card: whether uploads flow, the last success and error, status checks, the access token. */
+export function deliveryCard(s: GatewayStatus): string {
+  const t = statusClock(s);
+  const d = s.delivery ?? {};
   const token = d.token;
   const checks = d.statusChecks as { consecutiveFailures?: number; lastError?: { message?: string; at?: string; code?: string } } | undefined;
   const uploads =
@@ -376,7 +426,12 @@ export function renderMain(s: GatewayStatus): string {
     ['Access token', token ? `${token.expiresAt ? `expires ${t(token.expiresAt, true)}` : 'none held'} · ${esc(token.refreshes)} obtained` : '—'],
     ['Possible duplicates', fmtCount(d.possibleDuplicates ?? 0)],
   ]);
+  return cardHtml('Delivery', delivery);
+}
 
+/** The Last batches card: each batch's request id, size and state (the service's, once it answered). */
+export function batchesCard(s: GatewayStatus): string {
+  const t = statusClock(s);
   const batches = tableHtml(
     ['Batch', 'Request id', 'Mode', 'Scans', 'Bytes', 'State', 'Failures', 'Created'],
     (s.batches ?? []).map((x) => {
@@ -396,7 +451,12 @@ export function renderMain(s: GatewayStatus): string {
     'No batches yet.',
     [0, 3, 4, 6],
   );
+  return cardHtml('Last batches', batches, 'wide');
+}
 
+/** The rejections card: the latest reads the gateway rejected and scans the service refused, each as received. */
+export function problemsCard(s: GatewayStatus): string {
+  const t = statusClock(s);
   const problems = tableHtml(
     ['When', 'What', 'Input', 'Reason', 'Read as received'],
     (s.problems ?? []).map((p) => [
@@ -408,7 +468,32 @@ export function renderMain(s: GatewayStatus): string {
     ]),
     'No rejections or failures.',
   );
+  return cardHtml('Latest rejections and upstream failures', problems, 'wide');
+}
 
+/** The open container sessions card, when the status has sessions; otherwise nothing. */
+export function sessionsCard(s: GatewayStatus): string {
+  const tz = s.site?.timezone ?? 'UTC';
+  return Array.isArray(s.sessions) ? cardHtml('Open container sessions', genericTableHtml(s.sessions, 'No open sessions.', tz), 'wide') : '';
+}
+
+/** A card for each status field the page has no layout for (parts may add fields), shown generically. */
+export function extraCards(s: GatewayStatus): string {
+  const tz = s.site?.timezone ?? 'UTC';
+  const known = ['state', 'reasons', 'healthProblems', 'recent', 'phase', 'generatedAt', 'site', 'version', 'startedAt', 'uptimeSec', 'config', 'buffer', 'delivery', 'inputs', 'batches', 'problems', 'sessions', 'admin'];
+  return Object.keys(s)
+    .filter((k) => !known.includes(k) && s[k] !== null && typeof s[k] === 'object')
+    .map((k) => {
+      const v = s[k];
+      return cardHtml(titleOf(k), Array.isArray(v) ? genericTableHtml(v, 'None.', tz) : factsHtml(Object.entries(v as object).map(([fk, fv]) => [titleOf(fk), valueHtml(fv, tz, 1)])), 'wide');
+    })
+    .join('');
+}
+
+/** The Configuration card: the file, loads and reloads, the site and its zone, version and uptime. */
+export function configCard(s: GatewayStatus): string {
+  const t = statusClock(s);
+  const tz = s.site?.timezone ?? 'UTC';
   const cfg = s.config ?? ({} as GatewayStatus['config']);
   const reloadError = cfg.lastReloadError;
   const config = factsHtml([
@@ -425,28 +510,21 @@ export function renderMain(s: GatewayStatus): string {
     ['Version', esc(s.version)],
     ['Up for', `${esc(fmtDuration((s.uptimeSec ?? 0) * 1000))} · since ${t(s.startedAt)}`],
   ]);
+  return cardHtml('Configuration', config, 'wide');
+}
 
-  const card = (title: string, body: string, cls?: string) => `<section class="card${cls ? ` ${cls}` : ''}"><h2>${esc(title)}</h2>${body}</section>`;
-  const known = ['state', 'reasons', 'healthProblems', 'recent', 'phase', 'generatedAt', 'site', 'version', 'startedAt', 'uptimeSec', 'config', 'buffer', 'delivery', 'inputs', 'batches', 'problems', 'sessions', 'admin'];
-  const extras = Object.keys(s)
-    .filter((k) => !known.includes(k) && s[k] !== null && typeof s[k] === 'object')
-    .map((k) => {
-      const v = s[k];
-      return card(titleOf(k), Array.isArray(v) ? genericTableHtml(v, 'None.', tz) : factsHtml(Object.entries(v as object).map(([fk, fv]) => [titleOf(fk), valueHtml(fv, tz, 1)])), 'wide');
-    })
-    .join('');
-  const sessions = Array.isArray(s.sessions) ? card('Open container sessions', genericTableHtml(s.sessions, 'No open sessions.', tz), 'wide') : '';
-
+/** The whole content of `<main>`: state banner, summary tiles and every card, in page order. */
+export function renderMain(s: GatewayStatus): string {
   return (
-    banner +
-    tilesHtml +
-    card('Inputs', inputs, 'wide') +
-    `<div class="pair">${card('Buffer', buffer)}${card('Delivery', delivery)}</div>` +
-    card('Last batches', batches, 'wide') +
-    card('Latest rejections and upstream failures', problems, 'wide') +
-    sessions +
-    extras +
-    card('Configuration', config, 'wide')
+    bannerHtml(s) +
+    tilesHtml(s) +
+    inputsCard(s) +
+    `<div class="pair">${bufferCard(s)}${deliveryCard(s)}</div>` +
+    batchesCard(s) +
+    problemsCard(s) +
+    sessionsCard(s) +
+    extraCards(s) +
+    configCard(s)
   );
 }
 
@@ -590,6 +668,19 @@ export const RENDER_FUNCTIONS = [
   titleOf,
   genericTableHtml,
   reloadFacts,
+  statusClock,
+  cardHtml,
+  bufferCounts,
+  bannerHtml,
+  tilesHtml,
+  inputsCard,
+  bufferCard,
+  deliveryCard,
+  batchesCard,
+  problemsCard,
+  sessionsCard,
+  extraCards,
+  configCard,
   renderMain,
   genealogyHtml,
   itemHtml,

@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import { printableRaw } from '../../src/format/printable.js';
+import { C0_NAMES, printableRaw } from '../../src/format/printable.js';
 import { PAGE_CSP, PAGE_SCRIPT, renderPage } from '../../src/health/page.js';
+import { STATION_SCRIPT } from '../../src/health/station-page.js';
 import { fmtTime, reasonHtml, renderMain, RENDER_FUNCTIONS, shown } from '../../src/health/page-render.js';
 import type { GatewayStatus } from '../../src/health/status.js';
 
@@ -214,6 +215,30 @@ describe('health page words for a shift supervisor', () => {
 });
 
 describe('printable raw reads', () => {
+  // Every control character printable.ts names or escapes: C0, DEL and C1.
+  const controls = [...Array.from({ length: 0x20 }, (_, i) => i), ...Array.from({ length: 0x21 }, (_, i) => 0x7f + i)];
+
+  it('the page shows each control character as printable.ts does: on the server and in the shipped script', () => {
+    const source = `${RENDER_FUNCTIONS.map((f) => f.toString()).join('\n')}\nshownAll(codes);\nfunction shownAll(list) { return list.map((c) => shown(String.fromCharCode(c))); }`;
+    const inPage = runInNewContext(source, { codes: controls }) as string[];
+    controls.forEach((code, i) => {
+      const expected = printableRaw(String.fromCharCode(code));
+      expect(shown(String.fromCharCode(code)), `0x${code.toString(16)}`).toBe(expected);
+      expect(inPage[i], `0x${code.toString(16)} in the page`).toBe(expected);
+      if (code < 0x20 || code === 0x7f) expect(printableRaw(Buffer.from([code])), `byte 0x${code.toString(16)}`).toBe(expected);
+    });
+    expect(inPage.slice(0, 0x20)).toEqual(C0_NAMES.map((n) => `<${n}>`));
+  });
+
+  it('both pages carry the table of printable.ts as data, not a copy of their own', () => {
+    const table = JSON.stringify(C0_NAMES);
+    expect(PAGE_SCRIPT).toContain(table);
+    expect(STATION_SCRIPT).toContain(table);
+    // the names appear nowhere else in the scripts
+    expect(PAGE_SCRIPT.split('"SOH"')).toHaveLength(2);
+    expect(STATION_SCRIPT.split('"SOH"')).toHaveLength(2);
+  });
+
   it('names control bytes, keeps UTF-8 text and shows other bytes as hex', () => {
     expect(printableRaw(Buffer.from(`]d2010${GS}21A\r`))).toBe(']d2010<GS>21A<CR>');
     expect(printableRaw(Buffer.from('Zelle Ü-7'))).toBe('Zelle Ü-7');
