@@ -67,8 +67,23 @@ const PART = '.part';
  * pre-signed PUT: a new request id, `SandboxState.acceptBatch` (via `sftp`), or a Failed batch when
  * the content is not a JSON array. Renaming onto an existing file fails, as OpenSSH's SFTP v3 does.
  */
+/**
+ * An ed25519 key pair in OpenSSH format that ssh2's own `parseKey` reads back. ssh2's
+ * `generateKeyPairSync('ed25519')` strips leading zero bytes of the public key, so about one key
+ * in 256 comes out malformed (mscdex/ssh2 issues 1390 and 1513, open): such a pair is made again.
+ *
+ * @throws GatewayError `SCANGW_E_CONFIG` if ten pairs in a row are unreadable (a broken ssh2).
+ */
+export function generateEd25519KeyPair(): { private: string; public: string } {
+  for (let attempt = 0; attempt < 10; attempt++) {
+    const pair = utils.generateKeyPairSync('ed25519');
+    if (!(utils.parseKey(pair.private) instanceof Error) && !(utils.parseKey(pair.public) instanceof Error)) return pair;
+  }
+  throw new GatewayError(ErrorCodes.CONFIG, 'ssh2 made ten ed25519 key pairs in a row that it cannot read back');
+}
+
 export async function startSandboxSftp(options: SandboxSftpOptions): Promise<RunningSandboxSftp> {
-  const hostKey = options.hostKey ?? utils.generateKeyPairSync('ed25519').private;
+  const hostKey = options.hostKey ?? generateEd25519KeyPair().private;
   const parsedHost = utils.parseKey(hostKey);
   if (parsedHost instanceof Error) throw new GatewayError(ErrorCodes.CONFIG, `the sandbox's SFTP host key cannot be read: ${parsedHost.message}`);
   const fingerprint = hostKeyFingerprint(parsedHost.getPublicSSH());

@@ -12,9 +12,9 @@ import type { DeliveryApi } from '../../src/delivery/types.js';
 import { ErrorCodes, GatewayError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { sftpConnector, type SftpConnector } from '../../src/upstream/sftp-client.js';
-import ssh2 from 'ssh2';
 import { startSshd, type RunningSshd } from '../helpers/sshd.js';
 import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
+import { generateEd25519KeyPair } from '../../src/sandbox/sftp.js';
 import { DEMO_CLIENT_ID } from '../../src/sandbox/types.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { waitFor } from '../helpers/wait.js';
@@ -244,8 +244,8 @@ describe.each([
 
 describe("the sandbox's SFTP endpoint", () => {
   it('prints its host key fingerprint, takes a key login, refuses a wrong password and a foreign key', async () => {
-    const user = ssh2.utils.generateKeyPairSync('ed25519');
-    const other = ssh2.utils.generateKeyPairSync('ed25519');
+    const user = generateEd25519KeyPair();
+    const other = generateEd25519KeyPair();
     const sandbox = await startSandbox({ port: 0, sftp: { authorizedKeys: { [DEMO_CLIENT_ID]: [user.public] } } });
     try {
       const endpoint = sandbox.sftp!;
