@@ -67,7 +67,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
     deps,
     logger: deps.logger,
     now,
-    create: deps.createInput ?? ((c, s, l) => defaultInput(c, s, l, deps.env, deps.scrub)),
+    create: deps.createInput ?? ((c, s, l) => defaultInput(c, s, l, { env: deps.env, scrub: deps.scrub, now })),
     startedAt,
     metrics: new GatewayMetrics({
       status: () => (w.store?.isOpen ? gatherStatus(w) : undefined),

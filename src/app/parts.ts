@@ -25,6 +25,7 @@ import { UpstreamClient, clientOptionsFromConfig } from '../upstream/client.js';
 import type { SftpConnector } from '../upstream/sftp-client.js';
 import { readSftpCredentials } from '../config/secrets.js';
 import { readCaFile } from '../upstream/status-topic-ca.js';
+import type { Clock } from '../clock.js';
 
 /**
  * The gateway's parts as {@link Component}s, one small builder each, and what they share
@@ -41,7 +42,7 @@ import { readCaFile } from '../upstream/status-topic-ca.js';
 /** What `buildApp` (src/app.ts) takes besides the configuration: the process edge's pieces, and the seams tests use. */
 export interface AppDeps {
   logger: Logger;
-  now?: () => number;
+  now?: Clock;
   /** Builds the adapter for one input; the default knows every `type` of the schema. */
   createInput?: (config: InputConfig, sink: IntakeSink, logger: Logger) => InputAdapter | Promise<InputAdapter>;
   /** Environment for secrets the inputs name (`passwordEnv`, `tokenEnv`); from the process edge. */
@@ -88,27 +89,35 @@ function splitListen(listen: string): { host: string; port: number } {
  * The adapter for one configured input, by its `type`. Each type's module (and its library:
  * chokidar, serialport, mqtt) is loaded on first use only.
  */
-export async function defaultInput(config: InputConfig, sink: IntakeSink, logger: Logger, env: Record<string, string | undefined> = {}, scrub?: (text: string) => string): Promise<InputAdapter> {
+export async function defaultInput(
+  config: InputConfig,
+  sink: IntakeSink,
+  logger: Logger,
+  extras: { env?: Record<string, string | undefined>; scrub?: (text: string) => string; now?: Clock } = {},
+): Promise<InputAdapter> {
+  const { env = {}, scrub, now } = extras;
+  // The app's clock, so a test that sets the app's time sets the inputs' receivedAt and dated folders too.
+  const clock = now ? { now } : {};
   switch (config.type) {
     case 'files': {
       const { FilesInput } = await import('../inputs/files/files-input.js');
-      return new FilesInput({ config, sink, logger, ...(scrub ? { scrub } : {}) });
+      return new FilesInput({ config, sink, logger, ...clock, ...(scrub ? { scrub } : {}) });
     }
     case 'serial': {
       const { SerialInput } = await import('../inputs/serial/serial-input.js');
-      return new SerialInput({ config, sink, logger });
+      return new SerialInput({ config, sink, logger, ...clock });
     }
     case 'mqtt': {
       const { MqttInput } = await import('../inputs/mqtt/mqtt-input.js');
-      return new MqttInput({ config, sink, logger, env });
+      return new MqttInput({ config, sink, logger, env, ...clock });
     }
     case 'tcp': {
       const { TcpInput } = await import('../inputs/tcp/tcp-input.js');
-      return new TcpInput({ config, sink, logger });
+      return new TcpInput({ config, sink, logger, ...clock });
     }
     case 'http': {
       const { HttpIngestInput } = await import('../inputs/http/http-input.js');
-      return new HttpIngestInput({ config, sink, logger, env });
+      return new HttpIngestInput({ config, sink, logger, env, ...clock });
     }
   }
 }
@@ -153,7 +162,7 @@ export interface Wiring {
   readonly loaded: LoadedConfig;
   readonly deps: AppDeps;
   readonly logger: Logger;
-  readonly now: () => number;
+  readonly now: Clock;
   readonly create: (config: InputConfig, sink: IntakeSink, logger: Logger) => InputAdapter | Promise<InputAdapter>;
   readonly startedAt: Date;
   readonly metrics: GatewayMetrics;

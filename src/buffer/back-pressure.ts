@@ -3,6 +3,7 @@ import { dirname } from 'node:path';
 import type { Logger } from '../log.js';
 import type { BufferStore } from './store.js';
 import { isDiskFull } from '../errors.js';
+import type { Clock } from '../clock.js';
 
 /** The buffer quota (config `buffer`): what undelivered data may take before intake slows down. */
 export interface QuotaLimits {
@@ -47,7 +48,7 @@ export interface BackPressureOptions {
   onPausedChange?: (paused: boolean, why: string) => void;
   /** How often the totals are read again (delivery drains the buffer) and a full disk is probed, in ms. Default 1000. */
   intervalMs?: number;
-  now?: () => number;
+  now?: Clock;
   /** Free bytes on the buffer's file system; default `statfs` of the buffer's folder. */
   freeBytes?: () => number;
   /** A commit failed with SQLITE_FULL: the disk guard releases its reserve and prunes the audit. */
@@ -88,7 +89,7 @@ export class BackPressure {
   private diskFull: { since: string; message: string } | undefined;
   private timer: NodeJS.Timeout | undefined;
   private refused = 0;
-  private readonly now: () => number;
+  private readonly now: Clock;
   /** The limits in force: a copy, as a byte quota derived from the disk changes ({@link setByteQuota}). */
   private readonly limits: QuotaLimits;
   /** Bytes above which one submit is never taken; the byte quota unless one derived from the disk has a ceiling. */

@@ -6,6 +6,7 @@ import type { Retention } from './retention.js';
 import type { BufferStore } from './store.js';
 import { isDiskFull } from '../errors.js';
 import { RESUME_FREE_BYTES } from './back-pressure.js';
+import type { Clock } from '../clock.js';
 
 /** What the health page shows of the disk guard. */
 export interface DiskGuardStatus {
@@ -46,7 +47,7 @@ export interface DiskGuardOptions {
   step?: number;
   /** Largest buffer file switched to `auto_vacuum = INCREMENTAL` by a `VACUUM` at start. Default 256 MiB. */
   maxVacuumBytes?: number;
-  now?: () => number;
+  now?: Clock;
   /** Free and total bytes of the buffer's file system; default `statfs` of the buffer's folder. */
   statfs?: () => { free: number; size: number };
   /** The configured byte quota (`buffer.maxBytes`), checked against what the disk can hold. */
@@ -200,7 +201,7 @@ export function quotaTooLargeForDisk(bufferPath: string, quotaBytes: number): st
  */
 export class DiskGuard {
   private timer: NodeJS.Timeout | undefined;
-  private readonly now: () => number;
+  private readonly now: Clock;
   private readonly reservePath: string;
   private readonly reserveSize: number;
   private reserveHeld = 0;

@@ -4,6 +4,7 @@ import type { FileChunk, FileProgress, IntakeItem, IntakeSink, SubmitOptions, Su
 import { DUPLICATE_WINDOW_MAX_ENTRIES, DuplicateWindow } from '../mapping/duplicate-window.js';
 import { mapRead, type MappingContext } from '../mapping/map-read.js';
 import type { BufferStore, CommittedMessage, IntakeRecord } from './store.js';
+import type { Clock } from '../clock.js';
 
 /** Per-input counters since the gateway started, for the health page and metrics. */
 export interface InputCounters {
@@ -63,7 +64,7 @@ export interface IntakeOptions {
   logger: Logger;
   /** Called after each commit that added scans, so delivery can wake up. */
   onScansCommitted?: () => void;
-  now?: () => number;
+  now?: Clock;
   /**
    * Longest a submit waits for others to share its transaction, in ms. Default 0: a group is what
    * was submitted in the same turn of the event loop, committed at its end (setImmediate); under
@@ -92,7 +93,7 @@ export class Intake implements IntakeSink {
   /** The checkpoint after a commit, run once the commit's sources were acknowledged. */
   private checkpoint: NodeJS.Immediate | undefined;
   private readonly counters = new Map<string, Counters>();
-  private readonly now: () => number;
+  private readonly now: Clock;
   private closed = false;
   private mapping: MappingContext;
   private evictionsLogged = 0;

@@ -2,6 +2,7 @@ import type { Logger } from '../log.js';
 import { connectionOf } from './connection.js';
 import type { BufferStore } from './store.js';
 import { isDiskFull } from '../errors.js';
+import type { Clock } from '../clock.js';
 
 /** What one prune removed. */
 export interface PruneResult {
@@ -22,7 +23,7 @@ export interface RetentionOptions {
   logger: Logger;
   /** How often the prune runs, in ms. Default one hour. */
   intervalMs?: number;
-  now?: () => number;
+  now?: Clock;
   /** Most rows one transaction deletes, so intake never waits long for the write lock. Default 2000. */
   chunk?: number;
 }
@@ -42,7 +43,7 @@ const DAY_MS = 24 * 3600_000;
 export class Retention {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<PruneResult> | undefined;
-  private readonly now: () => number;
+  private readonly now: Clock;
   private readonly chunk: number;
   lastRun: { at: string; result: PruneResult } | undefined;
 

@@ -9,6 +9,7 @@ import { fmtBytes, fmtDuration, fmtTime } from '../health/page-render.js';
 import { SecretScrubber } from '../log.js';
 import { CommandExit, ExitCodes } from './exit.js';
 import { bestEffortScrubber } from './known-secrets.js';
+import type { Clock } from '../clock.js';
 
 /** What the operations commands need from the process edge. */
 export interface OpsIo {
@@ -18,7 +19,7 @@ export interface OpsIo {
   env: Record<string, string | undefined>;
   /** Effective user id (refuses, as root, to create files in the service's buffer folder). */
   uid?: number;
-  now?: () => number;
+  now?: Clock;
 }
 
 export interface BufferOptions {

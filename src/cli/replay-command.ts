@@ -6,13 +6,14 @@ import { loadConfig } from '../config/load.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
 import { mappingContext, mapRead } from '../mapping/map-read.js';
 import { CommandExit, ExitCodes } from './exit.js';
+import type { Clock } from '../clock.js';
 
 export interface ReplayIo {
   stdout: NodeJS.WritableStream;
   stderr: NodeJS.WritableStream;
   cwd: string;
   env: Record<string, string | undefined>;
-  now?: () => number;
+  now?: Clock;
 }
 
 interface ReplayOptions {

@@ -9,6 +9,7 @@ import type { BarcodeParse } from '../gs1/index.js';
 import { Mapper } from '../mapping/mapper.js';
 import type { MapOutcome } from '../mapping/outcome.js';
 import { CommandExit, ExitCodes } from './exit.js';
+import type { Clock } from '../clock.js';
 
 /** The process edge `try` needs (main.ts provides it). */
 export interface TryCommandIo {
@@ -17,7 +18,7 @@ export interface TryCommandIo {
   cwd: string;
   env: Record<string, string | undefined>;
   /** Clock for the reads' receive time when `--at` is not given. */
-  now?: () => number;
+  now?: Clock;
 }
 
 /** What `try` found for one read; the `--json` output is an array of these. */

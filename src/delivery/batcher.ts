@@ -2,6 +2,7 @@ import type { DeliveryConfig } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import { arrayBytes, type BatchMode, type BatchRow, type BufferStore, type PendingScanRow } from '../buffer/store.js';
 import { MAX_DIRECT_BODY_BYTES } from '../contract/contract.js';
+import type { Clock } from '../clock.js';
 
 /** Rows {@link packScans} looks at beyond `maxScans` to get past scans it must skip (repeated references). */
 export const BATCH_LOOKAHEAD = 10_000;
@@ -117,7 +118,7 @@ export interface BatcherOptions {
   store: BufferStore;
   config: DeliveryConfig;
   logger: Logger;
-  now: () => number;
+  now: Clock;
 }
 
 /**

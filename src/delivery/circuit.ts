@@ -1,5 +1,6 @@
 import type { DeliveryConfig } from '../config/schema.js';
 import { backoffDelay } from './retry.js';
+import type { Clock } from '../clock.js';
 
 /** `closed`: uploads flow; `open`: waiting out the backoff; `half-open`: the next try is due or under way. */
 export type CircuitState = 'closed' | 'open' | 'half-open';
@@ -18,7 +19,7 @@ export interface CircuitSnapshot {
 /** Options of {@link Circuit}. */
 export interface CircuitOptions {
   config: Pick<DeliveryConfig, 'retryBaseMs' | 'retryMaxMs'>;
-  now: () => number;
+  now: Clock;
   random?: () => number;
 }
 

@@ -6,6 +6,7 @@ import { Circuit, type CircuitState } from './circuit.js';
 import { StatusTracker, type PollPace, type StatusChecks, type StatusRef, type StatusSource } from './status-tracker.js';
 import type { DeliveryApi, ScanStatusLike } from './types.js';
 import { Uploader, type ErrorKind, type UploaderOptions, type UploaderSnapshot } from './uploader.js';
+import type { Clock } from '../clock.js';
 
 export type { CircuitState } from './circuit.js';
 export type { ErrorKind } from './uploader.js';
@@ -41,7 +42,7 @@ export interface DelivererOptions {
   api: DeliveryApi;
   config: DeliveryConfig;
   logger: Logger;
-  now?: () => number;
+  now?: Clock;
   random?: () => number;
   /** A delivery step failed on a full disk (SQLITE_FULL); see `UploaderOptions.onDiskFull`. */
   onDiskFull?: (err: unknown) => void;

@@ -6,6 +6,7 @@ import { NOT_JSON, safeJson } from '../upstream/answer-body.js';
 import type { FetchResult } from '../upstream/status-topic.js';
 import type { PollPace, StatusRef, StatusSource } from './status-tracker.js';
 import type { ScanStatusLike } from './types.js';
+import type { Clock } from '../clock.js';
 
 /** The part of the topic reader the feed uses (src/upstream/status-topic.ts); one instance per connection. */
 export interface TopicReader {
@@ -36,7 +37,7 @@ export interface StatusEventFeedOptions {
   maxLagEvents: number;
   staleAfterMs: number;
   logger: Logger;
-  now: () => number;
+  now: Clock;
   /** How long an event for a requestId not known yet is kept in case its upload is being recorded, ms (default 60 s). */
   holdMs?: number;
   /** First and longest wait before connecting again after a failure, ms (defaults 1 s and 30 s). */

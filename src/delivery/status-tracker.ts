@@ -7,6 +7,7 @@ import { TERMINAL_STATES } from '../contract/contract.js';
 import { failureFields } from '../failure-log.js';
 import { backoffDelay, classifyFailure } from './retry.js';
 import type { DeliveryApi, ScanStatusLike } from './types.js';
+import type { Clock } from '../clock.js';
 
 /** Options of {@link StatusTracker}. */
 export interface StatusTrackerOptions {
@@ -14,7 +15,7 @@ export interface StatusTrackerOptions {
   api: Pick<DeliveryApi, 'getScanStatus'>;
   config: DeliveryConfig;
   logger: Logger;
-  now: () => number;
+  now: Clock;
   random?: () => number;
   /** Most status polls in flight at once. */
   concurrency: number;

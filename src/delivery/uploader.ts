@@ -11,6 +11,7 @@ import { classifyFailure } from './retry.js';
 import type { DeliveryApi } from './types.js';
 import type { SftpConnector } from '../upstream/sftp-client.js';
 import { batchBodyChunks, transferBatch } from './sftp-transfer.js';
+import type { Clock } from '../clock.js';
 
 /** What kind of failure the last upload attempt met (see {@link UploaderSnapshot.lastError}). */
 export type ErrorKind = 'token' | 'network' | 'auth' | 'answer' | 'http' | 'sftp';
@@ -36,7 +37,7 @@ export interface UploaderOptions {
   api: Pick<DeliveryApi, 'uploadScans' | 'requestPresignedUpload' | 'putPresigned' | 'putPresignedStream' | 'getScanStatus'>;
   config: DeliveryConfig;
   logger: Logger;
-  now: () => number;
+  now: Clock;
   /** Forms the next batch when none is open. */
   batcher: Batcher;
   /** Counts failures in a row and draws the backoff. */

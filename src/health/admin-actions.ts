@@ -5,6 +5,7 @@ import type { Deliverer } from '../delivery/deliverer.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
 import { mappingContext, mapRead } from '../mapping/map-read.js';
 import type { AdminActions } from './admin.js';
+import type { Clock } from '../clock.js';
 
 export interface AdminActionsOptions {
   /** The running parts; undefined before start (the actions then fail). */
@@ -12,7 +13,7 @@ export interface AdminActionsOptions {
   deliverer: () => Deliverer | undefined;
   /** The configuration whose mapping a replay uses. */
   config: () => GatewayConfig;
-  now: () => number;
+  now: Clock;
 }
 
 /**

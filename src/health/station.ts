@@ -6,6 +6,7 @@ import { scrubValue, type Logger } from '../log.js';
 import { plainWords } from './station-words.js';
 import { STATION_LAST, type StationDelivery, type StationReadView, type StationSnapshot } from './station-page.js';
 import type { GatewayStatus } from './status.js';
+import type { Clock } from '../clock.js';
 
 /**
  * The live side of the station screen: one poller for all open screens. While at least
@@ -107,13 +108,13 @@ export class StationHub {
   private readonly maxStreams: number;
   private readonly pollMs: number;
   private readonly heartbeatMs: number;
-  private readonly now: () => number;
+  private readonly now: Clock;
   private readonly scrub: (text: string) => string;
 
   constructor(
     private readonly source: StationSource,
     private readonly logger: Logger,
-    options: { maxStreams?: number; pollMs?: number; heartbeatMs?: number; now?: () => number; scrub?: (text: string) => string } = {},
+    options: { maxStreams?: number; pollMs?: number; heartbeatMs?: number; now?: Clock; scrub?: (text: string) => string } = {},
   ) {
     this.maxStreams = options.maxStreams ?? STATION_MAX_STREAMS;
     this.pollMs = options.pollMs ?? STATION_POLL_MS;

@@ -1,4 +1,5 @@
 import type { InputState, InputStatus } from './types.js';
+import { type Clock, systemClock } from '../clock.js';
 
 /**
  * The state an adapter reports through `status()` (connecting, up, down with the last error,
@@ -13,7 +14,7 @@ export class InputStateTracker {
     private readonly id: string,
     private readonly type: string,
     private readonly source: string,
-    private readonly now: () => Date = () => new Date(),
+    private readonly now: Clock = systemClock,
   ) {}
 
   get state(): InputState {
@@ -29,7 +30,7 @@ export class InputStateTracker {
     const news = this.current !== 'down';
     this.current = 'down';
     this.lastError = message;
-    this.lastErrorAt = this.now().toISOString();
+    this.lastErrorAt = new Date(this.now()).toISOString();
     return news;
   }
 

@@ -1,4 +1,5 @@
 import type { Logger } from '../log.js';
+import { type Clock, systemClock } from '../clock.js';
 
 /** Default interval between two lines of one {@link RefusalLog}, in ms. */
 export const REFUSAL_LOG_INTERVAL_MS = 10_000;
@@ -22,7 +23,7 @@ export class RefusalLog {
     private readonly logger: Logger,
     private readonly message: string,
     private readonly intervalMs = REFUSAL_LOG_INTERVAL_MS,
-    private readonly now: () => number = Date.now,
+    private readonly now: Clock = systemClock,
   ) {}
 
   /** Counts one refusal; logs it now, or in the summary line at the end of the interval. */

@@ -1,6 +1,7 @@
 import type { Logger } from '../log.js';
 import { failureFields } from '../failure-log.js';
 import type { ProductKeyUse } from './mapper.js';
+import type { Clock } from '../clock.js';
 
 /** What the health page shows of the product check. */
 export interface ProductCheckSnapshot {
@@ -32,7 +33,7 @@ export interface ProductCheckOptions {
   intervalMs: number;
   rejectUnknown: boolean;
   logger: Logger;
-  now?: () => number;
+  now?: Clock;
 }
 
 /**
@@ -47,7 +48,7 @@ export class ProductCheck {
   private lastError: { message: string; at: string } | undefined;
   private running: Promise<void> | undefined;
   private lastLoggedMissing = '';
-  private readonly now: () => number;
+  private readonly now: Clock;
 
   constructor(private readonly options: ProductCheckOptions) {
     this.now = options.now ?? Date.now;

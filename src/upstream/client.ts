@@ -27,6 +27,7 @@ import { discard, NOT_JSON, readCapped, safeJson } from './answer-body.js';
 import { deadlineError, httpError, networkError, parseRetryAfter, redirectError } from './http-errors.js';
 import { TokenCache, readTokenAnswer, tokenExpiry, type AccessToken } from './token-cache.js';
 import { hasUrlCredentials, insecureUrlProblem } from '../config/url-policy.js';
+import type { Clock } from '../clock.js';
 
 /**
  * A body read while it is sent (a batch streamed from the buffer), never whole in
@@ -70,7 +71,7 @@ export interface UpstreamClientOptions {
   /** Allow plain `http` to a non-loopback `baseUrl`/`authUrl` (a lab without TLS). Default false. */
   allowInsecureHttp?: boolean;
   /** Clock in ms since epoch, for token expiry and Retry-After dates. Default `Date.now`. */
-  now?: () => number;
+  now?: Clock;
 }
 
 interface Answer {
@@ -151,7 +152,7 @@ export class UpstreamClient {
   private readonly minUploadRate: number;
   private readonly maxAnswerBytes: number;
   private readonly maxProductListBytes: number;
-  private readonly now: () => number;
+  private readonly now: Clock;
   private readonly log: Logger;
   private readonly tokens: TokenCache;
   private closing: Promise<void> | undefined;

@@ -1,4 +1,5 @@
 import { TOKEN_VALIDITY_S, type TokenResponse } from '../contract/contract.js';
+import type { Clock } from '../clock.js';
 
 /** An access token and the instant (ms since epoch, on the cache's clock) at which it expires. */
 export interface AccessToken {
@@ -77,7 +78,7 @@ export class TokenCache {
 
   constructor(
     private readonly fetchToken: () => Promise<AccessToken>,
-    private readonly now: () => number,
+    private readonly now: Clock,
   ) {}
 
   /** A valid token, from the cache or freshly requested. Rejects with the token request's error. */

@@ -63,7 +63,7 @@ async function startInput(overrides: Partial<FilesInputConfig> = {}): Promise<Fi
     config: filesInputSchema.parse({ id: 'drop-1', dcp: 'GI', type: 'files', dir, stableMs: STABLE_MS, ...overrides }),
     sink,
     logger: log.logger,
-    now: () => NOW,
+    now: () => NOW.getTime(),
     growthWatchMs: GROWTH_WATCH_MS,
   });
   inputs.push(input);

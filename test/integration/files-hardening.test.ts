@@ -64,7 +64,7 @@ inputs: [{ id: drop-1, type: files, dir: ${dir}, dcp: GI }]
     config: filesInputSchema.parse({ id: 'drop-1', dcp: 'GI', type: 'files', dir, stableMs: 100, ...overrides }),
     sink: intake,
     logger: log.logger,
-    now: () => NOW,
+    now: () => NOW.getTime(),
     retryBaseMs: 100,
     folderCheckMs: 60_000,
   });

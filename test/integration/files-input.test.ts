@@ -48,7 +48,7 @@ async function startInput(overrides: Partial<FilesInputConfig> = {}, retryBaseMs
     config: config(overrides),
     sink,
     logger: silentLogger(),
-    now: () => NOW,
+    now: () => NOW.getTime(),
     retryBaseMs,
     retryMaxMs: 400,
     folderCheckMs: 100,
@@ -394,7 +394,7 @@ inputs: [{ id: drop-1, type: files, dir: ${dir}, dcp: GI }]
 `;
     const store = new BufferStore(join(root, 'buffer.db'));
     const intake = new Intake({ store, mapping: mappingContext(parseConfigText(yaml, 'test.yaml')), logger: silentLogger() });
-    const input = new FilesInput({ config: config({ format: 'csv', timeColumn: 'read_at' }), sink: intake, logger: silentLogger(), now: () => NOW });
+    const input = new FilesInput({ config: config({ format: 'csv', timeColumn: 'read_at' }), sink: intake, logger: silentLogger(), now: () => NOW.getTime() });
     inputs.push(input);
     await input.start();
     const bad = new Set([10, 500, 999]);
@@ -435,7 +435,7 @@ inputs: [{ id: drop-1, type: files, dir: ${dir}, dcp: GI }]
     const intake = new Intake({ store, mapping: mappingContext(parseConfigText(yaml, 'test.yaml')), logger: silentLogger() });
     const reads = (): number => sqlOf(store).prepare('SELECT count(*) FROM reads').pluck().get() as number;
     try {
-      const first = new FilesInput({ config: config(), sink: intake, logger: silentLogger(), now: () => NOW });
+      const first = new FilesInput({ config: config(), sink: intake, logger: silentLogger(), now: () => NOW.getTime() });
       inputs.push(first);
       await first.start();
       await writeFile(join(dir, 'w.txt'), 'W-1\nW-2\n');
@@ -447,7 +447,7 @@ inputs: [{ id: drop-1, type: files, dir: ${dir}, dcp: GI }]
       // back in the folder and no ledger knows it. The buffer's record of the hash does.
       await rm(join(dir, '.ingested.json'));
       await copyFile(processed('w.txt'), join(dir, 'w.txt'));
-      const second = new FilesInput({ config: config(), sink: intake, logger: silentLogger(), now: () => NOW });
+      const second = new FilesInput({ config: config(), sink: intake, logger: silentLogger(), now: () => NOW.getTime() });
       inputs.push(second);
       await second.start();
       await waitFor(() => exists(processed('w-1.txt')), { what: 'left-over file moved' });

@@ -58,7 +58,7 @@ async function startInput(overrides: Partial<SerialInputConfig> = {}, opened: Se
     config: config(overrides),
     sink,
     logger: silentLogger(),
-    now: () => NOW,
+    now: () => NOW.getTime(),
     submitRetryBaseMs: 50,
     openPort: (options) => {
       opened.push(options);

@@ -8,6 +8,7 @@ import { readBlocks, type FileParseContext } from './file-format.js';
 import type { IngestLedger } from './ingest-ledger.js';
 import { lineBreaksBefore, type ByteRange } from './parse-lines.js';
 import { openInboxFile } from './safe-open.js';
+import type { Clock } from '../../clock.js';
 
 /** Most bytes of appended growth parsed and committed as one part (bounds the part's items in memory). */
 export const GROWTH_PART_BYTES = 8 * 1024 * 1024;
@@ -36,7 +37,7 @@ export interface GrowthWatchOptions {
   sink: IntakeSink;
   ledger: IngestLedger;
   log: Logger;
-  now: () => Date;
+  now: Clock;
   /** Parses bytes `range` of the open file in the input's format (all its items at once). */
   parse: (handle: FileHandle, ctx: FileParseContext, range: ByteRange) => Promise<IntakeItem[]>;
   /** Back-pressure: no part is stored while this answers true. */
@@ -246,7 +247,7 @@ export class GrowthWatch {
     const start = cutOff ? before.lastLineStart : previous === CR && next === LF ? w.taken + 1 : w.taken;
     const firstLine = before.breaks + 1;
     const sha256 = await hashRange(handle, 0, end);
-    const receivedAt = this.o.now();
+    const receivedAt = new Date(this.o.now());
     const earlier = this.o.rememberFilesDays > 0 ? this.o.ledger.find(sha256) : undefined;
     if (earlier) {
       w.taken = end;
@@ -296,7 +297,7 @@ export class GrowthWatch {
 
   private async reject(handle: FileHandle, w: Watched, reason: string, from: number, to: number, where: string): Promise<void> {
     const raw = await readRange(handle, from, Math.min(to, from + FILE_REJECTION_RAW_BYTES));
-    const rejection: InputRejection = { inputId: this.o.inputId, raw, receivedAt: this.o.now(), reason, origin: { file: w.name, movedTo: where, from, to } };
+    const rejection: InputRejection = { inputId: this.o.inputId, raw, receivedAt: new Date(this.o.now()), reason, origin: { file: w.name, movedTo: where, from, to } };
     await this.o.sink.submit([{ kind: 'rejection', rejection }]);
     this.o.log.warn({ file: w.name, path: w.path, from, to }, reason);
   }

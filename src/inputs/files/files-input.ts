@@ -8,6 +8,7 @@ import { FolderWatch } from './folder-watch.js';
 import { IngestLedger } from './ingest-ledger.js';
 import { InputTimers } from './input-timers.js';
 import { FileTaker, parseInboxFile } from './take-file.js';
+import { type Clock, systemClock } from '../../clock.js';
 
 /** What {@link FilesInput} is built from: its config, the buffer's intake, a logger; the rest are seams for tests. */
 export interface FilesInputOptions {
@@ -15,7 +16,7 @@ export interface FilesInputOptions {
   sink: IntakeSink;
   logger: Logger;
   /** Clock for `receivedAt` and the `processed/YYYY-MM-DD` folder; defaults to the system clock. */
-  now?: () => Date;
+  now?: Clock;
   /** Cuts known secrets out of the `failed/*.error.txt` text (the log's scrubber). */
   scrub?: (text: string) => string;
   /** First delay before retrying a file (buffer refused it) or the folder, in ms; doubles. Default 1000. */
@@ -85,7 +86,7 @@ export class FilesInput implements InputAdapter {
 
   private readonly config: FilesInputConfig;
   private readonly log: Logger;
-  private readonly now: () => Date;
+  private readonly now: Clock;
   private readonly timers: InputTimers;
   private readonly ledger: IngestLedger;
   private readonly growth: GrowthWatch;
@@ -106,7 +107,7 @@ export class FilesInput implements InputAdapter {
     this.config = config;
     this.id = config.id;
     this.log = options.logger.child({ component: 'input.files', inputId: config.id });
-    this.now = options.now ?? (() => new Date());
+    this.now = options.now ?? systemClock;
     this.timers = new InputTimers(options.retryBaseMs ?? 1000, options.retryMaxMs ?? 30_000);
     this.ledger = new IngestLedger(dir, config.rememberFilesDays, this.log, this.now);
     const stableMs = config.stableMs;
@@ -152,7 +153,7 @@ export class FilesInput implements InputAdapter {
       onDown: (message) => {
         this.state = 'down';
         this.lastError = message;
-        this.lastErrorAt = this.now().toISOString();
+        this.lastErrorAt = new Date(this.now()).toISOString();
       },
       onRetry: () => {
         this.state = 'connecting';

@@ -1,6 +1,7 @@
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../../log.js';
+import { type Clock, systemClock } from '../../clock.js';
 
 /** Name of the ledger in the watched folder (a dotfile, so the watcher ignores it). */
 export const LEDGER_FILE = '.ingested.json';
@@ -33,7 +34,7 @@ export class IngestLedger {
     dir: string,
     private readonly retentionDays: number,
     private readonly logger: Logger,
-    private readonly now: () => Date = () => new Date(),
+    private readonly now: Clock = systemClock,
   ) {
     this.path = join(dir, LEDGER_FILE);
   }
@@ -66,7 +67,7 @@ export class IngestLedger {
   /** Remembers content committed now and writes the ledger (temporary file, then rename). */
   async record(sha256: string, name: string): Promise<void> {
     this.files.delete(sha256);
-    this.files.set(sha256, { at: this.now().toISOString(), name });
+    this.files.set(sha256, { at: new Date(this.now()).toISOString(), name });
     for (const [hash, entry] of this.files) if (this.expired(entry)) this.files.delete(hash);
     while (this.files.size > LEDGER_MAX_ENTRIES) {
       const oldest = this.files.keys().next().value;
@@ -79,6 +80,6 @@ export class IngestLedger {
   }
 
   private expired(entry: LedgerEntry): boolean {
-    return this.now().getTime() - Date.parse(entry.at) > this.retentionDays * 24 * 3600_000;
+    return this.now() - Date.parse(entry.at) > this.retentionDays * 24 * 3600_000;
   }
 }

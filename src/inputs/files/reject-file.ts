@@ -6,6 +6,7 @@ import type { InputRejection, IntakeSink } from '../types.js';
 import { FILE_REJECTION_RAW_BYTES, readRange } from './file-growth.js';
 import { failedTarget, moveToFailed, processedTarget } from './file-moves.js';
 import type { FileEntry, TakeOutcome } from './file-queue.js';
+import type { Clock } from '../../clock.js';
 
 /** File-system errors that mean "this file cannot be read", as opposed to a passing I/O fault. */
 const UNREADABLE_CODES = new Set(['EACCES', 'EPERM', 'EISDIR', 'ELOOP', 'ENAMETOOLONG', 'EFBIG']);
@@ -19,7 +20,7 @@ export interface FileRejectsOptions {
   sink: IntakeSink;
   log: Logger;
   /** Clock for a rejection's `receivedAt` and the `processed/YYYY-MM-DD` folder. */
-  now: () => Date;
+  now: Clock;
   /** Cuts known secrets out of the `failed/*.error.txt` text. */
   scrub: ((text: string) => string) | undefined;
 }
@@ -37,7 +38,7 @@ export class FileRejects {
   private readonly dir: string;
   private readonly sink: IntakeSink;
   private readonly log: Logger;
-  private readonly now: () => Date;
+  private readonly now: Clock;
   private readonly scrub: ((text: string) => string) | undefined;
 
   constructor(options: FileRejectsOptions) {
@@ -58,7 +59,7 @@ export class FileRejects {
   async seenBefore(entry: FileEntry, sha256: string, earlier: { at: string; name: string }, receivedAt: Date, handle: FileHandle): Promise<TakeOutcome | 'committed'> {
     const name = basename(entry.path);
     const reason = `same content as ${earlier.name} stored at ${earlier.at}; not stored again`;
-    entry.target ??= await processedTarget(entry.path, this.dir, this.now());
+    entry.target ??= await processedTarget(entry.path, this.dir, new Date(this.now()));
     const origin = { file: name, sha256, movedTo: relative(this.dir, entry.target) };
     const raw = await readRange(handle, 0, FILE_REJECTION_RAW_BYTES).catch(() => Buffer.alloc(0));
     if (!(await this.commitFileRejection(entry.path, raw, reason, origin, receivedAt, 'the note of a file stored before'))) return 'retry';
@@ -104,7 +105,7 @@ export class FileRejects {
     }
     const origin = { file: name, movedTo: relative(this.dir, target) };
     const raw = handle ? await readRange(handle, 0, FILE_REJECTION_RAW_BYTES).catch(() => Buffer.alloc(0)) : Buffer.alloc(0);
-    if (!(await this.commitFileRejection(entry.path, raw, reason, origin, this.now(), 'the rejection of a file that cannot be taken'))) return 'retry';
+    if (!(await this.commitFileRejection(entry.path, raw, reason, origin, new Date(this.now()), 'the rejection of a file that cannot be taken'))) return 'retry';
     entry.failure = { reason, target, stored };
     return this.moveFailed(entry, reason, target, stored);
   }
@@ -134,7 +135,7 @@ export class FileRejects {
   async moveFailed(entry: FileEntry, reason: string, target: string, stored = 0): Promise<TakeOutcome> {
     const name = basename(entry.path);
     try {
-      const to = await moveToFailed(entry.path, this.dir, reason, { inputId: this.id, at: this.now(), scrub: this.scrub, stored }, target);
+      const to = await moveToFailed(entry.path, this.dir, reason, { inputId: this.id, at: new Date(this.now()), scrub: this.scrub, stored }, target);
       this.log.warn({ file: name, reason, to }, 'file cannot be taken; moved to failed/ (stored as a rejection)');
     } catch (moveErr) {
       // Left in place (its rejection is stored): a later change to the file, or the next start,

@@ -16,6 +16,7 @@ import type { ByteRange } from './parse-lines.js';
 import { parseCsvFile } from './parse-csv.js';
 import { parseJsonFile, parseNdjsonFile } from './parse-json.js';
 import { parseLinesFile } from './parse-lines.js';
+import type { Clock } from '../../clock.js';
 
 /** Thrown through a parse to end it when the input stops between two chunks of a file. */
 const STOPPED = Symbol('input stopped');
@@ -32,7 +33,7 @@ export interface FileTakerOptions {
   growth: GrowthWatch;
   log: Logger;
   /** Clock for `receivedAt` and the `processed/YYYY-MM-DD` folder. */
-  now: () => Date;
+  now: Clock;
   /** Cuts known secrets out of the `failed/*.error.txt` text. */
   scrub: ((text: string) => string) | undefined;
   timers: InputTimers;
@@ -94,7 +95,7 @@ export class FileTaker {
   private readonly ledger: IngestLedger;
   private readonly growth: GrowthWatch;
   private readonly log: Logger;
-  private readonly now: () => Date;
+  private readonly now: Clock;
   private readonly scrub: ((text: string) => string) | undefined;
   private readonly timers: InputTimers;
   private readonly paused: () => boolean;
@@ -137,7 +138,7 @@ export class FileTaker {
     }
 
     if (!entry.committed) {
-      const receivedAt = this.now();
+      const receivedAt = new Date(this.now());
       let opened: OpenedFile;
       try {
         // The one way an inbox file is opened: a regular file only, never through a link, never
@@ -280,7 +281,7 @@ export class FileTaker {
     const { path } = entry;
     const name = basename(path);
     try {
-      const target = await moveToProcessed(path, this.dir, this.now(), entry.target);
+      const target = await moveToProcessed(path, this.dir, new Date(this.now()), entry.target);
       this.log.debug({ file: name, to: target }, 'file moved to processed');
       // A writer that paused longer than stableMs may still be appending: watch for growth.
       if (entry.stored) this.growth.watch(target, name, entry.stored.size, entry.stored.mtimeMs);

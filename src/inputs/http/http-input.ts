@@ -6,6 +6,7 @@ import { InputStateTracker } from '../input-state.js';
 import { readSecret, shortness } from '../../config/secrets.js';
 import type { InputAdapter, InputStatus, IntakeSink } from '../types.js';
 import { INGEST_PATH, registerIngestRoutes } from './ingest-routes.js';
+import type { Clock } from '../../clock.js';
 
 /** What an {@link HttpIngestInput} needs. */
 export interface HttpIngestInputOptions {
@@ -14,7 +15,7 @@ export interface HttpIngestInputOptions {
   logger: Logger;
   /** Environment for `tokenEnv` (the process edge hands it down); default none. */
   env?: Record<string, string | undefined>;
-  now?: () => Date;
+  now?: Clock;
 }
 
 /** An input that serves routes on the local HTTP server (registered before it listens). */

@@ -8,6 +8,7 @@ import { isTooLargeForBuffer } from '../../errors.js';
 import { DEFAULT_MAX_READ_LENGTH } from '../../config/input-schemas.js';
 import { RefusalLog } from '../../listener/refusal-log.js';
 import type { IntakeItem, IntakeSink, SubmitResult } from '../types.js';
+import { type Clock, systemClock } from '../../clock.js';
 
 /** The path of the ingest endpoint on the local server. */
 export const INGEST_PATH = '/api/v1/reads';
@@ -32,7 +33,7 @@ export interface IngestRouteOptions {
   /** Store a rejection (with the body's first bytes and the reason) for each 400 and 413. Default true. */
   recordRejections?: boolean;
   logger?: Logger;
-  now?: () => Date;
+  now?: Clock;
   /** Called around each accepted submit, so the input can wait for requests in flight when it stops. */
   track?: <T>(work: Promise<T>) => Promise<T>;
   /**
@@ -79,7 +80,7 @@ export async function registerIngestRoutes(app: FastifyInstance, options: Ingest
     const fields = options.fields ?? DEFAULT_JSON_FIELDS;
     const maxReads = options.maxReads ?? 10_000;
     const retryAfter = String(options.retryAfterSec ?? 5);
-    const now = options.now ?? (() => new Date());
+    const now = options.now ?? systemClock;
     const track = options.track ?? (<T>(work: Promise<T>) => work);
     const maxReadLengthNow = (): number => {
       const m = options.maxReadLength;
@@ -91,7 +92,7 @@ export async function registerIngestRoutes(app: FastifyInstance, options: Ingest
     const record = async (raw: Buffer, reason: string, origin: Record<string, string | number>): Promise<void> => {
       if (options.recordRejections === false) return;
       try {
-        await track(options.sink.submit([rejectionItem(options.inputId, raw, reason, now(), origin)]));
+        await track(options.sink.submit([rejectionItem(options.inputId, raw, reason, new Date(now()), origin)]));
       } catch (err) {
         options.logger?.warn({ err, reason }, 'could not store the rejection of an ingest request');
       }
@@ -135,7 +136,7 @@ export async function registerIngestRoutes(app: FastifyInstance, options: Ingest
     scope.post(INGEST_PATH, { bodyLimit: options.maxBodyBytes }, async (req, reply) => {
       const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
       const origin = originOf(req);
-      const receivedAt = now();
+      const receivedAt = new Date(now());
       const bad = async (message: string, field?: string): Promise<FastifyReply> => {
         await record(body, field !== undefined ? `${message} (field ${field})` : message, origin);
         return send(reply, 400, 'Bad Request', message, field);

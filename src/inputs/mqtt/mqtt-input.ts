@@ -10,6 +10,7 @@ import { mqttClientOptions, safeUrl, statusTopicOf } from './mqtt-options.js';
 import { messageToItem } from './mqtt-payload.js';
 import { PublishCuts, PublishLimiter, type PublishCut } from './mqtt-publish-limit.js';
 import { ErrorCodes, GatewayError } from '../../errors.js';
+import { type Clock, systemClock } from '../../clock.js';
 
 /** What an {@link MqttInput} needs; `connect` is the seam for tests (default mqtt.js `connect`). */
 export interface MqttInputOptions {
@@ -18,7 +19,7 @@ export interface MqttInputOptions {
   logger: Logger;
   /** Environment for `passwordEnv` (the process edge hands it down); default none. */
   env?: Record<string, string | undefined>;
-  now?: () => Date;
+  now?: Clock;
   /** Creates the client (asked with `manualConnect: true`; the input connects it); default mqtt.js `connect`. */
   connect?: (url: string, options: IClientOptions) => MqttClient;
   /** First delay before retrying a refused submit, in ms (doubles up to 30 s); default 500. */
@@ -63,7 +64,7 @@ export class MqttInput implements InputAdapter {
   readonly type = 'mqtt';
   private readonly config: MqttInputConfig;
   private readonly log: Logger;
-  private readonly now: () => Date;
+  private readonly now: Clock;
   private readonly state: InputStateTracker;
   private readonly statusTopic: string | undefined;
   /** Commits not yet settled, so that a resend arriving meanwhile waits for its original's. */
@@ -98,7 +99,7 @@ export class MqttInput implements InputAdapter {
     this.config = options.config;
     this.id = options.config.id;
     this.log = options.logger.child({ component: 'input.mqtt', inputId: options.config.id });
-    this.now = options.now ?? (() => new Date());
+    this.now = options.now ?? systemClock;
     this.state = new InputStateTracker(this.id, this.type, `${safeUrl(this.config.url)} ${this.config.topics.join(' ')}`, this.now);
     this.statusTopic = statusTopicOf(this.config);
   }
@@ -297,7 +298,7 @@ export class MqttInput implements InputAdapter {
       next();
       return;
     }
-    const receivedAt = this.now();
+    const receivedAt = new Date(this.now());
     const payload = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
     const cut = cuts.take(packet.topic, packet.messageId, payload);
     const acks = packet.qos > 0 ? this.acks : undefined;

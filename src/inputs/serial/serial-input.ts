@@ -5,6 +5,7 @@ import { InputStateTracker } from '../input-state.js';
 import { FramedStream } from '../stream/framed-stream.js';
 import type { InputAdapter, InputStatus, IntakeSink } from '../types.js';
 import { ErrorCodes, GatewayError } from '../../errors.js';
+import type { Clock } from '../../clock.js';
 
 export { MAX_PENDING_ITEMS } from '../stream/framed-stream.js';
 
@@ -41,7 +42,7 @@ export interface SerialInputOptions {
   sink: IntakeSink;
   logger: Logger;
   /** Clock for `receivedAt`; defaults to the system clock. */
-  now?: () => Date;
+  now?: Clock;
   /** Creates the port object; defaults to {@link openSerialPort}. */
   openPort?: (options: SerialOpenOptions) => SerialPortLike;
   /** First delay before retrying a failed `sink.submit`, in ms (doubles up to 30 s); default 500. */

@@ -3,6 +3,7 @@ import type { Logger } from '../../log.js';
 import { rejectionItem } from '../input-items.js';
 import type { IntakeItem, IntakeSink } from '../types.js';
 import { configBytes, Framer, type FramerEvent, type OverlongEvent } from './framer.js';
+import { type Clock, systemClock } from '../../clock.js';
 
 /*
  * Everything between the bytes of one byte-stream source (a serial port, one TCP connection) and
@@ -34,7 +35,7 @@ export interface FramedStreamOptions {
   logger: Logger;
   /** Put in every item's `origin` (`{ port }`, `{ peer }`). */
   origin: Record<string, string | number>;
-  now?: () => Date;
+  now?: Clock;
   /** First delay before retrying a refused submit, in ms (doubles up to 30 s); default 500. */
   submitRetryBaseMs?: number;
 }
@@ -58,7 +59,7 @@ export class FramedStream {
   private readonly suffix: Buffer | undefined;
   private readonly ack: Buffer | undefined;
   private readonly nak: Buffer | undefined;
-  private readonly now: () => Date;
+  private readonly now: Clock;
   private readonly retryBaseMs: number;
   private writer: ((bytes: Buffer) => void) | undefined;
   private silenceTimer: NodeJS.Timeout | undefined;
@@ -82,7 +83,7 @@ export class FramedStream {
     this.suffix = c.stripSuffix !== undefined ? configBytes(c.stripSuffix, 'stripSuffix') : undefined;
     this.ack = c.ackBytes !== undefined ? configBytes(c.ackBytes, 'ackBytes') : undefined;
     this.nak = c.nakBytes !== undefined ? configBytes(c.nakBytes, 'nakBytes') : undefined;
-    this.now = options.now ?? (() => new Date());
+    this.now = options.now ?? systemClock;
     this.retryBaseMs = options.submitRetryBaseMs ?? 500;
   }
 
@@ -93,13 +94,13 @@ export class FramedStream {
 
   /** Feeds bytes as received. */
   push(chunk: Buffer): void {
-    const receivedAt = this.now();
+    const receivedAt = new Date(this.now());
     this.enqueue(this.framer.push(chunk), receivedAt);
     if (this.options.config.framing === 'silence') {
       clearTimeout(this.silenceTimer);
       this.silenceTimer = setTimeout(() => {
         this.silenceTimer = undefined;
-        this.enqueue(this.framer.idle(), this.now());
+        this.enqueue(this.framer.idle(), new Date(this.now()));
       }, this.options.config.silenceMs);
     } else {
       clearTimeout(this.pauseTimer);
@@ -107,7 +108,7 @@ export class FramedStream {
       if (this.framer.dropping) {
         this.pauseTimer = setTimeout(() => {
           this.pauseTimer = undefined;
-          this.enqueue(this.framer.idle(), this.now());
+          this.enqueue(this.framer.idle(), new Date(this.now()));
         }, this.options.config.overlongPauseMs);
       }
     }
@@ -124,7 +125,7 @@ export class FramedStream {
     this.pauseTimer = undefined;
     const silence = this.options.config.framing === 'silence';
     const events = [...(silence ? this.framer.idle() : []), ...this.framer.flush()];
-    this.enqueue(events, this.now(), reason);
+    this.enqueue(events, new Date(this.now()), reason);
   }
 
   /** Items submitted or waiting, for tests and stop. */

@@ -5,13 +5,14 @@ import { InputStateTracker } from '../input-state.js';
 import { FramedStream } from '../stream/framed-stream.js';
 import type { InputAdapter, InputStatus, IntakeSink } from '../types.js';
 import { ErrorCodes, GatewayError } from '../../errors.js';
+import type { Clock } from '../../clock.js';
 
 /** What a {@link TcpInput} needs. */
 export interface TcpInputOptions {
   config: TcpInputConfig;
   sink: IntakeSink;
   logger: Logger;
-  now?: () => Date;
+  now?: Clock;
   /** First delay before retrying a refused submit, in ms; default 500. */
   submitRetryBaseMs?: number;
 }

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { KafkaError } from './messages.js';
+import { type Clock, systemClock } from '../../clock.js';
 
 /**
  * The group coordinator of the sandbox broker: the classic consumer group protocol (JoinGroup,
@@ -78,7 +79,7 @@ export class GroupCoordinator {
 
   constructor(
     private readonly limits: GroupLimits = DEFAULT_GROUP_LIMITS,
-    private readonly now: () => number = Date.now,
+    private readonly now: Clock = systemClock,
   ) {
     // Session expiry, checked every 500 ms (sessions are 6 s and more; Kafka's minimum is 6 s).
     this.sweeper = setInterval(() => this.expireSessions(), 500);

@@ -1,4 +1,5 @@
 import type { ProducedRecord, StoredRecord } from './records.js';
+import { type Clock, systemClock } from '../../clock.js';
 
 /** Retention of a topic's records: the older ones go when either bound is passed. */
 export interface Retention {
@@ -22,7 +23,7 @@ export class TopicLog {
   constructor(
     readonly name: string,
     private readonly retention: Retention,
-    private readonly now: () => number = Date.now,
+    private readonly now: Clock = systemClock,
   ) {}
 
   get logStartOffset(): number {
