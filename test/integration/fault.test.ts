@@ -100,7 +100,7 @@ describe('fault test: 100,000 scans through an upstream that fails in every way 
     // of token requests, drops 20% of them and answers 10% with cut-off JSON (a token failure is
     // never an upload: nothing may be held), and direct uploads over 60 KB (about 270 scans)
     // refused with 413: every direct batch of the trickle (500 or more) is split until it fits.
-    sandbox.setFaults({
+    const faults = {
       errorRate: 0.3,
       resetRate: 0.1,
       lostAnswerRate: 0.05,
@@ -111,7 +111,11 @@ describe('fault test: 100,000 scans through an upstream that fails in every way 
       tokenResetRate: 0.2,
       tokenUnreadableRate: 0.1,
       directLimitBytes: 60_000,
-    });
+    };
+    // The auth server refuses every token until the client has met that once, then takes the mix
+    // above: a failed token request is then part of every run, not a matter of chance (with tokens
+    // of 2 s a fast run makes only five or six token requests).
+    sandbox.setFaults({ ...faults, tokenErrorRate: 1, tokenResetRate: 0, tokenUnreadableRate: 0 });
     const client = new UpstreamClient({ baseUrl: sandbox.url, authUrl: sandbox.url, clientId: 'demo-client', clientSecret: SECRET, requestTimeoutMs: 10_000 });
     const deliverer = new Deliverer({ store, api: client, config: config.delivery, logger: silentLogger() });
     const intake = new Intake({ store, mapping: mappingContext(config), logger: silentLogger(), onScansCommitted: () => deliverer.wake() });
@@ -120,6 +124,16 @@ describe('fault test: 100,000 scans through an upstream that fails in every way 
       for (let i = 0; i < TRICKLE; i += 500) {
         await intake.submit(Array.from({ length: 500 }, (_, j) => read(i + j)));
         await new Promise((resolve) => setTimeout(resolve, 40));
+        if (i === 0) {
+          await waitFor(
+            async () => {
+              const r = (await (await fetch(`${sandbox.url}/_sandbox/requests`)).json()) as { requests: { status: number; path: string }[] };
+              return r.requests.some((q) => q.path === '/oauth2/token' && q.status >= 500);
+            },
+            { timeoutMs: 20_000, intervalMs: 50, what: 'a token request refused by the auth server' },
+          );
+          sandbox.setFaults(faults);
+        }
       }
       const burst: Promise<unknown>[] = [];
       for (let i = TRICKLE; i < TOTAL; i += 1000) burst.push(intake.submit(Array.from({ length: 1000 }, (_, j) => read(i + j))));
