@@ -60,14 +60,6 @@ const MAX_FILE_BYTES = 256 * 1024 * 1024;
 const PART = '.part';
 
 /**
- * The sandbox's SFTP endpoint (contract §4.7 names SFTP and shows no details): the ssh2
- * library's server side over a folder on disk. A client logs in with its client id and either its
- * client secret (password) or a key of `authorizedKeys`; its `/` is `root/<clientId>`. A completed
- * file (renamed to a name without `.part`, or closed under such a name) is processed like a
- * pre-signed PUT: a new request id, `SandboxState.acceptBatch` (via `sftp`), or a Failed batch when
- * the content is not a JSON array. Renaming onto an existing file fails, as OpenSSH's SFTP v3 does.
- */
-/**
  * An ed25519 key pair in OpenSSH format that ssh2's own `parseKey` reads back. ssh2's
  * `generateKeyPairSync('ed25519')` strips leading zero bytes of the public key, so about one key
  * in 256 comes out malformed (mscdex/ssh2 issues 1390 and 1513, open): such a pair is made again.
@@ -82,6 +74,14 @@ export function generateEd25519KeyPair(): { private: string; public: string } {
   throw new GatewayError(ErrorCodes.CONFIG, 'ssh2 made ten ed25519 key pairs in a row that it cannot read back');
 }
 
+/**
+ * The sandbox's SFTP endpoint (contract §4.7 names SFTP and shows no details): the ssh2
+ * library's server side over a folder on disk. A client logs in with its client id and either its
+ * client secret (password) or a key of `authorizedKeys`; its `/` is `root/<clientId>`. A completed
+ * file (renamed to a name without `.part`, or closed under such a name) is processed like a
+ * pre-signed PUT: a new request id, `SandboxState.acceptBatch` (via `sftp`), or a Failed batch when
+ * the content is not a JSON array. Renaming onto an existing file fails, as OpenSSH's SFTP v3 does.
+ */
 export async function startSandboxSftp(options: SandboxSftpOptions): Promise<RunningSandboxSftp> {
   const hostKey = options.hostKey ?? generateEd25519KeyPair().private;
   const parsedHost = utils.parseKey(hostKey);
