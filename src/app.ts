@@ -1,39 +1,53 @@
 import { ErrorCodes, GatewayError } from './errors.js';
-import { isDeepStrictEqual } from 'node:util';
+import { BackPressure } from './buffer/back-pressure.js';
+import { DERIVED_QUOTA_MAX_BYTES, DiskGuard } from './buffer/disk-guard.js';
+import { Intake } from './buffer/intake.js';
+import { Retention } from './buffer/retention.js';
+import { BufferStore } from './buffer/store.js';
 import type { LoadedConfig } from './config/load.js';
-import { applyReload, planReload, RESTART_SECTIONS, type ReloadReport } from './config/reload.js';
-import { availableActions } from './health/admin.js';
+import type { ReloadReport } from './config/reload.js';
+import { statusEventTopic } from './config/schema.js';
+import { Deliverer } from './delivery/deliverer.js';
+import { StatusEventFeed } from './delivery/status-events.js';
 import { buildAdminActions } from './health/admin-actions.js';
-import { batchView, bufferFileBytes } from './buffer/reports.js';
-import { composeStatus } from './health/compose-status.js';
-import { HEALTH_THRESHOLDS } from './health/derive.js';
-import { GatewayMetrics } from './health/metrics.js';
+import { GatewayMetrics, instrumentDeliveryApi } from './health/metrics.js';
 import type { GatewayStatus } from './health/server.js';
 import { Mapper } from './mapping/mapper.js';
+import { ProductCheck } from './mapping/product-check.js';
 import { VERSION } from './paths.js';
+import { UpstreamClient, clientOptionsFromConfig } from './upstream/client.js';
+import { DELIVERY_STOP_GRACE_MS, type AppApi, type AppDeps, type Gateway, type LiveState } from './app/gateway.js';
+import { buildHttpServer } from './app/http.js';
+import { defaultInput } from './app/inputs.js';
 import {
-  buildBackPressure,
-  buildBuffer,
-  buildDelivery,
-  buildHttp,
-  buildInput,
-  buildIntake,
-  buildProductCheck,
-  buildRetention,
-  buildDiskGuard,
-  buildSandbox,
-  buildStatusEvents,
-  buildUpstream,
-  defaultInput,
-  startProductCheck,
-  type AppDeps,
+  backPressurePart,
+  bufferPart,
+  deliveryPart,
+  diskGuardPart,
+  HttpPart,
+  InputSet,
+  inputPart,
+  intakePart,
+  ProductCheckPart,
+  SandboxPart,
+  SftpRoute,
+  StatusEventsPart,
+  timerPart,
+  upstreamPart,
   type Component,
-  type Wiring,
+  type InputFactory,
 } from './app/parts.js';
+import { reloadGateway } from './app/reload.js';
+import { gatherStatus } from './app/status.js';
 
-export { DELIVERY_STOP_GRACE_MS, type AppDeps, type Component } from './app/parts.js';
+export { DELIVERY_STOP_GRACE_MS, type AppDeps } from './app/gateway.js';
+export type { Component } from './app/parts.js';
 
 export interface App {
+  /**
+   * Starts the parts in order, then runs each one's `ready` phase. Rejects with the first part's
+   * error; the caller then stops (which stops what started).
+   */
   start(): Promise<void>;
   /**
    * Stops in reverse order; every part is stopped even when one fails. Rejects when any failed.
@@ -54,182 +68,199 @@ export interface App {
 }
 
 /**
- * Wires the gateway: buffer → (embedded sandbox) → upstream client → back-pressure → retention →
- * intake → delivery → product check → inputs → local HTTP server. Wiring only; every behaviour
- * lives in the parts, the status in src/health/compose-status.ts.
+ * Builds the gateway: every part is constructed here, with its dependencies, and none does I/O
+ * until `start()`. The start order is buffer → (embedded sandbox) → upstream client →
+ * back-pressure → retention → disk guard → intake → delivery → (status events) → product check →
+ * inputs → local HTTP server, then the `ready` phase. Wiring only; every behaviour lives in the
+ * parts, the status in src/health/compose-status.ts.
+ *
+ * @throws GatewayError `CONFIG` for an upstream address the client refuses (plain http off
+ *   loopback without `allowInsecureHttp`, a proxy URL with credentials), as `UpstreamClient` does.
  */
 export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
-  const now = deps.now ?? Date.now;
-  const startedAt = new Date(now());
-  const w: Wiring = {
-    config: loaded.config,
-    loaded,
-    deps,
-    logger: deps.logger,
-    now,
-    create: deps.createInput ?? ((c, s, l) => defaultInput(c, s, l, { env: deps.env, scrub: deps.scrub, now })),
-    startedAt,
-    metrics: new GatewayMetrics({
-      status: () => (w.store?.isOpen ? gatherStatus(w) : undefined),
-      batchCounts: () => w.store!.reports.batchCounts(),
-      tokenRefreshes: () => w.api?.tokenInfo?.().refreshes ?? 0,
-    }),
-    status: () => gatherStatus(w),
-    adminActions: buildAdminActions({ store: () => w.store, deliverer: () => w.deliverer, config: () => w.current.config, now }),
-    phase: 'starting',
-    current: loaded,
-    configLoadedAt: startedAt,
-    inputs: [],
-    running: [],
-  };
+  const g = buildGateway(loaded, deps);
+  const inputPartFor = (c: LoadedConfig['config']['inputs'][number]) =>
+    inputPart(c, { create: g.createInput, sink: g.intake, inputs: g.inputs, intakePaused: () => g.backPressure.snapshot().intakePaused, logger: g.logger });
   const parts: Component[] = [
-    buildBuffer(w),
-    ...(w.config.sandbox.enabled ? [buildSandbox(w)] : []),
-    buildUpstream(w),
-    buildBackPressure(w),
-    buildRetention(w),
-    buildDiskGuard(w),
-    buildIntake(w),
-    buildDelivery(w),
-    buildStatusEvents(w),
-    buildProductCheck(w),
-    ...w.config.inputs.map((c) => buildInput(w, c)),
-    buildHttp(w),
+    bufferPart(g.store),
+    ...(g.sandbox ? [g.sandbox] : []),
+    upstreamPart(g.api),
+    backPressurePart(g.backPressure, g.config.buffer, g.logger),
+    timerPart('retention', g.retention),
+    diskGuardPart(g.diskGuard),
+    intakePart(g.intake),
+    deliveryPart(g.deliverer, g.sftp, deps.deliveryStopGraceMs ?? DELIVERY_STOP_GRACE_MS, g.logger),
+    ...(g.statusEvents ? [g.statusEvents] : []),
+    g.productCheck,
+    ...g.config.inputs.map(inputPartFor),
+    g.http,
   ];
   let stopping: Promise<void> | undefined;
   return {
     get httpUrl() {
-      return w.httpUrl;
+      return g.http.url;
     },
-    status: w.status,
+    status: () => gatherStatus(g),
     async start() {
       for (const part of parts) {
-        w.running.push(part);
+        g.running.push(part);
         await part.start();
       }
-      w.phase = 'running';
+      // The gateway takes reads now; what waited for this starts (status events).
+      for (const part of parts) part.ready?.();
+      g.live.phase = 'running';
       // The version and the runtime in the start line: a package carries its own Node.js, and a support
       // question starts with which one ran.
-      w.logger.info({ component: 'app', http: w.httpUrl, inputs: w.inputs.map((i) => i.id), version: VERSION, node: process.version }, 'scan-gateway started');
+      g.logger.info({ component: 'app', http: g.http.url, inputs: g.inputs.adapters.map((i) => i.id), version: VERSION, node: process.version }, 'scan-gateway started');
     },
-    reload: (next) => reloadApp(w, next),
+    reload: (next) => reloadGateway(g, next, inputPartFor),
     reloadRefused(err) {
-      w.lastReloadError = { message: err instanceof Error ? err.message : String(err), at: new Date(now()).toISOString() };
+      g.live.lastReloadError = { message: err instanceof Error ? err.message : String(err), at: new Date(g.now()).toISOString() };
     },
     // Cached: a second stop (a signal during a failed start's stop, say) waits for the first.
-    stop: () => (stopping ??= stopAll(w)),
+    stop: () => (stopping ??= stopAll(g)),
   };
 }
 
+/** Constructs every part of one gateway (no I/O; see {@link buildApp}). */
+function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
+  const { config } = loaded;
+  const logger = deps.logger;
+  const now = deps.now ?? Date.now;
+  const startedAt = new Date(now());
+  const live: LiveState = { phase: 'starting', current: loaded, configLoadedAt: startedAt, mapper: new Mapper(config) };
+  const inputs = new InputSet();
+  const store = new BufferStore(config.buffer.path);
+  const metrics: GatewayMetrics = new GatewayMetrics({
+    status: () => (store.isOpen ? gatherStatus(g) : undefined),
+    batchCounts: () => store.reports.batchCounts(),
+    tokenRefreshes: () => api.tokenInfo?.().refreshes ?? 0,
+  });
+  const api: AppApi = deps.api ?? new UpstreamClient(clientOptionsFromConfig(config.upstream, loaded, logger));
+  const bufferLog = logger.child({ component: 'buffer' });
+  const backPressure = new BackPressure({
+    store,
+    // Without `buffer.maxBytes` the byte quota is derived from the disk at start (backPressurePart).
+    limits: { ...config.buffer, maxBytes: config.buffer.maxBytes ?? DERIVED_QUOTA_MAX_BYTES },
+    logger: bufferLog,
+    now,
+    onDiskFull: () => diskGuard.reportFull(),
+    reserveReady: () => diskGuard.reserveReady(),
+    onPausedChange: (paused, why) => inputs.setPaused(paused, why, logger),
+  });
+  const retention = new Retention({ store, retentionDays: config.buffer.retentionDays, logger: logger.child({ component: 'retention' }), now });
+  const quota = config.buffer.maxBytes;
+  const diskGuard: DiskGuard = new DiskGuard({
+    store,
+    retention,
+    logger: bufferLog,
+    now,
+    ...(quota !== undefined ? { quotaBytes: quota } : { onDerivedQuota: (bytes: number, ceilingBytes: number) => backPressure.setByteQuota(bytes, ceilingBytes) }),
+  });
+  const intake = new Intake({
+    store,
+    mapping: live.mapper,
+    logger: logger.child({ component: 'intake' }),
+    now,
+    onScansCommitted: () => deliverer.wake(),
+    gate: backPressure,
+    ...(deps.scrub ? { scrub: deps.scrub } : {}),
+  });
+  const sandbox = config.sandbox.enabled ? new SandboxPart(config.sandbox, logger) : undefined;
+  const sftp = config.upstream.sftp ? new SftpRoute(config, config.upstream.sftp, deps.env ?? {}) : undefined;
+  const statusEvents = config.upstream.statusEvents.enabled ? statusEventsPart(loaded, store, sandbox, logger, now, () => deliverer) : undefined;
+  const deliverer: Deliverer = new Deliverer({
+    store,
+    api: instrumentDeliveryApi(api, metrics),
+    config: config.delivery,
+    logger: logger.child({ component: 'delivery' }),
+    now,
+    onDiskFull: (err) => backPressure.diskFullSeen(err),
+    // Status events start in the ready phase: until then (and when off) polling keeps its normal pace.
+    pollPace: () => statusEvents?.feed.pace() ?? { events: false, safetyPollMs: 0 },
+    onUploaded: () => statusEvents?.feed.batchUploaded(),
+    ...(sftp ? { sftp: sftp.route() } : {}),
+  });
+  const productCheck = new ProductCheckPart(() => {
+    const lister = api as Partial<{ listProducts: () => Promise<ReadonlyArray<{ key: string }>> }>;
+    const settings = live.current.config.productCheck;
+    if (!settings.enabled || typeof lister.listProducts !== 'function') return undefined;
+    return new ProductCheck({
+      listProducts: () => lister.listProducts!(),
+      configuredKeys: () => live.mapper.productKeyUses(),
+      observedKeys: () => live.mapper.observedProductKeys(),
+      onProducts: (keys, at) => live.mapper.setKnownProducts(keys, at),
+      intervalMs: settings.intervalMs,
+      rejectUnknown: settings.rejectUnknown,
+      logger: logger.child({ component: 'products' }),
+      now,
+    });
+  });
+  const createInput: InputFactory = deps.createInput ?? ((c, s, l) => defaultInput(c, s, l, { env: deps.env, scrub: deps.scrub, now }));
+  const g: Gateway = {
+    config,
+    deps,
+    logger,
+    now,
+    startedAt,
+    store,
+    sandbox,
+    api,
+    backPressure,
+    retention,
+    diskGuard,
+    intake,
+    deliverer,
+    sftp,
+    statusEvents,
+    productCheck,
+    inputs,
+    createInput,
+    http: new HttpPart(config.http.listen, () => buildHttpServer(g)),
+    metrics,
+    adminActions: buildAdminActions({ store: () => (store.isOpen ? store : undefined), deliverer: () => deliverer, config: () => live.current.config, now }),
+    live,
+    running: [],
+  };
+  return g;
+}
+
+/** The status-event part (contract §6), its feed applying events through the deliverer. */
+function statusEventsPart(loaded: LoadedConfig, store: BufferStore, sandbox: SandboxPart | undefined, logger: AppDeps['logger'], now: () => number, deliverer: () => Deliverer): StatusEventsPart {
+  const { upstream } = loaded.config;
+  const settings = upstream.statusEvents;
+  const topic = statusEventTopic(upstream);
+  const log = logger.child({ component: 'status-events' });
+  return new StatusEventsPart(
+    { settings, topic, clientId: upstream.clientId, clientSecret: loaded.clientSecret, sandbox, logger: log },
+    (connect) =>
+      new StatusEventFeed({
+        store,
+        topic,
+        connect,
+        apply: (ref, status, source) => deliverer().applyStatus(ref, status, source),
+        onPaceChange: () => deliverer().wake(),
+        safetyPollMs: settings.safetyPollMs,
+        maxLagEvents: settings.maxLagEvents,
+        staleAfterMs: settings.staleAfterMs,
+        logger: log,
+        now,
+      }),
+  );
+}
+
 /** Stops the running components in reverse order, each even when an earlier one failed; rejects naming those that failed. */
-async function stopAll(w: Wiring): Promise<void> {
-  w.phase = 'stopping';
+async function stopAll(g: Gateway): Promise<void> {
+  g.live.phase = 'stopping';
   const failures: string[] = [];
-  for (const part of w.running.reverse()) {
+  for (const part of g.running.reverse()) {
     try {
       await part.stop();
     } catch (err) {
       failures.push(part.name);
-      w.logger.error({ component: 'app', err, part: part.name }, 'stopping a part failed');
+      g.logger.error({ component: 'app', err, part: part.name }, 'stopping a part failed');
     }
   }
-  w.running.length = 0;
+  g.running.length = 0;
   if (failures.length > 0) throw new GatewayError(ErrorCodes.STOP, `stopping failed: ${failures.join(', ')}`);
-}
-
-/** The parts' snapshots at this instant, composed into the status by {@link composeStatus}. */
-function gatherStatus(w: Wiring): GatewayStatus {
-  const s = w.store!;
-  const nowMs = w.now();
-  const { current, config } = w;
-  return composeStatus({
-    nowMs,
-    phase: w.phase,
-    version: VERSION,
-    site: current.config.site,
-    startedAtMs: w.startedAt.getTime(),
-    config: { file: current.file, loadedAt: w.configLoadedAt.toISOString(), lastReload: w.lastReload, lastReloadError: w.lastReloadError },
-    inputs: w.inputs.map((i) => ({ ...i.status(), counters: w.intake!.countersFor(i.id) })),
-    buffer: {
-      path: config.buffer.path,
-      totals: s.totals(),
-      scans: s.scanCounts(),
-      oldestUndeliveredCreatedAt: s.oldestUndeliveredCreatedAt(),
-      lastUploadAt: s.lastUploadAt(),
-      fileBytes: bufferFileBytes(config.buffer.path),
-      commitError: w.intake?.lastCommitError,
-      quota: w.backPressure?.snapshot(),
-      lastPrune: w.retention?.lastRun,
-      disk: w.diskGuard?.snapshot(),
-      batches: s.recentBatches(20).map(batchView),
-      problems: s.recentProblems(20),
-    },
-    recent: s.reports.recentActivity(nowMs - HEALTH_THRESHOLDS.windowMs),
-    stuckBatches: s.reports.stuckBatches(nowMs - HEALTH_THRESHOLDS.stuckBatchMs),
-    delivery: { mode: config.delivery.mode, snapshot: w.deliverer?.snapshot(), token: w.api?.tokenInfo?.() },
-    statusEvents: w.statusEvents?.snapshot(),
-    products: w.productCheck?.snapshot(),
-    sessions: w.mapper?.openContainers(nowMs) ?? [],
-    admin: { enabled: w.deps.adminToken !== undefined, actions: availableActions({ token: w.deps.adminToken, actions: w.adminActions }) },
-  });
-}
-
-/**
- * Applies a new configuration while running (see {@link App.reload}): inputs restarted, added and
- * removed through the running list, the mapping swapped, the product check restarted when changed.
- */
-async function reloadApp(w: Wiring, next: LoadedConfig): Promise<ReloadReport> {
-  const report = await applyReload(planReload(w.current.config, next.config), next.config, {
-    stopInput: async (id) => {
-      const at = w.inputs.findIndex((i) => i.id === id);
-      if (at < 0) return;
-      const [input] = w.inputs.splice(at, 1);
-      const entry = w.running.findIndex((s) => s.name === `input ${id}`);
-      if (entry >= 0) w.running.splice(entry, 1);
-      await input!.stop();
-    },
-    startInput: async (inputConfig) => {
-      const part = buildInput(w, inputConfig);
-      w.running.push(part);
-      await part.start();
-    },
-    swapMapping: () => {
-      const fresh = new Mapper(next.config);
-      if (w.mapper) fresh.adoptSessions(w.mapper);
-      const known = w.productCheck?.knownProducts();
-      if (known) fresh.setKnownProducts(known.keys, known.at);
-      w.mapper = fresh;
-      w.intake?.setMapping(fresh);
-    },
-  });
-  // What runs: the new file, except the sections that only a restart applies. The next reload
-  // compares with this, so needsRestart stays listed until the file matches what runs again.
-  const previous = w.current;
-  const running = Object.fromEntries(RESTART_SECTIONS.map((section) => [section, previous.config[section]]));
-  w.current = { ...next, config: { ...next.config, ...running } };
-  w.configLoadedAt = new Date(w.now());
-  delete w.lastReloadError;
-  w.lastReload = { at: w.configLoadedAt.toISOString(), needsRestart: report.needsRestart, inputErrors: report.inputErrors };
-  if (report.productCheckChanged) {
-    w.productCheck?.stop();
-    delete w.productCheck;
-    startProductCheck(w);
-  }
-  const log = w.logger.child({ component: 'config' });
-  const mappedBy = (c: LoadedConfig['config']) => ({ dcps: c.dcps, rules: c.rules, lookups: c.lookups, containers: c.containers, site: c.site });
-  log.info(
-    {
-      file: next.file,
-      restarted: report.changed,
-      added: report.added,
-      removed: report.removed,
-      unchanged: report.unchanged,
-      // The mapping is swapped on every reload; say whether what it maps by changed.
-      mappingChanged: !isDeepStrictEqual(mappedBy(previous.config), mappedBy(next.config)),
-    },
-    'configuration reloaded',
-  );
-  if (report.needsRestart.length > 0) log.warn({ sections: report.needsRestart }, 'changed sections take effect only after a restart');
-  for (const e of report.inputErrors) log.error({ input: e.id }, `input after reload: ${e.message}`);
-  return report;
 }

@@ -110,6 +110,9 @@ export class Intake implements IntakeSink {
     this.restoreDuplicateWindow();
   }
 
+  /** Interim: the constructor still restores the duplicate window. */
+  open(): void {}
+
   /**
    * Fills the duplicate window with the scans committed within each DCP's `duplicateWindowMs`
    * before now (by commit time), newest first, so a read repeated across a restart is still a

@@ -1,5 +1,5 @@
 import { Option, type Command } from 'commander';
-import { buildApp } from '../app.js';
+import { buildApp, type App } from '../app.js';
 import { loadConfig } from '../config/load.js';
 import { ConfigReloader } from '../config/reload.js';
 import { resolveSecrets, secretValues } from '../config/secrets.js';
@@ -82,12 +82,14 @@ export function registerRunCommand(program: Command, io: RunIo): void {
         logger: logger.child({ component: 'systemd' }),
         ...(io.notifyCommand ? { command: io.notifyCommand } : {}),
       });
-      const app = buildApp(loaded, { logger, env: io.env, scrub: (text) => scrubber.scrub(text), ...(adminToken ? { adminToken } : {}), ...(readToken ? { readToken } : {}) });
+      let app: App | undefined;
       try {
+        // Building can refuse the configuration (an upstream address the client will not use); starting does the I/O.
+        app = buildApp(loaded, { logger, env: io.env, scrub: (text) => scrubber.scrub(text), ...(adminToken ? { adminToken } : {}), ...(readToken ? { readToken } : {}) });
         await app.start();
       } catch (err) {
         log.fatal({ err }, 'start failed');
-        await app.stop().catch(() => {});
+        await app?.stop().catch(() => {});
         throw err;
       }
       await notifier.ready(statusLine(app.status()));

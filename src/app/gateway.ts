@@ -1,0 +1,94 @@
+import type { BackPressure } from '../buffer/back-pressure.js';
+import type { DiskGuard } from '../buffer/disk-guard.js';
+import type { Retention } from '../buffer/retention.js';
+import type { BufferStore } from '../buffer/store.js';
+import type { Intake } from '../buffer/intake.js';
+import type { LoadedConfig } from '../config/load.js';
+import type { ReloadReport } from '../config/reload.js';
+import type { InputConfig } from '../config/schema.js';
+import type { Deliverer } from '../delivery/deliverer.js';
+import type { DeliveryApi } from '../delivery/types.js';
+import type { AdminActions } from '../health/admin.js';
+import type { GatewayMetrics } from '../health/metrics.js';
+import type { GatewayStatus } from '../health/server.js';
+import type { InputAdapter, IntakeSink } from '../inputs/types.js';
+import type { Logger } from '../log.js';
+import type { Mapper } from '../mapping/mapper.js';
+import type { Clock } from '../clock.js';
+import type { Component, HttpPart, InputFactory, InputSet, ProductCheckPart, SandboxPart, SftpRoute, StatusEventsPart } from './parts.js';
+
+/** The upstream API as the app uses it: delivery's calls, and the client's close and token figures when it has them. */
+export type AppApi = DeliveryApi & { close?: () => Promise<void>; tokenInfo?: () => { expiresAt?: Date; refreshes: number } };
+
+/** What `buildApp` (src/app.ts) takes besides the configuration: the process edge's pieces, and the seams tests use. */
+export interface AppDeps {
+  logger: Logger;
+  now?: Clock;
+  /** Builds the adapter for one input; the default knows every `type` of the schema. */
+  createInput?: (config: InputConfig, sink: IntakeSink, logger: Logger) => InputAdapter | Promise<InputAdapter>;
+  /** Environment for secrets the inputs name (`passwordEnv`, `tokenEnv`); from the process edge. */
+  env?: Record<string, string | undefined>;
+  /** The upstream API; the default is the undici client built from the configuration. */
+  api?: AppApi;
+  /** Bearer token of the admin actions (health server); without it they are off. */
+  adminToken?: string;
+  /** Read token of the health page, status and metrics (`http.readTokenFile`); without it they are open. */
+  readToken?: string;
+  /**
+   * Cuts known secrets out of text that leaves the process other than by the log: status JSON,
+   * health page, `failed/*.error.txt`, reasons stored in the buffer (the log's scrubber).
+   */
+  scrub?: (text: string) => string;
+  /** Longest a stop waits for an upload in flight, in ms (default {@link DELIVERY_STOP_GRACE_MS}). */
+  deliveryStopGraceMs?: number;
+}
+
+/** Longest a stop waits for an upload in flight before abandoning it, in ms (run-command.ts has the overall deadline). */
+export const DELIVERY_STOP_GRACE_MS = 15_000;
+
+/**
+ * What changes while the gateway runs: its phase, and what a configuration reload replaces (the
+ * configuration in force, the mapping) and reports.
+ */
+export interface LiveState {
+  phase: 'starting' | 'running' | 'stopping';
+  current: LoadedConfig;
+  configLoadedAt: Date;
+  mapper: Mapper;
+  lastReload?: { at: string; needsRestart: string[]; inputErrors: ReloadReport['inputErrors'] };
+  lastReloadError?: { message: string; at: string };
+}
+
+/**
+ * Every part of one gateway, built by `buildApp` before any starts. Optional parts are undefined
+ * exactly when the configuration leaves them out; nothing here is filled in later.
+ */
+export interface Gateway {
+  readonly config: LoadedConfig['config'];
+  readonly deps: AppDeps;
+  readonly logger: Logger;
+  readonly now: Clock;
+  readonly startedAt: Date;
+  readonly store: BufferStore;
+  /** The embedded sandbox, when `sandbox.enabled`. */
+  readonly sandbox: SandboxPart | undefined;
+  readonly api: AppApi;
+  readonly backPressure: BackPressure;
+  readonly retention: Retention;
+  readonly diskGuard: DiskGuard;
+  readonly intake: Intake;
+  readonly deliverer: Deliverer;
+  /** The SFTP route of delivery, when `upstream.sftp` is configured. */
+  readonly sftp: SftpRoute | undefined;
+  /** Status events, when `upstream.statusEvents.enabled`. */
+  readonly statusEvents: StatusEventsPart | undefined;
+  readonly productCheck: ProductCheckPart;
+  readonly inputs: InputSet;
+  readonly createInput: InputFactory;
+  readonly http: HttpPart;
+  readonly metrics: GatewayMetrics;
+  readonly adminActions: AdminActions;
+  readonly live: LiveState;
+  /** Components whose start began, in order; a stop goes through them in reverse. A reload adds and removes inputs. */
+  readonly running: Component[];
+}

@@ -1,0 +1,63 @@
+import { isDeepStrictEqual } from 'node:util';
+import type { LoadedConfig } from '../config/load.js';
+import { applyReload, planReload, RESTART_SECTIONS, type ReloadReport } from '../config/reload.js';
+import { Mapper } from '../mapping/mapper.js';
+import type { Gateway } from './gateway.js';
+import type { Component } from './parts.js';
+
+/**
+ * Applies a new configuration while running (see `App.reload`): inputs restarted, added and
+ * removed through the running list, the mapping swapped, the product check restarted when changed.
+ * `inputPartFor` makes the component of one input, as `buildApp` does.
+ */
+export async function reloadGateway(g: Gateway, next: LoadedConfig, inputPartFor: (config: LoadedConfig['config']['inputs'][number]) => Component): Promise<ReloadReport> {
+  const { live } = g;
+  const report = await applyReload(planReload(live.current.config, next.config), next.config, {
+    stopInput: async (id) => {
+      const input = g.inputs.remove(id);
+      if (!input) return;
+      const entry = g.running.findIndex((s) => s.name === `input ${id}`);
+      if (entry >= 0) g.running.splice(entry, 1);
+      await input.stop();
+    },
+    startInput: async (inputConfig) => {
+      const part = inputPartFor(inputConfig);
+      g.running.push(part);
+      await part.start();
+    },
+    swapMapping: () => {
+      const fresh = new Mapper(next.config);
+      fresh.adoptSessions(live.mapper);
+      const known = g.productCheck.knownProducts();
+      if (known) fresh.setKnownProducts(known.keys, known.at);
+      live.mapper = fresh;
+      g.intake.setMapping(fresh);
+    },
+  });
+  // What runs: the new file, except the sections that only a restart applies. The next reload
+  // compares with this, so needsRestart stays listed until the file matches what runs again.
+  const previous = live.current;
+  const running = Object.fromEntries(RESTART_SECTIONS.map((section) => [section, previous.config[section]]));
+  live.current = { ...next, config: { ...next.config, ...running } };
+  live.configLoadedAt = new Date(g.now());
+  delete live.lastReloadError;
+  live.lastReload = { at: live.configLoadedAt.toISOString(), needsRestart: report.needsRestart, inputErrors: report.inputErrors };
+  if (report.productCheckChanged) g.productCheck.restart();
+  const log = g.logger.child({ component: 'config' });
+  const mappedBy = (c: LoadedConfig['config']) => ({ dcps: c.dcps, rules: c.rules, lookups: c.lookups, containers: c.containers, site: c.site });
+  log.info(
+    {
+      file: next.file,
+      restarted: report.changed,
+      added: report.added,
+      removed: report.removed,
+      unchanged: report.unchanged,
+      // The mapping is swapped on every reload; say whether what it maps by changed.
+      mappingChanged: !isDeepStrictEqual(mappedBy(previous.config), mappedBy(next.config)),
+    },
+    'configuration reloaded',
+  );
+  if (report.needsRestart.length > 0) log.warn({ sections: report.needsRestart }, 'changed sections take effect only after a restart');
+  for (const e of report.inputErrors) log.error({ input: e.id }, `input after reload: ${e.message}`);
+  return report;
+}

@@ -1,0 +1,48 @@
+import { availableActions } from '../health/admin.js';
+import { batchView, bufferFileBytes } from '../buffer/reports.js';
+import { composeStatus } from '../health/compose-status.js';
+import { HEALTH_THRESHOLDS } from '../health/derive.js';
+import type { GatewayStatus } from '../health/server.js';
+import { VERSION } from '../paths.js';
+import type { Gateway } from './gateway.js';
+
+/**
+ * The parts' snapshots at this instant, composed into the status by {@link composeStatus}.
+ * @throws when the buffer is not open (before the start, after the stop).
+ */
+export function gatherStatus(g: Gateway): GatewayStatus {
+  const s = g.store;
+  const nowMs = g.now();
+  const { live, config } = g;
+  const { current } = live;
+  return composeStatus({
+    nowMs,
+    phase: live.phase,
+    version: VERSION,
+    site: current.config.site,
+    startedAtMs: g.startedAt.getTime(),
+    config: { file: current.file, loadedAt: live.configLoadedAt.toISOString(), lastReload: live.lastReload, lastReloadError: live.lastReloadError },
+    inputs: g.inputs.adapters.map((i) => ({ ...i.status(), counters: g.intake.countersFor(i.id) })),
+    buffer: {
+      path: config.buffer.path,
+      totals: s.totals(),
+      scans: s.scanCounts(),
+      oldestUndeliveredCreatedAt: s.oldestUndeliveredCreatedAt(),
+      lastUploadAt: s.lastUploadAt(),
+      fileBytes: bufferFileBytes(config.buffer.path),
+      commitError: g.intake.lastCommitError,
+      quota: g.backPressure.snapshot(),
+      lastPrune: g.retention.lastRun,
+      disk: g.diskGuard.snapshot(),
+      batches: s.recentBatches(20).map(batchView),
+      problems: s.recentProblems(20),
+    },
+    recent: s.reports.recentActivity(nowMs - HEALTH_THRESHOLDS.windowMs),
+    stuckBatches: s.reports.stuckBatches(nowMs - HEALTH_THRESHOLDS.stuckBatchMs),
+    delivery: { mode: config.delivery.mode, snapshot: g.deliverer.snapshot(), token: g.api.tokenInfo?.() },
+    statusEvents: g.statusEvents?.feed.snapshot(),
+    products: g.productCheck.snapshot(),
+    sessions: live.mapper.openContainers(nowMs),
+    admin: { enabled: g.deps.adminToken !== undefined, actions: availableActions({ token: g.deps.adminToken, actions: g.adminActions }) },
+  });
+}
