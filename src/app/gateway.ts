@@ -10,7 +10,6 @@ import type { Deliverer } from '../delivery/deliverer.js';
 import type { DeliveryApi } from '../delivery/types.js';
 import type { AdminActions } from '../health/admin.js';
 import type { GatewayMetrics } from '../health/metrics.js';
-import type { GatewayStatus } from '../health/server.js';
 import type { InputAdapter, IntakeSink } from '../inputs/types.js';
 import type { Logger } from '../log.js';
 import type { Mapper } from '../mapping/mapper.js';

@@ -1,8 +1,8 @@
 import { ErrorCodes, GatewayError } from '../errors.js';
 import type { FastifyInstance } from 'fastify';
-import { BackPressure } from '../buffer/back-pressure.js';
-import { DERIVED_QUOTA_MAX_BYTES, DiskGuard, derivedQuotaForPath } from '../buffer/disk-guard.js';
-import type { Retention } from '../buffer/retention.js';
+import type { BackPressure } from '../buffer/back-pressure.js';
+import type { DiskGuard} from '../buffer/disk-guard.js';
+import { DERIVED_QUOTA_MAX_BYTES, derivedQuotaForPath } from '../buffer/disk-guard.js';
 import type { BufferStore } from '../buffer/store.js';
 import type { LoadedConfig } from '../config/load.js';
 import type { InputConfig } from '../config/schema.js';
