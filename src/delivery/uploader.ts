@@ -1,20 +1,20 @@
 import PQueue from 'p-queue';
 import type { DeliveryConfig } from '../config/schema.js';
-import { ErrorCodes, httpStatusOf, isDiskFull, isGatewayError, isNotSent, isTokenFailure, type GatewayError } from '../errors.js';
+import { httpStatusOf, isDiskFull, isGatewayError, type GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { BatchRow, BufferStore } from '../buffer/store.js';
-import { PRESIGNED_VALIDITY_MS } from '../contract/contract.js';
 import { failureFields } from '../failure-log.js';
 import type { Batcher } from './batcher.js';
 import type { Circuit } from './circuit.js';
 import { classifyFailure } from './retry.js';
 import type { DeliveryApi } from './types.js';
 import type { SftpConnector } from '../upstream/sftp-client.js';
-import { batchBodyChunks, transferBatch } from './sftp-transfer.js';
+import { transferBatch } from './sftp-transfer.js';
 import type { Clock } from '../clock.js';
+import { PresignedRoute, type PresignedOutcome, type PresignedStep } from './presigned-route.js';
+import { errorKind, isUnreadableAcceptance, SFTP_HOLDS, type ErrorKind } from './upload-errors.js';
 
-/** What kind of failure the last upload attempt met (see {@link UploaderSnapshot.lastError}). */
-export type ErrorKind = 'token' | 'network' | 'auth' | 'answer' | 'http' | 'sftp';
+export type { ErrorKind } from './upload-errors.js';
 
 /** What the status page shows of uploading. */
 export interface UploaderSnapshot {
@@ -49,15 +49,6 @@ export interface UploaderOptions {
   /** The SFTP route: how to reach the server and name the files. Needed by `sftp` batches. */
   sftp?: { connector: SftpConnector; siteId: string; fileNameTemplate: string };
 }
-
-/** A pre-signed address this close to its expiry is not used for a PUT any more, in ms. */
-const ADDRESS_MARGIN_MS = 60_000;
-
-/** Outcome of one pre-signed attempt: sent (or found already sent), or left to the status poll. */
-type PresignedOutcome = { requestId: string; uploadedAt?: number } | { waitForStatus: true };
-
-/** The pre-signed step in progress of one upload, so a failure is pinned on the right call. */
-type PresignedStep = { current: 'status' | 'address' | 'put' | 'reput' | undefined };
 
 /** How long the loop waits after a step failed on the buffer itself (a full disk), in real ms. */
 const STEP_RETRY_MS = 1000;
@@ -107,9 +98,12 @@ export class Uploader {
   private stepError: UploaderSnapshot['stepError'];
   private paused = false;
   private status: Pick<UploaderSnapshot, 'lastSuccessAt' | 'lastError'> = {};
+  /** Sends `presigned` batches (presigned-route.ts). */
+  private readonly presigned: PresignedRoute;
 
   constructor(private readonly options: UploaderOptions) {
     this.queue = new PQueue({ concurrency: Math.max(1, options.config.uploadConcurrency) });
+    this.presigned = new PresignedRoute(options);
   }
 
   /** Sends again what a crash left `uploading`, then starts the loop. */
@@ -285,7 +279,7 @@ export class Uploader {
         store.updateBatch(batch.id, { state: 'uploading', attempts: batch.attempts + 1 });
         outcome = { requestId: (await api.uploadScans(body)).requestId };
       } else {
-        outcome = await this.uploadPresigned(batch, presignedStep);
+        outcome = await this.presigned.uploadPresigned(batch, presignedStep);
       }
       this.options.circuit.succeeded();
       if ('waitForStatus' in outcome) {
@@ -318,82 +312,6 @@ export class Uploader {
       if (!isGatewayError(err)) throw err;
       this.uploadFailed(batch, err, presignedStep.current);
     }
-  }
-
-  /**
-   * Pre-signed flow (contract §4.4, §4.5): the requestId is written down before any data is sent,
-   * and the start of each PUT too, so after a crash or a lost answer the status endpoint says
-   * whether the data arrived. When the service has not shown an upload within `notFoundGraceMs`,
-   * the same single-use address is tried once more while it is valid: accepted means the first
-   * PUT had not arrived; refused (403) means it had. Only a resend under a new address, after a
-   * PUT that may have arrived, can duplicate: it is counted as a possible duplicate.
-   */
-  private async uploadPresigned(batch: BatchRow, step: PresignedStep): Promise<PresignedOutcome> {
-    const { store, api, logger, config } = this.options;
-    let current = store.batch(batch.id) ?? batch;
-    step.current = undefined;
-    let mayHaveArrived = false;
-    if (current.requestId && current.putStartedAt !== null) {
-      step.current = 'status';
-      const status = await api.getScanStatus(current.requestId);
-      if (status.state !== 'NotFound') {
-        logger.info({ batchId: batch.id, requestId: current.requestId }, 'pre-signed upload had arrived; not sending it again');
-        return { requestId: current.requestId, uploadedAt: current.putStartedAt };
-      }
-      if (this.options.now() - current.putStartedAt < config.notFoundGraceMs) {
-        // The service may not show an upload at once: wait out the grace window by polling.
-        store.updateBatch(batch.id, {
-          state: 'uploaded',
-          uploadedAt: new Date(current.putStartedAt).toISOString(),
-          nextAttemptAt: this.options.now() + config.statusPollMs,
-        });
-        logger.info({ batchId: batch.id, requestId: current.requestId }, 'pre-signed upload may have arrived; polling its status before sending again');
-        return { waitForStatus: true };
-      }
-      mayHaveArrived = true;
-    }
-    const expired = current.presignedExpiresAt !== null && current.presignedExpiresAt - ADDRESS_MARGIN_MS <= this.options.now();
-    const reuse = mayHaveArrived && current.presignedUrl !== null && !expired;
-    if (reuse) {
-      logger.warn(
-        { batchId: batch.id, requestId: current.requestId, graceMs: config.notFoundGraceMs },
-        'the service does not show the pre-signed upload; sending it again to the same single-use address (a refusal means the first one had arrived)',
-      );
-    } else if (!current.requestId || !current.presignedUrl || expired) {
-      const issuedAt = this.options.now();
-      step.current = 'address';
-      const address = await api.requestPresignedUpload();
-      store.updateBatch(
-        batch.id,
-        {
-          state: 'presigned',
-          requestId: address.requestId,
-          presignedUrl: address.url,
-          presignedExpiresAt: issuedAt + PRESIGNED_VALIDITY_MS,
-          putStartedAt: null,
-        },
-        { possibleDuplicate: mayHaveArrived },
-      );
-      if (mayHaveArrived) {
-        logger.warn(
-          { batchId: batch.id, previousRequestId: current.requestId, requestId: address.requestId, scans: batch.scanCount },
-          'the service never showed the earlier pre-signed upload; sending it again under a new address (counted as a possible duplicate)',
-        );
-      }
-      current = store.batch(batch.id) ?? current;
-    }
-    const started = this.options.now();
-    store.updateBatch(batch.id, { attempts: current.attempts + 1, putStartedAt: started });
-    step.current = reuse ? 'reput' : 'put';
-    if (api.putPresignedStream) {
-      // Streamed from the buffer page by page: up to 64 MiB per batch, and several
-      // batches in flight, never whole in memory. Its scans stay put while it is in flight: only
-      // this upload's own outcome (split, hold) changes them.
-      await api.putPresignedStream(current.presignedUrl!, { bytes: current.bytes, chunks: () => batchBodyChunks(store, batch.id) });
-    } else {
-      await api.putPresigned(current.presignedUrl!, store.batchBody(batch.id));
-    }
-    return { requestId: current.requestId!, uploadedAt: started };
   }
 
   /**
@@ -517,32 +435,4 @@ export class Uploader {
       action.action === 'newAddress' ? 'pre-signed address refused; asking for a new one' : 'upload failed; will retry',
     );
   }
-}
-
-/**
- * The SFTP failures that hold a batch: the server refuses to write in the folder (permission), or
- * the batch's own file name is taken by other content. Everything else is retried with backoff.
- */
-const SFTP_HOLDS: readonly string[] = [ErrorCodes.SFTP_PERMISSION, ErrorCodes.SFTP_CONFLICT];
-
-/**
- * A 2xx answer to an upload that the client could not read (no requestId, HTML from a proxy, an
- * empty body): the service most likely has the batch, but it cannot be followed.
- */
-function isUnreadableAcceptance(err: unknown): boolean {
-  if (!isGatewayError(err) || isNotSent(err)) return false;
-  if (err.code !== ErrorCodes.UPSTREAM_RESPONSE && err.code !== ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE) return false;
-  const status = err.details.status;
-  return typeof status !== 'number' || (status >= 200 && status < 300);
-}
-
-function errorKind(err: unknown): ErrorKind {
-  if (!isGatewayError(err)) return 'network';
-  if (err.code === ErrorCodes.SFTP_NETWORK) return 'network';
-  if (err.code.startsWith('SCANGW_E_SFTP')) return 'sftp';
-  if (isTokenFailure(err)) return 'token';
-  if (err.code === ErrorCodes.UPSTREAM_AUTH) return 'auth';
-  if (err.code === ErrorCodes.UPSTREAM_RESPONSE || err.code === ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE) return 'answer';
-  if (err.code === ErrorCodes.UPSTREAM_NETWORK) return 'network';
-  return 'http';
 }

@@ -10,6 +10,17 @@ import type { GatewayStatus } from '../../src/health/status.js';
 const GS = '\u001d';
 const HOSTILE = `"><img src=x onerror=alert(1)><script>alert('x')</script>`;
 
+/**
+ * A shipped script as the compiled gateway serves it. The render functions call each other across
+ * modules (page-format.ts, page-cards.ts, …); tsc's ES modules keep such a call as the bare name,
+ * which the inline script defines, but vitest's module runner rewrites it to
+ * `(0,__vite_ssr_import_N__.name)`, a binding only the test process has. Undoing that rewrite leaves
+ * the source the browser gets, so a reference to anything not shipped still fails in a bare context.
+ */
+function asShipped(source: string): string {
+  return source.replace(/\(0,\s*__vite_ssr_import_\d+__\.(\w+)\)/g, '$1').replace(/__vite_ssr_import_\d+__\.(\w+)/g, '$1');
+}
+
 function status(over: Partial<GatewayStatus> = {}): GatewayStatus {
   return {
     state: 'degraded',
@@ -99,7 +110,7 @@ describe('health page rendering', () => {
   it('the inline script carries its own renderer: it renders the same HTML in a bare context', () => {
     const s = status({ sessions: [{ station: 'A', openedAt: '2026-11-18T05:59:00.000Z' }] });
     s.config.lastReload = { at: '2026-11-18T05:40:00.000Z', needsRestart: ['http.listen'], inputErrors: [] };
-    const source = `${RENDER_FUNCTIONS.map((f) => f.toString()).join('\n')}\nrenderMain(s);`;
+    const source = asShipped(`${RENDER_FUNCTIONS.map((f) => f.toString()).join('\n')}\nrenderMain(s);`);
     const inBareContext = runInNewContext(source, { s }) as string;
     expect(inBareContext).toBe(renderMain(s));
     expect(inBareContext).toContain('Waits for a restart');
@@ -123,7 +134,7 @@ describe('health page rendering', () => {
       Date,
       Intl,
     };
-    runInNewContext(PAGE_SCRIPT, context);
+    runInNewContext(asShipped(PAGE_SCRIPT), context);
     expect(intervals).toHaveLength(1);
     await intervals[0]!();
     expect(calls).toEqual(['api/v1/status']);
@@ -219,7 +230,7 @@ describe('printable raw reads', () => {
   const controls = [...Array.from({ length: 0x20 }, (_, i) => i), ...Array.from({ length: 0x21 }, (_, i) => 0x7f + i)];
 
   it('the page shows each control character as printable.ts does: on the server and in the shipped script', () => {
-    const source = `${RENDER_FUNCTIONS.map((f) => f.toString()).join('\n')}\nshownAll(codes);\nfunction shownAll(list) { return list.map((c) => shown(String.fromCharCode(c))); }`;
+    const source = asShipped(`${RENDER_FUNCTIONS.map((f) => f.toString()).join('\n')}\nshownAll(codes);\nfunction shownAll(list) { return list.map((c) => shown(String.fromCharCode(c))); }`);
     const inPage = runInNewContext(source, { codes: controls }) as string[];
     controls.forEach((code, i) => {
       const expected = printableRaw(String.fromCharCode(code));

@@ -1,0 +1,134 @@
+import { z } from 'zod';
+
+/**
+ * The sections of the configuration about this machine: the `buffer` (the SQLite outbox), the
+ * local `http` server and its limits, and the embedded `sandbox`. Part of the one configuration
+ * schema (schema.ts).
+ */
+
+const listenAddress = z
+  .string()
+  .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, 'must be host:port, e.g. 127.0.0.1:8080');
+
+export const bufferSchema = z
+  .object({
+    path: z.string().min(1).default('var/buffer.db').describe('SQLite file of the durable buffer (outbox).'),
+    maxPendingScans: z
+      .number()
+      .int()
+      .positive()
+      .default(2_000_000)
+      .describe('Quota: most undelivered scans. Near it, inputs that can wait pause; at it, new scans are refused (docs/delivery.md).'),
+    maxBytes: z
+      .number()
+      .int()
+      .positive()
+      .optional()
+      .describe(
+        'Quota: most bytes of undelivered scans (their JSON). Not set: derived from the buffer\'s file system at start and every second, what it can hold (the buffer\'s files and the free space, less the 4 MiB reserve, the low-space mark and 4 MiB for the write-ahead log, at 3.5 bytes on disk per byte of JSON), at least 1 MiB, at most 2 GiB, so the quota is reached before the disk is (docs/operations.md §9). Set larger than the disk holds, it is warned about (config check, page).',
+      ),
+    pauseAtRatio: z
+      .number()
+      .gt(0)
+      .max(1)
+      .default(0.9)
+      .describe('Share of either quota at which inputs that can wait (files, MQTT) are paused.'),
+    resumeAtRatio: z
+      .number()
+      .min(0)
+      .lt(1)
+      .default(0.8)
+      .describe('Share of the quota below which paused inputs resume; below pauseAtRatio so they do not flap.'),
+    retentionDays: z
+      .number()
+      .min(0)
+      .default(30)
+      .describe('Audit period: delivered scans are kept this many days with their requestId and final state, then pruned.'),
+  })
+  .strict()
+  .refine((b) => b.resumeAtRatio < b.pauseAtRatio, { message: 'resumeAtRatio must be below pauseAtRatio', path: ['resumeAtRatio'] });
+
+/**
+ * Timeouts and connection cap of a local HTTP listener (health/ingest server, sandbox). Defaults
+ * ({@link DEFAULT_HTTP_LIMITS}) are far above what a page, a probe, a scraper or an MES posting
+ * reads needs, and far below what lets idle or half-open connections pile up.
+ */
+export const httpLimitsSchema = z
+  .object({
+    maxConnections: z.number().int().min(1).max(100_000).default(256).describe('Most connections open at once; a connection past it is closed at once, before a byte is read.'),
+    headersTimeoutMs: z
+      .number()
+      .int()
+      .min(100)
+      .default(10_000)
+      .describe('Longest time from a connection (or the end of the previous request) to a complete request head, in ms; a slower or silent client is disconnected (408 or closed).'),
+    requestTimeoutMs: z
+      .number()
+      .int()
+      .min(100)
+      .default(30_000)
+      .describe('Longest time to receive a whole request (head and body), in ms; at least headersTimeoutMs.'),
+    keepAliveTimeoutMs: z.number().int().min(100).default(5_000).describe('How long an idle keep-alive connection stays open after an answer, in ms.'),
+    idleTimeoutMs: z
+      .number()
+      .int()
+      .min(100)
+      .default(60_000)
+      .describe('A connection with no traffic in either direction for this long is closed, in ms (also bounds a slow answer being read).'),
+    maxRequestsPerSocket: z.number().int().min(0).default(1000).describe('Most requests on one keep-alive connection before it is closed; 0 = no limit.'),
+  })
+  .strict()
+  .refine((l) => l.requestTimeoutMs >= l.headersTimeoutMs, { message: 'requestTimeoutMs must be at least headersTimeoutMs', path: ['requestTimeoutMs'] });
+
+export type HttpLimitsConfig = z.infer<typeof httpLimitsSchema>;
+
+/** The defaults of {@link httpLimitsSchema}, for listeners without a configuration (the sandbox command). */
+export const DEFAULT_HTTP_LIMITS: HttpLimitsConfig = httpLimitsSchema.parse({});
+
+export const httpSchema = z
+  .object({
+    listen: listenAddress
+      .default('127.0.0.1:8080')
+      .describe('Address of the local health page and API. Loopback unless you mean to expose it.'),
+    adminTokenFile: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        'File holding the bearer token for admin actions (retry, pause, resume, replay). Alternatives: the environment variable SCAN_GATEWAY_ADMIN_TOKEN, or a systemd credential named admin-token. Without a token the actions are off.',
+      ),
+    readTokenFile: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        'File holding the read token that guards the health page, /api/v1/status and /metrics (Bearer, or HTTP Basic with the token as password). Alternatives: the environment variable SCAN_GATEWAY_READ_TOKEN, or a systemd credential named read-token. Without one these are open; a warning is logged when listen is not loopback.',
+      ),
+    allowedHosts: z
+      .array(z.string().regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+)(:\d{1,5})?$/, 'must be a host name or address, optionally with :port, e.g. gateway-07.plant.local:8080'))
+      .default([])
+      .describe(
+        'Host header values accepted besides localhost, 127.0.0.1, [::1] and the listen host (and, when listen is 0.0.0.0 or [::], this machine\'s host name and addresses). An entry without a port matches any port. Others are answered 421 (DNS rebinding defence).',
+      ),
+    limits: httpLimitsSchema.prefault({}).describe('Timeouts and connection cap of the local HTTP server; the embedded sandbox uses the same defaults.'),
+  })
+  .strict();
+
+/** Default address of the embedded sandbox's Kafka endpoint. */
+export const DEFAULT_SANDBOX_KAFKA_LISTEN = '127.0.0.1:9093';
+
+export const sandboxSchema = z
+  .object({
+    enabled: z.boolean().default(false).describe('Start the built-in upstream sandbox inside the gateway (demo only).'),
+    listen: listenAddress.default('127.0.0.1:8090').describe('Address of the embedded sandbox.'),
+    kafka: z
+      .object({
+        listen: listenAddress
+          .default(DEFAULT_SANDBOX_KAFKA_LISTEN)
+          .describe('Address of the embedded sandbox\'s Kafka endpoint: status events over SASL_SSL with SCRAM-SHA-512, its own CA (GET /_sandbox/kafka hands it out).'),
+      })
+      .strict()
+      .prefault({})
+      .describe('The status-event endpoint of the embedded sandbox (contract §6), see docs/upstream.md.'),
+  })
+  .strict();

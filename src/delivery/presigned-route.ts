@@ -1,0 +1,101 @@
+import type { BatchRow } from '../buffer/store.js';
+import { PRESIGNED_VALIDITY_MS } from '../contract/contract.js';
+import { batchBodyChunks } from './sftp-transfer.js';
+import type { UploaderOptions } from './uploader.js';
+
+/**
+ * The pre-signed route of the uploader (uploader.ts) (contract §4.4, §4.5): ask for an address, PUT the
+ * batch there, and after a crash or a lost answer find out from the status endpoint whether an
+ * earlier PUT arrived before sending again. The uploader decides when a batch goes and what a
+ * failure means; this decides what one pre-signed attempt sends.
+ */
+
+/** A pre-signed address this close to its expiry is not used for a PUT any more, in ms. */
+const ADDRESS_MARGIN_MS = 60_000;
+
+/** Outcome of one pre-signed attempt: sent (or found already sent), or left to the status poll. */
+export type PresignedOutcome = { requestId: string; uploadedAt?: number } | { waitForStatus: true };
+
+/** The pre-signed step in progress of one upload, so a failure is pinned on the right call. */
+export type PresignedStep = { current: 'status' | 'address' | 'put' | 'reput' | undefined };
+
+/** Runs pre-signed attempts for the uploader, on the same buffer, API, settings and clock. */
+export class PresignedRoute {
+  constructor(private readonly options: Pick<UploaderOptions, 'store' | 'api' | 'logger' | 'config' | 'now'>) {}
+
+  /**
+   * Pre-signed flow (contract §4.4, §4.5): the requestId is written down before any data is sent,
+   * and the start of each PUT too, so after a crash or a lost answer the status endpoint says
+   * whether the data arrived. When the service has not shown an upload within `notFoundGraceMs`,
+   * the same single-use address is tried once more while it is valid: accepted means the first
+   * PUT had not arrived; refused (403) means it had. Only a resend under a new address, after a
+   * PUT that may have arrived, can duplicate: it is counted as a possible duplicate.
+   */
+  async uploadPresigned(batch: BatchRow, step: PresignedStep): Promise<PresignedOutcome> {
+    const { store, api, logger, config } = this.options;
+    let current = store.batch(batch.id) ?? batch;
+    step.current = undefined;
+    let mayHaveArrived = false;
+    if (current.requestId && current.putStartedAt !== null) {
+      step.current = 'status';
+      const status = await api.getScanStatus(current.requestId);
+      if (status.state !== 'NotFound') {
+        logger.info({ batchId: batch.id, requestId: current.requestId }, 'pre-signed upload had arrived; not sending it again');
+        return { requestId: current.requestId, uploadedAt: current.putStartedAt };
+      }
+      if (this.options.now() - current.putStartedAt < config.notFoundGraceMs) {
+        // The service may not show an upload at once: wait out the grace window by polling.
+        store.updateBatch(batch.id, {
+          state: 'uploaded',
+          uploadedAt: new Date(current.putStartedAt).toISOString(),
+          nextAttemptAt: this.options.now() + config.statusPollMs,
+        });
+        logger.info({ batchId: batch.id, requestId: current.requestId }, 'pre-signed upload may have arrived; polling its status before sending again');
+        return { waitForStatus: true };
+      }
+      mayHaveArrived = true;
+    }
+    const expired = current.presignedExpiresAt !== null && current.presignedExpiresAt - ADDRESS_MARGIN_MS <= this.options.now();
+    const reuse = mayHaveArrived && current.presignedUrl !== null && !expired;
+    if (reuse) {
+      logger.warn(
+        { batchId: batch.id, requestId: current.requestId, graceMs: config.notFoundGraceMs },
+        'the service does not show the pre-signed upload; sending it again to the same single-use address (a refusal means the first one had arrived)',
+      );
+    } else if (!current.requestId || !current.presignedUrl || expired) {
+      const issuedAt = this.options.now();
+      step.current = 'address';
+      const address = await api.requestPresignedUpload();
+      store.updateBatch(
+        batch.id,
+        {
+          state: 'presigned',
+          requestId: address.requestId,
+          presignedUrl: address.url,
+          presignedExpiresAt: issuedAt + PRESIGNED_VALIDITY_MS,
+          putStartedAt: null,
+        },
+        { possibleDuplicate: mayHaveArrived },
+      );
+      if (mayHaveArrived) {
+        logger.warn(
+          { batchId: batch.id, previousRequestId: current.requestId, requestId: address.requestId, scans: batch.scanCount },
+          'the service never showed the earlier pre-signed upload; sending it again under a new address (counted as a possible duplicate)',
+        );
+      }
+      current = store.batch(batch.id) ?? current;
+    }
+    const started = this.options.now();
+    store.updateBatch(batch.id, { attempts: current.attempts + 1, putStartedAt: started });
+    step.current = reuse ? 'reput' : 'put';
+    if (api.putPresignedStream) {
+      // Streamed from the buffer page by page: up to 64 MiB per batch, and several
+      // batches in flight, never whole in memory. Its scans stay put while it is in flight: only
+      // this upload's own outcome (split, hold) changes them.
+      await api.putPresignedStream(current.presignedUrl!, { bytes: current.bytes, chunks: () => batchBodyChunks(store, batch.id) });
+    } else {
+      await api.putPresigned(current.presignedUrl!, store.batchBody(batch.id));
+    }
+    return { requestId: current.requestId!, uploadedAt: started };
+  }
+}
