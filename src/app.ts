@@ -4,7 +4,8 @@ import type { LoadedConfig } from './config/load.js';
 import { applyReload, planReload, RESTART_SECTIONS, type ReloadReport } from './config/reload.js';
 import { availableActions } from './health/admin.js';
 import { buildAdminActions } from './health/admin-actions.js';
-import { batchView, bufferFileBytes } from './buffer/reports.js';
+import { batchView } from './buffer/reports.js';
+import { bufferFileBytes } from './buffer/disk-usage.js';
 import { composeStatus } from './health/compose-status.js';
 import { HEALTH_THRESHOLDS } from './health/derive.js';
 import { GatewayMetrics } from './health/metrics.js';
@@ -152,17 +153,17 @@ function gatherStatus(w: Wiring): GatewayStatus {
     inputs: w.inputs.map((i) => ({ ...i.status(), counters: w.intake!.countersFor(i.id) })),
     buffer: {
       path: config.buffer.path,
-      totals: s.totals(),
-      scans: s.scanCounts(),
-      oldestUndeliveredCreatedAt: s.oldestUndeliveredCreatedAt(),
-      lastUploadAt: s.lastUploadAt(),
+      totals: s.reports.totals(),
+      scans: s.reports.scanCounts(),
+      oldestUndeliveredCreatedAt: s.reports.oldestUndeliveredCreatedAt(),
+      lastUploadAt: s.reports.lastUploadAt(),
       fileBytes: bufferFileBytes(config.buffer.path),
       commitError: w.intake?.lastCommitError,
       quota: w.backPressure?.snapshot(),
       lastPrune: w.retention?.lastRun,
       disk: w.diskGuard?.snapshot(),
-      batches: s.recentBatches(20).map(batchView),
-      problems: s.recentProblems(20),
+      batches: s.reports.recentBatches(20).map(batchView),
+      problems: s.reports.recentProblems(20),
     },
     recent: s.reports.recentActivity(nowMs - HEALTH_THRESHOLDS.windowMs),
     stuckBatches: s.reports.stuckBatches(nowMs - HEALTH_THRESHOLDS.stuckBatchMs),

@@ -1,7 +1,7 @@
 import { ErrorCodes, GatewayError } from '../errors.js';
 import type { FastifyInstance } from 'fastify';
 import { BackPressure } from '../buffer/back-pressure.js';
-import { Intake } from '../buffer/intake.js';
+import { Intake } from '../intake/intake.js';
 import { Retention } from '../buffer/retention.js';
 import { DERIVED_QUOTA_MAX_BYTES, DiskGuard, derivedQuotaForPath } from '../buffer/disk-guard.js';
 import { BufferStore } from '../buffer/store.js';
@@ -204,7 +204,7 @@ export interface Wiring {
 export function buildBuffer(w: Wiring): Component {
   return {
     name: 'buffer',
-    start: async () => void (w.store = new BufferStore(w.config.buffer.path)),
+    start: async () => void (w.store = BufferStore.openAt(w.config.buffer.path)),
     stop: async () => w.store?.close(),
   };
 }
@@ -314,6 +314,7 @@ export function buildIntake(w: Wiring): Component {
         gate: w.backPressure!,
         ...(w.deps.scrub ? { scrub: w.deps.scrub } : {}),
       });
+      w.intake.open();
     },
     stop: async () => w.intake?.close(),
   };
