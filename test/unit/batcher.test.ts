@@ -118,7 +118,7 @@ describe('batcher: packing into a batch', () => {
   it('forms a batch from the SQL sums of the queue head when it can go whole, reading no row, and from the rows when it cannot', () => {
     const s = open();
     let rowsRead = 0;
-    const pendingScans = s.batches.pendingScans.bind(s);
+    const pendingScans = s.batches.pendingScans.bind(s.batches);
     s.batches.pendingScans = () => {
       rowsRead++;
       return pendingScans();
