@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdtempSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { tmpdir } from 'node:os';
@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { MIGRATIONS } from '../../src/buffer/migrations.js';
 import { BufferStore } from '../../src/buffer/store.js';
 import { PENDING_PAGE_ROWS } from '../../src/buffer/batches.js';
-import { isDiskFull } from '../../src/errors.js';
+import { ErrorCodes, isDiskFull } from '../../src/errors.js';
 import { formBatch } from '../../src/delivery/batcher.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
 import { scanRecord } from '../helpers/records.js';
@@ -25,6 +25,22 @@ function open(): BufferStore {
 const nowIso = new Date(0).toISOString();
 
 describe('buffer store', () => {
+  it('does no I/O until open(), and its parts are there only from open() to close()', () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'sg-store-')), 'later', 'buffer.db');
+    const s = new BufferStore(file);
+    expect(existsSync(file)).toBe(false);
+    expect(s.isOpen).toBe(false);
+    expect(() => s.batches).toThrow(expect.objectContaining({ code: ErrorCodes.NOT_RUNNING }));
+    expect(() => s.atomically(() => 1)).toThrow(/is not open/);
+    s.open();
+    store = s;
+    expect(existsSync(file)).toBe(true);
+    expect(s.reports.totals()).toMatchObject({ pendingScans: 0 });
+    s.close();
+    expect(s.isOpen).toBe(false);
+    expect(() => s.intake).toThrow(/is not open/);
+  });
+
   it('uses WAL and synchronous=FULL', () => {
     const s = open();
     expect(sqlOf(s).pragma('journal_mode', { simple: true })).toBe('wal');

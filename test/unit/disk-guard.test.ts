@@ -1,4 +1,4 @@
-import { mkdtempSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -54,6 +54,18 @@ function fillWithPending(s: BufferStore, prefix: string): number {
 const roomy = () => ({ free: 10_000 * MIB, size: 20_000 * MIB });
 
 describe('disk guard: the audit yields to undelivered data', () => {
+  it('examines the disk and writes its reserve in start(), not when built', () => {
+    const s = open();
+    let statfsCalls = 0;
+    const guard = new DiskGuard({ store: s, retention: new Retention({ store: s, retentionDays: 30, logger: silentLogger() }), logger: silentLogger(), reserveBytes: MIB, statfs: () => (statfsCalls++, roomy()) });
+    expect(statfsCalls).toBe(0);
+    expect(existsSync(`${s.path}.reserve`)).toBe(false);
+    guard.start();
+    void guard.stop();
+    expect(statfsCalls).toBeGreaterThan(0);
+    expect(statSync(`${s.path}.reserve`).size).toBe(MIB);
+  });
+
   it('new buffers use incremental auto-vacuum; an old one is switched by one VACUUM at start', () => {
     const s = open();
     expect(sqlOf(s).pragma('auto_vacuum', { simple: true })).toBe(2);

@@ -37,6 +37,18 @@ const reads = (prefix: string, n: number): IntakeItem[] =>
   Array.from({ length: n }, (_, i) => ({ kind: 'read', read: { inputId: 'inbox', raw: Buffer.from(`${prefix}-${i}`), receivedAt: new Date() } }));
 
 describe('intake: file hashes and the quota gate', () => {
+  it('reads the buffer only in open(), and refuses submits before it', async () => {
+    store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-intake-')), 'buffer.db'));
+    const closedStore = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-intake-')), 'buffer.db'));
+    // Built on a store not open yet: the constructor does not touch it.
+    const early = new Intake({ store: closedStore, mapping: mappingContext(config), logger: silentLogger() });
+    expect(() => early.open()).toThrow(expect.objectContaining({ code: ErrorCodes.NOT_RUNNING }));
+    intake = new Intake({ store, mapping: mappingContext(config), logger: silentLogger() });
+    await expect(intake.submit(reads('R', 1))).rejects.toMatchObject({ code: ErrorCodes.NOT_RUNNING });
+    intake.open();
+    await expect(intake.submit(reads('R', 1))).resolves.toMatchObject({ outcomes: [{ outcome: 'scan' }] });
+  });
+
   it('stores a file once: the same content submitted again (a crash between commit and move) is acknowledged, not stored', async () => {
     const { store, intake } = setup();
     await intake.submit(reads('F', 5), { fileHash: 'sha-1', fileName: 'a.csv' });
