@@ -47,6 +47,7 @@ export interface DiskGuardStatus {
 }
 
 export interface DiskGuardOptions {
+  /** The buffer, open by {@link DiskGuard.start}: its file's pages and log through `store.space`, its size through disk-usage.ts. */
   store: BufferStore;
   retention: Retention;
   logger: Logger;
@@ -84,7 +85,7 @@ const VACUUM_MAX_STEPS = 1024;
 /**
  * Keeps delivery and intake going on a disk that fills.
  *
- * - **Reserve.** A file `<buffer>.reserve` of real (not sparse) bytes that the gateway owns. When
+ * - **Reserve** (reserve.ts). A file `<buffer>.reserve` of real (not sparse) bytes that the gateway owns. When
  *   SQLite reports the disk full, it is cut to its last part and the write-ahead log checkpointed,
  *   so that the deletes of early pruning and delivery's batch updates find room in the log; the
  *   last part goes when a checkpoint fails with SQLITE_FULL after that. It is written again once
