@@ -8,7 +8,7 @@ import { silentLogger } from '../src/log.js';
 import { PACKAGE_ROOT } from '../src/paths.js';
 import { UpstreamClient } from '../src/upstream/client.js';
 import { reply } from './lib/child.js';
-import { connectionOf as sqlOf } from '../src/buffer/connection.js';
+import { sqlOf } from '../test/helpers/buffer-sql.js';
 
 /** The demo client's secret file (src/sandbox/server.ts DEMO_SECRET_FILE), not imported so fastify stays unloaded. */
 const DEMO_SECRET_FILE = 'config/demo-client-secret';
@@ -76,7 +76,7 @@ function timed<T extends object>(target: T, names: string[], sink: Record<string
 
 async function main(): Promise<DrainAnswer> {
   const rssAtStartMiB = vmHwmMiB();
-  const store = new BufferStore(request.dbPath);
+  const store = BufferStore.openAt(request.dbPath);
   const clientSecret = readFileSync(join(PACKAGE_ROOT, DEMO_SECRET_FILE), 'utf8').trim();
   const client = new UpstreamClient({ baseUrl: request.sandboxUrl, authUrl: request.sandboxUrl, clientId: 'demo-client', clientSecret });
   const httpMs: Record<string, number> = {};
@@ -113,7 +113,7 @@ async function main(): Promise<DrainAnswer> {
     if (Number.isNaN(uploadedMs) && (sumIn.get() as number) >= request.expectScans) uploadedMs = elapsed;
     if ((sumDone.get() as number) >= request.expectScans) confirmedMs = elapsed;
     if (elapsed > request.timeoutMs) {
-      error = `not drained within ${request.timeoutMs} ms: ${JSON.stringify(store.scanCounts())}, last error ${deliverer.snapshot().lastError?.message ?? 'none'}`;
+      error = `not drained within ${request.timeoutMs} ms: ${JSON.stringify(store.reports.scanCounts())}, last error ${deliverer.snapshot().lastError?.message ?? 'none'}`;
       break;
     }
   }

@@ -13,12 +13,12 @@ import { startJsonChild, type JsonChild } from './lib/child.js';
 import { backlogRecord } from './lib/reads.js';
 import { judge, type BenchResult, type Figure } from './lib/report.js';
 import { nowMs, processCpuSeconds, processMemory } from './lib/system.js';
-import { connectionOf as sqlOf } from '../src/buffer/connection.js';
+import { sqlOf } from '../test/helpers/buffer-sql.js';
 import { unitNodeArgs } from './footprint.js';
 
 /**
  * Benchmarks 3 (drain) and 4 (batch fill). A backlog of pending scans is written into a buffer
- * file through `BufferStore.commitIntake`; the gateway side (drain-gateway.ts: the real Deliverer,
+ * file through `store.intake.commitIntake`; the gateway side (drain-gateway.ts: the real Deliverer,
  * UpstreamClient and BufferStore) delivers it to the sandbox, each in its own process. The ceiling
  * sends the very same batch bodies, in the same order and the same request sequence, with bare
  * undici requests from a process that has them in memory already.
@@ -45,14 +45,14 @@ export const DRAIN_DEFAULTS: DrainBenchOptions = { scans: 1_000_000, fillScans: 
 
 /** Writes `count` pending scans into a new buffer at `path`, through the real store, 20,000 per transaction. */
 function prefill(path: string, count: number): number {
-  const store = new BufferStore(path);
+  const store = BufferStore.openAt(path);
   const at = new Date(Date.now() - 60_000);
   const wire = formatWireTime(at, 'Europe/Berlin');
   const started = nowMs();
   for (let i = 0; i < count; i += 20_000) {
     const records = [];
     for (let n = i; n < Math.min(count, i + 20_000); n++) records.push(backlogRecord(n, at, wire));
-    store.commitIntake(records, at.getTime());
+    store.intake.commitIntake(records, at.getTime());
   }
   store.close();
   return (nowMs() - started) / 1000;
@@ -85,7 +85,7 @@ async function runGateway(
 
 /** The batches the gateway formed, with the exact bodies it sent (read back untimed). */
 function sentBatches(dbPath: string): { id: number; mode: string; bytes: number; scans: number; body: string }[] {
-  const store = new BufferStore(dbPath);
+  const store = BufferStore.openAt(dbPath);
   try {
     const rows = sqlOf(store).prepare('SELECT id, mode, bytes, scan_count AS scans FROM batches ORDER BY id').all() as {
       id: number;
@@ -93,7 +93,7 @@ function sentBatches(dbPath: string): { id: number; mode: string; bytes: number;
       bytes: number;
       scans: number;
     }[];
-    return rows.map((r) => ({ ...r, body: store.batchBody(r.id) }));
+    return rows.map((r) => ({ ...r, body: store.batches.batchBody(r.id) }));
   } finally {
     store.close();
   }
@@ -161,7 +161,7 @@ interface FloorResult {
  * own overhead; this much it cannot avoid while each scan row carries its state and batch.
  */
 function sqliteFloor(path: string, batchScans: number): FloorResult {
-  const store = new BufferStore(path);
+  const store = BufferStore.openAt(path);
   try {
     const db = sqlOf(store);
     const { lo, hi } = db.prepare(`SELECT min(id) AS lo, max(id) AS hi FROM scan_rows WHERE state = 'pending'`).get() as { lo: number; hi: number };
@@ -277,7 +277,7 @@ export async function benchDrain(opts: DrainBenchOptions = DRAIN_DEFAULTS): Prom
       title: `Drain of ${opts.scans.toLocaleString('en-US')} pending scans, delivery ${JSON.stringify(delivery)} (other settings default)`,
       figures,
       notes: [
-        `backlog written in ${prefillSec.toFixed(1)} s through BufferStore.commitIntake (not part of the drain)`,
+        `backlog written in ${prefillSec.toFixed(1)} s through store.intake.commitIntake (not part of the drain)`,
         `gateway node options: ${nodeArgs.length > 0 ? nodeArgs.join(' ') : '(none)'}${opts.gatewayNodeArgs ? '' : " (the daemon's, from systemd/scan-gateway.service)"}`,
         `gateway: ${answer.cpuSec.toFixed(1)} s CPU; waiting for HTTP answers ${httpSec.toFixed(1)} s (${Object.entries(answer.httpMs)
           .map(([k, v]) => `${k} ${ms(v)} ms`)

@@ -1,14 +1,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { BufferStore } from '../src/buffer/store.js';
 import type { IntakeItem } from '../src/inputs/types.js';
 import { startIntakePipeline } from './lib/pipeline.js';
 import { runRawCeiling } from './lib/raw-ceiling.js';
 import { benchConfig, benchItem } from './lib/reads.js';
 import { judge, type BenchResult, type Figure } from './lib/report.js';
 import { median, nowMs } from './lib/system.js';
-import { connectionOf as sqlOf } from '../src/buffer/connection.js';
+import { sqlOf } from '../test/helpers/buffer-sql.js';
 
 /**
  * Benchmark 1, durable intake: reads through the real mapping and group commit (`Intake` +
@@ -46,9 +45,9 @@ async function runIntake(dir: string, items: readonly IntakeItem[], opts: Intake
   const pipeline = startIntakePipeline(dbPath, benchConfig());
   const { store, intake } = pipeline;
   let commits = 0;
-  const commit = store.commitIntake.bind(store);
+  const commit = store.intake.commitIntake.bind(store.intake);
   // Counts transactions without changing them: the same method, called through.
-  store.commitIntake = (...args: Parameters<BufferStore['commitIntake']>) => {
+  store.intake.commitIntake = (...args: Parameters<typeof commit>) => {
     commits++;
     commit(...args);
   };

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connectionOf } from '../src/buffer/connection.js';
+import { sqlOf } from '../test/helpers/buffer-sql.js';
 import { BufferReader } from '../src/buffer/reader.js';
 import { BufferStore } from '../src/buffer/store.js';
 import { judge, type BenchResult } from './lib/report.js';
@@ -31,9 +31,9 @@ export const LOOKUP_TARGET_MS = 50;
  * therefore not right in this file: only lookups are measured on it.
  */
 function fill(path: string, scans: number): void {
-  const store = new BufferStore(path);
+  const store = BufferStore.openAt(path);
   try {
-    const db = connectionOf(store);
+    const db = sqlOf(store);
     db.pragma('synchronous = OFF');
     db.pragma('cache_size = -262144');
     const triggers = db.prepare(`SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name IN ('scan_rows', 'scan_bodies')`).pluck().all() as string[];

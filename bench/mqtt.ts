@@ -119,9 +119,9 @@ async function gatewaySubscriber(url: string, dir: string, record: () => boolean
   const dbPath = join(dir, `gateway-${clientId}.db`);
   const pipeline = startIntakePipeline(dbPath, config);
   let commits = 0;
-  const commit = pipeline.store.commitIntake.bind(pipeline.store);
+  const commit = pipeline.store.intake.commitIntake.bind(pipeline.store.intake);
   // Counts transactions without changing them: the same method, called through.
-  pipeline.store.commitIntake = (...args: Parameters<typeof commit>) => {
+  pipeline.store.intake.commitIntake = (...args: Parameters<typeof commit>) => {
     commits++;
     commit(...args);
   };

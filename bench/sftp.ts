@@ -50,10 +50,10 @@ export async function benchSftp(opts: SftpBenchOptions): Promise<Omit<BenchResul
   const batchBytes = opts.batchMiB * 2 ** 20;
   // Enough for `batches` full batches; the rest (less than one batch) goes too, after the delay.
   const scans = Math.ceil((opts.batches * batchBytes) / (scanBytes + 1)) + 10;
-  const store = new BufferStore(dbFile);
+  const store = BufferStore.openAt(dbFile);
   try {
     for (let i = 0; i < scans; i += 5000) {
-      store.commitIntake(
+      store.intake.commitIntake(
         Array.from({ length: Math.min(5000, scans - i) }, (_, j) => bigScan(i + j, scanBytes)),
         Date.now(),
       );

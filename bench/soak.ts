@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { PACKAGE_ROOT } from '../src/paths.js';
 import { unitNodeArgs } from './footprint.js';
 import { startJsonChild, track, type JsonChild } from './lib/child.js';
-import { connectionOf } from '../src/buffer/connection.js';
+import { sqlOf } from '../test/helpers/buffer-sql.js';
 import { BufferStore } from '../src/buffer/store.js';
 import { judge, type BenchResult, type Figure } from './lib/report.js';
 import { contextSwitches, freePort, median, nowMs, processCpuSeconds, processMemory, sleep } from './lib/system.js';
@@ -128,9 +128,9 @@ interface Daemon {
  * `scans / rate` seconds. Plain SQL like bench/status.ts: the rows are what intake and delivery write.
  */
 function prefillBuffer(path: string, scans: number): void {
-  const store = new BufferStore(path);
+  const store = BufferStore.openAt(path);
   try {
-    const db = connectionOf(store);
+    const db = sqlOf(store);
     const now = new Date().toISOString();
     const batchScans = 5000;
     db.transaction(() => {

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connectionOf } from '../src/buffer/connection.js';
+import { sqlOf } from '../test/helpers/buffer-sql.js';
 import { BufferStore } from '../src/buffer/store.js';
 import { HEALTH_THRESHOLDS } from '../src/health/derive.js';
 import { judge, type BenchResult, type Figure } from './lib/report.js';
@@ -29,7 +29,7 @@ export const STATUS_DEFAULTS: StatusBenchOptions = { scans: 1_000_000, batchScan
  * what intake and delivery write; the triggers of the schema run as they would).
  */
 function fillBuffer(store: BufferStore, opts: StatusBenchOptions): void {
-  const db = connectionOf(store);
+  const db = sqlOf(store);
   db.transaction(() => {
     db.prepare(
       `WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < ?)
@@ -58,19 +58,19 @@ function fillBuffer(store: BufferStore, opts: StatusBenchOptions): void {
 export async function benchStatus(opts: StatusBenchOptions = STATUS_DEFAULTS): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
   const dir = mkdtempSync(join(tmpdir(), 'sg-bench-status-'));
   try {
-    const store = new BufferStore(join(dir, 'buffer.db'));
+    const store = BufferStore.openAt(join(dir, 'buffer.db'));
     try {
       const fillStarted = nowMs();
       fillBuffer(store, opts);
       const fillSec = (nowMs() - fillStarted) / 1000;
       // The buffer reads of app.ts status(), which /healthz, /api/v1/status, the page and /metrics share.
       const refresh = () => {
-        store.totals();
-        store.scanCounts();
-        store.lastUploadAt();
-        store.oldestUndeliveredCreatedAt();
-        store.recentBatches(20);
-        store.recentProblems(20);
+        store.reports.totals();
+        store.reports.scanCounts();
+        store.reports.lastUploadAt();
+        store.reports.oldestUndeliveredCreatedAt();
+        store.reports.recentBatches(20);
+        store.reports.recentProblems(20);
         store.reports.batchCounts();
         // The health rules' last hour, as a refresh reads it a month after the fill.
         store.reports.recentActivity(MONTH_LATER - HEALTH_THRESHOLDS.windowMs);
@@ -83,7 +83,7 @@ export async function benchStatus(opts: StatusBenchOptions = STATUS_DEFAULTS): P
         store.reports.stuckBatches(WINDOW_NOW - HEALTH_THRESHOLDS.stuckBatchMs);
       };
       // What the counts cost before migration 3: grouping the rows themselves.
-      const raw = connectionOf(store);
+      const raw = sqlOf(store);
       const grouped = () => {
         raw.prepare(`SELECT state, count(*) FROM scan_rows GROUP BY state`).all();
         raw.prepare(`SELECT mode, state, upstream_state, count(*) FROM batches GROUP BY 1, 2, 3`).all();
@@ -102,7 +102,7 @@ export async function benchStatus(opts: StatusBenchOptions = STATUS_DEFAULTS): P
       const group = time(grouped, Math.max(3, Math.round(opts.calls / 10)));
       busiestHour();
       const hour = time(busiestHour, Math.max(3, Math.round(opts.calls / 5)));
-      const counts = store.scanCounts();
+      const counts = store.reports.scanCounts();
       const figures: Figure[] = [
         judge({
           name: `status read at ${Math.round(opts.scans / 1000)}k scans`,

@@ -1,7 +1,7 @@
 import { ErrorCodes, GatewayError } from './errors.js';
 import { BackPressure } from './buffer/back-pressure.js';
 import { DERIVED_QUOTA_MAX_BYTES, DiskGuard } from './buffer/disk-guard.js';
-import { Intake } from './buffer/intake.js';
+import { Intake } from './intake/intake.js';
 import { Retention } from './buffer/retention.js';
 import { BufferStore } from './buffer/store.js';
 import type { LoadedConfig } from './config/load.js';

@@ -1,6 +1,6 @@
 import { BackPressure } from '../../src/buffer/back-pressure.js';
 import { DERIVED_QUOTA_MAX_BYTES } from '../../src/buffer/disk-guard.js';
-import { Intake } from '../../src/buffer/intake.js';
+import { Intake } from '../../src/intake/intake.js';
 import { BufferStore } from '../../src/buffer/store.js';
 import type { GatewayConfig } from '../../src/config/schema.js';
 import { silentLogger } from '../../src/log.js';
@@ -21,10 +21,11 @@ export interface IntakePipeline {
 /** Opens (creating) the buffer at `dbPath` and starts the gate; the mapping is `config`'s. */
 export function startIntakePipeline(dbPath: string, config: GatewayConfig): IntakePipeline {
   const logger = silentLogger();
-  const store = new BufferStore(dbPath);
+  const store = BufferStore.openAt(dbPath);
   const backPressure = new BackPressure({ store, limits: { ...config.buffer, maxBytes: config.buffer.maxBytes ?? DERIVED_QUOTA_MAX_BYTES }, logger });
   backPressure.start();
   const intake = new Intake({ store, mapping: mappingContext(config), logger, gate: backPressure });
+  intake.open();
   return {
     store,
     intake,

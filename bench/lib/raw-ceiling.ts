@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { MIGRATIONS } from '../../src/buffer/migrations.js';
-import { WAL_AUTOCHECKPOINT_PAGES } from '../../src/buffer/store.js';
+import { WAL_AUTOCHECKPOINT_PAGES } from '../../src/buffer/open.js';
 import { nowMs } from './system.js';
 
 /**
@@ -71,7 +71,7 @@ export function runRawCeiling(dir: string, sourceDb: string, batch: number, opts
   const insertRead = db.prepare(reads.sql);
   const insertScan = db.prepare(scans.sql);
   const insertBody = db.prepare(bodies.sql);
-  // The statement of BufferStore.commitIntake for a message's record.
+  // The statement of IntakeWrites.commitIntake (src/buffer/intake-writes.ts) for a message's record.
   const insertMessage = db.prepare(`INSERT OR REPLACE INTO mqtt_messages (input_id, packet_id, topic, payload_sha256, committed_at) VALUES (?, ?, ?, ?, ?)`);
   const insertMany = db.transaction((chunk: typeof rows) => {
     for (const { read, scan, message } of chunk) {

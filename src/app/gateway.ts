@@ -2,7 +2,7 @@ import type { BackPressure } from '../buffer/back-pressure.js';
 import type { DiskGuard } from '../buffer/disk-guard.js';
 import type { Retention } from '../buffer/retention.js';
 import type { BufferStore } from '../buffer/store.js';
-import type { Intake } from '../buffer/intake.js';
+import type { Intake } from '../intake/intake.js';
 import type { LoadedConfig } from '../config/load.js';
 import type { ReloadReport } from '../config/reload.js';
 import type { InputConfig } from '../config/schema.js';

@@ -1,5 +1,6 @@
 import { availableActions } from '../health/admin.js';
-import { batchView, bufferFileBytes } from '../buffer/reports.js';
+import { batchView } from '../buffer/reports.js';
+import { bufferFileBytes } from '../buffer/disk-usage.js';
 import { composeStatus } from '../health/compose-status.js';
 import { HEALTH_THRESHOLDS } from '../health/derive.js';
 import type { GatewayStatus } from '../health/server.js';
@@ -25,17 +26,17 @@ export function gatherStatus(g: Gateway): GatewayStatus {
     inputs: g.inputs.adapters.map((i) => ({ ...i.status(), counters: g.intake.countersFor(i.id) })),
     buffer: {
       path: config.buffer.path,
-      totals: s.totals(),
-      scans: s.scanCounts(),
-      oldestUndeliveredCreatedAt: s.oldestUndeliveredCreatedAt(),
-      lastUploadAt: s.lastUploadAt(),
+      totals: s.reports.totals(),
+      scans: s.reports.scanCounts(),
+      oldestUndeliveredCreatedAt: s.reports.oldestUndeliveredCreatedAt(),
+      lastUploadAt: s.reports.lastUploadAt(),
       fileBytes: bufferFileBytes(config.buffer.path),
       commitError: g.intake.lastCommitError,
       quota: g.backPressure.snapshot(),
       lastPrune: g.retention.lastRun,
       disk: g.diskGuard.snapshot(),
-      batches: s.recentBatches(20).map(batchView),
-      problems: s.recentProblems(20),
+      batches: s.reports.recentBatches(20).map(batchView),
+      problems: s.reports.recentProblems(20),
     },
     recent: s.reports.recentActivity(nowMs - HEALTH_THRESHOLDS.windowMs),
     stuckBatches: s.reports.stuckBatches(nowMs - HEALTH_THRESHOLDS.stuckBatchMs),

@@ -1,7 +1,7 @@
 import { statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Logger } from '../log.js';
-import type { BufferStore } from './store.js';
+import type { BufferStore, BufferTotals } from './store.js';
 import { isDiskFull } from '../errors.js';
 import type { Clock } from '../clock.js';
 
@@ -152,7 +152,7 @@ export class BackPressure {
   admit(scans: number, bytes: number): string | undefined {
     if (scans === 0) return undefined;
     const { maxPendingScans, maxBytes } = this.limits;
-    const t = this.groupTotals ?? this.options.store.totals();
+    const t = this.groupTotals ?? this.options.store.reports.totals();
     if (t.undeliveredScans + scans > maxPendingScans || t.undeliveredBytes + bytes > maxBytes) {
       this.refused++;
       this.setLevel('full', t.undeliveredScans, t.undeliveredBytes);
@@ -166,9 +166,9 @@ export class BackPressure {
    * commits between them), instead of one SQLite read per submit.
    */
   beginGroup(): void {
-    this.groupTotals = this.options.store.totals();
+    this.groupTotals = this.options.store.reports.totals();
   }
-  private groupTotals: ReturnType<BufferStore['totals']> | undefined;
+  private groupTotals: BufferTotals | undefined;
 
   /** A commit failed: a full disk stops intake until {@link check} finds room again. */
   commitFailed(err: unknown): void {
@@ -219,13 +219,13 @@ export class BackPressure {
       let room = false;
       try {
         const free = (this.options.freeBytes ?? (() => statfsFree(this.options.store.path)))();
-        room = free >= RESUME_FREE_BYTES && (this.options.reserveReady?.() ?? true) && this.options.store.probeSpace();
+        room = free >= RESUME_FREE_BYTES && (this.options.reserveReady?.() ?? true) && this.options.store.space.probeSpace();
       } catch (err) {
         this.options.logger.warn({ err }, 'probing the buffer disk failed');
       }
       if (room) this.clearDiskFull('the disk has room again');
     }
-    const t = this.options.store.totals();
+    const t = this.options.store.reports.totals();
     const ratio = this.ratio(t.undeliveredScans, t.undeliveredBytes);
     const { pauseAtRatio, resumeAtRatio } = this.limits;
     let level: QuotaLevel;
@@ -237,7 +237,7 @@ export class BackPressure {
   }
 
   snapshot(): BackPressureStatus {
-    const t = this.options.store.totals();
+    const t = this.options.store.reports.totals();
     const { maxPendingScans, maxBytes } = this.limits;
     return {
       level: this.level,

@@ -1,12 +1,28 @@
-import { closeSync, existsSync, fsyncSync, openSync, statfsSync, statSync, truncateSync, unlinkSync, writeSync } from 'node:fs';
+import { statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Logger } from '../log.js';
-import { connectionOf } from './connection.js';
+import { bufferFileBytes } from './disk-usage.js';
+import { DEFAULT_RESERVE_BYTES, DERIVED_QUOTA_RECHECK_MS, defaultLowFreeBytes, derivedQuota, quotaTooLargeText } from './disk-quota.js';
+import { ReserveFile } from './reserve.js';
 import type { Retention } from './retention.js';
 import type { BufferStore } from './store.js';
 import { isDiskFull } from '../errors.js';
 import { RESUME_FREE_BYTES } from './back-pressure.js';
 import type { Clock } from '../clock.js';
+
+export {
+  DEFAULT_RESERVE_BYTES,
+  DERIVED_QUOTA_MAX_BYTES,
+  DERIVED_QUOTA_MIN_BYTES,
+  DERIVED_QUOTA_RECHECK_MS,
+  DISK_BYTES_PER_QUOTA_BYTE,
+  WAL_ALLOWANCE_BYTES,
+  defaultLowFreeBytes,
+  derivedQuota,
+  derivedQuotaForPath,
+  diskHoldsBytes,
+  quotaTooLargeForDisk,
+} from './disk-quota.js';
 
 /** What the health page shows of the disk guard. */
 export interface DiskGuardStatus {
@@ -31,6 +47,7 @@ export interface DiskGuardStatus {
 }
 
 export interface DiskGuardOptions {
+  /** The buffer, open by {@link DiskGuard.start}: its file's pages and log through `store.space`, its size through disk-usage.ts. */
   store: BufferStore;
   retention: Retention;
   logger: Logger;
@@ -59,135 +76,16 @@ export interface DiskGuardOptions {
   onDerivedQuota?: (bytes: number, ceilingBytes: number) => void;
 }
 
-/**
- * Bytes on disk per byte the quota counts (a scan's JSON): a scan's read row, scan row and
- * indexes take about 3.2 times its JSON (770 against 242 bytes, measured on the tmpfs test);
- * rounded up.
- */
-export const DISK_BYTES_PER_QUOTA_BYTE = 3.5;
-
 const MIB = 1024 * 1024;
-const CHUNK = 64 * 1024;
 /** Pages one `incremental_vacuum` step returns (256 KiB at 4 KiB pages): what the log must take at once. */
 const VACUUM_STEP_PAGES = 64;
 /** Most vacuum steps of one check (256 MiB at 4 KiB pages); the rest follows at the next. */
 const VACUUM_MAX_STEPS = 1024;
 
-/** Size of the reserve file when none is configured, in bytes. */
-export const DEFAULT_RESERVE_BYTES = 4 * MIB;
-
-/**
- * Bounds of the byte quota derived from the disk when `buffer.maxBytes` is not set. At most 2 GiB
- * (the former fixed default: `buffer.maxPendingScans` bounds a bigger disk anyway); at least 1 MiB,
- * so that a disk already full of other programs' files still gives a quota (intake then pauses on
- * the quota or on SQLITE_FULL, whichever comes first) and never one of zero.
- */
-export const DERIVED_QUOTA_MAX_BYTES = 2 * 1024 * MIB;
-export const DERIVED_QUOTA_MIN_BYTES = MIB;
-
-/**
- * Room kept for the write-ahead log when deriving the quota: SQLite checkpoints it at 1000 pages
- * (4 MiB at the 4 KiB page size) and only then cuts it back to 1 MiB (`journal_size_limit`), so it
- * can hold that much beside the database. Measured on the 24 MiB tmpfs: without it, a buffer at
- * its derived quota went 0.4 MB below the low-space mark.
- */
-export const WAL_ALLOWANCE_BYTES = 4 * MIB;
-
-/** The default low-space mark: 10 % of the file system, at least the reserve plus 8 MiB (the resume mark of back-pressure), at most 256 MiB. */
-export function defaultLowFreeBytes(fsSize: number, reserveBytes: number = DEFAULT_RESERVE_BYTES): number {
-  return Math.min(256 * MIB, Math.max(reserveBytes + 8 * MIB, Math.round(fsSize * 0.1)));
-}
-
-/**
- * Bytes of scan JSON the buffer's disk can hold: the room the buffer may take (its own files, the
- * free bytes, the reserve file as far as it is written) less the whole reserve, the low-space
- * mark and {@link WAL_ALLOWANCE_BYTES}, divided by {@link DISK_BYTES_PER_QUOTA_BYTE}. The buffer's
- * own bytes count because the audit in them yields under pressure.
- */
-export function diskHoldsBytes(d: { freeBytes: number; bufferBytes: number; reserveOnDisk: number; reserveBytes: number; lowFreeBytes: number }): number {
-  return Math.max(0, Math.floor((d.freeBytes + d.bufferBytes + d.reserveOnDisk - d.reserveBytes - d.lowFreeBytes - WAL_ALLOWANCE_BYTES) / DISK_BYTES_PER_QUOTA_BYTE));
-}
-
-/** How often (ms) a quota derived from the disk is computed again: a statfs and a stat of the buffer's files. */
-export const DERIVED_QUOTA_RECHECK_MS = 1000;
-
-/**
- * The byte quota when `buffer.maxBytes` is not set: what the disk holds now,
- * within {@link DERIVED_QUOTA_MIN_BYTES}..{@link DERIVED_QUOTA_MAX_BYTES}; and its ceiling, what the
- * whole file system would hold if nothing else were on it. The quota is reached before the disk
- * is; a single submit is refused for ever (`SCANGW_E_BUFFER_TOO_LARGE`) only above the ceiling,
- * not because other files take room today.
- */
-export function derivedQuota(fs: { free: number; size: number }, bufferBytes: number, reserveOnDisk: number, reserveBytes: number, lowFreeBytes: number): { bytes: number; ceilingBytes: number; holdsBytes: number } {
-  const clamp = (n: number) => Math.min(DERIVED_QUOTA_MAX_BYTES, Math.max(DERIVED_QUOTA_MIN_BYTES, n));
-  const holdsBytes = diskHoldsBytes({ freeBytes: fs.free, bufferBytes, reserveOnDisk, reserveBytes, lowFreeBytes });
-  const whole = diskHoldsBytes({ freeBytes: fs.size, bufferBytes: 0, reserveOnDisk: 0, reserveBytes, lowFreeBytes });
-  const bytes = clamp(holdsBytes);
-  return { bytes, ceilingBytes: Math.max(bytes, clamp(whole)), holdsBytes };
-}
-
-/** Bytes of the buffer's files (database and write-ahead log), 0 for those missing. */
-function bufferFileBytes(path: string): number {
-  let own = 0;
-  for (const suffix of ['', '-wal']) {
-    try {
-      own += statSync(path + suffix).size;
-    } catch {
-      // not there (yet)
-    }
-  }
-  return own;
-}
-
-/** The nearest existing folder of `path` (the buffer's folder may not exist before the first start). */
-function existingFolder(path: string): string {
-  let dir = dirname(path);
-  while (!existsSync(dir) && dirname(dir) !== dir) dir = dirname(dir);
-  return dir;
-}
-
-/**
- * The byte quota for a buffer at `bufferPath` when `buffer.maxBytes` is not set, from its file
- * system now (see {@link derivedQuota}); the gateway uses it from start until the disk guard's
- * first check. `:memory:`: {@link DERIVED_QUOTA_MAX_BYTES}.
- * @throws when no folder of the path can be examined (`statfs`).
- */
-export function derivedQuotaForPath(bufferPath: string, reserveBytes: number = DEFAULT_RESERVE_BYTES): { bytes: number; ceilingBytes: number; holdsBytes: number } {
-  if (bufferPath === ':memory:') return { bytes: DERIVED_QUOTA_MAX_BYTES, ceilingBytes: DERIVED_QUOTA_MAX_BYTES, holdsBytes: DERIVED_QUOTA_MAX_BYTES };
-  const s = statfsSync(existingFolder(bufferPath));
-  const size = s.blocks * s.bsize;
-  let reserveOnDisk = 0;
-  try {
-    reserveOnDisk = statSync(`${bufferPath}.reserve`).size;
-  } catch {
-    // not written yet
-  }
-  return derivedQuota({ free: s.bavail * s.bsize, size }, bufferFileBytes(bufferPath), reserveOnDisk, reserveBytes, defaultLowFreeBytes(size, reserveBytes));
-}
-
-/** The sentence for a byte quota larger than what the disk holds (`holds`: bytes of scan JSON). */
-function quotaTooLargeText(quota: number, holds: number): string {
-  return `buffer.maxBytes (${quota} bytes of scans) is larger than the disk can hold (about ${holds} bytes of scans at ${DISK_BYTES_PER_QUOTA_BYTE} bytes on disk each): the disk fills before the quota is reached; lower buffer.maxBytes (or leave it out: the quota is then derived from the disk) or give the buffer more room`;
-}
-
-/**
- * For `config check` (the gateway not running): whether `quotaBytes` fits the file system that
- * holds (or will hold) `bufferPath`, by its size, less the default reserve and low-space mark.
- * Answers the sentence when it does not, `undefined` when it fits or the path is `:memory:`.
- * @throws when no folder of the path can be examined (`statfs`).
- */
-export function quotaTooLargeForDisk(bufferPath: string, quotaBytes: number): string | undefined {
-  if (bufferPath === ':memory:') return undefined;
-  const fs = statfsSync(existingFolder(bufferPath));
-  const size = fs.blocks * fs.bsize;
-  const holds = diskHoldsBytes({ freeBytes: size, bufferBytes: 0, reserveOnDisk: 0, reserveBytes: DEFAULT_RESERVE_BYTES, lowFreeBytes: defaultLowFreeBytes(size) });
-  return quotaBytes > holds ? quotaTooLargeText(quotaBytes, holds) : undefined;
-}
-
 /**
  * Keeps delivery and intake going on a disk that fills.
  *
- * - **Reserve.** A file `<buffer>.reserve` of real (not sparse) bytes that the gateway owns. When
+ * - **Reserve** (reserve.ts). A file `<buffer>.reserve` of real (not sparse) bytes that the gateway owns. When
  *   SQLite reports the disk full, it is cut to its last part and the write-ahead log checkpointed,
  *   so that the deletes of early pruning and delivery's batch updates find room in the log; the
  *   last part goes when a checkpoint fails with SQLITE_FULL after that. It is written again once
@@ -202,13 +100,12 @@ export function quotaTooLargeForDisk(bufferPath: string, quotaBytes: number): st
 export class DiskGuard {
   private timer: NodeJS.Timeout | undefined;
   private readonly now: Clock;
-  private readonly reservePath: string;
+  private readonly reserve: ReserveFile;
   private readonly reserveSize: number;
-  private reserveHeld = 0;
-  private released = false;
   private fullReported = false;
   private running: Promise<void> | undefined;
-  private lowFree: number;
+  /** The low-space mark; from the file system's size at the first need ({@link lowFreeMark}). */
+  private lowFree: number | undefined;
   private lastFree: number | undefined;
   private pruned = 0;
   private lastEarly: DiskGuardStatus['lastEarlyPrune'];
@@ -221,18 +118,29 @@ export class DiskGuard {
   private nothingLeftWarned = false;
   private lastFailure: string | undefined;
 
+  /** Only keeps its options: {@link start} examines the disk and writes the reserve. */
   constructor(private readonly options: DiskGuardOptions) {
     this.now = options.now ?? Date.now;
-    this.reservePath = `${options.store.path}.reserve`;
     this.reserveSize = options.store.path === ':memory:' ? 0 : (options.reserveBytes ?? DEFAULT_RESERVE_BYTES);
-    const size = this.stat()?.size ?? 0;
-    this.lowFree = options.lowFreeBytes ?? defaultLowFreeBytes(size, this.reserveSize);
+    this.reserve = new ReserveFile(`${options.store.path}.reserve`, this.reserveSize, options.logger, () => options.store.space.checkpointTruncate());
   }
 
-  /** Switches the buffer to incremental auto-vacuum if needed, writes the reserve, and checks every `intervalMs`. */
+  /**
+   * The low-space mark: `lowFreeBytes`, or by default from the file system's size (one `statfs`,
+   * at start or at the first check before it), kept from then on.
+   */
+  private lowFreeMark(): number {
+    return (this.lowFree ??= this.options.lowFreeBytes ?? defaultLowFreeBytes(this.stat()?.size ?? 0, this.reserveSize));
+  }
+
+  /**
+   * Examines the disk (its low-space mark), switches the buffer to incremental auto-vacuum if
+   * needed, writes the reserve, and checks every `intervalMs`. The store must be open.
+   */
   start(): void {
+    this.lowFreeMark();
     this.switchToIncrementalVacuum();
-    this.writeReserve();
+    this.reserve.write();
     this.checkQuotaFits();
     // The status says the free space from the start, not only after the first check (250 ms on):
     // a buffer can reach its quota before that (seen in the tmpfs test of the derived quota).
@@ -250,7 +158,7 @@ export class DiskGuard {
   /** SQLite reported the disk full (a commit or a delivery step): release the reserve and prune now. */
   reportFull(): void {
     this.fullReported = true;
-    this.releaseReserve();
+    this.reserve.release();
     void this.check();
   }
 
@@ -271,15 +179,15 @@ export class DiskGuard {
 
   /** The reserve is written (or there is none): false from its release on a full disk until it is written again. */
   reserveReady(): boolean {
-    return !this.released;
+    return !this.reserve.released;
   }
 
   snapshot(): DiskGuardStatus {
     return {
-      reserveBytes: this.reserveHeld,
-      reserveReleased: this.released,
+      reserveBytes: this.reserve.held,
+      reserveReleased: this.reserve.released,
       ...(this.lastFree !== undefined ? { freeBytes: this.lastFree } : {}),
-      lowFreeBytes: this.lowFree,
+      lowFreeBytes: this.lowFreeMark(),
       prunedEarlyScans: this.pruned,
       ...(this.lastEarly ? { lastEarlyPrune: { ...this.lastEarly } } : {}),
       ...(this.vacuumPending ? { vacuumPending: this.vacuumPending } : {}),
@@ -304,7 +212,7 @@ export class DiskGuard {
     this.quotaCheckedAt = this.now();
     const s = this.stat();
     if (!s) return;
-    const d = derivedQuota(s, bufferFileBytes(this.options.store.path), this.reserveHeld, this.reserveSize, this.lowFree);
+    const d = derivedQuota(s, bufferFileBytes(this.options.store.path), this.reserve.held, this.reserveSize, this.lowFreeMark());
     if (quota === undefined) {
       const previous = this.derivedLogged;
       this.derived = d.bytes;
@@ -312,7 +220,7 @@ export class DiskGuard {
       if (previous === undefined || Math.abs(d.bytes - previous) > previous * 0.1) {
         this.derivedLogged = d.bytes;
         this.options.logger.info(
-          { quotaBytes: d.bytes, diskHoldsBytes: d.holdsBytes, ceilingBytes: d.ceilingBytes, freeBytes: s.free, lowFreeBytes: this.lowFree },
+          { quotaBytes: d.bytes, diskHoldsBytes: d.holdsBytes, ceilingBytes: d.ceilingBytes, freeBytes: s.free, lowFreeBytes: this.lowFreeMark() },
           previous === undefined ? 'buffer.maxBytes not set: the byte quota is derived from the disk, so that it is reached before the disk is full' : 'byte quota derived from the disk changed',
         );
       }
@@ -337,7 +245,7 @@ export class DiskGuard {
       // would be filled by intake, and delivery would find no room when the disk is full.
       const full = this.fullReported;
       if (full) {
-        this.releaseReserve();
+        this.reserve.release();
         // The log first: what delivery and intake wrote before the disk filled may hold the room.
         this.returnPages();
       }
@@ -355,7 +263,7 @@ export class DiskGuard {
       this.lastFailure = undefined;
       if (r.scans === 0) {
         if (total.scans === 0 && !this.nothingLeftWarned) {
-          logger.warn({ freeBytes: this.lastFree, lowFreeBytes: this.lowFree }, 'buffer disk is low and no delivered scans are left to prune: only undelivered data remains');
+          logger.warn({ freeBytes: this.lastFree, lowFreeBytes: this.lowFreeMark() }, 'buffer disk is low and no delivered scans are left to prune: only undelivered data remains');
         }
         this.nothingLeftWarned = true;
         break;
@@ -367,16 +275,16 @@ export class DiskGuard {
       this.pruned += total.scans;
       this.lastEarly = { at: new Date(this.now()).toISOString(), ...total };
       logger.warn(
-        { ...total, freeBytes: this.lastFree, lowFreeBytes: this.lowFree, prunedEarlyScans: this.pruned },
+        { ...total, freeBytes: this.lastFree, lowFreeBytes: this.lowFreeMark(), prunedEarlyScans: this.pruned },
         'buffer disk is low: pruned the oldest delivered scans before their audit period ended (undelivered scans are kept)',
       );
     }
-    if (this.released && this.reserveSize > 0) {
+    if (this.reserve.released && this.reserveSize > 0) {
       // Room for the reserve and back-pressure's resume mark besides, not the low-space mark: intake
       // resumes only once the reserve is back, and between the two marks nothing would be pruned
       // to make room for it (nothing is under pressure there), so intake would wait for ever.
       const free = this.stat()?.free ?? 0;
-      if (free >= this.reserveSize + RESUME_FREE_BYTES) this.writeReserve();
+      if (free >= this.reserveSize + RESUME_FREE_BYTES) this.reserve.write();
     }
   }
 
@@ -384,14 +292,8 @@ export class DiskGuard {
   private underPressure(): boolean {
     if (this.fullReported) return true;
     const s = this.stat();
-    if (s && s.free < this.lowFree) return true;
-    const db = connectionOf(this.options.store);
-    const max = db.pragma('max_page_count', { simple: true }) as number;
-    if (max < 1_000_000_000) {
-      const used = (db.pragma('page_count', { simple: true }) as number) - (db.pragma('freelist_count', { simple: true }) as number);
-      return used > max * 0.9;
-    }
-    return false;
+    if (s && s.free < this.lowFreeMark()) return true;
+    return this.options.store.space.nearPageLimit();
   }
 
   /**
@@ -402,20 +304,20 @@ export class DiskGuard {
    * (seen on the tmpfs test: 4,000 pruned scans held inside a file that filled the disk).
    */
   private returnPages(): void {
-    const db = connectionOf(this.options.store);
+    const space = this.options.store.space;
     try {
-      db.pragma('wal_checkpoint(TRUNCATE)');
+      space.checkpointTruncate();
       // Bounded: at most VACUUM_MAX_STEPS steps per call; what is left goes at the next check.
-      for (let step = 0; step < VACUUM_MAX_STEPS && (db.pragma('freelist_count', { simple: true }) as number) > 0; step++) {
-        db.pragma(`incremental_vacuum(${VACUUM_STEP_PAGES})`);
-        db.pragma('wal_checkpoint(TRUNCATE)');
+      for (let step = 0; step < VACUUM_MAX_STEPS && space.freePages() > 0; step++) {
+        space.incrementalVacuum(VACUUM_STEP_PAGES);
+        space.checkpointTruncate();
       }
     } catch (err) {
       // A reader of another process (replay) may hold the log, or the disk has no room even for
       // one step; the next check tries again. The log a failed step grew is cut back first.
-      if (isDiskFull(err)) this.releaseLastResort();
+      if (isDiskFull(err)) this.reserve.releaseLastResort();
       try {
-        db.pragma('wal_checkpoint(TRUNCATE)');
+        space.checkpointTruncate();
       } catch {
         // as above
       }
@@ -437,99 +339,6 @@ export class DiskGuard {
   }
 
   /**
-   * Releases the reserve but its last part ({@link lastResortBytes}): that is kept for the
-   * write-ahead log's checkpoint, see {@link releaseLastResort}.
-   */
-  private releaseReserve(): void {
-    if (this.released || this.reserveSize === 0) return;
-    const keep = this.lastResortBytes();
-    try {
-      truncateSync(this.reservePath, keep);
-      this.reserveHeld = keep;
-    } catch {
-      // Already gone (removed by hand): nothing to release.
-      this.reserveHeld = 0;
-    }
-    this.released = true;
-    // The log first, before any prune, vacuum step or status write appends to it: the reserve's
-    // room is what its checkpoint needs to copy pages beyond the end of the database file.
-    try {
-      connectionOf(this.options.store).pragma('wal_checkpoint(TRUNCATE)');
-    } catch {
-      // Still no room (or a reader holds the log): returnPages tries again at the check that follows.
-    }
-    this.options.logger.warn({ path: this.reservePath }, 'buffer disk full: released the reserve so that delivery and pruning can write');
-  }
-
-  /**
-   * The reserve's last part, kept when the rest is released: a sixteenth, at most 256 KiB. Small,
-   * as the rest must take one intake commit's new pages (about 3.7 MB measured, 1,000 scans of
-   * 600-character references); enough for the few new pages a prune or a delivery step adds.
-   */
-  private lastResortBytes(): number {
-    return Math.min(256 * 1024, Math.floor(this.reserveSize / 16));
-  }
-
-  /**
-   * A checkpoint failed with SQLITE_FULL after the reserve was released: what was written since
-   * (a delivery step's updates can fill the disk to its last byte) left no room for the log's
-   * few pages beyond the end of the database file, and without the checkpoint the log is never
-   * emptied. Its last part is deleted and the log checkpointed at once, before anything else
-   * writes (seen before on the MQTT tmpfs test: stuck for good for want of two pages).
-   */
-  private releaseLastResort(): void {
-    if (!this.released || this.reserveHeld === 0) return;
-    try {
-      unlinkSync(this.reservePath);
-    } catch {
-      // Already gone.
-    }
-    this.reserveHeld = 0;
-    try {
-      connectionOf(this.options.store).pragma('wal_checkpoint(TRUNCATE)');
-    } catch {
-      // The caller logs the failure; the next check tries again.
-    }
-    this.options.logger.warn({ path: this.reservePath }, 'buffer disk full: released the last of the reserve for the write-ahead log checkpoint');
-  }
-
-  /** Writes the reserve with real bytes (a sparse file would free nothing when deleted). */
-  private writeReserve(): void {
-    if (this.reserveSize === 0) return;
-    let fd: number | undefined;
-    try {
-      let have = 0;
-      try {
-        have = statSync(this.reservePath).size;
-      } catch {
-        have = 0;
-      }
-      if (have < this.reserveSize) {
-        fd = openSync(this.reservePath, 'a', 0o600);
-        const zeros = Buffer.alloc(CHUNK, 0xa5);
-        for (let n = have; n < this.reserveSize; n += CHUNK) writeSync(fd, zeros, 0, Math.min(CHUNK, this.reserveSize - n));
-        fsyncSync(fd);
-      }
-      const wasReleased = this.released;
-      this.reserveHeld = this.reserveSize;
-      this.released = false;
-      if (wasReleased) this.options.logger.info({ path: this.reservePath, bytes: this.reserveSize }, 'buffer disk has room again: reserve written again');
-    } catch (err) {
-      // No room for it (yet): held as released, written again at a later check.
-      try {
-        unlinkSync(this.reservePath);
-      } catch {
-        // nothing written
-      }
-      this.released = true;
-      this.reserveHeld = 0;
-      this.options.logger.warn({ err, path: this.reservePath }, 'cannot write the buffer reserve; will try again when there is room');
-    } finally {
-      if (fd !== undefined) closeSync(fd);
-    }
-  }
-
-  /**
    * A buffer made before `auto_vacuum = INCREMENTAL` (new buffers get it at creation) keeps freed
    * pages inside its file. Switching needs one `VACUUM`, which rewrites the whole file and needs
    * about its size again in free space; so it runs only at start, only up to `maxVacuumBytes`,
@@ -538,8 +347,8 @@ export class DiskGuard {
   private switchToIncrementalVacuum(): void {
     const { store, logger } = this.options;
     if (store.path === ':memory:') return;
-    const db = connectionOf(store);
-    if ((db.pragma('auto_vacuum', { simple: true }) as number) === 2) return;
+    const space = store.space;
+    if (space.incrementalAutoVacuum()) return;
     const bytes = bufferFileBytes(store.path);
     const max = this.options.maxVacuumBytes ?? 256 * MIB;
     const free = this.stat()?.free ?? 0;
@@ -551,9 +360,7 @@ export class DiskGuard {
     const t0 = Date.now();
     logger.info({ bytes }, 'switching the buffer to incremental auto-vacuum (one VACUUM)');
     try {
-      db.pragma('auto_vacuum = INCREMENTAL');
-      db.exec('VACUUM');
-      db.pragma('wal_checkpoint(TRUNCATE)');
+      space.switchToIncrementalVacuum();
       logger.info({ bytes, ms: Date.now() - t0 }, 'buffer switched to incremental auto-vacuum');
     } catch (err) {
       this.vacuumPending = `switching the buffer to incremental auto-vacuum failed: ${(err as Error).message}`;

@@ -1,7 +1,7 @@
-import type { Read } from '../inputs/types.js';
-import { connectionOf } from './connection.js';
-import type { BufferStore } from './store.js';
+import type Database from 'better-sqlite3';
+import type { ScanInsert } from './scan-insert.js';
 import { indexedState } from './scan-state.js';
+import type { StoredRead } from './rows.js';
 import { scanSchema } from '../contract/contract.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
 
@@ -58,7 +58,8 @@ export interface ReplayResult {
   items: ReplayItem[];
 }
 
-interface Candidate {
+/** A dead letter (or rejected read) chosen by a selection, with its original read. */
+export interface Candidate {
   scanId: number | null;
   readId: number;
   reference: string | null;
@@ -79,6 +80,66 @@ interface Candidate {
 const CHUNK = 500;
 
 /**
+ * The dead letters of the buffer and their replay's writes. Built by `BufferStore.open` on its
+ * connection (`store.deadLetters`); the statements of fixed text are prepared once, here; the
+ * selections' (their filters vary) at each replay, which is rare and done by a person.
+ */
+export class DeadLetters {
+  private readonly stillDead: Database.Statement;
+  private readonly stillRejected: Database.Statement;
+  private readonly markScan: Database.Statement;
+  private readonly markRead: Database.Statement;
+
+  constructor(
+    private readonly db: Database.Database,
+    private readonly scans: ScanInsert,
+  ) {
+    this.stillDead = db.prepare(`SELECT 1 FROM scan_rows WHERE id = ? AND replayed_by IS NULL AND state IN ('failed', 'held')`);
+    this.stillRejected = db.prepare(`SELECT 1 FROM reads WHERE id = ? AND outcome = 'rejected'`);
+    this.markScan = db.prepare(`UPDATE scan_rows SET replayed_by = ? WHERE id = ? AND replayed_by IS NULL`);
+    this.markRead = db.prepare(`UPDATE reads SET outcome = 'scan', dcp_key = ?, reason = ? WHERE id = ? AND outcome = 'rejected'`);
+  }
+
+  /** The dead letters (and, with `rejected`, the rejected reads) `selection` names, in id order. */
+  candidates(selection: ReplaySelection): Candidate[] {
+    return selectCandidates(this.db, selection);
+  }
+
+  /** Rejections the selection's filters match that never were a read (see {@link ReplayResult.notReplayable}). */
+  countInputLevel(selection: ReplaySelection): number {
+    return countInputLevel(this.db, selection);
+  }
+
+  /** Whether the candidate is still a dead letter (or a rejected read) not yet replayed: a second replay may have come first. */
+  stillOpen(c: Candidate): boolean {
+    return (c.scanId !== null ? this.stillDead.get(c.scanId) : this.stillRejected.get(c.readId)) !== undefined;
+  }
+
+  /** Runs `fn` in one IMMEDIATE transaction: the write lock is taken before the re-checks in it. */
+  transaction<T>(fn: () => T): T {
+    return this.db.transaction(fn).immediate();
+  }
+
+  /**
+   * Queues the new scan of a replayed dead letter as pending and marks what it replaces: the
+   * failed or held scan `replaces.scanId` (`replayed_by`), or else the rejected read, which becomes
+   * a scan read with `reason` as its audit note. Runs inside the caller's transaction. Answers the
+   * new scan's id.
+   */
+  queueReplayedScan(
+    replaces: { scanId: number | null; readId: number },
+    scan: { dcpKey: string; reference: string; timeUtc: string; body: string },
+    reason: string,
+    nowMs: number,
+  ): number {
+    const newId = this.scans.run(replaces.readId, scan.dcpKey, scan.reference, scan.timeUtc, scan.body, Buffer.byteLength(scan.body), nowMs);
+    if (replaces.scanId !== null) this.markScan.run(newId, replaces.scanId);
+    else this.markRead.run(scan.dcpKey, reason, replaces.readId);
+    return newId;
+  }
+}
+
+/**
  * Replays the selected dead letters with `map` (the current configuration's mapping, without the
  * duplicate window: a replay is deliberate). Safe while the daemon runs on the same file: each
  * chunk is one short transaction, and the daemon's delivery picks the new pending scans up on its
@@ -86,24 +147,19 @@ const CHUNK = 500;
  *
  * @throws GatewayError `SCANGW_E_USAGE` when the selection is empty (neither a filter nor `all`).
  */
-export function replayDeadLetters(store: BufferStore, map: (read: Read) => ReplayMapping, selection: ReplaySelection, nowMs: number): ReplayResult {
+export function replayDeadLetters(letters: DeadLetters, map: (read: StoredRead) => ReplayMapping, selection: ReplaySelection, nowMs: number): ReplayResult {
   const hasFilter = selection.batchId !== undefined || selection.dcpKey !== undefined || selection.reason !== undefined;
   if (!hasFilter && !selection.all) throw new GatewayError(ErrorCodes.USAGE, 'replay needs a selection: a batch, a DCP, a reason, or all');
-  const candidates = selectCandidates(store, selection);
+  const candidates = letters.candidates(selection);
   const result: ReplayResult = { selected: 0, queued: 0, notQueued: 0, dryRun: selection.dryRun ?? false, items: [] };
-  if (selection.rejected && selection.batchId === undefined) result.notReplayable = countInputLevel(store, selection);
-  const db = connectionOf(store);
+  if (selection.rejected && selection.batchId === undefined) result.notReplayable = letters.countInputLevel(selection);
   const nowIso = new Date(nowMs).toISOString();
-
-  const stillDead = db.prepare(`SELECT 1 FROM scan_rows WHERE id = ? AND replayed_by IS NULL AND state IN ('failed', 'held')`);
-  const stillRejected = db.prepare(`SELECT 1 FROM reads WHERE id = ? AND outcome = 'rejected'`);
 
   for (let i = 0; i < candidates.length; i += CHUNK) {
     // IMMEDIATE: the write lock is taken before the re-check, so two replays never queue one read twice.
-    db.transaction(() => {
+    letters.transaction(() => {
       for (const c of candidates.slice(i, i + CHUNK)) {
-        const current = c.scanId !== null ? stillDead.get(c.scanId) : stillRejected.get(c.readId);
-        if (current === undefined) continue;
+        if (!letters.stillOpen(c)) continue;
         result.selected++;
         const mapped = map(toRead(c));
         const item: ReplayItem = {
@@ -117,7 +173,7 @@ export function replayDeadLetters(store: BufferStore, map: (read: Read) => Repla
           const body = JSON.stringify((mapped as { scan: unknown }).scan);
           item.result = { queued: true, reference: mapped.scan.reference, dcpKey: mapped.scan.dcpKey };
           if (!result.dryRun) {
-            item.result.newScanId = store.queueReplayedScan(
+            item.result.newScanId = letters.queueReplayedScan(
               c,
               { dcpKey: mapped.scan.dcpKey, reference: mapped.scan.reference, timeUtc: mapped.instant.toISOString(), body },
               `replayed ${nowIso}; rejected before: ${c.previousReason ?? ''}`,
@@ -131,12 +187,12 @@ export function replayDeadLetters(store: BufferStore, map: (read: Read) => Repla
         }
         result.items.push(item);
       }
-    }).immediate();
+    });
   }
   return result;
 }
 
-function countInputLevel(store: BufferStore, s: ReplaySelection): number {
+function countInputLevel(db: Database.Database, s: ReplaySelection): number {
   const where: string[] = [`outcome = 'rejected'`, `input_level = 1`];
   const params: unknown[] = [];
   if (s.dcpKey !== undefined) {
@@ -147,10 +203,10 @@ function countInputLevel(store: BufferStore, s: ReplaySelection): number {
     where.push(`instr(lower(coalesce(reason, '')), lower(?)) > 0`);
     params.push(s.reason);
   }
-  return connectionOf(store).prepare(`SELECT count(*) FROM reads WHERE ${where.join(' AND ')}`).pluck().get(...params) as number;
+  return db.prepare(`SELECT count(*) FROM reads WHERE ${where.join(' AND ')}`).pluck().get(...params) as number;
 }
 
-function selectCandidates(store: BufferStore, s: ReplaySelection): Candidate[] {
+function selectCandidates(db: Database.Database, s: ReplaySelection): Candidate[] {
   const readColumns = `r.input_id AS inputId, r.received_at AS receivedAt, r.raw AS raw, r.source_time AS sourceTime,
     r.source_dcp_key AS sourceDcpKey, r.parents AS parents, r.attributes AS attributes, r.origin AS origin`;
   // indexedState: the condition of the partial index scans_state (src/buffer/scan-state.ts).
@@ -168,7 +224,7 @@ function selectCandidates(store: BufferStore, s: ReplaySelection): Candidate[] {
     where.push(`instr(lower(coalesce(s.failure_reason, '')), lower(?)) > 0`);
     params.push(s.reason);
   }
-  const scans = connectionOf(store)
+  const scans = db
     .prepare(
       `SELECT s.id AS scanId, s.read_id AS readId, s.reference AS reference, s.failure_reason AS previousReason, (SELECT body FROM scan_bodies b WHERE b.id = s.id) AS oldBody, ${readColumns}
        FROM scan_rows s JOIN reads r ON r.id = s.read_id WHERE ${where.join(' AND ')} ORDER BY s.id`,
@@ -186,7 +242,7 @@ function selectCandidates(store: BufferStore, s: ReplaySelection): Candidate[] {
     rwhere.push(`instr(lower(coalesce(r.reason, '')), lower(?)) > 0`);
     rparams.push(s.reason);
   }
-  const rejected = connectionOf(store)
+  const rejected = db
     .prepare(
       `SELECT NULL AS scanId, r.id AS readId, NULL AS reference, r.reason AS previousReason, NULL AS oldBody, ${readColumns}
        FROM reads r WHERE ${rwhere.join(' AND ')} ORDER BY r.id`,
@@ -200,7 +256,7 @@ function selectCandidates(store: BufferStore, s: ReplaySelection): Candidate[] {
  * came from a container session at the time (state replay cannot rebuild): they are taken from the
  * failed scan, so a replayed member keeps its container.
  */
-function toRead(c: Candidate): Read {
+function toRead(c: Candidate): StoredRead {
   const origin = c.origin !== null ? (JSON.parse(c.origin) as Record<string, string | number>) : undefined;
   if (origin?.format === 'scan') {
     // A ready Scan from a file of Scans: its stored JSON is the Scan itself, sent again as written.

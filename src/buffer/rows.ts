@@ -1,7 +1,36 @@
+import type { Scan } from '../contract/contract.js';
+
 /**
- * The rows the buffer stores and answers with (shapes only), split from store.ts so that the
- * store holds the SQL and this file the shapes other rooms read.
+ * The rows the buffer stores and answers with (shapes only), apart from the classes that hold the
+ * SQL so that other rooms can read the shapes. The buffer defines its own shapes of what it is
+ * given (a read, a committed record): it imports neither the inputs nor the mapping, and intake
+ * (src/intake/) adapts their types to these.
  */
+
+/**
+ * A read as the buffer stores it and gives it back for replay (replay.ts): the fields of the
+ * inputs' `Read` (src/inputs/types.ts) that are kept, with the same names and meanings, so a read
+ * rebuilt from its row is a `Read` the mapping can map again.
+ */
+export interface StoredRead {
+  inputId: string;
+  /** The bytes as received. */
+  raw: Buffer;
+  /** When the gateway received the read. */
+  receivedAt: Date;
+  /** A time stamp the source supplied, unparsed. */
+  sourceTime?: string;
+  /** A DCP key the source supplied. */
+  dcpKey?: string;
+  /** Parent references (the source's, or those of the failed scan's container session). */
+  parents?: string[];
+  /** Attributes the source supplied; values as text. */
+  attributes?: Record<string, string>;
+  /** Where it came from, for people: file and line, topic, port. */
+  origin?: Record<string, string | number>;
+  /** A ready Scan from a `json` file of Scans (`origin.format` is `scan`): sent again as written. */
+  readyScan?: Scan;
+}
 
 /** One read as it is committed: its raw bytes, its outcome and, for a scan, the serialized Scan. */
 export interface IntakeRecord {
@@ -114,7 +143,7 @@ export interface PendingScanRow {
 }
 
 /**
- * The head of the queue summed up (`BufferStore.pendingHead`): how many pending scans, how many
+ * The head of the queue summed up (`Batches.pendingHead`, batches.ts): how many pending scans, how many
  * distinct references among them, the sum of their stored JSON lengths, the first and last id
  * (null when none is pending).
  */

@@ -3,7 +3,7 @@
  * batched, delivered, failed and held; since migration 13 a delivered scan's row may still say
  * `batched`: a finished batch (`batches.state = 'done'`) does not rewrite its scans, so a
  * `batched` row of a done batch is delivered. These fragments are the only places that rule is
- * written in queries; BufferStore.finishBatch is where it is made.
+ * written in queries; Batches.finishBatch (batches.ts) is where it is made.
  */
 
 /**

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { printableRaw } from '../format/printable.js';
-import { firstReadSince } from './reports.js';
+import { firstReadSince } from './recent-activity.js';
 import { scanStateSql } from './scan-state.js';
 
 /**

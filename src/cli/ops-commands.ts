@@ -4,7 +4,7 @@ import type { Command } from 'commander';
 import { loadConfig } from '../config/load.js';
 import type { GatewayConfig } from '../config/schema.js';
 import { BufferReader, checkBufferCopy } from '../buffer/reader.js';
-import type { FailuresReport, QueueReport, StatsReport } from '../buffer/reports.js';
+import type { FailuresReport, QueueReport, StatsReport } from '../buffer/ops-reports.js';
 import { fmtBytes, fmtDuration, fmtTime } from '../health/page-render.js';
 import { SecretScrubber } from '../log.js';
 import { CommandExit, ExitCodes } from './exit.js';

@@ -70,11 +70,11 @@ export function registerReplayCommand(program: Command, io: ReplayIo): void {
       }
       // No migration from here: an older gateway may still run on this buffer (after a package
       // upgrade whose restart waits for the configuration), and could not write a newer schema.
-      const store = new BufferStore(config.buffer.path, { fileMustExist: true, migrate: false });
+      const store = BufferStore.openAt(config.buffer.path, { fileMustExist: true, migrate: false });
       let result: ReplayResult;
       try {
         const mapper = mappingContext(config);
-        result = replayDeadLetters(store, (read) => mapRead(read, mapper), selection, (io.now ?? Date.now)());
+        result = replayDeadLetters(store.deadLetters, (read) => mapRead(read, mapper), selection, (io.now ?? Date.now)());
       } finally {
         store.close();
       }

@@ -95,9 +95,9 @@ export function formBatch(
   opts: { maxScans: number; maxBytes: number; mode: BatchMode; nowIso: string; holdOversize?: boolean },
 ): BatchRow | undefined {
   return store.atomically(() => {
-    const head = opts.maxScans <= HEAD_SUMS_MAX_SCANS ? store.pendingHead(opts.maxScans) : undefined;
+    const head = opts.maxScans <= HEAD_SUMS_MAX_SCANS ? store.batches.pendingHead(opts.maxScans) : undefined;
     if (head && head.scans > 0 && head.references === head.scans && head.firstId !== null && head.lastId !== null && arrayBytes(head.scans, head.scanBytes) <= opts.maxBytes) {
-      return store.writeBatch({
+      return store.batches.writeBatch({
         mode: opts.mode,
         range: { first: head.firstId, last: head.lastId, count: head.scans },
         bytes: arrayBytes(head.scans, head.scanBytes),
@@ -105,11 +105,11 @@ export function formBatch(
         nowIso: opts.nowIso,
       });
     }
-    const packed = packScans(store.pendingScans(), opts);
+    const packed = packScans(store.batches.pendingScans(), opts);
     const hold = opts.holdOversize
       ? packed.oversize.map((o) => ({ id: o.id, reason: `the scan alone is ${o.bytes + 2} bytes, over the ${opts.maxBytes}-byte limit of a ${opts.mode} upload` }))
       : [];
-    return store.writeBatch({ mode: opts.mode, scanIds: packed.ids, bytes: packed.bytes, scanBytes: packed.scanBytes, gapless: packed.gapless, nowIso: opts.nowIso, hold });
+    return store.batches.writeBatch({ mode: opts.mode, scanIds: packed.ids, bytes: packed.bytes, scanBytes: packed.scanBytes, gapless: packed.gapless, nowIso: opts.nowIso, hold });
   });
 }
 
@@ -136,13 +136,13 @@ export class Batcher {
    */
   formIfDue(): number | undefined {
     const { store, config, now } = this.options;
-    const pending = store.pending();
+    const pending = store.batches.pending();
     if (pending.count === 0) return undefined;
     const age = now() - (pending.oldestCreatedAt ?? now());
     const full =
       config.mode === 'sftp'
-        ? pending.count >= config.sftpMaxScans || store.totals().pendingBytes >= config.sftpMaxBytes
-        : pending.count >= config.maxBatchScans || store.totals().pendingBytes >= MAX_DIRECT_BODY_BYTES;
+        ? pending.count >= config.sftpMaxScans || store.reports.totals().pendingBytes >= config.sftpMaxBytes
+        : pending.count >= config.maxBatchScans || store.reports.totals().pendingBytes >= MAX_DIRECT_BODY_BYTES;
     if (full || age >= config.maxBatchDelayMs) {
       this.form();
       return 0;
@@ -158,7 +158,7 @@ export class Batcher {
   form(): BatchRow | undefined {
     const { store, config, logger, now } = this.options;
     const nowIso = new Date(now()).toISOString();
-    const totals = store.totals();
+    const totals = store.reports.totals();
     const backlog = totals.pendingScans > config.maxBatchScans || totals.pendingBytes > MAX_DIRECT_BODY_BYTES;
     const large: BatchMode = config.largeBatchRoute;
     const mode: BatchMode = config.mode === 'auto' ? (backlog ? large : 'direct') : config.mode;

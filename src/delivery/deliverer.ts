@@ -131,7 +131,7 @@ export class Deliverer {
 
   snapshot(): DeliveryStatus {
     const { stepError, ...upload } = this.uploader.snapshot();
-    const dup = this.options.store.possibleDuplicates();
+    const dup = this.options.store.reports.possibleDuplicates();
     return {
       ...upload,
       ...this.circuit.snapshot(),

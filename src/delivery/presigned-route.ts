@@ -33,7 +33,7 @@ export class PresignedRoute {
    */
   async uploadPresigned(batch: BatchRow, step: PresignedStep): Promise<PresignedOutcome> {
     const { store, api, logger, config } = this.options;
-    let current = store.batch(batch.id) ?? batch;
+    let current = store.batches.batch(batch.id) ?? batch;
     step.current = undefined;
     let mayHaveArrived = false;
     if (current.requestId && current.putStartedAt !== null) {
@@ -45,7 +45,7 @@ export class PresignedRoute {
       }
       if (this.options.now() - current.putStartedAt < config.notFoundGraceMs) {
         // The service may not show an upload at once: wait out the grace window by polling.
-        store.updateBatch(batch.id, {
+        store.batches.updateBatch(batch.id, {
           state: 'uploaded',
           uploadedAt: new Date(current.putStartedAt).toISOString(),
           nextAttemptAt: this.options.now() + config.statusPollMs,
@@ -66,7 +66,7 @@ export class PresignedRoute {
       const issuedAt = this.options.now();
       step.current = 'address';
       const address = await api.requestPresignedUpload();
-      store.updateBatch(
+      store.batches.updateBatch(
         batch.id,
         {
           state: 'presigned',
@@ -83,18 +83,18 @@ export class PresignedRoute {
           'the service never showed the earlier pre-signed upload; sending it again under a new address (counted as a possible duplicate)',
         );
       }
-      current = store.batch(batch.id) ?? current;
+      current = store.batches.batch(batch.id) ?? current;
     }
     const started = this.options.now();
-    store.updateBatch(batch.id, { attempts: current.attempts + 1, putStartedAt: started });
+    store.batches.updateBatch(batch.id, { attempts: current.attempts + 1, putStartedAt: started });
     step.current = reuse ? 'reput' : 'put';
     if (api.putPresignedStream) {
       // Streamed from the buffer page by page: up to 64 MiB per batch, and several
       // batches in flight, never whole in memory. Its scans stay put while it is in flight: only
       // this upload's own outcome (split, hold) changes them.
-      await api.putPresignedStream(current.presignedUrl!, { bytes: current.bytes, chunks: () => batchBodyChunks(store, batch.id) });
+      await api.putPresignedStream(current.presignedUrl!, { bytes: current.bytes, chunks: () => batchBodyChunks(store.batches, batch.id) });
     } else {
-      await api.putPresigned(current.presignedUrl!, store.batchBody(batch.id));
+      await api.putPresigned(current.presignedUrl!, store.batches.batchBody(batch.id));
     }
     return { requestId: current.requestId!, uploadedAt: started };
   }

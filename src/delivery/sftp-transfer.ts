@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
+import type { Batches } from '../buffer/batches.js';
 import type { BatchRow, BufferStore } from '../buffer/store.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -18,19 +19,19 @@ const PAGE_MAX_SCANS = 1000;
 export const PART_SUFFIX = '.part';
 
 /**
- * The bytes of a batch body (`[scan,scan,…]`, exactly as {@link BufferStore.batchBody} would join
+ * The bytes of a batch body (`[scan,scan,…]`, exactly as {@link Batches.batchBody} would join
  * them), page by page from the buffer: never the whole body in memory. Between pages the event
  * loop is free, and the connection too (each page is one short statement).
  */
-export async function* batchBodyChunks(store: Pick<BufferStore, 'batchBodyPage' | 'batch'>, batchId: number): AsyncGenerator<Buffer> {
-  const batch = store.batch(batchId);
+export async function* batchBodyChunks(batches: Pick<Batches, 'batchBodyPage' | 'batch'>, batchId: number): AsyncGenerator<Buffer> {
+  const batch = batches.batch(batchId);
   const average = batch && batch.scanCount > 0 ? batch.bytes / batch.scanCount : 256;
   const pageScans = Math.max(1, Math.min(PAGE_MAX_SCANS, Math.floor(PAGE_BYTES / average)));
   let afterId = 0;
   let first = true;
   yield Buffer.from('[');
   for (;;) {
-    const page = store.batchBodyPage(batchId, afterId, pageScans, !first);
+    const page = batches.batchBodyPage(batchId, afterId, pageScans, !first);
     if (!page) break;
     yield page.bytes;
     first = false;
@@ -41,10 +42,10 @@ export async function* batchBodyChunks(store: Pick<BufferStore, 'batchBodyPage' 
 }
 
 /** SHA-256 (hex) and byte length of a batch body, streamed from the buffer. */
-export async function hashBatchBody(store: Pick<BufferStore, 'batchBodyPage' | 'batch'>, batchId: number): Promise<{ sha256: string; bytes: number }> {
+export async function hashBatchBody(batches: Pick<Batches, 'batchBodyPage' | 'batch'>, batchId: number): Promise<{ sha256: string; bytes: number }> {
   const hash = createHash('sha256');
   let bytes = 0;
-  for await (const chunk of batchBodyChunks(store, batchId)) {
+  for await (const chunk of batchBodyChunks(batches, batchId)) {
     hash.update(chunk);
     bytes += chunk.length;
   }
@@ -100,16 +101,16 @@ export interface TransferOptions {
  */
 export async function transferBatch(batch: BatchRow, opts: TransferOptions): Promise<{ outcome: TransferOutcome; remotePath: string; sha256: string }> {
   const { store, connector, logger } = opts;
-  let current = store.batch(batch.id) ?? batch;
+  let current = store.batches.batch(batch.id) ?? batch;
   if (current.remotePath === null || current.sha256 === null) {
-    const { sha256, bytes } = await hashBatchBody(store, batch.id);
+    const { sha256, bytes } = await hashBatchBody(store.batches, batch.id);
     if (bytes !== current.bytes) {
       // The stored size is what the server's file is checked against: keep it true.
-      store.updateBatch(batch.id, { bytes });
+      store.batches.updateBatch(batch.id, { bytes });
     }
     const name = batchFileName(opts.fileNameTemplate, { siteId: opts.siteId, batchId: batch.id, sha256 });
-    store.updateBatch(batch.id, { remotePath: remoteJoin(connector.remoteDir, name), sha256 });
-    current = store.batch(batch.id) ?? current;
+    store.batches.updateBatch(batch.id, { remotePath: remoteJoin(connector.remoteDir, name), sha256 });
+    current = store.batches.batch(batch.id) ?? current;
   }
   const remotePath = current.remotePath!;
   const sha256 = current.sha256!;
@@ -118,7 +119,7 @@ export async function transferBatch(batch: BatchRow, opts: TransferOptions): Pro
     logger,
     remotePath,
     bytes: current.bytes,
-    body: () => Readable.from(batchBodyChunks(store, batch.id), { objectMode: false }),
+    body: () => Readable.from(batchBodyChunks(store.batches, batch.id), { objectMode: false }),
     what: `batch ${batch.id}`,
     ...(opts.onWriting ? { onWriting: opts.onWriting } : {}),
   });

@@ -230,14 +230,14 @@ export class StatusEventFeed {
       this.stateSince = now();
     }
     const partitions = await reader.partitions();
-    const positions = store.eventPositions(topic);
+    const positions = store.positions.eventPositions(topic);
     const missing = partitions.filter((p) => !positions.has(p));
     if (missing.length > 0) {
       // A partition never read: from the events written since the oldest batch still waiting for
       // its outcome was formed (none of its events is older), or since now when none waits, less
       // FIRST_READ_MARGIN_MS for clocks apart and an upload racing this. Stored at once, so a
       // restart goes on from there.
-      const oldest = store
+      const oldest = store.batches
         .batchesInState('ready', 'uploading', 'presigned', 'uploaded')
         .reduce((min, b) => Math.min(min, Date.parse(b.createdAt) || min), now());
       const since = oldest - FIRST_READ_MARGIN_MS;
@@ -245,7 +245,7 @@ export class StatusEventFeed {
       store.atomically(() => {
         for (const p of missing) {
           positions.set(p, from.get(p) ?? 0n);
-          store.saveEventPosition(topic, p, positions.get(p)!, new Date(now()).toISOString());
+          store.positions.saveEventPosition(topic, p, positions.get(p)!, new Date(now()).toISOString());
         }
       });
       this.options.logger.info({ topic, partitions: missing, since: new Date(since).toISOString() }, 'status events: first read of the topic');
@@ -268,7 +268,7 @@ export class StatusEventFeed {
     store.atomically(() => {
       for (const record of result.records) this.handle(record.value, `${record.partition}:${record.offset}`);
       for (const [p, next] of result.next) {
-        if (positions.get(p) !== next) store.saveEventPosition(topic, p, next, nowIso);
+        if (positions.get(p) !== next) store.positions.saveEventPosition(topic, p, next, nowIso);
       }
     });
     for (const [p, next] of result.next) positions.set(p, next);
@@ -310,7 +310,7 @@ export class StatusEventFeed {
       this.counters.applied++;
       return true;
     }
-    const batch = this.options.store.batchByRequestId(status.requestId);
+    const batch = this.options.store.batches.batchByRequestId(status.requestId);
     if (batch && batch.state !== 'presigned' && batch.state !== 'uploading') {
       // Ours, but not waiting for an outcome: a repeat, or a state after its end.
       this.counters.duplicates++;
@@ -321,7 +321,7 @@ export class StatusEventFeed {
       this.counters[sftp === 'applied' ? 'applied' : 'duplicates']++;
       return true;
     }
-    const inFlight = batch !== undefined || sftp === 'early' || this.options.store.batchesInState('uploading', 'presigned').length > 0;
+    const inFlight = batch !== undefined || sftp === 'early' || this.options.store.batches.batchesInState('uploading', 'presigned').length > 0;
     if (!inFlight) {
       this.counters.ignored++;
       return true;
@@ -349,13 +349,13 @@ export class StatusEventFeed {
   private applySftp(status: ScanStatusLike): 'applied' | 'duplicate' | 'early' | 'none' {
     const { store, apply } = this.options;
     const fileName = fileNameOf(status.description);
-    const named = fileName === undefined ? undefined : store.batchByRemoteName(fileName);
+    const named = fileName === undefined ? undefined : store.batches.batchByRemoteName(fileName);
     let ref: StatusRef | undefined;
     let batch = named?.mode === 'sftp' ? named : undefined;
     if (batch) ref = { fileName: fileName! };
     else {
       const references = [...new Set((status.failures ?? []).map((f) => f.reference))];
-      batch = references.length > 0 ? store.transferredBatchOfReferences(references) : undefined;
+      batch = references.length > 0 ? store.batches.transferredBatchOfReferences(references) : undefined;
       if (batch) ref = { references };
     }
     if (!batch || !ref) return 'none';
@@ -413,7 +413,7 @@ export class StatusEventFeed {
         const to = earliest.get(p) ?? 0n;
         logger.warn({ topic, partition: p, was: String(positions.get(p)), to: String(to) }, 'status events: the stored position is no longer in the topic (retention, or the topic was made again); reading from its earliest event; polling covers what was missed');
         positions.set(p, to);
-        store.saveEventPosition(topic, p, to, new Date(now()).toISOString());
+        store.positions.saveEventPosition(topic, p, to, new Date(now()).toISOString());
       }
     });
   }

@@ -159,7 +159,7 @@ export class StatusTracker {
     const now = this.options.now();
     let next = MAX_SLEEP_MS;
     const pace = this.options.pace?.();
-    const uploaded = this.options.store.batchesInState('uploaded');
+    const uploaded = this.options.store.batches.batchesInState('uploaded');
     if (this.lastPolledAt.size > uploaded.length) {
       const ids = new Set(uploaded.map((b) => b.id));
       for (const id of this.lastPolledAt.keys()) if (!ids.has(id)) this.lastPolledAt.delete(id);
@@ -202,7 +202,7 @@ export class StatusTracker {
 
   private async poll(batchId: number): Promise<void> {
     const { store, api } = this.options;
-    const batch = store.batch(batchId);
+    const batch = store.batches.batch(batchId);
     // Re-read: the row may have moved on since it was queued.
     if (!batch || batch.state !== 'uploaded') return;
     if (batch.mode === 'sftp') {
@@ -245,12 +245,12 @@ export class StatusTracker {
     const { store } = this.options;
     const batch =
       typeof ref === 'number'
-        ? store.batch(ref)
+        ? store.batches.batch(ref)
         : 'fileName' in ref
-          ? store.batchByRemoteName(ref.fileName)
+          ? store.batches.batchByRemoteName(ref.fileName)
           : 'references' in ref
-            ? store.transferredBatchOfReferences(ref.references)
-            : store.batchByRequestId(ref.requestId);
+            ? store.batches.transferredBatchOfReferences(ref.references)
+            : store.batches.batchByRequestId(ref.requestId);
     if (!batch) return 'ignored';
     if (batch.mode === 'sftp') return this.applySftp(batch, status);
     if (batch.state !== 'uploaded' || batch.requestId === null) return 'ignored';
@@ -267,15 +267,15 @@ export class StatusTracker {
     const { store, logger, now } = this.options;
     const terminal = (TERMINAL_STATES as readonly string[]).includes(status.state);
     if (batch.state === 'uploaded' && (status.state === TRANSFERRED || terminal)) {
-      store.finishBatch(batch.id, status, new Date(now()).toISOString());
+      store.batches.finishBatch(batch.id, status, new Date(now()).toISOString());
       // The service's word came before `transferred` was recorded: its requestId is kept, as below.
-      if (terminal && status.requestId) store.updateBatch(batch.id, { requestId: String(status.requestId) });
+      if (terminal && status.requestId) store.batches.updateBatch(batch.id, { requestId: String(status.requestId) });
       logger.info({ batchId: batch.id, remotePath: batch.remotePath, sha256: batch.sha256, state: status.state }, 'batch processed');
       return 'done';
     }
     if (batch.state === 'done' && batch.upstreamState === TRANSFERRED && terminal) {
-      store.finishBatch(batch.id, { ...status, description: status.description ?? batch.description ?? undefined }, new Date(now()).toISOString());
-      if (status.requestId) store.updateBatch(batch.id, { requestId: String(status.requestId) });
+      store.batches.finishBatch(batch.id, { ...status, description: status.description ?? batch.description ?? undefined }, new Date(now()).toISOString());
+      if (status.requestId) store.batches.updateBatch(batch.id, { requestId: String(status.requestId) });
       logger.info({ batchId: batch.id, remotePath: batch.remotePath, state: status.state, processed: status.processed, failed: status.failed }, 'the service reported on a transferred batch');
       return 'done';
     }
@@ -288,11 +288,11 @@ export class StatusTracker {
     if (source === 'event' && !terminal) {
       // An intermediate state (or NotFound) by event: recorded, the poll schedule left alone. A
       // resend after NotFound is decided by a poll only: an event may be late or out of order.
-      if (status.state !== batch.upstreamState && status.state !== 'NotFound') store.updateBatch(batch.id, { upstreamState: status.state });
+      if (status.state !== batch.upstreamState && status.state !== 'NotFound') store.batches.updateBatch(batch.id, { upstreamState: status.state });
       return 'waiting';
     }
     if (terminal) {
-      store.finishBatch(batch.id, status, new Date(now()).toISOString());
+      store.batches.finishBatch(batch.id, status, new Date(now()).toISOString());
       const log = status.state === 'Success' ? logger.info.bind(logger) : logger.warn.bind(logger);
       const reasons = [...new Set((status.failures ?? []).map((f) => f.reason))].slice(0, 5);
       log(
@@ -314,17 +314,17 @@ export class StatusTracker {
     if (status.state === 'NotFound' && sinceUpload > config.notFoundGraceMs) {
       if (batch.mode === 'direct') {
         // The service gave a requestId, then forgot it: send again, and say so.
-        store.updateBatch(batch.id, { state: 'ready', requestId: null, nextAttemptAt: 0 }, { possibleDuplicate: true });
+        store.batches.updateBatch(batch.id, { state: 'ready', requestId: null, nextAttemptAt: 0 }, { possibleDuplicate: true });
       } else {
         // Back to the pre-signed step: it asks once more, then PUTs to the same address if valid, else a new one.
-        store.updateBatch(batch.id, { state: 'presigned', nextAttemptAt: 0 });
+        store.batches.updateBatch(batch.id, { state: 'presigned', nextAttemptAt: 0 });
       }
       logger.warn({ batchId: batch.id, requestId: batch.requestId, graceMs: config.notFoundGraceMs }, 'the service does not know an uploaded batch; sending it again');
       this.options.onResend();
       return 'resend';
     }
     const interval = Math.min(config.statusPollMaxMs, Math.round(config.statusPollMs * 1.5 ** (batch.polls + 1)));
-    store.updateBatch(batch.id, { polls: batch.polls + 1, nextAttemptAt: now() + interval, upstreamState: status.state });
+    store.batches.updateBatch(batch.id, { polls: batch.polls + 1, nextAttemptAt: now() + interval, upstreamState: status.state });
     return 'waiting';
   }
 
@@ -348,6 +348,6 @@ export class StatusTracker {
         'status check failed; will ask again',
       );
     }
-    store.updateBatch(batch.id, { polls: batch.polls + 1, nextAttemptAt, lastError: message });
+    store.batches.updateBatch(batch.id, { polls: batch.polls + 1, nextAttemptAt, lastError: message });
   }
 }

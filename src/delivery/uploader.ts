@@ -144,15 +144,15 @@ export class Uploader {
    */
   private recoverDirect(): void {
     const { store, logger } = this.options;
-    for (const b of store.batchesInState('uploading')) {
+    for (const b of store.batches.batchesInState('uploading')) {
       if (this.inFlight.has(b.id)) continue;
       if (b.mode === 'sftp') {
         // The server decides what happened to an SFTP transfer (sftp-transfer.ts): never a duplicate.
-        store.updateBatch(b.id, { state: 'ready', nextAttemptAt: 0 });
+        store.batches.updateBatch(b.id, { state: 'ready', nextAttemptAt: 0 });
         logger.info({ batchId: b.id, remotePath: b.remotePath }, 'SFTP transfer was in flight; the server decides whether it had finished');
         continue;
       }
-      store.updateBatch(b.id, { state: 'ready', nextAttemptAt: 0 }, { possibleDuplicate: true });
+      store.batches.updateBatch(b.id, { state: 'ready', nextAttemptAt: 0 }, { possibleDuplicate: true });
       logger.warn({ batchId: b.id, scans: b.scanCount }, 'direct upload was in flight and its answer was not recorded; sending again (possible duplicate)');
     }
   }
@@ -218,7 +218,7 @@ export class Uploader {
     let wait = 1000;
     if (this.paused || !this.running) return wait;
     const slots = this.slots();
-    const waiting = store.batchesInState('ready', 'presigned').filter((b) => !this.inFlight.has(b.id));
+    const waiting = store.batches.batchesInState('ready', 'presigned').filter((b) => !this.inFlight.has(b.id));
     const left: BatchRow[] = [];
     for (const b of waiting) {
       const startable = this.inFlight.size < slots && !(b.mode === 'sftp' && this.sftpInFlight);
@@ -275,8 +275,8 @@ export class Uploader {
       let outcome: PresignedOutcome;
       if (batch.mode === 'direct') {
         // A direct body is at most 5.8 MiB (MAX_DIRECT_BODY_BYTES): built as one string.
-        const body = store.batchBody(batch.id);
-        store.updateBatch(batch.id, { state: 'uploading', attempts: batch.attempts + 1 });
+        const body = store.batches.batchBody(batch.id);
+        store.batches.updateBatch(batch.id, { state: 'uploading', attempts: batch.attempts + 1 });
         outcome = { requestId: (await api.uploadScans(body)).requestId };
       } else {
         outcome = await this.presigned.uploadPresigned(batch, presignedStep);
@@ -289,7 +289,7 @@ export class Uploader {
       const uploadedAt = outcome.uploadedAt ?? this.options.now();
       const at = new Date(uploadedAt).toISOString();
       try {
-        store.updateBatch(batch.id, { state: 'uploaded', requestId: outcome.requestId, uploadedAt: at, nextAttemptAt: this.options.now() + config.statusPollMs, lastError: null });
+        store.batches.updateBatch(batch.id, { state: 'uploaded', requestId: outcome.requestId, uploadedAt: at, nextAttemptAt: this.options.now() + config.statusPollMs, lastError: null });
       } catch (err) {
         // The service has the batch but the buffer cannot say so (a full disk at this moment). A
         // direct batch stays `uploading`: recoverDirect sends it again once the disk has room and
@@ -323,7 +323,7 @@ export class Uploader {
     const { store, logger } = this.options;
     const sftp = this.options.sftp;
     if (!sftp) {
-      store.holdBatch(batch.id, 'an SFTP batch, but upstream.sftp is not configured; configure it, then replay the batch');
+      store.batches.holdBatch(batch.id, 'an SFTP batch, but upstream.sftp is not configured; configure it, then replay the batch');
       logger.error({ batchId: batch.id }, 'SFTP batch held: upstream.sftp is not configured');
       return;
     }
@@ -333,11 +333,11 @@ export class Uploader {
       logger,
       siteId: sftp.siteId,
       fileNameTemplate: sftp.fileNameTemplate,
-      onWriting: () => store.updateBatch(batch.id, { state: 'uploading', attempts: (store.batch(batch.id)?.attempts ?? batch.attempts) + 1 }),
+      onWriting: () => store.batches.updateBatch(batch.id, { state: 'uploading', attempts: (store.batches.batch(batch.id)?.attempts ?? batch.attempts) + 1 }),
     });
     this.options.circuit.succeeded();
     const at = new Date(this.options.now()).toISOString();
-    store.updateBatch(batch.id, { state: 'uploaded', uploadedAt: at, nextAttemptAt: 0, lastError: null });
+    store.batches.updateBatch(batch.id, { state: 'uploaded', uploadedAt: at, nextAttemptAt: 0, lastError: null });
     this.status = { ...this.status, lastSuccessAt: at };
     this.options.onUploaded();
     logger.info(
@@ -350,14 +350,14 @@ export class Uploader {
   private sftpFailed(batch: BatchRow, err: GatewayError): void {
     const { store, logger } = this.options;
     if (SFTP_HOLDS.includes(err.code)) {
-      store.holdBatch(batch.id, err.message);
+      store.batches.holdBatch(batch.id, err.message);
       logger.error({ batchId: batch.id, ...failureFields(err) }, 'SFTP server refused the batch file; batch held with the reason (see failures, replay)');
       return;
     }
     const delay = this.options.circuit.failed();
     const nextAttemptAt = this.options.now() + delay;
     // `ready` again: the next attempt asks the server first, whatever this one left there.
-    store.updateBatch(batch.id, { state: 'ready', nextAttemptAt, lastError: err.message });
+    store.batches.updateBatch(batch.id, { state: 'ready', nextAttemptAt, lastError: err.message });
     this.options.circuit.retryAt(nextAttemptAt);
     logger.warn({ batchId: batch.id, ...failureFields(err), retryInMs: delay, nextAttemptAt: new Date(nextAttemptAt).toISOString() }, 'SFTP transfer failed; will retry');
   }
@@ -374,16 +374,16 @@ export class Uploader {
       return;
     }
     if (action.action === 'split') {
-      const split = store.splitBatch(batch.id);
+      const split = store.batches.splitBatch(batch.id);
       logger.warn({ batchId: batch.id, split }, 'batch refused as too large; split in two');
-      if (!split) store.holdBatch(batch.id, `the service refused a single scan as too large: ${message}`);
+      if (!split) store.batches.holdBatch(batch.id, `the service refused a single scan as too large: ${message}`);
       return;
     }
     if (action.action === 'newAddress' && presignedStep === 'reput') {
       // §4.5: an address takes one upload. Refused now, it took the first one: follow its status
       // for another grace window; only then is the batch sent again, under a new address.
       const now = this.options.now();
-      store.updateBatch(batch.id, {
+      store.batches.updateBatch(batch.id, {
         state: 'uploaded',
         presignedUrl: null,
         presignedExpiresAt: null,
@@ -396,13 +396,13 @@ export class Uploader {
       return;
     }
     if (action.action === 'hold') {
-      store.holdBatch(batch.id, message);
+      store.batches.holdBatch(batch.id, message);
       logger.error({ batchId: batch.id, ...failureFields(err) }, 'batch refused by the service; held with the answer (see failures, replay)');
       return;
     }
     if (batch.mode === 'direct' && isUnreadableAcceptance(err)) {
       // Sending again would duplicate a batch the service most likely has, on every retry.
-      store.holdBatch(batch.id, `the service accepted the upload but its answer could not be read (${message}); not sent again, to avoid duplicates`);
+      store.batches.holdBatch(batch.id, `the service accepted the upload but its answer could not be read (${message}); not sent again, to avoid duplicates`);
       logger.error({ batchId: batch.id, ...failureFields(err) }, 'upload accepted with an answer that cannot be read; batch held, not sent again (see failures, replay)');
       return;
     }
@@ -412,12 +412,12 @@ export class Uploader {
     const answerLost = action.action === 'retry' && action.answerLost;
     const delay = this.options.circuit.failed(retryAfterMs);
     const nextAttemptAt = this.options.now() + delay;
-    const current = store.batch(batch.id) ?? batch;
+    const current = store.batches.batch(batch.id) ?? batch;
     if (action.action === 'newAddress') {
-      store.updateBatch(batch.id, { state: 'ready', requestId: null, presignedUrl: null, presignedExpiresAt: null, putStartedAt: null, nextAttemptAt, lastError: message });
+      store.batches.updateBatch(batch.id, { state: 'ready', requestId: null, presignedUrl: null, presignedExpiresAt: null, putStartedAt: null, nextAttemptAt, lastError: message });
     } else if (batch.mode === 'direct') {
       // A lost answer means the service may have the batch: the resend is counted.
-      store.updateBatch(batch.id, { state: 'ready', nextAttemptAt, lastError: message }, { possibleDuplicate: answerLost });
+      store.batches.updateBatch(batch.id, { state: 'ready', nextAttemptAt, lastError: message }, { possibleDuplicate: answerLost });
     } else {
       // A 4xx/429 answer to the PUT itself means the data did not arrive: no status check needed
       // next time. A 5xx may come after the object was stored (a proxy's 502/504, an object store's
@@ -426,7 +426,7 @@ export class Uploader {
       const httpStatus = httpStatusOf(err);
       const putStep = presignedStep === 'put' || presignedStep === 'reput';
       const refused = putStep && !answerLost && httpStatus !== undefined && httpStatus < 500 && current.putStartedAt !== null;
-      store.updateBatch(batch.id, { nextAttemptAt, lastError: message, ...(refused ? { putStartedAt: null } : {}) });
+      store.batches.updateBatch(batch.id, { nextAttemptAt, lastError: message, ...(refused ? { putStartedAt: null } : {}) });
     }
     this.options.circuit.retryAt(nextAttemptAt);
     // One line: code, cause, next attempt; a stack only for an error that is not an upstream failure (a bug).

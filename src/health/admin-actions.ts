@@ -36,8 +36,8 @@ export function buildAdminActions(options: AdminActionsOptions): AdminActions {
   return {
     retry() {
       const s = store();
-      const waiting = s.batchesInState('ready', 'presigned', 'uploaded');
-      for (const b of waiting) s.updateBatch(b.id, { nextAttemptAt: 0 });
+      const waiting = s.batches.batchesInState('ready', 'presigned', 'uploaded');
+      for (const b of waiting) s.batches.updateBatch(b.id, { nextAttemptAt: 0 });
       options.deliverer()?.wake();
       return { message: `retrying now: ${waiting.length} waiting batch${waiting.length === 1 ? '' : 'es'} due at once`, batches: waiting.length };
     },
@@ -52,7 +52,7 @@ export function buildAdminActions(options: AdminActionsOptions): AdminActions {
     replay(body: unknown) {
       const selection = replaySelection(body);
       const mapping = mappingContext(options.config());
-      const r = replayDeadLetters(store(), (read) => mapRead(read, mapping), selection, options.now());
+      const r = replayDeadLetters(store().deadLetters, (read) => mapRead(read, mapping), selection, options.now());
       options.deliverer()?.wake();
       return {
         message: `replay: ${r.selected} selected, ${r.queued} queued${r.notQueued > 0 ? `, ${r.notQueued} still do not map (see failures)` : ''}`,

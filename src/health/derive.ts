@@ -63,7 +63,7 @@ export interface HealthFacts {
     /** The disk guard (src/buffer/disk-guard.ts): delivered scans pruned early under disk pressure, since start. */
     disk?: { prunedEarlyScans: number; lastEarlyPrune?: { at: string; scans: number } | undefined; lowFreeBytes: number } | undefined;
   };
-  /** What happened in the last {@link HealthThresholds.windowMs} (src/buffer/reports.ts `recentActivity`). */
+  /** What happened in the last {@link HealthThresholds.windowMs} (src/buffer/recent-activity.ts `recentActivity`). */
   recent: {
     /** Reads received in the window (rejections included). */
     reads: number;

@@ -7,7 +7,7 @@ import type { GatewayStatus } from './status.js';
 export interface MetricsSources {
   /** The gateway's status (inputs, buffer, delivery); undefined before the app started. */
   status: () => GatewayStatus | undefined;
-  /** Batches in the buffer by mode and state (src/buffer/reports.ts `batchCounts`). */
+  /** Batches in the buffer by mode and state (src/buffer/ops-reports.ts `batchCounts`). */
   batchCounts: () => { mode: string; state: string; count: number }[];
   /** Tokens obtained from the token endpoint since start. */
   tokenRefreshes?: () => number;

@@ -3,7 +3,7 @@
  * within the DCP's window is a duplicate read: counted, stored as such, not sent again.
  *
  * Kept in memory, and rebuilt at start from the scans committed within each DCP's window
- * (`Intake.restoreDuplicateWindow`), so a restart does not let a duplicate through.
+ * by intake (src/intake/duplicates.ts), so a restart does not let a duplicate through.
  *
  * Bounded: at most `maxEntries` references in all (default {@link DUPLICATE_WINDOW_MAX_ENTRIES});
  * at the bound the reference taken longest ago is dropped first. A repeat of a dropped reference

@@ -33,8 +33,9 @@ dcps:
 inputs:
   - { id: mq, type: mqtt, url: mqtt://127.0.0.1:1, topics: [x], clientId: x, dcp: L1 }
 \`;
-const store = new BufferStore(db);
+const store = BufferStore.openAt(db);
 const intake = new Intake({ store, mapping: mappingContext(parseConfigText(yaml, 'crash.yaml')), logger: silentLogger() });
+intake.open();
 const config = mqttInputSchema.parse({ id: 'mq', type: 'mqtt', url, topics: [topicFilter], clientId, dcp: 'L1', dcpFromTopic: 'crash/{dcp}/scans', reconnectMs: 200 });
 const counters = () => process.stdout.write(JSON.stringify(intake.countersFor('mq')) + '\\n');
 let commits = 0;

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { connectAsync, type MqttClient } from 'mqtt';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Intake } from '../../src/buffer/intake.js';
+import { Intake } from '../../src/intake/intake.js';
 import { BufferStore } from '../../src/buffer/store.js';
 import { parseConfigText } from '../../src/config/load.js';
 import type { GatewayConfig, InputConfig } from '../../src/config/schema.js';
@@ -167,8 +167,9 @@ inputs:
     const config: GatewayConfig = parseConfigText(yaml, 'bad-input.yaml');
     const input = <T extends InputConfig['type']>(id: string, _type: T): Extract<InputConfig, { type: T }> =>
       config.inputs.find((i) => i.id === id) as Extract<InputConfig, { type: T }>;
-    store = new BufferStore(join(root, 'buffer.db'));
+    store = BufferStore.openAt(join(root, 'buffer.db'));
     intake = new Intake({ store, mapping: mappingContext(config), logger: silentLogger() });
+    intake.open();
     const logger = silentLogger();
     const serial = new SerialInput({ config: input('ser', 'serial'), sink: intake, logger });
     const tcp = new TcpInput({ config: input('tcp', 'tcp'), sink: intake, logger });

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Intake } from '../../src/buffer/intake.js';
+import { Intake } from '../../src/intake/intake.js';
 import { BufferStore } from '../../src/buffer/store.js';
 import { loadConfig } from '../../src/config/load.js';
 import { ConfigReloader } from '../../src/config/reload.js';
@@ -37,8 +37,9 @@ afterEach(() => {
 function setup(mapper: Mapper): { store: BufferStore; intake: Intake } {
   const dir = mkdtempSync(join(tmpdir(), 'sg-bounds-'));
   dirs.push(dir);
-  const store = new BufferStore(join(dir, 'buffer.db'));
+  const store = BufferStore.openAt(join(dir, 'buffer.db'));
   const intake = new Intake({ store, mapping: mapper, logger: silentLogger() });
+  intake.open();
   closers.push(() => {
     intake.close();
     store.close();

@@ -27,12 +27,12 @@ afterEach(async () => {
 });
 
 function run(api: DeliveryApi) {
-  const store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-faillog-')), 'buffer.db'));
+  const store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-faillog-')), 'buffer.db'));
   const mem = memoryLogger('info');
   const config = deliverySchema.parse({ mode: 'direct', maxBatchDelayMs: 0, retryBaseMs: 20, retryMaxMs: 50 });
   const deliverer = new Deliverer({ store, api, config, logger: mem.logger });
   cleanups.push(() => store.close(), () => deliverer.stop());
-  store.commitIntake([scan('A')], Date.now());
+  store.intake.commitIntake([scan('A')], Date.now());
   deliverer.start();
   return { mem, deliverer };
 }

@@ -90,7 +90,7 @@ afterEach(async () => {
 });
 
 function setup(baseUrl: string, authUrl: string, over: Partial<DeliveryConfig> = {}) {
-  const store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-token-status-')), 'buffer.db'));
+  const store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-token-status-')), 'buffer.db'));
   const client = new UpstreamClient({ baseUrl, authUrl, clientId: 'c', clientSecret: 's' });
   const config = deliverySchema.parse({ mode: 'direct', maxBatchDelayMs: 0, maxBatchScans: 10, statusPollMs: 20, statusPollMaxMs: 100, retryBaseMs: 20, retryMaxMs: 100, ...over });
   const deliverer = new Deliverer({ store, api: client, config, logger: silentLogger() });
@@ -110,9 +110,9 @@ function watchErrors(deliverer: Deliverer): NonNullable<DeliveryStatus['lastErro
 }
 
 function expectAllDeliveredOnce(store: BufferStore, received: Map<string, number>, count: number) {
-  expect(store.scanCounts()).toEqual({ delivered: count });
-  expect(store.batchesInState('held')).toEqual([]);
-  expect(store.possibleDuplicates()).toEqual({ scans: 0, uploads: 0 });
+  expect(store.reports.scanCounts()).toEqual({ delivered: count });
+  expect(store.batches.batchesInState('held')).toEqual([]);
+  expect(store.reports.possibleDuplicates()).toEqual({ scans: 0, uploads: 0 });
   expect(received.size).toBe(count);
   expect([...received.values()].every((n) => n === 1)).toBe(true);
 }
@@ -123,7 +123,7 @@ describe('token failures never pass for an upload', () => {
     cleanups.push(() => new Promise<void>((resolve) => svc.server.close(() => resolve())));
     svc.tokenMode = 'html';
     const { store, deliverer } = setup(svc.url, svc.url);
-    store.commitIntake(Array.from({ length: 30 }, (_, i) => scan(`T-${i}`)), Date.now());
+    store.intake.commitIntake(Array.from({ length: 30 }, (_, i) => scan(`T-${i}`)), Date.now());
     const errors = watchErrors(deliverer);
     deliverer.start();
     await waitFor(() => svc.tokenRequests >= 3, { what: 'three token requests' });
@@ -131,10 +131,10 @@ describe('token failures never pass for an upload', () => {
     expect(errors[0]).toMatchObject({ kind: 'token', code: ErrorCodes.UPSTREAM_TOKEN });
     // Nothing was sent, nothing held: the batch waits with backoff.
     expect(svc.uploads).toBe(0);
-    expect(store.batchesInState('held')).toEqual([]);
+    expect(store.batches.batchesInState('held')).toEqual([]);
     expect(deliverer.snapshot().consecutiveFailures).toBeGreaterThanOrEqual(2);
     svc.tokenMode = 'camel';
-    await waitFor(() => store.scanCounts().delivered === 30, { timeoutMs: 10_000, what: 'all 30 delivered' });
+    await waitFor(() => store.reports.scanCounts().delivered === 30, { timeoutMs: 10_000, what: 'all 30 delivered' });
     expectAllDeliveredOnce(store, svc.received, 30);
   });
 
@@ -147,7 +147,7 @@ describe('token failures never pass for an upload', () => {
     auth.server.closeAllConnections();
     await new Promise<void>((resolve) => auth.server.close(() => resolve()));
     const { store, deliverer } = setup(svc.url, auth.url);
-    store.commitIntake(Array.from({ length: 25 }, (_, i) => scan(`D-${i}`)), Date.now());
+    store.intake.commitIntake(Array.from({ length: 25 }, (_, i) => scan(`D-${i}`)), Date.now());
     const errors = watchErrors(deliverer);
     deliverer.start();
     await waitFor(() => deliverer.snapshot().consecutiveFailures >= 3, { what: 'three failed attempts' });
@@ -156,7 +156,7 @@ describe('token failures never pass for an upload', () => {
     expect(svc.uploads).toBe(0);
     await new Promise<void>((resolve) => auth.server.listen(authPort, '127.0.0.1', resolve));
     cleanups.push(() => new Promise<void>((resolve) => auth.server.close(() => resolve())));
-    await waitFor(() => store.scanCounts().delivered === 25, { timeoutMs: 10_000, what: 'all 25 delivered' });
+    await waitFor(() => store.reports.scanCounts().delivered === 25, { timeoutMs: 10_000, what: 'all 25 delivered' });
     expect(auth.tokenRequests).toBeGreaterThanOrEqual(1);
     expectAllDeliveredOnce(store, svc.received, 25);
   });
@@ -171,7 +171,7 @@ describe('status polls apart from uploads', () => {
     });
     svc.holdStatus = true;
     const { store, deliverer } = setup(svc.url, svc.url, { maxBatchScans: 5 });
-    store.commitIntake(Array.from({ length: 60 }, (_, i) => scan(`S-${i}`)), Date.now());
+    store.intake.commitIntake(Array.from({ length: 60 }, (_, i) => scan(`S-${i}`)), Date.now());
     deliverer.start();
     // Every batch goes out while the first polls are still unanswered.
     await waitFor(() => svc.uploads === 12, { timeoutMs: 10_000, what: 'all 12 batches uploaded' });
@@ -180,9 +180,9 @@ describe('status polls apart from uploads', () => {
     await waitFor(() => svc.held.length === 8, { what: 'eight polls in flight' });
     expect(deliverer.statusLoad()).toMatchObject({ polling: 8 });
     expect(svc.maxHeld).toBe(8);
-    expect(store.batchesInState('uploaded')).toHaveLength(12);
+    expect(store.batches.batchesInState('uploaded')).toHaveLength(12);
     svc.release();
-    await waitFor(() => store.scanCounts().delivered === 60, { timeoutMs: 10_000, what: 'all 60 delivered' });
+    await waitFor(() => store.reports.scanCounts().delivered === 60, { timeoutMs: 10_000, what: 'all 60 delivered' });
     expect(svc.maxHeld).toBe(8);
     expectAllDeliveredOnce(store, svc.received, 60);
   });

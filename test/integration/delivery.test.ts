@@ -28,7 +28,7 @@ describe('delivery against the sandbox over real HTTP', () => {
 
   beforeEach(async () => {
     sandbox = await startSandbox({ port: 0, processingDelayMs: 100 });
-    store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-delivery-')), 'buffer.db'));
+    store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-delivery-')), 'buffer.db'));
     client = new UpstreamClient({ baseUrl: sandbox.url, authUrl: sandbox.url, clientId: 'demo-client', clientSecret: SECRET });
   });
   afterEach(async () => {
@@ -49,103 +49,103 @@ describe('delivery against the sandbox over real HTTP', () => {
   }
 
   it('delivers in batches by count and records each batch processed', async () => {
-    store.commitIntake(Array.from({ length: 2500 }, (_, i) => scan(`C-${i}`)), Date.now());
+    store.intake.commitIntake(Array.from({ length: 2500 }, (_, i) => scan(`C-${i}`)), Date.now());
     start({ mode: 'direct', maxBatchScans: 1000 });
-    await waitFor(() => store.batchesInState('done').length === 3, { timeoutMs: 20_000 });
+    await waitFor(() => store.batches.batchesInState('done').length === 3, { timeoutMs: 20_000 });
     expect((await sandboxRefs(sandbox)).length).toBe(2500);
-    expect(store.batchesInState('done').map((b) => b.scanCount)).toEqual([1000, 1000, 500]);
-    expect(store.scanCounts()).toEqual({ delivered: 2500 });
+    expect(store.batches.batchesInState('done').map((b) => b.scanCount)).toEqual([1000, 1000, 500]);
+    expect(store.reports.scanCounts()).toEqual({ delivered: 2500 });
   });
 
   it('stores each upstream failure on its scan', async () => {
-    store.commitIntake([scan('OK-1'), scan('BAD-1', 'NO-SUCH-DCP'), scan('OK-2')], Date.now());
+    store.intake.commitIntake([scan('OK-1'), scan('BAD-1', 'NO-SUCH-DCP'), scan('OK-2')], Date.now());
     start({ mode: 'direct' });
-    await waitFor(() => store.batchesInState('done').length === 1, { timeoutMs: 10_000 });
-    const [batch] = store.batchesInState('done');
+    await waitFor(() => store.batches.batchesInState('done').length === 1, { timeoutMs: 10_000 });
+    const [batch] = store.batches.batchesInState('done');
     expect(batch).toMatchObject({ upstreamState: 'HasFailures', processed: 3, failed: 1 });
-    expect(store.recentProblems(5)).toMatchObject([{ kind: 'failed', reference: 'BAD-1', reason: 'Invalid DCP' }]);
+    expect(store.reports.recentProblems(5)).toMatchObject([{ kind: 'failed', reference: 'BAD-1', reason: 'Invalid DCP' }]);
   });
 
   it('delivers every scan exactly once through pre-signed uploads', async () => {
-    store.commitIntake(Array.from({ length: 3000 }, (_, i) => scan(`P-${i}`)), Date.now());
+    store.intake.commitIntake(Array.from({ length: 3000 }, (_, i) => scan(`P-${i}`)), Date.now());
     start({ mode: 'presigned', presignedMaxScans: 1000 });
-    await waitFor(() => store.scanCounts().delivered === 3000, { timeoutMs: 20_000 });
+    await waitFor(() => store.reports.scanCounts().delivered === 3000, { timeoutMs: 20_000 });
     const refs = await sandboxRefs(sandbox);
     expect(refs).toHaveLength(3000);
     expect(new Set(refs).size).toBe(3000);
   });
 
   it('does not send a pre-signed batch again when the service already has it (crash after the PUT)', async () => {
-    store.commitIntake(Array.from({ length: 10 }, (_, i) => scan(`X-${i}`)), Date.now());
+    store.intake.commitIntake(Array.from({ length: 10 }, (_, i) => scan(`X-${i}`)), Date.now());
     const batch = formBatch(store, { maxScans: 100, maxBytes: 1e9, mode: 'presigned', nowIso: new Date().toISOString() })!;
     const address = await client.requestPresignedUpload();
     // As the deliverer does: the start of the PUT is written down before the PUT.
-    store.updateBatch(batch.id, { state: 'presigned', requestId: address.requestId, presignedUrl: address.url, presignedExpiresAt: Date.now() + 30 * 60_000, putStartedAt: Date.now() });
-    await client.putPresigned(address.url, store.batchBody(batch.id));
+    store.batches.updateBatch(batch.id, { state: 'presigned', requestId: address.requestId, presignedUrl: address.url, presignedExpiresAt: Date.now() + 30 * 60_000, putStartedAt: Date.now() });
+    await client.putPresigned(address.url, store.batches.batchBody(batch.id));
     // The process "crashed" here: the PUT arrived, its success was never recorded.
     start({ mode: 'presigned' });
-    await waitFor(() => store.batchesInState('done').length === 1, { timeoutMs: 10_000 });
+    await waitFor(() => store.batches.batchesInState('done').length === 1, { timeoutMs: 10_000 });
     expect(await sandboxRefs(sandbox)).toHaveLength(10);
     expect(deliverer!.snapshot().possibleDuplicates).toBe(0);
   });
 
   it('sends a pre-signed batch whose PUT never arrived (crash before the PUT)', async () => {
-    store.commitIntake(Array.from({ length: 10 }, (_, i) => scan(`Y-${i}`)), Date.now());
+    store.intake.commitIntake(Array.from({ length: 10 }, (_, i) => scan(`Y-${i}`)), Date.now());
     const batch = formBatch(store, { maxScans: 100, maxBytes: 1e9, mode: 'presigned', nowIso: new Date().toISOString() })!;
     const address = await client.requestPresignedUpload();
-    store.updateBatch(batch.id, { state: 'presigned', requestId: address.requestId, presignedUrl: address.url, presignedExpiresAt: Date.now() + 30 * 60_000 });
+    store.batches.updateBatch(batch.id, { state: 'presigned', requestId: address.requestId, presignedUrl: address.url, presignedExpiresAt: Date.now() + 30 * 60_000 });
     start({ mode: 'presigned' });
-    await waitFor(() => store.batchesInState('done').length === 1, { timeoutMs: 10_000 });
+    await waitFor(() => store.batches.batchesInState('done').length === 1, { timeoutMs: 10_000 });
     expect(await sandboxRefs(sandbox)).toHaveLength(10);
-    expect(store.batch(batch.id)?.requestId).toBe(address.requestId);
+    expect(store.batches.batch(batch.id)?.requestId).toBe(address.requestId);
   });
 
   it('waits out the NotFound grace, then PUTs to the same address, when a started PUT never arrived (crash during the PUT)', async () => {
-    store.commitIntake(Array.from({ length: 10 }, (_, i) => scan(`Z-${i}`)), Date.now());
+    store.intake.commitIntake(Array.from({ length: 10 }, (_, i) => scan(`Z-${i}`)), Date.now());
     const batch = formBatch(store, { maxScans: 100, maxBytes: 1e9, mode: 'presigned', nowIso: new Date().toISOString() })!;
     const address = await client.requestPresignedUpload();
-    store.updateBatch(batch.id, { state: 'presigned', requestId: address.requestId, presignedUrl: address.url, presignedExpiresAt: Date.now() + 30 * 60_000, putStartedAt: Date.now() });
+    store.batches.updateBatch(batch.id, { state: 'presigned', requestId: address.requestId, presignedUrl: address.url, presignedExpiresAt: Date.now() + 30 * 60_000, putStartedAt: Date.now() });
     // Crashed before the body reached the service. The service cannot tell yet whether it arrives.
     start({ mode: 'presigned', notFoundGraceMs: 400 });
-    await waitFor(() => store.batch(batch.id)?.state === 'uploaded', { timeoutMs: 5000 });
+    await waitFor(() => store.batches.batch(batch.id)?.state === 'uploaded', { timeoutMs: 5000 });
     expect(await sandboxRefs(sandbox)).toHaveLength(0);
-    await waitFor(() => store.batchesInState('done').length === 1, { timeoutMs: 10_000 });
+    await waitFor(() => store.batches.batchesInState('done').length === 1, { timeoutMs: 10_000 });
     expect(await sandboxRefs(sandbox)).toHaveLength(10);
-    expect(store.batch(batch.id)).toMatchObject({ requestId: address.requestId, upstreamState: 'Success' });
+    expect(store.batches.batch(batch.id)).toMatchObject({ requestId: address.requestId, upstreamState: 'Success' });
     expect(deliverer!.snapshot().possibleDuplicates).toBe(0);
   });
 
   it('counts a direct upload whose answer was lost as a possible duplicate, persistently', async () => {
     sandbox.setFaults({ lostAnswerRate: 1 });
-    store.commitIntake(Array.from({ length: 5 }, (_, i) => scan(`L-${i}`)), Date.now());
+    store.intake.commitIntake(Array.from({ length: 5 }, (_, i) => scan(`L-${i}`)), Date.now());
     start({ mode: 'direct' });
     await waitFor(async () => (await sandboxRefs(sandbox)).length >= 10, { timeoutMs: 10_000 });
     sandbox.setFaults({ lostAnswerRate: 0 });
-    await waitFor(() => store.scanCounts().delivered === 5, { timeoutMs: 10_000 });
+    await waitFor(() => store.reports.scanCounts().delivered === 5, { timeoutMs: 10_000 });
     const refs = await sandboxRefs(sandbox);
     const snapshot = deliverer!.snapshot();
     expect(snapshot.possibleDuplicateUploads).toBeGreaterThanOrEqual(1);
     expect(refs.length - 5).toBeLessThanOrEqual(snapshot.possibleDuplicates);
-    expect(store.possibleDuplicates().scans).toBe(snapshot.possibleDuplicates);
+    expect(store.reports.possibleDuplicates().scans).toBe(snapshot.possibleDuplicates);
   });
 
   it('splits a batch the service refuses as too large (413) until it fits', async () => {
     sandbox.setFaults({ directLimitBytes: 20_000 });
-    store.commitIntake(Array.from({ length: 400 }, (_, i) => scan(`S-${i}`)), Date.now());
+    store.intake.commitIntake(Array.from({ length: 400 }, (_, i) => scan(`S-${i}`)), Date.now());
     start({ mode: 'direct', maxBatchScans: 400 });
-    await waitFor(() => store.scanCounts().delivered === 400, { timeoutMs: 20_000 });
+    await waitFor(() => store.reports.scanCounts().delivered === 400, { timeoutMs: 20_000 });
     const refs = await sandboxRefs(sandbox);
     expect(refs).toHaveLength(400);
     expect(new Set(refs).size).toBe(400);
-    for (const b of store.batchesInState('done')) expect(b.bytes).toBeLessThanOrEqual(20_000);
-    expect(store.batchesInState('done').length).toBeGreaterThan(2);
+    for (const b of store.batches.batchesInState('done')) expect(b.bytes).toBeLessThanOrEqual(20_000);
+    expect(store.batches.batchesInState('done').length).toBeGreaterThan(2);
   });
 
   it('retries through 5xx, 429 with Retry-After and resets until every scan arrived', async () => {
     sandbox.setFaults({ errorRate: 0.3, rateLimitRate: 0.1, retryAfterSec: 1, resetRate: 0.1 });
-    store.commitIntake(Array.from({ length: 2000 }, (_, i) => scan(`F-${i}`)), Date.now());
+    store.intake.commitIntake(Array.from({ length: 2000 }, (_, i) => scan(`F-${i}`)), Date.now());
     start({ mode: 'direct', maxBatchScans: 200 });
-    await waitFor(() => store.scanCounts().delivered === 2000, { timeoutMs: 60_000 });
+    await waitFor(() => store.reports.scanCounts().delivered === 2000, { timeoutMs: 60_000 });
     const refs = await sandboxRefs(sandbox);
     expect(new Set(refs).size).toBe(2000);
     // Resets can lose an answer after the service accepted the batch: those resends are counted.
@@ -155,21 +155,21 @@ describe('delivery against the sandbox over real HTTP', () => {
 
   it('follows batches across a restart of the service: uploaded before, processed after, none sent twice', async () => {
     sandbox.setFaults({ processingDelayMs: 1500 });
-    store.commitIntake(Array.from({ length: 300 }, (_, i) => scan(`R-${i}`)), Date.now());
+    store.intake.commitIntake(Array.from({ length: 300 }, (_, i) => scan(`R-${i}`)), Date.now());
     start({ mode: 'presigned', presignedMaxScans: 100, notFoundGraceMs: 400 });
-    await waitFor(() => store.batchesInState('uploaded').length === 3, { timeoutMs: 10_000 });
+    await waitFor(() => store.batches.batchesInState('uploaded').length === 3, { timeoutMs: 10_000 });
     await sandbox.restart({ downMs: 500 });
     sandbox.setFaults({ processingDelayMs: null });
-    await waitFor(() => store.batchesInState('done').length === 3, { timeoutMs: 20_000 });
-    expect(store.scanCounts()).toEqual({ delivered: 300 });
+    await waitFor(() => store.batches.batchesInState('done').length === 3, { timeoutMs: 20_000 });
+    expect(store.reports.scanCounts()).toEqual({ delivered: 300 });
     expect((await sandboxRefs(sandbox)).sort()).toEqual(Array.from({ length: 300 }, (_, i) => `R-${i}`).sort());
-    expect(store.batchesInState('done').map((b) => b.upstreamState)).toEqual(['Success', 'Success', 'Success']);
+    expect(store.batches.batchesInState('done').map((b) => b.upstreamState)).toEqual(['Success', 'Success', 'Success']);
     expect(deliverer!.snapshot().possibleDuplicates).toBe(0);
   });
 
   it('sends nothing while the token endpoint is down, and everything once it is back', async () => {
     sandbox.setFaults({ tokenResetRate: 1 });
-    store.commitIntake(Array.from({ length: 50 }, (_, i) => scan(`T-${i}`)), Date.now());
+    store.intake.commitIntake(Array.from({ length: 50 }, (_, i) => scan(`T-${i}`)), Date.now());
     start({ mode: 'direct' });
     const tokenAttempts = async () =>
       ((await (await fetch(`${sandbox.url}/_sandbox/requests`)).json()) as { requests: { path: string; status: number }[] }).requests.filter(
@@ -179,8 +179,8 @@ describe('delivery against the sandbox over real HTTP', () => {
     expect(await sandboxRefs(sandbox)).toHaveLength(0);
     expect((await tokenAttempts()).every((r) => r.status === 0)).toBe(true);
     sandbox.setFaults({ tokenResetRate: null });
-    await waitFor(() => store.scanCounts().delivered === 50, { timeoutMs: 10_000 });
-    expect(store.scanCounts()).toEqual({ delivered: 50 });
+    await waitFor(() => store.reports.scanCounts().delivered === 50, { timeoutMs: 10_000 });
+    expect(store.reports.scanCounts()).toEqual({ delivered: 50 });
     expect(await sandboxRefs(sandbox)).toHaveLength(50);
     expect(deliverer!.snapshot().possibleDuplicates).toBe(0);
   });

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Intake } from '../../src/buffer/intake.js';
+import { Intake } from '../../src/intake/intake.js';
 import { BufferStore } from '../../src/buffer/store.js';
 import { configSchema } from '../../src/config/schema.js';
 import { Deliverer } from '../../src/delivery/deliverer.js';
@@ -76,7 +76,7 @@ describe('fault test: 100,000 scans through an upstream that fails in every way 
   it('delivers every scan exactly as read; duplicates only where an answer was lost, and counted', { timeout: 180_000 }, async () => {
     const started = Date.now();
     const dir = mkdtempSync(join(tmpdir(), 'sg-fault-'));
-    const store = new BufferStore(join(dir, 'buffer.db'));
+    const store = BufferStore.openAt(join(dir, 'buffer.db'));
     const config = configSchema.parse({
       site: { id: 'fault', timezone: 'Europe/Berlin' },
       upstream: { baseUrl: sandbox.url, authUrl: sandbox.url, clientId: 'demo-client' },
@@ -119,6 +119,7 @@ describe('fault test: 100,000 scans through an upstream that fails in every way 
     const client = new UpstreamClient({ baseUrl: sandbox.url, authUrl: sandbox.url, clientId: 'demo-client', clientSecret: SECRET, requestTimeoutMs: 10_000 });
     const deliverer = new Deliverer({ store, api: client, config: config.delivery, logger: silentLogger() });
     const intake = new Intake({ store, mapping: mappingContext(config), logger: silentLogger(), onScansCommitted: () => deliverer.wake() });
+    intake.open();
     deliverer.start();
     try {
       for (let i = 0; i < TRICKLE; i += 500) {
@@ -140,8 +141,8 @@ describe('fault test: 100,000 scans through an upstream that fails in every way 
       await Promise.all(burst);
       const fedAt = Date.now();
 
-      await waitFor(() => store.totals().undeliveredScans === 0, { timeoutMs: 150_000, intervalMs: 250, what: 'every scan delivered' });
-      expect(store.scanCounts()).toEqual({ delivered: TOTAL });
+      await waitFor(() => store.reports.totals().undeliveredScans === 0, { timeoutMs: 150_000, intervalMs: 250, what: 'every scan delivered' });
+      expect(store.reports.scanCounts()).toEqual({ delivered: TOTAL });
       const deliveredAt = Date.now();
 
       const log = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as { count: number; dropped: number; scans: LoggedScan[] };

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Intake } from '../../src/buffer/intake.js';
+import { Intake } from '../../src/intake/intake.js';
 import { BufferStore } from '../../src/buffer/store.js';
 import { parseConfigText } from '../../src/config/load.js';
 import { filesInputSchema, type FilesInputConfig } from '../../src/config/schema.js';
@@ -57,9 +57,10 @@ upstream: { baseUrl: http://127.0.0.1:9, authUrl: http://127.0.0.1:9, clientId: 
 dcps: [{ key: GI, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-1 }]
 inputs: [{ id: drop-1, type: files, dir: ${dir}, dcp: GI }]
 `;
-  store = new BufferStore(join(root, 'buffer.db'));
+  store = BufferStore.openAt(join(root, 'buffer.db'));
   const log = memoryLogger('debug');
   intake = new Intake({ store, mapping: mappingContext(parseConfigText(yaml, 'test.yaml')), logger: log.logger });
+  intake.open();
   const input = new FilesInput({
     config: filesInputSchema.parse({ id: 'drop-1', dcp: 'GI', type: 'files', dir, stableMs: 100, ...overrides }),
     sink: intake,

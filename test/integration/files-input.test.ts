@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { filesInputSchema, type FilesInputConfig } from '../../src/config/schema.js';
-import { Intake } from '../../src/buffer/intake.js';
+import { Intake } from '../../src/intake/intake.js';
 import { BufferStore } from '../../src/buffer/store.js';
 import { parseConfigText } from '../../src/config/load.js';
 import { FilesInput } from '../../src/inputs/files/files-input.js';
@@ -392,8 +392,9 @@ upstream: { baseUrl: http://127.0.0.1:9, authUrl: http://127.0.0.1:9, clientId: 
 dcps: [{ key: GI, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-1 }]
 inputs: [{ id: drop-1, type: files, dir: ${dir}, dcp: GI }]
 `;
-    const store = new BufferStore(join(root, 'buffer.db'));
+    const store = BufferStore.openAt(join(root, 'buffer.db'));
     const intake = new Intake({ store, mapping: mappingContext(parseConfigText(yaml, 'test.yaml')), logger: silentLogger() });
+    intake.open();
     const input = new FilesInput({ config: config({ format: 'csv', timeColumn: 'read_at' }), sink: intake, logger: silentLogger(), now: () => NOW.getTime() });
     inputs.push(input);
     await input.start();
@@ -431,8 +432,9 @@ upstream: { baseUrl: http://127.0.0.1:9, authUrl: http://127.0.0.1:9, clientId: 
 dcps: [{ key: GI, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-1 }]
 inputs: [{ id: drop-1, type: files, dir: ${dir}, dcp: GI }]
 `;
-    const store = new BufferStore(join(root, 'buffer.db'));
+    const store = BufferStore.openAt(join(root, 'buffer.db'));
     const intake = new Intake({ store, mapping: mappingContext(parseConfigText(yaml, 'test.yaml')), logger: silentLogger() });
+    intake.open();
     const reads = (): number => sqlOf(store).prepare('SELECT count(*) FROM reads').pluck().get() as number;
     try {
       const first = new FilesInput({ config: config(), sink: intake, logger: silentLogger(), now: () => NOW.getTime() });

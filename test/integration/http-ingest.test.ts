@@ -5,7 +5,7 @@ import Database from 'better-sqlite3';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
-import { Intake } from '../../src/buffer/intake.js';
+import { Intake } from '../../src/intake/intake.js';
 import { BufferStore } from '../../src/buffer/store.js';
 import { parseConfigText } from '../../src/config/load.js';
 import { isGatewayError } from '../../src/errors.js';
@@ -52,8 +52,9 @@ const rows = (): Row[] => sqlOf(store).prepare(`SELECT raw, outcome, reason, dcp
 
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'sg-ingest-'));
-  store = new BufferStore(join(dir, 'buffer.db'));
+  store = BufferStore.openAt(join(dir, 'buffer.db'));
   intake = new Intake({ store, mapping: mappingContext(parseConfigText(YAML(), 'test.yaml')), logger: silentLogger() });
+  intake.open();
   paused = false;
 });
 

@@ -64,7 +64,7 @@ describe('the schema upgrade of the scans on a full disk (tmpfs)', () => {
 
     let err: unknown;
     try {
-      new BufferStore(path).close();
+      BufferStore.openAt(path).close();
     } catch (e) {
       err = e;
     }
@@ -81,10 +81,10 @@ describe('the schema upgrade of the scans on a full disk (tmpfs)', () => {
     check.close();
 
     execFileSync('mount', ['-o', 'remount,size=32m', disk], { stdio: 'pipe' });
-    const store = new BufferStore(path);
+    const store = BufferStore.openAt(path);
     try {
-      expect(store.scanCounts()).toEqual({ pending: SCANS });
-      expect(store.batchBodyPage(0, 0, 1)).toBeUndefined();
+      expect(store.reports.scanCounts()).toEqual({ pending: SCANS });
+      expect(store.batches.batchBodyPage(0, 0, 1)).toBeUndefined();
     } finally {
       store.close();
     }

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectAsync, type MqttClient } from 'mqtt';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { Intake } from '../../src/buffer/intake.js';
+import { Intake } from '../../src/intake/intake.js';
 import { BufferStore } from '../../src/buffer/store.js';
 import { mqttInputSchema, type MqttInputConfig } from '../../src/config/input-schemas.js';
 import { parseConfigText } from '../../src/config/load.js';
@@ -62,8 +62,9 @@ afterAll(async () => {
 
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'sg-mqtt-'));
-  store = new BufferStore(join(dir, 'buffer.db'));
+  store = BufferStore.openAt(join(dir, 'buffer.db'));
   intake = new Intake({ store, mapping: mappingContext(parseConfigText(configYaml(), 'test.yaml')), logger: silentLogger() });
+  intake.open();
   seq += 1;
 });
 

@@ -66,16 +66,16 @@ dcps: [{ key: GI-01, kind: startOfProcess, productModelKey: PACK-A }, { key: EOL
 inputs: []
 `,
     );
-    store = new BufferStore(join(dir, 'buffer.db'));
+    store = BufferStore.openAt(join(dir, 'buffer.db'));
     // A delivered batch with one failure, scans waiting (two hours, five minutes and seconds old), a rejection.
-    store.commitIntake([scan('A-1', 'GI-01'), scan(`]d2010${GS}21B`, 'GI-01', `]d2010${GS}21B`)], NOW - 3_600_000);
+    store.intake.commitIntake([scan('A-1', 'GI-01'), scan(`]d2010${GS}21B`, 'GI-01', `]d2010${GS}21B`)], NOW - 3_600_000);
     const batch = formBatch(store, { mode: 'direct', maxScans: 10, maxBytes: 1_000_000, nowIso: new Date(NOW - 3_500_000).toISOString() })!;
-    store.updateBatch(batch.id, { state: 'uploaded', requestId: '1723' });
-    store.finishBatch(batch.id, { state: 'HasFailures', processed: 2, failed: 1, failures: [{ reference: `]d2010${GS}21B`, reason: 'Invalid DCP' }] }, new Date(NOW).toISOString());
-    store.commitIntake([scan('B-1', 'GI-01'), scan('B-2', 'EOL-3')], NOW - 7_200_000);
-    store.commitIntake([scan('C-1', 'EOL-3')], NOW - 300_000);
-    store.commitIntake([scan('D-1', 'EOL-3')], NOW - 5_000);
-    store.commitIntake(
+    store.batches.updateBatch(batch.id, { state: 'uploaded', requestId: '1723' });
+    store.batches.finishBatch(batch.id, { state: 'HasFailures', processed: 2, failed: 1, failures: [{ reference: `]d2010${GS}21B`, reason: 'Invalid DCP' }] }, new Date(NOW).toISOString());
+    store.intake.commitIntake([scan('B-1', 'GI-01'), scan('B-2', 'EOL-3')], NOW - 7_200_000);
+    store.intake.commitIntake([scan('C-1', 'EOL-3')], NOW - 300_000);
+    store.intake.commitIntake([scan('D-1', 'EOL-3')], NOW - 5_000);
+    store.intake.commitIntake(
       [{ inputId: 'line-3', receivedAt: new Date(NOW), raw: Buffer.from([0x41, 0xff, 0x1d, 0x42]), outcome: 'rejected', reason: 'not a GS1 code', origin: { port: '/dev/ttyUSB0' } }],
       NOW,
     );
@@ -123,7 +123,7 @@ inputs: []
   it('buffer backup: a consistent, checked, self-contained copy while another connection keeps writing', async () => {
     let n = 0;
     const writer = setInterval(() => {
-      store.commitIntake(Array.from({ length: 50 }, () => scan(`W-${n++}`, 'GI-01')), Date.now());
+      store.intake.commitIntake(Array.from({ length: 50 }, () => scan(`W-${n++}`, 'GI-01')), Date.now());
     }, 2);
     let result;
     try {
@@ -157,13 +157,13 @@ inputs: []
     expect(forced.code).toBe(0);
     expect(forced.out).toMatch(/^Backed up .*buffer\.db to .*copy\.db: .* check ok/);
     // --force never replaces the live buffer (or its WAL) under the running gateway.
-    const before = store.scanCounts();
+    const before = store.reports.scanCounts();
     for (const onto of ['buffer.db', './sub/../buffer.db', 'buffer.db-wal']) {
       const refused = await cli(dir, ['buffer', 'backup', onto, '--config', config, '--force']);
       expect(refused.code, onto).toBe(2);
       expect(refused.err).toContain('is the buffer itself');
     }
-    expect(store.scanCounts()).toEqual(before);
+    expect(store.reports.scanCounts()).toEqual(before);
     expect(sqlOf(store).pragma('quick_check', { simple: true })).toBe('ok');
   });
 

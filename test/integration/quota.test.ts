@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
 import { BackPressure } from '../../src/buffer/back-pressure.js';
-import { Intake } from '../../src/buffer/intake.js';
+import { Intake } from '../../src/intake/intake.js';
 import { BufferStore } from '../../src/buffer/store.js';
 import { configSchema } from '../../src/config/schema.js';
 import { mappingContext } from '../../src/mapping/map-read.js';
@@ -224,7 +224,7 @@ inputs:
     // The disk is simulated full with PRAGMA max_page_count: SQLite then fails writes with
     // SQLITE_FULL exactly as on ENOSPC, and it needs neither root nor a small file system.
     const dir = mkdtempSync(join(tmpdir(), 'sg-diskfull-'));
-    const store = new BufferStore(join(dir, 'buffer.db'));
+    const store = BufferStore.openAt(join(dir, 'buffer.db'));
     const config = configSchema.parse({
       site: { id: 'full', timezone: 'Europe/Berlin' },
       upstream: { baseUrl: 'http://127.0.0.1:1', authUrl: 'http://127.0.0.1:1', clientId: 'demo-client' },
@@ -243,6 +243,7 @@ inputs:
     });
     gate.start();
     const intake = new Intake({ store, mapping: mappingContext(config), logger: silentLogger(), gate });
+    intake.open();
     const reads = (from: number, n: number): IntakeItem[] =>
       Array.from({ length: n }, (_, i) => ({ kind: 'read', read: { inputId: 'in', raw: Buffer.from(`FULL-${from + i}-${'x'.repeat(500)}`), receivedAt: new Date() } }));
     try {
@@ -272,14 +273,14 @@ inputs:
       await new Promise((resolve) => setTimeout(resolve, 60));
       expect(gate.snapshot().diskFull).toBeDefined();
       expect(sqlOf(store).pragma('integrity_check', { simple: true })).toBe('ok');
-      expect(store.totals().pendingScans).toBe(10);
+      expect(store.reports.totals().pendingScans).toBe(10);
 
       // Room again: the probe notices, inputs resume, the same reads are taken.
       sqlOf(store).pragma('max_page_count = 1073741823');
       await waitFor(() => gate.snapshot().diskFull === undefined, { what: 'disk-full alarm cleared' });
       expect(paused).toEqual([true, false]);
       await intake.submit(reads(10, 200));
-      expect(store.totals().pendingScans).toBe(210);
+      expect(store.reports.totals().pendingScans).toBe(210);
       expect(intake.lastCommitError).toBeUndefined();
     } finally {
       gate.stop();

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { serialInputSchema, type SerialInputConfig } from '../../src/config/schema.js';
 import { SerialPort } from 'serialport';
-import { Intake } from '../../src/buffer/intake.js';
+import { Intake } from '../../src/intake/intake.js';
 import { BufferStore } from '../../src/buffer/store.js';
 import { parseConfigText } from '../../src/config/load.js';
 import { mappingContext } from '../../src/mapping/map-read.js';
@@ -197,8 +197,9 @@ upstream: { baseUrl: http://127.0.0.1:9, authUrl: http://127.0.0.1:9, clientId: 
 dcps: [{ key: GI, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-1 }]
 inputs: [{ id: line3, type: serial, path: ${pair.devicePath}, dcp: GI }]
 `;
-    const store = new BufferStore(join(dir, 'buffer.db'));
+    const store = BufferStore.openAt(join(dir, 'buffer.db'));
     const intake = new Intake({ store, mapping: mappingContext(parseConfigText(yaml, 'test.yaml')), logger: silentLogger() });
+    intake.open();
     const input = new SerialInput({ config: config(), sink: intake, logger: silentLogger() });
     inputs.push(input);
     await input.start();
@@ -259,8 +260,9 @@ upstream: { baseUrl: http://127.0.0.1:9, authUrl: http://127.0.0.1:9, clientId: 
 dcps: [{ key: GI, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-1 }]
 inputs: [{ id: line3, type: serial, path: ${pair.devicePath}, dcp: GI }]
 `;
-    const store = new BufferStore(join(dir, 'buffer.db'));
+    const store = BufferStore.openAt(join(dir, 'buffer.db'));
     const intake = new Intake({ store, mapping: mappingContext(parseConfigText(yaml, 'test.yaml')), logger: silentLogger() });
+    intake.open();
     const input = new SerialInput({ config: config(), sink: intake, logger: silentLogger() });
     inputs.push(input);
     await input.start();

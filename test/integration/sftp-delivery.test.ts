@@ -126,17 +126,17 @@ describe.each([
   });
 
   function start(connector: SftpConnector, over: Partial<DeliveryConfig> = {}): Deliverer {
-    store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-sftp-')), 'buffer.db'));
+    store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-sftp-')), 'buffer.db'));
     deliverer = new Deliverer({ store, api: NO_HTTP, config: config(over), logger: silentLogger(), sftp: { connector, siteId: 'plant-7', fileNameTemplate: '{siteId}-{batchId}-{sha256:12}.json' } });
     return deliverer;
   }
 
   it('sends each batch as one file (.part, size checked, renamed) and ends it in transferred with path and sha256', async () => {
     const d = start(target.connector());
-    store.commitIntake(Array.from({ length: 2500 }, (_, i) => scan(`S-${i}`)), Date.now());
+    store.intake.commitIntake(Array.from({ length: 2500 }, (_, i) => scan(`S-${i}`)), Date.now());
     d.start();
-    await waitFor(() => store.batchesInState('done').length === 3, { timeoutMs: 20_000 });
-    const done = store.batchesInState('done');
+    await waitFor(() => store.batches.batchesInState('done').length === 3, { timeoutMs: 20_000 });
+    const done = store.batches.batchesInState('done');
     expect(done.map((b) => b.scanCount)).toEqual([1000, 1000, 500]);
     const files = readdirSync(target.localDir).filter((f) => f.startsWith('plant-7-'));
     expect(files.filter((f) => f.endsWith('.part'))).toEqual([]);
@@ -150,11 +150,11 @@ describe.each([
       expect(createHash('sha256').update(bytes).digest('hex')).toBe(b.sha256);
       expect(bytes.length).toBe(b.bytes);
       // Byte for byte what the buffer holds for the batch.
-      expect(bytes.toString('utf8')).toBe(store.batchBody(b.id));
+      expect(bytes.toString('utf8')).toBe(store.batches.batchBody(b.id));
       refs.push(...(JSON.parse(bytes.toString('utf8')) as { reference: string }[]).map((s) => s.reference));
     }
     expect(refs.sort()).toEqual(Array.from({ length: 2500 }, (_, i) => `S-${i}`).sort());
-    expect(store.scanCounts().delivered).toBe(2500);
+    expect(store.reports.scanCounts().delivered).toBe(2500);
     if (target.received) {
       // The sandbox processed each completed file once, as a batch of its own (never a .part).
       const got = (await target.received()).filter((r) => r.reference.startsWith('S-'));
@@ -165,27 +165,27 @@ describe.each([
 
   it('takes a complete file left by a crash as sent, and removes a left-over .part before sending again', async () => {
     const d = start(target.connector());
-    store.commitIntake(Array.from({ length: 30 }, (_, i) => scan(`R-${i}`)), Date.now());
+    store.intake.commitIntake(Array.from({ length: 30 }, (_, i) => scan(`R-${i}`)), Date.now());
     // Two batches as a crash would leave them: the first renamed already, the second half-written.
-    const first = store.writeBatch({ mode: 'sftp', scanIds: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], bytes: 0, nowIso: new Date().toISOString() })!;
-    const second = store.writeBatch({ mode: 'sftp', scanIds: [11, 12, 13, 14, 15, 16, 17, 18, 19, 20], bytes: 0, nowIso: new Date().toISOString() })!;
+    const first = store.batches.writeBatch({ mode: 'sftp', scanIds: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], bytes: 0, nowIso: new Date().toISOString() })!;
+    const second = store.batches.writeBatch({ mode: 'sftp', scanIds: [11, 12, 13, 14, 15, 16, 17, 18, 19, 20], bytes: 0, nowIso: new Date().toISOString() })!;
     for (const b of [first, second]) {
-      const body = store.batchBody(b.id);
+      const body = store.batches.batchBody(b.id);
       const sha = createHash('sha256').update(body).digest('hex');
       const path = target.connector().remoteDir === '/' ? `/plant-7-${b.id}-${sha.slice(0, 12)}.json` : join(target.localDir, `plant-7-${b.id}-${sha.slice(0, 12)}.json`);
-      store.updateBatch(b.id, { state: 'uploading', bytes: Buffer.byteLength(body), remotePath: path, sha256: sha });
+      store.batches.updateBatch(b.id, { state: 'uploading', bytes: Buffer.byteLength(body), remotePath: path, sha256: sha });
       if (b.id === first.id) writeFileSync(target.local(path), body);
       else writeFileSync(`${target.local(path)}.part`, body.slice(0, 100));
     }
-    const before = readFileSync(target.local(store.batch(first.id)!.remotePath!));
+    const before = readFileSync(target.local(store.batches.batch(first.id)!.remotePath!));
     d.start();
-    await waitFor(() => store.batchesInState('done').length === 3, { timeoutMs: 20_000 });
+    await waitFor(() => store.batches.batchesInState('done').length === 3, { timeoutMs: 20_000 });
     // The first was found and not written again; the second was written whole.
-    expect(readFileSync(target.local(store.batch(first.id)!.remotePath!))).toEqual(before);
-    expect(store.batch(first.id)!.attempts).toBe(0);
-    expect(readFileSync(target.local(store.batch(second.id)!.remotePath!), 'utf8')).toBe(store.batchBody(second.id));
+    expect(readFileSync(target.local(store.batches.batch(first.id)!.remotePath!))).toEqual(before);
+    expect(store.batches.batch(first.id)!.attempts).toBe(0);
+    expect(readFileSync(target.local(store.batches.batch(second.id)!.remotePath!), 'utf8')).toBe(store.batches.batchBody(second.id));
     expect(readdirSync(target.localDir).filter((f) => f.endsWith('.part'))).toEqual([]);
-    expect(store.possibleDuplicates().uploads).toBe(0);
+    expect(store.reports.possibleDuplicates().uploads).toBe(0);
   });
 
   it('refuses a server whose host key is not the configured one, says so, and sends nothing', async () => {
@@ -200,13 +200,13 @@ describe.each([
     expect((err as GatewayError).message).toContain(wrong);
 
     const d = start(target.connector({ hostKey: wrong }));
-    store.commitIntake([scan('H-1')], Date.now());
+    store.intake.commitIntake([scan('H-1')], Date.now());
     const filesBefore = readdirSync(target.localDir).length;
     d.start();
     await waitFor(() => d.snapshot().lastError?.code === ErrorCodes.SFTP_HOST_KEY, { timeoutMs: 10_000 });
     expect(d.snapshot().lastError?.kind).toBe('sftp');
-    expect(store.batchesInState('held')).toEqual([]);
-    expect(store.batchesInState('ready').length).toBe(1);
+    expect(store.batches.batchesInState('held')).toEqual([]);
+    expect(store.batches.batchesInState('ready').length).toBe(1);
     expect(readdirSync(target.localDir).length).toBe(filesBefore);
   });
 
@@ -228,12 +228,12 @@ describe.each([
     const filesBefore = readdirSync(readOnly.localDir);
     try {
       const d = start(readOnly.connector);
-      store.commitIntake(Array.from({ length: 5 }, (_, i) => scan(`P-${i}`)), Date.now());
+      store.intake.commitIntake(Array.from({ length: 5 }, (_, i) => scan(`P-${i}`)), Date.now());
       d.start();
-      await waitFor(() => store.batchesInState('held').length === 1, { timeoutMs: 10_000 });
-      const held = store.batchesInState('held')[0]!;
+      await waitFor(() => store.batches.batchesInState('held').length === 1, { timeoutMs: 10_000 });
+      const held = store.batches.batchesInState('held')[0]!;
       expect(held.lastError).toMatch(/permission denied/i);
-      expect(store.scanCounts().held).toBe(5);
+      expect(store.reports.scanCounts().held).toBe(5);
       expect(d.snapshot().lastError?.code).toBe(ErrorCodes.SFTP_PERMISSION);
       expect(readdirSync(readOnly.localDir)).toEqual(filesBefore);
     } finally {

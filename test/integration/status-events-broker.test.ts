@@ -70,7 +70,7 @@ function scan(reference: string): IntakeRecord {
 
 /** A real buffer, tracker and feed reading `broker`. */
 function gatewaySide(broker: KafkaBroker, dir = mkdtempSync(join(tmpdir(), 'sg-broker-'))) {
-  const store = new BufferStore(join(dir, 'buffer.db'));
+  const store = BufferStore.openAt(join(dir, 'buffer.db'));
   const logger = silentLogger();
   const tracker = new StatusTracker({ store, api: { getScanStatus: () => Promise.reject(new Error('no poll here')) }, config: deliverySchema.parse({}), logger, now: Date.now, concurrency: 1, onResend: () => {} });
   const feed = new StatusEventFeed({
@@ -96,9 +96,9 @@ function gatewaySide(broker: KafkaBroker, dir = mkdtempSync(join(tmpdir(), 'sg-b
   };
   cleanups.push(stop);
   const uploaded = (requestId: string, ref: string) => {
-    store.commitIntake([scan(ref)], Date.now());
+    store.intake.commitIntake([scan(ref)], Date.now());
     const b = formBatch(store, { mode: 'direct', maxScans: 100, maxBytes: 1e6, nowIso: new Date().toISOString() })!;
-    store.updateBatch(b.id, { state: 'uploaded', requestId, uploadedAt: new Date().toISOString(), nextAttemptAt: Date.now() + 600_000 });
+    store.batches.updateBatch(b.id, { state: 'uploaded', requestId, uploadedAt: new Date().toISOString(), nextAttemptAt: Date.now() + 600_000 });
     return b.id;
   };
   return { dir, store, feed, uploaded, stop };
@@ -148,7 +148,7 @@ describe('status events end to end on the wire: broker → feed → tracker → 
     first.feed.start();
     await waitFor(() => first.feed.snapshot().state === 'flowing', { what: 'the feed reads the topic' });
     broker.append(TOPIC, [event({ state: 'InProgress', requestId: 100, description: '', processed: 0 }), event({ state: 'Success', requestId: 100, description: '', processed: 1 })]);
-    await waitFor(() => first.store.batch(a)?.state === 'done', { what: 'batch 100 done by its event' });
+    await waitFor(() => first.store.batches.batch(a)?.state === 'done', { what: 'batch 100 done by its event' });
 
     // Broker down: the status says so with its code; back up: it reads again.
     const port = broker.port;
@@ -170,8 +170,8 @@ describe('status events end to end on the wire: broker → feed → tracker → 
     const second = gatewaySide(broker, first.dir);
     second.feed.start();
     broker.append(TOPIC, [event({ state: 'Success', requestId: 102, description: '', processed: 1 })]);
-    await waitFor(() => second.store.batch(b)?.state === 'done' && second.store.batch(c)?.state === 'done', { what: 'both after the restart' });
-    expect(second.store.batch(b)).toMatchObject({ upstreamState: 'HasFailures', failed: 1 });
+    await waitFor(() => second.store.batches.batch(b)?.state === 'done' && second.store.batches.batch(c)?.state === 'done', { what: 'both after the restart' });
+    expect(second.store.batches.batch(b)).toMatchObject({ upstreamState: 'HasFailures', failed: 1 });
     expect(second.feed.snapshot()).toMatchObject({ received: 3, applied: 2, duplicates: 1 });
   });
 
@@ -196,7 +196,7 @@ describe('status events end to end on the wire: broker → feed → tracker → 
       const child = execFile(kcat, ['-F', join(dir, 'kcat.conf'), '-P', '-t', TOPIC], { timeout: 15_000 }, (err, _out, stderr) => (err ? reject(new Error(`kcat failed: ${err.message} ${stderr}`)) : resolve()));
       child.stdin!.end(`${JSON.stringify({ state: 'Success', requestId: 4711, description: 'from kcat', processed: 1 })}\n`);
     });
-    await waitFor(() => side.store.batch(id)?.state === 'done', { what: "kcat's event applied" });
-    expect(side.store.batch(id)).toMatchObject({ upstreamState: 'Success', processed: 1 });
+    await waitFor(() => side.store.batches.batch(id)?.state === 'done', { what: "kcat's event applied" });
+    expect(side.store.batches.batch(id)).toMatchObject({ upstreamState: 'Success', processed: 1 });
   });
 });

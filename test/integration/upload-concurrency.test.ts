@@ -105,7 +105,7 @@ describe('uploads in flight at once (uploadConcurrency) against the sandbox', ()
 
   beforeEach(async () => {
     sandbox = await startSandbox({ port: 0, processingDelayMs: 50 });
-    store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-upload-concurrency-')), 'buffer.db'));
+    store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-upload-concurrency-')), 'buffer.db'));
     client = new UpstreamClient({ baseUrl: sandbox.url, authUrl: sandbox.url, clientId: 'demo-client', clientSecret: SECRET });
   });
   afterEach(async () => {
@@ -131,10 +131,10 @@ describe('uploads in flight at once (uploadConcurrency) against the sandbox', ()
   ] as const)('%s: keeps %i uploads in flight at once, never more, and delivers every scan once', async (mode, bound, op) => {
     sandbox.setFaults({ answerDelayMs: 300 });
     const refs = Array.from({ length: 1000 }, (_, i) => `${mode}-${i}`);
-    store.commitIntake(refs.map(scan), Date.now());
+    store.intake.commitIntake(refs.map(scan), Date.now());
     const api = new CountingApi(client);
     const d = start(api, { mode, uploadConcurrency: bound, maxBatchScans: 100, presignedMaxScans: 100 });
-    await waitFor(() => store.scanCounts().delivered === 1000, { timeoutMs: 20_000, what: 'every scan delivered' });
+    await waitFor(() => store.reports.scanCounts().delivered === 1000, { timeoutMs: 20_000, what: 'every scan delivered' });
     // Ten batches, each answer held 300 ms: the bound is reached, and never passed.
     expect(api.maxInFlight).toBe(bound);
     expect(api.calls[op]).toBe(10);
@@ -147,10 +147,10 @@ describe('uploads in flight at once (uploadConcurrency) against the sandbox', ()
 
   it('uploadConcurrency 1 sends one batch at a time', async () => {
     sandbox.setFaults({ answerDelayMs: 100 });
-    store.commitIntake(Array.from({ length: 300 }, (_, i) => scan(`one-${i}`)), Date.now());
+    store.intake.commitIntake(Array.from({ length: 300 }, (_, i) => scan(`one-${i}`)), Date.now());
     const api = new CountingApi(client);
     start(api, { mode: 'presigned', uploadConcurrency: 1, presignedMaxScans: 100 });
-    await waitFor(() => store.scanCounts().delivered === 300, { timeoutMs: 20_000 });
+    await waitFor(() => store.reports.scanCounts().delivered === 300, { timeoutMs: 20_000 });
     expect(api.maxInFlight).toBe(1);
     expect(api.calls.putPresignedStream).toBe(3);
   });
@@ -158,11 +158,11 @@ describe('uploads in flight at once (uploadConcurrency) against the sandbox', ()
   it('pre-signed: a PUT that fails before sending and one whose answer is lost, beside others in flight, lose and double nothing', async () => {
     sandbox.setFaults({ answerDelayMs: 300 });
     const refs = Array.from({ length: 1000 }, (_, i) => `pf-${i}`);
-    store.commitIntake(refs.map(scan), Date.now());
+    store.intake.commitIntake(refs.map(scan), Date.now());
     // The 2nd PUT reaches the service but its answer is lost; the 3rd never leaves.
     const api = new CountingApi(client, { putPresignedStream: new Map([[2, 'answerLost'], [3, 'before']]) });
     const d = start(api, { mode: 'presigned', uploadConcurrency: 3, presignedMaxScans: 100 });
-    await waitFor(() => store.scanCounts().delivered === 1000, { timeoutMs: 30_000, what: 'every scan delivered' });
+    await waitFor(() => store.reports.scanCounts().delivered === 1000, { timeoutMs: 30_000, what: 'every scan delivered' });
     expect(api.failed.sort()).toEqual(['putPresignedStream#2 answer lost', 'putPresignedStream#3 before']);
     // Uploads overlapped the failures, and the one that arrived was not sent again (its status said so).
     expect(api.maxInFlight).toBe(3);
@@ -171,16 +171,16 @@ describe('uploads in flight at once (uploadConcurrency) against the sandbox', ()
     expect(received).toHaveLength(1000);
     expect(new Set(received).size).toBe(1000);
     expect(d.snapshot()).toMatchObject({ possibleDuplicates: 0, consecutiveFailures: 0, circuit: 'closed' });
-    expect(store.batchesInState('done')).toHaveLength(10);
+    expect(store.batches.batchesInState('done')).toHaveLength(10);
   });
 
   it('direct: a 503 to one POST beside others in flight is retried alone; nothing lost, nothing doubled, nothing counted', async () => {
     sandbox.setFaults({ answerDelayMs: 300 });
     const refs = Array.from({ length: 600 }, (_, i) => `df-${i}`);
-    store.commitIntake(refs.map(scan), Date.now());
+    store.intake.commitIntake(refs.map(scan), Date.now());
     const api = new CountingApi(client, { uploadScans: new Map([[2, 'http503']]) });
     const d = start(api, { mode: 'direct', uploadConcurrency: 3, maxBatchScans: 100 });
-    await waitFor(() => store.scanCounts().delivered === 600, { timeoutMs: 30_000, what: 'every scan delivered' });
+    await waitFor(() => store.reports.scanCounts().delivered === 600, { timeoutMs: 30_000, what: 'every scan delivered' });
     expect(api.failed).toEqual(['uploadScans#2 503']);
     expect(api.calls.uploadScans).toBe(7);
     const received = await sandboxRefs(sandbox);
@@ -189,7 +189,7 @@ describe('uploads in flight at once (uploadConcurrency) against the sandbox', ()
   });
 
   it('starts nothing new while the circuit is open, and one upload at a time after a failure until one succeeds', async () => {
-    store.commitIntake(Array.from({ length: 500 }, (_, i) => `cb-${i}`).map(scan), Date.now());
+    store.intake.commitIntake(Array.from({ length: 500 }, (_, i) => `cb-${i}`).map(scan), Date.now());
     // Three failures in a row open the circuit; every call before the fourth fails before sending.
     sandbox.setFaults({ answerDelayMs: 100 });
     const api = new CountingApi(client, { uploadScans: new Map([[1, 'http503'], [2, 'http503'], [3, 'http503']]) });
@@ -200,7 +200,7 @@ describe('uploads in flight at once (uploadConcurrency) against the sandbox', ()
     const callsWhenOpen = api.calls.uploadScans;
     await new Promise((resolve) => setTimeout(resolve, 150));
     expect(api.calls.uploadScans).toBe(callsWhenOpen);
-    await waitFor(() => store.scanCounts().delivered === 500, { timeoutMs: 20_000 });
+    await waitFor(() => store.reports.scanCounts().delivered === 500, { timeoutMs: 20_000 });
     // Three failed side by side (in flight before the first failed), then five went through.
     expect(api.calls.uploadScans).toBe(8);
     expect(api.startedBeside.slice(0, 3).some((n) => n > 0)).toBe(true);
@@ -236,22 +236,22 @@ describe('pre-signed bodies streamed from the buffer', () => {
   }
 
   function batchOf(count: number, prefix: string) {
-    store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-stream-body-')), 'buffer.db'));
+    store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-stream-body-')), 'buffer.db'));
     // Sizes from a few bytes to 40 KiB, multi-byte text: pages of several sizes, bytes ≠ characters.
     const records = Array.from({ length: count }, (_, i) => {
       const r = scan(`${prefix}-${i}`);
       r.scan!.body = JSON.stringify({ reference: `${prefix}-${i}`, pad: 'ü€'.repeat((i * 7919) % 13_000) });
       return r;
     });
-    store.commitIntake(records, Date.now());
+    store.intake.commitIntake(records, Date.now());
     return formBatch(store, { mode: 'presigned', maxScans: count, maxBytes: 64 * 2 ** 20, nowIso: new Date().toISOString() })!;
   }
 
   it('the streamed body has exactly the bytes of batchBody and of the batch\'s recorded size', async () => {
     const batch = batchOf(700, 'st');
-    const expected = Buffer.from(store.batchBody(batch.id));
+    const expected = Buffer.from(store.batches.batchBody(batch.id));
     const chunks: Buffer[] = [];
-    for await (const c of batchBodyChunks(store, batch.id)) chunks.push(c);
+    for await (const c of batchBodyChunks(store.batches, batch.id)) chunks.push(c);
     const streamed = Buffer.concat(chunks);
     expect(chunks.length).toBeGreaterThan(3);
     expect(streamed.length).toBe(batch.bytes);
@@ -263,13 +263,13 @@ describe('pre-signed bodies streamed from the buffer', () => {
     const { url, puts } = await recorder();
     const client = new UpstreamClient({ baseUrl: 'http://127.0.0.1:1', authUrl: 'http://127.0.0.1:1', clientId: 'x', clientSecret: 'y' });
     try {
-      await client.putPresignedStream(url, { bytes: batch.bytes, chunks: () => batchBodyChunks(store, batch.id) });
+      await client.putPresignedStream(url, { bytes: batch.bytes, chunks: () => batchBodyChunks(store.batches, batch.id) });
     } finally {
       await client.close();
     }
     expect(puts).toHaveLength(1);
     expect(puts[0]!.length).toBe(String(batch.bytes));
-    expect(puts[0]!.body.equals(Buffer.from(store.batchBody(batch.id)))).toBe(true);
+    expect(puts[0]!.body.equals(Buffer.from(store.batches.batchBody(batch.id)))).toBe(true);
   });
 
   it('a stream that does not match its content-length fails as a retryable network error, and the server takes nothing', async () => {
@@ -278,7 +278,7 @@ describe('pre-signed bodies streamed from the buffer', () => {
     const client = new UpstreamClient({ baseUrl: 'http://127.0.0.1:1', authUrl: 'http://127.0.0.1:1', clientId: 'x', clientSecret: 'y' });
     let caught: unknown;
     try {
-      await client.putPresignedStream(url, { bytes: batch.bytes + 10, chunks: () => batchBodyChunks(store, batch.id) });
+      await client.putPresignedStream(url, { bytes: batch.bytes + 10, chunks: () => batchBodyChunks(store.batches, batch.id) });
     } catch (err) {
       caught = err;
     } finally {

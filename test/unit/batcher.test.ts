@@ -17,7 +17,7 @@ let store: BufferStore | undefined;
 afterEach(() => store?.close());
 
 function open(): BufferStore {
-  store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-batcher-')), 'buffer.db'));
+  store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-batcher-')), 'buffer.db'));
   return store;
 }
 
@@ -26,11 +26,11 @@ const nowIso = new Date(0).toISOString();
 describe('batcher: packing into a batch', () => {
   it('counts a batch body exactly as sent: brackets and commas included', () => {
     const s = open();
-    s.commitIntake([scanRecord('A', 100), scanRecord('B', 200), scanRecord('C', 50)], 0);
+    s.intake.commitIntake([scanRecord('A', 100), scanRecord('B', 200), scanRecord('C', 50)], 0);
     const batch = formBatch(s, { maxScans: 10, maxBytes: 10_000, mode: 'direct', nowIso })!;
     expect(batch.bytes).toBe(arrayBytes(3, 350));
-    expect(Buffer.byteLength(s.batchBody(batch.id))).toBe(batch.bytes);
-    expect(JSON.parse(s.batchBody(batch.id))).toHaveLength(3);
+    expect(Buffer.byteLength(s.batches.batchBody(batch.id))).toBe(batch.bytes);
+    expect(JSON.parse(s.batches.batchBody(batch.id))).toHaveLength(3);
   });
 
   it.each([
@@ -39,16 +39,16 @@ describe('batcher: packing into a batch', () => {
     ['one byte over the limit', 2 + 100 + 1 + 100 - 1, 1],
   ])('packs up to the byte limit: %s', (_name, maxBytes, expected) => {
     const s = open();
-    s.commitIntake([scanRecord('A', 100), scanRecord('B', 100)], 0);
+    s.intake.commitIntake([scanRecord('A', 100), scanRecord('B', 100)], 0);
     const batch = formBatch(s, { maxScans: 10, maxBytes, mode: 'direct', nowIso })!;
     expect(batch.scanCount).toBe(expected);
     expect(batch.bytes).toBeLessThanOrEqual(maxBytes);
-    expect(Buffer.byteLength(s.batchBody(batch.id))).toBe(batch.bytes);
+    expect(Buffer.byteLength(s.batches.batchBody(batch.id))).toBe(batch.bytes);
   });
 
   it('never puts two scans with the same reference in one batch', () => {
     const s = open();
-    s.commitIntake([scanRecord('A', 40), scanRecord('A', 40), scanRecord('B', 40)], 0);
+    s.intake.commitIntake([scanRecord('A', 40), scanRecord('A', 40), scanRecord('B', 40)], 0);
     const first = formBatch(s, { maxScans: 10, maxBytes: 10_000, mode: 'direct', nowIso })!;
     expect(first.scanCount).toBe(2);
     const second = formBatch(s, { maxScans: 10, maxBytes: 10_000, mode: 'direct', nowIso })!;
@@ -60,24 +60,24 @@ describe('batcher: packing into a batch', () => {
     const s = open();
     // 2000 batch transactions: durability is not what this test is about, so no fsync for each.
     sqlOf(s).pragma('synchronous = OFF');
-    s.commitIntake([...Array.from({ length: 2000 }, () => scanRecord('SAME', 40)), ...Array.from({ length: 100 }, (_, i) => scanRecord(`U${i}`, 40))], 0);
+    s.intake.commitIntake([...Array.from({ length: 2000 }, () => scanRecord('SAME', 40)), ...Array.from({ length: 100 }, (_, i) => scanRecord(`U${i}`, 40))], 0);
     const first = formBatch(s, { maxScans: 1000, maxBytes: 1e9, mode: 'direct', nowIso })!;
     // One SAME, and the unique ones behind the repeats (within the look-ahead) come along.
     expect(first.scanCount).toBe(101);
     let batches = 1;
     while (formBatch(s, { maxScans: 1000, maxBytes: 1e9, mode: 'direct', nowIso })) batches++;
     expect(batches).toBe(2000);
-    expect(s.totals().pendingScans).toBe(0);
+    expect(s.reports.totals().pendingScans).toBe(0);
     expect(BATCH_LOOKAHEAD).toBeGreaterThanOrEqual(2000);
   });
 
   it('holds a single scan too large for the batch limit instead of leaving it pending forever (direct mode)', () => {
     const s = open();
-    s.commitIntake([scanRecord('BIG', 500), scanRecord('A', 40)], 0);
+    s.intake.commitIntake([scanRecord('BIG', 500), scanRecord('A', 40)], 0);
     const batch = formBatch(s, { maxScans: 10, maxBytes: 200, mode: 'direct', nowIso, holdOversize: true })!;
     expect(batch.scanCount).toBe(1);
-    expect(s.scanCounts()).toMatchObject({ held: 1, batched: 1 });
-    expect(s.recentProblems(5)[0]).toMatchObject({ reference: 'BIG', reason: expect.stringContaining('over the 200-byte limit') });
+    expect(s.reports.scanCounts()).toMatchObject({ held: 1, batched: 1 });
+    expect(s.reports.recentProblems(5)[0]).toMatchObject({ reference: 'BIG', reason: expect.stringContaining('over the 200-byte limit') });
   });
 
   it('never exceeds the byte limit, whatever the mix of sizes (pure rule over rows)', () => {
@@ -104,7 +104,7 @@ describe('batcher: packing into a batch', () => {
 
   it('forms a batch by id range when nothing was skipped, by the list of ids when something was, with the same scans and totals', () => {
     const s = open();
-    s.commitIntake(['A', 'B', 'A', 'C', 'D', 'E'].map((r) => scanRecord(r, 40)), 0);
+    s.intake.commitIntake(['A', 'B', 'A', 'C', 'D', 'E'].map((r) => scanRecord(r, 40)), 0);
     const ids = sqlOf(s).prepare(`SELECT id FROM scan_rows ORDER BY id`).pluck().all() as number[];
     // A, B, then A again (skipped), C: not gapless; the second A waits for the next batch.
     const first = formBatch(s, { maxScans: 3, maxBytes: 1e9, mode: 'direct', nowIso })!;
@@ -112,18 +112,18 @@ describe('batcher: packing into a batch', () => {
     // A (the second), D, E: gapless, moved by range.
     const second = formBatch(s, { maxScans: 10, maxBytes: 1e9, mode: 'direct', nowIso })!;
     expect(sqlOf(s).prepare(`SELECT id FROM scan_rows WHERE batch_id = ? ORDER BY id`).pluck().all(second.id)).toEqual([ids[2], ids[4], ids[5]]);
-    expect(s.totals()).toEqual({ pendingScans: 0, pendingBytes: 0, undeliveredScans: 6, undeliveredBytes: 240 });
+    expect(s.reports.totals()).toEqual({ pendingScans: 0, pendingBytes: 0, undeliveredScans: 6, undeliveredBytes: 240 });
   });
 
   it('forms a batch from the SQL sums of the queue head when it can go whole, reading no row, and from the rows when it cannot', () => {
     const s = open();
     let rowsRead = 0;
-    const pendingScans = s.pendingScans.bind(s);
-    s.pendingScans = () => {
+    const pendingScans = s.batches.pendingScans.bind(s.batches);
+    s.batches.pendingScans = () => {
       rowsRead++;
       return pendingScans();
     };
-    s.commitIntake(['A', 'B', 'C', 'D', 'A', 'E'].map((r) => scanRecord(r, 40)), 0);
+    s.intake.commitIntake(['A', 'B', 'C', 'D', 'A', 'E'].map((r) => scanRecord(r, 40)), 0);
     const ids = sqlOf(s).prepare(`SELECT id FROM scan_rows ORDER BY id`).pluck().all() as number[];
     // A, B, C: no reference repeated, 3 x 40 bytes fit: the head goes whole, by range.
     const first = formBatch(s, { maxScans: 3, maxBytes: 1e9, mode: 'direct', nowIso })!;
@@ -131,7 +131,7 @@ describe('batcher: packing into a batch', () => {
     expect(first).toMatchObject({ scanCount: 3, bytes: arrayBytes(3, 120) });
     expect(sqlOf(s).prepare(`SELECT id FROM scan_rows WHERE batch_id = ? ORDER BY id`).pluck().all(first.id)).toEqual(ids.slice(0, 3));
     // D, A, E: the second A repeats no reference of this batch; whole again.
-    s.commitIntake(['F', 'G', 'H'].map((r) => scanRecord(r, 40)), 0);
+    s.intake.commitIntake(['F', 'G', 'H'].map((r) => scanRecord(r, 40)), 0);
     const second = formBatch(s, { maxScans: 3, maxBytes: 1e9, mode: 'direct', nowIso })!;
     expect(rowsRead).toBe(0);
     expect(second.scanCount).toBe(3);
@@ -140,13 +140,13 @@ describe('batcher: packing into a batch', () => {
     expect(rowsRead).toBe(1);
     expect(third.scanCount).toBe(2);
     // A reference repeated in the head: packed from the rows, the repeat left for later.
-    s.commitIntake(['J', 'J', 'K'].map((r) => scanRecord(r, 40)), 0);
+    s.intake.commitIntake(['J', 'J', 'K'].map((r) => scanRecord(r, 40)), 0);
     const fourth = formBatch(s, { maxScans: 3, maxBytes: 1e9, mode: 'direct', nowIso })!;
     expect(rowsRead).toBe(2);
     expect(sqlOf(s).prepare(`SELECT reference FROM scan_rows WHERE batch_id = ? ORDER BY id`).pluck().all(fourth.id)).toEqual(['H', 'J', 'K']);
-    expect(s.totals()).toMatchObject({ pendingScans: 1, pendingBytes: 40 });
+    expect(s.reports.totals()).toMatchObject({ pendingScans: 1, pendingBytes: 40 });
     // A batch larger than the SQL sums take (a large SFTP batch): packed from the rows.
-    s.commitIntake(['L', 'M'].map((r) => scanRecord(r, 40)), 0);
+    s.intake.commitIntake(['L', 'M'].map((r) => scanRecord(r, 40)), 0);
     const fifth = formBatch(s, { maxScans: HEAD_SUMS_MAX_SCANS + 1, maxBytes: 1e9, mode: 'sftp', nowIso })!;
     expect(rowsRead).toBe(3);
     expect(fifth.scanCount).toBe(3);
@@ -160,11 +160,11 @@ describe('batcher: packing into a batch', () => {
     for (let trial = 0; trial < 40; trial++) {
       const s = open();
       const refs = Array.from({ length: 5 + Math.floor(random() * 60) }, () => `R${Math.floor(random() * (random() < 0.5 ? 8 : 1000))}`);
-      s.commitIntake(refs.map((r) => scanRecord(r, 40 + Math.floor(random() * 90))), 0);
-      for (let round = 0; round < 100 && s.totals().pendingScans > 0; round++) {
+      s.intake.commitIntake(refs.map((r) => scanRecord(r, 40 + Math.floor(random() * 90))), 0);
+      for (let round = 0; round < 100 && s.reports.totals().pendingScans > 0; round++) {
         const opts = { maxScans: 1 + Math.floor(random() * 12), maxBytes: random() < 0.5 ? 1e9 : 150 + Math.floor(random() * 600) };
-        const expected = packScans([...s.pendingScans()], opts);
-        const head = s.pendingHead(opts.maxScans);
+        const expected = packScans([...s.batches.pendingScans()], opts);
+        const head = s.batches.pendingHead(opts.maxScans);
         const whole = head.references === head.scans && arrayBytes(head.scans, head.scanBytes) <= opts.maxBytes;
         const batch = formBatch(s, { ...opts, mode: 'direct', nowIso, holdOversize: true });
         if (expected.ids.length === 0) {
@@ -177,7 +177,7 @@ describe('batcher: packing into a batch', () => {
         expect(batch!.bytes, `trial ${trial} round ${round}`).toBe(expected.bytes);
       }
       const recount = sqlOf(s).prepare(`SELECT count(*) AS scans, coalesce(sum(bytes), 0) AS bytes FROM scan_rows WHERE state = 'pending'`).get() as { scans: number; bytes: number };
-      expect(s.totals()).toMatchObject({ pendingScans: recount.scans, pendingBytes: recount.bytes });
+      expect(s.reports.totals()).toMatchObject({ pendingScans: recount.scans, pendingBytes: recount.bytes });
       s.close();
       store = undefined;
     }
@@ -188,10 +188,10 @@ describe('batcher: packing into a batch', () => {
 
   it('writes nothing when a batch claimed gapless is not (every pending scan of the range must be in it)', () => {
     const s = open();
-    s.commitIntake(['A', 'B', 'C'].map((r) => scanRecord(r, 40)), 0);
+    s.intake.commitIntake(['A', 'B', 'C'].map((r) => scanRecord(r, 40)), 0);
     const ids = sqlOf(s).prepare(`SELECT id FROM scan_rows ORDER BY id`).pluck().all() as number[];
-    expect(() => s.writeBatch({ mode: 'direct', scanIds: [ids[0]!, ids[2]!], bytes: 83, scanBytes: 80, gapless: true, nowIso })).toThrow(/3 scans would have moved for the 2 given/);
-    expect(s.totals()).toEqual({ pendingScans: 3, pendingBytes: 120, undeliveredScans: 3, undeliveredBytes: 120 });
+    expect(() => s.batches.writeBatch({ mode: 'direct', scanIds: [ids[0]!, ids[2]!], bytes: 83, scanBytes: 80, gapless: true, nowIso })).toThrow(/3 scans would have moved for the 2 given/);
+    expect(s.reports.totals()).toEqual({ pendingScans: 3, pendingBytes: 120, undeliveredScans: 3, undeliveredBytes: 120 });
     expect(sqlOf(s).prepare(`SELECT count(*) FROM batches`).pluck().get()).toBe(0);
   });
 
@@ -210,9 +210,9 @@ describe('batcher: packing into a batch', () => {
 
   it('leaves a scan too large alone pending without holdOversize', () => {
     const s = open();
-    s.commitIntake([scanRecord('BIG', 500)], 0);
+    s.intake.commitIntake([scanRecord('BIG', 500)], 0);
     expect(formBatch(s, { maxScans: 10, maxBytes: 200, mode: 'direct', nowIso })).toBeUndefined();
-    expect(s.totals().pendingScans).toBe(1);
+    expect(s.reports.totals().pendingScans).toBe(1);
   });
 });
 
@@ -229,24 +229,24 @@ describe('batcher: when a batch is due', () => {
 
   it('waits for the oldest scan to reach maxBatchDelayMs, then forms a batch (age rule)', () => {
     const s = open();
-    s.commitIntake([scanRecord('A', 40)], 0);
-    const created = s.pending().oldestCreatedAt!;
+    s.intake.commitIntake([scanRecord('A', 40)], 0);
+    const created = s.batches.pending().oldestCreatedAt!;
     const t = { now: created + 400 };
     const b = batcher(s, t);
     expect(b.formIfDue()).toBe(600);
-    expect(s.batchesInState('ready')).toHaveLength(0);
+    expect(s.batches.batchesInState('ready')).toHaveLength(0);
     t.now = created + 1000;
     expect(b.formIfDue()).toBe(0);
-    expect(s.batchesInState('ready').map((x) => x.scanCount)).toEqual([1]);
+    expect(s.batches.batchesInState('ready').map((x) => x.scanCount)).toEqual([1]);
   });
 
   it('forms a batch at once when maxBatchScans are pending (count rule), and only that many', () => {
     const s = open();
-    s.commitIntake([scanRecord('A', 40), scanRecord('B', 40), scanRecord('C', 40), scanRecord('D', 40)], 0);
-    const t = { now: s.pending().oldestCreatedAt! };
+    s.intake.commitIntake([scanRecord('A', 40), scanRecord('B', 40), scanRecord('C', 40), scanRecord('D', 40)], 0);
+    const t = { now: s.batches.pending().oldestCreatedAt! };
     expect(batcher(s, t).formIfDue()).toBe(0);
-    expect(s.batchesInState('ready').map((x) => x.scanCount)).toEqual([3]);
-    expect(s.totals().pendingScans).toBe(1);
+    expect(s.batches.batchesInState('ready').map((x) => x.scanCount)).toEqual([3]);
+    expect(s.reports.totals().pendingScans).toBe(1);
   });
 
   it('forms a batch at once when the pending bytes reach the direct limit (byte rule), never over it', () => {
@@ -254,23 +254,23 @@ describe('batcher: when a batch is due', () => {
     sqlOf(s).pragma('synchronous = OFF');
     const size = 100_000;
     const n = Math.ceil(MAX_DIRECT_BODY_BYTES / size) + 2;
-    s.commitIntake(Array.from({ length: n }, (_, i) => scanRecord(`R${i}`, size)), 0);
-    const t = { now: s.pending().oldestCreatedAt! };
+    s.intake.commitIntake(Array.from({ length: n }, (_, i) => scanRecord(`R${i}`, size)), 0);
+    const t = { now: s.batches.pending().oldestCreatedAt! };
     expect(batcher(s, t, { maxBatchScans: 5000 }).formIfDue()).toBe(0);
-    const [batch] = s.batchesInState('ready');
+    const [batch] = s.batches.batchesInState('ready');
     expect(batch!.mode).toBe('direct');
     expect(batch!.bytes).toBeLessThanOrEqual(MAX_DIRECT_BODY_BYTES);
     expect(batch!.scanCount).toBe(Math.floor((MAX_DIRECT_BODY_BYTES - 1) / (size + 1)));
-    expect(Buffer.byteLength(s.batchBody(batch!.id))).toBe(batch!.bytes);
+    expect(Buffer.byteLength(s.batches.batchBody(batch!.id))).toBe(batch!.bytes);
   });
 
   it('auto mode: a backlog goes pre-signed, a small remainder direct', () => {
     const s = open();
-    s.commitIntake([scanRecord('A', 40), scanRecord('B', 40), scanRecord('C', 40), scanRecord('D', 40)], 0);
-    const t = { now: s.pending().oldestCreatedAt! + 1000 };
+    s.intake.commitIntake([scanRecord('A', 40), scanRecord('B', 40), scanRecord('C', 40), scanRecord('D', 40)], 0);
+    const t = { now: s.batches.pending().oldestCreatedAt! + 1000 };
     const b = batcher(s, t, { mode: 'auto' });
     expect(b.form()?.mode).toBe('presigned');
-    s.commitIntake([scanRecord('E', 40)], 0);
+    s.intake.commitIntake([scanRecord('E', 40)], 0);
     expect(b.form()?.mode).toBe('direct');
   });
 });

@@ -2,7 +2,8 @@ import { mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { BufferStore, CHECKPOINT_BEYOND_END_BYTES, type IntakeRecord, SMALL_COMMIT_BYTES, SMALL_COMMIT_RECORDS } from '../../src/buffer/store.js';
+import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
+import { CHECKPOINT_BEYOND_END_BYTES, SMALL_COMMIT_BYTES, SMALL_COMMIT_RECORDS } from '../../src/buffer/intake-writes.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
 
 // Issue 19's bound on the write-ahead log, as issue 17 (round 4) loosened it: the log holds at most
@@ -14,7 +15,7 @@ let store: BufferStore | undefined;
 afterEach(() => store?.close());
 
 function open(): BufferStore {
-  store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-ckpt-')), 'buffer.db'));
+  store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-ckpt-')), 'buffer.db'));
   sqlOf(store).pragma('wal_autocheckpoint = 0');
   return store;
 }
@@ -33,9 +34,9 @@ function smallCommits(s: BufferStore, commits: number, perCommit: number, make: 
   let size = statSync(s.path).size;
   let i = 0;
   for (let c = 0; c < commits; c++) {
-    s.commitIntake(Array.from({ length: perCommit }, () => make(i++)), c);
-    maxBeyond = Math.max(maxBeyond, s.bytesBeyondEnd());
-    s.checkpointAfterCommit();
+    s.intake.commitIntake(Array.from({ length: perCommit }, () => make(i++)), c);
+    maxBeyond = Math.max(maxBeyond, s.intake.bytesBeyondEnd());
+    s.intake.checkpointAfterCommit();
     const now = statSync(s.path).size;
     if (now !== size) fileGrowths++;
     size = now;
@@ -46,10 +47,10 @@ function smallCommits(s: BufferStore, commits: number, perCommit: number, make: 
 describe('write-ahead log checkpoints of intake commits', () => {
   it('leaves a small commit in the log: no checkpoint, so no fsync of the database file, until 256 KiB are beyond its end', () => {
     const s = open();
-    s.commitIntake([record('FIRST', 100, 0)], 0);
-    s.checkpointAfterCommit();
-    expect(s.bytesBeyondEnd()).toBeGreaterThan(0);
-    expect(s.bytesBeyondEnd()).toBeLessThanOrEqual(CHECKPOINT_BEYOND_END_BYTES);
+    s.intake.commitIntake([record('FIRST', 100, 0)], 0);
+    s.intake.checkpointAfterCommit();
+    expect(s.intake.bytesBeyondEnd()).toBeGreaterThan(0);
+    expect(s.intake.bytesBeyondEnd()).toBeLessThanOrEqual(CHECKPOINT_BEYOND_END_BYTES);
   });
 
   it.each([
@@ -71,11 +72,11 @@ describe('write-ahead log checkpoints of intake commits', () => {
   it('checkpoints before a big commit, so the log holds that commit alone beyond the database file', () => {
     const s = open();
     smallCommits(s, 3, 1, (i) => record(`S${i}`, 100, i));
-    const beyondBefore = s.bytesBeyondEnd();
+    const beyondBefore = s.intake.bytesBeyondEnd();
     expect(beyondBefore).toBeGreaterThan(0);
     const fileBefore = statSync(s.path).size;
     const big = Array.from({ length: SMALL_COMMIT_RECORDS + 1 }, (_, i) => record(`BIG${i}`, 0, i));
-    s.commitIntake(big, 10);
+    s.intake.commitIntake(big, 10);
     // The checkpoint before the commit copied the small commits' pages into the file.
     expect(statSync(s.path).size).toBeGreaterThanOrEqual(fileBefore + beyondBefore);
   });
@@ -83,20 +84,20 @@ describe('write-ahead log checkpoints of intake commits', () => {
   it('checkpoints before a commit whose bytes are too many for a small one, however few its records', () => {
     const s = open();
     smallCommits(s, 3, 1, (i) => record(`S${i}`, 100, i));
-    const beyondBefore = s.bytesBeyondEnd();
+    const beyondBefore = s.intake.bytesBeyondEnd();
     const fileBefore = statSync(s.path).size;
-    s.commitIntake([record('HUGE', SMALL_COMMIT_BYTES + 1, 10)], 10);
+    s.intake.commitIntake([record('HUGE', SMALL_COMMIT_BYTES + 1, 10)], 10);
     expect(statSync(s.path).size).toBeGreaterThanOrEqual(fileBefore + beyondBefore);
   });
 
   it('checkpoints before a small commit once more than 256 KiB are beyond the database file (the after-commit checkpoint did not run)', () => {
     const s = open();
     let i = 0;
-    while (s.bytesBeyondEnd() <= CHECKPOINT_BEYOND_END_BYTES) s.commitIntake([record(`U${i++}`, 2000, i)], i);
-    const beyondBefore = s.bytesBeyondEnd();
+    while (s.intake.bytesBeyondEnd() <= CHECKPOINT_BEYOND_END_BYTES) s.intake.commitIntake([record(`U${i++}`, 2000, i)], i);
+    const beyondBefore = s.intake.bytesBeyondEnd();
     const fileBefore = statSync(s.path).size;
-    s.commitIntake([record('NEXT', 10, i)], i);
+    s.intake.commitIntake([record('NEXT', 10, i)], i);
     expect(statSync(s.path).size).toBeGreaterThanOrEqual(fileBefore + beyondBefore);
-    expect(s.bytesBeyondEnd()).toBeLessThan(CHECKPOINT_BEYOND_END_BYTES);
+    expect(s.intake.bytesBeyondEnd()).toBeLessThan(CHECKPOINT_BEYOND_END_BYTES);
   });
 });

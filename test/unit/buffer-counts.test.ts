@@ -44,7 +44,7 @@ function groupedCounts(db: Database.Database) {
 
 function expectCountsTrue(s: BufferStore, step: string): void {
   const truth = groupedCounts(sqlOf(s));
-  expect(s.scanCounts(), `scan counts after ${step}`).toEqual(truth.scans);
+  expect(s.reports.scanCounts(), `scan counts after ${step}`).toEqual(truth.scans);
   expect(s.reports.batchCounts(), `batch counts after ${step}`).toEqual(truth.batches);
 }
 
@@ -52,41 +52,41 @@ const remap = (read: { raw: Buffer }): ReplayMapping => ({ outcome: 'scan', scan
 
 describe('buffer counts kept by triggers', () => {
   it('match the rows through intake, batching, split, hold, every terminal state, replay and retention', async () => {
-    const s = (store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-counts-')), 'buffer.db')));
+    const s = (store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-counts-')), 'buffer.db')));
     expectCountsTrue(s, 'an empty buffer');
     const old = NOW - 40 * DAY;
-    s.commitIntake(Array.from({ length: 12 }, (_, i) => scan(`A-${i}`, old)), old);
+    s.intake.commitIntake(Array.from({ length: 12 }, (_, i) => scan(`A-${i}`, old)), old);
     expectCountsTrue(s, 'intake');
 
     const oldIso = new Date(old).toISOString();
     const success = formBatch(s, { maxScans: 4, maxBytes: 1e9, mode: 'direct', nowIso: oldIso })!;
     expectCountsTrue(s, 'forming a batch');
-    s.updateBatch(success.id, { state: 'uploading' });
-    s.updateBatch(success.id, { state: 'uploaded', requestId: '1', upstreamState: 'InProgress' });
+    s.batches.updateBatch(success.id, { state: 'uploading' });
+    s.batches.updateBatch(success.id, { state: 'uploaded', requestId: '1', upstreamState: 'InProgress' });
     expectCountsTrue(s, 'upload and an intermediate status');
-    s.finishBatch(success.id, { state: 'Success' }, oldIso);
+    s.batches.finishBatch(success.id, { state: 'Success' }, oldIso);
     expectCountsTrue(s, 'Success');
 
     const partly = formBatch(s, { maxScans: 3, maxBytes: 1e9, mode: 'presigned', nowIso: oldIso })!;
-    s.finishBatch(partly.id, { state: 'HasFailures', failures: [{ reference: 'A-4', reason: 'Invalid DCP' }] }, oldIso);
+    s.batches.finishBatch(partly.id, { state: 'HasFailures', failures: [{ reference: 'A-4', reason: 'Invalid DCP' }] }, oldIso);
     expectCountsTrue(s, 'HasFailures');
 
     const failed = formBatch(s, { maxScans: 2, maxBytes: 1e9, mode: 'direct', nowIso: oldIso })!;
-    s.finishBatch(failed.id, { state: 'Failed', description: 'unreadable' }, oldIso);
+    s.batches.finishBatch(failed.id, { state: 'Failed', description: 'unreadable' }, oldIso);
     expectCountsTrue(s, 'Failed without failures');
 
     const split = formBatch(s, { maxScans: 2, maxBytes: 1e9, mode: 'direct', nowIso: oldIso })!;
-    expect(s.splitBatch(split.id)).toBe(true);
+    expect(s.batches.splitBatch(split.id)).toBe(true);
     expectCountsTrue(s, 'a split');
     const held = formBatch(s, { maxScans: 1, maxBytes: 1e9, mode: 'direct', nowIso: oldIso })!;
-    s.holdBatch(held.id, 'refused as too large');
+    s.batches.holdBatch(held.id, 'refused as too large');
     expectCountsTrue(s, 'a hold');
 
-    const replay = replayDeadLetters(s, remap, { all: true }, NOW);
+    const replay = replayDeadLetters(s.deadLetters, remap, { all: true }, NOW);
     expect(replay.queued).toBeGreaterThan(0);
     expectCountsTrue(s, 'a replay');
     const again = formBatch(s, { maxScans: 100, maxBytes: 1e9, mode: 'direct', nowIso: oldIso })!;
-    s.finishBatch(again.id, { state: 'Success' }, oldIso);
+    s.batches.finishBatch(again.id, { state: 'Success' }, oldIso);
     expectCountsTrue(s, 'delivering the replayed scans');
 
     const pruned = await new Retention({ store: s, retentionDays: 30, logger: silentLogger(), now: () => NOW, chunk: 2 }).prune();
@@ -109,8 +109,8 @@ describe('buffer counts kept by triggers', () => {
       addScan.run(i + 1, `R-${i}`, state, batch);
     });
     v2.close();
-    const s = (store = new BufferStore(file));
-    expect(s.scanCounts()).toEqual({ delivered: 2, failed: 1, batched: 1, pending: 1 });
+    const s = (store = BufferStore.openAt(file));
+    expect(s.reports.scanCounts()).toEqual({ delivered: 2, failed: 1, batched: 1, pending: 1 });
     expectCountsTrue(s, 'the migration');
   });
 });

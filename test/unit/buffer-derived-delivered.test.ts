@@ -25,11 +25,11 @@ afterEach(() => {
 });
 
 function open(file = ':memory:'): BufferStore {
-  store = new BufferStore(file);
+  store = BufferStore.openAt(file);
   return store;
 }
 
-const intake = (s: BufferStore, refs: string[], dcp = 'GI-01') => s.commitIntake(refs.map((r) => scanAt(r, dcp, NOW)), NOW);
+const intake = (s: BufferStore, refs: string[], dcp = 'GI-01') => s.intake.commitIntake(refs.map((r) => scanAt(r, dcp, NOW)), NOW);
 const form = (s: BufferStore, maxScans: number) => formBatch(s, { maxScans, maxBytes: 1e9, mode: 'direct', nowIso });
 
 /** The states by a recount of the rows through the view `scans` (the derived state), without any index. */
@@ -51,8 +51,8 @@ function retotal(s: BufferStore) {
 
 /** Every count the store keeps equals the recount; `replayed` is not used here. */
 function expectCountsHold(s: BufferStore): void {
-  expect(s.scanCounts()).toEqual(recount(s));
-  expect(s.totals()).toEqual(retotal(s));
+  expect(s.reports.scanCounts()).toEqual(recount(s));
+  expect(s.reports.totals()).toEqual(retotal(s));
   expect(s.reports.stats().scans).toEqual(recount(s));
 }
 
@@ -61,61 +61,61 @@ describe('a finished batch leaves its rows as they are (issue 17, round 6)', () 
     const s = open();
     intake(s, ['A', 'B', 'C', 'D']);
     const batch = form(s, 3)!;
-    s.updateBatch(batch.id, { state: 'uploaded', requestId: 'r1' });
+    s.batches.updateBatch(batch.id, { state: 'uploaded', requestId: 'r1' });
     const db = sqlOf(s);
     const rowsBefore = db.prepare(`SELECT * FROM scan_rows ORDER BY id`).all();
-    s.finishBatch(batch.id, { state: 'Success', processed: 3 }, nowIso);
+    s.batches.finishBatch(batch.id, { state: 'Success', processed: 3 }, nowIso);
     expect(db.prepare(`SELECT * FROM scan_rows ORDER BY id`).all()).toEqual(rowsBefore);
     expect(db.prepare(`SELECT state FROM scan_rows WHERE batch_id = ? ORDER BY id`).pluck().all(batch.id)).toEqual(['batched', 'batched', 'batched']);
     expect(db.prepare(`SELECT state FROM scans WHERE batch_id = ? ORDER BY id`).pluck().all(batch.id)).toEqual(['delivered', 'delivered', 'delivered']);
-    expect(s.scanCounts()).toEqual({ delivered: 3, pending: 1 });
+    expect(s.reports.scanCounts()).toEqual({ delivered: 3, pending: 1 });
     expectCountsHold(s);
     expect(s.reports.trace('A').scans[0]!.state).toBe('delivered');
     expect(s.reports.stationRecent(['GI-01'], 10).map((r) => r.scanState)).toEqual(['pending', 'delivered', 'delivered', 'delivered']);
     const queue = s.reports.queue(NOW);
     expect(queue.byDcp).toEqual([{ dcp: 'GI-01', waiting: 1, inFlight: 0, oldestAgeMs: 0 }]);
-    expect(s.oldestUndeliveredCreatedAt()).toBe(NOW);
+    expect(s.reports.oldestUndeliveredCreatedAt()).toBe(NOW);
   });
 
   it('scans in flight are counted from the open batches only', () => {
     const s = open();
     intake(s, ['A', 'B', 'C', 'D', 'E']);
     const done = form(s, 2)!;
-    s.finishBatch(done.id, { state: 'Success' }, nowIso);
+    s.batches.finishBatch(done.id, { state: 'Success' }, nowIso);
     form(s, 2);
     const queue = s.reports.queue(NOW);
     expect(queue.byDcp).toEqual([{ dcp: 'GI-01', waiting: 1, inFlight: 2, oldestAgeMs: 0 }]);
     expect(queue.byAge.reduce((a, b) => a + b.scans, 0)).toBe(3);
-    expect(s.scanCounts()).toEqual({ delivered: 2, batched: 2, pending: 1 });
+    expect(s.reports.scanCounts()).toEqual({ delivered: 2, batched: 2, pending: 1 });
     expectCountsHold(s);
   });
 
   it('the oldest undelivered scan is the oldest pending or in an open batch, never one of a done batch', () => {
     const s = open();
-    s.commitIntake(['A', 'B'].map((r) => scanAt(r, 'GI-01', NOW)), NOW - 3000);
-    s.commitIntake([scanAt('C', 'GI-01', NOW)], NOW - 2000);
-    s.commitIntake([scanAt('D', 'GI-01', NOW)], NOW - 1000);
+    s.intake.commitIntake(['A', 'B'].map((r) => scanAt(r, 'GI-01', NOW)), NOW - 3000);
+    s.intake.commitIntake([scanAt('C', 'GI-01', NOW)], NOW - 2000);
+    s.intake.commitIntake([scanAt('D', 'GI-01', NOW)], NOW - 1000);
     const first = form(s, 2)!;
     const second = form(s, 1)!;
-    expect(s.oldestUndeliveredCreatedAt()).toBe(NOW - 3000);
-    s.finishBatch(first.id, { state: 'Success' }, nowIso);
-    expect(s.oldestUndeliveredCreatedAt()).toBe(NOW - 2000);
-    s.finishBatch(second.id, { state: 'Success' }, nowIso);
-    expect(s.oldestUndeliveredCreatedAt()).toBe(NOW - 1000);
+    expect(s.reports.oldestUndeliveredCreatedAt()).toBe(NOW - 3000);
+    s.batches.finishBatch(first.id, { state: 'Success' }, nowIso);
+    expect(s.reports.oldestUndeliveredCreatedAt()).toBe(NOW - 2000);
+    s.batches.finishBatch(second.id, { state: 'Success' }, nowIso);
+    expect(s.reports.oldestUndeliveredCreatedAt()).toBe(NOW - 1000);
   });
 
   it('a report after the transfer (SFTP) moves refused scans out of delivered once', () => {
     const s = open();
     intake(s, ['A', 'B', 'C']);
     const batch = form(s, 10)!;
-    s.finishBatch(batch.id, { state: 'transferred' }, nowIso);
-    expect(s.scanCounts()).toEqual({ delivered: 3 });
-    s.finishBatch(batch.id, { state: 'HasFailures', processed: 2, failed: 1, failures: [{ reference: 'B', reason: 'Invalid DCP' }] }, nowIso);
-    expect(s.scanCounts()).toEqual({ delivered: 2, failed: 1 });
+    s.batches.finishBatch(batch.id, { state: 'transferred' }, nowIso);
+    expect(s.reports.scanCounts()).toEqual({ delivered: 3 });
+    s.batches.finishBatch(batch.id, { state: 'HasFailures', processed: 2, failed: 1, failures: [{ reference: 'B', reason: 'Invalid DCP' }] }, nowIso);
+    expect(s.reports.scanCounts()).toEqual({ delivered: 2, failed: 1 });
     expectCountsHold(s);
     // The same report again changes nothing.
-    s.finishBatch(batch.id, { state: 'HasFailures', processed: 2, failed: 1, failures: [{ reference: 'B', reason: 'Invalid DCP' }] }, nowIso);
-    expect(s.scanCounts()).toEqual({ delivered: 2, failed: 1 });
+    s.batches.finishBatch(batch.id, { state: 'HasFailures', processed: 2, failed: 1, failures: [{ reference: 'B', reason: 'Invalid DCP' }] }, nowIso);
+    expect(s.reports.scanCounts()).toEqual({ delivered: 2, failed: 1 });
     expectCountsHold(s);
   });
 
@@ -123,19 +123,19 @@ describe('a finished batch leaves its rows as they are (issue 17, round 6)', () 
     const s = open();
     intake(s, ['A', 'B', 'C', 'D']);
     const first = form(s, 2)!;
-    s.finishBatch(first.id, { state: 'Failed', description: 'unreadable' }, nowIso);
+    s.batches.finishBatch(first.id, { state: 'Failed', description: 'unreadable' }, nowIso);
     const second = form(s, 2)!;
-    s.finishBatch(second.id, { state: 'transferred' }, nowIso);
-    s.finishBatch(second.id, { state: 'Failed', description: 'unreadable' }, nowIso);
-    expect(s.scanCounts()).toEqual({ failed: 4 });
-    expect(s.totals()).toEqual({ pendingScans: 0, pendingBytes: 0, undeliveredScans: 0, undeliveredBytes: 0 });
+    s.batches.finishBatch(second.id, { state: 'transferred' }, nowIso);
+    s.batches.finishBatch(second.id, { state: 'Failed', description: 'unreadable' }, nowIso);
+    expect(s.reports.scanCounts()).toEqual({ failed: 4 });
+    expect(s.reports.totals()).toEqual({ pendingScans: 0, pendingBytes: 0, undeliveredScans: 0, undeliveredBytes: 0 });
     expectCountsHold(s);
   });
 
   it('retention deletes delivered scans whose rows say batched, and the counts follow, on a full disk too', async () => {
     const s = open(join(mkdtempSync(join(tmpdir(), 'sg-derived-')), 'buffer.db'));
     intake(s, Array.from({ length: 400 }, (_, i) => `OLD-${i}`));
-    for (let i = 0; i < 2; i++) s.finishBatch(form(s, 200)!.id, { state: 'Success' }, nowIso);
+    for (let i = 0; i < 2; i++) s.batches.finishBatch(form(s, 200)!.id, { state: 'Success' }, nowIso);
     intake(s, ['NEW-1', 'NEW-2']);
     // No page left: retention must free space without writing a longer row first.
     const db = sqlOf(s);
@@ -152,7 +152,7 @@ describe('a finished batch leaves its rows as they are (issue 17, round 6)', () 
     const pruned = await retention.pruneOldestDelivered(1000);
     // The newest row of a table is never pruned; here that is NEW-2, pending.
     expect(pruned.scans).toBe(400);
-    expect(s.scanCounts()).toEqual({ pending: 2 });
+    expect(s.reports.scanCounts()).toEqual({ pending: 2 });
     expectCountsHold(s);
   });
 
@@ -181,10 +181,10 @@ describe('a finished batch leaves its rows as they are (issue 17, round 6)', () 
     raw.close();
     const s = open(file);
     expect(sqlOf(s).prepare(`SELECT * FROM scans ORDER BY id`).all()).toEqual(before);
-    expect(s.scanCounts()).toEqual({ delivered: 2, batched: 1, pending: 1 });
+    expect(s.reports.scanCounts()).toEqual({ delivered: 2, batched: 1, pending: 1 });
     expectCountsHold(s);
-    s.finishBatch(2, { state: 'Success' }, nowIso);
-    expect(s.scanCounts()).toEqual({ delivered: 3, pending: 1 });
+    s.batches.finishBatch(2, { state: 'Success' }, nowIso);
+    expect(s.reports.scanCounts()).toEqual({ delivered: 3, pending: 1 });
     expectCountsHold(s);
   });
 
@@ -199,7 +199,7 @@ describe('a finished batch leaves its rows as they are (issue 17, round 6)', () 
     };
     let next = 0;
     const seen = new Set<string>();
-    const open_ = () => s.batchesInState('ready', 'uploaded');
+    const open_ = () => s.batches.batchesInState('ready', 'uploaded');
     for (let step = 0; step < 400; step++) {
       const choice = rand(9);
       if (choice <= 1) intake(s, Array.from({ length: 1 + rand(6) }, () => `R-${next++ % 40}`), `DCP-${rand(3)}`);
@@ -209,13 +209,13 @@ describe('a finished batch leaves its rows as they are (issue 17, round 6)', () 
         const refs = sqlOf(s).prepare(`SELECT reference FROM scan_rows WHERE batch_id = ?`).pluck().all(batch.id) as string[];
         const failures = refs.filter(() => rand(4) === 0).map((reference) => ({ reference, reason: 'Invalid DCP' }));
         const kind = rand(5);
-        if (kind === 0) s.finishBatch(batch.id, { state: 'Failed', description: 'whole' }, nowIso);
+        if (kind === 0) s.batches.finishBatch(batch.id, { state: 'Failed', description: 'whole' }, nowIso);
         else if (kind === 1) {
-          s.finishBatch(batch.id, { state: 'transferred' }, nowIso);
-          s.finishBatch(batch.id, { state: failures.length > 0 ? 'HasFailures' : 'Success', failures }, nowIso);
-        } else s.finishBatch(batch.id, { state: failures.length > 0 ? 'HasFailures' : 'Success', failures }, nowIso);
-      } else if (choice === 6 && open_().length > 0) s.holdBatch(open_()[0]!.id, 'refused');
-      else if (choice === 7 && open_().length > 0) s.splitBatch(open_()[0]!.id);
+          s.batches.finishBatch(batch.id, { state: 'transferred' }, nowIso);
+          s.batches.finishBatch(batch.id, { state: failures.length > 0 ? 'HasFailures' : 'Success', failures }, nowIso);
+        } else s.batches.finishBatch(batch.id, { state: failures.length > 0 ? 'HasFailures' : 'Success', failures }, nowIso);
+      } else if (choice === 6 && open_().length > 0) s.batches.holdBatch(open_()[0]!.id, 'refused');
+      else if (choice === 7 && open_().length > 0) s.batches.splitBatch(open_()[0]!.id);
       else if (choice === 8) await retention.pruneOldestDelivered(1 + rand(8));
       expectCountsHold(s);
       for (const k of Object.keys(recount(s))) seen.add(k);

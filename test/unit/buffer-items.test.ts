@@ -19,8 +19,8 @@ function scan(reference: string, parents: string[] = [], dcpKey = 'SOP-3'): Inta
 
 function bufferWith(records: IntakeRecord[]): { store: BufferStore; path: string } {
   const path = join(mkdtempSync(join(tmpdir(), 'sg-items-')), 'buffer.db');
-  const store = new BufferStore(path);
-  store.commitIntake(records, at.getTime());
+  const store = BufferStore.openAt(path);
+  store.intake.commitIntake(records, at.getTime());
   return { store, path };
 }
 
@@ -98,7 +98,7 @@ describe('item lookup in the buffer', () => {
     expect(slow.children).toMatchObject([{ reference: 'MOD-1', nodes: [{ reference: 'CELL-1' }] }]);
     reader.close();
 
-    const store = new BufferStore(path);
+    const store = BufferStore.openAt(path);
     const t = store.reports.trace('PK-1');
     expect(t.slow).toBeUndefined();
     expect(t.children).toMatchObject([{ reference: 'MOD-1', nodes: [{ reference: 'CELL-1' }] }]);

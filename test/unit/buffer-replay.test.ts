@@ -42,26 +42,26 @@ function oldScan(reference: string, dcp: string, extra: Partial<IntakeRecord> = 
 }
 
 function open(): BufferStore {
-  store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-replay-')), 'buffer.db'));
+  store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-replay-')), 'buffer.db'));
   return store;
 }
 
 /** Sends everything pending as one batch and records the service's failures. */
 function fail(s: BufferStore, failures: { reference: string; reason: string }[]): number {
   const b = formBatch(s, { maxScans: 100, maxBytes: 1e9, mode: 'direct', nowIso: at.toISOString() })!;
-  s.finishBatch(b.id, { state: 'HasFailures', failures }, at.toISOString());
+  s.batches.finishBatch(b.id, { state: 'HasFailures', failures }, at.toISOString());
   return b.id;
 }
 
 describe('replay of dead letters', () => {
   it('maps the original reads again with the current configuration and queues them', () => {
     const s = open();
-    s.commitIntake([oldScan('A', 'GI-9'), oldScan('B', 'GI-9'), oldScan('OK', 'GI-01')], at.getTime());
+    s.intake.commitIntake([oldScan('A', 'GI-9'), oldScan('B', 'GI-9'), oldScan('OK', 'GI-01')], at.getTime());
     fail(s, [
       { reference: 'A', reason: 'Invalid DCP' },
       { reference: 'B', reason: 'Invalid DCP' },
     ]);
-    const result = replayDeadLetters(s, map, { reason: 'invalid dcp' }, at.getTime() + 1000);
+    const result = replayDeadLetters(s.deadLetters, map, { reason: 'invalid dcp' }, at.getTime() + 1000);
     expect(result).toMatchObject({ selected: 2, queued: 2, notQueued: 0 });
     const queued = sqlOf(s).prepare(`SELECT reference, dcp_key AS dcp, body, state FROM scans WHERE state = 'pending' ORDER BY id`).all() as { body: string }[];
     expect(queued).toHaveLength(2);
@@ -75,18 +75,18 @@ describe('replay of dead letters', () => {
       parents: ['TRAY-9'],
       attributes: [],
     });
-    expect(s.scanCounts()).toEqual({ delivered: 1, replayed: 2, pending: 2 });
-    expect(s.recentProblems(10)).toEqual([]);
-    expect(s.totals().pendingScans).toBe(2);
+    expect(s.reports.scanCounts()).toEqual({ delivered: 1, replayed: 2, pending: 2 });
+    expect(s.reports.recentProblems(10)).toEqual([]);
+    expect(s.reports.totals().pendingScans).toBe(2);
     // Replayed once: a second replay finds nothing.
-    expect(replayDeadLetters(s, map, { all: true }, at.getTime())).toMatchObject({ selected: 0, queued: 0 });
+    expect(replayDeadLetters(s.deadLetters, map, { all: true }, at.getTime())).toMatchObject({ selected: 0, queued: 0 });
   });
 
   it('uses the read as the source gave it (its own DCP, parents and attributes), not the old scan', () => {
     const s = open();
-    s.commitIntake([oldScan('C', 'GI-9', { dcpKey: 'EOL-3', parents: ['PALLET-1'], attributes: { station: '4' } })], at.getTime());
+    s.intake.commitIntake([oldScan('C', 'GI-9', { dcpKey: 'EOL-3', parents: ['PALLET-1'], attributes: { station: '4' } })], at.getTime());
     fail(s, [{ reference: 'C', reason: 'Attributes could not be read' }]);
-    replayDeadLetters(s, map, { all: true }, at.getTime());
+    replayDeadLetters(s.deadLetters, map, { all: true }, at.getTime());
     const body = JSON.parse(sqlOf(s).prepare(`SELECT body FROM scans WHERE state = 'pending'`).pluck().get() as string) as Record<string, unknown>;
     expect(body).toMatchObject({ dcpKey: 'EOL-3', parents: ['PALLET-1'], attributes: [{ key: 'station', value: '4' }] });
     expect(body.supplierKey).toBeUndefined();
@@ -94,47 +94,47 @@ describe('replay of dead letters', () => {
 
   it('selects by batch, by DCP and by reason; a dry run changes nothing', () => {
     const s = open();
-    s.commitIntake([oldScan('A', 'GI-9'), oldScan('B', 'GI-8')], at.getTime());
+    s.intake.commitIntake([oldScan('A', 'GI-9'), oldScan('B', 'GI-8')], at.getTime());
     const first = fail(s, [
       { reference: 'A', reason: 'Invalid DCP' },
       { reference: 'B', reason: 'Invalid DCP' },
     ]);
-    s.commitIntake([oldScan('C', 'GI-9')], at.getTime());
+    s.intake.commitIntake([oldScan('C', 'GI-9')], at.getTime());
     fail(s, [{ reference: 'C', reason: 'Attributes could not be read' }]);
 
-    const dry = replayDeadLetters(s, map, { all: true, dryRun: true }, at.getTime());
+    const dry = replayDeadLetters(s.deadLetters, map, { all: true, dryRun: true }, at.getTime());
     expect(dry).toMatchObject({ selected: 3, queued: 3, dryRun: true });
-    expect(s.scanCounts()).toEqual({ failed: 3 });
+    expect(s.reports.scanCounts()).toEqual({ failed: 3 });
 
-    expect(replayDeadLetters(s, map, { batchId: first, dcpKey: 'GI-8' }, at.getTime()).items.map((i) => i.reference)).toEqual(['B']);
-    expect(replayDeadLetters(s, map, { reason: 'ATTRIBUTES' }, at.getTime()).items.map((i) => i.reference)).toEqual(['C']);
-    expect(replayDeadLetters(s, map, { batchId: first }, at.getTime()).items.map((i) => i.reference)).toEqual(['A']);
-    expect(() => replayDeadLetters(s, map, {}, at.getTime())).toThrow(/needs a selection/);
+    expect(replayDeadLetters(s.deadLetters, map, { batchId: first, dcpKey: 'GI-8' }, at.getTime()).items.map((i) => i.reference)).toEqual(['B']);
+    expect(replayDeadLetters(s.deadLetters, map, { reason: 'ATTRIBUTES' }, at.getTime()).items.map((i) => i.reference)).toEqual(['C']);
+    expect(replayDeadLetters(s.deadLetters, map, { batchId: first }, at.getTime()).items.map((i) => i.reference)).toEqual(['A']);
+    expect(() => replayDeadLetters(s.deadLetters, map, {}, at.getTime())).toThrow(/needs a selection/);
   });
 
   it('leaves a dead letter in place, with the reason, when the current configuration still cannot map it', () => {
     const s = open();
-    s.commitIntake([oldScan('X', 'GI-9', { inputId: 'removed-input' })], at.getTime());
+    s.intake.commitIntake([oldScan('X', 'GI-9', { inputId: 'removed-input' })], at.getTime());
     fail(s, [{ reference: 'X', reason: 'Invalid DCP' }]);
-    const result = replayDeadLetters(s, map, { all: true }, at.getTime());
+    const result = replayDeadLetters(s.deadLetters, map, { all: true }, at.getTime());
     expect(result).toMatchObject({ selected: 1, queued: 0, notQueued: 1 });
     expect(result.items[0]!.result).toEqual({ queued: false, why: 'input "removed-input" is not in the configuration' });
-    expect(s.scanCounts()).toEqual({ failed: 1 });
+    expect(s.reports.scanCounts()).toEqual({ failed: 1 });
   });
 
   it('replays reads the mapping rejected (--rejected), never input-level rejections', () => {
     const s = open();
-    s.commitIntake(
+    s.intake.commitIntake(
       [
         { inputId: 'line-1', receivedAt: at, raw: Buffer.from('R-1'), dcpKey: 'GI-01', outcome: 'rejected', reason: 'DCP "GI-7" is not configured' },
         { inputId: 'line-1', receivedAt: at, raw: Buffer.from('row without barcode'), outcome: 'rejected', reason: 'no barcode column', inputLevel: true },
       ],
       at.getTime(),
     );
-    expect(replayDeadLetters(s, map, { all: true }, at.getTime()).selected).toBe(0);
-    const result = replayDeadLetters(s, map, { all: true, rejected: true }, at.getTime());
+    expect(replayDeadLetters(s.deadLetters, map, { all: true }, at.getTime()).selected).toBe(0);
+    const result = replayDeadLetters(s.deadLetters, map, { all: true, rejected: true }, at.getTime());
     expect(result).toMatchObject({ selected: 1, queued: 1, notReplayable: 1 });
     expect(sqlOf(s).prepare(`SELECT outcome FROM reads ORDER BY id`).pluck().all()).toEqual(['scan', 'rejected']);
-    expect(s.totals().pendingScans).toBe(1);
+    expect(s.reports.totals().pendingScans).toBe(1);
   });
 });

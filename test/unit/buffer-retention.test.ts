@@ -23,16 +23,16 @@ function other(outcome: 'noRead' | 'duplicate' | 'rejected', at: number): Intake
 /** Commits scans, batches them all, and finishes the batch `daysAgo` days before NOW. */
 function deliveredBatch(s: BufferStore, refs: string[], daysAgo: number, failures: { reference: string; reason: string }[] = []): number {
   const at = NOW - daysAgo * DAY;
-  s.commitIntake(refs.map((r) => scan(r, at)), at);
+  s.intake.commitIntake(refs.map((r) => scan(r, at)), at);
   const b = formBatch(s, { maxScans: 1000, maxBytes: 1e9, mode: 'direct', nowIso: new Date(at).toISOString() })!;
-  s.updateBatch(b.id, { state: 'uploaded', requestId: String(b.id) });
-  s.finishBatch(b.id, { state: failures.length ? 'HasFailures' : 'Success', failures }, new Date(at).toISOString());
+  s.batches.updateBatch(b.id, { state: 'uploaded', requestId: String(b.id) });
+  s.batches.finishBatch(b.id, { state: failures.length ? 'HasFailures' : 'Success', failures }, new Date(at).toISOString());
   return b.id;
 }
 
 describe('retention: the audit period', () => {
   it('prunes delivered scans past the period and keeps everything undelivered', async () => {
-    const s = (store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-retention-')), 'buffer.db')));
+    const s = (store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-retention-')), 'buffer.db')));
     const old = deliveredBatch(s, ['OLD-1', 'OLD-2', 'OLD-3', 'DEAD'], 40, [{ reference: 'DEAD', reason: 'Invalid DCP' }]);
     const recent = deliveredBatch(s, ['NEW-1', 'NEW-2'], 10);
     // A dead letter that was replayed, and its replacement delivered long ago.
@@ -42,13 +42,13 @@ describe('retention: the audit period', () => {
     const replacementId = sqlOf(s).prepare(`SELECT id FROM scans WHERE reference = 'FIXED-AGAIN'`).pluck().get() as number;
     sqlOf(s).prepare(`UPDATE scan_rows SET replayed_by = ? WHERE id = ?`).run(replacementId, deadId);
     // Undelivered: pending, held, and an upload still in flight.
-    s.commitIntake([scan('PENDING', NOW - 90 * DAY)], NOW - 90 * DAY);
-    s.commitIntake([scan('HELD', NOW - 90 * DAY)], NOW - 90 * DAY);
+    s.intake.commitIntake([scan('PENDING', NOW - 90 * DAY)], NOW - 90 * DAY);
+    s.intake.commitIntake([scan('HELD', NOW - 90 * DAY)], NOW - 90 * DAY);
     const held = formBatch(s, { maxScans: 1, maxBytes: 1e9, mode: 'direct', nowIso: new Date(NOW - 90 * DAY).toISOString() })!;
-    s.holdBatch(held.id, 'HTTP 400');
-    s.commitIntake([other('noRead', NOW - 40 * DAY), other('duplicate', NOW - 40 * DAY), other('noRead', NOW - DAY), other('rejected', NOW - 90 * DAY)], NOW);
-    s.commitIntake([], NOW - 40 * DAY, [{ inputId: 'in', hash: 'old', items: 1 }]);
-    s.commitIntake([], NOW - DAY, [{ inputId: 'in', hash: 'new', items: 1 }]);
+    s.batches.holdBatch(held.id, 'HTTP 400');
+    s.intake.commitIntake([other('noRead', NOW - 40 * DAY), other('duplicate', NOW - 40 * DAY), other('noRead', NOW - DAY), other('rejected', NOW - 90 * DAY)], NOW);
+    s.intake.commitIntake([], NOW - 40 * DAY, [{ inputId: 'in', hash: 'old', items: 1 }]);
+    s.intake.commitIntake([], NOW - DAY, [{ inputId: 'in', hash: 'new', items: 1 }]);
 
     const retention = new Retention({ store: s, retentionDays: 30, logger: silentLogger(), now: () => NOW, chunk: 2 });
     const result = await retention.prune();
@@ -67,17 +67,17 @@ describe('retention: the audit period', () => {
       { outcome: 'rejected', n: 1 },
       { outcome: 'scan', n: 5 },
     ]);
-    expect(s.knownFile('in', 'old')).toBe(false);
-    expect(s.knownFile('in', 'new')).toBe(true);
+    expect(s.intake.knownFile('in', 'old')).toBe(false);
+    expect(s.intake.knownFile('in', 'new')).toBe(true);
     expect(sqlOf(s).pragma('foreign_key_check')).toEqual([]);
-    expect(s.totals().undeliveredScans).toBe(1);
+    expect(s.reports.totals().undeliveredScans).toBe(1);
 
     // Nothing more to do a second time.
     expect(await retention.prune()).toEqual({ scans: 0, reads: 0, batches: 0, files: 0 });
   });
 
   it('runs at start and then periodically, and stops cleanly', async () => {
-    const s = (store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-retention-')), 'buffer.db')));
+    const s = (store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-retention-')), 'buffer.db')));
     deliveredBatch(s, ['OLD-1'], 41);
     deliveredBatch(s, ['OLD-2'], 40);
     const retention = new Retention({ store: s, retentionDays: 30, logger: silentLogger(), now: () => NOW, intervalMs: 20 });
@@ -90,11 +90,11 @@ describe('retention: the audit period', () => {
   });
 
   it('never hands out a batch id twice, also after pruning every old batch', async () => {
-    const s = (store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-retention-')), 'buffer.db')));
+    const s = (store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-retention-')), 'buffer.db')));
     const first = deliveredBatch(s, ['A'], 45);
     const second = deliveredBatch(s, ['B'], 40);
     await new Retention({ store: s, retentionDays: 30, logger: silentLogger(), now: () => NOW }).prune();
-    expect(s.batch(first)).toBeUndefined();
+    expect(s.batches.batch(first)).toBeUndefined();
     const third = deliveredBatch(s, ['C'], 1);
     expect(third).toBeGreaterThan(second);
     expect(new Set([first, second, third]).size).toBe(3);

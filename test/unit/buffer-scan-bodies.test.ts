@@ -70,7 +70,7 @@ describe('scan bodies in a table of their own (issue 17, round 5)', () => {
     raw.close();
     expect(parentsBefore).toHaveLength(3);
 
-    const s = (store = new BufferStore(file));
+    const s = (store = BufferStore.openAt(file));
     const db = sqlOf(s);
     expect(db.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
     expect(db.prepare(`SELECT type FROM sqlite_master WHERE name = 'scans'`).pluck().get()).toBe('view');
@@ -80,8 +80,8 @@ describe('scan bodies in a table of their own (issue 17, round 5)', () => {
     expect(Object.keys(after[0]!)).toEqual(Object.keys(before[0]!));
     expect(db.prepare(`SELECT parent, scan_id FROM scan_parents ORDER BY 1, 2`).all()).toEqual(parentsBefore);
     expect(db.prepare(`SELECT * FROM buffer_totals`).get()).toEqual(totalsBefore);
-    expect(s.totals()).toEqual({ pendingScans: 1, pendingBytes: Buffer.byteLength(body('PENDING', ['PACK-1', 'PACK-2'])), undeliveredScans: 2, undeliveredBytes: expect.any(Number) });
-    expect(s.scanCounts()).toEqual({ pending: 1, batched: 1, delivered: 1, failed: 1, held: 1 });
+    expect(s.reports.totals()).toEqual({ pendingScans: 1, pendingBytes: Buffer.byteLength(body('PENDING', ['PACK-1', 'PACK-2'])), undeliveredScans: 2, undeliveredBytes: expect.any(Number) });
+    expect(s.reports.scanCounts()).toEqual({ pending: 1, batched: 1, delivered: 1, failed: 1, held: 1 });
     // The item lookup reads the bodies through the new table.
     const trace = s.reports.trace('PENDING');
     expect(trace.found).toBe(true);
@@ -89,38 +89,38 @@ describe('scan bodies in a table of their own (issue 17, round 5)', () => {
   });
 
   it('keeps body, parents and counts with each scan: intake writes both tables, a deleted scan takes its body and parents along', () => {
-    const s = (store = new BufferStore(oldBuffer()));
+    const s = (store = BufferStore.openAt(oldBuffer()));
     const db = sqlOf(s);
     const record = { ...scanAt('NEW-1', 'GI-01', NOW), scan: { reference: 'NEW-1', dcpKey: 'GI-01', instant: new Date(NOW), body: body('NEW-1', ['PACK-9']) } };
-    s.commitIntake([record], NOW);
+    s.intake.commitIntake([record], NOW);
     const id = db.prepare(`SELECT id FROM scans WHERE reference = 'NEW-1'`).pluck().get() as number;
     expect(db.prepare(`SELECT body FROM scans WHERE id = ?`).pluck().get(id)).toBe(body('NEW-1', ['PACK-9']));
     expect(db.prepare(`SELECT parent FROM scan_parents WHERE scan_id = ?`).pluck().all(id)).toEqual(['PACK-9']);
-    expect(s.totals().pendingScans).toBe(2);
+    expect(s.reports.totals().pendingScans).toBe(2);
 
     db.prepare(`DELETE FROM scan_rows WHERE id = ?`).run(id);
     expect(db.prepare(`SELECT count(*) FROM scan_bodies WHERE id = ?`).pluck().get(id)).toBe(0);
     expect(db.prepare(`SELECT count(*) FROM scan_parents WHERE scan_id = ?`).pluck().get(id)).toBe(0);
-    expect(s.totals().pendingScans).toBe(1);
+    expect(s.reports.totals().pendingScans).toBe(1);
     expect(db.prepare(`SELECT count(*) FROM scan_rows`).pluck().get()).toBe(db.prepare(`SELECT count(*) FROM scan_bodies`).pluck().get());
   });
 
   it('forms, streams and finishes a batch from the two tables', () => {
-    const s = (store = new BufferStore(oldBuffer()));
+    const s = (store = BufferStore.openAt(oldBuffer()));
     const refs = ['A', 'B', 'C'];
-    s.commitIntake(
+    s.intake.commitIntake(
       refs.map((r) => ({ ...scanAt(r, 'GI-01', NOW), scan: { reference: r, dcpKey: 'GI-01', instant: new Date(NOW), body: body(r) } })),
       NOW,
     );
     const batch = formBatch(s, { maxScans: 10, maxBytes: 1e6, mode: 'direct', nowIso: new Date(NOW).toISOString() })!;
     expect(batch.scanCount).toBe(4);
-    const page = s.batchBodyPage(batch.id, 0, 100)!;
+    const page = s.batches.batchBodyPage(batch.id, 0, 100)!;
     expect(page.scans).toBe(4);
     const scans = JSON.parse(`[${page.bytes.toString('utf8')}]`) as { reference: string }[];
     expect(scans.map((p) => p.reference)).toEqual(['PENDING', 'A', 'B', 'C']);
-    expect(s.batchBody(batch.id)).toBe(`[${page.bytes.toString('utf8')}]`);
-    s.updateBatch(batch.id, { state: 'uploaded', requestId: 'r3' });
-    s.finishBatch(batch.id, { state: 'HasFailures', failures: [{ reference: 'B', reason: 'Invalid product' }] }, new Date(NOW).toISOString());
+    expect(s.batches.batchBody(batch.id)).toBe(`[${page.bytes.toString('utf8')}]`);
+    s.batches.updateBatch(batch.id, { state: 'uploaded', requestId: 'r3' });
+    s.batches.finishBatch(batch.id, { state: 'HasFailures', failures: [{ reference: 'B', reason: 'Invalid product' }] }, new Date(NOW).toISOString());
     const states = sqlOf(s).prepare(`SELECT reference, state FROM scans WHERE batch_id = ? ORDER BY id`).all(batch.id);
     expect(states).toEqual([
       { reference: 'PENDING', state: 'delivered' },
@@ -128,25 +128,25 @@ describe('scan bodies in a table of their own (issue 17, round 5)', () => {
       { reference: 'B', state: 'failed' },
       { reference: 'C', state: 'delivered' },
     ]);
-    expect(s.scanCounts()).toEqual({ batched: 1, delivered: 4, failed: 2, held: 1 });
+    expect(s.reports.scanCounts()).toEqual({ batched: 1, delivered: 4, failed: 2, held: 1 });
   });
 
   it('finishing a batch also delivers its scans in another state, counted by the triggers', () => {
-    const s = (store = new BufferStore(':memory:'));
-    s.commitIntake(['X', 'Y', 'Z'].map((r) => scanAt(r, 'GI-01', NOW)), NOW);
+    const s = (store = BufferStore.openAt(':memory:'));
+    s.intake.commitIntake(['X', 'Y', 'Z'].map((r) => scanAt(r, 'GI-01', NOW)), NOW);
     const batch = formBatch(s, { maxScans: 10, maxBytes: 1e6, mode: 'direct', nowIso: new Date(NOW).toISOString() })!;
     sqlOf(s).prepare(`UPDATE scan_rows SET state = 'held', failure_reason = 'set aside' WHERE reference = 'Y'`).run();
-    expect(s.scanCounts()).toEqual({ batched: 2, held: 1 });
-    s.finishBatch(batch.id, { state: 'Success' }, new Date(NOW).toISOString());
-    expect(s.scanCounts()).toEqual({ delivered: 3 });
-    expect(s.totals()).toEqual({ pendingScans: 0, pendingBytes: 0, undeliveredScans: 0, undeliveredBytes: 0 });
+    expect(s.reports.scanCounts()).toEqual({ batched: 2, held: 1 });
+    s.batches.finishBatch(batch.id, { state: 'Success' }, new Date(NOW).toISOString());
+    expect(s.reports.scanCounts()).toEqual({ delivered: 3 });
+    expect(s.reports.totals()).toEqual({ pendingScans: 0, pendingBytes: 0, undeliveredScans: 0, undeliveredBytes: 0 });
   });
 
   it('a second process (replay) does not migrate: an older gateway may still be writing the buffer', () => {
     const file = oldBuffer();
     let err: unknown;
     try {
-      new BufferStore(file, { fileMustExist: true, migrate: false }).close();
+      BufferStore.openAt(file, { fileMustExist: true, migrate: false }).close();
     } catch (e) {
       err = e;
     }
@@ -158,9 +158,9 @@ describe('scan bodies in a table of their own (issue 17, round 5)', () => {
     expect(raw.pragma('user_version', { simple: true })).toBe(BEFORE);
     raw.close();
     // Once the daemon has migrated it, the second process opens it.
-    new BufferStore(file).close();
-    store = new BufferStore(file, { fileMustExist: true, migrate: false });
-    expect(store.scanCounts().pending).toBe(1);
+    BufferStore.openAt(file).close();
+    store = BufferStore.openAt(file, { fileMustExist: true, migrate: false });
+    expect(store.reports.scanCounts().pending).toBe(1);
   });
 
   it('reads an older buffer as it is (operations commands beside an older gateway): no migration, the same reports', () => {
@@ -175,7 +175,7 @@ describe('scan bodies in a table of their own (issue 17, round 5)', () => {
     expect(raw.prepare(`SELECT type FROM sqlite_master WHERE name = 'scans'`).pluck().get()).toBe('table');
     raw.close();
 
-    new BufferStore(copy).close();
+    BufferStore.openAt(copy).close();
     reader = new BufferReader(copy);
     const migrated = { stats: reader.reports.stats(), queue: reader.reports.queue(NOW), failures: reader.reports.failures(10), trace: reader.reports.trace('IN-FLIGHT') };
     expect(old.queue).toEqual(migrated.queue);

@@ -20,9 +20,9 @@ afterEach(() => {
 
 function buffer(): { daemon: BufferStore; path: string } {
   const path = join(mkdtempSync(join(tmpdir(), 'sg-second-writer-')), 'buffer.db');
-  const daemon = new BufferStore(path);
+  const daemon = BufferStore.openAt(path);
   open.push(daemon);
-  daemon.commitIntake(['A', 'B', 'C'].map((r) => scanAt(r, 'GI-01', NOW)), NOW);
+  daemon.intake.commitIntake(['A', 'B', 'C'].map((r) => scanAt(r, 'GI-01', NOW)), NOW);
   return { daemon, path };
 }
 
@@ -55,13 +55,13 @@ describe('a second writer on the buffer (replay beside the daemon)', () => {
     other.pragma('busy_timeout = 50');
     let otherErr: unknown;
     const batch = daemon.atomically(() => {
-      const pending = [...daemon.pendingScans()];
+      const pending = [...daemon.batches.pendingScans()];
       try {
         other.prepare(`INSERT INTO counters (name, value) VALUES ('x', 1)`).run();
       } catch (e) {
         otherErr = e;
       }
-      return daemon.writeBatch({ mode: 'direct', scanIds: pending.map((p) => p.id), bytes: 100, nowIso: new Date(NOW).toISOString() });
+      return daemon.batches.writeBatch({ mode: 'direct', scanIds: pending.map((p) => p.id), bytes: 100, nowIso: new Date(NOW).toISOString() });
     });
     expect((otherErr as { code?: string }).code).toBe('SQLITE_BUSY');
     expect(batch?.scanCount).toBe(3);
@@ -77,11 +77,11 @@ describe('a second writer on the buffer (replay beside the daemon)', () => {
     const snapshot = reader.transaction(() => {
       const before = reader.prepare(`SELECT count(*) FROM scans WHERE state = 'pending'`).pluck().get();
       const batch = formBatch(daemon, { maxScans: 10, maxBytes: 1e6, mode: 'direct', nowIso: new Date(NOW).toISOString() })!;
-      daemon.finishBatch(batch.id, { state: 'Success' }, new Date(NOW).toISOString());
+      daemon.batches.finishBatch(batch.id, { state: 'Success' }, new Date(NOW).toISOString());
       // The reader still sees its snapshot: WAL readers are not blocked, and do not block.
       return { before, during: reader.prepare(`SELECT count(*) FROM scans WHERE state = 'pending'`).pluck().get() };
     })();
     expect(snapshot).toEqual({ before: 3, during: 3 });
-    expect(daemon.scanCounts()).toEqual({ delivered: 3 });
+    expect(daemon.reports.scanCounts()).toEqual({ delivered: 3 });
   });
 });

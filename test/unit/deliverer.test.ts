@@ -71,7 +71,7 @@ afterEach(async () => {
 
 /** A clock the test moves; the deliverer's waits are real but short, its decisions use this clock. */
 function setup(over: Partial<DeliveryConfig>, random = () => 0) {
-  store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-deliverer-')), 'buffer.db'));
+  store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-deliverer-')), 'buffer.db'));
   const clock = { t: 1_700_000_000_000 };
   const now = () => clock.t;
   const api = new FakeApi(now);
@@ -98,7 +98,7 @@ describe('deliverer: retries, Retry-After and the circuit', () => {
     const t = setup({ mode: 'direct' });
     const tooMany = () => Promise.reject(httpError('POST', '/api/trace/v3/scans', 429, '', 5000));
     t.api.upload.push(tooMany, tooMany, tooMany);
-    store.commitIntake([scan('A'), scan('B')], t.clock.t);
+    store.intake.commitIntake([scan('A'), scan('B')], t.clock.t);
     const d = t.start();
     for (let n = 1; n <= 3; n++) {
       await waitFor(() => t.api.ops('upload').length === n);
@@ -116,65 +116,65 @@ describe('deliverer: retries, Retry-After and the circuit', () => {
     t.clock.t += 5000; // the wait is over, the next try not yet made
     expect(d.snapshot().circuit).toBe('half-open');
     t.advance(0);
-    await waitFor(() => store.batchesInState('uploaded').length === 1);
+    await waitFor(() => store.batches.batchesInState('uploaded').length === 1);
     expect(d.snapshot()).toMatchObject({ circuit: 'closed', consecutiveFailures: 0, possibleDuplicates: 0 });
     t.advance(100);
-    await waitFor(() => store.scanCounts().delivered === 2);
+    await waitFor(() => store.reports.scanCounts().delivered === 2);
   });
 
   it('backs off exponentially with full jitter between retries of a 5xx', async () => {
     const t = setup({ mode: 'direct', retryBaseMs: 1000, retryMaxMs: 8000 }, () => 0.999);
     const fail = () => Promise.reject(httpError('POST', '/api/trace/v3/scans', 503, '', undefined));
     t.api.upload.push(fail, fail, fail, fail, fail);
-    store.commitIntake([scan('A')], t.clock.t);
+    store.intake.commitIntake([scan('A')], t.clock.t);
     t.start();
     const expected = [999, 1998, 3996, 7992, 7992];
     for (let n = 1; n <= 5; n++) {
-      await waitFor(() => store.batchesInState('ready')[0]?.attempts === n && store.batchesInState('ready')[0]?.lastError !== null);
-      const b = store.batchesInState('ready')[0]!;
+      await waitFor(() => store.batches.batchesInState('ready')[0]?.attempts === n && store.batches.batchesInState('ready')[0]?.lastError !== null);
+      const b = store.batches.batchesInState('ready')[0]!;
       expect(b.nextAttemptAt - t.clock.t).toBe(expected[n - 1]);
       t.advance(expected[n - 1]!);
     }
-    await waitFor(() => store.batchesInState('uploaded').length === 1);
+    await waitFor(() => store.batches.batchesInState('uploaded').length === 1);
   });
 
   it('holds a batch the service refuses for good (400) with the answer, and does not retry it', async () => {
     const t = setup({ mode: 'direct' });
     t.api.upload.push(() => Promise.reject(httpError('POST', '/api/trace/v3/scans', 400, '{"title":"The scan batch is invalid"}', undefined)));
-    store.commitIntake([scan('A'), scan('B')], t.clock.t);
+    store.intake.commitIntake([scan('A'), scan('B')], t.clock.t);
     t.start();
-    await waitFor(() => store.batchesInState('held').length === 1);
+    await waitFor(() => store.batches.batchesInState('held').length === 1);
     t.advance(60_000);
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(t.api.ops('upload')).toHaveLength(1);
-    expect(store.scanCounts()).toEqual({ held: 2 });
-    expect(store.recentProblems(5)[0]).toMatchObject({ kind: 'failed', reason: expect.stringContaining('HTTP 400') });
+    expect(store.reports.scanCounts()).toEqual({ held: 2 });
+    expect(store.reports.recentProblems(5)[0]).toMatchObject({ kind: 'failed', reason: expect.stringContaining('HTTP 400') });
   });
 
   it('retries a 401 that outlived the token refresh, without holding the batch', async () => {
     const t = setup({ mode: 'direct' });
     t.api.upload.push(() => Promise.reject(new GatewayError(ErrorCodes.UPSTREAM_AUTH, 'answered 401 with a freshly obtained token')));
-    store.commitIntake([scan('A')], t.clock.t);
+    store.intake.commitIntake([scan('A')], t.clock.t);
     const d = t.start();
     await waitFor(() => d.snapshot().lastError?.message.includes('401') === true);
     t.advance(1000);
-    await waitFor(() => store.batchesInState('uploaded').length === 1);
+    await waitFor(() => store.batches.batchesInState('uploaded').length === 1);
     expect(t.api.ops('upload')).toHaveLength(2);
-    expect(store.scanCounts().held).toBeUndefined();
+    expect(store.reports.scanCounts().held).toBeUndefined();
   });
 });
 
 describe('deliverer: crash recovery decided from the stored state', () => {
   it('sends a direct batch left `uploading` again and counts it as a possible duplicate, across restarts', async () => {
     const t = setup({ mode: 'direct' });
-    store.commitIntake([scan('A'), scan('B'), scan('C')], t.clock.t);
+    store.intake.commitIntake([scan('A'), scan('B'), scan('C')], t.clock.t);
     const b = formBatch(store, { mode: 'direct', maxScans: 10, maxBytes: 1e6, nowIso: new Date(t.clock.t).toISOString() })!;
-    store.updateBatch(b.id, { state: 'uploading', attempts: 1 }); // the process died during the POST
+    store.batches.updateBatch(b.id, { state: 'uploading', attempts: 1 }); // the process died during the POST
     const d = t.start();
-    await waitFor(() => store.batchesInState('uploaded').length === 1);
+    await waitFor(() => store.batches.batchesInState('uploaded').length === 1);
     expect(t.api.ops('upload')).toHaveLength(1);
     expect(d.snapshot()).toMatchObject({ possibleDuplicates: 3, possibleDuplicateUploads: 1 });
-    expect(store.batch(b.id)?.possibleDuplicate).toBe(1);
+    expect(store.batches.batch(b.id)?.possibleDuplicate).toBe(1);
     await d.stop();
     expect(t.make().snapshot()).toMatchObject({ possibleDuplicates: 3, possibleDuplicateUploads: 1 });
   });
@@ -187,9 +187,9 @@ describe('deliverer: crash recovery decided from the stored state', () => {
     t.api.upload.push(() => Promise.reject(tokenDown));
     const noToken = new GatewayError(ErrorCodes.UPSTREAM_NETWORK, 'POST /oauth2/token failed: socket hang up', { details: { notSent: true } });
     t.api.upload.push(() => Promise.reject(noToken));
-    store.commitIntake([scan('A'), scan('B')], t.clock.t);
+    store.intake.commitIntake([scan('A'), scan('B')], t.clock.t);
     const d = t.start(); // no backoff here (random = 0): the three failures, then the upload
-    await waitFor(() => store.batchesInState('uploaded').length === 1);
+    await waitFor(() => store.batches.batchesInState('uploaded').length === 1);
     expect(t.api.ops('upload')).toHaveLength(4);
     expect(d.snapshot()).toMatchObject({ possibleDuplicates: 0, possibleDuplicateUploads: 0 });
   });
@@ -202,31 +202,31 @@ describe('deliverer: crash recovery decided from the stored state', () => {
     const notFound = httpError('POST', '/oauth2/token', 404, '', undefined);
     Object.assign(notFound.details, token);
     t.api.upload.push(() => Promise.reject(notFound));
-    store.commitIntake([scan('A'), scan('B')], t.clock.t);
+    store.intake.commitIntake([scan('A'), scan('B')], t.clock.t);
     const d = t.start();
-    await waitFor(() => store.batchesInState('uploaded').length === 1);
+    await waitFor(() => store.batches.batchesInState('uploaded').length === 1);
     // The last failure stays on the status, named as a token failure with its code.
     expect(d.snapshot().lastError).toMatchObject({ kind: 'token', code: ErrorCodes.UPSTREAM_HTTP });
     expect(t.api.ops('upload')).toHaveLength(3);
-    expect(store.batchesInState('held')).toEqual([]);
+    expect(store.batches.batchesInState('held')).toEqual([]);
     expect(d.snapshot()).toMatchObject({ possibleDuplicates: 0, possibleDuplicateUploads: 0 });
   });
 
   it('counts a direct upload whose answer was lost (reset) as a possible duplicate', async () => {
     const t = setup({ mode: 'direct' });
     t.api.upload.push(() => Promise.reject(networkError('POST', '/api/trace/v3/scans', Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }))));
-    store.commitIntake([scan('A'), scan('B')], t.clock.t);
+    store.intake.commitIntake([scan('A'), scan('B')], t.clock.t);
     const d = t.start();
     await waitFor(() => d.snapshot().possibleDuplicates === 2);
     t.advance(1000);
-    await waitFor(() => store.batchesInState('uploaded').length === 1);
+    await waitFor(() => store.batches.batchesInState('uploaded').length === 1);
     expect(d.snapshot().possibleDuplicateUploads).toBe(1);
   });
 
   function presignedBatch(t: ReturnType<typeof setup>, fields: { putStartedAt?: number | null; presignedExpiresAt?: number }) {
-    store.commitIntake([scan('A'), scan('B')], t.clock.t);
+    store.intake.commitIntake([scan('A'), scan('B')], t.clock.t);
     const b = formBatch(store, { mode: 'presigned', maxScans: 10, maxBytes: 1e6, nowIso: new Date(t.clock.t).toISOString() })!;
-    store.updateBatch(b.id, {
+    store.batches.updateBatch(b.id, {
       state: 'presigned',
       requestId: '77',
       presignedUrl: 'http://s3.test/77',
@@ -242,11 +242,11 @@ describe('deliverer: crash recovery decided from the stored state', () => {
     const b = presignedBatch(t, { putStartedAt: t.clock.t - 50 });
     t.api.received.set('77', 2);
     const d = t.start();
-    await waitFor(() => store.batch(b.id)?.state === 'uploaded');
+    await waitFor(() => store.batches.batch(b.id)?.state === 'uploaded');
     expect(t.api.ops('put')).toHaveLength(0);
     expect(t.api.ops('presign')).toHaveLength(0);
     t.advance(100);
-    await waitFor(() => store.batch(b.id)?.state === 'done');
+    await waitFor(() => store.batches.batch(b.id)?.state === 'done');
     expect(d.snapshot().possibleDuplicates).toBe(0);
   });
 
@@ -256,10 +256,10 @@ describe('deliverer: crash recovery decided from the stored state', () => {
     t.api.received.set('77', 2);
     t.api.status.push(() => Promise.reject(httpError('GET', '/api/trace/v3/scans/77/status', 503, '', undefined)));
     t.start();
-    await waitFor(() => store.batch(b.id)?.lastError?.includes('503') === true);
-    expect(store.batch(b.id)?.putStartedAt).not.toBeNull();
+    await waitFor(() => store.batches.batch(b.id)?.lastError?.includes('503') === true);
+    expect(store.batches.batch(b.id)?.putStartedAt).not.toBeNull();
     t.advance(1000);
-    await waitFor(() => store.batch(b.id)?.state === 'uploaded');
+    await waitFor(() => store.batches.batch(b.id)?.state === 'uploaded');
     expect(t.api.ops('put')).toHaveLength(0);
     expect(t.api.ops('status').length).toBeGreaterThanOrEqual(2);
   });
@@ -273,19 +273,19 @@ describe('deliverer: crash recovery decided from the stored state', () => {
       return Promise.reject(networkError('PUT', '<pre-signed url>', Object.assign(new Error('other side closed'), { code: 'UND_ERR_SOCKET' })));
     });
     t.start();
-    await waitFor(() => store.batch(b.id)?.lastError !== null && store.batch(b.id)?.state === 'presigned');
+    await waitFor(() => store.batches.batch(b.id)?.lastError !== null && store.batches.batch(b.id)?.state === 'presigned');
     t.advance(1000);
-    await waitFor(() => store.batch(b.id)?.state === 'uploaded');
+    await waitFor(() => store.batches.batch(b.id)?.state === 'uploaded');
     expect(t.api.ops('put')).toHaveLength(1);
     t.advance(100);
-    await waitFor(() => store.batch(b.id)?.state === 'done');
+    await waitFor(() => store.batches.batch(b.id)?.state === 'done');
   });
 
   it('PUTs without asking when no PUT was started (crash before the PUT), to the same address', async () => {
     const t = setup({ mode: 'presigned' });
     const b = presignedBatch(t, {});
     t.start();
-    await waitFor(() => store.batch(b.id)?.state === 'uploaded');
+    await waitFor(() => store.batches.batch(b.id)?.state === 'uploaded');
     expect(t.api.ops('status')).toHaveLength(0);
     expect(t.api.ops('put').map((c) => c.url)).toEqual(['http://s3.test/77']);
   });
@@ -294,18 +294,18 @@ describe('deliverer: crash recovery decided from the stored state', () => {
     const t = setup({ mode: 'presigned', notFoundGraceMs: 10_000 });
     const b = presignedBatch(t, { putStartedAt: t.clock.t - 1000 });
     t.start();
-    await waitFor(() => store.batch(b.id)?.state === 'uploaded');
+    await waitFor(() => store.batches.batch(b.id)?.state === 'uploaded');
     expect(t.api.ops('put')).toHaveLength(0);
     t.advance(5000); // still within the grace: polled, not sent
     await waitFor(() => t.api.ops('status').length >= 2);
-    expect(store.batch(b.id)?.state).toBe('uploaded');
+    expect(store.batches.batch(b.id)?.state).toBe('uploaded');
     t.advance(5000);
     await waitFor(() => t.api.ops('put').length === 1);
     expect(t.api.ops('put')[0]!.url).toBe('http://s3.test/77');
-    await waitFor(() => store.batch(b.id)?.state === 'uploaded');
+    await waitFor(() => store.batches.batch(b.id)?.state === 'uploaded');
     t.advance(100);
-    await waitFor(() => store.batch(b.id)?.state === 'done');
-    expect(store.batch(b.id)?.requestId).toBe('77');
+    await waitFor(() => store.batches.batch(b.id)?.state === 'done');
+    expect(store.batches.batch(b.id)?.requestId).toBe('77');
   });
 
   it('asks for a new address when the old one is refused (403) or about to expire', async () => {
@@ -313,15 +313,15 @@ describe('deliverer: crash recovery decided from the stored state', () => {
     const b = presignedBatch(t, {});
     t.api.put.push(() => Promise.reject(new GatewayError(ErrorCodes.PRESIGNED_REFUSED, 'used already', { details: { status: 403 } })));
     t.start();
-    await waitFor(() => store.batch(b.id)?.state === 'uploaded');
-    expect(t.api.ops('put').map((c) => c.url)).toEqual(['http://s3.test/77', `http://s3.test/${store.batch(b.id)!.requestId}`]);
-    expect(store.batch(b.id)?.requestId).not.toBe('77');
+    await waitFor(() => store.batches.batch(b.id)?.state === 'uploaded');
+    expect(t.api.ops('put').map((c) => c.url)).toEqual(['http://s3.test/77', `http://s3.test/${store.batches.batch(b.id)!.requestId}`]);
+    expect(store.batches.batch(b.id)?.requestId).not.toBe('77');
 
     const t2 = setup({ mode: 'presigned' });
     const b2 = presignedBatch(t2, { presignedExpiresAt: t2.clock.t + 30_000 });
     t2.start();
-    await waitFor(() => store.batch(b2.id)?.state === 'uploaded');
-    expect(t2.api.ops('put').map((c) => c.url)).toEqual([`http://s3.test/${store.batch(b2.id)!.requestId}`]);
+    await waitFor(() => store.batches.batch(b2.id)?.state === 'uploaded');
+    expect(t2.api.ops('put').map((c) => c.url)).toEqual([`http://s3.test/${store.batches.batch(b2.id)!.requestId}`]);
   });
 });
 
@@ -329,7 +329,7 @@ describe('deliverer: answers the contract leaves open (found against an independ
   const refused403 = () => Promise.reject(new GatewayError(ErrorCodes.PRESIGNED_REFUSED, 'used already', { details: { status: 403 } }));
 
   function presignedBatch(t: ReturnType<typeof setup>) {
-    store.commitIntake([scan('A'), scan('B')], t.clock.t);
+    store.intake.commitIntake([scan('A'), scan('B')], t.clock.t);
     return formBatch(store, { mode: 'presigned', maxScans: 10, maxBytes: 1e6, nowIso: new Date(t.clock.t).toISOString() })!;
   }
 
@@ -338,10 +338,10 @@ describe('deliverer: answers the contract leaves open (found against an independ
     for (let i = 0; i < 10; i++) t.api.put.push(refused403);
     const b = presignedBatch(t);
     const d = t.start();
-    await waitFor(() => store.batch(b.id)?.lastError?.includes('used already') === true);
+    await waitFor(() => store.batches.batch(b.id)?.lastError?.includes('used already') === true);
     await new Promise((r) => setTimeout(r, 300)); // real time passes, the test's clock does not
     expect(t.api.ops('presign')).toHaveLength(1);
-    expect(store.batch(b.id)?.nextAttemptAt).toBe(t.clock.t + 500);
+    expect(store.batches.batch(b.id)?.nextAttemptAt).toBe(t.clock.t + 500);
     expect(d.snapshot().consecutiveFailures).toBe(1);
     t.advance(500);
     await waitFor(() => t.api.ops('presign').length === 2);
@@ -355,12 +355,12 @@ describe('deliverer: answers the contract leaves open (found against an independ
     });
     const b = presignedBatch(t);
     const d = t.start();
-    await waitFor(() => store.batch(b.id)?.lastError?.includes('502') === true);
-    expect(store.batch(b.id)?.putStartedAt).not.toBeNull();
+    await waitFor(() => store.batches.batch(b.id)?.lastError?.includes('502') === true);
+    expect(store.batches.batch(b.id)?.putStartedAt).not.toBeNull();
     t.advance(1000);
-    await waitFor(() => store.batch(b.id)?.state === 'uploaded');
+    await waitFor(() => store.batches.batch(b.id)?.state === 'uploaded');
     t.advance(100);
-    await waitFor(() => store.batch(b.id)?.state === 'done');
+    await waitFor(() => store.batches.batch(b.id)?.state === 'done');
     expect(t.api.ops('put')).toHaveLength(1);
     expect(t.api.ops('presign')).toHaveLength(1);
     expect(d.snapshot().possibleDuplicates).toBe(0);
@@ -373,34 +373,34 @@ describe('deliverer: answers the contract leaves open (found against an independ
     t.api.put.push(refused403);
     const b = presignedBatch(t);
     const d = t.start();
-    await waitFor(() => store.batch(b.id)?.state === 'uploaded');
+    await waitFor(() => store.batches.batch(b.id)?.state === 'uploaded');
     t.advance(10_001); // NotFound past the grace: the same address once more
     await waitFor(() => t.api.ops('put').length === 2);
     expect(t.api.ops('put').map((c) => c.url)).toEqual(['http://s3.test/1000', 'http://s3.test/1000']);
-    await waitFor(() => store.batch(b.id)?.state === 'uploaded' && store.batch(b.id)?.presignedUrl === null);
+    await waitFor(() => store.batches.batch(b.id)?.state === 'uploaded' && store.batches.batch(b.id)?.presignedUrl === null);
     expect(d.snapshot().possibleDuplicates).toBe(0);
     t.advance(5000); // within the new grace window: only polled
     await waitFor(() => t.api.ops('status').length >= 3);
     expect(t.api.ops('presign')).toHaveLength(1);
     t.advance(5001);
-    await waitFor(() => store.batch(b.id)?.requestId === '1001' && store.batch(b.id)?.state === 'uploaded');
+    await waitFor(() => store.batches.batch(b.id)?.requestId === '1001' && store.batches.batch(b.id)?.state === 'uploaded');
     t.advance(100);
-    await waitFor(() => store.batch(b.id)?.state === 'done');
+    await waitFor(() => store.batches.batch(b.id)?.state === 'done');
     expect(t.api.ops('presign')).toHaveLength(2);
-    expect(store.batch(b.id)?.requestId).toBe('1001');
+    expect(store.batches.batch(b.id)?.requestId).toBe('1001');
     expect(d.snapshot()).toMatchObject({ possibleDuplicates: 2, possibleDuplicateUploads: 1 });
   });
 
   it('holds a direct batch whose 2xx answer cannot be read, instead of sending it again and again', async () => {
     const t = setup({ mode: 'direct' });
     t.api.upload.push(() => Promise.reject(new GatewayError(ErrorCodes.UPSTREAM_RESPONSE, 'uploadScans: response field requestId is missing', { details: { status: 200 } })));
-    store.commitIntake([scan('A'), scan('B')], t.clock.t);
+    store.intake.commitIntake([scan('A'), scan('B')], t.clock.t);
     const d = t.start();
-    await waitFor(() => store.scanCounts().held === 2);
+    await waitFor(() => store.reports.scanCounts().held === 2);
     t.advance(60_000);
     await new Promise((r) => setTimeout(r, 200));
     expect(t.api.ops('upload')).toHaveLength(1);
-    expect(store.batchesInState('held')[0]?.lastError).toContain('could not be read');
+    expect(store.batches.batchesInState('held')[0]?.lastError).toContain('could not be read');
     expect(d.snapshot().possibleDuplicates).toBe(0);
   });
 
@@ -408,9 +408,9 @@ describe('deliverer: answers the contract leaves open (found against an independ
     const t = setup({ mode: 'direct' }, () => 0.5);
     const failing = () => Promise.reject(httpError('GET', '/api/trace/v3/scans/1000/status', 503, '<html>busy</html>', undefined));
     t.api.status.push(failing, failing, failing);
-    store.commitIntake([scan('A')], t.clock.t);
+    store.intake.commitIntake([scan('A')], t.clock.t);
     const d = t.start();
-    await waitFor(() => store.batchesInState('uploaded').length === 1);
+    await waitFor(() => store.batches.batchesInState('uploaded').length === 1);
     t.advance(100);
     await waitFor(() => t.api.ops('status').length === 1);
     for (let i = 2; i <= 3; i++) {
@@ -420,16 +420,16 @@ describe('deliverer: answers the contract leaves open (found against an independ
     await waitFor(() => d.snapshot().statusChecks.consecutiveFailures === 3);
     expect(d.snapshot().statusChecks.lastError?.message).toContain('503');
     t.advance(1000);
-    await waitFor(() => store.batchesInState('done').length === 1);
+    await waitFor(() => store.batches.batchesInState('done').length === 1);
     expect(d.snapshot().statusChecks.consecutiveFailures).toBe(0);
-    expect(store.batchesInState('done')[0]?.lastError).toBeNull();
+    expect(store.batches.batchesInState('done')[0]?.lastError).toBeNull();
   });
 });
 
 describe('deliverer: a buffer that cannot be written', () => {
   it('reports a full disk as a step error until a step succeeds again', async () => {
     const t = setup({ mode: 'direct' });
-    store.commitIntake(Array.from({ length: 3000 }, (_, i) => scan(`FULL-${i}`)), t.clock.t);
+    store.intake.commitIntake(Array.from({ length: 3000 }, (_, i) => scan(`FULL-${i}`)), t.clock.t);
     // The disk fills up: no page left, the free list used up by filler that is deleted later.
     const pages = sqlOf(store).pragma('page_count', { simple: true }) as number;
     sqlOf(store).pragma(`max_page_count = ${pages}`);
@@ -455,10 +455,10 @@ describe('deliverer: a buffer that cannot be written', () => {
     const d = t.start();
     await waitFor(() => d.snapshot().stepError !== undefined);
     expect(d.snapshot().stepError).toMatchObject({ diskFull: true, message: expect.stringMatching(/full/i) });
-    expect(store.batchesInState('uploaded')).toHaveLength(0);
+    expect(store.batches.batchesInState('uploaded')).toHaveLength(0);
     sqlOf(store).prepare('DELETE FROM space_probe').run();
     sqlOf(store).pragma(`max_page_count = ${pages * 10}`);
-    await waitFor(() => store.batchesInState('uploaded').length >= 1, { timeoutMs: 5000 });
+    await waitFor(() => store.batches.batchesInState('uploaded').length >= 1, { timeoutMs: 5000 });
     await waitFor(() => d.snapshot().stepError === undefined);
   });
 });
@@ -466,29 +466,29 @@ describe('deliverer: a buffer that cannot be written', () => {
 describe('deliverer: batching', () => {
   it('auto mode sends a backlog pre-signed in large batches and a trickle direct', async () => {
     const t = setup({ mode: 'auto', maxBatchScans: 100, presignedMaxScans: 1000 });
-    store.commitIntake(Array.from({ length: 2500 }, (_, i) => scan(`P-${i}`)), t.clock.t);
+    store.intake.commitIntake(Array.from({ length: 2500 }, (_, i) => scan(`P-${i}`)), t.clock.t);
     t.start();
-    await waitFor(() => store.totals().pendingScans === 0 && store.batchesInState('ready', 'presigned').length === 0, { timeoutMs: 10_000 });
-    const batches = store.recentBatches(100).reverse();
+    await waitFor(() => store.reports.totals().pendingScans === 0 && store.batches.batchesInState('ready', 'presigned').length === 0, { timeoutMs: 10_000 });
+    const batches = store.reports.recentBatches(100).reverse();
     expect(batches.map((b) => [b.mode, b.scanCount])).toEqual([
       ['presigned', 1000],
       ['presigned', 1000],
       ['presigned', 500],
     ]);
-    store.commitIntake(Array.from({ length: 50 }, (_, i) => scan(`D-${i}`)), t.clock.t);
+    store.intake.commitIntake(Array.from({ length: 50 }, (_, i) => scan(`D-${i}`)), t.clock.t);
     deliverer!.wake();
-    await waitFor(() => store.totals().pendingScans === 0, { timeoutMs: 10_000 });
-    expect(store.recentBatches(1)[0]).toMatchObject({ mode: 'direct', scanCount: 50 });
+    await waitFor(() => store.reports.totals().pendingScans === 0, { timeoutMs: 10_000 });
+    expect(store.reports.recentBatches(1)[0]).toMatchObject({ mode: 'direct', scanCount: 50 });
   });
 
   it('drains a backlog in which one reference repeats hundreds of times (one of them per batch)', async () => {
-    store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-deliverer-')), 'buffer.db'));
+    store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-deliverer-')), 'buffer.db'));
     const api = new FakeApi(Date.now);
     const config = deliverySchema.parse({ mode: 'direct', maxBatchScans: 500, maxBatchDelayMs: 0, statusPollMs: 1, statusPollMaxMs: 5 });
-    store.commitIntake([...Array.from({ length: 300 }, () => scan('SAME')), ...Array.from({ length: 1000 }, (_, i) => scan(`U-${i}`))], Date.now());
+    store.intake.commitIntake([...Array.from({ length: 300 }, () => scan('SAME')), ...Array.from({ length: 1000 }, (_, i) => scan(`U-${i}`))], Date.now());
     deliverer = new Deliverer({ store, api, config, logger: silentLogger() });
     deliverer.start();
-    await waitFor(() => store.scanCounts().delivered === 1300, { timeoutMs: 30_000 });
+    await waitFor(() => store.reports.scanCounts().delivered === 1300, { timeoutMs: 30_000 });
     for (const call of api.ops('upload')) {
       const refs = (JSON.parse(call.body!) as { reference: string }[]).map((s) => s.reference);
       expect(new Set(refs).size).toBe(refs.length);

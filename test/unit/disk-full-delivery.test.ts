@@ -64,10 +64,10 @@ function scan(reference: string, pad = 400): IntakeRecord {
 
 /** Commits `n` scans, batches and finishes them: the audit (delivered, kept for its period). */
 function deliveredBatch(s: BufferStore, prefix: string, n: number): number {
-  s.commitIntake(Array.from({ length: n }, (_, i) => scan(`${prefix}-${i}`)), Date.now());
+  s.intake.commitIntake(Array.from({ length: n }, (_, i) => scan(`${prefix}-${i}`)), Date.now());
   const b = formBatch(s, { maxScans: 10_000, maxBytes: 1e9, mode: 'direct', nowIso: new Date().toISOString() })!;
-  s.updateBatch(b.id, { state: 'uploaded', requestId: `audit-${b.id}` });
-  s.finishBatch(b.id, { state: 'Success', failures: [] }, new Date().toISOString());
+  s.batches.updateBatch(b.id, { state: 'uploaded', requestId: `audit-${b.id}` });
+  s.batches.finishBatch(b.id, { state: 'Success', failures: [] }, new Date().toISOString());
   return b.id;
 }
 
@@ -81,7 +81,7 @@ function fill(s: BufferStore, prefix: string): string[] {
     for (;;) {
       const group = Array.from({ length: size }, (_, i) => `${prefix}-${refs.length + i}`);
       try {
-        s.commitIntake(
+        s.intake.commitIntake(
           group.map((r) => scan(r)),
           Date.now(),
         );
@@ -123,7 +123,7 @@ function start(s: BufferStore, api: Upstream) {
 
 describe('delivery on a full buffer (max_page_count)', () => {
   it('still records batch state, the audit yields oldest first, and every undelivered scan is delivered, none pruned', { timeout: 90_000 }, async () => {
-    const s = (store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-full-delivery-')), 'buffer.db')));
+    const s = (store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-full-delivery-')), 'buffer.db')));
     const first = deliveredBatch(s, 'AUDIT-1', 200);
     const second = deliveredBatch(s, 'AUDIT-2', 200);
     const newest = deliveredBatch(s, 'AUDIT-3', 200);
@@ -134,7 +134,7 @@ describe('delivery on a full buffer (max_page_count)', () => {
 
     const api = new Upstream();
     const { guard } = start(s, api);
-    await waitFor(() => s.totals().undeliveredScans === 0, { timeoutMs: 60_000, intervalMs: 50, what: 'every pending scan delivered on the full buffer' });
+    await waitFor(() => s.reports.totals().undeliveredScans === 0, { timeoutMs: 60_000, intervalMs: 50, what: 'every pending scan delivered on the full buffer' });
 
     // Delivery wrote its state (batches formed, uploaded, finished) although the buffer was full.
     const counts = api.counts();
@@ -153,10 +153,10 @@ describe('delivery on a full buffer (max_page_count)', () => {
   });
 
   it('a direct upload whose accepted answer cannot be recorded (SQLITE_FULL) is sent again, logged with its requestId and counted as a possible duplicate', { timeout: 90_000 }, async () => {
-    const s = (store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-full-answer-')), 'buffer.db')));
+    const s = (store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-full-answer-')), 'buffer.db')));
     deliveredBatch(s, 'AUDIT-1', 200);
     deliveredBatch(s, 'AUDIT-2', 200);
-    s.commitIntake(
+    s.intake.commitIntake(
       Array.from({ length: 50 }, (_, i) => scan(`FIRST-${i}`)),
       Date.now(),
     );
@@ -172,7 +172,7 @@ describe('delivery on a full buffer (max_page_count)', () => {
       return lostRequestId;
     };
     const { mem, deliverer } = start(s, api);
-    await waitFor(() => api.uploads.length >= 1 && s.totals().undeliveredScans === 0, { timeoutMs: 60_000, intervalMs: 50, what: 'every scan delivered after the lost answer' });
+    await waitFor(() => api.uploads.length >= 1 && s.reports.totals().undeliveredScans === 0, { timeoutMs: 60_000, intervalMs: 50, what: 'every scan delivered after the lost answer' });
 
     // The first batch went twice: once accepted with the answer lost, once more after the disk had room.
     const firstBatch = api.uploads[0]!;
@@ -180,7 +180,7 @@ describe('delivery on a full buffer (max_page_count)', () => {
     const counts = api.counts();
     for (const r of firstBatch) expect(counts.get(r)).toBe(2);
     for (const r of filler) expect(counts.get(r), r).toBe(1);
-    expect(s.possibleDuplicates()).toEqual({ uploads: 1, scans: 50 });
+    expect(s.reports.possibleDuplicates()).toEqual({ uploads: 1, scans: 50 });
     expect(deliverer.snapshot().possibleDuplicates).toBe(50);
     const lines = mem.parsed();
     const lost = lines.find((l) => l.msg === 'the service accepted the batch but its answer could not be recorded; it will be sent again (possible duplicate)');

@@ -3,10 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { BackPressure } from '../../src/buffer/back-pressure.js';
+import { bufferFileBytes } from '../../src/buffer/disk-usage.js';
 import { DERIVED_QUOTA_MAX_BYTES, DERIVED_QUOTA_RECHECK_MS, DERIVED_QUOTA_MIN_BYTES, DISK_BYTES_PER_QUOTA_BYTE, DiskGuard, derivedQuota, derivedQuotaForPath, quotaTooLargeForDisk } from '../../src/buffer/disk-guard.js';
 import { Retention } from '../../src/buffer/retention.js';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
-import { Intake } from '../../src/buffer/intake.js';
+import { Intake } from '../../src/intake/intake.js';
 import { configSchema } from '../../src/config/schema.js';
 import { mappingContext } from '../../src/mapping/map-read.js';
 import { ErrorCodes, isDiskFull } from '../../src/errors.js';
@@ -20,7 +21,7 @@ const NOW = Date.parse('2026-12-31T12:00:00Z');
 let store: BufferStore | undefined;
 afterEach(() => store?.close());
 
-const open = () => (store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-diskguard-')), 'buffer.db')));
+const open = () => (store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-diskguard-')), 'buffer.db')));
 
 function scan(reference: string, at: number, pad = 1500): IntakeRecord {
   const body = JSON.stringify({ reference, pad: 'x'.repeat(pad) });
@@ -29,10 +30,10 @@ function scan(reference: string, at: number, pad = 1500): IntakeRecord {
 
 /** Commits `n` scans, batches and finishes them (delivered, within the audit period). */
 function deliveredBatch(s: BufferStore, prefix: string, n: number): number {
-  s.commitIntake(Array.from({ length: n }, (_, i) => scan(`${prefix}-${i}`, NOW)), NOW);
+  s.intake.commitIntake(Array.from({ length: n }, (_, i) => scan(`${prefix}-${i}`, NOW)), NOW);
   const b = formBatch(s, { maxScans: 10_000, maxBytes: 1e9, mode: 'direct', nowIso: new Date(NOW).toISOString() })!;
-  s.updateBatch(b.id, { state: 'uploaded', requestId: String(b.id) });
-  s.finishBatch(b.id, { state: 'Success', failures: [] }, new Date(NOW).toISOString());
+  s.batches.updateBatch(b.id, { state: 'uploaded', requestId: String(b.id) });
+  s.batches.finishBatch(b.id, { state: 'Success', failures: [] }, new Date(NOW).toISOString());
   return b.id;
 }
 
@@ -41,7 +42,7 @@ function fillWithPending(s: BufferStore, prefix: string): number {
   let n = 0;
   for (;;) {
     try {
-      s.commitIntake(Array.from({ length: 20 }, (_, i) => scan(`${prefix}-${n + i}`, NOW)), NOW);
+      s.intake.commitIntake(Array.from({ length: 20 }, (_, i) => scan(`${prefix}-${n + i}`, NOW)), NOW);
       n += 20;
     } catch (err) {
       expect(isDiskFull(err)).toBe(true);
@@ -53,6 +54,18 @@ function fillWithPending(s: BufferStore, prefix: string): number {
 const roomy = () => ({ free: 10_000 * MIB, size: 20_000 * MIB });
 
 describe('disk guard: the audit yields to undelivered data', () => {
+  it('examines the disk and writes its reserve in start(), not when built', () => {
+    const s = open();
+    let statfsCalls = 0;
+    const guard = new DiskGuard({ store: s, retention: new Retention({ store: s, retentionDays: 30, logger: silentLogger() }), logger: silentLogger(), reserveBytes: MIB, statfs: () => (statfsCalls++, roomy()) });
+    expect(statfsCalls).toBe(0);
+    expect(existsSync(`${s.path}.reserve`)).toBe(false);
+    guard.start();
+    void guard.stop();
+    expect(statfsCalls).toBeGreaterThan(0);
+    expect(statSync(`${s.path}.reserve`).size).toBe(MIB);
+  });
+
   it('new buffers use incremental auto-vacuum; an old one is switched by one VACUUM at start', () => {
     const s = open();
     expect(sqlOf(s).pragma('auto_vacuum', { simple: true })).toBe(2);
@@ -67,7 +80,7 @@ describe('disk guard: the audit yields to undelivered data', () => {
     expect(sqlOf(s).pragma('auto_vacuum', { simple: true })).toBe(2);
     expect(parsed().map((l) => l.msg)).toContain('buffer switched to incremental auto-vacuum');
     expect(sqlOf(s).pragma('integrity_check', { simple: true })).toBe('ok');
-    expect(s.totals().undeliveredScans).toBe(0);
+    expect(s.reports.totals().undeliveredScans).toBe(0);
     expect(sqlOf(s).prepare('SELECT count(*) FROM scans').pluck().get()).toBe(50);
   });
 
@@ -114,7 +127,7 @@ describe('disk guard: the audit yields to undelivered data', () => {
     expect(batches).not.toContain(first);
     expect(batches).toContain(third);
     expect(batches.includes(second) ? 1 : 0).toBeLessThanOrEqual(1);
-    expect(s.totals().pendingScans).toBe(pending);
+    expect(s.reports.totals().pendingScans).toBe(pending);
     const snap = guard.snapshot();
     expect(snap.prunedEarlyScans).toBeGreaterThanOrEqual(300);
     expect(snap.lastEarlyPrune?.scans).toBe(snap.prunedEarlyScans);
@@ -122,8 +135,8 @@ describe('disk guard: the audit yields to undelivered data', () => {
     // The pages went back to the file (incremental vacuum), not just to the free list.
     expect(sqlOf(s).pragma('page_count', { simple: true }) as number).toBeLessThan(pages + 100);
     // Intake commits again.
-    s.commitIntake(Array.from({ length: 20 }, (_, i) => scan(`AFTER-${i}`, NOW)), NOW);
-    expect(s.totals().pendingScans).toBe(pending + 20);
+    s.intake.commitIntake(Array.from({ length: 20 }, (_, i) => scan(`AFTER-${i}`, NOW)), NOW);
+    expect(s.reports.totals().pendingScans).toBe(pending + 20);
     expect(sqlOf(s).pragma('integrity_check', { simple: true })).toBe('ok');
     expect(sqlOf(s).pragma('foreign_key_check')).toEqual([]);
   });
@@ -139,7 +152,7 @@ describe('disk guard: the audit yields to undelivered data', () => {
     await guard.check();
     guard.reportFull();
     await guard.check();
-    expect(s.totals().pendingScans).toBe(pending);
+    expect(s.reports.totals().pendingScans).toBe(pending);
     expect(guard.snapshot().prunedEarlyScans).toBe(0);
     // Said once per episode, not at every check.
     expect(parsed().filter((l) => /no delivered scans are left to prune/.test(l.msg))).toHaveLength(1);
@@ -229,7 +242,8 @@ describe('disk guard: the default byte quota derives from the disk (buffer.maxBy
     });
     guard.start();
     try {
-      const own = statSync(s.path).size + (existsSync(`${s.path}-wal`) ? statSync(`${s.path}-wal`).size : 0);
+      // The buffer's own files as disk-usage.ts measures them for everyone (database, log, its -shm index).
+      const own = bufferFileBytes(s.path);
       const first = Math.floor((100 * MIB + own - 8 * MIB - 4 * MIB) / DISK_BYTES_PER_QUOTA_BYTE);
       expect(seen).toEqual([{ bytes: first, ceiling: Math.floor((188 * MIB) / DISK_BYTES_PER_QUOTA_BYTE) }]);
       expect(guard.snapshot()).toMatchObject({ derivedQuotaBytes: first });
@@ -275,8 +289,8 @@ describe('disk guard: the default byte quota derives from the disk (buffer.maxBy
 
   it('back-pressure follows it: a smaller quota pauses intake, and one submit is given up on only above the ceiling', () => {
     const s = open();
-    s.commitIntake(Array.from({ length: 10 }, (_, i) => scan(`Q-${i}`, NOW, 1000)), NOW);
-    const bytes = s.totals().undeliveredBytes;
+    s.intake.commitIntake(Array.from({ length: 10 }, (_, i) => scan(`Q-${i}`, NOW, 1000)), NOW);
+    const bytes = s.reports.totals().undeliveredBytes;
     const paused: boolean[] = [];
     const gate = new BackPressure({ store: s, limits: { maxPendingScans: 1000, maxBytes: 100 * bytes, pauseAtRatio: 0.9, resumeAtRatio: 0.8 }, logger: silentLogger(), freeBytes: () => 1e12, onPausedChange: (p) => paused.push(p) });
     gate.start();
@@ -359,6 +373,7 @@ describe('back-pressure after SQLITE_FULL: the reserve is delivery\'s', () => {
       onPausedChange: (p) => paused.push(p),
     });
     const intake = new Intake({ store: s, mapping: mappingContext(config), logger: silentLogger(), gate });
+    intake.open();
     const reads = (from: number, n: number) =>
       Array.from({ length: n }, (_, i) => ({ kind: 'read' as const, read: { inputId: 'in', raw: Buffer.from(`R-${from + i}-${'x'.repeat(500)}`), receivedAt: new Date() } }));
     const stored = () => sqlOf(s).prepare('SELECT count(*) FROM reads').pluck().get() as number;

@@ -15,7 +15,7 @@ const MIN = 60_000;
 let store: BufferStore | undefined;
 afterEach(() => store?.close());
 
-const open = () => (store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-recent-')), 'buffer.db')));
+const open = () => (store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-recent-')), 'buffer.db')));
 const rejected = (inputId: string, at: number, extra: Partial<IntakeRecord> = {}): IntakeRecord => ({
   inputId,
   receivedAt: new Date(at),
@@ -33,10 +33,10 @@ describe('recent activity for the health rules', () => {
   it('counts only what came in the window: reads, rejections by input, refused files newest first, failed scans', () => {
     const s = open();
     // 500 reads two hours ago (outside), then 29 within the hour (27 scans, 2 rejections) and 1 refused file, which was no read.
-    s.commitIntake(Array.from({ length: 500 }, (_, i) => scanAt(`OLD-${i}`, 'GI-01', NOW - 120 * MIN + i)), NOW - 120 * MIN);
-    s.commitIntake([rejected('gi-scanner', NOW - 125 * MIN), rejected('goods-in', NOW - 121 * MIN, { inputLevel: true, origin: { file: 'old.csv', movedTo: 'failed/old.csv' } })], NOW - 120 * MIN);
-    s.commitIntake(Array.from({ length: 27 }, (_, i) => scanAt(`NEW-${i}`, 'GI-01', NOW - 30 * MIN + i)), NOW - 30 * MIN);
-    s.commitIntake(
+    s.intake.commitIntake(Array.from({ length: 500 }, (_, i) => scanAt(`OLD-${i}`, 'GI-01', NOW - 120 * MIN + i)), NOW - 120 * MIN);
+    s.intake.commitIntake([rejected('gi-scanner', NOW - 125 * MIN), rejected('goods-in', NOW - 121 * MIN, { inputLevel: true, origin: { file: 'old.csv', movedTo: 'failed/old.csv' } })], NOW - 120 * MIN);
+    s.intake.commitIntake(Array.from({ length: 27 }, (_, i) => scanAt(`NEW-${i}`, 'GI-01', NOW - 30 * MIN + i)), NOW - 30 * MIN);
+    s.intake.commitIntake(
       [
         rejected('gi-scanner', NOW - 20 * MIN),
         rejected('gi-scanner', NOW - 19 * MIN),
@@ -57,24 +57,24 @@ describe('recent activity for the health rules', () => {
 
   it('counts scans the service refused in batches finished in the window, not replayed ones', () => {
     const s = open();
-    s.commitIntake(['A', 'B', 'C'].map((r) => scanAt(r, 'GI-01', NOW - 5 * MIN)), NOW - 5 * MIN);
+    s.intake.commitIntake(['A', 'B', 'C'].map((r) => scanAt(r, 'GI-01', NOW - 5 * MIN)), NOW - 5 * MIN);
     const b = formBatch(s, { maxScans: 10, maxBytes: 100_000, mode: 'direct', nowIso: new Date(NOW - 4 * MIN).toISOString() })!;
-    s.finishBatch(b.id, { state: 'HasFailures', failures: [{ reference: 'A', reason: 'Invalid DCP' }, { reference: 'B', reason: 'Invalid DCP' }] }, new Date(NOW - 3 * MIN).toISOString());
+    s.batches.finishBatch(b.id, { state: 'HasFailures', failures: [{ reference: 'A', reason: 'Invalid DCP' }, { reference: 'B', reason: 'Invalid DCP' }] }, new Date(NOW - 3 * MIN).toISOString());
     expect(s.reports.recentActivity(NOW - 60 * MIN).failedScans).toBe(2);
     expect(s.reports.recentActivity(NOW - 2 * MIN).failedScans).toBe(0);
   });
 
   it('lists batches not finished since before the threshold, and shows their instants as ISO 8601', () => {
     const s = open();
-    s.commitIntake([scanAt('A', 'GI-01', NOW - 50 * MIN)], NOW - 50 * MIN);
+    s.intake.commitIntake([scanAt('A', 'GI-01', NOW - 50 * MIN)], NOW - 50 * MIN);
     const b = formBatch(s, { maxScans: 10, maxBytes: 100_000, mode: 'direct', nowIso: new Date(NOW - 45 * MIN).toISOString() })!;
     expect(s.reports.stuckBatches(NOW - 30 * MIN)).toEqual([{ id: b.id, state: 'ready', requestId: null, createdAt: new Date(NOW - 45 * MIN).toISOString() }]);
     expect(s.reports.stuckBatches(NOW - 50 * MIN)).toEqual([]);
-    s.updateBatch(b.id, { nextAttemptAt: NOW });
-    const view = batchView(s.batch(b.id)!);
+    s.batches.updateBatch(b.id, { nextAttemptAt: NOW });
+    const view = batchView(s.batches.batch(b.id)!);
     expect(view.nextAttemptAt).toBe(new Date(NOW).toISOString());
     expect(view.putStartedAt).toBeNull();
-    s.finishBatch(b.id, { state: 'Success' }, new Date(NOW).toISOString());
+    s.batches.finishBatch(b.id, { state: 'Success' }, new Date(NOW).toISOString());
     expect(s.reports.stuckBatches(NOW)).toEqual([]);
   });
 });

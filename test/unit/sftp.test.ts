@@ -27,7 +27,7 @@ function scan(reference: string, pad = 0): IntakeRecord {
 }
 
 function newStore(): BufferStore {
-  return (store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-sftp-unit-')), 'buffer.db')));
+  return (store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-sftp-unit-')), 'buffer.db')));
 }
 
 describe('SFTP pieces', () => {
@@ -50,31 +50,31 @@ describe('SFTP pieces', () => {
 
   it('streams a batch body in pages that join to exactly the stored body, and hashes it', async () => {
     const s = newStore();
-    s.commitIntake(Array.from({ length: 300 }, (_, i) => scan(`B-${i}`, 500)), 0);
-    const b = s.writeBatch({ mode: 'sftp', scanIds: Array.from({ length: 300 }, (_, i) => i + 1), bytes: 0, nowIso: new Date(0).toISOString() })!;
-    s.updateBatch(b.id, { bytes: Buffer.byteLength(s.batchBody(b.id)) });
+    s.intake.commitIntake(Array.from({ length: 300 }, (_, i) => scan(`B-${i}`, 500)), 0);
+    const b = s.batches.writeBatch({ mode: 'sftp', scanIds: Array.from({ length: 300 }, (_, i) => i + 1), bytes: 0, nowIso: new Date(0).toISOString() })!;
+    s.batches.updateBatch(b.id, { bytes: Buffer.byteLength(s.batches.batchBody(b.id)) });
     const chunks: Buffer[] = [];
-    for await (const c of batchBodyChunks(s, b.id)) chunks.push(c);
+    for await (const c of batchBodyChunks(s.batches, b.id)) chunks.push(c);
     expect(chunks.length).toBeGreaterThan(3);
     expect(Math.max(...chunks.map((c) => c.length))).toBeLessThanOrEqual(64 * 1024 + 600);
-    expect(Buffer.concat(chunks).toString()).toBe(s.batchBody(b.id));
-    const { sha256, bytes } = await hashBatchBody(s, b.id);
-    expect(sha256).toBe(createHash('sha256').update(s.batchBody(b.id)).digest('hex'));
-    expect(bytes).toBe(Buffer.byteLength(s.batchBody(b.id)));
+    expect(Buffer.concat(chunks).toString()).toBe(s.batches.batchBody(b.id));
+    const { sha256, bytes } = await hashBatchBody(s.batches, b.id);
+    expect(sha256).toBe(createHash('sha256').update(s.batches.batchBody(b.id)).digest('hex'));
+    expect(bytes).toBe(Buffer.byteLength(s.batches.batchBody(b.id)));
   });
 
   it('stores an SFTP batch as route sftp: read back as mode sftp and counted under sftp', () => {
     const s = newStore();
-    s.commitIntake([scan('A'), scan('B')], 0);
-    const b = s.writeBatch({ mode: 'sftp', scanIds: [1, 2], bytes: 0, nowIso: new Date(0).toISOString() })!;
+    s.intake.commitIntake([scan('A'), scan('B')], 0);
+    const b = s.batches.writeBatch({ mode: 'sftp', scanIds: [1, 2], bytes: 0, nowIso: new Date(0).toISOString() })!;
     expect(b.mode).toBe('sftp');
-    s.finishBatch(b.id, { state: 'transferred' }, new Date(0).toISOString());
+    s.batches.finishBatch(b.id, { state: 'transferred' }, new Date(0).toISOString());
     expect(s.reports.batchCounts()).toEqual([{ mode: 'sftp', state: 'transferred', count: 1 }]);
   });
 
   it('forms SFTP batches by sftpMaxBytes in sftp mode, and a backlog by largeBatchRoute in auto mode', () => {
     const s = newStore();
-    s.commitIntake(Array.from({ length: 50 }, (_, i) => scan(`C-${i}`, 100)), 0);
+    s.intake.commitIntake(Array.from({ length: 50 }, (_, i) => scan(`C-${i}`, 100)), 0);
     const sftp = new Batcher({ store: s, config: deliverySchema.parse({ mode: 'sftp', sftpMaxBytes: 2000 }), logger: silentLogger(), now: () => 0 });
     const first = sftp.form()!;
     expect(first.mode).toBe('sftp');
@@ -114,21 +114,21 @@ describe('status tracker and SFTP batches', () => {
       concurrency: 1,
       onResend: () => undefined,
     });
-    s.commitIntake([scan('A'), scan('B'), scan('C')], 0);
-    const b = s.writeBatch({ mode: 'sftp', scanIds: [1, 2, 3], bytes: 0, nowIso: new Date(0).toISOString() })!;
-    s.updateBatch(b.id, { state: 'uploaded', remotePath: '/in/s-1-abc.json', sha256: 'abc' });
+    s.intake.commitIntake([scan('A'), scan('B'), scan('C')], 0);
+    const b = s.batches.writeBatch({ mode: 'sftp', scanIds: [1, 2, 3], bytes: 0, nowIso: new Date(0).toISOString() })!;
+    s.batches.updateBatch(b.id, { state: 'uploaded', remotePath: '/in/s-1-abc.json', sha256: 'abc' });
     return { s, tracker, id: b.id };
   }
 
   it('ends an uploaded SFTP batch in transferred, then takes the service word named by file name', () => {
     const t = setup();
     expect(t.tracker.apply(t.id, { state: 'transferred', requestId: '' })).toBe('done');
-    expect(t.s.batch(t.id)).toMatchObject({ state: 'done', upstreamState: 'transferred' });
-    expect(t.s.scanCounts()).toMatchObject({ delivered: 3 });
+    expect(t.s.batches.batch(t.id)).toMatchObject({ state: 'done', upstreamState: 'transferred' });
+    expect(t.s.reports.scanCounts()).toMatchObject({ delivered: 3 });
     const answer = { state: 'HasFailures', requestId: '77', processed: 3, failed: 1, failures: [{ reference: 'B', reason: 'Invalid DCP' }] };
     expect(t.tracker.apply({ fileName: 's-1-abc.json' }, answer)).toBe('done');
-    expect(t.s.batch(t.id)).toMatchObject({ upstreamState: 'HasFailures', requestId: '77', failed: 1 });
-    expect(t.s.scanCounts()).toMatchObject({ delivered: 2, failed: 1 });
+    expect(t.s.batches.batch(t.id)).toMatchObject({ upstreamState: 'HasFailures', requestId: '77', failed: 1 });
+    expect(t.s.reports.scanCounts()).toMatchObject({ delivered: 2, failed: 1 });
     // Once the service spoke, a later answer changes nothing; an unknown name is ignored.
     expect(t.tracker.apply({ fileName: 's-1-abc.json' }, { state: 'Success', requestId: '77' })).toBe('ignored');
     expect(t.tracker.apply({ fileName: 'other.json' }, { state: 'Success', requestId: '1' })).toBe('ignored');
@@ -139,7 +139,7 @@ describe('status tracker and SFTP batches', () => {
     t.tracker.apply(t.id, { state: 'transferred', requestId: '' });
     expect(t.tracker.apply({ references: ['A', 'Z'] }, { state: 'Failed', requestId: '9' })).toBe('ignored');
     expect(t.tracker.apply({ references: ['C', 'A'] }, { state: 'Failed', requestId: '9', failures: [{ reference: 'A', reason: 'x' }, { reference: 'C', reason: 'y' }] })).toBe('done');
-    expect(t.s.batch(t.id)).toMatchObject({ upstreamState: 'Failed' });
+    expect(t.s.batches.batch(t.id)).toMatchObject({ upstreamState: 'Failed' });
   });
 
   it('ends an uploaded SFTP batch in transferred at once while status events flow (nobody to ask: the safety interval is for polls)', async () => {
@@ -154,13 +154,13 @@ describe('status tracker and SFTP batches', () => {
       onResend: () => undefined,
       pace: () => ({ events: true, safetyPollMs: 600_000 }),
     });
-    s.commitIntake([scan('A')], 0);
-    const b = s.writeBatch({ mode: 'sftp', scanIds: [1], bytes: 0, nowIso: new Date().toISOString() })!;
-    s.updateBatch(b.id, { state: 'uploaded', remotePath: '/in/s-1-abc.json', sha256: 'abc', uploadedAt: new Date().toISOString(), nextAttemptAt: 0 });
+    s.intake.commitIntake([scan('A')], 0);
+    const b = s.batches.writeBatch({ mode: 'sftp', scanIds: [1], bytes: 0, nowIso: new Date().toISOString() })!;
+    s.batches.updateBatch(b.id, { state: 'uploaded', remotePath: '/in/s-1-abc.json', sha256: 'abc', uploadedAt: new Date().toISOString(), nextAttemptAt: 0 });
     tracker.start();
     try {
-      await waitFor(() => s.batch(b.id)?.state === 'done', { what: 'transferred', timeoutMs: 3000 });
-      expect(s.batch(b.id)?.upstreamState).toBe('transferred');
+      await waitFor(() => s.batches.batch(b.id)?.state === 'done', { what: 'transferred', timeoutMs: 3000 });
+      expect(s.batches.batch(b.id)?.upstreamState).toBe('transferred');
     } finally {
       await tracker.stop();
     }

@@ -77,7 +77,7 @@ function scan(reference: string): IntakeRecord {
 
 function setup(options: { dir?: string; logger?: ReturnType<typeof memoryLogger>; maxLagEvents?: number; staleAfterMs?: number; holdMs?: number; topic?: MemoryTopic; connect?: (topic: MemoryTopic) => Promise<TopicReader> } = {}) {
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'sg-events-'));
-  const store = new BufferStore(join(dir, 'buffer.db'));
+  const store = BufferStore.openAt(join(dir, 'buffer.db'));
   const clock = { t: Date.now() };
   const topic = options.topic ?? new MemoryTopic();
   const config = deliverySchema.parse({ statusPollMs: 100, statusPollMaxMs: 1000, notFoundGraceMs: 10_000 });
@@ -109,9 +109,9 @@ function setup(options: { dir?: string; logger?: ReturnType<typeof memoryLogger>
   cleanups.push(stop);
   /** A batch of `refs` in state `uploaded` with `requestId`. */
   const uploaded = (requestId: string, ...refs: string[]) => {
-    store.commitIntake(refs.map(scan), clock.t);
+    store.intake.commitIntake(refs.map(scan), clock.t);
     const b = formBatch(store, { mode: 'direct', maxScans: 100, maxBytes: 1e6, nowIso: new Date(clock.t).toISOString() })!;
-    store.updateBatch(b.id, { state: 'uploaded', requestId, uploadedAt: new Date(clock.t).toISOString(), nextAttemptAt: clock.t + 100 });
+    store.batches.updateBatch(b.id, { state: 'uploaded', requestId, uploadedAt: new Date(clock.t).toISOString(), nextAttemptAt: clock.t + 100 });
     return b.id;
   };
   return { dir, store, clock, topic, tracker, feed, uploaded, stop, paceChanges: () => paceChanges };
@@ -126,9 +126,9 @@ describe('status events: each event through the tracker, positions with the effe
     t.feed.start();
     await waitFor(() => t.feed.snapshot().state === 'flowing', { what: 'connected' });
     t.topic.append(success(41, 2));
-    await waitFor(() => t.store.batch(id)?.state === 'done', { what: 'batch done by the event' });
-    expect(t.store.batch(id)).toMatchObject({ upstreamState: 'Success', processed: 2 });
-    expect(t.store.eventPositions('test-site-status-event').get(0)).toBe(1n);
+    await waitFor(() => t.store.batches.batch(id)?.state === 'done', { what: 'batch done by the event' });
+    expect(t.store.batches.batch(id)).toMatchObject({ upstreamState: 'Success', processed: 2 });
+    expect(t.store.positions.eventPositions('test-site-status-event').get(0)).toBe(1n);
     expect(t.feed.snapshot()).toMatchObject({ received: 1, applied: 1, ignored: 0, invalid: 0, duplicates: 0, lag: 0 });
   });
 
@@ -136,17 +136,17 @@ describe('status events: each event through the tracker, positions with the effe
     const t = setup();
     const withSteps = t.uploaded('1', 'A');
     const direct = t.uploaded('2', 'B');
-    const before = t.store.batch(withSteps)!;
+    const before = t.store.batches.batch(withSteps)!;
     t.feed.start();
     t.topic.append({ state: 'Received', requestId: 1, description: '', processed: 0 });
     t.topic.append({ state: 'InProgress', requestId: 1, description: '', processed: 0 });
     await waitFor(() => t.feed.snapshot().received === 2);
-    expect(t.store.batch(withSteps)).toMatchObject({ state: 'uploaded', upstreamState: 'InProgress', polls: before.polls, nextAttemptAt: before.nextAttemptAt });
+    expect(t.store.batches.batch(withSteps)).toMatchObject({ state: 'uploaded', upstreamState: 'InProgress', polls: before.polls, nextAttemptAt: before.nextAttemptAt });
     t.topic.append({ state: 'HasFailures', requestId: 1, description: 'some failed', processed: 1, failed: 1, failures: [{ reference: 'A', reason: 'Invalid DCP' }] });
     t.topic.append(success(2));
-    await waitFor(() => t.store.batch(withSteps)?.state === 'done' && t.store.batch(direct)?.state === 'done');
-    expect(t.store.batch(withSteps)).toMatchObject({ upstreamState: 'HasFailures', failed: 1 });
-    expect(t.store.scanCounts()).toMatchObject({ failed: 1, delivered: 1 });
+    await waitFor(() => t.store.batches.batch(withSteps)?.state === 'done' && t.store.batches.batch(direct)?.state === 'done');
+    expect(t.store.batches.batch(withSteps)).toMatchObject({ upstreamState: 'HasFailures', failed: 1 });
+    expect(t.store.reports.scanCounts()).toMatchObject({ failed: 1, delivered: 1 });
   });
 
   it('changes nothing on a repeated event, nor on a state after the end', async () => {
@@ -154,13 +154,13 @@ describe('status events: each event through the tracker, positions with the effe
     const id = t.uploaded('7', 'A');
     t.feed.start();
     t.topic.append(success(7));
-    await waitFor(() => t.store.batch(id)?.state === 'done');
-    const done = t.store.batch(id);
+    await waitFor(() => t.store.batches.batch(id)?.state === 'done');
+    const done = t.store.batches.batch(id);
     t.topic.append(success(7));
     t.topic.append({ state: 'InProgress', requestId: 7, description: '', processed: 0 });
     t.topic.append({ state: 'Failed', requestId: 7, description: 'late and wrong', processed: 0 });
     await waitFor(() => t.feed.snapshot().received === 4);
-    expect(t.store.batch(id)).toEqual(done);
+    expect(t.store.batches.batch(id)).toEqual(done);
     expect(t.feed.snapshot()).toMatchObject({ applied: 1, duplicates: 3 });
   });
 
@@ -176,7 +176,7 @@ describe('status events: each event through the tracker, positions with the effe
     t.topic.append({ state: 'Exploded', requestId: 5, description: '', processed: 1 });
     t.topic.append({ state: 'Success', requestId: 5, description: '', processed: -1 });
     t.topic.append(success(5));
-    await waitFor(() => t.store.batch(id)?.state === 'done');
+    await waitFor(() => t.store.batches.batch(id)?.state === 'done');
     expect(t.feed.snapshot()).toMatchObject({ received: 7, applied: 1, ignored: 1, invalid: 5 });
     const lines = log.parsed().filter((l) => l.msg.includes('not a status object'));
     expect(lines).toHaveLength(1);
@@ -189,14 +189,14 @@ describe('status events: each event through the tracker, positions with the effe
     const b = first.uploaded('11', 'B');
     first.feed.start();
     first.topic.append(success(10));
-    await waitFor(() => first.store.batch(a)?.state === 'done');
+    await waitFor(() => first.store.batches.batch(a)?.state === 'done');
     await first.stop();
     // Published while the gateway was stopped.
     first.topic.append(success(11));
     const second = setup({ dir: first.dir, topic: first.topic });
     const before = first.topic.fetchedFrom.length;
     second.feed.start();
-    await waitFor(() => second.store.batch(b)?.state === 'done', { what: 'the event published while stopped' });
+    await waitFor(() => second.store.batches.batch(b)?.state === 'done', { what: 'the event published while stopped' });
     expect(second.topic.fetchedFrom[before]).toBe(1n);
     expect(second.topic.fetchedFrom.slice(before)).not.toContain(0n);
     expect(second.feed.snapshot()).toMatchObject({ received: 1, applied: 1, duplicates: 0 });
@@ -213,7 +213,7 @@ describe('status events: each event through the tracker, positions with the effe
     const id = waiting.uploaded('1', 'A');
     waiting.clock.t += 2 * hour + 60_000;
     waiting.feed.start();
-    await waitFor(() => waiting.store.batch(id)?.state === 'done', { what: 'the event of the batch formed two hours ago' });
+    await waitFor(() => waiting.store.batches.batch(id)?.state === 'done', { what: 'the event of the batch formed two hours ago' });
     expect(waiting.topic.fetchedFrom[0]).toBe(1n);
     await waiting.stop();
 
@@ -232,25 +232,25 @@ describe('status events: each event through the tracker, positions with the effe
     await t.feed.stop();
     for (let i = 0; i < 5; i++) t.topic.append(success(100 + i));
     t.topic.start = 3n;
-    t.store.saveEventPosition('test-site-status-event', 0, 1n, new Date().toISOString());
+    t.store.positions.saveEventPosition('test-site-status-event', 0, 1n, new Date().toISOString());
     t.feed.start();
     await waitFor(() => t.feed.snapshot().received === 2);
-    expect(t.store.eventPositions('test-site-status-event').get(0)).toBe(5n);
+    expect(t.store.positions.eventPositions('test-site-status-event').get(0)).toBe(5n);
     expect(t.feed.snapshot().ignored).toBe(2);
   });
 
   it('holds an event that comes before its upload is recorded, and applies it when the batch is uploaded', async () => {
     const t = setup();
-    t.store.commitIntake([scan('A')], t.clock.t);
+    t.store.intake.commitIntake([scan('A')], t.clock.t);
     const b = formBatch(t.store, { mode: 'direct', maxScans: 100, maxBytes: 1e6, nowIso: new Date(t.clock.t).toISOString() })!;
-    t.store.updateBatch(b.id, { state: 'uploading' });
+    t.store.batches.updateBatch(b.id, { state: 'uploading' });
     t.feed.start();
     t.topic.append(success(77));
     await waitFor(() => t.feed.snapshot().received === 1);
     expect(t.feed.snapshot()).toMatchObject({ applied: 0, ignored: 0 });
-    t.store.updateBatch(b.id, { state: 'uploaded', requestId: '77', uploadedAt: new Date(t.clock.t).toISOString() });
+    t.store.batches.updateBatch(b.id, { state: 'uploaded', requestId: '77', uploadedAt: new Date(t.clock.t).toISOString() });
     t.feed.batchUploaded();
-    expect(t.store.batch(b.id)?.state).toBe('done');
+    expect(t.store.batches.batch(b.id)?.state).toBe('done');
     expect(t.feed.snapshot()).toMatchObject({ applied: 1, ignored: 0 });
   });
 });
@@ -258,9 +258,9 @@ describe('status events: each event through the tracker, positions with the effe
 describe('status events for SFTP batches (issue 15): by file name, else by references', () => {
   /** An SFTP batch of `refs` whose file is `/in/<name>`, in `state`; `transferred` finishes it as the tracker does. */
   function sftpBatch(t: ReturnType<typeof setup>, name: string, state: 'uploading' | 'uploaded' | 'transferred', ...refs: string[]) {
-    t.store.commitIntake(refs.map(scan), t.clock.t);
+    t.store.intake.commitIntake(refs.map(scan), t.clock.t);
     const b = formBatch(t.store, { mode: 'sftp', maxScans: 100, maxBytes: 1e6, nowIso: new Date(t.clock.t).toISOString() })!;
-    t.store.updateBatch(b.id, { state: state === 'uploading' ? 'uploading' : 'uploaded', remotePath: `/in/${name}`, sha256: 'ab'.repeat(32), uploadedAt: new Date(t.clock.t).toISOString() });
+    t.store.batches.updateBatch(b.id, { state: state === 'uploading' ? 'uploading' : 'uploaded', remotePath: `/in/${name}`, sha256: 'ab'.repeat(32), uploadedAt: new Date(t.clock.t).toISOString() });
     if (state === 'transferred') expect(t.tracker.apply(b.id, { state: 'transferred', requestId: '' })).toBe('done');
     return b.id;
   }
@@ -275,11 +275,11 @@ describe('status events for SFTP batches (issue 15): by file name, else by refer
     t.topic.append({ state: 'Success', requestId: 500, description: 's-1-aaa.json: All 2 scans processed successfully', processed: 2 });
     t.topic.append({ state: 'Success', requestId: 500, description: 's-1-aaa.json: All 2 scans processed successfully', processed: 2 });
     await waitFor(() => t.feed.snapshot().received === 4, { what: 'four events read' });
-    expect(t.store.batch(id)).toMatchObject({ state: 'done', upstreamState: 'Success', requestId: '500', processed: 2 });
-    expect(t.store.batch(other)).toMatchObject({ upstreamState: 'transferred', requestId: null });
+    expect(t.store.batches.batch(id)).toMatchObject({ state: 'done', upstreamState: 'Success', requestId: '500', processed: 2 });
+    expect(t.store.batches.batch(other)).toMatchObject({ upstreamState: 'transferred', requestId: null });
     expect(t.feed.snapshot()).toMatchObject({ applied: 1, duplicates: 3, ignored: 0, invalid: 0 });
     // The positions after the events are stored with their effect.
-    expect(t.store.eventPositions('test-site-status-event').get(0)).toBe(4n);
+    expect(t.store.positions.eventPositions('test-site-status-event').get(0)).toBe(4n);
   });
 
   it('finishes a transferred batch from the references of its failures when the description names no file of ours', async () => {
@@ -291,8 +291,8 @@ describe('status events for SFTP batches (issue 15): by file name, else by refer
     t.topic.append({ state: 'HasFailures', requestId: 601, description: '1 of 3 scans failed to process', processed: 3, failed: 1, failures: [{ reference: 'B', reason: 'Invalid DCP' }] });
     t.topic.append({ state: 'HasFailures', requestId: 601, description: '1 of 3 scans failed to process', processed: 3, failed: 1, failures: [{ reference: 'B', reason: 'Invalid DCP' }] });
     await waitFor(() => t.feed.snapshot().received === 3, { what: 'three events read' });
-    expect(t.store.batch(id)).toMatchObject({ state: 'done', upstreamState: 'HasFailures', requestId: '601', failed: 1 });
-    expect(t.store.scanCounts()).toMatchObject({ delivered: 2, failed: 1 });
+    expect(t.store.batches.batch(id)).toMatchObject({ state: 'done', upstreamState: 'HasFailures', requestId: '601', failed: 1 });
+    expect(t.store.reports.scanCounts()).toMatchObject({ delivered: 2, failed: 1 });
     expect(t.feed.snapshot()).toMatchObject({ applied: 1, duplicates: 1, ignored: 1 });
   });
 
@@ -304,12 +304,12 @@ describe('status events for SFTP batches (issue 15): by file name, else by refer
     t.topic.append({ state: 'Success', requestId: 700, description: 's-1-aaa.json: All 1 scans processed successfully', processed: 1 });
     t.topic.append({ state: 'Failed', requestId: 701, description: 's-2-bbb.json: All scans failed to process', processed: 1, failed: 1, failures: [{ reference: 'B', reason: 'Invalid DCP' }] });
     await waitFor(() => t.feed.snapshot().received === 2, { what: 'two events read' });
-    expect(t.store.batch(uploaded)).toMatchObject({ state: 'done', upstreamState: 'Success' });
-    expect(t.store.batch(writing)?.state).toBe('uploading');
+    expect(t.store.batches.batch(uploaded)).toMatchObject({ state: 'done', upstreamState: 'Success' });
+    expect(t.store.batches.batch(writing)?.state).toBe('uploading');
     expect(t.feed.snapshot()).toMatchObject({ applied: 1, ignored: 0, duplicates: 0 });
-    t.store.updateBatch(writing, { state: 'uploaded' });
+    t.store.batches.updateBatch(writing, { state: 'uploaded' });
     t.feed.batchUploaded();
-    expect(t.store.batch(writing)).toMatchObject({ state: 'done', upstreamState: 'Failed', requestId: '701' });
+    expect(t.store.batches.batch(writing)).toMatchObject({ state: 'done', upstreamState: 'Failed', requestId: '701' });
     expect(t.feed.snapshot()).toMatchObject({ applied: 2, ignored: 0 });
   });
 
@@ -448,7 +448,7 @@ describe('status events: the pace of polling and the health facts', () => {
 
   it('slows the tracker to the safety interval while events flow, and back to its normal pace when they stop', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'sg-pace-'));
-    const store = new BufferStore(join(dir, 'buffer.db'));
+    const store = BufferStore.openAt(join(dir, 'buffer.db'));
     cleanups.push(() => store.close());
     let polls = 0;
     const pace = { events: true, safetyPollMs: 600_000 };
@@ -468,9 +468,9 @@ describe('status events: the pace of polling and the health facts', () => {
       pace: () => pace,
     });
     cleanups.push(() => tracker.stop());
-    store.commitIntake([scan('A')], Date.now());
+    store.intake.commitIntake([scan('A')], Date.now());
     const b = formBatch(store, { mode: 'direct', maxScans: 100, maxBytes: 1e6, nowIso: new Date().toISOString() })!;
-    store.updateBatch(b.id, { state: 'uploaded', requestId: '9', uploadedAt: new Date().toISOString(), nextAttemptAt: Date.now() + 20 });
+    store.batches.updateBatch(b.id, { state: 'uploaded', requestId: '9', uploadedAt: new Date().toISOString(), nextAttemptAt: Date.now() + 20 });
     tracker.start();
     await new Promise((r) => setTimeout(r, 600));
     expect(polls).toBe(0);

@@ -21,7 +21,7 @@ function scan(reference: string): IntakeRecord {
 }
 
 function setup() {
-  const s = (store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-tracker-')), 'buffer.db')));
+  const s = (store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-tracker-')), 'buffer.db')));
   const clock = { t: 1_700_000_000_000 };
   let resends = 0;
   const config = deliverySchema.parse({ statusPollMs: 100, statusPollMaxMs: 1000, notFoundGraceMs: 10_000 });
@@ -36,9 +36,9 @@ function setup() {
   });
   /** An uploaded batch of `refs`, with `requestId`. */
   const uploaded = (requestId: string, mode: 'direct' | 'presigned', ...refs: string[]) => {
-    s.commitIntake(refs.map(scan), clock.t);
+    s.intake.commitIntake(refs.map(scan), clock.t);
     const b = formBatch(s, { mode, maxScans: 100, maxBytes: 1e6, nowIso: new Date(clock.t).toISOString() })!;
-    s.updateBatch(b.id, { state: 'uploaded', requestId, uploadedAt: new Date(clock.t).toISOString(), nextAttemptAt: clock.t + 100 });
+    s.batches.updateBatch(b.id, { state: 'uploaded', requestId, uploadedAt: new Date(clock.t).toISOString(), nextAttemptAt: clock.t + 100 });
     return b.id;
   };
   return { s, clock, tracker, uploaded, resends: () => resends };
@@ -50,25 +50,25 @@ describe('status tracker: apply, the one door to a terminal state', () => {
     const id = t.uploaded('R-1', 'direct', 'A', 'B');
     const answer = { state: 'HasFailures', requestId: 'R-1', processed: 1, failed: 1, failures: [{ reference: 'B', reason: 'Invalid DCP' }] };
     expect(t.tracker.apply({ requestId: 'R-1' }, answer)).toBe('done');
-    expect(t.s.batch(id)).toMatchObject({ state: 'done', upstreamState: 'HasFailures', processed: 1, failed: 1 });
-    expect(t.s.scanCounts()).toMatchObject({ delivered: 1, failed: 1 });
+    expect(t.s.batches.batch(id)).toMatchObject({ state: 'done', upstreamState: 'HasFailures', processed: 1, failed: 1 });
+    expect(t.s.reports.scanCounts()).toMatchObject({ delivered: 1, failed: 1 });
     expect(t.tracker.apply({ requestId: 'R-1' }, { state: 'Success', requestId: 'R-1' })).toBe('ignored');
     expect(t.tracker.apply(id, { state: 'Success', requestId: 'R-1' })).toBe('ignored');
-    expect(t.s.batch(id)).toMatchObject({ state: 'done', upstreamState: 'HasFailures' });
+    expect(t.s.batches.batch(id)).toMatchObject({ state: 'done', upstreamState: 'HasFailures' });
   });
 
   it('answers ignored for an unknown requestId, touching nothing', () => {
     const t = setup();
     const id = t.uploaded('R-1', 'direct', 'A');
     expect(t.tracker.apply({ requestId: 'R-404' }, { state: 'Success', requestId: 'R-404' })).toBe('ignored');
-    expect(t.s.batch(id)?.state).toBe('uploaded');
+    expect(t.s.batches.batch(id)?.state).toBe('uploaded');
   });
 
   it('records a state in progress and schedules the next poll with a growing interval', () => {
     const t = setup();
     const id = t.uploaded('R-1', 'presigned', 'A');
     expect(t.tracker.apply(id, { state: 'Processing', requestId: 'R-1' })).toBe('waiting');
-    expect(t.s.batch(id)).toMatchObject({ state: 'uploaded', upstreamState: 'Processing', polls: 1, nextAttemptAt: t.clock.t + 150 });
+    expect(t.s.batches.batch(id)).toMatchObject({ state: 'uploaded', upstreamState: 'Processing', polls: 1, nextAttemptAt: t.clock.t + 150 });
   });
 
   it('sends a batch again when the service still does not know it after the grace window', () => {
@@ -79,8 +79,8 @@ describe('status tracker: apply, the one door to a terminal state', () => {
     t.clock.t += 10_001;
     expect(t.tracker.apply(direct, { state: 'NotFound', requestId: 'R-1' })).toBe('resend');
     expect(t.tracker.apply({ requestId: 'R-2' }, { state: 'NotFound', requestId: 'R-2' })).toBe('resend');
-    expect(t.s.batch(direct)).toMatchObject({ state: 'ready', requestId: null, possibleDuplicate: 1 });
-    expect(t.s.batch(presigned)).toMatchObject({ state: 'presigned', requestId: 'R-2' });
+    expect(t.s.batches.batch(direct)).toMatchObject({ state: 'ready', requestId: null, possibleDuplicate: 1 });
+    expect(t.s.batches.batch(presigned)).toMatchObject({ state: 'presigned', requestId: 'R-2' });
     expect(t.resends()).toBe(2);
   });
 });

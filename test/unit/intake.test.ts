@@ -3,7 +3,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Intake, type IntakeGate } from '../../src/buffer/intake.js';
+import { Intake, type IntakeGate } from '../../src/intake/intake.js';
 import { BufferStore } from '../../src/buffer/store.js';
 import { configSchema } from '../../src/config/schema.js';
 import { ErrorCodes, isQuotaRefusal, isTooLargeForBuffer } from '../../src/errors.js';
@@ -27,8 +27,9 @@ afterEach(() => {
 });
 
 function setup(gate?: IntakeGate): { store: BufferStore; intake: Intake } {
-  store = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-intake-')), 'buffer.db'));
+  store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-intake-')), 'buffer.db'));
   intake = new Intake({ store, mapping: mappingContext(config), logger: silentLogger(), ...(gate ? { gate } : {}) });
+  intake.open();
   return { store, intake };
 }
 
@@ -36,14 +37,26 @@ const reads = (prefix: string, n: number): IntakeItem[] =>
   Array.from({ length: n }, (_, i) => ({ kind: 'read', read: { inputId: 'inbox', raw: Buffer.from(`${prefix}-${i}`), receivedAt: new Date() } }));
 
 describe('intake: file hashes and the quota gate', () => {
+  it('reads the buffer only in open(), and refuses submits before it', async () => {
+    store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-intake-')), 'buffer.db'));
+    const closedStore = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-intake-')), 'buffer.db'));
+    // Built on a store not open yet: the constructor does not touch it.
+    const early = new Intake({ store: closedStore, mapping: mappingContext(config), logger: silentLogger() });
+    expect(() => early.open()).toThrow(expect.objectContaining({ code: ErrorCodes.NOT_RUNNING }));
+    intake = new Intake({ store, mapping: mappingContext(config), logger: silentLogger() });
+    await expect(intake.submit(reads('R', 1))).rejects.toMatchObject({ code: ErrorCodes.NOT_RUNNING });
+    intake.open();
+    await expect(intake.submit(reads('R', 1))).resolves.toMatchObject({ outcomes: [{ outcome: 'scan' }] });
+  });
+
   it('stores a file once: the same content submitted again (a crash between commit and move) is acknowledged, not stored', async () => {
     const { store, intake } = setup();
     await intake.submit(reads('F', 5), { fileHash: 'sha-1', fileName: 'a.csv' });
     await intake.submit(reads('F', 5), { fileHash: 'sha-1', fileName: 'a.csv' });
-    expect(store.totals().pendingScans).toBe(5);
+    expect(store.reports.totals().pendingScans).toBe(5);
     expect(intake.countersFor('inbox')).toMatchObject({ reads: 5, scans: 5 });
     await intake.submit(reads('G', 3), { fileHash: 'sha-2', fileName: 'b.csv' });
-    expect(store.totals().pendingScans).toBe(8);
+    expect(store.reports.totals().pendingScans).toBe(8);
     expect(sqlOf(store).prepare('SELECT name, items FROM files ORDER BY name').all()).toEqual([
       { name: 'a.csv', items: 5 },
       { name: 'b.csv', items: 3 },
@@ -54,21 +67,21 @@ describe('intake: file hashes and the quota gate', () => {
     const { store, intake } = setup();
     const chunk = { inputId: 'inbox', hash: 'sha-c', name: 'c.txt', remember: true };
     await intake.submit(reads('C', 4), { fileChunk: { ...chunk, itemsBefore: 0, final: false } });
-    expect(store.fileProgress('inbox', 'sha-c')).toBe(4);
+    expect(store.intake.fileProgress('inbox', 'sha-c')).toBe(4);
     expect(intake.fileProgress('inbox', 'sha-c')).toEqual({ items: 4, complete: false });
     // The same chunk again (a crash before the input learned it committed): not stored twice.
     await intake.submit(reads('C', 4), { fileChunk: { ...chunk, itemsBefore: 0, final: false } });
-    expect(store.totals().pendingScans).toBe(4);
+    expect(store.reports.totals().pendingScans).toBe(4);
     await intake.submit(reads('D', 2), { fileChunk: { ...chunk, itemsBefore: 4, final: true } });
-    expect(store.totals().pendingScans).toBe(6);
-    expect(store.fileProgress('inbox', 'sha-c')).toBeUndefined();
+    expect(store.reports.totals().pendingScans).toBe(6);
+    expect(store.intake.fileProgress('inbox', 'sha-c')).toBeUndefined();
     expect(intake.fileProgress('inbox', 'sha-c')).toEqual({ items: 0, complete: true });
     expect(sqlOf(store).prepare('SELECT name, items FROM files').all()).toEqual([{ name: 'c.txt', items: 6 }]);
     // remember: false: the complete file leaves no record (its progress row goes all the same).
     await intake.submit(reads('E', 1), { fileChunk: { ...chunk, hash: 'sha-e', name: 'e.txt', remember: false, itemsBefore: 0, final: false } });
     await intake.submit(reads('F', 1), { fileChunk: { ...chunk, hash: 'sha-e', name: 'e.txt', remember: false, itemsBefore: 1, final: true } });
     expect(intake.fileProgress('inbox', 'sha-e')).toBeUndefined();
-    expect(store.totals().pendingScans).toBe(8);
+    expect(store.reports.totals().pendingScans).toBe(8);
   });
 
   it('refuses only the submits that do not fit under the quota, and writes nothing of them', async () => {
@@ -91,11 +104,11 @@ describe('intake: file hashes and the quota gate', () => {
     expect(isQuotaRefusal(refused)).toBe(true);
     expect(isTooLargeForBuffer(refused)).toBe(false);
     expect(refused).toMatchObject({ code: ErrorCodes.BUFFER_QUOTA, retryable: true });
-    expect(store.totals().pendingScans).toBe(3);
+    expect(store.reports.totals().pendingScans).toBe(3);
     expect(sqlOf(store).prepare(`SELECT count(*) FROM reads WHERE outcome = 'rejected'`).pluck().get()).toBe(1);
     room = 100;
     await intake.submit(reads('B', 3));
-    expect(store.totals().pendingScans).toBe(6);
+    expect(store.reports.totals().pendingScans).toBe(6);
   });
 });
 
@@ -109,16 +122,18 @@ describe('intake across a restart', () => {
   it('rebuilds the duplicate window from the scans committed within it', async () => {
     let now = Date.parse('2026-11-24T10:00:00Z');
     const file = join(mkdtempSync(join(tmpdir(), 'sg-intake-')), 'buffer.db');
-    store = new BufferStore(file);
+    store = BufferStore.openAt(file);
     intake = new Intake({ store, mapping: mappingContext(windowed), logger: silentLogger(), now: () => now });
+    intake.open();
     await intake.submit([read('OLD-1', new Date(now - 120_000)), read('NEW-1', new Date(now))]);
     intake.close();
     store.close();
 
     // A restart 10 s later: the same label again is a duplicate of the scan before the restart.
     now += 10_000;
-    store = new BufferStore(file);
+    store = BufferStore.openAt(file);
     intake = new Intake({ store, mapping: mappingContext(windowed), logger: silentLogger(), now: () => now });
+    intake.open();
     const result = await intake.submit([read('NEW-1', new Date(now)), read('OTHER-1', new Date(now))]);
     expect(result.outcomes.map((o) => o.outcome)).toEqual(['duplicate', 'scan']);
     intake.close();
@@ -126,8 +141,9 @@ describe('intake across a restart', () => {
 
     // Past the window (by commit time) nothing is restored: the label is a scan again.
     now += 120_000;
-    store = new BufferStore(file);
+    store = BufferStore.openAt(file);
     intake = new Intake({ store, mapping: mappingContext(windowed), logger: silentLogger(), now: () => now });
+    intake.open();
     expect((await intake.submit([read('NEW-1', new Date(now))])).outcomes[0]?.outcome).toBe('scan');
   });
 

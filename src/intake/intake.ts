@@ -1,10 +1,11 @@
 import { ErrorCodes, GatewayError, isDiskFull } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { FileChunk, FileProgress, IntakeItem, IntakeSink, SubmitOptions, SubmitResult } from '../inputs/types.js';
-import { DUPLICATE_WINDOW_MAX_ENTRIES, DuplicateWindow } from '../mapping/duplicate-window.js';
 import { mapRead, type MappingContext } from '../mapping/map-read.js';
-import type { BufferStore, CommittedMessage, IntakeRecord } from './store.js';
+import type { IntakeWrites } from '../buffer/intake-writes.js';
+import type { BufferStore, CommittedFile, CommittedMessage, IntakeRecord } from '../buffer/store.js';
 import type { Clock } from '../clock.js';
+import { IntakeDuplicates, type TakenReference } from './duplicates.js';
 
 /** Per-input counters since the gateway started, for the health page and metrics. */
 export interface InputCounters {
@@ -28,7 +29,7 @@ export interface InputCounters {
  */
 export const MAX_COUNTED_INPUTS = 1024;
 
-/** What intake needs of back-pressure (buffer/back-pressure.ts). */
+/** What intake needs of back-pressure (src/buffer/back-pressure.ts): the quota and full-disk gate of its admission. */
 export interface IntakeGate {
   /** Answers why a commit adding these scans is refused, or undefined when it fits. */
   admit(scans: number, bytes: number): string | undefined;
@@ -53,12 +54,13 @@ interface Pending {
   file?: { inputId: string; hash: string; name?: string };
   message?: CommittedMessage & { dup: boolean };
   chunk?: FileChunk;
-  taken: { dcpKey: string; reference: string; atMs: number }[];
+  taken: TakenReference[];
   resolve: (result: SubmitResult) => void;
   reject: (err: unknown) => void;
 }
 
 export interface IntakeOptions {
+  /** The buffer; opened before {@link Intake.open}. */
   store: BufferStore;
   mapping: MappingContext;
   logger: Logger;
@@ -82,12 +84,19 @@ export interface IntakeOptions {
 }
 
 /**
- * The sink every input hands its reads to: maps each read, then commits groups of submits in one
- * SQLite transaction (group commit), and resolves each submit only after its transaction committed,
- * which is when the input may acknowledge to its source.
+ * The sink every input hands its reads to, between the mapping and the buffer on a read's path
+ * (input → mapping → intake → buffer): maps each read, checks it against the duplicate window
+ * (duplicates.ts), then commits groups of submits in one SQLite transaction (group commit), and
+ * resolves each submit only after its transaction committed, which is when the input may
+ * acknowledge to its source.
+ *
+ * The constructor does no I/O; {@link open} (the buffer open) rebuilds the duplicate window and
+ * lets submits in.
  */
 export class Intake implements IntakeSink {
-  private readonly dedupe = new DuplicateWindow();
+  private readonly dedupe: IntakeDuplicates;
+  /** The buffer's intake side, from {@link open}. */
+  private opened: IntakeWrites | undefined;
   private queue: Pending[] = [];
   private timer: NodeJS.Timeout | NodeJS.Immediate | undefined;
   /** The checkpoint after a commit, run once the commit's sources were acknowledged. */
@@ -96,46 +105,39 @@ export class Intake implements IntakeSink {
   private readonly now: Clock;
   private closed = false;
   private mapping: MappingContext;
-  private evictionsLogged = 0;
-  private evictionLoggedAt = -Infinity;
   lastCommitError: { message: string; at: string } | undefined;
 
   private readonly scrub: (text: string) => string;
 
-  /** Rebuilds the duplicate window from the buffer ({@link restoreDuplicateWindow}). */
+  /** Only keeps its options: {@link open} reads the buffer. */
   constructor(private readonly options: IntakeOptions) {
     this.now = options.now ?? Date.now;
     this.scrub = options.scrub ?? ((text) => text);
     this.mapping = options.mapping;
-    this.restoreDuplicateWindow();
+    this.dedupe = new IntakeDuplicates(options.logger, this.now);
   }
 
-  /** Interim: the constructor still restores the duplicate window. */
-  open(): void {}
-
   /**
-   * Fills the duplicate window with the scans committed within each DCP's `duplicateWindowMs`
-   * before now (by commit time), newest first, so a read repeated across a restart is still a
-   * duplicate. Reads at most the window's bound of rows. Answers how many references it took.
+   * Takes the buffer's intake side (`options.store` must be open) and rebuilds the duplicate
+   * window from the scans committed within it ({@link IntakeDuplicates.rebuild}), so a read
+   * repeated across a restart is still a duplicate. Submits are refused until this ran. Answers
+   * how many references the window took; a second call does nothing and answers 0.
+   *
+   * @throws GatewayError `SCANGW_E_NOT_RUNNING` when the buffer is not open; the SQLite error
+   *   when its scans cannot be read.
    */
-  restoreDuplicateWindow(): number {
-    const windows = new Map<string, number>();
-    for (const [key, dcp] of this.mapping.dcps) if (dcp.duplicateWindowMs > 0) windows.set(key, dcp.duplicateWindowMs);
-    if (windows.size === 0) return 0;
-    const nowMs = this.now();
-    const horizon = nowMs - Math.max(...windows.values());
-    const rows = this.options.store.recentScans(horizon, DUPLICATE_WINDOW_MAX_ENTRIES);
-    let restored = 0;
-    // Oldest first, so the window's own order (what its bound drops first) is the order taken.
-    for (let i = rows.length - 1; i >= 0; i--) {
-      const r = rows[i]!;
-      const windowMs = windows.get(r.dcpKey);
-      if (windowMs === undefined || r.createdAt < nowMs - windowMs) continue;
-      this.dedupe.restore(r.dcpKey, r.reference, Date.parse(r.timeUtc), windowMs);
-      restored++;
-    }
-    if (restored > 0) this.options.logger.info({ references: restored }, 'duplicate window rebuilt from the scans committed within it');
+  open(): number {
+    if (this.opened) return 0;
+    const writes = this.options.store.intake;
+    const restored = this.dedupe.rebuild(writes, this.mapping);
+    this.opened = writes;
     return restored;
+  }
+
+  /** The buffer's intake side. @throws GatewayError `SCANGW_E_NOT_RUNNING` before {@link open}. */
+  private get writes(): IntakeWrites {
+    if (!this.opened) throw new GatewayError(ErrorCodes.NOT_RUNNING, 'intake is not open yet', { retryable: true });
+    return this.opened;
   }
 
   /** Replaces the mapping (after a configuration reload); reads submitted later use it. */
@@ -156,10 +158,12 @@ export class Intake implements IntakeSink {
    * disk is full) or `SCANGW_E_BUFFER_QUOTA` when the quota refused the scans (`isQuotaRefusal`):
    * nothing of this submit was then written, and the source must keep it.
    * `SCANGW_E_BUFFER_TOO_LARGE` (`isTooLargeForBuffer`, also a quota refusal): the submit alone is
-   * larger than the quota and will never be taken. `SCANGW_E_NOT_RUNNING` once intake is closed.
+   * larger than the quota and will never be taken. `SCANGW_E_NOT_RUNNING` before {@link open} and
+   * once intake is closed.
    */
   submit(items: IntakeItem[], options: SubmitOptions = {}): Promise<SubmitResult> {
     if (this.closed) return Promise.reject(new GatewayError(ErrorCodes.NOT_RUNNING, 'intake is closed', { retryable: true }));
+    if (!this.opened) return Promise.reject(new GatewayError(ErrorCodes.NOT_RUNNING, 'intake is not open yet', { retryable: true }));
     const pending: Pending = { records: [], scans: 0, scanBytes: 0, taken: [], resolve: () => {}, reject: () => {} };
     const first = items[0];
     if (options.fileHash !== undefined && first) {
@@ -186,9 +190,9 @@ export class Intake implements IntakeSink {
 
   /** How far a file with this content is committed: complete (in `files`), or items of a file in progress. */
   fileProgress(inputId: string, hash: string): FileProgress | undefined {
-    const { store } = this.options;
-    if (store.knownFile(inputId, hash)) return { items: 0, complete: true };
-    const items = store.fileProgress(inputId, hash);
+    const writes = this.writes;
+    if (writes.knownFile(inputId, hash)) return { items: 0, complete: true };
+    const items = writes.fileProgress(inputId, hash);
     return items === undefined ? undefined : { items, complete: false };
   }
 
@@ -196,9 +200,9 @@ export class Intake implements IntakeSink {
   private chunkCommittedBefore(p: Pending): boolean {
     const c = p.chunk;
     if (!c) return false;
-    const { store } = this.options;
-    if (c.remember && store.knownFile(c.inputId, c.hash)) return true;
-    return p.records.length > 0 && (store.fileProgress(c.inputId, c.hash) ?? 0) >= c.itemsBefore + p.records.length;
+    const writes = this.writes;
+    if (c.remember && writes.knownFile(c.inputId, c.hash)) return true;
+    return p.records.length > 0 && (writes.fileProgress(c.inputId, c.hash) ?? 0) >= c.itemsBefore + p.records.length;
   }
 
   private toRecord(item: IntakeItem, pending: Pending): IntakeRecord {
@@ -236,7 +240,6 @@ export class Intake implements IntakeSink {
     const { scan, instant } = result;
     const window = this.mapping.dcps.get(scan.dcpKey)?.duplicateWindowMs ?? 0;
     const duplicate = this.dedupe.check(scan.dcpKey, scan.reference, instant.getTime(), window);
-    if (this.dedupe.evicted > this.evictionsLogged) this.logEvictions();
     if (duplicate) {
       record.outcome = 'duplicate';
       record.reason = `same reference at ${scan.dcpKey} within ${window} ms`;
@@ -261,47 +264,68 @@ export class Intake implements IntakeSink {
     this.timer = undefined;
   }
 
+  /**
+   * Commits the group queued since the last flush, in three steps: {@link refuse} (the disk is
+   * full: every submit refused), {@link admit} (each submit acknowledged as committed before,
+   * refused by the quota, or admitted) and {@link commit} (one transaction for the admitted).
+   */
   private flush(): void {
     this.timer = undefined;
     const queued = this.queue;
     this.queue = [];
     if (queued.length === 0) return;
-    const { store, gate, logger } = this.options;
-    const forget = (p: Pending) => {
-      for (const t of p.taken) this.dedupe.forget(t.dcpKey, t.reference, t.atMs);
-    };
-    const full = gate?.writesRefused?.();
-    if (full !== undefined) {
-      // Nothing written: the sources keep their reads and retry; the room is delivery's.
-      const refusal = new GatewayError(ErrorCodes.BUFFER_DISK_FULL, full, { retryable: true });
-      for (const p of queued) {
-        forget(p);
-        p.reject(refusal);
-      }
-      return;
+    if (this.refuse(queued)) return;
+    const group = this.admit(queued);
+    if (group.length > 0) this.commit(group);
+  }
+
+  /**
+   * While the gate refuses every write (the disk is full), rejects every submit of the group with
+   * `SCANGW_E_BUFFER_DISK_FULL` (retryable) and answers true: nothing written, the sources keep
+   * their reads and retry; the room is delivery's.
+   */
+  private refuse(queued: readonly Pending[]): boolean {
+    const full = this.options.gate?.writesRefused?.();
+    if (full === undefined) return false;
+    const refusal = new GatewayError(ErrorCodes.BUFFER_DISK_FULL, full, { retryable: true });
+    for (const p of queued) {
+      this.dedupe.forget(p.taken);
+      p.reject(refusal);
     }
+    return true;
+  }
+
+  /**
+   * Settles what needs no commit and answers the submits to commit, in order: a message or file
+   * (or a file's chunk) committed before is acknowledged only; a submit the quota can never take
+   * is rejected `SCANGW_E_BUFFER_TOO_LARGE`, one it cannot take now `SCANGW_E_BUFFER_QUOTA`, each
+   * admitted against the scans of those admitted before it in the group.
+   */
+  private admit(queued: readonly Pending[]): Pending[] {
+    const { gate, logger } = this.options;
+    const writes = this.writes;
     const group: Pending[] = [];
     let scans = 0;
     let bytes = 0;
     gate?.beginGroup?.();
     for (const p of queued) {
-      if (p.message?.dup && store.knownMessage(p.message)) {
+      if (p.message?.dup && writes.knownMessage(p.message)) {
         // The broker's resend of a message committed before whose PUBACK it never had: acknowledge only.
-        forget(p);
+        this.dedupe.forget(p.taken);
         const counters = this.countersOf(p.message.inputId);
         if (counters) counters.redelivered++;
         p.resolve({ outcomes: [], redelivered: true });
         continue;
       }
-      if (p.file && store.knownFile(p.file.inputId, p.file.hash)) {
+      if (p.file && writes.knownFile(p.file.inputId, p.file.hash)) {
         // Committed before (a crash came between the commit and the file's move): acknowledge only.
-        forget(p);
+        this.dedupe.forget(p.taken);
         logger.warn({ inputId: p.file.inputId, file: p.file.name, hash: p.file.hash }, 'file with this content was stored before; not stored again');
         p.resolve(outcomesOf(p));
         continue;
       }
       if (this.chunkCommittedBefore(p)) {
-        forget(p);
+        this.dedupe.forget(p.taken);
         logger.warn({ inputId: p.chunk?.inputId, file: p.chunk?.name, hash: p.chunk?.hash }, 'chunk of a file was stored before; not stored again');
         p.resolve(outcomesOf(p));
         continue;
@@ -310,13 +334,13 @@ export class Intake implements IntakeSink {
       const addBytes = p.scanBytes;
       const never = adds > 0 ? gate?.tooLarge?.(adds, addBytes) : undefined;
       if (never !== undefined) {
-        forget(p);
+        this.dedupe.forget(p.taken);
         p.reject(new GatewayError(ErrorCodes.BUFFER_TOO_LARGE, never, { retryable: false }));
         continue;
       }
       const refused = adds > 0 ? gate?.admit(scans + adds, bytes + addBytes) : undefined;
       if (refused !== undefined) {
-        forget(p);
+        this.dedupe.forget(p.taken);
         p.reject(new GatewayError(ErrorCodes.BUFFER_QUOTA, refused, { retryable: true }));
         continue;
       }
@@ -324,9 +348,19 @@ export class Intake implements IntakeSink {
       bytes += addBytes;
       group.push(p);
     }
-    if (group.length === 0) return;
+    return group;
+  }
+
+  /**
+   * Commits the admitted submits in one transaction and settles them: resolved once committed
+   * (the checkpoint after it queued behind their acknowledgements), or rejected
+   * `SCANGW_E_BUFFER_DISK_FULL` / `SCANGW_E_BUFFER` (retryable) with nothing written.
+   */
+  private commit(group: readonly Pending[]): void {
+    const { gate, logger } = this.options;
+    const writes = this.writes;
     const records = group.flatMap((p) => p.records);
-    const files = group.flatMap((p) => {
+    const files = group.flatMap((p): CommittedFile[] => {
       if (p.file) return [{ ...p.file, items: p.records.length }];
       const c = p.chunk;
       if (!c) return [];
@@ -334,10 +368,10 @@ export class Intake implements IntakeSink {
     });
     const messages = group.flatMap((p) => (p.message ? [p.message] : []));
     try {
-      store.commitIntake(records, this.now(), files, messages);
+      writes.commitIntake(records, this.now(), files, messages);
     } catch (err) {
       // Nothing was written: forget the references taken so the source's retry is not a duplicate.
-      for (const p of group) forget(p);
+      for (const p of group) this.dedupe.forget(p.taken);
       const diskFull = isDiskFull(err);
       this.lastCommitError = { message: (err as Error).message, at: new Date(this.now()).toISOString() };
       gate?.commitFailed(err);
@@ -355,24 +389,12 @@ export class Intake implements IntakeSink {
     // run after them: an immediate runs once the ticks and microtasks of this turn are done.
     this.checkpoint ??= setImmediate(() => {
       this.checkpoint = undefined;
-      store.checkpointAfterCommit();
+      writes.checkpointAfterCommit();
     });
     gate?.commitSucceeded();
     for (const r of records) this.countCommitted(r);
     for (const p of group) p.resolve(outcomesOf(p));
     if (records.some((r) => r.outcome === 'scan')) this.options.onScansCommitted?.();
-  }
-
-  /** At the duplicate window's bound: once per 10 minutes, with how many references it dropped. */
-  private logEvictions(): void {
-    const at = this.now();
-    if (at - this.evictionLoggedAt < 600_000) return;
-    this.options.logger.warn(
-      { dropped: this.dedupe.evicted - this.evictionsLogged, bound: DUPLICATE_WINDOW_MAX_ENTRIES },
-      'duplicate window full: the oldest references were dropped, so a repeat of one of them within its window is sent again',
-    );
-    this.evictionsLogged = this.dedupe.evicted;
-    this.evictionLoggedAt = at;
   }
 
   /** Commits whatever is queued now; after this, submits are refused. */
@@ -391,7 +413,7 @@ export class Intake implements IntakeSink {
 
   /** See {@link IntakeSink.forgetMessages}. */
   forgetMessages(inputId: string): void {
-    const removed = this.options.store.forgetMessages(inputId);
+    const removed = this.writes.forgetMessages(inputId);
     if (removed > 0) this.options.logger.info({ inputId, removed }, 'broker holds no session for this input: its message identities are forgotten');
   }
 

@@ -1,0 +1,113 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import { ErrorCodes, GatewayError, isDiskFull } from '../errors.js';
+import { MIGRATIONS } from './migrations.js';
+import { permissionHint, unopenable } from './open-errors.js';
+
+/** `wal_autocheckpoint` of the buffer, in pages (1 MiB at the 4 KiB page size). */
+export const WAL_AUTOCHECKPOINT_PAGES = 256;
+
+/** How {@link openBuffer} opens the file; see `BufferStore`. */
+export interface OpenOptions {
+  /** Skips the write check (and `auto_vacuum` of a new file): a process that only reads. */
+  readonly?: boolean;
+  /** Refuses a missing file instead of creating it (and its folder). */
+  fileMustExist?: boolean;
+  /** False: a buffer of an older schema is refused instead of migrated (see `BufferStore`). */
+  migrate?: boolean;
+}
+
+const ROLLBACK = Symbol('rollback');
+
+/**
+ * Opens the buffer at `path` (WAL, `synchronous=FULL`, `busy_timeout`), migrates its schema and
+ * checks that it can be written. The one place the connection is made; `BufferStore.open` owns it.
+ *
+ * @throws GatewayError `SCANGW_E_BUFFER` when the file cannot be opened, migrated or written (a
+ *   file the gateway's user may not write: the message names the user and what to chown);
+ *   `SCANGW_E_BUFFER_UNOPENABLE` when it needs a person (not a database, a schema newer than this
+ *   gateway, no permission); `SCANGW_E_BUFFER_DISK_FULL` when a migration ran out of disk space
+ *   (undone whole).
+ */
+export function openBuffer(path: string, options: OpenOptions): Database.Database {
+  let db: Database.Database;
+  try {
+    if (path !== ':memory:' && !options.fileMustExist) mkdirSync(dirname(path), { recursive: true });
+    db = new Database(path, { fileMustExist: options.fileMustExist ?? false });
+    // A new buffer returns pruned pages to the file system (disk-guard.ts); this takes effect only
+    // while the file is empty (before the WAL header is written). Older buffers are switched by
+    // one VACUUM at start.
+    if ((db.pragma('user_version', { simple: true }) as number) === 0 && !options.readonly) db.pragma('auto_vacuum = INCREMENTAL');
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = FULL');
+    db.pragma('busy_timeout = 5000');
+    db.pragma('foreign_keys = ON');
+    // After a checkpoint the write-ahead log is cut back to this size instead of keeping the room
+    // it grew to: on a full disk that room is what intake and delivery need.
+    db.pragma('journal_size_limit = 1048576');
+    // Checkpoint at 256 pages (1 MiB at 4 KiB), not SQLite's 1000: what the log holds beyond the
+    // end of the database file must fit in the disk guard's reserve (4 MiB) when the disk is full,
+    // or the checkpoint that would free the log can never run (see IntakeWrites.commitIntake).
+    db.pragma(`wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`);
+    migrate(db, options.migrate ?? true);
+  } catch (err) {
+    throw new GatewayError(isDiskFull(err) ? ErrorCodes.BUFFER_DISK_FULL : unopenable(err) ? ErrorCodes.BUFFER_UNOPENABLE : ErrorCodes.BUFFER, `cannot open the buffer ${path}: ${(err as Error).message}${permissionHint(path, err)}`, {
+      cause: err,
+    });
+  }
+  if (!options.readonly && path !== ':memory:') assertWritable(db, path);
+  return db;
+}
+
+/**
+ * SQLite opens a file it may not write read-only without a word; the first commit would fail,
+ * and a later chmod would not help the open connection. A write rolled back tells now. The
+ * connection is closed when it fails.
+ */
+function assertWritable(db: Database.Database, path: string): void {
+  try {
+    db.transaction(() => {
+      db.prepare('INSERT INTO space_probe (pad) VALUES (NULL)').run();
+      throw ROLLBACK;
+    }).immediate();
+  } catch (err) {
+    if (err === ROLLBACK) return;
+    db.close();
+    const code = isDiskFull(err) ? ErrorCodes.BUFFER_DISK_FULL : unopenable(err) ? ErrorCodes.BUFFER_UNOPENABLE : ErrorCodes.BUFFER;
+    throw new GatewayError(code, `cannot write the buffer ${path}: ${(err as Error).message}${permissionHint(path, err)}`, { cause: err });
+  }
+}
+
+function migrate(db: Database.Database, allowed: boolean): void {
+  const version = db.pragma('user_version', { simple: true }) as number;
+  if (version > MIGRATIONS.length) {
+    throw new GatewayError(
+      ErrorCodes.BUFFER_UNOPENABLE,
+      `the buffer has schema version ${version}, newer than this gateway knows (${MIGRATIONS.length}); downgrade is not supported`,
+    );
+  }
+  if (!allowed && version > 0 && version < MIGRATIONS.length) {
+    throw new GatewayError(
+      ErrorCodes.BUFFER_UNOPENABLE,
+      `the buffer has schema version ${version}, older than this gateway's (${MIGRATIONS.length}): an older gateway may still be running on it. Restart the service (\`systemctl restart scan-gateway\`): its start migrates the buffer; then run this again`,
+    );
+  }
+  for (let v = version; v < MIGRATIONS.length; v++) {
+    try {
+      db.transaction(() => {
+        db.exec(MIGRATIONS[v]!);
+        db.pragma(`user_version = ${v + 1}`);
+      }).immediate();
+    } catch (err) {
+      if (!isDiskFull(err)) throw err;
+      // A step may rewrite a table (version 12 rewrites the scans: the log holds about the
+      // buffer's size until it commits). Rolled back whole, so the person needs to know only that.
+      throw new GatewayError(
+        ErrorCodes.BUFFER_DISK_FULL,
+        `the upgrade of its schema from version ${v} to ${v + 1} ran out of disk space and was undone (the buffer is as it was); free about twice the buffer's size on its disk (\`df -h\`) and start again`,
+        { cause: err },
+      );
+    }
+  }
+}
