@@ -19,7 +19,7 @@ const CHILD = `
 const [dist, db, url, topicFilter, clientId, killAfter] = process.argv.slice(1);
 const load = (p) => import(new URL(p, dist).href);
 const { BufferStore } = await load('src/buffer/store.js');
-const { Intake } = await load('src/buffer/intake.js');
+const { Intake } = await load('src/intake/intake.js');
 const { MqttInput } = await load('src/inputs/mqtt/mqtt-input.js');
 const { mqttInputSchema } = await load('src/config/input-schemas.js');
 const { parseConfigText } = await load('src/config/load.js');
