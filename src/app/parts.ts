@@ -18,9 +18,10 @@ import { instrumentDeliveryApi, type GatewayMetrics } from '../health/metrics.js
 import { buildHealthServer, type GatewayStatus } from '../health/server.js';
 import type { InputAdapter, IntakeSink } from '../inputs/types.js';
 import type { Logger } from '../log.js';
+import { DEMO_CLIENT_SECRET_FILE } from '../paths.js';
+import type { RunningSandbox } from '@scan-gateway/sandbox';
 import { Mapper } from '../mapping/mapper.js';
 import { ProductCheck } from '../mapping/product-check.js';
-import type { RunningSandbox } from '../sandbox/server.js';
 import { UpstreamClient, clientOptionsFromConfig } from '../upstream/client.js';
 import type { SftpConnector } from '../upstream/sftp-client.js';
 import { readSftpCredentials } from '../config/secrets.js';
@@ -216,8 +217,12 @@ export function buildSandbox(w: Wiring): Component {
     async start() {
       const { host, port } = splitListen(w.config.sandbox.listen);
       const kafka = splitListen(w.config.sandbox.kafka.listen);
-      const { startSandbox } = await import('../sandbox/server.js');
-      sandbox = await listening('sandbox.listen', w.config.sandbox.listen, () => startSandbox({ host, port, kafka, logger: w.logger }));
+      // The sandbox is a workspace package of its own (packages/sandbox), loaded only here and by
+      // `scan-gateway sandbox`: a gateway without `sandbox.enabled` never loads it.
+      const { startSandbox } = await import('@scan-gateway/sandbox');
+      sandbox = await listening('sandbox.listen', w.config.sandbox.listen, () =>
+        startSandbox({ host, port, kafka, logger: w.logger, demoSecretFile: DEMO_CLIENT_SECRET_FILE }),
+      );
       w.sandbox = sandbox;
       w.logger.info({ component: 'app', url: sandbox.url }, 'embedded upstream sandbox started');
     },

@@ -2,7 +2,7 @@ import type { Read } from '../inputs/types.js';
 import { connectionOf } from './connection.js';
 import type { BufferStore } from './store.js';
 import { indexedState } from './scan-state.js';
-import { scanSchema } from '../contract/contract.js';
+import { scanSchema } from '@scan-gateway/contract';
 import { ErrorCodes, GatewayError } from '../errors.js';
 
 /**

@@ -3,7 +3,7 @@ import type { DeliveryConfig } from '../config/schema.js';
 import { ErrorCodes, httpStatusOf, isDiskFull, isGatewayError, isNotSent, isTokenFailure, type GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { BatchRow, BufferStore } from '../buffer/store.js';
-import { PRESIGNED_VALIDITY_MS } from '../contract/contract.js';
+import { PRESIGNED_VALIDITY_MS } from '@scan-gateway/contract';
 import { failureFields } from '../failure-log.js';
 import type { Batcher } from './batcher.js';
 import type { Circuit } from './circuit.js';
