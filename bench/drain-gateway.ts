@@ -10,7 +10,7 @@ import { UpstreamClient } from '../src/upstream/client.js';
 import { reply } from './lib/child.js';
 import { sqlOf } from '../test/helpers/buffer-sql.js';
 
-/** The demo client's secret file (src/sandbox/server.ts DEMO_SECRET_FILE), not imported so fastify stays unloaded. */
+/** The demo client's secret file (DEMO_SECRET_FILE of @scan-gateway/sandbox), not imported so fastify stays unloaded. */
 const DEMO_SECRET_FILE = 'config/demo-client-secret';
 
 /**

@@ -1,4 +1,4 @@
-import { startSandbox, type SandboxOptions } from '../src/sandbox/server.js';
+import { startSandbox, type SandboxOptions } from '@scan-gateway/sandbox';
 import { reply } from './lib/child.js';
 
 /**

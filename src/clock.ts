@@ -1,9 +1,6 @@
 /**
- * The current time in epoch milliseconds, like `Date.now`. Parts take one as an option instead of
- * reading the system clock themselves, so tests control time; convert with `new Date(now())` where
- * a Date is needed.
+ * `Clock` (epoch milliseconds, like `Date.now`) and `systemClock`: the one clock type of every part,
+ * the sandbox's included. It lives in the workspace package `@scan-gateway/contract`
+ * (packages/contract/src/clock.ts), which the daemon and the sandbox share.
  */
-export type Clock = () => number;
-
-/** The system's clock. */
-export const systemClock: Clock = () => Date.now();
+export * from '@scan-gateway/contract/clock';

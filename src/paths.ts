@@ -25,3 +25,9 @@ function findPackageRoot(start: string): string {
     dir = parent;
   }
 }
+
+/**
+ * The demo client's secret (config/demo-client-secret): config/demo.yaml's `clientSecretFile`, and
+ * the secret of the sandbox's default client when the daemon runs it (`npm start`, `scan-gateway sandbox`).
+ */
+export const DEMO_CLIENT_SECRET_FILE: string = join(PACKAGE_ROOT, 'config', 'demo-client-secret');

@@ -89,6 +89,17 @@ cp package.json package-lock.json "$app/"
 # The sandbox's demo secret (scan-gateway sandbox reads it beside the program) and the demo config.
 cp config/demo.yaml config/demo-client-secret "$app/config/"
 
+# The workspace packages (packages/: the contract shared with the sandbox, and the sandbox that
+# `scan-gateway sandbox` and the demo run): their package.json and compiled dist/, where npm's
+# prune and ci below expect the workspaces of package.json.
+for pkg in packages/*/; do
+  pkg=${pkg%/}
+  install -d "$app/$pkg"
+  cp "$pkg/package.json" "$app/$pkg/"
+  cp -a "$pkg/dist" "$app/$pkg/dist"
+done
+find "$app/packages" \( -name '*.map' -o -name '.tsbuildinfo' \) -type f -delete
+
 # Production modules: the installed tree without the development dependencies (no network, no
 # scripts run), then what only building needed: the compiler and type declarations (listed as
 # dependencies so a plain clone builds itself; never loaded at run time).
@@ -101,6 +112,17 @@ else
   (cd "$app" && npm ci --omit=dev --ignore-scripts --cpu="$nodearch" --os=linux --libc=glibc --no-audit --no-fund >/dev/null)
 fi
 rm -rf "$app/node_modules/typescript" "$app/node_modules/@types" "$app/node_modules/.bin" "$app/node_modules/.package-lock.json"
+# npm links each workspace into node_modules (node_modules/@scan-gateway/sandbox -> ../../packages/sandbox):
+# the package holds the real files there instead, so node_modules resolves as any installed module's,
+# and packages/ goes.
+for link in "$app"/node_modules/@scan-gateway/*; do
+  [ -L "$link" ] || { echo "package: $link is not the link to a workspace npm makes" >&2; exit 1; }
+  target=$(realpath "$link")
+  case "$target" in "$app"/packages/*) ;; *) echo "package: $link points outside the package ($target)" >&2; exit 1 ;; esac
+  rm "$link"
+  cp -a "$target" "$link"
+done
+rm -rf "$app/packages"
 
 # Native modules for the bundled runtime and the target architecture.
 # unix-dgram (nan, so tied to one Node.js ABI): built against the bundled runtime's headers.
@@ -126,7 +148,8 @@ while IFS= read -r -d '' so; do
   machine=$(LC_ALL=C readelf -h "$so" | sed -n 's/^ *Machine: *//p')
   case "$machine" in *"$elf"*) ;; *) echo "package: $so is for '$machine', not $arch" >&2; exit 1 ;; esac
 done < <(find "$app" -name '*.node' -type f -print0)
-for need in better-sqlite3/prebuilds/linux-$nodearch.node unix-dgram/build/Release/unix_dgram.node @serialport/bindings-cpp/prebuilds/linux-$nodearch; do
+for need in better-sqlite3/prebuilds/linux-$nodearch.node unix-dgram/build/Release/unix_dgram.node @serialport/bindings-cpp/prebuilds/linux-$nodearch \
+  @scan-gateway/contract/dist/contract.js @scan-gateway/sandbox/dist/index.js node-forge/package.json; do
   [ -e "$app/node_modules/$need" ] || { echo "package: $need is missing" >&2; exit 1; }
 done
 # The modules' own tests, docs, examples, repository files and shell scripts: never loaded at run time.

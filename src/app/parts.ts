@@ -11,7 +11,8 @@ import type { StatusEventFeed, TopicReader } from '../delivery/status-events.js'
 import { STATUS_EVENTS_FETCH_WAIT_MS } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import type { ProductCheck } from '../mapping/product-check.js';
-import type { RunningSandbox } from '../sandbox/server.js';
+import { DEMO_CLIENT_SECRET_FILE } from '../paths.js';
+import type { RunningSandbox } from '@scan-gateway/sandbox';
 import type { SftpConnector, SftpSession } from '../upstream/sftp-client.js';
 import { readSftpCredentials } from '../config/secrets.js';
 import { readCaFile } from '../upstream/status-topic-ca.js';
@@ -114,8 +115,12 @@ export class SandboxPart implements Component {
   async start(): Promise<void> {
     const { host, port } = splitListen(this.settings.listen);
     const kafka = splitListen(this.settings.kafka.listen);
-    const { startSandbox } = await import('../sandbox/server.js');
-    this.running = await listening('sandbox.listen', this.settings.listen, () => startSandbox({ host, port, kafka, logger: this.logger }));
+    // The sandbox is a workspace package of its own (packages/sandbox), loaded only here and by
+    // `scan-gateway sandbox`: a gateway without `sandbox.enabled` never loads it.
+    const { startSandbox } = await import('@scan-gateway/sandbox');
+    this.running = await listening('sandbox.listen', this.settings.listen, () =>
+      startSandbox({ host, port, kafka, logger: this.logger, demoSecretFile: DEMO_CLIENT_SECRET_FILE }),
+    );
     this.logger.info({ component: 'app', url: this.running.url }, 'embedded upstream sandbox started');
   }
 

@@ -2,7 +2,7 @@ import type Database from 'better-sqlite3';
 import type { ScanInsert } from './scan-insert.js';
 import { indexedState } from './scan-state.js';
 import type { StoredRead } from './rows.js';
-import { scanSchema } from '../contract/contract.js';
+import { scanSchema } from '@scan-gateway/contract';
 import { ErrorCodes, GatewayError } from '../errors.js';
 
 /**

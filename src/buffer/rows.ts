@@ -1,4 +1,4 @@
-import type { Scan } from '../contract/contract.js';
+import type { Scan } from '@scan-gateway/contract';
 
 /**
  * The rows the buffer stores and answers with (shapes only), apart from the classes that hold the

@@ -2,9 +2,8 @@ import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { isGatewayError, ErrorCodes } from '../errors.js';
 import type { Logger } from '../log.js';
-import { loadSandboxConfig } from '../sandbox/config.js';
-import { startSandbox } from '../sandbox/server.js';
-import { DEMO_CLIENT_ID, DEMO_DCPS, type RunningSandbox, type SandboxOptions } from '../sandbox/types.js';
+import { DEMO_CLIENT_SECRET_FILE } from '../paths.js';
+import type { RunningSandbox, SandboxOptions } from '@scan-gateway/sandbox';
 import { CommandExit, ExitCodes } from './exit.js';
 
 /** What `sandbox` needs from the process edge. */
@@ -43,6 +42,8 @@ export function registerSandboxCommand(program: Command, io: SandboxCommandIo): 
         '\nExit codes: 0 stopped by a signal, 1 cannot listen, 2 bad option or configuration.',
     )
     .action(async (opts: { host: string; port: string; kafkaPort?: string; config?: string; sftpPort?: string; sftpRoot?: string }) => {
+      // The sandbox is a workspace package of its own (packages/sandbox), loaded only when it runs.
+      const { DEMO_CLIENT_ID, DEMO_DCPS, loadSandboxConfig, startSandbox } = await import('@scan-gateway/sandbox');
       const port = Number(opts.port);
       if (!Number.isInteger(port) || port < 0 || port > 65_535) {
         io.stderr.write(`scan-gateway sandbox: --port must be a number from 0 to 65535, got "${opts.port}"\n`);
@@ -72,7 +73,7 @@ export function registerSandboxCommand(program: Command, io: SandboxCommandIo): 
         // --kafka-port wins over the file's kafka.port.
         const kafka = { ...(fromFile.kafka === false ? {} : fromFile.kafka), ...(kafkaPort !== undefined ? { port: kafkaPort } : {}) };
         const sftp = sftpPort === undefined ? {} : { sftp: { port: sftpPort, ...(opts.sftpRoot ? { root: resolve(io.cwd ?? '.', opts.sftpRoot) } : {}) } };
-        sandbox = await startSandbox({ ...fromFile, kafka, host: opts.host, port, logger: io.logger, ...sftp });
+        sandbox = await startSandbox({ demoSecretFile: DEMO_CLIENT_SECRET_FILE, ...fromFile, kafka, host: opts.host, port, logger: io.logger, ...sftp });
       } catch (err) {
         const usage = isGatewayError(err, ErrorCodes.SECRET) || isGatewayError(err, ErrorCodes.CONFIG);
         io.stderr.write(`scan-gateway sandbox: cannot start on ${opts.host}:${port}: ${(err as Error).message}\n`);

@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
 import { ErrorCodes, isGatewayError } from '../errors.js';
 import type { UpstreamClient } from '../upstream/client.js';
-import { MAX_DIRECT_BODY_BYTES, describeIssues, isTerminalState, scanBatchSchema, type ScanStatus } from '../contract/contract.js';
+import { MAX_DIRECT_BODY_BYTES, describeIssues, isTerminalState, scanBatchSchema, type ScanStatus } from '@scan-gateway/contract';
 import { CommandExit, ExitCodes } from './exit.js';
 import { formatBytes, formatProducts, formatStatus } from '../upstream/format.js';
 import type { SftpConnector } from '../upstream/sftp-client.js';

@@ -1,7 +1,7 @@
 import type { DeliveryConfig } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import { arrayBytes, type BatchMode, type BatchRow, type BufferStore, type PendingScanRow } from '../buffer/store.js';
-import { MAX_DIRECT_BODY_BYTES } from '../contract/contract.js';
+import { MAX_DIRECT_BODY_BYTES } from '@scan-gateway/contract';
 import type { Clock } from '../clock.js';
 
 /** Rows {@link packScans} looks at beyond `maxScans` to get past scans it must skip (repeated references). */

@@ -1,5 +1,5 @@
 import type { BatchRow } from '../buffer/store.js';
-import { PRESIGNED_VALIDITY_MS } from '../contract/contract.js';
+import { PRESIGNED_VALIDITY_MS } from '@scan-gateway/contract';
 import { batchBodyChunks } from './sftp-transfer.js';
 import type { UploaderOptions } from './uploader.js';
 

@@ -1,5 +1,5 @@
 import type { BufferStore } from '../buffer/store.js';
-import { readScanStatus, scanStatusReadSchema, TERMINAL_STATES } from '../contract/contract.js';
+import { readScanStatus, scanStatusReadSchema, TERMINAL_STATES } from '@scan-gateway/contract';
 import { ErrorCodes, isGatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { NOT_JSON, safeJson } from '../upstream/answer-body.js';

@@ -3,7 +3,7 @@ import type { DeliveryConfig } from '../config/schema.js';
 import { isGatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { BatchRow, BufferStore } from '../buffer/store.js';
-import { TERMINAL_STATES } from '../contract/contract.js';
+import { TERMINAL_STATES } from '@scan-gateway/contract';
 import { failureFields } from '../failure-log.js';
 import { backoffDelay, classifyFailure } from './retry.js';
 import type { DeliveryApi, ScanStatusLike } from './types.js';

@@ -1,4 +1,4 @@
-import type { Scan } from '../contract/contract.js';
+import type { Scan } from '@scan-gateway/contract';
 
 /**
  * The single shape every input adapter produces and the single interface every adapter implements.

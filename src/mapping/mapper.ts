@@ -1,6 +1,6 @@
 import type { DcpConfig, GatewayConfig, InputConfig, TimeCheckConfig } from '../config/schema.js';
 import type { Read } from '../inputs/types.js';
-import type { Scan } from '../contract/contract.js';
+import type { Scan } from '@scan-gateway/contract';
 import { ContainerSessions, MAX_OPEN_CONTAINERS, type OpenContainer } from './container-sessions.js';
 import { parseBarcode, stripSymbologyIdentifier, type BarcodeParse, type Gs1Element } from '../gs1/index.js';
 import type { MapOutcome } from './outcome.js';

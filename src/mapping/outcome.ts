@@ -1,4 +1,4 @@
-import type { Scan } from '../contract/contract.js';
+import type { Scan } from '@scan-gateway/contract';
 import type { BarcodeParse } from '../gs1/index.js';
 
 /**

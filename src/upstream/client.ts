@@ -21,7 +21,7 @@ import {
   type ProductModel,
   type ProductModelKeyAndName,
   type ScanStatus,
-} from '../contract/contract.js';
+} from '@scan-gateway/contract';
 import { createUpstreamDispatcher } from './dispatcher.js';
 import { discard, NOT_JSON, readCapped, safeJson } from './answer-body.js';
 import { deadlineError, httpError, networkError, parseRetryAfter, redirectError } from './http-errors.js';

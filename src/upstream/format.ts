@@ -1,4 +1,4 @@
-import type { ProductModelKeyAndName, ScanStatus } from '../contract/contract.js';
+import type { ProductModelKeyAndName, ScanStatus } from '@scan-gateway/contract';
 
 /**
  * Human-readable renderings of upstream answers, for the CLI (and anything else that shows them

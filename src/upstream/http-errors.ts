@@ -1,5 +1,5 @@
 import { ErrorCodes, GatewayError } from '../errors.js';
-import { problemDetailsSchema, type ProblemDetails } from '../contract/contract.js';
+import { problemDetailsSchema, type ProblemDetails } from '@scan-gateway/contract';
 
 /**
  * Turning HTTP outcomes into `GatewayError`s: one place decides what is retryable, how

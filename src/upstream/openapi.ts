@@ -22,7 +22,7 @@ import {
   typedPropertySchema,
   uomPropertySchema,
   uploadAcceptedSchema,
-} from '../contract/contract.js';
+} from '@scan-gateway/contract';
 import { OPENAPI_PATHS, OPENAPI_RESPONSES, PRESIGNED_UPLOAD_EXTENSION } from './openapi-paths.js';
 
 /**
@@ -93,7 +93,7 @@ export function buildOpenApiDocument(): Record<string, unknown> {
       version: 'v3',
       description:
         'Products of the authorized customer and traceability scans: batch upload, large batches through a ' +
-        'pre-signed address, processing status. Generated from src/contract/contract.ts; choices where the ' +
+        'pre-signed address, processing status. Generated from packages/contract/src/contract.ts; choices where the ' +
         'contract shows nothing are listed in docs/upstream.md. The pre-signed PUT has no fixed path and ' +
         'is described under x-presigned-upload.',
     },
@@ -130,7 +130,7 @@ export function buildOpenApiDocument(): Record<string, unknown> {
 /** The document as committed in docs/upstream-openapi.yaml. */
 export function renderOpenApiYaml(): string {
   return (
-    '# Generated from src/contract/contract.ts by src/upstream/openapi.ts. Do not edit by hand:\n' +
+    '# Generated from packages/contract/src/contract.ts by src/upstream/openapi.ts. Do not edit by hand:\n' +
     '# run `npm run build && node dist/src/upstream/generate-openapi.js`.\n' +
     stringify(buildOpenApiDocument(), { lineWidth: 0, aliasDuplicateObjects: false })
   );

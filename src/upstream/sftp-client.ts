@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
+import { hostKeyFingerprint } from '@scan-gateway/contract/host-key';
 import SftpClient from 'ssh2-sftp-client';
 import type { UpstreamConfig } from '../config/schema.js';
 import { ErrorCodes, GatewayError, type ErrorCode } from '../errors.js';
@@ -44,14 +44,6 @@ export interface SftpConnector {
   connect(): Promise<SftpSession>;
   /** Longest a whole transfer of `bytes` may take, in ms (see {@link SftpConnectOptions.minBytesPerSec}). */
   deadlineMs(bytes: number): number;
-}
-
-/**
- * The SHA256 fingerprint of an SSH public key blob, as `ssh-keygen -lf` prints it:
- * `SHA256:` and the unpadded base64 of the SHA-256 of the key blob.
- */
-export function hostKeyFingerprint(keyBlob: Buffer): string {
-  return `SHA256:${createHash('sha256').update(keyBlob).digest('base64').replace(/=+$/, '')}`;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { TOKEN_VALIDITY_S, type TokenResponse } from '../contract/contract.js';
+import { TOKEN_VALIDITY_S, type TokenResponse } from '@scan-gateway/contract';
 import type { Clock } from '../clock.js';
 
 /** An access token and the instant (ms since epoch, on the cache's clock) at which it expires. */

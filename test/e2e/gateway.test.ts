@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/paths.js';
-import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
+import { startSandbox, type RunningSandbox } from '@scan-gateway/sandbox';
 import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js';
 import { createPtyPair } from '../helpers/pty.js';
 import { waitFor } from '../helpers/wait.js';

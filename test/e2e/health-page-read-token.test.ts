@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { chromium, type BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/paths.js';
-import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
+import { startSandbox, type RunningSandbox } from '@scan-gateway/sandbox';
 import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js';
 import { CHROMIUM_ARGS, chromiumPath } from '../helpers/chromium.js';
 

@@ -9,7 +9,7 @@ import { loadConfig } from '../../src/config/load.js';
 import type { DeliveryApi } from '../../src/delivery/types.js';
 import { createLogger, silentLogger } from '../../src/log.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
-import { startSandbox } from '../../src/sandbox/server.js';
+import { startSandbox } from '@scan-gateway/sandbox';
 import { waitFor } from '../helpers/wait.js';
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/paths.js';
-import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
+import { startSandbox, type RunningSandbox } from '@scan-gateway/sandbox';
 import { CHROMIUM_ARGS, chromiumPath } from '../helpers/chromium.js';
 import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js';
 import { freePort } from '../helpers/ports.js';

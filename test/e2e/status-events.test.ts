@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/paths.js';
-import { makeSandboxTls } from '../../src/sandbox/kafka/ca.js';
-import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
+import { makeSandboxTls } from '@scan-gateway/sandbox/kafka';
+import { startSandbox, type RunningSandbox } from '@scan-gateway/sandbox';
 import { startGateway, writeInboxConfig, type GatewayProcess } from '../helpers/gateway-process.js';
 import { waitFor } from '../helpers/wait.js';
 

@@ -7,7 +7,7 @@ import { deliverySchema, type DeliveryConfig } from '../../src/config/schema.js'
 import { Deliverer } from '../../src/delivery/deliverer.js';
 import { silentLogger } from '../../src/log.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
-import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
+import { startSandbox, type RunningSandbox } from '@scan-gateway/sandbox';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { waitFor } from '../helpers/wait.js';
 import { formBatch } from '../../src/delivery/batcher.js';

@@ -9,7 +9,7 @@ import { buildApp, type App } from '../../src/app.js';
 import { loadConfig } from '../../src/config/load.js';
 import { HealthCodes } from '../../src/error-catalogue.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
-import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
+import { startSandbox, type RunningSandbox } from '@scan-gateway/sandbox';
 import { startMosquitto } from '../helpers/mosquitto.js';
 import { waitFor } from '../helpers/wait.js';
 import { memoryLogger } from '../helpers/log-lines.js';

@@ -10,7 +10,7 @@ import type { IntakeItem } from '../../src/inputs/types.js';
 import { silentLogger } from '../../src/log.js';
 import { mappingContext } from '../../src/mapping/map-read.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
-import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
+import { startSandbox, type RunningSandbox } from '@scan-gateway/sandbox';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { waitFor } from '../helpers/wait.js';
 import { sqlOf } from '../helpers/buffer-sql.js';

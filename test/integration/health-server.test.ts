@@ -8,7 +8,7 @@ import { readiness } from '../../src/health/server.js';
 import type { GatewayStatus } from '../../src/health/status.js';
 import { silentLogger } from '../../src/log.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
-import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
+import { startSandbox, type RunningSandbox } from '@scan-gateway/sandbox';
 import { waitFor } from '../helpers/wait.js';
 import { parsePrometheusText, type Family } from '../unit/metrics-text-parser.js';
 

@@ -14,7 +14,7 @@ import { GatewayMetrics } from '../../src/health/metrics.js';
 import { buildHealthServer } from '../../src/health/server.js';
 import type { GatewayStatus } from '../../src/health/status.js';
 import { registerIngestRoutes } from '../../src/inputs/http/ingest-routes.js';
-import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
+import { startSandbox, type RunningSandbox } from '@scan-gateway/sandbox';
 import { memoryLogger } from '../helpers/log-lines.js';
 import { waitFor } from '../helpers/wait.js';
 

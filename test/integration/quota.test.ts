@@ -12,7 +12,7 @@ import { loadConfig } from '../../src/config/load.js';
 import { ErrorCodes, isDiskFull, isQuotaRefusal } from '../../src/errors.js';
 import type { InputAdapter, InputStatus, IntakeItem, IntakeSink } from '../../src/inputs/types.js';
 import { silentLogger } from '../../src/log.js';
-import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
+import { startSandbox, type RunningSandbox } from '@scan-gateway/sandbox';
 import { readFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { PACKAGE_ROOT } from '../../src/paths.js';

@@ -12,7 +12,7 @@ import { loadConfig } from '../../src/config/load.js';
 import type { InputAdapter, IntakeSink } from '../../src/inputs/types.js';
 import { silentLogger } from '../../src/log.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
-import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
+import { startSandbox, type RunningSandbox } from '@scan-gateway/sandbox';
 import { waitFor } from '../helpers/wait.js';
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();

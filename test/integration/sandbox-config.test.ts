@@ -5,10 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { ErrorCodes } from '../../src/errors.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
-import { loadSandboxConfig } from '../../src/sandbox/config.js';
-import { demoClient, startSandbox } from '../../src/sandbox/server.js';
-import { SandboxState } from '../../src/sandbox/state.js';
-import { DEMO_DCPS } from '../../src/sandbox/types.js';
+import { loadSandboxConfig, demoClient, startSandbox, SandboxState, DEMO_DCPS } from '@scan-gateway/sandbox';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { waitFor } from '../helpers/wait.js';
 

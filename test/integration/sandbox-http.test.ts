@@ -4,8 +4,8 @@ import { decodeProtectedHeader, decodeJwt } from 'jose';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/paths.js';
-import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
-import { MAX_DIRECT_BODY_BYTES } from '../../src/contract/contract.js';
+import { startSandbox, type RunningSandbox } from '@scan-gateway/sandbox';
+import { MAX_DIRECT_BODY_BYTES } from '@scan-gateway/contract';
 import { waitFor } from '../helpers/wait.js';
 
 // The sandbox's wire behaviour over real HTTP, where the client would hide it: content types,

@@ -2,10 +2,7 @@ import { once } from 'node:events';
 import { connect, type TLSSocket } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/log.js';
-import { KafkaBroker } from '../../src/sandbox/kafka/broker.js';
-import { makeSandboxTls, type SandboxTls } from '../../src/sandbox/kafka/ca.js';
-import { Reader, Writer } from '../../src/sandbox/kafka/codec.js';
-import { KafkaError } from '../../src/sandbox/kafka/messages.js';
+import { KafkaBroker, makeSandboxTls, type SandboxTls, Reader, Writer, KafkaError } from '@scan-gateway/sandbox/kafka';
 import { waitFor } from '../helpers/wait.js';
 
 // The sandbox broker's bounds and refusals over a real TLS socket, with frames no well-behaved

@@ -4,10 +4,8 @@ import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/paths.js';
-import { loadSandboxConfig } from '../../src/sandbox/config.js';
-import { makeSandboxTls } from '../../src/sandbox/kafka/ca.js';
-import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
-import type { SandboxKafkaInfo } from '../../src/sandbox/types.js';
+import { loadSandboxConfig, startSandbox, type RunningSandbox, type SandboxKafkaInfo } from '@scan-gateway/sandbox';
+import { makeSandboxTls } from '@scan-gateway/sandbox/kafka';
 import { kcat, kcatSasl } from '../helpers/kcat.js';
 import { waitFor } from '../helpers/wait.js';
 

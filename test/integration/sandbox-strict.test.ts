@@ -5,9 +5,7 @@ import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCodes, GatewayError } from '../../src/errors.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
-import { loadSandboxConfig } from '../../src/sandbox/config.js';
-import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
-import { FAILURE_REASONS } from '../../src/sandbox/state.js';
+import { loadSandboxConfig, startSandbox, type RunningSandbox, FAILURE_REASONS } from '@scan-gateway/sandbox';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { waitFor } from '../helpers/wait.js';
 

@@ -13,9 +13,7 @@ import { ErrorCodes, GatewayError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { sftpConnector, type SftpConnector } from '../../src/upstream/sftp-client.js';
 import { startSshd, type RunningSshd } from '../helpers/sshd.js';
-import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
-import { generateEd25519KeyPair } from '../../src/sandbox/sftp.js';
-import { DEMO_CLIENT_ID } from '../../src/sandbox/types.js';
+import { startSandbox, type RunningSandbox, generateEd25519KeyPair, DEMO_CLIENT_ID } from '@scan-gateway/sandbox';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { waitFor } from '../helpers/wait.js';
 

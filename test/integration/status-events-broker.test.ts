@@ -10,13 +10,12 @@ import { StatusEventFeed } from '../../src/delivery/status-events.js';
 import { StatusTracker } from '../../src/delivery/status-tracker.js';
 import { ErrorCodes } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
-import { KafkaBroker } from '../../src/sandbox/kafka/broker.js';
-import { makeSandboxTls, type SandboxTls } from '../../src/sandbox/kafka/ca.js';
+import { KafkaBroker, makeSandboxTls, type SandboxTls } from '@scan-gateway/sandbox/kafka';
 import { StatusTopicReader } from '../../src/upstream/status-topic.js';
 import { waitFor } from '../helpers/wait.js';
 
 // The gateway's status-event consumer (src/upstream/status-topic.ts, src/delivery/status-events.ts)
-// against the sandbox's real Kafka broker over SASL_SSL/SCRAM-SHA-512 (src/sandbox/kafka/), and
+// against the sandbox's real Kafka broker over SASL_SSL/SCRAM-SHA-512 (packages/sandbox/src/kafka/), and
 // against Debian's kcat (librdkafka) as the producer of an event.
 
 const USER = 'plant-7';

@@ -13,7 +13,7 @@ import type { DeliveryApi, StreamedBody } from '../../src/delivery/types.js';
 import { isGatewayError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
-import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
+import { startSandbox, type RunningSandbox } from '@scan-gateway/sandbox';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { httpError, networkError } from '../../src/upstream/http-errors.js';
 import { waitFor } from '../helpers/wait.js';

@@ -8,9 +8,9 @@ import { CommandExit } from '../../src/cli/exit.js';
 import { registerUpstreamCommands } from '../../src/cli/upstream-commands.js';
 import { ErrorCodes, GatewayError } from '../../src/errors.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
-import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
+import { startSandbox, type RunningSandbox } from '@scan-gateway/sandbox';
 import { UpstreamClient } from '../../src/upstream/client.js';
-import { MAX_DIRECT_BODY_BYTES } from '../../src/contract/contract.js';
+import { MAX_DIRECT_BODY_BYTES } from '@scan-gateway/contract';
 
 // `products`, `status` and `upload` against the sandbox over real HTTP: output and exit codes.
 

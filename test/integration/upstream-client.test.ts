@@ -4,10 +4,10 @@ import { request } from 'undici';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ErrorCodes } from '../../src/errors.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
-import { startSandbox, type RunningSandbox } from '../../src/sandbox/server.js';
-import { batteryPackTemplate } from '../../src/contract/battery-pack-template.js';
+import { startSandbox, type RunningSandbox } from '@scan-gateway/sandbox';
+import { batteryPackTemplate } from '@scan-gateway/contract/battery-pack-template';
 import { UpstreamClient } from '../../src/upstream/client.js';
-import { MAX_DIRECT_BODY_BYTES, type Scan, type ScanState } from '../../src/contract/contract.js';
+import { MAX_DIRECT_BODY_BYTES, type Scan, type ScanState } from '@scan-gateway/contract';
 import { waitFor } from '../helpers/wait.js';
 import { rejection } from '../helpers/rejection.js';
 

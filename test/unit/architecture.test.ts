@@ -5,9 +5,15 @@ import { PACKAGE_ROOT } from '../../src/paths.js';
 
 /**
  * The import direction of docs/architecture.md: its room table is the rule. Every relative import
- * in src/ (static and dynamic) from one room into another must be listed as allowed.
+ * in src/ (static and dynamic) from one room into another must be listed as allowed. Its package
+ * table too: src/ loads the sandbox package only by `import()` (from `app` and `cli`), and no
+ * workspace package reaches into src/ or into another package's files.
  */
 const SRC = join(PACKAGE_ROOT, 'src');
+const PACKAGES = join(PACKAGE_ROOT, 'packages');
+const SANDBOX = '@scan-gateway/sandbox';
+/** The rooms that may start the sandbox: `app` (`sandbox.enabled`) and `cli` (`scan-gateway sandbox`). */
+const SANDBOX_LOADERS = new Set(['app', 'cli']);
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
@@ -47,6 +53,20 @@ function documentedRooms(): Map<string, Set<string> | 'above'> {
 function imports(file: string): string[] {
   const text = readFileSync(file, 'utf8');
   return [...text.matchAll(/(?:from|import)\s*\(?\s*['"](\.{1,2}\/[^'"]+)['"]/g)].map((m) => m[1]!);
+}
+
+/** How `text` imports the sandbox package: `static` (a value import or re-export), `type` (erased) or `dynamic` (`import()`). */
+function sandboxImports(text: string): ('static' | 'type' | 'dynamic')[] {
+  const specifier = `['"]${SANDBOX}(?:/[^'"]*)?['"]`;
+  return [
+    ...[...text.matchAll(new RegExp(`\\bimport\\s*\\(\\s*${specifier}`, 'g'))].map(() => 'dynamic' as const),
+    ...[...text.matchAll(new RegExp(`^\\s*(import|export)\\s+(type\\s+)?[^;]*?\\bfrom\\s*${specifier}`, 'gm'))].map((m) => (m[2] ? ('type' as const) : ('static' as const))),
+  ];
+}
+
+/** Every module specifier of `text`: static imports, re-exports and `import()`. */
+function specifiers(text: string): string[] {
+  return [...text.matchAll(/(?:\bfrom|\bimport)\s*\(?\s*['"]([^'"]+)['"]/g)].map((m) => m[1]!);
 }
 
 describe('rooms and the direction of imports (docs/architecture.md)', () => {
@@ -101,5 +121,49 @@ describe('rooms and the direction of imports (docs/architecture.md)', () => {
       for (const to of allowed) if (order.indexOf(to) >= order.indexOf(room)) late.push(`${room} → ${to}`);
     }
     expect(late).toEqual([]);
+  });
+
+  it('loads the sandbox package only by import(), and only from app and cli', () => {
+    const wrong: string[] = [];
+    for (const file of sourceFiles(SRC)) {
+      const from = relative(SRC, file);
+      for (const kind of sandboxImports(readFileSync(file, 'utf8'))) {
+        if (kind === 'static' || (kind === 'dynamic' && !SANDBOX_LOADERS.has(roomOf(from)))) wrong.push(`${from}: ${kind} import of ${SANDBOX}`);
+      }
+    }
+    expect(wrong).toEqual([]);
+    // The daemon does load it where it runs one (else the rule above holds for nothing).
+    expect(sandboxImports(readFileSync(join(SRC, 'app', 'parts.ts'), 'utf8'))).toContain('dynamic');
+    expect(sandboxImports(readFileSync(join(SRC, 'cli', 'sandbox-command.ts'), 'utf8'))).toContain('dynamic');
+  });
+
+  it('tells a static import of the sandbox from a type import and import() (the check itself can fail)', () => {
+    expect(sandboxImports("import { startSandbox } from '@scan-gateway/sandbox';")).toEqual(['static']);
+    expect(sandboxImports("export { KafkaBroker } from '@scan-gateway/sandbox/kafka';")).toEqual(['static']);
+    expect(sandboxImports("import type { RunningSandbox } from '@scan-gateway/sandbox';")).toEqual(['type']);
+    expect(sandboxImports("const { startSandbox } = await import('@scan-gateway/sandbox');")).toEqual(['dynamic']);
+    expect(sandboxImports("import { x } from '@scan-gateway/contract';")).toEqual([]);
+  });
+
+  it('keeps each workspace package to itself: no import of src/, of another package\'s files, or of the sandbox from the contract', () => {
+    const mayImport: Record<string, string[]> = { contract: [], sandbox: ['@scan-gateway/contract'] };
+    const packages = readdirSync(PACKAGES, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+    expect(packages.sort()).toEqual(Object.keys(mayImport).sort());
+    const wrong: string[] = [];
+    for (const name of packages) {
+      const root = join(PACKAGES, name, 'src');
+      for (const file of sourceFiles(root)) {
+        const from = relative(PACKAGES, file);
+        for (const spec of specifiers(readFileSync(file, 'utf8'))) {
+          if (spec.startsWith('.')) {
+            if (relative(root, join(dirname(file), spec)).startsWith('..')) wrong.push(`${from} imports ${spec}, outside packages/${name}/src`);
+          } else if (spec.startsWith('@scan-gateway/')) {
+            const target = spec.split('/').slice(0, 2).join('/');
+            if (!mayImport[name]!.includes(target)) wrong.push(`${from} imports ${spec}`);
+          }
+        }
+      }
+    }
+    expect(wrong).toEqual([]);
   });
 });

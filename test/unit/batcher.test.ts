@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { deliverySchema } from '../../src/config/schema.js';
 import { arrayBytes, BufferStore, type PendingScanRow } from '../../src/buffer/store.js';
 import { BATCH_LOOKAHEAD, Batcher, formBatch, HEAD_SUMS_MAX_SCANS, packScans } from '../../src/delivery/batcher.js';
-import { MAX_DIRECT_BODY_BYTES } from '../../src/contract/contract.js';
+import { MAX_DIRECT_BODY_BYTES } from '@scan-gateway/contract';
 import { silentLogger } from '../../src/log.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
 import { scanRecord } from '../helpers/records.js';

@@ -3,13 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ErrorCodes, isGatewayError } from '../../src/errors.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
-import { apiVersionsBody, parseRequest, responseFrame } from '../../src/sandbox/kafka/broker.js';
-import { decodeMessage, Reader, Writer } from '../../src/sandbox/kafka/codec.js';
-import { GroupCoordinator } from '../../src/sandbox/kafka/groups.js';
-import { KafkaError, Responses } from '../../src/sandbox/kafka/messages.js';
-import { crc32c, decodeBatches, encodeBatch } from '../../src/sandbox/kafka/records.js';
-import { ScramServer, scramCredential } from '../../src/sandbox/kafka/scram.js';
-import { TopicLog } from '../../src/sandbox/kafka/topic-log.js';
+import { apiVersionsBody, parseRequest, responseFrame, decodeMessage, Reader, Writer, GroupCoordinator, KafkaError, Responses, crc32c, decodeBatches, encodeBatch, ScramServer, scramCredential, TopicLog } from '@scan-gateway/sandbox/kafka';
 
 // The protocol pieces of the sandbox's Kafka broker against byte captures of real clients:
 // librdkafka 2.0.2 (Debian's kcat) and @platformatic/kafka 1.35.0. How the captures were made:

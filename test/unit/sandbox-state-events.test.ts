@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { ScanStatusWire } from '../../src/contract/contract.js';
-import { SandboxState } from '../../src/sandbox/state.js';
+import type { ScanStatusWire } from '@scan-gateway/contract';
+import { SandboxState } from '@scan-gateway/sandbox';
 import { waitFor } from '../helpers/wait.js';
 
 // The one place a sandbox batch's state moves: every change is announced once, in order, with

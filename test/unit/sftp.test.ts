@@ -10,7 +10,7 @@ import { Batcher } from '../../src/delivery/batcher.js';
 import { batchBodyChunks, batchFileName, hashBatchBody, remoteJoin } from '../../src/delivery/sftp-transfer.js';
 import { StatusTracker } from '../../src/delivery/status-tracker.js';
 import { silentLogger } from '../../src/log.js';
-import { hostKeyFingerprint } from '../../src/upstream/sftp-client.js';
+import { hostKeyFingerprint } from '@scan-gateway/contract/host-key';
 import { waitFor } from '../helpers/wait.js';
 import { createHash } from 'node:crypto';
 

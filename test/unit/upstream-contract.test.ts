@@ -13,7 +13,7 @@ import {
   scanSchema,
   scanStatusWireSchema,
   typedPropertySchema,
-} from '../../src/contract/contract.js';
+} from '@scan-gateway/contract';
 import { ERROR_BODY_LIMIT, httpError, isRetryableStatus, parseRetryAfter } from '../../src/upstream/http-errors.js';
 
 const scan = {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { batteryPackTemplate, labelFromIdentifier } from '../../src/contract/battery-pack-template.js';
-import { typedPropertySchema } from '../../src/contract/contract.js';
+import { batteryPackTemplate, labelFromIdentifier } from '@scan-gateway/contract/battery-pack-template';
+import { typedPropertySchema } from '@scan-gateway/contract';
 
 // The lists below are copied from upstream-contract.md §2.4 by hand, independently of the template
 // module, so a typo or an omission on either side fails here.

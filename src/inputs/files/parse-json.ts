@@ -1,5 +1,5 @@
 import type { JsonFieldsConfig } from '../../config/input-schemas.js';
-import { describeIssues, scanSchema } from '../../contract/contract.js';
+import { describeIssues, scanSchema } from '@scan-gateway/contract';
 import { jsonRead, jsonReadProblem } from '../json-read.js';
 import type { IntakeItem } from '../types.js';
 import {

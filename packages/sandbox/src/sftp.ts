@@ -3,9 +3,9 @@ import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readdirSync, rea
 import { join, posix } from 'node:path';
 import ssh2 from 'ssh2';
 import type { Attributes, AuthContext, Connection, SFTPWrapper } from 'ssh2';
-import { ErrorCodes, GatewayError } from '../errors.js';
-import type { Logger } from '../log.js';
-import { hostKeyFingerprint } from '../upstream/sftp-client.js';
+import { ErrorCodes, GatewayError } from '@scan-gateway/contract/errors';
+import type { Logger } from './log.js';
+import { hostKeyFingerprint } from '@scan-gateway/contract/host-key';
 import type { SandboxState } from './state.js';
 
 const { Server, utils } = ssh2;

@@ -1,6 +1,6 @@
 import type { FastifyInstance, preHandlerAsyncHookHandler } from 'fastify';
-import { batteryPackTemplate } from '../contract/battery-pack-template.js';
-import { PRODUCT_TYPES, createProductRequestSchema, type ProductModel } from '../contract/contract.js';
+import { batteryPackTemplate } from '@scan-gateway/contract/battery-pack-template';
+import { PRODUCT_TYPES, createProductRequestSchema, type ProductModel } from '@scan-gateway/contract';
 import { callerOf } from './auth.js';
 import { sendProblem, sendValidationProblem } from './problem.js';
 import { isParsedBody, sendJson } from './respond.js';

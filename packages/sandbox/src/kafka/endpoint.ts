@@ -1,5 +1,5 @@
-import type { ScanStatusWire } from '../../contract/contract.js';
-import type { Logger } from '../../log.js';
+import type { ScanStatusWire } from '@scan-gateway/contract';
+import type { Logger } from '../log.js';
 import type { FaultSwitch } from '../faults.js';
 import type { SandboxClient, SandboxKafkaInfo, SandboxKafkaOptions } from '../types.js';
 import { KafkaBroker } from './broker.js';

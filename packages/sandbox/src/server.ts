@@ -1,15 +1,14 @@
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import formbody from '@fastify/formbody';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
-import { DEFAULT_HTTP_LIMITS } from '../config/schema.js';
-import { ErrorCodes, GatewayError } from '../errors.js';
-import { capConnections, listenerOptions } from '../listener/listener-limits.js';
-import { silentLogger } from '../log.js';
-import { PACKAGE_ROOT } from '../paths.js';
-import { MAX_DIRECT_BODY_BYTES, PRESIGNED_VALIDITY_MS, TOKEN_VALIDITY_S } from '../contract/contract.js';
+import { MAX_DIRECT_BODY_BYTES, PRESIGNED_VALIDITY_MS, TOKEN_VALIDITY_S } from '@scan-gateway/contract';
+import { ErrorCodes, GatewayError } from '@scan-gateway/contract/errors';
+import { DEFAULT_HTTP_LIMITS, capConnections, listenerOptions } from './listener.js';
+import { silentLogger } from './log.js';
 import { SandboxAuth, bearerCheck, registerTokenRoute } from './auth.js';
 import { FaultSwitch, registerFaultHooks } from './faults.js';
 import { sendProblem } from './problem.js';
@@ -27,15 +26,32 @@ export type { Faults, FaultsPatch, RunningSandbox, SandboxClient, SandboxOptions
 /** Largest body fastify reads at all (pre-signed uploads may be large); the 5.8 MiB rule is the route's. */
 const BODY_LIMIT = 256 * 1024 * 1024;
 
-/** File holding the demo client's secret, relative to the package root. */
+/** File holding the demo client's secret, relative to the scan-gateway package root. */
 export const DEMO_SECRET_FILE = 'config/demo-client-secret';
 
 /**
- * The default client: `demo-client`, secret from config/demo-client-secret (trimmed), DCPs of the
- * demo and example configurations. Throws `SECRET` when the file cannot be read.
+ * Where the demo client's secret is when the caller does not say: {@link DEMO_SECRET_FILE} in the
+ * nearest folder above this module that holds one. That is the scan-gateway checkout the sandbox
+ * is a workspace of (packages/sandbox/), or the installed daemon whose node_modules carry it
+ * (/usr/lib/scan-gateway/), the same file config/demo.yaml names. Undefined when there is none.
  */
-export function demoClient(): SandboxClient {
-  const file = join(PACKAGE_ROOT, DEMO_SECRET_FILE);
+function defaultDemoSecretFile(): string | undefined {
+  for (let dir = dirname(fileURLToPath(import.meta.url)); ; dir = dirname(dir)) {
+    const candidate = join(dir, DEMO_SECRET_FILE);
+    if (existsSync(candidate)) return candidate;
+    if (dirname(dir) === dir) return undefined;
+  }
+}
+
+/**
+ * The default client: `demo-client`, secret from `file` (trimmed; default config/demo-client-secret
+ * of the scan-gateway package the sandbox sits in), DCPs of the demo and example configurations.
+ * Throws `SECRET` when the file cannot be found or read, or is empty.
+ */
+export function demoClient(file: string | undefined = defaultDemoSecretFile()): SandboxClient {
+  if (file === undefined) {
+    throw new GatewayError(ErrorCodes.SECRET, `demo client secret ${DEMO_SECRET_FILE} not found above ${dirname(fileURLToPath(import.meta.url))}`);
+  }
   let secret: string;
   try {
     secret = readFileSync(file, 'utf8').trim();
@@ -61,7 +77,7 @@ export interface SandboxMemory {
 /** New sandbox memory from `options` (no Kafka endpoint: {@link startSandbox} adds it). */
 export function newSandboxMemory(options: SandboxOptions = {}): SandboxMemory {
   return {
-    state: new SandboxState(options.clients ?? [demoClient()], options.maxLoggedScans !== undefined ? { maxLoggedScans: options.maxLoggedScans } : {}),
+    state: new SandboxState(options.clients ?? [demoClient(options.demoSecretFile)], options.maxLoggedScans !== undefined ? { maxLoggedScans: options.maxLoggedScans } : {}),
     faults: new FaultSwitch(options.faults ?? {}),
     auth: new SandboxAuth(),
   };

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { scanSchema, type ScanFailure, type ScanStatusWire } from '../contract/contract.js';
+import { scanSchema, type ScanFailure, type ScanStatusWire } from '@scan-gateway/contract';
 import type { SandboxClient } from './types.js';
 
 /**

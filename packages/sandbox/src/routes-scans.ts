@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance, FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
-import { MAX_DIRECT_BODY_BYTES, scanBatchSchema } from '../contract/contract.js';
+import { MAX_DIRECT_BODY_BYTES, scanBatchSchema } from '@scan-gateway/contract';
 import { callerOf } from './auth.js';
 import { sendProblem, sendValidationProblem } from './problem.js';
 import { isParsedBody, sendJson } from './respond.js';

@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
-import { formatPath, type ProblemDetails } from '../contract/contract.js';
+import { formatPath, type ProblemDetails } from '@scan-gateway/contract';
 
 /**
  * RFC 9457 problem details as the sandbox sends them, shaped like ASP.NET Core's (the service

@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parse } from 'yaml';
 import { z } from 'zod';
-import { ErrorCodes, GatewayError } from '../errors.js';
-import { formatPath } from '../contract/contract.js';
+import { ErrorCodes, GatewayError } from '@scan-gateway/contract/errors';
+import { formatPath } from '@scan-gateway/contract';
 import { faultsSchema, type SandboxClient, type SandboxOptions } from './types.js';
 
 /**

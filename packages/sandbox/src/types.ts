@@ -1,8 +1,8 @@
 import type { RunningSandboxSftp } from './sftp.js';
-import type { HttpLimitsConfig } from '../config/schema.js';
+import type { HttpLimitsConfig } from './listener.js';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { Logger } from '../log.js';
+import type { Logger } from './log.js';
 
 /**
  * Shapes of the sandbox: its options, its fault-injection knobs and what `startSandbox` returns.
@@ -145,6 +145,12 @@ export interface SandboxOptions {
   port?: number;
   /** Known clients. Default: `demo-client` with the secret of config/demo-client-secret. */
   clients?: SandboxClient[];
+  /**
+   * The file of `demo-client`'s secret, when {@link clients} is not given. Default:
+   * config/demo-client-secret of the scan-gateway package the sandbox sits in (the daemon passes
+   * its own).
+   */
+  demoSecretFile?: string;
   /** Lifetime of access tokens, in s. Default 3600 (contract §5). */
   tokenTtlSec?: number;
   /** Time from upload to terminal state, in ms: Received for the first half, InProgress for the second. Default 1000. */
@@ -160,7 +166,7 @@ export interface SandboxOptions {
   /** The Kafka endpoint (`startSandbox` only); `false` = none. Default: on, see {@link SandboxKafkaOptions}. */
   kafka?: SandboxKafkaOptions | false;
   /**
-   * The SFTP endpoint (src/sandbox/sftp.ts): on `port` (0 = any), files under `root`
+   * The SFTP endpoint (sftp.ts): on `port` (0 = any), files under `root`
    * (default a new temporary folder), besides the password (the client secret) the public keys of
    * `authorizedKeys` per client id. Off without this option.
    */
