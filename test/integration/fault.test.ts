@@ -186,9 +186,12 @@ describe('fault test: 100,000 scans through an upstream that fails in every way 
       // The auth server failed too (5xx or dropped: about 2 in 5 token requests), and every scan still arrived.
       const tokenFailures = requests.requests.filter((r) => r.path === '/oauth2/token' && (r.status === 0 || r.status >= 500)).length;
       expect(tokenFailures, 'failed token requests').toBeGreaterThan(0);
-      // Tokens lived 2 s: the client obtained new ones all along (renewing ahead of expiry, or after a 401).
+      // Tokens lived 2 s and the run lasts longer: the client obtained new ones (renewing ahead of
+      // expiry, or after a 401). How many depends on how long delivery waited in backoff, which a
+      // busy machine stretches, so the count is not compared with the run's duration.
       const tokens = client.tokenInfo().refreshes;
-      expect(tokens).toBeGreaterThan((deliveredAt - started) / 1000 / 4);
+      expect(deliveredAt - started).toBeGreaterThan(2_000);
+      expect(tokens).toBeGreaterThan(1);
       expect(batches.find((b) => b.mode === 'presigned')?.scans ?? 0).toBeGreaterThan(0);
       expect(batches.find((b) => b.mode === 'direct')?.scans ?? 0).toBeGreaterThan(0);
 
