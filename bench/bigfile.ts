@@ -9,7 +9,7 @@ import { judge, type BenchResult } from './lib/report.js';
 import { freePort, nowMs, processMemory, sleep } from './lib/system.js';
 
 /**
- * Benchmark 7, one big file (issue 11): the compiled daemon takes a `lines` file of 1,000,000
+ * Benchmark 7, one big file: the compiled daemon takes a `lines` file of 1,000,000
  * barcodes dropped into its inbox (committed in chunks of 2,000), while its resident memory is
  * sampled. Reports the peak RSS (VmHWM of the gateway process) with the target < 250 MiB, against
  * the same gateway's peak before the file was dropped (its idle footprint: what the file adds is

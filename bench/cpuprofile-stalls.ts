@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 
 /**
- * Finds what held the event loop in a `.cpuprofile` of the daemon (issue 17, round 3): spans of
+ * Finds what held the event loop in a `.cpuprofile` of the daemon: spans of
  * consecutive samples whose outermost gateway frame (dist/src/…) is the same, lasting at least
  * `minMs`, each with the leaf functions it was in. A span of one to three samples that lasts 100 ms
  * or more is a thread that could not be sampled: blocked in a system call (V8's sampler interrupts

@@ -40,7 +40,7 @@ export interface DrainBenchOptions {
   gatewayNodeArgs?: string[];
 }
 
-/** The sizes of issue 8: a backlog of 1,000,000 scans; 250,000 for the fill (about 10 full direct batches). */
+/** The benchmark's sizes: a backlog of 1,000,000 scans; 250,000 for the fill (about 10 full direct batches). */
 export const DRAIN_DEFAULTS: DrainBenchOptions = { scans: 1_000_000, fillScans: 250_000 };
 
 /** Writes `count` pending scans into a new buffer at `path`, through the real store, 20,000 per transaction. */
@@ -150,7 +150,7 @@ interface FloorResult {
 }
 
 /**
- * The SQLite floor of per-scan state (issue 17, round 3): on a copy of the drain's buffer (same
+ * The SQLite floor of per-scan state: on a copy of the drain's buffer (same
  * schema with every migration, the store's pragmas: the connection is the store's own), bare
  * better-sqlite3 makes only the per-scan moves the schema requires for each batch of `batchScans`
  * scans, in id order: a batch row (the scans' foreign key), `pending -> batched` with its

@@ -251,7 +251,7 @@ async function startDaemon(node: string, configFile: string, cwd: string, nodeAr
   return { pid: child.pid!, lineMs, healthMs, stop };
 }
 
-/** The packages issue 17's guide prescribes for the daemon (fastify, better-sqlite3, chokidar, mqtt, serialport, undici, zod, p-queue, pino). */
+/** The packages prescribed for the daemon (fastify, better-sqlite3, chokidar, mqtt, serialport, undici, zod, p-queue, pino). */
 export const PRESCRIBED_PACKAGES = ['fastify', 'better-sqlite3', 'chokidar', 'mqtt', 'serialport', 'undici', 'zod', 'p-queue', 'pino'];
 
 /**
@@ -262,7 +262,7 @@ export const PRESCRIBED_PACKAGES = ['fastify', 'better-sqlite3', 'chokidar', 'mq
 export const EXAMPLE_PACKAGES = [...PRESCRIBED_PACKAGES, 'prom-client', 'yaml', 'commander', '@platformatic/kafka'];
 
 /**
- * The memory floor of `packages` (issue 17): a bare process with the daemon's node options and
+ * The memory floor of `packages`: a bare process with the daemon's node options and
  * environment imports them, starts nothing, and reports its RSS after a full GC
  * (bench/library-floor.ts). Nothing the daemon builds can be below it. Least of `runs`.
  */

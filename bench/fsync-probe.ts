@@ -3,7 +3,7 @@ import { randomBytes, randomInt } from 'node:crypto';
 import { join } from 'node:path';
 
 /**
- * The fsync latency of a disk without SQLite or the gateway (issue 17, round 3, "Stalls"): the
+ * The fsync latency of a disk without SQLite or the gateway (docs/performance.md, "Stalls"): the
  * write pattern of the buffer's checkpoint (6 random 4 KiB pages of a 400 MiB file overwritten and
  * one appended, then fsync) alternating with that of a commit (2 pages into a small log file, then
  * fsync), about 190 of each a second, for `seconds`. Prints p50, p99, max and the count of fsyncs

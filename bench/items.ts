@@ -19,7 +19,7 @@ export const ITEMS_DEFAULTS: ItemsBenchOptions = { scans: 10_000_000, lookups: 2
 /** Scans per pack: the pack, its 8 modules, 12 cells per module. */
 const PER_PACK = 105;
 
-/** The issue-18 target: a lookup answers in less than this, in ms. */
+/** The target: a lookup answers in less than this, in ms. */
 export const LOOKUP_TARGET_MS = 50;
 
 /**
@@ -85,7 +85,7 @@ function fill(path: string, scans: number): void {
   }
 }
 
-/** Benchmark: "what happened to this item?" on a buffer of `scans` scans (issue 18). */
+/** Benchmark: "what happened to this item?" on a buffer of `scans` scans. */
 export async function benchItems(opts: ItemsBenchOptions = ITEMS_DEFAULTS): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
   const dir = mkdtempSync(join(tmpdir(), 'sg-bench-items-'));
   const path = join(dir, 'buffer.db');

@@ -2,7 +2,7 @@ import { reply } from './lib/child.js';
 import { processMemory } from './lib/system.js';
 
 /**
- * The footprint benchmark's floor (issue 17): a bare process of the daemon's node options that
+ * The footprint benchmark's floor: a bare process of the daemon's node options that
  * imports the packages named in argv[2] (a JSON array), starts nothing, and answers its memory one
  * JSON line: `{ rssMiB, anonMiB, fileMiB }` (/proc/self/status) after 2 s of quiet and a full
  * garbage collection (needs `--expose-gc`), so what it answers is what the code of those packages

@@ -27,7 +27,7 @@ import { startMosquitto, type Tool } from './lib/tools.js';
  * subscriber (QoS 1, acknowledging as it receives) on the same broker, under the same publisher, in
  * the same run. Then the latency from publish to commit at a steady rate.
  *
- * The CPU budget (issue 17, round 3): the publisher, mosquitto and the subscriber share the same
+ * The CPU budget: the publisher, mosquitto and the subscriber share the same
  * cores, so each throughput trial also accounts the CPU of each process (utime + stime of
  * /proc/PID/stat, all threads) and, from the raw-insert ceiling of benchmark 1 run on the rows the
  * gateway wrote, derives the fewest cores any implementation of the gateway would need at 0.7 of
@@ -284,7 +284,7 @@ const medianOf = (trials: readonly TrialCpu[], f: (trial: TrialCpu) => number): 
 
 /**
  * The gateway's own work per message outside mqtt.js and SQLite, alone, in this process: the
- * payload's SHA-256 (the exactly-once record, issue 11), the payload to a read (`messageToItem`),
+ * payload's SHA-256 (the exactly-once record), the payload to a read (`messageToItem`),
  * the read to a Scan with the example's rules (`mapRead`: the lookup of the station, the cell
  * code's check, the product key) and the Scan's JSON, for the benchmark's own payloads
  * (`plcText`). Nothing of it can be left out without dropping a guarantee or the mapping itself.

@@ -15,7 +15,7 @@ import { formatMarkdown, formatTable, writeReport, type BenchReport, type BenchR
 import { machineInfo, nowMs, othersBusyMeter, sampleBackground } from './lib/system.js';
 
 /**
- * `npm run bench`: the benchmark suite of issue 8. Runs each benchmark with its ceiling measured in
+ * `npm run bench`: the benchmark suite. Runs each benchmark with its ceiling measured in
  * the same run, prints a table and writes bench/results/latest.json. Not part of `npm test`. The
  * options are {@link USAGE} (`--help`). Exits 1 when a benchmark could not run (a missed target is
  * a result, not a failure), 2 on a command line it cannot follow.

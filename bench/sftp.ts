@@ -11,7 +11,7 @@ import { judge, type BenchResult } from './lib/report.js';
 import { freePort, nowMs, processMemory, sleep } from './lib/system.js';
 
 /**
- * Benchmark 8, SFTP delivery of large batches (issue 15): the compiled daemon in `delivery.mode:
+ * Benchmark 8, SFTP delivery of large batches: the compiled daemon in `delivery.mode:
  * sftp` with `sftpMaxBytes` = `batchMiB` sends `batches` batches of that size to a real OpenSSH
  * server (sshd on a loopback port, started here as the tests start it), from a buffer filled
  * beforehand with scans of about 2 KiB. Reports the gateway's peak RSS (VmHWM) with the target

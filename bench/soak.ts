@@ -12,7 +12,7 @@ import { contextSwitches, freePort, median, nowMs, processCpuSeconds, processMem
 import { startMosquitto, type Tool } from './lib/tools.js';
 
 /**
- * Benchmark 10, soak (issue 17): the compiled daemon as systemd runs it (`node <the unit's node
+ * Benchmark 10, soak: the compiled daemon as systemd runs it (`node <the unit's node
  * options> dist/src/main.js run --config …`) takes reads from a real mosquitto at a steady 500
  * reads/s, QoS 1, for 30 minutes, and delivers them to the sandbox (a process of its own, which
  * processes each batch to its final state). Every minute (and at the start) it samples the daemon's

@@ -36,7 +36,7 @@ function tableRows(db: Database.Database, table: string): { columns: string[]; s
  * untimed), inserted raw into `dir/ceiling.db` (which must not exist yet) with the same schema
  * (every migration: tables, indexes, triggers) and the same pragmas, `batch` reads with their
  * scans per transaction. Other tables the gateway writes are not inserted, except, with
- * `mqttMessages`, the exactly-once record of an MQTT input (`mqtt_messages`, issue 11: one row per
+ * `mqttMessages`, the exactly-once record of an MQTT input (`mqtt_messages`: one row per
  * QoS 1 message, written in the read's own transaction): the source's rows, the n-th beside the
  * n-th read, with the gateway's own statement.
  */
@@ -57,9 +57,9 @@ export function runRawCeiling(dir: string, sourceDb: string, batch: number, opts
   const rows = reads.rows.map((r, n) => ({ read: r, scan: scanOf.get(r[readIdAt] as number), message: messages[n] }));
 
   const db = new Database(join(dir, 'ceiling.db'));
-  // BufferStore's pragmas, all of them: since issue 19 the buffer also returns pruned pages to the
-  // file system (auto_vacuum), checkpoints its log at 256 pages and cuts it back to 1 MiB. The
-  // ceiling had only the first four, and so wrote each page back to the database file less often.
+  // BufferStore's pragmas, all of them: the buffer also returns pruned pages to the file system
+  // (auto_vacuum), checkpoints its log at 256 pages and cuts it back to 1 MiB. A ceiling with only
+  // the first four would write each page back to the database file less often.
   db.pragma('auto_vacuum = INCREMENTAL');
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = FULL');

@@ -4,11 +4,11 @@ import { dirname } from 'node:path';
 /**
  * Shapes of benchmark results, the table printed at the end of `npm run bench` and the JSON file
  * (`bench/results/latest.json`). Every speed figure is paired with the ceiling it is compared with,
- * measured in the same run on the same machine (issue 8), because absolute speeds on a shared
+ * measured in the same run on the same machine, because absolute speeds on a shared
  * machine mean little.
  */
 
-/** A target of issue 8: the figure's value (or its ratio to the ceiling) must be at least / at most `value`. */
+/** A target: the figure's value (or its ratio to the ceiling) must be at least / at most `value`. */
 export interface Target {
   /** `min`: value ≥ target; `max`: value < target (a ceiling that must not be reached); `atMost`: value ≤ target. */
   kind: 'min' | 'max' | 'atMost';

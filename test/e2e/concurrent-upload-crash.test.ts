@@ -11,7 +11,7 @@ import { waitFor } from '../helpers/wait.js';
 import { sandboxRefs } from '../helpers/sandbox-scans.js';
 
 /**
- * A SIGKILL while several uploads are in flight at once (issue 17, `delivery.uploadConcurrency`):
+ * A SIGKILL while several uploads are in flight at once (`delivery.uploadConcurrency`):
  * the compiled gateway runs as a child process, the sandbox takes each upload and holds its answer
  * back, and the gateway is killed once three batches are on the wire. After a restart each of
  * them is recovered by its own stored state: pre-signed ones by asking their status (none sent

@@ -10,7 +10,7 @@ import { waitFor } from '../helpers/wait.js';
 import { dropCsv } from '../helpers/inbox.js';
 
 /**
- * The crash test of issue 4: the compiled gateway runs as a child process against an in-process
+ * The crash test: the compiled gateway runs as a child process against an in-process
  * sandbox and is killed with SIGKILL at random moments, chosen to fall
  * - anywhere (a random delay after start: intake, batching, polling),
  * - during intake (just after a large file was dropped: parse and commit),

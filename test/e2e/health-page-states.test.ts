@@ -153,7 +153,7 @@ describe('health page states in headless Chromium', () => {
     const page = await open(gateway.httpUrl);
 
     writeFileSync(join(dir, 'goods-in', 'a.csv'), csv('CELL-0101'));
-    // The case from the issue: a CSV whose header has no barcode column goes to failed/.
+    // A typical failed file: a CSV whose header has no barcode column goes to failed/.
     writeFileSync(join(dir, 'goods-in', 'export.csv'), 'code,read_at\nCELL-0102,2026-11-18T07:00:00+01:00\n');
 
     await expect.poll(() => page.locator('.banner .state').innerText(), POLL).toBe('Degraded');

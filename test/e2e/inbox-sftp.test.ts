@@ -7,7 +7,7 @@ import { MAIN_JS } from '../helpers/gateway-process.js';
 import { waitFor } from '../helpers/wait.js';
 import { freePort } from '../helpers/ports.js';
 
-// Issue 16, item 6: the SFTP recipe of docs/operations.md ("1c. The inbox"), followed with a real
+// The SFTP recipe of docs/operations.md ("1c. The inbox"), followed with a real
 // sshd: a chrooted sftp-only uploader, the inbox bind-mounted into the chroot, a group shared with
 // the service user, the umask of internal-sftp. The uploaded file must be readable and movable by
 // the service user with the groups systemd gives it (its /etc/group entries, as setpriv

@@ -10,7 +10,7 @@ import { startGateway } from '../helpers/gateway-process.js';
 import { waitFor } from '../helpers/wait.js';
 import { parsePrometheusText } from '../unit/metrics-text-parser.js';
 
-// Issue 16, item 5: the alert rules are a file Prometheus loads, with unit tests run by promtool
+// The alert rules are a file Prometheus loads, with unit tests run by promtool
 // (Debian's prometheus package, installed by .ci/run; a missing promtool fails here), and the
 // fleet dashboard queries only metrics the gateway really exposes.
 

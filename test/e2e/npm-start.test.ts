@@ -7,9 +7,9 @@ import { PACKAGE_ROOT } from '../../src/paths.js';
 import { MAIN_JS } from '../helpers/gateway-process.js';
 import { waitFor } from '../helpers/wait.js';
 
-// Issue 16, item 4: `kill -TERM` of `npm start` left the gateway running (npm signalled the shell
-// of the script, which died and orphaned node). The script now `exec`s node, so npm's signal
-// reaches the gateway. And `npm run build` leaves dist/src/main.js executable, so the
+// `kill -TERM` of `npm start` must stop the gateway: with node under a shell, npm would signal the
+// shell, which dies and orphans node. So the script `exec`s node, and npm's signal reaches the
+// gateway. And `npm run build` leaves dist/src/main.js executable, so the
 // `scan-gateway` link of a from-source install answers instead of "Permission denied".
 
 /** The pids of processes whose command line contains `needle` (from /proc). */

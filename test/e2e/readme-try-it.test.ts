@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { waitFor } from '../helpers/wait.js';
 
-// Issue 16, "Done when": a test follows the README's try-it steps on a fresh clone, word for
+// This test follows the README's try-it steps on a fresh clone, word for
 // word. The commands are taken from README.md itself (its first sh block's `npm start` line and
 // the block after "Try it"), so a README edit is what gets tested. Everything they use must be in
 // the repository: the clone has only what is committed (no dist/, no node_modules, no var/).

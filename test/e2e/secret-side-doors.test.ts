@@ -9,7 +9,7 @@ import { MAIN_JS, startGateway, type GatewayProcess } from '../helpers/gateway-p
 import { waitFor } from '../helpers/wait.js';
 
 /**
- * Issue 11, item 6: a file holding the client secret, refused as CSV, must not show the secret on
+ * A file holding the client secret, refused as CSV, must not show the secret on
  * any surface: status JSON, health page, healthz, `failed/*.error.txt`, the `failures` command,
  * nor the reason stored in the buffer. The gateway runs as systemd runs it (a child process of
  * the compiled daemon), with the secret in its environment.

@@ -7,7 +7,7 @@ import { sftpCrashRun } from '../helpers/sftp-crash.js';
 import { startSshd, type RunningSshd } from '../helpers/sshd.js';
 
 /**
- * Issue 15, "Done when": 20,000 scans in `delivery.mode: sftp` to a real OpenSSH server, the
+ * The SFTP crash test: 20,000 scans in `delivery.mode: sftp` to a real OpenSSH server, the
  * compiled gateway killed with SIGKILL 10 times during transfers and restarted. Afterwards every
  * scan is in exactly one remote file, no `.part` is left, and every file is a valid JSON array.
  */

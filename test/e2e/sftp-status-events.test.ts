@@ -8,7 +8,7 @@ import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js
 import { waitFor } from '../helpers/wait.js';
 
 /**
- * Status events for SFTP batches end to end (issues 14 + 15): the compiled gateway in
+ * Status events for SFTP batches end to end: the compiled gateway in
  * `delivery.mode: sftp` transfers its batches to the sandbox's SFTP endpoint and reads the
  * sandbox's status topic (its real Kafka endpoint). A batch ends `transferred` when its file is
  * on the server, and the event whose description names the file ("<file name>: …", the

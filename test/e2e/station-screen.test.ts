@@ -19,8 +19,8 @@ const IMAGES = join(PACKAGE_ROOT, process.env.UPDATE_DOC_IMAGES === '1' ? 'docs/
 
 
 /**
- * The station screen (issue 18) in headless Chromium against the compiled daemon: a scanner on a
- * real TCP connection, the sandbox as the service. A read must show within 1 s (the issue's
+ * The station screen in headless Chromium against the compiled daemon: a scanner on a
+ * real TCP connection, the sandbox as the service. A read must show within 1 s (the
  * promise to the operator), a refused read with its reason in plain words, and the stalled banner
  * once the service is gone.
  */

@@ -10,7 +10,7 @@ import { startGateway, writeInboxConfig, type GatewayProcess } from '../helpers/
 import { waitFor } from '../helpers/wait.js';
 
 /**
- * Status events end to end (issue 14): the compiled gateway as a child process reads the status
+ * Status events end to end: the compiled gateway as a child process reads the status
  * topic of an in-process sandbox (its real Kafka endpoint: SASL_SSL, SCRAM-SHA-512, its own CA),
  * so the gateway can be killed with SIGKILL while the sandbox goes on publishing.
  */

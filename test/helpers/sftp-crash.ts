@@ -55,7 +55,7 @@ function transferring(dbFile: string): number {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * The SFTP crash run of issue 15: the compiled gateway in `delivery.mode: sftp` takes `total`
+ * The SFTP crash run: the compiled gateway in `delivery.mode: sftp` takes `total`
  * scans from dropped files and is killed with SIGKILL `kills` times while a transfer is in flight
  * (alternately: a `.part` being written, and just after a batch file appeared under its final name,
  * before the gateway could record it), restarted each time, and finally left to finish. The caller

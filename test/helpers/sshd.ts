@@ -8,7 +8,7 @@ import { freePort } from './ports.js';
 /** Debian's openssh-server puts the daemon here (`.ci/run` installs it). */
 const SSHD = '/usr/sbin/sshd';
 
-/** A real OpenSSH server on a loopback port, started by a test (issue 15). */
+/** A real OpenSSH server on a loopback port, started by a test. */
 export interface RunningSshd {
   host: '127.0.0.1';
   port: number;

@@ -13,7 +13,7 @@ import { ContainerSessions } from '../../src/mapping/container-sessions.js';
 import { Mapper } from '../../src/mapping/mapper.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
 
-/** Issue 11, item 3: reads naming DCPs that do not exist must not grow the gateway's memory. */
+/** Reads naming DCPs that do not exist must not grow the gateway's memory. */
 
 const config = configSchema.parse({
   site: { id: 'bounds', timezone: 'Europe/Berlin' },
@@ -58,7 +58,7 @@ describe('bounded state: container sessions and counters', () => {
     const BATCH = 2_000;
     let rejected = 0;
     for (let b = 0; b < N; b += BATCH) {
-      // Every other read is a container's opening code: before issue 11 each of these opened a session.
+      // Every other read is a container's opening code: without the bound, each of these would open a session.
       const items = Array.from({ length: BATCH }, (_, i) => read(i % 2 === 0 ? `PAL-${b + i}` : `PK-${b + i}`, `NOPE-${b + i}`, start + b + i));
       const { outcomes } = await intake.submit(items);
       for (const [i, o] of outcomes.entries()) {

@@ -8,7 +8,7 @@ import { ExitCodes } from '../../src/cli/exit.js';
 import { MAIN_JS } from '../helpers/gateway-process.js';
 
 /**
- * Issue 11, item 7: a buffer that cannot be opened ends `run` with exit code 4, which the systemd
+ * A buffer that cannot be opened ends `run` with exit code 4, which the systemd
  * unit lists in RestartPreventExitStatus=, so systemd does not restart into the same failure.
  */
 

@@ -53,7 +53,7 @@ describe('scan-gateway config (compiled CLI)', () => {
     ]);
   });
 
-  it('config check: says when the byte quota is larger than the disk of the buffer can hold (issue 19)', () => {
+  it('config check: says when the byte quota is larger than the disk of the buffer can hold', () => {
     const dir = mkdtempSync(join(tmpdir(), 'sg-cli-'));
     const file = join(dir, 'quota.yaml');
     const yaml = (maxBytes?: number) => `site: { id: plant-1, timezone: Europe/Berlin }

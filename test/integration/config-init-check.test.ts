@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { MAIN_JS } from '../helpers/gateway-process.js';
 
-// Issue 16: `config init` writes a starter that passes `config check`, and `config check` checks
+// `config init` writes a starter that passes `config check`, and `config check` checks
 // what the running gateway needs on this machine (files, access as the service user, environment
 // variables, free listen addresses), words YAML errors plainly and explains units.
 
@@ -66,7 +66,7 @@ describe('scan-gateway config init', () => {
   });
 });
 
-describe('scan-gateway config check on the machine (issue 16)', () => {
+describe('scan-gateway config check on the machine', () => {
   it('names missing files and unset environment variables by input id; --offline checks the file only', () => {
     const r = cli(['config', 'check', '--config', 'config/example.yaml']);
     expect(r.code).toBe(2);

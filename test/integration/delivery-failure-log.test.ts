@@ -13,7 +13,7 @@ import { UpstreamClient } from '../../src/upstream/client.js';
 import { memoryLogger } from '../helpers/log-lines.js';
 import { waitFor } from '../helpers/wait.js';
 
-// Item 3 of issue 12, the logging rule: a service that is down is one line per failure with the
+// The logging rule: a service that is down is one line per failure with the
 // code, the cause and the next attempt, without a stack; a stack only for a bug.
 
 function scan(reference: string): IntakeRecord {

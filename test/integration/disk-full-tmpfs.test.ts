@@ -33,7 +33,7 @@ function warningsByMessage(lines: readonly { level: number; msg: string }[]): [s
 const ref = (f: number, i: number) => `DISK-${String(f).padStart(3, '0')}-${String(i).padStart(4, '0')}-${'x'.repeat(80)}`;
 
 /**
- * Issue 19: the buffer on a real, small file system (a 24 MiB tmpfs mounted by the test; root is
+ * The buffer on a real, small file system (a 24 MiB tmpfs mounted by the test; root is
  * needed, as in CI). Far more reads than the disk holds, the upstream up: every read is delivered,
  * the audit yields (oldest delivered scans pruned first), intake never sticks, and the database is
  * sound. Fails (does not skip) when the tmpfs cannot be mounted.
@@ -102,7 +102,7 @@ inputs:
       const status = app.status();
       const disk = status.buffer.disk!;
       expect(disk.prunedEarlyScans).toBeGreaterThan(0);
-      // buffer.maxBytes not set: the quota is derived from this small disk (item 3), about 1.2 MB of
+      // buffer.maxBytes not set: the quota is derived from this small disk, about 1.2 MB of
       // scan JSON, far below the 2 GiB the disk cannot hold.
       expect(disk.derivedQuotaBytes).toBe(status.buffer.quotaBytes);
       expect(disk.derivedQuotaBytes! * 3.5).toBeLessThan(fsSize);

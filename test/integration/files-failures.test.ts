@@ -9,7 +9,7 @@ import { memoryLogger } from '../helpers/log-lines.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
- * QA findings 2, 3, 4 and 9 on the files input: what goes to failed/, a re-dropped file, symlinks
+ * The files input: what goes to failed/, a re-dropped file, symlinks
  * and sub-folders must leave a counted, inspectable trace (an input-level rejection) or a warning.
  */
 
@@ -136,7 +136,7 @@ describe('files moved to failed/ are counted (an input-level rejection each)', (
   });
 });
 
-describe('a file with content already stored (QA 9)', () => {
+describe('a file with content already stored', () => {
   it('is moved to processed/ and counted as a rejection naming the earlier file and time', async () => {
     await startInput();
     await writeFile(join(dir, 'first.txt'), 'DUP-1\n');
@@ -154,7 +154,7 @@ describe('a file with content already stored (QA 9)', () => {
   });
 });
 
-describe('symbolic links (QA 3; issue 11: never followed)', () => {
+describe('symbolic links (never followed)', () => {
   it('a link present at start, one made while running and a dangling one all go to failed/ unread, as links', async () => {
     await mkdir(dir, { recursive: true });
     const outside = join(root, 'outside');
@@ -184,7 +184,7 @@ function input_running(): boolean {
   return inputs.every((i) => i.status().state === 'up');
 }
 
-describe('sub-folders (QA 4)', () => {
+describe('sub-folders', () => {
   it('warns once per sub-folder (present at start or made later) that it is not read, and keeps ignoring it', async () => {
     await mkdir(join(dir, 'old-exports'), { recursive: true });
     await writeFile(join(dir, 'old-exports', 'x.txt'), 'SUB-1\n');

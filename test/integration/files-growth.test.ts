@@ -9,7 +9,7 @@ import { memoryLogger } from '../helpers/log-lines.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
- * QA finding 1: a writer that pauses longer than stableMs gets its file taken early and moved to
+ * A writer that pauses longer than stableMs gets its file taken early and moved to
  * processed/, and goes on appending to the moved file. The appended lines must not be lost.
  */
 
@@ -91,7 +91,7 @@ async function writer(name: string): Promise<FileHandle> {
   return handle;
 }
 
-describe('a file still being written when it was taken (QA 1)', () => {
+describe('a file still being written when it was taken', () => {
   it('csv: stores the lines appended to the moved file, with the header, each part once with its own hash', async () => {
     await startInput({ format: 'csv', timeColumn: 'read_at' });
     // ( exec 3>in/slow1.csv; printf 'read_at,barcode\n' >&3; for i in 1..5; do printf '…,SLOWA-%d\n' $i >&3; sleep; done )

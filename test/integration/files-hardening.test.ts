@@ -19,7 +19,7 @@ import { waitFor } from '../helpers/wait.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
 
 /**
- * Issue 11, items 1 and 2, against the real parts: real files (links, a FIFO, a socket) in a real
+ * Only regular files are read, and files of any size in bounded memory, against the real parts: real files (links, a FIFO, a socket) in a real
  * inbox, the real intake and SQLite buffer, and for the crash a real gateway child process killed
  * with SIGKILL in the middle of a 1,000,000-line file.
  */
@@ -97,7 +97,7 @@ function mkfifo(path: string): void {
   if (result.status !== 0) throw new Error(`mkfifo failed (it must be installed): ${result.stderr?.toString() ?? result.error?.message}`);
 }
 
-describe('only regular files are read (issue 11, item 1)', () => {
+describe('only regular files are read', () => {
   it('a link to a secret outside the inbox, present at start and made while running: to failed/ as a link, the secret nowhere', async () => {
     const outside = join(root, 'etc');
     await mkdir(outside);
@@ -168,7 +168,7 @@ describe('only regular files are read (issue 11, item 1)', () => {
   });
 });
 
-describe('a CSV that is unreadable as a whole late in the file (issue 11, item 2)', () => {
+describe('a CSV that is unreadable as a whole late in the file', () => {
   it('goes to failed/ with none of its rows stored, though its first 5,000 rows came before the fault', async () => {
     await mkdir(dir, { recursive: true });
     const { input } = await startReal({ format: 'csv' });
@@ -185,7 +185,7 @@ describe('a CSV that is unreadable as a whole late in the file (issue 11, item 2
   });
 });
 
-describe('files of any size in bounded memory, resumed after a crash (issue 11, item 2)', () => {
+describe('files of any size in bounded memory, resumed after a crash', () => {
   const ROWS = 1_000_000;
   let gateway: GatewayProcess | undefined;
 

@@ -19,7 +19,7 @@ import { memoryLogger } from '../helpers/log-lines.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
- * The local HTTP surface under abuse (issue 11, item 5), against real listeners on 127.0.0.1:0:
+ * The local HTTP surface under abuse, against real listeners on 127.0.0.1:0:
  * half-open connections, the connection cap, foreign Host headers, the read token, rate-limited
  * refusal lines, short ingest tokens.
  */

@@ -20,7 +20,7 @@ const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'ut
 const ENV = { SCAN_GATEWAY_CLIENT_SECRET: SECRET };
 
 /**
- * Item lookup (issue 18) on the real app: a sandbox, a real SQLite buffer, scripted inputs at
+ * Item lookup on the real app: a sandbox, a real SQLite buffer, scripted inputs at
  * three stations. Cells are scanned at the module station (SOP-3) after their module's code opens
  * a container; modules at the pack station (EOL-3) after the pack's code; a battery goes in at a
  * DCP the service does not know (fails per scan), then is replayed with the DCP fixed.

@@ -13,10 +13,10 @@ const BEFORE = 11;
 const SCANS = 12_000;
 
 /**
- * Issue 17, round 5: migration 12 rewrites the scans (their bodies move to `scan_bodies`), which
+ * Migration 12 rewrites the scans (their bodies move to `scan_bodies`), which
  * needs about the buffer's size again while it runs. On a disk without that room it must be
  * undone whole and say what to do; with room it must then succeed. A real, small file system (a
- * tmpfs mounted by the test, as the disk-full tests of issue 19 do; root is needed, and the test
+ * tmpfs mounted by the test, as the disk-full tests (disk-full-tmpfs.test.ts) do; root is needed, and the test
  * fails rather than skips without it).
  */
 describe('the schema upgrade of the scans on a full disk (tmpfs)', () => {

@@ -9,7 +9,7 @@ import { loadSandboxConfig, startSandbox, type RunningSandbox, FAILURE_REASONS }
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { waitFor } from '../helpers/wait.js';
 
-// The sandbox's stricter rules (issue 12, item 6) over real HTTP on a listening sandbox: what an
+// The sandbox's stricter rules over real HTTP on a listening sandbox: what an
 // object store answers to a pre-signed PUT with Authorization or another content type, 415 on
 // scan uploads, per-scan failures for an unknown product and for both keys, faults of the token
 // endpoint, and a restart that keeps the service's state.

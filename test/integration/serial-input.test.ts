@@ -249,11 +249,11 @@ inputs: [{ id: line3, type: serial, path: ${pair.devicePath}, dcp: GI }]
     await startInput({ framing: 'stxEtx', stripPrefix: 'P:', stripSuffix: '#', flowControl: 'xonxoff' });
     await pair.write(Buffer.from('\x02P:ABC#\x03\r\n\x02DEF\x03noise\x02P:GHI\x03\r\nnoise\r\n\x02JKL\x03'));
     await waitFor(() => sink.items.length >= 6, { what: 'four reads and the noise twice' });
-    // The CR LF after an ETX is not noise, nor counted into the noise after it (QA: it was "7 bytes").
+    // The CR LF after an ETX is not noise, nor counted into the noise after it: each noise is its 5 bytes.
     expect(sink.texts()).toEqual(['ABC', 'DEF', '<bytes outside STX…ETX (5 bytes)|noise>', 'GHI', '<bytes outside STX…ETX (5 bytes)|noise>', 'JKL']);
   });
 
-  it('after an overlong read without a terminator, a pause ends it: the next read is stored, the rejection counts the dropped bytes (QA repro)', async () => {
+  it('after an overlong read without a terminator, a pause ends it: the next read is stored, the rejection counts the dropped bytes', async () => {
     const pair = await pty();
     const yaml = `site: { id: t, timezone: Europe/Berlin }
 upstream: { baseUrl: http://127.0.0.1:9, authUrl: http://127.0.0.1:9, clientId: c }
@@ -295,7 +295,7 @@ inputs: [{ id: line3, type: serial, path: ${pair.devicePath}, dcp: GI }]
     }
   });
 
-  it('takes every read of a scanner sending CRLF on the default CR terminator (QA: <LF>SER-AFTER-4 rejected)', async () => {
+  it('takes every read of a scanner sending CRLF on the default CR terminator (not rejected as <LF>SER-AFTER-4)', async () => {
     const pair = await pty();
     await startInput();
     for (const read of ['SER-CRLF-1', 'SER-CRLF-2', 'SER-CRLF-3', 'SER-AFTER-4']) {
@@ -317,7 +317,7 @@ inputs: [{ id: line3, type: serial, path: ${pair.devicePath}, dcp: GI }]
     ]);
   });
 
-  it('rejects a read holding a LF on a CR terminator with the hint what to set (QA: SER-LF-2<LF>SER-CRLF-3)', async () => {
+  it('rejects a read holding a LF on a CR terminator with the hint what to set (such as SER-LF-2<LF>SER-CRLF-3)', async () => {
     const pair = await pty();
     await startInput({ ackBytes: '\x06', nakBytes: '\x15' });
     const answers = await listen(pair.peerPath);

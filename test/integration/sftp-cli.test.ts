@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAIN_JS } from '../helpers/gateway-process.js';
 import { startSshd, type RunningSshd } from '../helpers/sshd.js';
 
-/** `scan-gateway upload FILE --route sftp` (issue 15): the compiled CLI against a real sshd. */
+/** `scan-gateway upload FILE --route sftp`: the compiled CLI against a real sshd. */
 
 const SCANS = [
   { reference: 'CLI-1', timeStamp: '2025-01-02T03:04:05', dcpKey: 'GI-01', productModelKey: 'PACK-A', parents: [], attributes: [] },

@@ -18,7 +18,7 @@ import { PACKAGE_ROOT } from '../../src/paths.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
- * Issue 15 against a real OpenSSH server (sshd on a loopback port, temporary host and user keys)
+ * SFTP delivery against a real OpenSSH server (sshd on a loopback port, temporary host and user keys)
  * and the same suite against the sandbox's SFTP endpoint (ssh2's server side, password login):
  * batches go as files, `.part` then renamed; a wrong host key is refused; a server that refuses
  * writes holds the batches with the reason.

@@ -51,7 +51,7 @@ function events(text: string, name: string): Record<string, unknown>[] {
 }
 
 /**
- * The station screen's server side (issue 18) on the real app: read token, unknown stations, the
+ * The station screen's server side on the real app: read token, unknown stations, the
  * live events of a real intake, the cap on streams, heartbeats against the idle timeout, and a stop
  * with screens open.
  */

@@ -20,7 +20,7 @@ import { waitFor } from '../helpers/wait.js';
 import { sandboxRefs } from '../helpers/sandbox-scans.js';
 
 /**
- * Uploads in flight at once (issue 17, `delivery.uploadConcurrency`) against the sandbox over real
+ * Uploads in flight at once (`delivery.uploadConcurrency`) against the sandbox over real
  * HTTP: the sandbox holds each answer back (`answerDelayMs`), so uploads really overlap. The only
  * seam is a thin wrapper around the real client that counts the uploads in flight and, where a
  * test says so, fails one call (before sending, or after a real send with its answer "lost").

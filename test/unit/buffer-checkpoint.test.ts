@@ -6,7 +6,7 @@ import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
 import { CHECKPOINT_BEYOND_END_BYTES, SMALL_COMMIT_BYTES, SMALL_COMMIT_RECORDS } from '../../src/buffer/intake-writes.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
 
-// Issue 19's bound on the write-ahead log, as issue 17 (round 4) loosened it: the log holds at most
+// The bound on the write-ahead log, loose enough not to checkpoint at every commit: the log holds at most
 // one big commit's new pages beyond the end of the database file, or 256 KiB and one small commit.
 // SQLite's automatic checkpoint is off in these tests: on a full disk it fails without a word, and
 // the bound must hold on the explicit checkpoints alone.
@@ -64,7 +64,7 @@ describe('write-ahead log checkpoints of intake commits', () => {
     const { maxBeyond, fileGrowths } = smallCommits(s, commits, perCommit, make);
     expect(maxBeyond).toBeGreaterThan(0);
     expect(maxBeyond).toBeLessThanOrEqual(MIB);
-    // Before round 4 the database file grew at nearly every commit (one checkpoint each).
+    // With a checkpoint at every commit, the database file would grow at nearly every commit.
     expect(fileGrowths).toBeGreaterThan(0);
     expect(fileGrowths).toBeLessThan(commits / 4);
   });

@@ -11,7 +11,7 @@ import { sqlOf } from '../helpers/buffer-sql.js';
 import { memoryLogger } from '../helpers/log-lines.js';
 import { scanAt } from '../helpers/records.js';
 
-// Issue 17, round 6 (migration 13): a finished batch leaves its delivered scans' rows `batched`;
+// Since migration 13 a finished batch leaves its delivered scans' rows `batched`;
 // the batch being done makes them delivered. Every count the gateway keeps (buffer_totals,
 // scan_state_counts) and every report must say what the rows, read that way, say.
 
@@ -56,7 +56,7 @@ function expectCountsHold(s: BufferStore): void {
   expect(s.reports.stats().scans).toEqual(recount(s));
 }
 
-describe('a finished batch leaves its rows as they are (issue 17, round 6)', () => {
+describe('a finished batch leaves its rows as they are', () => {
   it('finishing writes no scan row: the rows stay batched, the view, counts, totals and reports say delivered', () => {
     const s = open();
     intake(s, ['A', 'B', 'C', 'D']);

@@ -11,9 +11,8 @@ import { ErrorCodes, GatewayError } from '../../src/errors.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
 import { scanAt } from '../helpers/records.js';
 
-// Issue 17, round 5: the scans' bodies moved to `scan_bodies` (migration 12); `scans` became
-// a view of `scan_rows` and `scan_bodies`. These tests meet a buffer written before it (schema
-// 11), which a start now takes through every later migration.
+// The scans' bodies live in `scan_bodies` (migration 12); `scans` is a view of `scan_rows` and
+// `scan_bodies`. These tests meet a buffer written before it (schema 11), which a start now takes through every later migration.
 const BEFORE = 11;
 const NOW = Date.parse('2026-11-25T08:00:00Z');
 const body = (ref: string, parents: string[] = []) => JSON.stringify({ reference: ref, timeStamp: '2026-11-25T07:00:00Z', dcpKey: 'GI-01', productModelKey: 'CELL', parents });
@@ -60,7 +59,7 @@ function oldBuffer(): string {
 
 const allScans = (db: Database.Database) => db.prepare(`SELECT * FROM scans ORDER BY id`).all() as Record<string, unknown>[];
 
-describe('scan bodies in a table of their own (issue 17, round 5)', () => {
+describe('scan bodies in a table of their own', () => {
   it('migrates an older buffer: `scans` reads as before, column for column, and the counts hold', () => {
     const file = oldBuffer();
     const raw = new Database(file);

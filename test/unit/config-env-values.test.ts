@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
 import { isGatewayError } from '../../src/errors.js';
 
-/** Issue 11, item 6: a configuration error names the variable, never the value it holds. */
+/** A configuration error names the variable, never the value it holds. */
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -55,7 +55,7 @@ describe('configuration errors and environment values', () => {
     const values = { SITE_TZ: 'Mars/TOPSECRET-1', UPSTREAM_URL: 'no url TOPSECRET-2', DCP_KIND: 'TOPSECRET-3', INPUT_TYPE: 'TOPSECRET-4', BAUD: 'TOPSECRET-5' };
     const message = problemsOf(CONFIG, values);
     expect(message).not.toContain('TOPSECRET');
-    // Before issue 11 the unknown type was quoted: `unknown type "TOPSECRET-4"`.
+    // Quoting the unknown type would show the value: `unknown type "TOPSECRET-4"`.
     expect(message).toContain('inputs[gi-a].type: unknown type "${INPUT_TYPE}"');
     expect(message).toContain('site.timezone:');
     expect(message).toContain('inputs[gi-b].baudRate:');

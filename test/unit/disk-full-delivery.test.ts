@@ -15,7 +15,7 @@ import { memoryLogger } from '../helpers/log-lines.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
- * Issue 19 with `PRAGMA max_page_count`: SQLite fails a write that needs a new page with
+ * A full disk made with `PRAGMA max_page_count`: SQLite fails a write that needs a new page with
  * SQLITE_FULL exactly as on a full disk, without root or a small file system. The real deliverer,
  * disk guard and retention on a real buffer file; only the upstream is scripted (the seam of
  * `DeliveryApi`; the tmpfs integration test runs the same against the sandbox over HTTP).

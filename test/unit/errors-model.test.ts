@@ -18,7 +18,7 @@ import {
 import { PACKAGE_ROOT } from '../../src/paths.js';
 
 /**
- * One error model (issue 13, item 6): outside tests, every error the gateway makes is a
+ * One error model: outside tests, every error the gateway makes is a
  * `GatewayError` with a stable code. A plain `Error` (or `TypeError`, `RangeError`…, a class
  * extending one, a thrown string) in src/ fails here unless it is on this list, with its reason.
  */

@@ -278,7 +278,7 @@ describe('parseJsonFile', () => {
   });
 });
 
-// QA findings on the file formats: UTF-16 in every format, CR-only lines, CSV quoting, delimiter hint.
+// The file formats' harder cases: UTF-16 in every format, CR-only lines, CSV quoting, delimiter hint.
 const csv = csvFormat;
 const utf16le = (text: string): Buffer => Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(text, 'utf16le')]);
 const utf16be = (text: string): Buffer => Buffer.concat([Buffer.from([0xfe, 0xff]), Buffer.from(text, 'utf16le').swap16()]);

@@ -24,7 +24,7 @@ const bytes = (text: string): Buffer => Buffer.from(text, 'latin1');
 const L256 = 'L'.repeat(256);
 
 describe('FramedStream: an overlong read ends at a pause', () => {
-  it('reports the 10,240 dropped bytes after 200 ms without a byte, and the next read survives (QA repro)', async () => {
+  it('reports the 10,240 dropped bytes after 200 ms without a byte, and the next read survives', async () => {
     const s = stream();
     s.push(Buffer.alloc(10_240, 'L'));
     await vi.advanceTimersByTimeAsync(199);
@@ -83,7 +83,7 @@ describe('FramedStream: an overlong read ends at a pause', () => {
 });
 
 describe('FramedStream: line ends', () => {
-  it('takes every read of a CRLF scanner on a CR terminator (QA: <LF>SER-AFTER-4 rejected)', async () => {
+  it('takes every read of a CRLF scanner on a CR terminator (not rejected as <LF>SER-AFTER-4)', async () => {
     const s = stream();
     s.push(bytes('SER-CRLF-1\r'));
     s.push(bytes('\nSER-AFTER-4\r\n'));

@@ -196,7 +196,7 @@ describe('Framer', () => {
   });
 });
 
-describe('Framer: a pause ends an overlong read (QA: the good read after an overlong one was swallowed)', () => {
+describe('Framer: a pause ends an overlong read, so the good read after it is not swallowed', () => {
   it('reports 10,240 bytes without a terminator at the pause, and keeps the next read', () => {
     const f = framer('\r');
     expect(f.push(Buffer.alloc(10_240, 'L'))).toEqual([]);
@@ -231,7 +231,7 @@ describe('Framer: a pause ends an overlong read (QA: the good read after an over
   });
 });
 
-describe('Framer: CR and LF line ends (QA: a CRLF scanner on a CR terminator rejected every read after the first)', () => {
+describe('Framer: CR and LF line ends (a CRLF scanner on a CR terminator must not have every read after the first rejected)', () => {
   it('terminator CR: drops the LF of a CRLF, also when it comes in the next chunk', () => {
     const stream = bytes('SER-1\r\nSER-2\r\n\r\nSER-3\r\n');
     for (let at = 0; at <= stream.length; at++) {
@@ -298,7 +298,7 @@ describe('Framer (stxEtx)', () => {
     expect(noise?.kind === 'noise' && noise.reason).toMatch(/outside STX…ETX \(2 bytes\)/);
   });
 
-  it('does not count the CR LF after an ETX, or filler before the next STX, into the noise (QA: "7 bytes" for CR LF noise)', () => {
+  it('does not count the CR LF after an ETX, or filler before the next STX, into the noise', () => {
     const stream = bytes('\x02A\x03\r\nnoise\r\n \x02B\x03\r\n\x00\t \x02C\x03');
     for (let at = 0; at <= stream.length; at++) {
       const events = feed(stxEtx(), [stream.subarray(0, at), stream.subarray(at)]);

@@ -185,7 +185,7 @@ describe('deriveHealth: one rule at a time', () => {
   });
 });
 
-describe('deriveHealth: status events (issue 14)', () => {
+describe('deriveHealth: status events', () => {
   const events = (e: NonNullable<HealthFacts['statusEvents']>): HealthFacts => ({ ...facts(), statusEvents: e });
 
   it('says why events do not flow, with the code of the failure, and that polling covers', () => {

@@ -126,7 +126,7 @@ describe('metrics', () => {
   });
 });
 
-describe('metrics: status events (issue 14)', () => {
+describe('metrics: status events', () => {
   it('counts events by outcome and shows the lag, whether they flow and the age of the last one; 0 when events are off', async () => {
     const at = '2026-11-18T06:00:00.000Z';
     const withEvents = (): GatewayStatus => ({

@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-// Issue 13, items 1 and 4: one owner for SQL (src/buffer/) and one for reading secrets
+// One owner for SQL (src/buffer/) and one for reading secrets
 // (src/config/secrets.ts). These tests read the sources, so a new side door fails CI.
 
 const ROOT = join(import.meta.dirname, '..', '..');

@@ -14,7 +14,7 @@ import { hostKeyFingerprint } from '@scan-gateway/contract/host-key';
 import { waitFor } from '../helpers/wait.js';
 import { createHash } from 'node:crypto';
 
-// Issue 15 without a server: the file name, the fingerprint as ssh-keygen prints it, the body
+// SFTP delivery without a server: the file name, the fingerprint as ssh-keygen prints it, the body
 // streamed in pages, the batch counts of an SFTP batch, the config rules, and the status tracker's
 // door for SFTP batches (transferred, then the service's word by file name or by references).
 

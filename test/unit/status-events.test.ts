@@ -255,7 +255,7 @@ describe('status events: each event through the tracker, positions with the effe
   });
 });
 
-describe('status events for SFTP batches (issue 15): by file name, else by references', () => {
+describe('status events for SFTP batches: by file name, else by references', () => {
   /** An SFTP batch of `refs` whose file is `/in/<name>`, in `state`; `transferred` finishes it as the tracker does. */
   function sftpBatch(t: ReturnType<typeof setup>, name: string, state: 'uploading' | 'uploaded' | 'transferred', ...refs: string[]) {
     t.store.intake.commitIntake(refs.map(scan), t.clock.t);

@@ -47,7 +47,7 @@ describe('systemd unit', () => {
     expect(r.status).toBe(0);
   });
 
-  it('has an exposure score of 1.6 or lower (issue 11), and explains every remaining exposure', () => {
+  it('has an exposure score of 1.6 or lower, and explains every remaining exposure', () => {
     const { dir, file } = localCopy();
     const r = systemdAnalyze(['security', '--offline=yes', '--no-pager', file], dir);
     const score = /Overall exposure level for scan-gateway\.service: (\d+\.\d)/.exec(r.out);
@@ -67,11 +67,11 @@ describe('systemd unit', () => {
     }
   });
 
-  it('is a notify service with a watchdog, its own user, credentials and the hardening the issue asks for', () => {
+  it('is a notify service with a watchdog, its own user, credentials and its hardening settings', () => {
     expect(setting('Type')).toEqual(['notify']);
     expect(setting('NotifyAccess')).toEqual(['main']);
     expect(setting('WatchdogSec')).toEqual(['30s']);
-    // A daemon's young generation, V8 thread pool and malloc arenas (issue 17, docs/performance.md "Footprint"), the same as `npm start`'s.
+    // A daemon's young generation, V8 thread pool and malloc arenas (docs/performance.md "Footprint"), the same as `npm start`'s.
     const startScript = (JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts['start'];
     expect(setting('ExecStart')[0]).toMatch(/^\/usr\/bin\/node --max-semi-space-size=2 --v8-pool-size=1 \S+main\.js run /);
     expect(setting('Environment')).toEqual(['MALLOC_ARENA_MAX=2']);
