@@ -411,7 +411,7 @@ function cpuBudget(
       name: 'raw SQLite insert CPU per read, with its exactly-once row',
       value: insertExactlyOnce,
       unit: 'µs/read',
-      note: 'the same rows and the same transactions as the raw insert above, each read with its mqtt_messages row (issue 11), as the gateway writes them',
+      note: 'the same rows and the same transactions as the raw insert above, each read with its mqtt_messages row, as the gateway writes them',
     }),
     judge({
       name: "gateway's own work per message, alone",
