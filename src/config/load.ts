@@ -1,9 +1,10 @@
-import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { isAlias, isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node } from 'yaml';
 import { ErrorCodes, GatewayError, isGatewayError } from '../errors.js';
 import { withPathBase } from './cross-check.js';
 import { readableIssues } from './problems.js';
+import { readConfigFile } from './read-file.js';
+export { CONFIG_MAX_BYTES } from './read-file.js';
 import { ingestTokenProblem, readClientSecret, readProxyCredentials } from './secrets.js';
 import { configSchema, type GatewayConfig } from './schema.js';
 
@@ -56,14 +57,17 @@ export function formatProblems(problems: ConfigProblem[]): string {
  * Reads, expands, validates and resolves a YAML configuration file.
  *
  * @throws GatewayError `SCANGW_E_CONFIG` with `details.problems: ConfigProblem[]` when the file cannot
- *   be read, is not YAML, or fails the schema, or an `http` input's ingest token (when it can be
+ *   be read, is not a regular file (a FIFO, a device, a folder; a symbolic link to a regular file is
+ *   read), is larger than `CONFIG_MAX_BYTES` (1 MiB, read-file.ts), is not YAML, or fails the schema, or an `http` input's ingest token (when it can be
  *   read here) is shorter than 16 characters; `SCANGW_E_SECRET` when the client secret is missing.
  */
 export function loadConfig(file: string, options: LoadConfigOptions): LoadedConfig {
   let text: string;
   try {
-    text = readFileSync(file, 'utf8');
+    text = readConfigFile(file).toString('utf8');
   } catch (err) {
+    // Not a regular file, or larger than CONFIG_MAX_BYTES: the reader's message says which.
+    if (isGatewayError(err, ErrorCodes.CONFIG)) throw configError([{ file, path: '', message: err.message }]);
     throw configError([{ file, path: '', message: `cannot read the file: ${(err as Error).message}` }]);
   }
   const config = parseConfigText(text, file, options);

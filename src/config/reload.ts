@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
-import { watch, readFileSync, type FSWatcher } from 'node:fs';
+import { watch, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from '../log.js';
 import type { LoadedConfig } from './load.js';
+import { readConfigFile } from './read-file.js';
 import type { GatewayConfig, InputConfig } from './schema.js';
 
 /**
@@ -227,7 +228,8 @@ export class ConfigReloader {
 
   private hash(): string | undefined {
     try {
-      return createHash('sha256').update(readFileSync(this.options.file)).digest('hex');
+      // Bounded like the load: a FIFO or device put in the file's place is refused by the load, not read here.
+      return createHash('sha256').update(readConfigFile(this.options.file)).digest('hex');
     } catch {
       return undefined;
     }
