@@ -1,6 +1,6 @@
 import { closeSync, constants, fstatSync, openSync, readSync, statSync } from 'node:fs';
 import { ErrorCodes, GatewayError } from '../errors.js';
-import { fileKind } from '../inputs/files/safe-open.js';
+import { fileKind } from '../format/file-kind.js';
 
 /**
  * The largest configuration file read, in bytes (1 MiB). The biggest realistic site

@@ -1,6 +1,7 @@
 import { constants, type Stats } from 'node:fs';
 import { lstat, open, readlink, type FileHandle } from 'node:fs/promises';
 import { ErrorCodes, GatewayError } from '../../errors.js';
+import { fileKind } from '../../format/file-kind.js';
 
 /**
  * Flags of every open of a file in a files inbox: read only, never through a symbolic link
@@ -8,18 +9,6 @@ import { ErrorCodes, GatewayError } from '../../errors.js';
  * a FIFO for reading would otherwise wait for a writer, and block every file behind it).
  */
 const INBOX_OPEN_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
-
-/** What kind of file `stats` (from lstat or fstat) describes, in words, for a reason. */
-export function fileKind(stats: Stats): string {
-  if (stats.isFile()) return 'a regular file';
-  if (stats.isSymbolicLink()) return 'a symbolic link';
-  if (stats.isDirectory()) return 'a folder';
-  if (stats.isFIFO()) return 'a FIFO (named pipe)';
-  if (stats.isSocket()) return 'a socket';
-  if (stats.isCharacterDevice()) return 'a character device';
-  if (stats.isBlockDevice()) return 'a block device';
-  return 'not a regular file';
-}
 
 /**
  * The error for an inbox entry that is not a regular file: the whole entry goes to `failed/` with
