@@ -12,6 +12,7 @@ import { STATUS_EVENTS_FETCH_WAIT_MS } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import type { ProductCheck } from '../mapping/product-check.js';
 import { DEMO_CLIENT_SECRET_FILE } from '../paths.js';
+import type * as SandboxModule from '@scan-gateway/sandbox';
 import type { RunningSandbox } from '@scan-gateway/sandbox';
 import type { SftpConnector, SftpSession } from '../upstream/sftp-client.js';
 import { readSftpCredentials } from '../config/secrets.js';
@@ -102,6 +103,24 @@ export function bufferPart(store: BufferStore): Component {
   };
 }
 
+/**
+ * Loads the sandbox package (`@scan-gateway/sandbox`, an optional dependency: the daemon runs
+ * without it). Only `npm start`'s `sandbox.enabled` and `scan-gateway sandbox` call this.
+ * @throws GatewayError `CONFIG` when the package is not installed, saying how to go on.
+ */
+export async function importSandbox(): Promise<typeof SandboxModule> {
+  try {
+    return await import('@scan-gateway/sandbox');
+  } catch (err) {
+    if ((err as { code?: string }).code !== 'ERR_MODULE_NOT_FOUND') throw err;
+    throw new GatewayError(
+      ErrorCodes.CONFIG,
+      'the sandbox (package @scan-gateway/sandbox) is not installed here: set sandbox.enabled: false and point upstream at the real service, or install it (npm ci in a checkout; the Debian package carries it)',
+      { cause: err },
+    );
+  }
+}
+
 /** The embedded upstream sandbox (`sandbox.enabled`): its module is loaded at start only. */
 export class SandboxPart implements Component {
   readonly name = 'sandbox';
@@ -117,7 +136,7 @@ export class SandboxPart implements Component {
     const kafka = splitListen(this.settings.kafka.listen);
     // The sandbox is a workspace package of its own (packages/sandbox), loaded only here and by
     // `scan-gateway sandbox`: a gateway without `sandbox.enabled` never loads it.
-    const { startSandbox } = await import('@scan-gateway/sandbox');
+    const { startSandbox } = await importSandbox();
     this.running = await listening('sandbox.listen', this.settings.listen, () =>
       startSandbox({ host, port, kafka, logger: this.logger, demoSecretFile: DEMO_CLIENT_SECRET_FILE }),
     );

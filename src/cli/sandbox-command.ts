@@ -5,6 +5,7 @@ import type { Logger } from '../log.js';
 import { DEMO_CLIENT_SECRET_FILE } from '../paths.js';
 import type { RunningSandbox, SandboxOptions } from '@scan-gateway/sandbox';
 import { CommandExit, ExitCodes } from './exit.js';
+import { importSandbox } from '../app/parts.js';
 
 /** What `sandbox` needs from the process edge. */
 export interface SandboxCommandIo {
@@ -43,7 +44,7 @@ export function registerSandboxCommand(program: Command, io: SandboxCommandIo): 
     )
     .action(async (opts: { host: string; port: string; kafkaPort?: string; config?: string; sftpPort?: string; sftpRoot?: string }) => {
       // The sandbox is a workspace package of its own (packages/sandbox), loaded only when it runs.
-      const { DEMO_CLIENT_ID, DEMO_DCPS, loadSandboxConfig, startSandbox } = await import('@scan-gateway/sandbox');
+      const { DEMO_CLIENT_ID, DEMO_DCPS, loadSandboxConfig, startSandbox } = await importSandbox();
       const port = Number(opts.port);
       if (!Number.isInteger(port) || port < 0 || port > 65_535) {
         io.stderr.write(`scan-gateway sandbox: --port must be a number from 0 to 65535, got "${opts.port}"\n`);
