@@ -376,6 +376,9 @@ export class Uploader {
       return;
     }
     if (action.action === 'split') {
+      // A split drops the address: its halves go under new requestIds. After a second PUT the
+      // earlier one may have arrived under the old requestId, so that resend is counted.
+      if (presignedStep === 'reput' && batch.scanCount > 1) store.batches.updateBatch(batch.id, {}, { possibleDuplicate: true });
       const split = store.batches.splitBatch(batch.id);
       logger.warn({ batchId: batch.id, split }, 'batch refused as too large; split in two');
       if (!split) store.batches.holdBatch(batch.id, `the service refused a single scan as too large: ${message}`);

@@ -343,6 +343,16 @@ describe('deliverer: crash recovery decided from the stored state', () => {
     expect(d.snapshot()).toMatchObject({ possibleDuplicates: 2, possibleDuplicateUploads: 1 });
   });
 
+  it('counts a 413 to a second PUT as a possible duplicate: the split halves go under new requestIds, the first PUT may have arrived', async () => {
+    const t = setup({ mode: 'presigned' });
+    const b = presignedBatch(t, { putStartedAt: t.clock.t - 1000 });
+    t.api.put.push(() => Promise.reject(httpError('PUT', '<pre-signed url>', 413, '', undefined)));
+    const d = t.start();
+    await waitFor(() => t.api.ops('put').length >= 1 && d.snapshot().possibleDuplicateUploads === 1);
+    expect(d.snapshot().possibleDuplicates).toBe(2);
+    expect(store.batches.batch(b.id)?.requestId).not.toBe('77');
+  });
+
   it('keeps asking before the same address after a 429 to a second PUT: only a 4xx to a first PUT says nothing arrived', async () => {
     const t = setup({ mode: 'presigned' }, () => 0.5);
     const b = presignedBatch(t, { putStartedAt: t.clock.t - 1000 });
