@@ -57,7 +57,8 @@ class Front {
   addresses = 0;
 
   constructor(private readonly target: URL) {
-    this.server = createServer((req, res) => void this.handle(req, res));
+    // A connection the gateway dropped (its deadline) ends the request here: nothing to answer.
+    this.server = createServer((req, res) => void this.handle(req, res).catch(() => req.socket.destroy()));
   }
 
   get url(): string {
