@@ -243,6 +243,6 @@ export const deliverySchema = z
       .int()
       .positive()
       .default(120_000)
-      .describe('How long an uploaded batch may answer NotFound before it is sent again, in ms.'),
+      .describe('How long an uploaded batch may answer NotFound before it is sent again under a new requestId, in ms. A pre-signed batch whose single-use address can still take a PUT does not wait for it: it is PUT there again on the retry backoff (docs/delivery.md, Pre-signed recovery).'),
   })
   .strict();

@@ -26,16 +26,27 @@ export class PresignedRoute {
   /**
    * Pre-signed flow (contract §4.4, §4.5): the requestId is written down before any data is sent,
    * and the start of each PUT too, so after a crash or a lost answer the status endpoint says
-   * whether the data arrived. When the service has not shown an upload within `notFoundGraceMs`,
-   * the same single-use address is tried once more while it is valid: accepted means the first
-   * PUT had not arrived; refused (403) means it had. Only a resend under a new address, after a
-   * PUT that may have arrived, can duplicate: it is counted as a possible duplicate.
+   * whether the data arrived. A requestId the service knows is never sent again.
+   *
+   * An unknown one is PUT again at once to the same address while it is valid (not within
+   * `ADDRESS_MARGIN_MS` of its expiry): the address takes one upload (§4.4, §8 "pre-signed address
+   * uses: once"), so the second PUT is accepted only if the first never arrived and refused (403)
+   * if it did. It cannot double, so it needs no grace: the uploader's retry backoff alone paces it.
+   * Only a resend under a new address and requestId, after a PUT that may have arrived, can
+   * duplicate: it waits `notFoundGraceMs` from that PUT (the service may show an upload late) and
+   * is counted as a possible duplicate.
+   *
+   * @returns `{ requestId, uploadedAt }` (ms since the epoch: when the PUT that counts started)
+   *   once the data was sent or found sent; `{ waitForStatus: true }` when the batch was moved to
+   *   `uploaded` to wait out the grace by polling.
+   * @throws the client's `GatewayError` of the failed call; `step.current` names that call.
    */
   async uploadPresigned(batch: BatchRow, step: PresignedStep): Promise<PresignedOutcome> {
     const { store, api, logger, config } = this.options;
     let current = store.batches.batch(batch.id) ?? batch;
     step.current = undefined;
     let mayHaveArrived = false;
+    let reuse = false;
     if (current.requestId && current.putStartedAt !== null) {
       step.current = 'status';
       const status = await api.getScanStatus(current.requestId);
@@ -43,26 +54,29 @@ export class PresignedRoute {
         logger.info({ batchId: batch.id, requestId: current.requestId }, 'pre-signed upload had arrived; not sending it again');
         return { requestId: current.requestId, uploadedAt: current.putStartedAt };
       }
-      if (this.options.now() - current.putStartedAt < config.notFoundGraceMs) {
-        // The service may not show an upload at once: wait out the grace window by polling.
+      if (this.usable(current)) {
+        // §4.4/§8: the address takes one upload, so a second PUT is its own proof: no grace needed.
+        reuse = true;
+      } else if (this.options.now() - current.putStartedAt < config.notFoundGraceMs) {
+        // A new address would be needed, and a new requestId can double what the service shows
+        // late: wait out the grace window by polling first.
         store.batches.updateBatch(batch.id, {
           state: 'uploaded',
           uploadedAt: new Date(current.putStartedAt).toISOString(),
           nextAttemptAt: this.options.now() + config.statusPollMs,
         });
-        logger.info({ batchId: batch.id, requestId: current.requestId }, 'pre-signed upload may have arrived; polling its status before sending again');
+        logger.info({ batchId: batch.id, requestId: current.requestId }, 'pre-signed upload may have arrived and its address cannot be used again; polling its status before sending it under a new one');
         return { waitForStatus: true };
+      } else {
+        mayHaveArrived = true;
       }
-      mayHaveArrived = true;
     }
-    const expired = current.presignedExpiresAt !== null && current.presignedExpiresAt - ADDRESS_MARGIN_MS <= this.options.now();
-    const reuse = mayHaveArrived && current.presignedUrl !== null && !expired;
     if (reuse) {
       logger.warn(
-        { batchId: batch.id, requestId: current.requestId, graceMs: config.notFoundGraceMs },
+        { batchId: batch.id, requestId: current.requestId, attempt: current.attempts + 1 },
         'the service does not show the pre-signed upload; sending it again to the same single-use address (a refusal means the first one had arrived)',
       );
-    } else if (!current.requestId || !current.presignedUrl || expired) {
+    } else if (!current.requestId || !this.usable(current)) {
       const issuedAt = this.options.now();
       step.current = 'address';
       const address = await api.requestPresignedUpload();
@@ -97,5 +111,14 @@ export class PresignedRoute {
       await api.putPresigned(current.presignedUrl!, store.batches.batchBody(batch.id));
     }
     return { requestId: current.requestId!, uploadedAt: started };
+  }
+
+  /**
+   * Whether `row`'s address may take a PUT now: there is one, and it is not within
+   * `ADDRESS_MARGIN_MS` of its expiry (§8: valid 30 minutes), so a PUT started now ends before it.
+   */
+  private usable(row: BatchRow): boolean {
+    if (row.presignedUrl === null) return false;
+    return row.presignedExpiresAt === null || row.presignedExpiresAt - ADDRESS_MARGIN_MS > this.options.now();
   }
 }

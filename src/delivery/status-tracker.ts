@@ -231,7 +231,9 @@ export class StatusTracker {
    * by the service) goes through the same door. A batch that is not `uploaded` any more (finished
    * already, or gone back to be sent) is left alone, so a late or repeated answer changes nothing.
    *
-   * - terminal (`Success`, `HasFailures`, `Failed`): the batch is `done`;
+   * - terminal (`Success`, `HasFailures`, `Failed`): the batch is `done`; a pre-signed batch with
+   *   more scans `processed` than it holds is counted as a possible duplicate (a service that
+   *   broke the single-use rule of its address, §8);
    * - `NotFound` past `notFoundGraceMs` from the upload: the batch goes back to be sent again;
    * - anything else: the state is recorded and the next poll scheduled (`statusPollMs` × 1.5ⁿ,
    *   at most `statusPollMaxMs`).
@@ -293,6 +295,16 @@ export class StatusTracker {
     }
     if (terminal) {
       store.batches.finishBatch(batch.id, status, new Date(now()).toISOString());
+      if (batch.mode === 'presigned' && status.processed !== undefined && status.processed > batch.scanCount) {
+        // A pre-signed batch may be PUT twice to its one address: safe only because the address
+        // takes one upload (§4.4, §8). A service that took both shows it here, under the one
+        // requestId (§4.5): more scans processed than the batch holds. Counted, not hidden.
+        store.batches.updateBatch(batch.id, {}, { possibleDuplicate: true });
+        logger.warn(
+          { batchId: batch.id, requestId: batch.requestId, scans: batch.scanCount, processed: status.processed },
+          'the service processed more scans than the pre-signed batch holds: it took a second upload to a single-use address (counted as a possible duplicate)',
+        );
+      }
       const log = status.state === 'Success' ? logger.info.bind(logger) : logger.warn.bind(logger);
       const reasons = [...new Set((status.failures ?? []).map((f) => f.reason))].slice(0, 5);
       log(

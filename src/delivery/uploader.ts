@@ -63,8 +63,10 @@ const STEP_RETRY_MS = 1000;
  * - `uploading` (a direct POST was in flight): sent again and counted as a possible duplicate.
  * - `presigned` without a PUT started: the PUT is made (same address while valid, else a new one).
  * - `presigned` with a PUT started (`put_started_at`): the status endpoint is asked first. A known
- *   requestId is not sent again; an unknown one is given `notFoundGraceMs` from the PUT, then sent
- *   again: to the same address while it is valid and unused, else to a new one.
+ *   requestId is not sent again; an unknown one is PUT again at once to the same single-use
+ *   address while it is valid (contract §4.4, §8: a second PUT cannot double), so a lost answer
+ *   costs a backoff step. Only when a new address is needed (expired, or refused because the first
+ *   PUT took it) is `notFoundGraceMs` from the PUT waited out first (presigned-route.ts).
  * - `uploading` of an SFTP batch (its `.part` was being written): back to `ready`; the transfer
  *   asks the server first (sftp-transfer.ts), so nothing is counted as a possible duplicate.
  *
@@ -374,14 +376,18 @@ export class Uploader {
       return;
     }
     if (action.action === 'split') {
+      // A split drops the address: its halves go under new requestIds. After a second PUT the
+      // earlier one may have arrived under the old requestId, so that resend is counted.
+      if (presignedStep === 'reput' && batch.scanCount > 1) store.batches.updateBatch(batch.id, {}, { possibleDuplicate: true });
       const split = store.batches.splitBatch(batch.id);
       logger.warn({ batchId: batch.id, split }, 'batch refused as too large; split in two');
       if (!split) store.batches.holdBatch(batch.id, `the service refused a single scan as too large: ${message}`);
       return;
     }
     if (action.action === 'newAddress' && presignedStep === 'reput') {
-      // §4.5: an address takes one upload. Refused now, it took the first one: follow its status
-      // for another grace window; only then is the batch sent again, under a new address.
+      // §4.4, §8: an address takes one upload. Refused now, it took an earlier one: follow its
+      // status; only after `notFoundGraceMs` of NotFound is the batch sent again, under a new
+      // address (counted as a possible duplicate).
       const now = this.options.now();
       store.batches.updateBatch(batch.id, {
         state: 'uploaded',
@@ -419,13 +425,15 @@ export class Uploader {
       // A lost answer means the service may have the batch: the resend is counted.
       store.batches.updateBatch(batch.id, { state: 'ready', nextAttemptAt, lastError: message }, { possibleDuplicate: answerLost });
     } else {
-      // A 4xx/429 answer to the PUT itself means the data did not arrive: no status check needed
-      // next time. A 5xx may come after the object was stored (a proxy's 502/504, an object store's
-      // 500), and a lost answer says nothing: the status is asked first. A failed status check or
-      // address request says nothing about an earlier PUT.
+      // A 4xx/429 answer to the first PUT to an address means the data did not arrive: no status
+      // check needed next time. A 5xx may come after the object was stored (a proxy's 502/504, an
+      // object store's 500), and a lost answer says nothing: the status is asked first, then the
+      // same address is tried again on this backoff (presigned-route.ts). A 4xx to a second PUT
+      // says only that this one did not arrive, not the earlier one: `put_started_at` stays, or a
+      // later 403 would look like a fresh address refused and be resent uncounted. A failed status
+      // check or address request says nothing about an earlier PUT.
       const httpStatus = httpStatusOf(err);
-      const putStep = presignedStep === 'put' || presignedStep === 'reput';
-      const refused = putStep && !answerLost && httpStatus !== undefined && httpStatus < 500 && current.putStartedAt !== null;
+      const refused = presignedStep === 'put' && !answerLost && httpStatus !== undefined && httpStatus < 500 && current.putStartedAt !== null;
       store.batches.updateBatch(batch.id, { nextAttemptAt, lastError: message, ...(refused ? { putStartedAt: null } : {}) });
     }
     this.options.circuit.retryAt(nextAttemptAt);

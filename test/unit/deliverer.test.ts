@@ -290,10 +290,47 @@ describe('deliverer: crash recovery decided from the stored state', () => {
     expect(t.api.ops('put').map((c) => c.url)).toEqual(['http://s3.test/77']);
   });
 
-  it('gives an unknown requestId the NotFound grace from the PUT, then PUTs again to the same address', async () => {
+  it('PUTs an unknown requestId again at once to the same valid address: no NotFound grace before a second PUT that cannot double', async () => {
     const t = setup({ mode: 'presigned', notFoundGraceMs: 10_000 });
     const b = presignedBatch(t, { putStartedAt: t.clock.t - 1000 });
-    t.start();
+    const d = t.start();
+    // The clock stands still: nothing waits for the grace (§4.4, §8: the address takes one upload).
+    await waitFor(() => t.api.ops('put').length === 1);
+    expect(t.api.ops('put')[0]!.url).toBe('http://s3.test/77');
+    expect(t.api.ops('status')).toHaveLength(1);
+    await waitFor(() => store.batches.batch(b.id)?.state === 'uploaded');
+    t.advance(100);
+    await waitFor(() => store.batches.batch(b.id)?.state === 'done');
+    expect(store.batches.batch(b.id)?.requestId).toBe('77');
+    expect(t.api.ops('presign')).toHaveLength(0);
+    expect(d.snapshot().possibleDuplicates).toBe(0);
+  });
+
+  it('retries a PUT whose answer was lost on the retry backoff, to the same address, however often it is cut', async () => {
+    const t = setup({ mode: 'presigned', notFoundGraceMs: 60_000 }, () => 0.5);
+    const b = presignedBatch(t, {});
+    const cut = () => Promise.reject(networkError('PUT', '<pre-signed url>', Object.assign(new Error('other side closed'), { code: 'UND_ERR_SOCKET' })));
+    t.api.put.push(cut, cut);
+    const d = t.start();
+    await waitFor(() => t.api.ops('put').length === 1 && store.batches.batch(b.id)?.lastError !== null);
+    expect(store.batches.batch(b.id)).toMatchObject({ state: 'presigned', nextAttemptAt: t.clock.t + 500 });
+    t.advance(500); // one backoff step (retryBaseMs 1000, jitter 0.5), far short of the grace
+    await waitFor(() => t.api.ops('put').length === 2);
+    await waitFor(() => store.batches.batch(b.id)?.state === 'presigned' && store.batches.batch(b.id)!.nextAttemptAt > t.clock.t);
+    t.advance(1000); // the next step: 2000 · 0.5
+    await waitFor(() => store.batches.batch(b.id)?.state === 'uploaded');
+    expect(t.api.ops('put').map((c) => c.url)).toEqual(['http://s3.test/77', 'http://s3.test/77', 'http://s3.test/77']);
+    expect(t.api.ops('status')).toHaveLength(2); // asked before each second PUT
+    t.advance(100);
+    await waitFor(() => store.batches.batch(b.id)?.state === 'done');
+    expect(t.api.ops('presign')).toHaveLength(0);
+    expect(d.snapshot().possibleDuplicates).toBe(0);
+  });
+
+  it('keeps the NotFound grace when the address cannot be used again (about to expire), then sends under a new one, counted', async () => {
+    const t = setup({ mode: 'presigned', notFoundGraceMs: 10_000 });
+    const b = presignedBatch(t, { putStartedAt: t.clock.t - 1000, presignedExpiresAt: t.clock.t + 30_000 });
+    const d = t.start();
     await waitFor(() => store.batches.batch(b.id)?.state === 'uploaded');
     expect(t.api.ops('put')).toHaveLength(0);
     t.advance(5000); // still within the grace: polled, not sent
@@ -301,11 +338,31 @@ describe('deliverer: crash recovery decided from the stored state', () => {
     expect(store.batches.batch(b.id)?.state).toBe('uploaded');
     t.advance(5000);
     await waitFor(() => t.api.ops('put').length === 1);
-    expect(t.api.ops('put')[0]!.url).toBe('http://s3.test/77');
+    expect(t.api.ops('put')[0]!.url).not.toBe('http://s3.test/77');
     await waitFor(() => store.batches.batch(b.id)?.state === 'uploaded');
-    t.advance(100);
-    await waitFor(() => store.batches.batch(b.id)?.state === 'done');
-    expect(store.batches.batch(b.id)?.requestId).toBe('77');
+    expect(d.snapshot()).toMatchObject({ possibleDuplicates: 2, possibleDuplicateUploads: 1 });
+  });
+
+  it('counts a 413 to a second PUT as a possible duplicate: the split halves go under new requestIds, the first PUT may have arrived', async () => {
+    const t = setup({ mode: 'presigned' });
+    const b = presignedBatch(t, { putStartedAt: t.clock.t - 1000 });
+    t.api.put.push(() => Promise.reject(httpError('PUT', '<pre-signed url>', 413, '', undefined)));
+    const d = t.start();
+    await waitFor(() => t.api.ops('put').length >= 1 && d.snapshot().possibleDuplicateUploads === 1);
+    expect(d.snapshot().possibleDuplicates).toBe(2);
+    expect(store.batches.batch(b.id)?.requestId).not.toBe('77');
+  });
+
+  it('keeps asking before the same address after a 429 to a second PUT: only a 4xx to a first PUT says nothing arrived', async () => {
+    const t = setup({ mode: 'presigned' }, () => 0.5);
+    const b = presignedBatch(t, { putStartedAt: t.clock.t - 1000 });
+    t.api.put.push(() => Promise.reject(httpError('PUT', '<pre-signed url>', 429, '', 1000)));
+    t.start();
+    await waitFor(() => store.batches.batch(b.id)?.lastError?.includes('429') === true);
+    expect(store.batches.batch(b.id)?.putStartedAt).not.toBeNull();
+    t.advance(1000);
+    await waitFor(() => t.api.ops('put').length === 2);
+    expect(t.api.ops('status')).toHaveLength(2);
   });
 
   it('asks for a new address when the old one is refused (403) or about to expire', async () => {

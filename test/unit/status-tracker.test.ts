@@ -85,6 +85,24 @@ describe('status tracker: apply, the one door to a terminal state', () => {
   });
 });
 
+describe('status tracker: a service that takes a second PUT to a used pre-signed address', () => {
+  it('counts a pre-signed batch reported with more scans processed than it holds as a possible duplicate; a direct one, or an exact count, not', () => {
+    const t = setup();
+    const doubled = t.uploaded('R-1', 'presigned', 'A', 'B');
+    const exact = t.uploaded('R-2', 'presigned', 'C', 'D');
+    const direct = t.uploaded('R-3', 'direct', 'E');
+    // §4.5: both uploads to the one address are tracked under its one requestId.
+    expect(t.tracker.apply({ requestId: 'R-1' }, { state: 'Success', requestId: 'R-1', processed: 4 })).toBe('done');
+    expect(t.tracker.apply({ requestId: 'R-2' }, { state: 'Success', requestId: 'R-2', processed: 2 })).toBe('done');
+    expect(t.tracker.apply({ requestId: 'R-3' }, { state: 'Success', requestId: 'R-3', processed: 2 })).toBe('done');
+    expect(t.s.batches.batch(doubled)).toMatchObject({ state: 'done', processed: 4, possibleDuplicate: 1 });
+    expect(t.s.batches.batch(exact)).toMatchObject({ state: 'done', possibleDuplicate: 0 });
+    expect(t.s.batches.batch(direct)).toMatchObject({ state: 'done', possibleDuplicate: 0 });
+    expect(t.s.reports.possibleDuplicates()).toEqual({ uploads: 1, scans: 2 });
+    expect(t.s.reports.scanCounts()).toEqual({ delivered: 5 });
+  });
+});
+
 describe('circuit', () => {
   it('stays closed for two failures, opens at the third until its retry time, then half-opens; a success closes it', () => {
     const clock = { t: 1_000_000 };
