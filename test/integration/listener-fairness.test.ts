@@ -221,7 +221,7 @@ inputs:
     expect(log.parsed().filter((l) => l.msg.startsWith('item lookup refused'))).toHaveLength(1);
   });
 
-  it('closes station streams whose client does not read, freeing their slots for a reading client', { timeout: 90_000 }, async () => {
+  it('closes station streams whose client does not read, freeing their slots for a reading client', { timeout: 120_000 }, async () => {
     expect(await metric(port, /scan_gateway_station_streams (\d+)/)).toBe(0);
     // 32 non-reading streams from four addresses, 8 (the share) each: every slot held.
     const from = ['127.0.0.1', '127.0.0.2', '127.0.0.3', '127.0.0.4'];
@@ -245,7 +245,7 @@ inputs:
         expect((await ingest(port, batch)).status).toBe(202);
         return false;
       },
-      { timeoutMs: 60_000, intervalMs: 200, what: 'every non-reading stream closed' },
+      { timeoutMs: 80_000, intervalMs: 200, what: 'every non-reading stream closed' },
     );
     expect(await metric(port, /scan_gateway_station_streams (\d+)/)).toBe(0);
     expect(log.parsed().filter((l) => l.msg.startsWith('station stream refused or closed')).length).toBeGreaterThanOrEqual(1);
