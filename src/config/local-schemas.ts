@@ -49,7 +49,9 @@ export const bufferSchema = z
   .refine((b) => b.resumeAtRatio < b.pauseAtRatio, { message: 'resumeAtRatio must be below pauseAtRatio', path: ['resumeAtRatio'] });
 
 /**
- * Timeouts and connection cap of a local HTTP listener (health/ingest server, sandbox). Defaults
+ * Timeouts and connection cap of a local HTTP listener (health/ingest server, sandbox), and the
+ * fair shares of the health/ingest server (connections and station streams per client address,
+ * item lookups at once and waiting; the sandbox takes only the first six). Defaults
  * ({@link DEFAULT_HTTP_LIMITS}) are far above what a page, a probe, a scraper or an MES posting
  * reads needs, and far below what lets idle or half-open connections pile up.
  */
@@ -76,6 +78,43 @@ export const httpLimitsSchema = z
       .default(60_000)
       .describe('A connection with no traffic in either direction for this long is closed, in ms (also bounds a slow answer being read).'),
     maxRequestsPerSocket: z.number().int().min(0).default(1000).describe('Most requests on one keep-alive connection before it is closed; 0 = no limit.'),
+    maxConnectionsPerClient: z
+      .number()
+      .int()
+      .min(1)
+      .max(100_000)
+      .default(64)
+      .describe(
+        'Most connections one client address holds at once (at most maxConnections). Past it, the connection of that address that has waited longest without a request in flight (idle, or never sent a complete request head) is closed to make room; when every one of them has a request in flight, the new connection is closed instead.',
+      ),
+    connectionGraceMs: z
+      .number()
+      .int()
+      .min(0)
+      .max(60_000)
+      .default(250)
+      .describe('Time a new connection has to send its request head before it counts as idle for maxConnectionsPerClient, in ms: a burst of real requests is not cut while their heads are being read.'),
+    maxItemLookups: z.number().int().min(1).max(16).default(1).describe('Item lookups (GET /api/v1/items…) worked on at once; each is synchronous work on the buffer, so one keeps the other requests interleaved between lookups.'),
+    maxQueuedItemLookups: z
+      .number()
+      .int()
+      .min(0)
+      .max(10_000)
+      .default(16)
+      .describe('Item lookups waiting for their turn; one more is answered 429 with Retry-After.'),
+    maxStationStreamsPerClient: z
+      .number()
+      .int()
+      .min(1)
+      .max(32)
+      .default(8)
+      .describe('Station screen event streams one client address holds at once (of 32 in all); one more is answered 503 with Retry-After.'),
+    stationStreamStallMs: z
+      .number()
+      .int()
+      .min(100)
+      .default(30_000)
+      .describe('A station event stream whose client has not taken what was sent (the send buffer stays full) for this long is closed, in ms, freeing its slot.'),
   })
   .strict()
   .refine((l) => l.requestTimeoutMs >= l.headersTimeoutMs, { message: 'requestTimeoutMs must be at least headersTimeoutMs', path: ['requestTimeoutMs'] });
@@ -110,7 +149,7 @@ export const httpSchema = z
       .describe(
         'Host header values accepted besides localhost, 127.0.0.1, [::1] and the listen host (and, when listen is 0.0.0.0 or [::], this machine\'s host name and addresses). An entry without a port matches any port. Others are answered 421 (DNS rebinding defence).',
       ),
-    limits: httpLimitsSchema.prefault({}).describe('Timeouts and connection cap of the local HTTP server; the embedded sandbox uses the same defaults.'),
+    limits: httpLimitsSchema.prefault({}).describe('Timeouts, connection cap and fair shares of the local HTTP server; the embedded sandbox uses the same defaults for its timeouts and cap.'),
   })
   .strict();
 

@@ -5,6 +5,8 @@ import { scrubValue, type Logger } from '../log.js';
 import { readTokenMatches, registerAdminRoutes, type AdminActions } from './admin.js';
 import { hostAllowList } from '../listener/host-check.js';
 import { capConnections, listenerOptions } from '../listener/listener-limits.js';
+import { shareConnections } from '../listener/connection-share.js';
+import { WorkQueue } from '../listener/work-queue.js';
 import type { GatewayMetrics } from './metrics.js';
 import { PAGE_CSP, renderPage } from './page.js';
 import { RefusalLog, REFUSAL_LOG_INTERVAL_MS } from '../listener/refusal-log.js';
@@ -84,6 +86,10 @@ export function readiness(s: GatewayStatus): { ready: boolean; reason?: string }
  * - `GET /metrics`: Prometheus text format (metrics.ts);
  * - `POST /api/v1/admin/{action}`: admin actions behind a bearer token (admin.ts).
  * Built here; the app adds its own routes (such as ingest) before it listens.
+ *
+ * Fair under abuse (`http.limits`): connections per client address ({@link shareConnections}),
+ * item lookups through a bounded queue ({@link WorkQueue}; 429 past it), station streams per
+ * address and closed when their client stops reading (station.ts).
  */
 export function buildHealthServer(options: HealthServerOptions): FastifyInstance {
   const limits = options.limits ?? DEFAULT_HTTP_LIMITS;
@@ -101,7 +107,7 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     ? ((options.metrics.registry.getSingleMetric(refusedName) as Counter<'reason'> | undefined) ??
       new Counter({
         name: refusedName,
-        help: 'Requests and connections the local HTTP server refused, by reason (host, read_token, admin_token, ingest_token, connection_cap, station_streams).',
+        help: 'Requests and connections the local HTTP server refused or closed, by reason (host, read_token, admin_token, ingest_token, connection_cap, client_connections, station_streams, client_station_streams, station_stalled, item_lookups).',
         labelNames: ['reason'],
         registers: [options.metrics.registry],
       }))
@@ -114,8 +120,20 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     count('connection_cap');
     capLog.note({ remote, maxConnections: limits.maxConnections });
   });
+  const shareLog = new RefusalLog(logger, 'connection closed: the client address holds its share of connections', intervalMs);
+  const perClient = Math.min(limits.maxConnectionsPerClient, limits.maxConnections);
+  shareConnections(app.server, {
+    perClient,
+    graceMs: limits.connectionGraceMs,
+    onClose: (remote, action) => {
+      count('client_connections');
+      shareLog.note({ remote, maxConnectionsPerClient: perClient, closed: action === 'shed' ? 'the longest-waiting idle connection' : 'the new connection' });
+    },
+  });
+  const lookupLog = new RefusalLog(logger, 'item lookup refused: too many lookups running and waiting', intervalMs);
+  const streamLog = new RefusalLog(logger, 'station stream refused or closed', intervalMs);
   app.addHook('onClose', async () => {
-    for (const l of [hostLog, readLog, capLog]) l.flush();
+    for (const l of [hostLog, readLog, capLog, shareLog, lookupLog, streamLog]) l.flush();
   });
 
   const hostAllowed = hostAllowList(options.listenHost ?? '127.0.0.1', options.allowedHosts ?? []);
@@ -199,13 +217,35 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
   if (items) {
     const tooLong = (reply: FastifyReply) =>
       reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: `a reference is at most ${MAX_ITEM_REFERENCE} characters` });
+    // A lookup is synchronous SQLite work (tens of ms for a wide item): one at a time, a bounded
+    // line behind it, and the JSON made inside the turn too, so a burst of lookups leaves the loop
+    // free between two of them for probes and ingest.
+    const lookups = new WorkQueue({ concurrency: limits.maxItemLookups, maxWaiting: limits.maxQueuedItemLookups });
+    const lookup = async (request: FastifyRequest, reply: FastifyReply, work: () => { code: number; body: unknown }) => {
+      const job = lookups.run(() => {
+        // A client gone while waiting: nothing to answer, no work to do.
+        if (request.socket.destroyed) return undefined;
+        const { code, body } = work();
+        return { code, json: JSON.stringify(scrub ? scrubValue(body, scrub) : body) };
+      });
+      if (!job) {
+        count('item_lookups');
+        lookupLog.note({ remote: request.ip, running: lookups.running, waiting: lookups.waiting, maxQueuedItemLookups: limits.maxQueuedItemLookups });
+        return reply
+          .code(429)
+          .header('retry-after', '1')
+          .send({ statusCode: 429, error: 'Too Many Requests', message: 'too many item lookups are running and waiting; try again in a second' });
+      }
+      const done = await job;
+      if (!done) return reply.hijack();
+      return reply.code(done.code).type('application/json; charset=utf-8').send(done.json);
+    };
     // Same read token rules as the status: the trace shows raw reads.
     app.get('/api/v1/items', { onRequest: guardRead }, async (request, reply) => {
       const prefix = String((request.query as Record<string, unknown>).prefix ?? '');
       if (prefix.length > MAX_ITEM_REFERENCE) return tooLong(reply);
       if (prefix === '') return reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: 'give ?prefix=<start of a reference>, or ask for /api/v1/items/<reference>' });
-      const matches = items.search(prefix);
-      return scrub ? scrubValue({ prefix, matches }, scrub) : { prefix, matches };
+      return lookup(request, reply, () => ({ code: 200, body: { prefix, matches: items.search(prefix) } }));
     });
     // A wildcard: a reference may hold a slash (a GS1 Digital Link, a path-like serial).
     app.get('/api/v1/items/*', { onRequest: guardRead }, async (request, reply) => {
@@ -213,14 +253,22 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
       if (reference === '') return reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: 'give the reference: /api/v1/items/<reference>' });
       if (reference.length > MAX_ITEM_REFERENCE) return tooLong(reply);
       const depth = Number((request.query as Record<string, unknown>).depth ?? Number.NaN);
-      const trace = items.trace(reference, Number.isFinite(depth) ? depth : undefined);
-      return reply.code(trace.found ? 200 : 404).send(scrub ? scrubValue(trace, scrub) : trace);
+      return lookup(request, reply, () => {
+        const trace = items.trace(reference, Number.isFinite(depth) ? depth : undefined);
+        return { code: trace.found ? 200 : 404, body: trace };
+      });
     });
   }
 
   if (options.station) {
     const hub = new StationHub(options.station, logger, {
       heartbeatMs: Math.min(STATION_HEARTBEAT_MS, Math.floor(limits.idleTimeoutMs / 2)),
+      maxStreamsPerClient: limits.maxStationStreamsPerClient,
+      stallMs: limits.stationStreamStallMs,
+      onStalled: (remote, blockedMs) => {
+        count('station_stalled');
+        streamLog.note({ remote, closed: 'its client did not take what was sent', blockedMs, stationStreamStallMs: limits.stationStreamStallMs });
+      },
       ...(scrub ? { scrub } : {}),
     });
     if (options.metrics && !options.metrics.registry.getSingleMetric('scan_gateway_station_streams')) {
@@ -250,10 +298,18 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
         count('station_streams');
         return reply.code(503).header('retry-after', '30').send({ statusCode: 503, error: 'Service Unavailable', message: 'too many station screens are open; close one, or try again later' });
       }
+      if (hub.fullFor(request.ip)) {
+        count('client_station_streams');
+        streamLog.note({ remote: request.ip, reason: 'this address holds its share', maxStationStreamsPerClient: limits.maxStationStreamsPerClient });
+        return reply
+          .code(503)
+          .header('retry-after', '30')
+          .send({ statusCode: 503, error: 'Service Unavailable', message: `this address has ${limits.maxStationStreamsPerClient} station screens open, its share; close one, or try again later` });
+      }
       reply.hijack();
       const res = reply.raw;
       res.writeHead(200, { ...COMMON_HEADERS, 'content-type': 'text/event-stream; charset=utf-8', connection: 'keep-alive', 'x-accel-buffering': 'no' });
-      if (!hub.open(dcpKey, res)) res.end();
+      if (!hub.open(dcpKey, res, request.ip)) res.end();
       return reply;
     });
   }

@@ -14,9 +14,16 @@ import type { Clock } from '../clock.js';
  * committed since the last one it saw (a range of the rowid: cost grows with the new reads, not
  * the buffer) and sends each to the screens of its station; every second it checks whether
  * delivery is stalled and tells the screens when that changes; at a shift change it sends each
- * screen a fresh snapshot. Bounded: at most `maxStreams` streams (a stream past it is refused with
- * 503), a heartbeat comment keeps idle proxies and the server's idle timeout from cutting a quiet
- * stream, and {@link StationHub.close} ends every stream (the server calls it before it closes).
+ * screen a fresh snapshot. Bounded: at most `maxStreams` streams and `maxStreamsPerClient` of one
+ * client address (a stream past either is refused with 503), a heartbeat comment keeps idle proxies
+ * and the server's idle timeout from cutting a quiet stream, and {@link StationHub.close} ends every
+ * stream (the server calls it before it closes).
+ *
+ * A client that does not take what is sent would otherwise hold its slot for ever: heartbeats go
+ * into the socket's buffers and keep it alive. Once a write is refused (`write()` false: the
+ * kernel's and node's buffers are full), the stream gets nothing more but is not cut at once (a
+ * screen may be slow for a moment); it is closed when no 'drain' came for `stallMs`, freeing its
+ * slot. A stream that drains in time gets a fresh snapshot in place of the reads it missed.
  */
 
 /** Most station event streams open at once, by default. A screen holds one; 32 stations is a large line. */
@@ -27,6 +34,8 @@ export const STATION_POLL_MS = 250;
 export const STATION_HEARTBEAT_MS = 15_000;
 /** How often each screen gets a fresh snapshot, in ms: the states of the listed scans (sending → delivered) move on without a read. */
 export const STATION_REFRESH_MS = 30_000;
+/** How long a stream's client may leave its send buffer full before the stream is closed, in ms, by default. */
+export const STATION_STALL_MS = 30_000;
 /** Most reads taken from the buffer per poll; more wait for the next poll. */
 const POLL_BATCH = 500;
 
@@ -69,6 +78,11 @@ export interface StationSource {
   status(): GatewayStatus;
 }
 
+/** One event of an event stream, as sent. */
+function frame(event: string, data: unknown): string {
+  return `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+}
+
 /** Whether delivery is stalled, from the status: uploads failing (circuit not closed, or failures since the last success) while scans wait. */
 export function stationDelivery(s: GatewayStatus): StationDelivery {
   const d = s.delivery;
@@ -95,6 +109,28 @@ interface Stream {
   dcpKey: string;
   res: ServerResponse;
   shiftStart: string;
+  /** The client's address, for the per-client cap. */
+  remote: string;
+  /** Since when a write waits for 'drain' (epoch ms); undefined while the client keeps up. */
+  blockedSince?: number;
+  /** An event was left out while blocked: a snapshot follows the 'drain'. */
+  missed?: boolean;
+}
+
+/** Options of a {@link StationHub}; every field has a default. */
+export interface StationHubOptions {
+  /** Most streams open at once; default {@link STATION_MAX_STREAMS}. */
+  maxStreams?: number;
+  /** Most streams of one client address; default `maxStreams`. */
+  maxStreamsPerClient?: number;
+  /** See {@link STATION_STALL_MS}. */
+  stallMs?: number;
+  /** Hears of a stream closed because its client did not take what was sent. */
+  onStalled?: (remote: string, blockedMs: number) => void;
+  pollMs?: number;
+  heartbeatMs?: number;
+  now?: Clock;
+  scrub?: (text: string) => string;
 }
 
 export class StationHub {
@@ -106,6 +142,9 @@ export class StationHub {
   private lastDelivery = '';
   private closed = false;
   private readonly maxStreams: number;
+  private readonly maxPerClient: number;
+  private readonly stallMs: number;
+  private readonly onStalled: ((remote: string, blockedMs: number) => void) | undefined;
   private readonly pollMs: number;
   private readonly heartbeatMs: number;
   private readonly now: Clock;
@@ -114,9 +153,12 @@ export class StationHub {
   constructor(
     private readonly source: StationSource,
     private readonly logger: Logger,
-    options: { maxStreams?: number; pollMs?: number; heartbeatMs?: number; now?: Clock; scrub?: (text: string) => string } = {},
+    options: StationHubOptions = {},
   ) {
     this.maxStreams = options.maxStreams ?? STATION_MAX_STREAMS;
+    this.maxPerClient = options.maxStreamsPerClient ?? this.maxStreams;
+    this.stallMs = options.stallMs ?? STATION_STALL_MS;
+    this.onStalled = options.onStalled;
     this.pollMs = options.pollMs ?? STATION_POLL_MS;
     this.heartbeatMs = options.heartbeatMs ?? STATION_HEARTBEAT_MS;
     this.now = options.now ?? Date.now;
@@ -131,6 +173,13 @@ export class StationHub {
   /** Whether a new stream would be refused (the cap is reached, or the hub closed). */
   get full(): boolean {
     return this.closed || this.streams.size >= this.maxStreams;
+  }
+
+  /** Whether a new stream from `remote` would be refused because that address holds its share. */
+  fullFor(remote: string): boolean {
+    let n = 0;
+    for (const s of this.streams) if (s.remote === remote) n++;
+    return n >= this.maxPerClient;
   }
 
   /** The configured DCP `dcpKey` with its inputs, or undefined. */
@@ -161,24 +210,25 @@ export class StationHub {
   }
 
   /**
-   * Makes `res` (a response the route has taken over) an event stream of `dcpKey`. Answers false,
-   * having written nothing, when `maxStreams` are open (or the hub is closed): the route answers 503.
+   * Makes `res` (a response the route has taken over) an event stream of `dcpKey` for the client
+   * at `remote`. Answers false, having written nothing, when `maxStreams` are open, `remote` holds
+   * its share, or the hub is closed: the route answers 503.
    */
-  open(dcpKey: string, res: ServerResponse): boolean {
-    if (this.closed || this.streams.size >= this.maxStreams) return false;
+  open(dcpKey: string, res: ServerResponse, remote = 'unknown'): boolean {
+    if (this.full || this.fullFor(remote)) return false;
     // The cursor before the snapshot: a read committed in between comes twice (the screen drops
     // the repeat by its id) rather than never.
     if (this.streams.size === 0) this.cursor = this.source.lastReadId();
     const snapshot = this.snapshot(dcpKey);
     if (!snapshot) return false;
-    const stream: Stream = { dcpKey, res, shiftStart: snapshot.shift.startsAt };
+    const stream: Stream = { dcpKey, res, shiftStart: snapshot.shift.startsAt, remote };
     this.streams.add(stream);
     res.on('close', () => {
       this.streams.delete(stream);
       if (this.streams.size === 0) this.stopTimers();
     });
     // The client waits this long before it connects again after a cut.
-    res.write(`retry: 2000\n\n`);
+    this.write(stream, `retry: 2000\n\n`, false);
     this.send(stream, 'snapshot', snapshot);
     this.startTimers();
     return true;
@@ -197,7 +247,7 @@ export class StationHub {
     this.lastDelivery = '';
     this.poller = setInterval(() => this.poll(), this.pollMs);
     this.heartbeat = setInterval(() => {
-      for (const s of this.streams) s.res.write(`: keep-alive\n\n`);
+      for (const s of this.streams) this.write(s, `: keep-alive\n\n`, false);
     }, this.heartbeatMs);
   }
 
@@ -209,6 +259,7 @@ export class StationHub {
   }
 
   private poll(): void {
+    this.closeStalled();
     try {
       this.pollReads();
       const n = this.polls++;
@@ -241,8 +292,9 @@ export class StationHub {
       if (r.inputLevel) continue;
       const dcp = r.station.startsWith('@') ? dcpOfInput.get(r.station.slice(1)) : r.station;
       if (dcp === undefined) continue;
-      const view = this.scrubbed(readView(r));
-      for (const s of this.streams) if (s.dcpKey === dcp) this.send(s, 'read', view);
+      // Made once for every screen of the station (a busy line, many screens).
+      const text = frame('read', this.scrubbed(readView(r)));
+      for (const s of this.streams) if (s.dcpKey === dcp) this.write(s, text, true);
     }
   }
 
@@ -263,11 +315,48 @@ export class StationHub {
     const key = JSON.stringify(d);
     if (key === this.lastDelivery) return;
     this.lastDelivery = key;
-    for (const s of this.streams) this.send(s, 'delivery', d);
+    const text = frame('delivery', d);
+    for (const s of this.streams) this.write(s, text, true);
   }
 
   private send(s: Stream, event: string, data: unknown): void {
-    s.res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+    if (s.blockedSince !== undefined) s.missed = true;
+    else this.write(s, frame(event, data), true);
+  }
+
+  /**
+   * Writes `text` unless the stream waits for 'drain' (then an event is noted as missed: the
+   * screen gets a fresh snapshot when it drains; a heartbeat is simply not needed).
+   */
+  private write(s: Stream, text: string, isEvent: boolean): void {
+    if (s.blockedSince !== undefined) {
+      if (isEvent) s.missed = true;
+      return;
+    }
+    if (s.res.write(text)) return;
+    s.blockedSince = this.now();
+    s.res.once('drain', () => {
+      s.blockedSince = undefined;
+      if (!s.missed || !this.streams.has(s)) return;
+      s.missed = false;
+      const snap = this.snapshot(s.dcpKey);
+      if (snap) {
+        this.send(s, 'snapshot', snap);
+        s.shiftStart = snap.shift.startsAt;
+      }
+    });
+  }
+
+  /** Closes every stream whose client has left its send buffer full for `stallMs`: its slot is free at once. */
+  private closeStalled(): void {
+    const t = this.now();
+    for (const s of this.streams) {
+      if (s.blockedSince === undefined || t - s.blockedSince < this.stallMs) continue;
+      this.streams.delete(s);
+      s.res.destroy();
+      this.onStalled?.(s.remote, t - s.blockedSince);
+    }
+    if (this.streams.size === 0) this.stopTimers();
   }
 
   /** Known secrets cut out of every text the screen shows (raw reads and reasons). */

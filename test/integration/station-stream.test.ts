@@ -71,7 +71,7 @@ describe('station screen: routes and event stream', () => {
 upstream: { baseUrl: ${sandbox.url}, authUrl: ${sandbox.url}, clientId: demo-client }
 buffer: { path: ${join(dir, 'buffer.db')} }
 delivery: { mode: direct, maxBatchDelayMs: 20, statusPollMs: 30, statusPollMaxMs: 60 }
-http: { listen: 127.0.0.1:0, limits: { idleTimeoutMs: 1000 } }
+http: { listen: 127.0.0.1:0, limits: { idleTimeoutMs: 1000, maxStationStreamsPerClient: 32 } }
 dcps:
   - { key: EOL-3, kind: endOfProcess, productModelKey: PACK-A }
   - { key: GI-01, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-1 }
@@ -162,6 +162,8 @@ rules:
     }
   });
 
+  // Every stream comes from 127.0.0.1 here, so this address may hold all of them: the share per
+  // address is test/integration/listener-fairness.test.ts's.
   it(`refuses stream ${STATION_MAX_STREAMS + 1} with 503, and a stop ends every open stream at once`, { timeout: 20_000 }, async () => {
     // The streams of the tests above are gone on the server's side too before the count starts.
     const gauge = async () => /scan_gateway_station_streams (\d+)/.exec(await (await fetch(`${app.httpUrl}/metrics`, { headers: AUTH })).text())?.[1];
