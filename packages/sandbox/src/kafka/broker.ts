@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { createServer, type Server, type TLSSocket } from 'node:tls';
 import { ErrorCodes, GatewayError, isGatewayError } from '@scan-gateway/contract/errors';
-import { RefusalLog } from '../refusal-log.js';
+import { RefusalLog } from '@scan-gateway/contract/refusal-log';
 import type { Logger } from '../log.js';
 import { DEFAULT_BROKER_LIMITS, type BrokerLimits, type BrokerOptions, type BrokerUser } from './broker-options.js';
 import type { Message } from './codec.js';

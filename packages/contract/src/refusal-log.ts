@@ -1,5 +1,9 @@
-import type { Logger } from './log.js';
-import { type Clock, systemClock } from '@scan-gateway/contract/clock';
+import { type Clock, systemClock } from './clock.js';
+
+/** What a {@link RefusalLog} writes to: a pino logger, or anything with its `warn(fields, message)`. */
+export interface WarnLogger {
+  warn(fields: Record<string, unknown>, message: string): void;
+}
 
 /** Default interval between two lines of one {@link RefusalLog}, in ms. */
 export const REFUSAL_LOG_INTERVAL_MS = 10_000;
@@ -10,6 +14,8 @@ export const REFUSAL_LOG_INTERVAL_MS = 10_000;
  * quiet period is logged at once; later ones are counted, and one line at the end of the interval
  * says how many came (`refused`) and who came last. `fields` say who and how (remote address, the
  * kind of credential), never a token. Totals since start are in {@link RefusalLog.total}.
+ *
+ * Shared by the daemon's listeners (src/listener) and the sandbox's, which cannot import src/.
  */
 export class RefusalLog {
   private lastLineAt = -Infinity;
@@ -20,7 +26,7 @@ export class RefusalLog {
   total = 0;
 
   constructor(
-    private readonly logger: Logger,
+    private readonly logger: WarnLogger,
     private readonly message: string,
     private readonly intervalMs = REFUSAL_LOG_INTERVAL_MS,
     private readonly now: Clock = systemClock,
