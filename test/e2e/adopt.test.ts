@@ -149,6 +149,7 @@ describe('scan-gateway adopt: a dead node\'s buffer, delivered by the survivor',
     expect(run.code, run.stderr).toBe(0);
     const summary = JSON.parse(run.stdout) as { delivered: number; failed: number; held: number; finished: boolean; left: { pendingScans: number; openBatches: number } };
     const undeliveredAtKill = atKill.pending + atKill.batches.filter((b) => b.state !== 'done').reduce((n, b) => n + b.refs.length, 0);
+    console.log(`adopt test: summary ${run.stdout.trim()}`);
     expect(summary).toMatchObject({ delivered: undeliveredAtKill, failed: 0, held: 0, finished: true, left: { pendingScans: 0, openBatches: 0 } });
     // Progress and the file it adopted are in the log (stderr).
     expect(run.stderr).toMatch(/adopting the buffer: delivering what it holds/);
