@@ -32,11 +32,13 @@ export interface AdoptionSummary {
   finished: boolean;
 }
 
+/** What {@link Adoption} takes besides the configuration: the process edge's pieces, and the seams tests use. */
 export interface AdoptionDeps {
   logger: Logger;
   now?: Clock;
   /** The upstream API; the default is the undici client built from the configuration. */
   api?: AppApi;
+  /** Environment for the SFTP login (`upstream.sftp`), read at start; from the process edge. */
   env?: Record<string, string | undefined>;
   /** Longest a stop waits for an upload in flight, in ms (default {@link DELIVERY_STOP_GRACE_MS}). */
   deliveryStopGraceMs?: number;
@@ -48,13 +50,16 @@ const CHECK_EVERY_MS = 250;
 const PROGRESS_EVERY_MS = 5_000;
 
 /**
- * Delivers the backlog of another node's buffer file (`scan-gateway adopt`, docs/high-availability-runbook.md):
+ * Delivers the backlog of another node's buffer file (`scan-gateway adopt`, docs/high-availability.md,
+ * "Adopt a dead node's disk"):
  * the gateway's own buffer, upstream and delivery parts (src/app/parts.ts) run against `file`, with
  * the configuration's upstream and delivery settings, and nothing else: no input, no intake, no HTTP
  * server, no status events (status is polled, contract §4.6). So a restarted gateway and an
  * adoption resume a buffer the same way (src/delivery/uploader.ts): pending scans are batched and
  * sent; a batch whose upload may have reached the service is followed, or asked about, under its
- * own requestId, never sent again under a new one; an `uploaded` batch is followed to its end.
+ * own requestId, never sent again under a new one; an `uploaded` batch is followed to its end. (A
+ * direct POST in flight at the other node's death is sent again and counted as a possible
+ * duplicate, as after any crash: docs/delivery.md, "Guarantees".)
  *
  * The file is opened exclusively (`OpenOptions.exclusive`): refused when a process has it open, and
  * no gateway can open it while the adoption runs. An older schema is migrated forward, as `run`

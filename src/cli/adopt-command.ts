@@ -47,13 +47,15 @@ export function registerAdoptCommand(program: Command, io: AdoptIo): void {
         'Runs the buffer, upstream and delivery parts of a gateway on the file, nothing else: no input, no HTTP\n' +
         "server, no status events (status is polled). It may run beside this node's own gateway, which keeps\n" +
         'its own buffer. Scans not yet sent are batched and sent; a batch the service may already have is\n' +
-        'asked about and followed under its own requestId, never sent again under a new one (docs/delivery.md).\n' +
+        'asked about and followed under its own requestId, never sent again under a new one (in direct mode, a\n' +
+        'POST in flight at the death is sent again and counted as a possible duplicate, as after any crash).\n' +
         'The file is opened exclusively: refused while any process has it open, and no gateway can open it\n' +
         'while adopt runs. A buffer of an older schema is migrated forward (as `run` does); a newer one is\n' +
         'refused. Copy the -wal file with the buffer: it holds the latest commits. What the service refused:\n' +
         'scan-gateway failures --buffer FILE once adopt is done.\n\n' +
         'Exit codes: 0 nothing left to deliver or follow, 1 stopped with something left (--timeout, a signal),\n' +
-        '2 usage or configuration error, 4 the buffer cannot be adopted (open by another process, newer schema, not a database).',
+        '2 usage or configuration error, 4 the buffer cannot be adopted (open by another process, newer schema, not a database).\n' +
+        "Runbook: docs/high-availability.md, \"Adopt a dead node's disk\".",
     )
     .action(async (file: string, opts: AdoptOptions) => {
       const timeoutS = Number(opts.timeout);

@@ -12,7 +12,7 @@ import { freePort } from '../helpers/ports.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
- * `scan-gateway adopt` on a disk copy of a SIGKILLed gateway's buffer (docs/high-availability-runbook.md):
+ * `scan-gateway adopt` on a disk copy of a SIGKILLed gateway's buffer (docs/high-availability.md):
  * the compiled gateway delivers pre-signed to the sandbox and is killed while some batches wait for
  * their status at the service, one may be on the wire and the rest are pending. Its buffer files
  * (db, -wal, -shm, as a copied disk holds them) are adopted by a second node whose own gateway

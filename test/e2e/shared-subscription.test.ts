@@ -11,7 +11,7 @@ import { startMosquitto, type Broker } from '../helpers/mosquitto.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
- * Why a shared subscription is not failover (docs/high-availability-runbook.md, "A shared
+ * Why a shared subscription is not failover (docs/high-availability.md, "A shared
  * subscription is not failover"): two compiled gateways share `$share/gw/line1/scans` on mosquitto,
  * each with its own persistent session; 6,000 QoS 1 reads are published at 500/s and one member is
  * SIGKILLed halfway. The broker goes on giving that member its share: what it gives it while it is
