@@ -161,9 +161,11 @@ describe('scan-gateway adopt: a dead node\'s buffer, delivered by the survivor',
     expect(expected.filter((r) => !counts.has(r))).toEqual([]);
     expect([...counts].filter(([, n]) => n > 1)).toEqual([]);
     expect(received).toHaveLength(expected.length);
-    // The batches the service had before the kill were followed under their own requestIds, not sent again.
+    // The batches the service had before the kill were followed under their own requestIds, not sent
+    // again; a pre-signed one whose address was taken went under that address's requestId too.
     const requestIdOf = new Map(received.map((s) => [s.scan.reference, s.requestId]));
     for (const b of uploaded) for (const ref of b.refs) expect(requestIdOf.get(ref), `${ref} of batch ${b.id}`).toBe(b.requestId);
+    for (const b of atKill.batches.filter((x) => x.requestId !== null)) expect(new Set(b.refs.map((r) => requestIdOf.get(r))), `batch ${b.id} (${b.state})`).toEqual(new Set([b.requestId]));
     const after = bufferState(copy);
     for (const b of uploaded) expect(after.batches.find((a) => a.id === b.id)).toMatchObject({ state: 'done', requestId: b.requestId });
     expect(after.batches.every((b) => b.state === 'done')).toBe(true);
