@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -12,7 +12,8 @@ import { scanRecord } from '../helpers/records.js';
 /**
  * `scan-gateway adopt` (the compiled CLI) where the service cannot be reached: it stops when told
  * (`--timeout`, SIGTERM) with exit 1 and a summary of what is left, and the buffer keeps every scan
- * for the next run. Delivery with the sandbox, and the refusals: test/e2e/adopt.test.ts.
+ * for the next run; and while it runs, a gateway started on the same file is refused. Delivery with
+ * the sandbox, and adopt's own refusals: test/e2e/adopt.test.ts.
  */
 
 interface Run {
@@ -57,6 +58,22 @@ function adopt(args: string[], cwd: string, onStderr?: (text: string, kill: () =
   return new Promise((resolve) => child.once('exit', (code) => resolve({ code, stdout, stderr })));
 }
 
+/** `scan-gateway run --config FILE` to its end (it is expected to fail at start). */
+function runGateway(config: string, cwd: string): Promise<Run> {
+  const child = spawn(process.execPath, [MAIN_JS, 'run', '--config', config], { cwd, env: { PATH: process.env.PATH ?? '', SCAN_GATEWAY_CLIENT_SECRET: 'adopt-cli-test-secret' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+  return new Promise((resolve) =>
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr: stderr + stdout });
+    }),
+  );
+}
+
 function scanCount(buffer: string): number {
   const db = new Database(buffer, { readonly: true });
   try {
@@ -90,6 +107,23 @@ describe('scan-gateway adopt when the service cannot be reached', () => {
     expect(run.code, run.stderr).toBe(ExitCodes.FAILED);
     expect(run.stdout).toContain(`adopt ${buffer}: stopped with something left`);
     expect(run.stdout).toMatch(/left: \d+ scans not yet in a batch, \d+ batches to send or follow \(0 awaiting their status\); run adopt again/);
+    expect(scanCount(buffer)).toBe(2);
+  });
+
+  it('keeps a gateway off the file while it runs', async () => {
+    const { dir, buffer, config } = setup(2);
+    // The same configuration, but the adopted file as the gateway's own buffer: a mistake adopt must survive.
+    const onAdopted = join(dir, 'on-adopted.yaml');
+    writeFileSync(onAdopted, readFileSync(config, 'utf8').replace(join(dir, 'own.db'), buffer));
+    let gateway: Promise<Run> | undefined;
+    const run = await adopt([buffer, '--config', config], dir, (stderr, kill) => {
+      if (gateway || !/adopting the buffer: delivering what it holds/.test(stderr)) return;
+      gateway = runGateway(onAdopted, dir).finally(kill);
+    });
+    const refused = await gateway!;
+    expect(refused.code, refused.stderr).toBe(ExitCodes.FAILED);
+    expect(refused.stderr).toMatch(/cannot open the buffer .*buffer\.db: database is locked/);
+    expect(run.code).toBe(ExitCodes.FAILED);
     expect(scanCount(buffer)).toBe(2);
   });
 
