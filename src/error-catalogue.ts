@@ -173,8 +173,8 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
   },
   {
     code: ErrorCodes.BUFFER_UNOPENABLE,
-    meaning: 'the buffer cannot be opened at all: corrupt, not a database, a schema newer than this gateway, no permission; `run` exits 4, which systemd does not restart',
-    whatToDo: 'fix the owner of the buffer files, or restore a backup (docs/operations.md); a newer schema needs the newer gateway',
+    meaning: 'the buffer cannot be opened at all: corrupt, not a database, a schema newer than this gateway, no permission; `run` exits 4, which systemd does not restart. `adopt` also refuses (exit 4) a buffer another process has open',
+    whatToDo: 'fix the owner of the buffer files, or restore a backup (docs/operations.md); a newer schema needs the newer gateway; for `adopt`, stop the process that has the file open or adopt a copy of it with its -wal',
   },
   {
     code: ErrorCodes.BUFFER_DISK_FULL,

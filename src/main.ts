@@ -11,7 +11,7 @@ import { VERSION } from './paths.js';
  * or authentication refused; 4 the buffer cannot be opened (see cli/exit.ts, docs/cli.md).
  */
 async function main(argv: string[]): Promise<number> {
-  // `run` and `sandbox` stop gracefully on SIGTERM/SIGINT; any other command (a `products list`
+  // `run`, `sandbox` and `adopt` stop gracefully on SIGTERM/SIGINT; any other command (a `products list`
   // waiting on a silent upstream, say) ends at once, with the shell's exit code for the signal.
   let longRunning = false;
   const stopSignal = new Promise<string>((resolve) => {
@@ -34,7 +34,7 @@ async function main(argv: string[]): Promise<number> {
     .showHelpAfterError()
     .exitOverride()
     .hook('preAction', (_program, action) => {
-      longRunning = action.name() === 'run' || action.name() === 'sandbox';
+      longRunning = ['run', 'sandbox', 'adopt'].includes(action.name());
     });
   const io = { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd() };
   // SIGHUP reloads the configuration (run only); without a listener it would end the process.
@@ -55,6 +55,7 @@ async function main(argv: string[]): Promise<number> {
         registerSandboxCommand(program, { ...io, logger: createLogger(), stopSignal });
       },
     },
+    { names: ['adopt'], register: async () => (await import('./cli/adopt-command.js')).registerAdoptCommand(program, { ...io, stopSignal }) },
     { names: ['replay'], register: async () => (await import('./cli/replay-command.js')).registerReplayCommand(program, io) },
     { names: ['try'], register: async () => (await import('./cli/try-command.js')).registerTryCommand(program, io) },
     { names: ['products', 'status', 'upload'], register: async () => registerUpstream(program, io) },

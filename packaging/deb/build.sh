@@ -178,6 +178,10 @@ node dist/src/main.js config init --input files --site CHANGE-ME --timezone UTC 
 # Documentation, the man page, the examples and the monitoring files; the runtime's licence.
 cp docs/*.md "$doc/"
 cp config/example.yaml "$doc/examples/"
+# Two nodes for one line: keepalived holds the line's address where the gateway leads (docs/high-availability.md).
+install -d "$doc/examples/keepalived"
+install -m 0644 packaging/keepalived/keepalived.conf "$doc/examples/keepalived/"
+install -m 0755 packaging/keepalived/scan-gateway-is-leader "$doc/examples/keepalived/"
 [ -d monitoring ] && cp -r monitoring "$doc/monitoring"
 # The runtime's licence (Node.js's own and those of the parts it bundles) travels beside it.
 install -m 0644 "$runtime/LICENSE" "$doc/node.LICENSE"

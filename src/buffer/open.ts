@@ -16,6 +16,12 @@ export interface OpenOptions {
   fileMustExist?: boolean;
   /** False: a buffer of an older schema is refused instead of migrated (see `BufferStore`). */
   migrate?: boolean;
+  /**
+   * Takes the file for this connection alone (`locking_mode = EXCLUSIVE` before its first read):
+   * refused at once when another process has it open, and no other process can open it until
+   * this connection closes (`scan-gateway adopt`).
+   */
+  exclusive?: boolean;
 }
 
 const ROLLBACK = Symbol('rollback');
@@ -34,7 +40,12 @@ export function openBuffer(path: string, options: OpenOptions): Database.Databas
   let db: Database.Database;
   try {
     if (path !== ':memory:' && !options.fileMustExist) mkdirSync(dirname(path), { recursive: true });
-    db = new Database(path, { fileMustExist: options.fileMustExist ?? false });
+    db = new Database(path, { fileMustExist: options.fileMustExist ?? false, ...(options.exclusive ? { timeout: 0 } : {}) });
+    // Before the first read: a WAL file is then opened with its index in this process's memory and
+    // an exclusive lock on the database file, held until close. Every connection of a live process
+    // holds a shared lock on that file while it is open (killed, it holds none), so the first read
+    // tells whether one has it open (SQLITE_BUSY), and a gateway started on it later is refused.
+    if (options.exclusive) db.pragma('locking_mode = EXCLUSIVE');
     // A new buffer returns pruned pages to the file system (disk-guard.ts); this takes effect only
     // while the file is empty (before the WAL header is written). Older buffers are switched by
     // one VACUUM at start.
@@ -52,6 +63,13 @@ export function openBuffer(path: string, options: OpenOptions): Database.Databas
     db.pragma(`wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`);
     migrate(db, options.migrate ?? true);
   } catch (err) {
+    if (options.exclusive && (err as { code?: string }).code?.startsWith('SQLITE_BUSY')) {
+      throw new GatewayError(
+        ErrorCodes.BUFFER_UNOPENABLE,
+        `the buffer ${path} is open by another process (a gateway running on it, or another adopt): stop that process, or work on a copy of the file with its -wal, then run this again`,
+        { cause: err },
+      );
+    }
     throw new GatewayError(isDiskFull(err) ? ErrorCodes.BUFFER_DISK_FULL : unopenable(err) ? ErrorCodes.BUFFER_UNOPENABLE : ErrorCodes.BUFFER, `cannot open the buffer ${path}: ${(err as Error).message}${permissionHint(path, err)}`, {
       cause: err,
     });

@@ -52,6 +52,8 @@ describe('the Debian package (npm run package)', () => {
       './usr/lib/scan-gateway/node_modules/better-sqlite3/prebuilds/linux-x64.node',
       './usr/lib/scan-gateway/node_modules/unix-dgram/build/Release/unix_dgram.node',
       './usr/share/doc/scan-gateway/node.LICENSE',
+      './usr/share/doc/scan-gateway/examples/keepalived/keepalived.conf',
+      './usr/share/doc/scan-gateway/examples/keepalived/scan-gateway-is-leader',
     ]) {
       expect(contents).toContain(path);
     }
