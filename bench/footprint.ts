@@ -39,6 +39,11 @@ export interface FootprintOptions {
    * daemon, set over the unit's `Environment=` (`--node-args='MALLOC_ARENA_MAX=1 --max-semi-space-size=2'`).
    */
   nodeArgs?: string[];
+  /**
+   * Whether the example's status-event reader stays on (default true): off, the Kafka client is
+   * never imported, so the figures are those of a site that follows its batches by polling.
+   */
+  statusEvents?: boolean;
 }
 
 /**
@@ -83,9 +88,10 @@ export const FOOTPRINT_DEFAULTS: FootprintOptions = { starts: 3, settleMs: 5000,
  * ports by free ports on 127.0.0.1, folders and the buffer by a temp folder, the service by the
  * sandbox, the ingest token by a temp file, the health page by a free port, and the status-event
  * brokers by the sandbox's Kafka broker when `kafka` is given (its CA in a temp file, the demo
- * client's topic); without it they stay the example's, which cannot be reached from here.
+ * client's topic); without it they stay the example's, which cannot be reached from here; with
+ * `'off'` the example's status-event reader is removed.
  */
-export async function adaptExample(dir: string, sandboxUrl: string, tools: Tool[], kafka?: SandboxKafkaInfo): Promise<string> {
+export async function adaptExample(dir: string, sandboxUrl: string, tools: Tool[], kafka?: SandboxKafkaInfo | 'off'): Promise<string> {
   const edits: ConfigEdits = [
     [['upstream', 'baseUrl'], sandboxUrl],
     [['upstream', 'authUrl'], sandboxUrl],
@@ -94,7 +100,9 @@ export async function adaptExample(dir: string, sandboxUrl: string, tools: Tool[
     [['buffer', 'path'], join(dir, 'buffer.db')],
     [['http', 'listen'], `127.0.0.1:${await freePort()}`],
   ];
-  if (kafka) {
+  if (kafka === 'off') {
+    edits.push([['upstream', 'statusEvents'], undefined]);
+  } else if (kafka) {
     const caFile = join(dir, 'kafka-ca.pem');
     writeFileSync(caFile, kafka.caPem);
     edits.push(
@@ -381,7 +389,7 @@ export async function benchFootprint(opts: FootprintOptions = FOOTPRINT_DEFAULTS
   const sandbox = startJsonChild('sandbox-child.js', ['{}']);
   try {
     const { url, kafka } = await sandbox.next<{ url: string; kafka?: SandboxKafkaInfo }>(20_000, 'the sandbox to listen');
-    const configFile = await adaptExample(dir, url, tools, kafka);
+    const configFile = await adaptExample(dir, url, tools, opts.statusEvents === false ? 'off' : kafka);
     const words = opts.nodeArgs ?? unitNodeArgs();
     const nodeArgs = words.filter((w) => !ENV_WORD.test(w));
     const env: Record<string, string> = { ...unitEnvironment() };

@@ -30,7 +30,7 @@ type BenchId = (typeof KNOWN)[number];
 
 const USAGE = `Usage:
   node dist/bench/run.js [--only intake,mqtt,drain,fill,footprint,status,bigfile,sftp,items,recovery] [--quick] [--out FILE]
-                         [--node-args='--max-semi-space-size=1 …']
+                         [--node-args='--max-semi-space-size=1 …'] [--no-status-events]
   node dist/bench/run.js --only soak [--minutes N] [--heap-snapshots] [--prefill SCANS] [--cpu-prof-dir DIR] [--quick]
   node dist/bench/run.js --markdown [FILE]
 
@@ -42,6 +42,7 @@ other processes kept it. Figures, targets and how each is measured: docs/perform
   --quick            smaller sizes for a smoke run (figures not comparable; the soak lasts 3 minutes)
   --out FILE         where to write the results (JSON)
   --node-args ARGS   the daemon's node options in the footprint benchmark (default: the unit's ExecStart)
+  --no-status-events the footprint benchmark without the example's status-event reader (no Kafka client)
   --minutes N        the soak's length (default 30)
   --heap-snapshots   the soak writes two heap snapshots of the daemon (after the warm-up, at the end)
   --prefill SCANS    the soak starts on a buffer of SCANS delivered scans (900000: the end of a 30-minute soak)
@@ -77,6 +78,7 @@ function parseCommandLineStrict() {
       'heap-snapshots': { type: 'boolean', default: false },
       prefill: { type: 'string' },
       'cpu-prof-dir': { type: 'string' },
+      'no-status-events': { type: 'boolean', default: false },
     },
     allowPositionals: true,
   });
@@ -102,6 +104,7 @@ const sizes = {
   footprint: {
     ...(quick ? { starts: 1, settleMs: 1000, idleMs: 2000, steadyMs: 3000 } : FOOTPRINT_DEFAULTS),
     ...(values['node-args'] !== undefined ? { nodeArgs: values['node-args'].split(/\s+/).filter(Boolean) } : {}),
+    ...(values['no-status-events'] ? { statusEvents: false } : {}),
   },
   status: quick ? { ...STATUS_DEFAULTS, scans: 100_000, rejected: 1000, calls: 10 } : STATUS_DEFAULTS,
   bigfile: quick ? { lines: 100_000 } : BIGFILE_DEFAULTS,
