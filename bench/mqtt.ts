@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
@@ -45,6 +46,13 @@ export interface MqttBenchOptions {
   latencySeconds: number;
   /** Messages of one untimed burst to each side before the trials (JIT warm-up of publisher, mqtt.js and the gateway). */
   warmupMessages: number;
+  /**
+   * The fair mode: the broker and the publisher are pinned to the last core (`taskset`), this
+   * process (both subscriber sides: the bare client and the gateway) to the others, so the
+   * gateway's ratio is measured with a core of its own instead of sharing both with the load it
+   * is fed by. Needs at least 2 cores.
+   */
+  fair?: boolean;
 }
 
 /** 2 trials of 50,000 messages each side after a 10,000-message warm-up of each; latency at 1,000 messages/s for 10 s. */
@@ -455,6 +463,22 @@ function cpuBudget(
   return { figures, notes };
 }
 
+/**
+ * Pins the broker and the publisher (every thread) to the last core and this process to the
+ * others, with util-linux's `taskset`. Answers the pinning, for the notes.
+ * @throws Error with fewer than 2 cores, or when taskset is missing or refused.
+ */
+function pinApart(brokerPid: number, publisherPid: number): string {
+  const cores = availableParallelism();
+  if (cores < 2) throw new Error(`the fair mode needs at least 2 cores; this machine has ${cores}`);
+  const last = cores - 1;
+  const own = last === 1 ? '0' : `0-${last - 1}`;
+  for (const [pid, list] of [[brokerPid, String(last)], [publisherPid, String(last)], [process.pid, own]] as const) {
+    execFileSync('taskset', ['-a', '-p', '-c', list, String(pid)], { stdio: 'ignore' });
+  }
+  return `fair mode: mosquitto (pid ${brokerPid}) and the publisher (pid ${publisherPid}) pinned to core ${last}, the subscriber sides (this process) to core${own.includes('-') ? 's' : ''} ${own} (taskset -a)`;
+}
+
 /** Runs benchmark 2. */
 export async function benchMqtt(opts: MqttBenchOptions = MQTT_DEFAULTS): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
   const dir = mkdtempSync(join(tmpdir(), 'sg-bench-mqtt-'));
@@ -462,6 +486,7 @@ export async function benchMqtt(opts: MqttBenchOptions = MQTT_DEFAULTS): Promise
   const publisher = startJsonChild('mqtt-publisher.js', [JSON.stringify({ url: broker.url, topic: TOPIC })]);
   try {
     await publisher.next(10_000, 'the publisher to connect');
+    const pinning = opts.fair ? pinApart(brokerPid(broker), publisher.pid) : undefined;
     const gatewayRates: number[] = [];
     const groupSizes: number[] = [];
     let latencyGroup = NaN;
@@ -547,10 +572,11 @@ export async function benchMqtt(opts: MqttBenchOptions = MQTT_DEFAULTS): Promise
       ...budget.figures,
     ];
     return {
-      id: 'mqtt',
-      title: 'End-to-end intake over MQTT (mosquitto, QoS 1, the example\'s plc-bridge input → intake → SQLite)',
+      id: opts.fair ? 'mqtt-fair' : 'mqtt',
+      title: `End-to-end intake over MQTT (mosquitto, QoS 1, the example's plc-bridge input → intake → SQLite)${opts.fair ? ', the broker and the publisher on a core of their own' : ''}`,
       figures,
       notes: [
+        ...(pinning ? [pinning] : []),
         `gateway trials ${gatewayRates.map(Math.round).join(', ')} reads/s; bare subscriber trials ${bareRates.map(Math.round).join(', ')} msgs/s`,
         ...budget.notes,
         `latency over ${lat.gateway.length} messages (${opts.latencySeconds} s at ${opts.latencyRate}/s); bare subscriber p50/p99 ${percentile(lat.bare, 50).toFixed(2)}/${percentile(lat.bare, 99).toFixed(2)} ms`,

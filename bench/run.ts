@@ -22,14 +22,14 @@ import { machineInfo, nowMs, othersBusyMeter, sampleBackground } from './lib/sys
  * a result, not a failure), 2 on a command line it cannot follow.
  */
 
-const ALL = ['intake', 'mqtt', 'drain', 'fill', 'footprint', 'status', 'bigfile', 'sftp', 'items', 'recovery'] as const;
+const ALL = ['intake', 'mqtt', 'mqtt-fair', 'drain', 'fill', 'footprint', 'status', 'bigfile', 'sftp', 'items', 'recovery'] as const;
 /** Benchmarks run only when named in `--only`: the soak takes 30 minutes. */
 const NAMED_ONLY = ['soak'] as const;
 const KNOWN = [...ALL, ...NAMED_ONLY];
 type BenchId = (typeof KNOWN)[number];
 
 const USAGE = `Usage:
-  node dist/bench/run.js [--only intake,mqtt,drain,fill,footprint,status,bigfile,sftp,items,recovery] [--quick] [--out FILE]
+  node dist/bench/run.js [--only intake,mqtt,mqtt-fair,drain,fill,footprint,status,bigfile,sftp,items,recovery] [--quick] [--out FILE]
                          [--node-args='--max-semi-space-size=1 …'] [--no-status-events]
   node dist/bench/run.js --only soak [--minutes N] [--heap-snapshots] [--prefill SCANS] [--cpu-prof-dir DIR] [--quick]
   node dist/bench/run.js --markdown [FILE]
@@ -123,6 +123,7 @@ const sizes = {
 const runners: Record<BenchId, () => Promise<Omit<BenchResult, 'durationSec' | 'background'>>> = {
   intake: () => benchIntake(sizes.intake),
   mqtt: () => benchMqtt(sizes.mqtt),
+  'mqtt-fair': () => benchMqtt({ ...sizes.mqtt, fair: true }),
   drain: () => benchDrain(sizes.drain),
   fill: () => benchFill(sizes.drain),
   footprint: () => benchFootprint(sizes.footprint),
@@ -137,6 +138,7 @@ const runners: Record<BenchId, () => Promise<Omit<BenchResult, 'durationSec' | '
 const TITLES: Record<BenchId, string> = {
   intake: 'Durable intake',
   mqtt: 'End-to-end intake over MQTT',
+  'mqtt-fair': 'End-to-end intake over MQTT, the broker and the publisher on their own core',
   drain: 'Drain',
   fill: 'Batch fill',
   footprint: 'Footprint',
