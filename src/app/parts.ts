@@ -122,6 +122,9 @@ export async function importSandbox(): Promise<typeof SandboxModule> {
 }
 
 /** The embedded upstream sandbox (`sandbox.enabled`): its module is loaded at start only. */
+/** Why `trustSandboxCa` cannot be followed: said the same way whether the sandbox is off or runs without Kafka. */
+const TRUST_SANDBOX_CA_NEEDS = 'upstream.statusEvents.trustSandboxCa needs the embedded sandbox with its Kafka endpoint (sandbox.enabled: true)';
+
 export class SandboxPart implements Component {
   readonly name = 'sandbox';
   private running: RunningSandbox | undefined;
@@ -149,7 +152,7 @@ export class SandboxPart implements Component {
    */
   kafkaCaPem(): string {
     const kafka = this.running?.kafka;
-    if (!kafka) throw new GatewayError(ErrorCodes.CONFIG, 'upstream.statusEvents.trustSandboxCa needs the embedded sandbox with its Kafka endpoint (sandbox.enabled: true)');
+    if (!kafka) throw new GatewayError(ErrorCodes.CONFIG, TRUST_SANDBOX_CA_NEEDS);
     return kafka.caPem;
   }
 
@@ -311,7 +314,7 @@ export class StatusEventsPart implements Component {
   stop = async (): Promise<void> => this.feed.stop();
 
   private sandboxCa(sandbox: SandboxPart | undefined): string {
-    if (!sandbox) throw new GatewayError(ErrorCodes.CONFIG, 'upstream.statusEvents.trustSandboxCa needs the embedded sandbox with its Kafka endpoint (sandbox.enabled: true)');
+    if (!sandbox) throw new GatewayError(ErrorCodes.CONFIG, TRUST_SANDBOX_CA_NEEDS);
     return sandbox.kafkaCaPem();
   }
 
