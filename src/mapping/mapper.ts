@@ -267,6 +267,7 @@ export class Mapper {
       member ??= { name: container.name, parent };
     }
 
+    const notes: string[] = [];
     const scan: Scan = {
       reference: b.reference,
       timeStamp: formatWireTime(instant, this.timeZone),
@@ -274,7 +275,7 @@ export class Mapper {
       productModelKey,
       ...party,
       parents,
-      attributes: [...attributesOf(rule, view, groups, dcp)].map(([key, value]) => ({ key, value })),
+      attributes: [...attributesOf(rule, view, groups, dcp, notes)].map(([key, value]) => ({ key, value })),
     };
     if (this.seenProducts.size < MAX_SEEN_PRODUCT_KEYS) this.seenProducts.add(productModelKey);
     const container = b.opened ? { ...b.opened, action: 'opened' as const } : member ? { ...member, action: 'member' as const } : undefined;
@@ -286,6 +287,7 @@ export class Mapper {
       rule: rule.name,
       tried,
       ...(timeWarning ? { timeWarning } : {}),
+      ...(notes.length > 0 ? { notes } : {}),
       ...(container ? { container } : {}),
     };
   }
@@ -400,8 +402,13 @@ function optionalValue(value: CompiledValue | undefined, view: ReadView, groups:
   return v.absent ? {} : { error: v.reason };
 }
 
-/** Attributes in order: the DCP's fixed ones, the source's, the rule's; a later one replaces an earlier one of the same key. */
-function attributesOf(rule: CompiledRule, view: ReadView, groups: Groups, dcp: DcpConfig): Map<string, string> {
+/**
+ * Attributes in order: the DCP's fixed ones, the source's, the rule's; a later one replaces an
+ * earlier one of the same key. A rule's attribute whose source gave no value is not sent, and
+ * `notes` says so (`attribute voltage: field voltage has no value in this read`), so a dropped
+ * attribute is never silent.
+ */
+function attributesOf(rule: CompiledRule, view: ReadView, groups: Groups, dcp: DcpConfig, notes: string[]): Map<string, string> {
   const out = new Map<string, string>(Object.entries(dcp.attributes));
   const source = view.read.attributes ?? {};
   if (rule.sourceAttributes !== false) {
@@ -415,6 +422,7 @@ function attributesOf(rule: CompiledRule, view: ReadView, groups: Groups, dcp: D
   for (const [key, value] of rule.attributes) {
     const v = value.evaluate(view, groups);
     if (v.ok) out.set(key, v.value);
+    else notes.push(`attribute ${key} not sent: ${v.reason}`);
   }
   return out;
 }
