@@ -168,7 +168,7 @@ export function upstreamPart(api: { close?: () => Promise<void> }): Component {
 
 /**
  * Back-pressure on intake. Without `buffer.maxBytes` the byte quota comes from the buffer's disk,
- * examined at start (one statfs); the disk guard rechecks it every minute.
+ * examined at start (one statfs); the disk guard rechecks it every second (DERIVED_QUOTA_RECHECK_MS).
  */
 export function backPressurePart(backPressure: BackPressure, buffer: LoadedConfig['config']['buffer'], logger: Logger): Component {
   return {
