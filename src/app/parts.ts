@@ -126,9 +126,14 @@ export class SandboxPart implements Component {
   readonly name = 'sandbox';
   private running: RunningSandbox | undefined;
 
+  /**
+   * @param accepts the DCP keys and product model keys its client accepts: `sandbox.dcps` and
+   *   `sandbox.products`, by default those of the configuration it runs beside (app.ts).
+   */
   constructor(
     private readonly settings: LoadedConfig['config']['sandbox'],
     private readonly logger: Logger,
+    private readonly accepts: { dcps: string[]; products: string[] },
   ) {}
 
   async start(): Promise<void> {
@@ -138,9 +143,20 @@ export class SandboxPart implements Component {
     // `scan-gateway sandbox`: a gateway without `sandbox.enabled` never loads it.
     const { startSandbox } = await importSandbox();
     this.running = await listening('sandbox.listen', this.settings.listen, () =>
-      startSandbox({ host, port, kafka, logger: this.logger, demoSecretFile: DEMO_CLIENT_SECRET_FILE }),
+      startSandbox({
+        host,
+        port,
+        kafka,
+        logger: this.logger,
+        demoSecretFile: DEMO_CLIENT_SECRET_FILE,
+        demoAccepts: { dcps: this.accepts.dcps, products: this.accepts.products.map((key) => ({ key, name: key })) },
+      }),
     );
-    this.logger.info({ component: 'app', url: this.running.url }, 'embedded upstream sandbox started');
+    const { dcps, products } = this.accepts;
+    this.logger.info(
+      { component: 'app', url: this.running.url, dcps, products },
+      `embedded upstream sandbox started; it accepts DCPs ${dcps.join(', ')} and products ${products.join(', ') || 'none (list them in sandbox.products)'}`,
+    );
   }
 
   /**
