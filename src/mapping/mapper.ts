@@ -257,14 +257,27 @@ export class Mapper {
       const v = p.evaluate(view, groups);
       if (v.ok) addParent(v.value);
     }
-    let member: { name: string; parent: string } | undefined;
+    let member: { name: string; parent: string; closed?: string } | undefined;
     const atMs = read.receivedAt.getTime();
-    for (const { container, station } of b.members) {
-      const parent = this.sessions.parentAt(container.name, station, atMs);
+    const open = b.members.map(({ container, station }) => ({ container, station, parent: this.sessions.parentAt(container.name, station, atMs) }));
+    const required = rule.requireContainer;
+    if (required !== undefined && !b.opened) {
+      const wanted = open.filter((m) => required === true || m.container.name === required);
+      if (!wanted.some((m) => m.parent !== undefined && m.parent !== b.reference)) {
+        const which = required === true ? (wanted.map((m) => m.container.name).join(' or ') || 'none applies to this input') : required;
+        const station = wanted[0]?.station ?? (read.dcpKey?.trim() || input.dcp);
+        return reject(`${named}needs an open container (${which}) at ${station}, and none is open: scan the container first, then this item again; this read is not sent`);
+      }
+    }
+    // Parents are taken only once the read is sure to be a scan, so a refused read fills no container.
+    for (const { container, station, parent } of open) {
       if (parent === undefined || parent === b.reference) continue;
       addParent(parent);
-      this.sessions.touch(container.name, station, atMs);
-      member ??= { name: container.name, parent };
+      const reads = this.sessions.touch(container.name, station, atMs);
+      const full = container.closeAfter !== undefined && reads >= container.closeAfter;
+      // The Nth member closes it: the next member read needs a new container (closeAfter).
+      if (full) this.sessions.close(container.name, station, atMs);
+      member ??= { name: container.name, parent, ...(full ? { closed: `closeAfter ${container.closeAfter} reached` } : {}) };
     }
 
     const notes: string[] = [];

@@ -25,7 +25,7 @@ export type MapOutcome =
       /** Names of the rules tried before and including `rule`. */
       tried?: string[];
       /** The container this read opened (it is also its own scan) or took its parent from. */
-      container?: { name: string; action: 'opened' | 'member'; parent: string };
+      container?: { name: string; action: 'opened' | 'member'; parent: string; closed?: string };
     }
   | {
       outcome: 'rejected';
