@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -29,7 +29,7 @@ describe('end to end: a trial site against the embedded sandbox, over a real mos
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'sg-e2e-site-trial-'));
     broker = await startMosquitto(mkdtempSync(join(tmpdir(), 'sg-e2e-site-broker-')));
-    const [sandboxPort, kafkaPort] = [await freePort(), await freePort()];
+    const [sandboxPort, kafkaPort, httpPort] = [await freePort(), await freePort(), await freePort()];
     sandboxUrl = `http://127.0.0.1:${sandboxPort}`;
     config = join(dir, 'config.yaml');
     writeFileSync(
@@ -38,7 +38,7 @@ describe('end to end: a trial site against the embedded sandbox, over a real mos
 upstream: { baseUrl: ${sandboxUrl}, authUrl: ${sandboxUrl}, clientId: demo-client, clientSecretFile: ${join(PACKAGE_ROOT, 'config/demo-client-secret')} }
 buffer: { path: ${join(dir, 'buffer.db')} }
 delivery: { mode: direct, maxBatchDelayMs: 100, statusPollMs: 100, statusPollMaxMs: 300 }
-http: { listen: 127.0.0.1:0 }
+http: { listen: 127.0.0.1:${httpPort} }
 sandbox: { enabled: true, listen: 127.0.0.1:${sandboxPort}, kafka: { listen: 127.0.0.1:${kafkaPort} } }
 dcps:
   - { key: EOL-3, kind: endOfProcess, productModelKey: PACK-Z }
@@ -97,5 +97,20 @@ inputs:
     const [result] = JSON.parse(tried.stdout) as { outcome: string; scan: Scan }[];
     expect(result?.outcome).toBe('scan');
     expect(result?.scan).toEqual(pack);
+  });
+
+  it("config check beside the running gateway knows the ports are its own gateway's; another configuration's check still fails", async () => {
+    const own = await run(process.execPath, [MAIN_JS, 'config', 'check', '--config', config], { cwd: dir });
+    expect(own.stdout).toMatch(/note: .*http\.listen: 127\.0\.0\.1:\d+ is in use by the running gateway of this configuration/);
+    expect(own.stdout).toMatch(/note: .*sandbox\.listen: 127\.0\.0\.1:\d+ is in use by the running gateway of this configuration/);
+
+    const other = join(dir, 'other.yaml');
+    writeFileSync(other, readFileSync(config, 'utf8').replace(join(dir, 'buffer.db'), join(dir, 'other.db')));
+    const clash = await run(process.execPath, [MAIN_JS, 'config', 'check', '--config', other], { cwd: dir }).then(
+      () => ({ code: 0, stdout: '' }),
+      (err: { code: number; stdout: string }) => err,
+    );
+    expect(clash.code).toBe(2);
+    expect(clash.stdout).toMatch(/http\.listen: 127\.0\.0\.1:\d+ is in use; another scan-gateway \(with another buffer, so another configuration\)/);
   });
 });
