@@ -261,7 +261,11 @@ export const tcpInputSchema = z
     ...inputBase,
     ...streamKeys,
     type: z.literal('tcp'),
-    mode: z.enum(['client', 'server']).describe('client = connect to a reader; server = listen for readers\' connections.'),
+    mode: z
+      .enum(['client', 'server'])
+      .describe(
+        'Who opens the connection. server = the scanner connects to us (the reader is set up with the gateway\'s address and port as its target; we listen on `host`:`port`); client = we connect to the scanner (the reader listens, as many fixed-mount cameras do by default).',
+      ),
     host: z.string().min(1).describe('client: the reader\'s host name or address; server: the address to listen on (0.0.0.0 = all).'),
     port: z.number().int().min(0).max(65_535).describe('client: the reader\'s port; server: the port to listen on.'),
     keepAliveMs: z.number().int().min(0).default(10_000).describe('TCP keepalive: idle time before the first probe, in ms; 0 = off.'),
