@@ -52,6 +52,9 @@ inputs:
     format: json
     dcp: EOL-3
     fields: { dcp: station, attributeFields: { voltage: voltage } }
+rules:
+  # The vision system sends no temperature: the attribute is noted as not sent, never silently dropped.
+  - { name: eol, attributes: { temp: { field: temp } } }
 `,
     );
   });
@@ -93,9 +96,18 @@ inputs:
     });
     expect(atSandbox.find((s) => s.reference === 'MOD-000001')).toMatchObject({ dcpKey: 'MA-3', productModelKey: 'MOD-8', attributes: [{ key: 'voltage', value: '48.1' }] });
 
+    // The dropped attribute: noted with the read (trace), counted per input (status), logged once.
+    const traced = await run(process.execPath, [MAIN_JS, 'trace', 'PK-000815', '--config', config], { cwd: dir });
+    expect(traced.stdout).toContain('note: attribute temp not sent: field temp has no value in this read');
+    const status = (await (await fetch(`${gateway.httpUrl}/api/v1/status`)).json()) as { inputs: { id: string; counters?: { attributesNotSent?: number } }[] };
+    expect(status.inputs.find((i) => i.id === 'vision')?.counters?.attributesNotSent).toBe(2);
+    expect(gateway.output().match(/a rule attribute had no value and was not sent/g)).toHaveLength(1);
+
     const tried = await run(process.execPath, [MAIN_JS, 'try', '--config', config, '--input', 'vision', '--topic', 'plant/vision', '--payload', VISION, '--json'], { cwd: dir });
-    const [result] = JSON.parse(tried.stdout) as { outcome: string; scan: Scan }[];
+    const [result] = JSON.parse(tried.stdout) as { outcome: string; scan: Scan; notes?: string[] }[];
     expect(result?.outcome).toBe('scan');
+    expect(result?.notes).toEqual(['attribute temp not sent: field temp has no value in this read']);
+    expect(tried.stderr).toContain('note: rules[eol].attributes.temp: { field: temp } has a value on input vision only when a payload carries temp inside its "attributes" object');
     expect(result?.scan).toEqual(pack);
   });
 
