@@ -71,7 +71,7 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
         // note, not a failure: `check` may run on another machine than the gateway.
         if (c.buffer.maxBytes === undefined) {
           const d = derivedQuotaForPath(c.buffer.path);
-          disk = `buffer.maxBytes not set: the byte quota is derived from the disk at start and rechecked every ${DERIVED_QUOTA_RECHECK_MS / 1000} s (here now ${d.bytes} bytes of scans)`;
+          disk = `buffer.maxBytes not set: the byte quota is derived from the disk at start and rechecked every ${DERIVED_QUOTA_RECHECK_MS === 1000 ? 'second' : `${DERIVED_QUOTA_RECHECK_MS / 1000} s`} (here now ${d.bytes} bytes of scans)`;
         } else {
           disk = quotaTooLargeForDisk(c.buffer.path, c.buffer.maxBytes) ?? 'the buffer quota fits the disk here';
         }
