@@ -138,6 +138,8 @@ export function registerTryCommand(program: Command, io: TryCommandIo): void {
         const json = input!.type === 'http' || (input!.type === 'mqtt' && input!.format === 'json') || (input!.type === 'files' && input!.format !== 'lines' && input!.format !== 'csv');
         const payload = json ? Buffer.from(opts.payload, 'utf8') : unescapeRead(opts.payload);
         const items = await payloadItems(input!, payload, { receivedAt, topic: opts.topic });
+        // Nothing to show is said, not printed as an empty list (a file of blank lines, a CSV header alone).
+        if (items.length === 0) usage(`input ${input!.id} makes no read of this payload${input!.type === 'files' && input!.format === 'csv' ? ' (a csv payload is the header row, then the rows)' : ''}`);
         results = items.map((item) => {
           if (item.kind === 'rejection') return { read: printableRaw(item.rejection.raw), outcome: 'rejected' as const, reason: `the input refuses it: ${item.rejection.reason}` };
           const read = item.read;

@@ -111,6 +111,15 @@ describe('scan-gateway try --payload', () => {
     expect((JSON.parse(csv.out) as TryResult[])[0]).toMatchObject({ outcome: 'scan', scan: { reference: 'PK-3', attributes: [{ key: 'voltage', value: '3.7' }] }, fromInput: { origin: { file: 'payload.csv', line: 2 } } });
   });
 
+  it('says when the input makes no read of the payload, and a CSV row without its header is refused as the input refuses the file', async () => {
+    const empty = await tryIt('--input', 'inbox', '--payload', 'barcode,U\n');
+    expect(empty.code).toBe(2);
+    expect(empty.err).toContain('input inbox makes no read of this payload (a csv payload is the header row, then the rows)');
+    const headless = await tryIt('--input', 'inbox', '--payload', 'PK-3,3.7', '--json');
+    expect(headless.code).toBe(1);
+    expect((JSON.parse(headless.out) as TryResult[])[0]).toMatchObject({ outcome: 'rejected', reason: expect.stringContaining('the whole file is refused') });
+  });
+
   it('prints the static note for the input and the per-read note in text', async () => {
     const r = await tryIt('--input', 'assembly', 'MOD-0001');
     expect(r.code).toBe(0);
