@@ -169,6 +169,8 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
   // The embedded sandbox follows the site: the configuration's DCPs and product keys, unless listed.
   const sandbox = config.sandbox.enabled
     ? new SandboxPart(config.sandbox, logger, {
+        clientId: config.upstream.clientId,
+        clientSecret: loaded.clientSecret,
         dcps: config.sandbox.dcps ?? config.dcps.map((d) => d.key),
         products: config.sandbox.products ?? live.mapper.productKeyUses().map((u) => u.key),
       })

@@ -127,13 +127,14 @@ export class SandboxPart implements Component {
   private running: RunningSandbox | undefined;
 
   /**
-   * @param accepts the DCP keys and product model keys its client accepts: `sandbox.dcps` and
-   *   `sandbox.products`, by default those of the configuration it runs beside (app.ts).
+   * @param accepts the client the sandbox knows, the configuration's own (`upstream.clientId` and
+   *   its secret; without a secret the demo client), and the DCP keys and product model keys it
+   *   accepts: `sandbox.dcps` and `sandbox.products`, by default those of the configuration (app.ts).
    */
   constructor(
     private readonly settings: LoadedConfig['config']['sandbox'],
     private readonly logger: Logger,
-    private readonly accepts: { dcps: string[]; products: string[] },
+    private readonly accepts: { clientId: string; clientSecret: string; dcps: string[]; products: string[] },
   ) {}
 
   async start(): Promise<void> {
@@ -142,20 +143,15 @@ export class SandboxPart implements Component {
     // The sandbox is a workspace package of its own (packages/sandbox), loaded only here and by
     // `scan-gateway sandbox`: a gateway without `sandbox.enabled` never loads it.
     const { startSandbox } = await importSandbox();
-    this.running = await listening('sandbox.listen', this.settings.listen, () =>
-      startSandbox({
-        host,
-        port,
-        kafka,
-        logger: this.logger,
-        demoSecretFile: DEMO_CLIENT_SECRET_FILE,
-        demoAccepts: { dcps: this.accepts.dcps, products: this.accepts.products.map((key) => ({ key, name: key })) },
-      }),
-    );
-    const { dcps, products } = this.accepts;
+    const { clientId, clientSecret, dcps } = this.accepts;
+    const products = this.accepts.products.map((key) => ({ key, name: key }));
+    // The site's own client, so a site configuration is not refused at its first token either.
+    const client = clientSecret !== '' ? { clients: [{ clientId, clientSecret, dcps, products }] } : { demoSecretFile: DEMO_CLIENT_SECRET_FILE, demoAccepts: { dcps, products } };
+    this.running = await listening('sandbox.listen', this.settings.listen, () => startSandbox({ host, port, kafka, logger: this.logger, ...client }));
+    const known = clientSecret !== '' ? clientId : 'demo-client';
     this.logger.info(
-      { component: 'app', url: this.running.url, dcps, products },
-      `embedded upstream sandbox started; it accepts DCPs ${dcps.join(', ')} and products ${products.join(', ') || 'none (list them in sandbox.products)'}`,
+      { component: 'app', url: this.running.url, clientId: known, dcps, products: this.accepts.products },
+      `embedded upstream sandbox started; client ${known} with DCPs ${dcps.join(', ')} and products ${this.accepts.products.join(', ') || 'none (list them in sandbox.products)'}`,
     );
   }
 

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -6,7 +7,6 @@ import { promisify } from 'node:util';
 import mqtt from 'mqtt';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Scan } from '@scan-gateway/contract';
-import { PACKAGE_ROOT } from '../../src/paths.js';
 import { MAIN_JS, startGateway, type GatewayProcess } from '../helpers/gateway-process.js';
 import { startMosquitto, type Broker } from '../helpers/mosquitto.js';
 import { freePort } from '../helpers/ports.js';
@@ -32,10 +32,12 @@ describe('end to end: a trial site against the embedded sandbox, over a real mos
     const [sandboxPort, kafkaPort, httpPort] = [await freePort(), await freePort(), await freePort()];
     sandboxUrl = `http://127.0.0.1:${sandboxPort}`;
     config = join(dir, 'config.yaml');
+    // The site's own client, not the demo's: the embedded sandbox knows the client of its configuration.
+    writeFileSync(join(dir, 'client-secret'), `${randomBytes(24).toString('hex')}\n`, { mode: 0o600 });
     writeFileSync(
       config,
       `site: { id: trial, timezone: Europe/Berlin }
-upstream: { baseUrl: ${sandboxUrl}, authUrl: ${sandboxUrl}, clientId: demo-client, clientSecretFile: ${join(PACKAGE_ROOT, 'config/demo-client-secret')} }
+upstream: { baseUrl: ${sandboxUrl}, authUrl: ${sandboxUrl}, clientId: plant-7-gateway, clientSecretFile: ${join(dir, 'client-secret')} }
 buffer: { path: ${join(dir, 'buffer.db')} }
 delivery: { mode: direct, maxBatchDelayMs: 100, statusPollMs: 100, statusPollMaxMs: 300 }
 http: { listen: 127.0.0.1:${httpPort} }
@@ -65,7 +67,7 @@ rules:
 
   it('delivers the vision payload with its voltage, at DCPs and products outside the sandbox defaults; try --payload gives the same scan', async () => {
     gateway = await startGateway(config, {}, dir);
-    expect(gateway.output()).toContain('it accepts DCPs EOL-3, MA-3 and products MOD-8, PACK-Z');
+    expect(gateway.output()).toContain('embedded upstream sandbox started; client plant-7-gateway with DCPs EOL-3, MA-3 and products MOD-8, PACK-Z');
     await waitFor(async () => {
       const status = (await (await fetch(`${gateway!.httpUrl}/healthz`)).json()) as { inputs: { state: string }[] };
       return status.inputs[0]?.state === 'up';
