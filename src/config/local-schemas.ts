@@ -158,7 +158,10 @@ export const DEFAULT_SANDBOX_KAFKA_LISTEN = '127.0.0.1:9093';
 
 export const sandboxSchema = z
   .object({
-    enabled: z.boolean().default(false).describe('Start the built-in upstream sandbox inside the gateway (demo only).'),
+    enabled: z
+      .boolean()
+      .default(false)
+      .describe("Start the built-in upstream sandbox inside the gateway (demo only). It knows this configuration's client (`upstream.clientId` and its secret), DCPs and products."),
     listen: listenAddress.default('127.0.0.1:8090').describe('Address of the embedded sandbox.'),
     dcps: z
       .array(z.string().min(1))
