@@ -166,7 +166,15 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     gate: backPressure,
     ...(deps.scrub ? { scrub: deps.scrub } : {}),
   });
-  const sandbox = config.sandbox.enabled ? new SandboxPart(config.sandbox, logger) : undefined;
+  // The embedded sandbox follows the site: the configuration's DCPs and product keys, unless listed.
+  const sandbox = config.sandbox.enabled
+    ? new SandboxPart(config.sandbox, logger, {
+        clientId: config.upstream.clientId,
+        clientSecret: loaded.clientSecret,
+        dcps: config.sandbox.dcps ?? config.dcps.map((d) => d.key),
+        products: config.sandbox.products ?? live.mapper.productKeyUses().map((u) => u.key),
+      })
+    : undefined;
   const sftp = config.upstream.sftp ? new SftpRoute(config, config.upstream.sftp, deps.env ?? {}) : undefined;
   const statusEvents = config.upstream.statusEvents.enabled ? statusEventsPart(loaded, store, sandbox, logger, now, () => deliverer) : undefined;
   const deliverer: Deliverer = new Deliverer({

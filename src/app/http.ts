@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { isLoopbackHost } from '../listener/host-check.js';
+import { gatewayInstanceId } from '../config/own-gateway.js';
 import { buildHealthServer } from '../health/server.js';
 import type { Gateway } from './gateway.js';
 import { splitListen } from './parts.js';
@@ -24,6 +25,7 @@ export async function buildHttpServer(g: Gateway): Promise<FastifyInstance> {
     listenHost: host,
     allowedHosts: config.http.allowedHosts,
     readToken: deps.readToken,
+    instance: gatewayInstanceId(config.buffer.path),
     ...(deps.scrub ? { scrub: deps.scrub } : {}),
     station: {
       dcps: () => {

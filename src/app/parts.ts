@@ -129,9 +129,15 @@ export class SandboxPart implements Component {
   readonly name = 'sandbox';
   private running: RunningSandbox | undefined;
 
+  /**
+   * @param accepts the client the sandbox knows, the configuration's own (`upstream.clientId` and
+   *   its secret; without a secret the demo client), and the DCP keys and product model keys it
+   *   accepts: `sandbox.dcps` and `sandbox.products`, by default those of the configuration (app.ts).
+   */
   constructor(
     private readonly settings: LoadedConfig['config']['sandbox'],
     private readonly logger: Logger,
+    private readonly accepts: { clientId: string; clientSecret: string; dcps: string[]; products: string[] },
   ) {}
 
   async start(): Promise<void> {
@@ -140,10 +146,16 @@ export class SandboxPart implements Component {
     // The sandbox is a workspace package of its own (packages/sandbox), loaded only here and by
     // `scan-gateway sandbox`: a gateway without `sandbox.enabled` never loads it.
     const { startSandbox } = await importSandbox();
-    this.running = await listening('sandbox.listen', this.settings.listen, () =>
-      startSandbox({ host, port, kafka, logger: this.logger, demoSecretFile: DEMO_CLIENT_SECRET_FILE }),
+    const { clientId, clientSecret, dcps } = this.accepts;
+    const products = this.accepts.products.map((key) => ({ key, name: key }));
+    // The site's own client, so a site configuration is not refused at its first token either.
+    const client = clientSecret !== '' ? { clients: [{ clientId, clientSecret, dcps, products }] } : { demoSecretFile: DEMO_CLIENT_SECRET_FILE, demoAccepts: { dcps, products } };
+    this.running = await listening('sandbox.listen', this.settings.listen, () => startSandbox({ host, port, kafka, logger: this.logger, ...client }));
+    const known = clientSecret !== '' ? clientId : 'demo-client';
+    this.logger.info(
+      { component: 'app', url: this.running.url, clientId: known, dcps, products: this.accepts.products },
+      `embedded upstream sandbox started; client ${known} with DCPs ${dcps.join(', ')} and products ${this.accepts.products.join(', ') || 'none (list them in sandbox.products)'}`,
     );
-    this.logger.info({ component: 'app', url: this.running.url }, 'embedded upstream sandbox started');
   }
 
   /**
@@ -171,7 +183,7 @@ export function upstreamPart(api: { close?: () => Promise<void> }): Component {
 
 /**
  * Back-pressure on intake. Without `buffer.maxBytes` the byte quota comes from the buffer's disk,
- * examined at start (one statfs); the disk guard rechecks it every minute.
+ * examined at start (one statfs); the disk guard rechecks it every second (DERIVED_QUOTA_RECHECK_MS).
  */
 export function backPressurePart(backPressure: BackPressure, buffer: LoadedConfig['config']['buffer'], logger: Logger): Component {
   return {

@@ -85,7 +85,7 @@ export interface GenealogyNode {
   reference: string;
   /** Scans of this reference in the buffer (0: only named as a parent, never scanned here). */
   scans: number;
-  /** The latest scan's DCP and state, when it was scanned here. */
+  /** The latest scan's DCP, state and time (all of the scan stored last), when it was scanned here. */
   lastDcp: string | null;
   lastState: string | null;
   lastAt: string | null;
@@ -221,10 +221,11 @@ export function traceItem(db: Database.Database, reference: string, options: Tra
     };
   });
 
+  // DCP, state and time all of one scan, the one stored last: a max(time_utc) beside them named the
+  // time of another scan (a replay, or a read whose source time was older).
   const summary = db.prepare(
-    `SELECT count(*) AS scans, (SELECT dcp_key FROM scan_rows WHERE reference = @ref ORDER BY id DESC LIMIT 1) AS lastDcp,
-            (SELECT ${scanStateSql()} FROM scan_rows WHERE reference = @ref ORDER BY id DESC LIMIT 1) AS lastState, max(time_utc) AS lastAt
-       FROM scan_rows WHERE reference = @ref`,
+    `SELECT (SELECT count(*) FROM scan_rows WHERE reference = @ref) AS scans, l.dcp_key AS lastDcp, l.state AS lastState, l.time_utc AS lastAt
+       FROM (SELECT 1) LEFT JOIN (SELECT dcp_key, ${scanStateSql()} AS state, time_utc FROM scan_rows WHERE reference = @ref ORDER BY id DESC LIMIT 1) l`,
   );
   // Parents of a reference: those its scans name (the latest scans first).
   const parentsBody = db.prepare(`SELECT b.body FROM scan_rows r JOIN scan_bodies b ON b.id = r.id WHERE r.reference = ? ORDER BY r.id DESC LIMIT ${MAX_ITEM_SCANS}`).pluck();

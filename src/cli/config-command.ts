@@ -6,8 +6,10 @@ import { formatProblems, loadConfig, type ConfigProblem, type LoadedConfig } fro
 import { readClientSecret } from '../config/secrets.js';
 import { isGatewayError, ErrorCodes } from '../errors.js';
 import { derivedQuotaForPath, quotaTooLargeForDisk } from '../buffer/disk-guard.js';
+import { DERIVED_QUOTA_RECHECK_MS } from '../buffer/disk-quota.js';
 import { STARTER_INPUT_TYPES, starterConfig, type StarterInputType } from './config-init.js';
 import { lookupUser, preflight, type PreflightFinding } from '../config/preflight.js';
+import { fieldSourceNotes } from '../config/field-sources.js';
 import { CommandExit, ExitCodes } from './exit.js';
 
 /** The process edge `config` needs (main.ts provides it). */
@@ -69,7 +71,7 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
         // note, not a failure: `check` may run on another machine than the gateway.
         if (c.buffer.maxBytes === undefined) {
           const d = derivedQuotaForPath(c.buffer.path);
-          disk = `buffer.maxBytes not set: the byte quota is derived from the disk at start and every minute (here now ${d.bytes} bytes of scans)`;
+          disk = `buffer.maxBytes not set: the byte quota is derived from the disk at start and rechecked every ${DERIVED_QUOTA_RECHECK_MS === 1000 ? 'second' : `${DERIVED_QUOTA_RECHECK_MS / 1000} s`} (here now ${d.bytes} bytes of scans)`;
         } else {
           disk = quotaTooLargeForDisk(c.buffer.path, c.buffer.maxBytes) ?? 'the buffer quota fits the disk here';
         }
@@ -85,6 +87,8 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
         }
         findings.push(...(await preflight(c, { env: io.env, user })));
       }
+      // A rule's field that an input never supplies passes the schema but yields nothing on the line.
+      for (const n of fieldSourceNotes(c)) findings.push({ severity: 'note', where: n.where, message: n.message });
       const preflightProblems = findings.filter((f) => f.severity === 'problem');
       const notes = findings.filter((f) => f.severity === 'note');
       const line = (f: PreflightFinding) => `${opts.config}: ${f.where ? `${f.where}: ` : ''}${f.message}`;

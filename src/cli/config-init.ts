@@ -52,8 +52,8 @@ function inputBlock(type: StarterInputType, id: string, o: StarterOptions): stri
     dcp: DCP-01
 `;
     case 'tcp':
-      return `  # A network reader the gateway connects to (docs/inputs.md, "tcp"). For readers that connect
-  # to the gateway instead: mode: server, host: 0.0.0.0, port: 4001.
+      return `  # A network reader the gateway connects to (mode: client; docs/inputs.md, "tcp"). When the
+  # scanner connects to us instead (its target is the gateway): mode: server, host: 0.0.0.0, port: 4001.
   - id: ${id}
     type: tcp
     mode: client
@@ -70,6 +70,8 @@ function inputBlock(type: StarterInputType, id: string, o: StarterOptions): stri
     topics: [scanners/+/reads]
     clientId: scan-gateway-${o.siteId ?? 'site'}-${id}   # stable: the broker keeps this session's messages
     format: text                 # text = the payload is the code; json = an object (see fields)
+    # format: json: fields says where each part is; attributeFields takes any payload field as an attribute:
+    # fields: { code: code, time: ts, dcp: station, attributeFields: { voltage: voltage } }
     dcp: DCP-01
     # username: scan-gateway
     # passwordFile: /etc/scan-gateway/broker-password   # or passwordEnv: NAME; never the password here

@@ -1,12 +1,14 @@
 import type { Command } from 'commander';
 import { didYouMean } from '../config/cross-check.js';
 import { loadConfig } from '../config/load.js';
+import { fieldSourceNotes } from '../config/field-sources.js';
 import type { InputConfig } from '../config/schema.js';
 import { C0_NAMES, printableRaw } from '../format/printable.js';
 import type { Read } from '../inputs/types.js';
 import { DuplicateWindow } from '../mapping/duplicate-window.js';
 import type { BarcodeParse } from '../gs1/index.js';
 import { Mapper } from '../mapping/mapper.js';
+import { payloadItems } from './try-payload.js';
 import type { MapOutcome } from '../mapping/outcome.js';
 import { CommandExit, ExitCodes } from './exit.js';
 import type { Clock } from '../clock.js';
@@ -33,6 +35,10 @@ export interface TryResult {
   /** UTC instant of the scan's time stamp. */
   instant?: string;
   timeWarning?: string;
+  /** Attributes of the rule not sent, each with why (their source had no value in this read). */
+  notes?: string[];
+  /** With `--payload`: what the input's own parsing gave the mapping besides the code (DCP, time, parents, attributes, origin). */
+  fromInput?: { dcp?: string; time?: string; parents?: string[]; attributes?: Record<string, string>; origin?: Record<string, string | number> };
   container?: unknown;
   gs1?: { kind: BarcodeParse['kind']; symbology?: string; form?: string; elements?: { ai: string; title: string; value: string; date?: string; decimal?: string }[]; reason?: string };
 }
@@ -68,6 +74,8 @@ interface TryOptions {
   parent: string[];
   at?: string;
   json?: boolean;
+  payload?: string;
+  topic?: string;
 }
 
 /**
@@ -80,7 +88,7 @@ export function registerTryCommand(program: Command, io: TryCommandIo): void {
   program
     .command('try')
     .description('show what reads become (the Scan, or the rejection and why), without sending or storing anything')
-    .argument('<reads...>', 'the read(s) as the scanner sends them; a byte as \\xHH or by name: <GS>, <CR>, <STX>, <FNC1>')
+    .argument('[reads...]', 'the read(s) as the scanner sends them; a byte as \\xHH or by name: <GS>, <CR>, <STX>, <FNC1>')
     .requiredOption('-i, --input <id>', 'input the reads come from (its id in the configuration)')
     .option('-c, --config <file>', 'configuration file', '/etc/scan-gateway/config.yaml')
     .option('--dcp <key>', 'the DCP the source names (topic level, CSV column), as the input would pass it')
@@ -88,14 +96,17 @@ export function registerTryCommand(program: Command, io: TryCommandIo): void {
     .option('--field <name=value>', 'a field the source supplies (MQTT JSON attribute, CSV column); repeatable', collect, [])
     .option('--parent <reference>', 'a parent reference the source supplies; repeatable', collect, [])
     .option('--at <iso>', 'when the gateway received the read (default: now)')
+    .option('--payload <message>', "a whole raw message, parsed by the input's own parsing: an MQTT payload, an HTTP ingest body, a dropped file's content, a framed serial/TCP read")
+    .option('--topic <topic>', 'with --payload on an mqtt input: the topic the message comes on (default: the first topic filter)')
     .option('--json', 'print the results as JSON')
     .addHelpText(
       'after',
       "\nExamples:\n  scan-gateway try --config /etc/scan-gateway/config.yaml --input gi-scanner ']d2010952123454321310B2611-03<GS>21C2611030001234'\n" +
-        "  scan-gateway try -c config.yaml -i line3-cameras --dcp EOL-3 --field cellVoltage=3.652 ']d1C24A0K3B0712345' --json\n\n" +
+        "  scan-gateway try -c config.yaml -i line3-cameras --dcp EOL-3 --field cellVoltage=3.652 ']d1C24A0K3B0712345' --json\n" +
+        '  scan-gateway try -c config.yaml -i eol-vision --topic plant/EOL-3/scans --payload \'{"code":"PK-000815","ts":"2026-11-27T10:00:00Z","voltage":3.652}\'\n\n' +
         'Exit codes: 0 no read rejected, 1 a read was rejected, 2 configuration or usage error.',
     )
-    .action((reads: string[], opts: TryOptions) => {
+    .action(async (reads: string[], opts: TryOptions) => {
       const loaded = loadConfig(opts.config, { baseDir: io.cwd, env: io.env, skipSecret: true });
       const mapper = new Mapper(loaded.config);
       const usage = (message: string): never => {
@@ -116,24 +127,62 @@ export function registerTryCommand(program: Command, io: TryCommandIo): void {
         attributes[f.slice(0, eq)] = f.slice(eq + 1);
       }
       const dedupe = new DuplicateWindow();
-      const results = reads.map((given) => {
-        const raw = unescapeRead(given);
-        const tooLong = lengthLimit(input!, raw.length);
-        if (tooLong !== undefined) return { read: printableRaw(raw), outcome: 'rejected' as const, reason: tooLong };
-        const read: Read = {
-          inputId: opts.input,
-          raw,
-          receivedAt,
-          ...(opts.time !== undefined ? { sourceTime: opts.time } : {}),
-          ...(opts.dcp !== undefined ? { dcpKey: opts.dcp } : {}),
-          ...(opts.parent.length > 0 ? { parents: opts.parent } : {}),
-          ...(opts.field.length > 0 ? { attributes } : {}),
-        };
-        return toResult(raw, mapper.map(read), mapper, dedupe);
-      });
+      let results: TryResult[];
+      if (opts.payload !== undefined) {
+        if (reads.length > 0) usage('give either reads or --payload, not both');
+        const given = opts.field.length > 0 || opts.dcp !== undefined || opts.time !== undefined || opts.parent.length > 0;
+        if (given) usage("--payload takes the DCP, time, parents and fields from the message as the input does: leave out --dcp, --time, --parent and --field");
+        if (opts.topic !== undefined && input!.type !== 'mqtt') usage(`--topic applies to an mqtt input; ${input!.id} is ${input!.type}`);
+        if (input!.type === 'mqtt' && input!.dcpFromTopic !== undefined && opts.topic === undefined) usage(`input ${input!.id} takes the DCP from the topic (dcpFromTopic ${input!.dcpFromTopic}): give --topic`);
+        // A JSON message is taken as written (JSON escapes its own control bytes as \u001d); a byte stream as a read is.
+        const json = input!.type === 'http' || (input!.type === 'mqtt' && input!.format === 'json') || (input!.type === 'files' && input!.format !== 'lines' && input!.format !== 'csv');
+        const payload = json ? Buffer.from(opts.payload, 'utf8') : unescapeRead(opts.payload);
+        const items = await payloadItems(input!, payload, { receivedAt, topic: opts.topic });
+        // Nothing to show is said, not printed as an empty list (a file of blank lines, a CSV header alone).
+        if (items.length === 0) usage(`input ${input!.id} makes no read of this payload${input!.type === 'files' && input!.format === 'csv' ? ' (a csv payload is the header row, then the rows)' : ''}`);
+        results = items.map((item) => {
+          if (item.kind === 'rejection') return { read: printableRaw(item.rejection.raw), outcome: 'rejected' as const, reason: `the input refuses it: ${item.rejection.reason}` };
+          const read = item.read;
+          const tooLong = lengthLimit(input!, read.raw.length);
+          if (tooLong !== undefined) return { read: printableRaw(read.raw), outcome: 'rejected' as const, reason: tooLong };
+          return { ...toResult(read.raw, mapper.map(read), mapper, dedupe), fromInput: fromInputOf(read) };
+        });
+      } else {
+        if (reads.length === 0) usage('give the read(s) to try, or --payload with a whole message');
+        results = reads.map((given) => {
+          const raw = unescapeRead(given);
+          const tooLong = lengthLimit(input!, raw.length);
+          if (tooLong !== undefined) return { read: printableRaw(raw), outcome: 'rejected' as const, reason: tooLong };
+          const read: Read = {
+            inputId: opts.input,
+            raw,
+            receivedAt,
+            ...(opts.time !== undefined ? { sourceTime: opts.time } : {}),
+            ...(opts.dcp !== undefined ? { dcpKey: opts.dcp } : {}),
+            ...(opts.parent.length > 0 ? { parents: opts.parent } : {}),
+            ...(opts.field.length > 0 ? { attributes } : {}),
+          };
+          return toResult(raw, mapper.map(read), mapper, dedupe);
+        });
+      }
+      // What no read can change: a rule's field this input never supplies.
+      const notes = fieldSourceNotes(loaded.config, input!.id).map((n) => `note: ${n.where}: ${n.message}\n`).join('');
+      if (opts.json) io.stderr.write(notes);
+      else io.stdout.write(notes === '' ? '' : `${notes}\n`);
       io.stdout.write(opts.json ? `${JSON.stringify(results, null, 2)}\n` : results.map(describeResult).join('\n'));
       throw new CommandExit(results.some((r) => r.outcome === 'rejected') ? ExitCodes.FAILED : ExitCodes.OK);
     });
+}
+
+/** What the input's parsing handed the mapping besides the code. */
+function fromInputOf(read: Read): NonNullable<TryResult['fromInput']> {
+  return {
+    ...(read.dcpKey !== undefined ? { dcp: read.dcpKey } : {}),
+    ...(read.sourceTime !== undefined ? { time: read.sourceTime } : {}),
+    ...(read.parents ? { parents: read.parents } : {}),
+    ...(read.attributes ? { attributes: read.attributes } : {}),
+    ...(read.origin ? { origin: read.origin } : {}),
+  };
 }
 
 function collect(value: string, previous: string[]): string[] {
@@ -167,6 +216,7 @@ function toResult(raw: Buffer, outcome: MapOutcome, mapper: Mapper, dedupe: Dupl
     scan,
     instant: instant.toISOString(),
     ...(outcome.timeWarning ? { timeWarning: outcome.timeWarning } : {}),
+    ...(outcome.notes ? { notes: outcome.notes } : {}),
     ...(outcome.container ? { container: outcome.container } : {}),
   };
   if (dedupe.check(scan.dcpKey, scan.reference, instant.getTime(), windowMs)) {
@@ -194,6 +244,16 @@ export function describeResult(r: TryResult): string {
     }
     if (r.gs1.reason) lines.push(`    problem: ${r.gs1.reason}`);
   }
+  if (r.fromInput) {
+    const f = r.fromInput;
+    const parts = [
+      f.dcp !== undefined ? `DCP ${f.dcp}` : '',
+      f.time !== undefined ? `time ${f.time}` : '',
+      f.parents ? `parents ${f.parents.join(', ')}` : '',
+      f.attributes ? `fields ${Object.entries(f.attributes).map(([k, v]) => `${k}=${v}`).join(', ')}` : 'no fields',
+    ].filter(Boolean);
+    lines.push(`  from the input: ${parts.join('; ')}${f.origin ? `   (${Object.entries(f.origin).map(([k, v]) => `${k} ${v}`).join(', ')})` : ''}`);
+  }
   if (r.tried) lines.push(`  rules tried: ${r.tried.join(', ')}${r.rule ? `; mapped by: ${r.rule}` : ''}`);
   if (r.container) lines.push(`  container: ${JSON.stringify(r.container)}`);
   switch (r.outcome) {
@@ -201,6 +261,7 @@ export function describeResult(r: TryResult): string {
       lines.push(`  → scan, as it would be sent (time stamp in the site zone; UTC ${r.instant}):`);
       lines.push(...compactJson(r.scan).split('\n').map((l) => `    ${l}`));
       if (r.timeWarning) lines.push(`  warning: ${r.timeWarning}`);
+      for (const n of r.notes ?? []) lines.push(`  note: ${n}`);
       break;
     case 'duplicate':
       lines.push(`  → duplicate: ${r.reason}`);

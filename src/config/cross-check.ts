@@ -83,6 +83,13 @@ export function crossCheck(value: unknown, ctx: z.RefinementCtx): void {
     for (const k of ['productModelKey', 'supplierKey', 'clientKey'] as const) checkValue(['rules', i, k], rule[k], groups, false);
     for (const [name, v] of Object.entries(asRecord(rule.attributes) ?? {})) checkValue(['rules', i, 'attributes', name], v, groups, false);
     asArray(rule.parents).forEach((v, n) => checkValue(['rules', i, 'parents', n], v, groups, false));
+    // A rule that needs a container refuses every read when there is none to open.
+    const containerNames = asArray(cfg.containers).flatMap((c) => (typeof asRecord(c)?.name === 'string' ? [asRecord(c)!.name as string] : []));
+    if (rule.requireContainer === true && containerNames.length === 0) {
+      add(['rules', i, 'requireContainer'], 'needs an open container, but `containers` defines none: every read of this rule would be refused');
+    } else if (typeof rule.requireContainer === 'string' && !containerNames.includes(rule.requireContainer)) {
+      add(['rules', i, 'requireContainer'], `unknown container "${rule.requireContainer}"${didYouMean(rule.requireContainer, containerNames)}; containers: ${containerNames.join(', ') || 'none'}`);
+    }
   });
 
   uniqueNames(asArray(cfg.containers), 'name', 'container name', ['containers'], add);

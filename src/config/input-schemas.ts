@@ -76,17 +76,36 @@ const streamKeys = {
  * Where the fields of a JSON read are: dotted paths into each object (`data.code`). Used by MQTT
  * JSON payloads, ndjson/json files.
  */
+/**
+ * A dotted path into a JSON object: names (or list indexes) joined by dots, none empty. `.` and
+ * `a..b` name nothing, so they are refused here rather than yielding nothing on every read.
+ */
+const jsonPath = z
+  .string()
+  .min(1)
+  .regex(/^[^.]+(\.[^.]+)*$/, 'is not a path into the payload: names joined by dots, none empty (e.g. `meas.temp`); "." names no field');
+
 export const jsonFieldsSchema = z
   .object({
-    code: z.string().min(1).default('code').describe('Path of the barcode text (required in every read).'),
-    time: z.string().min(1).default('ts').describe('Path of the read time stamp, ISO 8601 (optional in a read).'),
-    dcp: z.string().min(1).default('dcp').describe('Path of the DCP key (optional in a read).'),
-    parents: z.string().min(1).default('parents').describe('Path of the parent reference(s): text or a list of texts (optional).'),
+    code: jsonPath.default('code').describe('Path of the barcode text (required in every read).'),
+    time: jsonPath.default('ts').describe('Path of the read time stamp, ISO 8601 (optional in a read).'),
+    dcp: jsonPath.default('dcp').describe('Path of the DCP key (optional in a read).'),
+    parents: jsonPath.default('parents').describe('Path of the parent reference(s): text or a list of texts (optional).'),
     attributes: z
       .string()
       .min(1)
+      .regex(
+        /^[^.]+(\.[^.]+)*$/,
+        'is the path of an object of attributes (e.g. `attributes`); "." is not one: to take fields of the payload itself as attributes, list them in `attributeFields` (e.g. `attributeFields: { voltage: voltage }`)',
+      )
       .default('attributes')
-      .describe('Path of an object of attributes; text, number and boolean values are taken as text (optional).'),
+      .describe('Path of an object of attributes; text, number and boolean values are taken as text (optional). Fields outside such an object: `attributeFields`.'),
+    attributeFields: z
+      .record(z.string().regex(/^\S+$/, 'an attribute key is text without white space'), jsonPath)
+      .optional()
+      .describe(
+        "Attributes taken from any field of the payload, as attribute key → path (e.g. `{ voltage: voltage, temp: 'meas.temp' }`), as `attributeColumns` does for CSV. Text, number and boolean values are taken as text; a field absent from a payload adds nothing; an object or list there refuses the read with the path. A key here wins over the same key in the `attributes` object.",
+      ),
   })
   .strict();
 
@@ -242,7 +261,11 @@ export const tcpInputSchema = z
     ...inputBase,
     ...streamKeys,
     type: z.literal('tcp'),
-    mode: z.enum(['client', 'server']).describe('client = connect to a reader; server = listen for readers\' connections.'),
+    mode: z
+      .enum(['client', 'server'])
+      .describe(
+        'Who opens the connection. server = the scanner connects to us (the reader is set up with the gateway\'s address and port as its target; we listen on `host`:`port`); client = we connect to the scanner (the reader listens, as many fixed-mount cameras do by default).',
+      ),
     host: z.string().min(1).describe('client: the reader\'s host name or address; server: the address to listen on (0.0.0.0 = all).'),
     port: z.number().int().min(0).max(65_535).describe('client: the reader\'s port; server: the port to listen on.'),
     keepAliveMs: z.number().int().min(0).default(10_000).describe('TCP keepalive: idle time before the first probe, in ms; 0 = off.'),

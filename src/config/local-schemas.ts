@@ -158,8 +158,23 @@ export const DEFAULT_SANDBOX_KAFKA_LISTEN = '127.0.0.1:9093';
 
 export const sandboxSchema = z
   .object({
-    enabled: z.boolean().default(false).describe('Start the built-in upstream sandbox inside the gateway (demo only).'),
+    enabled: z
+      .boolean()
+      .default(false)
+      .describe("Start the built-in upstream sandbox inside the gateway (demo only). It knows this configuration's client (`upstream.clientId` and its secret), DCPs and products."),
     listen: listenAddress.default('127.0.0.1:8090').describe('Address of the embedded sandbox.'),
+    dcps: z
+      .array(z.string().min(1))
+      .min(1)
+      .optional()
+      .describe('DCP keys the embedded sandbox accepts. Default: the keys of `dcps` of this configuration (logged at start), so a scan the configuration maps is not refused as an invalid DCP.'),
+    products: z
+      .array(z.string().min(1))
+      .min(1)
+      .optional()
+      .describe(
+        'Product model keys the embedded sandbox knows. Default: those the configuration names (DCPs, rules, their lookup tables; logged at start). List them here when reads supply their own product keys.',
+      ),
     kafka: z
       .object({
         listen: listenAddress

@@ -3,6 +3,7 @@ import { createServer } from 'node:net';
 import { dirname } from 'node:path';
 import { ErrorCodes, GatewayError } from '../errors.js';
 import type { GatewayConfig } from './schema.js';
+import { probeGateway, type GatewayOnAddress } from './own-gateway.js';
 
 /**
  * What `config check` looks at beyond the file itself, on the machine that will run the
@@ -13,6 +14,8 @@ import type { GatewayConfig } from './schema.js';
  * Permissions are judged from the mode bits, owner and groups (`/etc/passwd`, `/etc/group`), as the
  * kernel does without ACLs; an ACL that grants more is not seen (the finding then says too much).
  */
+
+const IN_USE = 'is in use by another program';
 
 /** One finding: a `problem` would stop or break the gateway; a `note` is worth knowing. */
 export interface PreflightFinding {
@@ -195,12 +198,26 @@ export async function preflight(config: GatewayConfig, options: PreflightOptions
         break;
     }
   }
+  let running: GatewayOnAddress | undefined;
   for (const l of listens) {
     const port = Number(/:(\d+)$/.exec(l.address)?.[1]);
     // Root may bind below 1024 here; the service user may not (the unit grants no capabilities).
     const privileged = user !== undefined && user.uid !== 0 && port > 0 && port < 1024;
     const p = privileged ? `${l.address}: ports below 1024 need privileges the service does not have; take a port from 1024 up` : await bindProblem(l.address);
-    if (p) out.push({ severity: 'problem', where: l.where, message: p });
+    if (!p) continue;
+    if (p.includes(IN_USE)) {
+      // A check beside the running gateway finds its ports taken: by that very gateway, not a clash.
+      running ??= await probeGateway(config.http.listen, config.buffer.path);
+      if (running === 'own') {
+        out.push({ severity: 'note', where: l.where, message: `${l.address} is in use by the running gateway of this configuration (it answers /healthz on ${config.http.listen}), as expected` });
+        continue;
+      }
+      if (running === 'other') {
+        out.push({ severity: 'problem', where: l.where, message: `${l.address} is in use; another scan-gateway (with another buffer, so another configuration) answers on ${config.http.listen}` });
+        continue;
+      }
+    }
+    out.push({ severity: 'problem', where: l.where, message: p });
   }
   return out;
 }
@@ -216,7 +233,7 @@ export async function bindProblem(address: string): Promise<string | undefined> 
     const server = createServer();
     server.once('error', (err: NodeJS.ErrnoException) => {
       const why: Record<string, string> = {
-        EADDRINUSE: `${address} is in use by another program (the gateway itself, already running? see: ss -ltnp 'sport = :${port}')`,
+        EADDRINUSE: `${address} ${IN_USE} (the gateway itself, already running? see: ss -ltnp 'sport = :${port}')`,
         EACCES: `${address}: ports below 1024 need privileges the service does not have; take a port from 1024 up`,
         EADDRNOTAVAIL: `${address}: this machine has no address ${host}`,
         ENOTFOUND: `${address}: the host name ${host} is not known here`,

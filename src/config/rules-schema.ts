@@ -148,6 +148,12 @@ export const ruleSchema = z
       .array(valueSchema)
       .default([])
       .describe('Parent references taken from the read (e.g. `{ field: parent }`), added to those the source supplied and to an open container.'),
+    requireContainer: z
+      .union([z.literal(true), key])
+      .optional()
+      .describe(
+        'Refuse a read this rule maps while no container is open at its station (`true`: any container that applies to the input; a name: that one of `containers`). The refusal is stored with the reason and shown on the station screen ("scan the container first"); nothing is sent.',
+      ),
     timeFormat: timeFormat
       .optional()
       .describe(
@@ -181,6 +187,12 @@ export const containerSchema = z
       .min(0)
       .default(600_000)
       .describe('The container closes when no read arrived for this long, in ms; 0 = never.'),
+    closeAfter: z
+      .number()
+      .int()
+      .min(1)
+      .optional()
+      .describe('The container closes once this many reads got it as parent (e.g. 8 modules in a pack); the next member read then needs a new container. Omitted = no limit.'),
     sendParent: z
       .boolean()
       .default(true)

@@ -15,6 +15,7 @@ import { ErrorCodes, GatewayError } from '../errors.js';
 import type { ItemMatch, ItemTrace } from '../buffer/items.js';
 import { StationHub, STATION_HEARTBEAT_MS, type StationSource } from './station.js';
 import { renderStationPage, renderUnknownStation, STATION_CSP } from './station-page.js';
+import { INSTANCE_HEADER } from '../config/own-gateway.js';
 
 export type { GatewayStatus } from './status.js';
 
@@ -47,6 +48,8 @@ export interface HealthServerOptions {
    * `GET /api/v1/items?prefix=…` when given (the buffer's reports, src/buffer/items.ts).
    */
   items?: { trace: (reference: string, depth?: number) => ItemTrace; search: (prefix: string, limit?: number) => ItemMatch[] };
+  /** The gateway's instance id, sent by `/healthz` in `x-scan-gateway-instance` so `config check` knows its own gateway (config/own-gateway.ts). */
+  instance?: string;
 }
 
 /**
@@ -181,6 +184,7 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
 
   // Open to probes; without the read token (when one is configured) only the state.
   app.get('/healthz', async (request, reply) => {
+    if (options.instance !== undefined) reply.header(INSTANCE_HEADER, options.instance);
     const s = status();
     const code = s.state === 'down' ? 503 : 200;
     if (!readAllowed(request)) return reply.code(code).send({ status: s.state });

@@ -40,6 +40,9 @@ export function plainWords(outcome: string, reason: string | null): PlainWords {
   if (/product/i.test(r) && /unknown|not known|does not hold/i.test(r)) {
     return { words: 'The product of this item is not known upstream', hint: `Tell the line lead${ruleHint}: the product key needs creating or fixing.` };
   }
+  if (/needs an open container/.test(r)) {
+    return { words: 'No container open: scan the container first', hint: `Scan the container\u2019s label (e.g. the pack), then this item again${ruleHint}.` };
+  }
   if (/container/.test(r)) return { words: 'The container could not be opened', hint: 'Close a container (closing code) and scan again.' };
   if (rule) return { words: 'The code does not fit what this station expects', hint: `Check the label against rule "${rule}" of the configuration; scan again.` };
   return { words: 'Not taken', hint: 'Scan again; if it keeps failing, tell the line lead (the reason is in the gateway\u2019s failures list).' };

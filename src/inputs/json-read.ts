@@ -33,8 +33,9 @@ export type JsonReadResult =
  * Rules: the value is an object; `code` is non-blank text (a JSON number is refused: it would
  * lose leading zeros); `ts` and `dcp`, when present and not null, are text (`dcp` without white
  * space); `parents` is text or a list of texts (empty text = none); `attributes` is an object
- * whose values are text, finite numbers or booleans, taken as text (`3.652` → `"3.652"`).
- * Unknown fields are ignored (readers add their own, such as `deviceId`).
+ * whose values are text, finite numbers or booleans, taken as text (`3.652` → `"3.652"`); each
+ * `attributeFields` path, when present and not null, holds such a value too, taken under its key.
+ * Other fields are ignored (readers add their own, such as `deviceId`).
  */
 export function jsonRead(value: unknown, paths: JsonFieldsConfig = DEFAULT_JSON_FIELDS): JsonReadResult {
   if (!isObject(value)) return fail('', `expected a JSON object, got ${describe(value)}`);
@@ -87,6 +88,17 @@ export function jsonRead(value: unknown, paths: JsonFieldsConfig = DEFAULT_JSON_
       else return fail(path, `must be text, a number or a boolean, got ${describe(v)}`);
     }
     if (Object.keys(out).length > 0) fields.attributes = out;
+  }
+
+  // Fields anywhere in the payload (`attributeFields`), the way CSV's attributeColumns takes columns.
+  for (const [key, path] of Object.entries(paths.attributeFields ?? {})) {
+    const v = at(value, path);
+    if (v === undefined || v === null) continue;
+    let text: string;
+    if (typeof v === 'string') text = v;
+    else if ((typeof v === 'number' && Number.isFinite(v)) || typeof v === 'boolean') text = String(v);
+    else return fail(path, `(attribute ${key}) must be text, a number or a boolean, got ${describe(v)}`);
+    fields.attributes = { ...fields.attributes, [key]: text };
   }
   return { ok: true, fields };
 }

@@ -20,8 +20,13 @@ export interface InputCounters {
    */
   redelivered: number;
   bytes: number;
+  /** Attributes of a rule not sent because their source had no value (each noted with its read). Absent while 0. */
+  attributesNotSent?: number;
   lastReadAt?: string;
 }
+
+/** Most distinct "attribute not sent" lines logged (one per input and attribute), so the log stays bounded. */
+const MAX_LOGGED_NOT_SENT = 256;
 
 /**
  * Most inputs counted at once. Counters are kept per configured input (dropped at a reload that
@@ -108,6 +113,10 @@ export class Intake implements IntakeSink {
   lastCommitError: { message: string; at: string } | undefined;
 
   private readonly scrub: (text: string) => string;
+  /** Rule attributes not sent, per record, counted when the record is committed. */
+  private readonly notSent = new WeakMap<IntakeRecord, number>();
+  /** Input and attribute of the "attribute not sent" lines already logged (once each). */
+  private readonly loggedNotSent = new Set<string>();
 
   /** Only keeps its options: {@link open} reads the buffer. */
   constructor(private readonly options: IntakeOptions) {
@@ -246,8 +255,11 @@ export class Intake implements IntakeSink {
       return record;
     }
     if (window > 0) pending.taken.push({ dcpKey: scan.dcpKey, reference: scan.reference, atMs: instant.getTime() });
-    // A flagged time stamp (timeCheck) is kept as the read's reason; the scan is sent all the same.
-    if (result.timeWarning) record.reason = result.timeWarning;
+    // A flagged time stamp (timeCheck) and the rule's attributes not sent are kept as the read's
+    // reason (trace shows it as a note); the scan is sent all the same.
+    const notes = [...(result.timeWarning ? [result.timeWarning] : []), ...(result.notes ?? [])];
+    if (notes.length > 0) record.reason = this.scrub(notes.join('; '));
+    if (result.notes) this.noteNotSent(read.inputId, result.rule, result.notes, record);
     const body = JSON.stringify(scan);
     const bytes = Buffer.byteLength(body);
     pending.scans++;
@@ -428,6 +440,17 @@ export class Intake implements IntakeSink {
     return c;
   }
 
+  /** Counts the rule attributes a read did not get, and logs each input's attribute once. */
+  private noteNotSent(inputId: string, rule: string | undefined, notes: string[], record: IntakeRecord): void {
+    this.notSent.set(record, notes.length);
+    for (const note of notes) {
+      const key = `${inputId}\u0000${note.slice(0, note.indexOf(':'))}`;
+      if (this.loggedNotSent.has(key) || this.loggedNotSent.size >= MAX_LOGGED_NOT_SENT) continue;
+      this.loggedNotSent.add(key);
+      this.options.logger.warn({ inputId, rule, note: this.scrub(note) }, 'a rule attribute had no value and was not sent (logged once per input and attribute; each read keeps the note)');
+    }
+  }
+
   /** Counted only once committed, so a failed commit that the source retries is not counted twice. */
   private countCommitted(r: IntakeRecord): void {
     const c = this.countersOf(r.inputId);
@@ -437,8 +460,11 @@ export class Intake implements IntakeSink {
     c.lastReadAtDate = r.receivedAt;
     // An input-level rejection (no read could be framed or parsed) has no mapping outcome of its own.
     if (!r.inputLevel) c.reads++;
-    if (r.outcome === 'scan') c.scans++;
-    else if (r.outcome === 'noRead') c.noReads++;
+    if (r.outcome === 'scan') {
+      c.scans++;
+      const notSent = this.notSent.get(r);
+      if (notSent !== undefined) c.attributesNotSent = (c.attributesNotSent ?? 0) + notSent;
+    } else if (r.outcome === 'noRead') c.noReads++;
     else if (r.outcome === 'duplicate') c.duplicates++;
     else c.rejections++;
   }

@@ -114,12 +114,13 @@ export class ContainerSessions {
     return this.current(container, station, atMs)?.parent;
   }
 
-  /** Records that a read at `atMs` got the station's parent, which keeps the session alive. */
-  touch(container: string, station: string, atMs: number): void {
+  /** Records that a read at `atMs` got the station's parent, which keeps the session alive; answers the reads it has now. */
+  touch(container: string, station: string, atMs: number): number {
     const s = this.sessions.get(keyOf(container, station));
-    if (!s) return;
+    if (!s) return 0;
     s.reads++;
     s.lastReadAtMs = Math.max(s.lastReadAtMs, atMs);
+    return s.reads;
   }
 
   /** Every open container at `nowMs`, for the health page: per station the open parent and since when. */

@@ -257,16 +257,30 @@ export class Mapper {
       const v = p.evaluate(view, groups);
       if (v.ok) addParent(v.value);
     }
-    let member: { name: string; parent: string } | undefined;
+    let member: { name: string; parent: string; closed?: string } | undefined;
     const atMs = read.receivedAt.getTime();
-    for (const { container, station } of b.members) {
-      const parent = this.sessions.parentAt(container.name, station, atMs);
+    const open = b.members.map(({ container, station }) => ({ container, station, parent: this.sessions.parentAt(container.name, station, atMs) }));
+    const required = rule.requireContainer;
+    if (required !== undefined && !b.opened) {
+      const wanted = open.filter((m) => required === true || m.container.name === required);
+      if (!wanted.some((m) => m.parent !== undefined && m.parent !== b.reference)) {
+        const which = required === true ? (wanted.map((m) => m.container.name).join(' or ') || 'none applies to this input') : required;
+        const station = wanted[0]?.station ?? (read.dcpKey?.trim() || input.dcp);
+        return reject(`${named}needs an open container (${which}) at ${station}, and none is open: scan the container first, then this item again; this read is not sent`);
+      }
+    }
+    // Parents are taken only once the read is sure to be a scan, so a refused read fills no container.
+    for (const { container, station, parent } of open) {
       if (parent === undefined || parent === b.reference) continue;
       addParent(parent);
-      this.sessions.touch(container.name, station, atMs);
-      member ??= { name: container.name, parent };
+      const reads = this.sessions.touch(container.name, station, atMs);
+      const full = container.closeAfter !== undefined && reads >= container.closeAfter;
+      // The Nth member closes it: the next member read needs a new container (closeAfter).
+      if (full) this.sessions.close(container.name, station, atMs);
+      member ??= { name: container.name, parent, ...(full ? { closed: `closeAfter ${container.closeAfter} reached` } : {}) };
     }
 
+    const notes: string[] = [];
     const scan: Scan = {
       reference: b.reference,
       timeStamp: formatWireTime(instant, this.timeZone),
@@ -274,7 +288,7 @@ export class Mapper {
       productModelKey,
       ...party,
       parents,
-      attributes: [...attributesOf(rule, view, groups, dcp)].map(([key, value]) => ({ key, value })),
+      attributes: [...attributesOf(rule, view, groups, dcp, notes)].map(([key, value]) => ({ key, value })),
     };
     if (this.seenProducts.size < MAX_SEEN_PRODUCT_KEYS) this.seenProducts.add(productModelKey);
     const container = b.opened ? { ...b.opened, action: 'opened' as const } : member ? { ...member, action: 'member' as const } : undefined;
@@ -286,6 +300,7 @@ export class Mapper {
       rule: rule.name,
       tried,
       ...(timeWarning ? { timeWarning } : {}),
+      ...(notes.length > 0 ? { notes } : {}),
       ...(container ? { container } : {}),
     };
   }
@@ -400,8 +415,13 @@ function optionalValue(value: CompiledValue | undefined, view: ReadView, groups:
   return v.absent ? {} : { error: v.reason };
 }
 
-/** Attributes in order: the DCP's fixed ones, the source's, the rule's; a later one replaces an earlier one of the same key. */
-function attributesOf(rule: CompiledRule, view: ReadView, groups: Groups, dcp: DcpConfig): Map<string, string> {
+/**
+ * Attributes in order: the DCP's fixed ones, the source's, the rule's; a later one replaces an
+ * earlier one of the same key. A rule's attribute whose source gave no value is not sent, and
+ * `notes` says so (`attribute voltage: field voltage has no value in this read`), so a dropped
+ * attribute is never silent.
+ */
+function attributesOf(rule: CompiledRule, view: ReadView, groups: Groups, dcp: DcpConfig, notes: string[]): Map<string, string> {
   const out = new Map<string, string>(Object.entries(dcp.attributes));
   const source = view.read.attributes ?? {};
   if (rule.sourceAttributes !== false) {
@@ -415,6 +435,7 @@ function attributesOf(rule: CompiledRule, view: ReadView, groups: Groups, dcp: D
   for (const [key, value] of rule.attributes) {
     const v = value.evaluate(view, groups);
     if (v.ok) out.set(key, v.value);
+    else notes.push(`attribute ${key} not sent: ${v.reason}`);
   }
   return out;
 }

@@ -16,6 +16,8 @@ export type MapOutcome =
       instant: Date;
       /** Set when the read's time is implausible (far future or past) but still used. */
       timeWarning?: string;
+      /** Attributes of the rule that were not sent, each with why (its source had no value): stored with the read. */
+      notes?: string[];
       /** What the GS1 parser found, for `try` and the health page. */
       barcode: BarcodeParse;
       /** Name of the rule that mapped the read (`(default)` for an input without rules). */
@@ -23,7 +25,7 @@ export type MapOutcome =
       /** Names of the rules tried before and including `rule`. */
       tried?: string[];
       /** The container this read opened (it is also its own scan) or took its parent from. */
-      container?: { name: string; action: 'opened' | 'member'; parent: string };
+      container?: { name: string; action: 'opened' | 'member'; parent: string; closed?: string };
     }
   | {
       outcome: 'rejected';

@@ -59,6 +59,8 @@ export interface CompiledRule {
   /** Fields used for Scan fields other than attributes: never also sent as attributes. */
   consumedFields: ReadonlySet<string>;
   parents: readonly CompiledValue[];
+  /** A read this rule maps needs an open container: `true` any that applies, a name that one. */
+  requireContainer?: true | string;
   timeFormat?: TimeFormat;
 }
 
@@ -87,6 +89,7 @@ export function compileRule(config: RuleConfig, lookups: LookupTables): Compiled
     ...(single.productModelKey ? { productModelKey: single.productModelKey } : {}),
     ...(single.supplierKey ? { supplierKey: single.supplierKey } : {}),
     ...(single.clientKey ? { clientKey: single.clientKey } : {}),
+    ...(config.requireContainer !== undefined ? { requireContainer: config.requireContainer } : {}),
   };
   if (config.timeFormat !== undefined) {
     const format = compileTimeFormat(config.timeFormat);
@@ -124,6 +127,8 @@ export interface CompiledContainer {
   close?: CompiledMatch;
   idleTimeoutMs: number;
   sendParent: boolean;
+  /** Members after which the container closes; undefined = no limit. */
+  closeAfter?: number;
 }
 
 /** Compiles a container of the (validated) configuration. */
@@ -137,5 +142,6 @@ export function compileContainer(config: ContainerConfig, lookups: LookupTables)
     ...(config.close ? { close: compileMatch(config.close) } : {}),
     idleTimeoutMs: config.idleTimeoutMs,
     sendParent: config.sendParent,
+    ...(config.closeAfter !== undefined ? { closeAfter: config.closeAfter } : {}),
   };
 }

@@ -72,7 +72,7 @@ inputs: []
     expect(cli('config', 'check', '--config', file).stdout).toContain('disk: the buffer quota fits the disk here');
     // Not set: derived from the disk, and the figure for this disk now.
     writeFileSync(file, yaml());
-    expect(cli('config', 'check', '--config', file).stdout).toMatch(/^disk: buffer\.maxBytes not set: the byte quota is derived from the disk at start and every minute \(here now \d+ bytes of scans\)$/m);
+    expect(cli('config', 'check', '--config', file).stdout).toMatch(/^disk: buffer\.maxBytes not set: the byte quota is derived from the disk at start and rechecked every second \(here now \d+ bytes of scans\)$/m);
   });
 
   it('config check: YAML problems (aliases, duplicate keys, tabs) are configuration errors with file and line, exit 2', () => {

@@ -37,7 +37,7 @@ rules:
 
   it.each([
     ['an unknown key, with the key meant at that place', `rules:\n  - { name: a, match: { regexp: '^A' } }\n`, ['8:25 rules[0].match.regexp: unknown key "regexp"; did you mean "regex"?']],
-    ['an unknown key with no near match lists the keys there', `rules:\n  - { name: a, colour: red }\n`, ['8:16 rules[0].colour: unknown key "colour"; keys here: name, inputs, dcps, match, reference, dcp, productModelKey, supplierKey, clientKey, attributes, sourceAttributes, parents, timeFormat']],
+    ['an unknown key with no near match lists the keys there', `rules:\n  - { name: a, colour: red }\n`, ['8:16 rules[0].colour: unknown key "colour"; keys here: name, inputs, dcps, match, reference, dcp, productModelKey, supplierKey, clientKey, attributes, sourceAttributes, parents, requireContainer, timeFormat']],
     ['an unknown key inside a value source (a union)', `rules:\n  - { name: a, productModelKey: { feild: product } }\n`, ['8:33 rules[0].productModelKey: say where the value comes from: one of code, ai, group, field, sourceDcp, value', '8:35 rules[0].productModelKey.feild: unknown key "feild"; did you mean "field"?']],
     ['two sources in one value', `rules:\n  - { name: a, reference: { ai: '21', group: s } }\n`, ['8:27 rules[0].reference: give only one source, not ai and group', '8:46 rules[0].reference.group: takes the regex group "s", but there is no `match.regex` here']],
     ['a fixed reference', `rules:\n  - { name: a, reference: { value: X } }\n`, ['8:36 rules[0].reference.value: a fixed reference would give every scan the same reference; take it from the code, an ai, a group or a field']],

@@ -45,10 +45,11 @@ function defaultDemoSecretFile(): string | undefined {
 
 /**
  * The default client: `demo-client`, secret from `file` (trimmed; default config/demo-client-secret
- * of the scan-gateway package the sandbox sits in), DCPs of the demo and example configurations.
+ * of the scan-gateway package the sandbox sits in), DCPs and products of `accepts`, by default
+ * those of the demo and example configurations.
  * Throws `SECRET` when the file cannot be found or read, or is empty.
  */
-export function demoClient(file: string | undefined = defaultDemoSecretFile()): SandboxClient {
+export function demoClient(file: string | undefined = defaultDemoSecretFile(), accepts: SandboxOptions['demoAccepts'] = {}): SandboxClient {
   if (file === undefined) {
     throw new GatewayError(ErrorCodes.SECRET, `demo client secret ${DEMO_SECRET_FILE} not found above ${dirname(fileURLToPath(import.meta.url))}`);
   }
@@ -59,7 +60,12 @@ export function demoClient(file: string | undefined = defaultDemoSecretFile()): 
     throw new GatewayError(ErrorCodes.SECRET, `demo client secret ${file} cannot be read`, { cause: err });
   }
   if (secret === '') throw new GatewayError(ErrorCodes.SECRET, `demo client secret ${file} is empty`);
-  return { clientId: DEMO_CLIENT_ID, clientSecret: secret, dcps: [...DEMO_DCPS], products: DEMO_PRODUCTS.map((p) => ({ ...p })) };
+  return {
+    clientId: DEMO_CLIENT_ID,
+    clientSecret: secret,
+    dcps: [...(accepts.dcps ?? DEMO_DCPS)],
+    products: (accepts.products ?? DEMO_PRODUCTS).map((p) => ({ ...p })),
+  };
 }
 
 /**
@@ -77,7 +83,7 @@ export interface SandboxMemory {
 /** New sandbox memory from `options` (no Kafka endpoint: {@link startSandbox} adds it). */
 export function newSandboxMemory(options: SandboxOptions = {}): SandboxMemory {
   return {
-    state: new SandboxState(options.clients ?? [demoClient(options.demoSecretFile)], options.maxLoggedScans !== undefined ? { maxLoggedScans: options.maxLoggedScans } : {}),
+    state: new SandboxState(options.clients ?? [demoClient(options.demoSecretFile ?? defaultDemoSecretFile(), options.demoAccepts)], options.maxLoggedScans !== undefined ? { maxLoggedScans: options.maxLoggedScans } : {}),
     faults: new FaultSwitch(options.faults ?? {}),
     auth: new SandboxAuth(),
   };

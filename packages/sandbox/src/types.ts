@@ -151,6 +151,12 @@ export interface SandboxOptions {
    * its own).
    */
   demoSecretFile?: string;
+  /**
+   * What `demo-client` accepts, when {@link clients} is not given: its DCP keys and products.
+   * Default {@link DEMO_DCPS} and {@link DEMO_PRODUCTS}; the embedded sandbox passes those of the
+   * gateway's configuration, so a valid site configuration is not refused only after upload.
+   */
+  demoAccepts?: { dcps?: string[]; products?: Array<{ key: string; name: string }> };
   /** Lifetime of access tokens, in s. Default 3600 (contract §5). */
   tokenTtlSec?: number;
   /** Time from upload to terminal state, in ms: Received for the first half, InProgress for the second. Default 1000. */

@@ -3,11 +3,12 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { JsonFieldsConfig } from '../../config/input-schemas.js';
 import type { Logger } from '../../log.js';
 import { rejectionItem } from '../input-items.js';
-import { DEFAULT_JSON_FIELDS, jsonRead, readFromJsonFields } from '../json-read.js';
+import { DEFAULT_JSON_FIELDS } from '../json-read.js';
+import { ingestBodyItems } from './ingest-body.js';
 import { isTooLargeForBuffer } from '../../errors.js';
 import { DEFAULT_MAX_READ_LENGTH } from '../../config/input-schemas.js';
 import { RefusalLog } from '../../listener/refusal-log.js';
-import type { IntakeItem, IntakeSink, SubmitResult } from '../types.js';
+import type { IntakeSink, SubmitResult } from '../types.js';
 import { type Clock, systemClock } from '../../clock.js';
 
 /** The path of the ingest endpoint on the local server. */
@@ -45,8 +46,7 @@ export interface IngestRouteOptions {
   refusalLogIntervalMs?: number;
 }
 
-/** Bytes of an over-long code kept in its rejection: enough to recognise it, not the whole of it. */
-export const OVERLONG_EXCERPT_BYTES = 256;
+export { OVERLONG_EXCERPT_BYTES } from './ingest-body.js';
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
@@ -148,31 +148,13 @@ export async function registerIngestRoutes(app: FastifyInstance, options: Ingest
         return bad(err instanceof SyntaxError ? `body is not JSON: ${err.message}` : 'body is not valid UTF-8');
       }
       const list = Array.isArray(value) ? value : [value];
-      if (list.length === 0) return bad('no reads: the array is empty');
       if (list.length > maxReads) {
         await record(body, `request of ${list.length} reads is more than maxReadsPerRequest (${maxReads})`, origin);
         return send(reply, 413, 'Payload Too Large', `at most ${maxReads} reads per request`);
       }
-      const items: IntakeItem[] = [];
-      const maxReadLength = maxReadLengthNow();
-      for (const [i, entry] of list.entries()) {
-        const result = jsonRead(entry, fields);
-        if (!result.ok) {
-          const prefix = Array.isArray(value) ? `[${i}]` : '';
-          const field = result.field === '' ? prefix : prefix === '' ? result.field : `${prefix}.${result.field}`;
-          return bad(`read ${Array.isArray(value) ? `${i} ` : ''}is not valid: ${result.field === '' ? '' : `${result.field} `}${result.reason}`, field);
-        }
-        const readOrigin = Array.isArray(value) ? { ...origin, index: i } : origin;
-        const length = Buffer.byteLength(result.fields.code, 'utf8');
-        if (length > maxReadLength) {
-          // As the other inputs: a rejection with the reason and a bounded excerpt, the request's other reads go on.
-          const excerpt = Buffer.from(result.fields.code, 'utf8').subarray(0, OVERLONG_EXCERPT_BYTES);
-          const reason = `read longer than maxReadLength (${maxReadLength} bytes): ${length} bytes; the first ${excerpt.length} are kept`;
-          items.push(rejectionItem(options.inputId, excerpt, reason, receivedAt, readOrigin));
-          continue;
-        }
-        items.push({ kind: 'read', read: readFromJsonFields(result.fields, options.inputId, receivedAt, readOrigin) });
-      }
+      const parsed = ingestBodyItems(value, { inputId: options.inputId, fields, receivedAt, origin, maxReadLength: maxReadLengthNow() });
+      if (!parsed.ok) return bad(parsed.message, parsed.field);
+      const items = parsed.items;
       let result: SubmitResult | void;
       try {
         result = await track(options.sink.submit(items));
