@@ -6,6 +6,7 @@ import { HEALTH_THRESHOLDS } from '../health/derive.js';
 import type { GatewayStatus } from '../health/server.js';
 import { VERSION } from '../paths.js';
 import type { Gateway } from './gateway.js';
+import { tokensInClear } from './http.js';
 
 /**
  * The parts' snapshots at this instant, composed into the status by {@link composeStatus}.
@@ -45,5 +46,6 @@ export function gatherStatus(g: Gateway): GatewayStatus {
     products: g.productCheck.snapshot(),
     sessions: live.mapper.openContainers(nowMs),
     admin: { enabled: g.deps.adminToken !== undefined, actions: availableActions({ token: g.deps.adminToken, actions: g.adminActions }) },
+    listener: { ...(g.listenerTls?.status(nowMs) ? { tls: g.listenerTls.status(nowMs) } : {}), tokensInClear: tokensInClear(g) },
   });
 }
