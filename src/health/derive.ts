@@ -349,7 +349,8 @@ function listenerRules(
   }
   const inClear = listener?.tokensInClear ?? [];
   if (inClear.length > 0) {
-    add(HealthCodes.TOKENS_IN_CLEAR, 'info', `This page is reachable from the network over plain HTTP, so the ${inClear.join(', ')} cross the network in clear text.`);
+    const named = inClear.length === 1 ? inClear[0]! : `${inClear.slice(0, -1).join(', ')} and ${inClear[inClear.length - 1]!}`;
+    add(HealthCodes.TOKENS_IN_CLEAR, 'info', `This page is reachable from the network over plain HTTP, so the ${named} ${inClear.length === 1 ? 'crosses' : 'cross'} the network in clear text.`);
   }
 }
 
