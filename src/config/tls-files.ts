@@ -166,7 +166,9 @@ export function checkListenerTls(tls: HttpTlsConfig, nowMs: number): TlsFinding[
     material = readListenerTls(tls);
   } catch (err) {
     const where = String((err as GatewayError).details?.key ?? 'http.tls');
-    return [{ severity: 'problem', where, message: (err as Error).message }];
+    // config check prints the key before the message: said once.
+    const message = (err as Error).message;
+    return [{ severity: 'problem', where, message: message.startsWith(`${where} `) ? message.slice(where.length + 1) : message }];
   }
   const c = material.certificate;
   const invalid = validityProblem(c, nowMs);
@@ -176,9 +178,15 @@ export function checkListenerTls(tls: HttpTlsConfig, nowMs: number): TlsFinding[
     {
       severity: 'note',
       where: 'http.tls.certFile',
-      message: `${c.subject}, serial ${c.serialNumber}, names ${c.subjectAltName ?? 'none (clients check the name against subjectAltName: add one)'}; valid until ${c.validTo} (${days} days left); the key matches`,
+      message: `${c.subject}, serial ${c.serialNumber}, names ${c.subjectAltName ?? 'none (clients check the name against subjectAltName: add one)'}; valid until ${c.validTo} (${dayCount(days)} left); the key matches`,
     },
   ];
-  if (days < CERT_RENEW_DAYS) out.push({ severity: 'note', where: 'http.tls.certFile', message: `the certificate ends in ${days} days: renew it; the gateway takes the new files without a restart` });
+  if (days < CERT_RENEW_DAYS) {
+    out.push({ severity: 'note', where: 'http.tls.certFile', message: `the certificate ends in ${days === 0 ? 'less than a day' : dayCount(days)}: renew it; the gateway takes the new files without a restart` });
+  }
   return out;
+}
+
+function dayCount(days: number): string {
+  return `${days} day${days === 1 ? '' : 's'}`;
 }

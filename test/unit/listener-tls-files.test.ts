@@ -44,7 +44,7 @@ describe('http.tls files', () => {
   it('a certificate near its end: a second note saying to renew', () => {
     const findings = checkListenerTls({ certFile: server1.certFile, keyFile: server1.keyFile }, Date.now());
     expect(findings.map((f) => f.severity)).toEqual(['note', 'note']);
-    expect(findings[1]!.message).toMatch(/^the certificate ends in [01] days: renew it/);
+    expect(findings[1]!.message).toMatch(/^the certificate ends in (less than a day|1 day): renew it/);
   });
 
   it('a key of another certificate: a problem naming keyFile, both files and the serial', () => {
@@ -53,7 +53,7 @@ describe('http.tls files', () => {
       {
         severity: 'problem',
         where: 'http.tls.keyFile',
-        message: `http.tls.keyFile ${server2.keyFile} is not the key of the certificate in http.tls.certFile ${server1.certFile} (serial 1001): a renewal replaced one of them but not the other?`,
+        message: `${server2.keyFile} is not the key of the certificate in http.tls.certFile ${server1.certFile} (serial 1001): a renewal replaced one of them but not the other?`,
       },
     ]);
   });
@@ -68,11 +68,11 @@ describe('http.tls files', () => {
   it('a missing file, a file that is not PEM, an encrypted key: problems naming the key and the file', () => {
     const missing = join(dir, 'nope.pem');
     expect(checkListenerTls({ certFile: missing, keyFile: server1.keyFile }, Date.now())).toEqual([
-      { severity: 'problem', where: 'http.tls.certFile', message: `http.tls.certFile ${missing}: cannot be read (ENOENT)` },
+      { severity: 'problem', where: 'http.tls.certFile', message: `${missing}: cannot be read (ENOENT)` },
     ]);
     const text = join(dir, 'text.pem');
     writeFileSync(text, 'not a certificate\n');
-    expect(checkListenerTls({ certFile: text, keyFile: server1.keyFile }, Date.now())[0]!.message).toBe(`http.tls.certFile ${text}: holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
+    expect(checkListenerTls({ certFile: text, keyFile: server1.keyFile }, Date.now())[0]!.message).toBe(`${text}: holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
     const encrypted = join(dir, 'encrypted.key');
     writeFileSync(encrypted, '-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIB\n-----END ENCRYPTED PRIVATE KEY-----\n');
     const f = checkListenerTls({ certFile: server1.certFile, keyFile: encrypted }, Date.now());
