@@ -28,7 +28,8 @@ export function listenerFacts(listener: unknown, t: (iso: unknown, future?: bool
   const tls = l.tls;
   if (tls?.certificate) {
     const days = Number(tls.daysLeft);
-    const left = days < 0 ? '<span class="err">ended</span>' : days < 14 ? `<span class="err">${esc(days)} days left</span>` : `${esc(days)} days left`;
+    const words = days === 0 ? 'less than a day left' : `${esc(days)} day${days === 1 ? '' : 's'} left`;
+    const left = days < 0 ? '<span class="err">ended</span>' : days < 14 ? `<span class="err">${words}</span>` : words;
     out.push(['Listener', `HTTPS${tls.clientCertificates ? ' · ingest requires a client certificate' : ''}`]);
     out.push(['Certificate', `${esc(tls.certificate.subject)} · serial <code>${esc(tls.certificate.serialNumber)}</code>`]);
     out.push(['Certificate ends', `${t(tls.certificate.validTo, true)} · ${left}`]);
