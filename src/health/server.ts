@@ -119,7 +119,7 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     ? ((options.metrics.registry.getSingleMetric(refusedName) as Counter<'reason'> | undefined) ??
       new Counter({
         name: refusedName,
-        help: 'Requests and connections the local HTTP server refused or closed, by reason (host, read_token, admin_token, ingest_token, ingest_client_cert, connection_cap, client_connections, station_streams, client_station_streams, station_stalled, item_lookups).',
+        help: 'Requests and connections the local HTTP server refused or closed, by reason (host, read_token, admin_token, ingest_token, ingest_client_cert, tls_handshake, connection_cap, client_connections, station_streams, client_station_streams, station_stalled, item_lookups).',
         labelNames: ['reason'],
         registers: [options.metrics.registry],
       }))
@@ -142,6 +142,21 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
       shareLog.note({ remote, maxConnectionsPerClient: perClient, closed: action === 'shed' ? 'the longest-waiting idle connection' : 'the new connection' });
     },
   });
+  if (tls) {
+    // A client that does not trust the certificate (a tablet without the site CA) or speaks plain
+    // HTTP to this port gives up in the handshake, where no request exists to answer: only this
+    // line tells the operator why a screen stays blank.
+    const handshakeLog = new RefusalLog(logger, 'TLS handshake failed', intervalMs);
+    app.addHook('onClose', async () => handshakeLog.flush());
+    (app.server as unknown as TlsServer).on('tlsClientError', (err: Error & { code?: string }, socket) => {
+      const remote = socket.remoteAddress ?? 'unknown';
+      socket.destroy();
+      // A client that hung up before its handshake (a shed idle socket, a closed tab) refused nothing.
+      if (err.code === 'ECONNRESET' || err.code === 'EPIPE') return;
+      count('tls_handshake');
+      handshakeLog.note({ remote, why: err.code ?? err.message.slice(0, 200) });
+    });
+  }
   const lookupLog = new RefusalLog(logger, 'item lookup refused: too many lookups running and waiting', intervalMs);
   const streamLog = new RefusalLog(logger, 'station stream refused or closed', intervalMs);
   app.addHook('onClose', async () => {

@@ -3,7 +3,7 @@ import { watch, type FSWatcher } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Server as TlsServer, TLSSocket } from 'node:tls';
 import { type Clock, systemClock } from '../clock.js';
-import { ErrorCodes, GatewayError } from '../errors.js';
+import { ErrorCodes, GatewayError, isGatewayError } from '../errors.js';
 import type { HttpTlsConfig } from '../config/schema.js';
 import { daysLeft, readListenerTls, validityProblem, type ListenerCertificate, type ListenerTlsMaterial } from '../config/tls-files.js';
 import type { Logger } from '../log.js';
@@ -128,7 +128,9 @@ export class ListenerTls {
       this.reloads.refused += 1;
       const message = err instanceof Error ? err.message : String(err);
       this.lastRefusal = { at: new Date(this.now()).toISOString(), message };
-      log.error({ component: 'http', reason, err, served: this.material?.certificate.serialNumber }, 'TLS certificate reload refused; the served certificate stays');
+      // An expected refusal is one line with its code; only an unexpected error keeps its stack.
+      const why = isGatewayError(err) ? { code: err.code, why: message } : { err };
+      log.error({ component: 'http', reason, ...why, served: this.material?.certificate.serialNumber }, 'TLS certificate reload refused; the served certificate stays');
       return 'refused';
     }
     const before = this.material?.certificate.serialNumber;

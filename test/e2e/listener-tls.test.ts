@@ -254,12 +254,17 @@ inputs:
     await expect.poll(() => page.locator('#last .ref').textContent(), { timeout: 5000 }).toBe('PK-000906');
     expect(errors).toEqual([]);
 
-    // The SPKI list is what lets it through: without it, the throw-away CA is refused.
+    // The SPKI list is what lets it through: without it, the throw-away CA is refused, and the
+    // gateway says why the handshake failed.
+    const handshakes = async () => Number(/scan_gateway_http_refused_total\{reason="tls_handshake"\} (\d+)/.exec((await call('/metrics', { headers: basic })).body)?.[1] ?? 0);
+    const before = await handshakes();
     const strict = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), 'sg-chromium-strict-')), { executablePath: chromiumPath(), args: CHROMIUM_ARGS, headless: true });
     try {
       await expect((await strict.newPage()).goto(`${gateway!.httpUrl}/healthz`)).rejects.toThrow(/ERR_CERT_AUTHORITY_INVALID/);
     } finally {
       await strict.close();
     }
+    await expect.poll(handshakes, { timeout: 5000 }).toBeGreaterThan(before);
+    expect(gateway!.output()).toMatch(/"remote":"127\.0\.0\.1","why":"[^"]+"[^\n]*"msg":"TLS handshake failed"/);
   });
 });
