@@ -1,4 +1,4 @@
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -186,7 +186,7 @@ inputs:
     expect(metrics).toContain('scan_gateway_http_refused_total{reason="ingest_token"} 1');
   });
 
-  it('serves a renewed certificate without a restart: found by the file watch, then by SIGHUP', async () => {
+  it('serves a renewed certificate without a restart: found by the file watch, then by SIGHUP', { timeout: 30_000 }, async () => {
     const pid = gateway!.child.pid;
     // Half a renewal (a key that is not the certificate's) is refused and the served one stays.
     copyFileSync(renewed.keyFile, join(live, 'key.pem.new'));
@@ -204,8 +204,25 @@ inputs:
     expect(metrics).toContain('scan_gateway_http_tls_reloads_total{outcome="applied"} 1');
     expect(metrics).toContain('scan_gateway_http_tls_reloads_total{outcome="refused"} 1');
 
-    // SIGHUP applies it at once, before the watch's debounce would.
-    install(bySighup);
+    // SIGHUP: the served names become links into a folder that is not watched (as certbot's live/
+    // links into archive/), so only the signal can apply what changes there.
+    const target = join(dir, 'archive');
+    mkdirSync(target);
+    for (const [from, name] of [[renewed.certFile, 'cert.pem'], [renewed.keyFile, 'key.pem']] as const) {
+      copyFileSync(from, join(target, name));
+      symlinkSync(join(target, name), join(live, `${name}.link`));
+      renameSync(join(live, `${name}.link`), join(live, name));
+    }
+    const pastDebounce = () => new Promise((resolve) => setTimeout(resolve, 2000));
+    // The watch sees the links' swap and finds the same pair.
+    await pastDebounce();
+    copyFileSync(bySighup.keyFile, join(target, 'key.pem.new'));
+    copyFileSync(bySighup.certFile, join(target, 'cert.pem.new'));
+    renameSync(join(target, 'key.pem.new'), join(target, 'key.pem'));
+    renameSync(join(target, 'cert.pem.new'), join(target, 'cert.pem'));
+    // The new pair behind the links is not seen by the watch.
+    await pastDebounce();
+    expect(await servedSerial()).toBe('5002');
     gateway!.child.kill('SIGHUP');
     await expect.poll(() => servedSerial(), { timeout: 10_000, interval: 100 }).toBe('5003');
     expect(gateway!.output()).toMatch(/"reason":"configuration reload"[^\n]*"serial":"5003"[^\n]*"msg":"TLS certificate reloaded: new connections get it"/);
