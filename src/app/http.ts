@@ -50,9 +50,10 @@ export async function buildHttpServer(g: Gateway): Promise<FastifyInstance> {
   }
   const inClear = tokensInClear(g);
   if (inClear.length > 0) {
+    const named = inClear.length === 1 ? `${inClear[0]!} crosses` : `${inClear.slice(0, -1).join(', ')} and ${inClear.at(-1)!} cross`;
     logger.warn(
       { component: 'http', listen: config.http.listen, tokens: inClear },
-      `INSECURE: http.listen is not loopback and the server speaks plain HTTP, so the ${inClear.length === 1 ? inClear[0]! : `${inClear.slice(0, -1).join(', ')} and ${inClear.at(-1)!}`} ${inClear.length === 1 ? 'crosses' : 'cross'} the network in clear text: anyone on the path can read them and use them; set http.tls (docs/operations.md, "TLS on the local listener")`,
+      `INSECURE: http.listen is not loopback and the server speaks plain HTTP, so the ${named} the network in clear text: anyone on the path can read them and use them; set http.tls (docs/operations.md, "TLS on the local listener")`,
     );
   }
   if (!isLoopbackHost(host) && deps.readToken === undefined) {

@@ -17,6 +17,7 @@ export function gatherStatus(g: Gateway): GatewayStatus {
   const nowMs = g.now();
   const { live, config } = g;
   const { current } = live;
+  const listenerTls = g.listenerTls?.status(nowMs);
   return composeStatus({
     nowMs,
     phase: live.phase,
@@ -46,6 +47,6 @@ export function gatherStatus(g: Gateway): GatewayStatus {
     products: g.productCheck.snapshot(),
     sessions: live.mapper.openContainers(nowMs),
     admin: { enabled: g.deps.adminToken !== undefined, actions: availableActions({ token: g.deps.adminToken, actions: g.adminActions }) },
-    listener: { ...(g.listenerTls?.status(nowMs) ? { tls: g.listenerTls.status(nowMs) } : {}), tokensInClear: tokensInClear(g) },
+    listener: { ...(listenerTls ? { tls: listenerTls } : {}), tokensInClear: tokensInClear(g) },
   });
 }
