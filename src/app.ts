@@ -12,6 +12,7 @@ import { StatusEventFeed } from './delivery/status-events.js';
 import { buildAdminActions } from './health/admin-actions.js';
 import { GatewayMetrics, instrumentDeliveryApi } from './health/metrics.js';
 import type { GatewayStatus } from './health/server.js';
+import { ListenerTls } from './listener/listener-tls.js';
 import { Mapper } from './mapping/mapper.js';
 import { ProductCheck } from './mapping/product-check.js';
 import { VERSION } from './paths.js';
@@ -204,6 +205,7 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
       now,
     });
   });
+  const listenerTls = config.http.tls ? new ListenerTls({ tls: config.http.tls, logger, now }) : undefined;
   const createInput: InputFactory = deps.createInput ?? ((c, s, l) => defaultInput(c, s, l, { env: deps.env, scrub: deps.scrub, now }));
   const g: Gateway = {
     config,
@@ -224,7 +226,8 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     productCheck,
     inputs,
     createInput,
-    http: new HttpPart(config.http.listen, () => buildHttpServer(g)),
+    http: new HttpPart(config.http.listen, () => buildHttpServer(g), listenerTls),
+    listenerTls,
     metrics,
     adminActions: buildAdminActions({ store: () => (store.isOpen ? store : undefined), deliverer: () => deliverer, config: () => live.current.config, now }),
     live,

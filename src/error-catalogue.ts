@@ -41,6 +41,10 @@ export const HealthCodes = {
   EVENTS_LAGGING: 'SCANGW_H_EVENTS_LAGGING',
   /** Delivered scans were pruned before their audit period ended because the buffer's disk ran low. */
   AUDIT_PRUNED_EARLY: 'SCANGW_H_AUDIT_PRUNED_EARLY',
+  /** The local server's TLS certificate has ended or ends within 14 days. */
+  LISTENER_CERT_ENDING: 'SCANGW_H_LISTENER_CERT_ENDING',
+  /** Tokens guard a local server that is reachable beyond loopback over plain HTTP: they cross the network in clear text. */
+  TOKENS_IN_CLEAR: 'SCANGW_H_TOKENS_IN_CLEAR',
 } as const;
 
 export type HealthCode = (typeof HealthCodes)[keyof typeof HealthCodes];
@@ -214,6 +218,13 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
     whatToDo: 'the message names the configuration key: stop the other program or choose another address or port',
   },
   {
+    code: ErrorCodes.LISTENER_TLS,
+    meaning:
+      "the local server's TLS files (`http.tls`) cannot be read, are not PEM, or the key is not the certificate's; or a renewed certificate has ended or has not begun. At start the gateway does not start; on a reload (SIGHUP, the files changed) the running certificate stays and the page says so",
+    whatToDo:
+      'run `scan-gateway config check`: it names the key and the file; put the new certificate and its key in place together (write both beside, then rename them over); the files are watched, or send `systemctl kill -s HUP scan-gateway` (docs/operations.md, "TLS on the local listener")',
+  },
+  {
     code: ErrorCodes.SANDBOX_KAFKA,
     meaning: 'the Kafka endpoint of the sandbox (demo and tests only) received a frame it cannot read (not Kafka, a version it does not speak, a record batch with a wrong CRC-32C) and closed that connection, or could not make its certificates',
     whatToDo: 'check the client points at the sandbox with SASL_SSL and SCRAM-SHA-512 (`GET /_sandbox/kafka`); the sandbox log line names the client address and the frame',
@@ -289,6 +300,16 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
     code: HealthCodes.EVENTS_LAGGING,
     meaning: 'the status-event consumer is more than `upstream.statusEvents.maxLagEvents` events behind the end of the topic (catching up after a start or an outage), or its last read of the topic is older than `staleAfterMs`; batch outcomes are polled at the normal pace meanwhile',
     whatToDo: 'nothing while the lag shrinks; if it stays, look at the consumer lag metric and the network to the brokers',
+  },
+  {
+    code: HealthCodes.LISTENER_CERT_ENDING,
+    meaning: "the certificate the local server presents (`http.tls.certFile`) ends within 14 days, or has ended: browsers, station screens and ingest clients will refuse it",
+    whatToDo: 'renew it and put the new certificate and key in place; the gateway serves them without a restart (docs/operations.md, "TLS on the local listener")',
+  },
+  {
+    code: HealthCodes.TOKENS_IN_CLEAR,
+    meaning: 'the local server listens beyond loopback over plain HTTP while tokens guard it (read token, ingest token, admin token): anyone on the network path can read them',
+    whatToDo: 'serve it over TLS (`http.tls`), or listen on loopback only behind a TLS proxy (docs/operations.md, "TLS on the local listener")',
   },
   {
     code: HealthCodes.RESTART_NEEDED,

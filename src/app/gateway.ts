@@ -14,6 +14,7 @@ import type { InputAdapter, IntakeSink } from '../inputs/types.js';
 import type { Logger } from '../log.js';
 import type { Mapper } from '../mapping/mapper.js';
 import type { Clock } from '../clock.js';
+import type { ListenerTls } from '../listener/listener-tls.js';
 import type { Component, HttpPart, InputFactory, InputSet, ProductCheckPart, SandboxPart, SftpRoute, StatusEventsPart } from './parts.js';
 
 /** The upstream API as the app uses it: delivery's calls, and the client's close and token figures when it has them. */
@@ -85,6 +86,8 @@ export interface Gateway {
   readonly inputs: InputSet;
   readonly createInput: InputFactory;
   readonly http: HttpPart;
+  /** The local server's certificate, when `http.tls` is configured. */
+  readonly listenerTls: ListenerTls | undefined;
   readonly metrics: GatewayMetrics;
   readonly adminActions: AdminActions;
   readonly live: LiveState;

@@ -24,6 +24,7 @@ export async function buildHttpServer(g: Gateway): Promise<FastifyInstance> {
     limits: config.http.limits,
     listenHost: host,
     allowedHosts: config.http.allowedHosts,
+    ...(g.listenerTls ? { tls: g.listenerTls } : {}),
     readToken: deps.readToken,
     instance: gatewayInstanceId(config.buffer.path),
     ...(deps.scrub ? { scrub: deps.scrub } : {}),
@@ -49,6 +50,14 @@ export async function buildHttpServer(g: Gateway): Promise<FastifyInstance> {
     const { registerInputRoutes } = await import('../inputs/http/http-input.js');
     await registerInputRoutes(server, () => g.inputs.adapters);
   }
+  const inClear = tokensInClear(g);
+  if (inClear.length > 0) {
+    const named = inClear.length === 1 ? `${inClear[0]!} crosses` : `${inClear.slice(0, -1).join(', ')} and ${inClear.at(-1)!} cross`;
+    logger.warn(
+      { component: 'http', listen: config.http.listen, tokens: inClear },
+      `INSECURE: http.listen is not loopback and the server speaks plain HTTP, so the ${named} the network in clear text: anyone on the path can read them and use them; set http.tls (docs/operations.md, "TLS on the local listener")`,
+    );
+  }
   if (!isLoopbackHost(host) && deps.readToken === undefined) {
     logger.warn(
       { component: 'http', listen: config.http.listen },
@@ -56,4 +65,19 @@ export async function buildHttpServer(g: Gateway): Promise<FastifyInstance> {
     );
   }
   return server;
+}
+
+/**
+ * The tokens that guard a server reachable beyond loopback over plain HTTP (no `http.tls`): the
+ * read token, the admin token and each http input's ingest token, named for the warning and the
+ * health hint. Empty on loopback or with TLS.
+ */
+export function tokensInClear(g: Pick<Gateway, 'config' | 'deps'>): string[] {
+  const { config, deps } = g;
+  if (config.http.tls || isLoopbackHost(splitListen(config.http.listen).host)) return [];
+  return [
+    ...(deps.readToken !== undefined ? ['read token'] : []),
+    ...(deps.adminToken !== undefined ? ['admin token'] : []),
+    ...config.inputs.filter((i) => i.type === 'http').map((i) => `ingest token of input ${i.id}`),
+  ];
 }

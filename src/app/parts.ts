@@ -18,6 +18,7 @@ import type { SftpConnector, SftpSession } from '../upstream/sftp-client.js';
 import { readSftpCredentials } from '../config/secrets.js';
 import { readCaFile } from '../upstream/status-topic-ca.js';
 import type { InputAdapter, IntakeSink } from '../inputs/types.js';
+import type { ListenerTls } from '../listener/listener-tls.js';
 
 /**
  * The gateway's parts as {@link Component}s. `buildApp` (src/app.ts) constructs every part with its
@@ -389,7 +390,10 @@ export function inputPart(config: InputConfig, deps: { create: InputFactory; sin
   };
 }
 
-/** The local HTTP server (src/listener, src/health): built and listening at start, the last part. */
+/**
+ * The local HTTP server (src/listener, src/health): built and listening at start, the last part.
+ * With `http.tls` its files are read first (a bad pair stops the start), and watched once it listens.
+ */
 export class HttpPart implements Component {
   readonly name = 'http';
   private server: FastifyInstance | undefined;
@@ -399,6 +403,7 @@ export class HttpPart implements Component {
   constructor(
     private readonly listen: string,
     private readonly build: () => Promise<FastifyInstance>,
+    private readonly tls?: ListenerTls,
   ) {}
 
   /** The address it listens on, once started. */
@@ -408,12 +413,17 @@ export class HttpPart implements Component {
 
   async start(): Promise<void> {
     const { host, port } = splitListen(this.listen);
+    this.tls?.load();
     const server = await this.build();
     this.address = await listening('http.listen', this.listen, () => server.listen({ host, port }));
     this.server = server;
+    this.tls?.watch();
   }
 
-  stop = async (): Promise<void> => this.server?.close();
+  stop = async (): Promise<void> => {
+    this.tls?.stop();
+    await this.server?.close();
+  };
 }
 
 /**

@@ -12,6 +12,8 @@ import type { Component } from './parts.js';
  */
 export async function reloadGateway(g: Gateway, next: LoadedConfig, inputPartFor: (config: LoadedConfig['config']['inputs'][number]) => Component): Promise<ReloadReport> {
   const { live } = g;
+  // SIGHUP is also how a renewed certificate is applied at once (the files are watched too).
+  g.listenerTls?.reload('configuration reload');
   const report = await applyReload(planReload(live.current.config, next.config), next.config, {
     stopInput: async (id) => {
       const input = g.inputs.remove(id);

@@ -6,6 +6,7 @@ import { HEALTH_THRESHOLDS } from '../health/derive.js';
 import type { GatewayStatus } from '../health/server.js';
 import { VERSION } from '../paths.js';
 import type { Gateway } from './gateway.js';
+import { tokensInClear } from './http.js';
 
 /**
  * The parts' snapshots at this instant, composed into the status by {@link composeStatus}.
@@ -16,6 +17,7 @@ export function gatherStatus(g: Gateway): GatewayStatus {
   const nowMs = g.now();
   const { live, config } = g;
   const { current } = live;
+  const listenerTls = g.listenerTls?.status(nowMs);
   return composeStatus({
     nowMs,
     phase: live.phase,
@@ -45,5 +47,6 @@ export function gatherStatus(g: Gateway): GatewayStatus {
     products: g.productCheck.snapshot(),
     sessions: live.mapper.openContainers(nowMs),
     admin: { enabled: g.deps.adminToken !== undefined, actions: availableActions({ token: g.deps.adminToken, actions: g.adminActions }) },
+    listener: { ...(listenerTls ? { tls: listenerTls } : {}), tokensInClear: tokensInClear(g) },
   });
 }

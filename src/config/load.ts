@@ -450,8 +450,22 @@ function resolvePaths(config: GatewayConfig, baseDir: string): GatewayConfig {
         : {}),
     },
     buffer: { ...config.buffer, path: config.buffer.path === ':memory:' ? ':memory:' : abs(config.buffer.path) },
-    http: { ...config.http, ...(config.http.adminTokenFile ? { adminTokenFile: abs(config.http.adminTokenFile) } : {}) },
+    http: {
+      ...config.http,
+      ...(config.http.adminTokenFile ? { adminTokenFile: abs(config.http.adminTokenFile) } : {}),
+      ...(config.http.tls ? { tls: resolveTlsPaths(config.http.tls, abs) } : {}),
+    },
     inputs: config.inputs.map((input) => resolveInputPaths(input, abs)),
+  };
+}
+
+/** The PEM files of `http.tls`, resolved against the base folder. */
+function resolveTlsPaths(tls: NonNullable<GatewayConfig['http']['tls']>, abs: (p: string) => string): NonNullable<GatewayConfig['http']['tls']> {
+  return {
+    certFile: abs(tls.certFile),
+    keyFile: abs(tls.keyFile),
+    ...(tls.caFile ? { caFile: abs(tls.caFile) } : {}),
+    ...(tls.clientCaFile ? { clientCaFile: abs(tls.clientCaFile) } : {}),
   };
 }
 

@@ -124,6 +124,37 @@ export type HttpLimitsConfig = z.infer<typeof httpLimitsSchema>;
 /** The defaults of {@link httpLimitsSchema}, for listeners without a configuration (the sandbox command). */
 export const DEFAULT_HTTP_LIMITS: HttpLimitsConfig = httpLimitsSchema.parse({});
 
+/**
+ * TLS of the local HTTP server (`http.tls`): PEM files, read at start, again on SIGHUP and when
+ * they change (src/listener/listener-tls.ts); checked by `config check` (src/config/tls-files.ts).
+ */
+export const httpTlsSchema = z
+  .object({
+    certFile: z
+      .string()
+      .min(1)
+      .describe('PEM file of the server certificate (its intermediates may follow it in the same file). Read at start, on SIGHUP and when the file changes; a renewed certificate is served without a restart.'),
+    keyFile: z
+      .string()
+      .min(1)
+      .describe('PEM file of the private key of certFile (unencrypted; mode 0640, group scan-gateway). A key that does not match the certificate is refused: at start the gateway does not start, on a reload the running pair stays.'),
+    caFile: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('PEM file of the intermediate CA certificates sent after certFile, when they are not in certFile itself. Not the root: clients have it.'),
+    clientCaFile: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        'PEM file of the CA (or CAs) whose client certificates may post reads to HTTP ingest. When set, every client is asked for a certificate; the page, status, metrics and station screens work without one, but POST /api/v1/reads without a certificate is answered 401 and with one this CA did not sign 403. The ingest token is still required (docs/operations.md, "TLS on the local listener").',
+      ),
+  })
+  .strict();
+
+export type HttpTlsConfig = z.infer<typeof httpTlsSchema>;
+
 export const httpSchema = z
   .object({
     listen: listenAddress
@@ -149,6 +180,9 @@ export const httpSchema = z
       .describe(
         'Host header values accepted besides localhost, 127.0.0.1, [::1] and the listen host (and, when listen is 0.0.0.0 or [::], this machine\'s host name and addresses). An entry without a port matches any port. Others are answered 421 (DNS rebinding defence).',
       ),
+    tls: httpTlsSchema
+      .optional()
+      .describe('Serve the page, the API, metrics, station screens and HTTP ingest over HTTPS with these PEM files (docs/operations.md, "TLS on the local listener"). Without it the server speaks plain HTTP: keep listen on loopback, or the tokens cross the network in clear text.'),
     limits: httpLimitsSchema.prefault({}).describe('Timeouts, connection cap and fair shares of the local HTTP server; the embedded sandbox uses the same defaults for its timeouts and cap.'),
   })
   .strict();

@@ -4,6 +4,7 @@ import { dirname } from 'node:path';
 import { ErrorCodes, GatewayError } from '../errors.js';
 import type { GatewayConfig } from './schema.js';
 import { probeGateway, type GatewayOnAddress } from './own-gateway.js';
+import { checkListenerTls } from './tls-files.js';
 
 /**
  * What `config check` looks at beyond the file itself, on the machine that will run the
@@ -37,6 +38,8 @@ export interface PreflightOptions {
   env: Record<string, string | undefined>;
   /** Judge access as this user (`--as USER`); default: the user running the check (`access(2)`). */
   user?: ServiceUser | undefined;
+  /** The instant certificates are judged at, ms since the epoch; default `Date.now()`. */
+  nowMs?: number;
 }
 
 /**
@@ -151,6 +154,14 @@ export async function preflight(config: GatewayConfig, options: PreflightOptions
   readableFile('upstream.proxyCredentialsFile', u.proxyCredentialsFile, user, out);
   readableFile('http.adminTokenFile', config.http.adminTokenFile, user, out);
   readableFile('http.readTokenFile', config.http.readTokenFile, user, out);
+  const tls = config.http.tls;
+  if (tls) {
+    const access: PreflightFinding[] = [];
+    for (const k of ['certFile', 'keyFile', 'caFile', 'clientCaFile'] as const) readableFile(`http.tls.${k}`, tls[k], user, access);
+    out.push(...access);
+    // The files' content (pair, validity, days left), unless the service user cannot read them anyway.
+    if (access.length === 0) out.push(...checkListenerTls(tls, options.nowMs ?? Date.now()));
+  }
   if (config.buffer.path !== ':memory:') {
     const st = exists(config.buffer.path);
     if (st) {

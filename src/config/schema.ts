@@ -59,7 +59,7 @@ export {
   deliverySchema,
   type StatusEventsConfig,
 } from './upstream-schemas.js';
-export { bufferSchema, httpLimitsSchema, DEFAULT_HTTP_LIMITS, httpSchema, DEFAULT_SANDBOX_KAFKA_LISTEN, sandboxSchema, type HttpLimitsConfig } from './local-schemas.js';
+export { bufferSchema, httpLimitsSchema, DEFAULT_HTTP_LIMITS, httpSchema, httpTlsSchema, DEFAULT_SANDBOX_KAFKA_LISTEN, sandboxSchema, type HttpLimitsConfig, type HttpTlsConfig } from './local-schemas.js';
 
 export const dcpKinds = ['goodsIn', 'startOfProcess', 'endOfProcess', 'goodsOut'] as const;
 

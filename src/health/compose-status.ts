@@ -6,7 +6,7 @@ import type { StatusEventsStatus } from '../delivery/status-events.js';
 import { printableRaw } from '../format/printable.js';
 import type { ProductCheckSnapshot } from '../mapping/product-check.js';
 import { deriveHealth, HEALTH_THRESHOLDS, type HealthFacts } from './derive.js';
-import type { AdminActionName, BatchView, GatewayStatus, InputStatusView } from './status.js';
+import type { AdminActionName, BatchView, GatewayStatus, InputStatusView, ListenerStatusView } from './status.js';
 
 /**
  * What the parts told at one instant, for {@link composeStatus}: snapshots only, gathered by the
@@ -62,6 +62,8 @@ export interface StatusParts {
   /** Open container sessions (src/mapping/mapper.ts `openContainers`). */
   sessions: ReadonlyArray<object>;
   admin: { enabled: boolean; actions: AdminActionName[] };
+  /** The local server's certificate and the tokens it would expose (src/listener/listener-tls.ts, src/app/http.ts). */
+  listener?: ListenerStatusView | undefined;
 }
 
 /**
@@ -90,6 +92,7 @@ export function composeStatus(p: StatusParts): GatewayStatus {
     products: p.products,
     ...(p.statusEvents ? { statusEvents: p.statusEvents } : {}),
     config: { lastReloadError: p.config.lastReloadError, needsRestart: p.config.lastReload?.needsRestart },
+    ...(p.listener ? { listener: p.listener } : {}),
   });
   const { token } = delivery;
   return {
@@ -143,5 +146,6 @@ export function composeStatus(p: StatusParts): GatewayStatus {
     batches: buffer.batches,
     problems: buffer.problems.map((x) => ({ ...x, raw: printableRaw(x.raw) })),
     admin: p.admin,
+    ...(p.listener ? { listener: p.listener } : {}),
   };
 }

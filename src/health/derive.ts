@@ -83,6 +83,11 @@ export interface HealthFacts {
   /** The status-event consumer (src/delivery/status-events.ts), when enabled. */
   statusEvents?: { state: string; since: string; lag: number; lastError?: { code: string; message: string; at: string } | undefined } | undefined;
   config?: { lastReloadError?: { message: string; at: string } | undefined; needsRestart?: readonly string[] | undefined };
+  /** The local server: its certificate's days left and last refused reload (`http.tls`), the tokens it sends in clear text. */
+  listener?: {
+    tls?: { daysLeft: number; certificate: { validTo: string; serialNumber: string }; lastRefusal?: { at: string; message: string } | undefined } | undefined;
+    tokensInClear: readonly string[];
+  };
 }
 
 /** Thresholds of the rules; {@link HEALTH_THRESHOLDS} holds the defaults. */
@@ -105,6 +110,8 @@ export interface HealthThresholds {
   stuckBatchMs: number;
   /** Age of the oldest waiting scan that counts as delivery falling behind, in ms. */
   oldestWaitingMs: number;
+  /** Days left on the local server's certificate below which health degrades. */
+  certificateDays: number;
 }
 
 /** The defaults: a shop floor delivers within seconds; an hour is the window a shift looks back on. */
@@ -118,6 +125,7 @@ export const HEALTH_THRESHOLDS: HealthThresholds = {
   statusCheckFailures: 3,
   stuckBatchMs: 30 * 60_000,
   oldestWaitingMs: 15 * 60_000,
+  certificateDays: 14,
 };
 
 const RANK: Record<Severity, number> = { down: 0, degraded: 1, info: 2 };
@@ -311,9 +319,39 @@ export function deriveHealth(facts: HealthFacts, thresholds: HealthThresholds = 
   const restart = facts.config?.needsRestart ?? [];
   if (restart.length > 0) add(HealthCodes.RESTART_NEEDED, 'info', `Changed settings wait for a restart: ${restart.join(', ')}.`);
 
+  listenerRules(facts.listener, thresholds, add);
+
   problems.sort((a, b) => RANK[a.severity] - RANK[b.severity]);
   const worst = problems[0]?.severity;
   return { state: worst === 'down' ? 'down' : worst === 'degraded' ? 'degraded' : 'ok', problems };
+}
+
+/** The local server's rules: its certificate near or past its end, a refused renewal, tokens in clear text. */
+function listenerRules(
+  listener: HealthFacts['listener'],
+  thresholds: HealthThresholds,
+  add: (code: string, severity: Severity, sentence: string, extra?: { since?: string | undefined; detail?: string | undefined }) => void,
+): void {
+  const tls = listener?.tls;
+  if (tls && tls.daysLeft < thresholds.certificateDays) {
+    const ended = tls.daysLeft < 0;
+    add(
+      HealthCodes.LISTENER_CERT_ENDING,
+      'degraded',
+      ended
+        ? "The certificate of this gateway's page and ingest has ended: browsers, station screens and ingest clients refuse to connect until it is renewed."
+        : `The certificate of this gateway's page and ingest ends in ${tls.daysLeft === 0 ? 'less than a day' : count(tls.daysLeft, 'day')}: renew it before browsers, station screens and ingest clients refuse it.`,
+      { detail: `serial ${tls.certificate.serialNumber}, valid until ${tls.certificate.validTo}` },
+    );
+  }
+  if (tls?.lastRefusal) {
+    add(ErrorCodes.LISTENER_TLS, 'degraded', 'Changed certificate files were refused; the previous certificate is still served.', { since: tls.lastRefusal.at, detail: tls.lastRefusal.message });
+  }
+  const inClear = listener?.tokensInClear ?? [];
+  if (inClear.length > 0) {
+    const named = inClear.length === 1 ? inClear[0]! : `${inClear.slice(0, -1).join(', ')} and ${inClear[inClear.length - 1]!}`;
+    add(HealthCodes.TOKENS_IN_CLEAR, 'info', `This page is reachable from the network over plain HTTP, so the ${named} ${inClear.length === 1 ? 'crosses' : 'cross'} the network in clear text.`);
+  }
 }
 
 /** The headline of a configuration error and its first problem (`file:line:col: key: message`). */

@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { DeliveryApi } from '../delivery/types.js';
 import { ErrorCodes, httpStatusOf, isGatewayError } from '../errors.js';
 import type { GatewayStatus } from './status.js';
+import type { ListenerTlsStatus } from '../listener/listener-tls.js';
 
 /** Where the metrics read their values at each scrape. */
 export interface MetricsSources {
@@ -255,6 +256,36 @@ export class GatewayMetrics {
   get contentType(): string {
     return this.registry.contentType;
   }
+}
+
+/**
+ * The local server's certificate metrics, registered by the server only when it serves HTTPS
+ * (`http.tls`), so a plain listener has none (an unlabelled gauge would otherwise read 0, an end
+ * long past): the end of the served certificate and the reloads by outcome.
+ */
+export function registerListenerTlsMetrics(registry: Registry, tls: () => ListenerTlsStatus | undefined): void {
+  if (registry.getSingleMetric('scan_gateway_http_tls_cert_expiry_seconds')) return;
+  new Gauge({
+    name: 'scan_gateway_http_tls_cert_expiry_seconds',
+    help: "End of the local server's TLS certificate (notAfter), in seconds since the epoch.",
+    registers: [registry],
+    collect() {
+      const end = tls()?.certificate.validTo;
+      if (end) this.set(Date.parse(end) / 1000);
+    },
+  });
+  new Counter({
+    name: 'scan_gateway_http_tls_reloads_total',
+    help: "Reloads of the local server's TLS files since start that found them changed, by outcome: applied (served from then on) or refused (the served certificate stayed).",
+    labelNames: ['outcome'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      const reloads = tls()?.reloads;
+      this.inc({ outcome: 'applied' }, reloads?.applied ?? 0);
+      this.inc({ outcome: 'refused' }, reloads?.refused ?? 0);
+    },
+  });
 }
 
 /** The kind label of an upstream failure. */

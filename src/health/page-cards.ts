@@ -20,6 +20,29 @@ export function reloadFacts(reload: unknown, t: (iso: unknown) => string): [stri
   return out;
 }
 
+/** The local server's rows of the Configuration card: HTTPS and its certificate's end, or tokens in clear text. */
+export function listenerFacts(listener: unknown, t: (iso: unknown, future?: boolean) => string): [string, string][] {
+  if (!listener || typeof listener !== 'object') return [];
+  const l = listener as { tls?: { certificate?: { subject?: string; serialNumber?: string; validTo?: string }; daysLeft?: number; clientCertificates?: boolean; lastRefusal?: { at?: string; message?: string } }; tokensInClear?: unknown };
+  const out: [string, string][] = [];
+  const tls = l.tls;
+  if (tls?.certificate) {
+    const days = Number(tls.daysLeft);
+    const words = days === 0 ? 'less than a day left' : `${esc(days)} day${days === 1 ? '' : 's'} left`;
+    const left = days < 0 ? '<span class="err">ended</span>' : days < 14 ? `<span class="err">${words}</span>` : words;
+    out.push(['Listener', `HTTPS${tls.clientCertificates ? ' · ingest requires a client certificate' : ''}`]);
+    out.push(['Certificate', `${esc(tls.certificate.subject)} · serial <code>${esc(tls.certificate.serialNumber)}</code>`]);
+    out.push(['Certificate ends', `${t(tls.certificate.validTo, true)} · ${left}`]);
+    if (tls.lastRefusal) out.push(['Certificate reload', `<span class="err">refused</span> ${t(tls.lastRefusal.at)}${techHtml(tls.lastRefusal.message)}`]);
+  } else {
+    out.push(['Listener', 'plain HTTP']);
+  }
+  if (Array.isArray(l.tokensInClear) && l.tokensInClear.length > 0) {
+    out.push(['In clear text', `<span class="err">${l.tokensInClear.map((x) => esc(x)).join(', ')}</span>`]);
+  }
+  return out;
+}
+
 /** The time-cell renderer of a status: its site zone, ages counted from when the status was put together. */
 export function statusClock(s: GatewayStatus): (iso: unknown, future?: boolean) => string {
   const tz = s.site?.timezone ?? 'UTC';
@@ -254,7 +277,7 @@ export function sessionsCard(s: GatewayStatus): string {
 /** A card for each status field the page has no layout for (parts may add fields), shown generically. */
 export function extraCards(s: GatewayStatus): string {
   const tz = s.site?.timezone ?? 'UTC';
-  const known = ['state', 'reasons', 'healthProblems', 'recent', 'phase', 'generatedAt', 'site', 'version', 'startedAt', 'uptimeSec', 'config', 'buffer', 'delivery', 'inputs', 'batches', 'problems', 'sessions', 'admin'];
+  const known = ['state', 'reasons', 'healthProblems', 'recent', 'phase', 'generatedAt', 'site', 'version', 'startedAt', 'uptimeSec', 'config', 'buffer', 'delivery', 'inputs', 'batches', 'problems', 'sessions', 'admin', 'listener'];
   return Object.keys(s)
     .filter((k) => !known.includes(k) && s[k] !== null && typeof s[k] === 'object')
     .map((k) => {
@@ -280,6 +303,7 @@ export function configCard(s: GatewayStatus): string {
         : '<span class="muted">none</span>',
     ],
     ...reloadFacts(cfg.lastReload, t),
+    ...listenerFacts(s.listener, t),
     ['Site', `${esc(s.site?.id)} · times in ${esc(tz)}`],
     ['Version', esc(s.version)],
     ['Up for', `${esc(fmtDuration((s.uptimeSec ?? 0) * 1000))} · since ${t(s.startedAt)}`],

@@ -4,10 +4,12 @@ import { DEFAULT_HTTP_LIMITS, type HttpLimitsConfig } from '../config/schema.js'
 import { scrubValue, type Logger } from '../log.js';
 import { readTokenMatches, registerAdminRoutes, type AdminActions } from './admin.js';
 import { hostAllowList } from '../listener/host-check.js';
-import { capConnections, listenerOptions } from '../listener/listener-limits.js';
+import { capConnections, listenerOptions, tlsListenerOptions } from '../listener/listener-limits.js';
+import { clientCertRefusal, type ListenerTls } from '../listener/listener-tls.js';
+import type { Server as TlsServer } from 'node:tls';
 import { shareConnections } from '../listener/connection-share.js';
 import { WorkQueue } from '../listener/work-queue.js';
-import type { GatewayMetrics } from './metrics.js';
+import { registerListenerTlsMetrics, type GatewayMetrics } from './metrics.js';
 import { PAGE_CSP, renderPage } from './page.js';
 import { RefusalLog, REFUSAL_LOG_INTERVAL_MS } from '../listener/refusal-log.js';
 import type { GatewayStatus } from './status.js';
@@ -41,6 +43,12 @@ export interface HealthServerOptions {
    * readyz), raw excerpts of refused input included: the log's {@link SecretScrubber}.
    */
   scrub?: (text: string) => string;
+  /**
+   * Serve over HTTPS with this certificate (`http.tls`, loaded before the server is built); with
+   * `clientCaFile`, ingest requires a client certificate signed by it (401 without, 403 with a
+   * foreign one) besides its token.
+   */
+  tls?: ListenerTls;
   /** The station screen, when given: see {@link StationOptions}. */
   station?: StationOptions;
   /**
@@ -97,20 +105,24 @@ export function readiness(s: GatewayStatus): { ready: boolean; reason?: string }
 export function buildHealthServer(options: HealthServerOptions): FastifyInstance {
   const limits = options.limits ?? DEFAULT_HTTP_LIMITS;
   const logger = options.logger.child({ component: 'http' });
-  const app = Fastify({
+  const tls = options.tls;
+  const base = {
     loggerInstance: logger as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
     // A browser tab kept open holds a keep-alive connection; it must not delay a stop.
     forceCloseConnections: true,
-    ...listenerOptions(limits),
-  });
+  };
+  // The same routes, hooks and limits either way; only the node server under them differs.
+  const app = tls ? (Fastify({ ...base, ...tlsListenerOptions(limits, tls.serverOptions()) }) as unknown as FastifyInstance) : Fastify({ ...base, ...listenerOptions(limits) });
+  tls?.attach(app.server as unknown as TlsServer);
+  if (tls && options.metrics) registerListenerTlsMetrics(options.metrics.registry, () => tls.status(Date.now()));
   const intervalMs = options.refusalLogIntervalMs ?? REFUSAL_LOG_INTERVAL_MS;
   const refusedName = 'scan_gateway_http_refused_total';
   const refused = options.metrics
     ? ((options.metrics.registry.getSingleMetric(refusedName) as Counter<'reason'> | undefined) ??
       new Counter({
         name: refusedName,
-        help: 'Requests and connections the local HTTP server refused or closed, by reason (host, read_token, admin_token, ingest_token, connection_cap, client_connections, station_streams, client_station_streams, station_stalled, item_lookups).',
+        help: 'Requests and connections the local HTTP server refused or closed, by reason (host, read_token, admin_token, ingest_token, ingest_client_cert, tls_handshake, connection_cap, client_connections, station_streams, client_station_streams, station_stalled, item_lookups).',
         labelNames: ['reason'],
         registers: [options.metrics.registry],
       }))
@@ -133,6 +145,21 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
       shareLog.note({ remote, maxConnectionsPerClient: perClient, closed: action === 'shed' ? 'the longest-waiting idle connection' : 'the new connection' });
     },
   });
+  if (tls) {
+    // A client that does not trust the certificate (a tablet without the site CA) or speaks plain
+    // HTTP to this port gives up in the handshake, where no request exists to answer: only this
+    // line tells the operator why a screen stays blank.
+    const handshakeLog = new RefusalLog(logger, 'TLS handshake failed', intervalMs);
+    app.addHook('onClose', async () => handshakeLog.flush());
+    (app.server as unknown as TlsServer).on('tlsClientError', (err: Error & { code?: string }, socket) => {
+      const remote = socket.remoteAddress ?? 'unknown';
+      socket.destroy();
+      // A client that hung up before its handshake (a shed idle socket, a closed tab) refused nothing.
+      if (err.code === 'ECONNRESET' || err.code === 'EPIPE') return;
+      count('tls_handshake');
+      handshakeLog.note({ remote, why: err.code ?? err.message.slice(0, 200) });
+    });
+  }
   const lookupLog = new RefusalLog(logger, 'item lookup refused: too many lookups running and waiting', intervalMs);
   const streamLog = new RefusalLog(logger, 'station stream refused or closed', intervalMs);
   app.addHook('onClose', async () => {
@@ -152,6 +179,23 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
       message: `this server does not answer for Host ${host === undefined ? '(none)' : JSON.stringify(host.slice(0, 100))}; use localhost or an address listed in http.allowedHosts`,
     });
   });
+  // Ingest with client certificates: the TLS layer asks every client for one but lets the page
+  // work without; the ingest route is refused here, before its token is even looked at.
+  const certRefused = new WeakSet<FastifyRequest>();
+  if (tls?.clientCertificates) {
+    const certLog = new RefusalLog(logger, 'ingest call refused: no accepted client certificate', intervalMs);
+    app.addHook('onClose', async () => certLog.flush());
+    app.addHook('onRequest', async (request, reply) => {
+      // The path of src/inputs/http/ingest-routes.ts, not imported: that module loads only with an http input.
+      if (request.url.split('?')[0] !== '/api/v1/reads') return undefined;
+      const refusal = clientCertRefusal(request.raw.socket);
+      if (!refusal) return undefined;
+      certRefused.add(request);
+      count('ingest_client_cert');
+      certLog.note({ remote: request.ip, status: refusal.statusCode, why: refusal.message });
+      return reply.code(refusal.statusCode).send({ statusCode: refusal.statusCode, error: refusal.statusCode === 401 ? 'Unauthorized' : 'Forbidden', message: refusal.message });
+    });
+  }
   app.addHook('onSend', async (_request, reply) => {
     reply.headers(COMMON_HEADERS);
   });
@@ -161,7 +205,7 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
 
   // Every 401 counted by what it guarded, the ingest route's (registered by the input) included.
   app.addHook('onResponse', async (request, reply) => {
-    if (reply.statusCode !== 401) return;
+    if (reply.statusCode !== 401 || certRefused.has(request)) return;
     const path = request.url.split('?')[0] ?? '';
     count(path.startsWith('/api/v1/admin/') ? 'admin_token' : path === '/api/v1/reads' ? 'ingest_token' : 'read_token');
   });

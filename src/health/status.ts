@@ -1,5 +1,6 @@
 import type { StatusEventsStatus } from '../delivery/status-events.js';
 import type { HealthProblem } from './derive.js';
+import type { ListenerTlsStatus } from '../listener/listener-tls.js';
 
 /**
  * The shape of `GET /api/v1/status`: everything the health page shows, as JSON. Composed by
@@ -45,10 +46,22 @@ export interface GatewayStatus {
    * since start (received, applied, duplicates, ignored, invalid), the lag and the last event.
    */
   statusEvents?: StatusEventsStatus;
+  /**
+   * The local server itself: its certificate when it serves HTTPS (`http.tls`: subject, serial,
+   * end and days left, reloads applied and refused), and the tokens that cross the network in
+   * clear text when it listens beyond loopback over plain HTTP.
+   */
+  listener?: ListenerStatusView;
   /** Whether admin actions are enabled (an admin token is configured), and which. */
   admin?: { enabled: boolean; actions: AdminActionName[] };
   /** Parts may add fields; the page shows unknown lists and objects generically. */
   [extra: string]: unknown;
+}
+
+export interface ListenerStatusView {
+  tls?: ListenerTlsStatus;
+  /** `read token`, `admin token`, `ingest token of input <id>`: empty on loopback or with TLS. */
+  tokensInClear: string[];
 }
 
 export interface RecentView {

@@ -1,5 +1,6 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import type { Server as TlsServer } from 'node:tls';
 import { type Clock, systemClock } from '../clock.js';
 
 /** What {@link shareConnections} did to keep an address within its share. */
@@ -48,11 +49,15 @@ interface Tracked {
  * Only when every connection of the address has a request in flight (bounded by the request
  * timeout, the lookup queue, the stream caps) is the new connection refused.
  */
-export function shareConnections(server: Server, options: ConnectionShareOptions): { connections(remote: string): number } {
+export function shareConnections(server: Server | TlsServer, options: ConnectionShareOptions): { connections(remote: string): number } {
   const perClient = Math.max(1, options.perClient);
   const now = options.now ?? systemClock;
   const byAddress = new Map<string, Set<Tracked>>();
   const bySocket = new WeakMap<Socket, Tracked>();
+  // Over TLS a request's socket is the TLS socket wrapped around the accepted one: found by its
+  // peer's address and port, which it shares with the accepted socket.
+  const byPeer = new Map<string, Tracked>();
+  const peerKey = (s: { remoteAddress?: string | undefined; remotePort?: number | undefined }) => `${s.remoteAddress ?? ''}|${s.remotePort ?? ''}`;
 
   const forget = (remote: string, t: Tracked) => {
     const set = byAddress.get(remote);
@@ -89,7 +94,12 @@ export function shareConnections(server: Server, options: ConnectionShareOptions
     const t: Tracked = { socket, remote, waitingSince: now(), inFlight: 0, hadTurn: false };
     set.add(t);
     bySocket.set(socket, t);
-    socket.once('close', () => forget(remote, t));
+    const peer = peerKey(socket);
+    byPeer.set(peer, t);
+    socket.once('close', () => {
+      forget(remote, t);
+      if (byPeer.get(peer) === t) byPeer.delete(peer);
+    });
     // The timer may fire before a poll (the timers phase comes first, and a long lookup may have
     // delayed the loop past it); the setImmediate after it runs once that poll has read what came.
     setTimeout(() => {
@@ -102,7 +112,7 @@ export function shareConnections(server: Server, options: ConnectionShareOptions
   });
 
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-    const t = bySocket.get(req.socket);
+    const t = bySocket.get(req.socket) ?? byPeer.get(peerKey(req.socket));
     if (!t) return;
     t.inFlight += 1;
     res.once('close', () => {

@@ -1,4 +1,5 @@
 import type { Server } from 'node:http';
+import type { Server as TlsServer } from 'node:tls';
 import type { HttpLimitsConfig } from '../config/schema.js';
 
 /**
@@ -11,18 +12,33 @@ import type { HttpLimitsConfig } from '../config/schema.js';
  * is set to a quarter of the header timeout (100 ms to 1 s) so it is closed close to the bound.
  */
 export function listenerOptions(limits: HttpLimitsConfig) {
-  const checkEveryMs = Math.max(100, Math.min(1000, Math.floor(limits.headersTimeoutMs / 4)));
   return {
     connectionTimeout: limits.idleTimeoutMs,
     keepAliveTimeout: limits.keepAliveTimeoutMs,
     requestTimeout: limits.requestTimeoutMs,
     maxRequestsPerSocket: limits.maxRequestsPerSocket,
-    http: {
-      headersTimeout: limits.headersTimeoutMs,
-      requestTimeout: limits.requestTimeoutMs,
-      keepAliveTimeout: limits.keepAliveTimeoutMs,
-      connectionsCheckingInterval: checkEveryMs,
-    },
+    http: nodeServerLimits(limits),
+  };
+}
+
+/**
+ * {@link listenerOptions} for an https listener: fastify hands its `http` options only to a plain
+ * server, so the same node limits go into `https` beside the TLS options. A client has
+ * `headersTimeoutMs` for its TLS handshake too (node's default is 120 s): a socket that never
+ * finishes one would otherwise hold its slot that long.
+ */
+export function tlsListenerOptions<T extends object>(limits: HttpLimitsConfig, tls: T) {
+  const { http, ...rest } = listenerOptions(limits);
+  return { ...rest, https: { ...tls, ...http, handshakeTimeout: limits.headersTimeoutMs } };
+}
+
+function nodeServerLimits(limits: HttpLimitsConfig) {
+  const checkEveryMs = Math.max(100, Math.min(1000, Math.floor(limits.headersTimeoutMs / 4)));
+  return {
+    headersTimeout: limits.headersTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    connectionsCheckingInterval: checkEveryMs,
   };
 }
 
@@ -31,7 +47,7 @@ export function listenerOptions(limits: HttpLimitsConfig) {
  * the cap as soon as it is accepted, before reading a byte (no answer: nothing is parsed yet), and
  * `onDrop` hears of it with the peer's address.
  */
-export function capConnections(server: Server, limits: HttpLimitsConfig, onDrop?: (remote: string) => void): void {
+export function capConnections(server: Server | TlsServer, limits: HttpLimitsConfig, onDrop?: (remote: string) => void): void {
   server.maxConnections = limits.maxConnections;
   if (onDrop) server.on('drop', (data?: { remoteAddress?: string }) => onDrop(data?.remoteAddress ?? 'unknown'));
 }

@@ -35,7 +35,7 @@ export async function startGateway(configFile: string, env: Record<string, strin
     const timer = setTimeout(() => reject(new Error(`gateway did not start within 20 s:\n${out}`)), 20_000);
     const check = () => {
       // The JSON log line that says it started (stderr hints are for terminals only).
-      const m = /"http":"(http:\/\/[^"/]+)"[^\n]*"msg":"scan-gateway started"/.exec(out);
+      const m = /"http":"(https?:\/\/[^"/]+)"[^\n]*"msg":"scan-gateway started"/.exec(out);
       if (m) {
         clearTimeout(timer);
         resolve(m[1]!);

@@ -168,6 +168,32 @@ describe('deriveHealth: one rule at a time', () => {
     expect(only(facts({ config: { needsRestart: ['http.listen'] } }))).toMatchObject({ state: 'ok', severity: 'info', code: HealthCodes.RESTART_NEEDED });
   });
 
+  it('the local listener: a certificate near or past its end degrades, a refused renewal degrades, tokens in clear text are noted', () => {
+    const cert = { validTo: '2026-12-01T00:00:00.000Z', serialNumber: '1002' };
+    const listener = (tls: NonNullable<HealthFacts['listener']>['tls'], tokensInClear: string[] = []) => ({ ...facts(), listener: { ...(tls ? { tls } : {}), tokensInClear } });
+    expect(deriveHealth(listener({ daysLeft: 14, certificate: cert })).problems).toEqual([]);
+    expect(only(listener({ daysLeft: 13, certificate: cert }))).toMatchObject({
+      state: 'degraded',
+      code: HealthCodes.LISTENER_CERT_ENDING,
+      sentence: "The certificate of this gateway's page and ingest ends in 13 days: renew it before browsers, station screens and ingest clients refuse it.",
+      detail: 'serial 1002, valid until 2026-12-01T00:00:00.000Z',
+    });
+    expect(only(listener({ daysLeft: 0, certificate: cert })).sentence).toMatch(/ends in less than a day/);
+    expect(only(listener({ daysLeft: -1, certificate: cert })).sentence).toMatch(/has ended: browsers, station screens and ingest clients refuse to connect/);
+    expect(only(listener({ daysLeft: 90, certificate: cert, lastRefusal: { at: AT, message: 'http.tls.keyFile /k is not the key…' } }))).toMatchObject({
+      state: 'degraded',
+      code: ErrorCodes.LISTENER_TLS,
+      since: AT,
+      detail: 'http.tls.keyFile /k is not the key…',
+    });
+    expect(only(listener(undefined, ['read token', 'ingest token of input mes']))).toMatchObject({
+      state: 'ok',
+      severity: 'info',
+      code: HealthCodes.TOKENS_IN_CLEAR,
+      sentence: 'This page is reachable from the network over plain HTTP, so the read token and ingest token of input mes cross the network in clear text.',
+    });
+  });
+
   it('the state is the worst problem, and problems come worst first', () => {
     const h = deriveHealth(
       facts({

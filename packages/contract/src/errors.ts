@@ -58,6 +58,12 @@ export const ErrorCodes = {
   NOT_RUNNING: 'SCANGW_E_NOT_RUNNING',
   /** An HTTP server of the gateway (health, ingest) could not listen on its configured address. */
   LISTEN: 'SCANGW_E_LISTEN',
+  /**
+   * The local server's TLS files (`http.tls`) cannot be read, are not PEM, the key does not match
+   * the certificate, or the certificate has not begun yet: at start the gateway does not start; on
+   * a reload the running certificate stays.
+   */
+  LISTENER_TLS: 'SCANGW_E_LISTENER_TLS',
   /** The sandbox's Kafka broker met a frame it cannot read, or could not make its certificates. */
   SANDBOX_KAFKA: 'SCANGW_E_SANDBOX_KAFKA',
   /** Stopping failed for some part, or took longer than the stop deadline. */
