@@ -14,6 +14,7 @@ import type { InputAdapter, IntakeSink } from '../inputs/types.js';
 import type { Logger } from '../log.js';
 import type { Mapper } from '../mapping/mapper.js';
 import type { Clock } from '../clock.js';
+import type { HaParts } from './ha-part.js';
 import type { Component, HttpPart, InputFactory, InputSet, ProductCheckPart, SandboxPart, SftpRoute, StatusEventsPart } from './parts.js';
 
 /** The upstream API as the app uses it: delivery's calls, and the client's close and token figures when it has them. */
@@ -84,6 +85,8 @@ export interface Gateway {
   readonly productCheck: ProductCheckPart;
   readonly inputs: InputSet;
   readonly createInput: InputFactory;
+  /** High availability, when `ha` is configured: the etcd client and the leader election. */
+  readonly ha: HaParts | undefined;
   readonly http: HttpPart;
   readonly metrics: GatewayMetrics;
   readonly adminActions: AdminActions;

@@ -6,6 +6,9 @@ import { HEALTH_THRESHOLDS } from '../health/derive.js';
 import type { GatewayStatus } from '../health/server.js';
 import { VERSION } from '../paths.js';
 import type { Gateway } from './gateway.js';
+import type { HaStatus } from '../ha/leadership.js';
+import { unmovableWhy } from '../config/ha-schema.js';
+import type { HaStatusView } from '../health/page-ha.js';
 
 /**
  * The parts' snapshots at this instant, composed into the status by {@link composeStatus}.
@@ -16,7 +19,7 @@ export function gatherStatus(g: Gateway): GatewayStatus {
   const nowMs = g.now();
   const { live, config } = g;
   const { current } = live;
-  return composeStatus({
+  const status = composeStatus({
     nowMs,
     phase: live.phase,
     version: VERSION,
@@ -46,4 +49,14 @@ export function gatherStatus(g: Gateway): GatewayStatus {
     sessions: live.mapper.openContainers(nowMs),
     admin: { enabled: g.deps.adminToken !== undefined, actions: availableActions({ token: g.deps.adminToken, actions: g.adminActions }) },
   });
+  return g.ha ? { ...status, ha: haStatus(g, g.ha.leadership.snapshot()) } : status;
+}
+
+/** The `ha` field of the status (docs/high-availability.md, "What is shown"). */
+function haStatus(g: Gateway, election: HaStatus): HaStatusView {
+  return {
+    ...election,
+    possibleDuplicates: g.store.reports.haPossibleDuplicates(20),
+    unmovableInputs: g.live.current.config.inputs.filter((i) => i.type === 'serial').map((i) => ({ id: i.id, why: unmovableWhy(i.id) })),
+  };
 }

@@ -179,4 +179,12 @@ export const DRAIN_MIGRATIONS: readonly string[] = [
     UPDATE scan_state_counts SET scans = scans - 1 WHERE state = 'delivered';
   END;
   `,
+  // High availability: the leader epoch (the etcd revision of the leader key's creation) every
+  // read was taken under, null without `ha`; and reads that came in a message the broker sent
+  // again after a takeover, which the previous leader may have committed too (possible duplicates).
+  `
+  ALTER TABLE reads ADD COLUMN leader_epoch INTEGER;
+  ALTER TABLE reads ADD COLUMN possible_duplicate INTEGER NOT NULL DEFAULT 0;
+  CREATE INDEX reads_possible_duplicate ON reads (id) WHERE possible_duplicate = 1;
+  `,
 ];

@@ -35,6 +35,7 @@ import {
   statusClock,
   tilesHtml,
 } from './page-cards.js';
+import { haCard } from './page-ha.js';
 import { genealogyHtml, itemHtml } from './page-item.js';
 import type { GatewayStatus } from './status.js';
 import type { StationSnapshot } from './station-page.js';
@@ -58,12 +59,14 @@ import type { StationSnapshot } from './station-page.js';
 export * from './page-format.js';
 export * from './page-cards.js';
 export * from './page-item.js';
+export * from './page-ha.js';
 
 /** The whole content of `<main>`: state banner, summary tiles and every card, in page order. */
 export function renderMain(s: GatewayStatus): string {
   return (
     bannerHtml(s) +
     tilesHtml(s) +
+    haCard(s) +
     inputsCard(s) +
     `<div class="pair">${bufferCard(s)}${deliveryCard(s)}</div>` +
     batchesCard(s) +
@@ -134,6 +137,7 @@ export const RENDER_FUNCTIONS = [
   bufferCounts,
   bannerHtml,
   tilesHtml,
+  haCard,
   inputsCard,
   bufferCard,
   deliveryCard,
