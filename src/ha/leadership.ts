@@ -9,6 +9,8 @@ export type HaRole = 'leader' | 'follower' | 'fenced';
 /** What the status, the page and the metrics show of the election (docs/high-availability.md, "What is shown"). */
 export interface HaStatus {
   nodeId: string;
+  /** The etcd key the pair elects its leader by (one per line). */
+  key: string;
   role: HaRole;
   /** Node id holding the leader key, as last seen (this node's own when it leads). */
   leader: string | undefined;
@@ -139,6 +141,7 @@ export class Leadership {
     const lead = this.role === 'leader';
     return {
       nodeId: this.o.nodeId,
+      key: this.o.key,
       role: this.role,
       leader: lead ? this.o.nodeId : this.leaderSeen?.nodeId,
       epoch: lead ? this.ownEpoch : this.leaderSeen?.epoch,
