@@ -149,6 +149,11 @@ describe('high availability: two gateways, one etcd lease, three faults', () => 
     await waitFor(() => leads(nodes[0]!), { timeoutMs: 15_000, intervalMs: 100, what: 'node A leads' });
     await start(nodes[1]!);
     await waitFor(async () => (await status(nodes[1]!))?.ha.role === 'follower', { timeoutMs: 10_000, what: 'node B is the standby' });
+    // The standby's page says whose standby it is; its leader check answers 503, the leader's 200.
+    const page = await (await fetch(`${nodes[1]!.url}/`)).text();
+    expect(page).toContain('Standby for node-A');
+    expect((await fetch(`${nodes[1]!.url}/api/v1/ha/leader`)).status).toBe(503);
+    expect(await (await fetch(`${nodes[0]!.url}/api/v1/ha/leader`)).json()).toMatchObject({ leader: true, nodeId: 'node-A', role: 'leader' });
 
     const publisher = await mqtt.connectAsync(broker.url, { clientId: 'sg-ha-publisher', protocolVersion: 5, clean: true });
     const published: string[] = [];

@@ -169,3 +169,23 @@ describe('intake under a fence', () => {
     }
   });
 });
+
+describe('config check under ha', () => {
+  it('warns of each serial input: it is bound to this machine and does not fail over', async () => {
+    const { haNotes } = await import('../../src/config/ha-schema.js');
+    const base = {
+      site: { id: 'ha', timezone: 'Europe/Berlin' },
+      upstream: { baseUrl: 'http://127.0.0.1:1', authUrl: 'http://127.0.0.1:1', clientId: 'demo-client' },
+      dcps: [{ key: 'GI-01', kind: 'goodsIn', productModelKey: 'PACK-A', supplierKey: 'SUP-0042' }],
+      inputs: [
+        { id: 'scanner-1', type: 'serial', path: '/dev/ttyUSB0', dcp: 'GI-01' },
+        { id: 'line', type: 'mqtt', url: 'mqtt://127.0.0.1:1', topics: ['t'], clientId: 'x', dcp: 'GI-01' },
+      ],
+    };
+    expect(haNotes(configSchema.parse(base))).toEqual([]);
+    const notes = haNotes(configSchema.parse({ ...base, ha: { nodeId: 'a', etcd: { endpoints: ['http://127.0.0.1:2379'] } } }));
+    expect(notes).toEqual([
+      { severity: 'note', where: 'inputs.0', message: expect.stringContaining('serial input scanner-1 is bound to this machine; it does not fail over: use a serial device server on TCP') },
+    ]);
+  });
+});
