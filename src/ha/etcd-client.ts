@@ -51,7 +51,7 @@ export class EtcdClient {
     const e = ha.etcd;
     return new EtcdClient({
       endpoints: e.endpoints,
-      // A third of the renewal period: a dead member leaves time to ask the next one.
+      // A tenth of the TTL: all three members can be asked within one renewal period (a third of it).
       requestTimeoutMs: Math.max(300, Math.floor(ha.leaseTtlMs / 10)),
       caFile: e.caFile,
       certFile: e.certFile,

@@ -79,6 +79,8 @@ export class Leadership {
   private lastTakeover: HaStatus['lastTakeover'];
   private lastFenced: HaStatus['lastFenced'];
   private keyGoneSeenAt: number | undefined;
+  /** After a leadership ends, this node campaigns again only from then on (monotonic): the other node goes first. */
+  private campaignFrom = -Infinity;
   private stopped = true;
   private loop: Promise<void> | undefined;
   private wake: (() => void) | undefined;
@@ -155,13 +157,17 @@ export class Leadership {
 
   private async run(): Promise<void> {
     while (!this.stopped) {
+      let ok = true;
       try {
         if (this.role === 'leader') await this.renew();
         else await this.follow();
       } catch (err) {
+        ok = false;
         this.failed(err);
       }
-      await this.sleep(this.role === 'leader' ? this.renewMs : this.pollMs);
+      // A failed renewal is tried again soon, not a third of the TTL later: etcd electing a new
+      // raft leader (a member killed) refuses requests for about a second, well within the deadline.
+      await this.sleep(this.role === 'leader' && ok ? this.renewMs : this.pollMs);
     }
   }
 
@@ -190,6 +196,7 @@ export class Leadership {
       return;
     }
     this.keyGoneSeenAt ??= this.mono();
+    if (this.mono() < this.campaignFrom) return;
     const sentAt = this.mono();
     const lease = await this.o.etcd.grant(this.o.leaseTtlMs);
     let result;
@@ -266,6 +273,9 @@ export class Leadership {
     const epoch = this.ownEpoch;
     this.role = 'fenced';
     this.deadline = -Infinity;
+    // A node that just gave up (a full disk, cut off from etcd) lets the other one take over first,
+    // instead of winning the key back at once and failing again.
+    this.campaignFrom = this.mono() + this.o.leaseTtlMs;
     this.lease = undefined;
     this.leaderSeen = undefined;
     clearTimeout(this.fenceTimer);

@@ -290,7 +290,7 @@ describe('high availability: two gateways, one etcd lease, three faults', () => 
         'high availability, takeover times (fault → the other node answers /api/v1/ha/leader 200; for the etcd member, the longest time with no leader):',
         ...results.map((r) => `  ${r.fault}: ${r.takeoverMs} ms${r.changed ? '' : ' (no takeover: the leader renewed through another member)'}`),
         `reads published ${published.length}, delivered ${counts.size} distinct, lost ${lost.length}; duplicates ${extra} (${doubled.length} references; bound ${bound} = ${takeovers} takeovers × in-flight window ${MAX_IN_FLIGHT}); flagged possible duplicates ${flagged.size}`,
-        `old leader (epoch ${fencing!.epoch}): reads committed after its SIGSTOP: ${fenced.committedAfter}`,
+        `old leader (epoch ${fencing!.epoch}): reads committed after its SIGSTOP: ${fenced.committedAfter}; commits it refused on resume (log lines "reads refused"): ${(fencing!.node.proc!.output().match(/reads refused/g) ?? []).length}`,
       ].join('\n'),
     );
 
