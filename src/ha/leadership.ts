@@ -164,6 +164,8 @@ export class Leadership {
       } catch (err) {
         ok = false;
         this.failed(err);
+        // The fence timer stops leading at the deadline; checked here too, whatever the timers do.
+        if (this.role === 'leader') this.checkDeadline();
       }
       // A failed renewal is tried again soon, not a third of the TTL later: etcd electing a new
       // raft leader (a member killed) refuses requests for about a second, well within the deadline.
@@ -256,13 +258,22 @@ export class Leadership {
   private extend(sentAt: number): void {
     this.lastContact = sentAt;
     this.deadline = sentAt + this.o.leaseTtlMs * FENCE_SHARE;
+    this.armFence();
+  }
+
+  private armFence(): void {
     clearTimeout(this.fenceTimer);
     this.fenceTimer = setTimeout(() => this.checkDeadline(), Math.max(0, this.deadline - this.mono()) + 1);
     this.fenceTimer.unref();
   }
 
+  /** At the deadline: stop leading. A timer can fire early against the monotonic clock (libuv's cached loop time): then it is armed again. */
   private checkDeadline(): void {
-    if (this.role !== 'leader' || this.mono() < this.deadline) return;
+    if (this.role !== 'leader') return;
+    if (this.mono() < this.deadline) {
+      this.armFence();
+      return;
+    }
     void this.lose(`no lease renewal within ${Math.round(this.o.leaseTtlMs * FENCE_SHARE)} ms of the last one`, true);
   }
 

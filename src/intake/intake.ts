@@ -6,6 +6,9 @@ import type { IntakeWrites } from '../buffer/intake-writes.js';
 import type { BufferStore, CommittedFile, CommittedMessage, IntakeRecord } from '../buffer/store.js';
 import type { Clock } from '../clock.js';
 import { IntakeDuplicates, type TakenReference } from './duplicates.js';
+import type { IntakeFence } from './fence.js';
+
+export type { IntakeFence } from './fence.js';
 
 /** Per-input counters since the gateway started, for the health page and metrics. */
 export interface InputCounters {
@@ -44,19 +47,6 @@ export interface IntakeGate {
   beginGroup?(): void;
   commitFailed(err: unknown): void;
   commitSucceeded(): void;
-}
-
-/**
- * High availability (src/ha/): whether this node may take reads now, checked in the same turn as
- * each commit, and the leader epoch they are stored with. Absent without `ha`.
- */
-export interface IntakeFence {
-  /** Why reads may not be taken now (not the leader, or past the lease's renewal deadline), or undefined. */
-  mayTake(): string | undefined;
-  /** The leader epoch reads are taken under now. */
-  epoch(): number | undefined;
-  /** A commit failed: a leader that cannot write its buffer gives way to the other node. */
-  commitFailed(err: unknown): void;
 }
 
 interface Pending {
