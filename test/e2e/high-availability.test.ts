@@ -69,7 +69,7 @@ function writeConfig(node: Node, endpoints: string[], broker: Broker, sandbox: R
     `site: { id: ha-line, timezone: Europe/Berlin }
 upstream: { baseUrl: ${sandbox.url}, authUrl: ${sandbox.url}, clientId: demo-client, requestTimeoutMs: 5000 }
 buffer: { path: ${join(node.dir, 'buffer.db')} }
-delivery: { mode: presigned, maxBatchScans: 400, presignedMaxScans: 400, maxBatchDelayMs: 50, statusPollMs: 60, statusPollMaxMs: 200, retryBaseMs: 30, retryMaxMs: 200 }
+delivery: { mode: presigned, maxBatchScans: 400, presignedMaxScans: 400, maxBatchDelayMs: 1500, statusPollMs: 60, statusPollMaxMs: 200, retryBaseMs: 30, retryMaxMs: 200 }
 http: { listen: 127.0.0.1:0 }
 log: { level: info }
 ha:
@@ -93,6 +93,16 @@ function bufferFacts(node: Node, sinceMs?: number): { flagged: Set<string>; comm
         ? 0
         : (db.prepare(`SELECT count(*) FROM reads r JOIN scan_rows s ON s.read_id = r.id WHERE s.created_at >= ?`).pluck().get(sinceMs) as number);
     return { flagged, committedAfter };
+  } finally {
+    db.close();
+  }
+}
+
+/** Scans in this node's buffer not delivered yet (its backlog), read from the file. */
+function backlog(node: Node): number {
+  const db = new Database(join(node.dir, 'buffer.db'), { readonly: true, fileMustExist: true });
+  try {
+    return db.prepare('SELECT undelivered_scans FROM buffer_totals WHERE id = 1').pluck().get() as number;
   } finally {
     db.close();
   }
@@ -188,7 +198,7 @@ describe('high availability: two gateways, one etcd lease, three faults', () => 
     };
 
     const phase = Math.ceil(READS / 3);
-    const results: { fault: string; takeoverMs: number; changed: boolean }[] = [];
+    const results: { fault: string; takeoverMs: number; changed: boolean; backlog?: number }[] = [];
 
     // ---- fault 1: SIGKILL of the leader ----------------------------------------------------------
     {
@@ -199,7 +209,10 @@ describe('high availability: two gateways, one etcd lease, three faults', () => 
       await old.proc!.kill();
       old.url = undefined;
       const t = await takeover(old, t0);
-      results.push({ fault: 'SIGKILL of the leader', takeoverMs: t.ms, changed: true });
+      // What the dead leader had committed and not delivered (batches wait up to 1.5 s): its backlog.
+      const left = backlog(old);
+      results.push({ fault: 'SIGKILL of the leader', takeoverMs: t.ms, changed: true, backlog: left });
+      expect(left).toBeGreaterThan(0);
       await publishing;
       // The killed node comes back as the standby and delivers what it had committed.
       await start(old);
@@ -221,7 +234,7 @@ describe('high availability: two gateways, one etcd lease, three faults', () => 
       const url = old.url;
       old.url = undefined; // a stopped process answers nobody
       const t = await takeover(old, stoppedAt);
-      results.push({ fault: 'SIGSTOP of the leader (3 lease times)', takeoverMs: t.ms, changed: true });
+      results.push({ fault: 'SIGSTOP of the leader (3 lease times)', takeoverMs: t.ms, changed: true, backlog: backlog(old) });
       const newEpoch = (await status(t.node))!.ha.epoch!;
       expect(newEpoch).toBeGreaterThan(epoch);
       await new Promise((r) => setTimeout(r, Math.max(0, stoppedAt + 3 * LEASE_TTL_MS - Date.now())));
@@ -288,7 +301,10 @@ describe('high availability: two gateways, one etcd lease, three faults', () => 
     console.log(
       [
         'high availability, takeover times (fault → the other node answers /api/v1/ha/leader 200; for the etcd member, the longest time with no leader):',
-        ...results.map((r) => `  ${r.fault}: ${r.takeoverMs} ms${r.changed ? '' : ' (no takeover: the leader renewed through another member)'}`),
+        ...results.map(
+          (r) =>
+            `  ${r.fault}: ${r.takeoverMs} ms${r.changed ? '' : ' (no takeover: the leader renewed through another member)'}${r.backlog === undefined ? '' : `; the old leader's backlog, drained by it as standby: ${r.backlog} scans`}`,
+        ),
         `reads published ${published.length}, delivered ${counts.size} distinct, lost ${lost.length}; duplicates ${extra} (${doubled.length} references; bound ${bound} = ${takeovers} takeovers × in-flight window ${MAX_IN_FLIGHT}); flagged possible duplicates ${flagged.size}`,
         `old leader (epoch ${fencing!.epoch}): reads committed after its SIGSTOP: ${fenced.committedAfter}; commits it refused on resume (log lines "reads refused"): ${(fencing!.node.proc!.output().match(/reads refused/g) ?? []).length}`,
       ].join('\n'),
