@@ -2,7 +2,8 @@
  * Migrations 10 to 13 of the buffer (see migrations.ts): the drain's SQLite floor, what
  * delivering a large backlog costs in SQLite (counting triggers, partial indexes, scan bodies
  * apart, delivered by the batch's state). They change how rows are stored, not what is stored.
- * Released: never edited.
+ * Released: never edited. New steps go at the end (the last: the high-availability columns of
+ * `reads`, what each read was taken under).
  */
 export const DRAIN_MIGRATIONS: readonly string[] = [
   // Drain: the two bulk moves of delivery, pending -> batched (forming a batch) and
