@@ -39,6 +39,9 @@ import {
   type InputFactory,
 } from './app/parts.js';
 import { reloadGateway } from './app/reload.js';
+import { HaPart, type HaParts } from './app/ha-part.js';
+import { EtcdClient } from './ha/etcd-client.js';
+import { Leadership } from './ha/leadership.js';
 import { gatherStatus } from './app/status.js';
 
 export { DELIVERY_STOP_GRACE_MS, type AppDeps } from './app/gateway.js';
@@ -93,7 +96,8 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
     deliveryPart(g.deliverer, g.sftp, deps.deliveryStopGraceMs ?? DELIVERY_STOP_GRACE_MS, g.logger),
     ...(g.statusEvents ? [g.statusEvents] : []),
     g.productCheck,
-    ...g.config.inputs.map(inputPartFor),
+    // Under `ha` the inputs run only while this node leads: the HA part starts and stops them.
+    ...(g.ha ? [new HaPart(g, g.ha, inputPartFor)] : g.config.inputs.map(inputPartFor)),
     g.http,
   ];
   let stopping: Promise<void> | undefined;
@@ -158,8 +162,23 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     now,
     ...(quota !== undefined ? { quotaBytes: quota } : { onDerivedQuota: (bytes: number, ceilingBytes: number) => backPressure.setByteQuota(bytes, ceilingBytes) }),
   });
+  const ha: HaParts | undefined = config.ha
+    ? (() => {
+        const etcd = EtcdClient.fromConfig(config.ha);
+        return { etcd, leadership: new Leadership({ etcd, nodeId: config.ha.nodeId, key: config.ha.key, leaseTtlMs: config.ha.leaseTtlMs, logger, now }) };
+      })()
+    : undefined;
   const intake = new Intake({
     store,
+    ...(ha
+      ? {
+          fence: {
+            mayTake: () => ha.leadership.mayTake(),
+            epoch: () => ha.leadership.epoch(),
+            commitFailed: (err: unknown) => ha.leadership.giveUp(`the buffer could not be written: ${(err as Error).message}`),
+          },
+        }
+      : {}),
     mapping: live.mapper,
     logger: logger.child({ component: 'intake' }),
     now,
@@ -206,7 +225,8 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     });
   });
   const listenerTls = config.http.tls ? new ListenerTls({ tls: config.http.tls, logger, now }) : undefined;
-  const createInput: InputFactory = deps.createInput ?? ((c, s, l) => defaultInput(c, s, l, { env: deps.env, scrub: deps.scrub, now }));
+  const haInput = ha ? { ha: { mayConnect: () => ha.leadership.mayTake() === undefined } } : {};
+  const createInput: InputFactory = deps.createInput ?? ((c, s, l) => defaultInput(c, s, l, { env: deps.env, scrub: deps.scrub, now, ...haInput }));
   const g: Gateway = {
     config,
     deps,
@@ -226,6 +246,7 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     productCheck,
     inputs,
     createInput,
+    ha,
     http: new HttpPart(config.http.listen, () => buildHttpServer(g), listenerTls),
     listenerTls,
     metrics,

@@ -225,6 +225,16 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
       'run `scan-gateway config check`: it names the key and the file; put the new certificate and its key in place together (write both beside, then rename them over); the files are watched, or send `systemctl kill -s HUP scan-gateway` (docs/operations.md, "TLS on the local listener")',
   },
   {
+    code: ErrorCodes.HA_ETCD,
+    meaning: 'high availability: the etcd cluster cannot be reached (every endpoint in `ha.etcd.endpoints` failed or timed out), refused the login or certificate, or answered an error; a leader that cannot renew its lease stops taking reads before the lease lapses',
+    whatToDo: 'check the etcd members (`etcdctl endpoint health`), the network to them, and `ha.etcd` (CA, client certificate, user and password file); the node campaigns again by itself',
+  },
+  {
+    code: ErrorCodes.HA_NOT_LEADER,
+    meaning: 'high availability: this node does not hold the leader lease (a standby, or a leader past its renewal deadline, fenced): the read was not taken and not acknowledged, so its source sends it again to the leader',
+    whatToDo: 'nothing for a standby; a fenced leader gives way to the other node, which takes over within the lease time (docs/high-availability.md)',
+  },
+  {
     code: ErrorCodes.SANDBOX_KAFKA,
     meaning: 'the Kafka endpoint of the sandbox (demo and tests only) received a frame it cannot read (not Kafka, a version it does not speak, a record batch with a wrong CRC-32C) and closed that connection, or could not make its certificates',
     whatToDo: 'check the client points at the sandbox with SASL_SSL and SCRAM-SHA-512 (`GET /_sandbox/kafka`); the sandbox log line names the client address and the frame',

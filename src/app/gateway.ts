@@ -15,6 +15,7 @@ import type { Logger } from '../log.js';
 import type { Mapper } from '../mapping/mapper.js';
 import type { Clock } from '../clock.js';
 import type { ListenerTls } from '../listener/listener-tls.js';
+import type { HaParts } from './ha-part.js';
 import type { Component, HttpPart, InputFactory, InputSet, ProductCheckPart, SandboxPart, SftpRoute, StatusEventsPart } from './parts.js';
 
 /** The upstream API as the app uses it: delivery's calls, and the client's close and token figures when it has them. */
@@ -85,6 +86,8 @@ export interface Gateway {
   readonly productCheck: ProductCheckPart;
   readonly inputs: InputSet;
   readonly createInput: InputFactory;
+  /** High availability, when `ha` is configured: the etcd client and the leader election. */
+  readonly ha: HaParts | undefined;
   readonly http: HttpPart;
   /** The local server's certificate, when `http.tls` is configured. */
   readonly listenerTls: ListenerTls | undefined;

@@ -46,7 +46,22 @@ export async function buildHttpServer(g: Gateway): Promise<FastifyInstance> {
       search: (prefix, limit) => reports().searchItems(prefix, limit),
     },
   });
-  if (g.inputs.adapters.some((i) => typeof (i as { registerRoutes?: unknown }).registerRoutes === 'function')) {
+  if (g.ha) {
+    // Under `ha` the inputs run only while this node leads, maybe not yet: the ingest routes are
+    // registered from a paused adapter of each (its token read, so a caller is told 503 with
+    // Retry-After on a standby, not 401); the running input answers once this node leads.
+    const httpInputs = config.inputs.filter((i) => i.type === 'http');
+    if (httpInputs.length > 0) {
+      const { isRouteInput } = await import('../inputs/http/http-input.js');
+      for (const c of httpInputs) {
+        const standby = await g.createInput(c, g.intake, logger);
+        if (!isRouteInput(standby)) continue;
+        standby.setPaused?.(true);
+        await standby.start();
+        await standby.registerRoutes(server, () => g.inputs.adapters.find((i) => i.id === c.id) ?? standby);
+      }
+    }
+  } else if (g.inputs.adapters.some((i) => typeof (i as { registerRoutes?: unknown }).registerRoutes === 'function')) {
     const { registerInputRoutes } = await import('../inputs/http/http-input.js');
     await registerInputRoutes(server, () => g.inputs.adapters);
   }

@@ -11,9 +11,9 @@ export async function defaultInput(
   config: InputConfig,
   sink: IntakeSink,
   logger: Logger,
-  extras: { env?: Record<string, string | undefined>; scrub?: (text: string) => string; now?: Clock } = {},
+  extras: { env?: Record<string, string | undefined>; scrub?: (text: string) => string; now?: Clock; ha?: { mayConnect: () => boolean } } = {},
 ): Promise<InputAdapter> {
-  const { env = {}, scrub, now } = extras;
+  const { env = {}, scrub, now, ha } = extras;
   // The app's clock, so a test that sets the app's time sets the inputs' receivedAt and dated folders too.
   const clock = now ? { now } : {};
   switch (config.type) {
@@ -27,7 +27,7 @@ export async function defaultInput(
     }
     case 'mqtt': {
       const { MqttInput } = await import('../inputs/mqtt/mqtt-input.js');
-      return new MqttInput({ config, sink, logger, env, ...clock });
+      return new MqttInput({ config, sink, logger, env, ...clock, ...(ha ? { ha } : {}) });
     }
     case 'tcp': {
       const { TcpInput } = await import('../inputs/tcp/tcp-input.js');

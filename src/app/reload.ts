@@ -23,6 +23,8 @@ export async function reloadGateway(g: Gateway, next: LoadedConfig, inputPartFor
       await input.stop();
     },
     startInput: async (inputConfig) => {
+      // Under `ha` a standby runs no input: the configuration in force is started on taking over.
+      if (g.ha && g.ha.leadership.mayTake() !== undefined) return;
       const part = inputPartFor(inputConfig);
       g.running.push(part);
       await part.start();

@@ -7,6 +7,9 @@ import type { GatewayStatus } from '../health/server.js';
 import { VERSION } from '../paths.js';
 import type { Gateway } from './gateway.js';
 import { tokensInClear } from './http.js';
+import type { HaStatus } from '../ha/leadership.js';
+import { unmovableWhy } from '../config/ha-schema.js';
+import type { HaStatusView } from '../health/page-ha.js';
 
 /**
  * The parts' snapshots at this instant, composed into the status by {@link composeStatus}.
@@ -18,7 +21,7 @@ export function gatherStatus(g: Gateway): GatewayStatus {
   const { live, config } = g;
   const { current } = live;
   const listenerTls = g.listenerTls?.status(nowMs);
-  return composeStatus({
+  const status = composeStatus({
     nowMs,
     phase: live.phase,
     version: VERSION,
@@ -49,4 +52,14 @@ export function gatherStatus(g: Gateway): GatewayStatus {
     admin: { enabled: g.deps.adminToken !== undefined, actions: availableActions({ token: g.deps.adminToken, actions: g.adminActions }) },
     listener: { ...(listenerTls ? { tls: listenerTls } : {}), tokensInClear: tokensInClear(g) },
   });
+  return g.ha ? { ...status, ha: haStatus(g, g.ha.leadership.snapshot()) } : status;
+}
+
+/** The `ha` field of the status (docs/high-availability.md, "What is shown"). */
+function haStatus(g: Gateway, election: HaStatus): HaStatusView {
+  return {
+    ...election,
+    possibleDuplicates: g.store.reports.haPossibleDuplicates(20),
+    unmovableInputs: g.live.current.config.inputs.filter((i) => i.type === 'serial').map((i) => ({ id: i.id, why: unmovableWhy(i.id) })),
+  };
 }

@@ -54,6 +54,7 @@ export class IntakeWrites {
   private readonly fileProgressStatement: Database.Statement;
   private readonly recentScansStatement: Database.Statement;
   private readonly pageCount: Database.Statement;
+  private readonly addCounter: Database.Statement;
   private pageSize: number | undefined;
 
   constructor(
@@ -63,9 +64,10 @@ export class IntakeWrites {
     private readonly scans: ScanInsert,
   ) {
     this.read = db.prepare(
-      `INSERT INTO reads (input_id, received_at, raw, source_time, dcp_key, origin, outcome, reason, source_dcp_key, parents, attributes, input_level)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT INTO reads (input_id, received_at, raw, source_time, dcp_key, origin, outcome, reason, source_dcp_key, parents, attributes, input_level, leader_epoch, possible_duplicate)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
+    this.addCounter = db.prepare(`INSERT INTO counters (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = value + excluded.value`);
     this.file = db.prepare(`INSERT OR IGNORE INTO files (input_id, hash, name, committed_at, items) VALUES (?, ?, ?, ?, ?)`);
     this.progress = db.prepare(
       `INSERT INTO file_progress (input_id, hash, name, items, updated_at) VALUES (?, ?, ?, ?, ?)
@@ -104,11 +106,13 @@ export class IntakeWrites {
    * database file) on the thread that commits, and at 500 reads/s one commit per read made that
    * 430 to 770 fsyncs a second, the event loop's longest stalls (docs/performance.md, section 10).
    */
-  commitIntake(records: readonly IntakeRecord[], nowMs: number, files: readonly CommittedFile[] = [], messages: readonly CommittedMessage[] = []): void {
+  commitIntake(records: readonly IntakeRecord[], nowMs: number, files: readonly CommittedFile[] = [], messages: readonly CommittedMessage[] = [], leaderEpoch?: number): void {
     if (this.path !== ':memory:' && (!smallCommit(records) || this.bytesBeyondEnd() > CHECKPOINT_BEYOND_END_BYTES)) this.db.pragma('wal_checkpoint(PASSIVE)');
     const { read, file, progress, progressDone, message } = this;
     this.db.transaction(() => {
+      let possibleDuplicates = 0;
       for (const r of records) {
+        if (r.possibleDuplicate) possibleDuplicates++;
         const receivedAt = r.receivedAt.toISOString();
         const info = read.run(
           r.inputId,
@@ -123,6 +127,8 @@ export class IntakeWrites {
           r.parents && r.parents.length > 0 ? JSON.stringify(r.parents) : null,
           r.attributes && Object.keys(r.attributes).length > 0 ? JSON.stringify(r.attributes) : null,
           r.inputLevel ? 1 : 0,
+          leaderEpoch ?? null,
+          r.possibleDuplicate ? 1 : 0,
         );
         if (r.scan) {
           // Most scans are timed by their reception (no source time): the same instant, formatted once.
@@ -140,6 +146,8 @@ export class IntakeWrites {
         if (f.remember !== false) file.run(f.inputId, f.hash, f.name ?? null, at, f.items);
       }
       for (const m of messages) message.run(m.inputId, m.packetId, m.topic, m.payloadSha256, nowMs);
+      // A lifetime count beside the batches' possible duplicates (counters), kept across restarts.
+      if (possibleDuplicates > 0) this.addCounter.run('haPossibleDuplicateReads', possibleDuplicates);
     }).immediate();
   }
 

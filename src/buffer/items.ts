@@ -42,6 +42,10 @@ export interface ItemRead {
   outcome: string;
   /** The note of a read mapped again by replay, or a time warning. */
   note: string | null;
+  /** High availability: the leader epoch it was taken under (null without `ha`). */
+  leaderEpoch: number | null;
+  /** High availability: it came in a message sent again after a takeover (1), a possible duplicate. */
+  possibleDuplicate: number;
 }
 
 /** One scan of the item: what was sent (or is waiting), and what became of it. */
@@ -193,7 +197,7 @@ export function traceItem(db: Database.Database, reference: string, options: Tra
        FROM batches WHERE id = ?`,
   );
   const readOf = db.prepare(
-    `SELECT id, input_id AS inputId, received_at AS receivedAt, raw, source_time AS sourceTime, origin, outcome, reason AS note FROM reads WHERE id = ?`,
+    `SELECT id, input_id AS inputId, received_at AS receivedAt, raw, source_time AS sourceTime, origin, outcome, reason AS note, ${haColumns(db)} FROM reads WHERE id = ?`,
   );
   const replacedOf = db.prepare(`SELECT id FROM scan_rows WHERE replayed_by = ?`).pluck();
   const scans: ItemScan[] = rows.map((r) => {
@@ -323,4 +327,13 @@ function parseBody(body: string): {
           .map((a) => ({ key: a.key, value: String(a.value) }))
       : [],
   };
+}
+
+/**
+ * The high-availability columns of `reads` (leader epoch, possible duplicate), or nulls on an
+ * older buffer read as it is (the operations commands beside an older gateway do not migrate).
+ */
+function haColumns(db: Database.Database): string {
+  const has = db.prepare(`SELECT 1 FROM pragma_table_info('reads') WHERE name = 'leader_epoch'`).get() !== undefined;
+  return has ? 'leader_epoch AS leaderEpoch, possible_duplicate AS possibleDuplicate' : 'NULL AS leaderEpoch, 0 AS possibleDuplicate';
 }

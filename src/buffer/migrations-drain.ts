@@ -2,7 +2,8 @@
  * Migrations 10 to 13 of the buffer (see migrations.ts): the drain's SQLite floor, what
  * delivering a large backlog costs in SQLite (counting triggers, partial indexes, scan bodies
  * apart, delivered by the batch's state). They change how rows are stored, not what is stored.
- * Released: never edited.
+ * Released: never edited. New steps go at the end (the last: the high-availability columns of
+ * `reads`, what each read was taken under).
  */
 export const DRAIN_MIGRATIONS: readonly string[] = [
   // Drain: the two bulk moves of delivery, pending -> batched (forming a batch) and
@@ -178,5 +179,13 @@ export const DRAIN_MIGRATIONS: readonly string[] = [
   BEGIN
     UPDATE scan_state_counts SET scans = scans - 1 WHERE state = 'delivered';
   END;
+  `,
+  // High availability: the leader epoch (the etcd revision of the leader key's creation) every
+  // read was taken under, null without `ha`; and reads that came in a message the broker sent
+  // again after a takeover, which the previous leader may have committed too (possible duplicates).
+  `
+  ALTER TABLE reads ADD COLUMN leader_epoch INTEGER;
+  ALTER TABLE reads ADD COLUMN possible_duplicate INTEGER NOT NULL DEFAULT 0;
+  CREATE INDEX reads_possible_duplicate ON reads (id) WHERE possible_duplicate = 1;
   `,
 ];

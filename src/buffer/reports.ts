@@ -165,6 +165,20 @@ export class BufferReports {
     return { uploads: get('possibleDuplicateUploads'), scans: get('possibleDuplicateScans') };
   }
 
+  /**
+   * High availability: reads stored as possible duplicates (sent again by the broker after a
+   * takeover), their lifetime count and the latest `limit` with their references.
+   */
+  haPossibleDuplicates(limit: number): { reads: number; recent: { reference: string | null; dcpKey: string | null; receivedAt: string; epoch: number | null }[] } {
+    const reads = (this.statement('haPossibleDuplicateReads', () => `SELECT value FROM counters WHERE name = 'haPossibleDuplicateReads'`, true).get() as number | undefined) ?? 0;
+    const recent = this.statement(
+      'haPossibleDuplicateRecent',
+      () => `SELECT s.reference AS reference, r.dcp_key AS dcpKey, r.received_at AS receivedAt, r.leader_epoch AS epoch
+               FROM (SELECT * FROM reads WHERE possible_duplicate = 1 ORDER BY id DESC LIMIT ?) r LEFT JOIN scan_rows s ON s.read_id = r.id ORDER BY r.id DESC`,
+    ).all(limit) as { reference: string | null; dcpKey: string | null; receivedAt: string; epoch: number | null }[];
+    return { reads, recent };
+  }
+
   /** See {@link queueReport}. */
   queue(nowMs: number): QueueReport {
     return queueReport(this.db, nowMs);

@@ -48,6 +48,11 @@ export interface IntakeRecord {
   reason?: string;
   /** True for an input-level rejection (nothing could be framed or parsed into a read). */
   inputLevel?: boolean;
+  /**
+   * High availability: the read came in a message the broker sent again (MQTT DUP) after a
+   * takeover, so the previous leader may have committed it too (docs/high-availability.md).
+   */
+  possibleDuplicate?: boolean;
   /** `bytes`: UTF-8 length of `body` (what the quota counts), when the caller knows it already. */
   scan?: { reference: string; dcpKey: string; instant: Date; body: string; bytes?: number };
 }

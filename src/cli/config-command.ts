@@ -1,4 +1,5 @@
 import { readFileSync, writeFileSync } from 'node:fs';
+import { haNotes } from '../config/ha-schema.js';
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { configJsonSchema, renderConfigDocs, renderConfigReference } from '../config/json-schema.js';
@@ -89,6 +90,7 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
       }
       // A rule's field that an input never supplies passes the schema but yields nothing on the line.
       for (const n of fieldSourceNotes(c)) findings.push({ severity: 'note', where: n.where, message: n.message });
+      findings.push(...haNotes(c));
       const preflightProblems = findings.filter((f) => f.severity === 'problem');
       const notes = findings.filter((f) => f.severity === 'note');
       const line = (f: PreflightFinding) => `${opts.config}: ${f.where ? `${f.where}: ` : ''}${f.message}`;

@@ -71,6 +71,7 @@ function scanLines(s: ItemScan, time: (iso: string | null) => string): string[] 
   if (s.read) {
     out.push(`  read ${s.read.id} from input ${s.read.inputId} at ${time(s.read.receivedAt)}: ${s.read.raw}${s.read.origin ? `   (${s.read.origin})` : ''}`);
     if (s.read.note) out.push(`  note: ${s.read.note}`);
+    if (s.read.leaderEpoch !== null && s.read.leaderEpoch !== undefined) out.push(`  taken under leader epoch ${s.read.leaderEpoch}${s.read.possibleDuplicate ? ' (possible duplicate: sent again by the broker after a takeover)' : ''}`);
   }
   if (s.batch) {
     out.push(

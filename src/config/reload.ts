@@ -20,7 +20,7 @@ import type { GatewayConfig, InputConfig } from './schema.js';
  */
 
 /** Sections whose change needs a restart of the gateway. */
-export const RESTART_SECTIONS = ['upstream', 'buffer', 'delivery', 'http', 'sandbox', 'log'] as const;
+export const RESTART_SECTIONS = ['upstream', 'buffer', 'delivery', 'http', 'sandbox', 'log', 'ha'] as const;
 
 /** What a reload from `current` to `next` does. */
 export interface ReloadPlan {

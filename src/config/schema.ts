@@ -3,6 +3,7 @@ import { key } from './common-schemas.js';
 import { crossCheck } from './cross-check.js';
 import { inputSchema } from './input-schemas.js';
 import { bufferSchema, httpSchema, sandboxSchema } from './local-schemas.js';
+import { haSchema } from './ha-schema.js';
 import { containerSchema, lookupsSchema, productCheckSchema, ruleSchema, timeCheckSchema } from './rules-schema.js';
 import { deliverySchema, upstreamSchema } from './upstream-schemas.js';
 
@@ -135,6 +136,9 @@ export const configSchema = z
       .describe('Container sessions: a read matching `open` (a pallet SSCC, a tray) becomes the parent of the reads after it at the same input or DCP.'),
     timeCheck: timeCheckSchema.prefault({}).describe('Plausibility of source time stamps.'),
     productCheck: productCheckSchema.prefault({}).describe('Checks of mapped product model keys against the upstream product list.'),
+    ha: haSchema
+      .optional()
+      .describe('High availability: two gateways for one line, the leader elected through an etcd lease; only the leader takes reads (docs/high-availability.md). Not set: this gateway runs alone.'),
   })
   .strict()
   // Runs even when parts are invalid, so one `config check` reports every mistake at once.

@@ -130,6 +130,12 @@ async function inputSecrets(config: GatewayConfig, env: Record<string, string | 
       // The input reports a missing secret itself when it starts.
     }
   }
+  // The etcd password of high availability, scrubbed like the inputs' (the election reads it at start).
+  const etcd = config.ha?.etcd;
+  if (etcd?.passwordFile !== undefined) {
+    const s = await readSecret({ what: 'etcd password (ha.etcd.passwordFile)', file: etcd.passwordFile, env }).catch(() => undefined);
+    if (s) out.set('ha.etcd', s);
+  }
   return out;
 }
 

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { HaStatusView } from './page-ha.js';
 import type { DeliveryApi } from '../delivery/types.js';
 import { ErrorCodes, httpStatusOf, isGatewayError } from '../errors.js';
 import type { GatewayStatus } from './status.js';
@@ -135,6 +136,32 @@ export class GatewayMetrics {
     bufferGauge('scan_gateway_intake_paused', '1 while intake is paused by back-pressure.', (s) => (s.buffer.intakePaused ? 1 : 0));
     bufferGauge('scan_gateway_delivery_paused', '1 while delivery is paused by an operator.', (s) => (s.delivery.paused ? 1 : 0));
     bufferGauge('scan_gateway_possible_duplicates', 'Scans that may be held twice by the service: in uploads sent again after their answer was lost (lifetime count, kept in the buffer).', (s) => s.delivery.possibleDuplicates ?? 0);
+    // High availability (`ha`): labelled by node and leader key (one key per pair), so a gateway
+    // without `ha` has no samples of them and an alert over a pair groups by key.
+    const haGauge = (name: string, help: string, value: (ha: HaStatusView) => number | undefined) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['node', 'key'],
+        registers: [r],
+        collect() {
+          this.reset();
+          const ha = snap()?.ha as HaStatusView | undefined;
+          const v = ha ? value(ha) : undefined;
+          if (ha && v !== undefined) this.set({ node: ha.nodeId, key: ha.key }, v);
+        },
+      });
+    haGauge('scan_gateway_ha_leader', 'High availability: 1 while this node leads (takes reads), 0 as standby or fenced.', (ha) => (ha.role === 'leader' ? 1 : 0));
+    haGauge('scan_gateway_ha_epoch', 'High availability: the leader epoch (etcd revision of the leader key) this node leads under, or last saw.', (ha) => ha.epoch);
+    haGauge('scan_gateway_ha_takeovers_total', 'High availability: takeovers by this node since it started (a counter).', (ha) => ha.takeovers);
+    haGauge('scan_gateway_ha_last_takeover_seconds', 'High availability: how long this node\'s last takeover took, from the lease lapse seen to its inputs started, in seconds.', (ha) =>
+      ha.lastTakeover ? ha.lastTakeover.tookMs / 1000 : undefined,
+    );
+    haGauge('scan_gateway_ha_etcd_reachable', 'High availability: 1 when the last request to etcd was answered.', (ha) => (ha.etcd.reachable ? 1 : 0));
+    haGauge('scan_gateway_ha_lease_renewal_age_seconds', 'High availability: age of the last successful lease renewal (leader) or look at the leader key (standby), in seconds.', (ha) =>
+      ha.lease.lastRenewalAgeMs === undefined ? undefined : ha.lease.lastRenewalAgeMs / 1000,
+    );
+    haGauge('scan_gateway_ha_possible_duplicates_total', 'High availability: reads stored as possible duplicates, sent again by the broker after a takeover (lifetime, kept in the buffer).', (ha) => ha.possibleDuplicates.reads);
     bufferGauge('scan_gateway_uptime_seconds', 'Seconds since the gateway started.', (s) => s.uptimeSec);
     // Prometheus convention for "when did X last succeed": alert on `time() - … > 900`. prom-client shows an unset unlabelled gauge as 0, so a buffer that never delivered reads 0 (a large age), not absent.
     bufferGauge('scan_gateway_last_upload_success_timestamp_seconds', 'Time of the last successful upload (a batch accepted by the service), in seconds since the Unix epoch; 0 on a buffer that has never delivered.', (s) =>

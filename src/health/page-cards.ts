@@ -277,7 +277,7 @@ export function sessionsCard(s: GatewayStatus): string {
 /** A card for each status field the page has no layout for (parts may add fields), shown generically. */
 export function extraCards(s: GatewayStatus): string {
   const tz = s.site?.timezone ?? 'UTC';
-  const known = ['state', 'reasons', 'healthProblems', 'recent', 'phase', 'generatedAt', 'site', 'version', 'startedAt', 'uptimeSec', 'config', 'buffer', 'delivery', 'inputs', 'batches', 'problems', 'sessions', 'admin', 'listener'];
+  const known = ['state', 'reasons', 'healthProblems', 'recent', 'phase', 'generatedAt', 'site', 'version', 'startedAt', 'uptimeSec', 'config', 'buffer', 'delivery', 'inputs', 'batches', 'problems', 'sessions', 'admin', 'listener', 'ha'];
   return Object.keys(s)
     .filter((k) => !known.includes(k) && s[k] !== null && typeof s[k] === 'object')
     .map((k) => {

@@ -36,6 +36,7 @@ import {
   statusClock,
   tilesHtml,
 } from './page-cards.js';
+import { haCard } from './page-ha.js';
 import { genealogyHtml, itemHtml } from './page-item.js';
 import type { GatewayStatus } from './status.js';
 import type { StationSnapshot } from './station-page.js';
@@ -59,12 +60,14 @@ import type { StationSnapshot } from './station-page.js';
 export * from './page-format.js';
 export * from './page-cards.js';
 export * from './page-item.js';
+export * from './page-ha.js';
 
 /** The whole content of `<main>`: state banner, summary tiles and every card, in page order. */
 export function renderMain(s: GatewayStatus): string {
   return (
     bannerHtml(s) +
     tilesHtml(s) +
+    haCard(s) +
     inputsCard(s) +
     `<div class="pair">${bufferCard(s)}${deliveryCard(s)}</div>` +
     batchesCard(s) +
@@ -136,6 +139,7 @@ export const RENDER_FUNCTIONS = [
   bufferCounts,
   bannerHtml,
   tilesHtml,
+  haCard,
   inputsCard,
   bufferCard,
   deliveryCard,

@@ -1,4 +1,5 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { HaStatusView } from './page-ha.js';
 import { Counter, Gauge } from 'prom-client';
 import { DEFAULT_HTTP_LIMITS, type HttpLimitsConfig } from '../config/schema.js';
 import { scrubValue, type Logger } from '../log.js';
@@ -250,8 +251,17 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
       filesRefusedLastHour: s.recent?.filesRefused ?? 0,
       lastSuccessfulUploadAt: s.delivery.lastSuccessAt ?? null,
       inputs: s.inputs.map((i) => ({ id: i.id, type: i.type, state: i.state, ...(i.lastError ? { lastError: i.lastError } : {}) })),
+      ...(s.ha ? { ha: haSummary(s.ha as HaStatusView) } : {}),
     };
     return reply.code(code).send(body);
+  });
+
+  // High availability: keepalived's check script asks whether this node leads (200) or not (503).
+  // Open like /healthz's state, without a token: it says only the role, the leader and the epoch.
+  app.get('/api/v1/ha/leader', async (_request, reply) => {
+    const ha = status().ha as HaStatusView | undefined;
+    if (!ha) return reply.code(503).send({ leader: false, ha: false });
+    return reply.code(ha.role === 'leader' ? 200 : 503).send({ leader: ha.role === 'leader', ...haSummary(ha) });
   });
 
   app.get('/readyz', async (_req, reply) => {
@@ -382,3 +392,8 @@ const unavailable = () => {
   throw new GatewayError(ErrorCodes.INTERNAL, 'admin actions are not wired in this server');
 };
 const unavailableActions: AdminActions = { retry: unavailable, pause: unavailable, resume: unavailable };
+
+/** The election in a few fields (healthz, the leader check). */
+function haSummary(ha: HaStatusView): Record<string, unknown> {
+  return { nodeId: ha.nodeId, role: ha.role, leaderNode: ha.leader ?? null, epoch: ha.epoch ?? null, etcdReachable: ha.etcd.reachable, lastTakeover: ha.lastTakeover ?? null, possibleDuplicates: ha.possibleDuplicates.reads };
+}

@@ -6,6 +6,9 @@ import type { IntakeWrites } from '../buffer/intake-writes.js';
 import type { BufferStore, CommittedFile, CommittedMessage, IntakeRecord } from '../buffer/store.js';
 import type { Clock } from '../clock.js';
 import { IntakeDuplicates, type TakenReference } from './duplicates.js';
+import type { IntakeFence } from './fence.js';
+
+export type { IntakeFence } from './fence.js';
 
 /** Per-input counters since the gateway started, for the health page and metrics. */
 export interface InputCounters {
@@ -81,6 +84,12 @@ export interface IntakeOptions {
   groupWindowMs?: number;
   /** Quota and full-disk handling; without it every commit is attempted. */
   gate?: IntakeGate;
+  /**
+   * High availability: reads are committed only while this node leads within its lease, stored
+   * with its epoch, and a message the broker sent again (DUP) is stored as a possible duplicate
+   * (the previous leader may have committed it). Without it (no `ha`) every commit is attempted.
+   */
+  fence?: IntakeFence;
   /**
    * Cuts known secrets out of a reason before it is stored (a refusal may quote the input, and
    * the input may hold a secret). The raw read is kept as received: it is the evidence.
@@ -286,9 +295,29 @@ export class Intake implements IntakeSink {
     const queued = this.queue;
     this.queue = [];
     if (queued.length === 0) return;
+    if (this.fenced(queued)) return;
     if (this.refuse(queued)) return;
     const group = this.admit(queued);
     if (group.length > 0) this.commit(group);
+  }
+
+  /**
+   * High availability: when this node may not take reads now (a standby, or a leader past its
+   * lease's renewal deadline, e.g. resumed after a stop), rejects every submit of the group with
+   * `SCANGW_E_HA_NOT_LEADER` (retryable) and answers true: nothing committed, nothing
+   * acknowledged, so the source sends it again to the leader. Checked in the same synchronous turn
+   * as the commit, on the monotonic clock.
+   */
+  private fenced(queued: readonly Pending[]): boolean {
+    const why = this.options.fence?.mayTake();
+    if (why === undefined) return false;
+    const refusal = new GatewayError(ErrorCodes.HA_NOT_LEADER, why, { retryable: true });
+    for (const p of queued) {
+      this.dedupe.forget(p.taken);
+      p.reject(refusal);
+    }
+    this.options.logger.warn({ submits: queued.length, reason: why }, 'reads refused: this node may not take reads now; not acknowledged, the source sends them again');
+    return true;
   }
 
   /**
@@ -379,14 +408,21 @@ export class Intake implements IntakeSink {
       return [{ inputId: c.inputId, hash: c.hash, name: c.name, items: c.itemsBefore + p.records.length, inProgress: !c.final, remember: c.remember }];
     });
     const messages = group.flatMap((p) => (p.message ? [p.message] : []));
+    const fence = this.options.fence;
+    if (fence) {
+      // The broker's resend after a takeover: the dead leader may have committed it before it
+      // could acknowledge (at most its in-flight window), and its identity is in that node's buffer.
+      for (const p of group) if (p.message?.dup) for (const r of p.records) r.possibleDuplicate = true;
+    }
     try {
-      writes.commitIntake(records, this.now(), files, messages);
+      writes.commitIntake(records, this.now(), files, messages, fence?.epoch());
     } catch (err) {
       // Nothing was written: forget the references taken so the source's retry is not a duplicate.
       for (const p of group) this.dedupe.forget(p.taken);
       const diskFull = isDiskFull(err);
       this.lastCommitError = { message: (err as Error).message, at: new Date(this.now()).toISOString() };
       gate?.commitFailed(err);
+      fence?.commitFailed(err);
       logger.error({ err, reads: records.length, diskFull }, 'commit of reads failed; sources are not acknowledged');
       const refusal = new GatewayError(
         diskFull ? ErrorCodes.BUFFER_DISK_FULL : ErrorCodes.BUFFER,

@@ -64,6 +64,10 @@ export const ErrorCodes = {
    * a reload the running certificate stays.
    */
   LISTENER_TLS: 'SCANGW_E_LISTENER_TLS',
+  /** High availability: etcd cannot be reached, refused the login or answered an error. The lease is renewed by the next attempt; a leader past its deadline stops taking reads. */
+  HA_ETCD: 'SCANGW_E_HA_ETCD',
+  /** High availability: this node does not hold the leader lease (a standby, or a leader fenced past its deadline): it takes no read; the source keeps it for the leader. Retryable. */
+  HA_NOT_LEADER: 'SCANGW_E_HA_NOT_LEADER',
   /** The sandbox's Kafka broker met a frame it cannot read, or could not make its certificates. */
   SANDBOX_KAFKA: 'SCANGW_E_SANDBOX_KAFKA',
   /** Stopping failed for some part, or took longer than the stop deadline. */

@@ -31,7 +31,17 @@ export interface MqttInputOptions {
    * (the window a crash must hit for the broker to send a committed message again).
    */
   onCommitted?: (messageId: number) => void;
+  /**
+   * High availability: the input runs on the leader only, and both nodes share its client id and
+   * session. mqtt.js's own reconnect is off; the input connects again after a lost connection only
+   * while `mayConnect()` answers true (this node holds the lease), and never after the broker said
+   * the session was taken over (MQTT 5 DISCONNECT 0x8E): two nodes must not evict each other.
+   */
+  ha?: { mayConnect: () => boolean };
 }
+
+/** MQTT 5 DISCONNECT reason code: another connection with the same client id took the session over. */
+export const SESSION_TAKEN_OVER = 0x8e;
 
 const SUBMIT_RETRY_MAX_MS = 30_000;
 /** Least time between two log lines about reads the buffer refused, in ms. */
@@ -94,6 +104,9 @@ export class MqttInput implements InputAdapter {
   /** The current client is being closed: messages are not taken (the broker sends them again). */
   private closing = false;
   private lastError: string | undefined;
+  /** High availability: the broker handed the session to another connection; this input does not connect again. */
+  private takenOver = false;
+  private reconnectTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: MqttInputOptions) {
     this.config = options.config;
@@ -113,6 +126,9 @@ export class MqttInput implements InputAdapter {
   async start(): Promise<void> {
     this.stopping = false;
     this.clientOptions = await mqttClientOptions(this.config, this.options.env ?? {});
+    // High availability: reconnects are the input's own, each asking whether this node still leads.
+    if (this.options.ha) this.clientOptions.reconnectPeriod = 0;
+    this.takenOver = false;
     if (this.clientOptions.password !== undefined && /^(mqtt|ws):/i.test(this.config.url)) {
       this.log.warn(
         { url: safeUrl(this.config.url) },
@@ -125,6 +141,7 @@ export class MqttInput implements InputAdapter {
   /** Stops taking messages; resolves after those in flight are committed and acknowledged (or given up). */
   async stop(): Promise<void> {
     this.stopping = true;
+    clearTimeout(this.reconnectTimer);
     for (const wake of this.sleepers) wake();
     await this.queue(() => this.close('offline'));
     await Promise.allSettled([...this.work]);
@@ -216,12 +233,19 @@ export class MqttInput implements InputAdapter {
       if (this.lastError !== err.message) this.log.warn({ err }, 'MQTT client error');
       this.lastError = err.message;
     });
+    client.on('disconnect', (packet: { reasonCode?: number }) => {
+      if (client !== this.client || packet.reasonCode !== SESSION_TAKEN_OVER) return;
+      this.takenOver = true;
+      this.lastError = 'the broker handed the session to another connection with the same client id (session taken over)';
+      this.log.warn({ reasonCode: packet.reasonCode }, 'session taken over by another connection with this client id; not connecting again');
+    });
     client.on('close', () => {
       if (client !== this.client) return;
       this.acks?.reset();
       this.acks = undefined;
       for (const wake of this.sleepers) wake();
       if (this.closing || this.stopping) return;
+      if (this.options.ha) this.haReconnect(client);
       if (this.state.down(`${safeUrl(this.config.url)}: ${this.lastError ?? 'connection closed'}`)) {
         this.log.warn({ reconnectInMs: this.config.reconnectMs }, 'connection to broker lost; reconnecting');
       }
@@ -238,6 +262,26 @@ export class MqttInput implements InputAdapter {
       void isReady.then(done);
       client.on('close', done);
     });
+  }
+
+  /**
+   * High availability: after a lost connection, one new connection in `reconnectMs`, only while
+   * this node leads and the session was not taken over by another connection.
+   */
+  private haReconnect(client: MqttClient): void {
+    clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = setTimeout(() => {
+      void this.queue(async () => {
+        if (client !== this.client || this.stopping || this.closing) return;
+        if (this.takenOver || !this.options.ha!.mayConnect()) {
+          this.log.warn({ takenOver: this.takenOver }, 'not connecting again: this node does not lead, or another connection took the session');
+          return;
+        }
+        client.end(true);
+        this.client = undefined;
+        await this.open();
+      });
+    }, this.config.reconnectMs);
   }
 
   /** Subscribes to the configured topics; answers whether the broker granted every one. */

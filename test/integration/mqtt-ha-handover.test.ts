@@ -1,0 +1,78 @@
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connectAsync } from 'mqtt';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mqttInputSchema } from '../../src/config/input-schemas.js';
+import { MqttInput } from '../../src/inputs/mqtt/mqtt-input.js';
+import { FakeSink } from '../helpers/fake-sink.js';
+import { memoryLogger } from '../helpers/log-lines.js';
+import { startMosquitto, type Broker } from '../helpers/mosquitto.js';
+import { waitFor } from '../helpers/wait.js';
+
+/**
+ * The MQTT input under `ha` against a real mosquitto: two nodes share one client id and session.
+ * A node that does not lead never connects again after a lost connection (its session taken over
+ * by the new leader, or the broker gone): the two never evict each other, and the session's
+ * messages go to the new one. (mosquitto 2.0 closes a taken-over MQTT 5 connection without a
+ * DISCONNECT 0x8E; the input also stays away on 0x8E from brokers that send it.)
+ */
+describe('MQTT hand-over under ha', () => {
+  let broker: Broker;
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'sg-mqtt-ha-'));
+    await chmod(dir, 0o755);
+    broker = await startMosquitto(join(dir, 'broker'));
+  });
+  afterAll(async () => {
+    await broker?.stop();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const config = (clientId: string) =>
+    mqttInputSchema.parse({ id: 'line', type: 'mqtt', url: broker.url, topics: ['ha/scans'], clientId, dcp: 'L1', reconnectMs: 100, statusTopic: false });
+
+  it('the old node, fenced, does not connect again when the new leader takes the session over; the new one keeps it', async () => {
+    let oldLeads = true;
+    const oldLog = memoryLogger('info');
+    const oldSink = new FakeSink();
+    const old = new MqttInput({ config: config('sg-ha-pair'), sink: oldSink, logger: oldLog.logger, ha: { mayConnect: () => oldLeads } });
+    await old.start();
+    expect(old.status().state).toBe('up');
+    // The old leader is fenced (its lease lapsed, say it hung); its inputs are not stopped yet.
+    oldLeads = false;
+    const newSink = new FakeSink();
+    const fresh = new MqttInput({ config: config('sg-ha-pair'), sink: newSink, logger: memoryLogger('info').logger, ha: { mayConnect: () => true } });
+    await fresh.start();
+    // mosquitto 2.0 closes the old connection (without DISCONNECT 0x8E): the old node must not connect again.
+    await waitFor(() => old.status().state === 'down', { what: `the old node lost its connection; its log: ${oldLog.lines.join('\n')}` });
+    // Ten reconnect periods: the old node stays away, the new one stays connected.
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(fresh.status().state).toBe('up');
+    expect(old.status().state).toBe('down');
+    expect(oldLog.lines.some((l) => l.includes('not connecting again'))).toBe(true);
+
+    const pub = await connectAsync(broker.url, { clientId: 'sg-ha-publisher' });
+    await pub.publishAsync('ha/scans', 'CELL-1', { qos: 1 });
+    await waitFor(() => newSink.items.length === 1, { what: 'the new leader takes the read' });
+    expect(oldSink.items).toEqual([]);
+    await pub.endAsync();
+    await fresh.stop();
+    await old.stop();
+  });
+
+  it('a node that does not lead does not connect again after a lost connection', async () => {
+    let leads = true;
+    const log = memoryLogger('info');
+    const input = new MqttInput({ config: config('sg-ha-alone'), sink: new FakeSink(), logger: log.logger, ha: { mayConnect: () => leads } });
+    await input.start();
+    expect(input.status().state).toBe('up');
+    leads = false;
+    await broker.restart();
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(input.status().state).toBe('down');
+    expect(log.lines.some((l) => l.includes('not connecting again'))).toBe(true);
+    await input.stop();
+  });
+});
