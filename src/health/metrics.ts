@@ -153,7 +153,20 @@ export class GatewayMetrics {
       });
     haGauge('scan_gateway_ha_leader', 'High availability: 1 while this node leads (takes reads), 0 as standby or fenced.', (ha) => (ha.role === 'leader' ? 1 : 0));
     haGauge('scan_gateway_ha_epoch', 'High availability: the leader epoch (etcd revision of the leader key) this node leads under, or last saw.', (ha) => ha.epoch);
-    haGauge('scan_gateway_ha_takeovers_total', 'High availability: takeovers by this node since it started (a counter).', (ha) => ha.takeovers);
+    // Counts exposed as Prometheus counters, so increase() and rate() read them as counts.
+    const haCounter = (name: string, help: string, value: (ha: HaStatusView) => number) =>
+      new Counter({
+        name,
+        help,
+        labelNames: ['node', 'key'],
+        registers: [r],
+        collect() {
+          this.reset();
+          const ha = snap()?.ha as HaStatusView | undefined;
+          if (ha) this.inc({ node: ha.nodeId, key: ha.key }, value(ha));
+        },
+      });
+    haCounter('scan_gateway_ha_takeovers_total', 'High availability: takeovers by this node since it started.', (ha) => ha.takeovers);
     haGauge('scan_gateway_ha_last_takeover_seconds', 'High availability: how long this node\'s last takeover took, from the lease lapse seen to its inputs started, in seconds.', (ha) =>
       ha.lastTakeover ? ha.lastTakeover.tookMs / 1000 : undefined,
     );
@@ -161,7 +174,7 @@ export class GatewayMetrics {
     haGauge('scan_gateway_ha_lease_renewal_age_seconds', 'High availability: age of the last successful lease renewal (leader) or look at the leader key (standby), in seconds.', (ha) =>
       ha.lease.lastRenewalAgeMs === undefined ? undefined : ha.lease.lastRenewalAgeMs / 1000,
     );
-    haGauge('scan_gateway_ha_possible_duplicates_total', 'High availability: reads stored as possible duplicates, sent again by the broker after a takeover (lifetime, kept in the buffer).', (ha) => ha.possibleDuplicates.reads);
+    haCounter('scan_gateway_ha_possible_duplicates_total', 'High availability: reads stored as possible duplicates, sent again by the broker after a takeover (lifetime, kept in the buffer).', (ha) => ha.possibleDuplicates.reads);
     bufferGauge('scan_gateway_uptime_seconds', 'Seconds since the gateway started.', (s) => s.uptimeSec);
     // Prometheus convention for "when did X last succeed": alert on `time() - … > 900`. prom-client shows an unset unlabelled gauge as 0, so a buffer that never delivered reads 0 (a large age), not absent.
     bufferGauge('scan_gateway_last_upload_success_timestamp_seconds', 'Time of the last successful upload (a batch accepted by the service), in seconds since the Unix epoch; 0 on a buffer that has never delivered.', (s) =>
