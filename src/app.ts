@@ -225,7 +225,9 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     });
   });
   const listenerTls = config.http.tls ? new ListenerTls({ tls: config.http.tls, logger, now }) : undefined;
-  const haInput = ha ? { ha: { mayConnect: () => ha.leadership.mayTake() === undefined } } : {};
+  // The will waits three lease times: a standby resumes the shared session within about one, and
+  // the broker then drops the old leader's `offline`.
+  const haInput = ha && config.ha ? { ha: { mayConnect: () => ha.leadership.mayTake() === undefined, willDelaySec: Math.ceil((3 * config.ha.leaseTtlMs) / 1000) } } : {};
   const createInput: InputFactory = deps.createInput ?? ((c, s, l) => defaultInput(c, s, l, { env: deps.env, scrub: deps.scrub, now, ...haInput }));
   const g: Gateway = {
     config,

@@ -5,6 +5,7 @@ import { connectAsync } from 'mqtt';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mqttInputSchema } from '../../src/config/input-schemas.js';
 import { MqttInput } from '../../src/inputs/mqtt/mqtt-input.js';
+import { mqttClientOptions } from '../../src/inputs/mqtt/mqtt-options.js';
 import { FakeSink } from '../helpers/fake-sink.js';
 import { memoryLogger } from '../helpers/log-lines.js';
 import { startMosquitto, type Broker } from '../helpers/mosquitto.js';
@@ -74,5 +75,26 @@ describe('MQTT hand-over under ha', () => {
     expect(input.status().state).toBe('down');
     expect(log.lines.some((l) => l.includes('not connecting again'))).toBe(true);
     await input.stop();
+  });
+
+  it('a leader that dies leaves no offline will while the standby resumes the shared session within willDelaySec', async () => {
+    const withStatus = mqttInputSchema.parse({ id: 'line', type: 'mqtt', url: broker.url, topics: ['ha/scans'], clientId: 'sg-ha-will', dcp: 'L1', reconnectMs: 100 });
+    const observer = await connectAsync(broker.url, { clientId: 'sg-ha-observer' });
+    const seen: string[] = [];
+    observer.on('message', (_topic, payload) => seen.push(payload.toString()));
+    await observer.subscribeAsync('scan-gateway/sg-ha-will/status', { qos: 1 });
+    // The dying leader: the input's own connection options, its socket then cut as a SIGKILL would.
+    const dying = await connectAsync(broker.url, { ...(await mqttClientOptions(withStatus, {}, { willDelaySec: 15 })), reconnectPeriod: 0 });
+    dying.stream.destroy();
+    await new Promise((r) => setTimeout(r, 500));
+    const fresh = new MqttInput({ config: withStatus, sink: new FakeSink(), logger: memoryLogger('info').logger, ha: { mayConnect: () => true, willDelaySec: 15 } });
+    await fresh.start();
+    await waitFor(() => seen.includes('online'), { what: 'the new leader says online' });
+    await new Promise((r) => setTimeout(r, 1000));
+    // Without the delay the broker publishes the dead connection's will at once: `offline` while the standby takes over.
+    expect(seen).toEqual(['online']);
+    await fresh.stop();
+    dying.end(true);
+    await observer.endAsync();
   });
 });

@@ -36,8 +36,9 @@ export interface MqttInputOptions {
    * session. mqtt.js's own reconnect is off; the input connects again after a lost connection only
    * while `mayConnect()` answers true (this node holds the lease), and never after the broker said
    * the session was taken over (MQTT 5 DISCONNECT 0x8E): two nodes must not evict each other.
+   * `willDelaySec`: how long the broker holds the `offline` will, in s (see mqttClientOptions).
    */
-  ha?: { mayConnect: () => boolean };
+  ha?: { mayConnect: () => boolean; willDelaySec?: number };
 }
 
 /** MQTT 5 DISCONNECT reason code: another connection with the same client id took the session over. */
@@ -125,7 +126,7 @@ export class MqttInput implements InputAdapter {
    */
   async start(): Promise<void> {
     this.stopping = false;
-    this.clientOptions = await mqttClientOptions(this.config, this.options.env ?? {});
+    this.clientOptions = await mqttClientOptions(this.config, this.options.env ?? {}, { willDelaySec: this.options.ha?.willDelaySec });
     // High availability: reconnects are the input's own, each asking whether this node still leads.
     if (this.options.ha) this.clientOptions.reconnectPeriod = 0;
     this.takenOver = false;

@@ -37,12 +37,15 @@ export function maximumPacketSize(maxPayloadBytes: number): number {
  * session expiry), receive maximum = `maxInFlight`, maximum packet size from `maxPayloadBytes`
  * ({@link maximumPacketSize}), TLS material read from its files (server
  * certificates always verified), the password from `passwordEnv` or `passwordFile`, and a
- * retained last will `offline` on the status topic.
+ * retained last will `offline` on the status topic. With `willDelaySec` (MQTT 5, two nodes sharing
+ * one session under high availability) the broker holds the will that long and drops it when the
+ * session is resumed meanwhile (MQTT 5.0 §3.1.3.2.2), so a takeover does not leave a retained
+ * `offline` over the new leader's `online`.
  *
  * @throws GatewayError `SCANGW_E_SECRET` when the password file cannot be read or the named
  *   environment variable is unset; `SCANGW_E_INPUT` when a TLS file cannot be read.
  */
-export async function mqttClientOptions(config: MqttInputConfig, env: Record<string, string | undefined>): Promise<IClientOptions> {
+export async function mqttClientOptions(config: MqttInputConfig, env: Record<string, string | undefined>, opts: { willDelaySec?: number } = {}): Promise<IClientOptions> {
   const what = `MQTT password of input ${config.id}`;
   const password = await readSecret({ what, envName: config.passwordEnv, file: config.passwordFile, env });
   if (config.passwordEnv !== undefined && password === undefined) {
@@ -78,7 +81,17 @@ export async function mqttClientOptions(config: MqttInputConfig, env: Record<str
     ...(await tls(config.keyFile, 'key')),
     ...(config.username !== undefined ? { username: config.username } : {}),
     ...(password !== undefined ? { password } : {}),
-    ...(statusTopic ? { will: { topic: statusTopic, payload: Buffer.from('offline'), qos: 1 as const, retain: true } } : {}),
+    ...(statusTopic
+      ? {
+          will: {
+            topic: statusTopic,
+            payload: Buffer.from('offline'),
+            qos: 1 as const,
+            retain: true,
+            ...(config.protocolVersion === 5 && opts.willDelaySec ? { properties: { willDelayInterval: opts.willDelaySec } } : {}),
+          },
+        }
+      : {}),
     ...(config.protocolVersion === 5
       ? { properties: { sessionExpiryInterval: config.sessionExpirySec, receiveMaximum: config.maxInFlight, maximumPacketSize: maximumPacketSize(config.maxPayloadBytes) } }
       : {}),
