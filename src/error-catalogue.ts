@@ -222,7 +222,7 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
     meaning:
       "the local server's TLS files (`http.tls`) cannot be read, are not PEM, or the key is not the certificate's; or a renewed certificate has ended or has not begun. At start the gateway does not start; on a reload (SIGHUP, the files changed) the running certificate stays and the page says so",
     whatToDo:
-      'run `scan-gateway config check`: it names the key and the file; put the new certificate and its key in place together (write both beside, then rename them over); the files are watched, or send `systemctl kill -s HUP scan-gateway` (docs/operations.md, "TLS on the local listener")',
+      'run `scan-gateway config check`: it names the key and the file; put the new certificate and its key in place together (write both beside, then rename them over); the files are watched, or run `systemctl reload scan-gateway` (docs/operations.md, "TLS on the local listener")',
   },
   {
     code: ErrorCodes.HA_ETCD,
