@@ -1,9 +1,11 @@
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { ErrorCodes } from '../../src/errors.js';
+import { CONFIG_MAX_BYTES } from '../../src/config/read-file.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { loadSandboxConfig, demoClient, startSandbox, SandboxState, DEMO_DCPS } from '@scan-gateway/sandbox';
 import { UpstreamClient } from '../../src/upstream/client.js';
@@ -88,6 +90,20 @@ describe('sandbox configuration file', () => {
     writeFileSync(noSecret, 'clients:\n  - { clientId: x, clientSecretFile: missing.secret, dcps: [D] }\n');
     expect(() => loadSandboxConfig(noSecret, { baseDir: dir })).toThrow(expect.objectContaining({ code: ErrorCodes.SECRET }));
     expect(() => loadSandboxConfig(join(dir, 'none.yaml'), { baseDir: dir })).toThrow(expect.objectContaining({ code: ErrorCodes.CONFIG }));
+  });
+
+  it('reads its file as a regular file up to the bound: a device, a FIFO and an oversized file are refused with what they are', () => {
+    const fifo = join(dir, 'config.fifo');
+    execFileSync('mkfifo', [fifo]);
+    const big = join(dir, 'big.yaml');
+    writeFileSync(big, `# ${'x'.repeat(CONFIG_MAX_BYTES)}\n`);
+    for (const [file, why] of [
+      ['/dev/zero', /a character device, not a regular file/],
+      [fifo, /a FIFO \(named pipe\), not a regular file/],
+      [big, /more than the 1048576-byte limit/],
+    ] as const) {
+      expect(() => loadSandboxConfig(file, { baseDir: dir })).toThrow(expect.objectContaining({ code: ErrorCodes.CONFIG, message: expect.stringMatching(why) }));
+    }
   });
 
   it('starts with the given faults and keeps clients apart: own products, own batches, own DCPs', async () => {

@@ -4,6 +4,7 @@ import { parse } from 'yaml';
 import { z } from 'zod';
 import { ErrorCodes, GatewayError } from '@scan-gateway/contract/errors';
 import { formatPath } from '@scan-gateway/contract';
+import { readConfigFile } from '@scan-gateway/contract/read-file';
 import { faultsSchema, type SandboxClient, type SandboxOptions } from './types.js';
 
 /**
@@ -75,9 +76,11 @@ export const sandboxFileSchema = z
 export function loadSandboxConfig(file: string, options: { baseDir: string }): SandboxOptions {
   let text: string;
   try {
-    text = readFileSync(file, 'utf8');
+    text = readConfigFile(file).toString('utf8');
   } catch (err) {
-    throw new GatewayError(ErrorCodes.CONFIG, `sandbox configuration ${file} cannot be read`, { cause: err });
+    // A FIFO, a device or an oversized file is refused with its reason, read no further than the bound.
+    const why = err instanceof GatewayError ? `: it ${err.message}` : ' cannot be read';
+    throw new GatewayError(ErrorCodes.CONFIG, `sandbox configuration ${file}${why}`, { cause: err });
   }
   let raw: unknown;
   try {
