@@ -179,4 +179,29 @@ export const DRAIN_MIGRATIONS: readonly string[] = [
     UPDATE scan_state_counts SET scans = scans - 1 WHERE state = 'delivered';
   END;
   `,
+
+  // Lookup by any form of a GS1 identifier (src/buffer/item-keys.ts): the identifying AIs of each
+  // scan (primary keys such as 00 SSCC and 01 GTIN, and key qualifiers such as 10 batch/lot and
+  // 21 serial), taken from its read and its reference, so an item is found by its serial, its SSCC,
+  // its lot or its GTIN, and by any carrier form, also when its reference is the raw read an older
+  // configuration sent. Keyed by value first: a search by a value alone seeks it. Written by
+  // ScanInsert; deleted with the scan. Filled here from the scans already stored through the
+  // function gs1_keys (item-keys.ts, registered on the connection before migrating): parsing costs
+  // a few microseconds per GS1 read, plain references are skipped unparsed.
+  `
+  CREATE TABLE scan_keys (
+    value TEXT NOT NULL,
+    ai TEXT NOT NULL,
+    scan_id INTEGER NOT NULL,
+    PRIMARY KEY (value, ai, scan_id)
+  ) WITHOUT ROWID;
+  CREATE INDEX scan_keys_scan ON scan_keys (scan_id);
+  INSERT OR IGNORE INTO scan_keys (value, ai, scan_id)
+    SELECT k.value ->> '$[1]', k.value ->> '$[0]', r.id
+      FROM scan_rows r JOIN reads d ON d.id = r.read_id, json_each(gs1_keys(d.raw, r.reference)) k;
+  CREATE TRIGGER scan_rows_keys_delete AFTER DELETE ON scan_rows
+  BEGIN
+    DELETE FROM scan_keys WHERE scan_id = OLD.id;
+  END;
+  `,
 ];
