@@ -36,7 +36,7 @@ export const valueSourceSchema = z
       .enum(['canonical'])
       .optional()
       .describe(
-        '`canonical` = the one identifier of a GS1 read whatever carried it (GS1 DataMatrix or GS1-128 with or without symbology identifier, bracketed text, a Digital Link URI on any domain): the GS1 Digital Link URI on https://id.gs1.org with the primary key and its key qualifiers only, e.g. `https://id.gs1.org/01/09521234543213/21/C2611030001234`. No value for a plain code or one without a primary key. See "The canonical GS1 reference" below.',
+        '`canonical` = the one identifier of a GS1 read whatever carried it (GS1 DataMatrix or GS1-128 with or without symbology identifier, bracketed text, a Digital Link URI on any domain): the GS1 Digital Link URI on https://id.gs1.org with the primary key and its key qualifiers only, e.g. `https://id.gs1.org/01/09521234543213/21/C2611030001234`. No value for a plain code or one without a primary key. Which AIs identify: docs/configuration.md, "The canonical GS1 reference".',
       ),
     group: z.string().min(1).optional().describe("A named group of the rule's `match.regex`, e.g. `serial` for `(?<serial>…)`."),
     field: z

@@ -76,9 +76,9 @@ function primaryKey(elements: readonly Gs1Element[]): Gs1Element | undefined {
  * Digital Link primary key (a read of only a serial or a batch identifies nothing on its own).
  *
  * The path keeps the primary key and its key qualifiers, in the order the Digital Link standard
- * fixes (for 01 and 8006: 22, 10, 21). When the serial (21) is present, it with the GTIN already
- * identifies one instance (General Specifications 2.1, SGTIN), so 22 and 10 are left out and the
- * batch/lot stays an attribute: the same pack is one item whether or not a label printed its lot. A
+ * fixes (for 01 and 8006: 22, 10, 21). When the serial (21) is present, it with the GTIN
+ * already identifies one instance (General Specifications 2.1, and AI 21 in section 3: a serial is
+ * unique within its GTIN), so 22 and 10 are left out and the batch/lot stays an attribute: the same pack is one item whether or not a label printed its lot. A
  * batch-level read (01 + 10, no 21) keeps 10: the batch is what it identifies.
  */
 export function canonicalReference(elements: readonly Gs1Element[]): CanonicalReference | undefined {

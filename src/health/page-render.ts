@@ -35,7 +35,7 @@ import {
   statusClock,
   tilesHtml,
 } from './page-cards.js';
-import { genealogyHtml, itemHtml } from './page-item.js';
+import { genealogyHtml, gs1LookupHtml, itemHtml } from './page-item.js';
 import type { GatewayStatus } from './status.js';
 import type { StationSnapshot } from './station-page.js';
 
@@ -144,5 +144,6 @@ export const RENDER_FUNCTIONS = [
   configCard,
   renderMain,
   genealogyHtml,
+  gs1LookupHtml,
   itemHtml,
 ];

@@ -16,7 +16,7 @@ describe('canonical GS1 reference', () => {
   const pack = 'https://id.gs1.org/01/09521234543213/21/C2611030001234';
 
   it('gives one reference for the same pack read as GS1 DataMatrix, GS1-128, a QR Digital Link and bracketed text', () => {
-    // GTIN 09521234543213: the example GTIN of the GS1 General Specifications (figures of 2.1 and 3.4.1).
+    // GTIN 09521234543213: the example GTIN used throughout the GS1 General Specifications (sections 2 and 3).
     const carriers = [
       `]d2010952123454321310B2611-03${GS}21C2611030001234`, // GS1 DataMatrix, batch before serial
       `]C1010952123454321321C2611030001234${GS}10B2611-03`, // GS1-128, serial before batch
@@ -49,7 +49,7 @@ describe('canonical GS1 reference', () => {
 
   it('pads a GTIN-13 from EAN-13 to 14 digits, and prefers the SSCC of a logistic unit to the GTIN it contains', () => {
     expect(canonical(']E09521234543213')).toBe('https://id.gs1.org/01/09521234543213');
-    // SSCC 106141411234567897: the SSCC example of the GS1 General Specifications (figures of 2.2.1 and 3.4.1; check digit 7).
+    // SSCC 106141411234567897: the example SSCC of the GS1 General Specifications (section 3.2, AI 00; check digit 7).
     expect(canonical(']C100106141411234567897')).toBe('https://id.gs1.org/00/106141411234567897');
     const logistic = parseBarcode(`]C1001061414112345678970209521234543213${GS}3710`);
     expect(logistic.kind).toBe('gs1');
