@@ -144,20 +144,24 @@ export function searchByValue(db: Database.Database, value: string, options: { a
   for (const ai of ais) {
     const items: KeyItem[] = [];
     let before = cursor?.before ?? Number.MAX_SAFE_INTEGER;
-    let exhausted = false;
-    // Rows of items already listed are skipped; a few rounds keep a page full, bounded all the same.
-    for (let round = 0; round < 4 && items.length < limit && !exhausted; round++) {
+    // Rows of items already listed are skipped. The page ends before the next item's first row, so
+    // `next` is null exactly when no item is left; a few rounds keep a page full, bounded all the same.
+    let more: boolean | undefined;
+    for (let round = 0; round < 8 && more === undefined; round++) {
       const rows = page.all(value, ai, before, limit * 4) as { id: number; reference: string }[];
-      exhausted = rows.length < limit * 4;
       for (const row of rows) {
+        const first = (latest.get(value, ai, row.reference) as number | null) === row.id;
+        if (first && items.length >= limit) {
+          more = true;
+          break;
+        }
         before = row.id;
-        if ((latest.get(value, ai, row.reference) as number | null) !== row.id) continue;
+        if (!first) continue;
         const s = summary.get(row.reference) as { scans: number; lastAt: string };
         items.push({ reference: row.reference, scans: s.scans, lastAt: s.lastAt });
-        if (items.length >= limit) break;
       }
+      if (more === undefined && rows.length < limit * 4) more = false;
     }
-    const more = !exhausted || (page.all(value, ai, before, 1) as unknown[]).length > 0;
     const scans = count.get(value, ai) as number;
     if (scans === 0) continue;
     out.push({
@@ -167,7 +171,7 @@ export function searchByValue(db: Database.Database, value: string, options: { a
       scans: Math.min(scans, MAX_VALUE_COUNT),
       ...(scans > MAX_VALUE_COUNT ? { scansAtLeast: true as const } : {}),
       items,
-      next: more ? `${ai}.${before}` : null,
+      next: more !== false ? `${ai}.${before}` : null,
     });
   }
   return out;
