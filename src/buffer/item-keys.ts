@@ -1,4 +1,5 @@
 import type Database from 'better-sqlite3';
+import type { Gs1Pair } from './rows.js';
 import { canonicalReference, isIdentifyingAi, lookupAi, normaliseTyped, parseBarcode, type CanonicalReference, type Gs1Element } from '../gs1/index.js';
 
 /**
@@ -71,6 +72,16 @@ export class ScanKeys {
   }
   write(scanId: number | bigint, raw: Buffer | string | null | undefined, reference: string): void {
     for (const [ai, value] of gs1Keys(raw, reference)) this.insert.run(value, ai, scanId);
+  }
+  /** As {@link write}, from the read's elements as the mapping parsed them (none: not GS1 data). */
+  writeParsed(scanId: number | bigint, elements: readonly Gs1Pair[], reference: string): void {
+    let written = 0;
+    for (const e of elements) {
+      if (!isIdentifyingAi(e.ai)) continue;
+      this.insert.run(e.value, e.ai, scanId);
+      written++;
+    }
+    if (written === 0) for (const [ai, value] of gs1Keys(null, reference)) this.insert.run(value, ai, scanId);
   }
 }
 
