@@ -10,7 +10,7 @@
  * the GS1 Barcode Syntax Dictionary (`dlpkey=`). docs/configuration.md explains the choice.
  */
 
-import { describeAi, lookupAi } from './ai-table.js';
+import { allAis, describeAi, lookupAi } from './ai-table.js';
 import { GS } from './element-string.js';
 import type { Gs1Element } from './types.js';
 
@@ -50,9 +50,7 @@ export function isIdentifyingAi(ai: string): boolean {
   if (isPrimaryKey(ai)) return true;
   if (!qualifierSet) {
     const all = new Set<string>();
-    for (const key of ['00', '01', '253', '255', '401', '402', '414', '415', '417', '8003', '8004', '8006', '8010', '8013', '8017', '8018']) {
-      for (const seq of lookupAi(key)?.dlQualifiers ?? []) for (const q of seq) all.add(q);
-    }
+    for (const def of allAis()) for (const seq of def.dlQualifiers ?? []) for (const q of seq) all.add(q);
     qualifierSet = all;
   }
   return qualifierSet.has(ai);

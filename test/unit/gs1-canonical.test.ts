@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { canonicalReference, normaliseTyped, parseBarcode, type BarcodeParse } from '../../src/gs1/index.js';
+import { canonicalReference, isIdentifyingAi, normaliseTyped, parseBarcode, type BarcodeParse } from '../../src/gs1/index.js';
 
 /** The canonical GS1 reference (src/gs1/canonical.ts), with GS1's own examples named by their source. */
 
@@ -61,6 +61,11 @@ describe('canonical GS1 reference', () => {
   it('gives no canonical reference to a read without a primary key (a serial or a lot alone)', () => {
     expect(canonical('(21)C2611030001234')).toBeUndefined();
     expect(canonical('(10)B2611-03')).toBeUndefined();
+  });
+
+  it('indexes the primary keys and key qualifiers, not dates, counts or measures', () => {
+    expect(['00', '01', '10', '21', '22', '235', '254', '8003', '8004', '8006', '414'].filter((ai) => !isIdentifyingAi(ai))).toEqual([]);
+    expect(['11', '17', '30', '37', '3103', '400', '240'].filter((ai) => isIdentifyingAi(ai))).toEqual([]);
   });
 
   it('turns the GS as a person types it into the real GS', () => {
