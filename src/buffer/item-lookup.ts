@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { canonicalOf, namesInstance, readQuery, referencesWithKeys, searchByValue, type Gs1Key } from './item-keys.js';
-import { searchItems, traceItem, type ItemTrace, type TraceOptions } from './items.js';
+import { isKnown, traceItem, type ItemTrace, type TraceOptions } from './items.js';
 
 /**
  * "What happened to this item?" for whatever a person has of it: the reference exactly, or any
@@ -18,15 +18,16 @@ import { searchItems, traceItem, type ItemTrace, type TraceOptions } from './ite
  * When nothing matches, the references starting with the query are listed, as before.
  */
 export function lookupItem(db: Database.Database, query: string, options: TraceOptions = {}): ItemTrace {
-  const exact = traceItem(db, query, options);
   const reading = readQuery(query);
   const canonical = reading.canonical;
   const about = canonical ? { canonical: canonical.uri, canonicalWhy: canonical.why } : {};
+  // Whole traces only of what is found: a miss is told by a seek (isKnown), not by a trace.
   const found = (reference: string, sameItem: readonly string[]): ItemTrace => {
-    const trace = reference === query ? exact : traceItem(db, reference, options);
+    const trace = traceItem(db, reference, options);
     const others = sameItem.filter((r) => r !== reference);
     return { ...trace, ...(reference !== query ? { asked: query } : {}), ...about, ...(others.length > 0 ? { sameItem: others } : {}) };
   };
+  const queryKnown = isKnown(db, query);
 
   if (canonical) {
     const keys: Gs1Key[] = canonical.identifying.map((e) => [e.ai, e.value] as const);
@@ -35,17 +36,15 @@ export function lookupItem(db: Database.Database, query: string, options: TraceO
     // Every scan carrying a serialised GTIN's or an SSCC's keys is that item; for a GTIN alone or a
     // lot, only the references whose own canonical form is the query's are the item itself.
     const same = carrying.filter((r) => instance || canonicalOf(r) === canonical.uri);
-    if (exact.found) return found(query, same);
-    if (same.includes(canonical.uri)) return found(canonical.uri, same);
-    const direct = traceItem(db, canonical.uri, options);
-    if (direct.found) return { ...direct, asked: query, ...about, ...(same.length > 0 ? { sameItem: same } : {}) };
+    if (queryKnown) return found(query, same);
+    if (same.includes(canonical.uri) || isKnown(db, canonical.uri)) return found(canonical.uri, same);
     if (same.length > 0) return found(same[0]!, same);
     // A class of items (a model, a lot): the items carrying its most specific key.
     const last = canonical.identifying[canonical.identifying.length - 1]!;
     const byValue = searchByValue(db, last.value, { ai: last.ai, limit: options.limit });
-    return { ...exact, ...about, ...(byValue.length > 0 ? { byValue, found: false } : {}) };
+    return { ...traceItem(db, query, options), ...about, ...(byValue.length > 0 ? { byValue } : {}) };
   }
-  if (exact.found) return exact;
+  if (queryKnown) return traceItem(db, query, options);
 
   const values = reading.elements ? reading.elements.map((e) => ({ value: e.value, ai: e.ai })) : reading.values.map((value) => ({ value, ai: undefined }));
   const byValue = values.flatMap(({ value, ai }) => searchByValue(db, value, { ...(ai !== undefined ? { ai } : {}), limit: options.limit }));
@@ -53,6 +52,6 @@ export function lookupItem(db: Database.Database, query: string, options: TraceO
   const complete = byValue.every((m) => m.next === null);
   // One item, perhaps under several references (raw reads of two carriers): traced.
   if (items.length > 0 && complete && new Set(items.map(canonicalOf)).size === 1) return { ...found(items[0]!, items), byValue };
-  if (byValue.length === 0) return exact;
-  return { ...exact, byValue, matches: exact.matches.length > 0 ? exact.matches : searchItems(db, query, 20) };
+  const exact = traceItem(db, query, options);
+  return byValue.length === 0 ? exact : { ...exact, byValue };
 }
