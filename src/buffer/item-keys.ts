@@ -54,14 +54,36 @@ export function gs1Keys(raw: Buffer | string | null | undefined, reference: stri
   return [...found.values()];
 }
 
+/** Scans read a time by {@link fillStoredKeys}: its memory stays small whatever the buffer's size. */
+const FILL_CHUNK = 10_000;
+
 /**
- * Registers the SQL function `gs1_keys(raw, reference)` (a JSON array of `[ai, value]`) on a
- * connection, for the migration that fills `scan_keys` from the scans already stored.
+ * Gives the scans stored before `scan_keys` existed their keys, once, right after the migrations
+ * (open.ts), in one transaction: the migration that made the table marks the last scan to fill in
+ * `scan_keys_fill`, this drops the mark. A start killed half way fills again from the start; the
+ * inserts are idempotent. Answers the scans read (0 when there was nothing to fill).
  */
-export function registerGs1Keys(db: Database.Database): void {
-  db.function('gs1_keys', { deterministic: true }, (raw: unknown, reference: unknown) =>
-    JSON.stringify(gs1Keys(Buffer.isBuffer(raw) || typeof raw === 'string' ? raw : null, typeof reference === 'string' ? reference : '')),
+export function fillStoredKeys(db: Database.Database): number {
+  const marked = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'scan_keys_fill'`).get() !== undefined;
+  if (!marked) return 0;
+  const upTo = (db.prepare(`SELECT max(up_to) FROM scan_keys_fill`).pluck().get() as number | null) ?? 0;
+  const page = db.prepare(
+    `SELECT r.id AS id, r.reference AS reference, d.raw AS raw FROM scan_rows r LEFT JOIN reads d ON d.id = r.read_id
+      WHERE r.id > ? AND r.id <= ? ORDER BY r.id LIMIT ${FILL_CHUNK}`,
   );
+  const keys = new ScanKeys(db);
+  let read = 0;
+  db.transaction(() => {
+    for (let after = 0; ; ) {
+      const rows = page.all(after, upTo) as { id: number; reference: string; raw: Buffer | null }[];
+      for (const row of rows) keys.write(row.id, row.raw, row.reference);
+      read += rows.length;
+      if (rows.length < FILL_CHUNK) break;
+      after = rows[rows.length - 1]!.id;
+    }
+    db.exec(`DROP TABLE scan_keys_fill`);
+  }).immediate();
+  return read;
 }
 
 /** Writes the keys of each new scan (ScanInsert); prepared once. */

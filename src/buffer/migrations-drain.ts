@@ -185,9 +185,9 @@ export const DRAIN_MIGRATIONS: readonly string[] = [
   // 21 serial), taken from its read and its reference, so an item is found by its serial, its SSCC,
   // its lot or its GTIN, and by any carrier form, also when its reference is the raw read an older
   // configuration sent. Keyed by value first: a search by a value alone seeks it. Written by
-  // ScanInsert; deleted with the scan. Filled here from the scans already stored through the
-  // function gs1_keys (item-keys.ts, registered on the connection before migrating): parsing costs
-  // a few microseconds per GS1 read, plain references are skipped unparsed.
+  // ScanInsert; deleted with the scan. SQL cannot parse GS1: the scans stored before this step get
+  // their keys right after the migrations, from fillStoredKeys (item-keys.ts), which this marks
+  // with the last scan to fill and which drops the mark once done.
   `
   CREATE TABLE scan_keys (
     value TEXT NOT NULL,
@@ -196,12 +196,11 @@ export const DRAIN_MIGRATIONS: readonly string[] = [
     PRIMARY KEY (value, ai, scan_id)
   ) WITHOUT ROWID;
   CREATE INDEX scan_keys_scan ON scan_keys (scan_id);
-  INSERT OR IGNORE INTO scan_keys (value, ai, scan_id)
-    SELECT k.value ->> '$[1]', k.value ->> '$[0]', r.id
-      FROM scan_rows r JOIN reads d ON d.id = r.read_id, json_each(gs1_keys(d.raw, r.reference)) k;
   CREATE TRIGGER scan_rows_keys_delete AFTER DELETE ON scan_rows
   BEGIN
     DELETE FROM scan_keys WHERE scan_id = OLD.id;
   END;
+  CREATE TABLE scan_keys_fill (up_to INTEGER NOT NULL);
+  INSERT INTO scan_keys_fill (up_to) SELECT coalesce(max(id), 0) FROM scan_rows;
   `,
 ];

@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { ErrorCodes, GatewayError, isDiskFull } from '../errors.js';
 import { MIGRATIONS } from './migrations.js';
-import { registerGs1Keys } from './item-keys.js';
+import { fillStoredKeys } from './item-keys.js';
 import { permissionHint, unopenable } from './open-errors.js';
 
 /** `wal_autocheckpoint` of the buffer, in pages (1 MiB at the 4 KiB page size). */
@@ -51,9 +51,9 @@ export function openBuffer(path: string, options: OpenOptions): Database.Databas
     // end of the database file must fit in the disk guard's reserve (4 MiB) when the disk is full,
     // or the checkpoint that would free the log can never run (see IntakeWrites.commitIntake).
     db.pragma(`wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`);
-    // The migration that indexes the GS1 keys of stored scans calls it (item-keys.ts).
-    registerGs1Keys(db);
     migrate(db, options.migrate ?? true);
+    // What a migration cannot do in SQL: the GS1 keys of scans stored before scan_keys existed.
+    if (!options.readonly) fillStoredKeys(db);
   } catch (err) {
     throw new GatewayError(isDiskFull(err) ? ErrorCodes.BUFFER_DISK_FULL : unopenable(err) ? ErrorCodes.BUFFER_UNOPENABLE : ErrorCodes.BUFFER, `cannot open the buffer ${path}: ${(err as Error).message}${permissionHint(path, err)}`, {
       cause: err,

@@ -165,6 +165,8 @@ describe('lookup by any form of a GS1 identifier', () => {
       { ai: '21', value: 'C2611030001234' },
     ]);
     for (const form of LABEL_FORMS) expect(store.reports.trace(form), form).toMatchObject({ found: true, reference: DATAMATRIX });
+    // Filled once: the mark the migration left is gone.
+    expect(sqlOf(store).prepare(`SELECT count(*) FROM sqlite_master WHERE name = 'scan_keys_fill'`).pluck().get()).toBe(0);
     store.close();
   });
 });
