@@ -52,7 +52,9 @@ export function formatTrace(t: ItemTrace, timezone: string): string {
   const time = (iso: string | null | undefined) => fmtTime(iso, timezone);
   const head = gs1Lines(t, time);
   if (!t.found) {
-    const lines = [...head, `${t.reference}: not in the buffer (no scan of it, none naming it as parent).`];
+    // Items listed by an AI's value answer the question: no "not in the buffer" after them.
+    const listed = (t.byValue ?? []).some((m) => m.items.length > 0);
+    const lines = listed ? [...head] : [...head, `${t.reference}: not in the buffer (no scan of it, none naming it as parent).`];
     if (t.matches.length > 0) {
       lines.push('', `References starting with ${t.reference}:`);
       for (const m of t.matches) lines.push(`  ${m.reference}  (${m.scans} scan${m.scans === 1 ? '' : 's'}, latest ${time(m.lastAt)})`);
