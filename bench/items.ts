@@ -78,11 +78,42 @@ function fill(path: string, scans: number): void {
       ).run();
     })();
     for (const sql of indexes) db.exec(sql);
+    fillKeys(db);
     db.exec(`INSERT OR IGNORE INTO scan_parents (parent, scan_id) SELECT p.value, b.id FROM scan_bodies b, json_each(b.body, '$.parents') p WHERE p.type = 'text'`);
     db.pragma('wal_checkpoint(TRUNCATE)');
   } finally {
     store.close();
   }
+}
+
+/** The GTINs of the synthetic buffer: the pack model and the cell model (one product model each). */
+const PACK_GTIN = '09521234543213';
+const CELL_GTIN = '09521234543220';
+
+/**
+ * The GS1 keys (scan_keys, src/buffer/item-keys.ts) the scans would have had if read as GS1 codes:
+ * a pack's label carries GTIN, lot (one per 1,000 packs) and serial (S + its number: not its
+ * reference, so that finding it takes the keys); a module an
+ * SSCC-shaped AI 00 (the key a logistic unit has: the same single-key seek as any); a cell GTIN
+ * and lot (one per 10 packs: 960 cells). Written in key order with the scan index built after, as
+ * the migration builds them on an existing buffer; 2 to 3 keys a scan, the cells' GTIN the widest
+ * value (about 91% of the scans carry it).
+ */
+function fillKeys(db: ReturnType<typeof sqlOf>): void {
+  db.exec(`DROP INDEX scan_keys_scan`);
+  db.transaction(() => {
+    db.prepare(
+      `WITH g AS (SELECT id AS x, (id - 1) / ${PER_PACK} AS p, (id - 1) % ${PER_PACK} AS k FROM scan_rows)
+       INSERT INTO scan_keys (value, ai, scan_id)
+       SELECT value, ai, x FROM (
+         SELECT x, '01' AS ai, CASE WHEN k = 0 THEN '${PACK_GTIN}' ELSE '${CELL_GTIN}' END AS value FROM g WHERE k = 0 OR k > 8
+         UNION ALL SELECT x, '10', CASE WHEN k = 0 THEN printf('L%05d', p / 1000) ELSE printf('C%06d', p / 10) END FROM g WHERE k = 0 OR k > 8
+         UNION ALL SELECT x, '21', printf('S%07d', p) FROM g WHERE k = 0
+         UNION ALL SELECT x, '00', printf('1095212340%07d', p * 8 + k) FROM g WHERE k BETWEEN 1 AND 8
+       ) ORDER BY value, ai, x`,
+    ).run();
+  })();
+  db.exec(`CREATE INDEX scan_keys_scan ON scan_keys (scan_id)`);
 }
 
 /** Benchmark: "what happened to this item?" on a buffer of `scans` scans. */
@@ -121,6 +152,31 @@ export async function benchItems(opts: ItemsBenchOptions = ITEMS_DEFAULTS): Prom
       const cell = time(() => void reader.reports.trace(`CELL-${pad(pick())}-3-07`));
       const prefix = time(() => void reader.reports.searchItems(`PK-${pad(pick()).slice(0, 6)}`));
       const missing = time(() => void reader.reports.trace(`PK-${pad(pick())}-X`));
+      // Lookups by GS1 keys (item-keys.ts): the pack's label as printed, its serial alone, a
+      // module's SSCC alone, a lot's items and a GTIN's items (first page of 50, count capped).
+      const label = time(() => {
+        const p = pick();
+        const t = reader.reports.trace(`(01)${PACK_GTIN}(10)L${String(Math.floor(p / 1000)).padStart(5, '0')}(21)S${pad(p)}`);
+        if (!t.found) throw new Error(`the label of pack ${p} was not found`);
+      });
+      const serial = time(() => {
+        const p = pick();
+        const t = reader.reports.trace(`S${pad(p)}`);
+        if (t.reference !== `PK-${pad(p)}`) throw new Error(`the serial of pack ${p} was not found`);
+      });
+      const sscc = time(() => {
+        const p = pick();
+        const t = reader.reports.trace(`1095212340${String(p * 8 + 3).padStart(7, '0')}`);
+        if (!t.found) throw new Error(`the SSCC of a module of pack ${p} was not found`);
+      });
+      const lot = time(() => {
+        const m = reader.reports.searchByValue(`L${String(Math.floor(pick() / 1000)).padStart(5, '0')}`);
+        if (m[0]?.items.length !== 50) throw new Error('a lot page is not full');
+      });
+      const gtin = time((i) => {
+        const m = reader.reports.searchByValue(i % 2 === 0 ? CELL_GTIN : PACK_GTIN);
+        if (m[0]?.items.length !== 50) throw new Error('a GTIN page is not full');
+      });
       const figure = (name: string, r: { median: number; p95: number; max: number }, note: string) =>
         judge({
           name,
@@ -137,6 +193,11 @@ export async function benchItems(opts: ItemsBenchOptions = ITEMS_DEFAULTS): Prom
           figure('trace of a cell (module, pack above)', cell, 'parents two levels up'),
           figure('prefix search (10 packs)', prefix, 'range over scans_reference'),
           figure('trace of an unknown reference', missing, 'not found: the prefix matches listed instead'),
+          figure('trace by the label text (01)…(10)…(21)…', label, 'canonical form, then the scans carrying its keys (scan_keys)'),
+          figure('serial alone', serial, 'no such reference: the key seek finds one item, traced'),
+          figure('SSCC alone', sscc, 'one key seek, then the trace'),
+          figure('items of a lot (first page of 50)', lot, '1,000 packs a lot; count of scans stops at 10,000'),
+          figure('items of a GTIN (first page of 50)', gtin, `alternately the cell GTIN (${Math.round((opts.scans * 96) / PER_PACK).toLocaleString('en')} scans) and the pack GTIN; count stops at 10,000`),
         ],
         notes: [
           `buffer: ${opts.scans.toLocaleString('en')} delivered scans (${packs.toLocaleString('en')} packs × 105), ${(bytes / 2 ** 30).toFixed(2)} GiB; built by a direct bulk insert in ${fillSec.toFixed(0)} s`,

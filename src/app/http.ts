@@ -44,6 +44,7 @@ export async function buildHttpServer(g: Gateway): Promise<FastifyInstance> {
       trace: (reference, depth) =>
         reports().trace(reference, { ...(depth === undefined ? {} : { depth }), dcpKinds: new Map(live.current.config.dcps.map((d) => [d.key, d.kind as string])) }),
       search: (prefix, limit) => reports().searchItems(prefix, limit),
+      byValue: (value, options) => reports().searchByValue(value, options),
     },
   });
   if (g.ha) {

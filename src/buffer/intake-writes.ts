@@ -133,7 +133,7 @@ export class IntakeWrites {
         if (r.scan) {
           // Most scans are timed by their reception (no source time): the same instant, formatted once.
           const time = r.scan.instant.getTime() === r.receivedAt.getTime() ? receivedAt : r.scan.instant.toISOString();
-          this.scans.run(info.lastInsertRowid, r.scan.dcpKey, r.scan.reference, time, r.scan.body, r.scan.bytes ?? Buffer.byteLength(r.scan.body), nowMs);
+          this.scans.run(info.lastInsertRowid, r.scan.dcpKey, r.scan.reference, time, r.scan.body, r.scan.bytes ?? Buffer.byteLength(r.scan.body), nowMs, r.raw, r.scan.gs1);
         }
       }
       const at = new Date(nowMs).toISOString();

@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import { printableRaw } from '../format/printable.js';
 import { scanStateSql } from './scan-state.js';
+import type { ValueMatches } from './item-keys.js';
 
 /**
  * Item lookup: "what happened to this item?" from the buffer alone, read-only. For a
@@ -119,6 +120,16 @@ export interface ItemTrace {
   matches: ItemMatch[];
   /** True when the buffer lacks the lookup indexes (written by an older gateway): children by a full scan. */
   slow?: true;
+  /** The query as given, when the item was found under another reference (item-lookup.ts). */
+  asked?: string;
+  /** The canonical GS1 reference of the query (`{ gs1: canonical }`), when it is GS1 data with a primary key. */
+  canonical?: string;
+  /** Which AIs of the query identify the item and which were left out (src/gs1/canonical.ts). */
+  canonicalWhy?: string;
+  /** Other references in the buffer of the same item (raw reads an older configuration sent as reference). */
+  sameItem?: string[];
+  /** The items carrying the query as an AI's value (a serial, an SSCC, a lot, a GTIN), by AI. */
+  byValue?: ValueMatches[];
 }
 
 /** A reference found by prefix. */
@@ -136,6 +147,16 @@ function prefixEnd(prefix: string): string {
 /** Whether the buffer has the item-lookup indexes (a buffer opened read-only may predate them). */
 function hasLookupIndexes(db: Database.Database): boolean {
   return db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'scan_parents'`).get() !== undefined;
+}
+
+/**
+ * Whether the buffer knows `reference` (a scan of it, or a scan naming it as parent): what
+ * {@link traceItem} calls `found`, for a few index seeks instead of a whole trace.
+ */
+export function isKnown(db: Database.Database, reference: string): boolean {
+  if (db.prepare(`SELECT 1 FROM scan_rows WHERE reference = ? LIMIT 1`).get(reference) !== undefined) return true;
+  if (!hasLookupIndexes(db)) return traceItem(db, reference).found;
+  return db.prepare(`SELECT 1 FROM scan_parents WHERE parent = ? LIMIT 1`).get(reference) !== undefined;
 }
 
 /**
@@ -160,6 +181,8 @@ export interface TraceOptions {
   depth?: number;
   /** The kind of each configured DCP (`goodsIn`, `production`, `goodsOut`…), from the configuration. */
   dcpKinds?: ReadonlyMap<string, string>;
+  /** Items a page of a search by an AI's value lists (item-lookup.ts); default 50. */
+  limit?: number | undefined;
 }
 
 interface ScanRow {

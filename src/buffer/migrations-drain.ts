@@ -188,4 +188,28 @@ export const DRAIN_MIGRATIONS: readonly string[] = [
   ALTER TABLE reads ADD COLUMN possible_duplicate INTEGER NOT NULL DEFAULT 0;
   CREATE INDEX reads_possible_duplicate ON reads (id) WHERE possible_duplicate = 1;
   `,
+
+  // Lookup by any form of a GS1 identifier (src/buffer/item-keys.ts): the identifying AIs of each
+  // scan (primary keys such as 00 SSCC and 01 GTIN, and key qualifiers such as 10 batch/lot and
+  // 21 serial), taken from its read and its reference, so an item is found by its serial, its SSCC,
+  // its lot or its GTIN, and by any carrier form, also when its reference is the raw read an older
+  // configuration sent. Keyed by value first: a search by a value alone seeks it. Written by
+  // ScanInsert; deleted with the scan. SQL cannot parse GS1: the scans stored before this step get
+  // their keys right after the migrations, from fillStoredKeys (item-keys.ts), which this marks
+  // with the last scan to fill and which drops the mark once done.
+  `
+  CREATE TABLE scan_keys (
+    value TEXT NOT NULL,
+    ai TEXT NOT NULL,
+    scan_id INTEGER NOT NULL,
+    PRIMARY KEY (value, ai, scan_id)
+  ) WITHOUT ROWID;
+  CREATE INDEX scan_keys_scan ON scan_keys (scan_id);
+  CREATE TRIGGER scan_rows_keys_delete AFTER DELETE ON scan_rows
+  BEGIN
+    DELETE FROM scan_keys WHERE scan_id = OLD.id;
+  END;
+  CREATE TABLE scan_keys_fill (up_to INTEGER NOT NULL);
+  INSERT INTO scan_keys_fill (up_to) SELECT coalesce(max(id), 0) FROM scan_rows;
+  `,
 ];

@@ -3,6 +3,7 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { ErrorCodes, GatewayError, isDiskFull } from '../errors.js';
 import { MIGRATIONS } from './migrations.js';
+import { fillStoredKeys } from './item-keys.js';
 import { permissionHint, unopenable } from './open-errors.js';
 
 /** `wal_autocheckpoint` of the buffer, in pages (1 MiB at the 4 KiB page size). */
@@ -62,6 +63,8 @@ export function openBuffer(path: string, options: OpenOptions): Database.Databas
     // or the checkpoint that would free the log can never run (see IntakeWrites.commitIntake).
     db.pragma(`wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`);
     migrate(db, options.migrate ?? true);
+    // What a migration cannot do in SQL: the GS1 keys of scans stored before scan_keys existed.
+    if (!options.readonly) fillStoredKeys(db);
   } catch (err) {
     if (options.exclusive && (err as { code?: string }).code?.startsWith('SQLITE_BUSY')) {
       throw new GatewayError(

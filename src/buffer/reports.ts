@@ -1,6 +1,8 @@
 import type Database from 'better-sqlite3';
 import { lastReadId, readsAfter, stationCounts, stationRecent, type StationRead } from './station.js';
-import { searchItems, traceItem, type ItemMatch, type ItemTrace, type TraceOptions } from './items.js';
+import { lookupItem } from './item-lookup.js';
+import { searchByValue, type ValueMatches } from './item-keys.js';
+import { searchItems, type ItemMatch, type ItemTrace, type TraceOptions } from './items.js';
 import { batchCounts, failuresReport, queueReport, statsReport, type FailuresReport, type QueueReport, type StatsReport } from './ops-reports.js';
 import { recentActivity, stuckBatches, type RecentActivity } from './recent-activity.js';
 import { BATCH_COLUMNS, type BatchRow, type BufferTotals } from './rows.js';
@@ -204,9 +206,14 @@ export class BufferReports {
     return recentActivity(this.db, sinceMs);
   }
 
-  /** What happened to one item: see {@link traceItem}. */
+  /** What happened to one item, found by its reference or any form of its GS1 identifier: see {@link lookupItem}. */
   trace(reference: string, options: TraceOptions = {}): ItemTrace {
-    return traceItem(this.db, reference, options);
+    return lookupItem(this.db, reference, options);
+  }
+
+  /** The items carrying an AI's value, a page each: see {@link searchByValue}. */
+  searchByValue(value: string, options: { ai?: string; limit?: number; cursor?: string } = {}): ValueMatches[] {
+    return searchByValue(this.db, value, options);
   }
 
   /** References starting with `prefix`: see {@link searchItems}. */

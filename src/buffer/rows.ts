@@ -53,8 +53,18 @@ export interface IntakeRecord {
    * takeover, so the previous leader may have committed it too (docs/high-availability.md).
    */
   possibleDuplicate?: boolean;
-  /** `bytes`: UTF-8 length of `body` (what the quota counts), when the caller knows it already. */
-  scan?: { reference: string; dcpKey: string; instant: Date; body: string; bytes?: number };
+  /**
+   * `bytes`: UTF-8 length of `body` (what the quota counts), when the caller knows it already.
+   * `gs1`: the read's GS1 elements when the caller parsed it already (empty: not valid GS1 data),
+   * so its keys are indexed without parsing it again (item-keys.ts).
+   */
+  scan?: { reference: string; dcpKey: string; instant: Date; body: string; bytes?: number; gs1?: readonly Gs1Pair[] };
+}
+
+/** One GS1 element of a read: the AI and its value as carried. */
+export interface Gs1Pair {
+  readonly ai: string;
+  readonly value: string;
 }
 
 /** A file whose items are committed in the same transaction, so reading it again is recognised. */

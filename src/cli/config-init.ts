@@ -147,8 +147,19 @@ dcps:
 # Where reads come from; each input belongs to a DCP.
 inputs:${blocks.length === 0 ? ' []   # scan-gateway config init --input files|serial|tcp|mqtt|http' : ''}
 ${blocks.join('\n')}
-# Rules (how a read becomes a scan: GS1 AIs, regex groups, lookup tables), containers (pallets,
-# trays as parents) and the time check: docs/configuration.md. Without rules, the reference is the
-# code exactly as read.
+# Rules: how a read becomes a scan (GS1 AIs, regex groups, lookup tables); more, with containers
+# (pallets, trays as parents) and the time check: docs/configuration.md.
+rules:
+  # A GS1 code gets one reference whatever carried it (GS1 DataMatrix or GS1-128, with or without
+  # symbology identifier, bracketed text, a Digital Link): the canonical GS1 reference, e.g.
+  # https://id.gs1.org/01/09521234543213/21/C2611030001234 (docs/configuration.md, "The canonical
+  # GS1 reference"). Batch and expiry go along as attributes.
+  - name: gs1-item
+    match: { gs1: true }
+    reference: { gs1: canonical }
+    attributes: { batch: { ai: '10' }, expiry: { ai: '17', as: date } }
+  # Any other code: its text without the symbology identifier.
+  - name: other-codes
+    reference: { code: data }
 `;
 }

@@ -10,17 +10,24 @@ import { fail, open, withBuffer, type BufferOptions, type OpsIo } from './ops-co
 /**
  * `scan-gateway trace <reference>`: what happened to one item, from the buffer opened
  * read-only, so it works beside the running daemon and on a stopped one (or on a backup with
- * `--buffer`). Exit 0 when the item is in the buffer, 1 when it is not (the references starting
+ * `--buffer`). The item is found by any form of its GS1 label too (src/buffer/item-lookup.ts).
+ * Exit 0 when the item is in the buffer or items carrying the value are listed, 1 when not (the references starting
  * with it are listed), 2 for a usage or configuration error.
  */
 export function registerTraceCommand(program: Command, io: OpsIo): void {
   withBuffer(program.command('trace').description('what happened to one item: its reads, scans, batches, upstream states or failures, and its parents and children'))
-    .argument('<reference>', 'the item reference (exact); when nothing matches, the references starting with it are listed')
+    .argument(
+      '<reference>',
+      'the item: its reference, or any form of its GS1 label (bracketed, raw element string with <GS>, Digital Link), or one AI value (serial, SSCC, lot, GTIN); when nothing matches, the references starting with it are listed',
+    )
     .option('-d, --depth <levels>', `levels of parents and children shown (1–${MAX_GENEALOGY_DEPTH})`, String(DEFAULT_GENEALOGY_DEPTH))
     .addHelpText(
       'after',
-      `\nExamples:\n  scan-gateway trace PK-000815 --config /etc/scan-gateway/config.yaml\n  scan-gateway trace PK-0008 --json        # no exact match: the references starting with PK-0008\n\n` +
-        'Exit codes: 0 the item is in the buffer, 1 it is not (or the buffer cannot be read), 2 usage or configuration error.\n',
+      `\nExamples:\n  scan-gateway trace PK-000815 --config /etc/scan-gateway/config.yaml\n  scan-gateway trace PK-0008 --json        # no exact match: the references starting with PK-0008\n` +
+        `  scan-gateway trace '(01)09521234543213(21)C2611030001234'    # the line under the barcode\n` +
+        `  scan-gateway trace ']d2010952123454321310B2611-03<GS>21C2611030001234'\n` +
+        `  scan-gateway trace C2611030001234        # a serial; an SSCC, a lot or a GTIN lists its items\n\n` +
+        'Exit codes: 0 the item is in the buffer (or items carrying the value are listed), 1 it is not (or the buffer cannot be read), 2 usage or configuration error.\n',
     )
     .action(async (reference: string, opts: BufferOptions & { depth: string }) => {
       const depth = Number(opts.depth);
@@ -36,15 +43,18 @@ export function registerTraceCommand(program: Command, io: OpsIo): void {
         db.close();
       }
       io.stdout.write(opts.json ? `${JSON.stringify(trace)}\n` : formatTrace(trace, timezone));
-      throw new CommandExit(trace.found ? ExitCodes.OK : ExitCodes.FAILED);
+      throw new CommandExit(trace.found || (trace.byValue ?? []).some((m) => m.items.length > 0) ? ExitCodes.OK : ExitCodes.FAILED);
     });
 }
 
 /** The trace for people: one block per scan (latest first), then both trees. */
 export function formatTrace(t: ItemTrace, timezone: string): string {
   const time = (iso: string | null | undefined) => fmtTime(iso, timezone);
+  const head = gs1Lines(t, time);
   if (!t.found) {
-    const lines = [`${t.reference}: not in the buffer (no scan of it, none naming it as parent).`];
+    // Items listed by an AI's value answer the question: no "not in the buffer" after them.
+    const listed = (t.byValue ?? []).some((m) => m.items.length > 0);
+    const lines = listed ? [...head] : [...head, `${t.reference}: not in the buffer (no scan of it, none naming it as parent).`];
     if (t.matches.length > 0) {
       lines.push('', `References starting with ${t.reference}:`);
       for (const m of t.matches) lines.push(`  ${m.reference}  (${m.scans} scan${m.scans === 1 ? '' : 's'}, latest ${time(m.lastAt)})`);
@@ -53,13 +63,28 @@ export function formatTrace(t: ItemTrace, timezone: string): string {
     return `${lines.join('\n')}\n`;
   }
   const total = t.scans.length + t.moreScans;
-  const lines = [`${t.reference}: ${total} scan${total === 1 ? '' : 's'} in the buffer${t.moreScans > 0 ? ` (the latest ${t.scans.length} shown)` : ''}.`];
+  const lines = [...head, `${t.reference}: ${total} scan${total === 1 ? '' : 's'} in the buffer${t.moreScans > 0 ? ` (the latest ${t.scans.length} shown)` : ''}.`];
   for (const s of t.scans) lines.push('', ...scanLines(s, time));
   lines.push('', 'Parents:', ...treeLines(t.parents, t.parentsMore, time));
   lines.push('', 'Children:', ...treeLines(t.children, t.childrenMore, time));
   if (t.slow) lines.push('', 'This buffer predates the lookup indexes (an older gateway wrote it): children were found by a full scan.');
   lines.push('', `Times in ${timezone}.`);
   return `${lines.join('\n')}\n`;
+}
+
+/** How the query was read as GS1 data, and the items carrying its value: printed before the trace. */
+function gs1Lines(t: ItemTrace, time: (iso: string | null) => string): string[] {
+  const out: string[] = [];
+  if (t.asked !== undefined) out.push(`${t.asked}: found as ${t.reference}`);
+  if (t.canonical !== undefined) out.push(`canonical GS1 reference: ${t.canonical}${t.canonicalWhy ? ` (${t.canonicalWhy})` : ''}`);
+  if (t.sameItem && t.sameItem.length > 0) out.push(`the same item also under: ${t.sameItem.join(', ')}`);
+  for (const m of t.byValue ?? []) {
+    if (t.found && m.items.length === 1) continue;
+    out.push(`${m.value} as AI ${m.ai} (${m.title}): ${m.scansAtLeast ? 'over ' : ''}${m.scans} scan${m.scans === 1 ? '' : 's'}, ${m.items.length} item${m.items.length === 1 ? '' : 's'} listed${m.next ? ` (more: GET /api/v1/items?value=${encodeURIComponent(m.value)}&cursor=${m.next})` : ''}`);
+    for (const i of m.items) out.push(`  ${i.reference}  (${i.scans} scan${i.scans === 1 ? '' : 's'}, latest ${time(i.lastAt)})`);
+  }
+  if (out.length > 0) out.push('');
+  return out;
 }
 
 function scanLines(s: ItemScan, time: (iso: string | null) => string): string[] {

@@ -6,7 +6,7 @@ import type { InputConfig } from '../config/schema.js';
 import { C0_NAMES, printableRaw } from '../format/printable.js';
 import type { Read } from '../inputs/types.js';
 import { DuplicateWindow } from '../mapping/duplicate-window.js';
-import type { BarcodeParse } from '../gs1/index.js';
+import { canonicalReference, type BarcodeParse } from '../gs1/index.js';
 import { Mapper } from '../mapping/mapper.js';
 import { payloadItems } from './try-payload.js';
 import type { MapOutcome } from '../mapping/outcome.js';
@@ -40,7 +40,15 @@ export interface TryResult {
   /** With `--payload`: what the input's own parsing gave the mapping besides the code (DCP, time, parents, attributes, origin). */
   fromInput?: { dcp?: string; time?: string; parents?: string[]; attributes?: Record<string, string>; origin?: Record<string, string | number> };
   container?: unknown;
-  gs1?: { kind: BarcodeParse['kind']; symbology?: string; form?: string; elements?: { ai: string; title: string; value: string; date?: string; decimal?: string }[]; reason?: string };
+  gs1?: {
+    kind: BarcodeParse['kind'];
+    symbology?: string;
+    form?: string;
+    elements?: { ai: string; title: string; value: string; date?: string; decimal?: string }[];
+    reason?: string;
+    /** The canonical GS1 reference (`{ gs1: canonical }`, src/gs1/canonical.ts) and which AIs made it. */
+    canonical?: { reference: string; why: string };
+  };
 }
 
 /** `<NUL>` … `<US>` as `failures` and the health page print them (printableRaw), and `<FNC1>` (= GS). */
@@ -230,7 +238,8 @@ function gs1Of(b: BarcodeParse): NonNullable<TryResult['gs1']> {
   const base = { kind: b.kind, ...(symbology ? { symbology } : {}) };
   if (b.kind === 'plain') return base;
   const elements = b.elements.map((e) => ({ ai: e.ai, title: e.title, value: e.value, ...(e.date ? { date: e.date } : {}), ...(e.decimal ? { decimal: e.decimal } : {}) }));
-  return { ...base, form: b.form, elements, ...(b.kind === 'invalid' ? { reason: b.reason } : {}) };
+  const canonical = b.kind === 'gs1' ? canonicalReference(b.elements) : undefined;
+  return { ...base, form: b.form, elements, ...(b.kind === 'invalid' ? { reason: b.reason } : {}), ...(canonical ? { canonical: { reference: canonical.uri, why: canonical.why } } : {}) };
 }
 
 /** The result for a person: the read, the GS1 data found, then the scan or why not. */
@@ -243,6 +252,7 @@ export function describeResult(r: TryResult): string {
       lines.push(`    (${e.ai}) ${e.title}: ${e.value}${e.date ? ` = ${e.date}` : ''}${e.decimal ? ` = ${e.decimal}` : ''}`);
     }
     if (r.gs1.reason) lines.push(`    problem: ${r.gs1.reason}`);
+    if (r.gs1.canonical) lines.push(`  canonical GS1 reference: ${r.gs1.canonical.reference}`, `    ${r.gs1.canonical.why}`);
   }
   if (r.fromInput) {
     const f = r.fromInput;

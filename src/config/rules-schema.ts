@@ -18,10 +18,10 @@ export const aiSchema = z
   .describe('GS1 Application Identifier, e.g. "01" (GTIN), "10" (batch), "21" (serial), "00" (SSCC).');
 
 /** Names of the sources a value can come from; exactly one per value. */
-export const VALUE_SOURCES = ['code', 'ai', 'group', 'field', 'sourceDcp', 'value'] as const;
+export const VALUE_SOURCES = ['code', 'ai', 'gs1', 'group', 'field', 'sourceDcp', 'value'] as const;
 
 /**
- * Where one value of a Scan comes from: the code, a GS1 AI, a named group of the rule's regex, a
+ * Where one value of a Scan comes from: the code, a GS1 AI, the canonical GS1 reference, a named group of the rule's regex, a
  * field the source supplied, the DCP the source named, or a fixed text; optionally translated
  * through a lookup table.
  */
@@ -32,6 +32,12 @@ export const valueSourceSchema = z
       .optional()
       .describe('The code itself: `whole` = exactly as read (AIM symbology identifier and GS bytes included); `data` = without the symbology identifier.'),
     ai: aiSchema.optional().describe('The value of this GS1 Application Identifier in the code (quote it in YAML: "01").'),
+    gs1: z
+      .enum(['canonical'])
+      .optional()
+      .describe(
+        '`canonical` = the one identifier of a GS1 read whatever carried it (GS1 DataMatrix or GS1-128 with or without symbology identifier, bracketed text, a Digital Link URI on any domain): the GS1 Digital Link URI on https://id.gs1.org with the primary key and its key qualifiers only, e.g. `https://id.gs1.org/01/09521234543213/21/C2611030001234`. No value for a plain code or one without a primary key. Which AIs identify: docs/configuration.md, "The canonical GS1 reference".',
+      ),
     group: z.string().min(1).optional().describe("A named group of the rule's `match.regex`, e.g. `serial` for `(?<serial>…)`."),
     field: z
       .string()
@@ -71,7 +77,7 @@ export const valueSourceSchema = z
   .meta({
     id: 'ValueSource',
     description:
-      'Where a value comes from: exactly one of `code`, `ai`, `group`, `field`, `sourceDcp`, `value`; optionally translated by `lookup`, with a `default`. Where a fixed text is allowed, it can be written directly instead.',
+      'Where a value comes from: exactly one of `code`, `ai`, `gs1`, `group`, `field`, `sourceDcp`, `value`; optionally translated by `lookup`, with a `default`. Where a fixed text is allowed, it can be written directly instead.',
   });
 
 /** A value: a fixed text, or where it comes from. */

@@ -21,6 +21,31 @@ export function genealogyHtml(nodes: unknown, more: unknown, timeZone: string): 
   return `<ul class="tree">${items}${extra > 0 ? `<li class="muted small">… ${esc(extra)} more</li>` : ''}</ul>`;
 }
 
+/**
+ * How the query was read as GS1 data (`asked`, `canonical`, `sameItem`) and the items carrying its
+ * value (`byValue`, src/buffer/item-keys.ts `ValueMatches`), shown above the trace.
+ */
+export function gs1LookupHtml(t: { reference?: unknown; found?: unknown; asked?: unknown; canonical?: unknown; canonicalWhy?: unknown; sameItem?: unknown; byValue?: unknown }, timeZone: string): string {
+  const link = (ref: unknown) => `<a href="#item" data-item="${esc(ref)}"><code>${rawHtml(ref)}</code></a>`;
+  const parts: string[] = [];
+  if (t.asked !== undefined && t.asked !== null) parts.push(`<p class="muted small"><code>${rawHtml(t.asked)}</code> found as <code>${rawHtml(t.reference)}</code></p>`);
+  if (t.canonical) parts.push(`<p class="muted small">Canonical GS1 reference: <code>${esc(t.canonical)}</code>${t.canonicalWhy ? ` · ${esc(t.canonicalWhy)}` : ''}</p>`);
+  const same = Array.isArray(t.sameItem) ? t.sameItem : [];
+  if (same.length > 0) parts.push(`<p class="muted small">The same item also under: ${same.map(link).join(', ')}</p>`);
+  const groups = Array.isArray(t.byValue) ? t.byValue : [];
+  for (const m of groups as { ai?: unknown; title?: unknown; value?: unknown; scans?: unknown; scansAtLeast?: unknown; items?: unknown; next?: unknown }[]) {
+    const items = Array.isArray(m.items) ? m.items : [];
+    if (t.found && items.length === 1) continue;
+    const list = items
+      .map((i: { reference?: unknown; scans?: unknown; lastAt?: unknown }) => `<li>${link(i.reference)} <span class="muted small">${esc(i.scans)} scan(s), latest ${esc(fmtTime(i.lastAt, timeZone))}</span></li>`)
+      .join('');
+    parts.push(
+      `<p><code>${esc(m.value)}</code> as AI ${esc(m.ai)} (${esc(m.title)}): ${m.scansAtLeast ? 'over ' : ''}${esc(m.scans)} scan(s), ${items.length} item(s) listed${m.next ? ', more through <code>api/v1/items?value=…&amp;cursor=' + esc(m.next) + '</code>' : ''}</p><ul>${list}</ul>`,
+    );
+  }
+  return parts.join('');
+}
+
 /** The trace of one item (`GET /api/v1/items/<reference>`, src/buffer/items.ts `ItemTrace`) as the page shows it under the search box. */
 export function itemHtml(t: {
   reference?: unknown;
@@ -32,13 +57,20 @@ export function itemHtml(t: {
   children?: unknown;
   childrenMore?: unknown;
   matches?: unknown;
+  asked?: unknown;
+  canonical?: unknown;
+  canonicalWhy?: unknown;
+  sameItem?: unknown;
+  byValue?: unknown;
 }, timeZone: string): string {
   const matches = Array.isArray(t.matches) ? t.matches : [];
+  const gs1 = gs1LookupHtml(t, timeZone);
   if (!t.found) {
+    if (Array.isArray(t.byValue) && t.byValue.length > 0) return gs1;
     const list = matches
       .map((m: { reference?: unknown; scans?: unknown; lastAt?: unknown }) => `<li><a href="#item" data-item="${esc(m.reference)}"><code>${rawHtml(m.reference)}</code></a> <span class="muted small">${esc(m.scans)} scan(s), latest ${esc(fmtTime(m.lastAt, timeZone))}</span></li>`)
       .join('');
-    return `<p><code>${rawHtml(t.reference)}</code> is not in the buffer (no scan of it, none naming it as parent).</p>` + (list ? `<p class="muted">References starting with it:</p><ul>${list}</ul>` : '');
+    return gs1 + `<p><code>${rawHtml(t.reference)}</code> is not in the buffer (no scan of it, none naming it as parent).</p>` + (list ? `<p class="muted">References starting with it:</p><ul>${list}</ul>` : '');
   }
   const scans = Array.isArray(t.scans) ? t.scans : [];
   const rows = scans.map(
@@ -84,6 +116,7 @@ export function itemHtml(t: {
   const parents = genealogyHtml(t.parents, t.parentsMore, timeZone) || '<p class="muted empty">none</p>';
   const children = genealogyHtml(t.children, t.childrenMore, timeZone) || '<p class="muted empty">none</p>';
   return (
+    gs1 +
     `<h3><code>${rawHtml(t.reference)}</code></h3>` +
     tableHtml(['time', 'DCP', 'product · partner · attributes', 'read', 'batch · requestId', 'state'], rows, 'no scan of it here') +
     more +

@@ -37,7 +37,7 @@ import {
   tilesHtml,
 } from './page-cards.js';
 import { haCard } from './page-ha.js';
-import { genealogyHtml, itemHtml } from './page-item.js';
+import { genealogyHtml, gs1LookupHtml, itemHtml } from './page-item.js';
 import type { GatewayStatus } from './status.js';
 import type { StationSnapshot } from './station-page.js';
 
@@ -150,5 +150,6 @@ export const RENDER_FUNCTIONS = [
   configCard,
   renderMain,
   genealogyHtml,
+  gs1LookupHtml,
   itemHtml,
 ];

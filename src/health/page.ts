@@ -230,7 +230,7 @@ export function renderPage(status: GatewayStatus): string {
 <header class="top"><div class="in"><h1>scan-gateway</h1><span class="site">${esc(status.site.id)}</span><span class="muted">v${esc(status.version)}</span><span id="conn" class="conn">refreshes every ${REFRESH_MS / 1000} s</span></div></header>
 <main id="main">${renderMain(status)}</main>
 <div class="wrap"><section class="card lookup" id="item"><h2>What happened to an item?</h2><form id="lookup-form" autocomplete="off" data-tz="${esc(status.site.timezone)}" role="search">` +
-    `<input type="search" id="lookup-ref" placeholder="Reference, or its start (e.g. PK-0008)" aria-label="Item reference" maxlength="512">` +
+    `<input type="search" id="lookup-ref" placeholder="Reference or its start, the label (01)…(21)…, a serial, SSCC, lot or GTIN" aria-label="Item reference, GS1 label text or an AI value" maxlength="512">` +
     `<button type="submit">Look up</button></form><div id="lookup-result" aria-live="polite"></div></section></div>
 ${admin}
 <footer>Times in ${esc(status.site.timezone)}. Machine-readable: <a href="api/v1/status">api/v1/status</a> · <a href="metrics">metrics</a> · <a href="healthz">healthz</a> · <a href="readyz">readyz</a>.</footer>

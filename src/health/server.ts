@@ -16,6 +16,7 @@ import { RefusalLog, REFUSAL_LOG_INTERVAL_MS } from '../listener/refusal-log.js'
 import type { GatewayStatus } from './status.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
 import type { ItemMatch, ItemTrace } from '../buffer/items.js';
+import type { ValueMatches } from '../buffer/item-keys.js';
 import { StationHub, STATION_HEARTBEAT_MS, type StationSource } from './station.js';
 import { renderStationPage, renderUnknownStation, STATION_CSP } from './station-page.js';
 import { INSTANCE_HEADER } from '../config/own-gateway.js';
@@ -56,7 +57,12 @@ export interface HealthServerOptions {
    * Item lookup, read-only over the buffer: serves `GET /api/v1/items/<reference>` and
    * `GET /api/v1/items?prefix=…` when given (the buffer's reports, src/buffer/items.ts).
    */
-  items?: { trace: (reference: string, depth?: number) => ItemTrace; search: (prefix: string, limit?: number) => ItemMatch[] };
+  items?: {
+    trace: (reference: string, depth?: number) => ItemTrace;
+    search: (prefix: string, limit?: number) => ItemMatch[];
+    /** `GET /api/v1/items?value=…[&ai=…][&limit=…][&cursor=…]`: the items carrying an AI's value (src/buffer/item-keys.ts). */
+    byValue?: (value: string, options: { ai?: string; limit?: number; cursor?: string }) => ValueMatches[];
+  };
   /** The gateway's instance id, sent by `/healthz` in `x-scan-gateway-instance` so `config check` knows its own gateway (config/own-gateway.ts). */
   instance?: string;
 }
@@ -300,9 +306,25 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     };
     // Same read token rules as the status: the trace shows raw reads.
     app.get('/api/v1/items', { onRequest: guardRead }, async (request, reply) => {
-      const prefix = String((request.query as Record<string, unknown>).prefix ?? '');
-      if (prefix.length > MAX_ITEM_REFERENCE) return tooLong(reply);
-      if (prefix === '') return reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: 'give ?prefix=<start of a reference>, or ask for /api/v1/items/<reference>' });
+      const query = request.query as Record<string, unknown>;
+      const prefix = String(query.prefix ?? '');
+      const value = String(query.value ?? '');
+      if (prefix.length > MAX_ITEM_REFERENCE || value.length > MAX_ITEM_REFERENCE) return tooLong(reply);
+      if (value !== '' && items.byValue) {
+        const byValue = items.byValue;
+        const ai = query.ai === undefined ? undefined : String(query.ai);
+        const cursor = query.cursor === undefined ? undefined : String(query.cursor);
+        const limit = query.limit === undefined ? undefined : Number(query.limit);
+        const bad = (message: string) => reply.code(400).send({ statusCode: 400, error: 'Bad Request', message });
+        if (ai !== undefined && !/^\d{2,4}$/.test(ai)) return bad(`ai must be a GS1 Application Identifier of 2 to 4 digits (e.g. 21), got "${ai}"`);
+        if (cursor !== undefined && !/^\d{2,4}\.\d{1,15}$/.test(cursor)) return bad(`cursor must be the "next" of the previous page (e.g. 21.1234), got "${cursor}"`);
+        if (limit !== undefined && !(Number.isInteger(limit) && limit >= 1)) return bad(`limit must be a whole number of at least 1, got "${String(query.limit)}"`);
+        return lookup(request, reply, () => ({
+          code: 200,
+          body: { value, matches: byValue(value, { ...(ai !== undefined ? { ai } : {}), ...(limit !== undefined ? { limit } : {}), ...(cursor !== undefined ? { cursor } : {}) }) },
+        }));
+      }
+      if (prefix === '') return reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: 'give ?prefix=<start of a reference> or ?value=<an AI value: serial, SSCC, lot, GTIN>, or ask for /api/v1/items/<reference>' });
       return lookup(request, reply, () => ({ code: 200, body: { prefix, matches: items.search(prefix) } }));
     });
     // A wildcard: a reference may hold a slash (a GS1 Digital Link, a path-like serial).

@@ -273,7 +273,8 @@ export class Intake implements IntakeSink {
     const bytes = Buffer.byteLength(body);
     pending.scans++;
     pending.scanBytes += bytes;
-    record.scan = { reference: scan.reference, dcpKey: scan.dcpKey, instant, body, bytes };
+    // The mapping parsed the read already: its elements spare the buffer a second parse.
+    record.scan = { reference: scan.reference, dcpKey: scan.dcpKey, instant, body, bytes, gs1: result.barcode.kind === 'gs1' ? result.barcode.elements : [] };
     return record;
   }
 

@@ -1,6 +1,6 @@
 import type { ValueConfig } from '../config/schema.js';
 import type { Read } from '../inputs/types.js';
-import type { BarcodeParse, Gs1Element } from '../gs1/index.js';
+import { canonicalReference, type BarcodeParse, type Gs1Element } from '../gs1/index.js';
 
 /**
  * One read as the rules see it: the code as read, the code without its AIM symbology identifier,
@@ -89,6 +89,12 @@ function sourceOf(config: Exclude<ValueConfig, string>): Source {
         if (as === 'decimal') return e.decimal ?? e.value;
         return e.value;
       },
+    };
+  }
+  if (config.gs1 !== undefined) {
+    return {
+      describe: 'the canonical GS1 reference',
+      get: (v) => (v.barcode.kind === 'gs1' ? canonicalReference(v.barcode.elements)?.uri : undefined),
     };
   }
   if (config.group !== undefined) {

@@ -107,10 +107,12 @@ describe("the README's try-it steps on a fresh clone", () => {
       expect(['ok', 'degraded']).toContain(health.status);
       expect(health.rejectedReads).toBeGreaterThan(0);
 
-      // The trace of the first sample row's item, on the running gateway's buffer.
+      // The trace of a sample row's pack by the line printed under its barcode, on the running
+      // gateway's buffer: the demo sent it under its canonical GS1 reference, batch as attribute.
       const traced = sh(trace, clone);
       expect(traced.code, traced.stderr).toBe(0);
-      expect(traced.stdout).toContain('PO-4711');
+      expect(traced.stdout).toContain('https://id.gs1.org/01/09521234543213/21/C2611030001234: 1 scan in the buffer');
+      expect(traced.stdout).toContain('batch=B2611-03');
 
       // "The file moves to var/inbox/processed/<date>/ once its rows are committed to the buffer."
       const processed = join(clone, 'var/inbox/processed');

@@ -121,7 +121,7 @@ inputs: []
     const [result] = JSON.parse(a.stdout) as { outcome: string; rule: string; read: string; scan: unknown; gs1: { elements: { ai: string; value: string }[] } }[];
     expect(result).toMatchObject({ outcome: 'scan', rule: 'gs1-serialised', read: ']d2010952123454321310B2611-03<GS>21C2611030001234' });
     expect(result!.scan).toEqual({
-      reference: 'C2611030001234',
+      reference: 'https://id.gs1.org/01/09521234543213/21/C2611030001234',
       timeStamp: '2026-11-18T07:00:00',
       dcpKey: 'GI-01',
       productModelKey: 'PACK-A',

@@ -92,6 +92,23 @@ describe('replay of dead letters', () => {
     expect(body.supplierKey).toBeUndefined();
   });
 
+  it("indexes the replayed scan's GS1 keys from its original read, so its label finds the replacement", () => {
+    const s = open();
+    const dm = ']d2010952123454321310B2611-03\u001d21C2611030001234';
+    s.intake.commitIntake([oldScan(dm, 'GI-9')], at.getTime());
+    fail(s, [{ reference: dm, reason: 'Invalid DCP' }]);
+    replayDeadLetters(s.deadLetters, map, { all: true }, at.getTime());
+    const replacement = sqlOf(s).prepare(`SELECT id FROM scans WHERE state = 'pending'`).pluck().get() as number;
+    expect(sqlOf(s).prepare(`SELECT ai || '=' || value FROM scan_keys WHERE scan_id = ? ORDER BY ai`).pluck().all(replacement)).toEqual([
+      '01=09521234543213',
+      '10=B2611-03',
+      '21=C2611030001234',
+    ]);
+    const t = s.reports.trace('(01)09521234543213(21)C2611030001234');
+    expect(t).toMatchObject({ found: true, reference: dm });
+    expect(t.scans.map((x) => x.id)).toContain(replacement);
+  });
+
   it('selects by batch, by DCP and by reason; a dry run changes nothing', () => {
     const s = open();
     s.intake.commitIntake([oldScan('A', 'GI-9'), oldScan('B', 'GI-8')], at.getTime());

@@ -20,6 +20,9 @@ import { PACKAGE_ROOT } from '../../src/paths.js';
 const SAMPLES = join(PACKAGE_ROOT, 'samples');
 const GS = '\u001d';
 const SSCC = '095212345678901235';
+/** The canonical GS1 references the example's GS1 rules give (`{ gs1: canonical }`). */
+const PALLET = `https://id.gs1.org/00/${SSCC}`;
+const pack = (serial: string) => `https://id.gs1.org/01/09521234543213/21/${serial}`;
 
 let loaded: LoadedConfig;
 beforeAll(() => {
@@ -65,7 +68,7 @@ describe('samples through config/example.yaml', () => {
       {
         outcome: 'scan',
         scan: {
-          reference: SSCC,
+          reference: PALLET,
           timeStamp: '2026-11-18T06:58:12',
           ...supplier,
           parents: [],
@@ -78,10 +81,10 @@ describe('samples through config/example.yaml', () => {
       {
         outcome: 'scan',
         scan: {
-          reference: 'C2611030001234',
+          reference: pack('C2611030001234'),
           timeStamp: '2026-11-18T06:58:40',
           ...supplier,
-          parents: [SSCC],
+          parents: [PALLET],
           attributes: [
             { key: 'deliveryNote', value: 'DN-88121' },
             { key: 'gtin', value: '09521234543213' },
@@ -92,10 +95,10 @@ describe('samples through config/example.yaml', () => {
       {
         outcome: 'scan',
         scan: {
-          reference: 'C2611030001235',
+          reference: pack('C2611030001235'),
           timeStamp: '2026-11-18T06:58:41',
           ...supplier,
-          parents: [SSCC],
+          parents: [PALLET],
           attributes: [
             { key: 'deliveryNote', value: 'DN-88121' },
             { key: 'gtin', value: '09521234543213' },
@@ -109,7 +112,7 @@ describe('samples through config/example.yaml', () => {
           reference: 'C24A0K3B0712345',
           timeStamp: '2026-11-18T06:59:03',
           ...supplier,
-          parents: [SSCC],
+          parents: [PALLET],
           attributes: [
             { key: 'deliveryNote', value: 'DN-88121, partial' },
             { key: 'cellLot', value: '24A0K3B' },
@@ -129,7 +132,7 @@ describe('samples through config/example.yaml', () => {
       // Desk GI-02 reports as DCP GI-01 (the lookup), and has its own pallet session (per station,
       // the desk the row names): no parent from desk GI-01's pallet.
       scan: {
-        reference: 'LOT',
+        reference: 'https://id.gs1.org/01/09521234543213/10/LOT',
         timeStamp: '2026-11-18T06:59:30',
         dcpKey: 'GI-01',
         productModelKey: 'PACK-A',
@@ -157,7 +160,7 @@ describe('samples through config/example.yaml', () => {
     const cell = (serial: string, i: number, parents: string[] = []) => ({
       outcome: 'scan',
       scan: {
-        reference: serial,
+        reference: pack(serial),
         timeStamp: at(i),
         dcpKey: 'GI-01',
         productModelKey: 'PACK-A',
@@ -174,17 +177,17 @@ describe('samples through config/example.yaml', () => {
       cell('C2611030001235', 1),
       { outcome: 'noRead' },
       cell('C2611030001236', 3),
-      { outcome: 'duplicate', reference: 'C2611030001236' },
+      { outcome: 'duplicate', reference: pack('C2611030001236') },
       {
         outcome: 'scan',
-        scan: { reference: SSCC, timeStamp: at(5), dcpKey: 'GI-01', productModelKey: 'PACK-A', supplierKey: 'SUP-0042', parents: [], attributes: [{ key: 'purchaseOrder', value: 'PO-4711' }] },
+        scan: { reference: PALLET, timeStamp: at(5), dcpKey: 'GI-01', productModelKey: 'PACK-A', supplierKey: 'SUP-0042', parents: [], attributes: [{ key: 'purchaseOrder', value: 'PO-4711' }] },
       },
-      cell('C2611030001237', 6, [SSCC]),
+      cell('C2611030001237', 6, [PALLET]),
       { outcome: 'rejected', reason: 'the read is not valid UTF-8 text (12 bytes, kept as raw bytes)' },
       { outcome: 'rejected', reason: expect.stringMatching(/^invalid GS1 data: .*check digit/) as unknown },
       {
         outcome: 'scan',
-        scan: { reference: 'C24A0K3B0712345', timeStamp: at(9), dcpKey: 'GI-01', productModelKey: 'PACK-A', supplierKey: 'SUP-0042', parents: [SSCC], attributes: [{ key: 'cellLot', value: '24A0K3B' }] },
+        scan: { reference: 'C24A0K3B0712345', timeStamp: at(9), dcpKey: 'GI-01', productModelKey: 'PACK-A', supplierKey: 'SUP-0042', parents: [PALLET], attributes: [{ key: 'cellLot', value: '24A0K3B' }] },
       },
       { outcome: 'noRead' },
     ]);

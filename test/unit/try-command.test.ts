@@ -59,8 +59,12 @@ describe('scan-gateway try', () => {
     expect(r.code).toBe(0);
     const results = JSON.parse(r.out) as TryResult[];
     expect(results.map((x) => x.outcome)).toEqual(['scan', 'scan', 'duplicate', 'noRead']);
-    expect(results[0]).toMatchObject({ rule: 'pallet-sscc', container: { name: 'incoming-pallet', action: 'opened', parent: '095212345678901235' } });
-    expect(results[1]).toMatchObject({ scan: { reference: 'C2611030001234', parents: ['095212345678901235'] }, tried: ['pallet-sscc', 'gs1-serialised'] });
+    expect(results[0]).toMatchObject({ rule: 'pallet-sscc', container: { name: 'incoming-pallet', action: 'opened', parent: 'https://id.gs1.org/00/095212345678901235' } });
+    expect(results[1]).toMatchObject({
+      scan: { reference: 'https://id.gs1.org/01/09521234543213/21/C2611030001234', parents: ['https://id.gs1.org/00/095212345678901235'] },
+      tried: ['pallet-sscc', 'gs1-serialised'],
+      gs1: { canonical: { reference: 'https://id.gs1.org/01/09521234543213/21/C2611030001234', why: 'identified by AI 01 (GTIN), AI 21 (SERIAL); not part of the identity: AI 10 (BATCH/LOT)' } },
+    });
     expect(results[2]?.reason).toBe('same reference at GI-01 within 2000 ms: counted, not sent again');
   });
 
