@@ -152,6 +152,14 @@ describe('the Debian package on clean Debian roots', () => {
           expect(inBooted(init, ['systemctl', 'show', '-p', 'ExecMainPID', '--value', 'scan-gateway.service']).stdout.trim()).not.toBe('0');
           const exec = inBooted(init, ['sh', '-c', 'readlink /proc/$(systemctl show -p MainPID --value scan-gateway.service)/exe']).stdout.trim();
           expect(exec).toBe('/usr/lib/scan-gateway/bin/node');
+          // `systemctl reload` reaches the gateway as SIGHUP through the unit's ExecReload, with the root's own tools.
+          const reload = inBooted(init, ['systemctl', 'reload', 'scan-gateway.service']);
+          expect(reload.code, reload.stderr).toBe(0);
+          await waitFor(() => (/configuration reloaded/.test(inBooted(init, ['journalctl', '--no-pager', '-n', '60', '-u', 'scan-gateway.service']).stdout) ? true : undefined), {
+            timeoutMs: 20_000,
+            intervalMs: 500,
+            what: 'the reload in the journal',
+          });
         } finally {
           booted.kill('SIGTERM');
         }
