@@ -138,6 +138,11 @@ export class GatewayMetrics {
     bufferGauge('scan_gateway_possible_duplicates', 'Scans that may be held twice by the service: in uploads sent again after their answer was lost (lifetime count, kept in the buffer).', (s) => s.delivery.possibleDuplicates ?? 0);
     // High availability (`ha`): labelled by node and leader key (one key per pair), so a gateway
     // without `ha` has no samples of them and an alert over a pair groups by key.
+    const haSample = (value: (ha: HaStatusView) => number | undefined) => {
+      const ha = snap()?.ha as HaStatusView | undefined;
+      const v = ha ? value(ha) : undefined;
+      return ha && v !== undefined ? { labels: { node: ha.nodeId, key: ha.key }, value: v } : undefined;
+    };
     const haGauge = (name: string, help: string, value: (ha: HaStatusView) => number | undefined) =>
       new Gauge({
         name,
@@ -146,9 +151,8 @@ export class GatewayMetrics {
         registers: [r],
         collect() {
           this.reset();
-          const ha = snap()?.ha as HaStatusView | undefined;
-          const v = ha ? value(ha) : undefined;
-          if (ha && v !== undefined) this.set({ node: ha.nodeId, key: ha.key }, v);
+          const sample = haSample(value);
+          if (sample) this.set(sample.labels, sample.value);
         },
       });
     haGauge('scan_gateway_ha_leader', 'High availability: 1 while this node leads (takes reads), 0 as standby or fenced.', (ha) => (ha.role === 'leader' ? 1 : 0));
@@ -162,8 +166,8 @@ export class GatewayMetrics {
         registers: [r],
         collect() {
           this.reset();
-          const ha = snap()?.ha as HaStatusView | undefined;
-          if (ha) this.inc({ node: ha.nodeId, key: ha.key }, value(ha));
+          const sample = haSample(value);
+          if (sample) this.inc(sample.labels, sample.value);
         },
       });
     haCounter('scan_gateway_ha_takeovers_total', 'High availability: takeovers by this node since it started.', (ha) => ha.takeovers);
