@@ -1,0 +1,34 @@
+/**
+ * The body of an item-lookup thread (started by lookup-workers.ts, never imported): its own
+ * read-only connection to the buffer file (WAL lets it read beside the daemon's writer, and a read
+ * of SQLite here holds no lock the writer waits for), one question at a time, the answer posted
+ * as JSON text so the main thread does not walk or stringify it.
+ *
+ * In: `workerData` `{ path }`; messages {@link LookupRequest}. Out: {@link LookupReply}.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { answerItemQuestion } from './item-questions.js';
+import type { LookupReply, LookupRequest } from './lookup-workers.js';
+import { BufferReader } from './reader.js';
+
+const port = parentPort;
+if (!port) throw new Error('lookup-worker.js runs as a worker thread (src/buffer/lookup-workers.ts)');
+const { path } = workerData as { path: string };
+
+// Opened at the first question, not at load: a buffer that cannot be read is told with that
+// question (500 with SQLite's reason) rather than as a thread that died at birth.
+let reader: BufferReader | undefined;
+
+port.on('message', (request: LookupRequest) => {
+  let reply: LookupReply;
+  try {
+    reader ??= new BufferReader(path);
+    const answer = answerItemQuestion(reader.reports, request.question, new Map(request.dcpKinds));
+    reply = { id: request.id, ...answer };
+  } catch (err) {
+    reply = { id: request.id, error: err instanceof Error ? err.message : String(err) };
+  }
+  port.postMessage(reply);
+});
+
+port.once('close', () => reader?.close());
