@@ -6,14 +6,25 @@
  *
  * In: `workerData` `{ path }`; messages {@link LookupRequest}. Out: {@link LookupReply}.
  */
+import { setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { answerItemQuestion } from './item-questions.js';
-import type { LookupReply, LookupRequest } from './lookup-workers.js';
+import { LOOKUP_NICENESS, type LookupReply, type LookupRequest } from './lookup-workers.js';
 import { BufferReader } from './reader.js';
 
 const port = parentPort;
 if (!port) throw new Error('lookup-worker.js runs as a worker thread (src/buffer/lookup-workers.ts)');
 const { path } = workerData as { path: string };
+
+// A lookup is a person's question; probes, ingest and delivery are the line's. On a busy two-core
+// gateway this thread would take a core's share from the event loop it was made to spare, so it
+// runs at a lower priority (niceness is per thread on Linux, and `0` names the calling thread):
+// it gets the CPU the loop leaves. Where that is refused (another OS), it runs at the process's.
+try {
+  setPriority(0, LOOKUP_NICENESS);
+} catch {
+  // Best effort: the lookups still leave the loop free, only not the CPU.
+}
 
 // Opened at the first question, not at load: a buffer that cannot be read is told with that
 // question (500 with SQLite's reason) rather than as a thread that died at birth.

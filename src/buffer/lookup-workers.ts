@@ -14,6 +14,9 @@ export interface LookupRequest {
 /** A lookup thread's reply: the answer, or the message of what it threw. */
 export type LookupReply = { id: number } & (ItemAnswer | { error: string });
 
+/** Niceness of a lookup thread (0 the process's, 19 the lowest priority): see lookup-worker.ts. */
+export const LOOKUP_NICENESS = 10;
+
 /** Longest a lookup may run in its thread before the thread is ended and a new one started, ms. */
 export const LOOKUP_DEADLINE_MS = 30_000;
 
