@@ -30,6 +30,11 @@ try {
 // question (500 with SQLite's reason) rather than as a thread that died at birth.
 let reader: BufferReader | undefined;
 
+// Each statement of a lookup reads its own snapshot, not one transaction for the whole lookup: a
+// read transaction pins the write-ahead log where it began, so the daemon's checkpoints could not
+// pass it for as long as a lookup runs (up to its deadline), and the disk guard counts on them
+// keeping the log small. A trace may so straddle a commit made while it ran (a scan's state one
+// step newer in one part than in another), as a health page refreshed a moment later would.
 port.on('message', (request: LookupRequest) => {
   let reply: LookupReply;
   try {
