@@ -19,7 +19,8 @@ const { path } = workerData as { path: string };
 // A lookup is a person's question; probes, ingest and delivery are the line's. On a busy two-core
 // gateway this thread would take a core's share from the event loop it was made to spare, so it
 // runs at a lower priority (niceness is per thread on Linux, and `0` names the calling thread):
-// it gets the CPU the loop leaves. Where that is refused (another OS), it runs at the process's.
+// it gets the CPU the loop leaves. Where that is refused it runs at the process's: the shipped
+// systemd unit's SystemCallFilter drops @resources, setpriority with it (EPERM).
 try {
   setPriority(0, LOOKUP_NICENESS);
 } catch {
