@@ -138,6 +138,7 @@ export class LookupWorkers {
       // Past the deadline the thread is ended: unlike synchronous work in the main thread, a
       // lookup in a thread can be cut, and a stuck one would otherwise hold its slot for good.
       slot.timer = setTimeout(() => {
+        this.options.logger.warn({ component: 'http', question: job.request.question, deadlineMs: this.deadlineMs }, 'item lookup ran past its deadline; its thread is ended and started again at the next lookup');
         this.settle(slot, new LookupUnavailable(`it ran longer than ${this.deadlineMs} ms; its thread was ended and is started again for the next lookup`));
         this.drop(slot, worker);
         void worker.terminate();
