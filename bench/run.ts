@@ -7,6 +7,7 @@ import { benchDrain, benchFill, DRAIN_DEFAULTS } from './drain.js';
 import { benchFootprint, FOOTPRINT_DEFAULTS } from './footprint.js';
 import { benchIntake, INTAKE_DEFAULTS } from './intake.js';
 import { benchItems, ITEMS_DEFAULTS } from './items.js';
+import { benchLookups, LOOKUPS_DEFAULTS } from './lookups.js';
 import { benchMqtt, MQTT_DEFAULTS } from './mqtt.js';
 import { benchRecovery, RECOVERY_DEFAULTS } from './recovery.js';
 import { benchSftp, SFTP_DEFAULTS } from './sftp.js';
@@ -22,14 +23,14 @@ import { machineInfo, nowMs, othersBusyMeter, sampleBackground } from './lib/sys
  * a result, not a failure), 2 on a command line it cannot follow.
  */
 
-const ALL = ['intake', 'mqtt', 'mqtt-fair', 'drain', 'fill', 'footprint', 'status', 'bigfile', 'sftp', 'items', 'recovery'] as const;
+const ALL = ['intake', 'mqtt', 'mqtt-fair', 'drain', 'fill', 'footprint', 'status', 'bigfile', 'sftp', 'items', 'lookups', 'recovery'] as const;
 /** Benchmarks run only when named in `--only`: the soak takes 30 minutes. */
 const NAMED_ONLY = ['soak'] as const;
 const KNOWN = [...ALL, ...NAMED_ONLY];
 type BenchId = (typeof KNOWN)[number];
 
 const USAGE = `Usage:
-  node dist/bench/run.js [--only intake,mqtt,mqtt-fair,drain,fill,footprint,status,bigfile,sftp,items,recovery] [--quick] [--out FILE]
+  node dist/bench/run.js [--only intake,mqtt,mqtt-fair,drain,fill,footprint,status,bigfile,sftp,items,lookups,recovery] [--quick] [--out FILE]
                          [--node-args='--max-semi-space-size=1 …'] [--no-status-events]
   node dist/bench/run.js --only soak [--minutes N] [--heap-snapshots] [--prefill SCANS] [--cpu-prof-dir DIR] [--quick]
   node dist/bench/run.js --markdown [FILE]
@@ -110,6 +111,7 @@ const sizes = {
   bigfile: quick ? { lines: 100_000 } : BIGFILE_DEFAULTS,
   sftp: quick ? { batchMiB: 10, batches: 2 } : SFTP_DEFAULTS,
   items: quick ? { scans: 200_000, lookups: 50 } : ITEMS_DEFAULTS,
+  lookups: quick ? { ...LOOKUPS_DEFAULTS, seconds: 3 } : LOOKUPS_DEFAULTS,
   recovery: quick ? { ...RECOVERY_DEFAULTS, scans: 5000, burstMs: 5000 } : RECOVERY_DEFAULTS,
   soak: {
     ...SOAK_DEFAULTS,
@@ -131,6 +133,7 @@ const runners: Record<BenchId, () => Promise<Omit<BenchResult, 'durationSec' | '
   bigfile: () => benchBigFile(sizes.bigfile),
   sftp: () => benchSftp(sizes.sftp),
   items: () => benchItems(sizes.items),
+  lookups: () => benchLookups(sizes.lookups),
   recovery: () => benchRecovery(sizes.recovery),
   soak: () => benchSoak(sizes.soak),
 };
@@ -146,6 +149,7 @@ const TITLES: Record<BenchId, string> = {
   bigfile: 'One big file',
   sftp: 'SFTP delivery of large batches',
   items: 'Item lookup (10 million scans)',
+  lookups: 'Probes and ingest beside 100 wide item lookups',
   recovery: 'Recovery after a fault burst (pre-signed)',
   soak: 'Soak (30 minutes at 500 reads/s over MQTT)',
 };

@@ -2,6 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import { isLoopbackHost } from '../listener/host-check.js';
 import { gatewayInstanceId } from '../config/own-gateway.js';
 import { buildHealthServer } from '../health/server.js';
+import { answerItemQuestion, type ItemQuestion } from '../buffer/item-questions.js';
+import { LookupWorkers } from '../buffer/lookup-workers.js';
 import type { Gateway } from './gateway.js';
 import { splitListen } from './parts.js';
 import { gatherStatus } from './status.js';
@@ -16,6 +18,12 @@ export async function buildHttpServer(g: Gateway): Promise<FastifyInstance> {
   const { config, deps, logger, live } = g;
   const { host } = splitListen(config.http.listen);
   const reports = () => g.store.reports;
+  const dcpKinds = () => new Map(live.current.config.dcps.map((d) => [d.key, d.kind as string]));
+  // Item lookups run in threads with their own read-only connections (the event loop only posts
+  // and sends), started at the first lookup and ended with the server. A buffer in memory cannot
+  // be opened twice: there they run here, one at a time between other requests (tests, trials).
+  const workers = config.buffer.path === ':memory:' ? undefined : new LookupWorkers({ path: config.buffer.path, threads: config.http.limits.maxItemLookups, logger });
+  const answer = (question: ItemQuestion) => (workers ? workers.run(question, dcpKinds()) : answerItemQuestion(reports(), question, dcpKinds()));
   const server = buildHealthServer({
     logger,
     status: () => gatherStatus(g),
@@ -40,13 +48,9 @@ export async function buildHttpServer(g: Gateway): Promise<FastifyInstance> {
       lastReadId: () => reports().lastReadId(),
       status: () => gatherStatus(g),
     },
-    items: {
-      trace: (reference, depth) =>
-        reports().trace(reference, { ...(depth === undefined ? {} : { depth }), dcpKinds: new Map(live.current.config.dcps.map((d) => [d.key, d.kind as string])) }),
-      search: (prefix, limit) => reports().searchItems(prefix, limit),
-      byValue: (value, options) => reports().searchByValue(value, options),
-    },
+    items: { answer },
   });
+  if (workers) server.addHook('onClose', () => workers.close());
   if (g.ha) {
     // Under `ha` the inputs run only while this node leads, maybe not yet: the ingest routes are
     // registered from a paused adapter of each (its token read, so a caller is told 503 with

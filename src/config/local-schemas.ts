@@ -94,7 +94,7 @@ export const httpLimitsSchema = z
       .max(60_000)
       .default(250)
       .describe('Time a new connection has to send its request head before it counts as idle for maxConnectionsPerClient, in ms: a burst of real requests is not cut while their heads are being read.'),
-    maxItemLookups: z.number().int().min(1).max(16).default(1).describe('Item lookups (GET /api/v1/items…) worked on at once; each is synchronous work on the buffer, so one keeps the other requests interleaved between lookups.'),
+    maxItemLookups: z.number().int().min(1).max(16).default(1).describe('Item lookups (GET /api/v1/items…) worked on at once, each in a thread of its own with a read-only connection to the buffer (started at the first lookup): the event loop only passes the question and the answer, so probes and ingest are served while lookups run.'),
     maxQueuedItemLookups: z
       .number()
       .int()

@@ -15,8 +15,8 @@ import { PAGE_CSP, renderPage } from './page.js';
 import { RefusalLog, REFUSAL_LOG_INTERVAL_MS } from '../listener/refusal-log.js';
 import type { GatewayStatus } from './status.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
-import type { ItemMatch, ItemTrace } from '../buffer/items.js';
-import type { ValueMatches } from '../buffer/item-keys.js';
+import type { ItemAnswer, ItemQuestion } from '../buffer/item-questions.js';
+import { LookupUnavailable } from '../buffer/lookup-workers.js';
 import { StationHub, STATION_HEARTBEAT_MS, type StationSource } from './station.js';
 import { renderStationPage, renderUnknownStation, STATION_CSP } from './station-page.js';
 import { INSTANCE_HEADER } from '../config/own-gateway.js';
@@ -54,14 +54,14 @@ export interface HealthServerOptions {
   /** The station screen, when given: see {@link StationOptions}. */
   station?: StationOptions;
   /**
-   * Item lookup, read-only over the buffer: serves `GET /api/v1/items/<reference>` and
-   * `GET /api/v1/items?prefix=…` when given (the buffer's reports, src/buffer/items.ts).
+   * Item lookup, read-only over the buffer: serves `GET /api/v1/items/<reference>`,
+   * `GET /api/v1/items?prefix=…` and `GET /api/v1/items?value=…[&ai=…][&limit=…][&cursor=…]` when
+   * given. `answer` gives the status code and the body as JSON text (src/buffer/item-questions.ts),
+   * made where the work ran (a lookup thread: src/buffer/lookup-workers.ts); it rejects with
+   * `LookupUnavailable` (answered 503 with its reason and Retry-After) when no thread could answer.
    */
   items?: {
-    trace: (reference: string, depth?: number) => ItemTrace;
-    search: (prefix: string, limit?: number) => ItemMatch[];
-    /** `GET /api/v1/items?value=…[&ai=…][&limit=…][&cursor=…]`: the items carrying an AI's value (src/buffer/item-keys.ts). */
-    byValue?: (value: string, options: { ai?: string; limit?: number; cursor?: string }) => ValueMatches[];
+    answer: (question: ItemQuestion) => ItemAnswer | Promise<ItemAnswer>;
   };
   /** The gateway's instance id, sent by `/healthz` in `x-scan-gateway-instance` so `config check` knows its own gateway (config/own-gateway.ts). */
   instance?: string;
@@ -281,16 +281,15 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
   if (items) {
     const tooLong = (reply: FastifyReply) =>
       reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: `a reference is at most ${MAX_ITEM_REFERENCE} characters` });
-    // A lookup is synchronous SQLite work (tens of ms for a wide item): one at a time, a bounded
-    // line behind it, and the JSON made inside the turn too, so a burst of lookups leaves the loop
-    // free between two of them for probes and ingest.
+    // A lookup is tens of ms of SQLite and JSON work for a wide item, done in a thread of its own:
+    // `maxItemLookups` at once and a bounded line behind them, so a burst of lookups holds bounded
+    // memory and work, and the excess is refused at once.
     const lookups = new WorkQueue({ concurrency: limits.maxItemLookups, maxWaiting: limits.maxQueuedItemLookups });
-    const lookup = async (request: FastifyRequest, reply: FastifyReply, work: () => { code: number; body: unknown }) => {
+    const lookup = async (request: FastifyRequest, reply: FastifyReply, question: ItemQuestion) => {
       const job = lookups.run(() => {
         // A client gone while waiting: nothing to answer, no work to do.
         if (request.socket.destroyed) return undefined;
-        const { code, body } = work();
-        return { code, json: JSON.stringify(scrub ? scrubValue(body, scrub) : body) };
+        return items.answer(question);
       });
       if (!job) {
         count('item_lookups');
@@ -300,9 +299,15 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
           .header('retry-after', '1')
           .send({ statusCode: 429, error: 'Too Many Requests', message: 'too many item lookups are running and waiting; try again in a second' });
       }
-      const done = await job;
+      let done: ItemAnswer | undefined;
+      try {
+        done = await job;
+      } catch (err) {
+        if (!(err instanceof LookupUnavailable)) throw err;
+        return reply.code(503).header('retry-after', '1').send({ statusCode: 503, error: 'Service Unavailable', message: err.message });
+      }
       if (!done) return reply.hijack();
-      return reply.code(done.code).type('application/json; charset=utf-8').send(done.json);
+      return reply.code(done.code).type('application/json; charset=utf-8').send(scrub ? scrubJson(done.json, scrub) : done.json);
     };
     // Same read token rules as the status: the trace shows raw reads.
     app.get('/api/v1/items', { onRequest: guardRead }, async (request, reply) => {
@@ -310,8 +315,7 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
       const prefix = String(query.prefix ?? '');
       const value = String(query.value ?? '');
       if (prefix.length > MAX_ITEM_REFERENCE || value.length > MAX_ITEM_REFERENCE) return tooLong(reply);
-      if (value !== '' && items.byValue) {
-        const byValue = items.byValue;
+      if (value !== '') {
         const ai = query.ai === undefined ? undefined : String(query.ai);
         const cursor = query.cursor === undefined ? undefined : String(query.cursor);
         const limit = query.limit === undefined ? undefined : Number(query.limit);
@@ -319,13 +323,10 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
         if (ai !== undefined && !/^\d{2,4}$/.test(ai)) return bad(`ai must be a GS1 Application Identifier of 2 to 4 digits (e.g. 21), got "${ai}"`);
         if (cursor !== undefined && !/^\d{2,4}\.\d{1,15}$/.test(cursor)) return bad(`cursor must be the "next" of the previous page (e.g. 21.1234), got "${cursor}"`);
         if (limit !== undefined && !(Number.isInteger(limit) && limit >= 1)) return bad(`limit must be a whole number of at least 1, got "${String(query.limit)}"`);
-        return lookup(request, reply, () => ({
-          code: 200,
-          body: { value, matches: byValue(value, { ...(ai !== undefined ? { ai } : {}), ...(limit !== undefined ? { limit } : {}), ...(cursor !== undefined ? { cursor } : {}) }) },
-        }));
+        return lookup(request, reply, { kind: 'byValue', value, ...(ai !== undefined ? { ai } : {}), ...(limit !== undefined ? { limit } : {}), ...(cursor !== undefined ? { cursor } : {}) });
       }
       if (prefix === '') return reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: 'give ?prefix=<start of a reference> or ?value=<an AI value: serial, SSCC, lot, GTIN>, or ask for /api/v1/items/<reference>' });
-      return lookup(request, reply, () => ({ code: 200, body: { prefix, matches: items.search(prefix) } }));
+      return lookup(request, reply, { kind: 'search', prefix });
     });
     // A wildcard: a reference may hold a slash (a GS1 Digital Link, a path-like serial).
     app.get('/api/v1/items/*', { onRequest: guardRead }, async (request, reply) => {
@@ -333,10 +334,7 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
       if (reference === '') return reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: 'give the reference: /api/v1/items/<reference>' });
       if (reference.length > MAX_ITEM_REFERENCE) return tooLong(reply);
       const depth = Number((request.query as Record<string, unknown>).depth ?? Number.NaN);
-      return lookup(request, reply, () => {
-        const trace = items.trace(reference, Number.isFinite(depth) ? depth : undefined);
-        return { code: trace.found ? 200 : 404, body: trace };
-      });
+      return lookup(request, reply, { kind: 'trace', reference, ...(Number.isFinite(depth) ? { depth } : {}) });
     });
   }
 
@@ -418,4 +416,15 @@ const unavailableActions: AdminActions = { retry: unavailable, pause: unavailabl
 /** The election in a few fields (healthz, the leader check). */
 function haSummary(ha: HaStatusView): Record<string, unknown> {
   return { nodeId: ha.nodeId, role: ha.role, leaderNode: ha.leader ?? null, epoch: ha.epoch ?? null, etcdReachable: ha.etcd.reachable, lastTakeover: ha.lastTakeover ?? null, possibleDuplicates: ha.possibleDuplicates.reads };
+}
+
+/**
+ * `json` with `scrub` applied to every string in it. The text is searched first, so an answer with
+ * no secret in it (nearly all) costs a pass over the text and no parse; one with a hit is scrubbed
+ * value by value, because a needle found across the JSON's own quotes must not break its syntax.
+ * "Bearer" alone sends it value by value too: `Bearer\t<token>` in a value is `Bearer\\t…` in
+ * the text, which the scrubber's whitespace does not match.
+ */
+function scrubJson(json: string, scrub: (text: string) => string): string {
+  return scrub(json) === json && !/bearer/i.test(json) ? json : JSON.stringify(scrubValue(JSON.parse(json), scrub));
 }

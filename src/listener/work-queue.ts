@@ -9,13 +9,14 @@ export interface WorkQueueOptions {
 }
 
 /**
- * A bounded queue for synchronous work done on behalf of a request (an item lookup: SQLite in
- * this process). Synchronous work cannot be cut by a timeout once started, so what the queue bounds
- * is how much of it can pile up: at most `concurrency` jobs run and `maxWaiting` wait; past that
- * {@link WorkQueue.run} refuses at once, and the route answers 429.
+ * A bounded queue for work done on behalf of a request (an item lookup: SQLite in a worker thread,
+ * or in this one). What the queue bounds is how much of it can pile up, in memory and in work: at
+ * most `concurrency` jobs run and `maxWaiting` wait; past that {@link WorkQueue.run} refuses at
+ * once, and the route answers 429.
  *
- * Each job starts from a `setImmediate`: the event loop polls for I/O between two jobs, so
- * probes, ingest and the other routes are served between lookups rather than after all of them.
+ * Each job starts from a `setImmediate`: the event loop polls for I/O between two jobs, so when a
+ * job is synchronous, probes, ingest and the other routes are served between two of them rather
+ * than after all of them.
  */
 export class WorkQueue {
   private readonly queue: PQueue;
@@ -35,10 +36,11 @@ export class WorkQueue {
   }
 
   /**
-   * Queues `work`; resolves with its result (rejects with what it throws) once it ran.
+   * Queues `work`; resolves with its result (rejects with what it throws or rejects with) once it
+   * ran, a promise it returns settled.
    * @returns undefined, having queued nothing, when `concurrency` jobs run and `maxWaiting` wait.
    */
-  run<T>(work: () => T): Promise<T> | undefined {
+  run<T>(work: () => T | Promise<T>): Promise<T> | undefined {
     if (this.queue.pending + this.queue.size >= Math.max(1, this.options.concurrency) + this.options.maxWaiting) return undefined;
     return this.queue.add(async () => {
       await new Promise<void>((resolve) => setImmediate(resolve));
