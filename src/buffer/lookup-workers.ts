@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
+import { ErrorCodes, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { ItemAnswer, ItemQuestion } from './item-questions.js';
 
@@ -25,9 +26,9 @@ export const LOOKUP_DEADLINE_MS = 30_000;
  * died or was ended past its deadline (restarted for the next lookup), its script is missing, or
  * the gateway is stopping. The route answers 503 with {@link LookupUnavailable.reason}.
  */
-export class LookupUnavailable extends Error {
+export class LookupUnavailable extends GatewayError {
   constructor(readonly reason: string) {
-    super(`item lookup unavailable: ${reason}`);
+    super(ErrorCodes.INTERNAL, `item lookup unavailable: ${reason}`);
     this.name = 'LookupUnavailable';
   }
 }
@@ -98,7 +99,7 @@ export class LookupWorkers {
 
   /**
    * Answers `question` in a thread.
-   * @throws LookupUnavailable (rejects) as told there; an Error with SQLite's message when the
+   * @throws LookupUnavailable (rejects) as told there; a GatewayError `SCANGW_E_BUFFER` with SQLite's message when the
    *   thread could not read the buffer.
    */
   run(question: ItemQuestion, dcpKinds: ReadonlyMap<string, string>): Promise<ItemAnswer> {
@@ -151,13 +152,14 @@ export class LookupWorkers {
 
   private spawn(slot: Slot): Worker {
     const script = this.options.script ?? lookupWorkerScript();
-    if (!existsSync(script)) throw new Error(`${script.pathname} is missing (run npm run build)`);
+    if (!existsSync(script)) throw new GatewayError(ErrorCodes.INTERNAL, `${script.pathname} is missing (run npm run build)`);
     const worker = new Worker(script, { workerData: { path: this.options.path } });
     // An idle thread must not keep the process alive; a lookup in flight is held by its request.
     worker.unref();
     worker.on('message', (reply: LookupReply) => {
       if (slot.worker !== worker || slot.job?.request.id !== reply.id) return;
-      this.settle(slot, 'error' in reply ? new Error(reply.error) : { code: reply.code, json: reply.json });
+      // The question failed in SQLite (the thread lives on): a buffer error, answered 500 as in the loop.
+      this.settle(slot, 'error' in reply ? new GatewayError(ErrorCodes.BUFFER, reply.error) : { code: reply.code, json: reply.json });
       this.dispatch();
     });
     worker.on('error', (err) => this.died(slot, worker, `the lookup thread failed: ${err.message}`));
