@@ -1,9 +1,6 @@
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
-import { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
-import { CommandExit } from '../../src/cli/exit.js';
-import { registerTryCommand, type TryResult } from '../../src/cli/try-command.js';
+import type { TryResult } from '../../src/cli/try-command.js';
 import { fieldSourceNotes } from '../../src/config/field-sources.js';
 import { jsonFieldsSchema } from '../../src/config/input-schemas.js';
 import { loadConfig } from '../../src/config/load.js';
@@ -11,26 +8,13 @@ import { jsonRead } from '../../src/inputs/json-read.js';
 import { messageToItem } from '../../src/inputs/mqtt/mqtt-payload.js';
 import { Mapper } from '../../src/mapping/mapper.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
+import { runTry } from '../helpers/try-cli.js';
 
 const CONFIG = join(PACKAGE_ROOT, 'test/fixtures/site-trial/site.yaml');
 const VISION = '{"code":"PK-000815","ts":"2026-11-27T10:00:00Z","station":"EOL-3","voltage":3.652,"meas":{"temp":24.5}}';
 
-async function tryIt(...args: string[]): Promise<{ code: number; out: string; err: string }> {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  let out = '';
-  let err = '';
-  stdout.on('data', (d: Buffer) => (out += d.toString()));
-  stderr.on('data', (d: Buffer) => (err += d.toString()));
-  const program = new Command('scan-gateway').exitOverride();
-  registerTryCommand(program, { stdout, stderr, cwd: PACKAGE_ROOT, env: {}, now: () => Date.parse('2026-11-27T10:00:01Z') });
-  try {
-    await program.parseAsync(['node', 'scan-gateway', 'try', '--config', CONFIG, ...args]);
-  } catch (e) {
-    if (e instanceof CommandExit) return { code: e.exitCode, out, err };
-    throw e;
-  }
-  throw new Error('try always ends with an exit code');
+function tryIt(...args: string[]): Promise<{ code: number; out: string; err: string }> {
+  return runTry(CONFIG, Date.parse('2026-11-27T10:00:01Z'), args);
 }
 
 describe('any payload field as an attribute (fields.attributeFields)', () => {

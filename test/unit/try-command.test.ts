@@ -1,29 +1,13 @@
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
-import { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
-import { CommandExit } from '../../src/cli/exit.js';
-import { registerTryCommand, unescapeRead, type TryResult } from '../../src/cli/try-command.js';
+import { unescapeRead, type TryResult } from '../../src/cli/try-command.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
+import { runTry } from '../helpers/try-cli.js';
 
 const GS = '\u001d';
 
-async function tryReads(...args: string[]): Promise<{ code: number; out: string; err: string }> {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  let out = '';
-  let err = '';
-  stdout.on('data', (d: Buffer) => (out += d.toString()));
-  stderr.on('data', (d: Buffer) => (err += d.toString()));
-  const program = new Command('scan-gateway').exitOverride();
-  registerTryCommand(program, { stdout, stderr, cwd: PACKAGE_ROOT, env: {}, now: () => Date.parse('2026-11-18T06:00:00Z') });
-  try {
-    await program.parseAsync(['node', 'scan-gateway', 'try', '--config', join(PACKAGE_ROOT, 'config/example.yaml'), ...args]);
-  } catch (e) {
-    if (e instanceof CommandExit) return { code: e.exitCode, out, err };
-    throw e;
-  }
-  throw new Error('try always ends with an exit code');
+function tryReads(...args: string[]): Promise<{ code: number; out: string; err: string }> {
+  return runTry(join(PACKAGE_ROOT, 'config/example.yaml'), Date.parse('2026-11-18T06:00:00Z'), args);
 }
 
 describe('scan-gateway try', () => {
