@@ -1,5 +1,13 @@
 import { spawn } from 'node:child_process';
-import { createWriteStream, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  createWriteStream,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -47,16 +55,21 @@ async function dropFile(inbox: string, lines: number, padBytes: number): Promise
   }
   for (let i = 0; i < lines; i += 10_000) {
     let block = '';
-    for (let j = i; j < Math.min(lines, i + 10_000); j++) block += `R${String(j).padStart(9, '0')}${pad}\n`;
+    for (let j = i; j < Math.min(lines, i + 10_000); j++)
+      block += `R${String(j).padStart(9, '0')}${pad}\n`;
     bytes += block.length;
     if (!out.write(block)) await new Promise<void>((resolve) => out.once('drain', () => resolve()));
   }
-  await new Promise<void>((resolve, reject) => out.end((err?: Error | null) => (err ? reject(err) : resolve())));
+  await new Promise<void>((resolve, reject) =>
+    out.end((err?: Error | null) => (err ? reject(err) : resolve())),
+  );
   renameSync(tmp, join(inbox, 'big.txt'));
   return bytes;
 }
 
-export async function benchBigFile(opts: BigFileOptions): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
+export async function benchBigFile(
+  opts: BigFileOptions,
+): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
   const dir = mkdtempSync(join(tmpdir(), 'sg-bench-bigfile-'));
   const inbox = join(dir, 'inbox');
   mkdirSync(inbox);
@@ -66,7 +79,9 @@ export async function benchBigFile(opts: BigFileOptions): Promise<Omit<BenchResu
   let sandbox: JsonChild | undefined;
   let upstream = 'http://127.0.0.1:9';
   if (withDelivery) {
-    sandbox = startJsonChild('sandbox-child.js', [JSON.stringify({ processingDelayMs: 200, kafka: false })]);
+    sandbox = startJsonChild('sandbox-child.js', [
+      JSON.stringify({ processingDelayMs: 200, kafka: false }),
+    ]);
     upstream = (await sandbox.next<{ url: string }>(20_000, 'the sandbox to listen')).url;
   }
   writeFileSync(
@@ -82,7 +97,23 @@ inputs:
   - { id: inbox, type: files, dir: ${inbox}, format: ${(opts.padBytes ?? 0) > 0 ? 'csv' : 'lines'}, dcp: GI-01, stableMs: 100 }
 `,
   );
-  const child = track(spawn(process.execPath, [...(opts.nodeArgs ?? unitNodeArgs()), join(PACKAGE_ROOT, 'dist/src/main.js'), 'run', '--config', config], { env: { ...process.env, ...unitEnvironment() }, cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] }));
+  const child = track(
+    spawn(
+      process.execPath,
+      [
+        ...(opts.nodeArgs ?? unitNodeArgs()),
+        join(PACKAGE_ROOT, 'dist/src/main.js'),
+        'run',
+        '--config',
+        config,
+      ],
+      {
+        env: { ...process.env, ...unitEnvironment() },
+        cwd: dir,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    ),
+  );
   let output = '';
   child.stdout?.on('data', (d: Buffer) => (output = (output + d.toString()).slice(-20_000)));
   child.stderr?.on('data', (d: Buffer) => (output = (output + d.toString()).slice(-20_000)));
@@ -90,7 +121,8 @@ inputs:
     const pid = child.pid!;
     const startBy = nowMs() + 30_000;
     while (!/scan-gateway started/.test(output)) {
-      if (child.exitCode !== null || nowMs() > startBy) throw new Error(`gateway did not start:\n${output}`);
+      if (child.exitCode !== null || nowMs() > startBy)
+        throw new Error(`gateway did not start:\n${output}`);
       await sleep(50);
     }
     await sleep(1000);
@@ -101,7 +133,8 @@ inputs:
     let peak = idlePeak;
     let atLargest = { rssMiB: 0, peakMiB: 0, anonMiB: 0, fileMiB: 0 };
     while (existsSync(join(inbox, 'big.txt'))) {
-      if (child.exitCode !== null) throw new Error(`gateway exited while taking the file:\n${output}`);
+      if (child.exitCode !== null)
+        throw new Error(`gateway exited while taking the file:\n${output}`);
       if (nowMs() > deadline) throw new Error('the file was not taken within 600 s');
       const now = processMemory(pid);
       // The split of the largest RSS seen: anonymous memory (V8's heap, SQLite's page cache,
@@ -117,11 +150,16 @@ inputs:
     let delivered: number;
     try {
       rows = db.prepare(`SELECT count(*) FROM reads`).pluck().get() as number;
-      delivered = (db.prepare(`SELECT coalesce(sum(scan_count), 0) FROM batches WHERE state = 'done'`).pluck().get() as number) ?? 0;
+      delivered =
+        (db
+          .prepare(`SELECT coalesce(sum(scan_count), 0) FROM batches WHERE state = 'done'`)
+          .pluck()
+          .get() as number) ?? 0;
     } finally {
       db.close();
     }
-    if (rows !== opts.lines) throw new Error(`the buffer holds ${rows} reads, expected ${opts.lines}`);
+    if (rows !== opts.lines)
+      throw new Error(`the buffer holds ${rows} reads, expected ${opts.lines}`);
     return {
       id: 'bigfile',
       title: `One ${opts.lines.toLocaleString('en-US')}-line ${(opts.padBytes ?? 0) > 0 ? 'CSV' : 'lines'} file (${(bytes / 2 ** 20).toFixed(0)} MiB) dropped into a files inbox${withDelivery ? ', delivery beside it' : ''}`,
@@ -134,7 +172,12 @@ inputs:
           targets: [{ kind: 'max', of: 'value', value: 250 }],
           note: `VmHWM of the gateway process; the file is committed in chunks of 2,000 lines${withDelivery ? `; ${delivered.toLocaleString('en-US')} scans in batches the service had processed (pre-signed, 5,000 each) by the time the file was taken` : '; no delivery (upstream unreachable)'}`,
         }),
-        judge({ name: 'time to take the file', value: tookSec, unit: 's', note: `${Math.round(opts.lines / tookSec).toLocaleString('en-US')} lines/s, parse, map and commit` }),
+        judge({
+          name: 'time to take the file',
+          value: tookSec,
+          unit: 's',
+          note: `${Math.round(opts.lines / tookSec).toLocaleString('en-US')} lines/s, parse, map and commit`,
+        }),
       ],
       notes: [
         `largest RSS sampled ${atLargest.rssMiB.toFixed(0)} MiB: ${atLargest.anonMiB.toFixed(0)} MiB anonymous (V8 heap, SQLite cache, malloc), ${atLargest.fileMiB.toFixed(0)} MiB mapped files; node options: ${(opts.nodeArgs ?? unitNodeArgs()).join(' ') || 'none'}`,
@@ -142,7 +185,9 @@ inputs:
     };
   } finally {
     child.kill('SIGKILL');
-    await new Promise((resolve) => (child.exitCode !== null ? resolve(undefined) : child.once('exit', resolve)));
+    await new Promise((resolve) =>
+      child.exitCode !== null ? resolve(undefined) : child.once('exit', resolve),
+    );
     await sandbox?.stop(0);
     rmSync(dir, { recursive: true, force: true });
   }

@@ -41,7 +41,8 @@ export interface StallSpan {
   leaves: { frame: string; ms: number }[];
 }
 
-const frameName = (f: CallFrame) => `${f.functionName || '(anonymous)'} ${f.url.replace(/^.*\/(dist|node_modules)\//, '$1/')}:${f.lineNumber + 1}`;
+const frameName = (f: CallFrame) =>
+  `${f.functionName || '(anonymous)'} ${f.url.replace(/^.*\/(dist|node_modules)\//, '$1/')}:${f.lineNumber + 1}`;
 
 /** The spans of at least `minMs` in a parsed `.cpuprofile`, in time order. */
 export function stallSpans(profile: Profile, minMs: number): StallSpan[] {
@@ -67,7 +68,8 @@ export function stallSpans(profile: Profile, minMs: number): StallSpan[] {
   const spans: StallSpan[] = [];
   let a = 0;
   for (let i = 1; i <= profile.samples.length; i++) {
-    if (i < profile.samples.length && task(profile.samples[i]!) === task(profile.samples[a]!)) continue;
+    if (i < profile.samples.length && task(profile.samples[i]!) === task(profile.samples[a]!))
+      continue;
     // From the sample before the span's first (when the thread was last seen elsewhere) to its last.
     const ms = (times[i - 1]! - (times[a - 1] ?? times[a]!)) / 1000;
     const name = task(profile.samples[a]!);
@@ -82,7 +84,9 @@ export function stallSpans(profile: Profile, minMs: number): StallSpan[] {
         ms,
         samples: i - a,
         task: name,
-        leaves: [...leaves].sort((x, y) => y[1] - x[1]).map(([frame, leafMs]) => ({ frame, ms: leafMs })),
+        leaves: [...leaves]
+          .sort((x, y) => y[1] - x[1])
+          .map(([frame, leafMs]) => ({ frame, ms: leafMs })),
       });
     }
     a = i;
@@ -92,17 +96,22 @@ export function stallSpans(profile: Profile, minMs: number): StallSpan[] {
 
 if (process.argv[1]?.endsWith('cpuprofile-stalls.js')) {
   const [file, min] = process.argv.slice(2);
-  if (!file) throw new Error('usage: node dist/bench/cpuprofile-stalls.js <file.cpuprofile> [minMs]');
+  if (!file)
+    throw new Error('usage: node dist/bench/cpuprofile-stalls.js <file.cpuprofile> [minMs]');
   const profile = JSON.parse(readFileSync(file, 'utf8')) as Profile;
   const spans = stallSpans(profile, Number(min ?? 50));
   const byTask = new Map<string, number>();
   for (const s of spans) byTask.set(s.task, (byTask.get(s.task) ?? 0) + 1);
-  process.stdout.write(`${spans.length} spans of ${Number(min ?? 50)} ms or more; by task: ${JSON.stringify(Object.fromEntries(byTask))}\n`);
+  process.stdout.write(
+    `${spans.length} spans of ${Number(min ?? 50)} ms or more; by task: ${JSON.stringify(Object.fromEntries(byTask))}\n`,
+  );
   for (const s of spans) {
     const leaves = s.leaves
       .slice(0, 3)
       .map((l) => `${l.frame} ${l.ms.toFixed(0)} ms`)
       .join('; ');
-    process.stdout.write(`${s.atSec.toFixed(1)} s  ${s.ms.toFixed(0)} ms  ${s.samples} samples  ${s.task} | ${leaves}\n`);
+    process.stdout.write(
+      `${s.atSec.toFixed(1)} s  ${s.ms.toFixed(0)} ms  ${s.samples} samples  ${s.task} | ${leaves}\n`,
+    );
   }
 }

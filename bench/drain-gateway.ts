@@ -67,7 +67,8 @@ function timed<T extends object>(target: T, names: string[], sink: Record<string
     (target as Record<string, unknown>)[name] = (...args: unknown[]) => {
       const started = performance.now();
       const result = original.apply(target, args);
-      if (result instanceof Promise) return result.finally(() => (sink[name]! += performance.now() - started));
+      if (result instanceof Promise)
+        return result.finally(() => (sink[name]! += performance.now() - started));
       sink[name]! += performance.now() - started;
       return result;
     };
@@ -78,7 +79,12 @@ async function main(): Promise<DrainAnswer> {
   const rssAtStartMiB = vmHwmMiB();
   const store = BufferStore.openAt(request.dbPath);
   const clientSecret = readFileSync(join(PACKAGE_ROOT, DEMO_SECRET_FILE), 'utf8').trim();
-  const client = new UpstreamClient({ baseUrl: request.sandboxUrl, authUrl: request.sandboxUrl, clientId: 'demo-client', clientSecret });
+  const client = new UpstreamClient({
+    baseUrl: request.sandboxUrl,
+    authUrl: request.sandboxUrl,
+    clientId: 'demo-client',
+    clientSecret,
+  });
   const httpMs: Record<string, number> = {};
   const storeMs: Record<string, number> = {};
   const api: DeliveryApi = {
@@ -88,14 +94,30 @@ async function main(): Promise<DrainAnswer> {
     putPresignedStream: (url, body) => client.putPresignedStream(url, body),
     getScanStatus: (id) => client.getScanStatus(id),
   };
-  timed(api, ['uploadScans', 'requestPresignedUpload', 'putPresigned', 'putPresignedStream', 'getScanStatus'], httpMs);
+  timed(
+    api,
+    [
+      'uploadScans',
+      'requestPresignedUpload',
+      'putPresigned',
+      'putPresignedStream',
+      'getScanStatus',
+    ],
+    httpMs,
+  );
   // `atomically` wraps the whole forming of a batch (the packing rule's read and the batch's write: src/delivery/batcher.ts formBatch).
   timed(store, ['atomically', 'batchBody'], storeMs);
   const config = deliverySchema.parse(request.delivery);
   const deliverer = new Deliverer({ store, api, config, logger: silentLogger() });
 
-  const sumIn = sqlOf(store).prepare(`SELECT coalesce(sum(scan_count), 0) FROM batches WHERE state IN (${"'uploaded', 'done'"})`).pluck();
-  const sumDone = sqlOf(store).prepare(`SELECT coalesce(sum(scan_count), 0) FROM batches WHERE state = 'done'`).pluck();
+  const sumIn = sqlOf(store)
+    .prepare(
+      `SELECT coalesce(sum(scan_count), 0) FROM batches WHERE state IN (${"'uploaded', 'done'"})`,
+    )
+    .pluck();
+  const sumDone = sqlOf(store)
+    .prepare(`SELECT coalesce(sum(scan_count), 0) FROM batches WHERE state = 'done'`)
+    .pluck();
   const cpu = process.cpuUsage();
   const started = performance.now();
   deliverer.start();
@@ -110,7 +132,8 @@ async function main(): Promise<DrainAnswer> {
     peakHeapTotalMiB = Math.max(peakHeapTotalMiB, mem.heapTotal / 2 ** 20);
     peakExternalMiB = Math.max(peakExternalMiB, mem.external / 2 ** 20);
     const elapsed = performance.now() - started;
-    if (Number.isNaN(uploadedMs) && (sumIn.get() as number) >= request.expectScans) uploadedMs = elapsed;
+    if (Number.isNaN(uploadedMs) && (sumIn.get() as number) >= request.expectScans)
+      uploadedMs = elapsed;
     if ((sumDone.get() as number) >= request.expectScans) confirmedMs = elapsed;
     if (elapsed > request.timeoutMs) {
       error = `not drained within ${request.timeoutMs} ms: ${JSON.stringify(store.reports.scanCounts())}, last error ${deliverer.snapshot().lastError?.message ?? 'none'}`;

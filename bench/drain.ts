@@ -84,10 +84,14 @@ async function runGateway(
 }
 
 /** The batches the gateway formed, with the exact bodies it sent (read back untimed). */
-function sentBatches(dbPath: string): { id: number; mode: string; bytes: number; scans: number; body: string }[] {
+function sentBatches(
+  dbPath: string,
+): { id: number; mode: string; bytes: number; scans: number; body: string }[] {
   const store = BufferStore.openAt(dbPath);
   try {
-    const rows = sqlOf(store).prepare('SELECT id, mode, bytes, scan_count AS scans FROM batches ORDER BY id').all() as {
+    const rows = sqlOf(store)
+      .prepare('SELECT id, mode, bytes, scan_count AS scans FROM batches ORDER BY id')
+      .all() as {
       id: number;
       mode: string;
       bytes: number;
@@ -108,16 +112,29 @@ async function bareUndici(url: string, batches: { mode: string; body: string }[]
       method: 'POST',
       dispatcher: agent,
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ grant_type: 'client_credentials', client_id: 'demo-client', client_secret: secret }).toString(),
+      body: new URLSearchParams({
+        grant_type: 'client_credentials',
+        client_id: 'demo-client',
+        client_secret: secret,
+      }).toString(),
     });
     const token = ((await tokenAnswer.body.json()) as { access_token: string }).access_token;
     const auth = { authorization: `Bearer ${token}`, accept: 'application/json' };
     const started = nowMs();
     for (const b of batches) {
       if (b.mode === 'presigned') {
-        const presign = await request(`${url}/api/trace/v3/scans/preSignedUrl`, { method: 'POST', headers: auth, dispatcher: agent });
+        const presign = await request(`${url}/api/trace/v3/scans/preSignedUrl`, {
+          method: 'POST',
+          headers: auth,
+          dispatcher: agent,
+        });
         const { url: putUrl } = (await presign.body.json()) as { url: string };
-        const put = await request(putUrl, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: b.body, dispatcher: agent });
+        const put = await request(putUrl, {
+          method: 'PUT',
+          headers: { 'content-type': 'application/json' },
+          body: b.body,
+          dispatcher: agent,
+        });
         await put.body.dump();
         if (put.statusCode !== 200) throw new Error(`bare PUT answered ${put.statusCode}`);
       } else {
@@ -164,12 +181,22 @@ function sqliteFloor(path: string, batchScans: number): FloorResult {
   const store = BufferStore.openAt(path);
   try {
     const db = sqlOf(store);
-    const { lo, hi } = db.prepare(`SELECT min(id) AS lo, max(id) AS hi FROM scan_rows WHERE state = 'pending'`).get() as { lo: number; hi: number };
-    const newBatch = db.prepare(`INSERT INTO batches (mode, state, scan_count, bytes, created_at) VALUES ('presigned', 'ready', ?, 0, ?)`);
-    const toBatched = db.prepare(`UPDATE scan_rows SET state = 'batched', batch_id = ? WHERE id BETWEEN ? AND ? AND state = 'pending'`);
-    const pendingTotals = db.prepare(`UPDATE buffer_totals SET pending_scans = pending_scans - ? WHERE id = 1`);
+    const { lo, hi } = db
+      .prepare(`SELECT min(id) AS lo, max(id) AS hi FROM scan_rows WHERE state = 'pending'`)
+      .get() as { lo: number; hi: number };
+    const newBatch = db.prepare(
+      `INSERT INTO batches (mode, state, scan_count, bytes, created_at) VALUES ('presigned', 'ready', ?, 0, ?)`,
+    );
+    const toBatched = db.prepare(
+      `UPDATE scan_rows SET state = 'batched', batch_id = ? WHERE id BETWEEN ? AND ? AND state = 'pending'`,
+    );
+    const pendingTotals = db.prepare(
+      `UPDATE buffer_totals SET pending_scans = pending_scans - ? WHERE id = 1`,
+    );
     const batchDone = db.prepare(`UPDATE batches SET state = 'done', finished_at = ? WHERE id = ?`);
-    const undeliveredTotals = db.prepare(`UPDATE buffer_totals SET undelivered_scans = undelivered_scans - ? WHERE id = 1`);
+    const undeliveredTotals = db.prepare(
+      `UPDATE buffer_totals SET undelivered_scans = undelivered_scans - ? WHERE id = 1`,
+    );
     const form = db.transaction((from: number, to: number, at: string) => {
       const batchId = Number(newBatch.run(to - from + 1, at).lastInsertRowid);
       const moved = toBatched.run(batchId, from, to).changes;
@@ -207,7 +234,9 @@ function sqliteFloor(path: string, batchScans: number): FloorResult {
 const ms = (x: number) => Math.round(x);
 
 /** Runs benchmark 3: the drain of `scans` pending scans in auto mode with the default batch settings. */
-export async function benchDrain(opts: DrainBenchOptions = DRAIN_DEFAULTS): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
+export async function benchDrain(
+  opts: DrainBenchOptions = DRAIN_DEFAULTS,
+): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
   const dir = mkdtempSync(join(tmpdir(), 'sg-bench-drain-'));
   const { sandbox, url } = await startSandboxChild();
   try {
@@ -239,7 +268,10 @@ export async function benchDrain(opts: DrainBenchOptions = DRAIN_DEFAULTS): Prom
         name: 'drain rate (all uploaded)',
         value: opts.scans / uploadedSec,
         unit: 'scans/s',
-        ceiling: { value: opts.scans / ceilingSec, what: 'the same bodies and requests sent with bare undici to the same sandbox' },
+        ceiling: {
+          value: opts.scans / ceilingSec,
+          what: 'the same bodies and requests sent with bare undici to the same sandbox',
+        },
         note: `${batches.length} batches (${[...new Set(batches.map((b) => b.mode))].join(', ')}), ${(totalBytes / 2 ** 20).toFixed(0)} MiB`,
       }),
       judge({
@@ -249,7 +281,12 @@ export async function benchDrain(opts: DrainBenchOptions = DRAIN_DEFAULTS): Prom
         ceiling: { value: ceilingSec, what: 'bare undici' },
         targets: [{ kind: 'max', of: 'value', value: 60 }],
       }),
-      judge({ name: 'drain time (all confirmed by status)', value: answer.confirmedMs / 1000, unit: 's', note: 'sandbox processing delay 200 ms' }),
+      judge({
+        name: 'drain time (all confirmed by status)',
+        value: answer.confirmedMs / 1000,
+        unit: 's',
+        note: 'sandbox processing delay 200 ms',
+      }),
       judge({
         name: 'SQLite floor of per-scan state',
         value: floorSec,
@@ -279,7 +316,9 @@ export async function benchDrain(opts: DrainBenchOptions = DRAIN_DEFAULTS): Prom
       notes: [
         `backlog written in ${prefillSec.toFixed(1)} s through store.intake.commitIntake (not part of the drain)`,
         `gateway node options: ${nodeArgs.length > 0 ? nodeArgs.join(' ') : '(none)'}${opts.gatewayNodeArgs ? '' : " (the daemon's, from systemd/scan-gateway.service)"}`,
-        `gateway: ${answer.cpuSec.toFixed(1)} s CPU; waiting for HTTP answers ${httpSec.toFixed(1)} s (${Object.entries(answer.httpMs)
+        `gateway: ${answer.cpuSec.toFixed(1)} s CPU; waiting for HTTP answers ${httpSec.toFixed(1)} s (${Object.entries(
+          answer.httpMs,
+        )
           .map(([k, v]) => `${k} ${ms(v)} ms`)
           .join(', ')}); store ${Object.entries(answer.storeMs)
           .map(([k, v]) => `${k} ${ms(v)} ms`)
@@ -295,7 +334,9 @@ export async function benchDrain(opts: DrainBenchOptions = DRAIN_DEFAULTS): Prom
 }
 
 /** Runs benchmark 4: a backlog delivered in direct mode with maxBatchScans so large that bytes limit each batch. */
-export async function benchFill(opts: DrainBenchOptions = DRAIN_DEFAULTS): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
+export async function benchFill(
+  opts: DrainBenchOptions = DRAIN_DEFAULTS,
+): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
   const dir = mkdtempSync(join(tmpdir(), 'sg-bench-fill-'));
   const { sandbox, url } = await startSandboxChild();
   try {
@@ -318,7 +359,10 @@ export async function benchFill(opts: DrainBenchOptions = DRAIN_DEFAULTS): Promi
         name: 'mean direct batch size',
         value: mean * MAX_DIRECT_BODY_BYTES,
         unit: 'bytes',
-        ceiling: { value: MAX_DIRECT_BODY_BYTES, what: 'the 5.8 MiB direct upload limit (MAX_DIRECT_BODY_BYTES)' },
+        ceiling: {
+          value: MAX_DIRECT_BODY_BYTES,
+          what: 'the 5.8 MiB direct upload limit (MAX_DIRECT_BODY_BYTES)',
+        },
         targets: [{ kind: 'min', of: 'ratio', value: 0.95 }],
         note: `${full.length} batches formed with a backlog behind them, mean ${Math.round(full.reduce((a, b) => a + b.scans, 0) / Math.max(1, full.length))} scans`,
       }),
@@ -329,7 +373,12 @@ export async function benchFill(opts: DrainBenchOptions = DRAIN_DEFAULTS): Promi
         ceiling: { value: MAX_DIRECT_BODY_BYTES, what: 'the 5.8 MiB limit' },
         targets: [{ kind: 'atMost', of: 'value', value: MAX_DIRECT_BODY_BYTES }],
       }),
-      judge({ name: 'direct drain rate', value: opts.fillScans / (answer.uploadedMs / 1000), unit: 'scans/s', note: 'for reference, no target' }),
+      judge({
+        name: 'direct drain rate',
+        value: opts.fillScans / (answer.uploadedMs / 1000),
+        unit: 'scans/s',
+        note: 'for reference, no target',
+      }),
     ];
     return {
       id: 'fill',

@@ -6,7 +6,16 @@ import { createServer, type Socket } from 'node:net';
 import { PACKAGE_ROOT } from '../src/paths.js';
 import { startJsonChild, track } from './lib/child.js';
 import { judge, type BenchResult, type Figure } from './lib/report.js';
-import { contextSwitches, freePort, median, nowMs, processCpuSeconds, processCpuSecondsFine, processMemory, sleep } from './lib/system.js';
+import {
+  contextSwitches,
+  freePort,
+  median,
+  nowMs,
+  processCpuSeconds,
+  processCpuSecondsFine,
+  processMemory,
+  sleep,
+} from './lib/system.js';
 import { adaptedExampleText, exampleInputs, type ConfigEdits } from './lib/reads.js';
 import { startMosquitto, startPty, type Tool } from './lib/tools.js';
 
@@ -79,7 +88,12 @@ export function unitEnvironment(): Record<string, string> {
 const ENV_WORD = /^[A-Z_][A-Z0-9_]*=/;
 
 /** 3 starts; idle measured over 10 s, 5 s after ready, then steady idle over 30 s. */
-export const FOOTPRINT_DEFAULTS: FootprintOptions = { starts: 3, settleMs: 5000, idleMs: 10_000, steadyMs: 30_000 };
+export const FOOTPRINT_DEFAULTS: FootprintOptions = {
+  starts: 3,
+  settleMs: 5000,
+  idleMs: 10_000,
+  steadyMs: 30_000,
+};
 
 /**
  * config/example.yaml with everything outside this machine replaced by a local stand-in: serial
@@ -91,7 +105,12 @@ export const FOOTPRINT_DEFAULTS: FootprintOptions = { starts: 3, settleMs: 5000,
  * client's topic); without it they stay the example's, which cannot be reached from here; with
  * `'off'` the example's status-event reader is removed.
  */
-export async function adaptExample(dir: string, sandboxUrl: string, tools: Tool[], kafka?: SandboxKafkaInfo | 'off'): Promise<string> {
+export async function adaptExample(
+  dir: string,
+  sandboxUrl: string,
+  tools: Tool[],
+  kafka?: SandboxKafkaInfo | 'off',
+): Promise<string> {
   const edits: ConfigEdits = [
     [['upstream', 'baseUrl'], sandboxUrl],
     [['upstream', 'authUrl'], sandboxUrl],
@@ -133,7 +152,15 @@ export async function adaptExample(dir: string, sandboxUrl: string, tools: Tool[
           broker = await startMosquitto(dir);
           tools.push(broker);
         }
-        for (const key of ['caFile', 'certFile', 'keyFile', 'username', 'passwordFile', 'passwordEnv']) edits.push([at(key), undefined]);
+        for (const key of [
+          'caFile',
+          'certFile',
+          'keyFile',
+          'username',
+          'passwordFile',
+          'passwordEnv',
+        ])
+          edits.push([at(key), undefined]);
         edits.push([at('url'), broker.url]);
         break;
       }
@@ -155,7 +182,9 @@ export async function adaptExample(dir: string, sandboxUrl: string, tools: Tool[
         break;
       }
       default:
-        throw new Error(`config/example.yaml has an input of type ${input.type} that the footprint benchmark cannot adapt yet`);
+        throw new Error(
+          `config/example.yaml has an input of type ${input.type} that the footprint benchmark cannot adapt yet`,
+        );
     }
   }
   const file = join(dir, 'config.yaml');
@@ -199,14 +228,24 @@ interface Started {
 }
 
 /** Spawns the daemon; resolves once the start-up line appeared and /healthz answered (any status). */
-async function startDaemon(node: string, configFile: string, cwd: string, nodeArgs: string[], env: Record<string, string>): Promise<Started> {
+async function startDaemon(
+  node: string,
+  configFile: string,
+  cwd: string,
+  nodeArgs: string[],
+  env: Record<string, string>,
+): Promise<Started> {
   const spawnedAt = nowMs();
   const child = track(
-    spawn(node, [...nodeArgs, join(PACKAGE_ROOT, 'dist/src/main.js'), 'run', '--config', configFile], {
-      cwd,
-      env: { ...env, PATH: process.env.PATH ?? '' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    }),
+    spawn(
+      node,
+      [...nodeArgs, join(PACKAGE_ROOT, 'dist/src/main.js'), 'run', '--config', configFile],
+      {
+        cwd,
+        env: { ...env, PATH: process.env.PATH ?? '' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    ),
   );
   let stderr = '';
   let lineMs = NaN;
@@ -238,7 +277,8 @@ async function startDaemon(node: string, configFile: string, cwd: string, nodeAr
   const url = `http://127.0.0.1:${port}/healthz`;
   const deadline = Date.now() + 30_000;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`the daemon exited with ${child.exitCode}: ${stderr.slice(-2000)}`);
+    if (child.exitCode !== null)
+      throw new Error(`the daemon exited with ${child.exitCode}: ${stderr.slice(-2000)}`);
     if (Date.now() > deadline) {
       await stop();
       throw new Error(`the daemon did not answer ${url} within 30 s: ${stderr.slice(-2000)}`);
@@ -260,28 +300,59 @@ async function startDaemon(node: string, configFile: string, cwd: string, nodeAr
 }
 
 /** The packages prescribed for the daemon (fastify, better-sqlite3, chokidar, mqtt, serialport, undici, zod, p-queue, pino). */
-export const PRESCRIBED_PACKAGES = ['fastify', 'better-sqlite3', 'chokidar', 'mqtt', 'serialport', 'undici', 'zod', 'p-queue', 'pino'];
+export const PRESCRIBED_PACKAGES = [
+  'fastify',
+  'better-sqlite3',
+  'chokidar',
+  'mqtt',
+  'serialport',
+  'undici',
+  'zod',
+  'p-queue',
+  'pino',
+];
 
 /**
  * Every package the daemon loads with config/example.yaml: the prescribed ones, the metrics,
  * the configuration's parser, the command line and the status events' Kafka client. (Not: the
  * sandbox's, the SFTP client, pino-pretty, unix-dgram: the example loads none of them.)
  */
-export const EXAMPLE_PACKAGES = [...PRESCRIBED_PACKAGES, 'prom-client', 'yaml', 'commander', '@platformatic/kafka'];
+export const EXAMPLE_PACKAGES = [
+  ...PRESCRIBED_PACKAGES,
+  'prom-client',
+  'yaml',
+  'commander',
+  '@platformatic/kafka',
+];
 
 /**
  * The memory floor of `packages`: a bare process with the daemon's node options and
  * environment imports them, starts nothing, and reports its RSS after a full GC
  * (bench/library-floor.ts). Nothing the daemon builds can be below it. Least of `runs`.
  */
-function libraryFloor(node: string, packages: string[], nodeArgs: string[], env: Record<string, string>, runs = 2): { rssMiB: number; anonMiB: number; fileMiB: number } {
+function libraryFloor(
+  node: string,
+  packages: string[],
+  nodeArgs: string[],
+  env: Record<string, string>,
+  runs = 2,
+): { rssMiB: number; anonMiB: number; fileMiB: number } {
   const answers = Array.from({ length: runs }, () => {
-    const out = execFileSync(node, [...nodeArgs, '--expose-gc', join(PACKAGE_ROOT, 'dist', 'bench', 'library-floor.js'), JSON.stringify(packages)], {
-      cwd: PACKAGE_ROOT,
-      env: { ...process.env, ...env },
-      encoding: 'utf8',
-      timeout: 60_000,
-    });
+    const out = execFileSync(
+      node,
+      [
+        ...nodeArgs,
+        '--expose-gc',
+        join(PACKAGE_ROOT, 'dist', 'bench', 'library-floor.js'),
+        JSON.stringify(packages),
+      ],
+      {
+        cwd: PACKAGE_ROOT,
+        env: { ...process.env, ...env },
+        encoding: 'utf8',
+        timeout: 60_000,
+      },
+    );
     const line = out.split('\n').find((l) => l.startsWith('{'));
     if (!line) throw new Error(`library-floor.js answered nothing: ${out}`);
     return JSON.parse(line) as { rssMiB: number; anonMiB: number; fileMiB: number };
@@ -305,17 +376,24 @@ export interface Runtime {
  * bundled, so its figures are not read as the package's).
  */
 export function footprintRuntimes(): Runtime[] {
-  const pins = JSON.parse(readFileSync(join(PACKAGE_ROOT, 'runtimes/package.json'), 'utf8')) as { scanGateway: { bundled: string; supported: string[] } };
+  const pins = JSON.parse(readFileSync(join(PACKAGE_ROOT, 'runtimes/package.json'), 'utf8')) as {
+    scanGateway: { bundled: string; supported: string[] };
+  };
   const arch = process.arch === 'arm64' ? 'arm64' : 'x64';
   const found: Runtime[] = [];
-  for (const line of [pins.scanGateway.bundled, ...pins.scanGateway.supported.filter((l) => l !== pins.scanGateway.bundled)]) {
+  for (const line of [
+    pins.scanGateway.bundled,
+    ...pins.scanGateway.supported.filter((l) => l !== pins.scanGateway.bundled),
+  ]) {
     const dir = join(PACKAGE_ROOT, 'runtimes/node_modules', `node${line}-${arch}`);
     const node = join(dir, 'bin/node');
     if (!existsSync(node)) continue;
     const version = `v${(JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { version: string }).version}`;
     found.push({ node, version, bundled: line === pins.scanGateway.bundled });
   }
-  return found.length > 0 ? found : [{ node: process.execPath, version: process.version, bundled: false }];
+  return found.length > 0
+    ? found
+    : [{ node: process.execPath, version: process.version, bundled: false }];
 }
 
 /** What one runtime's daemon measured: start-up, idle memory and CPU, and its own report at idle. */
@@ -333,7 +411,14 @@ interface RuntimeMeasure {
 }
 
 /** Starts the daemon `opts.starts` times on `runtime`, then measures the last one at idle. */
-async function measureRuntime(runtime: Runtime, opts: FootprintOptions, configFile: string, dir: string, nodeArgs: string[], env: Record<string, string>): Promise<RuntimeMeasure> {
+async function measureRuntime(
+  runtime: Runtime,
+  opts: FootprintOptions,
+  configFile: string,
+  dir: string,
+  nodeArgs: string[],
+  env: Record<string, string>,
+): Promise<RuntimeMeasure> {
   const lines: number[] = [];
   const healths: number[] = [];
   let daemon: Started | undefined;
@@ -358,13 +443,16 @@ async function measureRuntime(runtime: Runtime, opts: FootprintOptions, configFi
     }
     const idleSec = (nowMs() - t0) / 1000;
     const cpuPct = (100 * ((processCpuSeconds(pid) ?? NaN) - cpu0)) / idleSec;
-    const wakeups = ((contextSwitches(pid)?.voluntary ?? NaN) - (switches0?.voluntary ?? NaN)) / idleSec;
+    const wakeups =
+      ((contextSwitches(pid)?.voluntary ?? NaN) - (switches0?.voluntary ?? NaN)) / idleSec;
     const metricsText = await fetch(`${baseUrl}/metrics`).then(
       (r) => (r.ok ? r.text() : ''),
       () => '',
     );
     const mem = processMemory(pid);
-    const health = (await fetch(`${baseUrl}/healthz`).then((r) => r.json())) as RuntimeMeasure['health'];
+    const health = (await fetch(`${baseUrl}/healthz`).then((r) =>
+      r.json(),
+    )) as RuntimeMeasure['health'];
     // Steady idle, after the figures above: three equal parts, nothing read from the daemon but /proc
     // (a scrape is work).
     const steadyParts: { cpuPct: number; wakeups: number }[] = [];
@@ -374,7 +462,10 @@ async function measureRuntime(runtime: Runtime, opts: FootprintOptions, configFi
       const s0 = nowMs();
       await sleep(opts.steadyMs / 3);
       const sec = (nowMs() - s0) / 1000;
-      steadyParts.push({ cpuPct: (100 * ((processCpuSecondsFine(pid) ?? NaN) - c0)) / sec, wakeups: ((contextSwitches(pid)?.voluntary ?? NaN) - w0) / sec });
+      steadyParts.push({
+        cpuPct: (100 * ((processCpuSecondsFine(pid) ?? NaN) - c0)) / sec,
+        wakeups: ((contextSwitches(pid)?.voluntary ?? NaN) - w0) / sec,
+      });
     }
     return { runtime, lines, healths, rss, mem, cpuPct, wakeups, metricsText, health, steadyParts };
   } finally {
@@ -383,27 +474,45 @@ async function measureRuntime(runtime: Runtime, opts: FootprintOptions, configFi
 }
 
 /** Runs benchmark 5. */
-export async function benchFootprint(opts: FootprintOptions = FOOTPRINT_DEFAULTS): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
+export async function benchFootprint(
+  opts: FootprintOptions = FOOTPRINT_DEFAULTS,
+): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
   const dir = mkdtempSync(join(tmpdir(), 'sg-bench-footprint-'));
   const tools: Tool[] = [];
   const sandbox = startJsonChild('sandbox-child.js', ['{}']);
   try {
-    const { url, kafka } = await sandbox.next<{ url: string; kafka?: SandboxKafkaInfo }>(20_000, 'the sandbox to listen');
-    const configFile = await adaptExample(dir, url, tools, opts.statusEvents === false ? 'off' : kafka);
+    const { url, kafka } = await sandbox.next<{ url: string; kafka?: SandboxKafkaInfo }>(
+      20_000,
+      'the sandbox to listen',
+    );
+    const configFile = await adaptExample(
+      dir,
+      url,
+      tools,
+      opts.statusEvents === false ? 'off' : kafka,
+    );
     const words = opts.nodeArgs ?? unitNodeArgs();
     const nodeArgs = words.filter((w) => !ENV_WORD.test(w));
     const env: Record<string, string> = { ...unitEnvironment() };
-    for (const w of words.filter((w) => ENV_WORD.test(w))) env[w.slice(0, w.indexOf('='))] = w.slice(w.indexOf('=') + 1);
+    for (const w of words.filter((w) => ENV_WORD.test(w)))
+      env[w.slice(0, w.indexOf('='))] = w.slice(w.indexOf('=') + 1);
     // The bundled runtime first, with every figure and its targets; each other supported runtime
     // after it, with its start-up and memory, so a change of runtime shows in one run.
     const [first, ...others] = footprintRuntimes();
     const primary = await measureRuntime(first!, opts, configFile, dir, nodeArgs, env);
     const rest: RuntimeMeasure[] = [];
-    for (const runtime of others) rest.push(await measureRuntime(runtime, { ...opts, steadyMs: 0 }, configFile, dir, nodeArgs, env));
+    for (const runtime of others)
+      rest.push(
+        await measureRuntime(runtime, { ...opts, steadyMs: 0 }, configFile, dir, nodeArgs, env),
+      );
     const { lines, healths, rss, mem, cpuPct, wakeups, metricsText, health, steadyParts } = primary;
-    const runtimeName = (r: Runtime) => `Node.js ${r.version}${r.bundled ? ', the bundled runtime' : ''}`;
-    const metric = (name: string) => Number(new RegExp(`^${name} ([0-9.e+]+)`, 'm').exec(metricsText)?.[1] ?? NaN) / 2 ** 20;
-    const spaces = [...metricsText.matchAll(/^nodejs_heap_space_size_total_bytes\{space="(\w+)"\} ([0-9.e+]+)/gm)]
+    const runtimeName = (r: Runtime) =>
+      `Node.js ${r.version}${r.bundled ? ', the bundled runtime' : ''}`;
+    const metric = (name: string) =>
+      Number(new RegExp(`^${name} ([0-9.e+]+)`, 'm').exec(metricsText)?.[1] ?? NaN) / 2 ** 20;
+    const spaces = [
+      ...metricsText.matchAll(/^nodejs_heap_space_size_total_bytes\{space="(\w+)"\} ([0-9.e+]+)/gm),
+    ]
       .map((m) => `${m[1]} ${(Number(m[2]) / 2 ** 20).toFixed(1)}`)
       .join(', ');
     const steadyFrom = Math.round((opts.settleMs + opts.idleMs) / 1000);
@@ -414,7 +523,12 @@ export async function benchFootprint(opts: FootprintOptions = FOOTPRINT_DEFAULTS
     const floorNote = (f: { anonMiB: number; fileMiB: number }, packages: string[]) =>
       `a bare node process with the daemon's options importing ${packages.join(', ')}, nothing started, after a full GC (least of 2): ${f.anonMiB.toFixed(1)} MiB anonymous + ${f.fileMiB.toFixed(1)} MiB file-backed`;
     const figures: Figure[] = [
-      judge({ name: 'start to ready (/healthz answers)', value: median(healths), unit: 'ms', note: `median of ${opts.starts} starts: ${healths.map(Math.round).join(', ')} ms` }),
+      judge({
+        name: 'start to ready (/healthz answers)',
+        value: median(healths),
+        unit: 'ms',
+        note: `median of ${opts.starts} starts: ${healths.map(Math.round).join(', ')} ms`,
+      }),
       judge({ name: 'start to start-up line', value: median(lines), unit: 'ms' }),
       judge({
         name: 'RSS at idle',
@@ -450,19 +564,33 @@ export async function benchFootprint(opts: FootprintOptions = FOOTPRINT_DEFAULTS
         unit: '% of one core',
         note: `over ${opts.idleMs / 1000} s, ${opts.settleMs / 1000} s after ready, from /proc/PID/stat; holds V8's memory reducer when it runs in this window (once after the start, about 200 ms)`,
       }),
-      judge({ name: 'wake-ups at idle', value: wakeups, unit: '/s', note: 'voluntary context switches of the main thread' }),
+      judge({
+        name: 'wake-ups at idle',
+        value: wakeups,
+        unit: '/s',
+        note: 'voluntary context switches of the main thread',
+      }),
     ];
     for (const r of rest) {
       const name = runtimeName(r.runtime);
       figures.push(
-        judge({ name: `start to ready on ${name}`, value: median(r.healths), unit: 'ms', note: `median of ${opts.starts} starts: ${r.healths.map(Math.round).join(', ')} ms` }),
+        judge({
+          name: `start to ready on ${name}`,
+          value: median(r.healths),
+          unit: 'ms',
+          note: `median of ${opts.starts} starts: ${r.healths.map(Math.round).join(', ')} ms`,
+        }),
         judge({
           name: `RSS at idle on ${name}`,
           value: Math.max(...r.rss),
           unit: 'MiB',
           note: `largest of ${r.rss.length} samples over ${opts.idleMs / 1000} s, ${opts.settleMs / 1000} s after ready; at the end ${r.mem?.rssMiB.toFixed(1)} MiB (${r.mem?.anonMiB.toFixed(1)} anonymous + ${r.mem?.fileMiB.toFixed(1)} file-backed)`,
         }),
-        judge({ name: `peak RSS since start (VmHWM) on ${name}`, value: r.mem?.peakMiB ?? NaN, unit: 'MiB' }),
+        judge({
+          name: `peak RSS since start (VmHWM) on ${name}`,
+          value: r.mem?.peakMiB ?? NaN,
+          unit: 'MiB',
+        }),
       );
     }
     if (steadyParts.length === 3) {
@@ -476,17 +604,30 @@ export async function benchFootprint(opts: FootprintOptions = FOOTPRINT_DEFAULTS
             3,
           )}`,
         }),
-        judge({ name: 'wake-ups at steady idle', value: median(steadyParts.map((p) => p.wakeups)), unit: '/s', note: `main thread; ${steadyNote(steadyParts.map((p) => p.wakeups), 1)}` }),
+        judge({
+          name: 'wake-ups at steady idle',
+          value: median(steadyParts.map((p) => p.wakeups)),
+          unit: '/s',
+          note: `main thread; ${steadyNote(
+            steadyParts.map((p) => p.wakeups),
+            1,
+          )}`,
+        }),
       );
     }
     return {
       id: 'footprint',
-      title: 'Footprint: the compiled daemon with config/example.yaml on local ptys, folders and the sandbox',
+      title:
+        'Footprint: the compiled daemon with config/example.yaml on local ptys, folders and the sandbox',
       figures,
       notes: [
         `runtime of the figures without "on Node.js": ${runtimeName(first!)} (${first!.node})${first!.bundled ? '' : '; the supported runtimes are not installed here (npm ci --prefix runtimes), so this is the node running the benchmark'}; also measured: ${rest.map((r) => runtimeName(r.runtime)).join(', ') || 'none'}`,
         `V8 heap at idle (from /metrics): used ${metric('nodejs_heap_size_used_bytes').toFixed(1)} MiB of ${metric('nodejs_heap_size_total_bytes').toFixed(1)} MiB, external ${metric('nodejs_external_memory_bytes').toFixed(1)} MiB; heap spaces (MiB): ${spaces}`,
-        `node options of the daemon: ${nodeArgs.length ? nodeArgs.join(' ') : '(none)'}${opts.nodeArgs ? ' (--node-args)' : " (systemd/scan-gateway.service's ExecStart)"}; environment: ${Object.entries(env).map(([k, v]) => `${k}=${v}`).join(' ') || '(none)'} (the unit's Environment=${opts.nodeArgs?.some((w) => ENV_WORD.test(w)) ? ', with --node-args' : ''})`,
+        `node options of the daemon: ${nodeArgs.length ? nodeArgs.join(' ') : '(none)'}${opts.nodeArgs ? ' (--node-args)' : " (systemd/scan-gateway.service's ExecStart)"}; environment: ${
+          Object.entries(env)
+            .map(([k, v]) => `${k}=${v}`)
+            .join(' ') || '(none)'
+        } (the unit's Environment=${opts.nodeArgs?.some((w) => ENV_WORD.test(w)) ? ', with --node-args' : ''})`,
         `health at idle: ${health.status ?? '?'}${health.reasons?.length ? ` (${health.reasons.join('; ')})` : ''}; inputs ${(health.inputs ?? []).map((i) => `${i.id} ${i.state}`).join(', ')}`,
       ],
     };

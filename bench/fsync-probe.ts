@@ -1,4 +1,12 @@
-import { closeSync, fsyncSync, ftruncateSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  fsyncSync,
+  ftruncateSync,
+  mkdtempSync,
+  openSync,
+  rmSync,
+  writeSync,
+} from 'node:fs';
 import { randomBytes, randomInt } from 'node:crypto';
 import { join } from 'node:path';
 

@@ -29,7 +29,13 @@ export interface IntakeBenchOptions {
 }
 
 /** 3 trials of 100,000 reads, 1,024 single-read submits in flight (the MQTT adapter's way), 2,000 reads per raw transaction. */
-export const INTAKE_DEFAULTS: IntakeBenchOptions = { reads: 100_000, concurrency: 1024, readsPerSubmit: 1, ceilingBatch: 2000, trials: 3 };
+export const INTAKE_DEFAULTS: IntakeBenchOptions = {
+  reads: 100_000,
+  concurrency: 1024,
+  readsPerSubmit: 1,
+  ceilingBatch: 2000,
+  trials: 3,
+};
 
 interface IntakeTrial {
   readsPerSec: number;
@@ -40,7 +46,11 @@ interface IntakeTrial {
 }
 
 /** One intake trial: `concurrency` closed-loop submitters until `reads` reads are committed. */
-async function runIntake(dir: string, items: readonly IntakeItem[], opts: IntakeBenchOptions): Promise<IntakeTrial> {
+async function runIntake(
+  dir: string,
+  items: readonly IntakeItem[],
+  opts: IntakeBenchOptions,
+): Promise<IntakeTrial> {
   const dbPath = join(dir, 'intake.db');
   const pipeline = startIntakePipeline(dbPath, benchConfig());
   const { store, intake } = pipeline;
@@ -63,7 +73,9 @@ async function runIntake(dir: string, items: readonly IntakeItem[], opts: Intake
   const started = nowMs();
   await Promise.all(Array.from({ length: opts.concurrency }, producer));
   const elapsed = (nowMs() - started) / 1000;
-  const rows = sqlOf(store).prepare('SELECT outcome, count(*) AS n FROM reads GROUP BY outcome').all() as { outcome: string; n: number }[];
+  const rows = sqlOf(store)
+    .prepare('SELECT outcome, count(*) AS n FROM reads GROUP BY outcome')
+    .all() as { outcome: string; n: number }[];
   pipeline.close();
   const outcomes = Object.fromEntries(rows.map((r) => [r.outcome, r.n]));
   const stored = rows.reduce((a, r) => a + r.n, 0);
@@ -72,10 +84,14 @@ async function runIntake(dir: string, items: readonly IntakeItem[], opts: Intake
 }
 
 /** Runs benchmark 1. */
-export async function benchIntake(opts: IntakeBenchOptions = INTAKE_DEFAULTS): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
+export async function benchIntake(
+  opts: IntakeBenchOptions = INTAKE_DEFAULTS,
+): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
   // Each read its own instant, ten per millisecond, as they would arrive at 10,000 reads/s.
   const base = Date.now();
-  const items = Array.from({ length: opts.reads }, (_, n) => benchItem(n, new Date(base + Math.floor(n / 10))));
+  const items = Array.from({ length: opts.reads }, (_, n) =>
+    benchItem(n, new Date(base + Math.floor(n / 10))),
+  );
   const rates: number[] = [];
   const ceilings: number[] = [];
   const groupSizes: number[] = [];
@@ -99,7 +115,10 @@ export async function benchIntake(opts: IntakeBenchOptions = INTAKE_DEFAULTS): P
       name: 'durable intake',
       value: rate,
       unit: 'reads/s',
-      ceiling: { value: ceiling, what: `raw better-sqlite3 inserts of the same rows, ${opts.ceilingBatch} reads per transaction` },
+      ceiling: {
+        value: ceiling,
+        what: `raw better-sqlite3 inserts of the same rows, ${opts.ceilingBatch} reads per transaction`,
+      },
       targets: [
         { kind: 'min', of: 'ratio', value: 0.5 },
         { kind: 'min', of: 'value', value: 100_000 },
@@ -114,7 +133,9 @@ export async function benchIntake(opts: IntakeBenchOptions = INTAKE_DEFAULTS): P
     figures,
     notes: [
       `intake trials: ${rates.map((r) => Math.round(r)).join(', ')} reads/s; ceiling trials: ${ceilings.map((r) => Math.round(r)).join(', ')} reads/s`,
-      `goods-in reads mapped by the rules of config/example.yaml; outcomes: ${Object.entries(outcomes)
+      `goods-in reads mapped by the rules of config/example.yaml; outcomes: ${Object.entries(
+        outcomes,
+      )
         .map(([k, n]) => `${k} ${n}`)
         .join(', ')} (a scan is two rows: read and scan)`,
     ],

@@ -36,14 +36,22 @@ function fill(path: string, scans: number): void {
     const db = sqlOf(store);
     db.pragma('synchronous = OFF');
     db.pragma('cache_size = -262144');
-    const triggers = db.prepare(`SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name IN ('scan_rows', 'scan_bodies')`).pluck().all() as string[];
+    const triggers = db
+      .prepare(
+        `SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name IN ('scan_rows', 'scan_bodies')`,
+      )
+      .pluck()
+      .all() as string[];
     for (const t of triggers) db.exec(`DROP TRIGGER ${t}`);
     // Rebuilt afterwards from their own definitions (some are partial: the store's migrations).
     const indexes = db
-      .prepare(`SELECT sql FROM sqlite_master WHERE type = 'index' AND name IN ('scans_reference', 'scans_state', 'scans_batch', 'scans_read')`)
+      .prepare(
+        `SELECT sql FROM sqlite_master WHERE type = 'index' AND name IN ('scans_reference', 'scans_state', 'scans_batch', 'scans_read')`,
+      )
       .pluck()
       .all() as string[];
-    for (const i of ['scans_reference', 'scans_state', 'scans_batch', 'scans_read']) db.exec(`DROP INDEX ${i}`);
+    for (const i of ['scans_reference', 'scans_state', 'scans_batch', 'scans_read'])
+      db.exec(`DROP INDEX ${i}`);
     const batches = Math.ceil(scans / 1000);
     db.transaction(() => {
       db.prepare(
@@ -79,7 +87,9 @@ function fill(path: string, scans: number): void {
     })();
     for (const sql of indexes) db.exec(sql);
     fillKeys(db);
-    db.exec(`INSERT OR IGNORE INTO scan_parents (parent, scan_id) SELECT p.value, b.id FROM scan_bodies b, json_each(b.body, '$.parents') p WHERE p.type = 'text'`);
+    db.exec(
+      `INSERT OR IGNORE INTO scan_parents (parent, scan_id) SELECT p.value, b.id FROM scan_bodies b, json_each(b.body, '$.parents') p WHERE p.type = 'text'`,
+    );
     db.pragma('wal_checkpoint(TRUNCATE)');
   } finally {
     store.close();
@@ -117,7 +127,9 @@ function fillKeys(db: ReturnType<typeof sqlOf>): void {
 }
 
 /** Benchmark: "what happened to this item?" on a buffer of `scans` scans. */
-export async function benchItems(opts: ItemsBenchOptions = ITEMS_DEFAULTS): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
+export async function benchItems(
+  opts: ItemsBenchOptions = ITEMS_DEFAULTS,
+): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
   const dir = mkdtempSync(join(tmpdir(), 'sg-bench-items-'));
   const path = join(dir, 'buffer.db');
   try {
@@ -156,13 +168,16 @@ export async function benchItems(opts: ItemsBenchOptions = ITEMS_DEFAULTS): Prom
       // module's SSCC alone, a lot's items and a GTIN's items (first page of 50, count capped).
       const label = time(() => {
         const p = pick();
-        const t = reader.reports.trace(`(01)${PACK_GTIN}(10)L${String(Math.floor(p / 1000)).padStart(5, '0')}(21)S${pad(p)}`);
+        const t = reader.reports.trace(
+          `(01)${PACK_GTIN}(10)L${String(Math.floor(p / 1000)).padStart(5, '0')}(21)S${pad(p)}`,
+        );
         if (!t.found) throw new Error(`the label of pack ${p} was not found`);
       });
       const serial = time(() => {
         const p = pick();
         const t = reader.reports.trace(`S${pad(p)}`);
-        if (t.reference !== `PK-${pad(p)}`) throw new Error(`the serial of pack ${p} was not found`);
+        if (t.reference !== `PK-${pad(p)}`)
+          throw new Error(`the serial of pack ${p} was not found`);
       });
       const sscc = time(() => {
         const p = pick();
@@ -170,14 +185,20 @@ export async function benchItems(opts: ItemsBenchOptions = ITEMS_DEFAULTS): Prom
         if (!t.found) throw new Error(`the SSCC of a module of pack ${p} was not found`);
       });
       const lot = time(() => {
-        const m = reader.reports.searchByValue(`L${String(Math.floor(pick() / 1000)).padStart(5, '0')}`);
+        const m = reader.reports.searchByValue(
+          `L${String(Math.floor(pick() / 1000)).padStart(5, '0')}`,
+        );
         if (m[0]?.items.length !== 50) throw new Error('a lot page is not full');
       });
       const gtin = time((i) => {
         const m = reader.reports.searchByValue(i % 2 === 0 ? CELL_GTIN : PACK_GTIN);
         if (m[0]?.items.length !== 50) throw new Error('a GTIN page is not full');
       });
-      const figure = (name: string, r: { median: number; p95: number; max: number }, note: string) =>
+      const figure = (
+        name: string,
+        r: { median: number; p95: number; max: number },
+        note: string,
+      ) =>
         judge({
           name,
           value: r.p95,
@@ -192,12 +213,28 @@ export async function benchItems(opts: ItemsBenchOptions = ITEMS_DEFAULTS): Prom
           figure('trace of a pack (8 modules, 96 cells)', pack, `${nodes} genealogy nodes each`),
           figure('trace of a cell (module, pack above)', cell, 'parents two levels up'),
           figure('prefix search (10 packs)', prefix, 'range over scans_reference'),
-          figure('trace of an unknown reference', missing, 'not found: the prefix matches listed instead'),
-          figure('trace by the label text (01)…(10)…(21)…', label, 'canonical form, then the scans carrying its keys (scan_keys)'),
+          figure(
+            'trace of an unknown reference',
+            missing,
+            'not found: the prefix matches listed instead',
+          ),
+          figure(
+            'trace by the label text (01)…(10)…(21)…',
+            label,
+            'canonical form, then the scans carrying its keys (scan_keys)',
+          ),
           figure('serial alone', serial, 'no such reference: the key seek finds one item, traced'),
           figure('SSCC alone', sscc, 'one key seek, then the trace'),
-          figure('items of a lot (first page of 50)', lot, '1,000 packs a lot; count of scans stops at 10,000'),
-          figure('items of a GTIN (first page of 50)', gtin, `alternately the cell GTIN (${Math.round((opts.scans * 96) / PER_PACK).toLocaleString('en')} scans) and the pack GTIN; count stops at 10,000`),
+          figure(
+            'items of a lot (first page of 50)',
+            lot,
+            '1,000 packs a lot; count of scans stops at 10,000',
+          ),
+          figure(
+            'items of a GTIN (first page of 50)',
+            gtin,
+            `alternately the cell GTIN (${Math.round((opts.scans * 96) / PER_PACK).toLocaleString('en')} scans) and the pack GTIN; count stops at 10,000`,
+          ),
         ],
         notes: [
           `buffer: ${opts.scans.toLocaleString('en')} delivered scans (${packs.toLocaleString('en')} packs × 105), ${(bytes / 2 ** 30).toFixed(2)} GiB; built by a direct bulk insert in ${fillSec.toFixed(0)} s`,

@@ -132,11 +132,22 @@ function startClient<T>(data: Record<string, unknown>): { stop: () => Promise<T>
 }
 
 /** One request from this thread (the fill and the single lookups, when nothing else runs). */
-function call(port: number, path: string, method = 'GET', body?: string): Promise<{ status: number; ms: number; bytes: number }> {
+function call(
+  port: number,
+  path: string,
+  method = 'GET',
+  body?: string,
+): Promise<{ status: number; ms: number; bytes: number }> {
   const started = nowMs();
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: '127.0.0.1', port, path, method, headers: { 'content-type': 'application/json', authorization: `Bearer ${INGEST}` } },
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        method,
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${INGEST}` },
+      },
       (res) => {
         let bytes = 0;
         res.on('data', (c: Buffer) => (bytes += c.length));
@@ -150,7 +161,9 @@ function call(port: number, path: string, method = 'GET', body?: string): Promis
 
 const p99 = (values: readonly number[]) => {
   const sorted = [...values].sort((a, b) => a - b);
-  return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.ceil(0.99 * sorted.length) - 1)]!;
+  return sorted.length === 0
+    ? NaN
+    : sorted[Math.min(sorted.length - 1, Math.ceil(0.99 * sorted.length) - 1)]!;
 };
 
 /**
@@ -160,7 +173,9 @@ const p99 = (values: readonly number[]) => {
  * every 10 ms. Figures: the probes' p99 with the lookups running; ceiling: the same probes with
  * no lookup running, measured first in the same run.
  */
-export async function benchLookups(opts: LookupsBenchOptions = LOOKUPS_DEFAULTS): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
+export async function benchLookups(
+  opts: LookupsBenchOptions = LOOKUPS_DEFAULTS,
+): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
   const dir = mkdtempSync(join(tmpdir(), 'sg-bench-lookups-'));
   const file = join(dir, 'config.yaml');
   const yaml = `site: { id: bench, timezone: Europe/Berlin }
@@ -173,7 +188,10 @@ dcps:
 inputs:
   - { id: mes, type: http, dcp: EOL-3 }
 `;
-  const app = buildApp({ file, config: parseConfigText(yaml, file), clientSecret: 'x' }, { logger: silentLogger(), api, env: { SCAN_GATEWAY_INGEST_TOKEN: INGEST } });
+  const app = buildApp(
+    { file, config: parseConfigText(yaml, file), clientSecret: 'x' },
+    { logger: silentLogger(), api, env: { SCAN_GATEWAY_INGEST_TOKEN: INGEST } },
+  );
   await app.start();
   try {
     const port = Number(new URL(app.httpUrl!).port);
@@ -201,12 +219,26 @@ inputs:
     }
 
     const loop = monitorEventLoopDelay({ resolution: 1 });
-    const probe = (phase: string) => startClient<ProbeResult>({ role: 'probe', from: '127.0.0.2', port, token: INGEST, everyMs: PROBE_EVERY_MS, phase });
+    const probe = (phase: string) =>
+      startClient<ProbeResult>({
+        role: 'probe',
+        from: '127.0.0.2',
+        port,
+        token: INGEST,
+        everyMs: PROBE_EVERY_MS,
+        phase,
+      });
     const alone = probe('alone');
     await sleep(opts.seconds * 1000);
     const ceiling = await alone.stop();
 
-    const lookups = startClient<LookupCounts>({ role: 'lookups', from: '127.0.0.1', port, clients: opts.clients, item: 'W0' });
+    const lookups = startClient<LookupCounts>({
+      role: 'lookups',
+      from: '127.0.0.1',
+      port,
+      clients: opts.clients,
+      item: 'W0',
+    });
     // The clients' first burst lands before the probes start: they meet a full queue from the first one.
     await sleep(200);
     loop.enable();
@@ -234,7 +266,10 @@ inputs:
           name: '/healthz p99 while 100 clients look up a wide item',
           value: p99(under.health),
           unit: 'ms',
-          ceiling: { value: p99(ceiling.health), what: 'the same probes with no lookup running (same run)' },
+          ceiling: {
+            value: p99(ceiling.health),
+            what: 'the same probes with no lookup running (same run)',
+          },
           targets: [{ kind: 'max', of: 'value', value: PROBE_TARGET_MS }],
           note: probeNote(under.health, ceiling.health),
         }),
@@ -242,7 +277,10 @@ inputs:
           name: 'ingest POST p99 while 100 clients look up a wide item',
           value: p99(under.ingest),
           unit: 'ms',
-          ceiling: { value: p99(ceiling.ingest), what: 'the same probes with no lookup running (same run)' },
+          ceiling: {
+            value: p99(ceiling.ingest),
+            what: 'the same probes with no lookup running (same run)',
+          },
           targets: [{ kind: 'max', of: 'value', value: PROBE_TARGET_MS }],
           note: probeNote(under.ingest, ceiling.ingest),
         }),
@@ -251,7 +289,11 @@ inputs:
         `wide item W0: ${MODULES} modules of ${CELLS} cells (${reads.length} reads through ingest); its trace is ${Math.round(answerBytes / 1000)} kB; a single lookup alone took ${singles.map((s) => s.toFixed(0)).join(', ')} ms`,
         `in ${opts.seconds} s under load: ${counts.ok} lookups answered (median ${median(counts.okMs).toFixed(0)} ms from the call, queue wait included), ${counts.busy} refused 429 (the clients wait Retry-After to twice it), ${counts.other} other answers; default http.limits (1 lookup thread, 16 waiting)`,
         `the gateway's event loop delay while the lookups ran: p99 ${(loop.percentile(99) / 1e6).toFixed(1)} ms, max ${(loop.max / 1e6).toFixed(1)} ms; the write-ahead log was ${walKiB} KiB at the end (the lookup thread's reads beside the writer)`,
-        ...(failures.length > 0 ? [`probes not answered as expected: ${failures.slice(0, 5).join(', ')}${failures.length > 5 ? ` and ${failures.length - 5} more` : ''}`] : []),
+        ...(failures.length > 0
+          ? [
+              `probes not answered as expected: ${failures.slice(0, 5).join(', ')}${failures.length > 5 ? ` and ${failures.length - 5} more` : ''}`,
+            ]
+          : []),
       ],
     };
   } finally {

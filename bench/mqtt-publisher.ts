@@ -20,14 +20,21 @@ interface Setup {
 
 const setup = JSON.parse(process.argv[2] ?? '{}') as Setup;
 const epochMs = (): number => performance.timeOrigin + performance.now();
-const client = connect(setup.url, { protocolVersion: 5, clientId: `bench-pub-${process.pid}`, clean: true, reconnectPeriod: 0 });
+const client = connect(setup.url, {
+  protocolVersion: 5,
+  clientId: `bench-pub-${process.pid}`,
+  clean: true,
+  reconnectPeriod: 0,
+});
 client.on('error', (err) => {
   process.stderr.write(`publisher: ${err.message}\n`);
   process.exit(1);
 });
 
 function publish(payload: string): Promise<void> {
-  return new Promise((resolve, reject) => client.publish(setup.topic, payload, { qos: 1 }, (err) => (err ? reject(err) : resolve())));
+  return new Promise((resolve, reject) =>
+    client.publish(setup.topic, payload, { qos: 1 }, (err) => (err ? reject(err) : resolve())),
+  );
 }
 
 async function burst(n: number): Promise<void> {
@@ -63,7 +70,11 @@ async function steady(rate: number, seconds: number, prefix: string): Promise<vo
 
 client.once('connect', () => {
   reply({ ready: true });
-  readCommands<{ burst?: number; steady?: { rate: number; seconds: number; prefix: string }; probe?: string }>(
+  readCommands<{
+    burst?: number;
+    steady?: { rate: number; seconds: number; prefix: string };
+    probe?: string;
+  }>(
     (command) => {
       const run =
         command.burst !== undefined

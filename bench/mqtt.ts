@@ -16,7 +16,15 @@ import { startIntakePipeline } from './lib/pipeline.js';
 import { runRawCeiling, type RawCeiling } from './lib/raw-ceiling.js';
 import { benchConfig, exampleInputs, PLC_INPUT, PLC_TOPIC, plcText } from './lib/reads.js';
 import { judge, type BenchResult, type Figure } from './lib/report.js';
-import { epochMs, median, percentile, processCpuSeconds, sleep, threadCpuSeconds, threadSchedNs } from './lib/system.js';
+import {
+  epochMs,
+  median,
+  percentile,
+  processCpuSeconds,
+  sleep,
+  threadCpuSeconds,
+  threadSchedNs,
+} from './lib/system.js';
 import { startMosquitto, type Tool } from './lib/tools.js';
 
 /**
@@ -56,7 +64,13 @@ export interface MqttBenchOptions {
 }
 
 /** 2 trials of 50,000 messages each side after a 10,000-message warm-up of each; latency at 1,000 messages/s for 10 s. */
-export const MQTT_DEFAULTS: MqttBenchOptions = { messages: 50_000, trials: 2, latencyRate: 1000, latencySeconds: 10, warmupMessages: 10_000 };
+export const MQTT_DEFAULTS: MqttBenchOptions = {
+  messages: 50_000,
+  trials: 2,
+  latencyRate: 1000,
+  latencySeconds: 10,
+  warmupMessages: 10_000,
+};
 
 const TOPIC = PLC_TOPIC;
 
@@ -76,7 +90,9 @@ interface Receiver {
   close(): Promise<void>;
 }
 
-function tracker(): Pick<Receiver, 'count' | 'lastAt' | 'takenAt' | 'reset'> & { took(text: string | undefined): void } {
+function tracker(): Pick<Receiver, 'count' | 'lastAt' | 'takenAt' | 'reset'> & {
+  took(text: string | undefined): void;
+} {
   let n = 0;
   let last = 0;
   let times = new Map<string, number>();
@@ -100,18 +116,29 @@ function tracker(): Pick<Receiver, 'count' | 'lastAt' | 'takenAt' | 'reset'> & {
 /** The ceiling: a bare mqtt.js subscriber; mqtt.js sends each PUBACK right after the 'message' event. */
 async function bareSubscriber(url: string, record: () => boolean): Promise<Receiver> {
   const t = tracker();
-  const client = connect(url, { protocolVersion: 5, clientId: `bench-bare-${Date.now()}`, clean: true, reconnectPeriod: 0 });
+  const client = connect(url, {
+    protocolVersion: 5,
+    clientId: `bench-bare-${Date.now()}`,
+    clean: true,
+    reconnectPeriod: 0,
+  });
   await new Promise<void>((resolve, reject) => {
     client.once('connect', () => resolve());
     client.once('error', reject);
   });
-  client.on('message', (_topic, payload) => t.took(record() ? payload.toString('latin1') : undefined));
+  client.on('message', (_topic, payload) =>
+    t.took(record() ? payload.toString('latin1') : undefined),
+  );
   await client.subscribeAsync(TOPIC, { qos: 1 });
   return { ...t, commits: () => 0, close: () => client.endAsync() };
 }
 
 /** The gateway: MqttInput → intake → SQLite, as app.ts wires it; a message counts once its submit resolved (committed). */
-async function gatewaySubscriber(url: string, dir: string, record: () => boolean): Promise<Receiver> {
+async function gatewaySubscriber(
+  url: string,
+  dir: string,
+  record: () => boolean,
+): Promise<Receiver> {
   const t = tracker();
   const clientId = `bench-gw-${Date.now()}`;
   const index = exampleInputs().findIndex((i) => i.id === PLC_INPUT);
@@ -123,7 +150,8 @@ async function gatewaySubscriber(url: string, dir: string, record: () => boolean
     [['inputs', index, 'caFile'], undefined],
   ]);
   const inputConfig = config.inputs[index];
-  if (inputConfig?.type !== 'mqtt') throw new Error(`input ${PLC_INPUT} of config/example.yaml is not an MQTT input`);
+  if (inputConfig?.type !== 'mqtt')
+    throw new Error(`input ${PLC_INPUT} of config/example.yaml is not an MQTT input`);
   const dbPath = join(dir, `gateway-${clientId}.db`);
   const pipeline = startIntakePipeline(dbPath, config);
   let commits = 0;
@@ -136,12 +164,14 @@ async function gatewaySubscriber(url: string, dir: string, record: () => boolean
   const sink: IntakeSink = {
     submit: (items, ...rest) =>
       pipeline.intake.submit(items, ...rest).then(() => {
-        for (const item of items) t.took(record() && item.kind === 'read' ? item.read.raw.toString('latin1') : undefined);
+        for (const item of items)
+          t.took(record() && item.kind === 'read' ? item.read.raw.toString('latin1') : undefined);
       }),
   };
   const input = new MqttInput({ config: inputConfig, sink, logger: silentLogger() });
   await input.start();
-  if (input.status().state !== 'up') throw new Error(`the MQTT input is ${input.status().state}: ${input.status().lastError ?? ''}`);
+  if (input.status().state !== 'up')
+    throw new Error(`the MQTT input is ${input.status().state}: ${input.status().lastError ?? ''}`);
   return {
     ...t,
     dbPath,
@@ -224,7 +254,8 @@ function cpuNow(pids: Record<Role, number>): Record<Role | 'subscriberMain', num
     out[role] = s;
   }
   const main = threadCpuSeconds(pids.subscriber, pids.subscriber);
-  if (main === undefined) throw new Error(`the subscriber's main thread (pid ${pids.subscriber}) is gone`);
+  if (main === undefined)
+    throw new Error(`the subscriber's main thread (pid ${pids.subscriber}) is gone`);
   out.subscriberMain = main;
   return out;
 }
@@ -234,23 +265,34 @@ function cpuNow(pids: Record<Role, number>): Record<Role | 'subscriberMain', num
  * of each process over the trial. CPU is read again 250 ms after the last message, so that the
  * broker's handling of the last PUBACKs is counted (the processes are idle by then: keepalives only).
  */
-async function throughput(publisher: JsonChild, receiver: Receiver, messages: number, pids: Record<Role, number>): Promise<{ rate: number; cpu: TrialCpu }> {
+async function throughput(
+  publisher: JsonChild,
+  receiver: Receiver,
+  messages: number,
+  pids: Record<Role, number>,
+): Promise<{ rate: number; cpu: TrialCpu }> {
   const threadsBefore = threadsNow(pids.subscriber);
   const schedBefore = threadSchedNs(pids.subscriber, pids.subscriber);
   const cpuBefore = cpuNow(pids);
   const wallBefore = epochMs();
   publisher.send({ burst: messages });
-  const sent = await publisher.next<{ startedAt: number; ackedAt: number }>(300_000, 'the burst to be published');
+  const sent = await publisher.next<{ startedAt: number; ackedAt: number }>(
+    300_000,
+    'the burst to be published',
+  );
   const deadline = Date.now() + 300_000;
   while (receiver.count() < messages) {
-    if (Date.now() > deadline) throw new Error(`only ${receiver.count()} of ${messages} messages arrived within 300 s`);
+    if (Date.now() > deadline)
+      throw new Error(`only ${receiver.count()} of ${messages} messages arrived within 300 s`);
     await sleep(5);
   }
   const wallSec = (receiver.lastAt() - wallBefore) / 1000;
   // Read at the last message, not after the settle pause: these describe the trial's wall time.
   const schedAfter = threadSchedNs(pids.subscriber, pids.subscriber);
-  const subscriberMainRunSec = schedBefore && schedAfter ? (schedAfter.runNs - schedBefore.runNs) / 1e9 : NaN;
-  const subscriberMainWaitSec = schedBefore && schedAfter ? (schedAfter.waitNs - schedBefore.waitNs) / 1e9 : NaN;
+  const subscriberMainRunSec =
+    schedBefore && schedAfter ? (schedAfter.runNs - schedBefore.runNs) / 1e9 : NaN;
+  const subscriberMainWaitSec =
+    schedBefore && schedAfter ? (schedAfter.waitNs - schedBefore.waitNs) / 1e9 : NaN;
   await sleep(250);
   const cpuAfter = cpuNow(pids);
   const subscriberOtherThreads: number[] = [];
@@ -263,12 +305,30 @@ async function throughput(publisher: JsonChild, receiver: Receiver, messages: nu
   const seconds = {} as Record<Role, number>;
   for (const role of ROLES) seconds[role] = cpuAfter[role] - cpuBefore[role];
   const subscriberMainSeconds = cpuAfter.subscriberMain - cpuBefore.subscriberMain;
-  return { rate: messages / ((receiver.lastAt() - sent.startedAt) / 1000), cpu: { seconds, subscriberMainSeconds, subscriberOtherThreads, subscriberMainRunSec, subscriberMainWaitSec, wallSec } };
+  return {
+    rate: messages / ((receiver.lastAt() - sent.startedAt) / 1000),
+    cpu: {
+      seconds,
+      subscriberMainSeconds,
+      subscriberOtherThreads,
+      subscriberMainRunSec,
+      subscriberMainWaitSec,
+      wallSec,
+    },
+  };
 }
 
-async function latency(publisher: JsonChild, receiver: Receiver, opts: MqttBenchOptions, prefix: string): Promise<number[]> {
+async function latency(
+  publisher: JsonChild,
+  receiver: Receiver,
+  opts: MqttBenchOptions,
+  prefix: string,
+): Promise<number[]> {
   publisher.send({ steady: { rate: opts.latencyRate, seconds: opts.latencySeconds, prefix } });
-  const { sends } = await publisher.next<{ sends: number[] }>(opts.latencySeconds * 1000 + 60_000, 'the steady run');
+  const { sends } = await publisher.next<{ sends: number[] }>(
+    opts.latencySeconds * 1000 + 60_000,
+    'the steady run',
+  );
   const deadline = Date.now() + 30_000;
   while (receiver.count() < sends.length && Date.now() < deadline) await sleep(10);
   const lat: number[] = [];
@@ -276,7 +336,8 @@ async function latency(publisher: JsonChild, receiver: Receiver, opts: MqttBench
     const at = receiver.takenAt(`${prefix}${String(seq).padStart(10, '0')}`);
     if (at !== undefined) lat.push(at - sentAt);
   });
-  if (lat.length < sends.length) throw new Error(`only ${lat.length} of ${sends.length} steady messages arrived`);
+  if (lat.length < sends.length)
+    throw new Error(`only ${lat.length} of ${sends.length} steady messages arrived`);
   return lat.sort((a, b) => a - b);
 }
 
@@ -288,7 +349,8 @@ function brokerPid(broker: Tool): number {
 }
 
 /** Median over trials of f(trial). */
-const medianOf = (trials: readonly TrialCpu[], f: (trial: TrialCpu) => number): number => median(trials.map(f));
+const medianOf = (trials: readonly TrialCpu[], f: (trial: TrialCpu) => number): number =>
+  median(trials.map(f));
 
 /**
  * The gateway's own work per message outside mqtt.js and SQLite, alone, in this process: the
@@ -302,7 +364,8 @@ const medianOf = (trials: readonly TrialCpu[], f: (trial: TrialCpu) => number): 
 function ownWorkMicrosPerMessage(messages: number): number {
   const config: GatewayConfig = benchConfig();
   const input = config.inputs.find((i) => i.id === PLC_INPUT);
-  if (input?.type !== 'mqtt') throw new Error(`input ${PLC_INPUT} of config/example.yaml is not an MQTT input`);
+  if (input?.type !== 'mqtt')
+    throw new Error(`input ${PLC_INPUT} of config/example.yaml is not an MQTT input`);
   const ctx = mappingContext(config);
   const payloads = Array.from({ length: messages }, (_, n) => Buffer.from(plcText(n)));
   let sink = 0;
@@ -312,9 +375,11 @@ function ownWorkMicrosPerMessage(messages: number): number {
     for (const payload of payloads) {
       sink += createHash('sha256').update(payload).digest()[0]!;
       const item = messageToItem(input, PLC_TOPIC, payload, receivedAt);
-      if (item.kind !== 'read') throw new Error(`the benchmark's payload was refused: ${item.rejection.reason}`);
+      if (item.kind !== 'read')
+        throw new Error(`the benchmark's payload was refused: ${item.rejection.reason}`);
       const mapped = mapRead(item.read, ctx);
-      if (mapped.outcome !== 'scan') throw new Error(`the benchmark's read was not mapped to a scan: ${mapped.outcome}`);
+      if (mapped.outcome !== 'scan')
+        throw new Error(`the benchmark's read was not mapped to a scan: ${mapped.outcome}`);
       sink += JSON.stringify(mapped.scan).length;
     }
     const cpu = process.cpuUsage(before);
@@ -342,9 +407,15 @@ function cpuBudget(
   ceilingRate: number,
   messages: number,
 ): { figures: Figure[]; notes: string[] } {
-  const usPerMsg = (side: 'bare' | 'gateway', role: Role) => medianOf(trials[side], (t) => (t.seconds[role] / messages) * 1e6);
+  const usPerMsg = (side: 'bare' | 'gateway', role: Role) =>
+    medianOf(trials[side], (t) => (t.seconds[role] / messages) * 1e6);
   const coresOf = (side: 'bare' | 'gateway', role: Role | 'all') =>
-    medianOf(trials[side], (t) => (role === 'all' ? ROLES.reduce((a, r) => a + t.seconds[r], 0) : t.seconds[role]) / t.wallSec);
+    medianOf(
+      trials[side],
+      (t) =>
+        (role === 'all' ? ROLES.reduce((a, r) => a + t.seconds[r], 0) : t.seconds[role]) /
+        t.wallSec,
+    );
   const gateway = usPerMsg('gateway', 'subscriber');
   const bare = usPerMsg('bare', 'subscriber');
   const broker = usPerMsg('bare', 'broker');
@@ -362,45 +433,102 @@ function cpuBudget(
   const budgetUsed = (usedCores * 1e6) / rate07 - pub - broker;
   const us = 'µs/msg';
   const figures: Figure[] = [
-    judge({ name: 'CPU per message, gateway process (all threads)', value: gateway, unit: us, note: 'MqttInput + intake + SQLite, this process, throughput trials' }),
+    judge({
+      name: 'CPU per message, gateway process (all threads)',
+      value: gateway,
+      unit: us,
+      note: 'MqttInput + intake + SQLite, this process, throughput trials',
+    }),
     judge({
       name: 'CPU per message, gateway main thread',
       value: medianOf(trials.gateway, (t) => (t.subscriberMainSeconds / messages) * 1e6),
       unit: us,
       note: 'the event loop: mqtt.js, MqttInput, intake, SQLite (the rest of the process: GC helpers, libuv pool)',
     }),
-    judge({ name: 'CPU per message, bare subscriber', value: bare, unit: us, note: 'mqtt.js receive + PUBACK, this process, ceiling trials' }),
+    judge({
+      name: 'CPU per message, bare subscriber',
+      value: bare,
+      unit: us,
+      note: 'mqtt.js receive + PUBACK, this process, ceiling trials',
+    }),
     judge({ name: 'CPU per message, mosquitto (ceiling trials)', value: broker, unit: us }),
     judge({ name: 'CPU per message, publisher (ceiling trials)', value: pub, unit: us }),
-    judge({ name: 'CPU per message, mosquitto (gateway trials)', value: usPerMsg('gateway', 'broker'), unit: us }),
-    judge({ name: 'CPU per message, publisher (gateway trials)', value: usPerMsg('gateway', 'publisher'), unit: us }),
+    judge({
+      name: 'CPU per message, mosquitto (gateway trials)',
+      value: usPerMsg('gateway', 'broker'),
+      unit: us,
+    }),
+    judge({
+      name: 'CPU per message, publisher (gateway trials)',
+      value: usPerMsg('gateway', 'publisher'),
+      unit: us,
+    }),
     judge({
       name: 'raw SQLite insert CPU per read (the MQTT rows)',
       value: insert,
       unit: 'µs/read',
       note: `benchmark 1's ceiling on the rows of each gateway trial, ${INTAKE_DEFAULTS.ceilingBatch} reads per transaction; mqtt_messages rows not included`,
     }),
-    judge({ name: 'cores used, gateway process (gateway trials)', value: coresOf('gateway', 'subscriber'), unit: 'cores' }),
-    judge({ name: 'cores used, gateway main thread (gateway trials)', value: medianOf(trials.gateway, (t) => t.subscriberMainSeconds / t.wallSec), unit: 'cores' }),
+    judge({
+      name: 'cores used, gateway process (gateway trials)',
+      value: coresOf('gateway', 'subscriber'),
+      unit: 'cores',
+    }),
+    judge({
+      name: 'cores used, gateway main thread (gateway trials)',
+      value: medianOf(trials.gateway, (t) => t.subscriberMainSeconds / t.wallSec),
+      unit: 'cores',
+    }),
     judge({
       name: 'gateway main thread waiting for a core (share of the trial)',
       value: medianOf(trials.gateway, (t) => (100 * t.subscriberMainWaitSec) / t.wallSec),
       unit: '%',
-      note: 'runnable, not running (/proc schedstat): the machine\'s cores were busy',
+      note: "runnable, not running (/proc schedstat): the machine's cores were busy",
     }),
     judge({
       name: 'gateway main thread asleep (share of the trial)',
-      value: medianOf(trials.gateway, (t) => (100 * (t.wallSec - t.subscriberMainRunSec - t.subscriberMainWaitSec)) / t.wallSec),
+      value: medianOf(
+        trials.gateway,
+        (t) => (100 * (t.wallSec - t.subscriberMainRunSec - t.subscriberMainWaitSec)) / t.wallSec,
+      ),
       unit: '%',
       note: 'neither running nor runnable: in fsync, or nothing to do (no message, e.g. the in-flight window full)',
     }),
-    judge({ name: 'cores used, mosquitto (gateway trials)', value: coresOf('gateway', 'broker'), unit: 'cores' }),
-    judge({ name: 'cores used, publisher (gateway trials)', value: coresOf('gateway', 'publisher'), unit: 'cores' }),
-    judge({ name: 'cores used, all three (gateway trials)', value: coresOf('gateway', 'all'), unit: 'cores' }),
-    judge({ name: 'cores used, bare subscriber (ceiling trials)', value: coresOf('bare', 'subscriber'), unit: 'cores' }),
-    judge({ name: 'cores used, mosquitto (ceiling trials)', value: coresOf('bare', 'broker'), unit: 'cores' }),
-    judge({ name: 'cores used, publisher (ceiling trials)', value: coresOf('bare', 'publisher'), unit: 'cores' }),
-    judge({ name: 'cores used, all three (ceiling trials)', value: coresOf('bare', 'all'), unit: 'cores' }),
+    judge({
+      name: 'cores used, mosquitto (gateway trials)',
+      value: coresOf('gateway', 'broker'),
+      unit: 'cores',
+    }),
+    judge({
+      name: 'cores used, publisher (gateway trials)',
+      value: coresOf('gateway', 'publisher'),
+      unit: 'cores',
+    }),
+    judge({
+      name: 'cores used, all three (gateway trials)',
+      value: coresOf('gateway', 'all'),
+      unit: 'cores',
+    }),
+    judge({
+      name: 'cores used, bare subscriber (ceiling trials)',
+      value: coresOf('bare', 'subscriber'),
+      unit: 'cores',
+    }),
+    judge({
+      name: 'cores used, mosquitto (ceiling trials)',
+      value: coresOf('bare', 'broker'),
+      unit: 'cores',
+    }),
+    judge({
+      name: 'cores used, publisher (ceiling trials)',
+      value: coresOf('bare', 'publisher'),
+      unit: 'cores',
+    }),
+    judge({
+      name: 'cores used, all three (ceiling trials)',
+      value: coresOf('bare', 'all'),
+      unit: 'cores',
+    }),
     judge({
       name: 'CPU lower bound at 0.7 × ceiling',
       value: needed,
@@ -412,7 +540,10 @@ function cpuBudget(
       name: 'gateway CPU budget per message at 0.7 (all its threads)',
       value: budget,
       unit: us,
-      ceiling: { value: bare + insert, what: 'the least any gateway needs: bare subscriber + raw insert' },
+      ceiling: {
+        value: bare + insert,
+        what: 'the least any gateway needs: bare subscriber + raw insert',
+      },
       note: 'cores × 1e6 / (0.7 × ceiling rate) − publisher − broker; below the ceiling column: 0.7 is out of reach on these cores',
     }),
     judge({
@@ -425,7 +556,7 @@ function cpuBudget(
       name: "gateway's own work per message, alone",
       value: ownWork,
       unit: us,
-      note: 'in this process, no broker, no SQLite: the payload\'s SHA-256 (exactly-once record), payload to read, read to Scan with the example\'s rules, the Scan\'s JSON; least of 3 passes',
+      note: "in this process, no broker, no SQLite: the payload's SHA-256 (exactly-once record), payload to read, read to Scan with the example's rules, the Scan's JSON; least of 3 passes",
     }),
     judge({
       name: 'least CPU per message of this gateway at 0.7',
@@ -438,11 +569,14 @@ function cpuBudget(
       name: 'least CPU per message of this gateway at 0.7, on the cores the ceiling used',
       value: leastOfThisGateway,
       unit: us,
-      ceiling: { value: budgetUsed, what: 'the budget on the cores publisher, broker and bare subscriber used together in the ceiling trials' },
+      ceiling: {
+        value: budgetUsed,
+        what: 'the budget on the cores publisher, broker and bare subscriber used together in the ceiling trials',
+      },
       note: `the budget with ${usedCores.toFixed(2)} cores (the most the three processes were seen to use) instead of ${cores}: a ratio over 1: out of reach in practice`,
     }),
     judge({
-      name: 'one thread\'s CPU per message at 0.7, at most',
+      name: "one thread's CPU per message at 0.7, at most",
       value: 1e6 / rate07,
       unit: us,
       note: 'a thread cannot use more than one core: each thread of the gateway must stay below this per message',
@@ -450,10 +584,16 @@ function cpuBudget(
   ];
   const notes = [
     `CPU per message (µs) by trial: ${(['bare', 'gateway'] as const)
-      .map((side) => `${side}: ${trials[side].map((t) => ROLES.map((r) => `${r} ${((t.seconds[r] / messages) * 1e6).toFixed(1)}`).join(' / ')).join('; ')}`)
+      .map(
+        (side) =>
+          `${side}: ${trials[side].map((t) => ROLES.map((r) => `${r} ${((t.seconds[r] / messages) * 1e6).toFixed(1)}`).join(' / ')).join('; ')}`,
+      )
       .join('; ')}`,
     `gateway process CPU per message (µs) by thread, by trial: ${trials.gateway
-      .map((t) => `main ${((t.subscriberMainSeconds / messages) * 1e6).toFixed(1)}, others ${t.subscriberOtherThreads.map((sec) => ((sec / messages) * 1e6).toFixed(1)).join(' + ')}`)
+      .map(
+        (t) =>
+          `main ${((t.subscriberMainSeconds / messages) * 1e6).toFixed(1)}, others ${t.subscriberOtherThreads.map((sec) => ((sec / messages) * 1e6).toFixed(1)).join(' + ')}`,
+      )
       .join('; ')}`,
     `raw insert of the MQTT rows: ${rawCeilings.map((c) => `${c.reads} reads, ${c.cpuMicrosPerRead.toFixed(1)} µs CPU/read, ${Math.round(c.readsPerSec)} reads/s`).join('; ')}`,
     `raw insert of the MQTT rows with their exactly-once rows: ${rawCeilingsExactlyOnce.map((c) => `${c.cpuMicrosPerRead.toFixed(1)} µs CPU/read`).join('; ')}`,
@@ -473,17 +613,25 @@ function pinApart(brokerPid: number, publisherPid: number): string {
   if (cores < 2) throw new Error(`the fair mode needs at least 2 cores; this machine has ${cores}`);
   const last = cores - 1;
   const own = last === 1 ? '0' : `0-${last - 1}`;
-  for (const [pid, list] of [[brokerPid, String(last)], [publisherPid, String(last)], [process.pid, own]] as const) {
+  for (const [pid, list] of [
+    [brokerPid, String(last)],
+    [publisherPid, String(last)],
+    [process.pid, own],
+  ] as const) {
     execFileSync('taskset', ['-a', '-p', '-c', list, String(pid)], { stdio: 'ignore' });
   }
   return `fair mode: mosquitto (pid ${brokerPid}) and the publisher (pid ${publisherPid}) pinned to core ${last}, the subscriber sides (this process) to core${own.includes('-') ? 's' : ''} ${own} (taskset -a)`;
 }
 
 /** Runs benchmark 2. */
-export async function benchMqtt(opts: MqttBenchOptions = MQTT_DEFAULTS): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
+export async function benchMqtt(
+  opts: MqttBenchOptions = MQTT_DEFAULTS,
+): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
   const dir = mkdtempSync(join(tmpdir(), 'sg-bench-mqtt-'));
   const broker = await startMosquitto(dir);
-  const publisher = startJsonChild('mqtt-publisher.js', [JSON.stringify({ url: broker.url, topic: TOPIC })]);
+  const publisher = startJsonChild('mqtt-publisher.js', [
+    JSON.stringify({ url: broker.url, topic: TOPIC }),
+  ]);
   try {
     await publisher.next(10_000, 'the publisher to connect');
     const pinning = opts.fair ? pinApart(brokerPid(broker), publisher.pid) : undefined;
@@ -493,12 +641,19 @@ export async function benchMqtt(opts: MqttBenchOptions = MQTT_DEFAULTS): Promise
     const bareRates: number[] = [];
     const noTimes = () => false;
     // Both sides' subscriber is this process (the bare mqtt.js client, or MqttInput + intake + SQLite).
-    const pids: Record<Role, number> = { subscriber: process.pid, broker: brokerPid(broker), publisher: publisher.pid };
+    const pids: Record<Role, number> = {
+      subscriber: process.pid,
+      broker: brokerPid(broker),
+      publisher: publisher.pid,
+    };
     const trialCpu: Record<'bare' | 'gateway', TrialCpu[]> = { bare: [], gateway: [] };
     const rawCeilings: RawCeiling[] = [];
     const rawCeilingsExactlyOnce: RawCeiling[] = [];
     for (const side of opts.warmupMessages > 0 ? (['bare', 'gateway'] as const) : []) {
-      const receiver = side === 'bare' ? await bareSubscriber(broker.url, noTimes) : await gatewaySubscriber(broker.url, dir, noTimes);
+      const receiver =
+        side === 'bare'
+          ? await bareSubscriber(broker.url, noTimes)
+          : await gatewaySubscriber(broker.url, dir, noTimes);
       try {
         await waitSubscribed(publisher, receiver);
         await throughput(publisher, receiver, opts.warmupMessages, pids);
@@ -508,7 +663,10 @@ export async function benchMqtt(opts: MqttBenchOptions = MQTT_DEFAULTS): Promise
     }
     for (let t = 0; t < opts.trials; t++) {
       for (const side of ['bare', 'gateway'] as const) {
-        const receiver = side === 'bare' ? await bareSubscriber(broker.url, noTimes) : await gatewaySubscriber(broker.url, dir, noTimes);
+        const receiver =
+          side === 'bare'
+            ? await bareSubscriber(broker.url, noTimes)
+            : await gatewaySubscriber(broker.url, dir, noTimes);
         try {
           await waitSubscribed(publisher, receiver);
           const trial = await throughput(publisher, receiver, opts.messages, pids);
@@ -522,17 +680,26 @@ export async function benchMqtt(opts: MqttBenchOptions = MQTT_DEFAULTS): Promise
           // The SQLite work of the same rows, raw (benchmark 1's ceiling), right after the trial that wrote them.
           const ceilingDir = join(dir, `raw-ceiling-${t}`);
           mkdirSync(ceilingDir);
-          rawCeilings.push(runRawCeiling(ceilingDir, receiver.dbPath, INTAKE_DEFAULTS.ceilingBatch));
+          rawCeilings.push(
+            runRawCeiling(ceilingDir, receiver.dbPath, INTAKE_DEFAULTS.ceilingBatch),
+          );
           const exactlyOnceDir = join(dir, `raw-ceiling-exactly-once-${t}`);
           mkdirSync(exactlyOnceDir);
-          rawCeilingsExactlyOnce.push(runRawCeiling(exactlyOnceDir, receiver.dbPath, INTAKE_DEFAULTS.ceilingBatch, { mqttMessages: true }));
+          rawCeilingsExactlyOnce.push(
+            runRawCeiling(exactlyOnceDir, receiver.dbPath, INTAKE_DEFAULTS.ceilingBatch, {
+              mqttMessages: true,
+            }),
+          );
         }
       }
     }
     const withTimes = () => true;
     const lat: Record<'bare' | 'gateway', number[]> = { bare: [], gateway: [] };
     for (const side of ['bare', 'gateway'] as const) {
-      const receiver = side === 'bare' ? await bareSubscriber(broker.url, withTimes) : await gatewaySubscriber(broker.url, dir, withTimes);
+      const receiver =
+        side === 'bare'
+          ? await bareSubscriber(broker.url, withTimes)
+          : await gatewaySubscriber(broker.url, dir, withTimes);
       try {
         await waitSubscribed(publisher, receiver);
         lat[side] = await latency(publisher, receiver, opts, side === 'bare' ? 'CLATB' : 'CLATG');
@@ -543,13 +710,23 @@ export async function benchMqtt(opts: MqttBenchOptions = MQTT_DEFAULTS): Promise
     }
     const rate = median(gatewayRates);
     const ceiling = median(bareRates);
-    const budget = cpuBudget(trialCpu, rawCeilings, rawCeilingsExactlyOnce, ownWorkMicrosPerMessage(opts.messages), ceiling, opts.messages);
+    const budget = cpuBudget(
+      trialCpu,
+      rawCeilings,
+      rawCeilingsExactlyOnce,
+      ownWorkMicrosPerMessage(opts.messages),
+      ceiling,
+      opts.messages,
+    );
     const figures: Figure[] = [
       judge({
         name: 'MQTT QoS 1 to committed reads',
         value: rate,
         unit: 'reads/s',
-        ceiling: { value: ceiling, what: 'a bare mqtt.js subscriber on the same broker, same publisher' },
+        ceiling: {
+          value: ceiling,
+          what: 'a bare mqtt.js subscriber on the same broker, same publisher',
+        },
         targets: [{ kind: 'min', of: 'ratio', value: 0.7 }],
         note: `median of ${opts.trials} trials of ${opts.messages} messages, from the first publish to the last commit`,
       }),
@@ -557,18 +734,36 @@ export async function benchMqtt(opts: MqttBenchOptions = MQTT_DEFAULTS): Promise
         name: `publish → commit p50 at ${opts.latencyRate}/s`,
         value: percentile(lat.gateway, 50),
         unit: 'ms',
-        ceiling: { value: percentile(lat.bare, 50), what: 'publish → receive of the bare subscriber' },
+        ceiling: {
+          value: percentile(lat.bare, 50),
+          what: 'publish → receive of the bare subscriber',
+        },
       }),
       judge({
         name: `publish → commit p99 at ${opts.latencyRate}/s`,
         value: percentile(lat.gateway, 99),
         unit: 'ms',
-        ceiling: { value: percentile(lat.bare, 99), what: 'publish → receive of the bare subscriber' },
+        ceiling: {
+          value: percentile(lat.bare, 99),
+          what: 'publish → receive of the bare subscriber',
+        },
         targets: [{ kind: 'max', of: 'value', value: 10 }],
       }),
-      judge({ name: `publish → commit max at ${opts.latencyRate}/s`, value: lat.gateway[lat.gateway.length - 1] ?? NaN, unit: 'ms' }),
-      judge({ name: 'reads per commit (MQTT throughput)', value: median(groupSizes), unit: 'reads' }),
-      judge({ name: `reads per commit at ${opts.latencyRate}/s`, value: latencyGroup, unit: 'reads' }),
+      judge({
+        name: `publish → commit max at ${opts.latencyRate}/s`,
+        value: lat.gateway[lat.gateway.length - 1] ?? NaN,
+        unit: 'ms',
+      }),
+      judge({
+        name: 'reads per commit (MQTT throughput)',
+        value: median(groupSizes),
+        unit: 'reads',
+      }),
+      judge({
+        name: `reads per commit at ${opts.latencyRate}/s`,
+        value: latencyGroup,
+        unit: 'reads',
+      }),
       ...budget.figures,
     ];
     return {

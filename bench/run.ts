@@ -13,7 +13,13 @@ import { benchRecovery, RECOVERY_DEFAULTS } from './recovery.js';
 import { benchSftp, SFTP_DEFAULTS } from './sftp.js';
 import { benchSoak, SOAK_DEFAULTS } from './soak.js';
 import { benchStatus, STATUS_DEFAULTS } from './status.js';
-import { formatMarkdown, formatTable, writeReport, type BenchReport, type BenchResult } from './lib/report.js';
+import {
+  formatMarkdown,
+  formatTable,
+  writeReport,
+  type BenchReport,
+  type BenchResult,
+} from './lib/report.js';
 import { machineInfo, nowMs, othersBusyMeter, sampleBackground } from './lib/system.js';
 
 /**
@@ -23,7 +29,20 @@ import { machineInfo, nowMs, othersBusyMeter, sampleBackground } from './lib/sys
  * a result, not a failure), 2 on a command line it cannot follow.
  */
 
-const ALL = ['intake', 'mqtt', 'mqtt-fair', 'drain', 'fill', 'footprint', 'status', 'bigfile', 'sftp', 'items', 'lookups', 'recovery'] as const;
+const ALL = [
+  'intake',
+  'mqtt',
+  'mqtt-fair',
+  'drain',
+  'fill',
+  'footprint',
+  'status',
+  'bigfile',
+  'sftp',
+  'items',
+  'lookups',
+  'recovery',
+] as const;
 /** Benchmarks run only when named in `--only`: the soak takes 30 minutes. */
 const NAMED_ONLY = ['soak'] as const;
 const KNOWN = [...ALL, ...NAMED_ONLY];
@@ -92,10 +111,16 @@ if (values.help) {
 }
 const quick = values.quick ?? false;
 const selected = (values.only?.split(',').map((s) => s.trim()) ?? [...ALL]) as BenchId[];
-for (const id of selected) if (!KNOWN.includes(id)) usageError(`unknown benchmark ${id}; known: ${KNOWN.join(', ')}`);
+for (const id of selected)
+  if (!KNOWN.includes(id)) usageError(`unknown benchmark ${id}; known: ${KNOWN.join(', ')}`);
 const minutes = values.minutes === undefined ? undefined : Number(values.minutes);
-if (minutes !== undefined && !(Number.isInteger(minutes) && minutes >= 1)) usageError(`--minutes must be a whole number of minutes, at least 1 (got ${values.minutes})`);
-if (values.prefill !== undefined && !(Number.isInteger(Number(values.prefill)) && Number(values.prefill) >= 0)) usageError(`--prefill must be a whole number of scans (got ${values.prefill})`);
+if (minutes !== undefined && !(Number.isInteger(minutes) && minutes >= 1))
+  usageError(`--minutes must be a whole number of minutes, at least 1 (got ${values.minutes})`);
+if (
+  values.prefill !== undefined &&
+  !(Number.isInteger(Number(values.prefill)) && Number(values.prefill) >= 0)
+)
+  usageError(`--prefill must be a whole number of scans (got ${values.prefill})`);
 const out = values.out ?? join(PACKAGE_ROOT, 'bench/results/latest.json');
 
 const sizes = {
@@ -104,10 +129,14 @@ const sizes = {
   drain: quick ? { scans: 50_000, fillScans: 80_000 } : DRAIN_DEFAULTS,
   footprint: {
     ...(quick ? { starts: 1, settleMs: 1000, idleMs: 2000, steadyMs: 3000 } : FOOTPRINT_DEFAULTS),
-    ...(values['node-args'] !== undefined ? { nodeArgs: values['node-args'].split(/\s+/).filter(Boolean) } : {}),
+    ...(values['node-args'] !== undefined
+      ? { nodeArgs: values['node-args'].split(/\s+/).filter(Boolean) }
+      : {}),
     ...(values['no-status-events'] ? { statusEvents: false } : {}),
   },
-  status: quick ? { ...STATUS_DEFAULTS, scans: 100_000, rejected: 1000, calls: 10 } : STATUS_DEFAULTS,
+  status: quick
+    ? { ...STATUS_DEFAULTS, scans: 100_000, rejected: 1000, calls: 10 }
+    : STATUS_DEFAULTS,
   bigfile: quick ? { lines: 100_000 } : BIGFILE_DEFAULTS,
   sftp: quick ? { batchMiB: 10, batches: 2 } : SFTP_DEFAULTS,
   items: quick ? { scans: 200_000, lookups: 50 } : ITEMS_DEFAULTS,
@@ -165,24 +194,40 @@ async function main(): Promise<number> {
   }
   const suiteStarted = nowMs();
   const machine = machineInfo();
-  process.stderr.write(`bench: ${machine.cpuModel}, ${machine.cores} cores, ${machine.memTotalMiB} MiB, node ${machine.node}${quick ? ' (quick)' : ''}\n`);
+  process.stderr.write(
+    `bench: ${machine.cpuModel}, ${machine.cores} cores, ${machine.memTotalMiB} MiB, node ${machine.node}${quick ? ' (quick)' : ''}\n`,
+  );
   const results: BenchResult[] = [];
   for (const id of selected) {
     const background = await sampleBackground(1000);
-    process.stderr.write(`bench: ${id} (machine ${background.busyPct}% busy before, load ${background.loadavg1}) … `);
+    process.stderr.write(
+      `bench: ${id} (machine ${background.busyPct}% busy before, load ${background.loadavg1}) … `,
+    );
     const started = nowMs();
     const others = othersBusyMeter();
     let result: BenchResult;
     try {
       result = { ...(await runners[id]()), background, durationSec: 0 };
     } catch (err) {
-      result = { id, title: TITLES[id], figures: [], notes: [], background, durationSec: 0, error: err instanceof Error ? err.message : String(err) };
+      result = {
+        id,
+        title: TITLES[id],
+        figures: [],
+        notes: [],
+        background,
+        durationSec: 0,
+        error: err instanceof Error ? err.message : String(err),
+      };
     }
     result.durationSec = Math.round((nowMs() - started) / 100) / 10;
     background.othersDuringPct = Math.round(others());
     background.loadavg1After = Number(readFileSync('/proc/loadavg', 'utf8').split(' ')[0]);
     const load = `other processes kept ${background.othersDuringPct}% of the machine busy meanwhile`;
-    process.stderr.write(result.error ? `failed after ${result.durationSec} s (${load}): ${result.error}\n` : `${result.durationSec} s (${load})\n`);
+    process.stderr.write(
+      result.error
+        ? `failed after ${result.durationSec} s (${load}): ${result.error}\n`
+        : `${result.durationSec} s (${load})\n`,
+    );
     results.push(result);
   }
   const report: BenchReport = {
@@ -196,8 +241,15 @@ async function main(): Promise<number> {
   process.stdout.write(`\n${formatTable(results)}\n\n`);
   for (const r of results) {
     const b = r.background;
-    if (b) process.stdout.write(`  ${r.id}: ran ${r.durationSec} s; other processes kept ${b.othersDuringPct ?? '?'}% of the ${machine.cores} cores busy meanwhile (load ${b.loadavg1} before, ${b.loadavg1After ?? '?'} after)\n`);
-    for (const note of [...r.figures.filter((f) => f.note).map((f) => `${f.name}: ${f.note}`), ...r.notes]) process.stdout.write(`  ${r.id}: ${note}\n`);
+    if (b)
+      process.stdout.write(
+        `  ${r.id}: ran ${r.durationSec} s; other processes kept ${b.othersDuringPct ?? '?'}% of the ${machine.cores} cores busy meanwhile (load ${b.loadavg1} before, ${b.loadavg1After ?? '?'} after)\n`,
+      );
+    for (const note of [
+      ...r.figures.filter((f) => f.note).map((f) => `${f.name}: ${f.note}`),
+      ...r.notes,
+    ])
+      process.stdout.write(`  ${r.id}: ${note}\n`);
   }
   process.stdout.write(`\nwritten ${out} (suite ${report.durationSec} s)\n`);
   return results.some((r) => r.error) ? 1 : 0;

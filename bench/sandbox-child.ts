@@ -11,7 +11,18 @@ import { reply } from './lib/child.js';
 const options = JSON.parse(process.argv[2] ?? '{}') as SandboxOptions;
 const sandbox = await startSandbox({ host: '127.0.0.1', port: 0, ...options });
 const topic = sandbox.kafka?.info('demo-client')?.topic;
-reply({ url: sandbox.url, ...(sandbox.kafka && topic ? { kafka: { bootstrapServers: sandbox.kafka.bootstrapServers, caPem: sandbox.kafka.caPem, topic } } : {}) });
+reply({
+  url: sandbox.url,
+  ...(sandbox.kafka && topic
+    ? {
+        kafka: {
+          bootstrapServers: sandbox.kafka.bootstrapServers,
+          caPem: sandbox.kafka.caPem,
+          topic,
+        },
+      }
+    : {}),
+});
 
 const close = () => {
   void sandbox.close().finally(() => process.exit(0));

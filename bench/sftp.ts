@@ -40,10 +40,18 @@ function bigScan(i: number, bytes: number): IntakeRecord {
     parents: [],
     attributes: [{ key: 'note', value: 'x'.repeat(Math.max(0, bytes - 190)) }],
   });
-  return { inputId: 'bench', receivedAt: new Date(), raw: Buffer.from(reference), outcome: 'scan', scan: { reference, dcpKey: 'GI-01', instant: new Date(), body } };
+  return {
+    inputId: 'bench',
+    receivedAt: new Date(),
+    raw: Buffer.from(reference),
+    outcome: 'scan',
+    scan: { reference, dcpKey: 'GI-01', instant: new Date(), body },
+  };
 }
 
-export async function benchSftp(opts: SftpBenchOptions): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
+export async function benchSftp(
+  opts: SftpBenchOptions,
+): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
   const dir = mkdtempSync(join(tmpdir(), 'sg-bench-sftp-'));
   const dbFile = join(dir, 'buffer.db');
   const scanBytes = 2048;
@@ -81,7 +89,12 @@ dcps:
 inputs: []
 `,
   );
-  const child = track(spawn(process.execPath, [join(PACKAGE_ROOT, 'dist/src/main.js'), 'run', '--config', config], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] }));
+  const child = track(
+    spawn(process.execPath, [join(PACKAGE_ROOT, 'dist/src/main.js'), 'run', '--config', config], {
+      cwd: dir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
   let output = '';
   child.stdout?.on('data', (d: Buffer) => (output = (output + d.toString()).slice(-20_000)));
   child.stderr?.on('data', (d: Buffer) => (output = (output + d.toString()).slice(-20_000)));
@@ -91,7 +104,8 @@ inputs: []
     const startBy = nowMs() + 30_000;
     let idlePeak = NaN;
     while (!/scan-gateway started/.test(output)) {
-      if (child.exitCode !== null || nowMs() > startBy) throw new Error(`gateway did not start:\n${output}`);
+      if (child.exitCode !== null || nowMs() > startBy)
+        throw new Error(`gateway did not start:\n${output}`);
       idlePeak = processMemory(pid)?.peakMiB ?? idlePeak;
       await sleep(20);
     }
@@ -101,7 +115,8 @@ inputs: []
     let peak = idlePeak;
     while (finals().length < opts.batches) {
       if (child.exitCode !== null) throw new Error(`gateway exited while sending:\n${output}`);
-      if (nowMs() > deadline) throw new Error(`${opts.batches} batches were not sent within 600 s:\n${output}`);
+      if (nowMs() > deadline)
+        throw new Error(`${opts.batches} batches were not sent within 600 s:\n${output}`);
       peak = Math.max(peak, processMemory(pid)?.peakMiB ?? 0);
       await sleep(100);
     }
@@ -111,7 +126,12 @@ inputs: []
     const db = new Database(dbFile, { readonly: true });
     let transferred: number;
     try {
-      transferred = db.prepare(`SELECT count(*) FROM batches WHERE route = 'sftp' AND state IN ('uploaded', 'done')`).pluck().get() as number;
+      transferred = db
+        .prepare(
+          `SELECT count(*) FROM batches WHERE route = 'sftp' AND state IN ('uploaded', 'done')`,
+        )
+        .pluck()
+        .get() as number;
     } finally {
       db.close();
     }
@@ -124,17 +144,27 @@ inputs: []
           name: 'gateway peak RSS while sending',
           value: peak,
           unit: 'MiB',
-          ceiling: { value: idlePeak, what: 'the same gateway just started, before its first batch' },
+          ceiling: {
+            value: idlePeak,
+            what: 'the same gateway just started, before its first batch',
+          },
           targets: [{ kind: 'max', of: 'value', value: 200 }],
           note: `VmHWM of the gateway process; largest file ${(Math.max(...sizes) / 2 ** 20).toFixed(1)} MiB; the body is streamed from SQLite in pages of about 64 KiB`,
         }),
-        judge({ name: 'transfer rate', value: sent / 2 ** 20 / tookSec, unit: 'MiB/s', note: `${(sent / 2 ** 20).toFixed(0)} MiB in ${tookSec.toFixed(1)} s, hashing, .part write, stat and rename included; ${transferred} batches recorded` }),
+        judge({
+          name: 'transfer rate',
+          value: sent / 2 ** 20 / tookSec,
+          unit: 'MiB/s',
+          note: `${(sent / 2 ** 20).toFixed(0)} MiB in ${tookSec.toFixed(1)} s, hashing, .part write, stat and rename included; ${transferred} batches recorded`,
+        }),
       ],
       notes: [],
     };
   } finally {
     child.kill('SIGKILL');
-    await new Promise((resolve) => (child.exitCode !== null ? resolve(undefined) : child.once('exit', resolve)));
+    await new Promise((resolve) =>
+      child.exitCode !== null ? resolve(undefined) : child.once('exit', resolve),
+    );
     await sshd.stop();
     rmSync(dir, { recursive: true, force: true });
   }

@@ -26,14 +26,20 @@ let published = 0;
 let acked = 0;
 let finished = false;
 
-const client = connect(setup.url, { protocolVersion: 5, clientId: `bench-soak-pub-${process.pid}`, clean: true, reconnectPeriod: 0 });
+const client = connect(setup.url, {
+  protocolVersion: 5,
+  clientId: `bench-soak-pub-${process.pid}`,
+  clean: true,
+  reconnectPeriod: 0,
+});
 const fail = (why: string): never => {
   process.stderr.write(`soak publisher: ${why}\n`);
   process.exit(1);
 };
 client.on('error', (err) => fail(err.message));
 client.on('close', () => {
-  if (!finished) fail(`the connection to the broker closed after ${published} published, ${acked} acknowledged`);
+  if (!finished)
+    fail(`the connection to the broker closed after ${published} published, ${acked} acknowledged`);
 });
 
 function onAck(err?: Error): void {
@@ -47,7 +53,12 @@ function run(): void {
   const tick = (): void => {
     const due = Math.min(total, Math.floor(((performance.now() - start) * setup.rate) / 1000) + 1);
     while (published < due) {
-      client.publish(setup.topic, `${setup.prefix}${String(published).padStart(10, '0')}`, { qos: 1 }, onAck);
+      client.publish(
+        setup.topic,
+        `${setup.prefix}${String(published).padStart(10, '0')}`,
+        { qos: 1 },
+        onAck,
+      );
       published++;
     }
     if (published < total) setTimeout(tick, 1);

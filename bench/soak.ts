@@ -8,7 +8,15 @@ import { startJsonChild, track, type JsonChild } from './lib/child.js';
 import { sqlOf } from '../test/helpers/buffer-sql.js';
 import { BufferStore } from '../src/buffer/store.js';
 import { judge, type BenchResult, type Figure } from './lib/report.js';
-import { contextSwitches, freePort, median, nowMs, processCpuSeconds, processMemory, sleep } from './lib/system.js';
+import {
+  contextSwitches,
+  freePort,
+  median,
+  nowMs,
+  processCpuSeconds,
+  processMemory,
+  sleep,
+} from './lib/system.js';
 import { startMosquitto, type Tool } from './lib/tools.js';
 
 /**
@@ -137,7 +145,10 @@ function prefillBuffer(path: string, scans: number): void {
       db.prepare(
         `WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < ?)
          INSERT INTO batches (id, mode, state, scan_count, bytes, created_at, uploaded_at, finished_at, upstream_state, request_id)
-         SELECT x, 'direct', 'done', ?, 0, @now, @now, @now, 'Success', 'prefill-' || x FROM n`.replace(/@now/g, `'${now}'`),
+         SELECT x, 'direct', 'done', ?, 0, @now, @now, @now, 'Success', 'prefill-' || x FROM n`.replace(
+          /@now/g,
+          `'${now}'`,
+        ),
       ).run(Math.ceil(scans / batchScans), batchScans);
       db.prepare(
         `WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < ?)
@@ -147,7 +158,9 @@ function prefillBuffer(path: string, scans: number): void {
         `INSERT INTO scan_rows (read_id, dcp_key, reference, time_utc, bytes, created_at, state, batch_id)
          SELECT id, 'GI-01', 'PREFILL-' || id, ?, 30, ?, 'delivered', (id - 1) / CAST(? AS INTEGER) + 1 FROM reads`,
       ).run(now, Date.now(), batchScans);
-      db.prepare(`INSERT INTO scan_bodies (id, body) SELECT id, '{"reference":"' || reference || '"}' FROM scan_rows`).run();
+      db.prepare(
+        `INSERT INTO scan_bodies (id, body) SELECT id, '{"reference":"' || reference || '"}' FROM scan_rows`,
+      ).run();
     })();
   } finally {
     store.close();
@@ -155,13 +168,22 @@ function prefillBuffer(path: string, scans: number): void {
 }
 
 /** Spawns the daemon; resolves once /healthz answers and its input is up. */
-async function startDaemon(configFile: string, cwd: string, nodeArgs: string[], port: number): Promise<Daemon> {
+async function startDaemon(
+  configFile: string,
+  cwd: string,
+  nodeArgs: string[],
+  port: number,
+): Promise<Daemon> {
   const child = track(
-    spawn(process.execPath, [...nodeArgs, join(PACKAGE_ROOT, 'dist/src/main.js'), 'run', '--config', configFile], {
-      cwd,
-      env: { PATH: process.env.PATH ?? '' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    }),
+    spawn(
+      process.execPath,
+      [...nodeArgs, join(PACKAGE_ROOT, 'dist/src/main.js'), 'run', '--config', configFile],
+      {
+        cwd,
+        env: { PATH: process.env.PATH ?? '' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    ),
   );
   // The daemon logs JSON lines; only the tail is kept (for an error message), both pipes are read so neither fills up.
   let out = '';
@@ -187,13 +209,15 @@ async function startDaemon(configFile: string, cwd: string, nodeArgs: string[], 
   };
   const deadline = Date.now() + 30_000;
   for (;;) {
-    if (daemon.exited()) throw new Error(`the daemon exited with ${child.exitCode}: ${out.slice(-2000)}`);
+    if (daemon.exited())
+      throw new Error(`the daemon exited with ${child.exitCode}: ${out.slice(-2000)}`);
     if (Date.now() > deadline) {
       await daemon.stop();
       throw new Error(`the daemon's MQTT input was not up within 30 s: ${out.slice(-2000)}`);
     }
     const up = await fetch(`${daemon.baseUrl}/healthz`).then(
-      async (r) => ((await r.json()) as { inputs?: { state: string }[] }).inputs?.[0]?.state === 'up',
+      async (r) =>
+        ((await r.json()) as { inputs?: { state: string }[] }).inputs?.[0]?.state === 'up',
       () => false,
     );
     if (up) return daemon;
@@ -208,16 +232,25 @@ async function getJson<T>(url: string): Promise<T> {
 }
 
 /** Runs the soak benchmark. */
-export async function benchSoak(opts: SoakOptions = SOAK_DEFAULTS): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
+export async function benchSoak(
+  opts: SoakOptions = SOAK_DEFAULTS,
+): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
   const dir = mkdtempSync(join(tmpdir(), 'sg-bench-soak-'));
   const tools: Tool[] = [];
   let publisher: JsonChild | undefined;
   let daemon: Daemon | undefined;
   // The sandbox keeps only the last 1,000 scans for inspection (its count covers all): its memory stays flat too.
-  const sandbox = startJsonChild('sandbox-child.js', [JSON.stringify({ maxLoggedScans: 1000, kafka: false })]);
-  const snapshotDir = opts.heapSnapshots ? join(tmpdir(), `sg-bench-soak-heap-${Date.now()}`) : undefined;
+  const sandbox = startJsonChild('sandbox-child.js', [
+    JSON.stringify({ maxLoggedScans: 1000, kafka: false }),
+  ]);
+  const snapshotDir = opts.heapSnapshots
+    ? join(tmpdir(), `sg-bench-soak-heap-${Date.now()}`)
+    : undefined;
   try {
-    const { url: sandboxUrl } = await sandbox.next<{ url: string }>(20_000, 'the sandbox to listen');
+    const { url: sandboxUrl } = await sandbox.next<{ url: string }>(
+      20_000,
+      'the sandbox to listen',
+    );
     const broker = await startMosquitto(dir);
     tools.push(broker);
     const port = await freePort();
@@ -242,7 +275,9 @@ export async function benchSoak(opts: SoakOptions = SOAK_DEFAULTS): Promise<Omit
     if (prefill > 0) {
       const started = nowMs();
       prefillBuffer(join(dir, 'buffer.db'), prefill);
-      process.stderr.write(`\n  soak: buffer pre-filled with ${prefill} delivered scans in ${((nowMs() - started) / 1000).toFixed(1)} s`);
+      process.stderr.write(
+        `\n  soak: buffer pre-filled with ${prefill} delivered scans in ${((nowMs() - started) / 1000).toFixed(1)} s`,
+      );
     }
     const nodeArgs = [
       ...unitNodeArgs(),
@@ -251,12 +286,23 @@ export async function benchSoak(opts: SoakOptions = SOAK_DEFAULTS): Promise<Omit
     ];
     daemon = await startDaemon(configFile, dir, nodeArgs, port);
     const d = daemon;
-    publisher = startJsonChild('soak-publisher.js', [JSON.stringify({ url: broker.url, topic: TOPIC, rate: opts.rate, seconds: opts.minutes * 60, prefix: PREFIX })]);
+    publisher = startJsonChild('soak-publisher.js', [
+      JSON.stringify({
+        url: broker.url,
+        topic: TOPIC,
+        rate: opts.rate,
+        seconds: opts.minutes * 60,
+        prefix: PREFIX,
+      }),
+    ]);
     const pub = publisher;
     await pub.next(10_000, 'the publisher to connect');
     const stats = async () => {
       pub.send({ stats: true });
-      return pub.next<{ published: number; acked: number; total: number }>(10_000, 'publisher counts');
+      return pub.next<{ published: number; acked: number; total: number }>(
+        10_000,
+        'publisher counts',
+      );
     };
 
     const samples: SoakSample[] = [];
@@ -277,7 +323,8 @@ export async function benchSoak(opts: SoakOptions = SOAK_DEFAULTS): Promise<Omit
       const p = await stats();
       const sb = await getJson<{ count: number }>(`${sandboxUrl}/_sandbox/scans?limit=0`);
       const mib = (name: string) => metricSum(text, name) / 2 ** 20;
-      const ms = (name: string) => Math.max(0, metricSum(text, name) * 1000 - LOOP_MONITOR_INTERVAL_MS);
+      const ms = (name: string) =>
+        Math.max(0, metricSum(text, name) * 1000 - LOOP_MONITOR_INTERVAL_MS);
       const s: SoakSample = {
         minute,
         rssMiB: mem?.rssMiB ?? NaN,
@@ -317,7 +364,12 @@ export async function benchSoak(opts: SoakOptions = SOAK_DEFAULTS): Promise<Omit
       const deadline = Date.now() + 120_000;
       for (;;) {
         const made = readdirSync(dir).find((f) => f.endsWith('.heapsnapshot') && !before.has(f));
-        const done = made !== undefined && (await fetch(`${d.baseUrl}/healthz`).then(() => true, () => false));
+        const done =
+          made !== undefined &&
+          (await fetch(`${d.baseUrl}/healthz`).then(
+            () => true,
+            () => false,
+          ));
         if (made && done) {
           await sleep(1000);
           renameSync(join(dir, made), join(snapshotDir, `${name}.heapsnapshot`));
@@ -334,7 +386,8 @@ export async function benchSoak(opts: SoakOptions = SOAK_DEFAULTS): Promise<Omit
     for (let minute = 1; minute <= opts.minutes; minute++) {
       const due = t0 + minute * 60_000;
       while (nowMs() < due) {
-        if (d.exited()) throw new Error(`the daemon exited during the soak: ${d.output().slice(-2000)}`);
+        if (d.exited())
+          throw new Error(`the daemon exited during the soak: ${d.output().slice(-2000)}`);
         await sleep(Math.min(1000, due - nowMs()));
       }
       await sample(minute);
@@ -359,10 +412,16 @@ export async function benchSoak(opts: SoakOptions = SOAK_DEFAULTS): Promise<Omit
 
     const total = Math.round(opts.rate * opts.minutes * 60);
     const lost: string[] = [];
-    if (end.acked !== total) lost.push(`the broker acknowledged ${end.acked} of ${total} published reads`);
-    if (end.committed !== total) lost.push(`the gateway committed ${end.committed} reads of ${total} published`);
-    if (end.delivered - prefill !== total) lost.push(`the gateway's buffer holds ${end.delivered} delivered scans of ${total} published (undelivered ${end.undelivered})`);
-    if (end.sandboxScans < total) lost.push(`the sandbox accepted ${end.sandboxScans} scans of ${total} published`);
+    if (end.acked !== total)
+      lost.push(`the broker acknowledged ${end.acked} of ${total} published reads`);
+    if (end.committed !== total)
+      lost.push(`the gateway committed ${end.committed} reads of ${total} published`);
+    if (end.delivered - prefill !== total)
+      lost.push(
+        `the gateway's buffer holds ${end.delivered} delivered scans of ${total} published (undelivered ${end.undelivered})`,
+      );
+    if (end.sandboxScans < total)
+      lost.push(`the sandbox accepted ${end.sandboxScans} scans of ${total} published`);
 
     const last = samples[samples.length - 1]!;
     const base = samples[warmup]!;
@@ -400,7 +459,10 @@ export async function benchSoak(opts: SoakOptions = SOAK_DEFAULTS): Promise<Omit
         name: `event-loop delay p99, last ${window} min`,
         value: loopLast,
         unit: 'ms',
-        ceiling: { value: loopFirst, what: `the same in the first ${window} min (ratio ≤ 1.2: no rise)` },
+        ceiling: {
+          value: loopFirst,
+          what: `the same in the first ${window} min (ratio ≤ 1.2: no rise)`,
+        },
         targets: [{ kind: 'atMost', of: 'ratio', value: 1.2 }],
         note: `mean of the per-minute p99 (the daemon's event-loop monitor, reset at each scrape, its ${LOOP_MONITOR_INTERVAL_MS} ms interval subtracted); per minute: ${samples
           .slice(1)
@@ -411,11 +473,19 @@ export async function benchSoak(opts: SoakOptions = SOAK_DEFAULTS): Promise<Omit
         name: 'reads published = committed = delivered',
         value: Math.min(end.committed, end.delivered - prefill, end.sandboxScans),
         unit: 'reads',
-        ceiling: { value: total, what: `published at ${opts.rate}/s QoS 1 for ${opts.minutes} min` },
+        ceiling: {
+          value: total,
+          what: `published at ${opts.rate}/s QoS 1 for ${opts.minutes} min`,
+        },
         targets: [{ kind: 'min', of: 'ratio', value: 1 }],
         note: `broker acknowledged ${end.acked}, committed ${end.committed}, delivered ${end.delivered - prefill}${prefill ? ` (besides ${prefill} pre-filled)` : ''}, the sandbox accepted ${end.sandboxScans}`,
       }),
-      judge({ name: 'daemon CPU at the soak rate', value: median(samples.slice(1).map((s) => s.cpuPct)), unit: '% of one core', note: 'median over the minutes' }),
+      judge({
+        name: 'daemon CPU at the soak rate',
+        value: median(samples.slice(1).map((s) => s.cpuPct)),
+        unit: '% of one core',
+        note: 'median over the minutes',
+      }),
     ];
     await publisher.stop();
     await daemon.stop();
@@ -426,7 +496,11 @@ export async function benchSoak(opts: SoakOptions = SOAK_DEFAULTS): Promise<Omit
       notes: [
         `node options of the daemon: ${nodeArgs.join(' ') || '(none)'} (systemd/scan-gateway.service's ExecStart${snapshotDir ? ' + --heapsnapshot-signal=SIGUSR2' : ''})`,
         `warm-up ${warmup} min; event-loop windows ${window} min; samples every minute after the start (minute 0 = ready, before the first read)`,
-        ...(snapshotDir ? [`heap snapshots (after minute ${warmup} and at the end) in ${snapshotDir}; they stall the daemon and raise its peak: not a clean run`] : []),
+        ...(snapshotDir
+          ? [
+              `heap snapshots (after minute ${warmup} and at the end) in ${snapshotDir}; they stall the daemon and raise its peak: not a clean run`,
+            ]
+          : []),
         `per-minute series (JSON): ${JSON.stringify(
           samples.map((s) => ({
             ...s,

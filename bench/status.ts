@@ -22,7 +22,12 @@ const WINDOW_NOW = Date.parse('2026-11-01T00:30:00.000Z');
 /** "Now" a month after the fill: the last hour holds none of it. */
 const MONTH_LATER = Date.parse('2026-12-01T00:00:00.000Z');
 
-export const STATUS_DEFAULTS: StatusBenchOptions = { scans: 1_000_000, batchScans: 100, rejected: 10_000, calls: 50 };
+export const STATUS_DEFAULTS: StatusBenchOptions = {
+  scans: 1_000_000,
+  batchScans: 100,
+  rejected: 10_000,
+  calls: 50,
+};
 
 /**
  * Fills a buffer the way a month of audit at a busy line leaves it, with plain SQL (the rows are
@@ -50,12 +55,16 @@ function fillBuffer(store: BufferStore, opts: StatusBenchOptions): void {
               CASE WHEN id % 100 = 0 THEN 'Invalid DCP' END
        FROM reads WHERE outcome = 'scan'`,
     ).run(opts.batchScans);
-    db.prepare(`INSERT INTO scan_bodies (id, body) SELECT id, '{"reference":"' || reference || '"}' FROM scan_rows`).run();
+    db.prepare(
+      `INSERT INTO scan_bodies (id, body) SELECT id, '{"reference":"' || reference || '"}' FROM scan_rows`,
+    ).run();
   })();
 }
 
 /** Benchmark 6: what one refresh of the health page reads from a full buffer. */
-export async function benchStatus(opts: StatusBenchOptions = STATUS_DEFAULTS): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
+export async function benchStatus(
+  opts: StatusBenchOptions = STATUS_DEFAULTS,
+): Promise<Omit<BenchResult, 'durationSec' | 'background'>> {
   const dir = mkdtempSync(join(tmpdir(), 'sg-bench-status-'));
   try {
     const store = BufferStore.openAt(join(dir, 'buffer.db'));
@@ -86,7 +95,9 @@ export async function benchStatus(opts: StatusBenchOptions = STATUS_DEFAULTS): P
       const raw = sqlOf(store);
       const grouped = () => {
         raw.prepare(`SELECT state, count(*) FROM scan_rows GROUP BY state`).all();
-        raw.prepare(`SELECT mode, state, upstream_state, count(*) FROM batches GROUP BY 1, 2, 3`).all();
+        raw
+          .prepare(`SELECT mode, state, upstream_state, count(*) FROM batches GROUP BY 1, 2, 3`)
+          .all();
       };
       const time = (f: () => void, calls: number) => {
         const ms: number[] = [];
@@ -108,7 +119,10 @@ export async function benchStatus(opts: StatusBenchOptions = STATUS_DEFAULTS): P
           name: `status read at ${Math.round(opts.scans / 1000)}k scans`,
           value: status.median,
           unit: 'ms',
-          ceiling: { value: group.median, what: 'GROUP BY of the scans and batches themselves (what the counts cost before migration 3)' },
+          ceiling: {
+            value: group.median,
+            what: 'GROUP BY of the scans and batches themselves (what the counts cost before migration 3)',
+          },
           // A refresh must not hold the event loop longer than a good share of the MQTT p99 budget (20 ms).
           targets: [{ kind: 'max', of: 'value', value: 5 }],
           note: `median of ${opts.calls} reads; the largest took ${status.max.toFixed(2)} ms`,

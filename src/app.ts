@@ -17,7 +17,13 @@ import { Mapper } from './mapping/mapper.js';
 import { ProductCheck } from './mapping/product-check.js';
 import { VERSION } from './paths.js';
 import { UpstreamClient, clientOptionsFromConfig } from './upstream/client.js';
-import { DELIVERY_STOP_GRACE_MS, type AppApi, type AppDeps, type Gateway, type LiveState } from './app/gateway.js';
+import {
+  DELIVERY_STOP_GRACE_MS,
+  type AppApi,
+  type AppDeps,
+  type Gateway,
+  type LiveState,
+} from './app/gateway.js';
 import { buildHttpServer } from './app/http.js';
 import { defaultInput } from './app/inputs.js';
 import {
@@ -84,7 +90,13 @@ export interface App {
 export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
   const g = buildGateway(loaded, deps);
   const inputPartFor = (c: LoadedConfig['config']['inputs'][number]) =>
-    inputPart(c, { create: g.createInput, sink: g.intake, inputs: g.inputs, intakePaused: () => g.backPressure.snapshot().intakePaused, logger: g.logger });
+    inputPart(c, {
+      create: g.createInput,
+      sink: g.intake,
+      inputs: g.inputs,
+      intakePaused: () => g.backPressure.snapshot().intakePaused,
+      logger: g.logger,
+    });
   const parts: Component[] = [
     bufferPart(g.store),
     ...(g.sandbox ? [g.sandbox] : []),
@@ -116,11 +128,23 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
       g.live.phase = 'running';
       // The version and the runtime in the start line: a package carries its own Node.js, and a support
       // question starts with which one ran.
-      g.logger.info({ component: 'app', http: g.http.url, inputs: g.inputs.adapters.map((i) => i.id), version: VERSION, node: process.version }, 'scan-gateway started');
+      g.logger.info(
+        {
+          component: 'app',
+          http: g.http.url,
+          inputs: g.inputs.adapters.map((i) => i.id),
+          version: VERSION,
+          node: process.version,
+        },
+        'scan-gateway started',
+      );
     },
     reload: (next) => reloadGateway(g, next, inputPartFor),
     reloadRefused(err) {
-      g.live.lastReloadError = { message: err instanceof Error ? err.message : String(err), at: new Date(g.now()).toISOString() };
+      g.live.lastReloadError = {
+        message: err instanceof Error ? err.message : String(err),
+        at: new Date(g.now()).toISOString(),
+      };
     },
     // Cached: a second stop (a signal during a failed start's stop, say) waits for the first.
     stop: () => (stopping ??= stopAll(g)),
@@ -133,7 +157,12 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
   const logger = deps.logger;
   const now = deps.now ?? Date.now;
   const startedAt = new Date(now());
-  const live: LiveState = { phase: 'starting', current: loaded, configLoadedAt: startedAt, mapper: new Mapper(config) };
+  const live: LiveState = {
+    phase: 'starting',
+    current: loaded,
+    configLoadedAt: startedAt,
+    mapper: new Mapper(config),
+  };
   const inputs = new InputSet();
   const store = new BufferStore(config.buffer.path);
   const metrics: GatewayMetrics = new GatewayMetrics({
@@ -141,7 +170,8 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     batchCounts: () => store.reports.batchCounts(),
     tokenRefreshes: () => api.tokenInfo?.().refreshes ?? 0,
   });
-  const api: AppApi = deps.api ?? new UpstreamClient(clientOptionsFromConfig(config.upstream, loaded, logger));
+  const api: AppApi =
+    deps.api ?? new UpstreamClient(clientOptionsFromConfig(config.upstream, loaded, logger));
   const bufferLog = logger.child({ component: 'buffer' });
   const backPressure = new BackPressure({
     store,
@@ -153,19 +183,39 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     reserveReady: () => diskGuard.reserveReady(),
     onPausedChange: (paused, why) => inputs.setPaused(paused, why, logger),
   });
-  const retention = new Retention({ store, retentionDays: config.buffer.retentionDays, logger: logger.child({ component: 'retention' }), now });
+  const retention = new Retention({
+    store,
+    retentionDays: config.buffer.retentionDays,
+    logger: logger.child({ component: 'retention' }),
+    now,
+  });
   const quota = config.buffer.maxBytes;
   const diskGuard: DiskGuard = new DiskGuard({
     store,
     retention,
     logger: bufferLog,
     now,
-    ...(quota !== undefined ? { quotaBytes: quota } : { onDerivedQuota: (bytes: number, ceilingBytes: number) => backPressure.setByteQuota(bytes, ceilingBytes) }),
+    ...(quota !== undefined
+      ? { quotaBytes: quota }
+      : {
+          onDerivedQuota: (bytes: number, ceilingBytes: number) =>
+            backPressure.setByteQuota(bytes, ceilingBytes),
+        }),
   });
   const ha: HaParts | undefined = config.ha
     ? (() => {
         const etcd = EtcdClient.fromConfig(config.ha);
-        return { etcd, leadership: new Leadership({ etcd, nodeId: config.ha.nodeId, key: config.ha.key, leaseTtlMs: config.ha.leaseTtlMs, logger, now }) };
+        return {
+          etcd,
+          leadership: new Leadership({
+            etcd,
+            nodeId: config.ha.nodeId,
+            key: config.ha.key,
+            leaseTtlMs: config.ha.leaseTtlMs,
+            logger,
+            now,
+          }),
+        };
       })()
     : undefined;
   const intake = new Intake({
@@ -175,7 +225,8 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
           fence: {
             mayTake: () => ha.leadership.mayTake(),
             epoch: () => ha.leadership.epoch(),
-            commitFailed: (err: unknown) => ha.leadership.giveUp(`the buffer could not be written: ${(err as Error).message}`),
+            commitFailed: (err: unknown) =>
+              ha.leadership.giveUp(`the buffer could not be written: ${(err as Error).message}`),
           },
         }
       : {}),
@@ -195,8 +246,12 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
         products: config.sandbox.products ?? live.mapper.productKeyUses().map((u) => u.key),
       })
     : undefined;
-  const sftp = config.upstream.sftp ? new SftpRoute(config, config.upstream.sftp, deps.env ?? {}) : undefined;
-  const statusEvents = config.upstream.statusEvents.enabled ? statusEventsPart(loaded, store, sandbox, logger, now, () => deliverer) : undefined;
+  const sftp = config.upstream.sftp
+    ? new SftpRoute(config, config.upstream.sftp, deps.env ?? {})
+    : undefined;
+  const statusEvents = config.upstream.statusEvents.enabled
+    ? statusEventsPart(loaded, store, sandbox, logger, now, () => deliverer)
+    : undefined;
   const deliverer: Deliverer = new Deliverer({
     store,
     api: instrumentDeliveryApi(api, metrics),
@@ -224,11 +279,23 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
       now,
     });
   });
-  const listenerTls = config.http.tls ? new ListenerTls({ tls: config.http.tls, logger, now }) : undefined;
+  const listenerTls = config.http.tls
+    ? new ListenerTls({ tls: config.http.tls, logger, now })
+    : undefined;
   // The will waits three lease times: a standby resumes the shared session within about one, and
   // the broker then drops the old leader's `offline`.
-  const haInput = ha && config.ha ? { ha: { mayConnect: () => ha.leadership.mayTake() === undefined, willDelaySec: Math.ceil((3 * config.ha.leaseTtlMs) / 1000) } } : {};
-  const createInput: InputFactory = deps.createInput ?? ((c, s, l) => defaultInput(c, s, l, { env: deps.env, scrub: deps.scrub, now, ...haInput }));
+  const haInput =
+    ha && config.ha
+      ? {
+          ha: {
+            mayConnect: () => ha.leadership.mayTake() === undefined,
+            willDelaySec: Math.ceil((3 * config.ha.leaseTtlMs) / 1000),
+          },
+        }
+      : {};
+  const createInput: InputFactory =
+    deps.createInput ??
+    ((c, s, l) => defaultInput(c, s, l, { env: deps.env, scrub: deps.scrub, now, ...haInput }));
   const g: Gateway = {
     config,
     deps,
@@ -252,7 +319,12 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     http: new HttpPart(config.http.listen, () => buildHttpServer(g), listenerTls),
     listenerTls,
     metrics,
-    adminActions: buildAdminActions({ store: () => (store.isOpen ? store : undefined), deliverer: () => deliverer, config: () => live.current.config, now }),
+    adminActions: buildAdminActions({
+      store: () => (store.isOpen ? store : undefined),
+      deliverer: () => deliverer,
+      config: () => live.current.config,
+      now,
+    }),
     live,
     running: [],
   };
@@ -260,13 +332,27 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
 }
 
 /** The status-event part (contract §6), its feed applying events through the deliverer. */
-function statusEventsPart(loaded: LoadedConfig, store: BufferStore, sandbox: SandboxPart | undefined, logger: AppDeps['logger'], now: () => number, deliverer: () => Deliverer): StatusEventsPart {
+function statusEventsPart(
+  loaded: LoadedConfig,
+  store: BufferStore,
+  sandbox: SandboxPart | undefined,
+  logger: AppDeps['logger'],
+  now: () => number,
+  deliverer: () => Deliverer,
+): StatusEventsPart {
   const { upstream } = loaded.config;
   const settings = upstream.statusEvents;
   const topic = statusEventTopic(upstream);
   const log = logger.child({ component: 'status-events' });
   return new StatusEventsPart(
-    { settings, topic, clientId: upstream.clientId, clientSecret: loaded.clientSecret, sandbox, logger: log },
+    {
+      settings,
+      topic,
+      clientId: upstream.clientId,
+      clientSecret: loaded.clientSecret,
+      sandbox,
+      logger: log,
+    },
     (connect) =>
       new StatusEventFeed({
         store,
@@ -296,5 +382,6 @@ async function stopAll(g: Gateway): Promise<void> {
     }
   }
   g.running.length = 0;
-  if (failures.length > 0) throw new GatewayError(ErrorCodes.STOP, `stopping failed: ${failures.join(', ')}`);
+  if (failures.length > 0)
+    throw new GatewayError(ErrorCodes.STOP, `stopping failed: ${failures.join(', ')}`);
 }

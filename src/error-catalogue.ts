@@ -60,18 +60,23 @@ export interface CatalogueEntry {
 export const CATALOGUE: readonly CatalogueEntry[] = [
   {
     code: ErrorCodes.CONFIG,
-    meaning: "the configuration file is missing, not YAML, or invalid; also an `http` input's ingest token (where it can be read) shorter than 16 characters; on the page: a reload was refused and the previous configuration still runs",
-    whatToDo: 'run `scan-gateway config check`; each problem names file, line and key (for a short token: the input and where the token came from, never its value)',
+    meaning:
+      "the configuration file is missing, not YAML, or invalid; also an `http` input's ingest token (where it can be read) shorter than 16 characters; on the page: a reload was refused and the previous configuration still runs",
+    whatToDo:
+      'run `scan-gateway config check`; each problem names file, line and key (for a short token: the input and where the token came from, never its value)',
   },
   {
     code: ErrorCodes.SECRET,
-    meaning: 'the client secret could not be read; or the admin, read or ingest token is missing where required, unreadable, or shorter than 16 characters',
-    whatToDo: 'set `SCAN_GATEWAY_CLIENT_SECRET`, the credential `client-secret`, or `upstream.clientSecretFile`; for a token, make one with `openssl rand -hex 32`',
+    meaning:
+      'the client secret could not be read; or the admin, read or ingest token is missing where required, unreadable, or shorter than 16 characters',
+    whatToDo:
+      'set `SCAN_GATEWAY_CLIENT_SECRET`, the credential `client-secret`, or `upstream.clientSecretFile`; for a token, make one with `openssl rand -hex 32`',
   },
   {
     code: ErrorCodes.UPSTREAM_NETWORK,
     meaning: 'the service could not be reached (DNS, connect, reset, timeout)',
-    whatToDo: 'check the network and proxy; delivery retries by itself, and scans wait safely in the buffer meanwhile',
+    whatToDo:
+      'check the network and proxy; delivery retries by itself, and scans wait safely in the buffer meanwhile',
   },
   {
     code: ErrorCodes.UPSTREAM_HTTP,
@@ -80,38 +85,50 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
   },
   {
     code: ErrorCodes.SFTP_NETWORK,
-    meaning: 'the SFTP server (`upstream.sftp.host`) could not be reached, or the connection broke during a transfer',
-    whatToDo: 'check the network and that the firewall lets SSH (port `upstream.sftp.port`) out; delivery retries by itself, and a half-written `.part` file is removed and written again',
+    meaning:
+      'the SFTP server (`upstream.sftp.host`) could not be reached, or the connection broke during a transfer',
+    whatToDo:
+      'check the network and that the firewall lets SSH (port `upstream.sftp.port`) out; delivery retries by itself, and a half-written `.part` file is removed and written again',
   },
   {
     code: ErrorCodes.SFTP_HOST_KEY,
-    meaning: 'the SFTP server showed a host key whose SHA256 fingerprint is not `upstream.sftp.hostKey`; nothing was sent (no trust on first use)',
-    whatToDo: 'ask the service operator for the server\'s fingerprint (`ssh-keygen -lf` of its public host key) and compare; set `upstream.sftp.hostKey` only to a fingerprint confirmed out of band',
+    meaning:
+      'the SFTP server showed a host key whose SHA256 fingerprint is not `upstream.sftp.hostKey`; nothing was sent (no trust on first use)',
+    whatToDo:
+      "ask the service operator for the server's fingerprint (`ssh-keygen -lf` of its public host key) and compare; set `upstream.sftp.hostKey` only to a fingerprint confirmed out of band",
   },
   {
     code: ErrorCodes.SFTP_AUTH,
-    meaning: 'the SFTP server refused the gateway\'s user name, key or password',
-    whatToDo: 'check `upstream.sftp.username`, `upstream.sftp.privateKeyFile` (or the password in SCAN_GATEWAY_SFTP_PASSWORD / `upstream.sftp.passwordFile`) with the service operator; delivery retries',
+    meaning: "the SFTP server refused the gateway's user name, key or password",
+    whatToDo:
+      'check `upstream.sftp.username`, `upstream.sftp.privateKeyFile` (or the password in SCAN_GATEWAY_SFTP_PASSWORD / `upstream.sftp.passwordFile`) with the service operator; delivery retries',
   },
   {
     code: ErrorCodes.SFTP_PERMISSION,
-    meaning: 'the SFTP server refused to write or rename a file in `upstream.sftp.remoteDir` (permission denied); the batch is held with the reason',
-    whatToDo: 'ask the service operator to let the gateway\'s user write to the folder, or correct `upstream.sftp.remoteDir`; then `scan-gateway replay --batch N`',
+    meaning:
+      'the SFTP server refused to write or rename a file in `upstream.sftp.remoteDir` (permission denied); the batch is held with the reason',
+    whatToDo:
+      "ask the service operator to let the gateway's user write to the folder, or correct `upstream.sftp.remoteDir`; then `scan-gateway replay --batch N`",
   },
   {
     code: ErrorCodes.SFTP_DISK_FULL,
     meaning: 'the SFTP server reported its disk or quota full; the partial file was removed',
-    whatToDo: 'tell the service operator; delivery retries with backoff and scans wait in the buffer',
+    whatToDo:
+      'tell the service operator; delivery retries with backoff and scans wait in the buffer',
   },
   {
     code: ErrorCodes.SFTP_CONFLICT,
-    meaning: 'the remote file named for a batch already exists with a different size: someone else wrote it; it is never overwritten and the batch is held',
-    whatToDo: 'compare the remote file with the batch (`scan-gateway failures --batch N`); check that no two gateways share `site.id` and `upstream.sftp.remoteDir`',
+    meaning:
+      'the remote file named for a batch already exists with a different size: someone else wrote it; it is never overwritten and the batch is held',
+    whatToDo:
+      'compare the remote file with the batch (`scan-gateway failures --batch N`); check that no two gateways share `site.id` and `upstream.sftp.remoteDir`',
   },
   {
     code: ErrorCodes.SFTP,
-    meaning: 'another SFTP failure: an unexpected server status, or a written file whose size did not match',
-    whatToDo: 'delivery retries; if it persists, report it with the log line to the service operator',
+    meaning:
+      'another SFTP failure: an unexpected server status, or a written file whose size did not match',
+    whatToDo:
+      'delivery retries; if it persists, report it with the log line to the service operator',
   },
   {
     code: ErrorCodes.UPSTREAM_AUTH,
@@ -125,38 +142,52 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
   },
   {
     code: ErrorCodes.UPSTREAM_TOKEN,
-    meaning: 'the token endpoint answered 2xx with no usable token (not JSON, no `access_token`/`accessToken`, a token type other than Bearer); nothing was uploaded',
-    whatToDo: 'check `upstream.authUrl` (it must name the OAuth server, not a web page or a proxy\'s login); delivery retries by itself',
+    meaning:
+      'the token endpoint answered 2xx with no usable token (not JSON, no `access_token`/`accessToken`, a token type other than Bearer); nothing was uploaded',
+    whatToDo:
+      "check `upstream.authUrl` (it must name the OAuth server, not a web page or a proxy's login); delivery retries by itself",
   },
   {
     code: ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE,
-    meaning: 'an answer was larger than its byte cap (`upstream.maxAnswerBytes`, `upstream.maxProductListBytes`); the client stopped reading',
-    whatToDo: "check `upstream.baseUrl` and any proxy in between; raise the cap only if the service's answers really are that large",
+    meaning:
+      'an answer was larger than its byte cap (`upstream.maxAnswerBytes`, `upstream.maxProductListBytes`); the client stopped reading',
+    whatToDo:
+      "check `upstream.baseUrl` and any proxy in between; raise the cap only if the service's answers really are that large",
   },
   {
     code: ErrorCodes.UPSTREAM_REDIRECT,
-    meaning: 'the service or the token endpoint answered with a redirect (3xx), which is never followed',
-    whatToDo: 'set `upstream.baseUrl`/`upstream.authUrl` to the address the redirect names (`details.location`), after checking it belongs to the operator; delivery retries by itself',
+    meaning:
+      'the service or the token endpoint answered with a redirect (3xx), which is never followed',
+    whatToDo:
+      'set `upstream.baseUrl`/`upstream.authUrl` to the address the redirect names (`details.location`), after checking it belongs to the operator; delivery retries by itself',
   },
   {
     code: ErrorCodes.EVENTS_NETWORK,
-    meaning: 'status events (contract §6): the Kafka brokers in `upstream.statusEvents.bootstrapServers` cannot be reached (DNS, connect, reset, timeout, no answer to a read); batch outcomes are polled at the normal pace meanwhile',
-    whatToDo: 'check the addresses and that the site firewall lets this host reach the brokers\' port; the consumer reconnects by itself',
+    meaning:
+      'status events (contract §6): the Kafka brokers in `upstream.statusEvents.bootstrapServers` cannot be reached (DNS, connect, reset, timeout, no answer to a read); batch outcomes are polled at the normal pace meanwhile',
+    whatToDo:
+      "check the addresses and that the site firewall lets this host reach the brokers' port; the consumer reconnects by itself",
   },
   {
     code: ErrorCodes.EVENTS_TLS,
-    meaning: "status events: the brokers' TLS certificate is not trusted or does not name the host it was reached by; nothing was sent to them; polling takes over",
-    whatToDo: "ask the service operator for the brokers' certificate authority and name it in `upstream.statusEvents.caFile`; check the host names in `bootstrapServers`",
+    meaning:
+      "status events: the brokers' TLS certificate is not trusted or does not name the host it was reached by; nothing was sent to them; polling takes over",
+    whatToDo:
+      "ask the service operator for the brokers' certificate authority and name it in `upstream.statusEvents.caFile`; check the host names in `bootstrapServers`",
   },
   {
     code: ErrorCodes.EVENTS_AUTH,
-    meaning: 'status events: the brokers refused SASL SCRAM-SHA-512 with `upstream.clientId` and the client secret; polling takes over',
-    whatToDo: 'check the client secret (the same one the token endpoint takes) and ask the operator whether the client id is a user of the brokers',
+    meaning:
+      'status events: the brokers refused SASL SCRAM-SHA-512 with `upstream.clientId` and the client secret; polling takes over',
+    whatToDo:
+      'check the client secret (the same one the token endpoint takes) and ask the operator whether the client id is a user of the brokers',
   },
   {
     code: ErrorCodes.EVENTS_TOPIC,
-    meaning: 'status events: the status topic does not exist, or the client may not describe or read it; polling takes over',
-    whatToDo: 'check `upstream.statusEvents.environment`, `clientInternalName` or `topic`; ask the operator for READ and DESCRIBE on the topic (docs/upstream.md, "Status events")',
+    meaning:
+      'status events: the status topic does not exist, or the client may not describe or read it; polling takes over',
+    whatToDo:
+      'check `upstream.statusEvents.environment`, `clientInternalName` or `topic`; ask the operator for READ and DESCRIBE on the topic (docs/upstream.md, "Status events")',
   },
   {
     code: ErrorCodes.BODY_TOO_LARGE,
@@ -177,23 +208,31 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
   },
   {
     code: ErrorCodes.BUFFER_UNOPENABLE,
-    meaning: 'the buffer cannot be opened at all: corrupt, not a database, a schema newer than this gateway, no permission; `run` exits 4, which systemd does not restart. `adopt` also refuses (exit 4) a buffer another process has open',
-    whatToDo: 'fix the owner of the buffer files, or restore a backup (docs/operations.md); a newer schema needs the newer gateway; for `adopt`, stop the process that has the file open or adopt a copy of it with its -wal',
+    meaning:
+      'the buffer cannot be opened at all: corrupt, not a database, a schema newer than this gateway, no permission; `run` exits 4, which systemd does not restart. `adopt` also refuses (exit 4) a buffer another process has open',
+    whatToDo:
+      'fix the owner of the buffer files, or restore a backup (docs/operations.md); a newer schema needs the newer gateway; for `adopt`, stop the process that has the file open or adopt a copy of it with its -wal',
   },
   {
     code: ErrorCodes.BUFFER_DISK_FULL,
-    meaning: 'the disk of the buffer is full (SQLite `SQLITE_FULL`): nothing of the commit was written and the sources keep their reads; inputs that can wait are paused, and until there is room again every submit is refused the same way, so the room of the released reserve stays with delivery. At start: the upgrade of the buffer\'s schema needed more room and was undone whole (the buffer is as it was)',
-    whatToDo: 'usually nothing: the oldest delivered scans are pruned and intake resumes by itself once the reserve is written again (docs/operations.md §9); if only undelivered data is left, get delivery going or free space on the disk of `buffer.path` (`df -h`). At start: free about twice the buffer file\'s size and start again (docs/operations.md §6)',
+    meaning:
+      "the disk of the buffer is full (SQLite `SQLITE_FULL`): nothing of the commit was written and the sources keep their reads; inputs that can wait are paused, and until there is room again every submit is refused the same way, so the room of the released reserve stays with delivery. At start: the upgrade of the buffer's schema needed more room and was undone whole (the buffer is as it was)",
+    whatToDo:
+      "usually nothing: the oldest delivered scans are pruned and intake resumes by itself once the reserve is written again (docs/operations.md §9); if only undelivered data is left, get delivery going or free space on the disk of `buffer.path` (`df -h`). At start: free about twice the buffer file's size and start again (docs/operations.md §6)",
   },
   {
     code: ErrorCodes.BUFFER_QUOTA,
-    meaning: 'new scans were refused: the buffer quota (`buffer.maxPendingScans`, `buffer.maxBytes`) is reached; nothing of the refused submit was written and its source keeps it (HTTP ingest answers 503)',
-    whatToDo: 'get delivery going again (see the other problems); the quota clears as delivery drains and intake resumes by itself',
+    meaning:
+      'new scans were refused: the buffer quota (`buffer.maxPendingScans`, `buffer.maxBytes`) is reached; nothing of the refused submit was written and its source keeps it (HTTP ingest answers 503)',
+    whatToDo:
+      'get delivery going again (see the other problems); the quota clears as delivery drains and intake resumes by itself',
   },
   {
     code: ErrorCodes.BUFFER_TOO_LARGE,
-    meaning: 'one submit alone is larger than the whole buffer quota and will never be taken: a file chunk is split, a single such read sends its file to `failed/`, HTTP ingest answers 413',
-    whatToDo: 'send fewer or smaller reads at once, or raise `buffer.maxPendingScans`/`buffer.maxBytes` if the disk has room',
+    meaning:
+      'one submit alone is larger than the whole buffer quota and will never be taken: a file chunk is split, a single such read sends its file to `failed/`, HTTP ingest answers 413',
+    whatToDo:
+      'send fewer or smaller reads at once, or raise `buffer.maxPendingScans`/`buffer.maxBytes` if the disk has room',
   },
   {
     code: ErrorCodes.INPUT,
@@ -209,13 +248,17 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
   },
   {
     code: ErrorCodes.NOT_RUNNING,
-    meaning: 'the part asked is not running: the gateway is starting or stopping, or a reload removed the input; nothing was done (HTTP ingest answers 503, an admin action 500)',
-    whatToDo: 'retry in a moment; if it persists, see the state of the gateway (`systemctl status scan-gateway`)',
+    meaning:
+      'the part asked is not running: the gateway is starting or stopping, or a reload removed the input; nothing was done (HTTP ingest answers 503, an admin action 500)',
+    whatToDo:
+      'retry in a moment; if it persists, see the state of the gateway (`systemctl status scan-gateway`)',
   },
   {
     code: ErrorCodes.LISTEN,
-    meaning: 'an HTTP server of the gateway (health, an `http` input) could not listen on its address: in use by another program, or not allowed (a port below 1024, an address not of this machine)',
-    whatToDo: 'the message names the configuration key: stop the other program or choose another address or port',
+    meaning:
+      'an HTTP server of the gateway (health, an `http` input) could not listen on its address: in use by another program, or not allowed (a port below 1024, an address not of this machine)',
+    whatToDo:
+      'the message names the configuration key: stop the other program or choose another address or port',
   },
   {
     code: ErrorCodes.LISTENER_TLS,
@@ -226,73 +269,100 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
   },
   {
     code: ErrorCodes.HA_ETCD,
-    meaning: 'high availability: the etcd cluster cannot be reached (every endpoint in `ha.etcd.endpoints` failed or timed out), refused the login or certificate, or answered an error; a leader that cannot renew its lease stops taking reads before the lease lapses',
-    whatToDo: 'check the etcd members (`etcdctl endpoint health`), the network to them, and `ha.etcd` (CA, client certificate, user and password file); the node campaigns again by itself',
+    meaning:
+      'high availability: the etcd cluster cannot be reached (every endpoint in `ha.etcd.endpoints` failed or timed out), refused the login or certificate, or answered an error; a leader that cannot renew its lease stops taking reads before the lease lapses',
+    whatToDo:
+      'check the etcd members (`etcdctl endpoint health`), the network to them, and `ha.etcd` (CA, client certificate, user and password file); the node campaigns again by itself',
   },
   {
     code: ErrorCodes.HA_NOT_LEADER,
-    meaning: 'high availability: this node does not hold the leader lease (a standby, or a leader past its renewal deadline, fenced): the read was not taken and not acknowledged, so its source sends it again to the leader',
-    whatToDo: 'nothing for a standby; a fenced leader gives way to the other node, which takes over within the lease time (docs/high-availability.md)',
+    meaning:
+      'high availability: this node does not hold the leader lease (a standby, or a leader past its renewal deadline, fenced): the read was not taken and not acknowledged, so its source sends it again to the leader',
+    whatToDo:
+      'nothing for a standby; a fenced leader gives way to the other node, which takes over within the lease time (docs/high-availability.md)',
   },
   {
     code: ErrorCodes.SANDBOX_KAFKA,
-    meaning: 'the Kafka endpoint of the sandbox (demo and tests only) received a frame it cannot read (not Kafka, a version it does not speak, a record batch with a wrong CRC-32C) and closed that connection, or could not make its certificates',
-    whatToDo: 'check the client points at the sandbox with SASL_SSL and SCRAM-SHA-512 (`GET /_sandbox/kafka`); the sandbox log line names the client address and the frame',
+    meaning:
+      'the Kafka endpoint of the sandbox (demo and tests only) received a frame it cannot read (not Kafka, a version it does not speak, a record batch with a wrong CRC-32C) and closed that connection, or could not make its certificates',
+    whatToDo:
+      'check the client points at the sandbox with SASL_SSL and SCRAM-SHA-512 (`GET /_sandbox/kafka`); the sandbox log line names the client address and the frame',
   },
   {
     code: ErrorCodes.STOP,
-    meaning: 'stopping failed for some part, or took longer than the stop deadline; the process exits anyway',
-    whatToDo: 'the log line `stopping a part failed` names the part; reads not acknowledged yet are sent again by their sources',
+    meaning:
+      'stopping failed for some part, or took longer than the stop deadline; the process exits anyway',
+    whatToDo:
+      'the log line `stopping a part failed` names the part; reads not acknowledged yet are sent again by their sources',
   },
   {
     code: ErrorCodes.INTERNAL,
-    meaning: 'something that cannot fail did: a bug in the gateway, or a broken installation (files missing from the package)',
-    whatToDo: 'report it with the log line and the version (`scan-gateway --version`); reinstall the package if files are missing',
+    meaning:
+      'something that cannot fail did: a bug in the gateway, or a broken installation (files missing from the package)',
+    whatToDo:
+      'report it with the log line and the version (`scan-gateway --version`); reinstall the package if files are missing',
   },
   {
     code: HealthCodes.DELIVERY_PAUSED,
     meaning: 'an operator paused delivery; nothing is uploaded, scans wait in the buffer',
-    whatToDo: 'press *Resume delivery* on the page, or `POST /api/v1/admin/resume`; a restart resumes too',
+    whatToDo:
+      'press *Resume delivery* on the page, or `POST /api/v1/admin/resume`; a restart resumes too',
   },
   {
     code: HealthCodes.DELIVERY_BEHIND,
-    meaning: 'the oldest scan waiting for delivery is older than 15 minutes although uploads do not fail',
-    whatToDo: 'see *Delivery* and *Last batches* on the page; `scan-gateway queue` shows what waits by DCP and age',
+    meaning:
+      'the oldest scan waiting for delivery is older than 15 minutes although uploads do not fail',
+    whatToDo:
+      'see *Delivery* and *Last batches* on the page; `scan-gateway queue` shows what waits by DCP and age',
   },
   {
     code: HealthCodes.BATCHES_STUCK,
-    meaning: 'a batch is not finished 30 minutes after it was formed: not sent yet, or sent and the service has not finished processing it',
-    whatToDo: "give the batch's request id to the service operator; the gateway keeps asking by itself; `scan-gateway queue` lists the open batches",
+    meaning:
+      'a batch is not finished 30 minutes after it was formed: not sent yet, or sent and the service has not finished processing it',
+    whatToDo:
+      "give the batch's request id to the service operator; the gateway keeps asking by itself; `scan-gateway queue` lists the open batches",
   },
   {
     code: HealthCodes.STATUS_CHECKS_FAILING,
-    meaning: 'asking the service whether sent batches succeeded fails (3 or more times in a row); uploads may go on, but their outcome is not known yet',
-    whatToDo: 'usually the same cause as an unreachable service (network, proxy); the checks retry by themselves',
+    meaning:
+      'asking the service whether sent batches succeeded fails (3 or more times in a row); uploads may go on, but their outcome is not known yet',
+    whatToDo:
+      'usually the same cause as an unreachable service (network, proxy); the checks retry by themselves',
   },
   {
     code: HealthCodes.SCANS_HELD,
-    meaning: 'the service refused whole batches for good (an HTTP 4xx such as 400); their scans are kept in the buffer and are not delivered',
-    whatToDo: "`scan-gateway failures` shows the service's answer; fix the cause (configuration, mapping), then `scan-gateway replay --batch N`",
+    meaning:
+      'the service refused whole batches for good (an HTTP 4xx such as 400); their scans are kept in the buffer and are not delivered',
+    whatToDo:
+      "`scan-gateway failures` shows the service's answer; fix the cause (configuration, mapping), then `scan-gateway replay --batch N`",
   },
   {
     code: HealthCodes.SCANS_FAILED,
-    meaning: 'the service refused single scans (a reason such as `Invalid DCP`); they are kept as dead letters',
-    whatToDo: 'see *Latest rejections and upstream failures* or `scan-gateway failures`; fix the DCP or product (configuration or upstream), then *Replay failed scans* or `scan-gateway replay --reason …`',
+    meaning:
+      'the service refused single scans (a reason such as `Invalid DCP`); they are kept as dead letters',
+    whatToDo:
+      'see *Latest rejections and upstream failures* or `scan-gateway failures`; fix the DCP or product (configuration or upstream), then *Replay failed scans* or `scan-gateway replay --reason …`',
   },
   {
     code: HealthCodes.FILES_REFUSED,
-    meaning: "a dropped file could not be taken as a whole (unreadable, wrong format, no barcode column…) and was moved to the input's `failed/` folder",
-    whatToDo: 'read `<name>.error.txt` beside the file in `failed/`, fix the export (or the input\'s `format`/`barcodeColumn`), then drop the file into the folder again',
+    meaning:
+      "a dropped file could not be taken as a whole (unreadable, wrong format, no barcode column…) and was moved to the input's `failed/` folder",
+    whatToDo:
+      "read `<name>.error.txt` beside the file in `failed/`, fix the export (or the input's `format`/`barcodeColumn`), then drop the file into the folder again",
   },
   {
     code: HealthCodes.REJECTION_RATE,
-    meaning: 'a large share of the reads in the last hour (10 % or more of at least 20) could not be made into scans: no rule matched, a bad GS1 check digit, an unknown DCP',
-    whatToDo: 'see the reasons under *Latest rejections*; a new label layout needs a rule, a misreading scanner needs cleaning or its settings checked (baud rate, terminator); after fixing, `scan-gateway replay --rejected`',
+    meaning:
+      'a large share of the reads in the last hour (10 % or more of at least 20) could not be made into scans: no rule matched, a bad GS1 check digit, an unknown DCP',
+    whatToDo:
+      'see the reasons under *Latest rejections*; a new label layout needs a rule, a misreading scanner needs cleaning or its settings checked (baud rate, terminator); after fixing, `scan-gateway replay --rejected`',
   },
   {
     code: HealthCodes.BUFFER_QUOTA,
-    meaning: 'undelivered scans are near the buffer quota (inputs that can wait are paused) or at it (new scans are refused; their sources keep them)',
-    whatToDo: 'get delivery going again (see the other problems); raise `buffer.maxPendingScans`/`buffer.maxBytes` only if the disk has room',
+    meaning:
+      'undelivered scans are near the buffer quota (inputs that can wait are paused) or at it (new scans are refused; their sources keep them)',
+    whatToDo:
+      'get delivery going again (see the other problems); raise `buffer.maxPendingScans`/`buffer.maxBytes` only if the disk has room',
   },
   {
     code: HealthCodes.AUDIT_PRUNED_EARLY,
@@ -303,27 +373,36 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
   },
   {
     code: HealthCodes.PRODUCTS_UNKNOWN,
-    meaning: 'product keys that the configuration or the reads use are not in the upstream product list; the service will refuse those scans',
-    whatToDo: 'correct the product keys where the page says they are used (`dcps`, rules, lookups), or ask the service operator to create the products',
+    meaning:
+      'product keys that the configuration or the reads use are not in the upstream product list; the service will refuse those scans',
+    whatToDo:
+      'correct the product keys where the page says they are used (`dcps`, rules, lookups), or ask the service operator to create the products',
   },
   {
     code: HealthCodes.EVENTS_LAGGING,
-    meaning: 'the status-event consumer is more than `upstream.statusEvents.maxLagEvents` events behind the end of the topic (catching up after a start or an outage), or its last read of the topic is older than `staleAfterMs`; batch outcomes are polled at the normal pace meanwhile',
-    whatToDo: 'nothing while the lag shrinks; if it stays, look at the consumer lag metric and the network to the brokers',
+    meaning:
+      'the status-event consumer is more than `upstream.statusEvents.maxLagEvents` events behind the end of the topic (catching up after a start or an outage), or its last read of the topic is older than `staleAfterMs`; batch outcomes are polled at the normal pace meanwhile',
+    whatToDo:
+      'nothing while the lag shrinks; if it stays, look at the consumer lag metric and the network to the brokers',
   },
   {
     code: HealthCodes.LISTENER_CERT_ENDING,
-    meaning: "the certificate the local server presents (`http.tls.certFile`) ends within 14 days, or has ended: browsers, station screens and ingest clients will refuse it",
-    whatToDo: 'renew it and put the new certificate and key in place; the gateway serves them without a restart (docs/operations.md, "TLS on the local listener")',
+    meaning:
+      'the certificate the local server presents (`http.tls.certFile`) ends within 14 days, or has ended: browsers, station screens and ingest clients will refuse it',
+    whatToDo:
+      'renew it and put the new certificate and key in place; the gateway serves them without a restart (docs/operations.md, "TLS on the local listener")',
   },
   {
     code: HealthCodes.TOKENS_IN_CLEAR,
-    meaning: 'the local server listens beyond loopback over plain HTTP while tokens guard it (read token, ingest token, admin token): anyone on the network path can read them',
-    whatToDo: 'serve it over TLS (`http.tls`), or listen on loopback only behind a TLS proxy (docs/operations.md, "TLS on the local listener")',
+    meaning:
+      'the local server listens beyond loopback over plain HTTP while tokens guard it (read token, ingest token, admin token): anyone on the network path can read them',
+    whatToDo:
+      'serve it over TLS (`http.tls`), or listen on loopback only behind a TLS proxy (docs/operations.md, "TLS on the local listener")',
   },
   {
     code: HealthCodes.RESTART_NEEDED,
-    meaning: 'a reloaded configuration changed settings that only a restart applies; the old values still run',
+    meaning:
+      'a reloaded configuration changed settings that only a restart applies; the old values still run',
     whatToDo: '`systemctl restart scan-gateway` when the line allows it',
   },
 ];
@@ -346,7 +425,8 @@ export function errorsTableMarkdown(): string {
 }
 
 /** Marks around the generated table in `docs/errors.md`; the text outside them is written by hand. */
-export const ERRORS_TABLE_BEGIN = '<!-- BEGIN generated from src/error-catalogue.ts by npm run docs:errors -->';
+export const ERRORS_TABLE_BEGIN =
+  '<!-- BEGIN generated from src/error-catalogue.ts by npm run docs:errors -->';
 export const ERRORS_TABLE_END = '<!-- END generated -->';
 
 /**
@@ -356,6 +436,10 @@ export const ERRORS_TABLE_END = '<!-- END generated -->';
 export function withErrorsTable(doc: string): string {
   const begin = doc.indexOf(ERRORS_TABLE_BEGIN);
   const end = doc.indexOf(ERRORS_TABLE_END);
-  if (begin < 0 || end < begin) throw new GatewayError(ErrorCodes.USAGE, `docs/errors.md must hold the marks ${ERRORS_TABLE_BEGIN} and ${ERRORS_TABLE_END}`);
+  if (begin < 0 || end < begin)
+    throw new GatewayError(
+      ErrorCodes.USAGE,
+      `docs/errors.md must hold the marks ${ERRORS_TABLE_BEGIN} and ${ERRORS_TABLE_END}`,
+    );
   return `${doc.slice(0, begin + ERRORS_TABLE_BEGIN.length)}\n${errorsTableMarkdown()}\n${doc.slice(end)}`;
 }

@@ -71,7 +71,8 @@ export class SecretScrubber {
   /** `line` with every known secret, JWT and bearer credential replaced. */
   scrub(line: string): string {
     let out = line;
-    for (const needle of this.needles) if (out.includes(needle)) out = out.split(needle).join(REDACTED);
+    for (const needle of this.needles)
+      if (out.includes(needle)) out = out.split(needle).join(REDACTED);
     if (out.includes('eyJ')) out = out.replace(JWT, REDACTED);
     if (/bearer/i.test(out)) out = out.replace(BEARER, `$1${REDACTED}`);
     return out;
@@ -92,7 +93,11 @@ export class SecretScrubber {
 export function scrubValue(value: unknown, scrub: (text: string) => string): unknown {
   if (typeof value === 'string') return scrub(value);
   if (Array.isArray(value)) return value.map((v) => scrubValue(v, scrub));
-  if (value !== null && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
+  if (
+    value !== null &&
+    typeof value === 'object' &&
+    Object.getPrototypeOf(value) === Object.prototype
+  ) {
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value)) out[scrub(k)] = scrubValue(v, scrub);
     return out;
@@ -143,7 +148,11 @@ export function createLogger(options: CreateLoggerOptions = {}): Logger {
     redact: { paths: REDACT_PATHS, censor: REDACTED },
     timestamp: pino.stdTimeFunctions.isoTime,
     mixin(obj, _level, logger) {
-      if (typeof (obj as { component?: unknown }).component === 'string' || boundComponent(logger as Logger)) return {};
+      if (
+        typeof (obj as { component?: unknown }).component === 'string' ||
+        boundComponent(logger as Logger)
+      )
+        return {};
       return { component: fallback };
     },
     hooks: { streamWrite: (line: string) => scrubber.scrub(line) },
@@ -166,7 +175,9 @@ export function createLogger(options: CreateLoggerOptions = {}): Logger {
     });
     return pino(opts, stream);
   }
-  return options.destination ? pino(opts, options.destination as pino.DestinationStream) : pino(opts);
+  return options.destination
+    ? pino(opts, options.destination as pino.DestinationStream)
+    : pino(opts);
 }
 
 /** A logger that drops everything, for tests and one-shot commands. */

@@ -26,7 +26,11 @@ async function main(argv: string[]): Promise<number> {
   const program = new Command('scan-gateway')
     // The runtime beside the gateway's own version: a package carries its own Node.js, and its
     // security updates reach a site only with a new package, so a support call needs both.
-    .version(`scan-gateway ${VERSION} (Node.js ${process.version}, ${process.platform}-${process.arch}, ${process.execPath})`, '-V, --version', 'print the gateway version and the Node.js runtime it runs on')
+    .version(
+      `scan-gateway ${VERSION} (Node.js ${process.version}, ${process.platform}-${process.arch}, ${process.execPath})`,
+      '-V, --version',
+      'print the gateway version and the Node.js runtime it runs on',
+    )
     .description(
       'Edge daemon for battery factories: barcode reads from serial and TCP scanners, MQTT, dropped files and HTTP become scans, ' +
         'buffered durably in SQLite and delivered to the Battery Product and Traceability Scan Service.',
@@ -36,7 +40,12 @@ async function main(argv: string[]): Promise<number> {
     .hook('preAction', (_program, action) => {
       longRunning = ['run', 'sandbox', 'adopt'].includes(action.name());
     });
-  const io = { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd() };
+  const io = {
+    stdout: process.stdout,
+    stderr: process.stderr,
+    env: process.env,
+    cwd: process.cwd(),
+  };
   // SIGHUP reloads the configuration (run only); without a listener it would end the process.
   const onHangup = (listener: () => void) => void process.on('SIGHUP', listener);
   const uid = process.getuid ? { uid: process.getuid() } : {};
@@ -44,21 +53,62 @@ async function main(argv: string[]): Promise<number> {
   // group of the command being run is loaded, for start-up time and memory: the daemon (`run`)
   // never loads the sandbox, the SFTP client, the JSON Schema builder or the other commands' modules.
   const groups: { names: string[]; register: () => Promise<void> }[] = [
-    { names: ['run'], register: async () => (await import('./cli/run-command.js')).registerRunCommand(program, { ...io, stopSignal, pid: process.pid, onHangup }) },
-    { names: ['queue', 'failures', 'buffer'], register: async () => (await import('./cli/ops-commands.js')).registerOpsCommands(program, { ...io, ...uid }) },
-    { names: ['trace'], register: async () => (await import('./cli/trace-command.js')).registerTraceCommand(program, { ...io, ...uid }) },
-    { names: ['config'], register: async () => (await import('./cli/config-command.js')).registerConfigCommand(program, { ...io, ...uid }) },
+    {
+      names: ['run'],
+      register: async () =>
+        (await import('./cli/run-command.js')).registerRunCommand(program, {
+          ...io,
+          stopSignal,
+          pid: process.pid,
+          onHangup,
+        }),
+    },
+    {
+      names: ['queue', 'failures', 'buffer'],
+      register: async () =>
+        (await import('./cli/ops-commands.js')).registerOpsCommands(program, { ...io, ...uid }),
+    },
+    {
+      names: ['trace'],
+      register: async () =>
+        (await import('./cli/trace-command.js')).registerTraceCommand(program, { ...io, ...uid }),
+    },
+    {
+      names: ['config'],
+      register: async () =>
+        (await import('./cli/config-command.js')).registerConfigCommand(program, { ...io, ...uid }),
+    },
     {
       names: ['sandbox'],
       register: async () => {
-        const [{ registerSandboxCommand }, { createLogger }] = await Promise.all([import('./cli/sandbox-command.js'), import('./log.js')]);
+        const [{ registerSandboxCommand }, { createLogger }] = await Promise.all([
+          import('./cli/sandbox-command.js'),
+          import('./log.js'),
+        ]);
         registerSandboxCommand(program, { ...io, logger: createLogger(), stopSignal });
       },
     },
-    { names: ['adopt'], register: async () => (await import('./cli/adopt-command.js')).registerAdoptCommand(program, { ...io, stopSignal }) },
-    { names: ['replay'], register: async () => (await import('./cli/replay-command.js')).registerReplayCommand(program, io) },
-    { names: ['try'], register: async () => (await import('./cli/try-command.js')).registerTryCommand(program, io) },
-    { names: ['products', 'status', 'upload'], register: async () => registerUpstream(program, io) },
+    {
+      names: ['adopt'],
+      register: async () =>
+        (await import('./cli/adopt-command.js')).registerAdoptCommand(program, {
+          ...io,
+          stopSignal,
+        }),
+    },
+    {
+      names: ['replay'],
+      register: async () =>
+        (await import('./cli/replay-command.js')).registerReplayCommand(program, io),
+    },
+    {
+      names: ['try'],
+      register: async () => (await import('./cli/try-command.js')).registerTryCommand(program, io),
+    },
+    {
+      names: ['products', 'status', 'upload'],
+      register: async () => registerUpstream(program, io),
+    },
   ];
   // The first word that is not an option names the command; none, `help` or an unknown word: all
   // groups, so help and "unknown command" list every command as before.
@@ -84,7 +134,10 @@ async function main(argv: string[]): Promise<number> {
       process.stderr.write(`scan-gateway: ${err.message}\n`);
       return ExitCodes.BUFFER_UNUSABLE;
     }
-    if (isGatewayError(err, ErrorCodes.UPSTREAM_NETWORK) || isGatewayError(err, ErrorCodes.UPSTREAM_AUTH)) {
+    if (
+      isGatewayError(err, ErrorCodes.UPSTREAM_NETWORK) ||
+      isGatewayError(err, ErrorCodes.UPSTREAM_AUTH)
+    ) {
       process.stderr.write(`scan-gateway: ${err.message}\n`);
       return 3;
     }
@@ -94,7 +147,15 @@ async function main(argv: string[]): Promise<number> {
 }
 
 /** The upstream commands (`products`, `status`, `upload`) with the clients they build from a configuration. */
-async function registerUpstream(program: Command, io: { stdout: NodeJS.WriteStream; stderr: NodeJS.WriteStream; env: NodeJS.ProcessEnv; cwd: string }): Promise<void> {
+async function registerUpstream(
+  program: Command,
+  io: {
+    stdout: NodeJS.WriteStream;
+    stderr: NodeJS.WriteStream;
+    env: NodeJS.ProcessEnv;
+    cwd: string;
+  },
+): Promise<void> {
   const { registerUpstreamCommands } = await import('./cli/upstream-commands.js');
   const { loadConfig } = await import('./config/load.js');
   registerUpstreamCommands(program, {
@@ -108,11 +169,24 @@ async function registerUpstream(program: Command, io: { stdout: NodeJS.WriteStre
       // The OAuth client secret is not needed to write a file by SFTP.
       const loaded = loadConfig(configPath, { baseDir: io.cwd, env: io.env, skipSecret: true });
       const sftp = loaded.config.upstream.sftp;
-      if (!sftp) throw new GatewayError(ErrorCodes.CONFIG, `${configPath}: upstream.sftp is not configured (host, hostKey, a key or password)`);
-      const [{ readSftpCredentials }, { sftpConnector }] = await Promise.all([import('./config/secrets.js'), import('./upstream/sftp-client.js')]);
+      if (!sftp)
+        throw new GatewayError(
+          ErrorCodes.CONFIG,
+          `${configPath}: upstream.sftp is not configured (host, hostKey, a key or password)`,
+        );
+      const [{ readSftpCredentials }, { sftpConnector }] = await Promise.all([
+        import('./config/secrets.js'),
+        import('./upstream/sftp-client.js'),
+      ]);
       const login = readSftpCredentials(loaded.config, io.env);
       return {
-        connector: sftpConnector({ sftp, clientId: loaded.config.upstream.clientId, privateKey: login.privateKey, password: login.password, minBytesPerSec: loaded.config.upstream.minUploadBytesPerSec }),
+        connector: sftpConnector({
+          sftp,
+          clientId: loaded.config.upstream.clientId,
+          privateKey: login.privateKey,
+          password: login.password,
+          minBytesPerSec: loaded.config.upstream.minUploadBytesPerSec,
+        }),
         siteId: loaded.config.site.id,
         fileNameTemplate: sftp.fileName,
       };

@@ -10,7 +10,9 @@ import { ErrorCodes, GatewayError } from './errors.js';
 export const PACKAGE_ROOT: string = findPackageRoot(dirname(fileURLToPath(import.meta.url)));
 
 /** The package version from package.json. */
-export const VERSION: string = (JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+export const VERSION: string = (
+  JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')) as { version: string }
+).version;
 
 function findPackageRoot(start: string): string {
   let dir = start;
@@ -21,7 +23,11 @@ function findPackageRoot(start: string): string {
       if (pkg.name === 'scan-gateway') return dir;
     }
     const parent = dirname(dir);
-    if (parent === dir) throw new GatewayError(ErrorCodes.INTERNAL, `scan-gateway package.json not found above ${start}`);
+    if (parent === dir)
+      throw new GatewayError(
+        ErrorCodes.INTERNAL,
+        `scan-gateway package.json not found above ${start}`,
+      );
     dir = parent;
   }
 }

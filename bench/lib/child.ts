@@ -40,7 +40,11 @@ export interface JsonChild {
 
 /** Starts `node dist/bench/<script> <args…>` with stdin/stdout as JSON-line pipes. */
 export function startJsonChild(script: string, args: string[], nodeArgs: string[] = []): JsonChild {
-  const child = track(spawn(process.execPath, [...nodeArgs, join(BENCH_DIST, script), ...args], { stdio: ['pipe', 'pipe', 'pipe'] }));
+  const child = track(
+    spawn(process.execPath, [...nodeArgs, join(BENCH_DIST, script), ...args], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    }),
+  );
   let err = '';
   let buffered = '';
   const lines: unknown[] = [];
@@ -66,7 +70,9 @@ export function startJsonChild(script: string, args: string[], nodeArgs: string[
       else lines.push(parsed);
     }
   });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code) => resolve(code)),
+  );
   return {
     child,
     pid: child.pid!,
@@ -80,11 +86,19 @@ export function startJsonChild(script: string, args: string[], nodeArgs: string[
         const timer = setTimeout(() => {
           const at = waiters.indexOf(waiter);
           if (at >= 0) waiters.splice(at, 1);
-          reject(new Error(`${script}: no answer within ${timeoutMs} ms while waiting for ${what}; stderr: ${err.slice(-2000)}`));
+          reject(
+            new Error(
+              `${script}: no answer within ${timeoutMs} ms while waiting for ${what}; stderr: ${err.slice(-2000)}`,
+            ),
+          );
         }, timeoutMs);
         void exited.then((code) => {
           clearTimeout(timer);
-          reject(new Error(`${script} exited with ${code} while waiting for ${what}; stderr: ${err.slice(-2000)}`));
+          reject(
+            new Error(
+              `${script} exited with ${code} while waiting for ${what}; stderr: ${err.slice(-2000)}`,
+            ),
+          );
         });
         waiters.push(waiter);
       });
@@ -93,7 +107,8 @@ export function startJsonChild(script: string, args: string[], nodeArgs: string[
       child.stdin!.write(`${JSON.stringify(message)}\n`);
     },
     async stop(graceMs = 0): Promise<number | null> {
-      if (graceMs > 0) await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, graceMs))]);
+      if (graceMs > 0)
+        await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, graceMs))]);
       if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
       child.kill('SIGTERM');
       const timer = setTimeout(() => child.kill('SIGKILL'), 5000);

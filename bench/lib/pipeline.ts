@@ -22,7 +22,11 @@ export interface IntakePipeline {
 export function startIntakePipeline(dbPath: string, config: GatewayConfig): IntakePipeline {
   const logger = silentLogger();
   const store = BufferStore.openAt(dbPath);
-  const backPressure = new BackPressure({ store, limits: { ...config.buffer, maxBytes: config.buffer.maxBytes ?? DERIVED_QUOTA_MAX_BYTES }, logger });
+  const backPressure = new BackPressure({
+    store,
+    limits: { ...config.buffer, maxBytes: config.buffer.maxBytes ?? DERIVED_QUOTA_MAX_BYTES },
+    logger,
+  });
   backPressure.start();
   const intake = new Intake({ store, mapping: mappingContext(config), logger, gate: backPressure });
   intake.open();

@@ -24,7 +24,10 @@ export interface RawCeiling {
 }
 
 /** Every row of `table`, all columns (`id` first), as arrays; and the insert statement text for them. */
-function tableRows(db: Database.Database, table: string): { columns: string[]; sql: string; rows: unknown[][] } {
+function tableRows(
+  db: Database.Database,
+  table: string,
+): { columns: string[]; sql: string; rows: unknown[][] } {
   const stmt = db.prepare(`SELECT * FROM ${table} ORDER BY id`).raw();
   const columns = stmt.columns().map((c) => c.name);
   const sql = `INSERT INTO ${table} (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`;
@@ -40,21 +43,40 @@ function tableRows(db: Database.Database, table: string): { columns: string[]; s
  * QoS 1 message, written in the read's own transaction): the source's rows, the n-th beside the
  * n-th read, with the gateway's own statement.
  */
-export function runRawCeiling(dir: string, sourceDb: string, batch: number, opts: { mqttMessages?: boolean } = {}): RawCeiling {
+export function runRawCeiling(
+  dir: string,
+  sourceDb: string,
+  batch: number,
+  opts: { mqttMessages?: boolean } = {},
+): RawCeiling {
   const src = new Database(sourceDb, { readonly: true });
   const reads = tableRows(src, 'reads');
   // A scan is a row of `scan_rows` and its body in `scan_bodies` (migration 12).
   const scans = tableRows(src, 'scan_rows');
   const bodies = tableRows(src, 'scan_bodies');
   const messages = opts.mqttMessages
-    ? (src.prepare(`SELECT input_id, packet_id, topic, payload_sha256, committed_at FROM mqtt_messages ORDER BY committed_at, packet_id`).raw().all() as unknown[][])
+    ? (src
+        .prepare(
+          `SELECT input_id, packet_id, topic, payload_sha256, committed_at FROM mqtt_messages ORDER BY committed_at, packet_id`,
+        )
+        .raw()
+        .all() as unknown[][])
     : [];
   src.close();
   const readIdAt = reads.columns.indexOf('id');
   const scanReadIdAt = scans.columns.indexOf('read_id');
   const bodyOf = new Map(bodies.rows.map((r) => [r[0] as number, r]));
-  const scanOf = new Map(scans.rows.map((r) => [r[scanReadIdAt] as number, { row: r, body: bodyOf.get(r[0] as number) }]));
-  const rows = reads.rows.map((r, n) => ({ read: r, scan: scanOf.get(r[readIdAt] as number), message: messages[n] }));
+  const scanOf = new Map(
+    scans.rows.map((r) => [
+      r[scanReadIdAt] as number,
+      { row: r, body: bodyOf.get(r[0] as number) },
+    ]),
+  );
+  const rows = reads.rows.map((r, n) => ({
+    read: r,
+    scan: scanOf.get(r[readIdAt] as number),
+    message: messages[n],
+  }));
 
   const db = new Database(join(dir, 'ceiling.db'));
   // BufferStore's pragmas, all of them: the buffer also returns pruned pages to the file system
@@ -72,7 +94,9 @@ export function runRawCeiling(dir: string, sourceDb: string, batch: number, opts
   const insertScan = db.prepare(scans.sql);
   const insertBody = db.prepare(bodies.sql);
   // The statement of IntakeWrites.commitIntake (src/buffer/intake-writes.ts) for a message's record.
-  const insertMessage = db.prepare(`INSERT OR REPLACE INTO mqtt_messages (input_id, packet_id, topic, payload_sha256, committed_at) VALUES (?, ?, ?, ?, ?)`);
+  const insertMessage = db.prepare(
+    `INSERT OR REPLACE INTO mqtt_messages (input_id, packet_id, topic, payload_sha256, committed_at) VALUES (?, ?, ?, ?, ?)`,
+  );
   const insertMany = db.transaction((chunk: typeof rows) => {
     for (const { read, scan, message } of chunk) {
       insertRead.run(...read);
@@ -89,5 +113,9 @@ export function runRawCeiling(dir: string, sourceDb: string, batch: number, opts
   const elapsed = (nowMs() - started) / 1000;
   const cpu = process.cpuUsage(cpuBefore);
   db.close();
-  return { reads: rows.length, readsPerSec: rows.length / elapsed, cpuMicrosPerRead: (cpu.user + cpu.system) / rows.length };
+  return {
+    reads: rows.length,
+    readsPerSec: rows.length / elapsed,
+    cpuMicrosPerRead: (cpu.user + cpu.system) / rows.length,
+  };
 }

@@ -30,7 +30,12 @@ export function adaptedExampleText(edits: ConfigEdits): string {
   const doc = parseDocument(readFileSync(EXAMPLE_CONFIG, 'utf8'));
   visit(doc, {
     Scalar(_key, node) {
-      if (typeof node.value === 'number' && typeof node.source === 'string' && /^[+-]?0\d/.test(node.source)) node.value = node.source;
+      if (
+        typeof node.value === 'number' &&
+        typeof node.source === 'string' &&
+        /^[+-]?0\d/.test(node.source)
+      )
+        node.value = node.source;
     },
   });
   for (const [path, value] of edits) {
@@ -42,7 +47,9 @@ export function adaptedExampleText(edits: ConfigEdits): string {
 
 /** The example's inputs, in order (to address them by index in edits), as plain objects. */
 export function exampleInputs(): ({ id: string; type: string } & Record<string, unknown>)[] {
-  const config = parseDocument(readFileSync(EXAMPLE_CONFIG, 'utf8')).toJS() as { inputs?: ({ id: string; type: string } & Record<string, unknown>)[] };
+  const config = parseDocument(readFileSync(EXAMPLE_CONFIG, 'utf8')).toJS() as {
+    inputs?: ({ id: string; type: string } & Record<string, unknown>)[];
+  };
   return config.inputs ?? [];
 }
 
@@ -51,7 +58,10 @@ export function exampleInputs(): ({ id: string; type: string } & Record<string, 
  * inputs name are not read: only the mapping (and the one adapter a benchmark starts) uses this.
  */
 export function benchConfig(edits: ConfigEdits = []): GatewayConfig {
-  return parseConfigText(adaptedExampleText(edits), 'config/example.yaml (adapted for the benchmark)');
+  return parseConfigText(
+    adaptedExampleText(edits),
+    'config/example.yaml (adapted for the benchmark)',
+  );
 }
 
 /** The goods-in serial scanner of the example: reads of benchmark 1 come from it. */
@@ -100,7 +110,12 @@ export function plcText(n: number): string {
 
 /** Goods-in read number `n`, as the serial adapter hands it over. */
 export function benchRead(n: number, receivedAt: Date): Read {
-  return { inputId: GOODS_IN_INPUT, raw: Buffer.from(barcodeText(n), 'latin1'), receivedAt, origin: { port: '/dev/ttyUSB0' } };
+  return {
+    inputId: GOODS_IN_INPUT,
+    raw: Buffer.from(barcodeText(n), 'latin1'),
+    receivedAt,
+    origin: { port: '/dev/ttyUSB0' },
+  };
 }
 
 /** Goods-in read number `n` as the item an adapter submits. */

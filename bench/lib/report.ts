@@ -111,7 +111,9 @@ export function formatNumber(x: number): string {
 /** `≥ 0.5 × ceiling`, `< 20 ms`, … */
 export function formatTarget(t: Target, unit: string): string {
   const op = t.kind === 'min' ? '≥' : t.kind === 'max' ? '<' : '≤';
-  return t.of === 'ratio' ? `${op} ${formatNumber(t.value)} × ceiling` : `${op} ${formatNumber(t.value)} ${unit}`;
+  return t.of === 'ratio'
+    ? `${op} ${formatNumber(t.value)} × ceiling`
+    : `${op} ${formatNumber(t.value)} ${unit}`;
 }
 
 /** The results as a fixed-width text table: one row per figure, the ceiling and ratio beside the value. */
@@ -119,7 +121,8 @@ export function formatTable(results: readonly BenchResult[]): string {
   const header = ['benchmark', 'figure', 'value', 'ceiling', 'ratio', 'target', 'met'];
   const rows: string[][] = [];
   for (const r of results) {
-    if (r.figures.length === 0) rows.push([r.id, r.error ? `not measured: ${r.error}` : 'no figures', '', '', '', '', '']);
+    if (r.figures.length === 0)
+      rows.push([r.id, r.error ? `not measured: ${r.error}` : 'no figures', '', '', '', '', '']);
     for (const f of r.figures) {
       rows.push([
         r.id,
@@ -131,18 +134,29 @@ export function formatTable(results: readonly BenchResult[]): string {
         f.met === undefined ? '' : f.met ? 'yes' : 'NO',
       ]);
     }
-    if (r.error && r.figures.length > 0) rows.push([r.id, `partly failed: ${r.error}`, '', '', '', '', '']);
+    if (r.error && r.figures.length > 0)
+      rows.push([r.id, `partly failed: ${r.error}`, '', '', '', '', '']);
   }
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? '').length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i >= 2 && i <= 4 ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ').trimEnd();
+  const widths = header.map((h, i) =>
+    Math.max(h.length, ...rows.map((row) => (row[i] ?? '').length)),
+  );
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i >= 2 && i <= 4 ? c.padStart(widths[i]!) : c.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
   return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
 }
 
 /** The results as a Markdown table (for docs/performance.md): benchmark, figure, value, ceiling, ratio, target, met. */
 export function formatMarkdown(results: readonly BenchResult[]): string {
-  const rows = ['| benchmark | figure | value | ceiling (same run) | ratio | target | met |', '|---|---|--:|--:|--:|---|---|'];
+  const rows = [
+    '| benchmark | figure | value | ceiling (same run) | ratio | target | met |',
+    '|---|---|--:|--:|--:|---|---|',
+  ];
   for (const r of results) {
-    if (r.figures.length === 0) rows.push(`| ${r.id} | not measured: ${r.error ?? 'no figures'} | | | | | |`);
+    if (r.figures.length === 0)
+      rows.push(`| ${r.id} | not measured: ${r.error ?? 'no figures'} | | | | | |`);
     for (const f of r.figures) {
       const cells = [
         r.id,

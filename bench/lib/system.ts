@@ -63,15 +63,23 @@ export function processCpuSeconds(pid: number): number | undefined {
  * the resident part split into anonymous memory (heaps, stacks) and file-backed pages (the node
  * executable's and native modules' code, shared with other processes that map the same files).
  */
-export function processMemory(pid: number): { rssMiB: number; peakMiB: number; anonMiB: number; fileMiB: number } | undefined {
+export function processMemory(
+  pid: number,
+): { rssMiB: number; peakMiB: number; anonMiB: number; fileMiB: number } | undefined {
   let text: string;
   try {
     text = readFileSync(`/proc/${pid}/status`, 'utf8');
   } catch {
     return undefined;
   }
-  const kib = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN);
-  return { rssMiB: kib('VmRSS') / 1024, peakMiB: kib('VmHWM') / 1024, anonMiB: kib('RssAnon') / 1024, fileMiB: kib('RssFile') / 1024 };
+  const kib = (key: string) =>
+    Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN);
+  return {
+    rssMiB: kib('VmRSS') / 1024,
+    peakMiB: kib('VmHWM') / 1024,
+    anonMiB: kib('RssAnon') / 1024,
+    fileMiB: kib('RssFile') / 1024,
+  };
 }
 
 /**
@@ -99,7 +107,9 @@ export function processCpuSecondsFine(pid: number): number | undefined {
 }
 
 /** Context switches of a process's main thread so far (voluntary: it slept, i.e. it woke up that often). */
-export function contextSwitches(pid: number): { voluntary: number; involuntary: number } | undefined {
+export function contextSwitches(
+  pid: number,
+): { voluntary: number; involuntary: number } | undefined {
   let text: string;
   try {
     text = readFileSync(`/proc/${pid}/status`, 'utf8');
@@ -183,7 +193,8 @@ export const nowMs = (): number => performance.now();
 export const epochMs = (): number => performance.timeOrigin + performance.now();
 
 /** Resolves after `ms` milliseconds. */
-export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+export const sleep = (ms: number): Promise<void> =>
+  new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * CPU time (user + system) one thread of a process has used so far, in seconds (/proc/PID/task/TID/stat;
@@ -205,10 +216,18 @@ export function threadCpuSeconds(pid: number, tid: number): number | undefined {
  * runnable but waiting for a core. The rest of the wall time the thread slept (I/O such as fsync,
  * or nothing to do). Undefined when the thread is gone or the kernel has no schedstats.
  */
-export function threadSchedNs(pid: number, tid: number): { runNs: number; waitNs: number } | undefined {
+export function threadSchedNs(
+  pid: number,
+  tid: number,
+): { runNs: number; waitNs: number } | undefined {
   try {
-    const [run, wait] = readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').trim().split(' ').map(Number);
-    return run !== undefined && wait !== undefined && Number.isFinite(run) && Number.isFinite(wait) ? { runNs: run, waitNs: wait } : undefined;
+    const [run, wait] = readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8')
+      .trim()
+      .split(' ')
+      .map(Number);
+    return run !== undefined && wait !== undefined && Number.isFinite(run) && Number.isFinite(wait)
+      ? { runNs: run, waitNs: wait }
+      : undefined;
   } catch {
     return undefined;
   }

@@ -18,12 +18,19 @@ export interface Tool {
   stop(): Promise<void>;
 }
 
-function requireTool(command: string, args: string[], pkg: string, candidates: string[] = []): string {
+function requireTool(
+  command: string,
+  args: string[],
+  pkg: string,
+  candidates: string[] = [],
+): string {
   for (const path of [command, ...candidates]) {
     const probe = spawnSync(path, args, { stdio: 'ignore' });
     if (!probe.error) return path;
   }
-  throw new Error(`${command} is required by this benchmark but could not be run; install it: apt-get install ${pkg}`);
+  throw new Error(
+    `${command} is required by this benchmark but could not be run; install it: apt-get install ${pkg}`,
+  );
 }
 
 async function stopChild(child: ChildProcess): Promise<void> {
@@ -40,10 +47,15 @@ export async function startPty(dir: string, name: string): Promise<Tool & { devi
   requireTool('socat', ['-V'], 'socat');
   const device = join(dir, `${name}-dev`);
   const peer = join(dir, `${name}-peer`);
-  const child = track(spawn('socat', [`pty,raw,echo=0,link=${device}`, `pty,raw,echo=0,link=${peer}`], { stdio: 'ignore' }));
+  const child = track(
+    spawn('socat', [`pty,raw,echo=0,link=${device}`, `pty,raw,echo=0,link=${peer}`], {
+      stdio: 'ignore',
+    }),
+  );
   const deadline = Date.now() + 5000;
   while (!(existsSync(device) && existsSync(peer))) {
-    if (child.exitCode !== null) throw new Error(`socat exited with ${child.exitCode} before creating ${device}`);
+    if (child.exitCode !== null)
+      throw new Error(`socat exited with ${child.exitCode} before creating ${device}`);
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
       throw new Error(`socat did not create ${device} within 5 s`);
@@ -64,14 +76,23 @@ export async function startMosquitto(dir: string): Promise<Tool & { url: string;
   const conf = join(dir, 'mosquitto.conf');
   writeFileSync(
     conf,
-    [`listener ${port} 127.0.0.1`, 'allow_anonymous true', 'persistence false', 'max_queued_messages 0', 'max_inflight_messages 0', 'log_type error', ''].join('\n'),
+    [
+      `listener ${port} 127.0.0.1`,
+      'allow_anonymous true',
+      'persistence false',
+      'max_queued_messages 0',
+      'max_inflight_messages 0',
+      'log_type error',
+      '',
+    ].join('\n'),
   );
   const child = track(spawn(binary, ['-c', conf], { stdio: ['ignore', 'ignore', 'pipe'] }));
   let stderr = '';
   child.stderr!.setEncoding('utf8').on('data', (t: string) => (stderr = (stderr + t).slice(-4000)));
   const deadline = Date.now() + 5000;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`mosquitto exited with ${child.exitCode}: ${stderr}`);
+    if (child.exitCode !== null)
+      throw new Error(`mosquitto exited with ${child.exitCode}: ${stderr}`);
     const up = await new Promise<boolean>((resolve) => {
       const socket = connect(port, '127.0.0.1', () => {
         socket.destroy();

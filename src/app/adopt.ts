@@ -86,8 +86,11 @@ export class Adoption {
     const { config } = loaded;
     this.logger = deps.logger.child({ component: 'adopt' });
     this.store = new BufferStore(file, { fileMustExist: true, exclusive: true });
-    const api: AppApi = deps.api ?? new UpstreamClient(clientOptionsFromConfig(config.upstream, loaded, deps.logger));
-    const sftp = config.upstream.sftp ? new SftpRoute(config, config.upstream.sftp, deps.env ?? {}) : undefined;
+    const api: AppApi =
+      deps.api ?? new UpstreamClient(clientOptionsFromConfig(config.upstream, loaded, deps.logger));
+    const sftp = config.upstream.sftp
+      ? new SftpRoute(config, config.upstream.sftp, deps.env ?? {})
+      : undefined;
     const deliverer = new Deliverer({
       store: this.store,
       api,
@@ -96,7 +99,16 @@ export class Adoption {
       ...(deps.now ? { now: deps.now } : {}),
       ...(sftp ? { sftp: sftp.route() } : {}),
     });
-    this.parts = [bufferPart(this.store), upstreamPart(api), deliveryPart(deliverer, sftp, deps.deliveryStopGraceMs ?? DELIVERY_STOP_GRACE_MS, deps.logger)];
+    this.parts = [
+      bufferPart(this.store),
+      upstreamPart(api),
+      deliveryPart(
+        deliverer,
+        sftp,
+        deps.deliveryStopGraceMs ?? DELIVERY_STOP_GRACE_MS,
+        deps.logger,
+      ),
+    ];
   }
 
   /**
@@ -110,13 +122,20 @@ export class Adoption {
       await part.start();
       if (part.name === 'buffer') this.before = this.store.reports.scanCounts();
     }
-    this.logger.info({ file: this.file, ...this.left(), scans: this.before }, 'adopting the buffer: delivering what it holds');
+    this.logger.info(
+      { file: this.file, ...this.left(), scans: this.before },
+      'adopting the buffer: delivering what it holds',
+    );
   }
 
   /** What is still to deliver or follow. @throws GatewayError `SCANGW_E_NOT_RUNNING` before start. */
   left(): AdoptionLeft {
     const open = this.store.batches.batchesInState('ready', 'uploading', 'presigned', 'uploaded');
-    return { pendingScans: this.store.reports.totals().pendingScans, openBatches: open.length, followedBatches: open.filter((b) => b.state === 'uploaded').length };
+    return {
+      pendingScans: this.store.reports.totals().pendingScans,
+      openBatches: open.length,
+      followedBatches: open.filter((b) => b.state === 'uploaded').length,
+    };
   }
 
   /**
@@ -134,7 +153,10 @@ export class Adoption {
       if (timeoutMs > 0 && now - started >= timeoutMs) return false;
       if (now - lastProgress >= PROGRESS_EVERY_MS) {
         lastProgress = now;
-        this.logger.info({ file: this.file, ...left, ...this.delta() }, 'adopting: still delivering');
+        this.logger.info(
+          { file: this.file, ...left, ...this.delta() },
+          'adopting: still delivering',
+        );
       }
       await new Promise((resolve) => setTimeout(resolve, CHECK_EVERY_MS));
     }
@@ -143,7 +165,12 @@ export class Adoption {
   /** The counts so far (see {@link AdoptionSummary}); read before {@link stop}. */
   summary(): AdoptionSummary {
     const left = this.left();
-    return { ...this.delta(), held: this.store.reports.scanCounts().held ?? 0, left, finished: left.pendingScans === 0 && left.openBatches === 0 };
+    return {
+      ...this.delta(),
+      held: this.store.reports.scanCounts().held ?? 0,
+      left,
+      finished: left.pendingScans === 0 && left.openBatches === 0,
+    };
   }
 
   private delta(): { delivered: number; failed: number } {
@@ -169,6 +196,7 @@ export class Adoption {
       }
     }
     this.running.length = 0;
-    if (failures.length > 0) throw new GatewayError(ErrorCodes.STOP, `stopping failed: ${failures.join(', ')}`);
+    if (failures.length > 0)
+      throw new GatewayError(ErrorCodes.STOP, `stopping failed: ${failures.join(', ')}`);
   }
 }

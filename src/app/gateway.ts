@@ -16,17 +16,33 @@ import type { Mapper } from '../mapping/mapper.js';
 import type { Clock } from '../clock.js';
 import type { ListenerTls } from '../listener/listener-tls.js';
 import type { HaParts } from './ha-part.js';
-import type { Component, HttpPart, InputFactory, InputSet, ProductCheckPart, SandboxPart, SftpRoute, StatusEventsPart } from './parts.js';
+import type {
+  Component,
+  HttpPart,
+  InputFactory,
+  InputSet,
+  ProductCheckPart,
+  SandboxPart,
+  SftpRoute,
+  StatusEventsPart,
+} from './parts.js';
 
 /** The upstream API as the app uses it: delivery's calls, and the client's close and token figures when it has them. */
-export type AppApi = DeliveryApi & { close?: () => Promise<void>; tokenInfo?: () => { expiresAt?: Date; refreshes: number } };
+export type AppApi = DeliveryApi & {
+  close?: () => Promise<void>;
+  tokenInfo?: () => { expiresAt?: Date; refreshes: number };
+};
 
 /** What `buildApp` (src/app.ts) takes besides the configuration: the process edge's pieces, and the seams tests use. */
 export interface AppDeps {
   logger: Logger;
   now?: Clock;
   /** Builds the adapter for one input; the default knows every `type` of the schema. */
-  createInput?: (config: InputConfig, sink: IntakeSink, logger: Logger) => InputAdapter | Promise<InputAdapter>;
+  createInput?: (
+    config: InputConfig,
+    sink: IntakeSink,
+    logger: Logger,
+  ) => InputAdapter | Promise<InputAdapter>;
   /** Environment for secrets the inputs name (`passwordEnv`, `tokenEnv`); from the process edge. */
   env?: Record<string, string | undefined>;
   /** The upstream API; the default is the undici client built from the configuration. */

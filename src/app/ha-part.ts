@@ -56,6 +56,11 @@ export class HaPart implements Component {
   private async follow(): Promise<void> {
     const adapters = this.g.inputs.adapters.splice(0);
     const results = await Promise.allSettled(adapters.map((a) => a.stop()));
-    for (const [i, r] of results.entries()) if (r.status === 'rejected') this.g.logger.error({ component: 'ha', err: r.reason, input: adapters[i]!.id }, 'stopping an input on leaving leadership failed');
+    for (const [i, r] of results.entries())
+      if (r.status === 'rejected')
+        this.g.logger.error(
+          { component: 'ha', err: r.reason, input: adapters[i]!.id },
+          'stopping an input on leaving leadership failed',
+        );
   }
 }

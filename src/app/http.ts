@@ -22,8 +22,18 @@ export async function buildHttpServer(g: Gateway): Promise<FastifyInstance> {
   // Item lookups run in threads with their own read-only connections (the event loop only posts
   // and sends), started at the first lookup and ended with the server. A buffer in memory cannot
   // be opened twice: there they run here, one at a time between other requests (tests, trials).
-  const workers = config.buffer.path === ':memory:' ? undefined : new LookupWorkers({ path: config.buffer.path, threads: config.http.limits.maxItemLookups, logger });
-  const answer = (question: ItemQuestion) => (workers ? workers.run(question, dcpKinds()) : answerItemQuestion(reports(), question, dcpKinds()));
+  const workers =
+    config.buffer.path === ':memory:'
+      ? undefined
+      : new LookupWorkers({
+          path: config.buffer.path,
+          threads: config.http.limits.maxItemLookups,
+          logger,
+        });
+  const answer = (question: ItemQuestion) =>
+    workers
+      ? workers.run(question, dcpKinds())
+      : answerItemQuestion(reports(), question, dcpKinds());
   const server = buildHealthServer({
     logger,
     status: () => gatherStatus(g),
@@ -39,7 +49,11 @@ export async function buildHttpServer(g: Gateway): Promise<FastifyInstance> {
     station: {
       dcps: () => {
         const c = live.current.config;
-        return c.dcps.map((d) => ({ key: d.key, kind: d.kind as string, inputs: c.inputs.filter((i) => i.dcp === d.key).map((i) => i.id) }));
+        return c.dcps.map((d) => ({
+          key: d.key,
+          kind: d.kind as string,
+          inputs: c.inputs.filter((i) => i.dcp === d.key).map((i) => i.id),
+        }));
       },
       site: () => live.current.config.site,
       recent: (keys, limit) => reports().stationRecent(keys, limit),
@@ -63,16 +77,26 @@ export async function buildHttpServer(g: Gateway): Promise<FastifyInstance> {
         if (!isRouteInput(standby)) continue;
         standby.setPaused?.(true);
         await standby.start();
-        await standby.registerRoutes(server, () => g.inputs.adapters.find((i) => i.id === c.id) ?? standby);
+        await standby.registerRoutes(
+          server,
+          () => g.inputs.adapters.find((i) => i.id === c.id) ?? standby,
+        );
       }
     }
-  } else if (g.inputs.adapters.some((i) => typeof (i as { registerRoutes?: unknown }).registerRoutes === 'function')) {
+  } else if (
+    g.inputs.adapters.some(
+      (i) => typeof (i as { registerRoutes?: unknown }).registerRoutes === 'function',
+    )
+  ) {
     const { registerInputRoutes } = await import('../inputs/http/http-input.js');
     await registerInputRoutes(server, () => g.inputs.adapters);
   }
   const inClear = tokensInClear(g);
   if (inClear.length > 0) {
-    const named = inClear.length === 1 ? `${inClear[0]!} crosses` : `${inClear.slice(0, -1).join(', ')} and ${inClear.at(-1)!} cross`;
+    const named =
+      inClear.length === 1
+        ? `${inClear[0]!} crosses`
+        : `${inClear.slice(0, -1).join(', ')} and ${inClear.at(-1)!} cross`;
     logger.warn(
       { component: 'http', listen: config.http.listen, tokens: inClear },
       `INSECURE: http.listen is not loopback and the server speaks plain HTTP, so the ${named} the network in clear text: anyone on the path can read them and use them; set http.tls (docs/operations.md, "TLS on the local listener")`,

@@ -11,7 +11,12 @@ export async function defaultInput(
   config: InputConfig,
   sink: IntakeSink,
   logger: Logger,
-  extras: { env?: Record<string, string | undefined>; scrub?: (text: string) => string; now?: Clock; ha?: { mayConnect: () => boolean; willDelaySec?: number } } = {},
+  extras: {
+    env?: Record<string, string | undefined>;
+    scrub?: (text: string) => string;
+    now?: Clock;
+    ha?: { mayConnect: () => boolean; willDelaySec?: number };
+  } = {},
 ): Promise<InputAdapter> {
   const { env = {}, scrub, now, ha } = extras;
   // The app's clock, so a test that sets the app's time sets the inputs' receivedAt and dated folders too.

@@ -1,7 +1,7 @@
 import { ErrorCodes, GatewayError } from '../errors.js';
 import type { FastifyInstance } from 'fastify';
 import type { BackPressure } from '../buffer/back-pressure.js';
-import type { DiskGuard} from '../buffer/disk-guard.js';
+import type { DiskGuard } from '../buffer/disk-guard.js';
 import { DERIVED_QUOTA_MAX_BYTES, derivedQuotaForPath } from '../buffer/disk-guard.js';
 import type { BufferStore } from '../buffer/store.js';
 import type { LoadedConfig } from '../config/load.js';
@@ -80,16 +80,28 @@ export function splitListen(listen: string): { host: string; port: number } {
  * Runs a listen; an address in use or not allowed becomes an error that names the configuration
  * key, instead of a bare `listen EADDRINUSE`.
  */
-export async function listening<T>(key: string, address: string, listen: () => Promise<T>): Promise<T> {
+export async function listening<T>(
+  key: string,
+  address: string,
+  listen: () => Promise<T>,
+): Promise<T> {
   try {
     return await listen();
   } catch (err) {
     const code = (err as { code?: string }).code;
     if (code === 'EADDRINUSE') {
-      throw new GatewayError(ErrorCodes.LISTEN, `${key} ${address}: the address is in use (another program, or another scan-gateway, listens there); stop it or choose another port`, { cause: err });
+      throw new GatewayError(
+        ErrorCodes.LISTEN,
+        `${key} ${address}: the address is in use (another program, or another scan-gateway, listens there); stop it or choose another port`,
+        { cause: err },
+      );
     }
     if (code === 'EACCES' || code === 'EADDRNOTAVAIL') {
-      throw new GatewayError(ErrorCodes.LISTEN, `${key} ${address}: cannot listen there (${code}: a port below 1024 needs privileges; the host must be an address of this machine)`, { cause: err });
+      throw new GatewayError(
+        ErrorCodes.LISTEN,
+        `${key} ${address}: cannot listen there (${code}: a port below 1024 needs privileges; the host must be an address of this machine)`,
+        { cause: err },
+      );
     }
     throw err;
   }
@@ -124,7 +136,8 @@ export async function importSandbox(): Promise<typeof SandboxModule> {
 
 /** The embedded upstream sandbox (`sandbox.enabled`): its module is loaded at start only. */
 /** Why `trustSandboxCa` cannot be followed: said the same way whether the sandbox is off or runs without Kafka. */
-const TRUST_SANDBOX_CA_NEEDS = 'upstream.statusEvents.trustSandboxCa needs the embedded sandbox with its Kafka endpoint (sandbox.enabled: true)';
+const TRUST_SANDBOX_CA_NEEDS =
+  'upstream.statusEvents.trustSandboxCa needs the embedded sandbox with its Kafka endpoint (sandbox.enabled: true)';
 
 export class SandboxPart implements Component {
   readonly name = 'sandbox';
@@ -138,7 +151,12 @@ export class SandboxPart implements Component {
   constructor(
     private readonly settings: LoadedConfig['config']['sandbox'],
     private readonly logger: Logger,
-    private readonly accepts: { clientId: string; clientSecret: string; dcps: string[]; products: string[] },
+    private readonly accepts: {
+      clientId: string;
+      clientSecret: string;
+      dcps: string[];
+      products: string[];
+    },
   ) {}
 
   async start(): Promise<void> {
@@ -150,11 +168,22 @@ export class SandboxPart implements Component {
     const { clientId, clientSecret, dcps } = this.accepts;
     const products = this.accepts.products.map((key) => ({ key, name: key }));
     // The site's own client, so a site configuration is not refused at its first token either.
-    const client = clientSecret !== '' ? { clients: [{ clientId, clientSecret, dcps, products }] } : { demoSecretFile: DEMO_CLIENT_SECRET_FILE, demoAccepts: { dcps, products } };
-    this.running = await listening('sandbox.listen', this.settings.listen, () => startSandbox({ host, port, kafka, logger: this.logger, ...client }));
+    const client =
+      clientSecret !== ''
+        ? { clients: [{ clientId, clientSecret, dcps, products }] }
+        : { demoSecretFile: DEMO_CLIENT_SECRET_FILE, demoAccepts: { dcps, products } };
+    this.running = await listening('sandbox.listen', this.settings.listen, () =>
+      startSandbox({ host, port, kafka, logger: this.logger, ...client }),
+    );
     const known = clientSecret !== '' ? clientId : 'demo-client';
     this.logger.info(
-      { component: 'app', url: this.running.url, clientId: known, dcps, products: this.accepts.products },
+      {
+        component: 'app',
+        url: this.running.url,
+        clientId: known,
+        dcps,
+        products: this.accepts.products,
+      },
       `embedded upstream sandbox started; client ${known} with DCPs ${dcps.join(', ')} and products ${this.accepts.products.join(', ') || 'none (list them in sandbox.products)'}`,
     );
   }
@@ -186,7 +215,11 @@ export function upstreamPart(api: { close?: () => Promise<void> }): Component {
  * Back-pressure on intake. Without `buffer.maxBytes` the byte quota comes from the buffer's disk,
  * examined at start (one statfs); the disk guard rechecks it every second (DERIVED_QUOTA_RECHECK_MS).
  */
-export function backPressurePart(backPressure: BackPressure, buffer: LoadedConfig['config']['buffer'], logger: Logger): Component {
+export function backPressurePart(
+  backPressure: BackPressure,
+  buffer: LoadedConfig['config']['buffer'],
+  logger: Logger,
+): Component {
   return {
     name: 'back-pressure',
     async start() {
@@ -195,7 +228,10 @@ export function backPressurePart(backPressure: BackPressure, buffer: LoadedConfi
         try {
           derived = derivedQuotaForPath(buffer.path);
         } catch (err) {
-          logger.warn({ component: 'buffer', err }, 'cannot examine the buffer\'s disk for its byte quota; using the largest default until the disk guard can');
+          logger.warn(
+            { component: 'buffer', err },
+            "cannot examine the buffer's disk for its byte quota; using the largest default until the disk guard can",
+          );
           derived = { bytes: DERIVED_QUOTA_MAX_BYTES, ceilingBytes: DERIVED_QUOTA_MAX_BYTES };
         }
         backPressure.setByteQuota(derived.bytes, derived.ceilingBytes);
@@ -207,13 +243,20 @@ export function backPressurePart(backPressure: BackPressure, buffer: LoadedConfi
 }
 
 /** A part whose start and stop are one synchronous call each (retention, the product check). */
-export function timerPart(name: string, part: { start(): void; stop(): void | Promise<void> }): Component {
+export function timerPart(
+  name: string,
+  part: { start(): void; stop(): void | Promise<void> },
+): Component {
   return { name, start: async () => part.start(), stop: async () => part.stop() };
 }
 
 /** Reserve, early pruning of the audit under disk pressure, pages returned (src/buffer/disk-guard.ts). */
 export function diskGuardPart(diskGuard: DiskGuard): Component {
-  return { name: 'disk guard', start: async () => diskGuard.start(), stop: async () => diskGuard.stop() };
+  return {
+    name: 'disk guard',
+    start: async () => diskGuard.start(),
+    stop: async () => diskGuard.stop(),
+  };
 }
 
 /** Intake: opened at start (the duplicate window is restored from the buffer), closed at stop. */
@@ -247,16 +290,24 @@ export class SftpRoute implements SftpConnector {
     const login = readSftpCredentials(this.config, this.env);
     const { sftpConnector } = await import('../upstream/sftp-client.js');
     const { upstream } = this.config;
-    this.connector = sftpConnector({ sftp: this.sftp, clientId: upstream.clientId, privateKey: login.privateKey, password: login.password, minBytesPerSec: upstream.minUploadBytesPerSec });
+    this.connector = sftpConnector({
+      sftp: this.sftp,
+      clientId: upstream.clientId,
+      privateKey: login.privateKey,
+      password: login.password,
+      minBytesPerSec: upstream.minUploadBytesPerSec,
+    });
   }
 
   connect(): Promise<SftpSession> {
-    if (!this.connector) throw new GatewayError(ErrorCodes.NOT_RUNNING, 'the SFTP route is not open yet');
+    if (!this.connector)
+      throw new GatewayError(ErrorCodes.NOT_RUNNING, 'the SFTP route is not open yet');
     return this.connector.connect();
   }
 
   deadlineMs(bytes: number): number {
-    if (!this.connector) throw new GatewayError(ErrorCodes.NOT_RUNNING, 'the SFTP route is not open yet');
+    if (!this.connector)
+      throw new GatewayError(ErrorCodes.NOT_RUNNING, 'the SFTP route is not open yet');
     return this.connector.deadlineMs(bytes);
   }
 
@@ -267,7 +318,12 @@ export class SftpRoute implements SftpConnector {
 }
 
 /** Delivery: the SFTP login read first (when configured), then uploads and status polls. */
-export function deliveryPart(deliverer: Deliverer, sftp: SftpRoute | undefined, graceMs: number, logger: Logger): Component {
+export function deliveryPart(
+  deliverer: Deliverer,
+  sftp: SftpRoute | undefined,
+  graceMs: number,
+  logger: Logger,
+): Component {
   return {
     name: 'delivery',
     async start() {
@@ -278,7 +334,10 @@ export function deliveryPart(deliverer: Deliverer, sftp: SftpRoute | undefined, 
       if (await within(graceMs, deliverer.stop())) return;
       // The batch stays `uploading`/`presigned` in the buffer: the next start sends it again as a
       // possible duplicate (direct) or asks the service about its requestId first (pre-signed).
-      logger.warn({ component: 'delivery', graceMs }, 'an upload was still in flight at the stop; abandoned, recovered at the next start');
+      logger.warn(
+        { component: 'delivery', graceMs },
+        'an upload was still in flight at the stop; abandoned, recovered at the next start',
+      );
     },
   };
 }
@@ -315,13 +374,19 @@ export class StatusEventsPart implements Component {
 
   async start(): Promise<void> {
     const { settings, sandbox } = this.s;
-    this.extraCaPems = [...(settings.caFile ? [readCaFile(settings.caFile)] : []), ...(settings.trustSandboxCa ? [this.sandboxCa(sandbox)] : [])];
+    this.extraCaPems = [
+      ...(settings.caFile ? [readCaFile(settings.caFile)] : []),
+      ...(settings.trustSandboxCa ? [this.sandboxCa(sandbox)] : []),
+    ];
   }
 
   ready(): void {
     const { settings, topic, clientId, logger } = this.s;
     this.feed.start();
-    logger.info({ topic, bootstrapServers: settings.bootstrapServers, username: clientId }, 'status events: reading the topic');
+    logger.info(
+      { topic, bootstrapServers: settings.bootstrapServers, username: clientId },
+      'status events: reading the topic',
+    );
   }
 
   stop = async (): Promise<void> => this.feed.stop();
@@ -349,7 +414,11 @@ export class StatusEventsPart implements Component {
 }
 
 /** Makes the adapter of one input (src/app/inputs.ts has the default, by `type`). */
-export type InputFactory = (config: InputConfig, sink: IntakeSink, logger: Logger) => InputAdapter | Promise<InputAdapter>;
+export type InputFactory = (
+  config: InputConfig,
+  sink: IntakeSink,
+  logger: Logger,
+) => InputAdapter | Promise<InputAdapter>;
 
 /**
  * The inputs that run, in start order: the status lists them, back-pressure pauses them, the HTTP
@@ -363,7 +432,10 @@ export class InputSet {
     for (const input of this.adapters) {
       if (!input.setPaused) continue;
       input.setPaused(paused);
-      (paused ? logger.warn.bind(logger) : logger.info.bind(logger))({ component: 'buffer', input: input.id, paused, why }, paused ? 'input paused by back-pressure' : 'input resumed');
+      (paused ? logger.warn.bind(logger) : logger.info.bind(logger))(
+        { component: 'buffer', input: input.id, paused, why },
+        paused ? 'input paused by back-pressure' : 'input resumed',
+      );
     }
   }
 
@@ -374,7 +446,16 @@ export class InputSet {
 }
 
 /** One input: its adapter is made (its module loaded) at start, and started paused while intake is paused. */
-export function inputPart(config: InputConfig, deps: { create: InputFactory; sink: IntakeSink; inputs: InputSet; intakePaused: () => boolean; logger: Logger }): Component {
+export function inputPart(
+  config: InputConfig,
+  deps: {
+    create: InputFactory;
+    sink: IntakeSink;
+    inputs: InputSet;
+    intakePaused: () => boolean;
+    logger: Logger;
+  },
+): Component {
   let input: InputAdapter | undefined;
   return {
     get name() {

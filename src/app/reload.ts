@@ -10,7 +10,11 @@ import type { Component } from './parts.js';
  * removed through the running list, the mapping swapped, the product check restarted when changed.
  * `inputPartFor` makes the component of one input, as `buildApp` does.
  */
-export async function reloadGateway(g: Gateway, next: LoadedConfig, inputPartFor: (config: LoadedConfig['config']['inputs'][number]) => Component): Promise<ReloadReport> {
+export async function reloadGateway(
+  g: Gateway,
+  next: LoadedConfig,
+  inputPartFor: (config: LoadedConfig['config']['inputs'][number]) => Component,
+): Promise<ReloadReport> {
   const { live } = g;
   // SIGHUP is also how a renewed certificate is applied at once (the files are watched too).
   g.listenerTls?.reload('configuration reload');
@@ -41,14 +45,26 @@ export async function reloadGateway(g: Gateway, next: LoadedConfig, inputPartFor
   // What runs: the new file, except the sections that only a restart applies. The next reload
   // compares with this, so needsRestart stays listed until the file matches what runs again.
   const previous = live.current;
-  const running = Object.fromEntries(RESTART_SECTIONS.map((section) => [section, previous.config[section]]));
+  const running = Object.fromEntries(
+    RESTART_SECTIONS.map((section) => [section, previous.config[section]]),
+  );
   live.current = { ...next, config: { ...next.config, ...running } };
   live.configLoadedAt = new Date(g.now());
   delete live.lastReloadError;
-  live.lastReload = { at: live.configLoadedAt.toISOString(), needsRestart: report.needsRestart, inputErrors: report.inputErrors };
+  live.lastReload = {
+    at: live.configLoadedAt.toISOString(),
+    needsRestart: report.needsRestart,
+    inputErrors: report.inputErrors,
+  };
   if (report.productCheckChanged) g.productCheck.restart();
   const log = g.logger.child({ component: 'config' });
-  const mappedBy = (c: LoadedConfig['config']) => ({ dcps: c.dcps, rules: c.rules, lookups: c.lookups, containers: c.containers, site: c.site });
+  const mappedBy = (c: LoadedConfig['config']) => ({
+    dcps: c.dcps,
+    rules: c.rules,
+    lookups: c.lookups,
+    containers: c.containers,
+    site: c.site,
+  });
   log.info(
     {
       file: next.file,
@@ -61,7 +77,12 @@ export async function reloadGateway(g: Gateway, next: LoadedConfig, inputPartFor
     },
     'configuration reloaded',
   );
-  if (report.needsRestart.length > 0) log.warn({ sections: report.needsRestart }, 'changed sections take effect only after a restart');
-  for (const e of report.inputErrors) log.error({ input: e.id }, `input after reload: ${e.message}`);
+  if (report.needsRestart.length > 0)
+    log.warn(
+      { sections: report.needsRestart },
+      'changed sections take effect only after a restart',
+    );
+  for (const e of report.inputErrors)
+    log.error({ input: e.id }, `input after reload: ${e.message}`);
   return report;
 }

@@ -27,7 +27,12 @@ export function gatherStatus(g: Gateway): GatewayStatus {
     version: VERSION,
     site: current.config.site,
     startedAtMs: g.startedAt.getTime(),
-    config: { file: current.file, loadedAt: live.configLoadedAt.toISOString(), lastReload: live.lastReload, lastReloadError: live.lastReloadError },
+    config: {
+      file: current.file,
+      loadedAt: live.configLoadedAt.toISOString(),
+      lastReload: live.lastReload,
+      lastReloadError: live.lastReloadError,
+    },
     inputs: g.inputs.adapters.map((i) => ({ ...i.status(), counters: g.intake.countersFor(i.id) })),
     buffer: {
       path: config.buffer.path,
@@ -45,11 +50,18 @@ export function gatherStatus(g: Gateway): GatewayStatus {
     },
     recent: s.reports.recentActivity(nowMs - HEALTH_THRESHOLDS.windowMs),
     stuckBatches: s.reports.stuckBatches(nowMs - HEALTH_THRESHOLDS.stuckBatchMs),
-    delivery: { mode: config.delivery.mode, snapshot: g.deliverer.snapshot(), token: g.api.tokenInfo?.() },
+    delivery: {
+      mode: config.delivery.mode,
+      snapshot: g.deliverer.snapshot(),
+      token: g.api.tokenInfo?.(),
+    },
     statusEvents: g.statusEvents?.feed.snapshot(),
     products: g.productCheck.snapshot(),
     sessions: live.mapper.openContainers(nowMs),
-    admin: { enabled: g.deps.adminToken !== undefined, actions: availableActions({ token: g.deps.adminToken, actions: g.adminActions }) },
+    admin: {
+      enabled: g.deps.adminToken !== undefined,
+      actions: availableActions({ token: g.deps.adminToken, actions: g.adminActions }),
+    },
     listener: { ...(listenerTls ? { tls: listenerTls } : {}), tokensInClear: tokensInClear(g) },
   });
   return g.ha ? { ...status, ha: haStatus(g, g.ha.leadership.snapshot()) } : status;
@@ -60,6 +72,8 @@ function haStatus(g: Gateway, election: HaStatus): HaStatusView {
   return {
     ...election,
     possibleDuplicates: g.store.reports.haPossibleDuplicates(20),
-    unmovableInputs: g.live.current.config.inputs.filter((i) => i.type === 'serial').map((i) => ({ id: i.id, why: unmovableWhy(i.id) })),
+    unmovableInputs: g.live.current.config.inputs
+      .filter((i) => i.type === 'serial')
+      .map((i) => ({ id: i.id, why: unmovableWhy(i.id) })),
   };
 }

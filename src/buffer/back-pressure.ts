@@ -185,7 +185,10 @@ export class BackPressure {
   diskFullSeen(err: unknown): void {
     if (!isDiskFull(err)) return;
     if (!this.diskFull) {
-      this.diskFull = { since: new Date(this.now()).toISOString(), message: (err as Error).message };
+      this.diskFull = {
+        since: new Date(this.now()).toISOString(),
+        message: (err as Error).message,
+      };
       this.options.logger.fatal(
         { err, path: this.options.store.path },
         'buffer disk is full (SQLITE_FULL): intake stopped, nothing is acknowledged; it resumes by itself when there is room again',
@@ -203,7 +206,9 @@ export class BackPressure {
    * the room the released reserve left to delivery and pruning. `undefined` otherwise.
    */
   writesRefused(): string | undefined {
-    return this.diskFull ? `the buffer's disk is full since ${this.diskFull.since} (${this.diskFull.message}): nothing is stored until there is room again` : undefined;
+    return this.diskFull
+      ? `the buffer's disk is full since ${this.diskFull.since} (${this.diskFull.message}): nothing is stored until there is room again`
+      : undefined;
   }
 
   /** A commit went through: the disk has room; and the totals grew, so the pause mark is checked at once. */
@@ -219,7 +224,10 @@ export class BackPressure {
       let room = false;
       try {
         const free = (this.options.freeBytes ?? (() => statfsFree(this.options.store.path)))();
-        room = free >= RESUME_FREE_BYTES && (this.options.reserveReady?.() ?? true) && this.options.store.space.probeSpace();
+        room =
+          free >= RESUME_FREE_BYTES &&
+          (this.options.reserveReady?.() ?? true) &&
+          this.options.store.space.probeSpace();
       } catch (err) {
         this.options.logger.warn({ err }, 'probing the buffer disk failed');
       }
@@ -267,9 +275,22 @@ export class BackPressure {
   private setLevel(level: QuotaLevel, scans: number, bytes: number): void {
     if (level !== this.level) {
       const { maxPendingScans, maxBytes } = this.limits;
-      const log = level === 'ok' ? this.options.logger.info.bind(this.options.logger) : this.options.logger.warn.bind(this.options.logger);
+      const log =
+        level === 'ok'
+          ? this.options.logger.info.bind(this.options.logger)
+          : this.options.logger.warn.bind(this.options.logger);
       // `quotaLevel`, not `level`: pino's own `level` is the log level, and jq would read the wrong one.
-      log({ quotaLevel: level, from: this.level, undeliveredScans: scans, undeliveredBytes: bytes, maxPendingScans, maxBytes }, `buffer quota level ${level}`);
+      log(
+        {
+          quotaLevel: level,
+          from: this.level,
+          undeliveredScans: scans,
+          undeliveredBytes: bytes,
+          maxPendingScans,
+          maxBytes,
+        },
+        `buffer quota level ${level}`,
+      );
       this.level = level;
     }
     this.updatePaused();
@@ -279,7 +300,11 @@ export class BackPressure {
     const paused = this.level !== 'ok' || this.diskFull !== undefined;
     if (paused === this.paused) return;
     this.paused = paused;
-    const why = this.diskFull ? 'buffer disk full' : paused ? `buffer quota level ${this.level}` : 'buffer drained below the resume mark';
+    const why = this.diskFull
+      ? 'buffer disk full'
+      : paused
+        ? `buffer quota level ${this.level}`
+        : 'buffer drained below the resume mark';
     this.options.onPausedChange?.(paused, why);
   }
 }

@@ -1,7 +1,15 @@
 import type Database from 'better-sqlite3';
 import { ErrorCodes, GatewayError } from '../errors.js';
 import { indexedState } from './scan-state.js';
-import { arrayBytes, BATCH_COLUMNS, type BatchMode, type BatchRow, type BatchState, type PendingHead, type PendingScanRow } from './rows.js';
+import {
+  arrayBytes,
+  BATCH_COLUMNS,
+  type BatchMode,
+  type BatchRow,
+  type BatchState,
+  type PendingHead,
+  type PendingScanRow,
+} from './rows.js';
 
 /** Rows per page of {@link Batches.pendingScans}. */
 export const PENDING_PAGE_ROWS = 2_000;
@@ -60,8 +68,12 @@ export class Batches {
     const prepare = (sql: string) => db.prepare(sql);
     this.s = {
       batch: prepare(`SELECT ${BATCH_COLUMNS} FROM batches WHERE id = ?`),
-      byRequestId: prepare(`SELECT ${BATCH_COLUMNS} FROM batches WHERE request_id = ? ORDER BY id DESC LIMIT 1`),
-      byRemoteName: prepare(`SELECT ${BATCH_COLUMNS} FROM batches WHERE remote_path IS NOT NULL AND (remote_path = ? OR remote_path LIKE ? ESCAPE '\\') ORDER BY id DESC LIMIT 1`),
+      byRequestId: prepare(
+        `SELECT ${BATCH_COLUMNS} FROM batches WHERE request_id = ? ORDER BY id DESC LIMIT 1`,
+      ),
+      byRemoteName: prepare(
+        `SELECT ${BATCH_COLUMNS} FROM batches WHERE remote_path IS NOT NULL AND (remote_path = ? OR remote_path LIKE ? ESCAPE '\\') ORDER BY id DESC LIMIT 1`,
+      ),
       transferredOfReferences: prepare(
         // CROSS JOIN keeps this order (references → scans → batches): left to itself the planner
         // starts from the done batches and reads every one's scans.
@@ -70,39 +82,69 @@ export class Batches {
           GROUP BY s.batch_id HAVING count(DISTINCT s.reference) = ?
           ORDER BY s.batch_id DESC LIMIT 1`,
       ).pluck(),
-      pendingPage: prepare(`SELECT id, reference, bytes FROM scan_rows WHERE state = 'pending' AND ${indexedState()} AND id > ? ORDER BY id LIMIT ?`),
+      pendingPage: prepare(
+        `SELECT id, reference, bytes FROM scan_rows WHERE state = 'pending' AND ${indexedState()} AND id > ? ORDER BY id LIMIT ?`,
+      ),
       pendingHead: prepare(
         `SELECT count(*) AS scans, count(DISTINCT reference) AS "references", coalesce(sum(bytes), 0) AS scanBytes, min(id) AS firstId, max(id) AS lastId
            FROM (SELECT id, reference, bytes FROM scan_rows WHERE state = 'pending' AND ${indexedState()} ORDER BY id LIMIT ?)`,
       ),
       pendingCount: prepare(`SELECT pending_scans FROM buffer_totals WHERE id = 1`).pluck(),
-      pendingOldest: prepare(`SELECT created_at FROM scan_rows WHERE state = 'pending' AND ${indexedState()} ORDER BY id LIMIT 1`).pluck(),
+      pendingOldest: prepare(
+        `SELECT created_at FROM scan_rows WHERE state = 'pending' AND ${indexedState()} ORDER BY id LIMIT 1`,
+      ).pluck(),
       hold: prepare(`UPDATE scan_rows SET state = 'held', failure_reason = ? WHERE id = ?`),
-      insertBatch: prepare(`INSERT INTO batches (mode, route, state, scan_count, bytes, created_at) VALUES (?, ?, 'ready', ?, ?, ?)`),
-      moveRange: prepare(`UPDATE scan_rows SET state = 'batched', batch_id = ? WHERE id BETWEEN ? AND ? AND state = 'pending'`),
-      moveIds: prepare(`UPDATE scan_rows SET state = 'batched', batch_id = ? WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'`),
-      batchBytes: prepare(`SELECT coalesce(sum(bytes), 0) FROM scan_rows WHERE batch_id = ?`).pluck(),
-      takePending: prepare(`UPDATE buffer_totals SET pending_scans = pending_scans - ?, pending_bytes = pending_bytes - ? WHERE id = 1`),
-      body: prepare(`SELECT b.body FROM scan_rows r JOIN scan_bodies b ON b.id = r.id WHERE r.batch_id = ? ORDER BY r.id`).pluck(),
+      insertBatch: prepare(
+        `INSERT INTO batches (mode, route, state, scan_count, bytes, created_at) VALUES (?, ?, 'ready', ?, ?, ?)`,
+      ),
+      moveRange: prepare(
+        `UPDATE scan_rows SET state = 'batched', batch_id = ? WHERE id BETWEEN ? AND ? AND state = 'pending'`,
+      ),
+      moveIds: prepare(
+        `UPDATE scan_rows SET state = 'batched', batch_id = ? WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'`,
+      ),
+      batchBytes: prepare(
+        `SELECT coalesce(sum(bytes), 0) FROM scan_rows WHERE batch_id = ?`,
+      ).pluck(),
+      takePending: prepare(
+        `UPDATE buffer_totals SET pending_scans = pending_scans - ?, pending_bytes = pending_bytes - ? WHERE id = 1`,
+      ),
+      body: prepare(
+        `SELECT b.body FROM scan_rows r JOIN scan_bodies b ON b.id = r.id WHERE r.batch_id = ? ORDER BY r.id`,
+      ).pluck(),
       bodyPage: prepare(
         `SELECT max(id) AS lastId, count(*) AS scans, CAST(? || group_concat(body, ',' ORDER BY id) AS BLOB) AS bytes
            FROM (SELECT r.id, b.body FROM scan_rows r JOIN scan_bodies b ON b.id = r.id WHERE r.batch_id = ? AND r.id > ? ORDER BY r.id LIMIT ?)`,
       ),
       scanCount: prepare(`SELECT scan_count FROM batches WHERE id = ?`).pluck(),
-      addCounter: prepare(`INSERT INTO counters (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = value + excluded.value`),
+      addCounter: prepare(
+        `INSERT INTO counters (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = value + excluded.value`,
+      ),
       scanIds: prepare(`SELECT id FROM scan_rows WHERE batch_id = ? ORDER BY id`).pluck(),
       release: prepare(`UPDATE scan_rows SET state = 'pending', batch_id = NULL WHERE id = ?`),
-      holdScans: prepare(`UPDATE scan_rows SET state = 'held', failure_reason = ? WHERE batch_id = ?`),
+      holdScans: prepare(
+        `UPDATE scan_rows SET state = 'held', failure_reason = ? WHERE batch_id = ?`,
+      ),
       moving: prepare(
         `SELECT count(*) FILTER (WHERE state = 'batched') AS n, coalesce(sum(bytes) FILTER (WHERE state = 'batched'), 0) AS bytes,
                 count(*) FILTER (WHERE state NOT IN ('batched', 'delivered')) AS others
            FROM scan_rows WHERE batch_id = ?`,
       ),
-      delivered: prepare(`UPDATE buffer_totals SET undelivered_scans = undelivered_scans - ?, undelivered_bytes = undelivered_bytes - ? WHERE id = 1`),
-      deliveredCounts: prepare(`INSERT INTO scan_state_counts (state, scans) VALUES ('delivered', ?) ON CONFLICT (state) DO UPDATE SET scans = scans + excluded.scans`),
-      failAll: prepare(`UPDATE scan_rows SET state = 'failed', failure_reason = ? WHERE batch_id = ?`),
-      deliverOthers: prepare(`UPDATE scan_rows SET state = 'delivered' WHERE batch_id = ? AND state NOT IN ('batched', 'delivered')`),
-      failOne: prepare(`UPDATE scan_rows SET state = 'failed', failure_reason = ? WHERE batch_id = ? AND reference = ?`),
+      delivered: prepare(
+        `UPDATE buffer_totals SET undelivered_scans = undelivered_scans - ?, undelivered_bytes = undelivered_bytes - ? WHERE id = 1`,
+      ),
+      deliveredCounts: prepare(
+        `INSERT INTO scan_state_counts (state, scans) VALUES ('delivered', ?) ON CONFLICT (state) DO UPDATE SET scans = scans + excluded.scans`,
+      ),
+      failAll: prepare(
+        `UPDATE scan_rows SET state = 'failed', failure_reason = ? WHERE batch_id = ?`,
+      ),
+      deliverOthers: prepare(
+        `UPDATE scan_rows SET state = 'delivered' WHERE batch_id = ? AND state NOT IN ('batched', 'delivered')`,
+      ),
+      failOne: prepare(
+        `UPDATE scan_rows SET state = 'failed', failure_reason = ? WHERE batch_id = ? AND reference = ?`,
+      ),
     };
   }
 
@@ -119,7 +161,11 @@ export class Batches {
   /** Count of scans not yet in a batch (from the trigger-kept totals), and the `created_at` (ms) of the oldest. */
   pending(): { count: number; oldestCreatedAt: number | null } {
     const count = this.s.pendingCount.get() as number;
-    return { count, oldestCreatedAt: count === 0 ? null : ((this.s.pendingOldest.get() as number | null | undefined) ?? null) };
+    return {
+      count,
+      oldestCreatedAt:
+        count === 0 ? null : ((this.s.pendingOldest.get() as number | null | undefined) ?? null),
+    };
   }
 
   /**
@@ -176,25 +222,43 @@ export class Batches {
     hold?: readonly { id: number; reason: string }[];
   }): BatchRow | undefined {
     const ids = opts.scanIds ?? [];
-    const range = opts.range ?? (opts.gapless && ids.length > 0 ? { first: ids[0]!, last: ids[ids.length - 1]!, count: ids.length } : undefined);
+    const range =
+      opts.range ??
+      (opts.gapless && ids.length > 0
+        ? { first: ids[0]!, last: ids[ids.length - 1]!, count: ids.length }
+        : undefined);
     const count = range ? range.count : ids.length;
-    return this.db.transaction(() => {
-      if (opts.hold && opts.hold.length > 0) for (const o of opts.hold) this.s.hold.run(o.reason, o.id);
-      if (count === 0) return undefined;
-      // An SFTP batch is stored as mode 'presigned' with route 'sftp': the `mode` column's CHECK
-      // cannot take 'sftp' (see the SFTP delivery migration in migrations.ts).
-      const info = this.s.insertBatch.run(opts.mode === 'sftp' ? 'presigned' : opts.mode, opts.mode === 'sftp' ? 'sftp' : null, count, opts.bytes, opts.nowIso);
-      const batchId = Number(info.lastInsertRowid);
-      // One set-based statement: per-row updates were most of the drain's CPU. The counting
-      // triggers skip pending -> batched (migration 10): the totals move once, here.
-      const moved = range ? this.s.moveRange.run(batchId, range.first, range.last).changes : this.s.moveIds.run(batchId, JSON.stringify(ids)).changes;
-      if (moved !== count) {
-        throw new GatewayError(ErrorCodes.BUFFER, `writeBatch: ${moved} scans would have moved for the ${count} given; nothing was batched`);
-      }
-      const sum = opts.scanBytes ?? (this.s.batchBytes.get(batchId) as number);
-      this.s.takePending.run(moved, sum);
-      return this.batch(batchId);
-    }).immediate();
+    return this.db
+      .transaction(() => {
+        if (opts.hold && opts.hold.length > 0)
+          for (const o of opts.hold) this.s.hold.run(o.reason, o.id);
+        if (count === 0) return undefined;
+        // An SFTP batch is stored as mode 'presigned' with route 'sftp': the `mode` column's CHECK
+        // cannot take 'sftp' (see the SFTP delivery migration in migrations.ts).
+        const info = this.s.insertBatch.run(
+          opts.mode === 'sftp' ? 'presigned' : opts.mode,
+          opts.mode === 'sftp' ? 'sftp' : null,
+          count,
+          opts.bytes,
+          opts.nowIso,
+        );
+        const batchId = Number(info.lastInsertRowid);
+        // One set-based statement: per-row updates were most of the drain's CPU. The counting
+        // triggers skip pending -> batched (migration 10): the totals move once, here.
+        const moved = range
+          ? this.s.moveRange.run(batchId, range.first, range.last).changes
+          : this.s.moveIds.run(batchId, JSON.stringify(ids)).changes;
+        if (moved !== count) {
+          throw new GatewayError(
+            ErrorCodes.BUFFER,
+            `writeBatch: ${moved} scans would have moved for the ${count} given; nothing was batched`,
+          );
+        }
+        const sum = opts.scanBytes ?? (this.s.batchBytes.get(batchId) as number);
+        this.s.takePending.run(moved, sum);
+        return this.batch(batchId);
+      })
+      .immediate();
   }
 
   /** The exact bytes sent for a batch: its scans' stored JSON, in id order, as one array. */
@@ -215,15 +279,29 @@ export class Batches {
    * scan, no UTF-8 decoding and encoding again of bytes that are only passed on (measured: the
    * drain's body reading was about a tenth of the gateway's CPU as rows joined in JavaScript).
    */
-  batchBodyPage(batchId: number, afterId: number, limit: number, leadingComma = false): { lastId: number; scans: number; bytes: Buffer } | undefined {
-    const page = this.s.bodyPage.get(leadingComma ? ',' : '', batchId, afterId, limit) as { lastId: number | null; scans: number; bytes: Buffer | null };
-    return page.scans === 0 || page.lastId === null || page.bytes === null ? undefined : { lastId: page.lastId, scans: page.scans, bytes: page.bytes };
+  batchBodyPage(
+    batchId: number,
+    afterId: number,
+    limit: number,
+    leadingComma = false,
+  ): { lastId: number; scans: number; bytes: Buffer } | undefined {
+    const page = this.s.bodyPage.get(leadingComma ? ',' : '', batchId, afterId, limit) as {
+      lastId: number | null;
+      scans: number;
+      bytes: Buffer | null;
+    };
+    return page.scans === 0 || page.lastId === null || page.bytes === null
+      ? undefined
+      : { lastId: page.lastId, scans: page.scans, bytes: page.bytes };
   }
 
   /** The SFTP batch whose remote file has the name `fileName` (the last part of its `remotePath`). */
   batchByRemoteName(fileName: string): BatchRow | undefined {
     if (fileName.includes('/')) return undefined;
-    return this.s.byRemoteName.get(fileName, `%/${fileName.replace(/[\\%_]/g, (c) => `\\${c}`)}`) as BatchRow | undefined;
+    return this.s.byRemoteName.get(
+      fileName,
+      `%/${fileName.replace(/[\\%_]/g, (c) => `\\${c}`)}`,
+    ) as BatchRow | undefined;
   }
 
   /**
@@ -237,7 +315,8 @@ export class Batches {
   transferredBatchOfReferences(references: readonly string[]): BatchRow | undefined {
     if (references.length === 0) return undefined;
     const unique = [...new Set(references)];
-    const id = this.s.transferredOfReferences.get(JSON.stringify(unique), unique.length) as number | undefined;
+    const id = this.s.transferredOfReferences.get(JSON.stringify(unique), unique.length) as
+      number | undefined;
     return id === undefined ? undefined : this.batch(id);
   }
 
@@ -247,7 +326,9 @@ export class Batches {
 
   /** The batches in any of `states`, oldest first. */
   batchesInState(...states: BatchState[]): BatchRow[] {
-    return this.statement(`SELECT ${BATCH_COLUMNS} FROM batches WHERE state IN (${states.map(() => '?').join(',')}) ORDER BY id`).all(...states) as BatchRow[];
+    return this.statement(
+      `SELECT ${BATCH_COLUMNS} FROM batches WHERE state IN (${states.map(() => '?').join(',')}) ORDER BY id`,
+    ).all(...states) as BatchRow[];
   }
 
   /** The newest batch that carries `requestId` (contract §2.6, §2.7), whatever its state. */
@@ -260,22 +341,32 @@ export class Batches {
    * the same transaction counts the batch as possibly sent twice (its upload's answer was lost and
    * it is sent again): `batches.possible_duplicate` and the lifetime counters both grow.
    */
-  updateBatch(id: number, fields: Partial<Omit<BatchRow, 'id' | 'possibleDuplicate'>>, opts: { possibleDuplicate?: boolean } = {}): void {
+  updateBatch(
+    id: number,
+    fields: Partial<Omit<BatchRow, 'id' | 'possibleDuplicate'>>,
+    opts: { possibleDuplicate?: boolean } = {},
+  ): void {
     const entries = Object.entries(fields);
     const sets = entries.map(([k]) => `${k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)} = ?`);
     if (opts.possibleDuplicate) sets.push('possible_duplicate = possible_duplicate + 1');
     if (sets.length === 0) return;
-    const update = () => this.statement(`UPDATE batches SET ${sets.join(', ')} WHERE id = ?`).run(...entries.map(([, v]) => v), id);
+    const update = () =>
+      this.statement(`UPDATE batches SET ${sets.join(', ')} WHERE id = ?`).run(
+        ...entries.map(([, v]) => v),
+        id,
+      );
     if (!opts.possibleDuplicate) {
       update();
       return;
     }
-    this.db.transaction(() => {
-      update();
-      const scans = (this.s.scanCount.get(id) as number | undefined) ?? 0;
-      this.s.addCounter.run('possibleDuplicateUploads', 1);
-      this.s.addCounter.run('possibleDuplicateScans', scans);
-    }).immediate();
+    this.db
+      .transaction(() => {
+        update();
+        const scans = (this.s.scanCount.get(id) as number | undefined) ?? 0;
+        this.s.addCounter.run('possibleDuplicateUploads', 1);
+        this.s.addCounter.run('possibleDuplicateScans', scans);
+      })
+      .immediate();
   }
 
   /**
@@ -283,33 +374,37 @@ export class Batches {
    * the batch is sent again without any address it had. Answers false for a single scan.
    */
   splitBatch(id: number): boolean {
-    return this.db.transaction(() => {
-      const ids = this.s.scanIds.all(id) as number[];
-      if (ids.length < 2) return false;
-      const keep = ids.slice(0, Math.ceil(ids.length / 2));
-      const release = ids.slice(keep.length);
-      for (const sid of release) this.s.release.run(sid);
-      const sum = (this.s.batchBytes.get(id) as number) ?? 0;
-      this.updateBatch(id, {
-        scanCount: keep.length,
-        bytes: arrayBytes(keep.length, sum),
-        state: 'ready',
-        requestId: null,
-        presignedUrl: null,
-        presignedExpiresAt: null,
-        putStartedAt: null,
-        nextAttemptAt: 0,
-      });
-      return true;
-    }).immediate();
+    return this.db
+      .transaction(() => {
+        const ids = this.s.scanIds.all(id) as number[];
+        if (ids.length < 2) return false;
+        const keep = ids.slice(0, Math.ceil(ids.length / 2));
+        const release = ids.slice(keep.length);
+        for (const sid of release) this.s.release.run(sid);
+        const sum = (this.s.batchBytes.get(id) as number) ?? 0;
+        this.updateBatch(id, {
+          scanCount: keep.length,
+          bytes: arrayBytes(keep.length, sum),
+          state: 'ready',
+          requestId: null,
+          presignedUrl: null,
+          presignedExpiresAt: null,
+          putStartedAt: null,
+          nextAttemptAt: 0,
+        });
+        return true;
+      })
+      .immediate();
   }
 
   /** Holds a batch the service refused for good (a 4xx other than 401/408/413/429): kept, never dropped. */
   holdBatch(id: number, error: string): void {
-    this.db.transaction(() => {
-      this.updateBatch(id, { state: 'held', lastError: error });
-      this.s.holdScans.run(error, id);
-    }).immediate();
+    this.db
+      .transaction(() => {
+        this.updateBatch(id, { state: 'held', lastError: error });
+        this.s.holdScans.run(error, id);
+      })
+      .immediate();
   }
 
   /**
@@ -321,32 +416,34 @@ export class Batches {
    * done, such as an SFTP batch `transferred`) is counted by the triggers as leaving `delivered`.
    */
   finishBatch(id: number, status: FinishedStatus, nowIso: string): void {
-    this.db.transaction(() => {
-      const wasDone = this.batch(id)?.state === 'done';
-      this.updateBatch(id, {
-        state: 'done',
-        upstreamState: status.state,
-        description: status.description ?? null,
-        processed: status.processed ?? null,
-        failed: status.failed ?? null,
-        finishedAt: nowIso,
-        // An error on the way (a 429 to a status check, say) is history once the batch is done.
-        lastError: null,
-      });
-      // One walk of the batch's scans counts the batched ones (delivered from now on, which no
-      // trigger counts) and those in any other state but delivered (rare; written below).
-      const moving = this.s.moving.get(id) as { n: number; bytes: number; others: number };
-      if (!wasDone && moving.n > 0) {
-        this.s.delivered.run(moving.n, moving.bytes);
-        this.s.deliveredCounts.run(moving.n);
-      }
-      const failures = status.failures ?? [];
-      if (status.state === 'Failed' && failures.length === 0) {
-        this.s.failAll.run(status.description ?? 'batch failed', id);
-        return;
-      }
-      if (moving.others > 0) this.s.deliverOthers.run(id);
-      for (const f of failures) this.s.failOne.run(f.reason, id, f.reference);
-    }).immediate();
+    this.db
+      .transaction(() => {
+        const wasDone = this.batch(id)?.state === 'done';
+        this.updateBatch(id, {
+          state: 'done',
+          upstreamState: status.state,
+          description: status.description ?? null,
+          processed: status.processed ?? null,
+          failed: status.failed ?? null,
+          finishedAt: nowIso,
+          // An error on the way (a 429 to a status check, say) is history once the batch is done.
+          lastError: null,
+        });
+        // One walk of the batch's scans counts the batched ones (delivered from now on, which no
+        // trigger counts) and those in any other state but delivered (rare; written below).
+        const moving = this.s.moving.get(id) as { n: number; bytes: number; others: number };
+        if (!wasDone && moving.n > 0) {
+          this.s.delivered.run(moving.n, moving.bytes);
+          this.s.deliveredCounts.run(moving.n);
+        }
+        const failures = status.failures ?? [];
+        if (status.state === 'Failed' && failures.length === 0) {
+          this.s.failAll.run(status.description ?? 'batch failed', id);
+          return;
+        }
+        if (moving.others > 0) this.s.deliverOthers.run(id);
+        for (const f of failures) this.s.failOne.run(f.reason, id, f.reference);
+      })
+      .immediate();
   }
 }

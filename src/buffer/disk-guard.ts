@@ -2,7 +2,13 @@ import { statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Logger } from '../log.js';
 import { bufferFileBytes } from './disk-usage.js';
-import { DEFAULT_RESERVE_BYTES, DERIVED_QUOTA_RECHECK_MS, defaultLowFreeBytes, derivedQuota, quotaTooLargeText } from './disk-quota.js';
+import {
+  DEFAULT_RESERVE_BYTES,
+  DERIVED_QUOTA_RECHECK_MS,
+  defaultLowFreeBytes,
+  derivedQuota,
+  quotaTooLargeText,
+} from './disk-quota.js';
 import { ReserveFile } from './reserve.js';
 import type { Retention } from './retention.js';
 import type { BufferStore } from './store.js';
@@ -121,8 +127,14 @@ export class DiskGuard {
   /** Only keeps its options: {@link start} examines the disk and writes the reserve. */
   constructor(private readonly options: DiskGuardOptions) {
     this.now = options.now ?? Date.now;
-    this.reserveSize = options.store.path === ':memory:' ? 0 : (options.reserveBytes ?? DEFAULT_RESERVE_BYTES);
-    this.reserve = new ReserveFile(`${options.store.path}.reserve`, this.reserveSize, options.logger, () => options.store.space.checkpointTruncate());
+    this.reserveSize =
+      options.store.path === ':memory:' ? 0 : (options.reserveBytes ?? DEFAULT_RESERVE_BYTES);
+    this.reserve = new ReserveFile(
+      `${options.store.path}.reserve`,
+      this.reserveSize,
+      options.logger,
+      () => options.store.space.checkpointTruncate(),
+    );
   }
 
   /**
@@ -130,7 +142,8 @@ export class DiskGuard {
    * at start or at the first check before it), kept from then on.
    */
   private lowFreeMark(): number {
-    return (this.lowFree ??= this.options.lowFreeBytes ?? defaultLowFreeBytes(this.stat()?.size ?? 0, this.reserveSize));
+    return (this.lowFree ??=
+      this.options.lowFreeBytes ?? defaultLowFreeBytes(this.stat()?.size ?? 0, this.reserveSize));
   }
 
   /**
@@ -168,7 +181,11 @@ export class DiskGuard {
       .catch((err: unknown) => {
         // Once per distinct failure: on a full disk it repeats every check.
         const message = (err as Error).message;
-        if (message !== this.lastFailure) this.options.logger[isDiskFull(err) ? 'warn' : 'error']({ err }, 'disk guard check failed; will try again');
+        if (message !== this.lastFailure)
+          this.options.logger[isDiskFull(err) ? 'warn' : 'error'](
+            { err },
+            'disk guard check failed; will try again',
+          );
         this.lastFailure = message;
       })
       .finally(() => {
@@ -208,11 +225,21 @@ export class DiskGuard {
     if (quota === undefined && !this.options.onDerivedQuota) return;
     // A derived quota follows the disk within a second: files landing in an inbox on the same file
     // system take room the quota was counting on. A configured one is only compared, each minute.
-    if (this.now() - this.quotaCheckedAt < (quota === undefined ? DERIVED_QUOTA_RECHECK_MS : 60_000)) return;
+    if (
+      this.now() - this.quotaCheckedAt <
+      (quota === undefined ? DERIVED_QUOTA_RECHECK_MS : 60_000)
+    )
+      return;
     this.quotaCheckedAt = this.now();
     const s = this.stat();
     if (!s) return;
-    const d = derivedQuota(s, bufferFileBytes(this.options.store.path), this.reserve.held, this.reserveSize, this.lowFreeMark());
+    const d = derivedQuota(
+      s,
+      bufferFileBytes(this.options.store.path),
+      this.reserve.held,
+      this.reserveSize,
+      this.lowFreeMark(),
+    );
     if (quota === undefined) {
       const previous = this.derivedLogged;
       this.derived = d.bytes;
@@ -220,15 +247,24 @@ export class DiskGuard {
       if (previous === undefined || Math.abs(d.bytes - previous) > previous * 0.1) {
         this.derivedLogged = d.bytes;
         this.options.logger.info(
-          { quotaBytes: d.bytes, diskHoldsBytes: d.holdsBytes, ceilingBytes: d.ceilingBytes, freeBytes: s.free, lowFreeBytes: this.lowFreeMark() },
-          previous === undefined ? 'buffer.maxBytes not set: the byte quota is derived from the disk, so that it is reached before the disk is full' : 'byte quota derived from the disk changed',
+          {
+            quotaBytes: d.bytes,
+            diskHoldsBytes: d.holdsBytes,
+            ceilingBytes: d.ceilingBytes,
+            freeBytes: s.free,
+            lowFreeBytes: this.lowFreeMark(),
+          },
+          previous === undefined
+            ? 'buffer.maxBytes not set: the byte quota is derived from the disk, so that it is reached before the disk is full'
+            : 'byte quota derived from the disk changed',
         );
       }
       this.options.onDerivedQuota?.(d.bytes, d.ceilingBytes);
       return;
     }
     const next = quota > d.holdsBytes ? quotaTooLargeText(quota, d.holdsBytes) : undefined;
-    if (next !== undefined && this.quotaTooLarge === undefined) this.options.logger.warn({ quotaBytes: quota, diskHoldsBytes: d.holdsBytes }, next);
+    if (next !== undefined && this.quotaTooLarge === undefined)
+      this.options.logger.warn({ quotaBytes: quota, diskHoldsBytes: d.holdsBytes }, next);
     this.quotaTooLarge = next;
   }
 
@@ -263,7 +299,10 @@ export class DiskGuard {
       this.lastFailure = undefined;
       if (r.scans === 0) {
         if (total.scans === 0 && !this.nothingLeftWarned) {
-          logger.warn({ freeBytes: this.lastFree, lowFreeBytes: this.lowFreeMark() }, 'buffer disk is low and no delivered scans are left to prune: only undelivered data remains');
+          logger.warn(
+            { freeBytes: this.lastFree, lowFreeBytes: this.lowFreeMark() },
+            'buffer disk is low and no delivered scans are left to prune: only undelivered data remains',
+          );
         }
         this.nothingLeftWarned = true;
         break;
@@ -275,7 +314,12 @@ export class DiskGuard {
       this.pruned += total.scans;
       this.lastEarly = { at: new Date(this.now()).toISOString(), ...total };
       logger.warn(
-        { ...total, freeBytes: this.lastFree, lowFreeBytes: this.lowFreeMark(), prunedEarlyScans: this.pruned },
+        {
+          ...total,
+          freeBytes: this.lastFree,
+          lowFreeBytes: this.lowFreeMark(),
+          prunedEarlyScans: this.pruned,
+        },
         'buffer disk is low: pruned the oldest delivered scans before their audit period ended (undelivered scans are kept)',
       );
     }

@@ -40,7 +40,10 @@ export const DERIVED_QUOTA_MIN_BYTES = MIB;
 export const WAL_ALLOWANCE_BYTES = 4 * MIB;
 
 /** The default low-space mark: 10 % of the file system, at least the reserve plus 8 MiB (the resume mark of back-pressure), at most 256 MiB. */
-export function defaultLowFreeBytes(fsSize: number, reserveBytes: number = DEFAULT_RESERVE_BYTES): number {
+export function defaultLowFreeBytes(
+  fsSize: number,
+  reserveBytes: number = DEFAULT_RESERVE_BYTES,
+): number {
   return Math.min(256 * MIB, Math.max(reserveBytes + 8 * MIB, Math.round(fsSize * 0.1)));
 }
 
@@ -50,8 +53,25 @@ export function defaultLowFreeBytes(fsSize: number, reserveBytes: number = DEFAU
  * mark and {@link WAL_ALLOWANCE_BYTES}, divided by {@link DISK_BYTES_PER_QUOTA_BYTE}. The buffer's
  * own bytes count because the audit in them yields under pressure.
  */
-export function diskHoldsBytes(d: { freeBytes: number; bufferBytes: number; reserveOnDisk: number; reserveBytes: number; lowFreeBytes: number }): number {
-  return Math.max(0, Math.floor((d.freeBytes + d.bufferBytes + d.reserveOnDisk - d.reserveBytes - d.lowFreeBytes - WAL_ALLOWANCE_BYTES) / DISK_BYTES_PER_QUOTA_BYTE));
+export function diskHoldsBytes(d: {
+  freeBytes: number;
+  bufferBytes: number;
+  reserveOnDisk: number;
+  reserveBytes: number;
+  lowFreeBytes: number;
+}): number {
+  return Math.max(
+    0,
+    Math.floor(
+      (d.freeBytes +
+        d.bufferBytes +
+        d.reserveOnDisk -
+        d.reserveBytes -
+        d.lowFreeBytes -
+        WAL_ALLOWANCE_BYTES) /
+        DISK_BYTES_PER_QUOTA_BYTE,
+    ),
+  );
 }
 
 /** How often (ms) a quota derived from the disk is computed again: a statfs and a stat of the buffer's files. */
@@ -64,10 +84,29 @@ export const DERIVED_QUOTA_RECHECK_MS = 1000;
  * is; a single submit is refused for ever (`SCANGW_E_BUFFER_TOO_LARGE`) only above the ceiling,
  * not because other files take room today.
  */
-export function derivedQuota(fs: { free: number; size: number }, bufferBytes: number, reserveOnDisk: number, reserveBytes: number, lowFreeBytes: number): { bytes: number; ceilingBytes: number; holdsBytes: number } {
-  const clamp = (n: number) => Math.min(DERIVED_QUOTA_MAX_BYTES, Math.max(DERIVED_QUOTA_MIN_BYTES, n));
-  const holdsBytes = diskHoldsBytes({ freeBytes: fs.free, bufferBytes, reserveOnDisk, reserveBytes, lowFreeBytes });
-  const whole = diskHoldsBytes({ freeBytes: fs.size, bufferBytes: 0, reserveOnDisk: 0, reserveBytes, lowFreeBytes });
+export function derivedQuota(
+  fs: { free: number; size: number },
+  bufferBytes: number,
+  reserveOnDisk: number,
+  reserveBytes: number,
+  lowFreeBytes: number,
+): { bytes: number; ceilingBytes: number; holdsBytes: number } {
+  const clamp = (n: number) =>
+    Math.min(DERIVED_QUOTA_MAX_BYTES, Math.max(DERIVED_QUOTA_MIN_BYTES, n));
+  const holdsBytes = diskHoldsBytes({
+    freeBytes: fs.free,
+    bufferBytes,
+    reserveOnDisk,
+    reserveBytes,
+    lowFreeBytes,
+  });
+  const whole = diskHoldsBytes({
+    freeBytes: fs.size,
+    bufferBytes: 0,
+    reserveOnDisk: 0,
+    reserveBytes,
+    lowFreeBytes,
+  });
   const bytes = clamp(holdsBytes);
   return { bytes, ceilingBytes: Math.max(bytes, clamp(whole)), holdsBytes };
 }
@@ -85,8 +124,16 @@ function existingFolder(path: string): string {
  * first check. `:memory:`: {@link DERIVED_QUOTA_MAX_BYTES}.
  * @throws when no folder of the path can be examined (`statfs`).
  */
-export function derivedQuotaForPath(bufferPath: string, reserveBytes: number = DEFAULT_RESERVE_BYTES): { bytes: number; ceilingBytes: number; holdsBytes: number } {
-  if (bufferPath === ':memory:') return { bytes: DERIVED_QUOTA_MAX_BYTES, ceilingBytes: DERIVED_QUOTA_MAX_BYTES, holdsBytes: DERIVED_QUOTA_MAX_BYTES };
+export function derivedQuotaForPath(
+  bufferPath: string,
+  reserveBytes: number = DEFAULT_RESERVE_BYTES,
+): { bytes: number; ceilingBytes: number; holdsBytes: number } {
+  if (bufferPath === ':memory:')
+    return {
+      bytes: DERIVED_QUOTA_MAX_BYTES,
+      ceilingBytes: DERIVED_QUOTA_MAX_BYTES,
+      holdsBytes: DERIVED_QUOTA_MAX_BYTES,
+    };
   const s = statfsSync(existingFolder(bufferPath));
   const size = s.blocks * s.bsize;
   let reserveOnDisk = 0;
@@ -95,7 +142,13 @@ export function derivedQuotaForPath(bufferPath: string, reserveBytes: number = D
   } catch {
     // not written yet
   }
-  return derivedQuota({ free: s.bavail * s.bsize, size }, bufferFileBytes(bufferPath), reserveOnDisk, reserveBytes, defaultLowFreeBytes(size, reserveBytes));
+  return derivedQuota(
+    { free: s.bavail * s.bsize, size },
+    bufferFileBytes(bufferPath),
+    reserveOnDisk,
+    reserveBytes,
+    defaultLowFreeBytes(size, reserveBytes),
+  );
 }
 
 /** The sentence for a byte quota larger than what the disk holds (`holds`: bytes of scan JSON). */
@@ -113,7 +166,12 @@ export function quotaTooLargeForDisk(bufferPath: string, quotaBytes: number): st
   if (bufferPath === ':memory:') return undefined;
   const fs = statfsSync(existingFolder(bufferPath));
   const size = fs.blocks * fs.bsize;
-  const holds = diskHoldsBytes({ freeBytes: size, bufferBytes: 0, reserveOnDisk: 0, reserveBytes: DEFAULT_RESERVE_BYTES, lowFreeBytes: defaultLowFreeBytes(size) });
+  const holds = diskHoldsBytes({
+    freeBytes: size,
+    bufferBytes: 0,
+    reserveOnDisk: 0,
+    reserveBytes: DEFAULT_RESERVE_BYTES,
+    lowFreeBytes: defaultLowFreeBytes(size),
+  });
   return quotaBytes > holds ? quotaTooLargeText(quotaBytes, holds) : undefined;
 }
-

@@ -30,7 +30,13 @@ function smallCommit(records: readonly IntakeRecord[]): boolean {
   let bytes = 0;
   for (const r of records) {
     // A string's UTF-8 length is at most 3 bytes per UTF-16 unit: an upper bound where not given.
-    bytes += r.raw.length + (r.scan ? (r.scan.bytes ?? 3 * r.scan.body.length) : 0) + 3 * ((r.reason?.length ?? 0) + textLength(r.parents) + textLength(r.attributes && Object.entries(r.attributes).flat()));
+    bytes +=
+      r.raw.length +
+      (r.scan ? (r.scan.bytes ?? 3 * r.scan.body.length) : 0) +
+      3 *
+        ((r.reason?.length ?? 0) +
+          textLength(r.parents) +
+          textLength(r.attributes && Object.entries(r.attributes).flat()));
     if (bytes > SMALL_COMMIT_BYTES) return false;
   }
   return true;
@@ -67,19 +73,31 @@ export class IntakeWrites {
       `INSERT INTO reads (input_id, received_at, raw, source_time, dcp_key, origin, outcome, reason, source_dcp_key, parents, attributes, input_level, leader_epoch, possible_duplicate)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
-    this.addCounter = db.prepare(`INSERT INTO counters (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = value + excluded.value`);
-    this.file = db.prepare(`INSERT OR IGNORE INTO files (input_id, hash, name, committed_at, items) VALUES (?, ?, ?, ?, ?)`);
+    this.addCounter = db.prepare(
+      `INSERT INTO counters (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = value + excluded.value`,
+    );
+    this.file = db.prepare(
+      `INSERT OR IGNORE INTO files (input_id, hash, name, committed_at, items) VALUES (?, ?, ?, ?, ?)`,
+    );
     this.progress = db.prepare(
       `INSERT INTO file_progress (input_id, hash, name, items, updated_at) VALUES (?, ?, ?, ?, ?)
        ON CONFLICT (input_id, hash) DO UPDATE SET name = excluded.name, items = excluded.items, updated_at = excluded.updated_at`,
     );
     this.progressDone = db.prepare(`DELETE FROM file_progress WHERE input_id = ? AND hash = ?`);
-    this.message = db.prepare(`INSERT OR REPLACE INTO mqtt_messages (input_id, packet_id, topic, payload_sha256, committed_at) VALUES (?, ?, ?, ?, ?)`);
-    this.knownMessageStatement = db.prepare(`SELECT 1 FROM mqtt_messages WHERE input_id = ? AND packet_id = ? AND topic = ? AND payload_sha256 = ?`);
+    this.message = db.prepare(
+      `INSERT OR REPLACE INTO mqtt_messages (input_id, packet_id, topic, payload_sha256, committed_at) VALUES (?, ?, ?, ?, ?)`,
+    );
+    this.knownMessageStatement = db.prepare(
+      `SELECT 1 FROM mqtt_messages WHERE input_id = ? AND packet_id = ? AND topic = ? AND payload_sha256 = ?`,
+    );
     this.forgetMessagesStatement = db.prepare(`DELETE FROM mqtt_messages WHERE input_id = ?`);
     this.knownFileStatement = db.prepare(`SELECT 1 FROM files WHERE input_id = ? AND hash = ?`);
-    this.fileProgressStatement = db.prepare(`SELECT items FROM file_progress WHERE input_id = ? AND hash = ?`);
-    this.recentScansStatement = db.prepare(`SELECT dcp_key AS dcpKey, reference, time_utc AS timeUtc, created_at AS createdAt FROM scan_rows ORDER BY id DESC`);
+    this.fileProgressStatement = db.prepare(
+      `SELECT items FROM file_progress WHERE input_id = ? AND hash = ?`,
+    );
+    this.recentScansStatement = db.prepare(
+      `SELECT dcp_key AS dcpKey, reference, time_utc AS timeUtc, created_at AS createdAt FROM scan_rows ORDER BY id DESC`,
+    );
     this.pageCount = db.prepare('PRAGMA page_count').pluck();
   }
 
@@ -106,49 +124,78 @@ export class IntakeWrites {
    * database file) on the thread that commits, and at 500 reads/s one commit per read made that
    * 430 to 770 fsyncs a second, the event loop's longest stalls (docs/performance.md, section 10).
    */
-  commitIntake(records: readonly IntakeRecord[], nowMs: number, files: readonly CommittedFile[] = [], messages: readonly CommittedMessage[] = [], leaderEpoch?: number): void {
-    if (this.path !== ':memory:' && (!smallCommit(records) || this.bytesBeyondEnd() > CHECKPOINT_BEYOND_END_BYTES)) this.db.pragma('wal_checkpoint(PASSIVE)');
+  commitIntake(
+    records: readonly IntakeRecord[],
+    nowMs: number,
+    files: readonly CommittedFile[] = [],
+    messages: readonly CommittedMessage[] = [],
+    leaderEpoch?: number,
+  ): void {
+    if (
+      this.path !== ':memory:' &&
+      (!smallCommit(records) || this.bytesBeyondEnd() > CHECKPOINT_BEYOND_END_BYTES)
+    )
+      this.db.pragma('wal_checkpoint(PASSIVE)');
     const { read, file, progress, progressDone, message } = this;
-    this.db.transaction(() => {
-      let possibleDuplicates = 0;
-      for (const r of records) {
-        if (r.possibleDuplicate) possibleDuplicates++;
-        const receivedAt = r.receivedAt.toISOString();
-        const info = read.run(
-          r.inputId,
-          receivedAt,
-          r.raw,
-          r.sourceTime ?? null,
-          r.scan?.dcpKey ?? r.dcpKey ?? null,
-          r.origin ? JSON.stringify(r.origin) : null,
-          r.outcome,
-          r.reason ?? null,
-          r.dcpKey ?? null,
-          r.parents && r.parents.length > 0 ? JSON.stringify(r.parents) : null,
-          r.attributes && Object.keys(r.attributes).length > 0 ? JSON.stringify(r.attributes) : null,
-          r.inputLevel ? 1 : 0,
-          leaderEpoch ?? null,
-          r.possibleDuplicate ? 1 : 0,
-        );
-        if (r.scan) {
-          // Most scans are timed by their reception (no source time): the same instant, formatted once.
-          const time = r.scan.instant.getTime() === r.receivedAt.getTime() ? receivedAt : r.scan.instant.toISOString();
-          this.scans.run(info.lastInsertRowid, r.scan.dcpKey, r.scan.reference, time, r.scan.body, r.scan.bytes ?? Buffer.byteLength(r.scan.body), nowMs, r.raw, r.scan.gs1);
+    this.db
+      .transaction(() => {
+        let possibleDuplicates = 0;
+        for (const r of records) {
+          if (r.possibleDuplicate) possibleDuplicates++;
+          const receivedAt = r.receivedAt.toISOString();
+          const info = read.run(
+            r.inputId,
+            receivedAt,
+            r.raw,
+            r.sourceTime ?? null,
+            r.scan?.dcpKey ?? r.dcpKey ?? null,
+            r.origin ? JSON.stringify(r.origin) : null,
+            r.outcome,
+            r.reason ?? null,
+            r.dcpKey ?? null,
+            r.parents && r.parents.length > 0 ? JSON.stringify(r.parents) : null,
+            r.attributes && Object.keys(r.attributes).length > 0
+              ? JSON.stringify(r.attributes)
+              : null,
+            r.inputLevel ? 1 : 0,
+            leaderEpoch ?? null,
+            r.possibleDuplicate ? 1 : 0,
+          );
+          if (r.scan) {
+            // Most scans are timed by their reception (no source time): the same instant, formatted once.
+            const time =
+              r.scan.instant.getTime() === r.receivedAt.getTime()
+                ? receivedAt
+                : r.scan.instant.toISOString();
+            this.scans.run(
+              info.lastInsertRowid,
+              r.scan.dcpKey,
+              r.scan.reference,
+              time,
+              r.scan.body,
+              r.scan.bytes ?? Buffer.byteLength(r.scan.body),
+              nowMs,
+              r.raw,
+              r.scan.gs1,
+            );
+          }
         }
-      }
-      const at = new Date(nowMs).toISOString();
-      for (const f of files) {
-        if (f.inProgress === true) {
-          progress.run(f.inputId, f.hash, f.name ?? null, f.items, at);
-          continue;
+        const at = new Date(nowMs).toISOString();
+        for (const f of files) {
+          if (f.inProgress === true) {
+            progress.run(f.inputId, f.hash, f.name ?? null, f.items, at);
+            continue;
+          }
+          progressDone.run(f.inputId, f.hash);
+          if (f.remember !== false) file.run(f.inputId, f.hash, f.name ?? null, at, f.items);
         }
-        progressDone.run(f.inputId, f.hash);
-        if (f.remember !== false) file.run(f.inputId, f.hash, f.name ?? null, at, f.items);
-      }
-      for (const m of messages) message.run(m.inputId, m.packetId, m.topic, m.payloadSha256, nowMs);
-      // A lifetime count beside the batches' possible duplicates (counters), kept across restarts.
-      if (possibleDuplicates > 0) this.addCounter.run('haPossibleDuplicateReads', possibleDuplicates);
-    }).immediate();
+        for (const m of messages)
+          message.run(m.inputId, m.packetId, m.topic, m.payloadSha256, nowMs);
+        // A lifetime count beside the batches' possible duplicates (counters), kept across restarts.
+        if (possibleDuplicates > 0)
+          this.addCounter.run('haPossibleDuplicateReads', possibleDuplicates);
+      })
+      .immediate();
   }
 
   /**
@@ -173,7 +220,8 @@ export class IntakeWrites {
   checkpointAfterCommit(): void {
     if (this.path === ':memory:' || !this.db.open) return;
     try {
-      if (this.bytesBeyondEnd() > CHECKPOINT_BEYOND_END_BYTES) this.db.pragma('wal_checkpoint(PASSIVE)');
+      if (this.bytesBeyondEnd() > CHECKPOINT_BEYOND_END_BYTES)
+        this.db.pragma('wal_checkpoint(PASSIVE)');
     } catch {
       // The next commit's own checkpoint meets the same error and refuses that commit.
     }
@@ -184,7 +232,9 @@ export class IntakeWrites {
    * identity not yet replaced by a later message under the same packet id, nor forgotten.
    */
   knownMessage(m: CommittedMessage): boolean {
-    return this.knownMessageStatement.get(m.inputId, m.packetId, m.topic, m.payloadSha256) !== undefined;
+    return (
+      this.knownMessageStatement.get(m.inputId, m.packetId, m.topic, m.payloadSha256) !== undefined
+    );
   }
 
   /**
@@ -201,9 +251,17 @@ export class IntakeWrites {
    * scans by id from the newest and stops at the first older one (ids follow commit order). What
    * intake rebuilds its duplicate window from at start.
    */
-  recentScans(sinceMs: number, limit: number): { dcpKey: string; reference: string; timeUtc: string; createdAt: number }[] {
+  recentScans(
+    sinceMs: number,
+    limit: number,
+  ): { dcpKey: string; reference: string; timeUtc: string; createdAt: number }[] {
     const out: { dcpKey: string; reference: string; timeUtc: string; createdAt: number }[] = [];
-    const rows = this.recentScansStatement.iterate() as IterableIterator<{ dcpKey: string; reference: string; timeUtc: string; createdAt: number }>;
+    const rows = this.recentScansStatement.iterate() as IterableIterator<{
+      dcpKey: string;
+      reference: string;
+      timeUtc: string;
+      createdAt: number;
+    }>;
     for (const row of rows) {
       if (row.createdAt < sinceMs || out.length >= limit) break;
       out.push(row);

@@ -1,6 +1,14 @@
 import type Database from 'better-sqlite3';
 import type { Gs1Pair } from './rows.js';
-import { canonicalReference, isIdentifyingAi, lookupAi, normaliseTyped, parseBarcode, type CanonicalReference, type Gs1Element } from '../gs1/index.js';
+import {
+  canonicalReference,
+  isIdentifyingAi,
+  lookupAi,
+  normaliseTyped,
+  parseBarcode,
+  type CanonicalReference,
+  type Gs1Element,
+} from '../gs1/index.js';
 
 /**
  * The GS1 keys of each scan and the lookup of an item by any form of its GS1 identifier.
@@ -37,7 +45,8 @@ function keysOf(text: string, into: Map<string, Gs1Key>): void {
   if (!mayBeGs1(text)) return;
   const parse = parseBarcode(text, { checkPairings: false });
   if (parse.kind !== 'gs1') return;
-  for (const e of parse.elements) if (isIdentifyingAi(e.ai)) into.set(`${e.ai}\u0000${e.value}`, [e.ai, e.value]);
+  for (const e of parse.elements)
+    if (isIdentifyingAi(e.ai)) into.set(`${e.ai}\u0000${e.value}`, [e.ai, e.value]);
 }
 
 /**
@@ -48,7 +57,12 @@ function keysOf(text: string, into: Map<string, Gs1Key>): void {
  */
 export function gs1Keys(raw: Buffer | string | null | undefined, reference: string): Gs1Key[] {
   const found = new Map<string, Gs1Key>();
-  const text = raw === null || raw === undefined ? undefined : typeof raw === 'string' ? raw : raw.toString('utf8');
+  const text =
+    raw === null || raw === undefined
+      ? undefined
+      : typeof raw === 'string'
+        ? raw
+        : raw.toString('utf8');
   if (text !== undefined) keysOf(text, found);
   if (found.size === 0 && reference !== text) keysOf(reference, found);
   return [...found.values()];
@@ -64,9 +78,13 @@ const FILL_CHUNK = 10_000;
  * inserts are idempotent. Answers the scans read (0 when there was nothing to fill).
  */
 export function fillStoredKeys(db: Database.Database): number {
-  const marked = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'scan_keys_fill'`).get() !== undefined;
+  const marked =
+    db
+      .prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'scan_keys_fill'`)
+      .get() !== undefined;
   if (!marked) return 0;
-  const upTo = (db.prepare(`SELECT max(up_to) FROM scan_keys_fill`).pluck().get() as number | null) ?? 0;
+  const upTo =
+    (db.prepare(`SELECT max(up_to) FROM scan_keys_fill`).pluck().get() as number | null) ?? 0;
   const page = db.prepare(
     `SELECT r.id AS id, r.reference AS reference, d.raw AS raw FROM scan_rows r LEFT JOIN reads d ON d.id = r.read_id
       WHERE r.id > ? AND r.id <= ? ORDER BY r.id LIMIT ${FILL_CHUNK}`,
@@ -74,7 +92,7 @@ export function fillStoredKeys(db: Database.Database): number {
   const keys = new ScanKeys(db);
   let read = 0;
   db.transaction(() => {
-    for (let after = 0; ; ) {
+    for (let after = 0; ;) {
       const rows = page.all(after, upTo) as { id: number; reference: string; raw: Buffer | null }[];
       for (const row of rows) keys.write(row.id, row.raw, row.reference);
       read += rows.length;
@@ -90,7 +108,9 @@ export function fillStoredKeys(db: Database.Database): number {
 export class ScanKeys {
   private readonly insert: Database.Statement;
   constructor(db: Database.Database) {
-    this.insert = db.prepare(`INSERT OR IGNORE INTO scan_keys (value, ai, scan_id) VALUES (?, ?, ?)`);
+    this.insert = db.prepare(
+      `INSERT OR IGNORE INTO scan_keys (value, ai, scan_id) VALUES (?, ?, ?)`,
+    );
   }
   write(scanId: number | bigint, raw: Buffer | string | null | undefined, reference: string): void {
     for (const [ai, value] of gs1Keys(raw, reference)) this.insert.run(value, ai, scanId);
@@ -103,7 +123,8 @@ export class ScanKeys {
       this.insert.run(e.value, e.ai, scanId);
       written++;
     }
-    if (written === 0) for (const [ai, value] of gs1Keys(null, reference)) this.insert.run(value, ai, scanId);
+    if (written === 0)
+      for (const [ai, value] of gs1Keys(null, reference)) this.insert.run(value, ai, scanId);
   }
 }
 
@@ -131,7 +152,10 @@ export interface ValueMatches {
 
 /** Whether the buffer has `scan_keys` (a buffer opened read-only may predate it). */
 export function hasScanKeys(db: Database.Database): boolean {
-  return db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'scan_keys'`).get() !== undefined;
+  return (
+    db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'scan_keys'`).get() !==
+    undefined
+  );
 }
 
 /**
@@ -139,10 +163,16 @@ export function hasScanKeys(db: Database.Database): boolean {
  * (value, ai) prefix), never a pass over the scans of a value.
  */
 function aisOfValue(db: Database.Database, value: string): string[] {
-  const next = db.prepare(`SELECT ai FROM scan_keys WHERE value = ? AND ai > ? ORDER BY ai LIMIT 1`).pluck();
+  const next = db
+    .prepare(`SELECT ai FROM scan_keys WHERE value = ? AND ai > ? ORDER BY ai LIMIT 1`)
+    .pluck();
   const ais: string[] = [];
   let after = '';
-  for (let found = next.get(value, after) as string | undefined; found !== undefined && ais.length < 20; found = next.get(value, after) as string | undefined) {
+  for (
+    let found = next.get(value, after) as string | undefined;
+    found !== undefined && ais.length < 20;
+    found = next.get(value, after) as string | undefined
+  ) {
     ais.push(found);
     after = found;
   }
@@ -161,20 +191,39 @@ export function parseCursor(cursor: string): { ai: string; before: number } | un
  * page of its latest scan carrying the value. Each page costs index seeks only: the rows of the
  * page, one seek per item for its own scans, and a count that stops at {@link MAX_VALUE_COUNT}.
  */
-export function searchByValue(db: Database.Database, value: string, options: { ai?: string; limit?: number; cursor?: string } = {}): ValueMatches[] {
+export function searchByValue(
+  db: Database.Database,
+  value: string,
+  options: { ai?: string; limit?: number; cursor?: string } = {},
+): ValueMatches[] {
   if (value === '' || !hasScanKeys(db)) return [];
-  const limit = Math.max(1, Math.min(Math.trunc(options.limit ?? DEFAULT_VALUE_PAGE) || DEFAULT_VALUE_PAGE, MAX_VALUE_PAGE));
+  const limit = Math.max(
+    1,
+    Math.min(Math.trunc(options.limit ?? DEFAULT_VALUE_PAGE) || DEFAULT_VALUE_PAGE, MAX_VALUE_PAGE),
+  );
   const cursor = options.cursor !== undefined ? parseCursor(options.cursor) : undefined;
-  const ais = cursor ? [cursor.ai] : options.ai !== undefined ? [options.ai] : aisOfValue(db, value);
+  const ais = cursor
+    ? [cursor.ai]
+    : options.ai !== undefined
+      ? [options.ai]
+      : aisOfValue(db, value);
   const page = db.prepare(
     `SELECT k.scan_id AS id, r.reference AS reference FROM scan_keys k JOIN scan_rows r ON r.id = k.scan_id
       WHERE k.value = ? AND k.ai = ? AND k.scan_id < ? ORDER BY k.scan_id DESC LIMIT ?`,
   );
   const latest = db
-    .prepare(`SELECT max(k.scan_id) FROM scan_rows r JOIN scan_keys k ON k.scan_id = r.id AND k.value = ? AND k.ai = ? WHERE r.reference = ?`)
+    .prepare(
+      `SELECT max(k.scan_id) FROM scan_rows r JOIN scan_keys k ON k.scan_id = r.id AND k.value = ? AND k.ai = ? WHERE r.reference = ?`,
+    )
     .pluck();
-  const summary = db.prepare(`SELECT count(*) AS scans, max(time_utc) AS lastAt FROM scan_rows WHERE reference = ?`);
-  const count = db.prepare(`SELECT count(*) FROM (SELECT 1 FROM scan_keys WHERE value = ? AND ai = ? LIMIT ${MAX_VALUE_COUNT + 1})`).pluck();
+  const summary = db.prepare(
+    `SELECT count(*) AS scans, max(time_utc) AS lastAt FROM scan_rows WHERE reference = ?`,
+  );
+  const count = db
+    .prepare(
+      `SELECT count(*) FROM (SELECT 1 FROM scan_keys WHERE value = ? AND ai = ? LIMIT ${MAX_VALUE_COUNT + 1})`,
+    )
+    .pluck();
   const out: ValueMatches[] = [];
   for (const ai of ais) {
     const items: KeyItem[] = [];
@@ -251,7 +300,12 @@ export function referencesWithKeys(db: Database.Database, keys: readonly Gs1Key[
   if (keys.length === 0 || !hasScanKeys(db)) return [];
   // The last identifying element (the serial, or the key itself) is the most selective.
   const [first, ...others] = [...keys].reverse();
-  const exists = others.map(() => `AND EXISTS (SELECT 1 FROM scan_keys o WHERE o.value = ? AND o.ai = ? AND o.scan_id = k.scan_id)`).join(' ');
+  const exists = others
+    .map(
+      () =>
+        `AND EXISTS (SELECT 1 FROM scan_keys o WHERE o.value = ? AND o.ai = ? AND o.scan_id = k.scan_id)`,
+    )
+    .join(' ');
   const rows = db
     .prepare(
       `SELECT r.reference FROM scan_keys k JOIN scan_rows r ON r.id = k.scan_id
@@ -268,7 +322,8 @@ export function referencesWithKeys(db: Database.Database, keys: readonly Gs1Key[
  */
 export function namesInstance(canonical: CanonicalReference): boolean {
   const key = canonical.identifying[0]?.ai;
-  if (key === '01' || key === '8006') return canonical.identifying.some((e) => e.ai === '21' || e.ai === '235');
+  if (key === '01' || key === '8006')
+    return canonical.identifying.some((e) => e.ai === '21' || e.ai === '235');
   return true;
 }
 

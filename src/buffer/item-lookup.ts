@@ -1,5 +1,12 @@
 import type Database from 'better-sqlite3';
-import { canonicalOf, namesInstance, readQuery, referencesWithKeys, searchByValue, type Gs1Key } from './item-keys.js';
+import {
+  canonicalOf,
+  namesInstance,
+  readQuery,
+  referencesWithKeys,
+  searchByValue,
+  type Gs1Key,
+} from './item-keys.js';
 import { isKnown, traceItem, type ItemTrace, type TraceOptions } from './items.js';
 
 /**
@@ -17,7 +24,11 @@ import { isKnown, traceItem, type ItemTrace, type TraceOptions } from './items.j
  *
  * When nothing matches, the references starting with the query are listed, as before.
  */
-export function lookupItem(db: Database.Database, query: string, options: TraceOptions = {}): ItemTrace {
+export function lookupItem(
+  db: Database.Database,
+  query: string,
+  options: TraceOptions = {},
+): ItemTrace {
   const reading = readQuery(query);
   const canonical = reading.canonical;
   const about = canonical ? { canonical: canonical.uri, canonicalWhy: canonical.why } : {};
@@ -25,7 +36,12 @@ export function lookupItem(db: Database.Database, query: string, options: TraceO
   const found = (reference: string, sameItem: readonly string[]): ItemTrace => {
     const trace = traceItem(db, reference, options);
     const others = sameItem.filter((r) => r !== reference);
-    return { ...trace, ...(reference !== query ? { asked: query } : {}), ...about, ...(others.length > 0 ? { sameItem: others } : {}) };
+    return {
+      ...trace,
+      ...(reference !== query ? { asked: query } : {}),
+      ...about,
+      ...(others.length > 0 ? { sameItem: others } : {}),
+    };
   };
   const queryKnown = isKnown(db, query);
 
@@ -37,21 +53,31 @@ export function lookupItem(db: Database.Database, query: string, options: TraceO
     // lot, only the references whose own canonical form is the query's are the item itself.
     const same = carrying.filter((r) => instance || canonicalOf(r) === canonical.uri);
     if (queryKnown) return found(query, same);
-    if (same.includes(canonical.uri) || isKnown(db, canonical.uri)) return found(canonical.uri, same);
+    if (same.includes(canonical.uri) || isKnown(db, canonical.uri))
+      return found(canonical.uri, same);
     if (same.length > 0) return found(same[0]!, same);
     // A class of items (a model, a lot): the items carrying its most specific key.
     const last = canonical.identifying[canonical.identifying.length - 1]!;
     const byValue = searchByValue(db, last.value, { ai: last.ai, limit: options.limit });
-    return { ...traceItem(db, query, options), ...about, ...(byValue.length > 0 ? { byValue } : {}) };
+    return {
+      ...traceItem(db, query, options),
+      ...about,
+      ...(byValue.length > 0 ? { byValue } : {}),
+    };
   }
   if (queryKnown) return traceItem(db, query, options);
 
-  const values = reading.elements ? reading.elements.map((e) => ({ value: e.value, ai: e.ai })) : reading.values.map((value) => ({ value, ai: undefined }));
-  const byValue = values.flatMap(({ value, ai }) => searchByValue(db, value, { ...(ai !== undefined ? { ai } : {}), limit: options.limit }));
+  const values = reading.elements
+    ? reading.elements.map((e) => ({ value: e.value, ai: e.ai }))
+    : reading.values.map((value) => ({ value, ai: undefined }));
+  const byValue = values.flatMap(({ value, ai }) =>
+    searchByValue(db, value, { ...(ai !== undefined ? { ai } : {}), limit: options.limit }),
+  );
   const items = [...new Set(byValue.flatMap((m) => m.items.map((i) => i.reference)))];
   const complete = byValue.every((m) => m.next === null);
   // One item, perhaps under several references (raw reads of two carriers): traced.
-  if (items.length > 0 && complete && new Set(items.map(canonicalOf)).size === 1) return { ...found(items[0]!, items), byValue };
+  if (items.length > 0 && complete && new Set(items.map(canonicalOf)).size === 1)
+    return { ...found(items[0]!, items), byValue };
   const exact = traceItem(db, query, options);
   return byValue.length === 0 ? exact : { ...exact, byValue };
 }

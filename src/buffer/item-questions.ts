@@ -25,17 +25,34 @@ export interface ItemAnswer {
  *
  * @throws the SQLite error when the buffer cannot be read.
  */
-export function answerItemQuestion(reports: BufferReports, question: ItemQuestion, dcpKinds: ReadonlyMap<string, string>): ItemAnswer {
+export function answerItemQuestion(
+  reports: BufferReports,
+  question: ItemQuestion,
+  dcpKinds: ReadonlyMap<string, string>,
+): ItemAnswer {
   switch (question.kind) {
     case 'trace': {
-      const trace = reports.trace(question.reference, { ...(question.depth === undefined ? {} : { depth: question.depth }), dcpKinds });
+      const trace = reports.trace(question.reference, {
+        ...(question.depth === undefined ? {} : { depth: question.depth }),
+        dcpKinds,
+      });
       return { code: trace.found ? 200 : 404, json: JSON.stringify(trace) };
     }
     case 'search':
-      return { code: 200, json: JSON.stringify({ prefix: question.prefix, matches: reports.searchItems(question.prefix) }) };
+      return {
+        code: 200,
+        json: JSON.stringify({
+          prefix: question.prefix,
+          matches: reports.searchItems(question.prefix),
+        }),
+      };
     case 'byValue': {
       const { value, ai, limit, cursor } = question;
-      const matches = reports.searchByValue(value, { ...(ai !== undefined ? { ai } : {}), ...(limit !== undefined ? { limit } : {}), ...(cursor !== undefined ? { cursor } : {}) });
+      const matches = reports.searchByValue(value, {
+        ...(ai !== undefined ? { ai } : {}),
+        ...(limit !== undefined ? { limit } : {}),
+        ...(cursor !== undefined ? { cursor } : {}),
+      });
       return { code: 200, json: JSON.stringify({ value, matches }) };
     }
   }

@@ -146,7 +146,11 @@ function prefixEnd(prefix: string): string {
 
 /** Whether the buffer has the item-lookup indexes (a buffer opened read-only may predate them). */
 function hasLookupIndexes(db: Database.Database): boolean {
-  return db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'scan_parents'`).get() !== undefined;
+  return (
+    db
+      .prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'scan_parents'`)
+      .get() !== undefined
+  );
 }
 
 /**
@@ -154,9 +158,14 @@ function hasLookupIndexes(db: Database.Database): boolean {
  * {@link traceItem} calls `found`, for a few index seeks instead of a whole trace.
  */
 export function isKnown(db: Database.Database, reference: string): boolean {
-  if (db.prepare(`SELECT 1 FROM scan_rows WHERE reference = ? LIMIT 1`).get(reference) !== undefined) return true;
+  if (
+    db.prepare(`SELECT 1 FROM scan_rows WHERE reference = ? LIMIT 1`).get(reference) !== undefined
+  )
+    return true;
   if (!hasLookupIndexes(db)) return traceItem(db, reference).found;
-  return db.prepare(`SELECT 1 FROM scan_parents WHERE parent = ? LIMIT 1`).get(reference) !== undefined;
+  return (
+    db.prepare(`SELECT 1 FROM scan_parents WHERE parent = ? LIMIT 1`).get(reference) !== undefined
+  );
 }
 
 /**
@@ -164,7 +173,11 @@ export function isKnown(db: Database.Database, reference: string): boolean {
  * A range over `scans_reference` (`reference >= prefix AND reference < prefix || U+10FFFF`): LIKE
  * would not use the index (it is case-insensitive and `%`/`_` in a reference would be wildcards).
  */
-export function searchItems(db: Database.Database, prefix: string, limit = MAX_PREFIX_MATCHES): ItemMatch[] {
+export function searchItems(
+  db: Database.Database,
+  prefix: string,
+  limit = MAX_PREFIX_MATCHES,
+): ItemMatch[] {
   if (prefix === '') return [];
   const n = Math.max(1, Math.min(limit, MAX_PREFIX_MATCHES));
   return db
@@ -203,11 +216,21 @@ interface ScanRow {
  * relatives per node, counting what it leaves out in `more`. A reference seen higher up on the
  * same branch is listed once more with `cycle: true` and not expanded (parents data can loop).
  */
-export function traceItem(db: Database.Database, reference: string, options: TraceOptions = {}): ItemTrace {
+export function traceItem(
+  db: Database.Database,
+  reference: string,
+  options: TraceOptions = {},
+): ItemTrace {
   const depth = options.depth ?? DEFAULT_GENEALOGY_DEPTH;
-  const levels = Math.max(1, Math.min(Math.trunc(depth) || DEFAULT_GENEALOGY_DEPTH, MAX_GENEALOGY_DEPTH));
+  const levels = Math.max(
+    1,
+    Math.min(Math.trunc(depth) || DEFAULT_GENEALOGY_DEPTH, MAX_GENEALOGY_DEPTH),
+  );
   const indexed = hasLookupIndexes(db);
-  const total = db.prepare(`SELECT count(*) FROM scan_rows WHERE reference = ?`).pluck().get(reference) as number;
+  const total = db
+    .prepare(`SELECT count(*) FROM scan_rows WHERE reference = ?`)
+    .pluck()
+    .get(reference) as number;
   const rows = db
     .prepare(
       `SELECT id, dcp_key AS dcpKey, time_utc AS timeUtc, (SELECT body FROM scan_bodies b WHERE b.id = scan_rows.id) AS body, ${scanStateSql()} AS state, failure_reason AS failureReason, replayed_by AS replayedBy,
@@ -225,13 +248,19 @@ export function traceItem(db: Database.Database, reference: string, options: Tra
   const replacedOf = db.prepare(`SELECT id FROM scan_rows WHERE replayed_by = ?`).pluck();
   const scans: ItemScan[] = rows.map((r) => {
     const body = parseBody(r.body);
-    const read = r.readId === null ? undefined : (readOf.get(r.readId) as (Omit<ItemRead, 'raw'> & { raw: Buffer }) | undefined);
-    const batch = r.batchId === null ? undefined : (batchOf.get(r.batchId) as ItemScan['batch'] | undefined);
+    const read =
+      r.readId === null
+        ? undefined
+        : (readOf.get(r.readId) as (Omit<ItemRead, 'raw'> & { raw: Buffer }) | undefined);
+    const batch =
+      r.batchId === null ? undefined : (batchOf.get(r.batchId) as ItemScan['batch'] | undefined);
     return {
       id: r.id,
       dcpKey: r.dcpKey,
       // The buffer does not store the DCP's kind: the configuration's, else what the scan shows.
-      kind: options.dcpKinds?.get(r.dcpKey) ?? (body.supplierKey ? 'goodsIn' : body.clientKey ? 'goodsOut' : null),
+      kind:
+        options.dcpKinds?.get(r.dcpKey) ??
+        (body.supplierKey ? 'goodsIn' : body.clientKey ? 'goodsOut' : null),
       timeStamp: body.timeStamp,
       timeUtc: r.timeUtc,
       productModelKey: body.productModelKey,
@@ -255,10 +284,15 @@ export function traceItem(db: Database.Database, reference: string, options: Tra
        FROM (SELECT 1) LEFT JOIN (SELECT dcp_key, ${scanStateSql()} AS state, time_utc FROM scan_rows WHERE reference = @ref ORDER BY id DESC LIMIT 1) l`,
   );
   // Parents of a reference: those its scans name (the latest scans first).
-  const parentsBody = db.prepare(`SELECT b.body FROM scan_rows r JOIN scan_bodies b ON b.id = r.id WHERE r.reference = ? ORDER BY r.id DESC LIMIT ${MAX_ITEM_SCANS}`).pluck();
+  const parentsBody = db
+    .prepare(
+      `SELECT b.body FROM scan_rows r JOIN scan_bodies b ON b.id = r.id WHERE r.reference = ? ORDER BY r.id DESC LIMIT ${MAX_ITEM_SCANS}`,
+    )
+    .pluck();
   const parentsOf = (ref: string, cap: number): { refs: string[]; more: number } => {
     const seen = new Set<string>();
-    for (const b of parentsBody.all(ref) as string[]) for (const p of parseBody(b).parents) seen.add(p);
+    for (const b of parentsBody.all(ref) as string[])
+      for (const p of parseBody(b).parents) seen.add(p);
     const all = [...seen];
     return { refs: all.slice(0, cap), more: Math.max(0, all.length - cap) };
   };
@@ -282,7 +316,11 @@ export function traceItem(db: Database.Database, reference: string, options: Tra
 
   const tree = (relatives: (ref: string, cap: number) => { refs: string[]; more: number }) => {
     let budget = MAX_TREE_NODES;
-    const grow = (ref: string, level: number, path: Set<string>): { nodes: GenealogyNode[]; more: number } => {
+    const grow = (
+      ref: string,
+      level: number,
+      path: Set<string>,
+    ): { nodes: GenealogyNode[]; more: number } => {
       if (level > levels) {
         const probe = relatives(ref, 0);
         return { nodes: [], more: probe.more + probe.refs.length };
@@ -291,8 +329,21 @@ export function traceItem(db: Database.Database, reference: string, options: Tra
       const { refs, more } = relatives(ref, cap);
       budget -= refs.length;
       const nodes = refs.map((r): GenealogyNode => {
-        const s = summary.get({ ref: r }) as { scans: number; lastDcp: string | null; lastState: string | null; lastAt: string | null };
-        const node: GenealogyNode = { reference: r, scans: s.scans, lastDcp: s.lastDcp, lastState: s.lastState, lastAt: s.lastAt, nodes: [], more: 0 };
+        const s = summary.get({ ref: r }) as {
+          scans: number;
+          lastDcp: string | null;
+          lastState: string | null;
+          lastAt: string | null;
+        };
+        const node: GenealogyNode = {
+          reference: r,
+          scans: s.scans,
+          lastDcp: s.lastDcp,
+          lastState: s.lastState,
+          lastAt: s.lastAt,
+          nodes: [],
+          more: 0,
+        };
         if (path.has(r)) return { ...node, cycle: true };
         const below = grow(r, level + 1, new Set([...path, r]));
         node.nodes = below.nodes;
@@ -343,10 +394,15 @@ function parseBody(body: string): {
     productModelKey: text('productModelKey'),
     supplierKey: text('supplierKey'),
     clientKey: text('clientKey'),
-    parents: Array.isArray(o.parents) ? o.parents.filter((p): p is string => typeof p === 'string') : [],
+    parents: Array.isArray(o.parents)
+      ? o.parents.filter((p): p is string => typeof p === 'string')
+      : [],
     attributes: Array.isArray(o.attributes)
       ? o.attributes
-          .filter((a): a is { key: string; value: string } => !!a && typeof a === 'object' && typeof (a as { key?: unknown }).key === 'string')
+          .filter(
+            (a): a is { key: string; value: string } =>
+              !!a && typeof a === 'object' && typeof (a as { key?: unknown }).key === 'string',
+          )
           .map((a) => ({ key: a.key, value: String(a.value) }))
       : [],
   };
@@ -357,6 +413,10 @@ function parseBody(body: string): {
  * older buffer read as it is (the operations commands beside an older gateway do not migrate).
  */
 function haColumns(db: Database.Database): string {
-  const has = db.prepare(`SELECT 1 FROM pragma_table_info('reads') WHERE name = 'leader_epoch'`).get() !== undefined;
-  return has ? 'leader_epoch AS leaderEpoch, possible_duplicate AS possibleDuplicate' : 'NULL AS leaderEpoch, 0 AS possibleDuplicate';
+  const has =
+    db.prepare(`SELECT 1 FROM pragma_table_info('reads') WHERE name = 'leader_epoch'`).get() !==
+    undefined;
+  return has
+    ? 'leader_epoch AS leaderEpoch, possible_duplicate AS possibleDuplicate'
+    : 'NULL AS leaderEpoch, 0 AS possibleDuplicate';
 }

@@ -14,7 +14,11 @@ import { LOOKUP_NICENESS, type LookupReply, type LookupRequest } from './lookup-
 import { BufferReader } from './reader.js';
 
 const port = parentPort;
-if (!port) throw new GatewayError(ErrorCodes.INTERNAL, 'lookup-worker.js runs as a worker thread (src/buffer/lookup-workers.ts)');
+if (!port)
+  throw new GatewayError(
+    ErrorCodes.INTERNAL,
+    'lookup-worker.js runs as a worker thread (src/buffer/lookup-workers.ts)',
+  );
 const { path } = workerData as { path: string };
 
 // A lookup is a person's question; probes, ingest and delivery are the line's. On a busy two-core

@@ -105,7 +105,11 @@ export class LookupWorkers {
   run(question: ItemQuestion, dcpKinds: ReadonlyMap<string, string>): Promise<ItemAnswer> {
     if (this.closed) return Promise.reject(new LookupUnavailable('the gateway is stopping'));
     return new Promise<ItemAnswer>((resolve, reject) => {
-      this.waiting.push({ request: { id: this.nextId++, question, dcpKinds: [...dcpKinds] }, resolve, reject });
+      this.waiting.push({
+        request: { id: this.nextId++, question, dcpKinds: [...dcpKinds] },
+        resolve,
+        reject,
+      });
       this.dispatch();
     });
   }
@@ -113,7 +117,8 @@ export class LookupWorkers {
   /** Ends every thread; questions not yet answered fail with {@link LookupUnavailable}. Idempotent. */
   async close(): Promise<void> {
     this.closed = true;
-    for (const job of this.waiting.splice(0)) job.reject(new LookupUnavailable('the gateway is stopping'));
+    for (const job of this.waiting.splice(0))
+      job.reject(new LookupUnavailable('the gateway is stopping'));
     const ending: Promise<number>[] = [];
     for (const slot of this.slots) {
       this.settle(slot, new LookupUnavailable('the gateway is stopping'));
@@ -132,15 +137,25 @@ export class LookupWorkers {
       try {
         worker = slot.worker ?? this.spawn(slot);
       } catch (err) {
-        job.reject(new LookupUnavailable(`the lookup thread cannot start: ${(err as Error).message}`));
+        job.reject(
+          new LookupUnavailable(`the lookup thread cannot start: ${(err as Error).message}`),
+        );
         continue;
       }
       slot.job = job;
       // Past the deadline the thread is ended: unlike synchronous work in the main thread, a
       // lookup in a thread can be cut, and a stuck one would otherwise hold its slot for good.
       slot.timer = setTimeout(() => {
-        this.options.logger.warn({ component: 'http', question: job.request.question, deadlineMs: this.deadlineMs }, 'item lookup ran past its deadline; its thread is ended and started again at the next lookup');
-        this.settle(slot, new LookupUnavailable(`it ran longer than ${this.deadlineMs} ms; its thread was ended and is started again for the next lookup`));
+        this.options.logger.warn(
+          { component: 'http', question: job.request.question, deadlineMs: this.deadlineMs },
+          'item lookup ran past its deadline; its thread is ended and started again at the next lookup',
+        );
+        this.settle(
+          slot,
+          new LookupUnavailable(
+            `it ran longer than ${this.deadlineMs} ms; its thread was ended and is started again for the next lookup`,
+          ),
+        );
         this.drop(slot, worker);
         void worker.terminate();
         this.dispatch();
@@ -152,17 +167,28 @@ export class LookupWorkers {
 
   private spawn(slot: Slot): Worker {
     const script = this.options.script ?? lookupWorkerScript();
-    if (!existsSync(script)) throw new GatewayError(ErrorCodes.INTERNAL, `${script.pathname} is missing (run npm run build)`);
+    if (!existsSync(script))
+      throw new GatewayError(
+        ErrorCodes.INTERNAL,
+        `${script.pathname} is missing (run npm run build)`,
+      );
     const worker = new Worker(script, { workerData: { path: this.options.path } });
     // An idle thread must not keep the process alive; a lookup in flight is held by its request.
     worker.unref();
     worker.on('message', (reply: LookupReply) => {
       if (slot.worker !== worker || slot.job?.request.id !== reply.id) return;
       // The question failed in SQLite (the thread lives on): a buffer error, answered 500 as in the loop.
-      this.settle(slot, 'error' in reply ? new GatewayError(ErrorCodes.BUFFER, reply.error) : { code: reply.code, json: reply.json });
+      this.settle(
+        slot,
+        'error' in reply
+          ? new GatewayError(ErrorCodes.BUFFER, reply.error)
+          : { code: reply.code, json: reply.json },
+      );
       this.dispatch();
     });
-    worker.on('error', (err) => this.died(slot, worker, `the lookup thread failed: ${err.message}`));
+    worker.on('error', (err) =>
+      this.died(slot, worker, `the lookup thread failed: ${err.message}`),
+    );
     worker.on('exit', (code) => this.died(slot, worker, `the lookup thread exited (code ${code})`));
     slot.worker = worker;
     return worker;
@@ -172,7 +198,10 @@ export class LookupWorkers {
     if (slot.worker !== worker) return;
     this.drop(slot, worker);
     if (this.closed) return;
-    this.options.logger.warn({ component: 'http', path: this.options.path, reason }, 'item lookup thread ended; it is started again at the next lookup');
+    this.options.logger.warn(
+      { component: 'http', path: this.options.path, reason },
+      'item lookup thread ended; it is started again at the next lookup',
+    );
     this.settle(slot, new LookupUnavailable(`${reason}; it is started again for the next lookup`));
     this.dispatch();
   }

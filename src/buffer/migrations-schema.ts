@@ -324,5 +324,4 @@ export const SCHEMA_MIGRATIONS: readonly string[] = [
     DELETE FROM scan_parents WHERE scan_id = OLD.id;
   END;
   `,
-
 ];

@@ -18,7 +18,11 @@ export function unopenable(err: unknown): boolean {
 export function permissionHint(path: string, err: unknown): string {
   const code = (err as { code?: string }).code ?? '';
   const message = (err as Error).message ?? '';
-  if (!/READONLY|CANTOPEN|PERM|ACCES/i.test(code) && !/readonly|unable to open|permission/i.test(message)) return '';
+  if (
+    !/READONLY|CANTOPEN|PERM|ACCES/i.test(code) &&
+    !/readonly|unable to open|permission/i.test(message)
+  )
+    return '';
   const uid = process.getuid?.();
   let user = uid === undefined ? 'this user' : `uid ${uid}`;
   try {

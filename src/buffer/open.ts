@@ -40,8 +40,12 @@ const ROLLBACK = Symbol('rollback');
 export function openBuffer(path: string, options: OpenOptions): Database.Database {
   let db: Database.Database;
   try {
-    if (path !== ':memory:' && !options.fileMustExist) mkdirSync(dirname(path), { recursive: true });
-    db = new Database(path, { fileMustExist: options.fileMustExist ?? false, ...(options.exclusive ? { timeout: 0 } : {}) });
+    if (path !== ':memory:' && !options.fileMustExist)
+      mkdirSync(dirname(path), { recursive: true });
+    db = new Database(path, {
+      fileMustExist: options.fileMustExist ?? false,
+      ...(options.exclusive ? { timeout: 0 } : {}),
+    });
     // Before the first read: a WAL file is then opened with its index in this process's memory and
     // an exclusive lock on the database file, held until close. Every connection of a live process
     // holds a shared lock on that file while it is open (killed, it holds none), so the first read
@@ -50,7 +54,8 @@ export function openBuffer(path: string, options: OpenOptions): Database.Databas
     // A new buffer returns pruned pages to the file system (disk-guard.ts); this takes effect only
     // while the file is empty (before the WAL header is written). Older buffers are switched by
     // one VACUUM at start.
-    if ((db.pragma('user_version', { simple: true }) as number) === 0 && !options.readonly) db.pragma('auto_vacuum = INCREMENTAL');
+    if ((db.pragma('user_version', { simple: true }) as number) === 0 && !options.readonly)
+      db.pragma('auto_vacuum = INCREMENTAL');
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = FULL');
     db.pragma('busy_timeout = 5000');
@@ -73,9 +78,17 @@ export function openBuffer(path: string, options: OpenOptions): Database.Databas
         { cause: err },
       );
     }
-    throw new GatewayError(isDiskFull(err) ? ErrorCodes.BUFFER_DISK_FULL : unopenable(err) ? ErrorCodes.BUFFER_UNOPENABLE : ErrorCodes.BUFFER, `cannot open the buffer ${path}: ${(err as Error).message}${permissionHint(path, err)}`, {
-      cause: err,
-    });
+    throw new GatewayError(
+      isDiskFull(err)
+        ? ErrorCodes.BUFFER_DISK_FULL
+        : unopenable(err)
+          ? ErrorCodes.BUFFER_UNOPENABLE
+          : ErrorCodes.BUFFER,
+      `cannot open the buffer ${path}: ${(err as Error).message}${permissionHint(path, err)}`,
+      {
+        cause: err,
+      },
+    );
   }
   if (!options.readonly && path !== ':memory:') assertWritable(db, path);
   return db;
@@ -95,8 +108,16 @@ function assertWritable(db: Database.Database, path: string): void {
   } catch (err) {
     if (err === ROLLBACK) return;
     db.close();
-    const code = isDiskFull(err) ? ErrorCodes.BUFFER_DISK_FULL : unopenable(err) ? ErrorCodes.BUFFER_UNOPENABLE : ErrorCodes.BUFFER;
-    throw new GatewayError(code, `cannot write the buffer ${path}: ${(err as Error).message}${permissionHint(path, err)}`, { cause: err });
+    const code = isDiskFull(err)
+      ? ErrorCodes.BUFFER_DISK_FULL
+      : unopenable(err)
+        ? ErrorCodes.BUFFER_UNOPENABLE
+        : ErrorCodes.BUFFER;
+    throw new GatewayError(
+      code,
+      `cannot write the buffer ${path}: ${(err as Error).message}${permissionHint(path, err)}`,
+      { cause: err },
+    );
   }
 }
 

@@ -71,12 +71,25 @@ export function queueReport(db: Database.Database, nowMs: number): QueueReport {
          FROM (${undelivered}) GROUP BY dcp_key ORDER BY dcp_key`,
     )
     .all() as { dcp: string; waiting: number; inFlight: number; oldest: number }[];
-  const byDcp = rows.map((r) => ({ dcp: r.dcp, waiting: r.waiting, inFlight: r.inFlight, oldestAgeMs: Math.max(0, nowMs - r.oldest) }));
-  const cases = AGE_BANDS.map((b, i) => (b.belowMs === null ? `ELSE ${i}` : `WHEN ? - created_at < ${b.belowMs} THEN ${i}`)).join(' ');
+  const byDcp = rows.map((r) => ({
+    dcp: r.dcp,
+    waiting: r.waiting,
+    inFlight: r.inFlight,
+    oldestAgeMs: Math.max(0, nowMs - r.oldest),
+  }));
+  const cases = AGE_BANDS.map((b, i) =>
+    b.belowMs === null ? `ELSE ${i}` : `WHEN ? - created_at < ${b.belowMs} THEN ${i}`,
+  ).join(' ');
   const bandCounts = db
     .prepare(`SELECT CASE ${cases} END AS band, count(*) AS n FROM (${undelivered}) GROUP BY band`)
-    .all(...AGE_BANDS.filter((b) => b.belowMs !== null).map(() => nowMs)) as { band: number; n: number }[];
-  const byAge = AGE_BANDS.map((b, i) => ({ ...b, scans: bandCounts.find((c) => c.band === i)?.n ?? 0 }));
+    .all(...AGE_BANDS.filter((b) => b.belowMs !== null).map(() => nowMs)) as {
+    band: number;
+    n: number;
+  }[];
+  const byAge = AGE_BANDS.map((b, i) => ({
+    ...b,
+    scans: bandCounts.find((c) => c.band === i)?.n ?? 0,
+  }));
   const batches = db
     .prepare(
       `SELECT id, coalesce(route, mode) AS mode, state, scan_count AS scans, bytes, request_id AS requestId, attempts, last_error AS lastError,
@@ -86,7 +99,11 @@ export function queueReport(db: Database.Database, nowMs: number): QueueReport {
     .all() as OpenBatch[];
   const oldest = byDcp.length === 0 ? null : Math.max(...byDcp.map((r) => r.oldestAgeMs));
   return {
-    totals: { waiting: sum(byDcp.map((r) => r.waiting)), inFlight: sum(byDcp.map((r) => r.inFlight)), oldestAgeMs: oldest },
+    totals: {
+      waiting: sum(byDcp.map((r) => r.waiting)),
+      inFlight: sum(byDcp.map((r) => r.inFlight)),
+      oldestAgeMs: oldest,
+    },
     byDcp,
     byAge,
     batches,
@@ -117,7 +134,9 @@ export interface FailuresReport {
 
 /** Whether `table` has `column` (later migrations add columns; the reports work with or without them). */
 function hasColumn(db: Database.Database, table: string, column: string): boolean {
-  return (db.prepare(`SELECT name FROM pragma_table_info(?)`).pluck().all(table) as string[]).includes(column);
+  return (
+    db.prepare(`SELECT name FROM pragma_table_info(?)`).pluck().all(table) as string[]
+  ).includes(column);
 }
 
 /**
@@ -179,9 +198,18 @@ export interface StatsReport {
  */
 function scanStates(db: Database.Database): Record<string, number> {
   const out = Object.fromEntries(
-    (db.prepare(`SELECT state AS k, count(*) AS n FROM scan_rows WHERE ${indexedState()} GROUP BY state`).all() as { k: string; n: number }[]).map((r) => [r.k, r.n]),
+    (
+      db
+        .prepare(
+          `SELECT state AS k, count(*) AS n FROM scan_rows WHERE ${indexedState()} GROUP BY state`,
+        )
+        .all() as { k: string; n: number }[]
+    ).map((r) => [r.k, r.n]),
   );
-  const batched = db.prepare(`SELECT count(*) FROM scan_rows WHERE ${inFlight()}`).pluck().get() as number;
+  const batched = db
+    .prepare(`SELECT count(*) FROM scan_rows WHERE ${inFlight()}`)
+    .pluck()
+    .get() as number;
   if (batched > 0) out.batched = batched;
   const all = db.prepare(`SELECT count(*) FROM scan_rows`).pluck().get() as number;
   const delivered = all - Object.values(out).reduce((a, b) => a + b, 0);
@@ -192,8 +220,13 @@ function scanStates(db: Database.Database): Record<string, number> {
 /** Size and content of the buffer. */
 export function statsReport(db: Database.Database, path: string): StatsReport {
   const files = bufferFiles(path);
-  const grouped = (sql: string) => Object.fromEntries((db.prepare(sql).all() as { k: string; n: number }[]).map((r) => [r.k, r.n]));
-  const range = db.prepare(`SELECT min(received_at) AS oldest, max(received_at) AS newest FROM reads`).get() as { oldest: string | null; newest: string | null };
+  const grouped = (sql: string) =>
+    Object.fromEntries(
+      (db.prepare(sql).all() as { k: string; n: number }[]).map((r) => [r.k, r.n]),
+    );
+  const range = db
+    .prepare(`SELECT min(received_at) AS oldest, max(received_at) AS newest FROM reads`)
+    .get() as { oldest: string | null; newest: string | null };
   return {
     path,
     files,
@@ -213,7 +246,9 @@ export function statsReport(db: Database.Database, path: string): StatsReport {
 }
 
 /** Batches in the buffer by mode and state (finished ones by the service's final state), for metrics. */
-export function batchCounts(db: Database.Database): { mode: string; state: string; count: number }[] {
+export function batchCounts(
+  db: Database.Database,
+): { mode: string; state: string; count: number }[] {
   return db
     .prepare(
       // Kept by triggers (migration 3), so a scrape does not group every batch of the retention period.
@@ -225,4 +260,3 @@ export function batchCounts(db: Database.Database): { mode: string; state: strin
 function sum(values: number[]): number {
   return values.reduce((a, b) => a + b, 0);
 }
-

@@ -11,7 +11,9 @@ export class EventPositions {
   private readonly save: Database.Statement;
 
   constructor(db: Database.Database) {
-    this.read = db.prepare(`SELECT partition, next_offset AS next FROM status_event_positions WHERE topic = ?`);
+    this.read = db.prepare(
+      `SELECT partition, next_offset AS next FROM status_event_positions WHERE topic = ?`,
+    );
     this.save = db.prepare(
       `INSERT INTO status_event_positions (topic, partition, next_offset, updated_at) VALUES (?, ?, ?, ?)
        ON CONFLICT (topic, partition) DO UPDATE SET next_offset = excluded.next_offset, updated_at = excluded.updated_at`,

@@ -17,7 +17,8 @@ export interface PruneResult {
  * AUTOINCREMENT), so a buffer pruned empty would hand out batch 1 again, and logs, `replay
  * --batch N` and the audit trail would name two batches alike.
  */
-const NOT_NEWEST = (table: 'batches' | 'scan_rows' | 'reads'): string => `id < (SELECT max(id) FROM ${table})`;
+const NOT_NEWEST = (table: 'batches' | 'scan_rows' | 'reads'): string =>
+  `id < (SELECT max(id) FROM ${table})`;
 
 /** How deep {@link Pruning.pruneBatchChunk} follows replayed dead letters (a replay of a replay…). */
 const REPLAY_DEPTH = 16;
@@ -50,17 +51,29 @@ export class Pruning {
   constructor(private readonly db: Database.Database) {
     const prepare = (sql: string) => db.prepare(sql);
     this.s = {
-      finishedBefore: prepare(`SELECT id FROM batches WHERE state = 'done' AND finished_at < ? ORDER BY id`).pluck(),
+      finishedBefore: prepare(
+        `SELECT id FROM batches WHERE state = 'done' AND finished_at < ? ORDER BY id`,
+      ).pluck(),
       oldestDeliveredAfter: prepare(
         `SELECT id FROM batches WHERE state = 'done' AND id > ? AND EXISTS (SELECT 1 FROM scan_rows WHERE batch_id = batches.id AND state IN ('delivered', 'batched')) ORDER BY id LIMIT 1`,
       ).pluck(),
       // In a done batch a `batched` row is delivered (migration 13); the delete triggers count it so.
-      deliveredOfBatch: prepare(`SELECT id, read_id AS readId FROM scan_rows WHERE batch_id = ? AND state IN ('delivered', 'batched') LIMIT ?`),
+      deliveredOfBatch: prepare(
+        `SELECT id, read_id AS readId FROM scan_rows WHERE batch_id = ? AND state IN ('delivered', 'batched') LIMIT ?`,
+      ),
       deleteScan: prepare(`DELETE FROM scan_rows WHERE id = ? AND ${NOT_NEWEST('scan_rows')}`),
-      replacedBy: prepare(`SELECT id, read_id AS readId, batch_id AS batchId FROM scan_rows WHERE replayed_by = ?`),
-      deleteRead: prepare(`DELETE FROM reads WHERE id = ? AND NOT EXISTS (SELECT 1 FROM scan_rows WHERE read_id = ?) AND ${NOT_NEWEST('reads')}`),
-      deleteEmptyBatch: prepare(`DELETE FROM batches WHERE id = ? AND state = 'done' AND NOT EXISTS (SELECT 1 FROM scan_rows WHERE batch_id = ?) AND ${NOT_NEWEST('batches')}`),
-      readsPage: prepare(`SELECT id, received_at AS at FROM reads WHERE outcome = ? AND id > ? ORDER BY id LIMIT ?`),
+      replacedBy: prepare(
+        `SELECT id, read_id AS readId, batch_id AS batchId FROM scan_rows WHERE replayed_by = ?`,
+      ),
+      deleteRead: prepare(
+        `DELETE FROM reads WHERE id = ? AND NOT EXISTS (SELECT 1 FROM scan_rows WHERE read_id = ?) AND ${NOT_NEWEST('reads')}`,
+      ),
+      deleteEmptyBatch: prepare(
+        `DELETE FROM batches WHERE id = ? AND state = 'done' AND NOT EXISTS (SELECT 1 FROM scan_rows WHERE batch_id = ?) AND ${NOT_NEWEST('batches')}`,
+      ),
+      readsPage: prepare(
+        `SELECT id, received_at AS at FROM reads WHERE outcome = ? AND id > ? ORDER BY id LIMIT ?`,
+      ),
       deleteOldRead: prepare(`DELETE FROM reads WHERE id = ? AND ${NOT_NEWEST('reads')}`),
       files: prepare(`DELETE FROM files WHERE committed_at < ?`),
       fileProgress: prepare(`DELETE FROM file_progress WHERE updated_at < ?`),
@@ -85,42 +98,58 @@ export class Pruning {
    * `emptied` (for {@link deleteEmptyBatches}). Answers true when the batch has none left (it is
    * then deleted too).
    */
-  pruneBatchChunk(batchId: number, chunk: number, total: PruneResult, emptied: Set<number>): boolean {
-    return this.db.transaction(() => {
-      const scans = this.s.deliveredOfBatch.all(batchId, chunk) as { id: number; readId: number }[];
-      const readIds = new Set<number>();
-      let replaced = scans.map((s) => s.id);
-      for (const s of scans) {
-        readIds.add(s.readId);
-        total.scans += this.s.deleteScan.run(s.id).changes;
-      }
-      // The dead letters these scans replaced (replay), and theirs in turn.
-      for (let depth = 0; replaced.length > 0 && depth < REPLAY_DEPTH; depth++) {
-        const next: number[] = [];
-        for (const id of replaced) {
-          for (const old of this.s.replacedBy.all(id) as { id: number; readId: number; batchId: number | null }[]) {
-            readIds.add(old.readId);
-            if (old.batchId !== null) emptied.add(old.batchId);
-            total.scans += this.s.deleteScan.run(old.id).changes;
-            next.push(old.id);
-          }
+  pruneBatchChunk(
+    batchId: number,
+    chunk: number,
+    total: PruneResult,
+    emptied: Set<number>,
+  ): boolean {
+    return this.db
+      .transaction(() => {
+        const scans = this.s.deliveredOfBatch.all(batchId, chunk) as {
+          id: number;
+          readId: number;
+        }[];
+        const readIds = new Set<number>();
+        let replaced = scans.map((s) => s.id);
+        for (const s of scans) {
+          readIds.add(s.readId);
+          total.scans += this.s.deleteScan.run(s.id).changes;
         }
-        replaced = next;
-      }
-      for (const readId of readIds) total.reads += this.s.deleteRead.run(readId, readId).changes;
-      if (scans.length === chunk) return false;
-      total.batches += this.deleteEmptyBatch(batchId);
-      return true;
-    }).immediate();
+        // The dead letters these scans replaced (replay), and theirs in turn.
+        for (let depth = 0; replaced.length > 0 && depth < REPLAY_DEPTH; depth++) {
+          const next: number[] = [];
+          for (const id of replaced) {
+            for (const old of this.s.replacedBy.all(id) as {
+              id: number;
+              readId: number;
+              batchId: number | null;
+            }[]) {
+              readIds.add(old.readId);
+              if (old.batchId !== null) emptied.add(old.batchId);
+              total.scans += this.s.deleteScan.run(old.id).changes;
+              next.push(old.id);
+            }
+          }
+          replaced = next;
+        }
+        for (const readId of readIds) total.reads += this.s.deleteRead.run(readId, readId).changes;
+        if (scans.length === chunk) return false;
+        total.batches += this.deleteEmptyBatch(batchId);
+        return true;
+      })
+      .immediate();
   }
 
   /** Deletes the finished batches of `batchIds` that have no scans left, in one transaction; answers how many. */
   deleteEmptyBatches(batchIds: Iterable<number>): number {
-    return this.db.transaction(() => {
-      let n = 0;
-      for (const batchId of batchIds) n += this.deleteEmptyBatch(batchId);
-      return n;
-    }).immediate();
+    return this.db
+      .transaction(() => {
+        let n = 0;
+        for (const batchId of batchIds) n += this.deleteEmptyBatch(batchId);
+        return n;
+      })
+      .immediate();
   }
 
   private deleteEmptyBatch(batchId: number): number {
@@ -128,17 +157,23 @@ export class Pruning {
   }
 
   /** Up to `limit` reads with `outcome` after id `afterId`, in id order: their ids and reception times. */
-  readsOf(outcome: 'noRead' | 'duplicate', afterId: number, limit: number): { id: number; at: string }[] {
+  readsOf(
+    outcome: 'noRead' | 'duplicate',
+    afterId: number,
+    limit: number,
+  ): { id: number; at: string }[] {
     return this.s.readsPage.all(outcome, afterId, limit) as { id: number; at: string }[];
   }
 
   /** Deletes these reads (never the newest read), in one transaction; answers how many. */
   deleteReads(ids: readonly number[]): number {
-    return this.db.transaction(() => {
-      let n = 0;
-      for (const id of ids) n += this.s.deleteOldRead.run(id).changes;
-      return n;
-    }).immediate();
+    return this.db
+      .transaction(() => {
+        let n = 0;
+        for (const id of ids) n += this.s.deleteOldRead.run(id).changes;
+        return n;
+      })
+      .immediate();
   }
 
   /** Deletes the content hashes of files committed before `beforeIso`; answers how many. */

@@ -23,11 +23,17 @@ export class BufferReader {
     try {
       this.db.pragma('busy_timeout = 5000');
       this.db.prepare('SELECT count(*) FROM batches').get();
-      if (this.db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'scan_rows'`).get() === undefined) {
+      if (
+        this.db
+          .prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'scan_rows'`)
+          .get() === undefined
+      ) {
         // A buffer from before the scans' bodies moved to a table of their own (migration 12),
         // read as it is: the names the reports use, as views of this connection only (TEMP: the
         // file is not written).
-        this.db.exec(`CREATE TEMP VIEW scan_rows AS SELECT * FROM main.scans; CREATE TEMP VIEW scan_bodies AS SELECT id, body FROM main.scans;`);
+        this.db.exec(
+          `CREATE TEMP VIEW scan_rows AS SELECT * FROM main.scans; CREATE TEMP VIEW scan_bodies AS SELECT id, body FROM main.scans;`,
+        );
       }
     } catch (err) {
       this.db.close();
@@ -57,13 +63,19 @@ export class BufferReader {
  *
  * @throws Error when the check does not answer `ok`, or the SQLite error when the copy cannot be opened.
  */
-export function checkBufferCopy(file: string): { integrity: string; reads: number; scans: number; batches: number } {
+export function checkBufferCopy(file: string): {
+  integrity: string;
+  reads: number;
+  scans: number;
+  batches: number;
+} {
   const copy = new Database(file, { fileMustExist: true });
   try {
     copy.pragma('journal_mode = DELETE');
     const integrity = String(copy.pragma('quick_check', { simple: true }));
     if (integrity !== 'ok') throw new GatewayError(ErrorCodes.BUFFER, `quick_check: ${integrity}`);
-    const count = (table: string) => copy.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number;
+    const count = (table: string) =>
+      copy.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number;
     return { integrity, reads: count('reads'), scans: count('scans'), batches: count('batches') };
   } finally {
     copy.close();

@@ -36,7 +36,13 @@ export function recentActivity(db: Database.Database, sinceMs: number): RecentAc
   const since = new Date(sinceMs).toISOString();
   const first = firstReadSince(db, since);
   const maxId = (db.prepare(`SELECT max(id) FROM reads`).pluck().get() as number | null) ?? 0;
-  const empty = { reads: 0, rejections: 0, rejectionsByInput: [], filesRefused: [], filesRefusedCount: 0 };
+  const empty = {
+    reads: 0,
+    rejections: 0,
+    rejectionsByInput: [],
+    filesRefused: [],
+    filesRefusedCount: 0,
+  };
   const reads =
     first === null
       ? empty
@@ -52,18 +58,32 @@ export function recentActivity(db: Database.Database, sinceMs: number): RecentAc
           const moved = `origin LIKE '%"movedTo":"failed/%'`;
           // Input-level rejections (a file refused whole, an unframeable chunk) were never a read.
           const level = db
-            .prepare(`SELECT count(*) AS inputLevel, coalesce(sum(${moved}), 0) AS files FROM reads WHERE outcome = 'rejected' AND id >= ? AND input_level = 1`)
+            .prepare(
+              `SELECT count(*) AS inputLevel, coalesce(sum(${moved}), 0) AS files FROM reads WHERE outcome = 'rejected' AND id >= ? AND input_level = 1`,
+            )
             .get(first) as { inputLevel: number; files: number };
           const inputLevel = level.inputLevel;
           const filesRefusedCount = level.files;
           const files = db
-            .prepare(`SELECT input_id AS inputId, origin, reason, received_at AS at FROM reads WHERE outcome = 'rejected' AND id >= ? AND input_level = 1 AND ${moved} ORDER BY id DESC LIMIT ?`)
-            .all(first, RECENT_FILES_LISTED) as { inputId: string; origin: string; reason: string | null; at: string }[];
+            .prepare(
+              `SELECT input_id AS inputId, origin, reason, received_at AS at FROM reads WHERE outcome = 'rejected' AND id >= ? AND input_level = 1 AND ${moved} ORDER BY id DESC LIMIT ?`,
+            )
+            .all(first, RECENT_FILES_LISTED) as {
+            inputId: string;
+            origin: string;
+            reason: string | null;
+            at: string;
+          }[];
           return {
             reads: maxId - first + 1 - inputLevel,
             rejections: byInput.reduce((a, r) => a + r.count, 0),
             rejectionsByInput: byInput,
-            filesRefused: files.map((f) => ({ inputId: f.inputId, file: fileName(f.origin), reason: f.reason ?? '', at: f.at })),
+            filesRefused: files.map((f) => ({
+              inputId: f.inputId,
+              file: fileName(f.origin),
+              reason: f.reason ?? '',
+              at: f.at,
+            })),
             filesRefusedCount,
           };
         })();
@@ -88,7 +108,9 @@ export function firstReadSince(db: Database.Database, sinceIso: string): number 
     hi: db.prepare(`SELECT max(id) FROM reads`).pluck().get() as number | null,
   };
   if (bounds.lo === null || bounds.hi === null) return null;
-  const at = db.prepare(`SELECT id, received_at AS receivedAt FROM reads WHERE id >= ? ORDER BY id LIMIT 1`);
+  const at = db.prepare(
+    `SELECT id, received_at AS receivedAt FROM reads WHERE id >= ? ORDER BY id LIMIT 1`,
+  );
   const last = at.get(bounds.hi) as { id: number; receivedAt: string };
   if (last.receivedAt < sinceIso) return null;
   // `first` is an existing read in the window; one earlier in it is looked for in [lo, hi).
@@ -118,12 +140,19 @@ function fileName(origin: string): string {
 }
 
 /** Batches not finished (`ready`, `uploading`, `presigned`, `uploaded`) and formed before `beforeMs`, oldest first, at most 20. */
-export function stuckBatches(db: Database.Database, beforeMs: number): { id: number; state: string; requestId: string | null; createdAt: string }[] {
+export function stuckBatches(
+  db: Database.Database,
+  beforeMs: number,
+): { id: number; state: string; requestId: string | null; createdAt: string }[] {
   return db
     .prepare(
       `SELECT id, state, request_id AS requestId, created_at AS createdAt FROM batches
         WHERE state IN ('ready', 'uploading', 'presigned', 'uploaded') AND created_at < ? ORDER BY id LIMIT 20`,
     )
-    .all(new Date(beforeMs).toISOString()) as { id: number; state: string; requestId: string | null; createdAt: string }[];
+    .all(new Date(beforeMs).toISOString()) as {
+    id: number;
+    state: string;
+    requestId: string | null;
+    createdAt: string;
+  }[];
 }
-

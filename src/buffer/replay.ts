@@ -41,7 +41,9 @@ export interface ReplayItem {
   reference?: string;
   previousReason: string;
   /** `queued` with the new scan's id, or why it was not queued. */
-  result: { queued: true; newScanId?: number; reference: string; dcpKey: string } | { queued: false; why: string };
+  result:
+    | { queued: true; newScanId?: number; reference: string; dcpKey: string }
+    | { queued: false; why: string };
 }
 
 export interface ReplayResult {
@@ -94,10 +96,16 @@ export class DeadLetters {
     private readonly db: Database.Database,
     private readonly scans: ScanInsert,
   ) {
-    this.stillDead = db.prepare(`SELECT 1 FROM scan_rows WHERE id = ? AND replayed_by IS NULL AND state IN ('failed', 'held')`);
+    this.stillDead = db.prepare(
+      `SELECT 1 FROM scan_rows WHERE id = ? AND replayed_by IS NULL AND state IN ('failed', 'held')`,
+    );
     this.stillRejected = db.prepare(`SELECT 1 FROM reads WHERE id = ? AND outcome = 'rejected'`);
-    this.markScan = db.prepare(`UPDATE scan_rows SET replayed_by = ? WHERE id = ? AND replayed_by IS NULL`);
-    this.markRead = db.prepare(`UPDATE reads SET outcome = 'scan', dcp_key = ?, reason = ? WHERE id = ? AND outcome = 'rejected'`);
+    this.markScan = db.prepare(
+      `UPDATE scan_rows SET replayed_by = ? WHERE id = ? AND replayed_by IS NULL`,
+    );
+    this.markRead = db.prepare(
+      `UPDATE reads SET outcome = 'scan', dcp_key = ?, reason = ? WHERE id = ? AND outcome = 'rejected'`,
+    );
   }
 
   /** The dead letters (and, with `rejected`, the rejected reads) `selection` names, in id order. */
@@ -112,7 +120,10 @@ export class DeadLetters {
 
   /** Whether the candidate is still a dead letter (or a rejected read) not yet replayed: a second replay may have come first. */
   stillOpen(c: Candidate): boolean {
-    return (c.scanId !== null ? this.stillDead.get(c.scanId) : this.stillRejected.get(c.readId)) !== undefined;
+    return (
+      (c.scanId !== null ? this.stillDead.get(c.scanId) : this.stillRejected.get(c.readId)) !==
+      undefined
+    );
   }
 
   /** Runs `fn` in one IMMEDIATE transaction: the write lock is taken before the re-checks in it. */
@@ -132,7 +143,15 @@ export class DeadLetters {
     reason: string,
     nowMs: number,
   ): number {
-    const newId = this.scans.run(replaces.readId, scan.dcpKey, scan.reference, scan.timeUtc, scan.body, Buffer.byteLength(scan.body), nowMs);
+    const newId = this.scans.run(
+      replaces.readId,
+      scan.dcpKey,
+      scan.reference,
+      scan.timeUtc,
+      scan.body,
+      Buffer.byteLength(scan.body),
+      nowMs,
+    );
     if (replaces.scanId !== null) this.markScan.run(newId, replaces.scanId);
     else this.markRead.run(scan.dcpKey, reason, replaces.readId);
     return newId;
@@ -147,12 +166,31 @@ export class DeadLetters {
  *
  * @throws GatewayError `SCANGW_E_USAGE` when the selection is empty (neither a filter nor `all`).
  */
-export function replayDeadLetters(letters: DeadLetters, map: (read: StoredRead) => ReplayMapping, selection: ReplaySelection, nowMs: number): ReplayResult {
-  const hasFilter = selection.batchId !== undefined || selection.dcpKey !== undefined || selection.reason !== undefined;
-  if (!hasFilter && !selection.all) throw new GatewayError(ErrorCodes.USAGE, 'replay needs a selection: a batch, a DCP, a reason, or all');
+export function replayDeadLetters(
+  letters: DeadLetters,
+  map: (read: StoredRead) => ReplayMapping,
+  selection: ReplaySelection,
+  nowMs: number,
+): ReplayResult {
+  const hasFilter =
+    selection.batchId !== undefined ||
+    selection.dcpKey !== undefined ||
+    selection.reason !== undefined;
+  if (!hasFilter && !selection.all)
+    throw new GatewayError(
+      ErrorCodes.USAGE,
+      'replay needs a selection: a batch, a DCP, a reason, or all',
+    );
   const candidates = letters.candidates(selection);
-  const result: ReplayResult = { selected: 0, queued: 0, notQueued: 0, dryRun: selection.dryRun ?? false, items: [] };
-  if (selection.rejected && selection.batchId === undefined) result.notReplayable = letters.countInputLevel(selection);
+  const result: ReplayResult = {
+    selected: 0,
+    queued: 0,
+    notQueued: 0,
+    dryRun: selection.dryRun ?? false,
+    items: [],
+  };
+  if (selection.rejected && selection.batchId === undefined)
+    result.notReplayable = letters.countInputLevel(selection);
   const nowIso = new Date(nowMs).toISOString();
 
   for (let i = 0; i < candidates.length; i += CHUNK) {
@@ -171,18 +209,33 @@ export function replayDeadLetters(letters: DeadLetters, map: (read: StoredRead) 
         };
         if (mapped.outcome === 'scan') {
           const body = JSON.stringify((mapped as { scan: unknown }).scan);
-          item.result = { queued: true, reference: mapped.scan.reference, dcpKey: mapped.scan.dcpKey };
+          item.result = {
+            queued: true,
+            reference: mapped.scan.reference,
+            dcpKey: mapped.scan.dcpKey,
+          };
           if (!result.dryRun) {
             item.result.newScanId = letters.queueReplayedScan(
               c,
-              { dcpKey: mapped.scan.dcpKey, reference: mapped.scan.reference, timeUtc: mapped.instant.toISOString(), body },
+              {
+                dcpKey: mapped.scan.dcpKey,
+                reference: mapped.scan.reference,
+                timeUtc: mapped.instant.toISOString(),
+                body,
+              },
               `replayed ${nowIso}; rejected before: ${c.previousReason ?? ''}`,
               nowMs,
             );
           }
           result.queued++;
         } else {
-          item.result = { queued: false, why: mapped.outcome === 'noRead' ? 'the read is a no-read under the current configuration' : mapped.reason };
+          item.result = {
+            queued: false,
+            why:
+              mapped.outcome === 'noRead'
+                ? 'the read is a no-read under the current configuration'
+                : mapped.reason,
+          };
           result.notQueued++;
         }
         result.items.push(item);
@@ -203,14 +256,21 @@ function countInputLevel(db: Database.Database, s: ReplaySelection): number {
     where.push(`instr(lower(coalesce(reason, '')), lower(?)) > 0`);
     params.push(s.reason);
   }
-  return db.prepare(`SELECT count(*) FROM reads WHERE ${where.join(' AND ')}`).pluck().get(...params) as number;
+  return db
+    .prepare(`SELECT count(*) FROM reads WHERE ${where.join(' AND ')}`)
+    .pluck()
+    .get(...params) as number;
 }
 
 function selectCandidates(db: Database.Database, s: ReplaySelection): Candidate[] {
   const readColumns = `r.input_id AS inputId, r.received_at AS receivedAt, r.raw AS raw, r.source_time AS sourceTime,
     r.source_dcp_key AS sourceDcpKey, r.parents AS parents, r.attributes AS attributes, r.origin AS origin`;
   // indexedState: the condition of the partial index scans_state (src/buffer/scan-state.ts).
-  const where: string[] = [`s.state IN ('failed', 'held')`, indexedState('s.'), `s.replayed_by IS NULL`];
+  const where: string[] = [
+    `s.state IN ('failed', 'held')`,
+    indexedState('s.'),
+    `s.replayed_by IS NULL`,
+  ];
   const params: unknown[] = [];
   if (s.batchId !== undefined) {
     where.push('s.batch_id = ?');
@@ -257,16 +317,25 @@ function selectCandidates(db: Database.Database, s: ReplaySelection): Candidate[
  * failed scan, so a replayed member keeps its container.
  */
 function toRead(c: Candidate): StoredRead {
-  const origin = c.origin !== null ? (JSON.parse(c.origin) as Record<string, string | number>) : undefined;
+  const origin =
+    c.origin !== null ? (JSON.parse(c.origin) as Record<string, string | number>) : undefined;
   if (origin?.format === 'scan') {
     // A ready Scan from a file of Scans: its stored JSON is the Scan itself, sent again as written.
     const checked = scanSchema.safeParse(JSON.parse(c.raw.toString('utf8')));
-    if (checked.success) return { inputId: c.inputId, raw: c.raw, receivedAt: new Date(c.receivedAt), origin, readyScan: checked.data };
+    if (checked.success)
+      return {
+        inputId: c.inputId,
+        raw: c.raw,
+        receivedAt: new Date(c.receivedAt),
+        origin,
+        readyScan: checked.data,
+      };
   }
   let parents = c.parents !== null ? (JSON.parse(c.parents) as string[]) : undefined;
   if (parents === undefined && c.oldBody !== null) {
     const old = (JSON.parse(c.oldBody) as { parents?: unknown }).parents;
-    if (Array.isArray(old) && old.length > 0 && old.every((p) => typeof p === 'string')) parents = old as string[];
+    if (Array.isArray(old) && old.length > 0 && old.every((p) => typeof p === 'string'))
+      parents = old as string[];
   }
   return {
     inputId: c.inputId,
@@ -275,7 +344,9 @@ function toRead(c: Candidate): StoredRead {
     ...(c.sourceTime !== null ? { sourceTime: c.sourceTime } : {}),
     ...(c.sourceDcpKey !== null ? { dcpKey: c.sourceDcpKey } : {}),
     ...(parents !== undefined ? { parents } : {}),
-    ...(c.attributes !== null ? { attributes: JSON.parse(c.attributes) as Record<string, string> } : {}),
+    ...(c.attributes !== null
+      ? { attributes: JSON.parse(c.attributes) as Record<string, string> }
+      : {}),
     ...(origin !== undefined ? { origin } : {}),
   };
 }

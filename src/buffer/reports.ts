@@ -1,9 +1,23 @@
 import type Database from 'better-sqlite3';
-import { lastReadId, readsAfter, stationCounts, stationRecent, type StationRead } from './station.js';
+import {
+  lastReadId,
+  readsAfter,
+  stationCounts,
+  stationRecent,
+  type StationRead,
+} from './station.js';
 import { lookupItem } from './item-lookup.js';
 import { searchByValue, type ValueMatches } from './item-keys.js';
 import { searchItems, type ItemMatch, type ItemTrace, type TraceOptions } from './items.js';
-import { batchCounts, failuresReport, queueReport, statsReport, type FailuresReport, type QueueReport, type StatsReport } from './ops-reports.js';
+import {
+  batchCounts,
+  failuresReport,
+  queueReport,
+  statsReport,
+  type FailuresReport,
+  type QueueReport,
+  type StatsReport,
+} from './ops-reports.js';
 import { recentActivity, stuckBatches, type RecentActivity } from './recent-activity.js';
 import { BATCH_COLUMNS, type BatchRow, type BufferTotals } from './rows.js';
 import { indexedState } from './scan-state.js';
@@ -20,10 +34,22 @@ import { indexedState } from './scan-state.js';
  * the epoch), everything else as stored but the pre-signed address: until it expires, it lets
  * whoever holds it write the batch's object (contract §4.4), so it never leaves the process.
  */
-export function batchView<T extends { presignedUrl?: string | null; presignedExpiresAt?: number | null; putStartedAt?: number | null; nextAttemptAt?: number | null }>(
+export function batchView<
+  T extends {
+    presignedUrl?: string | null;
+    presignedExpiresAt?: number | null;
+    putStartedAt?: number | null;
+    nextAttemptAt?: number | null;
+  },
+>(
   b: T,
-): Omit<T, 'presignedUrl' | 'presignedExpiresAt' | 'putStartedAt' | 'nextAttemptAt'> & { presignedExpiresAt?: string | null; putStartedAt?: string | null; nextAttemptAt?: string | null } {
-  const iso = (ms: number | null | undefined) => (ms === null || ms === undefined ? ms : ms === 0 ? null : new Date(ms).toISOString());
+): Omit<T, 'presignedUrl' | 'presignedExpiresAt' | 'putStartedAt' | 'nextAttemptAt'> & {
+  presignedExpiresAt?: string | null;
+  putStartedAt?: string | null;
+  nextAttemptAt?: string | null;
+} {
+  const iso = (ms: number | null | undefined) =>
+    ms === null || ms === undefined ? ms : ms === 0 ? null : new Date(ms).toISOString();
   const { presignedUrl: _signed, ...rest } = b;
   return {
     ...(rest as Omit<T, 'presignedUrl' | 'presignedExpiresAt' | 'putStartedAt' | 'nextAttemptAt'>),
@@ -88,10 +114,19 @@ export class BufferReports {
     // loop for about 150 ms per million rows on every health refresh.
     const totals = this.totals();
     if (totals.pendingScans > 0) counts.pending = totals.pendingScans;
-    if (totals.undeliveredScans > totals.pendingScans) counts.batched = totals.undeliveredScans - totals.pendingScans;
-    for (const r of this.statement('stateCounts', () => `SELECT state, scans AS n FROM scan_state_counts WHERE scans > 0`).all() as { state: string; n: number }[]) counts[r.state] = r.n;
+    if (totals.undeliveredScans > totals.pendingScans)
+      counts.batched = totals.undeliveredScans - totals.pendingScans;
+    for (const r of this.statement(
+      'stateCounts',
+      () => `SELECT state, scans AS n FROM scan_state_counts WHERE scans > 0`,
+    ).all() as { state: string; n: number }[])
+      counts[r.state] = r.n;
     // INDEXED BY: for the GROUP BY the planner otherwise walks scans_state, every row of it.
-    const replayed = this.statement('replayed', () => `SELECT state, count(*) AS n FROM scan_rows INDEXED BY scans_replayed WHERE replayed_by IS NOT NULL GROUP BY state`).all() as {
+    const replayed = this.statement(
+      'replayed',
+      () =>
+        `SELECT state, count(*) AS n FROM scan_rows INDEXED BY scans_replayed WHERE replayed_by IS NOT NULL GROUP BY state`,
+    ).all() as {
       state: string;
       n: number;
     }[];
@@ -108,7 +143,9 @@ export class BufferReports {
    * not finished; null when there is none. What "how far behind is delivery" is measured by.
    */
   oldestUndeliveredCreatedAt(): number | null {
-    const times = [this.oldestCreatedAt('pending'), this.oldestCreatedAt('batched')].filter((t): t is number => t !== null);
+    const times = [this.oldestCreatedAt('pending'), this.oldestCreatedAt('batched')].filter(
+      (t): t is number => t !== null,
+    );
     return times.length > 0 ? Math.min(...times) : null;
   }
 
@@ -121,10 +158,16 @@ export class BufferReports {
   private oldestCreatedAt(state: 'pending' | 'batched'): number | null {
     const st =
       state === 'pending'
-        ? this.statement('oldestPending', () => `SELECT created_at FROM scan_rows WHERE state = 'pending' AND ${indexedState()} ORDER BY id LIMIT 1`, true)
+        ? this.statement(
+            'oldestPending',
+            () =>
+              `SELECT created_at FROM scan_rows WHERE state = 'pending' AND ${indexedState()} ORDER BY id LIMIT 1`,
+            true,
+          )
         : this.statement(
             'oldestBatched',
-            () => `SELECT min((SELECT created_at FROM scan_rows WHERE batch_id = b.id AND state = 'batched' ORDER BY id LIMIT 1)) FROM batches b WHERE b.state <> 'done'`,
+            () =>
+              `SELECT min((SELECT created_at FROM scan_rows WHERE batch_id = b.id AND state = 'batched' ORDER BY id LIMIT 1)) FROM batches b WHERE b.state <> 'done'`,
             true,
           );
     return (st.get() as number | null | undefined) ?? null;
@@ -132,12 +175,18 @@ export class BufferReports {
 
   /** When the latest batch was uploaded (ISO 8601), or null before the first; by index (migration 3). */
   lastUploadAt(): string | null {
-    return (this.statement('lastUploadAt', () => `SELECT max(uploaded_at) FROM batches`, true).get() as string | null) ?? null;
+    return (
+      (this.statement('lastUploadAt', () => `SELECT max(uploaded_at) FROM batches`, true).get() as
+        string | null) ?? null
+    );
   }
 
   /** The latest `limit` batches, newest first (shown through {@link batchView}). */
   recentBatches(limit: number): BatchRow[] {
-    return this.statement('recentBatches', () => `SELECT ${BATCH_COLUMNS} FROM batches ORDER BY id DESC LIMIT ?`).all(limit) as BatchRow[];
+    return this.statement(
+      'recentBatches',
+      () => `SELECT ${BATCH_COLUMNS} FROM batches ORDER BY id DESC LIMIT ?`,
+    ).all(limit) as BatchRow[];
   }
 
   /** The latest failed scans (not yet replayed) and rejected reads, newest first, at most `limit`, for people. */
@@ -162,7 +211,10 @@ export class BufferReports {
 
   /** Lifetime counts of uploads (and their scans) that were sent again after their answer was lost. */
   possibleDuplicates(): { uploads: number; scans: number } {
-    const rows = this.statement('possibleDuplicates', () => `SELECT name, value FROM counters WHERE name LIKE 'possibleDuplicate%'`).all() as { name: string; value: number }[];
+    const rows = this.statement(
+      'possibleDuplicates',
+      () => `SELECT name, value FROM counters WHERE name LIKE 'possibleDuplicate%'`,
+    ).all() as { name: string; value: number }[];
     const get = (n: string) => rows.find((r) => r.name === n)?.value ?? 0;
     return { uploads: get('possibleDuplicateUploads'), scans: get('possibleDuplicateScans') };
   }
@@ -171,13 +223,31 @@ export class BufferReports {
    * High availability: reads stored as possible duplicates (sent again by the broker after a
    * takeover), their lifetime count and the latest `limit` with their references.
    */
-  haPossibleDuplicates(limit: number): { reads: number; recent: { reference: string | null; dcpKey: string | null; receivedAt: string; epoch: number | null }[] } {
-    const reads = (this.statement('haPossibleDuplicateReads', () => `SELECT value FROM counters WHERE name = 'haPossibleDuplicateReads'`, true).get() as number | undefined) ?? 0;
+  haPossibleDuplicates(limit: number): {
+    reads: number;
+    recent: {
+      reference: string | null;
+      dcpKey: string | null;
+      receivedAt: string;
+      epoch: number | null;
+    }[];
+  } {
+    const reads =
+      (this.statement(
+        'haPossibleDuplicateReads',
+        () => `SELECT value FROM counters WHERE name = 'haPossibleDuplicateReads'`,
+        true,
+      ).get() as number | undefined) ?? 0;
     const recent = this.statement(
       'haPossibleDuplicateRecent',
       () => `SELECT s.reference AS reference, r.dcp_key AS dcpKey, r.received_at AS receivedAt, r.leader_epoch AS epoch
                FROM (SELECT * FROM reads WHERE possible_duplicate = 1 ORDER BY id DESC LIMIT ?) r LEFT JOIN scan_rows s ON s.read_id = r.id ORDER BY r.id DESC`,
-    ).all(limit) as { reference: string | null; dcpKey: string | null; receivedAt: string; epoch: number | null }[];
+    ).all(limit) as {
+      reference: string | null;
+      dcpKey: string | null;
+      receivedAt: string;
+      epoch: number | null;
+    }[];
     return { reads, recent };
   }
 
@@ -212,7 +282,10 @@ export class BufferReports {
   }
 
   /** The items carrying an AI's value, a page each: see {@link searchByValue}. */
-  searchByValue(value: string, options: { ai?: string; limit?: number; cursor?: string } = {}): ValueMatches[] {
+  searchByValue(
+    value: string,
+    options: { ai?: string; limit?: number; cursor?: string } = {},
+  ): ValueMatches[] {
     return searchByValue(this.db, value, options);
   }
 
@@ -242,7 +315,9 @@ export class BufferReports {
   }
 
   /** See {@link stuckBatches}. */
-  stuckBatches(beforeMs: number): { id: number; state: string; requestId: string | null; createdAt: string }[] {
+  stuckBatches(
+    beforeMs: number,
+  ): { id: number; state: string; requestId: string | null; createdAt: string }[] {
     return stuckBatches(this.db, beforeMs);
   }
 }

@@ -1,4 +1,12 @@
-import { closeSync, fsyncSync, openSync, statSync, truncateSync, unlinkSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  fsyncSync,
+  openSync,
+  statSync,
+  truncateSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
 import type { Logger } from '../log.js';
 
 const CHUNK = 64 * 1024;
@@ -47,7 +55,10 @@ export class ReserveFile {
     } catch {
       // Still no room (or a reader holds the log): the guard's returnPages tries again at the check that follows.
     }
-    this.logger.warn({ path: this.path }, 'buffer disk full: released the reserve so that delivery and pruning can write');
+    this.logger.warn(
+      { path: this.path },
+      'buffer disk full: released the reserve so that delivery and pruning can write',
+    );
   }
 
   /**
@@ -79,7 +90,10 @@ export class ReserveFile {
     } catch {
       // The caller logs the failure; the next check tries again.
     }
-    this.logger.warn({ path: this.path }, 'buffer disk full: released the last of the reserve for the write-ahead log checkpoint');
+    this.logger.warn(
+      { path: this.path },
+      'buffer disk full: released the last of the reserve for the write-ahead log checkpoint',
+    );
   }
 
   /** Writes the reserve with real bytes (a sparse file would free nothing when deleted). */
@@ -96,13 +110,18 @@ export class ReserveFile {
       if (have < this.size) {
         fd = openSync(this.path, 'a', 0o600);
         const zeros = Buffer.alloc(CHUNK, 0xa5);
-        for (let n = have; n < this.size; n += CHUNK) writeSync(fd, zeros, 0, Math.min(CHUNK, this.size - n));
+        for (let n = have; n < this.size; n += CHUNK)
+          writeSync(fd, zeros, 0, Math.min(CHUNK, this.size - n));
         fsyncSync(fd);
       }
       const wasReleased = this.released;
       this.held = this.size;
       this.released = false;
-      if (wasReleased) this.logger.info({ path: this.path, bytes: this.size }, 'buffer disk has room again: reserve written again');
+      if (wasReleased)
+        this.logger.info(
+          { path: this.path, bytes: this.size },
+          'buffer disk has room again: reserve written again',
+        );
     } catch (err) {
       // No room for it (yet): held as released, written again at a later check.
       try {
@@ -112,7 +131,10 @@ export class ReserveFile {
       }
       this.released = true;
       this.held = 0;
-      this.logger.warn({ err, path: this.path }, 'cannot write the buffer reserve; will try again when there is room');
+      this.logger.warn(
+        { err, path: this.path },
+        'cannot write the buffer reserve; will try again when there is room',
+      );
     } finally {
       if (fd !== undefined) closeSync(fd);
     }

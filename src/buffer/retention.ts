@@ -133,12 +133,19 @@ export class Retention {
     // MQTT message identities (a packet id's row is replaced by its next message anyway): what is
     // older than the audit period belongs to an input removed since, or to a session long gone.
     const messages = pruning.pruneMessages(cutoffMs);
-    if (messages > 0) logger.info({ messages, before: cutoffIso }, 'pruned MQTT message identities past the audit period');
+    if (messages > 0)
+      logger.info(
+        { messages, before: cutoffIso },
+        'pruned MQTT message identities past the audit period',
+      );
     // Progress of files left half-way (removed from the inbox before their last chunk).
     total.files += pruning.pruneFileProgress(cutoffIso);
     this.lastRun = { at: new Date(this.now()).toISOString(), result: total };
     if (total.scans + total.reads + total.batches + total.files > 0) {
-      logger.info({ ...total, retentionDays, before: cutoffIso }, 'pruned delivered scans past the audit period');
+      logger.info(
+        { ...total, retentionDays, before: cutoffIso },
+        'pruned delivered scans past the audit period',
+      );
     }
     return total;
   }

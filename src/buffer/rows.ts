@@ -58,7 +58,14 @@ export interface IntakeRecord {
    * `gs1`: the read's GS1 elements when the caller parsed it already (empty: not valid GS1 data),
    * so its keys are indexed without parsing it again (item-keys.ts).
    */
-  scan?: { reference: string; dcpKey: string; instant: Date; body: string; bytes?: number; gs1?: readonly Gs1Pair[] };
+  scan?: {
+    reference: string;
+    dcpKey: string;
+    instant: Date;
+    body: string;
+    bytes?: number;
+    gs1?: readonly Gs1Pair[];
+  };
 }
 
 /** One GS1 element of a read: the AI and its value as carried. */

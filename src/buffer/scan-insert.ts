@@ -14,7 +14,9 @@ export class ScanInsert {
   private readonly rawOf: Database.Statement;
 
   constructor(db: Database.Database) {
-    this.row = db.prepare(`INSERT INTO scan_rows (read_id, dcp_key, reference, time_utc, bytes, created_at) VALUES (?, ?, ?, ?, ?, ?)`);
+    this.row = db.prepare(
+      `INSERT INTO scan_rows (read_id, dcp_key, reference, time_utc, bytes, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+    );
     this.body = db.prepare(`INSERT INTO scan_bodies (id, body) VALUES (?, ?)`);
     this.keys = new ScanKeys(db);
     this.rawOf = db.prepare(`SELECT raw FROM reads WHERE id = ?`).pluck();
@@ -26,7 +28,17 @@ export class ScanInsert {
    * item-keys.ts; read from `reads` when not given, as for a replay); `gs1` its elements when the
    * caller parsed it already. Runs inside the caller's transaction. Answers the new scan's id.
    */
-  run(readId: number | bigint, dcpKey: string, reference: string, timeUtc: string, body: string, bytes: number, nowMs: number, raw?: Buffer, gs1?: readonly Gs1Pair[]): number {
+  run(
+    readId: number | bigint,
+    dcpKey: string,
+    reference: string,
+    timeUtc: string,
+    body: string,
+    bytes: number,
+    nowMs: number,
+    raw?: Buffer,
+    gs1?: readonly Gs1Pair[],
+  ): number {
     const id = this.row.run(readId, dcpKey, reference, timeUtc, bytes, nowMs).lastInsertRowid;
     this.body.run(id, body);
     if (gs1 !== undefined) this.keys.writeParsed(id, gs1, reference);

@@ -25,4 +25,5 @@ export const scanStateSql = (alias = ''): string =>
  * Scans in flight, `batched` in a batch not yet done: found by batch (index scans_batch) from the
  * open batches, a handful, never by walking the delivered scans. `alias` as in {@link indexedState}.
  */
-export const inFlight = (alias = ''): string => `${alias}batch_id IN (SELECT id FROM batches WHERE state <> 'done') AND ${alias}state = 'batched'`;
+export const inFlight = (alias = ''): string =>
+  `${alias}batch_id IN (SELECT id FROM batches WHERE state <> 'done') AND ${alias}state = 'batched'`;

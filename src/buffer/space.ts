@@ -22,10 +22,12 @@ export class BufferSpace {
    */
   probeSpace(): boolean {
     try {
-      this.db.transaction(() => {
-        this.probe.run();
-        throw ROLLBACK;
-      }).immediate();
+      this.db
+        .transaction(() => {
+          this.probe.run();
+          throw ROLLBACK;
+        })
+        .immediate();
     } catch (err) {
       if (err === ROLLBACK) return true;
       if (isDiskFull(err)) return false;

@@ -46,8 +46,14 @@ type Row = Omit<StationRead, 'raw'> & { raw: Buffer };
 const toRead = (r: Row): StationRead => ({ ...r, raw: printableRaw(r.raw) });
 
 /** The latest `limit` reads of the station, newest first (one index range per key, merged). */
-export function stationRecent(db: Database.Database, keys: readonly string[], limit: number): StationRead[] {
-  const st = db.prepare(`SELECT ${COLUMNS} FROM reads r ${JOIN} WHERE coalesce(r.dcp_key, '@' || r.input_id) = ? AND coalesce(r.input_level, 0) = 0 ORDER BY r.id DESC LIMIT ?`);
+export function stationRecent(
+  db: Database.Database,
+  keys: readonly string[],
+  limit: number,
+): StationRead[] {
+  const st = db.prepare(
+    `SELECT ${COLUMNS} FROM reads r ${JOIN} WHERE coalesce(r.dcp_key, '@' || r.input_id) = ? AND coalesce(r.input_level, 0) = 0 ORDER BY r.id DESC LIMIT ?`,
+  );
   const rows = keys.flatMap((k) => st.all(k, limit) as Row[]);
   return rows
     .sort((a, b) => b.id - a.id)
@@ -56,14 +62,20 @@ export function stationRecent(db: Database.Database, keys: readonly string[], li
 }
 
 /** Reads of the station since `sinceIso`, by outcome; cost grows with the station's reads in that span. */
-export function stationCounts(db: Database.Database, keys: readonly string[], sinceIso: string): Record<string, number> {
+export function stationCounts(
+  db: Database.Database,
+  keys: readonly string[],
+  sinceIso: string,
+): Record<string, number> {
   const first = firstReadSince(db, sinceIso);
   const out: Record<string, number> = {};
   if (first === null) return out;
   const st = db.prepare(
     `SELECT outcome, count(*) AS n FROM reads WHERE coalesce(dcp_key, '@' || input_id) = ? AND id >= ? AND coalesce(input_level, 0) = 0 GROUP BY outcome`,
   );
-  for (const k of keys) for (const r of st.all(k, first) as { outcome: string; n: number }[]) out[r.outcome] = (out[r.outcome] ?? 0) + r.n;
+  for (const k of keys)
+    for (const r of st.all(k, first) as { outcome: string; n: number }[])
+      out[r.outcome] = (out[r.outcome] ?? 0) + r.n;
   return out;
 }
 
@@ -72,9 +84,17 @@ export function stationCounts(db: Database.Database, keys: readonly string[], si
  * range of the rowid). Input-level rejections (a file refused whole) are included, flagged
  * `inputLevel`, so the caller's cursor passes them; the screen does not show them.
  */
-export function readsAfter(db: Database.Database, afterId: number, limit: number): (StationRead & { inputLevel: boolean })[] {
+export function readsAfter(
+  db: Database.Database,
+  afterId: number,
+  limit: number,
+): (StationRead & { inputLevel: boolean })[] {
   return (
-    db.prepare(`SELECT ${COLUMNS}, coalesce(r.input_level, 0) AS inputLevel FROM reads r ${JOIN} WHERE r.id > ? ORDER BY r.id LIMIT ?`).all(afterId, limit) as (Row & { inputLevel: number })[]
+    db
+      .prepare(
+        `SELECT ${COLUMNS}, coalesce(r.input_level, 0) AS inputLevel FROM reads r ${JOIN} WHERE r.id > ? ORDER BY r.id LIMIT ?`,
+      )
+      .all(afterId, limit) as (Row & { inputLevel: number })[]
   ).map((r) => ({ ...toRead(r), inputLevel: r.inputLevel === 1 }));
 }
 

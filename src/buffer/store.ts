@@ -10,7 +10,18 @@ import { BufferReports } from './reports.js';
 import { ScanInsert } from './scan-insert.js';
 import { BufferSpace } from './space.js';
 
-export type { IntakeRecord, CommittedFile, CommittedMessage, BatchMode, BatchState, BatchRow, BufferTotals, PendingHead, PendingScanRow, StoredRead } from './rows.js';
+export type {
+  IntakeRecord,
+  CommittedFile,
+  CommittedMessage,
+  BatchMode,
+  BatchState,
+  BatchRow,
+  BufferTotals,
+  PendingHead,
+  PendingScanRow,
+  StoredRead,
+} from './rows.js';
 export { arrayBytes } from './rows.js';
 export type { OpenOptions } from './open.js';
 
@@ -109,7 +120,11 @@ export class BufferStore {
   }
 
   private openConnection(what: string): Database.Database {
-    if (!this.connection?.open) throw new GatewayError(ErrorCodes.NOT_RUNNING, `the buffer ${this.path} is not open (${what} is there from open() until close())`);
+    if (!this.connection?.open)
+      throw new GatewayError(
+        ErrorCodes.NOT_RUNNING,
+        `the buffer ${this.path} is not open (${what} is there from open() until close())`,
+      );
     return this.connection;
   }
 

@@ -35,12 +35,31 @@ interface AdoptOptions {
 export function registerAdoptCommand(program: Command, io: AdoptIo): void {
   program
     .command('adopt')
-    .description("deliver the backlog of another node's buffer file (a dead node's disk), then exit")
+    .description(
+      "deliver the backlog of another node's buffer file (a dead node's disk), then exit",
+    )
     .argument('<buffer.db>', "the other node's buffer file (its -wal beside it)")
-    .option('-c, --config <file>', 'configuration file: its upstream and delivery settings are used', '/etc/scan-gateway/config.yaml')
-    .option('--timeout <seconds>', 'give up after this long with something left (exit 1); 0: until done', '0')
+    .option(
+      '-c, --config <file>',
+      'configuration file: its upstream and delivery settings are used',
+      '/etc/scan-gateway/config.yaml',
+    )
+    .option(
+      '--timeout <seconds>',
+      'give up after this long with something left (exit 1); 0: until done',
+      '0',
+    )
     .option('--json', 'print the summary as JSON')
-    .addOption(new Option('--log-level <level>', 'override log.level of the configuration').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace']))
+    .addOption(
+      new Option('--log-level <level>', 'override log.level of the configuration').choices([
+        'fatal',
+        'error',
+        'warn',
+        'info',
+        'debug',
+        'trace',
+      ]),
+    )
     .addHelpText(
       'after',
       '\nExample:\n  scan-gateway adopt /mnt/dead-node/var/lib/scan-gateway/buffer.db --config /etc/scan-gateway/config.yaml\n\n' +
@@ -55,12 +74,14 @@ export function registerAdoptCommand(program: Command, io: AdoptIo): void {
         'scan-gateway failures --buffer FILE once adopt is done.\n\n' +
         'Exit codes: 0 nothing left to deliver or follow, 1 stopped with something left (--timeout, a signal),\n' +
         '2 usage or configuration error, 4 the buffer cannot be adopted (open by another process, newer schema, not a database).\n' +
-        "Runbook: docs/high-availability.md, \"Adopt a dead node's disk\".",
+        'Runbook: docs/high-availability.md, "Adopt a dead node\'s disk".',
     )
     .action(async (file: string, opts: AdoptOptions) => {
       const timeoutS = Number(opts.timeout);
       if (!Number.isFinite(timeoutS) || timeoutS < 0) {
-        io.stderr.write(`scan-gateway adopt: --timeout must be a number of seconds (0: no limit), not "${opts.timeout}"\n`);
+        io.stderr.write(
+          `scan-gateway adopt: --timeout must be a number of seconds (0: no limit), not "${opts.timeout}"\n`,
+        );
         throw new CommandExit(ExitCodes.USAGE);
       }
       const path = resolve(io.cwd, file);
@@ -70,21 +91,35 @@ export function registerAdoptCommand(program: Command, io: AdoptIo): void {
       }
       const loaded = loadConfig(opts.config, { baseDir: io.cwd, env: io.env });
       // The log goes to stderr: stdout carries the summary (`--json` for scripts).
-      const logger = io.logger ?? createLogger({ level: opts.logLevel ?? loaded.config.log.level, format: loaded.config.log.format, destination: io.stderr, scrubber: new SecretScrubber([loaded.clientSecret]) });
+      const logger =
+        io.logger ??
+        createLogger({
+          level: opts.logLevel ?? loaded.config.log.level,
+          format: loaded.config.log.format,
+          destination: io.stderr,
+          scrubber: new SecretScrubber([loaded.clientSecret]),
+        });
       const adoption = new Adoption(path, loaded, { logger, env: io.env });
       let finished: boolean;
       let summary: AdoptionSummary;
       try {
         await adoption.start();
         const stopped = io.stopSignal?.then(() => false);
-        finished = await Promise.race([adoption.untilDone(timeoutS * 1000), ...(stopped ? [stopped] : [])]);
+        finished = await Promise.race([
+          adoption.untilDone(timeoutS * 1000),
+          ...(stopped ? [stopped] : []),
+        ]);
         summary = adoption.summary();
       } catch (err) {
         await adoption.stop().catch(() => {});
         throw err;
       }
       await adoption.stop();
-      io.stdout.write(opts.json ? `${JSON.stringify({ file: path, ...summary })}\n` : formatSummary(path, summary));
+      io.stdout.write(
+        opts.json
+          ? `${JSON.stringify({ file: path, ...summary })}\n`
+          : formatSummary(path, summary),
+      );
       if (!finished) throw new CommandExit(ExitCodes.FAILED);
     });
 }
@@ -96,6 +131,9 @@ function formatSummary(path: string, s: AdoptionSummary): string {
     `  failed (dead letters): ${s.failed} scans${s.failed > 0 ? ` (scan-gateway failures --buffer ${path})` : ''}`,
     `  held: ${s.held} scans${s.held > 0 ? ` (scan-gateway failures --buffer ${path})` : ''}`,
   ];
-  if (!s.finished) lines.push(`  left: ${s.left.pendingScans} scans not yet in a batch, ${s.left.openBatches} batches to send or follow (${s.left.followedBatches} awaiting their status); run adopt again`);
+  if (!s.finished)
+    lines.push(
+      `  left: ${s.left.pendingScans} scans not yet in a batch, ${s.left.openBatches} batches to send or follow (${s.left.followedBatches} awaiting their status); run adopt again`,
+    );
   return `${lines.join('\n')}\n`;
 }

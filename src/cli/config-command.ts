@@ -2,8 +2,17 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { haNotes } from '../config/ha-schema.js';
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { configJsonSchema, renderConfigDocs, renderConfigReference } from '../config/json-schema.js';
-import { formatProblems, loadConfig, type ConfigProblem, type LoadedConfig } from '../config/load.js';
+import {
+  configJsonSchema,
+  renderConfigDocs,
+  renderConfigReference,
+} from '../config/json-schema.js';
+import {
+  formatProblems,
+  loadConfig,
+  type ConfigProblem,
+  type LoadedConfig,
+} from '../config/load.js';
 import { readClientSecret } from '../config/secrets.js';
 import { isGatewayError, ErrorCodes } from '../errors.js';
 import { derivedQuotaForPath, quotaTooLargeForDisk } from '../buffer/disk-guard.js';
@@ -33,14 +42,22 @@ export interface ConfigCommandIo {
  *   the generated part of that file.
  */
 export function registerConfigCommand(program: Command, io: ConfigCommandIo): void {
-  const config = program.command('config').description('check the configuration, print its JSON Schema or its reference');
+  const config = program
+    .command('config')
+    .description('check the configuration, print its JSON Schema or its reference');
   config
     .command('check')
     .description('validate a configuration file and print every problem with its line')
     .option('-c, --config <file>', 'configuration file', '/etc/scan-gateway/config.yaml')
     .option('--json', 'print the result as JSON')
-    .option('--offline', 'check the file only: not the files it names, environment variables or listen addresses (a file prepared on another machine)')
-    .option('--as <user>', 'judge file access as this user (run as root: --as scan-gateway, the service user)')
+    .option(
+      '--offline',
+      'check the file only: not the files it names, environment variables or listen addresses (a file prepared on another machine)',
+    )
+    .option(
+      '--as <user>',
+      'judge file access as this user (run as root: --as scan-gateway, the service user)',
+    )
     .addHelpText(
       'after',
       '\nExamples:\n  scan-gateway config check --config /etc/scan-gateway/config.yaml --as scan-gateway   # as root, on the gateway\n' +
@@ -53,8 +70,12 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
       } catch (err) {
         if (!isGatewayError(err, ErrorCodes.CONFIG)) throw err;
         const problems = (err.details.problems ?? []) as ConfigProblem[];
-        if (opts.json) io.stdout.write(`${JSON.stringify({ file: opts.config, valid: false, problems })}\n`);
-        else io.stdout.write(`${opts.config}: ${problems.length} problem${problems.length === 1 ? '' : 's'}\n${formatProblems(problems)}\n`);
+        if (opts.json)
+          io.stdout.write(`${JSON.stringify({ file: opts.config, valid: false, problems })}\n`);
+        else
+          io.stdout.write(
+            `${opts.config}: ${problems.length} problem${problems.length === 1 ? '' : 's'}\n${formatProblems(problems)}\n`,
+          );
         throw new CommandExit(ExitCodes.USAGE);
       }
       const c = loaded.config;
@@ -74,7 +95,9 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
           const d = derivedQuotaForPath(c.buffer.path);
           disk = `buffer.maxBytes not set: the byte quota is derived from the disk at start and rechecked every ${DERIVED_QUOTA_RECHECK_MS === 1000 ? 'second' : `${DERIVED_QUOTA_RECHECK_MS / 1000} s`} (here now ${d.bytes} bytes of scans)`;
         } else {
-          disk = quotaTooLargeForDisk(c.buffer.path, c.buffer.maxBytes) ?? 'the buffer quota fits the disk here';
+          disk =
+            quotaTooLargeForDisk(c.buffer.path, c.buffer.maxBytes) ??
+            'the buffer quota fits the disk here';
         }
       } catch (err) {
         disk = `not examined (${(err as Error).message})`;
@@ -84,19 +107,28 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
       if (!opts.offline) {
         const user = opts.as !== undefined ? lookupUser(opts.as) : undefined;
         if (user === undefined && io.uid === 0) {
-          findings.push({ severity: 'note', where: '', message: 'checked as root, who may read everything: add --as scan-gateway to judge file access as the service user' });
+          findings.push({
+            severity: 'note',
+            where: '',
+            message:
+              'checked as root, who may read everything: add --as scan-gateway to judge file access as the service user',
+          });
         }
         findings.push(...(await preflight(c, { env: io.env, user })));
       }
       // A rule's field that an input never supplies passes the schema but yields nothing on the line.
-      for (const n of fieldSourceNotes(c)) findings.push({ severity: 'note', where: n.where, message: n.message });
+      for (const n of fieldSourceNotes(c))
+        findings.push({ severity: 'note', where: n.where, message: n.message });
       findings.push(...haNotes(c));
       const preflightProblems = findings.filter((f) => f.severity === 'problem');
       const notes = findings.filter((f) => f.severity === 'note');
-      const line = (f: PreflightFinding) => `${opts.config}: ${f.where ? `${f.where}: ` : ''}${f.message}`;
+      const line = (f: PreflightFinding) =>
+        `${opts.config}: ${f.where ? `${f.where}: ` : ''}${f.message}`;
       if (preflightProblems.length > 0) {
         if (opts.json) {
-          io.stdout.write(`${JSON.stringify({ file: opts.config, valid: false, problems: preflightProblems.map((f) => ({ file: opts.config, path: f.where, message: f.message })), notes })}\n`);
+          io.stdout.write(
+            `${JSON.stringify({ file: opts.config, valid: false, problems: preflightProblems.map((f) => ({ file: opts.config, path: f.where, message: f.message })), notes })}\n`,
+          );
         } else {
           const n = preflightProblems.length;
           io.stdout.write(
@@ -109,7 +141,9 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
       const summary = {
         file: opts.config,
         valid: true,
-        checked: opts.offline ? 'the file only (--offline)' : `the file, the files and folders it names${opts.as ? ` (as ${opts.as})` : ''}, environment variables, listen addresses`,
+        checked: opts.offline
+          ? 'the file only (--offline)'
+          : `the file, the files and folders it names${opts.as ? ` (as ${opts.as})` : ''}, environment variables, listen addresses`,
         notes: notes.map((f) => (f.where ? `${f.where}: ${f.message}` : f.message)),
         dcps: c.dcps.length,
         inputs: c.inputs.map((i) => `${i.id} (${i.type})`),
@@ -136,53 +170,85 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
 
   config
     .command('init')
-    .description('write a commented starter configuration for the inputs named (it passes config check)')
-    .option('-i, --input <type>', `an input to include, repeatable: ${STARTER_INPUT_TYPES.join(', ')}`, (v: string, prev: string[]) => [...prev, v], [] as string[])
+    .description(
+      'write a commented starter configuration for the inputs named (it passes config check)',
+    )
+    .option(
+      '-i, --input <type>',
+      `an input to include, repeatable: ${STARTER_INPUT_TYPES.join(', ')}`,
+      (v: string, prev: string[]) => [...prev, v],
+      [] as string[],
+    )
     .option('-o, --output <file>', 'write to this file (mode 0640) instead of stdout')
     .option('--force', 'overwrite an existing --output file')
     .option('--data-dir <dir>', 'folder of the buffer and the inbox', '/var/lib/scan-gateway')
-    .option('--listen <address>', 'http.listen: address of the health page and API', '127.0.0.1:8080')
-    .option('--site <id>', 'site.id (default: this machine\'s host name)')
-    .option('--timezone <zone>', 'site.timezone, IANA (default: this machine\'s zone)')
+    .option(
+      '--listen <address>',
+      'http.listen: address of the health page and API',
+      '127.0.0.1:8080',
+    )
+    .option('--site <id>', "site.id (default: this machine's host name)")
+    .option('--timezone <zone>', "site.timezone, IANA (default: this machine's zone)")
     .addHelpText(
       'after',
       '\nExamples:\n  scan-gateway config init --input serial --input files > config.yaml\n' +
         '  scan-gateway config init --input mqtt --output /etc/scan-gateway/config.yaml',
     )
-    .action((opts: { input: string[]; output?: string; force?: boolean; dataDir: string; listen: string; site?: string; timezone?: string }) => {
-      const unknown = opts.input.filter((t) => !(STARTER_INPUT_TYPES as readonly string[]).includes(t));
-      if (unknown.length > 0) {
-        io.stdout.write(`config init: unknown input type ${unknown.map((t) => `"${t}"`).join(', ')}; one of: ${STARTER_INPUT_TYPES.join(', ')}\n`);
-        throw new CommandExit(ExitCodes.USAGE);
-      }
-      const text = starterConfig({
-        inputs: opts.input as StarterInputType[],
-        dataDir: resolve(io.cwd, opts.dataDir),
-        listen: opts.listen,
-        siteId: opts.site,
-        timezone: opts.timezone,
-      });
-      if (!opts.output) {
-        io.stdout.write(text);
+    .action(
+      (opts: {
+        input: string[];
+        output?: string;
+        force?: boolean;
+        dataDir: string;
+        listen: string;
+        site?: string;
+        timezone?: string;
+      }) => {
+        const unknown = opts.input.filter(
+          (t) => !(STARTER_INPUT_TYPES as readonly string[]).includes(t),
+        );
+        if (unknown.length > 0) {
+          io.stdout.write(
+            `config init: unknown input type ${unknown.map((t) => `"${t}"`).join(', ')}; one of: ${STARTER_INPUT_TYPES.join(', ')}\n`,
+          );
+          throw new CommandExit(ExitCodes.USAGE);
+        }
+        const text = starterConfig({
+          inputs: opts.input as StarterInputType[],
+          dataDir: resolve(io.cwd, opts.dataDir),
+          listen: opts.listen,
+          siteId: opts.site,
+          timezone: opts.timezone,
+        });
+        if (!opts.output) {
+          io.stdout.write(text);
+          throw new CommandExit(ExitCodes.OK);
+        }
+        const file = resolve(io.cwd, opts.output);
+        try {
+          // wx: never overwrite a configuration by accident; 0640: readable by the service's group only.
+          writeFileSync(file, text, { flag: opts.force ? 'w' : 'wx', mode: 0o640 });
+        } catch (err) {
+          const code = (err as NodeJS.ErrnoException).code;
+          io.stdout.write(
+            `config init: ${code === 'EEXIST' ? `${opts.output} exists; --force overwrites it` : `cannot write ${opts.output}: ${(err as Error).message}`}\n`,
+          );
+          throw new CommandExit(ExitCodes.USAGE);
+        }
+        io.stdout.write(
+          `${opts.output}: written; next: edit the CHANGE-ME values, then scan-gateway config check --config ${opts.output}\n`,
+        );
         throw new CommandExit(ExitCodes.OK);
-      }
-      const file = resolve(io.cwd, opts.output);
-      try {
-        // wx: never overwrite a configuration by accident; 0640: readable by the service's group only.
-        writeFileSync(file, text, { flag: opts.force ? 'w' : 'wx', mode: 0o640 });
-      } catch (err) {
-        const code = (err as NodeJS.ErrnoException).code;
-        io.stdout.write(`config init: ${code === 'EEXIST' ? `${opts.output} exists; --force overwrites it` : `cannot write ${opts.output}: ${(err as Error).message}`}\n`);
-        throw new CommandExit(ExitCodes.USAGE);
-      }
-      io.stdout.write(`${opts.output}: written; next: edit the CHANGE-ME values, then scan-gateway config check --config ${opts.output}\n`);
-      throw new CommandExit(ExitCodes.OK);
-    });
+      },
+    );
 
   config
     .command('schema')
     .description('print the JSON Schema of the configuration file')
-    .addHelpText('after', '\nExample:\n  scan-gateway config schema > scan-gateway.schema.json\n  # in config.yaml, for editors: # yaml-language-server: $schema=./scan-gateway.schema.json')
+    .addHelpText(
+      'after',
+      '\nExample:\n  scan-gateway config schema > scan-gateway.schema.json\n  # in config.yaml, for editors: # yaml-language-server: $schema=./scan-gateway.schema.json',
+    )
     .action(() => {
       io.stdout.write(`${JSON.stringify(configJsonSchema(), null, 2)}\n`);
       throw new CommandExit(ExitCodes.OK);
@@ -191,8 +257,14 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
   config
     .command('docs')
     .description('print the configuration reference (Markdown), or renew it in a file')
-    .option('--write <file>', 'replace the generated part of this Markdown file (docs/configuration.md)')
-    .addHelpText('after', '\nExample:\n  scan-gateway config docs --write docs/configuration.md   # what `npm run docs:config` does')
+    .option(
+      '--write <file>',
+      'replace the generated part of this Markdown file (docs/configuration.md)',
+    )
+    .addHelpText(
+      'after',
+      '\nExample:\n  scan-gateway config docs --write docs/configuration.md   # what `npm run docs:config` does',
+    )
     .action((opts: { write?: string }) => {
       if (!opts.write) {
         io.stdout.write(renderConfigReference());

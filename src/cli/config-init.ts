@@ -25,7 +25,13 @@ export interface StarterOptions {
 }
 
 /** The id each input type gets in the starter (readable in logs and on the health page). */
-const IDS: Record<StarterInputType, string> = { files: 'inbox', serial: 'scanner', tcp: 'reader', mqtt: 'broker', http: 'ingest' };
+const IDS: Record<StarterInputType, string> = {
+  files: 'inbox',
+  serial: 'scanner',
+  tcp: 'reader',
+  mqtt: 'broker',
+  http: 'ingest',
+};
 
 function inputBlock(type: StarterInputType, id: string, o: StarterOptions): string {
   switch (type) {
@@ -90,7 +96,10 @@ function inputBlock(type: StarterInputType, id: string, o: StarterOptions): stri
 
 /** A host name as a site id (a key: no white space), falling back to "site". */
 function defaultSiteId(): string {
-  const h = hostname().split('.')[0]?.replace(/[^A-Za-z0-9._-]/g, '-') ?? '';
+  const h =
+    hostname()
+      .split('.')[0]
+      ?.replace(/[^A-Za-z0-9._-]/g, '-') ?? '';
   return h === '' ? 'site' : h;
 }
 

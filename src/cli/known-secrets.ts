@@ -9,6 +9,10 @@ import { SecretScrubber } from '../log.js';
  * read is skipped: the command runs all the same, and JWTs and bearer credentials are cut out in
  * any case.
  */
-export async function bestEffortScrubber(config: GatewayConfig, env: Record<string, string | undefined>, baseDir: string): Promise<SecretScrubber> {
+export async function bestEffortScrubber(
+  config: GatewayConfig,
+  env: Record<string, string | undefined>,
+  baseDir: string,
+): Promise<SecretScrubber> {
   return new SecretScrubber(secretValues(await bestEffortSecrets(config, env, baseDir)));
 }

@@ -43,41 +43,74 @@ const EXIT_HELP =
 export function registerOpsCommands(program: Command, io: OpsIo): void {
   const now = io.now ?? Date.now;
 
-  withBuffer(program.command('queue').description('scans waiting for delivery: by DCP, by age, and the batches not yet finished'))
-    .addHelpText('after', `\nExample:\n  sudo -u scan-gateway scan-gateway queue --config /etc/scan-gateway/config.yaml\n${EXIT_HELP}`)
+  withBuffer(
+    program
+      .command('queue')
+      .description('scans waiting for delivery: by DCP, by age, and the batches not yet finished'),
+  )
+    .addHelpText(
+      'after',
+      `\nExample:\n  sudo -u scan-gateway scan-gateway queue --config /etc/scan-gateway/config.yaml\n${EXIT_HELP}`,
+    )
     .action((opts: BufferOptions) => {
       const { db, timezone } = open(io, opts, 'queue');
       try {
         const report = db.reports.queue(now());
-        io.stdout.write(opts.json ? `${JSON.stringify(report)}\n` : formatQueue(report, timezone, now()));
+        io.stdout.write(
+          opts.json ? `${JSON.stringify(report)}\n` : formatQueue(report, timezone, now()),
+        );
       } finally {
         db.close();
       }
       throw new CommandExit(ExitCodes.OK);
     });
 
-  withBuffer(program.command('failures').description('the latest scans the service refused and reads the gateway rejected, with their reasons and raw reads'))
+  withBuffer(
+    program
+      .command('failures')
+      .description(
+        'the latest scans the service refused and reads the gateway rejected, with their reasons and raw reads',
+      ),
+  )
     .option('-n, --limit <count>', 'how many of the latest to list', '20')
-    .addHelpText('after', `\nExample:\n  sudo -u scan-gateway scan-gateway failures --limit 50 --config /etc/scan-gateway/config.yaml\n\nIn raw reads, <GS> is the GS1 separator byte 0x1D; \\xNN a byte that is not UTF-8.${EXIT_HELP}`)
+    .addHelpText(
+      'after',
+      `\nExample:\n  sudo -u scan-gateway scan-gateway failures --limit 50 --config /etc/scan-gateway/config.yaml\n\nIn raw reads, <GS> is the GS1 separator byte 0x1D; \\xNN a byte that is not UTF-8.${EXIT_HELP}`,
+    )
     .action(async (opts: BufferOptions & { limit: string }) => {
       const limit = Number(opts.limit);
-      if (!Number.isInteger(limit) || limit < 1) fail(io, 'failures', `--limit must be a positive whole number, got "${opts.limit}"`, ExitCodes.USAGE);
+      if (!Number.isInteger(limit) || limit < 1)
+        fail(
+          io,
+          'failures',
+          `--limit must be a positive whole number, got "${opts.limit}"`,
+          ExitCodes.USAGE,
+        );
       const { db, timezone, config } = open(io, opts, 'failures');
       // Reasons and raw reads may quote a secret that landed in an input: cut it out.
-      const scrubber = config ? await bestEffortScrubber(config, io.env, io.cwd) : new SecretScrubber();
+      const scrubber = config
+        ? await bestEffortScrubber(config, io.env, io.cwd)
+        : new SecretScrubber();
       try {
         const report = scrubber.scrubDeep(db.reports.failures(limit));
-        io.stdout.write(opts.json ? `${JSON.stringify(report)}\n` : formatFailures(report, timezone));
+        io.stdout.write(
+          opts.json ? `${JSON.stringify(report)}\n` : formatFailures(report, timezone),
+        );
       } finally {
         db.close();
       }
       throw new CommandExit(ExitCodes.OK);
     });
 
-  const buffer = program.command('buffer').description('the SQLite buffer: size and content, backup while running');
+  const buffer = program
+    .command('buffer')
+    .description('the SQLite buffer: size and content, backup while running');
 
   withBuffer(buffer.command('stats').description('size of the buffer on disk and what it holds'))
-    .addHelpText('after', `\nExample:\n  sudo -u scan-gateway scan-gateway buffer stats --config /etc/scan-gateway/config.yaml\n  scan-gateway buffer stats --buffer /root/buffer-2026-11-18.db   # a backup${EXIT_HELP}`)
+    .addHelpText(
+      'after',
+      `\nExample:\n  sudo -u scan-gateway scan-gateway buffer stats --config /etc/scan-gateway/config.yaml\n  scan-gateway buffer stats --buffer /root/buffer-2026-11-18.db   # a backup${EXIT_HELP}`,
+    )
     .action((opts: BufferOptions) => {
       const { db } = open(io, opts, 'buffer stats');
       try {
@@ -89,7 +122,13 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
       throw new CommandExit(ExitCodes.OK);
     });
 
-  withBuffer(buffer.command('backup').description('copy the buffer to <file> while the gateway runs (one consistent snapshot, VACUUM INTO), then check the copy'))
+  withBuffer(
+    buffer
+      .command('backup')
+      .description(
+        'copy the buffer to <file> while the gateway runs (one consistent snapshot, VACUUM INTO), then check the copy',
+      ),
+  )
     .argument('<file>', 'where to write the copy (one self-contained SQLite file)')
     .option('--force', 'replace <file> if it exists')
     .addHelpText(
@@ -102,7 +141,12 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
       const { db, path } = open(io, opts, 'buffer backup');
       if (isBufferFile(target, path)) {
         db.close();
-        fail(io, 'buffer backup', `${target} is the buffer itself (or its -wal/-shm); write the copy somewhere else`, ExitCodes.USAGE);
+        fail(
+          io,
+          'buffer backup',
+          `${target} is the buffer itself (or its -wal/-shm); write the copy somewhere else`,
+          ExitCodes.USAGE,
+        );
       }
       if (existsSync(target) && !opts.force) {
         db.close();
@@ -115,7 +159,12 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
         db.copyTo(temp);
       } catch (err) {
         rmSync(temp, { force: true });
-        fail(io, 'buffer backup', `copying ${path} to ${target} failed: ${(err as Error).message}`, ExitCodes.FAILED);
+        fail(
+          io,
+          'buffer backup',
+          `copying ${path} to ${target} failed: ${(err as Error).message}`,
+          ExitCodes.FAILED,
+        );
       } finally {
         db.close();
       }
@@ -124,10 +173,21 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
         summary = checkBufferCopy(temp);
       } catch (err) {
         rmSync(temp, { force: true });
-        fail(io, 'buffer backup', `the copy failed its check: ${(err as Error).message}`, ExitCodes.FAILED);
+        fail(
+          io,
+          'buffer backup',
+          `the copy failed its check: ${(err as Error).message}`,
+          ExitCodes.FAILED,
+        );
       }
       renameSync(temp, target);
-      const result = { source: path, file: target, bytes: statSync(target).size, ms: now() - started, ...summary };
+      const result = {
+        source: path,
+        file: target,
+        bytes: statSync(target).size,
+        ms: now() - started,
+        ...summary,
+      };
       io.stdout.write(
         opts.json
           ? `${JSON.stringify(result)}\n`
@@ -161,13 +221,24 @@ function isBufferFile(target: string, buffer: string): boolean {
 
 export function withBuffer(command: Command): Command {
   return command
-    .option('-c, --config <file>', 'gateway configuration (its buffer.path is used)', DEFAULT_CONFIG)
-    .option('--buffer <file>', 'use this SQLite file instead of the configured buffer (a backup, say)')
+    .option(
+      '-c, --config <file>',
+      'gateway configuration (its buffer.path is used)',
+      DEFAULT_CONFIG,
+    )
+    .option(
+      '--buffer <file>',
+      'use this SQLite file instead of the configured buffer (a backup, say)',
+    )
     .option('--json', 'print the result as JSON');
 }
 
 /** Opens the buffer read-only. Exit 2 for a bad configuration, 1 when the file is missing or unreadable. */
-export function open(io: OpsIo, opts: BufferOptions, command: string): { db: BufferReader; path: string; timezone: string; config?: GatewayConfig } {
+export function open(
+  io: OpsIo,
+  opts: BufferOptions,
+  command: string,
+): { db: BufferReader; path: string; timezone: string; config?: GatewayConfig } {
   let path: string;
   let timezone = 'UTC';
   let config: GatewayConfig | undefined;
@@ -184,16 +255,36 @@ export function open(io: OpsIo, opts: BufferOptions, command: string): { db: Buf
     timezone = loaded.config.site.timezone;
     config = loaded.config;
   }
-  if (!existsSync(path)) fail(io, command, `no buffer at ${path} (has the gateway run with this configuration?)`, ExitCodes.FAILED);
-  if (io.uid === 0 && statSync(path).uid !== 0 && !(existsSync(`${path}-wal`) && existsSync(`${path}-shm`))) {
+  if (!existsSync(path))
+    fail(
+      io,
+      command,
+      `no buffer at ${path} (has the gateway run with this configuration?)`,
+      ExitCodes.FAILED,
+    );
+  if (
+    io.uid === 0 &&
+    statSync(path).uid !== 0 &&
+    !(existsSync(`${path}-wal`) && existsSync(`${path}-shm`))
+  ) {
     // Opening would create ${path}-wal and -shm owned by root, which the service user then cannot open.
-    fail(io, command, `${path} belongs to uid ${statSync(path).uid}; run this as that user (e.g. sudo -u scan-gateway scan-gateway ${command} …)`, ExitCodes.USAGE);
+    fail(
+      io,
+      command,
+      `${path} belongs to uid ${statSync(path).uid}; run this as that user (e.g. sudo -u scan-gateway scan-gateway ${command} …)`,
+      ExitCodes.USAGE,
+    );
   }
   try {
     const db = new BufferReader(path);
     return { db, path, timezone, ...(config ? { config } : {}) };
   } catch (err) {
-    fail(io, command, `cannot read the buffer ${path}: ${(err as Error).message}`, ExitCodes.FAILED);
+    fail(
+      io,
+      command,
+      `cannot read the buffer ${path}: ${(err as Error).message}`,
+      ExitCodes.FAILED,
+    );
   }
 }
 
@@ -205,10 +296,17 @@ export function fail(io: OpsIo, command: string, message: string, code: number):
 /** Left-aligned text columns, right-aligned numbers, two spaces apart. */
 function table(headers: string[], rows: (string | number)[][]): string {
   const cells = [headers, ...rows.map((r) => r.map((c) => String(c)))];
-  const numeric = headers.map((_, i) => rows.length > 0 && rows.every((r) => typeof r[i] === 'number'));
+  const numeric = headers.map(
+    (_, i) => rows.length > 0 && rows.every((r) => typeof r[i] === 'number'),
+  );
   const widths = headers.map((_, i) => Math.max(...cells.map((r) => [...(r[i] ?? '')].length)));
   return cells
-    .map((r) => r.map((c, i) => (numeric[i] ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ').trimEnd())
+    .map((r) =>
+      r
+        .map((c, i) => (numeric[i] ? c.padStart(widths[i]!) : c.padEnd(widths[i]!)))
+        .join('  ')
+        .trimEnd(),
+    )
     .join('\n');
 }
 
@@ -221,15 +319,39 @@ function formatQueue(r: QueueReport, timezone: string, nowMs: number): string {
       : `${waiting + inFlight} scans waiting for delivery (${waiting} not yet in a batch, ${inFlight} in batches not finished); oldest ${fmtDuration(oldestAgeMs)}.`,
   );
   if (r.byDcp.length > 0) {
-    lines.push('', 'By DCP:', table(['DCP', 'not in a batch', 'in a batch', 'oldest'], r.byDcp.map((d) => [d.dcp, d.waiting, d.inFlight, fmtDuration(d.oldestAgeMs)])));
-    lines.push('', 'By age:', table(['age', 'scans'], r.byAge.map((b) => [b.label, b.scans])));
+    lines.push(
+      '',
+      'By DCP:',
+      table(
+        ['DCP', 'not in a batch', 'in a batch', 'oldest'],
+        r.byDcp.map((d) => [d.dcp, d.waiting, d.inFlight, fmtDuration(d.oldestAgeMs)]),
+      ),
+    );
+    lines.push(
+      '',
+      'By age:',
+      table(
+        ['age', 'scans'],
+        r.byAge.map((b) => [b.label, b.scans]),
+      ),
+    );
   }
   if (r.batches.length > 0) {
     lines.push(
       '',
       'Batches not finished:',
       table(
-        ['batch', 'mode', 'state', 'scans', 'bytes', 'request id', 'tries', 'next try', 'last error'],
+        [
+          'batch',
+          'mode',
+          'state',
+          'scans',
+          'bytes',
+          'request id',
+          'tries',
+          'next try',
+          'last error',
+        ],
         r.batches.map((b) => [
           b.id,
           b.mode,
@@ -238,7 +360,11 @@ function formatQueue(r: QueueReport, timezone: string, nowMs: number): string {
           fmtBytes(b.bytes),
           b.requestId ?? '-',
           b.attempts,
-          b.state === 'held' ? 'held (see failures)' : b.nextAttemptAt <= nowMs ? 'now' : `in ${fmtDuration(b.nextAttemptAt - nowMs)}`,
+          b.state === 'held'
+            ? 'held (see failures)'
+            : b.nextAttemptAt <= nowMs
+              ? 'now'
+              : `in ${fmtDuration(b.nextAttemptAt - nowMs)}`,
           (b.lastError ?? '').slice(0, 80),
         ]),
       ),
@@ -250,7 +376,15 @@ function formatQueue(r: QueueReport, timezone: string, nowMs: number): string {
 
 function formatFailures(r: FailuresReport, timezone: string): string {
   if (r.latest.length === 0) return 'No failed scans and no rejected reads in the buffer.\n';
-  const lines = ['By reason:', table(['kind', 'count', 'reason'], r.reasons.map((x) => [x.kind, x.count, x.reason])), '', `Latest (times in ${timezone}):`];
+  const lines = [
+    'By reason:',
+    table(
+      ['kind', 'count', 'reason'],
+      r.reasons.map((x) => [x.kind, x.count, x.reason]),
+    ),
+    '',
+    `Latest (times in ${timezone}):`,
+  ];
   for (const f of r.latest) {
     lines.push(
       `${fmtTime(f.at, timezone)}  ${f.kind.padEnd(8)}  input ${f.inputId}${f.dcp ? `  DCP ${f.dcp}` : ''}${f.requestId ? `  request ${f.requestId}` : ''}`,
@@ -262,7 +396,12 @@ function formatFailures(r: FailuresReport, timezone: string): string {
 }
 
 function formatStats(r: StatsReport): string {
-  const counts = (o: Record<string, number>) => (Object.keys(o).length === 0 ? 'none' : Object.entries(o).map(([k, v]) => `${k} ${v}`).join(', '));
+  const counts = (o: Record<string, number>) =>
+    Object.keys(o).length === 0
+      ? 'none'
+      : Object.entries(o)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(', ');
   return `${[
     `Buffer ${r.path}`,
     `  on disk:   ${fmtBytes(r.files.total)} (database ${fmtBytes(r.files.db)}, write-ahead log ${fmtBytes(r.files.wal)}, index ${fmtBytes(r.files.shm)})`,

@@ -40,11 +40,16 @@ const SHOWN = 50;
 export function registerReplayCommand(program: Command, io: ReplayIo): void {
   program
     .command('replay')
-    .description('map failed scans (dead letters) again with the current configuration and queue them for delivery')
+    .description(
+      'map failed scans (dead letters) again with the current configuration and queue them for delivery',
+    )
     .option('-c, --config <file>', 'configuration file', '/etc/scan-gateway/config.yaml')
     .option('--batch <id>', 'only scans of this gateway batch (the id on the health page)')
     .option('--dcp <key>', 'only scans of this DCP')
-    .option('--reason <text>', 'only scans whose failure reason contains this text (case-insensitive)')
+    .option(
+      '--reason <text>',
+      'only scans whose failure reason contains this text (case-insensitive)',
+    )
     .option('--all', 'every dead letter (needed when no other filter is given)')
     .option('--rejected', 'also reads the mapping rejected (e.g. after adding a missing DCP)')
     .option('--dry-run', 'show what would be queued; change nothing')
@@ -64,9 +69,16 @@ export function registerReplayCommand(program: Command, io: ReplayIo): void {
         io.stderr.write(`scan-gateway replay: ${(err as Error).message}\n`);
         throw new CommandExit(ExitCodes.USAGE);
       }
-      const { config } = loadConfig(opts.config, { baseDir: io.cwd, env: io.env, skipSecret: true });
+      const { config } = loadConfig(opts.config, {
+        baseDir: io.cwd,
+        env: io.env,
+        skipSecret: true,
+      });
       if (!existsSync(config.buffer.path)) {
-        throw new GatewayError(ErrorCodes.BUFFER, `the buffer ${config.buffer.path} does not exist (nothing to replay)`);
+        throw new GatewayError(
+          ErrorCodes.BUFFER,
+          `the buffer ${config.buffer.path} does not exist (nothing to replay)`,
+        );
       }
       // No migration from here: an older gateway may still run on this buffer (after a package
       // upgrade whose restart waits for the configuration), and could not write a newer schema.
@@ -74,7 +86,12 @@ export function registerReplayCommand(program: Command, io: ReplayIo): void {
       let result: ReplayResult;
       try {
         const mapper = mappingContext(config);
-        result = replayDeadLetters(store.deadLetters, (read) => mapRead(read, mapper), selection, (io.now ?? Date.now)());
+        result = replayDeadLetters(
+          store.deadLetters,
+          (read) => mapRead(read, mapper),
+          selection,
+          (io.now ?? Date.now)(),
+        );
       } finally {
         store.close();
       }
@@ -86,7 +103,11 @@ export function registerReplayCommand(program: Command, io: ReplayIo): void {
 function toSelection(opts: ReplayOptions): ReplaySelection {
   const selection: ReplaySelection = {};
   if (opts.batch !== undefined) {
-    if (!/^\d+$/.test(opts.batch)) throw new GatewayError(ErrorCodes.USAGE, `--batch must be a batch id (a number), not "${opts.batch}"`);
+    if (!/^\d+$/.test(opts.batch))
+      throw new GatewayError(
+        ErrorCodes.USAGE,
+        `--batch must be a batch id (a number), not "${opts.batch}"`,
+      );
     selection.batchId = Number(opts.batch);
   }
   if (opts.dcp !== undefined) selection.dcpKey = opts.dcp;
@@ -94,26 +115,42 @@ function toSelection(opts: ReplayOptions): ReplaySelection {
   if (opts.all) selection.all = true;
   if (opts.rejected) selection.rejected = true;
   if (opts.dryRun) selection.dryRun = true;
-  if (selection.batchId === undefined && selection.dcpKey === undefined && selection.reason === undefined && !selection.all) {
-    throw new GatewayError(ErrorCodes.USAGE, 'replay needs a selection: --batch, --dcp, --reason, or --all');
+  if (
+    selection.batchId === undefined &&
+    selection.dcpKey === undefined &&
+    selection.reason === undefined &&
+    !selection.all
+  ) {
+    throw new GatewayError(
+      ErrorCodes.USAGE,
+      'replay needs a selection: --batch, --dcp, --reason, or --all',
+    );
   }
   return selection;
 }
 
 function formatResult(r: ReplayResult): string {
   const verb = r.dryRun ? 'would be queued' : 'queued';
-  const lines = [`replay${r.dryRun ? ' (dry run)' : ''}: ${r.selected} selected, ${r.queued} ${verb}, ${r.notQueued} not queued`];
+  const lines = [
+    `replay${r.dryRun ? ' (dry run)' : ''}: ${r.selected} selected, ${r.queued} ${verb}, ${r.notQueued} not queued`,
+  ];
   if (r.notReplayable) {
-    lines.push(`  ${r.notReplayable} more rejection(s) never were a read (no barcode could be framed or parsed: an empty cell, line noise): nothing to map again; see failures`);
+    lines.push(
+      `  ${r.notReplayable} more rejection(s) never were a read (no barcode could be framed or parsed: an empty cell, line noise): nothing to map again; see failures`,
+    );
   }
   for (const item of r.items.slice(0, SHOWN)) {
-    const what = item.scanId !== undefined ? `scan ${item.scanId} (${item.reference ?? ''})` : `rejected read ${item.readId}`;
+    const what =
+      item.scanId !== undefined
+        ? `scan ${item.scanId} (${item.reference ?? ''})`
+        : `rejected read ${item.readId}`;
     lines.push(
       item.result.queued
         ? `  ${what}: ${verb}${item.result.newScanId !== undefined ? ` as scan ${item.result.newScanId}` : ''} at DCP ${item.result.dcpKey}; was: ${item.previousReason}`
         : `  ${what}: not queued: ${item.result.why}`,
     );
   }
-  if (r.items.length > SHOWN) lines.push(`  … and ${r.items.length - SHOWN} more (--json lists all)`);
+  if (r.items.length > SHOWN)
+    lines.push(`  … and ${r.items.length - SHOWN} more (--json lists all)`);
   return `${lines.join('\n')}\n`;
 }

@@ -63,7 +63,16 @@ export function registerRunCommand(program: Command, io: RunIo): void {
     .command('run')
     .description('run the gateway: take reads from the configured inputs and deliver them upstream')
     .option('-c, --config <file>', 'configuration file', '/etc/scan-gateway/config.yaml')
-    .addOption(new Option('--log-level <level>', 'override log.level of the configuration').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace']))
+    .addOption(
+      new Option('--log-level <level>', 'override log.level of the configuration').choices([
+        'fatal',
+        'error',
+        'warn',
+        'info',
+        'debug',
+        'trace',
+      ]),
+    )
     .addHelpText(
       'after',
       '\nExample:\n  scan-gateway run --config /etc/scan-gateway/config.yaml\n  npm start    # the demo: config/demo.yaml with the embedded sandbox\n\n' +
@@ -74,7 +83,13 @@ export function registerRunCommand(program: Command, io: RunIo): void {
       const secrets = await resolveSecrets(loaded, io.env, io.cwd);
       const { adminToken, readToken } = secrets;
       const scrubber = new SecretScrubber(secretValues(secrets));
-      const logger = io.logger ?? createLogger({ level: opts.logLevel ?? loaded.config.log.level, format: loaded.config.log.format, scrubber });
+      const logger =
+        io.logger ??
+        createLogger({
+          level: opts.logLevel ?? loaded.config.log.level,
+          format: loaded.config.log.format,
+          scrubber,
+        });
       const log = logger.child({ component: 'app' });
       const notifier = new SystemdNotifier({
         env: io.env,
@@ -85,7 +100,13 @@ export function registerRunCommand(program: Command, io: RunIo): void {
       let app: App | undefined;
       try {
         // Building can refuse the configuration (an upstream address the client will not use); starting does the I/O.
-        app = buildApp(loaded, { logger, env: io.env, scrub: (text) => scrubber.scrub(text), ...(adminToken ? { adminToken } : {}), ...(readToken ? { readToken } : {}) });
+        app = buildApp(loaded, {
+          logger,
+          env: io.env,
+          scrub: (text) => scrubber.scrub(text),
+          ...(adminToken ? { adminToken } : {}),
+          ...(readToken ? { readToken } : {}),
+        });
         await app.start();
       } catch (err) {
         log.fatal({ err }, 'start failed');
@@ -107,9 +128,15 @@ export function registerRunCommand(program: Command, io: RunIo): void {
       io.onReady?.();
       // Hints for a person at a terminal; under systemd stderr goes to the journal, where only the
       // JSON log lines belong (jq recipes read every line as JSON).
-      if (loaded.config.log.format === 'pretty' || (io.stderr as { isTTY?: boolean }).isTTY === true) {
+      if (
+        loaded.config.log.format === 'pretty' ||
+        (io.stderr as { isTTY?: boolean }).isTTY === true
+      ) {
         for (const input of loaded.config.inputs) {
-          if (input.type === 'files') io.stderr.write(`scan-gateway: drop ${input.format} files for DCP ${input.dcp} into ${input.dir}\n`);
+          if (input.type === 'files')
+            io.stderr.write(
+              `scan-gateway: drop ${input.format} files for DCP ${input.dcp} into ${input.dir}\n`,
+            );
         }
         io.stderr.write(
           `scan-gateway: health at ${app.httpUrl}/healthz${loaded.config.sandbox.enabled ? `; sandbox scans at http://${loaded.config.sandbox.listen}/_sandbox/scans` : ''}\n`,
@@ -125,7 +152,13 @@ export function registerRunCommand(program: Command, io: RunIo): void {
       const started = Date.now();
       let timer: NodeJS.Timeout | undefined;
       const deadline = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new GatewayError(ErrorCodes.STOP, `stop took longer than ${STOP_DEADLINE_MS} ms`)), STOP_DEADLINE_MS);
+        timer = setTimeout(
+          () =>
+            reject(
+              new GatewayError(ErrorCodes.STOP, `stop took longer than ${STOP_DEADLINE_MS} ms`),
+            ),
+          STOP_DEADLINE_MS,
+        );
       });
       try {
         await Promise.race([app.stop(), deadline]);
@@ -138,4 +171,3 @@ export function registerRunCommand(program: Command, io: RunIo): void {
       log.info({ ms: Date.now() - started }, 'stopped');
     });
 }
-

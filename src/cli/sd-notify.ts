@@ -21,7 +21,13 @@ export interface SystemdNotifierOptions {
 interface UnixDgram {
   createSocket(type: 'unix_dgram'): {
     on(event: 'error', listener: (err: Error) => void): void;
-    send(buf: Buffer, offset: number, length: number, path: string, callback: (err?: Error) => void): void;
+    send(
+      buf: Buffer,
+      offset: number,
+      length: number,
+      path: string,
+      callback: (err?: Error) => void,
+    ): void;
     close(): void;
   };
 }
@@ -71,12 +77,20 @@ export class SystemdNotifier {
   constructor(private readonly options: SystemdNotifierOptions) {
     this.socket = options.env.NOTIFY_SOCKET ?? '';
     this.enabled = this.socket !== '';
-    this.transport = !this.enabled ? undefined : this.socket.startsWith('@') ? 'helper' : 'datagram';
+    this.transport = !this.enabled
+      ? undefined
+      : this.socket.startsWith('@')
+        ? 'helper'
+        : 'datagram';
     this.command = options.command ?? 'systemd-notify';
     this.timeoutMs = options.timeoutMs ?? 5000;
     const usec = Number(options.env.WATCHDOG_USEC);
-    const forPid = options.env.WATCHDOG_PID === undefined || Number(options.env.WATCHDOG_PID) === options.pid;
-    this.watchdogIntervalMs = this.enabled && forPid && Number.isFinite(usec) && usec > 0 ? Math.max(100, Math.floor(usec / 2000)) : undefined;
+    const forPid =
+      options.env.WATCHDOG_PID === undefined || Number(options.env.WATCHDOG_PID) === options.pid;
+    this.watchdogIntervalMs =
+      this.enabled && forPid && Number.isFinite(usec) && usec > 0
+        ? Math.max(100, Math.floor(usec / 2000))
+        : undefined;
   }
 
   /** READY=1 with a status line. */
@@ -127,20 +141,28 @@ export class SystemdNotifier {
     if (!this.enabled) return Promise.resolve(false);
     // One VAR=VALUE per line (sd_notify(3)): a line break inside a value would start a new variable.
     const clean = fields.map((f) => f.replace(/[\r\n]+/g, ' '));
-    return this.transport === 'helper' ? this.sendByHelper(clean) : Promise.resolve(this.sendDatagram(clean));
+    return this.transport === 'helper'
+      ? this.sendByHelper(clean)
+      : Promise.resolve(this.sendDatagram(clean));
   }
 
   private sendDatagram(fields: string[]): boolean {
     const message = Buffer.from(`${fields.join('\n')}\n`, 'utf8');
     if (Buffer.byteLength(this.socket) > SUN_PATH_MAX) {
-      this.fail(fields[0] ?? '', `NOTIFY_SOCKET is longer than ${SUN_PATH_MAX} bytes: ${this.socket}`);
+      this.fail(
+        fields[0] ?? '',
+        `NOTIFY_SOCKET is longer than ${SUN_PATH_MAX} bytes: ${this.socket}`,
+      );
       return false;
     }
     let sock: ReturnType<UnixDgram['createSocket']>;
     try {
       sock = loadUnixDgram().createSocket('unix_dgram');
     } catch (err) {
-      this.fail(fields[0] ?? '', `no AF_UNIX datagram socket (unix-dgram): ${(err as Error).message}`);
+      this.fail(
+        fields[0] ?? '',
+        `no AF_UNIX datagram socket (unix-dgram): ${(err as Error).message}`,
+      );
       return false;
     }
     let error: Error | undefined;
@@ -176,14 +198,21 @@ export class SystemdNotifier {
         if (!ok) this.fail(fields[0] ?? '', why ?? 'failed');
         resolve(ok);
       };
-      const child = spawn(this.command, fields, { env: this.options.env as NodeJS.ProcessEnv, stdio: ['ignore', 'ignore', 'pipe'] });
+      const child = spawn(this.command, fields, {
+        env: this.options.env as NodeJS.ProcessEnv,
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
       const timer = setTimeout(() => {
         child.kill('SIGKILL');
         done(false, `no answer within ${this.timeoutMs} ms`);
       }, this.timeoutMs);
-      child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr = (stderr + d).slice(-500)));
+      child.stderr
+        .setEncoding('utf8')
+        .on('data', (d: string) => (stderr = (stderr + d).slice(-500)));
       child.once('error', (err) => done(false, `${this.command} could not be run: ${err.message}`));
-      child.once('exit', (code) => done(code === 0, `${this.command} exited with ${code}: ${stderr.trim()}`));
+      child.once('exit', (code) =>
+        done(code === 0, `${this.command} exited with ${code}: ${stderr.trim()}`),
+      );
     });
   }
 

@@ -15,12 +15,22 @@ import { fail, open, withBuffer, type BufferOptions, type OpsIo } from './ops-co
  * with it are listed), 2 for a usage or configuration error.
  */
 export function registerTraceCommand(program: Command, io: OpsIo): void {
-  withBuffer(program.command('trace').description('what happened to one item: its reads, scans, batches, upstream states or failures, and its parents and children'))
+  withBuffer(
+    program
+      .command('trace')
+      .description(
+        'what happened to one item: its reads, scans, batches, upstream states or failures, and its parents and children',
+      ),
+  )
     .argument(
       '<reference>',
       'the item: its reference, or any form of its GS1 label (bracketed, raw element string with <GS>, Digital Link), or one AI value (serial, SSCC, lot, GTIN); when nothing matches, the references starting with it are listed',
     )
-    .option('-d, --depth <levels>', `levels of parents and children shown (1–${MAX_GENEALOGY_DEPTH})`, String(DEFAULT_GENEALOGY_DEPTH))
+    .option(
+      '-d, --depth <levels>',
+      `levels of parents and children shown (1–${MAX_GENEALOGY_DEPTH})`,
+      String(DEFAULT_GENEALOGY_DEPTH),
+    )
     .addHelpText(
       'after',
       `\nExamples:\n  scan-gateway trace PK-000815 --config /etc/scan-gateway/config.yaml\n  scan-gateway trace PK-0008 --json        # no exact match: the references starting with PK-0008\n` +
@@ -31,10 +41,18 @@ export function registerTraceCommand(program: Command, io: OpsIo): void {
     )
     .action(async (reference: string, opts: BufferOptions & { depth: string }) => {
       const depth = Number(opts.depth);
-      if (!Number.isInteger(depth) || depth < 1 || depth > MAX_GENEALOGY_DEPTH) fail(io, 'trace', `--depth must be a whole number from 1 to ${MAX_GENEALOGY_DEPTH}, got "${opts.depth}"`, ExitCodes.USAGE);
+      if (!Number.isInteger(depth) || depth < 1 || depth > MAX_GENEALOGY_DEPTH)
+        fail(
+          io,
+          'trace',
+          `--depth must be a whole number from 1 to ${MAX_GENEALOGY_DEPTH}, got "${opts.depth}"`,
+          ExitCodes.USAGE,
+        );
       const { db, timezone, config } = open(io, opts, 'trace');
       // Raw reads and reasons may quote a secret that landed in an input: cut it out.
-      const scrubber = config ? await bestEffortScrubber(config, io.env, io.cwd) : new SecretScrubber();
+      const scrubber = config
+        ? await bestEffortScrubber(config, io.env, io.cwd)
+        : new SecretScrubber();
       let trace: ItemTrace;
       try {
         const dcpKinds = new Map((config?.dcps ?? []).map((d) => [d.key, d.kind as string]));
@@ -43,7 +61,11 @@ export function registerTraceCommand(program: Command, io: OpsIo): void {
         db.close();
       }
       io.stdout.write(opts.json ? `${JSON.stringify(trace)}\n` : formatTrace(trace, timezone));
-      throw new CommandExit(trace.found || (trace.byValue ?? []).some((m) => m.items.length > 0) ? ExitCodes.OK : ExitCodes.FAILED);
+      throw new CommandExit(
+        trace.found || (trace.byValue ?? []).some((m) => m.items.length > 0)
+          ? ExitCodes.OK
+          : ExitCodes.FAILED,
+      );
     });
 }
 
@@ -54,20 +76,35 @@ export function formatTrace(t: ItemTrace, timezone: string): string {
   if (!t.found) {
     // Items listed by an AI's value answer the question: no "not in the buffer" after them.
     const listed = (t.byValue ?? []).some((m) => m.items.length > 0);
-    const lines = listed ? [...head] : [...head, `${t.reference}: not in the buffer (no scan of it, none naming it as parent).`];
+    const lines = listed
+      ? [...head]
+      : [...head, `${t.reference}: not in the buffer (no scan of it, none naming it as parent).`];
     if (t.matches.length > 0) {
       lines.push('', `References starting with ${t.reference}:`);
-      for (const m of t.matches) lines.push(`  ${m.reference}  (${m.scans} scan${m.scans === 1 ? '' : 's'}, latest ${time(m.lastAt)})`);
+      for (const m of t.matches)
+        lines.push(
+          `  ${m.reference}  (${m.scans} scan${m.scans === 1 ? '' : 's'}, latest ${time(m.lastAt)})`,
+        );
     }
-    lines.push('', `The buffer keeps scans for buffer.retentionDays; older items are only upstream. Times in ${timezone}.`);
+    lines.push(
+      '',
+      `The buffer keeps scans for buffer.retentionDays; older items are only upstream. Times in ${timezone}.`,
+    );
     return `${lines.join('\n')}\n`;
   }
   const total = t.scans.length + t.moreScans;
-  const lines = [...head, `${t.reference}: ${total} scan${total === 1 ? '' : 's'} in the buffer${t.moreScans > 0 ? ` (the latest ${t.scans.length} shown)` : ''}.`];
+  const lines = [
+    ...head,
+    `${t.reference}: ${total} scan${total === 1 ? '' : 's'} in the buffer${t.moreScans > 0 ? ` (the latest ${t.scans.length} shown)` : ''}.`,
+  ];
   for (const s of t.scans) lines.push('', ...scanLines(s, time));
   lines.push('', 'Parents:', ...treeLines(t.parents, t.parentsMore, time));
   lines.push('', 'Children:', ...treeLines(t.children, t.childrenMore, time));
-  if (t.slow) lines.push('', 'This buffer predates the lookup indexes (an older gateway wrote it): children were found by a full scan.');
+  if (t.slow)
+    lines.push(
+      '',
+      'This buffer predates the lookup indexes (an older gateway wrote it): children were found by a full scan.',
+    );
   lines.push('', `Times in ${timezone}.`);
   return `${lines.join('\n')}\n`;
 }
@@ -76,27 +113,48 @@ export function formatTrace(t: ItemTrace, timezone: string): string {
 function gs1Lines(t: ItemTrace, time: (iso: string | null) => string): string[] {
   const out: string[] = [];
   if (t.asked !== undefined) out.push(`${t.asked}: found as ${t.reference}`);
-  if (t.canonical !== undefined) out.push(`canonical GS1 reference: ${t.canonical}${t.canonicalWhy ? ` (${t.canonicalWhy})` : ''}`);
-  if (t.sameItem && t.sameItem.length > 0) out.push(`the same item also under: ${t.sameItem.join(', ')}`);
+  if (t.canonical !== undefined)
+    out.push(
+      `canonical GS1 reference: ${t.canonical}${t.canonicalWhy ? ` (${t.canonicalWhy})` : ''}`,
+    );
+  if (t.sameItem && t.sameItem.length > 0)
+    out.push(`the same item also under: ${t.sameItem.join(', ')}`);
   for (const m of t.byValue ?? []) {
     if (t.found && m.items.length === 1) continue;
-    out.push(`${m.value} as AI ${m.ai} (${m.title}): ${m.scansAtLeast ? 'over ' : ''}${m.scans} scan${m.scans === 1 ? '' : 's'}, ${m.items.length} item${m.items.length === 1 ? '' : 's'} listed${m.next ? ` (more: GET /api/v1/items?value=${encodeURIComponent(m.value)}&cursor=${m.next})` : ''}`);
-    for (const i of m.items) out.push(`  ${i.reference}  (${i.scans} scan${i.scans === 1 ? '' : 's'}, latest ${time(i.lastAt)})`);
+    out.push(
+      `${m.value} as AI ${m.ai} (${m.title}): ${m.scansAtLeast ? 'over ' : ''}${m.scans} scan${m.scans === 1 ? '' : 's'}, ${m.items.length} item${m.items.length === 1 ? '' : 's'} listed${m.next ? ` (more: GET /api/v1/items?value=${encodeURIComponent(m.value)}&cursor=${m.next})` : ''}`,
+    );
+    for (const i of m.items)
+      out.push(
+        `  ${i.reference}  (${i.scans} scan${i.scans === 1 ? '' : 's'}, latest ${time(i.lastAt)})`,
+      );
   }
   if (out.length > 0) out.push('');
   return out;
 }
 
 function scanLines(s: ItemScan, time: (iso: string | null) => string): string[] {
-  const out = [`Scan ${s.id} at DCP ${s.dcpKey}${s.kind ? ` (${s.kind})` : ''}, ${time(s.timeUtc)}: ${stateWords(s)}`];
-  const who = [s.productModelKey ? `product ${s.productModelKey}` : '', s.supplierKey ? `supplier ${s.supplierKey}` : '', s.clientKey ? `client ${s.clientKey}` : ''].filter(Boolean);
+  const out = [
+    `Scan ${s.id} at DCP ${s.dcpKey}${s.kind ? ` (${s.kind})` : ''}, ${time(s.timeUtc)}: ${stateWords(s)}`,
+  ];
+  const who = [
+    s.productModelKey ? `product ${s.productModelKey}` : '',
+    s.supplierKey ? `supplier ${s.supplierKey}` : '',
+    s.clientKey ? `client ${s.clientKey}` : '',
+  ].filter(Boolean);
   if (who.length > 0) out.push(`  ${who.join(', ')}`);
-  if (s.attributes.length > 0) out.push(`  attributes: ${s.attributes.map((a) => `${a.key}=${a.value}`).join(', ')}`);
+  if (s.attributes.length > 0)
+    out.push(`  attributes: ${s.attributes.map((a) => `${a.key}=${a.value}`).join(', ')}`);
   if (s.parents.length > 0) out.push(`  parents: ${s.parents.join(', ')}`);
   if (s.read) {
-    out.push(`  read ${s.read.id} from input ${s.read.inputId} at ${time(s.read.receivedAt)}: ${s.read.raw}${s.read.origin ? `   (${s.read.origin})` : ''}`);
+    out.push(
+      `  read ${s.read.id} from input ${s.read.inputId} at ${time(s.read.receivedAt)}: ${s.read.raw}${s.read.origin ? `   (${s.read.origin})` : ''}`,
+    );
     if (s.read.note) out.push(`  note: ${s.read.note}`);
-    if (s.read.leaderEpoch !== null && s.read.leaderEpoch !== undefined) out.push(`  taken under leader epoch ${s.read.leaderEpoch}${s.read.possibleDuplicate ? ' (possible duplicate: sent again by the broker after a takeover)' : ''}`);
+    if (s.read.leaderEpoch !== null && s.read.leaderEpoch !== undefined)
+      out.push(
+        `  taken under leader epoch ${s.read.leaderEpoch}${s.read.possibleDuplicate ? ' (possible duplicate: sent again by the broker after a takeover)' : ''}`,
+      );
   }
   if (s.batch) {
     out.push(
@@ -119,7 +177,9 @@ function stateWords(s: ItemScan): string {
     case 'delivered':
       return 'delivered (the service processed it)';
     case 'failed':
-      return s.replayedBy !== null ? 'refused by the service, replayed' : 'refused by the service (dead letter)';
+      return s.replayedBy !== null
+        ? 'refused by the service, replayed'
+        : 'refused by the service (dead letter)';
     case 'held':
       return s.replayedBy !== null ? 'held, replayed' : 'held (never sent; see the reason)';
     default:
@@ -127,13 +187,23 @@ function stateWords(s: ItemScan): string {
   }
 }
 
-function treeLines(nodes: GenealogyNode[], more: number, time: (iso: string | null) => string, indent = '  '): string[] {
+function treeLines(
+  nodes: GenealogyNode[],
+  more: number,
+  time: (iso: string | null) => string,
+  indent = '  ',
+): string[] {
   if (nodes.length === 0 && more === 0) return indent === '  ' ? [`${indent}none`] : [];
   const out: string[] = [];
   nodes.forEach((n, i) => {
     const last = i === nodes.length - 1 && more === 0;
-    const what = n.scans === 0 ? 'not scanned here' : `${n.scans} scan${n.scans === 1 ? '' : 's'}, latest at ${n.lastDcp} ${n.lastState} ${time(n.lastAt)}`;
-    out.push(`${indent}${last ? '└─' : '├─'} ${n.reference}  (${what})${n.cycle ? '  [cycle: shown above]' : ''}`);
+    const what =
+      n.scans === 0
+        ? 'not scanned here'
+        : `${n.scans} scan${n.scans === 1 ? '' : 's'}, latest at ${n.lastDcp} ${n.lastState} ${time(n.lastAt)}`;
+    out.push(
+      `${indent}${last ? '└─' : '├─'} ${n.reference}  (${what})${n.cycle ? '  [cycle: shown above]' : ''}`,
+    );
     out.push(...treeLines(n.nodes, n.more, time, `${indent}${last ? '   ' : '│  '}`));
   });
   if (more > 0) out.push(`${indent}└─ … ${more} more`);

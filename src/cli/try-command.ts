@@ -38,7 +38,13 @@ export interface TryResult {
   /** Attributes of the rule not sent, each with why (their source had no value in this read). */
   notes?: string[];
   /** With `--payload`: what the input's own parsing gave the mapping besides the code (DCP, time, parents, attributes, origin). */
-  fromInput?: { dcp?: string; time?: string; parents?: string[]; attributes?: Record<string, string>; origin?: Record<string, string | number> };
+  fromInput?: {
+    dcp?: string;
+    time?: string;
+    parents?: string[];
+    attributes?: Record<string, string>;
+    origin?: Record<string, string | number>;
+  };
   container?: unknown;
   gs1?: {
     kind: BarcodeParse['kind'];
@@ -52,7 +58,10 @@ export interface TryResult {
 }
 
 /** `<NUL>` … `<US>` as `failures` and the health page print them (printableRaw), and `<FNC1>` (= GS). */
-const NAMED_BYTES = new Map<string, number>([...C0_NAMES.map((n, i) => [n, i] as const), ['FNC1', 0x1d]]);
+const NAMED_BYTES = new Map<string, number>([
+  ...C0_NAMES.map((n, i) => [n, i] as const),
+  ['FNC1', 0x1d],
+]);
 const ESCAPE = new RegExp(`<(${[...NAMED_BYTES.keys()].join('|')})>|\\\\x([0-9A-Fa-f]{2})`, 'gi');
 
 /**
@@ -66,7 +75,11 @@ export function unescapeRead(text: string): Buffer {
   let last = 0;
   for (const m of text.matchAll(ESCAPE)) {
     parts.push(Buffer.from(text.slice(last, m.index), 'utf8'));
-    parts.push(Buffer.from([m[1] !== undefined ? NAMED_BYTES.get(m[1].toUpperCase())! : parseInt(m[2]!, 16)]));
+    parts.push(
+      Buffer.from([
+        m[1] !== undefined ? NAMED_BYTES.get(m[1].toUpperCase())! : parseInt(m[2]!, 16),
+      ]),
+    );
     last = m.index + m[0].length;
   }
   parts.push(Buffer.from(text.slice(last), 'utf8'));
@@ -95,17 +108,41 @@ interface TryOptions {
 export function registerTryCommand(program: Command, io: TryCommandIo): void {
   program
     .command('try')
-    .description('show what reads become (the Scan, or the rejection and why), without sending or storing anything')
-    .argument('[reads...]', 'the read(s) as the scanner sends them; a byte as \\xHH or by name: <GS>, <CR>, <STX>, <FNC1>')
+    .description(
+      'show what reads become (the Scan, or the rejection and why), without sending or storing anything',
+    )
+    .argument(
+      '[reads...]',
+      'the read(s) as the scanner sends them; a byte as \\xHH or by name: <GS>, <CR>, <STX>, <FNC1>',
+    )
     .requiredOption('-i, --input <id>', 'input the reads come from (its id in the configuration)')
     .option('-c, --config <file>', 'configuration file', '/etc/scan-gateway/config.yaml')
-    .option('--dcp <key>', 'the DCP the source names (topic level, CSV column), as the input would pass it')
+    .option(
+      '--dcp <key>',
+      'the DCP the source names (topic level, CSV column), as the input would pass it',
+    )
     .option('--time <stamp>', "the source's time stamp, as the input would pass it")
-    .option('--field <name=value>', 'a field the source supplies (MQTT JSON attribute, CSV column); repeatable', collect, [])
-    .option('--parent <reference>', 'a parent reference the source supplies; repeatable', collect, [])
+    .option(
+      '--field <name=value>',
+      'a field the source supplies (MQTT JSON attribute, CSV column); repeatable',
+      collect,
+      [],
+    )
+    .option(
+      '--parent <reference>',
+      'a parent reference the source supplies; repeatable',
+      collect,
+      [],
+    )
     .option('--at <iso>', 'when the gateway received the read (default: now)')
-    .option('--payload <message>', "a whole raw message, parsed by the input's own parsing: an MQTT payload, an HTTP ingest body, a dropped file's content, a framed serial/TCP read")
-    .option('--topic <topic>', 'with --payload on an mqtt input: the topic the message comes on (default: the first topic filter)')
+    .option(
+      '--payload <message>',
+      "a whole raw message, parsed by the input's own parsing: an MQTT payload, an HTTP ingest body, a dropped file's content, a framed serial/TCP read",
+    )
+    .option(
+      '--topic <topic>',
+      'with --payload on an mqtt input: the topic the message comes on (default: the first topic filter)',
+    )
     .option('--json', 'print the results as JSON')
     .addHelpText(
       'after',
@@ -124,9 +161,12 @@ export function registerTryCommand(program: Command, io: TryCommandIo): void {
       const input = loaded.config.inputs.find((i) => i.id === opts.input);
       if (!mapper.inputs.has(opts.input) || !input) {
         const ids = [...mapper.inputs.keys()];
-        usage(`no input "${opts.input}" in ${opts.config}${didYouMean(opts.input, ids)}; inputs: ${ids.join(', ') || 'none'}`);
+        usage(
+          `no input "${opts.input}" in ${opts.config}${didYouMean(opts.input, ids)}; inputs: ${ids.join(', ') || 'none'}`,
+        );
       }
-      const receivedAt = opts.at !== undefined ? new Date(opts.at) : new Date((io.now ?? Date.now)());
+      const receivedAt =
+        opts.at !== undefined ? new Date(opts.at) : new Date((io.now ?? Date.now)());
       if (Number.isNaN(receivedAt.getTime())) usage(`--at "${opts.at}" is not a time stamp`);
       const attributes: Record<string, string> = {};
       for (const f of opts.field) {
@@ -138,29 +178,56 @@ export function registerTryCommand(program: Command, io: TryCommandIo): void {
       let results: TryResult[];
       if (opts.payload !== undefined) {
         if (reads.length > 0) usage('give either reads or --payload, not both');
-        const given = opts.field.length > 0 || opts.dcp !== undefined || opts.time !== undefined || opts.parent.length > 0;
-        if (given) usage("--payload takes the DCP, time, parents and fields from the message as the input does: leave out --dcp, --time, --parent and --field");
-        if (opts.topic !== undefined && input!.type !== 'mqtt') usage(`--topic applies to an mqtt input; ${input!.id} is ${input!.type}`);
-        if (input!.type === 'mqtt' && input!.dcpFromTopic !== undefined && opts.topic === undefined) usage(`input ${input!.id} takes the DCP from the topic (dcpFromTopic ${input!.dcpFromTopic}): give --topic`);
+        const given =
+          opts.field.length > 0 ||
+          opts.dcp !== undefined ||
+          opts.time !== undefined ||
+          opts.parent.length > 0;
+        if (given)
+          usage(
+            '--payload takes the DCP, time, parents and fields from the message as the input does: leave out --dcp, --time, --parent and --field',
+          );
+        if (opts.topic !== undefined && input!.type !== 'mqtt')
+          usage(`--topic applies to an mqtt input; ${input!.id} is ${input!.type}`);
+        if (input!.type === 'mqtt' && input!.dcpFromTopic !== undefined && opts.topic === undefined)
+          usage(
+            `input ${input!.id} takes the DCP from the topic (dcpFromTopic ${input!.dcpFromTopic}): give --topic`,
+          );
         // A JSON message is taken as written (JSON escapes its own control bytes as \u001d); a byte stream as a read is.
-        const json = input!.type === 'http' || (input!.type === 'mqtt' && input!.format === 'json') || (input!.type === 'files' && input!.format !== 'lines' && input!.format !== 'csv');
+        const json =
+          input!.type === 'http' ||
+          (input!.type === 'mqtt' && input!.format === 'json') ||
+          (input!.type === 'files' && input!.format !== 'lines' && input!.format !== 'csv');
         const payload = json ? Buffer.from(opts.payload, 'utf8') : unescapeRead(opts.payload);
         const items = await payloadItems(input!, payload, { receivedAt, topic: opts.topic });
         // Nothing to show is said, not printed as an empty list (a file of blank lines, a CSV header alone).
-        if (items.length === 0) usage(`input ${input!.id} makes no read of this payload${input!.type === 'files' && input!.format === 'csv' ? ' (a csv payload is the header row, then the rows)' : ''}`);
+        if (items.length === 0)
+          usage(
+            `input ${input!.id} makes no read of this payload${input!.type === 'files' && input!.format === 'csv' ? ' (a csv payload is the header row, then the rows)' : ''}`,
+          );
         results = items.map((item) => {
-          if (item.kind === 'rejection') return { read: printableRaw(item.rejection.raw), outcome: 'rejected' as const, reason: `the input refuses it: ${item.rejection.reason}` };
+          if (item.kind === 'rejection')
+            return {
+              read: printableRaw(item.rejection.raw),
+              outcome: 'rejected' as const,
+              reason: `the input refuses it: ${item.rejection.reason}`,
+            };
           const read = item.read;
           const tooLong = lengthLimit(input!, read.raw.length);
-          if (tooLong !== undefined) return { read: printableRaw(read.raw), outcome: 'rejected' as const, reason: tooLong };
-          return { ...toResult(read.raw, mapper.map(read), mapper, dedupe), fromInput: fromInputOf(read) };
+          if (tooLong !== undefined)
+            return { read: printableRaw(read.raw), outcome: 'rejected' as const, reason: tooLong };
+          return {
+            ...toResult(read.raw, mapper.map(read), mapper, dedupe),
+            fromInput: fromInputOf(read),
+          };
         });
       } else {
         if (reads.length === 0) usage('give the read(s) to try, or --payload with a whole message');
         results = reads.map((given) => {
           const raw = unescapeRead(given);
           const tooLong = lengthLimit(input!, raw.length);
-          if (tooLong !== undefined) return { read: printableRaw(raw), outcome: 'rejected' as const, reason: tooLong };
+          if (tooLong !== undefined)
+            return { read: printableRaw(raw), outcome: 'rejected' as const, reason: tooLong };
           const read: Read = {
             inputId: opts.input,
             raw,
@@ -174,11 +241,19 @@ export function registerTryCommand(program: Command, io: TryCommandIo): void {
         });
       }
       // What no read can change: a rule's field this input never supplies.
-      const notes = fieldSourceNotes(loaded.config, input!.id).map((n) => `note: ${n.where}: ${n.message}\n`).join('');
+      const notes = fieldSourceNotes(loaded.config, input!.id)
+        .map((n) => `note: ${n.where}: ${n.message}\n`)
+        .join('');
       if (opts.json) io.stderr.write(notes);
       else io.stdout.write(notes === '' ? '' : `${notes}\n`);
-      io.stdout.write(opts.json ? `${JSON.stringify(results, null, 2)}\n` : results.map(describeResult).join('\n'));
-      throw new CommandExit(results.some((r) => r.outcome === 'rejected') ? ExitCodes.FAILED : ExitCodes.OK);
+      io.stdout.write(
+        opts.json
+          ? `${JSON.stringify(results, null, 2)}\n`
+          : results.map(describeResult).join('\n'),
+      );
+      throw new CommandExit(
+        results.some((r) => r.outcome === 'rejected') ? ExitCodes.FAILED : ExitCodes.OK,
+      );
     });
 }
 
@@ -202,20 +277,50 @@ function collect(value: string, previous: string[]): string[] {
  * MQTT payload over `maxPayloadBytes` (the input stores it as a rejection).
  */
 function lengthLimit(input: InputConfig, bytes: number): string | undefined {
-  if ('maxReadLength' in input && typeof input.maxReadLength === 'number' && bytes > input.maxReadLength) {
+  if (
+    'maxReadLength' in input &&
+    typeof input.maxReadLength === 'number' &&
+    bytes > input.maxReadLength
+  ) {
     return `read longer than ${input.maxReadLength} bytes (maxReadLength of input ${input.id}): the input stores it as a rejection`;
   }
-  if ('maxPayloadBytes' in input && typeof input.maxPayloadBytes === 'number' && bytes > input.maxPayloadBytes) {
+  if (
+    'maxPayloadBytes' in input &&
+    typeof input.maxPayloadBytes === 'number' &&
+    bytes > input.maxPayloadBytes
+  ) {
     return `payload larger than ${input.maxPayloadBytes} bytes (maxPayloadBytes of input ${input.id}): the input stores it as a rejection`;
   }
   return undefined;
 }
 
-function toResult(raw: Buffer, outcome: MapOutcome, mapper: Mapper, dedupe: DuplicateWindow): TryResult {
-  const barcode = outcome.outcome === 'noRead' || outcome.outcome === 'rejected' || outcome.outcome === 'scan' ? outcome.barcode : undefined;
-  const result: TryResult = { read: printableRaw(raw), outcome: outcome.outcome, ...(barcode ? { gs1: gs1Of(barcode) } : {}) };
-  if (outcome.outcome === 'rejected') return { ...result, reason: outcome.reason, ...(outcome.tried ? { tried: outcome.tried } : {}) };
-  if (outcome.outcome === 'noRead') return { ...result, ...(outcome.reason ? { reason: outcome.reason } : {}), ...(outcome.container ? { container: outcome.container } : {}) };
+function toResult(
+  raw: Buffer,
+  outcome: MapOutcome,
+  mapper: Mapper,
+  dedupe: DuplicateWindow,
+): TryResult {
+  const barcode =
+    outcome.outcome === 'noRead' || outcome.outcome === 'rejected' || outcome.outcome === 'scan'
+      ? outcome.barcode
+      : undefined;
+  const result: TryResult = {
+    read: printableRaw(raw),
+    outcome: outcome.outcome,
+    ...(barcode ? { gs1: gs1Of(barcode) } : {}),
+  };
+  if (outcome.outcome === 'rejected')
+    return {
+      ...result,
+      reason: outcome.reason,
+      ...(outcome.tried ? { tried: outcome.tried } : {}),
+    };
+  if (outcome.outcome === 'noRead')
+    return {
+      ...result,
+      ...(outcome.reason ? { reason: outcome.reason } : {}),
+      ...(outcome.container ? { container: outcome.container } : {}),
+    };
   const { scan, instant } = outcome;
   const windowMs = mapper.duplicateWindowMs(scan.dcpKey);
   const more = {
@@ -228,7 +333,12 @@ function toResult(raw: Buffer, outcome: MapOutcome, mapper: Mapper, dedupe: Dupl
     ...(outcome.container ? { container: outcome.container } : {}),
   };
   if (dedupe.check(scan.dcpKey, scan.reference, instant.getTime(), windowMs)) {
-    return { ...result, ...more, outcome: 'duplicate', reason: `same reference at ${scan.dcpKey} within ${windowMs} ms: counted, not sent again` };
+    return {
+      ...result,
+      ...more,
+      outcome: 'duplicate',
+      reason: `same reference at ${scan.dcpKey} within ${windowMs} ms: counted, not sent again`,
+    };
   }
   return { ...result, ...more };
 }
@@ -237,22 +347,45 @@ function gs1Of(b: BarcodeParse): NonNullable<TryResult['gs1']> {
   const symbology = b.symbology ? `${b.symbology.name} (${b.symbology.identifier})` : undefined;
   const base = { kind: b.kind, ...(symbology ? { symbology } : {}) };
   if (b.kind === 'plain') return base;
-  const elements = b.elements.map((e) => ({ ai: e.ai, title: e.title, value: e.value, ...(e.date ? { date: e.date } : {}), ...(e.decimal ? { decimal: e.decimal } : {}) }));
+  const elements = b.elements.map((e) => ({
+    ai: e.ai,
+    title: e.title,
+    value: e.value,
+    ...(e.date ? { date: e.date } : {}),
+    ...(e.decimal ? { decimal: e.decimal } : {}),
+  }));
   const canonical = b.kind === 'gs1' ? canonicalReference(b.elements) : undefined;
-  return { ...base, form: b.form, elements, ...(b.kind === 'invalid' ? { reason: b.reason } : {}), ...(canonical ? { canonical: { reference: canonical.uri, why: canonical.why } } : {}) };
+  return {
+    ...base,
+    form: b.form,
+    elements,
+    ...(b.kind === 'invalid' ? { reason: b.reason } : {}),
+    ...(canonical ? { canonical: { reference: canonical.uri, why: canonical.why } } : {}),
+  };
 }
 
 /** The result for a person: the read, the GS1 data found, then the scan or why not. */
 export function describeResult(r: TryResult): string {
   const lines = [`read: ${r.read}`];
   if (r.gs1) {
-    const what = r.gs1.kind === 'plain' ? 'not GS1 (a plain code)' : r.gs1.kind === 'gs1' ? `GS1 ${r.gs1.form}` : `invalid GS1 ${r.gs1.form}`;
+    const what =
+      r.gs1.kind === 'plain'
+        ? 'not GS1 (a plain code)'
+        : r.gs1.kind === 'gs1'
+          ? `GS1 ${r.gs1.form}`
+          : `invalid GS1 ${r.gs1.form}`;
     lines.push(`  code: ${r.gs1.symbology ? `${r.gs1.symbology}, ` : ''}${what}`);
     for (const e of r.gs1.elements ?? []) {
-      lines.push(`    (${e.ai}) ${e.title}: ${e.value}${e.date ? ` = ${e.date}` : ''}${e.decimal ? ` = ${e.decimal}` : ''}`);
+      lines.push(
+        `    (${e.ai}) ${e.title}: ${e.value}${e.date ? ` = ${e.date}` : ''}${e.decimal ? ` = ${e.decimal}` : ''}`,
+      );
     }
     if (r.gs1.reason) lines.push(`    problem: ${r.gs1.reason}`);
-    if (r.gs1.canonical) lines.push(`  canonical GS1 reference: ${r.gs1.canonical.reference}`, `    ${r.gs1.canonical.why}`);
+    if (r.gs1.canonical)
+      lines.push(
+        `  canonical GS1 reference: ${r.gs1.canonical.reference}`,
+        `    ${r.gs1.canonical.why}`,
+      );
   }
   if (r.fromInput) {
     const f = r.fromInput;
@@ -260,16 +393,33 @@ export function describeResult(r: TryResult): string {
       f.dcp !== undefined ? `DCP ${f.dcp}` : '',
       f.time !== undefined ? `time ${f.time}` : '',
       f.parents ? `parents ${f.parents.join(', ')}` : '',
-      f.attributes ? `fields ${Object.entries(f.attributes).map(([k, v]) => `${k}=${v}`).join(', ')}` : 'no fields',
+      f.attributes
+        ? `fields ${Object.entries(f.attributes)
+            .map(([k, v]) => `${k}=${v}`)
+            .join(', ')}`
+        : 'no fields',
     ].filter(Boolean);
-    lines.push(`  from the input: ${parts.join('; ')}${f.origin ? `   (${Object.entries(f.origin).map(([k, v]) => `${k} ${v}`).join(', ')})` : ''}`);
+    lines.push(
+      `  from the input: ${parts.join('; ')}${
+        f.origin
+          ? `   (${Object.entries(f.origin)
+              .map(([k, v]) => `${k} ${v}`)
+              .join(', ')})`
+          : ''
+      }`,
+    );
   }
-  if (r.tried) lines.push(`  rules tried: ${r.tried.join(', ')}${r.rule ? `; mapped by: ${r.rule}` : ''}`);
+  if (r.tried)
+    lines.push(`  rules tried: ${r.tried.join(', ')}${r.rule ? `; mapped by: ${r.rule}` : ''}`);
   if (r.container) lines.push(`  container: ${JSON.stringify(r.container)}`);
   switch (r.outcome) {
     case 'scan':
       lines.push(`  → scan, as it would be sent (time stamp in the site zone; UTC ${r.instant}):`);
-      lines.push(...compactJson(r.scan).split('\n').map((l) => `    ${l}`));
+      lines.push(
+        ...compactJson(r.scan)
+          .split('\n')
+          .map((l) => `    ${l}`),
+      );
       if (r.timeWarning) lines.push(`  warning: ${r.timeWarning}`);
       for (const n of r.notes ?? []) lines.push(`  note: ${n}`);
       break;
@@ -288,5 +438,8 @@ export function describeResult(r: TryResult): string {
 
 /** JSON with two-space indent, but each attribute `{ "key": …, "value": … }` on one line. */
 function compactJson(value: unknown): string {
-  return JSON.stringify(value, null, 2).replace(/\{\n\s+"key": (".*?"),\n\s+"value": (".*?")\n\s+\}/g, '{ "key": $1, "value": $2 }');
+  return JSON.stringify(value, null, 2).replace(
+    /\{\n\s+"key": (".*?"),\n\s+"value": (".*?")\n\s+\}/g,
+    '{ "key": $1, "value": $2 }',
+  );
 }

@@ -24,21 +24,52 @@ import type { IntakeItem } from '../inputs/types.js';
  * A payload the input would refuse as a whole (an HTTP body that is not JSON, a file in UTF-16)
  * comes back as one rejection with the input's reason.
  */
-export async function payloadItems(input: InputConfig, payload: Buffer, options: { receivedAt: Date; topic: string | undefined }): Promise<IntakeItem[]> {
+export async function payloadItems(
+  input: InputConfig,
+  payload: Buffer,
+  options: { receivedAt: Date; topic: string | undefined },
+): Promise<IntakeItem[]> {
   const { receivedAt } = options;
   switch (input.type) {
     case 'mqtt':
-      return [messageToItem(input, options.topic ?? defaultTopic(input.topics), payload, receivedAt)];
+      return [
+        messageToItem(input, options.topic ?? defaultTopic(input.topics), payload, receivedAt),
+      ];
     case 'http': {
       const origin = { http: `POST ${INGEST_PATH}`, peer: 'scan-gateway try' };
       let value: unknown;
       try {
         value = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(payload));
       } catch (err) {
-        return [rejectionItem(input.id, payload, err instanceof SyntaxError ? `body is not JSON: ${err.message} (the input answers 400)` : 'body is not valid UTF-8 (the input answers 400)', receivedAt, origin)];
+        return [
+          rejectionItem(
+            input.id,
+            payload,
+            err instanceof SyntaxError
+              ? `body is not JSON: ${err.message} (the input answers 400)`
+              : 'body is not valid UTF-8 (the input answers 400)',
+            receivedAt,
+            origin,
+          ),
+        ];
       }
-      const parsed = ingestBodyItems(value, { inputId: input.id, fields: input.fields, receivedAt, origin, maxReadLength: input.maxReadLength ?? DEFAULT_MAX_READ_LENGTH });
-      if (!parsed.ok) return [rejectionItem(input.id, payload, `${parsed.message}${parsed.field ? ` (field ${parsed.field})` : ''} (the input answers 400)`, receivedAt, origin)];
+      const parsed = ingestBodyItems(value, {
+        inputId: input.id,
+        fields: input.fields,
+        receivedAt,
+        origin,
+        maxReadLength: input.maxReadLength ?? DEFAULT_MAX_READ_LENGTH,
+      });
+      if (!parsed.ok)
+        return [
+          rejectionItem(
+            input.id,
+            payload,
+            `${parsed.message}${parsed.field ? ` (field ${parsed.field})` : ''} (the input answers 400)`,
+            receivedAt,
+            origin,
+          ),
+        ];
       return parsed.items;
     }
     case 'files':
@@ -54,7 +85,11 @@ function defaultTopic(topics: readonly string[]): string {
   return topics[0] ?? '';
 }
 
-async function fileItems(input: Extract<InputConfig, { type: 'files' }>, payload: Buffer, receivedAt: Date): Promise<IntakeItem[]> {
+async function fileItems(
+  input: Extract<InputConfig, { type: 'files' }>,
+  payload: Buffer,
+  receivedAt: Date,
+): Promise<IntakeItem[]> {
   const dir = await mkdtemp(join(tmpdir(), 'scan-gateway-try-'));
   const fileName = `payload.${input.format === 'lines' ? 'txt' : input.format}`;
   const path = join(dir, fileName);
@@ -62,10 +97,23 @@ async function fileItems(input: Extract<InputConfig, { type: 'files' }>, payload
     await writeFile(path, payload, { mode: 0o600 });
     const handle = await open(path, 'r');
     try {
-      return await parseInboxFile(input, handle, { inputId: input.id, fileName, receivedAt, maxReadLength: input.maxReadLength });
+      return await parseInboxFile(input, handle, {
+        inputId: input.id,
+        fileName,
+        receivedAt,
+        maxReadLength: input.maxReadLength,
+      });
     } catch (err) {
       // The input moves such a file to failed/ with this reason.
-      return [rejectionItem(input.id, payload.subarray(0, 256), `the whole file is refused (moved to failed/): ${(err as Error).message}`, receivedAt, { file: fileName })];
+      return [
+        rejectionItem(
+          input.id,
+          payload.subarray(0, 256),
+          `the whole file is refused (moved to failed/): ${(err as Error).message}`,
+          receivedAt,
+          { file: fileName },
+        ),
+      ];
     } finally {
       await handle.close();
     }

@@ -14,7 +14,8 @@ import { DEFAULT_SANDBOX_KAFKA_LISTEN } from './schema.js';
 export function crossCheck(value: unknown, ctx: z.RefinementCtx): void {
   const cfg = asRecord(value);
   if (!cfg) return;
-  const add = (path: (string | number)[], message: string) => ctx.addIssue({ code: 'custom', path, message });
+  const add = (path: (string | number)[], message: string) =>
+    ctx.addIssue({ code: 'custom', path, message });
 
   const dcpKeys = uniqueNames(asArray(cfg.dcps), 'key', 'DCP key', ['dcps'], add);
   const inputIds = uniqueNames(asArray(cfg.inputs), 'id', 'input id', ['inputs'], add);
@@ -23,51 +24,89 @@ export function crossCheck(value: unknown, ctx: z.RefinementCtx): void {
 
   // A route that sends by SFTP needs the server.
   const delivery = asRecord(cfg.delivery);
-  const usesSftp = delivery?.mode === 'sftp' || (delivery?.mode === 'auto' && delivery.largeBatchRoute === 'sftp');
+  const usesSftp =
+    delivery?.mode === 'sftp' || (delivery?.mode === 'auto' && delivery.largeBatchRoute === 'sftp');
   if (usesSftp && asRecord(cfg.upstream) && asRecord(asRecord(cfg.upstream)!.sftp) === undefined) {
-    add(['upstream', 'sftp'], `is required by delivery.${delivery?.mode === 'sftp' ? 'mode sftp' : 'largeBatchRoute sftp'}: host, hostKey (the server's SHA256 fingerprint) and a key or password`);
+    add(
+      ['upstream', 'sftp'],
+      `is required by delivery.${delivery?.mode === 'sftp' ? 'mode sftp' : 'largeBatchRoute sftp'}: host, hostKey (the server's SHA256 fingerprint) and a key or password`,
+    );
   }
 
   asArray(cfg.inputs).forEach((input, i) => {
     const dcp = asRecord(input)?.dcp;
     if (typeof dcp === 'string' && dcpKeys.length > 0 && !dcpKeys.includes(dcp)) {
-      add(['inputs', i, 'dcp'], `unknown DCP "${dcp}"${didYouMean(dcp, dcpKeys)}; known: ${dcpKeys.join(', ')}`);
+      add(
+        ['inputs', i, 'dcp'],
+        `unknown DCP "${dcp}"${didYouMean(dcp, dcpKeys)}; known: ${dcpKeys.join(', ')}`,
+      );
     }
   });
 
   const checkScope = (section: string, i: number, item: Record<string, unknown>) => {
     asArray(item.inputs).forEach((id, n) => {
-      if (typeof id === 'string' && !inputIds.includes(id)) add([section, i, 'inputs', n], `unknown input "${id}"${didYouMean(id, inputIds)}; known: ${inputIds.join(', ') || 'none'}`);
+      if (typeof id === 'string' && !inputIds.includes(id))
+        add(
+          [section, i, 'inputs', n],
+          `unknown input "${id}"${didYouMean(id, inputIds)}; known: ${inputIds.join(', ') || 'none'}`,
+        );
     });
     asArray(item.dcps).forEach((k, n) => {
-      if (typeof k === 'string' && !dcpKeys.includes(k)) add([section, i, 'dcps', n], `unknown DCP "${k}"${didYouMean(k, dcpKeys)}; known: ${dcpKeys.join(', ')}`);
+      if (typeof k === 'string' && !dcpKeys.includes(k))
+        add(
+          [section, i, 'dcps', n],
+          `unknown DCP "${k}"${didYouMean(k, dcpKeys)}; known: ${dcpKeys.join(', ')}`,
+        );
     });
   };
 
-  const checkValue = (path: (string | number)[], v: unknown, groups: string[] | undefined | null, isDcp: boolean) => {
+  const checkValue = (
+    path: (string | number)[],
+    v: unknown,
+    groups: string[] | undefined | null,
+    isDcp: boolean,
+  ) => {
     if (typeof v === 'string') {
-      if (isDcp && dcpKeys.length > 0 && !dcpKeys.includes(v)) add(path, `unknown DCP "${v}"${didYouMean(v, dcpKeys)}; known: ${dcpKeys.join(', ')}`);
+      if (isDcp && dcpKeys.length > 0 && !dcpKeys.includes(v))
+        add(path, `unknown DCP "${v}"${didYouMean(v, dcpKeys)}; known: ${dcpKeys.join(', ')}`);
       return;
     }
     const source = asRecord(v);
     if (!source) return;
     if (typeof source.lookup === 'string') {
       if (!lookupNames.includes(source.lookup)) {
-        add([...path, 'lookup'], `unknown lookup table "${source.lookup}"${didYouMean(source.lookup, lookupNames)}; tables in \`lookups\`: ${lookupNames.join(', ') || 'none'}`);
+        add(
+          [...path, 'lookup'],
+          `unknown lookup table "${source.lookup}"${didYouMean(source.lookup, lookupNames)}; tables in \`lookups\`: ${lookupNames.join(', ') || 'none'}`,
+        );
       } else if (isDcp) {
         const table = asRecord(lookups[source.lookup]) ?? {};
         for (const [from, to] of Object.entries(table)) {
-          if (typeof to === 'string' && !dcpKeys.includes(to)) add(['lookups', source.lookup, from], `"${from}" maps to "${to}", which is not a configured DCP`);
+          if (typeof to === 'string' && !dcpKeys.includes(to))
+            add(
+              ['lookups', source.lookup, from],
+              `"${from}" maps to "${to}", which is not a configured DCP`,
+            );
         }
       }
     }
     if (isDcp && typeof source.value === 'string' && !dcpKeys.includes(source.value)) {
-      add([...path, 'value'], `unknown DCP "${source.value}"${didYouMean(source.value, dcpKeys)}; known: ${dcpKeys.join(', ')}`);
+      add(
+        [...path, 'value'],
+        `unknown DCP "${source.value}"${didYouMean(source.value, dcpKeys)}; known: ${dcpKeys.join(', ')}`,
+      );
     }
     if (typeof source.group === 'string' && groups !== null) {
-      if (groups === undefined) add([...path, 'group'], `takes the regex group "${source.group}", but there is no \`match.regex\` here`);
+      if (groups === undefined)
+        add(
+          [...path, 'group'],
+          `takes the regex group "${source.group}", but there is no \`match.regex\` here`,
+        );
       else if (!groups.includes(source.group)) {
-        add([...path, 'group'], `the regex has no group named "${source.group}"${didYouMean(source.group, groups)}; its named groups: ${groups.join(', ') || 'none'}`);
+        add(
+          [...path, 'group'],
+          `the regex has no group named "${source.group}"${didYouMean(source.group, groups)}; its named groups: ${groups.join(', ') || 'none'}`,
+        );
       }
     }
   };
@@ -80,15 +119,30 @@ export function crossCheck(value: unknown, ctx: z.RefinementCtx): void {
     const groups = regexGroups(asRecord(rule.match)?.regex);
     checkValue(['rules', i, 'reference'], rule.reference, groups, false);
     checkValue(['rules', i, 'dcp'], rule.dcp, groups, true);
-    for (const k of ['productModelKey', 'supplierKey', 'clientKey'] as const) checkValue(['rules', i, k], rule[k], groups, false);
-    for (const [name, v] of Object.entries(asRecord(rule.attributes) ?? {})) checkValue(['rules', i, 'attributes', name], v, groups, false);
-    asArray(rule.parents).forEach((v, n) => checkValue(['rules', i, 'parents', n], v, groups, false));
+    for (const k of ['productModelKey', 'supplierKey', 'clientKey'] as const)
+      checkValue(['rules', i, k], rule[k], groups, false);
+    for (const [name, v] of Object.entries(asRecord(rule.attributes) ?? {}))
+      checkValue(['rules', i, 'attributes', name], v, groups, false);
+    asArray(rule.parents).forEach((v, n) =>
+      checkValue(['rules', i, 'parents', n], v, groups, false),
+    );
     // A rule that needs a container refuses every read when there is none to open.
-    const containerNames = asArray(cfg.containers).flatMap((c) => (typeof asRecord(c)?.name === 'string' ? [asRecord(c)!.name as string] : []));
+    const containerNames = asArray(cfg.containers).flatMap((c) =>
+      typeof asRecord(c)?.name === 'string' ? [asRecord(c)!.name as string] : [],
+    );
     if (rule.requireContainer === true && containerNames.length === 0) {
-      add(['rules', i, 'requireContainer'], 'needs an open container, but `containers` defines none: every read of this rule would be refused');
-    } else if (typeof rule.requireContainer === 'string' && !containerNames.includes(rule.requireContainer)) {
-      add(['rules', i, 'requireContainer'], `unknown container "${rule.requireContainer}"${didYouMean(rule.requireContainer, containerNames)}; containers: ${containerNames.join(', ') || 'none'}`);
+      add(
+        ['rules', i, 'requireContainer'],
+        'needs an open container, but `containers` defines none: every read of this rule would be refused',
+      );
+    } else if (
+      typeof rule.requireContainer === 'string' &&
+      !containerNames.includes(rule.requireContainer)
+    ) {
+      add(
+        ['rules', i, 'requireContainer'],
+        `unknown container "${rule.requireContainer}"${didYouMean(rule.requireContainer, containerNames)}; containers: ${containerNames.join(', ') || 'none'}`,
+      );
     }
   });
 
@@ -97,7 +151,12 @@ export function crossCheck(value: unknown, ctx: z.RefinementCtx): void {
     const container = asRecord(raw);
     if (!container) return;
     checkScope('containers', i, container);
-    checkValue(['containers', i, 'reference'], container.reference, regexGroups(asRecord(container.open)?.regex), false);
+    checkValue(
+      ['containers', i, 'reference'],
+      container.reference,
+      regexGroups(asRecord(container.open)?.regex),
+      false,
+    );
   });
 
   checkClashes(cfg, add);
@@ -138,7 +197,10 @@ interface Listener {
  * address (http.listen, the embedded sandbox, tcp server inputs), two MQTT inputs with one broker
  * and one client id (each would take the other's session over). Reported at the later entry.
  */
-function checkClashes(cfg: Record<string, unknown>, add: (path: (string | number)[], message: string) => void): void {
+function checkClashes(
+  cfg: Record<string, unknown>,
+  add: (path: (string | number)[], message: string) => void,
+): void {
   const listeners: Listener[] = [];
   const listen = (path: (string | number)[], what: string, address: unknown) => {
     if (typeof address !== 'string') return;
@@ -149,10 +211,15 @@ function checkClashes(cfg: Record<string, unknown>, add: (path: (string | number
   };
   listen(['http', 'listen'], 'the HTTP server (http.listen)', asRecord(cfg.http)?.listen);
   const sandbox = asRecord(cfg.sandbox);
-  if (sandbox?.enabled === true) listen(['sandbox', 'listen'], 'the embedded sandbox (sandbox.listen)', sandbox.listen);
+  if (sandbox?.enabled === true)
+    listen(['sandbox', 'listen'], 'the embedded sandbox (sandbox.listen)', sandbox.listen);
   if (sandbox?.enabled === true) {
     const kafkaListen = asRecord(sandbox.kafka)?.listen ?? DEFAULT_SANDBOX_KAFKA_LISTEN;
-    listen(['sandbox', 'kafka', 'listen'], 'the embedded sandbox\'s Kafka endpoint (sandbox.kafka.listen)', kafkaListen);
+    listen(
+      ['sandbox', 'kafka', 'listen'],
+      "the embedded sandbox's Kafka endpoint (sandbox.kafka.listen)",
+      kafkaListen,
+    );
   }
 
   const folders = new Map<string, string>();
@@ -164,13 +231,32 @@ function checkClashes(cfg: Record<string, unknown>, add: (path: (string | number
     if (input.type === 'files' && typeof input.dir === 'string' && input.dir !== '') {
       const folder = resolve(pathBase ?? '.', input.dir);
       const first = folders.get(folder);
-      if (first !== undefined) add(['inputs', i, 'dir'], `${first} watches the folder ${folder} too; each file would be ingested twice (one files input per folder)`);
+      if (first !== undefined)
+        add(
+          ['inputs', i, 'dir'],
+          `${first} watches the folder ${folder} too; each file would be ingested twice (one files input per folder)`,
+        );
       else folders.set(folder, name);
     }
-    if (input.type === 'tcp' && input.mode === 'server' && typeof input.host === 'string' && typeof input.port === 'number') {
-      listeners.push({ path: ['inputs', i, 'port'], what: `tcp server ${name}`, address: `${input.host}:${input.port}`, host: input.host, port: input.port });
+    if (
+      input.type === 'tcp' &&
+      input.mode === 'server' &&
+      typeof input.host === 'string' &&
+      typeof input.port === 'number'
+    ) {
+      listeners.push({
+        path: ['inputs', i, 'port'],
+        what: `tcp server ${name}`,
+        address: `${input.host}:${input.port}`,
+        host: input.host,
+        port: input.port,
+      });
     }
-    if (input.type === 'mqtt' && typeof input.url === 'string' && typeof input.clientId === 'string') {
+    if (
+      input.type === 'mqtt' &&
+      typeof input.url === 'string' &&
+      typeof input.clientId === 'string'
+    ) {
       const session = `${brokerOf(input.url)} ${input.clientId}`;
       const first = sessions.get(session);
       if (first !== undefined) {
@@ -188,13 +274,24 @@ function checkClashes(cfg: Record<string, unknown>, add: (path: (string | number
     if (l.port === 0) continue;
     const host = l.host.replace(/^\[|\]$/g, '').toLowerCase();
     const earlier = byPort.get(l.port) ?? [];
-    const clash = earlier.find((e) => e.host === host || ANY_HOST.has(e.host) || ANY_HOST.has(host));
-    if (clash) add(l.path, `${l.what} would listen on ${l.address}, where ${clash.what} listens already (${clash.address})`);
+    const clash = earlier.find(
+      (e) => e.host === host || ANY_HOST.has(e.host) || ANY_HOST.has(host),
+    );
+    if (clash)
+      add(
+        l.path,
+        `${l.what} would listen on ${l.address}, where ${clash.what} listens already (${clash.address})`,
+      );
     byPort.set(l.port, [...earlier, { ...l, host }]);
   }
 }
 
-const DEFAULT_BROKER_PORTS: Record<string, string> = { 'mqtt:': '1883', 'mqtts:': '8883', 'ws:': '80', 'wss:': '443' };
+const DEFAULT_BROKER_PORTS: Record<string, string> = {
+  'mqtt:': '1883',
+  'mqtts:': '8883',
+  'ws:': '80',
+  'wss:': '443',
+};
 
 /** A broker URL compared as the client connects: scheme, host (any case) and port (the default one written or not), path. */
 function brokerOf(url: string): string {
@@ -238,7 +335,9 @@ function uniqueNames(
 }
 
 function asRecord(v: unknown): Record<string, unknown> | undefined {
-  return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+  return v && typeof v === 'object' && !Array.isArray(v)
+    ? (v as Record<string, unknown>)
+    : undefined;
 }
 
 function asArray(v: unknown): unknown[] {

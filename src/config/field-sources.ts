@@ -6,7 +6,10 @@ import type { GatewayConfig, InputConfig, ValueConfig } from './schema.js';
  * its `attributeColumns`; a JSON input (MQTT json, HTTP ingest, ndjson/json files) the members of
  * its `attributes` object, whatever their names, and the keys of its `attributeFields`.
  */
-type InputFields = { kind: 'none'; why: string } | { kind: 'only'; keys: string[]; why: string } | { kind: 'json'; keys: string[]; objectPath: string };
+type InputFields =
+  | { kind: 'none'; why: string }
+  | { kind: 'only'; keys: string[]; why: string }
+  | { kind: 'json'; keys: string[]; objectPath: string };
 
 function fieldsOf(input: InputConfig): InputFields {
   switch (input.type) {
@@ -14,14 +17,33 @@ function fieldsOf(input: InputConfig): InputFields {
     case 'tcp':
       return { kind: 'none', why: `a ${input.type} input hands only the code` };
     case 'mqtt':
-      if (input.format === 'text') return { kind: 'none', why: 'its payloads are text (format: text): only the code' };
-      return { kind: 'json', keys: Object.keys(input.fields.attributeFields ?? {}), objectPath: input.fields.attributes };
+      if (input.format === 'text')
+        return { kind: 'none', why: 'its payloads are text (format: text): only the code' };
+      return {
+        kind: 'json',
+        keys: Object.keys(input.fields.attributeFields ?? {}),
+        objectPath: input.fields.attributes,
+      };
     case 'http':
-      return { kind: 'json', keys: Object.keys(input.fields.attributeFields ?? {}), objectPath: input.fields.attributes };
+      return {
+        kind: 'json',
+        keys: Object.keys(input.fields.attributeFields ?? {}),
+        objectPath: input.fields.attributes,
+      };
     case 'files':
-      if (input.format === 'lines') return { kind: 'none', why: 'its files are lines: only the code' };
-      if (input.format === 'csv') return { kind: 'only', keys: Object.keys(input.attributeColumns ?? {}), why: 'its CSV rows give fields only by attributeColumns' };
-      return { kind: 'json', keys: Object.keys(input.fields.attributeFields ?? {}), objectPath: input.fields.attributes };
+      if (input.format === 'lines')
+        return { kind: 'none', why: 'its files are lines: only the code' };
+      if (input.format === 'csv')
+        return {
+          kind: 'only',
+          keys: Object.keys(input.attributeColumns ?? {}),
+          why: 'its CSV rows give fields only by attributeColumns',
+        };
+      return {
+        kind: 'json',
+        keys: Object.keys(input.fields.attributeFields ?? {}),
+        objectPath: input.fields.attributes,
+      };
   }
 }
 
@@ -49,23 +71,43 @@ export function fieldSourceNotes(config: GatewayConfig, onlyInput?: string): Fie
       ['supplierKey', rule.supplierKey],
       ['clientKey', rule.clientKey],
       ['dcp', rule.dcp],
-      ...Object.entries(rule.attributes).map(([k, v]): [string, ValueConfig] => [`attributes.${k}`, v]),
+      ...Object.entries(rule.attributes).map(([k, v]): [string, ValueConfig] => [
+        `attributes.${k}`,
+        v,
+      ]),
       ...rule.parents.map((p, i): [string, ValueConfig] => [`parents[${i}]`, p]),
     ];
-    const fields = values.flatMap(([key, v]) => (typeof v === 'object' && v.field !== undefined && v.default === undefined ? [[key, v.field] as const] : []));
+    const fields = values.flatMap(([key, v]) =>
+      typeof v === 'object' && v.field !== undefined && v.default === undefined
+        ? [[key, v.field] as const]
+        : [],
+    );
     if (fields.length === 0) continue;
     for (const input of config.inputs) {
       if (onlyInput !== undefined && input.id !== onlyInput) continue;
-      const inScope = (rule.inputs === undefined && rule.dcps === undefined) || rule.inputs?.includes(input.id) || rule.dcps?.includes(input.dcp);
+      const inScope =
+        (rule.inputs === undefined && rule.dcps === undefined) ||
+        rule.inputs?.includes(input.id) ||
+        rule.dcps?.includes(input.dcp);
       if (!inScope) continue;
       const has = fieldsOf(input);
       for (const [key, field] of fields) {
         const where = `rules[${rule.name}].${key}`;
         const source = `{ field: ${field} }`;
         if (has.kind === 'none') {
-          out.push({ where, input: input.id, kind: 'never', message: `${source} never has a value on input ${input.id}: ${has.why}` });
+          out.push({
+            where,
+            input: input.id,
+            kind: 'never',
+            message: `${source} never has a value on input ${input.id}: ${has.why}`,
+          });
         } else if (has.kind === 'only' && !has.keys.includes(field)) {
-          out.push({ where, input: input.id, kind: 'never', message: `${source} never has a value on input ${input.id}: ${has.why} (${has.keys.join(', ') || 'none'}); add ${field} there` });
+          out.push({
+            where,
+            input: input.id,
+            kind: 'never',
+            message: `${source} never has a value on input ${input.id}: ${has.why} (${has.keys.join(', ') || 'none'}); add ${field} there`,
+          });
         } else if (has.kind === 'json' && !has.keys.includes(field)) {
           out.push({
             where,

@@ -26,7 +26,10 @@ export const DEFAULT_MAX_READ_LENGTH = 4096;
 export const byteString = z
   .string()
   .min(1)
-  .refine((s) => [...s].every((ch) => (ch.codePointAt(0) ?? 0) <= 0xff), 'may only hold byte values \\x00-\\xff, one character per byte');
+  .refine(
+    (s) => [...s].every((ch) => (ch.codePointAt(0) ?? 0) <= 0xff),
+    'may only hold byte values \\x00-\\xff, one character per byte',
+  );
 
 const maxReadLength = z
   .number()
@@ -34,7 +37,9 @@ const maxReadLength = z
   .positive()
   .max(1024 * 1024)
   .default(DEFAULT_MAX_READ_LENGTH)
-  .describe('Longest read in bytes; a longer one is stored as a rejection holding its first bytes.');
+  .describe(
+    'Longest read in bytes; a longer one is stored as a rejection holding its first bytes.',
+  );
 
 /**
  * Pause that ends an overlong serial/TCP read being dropped, in ms: far above the gaps inside one
@@ -47,15 +52,35 @@ const streamKeys = {
   framing: z
     .enum(['terminator', 'stxEtx', 'silence'])
     .default('terminator')
-    .describe('terminator = a read ends at `terminator`; stxEtx = a read sits between `stx` and `etx`; silence = a read ends when no byte came for `silenceMs`.'),
+    .describe(
+      'terminator = a read ends at `terminator`; stxEtx = a read sits between `stx` and `etx`; silence = a read ends when no byte came for `silenceMs`.',
+    ),
   terminator: byteString
     .default('\r')
-    .describe('framing terminator: byte sequence that ends a read; YAML escapes such as "\\r\\n" work in double quotes.'),
-  stx: byteString.refine((s) => s.length === 1, 'must be one byte').default('\x02').describe('framing stxEtx: the byte that starts a read.'),
-  etx: byteString.refine((s) => s.length === 1, 'must be one byte').default('\x03').describe('framing stxEtx: the byte that ends a read.'),
-  silenceMs: z.number().int().min(1).max(10_000).default(50).describe('framing silence: a read ends after this long without a byte, in ms.'),
-  stripPrefix: byteString.optional().describe('Bytes removed from the start of a read when present (a scanner-added prefix).'),
-  stripSuffix: byteString.optional().describe('Bytes removed from the end of a read when present (a scanner-added suffix).'),
+    .describe(
+      'framing terminator: byte sequence that ends a read; YAML escapes such as "\\r\\n" work in double quotes.',
+    ),
+  stx: byteString
+    .refine((s) => s.length === 1, 'must be one byte')
+    .default('\x02')
+    .describe('framing stxEtx: the byte that starts a read.'),
+  etx: byteString
+    .refine((s) => s.length === 1, 'must be one byte')
+    .default('\x03')
+    .describe('framing stxEtx: the byte that ends a read.'),
+  silenceMs: z
+    .number()
+    .int()
+    .min(1)
+    .max(10_000)
+    .default(50)
+    .describe('framing silence: a read ends after this long without a byte, in ms.'),
+  stripPrefix: byteString
+    .optional()
+    .describe('Bytes removed from the start of a read when present (a scanner-added prefix).'),
+  stripSuffix: byteString
+    .optional()
+    .describe('Bytes removed from the end of a read when present (a scanner-added suffix).'),
   maxReadLength,
   overlongPauseMs: z
     .number()
@@ -66,10 +91,16 @@ const streamKeys = {
     .describe(
       'framing terminator and stxEtx: a read longer than maxReadLength is dropped (but for its first bytes) up to its terminator or ETX, or up to a pause this long without a byte, in ms; the next byte starts a new read.',
     ),
-  ackBytes: byteString.optional().describe('Bytes written back to the scanner after a read is committed (many scanners beep on them).'),
+  ackBytes: byteString
+    .optional()
+    .describe(
+      'Bytes written back to the scanner after a read is committed (many scanners beep on them).',
+    ),
   nakBytes: byteString
     .optional()
-    .describe('Bytes written back when a read is not taken: framing rejected it (overlong, cut off) or the buffer refused it.'),
+    .describe(
+      'Bytes written back when a read is not taken: framing rejected it (overlong, cut off) or the buffer refused it.',
+    ),
 };
 
 /**
@@ -83,14 +114,21 @@ const streamKeys = {
 const jsonPath = z
   .string()
   .min(1)
-  .regex(/^[^.]+(\.[^.]+)*$/, 'is not a path into the payload: names joined by dots, none empty (e.g. `meas.temp`); "." names no field');
+  .regex(
+    /^[^.]+(\.[^.]+)*$/,
+    'is not a path into the payload: names joined by dots, none empty (e.g. `meas.temp`); "." names no field',
+  );
 
 export const jsonFieldsSchema = z
   .object({
     code: jsonPath.default('code').describe('Path of the barcode text (required in every read).'),
-    time: jsonPath.default('ts').describe('Path of the read time stamp, ISO 8601 (optional in a read).'),
+    time: jsonPath
+      .default('ts')
+      .describe('Path of the read time stamp, ISO 8601 (optional in a read).'),
     dcp: jsonPath.default('dcp').describe('Path of the DCP key (optional in a read).'),
-    parents: jsonPath.default('parents').describe('Path of the parent reference(s): text or a list of texts (optional).'),
+    parents: jsonPath
+      .default('parents')
+      .describe('Path of the parent reference(s): text or a list of texts (optional).'),
     attributes: z
       .string()
       .min(1)
@@ -99,7 +137,9 @@ export const jsonFieldsSchema = z
         'is the path of an object of attributes (e.g. `attributes`); "." is not one: to take fields of the payload itself as attributes, list them in `attributeFields` (e.g. `attributeFields: { voltage: voltage }`)',
       )
       .default('attributes')
-      .describe('Path of an object of attributes; text, number and boolean values are taken as text (optional). Fields outside such an object: `attributeFields`.'),
+      .describe(
+        'Path of an object of attributes; text, number and boolean values are taken as text (optional). Fields outside such an object: `attributeFields`.',
+      ),
     attributeFields: z
       .record(z.string().regex(/^\S+$/, 'an attribute key is text without white space'), jsonPath)
       .optional()
@@ -114,41 +154,67 @@ export const filesInputSchema = z
   .object({
     ...inputBase,
     type: z.literal('files'),
-    dir: z.string().min(1).describe('Folder to watch; `processed/` and `failed/` are created inside it.'),
+    dir: z
+      .string()
+      .min(1)
+      .describe('Folder to watch; `processed/` and `failed/` are created inside it.'),
     format: z
       .enum(['lines', 'csv', 'ndjson', 'json'])
       .default('lines')
-      .describe('lines = one barcode per line; csv = header row, then rows; ndjson = one JSON read per line; json = a JSON array of reads.'),
-    barcodeColumn: z.string().default('barcode').describe('csv: header of the column holding the barcode.'),
-    timeColumn: z.string().optional().describe('csv: header of the column holding the read time stamp.'),
-    dcpColumn: z.string().optional().describe('csv: header of the column holding the DCP key (overrides `dcp` where filled).'),
-    parentColumn: z.string().optional().describe('csv: header of the column holding a parent reference.'),
+      .describe(
+        'lines = one barcode per line; csv = header row, then rows; ndjson = one JSON read per line; json = a JSON array of reads.',
+      ),
+    barcodeColumn: z
+      .string()
+      .default('barcode')
+      .describe('csv: header of the column holding the barcode.'),
+    timeColumn: z
+      .string()
+      .optional()
+      .describe('csv: header of the column holding the read time stamp.'),
+    dcpColumn: z
+      .string()
+      .optional()
+      .describe('csv: header of the column holding the DCP key (overrides `dcp` where filled).'),
+    parentColumn: z
+      .string()
+      .optional()
+      .describe('csv: header of the column holding a parent reference.'),
     attributeColumns: z
       .record(z.string().min(1), z.string().min(1))
       .optional()
       .describe('csv: attributes taken from columns, as attribute key → column header.'),
     delimiter: z.string().length(1).default(',').describe('csv: field delimiter.'),
-    fields: jsonFieldsSchema.prefault({}).describe('ndjson and json: where the fields of a read are in each object.'),
+    fields: jsonFieldsSchema
+      .prefault({})
+      .describe('ndjson and json: where the fields of a read are in each object.'),
     maxReadLength,
     rememberFilesDays: z
       .number()
       .int()
       .min(0)
       .default(30)
-      .describe('A file whose content was ingested within this many days is not ingested again (content hash); 0 = off.'),
+      .describe(
+        'A file whose content was ingested within this many days is not ingested again (content hash); 0 = off.',
+      ),
     stableMs: z
       .number()
       .int()
       .min(0)
       .default(500)
       .describe('A file is read once its size has not changed for this long, in ms.'),
-    usePolling: z.boolean().default(false).describe('Poll instead of inotify (needed on SMB/NFS shares).'),
+    usePolling: z
+      .boolean()
+      .default(false)
+      .describe('Poll instead of inotify (needed on SMB/NFS shares).'),
     maxFileBytes: z
       .number()
       .int()
       .min(1)
       .default(2 * 1024 * 1024 * 1024)
-      .describe('Largest file taken, in bytes; a larger file goes to failed/ with the reason (files are read in chunks, so memory does not grow with the size).'),
+      .describe(
+        'Largest file taken, in bytes; a larger file goes to failed/ with the reason (files are read in chunks, so memory does not grow with the size).',
+      ),
   })
   .strict();
 
@@ -158,7 +224,10 @@ export const serialInputSchema = z
     ...inputBase,
     ...streamKeys,
     type: z.literal('serial'),
-    path: z.string().min(1).describe('Device path; prefer /dev/serial/by-id/… which survives re-plugging.'),
+    path: z
+      .string()
+      .min(1)
+      .describe('Device path; prefer /dev/serial/by-id/… which survives re-plugging.'),
     baudRate: z.number().int().positive().default(9600),
     dataBits: z.union([z.literal(5), z.literal(6), z.literal(7), z.literal(8)]).default(8),
     stopBits: z.union([z.literal(1), z.literal(1.5), z.literal(2)]).default(1),
@@ -167,8 +236,18 @@ export const serialInputSchema = z
       .enum(['none', 'rtscts', 'xonxoff'])
       .default('none')
       .describe('none; rtscts = hardware (RTS/CTS lines); xonxoff = software (XON/XOFF bytes).'),
-    reconnectMs: z.number().int().positive().default(2000).describe('First delay before reopening a lost device, in ms; doubles up to reconnectMaxMs.'),
-    reconnectMaxMs: z.number().int().positive().default(10_000).describe('Longest delay between two reopen attempts, in ms.'),
+    reconnectMs: z
+      .number()
+      .int()
+      .positive()
+      .default(2000)
+      .describe('First delay before reopening a lost device, in ms; doubles up to reconnectMaxMs.'),
+    reconnectMaxMs: z
+      .number()
+      .int()
+      .positive()
+      .default(10_000)
+      .describe('Longest delay between two reopen attempts, in ms.'),
   })
   .strict();
 
@@ -182,73 +261,151 @@ export const mqttInputSchema = z
     type: z.literal('mqtt'),
     url: z
       .string()
-      .regex(/^(mqtts?|wss?):\/\/[^/\s]+/, 'must be mqtt://, mqtts://, ws:// or wss:// followed by host[:port]')
+      .regex(
+        /^(mqtts?|wss?):\/\/[^/\s]+/,
+        'must be mqtt://, mqtts://, ws:// or wss:// followed by host[:port]',
+      )
       .refine((u) => !/^[a-z]+:\/\/[^/@]*:[^/@]*@/i.test(u), LITERAL_PASSWORD)
       .describe('Broker address: mqtt://host:1883, mqtts://host:8883, ws(s)://host/mqtt.'),
     topics: z
-      .array(z.string().min(1).refine(isTopicFilter, 'is not a valid MQTT topic filter (+ and # take a whole level; # only last)'))
+      .array(
+        z
+          .string()
+          .min(1)
+          .refine(
+            isTopicFilter,
+            'is not a valid MQTT topic filter (+ and # take a whole level; # only last)',
+          ),
+      )
       .min(1)
       .describe('Topic filters to subscribe to, wildcards + and # allowed.'),
     clientId: z
       .string()
       .min(1)
       .max(128)
-      .describe('Stable client id: the broker keeps this id\'s session (and its queued messages) while the gateway is down.'),
-    format: z.enum(['text', 'json']).default('text').describe('text = the payload is the barcode; json = an object with the fields of `fields`.'),
-    fields: jsonFieldsSchema.prefault({}).describe('json: where the fields of a read are in the payload.'),
+      .describe(
+        "Stable client id: the broker keeps this id's session (and its queued messages) while the gateway is down.",
+      ),
+    format: z
+      .enum(['text', 'json'])
+      .default('text')
+      .describe('text = the payload is the barcode; json = an object with the fields of `fields`.'),
+    fields: jsonFieldsSchema
+      .prefault({})
+      .describe('json: where the fields of a read are in the payload.'),
     dcpFromTopic: z
       .string()
-      .refine((p) => p.split('/').filter((l) => l === '{dcp}').length === 1, 'must hold the level {dcp} exactly once, e.g. plant/{dcp}/scans')
+      .refine(
+        (p) => p.split('/').filter((l) => l === '{dcp}').length === 1,
+        'must hold the level {dcp} exactly once, e.g. plant/{dcp}/scans',
+      )
       .optional()
-      .describe('Topic pattern whose {dcp} level names the DCP, e.g. plant/{dcp}/scans; + matches any level, # the rest.'),
-    qos: z.union([z.literal(0), z.literal(1)]).default(1).describe('Subscription QoS: 1 = at least once (keep it); 0 loses messages.'),
-    protocolVersion: z.union([z.literal(4), z.literal(5)]).default(5).describe('5 = MQTT 5 (default), 4 = MQTT 3.1.1.'),
+      .describe(
+        'Topic pattern whose {dcp} level names the DCP, e.g. plant/{dcp}/scans; + matches any level, # the rest.',
+      ),
+    qos: z
+      .union([z.literal(0), z.literal(1)])
+      .default(1)
+      .describe('Subscription QoS: 1 = at least once (keep it); 0 loses messages.'),
+    protocolVersion: z
+      .union([z.literal(4), z.literal(5)])
+      .default(5)
+      .describe('5 = MQTT 5 (default), 4 = MQTT 3.1.1.'),
     sessionExpirySec: z
       .number()
       .int()
       .min(0)
       .max(0xffff_ffff)
       .default(7 * 24 * 3600)
-      .describe('MQTT 5: how long the broker keeps the session (and queues messages) while the gateway is away, in s.'),
-    caFile: z.string().min(1).optional().describe('PEM bundle of the certificate authorities that signed the broker\'s certificate.'),
-    certFile: z.string().min(1).optional().describe('PEM client certificate (with keyFile), for brokers that authenticate clients by certificate.'),
+      .describe(
+        'MQTT 5: how long the broker keeps the session (and queues messages) while the gateway is away, in s.',
+      ),
+    caFile: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("PEM bundle of the certificate authorities that signed the broker's certificate."),
+    certFile: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        'PEM client certificate (with keyFile), for brokers that authenticate clients by certificate.',
+      ),
     keyFile: z.string().min(1).optional().describe('PEM private key of certFile.'),
     username: z.string().min(1).optional().describe('User name for the broker.'),
-    passwordFile: z.string().min(1).optional().describe('File holding the broker password (e.g. a systemd credential).'),
+    passwordFile: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('File holding the broker password (e.g. a systemd credential).'),
     passwordEnv: z
       .string()
       .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
       .optional()
       .describe('Name of the environment variable holding the broker password.'),
-    password: z.never({ error: LITERAL_PASSWORD }).optional().describe('Refused: a password never stands in this file (use passwordFile or passwordEnv).'),
+    password: z
+      .never({ error: LITERAL_PASSWORD })
+      .optional()
+      .describe('Refused: a password never stands in this file (use passwordFile or passwordEnv).'),
     maxPayloadBytes: z
       .number()
       .int()
       .positive()
       .default(256 * 1024)
-      .describe('A larger payload is stored as a rejection (its first bytes) and acknowledged, never held whole in memory; MQTT 5: + 65 KiB is sent as maximumPacketSize, so the broker drops bigger packets (its log shows them).'),
+      .describe(
+        'A larger payload is stored as a rejection (its first bytes) and acknowledged, never held whole in memory; MQTT 5: + 65 KiB is sent as maximumPacketSize, so the broker drops bigger packets (its log shows them).',
+      ),
     maxInFlight: z
       .number()
       .int()
       .min(1)
       .max(65_535)
       .default(1000)
-      .describe('Most messages received and not yet committed and acknowledged (MQTT 5 receive maximum).'),
+      .describe(
+        'Most messages received and not yet committed and acknowledged (MQTT 5 receive maximum).',
+      ),
     keepaliveSec: z.number().int().min(0).max(65_535).default(30).describe('MQTT keepalive, in s.'),
-    reconnectMs: z.number().int().positive().default(2000).describe('Delay between reconnect attempts, in ms.'),
-    connectTimeoutMs: z.number().int().positive().default(30_000).describe('Longest wait for the broker\'s answer to CONNECT, in ms.'),
+    reconnectMs: z
+      .number()
+      .int()
+      .positive()
+      .default(2000)
+      .describe('Delay between reconnect attempts, in ms.'),
+    connectTimeoutMs: z
+      .number()
+      .int()
+      .positive()
+      .default(30_000)
+      .describe("Longest wait for the broker's answer to CONNECT, in ms."),
     statusTopic: z
-      .union([z.string().min(1).refine((t) => !/[+#]/.test(t), 'must not hold wildcards'), z.literal(false)])
+      .union([
+        z
+          .string()
+          .min(1)
+          .refine((t) => !/[+#]/.test(t), 'must not hold wildcards'),
+        z.literal(false),
+      ])
       .optional()
-      .describe('Retained online/offline/paused status (last will: offline); default scan-gateway/<clientId>/status; false = none.'),
+      .describe(
+        'Retained online/offline/paused status (last will: offline); default scan-gateway/<clientId>/status; false = none.',
+      ),
   })
   .strict()
   .superRefine((c, ctx) => {
     if ((c.certFile === undefined) !== (c.keyFile === undefined)) {
-      ctx.addIssue({ code: 'custom', path: [c.certFile ? 'keyFile' : 'certFile'], message: 'certFile and keyFile go together' });
+      ctx.addIssue({
+        code: 'custom',
+        path: [c.certFile ? 'keyFile' : 'certFile'],
+        message: 'certFile and keyFile go together',
+      });
     }
     if (c.passwordFile !== undefined && c.passwordEnv !== undefined) {
-      ctx.addIssue({ code: 'custom', path: ['passwordEnv'], message: 'set passwordFile or passwordEnv, not both' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['passwordEnv'],
+        message: 'set passwordFile or passwordEnv, not both',
+      });
     }
     if ((c.passwordFile !== undefined || c.passwordEnv !== undefined) && c.username === undefined) {
       ctx.addIssue({ code: 'custom', path: ['username'], message: 'a password needs a username' });
@@ -264,21 +421,59 @@ export const tcpInputSchema = z
     mode: z
       .enum(['client', 'server'])
       .describe(
-        'Who opens the connection. server = the scanner connects to us (the reader is set up with the gateway\'s address and port as its target; we listen on `host`:`port`); client = we connect to the scanner (the reader listens, as many fixed-mount cameras do by default).',
+        "Who opens the connection. server = the scanner connects to us (the reader is set up with the gateway's address and port as its target; we listen on `host`:`port`); client = we connect to the scanner (the reader listens, as many fixed-mount cameras do by default).",
       ),
-    host: z.string().min(1).describe('client: the reader\'s host name or address; server: the address to listen on (0.0.0.0 = all).'),
-    port: z.number().int().min(0).max(65_535).describe('client: the reader\'s port; server: the port to listen on.'),
-    keepAliveMs: z.number().int().min(0).default(10_000).describe('TCP keepalive: idle time before the first probe, in ms; 0 = off.'),
+    host: z
+      .string()
+      .min(1)
+      .describe(
+        "client: the reader's host name or address; server: the address to listen on (0.0.0.0 = all).",
+      ),
+    port: z
+      .number()
+      .int()
+      .min(0)
+      .max(65_535)
+      .describe("client: the reader's port; server: the port to listen on."),
+    keepAliveMs: z
+      .number()
+      .int()
+      .min(0)
+      .default(10_000)
+      .describe('TCP keepalive: idle time before the first probe, in ms; 0 = off.'),
     idleTimeoutMs: z
       .number()
       .int()
       .min(0)
       .default(0)
-      .describe('Drop (client: and reconnect) a connection that sent nothing for this long, in ms; 0 = never. For readers that send heartbeats.'),
-    connectTimeoutMs: z.number().int().positive().default(10_000).describe('client: longest wait for a connection, in ms.'),
-    reconnectMs: z.number().int().positive().default(1000).describe('client: first delay before reconnecting, in ms; doubles up to reconnectMaxMs.'),
-    reconnectMaxMs: z.number().int().positive().default(30_000).describe('client: longest delay between two connection attempts, in ms.'),
-    maxConnections: z.number().int().min(1).max(1000).default(32).describe('server: most readers connected at once; more are refused.'),
+      .describe(
+        'Drop (client: and reconnect) a connection that sent nothing for this long, in ms; 0 = never. For readers that send heartbeats.',
+      ),
+    connectTimeoutMs: z
+      .number()
+      .int()
+      .positive()
+      .default(10_000)
+      .describe('client: longest wait for a connection, in ms.'),
+    reconnectMs: z
+      .number()
+      .int()
+      .positive()
+      .default(1000)
+      .describe('client: first delay before reconnecting, in ms; doubles up to reconnectMaxMs.'),
+    reconnectMaxMs: z
+      .number()
+      .int()
+      .positive()
+      .default(30_000)
+      .describe('client: longest delay between two connection attempts, in ms.'),
+    maxConnections: z
+      .number()
+      .int()
+      .min(1)
+      .max(1000)
+      .default(32)
+      .describe('server: most readers connected at once; more are refused.'),
   })
   .strict();
 
@@ -291,22 +486,52 @@ export const httpInputSchema = z
       .string()
       .min(1)
       .optional()
-      .describe('File holding the bearer token clients must send (e.g. a systemd credential); at least 16 characters.'),
+      .describe(
+        'File holding the bearer token clients must send (e.g. a systemd credential); at least 16 characters.',
+      ),
     tokenEnv: z
       .string()
       .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
       .default('SCAN_GATEWAY_INGEST_TOKEN')
-      .describe('Environment variable holding the bearer token (at least 16 characters); checked before tokenFile.'),
-    maxBodyBytes: z.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024).describe('Largest request body, in bytes; larger is answered 413.'),
-    maxReadsPerRequest: z.number().int().min(1).max(100_000).default(10_000).describe('Most reads in one request; more is answered 413.'),
-    retryAfterSec: z.number().int().min(1).max(3600).default(5).describe('Retry-After of a 503 answer (intake paused), in s.'),
-    fields: jsonFieldsSchema.prefault({}).describe('Where the fields of a read are in each posted object.'),
+      .describe(
+        'Environment variable holding the bearer token (at least 16 characters); checked before tokenFile.',
+      ),
+    maxBodyBytes: z
+      .number()
+      .int()
+      .min(1024)
+      .max(64 * 1024 * 1024)
+      .default(1024 * 1024)
+      .describe('Largest request body, in bytes; larger is answered 413.'),
+    maxReadsPerRequest: z
+      .number()
+      .int()
+      .min(1)
+      .max(100_000)
+      .default(10_000)
+      .describe('Most reads in one request; more is answered 413.'),
+    retryAfterSec: z
+      .number()
+      .int()
+      .min(1)
+      .max(3600)
+      .default(5)
+      .describe('Retry-After of a 503 answer (intake paused), in s.'),
+    fields: jsonFieldsSchema
+      .prefault({})
+      .describe('Where the fields of a read are in each posted object.'),
     maxReadLength,
   })
   .strict();
 
 /** One entry of `inputs`, by `type`. */
-export const inputSchema = z.discriminatedUnion('type', [filesInputSchema, serialInputSchema, mqttInputSchema, tcpInputSchema, httpInputSchema]);
+export const inputSchema = z.discriminatedUnion('type', [
+  filesInputSchema,
+  serialInputSchema,
+  mqttInputSchema,
+  tcpInputSchema,
+  httpInputSchema,
+]);
 
 export type InputConfig = z.infer<typeof inputSchema>;
 export type FilesInputConfig = z.infer<typeof filesInputSchema>;

@@ -10,7 +10,8 @@ import { ErrorCodes, GatewayError } from '../errors.js';
  */
 
 /** Marks the generated part of docs/configuration.md; text outside the markers is written by hand. */
-export const DOCS_BEGIN = '<!-- BEGIN GENERATED: scan-gateway config docs (npm run docs:config) -->';
+export const DOCS_BEGIN =
+  '<!-- BEGIN GENERATED: scan-gateway config docs (npm run docs:config) -->';
 export const DOCS_END = '<!-- END GENERATED -->';
 
 type Json = Record<string, unknown>;
@@ -22,7 +23,8 @@ export function configJsonSchema(): Json {
     $schema: schema.$schema,
     $id: 'https://scan-gateway.invalid/config.schema.json',
     title: 'scan-gateway configuration',
-    description: 'Configuration of scan-gateway: site, upstream service, buffer, delivery, DCPs, inputs and the rules that map reads to Scans.',
+    description:
+      'Configuration of scan-gateway: site, upstream service, buffer, delivery, DCPs, inputs and the rules that map reads to Scans.',
     ...Object.fromEntries(Object.entries(schema).filter(([k]) => k !== '$schema')),
   };
 }
@@ -40,17 +42,37 @@ export function renderConfigReference(): string {
   const root = configJsonSchema();
   const props = (root.properties ?? {}) as Record<string, Json>;
   const required = new Set((root.required ?? []) as string[]);
-  const out: string[] = ['## Reference', '', 'Every key, generated from the schema. *Required* keys have no default; the others may be left out.', ''];
+  const out: string[] = [
+    '## Reference',
+    '',
+    'Every key, generated from the schema. *Required* keys have no default; the others may be left out.',
+    '',
+  ];
   for (const [name, schema] of Object.entries(props)) {
     const items = schema.items as Json | undefined;
     const variants = (items?.oneOf ?? items?.anyOf) as Json[] | undefined;
-    const intro = [cell(describe(schema)), required.has(name) && schema.default === undefined ? '*Required.*' : ''].filter((t) => t !== '').join(' ');
+    const intro = [
+      cell(describe(schema)),
+      required.has(name) && schema.default === undefined ? '*Required.*' : '',
+    ]
+      .filter((t) => t !== '')
+      .join(' ');
     out.push(`### \`${name}\``, '', ...(intro ? [intro, ''] : []));
     if (name === 'inputs' && variants) {
       // One table per input type: each has its own keys.
       for (const variant of variants) {
-        const type = ((variant.properties as Record<string, Json>).type?.const as string | undefined) ?? '?';
-        out.push(`#### \`inputs\` of \`type: ${type}\``, '', ...table(rowsOf(variant, `inputs[]`, true).slice(1).filter((r) => r.path !== 'inputs[].type')), '');
+        const type =
+          ((variant.properties as Record<string, Json>).type?.const as string | undefined) ?? '?';
+        out.push(
+          `#### \`inputs\` of \`type: ${type}\``,
+          '',
+          ...table(
+            rowsOf(variant, `inputs[]`, true)
+              .slice(1)
+              .filter((r) => r.path !== 'inputs[].type'),
+          ),
+          '',
+        );
       }
       continue;
     }
@@ -60,7 +82,14 @@ export function renderConfigReference(): string {
   }
   // Shapes used in several places, described once.
   for (const [name, schema] of Object.entries((root.$defs ?? {}) as Record<string, Json>)) {
-    out.push(`### ${name}`, '', cell(describe(schema)), '', ...table(rowsOf(schema, name, false).slice(1)), '');
+    out.push(
+      `### ${name}`,
+      '',
+      cell(describe(schema)),
+      '',
+      ...table(rowsOf(schema, name, false).slice(1)),
+      '',
+    );
   }
   return `${out.join('\n').trimEnd()}\n`;
 }
@@ -69,24 +98,40 @@ export function renderConfigReference(): string {
 export function renderConfigDocs(current: string): string {
   const begin = current.indexOf(DOCS_BEGIN);
   const end = current.indexOf(DOCS_END);
-  if (begin < 0 || end < begin) throw new GatewayError(ErrorCodes.USAGE, `docs/configuration.md has no generated part: add the lines\n${DOCS_BEGIN}\n${DOCS_END}`);
+  if (begin < 0 || end < begin)
+    throw new GatewayError(
+      ErrorCodes.USAGE,
+      `docs/configuration.md has no generated part: add the lines\n${DOCS_BEGIN}\n${DOCS_END}`,
+    );
   return `${current.slice(0, begin + DOCS_BEGIN.length)}\n\n${renderConfigReference()}\n${current.slice(end)}`;
 }
 
 function rowsOf(schema: Json, path: string, required: boolean): Row[] {
-  const rows: Row[] = [{ path, type: typeOf(schema), required: required && schema.default === undefined, ...withDefault(schema), description: describe(schema) }];
+  const rows: Row[] = [
+    {
+      path,
+      type: typeOf(schema),
+      required: required && schema.default === undefined,
+      ...withDefault(schema),
+      description: describe(schema),
+    },
+  ];
   for (const branch of objectBranches(schema)) {
     const req = new Set((branch.required ?? []) as string[]);
-    for (const [k, child] of Object.entries((branch.properties ?? {}) as Record<string, Json>)) rows.push(...rowsOf(child, `${path}.${k}`, req.has(k)));
+    for (const [k, child] of Object.entries((branch.properties ?? {}) as Record<string, Json>))
+      rows.push(...rowsOf(child, `${path}.${k}`, req.has(k)));
     const extra = branch.additionalProperties;
     if (extra && typeof extra === 'object') {
       const inner = extra as Json;
-      if (objectBranches(inner).length > 0 || inner.additionalProperties) rows.push(...rowsOf(inner, `${path}.<name>`, false));
-      else if ((inner.anyOf ?? inner.oneOf) !== undefined) rows.push(...rowsOf(inner, `${path}.<key>`, false).slice(1));
+      if (objectBranches(inner).length > 0 || inner.additionalProperties)
+        rows.push(...rowsOf(inner, `${path}.<name>`, false));
+      else if ((inner.anyOf ?? inner.oneOf) !== undefined)
+        rows.push(...rowsOf(inner, `${path}.<key>`, false).slice(1));
     }
   }
   const items = schema.items as Json | undefined;
-  if (items && objectBranches(items).length > 0) rows.push(...rowsOf(items, `${path}[]`, false).slice(1));
+  if (items && objectBranches(items).length > 0)
+    rows.push(...rowsOf(items, `${path}[]`, false).slice(1));
   return rows;
 }
 
@@ -105,7 +150,8 @@ function typeOf(schema: Json): string {
   const variants = (schema.anyOf ?? schema.oneOf) as Json[] | undefined;
   if (variants) return [...new Set(variants.map(typeOf))].join(' or ');
   if (schema.const !== undefined) return `\`${JSON.stringify(schema.const)}\``;
-  if (Array.isArray(schema.enum)) return (schema.enum as unknown[]).map((v) => `\`${String(v)}\``).join(', ');
+  if (Array.isArray(schema.enum))
+    return (schema.enum as unknown[]).map((v) => `\`${String(v)}\``).join(', ');
   switch (schema.type) {
     case 'string':
       return 'text';
@@ -118,7 +164,8 @@ function typeOf(schema: Json): string {
       return `list of ${schema.items ? typeOf(schema.items as Json) : 'values'}`;
     case 'object':
       if (schema.properties) return 'object';
-      if (schema.additionalProperties && typeof schema.additionalProperties === 'object') return `map of text to ${typeOf(schema.additionalProperties as Json)}`;
+      if (schema.additionalProperties && typeof schema.additionalProperties === 'object')
+        return `map of text to ${typeOf(schema.additionalProperties as Json)}`;
       return 'object';
     default:
       return 'any';
@@ -150,7 +197,10 @@ function table(rows: Row[]): string[] {
   return [
     '| key | type | default | description |',
     '|---|---|---|---|',
-    ...rows.map((r) => `| \`${r.path}\` | ${cell(r.type)} | ${r.default !== undefined ? `\`${cell(JSON.stringify(r.default))}\`` : r.required ? '*required*' : ''} | ${cell(r.description)} |`),
+    ...rows.map(
+      (r) =>
+        `| \`${r.path}\` | ${cell(r.type)} | ${r.default !== undefined ? `\`${cell(JSON.stringify(r.default))}\`` : r.required ? '*required*' : ''} | ${cell(r.description)} |`,
+    ),
   ];
 }
 

@@ -1,5 +1,15 @@
 import { isAbsolute, resolve } from 'node:path';
-import { isAlias, isMap, isNode, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node } from 'yaml';
+import {
+  isAlias,
+  isMap,
+  isNode,
+  isScalar,
+  isSeq,
+  LineCounter,
+  parseDocument,
+  type Document,
+  type Node,
+} from 'yaml';
 import { ErrorCodes, GatewayError, isGatewayError } from '../errors.js';
 import { withPathBase } from './cross-check.js';
 import { readableIssues } from './problems.js';
@@ -67,20 +77,39 @@ export function loadConfig(file: string, options: LoadConfigOptions): LoadedConf
     text = readConfigFile(file).toString('utf8');
   } catch (err) {
     // Not a regular file, or larger than CONFIG_MAX_BYTES: the reader's message says which.
-    if (isGatewayError(err, ErrorCodes.CONFIG)) throw configError([{ file, path: '', message: err.message }]);
-    throw configError([{ file, path: '', message: `cannot read the file: ${(err as Error).message}` }]);
+    if (isGatewayError(err, ErrorCodes.CONFIG))
+      throw configError([{ file, path: '', message: err.message }]);
+    throw configError([
+      { file, path: '', message: `cannot read the file: ${(err as Error).message}` },
+    ]);
   }
   const config = parseConfigText(text, file, options);
   const resolved = resolvePaths(config, options.baseDir);
   // A short ingest token is a mistake in the set-up, found before anything starts (and by `config check`).
   const tokenProblems = resolved.inputs.flatMap((input, i) => {
     const p = input.type === 'http' ? ingestTokenProblem(input, options.env ?? {}) : undefined;
-    return p ? [{ file, path: `inputs[${i}].${p.key}`, where: `inputs[${input.id}].${p.key}`, message: p.message }] : [];
+    return p
+      ? [
+          {
+            file,
+            path: `inputs[${i}].${p.key}`,
+            where: `inputs[${input.id}].${p.key}`,
+            message: p.message,
+          },
+        ]
+      : [];
   });
   if (tokenProblems.length > 0) throw configError(tokenProblems);
   const clientSecret = options.skipSecret ? '' : readClientSecret(resolved, options.env ?? {});
-  const proxyCredentials = options.skipSecret ? undefined : readProxyCredentials(resolved, options.env ?? {});
-  return { file, config: resolved, clientSecret, ...(proxyCredentials !== undefined ? { proxyCredentials } : {}) };
+  const proxyCredentials = options.skipSecret
+    ? undefined
+    : readProxyCredentials(resolved, options.env ?? {});
+  return {
+    file,
+    config: resolved,
+    clientSecret,
+    ...(proxyCredentials !== undefined ? { proxyCredentials } : {}),
+  };
 }
 
 /** Parses and validates configuration text; `file` is only used in messages. */
@@ -102,12 +131,26 @@ export function parseConfigText(
     // quadratic in a map's size (a 20,000-entry lookup table took a minute).
     doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: false, merge: true });
     if (doc.errors.length > 0) {
-      throw configError(doc.errors.map((e) => ({ file, path: '', ...at(e.pos[0]), message: yamlMessage(e.code, e.message, text, e.pos[0]) })));
+      throw configError(
+        doc.errors.map((e) => ({
+          file,
+          path: '',
+          ...at(e.pos[0]),
+          message: yamlMessage(e.code, e.message, text, e.pos[0]),
+        })),
+      );
     }
     keepTextAsWritten(doc.contents, []);
     const structural = checkStructure(doc, lineCounter, Math.max(MIN_ALIAS_EXPANSION, text.length));
     if (structural.length > 0) {
-      throw configError(structural.map((p) => ({ file, path: formatPath(p.path), ...at(p.offset), message: p.message })));
+      throw configError(
+        structural.map((p) => ({
+          file,
+          path: formatPath(p.path),
+          ...at(p.offset),
+          message: p.message,
+        })),
+      );
     }
     // Aliases are checked above (resolved, not self-containing, not a bomb); the library's own
     // alias count would refuse an anchor used more than 100 times and cannot say where.
@@ -115,14 +158,28 @@ export function parseConfigText(
   } catch (err) {
     if (isGatewayError(err, ErrorCodes.CONFIG)) throw err;
     // Whatever else the YAML library throws (a nesting too deep for the stack…) is a problem of the file.
-    throw configError([{ file, path: '', message: `cannot read the YAML: ${(err as Error).message}` }]);
+    throw configError([
+      { file, path: '', message: `cannot read the YAML: ${(err as Error).message}` },
+    ]);
   }
   const problems: ConfigProblem[] = [];
   if (raw === null || typeof raw !== 'object') {
     throw configError([{ file, path: '', message: 'the file is empty or not a YAML mapping' }]);
   }
   const substituted = new Map<string, string>();
-  const expanded = expandEnv(raw, options.env ?? {}, [], (path, message) => problems.push({ file, path: formatPath(path), ...at(nodeAt(doc, path)?.range?.[0]), message }), substituted);
+  const expanded = expandEnv(
+    raw,
+    options.env ?? {},
+    [],
+    (path, message) =>
+      problems.push({
+        file,
+        path: formatPath(path),
+        ...at(nodeAt(doc, path)?.range?.[0]),
+        message,
+      }),
+    substituted,
+  );
   const upstream = (expanded as { upstream?: Record<string, unknown> }).upstream;
   if (upstream && typeof upstream === 'object' && 'clientSecret' in upstream) {
     problems.push({
@@ -139,7 +196,8 @@ export function parseConfigText(
     for (const issue of readableIssues(configSchema, expanded, result.error.issues)) {
       // Point at the deepest node that exists: a missing key is reported at its parent.
       let offset = issue.atKey ? keyOffset(doc, issue.path) : undefined;
-      for (let n = issue.path.length; n >= 0 && offset === undefined; n--) offset = nodeAt(doc, issue.path.slice(0, n))?.range?.[0];
+      for (let n = issue.path.length; n >= 0 && offset === undefined; n--)
+        offset = nodeAt(doc, issue.path.slice(0, n))?.range?.[0];
       problems.push({ file, path: formatPath(issue.path), ...at(offset), message: issue.message });
     }
   }
@@ -148,7 +206,11 @@ export function parseConfigText(
       sortProblems(problems).map((p) => {
         // An id may come from the environment too: hidden like any value taken from there.
         const { where } = named(p.path, expanded);
-        return { ...p, ...(where !== undefined ? { where: hideEnvValues(where, substituted) } : {}), message: hideEnvValues(p.message, substituted) };
+        return {
+          ...p,
+          ...(where !== undefined ? { where: hideEnvValues(where, substituted) } : {}),
+          message: hideEnvValues(p.message, substituted),
+        };
       }),
     );
   }
@@ -170,7 +232,8 @@ export function hideEnvValues(message: string, substituted: ReadonlyMap<string, 
     if (out.includes(needle)) out = out.split(needle).join(shown);
     // The same value as a JSON string (zod quotes values in some messages, escaping them).
     const escaped = JSON.stringify(value).slice(1, -1);
-    if (escaped !== value && escaped.length >= 3 && out.includes(escaped)) out = out.split(escaped).join(`\${${name}}`);
+    if (escaped !== value && escaped.length >= 3 && out.includes(escaped))
+      out = out.split(escaped).join(`\${${name}}`);
   }
   return out;
 }
@@ -179,7 +242,10 @@ export function hideEnvValues(message: string, substituted: ReadonlyMap<string, 
 function sortProblems(problems: ConfigProblem[]): ConfigProblem[] {
   return problems
     .map((p, i) => ({ p, i }))
-    .sort((a, b) => (a.p.line ?? 0) - (b.p.line ?? 0) || (a.p.column ?? 0) - (b.p.column ?? 0) || a.i - b.i)
+    .sort(
+      (a, b) =>
+        (a.p.line ?? 0) - (b.p.line ?? 0) || (a.p.column ?? 0) - (b.p.column ?? 0) || a.i - b.i,
+    )
     .map(({ p }) => p);
 }
 
@@ -188,7 +254,19 @@ function sortProblems(problems: ConfigProblem[]): ConfigProblem[] {
  * AIs (`ai: 01` is "01", not 1), fixed values. YAML would turn `01` into 1 and `09521234543213`
  * into 9521234543213, losing the leading zeros that GS1 numbers carry.
  */
-const TEXT_KEYS = new Set(['ai', 'key', 'id', 'dcp', 'name', 'productModelKey', 'supplierKey', 'clientKey', 'clientId', 'value', 'default']);
+const TEXT_KEYS = new Set([
+  'ai',
+  'key',
+  'id',
+  'dcp',
+  'name',
+  'productModelKey',
+  'supplierKey',
+  'clientKey',
+  'clientId',
+  'value',
+  'default',
+]);
 /** Lists whose items are text: AIs, scope lists, parents, no-read texts. */
 const TEXT_LISTS = new Set(['ais', 'inputs', 'dcps', 'parents', 'noReadStrings']);
 
@@ -199,7 +277,11 @@ const TEXT_LISTS = new Set(['ais', 'inputs', 'dcps', 'parents', 'noReadStrings']
  */
 function keepTextAsWritten(node: unknown, path: (string | number)[]): void {
   const asText = (scalar: unknown) => {
-    if (isScalar(scalar) && (typeof scalar.value === 'number' || typeof scalar.value === 'boolean') && typeof scalar.source === 'string') {
+    if (
+      isScalar(scalar) &&
+      (typeof scalar.value === 'number' || typeof scalar.value === 'boolean') &&
+      typeof scalar.source === 'string'
+    ) {
       scalar.value = scalar.source;
     }
   };
@@ -220,7 +302,10 @@ function keepTextAsWritten(node: unknown, path: (string | number)[]): void {
   const parent = path[path.length - 2];
   if (
     (typeof last === 'string' && TEXT_KEYS.has(last)) ||
-    (typeof last === 'number' && typeof parent === 'string' && TEXT_LISTS.has(parent) && path.length >= 3) ||
+    (typeof last === 'number' &&
+      typeof parent === 'string' &&
+      TEXT_LISTS.has(parent) &&
+      path.length >= 3) ||
     (path.length === 3 && path[0] === 'lookups') ||
     (typeof parent === 'string' && parent === 'attributes')
   ) {
@@ -236,15 +321,22 @@ const YAML_PLAIN: Record<string, string> = {
   BLOCK_IN_FLOW:
     'a list or map on lines of its own inside { } or [ ]: inside braces and brackets write everything on one line, separated by commas (or close the brace or bracket first; a missing } or ] often causes this)',
   TAB_AS_INDENT: 'a tab indents this line: YAML indents with spaces only',
-  BAD_INDENT: 'the indentation does not line up: the keys of one map start in the same column, list items (-) too',
+  BAD_INDENT:
+    'the indentation does not line up: the keys of one map start in the same column, list items (-) too',
   MISSING_CHAR: 'something is not closed: a quote, a brace } or a bracket ] is missing',
-  MULTILINE_IMPLICIT_KEY: 'a key runs over more than one line: often a missing colon after a key, or a quote opened on the line before and never closed',
-  UNEXPECTED_TOKEN: 'unexpected text here: often a missing colon after a key, a missing comma inside { } or [ ], or text after a closing quote',
-  BLOCK_AS_IMPLICIT_KEY: 'a list or map stands where a key should be: often a missing space after a colon, or a line indented too far',
-  BAD_SCALAR_START: 'a value cannot start with this character unquoted (@, `, %, | or >): put the value in quotes',
-  BAD_DQ_ESCAPE: 'an unknown backslash escape in "double quotes": write \\\\ for one backslash, or use \'single quotes\' (no escapes)',
+  MULTILINE_IMPLICIT_KEY:
+    'a key runs over more than one line: often a missing colon after a key, or a quote opened on the line before and never closed',
+  UNEXPECTED_TOKEN:
+    'unexpected text here: often a missing colon after a key, a missing comma inside { } or [ ], or text after a closing quote',
+  BLOCK_AS_IMPLICIT_KEY:
+    'a list or map stands where a key should be: often a missing space after a colon, or a line indented too far',
+  BAD_SCALAR_START:
+    'a value cannot start with this character unquoted (@, `, %, | or >): put the value in quotes',
+  BAD_DQ_ESCAPE:
+    'an unknown backslash escape in "double quotes": write \\\\ for one backslash, or use \'single quotes\' (no escapes)',
   MULTIPLE_DOCS: 'the file holds more than one YAML document (a --- line in the middle): keep one',
-  KEY_OVER_1024_CHARS: 'a key longer than 1024 characters: often a missing colon or a quote that is never closed',
+  KEY_OVER_1024_CHARS:
+    'a key longer than 1024 characters: often a missing colon or a quote that is never closed',
   DUPLICATE_KEY: 'a key is written twice in the same map: keep one',
   BAD_ALIAS: 'an alias (*name) that is not written correctly',
   MULTIPLE_ANCHORS: 'two anchors (&name) on one value: keep one',
@@ -253,20 +345,38 @@ const YAML_PLAIN: Record<string, string> = {
 };
 
 /** A YAML parse error in plain words, with the line's text when it helps to find the place. */
-function yamlMessage(code: string, message: string, text: string, offset: number | undefined): string {
+function yamlMessage(
+  code: string,
+  message: string,
+  text: string,
+  offset: number | undefined,
+): string {
   const first = message.split('\n')[0] ?? message;
   const unclosed = /end with an? ([}\]])/.exec(first);
   const plain = unclosed
     ? `a ${unclosed[1] === '}' ? '{' : '['} opened on this or an earlier line is not closed with ${unclosed[1]} (or the lines inside it are not indented under its key)`
     : YAML_PLAIN[code];
   if (!plain) return first;
-  const lineText = offset === undefined ? undefined : text.slice(text.lastIndexOf('\n', offset - 1) + 1).split('\n')[0]?.trim();
-  const shown = lineText ? `; at \`${lineText.length > 60 ? `${lineText.slice(0, 57)}...` : lineText}\`` : '';
+  const lineText =
+    offset === undefined
+      ? undefined
+      : text
+          .slice(text.lastIndexOf('\n', offset - 1) + 1)
+          .split('\n')[0]
+          ?.trim();
+  const shown = lineText
+    ? `; at \`${lineText.length > 60 ? `${lineText.slice(0, 57)}...` : lineText}\``
+    : '';
   return `${plain}${shown} [YAML: ${first}]`;
 }
 
 /** Top-level lists whose items people name by a field, and that field. */
-const NAMED_LISTS: Record<string, string> = { inputs: 'id', dcps: 'key', rules: 'name', containers: 'name' };
+const NAMED_LISTS: Record<string, string> = {
+  inputs: 'id',
+  dcps: 'key',
+  rules: 'name',
+  containers: 'name',
+};
 
 /**
  * `{ where }` with a list item named by its id, key or name (`inputs[gi-scanner].dcp`) instead of
@@ -277,7 +387,10 @@ function named(path: string, data: unknown): { where?: string } {
   if (!m || data === null || typeof data !== 'object') return {};
   const list = (data as Record<string, unknown>)[m[1]!];
   const item = Array.isArray(list) ? (list[Number(m[2])] as unknown) : undefined;
-  const name = item !== null && typeof item === 'object' ? (item as Record<string, unknown>)[NAMED_LISTS[m[1]!]!] : undefined;
+  const name =
+    item !== null && typeof item === 'object'
+      ? (item as Record<string, unknown>)[NAMED_LISTS[m[1]!]!]
+      : undefined;
   if (typeof name !== 'string' || name === '' || /[[\]\s]/.test(name)) return {};
   return { where: `${m[1]}[${name}]${path.slice(m[0].length)}` };
 }
@@ -298,7 +411,11 @@ interface StructureProblem {
  * (or a list of maps), and aliases that expand to more than `maxExpansion` values (an alias bomb,
  * refused before anything walks the expanded tree).
  */
-function checkStructure(doc: Document, lineCounter: LineCounter, maxExpansion: number): StructureProblem[] {
+function checkStructure(
+  doc: Document,
+  lineCounter: LineCounter,
+  maxExpansion: number,
+): StructureProblem[] {
   const found: StructureProblem[] = [];
   /** The latest node that defined each anchor so far. */
   const anchors = new Map<string, Node>();
@@ -308,7 +425,8 @@ function checkStructure(doc: Document, lineCounter: LineCounter, maxExpansion: n
   let added = 0;
   let stopped = false;
   const lineOf = (node: Node) => (node.range ? lineCounter.linePos(node.range[0]).line : '?');
-  const problem = (node: Node, message: string, where = path) => found.push({ path: [...where], offset: node.range?.[0], message });
+  const problem = (node: Node, message: string, where = path) =>
+    found.push({ path: [...where], offset: node.range?.[0], message });
 
   /** Counts the values `node` stands for once aliases are expanded. */
   const walk = (node: unknown): number => {
@@ -321,12 +439,18 @@ function checkStructure(doc: Document, lineCounter: LineCounter, maxExpansion: n
       }
       const size = sizes.get(target);
       if (size === undefined) {
-        problem(node, `alias *${node.source} is inside the node &${node.source} it names: it would never end`);
+        problem(
+          node,
+          `alias *${node.source} is inside the node &${node.source} it names: it would never end`,
+        );
         return 1;
       }
       added += size;
       if (added > maxExpansion) {
-        problem(node, `aliases expand to more than ${maxExpansion} values (an alias bomb?); *${node.source} alone stands for ${size}`);
+        problem(
+          node,
+          `aliases expand to more than ${maxExpansion} values (an alias bomb?); *${node.source} alone stands for ${size}`,
+        );
         stopped = true;
       }
       return size;
@@ -343,7 +467,11 @@ function checkStructure(doc: Document, lineCounter: LineCounter, maxExpansion: n
         const name = isScalar(key) && !isMerge ? String(key.value) : undefined;
         if (name !== undefined) {
           const first = keys.get(name);
-          if (first !== undefined) problem(key as Node, `duplicate key "${name}" (first at line ${lineOf(first)})`, [...path, name]);
+          if (first !== undefined)
+            problem(key as Node, `duplicate key "${name}" (first at line ${lineOf(first)})`, [
+              ...path,
+              name,
+            ]);
           else keys.set(name, key as Node);
         }
         size += walk(key);
@@ -363,11 +491,16 @@ function checkStructure(doc: Document, lineCounter: LineCounter, maxExpansion: n
     return size;
   };
 
-  const isMapLike = (v: unknown) => isMap(v) || (isAlias(v) && (anchors.get(v.source) === undefined || isMap(anchors.get(v.source))));
+  const isMapLike = (v: unknown) =>
+    isMap(v) ||
+    (isAlias(v) && (anchors.get(v.source) === undefined || isMap(anchors.get(v.source))));
   const checkMerge = (value: unknown) => {
     const resolved = isAlias(value) ? anchors.get(value.source) : value;
-    const ok = isSeq(resolved) ? resolved.items.every(isMapLike) : resolved === undefined || isMapLike(value);
-    if (!ok && isNode(value)) problem(value, 'a merge key (<<) takes a map, an alias of one (*name), or a list of them');
+    const ok = isSeq(resolved)
+      ? resolved.items.every(isMapLike)
+      : resolved === undefined || isMapLike(value);
+    if (!ok && isNode(value))
+      problem(value, 'a merge key (<<) takes a map, an alias of one (*name), or a list of them');
   };
 
   walk(doc.contents);
@@ -420,10 +553,12 @@ function expandEnv(
       return whole;
     });
   }
-  if (Array.isArray(value)) return value.map((v, i) => expandEnv(v, env, [...path, i], problem, substituted));
+  if (Array.isArray(value))
+    return value.map((v, i) => expandEnv(v, env, [...path, i], problem, substituted));
   if (value && typeof value === 'object') {
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = expandEnv(v, env, [...path, k], problem, substituted);
+    for (const [k, v] of Object.entries(value))
+      out[k] = expandEnv(v, env, [...path, k], problem, substituted);
     return out;
   }
   return value;
@@ -435,21 +570,37 @@ function resolvePaths(config: GatewayConfig, baseDir: string): GatewayConfig {
     ...config,
     upstream: {
       ...config.upstream,
-      ...(config.upstream.clientSecretFile ? { clientSecretFile: abs(config.upstream.clientSecretFile) } : {}),
+      ...(config.upstream.clientSecretFile
+        ? { clientSecretFile: abs(config.upstream.clientSecretFile) }
+        : {}),
       ...(config.upstream.caFile ? { caFile: abs(config.upstream.caFile) } : {}),
-      ...(config.upstream.proxyCredentialsFile ? { proxyCredentialsFile: abs(config.upstream.proxyCredentialsFile) } : {}),
-      statusEvents: { ...config.upstream.statusEvents, ...(config.upstream.statusEvents.caFile ? { caFile: abs(config.upstream.statusEvents.caFile) } : {}) },
+      ...(config.upstream.proxyCredentialsFile
+        ? { proxyCredentialsFile: abs(config.upstream.proxyCredentialsFile) }
+        : {}),
+      statusEvents: {
+        ...config.upstream.statusEvents,
+        ...(config.upstream.statusEvents.caFile
+          ? { caFile: abs(config.upstream.statusEvents.caFile) }
+          : {}),
+      },
       ...(config.upstream.sftp
         ? {
             sftp: {
               ...config.upstream.sftp,
-              ...(config.upstream.sftp.privateKeyFile ? { privateKeyFile: abs(config.upstream.sftp.privateKeyFile) } : {}),
-              ...(config.upstream.sftp.passwordFile ? { passwordFile: abs(config.upstream.sftp.passwordFile) } : {}),
+              ...(config.upstream.sftp.privateKeyFile
+                ? { privateKeyFile: abs(config.upstream.sftp.privateKeyFile) }
+                : {}),
+              ...(config.upstream.sftp.passwordFile
+                ? { passwordFile: abs(config.upstream.sftp.passwordFile) }
+                : {}),
             },
           }
         : {}),
     },
-    buffer: { ...config.buffer, path: config.buffer.path === ':memory:' ? ':memory:' : abs(config.buffer.path) },
+    buffer: {
+      ...config.buffer,
+      path: config.buffer.path === ':memory:' ? ':memory:' : abs(config.buffer.path),
+    },
     http: {
       ...config.http,
       ...(config.http.adminTokenFile ? { adminTokenFile: abs(config.http.adminTokenFile) } : {}),
@@ -460,7 +611,10 @@ function resolvePaths(config: GatewayConfig, baseDir: string): GatewayConfig {
 }
 
 /** The PEM files of `http.tls`, resolved against the base folder. */
-function resolveTlsPaths(tls: NonNullable<GatewayConfig['http']['tls']>, abs: (p: string) => string): NonNullable<GatewayConfig['http']['tls']> {
+function resolveTlsPaths(
+  tls: NonNullable<GatewayConfig['http']['tls']>,
+  abs: (p: string) => string,
+): NonNullable<GatewayConfig['http']['tls']> {
   return {
     certFile: abs(tls.certFile),
     keyFile: abs(tls.keyFile),
@@ -470,7 +624,10 @@ function resolveTlsPaths(tls: NonNullable<GatewayConfig['http']['tls']>, abs: (p
 }
 
 /** An input's folder and files (`dir`, `caFile`, `passwordFile`, `tokenFile`…), resolved against the base folder. */
-function resolveInputPaths<T extends GatewayConfig['inputs'][number]>(input: T, abs: (p: string) => string): T {
+function resolveInputPaths<T extends GatewayConfig['inputs'][number]>(
+  input: T,
+  abs: (p: string) => string,
+): T {
   const out: Record<string, unknown> = { ...input };
   for (const [k, v] of Object.entries(input)) {
     if (typeof v === 'string' && (k === 'dir' || k.endsWith('File'))) out[k] = abs(v);
@@ -479,5 +636,9 @@ function resolveInputPaths<T extends GatewayConfig['inputs'][number]>(input: T, 
 }
 
 function configError(problems: ConfigProblem[]): GatewayError {
-  return new GatewayError(ErrorCodes.CONFIG, `invalid configuration:\n${formatProblems(problems)}`, { details: { problems } });
+  return new GatewayError(
+    ErrorCodes.CONFIG,
+    `invalid configuration:\n${formatProblems(problems)}`,
+    { details: { problems } },
+  );
 }

@@ -12,20 +12,26 @@ const listenAddress = z
 
 export const bufferSchema = z
   .object({
-    path: z.string().min(1).default('var/buffer.db').describe('SQLite file of the durable buffer (outbox).'),
+    path: z
+      .string()
+      .min(1)
+      .default('var/buffer.db')
+      .describe('SQLite file of the durable buffer (outbox).'),
     maxPendingScans: z
       .number()
       .int()
       .positive()
       .default(2_000_000)
-      .describe('Quota: most undelivered scans. Near it, inputs that can wait pause; at it, new scans are refused (docs/delivery.md).'),
+      .describe(
+        'Quota: most undelivered scans. Near it, inputs that can wait pause; at it, new scans are refused (docs/delivery.md).',
+      ),
     maxBytes: z
       .number()
       .int()
       .positive()
       .optional()
       .describe(
-        'Quota: most bytes of undelivered scans (their JSON). Not set: derived from the buffer\'s file system at start and every second, what it can hold (the buffer\'s files and the free space, less the 4 MiB reserve, the low-space mark and 4 MiB for the write-ahead log, at 3.5 bytes on disk per byte of JSON), at least 1 MiB, at most 2 GiB, so the quota is reached before the disk is (docs/operations.md §9). Set larger than the disk holds, it is warned about (config check, page).',
+        "Quota: most bytes of undelivered scans (their JSON). Not set: derived from the buffer's file system at start and every second, what it can hold (the buffer's files and the free space, less the 4 MiB reserve, the low-space mark and 4 MiB for the write-ahead log, at 3.5 bytes on disk per byte of JSON), at least 1 MiB, at most 2 GiB, so the quota is reached before the disk is (docs/operations.md §9). Set larger than the disk holds, it is warned about (config check, page).",
       ),
     pauseAtRatio: z
       .number()
@@ -38,15 +44,22 @@ export const bufferSchema = z
       .min(0)
       .lt(1)
       .default(0.8)
-      .describe('Share of the quota below which paused inputs resume; below pauseAtRatio so they do not flap.'),
+      .describe(
+        'Share of the quota below which paused inputs resume; below pauseAtRatio so they do not flap.',
+      ),
     retentionDays: z
       .number()
       .min(0)
       .default(30)
-      .describe('Audit period: delivered scans are kept this many days with their requestId and final state, then pruned.'),
+      .describe(
+        'Audit period: delivered scans are kept this many days with their requestId and final state, then pruned.',
+      ),
   })
   .strict()
-  .refine((b) => b.resumeAtRatio < b.pauseAtRatio, { message: 'resumeAtRatio must be below pauseAtRatio', path: ['resumeAtRatio'] });
+  .refine((b) => b.resumeAtRatio < b.pauseAtRatio, {
+    message: 'resumeAtRatio must be below pauseAtRatio',
+    path: ['resumeAtRatio'],
+  });
 
 /**
  * Timeouts and connection cap of a local HTTP listener (health/ingest server, sandbox), and the
@@ -57,27 +70,51 @@ export const bufferSchema = z
  */
 export const httpLimitsSchema = z
   .object({
-    maxConnections: z.number().int().min(1).max(100_000).default(256).describe('Most connections open at once; a connection past it is closed at once, before a byte is read.'),
+    maxConnections: z
+      .number()
+      .int()
+      .min(1)
+      .max(100_000)
+      .default(256)
+      .describe(
+        'Most connections open at once; a connection past it is closed at once, before a byte is read.',
+      ),
     headersTimeoutMs: z
       .number()
       .int()
       .min(100)
       .default(10_000)
-      .describe('Longest time from a connection (or the end of the previous request) to a complete request head, in ms; a slower or silent client is disconnected (408 or closed).'),
+      .describe(
+        'Longest time from a connection (or the end of the previous request) to a complete request head, in ms; a slower or silent client is disconnected (408 or closed).',
+      ),
     requestTimeoutMs: z
       .number()
       .int()
       .min(100)
       .default(30_000)
-      .describe('Longest time to receive a whole request (head and body), in ms; at least headersTimeoutMs.'),
-    keepAliveTimeoutMs: z.number().int().min(100).default(5_000).describe('How long an idle keep-alive connection stays open after an answer, in ms.'),
+      .describe(
+        'Longest time to receive a whole request (head and body), in ms; at least headersTimeoutMs.',
+      ),
+    keepAliveTimeoutMs: z
+      .number()
+      .int()
+      .min(100)
+      .default(5_000)
+      .describe('How long an idle keep-alive connection stays open after an answer, in ms.'),
     idleTimeoutMs: z
       .number()
       .int()
       .min(100)
       .default(60_000)
-      .describe('A connection with no traffic in either direction for this long is closed, in ms (also bounds a slow answer being read).'),
-    maxRequestsPerSocket: z.number().int().min(0).default(1000).describe('Most requests on one keep-alive connection before it is closed; 0 = no limit.'),
+      .describe(
+        'A connection with no traffic in either direction for this long is closed, in ms (also bounds a slow answer being read).',
+      ),
+    maxRequestsPerSocket: z
+      .number()
+      .int()
+      .min(0)
+      .default(1000)
+      .describe('Most requests on one keep-alive connection before it is closed; 0 = no limit.'),
     maxConnectionsPerClient: z
       .number()
       .int()
@@ -93,8 +130,18 @@ export const httpLimitsSchema = z
       .min(0)
       .max(60_000)
       .default(250)
-      .describe('Time a new connection has to send its request head before it counts as idle for maxConnectionsPerClient, in ms: a burst of real requests is not cut while their heads are being read.'),
-    maxItemLookups: z.number().int().min(1).max(16).default(1).describe('Item lookups (GET /api/v1/items…) worked on at once, each in a thread of its own with a read-only connection to the buffer (started at the first lookup): the event loop only passes the question and the answer, so probes and ingest are served while lookups run.'),
+      .describe(
+        'Time a new connection has to send its request head before it counts as idle for maxConnectionsPerClient, in ms: a burst of real requests is not cut while their heads are being read.',
+      ),
+    maxItemLookups: z
+      .number()
+      .int()
+      .min(1)
+      .max(16)
+      .default(1)
+      .describe(
+        'Item lookups (GET /api/v1/items…) worked on at once, each in a thread of its own with a read-only connection to the buffer (started at the first lookup): the event loop only passes the question and the answer, so probes and ingest are served while lookups run.',
+      ),
     maxQueuedItemLookups: z
       .number()
       .int()
@@ -108,16 +155,23 @@ export const httpLimitsSchema = z
       .min(1)
       .max(32)
       .default(8)
-      .describe('Station screen event streams one client address holds at once (of 32 in all); one more is answered 503 with Retry-After.'),
+      .describe(
+        'Station screen event streams one client address holds at once (of 32 in all); one more is answered 503 with Retry-After.',
+      ),
     stationStreamStallMs: z
       .number()
       .int()
       .min(100)
       .default(30_000)
-      .describe('A station event stream whose client has not taken what was sent (the send buffer stays full) for this long is closed, in ms, freeing its slot.'),
+      .describe(
+        'A station event stream whose client has not taken what was sent (the send buffer stays full) for this long is closed, in ms, freeing its slot.',
+      ),
   })
   .strict()
-  .refine((l) => l.requestTimeoutMs >= l.headersTimeoutMs, { message: 'requestTimeoutMs must be at least headersTimeoutMs', path: ['requestTimeoutMs'] });
+  .refine((l) => l.requestTimeoutMs >= l.headersTimeoutMs, {
+    message: 'requestTimeoutMs must be at least headersTimeoutMs',
+    path: ['requestTimeoutMs'],
+  });
 
 export type HttpLimitsConfig = z.infer<typeof httpLimitsSchema>;
 
@@ -133,16 +187,22 @@ export const httpTlsSchema = z
     certFile: z
       .string()
       .min(1)
-      .describe('PEM file of the server certificate (its intermediates may follow it in the same file). Read at start, on SIGHUP and when the file changes; a renewed certificate is served without a restart.'),
+      .describe(
+        'PEM file of the server certificate (its intermediates may follow it in the same file). Read at start, on SIGHUP and when the file changes; a renewed certificate is served without a restart.',
+      ),
     keyFile: z
       .string()
       .min(1)
-      .describe('PEM file of the private key of certFile (unencrypted; mode 0640, group scan-gateway). A key that does not match the certificate is refused: at start the gateway does not start, on a reload the running pair stays.'),
+      .describe(
+        'PEM file of the private key of certFile (unencrypted; mode 0640, group scan-gateway). A key that does not match the certificate is refused: at start the gateway does not start, on a reload the running pair stays.',
+      ),
     caFile: z
       .string()
       .min(1)
       .optional()
-      .describe('PEM file of the intermediate CA certificates sent after certFile, when they are not in certFile itself. Not the root: clients have it.'),
+      .describe(
+        'PEM file of the intermediate CA certificates sent after certFile, when they are not in certFile itself. Not the root: clients have it.',
+      ),
     clientCaFile: z
       .string()
       .min(1)
@@ -175,15 +235,28 @@ export const httpSchema = z
         'File holding the read token that guards the health page, /api/v1/status and /metrics (Bearer, or HTTP Basic with the token as password). Alternatives: the environment variable SCAN_GATEWAY_READ_TOKEN, or a systemd credential named read-token. Without one these are open; a warning is logged when listen is not loopback.',
       ),
     allowedHosts: z
-      .array(z.string().regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+)(:\d{1,5})?$/, 'must be a host name or address, optionally with :port, e.g. gateway-07.plant.local:8080'))
+      .array(
+        z
+          .string()
+          .regex(
+            /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+)(:\d{1,5})?$/,
+            'must be a host name or address, optionally with :port, e.g. gateway-07.plant.local:8080',
+          ),
+      )
       .default([])
       .describe(
-        'Host header values accepted besides localhost, 127.0.0.1, [::1] and the listen host (and, when listen is 0.0.0.0 or [::], this machine\'s host name and addresses). An entry without a port matches any port. Others are answered 421 (DNS rebinding defence).',
+        "Host header values accepted besides localhost, 127.0.0.1, [::1] and the listen host (and, when listen is 0.0.0.0 or [::], this machine's host name and addresses). An entry without a port matches any port. Others are answered 421 (DNS rebinding defence).",
       ),
     tls: httpTlsSchema
       .optional()
-      .describe('Serve the page, the API, metrics, station screens and HTTP ingest over HTTPS with these PEM files (docs/operations.md, "TLS on the local listener"). Without it the server speaks plain HTTP: keep listen on loopback, or the tokens cross the network in clear text.'),
-    limits: httpLimitsSchema.prefault({}).describe('Timeouts, connection cap and fair shares of the local HTTP server; the embedded sandbox uses the same defaults for its timeouts and cap.'),
+      .describe(
+        'Serve the page, the API, metrics, station screens and HTTP ingest over HTTPS with these PEM files (docs/operations.md, "TLS on the local listener"). Without it the server speaks plain HTTP: keep listen on loopback, or the tokens cross the network in clear text.',
+      ),
+    limits: httpLimitsSchema
+      .prefault({})
+      .describe(
+        'Timeouts, connection cap and fair shares of the local HTTP server; the embedded sandbox uses the same defaults for its timeouts and cap.',
+      ),
   })
   .strict();
 
@@ -195,13 +268,17 @@ export const sandboxSchema = z
     enabled: z
       .boolean()
       .default(false)
-      .describe("Start the built-in upstream sandbox inside the gateway (demo only). It knows this configuration's client (`upstream.clientId` and its secret), DCPs and products."),
+      .describe(
+        "Start the built-in upstream sandbox inside the gateway (demo only). It knows this configuration's client (`upstream.clientId` and its secret), DCPs and products.",
+      ),
     listen: listenAddress.default('127.0.0.1:8090').describe('Address of the embedded sandbox.'),
     dcps: z
       .array(z.string().min(1))
       .min(1)
       .optional()
-      .describe('DCP keys the embedded sandbox accepts. Default: the keys of `dcps` of this configuration (logged at start), so a scan the configuration maps is not refused as an invalid DCP.'),
+      .describe(
+        'DCP keys the embedded sandbox accepts. Default: the keys of `dcps` of this configuration (logged at start), so a scan the configuration maps is not refused as an invalid DCP.',
+      ),
     products: z
       .array(z.string().min(1))
       .min(1)
@@ -213,10 +290,14 @@ export const sandboxSchema = z
       .object({
         listen: listenAddress
           .default(DEFAULT_SANDBOX_KAFKA_LISTEN)
-          .describe('Address of the embedded sandbox\'s Kafka endpoint: status events over SASL_SSL with SCRAM-SHA-512, its own CA (GET /_sandbox/kafka hands it out).'),
+          .describe(
+            "Address of the embedded sandbox's Kafka endpoint: status events over SASL_SSL with SCRAM-SHA-512, its own CA (GET /_sandbox/kafka hands it out).",
+          ),
       })
       .strict()
       .prefault({})
-      .describe('The status-event endpoint of the embedded sandbox (contract §6), see docs/upstream.md.'),
+      .describe(
+        'The status-event endpoint of the embedded sandbox (contract §6), see docs/upstream.md.',
+      ),
   })
   .strict();

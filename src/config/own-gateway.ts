@@ -32,11 +32,16 @@ export function probeGateway(listen: string, bufferPath: string): Promise<Gatewa
   if (!m) return Promise.resolve('none');
   const host = m[1] === '0.0.0.0' ? '127.0.0.1' : m[1] === '::' ? '::1' : m[1]!;
   return new Promise((done) => {
-    const req = get({ host, port: Number(m[2]), path: '/healthz', timeout: PROBE_TIMEOUT_MS }, (res) => {
-      res.resume();
-      const id = res.headers[INSTANCE_HEADER];
-      done(typeof id !== 'string' ? 'none' : id === gatewayInstanceId(bufferPath) ? 'own' : 'other');
-    });
+    const req = get(
+      { host, port: Number(m[2]), path: '/healthz', timeout: PROBE_TIMEOUT_MS },
+      (res) => {
+        res.resume();
+        const id = res.headers[INSTANCE_HEADER];
+        done(
+          typeof id !== 'string' ? 'none' : id === gatewayInstanceId(bufferPath) ? 'own' : 'other',
+        );
+      },
+    );
     req.on('timeout', () => req.destroy());
     req.on('error', () => done('none'));
   });

@@ -48,14 +48,20 @@ export interface PreflightOptions {
  *
  * @throws GatewayError `SCANGW_E_CONFIG` when there is no such user.
  */
-export function lookupUser(name: string, files: { passwd?: string; group?: string } = {}): ServiceUser {
+export function lookupUser(
+  name: string,
+  files: { passwd?: string; group?: string } = {},
+): ServiceUser {
   const passwd = readFileSync(files.passwd ?? '/etc/passwd', 'utf8');
   const entry = passwd
     .split('\n')
     .map((l) => l.split(':'))
     .find((f) => f[0] === name);
   if (!entry || entry.length < 4) {
-    throw new GatewayError(ErrorCodes.CONFIG, `--as ${name}: no such user in /etc/passwd (the package creates scan-gateway; from source: docs/operations.md)`);
+    throw new GatewayError(
+      ErrorCodes.CONFIG,
+      `--as ${name}: no such user in /etc/passwd (the package creates scan-gateway; from source: docs/operations.md)`,
+    );
   }
   const gids = [Number(entry[3])];
   for (const line of readFileSync(files.group ?? '/etc/group', 'utf8').split('\n')) {
@@ -72,16 +78,31 @@ const X = 1;
 /** Whether `user` may do `want` (R|W|X bits) on a file with these stats: the kernel's rule, without ACLs. */
 function allowed(st: Stats, user: ServiceUser, want: number): boolean {
   if (user.uid === 0) return (want & X) === 0 || st.isDirectory() || (st.mode & 0o111) !== 0;
-  const bits = st.uid === user.uid ? (st.mode >> 6) & 7 : user.gids.includes(st.gid) ? (st.mode >> 3) & 7 : st.mode & 7;
+  const bits =
+    st.uid === user.uid
+      ? (st.mode >> 6) & 7
+      : user.gids.includes(st.gid)
+        ? (st.mode >> 3) & 7
+        : st.mode & 7;
   return (bits & want) === want;
 }
 
 /** Why `user` (or the current user) cannot do `want` on `path`, or undefined when it can. */
-function accessProblem(path: string, want: number, user: ServiceUser | undefined): string | undefined {
-  const words = [want & R ? 'read' : '', want & W ? 'write' : ''].filter(Boolean).join(' and ') || 'enter';
+function accessProblem(
+  path: string,
+  want: number,
+  user: ServiceUser | undefined,
+): string | undefined {
+  const words =
+    [want & R ? 'read' : '', want & W ? 'write' : ''].filter(Boolean).join(' and ') || 'enter';
   if (!user) {
     try {
-      accessSync(path, (want & R ? constants.R_OK : 0) | (want & W ? constants.W_OK : 0) | (want & X ? constants.X_OK : 0));
+      accessSync(
+        path,
+        (want & R ? constants.R_OK : 0) |
+          (want & W ? constants.W_OK : 0) |
+          (want & X ? constants.X_OK : 0),
+      );
       return undefined;
     } catch (err) {
       return `cannot ${words} ${path} as this user (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`;
@@ -94,10 +115,12 @@ function accessProblem(path: string, want: number, user: ServiceUser | undefined
     if (dirname(d) === d) break;
   }
   for (const d of chain) {
-    if (!allowed(statSync(d), user, X)) return `${user.name} cannot enter the folder ${d} on the way to ${path} (mode ${modeOf(statSync(d))})`;
+    if (!allowed(statSync(d), user, X))
+      return `${user.name} cannot enter the folder ${d} on the way to ${path} (mode ${modeOf(statSync(d))})`;
   }
   const st = statSync(path);
-  if (!allowed(st, user, want)) return `${user.name} cannot ${words} ${path} (owner ${st.uid}:${st.gid}, mode ${modeOf(st)})`;
+  if (!allowed(st, user, want))
+    return `${user.name} cannot ${words} ${path} (owner ${st.uid}:${st.gid}, mode ${modeOf(st)})`;
   return undefined;
 }
 
@@ -114,11 +137,17 @@ function exists(path: string): Stats | undefined {
 }
 
 /** A file the gateway reads (a CA, a password file): it must exist and be readable. */
-function readableFile(where: string, path: string | undefined, user: ServiceUser | undefined, out: PreflightFinding[]): void {
+function readableFile(
+  where: string,
+  path: string | undefined,
+  user: ServiceUser | undefined,
+  out: PreflightFinding[],
+): void {
   if (path === undefined) return;
   const st = exists(path);
   if (!st) return void out.push({ severity: 'problem', where, message: `${path} does not exist` });
-  if (!st.isFile()) return void out.push({ severity: 'problem', where, message: `${path} is not a regular file` });
+  if (!st.isFile())
+    return void out.push({ severity: 'problem', where, message: `${path} is not a regular file` });
   const p = accessProblem(path, R, user);
   if (p) out.push({ severity: 'problem', where, message: p });
 }
@@ -127,13 +156,24 @@ function readableFile(where: string, path: string | undefined, user: ServiceUser
  * A folder the gateway writes in (a files input's `dir`, the buffer's folder): it must be writable,
  * or, when it does not exist yet, the nearest folder above it that does (the gateway creates it).
  */
-function writableFolder(where: string, path: string, user: ServiceUser | undefined, out: PreflightFinding[]): void {
+function writableFolder(
+  where: string,
+  path: string,
+  user: ServiceUser | undefined,
+  out: PreflightFinding[],
+): void {
   let existing = path;
   while (!exists(existing) && dirname(existing) !== existing) existing = dirname(existing);
   const st = exists(existing);
-  if (!st?.isDirectory()) return void out.push({ severity: 'problem', where, message: `${existing} is not a folder` });
+  if (!st?.isDirectory())
+    return void out.push({ severity: 'problem', where, message: `${existing} is not a folder` });
   const p = accessProblem(existing, R | W | X, user);
-  if (p) out.push({ severity: 'problem', where, message: existing === path ? p : `${path} does not exist and cannot be created: ${p}` });
+  if (p)
+    out.push({
+      severity: 'problem',
+      where,
+      message: existing === path ? p : `${path} does not exist and cannot be created: ${p}`,
+    });
 }
 
 function envSet(env: Record<string, string | undefined>, name: string): boolean {
@@ -145,7 +185,10 @@ function envSet(env: Record<string, string | undefined>, name: string): boolean 
  * Checks files, folders and environment variables the configuration names (synchronous) and the
  * listen addresses (binds each briefly). Paths in `config` must already be resolved (loadConfig).
  */
-export async function preflight(config: GatewayConfig, options: PreflightOptions): Promise<PreflightFinding[]> {
+export async function preflight(
+  config: GatewayConfig,
+  options: PreflightOptions,
+): Promise<PreflightFinding[]> {
   const out: PreflightFinding[] = [];
   const { user, env } = options;
   const u = config.upstream;
@@ -157,7 +200,8 @@ export async function preflight(config: GatewayConfig, options: PreflightOptions
   const tls = config.http.tls;
   if (tls) {
     const access: PreflightFinding[] = [];
-    for (const k of ['certFile', 'keyFile', 'caFile', 'clientCaFile'] as const) readableFile(`http.tls.${k}`, tls[k], user, access);
+    for (const k of ['certFile', 'keyFile', 'caFile', 'clientCaFile'] as const)
+      readableFile(`http.tls.${k}`, tls[k], user, access);
     out.push(...access);
     // The files' content (pair, validity, days left), unless the service user cannot read them anyway.
     if (access.length === 0) out.push(...checkListenerTls(tls, options.nowMs ?? Date.now()));
@@ -171,8 +215,11 @@ export async function preflight(config: GatewayConfig, options: PreflightOptions
     // SQLite writes its -wal and -shm files beside the buffer, so the folder must be writable too.
     writableFolder('buffer.path', dirname(config.buffer.path), user, out);
   }
-  const listens: { where: string; address: string }[] = [{ where: 'http.listen', address: config.http.listen }];
-  if (config.sandbox.enabled) listens.push({ where: 'sandbox.listen', address: config.sandbox.listen });
+  const listens: { where: string; address: string }[] = [
+    { where: 'http.listen', address: config.http.listen },
+  ];
+  if (config.sandbox.enabled)
+    listens.push({ where: 'sandbox.listen', address: config.sandbox.listen });
   for (const input of config.inputs) {
     const at = (key: string) => `inputs[${input.id}].${key}`;
     switch (input.type) {
@@ -182,20 +229,35 @@ export async function preflight(config: GatewayConfig, options: PreflightOptions
       case 'serial':
         // A scanner may be unplugged while the file is checked; the input waits for it and retries.
         if (!exists(input.path)) {
-          out.push({ severity: 'note', where: at('path'), message: `${input.path} is not there now (scanner unplugged?); the input retries until it appears` });
+          out.push({
+            severity: 'note',
+            where: at('path'),
+            message: `${input.path} is not there now (scanner unplugged?); the input retries until it appears`,
+          });
         } else {
           const p = accessProblem(input.path, R | W, user);
-          if (p) out.push({ severity: 'problem', where: at('path'), message: `${p}; serial devices belong to the dialout group` });
+          if (p)
+            out.push({
+              severity: 'problem',
+              where: at('path'),
+              message: `${p}; serial devices belong to the dialout group`,
+            });
         }
         break;
       case 'mqtt':
-        for (const k of ['caFile', 'certFile', 'keyFile', 'passwordFile'] as const) readableFile(at(k), input[k], user, out);
+        for (const k of ['caFile', 'certFile', 'keyFile', 'passwordFile'] as const)
+          readableFile(at(k), input[k], user, out);
         if (input.passwordEnv !== undefined && !envSet(env, input.passwordEnv)) {
-          out.push({ severity: 'problem', where: at('passwordEnv'), message: `the environment variable ${input.passwordEnv} is not set here (for the service: systemctl edit scan-gateway, [Service] Environment=…)` });
+          out.push({
+            severity: 'problem',
+            where: at('passwordEnv'),
+            message: `the environment variable ${input.passwordEnv} is not set here (for the service: systemctl edit scan-gateway, [Service] Environment=…)`,
+          });
         }
         break;
       case 'tcp':
-        if (input.mode === 'server') listens.push({ where: at('port'), address: `${input.host}:${input.port}` });
+        if (input.mode === 'server')
+          listens.push({ where: at('port'), address: `${input.host}:${input.port}` });
         break;
       case 'http':
         readableFile(at('tokenFile'), input.tokenFile, user, out);
@@ -214,17 +276,27 @@ export async function preflight(config: GatewayConfig, options: PreflightOptions
     const port = Number(/:(\d+)$/.exec(l.address)?.[1]);
     // Root may bind below 1024 here; the service user may not (the unit grants no capabilities).
     const privileged = user !== undefined && user.uid !== 0 && port > 0 && port < 1024;
-    const p = privileged ? `${l.address}: ports below 1024 need privileges the service does not have; take a port from 1024 up` : await bindProblem(l.address);
+    const p = privileged
+      ? `${l.address}: ports below 1024 need privileges the service does not have; take a port from 1024 up`
+      : await bindProblem(l.address);
     if (!p) continue;
     if (p.includes(IN_USE)) {
       // A check beside the running gateway finds its ports taken: by that very gateway, not a clash.
       running ??= await probeGateway(config.http.listen, config.buffer.path);
       if (running === 'own') {
-        out.push({ severity: 'note', where: l.where, message: `${l.address} is in use by the running gateway of this configuration (it answers /healthz on ${config.http.listen}), as expected` });
+        out.push({
+          severity: 'note',
+          where: l.where,
+          message: `${l.address} is in use by the running gateway of this configuration (it answers /healthz on ${config.http.listen}), as expected`,
+        });
         continue;
       }
       if (running === 'other') {
-        out.push({ severity: 'problem', where: l.where, message: `${l.address} is in use; another scan-gateway (with another buffer, so another configuration) answers on ${config.http.listen}` });
+        out.push({
+          severity: 'problem',
+          where: l.where,
+          message: `${l.address} is in use; another scan-gateway (with another buffer, so another configuration) answers on ${config.http.listen}`,
+        });
         continue;
       }
     }

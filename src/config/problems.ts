@@ -18,7 +18,12 @@ export interface ReadableIssue {
 type AnySchema = { _zod: { def: Record<string, unknown> & { type: string } } };
 
 /** Flattens and words the issues of a failed parse of `root` over `value`. */
-export function readableIssues(root: unknown, value: unknown, issues: readonly z.core.$ZodIssue[], base: (string | number)[] = []): ReadableIssue[] {
+export function readableIssues(
+  root: unknown,
+  value: unknown,
+  issues: readonly z.core.$ZodIssue[],
+  base: (string | number)[] = [],
+): ReadableIssue[] {
   const out: ReadableIssue[] = [];
   for (const issue of issues) {
     const path = [...base, ...issue.path.map((p) => (typeof p === 'symbol' ? String(p) : p))];
@@ -36,8 +41,14 @@ export function readableIssues(root: unknown, value: unknown, issues: readonly z
           const given = valueAt(value, path);
           const options = ((issue as { options?: unknown[] }).options ?? []).map(String);
           const discriminator = (issue as { discriminator?: string }).discriminator;
-          const shown = given === undefined ? `${discriminator ?? 'a value'} is missing` : `unknown ${discriminator ?? 'value'} "${String(given)}"`;
-          out.push({ path, message: `${shown}${typeof given === 'string' ? didYouMean(given, options) : ''}; one of: ${options.join(', ')}` });
+          const shown =
+            given === undefined
+              ? `${discriminator ?? 'a value'} is missing`
+              : `unknown ${discriminator ?? 'value'} "${String(given)}"`;
+          out.push({
+            path,
+            message: `${shown}${typeof given === 'string' ? didYouMean(given, options) : ''}; one of: ${options.join(', ')}`,
+          });
           break;
         }
         out.push(...readableIssues(root, value, bestBranch(issue.errors), path));
@@ -46,13 +57,22 @@ export function readableIssues(root: unknown, value: unknown, issues: readonly z
       case 'invalid_value': {
         const given = valueAt(value, path);
         const options = issue.values.map(String);
-        out.push({ path, message: `${issue.message}${typeof given === 'string' ? didYouMean(given, options) : ''}` });
+        out.push({
+          path,
+          message: `${issue.message}${typeof given === 'string' ? didYouMean(given, options) : ''}`,
+        });
         break;
       }
       case 'invalid_type': {
         const given = valueAt(value, path);
         const unit = issue.expected === 'number' ? unitMistake(path, given) : undefined;
-        out.push({ path, message: given === undefined ? `required key is missing (expected ${issue.expected})` : (unit ?? issue.message) });
+        out.push({
+          path,
+          message:
+            given === undefined
+              ? `required key is missing (expected ${issue.expected})`
+              : (unit ?? issue.message),
+        });
         break;
       }
       case 'too_small':
@@ -72,8 +92,11 @@ export function readableIssues(root: unknown, value: unknown, issues: readonly z
  * The union branch the value was most likely written for: for an object value, the branch whose
  * errors are not about the value's type as a whole and are fewest.
  */
-function bestBranch(branches: readonly (readonly z.core.$ZodIssue[])[]): readonly z.core.$ZodIssue[] {
-  const wholeTypeWrong = (errs: readonly z.core.$ZodIssue[]) => errs.some((e) => e.code === 'invalid_type' && e.path.length === 0);
+function bestBranch(
+  branches: readonly (readonly z.core.$ZodIssue[])[],
+): readonly z.core.$ZodIssue[] {
+  const wholeTypeWrong = (errs: readonly z.core.$ZodIssue[]) =>
+    errs.some((e) => e.code === 'invalid_type' && e.path.length === 0);
   const candidates = branches.filter((b) => !wholeTypeWrong(b));
   const pool = candidates.length > 0 ? candidates : branches;
   return [...pool].sort((a, b) => a.length - b.length)[0] ?? [];
@@ -94,7 +117,11 @@ export function valueAt(value: unknown, path: readonly (string | number)[]): unk
  * wrappers, and unions by the branch that fits the value), for "did you mean". Undefined when the
  * schema at that path is not an object.
  */
-export function keysAt(root: unknown, path: readonly (string | number)[], value: unknown): string[] | undefined {
+export function keysAt(
+  root: unknown,
+  path: readonly (string | number)[],
+  value: unknown,
+): string[] | undefined {
   let schema = unwrap(root as AnySchema, valueAt(value, []));
   for (let i = 0; i < path.length && schema; i++) {
     const p = path[i]!;
@@ -113,16 +140,28 @@ function unwrap(schema: AnySchema, value: unknown): AnySchema | undefined {
   let s: AnySchema | undefined = schema;
   for (let guard = 0; s && guard < 20; guard++) {
     const def: AnySchema['_zod']['def'] = s._zod.def;
-    if (['optional', 'default', 'prefault', 'nullable', 'readonly', 'catch', 'nonoptional'].includes(def.type)) s = def.innerType as AnySchema;
+    if (
+      ['optional', 'default', 'prefault', 'nullable', 'readonly', 'catch', 'nonoptional'].includes(
+        def.type,
+      )
+    )
+      s = def.innerType as AnySchema;
     else if (def.type === 'pipe') s = def.in as AnySchema;
-    else if (def.type === 'union') s = pickOption(def.options as AnySchema[], value, def.discriminator as string | undefined);
+    else if (def.type === 'union')
+      s = pickOption(def.options as AnySchema[], value, def.discriminator as string | undefined);
     else return s;
   }
   return s;
 }
 
-function pickOption(options: AnySchema[], value: unknown, discriminator: string | undefined): AnySchema | undefined {
-  const objects = options.map((o) => unwrap(o, value)).filter((o): o is AnySchema => o?._zod.def.type === 'object');
+function pickOption(
+  options: AnySchema[],
+  value: unknown,
+  discriminator: string | undefined,
+): AnySchema | undefined {
+  const objects = options
+    .map((o) => unwrap(o, value))
+    .filter((o): o is AnySchema => o?._zod.def.type === 'object');
   if (value === null || typeof value !== 'object') return objects[0];
   const given = value as Record<string, unknown>;
   if (discriminator !== undefined) {
@@ -170,16 +209,48 @@ function unitOfKey(path: readonly (string | number)[]): KeyUnit | undefined {
 }
 
 /** Seconds per written time unit, for "15 min", "2h", "500 ms". */
-const TIME_WORDS: Record<string, number> = { ms: 0.001, s: 1, sec: 1, secs: 1, second: 1, seconds: 1, m: 60, min: 60, mins: 60, minute: 60, minutes: 60, h: 3600, hour: 3600, hours: 3600, d: 86_400, day: 86_400, days: 86_400 };
+const TIME_WORDS: Record<string, number> = {
+  ms: 0.001,
+  s: 1,
+  sec: 1,
+  secs: 1,
+  second: 1,
+  seconds: 1,
+  m: 60,
+  min: 60,
+  mins: 60,
+  minute: 60,
+  minutes: 60,
+  h: 3600,
+  hour: 3600,
+  hours: 3600,
+  d: 86_400,
+  day: 86_400,
+  days: 86_400,
+};
 /** Bytes per written size unit. */
-const BYTE_WORDS: Record<string, number> = { b: 1, kb: 1000, mb: 1e6, gb: 1e9, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3, k: 1024, m: 1024 ** 2, g: 1024 ** 3 };
+const BYTE_WORDS: Record<string, number> = {
+  b: 1,
+  kb: 1000,
+  mb: 1e6,
+  gb: 1e9,
+  kib: 1024,
+  mib: 1024 ** 2,
+  gib: 1024 ** 3,
+  k: 1024,
+  m: 1024 ** 2,
+  g: 1024 ** 3,
+};
 
 /**
  * A number key given as text with a unit (`idleTimeoutMs: "15 min"`) is told which unit
  * the key takes, with the number the text meant where it can be read ("900000 for 15 min"), else an
  * example. Undefined for keys without a unit suffix or values that are not text.
  */
-export function unitMistake(path: readonly (string | number)[], given: unknown): string | undefined {
+export function unitMistake(
+  path: readonly (string | number)[],
+  given: unknown,
+): string | undefined {
   const unit = unitOfKey(path);
   const key = String(path[path.length - 1]);
   if (!unit || typeof given !== 'string') return undefined;
@@ -188,11 +259,15 @@ export function unitMistake(path: readonly (string | number)[], given: unknown):
   if (m) {
     const n = Number(m[1]);
     const word = (m[2] ?? '').toLowerCase();
-    if (word === '') return `${JSON.stringify(given)} is text (in quotes); ${key} takes a number of ${unit.name}: write ${key}: ${m[1]} without quotes`;
-    if (unit.base === 'time' && word in TIME_WORDS) meant = (n * TIME_WORDS[word]!) * unit.perBase;
+    if (word === '')
+      return `${JSON.stringify(given)} is text (in quotes); ${key} takes a number of ${unit.name}: write ${key}: ${m[1]} without quotes`;
+    if (unit.base === 'time' && word in TIME_WORDS) meant = n * TIME_WORDS[word]! * unit.perBase;
     else if (unit.base === 'bytes' && word in BYTE_WORDS) meant = n * BYTE_WORDS[word]!;
     else if (unit.base === 'days' && (word === 'd' || word === 'day' || word === 'days')) meant = n;
   }
-  const example = meant !== undefined && Number.isFinite(meant) ? `${Math.round(meant)} for ${given.trim()}` : unit.example;
+  const example =
+    meant !== undefined && Number.isFinite(meant)
+      ? `${Math.round(meant)} for ${given.trim()}`
+      : unit.example;
   return `${JSON.stringify(given)} is text; ${key} takes a number of ${unit.name}, e.g. ${example}`;
 }

@@ -20,7 +20,15 @@ import type { GatewayConfig, InputConfig } from './schema.js';
  */
 
 /** Sections whose change needs a restart of the gateway. */
-export const RESTART_SECTIONS = ['upstream', 'buffer', 'delivery', 'http', 'sandbox', 'log', 'ha'] as const;
+export const RESTART_SECTIONS = [
+  'upstream',
+  'buffer',
+  'delivery',
+  'http',
+  'sandbox',
+  'log',
+  'ha',
+] as const;
 
 /** What a reload from `current` to `next` does. */
 export interface ReloadPlan {
@@ -42,7 +50,14 @@ export interface ReloadPlan {
 export function planReload(current: GatewayConfig, next: GatewayConfig): ReloadPlan {
   const before = new Map(current.inputs.map((i) => [i.id, i]));
   const after = new Map(next.inputs.map((i) => [i.id, i]));
-  const plan: ReloadPlan = { removed: [], changed: [], added: [], unchanged: [], needsRestart: [], productCheckChanged: false };
+  const plan: ReloadPlan = {
+    removed: [],
+    changed: [],
+    added: [],
+    unchanged: [],
+    needsRestart: [],
+    productCheckChanged: false,
+  };
   for (const [id, input] of before) {
     const now = after.get(id);
     if (!now) plan.removed.push(id);
@@ -62,7 +77,8 @@ export function planReload(current: GatewayConfig, next: GatewayConfig): ReloadP
     // Its routes cannot be added to the listening local server (src/inputs/http/http-input.ts).
     if (input.type === 'http') plan.needsRestart.push(`inputs.${id} (a new http input)`);
   }
-  for (const section of RESTART_SECTIONS) if (!isDeepStrictEqual(current[section], next[section])) plan.needsRestart.push(section);
+  for (const section of RESTART_SECTIONS)
+    if (!isDeepStrictEqual(current[section], next[section])) plan.needsRestart.push(section);
   plan.productCheckChanged = !isDeepStrictEqual(current.productCheck, next.productCheck);
   return plan;
 }
@@ -88,7 +104,11 @@ export interface ReloadReport extends ReloadPlan {
  * starts changed and added inputs. Unchanged inputs run on throughout; the mapping swap happens
  * between two submits, so every read is mapped by one configuration or the other, never lost.
  */
-export async function applyReload(plan: ReloadPlan, next: GatewayConfig, target: ReloadTarget): Promise<ReloadReport> {
+export async function applyReload(
+  plan: ReloadPlan,
+  next: GatewayConfig,
+  target: ReloadTarget,
+): Promise<ReloadReport> {
   const inputErrors: ReloadReport['inputErrors'] = [];
   for (const id of [...plan.removed, ...plan.changed]) {
     try {
@@ -150,7 +170,12 @@ export class ConfigReloader {
       this.watcher = watch(dirname(this.options.file), { persistent: false }, (_event, changed) => {
         if (changed === null || changed === name) this.schedule();
       });
-      this.watcher.on('error', (err) => this.options.logger.warn({ err }, 'watching the configuration file failed; reload with SIGHUP'));
+      this.watcher.on('error', (err) =>
+        this.options.logger.warn(
+          { err },
+          'watching the configuration file failed; reload with SIGHUP',
+        ),
+      );
     } catch (err) {
       this.options.logger.warn({ err }, 'cannot watch the configuration file; reload with SIGHUP');
     }
@@ -214,14 +239,20 @@ export class ConfigReloader {
     try {
       loaded = this.options.load();
     } catch (err) {
-      log.error({ err, reason, file: this.options.file }, 'configuration reload refused; the running configuration stays');
+      log.error(
+        { err, reason, file: this.options.file },
+        'configuration reload refused; the running configuration stays',
+      );
       this.options.refused(err);
       return;
     }
     try {
       await this.options.apply(loaded);
     } catch (err) {
-      log.error({ err, reason, file: this.options.file }, 'configuration reload could not be applied; the running configuration stays');
+      log.error(
+        { err, reason, file: this.options.file },
+        'configuration reload could not be applied; the running configuration stays',
+      );
       this.options.refused(err);
     }
   }

@@ -14,8 +14,12 @@ import { key } from './common-schemas.js';
 export const aiSchema = z
   .string()
   .regex(/^\d{2,4}$/, 'a GS1 Application Identifier is 2 to 4 digits, e.g. "21"')
-  .refine((ai) => lookupAi(ai) !== undefined, { message: 'is not a GS1 Application Identifier (see the GS1 General Specifications, section 3)' })
-  .describe('GS1 Application Identifier, e.g. "01" (GTIN), "10" (batch), "21" (serial), "00" (SSCC).');
+  .refine((ai) => lookupAi(ai) !== undefined, {
+    message: 'is not a GS1 Application Identifier (see the GS1 General Specifications, section 3)',
+  })
+  .describe(
+    'GS1 Application Identifier, e.g. "01" (GTIN), "10" (batch), "21" (serial), "00" (SSCC).',
+  );
 
 /** Names of the sources a value can come from; exactly one per value. */
 export const VALUE_SOURCES = ['code', 'ai', 'gs1', 'group', 'field', 'sourceDcp', 'value'] as const;
@@ -30,35 +34,56 @@ export const valueSourceSchema = z
     code: z
       .enum(['whole', 'data'])
       .optional()
-      .describe('The code itself: `whole` = exactly as read (AIM symbology identifier and GS bytes included); `data` = without the symbology identifier.'),
-    ai: aiSchema.optional().describe('The value of this GS1 Application Identifier in the code (quote it in YAML: "01").'),
+      .describe(
+        'The code itself: `whole` = exactly as read (AIM symbology identifier and GS bytes included); `data` = without the symbology identifier.',
+      ),
+    ai: aiSchema
+      .optional()
+      .describe(
+        'The value of this GS1 Application Identifier in the code (quote it in YAML: "01").',
+      ),
     gs1: z
       .enum(['canonical'])
       .optional()
       .describe(
         '`canonical` = the one identifier of a GS1 read whatever carried it (GS1 DataMatrix or GS1-128 with or without symbology identifier, bracketed text, a Digital Link URI on any domain): the GS1 Digital Link URI on https://id.gs1.org with the primary key and its key qualifiers only, e.g. `https://id.gs1.org/01/09521234543213/21/C2611030001234`. No value for a plain code or one without a primary key. Which AIs identify: docs/configuration.md, "The canonical GS1 reference".',
       ),
-    group: z.string().min(1).optional().describe("A named group of the rule's `match.regex`, e.g. `serial` for `(?<serial>…)`."),
+    group: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("A named group of the rule's `match.regex`, e.g. `serial` for `(?<serial>…)`."),
     field: z
       .string()
       .min(1)
       .optional()
-      .describe('A field the source supplied with the read (MQTT JSON field, CSV column, HTTP body attribute), by the name the input gives it.'),
+      .describe(
+        'A field the source supplied with the read (MQTT JSON field, CSV column, HTTP body attribute), by the name the input gives it.',
+      ),
     sourceDcp: z
       .literal(true)
       .optional()
-      .describe('The DCP the source named (MQTT topic level, payload field or CSV column, as the input is configured to take it).'),
+      .describe(
+        'The DCP the source named (MQTT topic level, payload field or CSV column, as the input is configured to take it).',
+      ),
     value: z.string().optional().describe('A fixed text.'),
     as: z
       .enum(['text', 'date', 'decimal'])
       .optional()
-      .describe('With `ai`: `text` = the value as carried (default); `date` = the resolved date of a date AI (`2028-12-31`); `decimal` = a measure with its decimal point placed (AI 3103 `001234` → `1.234`).'),
+      .describe(
+        'With `ai`: `text` = the value as carried (default); `date` = the resolved date of a date AI (`2028-12-31`); `decimal` = a measure with its decimal point placed (AI 3103 `001234` → `1.234`).',
+      ),
     lookup: z
       .string()
       .min(1)
       .optional()
-      .describe('Name of a table in `lookups`: the value found is replaced by the table entry (e.g. GTIN → product key).'),
-    default: z.string().optional().describe('Used when the source has no value, or the lookup table has no entry for it.'),
+      .describe(
+        'Name of a table in `lookups`: the value found is replaced by the table entry (e.g. GTIN → product key).',
+      ),
+    default: z
+      .string()
+      .optional()
+      .describe('Used when the source has no value, or the lookup table has no entry for it.'),
   })
   .strict()
   .superRefine((v, ctx) => {
@@ -72,7 +97,12 @@ export const valueSourceSchema = z
             : `give only one source, not ${given.join(' and ')}`,
       });
     }
-    if (v.as !== undefined && v.ai === undefined) ctx.addIssue({ code: 'custom', path: ['as'], message: '`as` only applies to a value taken from an `ai`' });
+    if (v.as !== undefined && v.ai === undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['as'],
+        message: '`as` only applies to a value taken from an `ai`',
+      });
   })
   .meta({
     id: 'ValueSource',
@@ -93,29 +123,56 @@ export const matchSchema = z
         try {
           new RegExp(source, 'u');
         } catch (err) {
-          ctx.addIssue({ code: 'custom', message: `not a valid regular expression: ${(err as Error).message}` });
+          ctx.addIssue({
+            code: 'custom',
+            message: `not a valid regular expression: ${(err as Error).message}`,
+          });
         }
       })
       .optional()
       .describe(
         'Regular expression (JavaScript syntax, Unicode mode) tested against the code without its AIM symbology identifier; anchor it with ^…$ to match the whole code. Named groups `(?<name>…)` can be used as values.',
       ),
-    gs1: z.boolean().optional().describe('true: the code must be valid GS1 data; false: the code must not be GS1 (a plain code).'),
-    ais: z.array(aiSchema).min(1).optional().describe('GS1 Application Identifiers the code must all carry (implies gs1: true).'),
+    gs1: z
+      .boolean()
+      .optional()
+      .describe(
+        'true: the code must be valid GS1 data; false: the code must not be GS1 (a plain code).',
+      ),
+    ais: z
+      .array(aiSchema)
+      .min(1)
+      .optional()
+      .describe('GS1 Application Identifiers the code must all carry (implies gs1: true).'),
   })
   .strict()
   .superRefine((m, ctx) => {
-    if (m.gs1 === false && m.ais) ctx.addIssue({ code: 'custom', path: ['ais'], message: 'a code without GS1 data (gs1: false) carries no AIs' });
+    if (m.gs1 === false && m.ais)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['ais'],
+        message: 'a code without GS1 data (gs1: false) carries no AIs',
+      });
   })
-  .meta({ id: 'Match', description: 'Conditions on a read; every condition given must hold, none given matches every read.' });
+  .meta({
+    id: 'Match',
+    description:
+      'Conditions on a read; every condition given must hold, none given matches every read.',
+  });
 
 const scope = {
-  inputs: z.array(key).min(1).optional().describe('Ids of the inputs this applies to; omitted = every input (unless `dcps` is given).'),
+  inputs: z
+    .array(key)
+    .min(1)
+    .optional()
+    .describe('Ids of the inputs this applies to; omitted = every input (unless `dcps` is given).'),
   dcps: z
     .array(key)
     .min(1)
     .optional()
-    .describe('Keys of the DCPs whose inputs this applies to (the `dcp` of the input); omitted = every DCP (unless `inputs` is given).'),
+    .describe(
+      'Keys of the DCPs whose inputs this applies to (the `dcp` of the input); omitted = every DCP (unless `inputs` is given).',
+    ),
 };
 
 const timeFormat = z.string().superRefine((pattern, ctx) => {
@@ -131,19 +188,31 @@ export const ruleSchema = z
     match: matchSchema.prefault({}).describe('Which reads this rule takes; omitted = every read.'),
     reference: valueSourceSchema
       .default({ code: 'whole' })
-      .describe('Where the Scan `reference` comes from. When the code has no value there (the AI or group is absent), the rule does not apply and the next one is tried.'),
+      .describe(
+        'Where the Scan `reference` comes from. When the code has no value there (the AI or group is absent), the rule does not apply and the next one is tried.',
+      ),
     dcp: valueSchema
       .optional()
-      .describe('The DCP key: fixed, or from a source (e.g. `{ sourceDcp: true, lookup: stations }`). Default: the DCP the source named, else the input\'s `dcp`.'),
+      .describe(
+        "The DCP key: fixed, or from a source (e.g. `{ sourceDcp: true, lookup: stations }`). Default: the DCP the source named, else the input's `dcp`.",
+      ),
     productModelKey: valueSchema
       .optional()
-      .describe("The product model key: fixed, from a field, or from a lookup (e.g. `{ ai: '01', lookup: gtinToProduct }`). Default: the DCP's `productModelKey`."),
-    supplierKey: valueSchema.optional().describe("Supplier key on Goods In scans. Default: the DCP's `supplierKey`."),
-    clientKey: valueSchema.optional().describe("Client key on Goods Out scans. Default: the DCP's `clientKey`."),
+      .describe(
+        "The product model key: fixed, from a field, or from a lookup (e.g. `{ ai: '01', lookup: gtinToProduct }`). Default: the DCP's `productModelKey`.",
+      ),
+    supplierKey: valueSchema
+      .optional()
+      .describe("Supplier key on Goods In scans. Default: the DCP's `supplierKey`."),
+    clientKey: valueSchema
+      .optional()
+      .describe("Client key on Goods Out scans. Default: the DCP's `clientKey`."),
     attributes: z
       .record(z.string().min(1), valueSchema)
       .default({})
-      .describe("Scan attributes by key: a fixed text, or a source (`{ ai: '10' }`, `{ group: line }`, `{ field: cellVoltage }`). All values are sent as text; a source without a value adds no attribute."),
+      .describe(
+        "Scan attributes by key: a fixed text, or a source (`{ ai: '10' }`, `{ group: line }`, `{ field: cellVoltage }`). All values are sent as text; a source without a value adds no attribute.",
+      ),
     sourceAttributes: z
       .union([z.boolean(), z.array(z.string().min(1))])
       .default(true)
@@ -153,7 +222,9 @@ export const ruleSchema = z
     parents: z
       .array(valueSchema)
       .default([])
-      .describe('Parent references taken from the read (e.g. `{ field: parent }`), added to those the source supplied and to an open container.'),
+      .describe(
+        'Parent references taken from the read (e.g. `{ field: parent }`), added to those the source supplied and to an open container.',
+      ),
     requireContainer: z
       .union([z.literal(true), key])
       .optional()
@@ -169,7 +240,12 @@ export const ruleSchema = z
   .strict()
   .superRefine((rule, ctx) => {
     if (rule.reference.value !== undefined) {
-      ctx.addIssue({ code: 'custom', path: ['reference', 'value'], message: 'a fixed reference would give every scan the same reference; take it from the code, an ai, a group or a field' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['reference', 'value'],
+        message:
+          'a fixed reference would give every scan the same reference; take it from the code, an ai, a group or a field',
+      });
     }
   });
 
@@ -181,12 +257,20 @@ export const containerSchema = z
     per: z
       .enum(['input', 'dcp'])
       .default('input')
-      .describe('One open parent per input (a scanner) or per DCP (the DCP the source named, else the input\'s).'),
-    open: matchSchema.describe('A read matching this opens the container (e.g. `{ ais: ["00"] }` for an SSCC): the reads after it get it as parent.'),
-    reference: valueSourceSchema.default({ code: 'whole' }).describe('The parent reference taken from the opening read.'),
+      .describe(
+        "One open parent per input (a scanner) or per DCP (the DCP the source named, else the input's).",
+      ),
+    open: matchSchema.describe(
+      'A read matching this opens the container (e.g. `{ ais: ["00"] }` for an SSCC): the reads after it get it as parent.',
+    ),
+    reference: valueSourceSchema
+      .default({ code: 'whole' })
+      .describe('The parent reference taken from the opening read.'),
     close: matchSchema
       .optional()
-      .describe('A read matching this closes the container (e.g. an "end of pallet" code); it is counted, not sent. Another opening read also closes it.'),
+      .describe(
+        'A read matching this closes the container (e.g. an "end of pallet" code); it is counted, not sent. Another opening read also closes it.',
+      ),
     idleTimeoutMs: z
       .number()
       .int()
@@ -198,18 +282,27 @@ export const containerSchema = z
       .int()
       .min(1)
       .optional()
-      .describe('The container closes once this many reads got it as parent (e.g. 8 modules in a pack); the next member read then needs a new container. Omitted = no limit.'),
+      .describe(
+        'The container closes once this many reads got it as parent (e.g. 8 modules in a pack); the next member read then needs a new container. Omitted = no limit.',
+      ),
     sendParent: z
       .boolean()
       .default(true)
-      .describe('true: the opening read is also mapped by the rules and sent as a scan of its own; false: it only opens the container.'),
+      .describe(
+        'true: the opening read is also mapped by the rules and sent as a scan of its own; false: it only opens the container.',
+      ),
   })
   .strict();
 
 /** Named lookup tables (`lookups`): text → text. */
 export const lookupsSchema = z
   .record(
-    z.string().regex(/^[A-Za-z][\w-]*$/, 'a lookup name starts with a letter and holds letters, digits, - and _'),
+    z
+      .string()
+      .regex(
+        /^[A-Za-z][\w-]*$/,
+        'a lookup name starts with a letter and holds letters, digits, - and _',
+      ),
     z.record(z.string(), z.string()),
   )
   .default({})
@@ -225,29 +318,47 @@ export const timeCheckSchema = z
       .int()
       .min(0)
       .default(1_800_000)
-      .describe('A source time stamp more than this far after the time the gateway received the read is implausible, in ms.'),
+      .describe(
+        'A source time stamp more than this far after the time the gateway received the read is implausible, in ms.',
+      ),
     maxBehindMs: z
       .number()
       .int()
       .min(0)
       .default(30 * 24 * 3_600_000)
-      .describe('A source time stamp more than this far before the time the gateway received the read is implausible, in ms.'),
+      .describe(
+        'A source time stamp more than this far before the time the gateway received the read is implausible, in ms.',
+      ),
     action: z
       .enum(['flag', 'reject'])
       .default('flag')
-      .describe('flag = send the scan and record a warning with the read; reject = store the read as a rejection.'),
+      .describe(
+        'flag = send the scan and record a warning with the read; reject = store the read as a rejection.',
+      ),
   })
   .strict();
 
 /** Checks against the upstream product list (`productCheck`, contract §4.1). */
 export const productCheckSchema = z
   .object({
-    enabled: z.boolean().default(true).describe('Fetch the upstream product list at start and periodically, and report mapped product keys it does not hold.'),
-    intervalMs: z.number().int().min(60_000).default(3_600_000).describe('How often the product list is fetched, in ms.'),
+    enabled: z
+      .boolean()
+      .default(true)
+      .describe(
+        'Fetch the upstream product list at start and periodically, and report mapped product keys it does not hold.',
+      ),
+    intervalMs: z
+      .number()
+      .int()
+      .min(60_000)
+      .default(3_600_000)
+      .describe('How often the product list is fetched, in ms.'),
     rejectUnknown: z
       .boolean()
       .default(false)
-      .describe('Store a read whose product model key is not in the last fetched product list as a rejection instead of sending it.'),
+      .describe(
+        'Store a read whose product model key is not in the last fetched product list as a rejection instead of sending it.',
+      ),
   })
   .strict();
 

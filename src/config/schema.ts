@@ -4,7 +4,13 @@ import { crossCheck } from './cross-check.js';
 import { inputSchema } from './input-schemas.js';
 import { bufferSchema, httpSchema, sandboxSchema } from './local-schemas.js';
 import { haSchema } from './ha-schema.js';
-import { containerSchema, lookupsSchema, productCheckSchema, ruleSchema, timeCheckSchema } from './rules-schema.js';
+import {
+  containerSchema,
+  lookupsSchema,
+  productCheckSchema,
+  ruleSchema,
+  timeCheckSchema,
+} from './rules-schema.js';
 import { deliverySchema, upstreamSchema } from './upstream-schemas.js';
 
 /**
@@ -18,16 +24,24 @@ export const siteSchema = z
     timezone: z
       .string()
       .refine(isIanaZone, 'must be an IANA time zone such as Europe/Berlin')
-      .describe('IANA time zone in which scan time stamps are written (the wire format has no zone).'),
+      .describe(
+        'IANA time zone in which scan time stamps are written (the wire format has no zone).',
+      ),
     shifts: z
       .array(
         z
           .object({
-            name: z.string().min(1).max(40).describe('Name of the shift, shown on the station screen.'),
+            name: z
+              .string()
+              .min(1)
+              .max(40)
+              .describe('Name of the shift, shown on the station screen.'),
             start: z
               .string()
               .regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'must be a time of day as HH:MM, e.g. "06:00"')
-              .describe('When the shift starts, as HH:MM in the site time zone; it ends when the next shift starts.'),
+              .describe(
+                'When the shift starts, as HH:MM in the site time zone; it ends when the next shift starts.',
+              ),
           })
           .strict(),
       )
@@ -41,11 +55,18 @@ export const siteSchema = z
       .superRefine((shifts, ctx) => {
         const seen = new Set<string>();
         shifts.forEach((s, i) => {
-          if (seen.has(s.start)) ctx.addIssue({ code: 'custom', path: [i, 'start'], message: `two shifts start at ${s.start}` });
+          if (seen.has(s.start))
+            ctx.addIssue({
+              code: 'custom',
+              path: [i, 'start'],
+              message: `two shifts start at ${s.start}`,
+            });
           seen.add(s.start);
         });
       })
-      .describe('The shifts of the site (for the station screen): each starts at its `start` (site time zone) and runs until the next one starts; the screen counts the reads of the current shift.'),
+      .describe(
+        'The shifts of the site (for the station screen): each starts at its `start` (site time zone) and runs until the next one starts; the screen counts the reads of the current shift.',
+      ),
   })
   .strict();
 
@@ -60,7 +81,17 @@ export {
   deliverySchema,
   type StatusEventsConfig,
 } from './upstream-schemas.js';
-export { bufferSchema, httpLimitsSchema, DEFAULT_HTTP_LIMITS, httpSchema, httpTlsSchema, DEFAULT_SANDBOX_KAFKA_LISTEN, sandboxSchema, type HttpLimitsConfig, type HttpTlsConfig } from './local-schemas.js';
+export {
+  bufferSchema,
+  httpLimitsSchema,
+  DEFAULT_HTTP_LIMITS,
+  httpSchema,
+  httpTlsSchema,
+  DEFAULT_SANDBOX_KAFKA_LISTEN,
+  sandboxSchema,
+  type HttpLimitsConfig,
+  type HttpTlsConfig,
+} from './local-schemas.js';
 
 export const dcpKinds = ['goodsIn', 'startOfProcess', 'endOfProcess', 'goodsOut'] as const;
 
@@ -70,7 +101,9 @@ export const dcpSchema = z
     kind: z.enum(dcpKinds).describe('Goods In needs supplierKey; Goods Out needs clientKey.'),
     productModelKey: key
       .optional()
-      .describe('Product model key sent with the scans of this DCP, unless a rule takes it from the read; a scan without one is rejected.'),
+      .describe(
+        'Product model key sent with the scans of this DCP, unless a rule takes it from the read; a scan without one is rejected.',
+      ),
     supplierKey: key.optional().describe('Supplier key, sent on Goods In scans.'),
     clientKey: key.optional().describe('Client key, sent on Goods Out scans.'),
     duplicateWindowMs: z
@@ -78,25 +111,45 @@ export const dcpSchema = z
       .int()
       .min(0)
       .default(2000)
-      .describe('The same reference at this DCP within this window is a duplicate read, not sent again; 0 = off.'),
+      .describe(
+        'The same reference at this DCP within this window is a duplicate read, not sent again; 0 = off.',
+      ),
     attributes: z
       .record(z.string().min(1), z.string())
       .default({})
-      .describe('Fixed attributes sent with every scan of this DCP (a rule or the source can override one by its key).'),
+      .describe(
+        'Fixed attributes sent with every scan of this DCP (a rule or the source can override one by its key).',
+      ),
   })
   .strict()
   .superRefine((dcp, ctx) => {
     if (dcp.kind === 'goodsIn' && !dcp.supplierKey) {
-      ctx.addIssue({ code: 'custom', path: ['supplierKey'], message: 'a goodsIn DCP needs supplierKey' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['supplierKey'],
+        message: 'a goodsIn DCP needs supplierKey',
+      });
     }
     if (dcp.kind === 'goodsOut' && !dcp.clientKey) {
-      ctx.addIssue({ code: 'custom', path: ['clientKey'], message: 'a goodsOut DCP needs clientKey' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['clientKey'],
+        message: 'a goodsOut DCP needs clientKey',
+      });
     }
     if (dcp.kind !== 'goodsIn' && dcp.supplierKey) {
-      ctx.addIssue({ code: 'custom', path: ['supplierKey'], message: `supplierKey is only for goodsIn DCPs, this one is ${dcp.kind}` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['supplierKey'],
+        message: `supplierKey is only for goodsIn DCPs, this one is ${dcp.kind}`,
+      });
     }
     if (dcp.kind !== 'goodsOut' && dcp.clientKey) {
-      ctx.addIssue({ code: 'custom', path: ['clientKey'], message: `clientKey is only for goodsOut DCPs, this one is ${dcp.kind}` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['clientKey'],
+        message: `clientKey is only for goodsOut DCPs, this one is ${dcp.kind}`,
+      });
     }
   });
 
@@ -104,19 +157,38 @@ export { inputSchema, filesInputSchema, serialInputSchema } from './input-schema
 
 export const configSchema = z
   .object({
-    site: siteSchema.describe('This gateway\'s site: its name and the time zone scan time stamps are written in.'),
-    upstream: upstreamSchema.describe('The Battery Product and Traceability Scan Service and how to reach it.'),
-    buffer: bufferSchema.prefault({}).describe('The durable SQLite buffer (outbox) every read is committed to before it is acknowledged.'),
-    delivery: deliverySchema.prefault({}).describe('How buffered scans are batched, uploaded and followed upstream.'),
-    http: httpSchema.prefault({}).describe('The local HTTP server: health page, status API, metrics, HTTP ingest.'),
-    sandbox: sandboxSchema.prefault({}).describe('The embedded emulator of the upstream service, for demos.'),
+    site: siteSchema.describe(
+      "This gateway's site: its name and the time zone scan time stamps are written in.",
+    ),
+    upstream: upstreamSchema.describe(
+      'The Battery Product and Traceability Scan Service and how to reach it.',
+    ),
+    buffer: bufferSchema
+      .prefault({})
+      .describe(
+        'The durable SQLite buffer (outbox) every read is committed to before it is acknowledged.',
+      ),
+    delivery: deliverySchema
+      .prefault({})
+      .describe('How buffered scans are batched, uploaded and followed upstream.'),
+    http: httpSchema
+      .prefault({})
+      .describe('The local HTTP server: health page, status API, metrics, HTTP ingest.'),
+    sandbox: sandboxSchema
+      .prefault({})
+      .describe('The embedded emulator of the upstream service, for demos.'),
     log: z
       .object({
-        level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace']).default('info').describe('Least severe level written.'),
+        level: z
+          .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace'])
+          .default('info')
+          .describe('Least severe level written.'),
         format: z
           .enum(['auto', 'json', 'pretty'])
           .default('auto')
-          .describe('json = one JSON object per line (journald); pretty = for people; auto = pretty on a terminal, else json.'),
+          .describe(
+            'json = one JSON object per line (journald); pretty = for people; auto = pretty on a terminal, else json.',
+          ),
       })
       .strict()
       .prefault({})
@@ -133,12 +205,18 @@ export const configSchema = z
     containers: z
       .array(containerSchema)
       .default([])
-      .describe('Container sessions: a read matching `open` (a pallet SSCC, a tray) becomes the parent of the reads after it at the same input or DCP.'),
+      .describe(
+        'Container sessions: a read matching `open` (a pallet SSCC, a tray) becomes the parent of the reads after it at the same input or DCP.',
+      ),
     timeCheck: timeCheckSchema.prefault({}).describe('Plausibility of source time stamps.'),
-    productCheck: productCheckSchema.prefault({}).describe('Checks of mapped product model keys against the upstream product list.'),
+    productCheck: productCheckSchema
+      .prefault({})
+      .describe('Checks of mapped product model keys against the upstream product list.'),
     ha: haSchema
       .optional()
-      .describe('High availability: two gateways for one line, the leader elected through an etcd lease; only the leader takes reads (docs/high-availability.md). Not set: this gateway runs alone.'),
+      .describe(
+        'High availability: two gateways for one line, the leader elected through an etcd lease; only the leader takes reads (docs/high-availability.md). Not set: this gateway runs alone.',
+      ),
   })
   .strict()
   // Runs even when parts are invalid, so one `config check` reports every mistake at once.
@@ -149,7 +227,15 @@ export type DcpConfig = z.infer<typeof dcpSchema>;
 export type { InputConfig, FilesInputConfig, SerialInputConfig } from './input-schemas.js';
 export type DeliveryConfig = z.infer<typeof deliverySchema>;
 export type UpstreamConfig = z.infer<typeof upstreamSchema>;
-export type { RuleConfig, ContainerConfig, MatchConfig, ValueConfig, ValueSource, TimeCheckConfig, ProductCheckConfig } from './rules-schema.js';
+export type {
+  RuleConfig,
+  ContainerConfig,
+  MatchConfig,
+  ValueConfig,
+  ValueSource,
+  TimeCheckConfig,
+  ProductCheckConfig,
+} from './rules-schema.js';
 
 /** ICU's canonical zone names, read on first use (about 1 ms). */
 let canonicalZones: ReadonlySet<string> | undefined;

@@ -61,7 +61,10 @@ export async function resolveSecrets(
 }
 
 /** The SFTP password for the scrubber, when one is configured and readable (delivery reads it again, and reports a failure). */
-function sftpPasswordOf(config: GatewayConfig, env: Record<string, string | undefined>): { sftpPassword?: string } {
+function sftpPasswordOf(
+  config: GatewayConfig,
+  env: Record<string, string | undefined>,
+): { sftpPassword?: string } {
   if (!config.upstream.sftp || config.upstream.sftp.privateKeyFile) return {};
   try {
     const { password } = readSftpCredentials(config, env);
@@ -77,7 +80,11 @@ function sftpPasswordOf(config: GatewayConfig, env: Record<string, string | unde
  * set, or not readable by this user): for commands that show what the buffer holds (`failures`)
  * without running the gateway.
  */
-export async function bestEffortSecrets(config: GatewayConfig, env: Record<string, string | undefined>, baseDir: string): Promise<Secrets> {
+export async function bestEffortSecrets(
+  config: GatewayConfig,
+  env: Record<string, string | undefined>,
+  baseDir: string,
+): Promise<Secrets> {
   const attempt = <T>(read: () => T): T | undefined => {
     try {
       return read();
@@ -87,7 +94,9 @@ export async function bestEffortSecrets(config: GatewayConfig, env: Record<strin
     }
   };
   const proxyCredentials = attempt(() => readProxyCredentials(config, env));
-  const adminToken = attempt(() => readAdminToken({ env, file: config.http.adminTokenFile, baseDir }));
+  const adminToken = attempt(() =>
+    readAdminToken({ env, file: config.http.adminTokenFile, baseDir }),
+  );
   const readToken = attempt(() => readReadToken({ env, file: config.http.readTokenFile, baseDir }));
   return {
     clientSecret: attempt(() => readClientSecret(config, env)) ?? '',
@@ -115,15 +124,28 @@ export function secretValues(secrets: Secrets): string[] {
 }
 
 /** The inputs' own secrets (MQTT passwords, HTTP ingest tokens) that can be read, by input id. */
-async function inputSecrets(config: GatewayConfig, env: Record<string, string | undefined>): Promise<Map<string, string>> {
+async function inputSecrets(
+  config: GatewayConfig,
+  env: Record<string, string | undefined>,
+): Promise<Map<string, string>> {
   const out = new Map<string, string>();
   for (const input of config.inputs) {
     try {
       if (input.type === 'mqtt') {
-        const s = await readSecret({ what: `password of input ${input.id}`, envName: input.passwordEnv, file: input.passwordFile, env });
+        const s = await readSecret({
+          what: `password of input ${input.id}`,
+          envName: input.passwordEnv,
+          file: input.passwordFile,
+          env,
+        });
         if (s) out.set(input.id, s);
       } else if (input.type === 'http') {
-        const s = await readSecret({ what: `ingest token of input ${input.id}`, envName: input.tokenEnv, file: input.tokenFile, env });
+        const s = await readSecret({
+          what: `ingest token of input ${input.id}`,
+          envName: input.tokenEnv,
+          file: input.tokenFile,
+          env,
+        });
         if (s) out.set(input.id, s);
       }
     } catch {
@@ -133,7 +155,11 @@ async function inputSecrets(config: GatewayConfig, env: Record<string, string | 
   // The etcd password of high availability, scrubbed like the inputs' (the election reads it at start).
   const etcd = config.ha?.etcd;
   if (etcd?.passwordFile !== undefined) {
-    const s = await readSecret({ what: 'etcd password (ha.etcd.passwordFile)', file: etcd.passwordFile, env }).catch(() => undefined);
+    const s = await readSecret({
+      what: 'etcd password (ha.etcd.passwordFile)',
+      file: etcd.passwordFile,
+      env,
+    }).catch(() => undefined);
     if (s) out.set('ha.etcd', s);
   }
   return out;
@@ -143,22 +169,35 @@ async function inputSecrets(config: GatewayConfig, env: Record<string, string | 
  * The client secret, first found of: env SCAN_GATEWAY_CLIENT_SECRET, the systemd credential
  * `client-secret` (`$CREDENTIALS_DIRECTORY/client-secret`, from `LoadCredential=`), `clientSecretFile`.
  */
-export function readClientSecret(config: GatewayConfig, env: Record<string, string | undefined>): string {
+export function readClientSecret(
+  config: GatewayConfig,
+  env: Record<string, string | undefined>,
+): string {
   const fromEnv = env.SCAN_GATEWAY_CLIENT_SECRET;
   if (fromEnv && fromEnv.trim()) return fromEnv.trim();
   const candidates: string[] = [];
-  if (env.CREDENTIALS_DIRECTORY) candidates.push(resolve(env.CREDENTIALS_DIRECTORY, 'client-secret'));
+  if (env.CREDENTIALS_DIRECTORY)
+    candidates.push(resolve(env.CREDENTIALS_DIRECTORY, 'client-secret'));
   if (config.upstream.clientSecretFile) candidates.push(config.upstream.clientSecretFile);
   for (const file of candidates) {
     let text: string;
     try {
       text = readFileSync(file, 'utf8');
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT' && file !== config.upstream.clientSecretFile) continue;
-      throw new GatewayError(ErrorCodes.SECRET, `cannot read the client secret from ${file}: ${(err as Error).message}`, { cause: err });
+      if (
+        (err as NodeJS.ErrnoException).code === 'ENOENT' &&
+        file !== config.upstream.clientSecretFile
+      )
+        continue;
+      throw new GatewayError(
+        ErrorCodes.SECRET,
+        `cannot read the client secret from ${file}: ${(err as Error).message}`,
+        { cause: err },
+      );
     }
     const secret = text.trim();
-    if (!secret) throw new GatewayError(ErrorCodes.SECRET, `the client secret file ${file} is empty`);
+    if (!secret)
+      throw new GatewayError(ErrorCodes.SECRET, `the client secret file ${file} is empty`);
     return secret;
   }
   throw new GatewayError(
@@ -173,7 +212,10 @@ export function readClientSecret(config: GatewayConfig, env: Record<string, stri
  *
  * @throws GatewayError `SCANGW_E_SECRET` when the file cannot be read, is empty or has no `:`.
  */
-export function readProxyCredentials(config: GatewayConfig, env: Record<string, string | undefined>): string | undefined {
+export function readProxyCredentials(
+  config: GatewayConfig,
+  env: Record<string, string | undefined>,
+): string | undefined {
   const fromEnv = env.SCAN_GATEWAY_PROXY_CREDENTIALS?.trim();
   const file = config.upstream.proxyCredentialsFile;
   let value = fromEnv || undefined;
@@ -181,12 +223,20 @@ export function readProxyCredentials(config: GatewayConfig, env: Record<string, 
     try {
       value = readFileSync(file, 'utf8').trim();
     } catch (err) {
-      throw new GatewayError(ErrorCodes.SECRET, `cannot read the proxy credentials from ${file}: ${(err as Error).message}`, { cause: err });
+      throw new GatewayError(
+        ErrorCodes.SECRET,
+        `cannot read the proxy credentials from ${file}: ${(err as Error).message}`,
+        { cause: err },
+      );
     }
-    if (!value) throw new GatewayError(ErrorCodes.SECRET, `the proxy credentials file ${file} is empty`);
+    if (!value)
+      throw new GatewayError(ErrorCodes.SECRET, `the proxy credentials file ${file} is empty`);
   }
   if (value !== undefined && !value.includes(':')) {
-    throw new GatewayError(ErrorCodes.SECRET, `the proxy credentials ${fromEnv ? 'in SCAN_GATEWAY_PROXY_CREDENTIALS' : `in ${file}`} must be written user:password`);
+    throw new GatewayError(
+      ErrorCodes.SECRET,
+      `the proxy credentials ${fromEnv ? 'in SCAN_GATEWAY_PROXY_CREDENTIALS' : `in ${file}`} must be written user:password`,
+    );
   }
   return value;
 }
@@ -203,8 +253,17 @@ export const MIN_ADMIN_TOKEN_LENGTH = 16;
  * @throws GatewayError `SCANGW_E_SECRET` when the named file cannot be read, or the token is
  *   shorter than {@link MIN_ADMIN_TOKEN_LENGTH} characters.
  */
-export function readAdminToken(options: { env: Record<string, string | undefined>; file?: string | undefined; baseDir: string }): string | undefined {
-  return readServerToken({ ...options, what: 'admin token', envName: 'SCAN_GATEWAY_ADMIN_TOKEN', credential: 'admin-token' });
+export function readAdminToken(options: {
+  env: Record<string, string | undefined>;
+  file?: string | undefined;
+  baseDir: string;
+}): string | undefined {
+  return readServerToken({
+    ...options,
+    what: 'admin token',
+    envName: 'SCAN_GATEWAY_ADMIN_TOKEN',
+    credential: 'admin-token',
+  });
 }
 
 /**
@@ -215,8 +274,17 @@ export function readAdminToken(options: { env: Record<string, string | undefined
  *
  * @throws GatewayError `SCANGW_E_SECRET` as {@link readAdminToken}.
  */
-export function readReadToken(options: { env: Record<string, string | undefined>; file?: string | undefined; baseDir: string }): string | undefined {
-  return readServerToken({ ...options, what: 'read token', envName: 'SCAN_GATEWAY_READ_TOKEN', credential: 'read-token' });
+export function readReadToken(options: {
+  env: Record<string, string | undefined>;
+  file?: string | undefined;
+  baseDir: string;
+}): string | undefined {
+  return readServerToken({
+    ...options,
+    what: 'read token',
+    envName: 'SCAN_GATEWAY_READ_TOKEN',
+    credential: 'read-token',
+  });
 }
 
 function readServerToken(options: {
@@ -229,25 +297,41 @@ function readServerToken(options: {
 }): string | undefined {
   const check = (token: string, where: string) => {
     if (token.length < MIN_ADMIN_TOKEN_LENGTH) {
-      throw new GatewayError(ErrorCodes.SECRET, `the ${options.what} from ${where} is shorter than ${MIN_ADMIN_TOKEN_LENGTH} characters; make one with: openssl rand -hex 32`);
+      throw new GatewayError(
+        ErrorCodes.SECRET,
+        `the ${options.what} from ${where} is shorter than ${MIN_ADMIN_TOKEN_LENGTH} characters; make one with: openssl rand -hex 32`,
+      );
     }
     return token;
   };
   const fromEnv = options.env[options.envName]?.trim();
   if (fromEnv) return check(fromEnv, options.envName);
   const candidates: { file: string; optional: boolean }[] = [];
-  if (options.env.CREDENTIALS_DIRECTORY) candidates.push({ file: resolve(options.env.CREDENTIALS_DIRECTORY, options.credential), optional: true });
-  if (options.file) candidates.push({ file: isAbsolute(options.file) ? options.file : resolve(options.baseDir, options.file), optional: false });
+  if (options.env.CREDENTIALS_DIRECTORY)
+    candidates.push({
+      file: resolve(options.env.CREDENTIALS_DIRECTORY, options.credential),
+      optional: true,
+    });
+  if (options.file)
+    candidates.push({
+      file: isAbsolute(options.file) ? options.file : resolve(options.baseDir, options.file),
+      optional: false,
+    });
   for (const { file, optional } of candidates) {
     let text: string;
     try {
       text = readFileSync(file, 'utf8');
     } catch (err) {
       if (optional && (err as NodeJS.ErrnoException).code === 'ENOENT') continue;
-      throw new GatewayError(ErrorCodes.SECRET, `cannot read the ${options.what} from ${file}: ${(err as Error).message}`, { cause: err });
+      throw new GatewayError(
+        ErrorCodes.SECRET,
+        `cannot read the ${options.what} from ${file}: ${(err as Error).message}`,
+        { cause: err },
+      );
     }
     const token = text.trim();
-    if (!token) throw new GatewayError(ErrorCodes.SECRET, `the ${options.what} file ${file} is empty`);
+    if (!token)
+      throw new GatewayError(ErrorCodes.SECRET, `the ${options.what} file ${file} is empty`);
     return check(token, file);
   }
   return undefined;
@@ -281,10 +365,15 @@ export async function readSecret(source: SecretSource): Promise<string | undefin
   try {
     text = await readFile(source.file, 'utf8');
   } catch (err) {
-    throw new GatewayError(ErrorCodes.SECRET, `cannot read the ${source.what} from ${source.file}: ${(err as Error).message}`, { cause: err });
+    throw new GatewayError(
+      ErrorCodes.SECRET,
+      `cannot read the ${source.what} from ${source.file}: ${(err as Error).message}`,
+      { cause: err },
+    );
   }
   const value = text.trim();
-  if (!value) throw new GatewayError(ErrorCodes.SECRET, `the ${source.what} file ${source.file} is empty`);
+  if (!value)
+    throw new GatewayError(ErrorCodes.SECRET, `the ${source.what} file ${source.file} is empty`);
   return value;
 }
 
@@ -305,9 +394,13 @@ export interface IngestTokenProblem {
  * problem naming the input and the source. A token not set, or a file that cannot be read, is no
  * problem here: the input reports it when it starts (and `config check` runs where secrets are not).
  */
-export function ingestTokenProblem(input: Pick<HttpInputConfig, 'id' | 'tokenEnv' | 'tokenFile'>, env: Record<string, string | undefined>): IngestTokenProblem | undefined {
+export function ingestTokenProblem(
+  input: Pick<HttpInputConfig, 'id' | 'tokenEnv' | 'tokenFile'>,
+  env: Record<string, string | undefined>,
+): IngestTokenProblem | undefined {
   const fromEnv = env[input.tokenEnv]?.trim();
-  if (fromEnv) return shortness(input.id, fromEnv, 'tokenEnv', `the environment variable ${input.tokenEnv}`);
+  if (fromEnv)
+    return shortness(input.id, fromEnv, 'tokenEnv', `the environment variable ${input.tokenEnv}`);
   if (!input.tokenFile) return undefined;
   let text: string;
   try {
@@ -316,11 +409,18 @@ export function ingestTokenProblem(input: Pick<HttpInputConfig, 'id' | 'tokenEnv
     return undefined;
   }
   const token = text.trim();
-  return token === '' ? undefined : shortness(input.id, token, 'tokenFile', `the file ${input.tokenFile}`);
+  return token === ''
+    ? undefined
+    : shortness(input.id, token, 'tokenFile', `the file ${input.tokenFile}`);
 }
 
 /** The shortness problem of an ingest token, if any; for messages the input itself raises too. */
-export function shortness(inputId: string, token: string, key: IngestTokenProblem['key'], where: string): IngestTokenProblem | undefined {
+export function shortness(
+  inputId: string,
+  token: string,
+  key: IngestTokenProblem['key'],
+  where: string,
+): IngestTokenProblem | undefined {
   if (token.length >= MIN_INGEST_TOKEN_LENGTH) return undefined;
   return {
     inputId,
@@ -342,23 +442,36 @@ export interface SftpCredentials {
  *
  * @throws GatewayError `SCANGW_E_SECRET` when the key file cannot be read or is empty, or no password is found.
  */
-export function readSftpCredentials(config: Pick<GatewayConfig, 'upstream'>, env: Record<string, string | undefined>): SftpCredentials {
+export function readSftpCredentials(
+  config: Pick<GatewayConfig, 'upstream'>,
+  env: Record<string, string | undefined>,
+): SftpCredentials {
   const sftp = config.upstream.sftp;
-  if (!sftp) throw new GatewayError(ErrorCodes.SECRET, 'no SFTP login: upstream.sftp is not configured');
+  if (!sftp)
+    throw new GatewayError(ErrorCodes.SECRET, 'no SFTP login: upstream.sftp is not configured');
   if (sftp.privateKeyFile) {
     let key: string;
     try {
       key = readFileSync(sftp.privateKeyFile, 'utf8');
     } catch (err) {
-      throw new GatewayError(ErrorCodes.SECRET, `cannot read the SFTP private key ${sftp.privateKeyFile}: ${(err as Error).message}`, { cause: err });
+      throw new GatewayError(
+        ErrorCodes.SECRET,
+        `cannot read the SFTP private key ${sftp.privateKeyFile}: ${(err as Error).message}`,
+        { cause: err },
+      );
     }
-    if (!key.trim()) throw new GatewayError(ErrorCodes.SECRET, `the SFTP private key file ${sftp.privateKeyFile} is empty`);
+    if (!key.trim())
+      throw new GatewayError(
+        ErrorCodes.SECRET,
+        `the SFTP private key file ${sftp.privateKeyFile} is empty`,
+      );
     return { privateKey: key };
   }
   const fromEnv = env.SCAN_GATEWAY_SFTP_PASSWORD;
   if (fromEnv) return { password: fromEnv };
   const candidates: string[] = [];
-  if (env.CREDENTIALS_DIRECTORY) candidates.push(resolve(env.CREDENTIALS_DIRECTORY, 'sftp-password'));
+  if (env.CREDENTIALS_DIRECTORY)
+    candidates.push(resolve(env.CREDENTIALS_DIRECTORY, 'sftp-password'));
   if (sftp.passwordFile) candidates.push(sftp.passwordFile);
   for (const file of candidates) {
     let text: string;
@@ -366,10 +479,15 @@ export function readSftpCredentials(config: Pick<GatewayConfig, 'upstream'>, env
       text = readFileSync(file, 'utf8');
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT' && file !== sftp.passwordFile) continue;
-      throw new GatewayError(ErrorCodes.SECRET, `cannot read the SFTP password from ${file}: ${(err as Error).message}`, { cause: err });
+      throw new GatewayError(
+        ErrorCodes.SECRET,
+        `cannot read the SFTP password from ${file}: ${(err as Error).message}`,
+        { cause: err },
+      );
     }
     const password = text.replace(/\r?\n$/, '');
-    if (!password) throw new GatewayError(ErrorCodes.SECRET, `the SFTP password file ${file} is empty`);
+    if (!password)
+      throw new GatewayError(ErrorCodes.SECRET, `the SFTP password file ${file} is empty`);
     return { password };
   }
   throw new GatewayError(

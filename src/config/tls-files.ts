@@ -52,7 +52,10 @@ function readPem(where: string, file: string): string {
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
     const why = e.code && /^E[A-Z]+$/.test(e.code) ? e.code : e.message;
-    throw new GatewayError(ErrorCodes.LISTENER_TLS, `${where} ${file}: cannot be read (${why})`, { cause: err, details: { key: where, file } });
+    throw new GatewayError(ErrorCodes.LISTENER_TLS, `${where} ${file}: cannot be read (${why})`, {
+      cause: err,
+      details: { key: where, file },
+    });
   }
   return bytes.toString('utf8');
 }
@@ -60,12 +63,21 @@ function readPem(where: string, file: string): string {
 /** The certificates of a PEM text, parsed; at least one. */
 function certificates(where: string, file: string, pem: string): X509Certificate[] {
   const blocks = pem.match(PEM_CERT) ?? [];
-  if (blocks.length === 0) throw new GatewayError(ErrorCodes.LISTENER_TLS, `${where} ${file}: holds no PEM certificate (-----BEGIN CERTIFICATE-----)`, { details: { key: where, file } });
+  if (blocks.length === 0)
+    throw new GatewayError(
+      ErrorCodes.LISTENER_TLS,
+      `${where} ${file}: holds no PEM certificate (-----BEGIN CERTIFICATE-----)`,
+      { details: { key: where, file } },
+    );
   return blocks.map((block, i) => {
     try {
       return new X509Certificate(block);
     } catch (err) {
-      throw new GatewayError(ErrorCodes.LISTENER_TLS, `${where} ${file}: certificate ${i + 1} cannot be parsed (${(err as Error).message})`, { cause: err, details: { key: where, file } });
+      throw new GatewayError(
+        ErrorCodes.LISTENER_TLS,
+        `${where} ${file}: certificate ${i + 1} cannot be parsed (${(err as Error).message})`,
+        { cause: err, details: { key: where, file } },
+      );
     }
   });
 }
@@ -141,9 +153,14 @@ export function daysLeft(cert: Pick<ListenerCertificate, 'validTo'>, nowMs: numb
  * Why `cert` should not be served at `nowMs` (ended, or not begun), or undefined when it is within
  * its validity period.
  */
-export function validityProblem(cert: Pick<ListenerCertificate, 'validFrom' | 'validTo' | 'serialNumber'>, nowMs: number): string | undefined {
-  if (Date.parse(cert.validTo) <= nowMs) return `the certificate (serial ${cert.serialNumber}) expired at ${cert.validTo}`;
-  if (Date.parse(cert.validFrom) > nowMs) return `the certificate (serial ${cert.serialNumber}) is valid only from ${cert.validFrom} (is this machine's clock right?)`;
+export function validityProblem(
+  cert: Pick<ListenerCertificate, 'validFrom' | 'validTo' | 'serialNumber'>,
+  nowMs: number,
+): string | undefined {
+  if (Date.parse(cert.validTo) <= nowMs)
+    return `the certificate (serial ${cert.serialNumber}) expired at ${cert.validTo}`;
+  if (Date.parse(cert.validFrom) > nowMs)
+    return `the certificate (serial ${cert.serialNumber}) is valid only from ${cert.validFrom} (is this machine's clock right?)`;
   return undefined;
 }
 
@@ -168,11 +185,24 @@ export function checkListenerTls(tls: HttpTlsConfig, nowMs: number): TlsFinding[
     const where = String((err as GatewayError).details?.key ?? 'http.tls');
     // config check prints the key before the message: said once.
     const message = (err as Error).message;
-    return [{ severity: 'problem', where, message: message.startsWith(`${where} `) ? message.slice(where.length + 1) : message }];
+    return [
+      {
+        severity: 'problem',
+        where,
+        message: message.startsWith(`${where} `) ? message.slice(where.length + 1) : message,
+      },
+    ];
   }
   const c = material.certificate;
   const invalid = validityProblem(c, nowMs);
-  if (invalid) return [{ severity: 'problem', where: 'http.tls.certFile', message: `${tls.certFile}: ${invalid}; renew it (docs/operations.md, "TLS on the local listener")` }];
+  if (invalid)
+    return [
+      {
+        severity: 'problem',
+        where: 'http.tls.certFile',
+        message: `${tls.certFile}: ${invalid}; renew it (docs/operations.md, "TLS on the local listener")`,
+      },
+    ];
   const days = daysLeft(c, nowMs);
   const out: TlsFinding[] = [
     {
@@ -182,7 +212,11 @@ export function checkListenerTls(tls: HttpTlsConfig, nowMs: number): TlsFinding[
     },
   ];
   if (days < CERT_RENEW_DAYS) {
-    out.push({ severity: 'note', where: 'http.tls.certFile', message: `the certificate ends in ${days === 0 ? 'less than a day' : dayCount(days)}: renew it; the gateway takes the new files without a restart` });
+    out.push({
+      severity: 'note',
+      where: 'http.tls.certFile',
+      message: `the certificate ends in ${days === 0 ? 'less than a day' : dayCount(days)}: renew it; the gateway takes the new files without a restart`,
+    });
   }
   return out;
 }

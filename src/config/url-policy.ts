@@ -8,7 +8,8 @@ export function isLoopbackHost(hostname: string): boolean {
   const host = hostname.replace(/^\[|\]$/g, '').toLowerCase();
   if (host === 'localhost' || host.endsWith('.localhost')) return true;
   if (isIP(host) === 4) return host.startsWith('127.');
-  if (isIP(host) === 6) return host === '::1' || host === '0:0:0:0:0:0:0:1' || /^::ffff:127\./.test(host);
+  if (isIP(host) === 6)
+    return host === '::1' || host === '0:0:0:0:0:0:0:1' || /^::ffff:127\./.test(host);
   return false;
 }
 

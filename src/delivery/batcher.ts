@@ -1,6 +1,12 @@
 import type { DeliveryConfig } from '../config/schema.js';
 import type { Logger } from '../log.js';
-import { arrayBytes, type BatchMode, type BatchRow, type BufferStore, type PendingScanRow } from '../buffer/store.js';
+import {
+  arrayBytes,
+  type BatchMode,
+  type BatchRow,
+  type BufferStore,
+  type PendingScanRow,
+} from '../buffer/store.js';
 import { MAX_DIRECT_BODY_BYTES } from '@scan-gateway/contract';
 import type { Clock } from '../clock.js';
 
@@ -46,7 +52,10 @@ export interface PackedBatch {
  *
  * Pure: no I/O beyond pulling `rows`.
  */
-export function packScans(rows: Iterable<PendingScanRow>, opts: { maxScans: number; maxBytes: number }): PackedBatch {
+export function packScans(
+  rows: Iterable<PendingScanRow>,
+  opts: { maxScans: number; maxBytes: number },
+): PackedBatch {
   const ids: number[] = [];
   const oversize: { id: number; bytes: number }[] = [];
   const references = new Set<string>();
@@ -92,11 +101,25 @@ export function packScans(rows: Iterable<PendingScanRow>, opts: { maxScans: numb
  */
 export function formBatch(
   store: BufferStore,
-  opts: { maxScans: number; maxBytes: number; mode: BatchMode; nowIso: string; holdOversize?: boolean },
+  opts: {
+    maxScans: number;
+    maxBytes: number;
+    mode: BatchMode;
+    nowIso: string;
+    holdOversize?: boolean;
+  },
 ): BatchRow | undefined {
   return store.atomically(() => {
-    const head = opts.maxScans <= HEAD_SUMS_MAX_SCANS ? store.batches.pendingHead(opts.maxScans) : undefined;
-    if (head && head.scans > 0 && head.references === head.scans && head.firstId !== null && head.lastId !== null && arrayBytes(head.scans, head.scanBytes) <= opts.maxBytes) {
+    const head =
+      opts.maxScans <= HEAD_SUMS_MAX_SCANS ? store.batches.pendingHead(opts.maxScans) : undefined;
+    if (
+      head &&
+      head.scans > 0 &&
+      head.references === head.scans &&
+      head.firstId !== null &&
+      head.lastId !== null &&
+      arrayBytes(head.scans, head.scanBytes) <= opts.maxBytes
+    ) {
       return store.batches.writeBatch({
         mode: opts.mode,
         range: { first: head.firstId, last: head.lastId, count: head.scans },
@@ -107,9 +130,20 @@ export function formBatch(
     }
     const packed = packScans(store.batches.pendingScans(), opts);
     const hold = opts.holdOversize
-      ? packed.oversize.map((o) => ({ id: o.id, reason: `the scan alone is ${o.bytes + 2} bytes, over the ${opts.maxBytes}-byte limit of a ${opts.mode} upload` }))
+      ? packed.oversize.map((o) => ({
+          id: o.id,
+          reason: `the scan alone is ${o.bytes + 2} bytes, over the ${opts.maxBytes}-byte limit of a ${opts.mode} upload`,
+        }))
       : [];
-    return store.batches.writeBatch({ mode: opts.mode, scanIds: packed.ids, bytes: packed.bytes, scanBytes: packed.scanBytes, gapless: packed.gapless, nowIso: opts.nowIso, hold });
+    return store.batches.writeBatch({
+      mode: opts.mode,
+      scanIds: packed.ids,
+      bytes: packed.bytes,
+      scanBytes: packed.scanBytes,
+      gapless: packed.gapless,
+      nowIso: opts.nowIso,
+      hold,
+    });
   });
 }
 
@@ -141,8 +175,10 @@ export class Batcher {
     const age = now() - (pending.oldestCreatedAt ?? now());
     const full =
       config.mode === 'sftp'
-        ? pending.count >= config.sftpMaxScans || store.reports.totals().pendingBytes >= config.sftpMaxBytes
-        : pending.count >= config.maxBatchScans || store.reports.totals().pendingBytes >= MAX_DIRECT_BODY_BYTES;
+        ? pending.count >= config.sftpMaxScans ||
+          store.reports.totals().pendingBytes >= config.sftpMaxBytes
+        : pending.count >= config.maxBatchScans ||
+          store.reports.totals().pendingBytes >= MAX_DIRECT_BODY_BYTES;
     if (full || age >= config.maxBatchDelayMs) {
       this.form();
       return 0;
@@ -159,18 +195,42 @@ export class Batcher {
     const { store, config, logger, now } = this.options;
     const nowIso = new Date(now()).toISOString();
     const totals = store.reports.totals();
-    const backlog = totals.pendingScans > config.maxBatchScans || totals.pendingBytes > MAX_DIRECT_BODY_BYTES;
+    const backlog =
+      totals.pendingScans > config.maxBatchScans || totals.pendingBytes > MAX_DIRECT_BODY_BYTES;
     const large: BatchMode = config.largeBatchRoute;
     const mode: BatchMode = config.mode === 'auto' ? (backlog ? large : 'direct') : config.mode;
     const form = (m: BatchMode) =>
       m === 'direct'
-        ? formBatch(store, { mode: m, maxScans: config.maxBatchScans, maxBytes: MAX_DIRECT_BODY_BYTES, nowIso, holdOversize: config.mode === 'direct' })
+        ? formBatch(store, {
+            mode: m,
+            maxScans: config.maxBatchScans,
+            maxBytes: MAX_DIRECT_BODY_BYTES,
+            nowIso,
+            holdOversize: config.mode === 'direct',
+          })
         : m === 'sftp'
-          ? formBatch(store, { mode: m, maxScans: config.sftpMaxScans, maxBytes: config.sftpMaxBytes, nowIso, holdOversize: true })
-          : formBatch(store, { mode: m, maxScans: config.presignedMaxScans, maxBytes: config.presignedMaxBytes, nowIso, holdOversize: true });
+          ? formBatch(store, {
+              mode: m,
+              maxScans: config.sftpMaxScans,
+              maxBytes: config.sftpMaxBytes,
+              nowIso,
+              holdOversize: true,
+            })
+          : formBatch(store, {
+              mode: m,
+              maxScans: config.presignedMaxScans,
+              maxBytes: config.presignedMaxBytes,
+              nowIso,
+              holdOversize: true,
+            });
     // In auto mode a scan too large for a direct upload still goes, by the large-batch route.
-    const batch = form(mode) ?? (config.mode === 'auto' && mode === 'direct' ? form(large) : undefined);
-    if (batch) logger.debug({ batchId: batch.id, mode: batch.mode, scans: batch.scanCount, bytes: batch.bytes }, 'batch formed');
+    const batch =
+      form(mode) ?? (config.mode === 'auto' && mode === 'direct' ? form(large) : undefined);
+    if (batch)
+      logger.debug(
+        { batchId: batch.id, mode: batch.mode, scans: batch.scanCount, bytes: batch.bytes },
+        'batch formed',
+      );
     return batch;
   }
 }

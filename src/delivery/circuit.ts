@@ -63,10 +63,16 @@ export class Circuit {
 
   state(): CircuitState {
     if (this.consecutiveFailures < OPEN_AFTER) return 'closed';
-    return this.nextRetryAt && Date.parse(this.nextRetryAt) > this.options.now() ? 'open' : 'half-open';
+    return this.nextRetryAt && Date.parse(this.nextRetryAt) > this.options.now()
+      ? 'open'
+      : 'half-open';
   }
 
   snapshot(): CircuitSnapshot {
-    return { circuit: this.state(), consecutiveFailures: this.consecutiveFailures, ...(this.nextRetryAt ? { nextRetryAt: this.nextRetryAt } : {}) };
+    return {
+      circuit: this.state(),
+      consecutiveFailures: this.consecutiveFailures,
+      ...(this.nextRetryAt ? { nextRetryAt: this.nextRetryAt } : {}),
+    };
   }
 }

@@ -3,9 +3,20 @@ import type { Logger } from '../log.js';
 import type { BufferStore } from '../buffer/store.js';
 import { Batcher } from './batcher.js';
 import { Circuit, type CircuitState } from './circuit.js';
-import { StatusTracker, type PollPace, type StatusChecks, type StatusRef, type StatusSource } from './status-tracker.js';
+import {
+  StatusTracker,
+  type PollPace,
+  type StatusChecks,
+  type StatusRef,
+  type StatusSource,
+} from './status-tracker.js';
 import type { DeliveryApi, ScanStatusLike } from './types.js';
-import { Uploader, type ErrorKind, type UploaderOptions, type UploaderSnapshot } from './uploader.js';
+import {
+  Uploader,
+  type ErrorKind,
+  type UploaderOptions,
+  type UploaderSnapshot,
+} from './uploader.js';
 import type { Clock } from '../clock.js';
 
 export type { CircuitState } from './circuit.js';
@@ -83,12 +94,33 @@ export class Deliverer {
     const random = options.random ? { random: options.random } : {};
     this.batcher = new Batcher({ store, config, logger, now });
     this.circuit = new Circuit({ config, now, ...random });
-    this.tracker = new StatusTracker({ store, api, config, logger, now, ...random, concurrency: POLL_CONCURRENCY, onResend: () => this.wake(), ...(options.pollPace ? { pace: options.pollPace } : {}) });
+    this.tracker = new StatusTracker({
+      store,
+      api,
+      config,
+      logger,
+      now,
+      ...random,
+      concurrency: POLL_CONCURRENCY,
+      onResend: () => this.wake(),
+      ...(options.pollPace ? { pace: options.pollPace } : {}),
+    });
     const onUploaded = () => {
       this.tracker.wake();
       options.onUploaded?.();
     };
-    this.uploader = new Uploader({ store, api, config, logger, now, batcher: this.batcher, circuit: this.circuit, onUploaded, ...(options.onDiskFull ? { onDiskFull: options.onDiskFull } : {}), ...(options.sftp ? { sftp: options.sftp } : {}) });
+    this.uploader = new Uploader({
+      store,
+      api,
+      config,
+      logger,
+      now,
+      batcher: this.batcher,
+      circuit: this.circuit,
+      onUploaded,
+      ...(options.onDiskFull ? { onDiskFull: options.onDiskFull } : {}),
+      ...(options.sftp ? { sftp: options.sftp } : {}),
+    });
   }
 
   start(): void {
@@ -120,7 +152,11 @@ export class Deliverer {
    * by the status tracker, the one place that moves a batch to its terminal state. See
    * {@link StatusTracker.apply}.
    */
-  applyStatus(ref: StatusRef, status: ScanStatusLike, source: StatusSource = 'poll'): ReturnType<StatusTracker['apply']> {
+  applyStatus(
+    ref: StatusRef,
+    status: ScanStatusLike,
+    source: StatusSource = 'poll',
+  ): ReturnType<StatusTracker['apply']> {
     return this.tracker.apply(ref, status, source);
   }
 

@@ -21,7 +21,9 @@ export type PresignedStep = { current: 'status' | 'address' | 'put' | 'reput' | 
 
 /** Runs pre-signed attempts for the uploader, on the same buffer, API, settings and clock. */
 export class PresignedRoute {
-  constructor(private readonly options: Pick<UploaderOptions, 'store' | 'api' | 'logger' | 'config' | 'now'>) {}
+  constructor(
+    private readonly options: Pick<UploaderOptions, 'store' | 'api' | 'logger' | 'config' | 'now'>,
+  ) {}
 
   /**
    * Pre-signed flow (contract §4.4, §4.5): the requestId is written down before any data is sent,
@@ -51,7 +53,10 @@ export class PresignedRoute {
       step.current = 'status';
       const status = await api.getScanStatus(current.requestId);
       if (status.state !== 'NotFound') {
-        logger.info({ batchId: batch.id, requestId: current.requestId }, 'pre-signed upload had arrived; not sending it again');
+        logger.info(
+          { batchId: batch.id, requestId: current.requestId },
+          'pre-signed upload had arrived; not sending it again',
+        );
         return { requestId: current.requestId, uploadedAt: current.putStartedAt };
       }
       if (this.usable(current)) {
@@ -65,7 +70,10 @@ export class PresignedRoute {
           uploadedAt: new Date(current.putStartedAt).toISOString(),
           nextAttemptAt: this.options.now() + config.statusPollMs,
         });
-        logger.info({ batchId: batch.id, requestId: current.requestId }, 'pre-signed upload may have arrived and its address cannot be used again; polling its status before sending it under a new one');
+        logger.info(
+          { batchId: batch.id, requestId: current.requestId },
+          'pre-signed upload may have arrived and its address cannot be used again; polling its status before sending it under a new one',
+        );
         return { waitForStatus: true };
       } else {
         mayHaveArrived = true;
@@ -93,7 +101,12 @@ export class PresignedRoute {
       );
       if (mayHaveArrived) {
         logger.warn(
-          { batchId: batch.id, previousRequestId: current.requestId, requestId: address.requestId, scans: batch.scanCount },
+          {
+            batchId: batch.id,
+            previousRequestId: current.requestId,
+            requestId: address.requestId,
+            scans: batch.scanCount,
+          },
           'the service never showed the earlier pre-signed upload; sending it again under a new address (counted as a possible duplicate)',
         );
       }
@@ -106,7 +119,10 @@ export class PresignedRoute {
       // Streamed from the buffer page by page: up to 64 MiB per batch, and several
       // batches in flight, never whole in memory. Its scans stay put while it is in flight: only
       // this upload's own outcome (split, hold) changes them.
-      await api.putPresignedStream(current.presignedUrl!, { bytes: current.bytes, chunks: () => batchBodyChunks(store.batches, batch.id) });
+      await api.putPresignedStream(current.presignedUrl!, {
+        bytes: current.bytes,
+        chunks: () => batchBodyChunks(store.batches, batch.id),
+      });
     } else {
       await api.putPresigned(current.presignedUrl!, store.batches.batchBody(batch.id));
     }
@@ -119,6 +135,9 @@ export class PresignedRoute {
    */
   private usable(row: BatchRow): boolean {
     if (row.presignedUrl === null) return false;
-    return row.presignedExpiresAt === null || row.presignedExpiresAt - ADDRESS_MARGIN_MS > this.options.now();
+    return (
+      row.presignedExpiresAt === null ||
+      row.presignedExpiresAt - ADDRESS_MARGIN_MS > this.options.now()
+    );
   }
 }

@@ -8,7 +8,10 @@ import { ErrorCodes, httpStatusOf, isGatewayError, isNotSent } from '../errors.j
  * @param attempt 0 for the first retry.
  * @returns delay in ms.
  */
-export function backoffDelay(attempt: number, opts: { baseMs: number; maxMs: number; retryAfterMs?: number; random?: () => number }): number {
+export function backoffDelay(
+  attempt: number,
+  opts: { baseMs: number; maxMs: number; retryAfterMs?: number; random?: () => number },
+): number {
   const ceiling = Math.min(opts.maxMs, opts.baseMs * 2 ** Math.min(attempt, 30));
   const jittered = Math.floor((opts.random ?? Math.random)() * ceiling);
   return Math.max(jittered, opts.retryAfterMs ?? 0);
@@ -31,11 +34,17 @@ export type FailureAction =
 export function classifyFailure(err: unknown): FailureAction {
   if (!isGatewayError(err)) return { action: 'retry', answerLost: true };
   const status = httpStatusOf(err);
-  const retryAfterMs = typeof err.details.retryAfterMs === 'number' ? err.details.retryAfterMs : undefined;
+  const retryAfterMs =
+    typeof err.details.retryAfterMs === 'number' ? err.details.retryAfterMs : undefined;
   // Checked before the code: a call that never left (no token could be had, the connection was
   // refused) is retried whatever the failure looked like. A token endpoint answering 200 with an
   // unreadable body, or 404, says nothing about the upload, which was not sent.
-  if (isNotSent(err)) return { action: 'retry', answerLost: false, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
+  if (isNotSent(err))
+    return {
+      action: 'retry',
+      answerLost: false,
+      ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
+    };
   switch (err.code) {
     case ErrorCodes.BODY_TOO_LARGE:
       return { action: 'split' };
@@ -43,7 +52,11 @@ export function classifyFailure(err: unknown): FailureAction {
       return { action: 'newAddress' };
     case ErrorCodes.UPSTREAM_NETWORK:
       // A refused or unresolvable connection (or no token to send with) carried nothing.
-      return { action: 'retry', answerLost: !isNotSent(err), ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
+      return {
+        action: 'retry',
+        answerLost: !isNotSent(err),
+        ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
+      };
     case ErrorCodes.UPSTREAM_AUTH:
       return { action: 'retry', answerLost: false };
     case ErrorCodes.UPSTREAM_RESPONSE:
@@ -55,7 +68,11 @@ export function classifyFailure(err: unknown): FailureAction {
     case ErrorCodes.UPSTREAM_HTTP:
       if (status === 413) return { action: 'split' };
       if (status === undefined || status === 408 || status === 429 || status >= 500) {
-        return { action: 'retry', answerLost: false, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
+        return {
+          action: 'retry',
+          answerLost: false,
+          ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
+        };
       }
       return { action: 'hold' };
     default:

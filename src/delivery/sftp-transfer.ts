@@ -23,7 +23,10 @@ export const PART_SUFFIX = '.part';
  * them), page by page from the buffer: never the whole body in memory. Between pages the event
  * loop is free, and the connection too (each page is one short statement).
  */
-export async function* batchBodyChunks(batches: Pick<Batches, 'batchBodyPage' | 'batch'>, batchId: number): AsyncGenerator<Buffer> {
+export async function* batchBodyChunks(
+  batches: Pick<Batches, 'batchBodyPage' | 'batch'>,
+  batchId: number,
+): AsyncGenerator<Buffer> {
   const batch = batches.batch(batchId);
   const average = batch && batch.scanCount > 0 ? batch.bytes / batch.scanCount : 256;
   const pageScans = Math.max(1, Math.min(PAGE_MAX_SCANS, Math.floor(PAGE_BYTES / average)));
@@ -42,7 +45,10 @@ export async function* batchBodyChunks(batches: Pick<Batches, 'batchBodyPage' | 
 }
 
 /** SHA-256 (hex) and byte length of a batch body, streamed from the buffer. */
-export async function hashBatchBody(batches: Pick<Batches, 'batchBodyPage' | 'batch'>, batchId: number): Promise<{ sha256: string; bytes: number }> {
+export async function hashBatchBody(
+  batches: Pick<Batches, 'batchBodyPage' | 'batch'>,
+  batchId: number,
+): Promise<{ sha256: string; bytes: number }> {
   const hash = createHash('sha256');
   let bytes = 0;
   for await (const chunk of batchBodyChunks(batches, batchId)) {
@@ -56,11 +62,16 @@ export async function hashBatchBody(batches: Pick<Batches, 'batchBodyPage' | 'ba
  * A batch file's name from the template of `upstream.sftp.fileName`: `{siteId}`, `{batchId}`,
  * `{sha256}` and `{sha256:N}` (the first N hex digits).
  */
-export function batchFileName(template: string, fields: { siteId: string; batchId: number | string; sha256: string }): string {
+export function batchFileName(
+  template: string,
+  fields: { siteId: string; batchId: number | string; sha256: string },
+): string {
   return template
     .replaceAll('{siteId}', fields.siteId)
     .replaceAll('{batchId}', String(fields.batchId))
-    .replace(/\{sha256(?::(\d+))?\}/g, (_, n: string | undefined) => (n ? fields.sha256.slice(0, Number(n)) : fields.sha256));
+    .replace(/\{sha256(?::(\d+))?\}/g, (_, n: string | undefined) =>
+      n ? fields.sha256.slice(0, Number(n)) : fields.sha256,
+    );
 }
 
 /** Joins the remote folder and a file name (SFTP paths use `/`). */
@@ -99,7 +110,10 @@ export interface TransferOptions {
  * @throws GatewayError `SCANGW_E_SFTP_*` (see src/upstream/sftp-client.ts); the batch row is left
  *   for the caller to move.
  */
-export async function transferBatch(batch: BatchRow, opts: TransferOptions): Promise<{ outcome: TransferOutcome; remotePath: string; sha256: string }> {
+export async function transferBatch(
+  batch: BatchRow,
+  opts: TransferOptions,
+): Promise<{ outcome: TransferOutcome; remotePath: string; sha256: string }> {
   const { store, connector, logger } = opts;
   let current = store.batches.batch(batch.id) ?? batch;
   if (current.remotePath === null || current.sha256 === null) {
@@ -108,8 +122,15 @@ export async function transferBatch(batch: BatchRow, opts: TransferOptions): Pro
       // The stored size is what the server's file is checked against: keep it true.
       store.batches.updateBatch(batch.id, { bytes });
     }
-    const name = batchFileName(opts.fileNameTemplate, { siteId: opts.siteId, batchId: batch.id, sha256 });
-    store.batches.updateBatch(batch.id, { remotePath: remoteJoin(connector.remoteDir, name), sha256 });
+    const name = batchFileName(opts.fileNameTemplate, {
+      siteId: opts.siteId,
+      batchId: batch.id,
+      sha256,
+    });
+    store.batches.updateBatch(batch.id, {
+      remotePath: remoteJoin(connector.remoteDir, name),
+      sha256,
+    });
     current = store.batches.batch(batch.id) ?? current;
   }
   const remotePath = current.remotePath!;
@@ -157,16 +178,26 @@ export async function sendFile(opts: {
     const existing = await session.size(remotePath);
     if (existing !== undefined) {
       if (existing === opts.bytes) {
-        logger.info({ remotePath }, `batch file is complete on the SFTP server already (a transfer finished before a restart); not sending it again (${opts.what})`);
+        logger.info(
+          { remotePath },
+          `batch file is complete on the SFTP server already (a transfer finished before a restart); not sending it again (${opts.what})`,
+        );
         await session.remove(part);
         return 'found';
       }
-      throw new GatewayError(ErrorCodes.SFTP_CONFLICT, `the remote file ${remotePath} exists with ${existing} bytes, but ${opts.what} has ${opts.bytes}: not overwritten`, {
-        details: { remotePath, remoteBytes: existing, bytes: opts.bytes },
-      });
+      throw new GatewayError(
+        ErrorCodes.SFTP_CONFLICT,
+        `the remote file ${remotePath} exists with ${existing} bytes, but ${opts.what} has ${opts.bytes}: not overwritten`,
+        {
+          details: { remotePath, remoteBytes: existing, bytes: opts.bytes },
+        },
+      );
     }
     if ((await session.size(part)) !== undefined) {
-      logger.warn({ part }, `a partial batch file was left by an interrupted transfer; removing it and sending again (${opts.what})`);
+      logger.warn(
+        { part },
+        `a partial batch file was left by an interrupted transfer; removing it and sending again (${opts.what})`,
+      );
       await session.remove(part);
     }
     opts.onWriting?.();
@@ -174,23 +205,32 @@ export async function sendFile(opts: {
     const written = await session.size(part);
     if (written !== opts.bytes) {
       await session.remove(part).catch(() => undefined);
-      throw new GatewayError(ErrorCodes.SFTP, `the written file ${part} has ${written ?? 'no'} bytes, not the ${opts.bytes} of ${opts.what}; removed, to be sent again`, {
-        retryable: true,
-        details: { remotePath: part, remoteBytes: written, bytes: opts.bytes },
-      });
+      throw new GatewayError(
+        ErrorCodes.SFTP,
+        `the written file ${part} has ${written ?? 'no'} bytes, not the ${opts.bytes} of ${opts.what}; removed, to be sent again`,
+        {
+          retryable: true,
+          details: { remotePath: part, remoteBytes: written, bytes: opts.bytes },
+        },
+      );
     }
     await session.rename(part, remotePath);
     return 'sent';
   } catch (err) {
     if (timedOut) {
-      throw new GatewayError(ErrorCodes.SFTP_NETWORK, `the transfer of ${opts.what} (${opts.bytes} bytes) did not finish within ${Math.round(deadlineMs / 1000)} s; cut, to be sent again`, {
-        cause: err,
-        retryable: true,
-        details: { remotePath, deadlineMs },
-      });
+      throw new GatewayError(
+        ErrorCodes.SFTP_NETWORK,
+        `the transfer of ${opts.what} (${opts.bytes} bytes) did not finish within ${Math.round(deadlineMs / 1000)} s; cut, to be sent again`,
+        {
+          cause: err,
+          retryable: true,
+          details: { remotePath, deadlineMs },
+        },
+      );
     }
     // A full disk leaves a partial file: take it away now (the next attempt would, too).
-    if (err instanceof GatewayError && err.code === ErrorCodes.SFTP_DISK_FULL) await session.remove(part).catch(() => undefined);
+    if (err instanceof GatewayError && err.code === ErrorCodes.SFTP_DISK_FULL)
+      await session.remove(part).catch(() => undefined);
     throw err;
   } finally {
     clearTimeout(timer);

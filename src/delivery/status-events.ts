@@ -30,7 +30,11 @@ export interface StatusEventFeedOptions {
    * The status tracker's one door (`Deliverer.applyStatus`): an event is named by its requestId,
    * or, for an SFTP batch, by its file name or the references of its failures.
    */
-  apply: (ref: StatusRef, status: ScanStatusLike, source: StatusSource) => 'done' | 'resend' | 'waiting' | 'ignored';
+  apply: (
+    ref: StatusRef,
+    status: ScanStatusLike,
+    source: StatusSource,
+  ) => 'done' | 'resend' | 'waiting' | 'ignored';
   /** The pace changed (events flow, or stopped flowing): the tracker should look at its schedule now. */
   onPaceChange: () => void;
   safetyPollMs: number;
@@ -164,7 +168,12 @@ export class StatusEventFeed {
     const events = this.running && this.currentState() === 'flowing';
     if (events !== this.lastPaceEvents) {
       this.lastPaceEvents = events;
-      this.options.logger.info({ topic: this.options.topic, state: this.currentState() }, events ? 'status events flow: polling slows to the safety interval' : 'status events do not flow: polling at its normal pace');
+      this.options.logger.info(
+        { topic: this.options.topic, state: this.currentState() },
+        events
+          ? 'status events flow: polling slows to the safety interval'
+          : 'status events do not flow: polling at its normal pace',
+      );
     }
     return { events, safetyPollMs: this.options.safetyPollMs };
   }
@@ -178,15 +187,21 @@ export class StatusEventFeed {
       ...(this.lastError ? { lastError: this.lastError } : {}),
       ...this.counters,
       lag: this.lag,
-      ...(this.lastEventAt !== undefined ? { lastEventAt: new Date(this.lastEventAt).toISOString() } : {}),
-      ...(this.lastReadAt !== undefined ? { lastReadAt: new Date(this.lastReadAt).toISOString() } : {}),
+      ...(this.lastEventAt !== undefined
+        ? { lastEventAt: new Date(this.lastEventAt).toISOString() }
+        : {}),
+      ...(this.lastReadAt !== undefined
+        ? { lastReadAt: new Date(this.lastReadAt).toISOString() }
+        : {}),
     };
   }
 
   /** The state with the clock: a read too long ago makes `flowing` into `lagging` even while a fetch hangs. */
   private currentState(): FeedState {
     if (this.state !== 'flowing') return this.state;
-    const stale = this.lastReadAt === undefined || this.options.now() - this.lastReadAt > this.options.staleAfterMs;
+    const stale =
+      this.lastReadAt === undefined ||
+      this.options.now() - this.lastReadAt > this.options.staleAfterMs;
     return stale || this.lag > this.options.maxLagEvents ? 'lagging' : 'flowing';
   }
 
@@ -245,10 +260,18 @@ export class StatusEventFeed {
       store.atomically(() => {
         for (const p of missing) {
           positions.set(p, from.get(p) ?? 0n);
-          store.positions.saveEventPosition(topic, p, positions.get(p)!, new Date(now()).toISOString());
+          store.positions.saveEventPosition(
+            topic,
+            p,
+            positions.get(p)!,
+            new Date(now()).toISOString(),
+          );
         }
       });
-      this.options.logger.info({ topic, partitions: missing, since: new Date(since).toISOString() }, 'status events: first read of the topic');
+      this.options.logger.info(
+        { topic, partitions: missing, since: new Date(since).toISOString() },
+        'status events: first read of the topic',
+      );
     }
     for (const p of [...positions.keys()]) if (!partitions.includes(p)) positions.delete(p);
     while (this.running) {
@@ -256,8 +279,10 @@ export class StatusEventFeed {
       const result = await reader.fetch(positions);
       if (!this.running) return;
       this.read(result, positions);
-      if (result.outOfRange.length > 0) await this.resetOutOfRange(reader, result.outOfRange, positions);
-      if (result.records.length === 0 && now() - started < MIN_EMPTY_FETCH_MS) await this.sleep(MIN_EMPTY_FETCH_MS);
+      if (result.outOfRange.length > 0)
+        await this.resetOutOfRange(reader, result.outOfRange, positions);
+      if (result.records.length === 0 && now() - started < MIN_EMPTY_FETCH_MS)
+        await this.sleep(MIN_EMPTY_FETCH_MS);
     }
   }
 
@@ -266,7 +291,8 @@ export class StatusEventFeed {
     const { store, topic, now } = this.options;
     const nowIso = new Date(now()).toISOString();
     store.atomically(() => {
-      for (const record of result.records) this.handle(record.value, `${record.partition}:${record.offset}`);
+      for (const record of result.records)
+        this.handle(record.value, `${record.partition}:${record.offset}`);
       for (const [p, next] of result.next) {
         if (positions.get(p) !== next) store.positions.saveEventPosition(topic, p, next, nowIso);
       }
@@ -281,7 +307,10 @@ export class StatusEventFeed {
     this.lastReadAt = now();
     if (result.records.length > 0) this.lastEventAt = this.lastReadAt;
     if (this.failuresInARow > 0) {
-      this.options.logger.info({ topic, failuresInARow: this.failuresInARow }, 'status events: reading the topic again');
+      this.options.logger.info(
+        { topic, failuresInARow: this.failuresInARow },
+        'status events: reading the topic again',
+      );
       this.failuresInARow = 0;
     }
     this.setState('flowing');
@@ -295,7 +324,15 @@ export class StatusEventFeed {
     const body = value === null ? NOT_JSON : safeJson(value.toString('utf8'));
     const wire = body === NOT_JSON ? undefined : scanStatusReadSchema.safeParse(body);
     if (!wire?.success || wire.data.requestId === undefined) {
-      const reason = body === NOT_JSON ? 'not JSON' : !wire?.success ? wire?.error.issues.map((i) => `${i.path.join('.') || '(event)'}: ${i.message}`).slice(0, 3).join('; ') ?? 'invalid' : 'no requestId';
+      const reason =
+        body === NOT_JSON
+          ? 'not JSON'
+          : !wire?.success
+            ? (wire?.error.issues
+                .map((i) => `${i.path.join('.') || '(event)'}: ${i.message}`)
+                .slice(0, 3)
+                .join('; ') ?? 'invalid')
+            : 'no requestId';
       this.invalid(`${where}: ${reason}`);
       return;
     }
@@ -321,7 +358,10 @@ export class StatusEventFeed {
       this.counters[sftp === 'applied' ? 'applied' : 'duplicates']++;
       return true;
     }
-    const inFlight = batch !== undefined || sftp === 'early' || this.options.store.batches.batchesInState('uploading', 'presigned').length > 0;
+    const inFlight =
+      batch !== undefined ||
+      sftp === 'early' ||
+      this.options.store.batches.batchesInState('uploading', 'presigned').length > 0;
     if (!inFlight) {
       this.counters.ignored++;
       return true;
@@ -355,7 +395,8 @@ export class StatusEventFeed {
     if (batch) ref = { fileName: fileName! };
     else {
       const references = [...new Set((status.failures ?? []).map((f) => f.reference))];
-      batch = references.length > 0 ? store.batches.transferredBatchOfReferences(references) : undefined;
+      batch =
+        references.length > 0 ? store.batches.transferredBatchOfReferences(references) : undefined;
       if (batch) ref = { references };
     }
     if (!batch || !ref) return 'none';
@@ -375,7 +416,10 @@ export class StatusEventFeed {
       try {
         settled = this.applyOne(status, false);
       } catch (err) {
-        this.options.logger.warn({ err, requestId }, 'status events: applying a held event failed; kept');
+        this.options.logger.warn(
+          { err, requestId },
+          'status events: applying a held event failed; kept',
+        );
       }
       if (settled) this.held.delete(requestId);
       else if (now - at > holdMs) {
@@ -398,20 +442,32 @@ export class StatusEventFeed {
     if (this.invalidUnlogged === 0 || now - this.invalidLoggedAt < INVALID_LOG_INTERVAL_MS) return;
     if (!justSeen && this.invalidLoggedAt === 0) return;
     this.options.logger.warn(
-      { topic: this.options.topic, invalid: this.invalidUnlogged, totalInvalid: this.counters.invalid, latest: this.lastInvalidReason },
+      {
+        topic: this.options.topic,
+        invalid: this.invalidUnlogged,
+        totalInvalid: this.counters.invalid,
+        latest: this.lastInvalidReason,
+      },
       'status events that are not a status object (contract §2.8) were skipped',
     );
     this.invalidUnlogged = 0;
     this.invalidLoggedAt = now;
   }
 
-  private async resetOutOfRange(reader: TopicReader, partitions: number[], positions: Map<number, bigint>): Promise<void> {
+  private async resetOutOfRange(
+    reader: TopicReader,
+    partitions: number[],
+    positions: Map<number, bigint>,
+  ): Promise<void> {
     const { store, topic, now, logger } = this.options;
     const earliest = await reader.offsets('earliest');
     store.atomically(() => {
       for (const p of partitions) {
         const to = earliest.get(p) ?? 0n;
-        logger.warn({ topic, partition: p, was: String(positions.get(p)), to: String(to) }, 'status events: the stored position is no longer in the topic (retention, or the topic was made again); reading from its earliest event; polling covers what was missed');
+        logger.warn(
+          { topic, partition: p, was: String(positions.get(p)), to: String(to) },
+          'status events: the stored position is no longer in the topic (retention, or the topic was made again); reading from its earliest event; polling covers what was missed',
+        );
         positions.set(p, to);
         store.positions.saveEventPosition(topic, p, to, new Date(now()).toISOString());
       }
@@ -425,7 +481,10 @@ export class StatusEventFeed {
     this.failuresInARow++;
     // The first failure, a change of cause, then every tenth: enough to see, not a line per retry.
     if (this.lastError?.code !== code || this.state !== 'down' || this.failuresInARow % 10 === 1) {
-      this.options.logger.warn({ topic: this.options.topic, code, err: message, failuresInARow: this.failuresInARow }, 'status events cannot be read; polling at its normal pace');
+      this.options.logger.warn(
+        { topic: this.options.topic, code, err: message, failuresInARow: this.failuresInARow },
+        'status events cannot be read; polling at its normal pace',
+      );
     }
     this.lastError = { code, message, at };
     this.setState('down');

@@ -49,14 +49,19 @@ export interface StatusChecks {
  * What a status answer is about: a batch id, its requestId, or (SFTP) the name of its
  * remote file, or the references of its scans (an event whose `failures` name them).
  */
-export type StatusRef = number | { requestId: string } | { fileName: string } | { references: readonly string[] };
+export type StatusRef =
+  number | { requestId: string } | { fileName: string } | { references: readonly string[] };
 
 /** The final state of an SFTP batch whose file is on the server, size verified. */
 export const TRANSFERRED = 'transferred';
 
 /** The status an SFTP batch ends with when the service tells nothing more: remote path and sha256 for audit. */
 function transferredStatus(batch: BatchRow): ScanStatusLike {
-  return { state: TRANSFERRED, requestId: '', description: `SFTP ${batch.remotePath ?? '?'} sha256 ${batch.sha256 ?? '?'}` };
+  return {
+    state: TRANSFERRED,
+    requestId: '',
+    description: `SFTP ${batch.remotePath ?? '?'} sha256 ${batch.sha256 ?? '?'}`,
+  };
 }
 
 /** Longest sleep of the tracker's loop, in ms: a clock moved by a test (or NTP) is noticed within it. */
@@ -129,7 +134,10 @@ export class StatusTracker {
   }
 
   snapshot(): StatusChecks {
-    return { consecutiveFailures: this.consecutiveFailures, ...(this.lastError ? { lastError: this.lastError } : {}) };
+    return {
+      consecutiveFailures: this.consecutiveFailures,
+      ...(this.lastError ? { lastError: this.lastError } : {}),
+    };
   }
 
   private async run(): Promise<void> {
@@ -171,7 +179,9 @@ export class StatusTracker {
         // Events bring the outcome; a poll only now and then, in case one never comes. Not for an
         // SFTP batch: its "poll" asks nobody (it ends `transferred` at once), and an event for it
         // replaces `transferred` later.
-        const lastContact = this.lastPolledAt.get(batch.id) ?? (batch.uploadedAt ? Date.parse(batch.uploadedAt) : now);
+        const lastContact =
+          this.lastPolledAt.get(batch.id) ??
+          (batch.uploadedAt ? Date.parse(batch.uploadedAt) : now);
         due = Math.max(due, lastContact + pace.safetyPollMs);
       }
       if (due > now) {
@@ -196,7 +206,8 @@ export class StatusTracker {
   /** A failed write of the buffer (a full disk): logged once per message; the batch is polled again later. */
   private storeFailed(err: unknown): void {
     const message = (err as Error).message;
-    if (message !== this.lastStoreError) this.options.logger.error({ err }, 'status tracking failed on the buffer; trying again');
+    if (message !== this.lastStoreError)
+      this.options.logger.error({ err }, 'status tracking failed on the buffer; trying again');
     this.lastStoreError = message;
   }
 
@@ -243,7 +254,11 @@ export class StatusTracker {
    *
    * @returns what became of the batch; `ignored` when no uploaded batch has that id or requestId.
    */
-  apply(ref: StatusRef, status: ScanStatusLike, source: StatusSource = 'poll'): 'done' | 'resend' | 'waiting' | 'ignored' {
+  apply(
+    ref: StatusRef,
+    status: ScanStatusLike,
+    source: StatusSource = 'poll',
+  ): 'done' | 'resend' | 'waiting' | 'ignored' {
     const { store } = this.options;
     const batch =
       typeof ref === 'number'
@@ -271,37 +286,74 @@ export class StatusTracker {
     if (batch.state === 'uploaded' && (status.state === TRANSFERRED || terminal)) {
       store.batches.finishBatch(batch.id, status, new Date(now()).toISOString());
       // The service's word came before `transferred` was recorded: its requestId is kept, as below.
-      if (terminal && status.requestId) store.batches.updateBatch(batch.id, { requestId: String(status.requestId) });
-      logger.info({ batchId: batch.id, remotePath: batch.remotePath, sha256: batch.sha256, state: status.state }, 'batch processed');
+      if (terminal && status.requestId)
+        store.batches.updateBatch(batch.id, { requestId: String(status.requestId) });
+      logger.info(
+        {
+          batchId: batch.id,
+          remotePath: batch.remotePath,
+          sha256: batch.sha256,
+          state: status.state,
+        },
+        'batch processed',
+      );
       return 'done';
     }
     if (batch.state === 'done' && batch.upstreamState === TRANSFERRED && terminal) {
-      store.batches.finishBatch(batch.id, { ...status, description: status.description ?? batch.description ?? undefined }, new Date(now()).toISOString());
-      if (status.requestId) store.batches.updateBatch(batch.id, { requestId: String(status.requestId) });
-      logger.info({ batchId: batch.id, remotePath: batch.remotePath, state: status.state, processed: status.processed, failed: status.failed }, 'the service reported on a transferred batch');
+      store.batches.finishBatch(
+        batch.id,
+        { ...status, description: status.description ?? batch.description ?? undefined },
+        new Date(now()).toISOString(),
+      );
+      if (status.requestId)
+        store.batches.updateBatch(batch.id, { requestId: String(status.requestId) });
+      logger.info(
+        {
+          batchId: batch.id,
+          remotePath: batch.remotePath,
+          state: status.state,
+          processed: status.processed,
+          failed: status.failed,
+        },
+        'the service reported on a transferred batch',
+      );
       return 'done';
     }
     return 'ignored';
   }
 
-  private applyTo(batch: BatchRow, status: ScanStatusLike, source: StatusSource): 'done' | 'resend' | 'waiting' {
+  private applyTo(
+    batch: BatchRow,
+    status: ScanStatusLike,
+    source: StatusSource,
+  ): 'done' | 'resend' | 'waiting' {
     const { store, config, logger, now } = this.options;
     const terminal = (TERMINAL_STATES as readonly string[]).includes(status.state);
     if (source === 'event' && !terminal) {
       // An intermediate state (or NotFound) by event: recorded, the poll schedule left alone. A
       // resend after NotFound is decided by a poll only: an event may be late or out of order.
-      if (status.state !== batch.upstreamState && status.state !== 'NotFound') store.batches.updateBatch(batch.id, { upstreamState: status.state });
+      if (status.state !== batch.upstreamState && status.state !== 'NotFound')
+        store.batches.updateBatch(batch.id, { upstreamState: status.state });
       return 'waiting';
     }
     if (terminal) {
       store.batches.finishBatch(batch.id, status, new Date(now()).toISOString());
-      if (batch.mode === 'presigned' && status.processed !== undefined && status.processed > batch.scanCount) {
+      if (
+        batch.mode === 'presigned' &&
+        status.processed !== undefined &&
+        status.processed > batch.scanCount
+      ) {
         // A pre-signed batch may be PUT twice to its one address: safe only because the address
         // takes one upload (§4.4, §8). A service that took both shows it here, under the one
         // requestId (§4.5): more scans processed than the batch holds. Counted, not hidden.
         store.batches.updateBatch(batch.id, {}, { possibleDuplicate: true });
         logger.warn(
-          { batchId: batch.id, requestId: batch.requestId, scans: batch.scanCount, processed: status.processed },
+          {
+            batchId: batch.id,
+            requestId: batch.requestId,
+            scans: batch.scanCount,
+            processed: status.processed,
+          },
           'the service processed more scans than the pre-signed batch holds: it took a second upload to a single-use address (counted as a possible duplicate)',
         );
       }
@@ -314,7 +366,9 @@ export class StatusTracker {
           state: status.state,
           processed: status.processed,
           failed: status.failed,
-          ...(status.state !== 'Success' && status.description ? { description: status.description } : {}),
+          ...(status.state !== 'Success' && status.description
+            ? { description: status.description }
+            : {}),
           ...(reasons.length > 0 ? { reasons } : {}),
           source,
         },
@@ -326,17 +380,31 @@ export class StatusTracker {
     if (status.state === 'NotFound' && sinceUpload > config.notFoundGraceMs) {
       if (batch.mode === 'direct') {
         // The service gave a requestId, then forgot it: send again, and say so.
-        store.batches.updateBatch(batch.id, { state: 'ready', requestId: null, nextAttemptAt: 0 }, { possibleDuplicate: true });
+        store.batches.updateBatch(
+          batch.id,
+          { state: 'ready', requestId: null, nextAttemptAt: 0 },
+          { possibleDuplicate: true },
+        );
       } else {
         // Back to the pre-signed step: it asks once more, then PUTs to the same address if valid, else a new one.
         store.batches.updateBatch(batch.id, { state: 'presigned', nextAttemptAt: 0 });
       }
-      logger.warn({ batchId: batch.id, requestId: batch.requestId, graceMs: config.notFoundGraceMs }, 'the service does not know an uploaded batch; sending it again');
+      logger.warn(
+        { batchId: batch.id, requestId: batch.requestId, graceMs: config.notFoundGraceMs },
+        'the service does not know an uploaded batch; sending it again',
+      );
       this.options.onResend();
       return 'resend';
     }
-    const interval = Math.min(config.statusPollMaxMs, Math.round(config.statusPollMs * 1.5 ** (batch.polls + 1)));
-    store.batches.updateBatch(batch.id, { polls: batch.polls + 1, nextAttemptAt: now() + interval, upstreamState: status.state });
+    const interval = Math.min(
+      config.statusPollMaxMs,
+      Math.round(config.statusPollMs * 1.5 ** (batch.polls + 1)),
+    );
+    store.batches.updateBatch(batch.id, {
+      polls: batch.polls + 1,
+      nextAttemptAt: now() + interval,
+      upstreamState: status.state,
+    });
     return 'waiting';
   }
 
@@ -345,21 +413,38 @@ export class StatusTracker {
     const action = classifyFailure(err);
     const message = (err as Error).message;
     this.consecutiveFailures++;
-    this.lastError = { message, at: new Date(now()).toISOString(), batchId: batch.id, ...(isGatewayError(err) ? { code: err.code } : {}) };
+    this.lastError = {
+      message,
+      at: new Date(now()).toISOString(),
+      batchId: batch.id,
+      ...(isGatewayError(err) ? { code: err.code } : {}),
+    };
     const delay = backoffDelay(batch.polls, {
       baseMs: config.statusPollMs,
       maxMs: config.statusPollMaxMs,
-      ...(action.action === 'retry' && action.retryAfterMs !== undefined ? { retryAfterMs: action.retryAfterMs } : {}),
+      ...(action.action === 'retry' && action.retryAfterMs !== undefined
+        ? { retryAfterMs: action.retryAfterMs }
+        : {}),
       ...(this.options.random ? { random: this.options.random } : {}),
     });
     const nextAttemptAt = now() + delay;
     // The first failure of a batch, then every tenth in a row: enough to see, not a line per poll.
     if (batch.polls === 0 || this.consecutiveFailures % 10 === 1) {
       logger.warn(
-        { batchId: batch.id, requestId: batch.requestId, ...failureFields(err), failuresInARow: this.consecutiveFailures, nextAttemptAt: new Date(nextAttemptAt).toISOString() },
+        {
+          batchId: batch.id,
+          requestId: batch.requestId,
+          ...failureFields(err),
+          failuresInARow: this.consecutiveFailures,
+          nextAttemptAt: new Date(nextAttemptAt).toISOString(),
+        },
         'status check failed; will ask again',
       );
     }
-    store.batches.updateBatch(batch.id, { polls: batch.polls + 1, nextAttemptAt, lastError: message });
+    store.batches.updateBatch(batch.id, {
+      polls: batch.polls + 1,
+      nextAttemptAt,
+      lastError: message,
+    });
   }
 }

@@ -21,7 +21,11 @@ export const SFTP_HOLDS: readonly string[] = [ErrorCodes.SFTP_PERMISSION, ErrorC
  */
 export function isUnreadableAcceptance(err: unknown): boolean {
   if (!isGatewayError(err) || isNotSent(err)) return false;
-  if (err.code !== ErrorCodes.UPSTREAM_RESPONSE && err.code !== ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE) return false;
+  if (
+    err.code !== ErrorCodes.UPSTREAM_RESPONSE &&
+    err.code !== ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE
+  )
+    return false;
   const status = err.details.status;
   return typeof status !== 'number' || (status >= 200 && status < 300);
 }
@@ -33,7 +37,11 @@ export function errorKind(err: unknown): ErrorKind {
   if (err.code.startsWith('SCANGW_E_SFTP')) return 'sftp';
   if (isTokenFailure(err)) return 'token';
   if (err.code === ErrorCodes.UPSTREAM_AUTH) return 'auth';
-  if (err.code === ErrorCodes.UPSTREAM_RESPONSE || err.code === ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE) return 'answer';
+  if (
+    err.code === ErrorCodes.UPSTREAM_RESPONSE ||
+    err.code === ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE
+  )
+    return 'answer';
   if (err.code === ErrorCodes.UPSTREAM_NETWORK) return 'network';
   return 'http';
 }

@@ -34,7 +34,14 @@ export interface UploaderSnapshot {
 /** Options of {@link Uploader}. */
 export interface UploaderOptions {
   store: BufferStore;
-  api: Pick<DeliveryApi, 'uploadScans' | 'requestPresignedUpload' | 'putPresigned' | 'putPresignedStream' | 'getScanStatus'>;
+  api: Pick<
+    DeliveryApi,
+    | 'uploadScans'
+    | 'requestPresignedUpload'
+    | 'putPresigned'
+    | 'putPresignedStream'
+    | 'getScanStatus'
+  >;
   config: DeliveryConfig;
   logger: Logger;
   now: Clock;
@@ -136,7 +143,11 @@ export class Uploader {
   }
 
   snapshot(): UploaderSnapshot {
-    return { ...this.status, paused: this.paused, ...(this.stepError ? { stepError: this.stepError } : {}) };
+    return {
+      ...this.status,
+      paused: this.paused,
+      ...(this.stepError ? { stepError: this.stepError } : {}),
+    };
   }
 
   /**
@@ -151,11 +162,21 @@ export class Uploader {
       if (b.mode === 'sftp') {
         // The server decides what happened to an SFTP transfer (sftp-transfer.ts): never a duplicate.
         store.batches.updateBatch(b.id, { state: 'ready', nextAttemptAt: 0 });
-        logger.info({ batchId: b.id, remotePath: b.remotePath }, 'SFTP transfer was in flight; the server decides whether it had finished');
+        logger.info(
+          { batchId: b.id, remotePath: b.remotePath },
+          'SFTP transfer was in flight; the server decides whether it had finished',
+        );
         continue;
       }
-      store.batches.updateBatch(b.id, { state: 'ready', nextAttemptAt: 0 }, { possibleDuplicate: true });
-      logger.warn({ batchId: b.id, scans: b.scanCount }, 'direct upload was in flight and its answer was not recorded; sending again (possible duplicate)');
+      store.batches.updateBatch(
+        b.id,
+        { state: 'ready', nextAttemptAt: 0 },
+        { possibleDuplicate: true },
+      );
+      logger.warn(
+        { batchId: b.id, scans: b.scanCount },
+        'direct upload was in flight and its answer was not recorded; sending again (possible duplicate)',
+      );
     }
   }
 
@@ -192,8 +213,13 @@ export class Uploader {
   /** A step failed on the buffer itself (a full disk): the stored state is unchanged; retried after a second. */
   private stepFailed(err: unknown): void {
     const message = (err as Error).message;
-    if (this.stepError?.message !== message) this.options.logger.error({ err }, 'delivery step failed; retrying every second');
-    this.stepError = { message, at: new Date(this.options.now()).toISOString(), diskFull: isDiskFull(err) };
+    if (this.stepError?.message !== message)
+      this.options.logger.error({ err }, 'delivery step failed; retrying every second');
+    this.stepError = {
+      message,
+      at: new Date(this.options.now()).toISOString(),
+      diskFull: isDiskFull(err),
+    };
     if (this.stepError.diskFull) this.options.onDiskFull?.(err);
   }
 
@@ -220,7 +246,9 @@ export class Uploader {
     let wait = 1000;
     if (this.paused || !this.running) return wait;
     const slots = this.slots();
-    const waiting = store.batches.batchesInState('ready', 'presigned').filter((b) => !this.inFlight.has(b.id));
+    const waiting = store.batches
+      .batchesInState('ready', 'presigned')
+      .filter((b) => !this.inFlight.has(b.id));
     const left: BatchRow[] = [];
     for (const b of waiting) {
       const startable = this.inFlight.size < slots && !(b.mode === 'sftp' && this.sftpInFlight);
@@ -233,7 +261,9 @@ export class Uploader {
     }
     const full = this.inFlight.size >= slots;
     // Batches that could start once due (not blocked by a full set of slots or an SFTP transfer).
-    const next = left.filter((b) => !full && !(b.mode === 'sftp' && this.sftpInFlight)).map((b) => b.nextAttemptAt - now());
+    const next = left
+      .filter((b) => !full && !(b.mode === 'sftp' && this.sftpInFlight))
+      .map((b) => b.nextAttemptAt - now());
     if (next.length > 0) wait = Math.max(0, Math.min(...next));
     // One batch formed ahead of the free slots while uploads flow (never after a failure, and not
     // at uploadConcurrency 1, which keeps the one-batch-open behaviour of before).
@@ -291,14 +321,27 @@ export class Uploader {
       const uploadedAt = outcome.uploadedAt ?? this.options.now();
       const at = new Date(uploadedAt).toISOString();
       try {
-        store.batches.updateBatch(batch.id, { state: 'uploaded', requestId: outcome.requestId, uploadedAt: at, nextAttemptAt: this.options.now() + config.statusPollMs, lastError: null });
+        store.batches.updateBatch(batch.id, {
+          state: 'uploaded',
+          requestId: outcome.requestId,
+          uploadedAt: at,
+          nextAttemptAt: this.options.now() + config.statusPollMs,
+          lastError: null,
+        });
       } catch (err) {
         // The service has the batch but the buffer cannot say so (a full disk at this moment). A
         // direct batch stays `uploading`: recoverDirect sends it again once the disk has room and
         // counts it as a possible duplicate (at-least-once). Logged here with the requestId the
         // service gave, the only place it is known, so the duplicate can be traced upstream.
         logger.error(
-          { err, batchId: batch.id, requestId: outcome.requestId, mode: batch.mode, scans: batch.scanCount, diskFull: isDiskFull(err) },
+          {
+            err,
+            batchId: batch.id,
+            requestId: outcome.requestId,
+            mode: batch.mode,
+            scans: batch.scanCount,
+            diskFull: isDiskFull(err),
+          },
           batch.mode === 'direct'
             ? 'the service accepted the batch but its answer could not be recorded; it will be sent again (possible duplicate)'
             : 'the pre-signed upload was sent but could not be recorded; its status is asked before anything is sent again',
@@ -307,7 +350,16 @@ export class Uploader {
       }
       this.status = { ...this.status, lastSuccessAt: at };
       this.options.onUploaded();
-      logger.info({ batchId: batch.id, requestId: outcome.requestId, mode: batch.mode, scans: batch.scanCount, bytes: batch.bytes }, 'batch uploaded');
+      logger.info(
+        {
+          batchId: batch.id,
+          requestId: outcome.requestId,
+          mode: batch.mode,
+          scans: batch.scanCount,
+          bytes: batch.bytes,
+        },
+        'batch uploaded',
+      );
     } catch (err) {
       // Not an upstream answer (a failed write to the buffer, a full disk): the stored state says
       // what happened; the loop logs it and the next pass (recoverDirect) takes it from there.
@@ -325,7 +377,10 @@ export class Uploader {
     const { store, logger } = this.options;
     const sftp = this.options.sftp;
     if (!sftp) {
-      store.batches.holdBatch(batch.id, 'an SFTP batch, but upstream.sftp is not configured; configure it, then replay the batch');
+      store.batches.holdBatch(
+        batch.id,
+        'an SFTP batch, but upstream.sftp is not configured; configure it, then replay the batch',
+      );
       logger.error({ batchId: batch.id }, 'SFTP batch held: upstream.sftp is not configured');
       return;
     }
@@ -335,15 +390,31 @@ export class Uploader {
       logger,
       siteId: sftp.siteId,
       fileNameTemplate: sftp.fileNameTemplate,
-      onWriting: () => store.batches.updateBatch(batch.id, { state: 'uploading', attempts: (store.batches.batch(batch.id)?.attempts ?? batch.attempts) + 1 }),
+      onWriting: () =>
+        store.batches.updateBatch(batch.id, {
+          state: 'uploading',
+          attempts: (store.batches.batch(batch.id)?.attempts ?? batch.attempts) + 1,
+        }),
     });
     this.options.circuit.succeeded();
     const at = new Date(this.options.now()).toISOString();
-    store.batches.updateBatch(batch.id, { state: 'uploaded', uploadedAt: at, nextAttemptAt: 0, lastError: null });
+    store.batches.updateBatch(batch.id, {
+      state: 'uploaded',
+      uploadedAt: at,
+      nextAttemptAt: 0,
+      lastError: null,
+    });
     this.status = { ...this.status, lastSuccessAt: at };
     this.options.onUploaded();
     logger.info(
-      { batchId: batch.id, remotePath: result.remotePath, sha256: result.sha256, scans: batch.scanCount, bytes: batch.bytes, outcome: result.outcome },
+      {
+        batchId: batch.id,
+        remotePath: result.remotePath,
+        sha256: result.sha256,
+        scans: batch.scanCount,
+        bytes: batch.bytes,
+        outcome: result.outcome,
+      },
       'batch transferred by SFTP',
     );
   }
@@ -353,7 +424,10 @@ export class Uploader {
     const { store, logger } = this.options;
     if (SFTP_HOLDS.includes(err.code)) {
       store.batches.holdBatch(batch.id, err.message);
-      logger.error({ batchId: batch.id, ...failureFields(err) }, 'SFTP server refused the batch file; batch held with the reason (see failures, replay)');
+      logger.error(
+        { batchId: batch.id, ...failureFields(err) },
+        'SFTP server refused the batch file; batch held with the reason (see failures, replay)',
+      );
       return;
     }
     const delay = this.options.circuit.failed();
@@ -361,16 +435,37 @@ export class Uploader {
     // `ready` again: the next attempt asks the server first, whatever this one left there.
     store.batches.updateBatch(batch.id, { state: 'ready', nextAttemptAt, lastError: err.message });
     this.options.circuit.retryAt(nextAttemptAt);
-    logger.warn({ batchId: batch.id, ...failureFields(err), retryInMs: delay, nextAttemptAt: new Date(nextAttemptAt).toISOString() }, 'SFTP transfer failed; will retry');
+    logger.warn(
+      {
+        batchId: batch.id,
+        ...failureFields(err),
+        retryInMs: delay,
+        nextAttemptAt: new Date(nextAttemptAt).toISOString(),
+      },
+      'SFTP transfer failed; will retry',
+    );
   }
 
-  private uploadFailed(batch: BatchRow, err: GatewayError, presignedStep: PresignedStep['current']): void {
+  private uploadFailed(
+    batch: BatchRow,
+    err: GatewayError,
+    presignedStep: PresignedStep['current'],
+  ): void {
     const { store, logger, config } = this.options;
     const action = classifyFailure(err);
     const message = (err as Error).message;
     const at = new Date(this.options.now()).toISOString();
     const code = isGatewayError(err) ? err.code : undefined;
-    this.status = { ...this.status, lastError: { message, at, batchId: batch.id, kind: errorKind(err), ...(code ? { code } : {}) } };
+    this.status = {
+      ...this.status,
+      lastError: {
+        message,
+        at,
+        batchId: batch.id,
+        kind: errorKind(err),
+        ...(code ? { code } : {}),
+      },
+    };
     if (batch.mode === 'sftp') {
       this.sftpFailed(batch, err);
       return;
@@ -378,10 +473,15 @@ export class Uploader {
     if (action.action === 'split') {
       // A split drops the address: its halves go under new requestIds. After a second PUT the
       // earlier one may have arrived under the old requestId, so that resend is counted.
-      if (presignedStep === 'reput' && batch.scanCount > 1) store.batches.updateBatch(batch.id, {}, { possibleDuplicate: true });
+      if (presignedStep === 'reput' && batch.scanCount > 1)
+        store.batches.updateBatch(batch.id, {}, { possibleDuplicate: true });
       const split = store.batches.splitBatch(batch.id);
       logger.warn({ batchId: batch.id, split }, 'batch refused as too large; split in two');
-      if (!split) store.batches.holdBatch(batch.id, `the service refused a single scan as too large: ${message}`);
+      if (!split)
+        store.batches.holdBatch(
+          batch.id,
+          `the service refused a single scan as too large: ${message}`,
+        );
       return;
     }
     if (action.action === 'newAddress' && presignedStep === 'reput') {
@@ -398,18 +498,30 @@ export class Uploader {
         nextAttemptAt: now + config.statusPollMs,
         lastError: message,
       });
-      logger.warn({ batchId: batch.id, requestId: batch.requestId }, 'the single-use address was used already, so the earlier upload had arrived; following its status');
+      logger.warn(
+        { batchId: batch.id, requestId: batch.requestId },
+        'the single-use address was used already, so the earlier upload had arrived; following its status',
+      );
       return;
     }
     if (action.action === 'hold') {
       store.batches.holdBatch(batch.id, message);
-      logger.error({ batchId: batch.id, ...failureFields(err) }, 'batch refused by the service; held with the answer (see failures, replay)');
+      logger.error(
+        { batchId: batch.id, ...failureFields(err) },
+        'batch refused by the service; held with the answer (see failures, replay)',
+      );
       return;
     }
     if (batch.mode === 'direct' && isUnreadableAcceptance(err)) {
       // Sending again would duplicate a batch the service most likely has, on every retry.
-      store.batches.holdBatch(batch.id, `the service accepted the upload but its answer could not be read (${message}); not sent again, to avoid duplicates`);
-      logger.error({ batchId: batch.id, ...failureFields(err) }, 'upload accepted with an answer that cannot be read; batch held, not sent again (see failures, replay)');
+      store.batches.holdBatch(
+        batch.id,
+        `the service accepted the upload but its answer could not be read (${message}); not sent again, to avoid duplicates`,
+      );
+      logger.error(
+        { batchId: batch.id, ...failureFields(err) },
+        'upload accepted with an answer that cannot be read; batch held, not sent again (see failures, replay)',
+      );
       return;
     }
     // A refused address waits like any other failure: asked for again at once, every time, it
@@ -420,10 +532,22 @@ export class Uploader {
     const nextAttemptAt = this.options.now() + delay;
     const current = store.batches.batch(batch.id) ?? batch;
     if (action.action === 'newAddress') {
-      store.batches.updateBatch(batch.id, { state: 'ready', requestId: null, presignedUrl: null, presignedExpiresAt: null, putStartedAt: null, nextAttemptAt, lastError: message });
+      store.batches.updateBatch(batch.id, {
+        state: 'ready',
+        requestId: null,
+        presignedUrl: null,
+        presignedExpiresAt: null,
+        putStartedAt: null,
+        nextAttemptAt,
+        lastError: message,
+      });
     } else if (batch.mode === 'direct') {
       // A lost answer means the service may have the batch: the resend is counted.
-      store.batches.updateBatch(batch.id, { state: 'ready', nextAttemptAt, lastError: message }, { possibleDuplicate: answerLost });
+      store.batches.updateBatch(
+        batch.id,
+        { state: 'ready', nextAttemptAt, lastError: message },
+        { possibleDuplicate: answerLost },
+      );
     } else {
       // A 4xx/429 answer to the first PUT to an address means the data did not arrive: no status
       // check needed next time. A 5xx may come after the object was stored (a proxy's 502/504, an
@@ -433,14 +557,30 @@ export class Uploader {
       // later 403 would look like a fresh address refused and be resent uncounted. A failed status
       // check or address request says nothing about an earlier PUT.
       const httpStatus = httpStatusOf(err);
-      const refused = presignedStep === 'put' && !answerLost && httpStatus !== undefined && httpStatus < 500 && current.putStartedAt !== null;
-      store.batches.updateBatch(batch.id, { nextAttemptAt, lastError: message, ...(refused ? { putStartedAt: null } : {}) });
+      const refused =
+        presignedStep === 'put' &&
+        !answerLost &&
+        httpStatus !== undefined &&
+        httpStatus < 500 &&
+        current.putStartedAt !== null;
+      store.batches.updateBatch(batch.id, {
+        nextAttemptAt,
+        lastError: message,
+        ...(refused ? { putStartedAt: null } : {}),
+      });
     }
     this.options.circuit.retryAt(nextAttemptAt);
     // One line: code, cause, next attempt; a stack only for an error that is not an upstream failure (a bug).
     logger.warn(
-      { batchId: batch.id, ...failureFields(err), retryInMs: delay, nextAttemptAt: new Date(nextAttemptAt).toISOString() },
-      action.action === 'newAddress' ? 'pre-signed address refused; asking for a new one' : 'upload failed; will retry',
+      {
+        batchId: batch.id,
+        ...failureFields(err),
+        retryInMs: delay,
+        nextAttemptAt: new Date(nextAttemptAt).toISOString(),
+      },
+      action.action === 'newAddress'
+        ? 'pre-signed address refused; asking for a new one'
+        : 'upload failed; will retry',
     );
   }
 }

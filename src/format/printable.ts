@@ -5,8 +5,38 @@
 
 /** Names of the C0 control bytes 0x00–0x1f, as `<GS>`, `<CR>` … in printed reads. */
 export const C0_NAMES = [
-  'NUL', 'SOH', 'STX', 'ETX', 'EOT', 'ENQ', 'ACK', 'BEL', 'BS', 'HT', 'LF', 'VT', 'FF', 'CR', 'SO', 'SI',
-  'DLE', 'DC1', 'DC2', 'DC3', 'DC4', 'NAK', 'SYN', 'ETB', 'CAN', 'EM', 'SUB', 'ESC', 'FS', 'GS', 'RS', 'US',
+  'NUL',
+  'SOH',
+  'STX',
+  'ETX',
+  'EOT',
+  'ENQ',
+  'ACK',
+  'BEL',
+  'BS',
+  'HT',
+  'LF',
+  'VT',
+  'FF',
+  'CR',
+  'SO',
+  'SI',
+  'DLE',
+  'DC1',
+  'DC2',
+  'DC3',
+  'DC4',
+  'NAK',
+  'SYN',
+  'ETB',
+  'CAN',
+  'EM',
+  'SUB',
+  'ESC',
+  'FS',
+  'GS',
+  'RS',
+  'US',
 ];
 
 /**
@@ -22,7 +52,13 @@ export function printableRaw(raw: Buffer | Uint8Array | string): string {
     return printableText(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
   } catch {
     let out = '';
-    for (const b of bytes) out += b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : b < 0x20 ? `<${C0_NAMES[b]}>` : `\\x${b.toString(16).padStart(2, '0')}`;
+    for (const b of bytes)
+      out +=
+        b >= 0x20 && b < 0x7f
+          ? String.fromCharCode(b)
+          : b < 0x20
+            ? `<${C0_NAMES[b]}>`
+            : `\\x${b.toString(16).padStart(2, '0')}`;
     return out;
   }
 }

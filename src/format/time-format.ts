@@ -28,7 +28,8 @@ export interface TimeFormat {
   parse(text: string, siteTimeZone: string): Date | undefined;
 }
 
-type Field = 'year' | 'year2' | 'month' | 'day' | 'hour' | 'minute' | 'second' | 'fraction' | 'zone';
+type Field =
+  'year' | 'year2' | 'month' | 'day' | 'hour' | 'minute' | 'second' | 'fraction' | 'zone';
 
 const TOKENS: ReadonlyArray<{ letters: string; field: Field; regex: string }> = [
   { letters: 'yyyy', field: 'year', regex: '(\\d{4})' },
@@ -92,7 +93,8 @@ export function compileTimeFormat(pattern: string): TimeFormat | string {
   for (const needed of ['month', 'day', 'hour', 'minute'] as const) {
     if (!fields.includes(needed)) return `the pattern "${pattern}" has no ${needed}`;
   }
-  if (!fields.includes('year') && !fields.includes('year2')) return `the pattern "${pattern}" has no year (yyyy or yy)`;
+  if (!fields.includes('year') && !fields.includes('year2'))
+    return `the pattern "${pattern}" has no year (yyyy or yy)`;
   const duplicate = fields.find((f, n) => fields.indexOf(f) !== n);
   if (duplicate) return `the pattern "${pattern}" holds the ${duplicate} twice`;
   const compiled = new RegExp(regex);

@@ -125,7 +125,16 @@ export function parseSourceTime(text: string, siteTimeZone: string): Date | unde
   if (!m) return undefined;
   const [, year, month, day, hour, minute, second, fraction, zone] = m;
   return timePartsToInstant(
-    { year: Number(year), month: Number(month), day: Number(day), hour: Number(hour), minute: Number(minute), second: Number(second ?? 0), fraction, zone },
+    {
+      year: Number(year),
+      month: Number(month),
+      day: Number(day),
+      hour: Number(hour),
+      minute: Number(minute),
+      second: Number(second ?? 0),
+      fraction,
+      zone,
+    },
     siteTimeZone,
   );
 }

@@ -365,11 +365,22 @@ function buildTable(rows: readonly Row[]): Map<string, AiDefinition> {
     let excludes: string[] = [];
     let dlQualifiers: string[][] | undefined;
     for (const attr of attrs.split(/\s+/).filter((a) => a !== '')) {
-      if (attr.startsWith('req=')) requires.push(attr.slice(4).split(',').map((alt) => alt.split('+')));
+      if (attr.startsWith('req='))
+        requires.push(
+          attr
+            .slice(4)
+            .split(',')
+            .map((alt) => alt.split('+')),
+        );
       else if (attr.startsWith('ex=')) excludes = excludes.concat(attr.slice(3).split(','));
       else if (attr === 'dlpkey') dlQualifiers = [[]];
-      else if (attr.startsWith('dlpkey=')) dlQualifiers = attr.slice(7).split('|').map((seq) => seq.split(','));
-      else throw new GatewayError(ErrorCodes.INTERNAL, `AI table: bad attribute "${attr}" for ${ais}`);
+      else if (attr.startsWith('dlpkey='))
+        dlQualifiers = attr
+          .slice(7)
+          .split('|')
+          .map((seq) => seq.split(','));
+      else
+        throw new GatewayError(ErrorCodes.INTERNAL, `AI table: bad attribute "${attr}" for ${ais}`);
     }
     for (const ai of expandRange(ais)) {
       const measure = /^3[1-6]\d\d$/.test(ai) || /^39[0-5]\d$/.test(ai);

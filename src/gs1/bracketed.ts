@@ -29,11 +29,13 @@ export function parseBracketed(text: string, ctx: LintContext): ElementsResult {
   const elements: Gs1Element[] = [];
   let pos = 0;
   while (pos < text.length) {
-    if (text.charAt(pos) !== '(') return { elements, reason: `expected '(' at position ${pos + 1}` };
+    if (text.charAt(pos) !== '(')
+      return { elements, reason: `expected '(' at position ${pos + 1}` };
     const close = text.indexOf(')', pos);
     if (close < 0) return { elements, reason: `the '(' at position ${pos + 1} is never closed` };
     const ai = text.slice(pos + 1, close);
-    if (!/^\d{2,4}$/.test(ai)) return { elements, reason: `'(${ai})' at position ${pos + 1} is not an AI (2 to 4 digits)` };
+    if (!/^\d{2,4}$/.test(ai))
+      return { elements, reason: `'(${ai})' at position ${pos + 1} is not an AI (2 to 4 digits)` };
     const def = lookupAi(ai);
     if (!def) return { elements, reason: `AI ${ai} does not exist` };
     const end = nextOpening(text, close + 1);

@@ -50,7 +50,8 @@ export function isIdentifyingAi(ai: string): boolean {
   if (isPrimaryKey(ai)) return true;
   if (!qualifierSet) {
     const all = new Set<string>();
-    for (const def of allAis()) for (const seq of def.dlQualifiers ?? []) for (const q of seq) all.add(q);
+    for (const def of allAis())
+      for (const seq of def.dlQualifiers ?? []) for (const q of seq) all.add(q);
     qualifierSet = all;
   }
   return qualifierSet.has(ai);
@@ -58,7 +59,10 @@ export function isIdentifyingAi(ai: string): boolean {
 
 /** Percent-encodes a value for a Digital Link path: everything but RFC 3986 unreserved characters. */
 function encodeValue(value: string): string {
-  return encodeURIComponent(value).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  return encodeURIComponent(value).replace(
+    /[!'()*]/g,
+    (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`,
+  );
 }
 
 function primaryKey(elements: readonly Gs1Element[]): Gs1Element | undefined {
@@ -79,7 +83,9 @@ function primaryKey(elements: readonly Gs1Element[]): Gs1Element | undefined {
  * unique within its GTIN), so 22 and 10 are left out and the batch/lot stays an attribute: the same pack is one item whether or not a label printed its lot. A
  * batch-level read (01 + 10, no 21) keeps 10: the batch is what it identifies.
  */
-export function canonicalReference(elements: readonly Gs1Element[]): CanonicalReference | undefined {
+export function canonicalReference(
+  elements: readonly Gs1Element[],
+): CanonicalReference | undefined {
   const key = primaryKey(elements);
   if (!key) return undefined;
   const sequences = lookupAi(key.ai)?.dlQualifiers ?? [[]];
@@ -100,7 +106,9 @@ export function canonicalReference(elements: readonly Gs1Element[]): CanonicalRe
   const why =
     `identified by ${named(identifying)}` +
     (attributes.length > 0 ? `; not part of the identity: ${named(attributes)}` : '') +
-    (attributes.some((e) => isPrimaryKey(e.ai)) ? ` (${describeAi(key.ai)} is the primary key of a read carrying several)` : '');
+    (attributes.some((e) => isPrimaryKey(e.ai))
+      ? ` (${describeAi(key.ai)} is the primary key of a read carrying several)`
+      : '');
   return { uri, identifying, attributes, why };
 }
 

@@ -33,7 +33,8 @@ export function hasValidCheckDigit(digits: string): boolean {
 }
 
 /** CSET 82 in the order that gives each character its value for the check character pair. */
-const CSET82_ORDERED = '!"%&\'()*+,-./0123456789:;<=>?ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz';
+const CSET82_ORDERED =
+  '!"%&\'()*+,-./0123456789:;<=>?ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz';
 /** The 32 characters a check character can be (no 0, 1, I, O). */
 const CSET32 = '23456789ABCDEFGHJKLMNPQRSTUVWXYZ';
 

@@ -60,7 +60,12 @@ function pad(n: number, width = 2): string {
  *
  * @param dayZeroAllowed when true, day `00` stands for the last day of the month (`yymmd0`).
  */
-export function checkDate(year: number, month: number, day: number, dayZeroAllowed: boolean): DateCheck {
+export function checkDate(
+  year: number,
+  month: number,
+  day: number,
+  dayZeroAllowed: boolean,
+): DateCheck {
   if (month < 1 || month > 12) return { ok: false, problem: `month ${pad(month)} does not exist` };
   const monthName = MONTHS[month - 1] ?? '';
   const last = daysInMonth(year, month);
@@ -77,7 +82,11 @@ export function checkDate(year: number, month: number, day: number, dayZeroAllow
  *
  * @param digits exactly six ASCII digits (the caller has checked the character set).
  */
-export function checkYymmdd(digits: string, referenceYear: number, dayZeroAllowed: boolean): DateCheck {
+export function checkYymmdd(
+  digits: string,
+  referenceYear: number,
+  dayZeroAllowed: boolean,
+): DateCheck {
   const yy = Number(digits.slice(0, 2));
   const year = resolveCentury(yy, referenceYear);
   return checkDate(year, Number(digits.slice(2, 4)), Number(digits.slice(4, 6)), dayZeroAllowed);
@@ -85,5 +94,10 @@ export function checkYymmdd(digits: string, referenceYear: number, dayZeroAllowe
 
 /** Checks an eight-digit date `YYYYMMDD` (AIs 7250, 7251). */
 export function checkYyyymmdd(digits: string): DateCheck {
-  return checkDate(Number(digits.slice(0, 4)), Number(digits.slice(4, 6)), Number(digits.slice(6, 8)), false);
+  return checkDate(
+    Number(digits.slice(0, 4)),
+    Number(digits.slice(4, 6)),
+    Number(digits.slice(6, 8)),
+    false,
+  );
 }

@@ -87,7 +87,8 @@ function sequenceProblem(key: AiDefinition, qualifiers: readonly string[]): stri
   const allowed = (key.dlQualifiers ?? []).map((seq) => seq.join(', ')).filter((s) => s !== '');
   const stranger = qualifiers.find((q) => !(key.dlQualifiers ?? []).some((seq) => seq.includes(q)));
   const keyDesc = describeAi(key.ai);
-  if (allowed.length === 0) return `Digital Link: ${keyDesc} takes no key qualifiers in the path; put other AIs in the query`;
+  if (allowed.length === 0)
+    return `Digital Link: ${keyDesc} takes no key qualifiers in the path; put other AIs in the query`;
   if (stranger !== undefined) {
     return (
       `Digital Link: ${describeAi(stranger)} is not a key qualifier of ${keyDesc}; ` +
@@ -98,16 +99,27 @@ function sequenceProblem(key: AiDefinition, qualifiers: readonly string[]): stri
 }
 
 /** Decodes and validates one value, applying the Digital Link rules that element strings lack. */
-function decodeValue(def: AiDefinition, raw: string, inQuery: boolean, ctx: LintContext): { element: Gs1Element } | { reason: string } {
+function decodeValue(
+  def: AiDefinition,
+  raw: string,
+  inQuery: boolean,
+  ctx: LintContext,
+): { element: Gs1Element } | { reason: string } {
   const where = inQuery ? 'query' : 'path';
-  if (raw === '') return { reason: `Digital Link: ${describeAi(def.ai)} has an empty value in the ${where}` };
+  if (raw === '')
+    return { reason: `Digital Link: ${describeAi(def.ai)} has an empty value in the ${where}` };
   let value = percentDecode(raw, inQuery);
-  if (value.includes('\u0000')) return { reason: `Digital Link: the value of ${describeAi(def.ai)} holds a NUL character (%00)` };
+  if (value.includes('\u0000'))
+    return {
+      reason: `Digital Link: the value of ${describeAi(def.ai)} holds a NUL character (%00)`,
+    };
   if (def.ai === '01') {
     // The URI syntax standard wants GTIN-14 in the path; the query form of 01 may be zero-suppressed.
     if (inQuery && /^(\d{8}|\d{12}|\d{13})$/.test(value)) value = value.padStart(14, '0');
     if (/^\d*$/.test(value) && value.length !== 14) {
-      return { reason: `Digital Link: ${describeAi('01')} must have 14 digits, got ${value.length}` };
+      return {
+        reason: `Digital Link: ${describeAi('01')} must have 14 digits, got ${value.length}`,
+      };
     }
   }
   const check = validateElement(def, value, ctx);
@@ -121,28 +133,44 @@ function decodeValue(def: AiDefinition, raw: string, inQuery: boolean, ctx: Lint
 export function parseDigitalLink(text: string, ctx: LintContext): ElementsResult {
   const elements: Gs1Element[] = [];
   const parts = splitUri(text);
-  if (!parts) return { elements, reason: 'Digital Link: no GS1 primary key (such as /01/ or /00/) found in the path' };
+  if (!parts)
+    return {
+      elements,
+      reason: 'Digital Link: no GS1 primary key (such as /01/ or /00/) found in the path',
+    };
   for (let i = 0; i < text.length; i++) {
     if (!URI_CHARACTER.test(text.charAt(i))) {
-      return { elements, reason: `Digital Link: character ${showCharacter(text, i)} at position ${i + 1} is not allowed in a URI` };
+      return {
+        elements,
+        reason: `Digital Link: character ${showCharacter(text, i)} at position ${i + 1} is not allowed in a URI`,
+      };
     }
   }
   const badDomain = BAD_DOMAIN_CHARACTER.exec(parts.domain);
-  if (badDomain) return { elements, reason: `Digital Link: the domain '${parts.domain}' must not contain '${badDomain[0]}'` };
+  if (badDomain)
+    return {
+      elements,
+      reason: `Digital Link: the domain '${parts.domain}' must not contain '${badDomain[0]}'`,
+    };
 
   const keyDef = lookupAi(parts.segments[parts.keyIndex] ?? '');
   if (!keyDef) return { elements, reason: 'Digital Link: no GS1 primary key found in the path' };
   const pathAis: string[] = [];
   for (let i = parts.keyIndex; i + 1 < parts.segments.length; i += 2) {
     const def = lookupAi(parts.segments[i] ?? '');
-    if (!def) return { elements, reason: `Digital Link: '${parts.segments[i] ?? ''}' in the path is not an AI` };
+    if (!def)
+      return {
+        elements,
+        reason: `Digital Link: '${parts.segments[i] ?? ''}' in the path is not an AI`,
+      };
     const decoded = decodeValue(def, parts.segments[i + 1] ?? '', false, ctx);
     if ('reason' in decoded) return { elements, reason: decoded.reason };
     elements.push(decoded.element);
     pathAis.push(def.ai);
   }
   const qualifiers = pathAis.slice(1);
-  if (!isValidSequence(keyDef, qualifiers)) return { elements, reason: sequenceProblem(keyDef, qualifiers) };
+  if (!isValidSequence(keyDef, qualifiers))
+    return { elements, reason: sequenceProblem(keyDef, qualifiers) };
 
   for (const param of (parts.query ?? '').split('&')) {
     const eq = param.indexOf('=');
@@ -155,11 +183,19 @@ export function parseDigitalLink(text: string, ctx: LintContext): ElementsResult
     for (let at = 0; at <= qualifiers.length; at++) {
       const trial = [...qualifiers.slice(0, at), key, ...qualifiers.slice(at)];
       if (isValidSequence(keyDef, trial)) {
-        return { elements, reason: `Digital Link: key qualifier ${describeAi(key)} must be in the path, not the query` };
+        return {
+          elements,
+          reason: `Digital Link: key qualifier ${describeAi(key)} must be in the path, not the query`,
+        };
       }
     }
-    if (elements.some((e) => e.ai === key)) return { elements, reason: `Digital Link: ${describeAi(key)} appears more than once` };
-    if (!def.dlAttribute) return { elements, reason: `Digital Link: ${describeAi(key)} is not allowed as a query attribute` };
+    if (elements.some((e) => e.ai === key))
+      return { elements, reason: `Digital Link: ${describeAi(key)} appears more than once` };
+    if (!def.dlAttribute)
+      return {
+        elements,
+        reason: `Digital Link: ${describeAi(key)} is not allowed as a query attribute`,
+      };
     const decoded = decodeValue(def, param.slice(eq + 1), true, ctx);
     if ('reason' in decoded) return { elements, reason: decoded.reason };
     elements.push(decoded.element);

@@ -29,14 +29,21 @@ function readAi(data: string, pos: number): { ai: string } | { reason: string } 
   const first = data.slice(pos, pos + 2);
   const nonDigit = [...first].findIndex((ch) => ch < '0' || ch > '9');
   if (nonDigit >= 0) {
-    return { reason: `expected an AI at position ${pos + 1 + nonDigit}, found ${showCharacter(data, pos + nonDigit)}` };
+    return {
+      reason: `expected an AI at position ${pos + 1 + nonDigit}, found ${showCharacter(data, pos + nonDigit)}`,
+    };
   }
-  if (first.length < 2) return { reason: `the data ends in the middle of an AI ('${first}') at position ${pos + 1}` };
+  if (first.length < 2)
+    return { reason: `the data ends in the middle of an AI ('${first}') at position ${pos + 1}` };
   const length = aiLengthForPrefix(first);
   if (length === undefined) return { reason: `AI ${first} does not exist` };
   const ai = data.slice(pos, pos + length);
-  if (ai.length < length) return { reason: `the data ends in the middle of an AI ('${ai}') at position ${pos + 1}` };
-  if (!/^\d+$/.test(ai)) return { reason: `'${ai}' at position ${pos + 1} is not an AI (AIs beginning ${first} have ${length} digits)` };
+  if (ai.length < length)
+    return { reason: `the data ends in the middle of an AI ('${ai}') at position ${pos + 1}` };
+  if (!/^\d+$/.test(ai))
+    return {
+      reason: `'${ai}' at position ${pos + 1} is not an AI (AIs beginning ${first} have ${length} digits)`,
+    };
   if (!lookupAi(ai)) return { reason: `AI ${ai} does not exist` };
   return { ai };
 }
@@ -49,11 +56,15 @@ function readAi(data: string, pos: number): { ai: string } | { reason: string } 
  */
 export function parseElementString(data: string, ctx: LintContext): ElementsResult {
   const elements: Gs1Element[] = [];
-  if (data === '' || data === GS) return { elements, reason: 'the barcode holds no GS1 data after its symbology identifier' };
+  if (data === '' || data === GS)
+    return { elements, reason: 'the barcode holds no GS1 data after its symbology identifier' };
   let pos = data.startsWith(GS) ? 1 : 0;
   while (pos < data.length) {
     if (data.charAt(pos) === GS) {
-      return { elements, reason: `two GS separators in a row at position ${pos + 1} (an empty element)` };
+      return {
+        elements,
+        reason: `two GS separators in a row at position ${pos + 1} (an empty element)`,
+      };
     }
     const found = readAi(data, pos);
     if ('reason' in found) return { elements, reason: found.reason };

@@ -9,4 +9,11 @@ export { stripSymbologyIdentifier } from './symbology.js';
 export { gs1CheckDigit, hasValidCheckDigit, gs1CheckCharacterPair } from './check-digit.js';
 export { resolveCentury } from './dates.js';
 export { lookupAi, describeAi, type AiDefinition, type AiComponent } from './ai-table.js';
-export { canonicalReference, normaliseTyped, isIdentifyingAi, isPrimaryKey, CANONICAL_DOMAIN, type CanonicalReference } from './canonical.js';
+export {
+  canonicalReference,
+  normaliseTyped,
+  isIdentifyingAi,
+  isPrimaryKey,
+  CANONICAL_DOMAIN,
+  type CanonicalReference,
+} from './canonical.js';

@@ -22,8 +22,7 @@ export interface LintContext {
  * follow `AI 01 (GTIN) ` directly (`check digit is 4, expected 3`).
  */
 export type LintResult =
-  | { ok: true; date?: string; time?: string }
-  | { ok: false; problem: string; checkDigit?: boolean };
+  { ok: true; date?: string; time?: string } | { ok: false; problem: string; checkDigit?: boolean };
 
 /**
  * Checks whose reference lists or rules this module does not carry: data of these AIs is checked
@@ -55,7 +54,9 @@ function twoDigitRange(value: string, max: number, what: string): LintResult {
 
 function gcpAt(value: string, offset: number): LintResult {
   const gcp = value.slice(offset, offset + GCP_MIN_LENGTH);
-  return /^\d{4}$/.test(gcp) ? OK : fail('does not start with a GS1 Company Prefix (at least 4 digits)');
+  return /^\d{4}$/.test(gcp)
+    ? OK
+    : fail('does not start with a GS1 Company Prefix (at least 4 digits)');
 }
 
 /** Runs one named check on one component's text. */
@@ -66,14 +67,22 @@ export function lint(name: LinterName, value: string, ctx: LintContext): LintRes
       const actual = value.slice(-1);
       return String(expected) === actual
         ? OK
-        : { ok: false, problem: `check digit is ${actual}, expected ${expected}`, checkDigit: true };
+        : {
+            ok: false,
+            problem: `check digit is ${actual}, expected ${expected}`,
+            checkDigit: true,
+          };
     }
     case 'csumalpha': {
       if (value.length < 2) return fail('is too short to hold its two check characters');
       const expected = gs1CheckCharacterPair(value.slice(0, -2));
       const actual = value.slice(-2);
       if (expected === actual) return OK;
-      return { ok: false, problem: `check characters are ${actual}, expected ${expected ?? '(none: invalid data)'}`, checkDigit: true };
+      return {
+        ok: false,
+        problem: `check characters are ${actual}, expected ${expected ?? '(none: invalid data)'}`,
+        checkDigit: true,
+      };
     }
     case 'gcppos1':
       return gcpAt(value, 0);
@@ -111,32 +120,48 @@ export function lint(name: LinterName, value: string, ctx: LintContext): LintRes
       const piece = Number(value.slice(0, value.length / 2));
       const total = Number(value.slice(value.length / 2));
       if (piece === 0 || total === 0) return fail(`piece ${piece} of ${total}: neither may be 0`);
-      return piece <= total ? OK : fail(`piece ${piece} of ${total}: the piece number exceeds the total`);
+      return piece <= total
+        ? OK
+        : fail(`piece ${piece} of ${total}: the piece number exceeds the total`);
     }
     case 'yesno':
       return value === '0' || value === '1' ? OK : fail(`${value} must be 0 (no) or 1 (yes)`);
     case 'winding':
-      return ['0', '1', '9'].includes(value) ? OK : fail(`winding direction ${value} must be 0, 1 or 9`);
+      return ['0', '1', '9'].includes(value)
+        ? OK
+        : fail(`winding direction ${value} must be 0, 1 or 9`);
     case 'hyphen':
       return value === '-' ? OK : fail(`'${value}' must be '-' (a negative temperature)`);
     case 'hasnondigit':
-      return /\D/.test(value) ? OK : fail('must contain at least one character that is not a digit');
+      return /\D/.test(value)
+        ? OK
+        : fail('must contain at least one character that is not a digit');
     case 'iso3166':
       return ISO3166_NUMERIC.has(value) ? OK : fail(`${value} is not an ISO 3166 country code`);
     case 'iso3166999':
-      return value === '999' || ISO3166_NUMERIC.has(value) ? OK : fail(`${value} is not an ISO 3166 country code or 999`);
+      return value === '999' || ISO3166_NUMERIC.has(value)
+        ? OK
+        : fail(`${value} is not an ISO 3166 country code or 999`);
     case 'iso3166alpha2':
-      return ISO3166_ALPHA2.has(value) ? OK : fail(`${value} is not an ISO 3166 alpha-2 country code`);
+      return ISO3166_ALPHA2.has(value)
+        ? OK
+        : fail(`${value} is not an ISO 3166 alpha-2 country code`);
     case 'iso5218':
-      return ['0', '1', '2', '9'].includes(value) ? OK : fail(`${value} is not an ISO/IEC 5218 code (0, 1, 2 or 9)`);
+      return ['0', '1', '2', '9'].includes(value)
+        ? OK
+        : fail(`${value} is not an ISO/IEC 5218 code (0, 1, 2 or 9)`);
     case 'pcenc': {
       const bad = /%(?![0-9A-Fa-f]{2})/.exec(value);
-      return bad ? fail(`'%' at position ${bad.index + 1} does not start a percent-encoded character`) : OK;
+      return bad
+        ? fail(`'%' at position ${bad.index + 1} does not start a percent-encoded character`)
+        : OK;
     }
     case 'posinseqslash': {
       const match = /^([1-9]\d*)\/([1-9]\d*)$/.exec(value);
       if (!match) return fail(`'${value}' is not a position in a sequence such as 1/2`);
-      return Number(match[1]) <= Number(match[2]) ? OK : fail(`position ${value}: the position exceeds the end`);
+      return Number(match[1]) <= Number(match[2])
+        ? OK
+        : fail(`position ${value}: the position exceeds the end`);
     }
     case 'iso4217':
     case 'iban':

@@ -24,14 +24,25 @@ function referenceYear(options: ParseOptions): number {
 }
 
 /** EAN-13, EAN-8 and ITF-14 carry a bare GTIN: it becomes AI 01 with its check digit verified. */
-function parseGtinCarrier(symbology: SymbologyInfo, data: string, digits: number, ctx: LintContext): ElementsResult {
+function parseGtinCarrier(
+  symbology: SymbologyInfo,
+  data: string,
+  digits: number,
+  ctx: LintContext,
+): ElementsResult {
   const nonDigit = [...data].findIndex((ch) => ch < '0' || ch > '9');
   if (nonDigit >= 0) {
     const shown = showCharacter(data, nonDigit);
-    return { elements: [], reason: `${symbology.name} data: character ${shown} at position ${nonDigit + 1} is not a digit` };
+    return {
+      elements: [],
+      reason: `${symbology.name} data: character ${shown} at position ${nonDigit + 1} is not a digit`,
+    };
   }
   if (data.length !== digits) {
-    return { elements: [], reason: `${symbology.name} data must be ${digits} digits, got ${data.length}` };
+    return {
+      elements: [],
+      reason: `${symbology.name} data must be ${digits} digits, got ${data.length}`,
+    };
   }
   const def = lookupAi('01');
   if (!def) return { elements: [], reason: 'AI 01 is missing from the AI table' };
@@ -67,7 +78,9 @@ function finish(
   options: ParseOptions,
 ): BarcodeParse {
   const base = symbology ? { symbology, form } : { form };
-  const reason = result.reason ?? (options.checkPairings === false ? undefined : checkAssociations(result.elements));
+  const reason =
+    result.reason ??
+    (options.checkPairings === false ? undefined : checkAssociations(result.elements));
   if (reason !== undefined) return { kind: 'invalid', ...base, reason, elements: result.elements };
   return { kind: 'gs1', ...base, elements: result.elements };
 }
@@ -75,11 +88,13 @@ function finish(
 function parseUnchecked(text: string, options: ParseOptions): BarcodeParse {
   const { symbology, data } = stripSymbologyIdentifier(text);
   const ctx: LintContext = { referenceYear: referenceYear(options) };
-  if (symbology?.gs1) return finish(symbology, 'element-string', parseGs1Carrier(symbology, data, ctx), options);
+  if (symbology?.gs1)
+    return finish(symbology, 'element-string', parseGs1Carrier(symbology, data, ctx), options);
   if (mayCarryDigitalLink(symbology) && looksLikeDigitalLink(data)) {
     return finish(symbology, 'digital-link', parseDigitalLink(data, ctx), options);
   }
-  if (symbology === undefined && looksBracketed(data)) return finish(undefined, 'bracketed', parseBracketed(data, ctx), options);
+  if (symbology === undefined && looksBracketed(data))
+    return finish(undefined, 'bracketed', parseBracketed(data, ctx), options);
   return symbology ? { kind: 'plain', symbology, data } : { kind: 'plain', data };
 }
 
@@ -105,7 +120,12 @@ export function parseBarcode(text: string, options: ParseOptions = {}): BarcodeP
     return parseUnchecked(text, options);
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
-    return { kind: 'invalid', form: 'element-string', reason: `internal error of the GS1 parser: ${message}`, elements: [] };
+    return {
+      kind: 'invalid',
+      form: 'element-string',
+      reason: `internal error of the GS1 parser: ${message}`,
+      elements: [],
+    };
   }
 }
 

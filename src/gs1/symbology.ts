@@ -63,7 +63,10 @@ const IDENTIFIER = /^\][A-Za-z][0-9A-Za-z]/;
  * is exactly 14 digits. Text that does not start with `]`, a letter and a modifier character has no
  * identifier and is returned whole.
  */
-export function stripSymbologyIdentifier(text: string): { symbology?: SymbologyInfo; data: string } {
+export function stripSymbologyIdentifier(text: string): {
+  symbology?: SymbologyInfo;
+  data: string;
+} {
   if (!IDENTIFIER.test(text)) return { data: text };
   const identifier = text.slice(0, 3);
   const data = text.slice(3);
@@ -71,9 +74,15 @@ export function stripSymbologyIdentifier(text: string): { symbology?: SymbologyI
   if (gs1Name !== undefined) return { symbology: { identifier, name: gs1Name, gs1: true }, data };
   if (identifier === ']I1') {
     const itf14 = /^\d{14}$/.test(data);
-    return { symbology: { identifier, name: itf14 ? 'ITF-14' : 'Interleaved 2 of 5', gs1: itf14 }, data };
+    return {
+      symbology: { identifier, name: itf14 ? 'ITF-14' : 'Interleaved 2 of 5', gs1: itf14 },
+      data,
+    };
   }
-  const name = OTHER_IDENTIFIERS[identifier] ?? SYMBOLOGY_BY_LETTER[identifier.charAt(1)] ?? `AIM symbology ${identifier}`;
+  const name =
+    OTHER_IDENTIFIERS[identifier] ??
+    SYMBOLOGY_BY_LETTER[identifier.charAt(1)] ??
+    `AIM symbology ${identifier}`;
   return { symbology: { identifier, name, gs1: false }, data };
 }
 
@@ -82,5 +91,7 @@ export function stripSymbologyIdentifier(text: string): { symbology?: SymbologyI
  * (GS1 General Specifications 5.7 and 5.6 allow Digital Link URIs only in those, without FNC1).
  */
 export function mayCarryDigitalLink(symbology: SymbologyInfo | undefined): boolean {
-  return symbology === undefined || symbology.identifier === ']Q1' || symbology.identifier === ']d1';
+  return (
+    symbology === undefined || symbology.identifier === ']Q1' || symbology.identifier === ']d1'
+  );
 }

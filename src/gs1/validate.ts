@@ -6,7 +6,13 @@
  * and invalid AI pairings), and the GS1 Barcode Syntax Dictionary semantics of `req=` / `ex=`.
  */
 
-import { aiMatchesPattern, describeAi, lookupAi, type AiComponent, type AiDefinition } from './ai-table.js';
+import {
+  aiMatchesPattern,
+  describeAi,
+  lookupAi,
+  type AiComponent,
+  type AiDefinition,
+} from './ai-table.js';
 import { lint, type LintContext } from './linters.js';
 import type { Gs1Element } from './types.js';
 
@@ -64,8 +70,10 @@ function lengthProblem(def: AiDefinition, length: number): string | undefined {
   if (def.minLength === def.maxLength && length !== def.maxLength) {
     return `${desc} is ${characters(length)}, must be exactly ${def.maxLength}`;
   }
-  if (length > def.maxLength) return `${desc} is ${characters(length)}, at most ${def.maxLength} allowed`;
-  if (length < def.minLength) return `${desc} is ${characters(length)}, at least ${def.minLength} required`;
+  if (length > def.maxLength)
+    return `${desc} is ${characters(length)}, at most ${def.maxLength} allowed`;
+  if (length < def.minLength)
+    return `${desc} is ${characters(length)}, at least ${def.minLength} required`;
   return undefined;
 }
 
@@ -90,7 +98,10 @@ export function validateElement(def: AiDefinition, value: string, ctx: LintConte
     const part = value.slice(pos, pos + take);
     if (take < comp.min) {
       const need = comp.min === comp.max ? `exactly ${comp.min}` : `at least ${comp.min}`;
-      return { ok: false, reason: `${desc}: part ${index + 1} ('${part}') is ${characters(take)}, must be ${need}` };
+      return {
+        ok: false,
+        reason: `${desc}: part ${index + 1} ('${part}') is ${characters(take)}, must be ${need}`,
+      };
     }
     const bad = firstBadCharacter(part, comp.cset);
     if (bad >= 0) {
@@ -103,7 +114,10 @@ export function validateElement(def: AiDefinition, value: string, ctx: LintConte
     for (const name of comp.linters) {
       const result = lint(name, part, ctx);
       if (!result.ok) {
-        return { ok: false, reason: result.checkDigit ? `${desc} ${result.problem}` : `${desc}: ${result.problem}` };
+        return {
+          ok: false,
+          reason: result.checkDigit ? `${desc} ${result.problem}` : `${desc}: ${result.problem}`,
+        };
       }
       if (result.date !== undefined) dates.push(result.date);
       if (result.time !== undefined) times.push(result.time);
@@ -113,7 +127,8 @@ export function validateElement(def: AiDefinition, value: string, ctx: LintConte
   }
 
   const element: Gs1Element = { ai: def.ai, title: def.title, value };
-  if (dates.length === 1) element.date = times.length > 0 ? `${dates[0]}T${times.join(':')}` : dates[0];
+  if (dates.length === 1)
+    element.date = times.length > 0 ? `${dates[0]}T${times.join(':')}` : dates[0];
   else if (dates.length > 1) element.date = dates.join('/');
   if (def.decimals !== undefined) element.decimal = toDecimal(lastPart, def.decimals);
   return { ok: true, element };
@@ -152,10 +167,13 @@ export function checkAssociations(elements: readonly Gs1Element[]): string | und
     if (!def) continue;
     for (const pattern of def.excludes) {
       const other = presentBesides(ai, pattern);
-      if (other !== undefined) return `${describeAi(ai)} must not be used together with ${describeAi(other)}`;
+      if (other !== undefined)
+        return `${describeAi(ai)} must not be used together with ${describeAi(other)}`;
     }
     for (const group of def.requires) {
-      const satisfied = group.some((alternative) => alternative.every((pattern) => presentBesides(ai, pattern) !== undefined));
+      const satisfied = group.some((alternative) =>
+        alternative.every((pattern) => presentBesides(ai, pattern) !== undefined),
+      );
       if (!satisfied) {
         const options = group.map((alternative) => alternative.map(describePattern).join(' with '));
         return `${describeAi(ai)} requires ${joinAlternatives(options)}`;

@@ -34,7 +34,8 @@ export interface EtcdKeyValue {
 }
 
 /** Outcome of one campaign transaction. */
-export type CampaignResult = { won: true; epoch: number } | { won: false; holder: EtcdKeyValue | undefined };
+export type CampaignResult =
+  { won: true; epoch: number } | { won: false; holder: EtcdKeyValue | undefined };
 
 export class EtcdClient {
   private dispatcher: Dispatcher | undefined;
@@ -72,13 +73,34 @@ export class EtcdClient {
       try {
         return await readFile(file);
       } catch (err) {
-        throw new GatewayError(ErrorCodes.HA_ETCD, `ha.etcd: cannot read ${file}: ${(err as Error).message}`, { cause: err });
+        throw new GatewayError(
+          ErrorCodes.HA_ETCD,
+          `ha.etcd: cannot read ${file}: ${(err as Error).message}`,
+          { cause: err },
+        );
       }
     };
-    const [ca, cert, key] = await Promise.all([tlsFile(o.caFile), tlsFile(o.certFile), tlsFile(o.keyFile)]);
-    this.password = o.username !== undefined ? await readSecret({ what: 'etcd password (ha.etcd.passwordFile)', file: o.passwordFile, env: {} }) : undefined;
+    const [ca, cert, key] = await Promise.all([
+      tlsFile(o.caFile),
+      tlsFile(o.certFile),
+      tlsFile(o.keyFile),
+    ]);
+    this.password =
+      o.username !== undefined
+        ? await readSecret({
+            what: 'etcd password (ha.etcd.passwordFile)',
+            file: o.passwordFile,
+            env: {},
+          })
+        : undefined;
     this.dispatcher = new Agent({
-      connect: { timeout: o.requestTimeoutMs, rejectUnauthorized: true, ...(ca ? { ca } : {}), ...(cert ? { cert } : {}), ...(key ? { key } : {}) },
+      connect: {
+        timeout: o.requestTimeoutMs,
+        rejectUnauthorized: true,
+        ...(ca ? { ca } : {}),
+        ...(cert ? { cert } : {}),
+        ...(key ? { key } : {}),
+      },
       headersTimeout: o.requestTimeoutMs,
       bodyTimeout: o.requestTimeoutMs,
       keepAliveTimeout: 30_000,
@@ -94,14 +116,18 @@ export class EtcdClient {
 
   /** Grants a lease; answers its id. */
   async grant(ttlMs: number): Promise<string> {
-    const answer = await this.call<{ ID?: string }>('/v3/lease/grant', { TTL: Math.ceil(ttlMs / 1000) });
+    const answer = await this.call<{ ID?: string }>('/v3/lease/grant', {
+      TTL: Math.ceil(ttlMs / 1000),
+    });
     if (!answer.ID) throw new GatewayError(ErrorCodes.HA_ETCD, 'etcd granted no lease');
     return answer.ID;
   }
 
   /** Renews a lease once; answers its remaining TTL in seconds (0: the lease is gone). */
   async keepAlive(lease: string): Promise<number> {
-    const answer = await this.call<{ result?: { TTL?: string } }>('/v3/lease/keepalive', { ID: lease });
+    const answer = await this.call<{ result?: { TTL?: string } }>('/v3/lease/keepalive', {
+      ID: lease,
+    });
     return Number(answer.result?.TTL ?? 0);
   }
 
@@ -122,12 +148,17 @@ export class EtcdClient {
    */
   async campaign(key: string, value: string, lease: string): Promise<CampaignResult> {
     const k = b64(key);
-    const answer = await this.call<{ header?: { revision?: string }; succeeded?: boolean; responses?: { response_range?: { kvs?: RawKv[] } }[] }>('/v3/kv/txn', {
+    const answer = await this.call<{
+      header?: { revision?: string };
+      succeeded?: boolean;
+      responses?: { response_range?: { kvs?: RawKv[] } }[];
+    }>('/v3/kv/txn', {
       compare: [{ key: k, target: 'CREATE', result: 'EQUAL', create_revision: '0' }],
       success: [{ request_put: { key: k, value: b64(value), lease } }],
       failure: [{ request_range: { key: k } }],
     });
-    if (answer.succeeded === true) return { won: true, epoch: Number(answer.header?.revision ?? 0) };
+    if (answer.succeeded === true)
+      return { won: true, epoch: Number(answer.header?.revision ?? 0) };
     return { won: false, holder: kvOf(answer.responses?.[0]?.response_range?.kvs?.[0]) };
   }
 
@@ -137,8 +168,16 @@ export class EtcdClient {
    */
   private async call<T>(path: string, body: unknown, retriedLogin = false): Promise<T> {
     const dispatcher = this.dispatcher;
-    if (!dispatcher) throw new GatewayError(ErrorCodes.NOT_RUNNING, 'the etcd client is not open', { retryable: true });
-    if (this.options.username !== undefined && this.token === undefined && path !== '/v3/auth/authenticate') await this.login();
+    if (!dispatcher)
+      throw new GatewayError(ErrorCodes.NOT_RUNNING, 'the etcd client is not open', {
+        retryable: true,
+      });
+    if (
+      this.options.username !== undefined &&
+      this.token === undefined &&
+      path !== '/v3/auth/authenticate'
+    )
+      await this.login();
     const { endpoints, requestTimeoutMs } = this.options;
     const failures: string[] = [];
     for (let i = 0; i < endpoints.length; i++) {
@@ -151,7 +190,12 @@ export class EtcdClient {
           method: 'POST',
           dispatcher,
           body: JSON.stringify(body),
-          headers: { 'content-type': 'application/json', ...(this.token !== undefined && path !== '/v3/auth/authenticate' ? { authorization: this.token } : {}) },
+          headers: {
+            'content-type': 'application/json',
+            ...(this.token !== undefined && path !== '/v3/auth/authenticate'
+              ? { authorization: this.token }
+              : {}),
+          },
           signal: AbortSignal.timeout(requestTimeoutMs),
         });
         status = res.statusCode;
@@ -168,15 +212,29 @@ export class EtcdClient {
         this.token = undefined;
         return this.call<T>(path, body, true);
       }
-      throw new GatewayError(ErrorCodes.HA_ETCD, `etcd ${endpoint}${path} answered ${status}: ${text.slice(0, 200)}`);
+      throw new GatewayError(
+        ErrorCodes.HA_ETCD,
+        `etcd ${endpoint}${path} answered ${status}: ${text.slice(0, 200)}`,
+      );
     }
     this.lastEndpoint = undefined;
-    throw new GatewayError(ErrorCodes.HA_ETCD, `no etcd endpoint answered ${path}: ${failures.join('; ')}`, { retryable: true });
+    throw new GatewayError(
+      ErrorCodes.HA_ETCD,
+      `no etcd endpoint answered ${path}: ${failures.join('; ')}`,
+      { retryable: true },
+    );
   }
 
   private async login(): Promise<void> {
-    const answer = await this.call<{ token?: string }>('/v3/auth/authenticate', { name: this.options.username, password: this.password });
-    if (!answer.token) throw new GatewayError(ErrorCodes.HA_ETCD, `etcd refused the login of user ${this.options.username}`);
+    const answer = await this.call<{ token?: string }>('/v3/auth/authenticate', {
+      name: this.options.username,
+      password: this.password,
+    });
+    if (!answer.token)
+      throw new GatewayError(
+        ErrorCodes.HA_ETCD,
+        `etcd refused the login of user ${this.options.username}`,
+      );
     this.token = answer.token;
   }
 }
@@ -189,7 +247,11 @@ interface RawKv {
 
 function kvOf(kv: RawKv | undefined): EtcdKeyValue | undefined {
   if (!kv) return undefined;
-  return { value: Buffer.from(kv.value ?? '', 'base64').toString('utf8'), createRevision: Number(kv.create_revision ?? 0), lease: kv.lease ?? '0' };
+  return {
+    value: Buffer.from(kv.value ?? '', 'base64').toString('utf8'),
+    createRevision: Number(kv.create_revision ?? 0),
+    lease: kv.lease ?? '0',
+  };
 }
 
 function b64(text: string): string {

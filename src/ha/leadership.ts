@@ -89,7 +89,10 @@ export class Leadership {
   private transitions: Promise<void> = Promise.resolve();
   private readonly mono: () => number;
   private readonly log: Logger;
-  private handlers: RoleHandlers = { onLeader: async () => undefined, onFollower: async () => undefined };
+  private handlers: RoleHandlers = {
+    onLeader: async () => undefined,
+    onFollower: async () => undefined,
+  };
 
   constructor(private readonly o: LeadershipOptions) {
     this.mono = o.monotonic ?? (() => performance.now());
@@ -124,7 +127,8 @@ export class Leadership {
   /** Why reads may not be taken now, or undefined when this node leads within its deadline. */
   mayTake(): string | undefined {
     if (this.role !== 'leader') return `node ${this.o.nodeId} is not the leader (${this.role})`;
-    if (this.mono() >= this.deadline) return `node ${this.o.nodeId} could not renew its leader lease in time`;
+    if (this.mono() >= this.deadline)
+      return `node ${this.o.nodeId} could not renew its leader lease in time`;
     return undefined;
   }
 
@@ -150,8 +154,16 @@ export class Leadership {
       takeovers: this.takeovers,
       lastTakeover: this.lastTakeover,
       lastFenced: this.lastFenced,
-      lease: { ttlMs: this.o.leaseTtlMs, lastRenewalAgeMs: this.lastContact === undefined ? undefined : Math.round(this.mono() - this.lastContact) },
-      etcd: { reachable: this.reachable, endpoint: this.o.etcd.lastEndpoint, lastError: this.lastError },
+      lease: {
+        ttlMs: this.o.leaseTtlMs,
+        lastRenewalAgeMs:
+          this.lastContact === undefined ? undefined : Math.round(this.mono() - this.lastContact),
+      },
+      etcd: {
+        reachable: this.reachable,
+        endpoint: this.o.etcd.lastEndpoint,
+        lastError: this.lastError,
+      },
     };
   }
 
@@ -175,7 +187,8 @@ export class Leadership {
 
   private failed(err: unknown): void {
     const message = (err as Error).message;
-    if (this.reachable || this.lastError !== message) this.log.warn({ err, role: this.role }, 'etcd request failed');
+    if (this.reachable || this.lastError !== message)
+      this.log.warn({ err, role: this.role }, 'etcd request failed');
     this.reachable = false;
     this.lastError = message;
   }
@@ -193,7 +206,11 @@ export class Leadership {
     if (holder) {
       this.lastContact = this.mono();
       this.keyGoneSeenAt = undefined;
-      if (this.leaderSeen?.epoch !== holder.createRevision) this.log.info({ leader: holder.value, epoch: holder.createRevision }, `standby for ${holder.value}`);
+      if (this.leaderSeen?.epoch !== holder.createRevision)
+        this.log.info(
+          { leader: holder.value, epoch: holder.createRevision },
+          `standby for ${holder.value}`,
+        );
       this.leaderSeen = { nodeId: holder.value, epoch: holder.createRevision };
       return;
     }
@@ -212,7 +229,8 @@ export class Leadership {
     this.lastContact = this.mono();
     if (!result.won) {
       await this.o.etcd.revoke(lease).catch(() => undefined);
-      if (result.holder) this.leaderSeen = { nodeId: result.holder.value, epoch: result.holder.createRevision };
+      if (result.holder)
+        this.leaderSeen = { nodeId: result.holder.value, epoch: result.holder.createRevision };
       return;
     }
     this.win(lease, result.epoch, sentAt);
@@ -236,7 +254,10 @@ export class Leadership {
       const tookMs = Math.round(this.mono() - lapseSeenAt);
       this.takeovers++;
       this.lastTakeover = { at: new Date(this.o.now()).toISOString(), tookMs, epoch };
-      this.log.warn({ epoch, tookMs, previousLeader: undefined }, `took over as leader (epoch ${epoch}) in ${tookMs} ms: inputs started`);
+      this.log.warn(
+        { epoch, tookMs, previousLeader: undefined },
+        `took over as leader (epoch ${epoch}) in ${tookMs} ms: inputs started`,
+      );
     });
   }
 
@@ -263,7 +284,10 @@ export class Leadership {
 
   private armFence(): void {
     clearTimeout(this.fenceTimer);
-    this.fenceTimer = setTimeout(() => this.checkDeadline(), Math.max(0, this.deadline - this.mono()) + 1);
+    this.fenceTimer = setTimeout(
+      () => this.checkDeadline(),
+      Math.max(0, this.deadline - this.mono()) + 1,
+    );
     this.fenceTimer.unref();
   }
 
@@ -274,7 +298,10 @@ export class Leadership {
       this.armFence();
       return;
     }
-    void this.lose(`no lease renewal within ${Math.round(this.o.leaseTtlMs * FENCE_SHARE)} ms of the last one`, true);
+    void this.lose(
+      `no lease renewal within ${Math.round(this.o.leaseTtlMs * FENCE_SHARE)} ms of the last one`,
+      true,
+    );
   }
 
   /** Ends this node's leadership: reads refused at once, inputs stopped, the lease revoked (when asked and possible). */
@@ -291,7 +318,10 @@ export class Leadership {
     this.leaderSeen = undefined;
     clearTimeout(this.fenceTimer);
     this.lastFenced = { at: new Date(this.o.now()).toISOString(), reason };
-    this.log.warn({ epoch, reason }, `stopped leading (epoch ${epoch}): ${reason}; taking no reads, inputs stop`);
+    this.log.warn(
+      { epoch, reason },
+      `stopped leading (epoch ${epoch}): ${reason}; taking no reads, inputs stop`,
+    );
     this.transitions = this.transitions.then(async () => {
       try {
         await this.handlers.onFollower(reason);
@@ -299,7 +329,12 @@ export class Leadership {
         this.log.error({ err }, 'stopping the inputs after leadership failed');
       }
     });
-    if (revoke && lease) await this.o.etcd.revoke(lease).catch((err: unknown) => this.log.debug({ err }, 'revoking the lease failed; it lapses by itself'));
+    if (revoke && lease)
+      await this.o.etcd
+        .revoke(lease)
+        .catch((err: unknown) =>
+          this.log.debug({ err }, 'revoking the lease failed; it lapses by itself'),
+        );
     await this.transitions;
   }
 

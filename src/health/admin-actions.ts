@@ -39,11 +39,17 @@ export function buildAdminActions(options: AdminActionsOptions): AdminActions {
       const waiting = s.batches.batchesInState('ready', 'presigned', 'uploaded');
       for (const b of waiting) s.batches.updateBatch(b.id, { nextAttemptAt: 0 });
       options.deliverer()?.wake();
-      return { message: `retrying now: ${waiting.length} waiting batch${waiting.length === 1 ? '' : 'es'} due at once`, batches: waiting.length };
+      return {
+        message: `retrying now: ${waiting.length} waiting batch${waiting.length === 1 ? '' : 'es'} due at once`,
+        batches: waiting.length,
+      };
     },
     pause() {
       options.deliverer()?.pause(true);
-      return { message: 'delivery paused until resumed (or until the gateway restarts); reads are still buffered' };
+      return {
+        message:
+          'delivery paused until resumed (or until the gateway restarts); reads are still buffered',
+      };
     },
     resume() {
       options.deliverer()?.pause(false);
@@ -52,7 +58,12 @@ export function buildAdminActions(options: AdminActionsOptions): AdminActions {
     replay(body: unknown) {
       const selection = replaySelection(body);
       const mapping = mappingContext(options.config());
-      const r = replayDeadLetters(store().deadLetters, (read) => mapRead(read, mapping), selection, options.now());
+      const r = replayDeadLetters(
+        store().deadLetters,
+        (read) => mapRead(read, mapping),
+        selection,
+        options.now(),
+      );
       options.deliverer()?.wake();
       return {
         message: `replay: ${r.selected} selected, ${r.queued} queued${r.notQueued > 0 ? `, ${r.notQueued} still do not map (see failures)` : ''}`,
@@ -67,11 +78,13 @@ export function buildAdminActions(options: AdminActionsOptions): AdminActions {
 /** The replay filters of an admin request body; `{ all: true }` without any. */
 export function replaySelection(body: unknown): ReplaySelection {
   if (body === undefined || body === null || body === '') return { all: true };
-  if (typeof body !== 'object' || Array.isArray(body)) throw usage('the body must be a JSON object');
+  if (typeof body !== 'object' || Array.isArray(body))
+    throw usage('the body must be a JSON object');
   const b = body as Record<string, unknown>;
   const known = ['batchId', 'dcpKey', 'reason', 'rejected', 'all'];
   const unknown = Object.keys(b).filter((k) => !known.includes(k));
-  if (unknown.length > 0) throw usage(`unknown field ${unknown.join(', ')}; known: ${known.join(', ')}`);
+  if (unknown.length > 0)
+    throw usage(`unknown field ${unknown.join(', ')}; known: ${known.join(', ')}`);
   const selection: ReplaySelection = {};
   if (b.batchId !== undefined) {
     if (!Number.isInteger(b.batchId)) throw usage('batchId must be a whole number');
@@ -87,7 +100,12 @@ export function replaySelection(body: unknown): ReplaySelection {
     if (typeof b[k] !== 'boolean') throw usage(`${k} must be true or false`);
     selection[k] = b[k];
   }
-  if (selection.batchId === undefined && selection.dcpKey === undefined && selection.reason === undefined) selection.all = true;
+  if (
+    selection.batchId === undefined &&
+    selection.dcpKey === undefined &&
+    selection.reason === undefined
+  )
+    selection.all = true;
   return selection;
 }
 

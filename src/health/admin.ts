@@ -15,7 +15,9 @@ export interface AdminResult {
  * The operations behind the admin buttons, provided by the app. `replay` is present only when the
  * gateway can replay failed scans. `body` is the request's JSON body, if any (replay filters).
  */
-export type AdminActions = { [K in Exclude<AdminActionName, 'replay'>]: () => AdminResult | Promise<AdminResult> } & {
+export type AdminActions = {
+  [K in Exclude<AdminActionName, 'replay'>]: () => AdminResult | Promise<AdminResult>;
+} & {
   replay?: (body: unknown) => AdminResult | Promise<AdminResult>;
 };
 
@@ -56,7 +58,9 @@ export interface AdminRoutesOptions {
 }
 
 /** Names of the actions available with these options. */
-export function availableActions(options: Pick<AdminRoutesOptions, 'token' | 'actions'>): AdminActionName[] {
+export function availableActions(
+  options: Pick<AdminRoutesOptions, 'token' | 'actions'>,
+): AdminActionName[] {
   if (!options.token) return [];
   return ['retry', 'pause', 'resume', ...(options.actions.replay ? (['replay'] as const) : [])];
 }
@@ -74,24 +78,38 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
     const action = request.params.action as AdminActionName;
     const available = availableActions(options);
     if (!options.token) {
-      return reply.code(403).send({ ok: false, error: 'admin actions are off: no admin token is configured (see docs/operations.md)' });
+      return reply.code(403).send({
+        ok: false,
+        error: 'admin actions are off: no admin token is configured (see docs/operations.md)',
+      });
     }
     if (!bearerMatches(options.token, request.headers.authorization)) {
-      refusals.note({ action: String(action).slice(0, 40), remote: request.ip, given: request.headers.authorization ? 'wrong token' : 'no token' });
-      return reply
-        .code(401)
-        .header('www-authenticate', 'Bearer realm="scan-gateway admin"')
-        .send({ ok: false, error: 'a valid admin token is required: Authorization: Bearer <token>' });
+      refusals.note({
+        action: String(action).slice(0, 40),
+        remote: request.ip,
+        given: request.headers.authorization ? 'wrong token' : 'no token',
+      });
+      return reply.code(401).header('www-authenticate', 'Bearer realm="scan-gateway admin"').send({
+        ok: false,
+        error: 'a valid admin token is required: Authorization: Bearer <token>',
+      });
     }
     if (!available.includes(action)) {
-      return reply.code(404).send({ ok: false, error: `unknown admin action "${action}"; available: ${available.join(', ')}` });
+      return reply.code(404).send({
+        ok: false,
+        error: `unknown admin action "${action}"; available: ${available.join(', ')}`,
+      });
     }
     try {
-      const result = action === 'replay' ? await options.actions.replay!(request.body) : await options.actions[action]();
+      const result =
+        action === 'replay'
+          ? await options.actions.replay!(request.body)
+          : await options.actions[action]();
       log.info({ action, remote: request.ip, result }, 'admin action done');
       return reply.send({ ok: true, action, ...result });
     } catch (err) {
-      if (isGatewayError(err, ErrorCodes.USAGE)) return reply.code(400).send({ ok: false, action, error: err.message });
+      if (isGatewayError(err, ErrorCodes.USAGE))
+        return reply.code(400).send({ ok: false, action, error: err.message });
       log.error({ action, remote: request.ip, err }, 'admin action failed');
       return reply.code(500).send({ ok: false, action, error: (err as Error).message });
     }

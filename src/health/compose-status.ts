@@ -6,7 +6,13 @@ import type { StatusEventsStatus } from '../delivery/status-events.js';
 import { printableRaw } from '../format/printable.js';
 import type { ProductCheckSnapshot } from '../mapping/product-check.js';
 import { deriveHealth, HEALTH_THRESHOLDS, type HealthFacts } from './derive.js';
-import type { AdminActionName, BatchView, GatewayStatus, InputStatusView, ListenerStatusView } from './status.js';
+import type {
+  AdminActionName,
+  BatchView,
+  GatewayStatus,
+  InputStatusView,
+  ListenerStatusView,
+} from './status.js';
 
 /**
  * What the parts told at one instant, for {@link composeStatus}: snapshots only, gathered by the
@@ -23,7 +29,13 @@ export interface StatusParts {
     file: string;
     /** ISO instant the running configuration was loaded. */
     loadedAt: string;
-    lastReload?: { at: string; needsRestart: string[]; inputErrors: ReadonlyArray<{ id: string; message: string }> } | undefined;
+    lastReload?:
+      | {
+          at: string;
+          needsRestart: string[];
+          inputErrors: ReadonlyArray<{ id: string; message: string }>;
+        }
+      | undefined;
     lastReloadError?: { message: string; at: string } | undefined;
   };
   /** Every input's status, with its intake counters. */
@@ -46,7 +58,15 @@ export interface StatusParts {
     /** The latest batches as the status shows them, newest first. */
     batches: BatchView[];
     /** The latest rejections and failed scans, newest first; `raw` as stored. */
-    problems: ReadonlyArray<{ kind: string; inputId: string; reference?: string | null; reason: string; raw: Buffer | Uint8Array | string; at: string; origin?: string | null }>;
+    problems: ReadonlyArray<{
+      kind: string;
+      inputId: string;
+      reference?: string | null;
+      reason: string;
+      raw: Buffer | Uint8Array | string;
+      at: string;
+      origin?: string | null;
+    }>;
   };
   /** The last {@link HEALTH_THRESHOLDS.windowMs} of activity, and the batches stuck at `nowMs`. */
   recent: HealthFacts['recent'];
@@ -73,7 +93,10 @@ export interface StatusParts {
  */
 export function composeStatus(p: StatusParts): GatewayStatus {
   const { buffer, delivery, nowMs } = p;
-  const oldestPendingAgeMs = buffer.oldestUndeliveredCreatedAt === null ? null : Math.max(0, nowMs - buffer.oldestUndeliveredCreatedAt);
+  const oldestPendingAgeMs =
+    buffer.oldestUndeliveredCreatedAt === null
+      ? null
+      : Math.max(0, nowMs - buffer.oldestUndeliveredCreatedAt);
   const quota = buffer.quota;
   const health = deriveHealth({
     inputs: p.inputs,
@@ -91,7 +114,10 @@ export function composeStatus(p: StatusParts): GatewayStatus {
     stuckBatches: p.stuckBatches,
     products: p.products,
     ...(p.statusEvents ? { statusEvents: p.statusEvents } : {}),
-    config: { lastReloadError: p.config.lastReloadError, needsRestart: p.config.lastReload?.needsRestart },
+    config: {
+      lastReloadError: p.config.lastReloadError,
+      needsRestart: p.config.lastReload?.needsRestart,
+    },
     ...(p.listener ? { listener: p.listener } : {}),
   });
   const { token } = delivery;
@@ -131,7 +157,13 @@ export function composeStatus(p: StatusParts): GatewayStatus {
       fileBytes: buffer.fileBytes,
       ...(buffer.commitError ? { lastCommitError: buffer.commitError } : {}),
       ...(quota
-        ? { quotaScans: quota.maxPendingScans, quotaBytes: quota.maxBytes, undeliveredBytes: quota.undeliveredBytes, intakePaused: quota.intakePaused, quota }
+        ? {
+            quotaScans: quota.maxPendingScans,
+            quotaBytes: quota.maxBytes,
+            undeliveredBytes: quota.undeliveredBytes,
+            intakePaused: quota.intakePaused,
+            quota,
+          }
         : {}),
       ...(buffer.lastPrune ? { lastPrune: buffer.lastPrune } : {}),
       ...(buffer.disk ? { disk: buffer.disk } : {}),
@@ -140,7 +172,14 @@ export function composeStatus(p: StatusParts): GatewayStatus {
       mode: delivery.mode,
       ...delivery.snapshot,
       ...(buffer.lastUploadAt ? { lastSuccessAt: buffer.lastUploadAt } : {}),
-      ...(token ? { token: { ...(token.expiresAt ? { expiresAt: new Date(token.expiresAt).toISOString() } : {}), refreshes: token.refreshes } } : {}),
+      ...(token
+        ? {
+            token: {
+              ...(token.expiresAt ? { expiresAt: new Date(token.expiresAt).toISOString() } : {}),
+              refreshes: token.refreshes,
+            },
+          }
+        : {}),
     },
     inputs: p.inputs,
     batches: buffer.batches,

@@ -37,15 +37,28 @@ export interface DerivedHealth {
 
 /** Every signal the rules read. Counts are whole numbers; instants ISO 8601; ages in ms. */
 export interface HealthFacts {
-  inputs: ReadonlyArray<{ id: string; type: string; state: string; lastError?: string | undefined; lastErrorAt?: string | undefined }>;
+  inputs: ReadonlyArray<{
+    id: string;
+    type: string;
+    state: string;
+    lastError?: string | undefined;
+    lastErrorAt?: string | undefined;
+  }>;
   delivery?: {
     paused: boolean;
     circuit: string;
     consecutiveFailures: number;
     /** `kind`: token, network, auth, answer, http, sftp (src/delivery/deliverer.ts). */
-    lastError?: { message: string; at: string; kind?: string | undefined; code?: string | undefined } | undefined;
+    lastError?:
+      | { message: string; at: string; kind?: string | undefined; code?: string | undefined }
+      | undefined;
     stepError?: { message: string; at: string; diskFull: boolean } | undefined;
-    statusChecks?: { consecutiveFailures: number; lastError?: { message: string; at: string; code?: string | undefined } | undefined } | undefined;
+    statusChecks?:
+      | {
+          consecutiveFailures: number;
+          lastError?: { message: string; at: string; code?: string | undefined } | undefined;
+        }
+      | undefined;
   };
   buffer: {
     /** Scans on their way: not in a batch yet, or in a batch the service has not finished. */
@@ -59,9 +72,23 @@ export interface HealthFacts {
     /** The last failed commit of reads, while commits fail. */
     commitError?: { message: string; at: string } | undefined;
     /** Quota level of the undelivered data (src/buffer/back-pressure.ts). */
-    quota?: { level: 'ok' | 'paused' | 'full'; usedRatio: number; undeliveredScans: number; maxPendingScans: number; diskFull?: { since: string; message: string } | undefined } | undefined;
+    quota?:
+      | {
+          level: 'ok' | 'paused' | 'full';
+          usedRatio: number;
+          undeliveredScans: number;
+          maxPendingScans: number;
+          diskFull?: { since: string; message: string } | undefined;
+        }
+      | undefined;
     /** The disk guard (src/buffer/disk-guard.ts): delivered scans pruned early under disk pressure, since start. */
-    disk?: { prunedEarlyScans: number; lastEarlyPrune?: { at: string; scans: number } | undefined; lowFreeBytes: number } | undefined;
+    disk?:
+      | {
+          prunedEarlyScans: number;
+          lastEarlyPrune?: { at: string; scans: number } | undefined;
+          lowFreeBytes: number;
+        }
+      | undefined;
   };
   /** What happened in the last {@link HealthThresholds.windowMs} (src/buffer/recent-activity.ts `recentActivity`). */
   recent: {
@@ -78,14 +105,35 @@ export interface HealthFacts {
     filesRefusedCount: number;
   };
   /** Batches not finished {@link HealthThresholds.stuckBatchMs} after they were formed. */
-  stuckBatches: ReadonlyArray<{ id: number; state: string; requestId: string | null; createdAt: string }>;
+  stuckBatches: ReadonlyArray<{
+    id: number;
+    state: string;
+    requestId: string | null;
+    createdAt: string;
+  }>;
   products?: { state: string; missing: ReadonlyArray<{ key: string }> } | undefined;
   /** The status-event consumer (src/delivery/status-events.ts), when enabled. */
-  statusEvents?: { state: string; since: string; lag: number; lastError?: { code: string; message: string; at: string } | undefined } | undefined;
-  config?: { lastReloadError?: { message: string; at: string } | undefined; needsRestart?: readonly string[] | undefined };
+  statusEvents?:
+    | {
+        state: string;
+        since: string;
+        lag: number;
+        lastError?: { code: string; message: string; at: string } | undefined;
+      }
+    | undefined;
+  config?: {
+    lastReloadError?: { message: string; at: string } | undefined;
+    needsRestart?: readonly string[] | undefined;
+  };
   /** The local server: its certificate's days left and last refused reload (`http.tls`), the tokens it sends in clear text. */
   listener?: {
-    tls?: { daysLeft: number; certificate: { validTo: string; serialNumber: string }; lastRefusal?: { at: string; message: string } | undefined } | undefined;
+    tls?:
+      | {
+          daysLeft: number;
+          certificate: { validTo: string; serialNumber: string };
+          lastRefusal?: { at: string; message: string } | undefined;
+        }
+      | undefined;
     tokensInClear: readonly string[];
   };
 }
@@ -183,9 +231,17 @@ function uploadSentence(kind: string | undefined): string {
  * The state and the problems, from the facts. Pure: same facts, same answer; no clock, no I/O.
  * The state is the worst severity among the problems (`ok` when none is worse than `info`).
  */
-export function deriveHealth(facts: HealthFacts, thresholds: HealthThresholds = HEALTH_THRESHOLDS): DerivedHealth {
+export function deriveHealth(
+  facts: HealthFacts,
+  thresholds: HealthThresholds = HEALTH_THRESHOLDS,
+): DerivedHealth {
   const problems: HealthProblem[] = [];
-  const add = (code: string, severity: Severity, sentence: string, extra: { since?: string | undefined; detail?: string | undefined } = {}) => {
+  const add = (
+    code: string,
+    severity: Severity,
+    sentence: string,
+    extra: { since?: string | undefined; detail?: string | undefined } = {},
+  ) => {
     problems.push({
       code,
       severity,
@@ -200,19 +256,31 @@ export function deriveHealth(facts: HealthFacts, thresholds: HealthThresholds = 
 
   // The buffer: without it, reads cannot be taken at all.
   if (buffer.commitError) {
-    add(ErrorCodes.BUFFER, 'down', 'Reads cannot be stored: writing to the buffer fails, so nothing new is taken in.', { detail: buffer.commitError.message });
+    add(
+      ErrorCodes.BUFFER,
+      'down',
+      'Reads cannot be stored: writing to the buffer fails, so nothing new is taken in.',
+      { detail: buffer.commitError.message },
+    );
   }
   if (delivery?.stepError) {
     add(
       ErrorCodes.BUFFER,
       delivery.stepError.diskFull ? 'down' : 'degraded',
-      delivery.stepError.diskFull ? 'The disk of the buffer is full: delivery cannot record its progress and stops.' : 'Delivery cannot work on the buffer; it retries every second.',
+      delivery.stepError.diskFull
+        ? 'The disk of the buffer is full: delivery cannot record its progress and stops.'
+        : 'Delivery cannot work on the buffer; it retries every second.',
       { detail: delivery.stepError.message },
     );
   }
   const quota = buffer.quota;
   if (quota?.diskFull) {
-    add(ErrorCodes.BUFFER, 'degraded', 'The disk of the buffer is full: inputs are paused and nothing new is acknowledged until there is room.', { since: quota.diskFull.since, detail: quota.diskFull.message });
+    add(
+      ErrorCodes.BUFFER,
+      'degraded',
+      'The disk of the buffer is full: inputs are paused and nothing new is acknowledged until there is room.',
+      { since: quota.diskFull.since, detail: quota.diskFull.message },
+    );
   }
   const disk = buffer.disk;
   if (disk && disk.prunedEarlyScans > 0) {
@@ -224,33 +292,62 @@ export function deriveHealth(facts: HealthFacts, thresholds: HealthThresholds = 
     );
   }
   if (quota?.level === 'full') {
-    add(HealthCodes.BUFFER_QUOTA, 'degraded', `Buffer quota reached (${count(quota.undeliveredScans, 'undelivered scan')} of ${quota.maxPendingScans.toLocaleString('en-US')} allowed): new scans are refused until delivery drains it.`);
+    add(
+      HealthCodes.BUFFER_QUOTA,
+      'degraded',
+      `Buffer quota reached (${count(quota.undeliveredScans, 'undelivered scan')} of ${quota.maxPendingScans.toLocaleString('en-US')} allowed): new scans are refused until delivery drains it.`,
+    );
   } else if (quota?.level === 'paused') {
-    add(HealthCodes.BUFFER_QUOTA, 'degraded', `The buffer is at ${Math.round(quota.usedRatio * 100)} % of its quota: inputs that can wait are paused until delivery drains it.`);
+    add(
+      HealthCodes.BUFFER_QUOTA,
+      'degraded',
+      `The buffer is at ${Math.round(quota.usedRatio * 100)} % of its quota: inputs that can wait are paused until delivery drains it.`,
+    );
   }
 
   for (const input of facts.inputs) {
     if (input.state !== 'down') continue;
-    add(ErrorCodes.INPUT, 'degraded', `Input ${input.id} (${input.type}) is not reading; it retries by itself.`, { detail: input.lastError });
+    add(
+      ErrorCodes.INPUT,
+      'degraded',
+      `Input ${input.id} (${input.type}) is not reading; it retries by itself.`,
+      { detail: input.lastError },
+    );
   }
 
   // Delivery.
   const uploadsFailing = delivery !== undefined && delivery.circuit !== 'closed';
   if (uploadsFailing) {
     add(uploadCode(delivery.lastError), 'degraded', uploadSentence(delivery.lastError?.kind), {
-      detail: delivery.lastError ? `${delivery.lastError.message} (${delivery.consecutiveFailures} failures in a row)` : undefined,
+      detail: delivery.lastError
+        ? `${delivery.lastError.message} (${delivery.consecutiveFailures} failures in a row)`
+        : undefined,
     });
   }
-  if (delivery?.paused) add(HealthCodes.DELIVERY_PAUSED, 'degraded', 'Delivery is paused by an operator: nothing is uploaded until it is resumed.');
+  if (delivery?.paused)
+    add(
+      HealthCodes.DELIVERY_PAUSED,
+      'degraded',
+      'Delivery is paused by an operator: nothing is uploaded until it is resumed.',
+    );
   const checks = delivery?.statusChecks;
   if (checks && checks.consecutiveFailures >= thresholds.statusCheckFailures) {
-    add(HealthCodes.STATUS_CHECKS_FAILING, 'degraded', `The service cannot be asked whether sent batches succeeded (${checks.consecutiveFailures} failures in a row); it is asked again by itself.`, {
-      detail: checks.lastError ? `${checks.lastError.code ? `${checks.lastError.code}: ` : ''}${checks.lastError.message}` : undefined,
-    });
+    add(
+      HealthCodes.STATUS_CHECKS_FAILING,
+      'degraded',
+      `The service cannot be asked whether sent batches succeeded (${checks.consecutiveFailures} failures in a row); it is asked again by itself.`,
+      {
+        detail: checks.lastError
+          ? `${checks.lastError.code ? `${checks.lastError.code}: ` : ''}${checks.lastError.message}`
+          : undefined,
+      },
+    );
   }
   if (facts.stuckBatches.length > 0) {
     const oldest = facts.stuckBatches.reduce((a, b) => (a.createdAt <= b.createdAt ? a : b));
-    const ids = facts.stuckBatches.slice(0, 5).map((b) => `${b.id}${b.requestId ? ` (request ${b.requestId})` : ''}`);
+    const ids = facts.stuckBatches
+      .slice(0, 5)
+      .map((b) => `${b.id}${b.requestId ? ` (request ${b.requestId})` : ''}`);
     add(
       HealthCodes.BATCHES_STUCK,
       'degraded',
@@ -260,20 +357,42 @@ export function deriveHealth(facts: HealthFacts, thresholds: HealthThresholds = 
   }
   const oldest = buffer.oldestWaitingAgeMs;
   // An open circuit or a pause already says why scans wait; this rule is for slowness without failures.
-  if (!uploadsFailing && !delivery?.paused && oldest !== null && oldest >= thresholds.oldestWaitingMs) {
-    add(HealthCodes.DELIVERY_BEHIND, 'degraded', `Delivery is behind: the oldest of ${count(buffer.waitingScans, 'waiting scan')} has waited ${Math.round(oldest / 60_000)} minutes.`);
+  if (
+    !uploadsFailing &&
+    !delivery?.paused &&
+    oldest !== null &&
+    oldest >= thresholds.oldestWaitingMs
+  ) {
+    add(
+      HealthCodes.DELIVERY_BEHIND,
+      'degraded',
+      `Delivery is behind: the oldest of ${count(buffer.waitingScans, 'waiting scan')} has waited ${Math.round(oldest / 60_000)} minutes.`,
+    );
   }
 
   // Status events: polling covers for them, but someone should know why they do not flow.
   const events = facts.statusEvents;
   if (events?.state === 'down') {
-    const code = events.lastError && catalogueEntry(events.lastError.code) ? events.lastError.code : ErrorCodes.EVENTS_NETWORK;
-    add(code, 'degraded', `Status events cannot be read: ${EVENTS_WHY[code] ?? EVENTS_WHY[ErrorCodes.EVENTS_NETWORK]}. Batch outcomes are polled at the normal pace meanwhile.`, {
-      since: events.since,
-      detail: events.lastError?.message,
-    });
+    const code =
+      events.lastError && catalogueEntry(events.lastError.code)
+        ? events.lastError.code
+        : ErrorCodes.EVENTS_NETWORK;
+    add(
+      code,
+      'degraded',
+      `Status events cannot be read: ${EVENTS_WHY[code] ?? EVENTS_WHY[ErrorCodes.EVENTS_NETWORK]}. Batch outcomes are polled at the normal pace meanwhile.`,
+      {
+        since: events.since,
+        detail: events.lastError?.message,
+      },
+    );
   } else if (events?.state === 'lagging') {
-    add(HealthCodes.EVENTS_LAGGING, 'info', `Status events are behind (${count(events.lag, 'event')} not read yet, or no read of the topic lately); batch outcomes are polled at the normal pace until they catch up.`, { since: events.since });
+    add(
+      HealthCodes.EVENTS_LAGGING,
+      'info',
+      `Status events are behind (${count(events.lag, 'event')} not read yet, or no read of the topic lately); batch outcomes are polled at the normal pace until they catch up.`,
+      { since: events.since },
+    );
   }
 
   // What did not get through.
@@ -286,21 +405,37 @@ export function deriveHealth(facts: HealthFacts, thresholds: HealthThresholds = 
     );
   }
   if (recent.failedScans >= thresholds.failedScans) {
-    add(HealthCodes.SCANS_FAILED, 'degraded', `The service refused ${count(recent.failedScans, 'scan')} ${windowText}; they are kept and can be replayed once the cause is fixed.`);
+    add(
+      HealthCodes.SCANS_FAILED,
+      'degraded',
+      `The service refused ${count(recent.failedScans, 'scan')} ${windowText}; they are kept and can be replayed once the cause is fixed.`,
+    );
   } else if (buffer.failedScans > 0) {
-    add(HealthCodes.SCANS_FAILED, 'info', `${count(buffer.failedScans, 'scan')} refused by the service earlier ${buffer.failedScans === 1 ? 'waits' : 'wait'} for a replay.`);
+    add(
+      HealthCodes.SCANS_FAILED,
+      'info',
+      `${count(buffer.failedScans, 'scan')} refused by the service earlier ${buffer.failedScans === 1 ? 'waits' : 'wait'} for a replay.`,
+    );
   }
   if (recent.filesRefusedCount >= thresholds.filesRefused) {
     const latest = recent.filesRefused[0];
     const named = latest ? `; the latest: ${latest.file} from input ${latest.inputId}` : '';
-    add(HealthCodes.FILES_REFUSED, 'degraded', `${count(recent.filesRefusedCount, 'file was', 'files were')} refused ${windowText} and moved to failed/${named}.`, {
-      detail: latest?.reason,
-    });
+    add(
+      HealthCodes.FILES_REFUSED,
+      'degraded',
+      `${count(recent.filesRefusedCount, 'file was', 'files were')} refused ${windowText} and moved to failed/${named}.`,
+      {
+        detail: latest?.reason,
+      },
+    );
   }
   if (recent.rejections > 0) {
     const rate = recent.reads > 0 ? recent.rejections / recent.reads : 1;
     const high = recent.reads >= thresholds.minReadsForRate && rate >= thresholds.rejectionRate;
-    const where = recent.rejectionsByInput.slice(0, 3).map((r) => `${r.inputId} ${r.count.toLocaleString('en-US')}`).join(', ');
+    const where = recent.rejectionsByInput
+      .slice(0, 3)
+      .map((r) => `${r.inputId} ${r.count.toLocaleString('en-US')}`)
+      .join(', ');
     add(
       HealthCodes.REJECTION_RATE,
       high ? 'degraded' : 'info',
@@ -310,14 +445,28 @@ export function deriveHealth(facts: HealthFacts, thresholds: HealthThresholds = 
 
   // Configuration and the upstream product list.
   if (facts.products?.state === 'missing' && facts.products.missing.length > 0) {
-    add(HealthCodes.PRODUCTS_UNKNOWN, 'degraded', `Product keys not in the upstream product list: ${facts.products.missing.map((m) => m.key).join(', ')}; the service will refuse their scans.`);
+    add(
+      HealthCodes.PRODUCTS_UNKNOWN,
+      'degraded',
+      `Product keys not in the upstream product list: ${facts.products.missing.map((m) => m.key).join(', ')}; the service will refuse their scans.`,
+    );
   }
   const reloadError = facts.config?.lastReloadError;
   if (reloadError) {
-    add(ErrorCodes.CONFIG, 'degraded', 'A changed configuration was refused; the previous one still runs.', { since: reloadError.at, detail: firstProblem(reloadError.message) });
+    add(
+      ErrorCodes.CONFIG,
+      'degraded',
+      'A changed configuration was refused; the previous one still runs.',
+      { since: reloadError.at, detail: firstProblem(reloadError.message) },
+    );
   }
   const restart = facts.config?.needsRestart ?? [];
-  if (restart.length > 0) add(HealthCodes.RESTART_NEEDED, 'info', `Changed settings wait for a restart: ${restart.join(', ')}.`);
+  if (restart.length > 0)
+    add(
+      HealthCodes.RESTART_NEEDED,
+      'info',
+      `Changed settings wait for a restart: ${restart.join(', ')}.`,
+    );
 
   listenerRules(facts.listener, thresholds, add);
 
@@ -330,7 +479,12 @@ export function deriveHealth(facts: HealthFacts, thresholds: HealthThresholds = 
 function listenerRules(
   listener: HealthFacts['listener'],
   thresholds: HealthThresholds,
-  add: (code: string, severity: Severity, sentence: string, extra?: { since?: string | undefined; detail?: string | undefined }) => void,
+  add: (
+    code: string,
+    severity: Severity,
+    sentence: string,
+    extra?: { since?: string | undefined; detail?: string | undefined },
+  ) => void,
 ): void {
   const tls = listener?.tls;
   if (tls && tls.daysLeft < thresholds.certificateDays) {
@@ -345,18 +499,33 @@ function listenerRules(
     );
   }
   if (tls?.lastRefusal) {
-    add(ErrorCodes.LISTENER_TLS, 'degraded', 'Changed certificate files were refused; the previous certificate is still served.', { since: tls.lastRefusal.at, detail: tls.lastRefusal.message });
+    add(
+      ErrorCodes.LISTENER_TLS,
+      'degraded',
+      'Changed certificate files were refused; the previous certificate is still served.',
+      { since: tls.lastRefusal.at, detail: tls.lastRefusal.message },
+    );
   }
   const inClear = listener?.tokensInClear ?? [];
   if (inClear.length > 0) {
-    const named = inClear.length === 1 ? inClear[0]! : `${inClear.slice(0, -1).join(', ')} and ${inClear[inClear.length - 1]!}`;
-    add(HealthCodes.TOKENS_IN_CLEAR, 'info', `This page is reachable from the network over plain HTTP, so the ${named} ${inClear.length === 1 ? 'crosses' : 'cross'} the network in clear text.`);
+    const named =
+      inClear.length === 1
+        ? inClear[0]!
+        : `${inClear.slice(0, -1).join(', ')} and ${inClear[inClear.length - 1]!}`;
+    add(
+      HealthCodes.TOKENS_IN_CLEAR,
+      'info',
+      `This page is reachable from the network over plain HTTP, so the ${named} ${inClear.length === 1 ? 'crosses' : 'cross'} the network in clear text.`,
+    );
   }
 }
 
 /** The headline of a configuration error and its first problem (`file:line:col: key: message`). */
 export function firstProblem(message: string): string {
-  const lines = message.split('\n').map((l) => l.trim()).filter((l) => l !== '');
+  const lines = message
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '');
   if (lines.length <= 1) return lines[0] ?? message;
   return `${lines[0]!.replace(/:$/, '')}: ${lines[1]}${lines.length > 2 ? ` (and ${lines.length - 2} more)` : ''}`;
 }

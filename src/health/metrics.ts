@@ -68,7 +68,8 @@ export class GatewayMetrics {
       registers: [r],
       collect() {
         const s = snap();
-        for (const state of ['ok', 'degraded', 'down']) this.set({ state }, s?.state === state ? 1 : 0);
+        for (const state of ['ok', 'degraded', 'down'])
+          this.set({ state }, s?.state === state ? 1 : 0);
       },
     });
     new Counter({
@@ -79,7 +80,8 @@ export class GatewayMetrics {
       collect() {
         this.reset();
         for (const i of snap()?.inputs ?? []) {
-          for (const [field, outcome] of OUTCOMES) this.inc({ input: i.id, outcome }, i.counters?.[field] ?? 0);
+          for (const [field, outcome] of OUTCOMES)
+            this.inc({ input: i.id, outcome }, i.counters?.[field] ?? 0);
         }
       },
     });
@@ -90,7 +92,8 @@ export class GatewayMetrics {
       registers: [r],
       collect() {
         this.reset();
-        for (const i of snap()?.inputs ?? []) if (i.type === 'mqtt') this.inc({ input: i.id }, i.counters?.redelivered ?? 0);
+        for (const i of snap()?.inputs ?? [])
+          if (i.type === 'mqtt') this.inc({ input: i.id }, i.counters?.redelivered ?? 0);
       },
     });
     new Counter({
@@ -111,10 +114,15 @@ export class GatewayMetrics {
       collect() {
         this.reset();
         // Paused is deliberate and resumes by itself: an alert on input_up == 0 is for inputs that are down.
-        for (const i of snap()?.inputs ?? []) this.set({ input: i.id, type: i.type }, i.state === 'up' || i.state === 'paused' ? 1 : 0);
+        for (const i of snap()?.inputs ?? [])
+          this.set({ input: i.id, type: i.type }, i.state === 'up' || i.state === 'paused' ? 1 : 0);
       },
     });
-    const bufferGauge = (name: string, help: string, value: (s: GatewayStatus) => number | null | undefined) =>
+    const bufferGauge = (
+      name: string,
+      help: string,
+      value: (s: GatewayStatus) => number | null | undefined,
+    ) =>
       new Gauge({
         name,
         help,
@@ -126,22 +134,52 @@ export class GatewayMetrics {
           if (v !== undefined && v !== null) this.set(v);
         },
       });
-    bufferGauge('scan_gateway_pending_scans', 'Scans in the buffer not yet in a batch.', (s) => s.buffer.pendingScans);
-    bufferGauge('scan_gateway_undelivered_scans', 'Scans not yet delivered: pending, or in a batch the service has not finished.', (s) => s.buffer.undeliveredScans);
-    bufferGauge('scan_gateway_oldest_pending_age_seconds', 'Age of the oldest scan not yet delivered (waiting, or in a batch the service has not finished), in seconds; 0 when none.', (s) =>
-      s.buffer.oldestPendingAgeMs === null ? 0 : s.buffer.oldestPendingAgeMs / 1000,
+    bufferGauge(
+      'scan_gateway_pending_scans',
+      'Scans in the buffer not yet in a batch.',
+      (s) => s.buffer.pendingScans,
     );
-    bufferGauge('scan_gateway_buffer_bytes', 'Bytes of the SQLite buffer on disk (database, write-ahead log, index).', (s) => s.buffer.fileBytes);
-    bufferGauge('scan_gateway_buffer_quota_bytes', 'Quota on undelivered data, in bytes, when configured.', (s) => s.buffer.quotaBytes);
-    bufferGauge('scan_gateway_intake_paused', '1 while intake is paused by back-pressure.', (s) => (s.buffer.intakePaused ? 1 : 0));
-    bufferGauge('scan_gateway_delivery_paused', '1 while delivery is paused by an operator.', (s) => (s.delivery.paused ? 1 : 0));
-    bufferGauge('scan_gateway_possible_duplicates', 'Scans that may be held twice by the service: in uploads sent again after their answer was lost (lifetime count, kept in the buffer).', (s) => s.delivery.possibleDuplicates ?? 0);
+    bufferGauge(
+      'scan_gateway_undelivered_scans',
+      'Scans not yet delivered: pending, or in a batch the service has not finished.',
+      (s) => s.buffer.undeliveredScans,
+    );
+    bufferGauge(
+      'scan_gateway_oldest_pending_age_seconds',
+      'Age of the oldest scan not yet delivered (waiting, or in a batch the service has not finished), in seconds; 0 when none.',
+      (s) => (s.buffer.oldestPendingAgeMs === null ? 0 : s.buffer.oldestPendingAgeMs / 1000),
+    );
+    bufferGauge(
+      'scan_gateway_buffer_bytes',
+      'Bytes of the SQLite buffer on disk (database, write-ahead log, index).',
+      (s) => s.buffer.fileBytes,
+    );
+    bufferGauge(
+      'scan_gateway_buffer_quota_bytes',
+      'Quota on undelivered data, in bytes, when configured.',
+      (s) => s.buffer.quotaBytes,
+    );
+    bufferGauge('scan_gateway_intake_paused', '1 while intake is paused by back-pressure.', (s) =>
+      s.buffer.intakePaused ? 1 : 0,
+    );
+    bufferGauge(
+      'scan_gateway_delivery_paused',
+      '1 while delivery is paused by an operator.',
+      (s) => (s.delivery.paused ? 1 : 0),
+    );
+    bufferGauge(
+      'scan_gateway_possible_duplicates',
+      'Scans that may be held twice by the service: in uploads sent again after their answer was lost (lifetime count, kept in the buffer).',
+      (s) => s.delivery.possibleDuplicates ?? 0,
+    );
     // High availability (`ha`): labelled by node and leader key (one key per pair), so a gateway
     // without `ha` has no samples of them and an alert over a pair groups by key.
     const haSample = (value: (ha: HaStatusView) => number | undefined) => {
       const ha = snap()?.ha as HaStatusView | undefined;
       const v = ha ? value(ha) : undefined;
-      return ha && v !== undefined ? { labels: { node: ha.nodeId, key: ha.key }, value: v } : undefined;
+      return ha && v !== undefined
+        ? { labels: { node: ha.nodeId, key: ha.key }, value: v }
+        : undefined;
     };
     const haGauge = (name: string, help: string, value: (ha: HaStatusView) => number | undefined) =>
       new Gauge({
@@ -155,8 +193,16 @@ export class GatewayMetrics {
           if (sample) this.set(sample.labels, sample.value);
         },
       });
-    haGauge('scan_gateway_ha_leader', 'High availability: 1 while this node leads (takes reads), 0 as standby or fenced.', (ha) => (ha.role === 'leader' ? 1 : 0));
-    haGauge('scan_gateway_ha_epoch', 'High availability: the leader epoch (etcd revision of the leader key) this node leads under, or last saw.', (ha) => ha.epoch);
+    haGauge(
+      'scan_gateway_ha_leader',
+      'High availability: 1 while this node leads (takes reads), 0 as standby or fenced.',
+      (ha) => (ha.role === 'leader' ? 1 : 0),
+    );
+    haGauge(
+      'scan_gateway_ha_epoch',
+      'High availability: the leader epoch (etcd revision of the leader key) this node leads under, or last saw.',
+      (ha) => ha.epoch,
+    );
     // Counts exposed as Prometheus counters, so increase() and rate() read them as counts.
     const haCounter = (name: string, help: string, value: (ha: HaStatusView) => number) =>
       new Counter({
@@ -170,21 +216,48 @@ export class GatewayMetrics {
           if (sample) this.inc(sample.labels, sample.value);
         },
       });
-    haCounter('scan_gateway_ha_takeovers_total', 'High availability: takeovers by this node since it started.', (ha) => ha.takeovers);
-    haGauge('scan_gateway_ha_last_takeover_seconds', 'High availability: how long this node\'s last takeover took, from the lease lapse seen to its inputs started, in seconds.', (ha) =>
-      ha.lastTakeover ? ha.lastTakeover.tookMs / 1000 : undefined,
+    haCounter(
+      'scan_gateway_ha_takeovers_total',
+      'High availability: takeovers by this node since it started.',
+      (ha) => ha.takeovers,
     );
-    haGauge('scan_gateway_ha_etcd_reachable', 'High availability: 1 when the last request to etcd was answered.', (ha) => (ha.etcd.reachable ? 1 : 0));
-    haGauge('scan_gateway_ha_lease_renewal_age_seconds', 'High availability: age of the last successful lease renewal (leader) or look at the leader key (standby), in seconds.', (ha) =>
-      ha.lease.lastRenewalAgeMs === undefined ? undefined : ha.lease.lastRenewalAgeMs / 1000,
+    haGauge(
+      'scan_gateway_ha_last_takeover_seconds',
+      "High availability: how long this node's last takeover took, from the lease lapse seen to its inputs started, in seconds.",
+      (ha) => (ha.lastTakeover ? ha.lastTakeover.tookMs / 1000 : undefined),
     );
-    haCounter('scan_gateway_ha_possible_duplicates_total', 'High availability: reads stored as possible duplicates, sent again by the broker after a takeover (lifetime, kept in the buffer).', (ha) => ha.possibleDuplicates.reads);
-    bufferGauge('scan_gateway_uptime_seconds', 'Seconds since the gateway started.', (s) => s.uptimeSec);
+    haGauge(
+      'scan_gateway_ha_etcd_reachable',
+      'High availability: 1 when the last request to etcd was answered.',
+      (ha) => (ha.etcd.reachable ? 1 : 0),
+    );
+    haGauge(
+      'scan_gateway_ha_lease_renewal_age_seconds',
+      'High availability: age of the last successful lease renewal (leader) or look at the leader key (standby), in seconds.',
+      (ha) =>
+        ha.lease.lastRenewalAgeMs === undefined ? undefined : ha.lease.lastRenewalAgeMs / 1000,
+    );
+    haCounter(
+      'scan_gateway_ha_possible_duplicates_total',
+      'High availability: reads stored as possible duplicates, sent again by the broker after a takeover (lifetime, kept in the buffer).',
+      (ha) => ha.possibleDuplicates.reads,
+    );
+    bufferGauge(
+      'scan_gateway_uptime_seconds',
+      'Seconds since the gateway started.',
+      (s) => s.uptimeSec,
+    );
     // Prometheus convention for "when did X last succeed": alert on `time() - … > 900`. prom-client shows an unset unlabelled gauge as 0, so a buffer that never delivered reads 0 (a large age), not absent.
-    bufferGauge('scan_gateway_last_upload_success_timestamp_seconds', 'Time of the last successful upload (a batch accepted by the service), in seconds since the Unix epoch; 0 on a buffer that has never delivered.', (s) =>
-      s.delivery.lastSuccessAt ? Date.parse(s.delivery.lastSuccessAt) / 1000 : undefined,
+    bufferGauge(
+      'scan_gateway_last_upload_success_timestamp_seconds',
+      'Time of the last successful upload (a batch accepted by the service), in seconds since the Unix epoch; 0 on a buffer that has never delivered.',
+      (s) => (s.delivery.lastSuccessAt ? Date.parse(s.delivery.lastSuccessAt) / 1000 : undefined),
     );
-    bufferGauge('scan_gateway_held_scans', 'Scans of batches the service refused as a whole, kept and not delivered.', (s) => s.buffer.heldScans ?? s.buffer.scans.held ?? 0);
+    bufferGauge(
+      'scan_gateway_held_scans',
+      'Scans of batches the service refused as a whole, kept and not delivered.',
+      (s) => s.buffer.heldScans ?? s.buffer.scans.held ?? 0,
+    );
     new Gauge({
       name: 'scan_gateway_health_problems',
       help: 'Problems health found now, by code (docs/errors.md) and severity (down, degraded, info): how many of each.',
@@ -220,7 +293,8 @@ export class GatewayMetrics {
       collect() {
         this.reset();
         if (!snap()) return;
-        for (const b of this_.sources.batchCounts()) this.set({ mode: b.mode, state: b.state }, b.count);
+        for (const b of this_.sources.batchCounts())
+          this.set({ mode: b.mode, state: b.state }, b.count);
       },
     });
     new Gauge({
@@ -230,7 +304,8 @@ export class GatewayMetrics {
       registers: [r],
       collect() {
         const circuit = snap()?.delivery.circuit;
-        for (const state of ['closed', 'open', 'half-open']) this.set({ state }, circuit === state ? 1 : 0);
+        for (const state of ['closed', 'open', 'half-open'])
+          this.set({ state }, circuit === state ? 1 : 0);
       },
     });
     new Counter({
@@ -242,7 +317,8 @@ export class GatewayMetrics {
         this.reset();
         const e = snap()?.statusEvents;
         if (!e) return;
-        for (const outcome of ['applied', 'duplicates', 'ignored', 'invalid'] as const) this.inc({ outcome: outcome === 'duplicates' ? 'duplicate' : outcome }, e[outcome]);
+        for (const outcome of ['applied', 'duplicates', 'ignored', 'invalid'] as const)
+          this.inc({ outcome: outcome === 'duplicates' ? 'duplicate' : outcome }, e[outcome]);
       },
     });
     new Counter({
@@ -255,12 +331,23 @@ export class GatewayMetrics {
         if (e) this.inc(e.received);
       },
     });
-    bufferGauge('scan_gateway_status_events_lag', 'Status events between the consumer and the end of the topic at its last read (all partitions).', (s) => s.statusEvents?.lag);
-    bufferGauge('scan_gateway_status_events_up', '1 while status events flow (polling at the safety interval), else 0 (polling at its normal pace, or events off).', (s) =>
-      s.statusEvents ? (s.statusEvents.state === 'flowing' ? 1 : 0) : undefined,
+    bufferGauge(
+      'scan_gateway_status_events_lag',
+      'Status events between the consumer and the end of the topic at its last read (all partitions).',
+      (s) => s.statusEvents?.lag,
     );
-    bufferGauge('scan_gateway_status_events_last_event_age_seconds', 'Seconds since the last status event was read; 0 before the first.', (s) =>
-      s.statusEvents?.lastEventAt && s.generatedAt ? Math.max(0, (Date.parse(s.generatedAt) - Date.parse(s.statusEvents.lastEventAt)) / 1000) : undefined,
+    bufferGauge(
+      'scan_gateway_status_events_up',
+      '1 while status events flow (polling at the safety interval), else 0 (polling at its normal pace, or events off).',
+      (s) => (s.statusEvents ? (s.statusEvents.state === 'flowing' ? 1 : 0) : undefined),
+    );
+    bufferGauge(
+      'scan_gateway_status_events_last_event_age_seconds',
+      'Seconds since the last status event was read; 0 before the first.',
+      (s) =>
+        s.statusEvents?.lastEventAt && s.generatedAt
+          ? Math.max(0, (Date.parse(s.generatedAt) - Date.parse(s.statusEvents.lastEventAt)) / 1000)
+          : undefined,
     );
     new Counter({
       name: 'scan_gateway_token_refreshes_total',
@@ -307,7 +394,10 @@ export class GatewayMetrics {
  * (`http.tls`), so a plain listener has none (an unlabelled gauge would otherwise read 0, an end
  * long past): the end of the served certificate and the reloads by outcome.
  */
-export function registerListenerTlsMetrics(registry: Registry, tls: () => ListenerTlsStatus | undefined): void {
+export function registerListenerTlsMetrics(
+  registry: Registry,
+  tls: () => ListenerTlsStatus | undefined,
+): void {
   if (registry.getSingleMetric('scan_gateway_http_tls_cert_expiry_seconds')) return;
   new Gauge({
     name: 'scan_gateway_http_tls_cert_expiry_seconds',
@@ -359,8 +449,18 @@ export function upstreamErrorKind(err: unknown): string {
 }
 
 /** Calls whose time is an upload, by mode. */
-const UPLOAD_MODE: Record<string, string> = { uploadScans: 'direct', putPresigned: 'presigned', putPresignedStream: 'presigned' };
-const OPERATIONS = new Set(['uploadScans', 'requestPresignedUpload', 'putPresigned', 'putPresignedStream', 'getScanStatus']);
+const UPLOAD_MODE: Record<string, string> = {
+  uploadScans: 'direct',
+  putPresigned: 'presigned',
+  putPresignedStream: 'presigned',
+};
+const OPERATIONS = new Set([
+  'uploadScans',
+  'requestPresignedUpload',
+  'putPresigned',
+  'putPresignedStream',
+  'getScanStatus',
+]);
 
 /**
  * The delivery API with metrics: the time of each upload (`uploadScans`, `putPresigned`) goes to
@@ -371,18 +471,25 @@ export function instrumentDeliveryApi<T extends DeliveryApi>(api: T, metrics: Ga
   return new Proxy(api, {
     get(target, prop, receiver) {
       const value: unknown = Reflect.get(target, prop, receiver);
-      if (typeof prop !== 'string' || !OPERATIONS.has(prop) || typeof value !== 'function') return value;
+      if (typeof prop !== 'string' || !OPERATIONS.has(prop) || typeof value !== 'function')
+        return value;
       const mode = UPLOAD_MODE[prop];
       return async (...args: unknown[]) => {
         const end = mode ? metrics.uploadDuration.startTimer({ mode }) : undefined;
         try {
-          const result: unknown = await (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+          const result: unknown = await (value as (...a: unknown[]) => Promise<unknown>).apply(
+            target,
+            args,
+          );
           end?.({ outcome: 'ok' });
           return result;
         } catch (err) {
           end?.({ outcome: 'error' });
           // A streamed PUT is the same operation as before it was streamed.
-          metrics.upstreamErrors.inc({ operation: prop === 'putPresignedStream' ? 'putPresigned' : prop, kind: upstreamErrorKind(err) });
+          metrics.upstreamErrors.inc({
+            operation: prop === 'putPresignedStream' ? 'putPresigned' : prop,
+            kind: upstreamErrorKind(err),
+          });
           throw err;
         }
       };

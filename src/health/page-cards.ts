@@ -1,4 +1,22 @@
-import { cardHtml, esc, factsHtml, fmtBytes, fmtCount, fmtDuration, genericTableHtml, originText, pill, problemHtml, rawHtml, reasonHtml, tableHtml, techHtml, timeHtml, titleOf, valueHtml } from './page-format.js';
+import {
+  cardHtml,
+  esc,
+  factsHtml,
+  fmtBytes,
+  fmtCount,
+  fmtDuration,
+  genericTableHtml,
+  originText,
+  pill,
+  problemHtml,
+  rawHtml,
+  reasonHtml,
+  tableHtml,
+  techHtml,
+  timeHtml,
+  titleOf,
+  valueHtml,
+} from './page-format.js';
 import type { GatewayStatus } from './status.js';
 
 /**
@@ -14,31 +32,65 @@ export function reloadFacts(reload: unknown, t: (iso: unknown) => string): [stri
   const r = reload as { at?: string; needsRestart?: unknown; inputErrors?: unknown };
   const out: [string, string][] = [['Last reload', t(r.at)]];
   if (Array.isArray(r.needsRestart) && r.needsRestart.length > 0) {
-    out.push(['Waits for a restart', `<span class="err">${r.needsRestart.map((x) => esc(x)).join(', ')}</span>`]);
+    out.push([
+      'Waits for a restart',
+      `<span class="err">${r.needsRestart.map((x) => esc(x)).join(', ')}</span>`,
+    ]);
   }
-  if (Array.isArray(r.inputErrors) && r.inputErrors.length > 0) out.push(['Inputs not restarted', valueHtml(r.inputErrors, undefined, 1)]);
+  if (Array.isArray(r.inputErrors) && r.inputErrors.length > 0)
+    out.push(['Inputs not restarted', valueHtml(r.inputErrors, undefined, 1)]);
   return out;
 }
 
 /** The local server's rows of the Configuration card: HTTPS and its certificate's end, or tokens in clear text. */
-export function listenerFacts(listener: unknown, t: (iso: unknown, future?: boolean) => string): [string, string][] {
+export function listenerFacts(
+  listener: unknown,
+  t: (iso: unknown, future?: boolean) => string,
+): [string, string][] {
   if (!listener || typeof listener !== 'object') return [];
-  const l = listener as { tls?: { certificate?: { subject?: string; serialNumber?: string; validTo?: string }; daysLeft?: number; clientCertificates?: boolean; lastRefusal?: { at?: string; message?: string } }; tokensInClear?: unknown };
+  const l = listener as {
+    tls?: {
+      certificate?: { subject?: string; serialNumber?: string; validTo?: string };
+      daysLeft?: number;
+      clientCertificates?: boolean;
+      lastRefusal?: { at?: string; message?: string };
+    };
+    tokensInClear?: unknown;
+  };
   const out: [string, string][] = [];
   const tls = l.tls;
   if (tls?.certificate) {
     const days = Number(tls.daysLeft);
-    const words = days === 0 ? 'less than a day left' : `${esc(days)} day${days === 1 ? '' : 's'} left`;
-    const left = days < 0 ? '<span class="err">ended</span>' : days < 14 ? `<span class="err">${words}</span>` : words;
-    out.push(['Listener', `HTTPS${tls.clientCertificates ? ' · ingest requires a client certificate' : ''}`]);
-    out.push(['Certificate', `${esc(tls.certificate.subject)} · serial <code>${esc(tls.certificate.serialNumber)}</code>`]);
+    const words =
+      days === 0 ? 'less than a day left' : `${esc(days)} day${days === 1 ? '' : 's'} left`;
+    const left =
+      days < 0
+        ? '<span class="err">ended</span>'
+        : days < 14
+          ? `<span class="err">${words}</span>`
+          : words;
+    out.push([
+      'Listener',
+      `HTTPS${tls.clientCertificates ? ' · ingest requires a client certificate' : ''}`,
+    ]);
+    out.push([
+      'Certificate',
+      `${esc(tls.certificate.subject)} · serial <code>${esc(tls.certificate.serialNumber)}</code>`,
+    ]);
     out.push(['Certificate ends', `${t(tls.certificate.validTo, true)} · ${left}`]);
-    if (tls.lastRefusal) out.push(['Certificate reload', `<span class="err">refused</span> ${t(tls.lastRefusal.at)}${techHtml(tls.lastRefusal.message)}`]);
+    if (tls.lastRefusal)
+      out.push([
+        'Certificate reload',
+        `<span class="err">refused</span> ${t(tls.lastRefusal.at)}${techHtml(tls.lastRefusal.message)}`,
+      ]);
   } else {
     out.push(['Listener', 'plain HTTP']);
   }
   if (Array.isArray(l.tokensInClear) && l.tokensInClear.length > 0) {
-    out.push(['In clear text', `<span class="err">${l.tokensInClear.map((x) => esc(x)).join(', ')}</span>`]);
+    out.push([
+      'In clear text',
+      `<span class="err">${l.tokensInClear.map((x) => esc(x)).join(', ')}</span>`,
+    ]);
   }
   return out;
 }
@@ -54,7 +106,12 @@ export function statusClock(s: GatewayStatus): (iso: unknown, future?: boolean) 
  * its way (not in a batch yet, or in a batch the service has not finished); held = refused as a
  * batch, kept; not yet delivered = both.
  */
-export function bufferCounts(b: GatewayStatus['buffer']): { waiting: number; held: number; inBatch: number; notDelivered: number } {
+export function bufferCounts(b: GatewayStatus['buffer']): {
+  waiting: number;
+  held: number;
+  inBatch: number;
+  notDelivered: number;
+} {
   const scans = b.scans ?? {};
   const waiting = Number(b.undeliveredScans ?? 0);
   const held = Number(b.heldScans ?? scans.held ?? 0);
@@ -67,7 +124,9 @@ export function bannerHtml(s: GatewayStatus): string {
   const t = statusClock(s);
   const stateText = { ok: 'OK', degraded: 'Degraded', down: 'Down' }[s.state] ?? String(s.state);
   // Each problem as a sentence, its code and what to do; a status without them (older gateway) shows its reasons.
-  const found = Array.isArray(s.healthProblems) ? s.healthProblems : (s.reasons ?? []).map((r) => ({ sentence: r, severity: s.state }));
+  const found = Array.isArray(s.healthProblems)
+    ? s.healthProblems
+    : (s.reasons ?? []).map((r) => ({ sentence: r, severity: s.state }));
   const stateLine =
     s.state === 'down'
       ? 'Reads cannot be stored.'
@@ -97,12 +156,24 @@ export function tilesHtml(s: GatewayStatus): string {
     [
       'Not yet delivered',
       fmtCount(notDelivered),
-      notDelivered === 0 ? 'nothing waiting, nothing held' : `${fmtCount(waiting)} waiting for delivery · ${fmtCount(held)} held`,
+      notDelivered === 0
+        ? 'nothing waiting, nothing held'
+        : `${fmtCount(waiting)} waiting for delivery · ${fmtCount(held)} held`,
       held > 0 ? 'bad' : '',
     ],
-    ['Oldest waiting', oldest === null ? '—' : esc(fmtDuration(oldest)), 'age of the oldest scan waiting for delivery', oldest !== null && oldest > 300_000 ? 'warn' : ''],
+    [
+      'Oldest waiting',
+      oldest === null ? '—' : esc(fmtDuration(oldest)),
+      'age of the oldest scan waiting for delivery',
+      oldest !== null && oldest > 300_000 ? 'warn' : '',
+    ],
     ['Delivered', fmtCount(scans.delivered ?? 0), 'scans the service processed', ''],
-    ['Refused by the service', fmtCount(refusedUpstream), refusedUpstream ? 'single scans: see below' : 'single scans refused upstream', refusedUpstream ? 'bad' : ''],
+    [
+      'Refused by the service',
+      fmtCount(refusedUpstream),
+      refusedUpstream ? 'single scans: see below' : 'single scans refused upstream',
+      refusedUpstream ? 'bad' : '',
+    ],
     ...(recent
       ? ([
           [
@@ -113,7 +184,12 @@ export function tilesHtml(s: GatewayStatus): string {
           ],
         ] as [string, string, string, string][])
       : []),
-    ['Last upload', d.lastSuccessAt ? t(d.lastSuccessAt) : '<span class="muted">none yet</span>', '', ''],
+    [
+      'Last upload',
+      d.lastSuccessAt ? t(d.lastSuccessAt) : '<span class="muted">none yet</span>',
+      '',
+      '',
+    ],
   ];
   return `<section class="tiles">${tiles
     .map(
@@ -127,12 +203,27 @@ export function tilesHtml(s: GatewayStatus): string {
 export function inputsCard(s: GatewayStatus): string {
   const t = statusClock(s);
   const inputs = tableHtml(
-    ['Input', 'Type', 'State', 'Last read', 'Reads', 'Scans', 'No-reads', 'Rejected', 'Duplicates', 'Source'],
+    [
+      'Input',
+      'Type',
+      'State',
+      'Last read',
+      'Reads',
+      'Scans',
+      'No-reads',
+      'Rejected',
+      'Duplicates',
+      'Source',
+    ],
     (s.inputs ?? []).map((i) => {
       const c = i.counters;
-      const err = i.lastError ? `${i.lastErrorAt ? ` <span class="ago">since ${t(i.lastErrorAt)}</span>` : ''}${techHtml(i.lastError)}` : '';
+      const err = i.lastError
+        ? `${i.lastErrorAt ? ` <span class="ago">since ${t(i.lastErrorAt)}</span>` : ''}${techHtml(i.lastError)}`
+        : '';
       const p = i.progress;
-      const reading = p ? `<div class="muted">reading <code>${esc(p.file)}</code>: ${fmtCount(p.rows)} rows so far (file ${esc(fmtBytes(p.bytes))})</div>` : '';
+      const reading = p
+        ? `<div class="muted">reading <code>${esc(p.file)}</code>: ${fmtCount(p.rows)} rows so far (file ${esc(fmtBytes(p.bytes))})</div>`
+        : '';
       return [
         `<strong>${esc(i.id)}</strong>`,
         esc(i.type),
@@ -142,7 +233,10 @@ export function inputsCard(s: GatewayStatus): string {
         fmtCount(c?.scans ?? 0),
         fmtCount(c?.noReads ?? 0),
         fmtCount(c?.rejections ?? 0),
-        fmtCount(c?.duplicates ?? 0) + (c?.redelivered ? `<div class="tile-s">+ ${fmtCount(c.redelivered)} MQTT resends recognised</div>` : ''),
+        fmtCount(c?.duplicates ?? 0) +
+          (c?.redelivered
+            ? `<div class="tile-s">+ ${fmtCount(c.redelivered)} MQTT resends recognised</div>`
+            : ''),
         `<code>${esc(i.source ?? '')}</code>`,
       ];
     }),
@@ -160,29 +254,73 @@ export function bufferCard(s: GatewayStatus): string {
   const { waiting, held, inBatch, notDelivered } = bufferCounts(b);
   const used = b.undeliveredBytes ?? b.fileBytes ?? 0;
   const quota = b.quotaBytes
-    ? ([['Quota', `${esc(fmtBytes(used))} of ${esc(fmtBytes(b.quotaBytes))} (${esc(Math.round((used / b.quotaBytes) * 100))} %)${b.disk?.derivedQuotaBytes !== undefined ? ' <span class="muted">(derived from the disk: buffer.maxBytes is not set)</span>' : ''}`]] as [string, string][])
+    ? ([
+        [
+          'Quota',
+          `${esc(fmtBytes(used))} of ${esc(fmtBytes(b.quotaBytes))} (${esc(Math.round((used / b.quotaBytes) * 100))} %)${b.disk?.derivedQuotaBytes !== undefined ? ' <span class="muted">(derived from the disk: buffer.maxBytes is not set)</span>' : ''}`,
+        ],
+      ] as [string, string][])
     : [];
   const buffer = factsHtml([
-    ['Not yet delivered', `${fmtCount(notDelivered)}${b.quotaScans ? ` <span class="muted">(the quota allows ${fmtCount(b.quotaScans)} waiting)</span>` : ''}`],
-    ['Waiting for delivery', `${fmtCount(waiting)} <span class="muted">(${fmtCount(b.pendingScans ?? 0)} not yet in a batch · ${fmtCount(inBatch)} in a batch being sent or processed)</span>`],
-    ['Held', held ? `<span class="err">${fmtCount(held)}</span> <span class="muted">(the service refused their batch; replay after fixing the cause)</span>` : '0'],
-    ['Oldest waiting', b.oldestPendingAgeMs === null || b.oldestPendingAgeMs === undefined ? '—' : esc(fmtDuration(b.oldestPendingAgeMs))],
+    [
+      'Not yet delivered',
+      `${fmtCount(notDelivered)}${b.quotaScans ? ` <span class="muted">(the quota allows ${fmtCount(b.quotaScans)} waiting)</span>` : ''}`,
+    ],
+    [
+      'Waiting for delivery',
+      `${fmtCount(waiting)} <span class="muted">(${fmtCount(b.pendingScans ?? 0)} not yet in a batch · ${fmtCount(inBatch)} in a batch being sent or processed)</span>`,
+    ],
+    [
+      'Held',
+      held
+        ? `<span class="err">${fmtCount(held)}</span> <span class="muted">(the service refused their batch; replay after fixing the cause)</span>`
+        : '0',
+    ],
+    [
+      'Oldest waiting',
+      b.oldestPendingAgeMs === null || b.oldestPendingAgeMs === undefined
+        ? '—'
+        : esc(fmtDuration(b.oldestPendingAgeMs)),
+    ],
     ['Size on disk', esc(fmtBytes(b.fileBytes))],
     ...(b.disk
       ? ([
           [
             'Disk',
             `${b.disk.freeBytes !== undefined ? `${esc(fmtBytes(b.disk.freeBytes))} free` : '—'} <span class="muted">(the audit yields below ${esc(fmtBytes(b.disk.lowFreeBytes))}; reserve ${b.disk.reserveReleased ? '<span class="err">released</span>' : esc(fmtBytes(b.disk.reserveBytes))})</span>` +
-              (b.disk.prunedEarlyScans > 0 ? `<div class="tile-s">${fmtCount(b.disk.prunedEarlyScans)} delivered scans pruned before the end of the audit period${b.disk.lastEarlyPrune ? `, last ${t(b.disk.lastEarlyPrune.at)}` : ''}</div>` : '') +
-              (b.disk.vacuumPending ? `<div class="muted">${esc(b.disk.vacuumPending)}</div>` : '') +
+              (b.disk.prunedEarlyScans > 0
+                ? `<div class="tile-s">${fmtCount(b.disk.prunedEarlyScans)} delivered scans pruned before the end of the audit period${b.disk.lastEarlyPrune ? `, last ${t(b.disk.lastEarlyPrune.at)}` : ''}</div>`
+                : '') +
+              (b.disk.vacuumPending
+                ? `<div class="muted">${esc(b.disk.vacuumPending)}</div>`
+                : '') +
               (b.disk.quotaTooLarge ? `<div class="err">${esc(b.disk.quotaTooLarge)}</div>` : ''),
           ],
         ] as [string, string][])
       : []),
     ...quota,
-    ['Intake', b.intakePaused ? pill('paused') + ' back-pressure: inputs that can wait are not reading' : pill('running')],
-    ['Scans by state', Object.keys(scans).length ? Object.entries(scans).map(([k, v]) => `${esc(k)} ${fmtCount(v)}`).join(' · ') : '—'],
-    ...(b.lastCommitError ? ([['Storing reads', `<span class="err">fails</span> since ${t(b.lastCommitError.at)}${techHtml(b.lastCommitError.message)}`]] as [string, string][]) : []),
+    [
+      'Intake',
+      b.intakePaused
+        ? pill('paused') + ' back-pressure: inputs that can wait are not reading'
+        : pill('running'),
+    ],
+    [
+      'Scans by state',
+      Object.keys(scans).length
+        ? Object.entries(scans)
+            .map(([k, v]) => `${esc(k)} ${fmtCount(v)}`)
+            .join(' · ')
+        : '—',
+    ],
+    ...(b.lastCommitError
+      ? ([
+          [
+            'Storing reads',
+            `<span class="err">fails</span> since ${t(b.lastCommitError.at)}${techHtml(b.lastCommitError.message)}`,
+          ],
+        ] as [string, string][])
+      : []),
     ['File', `<code>${esc(b.path)}</code>`],
   ]);
   return cardHtml('Buffer', buffer);
@@ -193,7 +331,9 @@ export function deliveryCard(s: GatewayStatus): string {
   const t = statusClock(s);
   const d = s.delivery ?? {};
   const token = d.token;
-  const checks = d.statusChecks as { consecutiveFailures?: number; lastError?: { message?: string; at?: string; code?: string } } | undefined;
+  const checks = d.statusChecks as
+    | { consecutiveFailures?: number; lastError?: { message?: string; at?: string; code?: string } }
+    | undefined;
   const uploads =
     d.circuit === 'open'
       ? `${pill('stopped')} after ${esc(d.consecutiveFailures ?? 0)} failures in a row${d.nextRetryAt ? `; next try ${t(d.nextRetryAt, true)}` : ''}`
@@ -202,7 +342,8 @@ export function deliveryCard(s: GatewayStatus): string {
         : d.circuit === 'closed'
           ? `${pill('flowing')}${d.consecutiveFailures ? ` (${esc(d.consecutiveFailures)} failed, retried)` : ''}`
           : '—';
-  const lastError = d.lastError as { message?: string; at?: string; batchId?: number; code?: string } | undefined;
+  const lastError = d.lastError as
+    { message?: string; at?: string; batchId?: number; code?: string } | undefined;
   const delivery = factsHtml([
     ['Mode', esc(d.mode ?? '—')],
     ['Uploads', uploads],
@@ -220,7 +361,12 @@ export function deliveryCard(s: GatewayStatus): string {
         ? `<span class="err">${esc(checks.consecutiveFailures)} failed in a row</span>${checks.lastError?.code ? ` <code class="pcode">${esc(checks.lastError.code)}</code>` : ''}${techHtml(checks.lastError?.message)}`
         : 'answered',
     ],
-    ['Access token', token ? `${token.expiresAt ? `expires ${t(token.expiresAt, true)}` : 'none held'} · ${esc(token.refreshes)} obtained` : '—'],
+    [
+      'Access token',
+      token
+        ? `${token.expiresAt ? `expires ${t(token.expiresAt, true)}` : 'none held'} · ${esc(token.refreshes)} obtained`
+        : '—',
+    ],
     ['Possible duplicates', fmtCount(d.possibleDuplicates ?? 0)],
   ]);
   return cardHtml('Delivery', delivery);
@@ -232,7 +378,10 @@ export function batchesCard(s: GatewayStatus): string {
   const batches = tableHtml(
     ['Batch', 'Request id', 'Mode', 'Scans', 'Bytes', 'State', 'Failures', 'Created'],
     (s.batches ?? []).map((x) => {
-      const state = x.upstreamState && (x.state === 'done' || x.state === 'uploaded') ? x.upstreamState : x.state;
+      const state =
+        x.upstreamState && (x.state === 'done' || x.state === 'uploaded')
+          ? x.upstreamState
+          : x.state;
       const err = x.lastError && x.state !== 'done' ? techHtml(x.lastError) : '';
       return [
         esc(x.id),
@@ -271,18 +420,53 @@ export function problemsCard(s: GatewayStatus): string {
 /** The open container sessions card, when the status has sessions; otherwise nothing. */
 export function sessionsCard(s: GatewayStatus): string {
   const tz = s.site?.timezone ?? 'UTC';
-  return Array.isArray(s.sessions) ? cardHtml('Open container sessions', genericTableHtml(s.sessions, 'No open sessions.', tz), 'wide') : '';
+  return Array.isArray(s.sessions)
+    ? cardHtml(
+        'Open container sessions',
+        genericTableHtml(s.sessions, 'No open sessions.', tz),
+        'wide',
+      )
+    : '';
 }
 
 /** A card for each status field the page has no layout for (parts may add fields), shown generically. */
 export function extraCards(s: GatewayStatus): string {
   const tz = s.site?.timezone ?? 'UTC';
-  const known = ['state', 'reasons', 'healthProblems', 'recent', 'phase', 'generatedAt', 'site', 'version', 'startedAt', 'uptimeSec', 'config', 'buffer', 'delivery', 'inputs', 'batches', 'problems', 'sessions', 'admin', 'listener', 'ha'];
+  const known = [
+    'state',
+    'reasons',
+    'healthProblems',
+    'recent',
+    'phase',
+    'generatedAt',
+    'site',
+    'version',
+    'startedAt',
+    'uptimeSec',
+    'config',
+    'buffer',
+    'delivery',
+    'inputs',
+    'batches',
+    'problems',
+    'sessions',
+    'admin',
+    'listener',
+    'ha',
+  ];
   return Object.keys(s)
     .filter((k) => !known.includes(k) && s[k] !== null && typeof s[k] === 'object')
     .map((k) => {
       const v = s[k];
-      return cardHtml(titleOf(k), Array.isArray(v) ? genericTableHtml(v, 'None.', tz) : factsHtml(Object.entries(v as object).map(([fk, fv]) => [titleOf(fk), valueHtml(fv, tz, 1)])), 'wide');
+      return cardHtml(
+        titleOf(k),
+        Array.isArray(v)
+          ? genericTableHtml(v, 'None.', tz)
+          : factsHtml(
+              Object.entries(v as object).map(([fk, fv]) => [titleOf(fk), valueHtml(fv, tz, 1)]),
+            ),
+        'wide',
+      );
     })
     .join('');
 }
@@ -310,4 +494,3 @@ export function configCard(s: GatewayStatus): string {
   ]);
   return cardHtml('Configuration', config, 'wide');
 }
-

@@ -11,7 +11,10 @@ import { C0_NAMES } from '../format/printable.js';
 
 /** HTML-escapes any value for text and for double- or single-quoted attributes. */
 export function esc(value: unknown): string {
-  return String(value ?? '').replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] ?? c);
+  return String(value ?? '').replace(
+    /[&<>"']/g,
+    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] ?? c,
+  );
 }
 
 /** The names of the control bytes 0x00–0x1f: printable.ts's, so the page names a byte as the CLI and the logs do. */
@@ -30,7 +33,10 @@ export function shown(text: unknown): string {
 // station screen's script), where this module's constant does not exist. So that source carries
 // the names themselves, as JSON written from printable.ts's table: one table, in every page.
 Object.defineProperty(shown, 'toString', {
-  value: () => Function.prototype.toString.call(shown).replace(/\bCONTROL_NAMES\b/g, () => JSON.stringify(CONTROL_NAMES)),
+  value: () =>
+    Function.prototype.toString
+      .call(shown)
+      .replace(/\bCONTROL_NAMES\b/g, () => JSON.stringify(CONTROL_NAMES)),
 });
 
 /** Escaped printable text with the `<GS>`-style markers set apart, so a separator is visible at a glance. */
@@ -96,7 +102,11 @@ export function timeHtml(iso: unknown, nowMs: number, timeZone: string, future?:
   const today = fmtTime(new Date(nowMs).toISOString(), timeZone).slice(0, 10);
   const text = full.startsWith(today) ? full.slice(11) : full;
   const delta = future ? t - nowMs : nowMs - t;
-  const rel = future ? (delta > 0 ? `in ${fmtDuration(delta)}` : 'due') : `${fmtDuration(delta)} ago`;
+  const rel = future
+    ? delta > 0
+      ? `in ${fmtDuration(delta)}`
+      : 'due'
+    : `${fmtDuration(delta)} ago`;
   return `<time datetime="${esc(new Date(t).toISOString())}" title="${esc(full)} (${esc(timeZone)})">${esc(text)}</time> <span class="ago">${esc(rel)}</span>`;
 }
 
@@ -104,20 +114,52 @@ export function timeHtml(iso: unknown, nowMs: number, timeZone: string, future?:
 export function pill(state: unknown): string {
   const s = String(state ?? 'unknown');
   const good = ['ok', 'up', 'closed', 'Success', 'running', 'yes', 'flowing'];
-  const warn = ['degraded', 'starting', 'connecting', 'paused', 'half-open', 'ready', 'uploading', 'presigned', 'uploaded', 'Received', 'InProgress', 'HasFailures', 'stopping', 'open session', 'trying again'];
+  const warn = [
+    'degraded',
+    'starting',
+    'connecting',
+    'paused',
+    'half-open',
+    'ready',
+    'uploading',
+    'presigned',
+    'uploaded',
+    'Received',
+    'InProgress',
+    'HasFailures',
+    'stopping',
+    'open session',
+    'trying again',
+  ];
   const bad = ['down', 'open', 'Failed', 'held', 'NotFound', 'stopped', 'failed', 'rejected'];
-  const cls = good.includes(s) ? 'good' : warn.includes(s) ? 'warn' : bad.includes(s) ? 'bad' : 'neutral';
+  const cls = good.includes(s)
+    ? 'good'
+    : warn.includes(s)
+      ? 'warn'
+      : bad.includes(s)
+        ? 'bad'
+        : 'neutral';
   return `<span class="pill ${cls}">${esc(s)}</span>`;
 }
 
 /** A table; `rows` are already-escaped HTML cells. */
-export function tableHtml(headers: string[], rows: string[][], empty: string, numeric?: number[]): string {
+export function tableHtml(
+  headers: string[],
+  rows: string[][],
+  empty: string,
+  numeric?: number[],
+): string {
   if (rows.length === 0) return `<p class="muted empty">${esc(empty)}</p>`;
   const num = numeric ?? [];
-  const th = headers.map((h, i) => `<th${num.includes(i) ? ' class="num"' : ''}>${esc(h)}</th>`).join('');
+  const th = headers
+    .map((h, i) => `<th${num.includes(i) ? ' class="num"' : ''}>${esc(h)}</th>`)
+    .join('');
   // data-label: on a phone each row becomes a small card, every cell labelled with its column.
   const body = rows
-    .map((r) => `<tr>${r.map((c, i) => `<td data-label="${esc(headers[i])}"${num.includes(i) ? ' class="num"' : ''}>${c}</td>`).join('')}</tr>`)
+    .map(
+      (r) =>
+        `<tr>${r.map((c, i) => `<td data-label="${esc(headers[i])}"${num.includes(i) ? ' class="num"' : ''}>${c}</td>`).join('')}</tr>`,
+    )
     .join('');
   return `<div class="scroll"><table><thead><tr>${th}</tr></thead><tbody>${body}</tbody></table></div>`;
 }
@@ -134,7 +176,11 @@ export function originText(origin: unknown): string {
     }
   }
   // Content hashes identify a file for the gateway, not for a person reading the page.
-  if (value && typeof value === 'object') return Object.entries(value as object).filter(([k]) => !/sha|hash/i.test(k)).map(([k, v]) => `${k} ${String(v)}`).join(' · ');
+  if (value && typeof value === 'object')
+    return Object.entries(value as object)
+      .filter(([k]) => !/sha|hash/i.test(k))
+      .map(([k, v]) => `${k} ${String(v)}`)
+      .join(' · ');
   return String(value);
 }
 
@@ -155,7 +201,8 @@ export function valueHtml(v: unknown, timeZone?: string, depth?: number): string
   if (typeof v === 'boolean') return v ? 'yes' : 'no';
   if (Array.isArray(v)) {
     if (v.length === 0) return '<span class="muted">none</span>';
-    if (v.every((x) => typeof x !== 'object' || x === null)) return v.map((x) => valueHtml(x, timeZone, level + 1)).join(', ');
+    if (v.every((x) => typeof x !== 'object' || x === null))
+      return v.map((x) => valueHtml(x, timeZone, level + 1)).join(', ');
     if (level >= 3) return '<span class="muted">…</span>';
     return genericTableHtml(v, 'None.', timeZone, level + 1);
   }
@@ -165,7 +212,8 @@ export function valueHtml(v: unknown, timeZone?: string, depth?: number): string
     if (level >= 3) return '<span class="muted">…</span>';
     return factsHtml(entries.map(([k, x]) => [titleOf(k), valueHtml(x, timeZone, level + 1)]));
   }
-  if (typeof v === 'string' && timeZone && /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/.test(v)) return esc(fmtTime(v, timeZone));
+  if (typeof v === 'string' && timeZone && /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/.test(v))
+    return esc(fmtTime(v, timeZone));
   if (typeof v === 'number') return fmtCount(v);
   return esc(shown(v));
 }
@@ -190,13 +238,25 @@ export function techHtml(detail: unknown): string {
  */
 export function reasonHtml(reason: unknown): string {
   const text = String(reason ?? '');
-  const m = /^(?:GET|POST|PUT|PATCH|DELETE) \S+ answered HTTP (\d{3})(?: \(([\s\S]*)\))?$/.exec(text);
+  const m = /^(?:GET|POST|PUT|PATCH|DELETE) \S+ answered HTTP (\d{3})(?: \(([\s\S]*)\))?$/.exec(
+    text,
+  );
   if (!m) return `<span class="reason">${esc(text)}</span>`;
   return `<span class="reason">The service refused the upload (HTTP ${esc(m[1])})${m[2] ? `: ${esc(m[2])}` : ''}</span>${techHtml(text)}`;
 }
 
 /** One health problem: the sentence, its code, what to do, since when, and the technical detail folded away. */
-export function problemHtml(p: { code?: unknown; severity?: unknown; sentence?: unknown; hint?: unknown; since?: unknown; detail?: unknown }, t: (iso: unknown) => string): string {
+export function problemHtml(
+  p: {
+    code?: unknown;
+    severity?: unknown;
+    sentence?: unknown;
+    hint?: unknown;
+    since?: unknown;
+    detail?: unknown;
+  },
+  t: (iso: unknown) => string,
+): string {
   return (
     `<li class="problem ${esc(p.severity)}"><span class="sentence">${esc(p.sentence)}</span> <code class="pcode">${esc(p.code)}</code>` +
     `${p.since ? ` <span class="since">since ${t(p.since)}</span>` : ''}` +
@@ -206,7 +266,10 @@ export function problemHtml(p: { code?: unknown; severity?: unknown; sentence?: 
 
 /** `containerSessions` → `Container sessions`, for fields the page shows generically. */
 export function titleOf(key: string): string {
-  const words = key.replace(/([a-z0-9])([A-Z])/g, '$1 $2').replace(/[_-]+/g, ' ').toLowerCase();
+  const words = key
+    .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+    .replace(/[_-]+/g, ' ')
+    .toLowerCase();
   return words.charAt(0).toUpperCase() + words.slice(1);
 }
 
@@ -217,11 +280,22 @@ export function fmtCount(n: unknown): string {
 }
 
 /** A list of objects as a table with the union of their keys (cells as readable values, see {@link valueHtml}). */
-export function genericTableHtml(items: unknown[], empty: string, timeZone?: string, depth?: number): string {
-  const objects = items.filter((i): i is Record<string, unknown> => typeof i === 'object' && i !== null);
+export function genericTableHtml(
+  items: unknown[],
+  empty: string,
+  timeZone?: string,
+  depth?: number,
+): string {
+  const objects = items.filter(
+    (i): i is Record<string, unknown> => typeof i === 'object' && i !== null,
+  );
   const keys: string[] = [];
   for (const o of objects) for (const k of Object.keys(o)) if (!keys.includes(k)) keys.push(k);
-  return tableHtml(keys.map(titleOf), objects.map((o) => keys.map((k) => valueHtml(o[k], timeZone, (depth ?? 0) + 1))), empty);
+  return tableHtml(
+    keys.map(titleOf),
+    objects.map((o) => keys.map((k) => valueHtml(o[k], timeZone, (depth ?? 0) + 1))),
+    empty,
+  );
 }
 
 /** A titled card of the page; `body` is already-escaped HTML. */

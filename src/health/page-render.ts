@@ -82,11 +82,18 @@ export function renderMain(s: GatewayStatus): string {
 export function stationMain(s: StationSnapshot): string {
   const tz = s.timezone;
   const last = s.last[0];
-  const verdictText = { taken: 'TAKEN', refused: 'REFUSED', duplicate: 'ALREADY SCANNED', noRead: 'NO READ' } as Record<string, string>;
+  const verdictText = {
+    taken: 'TAKEN',
+    refused: 'REFUSED',
+    duplicate: 'ALREADY SCANNED',
+    noRead: 'NO READ',
+  } as Record<string, string>;
   const hero = last
     ? `<section class="hero ${esc(last.verdict)}" id="last" data-read="${esc(last.id)}"><div class="verdict">${esc(verdictText[last.verdict] ?? last.verdict)}</div>` +
       `<div class="ref">${rawHtml(last.text)}</div>` +
-      (last.verdict === 'taken' ? '' : `<div class="words">${esc(last.words ?? '')}</div><div class="hint">${esc(last.hint ?? '')}</div>`) +
+      (last.verdict === 'taken'
+        ? ''
+        : `<div class="words">${esc(last.words ?? '')}</div><div class="hint">${esc(last.hint ?? '')}</div>`) +
       `<div class="meta">${esc(fmtTime(last.at, tz).slice(11))} · ${esc(last.inputId)}${last.reason ? ` · <span class="tech">${esc(last.reason)}</span>` : ''}</div></section>`
     : '<section class="hero idle" id="last"><div class="verdict">WAITING</div><div class="words">No scan at this station in the buffer yet.</div></section>';
   const d = s.delivery;

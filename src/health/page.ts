@@ -168,7 +168,8 @@ if (form) {
 
 const SCRIPT = `"use strict";\n${RENDER_FUNCTIONS.map((f) => f.toString()).join('\n')}\n${CLIENT}`;
 
-const hash = (text: string) => `'sha256-${createHash('sha256').update(text, 'utf8').digest('base64')}'`;
+const hash = (text: string) =>
+  `'sha256-${createHash('sha256').update(text, 'utf8').digest('base64')}'`;
 
 /**
  * Content-Security-Policy of a page of the gateway (the health page, the station screen): only its
@@ -194,10 +195,16 @@ export const PAGE_CSP = inlineOnlyCsp(SCRIPT, STYLE);
 export const PAGE_SCRIPT = SCRIPT;
 
 const ADMIN_LABELS: Record<string, [string, string]> = {
-  retry: ['Retry now', 'Send waiting batches and poll statuses now, without waiting for the backoff'],
+  retry: [
+    'Retry now',
+    'Send waiting batches and poll statuses now, without waiting for the backoff',
+  ],
   pause: ['Pause delivery', 'Stop uploading (intake goes on, scans wait in the buffer)'],
   resume: ['Resume delivery', 'Start uploading again'],
-  replay: ['Replay failed scans', 'Map every failed scan again with the current configuration and queue it'],
+  replay: [
+    'Replay failed scans',
+    'Map every failed scan again with the current configuration and queue it',
+  ],
 };
 
 /** The whole page for `status`. */
@@ -216,7 +223,8 @@ export function renderPage(status: GatewayStatus): string {
           })
           .join('') +
         `<p id="admin-result" class="result muted" role="status"></p></form></section></div>`;
-  return `<!doctype html>
+  return (
+    `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -237,5 +245,6 @@ ${admin}
 <script>${SCRIPT}</script>
 </body>
 </html>
-`;
+`
+  );
 }

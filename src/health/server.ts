@@ -1,11 +1,21 @@
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
 import type { HaStatusView } from './page-ha.js';
 import { Counter, Gauge } from 'prom-client';
 import { DEFAULT_HTTP_LIMITS, type HttpLimitsConfig } from '../config/schema.js';
 import { scrubValue, type Logger } from '../log.js';
 import { readTokenMatches, registerAdminRoutes, type AdminActions } from './admin.js';
 import { hostAllowList } from '../listener/host-check.js';
-import { capConnections, listenerOptions, tlsListenerOptions } from '../listener/listener-limits.js';
+import {
+  capConnections,
+  listenerOptions,
+  tlsListenerOptions,
+} from '../listener/listener-limits.js';
 import { clientCertRefusal, type ListenerTls } from '../listener/listener-tls.js';
 import type { Server as TlsServer } from 'node:tls';
 import { shareConnections } from '../listener/connection-share.js';
@@ -120,9 +130,15 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     forceCloseConnections: true,
   };
   // The same routes, hooks and limits either way; only the node server under them differs.
-  const app = tls ? (Fastify({ ...base, ...tlsListenerOptions(limits, tls.serverOptions()) }) as unknown as FastifyInstance) : Fastify({ ...base, ...listenerOptions(limits) });
+  const app = tls
+    ? (Fastify({
+        ...base,
+        ...tlsListenerOptions(limits, tls.serverOptions()),
+      }) as unknown as FastifyInstance)
+    : Fastify({ ...base, ...listenerOptions(limits) });
   tls?.attach(app.server as unknown as TlsServer);
-  if (tls && options.metrics) registerListenerTlsMetrics(options.metrics.registry, () => tls.status(Date.now()));
+  if (tls && options.metrics)
+    registerListenerTlsMetrics(options.metrics.registry, () => tls.status(Date.now()));
   const intervalMs = options.refusalLogIntervalMs ?? REFUSAL_LOG_INTERVAL_MS;
   const refusedName = 'scan_gateway_http_refused_total';
   const refused = options.metrics
@@ -137,19 +153,31 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
   const count = (reason: string) => refused?.inc({ reason });
   const hostLog = new RefusalLog(logger, 'request with a foreign Host header refused', intervalMs);
   const readLog = new RefusalLog(logger, 'read call refused: no valid read token', intervalMs);
-  const capLog = new RefusalLog(logger, 'connection refused: the connection cap is reached', intervalMs);
+  const capLog = new RefusalLog(
+    logger,
+    'connection refused: the connection cap is reached',
+    intervalMs,
+  );
   capConnections(app.server, limits, (remote) => {
     count('connection_cap');
     capLog.note({ remote, maxConnections: limits.maxConnections });
   });
-  const shareLog = new RefusalLog(logger, 'connection closed: the client address holds its share of connections', intervalMs);
+  const shareLog = new RefusalLog(
+    logger,
+    'connection closed: the client address holds its share of connections',
+    intervalMs,
+  );
   const perClient = Math.min(limits.maxConnectionsPerClient, limits.maxConnections);
   shareConnections(app.server, {
     perClient,
     graceMs: limits.connectionGraceMs,
     onClose: (remote, action) => {
       count('client_connections');
-      shareLog.note({ remote, maxConnectionsPerClient: perClient, closed: action === 'shed' ? 'the longest-waiting idle connection' : 'the new connection' });
+      shareLog.note({
+        remote,
+        maxConnectionsPerClient: perClient,
+        closed: action === 'shed' ? 'the longest-waiting idle connection' : 'the new connection',
+      });
     },
   });
   if (tls) {
@@ -158,16 +186,23 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     // line tells the operator why a screen stays blank.
     const handshakeLog = new RefusalLog(logger, 'TLS handshake failed', intervalMs);
     app.addHook('onClose', async () => handshakeLog.flush());
-    (app.server as unknown as TlsServer).on('tlsClientError', (err: Error & { code?: string }, socket) => {
-      const remote = socket.remoteAddress ?? 'unknown';
-      socket.destroy();
-      // A client that hung up before its handshake (a shed idle socket, a closed tab) refused nothing.
-      if (err.code === 'ECONNRESET' || err.code === 'EPIPE') return;
-      count('tls_handshake');
-      handshakeLog.note({ remote, why: err.code ?? err.message.slice(0, 200) });
-    });
+    (app.server as unknown as TlsServer).on(
+      'tlsClientError',
+      (err: Error & { code?: string }, socket) => {
+        const remote = socket.remoteAddress ?? 'unknown';
+        socket.destroy();
+        // A client that hung up before its handshake (a shed idle socket, a closed tab) refused nothing.
+        if (err.code === 'ECONNRESET' || err.code === 'EPIPE') return;
+        count('tls_handshake');
+        handshakeLog.note({ remote, why: err.code ?? err.message.slice(0, 200) });
+      },
+    );
   }
-  const lookupLog = new RefusalLog(logger, 'item lookup refused: too many lookups running and waiting', intervalMs);
+  const lookupLog = new RefusalLog(
+    logger,
+    'item lookup refused: too many lookups running and waiting',
+    intervalMs,
+  );
   const streamLog = new RefusalLog(logger, 'station stream refused or closed', intervalMs);
   app.addHook('onClose', async () => {
     for (const l of [hostLog, readLog, capLog, shareLog, lookupLog, streamLog]) l.flush();
@@ -179,7 +214,11 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     const host = request.headers.host;
     if (hostAllowed(host)) return undefined;
     count('host');
-    hostLog.note({ remote: request.ip, host: host === undefined ? null : host.slice(0, 100), url: request.url.split('?')[0]?.slice(0, 100) });
+    hostLog.note({
+      remote: request.ip,
+      host: host === undefined ? null : host.slice(0, 100),
+      url: request.url.split('?')[0]?.slice(0, 100),
+    });
     return reply.code(421).send({
       statusCode: 421,
       error: 'Misdirected Request',
@@ -190,7 +229,11 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
   // work without; the ingest route is refused here, before its token is even looked at.
   const certRefused = new WeakSet<FastifyRequest>();
   if (tls?.clientCertificates) {
-    const certLog = new RefusalLog(logger, 'ingest call refused: no accepted client certificate', intervalMs);
+    const certLog = new RefusalLog(
+      logger,
+      'ingest call refused: no accepted client certificate',
+      intervalMs,
+    );
     app.addHook('onClose', async () => certLog.flush());
     app.addHook('onRequest', async (request, reply) => {
       // The path of src/inputs/http/ingest-routes.ts, not imported: that module loads only with an http input.
@@ -200,7 +243,11 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
       certRefused.add(request);
       count('ingest_client_cert');
       certLog.note({ remote: request.ip, status: refusal.statusCode, why: refusal.message });
-      return reply.code(refusal.statusCode).send({ statusCode: refusal.statusCode, error: refusal.statusCode === 401 ? 'Unauthorized' : 'Forbidden', message: refusal.message });
+      return reply.code(refusal.statusCode).send({
+        statusCode: refusal.statusCode,
+        error: refusal.statusCode === 401 ? 'Unauthorized' : 'Forbidden',
+        message: refusal.message,
+      });
     });
   }
   app.addHook('onSend', async (_request, reply) => {
@@ -208,29 +255,54 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
   });
   const scrub = options.scrub;
   // Every route below shows the status through this: nothing the gateway knows as a secret leaves.
-  const status = scrub ? () => scrubValue(options.status(), scrub) as GatewayStatus : options.status;
+  const status = scrub
+    ? () => scrubValue(options.status(), scrub) as GatewayStatus
+    : options.status;
 
   // Every 401 counted by what it guarded, the ingest route's (registered by the input) included.
   app.addHook('onResponse', async (request, reply) => {
     if (reply.statusCode !== 401 || certRefused.has(request)) return;
     const path = request.url.split('?')[0] ?? '';
-    count(path.startsWith('/api/v1/admin/') ? 'admin_token' : path === '/api/v1/reads' ? 'ingest_token' : 'read_token');
+    count(
+      path.startsWith('/api/v1/admin/')
+        ? 'admin_token'
+        : path === '/api/v1/reads'
+          ? 'ingest_token'
+          : 'read_token',
+    );
   });
 
   const readToken = options.readToken;
-  const readAllowed = (request: FastifyRequest) => readToken === undefined || readTokenMatches(readToken, request.headers.authorization);
+  const readAllowed = (request: FastifyRequest) =>
+    readToken === undefined || readTokenMatches(readToken, request.headers.authorization);
   const guardRead = async (request: FastifyRequest, reply: FastifyReply) => {
     if (readAllowed(request)) return undefined;
-    readLog.note({ remote: request.ip, url: request.url.split('?')[0]?.slice(0, 100), given: request.headers.authorization === undefined ? 'no token' : 'wrong token' });
+    readLog.note({
+      remote: request.ip,
+      url: request.url.split('?')[0]?.slice(0, 100),
+      given: request.headers.authorization === undefined ? 'no token' : 'wrong token',
+    });
     // Two challenges: a browser prompts for Basic (user name: anything, password: the token); scripts send Bearer.
     return reply
       .code(401)
-      .header('www-authenticate', ['Basic realm="scan-gateway", charset="UTF-8"', 'Bearer realm="scan-gateway"'])
-      .send({ statusCode: 401, error: 'Unauthorized', message: 'a read token is required: Authorization: Bearer <token>, or HTTP Basic with the token as password' });
+      .header('www-authenticate', [
+        'Basic realm="scan-gateway", charset="UTF-8"',
+        'Bearer realm="scan-gateway"',
+      ])
+      .send({
+        statusCode: 401,
+        error: 'Unauthorized',
+        message:
+          'a read token is required: Authorization: Bearer <token>, or HTTP Basic with the token as password',
+      });
   };
 
   app.get('/', { onRequest: guardRead }, async (_request, reply) => {
-    return reply.type('text/html; charset=utf-8').header('content-security-policy', PAGE_CSP).header('x-frame-options', 'DENY').send(renderPage(status()));
+    return reply
+      .type('text/html; charset=utf-8')
+      .header('content-security-policy', PAGE_CSP)
+      .header('x-frame-options', 'DENY')
+      .send(renderPage(status()));
   });
 
   // Open to probes; without the read token (when one is configured) only the state.
@@ -244,7 +316,11 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     const body = {
       status: s.state,
       reasons: s.reasons,
-      problems: (s.healthProblems ?? []).map((p) => ({ code: p.code, severity: p.severity, sentence: p.sentence })),
+      problems: (s.healthProblems ?? []).map((p) => ({
+        code: p.code,
+        severity: p.severity,
+        sentence: p.sentence,
+      })),
       // `pendingScans` keeps its v1 meaning: waiting for delivery (not in a batch yet, or in one the service has not finished).
       pendingScans: s.buffer.undeliveredScans,
       waitingScans: s.buffer.undeliveredScans,
@@ -256,7 +332,12 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
       rejectedReadsLastHour: s.recent?.rejections ?? 0,
       filesRefusedLastHour: s.recent?.filesRefused ?? 0,
       lastSuccessfulUploadAt: s.delivery.lastSuccessAt ?? null,
-      inputs: s.inputs.map((i) => ({ id: i.id, type: i.type, state: i.state, ...(i.lastError ? { lastError: i.lastError } : {}) })),
+      inputs: s.inputs.map((i) => ({
+        id: i.id,
+        type: i.type,
+        state: i.state,
+        ...(i.lastError ? { lastError: i.lastError } : {}),
+      })),
       ...(s.ha ? { ha: haSummary(s.ha as HaStatusView) } : {}),
     };
     return reply.code(code).send(body);
@@ -267,7 +348,9 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
   app.get('/api/v1/ha/leader', async (_request, reply) => {
     const ha = status().ha as HaStatusView | undefined;
     if (!ha) return reply.code(503).send({ leader: false, ha: false });
-    return reply.code(ha.role === 'leader' ? 200 : 503).send({ leader: ha.role === 'leader', ...haSummary(ha) });
+    return reply
+      .code(ha.role === 'leader' ? 200 : 503)
+      .send({ leader: ha.role === 'leader', ...haSummary(ha) });
   });
 
   app.get('/readyz', async (_req, reply) => {
@@ -280,11 +363,18 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
   const items = options.items;
   if (items) {
     const tooLong = (reply: FastifyReply) =>
-      reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: `a reference is at most ${MAX_ITEM_REFERENCE} characters` });
+      reply.code(400).send({
+        statusCode: 400,
+        error: 'Bad Request',
+        message: `a reference is at most ${MAX_ITEM_REFERENCE} characters`,
+      });
     // A lookup is tens of ms of SQLite and JSON work for a wide item, done in a thread of its own:
     // `maxItemLookups` at once and a bounded line behind them, so a burst of lookups holds bounded
     // memory and work, and the excess is refused at once.
-    const lookups = new WorkQueue({ concurrency: limits.maxItemLookups, maxWaiting: limits.maxQueuedItemLookups });
+    const lookups = new WorkQueue({
+      concurrency: limits.maxItemLookups,
+      maxWaiting: limits.maxQueuedItemLookups,
+    });
     const lookup = async (request: FastifyRequest, reply: FastifyReply, question: ItemQuestion) => {
       const job = lookups.run(() => {
         // A client gone while waiting: nothing to answer, no work to do.
@@ -293,48 +383,90 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
       });
       if (!job) {
         count('item_lookups');
-        lookupLog.note({ remote: request.ip, running: lookups.running, waiting: lookups.waiting, maxQueuedItemLookups: limits.maxQueuedItemLookups });
-        return reply
-          .code(429)
-          .header('retry-after', '1')
-          .send({ statusCode: 429, error: 'Too Many Requests', message: 'too many item lookups are running and waiting; try again in a second' });
+        lookupLog.note({
+          remote: request.ip,
+          running: lookups.running,
+          waiting: lookups.waiting,
+          maxQueuedItemLookups: limits.maxQueuedItemLookups,
+        });
+        return reply.code(429).header('retry-after', '1').send({
+          statusCode: 429,
+          error: 'Too Many Requests',
+          message: 'too many item lookups are running and waiting; try again in a second',
+        });
       }
       let done: ItemAnswer | undefined;
       try {
         done = await job;
       } catch (err) {
         if (!(err instanceof LookupUnavailable)) throw err;
-        return reply.code(503).header('retry-after', '1').send({ statusCode: 503, error: 'Service Unavailable', message: err.message });
+        return reply
+          .code(503)
+          .header('retry-after', '1')
+          .send({ statusCode: 503, error: 'Service Unavailable', message: err.message });
       }
       if (!done) return reply.hijack();
-      return reply.code(done.code).type('application/json; charset=utf-8').send(scrub ? scrubJson(done.json, scrub) : done.json);
+      return reply
+        .code(done.code)
+        .type('application/json; charset=utf-8')
+        .send(scrub ? scrubJson(done.json, scrub) : done.json);
     };
     // Same read token rules as the status: the trace shows raw reads.
     app.get('/api/v1/items', { onRequest: guardRead }, async (request, reply) => {
       const query = request.query as Record<string, unknown>;
       const prefix = String(query.prefix ?? '');
       const value = String(query.value ?? '');
-      if (prefix.length > MAX_ITEM_REFERENCE || value.length > MAX_ITEM_REFERENCE) return tooLong(reply);
+      if (prefix.length > MAX_ITEM_REFERENCE || value.length > MAX_ITEM_REFERENCE)
+        return tooLong(reply);
       if (value !== '') {
         const ai = query.ai === undefined ? undefined : String(query.ai);
         const cursor = query.cursor === undefined ? undefined : String(query.cursor);
         const limit = query.limit === undefined ? undefined : Number(query.limit);
-        const bad = (message: string) => reply.code(400).send({ statusCode: 400, error: 'Bad Request', message });
-        if (ai !== undefined && !/^\d{2,4}$/.test(ai)) return bad(`ai must be a GS1 Application Identifier of 2 to 4 digits (e.g. 21), got "${ai}"`);
-        if (cursor !== undefined && !/^\d{2,4}\.\d{1,15}$/.test(cursor)) return bad(`cursor must be the "next" of the previous page (e.g. 21.1234), got "${cursor}"`);
-        if (limit !== undefined && !(Number.isInteger(limit) && limit >= 1)) return bad(`limit must be a whole number of at least 1, got "${String(query.limit)}"`);
-        return lookup(request, reply, { kind: 'byValue', value, ...(ai !== undefined ? { ai } : {}), ...(limit !== undefined ? { limit } : {}), ...(cursor !== undefined ? { cursor } : {}) });
+        const bad = (message: string) =>
+          reply.code(400).send({ statusCode: 400, error: 'Bad Request', message });
+        if (ai !== undefined && !/^\d{2,4}$/.test(ai))
+          return bad(
+            `ai must be a GS1 Application Identifier of 2 to 4 digits (e.g. 21), got "${ai}"`,
+          );
+        if (cursor !== undefined && !/^\d{2,4}\.\d{1,15}$/.test(cursor))
+          return bad(
+            `cursor must be the "next" of the previous page (e.g. 21.1234), got "${cursor}"`,
+          );
+        if (limit !== undefined && !(Number.isInteger(limit) && limit >= 1))
+          return bad(`limit must be a whole number of at least 1, got "${String(query.limit)}"`);
+        return lookup(request, reply, {
+          kind: 'byValue',
+          value,
+          ...(ai !== undefined ? { ai } : {}),
+          ...(limit !== undefined ? { limit } : {}),
+          ...(cursor !== undefined ? { cursor } : {}),
+        });
       }
-      if (prefix === '') return reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: 'give ?prefix=<start of a reference> or ?value=<an AI value: serial, SSCC, lot, GTIN>, or ask for /api/v1/items/<reference>' });
+      if (prefix === '')
+        return reply.code(400).send({
+          statusCode: 400,
+          error: 'Bad Request',
+          message:
+            'give ?prefix=<start of a reference> or ?value=<an AI value: serial, SSCC, lot, GTIN>, or ask for /api/v1/items/<reference>',
+        });
       return lookup(request, reply, { kind: 'search', prefix });
     });
     // A wildcard: a reference may hold a slash (a GS1 Digital Link, a path-like serial).
     app.get('/api/v1/items/*', { onRequest: guardRead }, async (request, reply) => {
       const reference = (request.params as Record<string, string>)['*'] ?? '';
-      if (reference === '') return reply.code(400).send({ statusCode: 400, error: 'Bad Request', message: 'give the reference: /api/v1/items/<reference>' });
+      if (reference === '')
+        return reply.code(400).send({
+          statusCode: 400,
+          error: 'Bad Request',
+          message: 'give the reference: /api/v1/items/<reference>',
+        });
       if (reference.length > MAX_ITEM_REFERENCE) return tooLong(reply);
       const depth = Number((request.query as Record<string, unknown>).depth ?? Number.NaN);
-      return lookup(request, reply, { kind: 'trace', reference, ...(Number.isFinite(depth) ? { depth } : {}) });
+      return lookup(request, reply, {
+        kind: 'trace',
+        reference,
+        ...(Number.isFinite(depth) ? { depth } : {}),
+      });
     });
   }
 
@@ -345,11 +477,19 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
       stallMs: limits.stationStreamStallMs,
       onStalled: (remote, blockedMs) => {
         count('station_stalled');
-        streamLog.note({ remote, closed: 'its client did not take what was sent', blockedMs, stationStreamStallMs: limits.stationStreamStallMs });
+        streamLog.note({
+          remote,
+          closed: 'its client did not take what was sent',
+          blockedMs,
+          stationStreamStallMs: limits.stationStreamStallMs,
+        });
       },
       ...(scrub ? { scrub } : {}),
     });
-    if (options.metrics && !options.metrics.registry.getSingleMetric('scan_gateway_station_streams')) {
+    if (
+      options.metrics &&
+      !options.metrics.registry.getSingleMetric('scan_gateway_station_streams')
+    ) {
       new Gauge({
         name: 'scan_gateway_station_streams',
         help: 'Station screens open now (event streams of /station/<dcpKey>/events), at most 32.',
@@ -365,28 +505,53 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     app.get('/station/:dcpKey', { onRequest: guardRead }, async (request, reply) => {
       const { dcpKey } = request.params as { dcpKey: string };
       const snapshot = hub.snapshot(dcpKey);
-      reply.type('text/html; charset=utf-8').header('content-security-policy', STATION_CSP).header('x-frame-options', 'DENY');
+      reply
+        .type('text/html; charset=utf-8')
+        .header('content-security-policy', STATION_CSP)
+        .header('x-frame-options', 'DENY');
       if (!snapshot) return reply.code(404).send(renderUnknownStation(dcpKey, known()));
       return reply.send(renderStationPage(snapshot));
     });
     app.get('/station/:dcpKey/events', { onRequest: guardRead }, async (request, reply) => {
       const { dcpKey } = request.params as { dcpKey: string };
-      if (!hub.station(dcpKey)) return reply.code(404).send({ statusCode: 404, error: 'Not Found', message: `no DCP ${dcpKey} in the configuration; stations: ${known().join(', ')}` });
+      if (!hub.station(dcpKey))
+        return reply.code(404).send({
+          statusCode: 404,
+          error: 'Not Found',
+          message: `no DCP ${dcpKey} in the configuration; stations: ${known().join(', ')}`,
+        });
       if (hub.full) {
         count('station_streams');
-        return reply.code(503).header('retry-after', '30').send({ statusCode: 503, error: 'Service Unavailable', message: 'too many station screens are open; close one, or try again later' });
+        return reply.code(503).header('retry-after', '30').send({
+          statusCode: 503,
+          error: 'Service Unavailable',
+          message: 'too many station screens are open; close one, or try again later',
+        });
       }
       if (hub.fullFor(request.ip)) {
         count('client_station_streams');
-        streamLog.note({ remote: request.ip, reason: 'this address holds its share', maxStationStreamsPerClient: limits.maxStationStreamsPerClient });
+        streamLog.note({
+          remote: request.ip,
+          reason: 'this address holds its share',
+          maxStationStreamsPerClient: limits.maxStationStreamsPerClient,
+        });
         return reply
           .code(503)
           .header('retry-after', '30')
-          .send({ statusCode: 503, error: 'Service Unavailable', message: `this address has ${limits.maxStationStreamsPerClient} station screens open, its share; close one, or try again later` });
+          .send({
+            statusCode: 503,
+            error: 'Service Unavailable',
+            message: `this address has ${limits.maxStationStreamsPerClient} station screens open, its share; close one, or try again later`,
+          });
       }
       reply.hijack();
       const res = reply.raw;
-      res.writeHead(200, { ...COMMON_HEADERS, 'content-type': 'text/event-stream; charset=utf-8', connection: 'keep-alive', 'x-accel-buffering': 'no' });
+      res.writeHead(200, {
+        ...COMMON_HEADERS,
+        'content-type': 'text/event-stream; charset=utf-8',
+        connection: 'keep-alive',
+        'x-accel-buffering': 'no',
+      });
       if (!hub.open(dcpKey, res, request.ip)) res.end();
       return reply;
     });
@@ -394,10 +559,16 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
 
   const metrics = options.metrics;
   if (metrics) {
-    app.get('/metrics', { onRequest: guardRead }, async (_req, reply) => reply.type(metrics.contentType).send(await metrics.text()));
+    app.get('/metrics', { onRequest: guardRead }, async (_req, reply) =>
+      reply.type(metrics.contentType).send(await metrics.text()),
+    );
   }
 
-  const adminLog = new RefusalLog(options.logger.child({ component: 'admin' }), 'admin call refused', intervalMs);
+  const adminLog = new RefusalLog(
+    options.logger.child({ component: 'admin' }),
+    'admin call refused',
+    intervalMs,
+  );
   app.addHook('onClose', async () => adminLog.flush());
   registerAdminRoutes(app, {
     token: options.admin?.token,
@@ -411,11 +582,23 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
 const unavailable = () => {
   throw new GatewayError(ErrorCodes.INTERNAL, 'admin actions are not wired in this server');
 };
-const unavailableActions: AdminActions = { retry: unavailable, pause: unavailable, resume: unavailable };
+const unavailableActions: AdminActions = {
+  retry: unavailable,
+  pause: unavailable,
+  resume: unavailable,
+};
 
 /** The election in a few fields (healthz, the leader check). */
 function haSummary(ha: HaStatusView): Record<string, unknown> {
-  return { nodeId: ha.nodeId, role: ha.role, leaderNode: ha.leader ?? null, epoch: ha.epoch ?? null, etcdReachable: ha.etcd.reachable, lastTakeover: ha.lastTakeover ?? null, possibleDuplicates: ha.possibleDuplicates.reads };
+  return {
+    nodeId: ha.nodeId,
+    role: ha.role,
+    leaderNode: ha.leader ?? null,
+    epoch: ha.epoch ?? null,
+    etcdReachable: ha.etcd.reachable,
+    lastTakeover: ha.lastTakeover ?? null,
+    possibleDuplicates: ha.possibleDuplicates.reads,
+  };
 }
 
 /**
@@ -426,5 +609,7 @@ function haSummary(ha: HaStatusView): Record<string, unknown> {
  * the text, which the scrubber's whitespace does not match.
  */
 function scrubJson(json: string, scrub: (text: string) => string): string {
-  return scrub(json) === json && !/bearer/i.test(json) ? json : JSON.stringify(scrubValue(JSON.parse(json), scrub));
+  return scrub(json) === json && !/bearer/i.test(json)
+    ? json
+    : JSON.stringify(scrubValue(JSON.parse(json), scrub));
 }

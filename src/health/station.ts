@@ -4,7 +4,12 @@ import { stationKeys } from '../buffer/station.js';
 import { formatWireTime, zonedWallTimeToInstant } from '../format/time.js';
 import { scrubValue, type Logger } from '../log.js';
 import { plainWords } from './station-words.js';
-import { STATION_LAST, type StationDelivery, type StationReadView, type StationSnapshot } from './station-page.js';
+import {
+  STATION_LAST,
+  type StationDelivery,
+  type StationReadView,
+  type StationSnapshot,
+} from './station-page.js';
 import type { GatewayStatus } from './status.js';
 import type { Clock } from '../clock.js';
 
@@ -46,7 +51,11 @@ export interface Shift {
 }
 
 /** The shift running at `nowMs` in `timeZone`: the one with the latest start at or before now (yesterday's last one before today's first). */
-export function currentShift(shifts: readonly Shift[], nowMs: number, timeZone: string): { name: string; startsAt: string; endsAt: string } {
+export function currentShift(
+  shifts: readonly Shift[],
+  nowMs: number,
+  timeZone: string,
+): { name: string; startsAt: string; endsAt: string } {
   const wall = formatWireTime(new Date(nowMs), timeZone); // yyyy-MM-ddTHH:mm:ss
   const [year, month, day] = wall.slice(0, 10).split('-').map(Number) as [number, number, number];
   const starts: { name: string; at: number }[] = [];
@@ -54,7 +63,17 @@ export function currentShift(shifts: readonly Shift[], nowMs: number, timeZone: 
     const d = new Date(Date.UTC(year, month - 1, day + offset));
     for (const s of shifts) {
       const [hour, minute] = s.start.split(':').map(Number) as [number, number];
-      const at = zonedWallTimeToInstant({ year: d.getUTCFullYear(), month: d.getUTCMonth() + 1, day: d.getUTCDate(), hour, minute, second: 0 }, timeZone).getTime();
+      const at = zonedWallTimeToInstant(
+        {
+          year: d.getUTCFullYear(),
+          month: d.getUTCMonth() + 1,
+          day: d.getUTCDate(),
+          hour,
+          minute,
+          second: 0,
+        },
+        timeZone,
+      ).getTime();
       starts.push({ name: s.name, at });
     }
   }
@@ -63,7 +82,11 @@ export function currentShift(shifts: readonly Shift[], nowMs: number, timeZone: 
   while (i > 0 && starts[i]!.at > nowMs) i--;
   const cur = starts[i]!;
   const next = starts.find((s) => s.at > cur.at) ?? { at: cur.at + 86_400_000 };
-  return { name: cur.name, startsAt: new Date(cur.at).toISOString(), endsAt: new Date(next.at).toISOString() };
+  return {
+    name: cur.name,
+    startsAt: new Date(cur.at).toISOString(),
+    endsAt: new Date(next.at).toISOString(),
+  };
 }
 
 /** What the hub reads: the buffer's station queries, the configuration now, the status. */
@@ -87,7 +110,8 @@ function frame(event: string, data: unknown): string {
 export function stationDelivery(s: GatewayStatus): StationDelivery {
   const d = s.delivery;
   const waiting = s.buffer.undeliveredScans;
-  const failing = (d.circuit !== undefined && d.circuit !== 'closed') || (d.consecutiveFailures ?? 0) > 0;
+  const failing =
+    (d.circuit !== undefined && d.circuit !== 'closed') || (d.consecutiveFailures ?? 0) > 0;
   return {
     stalled: failing && waiting > 0,
     paused: d.paused === true,
@@ -98,8 +122,21 @@ export function stationDelivery(s: GatewayStatus): StationDelivery {
 
 /** A read as the screen shows it, with plain words for one not taken. */
 export function readView(r: StationRead): StationReadView {
-  const verdict = r.outcome === 'scan' ? 'taken' : r.outcome === 'rejected' ? 'refused' : r.outcome === 'duplicate' ? 'duplicate' : 'noRead';
-  const base = { id: r.id, at: r.receivedAt, verdict, text: r.reference ?? r.raw, inputId: r.inputId } as StationReadView;
+  const verdict =
+    r.outcome === 'scan'
+      ? 'taken'
+      : r.outcome === 'rejected'
+        ? 'refused'
+        : r.outcome === 'duplicate'
+          ? 'duplicate'
+          : 'noRead';
+  const base = {
+    id: r.id,
+    at: r.receivedAt,
+    verdict,
+    text: r.reference ?? r.raw,
+    inputId: r.inputId,
+  } as StationReadView;
   if (verdict === 'taken') return { ...base, scanState: r.scanState };
   const w = plainWords(r.outcome, r.reason);
   return { ...base, words: w.words, hint: w.hint, ...(r.reason ? { reason: r.reason } : {}) };
@@ -201,7 +238,12 @@ export class StationHub {
       timezone: site.timezone,
       dcp: { key: dcp.key, kind: dcp.kind },
       shift,
-      counts: { taken: counts.scan ?? 0, refused: counts.rejected ?? 0, duplicate: counts.duplicate ?? 0, noRead: counts.noRead ?? 0 },
+      counts: {
+        taken: counts.scan ?? 0,
+        refused: counts.rejected ?? 0,
+        duplicate: counts.duplicate ?? 0,
+        noRead: counts.noRead ?? 0,
+      },
       last: this.source.recent(keys, STATION_LAST).map(readView),
       delivery: stationDelivery(this.source.status()),
       generatedAt: new Date(nowMs).toISOString(),
@@ -264,10 +306,14 @@ export class StationHub {
       this.pollReads();
       const n = this.polls++;
       if (n % Math.max(1, Math.round(1000 / this.pollMs)) === 0) this.pollDelivery();
-      if (n > 0 && n % Math.max(1, Math.round(STATION_REFRESH_MS / this.pollMs)) === 0) this.refreshAll();
+      if (n > 0 && n % Math.max(1, Math.round(STATION_REFRESH_MS / this.pollMs)) === 0)
+        this.refreshAll();
     } catch (err) {
       // The buffer closing under a stop, or a busy moment: the next poll tries again.
-      this.logger.debug({ component: 'station', err: (err as Error).message }, 'station poll failed');
+      this.logger.debug(
+        { component: 'station', err: (err as Error).message },
+        'station poll failed',
+      );
     }
   }
 

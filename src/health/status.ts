@@ -119,7 +119,17 @@ export interface BufferStatus {
    * The disk guard (src/buffer/disk-guard.ts): free bytes on the buffer's file system, the mark
    * below which delivered scans are pruned early, the reserve, and how many were pruned early.
    */
-  disk?: { freeBytes?: number; lowFreeBytes: number; reserveBytes: number; reserveReleased: boolean; prunedEarlyScans: number; lastEarlyPrune?: { at: string; scans: number }; vacuumPending?: string; quotaTooLarge?: string; derivedQuotaBytes?: number };
+  disk?: {
+    freeBytes?: number;
+    lowFreeBytes: number;
+    reserveBytes: number;
+    reserveReleased: boolean;
+    prunedEarlyScans: number;
+    lastEarlyPrune?: { at: string; scans: number };
+    vacuumPending?: string;
+    quotaTooLarge?: string;
+    derivedQuotaBytes?: number;
+  };
   [extra: string]: unknown;
 }
 
@@ -154,7 +164,16 @@ export interface InputStatusView {
    * Since the gateway started: reads, scans, no-reads, rejections, duplicates, bytes, the last
    * read's time, and (MQTT) `redelivered`: resends of messages committed before, acknowledged only.
    */
-  counters?: { reads: number; scans: number; noReads: number; rejections: number; duplicates: number; redelivered?: number; bytes: number; lastReadAt?: string };
+  counters?: {
+    reads: number;
+    scans: number;
+    noReads: number;
+    rejections: number;
+    duplicates: number;
+    redelivered?: number;
+    bytes: number;
+    lastReadAt?: string;
+  };
   /** A file being read and committed in chunks (files input): its name, items committed so far, its size. */
   progress?: { file: string; rows: number; bytes: number; startedAt: string };
   [extra: string]: unknown;

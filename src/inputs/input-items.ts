@@ -23,7 +23,10 @@ export function rejectionItem(
     inputId,
     raw: Buffer.from(raw.subarray(0, REJECTION_RAW_MAX_BYTES)),
     receivedAt,
-    reason: raw.length > REJECTION_RAW_MAX_BYTES ? `${reason} (first ${REJECTION_RAW_MAX_BYTES} of ${raw.length} bytes kept)` : reason,
+    reason:
+      raw.length > REJECTION_RAW_MAX_BYTES
+        ? `${reason} (first ${REJECTION_RAW_MAX_BYTES} of ${raw.length} bytes kept)`
+        : reason,
     ...(origin ? { origin } : {}),
   };
   return { kind: 'rejection', rejection };

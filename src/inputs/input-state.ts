@@ -39,7 +39,9 @@ export class InputStateTracker {
       id: this.id,
       type: this.type,
       state: this.current,
-      ...(this.current === 'down' && this.lastError !== undefined ? { lastError: this.lastError, lastErrorAt: this.lastErrorAt } : {}),
+      ...(this.current === 'down' && this.lastError !== undefined
+        ? { lastError: this.lastError, lastErrorAt: this.lastErrorAt }
+        : {}),
       source: this.source,
     };
   }

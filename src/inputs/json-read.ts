@@ -9,7 +9,13 @@ import type { Read } from './types.js';
  */
 
 /** The field paths used when a configuration does not set them. */
-export const DEFAULT_JSON_FIELDS: JsonFieldsConfig = { code: 'code', time: 'ts', dcp: 'dcp', parents: 'parents', attributes: 'attributes' };
+export const DEFAULT_JSON_FIELDS: JsonFieldsConfig = {
+  code: 'code',
+  time: 'ts',
+  dcp: 'dcp',
+  parents: 'parents',
+  attributes: 'attributes',
+};
 
 /** The parts of a {@link Read} a JSON object supplies. */
 export interface JsonReadFields {
@@ -37,7 +43,10 @@ export type JsonReadResult =
  * `attributeFields` path, when present and not null, holds such a value too, taken under its key.
  * Other fields are ignored (readers add their own, such as `deviceId`).
  */
-export function jsonRead(value: unknown, paths: JsonFieldsConfig = DEFAULT_JSON_FIELDS): JsonReadResult {
+export function jsonRead(
+  value: unknown,
+  paths: JsonFieldsConfig = DEFAULT_JSON_FIELDS,
+): JsonReadResult {
   if (!isObject(value)) return fail('', `expected a JSON object, got ${describe(value)}`);
 
   const code = at(value, paths.code);
@@ -48,7 +57,8 @@ export function jsonRead(value: unknown, paths: JsonFieldsConfig = DEFAULT_JSON_
 
   const time = at(value, paths.time);
   if (time !== undefined && time !== null) {
-    if (typeof time !== 'string') return fail(paths.time, `must be ISO 8601 text, got ${describe(time)}`);
+    if (typeof time !== 'string')
+      return fail(paths.time, `must be ISO 8601 text, got ${describe(time)}`);
     if (time.trim() !== '') fields.sourceTime = time;
   }
 
@@ -66,7 +76,8 @@ export function jsonRead(value: unknown, paths: JsonFieldsConfig = DEFAULT_JSON_
     } else if (Array.isArray(parents)) {
       const list: string[] = [];
       for (const [i, p] of parents.entries()) {
-        if (typeof p !== 'string' || p.trim() === '') return fail(`${paths.parents}[${i}]`, `must be non-empty text, got ${describe(p)}`);
+        if (typeof p !== 'string' || p.trim() === '')
+          return fail(`${paths.parents}[${i}]`, `must be non-empty text, got ${describe(p)}`);
         list.push(p);
       }
       if (list.length > 0) fields.parents = list;
@@ -77,7 +88,8 @@ export function jsonRead(value: unknown, paths: JsonFieldsConfig = DEFAULT_JSON_
 
   const attributes = at(value, paths.attributes);
   if (attributes !== undefined && attributes !== null) {
-    if (!isObject(attributes)) return fail(paths.attributes, `must be an object, got ${describe(attributes)}`);
+    if (!isObject(attributes))
+      return fail(paths.attributes, `must be an object, got ${describe(attributes)}`);
     const out: Record<string, string> = {};
     for (const [k, v] of Object.entries(attributes)) {
       const path = `${paths.attributes}.${k}`;
@@ -96,8 +108,13 @@ export function jsonRead(value: unknown, paths: JsonFieldsConfig = DEFAULT_JSON_
     if (v === undefined || v === null) continue;
     let text: string;
     if (typeof v === 'string') text = v;
-    else if ((typeof v === 'number' && Number.isFinite(v)) || typeof v === 'boolean') text = String(v);
-    else return fail(path, `(attribute ${key}) must be text, a number or a boolean, got ${describe(v)}`);
+    else if ((typeof v === 'number' && Number.isFinite(v)) || typeof v === 'boolean')
+      text = String(v);
+    else
+      return fail(
+        path,
+        `(attribute ${key}) must be text, a number or a boolean, got ${describe(v)}`,
+      );
     fields.attributes = { ...fields.attributes, [key]: text };
   }
   return { ok: true, fields };
@@ -146,7 +163,8 @@ function isObject(value: unknown): value is Record<string, unknown> {
 function describe(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'a list';
-  if (typeof value === 'string') return `text ${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)}`;
+  if (typeof value === 'string')
+    return `text ${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)}`;
   if (typeof value === 'object') return 'an object';
   return `${typeof value} ${String(value)}`;
 }

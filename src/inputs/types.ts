@@ -45,7 +45,8 @@ export interface InputRejection {
   origin?: Record<string, string | number>;
 }
 
-export type IntakeItem = { kind: 'read'; read: Read } | { kind: 'rejection'; rejection: InputRejection };
+export type IntakeItem =
+  { kind: 'read'; read: Read } | { kind: 'rejection'; rejection: InputRejection };
 
 /** Options of a submit beyond the items. */
 export interface SubmitOptions {

@@ -40,7 +40,8 @@ export class IntakeDuplicates {
    */
   rebuild(writes: IntakeWrites, mapping: MappingContext): number {
     const windows = new Map<string, number>();
-    for (const [key, dcp] of mapping.dcps) if (dcp.duplicateWindowMs > 0) windows.set(key, dcp.duplicateWindowMs);
+    for (const [key, dcp] of mapping.dcps)
+      if (dcp.duplicateWindowMs > 0) windows.set(key, dcp.duplicateWindowMs);
     if (windows.size === 0) return 0;
     const nowMs = this.now();
     const horizon = nowMs - Math.max(...windows.values());
@@ -54,7 +55,11 @@ export class IntakeDuplicates {
       this.window.restore(r.dcpKey, r.reference, Date.parse(r.timeUtc), windowMs);
       restored++;
     }
-    if (restored > 0) this.logger.info({ references: restored }, 'duplicate window rebuilt from the scans committed within it');
+    if (restored > 0)
+      this.logger.info(
+        { references: restored },
+        'duplicate window rebuilt from the scans committed within it',
+      );
     return restored;
   }
 

@@ -1,9 +1,21 @@
 import { ErrorCodes, GatewayError, isDiskFull } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { FileChunk, FileProgress, IntakeItem, IntakeSink, SubmitOptions, SubmitResult } from '../inputs/types.js';
+import type {
+  FileChunk,
+  FileProgress,
+  IntakeItem,
+  IntakeSink,
+  SubmitOptions,
+  SubmitResult,
+} from '../inputs/types.js';
 import { mapRead, type MappingContext } from '../mapping/map-read.js';
 import type { IntakeWrites } from '../buffer/intake-writes.js';
-import type { BufferStore, CommittedFile, CommittedMessage, IntakeRecord } from '../buffer/store.js';
+import type {
+  BufferStore,
+  CommittedFile,
+  CommittedMessage,
+  IntakeRecord,
+} from '../buffer/store.js';
 import type { Clock } from '../clock.js';
 import { IntakeDuplicates, type TakenReference } from './duplicates.js';
 import type { IntakeFence } from './fence.js';
@@ -154,7 +166,8 @@ export class Intake implements IntakeSink {
 
   /** The buffer's intake side. @throws GatewayError `SCANGW_E_NOT_RUNNING` before {@link open}. */
   private get writes(): IntakeWrites {
-    if (!this.opened) throw new GatewayError(ErrorCodes.NOT_RUNNING, 'intake is not open yet', { retryable: true });
+    if (!this.opened)
+      throw new GatewayError(ErrorCodes.NOT_RUNNING, 'intake is not open yet', { retryable: true });
     return this.opened;
   }
 
@@ -180,13 +193,30 @@ export class Intake implements IntakeSink {
    * once intake is closed.
    */
   submit(items: IntakeItem[], options: SubmitOptions = {}): Promise<SubmitResult> {
-    if (this.closed) return Promise.reject(new GatewayError(ErrorCodes.NOT_RUNNING, 'intake is closed', { retryable: true }));
-    if (!this.opened) return Promise.reject(new GatewayError(ErrorCodes.NOT_RUNNING, 'intake is not open yet', { retryable: true }));
-    const pending: Pending = { records: [], scans: 0, scanBytes: 0, taken: [], resolve: () => {}, reject: () => {} };
+    if (this.closed)
+      return Promise.reject(
+        new GatewayError(ErrorCodes.NOT_RUNNING, 'intake is closed', { retryable: true }),
+      );
+    if (!this.opened)
+      return Promise.reject(
+        new GatewayError(ErrorCodes.NOT_RUNNING, 'intake is not open yet', { retryable: true }),
+      );
+    const pending: Pending = {
+      records: [],
+      scans: 0,
+      scanBytes: 0,
+      taken: [],
+      resolve: () => {},
+      reject: () => {},
+    };
     const first = items[0];
     if (options.fileHash !== undefined && first) {
       const inputId = first.kind === 'read' ? first.read.inputId : first.rejection.inputId;
-      pending.file = { inputId, hash: options.fileHash, ...(options.fileName !== undefined ? { name: options.fileName } : {}) };
+      pending.file = {
+        inputId,
+        hash: options.fileHash,
+        ...(options.fileName !== undefined ? { name: options.fileName } : {}),
+      };
     }
     if (options.message !== undefined && first) {
       const inputId = first.kind === 'read' ? first.read.inputId : first.rejection.inputId;
@@ -201,7 +231,8 @@ export class Intake implements IntakeSink {
     this.queue.push(pending);
     if (this.timer === undefined) {
       const windowMs = this.options.groupWindowMs ?? 0;
-      this.timer = windowMs > 0 ? setTimeout(() => this.flush(), windowMs) : setImmediate(() => this.flush());
+      this.timer =
+        windowMs > 0 ? setTimeout(() => this.flush(), windowMs) : setImmediate(() => this.flush());
     }
     return done;
   }
@@ -220,7 +251,10 @@ export class Intake implements IntakeSink {
     if (!c) return false;
     const writes = this.writes;
     if (c.remember && writes.knownFile(c.inputId, c.hash)) return true;
-    return p.records.length > 0 && (writes.fileProgress(c.inputId, c.hash) ?? 0) >= c.itemsBefore + p.records.length;
+    return (
+      p.records.length > 0 &&
+      (writes.fileProgress(c.inputId, c.hash) ?? 0) >= c.itemsBefore + p.records.length
+    );
   }
 
   private toRecord(item: IntakeItem, pending: Pending): IntakeRecord {
@@ -238,7 +272,12 @@ export class Intake implements IntakeSink {
     }
     const read = item.read;
     // One object per read, filled in place: this runs for every read (no spread copies).
-    const record: IntakeRecord = { inputId: read.inputId, receivedAt: read.receivedAt, raw: read.raw, outcome: 'scan' };
+    const record: IntakeRecord = {
+      inputId: read.inputId,
+      receivedAt: read.receivedAt,
+      raw: read.raw,
+      outcome: 'scan',
+    };
     if (read.sourceTime !== undefined) record.sourceTime = read.sourceTime;
     if (read.dcpKey !== undefined) record.dcpKey = read.dcpKey;
     if (read.parents && read.parents.length > 0) record.parents = read.parents;
@@ -263,7 +302,12 @@ export class Intake implements IntakeSink {
       record.reason = `same reference at ${scan.dcpKey} within ${window} ms`;
       return record;
     }
-    if (window > 0) pending.taken.push({ dcpKey: scan.dcpKey, reference: scan.reference, atMs: instant.getTime() });
+    if (window > 0)
+      pending.taken.push({
+        dcpKey: scan.dcpKey,
+        reference: scan.reference,
+        atMs: instant.getTime(),
+      });
     // A flagged time stamp (timeCheck) and the rule's attributes not sent are kept as the read's
     // reason (trace shows it as a note); the scan is sent all the same.
     const notes = [...(result.timeWarning ? [result.timeWarning] : []), ...(result.notes ?? [])];
@@ -274,7 +318,14 @@ export class Intake implements IntakeSink {
     pending.scans++;
     pending.scanBytes += bytes;
     // The mapping parsed the read already: its elements spare the buffer a second parse.
-    record.scan = { reference: scan.reference, dcpKey: scan.dcpKey, instant, body, bytes, gs1: result.barcode.kind === 'gs1' ? result.barcode.elements : [] };
+    record.scan = {
+      reference: scan.reference,
+      dcpKey: scan.dcpKey,
+      instant,
+      body,
+      bytes,
+      gs1: result.barcode.kind === 'gs1' ? result.barcode.elements : [],
+    };
     return record;
   }
 
@@ -317,7 +368,10 @@ export class Intake implements IntakeSink {
       this.dedupe.forget(p.taken);
       p.reject(refusal);
     }
-    this.options.logger.warn({ submits: queued.length, reason: why }, 'reads refused: this node may not take reads now; not acknowledged, the source sends them again');
+    this.options.logger.warn(
+      { submits: queued.length, reason: why },
+      'reads refused: this node may not take reads now; not acknowledged, the source sends them again',
+    );
     return true;
   }
 
@@ -362,13 +416,19 @@ export class Intake implements IntakeSink {
       if (p.file && writes.knownFile(p.file.inputId, p.file.hash)) {
         // Committed before (a crash came between the commit and the file's move): acknowledge only.
         this.dedupe.forget(p.taken);
-        logger.warn({ inputId: p.file.inputId, file: p.file.name, hash: p.file.hash }, 'file with this content was stored before; not stored again');
+        logger.warn(
+          { inputId: p.file.inputId, file: p.file.name, hash: p.file.hash },
+          'file with this content was stored before; not stored again',
+        );
         p.resolve(outcomesOf(p));
         continue;
       }
       if (this.chunkCommittedBefore(p)) {
         this.dedupe.forget(p.taken);
-        logger.warn({ inputId: p.chunk?.inputId, file: p.chunk?.name, hash: p.chunk?.hash }, 'chunk of a file was stored before; not stored again');
+        logger.warn(
+          { inputId: p.chunk?.inputId, file: p.chunk?.name, hash: p.chunk?.hash },
+          'chunk of a file was stored before; not stored again',
+        );
         p.resolve(outcomesOf(p));
         continue;
       }
@@ -406,14 +466,24 @@ export class Intake implements IntakeSink {
       if (p.file) return [{ ...p.file, items: p.records.length }];
       const c = p.chunk;
       if (!c) return [];
-      return [{ inputId: c.inputId, hash: c.hash, name: c.name, items: c.itemsBefore + p.records.length, inProgress: !c.final, remember: c.remember }];
+      return [
+        {
+          inputId: c.inputId,
+          hash: c.hash,
+          name: c.name,
+          items: c.itemsBefore + p.records.length,
+          inProgress: !c.final,
+          remember: c.remember,
+        },
+      ];
     });
     const messages = group.flatMap((p) => (p.message ? [p.message] : []));
     const fence = this.options.fence;
     if (fence) {
       // The broker's resend after a takeover: the dead leader may have committed it before it
       // could acknowledge (at most its in-flight window), and its identity is in that node's buffer.
-      for (const p of group) if (p.message?.dup) for (const r of p.records) r.possibleDuplicate = true;
+      for (const p of group)
+        if (p.message?.dup) for (const r of p.records) r.possibleDuplicate = true;
     }
     try {
       writes.commitIntake(records, this.now(), files, messages, fence?.epoch());
@@ -421,13 +491,21 @@ export class Intake implements IntakeSink {
       // Nothing was written: forget the references taken so the source's retry is not a duplicate.
       for (const p of group) this.dedupe.forget(p.taken);
       const diskFull = isDiskFull(err);
-      this.lastCommitError = { message: (err as Error).message, at: new Date(this.now()).toISOString() };
+      this.lastCommitError = {
+        message: (err as Error).message,
+        at: new Date(this.now()).toISOString(),
+      };
       gate?.commitFailed(err);
       fence?.commitFailed(err);
-      logger.error({ err, reads: records.length, diskFull }, 'commit of reads failed; sources are not acknowledged');
+      logger.error(
+        { err, reads: records.length, diskFull },
+        'commit of reads failed; sources are not acknowledged',
+      );
       const refusal = new GatewayError(
         diskFull ? ErrorCodes.BUFFER_DISK_FULL : ErrorCodes.BUFFER,
-        diskFull ? `the buffer's disk is full: ${(err as Error).message}` : `commit of reads failed: ${(err as Error).message}`,
+        diskFull
+          ? `the buffer's disk is full: ${(err as Error).message}`
+          : `commit of reads failed: ${(err as Error).message}`,
         { cause: err, retryable: true },
       );
       for (const p of group) p.reject(refusal);
@@ -463,14 +541,19 @@ export class Intake implements IntakeSink {
   /** See {@link IntakeSink.forgetMessages}. */
   forgetMessages(inputId: string): void {
     const removed = this.writes.forgetMessages(inputId);
-    if (removed > 0) this.options.logger.info({ inputId, removed }, 'broker holds no session for this input: its message identities are forgotten');
+    if (removed > 0)
+      this.options.logger.info(
+        { inputId, removed },
+        'broker holds no session for this input: its message identities are forgotten',
+      );
   }
 
   /** The input's counters; undefined for an input no longer configured once {@link MAX_COUNTED_INPUTS} are counted. */
   private countersOf(inputId: string): Counters | undefined {
     let c = this.counters.get(inputId);
     if (!c) {
-      if (this.counters.size >= MAX_COUNTED_INPUTS && !this.mapping.inputs.has(inputId)) return undefined;
+      if (this.counters.size >= MAX_COUNTED_INPUTS && !this.mapping.inputs.has(inputId))
+        return undefined;
       c = emptyCounters();
       this.counters.set(inputId, c);
     }
@@ -478,13 +561,21 @@ export class Intake implements IntakeSink {
   }
 
   /** Counts the rule attributes a read did not get, and logs each input's attribute once. */
-  private noteNotSent(inputId: string, rule: string | undefined, notes: string[], record: IntakeRecord): void {
+  private noteNotSent(
+    inputId: string,
+    rule: string | undefined,
+    notes: string[],
+    record: IntakeRecord,
+  ): void {
     this.notSent.set(record, notes.length);
     for (const note of notes) {
       const key = `${inputId}\u0000${note.slice(0, note.indexOf(':'))}`;
       if (this.loggedNotSent.has(key) || this.loggedNotSent.size >= MAX_LOGGED_NOT_SENT) continue;
       this.loggedNotSent.add(key);
-      this.options.logger.warn({ inputId, rule, note: this.scrub(note) }, 'a rule attribute had no value and was not sent (logged once per input and attribute; each read keeps the note)');
+      this.options.logger.warn(
+        { inputId, rule, note: this.scrub(note) },
+        'a rule attribute had no value and was not sent (logged once per input and attribute; each read keeps the note)',
+      );
     }
   }
 
@@ -508,7 +599,12 @@ export class Intake implements IntakeSink {
 }
 
 function outcomesOf(p: Pending): SubmitResult {
-  return { outcomes: p.records.map((r) => ({ outcome: r.outcome, ...(r.reason !== undefined ? { reason: r.reason } : {}) })) };
+  return {
+    outcomes: p.records.map((r) => ({
+      outcome: r.outcome,
+      ...(r.reason !== undefined ? { reason: r.reason } : {}),
+    })),
+  };
 }
 
 /** The counters as kept: the time of the last read as received, formatted by {@link Intake.countersFor}. */

@@ -49,7 +49,10 @@ interface Tracked {
  * Only when every connection of the address has a request in flight (bounded by the request
  * timeout, the lookup queue, the stream caps) is the new connection refused.
  */
-export function shareConnections(server: Server | TlsServer, options: ConnectionShareOptions): { connections(remote: string): number } {
+export function shareConnections(
+  server: Server | TlsServer,
+  options: ConnectionShareOptions,
+): { connections(remote: string): number } {
   const perClient = Math.max(1, options.perClient);
   const now = options.now ?? systemClock;
   const byAddress = new Map<string, Set<Tracked>>();
@@ -57,7 +60,8 @@ export function shareConnections(server: Server | TlsServer, options: Connection
   // Over TLS a request's socket is the TLS socket wrapped around the accepted one: found by its
   // peer's address and port, which it shares with the accepted socket.
   const byPeer = new Map<string, Tracked>();
-  const peerKey = (s: { remoteAddress?: string | undefined; remotePort?: number | undefined }) => `${s.remoteAddress ?? ''}|${s.remotePort ?? ''}`;
+  const peerKey = (s: { remoteAddress?: string | undefined; remotePort?: number | undefined }) =>
+    `${s.remoteAddress ?? ''}|${s.remotePort ?? ''}`;
 
   const forget = (remote: string, t: Tracked) => {
     const set = byAddress.get(remote);

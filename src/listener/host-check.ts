@@ -27,7 +27,10 @@ export function isLoopbackHost(host: string): boolean {
  *
  * @returns a predicate over the raw `Host` header value (undefined = no header: refused).
  */
-export function hostAllowList(listenHost: string, extra: readonly string[] = []): (host: string | undefined) => boolean {
+export function hostAllowList(
+  listenHost: string,
+  extra: readonly string[] = [],
+): (host: string | undefined) => boolean {
   const names = new Set<string>();
   const withPort = new Set<string>();
   const add = (entry: string) => {
@@ -39,7 +42,8 @@ export function hostAllowList(listenHost: string, extra: readonly string[] = [])
   if (isWildcardHost(listenHost)) {
     add(hostname());
     for (const list of Object.values(networkInterfaces())) {
-      for (const a of list ?? []) add(a.family === 'IPv6' ? `[${a.address.replace(/%.*$/, '')}]` : a.address);
+      for (const a of list ?? [])
+        add(a.family === 'IPv6' ? `[${a.address.replace(/%.*$/, '')}]` : a.address);
     }
   } else {
     add(listenHost.includes(':') && !listenHost.startsWith('[') ? `[${listenHost}]` : listenHost);

@@ -47,7 +47,14 @@ function nodeServerLimits(limits: HttpLimitsConfig) {
  * the cap as soon as it is accepted, before reading a byte (no answer: nothing is parsed yet), and
  * `onDrop` hears of it with the peer's address.
  */
-export function capConnections(server: Server | TlsServer, limits: HttpLimitsConfig, onDrop?: (remote: string) => void): void {
+export function capConnections(
+  server: Server | TlsServer,
+  limits: HttpLimitsConfig,
+  onDrop?: (remote: string) => void,
+): void {
   server.maxConnections = limits.maxConnections;
-  if (onDrop) server.on('drop', (data?: { remoteAddress?: string }) => onDrop(data?.remoteAddress ?? 'unknown'));
+  if (onDrop)
+    server.on('drop', (data?: { remoteAddress?: string }) =>
+      onDrop(data?.remoteAddress ?? 'unknown'),
+    );
 }

@@ -5,7 +5,13 @@ import type { Server as TlsServer, TLSSocket } from 'node:tls';
 import { type Clock, systemClock } from '../clock.js';
 import { ErrorCodes, GatewayError, isGatewayError } from '../errors.js';
 import type { HttpTlsConfig } from '../config/schema.js';
-import { daysLeft, readListenerTls, validityProblem, type ListenerCertificate, type ListenerTlsMaterial } from '../config/tls-files.js';
+import {
+  daysLeft,
+  readListenerTls,
+  validityProblem,
+  type ListenerCertificate,
+  type ListenerTlsMaterial,
+} from '../config/tls-files.js';
 import type { Logger } from '../log.js';
 
 /** What the status shows of the local server's TLS (`listener.tls`). Never key material. */
@@ -76,7 +82,11 @@ export class ListenerTls {
     const material = readListenerTls(this.options.tls);
     this.take(material);
     const invalid = validityProblem(material.certificate, this.now());
-    if (invalid) this.options.logger.warn({ component: 'http', certFile: this.options.tls.certFile }, `served all the same: ${invalid}; clients will refuse it until it is renewed`);
+    if (invalid)
+      this.options.logger.warn(
+        { component: 'http', certFile: this.options.tls.certFile },
+        `served all the same: ${invalid}; clients will refuse it until it is renewed`,
+      );
   }
 
   /**
@@ -85,9 +95,21 @@ export class ListenerTls {
    * without one; ingest checks it per request ({@link clientCertRefusal}).
    * @throws GatewayError `SCANGW_E_INTERNAL` before {@link load}.
    */
-  serverOptions(): { cert: string; key: string; ca?: string; requestCert: boolean; rejectUnauthorized: boolean } {
+  serverOptions(): {
+    cert: string;
+    key: string;
+    ca?: string;
+    requestCert: boolean;
+    rejectUnauthorized: boolean;
+  } {
     const m = this.loaded();
-    return { cert: m.cert, key: m.key, ...(m.clientCa ? { ca: m.clientCa } : {}), requestCert: m.clientCa !== undefined, rejectUnauthorized: false };
+    return {
+      cert: m.cert,
+      key: m.key,
+      ...(m.clientCa ? { ca: m.clientCa } : {}),
+      requestCert: m.clientCa !== undefined,
+      rejectUnauthorized: false,
+    };
   }
 
   /** The server a reload applies the pair to. */
@@ -98,14 +120,26 @@ export class ListenerTls {
   /** Watches the folders of the files; a change reloads after the debounce. Failing to watch is logged: SIGHUP still works. */
   watch(): void {
     const { tls, logger } = this.options;
-    const folders = new Set([tls.certFile, tls.keyFile, tls.caFile, tls.clientCaFile].filter((f): f is string => f !== undefined).map((f) => dirname(f)));
+    const folders = new Set(
+      [tls.certFile, tls.keyFile, tls.caFile, tls.clientCaFile]
+        .filter((f): f is string => f !== undefined)
+        .map((f) => dirname(f)),
+    );
     for (const folder of folders) {
       try {
         const w = watch(folder, { persistent: false }, () => this.schedule());
-        w.on('error', (err) => logger.warn({ component: 'http', err, folder }, 'watching the TLS files failed; reload them with SIGHUP'));
+        w.on('error', (err) =>
+          logger.warn(
+            { component: 'http', err, folder },
+            'watching the TLS files failed; reload them with SIGHUP',
+          ),
+        );
         this.watchers.push(w);
       } catch (err) {
-        logger.warn({ component: 'http', err, folder }, 'cannot watch the TLS files; reload them with SIGHUP');
+        logger.warn(
+          { component: 'http', err, folder },
+          'cannot watch the TLS files; reload them with SIGHUP',
+        );
       }
     }
   }
@@ -122,15 +156,26 @@ export class ListenerTls {
       material = readListenerTls(this.options.tls);
       if (hashOf(material) === this.hash) return 'unchanged';
       const invalid = validityProblem(material.certificate, this.now());
-      if (invalid) throw new GatewayError(ErrorCodes.LISTENER_TLS, `http.tls.certFile ${this.options.tls.certFile}: ${invalid}`);
-      this.server?.setSecureContext({ cert: material.cert, key: material.key, ...(material.clientCa ? { ca: material.clientCa } : {}) });
+      if (invalid)
+        throw new GatewayError(
+          ErrorCodes.LISTENER_TLS,
+          `http.tls.certFile ${this.options.tls.certFile}: ${invalid}`,
+        );
+      this.server?.setSecureContext({
+        cert: material.cert,
+        key: material.key,
+        ...(material.clientCa ? { ca: material.clientCa } : {}),
+      });
     } catch (err) {
       this.reloads.refused += 1;
       const message = err instanceof Error ? err.message : String(err);
       this.lastRefusal = { at: new Date(this.now()).toISOString(), message };
       // An expected refusal is one line with its code; only an unexpected error keeps its stack.
       const why = isGatewayError(err) ? { code: err.code, why: message } : { err };
-      log.error({ component: 'http', reason, ...why, served: this.material?.certificate.serialNumber }, 'TLS certificate reload refused; the served certificate stays');
+      log.error(
+        { component: 'http', reason, ...why, served: this.material?.certificate.serialNumber },
+        'TLS certificate reload refused; the served certificate stays',
+      );
       return 'refused';
     }
     const before = this.material?.certificate.serialNumber;
@@ -138,7 +183,17 @@ export class ListenerTls {
     this.reloads.applied += 1;
     this.lastRefusal = undefined;
     const c = material.certificate;
-    log.info({ component: 'http', reason, serial: c.serialNumber, previous: before, validTo: c.validTo, subject: c.subject }, 'TLS certificate reloaded: new connections get it');
+    log.info(
+      {
+        component: 'http',
+        reason,
+        serial: c.serialNumber,
+        previous: before,
+        validTo: c.validTo,
+        subject: c.subject,
+      },
+      'TLS certificate reloaded: new connections get it',
+    );
     return 'applied';
   }
 
@@ -170,7 +225,11 @@ export class ListenerTls {
   }
 
   private loaded(): ListenerTlsMaterial {
-    if (!this.material) throw new GatewayError(ErrorCodes.INTERNAL, 'the TLS files were not loaded before the server was built');
+    if (!this.material)
+      throw new GatewayError(
+        ErrorCodes.INTERNAL,
+        'the TLS files were not loaded before the server was built',
+      );
     return this.material;
   }
 
@@ -185,7 +244,13 @@ export class ListenerTls {
 }
 
 function hashOf(m: ListenerTlsMaterial): string {
-  return createHash('sha256').update(m.cert).update('\0').update(m.key).update('\0').update(m.clientCa ?? '').digest('hex');
+  return createHash('sha256')
+    .update(m.cert)
+    .update('\0')
+    .update(m.key)
+    .update('\0')
+    .update(m.clientCa ?? '')
+    .digest('hex');
 }
 
 /**
@@ -193,14 +258,24 @@ function hashOf(m: ListenerTlsMaterial): string {
  * the client presented none (or the connection is not TLS), 403 when the one presented is not
  * signed by `http.tls.clientCaFile` (or has ended); undefined when it is accepted.
  */
-export function clientCertRefusal(socket: unknown): { statusCode: 401 | 403; message: string } | undefined {
+export function clientCertRefusal(
+  socket: unknown,
+): { statusCode: 401 | 403; message: string } | undefined {
   const s = socket as Partial<TLSSocket>;
-  if (typeof s.getPeerCertificate !== 'function') return { statusCode: 401, message: 'ingest requires a client certificate over TLS' };
+  if (typeof s.getPeerCertificate !== 'function')
+    return { statusCode: 401, message: 'ingest requires a client certificate over TLS' };
   const peer = s.getPeerCertificate();
   if (!peer || Object.keys(peer).length === 0) {
-    return { statusCode: 401, message: 'ingest requires a client certificate signed by the CA of http.tls.clientCaFile; the client presented none' };
+    return {
+      statusCode: 401,
+      message:
+        'ingest requires a client certificate signed by the CA of http.tls.clientCaFile; the client presented none',
+    };
   }
   if (s.authorized) return undefined;
   const who = `${peer.subject?.CN ? `CN=${String(peer.subject.CN)}, ` : ''}serial ${peer.serialNumber ?? '?'}`;
-  return { statusCode: 403, message: `the client certificate (${who}) is not accepted for ingest: ${String(s.authorizationError ?? 'not signed by the CA of http.tls.clientCaFile')}` };
+  return {
+    statusCode: 403,
+    message: `the client certificate (${who}) is not accepted for ingest: ${String(s.authorizationError ?? 'not signed by the CA of http.tls.clientCaFile')}`,
+  };
 }

@@ -41,7 +41,11 @@ export class WorkQueue {
    * @returns undefined, having queued nothing, when `concurrency` jobs run and `maxWaiting` wait.
    */
   run<T>(work: () => T | Promise<T>): Promise<T> | undefined {
-    if (this.queue.pending + this.queue.size >= Math.max(1, this.options.concurrency) + this.options.maxWaiting) return undefined;
+    if (
+      this.queue.pending + this.queue.size >=
+      Math.max(1, this.options.concurrency) + this.options.maxWaiting
+    )
+      return undefined;
     return this.queue.add(async () => {
       await new Promise<void>((resolve) => setImmediate(resolve));
       return work();

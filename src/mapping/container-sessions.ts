@@ -73,7 +73,14 @@ export class ContainerSessions {
    * Opens `parent` at the station, replacing (closing) an open one, and answers the parent it
    * replaced. A new session past `max` open ones is refused (`opened: false`, with the reason).
    */
-  open(container: string, per: 'input' | 'dcp', station: string, parent: string, atMs: number, idleTimeoutMs: number): OpenResult {
+  open(
+    container: string,
+    per: 'input' | 'dcp',
+    station: string,
+    parent: string,
+    atMs: number,
+    idleTimeoutMs: number,
+  ): OpenResult {
     this.maybeSweep(atMs);
     const previous = this.current(container, station, atMs);
     if (!previous && this.sessions.size >= this.max) {
@@ -86,7 +93,16 @@ export class ContainerSessions {
         };
       }
     }
-    this.sessions.set(keyOf(container, station), { container, per, station, parent, openedAtMs: atMs, lastReadAtMs: atMs, reads: 0, idleTimeoutMs });
+    this.sessions.set(keyOf(container, station), {
+      container,
+      per,
+      station,
+      parent,
+      openedAtMs: atMs,
+      lastReadAtMs: atMs,
+      reads: 0,
+      idleTimeoutMs,
+    });
     return previous ? { opened: true, replaced: previous.parent } : { opened: true };
   }
 
@@ -139,7 +155,9 @@ export class ContainerSessions {
         idleTimeoutMs: s.idleTimeoutMs,
       });
     }
-    return out.sort((a, b) => a.container.localeCompare(b.container) || a.station.localeCompare(b.station));
+    return out.sort(
+      (a, b) => a.container.localeCompare(b.container) || a.station.localeCompare(b.station),
+    );
   }
 
   /**
@@ -147,7 +165,10 @@ export class ContainerSessions {
    * exist with the same `per`, so a reload does not cut the reads of an open pallet from their
    * parent. `settings` gives the new idle timeout of a container, or undefined when it is gone.
    */
-  adopt(previous: ContainerSessions, settings: (container: string) => { per: 'input' | 'dcp'; idleTimeoutMs: number } | undefined): void {
+  adopt(
+    previous: ContainerSessions,
+    settings: (container: string) => { per: 'input' | 'dcp'; idleTimeoutMs: number } | undefined,
+  ): void {
     for (const [k, s] of previous.sessions) {
       if (this.sessions.size >= this.max) break;
       const now = settings(s.container);

@@ -1,10 +1,28 @@
 import type { DcpConfig, GatewayConfig, InputConfig, TimeCheckConfig } from '../config/schema.js';
 import type { Read } from '../inputs/types.js';
 import type { Scan } from '@scan-gateway/contract';
-import { ContainerSessions, MAX_OPEN_CONTAINERS, type OpenContainer } from './container-sessions.js';
-import { parseBarcode, stripSymbologyIdentifier, type BarcodeParse, type Gs1Element } from '../gs1/index.js';
+import {
+  ContainerSessions,
+  MAX_OPEN_CONTAINERS,
+  type OpenContainer,
+} from './container-sessions.js';
+import {
+  parseBarcode,
+  stripSymbologyIdentifier,
+  type BarcodeParse,
+  type Gs1Element,
+} from '../gs1/index.js';
 import type { MapOutcome } from './outcome.js';
-import { compileContainer, compileRule, DEFAULT_RULE_NAME, defaultRule, inScope, type CompiledContainer, type CompiledRule, type Groups } from './rules.js';
+import {
+  compileContainer,
+  compileRule,
+  DEFAULT_RULE_NAME,
+  defaultRule,
+  inScope,
+  type CompiledContainer,
+  type CompiledRule,
+  type Groups,
+} from './rules.js';
 import { formatWireTime, parseSourceTime } from '../format/time.js';
 import type { CompiledValue, LookupTables, ReadView } from './value-source.js';
 
@@ -71,7 +89,9 @@ export class Mapper {
     const stations = new Set<string>();
     for (const r of config.rules) {
       const lookup = typeof r.dcp === 'object' ? r.dcp.lookup : undefined;
-      if (lookup !== undefined) for (const k of Object.keys(config.lookups[lookup] ?? {})) if (!this.dcps.has(k)) stations.add(k);
+      if (lookup !== undefined)
+        for (const k of Object.keys(config.lookups[lookup] ?? {}))
+          if (!this.dcps.has(k)) stations.add(k);
     }
     this.stations = stations;
     const lookups: LookupTables = config.lookups;
@@ -90,12 +110,28 @@ export class Mapper {
   private mapReadyScan(given: Scan, read: Read): MapOutcome {
     const barcode = parseBarcode(given.reference, { referenceDate: read.receivedAt });
     if (!this.dcps.has(given.dcpKey)) {
-      return { outcome: 'rejected', reason: `ready Scan names DCP ${quoteKey(given.dcpKey)}, which is not configured (known: ${this.knownDcps()})`, barcode };
+      return {
+        outcome: 'rejected',
+        reason: `ready Scan names DCP ${quoteKey(given.dcpKey)}, which is not configured (known: ${this.knownDcps()})`,
+        barcode,
+      };
     }
-    const instant = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}$/.test(given.timeStamp) ? parseSourceTime(given.timeStamp, this.timeZone) : undefined;
-    if (!instant) return { outcome: 'rejected', reason: `ready Scan time stamp "${given.timeStamp}" is not yyyy-MM-ddTHH:mm:ss (contract §2.5)`, barcode };
+    const instant = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}$/.test(given.timeStamp)
+      ? parseSourceTime(given.timeStamp, this.timeZone)
+      : undefined;
+    if (!instant)
+      return {
+        outcome: 'rejected',
+        reason: `ready Scan time stamp "${given.timeStamp}" is not yyyy-MM-ddTHH:mm:ss (contract §2.5)`,
+        barcode,
+      };
     if (given.supplierKey !== undefined && given.clientKey !== undefined) {
-      return { outcome: 'rejected', reason: 'ready Scan carries both supplierKey (Goods In) and clientKey (Goods Out); a scan is one or the other (contract §1)', barcode };
+      return {
+        outcome: 'rejected',
+        reason:
+          'ready Scan carries both supplierKey (Goods In) and clientKey (Goods Out); a scan is one or the other (contract §1)',
+        barcode,
+      };
     }
     // Fields in the contract's order, so the body sent is the same whichever order the file used.
     const scan: Scan = {
@@ -114,26 +150,34 @@ export class Mapper {
   /** Maps one read. Never throws. */
   map(read: Read): MapOutcome {
     const input = this.inputs.get(read.inputId);
-    if (!input) return { outcome: 'rejected', reason: `input "${read.inputId}" is not in the configuration` };
+    if (!input)
+      return { outcome: 'rejected', reason: `input "${read.inputId}" is not in the configuration` };
     if (read.readyScan) return this.mapReadyScan(read.readyScan, read);
 
     let text: string;
     try {
       text = utf8.decode(read.raw);
     } catch {
-      return { outcome: 'rejected', reason: `the read is not valid UTF-8 text (${read.raw.length} bytes, kept as raw bytes)` };
+      return {
+        outcome: 'rejected',
+        reason: `the read is not valid UTF-8 text (${read.raw.length} bytes, kept as raw bytes)`,
+      };
     }
     if (text.trim() === '') return { outcome: 'rejected', reason: 'the read is empty' };
     if (input.noReadStrings.includes(text.trim())) return { outcome: 'noRead' };
     const control = FORBIDDEN_CONTROL.exec(text);
     if (control) {
       const code = control[0].charCodeAt(0).toString(16).padStart(2, '0');
-      return { outcome: 'rejected', reason: `the read holds the control byte 0x${code} at position ${control.index}, which no barcode carries` };
+      return {
+        outcome: 'rejected',
+        reason: `the read holds the control byte 0x${code} at position ${control.index}, which no barcode carries`,
+      };
     }
 
     // The read's own time resolves two-digit years, so a replayed read maps as it did the first time.
     const barcode = parseBarcode(text, { referenceDate: read.receivedAt });
-    if (barcode.kind === 'invalid') return { outcome: 'rejected', reason: `invalid GS1 data: ${barcode.reason}`, barcode };
+    if (barcode.kind === 'invalid')
+      return { outcome: 'rejected', reason: `invalid GS1 data: ${barcode.reason}`, barcode };
     const view = readView(read, text, barcode);
     const atMs = read.receivedAt.getTime();
 
@@ -150,16 +194,35 @@ export class Mapper {
         const parent = this.sessions.close(c.name, station, atMs);
         return {
           outcome: 'noRead',
-          reason: parent !== undefined ? `closing code of container ${c.name} at ${station}: closes ${parent}` : `closing code of container ${c.name} at ${station}: none was open`,
+          reason:
+            parent !== undefined
+              ? `closing code of container ${c.name} at ${station}: closes ${parent}`
+              : `closing code of container ${c.name} at ${station}: none was open`,
           barcode,
-          container: { name: c.name, action: 'closed', ...(parent !== undefined ? { parent } : {}) },
+          container: {
+            name: c.name,
+            action: 'closed',
+            ...(parent !== undefined ? { parent } : {}),
+          },
         };
       }
       const groups = c.open.test(view);
       const parent = groups ? c.reference.evaluate(view, groups) : undefined;
       if (parent?.ok) {
-        const opening = this.sessions.open(c.name, c.per, station, parent.value, atMs, c.idleTimeoutMs);
-        if (!opening.opened) return { outcome: 'rejected', reason: `opens container ${c.name} at ${station}, refused: ${opening.reason}`, barcode };
+        const opening = this.sessions.open(
+          c.name,
+          c.per,
+          station,
+          parent.value,
+          atMs,
+          c.idleTimeoutMs,
+        );
+        if (!opening.opened)
+          return {
+            outcome: 'rejected',
+            reason: `opens container ${c.name} at ${station}, refused: ${opening.reason}`,
+            barcode,
+          };
         if (!c.sendParent) {
           return {
             outcome: 'noRead',
@@ -181,8 +244,23 @@ export class Mapper {
       if (!groups) continue;
       const reference = rule.reference.evaluate(view, groups);
       if (!reference.ok && reference.absent) continue;
-      if (!reference.ok) return { outcome: 'rejected', reason: `rule ${rule.name}: reference: ${reference.reason}`, barcode, tried };
-      return this.build({ rule, view, groups, reference: reference.value, input, members, opened, tried });
+      if (!reference.ok)
+        return {
+          outcome: 'rejected',
+          reason: `rule ${rule.name}: reference: ${reference.reason}`,
+          barcode,
+          tried,
+        };
+      return this.build({
+        rule,
+        view,
+        groups,
+        reference: reference.value,
+        input,
+        members,
+        opened,
+        tried,
+      });
     }
     return {
       outcome: 'rejected',
@@ -204,23 +282,35 @@ export class Mapper {
   }): MapOutcome {
     const { rule, view, groups, input, tried } = b;
     const { read, barcode } = view;
-    const reject = (reason: string): MapOutcome => ({ outcome: 'rejected', reason, barcode, tried });
+    const reject = (reason: string): MapOutcome => ({
+      outcome: 'rejected',
+      reason,
+      barcode,
+      tried,
+    });
     const named = rule.name === DEFAULT_RULE_NAME ? '' : `rule ${rule.name}: `;
 
     const dcpValue = optionalValue(rule.dcp, view, groups);
     if (dcpValue.error) return reject(`${named}DCP: ${dcpValue.error}`);
     const dcpKey = dcpValue.value ?? (read.dcpKey?.trim() || input.dcp);
     const dcp = this.dcps.get(dcpKey);
-    if (!dcp) return reject(`${named}DCP ${quoteKey(dcpKey)} is not configured (known: ${this.knownDcps()})`);
+    if (!dcp)
+      return reject(
+        `${named}DCP ${quoteKey(dcpKey)} is not configured (known: ${this.knownDcps()})`,
+      );
 
     const product = optionalValue(rule.productModelKey, view, groups);
     if (product.error) return reject(`${named}product model key: ${product.error}`);
     const productModelKey = product.value ?? dcp.productModelKey;
     if (productModelKey === undefined) {
-      return reject(`${named}no product model key: DCP ${dcp.key} has none and ${rule.productModelKey ? `${rule.productModelKey.describe} gave none` : 'the rule sets none'}`);
+      return reject(
+        `${named}no product model key: DCP ${dcp.key} has none and ${rule.productModelKey ? `${rule.productModelKey.describe} gave none` : 'the rule sets none'}`,
+      );
     }
     if (this.rejectUnknownProducts && this.known && !this.known.keys.has(productModelKey)) {
-      return reject(`product model key "${productModelKey}" is not in the upstream product list (fetched ${this.known.fetchedAt}); productCheck.rejectUnknown is on`);
+      return reject(
+        `product model key "${productModelKey}" is not in the upstream product list (fetched ${this.known.fetchedAt}); productCheck.rejectUnknown is on`,
+      );
     }
 
     const party: { supplierKey?: string; clientKey?: string } = {};
@@ -235,7 +325,9 @@ export class Mapper {
 
     let instant = read.receivedAt;
     if (read.sourceTime !== undefined && read.sourceTime.trim() !== '') {
-      const parsed = rule.timeFormat?.parse(read.sourceTime, this.timeZone) ?? parseSourceTime(read.sourceTime, this.timeZone);
+      const parsed =
+        rule.timeFormat?.parse(read.sourceTime, this.timeZone) ??
+        parseSourceTime(read.sourceTime, this.timeZone);
       if (!parsed) {
         return reject(
           rule.timeFormat
@@ -246,7 +338,8 @@ export class Mapper {
       instant = parsed;
     }
     const timeWarning = this.implausibleTime(instant, read.receivedAt);
-    if (timeWarning && this.timeCheck.action === 'reject') return reject(`${timeWarning} (timeCheck.action: reject)`);
+    if (timeWarning && this.timeCheck.action === 'reject')
+      return reject(`${timeWarning} (timeCheck.action: reject)`);
 
     const parents: string[] = [];
     const addParent = (p: unknown) => {
@@ -259,14 +352,23 @@ export class Mapper {
     }
     let member: { name: string; parent: string; closed?: string } | undefined;
     const atMs = read.receivedAt.getTime();
-    const open = b.members.map(({ container, station }) => ({ container, station, parent: this.sessions.parentAt(container.name, station, atMs) }));
+    const open = b.members.map(({ container, station }) => ({
+      container,
+      station,
+      parent: this.sessions.parentAt(container.name, station, atMs),
+    }));
     const required = rule.requireContainer;
     if (required !== undefined && !b.opened) {
       const wanted = open.filter((m) => required === true || m.container.name === required);
       if (!wanted.some((m) => m.parent !== undefined && m.parent !== b.reference)) {
-        const which = required === true ? (wanted.map((m) => m.container.name).join(' or ') || 'none applies to this input') : required;
+        const which =
+          required === true
+            ? wanted.map((m) => m.container.name).join(' or ') || 'none applies to this input'
+            : required;
         const station = wanted[0]?.station ?? (read.dcpKey?.trim() || input.dcp);
-        return reject(`${named}needs an open container (${which}) at ${station}, and none is open: scan the container first, then this item again; this read is not sent`);
+        return reject(
+          `${named}needs an open container (${which}) at ${station}, and none is open: scan the container first, then this item again; this read is not sent`,
+        );
       }
     }
     // Parents are taken only once the read is sure to be a scan, so a refused read fills no container.
@@ -277,7 +379,11 @@ export class Mapper {
       const full = container.closeAfter !== undefined && reads >= container.closeAfter;
       // The Nth member closes it: the next member read needs a new container (closeAfter).
       if (full) this.sessions.close(container.name, station, atMs);
-      member ??= { name: container.name, parent, ...(full ? { closed: `closeAfter ${container.closeAfter} reached` } : {}) };
+      member ??= {
+        name: container.name,
+        parent,
+        ...(full ? { closed: `closeAfter ${container.closeAfter} reached` } : {}),
+      };
     }
 
     const notes: string[] = [];
@@ -288,10 +394,17 @@ export class Mapper {
       productModelKey,
       ...party,
       parents,
-      attributes: [...attributesOf(rule, view, groups, dcp, notes)].map(([key, value]) => ({ key, value })),
+      attributes: [...attributesOf(rule, view, groups, dcp, notes)].map(([key, value]) => ({
+        key,
+        value,
+      })),
     };
     if (this.seenProducts.size < MAX_SEEN_PRODUCT_KEYS) this.seenProducts.add(productModelKey);
-    const container = b.opened ? { ...b.opened, action: 'opened' as const } : member ? { ...member, action: 'member' as const } : undefined;
+    const container = b.opened
+      ? { ...b.opened, action: 'opened' as const }
+      : member
+        ? { ...member, action: 'member' as const }
+        : undefined;
     return {
       outcome: 'scan',
       scan,
@@ -307,20 +420,28 @@ export class Mapper {
 
   private implausibleTime(instant: Date, receivedAt: Date): string | undefined {
     const drift = instant.getTime() - receivedAt.getTime();
-    if (drift > this.timeCheck.maxAheadMs) return `time stamp is ${describeDuration(drift)} after the read was received`;
-    if (-drift > this.timeCheck.maxBehindMs) return `time stamp is ${describeDuration(-drift)} before the read was received`;
+    if (drift > this.timeCheck.maxAheadMs)
+      return `time stamp is ${describeDuration(drift)} after the read was received`;
+    if (-drift > this.timeCheck.maxBehindMs)
+      return `time stamp is ${describeDuration(-drift)} before the read was received`;
     return undefined;
   }
 
   /** The configured DCP keys for a reason, at most 20 of them (a reason is stored with every refused read). */
   private knownDcps(): string {
     const keys = [...this.dcps.keys()];
-    return keys.length <= 20 ? keys.join(', ') : `${keys.slice(0, 20).join(', ')} and ${keys.length - 20} more`;
+    return keys.length <= 20
+      ? keys.join(', ')
+      : `${keys.slice(0, 20).join(', ')} and ${keys.length - 20} more`;
   }
 
   /** Open container sessions held now, and opens refused at the cap (health, tests). */
   sessionCounts(): { open: number; max: number; refusedAtCap: number } {
-    return { open: this.sessions.size, max: this.sessions.max, refusedAtCap: this.sessions.refusedAtCap };
+    return {
+      open: this.sessions.size,
+      max: this.sessions.max,
+      refusedAtCap: this.sessions.refusedAtCap,
+    };
   }
 
   /** The duplicate window of a DCP, in ms (0 = off or unknown DCP). */
@@ -355,7 +476,8 @@ export class Mapper {
       if (!w) uses.set(key, (w = new Set()));
       w.add(where);
     };
-    for (const d of this.config.dcps) if (d.productModelKey !== undefined) add(d.productModelKey, `dcps ${d.key}`);
+    for (const d of this.config.dcps)
+      if (d.productModelKey !== undefined) add(d.productModelKey, `dcps ${d.key}`);
     for (const r of this.config.rules) {
       const p = r.productModelKey;
       if (p === undefined) continue;
@@ -363,10 +485,14 @@ export class Mapper {
       else {
         if (p.value !== undefined) add(p.value, `rule ${r.name}`);
         if (p.default !== undefined) add(p.default, `rule ${r.name} (default)`);
-        if (p.lookup !== undefined) for (const v of Object.values(this.config.lookups[p.lookup] ?? {})) add(v, `lookups.${p.lookup}`);
+        if (p.lookup !== undefined)
+          for (const v of Object.values(this.config.lookups[p.lookup] ?? {}))
+            add(v, `lookups.${p.lookup}`);
       }
     }
-    return [...uses].map(([key, where]) => ({ key, where: [...where] })).sort((a, b) => a.key.localeCompare(b.key));
+    return [...uses]
+      .map(([key, where]) => ({ key, where: [...where] }))
+      .sort((a, b) => a.key.localeCompare(b.key));
   }
 
   /** Product keys of the scans mapped so far (at most 1000 distinct), including those taken from reads. */
@@ -402,13 +528,18 @@ function quoteKey(key: string): string {
 
 function readView(read: Read, text: string, barcode: BarcodeParse): ReadView {
   const elements = new Map<string, Gs1Element>();
-  if (barcode.kind === 'gs1') for (const e of barcode.elements) if (!elements.has(e.ai)) elements.set(e.ai, e);
+  if (barcode.kind === 'gs1')
+    for (const e of barcode.elements) if (!elements.has(e.ai)) elements.set(e.ai, e);
   const data = barcode.kind === 'plain' ? barcode.data : stripSymbologyIdentifier(text).data;
   return { read, text, data, barcode, elements };
 }
 
 /** A rule's optional value: its text, nothing (the rule does not set it or the source is empty), or why not. */
-function optionalValue(value: CompiledValue | undefined, view: ReadView, groups: Groups): { value?: string; error?: string } {
+function optionalValue(
+  value: CompiledValue | undefined,
+  view: ReadView,
+  groups: Groups,
+): { value?: string; error?: string } {
   if (!value) return {};
   const v = value.evaluate(view, groups);
   if (v.ok) return { value: v.value };
@@ -421,7 +552,13 @@ function optionalValue(value: CompiledValue | undefined, view: ReadView, groups:
  * `notes` says so (`attribute voltage: field voltage has no value in this read`), so a dropped
  * attribute is never silent.
  */
-function attributesOf(rule: CompiledRule, view: ReadView, groups: Groups, dcp: DcpConfig, notes: string[]): Map<string, string> {
+function attributesOf(
+  rule: CompiledRule,
+  view: ReadView,
+  groups: Groups,
+  dcp: DcpConfig,
+  notes: string[],
+): Map<string, string> {
   const out = new Map<string, string>(Object.entries(dcp.attributes));
   const source = view.read.attributes ?? {};
   if (rule.sourceAttributes !== false) {

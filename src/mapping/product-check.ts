@@ -78,10 +78,19 @@ export class ProductCheck {
   }
 
   snapshot(): ProductCheckSnapshot {
-    const base = { rejectUnknown: this.options.rejectUnknown, ...(this.lastError ? { lastError: this.lastError } : {}) };
+    const base = {
+      rejectUnknown: this.options.rejectUnknown,
+      ...(this.lastError ? { lastError: this.lastError } : {}),
+    };
     if (!this.known) return { state: this.lastError ? 'error' : 'unchecked', missing: [], ...base };
     const missing = this.missing(this.known.keys);
-    return { state: missing.length > 0 ? 'missing' : 'ok', checkedAt: this.known.at.toISOString(), products: this.known.keys.size, missing, ...base };
+    return {
+      state: missing.length > 0 ? 'missing' : 'ok',
+      checkedAt: this.known.at.toISOString(),
+      products: this.known.keys.size,
+      missing,
+      ...base,
+    };
   }
 
   private missing(keys: ReadonlySet<string>): ProductKeyUse[] {
@@ -108,15 +117,20 @@ export class ProductCheck {
       const summary = missing.map((m) => m.key).join(', ');
       // Said once per change, not at every interval.
       if (summary !== this.lastLoggedMissing) {
-        if (missing.length > 0) log.warn({ missing }, `product keys not in the upstream product list: ${summary}`);
-        else if (this.lastLoggedMissing !== '') log.info('every mapped product key is in the upstream product list again');
+        if (missing.length > 0)
+          log.warn({ missing }, `product keys not in the upstream product list: ${summary}`);
+        else if (this.lastLoggedMissing !== '')
+          log.info('every mapped product key is in the upstream product list again');
         this.lastLoggedMissing = summary;
       }
     } catch (err) {
       this.lastError = { message: (err as Error).message, at: new Date(this.now()).toISOString() };
       // One line with code and cause for a failure of the service; a stack only for a bug.
       const next = new Date(this.now() + this.options.intervalMs).toISOString();
-      log.warn({ ...failureFields(err), nextAttemptAt: next }, 'product list could not be fetched; keeping the last one');
+      log.warn(
+        { ...failureFields(err), nextAttemptAt: next },
+        'product list could not be fetched; keeping the last one',
+      );
     }
   }
 }

@@ -1,6 +1,11 @@
 import type { ContainerConfig, MatchConfig, RuleConfig } from '../config/schema.js';
 import { compileTimeFormat, type TimeFormat } from '../format/time-format.js';
-import { compileValue, type CompiledValue, type LookupTables, type ReadView } from './value-source.js';
+import {
+  compileValue,
+  type CompiledValue,
+  type LookupTables,
+  type ReadView,
+} from './value-source.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
 
 /** Named groups a regex captured; `{}` when the match has no regex. */
@@ -75,14 +80,20 @@ export function compileRule(config: RuleConfig, lookups: LookupTables): Compiled
   };
   const parents = config.parents.map((p) => compileValue(p, lookups));
   const consumedFields = new Set<string>();
-  for (const v of [...Object.values(single), ...parents]) if (v?.field !== undefined) consumedFields.add(v.field);
+  for (const v of [...Object.values(single), ...parents])
+    if (v?.field !== undefined) consumedFields.add(v.field);
   const rule: CompiledRule = {
     name: config.name,
     scope: { inputs: config.inputs, dcps: config.dcps },
     match: compileMatch(config.match),
     reference: compileValue(config.reference, lookups),
-    attributes: Object.entries(config.attributes).map(([k, v]) => [k, compileValue(v, lookups)] as const),
-    sourceAttributes: typeof config.sourceAttributes === 'boolean' ? config.sourceAttributes : new Set(config.sourceAttributes),
+    attributes: Object.entries(config.attributes).map(
+      ([k, v]) => [k, compileValue(v, lookups)] as const,
+    ),
+    sourceAttributes:
+      typeof config.sourceAttributes === 'boolean'
+        ? config.sourceAttributes
+        : new Set(config.sourceAttributes),
     consumedFields,
     parents,
     ...(single.dcp ? { dcp: single.dcp } : {}),
@@ -94,7 +105,8 @@ export function compileRule(config: RuleConfig, lookups: LookupTables): Compiled
   if (config.timeFormat !== undefined) {
     const format = compileTimeFormat(config.timeFormat);
     // Validated by the schema; a string here would be a bug, not a configuration mistake.
-    if (typeof format === 'string') throw new GatewayError(ErrorCodes.INTERNAL, `rule ${config.name}: ${format}`);
+    if (typeof format === 'string')
+      throw new GatewayError(ErrorCodes.INTERNAL, `rule ${config.name}: ${format}`);
     rule.timeFormat = format;
   }
   return rule;
@@ -132,7 +144,10 @@ export interface CompiledContainer {
 }
 
 /** Compiles a container of the (validated) configuration. */
-export function compileContainer(config: ContainerConfig, lookups: LookupTables): CompiledContainer {
+export function compileContainer(
+  config: ContainerConfig,
+  lookups: LookupTables,
+): CompiledContainer {
   return {
     name: config.name,
     scope: { inputs: config.inputs, dcps: config.dcps },

@@ -31,7 +31,10 @@ export interface CompiledValue {
   readonly describe: string;
   /** The source's field name when the value comes from a field, so it is not also sent as an attribute. */
   readonly field?: string;
-  evaluate(view: ReadView, groups: Readonly<Record<string, string | undefined>> | undefined): ValueResult;
+  evaluate(
+    view: ReadView,
+    groups: Readonly<Record<string, string | undefined>> | undefined,
+  ): ValueResult;
 }
 
 /** Lookup tables by name (`lookups` of the configuration). */
@@ -47,7 +50,7 @@ export function compileValue(config: ValueConfig, lookups: LookupTables): Compil
     return { describe: `"${value}"`, evaluate: () => ({ ok: true, value }) };
   }
   const take = sourceOf(config);
-  const table = config.lookup !== undefined ? lookups[config.lookup] ?? {} : undefined;
+  const table = config.lookup !== undefined ? (lookups[config.lookup] ?? {}) : undefined;
   const fallback = config.default;
   const describe = `${take.describe}${config.lookup !== undefined ? ` → lookup ${config.lookup}` : ''}${fallback !== undefined ? ` (default "${fallback}")` : ''}`;
   return {
@@ -56,26 +59,38 @@ export function compileValue(config: ValueConfig, lookups: LookupTables): Compil
     evaluate(view, groups) {
       const found = take.get(view, groups);
       if (found === undefined) {
-        return fallback !== undefined ? { ok: true, value: fallback } : { ok: false, absent: true, reason: `${take.describe} has no value in this read` };
+        return fallback !== undefined
+          ? { ok: true, value: fallback }
+          : { ok: false, absent: true, reason: `${take.describe} has no value in this read` };
       }
       if (!table) return { ok: true, value: found };
       const mapped = Object.hasOwn(table, found) ? table[found] : undefined;
       if (mapped !== undefined) return { ok: true, value: mapped };
       if (fallback !== undefined) return { ok: true, value: fallback };
-      return { ok: false, absent: false, reason: `${take.describe} is "${found}", which lookup table ${config.lookup} has no entry for` };
+      return {
+        ok: false,
+        absent: false,
+        reason: `${take.describe} is "${found}", which lookup table ${config.lookup} has no entry for`,
+      };
     },
   };
 }
 
 interface Source {
   describe: string;
-  get(view: ReadView, groups: Readonly<Record<string, string | undefined>> | undefined): string | undefined;
+  get(
+    view: ReadView,
+    groups: Readonly<Record<string, string | undefined>> | undefined,
+  ): string | undefined;
 }
 
 function sourceOf(config: Exclude<ValueConfig, string>): Source {
   if (config.code !== undefined) {
     const whole = config.code === 'whole';
-    return { describe: whole ? 'the whole code' : 'the code data', get: (v) => (whole ? v.text : v.data) };
+    return {
+      describe: whole ? 'the whole code' : 'the code data',
+      get: (v) => (whole ? v.text : v.data),
+    };
   }
   if (config.ai !== undefined) {
     const ai = config.ai;
@@ -94,7 +109,8 @@ function sourceOf(config: Exclude<ValueConfig, string>): Source {
   if (config.gs1 !== undefined) {
     return {
       describe: 'the canonical GS1 reference',
-      get: (v) => (v.barcode.kind === 'gs1' ? canonicalReference(v.barcode.elements)?.uri : undefined),
+      get: (v) =>
+        v.barcode.kind === 'gs1' ? canonicalReference(v.barcode.elements)?.uri : undefined,
     };
   }
   if (config.group !== undefined) {

@@ -57,7 +57,9 @@ const LONG_NUMERIC_REQUEST_ID = /("requestId"\s*:\s*)(\d{16,})(?=\s*[,}\]])/g;
 /** Parses an answer body; {@link NOT_JSON} when it is not JSON. Long numeric requestIds stay exact. */
 export function safeJson(text: string): unknown {
   try {
-    return JSON.parse(text.includes('"requestId"') ? text.replace(LONG_NUMERIC_REQUEST_ID, '$1"$2"') : text) as unknown;
+    return JSON.parse(
+      text.includes('"requestId"') ? text.replace(LONG_NUMERIC_REQUEST_ID, '$1"$2"') : text,
+    ) as unknown;
   } catch {
     return NOT_JSON;
   }

@@ -24,7 +24,13 @@ import {
 } from '@scan-gateway/contract';
 import { createUpstreamDispatcher } from './dispatcher.js';
 import { discard, NOT_JSON, readCapped, safeJson } from './answer-body.js';
-import { deadlineError, httpError, networkError, parseRetryAfter, redirectError } from './http-errors.js';
+import {
+  deadlineError,
+  httpError,
+  networkError,
+  parseRetryAfter,
+  redirectError,
+} from './http-errors.js';
 import { TokenCache, readTokenAnswer, tokenExpiry, type AccessToken } from './token-cache.js';
 import { hasUrlCredentials, insecureUrlProblem } from '../config/url-policy.js';
 import type { Clock } from '../clock.js';
@@ -102,7 +108,9 @@ export function clientOptionsFromConfig(
     ...(logger ? { logger } : {}),
     ...(upstream.caFile ? { caFile: upstream.caFile } : {}),
     ...(upstream.proxyUrl ? { proxyUrl: upstream.proxyUrl } : {}),
-    ...(secrets.proxyCredentials !== undefined ? { proxyCredentials: secrets.proxyCredentials } : {}),
+    ...(secrets.proxyCredentials !== undefined
+      ? { proxyCredentials: secrets.proxyCredentials }
+      : {}),
   };
 }
 
@@ -169,7 +177,10 @@ export class UpstreamClient {
     if (!options.allowInsecureHttp) {
       for (const key of ['baseUrl', 'authUrl'] as const) {
         const problem = insecureUrlProblem(options[key]);
-        if (problem) throw new GatewayError(ErrorCodes.CONFIG, `upstream.${key} ${problem}`, { details: { key: `upstream.${key}` } });
+        if (problem)
+          throw new GatewayError(ErrorCodes.CONFIG, `upstream.${key} ${problem}`, {
+            details: { key: `upstream.${key}` },
+          });
       }
     } else {
       for (const key of ['baseUrl', 'authUrl'] as const) {
@@ -182,9 +193,13 @@ export class UpstreamClient {
       }
     }
     if (options.proxyUrl !== undefined && hasUrlCredentials(options.proxyUrl)) {
-      throw new GatewayError(ErrorCodes.CONFIG, 'upstream.proxyUrl must not carry user:password@; put them in upstream.proxyCredentialsFile or SCAN_GATEWAY_PROXY_CREDENTIALS', {
-        details: { key: 'upstream.proxyUrl' },
-      });
+      throw new GatewayError(
+        ErrorCodes.CONFIG,
+        'upstream.proxyUrl must not carry user:password@; put them in upstream.proxyCredentialsFile or SCAN_GATEWAY_PROXY_CREDENTIALS',
+        {
+          details: { key: 'upstream.proxyUrl' },
+        },
+      );
     }
     this.ownsDispatcher = options.dispatcher === undefined;
     this.dispatcher =
@@ -193,7 +208,9 @@ export class UpstreamClient {
         timeoutMs: this.timeoutMs,
         ...(options.caFile !== undefined ? { caFile: options.caFile } : {}),
         ...(options.proxyUrl !== undefined ? { proxyUrl: options.proxyUrl } : {}),
-        ...(options.proxyCredentials !== undefined ? { proxyCredentials: options.proxyCredentials } : {}),
+        ...(options.proxyCredentials !== undefined
+          ? { proxyCredentials: options.proxyCredentials }
+          : {}),
       });
     this.tokens = new TokenCache(() => this.fetchToken(), this.now);
   }
@@ -240,7 +257,10 @@ export class UpstreamClient {
     try {
       new URL(presigned.url);
     } catch {
-      throw new GatewayError(ErrorCodes.UPSTREAM_RESPONSE, 'requestPresignedUpload: response field url is not an absolute URL');
+      throw new GatewayError(
+        ErrorCodes.UPSTREAM_RESPONSE,
+        'requestPresignedUpload: response field url is not an absolute URL',
+      );
     }
     return { url: presigned.url, requestId: presigned.requestId };
   }
@@ -259,18 +279,42 @@ export class UpstreamClient {
    * the stream gives more or fewer bytes. The deadline grows with `body.bytes` as for a string.
    */
   async putPresignedStream(url: string, body: StreamedBody): Promise<void> {
-    await this.put(url, Readable.from(body.chunks(), { objectMode: false }), this.boundsOf(body.bytes), { 'content-length': String(body.bytes) });
+    await this.put(
+      url,
+      Readable.from(body.chunks(), { objectMode: false }),
+      this.boundsOf(body.bytes),
+      { 'content-length': String(body.bytes) },
+    );
   }
 
-  private async put(url: string, body: string | Buffer | Readable, bounds: Bounds, headers: Record<string, string>): Promise<void> {
+  private async put(
+    url: string,
+    body: string | Buffer | Readable,
+    bounds: Bounds,
+    headers: Record<string, string>,
+  ): Promise<void> {
     const started = this.now();
-    const answer = await this.exchange('PUT', url, { 'content-type': 'application/json', ...headers }, body, 'PUT <pre-signed url>', bounds);
-    this.log.debug({ status: answer.status, ms: this.now() - started }, 'pre-signed upload answered');
+    const answer = await this.exchange(
+      'PUT',
+      url,
+      { 'content-type': 'application/json', ...headers },
+      body,
+      'PUT <pre-signed url>',
+      bounds,
+    );
+    this.log.debug(
+      { status: answer.status, ms: this.now() - started },
+      'pre-signed upload answered',
+    );
     if (answer.status >= 200 && answer.status < 300) return;
     if (answer.status === 403) {
-      throw new GatewayError(ErrorCodes.PRESIGNED_REFUSED, 'the pre-signed address was refused (used already or expired)', {
-        details: { status: 403, body: answer.text.slice(0, 2048) },
-      });
+      throw new GatewayError(
+        ErrorCodes.PRESIGNED_REFUSED,
+        'the pre-signed address was refused (used already or expired)',
+        {
+          details: { status: 403, body: answer.text.slice(0, 2048) },
+        },
+      );
     }
     throw httpError('PUT', '<pre-signed url>', answer.status, answer.text, this.retryAfter(answer));
   }
@@ -286,10 +330,16 @@ export class UpstreamClient {
     if (answer.status === 404) {
       const body = safeJson(answer.text);
       const wire = scanStatusReadSchema.safeParse(body);
-      if (wire.success && wire.data.state === 'NotFound') return readScanStatus(wire.data, requestId);
+      if (wire.success && wire.data.state === 'NotFound')
+        return readScanStatus(wire.data, requestId);
       const problem = problemDetailsSchema.safeParse(body);
       if (!wire.success && problem.success && problem.data.status === 404) {
-        return { state: 'NotFound', requestId, description: problem.data.detail ?? problem.data.title ?? '', processed: 0 };
+        return {
+          state: 'NotFound',
+          requestId,
+          description: problem.data.detail ?? problem.data.title ?? '',
+          processed: 0,
+        };
       }
       throw httpError('GET', PATHS.status(requestId), 404, answer.text, undefined);
     }
@@ -321,45 +371,87 @@ export class UpstreamClient {
         throw err;
       }
       // Not one of ours (a bug): still, nothing was sent.
-      throw new GatewayError(ErrorCodes.UPSTREAM_TOKEN, `token request failed: ${(err as Error).message}`, {
-        cause: err,
-        retryable: true,
-        details: { notSent: true, stage: 'token' },
-      });
+      throw new GatewayError(
+        ErrorCodes.UPSTREAM_TOKEN,
+        `token request failed: ${(err as Error).message}`,
+        {
+          cause: err,
+          retryable: true,
+          details: { notSent: true, stage: 'token' },
+        },
+      );
     }
   }
 
   /** The bounds of an exchange: the deadline grows with the body to send; answers are capped at `maxBytes`. */
   private bounds(body: string | Buffer | undefined, maxBytes = this.maxAnswerBytes): Bounds {
-    return this.boundsOf(body === undefined ? 0 : typeof body === 'string' ? Buffer.byteLength(body, 'utf8') : body.length, maxBytes);
+    return this.boundsOf(
+      body === undefined
+        ? 0
+        : typeof body === 'string'
+          ? Buffer.byteLength(body, 'utf8')
+          : body.length,
+      maxBytes,
+    );
   }
 
   /** The deadline of a request sending `bytes` bytes (`minUploadRate`), and the answer's size limit. */
   private boundsOf(bytes: number, maxBytes = this.maxAnswerBytes): Bounds {
-    return { deadlineMs: this.timeoutMs + Math.ceil((bytes / this.minUploadRate) * 1000), maxBytes };
+    return {
+      deadlineMs: this.timeoutMs + Math.ceil((bytes / this.minUploadRate) * 1000),
+      maxBytes,
+    };
   }
 
   /** An authorized call: bearer token, one token refresh on 401, non-2xx → error. */
-  private async api(method: string, path: string, body?: string | Buffer, allowed: number[] = [], maxBytes = this.maxAnswerBytes): Promise<Answer> {
+  private async api(
+    method: string,
+    path: string,
+    body?: string | Buffer,
+    allowed: number[] = [],
+    maxBytes = this.maxAnswerBytes,
+  ): Promise<Answer> {
     const headers: Record<string, string> = { accept: JSON_ACCEPT };
     if (body !== undefined) headers['content-type'] = 'application/json';
     const started = this.now();
     const token = await this.bearer();
     const bounds = this.bounds(body, maxBytes);
-    let answer = await this.exchange(method, this.base + path, { ...headers, authorization: `Bearer ${token}` }, body, `${method} ${path}`, bounds);
+    let answer = await this.exchange(
+      method,
+      this.base + path,
+      { ...headers, authorization: `Bearer ${token}` },
+      body,
+      `${method} ${path}`,
+      bounds,
+    );
     if (answer.status === 401) {
       this.log.info({ path }, 'access token refused, requesting a new one');
       this.tokens.invalidate(token);
       const fresh = await this.bearer();
-      answer = await this.exchange(method, this.base + path, { ...headers, authorization: `Bearer ${fresh}` }, body, `${method} ${path}`, bounds);
+      answer = await this.exchange(
+        method,
+        this.base + path,
+        { ...headers, authorization: `Bearer ${fresh}` },
+        body,
+        `${method} ${path}`,
+        bounds,
+      );
       if (answer.status === 401) {
-        throw new GatewayError(ErrorCodes.UPSTREAM_AUTH, `${method} ${path} answered 401 with a freshly obtained token`, {
-          details: { status: 401, method, path },
-        });
+        throw new GatewayError(
+          ErrorCodes.UPSTREAM_AUTH,
+          `${method} ${path} answered 401 with a freshly obtained token`,
+          {
+            details: { status: 401, method, path },
+          },
+        );
       }
     }
-    this.log.debug({ method, path, status: answer.status, ms: this.now() - started }, 'upstream answered');
-    if ((answer.status >= 200 && answer.status < 300) || allowed.includes(answer.status)) return answer;
+    this.log.debug(
+      { method, path, status: answer.status, ms: this.now() - started },
+      'upstream answered',
+    );
+    if ((answer.status >= 200 && answer.status < 300) || allowed.includes(answer.status))
+      return answer;
     throw httpError(method, path, answer.status, answer.text, this.retryAfter(answer));
   }
 
@@ -395,7 +487,9 @@ export class UpstreamClient {
         signal,
       });
     } catch (err) {
-      throw signal.aborted ? deadlineError(method, target, bounds.deadlineMs, err) : networkError(method, target, err);
+      throw signal.aborted
+        ? deadlineError(method, target, bounds.deadlineMs, err)
+        : networkError(method, target, err);
     }
     const status = res.statusCode;
     if (status >= 300 && status < 400) {
@@ -406,7 +500,9 @@ export class UpstreamClient {
     try {
       read = await readCapped(res.body, bounds.maxBytes, res.headers['content-length']);
     } catch (err) {
-      throw signal.aborted ? deadlineError(method, target, bounds.deadlineMs, err) : networkError(method, target, err);
+      throw signal.aborted
+        ? deadlineError(method, target, bounds.deadlineMs, err)
+        : networkError(method, target, err);
     }
     if (read.truncated && status >= 200 && status < 300) {
       throw new GatewayError(
@@ -429,13 +525,27 @@ export class UpstreamClient {
       client_secret: this.options.clientSecret,
       grant_type: 'client_credentials',
     }).toString();
-    const headers = { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' };
+    const headers = {
+      'content-type': 'application/x-www-form-urlencoded',
+      accept: 'application/json',
+    };
     let answer: Answer;
     try {
-      answer = await this.exchange('POST', this.tokenUrl, headers, form, 'POST /oauth2/token', this.bounds(form));
+      answer = await this.exchange(
+        'POST',
+        this.tokenUrl,
+        headers,
+        form,
+        'POST /oauth2/token',
+        this.bounds(form),
+      );
     } catch (err) {
       if (isGatewayError(err, ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE)) {
-        throw new GatewayError(ErrorCodes.UPSTREAM_TOKEN, `token request: ${err.message}`, { cause: err, retryable: true, details: { ...err.details } });
+        throw new GatewayError(ErrorCodes.UPSTREAM_TOKEN, `token request: ${err.message}`, {
+          cause: err,
+          retryable: true,
+          details: { ...err.details },
+        });
       }
       throw err;
     }
@@ -455,28 +565,50 @@ export class UpstreamClient {
     const json = safeJson(answer.text);
     const token = json === NOT_JSON ? { problem: 'the answer is not JSON' } : readTokenAnswer(json);
     if ('problem' in token) {
-      throw new GatewayError(ErrorCodes.UPSTREAM_TOKEN, `token response from ${this.options.authUrl} cannot be used: ${token.problem}`, {
-        retryable: true,
-        details: { status: answer.status, contentType: answer.headers['content-type'] },
-      });
+      throw new GatewayError(
+        ErrorCodes.UPSTREAM_TOKEN,
+        `token response from ${this.options.authUrl} cannot be used: ${token.problem}`,
+        {
+          retryable: true,
+          details: { status: answer.status, contentType: answer.headers['content-type'] },
+        },
+      );
     }
     const expiresAtMs = tokenExpiry(token, this.now());
-    this.log.info({ clientId: this.options.clientId, expiresAt: new Date(expiresAtMs).toISOString() }, 'obtained access token');
+    this.log.info(
+      { clientId: this.options.clientId, expiresAt: new Date(expiresAtMs).toISOString() },
+      'obtained access token',
+    );
     return { value: token.access_token, expiresAtMs };
   }
 
   private parse<T>(schema: z.ZodType<T>, answer: Answer, operation: string): T {
     const json = safeJson(answer.text);
     if (json === NOT_JSON) {
-      throw new GatewayError(ErrorCodes.UPSTREAM_RESPONSE, `${operation}: response body is not JSON`, {
-        details: { status: answer.status, contentType: answer.headers['content-type'], body: answer.text.slice(0, 2048) },
-      });
+      throw new GatewayError(
+        ErrorCodes.UPSTREAM_RESPONSE,
+        `${operation}: response body is not JSON`,
+        {
+          details: {
+            status: answer.status,
+            contentType: answer.headers['content-type'],
+            body: answer.text.slice(0, 2048),
+          },
+        },
+      );
     }
     const result = schema.safeParse(json);
     if (!result.success) {
-      throw new GatewayError(ErrorCodes.UPSTREAM_RESPONSE, `${operation}: unexpected response: ${describeIssues(result.error, 'response')}`, {
-        details: { status: answer.status, fields: result.error.issues.map((i) => i.path.join('.')) },
-      });
+      throw new GatewayError(
+        ErrorCodes.UPSTREAM_RESPONSE,
+        `${operation}: unexpected response: ${describeIssues(result.error, 'response')}`,
+        {
+          details: {
+            status: answer.status,
+            fields: result.error.issues.map((i) => i.path.join('.')),
+          },
+        },
+      );
     }
     return result.data;
   }

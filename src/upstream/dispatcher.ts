@@ -33,7 +33,9 @@ export function loadCaBundle(caFile: string): string[] {
   try {
     pem = readFileSync(caFile, 'utf8');
   } catch (err) {
-    throw new GatewayError(ErrorCodes.CONFIG, `upstream.caFile ${caFile} cannot be read`, { cause: err });
+    throw new GatewayError(ErrorCodes.CONFIG, `upstream.caFile ${caFile} cannot be read`, {
+      cause: err,
+    });
   }
   if (!pem.includes('-----BEGIN CERTIFICATE-----')) {
     throw new GatewayError(ErrorCodes.CONFIG, `upstream.caFile ${caFile} holds no PEM certificate`);
@@ -58,8 +60,17 @@ export function createUpstreamDispatcher(options: UpstreamDispatcherOptions): Di
   };
   if (options.proxyUrl !== undefined) {
     // requestTls: TLS to the service through the tunnel; proxyTls: TLS to an https:// proxy.
-    const token = options.proxyCredentials === undefined ? {} : { token: `Basic ${Buffer.from(options.proxyCredentials, 'utf8').toString('base64')}` };
-    return new ProxyAgent({ ...common, uri: options.proxyUrl, requestTls: connect, proxyTls: connect, ...token });
+    const token =
+      options.proxyCredentials === undefined
+        ? {}
+        : { token: `Basic ${Buffer.from(options.proxyCredentials, 'utf8').toString('base64')}` };
+    return new ProxyAgent({
+      ...common,
+      uri: options.proxyUrl,
+      requestTls: connect,
+      proxyTls: connect,
+      ...token,
+    });
   }
   return new Agent(common);
 }

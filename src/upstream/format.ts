@@ -12,19 +12,28 @@ export const MAX_LISTED_FAILURES = 20;
 export function formatProducts(list: readonly ProductModelKeyAndName[]): string {
   if (list.length === 0) return 'No products.\n';
   const width = Math.max(3, ...list.map((p) => p.key.length));
-  const lines = [`${'KEY'.padEnd(width)}  NAME`, ...list.map((p) => `${p.key.padEnd(width)}  ${p.name}`)];
+  const lines = [
+    `${'KEY'.padEnd(width)}  NAME`,
+    ...list.map((p) => `${p.key.padEnd(width)}  ${p.name}`),
+  ];
   return `${lines.join('\n')}\n(${list.length} product${list.length === 1 ? '' : 's'})\n`;
 }
 
 /** `Request 123: HasFailures (description)`, the counts, and one line per failed scan. */
 export function formatStatus(status: ScanStatus): string {
-  const lines = [`Request ${status.requestId}: ${status.state}${status.description ? ` (${status.description})` : ''}`];
+  const lines = [
+    `Request ${status.requestId}: ${status.state}${status.description ? ` (${status.description})` : ''}`,
+  ];
   if (status.state !== 'NotFound') {
-    lines.push(`  processed ${status.processed}${status.failed !== undefined ? `, failed ${status.failed}` : ''}`);
+    lines.push(
+      `  processed ${status.processed}${status.failed !== undefined ? `, failed ${status.failed}` : ''}`,
+    );
   }
   const failures = status.failures ?? [];
-  for (const f of failures.slice(0, MAX_LISTED_FAILURES)) lines.push(`  ${f.reference || '(no reference)'}: ${f.reason}`);
-  if (failures.length > MAX_LISTED_FAILURES) lines.push(`  … and ${failures.length - MAX_LISTED_FAILURES} more (use --json for all)`);
+  for (const f of failures.slice(0, MAX_LISTED_FAILURES))
+    lines.push(`  ${f.reference || '(no reference)'}: ${f.reason}`);
+  if (failures.length > MAX_LISTED_FAILURES)
+    lines.push(`  … and ${failures.length - MAX_LISTED_FAILURES} more (use --json for all)`);
   return `${lines.join('\n')}\n`;
 }
 

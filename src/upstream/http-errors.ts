@@ -18,7 +18,10 @@ export function isRetryableStatus(status: number): boolean {
  * `Retry-After` in ms (RFC 9110 §10.2.3): delay-seconds or an HTTP date, relative to `nowMs`.
  * A date in the past gives 0; anything unreadable gives undefined.
  */
-export function parseRetryAfter(value: string | string[] | undefined, nowMs: number): number | undefined {
+export function parseRetryAfter(
+  value: string | string[] | undefined,
+  nowMs: number,
+): number | undefined {
   const raw = Array.isArray(value) ? value[0] : value;
   if (raw === undefined) return undefined;
   const text = raw.trim();
@@ -67,20 +70,28 @@ export function httpError(
 ): GatewayError {
   const details: HttpErrorDetails = { status, method, path };
   if (retryAfterMs !== undefined) details.retryAfterMs = retryAfterMs;
-  if (body !== '') details.body = body.length > ERROR_BODY_LIMIT ? body.slice(0, ERROR_BODY_LIMIT) : body;
+  if (body !== '')
+    details.body = body.length > ERROR_BODY_LIMIT ? body.slice(0, ERROR_BODY_LIMIT) : body;
   const problem = body === '' ? undefined : readProblem(body);
   if (problem) details.problem = problem;
-  const why = problem ? [problem.title, problem.detail].filter((s) => s !== undefined && s !== '').join(': ') : '';
-  return new GatewayError(ErrorCodes.UPSTREAM_HTTP, `${method} ${path} answered HTTP ${status}${why ? ` (${why})` : ''}`, {
-    retryable: isRetryableStatus(status),
-    details: { ...details },
-  });
+  const why = problem
+    ? [problem.title, problem.detail].filter((s) => s !== undefined && s !== '').join(': ')
+    : '';
+  return new GatewayError(
+    ErrorCodes.UPSTREAM_HTTP,
+    `${method} ${path} answered HTTP ${status}${why ? ` (${why})` : ''}`,
+    {
+      retryable: isRetryableStatus(status),
+      details: { ...details },
+    },
+  );
 }
 
 /** Error codes undici and Node give for TLS certificate problems. */
 const TLS_CODES = /CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ERR_TLS|ERR_SSL/;
 /** Failures before a connection carried anything: no byte of the request can have arrived. */
-const NOT_CONNECTED_CODES = /^(ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|EADDRNOTAVAIL|UND_ERR_CONNECT_TIMEOUT)$/;
+const NOT_CONNECTED_CODES =
+  /^(ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|EADDRNOTAVAIL|UND_ERR_CONNECT_TIMEOUT)$/;
 
 /**
  * An `UPSTREAM_NETWORK` error (retryable) for anything that kept an exchange from completing:
@@ -89,18 +100,24 @@ const NOT_CONNECTED_CODES = /^(ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENE
 export function networkError(method: string, target: string, cause: unknown): GatewayError {
   const code = errorCode(cause);
   const message = cause instanceof Error ? cause.message : String(cause);
-  return new GatewayError(ErrorCodes.UPSTREAM_NETWORK, `${method} ${target} failed: ${code ? `${code} ` : ''}${message}`, {
-    cause,
-    retryable: true,
-    details: {
-      method,
-      path: target,
-      ...(code ? { cause: code } : {}),
-      ...(code && TLS_CODES.test(code) ? { tls: true } : {}),
-      // Delivery counts a resend as a possible duplicate only when the request may have arrived.
-      ...(code && (NOT_CONNECTED_CODES.test(code) || TLS_CODES.test(code)) ? { notSent: true } : {}),
+  return new GatewayError(
+    ErrorCodes.UPSTREAM_NETWORK,
+    `${method} ${target} failed: ${code ? `${code} ` : ''}${message}`,
+    {
+      cause,
+      retryable: true,
+      details: {
+        method,
+        path: target,
+        ...(code ? { cause: code } : {}),
+        ...(code && TLS_CODES.test(code) ? { tls: true } : {}),
+        // Delivery counts a resend as a possible duplicate only when the request may have arrived.
+        ...(code && (NOT_CONNECTED_CODES.test(code) || TLS_CODES.test(code))
+          ? { notSent: true }
+          : {}),
+      },
     },
-  });
+  );
 }
 
 /** The `code` of an error or of its cause (undici wraps socket errors). */
@@ -117,12 +134,21 @@ export function errorCode(err: unknown): string | undefined {
  * An `UPSTREAM_NETWORK` error (retryable) for an exchange that did not complete within its
  * whole-exchange deadline (`details.cause: 'DEADLINE'`). The request may have arrived.
  */
-export function deadlineError(method: string, target: string, deadlineMs: number, cause: unknown): GatewayError {
-  return new GatewayError(ErrorCodes.UPSTREAM_NETWORK, `${method} ${target} got no complete answer within ${deadlineMs} ms (deadline)`, {
-    cause,
-    retryable: true,
-    details: { method, path: target, cause: 'DEADLINE', deadlineMs },
-  });
+export function deadlineError(
+  method: string,
+  target: string,
+  deadlineMs: number,
+  cause: unknown,
+): GatewayError {
+  return new GatewayError(
+    ErrorCodes.UPSTREAM_NETWORK,
+    `${method} ${target} got no complete answer within ${deadlineMs} ms (deadline)`,
+    {
+      cause,
+      retryable: true,
+      details: { method, path: target, cause: 'DEADLINE', deadlineMs },
+    },
+  );
 }
 
 /**
@@ -132,7 +158,12 @@ export function deadlineError(method: string, target: string, deadlineMs: number
  * The request was answered, not processed: delivery retries it (a fixed `baseUrl` takes effect
  * after a reload) and does not count it as a possible duplicate.
  */
-export function redirectError(method: string, target: string, status: number, location: string | string[] | undefined): GatewayError {
+export function redirectError(
+  method: string,
+  target: string,
+  status: number,
+  location: string | string[] | undefined,
+): GatewayError {
   const raw = Array.isArray(location) ? location[0] : location;
   let where: string | undefined;
   if (raw !== undefined) {
@@ -146,6 +177,9 @@ export function redirectError(method: string, target: string, status: number, lo
   return new GatewayError(
     ErrorCodes.UPSTREAM_REDIRECT,
     `${method} ${target} answered HTTP ${status}, a redirect${where ? ` to ${where}` : ''}; redirects are not followed (the request carries credentials): set the configured address to the right one`,
-    { retryable: true, details: { status, method, path: target, ...(where ? { location: where } : {}) } },
+    {
+      retryable: true,
+      details: { status, method, path: target, ...(where ? { location: where } : {}) },
+    },
   );
 }

@@ -7,11 +7,17 @@ const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const JSON_ANSWER_TYPES = ['application/json', 'text/json', 'text/plain'] as const;
 
 function jsonAnswer(description: string, schema: Record<string, unknown>) {
-  return { description, content: Object.fromEntries(JSON_ANSWER_TYPES.map((t) => [t, { schema }])) };
+  return {
+    description,
+    content: Object.fromEntries(JSON_ANSWER_TYPES.map((t) => [t, { schema }])),
+  };
 }
 
 function problemAnswer(description: string) {
-  return { description, content: { 'application/problem+json': { schema: ref('ProblemDetails') } } };
+  return {
+    description,
+    content: { 'application/problem+json': { schema: ref('ProblemDetails') } },
+  };
 }
 
 const responseRef = (name: string) => ({ $ref: `#/components/responses/${name}` });
@@ -19,12 +25,16 @@ const responseRef = (name: string) => ({ $ref: `#/components/responses/${name}` 
 /** Answers shared by every authorized operation. */
 export const OPENAPI_RESPONSES = {
   Unauthorized: {
-    description: 'Missing, malformed, wrongly signed or expired bearer token (§7). Carries WWW-Authenticate: Bearer.',
+    description:
+      'Missing, malformed, wrongly signed or expired bearer token (§7). Carries WWW-Authenticate: Bearer.',
     content: { 'application/json': { schema: ref('ProblemDetails') } },
   },
   TooManyRequests: {
-    description: 'Rate limited; Retry-After gives the wait in seconds. Rate limits are not shown by the contract (§8).',
-    headers: { 'Retry-After': { schema: { type: 'integer', minimum: 0 }, description: 'Seconds to wait.' } },
+    description:
+      'Rate limited; Retry-After gives the wait in seconds. Rate limits are not shown by the contract (§8).',
+    headers: {
+      'Retry-After': { schema: { type: 'integer', minimum: 0 }, description: 'Seconds to wait.' },
+    },
     content: { 'application/problem+json': { schema: ref('ProblemDetails') } },
   },
   ServerError: problemAnswer('The service failed or is unavailable (500, 503); retry later.'),
@@ -43,7 +53,10 @@ export const OPENAPI_PATHS = {
       tags: ['Product'],
       operationId: 'listProducts',
       summary: 'List the products of the authorized customer with their keys (§4.1).',
-      responses: { '200': jsonAnswer('The products.', { type: 'array', items: ref('ProductModelKeyAndName') }), ...common },
+      responses: {
+        '200': jsonAnswer('The products.', { type: 'array', items: ref('ProductModelKeyAndName') }),
+        ...common,
+      },
     },
   },
   '/api/product/v3/products/create': {
@@ -51,15 +64,22 @@ export const OPENAPI_PATHS = {
       tags: ['Product'],
       operationId: 'createProduct',
       summary: 'Create a product of a set type (§4.2). Status: work in progress.',
-      description: 'The service sets the template of the type; every property is at its default and version is 0.',
+      description:
+        'The service sets the template of the type; every property is at its default and version is 0.',
       requestBody: {
         required: true,
         content: Object.fromEntries(
-          ['application/json', 'text/json', 'application/*+json'].map((t) => [t, { schema: ref('CreateProductRequest') }]),
+          ['application/json', 'text/json', 'application/*+json'].map((t) => [
+            t,
+            { schema: ref('CreateProductRequest') },
+          ]),
         ),
       },
       responses: {
-        '200': jsonAnswer('The new product with all template properties at their defaults.', ref('ProductModel')),
+        '200': jsonAnswer(
+          'The new product with all template properties at their defaults.',
+          ref('ProductModel'),
+        ),
         '400': problemAnswer('A field is missing or the product type is unknown.'),
         '409': problemAnswer('The customer has a product with this key already.'),
         ...common,
@@ -70,16 +90,24 @@ export const OPENAPI_PATHS = {
     post: {
       tags: ['Trace'],
       operationId: 'uploadScans',
-      summary: 'Upload a batch of scans for asynchronous processing (§4.3). Bodies of 5.8 MiB or more are refused.',
+      summary:
+        'Upload a batch of scans for asynchronous processing (§4.3). Bodies of 5.8 MiB or more are refused.',
       requestBody: {
         required: true,
         content: { 'application/json': { schema: { type: 'array', items: ref('Scan') } } },
       },
       responses: {
-        '202': { description: 'Accepted for processing.', content: { 'application/json': { schema: ref('UploadAcceptedResponse') } } },
-        '400': problemAnswer('Not a JSON array of scans, empty, or a scan is invalid; `errors` names index and field.'),
+        '202': {
+          description: 'Accepted for processing.',
+          content: { 'application/json': { schema: ref('UploadAcceptedResponse') } },
+        },
+        '400': problemAnswer(
+          'Not a JSON array of scans, empty, or a scan is invalid; `errors` names index and field.',
+        ),
         '413': problemAnswer('The body is 5.8 MiB or more; use the pre-signed upload.'),
-        '415': problemAnswer('The content type is not application/json (a charset parameter is allowed).'),
+        '415': problemAnswer(
+          'The content type is not application/json (a charset parameter is allowed).',
+        ),
         ...common,
       },
     },
@@ -88,9 +116,13 @@ export const OPENAPI_PATHS = {
     post: {
       tags: ['Trace'],
       operationId: 'requestPresignedUrl',
-      summary: 'Obtain an address for uploading one large batch (§4.4). Valid 30 minutes, usable once.',
+      summary:
+        'Obtain an address for uploading one large batch (§4.4). Valid 30 minutes, usable once.',
       responses: {
-        '200': { description: 'The address and the batch id.', content: { 'application/json': { schema: ref('PreSignedUrlResponse') } } },
+        '200': {
+          description: 'The address and the batch id.',
+          content: { 'application/json': { schema: ref('PreSignedUrlResponse') } },
+        },
         ...common,
       },
     },
@@ -134,10 +166,22 @@ export const OPENAPI_PATHS = {
         content: { 'application/x-www-form-urlencoded': { schema: ref('TokenRequest') } },
       },
       responses: {
-        '200': { description: 'A JWT bearer token.', content: { 'application/json': { schema: ref('TokenResponse') } } },
-        '400': { description: 'invalid_request or unsupported_grant_type.', content: { 'application/json': { schema: ref('OAuthError') } } },
-        '401': { description: 'invalid_client: unknown client or wrong secret.', content: { 'application/json': { schema: ref('OAuthError') } } },
-        '5XX': { description: 'The auth server failed (the sandbox answers so under its token faults).', content: { 'application/json': { schema: ref('OAuthError') } } },
+        '200': {
+          description: 'A JWT bearer token.',
+          content: { 'application/json': { schema: ref('TokenResponse') } },
+        },
+        '400': {
+          description: 'invalid_request or unsupported_grant_type.',
+          content: { 'application/json': { schema: ref('OAuthError') } },
+        },
+        '401': {
+          description: 'invalid_client: unknown client or wrong secret.',
+          content: { 'application/json': { schema: ref('OAuthError') } },
+        },
+        '5XX': {
+          description: 'The auth server failed (the sandbox answers so under its token faults).',
+          content: { 'application/json': { schema: ref('OAuthError') } },
+        },
       },
     },
   },
@@ -161,16 +205,30 @@ export const PRESIGNED_UPLOAD_EXTENSION = {
   responses: {
     '200': { description: 'Stored.' },
     '400': {
-      description: 'An Authorization header was sent: S3-style XML error body with Code InvalidArgument (only one auth mechanism allowed).',
+      description:
+        'An Authorization header was sent: S3-style XML error body with Code InvalidArgument (only one auth mechanism allowed).',
       content: {
         'application/xml': {
-          schema: { type: 'string', example: '<Error><Code>InvalidArgument</Code><Message>Only one auth mechanism allowed; …</Message><ArgumentName>Authorization</ArgumentName></Error>' },
+          schema: {
+            type: 'string',
+            example:
+              '<Error><Code>InvalidArgument</Code><Message>Only one auth mechanism allowed; …</Message><ArgumentName>Authorization</ArgumentName></Error>',
+          },
         },
       },
     },
     '403': {
-      description: 'Used already or expired (Code AccessDenied), or a Content-Type other than application/json (Code SignatureDoesNotMatch); S3-style XML error body.',
-      content: { 'application/xml': { schema: { type: 'string', example: '<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>' } } },
+      description:
+        'Used already or expired (Code AccessDenied), or a Content-Type other than application/json (Code SignatureDoesNotMatch); S3-style XML error body.',
+      content: {
+        'application/xml': {
+          schema: {
+            type: 'string',
+            example:
+              '<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>',
+          },
+        },
+      },
     },
   },
 };

@@ -78,7 +78,9 @@ export function buildComponentSchemas(): Record<string, Record<string, unknown>>
   if (typed) {
     typed.discriminator = {
       propertyName: 'type',
-      mapping: Object.fromEntries(Object.entries(TYPED_PROPERTY_MAPPING).map(([k, v]) => [k, `#/components/schemas/${v}`])),
+      mapping: Object.fromEntries(
+        Object.entries(TYPED_PROPERTY_MAPPING).map(([k, v]) => [k, `#/components/schemas/${v}`]),
+      ),
     };
   }
   return schemas;
@@ -101,7 +103,12 @@ export function buildOpenApiDocument(): Record<string, unknown> {
       {
         url: '{base_url}',
         description: 'Service base address (per environment).',
-        variables: { base_url: { default: 'http://127.0.0.1:8090', description: 'The local sandbox by default.' } },
+        variables: {
+          base_url: {
+            default: 'http://127.0.0.1:8090',
+            description: 'The local sandbox by default.',
+          },
+        },
       },
     ],
     security: [{ Bearer: [] }],
@@ -119,7 +126,8 @@ export function buildOpenApiDocument(): Record<string, unknown> {
           type: 'http',
           scheme: 'bearer',
           bearerFormat: 'JWT',
-          description: 'Access token from POST {auth_url}/oauth2/token (client credentials), valid one hour.',
+          description:
+            'Access token from POST {auth_url}/oauth2/token (client credentials), valid one hour.',
         },
       },
     },
@@ -143,7 +151,11 @@ function clean(value: unknown): unknown {
   const out: Record<string, unknown> = {};
   for (const [key, v] of Object.entries(value)) {
     if (key === '$id' || key === '$schema') continue;
-    if ((key === 'minimum' && v === Number.MIN_SAFE_INTEGER) || (key === 'maximum' && v === Number.MAX_SAFE_INTEGER)) continue;
+    if (
+      (key === 'minimum' && v === Number.MIN_SAFE_INTEGER) ||
+      (key === 'maximum' && v === Number.MAX_SAFE_INTEGER)
+    )
+      continue;
     out[key] = clean(v);
   }
   return out;

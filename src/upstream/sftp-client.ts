@@ -86,10 +86,16 @@ export function sftpConnector(options: SftpConnectOptions): SftpConnector {
           throw new GatewayError(
             ErrorCodes.SFTP_HOST_KEY,
             `the SFTP server ${sftp.host}:${sftp.port} showed host key ${seenKey}, not the configured upstream.sftp.hostKey ${expected}; not connecting (nothing was sent)`,
-            { cause: err, retryable: true, details: { notSent: true, host: sftp.host, seen: seenKey } },
+            {
+              cause: err,
+              retryable: true,
+              details: { notSent: true, host: sftp.host, seen: seenKey },
+            },
           );
         }
-        throw sftpError(err, `cannot connect to the SFTP server ${sftp.host}:${sftp.port}`, { connecting: true });
+        throw sftpError(err, `cannot connect to the SFTP server ${sftp.host}:${sftp.port}`, {
+          connecting: true,
+        });
       }
       return session(client);
     },
@@ -110,12 +116,18 @@ function session(client: SftpClient): SftpSession {
         try {
           return (await client.stat(path)).size;
         } catch (err) {
-          if ((err as { code?: unknown }).code === 'ENOENT' || (err as { code?: unknown }).code === 2) return undefined;
+          if (
+            (err as { code?: unknown }).code === 'ENOENT' ||
+            (err as { code?: unknown }).code === 2
+          )
+            return undefined;
           throw err;
         }
       }),
-    remove: (path) => run(`cannot remove ${path}`, async () => void (await client.delete(path, true))),
-    rename: (from, to) => run(`cannot rename ${from} to ${to}`, async () => void (await client.rename(from, to))),
+    remove: (path) =>
+      run(`cannot remove ${path}`, async () => void (await client.delete(path, true))),
+    rename: (from, to) =>
+      run(`cannot rename ${from} to ${to}`, async () => void (await client.rename(from, to))),
     write: (path, body) =>
       run(`cannot write ${path}`, async () => {
         try {
@@ -124,7 +136,8 @@ function session(client: SftpClient): SftpSession {
           body.destroy();
         }
       }),
-    list: (dir) => run(`cannot list ${dir}`, async () => (await client.list(dir)).map((e) => e.name)),
+    list: (dir) =>
+      run(`cannot list ${dir}`, async () => (await client.list(dir)).map((e) => e.name)),
     close: async () => {
       await client.end().catch(() => undefined);
     },
@@ -132,7 +145,13 @@ function session(client: SftpClient): SftpSession {
 }
 
 /** SFTP status codes (draft-ietf-secsh-filexfer; v3 defines 0–8, later drafts the rest). */
-const FX = { NO_SUCH_FILE: 2, PERMISSION_DENIED: 3, NO_SPACE_ON_FILESYSTEM: 14, QUOTA_EXCEEDED: 15, WRITE_PROTECT: 12 } as const;
+const FX = {
+  NO_SUCH_FILE: 2,
+  PERMISSION_DENIED: 3,
+  NO_SPACE_ON_FILESYSTEM: 14,
+  QUOTA_EXCEEDED: 15,
+  WRITE_PROTECT: 12,
+} as const;
 
 /**
  * Maps a failure of ssh2 / ssh2-sftp-client to a {@link GatewayError}: permission denied →
@@ -140,22 +159,53 @@ const FX = { NO_SUCH_FILE: 2, PERMISSION_DENIED: 3, NO_SPACE_ON_FILESYSTEM: 14, 
  * and reports a full disk as a plain "Failure", which stays `SFTP`, retried); a refused login →
  * `SFTP_AUTH`; no connection, a reset or a timeout → `SFTP_NETWORK`; anything else `SFTP`.
  */
-export function sftpError(err: unknown, what: string, opts: { connecting?: boolean } = {}): GatewayError {
+export function sftpError(
+  err: unknown,
+  what: string,
+  opts: { connecting?: boolean } = {},
+): GatewayError {
   if (err instanceof GatewayError) return err;
   const e = err as { code?: unknown; message?: string; level?: string };
   const message = e.message ?? String(err);
   const code = e.code;
   let gw: ErrorCode = ErrorCodes.SFTP;
   let notSent = false;
-  if (code === FX.PERMISSION_DENIED || code === FX.WRITE_PROTECT || code === 'EACCES' || /permission denied/i.test(message)) gw = ErrorCodes.SFTP_PERMISSION;
-  else if (code === FX.NO_SPACE_ON_FILESYSTEM || code === FX.QUOTA_EXCEEDED || /no space|quota exceeded|disk full/i.test(message)) gw = ErrorCodes.SFTP_DISK_FULL;
-  else if (e.level === 'client-authentication' || /authentication methods failed|ERR_BAD_AUTH/i.test(message) || code === 'ERR_BAD_AUTH') {
+  if (
+    code === FX.PERMISSION_DENIED ||
+    code === FX.WRITE_PROTECT ||
+    code === 'EACCES' ||
+    /permission denied/i.test(message)
+  )
+    gw = ErrorCodes.SFTP_PERMISSION;
+  else if (
+    code === FX.NO_SPACE_ON_FILESYSTEM ||
+    code === FX.QUOTA_EXCEEDED ||
+    /no space|quota exceeded|disk full/i.test(message)
+  )
+    gw = ErrorCodes.SFTP_DISK_FULL;
+  else if (
+    e.level === 'client-authentication' ||
+    /authentication methods failed|ERR_BAD_AUTH/i.test(message) ||
+    code === 'ERR_BAD_AUTH'
+  ) {
     gw = ErrorCodes.SFTP_AUTH;
     notSent = true;
   } else if (
     opts.connecting ||
-    ['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ERR_NOT_CONNECTED'].includes(String(code)) ||
-    /timed out|not connected|no sftp connection|connection (lost|closed|reset)|socket|ECONN/i.test(message)
+    [
+      'ECONNREFUSED',
+      'ECONNRESET',
+      'ENOTFOUND',
+      'EAI_AGAIN',
+      'ETIMEDOUT',
+      'EHOSTUNREACH',
+      'ENETUNREACH',
+      'EPIPE',
+      'ERR_NOT_CONNECTED',
+    ].includes(String(code)) ||
+    /timed out|not connected|no sftp connection|connection (lost|closed|reset)|socket|ECONN/i.test(
+      message,
+    )
   ) {
     gw = ErrorCodes.SFTP_NETWORK;
     notSent = opts.connecting === true;
@@ -163,6 +213,9 @@ export function sftpError(err: unknown, what: string, opts: { connecting?: boole
   return new GatewayError(gw, `${what}: ${message}`, {
     cause: err,
     retryable: gw !== ErrorCodes.SFTP_PERMISSION,
-    details: { ...(typeof code === 'string' || typeof code === 'number' ? { sftpCode: code } : {}), ...(notSent ? { notSent: true } : {}) },
+    details: {
+      ...(typeof code === 'string' || typeof code === 'number' ? { sftpCode: code } : {}),
+      ...(notSent ? { notSent: true } : {}),
+    },
   });
 }

@@ -17,8 +17,16 @@ export function readCaFile(file: string): string {
   try {
     pem = readFileSync(file, 'utf8');
   } catch (err) {
-    throw new GatewayError(ErrorCodes.CONFIG, `upstream.statusEvents.caFile ${file} cannot be read`, { cause: err });
+    throw new GatewayError(
+      ErrorCodes.CONFIG,
+      `upstream.statusEvents.caFile ${file} cannot be read`,
+      { cause: err },
+    );
   }
-  if (!pem.includes('-----BEGIN CERTIFICATE-----')) throw new GatewayError(ErrorCodes.CONFIG, `upstream.statusEvents.caFile ${file} holds no PEM certificate`);
+  if (!pem.includes('-----BEGIN CERTIFICATE-----'))
+    throw new GatewayError(
+      ErrorCodes.CONFIG,
+      `upstream.statusEvents.caFile ${file} holds no PEM certificate`,
+    );
   return pem;
 }

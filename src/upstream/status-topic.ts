@@ -66,7 +66,10 @@ export class StatusTopicReader {
   private metadata: ClusterMetadata | undefined;
 
   constructor(private readonly options: StatusTopicReaderOptions) {
-    const ca = options.extraCaPems && options.extraCaPems.length > 0 ? [...defaultCas(), ...options.extraCaPems] : undefined;
+    const ca =
+      options.extraCaPems && options.extraCaPems.length > 0
+        ? [...defaultCas(), ...options.extraCaPems]
+        : undefined;
     this.consumer = new Consumer({
       clientId: `scan-gateway`,
       // Required by the library's constructor; no group is ever joined (no JoinGroup, no OffsetCommit).
@@ -94,10 +97,15 @@ export class StatusTopicReader {
    */
   async partitions(): Promise<number[]> {
     const topic = this.options.topic;
-    const metadata = await this.call(() => this.consumer.metadata({ topics: [topic], autocreateTopics: false, forceUpdate: true }));
+    const metadata = await this.call(() =>
+      this.consumer.metadata({ topics: [topic], autocreateTopics: false, forceUpdate: true }),
+    );
     const found = metadata.topics.get(topic);
     if (!found || found.partitionsCount === 0) {
-      throw new GatewayError(ErrorCodes.EVENTS_TOPIC, `the status topic ${topic} is not in the brokers' metadata (missing, or not described to this client)`);
+      throw new GatewayError(
+        ErrorCodes.EVENTS_TOPIC,
+        `the status topic ${topic} is not in the brokers' metadata (missing, or not described to this client)`,
+      );
     }
     this.metadata = metadata;
     return found.partitions.map((_, i) => i);
@@ -112,9 +120,16 @@ export class StatusTopicReader {
    */
   async offsets(which: 'earliest' | 'latest' | { since: number }): Promise<Map<number, bigint>> {
     const topic = this.options.topic;
-    const timestamp = which === 'earliest' ? -2n : which === 'latest' ? -1n : BigInt(Math.max(0, Math.floor(which.since)));
+    const timestamp =
+      which === 'earliest'
+        ? -2n
+        : which === 'latest'
+          ? -1n
+          : BigInt(Math.max(0, Math.floor(which.since)));
     const answer = await this.call(() => this.consumer.listOffsets({ topics: [topic], timestamp }));
-    const found = new Map((answer.get(topic) ?? []).map((offset, partition) => [partition, offset]));
+    const found = new Map(
+      (answer.get(topic) ?? []).map((offset, partition) => [partition, offset]),
+    );
     if (typeof which === 'object' && [...found.values()].some((o) => o < 0n)) {
       // Kafka answers -1 where no record is that recent: read from the end there.
       const latest = await this.offsets('latest');
@@ -131,24 +146,55 @@ export class StatusTopicReader {
   async fetch(positions: ReadonlyMap<number, bigint>): Promise<FetchResult> {
     const metadata = this.metadata;
     const topicMeta = metadata?.topics.get(this.options.topic);
-    if (!metadata || !topicMeta) throw new GatewayError(ErrorCodes.INTERNAL, 'fetch before partitions()');
-    const byLeader = new Map<number, { partition: number; currentLeaderEpoch: number; fetchOffset: bigint; lastFetchedEpoch: number; partitionMaxBytes: number }[]>();
+    if (!metadata || !topicMeta)
+      throw new GatewayError(ErrorCodes.INTERNAL, 'fetch before partitions()');
+    const byLeader = new Map<
+      number,
+      {
+        partition: number;
+        currentLeaderEpoch: number;
+        fetchOffset: bigint;
+        lastFetchedEpoch: number;
+        partitionMaxBytes: number;
+      }[]
+    >();
     for (const [partition, fetchOffset] of positions) {
       const leader = topicMeta.partitions[partition]?.leader ?? -1;
       const list = byLeader.get(leader) ?? [];
-      list.push({ partition, fetchOffset, currentLeaderEpoch: -1, lastFetchedEpoch: -1, partitionMaxBytes: MAX_FETCH_BYTES });
+      list.push({
+        partition,
+        fetchOffset,
+        currentLeaderEpoch: -1,
+        lastFetchedEpoch: -1,
+        partitionMaxBytes: MAX_FETCH_BYTES,
+      });
       byLeader.set(leader, list);
     }
-    const result: FetchResult = { records: [], ends: new Map(), next: new Map(positions), outOfRange: [] };
+    const result: FetchResult = {
+      records: [],
+      ends: new Map(),
+      next: new Map(positions),
+      outOfRange: [],
+    };
     await Promise.all(
       [...byLeader].map(async ([node, partitions]) => {
         let response;
         try {
-          response = await this.consumer.fetch({ node, topics: [{ topicId: topicMeta.id, partitions }] });
+          response = await this.consumer.fetch({
+            node,
+            topics: [{ topicId: topicMeta.id, partitions }],
+          });
         } catch (err) {
           // A partition answered OFFSET_OUT_OF_RANGE: the others' records are still in the response.
           const partial = (err as { response?: typeof response }).response;
-          if (!partial || !(err as { findBy?: (k: string, v: unknown) => unknown }).findBy?.('apiId', 'OFFSET_OUT_OF_RANGE')) throw classifyTopicError(err, this.options.topic);
+          if (
+            !partial ||
+            !(err as { findBy?: (k: string, v: unknown) => unknown }).findBy?.(
+              'apiId',
+              'OFFSET_OUT_OF_RANGE',
+            )
+          )
+            throw classifyTopicError(err, this.options.topic);
           response = partial;
         }
         for (const topicAnswer of response.responses) {
@@ -161,7 +207,8 @@ export class StatusTopicReader {
             const from = positions.get(p.partitionIndex) ?? 0n;
             for (const batch of p.records ?? []) {
               const last = batch.firstOffset + BigInt(batch.lastOffsetDelta);
-              if (last + 1n > (result.next.get(p.partitionIndex) ?? 0n)) result.next.set(p.partitionIndex, last + 1n);
+              if (last + 1n > (result.next.get(p.partitionIndex) ?? 0n))
+                result.next.set(p.partitionIndex, last + 1n);
               if (batch.attributes & IS_CONTROL) continue;
               for (const record of batch.records) {
                 const offset = batch.firstOffset + BigInt(record.offsetDelta);
@@ -184,7 +231,8 @@ export class StatusTopicReader {
     // Forced: a fetch waiting at the broker is abandoned (its events are read again later).
     await new Promise<void>((resolve) => {
       this.consumer.close(true, (err) => {
-        if (err) this.options.logger.debug({ err: String(err) }, 'closing the status topic reader failed');
+        if (err)
+          this.options.logger.debug({ err: String(err) }, 'closing the status topic reader failed');
         resolve();
       });
     });
@@ -207,7 +255,11 @@ function defaultCas(): string[] {
 
 /** Node's and OpenSSL's codes of a certificate that is not trusted or does not fit. */
 const TLS_CODES = /^(ERR_TLS_|ERR_SSL_|UNABLE_TO_|SELF_SIGNED|DEPTH_ZERO|CERT_|HOSTNAME_MISMATCH)/;
-const TOPIC_ERRORS = ['UNKNOWN_TOPIC_OR_PARTITION', 'TOPIC_AUTHORIZATION_FAILED', 'UNKNOWN_TOPIC_ID'];
+const TOPIC_ERRORS = [
+  'UNKNOWN_TOPIC_OR_PARTITION',
+  'TOPIC_AUTHORIZATION_FAILED',
+  'UNKNOWN_TOPIC_ID',
+];
 
 /** Every error inside `err`: itself, its causes, and the members of aggregate errors (the library nests them). */
 function* nested(err: unknown, depth = 0): Generator<Record<string, unknown>> {
@@ -228,21 +280,53 @@ export function classifyTopicError(err: unknown, topic: string): GatewayError {
   if (isGatewayError(err)) return err;
   const all = [...nested(err)];
   const text = (e: Record<string, unknown>) => `${typeof e.message === 'string' ? e.message : ''}`;
-  const detail = all.map(text).filter((m, i, a) => m !== '' && a.indexOf(m) === i).slice(0, 3).join(': ');
+  const detail = all
+    .map(text)
+    .filter((m, i, a) => m !== '' && a.indexOf(m) === i)
+    .slice(0, 3)
+    .join(': ');
   const tlsError = all.find((e) => typeof e.code === 'string' && TLS_CODES.test(e.code));
   if (tlsError) {
-    return new GatewayError(ErrorCodes.EVENTS_TLS, `the brokers' TLS certificate is refused (${String(tlsError.code)}): ${text(tlsError)}`, { cause: err, details: { notSent: true } });
+    return new GatewayError(
+      ErrorCodes.EVENTS_TLS,
+      `the brokers' TLS certificate is refused (${String(tlsError.code)}): ${text(tlsError)}`,
+      { cause: err, details: { notSent: true } },
+    );
   }
-  if (all.some((e) => e.code === 'PLT_KFK_AUTHENTICATION' || e.apiId === 'SASL_AUTHENTICATION_FAILED' || e.apiId === 'ILLEGAL_SASL_STATE' || e.apiId === 'UNSUPPORTED_SASL_MECHANISM')) {
-    return new GatewayError(ErrorCodes.EVENTS_AUTH, `the brokers refused SASL SCRAM-SHA-512 authentication of the client id: ${detail}`, { cause: err });
+  if (
+    all.some(
+      (e) =>
+        e.code === 'PLT_KFK_AUTHENTICATION' ||
+        e.apiId === 'SASL_AUTHENTICATION_FAILED' ||
+        e.apiId === 'ILLEGAL_SASL_STATE' ||
+        e.apiId === 'UNSUPPORTED_SASL_MECHANISM',
+    )
+  ) {
+    return new GatewayError(
+      ErrorCodes.EVENTS_AUTH,
+      `the brokers refused SASL SCRAM-SHA-512 authentication of the client id: ${detail}`,
+      { cause: err },
+    );
   }
   const topicError = all.find((e) => typeof e.apiId === 'string' && TOPIC_ERRORS.includes(e.apiId));
   if (topicError) {
-    return new GatewayError(ErrorCodes.EVENTS_TOPIC, `the status topic ${topic} cannot be read (${String(topicError.apiId)})`, { cause: err });
+    return new GatewayError(
+      ErrorCodes.EVENTS_TOPIC,
+      `the status topic ${topic} cannot be read (${String(topicError.apiId)})`,
+      { cause: err },
+    );
   }
   // The library turns UNKNOWN_TOPIC_OR_PARTITION in Metadata into a UserError of its own words.
   if (all.some((e) => e.code === 'PLT_KFK_USER' && text(e).startsWith('Unknown topic'))) {
-    return new GatewayError(ErrorCodes.EVENTS_TOPIC, `the status topic ${topic} cannot be read (UNKNOWN_TOPIC_OR_PARTITION)`, { cause: err });
+    return new GatewayError(
+      ErrorCodes.EVENTS_TOPIC,
+      `the status topic ${topic} cannot be read (UNKNOWN_TOPIC_OR_PARTITION)`,
+      { cause: err },
+    );
   }
-  return new GatewayError(ErrorCodes.EVENTS_NETWORK, `the brokers cannot be reached or did not answer: ${detail || String(err)}`, { cause: err, retryable: true });
+  return new GatewayError(
+    ErrorCodes.EVENTS_NETWORK,
+    `the brokers cannot be reached or did not answer: ${detail || String(err)}`,
+    { cause: err, retryable: true },
+  );
 }

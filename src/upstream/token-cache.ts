@@ -18,13 +18,16 @@ export interface AccessToken {
  *   problem text never contains the token.
  */
 export function readTokenAnswer(json: unknown): TokenResponse | { problem: string } {
-  if (json === null || typeof json !== 'object' || Array.isArray(json)) return { problem: 'the answer is not a JSON object' };
+  if (json === null || typeof json !== 'object' || Array.isArray(json))
+    return { problem: 'the answer is not a JSON object' };
   const o = json as Record<string, unknown>;
   const pick = (snake: string, camel: string) => (o[snake] !== undefined ? o[snake] : o[camel]);
   const token = pick('access_token', 'accessToken');
   if (typeof token !== 'string' || token === '') {
     const seen = Object.keys(o).slice(0, 10).join(', ') || 'none';
-    return { problem: `no access_token (or accessToken) string in the answer; its members: ${seen}` };
+    return {
+      problem: `no access_token (or accessToken) string in the answer; its members: ${seen}`,
+    };
   }
   const type = pick('token_type', 'tokenType');
   if (type !== undefined && (typeof type !== 'string' || type.toLowerCase() !== 'bearer')) {
@@ -33,7 +36,8 @@ export function readTokenAnswer(json: unknown): TokenResponse | { problem: strin
   const expires = pick('expires_in', 'expiresIn');
   const answer: TokenResponse = { access_token: token };
   if (typeof type === 'string') answer.token_type = type;
-  if (typeof expires === 'number' || (typeof expires === 'string' && /^\d+$/.test(expires))) answer.expires_in = expires;
+  if (typeof expires === 'number' || (typeof expires === 'string' && /^\d+$/.test(expires)))
+    answer.expires_in = expires;
   return answer;
 }
 
@@ -59,8 +63,12 @@ export function jwtExpiry(token: string): number | undefined {
   const parts = token.split('.');
   if (parts.length !== 3 || parts[1] === undefined) return undefined;
   try {
-    const payload = JSON.parse(Buffer.from(parts[1], 'base64url').toString('utf8')) as { exp?: unknown };
-    return typeof payload.exp === 'number' && Number.isFinite(payload.exp) ? payload.exp * 1000 : undefined;
+    const payload = JSON.parse(Buffer.from(parts[1], 'base64url').toString('utf8')) as {
+      exp?: unknown;
+    };
+    return typeof payload.exp === 'number' && Number.isFinite(payload.exp)
+      ? payload.exp * 1000
+      : undefined;
   } catch {
     return undefined;
   }
@@ -98,7 +106,9 @@ export class TokenCache {
 
   /** When the cached token expires, and how many tokens were obtained so far. */
   info(): { expiresAt?: Date; refreshes: number } {
-    return this.current ? { expiresAt: new Date(this.current.expiresAtMs), refreshes: this.fetched } : { refreshes: this.fetched };
+    return this.current
+      ? { expiresAt: new Date(this.current.expiresAtMs), refreshes: this.fetched }
+      : { refreshes: this.fetched };
   }
 
   private async refresh(): Promise<string> {

@@ -37,7 +37,9 @@ function onTheWire(dbFile: string): number[] {
   try {
     db.pragma('busy_timeout = 1000');
     return db
-      .prepare(`SELECT id FROM batches WHERE state = 'uploading' OR (state = 'presigned' AND put_started_at IS NOT NULL) ORDER BY id`)
+      .prepare(
+        `SELECT id FROM batches WHERE state = 'uploading' OR (state = 'presigned' AND put_started_at IS NOT NULL) ORDER BY id`,
+      )
       .pluck()
       .all() as number[];
   } catch {
@@ -58,9 +60,15 @@ async function crashWithThreeInFlight(sandbox: RunningSandbox, mode: 'direct' | 
     sandbox.setFaults({ answerDelayMs: 5000 });
     gateway = await startGateway(config, env, dir);
     const expected = dropCsv(join(dir, 'inbox'), 'conc', SCANS);
-    const inFlight = await waitFor(() => (onTheWire(dbFile).length >= 3 ? onTheWire(dbFile) : undefined), { timeoutMs: 15_000, intervalMs: 10, what: 'three uploads on the wire' });
+    const inFlight = await waitFor(
+      () => (onTheWire(dbFile).length >= 3 ? onTheWire(dbFile) : undefined),
+      { timeoutMs: 15_000, intervalMs: 10, what: 'three uploads on the wire' },
+    );
     // Every one of them reached the service (its answer is what is held back).
-    await waitFor(async () => (await sandboxRefs(sandbox)).length >= 3 * 200, { timeoutMs: 5000, what: 'the service has the three uploads' });
+    await waitFor(async () => (await sandboxRefs(sandbox)).length >= 3 * 200, {
+      timeoutMs: 5000,
+      what: 'the service has the three uploads',
+    });
     await gateway.kill();
     gateway = undefined;
     expect(inFlight).toHaveLength(3);
@@ -70,12 +78,16 @@ async function crashWithThreeInFlight(sandbox: RunningSandbox, mode: 'direct' | 
     const url = gateway.httpUrl;
     await waitFor(
       async () => {
-        const s = (await (await fetch(`${url}/api/v1/status`)).json()) as { buffer: { undeliveredScans: number; pendingScans?: number } };
+        const s = (await (await fetch(`${url}/api/v1/status`)).json()) as {
+          buffer: { undeliveredScans: number; pendingScans?: number };
+        };
         return s.buffer.undeliveredScans === 0 && (await sandboxRefs(sandbox)).length >= SCANS;
       },
       { timeoutMs: 30_000, intervalMs: 100, what: 'every scan delivered after the restart' },
     );
-    const status = (await (await fetch(`${url}/api/v1/status`)).json()) as { delivery: { possibleDuplicates: number; possibleDuplicateUploads: number } };
+    const status = (await (await fetch(`${url}/api/v1/status`)).json()) as {
+      delivery: { possibleDuplicates: number; possibleDuplicateUploads: number };
+    };
     expect(await gateway.stop()).toBe(0);
     gateway = undefined;
 
@@ -83,7 +95,10 @@ async function crashWithThreeInFlight(sandbox: RunningSandbox, mode: 'direct' | 
     const db = new Database(dbFile, { readonly: true });
     let flagged: number[];
     try {
-      flagged = db.prepare(`SELECT id FROM batches WHERE possible_duplicate > 0 ORDER BY id`).pluck().all() as number[];
+      flagged = db
+        .prepare(`SELECT id FROM batches WHERE possible_duplicate > 0 ORDER BY id`)
+        .pluck()
+        .all() as number[];
     } finally {
       db.close();
     }
@@ -98,25 +113,34 @@ async function crashWithThreeInFlight(sandbox: RunningSandbox, mode: 'direct' | 
 describe.concurrent('SIGKILL with three uploads in flight (uploadConcurrency 3)', () => {
   const sandboxes: RunningSandbox[] = [];
   beforeAll(async () => {
-    for (let i = 0; i < 2; i++) sandboxes.push(await startSandbox({ port: 0, processingDelayMs: 100 }));
+    for (let i = 0; i < 2; i++)
+      sandboxes.push(await startSandbox({ port: 0, processingDelayMs: 100 }));
   });
   afterAll(async () => {
     for (const s of sandboxes) await s.close();
   });
 
-  it('pre-signed: each batch in flight is recovered by its status; none sent twice, none counted', { timeout: 120_000 }, async () => {
-    const r = await crashWithThreeInFlight(sandboxes[0]!, 'presigned');
-    expect(r.received).toHaveLength(SCANS);
-    expect(new Set(r.received).size).toBe(SCANS);
-    expect(r.flagged).toEqual([]);
-    expect(r.status.possibleDuplicates).toBe(0);
-  });
+  it(
+    'pre-signed: each batch in flight is recovered by its status; none sent twice, none counted',
+    { timeout: 120_000 },
+    async () => {
+      const r = await crashWithThreeInFlight(sandboxes[0]!, 'presigned');
+      expect(r.received).toHaveLength(SCANS);
+      expect(new Set(r.received).size).toBe(SCANS);
+      expect(r.flagged).toEqual([]);
+      expect(r.status.possibleDuplicates).toBe(0);
+    },
+  );
 
-  it('direct: each batch in flight is sent again and counted as a possible duplicate, and only those', { timeout: 120_000 }, async () => {
-    const r = await crashWithThreeInFlight(sandboxes[1]!, 'direct');
-    // The three in flight had arrived: each is twice at the service, and each was counted.
-    expect(r.flagged).toEqual(r.inFlight);
-    expect(r.received).toHaveLength(SCANS + 3 * 200);
-    expect(r.status).toMatchObject({ possibleDuplicateUploads: 3, possibleDuplicates: 600 });
-  });
+  it(
+    'direct: each batch in flight is sent again and counted as a possible duplicate, and only those',
+    { timeout: 120_000 },
+    async () => {
+      const r = await crashWithThreeInFlight(sandboxes[1]!, 'direct');
+      // The three in flight had arrived: each is twice at the service, and each was counted.
+      expect(r.flagged).toEqual(r.inFlight);
+      expect(r.received).toHaveLength(SCANS + 3 * 200);
+      expect(r.status).toMatchObject({ possibleDuplicateUploads: 3, possibleDuplicates: 600 });
+    },
+  );
 });

@@ -51,16 +51,29 @@ inputs:
   return file;
 }
 
-
 /** What the buffer shows right now (read-only connection beside the running gateway). */
 function inFlight(dbFile: string): { uploading: number; putting: number } {
   if (!existsSync(dbFile)) return { uploading: 0, putting: 0 };
   const db = new Database(dbFile, { readonly: true, fileMustExist: true });
   try {
     db.pragma('busy_timeout = 1000');
-    const uploading = db.prepare(`SELECT count(*) FROM batches WHERE state = 'uploading'`).pluck().get() as number;
-    const hasPut = (db.prepare(`SELECT count(*) FROM pragma_table_info('batches') WHERE name = 'put_started_at'`).pluck().get() as number) > 0;
-    const putting = hasPut ? (db.prepare(`SELECT count(*) FROM batches WHERE state = 'presigned' AND put_started_at IS NOT NULL`).pluck().get() as number) : 0;
+    const uploading = db
+      .prepare(`SELECT count(*) FROM batches WHERE state = 'uploading'`)
+      .pluck()
+      .get() as number;
+    const hasPut =
+      (db
+        .prepare(`SELECT count(*) FROM pragma_table_info('batches') WHERE name = 'put_started_at'`)
+        .pluck()
+        .get() as number) > 0;
+    const putting = hasPut
+      ? (db
+          .prepare(
+            `SELECT count(*) FROM batches WHERE state = 'presigned' AND put_started_at IS NOT NULL`,
+          )
+          .pluck()
+          .get() as number)
+      : 0;
     return { uploading, putting };
   } catch {
     return { uploading: 0, putting: 0 };
@@ -71,11 +84,14 @@ function inFlight(dbFile: string): { uploading: number; putting: number } {
 
 /** How many scans the sandbox accepted so far (cheap: no scan is sent). */
 async function sandboxCount(sandbox: RunningSandbox): Promise<number> {
-  return ((await (await fetch(`${sandbox.url}/_sandbox/scans?limit=0`)).json()) as { count: number }).count;
+  return (
+    (await (await fetch(`${sandbox.url}/_sandbox/scans?limit=0`)).json()) as { count: number }
+  ).count;
 }
 
 async function sandboxScans(sandbox: RunningSandbox): Promise<SandboxScan[]> {
-  return ((await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as { scans: SandboxScan[] }).scans;
+  return ((await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as { scans: SandboxScan[] })
+    .scans;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -99,13 +115,17 @@ async function crashRun(sandbox: RunningSandbox, mode: 'direct' | 'presigned') {
   try {
     for (let k = 0; k < KILLS; k++) {
       const moment = MOMENTS[k % MOMENTS.length]!;
-      sandbox.setFaults({ latencyMs: moment === 'upload' ? 300 : 0, answerDelayMs: moment === 'answer' ? 300 : 0 });
+      sandbox.setFaults({
+        latencyMs: moment === 'upload' ? 300 : 0,
+        answerDelayMs: moment === 'answer' ? 300 : 0,
+      });
       if (k === 0) {
         // The folder is created by the input; the first file goes in once it exists.
         gateway = await startGateway(config, env, dir);
         expected.push(...dropCsv(inbox, `f${k}`, 400));
       } else {
-        if (moment !== 'intake') expected.push(...dropCsv(inbox, `f${k}`, 150 + Math.floor(Math.random() * 200)));
+        if (moment !== 'intake')
+          expected.push(...dropCsv(inbox, `f${k}`, 150 + Math.floor(Math.random() * 200)));
         gateway = await startGateway(config, env, dir);
       }
       let hit = 'random delay';
@@ -115,10 +135,13 @@ async function crashRun(sandbox: RunningSandbox, mode: 'direct' | 'presigned') {
         expected.push(...dropCsv(inbox, `f${k}`, 2000));
         await sleep(30 + Math.random() * 150);
       } else if (moment === 'upload') {
-        const seen = await waitFor(() => {
-          const f = inFlight(dbFile);
-          return f.uploading + f.putting > 0;
-        }, { timeoutMs: 5000, intervalMs: 5 }).then(
+        const seen = await waitFor(
+          () => {
+            const f = inFlight(dbFile);
+            return f.uploading + f.putting > 0;
+          },
+          { timeoutMs: 5000, intervalMs: 5 },
+        ).then(
           () => true,
           () => false,
         );
@@ -126,7 +149,10 @@ async function crashRun(sandbox: RunningSandbox, mode: 'direct' | 'presigned') {
         await sleep(Math.random() * 200);
       } else {
         const before = await sandboxCount(sandbox);
-        const seen = await waitFor(async () => (await sandboxCount(sandbox)) > before, { timeoutMs: 5000, intervalMs: 5 }).then(
+        const seen = await waitFor(async () => (await sandboxCount(sandbox)) > before, {
+          timeoutMs: 5000,
+          intervalMs: 5,
+        }).then(
           () => true,
           () => false,
         );
@@ -152,12 +178,16 @@ async function crashRun(sandbox: RunningSandbox, mode: 'direct' | 'presigned') {
     const url = gateway.httpUrl;
     await waitFor(
       async () => {
-        const s = (await (await fetch(`${url}/api/v1/status`)).json()) as { buffer: { undeliveredScans: number } };
+        const s = (await (await fetch(`${url}/api/v1/status`)).json()) as {
+          buffer: { undeliveredScans: number };
+        };
         return s.buffer.undeliveredScans === 0;
       },
       { timeoutMs: 20_000, intervalMs: 100, what: 'nothing undelivered' },
     );
-    const status = (await (await fetch(`${url}/api/v1/status`)).json()) as { delivery: { possibleDuplicates: number; possibleDuplicateUploads: number } };
+    const status = (await (await fetch(`${url}/api/v1/status`)).json()) as {
+      delivery: { possibleDuplicates: number; possibleDuplicateUploads: number };
+    };
     expect(await gateway.stop()).toBe(0);
     gateway = undefined;
 
@@ -178,17 +208,28 @@ async function crashRun(sandbox: RunningSandbox, mode: 'direct' | 'presigned') {
     try {
       expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
       expect(db.prepare(`SELECT count(*) FROM scans`).pluck().get()).toBe(expected.length);
-      flagged = db.prepare(`SELECT count(*) FROM batches WHERE possible_duplicate > 0`).pluck().get() as number;
+      flagged = db
+        .prepare(`SELECT count(*) FROM batches WHERE possible_duplicate > 0`)
+        .pluck()
+        .get() as number;
       // Each duplicate comes from a batch the gateway flagged as possibly sent twice.
       const flaggedRefs = new Set(
-        db.prepare(`SELECT s.reference FROM scans s JOIN batches b ON b.id = s.batch_id WHERE b.possible_duplicate > 0`).pluck().all() as string[],
+        db
+          .prepare(
+            `SELECT s.reference FROM scans s JOIN batches b ON b.id = s.batch_id WHERE b.possible_duplicate > 0`,
+          )
+          .pluck()
+          .all() as string[],
       );
-      for (const [ref] of duplicated) expect(flaggedRefs.has(ref), `duplicate ${ref} was not flagged`).toBe(true);
+      for (const [ref] of duplicated)
+        expect(flaggedRefs.has(ref), `duplicate ${ref} was not flagged`).toBe(true);
     } finally {
       db.close();
     }
     // Kills aimed at an upload (on the wire, or taken by the service with its answer held back) that met one.
-    const hits = kills.filter((k) => (k.moment === 'upload' || k.moment === 'answer') && !k.hit.startsWith('no ')).length;
+    const hits = kills.filter(
+      (k) => (k.moment === 'upload' || k.moment === 'answer') && !k.hit.startsWith('no '),
+    ).length;
     console.log(
       `crash test (${mode}): ${kills.length} SIGKILLs (${summary(kills.map((k) => `${k.moment}: ${k.hit}`))}); ` +
         `${expected.length} scans, ${received.length} received, ${duplicates} duplicates; reported possibleDuplicates ` +
@@ -205,7 +246,8 @@ async function crashRun(sandbox: RunningSandbox, mode: 'direct' | 'presigned') {
 describe.concurrent('crash test: SIGKILL at random moments during intake and delivery', () => {
   const sandboxes: RunningSandbox[] = [];
   beforeAll(async () => {
-    for (let i = 0; i < 2; i++) sandboxes.push(await startSandbox({ port: 0, processingDelayMs: 100 }));
+    for (let i = 0; i < 2; i++)
+      sandboxes.push(await startSandbox({ port: 0, processingDelayMs: 100 }));
   });
   afterAll(async () => {
     for (const s of sandboxes) await s.close();
@@ -220,11 +262,15 @@ describe.concurrent('crash test: SIGKILL at random moments during intake and del
     expect(r.hits).toBeGreaterThanOrEqual(KILLS / 4);
   });
 
-  it('direct: nothing lost; duplicates only where an answer was lost, counted and reported', { timeout: 300_000 }, async () => {
-    const r = await crashRun(sandboxes[1]!, 'direct');
-    expect(r.kills).toHaveLength(KILLS);
-    expect(r.duplicates).toBeLessThanOrEqual(r.status.possibleDuplicates);
-    expect(r.status.possibleDuplicateUploads).toBeGreaterThan(0);
-    expect(r.hits).toBeGreaterThanOrEqual(KILLS / 4);
-  });
+  it(
+    'direct: nothing lost; duplicates only where an answer was lost, counted and reported',
+    { timeout: 300_000 },
+    async () => {
+      const r = await crashRun(sandboxes[1]!, 'direct');
+      expect(r.kills).toHaveLength(KILLS);
+      expect(r.duplicates).toBeLessThanOrEqual(r.status.possibleDuplicates);
+      expect(r.status.possibleDuplicateUploads).toBeGreaterThan(0);
+      expect(r.hits).toBeGreaterThanOrEqual(KILLS / 4);
+    },
+  );
 });

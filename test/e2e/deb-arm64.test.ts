@@ -1,5 +1,12 @@
 import { spawn } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -30,14 +37,24 @@ describe('the arm64 Debian package (cross-built, run under qemu)', () => {
     const node = join(app, 'bin/node');
 
     // Every ELF object in the package is arm64.
-    const elves = run('sh', ['-c', `find ${root} -type f \\( -name '*.node' -o -path '*/bin/node' \\) -exec readelf -h {} \\; | grep Machine:`]).stdout.trim().split('\n');
+    const elves = run('sh', [
+      '-c',
+      `find ${root} -type f \\( -name '*.node' -o -path '*/bin/node' \\) -exec readelf -h {} \\; | grep Machine:`,
+    ])
+      .stdout.trim()
+      .split('\n');
     expect(elves.length).toBeGreaterThanOrEqual(4);
     for (const line of elves) expect(line).toMatch(/AArch64/);
 
-    const qemu = (args: string[], env: Record<string, string> = {}): RunResult => run(QEMU, ['-L', SYSROOT, node, ...args], { cwd: root, env, timeoutMs: 180_000 });
+    const qemu = (args: string[], env: Record<string, string> = {}): RunResult =>
+      run(QEMU, ['-L', SYSROOT, node, ...args], { cwd: root, env, timeoutMs: 180_000 });
     const version = qemu([join(app, 'dist/src/main.js'), '--version']);
     expect(version.code, version.stderr).toBe(0);
-    expect(version.stdout).toMatch(new RegExp(`^scan-gateway ${VERSION.replaceAll('.', '\\.')} \\(Node\\.js v26\\.\\d+\\.\\d+, linux-arm64, ${node.replaceAll('/', '\\/')}\\)\\n$`));
+    expect(version.stdout).toMatch(
+      new RegExp(
+        `^scan-gateway ${VERSION.replaceAll('.', '\\.')} \\(Node\\.js v26\\.\\d+\\.\\d+, linux-arm64, ${node.replaceAll('/', '\\/')}\\)\\n$`,
+      ),
+    );
 
     // The three native modules load on the arm64 runtime (unix-dgram only under systemd otherwise).
     const modules = qemu([
@@ -48,11 +65,21 @@ describe('the arm64 Debian package (cross-built, run under qemu)', () => {
        console.log('serialport', typeof r('@serialport/bindings-cpp').autoDetect().list);`,
     ]);
     expect(modules.code, modules.stderr).toBe(0);
-    expect(modules.stdout).toMatch(/^sqlite 3\.\d+\.\d+\nunix-dgram function\nserialport function\n$/);
+    expect(modules.stdout).toMatch(
+      /^sqlite 3\.\d+\.\d+\nunix-dgram function\nserialport function\n$/,
+    );
 
     // `try` with the package's starter configuration.
     const starter = join(root, 'etc/scan-gateway/config.yaml');
-    const tried = qemu([join(app, 'dist/src/main.js'), 'try', '--config', starter, '--input', 'inbox', ']C100095212345678901235400PO-4711']);
+    const tried = qemu([
+      join(app, 'dist/src/main.js'),
+      'try',
+      '--config',
+      starter,
+      '--input',
+      'inbox',
+      ']C100095212345678901235400PO-4711',
+    ]);
     expect(tried.code, tried.stdout + tried.stderr).toBe(0);
     expect(tried.stdout).toContain('PO-4711');
 
@@ -60,27 +87,48 @@ describe('the arm64 Debian package (cross-built, run under qemu)', () => {
     const site = mkdtempSync(join(tmpdir(), 'sg-arm64-site-'));
     const port = await freePort();
     const config = join(site, 'config.yaml');
-    writeFileSync(config, starterForSandbox(readFileSync(starter, 'utf8'), { sandboxPort: port, dataDir: site, httpListen: '127.0.0.1:0' }));
+    writeFileSync(
+      config,
+      starterForSandbox(readFileSync(starter, 'utf8'), {
+        sandboxPort: port,
+        dataDir: site,
+        httpListen: '127.0.0.1:0',
+      }),
+    );
     const secret = readFileSync(join(app, 'config/demo-client-secret'), 'utf8').trim();
     expect(existsSync(join(site, 'buffer.db'))).toBe(false);
-    const child = spawn(QEMU, ['-L', SYSROOT, node, join(app, 'dist/src/main.js'), 'run', '--config', config], {
-      cwd: site,
-      env: { PATH: process.env.PATH ?? '', SCAN_GATEWAY_CLIENT_SECRET: secret },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      QEMU,
+      ['-L', SYSROOT, node, join(app, 'dist/src/main.js'), 'run', '--config', config],
+      {
+        cwd: site,
+        env: { PATH: process.env.PATH ?? '', SCAN_GATEWAY_CLIENT_SECRET: secret },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let log = '';
     child.stdout.on('data', (d: Buffer) => (log += d.toString()));
     child.stderr.on('data', (d: Buffer) => (log += d.toString()));
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    const exited = new Promise<number | null>((resolve) =>
+      child.once('exit', (code) => resolve(code)),
+    );
     try {
-      await waitFor(() => log.includes('"msg":"scan-gateway started"'), { timeoutMs: 120_000, what: 'the arm64 gateway started under qemu' }).catch((err: unknown) => {
+      await waitFor(() => log.includes('"msg":"scan-gateway started"'), {
+        timeoutMs: 120_000,
+        what: 'the arm64 gateway started under qemu',
+      }).catch((err: unknown) => {
         throw new Error(`${(err as Error).message}\n${log.slice(-3000)}`);
       });
       mkdirSync(join(site, 'inbox'), { recursive: true });
-      copyFileSync(join(PACKAGE_ROOT, 'samples/goods-in-export.csv'), join(site, 'inbox', 'goods-in-export.csv'));
+      copyFileSync(
+        join(PACKAGE_ROOT, 'samples/goods-in-export.csv'),
+        join(site, 'inbox', 'goods-in-export.csv'),
+      );
       await waitFor(
         async () => {
-          const r = (await (await fetch(`http://127.0.0.1:${port}/_sandbox/scans`)).json()) as { scans: unknown[] };
+          const r = (await (await fetch(`http://127.0.0.1:${port}/_sandbox/scans`)).json()) as {
+            scans: unknown[];
+          };
           return r.scans.length >= 3;
         },
         { timeoutMs: 90_000, intervalMs: 500, what: 'scans delivered by the arm64 gateway' },
@@ -89,9 +137,21 @@ describe('the arm64 Debian package (cross-built, run under qemu)', () => {
       child.kill('SIGTERM');
     }
     expect(await exited, log.slice(-3000)).toBe(0);
-    const stats = qemu([join(app, 'dist/src/main.js'), 'buffer', 'stats', '--buffer', join(site, 'buffer.db'), '--json']);
+    const stats = qemu([
+      join(app, 'dist/src/main.js'),
+      'buffer',
+      'stats',
+      '--buffer',
+      join(site, 'buffer.db'),
+      '--json',
+    ]);
     expect(stats.code, stats.stderr).toBe(0);
-    const report = JSON.parse(stats.stdout) as { path: string; schemaVersion: number; journalMode: string; scans: Record<string, number> };
+    const report = JSON.parse(stats.stdout) as {
+      path: string;
+      schemaVersion: number;
+      journalMode: string;
+      scans: Record<string, number>;
+    };
     expect(report).toMatchObject({ path: join(site, 'buffer.db'), journalMode: 'wal' });
     expect(report.schemaVersion).toBeGreaterThan(0);
     // The sample's rows, stored by the arm64 SQLite and read back by it.

@@ -1,8 +1,27 @@
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT, VERSION } from '../../src/paths.js';
-import { buildPackage, containerInit, debianRoot, inBooted, inRoot, pathsNamed, spawnInRoot, starterForSandbox, type DebianSuite } from '../helpers/debian-root.js';
+import {
+  buildPackage,
+  containerInit,
+  debianRoot,
+  inBooted,
+  inRoot,
+  pathsNamed,
+  spawnInRoot,
+  starterForSandbox,
+  type DebianSuite,
+} from '../helpers/debian-root.js';
 import { freePort } from '../helpers/ports.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -25,11 +44,17 @@ const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'ut
 
 /** The starter pointed at an embedded sandbox on `port`, its folders in `dataDir`, its page on `httpPort`. */
 function siteConfig(starter: string, port: number, dataDir: string, httpPort: number): string {
-  return starterForSandbox(starter, { sandboxPort: port, dataDir, httpListen: `127.0.0.1:${httpPort}` });
+  return starterForSandbox(starter, {
+    sandboxPort: port,
+    dataDir,
+    httpListen: `127.0.0.1:${httpPort}`,
+  });
 }
 
 async function sandboxScans(port: number): Promise<unknown[] | undefined> {
-  const r = (await (await fetch(`http://127.0.0.1:${port}/_sandbox/scans`)).json()) as { scans: unknown[] };
+  const r = (await (await fetch(`http://127.0.0.1:${port}/_sandbox/scans`)).json()) as {
+    scans: unknown[];
+  };
   return r.scans.length > 0 ? r.scans : undefined;
 }
 
@@ -47,9 +72,13 @@ describe('the Debian package on clean Debian roots', () => {
     it(`Debian ${release} (${suite}): apt installs it ${systemNode ? `beside Debian's nodejs ${systemNode}x` : 'with no Node.js'}, it runs and delivers as its user${boot ? ', starts under systemd' : ''}, and purge removes it`, async () => {
       const root = debianRoot(suite);
       roots.push(root);
-      expect(readFileSync(join(root, 'etc/debian_version'), 'utf8')).toMatch(new RegExp(`^${release}\\.`));
+      expect(readFileSync(join(root, 'etc/debian_version'), 'utf8')).toMatch(
+        new RegExp(`^${release}\\.`),
+      );
       // A system with no Node.js at all, as mmdebstrap made it.
-      expect(inRoot(root, ['sh', '-c', 'command -v node nodejs; dpkg-query -W nodejs']).code).not.toBe(0);
+      expect(
+        inRoot(root, ['sh', '-c', 'command -v node nodejs; dpkg-query -W nodejs']).code,
+      ).not.toBe(0);
 
       // /var/tmp: systemd-nspawn gives the container a /tmp of its own.
       copyFileSync(deb, join(root, 'var/tmp', basename(deb)));
@@ -57,62 +86,144 @@ describe('the Debian package on clean Debian roots', () => {
       const update = inRoot(root, ['apt-get', 'update', '-qq'], { timeoutMs: 300_000 });
       expect(update.code, update.stdout + update.stderr).toBe(0);
       if (systemNode) {
-        const nodejs = inRoot(root, ['apt-get', 'install', '-y', '-qq', '--no-install-recommends', 'nodejs'], { env: { DEBIAN_FRONTEND: 'noninteractive' }, timeoutMs: 600_000 });
+        const nodejs = inRoot(
+          root,
+          ['apt-get', 'install', '-y', '-qq', '--no-install-recommends', 'nodejs'],
+          { env: { DEBIAN_FRONTEND: 'noninteractive' }, timeoutMs: 600_000 },
+        );
         expect(nodejs.code, nodejs.stdout.slice(-2000) + nodejs.stderr).toBe(0);
-        expect(inRoot(root, ['node', '--version']).stdout).toMatch(new RegExp(`^${systemNode.replace('.', '\\.')}`));
+        expect(inRoot(root, ['node', '--version']).stdout).toMatch(
+          new RegExp(`^${systemNode.replace('.', '\\.')}`),
+        );
       }
-      const install = inRoot(root, ['apt-get', 'install', '-y', '--no-install-recommends', `/var/tmp/${basename(deb)}`], { env: { DEBIAN_FRONTEND: 'noninteractive' }, timeoutMs: 600_000 });
+      const install = inRoot(
+        root,
+        ['apt-get', 'install', '-y', '--no-install-recommends', `/var/tmp/${basename(deb)}`],
+        { env: { DEBIAN_FRONTEND: 'noninteractive' }, timeoutMs: 600_000 },
+      );
       expect(install.code, install.stdout.slice(-3000) + install.stderr).toBe(0);
       expect(install.stdout).toContain('Setting up scan-gateway');
       if (systemNode) {
         // The system's node is left as it was.
-        expect(inRoot(root, ['node', '--version']).stdout).toMatch(new RegExp(`^${systemNode.replace('.', '\\.')}`));
+        expect(inRoot(root, ['node', '--version']).stdout).toMatch(
+          new RegExp(`^${systemNode.replace('.', '\\.')}`),
+        );
       } else {
-        expect(inRoot(root, ['dpkg-query', '-W', '-f=${Status}', 'nodejs']).stdout).not.toContain('installed');
+        expect(inRoot(root, ['dpkg-query', '-W', '-f=${Status}', 'nodejs']).stdout).not.toContain(
+          'installed',
+        );
       }
 
       // The bundled runtime, whatever the system has; no warning from a missing CA bundle.
       const version = inRoot(root, ['scan-gateway', '--version']);
       expect(version.code, version.stderr).toBe(0);
-      expect(version.stdout).toMatch(new RegExp(`^scan-gateway ${VERSION.replaceAll('.', '\\.')} \\(Node\\.js v26\\.\\d+\\.\\d+, linux-x64, /usr/lib/scan-gateway/bin/node\\)\\n$`));
+      expect(version.stdout).toMatch(
+        new RegExp(
+          `^scan-gateway ${VERSION.replaceAll('.', '\\.')} \\(Node\\.js v26\\.\\d+\\.\\d+, linux-x64, /usr/lib/scan-gateway/bin/node\\)\\n$`,
+        ),
+      );
       expect(version.stderr.trim()).toBe('');
-      const check = inRoot(root, ['scan-gateway', 'config', 'check', '--config', '/etc/scan-gateway/config.yaml', '--offline']);
+      const check = inRoot(root, [
+        'scan-gateway',
+        'config',
+        'check',
+        '--config',
+        '/etc/scan-gateway/config.yaml',
+        '--offline',
+      ]);
       expect(check.code, check.stdout + check.stderr).toBe(0);
       expect(check.stderr).not.toMatch(/Ignoring extra certs|Warning/);
 
       // The installed unit verifies with the root's own systemd.
-      const verify = inRoot(root, ['systemd-analyze', 'verify', '/usr/lib/systemd/system/scan-gateway.service']);
-      expect(verify.stderr.split('\n').filter((l) => l.includes('scan-gateway') && !l.includes("Command 'man"))).toEqual([]);
+      const verify = inRoot(root, [
+        'systemd-analyze',
+        'verify',
+        '/usr/lib/systemd/system/scan-gateway.service',
+      ]);
+      expect(
+        verify.stderr
+          .split('\n')
+          .filter((l) => l.includes('scan-gateway') && !l.includes("Command 'man")),
+      ).toEqual([]);
 
       // A short run as the service user from the installed layout: a dropped file reaches the sandbox.
       const sandboxPort = await freePort();
       const httpPort = await freePort();
       const site = '/var/lib/scan-gateway/site';
-      expect(inRoot(root, ['install', '-d', '-o', 'scan-gateway', '-g', 'scan-gateway', '-m', '0750', site]).code).toBe(0);
-      writeFileSync(join(root, site, 'config.yaml'), siteConfig(readFileSync(join(root, 'etc/scan-gateway/config.yaml'), 'utf8'), sandboxPort, site, httpPort));
-      expect(inRoot(root, ['chown', 'scan-gateway:scan-gateway', `${site}/config.yaml`]).code).toBe(0);
+      expect(
+        inRoot(root, [
+          'install',
+          '-d',
+          '-o',
+          'scan-gateway',
+          '-g',
+          'scan-gateway',
+          '-m',
+          '0750',
+          site,
+        ]).code,
+      ).toBe(0);
+      writeFileSync(
+        join(root, site, 'config.yaml'),
+        siteConfig(
+          readFileSync(join(root, 'etc/scan-gateway/config.yaml'), 'utf8'),
+          sandboxPort,
+          site,
+          httpPort,
+        ),
+      );
+      expect(inRoot(root, ['chown', 'scan-gateway:scan-gateway', `${site}/config.yaml`]).code).toBe(
+        0,
+      );
       const gateway = spawnInRoot(
         root,
-        ['--pipe', '--kill-signal=SIGTERM', `--chdir=${site}`, `--setenv=SCAN_GATEWAY_CLIENT_SECRET=${SECRET}`],
-        ['setpriv', '--reuid=scan-gateway', '--regid=scan-gateway', '--init-groups', 'scan-gateway', 'run', '--config', `${site}/config.yaml`],
+        [
+          '--pipe',
+          '--kill-signal=SIGTERM',
+          `--chdir=${site}`,
+          `--setenv=SCAN_GATEWAY_CLIENT_SECRET=${SECRET}`,
+        ],
+        [
+          'setpriv',
+          '--reuid=scan-gateway',
+          '--regid=scan-gateway',
+          '--init-groups',
+          'scan-gateway',
+          'run',
+          '--config',
+          `${site}/config.yaml`,
+        ],
       );
       let log = '';
       gateway.stdout?.on('data', (d: Buffer) => (log += d.toString()));
       gateway.stderr?.on('data', (d: Buffer) => (log += d.toString()));
-      const exited = new Promise<number | null>((resolve) => gateway.once('exit', (code) => resolve(code)));
+      const exited = new Promise<number | null>((resolve) =>
+        gateway.once('exit', (code) => resolve(code)),
+      );
       try {
-        await waitFor(() => log.includes('"msg":"scan-gateway started"'), { timeoutMs: 60_000, what: `the packaged gateway started in ${suite}` }).catch((err: unknown) => {
+        await waitFor(() => log.includes('"msg":"scan-gateway started"'), {
+          timeoutMs: 60_000,
+          what: `the packaged gateway started in ${suite}`,
+        }).catch((err: unknown) => {
           throw new Error(`${(err as Error).message}\n${log.slice(-3000)}`);
         });
         // On the package's runtime, whatever the system's node is.
         expect(log).toMatch(/"node":"v26\.[^"]+","msg":"scan-gateway started"/);
         mkdirSync(join(root, site, 'inbox'), { recursive: true });
-        copyFileSync(join(PACKAGE_ROOT, 'samples/goods-in-export.csv'), join(root, site, 'inbox', 'goods-in-export.csv'));
-        const delivered = await waitFor(() => sandboxScans(sandboxPort), { timeoutMs: 60_000, what: 'scans delivered to the sandbox' });
+        copyFileSync(
+          join(PACKAGE_ROOT, 'samples/goods-in-export.csv'),
+          join(root, site, 'inbox', 'goods-in-export.csv'),
+        );
+        const delivered = await waitFor(() => sandboxScans(sandboxPort), {
+          timeoutMs: 60_000,
+          what: 'scans delivered to the sandbox',
+        });
         expect(delivered.length).toBeGreaterThan(0);
         // The buffer was written by the service user.
         // (Read from the host: a second container on the same root is refused while this one runs.)
-        const uid = /^scan-gateway:x:(\d+):/m.exec(readFileSync(join(root, 'etc/passwd'), 'utf8'))?.[1];
+        const uid = /^scan-gateway:x:(\d+):/m.exec(
+          readFileSync(join(root, 'etc/passwd'), 'utf8'),
+        )?.[1];
         expect(uid).toBeDefined();
         expect(statSync(join(root, site, 'buffer.db')).uid).toBe(Number(uid));
       } finally {
@@ -124,7 +235,15 @@ describe('the Debian package on clean Debian roots', () => {
         // Under the root's own systemd: the service configured, its secret in place, enabled, booted.
         const servicePort = await freePort();
         const serviceHttp = await freePort();
-        writeFileSync(join(root, 'etc/scan-gateway/config.yaml'), siteConfig(readFileSync(join(root, 'etc/scan-gateway/config.yaml'), 'utf8'), servicePort, '/var/lib/scan-gateway', serviceHttp));
+        writeFileSync(
+          join(root, 'etc/scan-gateway/config.yaml'),
+          siteConfig(
+            readFileSync(join(root, 'etc/scan-gateway/config.yaml'), 'utf8'),
+            servicePort,
+            '/var/lib/scan-gateway',
+            serviceHttp,
+          ),
+        );
         writeFileSync(join(root, 'etc/scan-gateway/client-secret'), `${SECRET}\n`, { mode: 0o600 });
         const enable = inRoot(root, ['systemctl', 'enable', 'scan-gateway.service']);
         expect(enable.code, enable.stderr).toBe(0);
@@ -132,34 +251,94 @@ describe('the Debian package on clean Debian roots', () => {
         let console = '';
         booted.stdout?.on('data', (d: Buffer) => (console += d.toString()));
         booted.stderr?.on('data', (d: Buffer) => (console += d.toString()));
-        const poweredOff = new Promise<number | null>((resolve) => booted.once('exit', (code) => resolve(code)));
+        const poweredOff = new Promise<number | null>((resolve) =>
+          booted.once('exit', (code) => resolve(code)),
+        );
         try {
-          const init = await waitFor(() => containerInit(booted.pid!), { timeoutMs: 30_000, what: 'the container booted' });
+          const init = await waitFor(() => containerInit(booted.pid!), {
+            timeoutMs: 30_000,
+            what: 'the container booted',
+          });
           const state = await waitFor(
             () => {
-              const s = inBooted(init, ['systemctl', 'show', '-p', 'ActiveState,SubState,StatusText', 'scan-gateway.service']).stdout;
-              return /ActiveState=failed/.test(s) ? `failed: ${s}` : /ActiveState=active/.test(s) ? s : undefined;
+              const s = inBooted(init, [
+                'systemctl',
+                'show',
+                '-p',
+                'ActiveState,SubState,StatusText',
+                'scan-gateway.service',
+              ]).stdout;
+              return /ActiveState=failed/.test(s)
+                ? `failed: ${s}`
+                : /ActiveState=active/.test(s)
+                  ? s
+                  : undefined;
             },
-            { timeoutMs: 90_000, intervalMs: 500, what: 'scan-gateway.service active under systemd' },
+            {
+              timeoutMs: 90_000,
+              intervalMs: 500,
+              what: 'scan-gateway.service active under systemd',
+            },
           ).catch((err: unknown) => {
-            const journal = inBooted(init, ['journalctl', '--no-pager', '-n', '60', '-u', 'scan-gateway.service']).stdout;
+            const journal = inBooted(init, [
+              'journalctl',
+              '--no-pager',
+              '-n',
+              '60',
+              '-u',
+              'scan-gateway.service',
+            ]).stdout;
             throw new Error(`${(err as Error).message}\n${journal}\n${console.slice(-2000)}`);
           });
           // Type=notify: active means the gateway sent READY=1.
-          expect(state, inBooted(init, ['journalctl', '--no-pager', '-n', '60', '-u', 'scan-gateway.service']).stdout).toMatch(/ActiveState=active\nSubState=running/);
-          const health = (await (await fetch(`http://127.0.0.1:${serviceHttp}/healthz`)).json()) as { status: string };
+          expect(
+            state,
+            inBooted(init, ['journalctl', '--no-pager', '-n', '60', '-u', 'scan-gateway.service'])
+              .stdout,
+          ).toMatch(/ActiveState=active\nSubState=running/);
+          const health = (await (
+            await fetch(`http://127.0.0.1:${serviceHttp}/healthz`)
+          ).json()) as { status: string };
           expect(['ok', 'degraded']).toContain(health.status);
-          expect(inBooted(init, ['systemctl', 'show', '-p', 'ExecMainPID', '--value', 'scan-gateway.service']).stdout.trim()).not.toBe('0');
-          const exec = inBooted(init, ['sh', '-c', 'readlink /proc/$(systemctl show -p MainPID --value scan-gateway.service)/exe']).stdout.trim();
+          expect(
+            inBooted(init, [
+              'systemctl',
+              'show',
+              '-p',
+              'ExecMainPID',
+              '--value',
+              'scan-gateway.service',
+            ]).stdout.trim(),
+          ).not.toBe('0');
+          const exec = inBooted(init, [
+            'sh',
+            '-c',
+            'readlink /proc/$(systemctl show -p MainPID --value scan-gateway.service)/exe',
+          ]).stdout.trim();
           expect(exec).toBe('/usr/lib/scan-gateway/bin/node');
           // `systemctl reload` reaches the gateway as SIGHUP through the unit's ExecReload, with the root's own tools.
           const reload = inBooted(init, ['systemctl', 'reload', 'scan-gateway.service']);
           expect(reload.code, reload.stderr).toBe(0);
-          await waitFor(() => (/configuration reloaded/.test(inBooted(init, ['journalctl', '--no-pager', '-n', '60', '-u', 'scan-gateway.service']).stdout) ? true : undefined), {
-            timeoutMs: 20_000,
-            intervalMs: 500,
-            what: 'the reload in the journal',
-          });
+          await waitFor(
+            () =>
+              /configuration reloaded/.test(
+                inBooted(init, [
+                  'journalctl',
+                  '--no-pager',
+                  '-n',
+                  '60',
+                  '-u',
+                  'scan-gateway.service',
+                ]).stdout,
+              )
+                ? true
+                : undefined,
+            {
+              timeoutMs: 20_000,
+              intervalMs: 500,
+              what: 'the reload in the journal',
+            },
+          );
         } finally {
           booted.kill('SIGTERM');
         }
@@ -170,10 +349,18 @@ describe('the Debian package on clean Debian roots', () => {
 
       // Purge: no file of the package left (the service user stays, as docs/operations.md says).
       rmSync(join(root, 'var/tmp', basename(deb)));
-      const purge = inRoot(root, ['apt-get', 'purge', '-y', 'scan-gateway'], { env: { DEBIAN_FRONTEND: 'noninteractive' } });
+      const purge = inRoot(root, ['apt-get', 'purge', '-y', 'scan-gateway'], {
+        env: { DEBIAN_FRONTEND: 'noninteractive' },
+      });
       expect(purge.code, purge.stdout + purge.stderr).toBe(0);
       expect(pathsNamed(root, 'scan-gateway')).toEqual([]);
-      for (const path of ['etc/scan-gateway', 'var/lib/scan-gateway', 'usr/lib/scan-gateway', 'usr/bin/scan-gateway']) expect(existsSync(join(root, path)), path).toBe(false);
+      for (const path of [
+        'etc/scan-gateway',
+        'var/lib/scan-gateway',
+        'usr/lib/scan-gateway',
+        'usr/bin/scan-gateway',
+      ])
+        expect(existsSync(join(root, path)), path).toBe(false);
       expect(readdirSync(join(root, 'var/tmp'))).not.toContain(basename(deb));
     }, 900_000);
   }

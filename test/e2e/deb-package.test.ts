@@ -1,5 +1,12 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -14,8 +21,6 @@ import { run, starterForSandbox } from '../helpers/debian-root.js';
 // it on clean Debian roots: deb-clean-roots.test.ts. dpkg-deb, lintian and systemd-analyze come
 // from .ci/run's need block; a missing one fails here.
 
-
-
 describe('the Debian package (npm run package)', () => {
   it('builds, passes lintian, and runs from its extracted layout', async () => {
     const out = mkdtempSync(join(tmpdir(), 'sg-deb-'));
@@ -26,7 +31,10 @@ describe('the Debian package (npm run package)', () => {
     const deb = join(out, name);
     expect(built.stdout.trim().split('\n').pop()).toBe(deb);
     // The release is the .deb and its checksum file.
-    expect(run('sha256sum', ['-c', `${name}.sha256`], { cwd: out })).toMatchObject({ code: 0, stdout: `${name}: OK\n` });
+    expect(run('sha256sum', ['-c', `${name}.sha256`], { cwd: out })).toMatchObject({
+      code: 0,
+      stdout: `${name}: OK\n`,
+    });
 
     // Every tag lintian finds is fixed or overridden with its reason (packaging/deb/lintian-overrides).
     const lint = run('lintian', ['--info', '--tag-display-limit', '0', deb]);
@@ -38,7 +46,15 @@ describe('the Debian package (npm run package)', () => {
     // The runtime is inside: no nodejs dependency; what a minimal Debian lacks and the runtime uses is named.
     const depends = run('dpkg-deb', ['--field', deb, 'Depends']).stdout;
     expect(depends).not.toMatch(/nodejs/);
-    for (const dep of ['libc6', 'libstdc++6', 'libgcc-s1', 'libatomic1', 'ca-certificates', 'systemd']) expect(depends).toContain(dep);
+    for (const dep of [
+      'libc6',
+      'libstdc++6',
+      'libgcc-s1',
+      'libatomic1',
+      'ca-certificates',
+      'systemd',
+    ])
+      expect(depends).toContain(dep);
     expect(info).toMatch(/own Node\.js runtime/);
     expect(run('dpkg-deb', ['--field', deb, 'Architecture']).stdout.trim()).toBe(arch);
     const contents = run('dpkg-deb', ['--contents', deb]).stdout;
@@ -58,9 +74,17 @@ describe('the Debian package (npm run package)', () => {
       expect(contents).toContain(path);
     }
     // No development tools in the production modules.
-    for (const dev of ['/node_modules/vitest/', '/node_modules/typescript/', '/node_modules/eslint/', '/node_modules/playwright-core/', '/node_modules/node-gyp/']) expect(contents).not.toContain(dev);
+    for (const dev of [
+      '/node_modules/vitest/',
+      '/node_modules/typescript/',
+      '/node_modules/eslint/',
+      '/node_modules/playwright-core/',
+      '/node_modules/node-gyp/',
+    ])
+      expect(contents).not.toContain(dev);
     // The runtime alone: no headers, no npm, no docs of its own; no native binary of another platform.
-    for (const extra of ['/include/node/', '/node_modules/npm/', '/share/doc/node/']) expect(contents).not.toContain(extra);
+    for (const extra of ['/include/node/', '/node_modules/npm/', '/share/doc/node/'])
+      expect(contents).not.toContain(extra);
     const binaries = contents.split('\n').filter((l) => l.endsWith('.node'));
     expect(binaries.length).toBeGreaterThanOrEqual(3);
     expect(binaries.filter((l) => /darwin|win32|android|arm64|armv|musl/.test(l))).toEqual([]);
@@ -68,8 +92,11 @@ describe('the Debian package (npm run package)', () => {
     const root = mkdtempSync(join(tmpdir(), 'sg-deb-root-'));
     expect(run('dpkg-deb', ['-x', deb, root]).code).toBe(0);
     expect(run('dpkg-deb', ['-e', deb, join(root, 'DEBIAN')]).code).toBe(0);
-    expect(readFileSync(join(root, 'DEBIAN/conffiles'), 'utf8')).toBe('/etc/scan-gateway/config.yaml\n');
-    for (const script of ['postinst', 'prerm', 'postrm']) expect(run('sh', ['-n', join(root, 'DEBIAN', script)]).code, script).toBe(0);
+    expect(readFileSync(join(root, 'DEBIAN/conffiles'), 'utf8')).toBe(
+      '/etc/scan-gateway/config.yaml\n',
+    );
+    for (const script of ['postinst', 'prerm', 'postrm'])
+      expect(run('sh', ['-n', join(root, 'DEBIAN', script)]).code, script).toBe(0);
     const bin = join(root, 'usr/bin/scan-gateway');
     // The package's runtime answers, whatever node the machine has on PATH.
     expect(run(bin, ['--version'], { env: { PATH: '/usr/bin:/bin' } })).toMatchObject({
@@ -80,41 +107,88 @@ describe('the Debian package (npm run package)', () => {
     // The conffile is the starter configuration; it passes the check of the file itself here
     // (its folders under /var/lib are made by the package's tmpfiles.d on the gateway).
     const conffile = join(root, 'etc/scan-gateway/config.yaml');
-    expect(readFileSync(conffile, 'utf8')).toContain('written by: scan-gateway config init --input files');
+    expect(readFileSync(conffile, 'utf8')).toContain(
+      'written by: scan-gateway config init --input files',
+    );
     expect(run(bin, ['config', 'check', '--config', conffile, '--offline']).code).toBe(0);
 
     // config init and config check from the extracted layout, then a short run that delivers.
     const site = mkdtempSync(join(tmpdir(), 'sg-deb-site-'));
     const config = join(site, 'config.yaml');
-    const init = run(bin, ['config', 'init', '--input', 'files', '--data-dir', site, '--listen', '127.0.0.1:0', '--output', config]);
+    const init = run(bin, [
+      'config',
+      'init',
+      '--input',
+      'files',
+      '--data-dir',
+      site,
+      '--listen',
+      '127.0.0.1:0',
+      '--output',
+      config,
+    ]);
     expect(init.code, init.stdout + init.stderr).toBe(0);
     const check = run(bin, ['config', 'check', '--config', config]);
     expect(check.code, check.stdout).toBe(0);
     const port = await freePort();
     // The starter, pointed at the embedded sandbox with a DCP it knows (GI-01).
     writeFileSync(config, starterForSandbox(readFileSync(config, 'utf8'), { sandboxPort: port }));
-    expect(run(bin, ['config', 'check', '--config', config], { env: { SCAN_GATEWAY_CLIENT_SECRET: 'x' } }).code).toBe(0);
-    const secret = readFileSync(join(root, 'usr/lib/scan-gateway/config/demo-client-secret'), 'utf8').trim();
+    expect(
+      run(bin, ['config', 'check', '--config', config], {
+        env: { SCAN_GATEWAY_CLIENT_SECRET: 'x' },
+      }).code,
+    ).toBe(0);
+    const secret = readFileSync(
+      join(root, 'usr/lib/scan-gateway/config/demo-client-secret'),
+      'utf8',
+    ).trim();
     // Another Node.js first on PATH (the supported 24 where the runtimes are installed, else the
     // machine's own): the package runs its own all the same.
     const node24 = join(PACKAGE_ROOT, 'runtimes/node_modules/node24-x64/bin');
-    const path = existsSync(node24) ? `${node24}:${process.env.PATH ?? ''}` : process.env.PATH ?? '';
-    const child = spawn(bin, ['run', '--config', config], { cwd: site, env: { PATH: path, SCAN_GATEWAY_CLIENT_SECRET: secret }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const path = existsSync(node24)
+      ? `${node24}:${process.env.PATH ?? ''}`
+      : (process.env.PATH ?? '');
+    const child = spawn(bin, ['run', '--config', config], {
+      cwd: site,
+      env: { PATH: path, SCAN_GATEWAY_CLIENT_SECRET: secret },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let log = '';
     child.stdout.on('data', (d: Buffer) => (log += d.toString()));
     child.stderr.on('data', (d: Buffer) => (log += d.toString()));
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    const exited = new Promise<number | null>((resolve) =>
+      child.once('exit', (code) => resolve(code)),
+    );
     try {
-      await waitFor(() => log.includes('"msg":"scan-gateway started"'), { timeoutMs: 30_000, what: 'the packaged gateway started' });
-      expect(log).toMatch(new RegExp(`"version":"${VERSION.replaceAll('.', '\\.')}","node":"v26\\.[^"]+","msg":"scan-gateway started"`));
-      copyFileSync(join(PACKAGE_ROOT, 'samples/goods-in-export.csv'), join(site, 'inbox', 'goods-in-export.csv'));
-      await waitFor(() => existsSync(join(site, 'inbox/processed')) && readdirSync(join(site, 'inbox/processed'), { recursive: true }).some((f) => String(f).endsWith('.csv')), {
+      await waitFor(() => log.includes('"msg":"scan-gateway started"'), {
         timeoutMs: 30_000,
-        what: 'the CSV taken and moved to processed/',
+        what: 'the packaged gateway started',
       });
+      expect(log).toMatch(
+        new RegExp(
+          `"version":"${VERSION.replaceAll('.', '\\.')}","node":"v26\\.[^"]+","msg":"scan-gateway started"`,
+        ),
+      );
+      copyFileSync(
+        join(PACKAGE_ROOT, 'samples/goods-in-export.csv'),
+        join(site, 'inbox', 'goods-in-export.csv'),
+      );
+      await waitFor(
+        () =>
+          existsSync(join(site, 'inbox/processed')) &&
+          readdirSync(join(site, 'inbox/processed'), { recursive: true }).some((f) =>
+            String(f).endsWith('.csv'),
+          ),
+        {
+          timeoutMs: 30_000,
+          what: 'the CSV taken and moved to processed/',
+        },
+      );
       const delivered = await waitFor(
         async () => {
-          const r = (await (await fetch(`http://127.0.0.1:${port}/_sandbox/scans`)).json()) as { scans: unknown[] };
+          const r = (await (await fetch(`http://127.0.0.1:${port}/_sandbox/scans`)).json()) as {
+            scans: unknown[];
+          };
           return r.scans.length > 0 ? r.scans : undefined;
         },
         { timeoutMs: 30_000, what: 'scans delivered to the sandbox' },
@@ -128,11 +202,21 @@ describe('the Debian package (npm run package)', () => {
     // The packaged unit verifies, with its node and program paths pointed into the extracted root.
     const unitDir = mkdtempSync(join(tmpdir(), 'sg-deb-unit-'));
     const unit = readFileSync(join(root, 'usr/lib/systemd/system/scan-gateway.service'), 'utf8');
-    expect(unit).toMatch(/^ExecStart=\/usr\/lib\/scan-gateway\/bin\/node --max-semi-space-size=2 --v8-pool-size=1 \/usr\/lib\/scan-gateway\/dist\/src\/main\.js run --config \/etc\/scan-gateway\/config\.yaml$/m);
+    expect(unit).toMatch(
+      /^ExecStart=\/usr\/lib\/scan-gateway\/bin\/node --max-semi-space-size=2 --v8-pool-size=1 \/usr\/lib\/scan-gateway\/dist\/src\/main\.js run --config \/etc\/scan-gateway\/config\.yaml$/m,
+    );
     expect(unit).toMatch(/^Environment=MALLOC_ARENA_MAX=2$/m);
-    writeFileSync(join(unitDir, 'scan-gateway.service'), unit.replace('ExecStart=/usr/lib/scan-gateway/bin/node --max-semi-space-size=2 --v8-pool-size=1 /usr/lib/scan-gateway/', `ExecStart=${root}/usr/lib/scan-gateway/bin/node --max-semi-space-size=2 --v8-pool-size=1 ${root}/usr/lib/scan-gateway/`));
+    writeFileSync(
+      join(unitDir, 'scan-gateway.service'),
+      unit.replace(
+        'ExecStart=/usr/lib/scan-gateway/bin/node --max-semi-space-size=2 --v8-pool-size=1 /usr/lib/scan-gateway/',
+        `ExecStart=${root}/usr/lib/scan-gateway/bin/node --max-semi-space-size=2 --v8-pool-size=1 ${root}/usr/lib/scan-gateway/`,
+      ),
+    );
     // verify also opens the unit's Documentation= man page: the packaged one, through MANPATH.
-    const verify = run('systemd-analyze', ['verify', join(unitDir, 'scan-gateway.service')], { env: { MANPATH: join(root, 'usr/share/man') } });
+    const verify = run('systemd-analyze', ['verify', join(unitDir, 'scan-gateway.service')], {
+      env: { MANPATH: join(root, 'usr/share/man') },
+    });
     expect(verify.code, verify.stderr).toBe(0);
     expect(verify.stderr.split('\n').filter((l) => l.includes('scan-gateway.service'))).toEqual([]);
   }, 300_000);

@@ -1,4 +1,11 @@
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -15,7 +22,16 @@ const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'ut
 
 interface SandboxScan {
   requestId: string;
-  scan: { reference: string; timeStamp: string; dcpKey: string; productModelKey: string; supplierKey?: string; clientKey?: string; parents: string[]; attributes: unknown[] };
+  scan: {
+    reference: string;
+    timeStamp: string;
+    dcpKey: string;
+    productModelKey: string;
+    supplierKey?: string;
+    clientKey?: string;
+    parents: string[];
+    attributes: unknown[];
+  };
 }
 
 async function sandboxScans(sandbox: RunningSandbox): Promise<SandboxScan[]> {
@@ -42,10 +58,16 @@ ${serialPath ? `  - { id: gi-scanner, type: serial, path: ${serialPath}, baudRat
   return file;
 }
 
-function batchesOf(dbFile: string): { state: string; upstream_state: string | null; scan_count: number }[] {
+function batchesOf(
+  dbFile: string,
+): { state: string; upstream_state: string | null; scan_count: number }[] {
   const db = new Database(dbFile, { readonly: true });
   try {
-    return db.prepare('SELECT state, upstream_state, scan_count FROM batches').all() as { state: string; upstream_state: string | null; scan_count: number }[];
+    return db.prepare('SELECT state, upstream_state, scan_count FROM batches').all() as {
+      state: string;
+      upstream_state: string | null;
+      scan_count: number;
+    }[];
   } finally {
     db.close();
   }
@@ -72,26 +94,54 @@ describe('end to end: file drop and serial scanner → SQLite → upload → sta
     const dir = mkdtempSync(join(tmpdir(), 'sg-e2e-'));
     const pty = await createPtyPair(dir);
     try {
-      gateway = await startGateway(writeConfig(dir, sandbox.url, pty.devicePath), { SCAN_GATEWAY_CLIENT_SECRET: SECRET }, dir);
+      gateway = await startGateway(
+        writeConfig(dir, sandbox.url, pty.devicePath),
+        { SCAN_GATEWAY_CLIENT_SECRET: SECRET },
+        dir,
+      );
       const serialStart = Date.now();
       copyFileSync(join(SAMPLES, 'goods-in-export.csv'), join(dir, 'inbox', 'goods-in-export.csv'));
       await pty.write(readFileSync(join(SAMPLES, 'serial-capture-line3.bin')));
       const serialEnd = Date.now();
 
       await waitFor(async () => (await sandboxScans(sandbox)).length >= 10, { timeoutMs: 20_000 });
-      await waitFor(() => batchesOf(join(dir, 'buffer.db')).every((b) => b.state === 'done'), { timeoutMs: 20_000 });
+      await waitFor(() => batchesOf(join(dir, 'buffer.db')).every((b) => b.state === 'done'), {
+        timeoutMs: 20_000,
+      });
       const received = await sandboxScans(sandbox);
 
-      const common = { dcpKey: 'GI-01', productModelKey: 'PACK-A', supplierKey: 'SUP-0042', parents: [], attributes: [] };
-      const fromCsv = received.filter((s) => s.scan.timeStamp.startsWith('2026-11-18')).map((s) => s.scan);
+      const common = {
+        dcpKey: 'GI-01',
+        productModelKey: 'PACK-A',
+        supplierKey: 'SUP-0042',
+        parents: [],
+        attributes: [],
+      };
+      const fromCsv = received
+        .filter((s) => s.scan.timeStamp.startsWith('2026-11-18'))
+        .map((s) => s.scan);
       expect(fromCsv).toEqual([
-        { reference: ']C100095212345678901235400PO-4711', timeStamp: '2026-11-18T06:58:12', ...common },
-        { reference: `]d2010952123454321310B2611-03${GS}21C2611030001234`, timeStamp: '2026-11-18T06:58:40', ...common },
-        { reference: `]d2010952123454321310B2611-03${GS}21C2611030001235`, timeStamp: '2026-11-18T06:58:41', ...common },
+        {
+          reference: ']C100095212345678901235400PO-4711',
+          timeStamp: '2026-11-18T06:58:12',
+          ...common,
+        },
+        {
+          reference: `]d2010952123454321310B2611-03${GS}21C2611030001234`,
+          timeStamp: '2026-11-18T06:58:40',
+          ...common,
+        },
+        {
+          reference: `]d2010952123454321310B2611-03${GS}21C2611030001235`,
+          timeStamp: '2026-11-18T06:58:41',
+          ...common,
+        },
         { reference: ']d1C24A0K3B0712345', timeStamp: '2026-11-18T06:59:03', ...common },
       ]);
 
-      const fromSerial = received.filter((s) => !s.scan.timeStamp.startsWith('2026-11-18')).map((s) => s.scan);
+      const fromSerial = received
+        .filter((s) => !s.scan.timeStamp.startsWith('2026-11-18'))
+        .map((s) => s.scan);
       expect(fromSerial.map((s) => s.reference)).toEqual([
         `]d2010952123454321310B2611-03${GS}21C2611030001234`,
         `]d2010952123454321310B2611-03${GS}21C2611030001235`,
@@ -101,10 +151,18 @@ describe('end to end: file drop and serial scanner → SQLite → upload → sta
         ']d1C24A0K3B0712345',
       ]);
       const berlin = (ms: number) =>
-        new Intl.DateTimeFormat('sv-SE', { timeZone: 'Europe/Berlin', dateStyle: 'short', timeStyle: 'medium' }).format(ms).replace(' ', 'T');
+        new Intl.DateTimeFormat('sv-SE', {
+          timeZone: 'Europe/Berlin',
+          dateStyle: 'short',
+          timeStyle: 'medium',
+        })
+          .format(ms)
+          .replace(' ', 'T');
       for (const s of fromSerial) {
         expect(s).toMatchObject(common);
-        expect(s.timeStamp >= berlin(serialStart - 1000) && s.timeStamp <= berlin(serialEnd + 5000)).toBe(true);
+        expect(
+          s.timeStamp >= berlin(serialStart - 1000) && s.timeStamp <= berlin(serialEnd + 5000),
+        ).toBe(true);
       }
       // No-read strings, the line noise and the GS1 codes with a wrong check digit were not sent.
       const refs = received.map((s) => s.scan.reference);
@@ -120,16 +178,27 @@ describe('end to end: file drop and serial scanner → SQLite → upload → sta
       expect(readdirSync(join(processedDir, dated[0]!))).toEqual(['goods-in-export.csv']);
       expect(existsSync(join(dir, 'inbox', 'goods-in-export.csv'))).toBe(false);
 
-      const health = (await (await fetch(`${gateway.httpUrl}/healthz`)).json()) as Record<string, unknown>;
+      const health = (await (await fetch(`${gateway.httpUrl}/healthz`)).json()) as Record<
+        string,
+        unknown
+      >;
       expect(health).toMatchObject({ pendingScans: 0, deliveredScans: 10 });
       expect(typeof health.lastSuccessfulUploadAt).toBe('string');
       expect(health.inputs).toEqual([
         { id: 'inbox', type: 'files', state: 'up' },
         { id: 'gi-scanner', type: 'serial', state: 'up' },
       ]);
-      const status = (await (await fetch(`${gateway.httpUrl}/api/v1/status`)).json()) as { inputs: { id: string; counters: Record<string, number> }[] };
+      const status = (await (await fetch(`${gateway.httpUrl}/api/v1/status`)).json()) as {
+        inputs: { id: string; counters: Record<string, number> }[];
+      };
       const serial = status.inputs.find((i) => i.id === 'gi-scanner')!;
-      expect(serial.counters).toMatchObject({ reads: 11, scans: 6, noReads: 2, duplicates: 1, rejections: 2 });
+      expect(serial.counters).toMatchObject({
+        reads: 11,
+        scans: 6,
+        noReads: 2,
+        duplicates: 1,
+        rejections: 2,
+      });
     } finally {
       await pty.kill();
     }
@@ -141,9 +210,17 @@ describe('end to end: file drop and serial scanner → SQLite → upload → sta
     sandbox.setFaults({ errorRate: 1 });
     gateway = await startGateway(config, { SCAN_GATEWAY_CLIENT_SECRET: SECRET }, dir);
     const lines = ['barcode,read_at'];
-    for (let i = 0; i < 200; i++) lines.push(`CELL-${String(i).padStart(5, '0')},2026-11-18T07:00:${String(i % 60).padStart(2, '0')}+01:00`);
+    for (let i = 0; i < 200; i++)
+      lines.push(
+        `CELL-${String(i).padStart(5, '0')},2026-11-18T07:00:${String(i % 60).padStart(2, '0')}+01:00`,
+      );
     writeFileSync(join(dir, 'inbox', 'cells.csv'), `${lines.join('\n')}\n`);
-    await waitFor(() => existsSync(join(dir, 'inbox', 'processed')) && readdirSync(join(dir, 'inbox', 'processed')).length > 0, { timeoutMs: 20_000 });
+    await waitFor(
+      () =>
+        existsSync(join(dir, 'inbox', 'processed')) &&
+        readdirSync(join(dir, 'inbox', 'processed')).length > 0,
+      { timeoutMs: 20_000 },
+    );
     await gateway.kill();
     gateway = undefined;
     expect(await sandboxScans(sandbox)).toHaveLength(0);

@@ -38,7 +38,11 @@ dcps:
 inputs: []
 `,
     );
-    gateway = await startGateway(file, { SCAN_GATEWAY_CLIENT_SECRET: SECRET, SCAN_GATEWAY_READ_TOKEN: READ_TOKEN }, dir);
+    gateway = await startGateway(
+      file,
+      { SCAN_GATEWAY_CLIENT_SECRET: SECRET, SCAN_GATEWAY_READ_TOKEN: READ_TOKEN },
+      dir,
+    );
   });
   afterAll(async () => {
     for (const c of contexts) await c.close();
@@ -47,12 +51,15 @@ inputs: []
   });
 
   const browser = async (httpCredentials?: { username: string; password: string }) => {
-    const context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), 'sg-chromium-')), {
-      executablePath: chromiumPath(),
-      args: CHROMIUM_ARGS,
-      headless: true,
-      ...(httpCredentials ? { httpCredentials } : {}),
-    });
+    const context = await chromium.launchPersistentContext(
+      mkdtempSync(join(tmpdir(), 'sg-chromium-')),
+      {
+        executablePath: chromiumPath(),
+        args: CHROMIUM_ARGS,
+        headless: true,
+        ...(httpCredentials ? { httpCredentials } : {}),
+      },
+    );
     contexts.push(context);
     return context;
   };
@@ -60,11 +67,15 @@ inputs: []
   it('asks for the token; with it the page loads and refreshes itself from api/v1/status', async () => {
     const context = await browser({ username: 'operator', password: READ_TOKEN });
     const page = await context.newPage();
-    const refresh = page.waitForResponse((r) => r.url().endsWith('/api/v1/status'), { timeout: 15_000 });
+    const refresh = page.waitForResponse((r) => r.url().endsWith('/api/v1/status'), {
+      timeout: 15_000,
+    });
     const answer = await page.goto(`${gateway!.httpUrl}/`);
     expect(answer?.status()).toBe(200);
     expect((await refresh).status()).toBe(200);
-    await expect.poll(() => page.locator('.banner .state').textContent(), { timeout: 15_000 }).toMatch(/OK|DEGRADED/);
+    await expect
+      .poll(() => page.locator('.banner .state').textContent(), { timeout: 15_000 })
+      .toMatch(/OK|DEGRADED/);
     expect(gateway!.output()).not.toContain(READ_TOKEN);
   });
 
@@ -72,7 +83,9 @@ inputs: []
     const answer = await fetch(`${gateway!.httpUrl}/`);
     expect(answer.status).toBe(401);
     expect(answer.headers.get('www-authenticate')).toContain('Basic realm="scan-gateway"');
-    const wrong = await fetch(`${gateway!.httpUrl}/`, { headers: { authorization: `Basic ${Buffer.from('operator:nope').toString('base64')}` } });
+    const wrong = await fetch(`${gateway!.httpUrl}/`, {
+      headers: { authorization: `Basic ${Buffer.from('operator:nope').toString('base64')}` },
+    });
     expect(wrong.status).toBe(401);
   });
 });

@@ -44,11 +44,25 @@ async function refusingUpstream(): Promise<{ url: string; close: () => Promise<v
     req.resume();
     req.on('end', () => {
       if (req.method === 'POST' && req.url === '/oauth2/token') {
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ access_token: 'held-test-token', token_type: 'Bearer', expires_in: 3600 }));
+        res.writeHead(200, { 'content-type': 'application/json' }).end(
+          JSON.stringify({
+            access_token: 'held-test-token',
+            token_type: 'Bearer',
+            expires_in: 3600,
+          }),
+        );
       } else if (req.method === 'POST' && req.url === '/api/trace/v3/scans') {
-        res.writeHead(400, { 'content-type': 'application/problem+json' }).end(JSON.stringify({ status: 400, title: 'Bad Request', detail: 'The scan batch is invalid: [0].dcpKey: unknown to this client' }));
+        res.writeHead(400, { 'content-type': 'application/problem+json' }).end(
+          JSON.stringify({
+            status: 400,
+            title: 'Bad Request',
+            detail: 'The scan batch is invalid: [0].dcpKey: unknown to this client',
+          }),
+        );
       } else {
-        res.writeHead(404, { 'content-type': 'application/problem+json' }).end(JSON.stringify({ status: 404, title: 'Not Found' }));
+        res
+          .writeHead(404, { 'content-type': 'application/problem+json' })
+          .end(JSON.stringify({ status: 404, title: 'Not Found' }));
       }
     });
   });
@@ -59,7 +73,8 @@ async function refusingUpstream(): Promise<{ url: string; close: () => Promise<v
   };
 }
 
-const csv = (...refs: string[]) => `barcode,read_at\n${refs.map((r, i) => `${r},2026-11-18T07:00:0${i}+01:00`).join('\n')}\n`;
+const csv = (...refs: string[]) =>
+  `barcode,read_at\n${refs.map((r, i) => `${r},2026-11-18T07:00:0${i}+01:00`).join('\n')}\n`;
 
 /** The what-to-do of `code` as the page shows it (Markdown marks rendered away). */
 const hintText = (code: string) => catalogueEntry(code)!.whatToDo.replace(/[`*]/g, '');
@@ -97,9 +112,15 @@ describe('health page states in headless Chromium', () => {
 
   /** The visible words of the first problem in the banner for `code`. */
   async function problem(page: Page, code: string) {
-    const item = page.locator('.banner li.problem', { has: page.locator('code.pcode', { hasText: code }) });
+    const item = page.locator('.banner li.problem', {
+      has: page.locator('code.pcode', { hasText: code }),
+    });
     await item.waitFor({ timeout: POLL.timeout });
-    return { sentence: await item.locator('.sentence').innerText(), hint: await item.locator('.hint').innerText(), visible: await item.innerText() };
+    return {
+      sentence: await item.locator('.sentence').innerText(),
+      hint: await item.locator('.hint').innerText(),
+      visible: await item.innerText(),
+    };
   }
 
   it('healthy, then upstream down: the state, the sentence, the code and the hint; no developer text', async () => {
@@ -109,17 +130,26 @@ describe('health page states in headless Chromium', () => {
       if (sandboxOpen) await sandbox.close();
     });
     const dir = mkdtempSync(join(tmpdir(), 'sg-states-'));
-    const gateway = await startGateway(writeConfig(dir, sandbox.url), { SCAN_GATEWAY_CLIENT_SECRET: SECRET }, dir);
+    const gateway = await startGateway(
+      writeConfig(dir, sandbox.url),
+      { SCAN_GATEWAY_CLIENT_SECRET: SECRET },
+      dir,
+    );
     gateways.push(gateway);
     const page = await open(gateway.httpUrl);
 
     // Healthy: two scans delivered.
     writeFileSync(join(dir, 'goods-in', 'a.csv'), csv('CELL-0001', 'CELL-0002'));
-    const tile = (name: string) => page.locator('.tile', { has: page.locator('.tile-k', { hasText: new RegExp(`^${name}$`, 'i') }) });
+    const tile = (name: string) =>
+      page.locator('.tile', {
+        has: page.locator('.tile-k', { hasText: new RegExp(`^${name}$`, 'i') }),
+      });
     const delivered = tile('Delivered').locator('.tile-v');
     await expect.poll(() => delivered.innerText(), POLL).toBe('2');
     await expect.poll(() => page.locator('.banner .state').innerText(), POLL).toBe('OK');
-    expect(await page.locator('.banner .state-line').innerText()).toBe('Every input is up and delivery is flowing.');
+    expect(await page.locator('.banner .state-line').innerText()).toBe(
+      'Every input is up and delivery is flowing.',
+    );
     expect(await page.locator('.banner li.problem').count()).toBe(0);
     expect(await tile('Not yet delivered').innerText()).toContain('nothing waiting, nothing held');
 
@@ -129,50 +159,87 @@ describe('health page states in headless Chromium', () => {
     writeFileSync(join(dir, 'goods-in', 'b.csv'), csv('CELL-0003'));
     await expect.poll(() => page.locator('.banner .state').innerText(), POLL).toBe('Degraded');
     const down = await problem(page, 'SCANGW_E_UPSTREAM_NETWORK');
-    expect(down.sentence).toBe('The upstream service cannot be reached, so nothing is uploaded. Scans wait safely in the buffer and are sent when it works again.');
+    expect(down.sentence).toBe(
+      'The upstream service cannot be reached, so nothing is uploaded. Scans wait safely in the buffer and are sent when it works again.',
+    );
     expect(down.hint).toBe(`What to do: ${hintText('SCANGW_E_UPSTREAM_NETWORK')}`);
-    expect(await page.locator('.banner .state-line').innerText()).toBe('Working, but something needs a look.');
-    await expect.poll(() => tile('Not yet delivered').innerText(), POLL).toContain('1 waiting for delivery · 0 held');
+    expect(await page.locator('.banner .state-line').innerText()).toBe(
+      'Working, but something needs a look.',
+    );
+    await expect
+      .poll(() => tile('Not yet delivered').innerText(), POLL)
+      .toContain('1 waiting for delivery · 0 held');
     // What a person sees holds no developer text: the errno and the circuit stay in the folded details.
     const visible = await page.locator('main').innerText();
     expect(visible).not.toMatch(/ECONNREFUSED|fetch failed|circuit/i);
     expect(visible).toContain('technical detail');
     await page.locator('.banner li.problem details.tech summary').first().click();
-    expect(await page.locator('.banner li.problem details.tech').first().innerText()).toMatch(/ECONNREFUSED|connect/);
+    expect(await page.locator('.banner li.problem details.tech').first().innerText()).toMatch(
+      /ECONNREFUSED|connect/,
+    );
     expect(await page.title()).toBe('Degraded · scan-gateway · hall-3-goods-in');
     mkdirSync(join(PACKAGE_ROOT, 'test-artifacts'), { recursive: true });
-    await page.screenshot({ path: join(PACKAGE_ROOT, 'test-artifacts', 'health-page-upstream-down.png'), fullPage: true });
+    await page.screenshot({
+      path: join(PACKAGE_ROOT, 'test-artifacts', 'health-page-upstream-down.png'),
+      fullPage: true,
+    });
   });
 
   it('scans held and a file refused: each problem in words, with its code and what to do', async () => {
     const upstream = await refusingUpstream();
     closers.push(upstream.close);
     const dir = mkdtempSync(join(tmpdir(), 'sg-states-held-'));
-    const gateway = await startGateway(writeConfig(dir, upstream.url, 'productCheck: { enabled: false }\n'), { SCAN_GATEWAY_CLIENT_SECRET: SECRET }, dir);
+    const gateway = await startGateway(
+      writeConfig(dir, upstream.url, 'productCheck: { enabled: false }\n'),
+      { SCAN_GATEWAY_CLIENT_SECRET: SECRET },
+      dir,
+    );
     gateways.push(gateway);
     const page = await open(gateway.httpUrl);
 
     writeFileSync(join(dir, 'goods-in', 'a.csv'), csv('CELL-0101'));
     // A typical failed file: a CSV whose header has no barcode column goes to failed/.
-    writeFileSync(join(dir, 'goods-in', 'export.csv'), 'code,read_at\nCELL-0102,2026-11-18T07:00:00+01:00\n');
+    writeFileSync(
+      join(dir, 'goods-in', 'export.csv'),
+      'code,read_at\nCELL-0102,2026-11-18T07:00:00+01:00\n',
+    );
 
     await expect.poll(() => page.locator('.banner .state').innerText(), POLL).toBe('Degraded');
     const held = await problem(page, 'SCANGW_H_SCANS_HELD');
-    expect(held.sentence).toBe('1 scan is held: the service refused its batch, so it is not delivered until someone replays it.');
+    expect(held.sentence).toBe(
+      '1 scan is held: the service refused its batch, so it is not delivered until someone replays it.',
+    );
     expect(held.hint).toBe(`What to do: ${hintText('SCANGW_H_SCANS_HELD')}`);
     const file = await problem(page, 'SCANGW_H_FILES_REFUSED');
-    expect(file.sentence).toBe('1 file was refused in the last 60 minutes and moved to failed/; the latest: export.csv from input goods-in-pc.');
+    expect(file.sentence).toBe(
+      '1 file was refused in the last 60 minutes and moved to failed/; the latest: export.csv from input goods-in-pc.',
+    );
     expect(file.hint).toBe(`What to do: ${hintText('SCANGW_H_FILES_REFUSED')}`);
-    await expect.poll(() => page.locator('.tile', { hasText: 'Not yet delivered' }).innerText(), POLL).toContain('0 waiting for delivery · 1 held');
-    expect(await page.locator('main').innerText()).not.toContain('Every input is up and delivery is flowing');
+    await expect
+      .poll(() => page.locator('.tile', { hasText: 'Not yet delivered' }).innerText(), POLL)
+      .toContain('0 waiting for delivery · 1 held');
+    expect(await page.locator('main').innerText()).not.toContain(
+      'Every input is up and delivery is flowing',
+    );
 
     // The same on /healthz, for monitoring.
-    const health = (await (await fetch(`${gateway.httpUrl}/healthz`)).json()) as { status: string; heldScans: number; filesRefusedLastHour: number; problems: { code: string }[] };
+    const health = (await (await fetch(`${gateway.httpUrl}/healthz`)).json()) as {
+      status: string;
+      heldScans: number;
+      filesRefusedLastHour: number;
+      problems: { code: string }[];
+    };
     expect(health).toMatchObject({ status: 'degraded', heldScans: 1, filesRefusedLastHour: 1 });
-    expect(health.problems.map((p) => p.code).sort()).toEqual(['SCANGW_H_FILES_REFUSED', 'SCANGW_H_SCANS_HELD']);
+    expect(health.problems.map((p) => p.code).sort()).toEqual([
+      'SCANGW_H_FILES_REFUSED',
+      'SCANGW_H_SCANS_HELD',
+    ]);
 
     mkdirSync(join(PACKAGE_ROOT, 'test-artifacts'), { recursive: true });
-    await page.screenshot({ path: join(PACKAGE_ROOT, 'test-artifacts', 'health-page-held.png'), fullPage: true });
+    await page.screenshot({
+      path: join(PACKAGE_ROOT, 'test-artifacts', 'health-page-held.png'),
+      fullPage: true,
+    });
     expect(consoleErrors).toEqual([]);
   });
 });

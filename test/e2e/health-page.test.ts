@@ -47,7 +47,11 @@ describe('health page in headless Chromium', () => {
     dir = mkdtempSync(join(tmpdir(), 'sg-page-'));
     mkdirSync(join(dir, 'goods-in'));
     mkdirSync(join(dir, 'eol'));
-    gateway = await startGateway(writeConfig(dir, sandbox.url), { SCAN_GATEWAY_CLIENT_SECRET: SECRET, SCAN_GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN }, dir);
+    gateway = await startGateway(
+      writeConfig(dir, sandbox.url),
+      { SCAN_GATEWAY_CLIENT_SECRET: SECRET, SCAN_GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN },
+      dir,
+    );
     context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), 'sg-chromium-')), {
       executablePath,
       args: CHROMIUM_ARGS,
@@ -75,18 +79,36 @@ describe('health page in headless Chromium', () => {
     const page = await open();
     await expect.poll(() => page.locator('.banner .state').textContent(), POLL).toBe('OK');
     expect(await page.title()).toBe('OK · scan-gateway · hall-3-goods-in');
-    const batches = page.locator('section.card', { has: page.getByRole('heading', { name: 'Last batches' }) });
+    const batches = page.locator('section.card', {
+      has: page.getByRole('heading', { name: 'Last batches' }),
+    });
     await expect.poll(() => batches.textContent(), POLL).toContain('No batches yet.');
 
     // The page refreshes itself: no reload from here on.
-    writeFileSync(join(dir, 'goods-in', 'export.csv'), 'barcode,read_at\nCELL-0001,2026-11-18T07:00:00+01:00\nCELL-0002,2026-11-18T07:00:01+01:00\n');
+    writeFileSync(
+      join(dir, 'goods-in', 'export.csv'),
+      'barcode,read_at\nCELL-0001,2026-11-18T07:00:00+01:00\nCELL-0002,2026-11-18T07:00:01+01:00\n',
+    );
     await batches.locator('.pill', { hasText: 'Success' }).waitFor({ timeout: 30_000 });
-    const inputs = page.locator('section.card', { has: page.getByRole('heading', { name: 'Inputs' }) });
-    await expect.poll(() => inputs.locator('tr', { hasText: 'goods-in-pc' }).locator('td[data-label="Scans"]').textContent(), POLL).toBe('2');
+    const inputs = page.locator('section.card', {
+      has: page.getByRole('heading', { name: 'Inputs' }),
+    });
+    await expect
+      .poll(
+        () =>
+          inputs
+            .locator('tr', { hasText: 'goods-in-pc' })
+            .locator('td[data-label="Scans"]')
+            .textContent(),
+        POLL,
+      )
+      .toBe('2');
 
     // EOL-9 is unknown to the sandbox: the service fails the scan with the reason "Invalid DCP".
     writeFileSync(join(dir, 'eol', 'line.txt'), 'PACK-<i>77</i>\n');
-    const problems = page.locator('section.card', { has: page.getByRole('heading', { name: /rejections and upstream failures/ }) });
+    const problems = page.locator('section.card', {
+      has: page.getByRole('heading', { name: /rejections and upstream failures/ }),
+    });
     const row = problems.locator('tr', { hasText: 'Invalid DCP' });
     await row.waitFor({ timeout: 30_000 });
     await expect.poll(() => row.textContent(), POLL).toContain('eol-station-9');
@@ -97,15 +119,26 @@ describe('health page in headless Chromium', () => {
     // Admin buttons, with the token typed in.
     await page.getByPlaceholder('Admin token').fill(ADMIN_TOKEN);
     await page.getByRole('button', { name: 'Pause delivery' }).click();
-    await expect.poll(() => page.locator('#admin-result').textContent(), POLL).toContain('delivery paused');
-    const delivery = page.locator('section.card', { has: page.getByRole('heading', { name: 'Delivery' }) });
+    await expect
+      .poll(() => page.locator('#admin-result').textContent(), POLL)
+      .toContain('delivery paused');
+    const delivery = page.locator('section.card', {
+      has: page.getByRole('heading', { name: 'Delivery' }),
+    });
     await expect.poll(() => delivery.locator('dd', { hasText: 'paused' }).count(), POLL).toBe(1);
     // A forgotten pause must show in monitoring, not only on the page.
-    const health = (await (await fetch(`${gateway!.httpUrl}/healthz`)).json()) as { status: string; reasons: string[] };
+    const health = (await (await fetch(`${gateway!.httpUrl}/healthz`)).json()) as {
+      status: string;
+      reasons: string[];
+    };
     expect(health.status).toBe('degraded');
-    expect(health.reasons).toContain('Delivery is paused by an operator: nothing is uploaded until it is resumed.');
+    expect(health.reasons).toContain(
+      'Delivery is paused by an operator: nothing is uploaded until it is resumed.',
+    );
     await page.getByRole('button', { name: 'Resume delivery' }).click();
-    await expect.poll(() => page.locator('#admin-result').textContent(), POLL).toContain('delivery resumed');
+    await expect
+      .poll(() => page.locator('#admin-result').textContent(), POLL)
+      .toContain('delivery resumed');
     await expect.poll(() => delivery.locator('.pill', { hasText: 'paused' }).count(), POLL).toBe(0);
 
     mkdirSync(ARTIFACTS, { recursive: true });

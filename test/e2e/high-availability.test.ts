@@ -42,11 +42,20 @@ interface HaView {
   possibleDuplicates: { reads: number };
 }
 
-async function status(node: Node): Promise<{ ha: HaView; buffer: { undeliveredScans: number }; inputs: { id: string; state: string }[] } | undefined> {
+async function status(
+  node: Node,
+): Promise<
+  | { ha: HaView; buffer: { undeliveredScans: number }; inputs: { id: string; state: string }[] }
+  | undefined
+> {
   if (!node.url) return undefined;
   try {
     const res = await fetch(`${node.url}/api/v1/status`, { signal: AbortSignal.timeout(1000) });
-    return (await res.json()) as { ha: HaView; buffer: { undeliveredScans: number }; inputs: { id: string; state: string }[] };
+    return (await res.json()) as {
+      ha: HaView;
+      buffer: { undeliveredScans: number };
+      inputs: { id: string; state: string }[];
+    };
   } catch {
     return undefined;
   }
@@ -63,7 +72,12 @@ async function leads(node: Node): Promise<boolean> {
   }
 }
 
-function writeConfig(node: Node, endpoints: string[], broker: Broker, sandbox: RunningSandbox): void {
+function writeConfig(
+  node: Node,
+  endpoints: string[],
+  broker: Broker,
+  sandbox: RunningSandbox,
+): void {
   writeFileSync(
     node.config,
     `site: { id: ha-line, timezone: Europe/Berlin }
@@ -84,14 +98,29 @@ inputs:
 }
 
 /** References of this node's buffer stored as possible duplicates; and how many of its scans were committed at or after `sinceMs`. */
-function bufferFacts(node: Node, sinceMs?: number): { flagged: Set<string>; committedAfter: number } {
+function bufferFacts(
+  node: Node,
+  sinceMs?: number,
+): { flagged: Set<string>; committedAfter: number } {
   const db = new Database(join(node.dir, 'buffer.db'), { readonly: true, fileMustExist: true });
   try {
-    const flagged = new Set(db.prepare(`SELECT s.reference FROM reads r JOIN scan_rows s ON s.read_id = r.id WHERE r.possible_duplicate = 1`).pluck().all() as string[]);
+    const flagged = new Set(
+      db
+        .prepare(
+          `SELECT s.reference FROM reads r JOIN scan_rows s ON s.read_id = r.id WHERE r.possible_duplicate = 1`,
+        )
+        .pluck()
+        .all() as string[],
+    );
     const committedAfter =
       sinceMs === undefined
         ? 0
-        : (db.prepare(`SELECT count(*) FROM reads r JOIN scan_rows s ON s.read_id = r.id WHERE s.created_at >= ?`).pluck().get(sinceMs) as number);
+        : (db
+            .prepare(
+              `SELECT count(*) FROM reads r JOIN scan_rows s ON s.read_id = r.id WHERE s.created_at >= ?`,
+            )
+            .pluck()
+            .get(sinceMs) as number);
     return { flagged, committedAfter };
   } finally {
     db.close();
@@ -102,7 +131,10 @@ function bufferFacts(node: Node, sinceMs?: number): { flagged: Set<string>; comm
 function backlog(node: Node): number {
   const db = new Database(join(node.dir, 'buffer.db'), { readonly: true, fileMustExist: true });
   try {
-    return db.prepare('SELECT undelivered_scans FROM buffer_totals WHERE id = 1').pluck().get() as number;
+    return db
+      .prepare('SELECT undelivered_scans FROM buffer_totals WHERE id = 1')
+      .pluck()
+      .get() as number;
   } finally {
     db.close();
   }
@@ -115,7 +147,8 @@ describe('high availability: two gateways, one etcd lease, three faults', () => 
   const nodes: Node[] = [];
 
   beforeAll(async () => {
-    if (!existsSync(MAIN_JS)) throw new Error('dist/ is missing: run `npm run build` (npm test does) first');
+    if (!existsSync(MAIN_JS))
+      throw new Error('dist/ is missing: run `npm run build` (npm test does) first');
     const root = mkdtempSync(join(tmpdir(), 'sg-ha-'));
     chmodSync(root, 0o755);
     etcd = await startEtcdCluster(join(root, 'etcd'));
@@ -124,7 +157,13 @@ describe('high availability: two gateways, one etcd lease, three faults', () => 
     const [ea, eb, ew] = etcd.members.map((m) => m.clientUrl) as [string, string, string];
     for (const name of ['A', 'B'] as const) {
       const dir = mkdtempSync(join(root, `node-${name}-`));
-      const node: Node = { name, dir, config: join(dir, 'config.yaml'), proc: undefined, url: undefined };
+      const node: Node = {
+        name,
+        dir,
+        config: join(dir, 'config.yaml'),
+        proc: undefined,
+        url: undefined,
+      };
       // Each gateway asks "its" member first, then the other, then the witness.
       writeConfig(node, name === 'A' ? [ea, eb, ew] : [eb, ea, ew], broker, sandbox);
       nodes.push(node);
@@ -154,168 +193,238 @@ describe('high availability: two gateways, one etcd lease, three faults', () => 
     return undefined;
   };
 
-  it('takes over within 10 s on each fault, loses no read, and flags each duplicate', { timeout: 240_000 }, async () => {
-    await start(nodes[0]!);
-    await waitFor(() => leads(nodes[0]!), { timeoutMs: 15_000, intervalMs: 100, what: 'node A leads' });
-    await start(nodes[1]!);
-    await waitFor(async () => (await status(nodes[1]!))?.ha.role === 'follower', { timeoutMs: 10_000, what: 'node B is the standby' });
-    // The standby's page says whose standby it is; its leader check answers 503, the leader's 200.
-    const page = await (await fetch(`${nodes[1]!.url}/`)).text();
-    expect(page).toContain('Standby for node-A');
-    expect((await fetch(`${nodes[1]!.url}/api/v1/ha/leader`)).status).toBe(503);
-    expect(await (await fetch(`${nodes[0]!.url}/api/v1/ha/leader`)).json()).toMatchObject({ leader: true, nodeId: 'node-A', role: 'leader' });
+  it(
+    'takes over within 10 s on each fault, loses no read, and flags each duplicate',
+    { timeout: 240_000 },
+    async () => {
+      await start(nodes[0]!);
+      await waitFor(() => leads(nodes[0]!), {
+        timeoutMs: 15_000,
+        intervalMs: 100,
+        what: 'node A leads',
+      });
+      await start(nodes[1]!);
+      await waitFor(async () => (await status(nodes[1]!))?.ha.role === 'follower', {
+        timeoutMs: 10_000,
+        what: 'node B is the standby',
+      });
+      // The standby's page says whose standby it is; its leader check answers 503, the leader's 200.
+      const page = await (await fetch(`${nodes[1]!.url}/`)).text();
+      expect(page).toContain('Standby for node-A');
+      expect((await fetch(`${nodes[1]!.url}/api/v1/ha/leader`)).status).toBe(503);
+      expect(await (await fetch(`${nodes[0]!.url}/api/v1/ha/leader`)).json()).toMatchObject({
+        leader: true,
+        nodeId: 'node-A',
+        role: 'leader',
+      });
 
-    const publisher = await mqtt.connectAsync(broker.url, { clientId: 'sg-ha-publisher', protocolVersion: 5, clean: true });
-    const published: string[] = [];
-    let next = 0;
-    /** Publishes `count` reads at 500/s (QoS 1, each acknowledged by the broker). */
-    const publish = async (count: number): Promise<void> => {
-      const startedAt = performance.now();
-      const first = next;
-      while (next < first + count) {
-        const due = Math.floor(((performance.now() - startedAt) / 1000) * RATE_PER_S);
-        const batch: Promise<unknown>[] = [];
-        while (next < first + count && next - first <= due) {
-          const ref = `HA-${String(next).padStart(5, '0')}`;
-          published.push(ref);
-          batch.push(publisher.publishAsync('ha/line/scans', ref, { qos: 1 }));
-          next++;
+      const publisher = await mqtt.connectAsync(broker.url, {
+        clientId: 'sg-ha-publisher',
+        protocolVersion: 5,
+        clean: true,
+      });
+      const published: string[] = [];
+      let next = 0;
+      /** Publishes `count` reads at 500/s (QoS 1, each acknowledged by the broker). */
+      const publish = async (count: number): Promise<void> => {
+        const startedAt = performance.now();
+        const first = next;
+        while (next < first + count) {
+          const due = Math.floor(((performance.now() - startedAt) / 1000) * RATE_PER_S);
+          const batch: Promise<unknown>[] = [];
+          while (next < first + count && next - first <= due) {
+            const ref = `HA-${String(next).padStart(5, '0')}`;
+            published.push(ref);
+            batch.push(publisher.publishAsync('ha/line/scans', ref, { qos: 1 }));
+            next++;
+          }
+          await Promise.all(batch);
+          await new Promise((r) => setTimeout(r, 5));
         }
-        await Promise.all(batch);
-        await new Promise((r) => setTimeout(r, 5));
+      };
+      /** Polls until another node leads than `from`; answers the time from `t0` (ms). */
+      const takeover = async (
+        from: Node | undefined,
+        t0: number,
+      ): Promise<{ ms: number; node: Node }> => {
+        const node = await waitFor(
+          async () => {
+            const l = await leader();
+            return l && l !== from ? l : undefined;
+          },
+          { timeoutMs: 20_000, intervalMs: 50, what: 'another node leads' },
+        );
+        return { ms: Date.now() - t0, node };
+      };
+
+      const phase = Math.ceil(READS / 3);
+      const results: { fault: string; takeoverMs: number; changed: boolean; backlog?: number }[] =
+        [];
+
+      // ---- fault 1: SIGKILL of the leader ----------------------------------------------------------
+      {
+        const old = (await leader())!;
+        const publishing = publish(phase);
+        await new Promise((r) => setTimeout(r, 2000));
+        const t0 = Date.now();
+        await old.proc!.kill();
+        old.url = undefined;
+        const t = await takeover(old, t0);
+        // What the dead leader had committed and not delivered (batches wait up to 1.5 s): its backlog.
+        const left = backlog(old);
+        results.push({
+          fault: 'SIGKILL of the leader',
+          takeoverMs: t.ms,
+          changed: true,
+          backlog: left,
+        });
+        expect(left).toBeGreaterThan(0);
+        await publishing;
+        // The killed node comes back as the standby and delivers what it had committed.
+        await start(old);
+        await waitFor(
+          async () => {
+            const s = await status(old);
+            return (
+              s?.ha.role === 'follower' && s.buffer.undeliveredScans === 0 && s.inputs.length === 0
+            );
+          },
+          {
+            timeoutMs: 30_000,
+            intervalMs: 200,
+            what: `node ${old.name} back as standby, its backlog delivered`,
+          },
+        );
       }
-    };
-    /** Polls until another node leads than `from`; answers the time from `t0` (ms). */
-    const takeover = async (from: Node | undefined, t0: number): Promise<{ ms: number; node: Node }> => {
-      const node = await waitFor(
-        async () => {
+
+      // ---- fault 2: SIGSTOP of the leader for three lease times, then SIGCONT ------------------------
+      let fencing: { node: Node; stoppedAt: number; epoch: number } | undefined;
+      {
+        const old = (await leader())!;
+        const epoch = (await status(old))!.ha.epoch!;
+        const publishing = publish(phase);
+        await new Promise((r) => setTimeout(r, 2000));
+        old.proc!.child.kill('SIGSTOP');
+        const stoppedAt = Date.now();
+        const url = old.url;
+        old.url = undefined; // a stopped process answers nobody
+        const t = await takeover(old, stoppedAt);
+        results.push({
+          fault: 'SIGSTOP of the leader (3 lease times)',
+          takeoverMs: t.ms,
+          changed: true,
+          backlog: backlog(old),
+        });
+        const newEpoch = (await status(t.node))!.ha.epoch!;
+        expect(newEpoch).toBeGreaterThan(epoch);
+        await new Promise((r) =>
+          setTimeout(r, Math.max(0, stoppedAt + 3 * LEASE_TTL_MS - Date.now())),
+        );
+        old.proc!.child.kill('SIGCONT');
+        old.url = url;
+        await publishing;
+        await waitFor(
+          async () => {
+            const s = await status(old);
+            return (
+              s?.ha.role === 'follower' && s.inputs.length === 0 && s.buffer.undeliveredScans === 0
+            );
+          },
+          {
+            timeoutMs: 30_000,
+            intervalMs: 200,
+            what: `node ${old.name} resumed as standby, its backlog delivered`,
+          },
+        );
+        // The new leader kept the session: the old one did not connect again and evict it.
+        expect((await status(t.node))!.inputs.map((i) => i.state)).toEqual(['up']);
+        fencing = { node: old, stoppedAt, epoch };
+      }
+
+      // ---- fault 3: the etcd member beside the leader killed ----------------------------------------
+      {
+        const old = (await leader())!;
+        const member = etcd.members[old.name === 'A' ? 0 : 1]!;
+        const publishing = publish(READS - next);
+        await new Promise((r) => setTimeout(r, 2000));
+        const t0 = Date.now();
+        await member.kill();
+        // The leader renews through the next member of its list: it usually keeps the lease. Either
+        // way a node must lead within 10 s, and reads must keep coming in.
+        let gapStart: number | undefined;
+        let longestGapMs = 0;
+        let changed = false;
+        const watchUntil = Date.now() + 8000;
+        while (Date.now() < watchUntil) {
           const l = await leader();
-          return l && l !== from ? l : undefined;
-        },
-        { timeoutMs: 20_000, intervalMs: 50, what: 'another node leads' },
-      );
-      return { ms: Date.now() - t0, node };
-    };
-
-    const phase = Math.ceil(READS / 3);
-    const results: { fault: string; takeoverMs: number; changed: boolean; backlog?: number }[] = [];
-
-    // ---- fault 1: SIGKILL of the leader ----------------------------------------------------------
-    {
-      const old = (await leader())!;
-      const publishing = publish(phase);
-      await new Promise((r) => setTimeout(r, 2000));
-      const t0 = Date.now();
-      await old.proc!.kill();
-      old.url = undefined;
-      const t = await takeover(old, t0);
-      // What the dead leader had committed and not delivered (batches wait up to 1.5 s): its backlog.
-      const left = backlog(old);
-      results.push({ fault: 'SIGKILL of the leader', takeoverMs: t.ms, changed: true, backlog: left });
-      expect(left).toBeGreaterThan(0);
-      await publishing;
-      // The killed node comes back as the standby and delivers what it had committed.
-      await start(old);
-      await waitFor(async () => {
-        const s = await status(old);
-        return s?.ha.role === 'follower' && s.buffer.undeliveredScans === 0 && s.inputs.length === 0;
-      }, { timeoutMs: 30_000, intervalMs: 200, what: `node ${old.name} back as standby, its backlog delivered` });
-    }
-
-    // ---- fault 2: SIGSTOP of the leader for three lease times, then SIGCONT ------------------------
-    let fencing: { node: Node; stoppedAt: number; epoch: number } | undefined;
-    {
-      const old = (await leader())!;
-      const epoch = (await status(old))!.ha.epoch!;
-      const publishing = publish(phase);
-      await new Promise((r) => setTimeout(r, 2000));
-      old.proc!.child.kill('SIGSTOP');
-      const stoppedAt = Date.now();
-      const url = old.url;
-      old.url = undefined; // a stopped process answers nobody
-      const t = await takeover(old, stoppedAt);
-      results.push({ fault: 'SIGSTOP of the leader (3 lease times)', takeoverMs: t.ms, changed: true, backlog: backlog(old) });
-      const newEpoch = (await status(t.node))!.ha.epoch!;
-      expect(newEpoch).toBeGreaterThan(epoch);
-      await new Promise((r) => setTimeout(r, Math.max(0, stoppedAt + 3 * LEASE_TTL_MS - Date.now())));
-      old.proc!.child.kill('SIGCONT');
-      old.url = url;
-      await publishing;
-      await waitFor(async () => {
-        const s = await status(old);
-        return s?.ha.role === 'follower' && s.inputs.length === 0 && s.buffer.undeliveredScans === 0;
-      }, { timeoutMs: 30_000, intervalMs: 200, what: `node ${old.name} resumed as standby, its backlog delivered` });
-      // The new leader kept the session: the old one did not connect again and evict it.
-      expect((await status(t.node))!.inputs.map((i) => i.state)).toEqual(['up']);
-      fencing = { node: old, stoppedAt, epoch };
-    }
-
-    // ---- fault 3: the etcd member beside the leader killed ----------------------------------------
-    {
-      const old = (await leader())!;
-      const member = etcd.members[old.name === 'A' ? 0 : 1]!;
-      const publishing = publish(READS - next);
-      await new Promise((r) => setTimeout(r, 2000));
-      const t0 = Date.now();
-      await member.kill();
-      // The leader renews through the next member of its list: it usually keeps the lease. Either
-      // way a node must lead within 10 s, and reads must keep coming in.
-      let gapStart: number | undefined;
-      let longestGapMs = 0;
-      let changed = false;
-      const watchUntil = Date.now() + 8000;
-      while (Date.now() < watchUntil) {
-        const l = await leader();
-        if (l && l !== old) changed = true;
-        if (!l) gapStart ??= Date.now();
-        else if (gapStart !== undefined) {
-          longestGapMs = Math.max(longestGapMs, Date.now() - gapStart);
-          gapStart = undefined;
+          if (l && l !== old) changed = true;
+          if (!l) gapStart ??= Date.now();
+          else if (gapStart !== undefined) {
+            longestGapMs = Math.max(longestGapMs, Date.now() - gapStart);
+            gapStart = undefined;
+          }
+          await new Promise((r) => setTimeout(r, 50));
         }
-        await new Promise((r) => setTimeout(r, 50));
+        if (gapStart !== undefined) longestGapMs = Math.max(longestGapMs, Date.now() - gapStart);
+        expect(await leader()).toBeDefined();
+        results.push({
+          fault: `etcd member beside the leader killed (${member.name})`,
+          takeoverMs: longestGapMs,
+          changed,
+        });
+        void t0;
+        await publishing;
+        await member.restart();
       }
-      if (gapStart !== undefined) longestGapMs = Math.max(longestGapMs, Date.now() - gapStart);
-      expect(await leader()).toBeDefined();
-      results.push({ fault: `etcd member beside the leader killed (${member.name})`, takeoverMs: longestGapMs, changed });
-      void t0;
-      await publishing;
-      await member.restart();
-    }
 
-    await publisher.endAsync();
-    // Every published reference reaches the sandbox, from one node or the other.
-    await waitFor(async () => new Set(await sandboxRefs(sandbox)).size >= published.length, { timeoutMs: 60_000, intervalMs: 250, what: 'every read delivered' });
-    for (const n of nodes) await waitFor(async () => (await status(n))?.buffer.undeliveredScans === 0, { timeoutMs: 30_000, intervalMs: 200, what: `node ${n.name} drained` });
+      await publisher.endAsync();
+      // Every published reference reaches the sandbox, from one node or the other.
+      await waitFor(async () => new Set(await sandboxRefs(sandbox)).size >= published.length, {
+        timeoutMs: 60_000,
+        intervalMs: 250,
+        what: 'every read delivered',
+      });
+      for (const n of nodes)
+        await waitFor(async () => (await status(n))?.buffer.undeliveredScans === 0, {
+          timeoutMs: 30_000,
+          intervalMs: 200,
+          what: `node ${n.name} drained`,
+        });
 
-    const refs = await sandboxRefs(sandbox);
-    const counts = new Map<string, number>();
-    for (const r of refs) counts.set(r, (counts.get(r) ?? 0) + 1);
-    const lost = published.filter((r) => !counts.has(r));
-    const doubled = [...counts].filter(([, n]) => n > 1);
-    const extra = doubled.reduce((a, [, n]) => a + n - 1, 0);
-    const flagged = new Set([...bufferFacts(nodes[0]!).flagged, ...bufferFacts(nodes[1]!).flagged]);
-    const takeovers = results.filter((r) => r.changed).length;
-    const bound = takeovers * MAX_IN_FLIGHT;
-    const fenced = bufferFacts(fencing!.node, fencing!.stoppedAt);
+      const refs = await sandboxRefs(sandbox);
+      const counts = new Map<string, number>();
+      for (const r of refs) counts.set(r, (counts.get(r) ?? 0) + 1);
+      const lost = published.filter((r) => !counts.has(r));
+      const doubled = [...counts].filter(([, n]) => n > 1);
+      const extra = doubled.reduce((a, [, n]) => a + n - 1, 0);
+      const flagged = new Set([
+        ...bufferFacts(nodes[0]!).flagged,
+        ...bufferFacts(nodes[1]!).flagged,
+      ]);
+      const takeovers = results.filter((r) => r.changed).length;
+      const bound = takeovers * MAX_IN_FLIGHT;
+      const fenced = bufferFacts(fencing!.node, fencing!.stoppedAt);
 
-    console.log(
-      [
-        'high availability, takeover times (fault → the other node answers /api/v1/ha/leader 200; for the etcd member, the longest time with no leader):',
-        ...results.map(
-          (r) =>
-            `  ${r.fault}: ${r.takeoverMs} ms${r.changed ? '' : ' (no takeover: the leader renewed through another member)'}${r.backlog === undefined ? '' : `; the old leader's backlog, drained by it as standby: ${r.backlog} scans`}`,
-        ),
-        `reads published ${published.length}, delivered ${counts.size} distinct, lost ${lost.length}; duplicates ${extra} (${doubled.length} references; bound ${bound} = ${takeovers} takeovers × in-flight window ${MAX_IN_FLIGHT}); flagged possible duplicates ${flagged.size}`,
-        `old leader (epoch ${fencing!.epoch}): reads committed after its SIGSTOP: ${fenced.committedAfter}; commits it refused on resume (log lines "reads refused"): ${(fencing!.node.proc!.output().match(/reads refused/g) ?? []).length}`,
-      ].join('\n'),
-    );
+      console.log(
+        [
+          'high availability, takeover times (fault → the other node answers /api/v1/ha/leader 200; for the etcd member, the longest time with no leader):',
+          ...results.map(
+            (r) =>
+              `  ${r.fault}: ${r.takeoverMs} ms${r.changed ? '' : ' (no takeover: the leader renewed through another member)'}${r.backlog === undefined ? '' : `; the old leader's backlog, drained by it as standby: ${r.backlog} scans`}`,
+          ),
+          `reads published ${published.length}, delivered ${counts.size} distinct, lost ${lost.length}; duplicates ${extra} (${doubled.length} references; bound ${bound} = ${takeovers} takeovers × in-flight window ${MAX_IN_FLIGHT}); flagged possible duplicates ${flagged.size}`,
+          `old leader (epoch ${fencing!.epoch}): reads committed after its SIGSTOP: ${fenced.committedAfter}; commits it refused on resume (log lines "reads refused"): ${(fencing!.node.proc!.output().match(/reads refused/g) ?? []).length}`,
+        ].join('\n'),
+      );
 
-    for (const r of results) expect(r.takeoverMs, r.fault).toBeLessThan(10_000);
-    expect(lost).toEqual([]);
-    expect(extra).toBeLessThanOrEqual(bound);
-    for (const [ref] of doubled) expect(flagged.has(ref), `duplicated reference ${ref} is flagged`).toBe(true);
-    // Fencing: the old leader took no read after it was stopped (its lease lapsed meanwhile).
-    expect(fenced.committedAfter).toBe(0);
-    expect(fencing!.node.proc!.output()).toMatch(/stopped leading/);
-  });
+      for (const r of results) expect(r.takeoverMs, r.fault).toBeLessThan(10_000);
+      expect(lost).toEqual([]);
+      expect(extra).toBeLessThanOrEqual(bound);
+      for (const [ref] of doubled)
+        expect(flagged.has(ref), `duplicated reference ${ref} is flagged`).toBe(true);
+      // Fencing: the old leader took no read after it was stopped (its lease lapsed meanwhile).
+      expect(fenced.committedAfter).toBe(0);
+      expect(fencing!.node.proc!.output()).toMatch(/stopped leading/);
+    },
+  );
 });

@@ -1,5 +1,13 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/paths.js';
@@ -17,7 +25,6 @@ import { freePort } from '../helpers/ports.js';
 function run(cmd: string, args: string[]): string {
   return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 }
-
 
 describe('the inbox recipe: SFTP to the gateway', () => {
   it('a chrooted uploader drops a file the service user reads and moves, as the recipe sets it up', async () => {
@@ -37,16 +44,41 @@ describe('the inbox recipe: SFTP to the gateway', () => {
     let mounted = false;
     try {
       // Users and group, as the recipe (the service user stands for scan-gateway).
-      run('useradd', ['--system', '--no-create-home', '--shell', '/usr/sbin/nologin', '--user-group', service]);
+      run('useradd', [
+        '--system',
+        '--no-create-home',
+        '--shell',
+        '/usr/sbin/nologin',
+        '--user-group',
+        service,
+      ]);
       run('groupadd', ['--system', group]);
-      run('useradd', ['--system', '--no-create-home', '--shell', '/usr/sbin/nologin', '--gid', group, uploader]);
+      run('useradd', [
+        '--system',
+        '--no-create-home',
+        '--shell',
+        '/usr/sbin/nologin',
+        '--gid',
+        group,
+        uploader,
+      ]);
       // Key login only; "*" is no password but not a locked account (sshd refuses "!" without PAM).
       run('usermod', ['-p', '*', uploader]);
       run('usermod', ['-aG', group, service]);
       // The state folder as StateDirectory= leaves it; the inbox as the tmpfiles.d override makes it.
       run('install', ['-d', '-o', service, '-g', service, '-m', '0750', state]);
       run('install', ['-d', '-o', service, '-g', group, '-m', '2770', inbox]);
-      run('install', ['-d', '-o', 'root', '-g', 'root', '-m', '0755', chroot, join(chroot, 'inbox')]);
+      run('install', [
+        '-d',
+        '-o',
+        'root',
+        '-g',
+        'root',
+        '-m',
+        '0755',
+        chroot,
+        join(chroot, 'inbox'),
+      ]);
       run('mount', ['--bind', inbox, join(chroot, 'inbox')]);
       mounted = true;
 
@@ -78,17 +110,39 @@ Match User ${uploader}
       );
       mkdirSync('/run/sshd', { recursive: true, mode: 0o755 });
       run('/usr/sbin/sshd', ['-t', '-f', config]);
-      sshd = spawn('/usr/sbin/sshd', ['-D', '-e', '-f', config], { stdio: ['ignore', 'pipe', 'pipe'] });
+      sshd = spawn('/usr/sbin/sshd', ['-D', '-e', '-f', config], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       let sshdLog = '';
       sshd.stderr?.on('data', (d: Buffer) => (sshdLog += d.toString()));
-      await waitFor(() => sshdLog.includes('Server listening'), { timeoutMs: 10_000, what: 'sshd listening' });
+      await waitFor(() => sshdLog.includes('Server listening'), {
+        timeoutMs: 10_000,
+        what: 'sshd listening',
+      });
 
       // The PC uploads under a temporary name and renames, as the recipe says.
       const batch = join(base, 'batch');
-      writeFileSync(batch, `put ${join(PACKAGE_ROOT, 'samples/goods-in-export.csv')} goods-in-export.csv.part\nrename goods-in-export.csv.part goods-in-export.csv\nls\n`);
+      writeFileSync(
+        batch,
+        `put ${join(PACKAGE_ROOT, 'samples/goods-in-export.csv')} goods-in-export.csv.part\nrename goods-in-export.csv.part goods-in-export.csv\nls\n`,
+      );
       const sftp = spawnSync(
         'sftp',
-        ['-b', batch, '-i', join(base, 'pc-key'), '-P', String(port), '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'BatchMode=yes', `${uploader}@127.0.0.1`],
+        [
+          '-b',
+          batch,
+          '-i',
+          join(base, 'pc-key'),
+          '-P',
+          String(port),
+          '-o',
+          'StrictHostKeyChecking=no',
+          '-o',
+          'UserKnownHostsFile=/dev/null',
+          '-o',
+          'BatchMode=yes',
+          `${uploader}@127.0.0.1`,
+        ],
         { encoding: 'utf8', timeout: 30_000 },
       );
       if (sftp.error) throw sftp.error;
@@ -99,7 +153,12 @@ Match User ${uploader}
       const st = statSync(file);
       // The uploader's file, in the shared group (setgid folder), readable by the group and by no
       // one else: internal-sftp -u 0007 keeps the group bits the client sends (0640 from a 0644 file).
-      expect({ groupRead: (st.mode & 0o040) !== 0, other: st.mode & 0o007, uid: st.uid, gid: st.gid }).toEqual({
+      expect({
+        groupRead: (st.mode & 0o040) !== 0,
+        other: st.mode & 0o007,
+        uid: st.uid,
+        gid: st.gid,
+      }).toEqual({
         groupRead: true,
         other: 0,
         uid: Number(run('id', ['-u', uploader]).trim()),
@@ -120,7 +179,11 @@ inputs:
   - { id: inbox, type: files, dir: ${inbox}, format: csv, barcodeColumn: barcode, dcp: GI-01 }
 `,
       );
-      const check = spawnSync(process.execPath, [MAIN_JS, 'config', 'check', '--config', site, '--as', service], { encoding: 'utf8' });
+      const check = spawnSync(
+        process.execPath,
+        [MAIN_JS, 'config', 'check', '--config', site, '--as', service],
+        { encoding: 'utf8' },
+      );
       expect(check.status, check.stdout).toBe(0);
 
       // What the gateway does with the file, as the service user with its groups and UMask=0077:
@@ -149,7 +212,8 @@ inputs:
       if (mounted) spawnSync('umount', [join(chroot, 'inbox')]);
       for (const user of [uploader, service]) spawnSync('userdel', [user]);
       spawnSync('groupdel', [group]);
-      if (!mounted || spawnSync('mountpoint', ['-q', join(chroot, 'inbox')]).status !== 0) rmSync(base, { recursive: true, force: true });
+      if (!mounted || spawnSync('mountpoint', ['-q', join(chroot, 'inbox')]).status !== 0)
+        rmSync(base, { recursive: true, force: true });
     }
   }, 60_000);
 });

@@ -13,7 +13,10 @@ import { waitFor } from '../helpers/wait.js';
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
 /** The screenshot of docs/operations.md section 10: test-artifacts/ on every run, docs/images/ with UPDATE_DOC_IMAGES=1. */
-const IMAGES = join(PACKAGE_ROOT, process.env.UPDATE_DOC_IMAGES === '1' ? 'docs/images' : 'test-artifacts');
+const IMAGES = join(
+  PACKAGE_ROOT,
+  process.env.UPDATE_DOC_IMAGES === '1' ? 'docs/images' : 'test-artifacts',
+);
 const GS = '\u001d';
 const PACK = 'https://id.gs1.org/01/09521234543213/21/C2611030001234';
 
@@ -57,14 +60,25 @@ rules:
     );
     gateway = await startGateway(config, { SCAN_GATEWAY_CLIENT_SECRET: SECRET }, dir);
     scanner = connect(port, '127.0.0.1');
-    await new Promise<void>((resolve, reject) => scanner!.once('connect', resolve).once('error', reject));
-    for (const sn of ['C2611030001233', 'C2611030001235']) scanner.write(`]d2010952123454321310B2611-03${GS}17281231${GS}21${sn}\r`);
+    await new Promise<void>((resolve, reject) =>
+      scanner!.once('connect', resolve).once('error', reject),
+    );
+    for (const sn of ['C2611030001233', 'C2611030001235'])
+      scanner.write(`]d2010952123454321310B2611-03${GS}17281231${GS}21${sn}\r`);
     scanner.write(`]C1010952123454321321C2611030001234${GS}10B2611-03\r`);
     const url = gateway.httpUrl;
-    await waitFor(async () => ((await (await fetch(`${url}/api/v1/status`)).json()) as { buffer: { scans: { delivered?: number } } }).buffer.scans.delivered === 3, {
-      timeoutMs: 15_000,
-      what: '3 packs delivered',
-    });
+    await waitFor(
+      async () =>
+        (
+          (await (await fetch(`${url}/api/v1/status`)).json()) as {
+            buffer: { scans: { delivered?: number } };
+          }
+        ).buffer.scans.delivered === 3,
+      {
+        timeoutMs: 15_000,
+        what: '3 packs delivered',
+      },
+    );
     context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), 'sg-chromium-')), {
       executablePath,
       args: CHROMIUM_ARGS,
@@ -82,30 +96,44 @@ rules:
   async function ask(page: Page, query: string): Promise<string> {
     await page.locator('#lookup-ref').fill(query);
     await page.getByRole('button', { name: 'Look up' }).click();
-    await expect.poll(() => page.locator('#lookup-result').textContent(), { timeout: 5000 }).not.toMatch(/^Looking up/);
+    await expect
+      .poll(() => page.locator('#lookup-result').textContent(), { timeout: 5000 })
+      .not.toMatch(/^Looking up/);
     return (await page.locator('#lookup-result').textContent()) ?? '';
   }
 
-  it('traces the pack by the line under its barcode and by its raw read; lists the lot', { timeout: 30_000 }, async () => {
-    const page = await context!.newPage();
-    page.on('pageerror', (e) => errors.push(String(e)));
-    await page.goto(`${gateway!.httpUrl}/`);
+  it(
+    'traces the pack by the line under its barcode and by its raw read; lists the lot',
+    { timeout: 30_000 },
+    async () => {
+      const page = await context!.newPage();
+      page.on('pageerror', (e) => errors.push(String(e)));
+      await page.goto(`${gateway!.httpUrl}/`);
 
-    for (const form of ['(01)09521234543213(10)B2611-03(21)C2611030001234', ']C1010952123454321321C2611030001234<GS>10B2611-03', PACK]) {
-      const text = await ask(page, form);
-      expect(await page.locator('#lookup-result h3').first().textContent(), form).toBe(PACK);
-      expect(text, form).toContain('Canonical GS1 reference: https://id.gs1.org/01/09521234543213/21/C2611030001234 · identified by AI 01 (GTIN), AI 21 (SERIAL)');
-      expect(await page.locator('#lookup-result tbody tr').count(), form).toBe(1);
-    }
+      for (const form of [
+        '(01)09521234543213(10)B2611-03(21)C2611030001234',
+        ']C1010952123454321321C2611030001234<GS>10B2611-03',
+        PACK,
+      ]) {
+        const text = await ask(page, form);
+        expect(await page.locator('#lookup-result h3').first().textContent(), form).toBe(PACK);
+        expect(text, form).toContain(
+          'Canonical GS1 reference: https://id.gs1.org/01/09521234543213/21/C2611030001234 · identified by AI 01 (GTIN), AI 21 (SERIAL)',
+        );
+        expect(await page.locator('#lookup-result tbody tr').count(), form).toBe(1);
+      }
 
-    const lot = await ask(page, 'B2611-03');
-    expect(lot).toContain('B2611-03 as AI 10 (BATCH/LOT): 3 scan(s), 3 item(s) listed');
-    expect(await page.locator('#lookup-result li a[data-item]').count()).toBe(3);
-    await page.locator('#item').screenshot({ path: join(IMAGES, 'item-lookup-gs1.png') });
+      const lot = await ask(page, 'B2611-03');
+      expect(lot).toContain('B2611-03 as AI 10 (BATCH/LOT): 3 scan(s), 3 item(s) listed');
+      expect(await page.locator('#lookup-result li a[data-item]').count()).toBe(3);
+      await page.locator('#item').screenshot({ path: join(IMAGES, 'item-lookup-gs1.png') });
 
-    // Each item of the lot links to its own trace.
-    await page.locator(`#lookup-result a[data-item="${PACK}"]`).click();
-    await expect.poll(() => page.locator('#lookup-result h3').first().textContent(), { timeout: 5000 }).toBe(PACK);
-    expect(errors).toEqual([]);
-  });
+      // Each item of the lot links to its own trace.
+      await page.locator(`#lookup-result a[data-item="${PACK}"]`).click();
+      await expect
+        .poll(() => page.locator('#lookup-result h3').first().textContent(), { timeout: 5000 })
+        .toBe(PACK);
+      expect(errors).toEqual([]);
+    },
+  );
 });

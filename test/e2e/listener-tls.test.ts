@@ -1,4 +1,12 @@
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -80,15 +88,29 @@ inputs:
   - { id: mes, type: http, dcp: EOL-3 }
 `,
     );
-    gateway = await startGateway(config, { SCAN_GATEWAY_CLIENT_SECRET: SECRET, SCAN_GATEWAY_INGEST_TOKEN: INGEST_TOKEN, SCAN_GATEWAY_READ_TOKEN: READ_TOKEN }, dir);
-    context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), 'sg-chromium-tls-')), {
-      executablePath,
-      // Only the gateway's own keys are let through (no CA is installed, no error is ignored wholesale).
-      args: [...CHROMIUM_ARGS, `--ignore-certificate-errors-spki-list=${[first, renewed, bySighup].map((c) => c.spkiSha256).join(',')}`],
-      headless: true,
-      httpCredentials: { username: 'screen', password: READ_TOKEN },
-      viewport: { width: 1024, height: 600 },
-    });
+    gateway = await startGateway(
+      config,
+      {
+        SCAN_GATEWAY_CLIENT_SECRET: SECRET,
+        SCAN_GATEWAY_INGEST_TOKEN: INGEST_TOKEN,
+        SCAN_GATEWAY_READ_TOKEN: READ_TOKEN,
+      },
+      dir,
+    );
+    context = await chromium.launchPersistentContext(
+      mkdtempSync(join(tmpdir(), 'sg-chromium-tls-')),
+      {
+        executablePath,
+        // Only the gateway's own keys are let through (no CA is installed, no error is ignored wholesale).
+        args: [
+          ...CHROMIUM_ARGS,
+          `--ignore-certificate-errors-spki-list=${[first, renewed, bySighup].map((c) => c.spkiSha256).join(',')}`,
+        ],
+        headless: true,
+        httpCredentials: { username: 'screen', password: READ_TOKEN },
+        viewport: { width: 1024, height: 600 },
+      },
+    );
   }, 90_000);
 
   afterAll(async () => {
@@ -98,7 +120,15 @@ inputs:
   });
 
   /** One HTTPS call that trusts only the throw-away server CA; with `as`, presenting that client certificate. */
-  function call(path: string, opts: { method?: string; headers?: Record<string, string>; body?: string; as?: IssuedCert } = {}): Promise<Answer> {
+  function call(
+    path: string,
+    opts: {
+      method?: string;
+      headers?: Record<string, string>;
+      body?: string;
+      as?: IssuedCert;
+    } = {},
+  ): Promise<Answer> {
     return new Promise((resolve, reject) => {
       const req = request(
         `${gateway!.httpUrl}${path}`,
@@ -107,7 +137,9 @@ inputs:
           headers: opts.headers,
           ca: serverCa.pem,
           agent: false,
-          ...(opts.as ? { cert: readFileSync(opts.as.certFile), key: readFileSync(opts.as.keyFile) } : {}),
+          ...(opts.as
+            ? { cert: readFileSync(opts.as.certFile), key: readFileSync(opts.as.keyFile) }
+            : {}),
         },
         (res) => {
           const serial = (res.socket as TLSSocket).getPeerCertificate().serialNumber.toUpperCase();
@@ -124,17 +156,25 @@ inputs:
 
   const basic = { authorization: `Basic ${Buffer.from(`x:${READ_TOKEN}`).toString('base64')}` };
   const post = (reads: unknown, as?: IssuedCert) =>
-    call('/api/v1/reads', { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${INGEST_TOKEN}` }, body: JSON.stringify(reads), ...(as ? { as } : {}) });
+    call('/api/v1/reads', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${INGEST_TOKEN}` },
+      body: JSON.stringify(reads),
+      ...(as ? { as } : {}),
+    });
 
   /** The serial a fresh TLS connection is served, verified against the server CA. */
   function servedSerial(): Promise<string> {
     const { hostname, port } = new URL(gateway!.httpUrl);
     return new Promise((resolve, reject) => {
-      const socket = connect({ host: hostname, port: Number(port), ca: serverCa.pem, servername: 'localhost' }, () => {
-        const peer: PeerCertificate = socket.getPeerCertificate();
-        socket.end();
-        resolve(peer.serialNumber.toUpperCase());
-      });
+      const socket = connect(
+        { host: hostname, port: Number(port), ca: serverCa.pem, servername: 'localhost' },
+        () => {
+          const peer: PeerCertificate = socket.getPeerCertificate();
+          socket.end();
+          resolve(peer.serialNumber.toUpperCase());
+        },
+      );
       socket.once('error', reject);
     });
   }
@@ -154,23 +194,40 @@ inputs:
     expect(page.status).toBe(200);
     expect(page.serial).toBe('5001');
     expect(page.body).toMatch(/Certificate ends/);
-    const status = JSON.parse((await call('/api/v1/status', { headers: basic })).body) as { listener: { tls: { certificate: { serialNumber: string }; clientCertificates: boolean }; tokensInClear: string[] } };
+    const status = JSON.parse((await call('/api/v1/status', { headers: basic })).body) as {
+      listener: {
+        tls: { certificate: { serialNumber: string }; clientCertificates: boolean };
+        tokensInClear: string[];
+      };
+    };
     expect(status.listener.tls.certificate.serialNumber).toBe('5001');
     expect(status.listener.tls.clientCertificates).toBe(true);
     expect(status.listener.tokensInClear).toEqual([]);
     const metrics = (await call('/metrics', { headers: basic })).body;
-    expect(metrics).toContain(`scan_gateway_http_tls_cert_expiry_seconds ${first.notAfterMs / 1000}`);
+    expect(metrics).toContain(
+      `scan_gateway_http_tls_cert_expiry_seconds ${first.notAfterMs / 1000}`,
+    );
   });
 
   it('requires a client certificate of the clients CA for ingest: none 401, a foreign one 403, the right one stores the read', async () => {
     const none = await post({ code: 'PK-000901' });
     expect(none.status).toBe(401);
-    expect(JSON.parse(none.body)).toMatchObject({ message: 'ingest requires a client certificate signed by the CA of http.tls.clientCaFile; the client presented none' });
+    expect(JSON.parse(none.body)).toMatchObject({
+      message:
+        'ingest requires a client certificate signed by the CA of http.tls.clientCaFile; the client presented none',
+    });
     const foreign = await post({ code: 'PK-000902' }, foreignClient);
     expect(foreign.status).toBe(403);
-    expect(JSON.parse(foreign.body).message).toMatch(/^the client certificate \(CN=stranger, serial 7002\) is not accepted for ingest: /);
+    expect(JSON.parse(foreign.body).message).toMatch(
+      /^the client certificate \(CN=stranger, serial 7002\) is not accepted for ingest: /,
+    );
     // The certificate does not replace the token.
-    const noToken = await call('/api/v1/reads', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code: 'PK-000903' }), as: client });
+    const noToken = await call('/api/v1/reads', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ code: 'PK-000903' }),
+      as: client,
+    });
     expect(noToken.status).toBe(401);
 
     const taken = await post({ code: 'PK-000904' }, client);
@@ -179,69 +236,97 @@ inputs:
     const item = await call('/api/v1/items/PK-000904', { headers: basic });
     expect(item.status).toBe(200);
     expect(JSON.parse(item.body)).toMatchObject({ found: true });
-    for (const refused of ['PK-000901', 'PK-000902', 'PK-000903']) expect((await call(`/api/v1/items/${refused}`, { headers: basic })).status).toBe(404);
+    for (const refused of ['PK-000901', 'PK-000902', 'PK-000903'])
+      expect((await call(`/api/v1/items/${refused}`, { headers: basic })).status).toBe(404);
     // Refusals are counted by why.
     const metrics = (await call('/metrics', { headers: basic })).body;
     expect(metrics).toContain('scan_gateway_http_refused_total{reason="ingest_client_cert"} 2');
     expect(metrics).toContain('scan_gateway_http_refused_total{reason="ingest_token"} 1');
   });
 
-  it('serves a renewed certificate without a restart: found by the file watch, then by SIGHUP', { timeout: 30_000 }, async () => {
-    const pid = gateway!.child.pid;
-    // Half a renewal (a key that is not the certificate's) is refused and the served one stays.
-    copyFileSync(renewed.keyFile, join(live, 'key.pem.new'));
-    renameSync(join(live, 'key.pem.new'), join(live, 'key.pem'));
-    await expect.poll(() => gateway!.output().includes('TLS certificate reload refused; the served certificate stays'), { timeout: 10_000 }).toBe(true);
-    expect(await servedSerial()).toBe('5001');
-    const refused = JSON.parse((await call('/api/v1/status', { headers: basic })).body) as { healthProblems: { code: string }[] };
-    expect(refused.healthProblems.map((p) => p.code)).toContain('SCANGW_E_LISTENER_TLS');
+  it(
+    'serves a renewed certificate without a restart: found by the file watch, then by SIGHUP',
+    { timeout: 30_000 },
+    async () => {
+      const pid = gateway!.child.pid;
+      // Half a renewal (a key that is not the certificate's) is refused and the served one stays.
+      copyFileSync(renewed.keyFile, join(live, 'key.pem.new'));
+      renameSync(join(live, 'key.pem.new'), join(live, 'key.pem'));
+      await expect
+        .poll(
+          () =>
+            gateway!
+              .output()
+              .includes('TLS certificate reload refused; the served certificate stays'),
+          { timeout: 10_000 },
+        )
+        .toBe(true);
+      expect(await servedSerial()).toBe('5001');
+      const refused = JSON.parse((await call('/api/v1/status', { headers: basic })).body) as {
+        healthProblems: { code: string }[];
+      };
+      expect(refused.healthProblems.map((p) => p.code)).toContain('SCANGW_E_LISTENER_TLS');
 
-    install(renewed);
-    await expect.poll(() => servedSerial(), { timeout: 10_000, interval: 200 }).toBe('5002');
-    expect(gateway!.child.pid).toBe(pid);
-    const metrics = (await call('/metrics', { headers: basic })).body;
-    expect(metrics).toContain(`scan_gateway_http_tls_cert_expiry_seconds ${renewed.notAfterMs / 1000}`);
-    expect(metrics).toContain('scan_gateway_http_tls_reloads_total{outcome="applied"} 1');
-    expect(metrics).toContain('scan_gateway_http_tls_reloads_total{outcome="refused"} 1');
+      install(renewed);
+      await expect.poll(() => servedSerial(), { timeout: 10_000, interval: 200 }).toBe('5002');
+      expect(gateway!.child.pid).toBe(pid);
+      const metrics = (await call('/metrics', { headers: basic })).body;
+      expect(metrics).toContain(
+        `scan_gateway_http_tls_cert_expiry_seconds ${renewed.notAfterMs / 1000}`,
+      );
+      expect(metrics).toContain('scan_gateway_http_tls_reloads_total{outcome="applied"} 1');
+      expect(metrics).toContain('scan_gateway_http_tls_reloads_total{outcome="refused"} 1');
 
-    // SIGHUP: the served names become links into a folder that is not watched (as certbot's live/
-    // links into archive/), so only the signal can apply what changes there.
-    const target = join(dir, 'archive');
-    mkdirSync(target);
-    for (const [from, name] of [[renewed.certFile, 'cert.pem'], [renewed.keyFile, 'key.pem']] as const) {
-      copyFileSync(from, join(target, name));
-      symlinkSync(join(target, name), join(live, `${name}.link`));
-      renameSync(join(live, `${name}.link`), join(live, name));
-    }
-    const pastDebounce = () => new Promise((resolve) => setTimeout(resolve, 2000));
-    // The watch sees the links' swap and finds the same pair.
-    await pastDebounce();
-    copyFileSync(bySighup.keyFile, join(target, 'key.pem.new'));
-    copyFileSync(bySighup.certFile, join(target, 'cert.pem.new'));
-    renameSync(join(target, 'key.pem.new'), join(target, 'key.pem'));
-    renameSync(join(target, 'cert.pem.new'), join(target, 'cert.pem'));
-    // The new pair behind the links is not seen by the watch.
-    await pastDebounce();
-    expect(await servedSerial()).toBe('5002');
-    gateway!.child.kill('SIGHUP');
-    await expect.poll(() => servedSerial(), { timeout: 10_000, interval: 100 }).toBe('5003');
-    expect(gateway!.output()).toMatch(/"reason":"configuration reload"[^\n]*"serial":"5003"[^\n]*"msg":"TLS certificate reloaded: new connections get it"/);
-    expect(gateway!.child.pid).toBe(pid);
-    // Ingest still takes the client certificate with the new server certificate.
-    expect((await post({ code: 'PK-000905' }, client)).status).toBe(202);
-  });
+      // SIGHUP: the served names become links into a folder that is not watched (as certbot's live/
+      // links into archive/), so only the signal can apply what changes there.
+      const target = join(dir, 'archive');
+      mkdirSync(target);
+      for (const [from, name] of [
+        [renewed.certFile, 'cert.pem'],
+        [renewed.keyFile, 'key.pem'],
+      ] as const) {
+        copyFileSync(from, join(target, name));
+        symlinkSync(join(target, name), join(live, `${name}.link`));
+        renameSync(join(live, `${name}.link`), join(live, name));
+      }
+      const pastDebounce = () => new Promise((resolve) => setTimeout(resolve, 2000));
+      // The watch sees the links' swap and finds the same pair.
+      await pastDebounce();
+      copyFileSync(bySighup.keyFile, join(target, 'key.pem.new'));
+      copyFileSync(bySighup.certFile, join(target, 'cert.pem.new'));
+      renameSync(join(target, 'key.pem.new'), join(target, 'key.pem'));
+      renameSync(join(target, 'cert.pem.new'), join(target, 'cert.pem'));
+      // The new pair behind the links is not seen by the watch.
+      await pastDebounce();
+      expect(await servedSerial()).toBe('5002');
+      gateway!.child.kill('SIGHUP');
+      await expect.poll(() => servedSerial(), { timeout: 10_000, interval: 100 }).toBe('5003');
+      expect(gateway!.output()).toMatch(
+        /"reason":"configuration reload"[^\n]*"serial":"5003"[^\n]*"msg":"TLS certificate reloaded: new connections get it"/,
+      );
+      expect(gateway!.child.pid).toBe(pid);
+      // Ingest still takes the client certificate with the new server certificate.
+      expect((await post({ code: 'PK-000905' }, client)).status).toBe(202);
+    },
+  );
 
   it('keeps the share of connections per address over TLS: idle sockets are shed, a stream in flight is not', async () => {
     const { hostname, port } = new URL(gateway!.httpUrl);
     // A station stream: a request in flight for as long as it is open, on a TLS socket.
-    const stream = await new Promise<{ socket: TLSSocket; close: () => void }>((resolve, reject) => {
-      const req = request(`${gateway!.httpUrl}/station/EOL-3/events`, { headers: basic, ca: serverCa.pem, agent: false }, (res) => {
-        expect(res.statusCode).toBe(200);
-        resolve({ socket: res.socket as TLSSocket, close: () => req.destroy() });
-      });
-      req.once('error', reject);
-      req.end();
-    });
+    const stream = await new Promise<{ socket: TLSSocket; close: () => void }>(
+      (resolve, reject) => {
+        const req = request(
+          `${gateway!.httpUrl}/station/EOL-3/events`,
+          { headers: basic, ca: serverCa.pem, agent: false },
+          (res) => {
+            expect(res.statusCode).toBe(200);
+            resolve({ socket: res.socket as TLSSocket, close: () => req.destroy() });
+          },
+        );
+        req.once('error', reject);
+        req.end();
+      },
+    );
     // Twenty sockets from the same address that never start a handshake.
     const idle: Socket[] = [];
     for (let i = 0; i < 20; i++) {
@@ -249,7 +334,12 @@ inputs:
       s.on('error', () => undefined);
       idle.push(s);
     }
-    await expect.poll(() => idle.filter((s) => s.destroyed || s.readableEnded).length, { timeout: 5000, interval: 50 }).toBeGreaterThanOrEqual(20 - 8 + 1);
+    await expect
+      .poll(() => idle.filter((s) => s.destroyed || s.readableEnded).length, {
+        timeout: 5000,
+        interval: 50,
+      })
+      .toBeGreaterThanOrEqual(20 - 8 + 1);
     expect(stream.socket.destroyed).toBe(false);
     expect((await call('/healthz')).status).toBe(200);
     const metrics = (await call('/metrics', { headers: basic })).body;
@@ -258,30 +348,50 @@ inputs:
     stream.close();
   });
 
-  it('Chromium loads the station screen over HTTPS and its live stream connects', { timeout: 60_000 }, async () => {
-    const page = await context!.newPage();
-    const errors: string[] = [];
-    page.on('pageerror', (e) => errors.push(String(e)));
-    const response = await page.goto(`${gateway!.httpUrl}/station/EOL-3`);
-    expect(response?.status()).toBe(200);
-    expect((await response?.securityDetails())?.subjectName).toBe('gateway-3');
-    await expect.poll(() => page.locator('#conn').textContent(), { timeout: 10_000 }).toBe('live');
-    // A read posted now shows on the screen through the stream.
-    expect((await post({ code: 'PK-000906' }, client)).status).toBe(202);
-    await expect.poll(() => page.locator('#last .ref').textContent(), { timeout: 5000 }).toBe('PK-000906');
-    expect(errors).toEqual([]);
+  it(
+    'Chromium loads the station screen over HTTPS and its live stream connects',
+    { timeout: 60_000 },
+    async () => {
+      const page = await context!.newPage();
+      const errors: string[] = [];
+      page.on('pageerror', (e) => errors.push(String(e)));
+      const response = await page.goto(`${gateway!.httpUrl}/station/EOL-3`);
+      expect(response?.status()).toBe(200);
+      expect((await response?.securityDetails())?.subjectName).toBe('gateway-3');
+      await expect
+        .poll(() => page.locator('#conn').textContent(), { timeout: 10_000 })
+        .toBe('live');
+      // A read posted now shows on the screen through the stream.
+      expect((await post({ code: 'PK-000906' }, client)).status).toBe(202);
+      await expect
+        .poll(() => page.locator('#last .ref').textContent(), { timeout: 5000 })
+        .toBe('PK-000906');
+      expect(errors).toEqual([]);
 
-    // The SPKI list is what lets it through: without it, the throw-away CA is refused, and the
-    // gateway says why the handshake failed.
-    const handshakes = async () => Number(/scan_gateway_http_refused_total\{reason="tls_handshake"\} (\d+)/.exec((await call('/metrics', { headers: basic })).body)?.[1] ?? 0);
-    const before = await handshakes();
-    const strict = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), 'sg-chromium-strict-')), { executablePath: chromiumPath(), args: CHROMIUM_ARGS, headless: true });
-    try {
-      await expect((await strict.newPage()).goto(`${gateway!.httpUrl}/healthz`)).rejects.toThrow(/ERR_CERT_AUTHORITY_INVALID/);
-    } finally {
-      await strict.close();
-    }
-    await expect.poll(handshakes, { timeout: 5000 }).toBeGreaterThan(before);
-    expect(gateway!.output()).toMatch(/"remote":"127\.0\.0\.1","why":"[^"]+"[^\n]*"msg":"TLS handshake failed"/);
-  });
+      // The SPKI list is what lets it through: without it, the throw-away CA is refused, and the
+      // gateway says why the handshake failed.
+      const handshakes = async () =>
+        Number(
+          /scan_gateway_http_refused_total\{reason="tls_handshake"\} (\d+)/.exec(
+            (await call('/metrics', { headers: basic })).body,
+          )?.[1] ?? 0,
+        );
+      const before = await handshakes();
+      const strict = await chromium.launchPersistentContext(
+        mkdtempSync(join(tmpdir(), 'sg-chromium-strict-')),
+        { executablePath: chromiumPath(), args: CHROMIUM_ARGS, headless: true },
+      );
+      try {
+        await expect((await strict.newPage()).goto(`${gateway!.httpUrl}/healthz`)).rejects.toThrow(
+          /ERR_CERT_AUTHORITY_INVALID/,
+        );
+      } finally {
+        await strict.close();
+      }
+      await expect.poll(handshakes, { timeout: 5000 }).toBeGreaterThan(before);
+      expect(gateway!.output()).toMatch(
+        /"remote":"127\.0\.0\.1","why":"[^"]+"[^\n]*"msg":"TLS handshake failed"/,
+      );
+    },
+  );
 });

@@ -29,7 +29,11 @@ interface Dashboard {
 
 /** The metric names a PromQL expression reads (scan_gateway_*, process_*, nodejs_*, up). */
 function metricNames(expr: string): string[] {
-  return [...expr.matchAll(/\b(scan_gateway_[a-z_]+|process_[a-z_]+|nodejs_[a-z_]+|up)\b(?=\s*[{[)]|\s*$|\s*[=<>!])/g)].map((m) => m[1]!);
+  return [
+    ...expr.matchAll(
+      /\b(scan_gateway_[a-z_]+|process_[a-z_]+|nodejs_[a-z_]+|up)\b(?=\s*[{[)]|\s*$|\s*[=<>!])/g,
+    ),
+  ].map((m) => m[1]!);
 }
 
 describe('monitoring/', () => {
@@ -62,14 +66,28 @@ describe('monitoring/', () => {
   });
 
   it('every metric the dashboard and the alerts query is one a running gateway exposes, and every query parses', async () => {
-    const dashboard = JSON.parse(readFileSync(join(MONITORING, 'grafana-dashboard.json'), 'utf8')) as Dashboard;
-    const exprs = dashboard.panels.flatMap((p) => p.targets.map((t) => ({ panel: p.title, expr: t.expr })));
+    const dashboard = JSON.parse(
+      readFileSync(join(MONITORING, 'grafana-dashboard.json'), 'utf8'),
+    ) as Dashboard;
+    const exprs = dashboard.panels.flatMap((p) =>
+      p.targets.map((t) => ({ panel: p.title, expr: t.expr })),
+    );
     expect(exprs.length).toBeGreaterThan(15);
     expect(dashboard.templating.list.map((v) => v.name)).toEqual(['datasource', 'instance']);
 
     // Every query is valid PromQL: promtool checks them as recording rules ($instance as .*).
     const dir = mkdtempSync(join(tmpdir(), 'sg-dash-'));
-    const rules = { groups: [{ name: 'dashboard', rules: exprs.map((e, i) => ({ record: `dashboard:query_${i}`, expr: e.expr.replaceAll('$instance', '.*') })) }] };
+    const rules = {
+      groups: [
+        {
+          name: 'dashboard',
+          rules: exprs.map((e, i) => ({
+            record: `dashboard:query_${i}`,
+            expr: e.expr.replaceAll('$instance', '.*'),
+          })),
+        },
+      ],
+    };
     writeFileSync(join(dir, 'dashboard-rules.yml'), JSON.stringify(rules));
     const syntax = promtool(['check', 'rules', 'dashboard-rules.yml'], dir);
     expect(syntax.code, syntax.out).toBe(0);
@@ -102,7 +120,10 @@ inputs:
     const secret = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
     const gw = await startGateway(config, { SCAN_GATEWAY_CLIENT_SECRET: secret }, site);
     try {
-      copyFileSync(join(PACKAGE_ROOT, 'samples/goods-in-export.csv'), join(site, 'inbox', 'goods-in-export.csv'));
+      copyFileSync(
+        join(PACKAGE_ROOT, 'samples/goods-in-export.csv'),
+        join(site, 'inbox', 'goods-in-export.csv'),
+      );
       const families = await waitFor(
         async () => {
           const f = parsePrometheusText(await (await fetch(`${gw.httpUrl}/metrics`)).text());
@@ -115,16 +136,30 @@ inputs:
       const exposed = new Set<string>(['up']);
       for (const [name, family] of families) {
         exposed.add(name);
-        if (family.type === 'histogram') for (const suffix of ['_bucket', '_sum', '_count']) exposed.add(name + suffix);
+        if (family.type === 'histogram')
+          for (const suffix of ['_bucket', '_sum', '_count']) exposed.add(name + suffix);
         for (const s of family.samples) exposed.add(s.name);
       }
-      const missing = exprs.flatMap((e) => metricNames(e.expr).filter((n) => !exposed.has(n)).map((n) => `${e.panel}: ${n}`));
+      const missing = exprs.flatMap((e) =>
+        metricNames(e.expr)
+          .filter((n) => !exposed.has(n))
+          .map((n) => `${e.panel}: ${n}`),
+      );
       expect(missing).toEqual([]);
       // The queries do read metrics (the name pattern finds them), at least one per panel.
-      for (const e of exprs.filter((x) => !x.expr.startsWith('count(up'))) expect(metricNames(e.expr).length, e.panel).toBeGreaterThan(0);
+      for (const e of exprs.filter((x) => !x.expr.startsWith('count(up')))
+        expect(metricNames(e.expr).length, e.panel).toBeGreaterThan(0);
 
-      const alerts = parse(readFileSync(join(MONITORING, 'alerts.yml'), 'utf8')) as { groups: { rules: { alert: string; expr: string }[] }[] };
-      const alertMissing = alerts.groups.flatMap((g) => g.rules.flatMap((r) => metricNames(r.expr).filter((n) => !exposed.has(n)).map((n) => `${r.alert}: ${n}`)));
+      const alerts = parse(readFileSync(join(MONITORING, 'alerts.yml'), 'utf8')) as {
+        groups: { rules: { alert: string; expr: string }[] }[];
+      };
+      const alertMissing = alerts.groups.flatMap((g) =>
+        g.rules.flatMap((r) =>
+          metricNames(r.expr)
+            .filter((n) => !exposed.has(n))
+            .map((n) => `${r.alert}: ${n}`),
+        ),
+      );
       expect(alertMissing).toEqual([]);
     } finally {
       expect(await gw.stop()).toBe(0);

@@ -62,22 +62,52 @@ const DIST = join(PACKAGE_ROOT, 'dist/');
 
 interface Child {
   /** Resolves with the counters the child printed last, when it exits (killed by itself, or stopped). */
-  exited: Promise<{ signal: NodeJS.Signals | null; counters: { scans: number; redelivered: number } | undefined; output: string }>;
+  exited: Promise<{
+    signal: NodeJS.Signals | null;
+    counters: { scans: number; redelivered: number } | undefined;
+    output: string;
+  }>;
   up: Promise<void>;
   stop(): void;
 }
 
 function startChild(db: string, url: string, clientId: string, killAfter: number): Child {
-  const child = spawn(process.execPath, ['--input-type=module', '-e', CHILD, pathToFileURL(DIST).href, db, url, 'crash/+/scans', clientId, String(killAfter)], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      '--input-type=module',
+      '-e',
+      CHILD,
+      pathToFileURL(DIST).href,
+      db,
+      url,
+      'crash/+/scans',
+      clientId,
+      String(killAfter),
+    ],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let output = '';
   child.stdout.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr.on('data', (d: Buffer) => (output += d.toString()));
-  const exited = new Promise<{ signal: NodeJS.Signals | null; counters: { scans: number; redelivered: number } | undefined; output: string }>((resolve) =>
+  const exited = new Promise<{
+    signal: NodeJS.Signals | null;
+    counters: { scans: number; redelivered: number } | undefined;
+    output: string;
+  }>((resolve) =>
     child.once('exit', (_code, signal) => {
-      const last = output.trim().split('\n').filter((l) => l.startsWith('{')).at(-1);
-      resolve({ signal, counters: last ? (JSON.parse(last) as { scans: number; redelivered: number }) : undefined, output });
+      const last = output
+        .trim()
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .at(-1);
+      resolve({
+        signal,
+        counters: last ? (JSON.parse(last) as { scans: number; redelivered: number }) : undefined,
+        output,
+      });
     }),
   );
   const up = new Promise<void>((resolve, reject) => {
@@ -92,7 +122,8 @@ describe('MQTT: the gateway killed (SIGKILL) between commit and PUBACK, again an
   let broker: Broker;
 
   beforeAll(async () => {
-    if (!existsSync(join(DIST, 'src/inputs/mqtt/mqtt-input.js'))) throw new Error('dist/ is missing: run `npm run build` (npm test does) first');
+    if (!existsSync(join(DIST, 'src/inputs/mqtt/mqtt-input.js')))
+      throw new Error('dist/ is missing: run `npm run build` (npm test does) first');
     broker = await startMosquitto(mkdtempSync(join(tmpdir(), 'sg-crash-broker-')));
   });
   afterAll(async () => {
@@ -104,7 +135,10 @@ describe('MQTT: the gateway killed (SIGKILL) between commit and PUBACK, again an
     const db = join(dir, 'buffer.db');
     const clientId = 'sg-crash-gateway';
     const kills = [15, 40, 1, 25, 50, 7];
-    const pub = await mqtt.connectAsync(broker.url, { clientId: 'sg-crash-publisher', protocolVersion: 5 });
+    const pub = await mqtt.connectAsync(broker.url, {
+      clientId: 'sg-crash-publisher',
+      protocolVersion: 5,
+    });
     const expected: string[] = [];
     /** 50 new codes and a label scanned again ('AGAIN', a new message with the same payload each time). */
     const publishBatch = async (batch: number): Promise<void> => {
@@ -119,7 +153,11 @@ describe('MQTT: the gateway killed (SIGKILL) between commit and PUBACK, again an
       }
     };
 
-    const runs: { signal: NodeJS.Signals | null; counters: { scans: number; redelivered: number } | undefined; output: string }[] = [];
+    const runs: {
+      signal: NodeJS.Signals | null;
+      counters: { scans: number; redelivered: number } | undefined;
+      output: string;
+    }[] = [];
     for (const [run, killAfter] of kills.entries()) {
       const child = startChild(db, broker.url, clientId, killAfter);
       // The first run makes the persistent session; later batches wait in it for the next run.
@@ -141,7 +179,8 @@ describe('MQTT: the gateway killed (SIGKILL) between commit and PUBACK, again an
       }
     };
     const deadline = Date.now() + 20_000;
-    while (stored().length < expected.length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    while (stored().length < expected.length && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 100));
     await new Promise((r) => setTimeout(r, 500)); // a late resend, were there one
     child.stop();
     runs.push(await child.exited);
@@ -149,7 +188,8 @@ describe('MQTT: the gateway killed (SIGKILL) between commit and PUBACK, again an
     // Every kill came from the seam (right after a commit, before its PUBACK) …
     expect(runs.slice(0, kills.length).map((r) => r.signal)).toEqual(kills.map(() => 'SIGKILL'));
     // … and every run after a kill recognised at least the message committed just before it.
-    for (const run of runs.slice(1)) expect(run.counters?.redelivered ?? 0, run.output).toBeGreaterThanOrEqual(1);
+    for (const run of runs.slice(1))
+      expect(run.counters?.redelivered ?? 0, run.output).toBeGreaterThanOrEqual(1);
     const codes = stored().map((b) => b.toString());
     expect(codes.slice().sort()).toEqual(expected.slice().sort());
     expect(codes.filter((c) => c === 'AGAIN')).toHaveLength(kills.length + 1);
@@ -162,7 +202,10 @@ describe('MQTT: the gateway killed (SIGKILL) between commit and PUBACK, again an
     const clientId = 'sg-window-gateway';
     let child = startChild(db, broker.url, clientId, 0);
     await child.up;
-    const pub = await mqtt.connectAsync(broker.url, { clientId: 'sg-window-publisher', protocolVersion: 5 });
+    const pub = await mqtt.connectAsync(broker.url, {
+      clientId: 'sg-window-publisher',
+      protocolVersion: 5,
+    });
     await pub.publishAsync('crash/W1/scans', 'LABEL-1', { qos: 1 });
     await new Promise((r) => setTimeout(r, 500));
     child.stop();

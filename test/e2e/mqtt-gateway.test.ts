@@ -14,7 +14,10 @@ const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'ut
 
 async function publish(url: string, from: number, to: number): Promise<void> {
   const client = await mqtt.connectAsync(url, { clientId: `e2e-publisher-${from}`, clean: true });
-  for (let i = from; i < to; i++) await client.publishAsync('plant/GI-01/scans', `CELL-${String(i).padStart(5, '0')}`, { qos: 1 });
+  for (let i = from; i < to; i++)
+    await client.publishAsync('plant/GI-01/scans', `CELL-${String(i).padStart(5, '0')}`, {
+      qos: 1,
+    });
   await client.endAsync();
 }
 
@@ -51,10 +54,15 @@ inputs:
     );
     const env = { SCAN_GATEWAY_CLIENT_SECRET: SECRET };
     gateway = await startGateway(config, env, dir);
-    await waitFor(async () => {
-      const status = (await (await fetch(`${gateway!.httpUrl}/healthz`)).json()) as { inputs: { state: string }[] };
-      return status.inputs[0]?.state === 'up';
-    }, { timeoutMs: 10_000 });
+    await waitFor(
+      async () => {
+        const status = (await (await fetch(`${gateway!.httpUrl}/healthz`)).json()) as {
+          inputs: { state: string }[];
+        };
+        return status.inputs[0]?.state === 'up';
+      },
+      { timeoutMs: 10_000 },
+    );
     await publish(broker.url, 0, 300);
     await waitFor(async () => (await sandboxRefs(sandbox)).length >= 300, { timeoutMs: 20_000 });
 
@@ -93,11 +101,23 @@ inputs:
 `,
     );
     gateway = await startGateway(config, { SCAN_GATEWAY_CLIENT_SECRET: SECRET }, dir);
-    await waitFor(async () => ((await (await fetch(`${gateway!.httpUrl}/healthz`)).json()) as { inputs: { state: string }[] }).inputs[0]?.state === 'up', {
-      timeoutMs: 10_000,
-    });
+    await waitFor(
+      async () =>
+        (
+          (await (await fetch(`${gateway!.httpUrl}/healthz`)).json()) as {
+            inputs: { state: string }[];
+          }
+        ).inputs[0]?.state === 'up',
+      {
+        timeoutMs: 10_000,
+      },
+    );
     const total = 1500;
-    const publisher = await mqtt.connectAsync(broker.url, { clientId: 'e2e-restart-publisher', clean: false, reconnectPeriod: 200 });
+    const publisher = await mqtt.connectAsync(broker.url, {
+      clientId: 'e2e-restart-publisher',
+      clean: false,
+      reconnectPeriod: 200,
+    });
     const acks: Promise<unknown>[] = [];
     const acked = new Set<number>();
     let published = 0;
@@ -129,7 +149,8 @@ inputs:
     for (const pause of [800, 1500]) {
       await new Promise((r) => setTimeout(r, pause));
       await broker.stop();
-      for (let i = 0; i < published; i++) if (!acked.has(i)) resentByPublisher.add(`RST-${String(i).padStart(5, '0')}`);
+      for (let i = 0; i < published; i++)
+        if (!acked.has(i)) resentByPublisher.add(`RST-${String(i).padStart(5, '0')}`);
       await broker.restart();
     }
     await publishing;
@@ -142,6 +163,9 @@ inputs:
     expect(new Set(refs).size).toBe(total);
     const seen = new Set<string>();
     const twice = refs.filter((r) => (seen.has(r) ? true : (seen.add(r), false)));
-    expect(twice.filter((r) => !resentByPublisher.has(r)), 'messages the broker had and the gateway stored twice').toEqual([]);
+    expect(
+      twice.filter((r) => !resentByPublisher.has(r)),
+      'messages the broker had and the gateway stored twice',
+    ).toEqual([]);
   });
 });

@@ -49,20 +49,32 @@ inputs: []
     // The script's own --config comes first; commander takes the last one given.
     const npm = spawn('npm', ['start', '--', '--config', config], {
       cwd: PACKAGE_ROOT,
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? dir, SCAN_GATEWAY_CLIENT_SECRET: 'npm-start-secret' },
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? dir,
+        SCAN_GATEWAY_CLIENT_SECRET: 'npm-start-secret',
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
     npm.stdout.on('data', (d: Buffer) => (out += d.toString()));
     npm.stderr.on('data', (d: Buffer) => (out += d.toString()));
-    const exited = new Promise<number | null>((resolve) => npm.once('exit', (code, signal) => resolve(code ?? (signal ? 128 : null))));
-    await waitFor(() => out.includes('"msg":"scan-gateway started"'), { timeoutMs: 30_000, what: 'the gateway started under npm start' });
+    const exited = new Promise<number | null>((resolve) =>
+      npm.once('exit', (code, signal) => resolve(code ?? (signal ? 128 : null))),
+    );
+    await waitFor(() => out.includes('"msg":"scan-gateway started"'), {
+      timeoutMs: 30_000,
+      what: 'the gateway started under npm start',
+    });
     expect(pidsWith(config).length).toBeGreaterThan(0);
     npm.kill('SIGTERM');
     await exited;
     try {
       // The gateway stops itself within 30 s (docs/operations.md, "Stopping"); an orphan would stay.
-      await waitFor(() => pidsWith(config).length === 0, { timeoutMs: 35_000, what: 'the gateway to end with npm start' });
+      await waitFor(() => pidsWith(config).length === 0, {
+        timeoutMs: 35_000,
+        what: 'the gateway to end with npm start',
+      });
       expect(out).toContain('"msg":"stopped"');
     } finally {
       for (const pid of pidsWith(config)) process.kill(pid, 'SIGKILL');

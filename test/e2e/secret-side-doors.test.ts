@@ -55,12 +55,18 @@ inputs:
     // What a link to the secret (or a careless copy of it) would drop: the secret as a whole file.
     writeFileSync(join(dir, 'goods-in', 'secret.csv'), `${SECRET}\n`);
     const failed = join(dir, 'goods-in', 'failed');
-    await waitFor(() => readdirSync(failed, { withFileTypes: true }).some((e) => e.name.endsWith('.error.txt')), { timeoutMs: 15_000, what: "the refused file in failed/" });
+    await waitFor(
+      () => readdirSync(failed, { withFileTypes: true }).some((e) => e.name.endsWith('.error.txt')),
+      { timeoutMs: 15_000, what: 'the refused file in failed/' },
+    );
 
     // The evidence is kept (the file itself in failed/, the raw read in the buffer)…
     expect(readFileSync(join(failed, 'secret.csv'), 'utf8')).toContain(SECRET);
     const db = new Database(join(dir, 'buffer.db'), { readonly: true });
-    const rows = db.prepare(`SELECT reason, raw FROM reads WHERE outcome = 'rejected'`).all() as { reason: string; raw: Buffer }[];
+    const rows = db.prepare(`SELECT reason, raw FROM reads WHERE outcome = 'rejected'`).all() as {
+      reason: string;
+      raw: Buffer;
+    }[];
     db.close();
     expect(rows.length).toBeGreaterThan(0);
     expect(rows.some((r) => r.raw.toString('utf8').includes(SECRET))).toBe(true);
@@ -74,7 +80,8 @@ inputs:
 
     const url = gateway!.httpUrl;
     const status = await (await fetch(`${url}/api/v1/status`)).text();
-    const problems = (JSON.parse(status) as { problems: { reason: string; raw: string }[] }).problems;
+    const problems = (JSON.parse(status) as { problems: { reason: string; raw: string }[] })
+      .problems;
     expect(problems.length).toBeGreaterThan(0);
     expect(problems.some((p) => p.raw.includes('[redacted]'))).toBe(true);
     expect(status).not.toContain(SECRET);
@@ -82,10 +89,15 @@ inputs:
     const page = await (await fetch(`${url}/`)).text();
     expect(page).toContain('[redacted]');
     expect(page).not.toContain(SECRET);
-    for (const path of ['/healthz', '/readyz', '/metrics']) expect(await (await fetch(`${url}${path}`)).text()).not.toContain(SECRET);
+    for (const path of ['/healthz', '/readyz', '/metrics'])
+      expect(await (await fetch(`${url}${path}`)).text()).not.toContain(SECRET);
 
     for (const args of [['failures'], ['failures', '--json']]) {
-      const run = spawnSync(process.execPath, [MAIN_JS, ...args, '--config', config], { cwd: dir, env: { PATH: process.env.PATH ?? '', ...env }, encoding: 'utf8' });
+      const run = spawnSync(process.execPath, [MAIN_JS, ...args, '--config', config], {
+        cwd: dir,
+        env: { PATH: process.env.PATH ?? '', ...env },
+        encoding: 'utf8',
+      });
       expect(run.status, run.stderr).toBe(0);
       expect(run.stdout).toContain('[redacted]');
       expect(run.stdout).not.toContain(SECRET);

@@ -30,7 +30,14 @@ interface BatchView {
 }
 interface Status {
   batches: BatchView[];
-  statusEvents?: { state: string; received: number; applied: number; duplicates: number; ignored: number; invalid: number };
+  statusEvents?: {
+    state: string;
+    received: number;
+    applied: number;
+    duplicates: number;
+    ignored: number;
+    invalid: number;
+  };
 }
 
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
@@ -71,8 +78,15 @@ inputs:
 
 /** Drops a CSV of 20 reads (one SFTP batch with sftpMaxScans 20); `refused` rows carry the DCP the service does not know. */
 function dropFile(dir: string, name: string, refused: number): void {
-  const rows = Array.from({ length: 20 }, (_, i) => `${name}-${i},2026-11-24T07:00:${String(i).padStart(2, '0')}+01:00,${i < refused ? 'GI-99' : 'GI-01'}`);
-  writeFileSync(join(dir, 'inbox', `${name}.csv.tmp`), `${['barcode,read_at,dcp', ...rows].join('\n')}\n`);
+  const rows = Array.from(
+    { length: 20 },
+    (_, i) =>
+      `${name}-${i},2026-11-24T07:00:${String(i).padStart(2, '0')}+01:00,${i < refused ? 'GI-99' : 'GI-01'}`,
+  );
+  writeFileSync(
+    join(dir, 'inbox', `${name}.csv.tmp`),
+    `${['barcode,read_at,dcp', ...rows].join('\n')}\n`,
+  );
   renameSync(join(dir, 'inbox', `${name}.csv.tmp`), join(dir, 'inbox', `${name}.csv`));
 }
 
@@ -82,26 +96,52 @@ async function status(g: GatewayProcess): Promise<Status> {
 
 describe('status events for SFTP batches end to end: gateway process in mode sftp, sandbox SFTP and Kafka endpoints', () => {
   it('moves each SFTP batch from transferred to the service terminal state by its event (Success; HasFailures with the refused scan), without a status request; duplicated events change nothing', async () => {
-    const sandbox = await startSandbox({ host: '127.0.0.1', port: 0, processingDelayMs: PROCESSING_MS, sftp: {} });
+    const sandbox = await startSandbox({
+      host: '127.0.0.1',
+      port: 0,
+      processingDelayMs: PROCESSING_MS,
+      sftp: {},
+    });
     cleanups.push(() => sandbox.close());
     sandbox.setFaults({ kafkaDuplicateRate: 1 });
     const dir = mkdtempSync(join(tmpdir(), 'sg-sftp-events-'));
-    const g = await startGateway(writeConfig(dir, sandbox), { SCAN_GATEWAY_CLIENT_SECRET: SECRET, SCAN_GATEWAY_SFTP_PASSWORD: SECRET }, dir);
-    cleanups.push(() => (g.child.exitCode === null && g.child.signalCode === null ? g.kill() : undefined));
-    await waitFor(async () => (await status(g)).statusEvents?.state === 'flowing', { what: 'events flowing', timeoutMs: 10_000 });
+    const g = await startGateway(
+      writeConfig(dir, sandbox),
+      { SCAN_GATEWAY_CLIENT_SECRET: SECRET, SCAN_GATEWAY_SFTP_PASSWORD: SECRET },
+      dir,
+    );
+    cleanups.push(() =>
+      g.child.exitCode === null && g.child.signalCode === null ? g.kill() : undefined,
+    );
+    await waitFor(async () => (await status(g)).statusEvents?.state === 'flowing', {
+      what: 'events flowing',
+      timeoutMs: 10_000,
+    });
 
     // Each batch is seen `transferred` first (its file is on the server; the service has not
     // finished it for PROCESSING_MS), then in the state its event brings.
     const transferredSeen = new Set<number>();
     const watch = async (wanted: number): Promise<BatchView[] | undefined> => {
       const s = await status(g);
-      for (const b of s.batches) if (b.state === 'done' && b.upstreamState === 'transferred') transferredSeen.add(b.id);
-      return s.batches.length === wanted && s.batches.every((b) => b.state === 'done' && b.upstreamState !== 'transferred') ? s.batches : undefined;
+      for (const b of s.batches)
+        if (b.state === 'done' && b.upstreamState === 'transferred') transferredSeen.add(b.id);
+      return s.batches.length === wanted &&
+        s.batches.every((b) => b.state === 'done' && b.upstreamState !== 'transferred')
+        ? s.batches
+        : undefined;
     };
     dropFile(dir, 'good', 0);
-    const [good] = await waitFor(() => watch(1), { what: 'the first batch finished by its event', timeoutMs: 20_000, intervalMs: 50 });
+    const [good] = await waitFor(() => watch(1), {
+      what: 'the first batch finished by its event',
+      timeoutMs: 20_000,
+      intervalMs: 50,
+    });
     dropFile(dir, 'mixed', 1);
-    const batches = await waitFor(() => watch(2), { what: 'the second batch finished by its event', timeoutMs: 20_000, intervalMs: 50 });
+    const batches = await waitFor(() => watch(2), {
+      what: 'the second batch finished by its event',
+      timeoutMs: 20_000,
+      intervalMs: 50,
+    });
     const mixed = batches.find((b) => b.id !== good!.id)!;
 
     expect(transferredSeen).toEqual(new Set([good!.id, mixed.id]));
@@ -110,19 +150,30 @@ describe('status events for SFTP batches end to end: gateway process in mode sft
     // The service's request ids are kept on the batches, for the record.
     const files = sandbox.sftp!.files();
     expect(files).toHaveLength(2);
-    expect(new Set(batches.map((b) => b.requestId))).toEqual(new Set(files.map((f) => f.requestId)));
-    const reported = g.output().split('\n').filter((l) => l.includes('the service reported on a transferred batch'));
+    expect(new Set(batches.map((b) => b.requestId))).toEqual(
+      new Set(files.map((f) => f.requestId)),
+    );
+    const reported = g
+      .output()
+      .split('\n')
+      .filter((l) => l.includes('the service reported on a transferred batch'));
     expect(reported).toHaveLength(2);
 
     // No status request, ever: the outcome came by event only.
-    const requests = ((await (await fetch(`${sandbox.url}/_sandbox/requests`)).json()) as { requests: { method: string; path: string }[] }).requests;
+    const requests = (
+      (await (await fetch(`${sandbox.url}/_sandbox/requests`)).json()) as {
+        requests: { method: string; path: string }[];
+      }
+    ).requests;
     expect(requests.filter((r) => r.method === 'GET' && r.path.includes('/status'))).toEqual([]);
 
     // Received, InProgress and the terminal state of each batch, each published twice: two applied,
     // the others changed nothing (none counted ignored: each named a file of ours).
     const events = await waitFor(async () => {
       const e = (await status(g)).statusEvents!;
-      return e.received >= 12 && e.received === e.applied + e.duplicates + e.ignored + e.invalid ? e : undefined;
+      return e.received >= 12 && e.received === e.applied + e.duplicates + e.ignored + e.invalid
+        ? e
+        : undefined;
     });
     expect(events).toMatchObject({ applied: 2, ignored: 0, invalid: 0 });
     expect(events.duplicates).toBe(events.received - 2);

@@ -54,7 +54,9 @@ inputs: [{ id: inbox, type: files, dir: ${join(dir, 'inbox')}, format: lines, dc
     writeFileSync(join(dir, 'inbox', 'a.txt'), 'CELL-1\nCELL-2\nCELL-3\n');
     await waitFor(() => first.status().batches[0]?.state === 'uploading', { timeoutMs: 10_000 });
     await first.stop(); // resolves: the upload is abandoned, every other part stops
-    expect(logged).toContain('an upload was still in flight at the stop; abandoned, recovered at the next start');
+    expect(logged).toContain(
+      'an upload was still in flight at the stop; abandoned, recovered at the next start',
+    );
     const db = new Database(join(dir, 'buffer.db'), { readonly: true });
     expect(db.prepare('SELECT state FROM batches').pluck().all()).toEqual(['uploading']);
     db.close();
@@ -63,7 +65,11 @@ inputs: [{ id: inbox, type: files, dir: ${join(dir, 'inbox')}, format: lines, dc
     try {
       await second.start();
       await waitFor(() => second.status().buffer.scans.delivered === 3, { timeoutMs: 10_000 });
-      const refs = ((await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as { scans: { scan: { reference: string } }[] }).scans.map((s) => s.scan.reference);
+      const refs = (
+        (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as {
+          scans: { scan: { reference: string } }[];
+        }
+      ).scans.map((s) => s.scan.reference);
       expect(refs.sort()).toEqual(['CELL-1', 'CELL-2', 'CELL-3']);
       // The abandoned POST may have reached the service: the batch is flagged as a possible duplicate.
       expect(second.status().batches[0]).toMatchObject({ state: 'done', upstreamState: 'Success' });

@@ -1,4 +1,12 @@
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync, renameSync, existsSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  writeFileSync,
+  renameSync,
+  existsSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -32,7 +40,11 @@ inputs:
 }
 
 /** Every barcode of file `f`. */
-const rowsOf = (f: number) => Array.from({ length: ROWS }, (_, r) => `SHUT-${String(f).padStart(2, '0')}-${String(r).padStart(5, '0')}`);
+const rowsOf = (f: number) =>
+  Array.from(
+    { length: ROWS },
+    (_, r) => `SHUT-${String(f).padStart(2, '0')}-${String(r).padStart(5, '0')}`,
+  );
 
 /** Files moved to processed/ (acknowledged), by name. */
 function processedFiles(inbox: string): string[] {
@@ -57,7 +69,9 @@ function readsInBuffer(dbFile: string): Map<string, number> {
 }
 
 async function sandboxRefs(sandbox: RunningSandbox): Promise<Set<string>> {
-  const body = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as { scans: { scan: { reference: string } }[] };
+  const body = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as {
+    scans: { scan: { reference: string } }[];
+  };
   return new Set(body.scans.map((s) => s.scan.reference));
 }
 
@@ -85,8 +99,18 @@ describe('graceful shutdown on SIGTERM during heavy intake', () => {
     mkdirSync(inbox);
     const config = writeConfig(dir, sandbox.url);
     receiver = await startNotifyReceiver(dir);
-    gateway = await startGateway(config, { SCAN_GATEWAY_CLIENT_SECRET: SECRET, NOTIFY_SOCKET: receiver.socket, WATCHDOG_USEC: '1000000' }, dir);
-    await waitFor(() => receiver!.messages().some((m) => m.startsWith('READY=1')), { timeoutMs: 10_000 });
+    gateway = await startGateway(
+      config,
+      {
+        SCAN_GATEWAY_CLIENT_SECRET: SECRET,
+        NOTIFY_SOCKET: receiver.socket,
+        WATCHDOG_USEC: '1000000',
+      },
+      dir,
+    );
+    await waitFor(() => receiver!.messages().some((m) => m.startsWith('READY=1')), {
+      timeoutMs: 10_000,
+    });
 
     // Heavy intake: 40,000 reads in 20 files, each dropped atomically (written under a temporary name).
     for (let f = 0; f < FILES; f++) {
@@ -94,11 +118,20 @@ describe('graceful shutdown on SIGTERM during heavy intake', () => {
       renameSync(join(inbox, `f${f}.tmp`), join(inbox, `f${f}.txt`));
     }
     await waitFor(() => processedFiles(inbox).length >= 3, { timeoutMs: 30_000 });
-    await waitFor(() => receiver!.messages().some((m) => m.startsWith('WATCHDOG=1')), { timeoutMs: 10_000 });
+    await waitFor(() => receiver!.messages().some((m) => m.startsWith('WATCHDOG=1')), {
+      timeoutMs: 10_000,
+    });
     const mainPid = gateway.child.pid;
     const code = await gateway.stop(); // SIGTERM while files are still being read and batches uploaded
     const output = gateway.output();
-    if (process.env.SG_DEBUG_SHUTDOWN) console.log(output.split('\n').filter((l) => /stopp|abandon|in flight|uploaded|file stored/.test(l)).slice(-12).join('\n'));
+    if (process.env.SG_DEBUG_SHUTDOWN)
+      console.log(
+        output
+          .split('\n')
+          .filter((l) => /stopp|abandon|in flight|uploaded|file stored/.test(l))
+          .slice(-12)
+          .join('\n'),
+      );
     gateway = undefined;
     expect(code, output).toBe(0);
     expect(output).toContain('"msg":"stopped"');
@@ -122,7 +155,10 @@ describe('graceful shutdown on SIGTERM during heavy intake', () => {
     // After a restart the rest is read and everything is delivered, once per reference.
     gateway = await startGateway(config, { SCAN_GATEWAY_CLIENT_SECRET: SECRET }, dir);
     await waitFor(() => processedFiles(inbox).length === FILES, { timeoutMs: 60_000 });
-    await waitFor(async () => (await sandboxRefs(sandbox)).size === FILES * ROWS, { timeoutMs: 60_000, intervalMs: 500 });
+    await waitFor(async () => (await sandboxRefs(sandbox)).size === FILES * ROWS, {
+      timeoutMs: 60_000,
+      intervalMs: 500,
+    });
     expect(await gateway.stop()).toBe(0);
     gateway = undefined;
     const all = readsInBuffer(join(dir, 'buffer.db'));

@@ -15,8 +15,10 @@ const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'ut
  * The screenshots of docs/operations.md (sections 10 and 11): written to test-artifacts/ on every
  * run, and into docs/images/ with UPDATE_DOC_IMAGES=1 (so a test run leaves the tracked files alone).
  */
-const IMAGES = join(PACKAGE_ROOT, process.env.UPDATE_DOC_IMAGES === '1' ? 'docs/images' : 'test-artifacts');
-
+const IMAGES = join(
+  PACKAGE_ROOT,
+  process.env.UPDATE_DOC_IMAGES === '1' ? 'docs/images' : 'test-artifacts',
+);
 
 /**
  * The station screen in headless Chromium against the compiled daemon: a scanner on a
@@ -56,7 +58,9 @@ rules:
     );
     gateway = await startGateway(config, { SCAN_GATEWAY_CLIENT_SECRET: SECRET }, dir);
     scanner = connect(port, '127.0.0.1');
-    await new Promise<void>((resolve, reject) => scanner!.once('connect', resolve).once('error', reject));
+    await new Promise<void>((resolve, reject) =>
+      scanner!.once('connect', resolve).once('error', reject),
+    );
     context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), 'sg-chromium-')), {
       executablePath,
       args: CHROMIUM_ARGS,
@@ -83,77 +87,115 @@ rules:
   }
 
   // Run in the browser (the test's own types have no DOM): the computed font size in px, and the page's width.
-  type Dom = { getComputedStyle(el: unknown): { fontSize: string }; document: { documentElement: { scrollWidth: number } } };
-  const px = (page: Page, selector: string) => page.locator(selector).first().evaluate((el) => parseFloat((globalThis as unknown as Dom).getComputedStyle(el).fontSize));
-  const pageWidth = (page: Page) => page.evaluate(() => (globalThis as unknown as Dom).document.documentElement.scrollWidth);
+  type Dom = {
+    getComputedStyle(el: unknown): { fontSize: string };
+    document: { documentElement: { scrollWidth: number } };
+  };
+  const px = (page: Page, selector: string) =>
+    page
+      .locator(selector)
+      .first()
+      .evaluate((el) => parseFloat((globalThis as unknown as Dom).getComputedStyle(el).fontSize));
+  const pageWidth = (page: Page) =>
+    page.evaluate(() => (globalThis as unknown as Dom).document.documentElement.scrollWidth);
 
-  it('shows a scan within 1 s, a refused read with its reason, and the stalled banner when the service is gone', { timeout: 60_000 }, async () => {
-    const page = await open();
-    expect(await page.locator('#last .verdict').textContent()).toBe('WAITING');
+  it(
+    'shows a scan within 1 s, a refused read with its reason, and the stalled banner when the service is gone',
+    { timeout: 60_000 },
+    async () => {
+      const page = await open();
+      expect(await page.locator('#last .verdict').textContent()).toBe('WAITING');
 
-    const sentAt = Date.now();
-    scanner!.write('PK-000815\r');
-    await expect.poll(() => page.locator('#last .ref').textContent(), { timeout: 1000, interval: 20 }).toBe('PK-000815');
-    const shownMs = Date.now() - sentAt;
-    expect(await page.locator('#last .verdict').textContent()).toBe('TAKEN');
-    expect(await page.locator('#count-taken').textContent()).toBe('1');
+      const sentAt = Date.now();
+      scanner!.write('PK-000815\r');
+      await expect
+        .poll(() => page.locator('#last .ref').textContent(), { timeout: 1000, interval: 20 })
+        .toBe('PK-000815');
+      const shownMs = Date.now() - sentAt;
+      expect(await page.locator('#last .verdict').textContent()).toBe('TAKEN');
+      expect(await page.locator('#count-taken').textContent()).toBe('1');
 
-    scanner!.write('XYZ-1\r');
-    await expect.poll(() => page.locator('#last .verdict').textContent(), { timeout: 1000, interval: 20 }).toBe('REFUSED');
-    expect(await page.locator('#last .ref').textContent()).toBe('XYZ-1');
-    expect(await page.locator('#last .words').textContent()).toBe('This code is not expected at this station');
-    expect(await page.locator('#last .hint').textContent()).toMatch(/right item for this station/);
-    expect(await page.locator('#last .meta').textContent()).toMatch(/no rule matched the read from input eol-scanner \(rules tried: packs\)/);
-    expect(await page.locator('#count-refused').textContent()).toBe('1');
-    expect(await page.locator('#reads li').count()).toBe(2);
+      scanner!.write('XYZ-1\r');
+      await expect
+        .poll(() => page.locator('#last .verdict').textContent(), { timeout: 1000, interval: 20 })
+        .toBe('REFUSED');
+      expect(await page.locator('#last .ref').textContent()).toBe('XYZ-1');
+      expect(await page.locator('#last .words').textContent()).toBe(
+        'This code is not expected at this station',
+      );
+      expect(await page.locator('#last .hint').textContent()).toMatch(
+        /right item for this station/,
+      );
+      expect(await page.locator('#last .meta').textContent()).toMatch(
+        /no rule matched the read from input eol-scanner \(rules tried: packs\)/,
+      );
+      expect(await page.locator('#count-refused').textContent()).toBe('1');
+      expect(await page.locator('#reads li').count()).toBe(2);
 
-    // Readable at 2 m on the 1024×600 panel: measured, not assumed.
-    expect(await px(page, '#last .ref')).toBeGreaterThanOrEqual(48);
-    expect(await px(page, '#last .verdict')).toBeGreaterThanOrEqual(48);
-    expect(await px(page, '#last .words')).toBeGreaterThanOrEqual(32);
-    expect(await px(page, '#count-taken')).toBeGreaterThanOrEqual(36);
-    expect(await px(page, '#reads li')).toBeGreaterThanOrEqual(20);
-    // Nothing scrolls sideways on the panel.
-    expect(await pageWidth(page)).toBeLessThanOrEqual(1024);
-    await page.screenshot({ path: join(IMAGES, 'station-1024x600.png') });
+      // Readable at 2 m on the 1024×600 panel: measured, not assumed.
+      expect(await px(page, '#last .ref')).toBeGreaterThanOrEqual(48);
+      expect(await px(page, '#last .verdict')).toBeGreaterThanOrEqual(48);
+      expect(await px(page, '#last .words')).toBeGreaterThanOrEqual(32);
+      expect(await px(page, '#count-taken')).toBeGreaterThanOrEqual(36);
+      expect(await px(page, '#reads li')).toBeGreaterThanOrEqual(20);
+      // Nothing scrolls sideways on the panel.
+      expect(await pageWidth(page)).toBeLessThanOrEqual(1024);
+      await page.screenshot({ path: join(IMAGES, 'station-1024x600.png') });
 
-    // The service goes away: the next scan is kept, and the screen says so.
-    expect(await page.locator('#stalled').count()).toBe(0);
-    await sandbox.close();
-    scanner!.write('PK-000816\r');
-    await expect.poll(() => page.locator('#last .ref').textContent(), { timeout: 1000, interval: 20 }).toBe('PK-000816');
-    await expect.poll(() => page.locator('#stalled').count(), { timeout: 15_000, interval: 100 }).toBe(1);
-    expect(await page.locator('#stalled').textContent()).toMatch(/^The gateway cannot reach the service\. Scans are kept safely \(1 waiting\)/);
+      // The service goes away: the next scan is kept, and the screen says so.
+      expect(await page.locator('#stalled').count()).toBe(0);
+      await sandbox.close();
+      scanner!.write('PK-000816\r');
+      await expect
+        .poll(() => page.locator('#last .ref').textContent(), { timeout: 1000, interval: 20 })
+        .toBe('PK-000816');
+      await expect
+        .poll(() => page.locator('#stalled').count(), { timeout: 15_000, interval: 100 })
+        .toBe(1);
+      expect(await page.locator('#stalled').textContent()).toMatch(
+        /^The gateway cannot reach the service\. Scans are kept safely \(1 waiting\)/,
+      );
 
-    // A phone beside the scanner.
-    await page.setViewportSize({ width: 400, height: 900 });
-    expect(await px(page, '#last .ref')).toBeGreaterThanOrEqual(40);
-    expect(await px(page, '#last .verdict')).toBeGreaterThanOrEqual(40);
-    expect(await px(page, '#stalled')).toBeGreaterThanOrEqual(20);
-    expect(await pageWidth(page)).toBeLessThanOrEqual(400);
-    await page.screenshot({ path: join(IMAGES, 'station-400x900.png') });
+      // A phone beside the scanner.
+      await page.setViewportSize({ width: 400, height: 900 });
+      expect(await px(page, '#last .ref')).toBeGreaterThanOrEqual(40);
+      expect(await px(page, '#last .verdict')).toBeGreaterThanOrEqual(40);
+      expect(await px(page, '#stalled')).toBeGreaterThanOrEqual(20);
+      expect(await pageWidth(page)).toBeLessThanOrEqual(400);
+      await page.screenshot({ path: join(IMAGES, 'station-400x900.png') });
 
-    // A second screen opened now starts from the snapshot: the last reads, the counts, the banner.
-    const second = await open();
-    expect(await second.locator('#reads li').count()).toBe(3);
-    expect(await second.locator('#stalled').count()).toBe(1);
-    expect(consoleErrors).toEqual([]);
-    console.log(`station screen: scan shown ${shownMs} ms after the scanner sent it`);
-  });
-  it('the health page answers "what happened to this item?" from its search box', { timeout: 30_000 }, async () => {
-    const page = await context!.newPage();
-    page.on('pageerror', (e) => consoleErrors.push(String(e)));
-    await page.goto(`${gateway!.httpUrl}/`);
-    await page.locator('#lookup-ref').fill('PK-00081');
-    await page.getByRole('button', { name: 'Look up' }).click();
-    // No exact match: the references starting with it, each a link to its trace.
-    await expect.poll(() => page.locator('#lookup-result').textContent(), { timeout: 5000 }).toMatch(/PK-00081 is not in the buffer/);
-    await page.locator('#lookup-result a[data-item="PK-000815"]').click();
-    await expect.poll(() => page.locator('#lookup-result h3').first().textContent(), { timeout: 5000 }).toBe('PK-000815');
-    const row = page.locator('#lookup-result tbody tr').first();
-    expect(await row.textContent()).toMatch(/EOL-3.*endOfProcess.*product PACK-A.*eol-scanner.*PK-000815.*direct.*delivered.*Success/);
-    await page.setViewportSize({ width: 1280, height: 800 });
-    await page.locator('#item').screenshot({ path: join(IMAGES, 'item-lookup.png') });
-    expect(consoleErrors).toEqual([]);
-  });
+      // A second screen opened now starts from the snapshot: the last reads, the counts, the banner.
+      const second = await open();
+      expect(await second.locator('#reads li').count()).toBe(3);
+      expect(await second.locator('#stalled').count()).toBe(1);
+      expect(consoleErrors).toEqual([]);
+      console.log(`station screen: scan shown ${shownMs} ms after the scanner sent it`);
+    },
+  );
+  it(
+    'the health page answers "what happened to this item?" from its search box',
+    { timeout: 30_000 },
+    async () => {
+      const page = await context!.newPage();
+      page.on('pageerror', (e) => consoleErrors.push(String(e)));
+      await page.goto(`${gateway!.httpUrl}/`);
+      await page.locator('#lookup-ref').fill('PK-00081');
+      await page.getByRole('button', { name: 'Look up' }).click();
+      // No exact match: the references starting with it, each a link to its trace.
+      await expect
+        .poll(() => page.locator('#lookup-result').textContent(), { timeout: 5000 })
+        .toMatch(/PK-00081 is not in the buffer/);
+      await page.locator('#lookup-result a[data-item="PK-000815"]').click();
+      await expect
+        .poll(() => page.locator('#lookup-result h3').first().textContent(), { timeout: 5000 })
+        .toBe('PK-000815');
+      const row = page.locator('#lookup-result tbody tr').first();
+      expect(await row.textContent()).toMatch(
+        /EOL-3.*endOfProcess.*product PACK-A.*eol-scanner.*PK-000815.*direct.*delivered.*Success/,
+      );
+      await page.setViewportSize({ width: 1280, height: 800 });
+      await page.locator('#item').screenshot({ path: join(IMAGES, 'item-lookup.png') });
+      expect(consoleErrors).toEqual([]);
+    },
+  );
 });

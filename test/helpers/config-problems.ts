@@ -15,7 +15,8 @@ export function problemsOf(text: string): ConfigProblem[] {
   try {
     parseConfigText(text, 'site.yaml');
   } catch (err) {
-    if (isGatewayError(err) && Array.isArray(err.details.problems)) return err.details.problems as ConfigProblem[];
+    if (isGatewayError(err) && Array.isArray(err.details.problems))
+      return err.details.problems as ConfigProblem[];
     throw err;
   }
   throw new Error('expected the configuration to be refused');

@@ -1,5 +1,13 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+} from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PACKAGE_ROOT } from '../../src/paths.js';
@@ -16,12 +24,23 @@ export interface RunResult {
  * user's shell would. Throws when the command cannot be started at all (a missing tool fails the
  * test that needs it, it does not skip).
  */
-export function run(cmd: string, args: string[], options: { cwd?: string; env?: Record<string, string>; timeoutMs?: number } = {}): RunResult {
+export function run(
+  cmd: string,
+  args: string[],
+  options: { cwd?: string; env?: Record<string, string>; timeoutMs?: number } = {},
+): RunResult {
   const r = spawnSync(cmd, args, {
     encoding: 'utf8',
     timeout: options.timeoutMs ?? 240_000,
     cwd: options.cwd ?? PACKAGE_ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root', ...(process.env.npm_config_nodedir ? { npm_config_nodedir: process.env.npm_config_nodedir } : {}), ...options.env },
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '/root',
+      ...(process.env.npm_config_nodedir
+        ? { npm_config_nodedir: process.env.npm_config_nodedir }
+        : {}),
+      ...options.env,
+    },
     maxBuffer: 64 * 1024 * 1024,
   });
   if (r.error) throw r.error;
@@ -36,10 +55,16 @@ export function run(cmd: string, args: string[], options: { cwd?: string; env?: 
  */
 export function buildPackage(arch?: 'amd64' | 'arm64'): string {
   const out = mkdtempSync(join(tmpdir(), 'sg-deb-'));
-  const built = run('npm', ['run', '--silent', 'package', '--', ...(arch ? ['--arch', arch] : []), out], { timeoutMs: 480_000 });
-  if (built.code !== 0) throw new Error(`npm run package failed (${built.code}):\n${built.stdout}\n${built.stderr}`);
+  const built = run(
+    'npm',
+    ['run', '--silent', 'package', '--', ...(arch ? ['--arch', arch] : []), out],
+    { timeoutMs: 480_000 },
+  );
+  if (built.code !== 0)
+    throw new Error(`npm run package failed (${built.code}):\n${built.stdout}\n${built.stderr}`);
   const deb = built.stdout.trim().split('\n').pop() ?? '';
-  if (!existsSync(deb)) throw new Error(`npm run package printed no package path:\n${built.stdout}\n${built.stderr}`);
+  if (!existsSync(deb))
+    throw new Error(`npm run package printed no package path:\n${built.stdout}\n${built.stderr}`);
   return deb;
 }
 
@@ -54,15 +79,20 @@ export type DebianSuite = 'bookworm' | 'trixie';
  * @throws Error when mmdebstrap is missing or fails (the test fails, it does not skip).
  */
 export function debianRoot(suite: DebianSuite): string {
-  const cache = process.env.SCAN_GATEWAY_TEST_CACHE ?? join(homedir(), '.cache', 'scan-gateway-tests');
+  const cache =
+    process.env.SCAN_GATEWAY_TEST_CACHE ?? join(homedir(), '.cache', 'scan-gateway-tests');
   mkdirSync(cache, { recursive: true });
   const day = new Date().toISOString().slice(0, 10);
   const tar = join(cache, `debian-${suite}-apt-${day}.tar`);
   if (!existsSync(tar)) {
-    for (const old of readdirSync(cache)) if (old.startsWith(`debian-${suite}-apt-`)) rmSync(join(cache, old), { force: true });
+    for (const old of readdirSync(cache))
+      if (old.startsWith(`debian-${suite}-apt-`)) rmSync(join(cache, old), { force: true });
     const partial = `${tar}.${process.pid}.partial`;
-    const made = run('mmdebstrap', ['--variant=apt', '--quiet', '--format=tar', suite, partial], { timeoutMs: 600_000 });
-    if (made.code !== 0) throw new Error(`mmdebstrap ${suite} failed (${made.code}):\n${made.stderr.slice(-4000)}`);
+    const made = run('mmdebstrap', ['--variant=apt', '--quiet', '--format=tar', suite, partial], {
+      timeoutMs: 600_000,
+    });
+    if (made.code !== 0)
+      throw new Error(`mmdebstrap ${suite} failed (${made.code}):\n${made.stderr.slice(-4000)}`);
     renameSync(partial, tar);
   }
   const root = mkdtempSync(join(tmpdir(), `sg-root-${suite}-`));
@@ -80,10 +110,16 @@ export function nspawnArgs(root: string): string[] {
  * Runs `args` in the root under systemd-nspawn (its own /proc, /dev and mount namespace; the host's
  * network, so loopback addresses are shared with the test), as root with a clean environment.
  */
-export function inRoot(root: string, args: string[], options: { env?: Record<string, string>; timeoutMs?: number } = {}): RunResult {
+export function inRoot(
+  root: string,
+  args: string[],
+  options: { env?: Record<string, string>; timeoutMs?: number } = {},
+): RunResult {
   const setenv = Object.entries(options.env ?? {}).map(([k, v]) => `--setenv=${k}=${v}`);
   // --pipe: the command's own stdout and stderr, not a pseudo-terminal's (which writes \r\n).
-  const r = run('systemd-nspawn', [...nspawnArgs(root), '--pipe', ...setenv, ...args], { timeoutMs: options.timeoutMs ?? 300_000 });
+  const r = run('systemd-nspawn', [...nspawnArgs(root), '--pipe', ...setenv, ...args], {
+    timeoutMs: options.timeoutMs ?? 300_000,
+  });
   // nspawn's own note about the propagation folder of a container on a plain folder says nothing of the command.
   r.stderr = r.stderr
     .split('\n')
@@ -94,7 +130,10 @@ export function inRoot(root: string, args: string[], options: { env?: Record<str
 
 /** Starts `args` in the root under systemd-nspawn in the background (see {@link inRoot}); `extra` are nspawn's options. */
 export function spawnInRoot(root: string, extra: string[], args: string[]): ChildProcess {
-  return spawn('systemd-nspawn', [...nspawnArgs(root), ...extra, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH ?? '' } });
+  return spawn('systemd-nspawn', [...nspawnArgs(root), ...extra, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { PATH: process.env.PATH ?? '' },
+  });
 }
 
 /**
@@ -120,7 +159,11 @@ export function containerInit(nspawnPid: number): number | undefined {
 
 /** Runs a command inside a booted container's namespaces (nsenter into its init). */
 export function inBooted(pid: number, args: string[]): RunResult {
-  return run('nsenter', [`--target=${pid}`, '--mount', '--uts', '--ipc', '--net', '--pid', '--', ...args], { timeoutMs: 60_000 });
+  return run(
+    'nsenter',
+    [`--target=${pid}`, '--mount', '--uts', '--ipc', '--net', '--pid', '--', ...args],
+    { timeoutMs: 60_000 },
+  );
 }
 
 /**
@@ -128,7 +171,16 @@ export function inBooted(pid: number, args: string[]): RunResult {
  * and logs (/var/lib/dpkg, /var/lib/apt, /var/cache, /var/log) and the kernel's file systems.
  */
 export function pathsNamed(root: string, needle: string): string[] {
-  const skip = new Set(['/proc', '/sys', '/dev', '/run', '/var/lib/dpkg', '/var/lib/apt', '/var/cache', '/var/log']);
+  const skip = new Set([
+    '/proc',
+    '/sys',
+    '/dev',
+    '/run',
+    '/var/lib/dpkg',
+    '/var/lib/apt',
+    '/var/cache',
+    '/var/log',
+  ]);
   const found: string[] = [];
   const walk = (rel: string): void => {
     let entries;
@@ -153,15 +205,22 @@ export function pathsNamed(root: string, needle: string): string[] {
  * sandbox on `sandboxPort` with a DCP it knows (GI-01, Goods In, PACK-A), JSON logs, and optionally
  * its folders moved to `dataDir` and its page to `httpListen` (`127.0.0.1:PORT`).
  */
-export function starterForSandbox(starter: string, options: { sandboxPort: number; dataDir?: string; httpListen?: string }): string {
+export function starterForSandbox(
+  starter: string,
+  options: { sandboxPort: number; dataDir?: string; httpListen?: string },
+): string {
   let text = starter
     .replace(/baseUrl: .*/, `baseUrl: http://127.0.0.1:${options.sandboxPort}`)
     .replace(/authUrl: .*/, `authUrl: http://127.0.0.1:${options.sandboxPort}`)
     .replace('clientId: CHANGE-ME', 'clientId: demo-client')
-    .replace(/- key: DCP-01 .*\n {4}kind: startOfProcess/, '- key: GI-01\n    kind: goodsIn\n    supplierKey: SUP-0042')
+    .replace(
+      /- key: DCP-01 .*\n {4}kind: startOfProcess/,
+      '- key: GI-01\n    kind: goodsIn\n    supplierKey: SUP-0042',
+    )
     .replace('productModelKey: CHANGE-ME', 'productModelKey: PACK-A')
     .replaceAll('dcp: DCP-01', 'dcp: GI-01');
   if (options.dataDir) text = text.replaceAll('/var/lib/scan-gateway', options.dataDir);
-  if (options.httpListen) text = text.replace(/listen: '?127\.0\.0\.1:\d+'?/, `listen: '${options.httpListen}'`);
+  if (options.httpListen)
+    text = text.replace(/listen: '?127\.0\.0\.1:\d+'?/, `listen: '${options.httpListen}'`);
   return `${text}\nsandbox: { enabled: true, listen: '127.0.0.1:${options.sandboxPort}', kafka: { listen: '127.0.0.1:0' } }\nlog: { level: info, format: json }\n`;
 }

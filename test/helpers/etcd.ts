@@ -23,8 +23,11 @@ export interface EtcdCluster {
 
 /** The etcd binary (Debian `etcd-server`); the test fails, not skips, without it. */
 function etcdBinary(): string {
-  for (const candidate of ['etcd', '/usr/bin/etcd']) if (!spawnSync(candidate, ['--version'], { stdio: 'ignore' }).error) return candidate;
-  throw new Error('etcd is required for the high-availability test but was not found; install it: apt-get install etcd-server');
+  for (const candidate of ['etcd', '/usr/bin/etcd'])
+    if (!spawnSync(candidate, ['--version'], { stdio: 'ignore' }).error) return candidate;
+  throw new Error(
+    'etcd is required for the high-availability test but was not found; install it: apt-get install etcd-server',
+  );
 }
 
 /**
@@ -36,7 +39,9 @@ function etcdBinary(): string {
 export async function startEtcdCluster(dir: string): Promise<EtcdCluster> {
   const binary = etcdBinary();
   const names = ['etcd-a', 'etcd-b', 'etcd-witness'];
-  const ports = await Promise.all(names.map(async () => ({ client: await freePort(), peer: await freePort() })));
+  const ports = await Promise.all(
+    names.map(async () => ({ client: await freePort(), peer: await freePort() })),
+  );
   const initialCluster = names.map((n, i) => `${n}=http://127.0.0.1:${ports[i]!.peer}`).join(',');
   const members: EtcdMember[] = names.map((name, i) => {
     const p = ports[i]!;
@@ -105,6 +110,10 @@ async function healthy(url: string, log: () => string): Promise<void> {
       const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(1000) });
       return ((await res.json()) as { health?: string }).health === 'true';
     },
-    { timeoutMs: 20_000, intervalMs: 100, what: `etcd ${url} healthy; log:\n${log().slice(-2000)}` },
+    {
+      timeoutMs: 20_000,
+      intervalMs: 100,
+      what: `etcd ${url} healthy; log:\n${log().slice(-2000)}`,
+    },
   );
 }

@@ -27,13 +27,17 @@ export class FakeSink implements IntakeSink {
 
   /** Raw bytes (latin1) of the items of one commit. */
   raws(commit = 0): string[] {
-    return (this.commits[commit] ?? []).map((i) => (i.kind === 'read' ? i.read.raw : i.rejection.raw).toString('latin1'));
+    return (this.commits[commit] ?? []).map((i) =>
+      (i.kind === 'read' ? i.read.raw : i.rejection.raw).toString('latin1'),
+    );
   }
 
   /** Committed items as text: reads as their raw bytes, rejections as `<reason|raw>`. */
   texts(): string[] {
     return this.items.map((i) =>
-      i.kind === 'read' ? i.read.raw.toString('latin1') : `<${i.rejection.reason}|${i.rejection.raw.toString('latin1')}>`,
+      i.kind === 'read'
+        ? i.read.raw.toString('latin1')
+        : `<${i.rejection.reason}|${i.rejection.raw.toString('latin1')}>`,
     );
   }
 }

@@ -21,7 +21,11 @@ export interface GatewayProcess {
  * Starts `scan-gateway run --config FILE` as a child process and waits until it serves health, found
  * in the info-level JSON log line "scan-gateway started" (so `log.level` must be info or lower).
  */
-export async function startGateway(configFile: string, env: Record<string, string>, cwd: string): Promise<GatewayProcess> {
+export async function startGateway(
+  configFile: string,
+  env: Record<string, string>,
+  cwd: string,
+): Promise<GatewayProcess> {
   const child = spawn(process.execPath, [MAIN_JS, 'run', '--config', configFile], {
     cwd,
     env: { PATH: process.env.PATH ?? '', ...env },
@@ -30,9 +34,14 @@ export async function startGateway(configFile: string, env: Record<string, strin
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code) => resolve(code)),
+  );
   const httpUrl = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not start within 20 s:\n${out}`)), 20_000);
+    const timer = setTimeout(
+      () => reject(new Error(`gateway did not start within 20 s:\n${out}`)),
+      20_000,
+    );
     const check = () => {
       // The JSON log line that says it started (stderr hints are for terminals only).
       const m = /"http":"(https?:\/\/[^"/]+)"[^\n]*"msg":"scan-gateway started"/.exec(out);
@@ -73,7 +82,16 @@ export async function startGateway(configFile: string, env: Record<string, strin
  * @param opts.upstream more lines of the `upstream` block (indented by the caller), e.g. `statusEvents`.
  * @returns the file's path.
  */
-export function writeInboxConfig(dir: string, opts: { site: string; sandboxUrl: string; delivery: string; requestTimeoutMs?: number; upstream?: string }): string {
+export function writeInboxConfig(
+  dir: string,
+  opts: {
+    site: string;
+    sandboxUrl: string;
+    delivery: string;
+    requestTimeoutMs?: number;
+    upstream?: string;
+  },
+): string {
   const file = join(dir, 'config.yaml');
   writeFileSync(
     file,

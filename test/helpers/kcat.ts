@@ -5,7 +5,10 @@ import { spawn } from 'node:child_process';
  * Rejects when kcat is not installed (the test must fail, not skip: `.ci/run` installs it) or
  * runs longer than `timeoutMs`; a non-zero exit is a result, not a rejection.
  */
-export function kcat(args: string[], options: { input?: string; timeoutMs?: number } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function kcat(
+  args: string[],
+  options: { input?: string; timeoutMs?: number } = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn('kcat', args, { stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
@@ -14,7 +17,11 @@ export function kcat(args: string[], options: { input?: string; timeoutMs?: numb
     child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      reject(new Error(`kcat ${args.join(' ')} ran over ${options.timeoutMs ?? 20_000} ms\nstdout: ${stdout}\nstderr: ${stderr}`));
+      reject(
+        new Error(
+          `kcat ${args.join(' ')} ran over ${options.timeoutMs ?? 20_000} ms\nstdout: ${stdout}\nstderr: ${stderr}`,
+        ),
+      );
     }, options.timeoutMs ?? 20_000);
     child.on('error', (err) => {
       clearTimeout(timer);
@@ -29,7 +36,12 @@ export function kcat(args: string[], options: { input?: string; timeoutMs?: numb
 }
 
 /** kcat options for SASL_SSL with SCRAM-SHA-512, as the sandbox's `GET /_sandbox/kafka` describes. */
-export function kcatSasl(bootstrapServers: string, user: string, password: string, caFile: string): string[] {
+export function kcatSasl(
+  bootstrapServers: string,
+  user: string,
+  password: string,
+  caFile: string,
+): string[] {
   return [
     '-b',
     bootstrapServers,

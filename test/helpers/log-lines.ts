@@ -13,13 +13,19 @@ export function memoryLogger(level: 'trace' | 'debug' | 'info' | 'warn' = 'debug
   const lines: string[] = [];
   const destination = new Writable({
     write(chunk: Buffer, _enc, done) {
-      lines.push(...chunk.toString('utf8').split('\n').filter((l) => l !== ''));
+      lines.push(
+        ...chunk
+          .toString('utf8')
+          .split('\n')
+          .filter((l) => l !== ''),
+      );
       done();
     },
   });
   return {
     logger: createLogger({ destination, format: 'json', level }),
     lines,
-    parsed: () => lines.map((l) => JSON.parse(l) as { level: number; msg: string; [key: string]: unknown }),
+    parsed: () =>
+      lines.map((l) => JSON.parse(l) as { level: number; msg: string; [key: string]: unknown }),
   };
 }

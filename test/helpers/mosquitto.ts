@@ -38,9 +38,10 @@ function mosquittoBinary(): string {
   const probe = spawnSync('mosquitto', ['-h'], { stdio: 'ignore' });
   if (!probe.error) return 'mosquitto';
   if (existsSync('/usr/sbin/mosquitto')) return '/usr/sbin/mosquitto';
-  throw new Error('mosquitto is required for the MQTT tests but was not found; install it: apt-get install mosquitto');
+  throw new Error(
+    'mosquitto is required for the MQTT tests but was not found; install it: apt-get install mosquitto',
+  );
 }
-
 
 async function accepting(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -98,7 +99,9 @@ export async function startMosquitto(
       'allow_anonymous true',
       'persistence true',
       `persistence_location ${dir}/`,
-      ...(options.autosaveSeconds !== undefined ? [`autosave_interval ${options.autosaveSeconds}`, 'autosave_on_changes false'] : ['autosave_interval 1', 'autosave_on_changes true']),
+      ...(options.autosaveSeconds !== undefined
+        ? [`autosave_interval ${options.autosaveSeconds}`, 'autosave_on_changes false']
+        : ['autosave_interval 1', 'autosave_on_changes true']),
       'max_queued_messages 0',
       'max_inflight_messages 0',
       'log_dest stderr',
@@ -115,8 +118,12 @@ export async function startMosquitto(
   const launch = async (): Promise<void> => {
     const proc = spawn(binary, ['-c', configFile], { stdio: ['ignore', 'pipe', 'pipe'] });
     child = proc;
-    proc.stdout?.setEncoding('utf8').on('data', (t: string) => (output = (output + t).slice(-8000)));
-    proc.stderr?.setEncoding('utf8').on('data', (t: string) => (output = (output + t).slice(-8000)));
+    proc.stdout
+      ?.setEncoding('utf8')
+      .on('data', (t: string) => (output = (output + t).slice(-8000)));
+    proc.stderr
+      ?.setEncoding('utf8')
+      .on('data', (t: string) => (output = (output + t).slice(-8000)));
     let gone = false;
     exited = new Promise((resolve) => proc.once('exit', () => ((gone = true), resolve())));
     const deadline = Date.now() + START_TIMEOUT_MS;
@@ -124,7 +131,9 @@ export async function startMosquitto(
       if (gone) throw new Error(`mosquitto exited before listening on ${port}:\n${output}`);
       if (Date.now() > deadline) {
         proc.kill('SIGKILL');
-        throw new Error(`mosquitto did not listen on ${port} within ${START_TIMEOUT_MS} ms:\n${output}`);
+        throw new Error(
+          `mosquitto did not listen on ${port} within ${START_TIMEOUT_MS} ms:\n${output}`,
+        );
       }
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
@@ -172,17 +181,63 @@ export async function createTestPki(dir: string): Promise<TestPki> {
   await chmod(dir, 0o777);
   const run = (args: string[]): void => {
     const r = spawnSync('openssl', args, { cwd: dir, encoding: 'utf8' });
-    if (r.error) throw new Error(`openssl is required for the MQTT TLS test but could not be run (${r.error.message}); install it: apt-get install openssl`);
+    if (r.error)
+      throw new Error(
+        `openssl is required for the MQTT TLS test but could not be run (${r.error.message}); install it: apt-get install openssl`,
+      );
     if (r.status !== 0) throw new Error(`openssl ${args.join(' ')} failed: ${r.stderr}`);
   };
   const key = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  run(['req', '-x509', ...key, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=scan-gateway test CA']);
+  run([
+    'req',
+    '-x509',
+    ...key,
+    '-keyout',
+    'ca.key',
+    '-out',
+    'ca.pem',
+    '-days',
+    '2',
+    '-subj',
+    '/CN=scan-gateway test CA',
+  ]);
   await writeFile(join(dir, 'server.ext'), 'subjectAltName=IP:127.0.0.1\n');
   run(['req', ...key, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=127.0.0.1']);
-  run(['x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '2', '-extfile', 'server.ext']);
+  run([
+    'x509',
+    '-req',
+    '-in',
+    'server.csr',
+    '-CA',
+    'ca.pem',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-out',
+    'server.pem',
+    '-days',
+    '2',
+    '-extfile',
+    'server.ext',
+  ]);
   run(['req', ...key, '-keyout', 'client.key', '-out', 'client.csr', '-subj', '/CN=scan-gateway']);
-  run(['x509', '-req', '-in', 'client.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'client.pem', '-days', '2']);
-  for (const f of ['ca.pem', 'server.pem', 'server.key', 'client.pem', 'client.key']) await chmod(join(dir, f), 0o644);
+  run([
+    'x509',
+    '-req',
+    '-in',
+    'client.csr',
+    '-CA',
+    'ca.pem',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-out',
+    'client.pem',
+    '-days',
+    '2',
+  ]);
+  for (const f of ['ca.pem', 'server.pem', 'server.key', 'client.pem', 'client.key'])
+    await chmod(join(dir, f), 0o644);
   return {
     caFile: join(dir, 'ca.pem'),
     serverCert: join(dir, 'server.pem'),

@@ -27,18 +27,26 @@ const START_TIMEOUT_MS = 5000;
 export async function createPtyPair(dir: string): Promise<PtyPair> {
   const probe = spawnSync('socat', ['-V'], { stdio: 'ignore' });
   if (probe.error) {
-    throw new Error(`socat is required for the serial tests but could not be run (${probe.error.message}); install it: apt-get install socat`);
+    throw new Error(
+      `socat is required for the serial tests but could not be run (${probe.error.message}); install it: apt-get install socat`,
+    );
   }
   const devicePath = join(dir, 'dev');
   const peerPath = join(dir, 'peer');
-  const child = spawn('socat', ['-d', '-d', `pty,raw,echo=0,link=${devicePath}`, `pty,raw,echo=0,link=${peerPath}`], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
+  const child = spawn(
+    'socat',
+    ['-d', '-d', `pty,raw,echo=0,link=${devicePath}`, `pty,raw,echo=0,link=${peerPath}`],
+    {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
   let stderr = '';
   child.stderr?.setEncoding('utf8').on('data', (text: string) => {
     stderr = (stderr + text).slice(-4000);
   });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code) => resolve(code)),
+  );
   let exitCode: number | null | undefined;
   void exited.then((code) => {
     exitCode = code;
@@ -46,10 +54,13 @@ export async function createPtyPair(dir: string): Promise<PtyPair> {
 
   const deadline = Date.now() + START_TIMEOUT_MS;
   while (!((await ptyExists(devicePath)) && (await ptyExists(peerPath)))) {
-    if (exitCode !== undefined) throw new Error(`socat exited (code ${exitCode}) before creating the ptys: ${stderr}`);
+    if (exitCode !== undefined)
+      throw new Error(`socat exited (code ${exitCode}) before creating the ptys: ${stderr}`);
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
-      throw new Error(`socat did not create ${devicePath} and ${peerPath} within ${START_TIMEOUT_MS} ms: ${stderr}`);
+      throw new Error(
+        `socat did not create ${devicePath} and ${peerPath} within ${START_TIMEOUT_MS} ms: ${stderr}`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
@@ -76,7 +87,8 @@ export async function createPtyPair(dir: string): Promise<PtyPair> {
       // socat removes its links on exit; wait so a new pair can take the same paths.
       const gone = Date.now() + START_TIMEOUT_MS;
       while ((await linkExists(devicePath)) || (await linkExists(peerPath))) {
-        if (Date.now() > gone) throw new Error(`socat exited but left ${devicePath} or ${peerPath} behind`);
+        if (Date.now() > gone)
+          throw new Error(`socat exited but left ${devicePath} or ${peerPath} behind`);
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
     },

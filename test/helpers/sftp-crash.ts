@@ -35,7 +35,6 @@ export interface SftpCrashResult {
   recovered: { found: number; partRemoved: number };
 }
 
-
 /** SFTP batches with a transfer in flight (`uploading`), from a read-only connection beside the gateway. */
 function transferring(dbFile: string): number {
   if (!existsSync(dbFile)) return 0;
@@ -43,7 +42,10 @@ function transferring(dbFile: string): number {
     const db = new Database(dbFile, { readonly: true, fileMustExist: true });
     try {
       db.pragma('busy_timeout = 1000');
-      return db.prepare(`SELECT count(*) FROM batches WHERE state = 'uploading'`).pluck().get() as number;
+      return db
+        .prepare(`SELECT count(*) FROM batches WHERE state = 'uploading'`)
+        .pluck()
+        .get() as number;
     } finally {
       db.close();
     }
@@ -61,7 +63,10 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * before the gateway could record it), restarted each time, and finally left to finish. The caller
  * asserts on what the remote folder holds.
  */
-export async function sftpCrashRun(target: SftpTarget, opts: { total: number; kills: number; baseUrl: string; clientSecret: string }): Promise<SftpCrashResult> {
+export async function sftpCrashRun(
+  target: SftpTarget,
+  opts: { total: number; kills: number; baseUrl: string; clientSecret: string },
+): Promise<SftpCrashResult> {
   const dir = mkdtempSync(join(tmpdir(), 'sg-sftp-crash-'));
   const inbox = join(dir, 'inbox');
   const dbFile = join(dir, 'buffer.db');
@@ -101,7 +106,10 @@ inputs:
       const before = finals();
       const onPart = k % 2 === 0;
       // Polled fast: a batch of 1,000 scans is written in tens of ms.
-      const hit = await waitFor(() => (onPart ? hasPart() || transferring(dbFile) > 0 : finals() > before), { timeoutMs: 8000, intervalMs: 2 }).then(
+      const hit = await waitFor(
+        () => (onPart ? hasPart() || transferring(dbFile) > 0 : finals() > before),
+        { timeoutMs: 8000, intervalMs: 2 },
+      ).then(
         () => true,
         () => false,
       );
@@ -110,14 +118,27 @@ inputs:
       output += gateway.output();
       gateway = undefined;
       if (hit) transfersKilled++;
-      kills.push(onPart ? (hit ? 'during a .part write' : 'no transfer seen') : hit ? 'just after a rename' : 'no rename seen');
+      kills.push(
+        onPart
+          ? hit
+            ? 'during a .part write'
+            : 'no transfer seen'
+          : hit
+            ? 'just after a rename'
+            : 'no rename seen',
+      );
     }
     gateway = await startGateway(file, env, dir);
     const url = gateway.httpUrl;
     await waitFor(
       async () => {
-        const s = (await (await fetch(`${url}/api/v1/status`)).json()) as { buffer: { undeliveredScans: number } };
-        return s.buffer.undeliveredScans === 0 && readdirSync(inbox).filter((f) => f.endsWith('.csv')).length === 0;
+        const s = (await (await fetch(`${url}/api/v1/status`)).json()) as {
+          buffer: { undeliveredScans: number };
+        };
+        return (
+          s.buffer.undeliveredScans === 0 &&
+          readdirSync(inbox).filter((f) => f.endsWith('.csv')).length === 0
+        );
       },
       { timeoutMs: 60_000, intervalMs: 200, what: 'nothing undelivered' },
     );
@@ -138,11 +159,15 @@ inputs:
         invalid.push(f);
         continue;
       }
-      if (!Array.isArray(scans) || scans.some((s) => typeof (s as { reference?: unknown })?.reference !== 'string')) {
+      if (
+        !Array.isArray(scans) ||
+        scans.some((s) => typeof (s as { reference?: unknown })?.reference !== 'string')
+      ) {
         invalid.push(f);
         continue;
       }
-      for (const s of scans as { reference: string }[]) filesOf.set(s.reference, [...(filesOf.get(s.reference) ?? []), f]);
+      for (const s of scans as { reference: string }[])
+        filesOf.set(s.reference, [...(filesOf.get(s.reference) ?? []), f]);
     }
     const db = new Database(dbFile, { readonly: true });
     let integrity: string;
@@ -152,8 +177,22 @@ inputs:
       db.close();
     }
     const count = (text: string) => output.split(text).length - 1;
-    const recovered = { found: count('batch file is complete on the SFTP server already'), partRemoved: count('a partial batch file was left by an interrupted transfer') };
-    return { expected, filesOf, files, parts, invalid, kills, transfersKilled, integrity, output, recovered };
+    const recovered = {
+      found: count('batch file is complete on the SFTP server already'),
+      partRemoved: count('a partial batch file was left by an interrupted transfer'),
+    };
+    return {
+      expected,
+      filesOf,
+      files,
+      parts,
+      invalid,
+      kills,
+      transfersKilled,
+      integrity,
+      output,
+      recovered,
+    };
   } finally {
     await gateway?.kill();
   }

@@ -46,7 +46,17 @@ export function fingerprintOf(publicKeyFile: string): string {
 
 /** Makes an unencrypted ed25519 key pair at `file` and `file.pub`. */
 export function makeKey(file: string): void {
-  execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'scan-gateway-test', '-f', file]);
+  execFileSync('ssh-keygen', [
+    '-q',
+    '-t',
+    'ed25519',
+    '-N',
+    '',
+    '-C',
+    'scan-gateway-test',
+    '-f',
+    file,
+  ]);
 }
 
 /**
@@ -56,7 +66,8 @@ export function makeKey(file: string): void {
  * Fails, not skips, when sshd is missing.
  */
 export async function startSshd(opts: { readOnly?: boolean } = {}): Promise<RunningSshd> {
-  if (!existsSync(SSHD)) throw new Error(`${SSHD} is missing: install Debian's openssh-server (.ci/run does)`);
+  if (!existsSync(SSHD))
+    throw new Error(`${SSHD} is missing: install Debian's openssh-server (.ci/run does)`);
   // Privilege separation folder that Debian's sshd insists on.
   mkdirSync('/run/sshd', { recursive: true, mode: 0o755 });
   const dir = mkdtempSync(join(tmpdir(), 'sg-sshd-'));
@@ -91,7 +102,9 @@ export async function startSshd(opts: { readOnly?: boolean } = {}): Promise<Runn
       '',
     ].join('\n'),
   );
-  const child: ChildProcess = spawn(SSHD, ['-D', '-e', '-f', config], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child: ChildProcess = spawn(SSHD, ['-D', '-e', '-f', config], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
@@ -101,7 +114,8 @@ export async function startSshd(opts: { readOnly?: boolean } = {}): Promise<Runn
   const deadline = Date.now() + 10_000;
   while (!(await accepting(port))) {
     if (gone) throw new Error(`sshd exited before listening:\n${out}`);
-    if (Date.now() > deadline) throw new Error(`sshd did not listen on ${port} within 10 s:\n${out}`);
+    if (Date.now() > deadline)
+      throw new Error(`sshd did not listen on ${port} within 10 s:\n${out}`);
     await new Promise((r) => setTimeout(r, 50));
   }
   return {

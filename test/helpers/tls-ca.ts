@@ -27,24 +27,33 @@ export interface TestCa {
   /** The CA's certificate, PEM. */
   pem: string;
   /** Issues a certificate signed by this CA into `dir/<name>.pem` and `dir/<name>.key`. */
-  issue(name: string, opts: { serial: number; kind: 'server' | 'client'; days?: number }): IssuedCert;
+  issue(
+    name: string,
+    opts: { serial: number; kind: 'server' | 'client'; days?: number },
+  ): IssuedCert;
 }
 
 function openssl(args: string[], cwd: string): void {
   const r = spawnSync('openssl', args, { cwd, encoding: 'utf8' });
   if (r.error && (r.error as NodeJS.ErrnoException).code === 'ENOENT') {
-    throw new Error('openssl is required for the TLS tests but was not found on PATH; install it: apt-get install openssl');
+    throw new Error(
+      'openssl is required for the TLS tests but was not found on PATH; install it: apt-get install openssl',
+    );
   }
   if (r.status !== 0) throw new Error(`openssl ${args.join(' ')} failed:\n${r.stderr}`);
 }
 
 /** What a test needs to know of a PEM certificate file. */
-export function certFacts(certFile: string): Pick<IssuedCert, 'serial' | 'notAfterMs' | 'spkiSha256'> {
+export function certFacts(
+  certFile: string,
+): Pick<IssuedCert, 'serial' | 'notAfterMs' | 'spkiSha256'> {
   const cert = new X509Certificate(readFileSync(certFile));
   return {
     serial: cert.serialNumber.toUpperCase(),
     notAfterMs: cert.validToDate.getTime(),
-    spkiSha256: createHash('sha256').update(cert.publicKey.export({ type: 'spki', format: 'der' })).digest('base64'),
+    spkiSha256: createHash('sha256')
+      .update(cert.publicKey.export({ type: 'spki', format: 'der' }))
+      .digest('base64'),
   };
 }
 
@@ -53,8 +62,27 @@ export function makeCa(dir: string, name: string): TestCa {
   const certFile = join(dir, `${name}-ca.pem`);
   const keyFile = join(dir, `${name}-ca.key`);
   openssl(
-    ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', keyFile, '-out', certFile, '-days', '3', '-subj', `/CN=${name} test CA`,
-      '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign'],
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-keyout',
+      keyFile,
+      '-out',
+      certFile,
+      '-days',
+      '3',
+      '-subj',
+      `/CN=${name} test CA`,
+      '-addext',
+      'basicConstraints=critical,CA:TRUE',
+      '-addext',
+      'keyUsage=critical,keyCertSign,cRLSign',
+    ],
     dir,
   );
   return {
@@ -72,8 +100,44 @@ export function makeCa(dir: string, name: string): TestCa {
           ? 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n'
           : 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n',
       );
-      openssl(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', leafKey, '-out', csr, '-subj', `/CN=${leaf}`], dir);
-      openssl(['x509', '-req', '-in', csr, '-CA', certFile, '-CAkey', keyFile, '-set_serial', String(opts.serial), '-days', String(opts.days ?? 2), '-extfile', ext, '-out', leafCert], dir);
+      openssl(
+        [
+          'req',
+          '-newkey',
+          'ec',
+          '-pkeyopt',
+          'ec_paramgen_curve:P-256',
+          '-nodes',
+          '-keyout',
+          leafKey,
+          '-out',
+          csr,
+          '-subj',
+          `/CN=${leaf}`,
+        ],
+        dir,
+      );
+      openssl(
+        [
+          'x509',
+          '-req',
+          '-in',
+          csr,
+          '-CA',
+          certFile,
+          '-CAkey',
+          keyFile,
+          '-set_serial',
+          String(opts.serial),
+          '-days',
+          String(opts.days ?? 2),
+          '-extfile',
+          ext,
+          '-out',
+          leafCert,
+        ],
+        dir,
+      );
       return { certFile: leafCert, keyFile: leafKey, ...certFacts(leafCert) };
     },
   };

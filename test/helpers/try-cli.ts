@@ -8,7 +8,11 @@ import { PACKAGE_ROOT } from '../../src/paths.js';
  * Runs `scan-gateway try --config CONFIG ARGS…` in this process, with the clock at `nowMs`, and
  * answers its exit code and what it wrote on stdout and stderr.
  */
-export async function runTry(config: string, nowMs: number, args: string[]): Promise<{ code: number; out: string; err: string }> {
+export async function runTry(
+  config: string,
+  nowMs: number,
+  args: string[],
+): Promise<{ code: number; out: string; err: string }> {
   const stdout = new PassThrough();
   const stderr = new PassThrough();
   let out = '';

@@ -27,7 +27,10 @@ function setup(scans: number): { dir: string; buffer: string; config: string } {
   const dir = mkdtempSync(join(tmpdir(), 'sg-adopt-cli-'));
   const buffer = join(dir, 'dead', 'buffer.db');
   const store = BufferStore.openAt(buffer);
-  store.intake.commitIntake(Array.from({ length: scans }, (_, i) => scanRecord(`PK-${i}`, 60)), 0);
+  store.intake.commitIntake(
+    Array.from({ length: scans }, (_, i) => scanRecord(`PK-${i}`, 60)),
+    0,
+  );
   store.close();
   const config = join(dir, 'config.yaml');
   writeFileSync(
@@ -46,8 +49,16 @@ inputs:
   return { dir, buffer, config };
 }
 
-function adopt(args: string[], cwd: string, onStderr?: (text: string, kill: () => void) => void): Promise<Run> {
-  const child = spawn(process.execPath, [MAIN_JS, 'adopt', ...args], { cwd, env: { PATH: process.env.PATH ?? '', SCAN_GATEWAY_CLIENT_SECRET: 'adopt-cli-test-secret' }, stdio: ['ignore', 'pipe', 'pipe'] });
+function adopt(
+  args: string[],
+  cwd: string,
+  onStderr?: (text: string, kill: () => void) => void,
+): Promise<Run> {
+  const child = spawn(process.execPath, [MAIN_JS, 'adopt', ...args], {
+    cwd,
+    env: { PATH: process.env.PATH ?? '', SCAN_GATEWAY_CLIENT_SECRET: 'adopt-cli-test-secret' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -60,7 +71,11 @@ function adopt(args: string[], cwd: string, onStderr?: (text: string, kill: () =
 
 /** `scan-gateway run --config FILE` to its end (it is expected to fail at start). */
 function runGateway(config: string, cwd: string): Promise<Run> {
-  const child = spawn(process.execPath, [MAIN_JS, 'run', '--config', config], { cwd, env: { PATH: process.env.PATH ?? '', SCAN_GATEWAY_CLIENT_SECRET: 'adopt-cli-test-secret' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [MAIN_JS, 'run', '--config', config], {
+    cwd,
+    env: { PATH: process.env.PATH ?? '', SCAN_GATEWAY_CLIENT_SECRET: 'adopt-cli-test-secret' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -77,7 +92,10 @@ function runGateway(config: string, cwd: string): Promise<Run> {
 function scanCount(buffer: string): number {
   const db = new Database(buffer, { readonly: true });
   try {
-    return db.prepare(`SELECT count(*) FROM scans WHERE state IN ('pending', 'batched')`).pluck().get() as number;
+    return db
+      .prepare(`SELECT count(*) FROM scans WHERE state IN ('pending', 'batched')`)
+      .pluck()
+      .get() as number;
   } finally {
     db.close();
   }
@@ -90,7 +108,13 @@ describe('scan-gateway adopt when the service cannot be reached', () => {
     const run = await adopt([buffer, '--config', config, '--timeout', '2', '--json'], dir);
     expect(run.code, run.stderr).toBe(ExitCodes.FAILED);
     expect(performance.now() - started).toBeLessThan(15_000);
-    expect(JSON.parse(run.stdout)).toMatchObject({ file: buffer, delivered: 0, failed: 0, finished: false, left: { pendingScans: 0, openBatches: 1, followedBatches: 0 } });
+    expect(JSON.parse(run.stdout)).toMatchObject({
+      file: buffer,
+      delivered: 0,
+      failed: 0,
+      finished: false,
+      left: { pendingScans: 0, openBatches: 1, followedBatches: 0 },
+    });
     expect(run.stderr).toMatch(/upload failed; will retry/);
     expect(scanCount(buffer)).toBe(3);
   });
@@ -106,7 +130,9 @@ describe('scan-gateway adopt when the service cannot be reached', () => {
     expect(signalled).toBe(true);
     expect(run.code, run.stderr).toBe(ExitCodes.FAILED);
     expect(run.stdout).toContain(`adopt ${buffer}: stopped with something left`);
-    expect(run.stdout).toMatch(/left: \d+ scans not yet in a batch, \d+ batches to send or follow \(0 awaiting their status\); run adopt again/);
+    expect(run.stdout).toMatch(
+      /left: \d+ scans not yet in a batch, \d+ batches to send or follow \(0 awaiting their status\); run adopt again/,
+    );
     expect(scanCount(buffer)).toBe(2);
   });
 

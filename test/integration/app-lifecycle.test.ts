@@ -56,7 +56,10 @@ inputs:
       status: () => ({ id: config.id, type: 'scripted', state: 'up', source: 'script' }),
     }),
   };
-  const app = buildApp(loadConfig(file, { baseDir: dir, env: { SCAN_GATEWAY_CLIENT_SECRET: SECRET } }), deps);
+  const app = buildApp(
+    loadConfig(file, { baseDir: dir, env: { SCAN_GATEWAY_CLIENT_SECRET: SECRET } }),
+    deps,
+  );
   return { app, dir, events, logged: () => mem.lines.join('\n') };
 }
 
@@ -88,7 +91,13 @@ describe('app start and stop', () => {
     await Promise.all([first, second]);
     await app.stop();
     // Inputs before the upstream client, the last input first; each once.
-    expect(events).toEqual(['input a started', 'input b started', 'input b stopped', 'input a stopped', 'upstream closed']);
+    expect(events).toEqual([
+      'input a started',
+      'input b started',
+      'input b stopped',
+      'input a stopped',
+      'upstream closed',
+    ]);
     await expect(fetch(`${url}/healthz`)).rejects.toThrow();
     expect(bufferClosed(dir)).toBe(true);
   });
@@ -99,7 +108,11 @@ describe('app start and stop', () => {
     await expect(app.stop()).rejects.toThrow('stopping failed: input b');
     // Asked again: the same failed stop, not a second run.
     await expect(app.stop()).rejects.toThrow('stopping failed: input b');
-    expect(events.filter((e) => e.endsWith('stopped') || e.endsWith('closed'))).toEqual(['input b stopped', 'input a stopped', 'upstream closed']);
+    expect(events.filter((e) => e.endsWith('stopped') || e.endsWith('closed'))).toEqual([
+      'input b stopped',
+      'input a stopped',
+      'upstream closed',
+    ]);
     expect(logged().match(/stopping a part failed/g)).toHaveLength(1);
     expect(bufferClosed(dir)).toBe(true);
   });

@@ -64,17 +64,28 @@ function badFrame(): Buffer {
   const notCr = (b: number): boolean => b !== 0x0d;
   switch (int(0, 3)) {
     case 0: // random bytes, with a 0xFF that no UTF-8 text holds
-      return Buffer.concat([bytes(int(0, 40), notCr), Buffer.from([0xff]), bytes(int(0, 40), notCr)]);
+      return Buffer.concat([
+        bytes(int(0, 40), notCr),
+        Buffer.from([0xff]),
+        bytes(int(0, 40), notCr),
+      ]);
     case 1: // overlong
       return bytes(int(MAX_READ + 1, MAX_READ * 3), notCr);
     case 2: // invalid UTF-8: a lone continuation byte or a truncated sequence in text
-      return Buffer.concat([Buffer.from(`CELL-${int(0, 999)}`), Buffer.from(pick([[0x80], [0xc3], [0xe2, 0x82], [0xed, 0xa0, 0x80]]))]);
+      return Buffer.concat([
+        Buffer.from(`CELL-${int(0, 999)}`),
+        Buffer.from(pick([[0x80], [0xc3], [0xe2, 0x82], [0xed, 0xa0, 0x80]])),
+      ]);
     default: // a control byte no barcode carries
-      return Buffer.from(`AB${String.fromCharCode(pick([0x01, 0x07, 0x0b, 0x1b, 0x7f]))}CD`, 'latin1');
+      return Buffer.from(
+        `AB${String.fromCharCode(pick([0x01, 0x07, 0x0b, 0x1b, 0x7f]))}CD`,
+        'latin1',
+      );
   }
 }
 
-const GOOD_JSON = (): string => JSON.stringify({ code: 'X-1', ts: '2026-11-18T07:00:00Z', parents: ['P'], attributes: { a: 1 } });
+const GOOD_JSON = (): string =>
+  JSON.stringify({ code: 'X-1', ts: '2026-11-18T07:00:00Z', parents: ['P'], attributes: { a: 1 } });
 
 /**
  * One malformed JSON read (MQTT payload, HTTP body, ndjson line), each certain to be rejected.
@@ -91,11 +102,29 @@ function badJson(maxBytes?: number): Buffer {
     case 2:
       return Buffer.from(JSON.stringify({ ts: '2026-11-18T07:00:00Z', nocode: int(0, 9) }));
     case 3:
-      return Buffer.from(JSON.stringify(pick([{ code: 123 }, { code: '' }, { code: 'A', parents: [1] }, { code: 'A', attributes: { x: { y: 1 } } }, { code: 'A', dcp: 'a b' }, { code: 'A', ts: 5 }])));
+      return Buffer.from(
+        JSON.stringify(
+          pick([
+            { code: 123 },
+            { code: '' },
+            { code: 'A', parents: [1] },
+            { code: 'A', attributes: { x: { y: 1 } } },
+            { code: 'A', dcp: 'a b' },
+            { code: 'A', ts: 5 },
+          ]),
+        ),
+      );
     case 4:
-      return Buffer.concat([Buffer.from('{"code":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]);
+      return Buffer.concat([
+        Buffer.from('{"code":"'),
+        Buffer.from([0xff, 0xfe]),
+        Buffer.from('"}'),
+      ]);
     case 5:
-      return bytes(int(1, 60), (b) => b !== 0x0a && b !== 0x0d && b !== 0x20 && b !== 0x09 && b !== 0x7b);
+      return bytes(
+        int(1, 60),
+        (b) => b !== 0x0a && b !== 0x0d && b !== 0x20 && b !== 0x09 && b !== 0x7b,
+      );
     default:
       return Buffer.from(JSON.stringify({ code: 'BIG', pad: 'x'.repeat(maxBytes ?? 0) }));
   }
@@ -108,10 +137,18 @@ function badCsvRow(): Buffer {
     case 0:
       return Buffer.from(',note');
     case 1:
-      return Buffer.concat([bytes(int(MAX_READ + 1, MAX_READ * 2), (b) => safe(b) && b > 0x20), Buffer.from(',note')]);
+      return Buffer.concat([
+        bytes(int(MAX_READ + 1, MAX_READ * 2), (b) => safe(b) && b > 0x20),
+        Buffer.from(',note'),
+      ]);
     case 2:
       // High bytes may form valid UTF-8 by chance; a 0xFF never does.
-      return Buffer.concat([Buffer.from('C-'), bytes(int(0, 20), (b) => safe(b) && b >= 0x80), Buffer.from([0xff]), Buffer.from(',note')]);
+      return Buffer.concat([
+        Buffer.from('C-'),
+        bytes(int(0, 20), (b) => safe(b) && b >= 0x80),
+        Buffer.from([0xff]),
+        Buffer.from(',note'),
+      ]);
     default:
       return Buffer.from(`A\x01B,note`, 'latin1');
   }
@@ -165,7 +202,10 @@ inputs:
   - { id: nd, type: files, dcp: BAD, dir: ${join(root, 'nd')}, format: ndjson, maxReadLength: ${MAX_READ}, stableMs: 100 }
 `;
     const config: GatewayConfig = parseConfigText(yaml, 'bad-input.yaml');
-    const input = <T extends InputConfig['type']>(id: string, _type: T): Extract<InputConfig, { type: T }> =>
+    const input = <T extends InputConfig['type']>(
+      id: string,
+      _type: T,
+    ): Extract<InputConfig, { type: T }> =>
       config.inputs.find((i) => i.id === id) as Extract<InputConfig, { type: T }>;
     store = BufferStore.openAt(join(root, 'buffer.db'));
     intake = new Intake({ store, mapping: mappingContext(config), logger: silentLogger() });
@@ -174,7 +214,12 @@ inputs:
     const serial = new SerialInput({ config: input('ser', 'serial'), sink: intake, logger });
     const tcp = new TcpInput({ config: input('tcp', 'tcp'), sink: intake, logger });
     const mqtt = new MqttInput({ config: input('mq', 'mqtt'), sink: intake, logger });
-    const http = new HttpIngestInput({ config: input('web', 'http'), sink: intake, logger, env: { SCAN_GATEWAY_INGEST_TOKEN: TOKEN } });
+    const http = new HttpIngestInput({
+      config: input('web', 'http'),
+      sink: intake,
+      logger,
+      env: { SCAN_GATEWAY_INGEST_TOKEN: TOKEN },
+    });
     const csv = new FilesInput({ config: input('csv', 'files'), sink: intake, logger });
     const nd = new FilesInput({ config: input('nd', 'files'), sink: intake, logger });
     for (const a of [serial, tcp, mqtt, http, csv, nd]) {
@@ -183,7 +228,9 @@ inputs:
     }
     server = Fastify();
     await http.registerRoutes(server);
-    await waitFor(() => adapters.every((a) => a.status().state === 'up'), { what: 'all adapters up' });
+    await waitFor(() => adapters.every((a) => a.status().state === 'up'), {
+      what: 'all adapters up',
+    });
 
     const plan: Plan = { sent: new Map() };
     const note = (id: string, bad: number, good: string[]): void => {
@@ -193,7 +240,12 @@ inputs:
       plan.sent.set(id, s);
     };
     /** `count` malformed items with a good one after every 10th, as one byte stream / list. */
-    const mix = (id: string, count: number, bad: () => Buffer, good: (code: string) => Buffer): Buffer[] => {
+    const mix = (
+      id: string,
+      count: number,
+      bad: () => Buffer,
+      good: (code: string) => Buffer,
+    ): Buffer[] => {
       const out: Buffer[] = [];
       for (let i = 0; i < count; i++) {
         out.push(bad());
@@ -231,18 +283,33 @@ inputs:
     if (piece.length > 0) await pty.write(Buffer.concat(piece));
 
     // MQTT (JSON format): each payload one message.
-    const payloads = mix('mq', 2000, () => badJson(2048), (c) => Buffer.from(JSON.stringify({ code: c })));
+    const payloads = mix(
+      'mq',
+      2000,
+      () => badJson(2048),
+      (c) => Buffer.from(JSON.stringify({ code: c })),
+    );
     const pub = await connectAsync(broker.url, { clientId: 'bad-pub', protocolVersion: 5 });
     clients.push(pub);
     await Promise.all(payloads.map((p, i) => pub.publishAsync(`bad/${i % 7}`, p, { qos: 1 })));
 
     // HTTP ingest: each body one request, 100 at a time.
-    const bodies = mix('web', 1500, () => badJson(2048), (c) => Buffer.from(JSON.stringify({ code: c })));
+    const bodies = mix(
+      'web',
+      1500,
+      () => badJson(2048),
+      (c) => Buffer.from(JSON.stringify({ code: c })),
+    );
     const statuses = new Map<number, number>();
     for (let i = 0; i < bodies.length; i += 100) {
       const answers = await Promise.all(
         bodies.slice(i, i + 100).map((body) =>
-          server.inject({ method: 'POST', url: INGEST_PATH, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, payload: body }),
+          server.inject({
+            method: 'POST',
+            url: INGEST_PATH,
+            headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+            payload: body,
+          }),
         ),
       );
       for (const a of answers) statuses.set(a.statusCode, (statuses.get(a.statusCode) ?? 0) + 1);
@@ -252,11 +319,25 @@ inputs:
 
     // Files: a CSV and an ndjson file of broken rows and lines, split over a few files each.
     const rows = mix('csv', 1000, badCsvRow, (c) => Buffer.from(`${c},note`));
-    const lines = mix('nd', 1000, () => badJson(), (c) => Buffer.from(JSON.stringify({ code: c })));
+    const lines = mix(
+      'nd',
+      1000,
+      () => badJson(),
+      (c) => Buffer.from(JSON.stringify({ code: c })),
+    );
     for (let f = 0; f < 4; f++) {
       const part = rows.slice(f * 275, (f + 1) * 275);
-      await writeFile(join(root, 'csv', `part-${f}.csv`), Buffer.concat([Buffer.from('barcode,note\r\n'), ...part.flatMap((r) => [r, Buffer.from('\r\n')])]));
-      await writeFile(join(root, 'nd', `part-${f}.ndjson`), Buffer.concat(lines.slice(f * 275, (f + 1) * 275).flatMap((l) => [l, Buffer.from('\n')])));
+      await writeFile(
+        join(root, 'csv', `part-${f}.csv`),
+        Buffer.concat([
+          Buffer.from('barcode,note\r\n'),
+          ...part.flatMap((r) => [r, Buffer.from('\r\n')]),
+        ]),
+      );
+      await writeFile(
+        join(root, 'nd', `part-${f}.ndjson`),
+        Buffer.concat(lines.slice(f * 275, (f + 1) * 275).flatMap((l) => [l, Buffer.from('\n')])),
+      );
     }
     // And a CSV that cannot be taken at all (broken quoting): to failed/ with the reason beside it.
     await writeFile(join(root, 'csv', 'broken-quotes.csv'), 'barcode,note\r\n"unterminated,x\r\n');
@@ -265,24 +346,59 @@ inputs:
     expect(totalBad).toBeGreaterThanOrEqual(10_000);
 
     const count = (id: string, outcome: string): number =>
-      sqlOf(store).prepare(`SELECT count(*) FROM reads WHERE input_id = ? AND outcome = ?`).pluck().get(id, outcome) as number;
+      sqlOf(store)
+        .prepare(`SELECT count(*) FROM reads WHERE input_id = ? AND outcome = ?`)
+        .pluck()
+        .get(id, outcome) as number;
     // broken-quotes.csv, a file that cannot be taken, is counted too: one rejection of the csv input.
     const whole = (id: string) => (id === 'csv' ? 1 : 0);
-    await waitFor(() => [...plan.sent].every(([id, s]) => count(id, 'rejected') + count(id, 'scan') >= s.bad + whole(id) + s.good.length), {
-      what: 'every input committed',
-      timeoutMs: 40_000,
-      intervalMs: 200,
-    });
+    await waitFor(
+      () =>
+        [...plan.sent].every(
+          ([id, s]) =>
+            count(id, 'rejected') + count(id, 'scan') >= s.bad + whole(id) + s.good.length,
+        ),
+      {
+        what: 'every input committed',
+        timeoutMs: 40_000,
+        intervalMs: 200,
+      },
+    );
 
     for (const [id, s] of plan.sent) {
-      expect({ id, rejected: count(id, 'rejected'), scans: count(id, 'scan') }).toEqual({ id, rejected: s.bad + whole(id), scans: s.good.length });
-      const stored = new Set((sqlOf(store).prepare(`SELECT raw FROM reads WHERE input_id = ? AND outcome = 'scan'`).pluck().all(id) as Buffer[]).map(String));
+      expect({ id, rejected: count(id, 'rejected'), scans: count(id, 'scan') }).toEqual({
+        id,
+        rejected: s.bad + whole(id),
+        scans: s.good.length,
+      });
+      const stored = new Set(
+        (
+          sqlOf(store)
+            .prepare(`SELECT raw FROM reads WHERE input_id = ? AND outcome = 'scan'`)
+            .pluck()
+            .all(id) as Buffer[]
+        ).map(String),
+      );
       expect(s.good.filter((c) => !stored.has(c))).toEqual([]);
     }
-    const withoutReason = sqlOf(store).prepare(`SELECT count(*) FROM reads WHERE outcome = 'rejected' AND (reason IS NULL OR reason = '')`).pluck().get();
+    const withoutReason = sqlOf(store)
+      .prepare(
+        `SELECT count(*) FROM reads WHERE outcome = 'rejected' AND (reason IS NULL OR reason = '')`,
+      )
+      .pluck()
+      .get();
     expect(withoutReason).toBe(0);
-    await waitFor(async () => (await readdir(join(root, 'csv', 'failed')).catch((): string[] => [])).includes('broken-quotes.csv.error.txt'), { what: 'broken-quotes.csv in failed/' });
-    expect(await readFile(join(root, 'csv', 'failed', 'broken-quotes.csv.error.txt'), 'utf8')).toMatch(/CSV cannot be parsed/);
-    for (const a of adapters) expect({ id: a.id, state: a.status().state }).toEqual({ id: a.id, state: 'up' });
+    await waitFor(
+      async () =>
+        (await readdir(join(root, 'csv', 'failed')).catch((): string[] => [])).includes(
+          'broken-quotes.csv.error.txt',
+        ),
+      { what: 'broken-quotes.csv in failed/' },
+    );
+    expect(
+      await readFile(join(root, 'csv', 'failed', 'broken-quotes.csv.error.txt'), 'utf8'),
+    ).toMatch(/CSV cannot be parsed/);
+    for (const a of adapters)
+      expect({ id: a.id, state: a.status().state }).toEqual({ id: a.id, state: 'up' });
   });
 });

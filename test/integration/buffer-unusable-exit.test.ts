@@ -17,7 +17,10 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-function runWithBuffer(prepare: (buffer: string) => void): { status: number | null; stderr: string } {
+function runWithBuffer(prepare: (buffer: string) => void): {
+  status: number | null;
+  stderr: string;
+} {
   const dir = mkdtempSync(join(tmpdir(), 'sg-unusable-'));
   dirs.push(dir);
   const buffer = join(dir, 'buffer.db');
@@ -46,7 +49,12 @@ inputs:
 
 describe('run with a buffer that cannot be opened', () => {
   it('exits 4 when the buffer file is not an SQLite database (corrupt)', () => {
-    const r = runWithBuffer((buffer) => writeFileSync(buffer, 'this is not an SQLite database, just text that someone wrote over it\n'.repeat(100)));
+    const r = runWithBuffer((buffer) =>
+      writeFileSync(
+        buffer,
+        'this is not an SQLite database, just text that someone wrote over it\n'.repeat(100),
+      ),
+    );
     expect(r.status, r.stderr).toBe(ExitCodes.BUFFER_UNUSABLE);
     expect(r.stderr).toMatch(/cannot open the buffer .*buffer\.db: file is not a database/);
   });

@@ -43,28 +43,49 @@ describe('the CLI and signals', () => {
   it.each([
     ['SIGTERM', 143],
     ['SIGINT', 130],
-  ] as const)('%s ends `products list` waiting on a silent upstream at once, exit %i', async (signal, exitCode) => {
-    const child = spawn(process.execPath, [MAIN_JS, 'products', 'list', '--config', config], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
-    let err = '';
-    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-    await waitFor(() => sockets.length > 0, { timeoutMs: 10_000, what: 'the command connected upstream' });
-    child.kill(signal);
-    const code = await Promise.race([exited, new Promise<'still running'>((r) => setTimeout(() => r('still running'), 5000))]);
-    if (code === 'still running') child.kill('SIGKILL');
-    expect(code).toBe(exitCode);
-    expect(err).toContain(`interrupted (${signal})`);
-    for (const s of sockets.splice(0)) s.destroy();
-  });
+  ] as const)(
+    '%s ends `products list` waiting on a silent upstream at once, exit %i',
+    async (signal, exitCode) => {
+      const child = spawn(process.execPath, [MAIN_JS, 'products', 'list', '--config', config], {
+        cwd: dir,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let err = '';
+      child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+      const exited = new Promise<number | null>((resolve) =>
+        child.on('exit', (code) => resolve(code)),
+      );
+      await waitFor(() => sockets.length > 0, {
+        timeoutMs: 10_000,
+        what: 'the command connected upstream',
+      });
+      child.kill(signal);
+      const code = await Promise.race([
+        exited,
+        new Promise<'still running'>((r) => setTimeout(() => r('still running'), 5000)),
+      ]);
+      if (code === 'still running') child.kill('SIGKILL');
+      expect(code).toBe(exitCode);
+      expect(err).toContain(`interrupted (${signal})`);
+      for (const s of sockets.splice(0)) s.destroy();
+    },
+  );
 
   it('names the configuration key when http.listen is taken by another program', async () => {
     const taken = createServer();
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
     const port = (taken.address() as { port: number }).port;
     const file = join(dir, 'port-taken.yaml');
-    writeFileSync(file, `${readFileSync(config, 'utf8')}buffer: { path: ${join(dir, 'taken.db')} }\nhttp: { listen: 127.0.0.1:${port} }\n`);
+    writeFileSync(
+      file,
+      `${readFileSync(config, 'utf8')}buffer: { path: ${join(dir, 'taken.db')} }\nhttp: { listen: 127.0.0.1:${port} }\n`,
+    );
     try {
-      const r = spawnSync(process.execPath, [MAIN_JS, 'run', '--config', file], { cwd: dir, encoding: 'utf8', timeout: 30_000 });
+      const r = spawnSync(process.execPath, [MAIN_JS, 'run', '--config', file], {
+        cwd: dir,
+        encoding: 'utf8',
+        timeout: 30_000,
+      });
       expect(r.status).toBe(1);
       expect(r.stderr).toContain(`http.listen 127.0.0.1:${port}: the address is in use`);
     } finally {
@@ -73,7 +94,11 @@ describe('the CLI and signals', () => {
   });
 
   it('refuses an unknown --log-level as a usage error (exit 2) that lists the levels', () => {
-    const r = spawnSync(process.execPath, [MAIN_JS, 'run', '--config', config, '--log-level', 'verbose'], { cwd: dir, encoding: 'utf8', timeout: 30_000 });
+    const r = spawnSync(
+      process.execPath,
+      [MAIN_JS, 'run', '--config', config, '--log-level', 'verbose'],
+      { cwd: dir, encoding: 'utf8', timeout: 30_000 },
+    );
     expect(r.status).toBe(2);
     expect(r.stderr).toContain('Allowed choices are fatal, error, warn, info, debug, trace');
   });

@@ -34,20 +34,26 @@ function refusal(file: string, baseDir: string): string {
 }
 
 describe('configuration file: only a regular file, at most CONFIG_MAX_BYTES', () => {
-  it('a FIFO without a writer is refused at once, naming the file and what it is', { timeout: 5_000 }, () => {
-    const dir = tmp();
-    const fifo = join(dir, 'config.yaml');
-    // mkfifo missing is a failure of the test's machine, not a reason to skip.
-    execFileSync('mkfifo', [fifo]);
-    const started = Date.now();
-    const message = refusal(fifo, dir);
-    expect(Date.now() - started).toBeLessThan(2_000);
-    expect(message).toContain(`${fifo}: is a FIFO (named pipe), not a regular file`);
-    expect(message).toContain('name the configuration file itself');
-  });
+  it(
+    'a FIFO without a writer is refused at once, naming the file and what it is',
+    { timeout: 5_000 },
+    () => {
+      const dir = tmp();
+      const fifo = join(dir, 'config.yaml');
+      // mkfifo missing is a failure of the test's machine, not a reason to skip.
+      execFileSync('mkfifo', [fifo]);
+      const started = Date.now();
+      const message = refusal(fifo, dir);
+      expect(Date.now() - started).toBeLessThan(2_000);
+      expect(message).toContain(`${fifo}: is a FIFO (named pipe), not a regular file`);
+      expect(message).toContain('name the configuration file itself');
+    },
+  );
 
   it('/dev/zero is refused as a character device without reading it', { timeout: 5_000 }, () => {
-    expect(refusal('/dev/zero', tmp())).toContain('/dev/zero: is a character device, not a regular file: nothing was read');
+    expect(refusal('/dev/zero', tmp())).toContain(
+      '/dev/zero: is a character device, not a regular file: nothing was read',
+    );
   });
 
   it('a folder is refused', () => {
@@ -64,7 +70,9 @@ describe('configuration file: only a regular file, at most CONFIG_MAX_BYTES', ()
     // Valid YAML padding, so only the size can be what refuses it.
     const padded = (size: number) => VALID + '#'.repeat(size - VALID.length - 1) + '\n';
     writeFileSync(big, padded(CONFIG_MAX_BYTES + 1));
-    expect(refusal(big, dir)).toContain(`${big}: is ${CONFIG_MAX_BYTES + 1} bytes, more than the ${CONFIG_MAX_BYTES}-byte limit for a configuration file (1 MiB)`);
+    expect(refusal(big, dir)).toContain(
+      `${big}: is ${CONFIG_MAX_BYTES + 1} bytes, more than the ${CONFIG_MAX_BYTES}-byte limit for a configuration file (1 MiB)`,
+    );
     const atLimit = join(dir, 'at-limit.yaml');
     writeFileSync(atLimit, padded(CONFIG_MAX_BYTES));
     expect(loadConfig(atLimit, { baseDir: dir, skipSecret: true }).config.site.id).toBe('plant-1');
@@ -85,25 +93,33 @@ describe('configuration file: only a regular file, at most CONFIG_MAX_BYTES', ()
     expect(refusal(join(dir, 'none.yaml'), dir)).toContain('cannot read the file: ENOENT');
   });
 
-  it('compiled CLI: config check and run --config /dev/zero exit 2 with the message, within seconds and without growing', { timeout: 30_000 }, () => {
-    // The CLI's own peak resident memory, reported by the process itself as it exits (kB).
-    const report = `data:text/javascript,process.on('exit',()=>process.stderr.write('maxRSS='+process.resourceUsage().maxRSS+'\\n'))`;
-    for (const command of [['config', 'check'], ['run']]) {
-      const started = Date.now();
-      const r = spawnSync(process.execPath, ['--import', report, MAIN_JS, ...command, '--config', '/dev/zero'], {
-        cwd: PACKAGE_ROOT,
-        encoding: 'utf8',
-        env: { PATH: process.env.PATH ?? '' },
-        timeout: 10_000,
-      });
-      const output = r.stdout + r.stderr;
-      expect(r.status, output).toBe(2);
-      expect(Date.now() - started).toBeLessThan(10_000);
-      expect(output).toContain('/dev/zero: is a character device, not a regular file');
-      const maxRssKb = Number(/maxRSS=(\d+)/.exec(r.stderr)?.[1]);
-      // The CLI alone takes well under 200 MB; reading /dev/zero whole took gigabytes.
-      expect(maxRssKb, output).toBeGreaterThan(0);
-      expect(maxRssKb, output).toBeLessThan(200 * 1024);
-    }
-  });
+  it(
+    'compiled CLI: config check and run --config /dev/zero exit 2 with the message, within seconds and without growing',
+    { timeout: 30_000 },
+    () => {
+      // The CLI's own peak resident memory, reported by the process itself as it exits (kB).
+      const report = `data:text/javascript,process.on('exit',()=>process.stderr.write('maxRSS='+process.resourceUsage().maxRSS+'\\n'))`;
+      for (const command of [['config', 'check'], ['run']]) {
+        const started = Date.now();
+        const r = spawnSync(
+          process.execPath,
+          ['--import', report, MAIN_JS, ...command, '--config', '/dev/zero'],
+          {
+            cwd: PACKAGE_ROOT,
+            encoding: 'utf8',
+            env: { PATH: process.env.PATH ?? '' },
+            timeout: 10_000,
+          },
+        );
+        const output = r.stdout + r.stderr;
+        expect(r.status, output).toBe(2);
+        expect(Date.now() - started).toBeLessThan(10_000);
+        expect(output).toContain('/dev/zero: is a character device, not a regular file');
+        const maxRssKb = Number(/maxRSS=(\d+)/.exec(r.stderr)?.[1]);
+        // The CLI alone takes well under 200 MB; reading /dev/zero whole took gigabytes.
+        expect(maxRssKb, output).toBeGreaterThan(0);
+        expect(maxRssKb, output).toBeLessThan(200 * 1024);
+      }
+    },
+  );
 });

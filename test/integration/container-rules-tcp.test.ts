@@ -56,7 +56,10 @@ rules:
   - { name: modules, match: { regex: "^MOD-" }, requireContainer: pack }
 `,
     );
-    app = buildApp(loadConfig(file, { baseDir: dir, env: { SCAN_GATEWAY_CLIENT_SECRET: SECRET } }), { logger: silentLogger() });
+    app = buildApp(
+      loadConfig(file, { baseDir: dir, env: { SCAN_GATEWAY_CLIENT_SECRET: SECRET } }),
+      { logger: silentLogger() },
+    );
     await app.start();
   });
   afterAll(async () => {
@@ -65,52 +68,63 @@ rules:
     await sandbox?.close();
   });
 
-  it('refuses a module with no pack open, with the reason on the station screen, and closes the pack after 2 modules', { timeout: 20_000 }, async () => {
-    let screen = '';
-    const events = httpRequest(`${app.httpUrl}/station/EOL-3/events`, { headers: { accept: 'text/event-stream' } }, (res) => {
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (screen += c));
-    });
-    events.end();
-    await waitFor(() => screen.includes('event: snapshot'), { what: 'the station snapshot' });
+  it(
+    'refuses a module with no pack open, with the reason on the station screen, and closes the pack after 2 modules',
+    { timeout: 20_000 },
+    async () => {
+      let screen = '';
+      const events = httpRequest(
+        `${app.httpUrl}/station/EOL-3/events`,
+        { headers: { accept: 'text/event-stream' } },
+        (res) => {
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => (screen += c));
+        },
+      );
+      events.end();
+      await waitFor(() => screen.includes('event: snapshot'), { what: 'the station snapshot' });
 
-    scanner = createConnection({ host: '127.0.0.1', port });
-    await new Promise((resolve) => scanner!.once('connect', resolve));
-    // One read at a time, as a person scans: each is on the screen before the next.
-    const scan = async (code: string, n: number) => {
-      scanner!.write(`${code}\r`);
-      await waitFor(() => reads(screen).length >= n, { what: `read ${code} on the screen` });
-    };
-    await scan('MOD-0001', 1);
-    await scan('PK-000815', 2);
-    await scan('MOD-0002', 3);
-    await scan('MOD-0003', 4);
-    await scan('MOD-0004', 5);
-    events.destroy();
+      scanner = createConnection({ host: '127.0.0.1', port });
+      await new Promise((resolve) => scanner!.once('connect', resolve));
+      // One read at a time, as a person scans: each is on the screen before the next.
+      const scan = async (code: string, n: number) => {
+        scanner!.write(`${code}\r`);
+        await waitFor(() => reads(screen).length >= n, { what: `read ${code} on the screen` });
+      };
+      await scan('MOD-0001', 1);
+      await scan('PK-000815', 2);
+      await scan('MOD-0002', 3);
+      await scan('MOD-0003', 4);
+      await scan('MOD-0004', 5);
+      events.destroy();
 
-    const shown = reads(screen);
-    expect(shown.map((r) => [r.text, r.verdict])).toEqual([
-      ['MOD-0001', 'refused'],
-      ['PK-000815', 'taken'],
-      ['MOD-0002', 'taken'],
-      ['MOD-0003', 'taken'],
-      ['MOD-0004', 'refused'],
-    ]);
-    expect(shown[0]).toMatchObject({
-      words: 'No container open: scan the container first',
-      reason: 'rule modules: needs an open container (pack) at assembly, and none is open: scan the container first, then this item again; this read is not sent',
-    });
-    // The pack closed itself after its second module: the fourth module finds none open.
-    expect(shown[4]).toMatchObject({ words: 'No container open: scan the container first' });
+      const shown = reads(screen);
+      expect(shown.map((r) => [r.text, r.verdict])).toEqual([
+        ['MOD-0001', 'refused'],
+        ['PK-000815', 'taken'],
+        ['MOD-0002', 'taken'],
+        ['MOD-0003', 'taken'],
+        ['MOD-0004', 'refused'],
+      ]);
+      expect(shown[0]).toMatchObject({
+        words: 'No container open: scan the container first',
+        reason:
+          'rule modules: needs an open container (pack) at assembly, and none is open: scan the container first, then this item again; this read is not sent',
+      });
+      // The pack closed itself after its second module: the fourth module finds none open.
+      expect(shown[4]).toMatchObject({ words: 'No container open: scan the container first' });
 
-    const parentsOf = async (ref: string) => {
-      const trace = (await (await fetch(`${app.httpUrl}/api/v1/items/${ref}`)).json()) as { scans: { parents: string[] }[] };
-      return trace.scans.map((s) => s.parents);
-    };
-    expect(await parentsOf('MOD-0002')).toEqual([['PK-000815']]);
-    expect(await parentsOf('MOD-0003')).toEqual([['PK-000815']]);
-    expect(await parentsOf('MOD-0001')).toEqual([]);
-    // Closed by closeAfter, not left open until its idle timeout.
-    expect(app.status().sessions).toEqual([]);
-  });
+      const parentsOf = async (ref: string) => {
+        const trace = (await (await fetch(`${app.httpUrl}/api/v1/items/${ref}`)).json()) as {
+          scans: { parents: string[] }[];
+        };
+        return trace.scans.map((s) => s.parents);
+      };
+      expect(await parentsOf('MOD-0002')).toEqual([['PK-000815']]);
+      expect(await parentsOf('MOD-0003')).toEqual([['PK-000815']]);
+      expect(await parentsOf('MOD-0001')).toEqual([]);
+      // Closed by closeAfter, not left open until its idle timeout.
+      expect(app.status().sessions).toEqual([]);
+    },
+  );
 });

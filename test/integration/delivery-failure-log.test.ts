@@ -17,8 +17,21 @@ import { waitFor } from '../helpers/wait.js';
 // code, the cause and the next attempt, without a stack; a stack only for a bug.
 
 function scan(reference: string): IntakeRecord {
-  const body = { reference, timeStamp: '2026-11-18T07:00:00', dcpKey: 'GI-01', productModelKey: 'PACK-A', parents: [], attributes: [] };
-  return { inputId: 'test', receivedAt: new Date(), raw: Buffer.from(reference), outcome: 'scan', scan: { reference, dcpKey: 'GI-01', instant: new Date(), body: JSON.stringify(body) } };
+  const body = {
+    reference,
+    timeStamp: '2026-11-18T07:00:00',
+    dcpKey: 'GI-01',
+    productModelKey: 'PACK-A',
+    parents: [],
+    attributes: [],
+  };
+  return {
+    inputId: 'test',
+    receivedAt: new Date(),
+    raw: Buffer.from(reference),
+    outcome: 'scan',
+    scan: { reference, dcpKey: 'GI-01', instant: new Date(), body: JSON.stringify(body) },
+  };
 }
 
 const cleanups: (() => unknown)[] = [];
@@ -29,9 +42,17 @@ afterEach(async () => {
 function run(api: DeliveryApi) {
   const store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-faillog-')), 'buffer.db'));
   const mem = memoryLogger('info');
-  const config = deliverySchema.parse({ mode: 'direct', maxBatchDelayMs: 0, retryBaseMs: 20, retryMaxMs: 50 });
+  const config = deliverySchema.parse({
+    mode: 'direct',
+    maxBatchDelayMs: 0,
+    retryBaseMs: 20,
+    retryMaxMs: 50,
+  });
   const deliverer = new Deliverer({ store, api, config, logger: mem.logger });
-  cleanups.push(() => store.close(), () => deliverer.stop());
+  cleanups.push(
+    () => store.close(),
+    () => deliverer.stop(),
+  );
   store.intake.commitIntake([scan('A')], Date.now());
   deliverer.start();
   return { mem, deliverer };
@@ -41,7 +62,8 @@ describe('failure log lines', () => {
   it('logs a refused connection and a 503 as one line each with code, cause and next attempt, no stack', async () => {
     let calls = 0;
     const svc = createServer((req, res) => {
-      if (req.url === '/oauth2/token') return res.end(JSON.stringify({ access_token: 't', expires_in: 3600 }));
+      if (req.url === '/oauth2/token')
+        return res.end(JSON.stringify({ access_token: 't', expires_in: 3600 }));
       calls++;
       res.writeHead(503, { 'content-type': 'text/plain' }).end('down for maintenance');
     });
@@ -57,13 +79,24 @@ describe('failure log lines', () => {
       [deadUrl, ErrorCodes.UPSTREAM_NETWORK, 'ECONNREFUSED'],
       [url, ErrorCodes.UPSTREAM_HTTP, 503],
     ] as const) {
-      const client = new UpstreamClient({ baseUrl, authUrl: url, clientId: 'c', clientSecret: 's' });
+      const client = new UpstreamClient({
+        baseUrl,
+        authUrl: url,
+        clientId: 'c',
+        clientSecret: 's',
+      });
       cleanups.push(() => client.close());
       const { mem } = run(client);
       const failures = () => mem.parsed().filter((l) => l.msg === 'upload failed; will retry');
       await waitFor(() => failures().length >= 2, { what: `two failures logged for ${code}` });
       for (const line of failures()) {
-        expect(line).toMatchObject({ code, cause, reason: expect.any(String), nextAttemptAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/), retryInMs: expect.any(Number) });
+        expect(line).toMatchObject({
+          code,
+          cause,
+          reason: expect.any(String),
+          nextAttemptAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+          retryInMs: expect.any(Number),
+        });
         expect(line).not.toHaveProperty('err');
       }
       expect(mem.lines.every((l) => !l.includes('    at '))).toBe(true);
@@ -83,6 +116,8 @@ describe('failure log lines', () => {
     const failed = (l: { msg: string }) => l.msg === 'delivery step failed; retrying every second';
     await waitFor(() => mem.parsed().some(failed));
     const line = mem.parsed().find(failed)!;
-    expect(line).toMatchObject({ err: { type: 'TypeError', stack: expect.stringContaining('    at ') } });
+    expect(line).toMatchObject({
+      err: { type: 'TypeError', stack: expect.stringContaining('    at ') },
+    });
   });
 });

@@ -36,7 +36,14 @@ async function startService() {
     answer(res: ServerResponse, requestId: string) {
       svc.statusAnswered++;
       res.setHeader('content-type', 'application/json');
-      res.end(JSON.stringify({ state: 'Success', requestId: Number(requestId), description: 'ok', processed: svc.batches.get(requestId) ?? 0 }));
+      res.end(
+        JSON.stringify({
+          state: 'Success',
+          requestId: Number(requestId),
+          description: 'ok',
+          processed: svc.batches.get(requestId) ?? 0,
+        }),
+      );
     },
     release() {
       svc.holdStatus = false;
@@ -50,17 +57,24 @@ async function startService() {
       const url = req.url ?? '';
       if (url === '/oauth2/token') {
         svc.tokenRequests++;
-        if (svc.tokenMode === 'html') return res.writeHead(200, { 'content-type': 'text/html' }).end('<html>Sign in</html>');
-        const body = svc.tokenMode === 'camel' ? { accessToken: 'tok', expiresIn: 3600 } : { access_token: 'tok', token_type: 'Bearer', expires_in: 3600 };
+        if (svc.tokenMode === 'html')
+          return res.writeHead(200, { 'content-type': 'text/html' }).end('<html>Sign in</html>');
+        const body =
+          svc.tokenMode === 'camel'
+            ? { accessToken: 'tok', expiresIn: 3600 }
+            : { access_token: 'tok', token_type: 'Bearer', expires_in: 3600 };
         return res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
       }
       if (req.headers.authorization !== 'Bearer tok') return res.writeHead(401).end();
       if (req.method === 'POST' && url === '/api/trace/v3/scans') {
         const scans = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { reference: string }[];
-        for (const s of scans) svc.received.set(s.reference, (svc.received.get(s.reference) ?? 0) + 1);
+        for (const s of scans)
+          svc.received.set(s.reference, (svc.received.get(s.reference) ?? 0) + 1);
         const requestId = String(++svc.uploads);
         svc.batches.set(requestId, scans.length);
-        return res.writeHead(202, { 'content-type': 'application/json' }).end(JSON.stringify({ requestId }));
+        return res
+          .writeHead(202, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ requestId }));
       }
       const status = /^\/api\/trace\/v3\/scans\/(\d+)\/status$/.exec(url);
       if (status) {
@@ -80,8 +94,21 @@ async function startService() {
 }
 
 function scan(reference: string): IntakeRecord {
-  const body = { reference, timeStamp: '2026-11-18T07:00:00', dcpKey: 'GI-01', productModelKey: 'PACK-A', parents: [], attributes: [] };
-  return { inputId: 'test', receivedAt: new Date(), raw: Buffer.from(reference), outcome: 'scan', scan: { reference, dcpKey: 'GI-01', instant: new Date(), body: JSON.stringify(body) } };
+  const body = {
+    reference,
+    timeStamp: '2026-11-18T07:00:00',
+    dcpKey: 'GI-01',
+    productModelKey: 'PACK-A',
+    parents: [],
+    attributes: [],
+  };
+  return {
+    inputId: 'test',
+    receivedAt: new Date(),
+    raw: Buffer.from(reference),
+    outcome: 'scan',
+    scan: { reference, dcpKey: 'GI-01', instant: new Date(), body: JSON.stringify(body) },
+  };
 }
 
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -90,11 +117,26 @@ afterEach(async () => {
 });
 
 function setup(baseUrl: string, authUrl: string, over: Partial<DeliveryConfig> = {}) {
-  const store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-token-status-')), 'buffer.db'));
+  const store = BufferStore.openAt(
+    join(mkdtempSync(join(tmpdir(), 'sg-token-status-')), 'buffer.db'),
+  );
   const client = new UpstreamClient({ baseUrl, authUrl, clientId: 'c', clientSecret: 's' });
-  const config = deliverySchema.parse({ mode: 'direct', maxBatchDelayMs: 0, maxBatchScans: 10, statusPollMs: 20, statusPollMaxMs: 100, retryBaseMs: 20, retryMaxMs: 100, ...over });
+  const config = deliverySchema.parse({
+    mode: 'direct',
+    maxBatchDelayMs: 0,
+    maxBatchScans: 10,
+    statusPollMs: 20,
+    statusPollMaxMs: 100,
+    retryBaseMs: 20,
+    retryMaxMs: 100,
+    ...over,
+  });
   const deliverer = new Deliverer({ store, api: client, config, logger: silentLogger() });
-  cleanups.push(() => store.close(), () => client.close(), () => deliverer.stop());
+  cleanups.push(
+    () => store.close(),
+    () => client.close(),
+    () => deliverer.stop(),
+  );
   return { store, deliverer };
 }
 
@@ -123,7 +165,10 @@ describe('token failures never pass for an upload', () => {
     cleanups.push(() => new Promise<void>((resolve) => svc.server.close(() => resolve())));
     svc.tokenMode = 'html';
     const { store, deliverer } = setup(svc.url, svc.url);
-    store.intake.commitIntake(Array.from({ length: 30 }, (_, i) => scan(`T-${i}`)), Date.now());
+    store.intake.commitIntake(
+      Array.from({ length: 30 }, (_, i) => scan(`T-${i}`)),
+      Date.now(),
+    );
     const errors = watchErrors(deliverer);
     deliverer.start();
     await waitFor(() => svc.tokenRequests >= 3, { what: 'three token requests' });
@@ -134,7 +179,10 @@ describe('token failures never pass for an upload', () => {
     expect(store.batches.batchesInState('held')).toEqual([]);
     expect(deliverer.snapshot().consecutiveFailures).toBeGreaterThanOrEqual(2);
     svc.tokenMode = 'camel';
-    await waitFor(() => store.reports.scanCounts().delivered === 30, { timeoutMs: 10_000, what: 'all 30 delivered' });
+    await waitFor(() => store.reports.scanCounts().delivered === 30, {
+      timeoutMs: 10_000,
+      what: 'all 30 delivered',
+    });
     expectAllDeliveredOnce(store, svc.received, 30);
   });
 
@@ -147,16 +195,24 @@ describe('token failures never pass for an upload', () => {
     auth.server.closeAllConnections();
     await new Promise<void>((resolve) => auth.server.close(() => resolve()));
     const { store, deliverer } = setup(svc.url, auth.url);
-    store.intake.commitIntake(Array.from({ length: 25 }, (_, i) => scan(`D-${i}`)), Date.now());
+    store.intake.commitIntake(
+      Array.from({ length: 25 }, (_, i) => scan(`D-${i}`)),
+      Date.now(),
+    );
     const errors = watchErrors(deliverer);
     deliverer.start();
-    await waitFor(() => deliverer.snapshot().consecutiveFailures >= 3, { what: 'three failed attempts' });
+    await waitFor(() => deliverer.snapshot().consecutiveFailures >= 3, {
+      what: 'three failed attempts',
+    });
     expect(errors[0]).toMatchObject({ kind: 'token', code: ErrorCodes.UPSTREAM_NETWORK });
     expect(errors[0]?.message).toContain('ECONNREFUSED');
     expect(svc.uploads).toBe(0);
     await new Promise<void>((resolve) => auth.server.listen(authPort, '127.0.0.1', resolve));
     cleanups.push(() => new Promise<void>((resolve) => auth.server.close(() => resolve())));
-    await waitFor(() => store.reports.scanCounts().delivered === 25, { timeoutMs: 10_000, what: 'all 25 delivered' });
+    await waitFor(() => store.reports.scanCounts().delivered === 25, {
+      timeoutMs: 10_000,
+      what: 'all 25 delivered',
+    });
     expect(auth.tokenRequests).toBeGreaterThanOrEqual(1);
     expectAllDeliveredOnce(store, svc.received, 25);
   });
@@ -171,7 +227,10 @@ describe('status polls apart from uploads', () => {
     });
     svc.holdStatus = true;
     const { store, deliverer } = setup(svc.url, svc.url, { maxBatchScans: 5 });
-    store.intake.commitIntake(Array.from({ length: 60 }, (_, i) => scan(`S-${i}`)), Date.now());
+    store.intake.commitIntake(
+      Array.from({ length: 60 }, (_, i) => scan(`S-${i}`)),
+      Date.now(),
+    );
     deliverer.start();
     // Every batch goes out while the first polls are still unanswered.
     await waitFor(() => svc.uploads === 12, { timeoutMs: 10_000, what: 'all 12 batches uploaded' });
@@ -182,7 +241,10 @@ describe('status polls apart from uploads', () => {
     expect(svc.maxHeld).toBe(8);
     expect(store.batches.batchesInState('uploaded')).toHaveLength(12);
     svc.release();
-    await waitFor(() => store.reports.scanCounts().delivered === 60, { timeoutMs: 10_000, what: 'all 60 delivered' });
+    await waitFor(() => store.reports.scanCounts().delivered === 60, {
+      timeoutMs: 10_000,
+      what: 'all 60 delivered',
+    });
     expect(svc.maxHeld).toBe(8);
     expectAllDeliveredOnce(store, svc.received, 60);
   });

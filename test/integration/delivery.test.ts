@@ -16,8 +16,22 @@ import { sandboxRefs } from '../helpers/sandbox-scans.js';
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
 
 function scan(reference: string, dcpKey = 'GI-01'): IntakeRecord {
-  const body = { reference, timeStamp: '2026-11-18T07:00:00', dcpKey, productModelKey: 'PACK-A', supplierKey: 'SUP-0042', parents: [], attributes: [] };
-  return { inputId: 'test', receivedAt: new Date(), raw: Buffer.from(reference), outcome: 'scan', scan: { reference, dcpKey, instant: new Date(), body: JSON.stringify(body) } };
+  const body = {
+    reference,
+    timeStamp: '2026-11-18T07:00:00',
+    dcpKey,
+    productModelKey: 'PACK-A',
+    supplierKey: 'SUP-0042',
+    parents: [],
+    attributes: [],
+  };
+  return {
+    inputId: 'test',
+    receivedAt: new Date(),
+    raw: Buffer.from(reference),
+    outcome: 'scan',
+    scan: { reference, dcpKey, instant: new Date(), body: JSON.stringify(body) },
+  };
 }
 
 describe('delivery against the sandbox over real HTTP', () => {
@@ -29,7 +43,12 @@ describe('delivery against the sandbox over real HTTP', () => {
   beforeEach(async () => {
     sandbox = await startSandbox({ port: 0, processingDelayMs: 100 });
     store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-delivery-')), 'buffer.db'));
-    client = new UpstreamClient({ baseUrl: sandbox.url, authUrl: sandbox.url, clientId: 'demo-client', clientSecret: SECRET });
+    client = new UpstreamClient({
+      baseUrl: sandbox.url,
+      authUrl: sandbox.url,
+      clientId: 'demo-client',
+      clientSecret: SECRET,
+    });
   });
   afterEach(async () => {
     await deliverer?.stop();
@@ -40,7 +59,14 @@ describe('delivery against the sandbox over real HTTP', () => {
   });
 
   const config = (over: Partial<DeliveryConfig>): DeliveryConfig =>
-    deliverySchema.parse({ maxBatchDelayMs: 50, statusPollMs: 50, statusPollMaxMs: 200, retryBaseMs: 20, retryMaxMs: 200, ...over });
+    deliverySchema.parse({
+      maxBatchDelayMs: 50,
+      statusPollMs: 50,
+      statusPollMaxMs: 200,
+      retryBaseMs: 20,
+      retryMaxMs: 200,
+      ...over,
+    });
 
   function start(over: Partial<DeliveryConfig>): Deliverer {
     deliverer = new Deliverer({ store, api: client, config: config(over), logger: silentLogger() });
@@ -49,7 +75,10 @@ describe('delivery against the sandbox over real HTTP', () => {
   }
 
   it('delivers in batches by count and records each batch processed', async () => {
-    store.intake.commitIntake(Array.from({ length: 2500 }, (_, i) => scan(`C-${i}`)), Date.now());
+    store.intake.commitIntake(
+      Array.from({ length: 2500 }, (_, i) => scan(`C-${i}`)),
+      Date.now(),
+    );
     start({ mode: 'direct', maxBatchScans: 1000 });
     await waitFor(() => store.batches.batchesInState('done').length === 3, { timeoutMs: 20_000 });
     expect((await sandboxRefs(sandbox)).length).toBe(2500);
@@ -58,16 +87,24 @@ describe('delivery against the sandbox over real HTTP', () => {
   });
 
   it('stores each upstream failure on its scan', async () => {
-    store.intake.commitIntake([scan('OK-1'), scan('BAD-1', 'NO-SUCH-DCP'), scan('OK-2')], Date.now());
+    store.intake.commitIntake(
+      [scan('OK-1'), scan('BAD-1', 'NO-SUCH-DCP'), scan('OK-2')],
+      Date.now(),
+    );
     start({ mode: 'direct' });
     await waitFor(() => store.batches.batchesInState('done').length === 1, { timeoutMs: 10_000 });
     const [batch] = store.batches.batchesInState('done');
     expect(batch).toMatchObject({ upstreamState: 'HasFailures', processed: 3, failed: 1 });
-    expect(store.reports.recentProblems(5)).toMatchObject([{ kind: 'failed', reference: 'BAD-1', reason: 'Invalid DCP' }]);
+    expect(store.reports.recentProblems(5)).toMatchObject([
+      { kind: 'failed', reference: 'BAD-1', reason: 'Invalid DCP' },
+    ]);
   });
 
   it('delivers every scan exactly once through pre-signed uploads', async () => {
-    store.intake.commitIntake(Array.from({ length: 3000 }, (_, i) => scan(`P-${i}`)), Date.now());
+    store.intake.commitIntake(
+      Array.from({ length: 3000 }, (_, i) => scan(`P-${i}`)),
+      Date.now(),
+    );
     start({ mode: 'presigned', presignedMaxScans: 1000 });
     await waitFor(() => store.reports.scanCounts().delivered === 3000, { timeoutMs: 20_000 });
     const refs = await sandboxRefs(sandbox);
@@ -76,11 +113,25 @@ describe('delivery against the sandbox over real HTTP', () => {
   });
 
   it('does not send a pre-signed batch again when the service already has it (crash after the PUT)', async () => {
-    store.intake.commitIntake(Array.from({ length: 10 }, (_, i) => scan(`X-${i}`)), Date.now());
-    const batch = formBatch(store, { maxScans: 100, maxBytes: 1e9, mode: 'presigned', nowIso: new Date().toISOString() })!;
+    store.intake.commitIntake(
+      Array.from({ length: 10 }, (_, i) => scan(`X-${i}`)),
+      Date.now(),
+    );
+    const batch = formBatch(store, {
+      maxScans: 100,
+      maxBytes: 1e9,
+      mode: 'presigned',
+      nowIso: new Date().toISOString(),
+    })!;
     const address = await client.requestPresignedUpload();
     // As the deliverer does: the start of the PUT is written down before the PUT.
-    store.batches.updateBatch(batch.id, { state: 'presigned', requestId: address.requestId, presignedUrl: address.url, presignedExpiresAt: Date.now() + 30 * 60_000, putStartedAt: Date.now() });
+    store.batches.updateBatch(batch.id, {
+      state: 'presigned',
+      requestId: address.requestId,
+      presignedUrl: address.url,
+      presignedExpiresAt: Date.now() + 30 * 60_000,
+      putStartedAt: Date.now(),
+    });
     await client.putPresigned(address.url, store.batches.batchBody(batch.id));
     // The process "crashed" here: the PUT arrived, its success was never recorded.
     start({ mode: 'presigned' });
@@ -90,10 +141,23 @@ describe('delivery against the sandbox over real HTTP', () => {
   });
 
   it('sends a pre-signed batch whose PUT never arrived (crash before the PUT)', async () => {
-    store.intake.commitIntake(Array.from({ length: 10 }, (_, i) => scan(`Y-${i}`)), Date.now());
-    const batch = formBatch(store, { maxScans: 100, maxBytes: 1e9, mode: 'presigned', nowIso: new Date().toISOString() })!;
+    store.intake.commitIntake(
+      Array.from({ length: 10 }, (_, i) => scan(`Y-${i}`)),
+      Date.now(),
+    );
+    const batch = formBatch(store, {
+      maxScans: 100,
+      maxBytes: 1e9,
+      mode: 'presigned',
+      nowIso: new Date().toISOString(),
+    })!;
     const address = await client.requestPresignedUpload();
-    store.batches.updateBatch(batch.id, { state: 'presigned', requestId: address.requestId, presignedUrl: address.url, presignedExpiresAt: Date.now() + 30 * 60_000 });
+    store.batches.updateBatch(batch.id, {
+      state: 'presigned',
+      requestId: address.requestId,
+      presignedUrl: address.url,
+      presignedExpiresAt: Date.now() + 30 * 60_000,
+    });
     start({ mode: 'presigned' });
     await waitFor(() => store.batches.batchesInState('done').length === 1, { timeoutMs: 10_000 });
     expect(await sandboxRefs(sandbox)).toHaveLength(10);
@@ -101,10 +165,24 @@ describe('delivery against the sandbox over real HTTP', () => {
   });
 
   it('PUTs again at once to the same single-use address when a started PUT never arrived (crash during the PUT): no NotFound grace', async () => {
-    store.intake.commitIntake(Array.from({ length: 10 }, (_, i) => scan(`Z-${i}`)), Date.now());
-    const batch = formBatch(store, { maxScans: 100, maxBytes: 1e9, mode: 'presigned', nowIso: new Date().toISOString() })!;
+    store.intake.commitIntake(
+      Array.from({ length: 10 }, (_, i) => scan(`Z-${i}`)),
+      Date.now(),
+    );
+    const batch = formBatch(store, {
+      maxScans: 100,
+      maxBytes: 1e9,
+      mode: 'presigned',
+      nowIso: new Date().toISOString(),
+    })!;
     const address = await client.requestPresignedUpload();
-    store.batches.updateBatch(batch.id, { state: 'presigned', requestId: address.requestId, presignedUrl: address.url, presignedExpiresAt: Date.now() + 30 * 60_000, putStartedAt: Date.now() });
+    store.batches.updateBatch(batch.id, {
+      state: 'presigned',
+      requestId: address.requestId,
+      presignedUrl: address.url,
+      presignedExpiresAt: Date.now() + 30 * 60_000,
+      putStartedAt: Date.now(),
+    });
     // Crashed before the body reached the service. The address takes one upload (§4.4, §8), so a
     // second PUT cannot double: it is made without waiting the grace.
     const started = Date.now();
@@ -112,13 +190,19 @@ describe('delivery against the sandbox over real HTTP', () => {
     await waitFor(() => store.batches.batchesInState('done').length === 1, { timeoutMs: 10_000 });
     expect(Date.now() - started).toBeLessThan(10_000);
     expect(await sandboxRefs(sandbox)).toHaveLength(10);
-    expect(store.batches.batch(batch.id)).toMatchObject({ requestId: address.requestId, upstreamState: 'Success' });
+    expect(store.batches.batch(batch.id)).toMatchObject({
+      requestId: address.requestId,
+      upstreamState: 'Success',
+    });
     expect(deliverer!.snapshot().possibleDuplicates).toBe(0);
   });
 
   it('counts a direct upload whose answer was lost as a possible duplicate, persistently', async () => {
     sandbox.setFaults({ lostAnswerRate: 1 });
-    store.intake.commitIntake(Array.from({ length: 5 }, (_, i) => scan(`L-${i}`)), Date.now());
+    store.intake.commitIntake(
+      Array.from({ length: 5 }, (_, i) => scan(`L-${i}`)),
+      Date.now(),
+    );
     start({ mode: 'direct' });
     await waitFor(async () => (await sandboxRefs(sandbox)).length >= 10, { timeoutMs: 10_000 });
     sandbox.setFaults({ lostAnswerRate: 0 });
@@ -132,19 +216,26 @@ describe('delivery against the sandbox over real HTTP', () => {
 
   it('splits a batch the service refuses as too large (413) until it fits', async () => {
     sandbox.setFaults({ directLimitBytes: 20_000 });
-    store.intake.commitIntake(Array.from({ length: 400 }, (_, i) => scan(`S-${i}`)), Date.now());
+    store.intake.commitIntake(
+      Array.from({ length: 400 }, (_, i) => scan(`S-${i}`)),
+      Date.now(),
+    );
     start({ mode: 'direct', maxBatchScans: 400 });
     await waitFor(() => store.reports.scanCounts().delivered === 400, { timeoutMs: 20_000 });
     const refs = await sandboxRefs(sandbox);
     expect(refs).toHaveLength(400);
     expect(new Set(refs).size).toBe(400);
-    for (const b of store.batches.batchesInState('done')) expect(b.bytes).toBeLessThanOrEqual(20_000);
+    for (const b of store.batches.batchesInState('done'))
+      expect(b.bytes).toBeLessThanOrEqual(20_000);
     expect(store.batches.batchesInState('done').length).toBeGreaterThan(2);
   });
 
   it('retries through 5xx, 429 with Retry-After and resets until every scan arrived', async () => {
     sandbox.setFaults({ errorRate: 0.3, rateLimitRate: 0.1, retryAfterSec: 1, resetRate: 0.1 });
-    store.intake.commitIntake(Array.from({ length: 2000 }, (_, i) => scan(`F-${i}`)), Date.now());
+    store.intake.commitIntake(
+      Array.from({ length: 2000 }, (_, i) => scan(`F-${i}`)),
+      Date.now(),
+    );
     start({ mode: 'direct', maxBatchScans: 200 });
     await waitFor(() => store.reports.scanCounts().delivered === 2000, { timeoutMs: 60_000 });
     const refs = await sandboxRefs(sandbox);
@@ -156,26 +247,42 @@ describe('delivery against the sandbox over real HTTP', () => {
 
   it('follows batches across a restart of the service: uploaded before, processed after, none sent twice', async () => {
     sandbox.setFaults({ processingDelayMs: 1500 });
-    store.intake.commitIntake(Array.from({ length: 300 }, (_, i) => scan(`R-${i}`)), Date.now());
+    store.intake.commitIntake(
+      Array.from({ length: 300 }, (_, i) => scan(`R-${i}`)),
+      Date.now(),
+    );
     start({ mode: 'presigned', presignedMaxScans: 100, notFoundGraceMs: 400 });
-    await waitFor(() => store.batches.batchesInState('uploaded').length === 3, { timeoutMs: 10_000 });
+    await waitFor(() => store.batches.batchesInState('uploaded').length === 3, {
+      timeoutMs: 10_000,
+    });
     await sandbox.restart({ downMs: 500 });
     sandbox.setFaults({ processingDelayMs: null });
     await waitFor(() => store.batches.batchesInState('done').length === 3, { timeoutMs: 20_000 });
     expect(store.reports.scanCounts()).toEqual({ delivered: 300 });
-    expect((await sandboxRefs(sandbox)).sort()).toEqual(Array.from({ length: 300 }, (_, i) => `R-${i}`).sort());
-    expect(store.batches.batchesInState('done').map((b) => b.upstreamState)).toEqual(['Success', 'Success', 'Success']);
+    expect((await sandboxRefs(sandbox)).sort()).toEqual(
+      Array.from({ length: 300 }, (_, i) => `R-${i}`).sort(),
+    );
+    expect(store.batches.batchesInState('done').map((b) => b.upstreamState)).toEqual([
+      'Success',
+      'Success',
+      'Success',
+    ]);
     expect(deliverer!.snapshot().possibleDuplicates).toBe(0);
   });
 
   it('sends nothing while the token endpoint is down, and everything once it is back', async () => {
     sandbox.setFaults({ tokenResetRate: 1 });
-    store.intake.commitIntake(Array.from({ length: 50 }, (_, i) => scan(`T-${i}`)), Date.now());
+    store.intake.commitIntake(
+      Array.from({ length: 50 }, (_, i) => scan(`T-${i}`)),
+      Date.now(),
+    );
     start({ mode: 'direct' });
     const tokenAttempts = async () =>
-      ((await (await fetch(`${sandbox.url}/_sandbox/requests`)).json()) as { requests: { path: string; status: number }[] }).requests.filter(
-        (r) => r.path === '/oauth2/token',
-      );
+      (
+        (await (await fetch(`${sandbox.url}/_sandbox/requests`)).json()) as {
+          requests: { path: string; status: number }[];
+        }
+      ).requests.filter((r) => r.path === '/oauth2/token');
     await waitFor(async () => (await tokenAttempts()).length >= 3, { timeoutMs: 10_000 });
     expect(await sandboxRefs(sandbox)).toHaveLength(0);
     expect((await tokenAttempts()).every((r) => r.status === 0)).toBe(true);

@@ -4,7 +4,12 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { filesInputSchema, type FilesInputConfig } from '../../src/config/schema.js';
 import { FilesInput } from '../../src/inputs/files/files-input.js';
-import type { InputRejection, IntakeItem, IntakeSink, SubmitOptions } from '../../src/inputs/types.js';
+import type {
+  InputRejection,
+  IntakeItem,
+  IntakeSink,
+  SubmitOptions,
+} from '../../src/inputs/types.js';
 import { memoryLogger } from '../helpers/log-lines.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -24,10 +29,14 @@ class RecordingSink implements IntakeSink {
     this.commits.push({ items, options });
   }
   get rejections(): InputRejection[] {
-    return this.commits.flatMap((c) => c.items.flatMap((i) => (i.kind === 'rejection' ? [i.rejection] : [])));
+    return this.commits.flatMap((c) =>
+      c.items.flatMap((i) => (i.kind === 'rejection' ? [i.rejection] : [])),
+    );
   }
   get reads(): string[] {
-    return this.commits.flatMap((c) => c.items.flatMap((i) => (i.kind === 'read' ? [i.read.raw.toString('latin1')] : [])));
+    return this.commits.flatMap((c) =>
+      c.items.flatMap((i) => (i.kind === 'read' ? [i.read.raw.toString('latin1')] : [])),
+    );
   }
 }
 
@@ -53,7 +62,14 @@ async function startInput(overrides: Partial<FilesInputConfig> = {}): Promise<Fi
   const log = memoryLogger('debug');
   logLines = log.lines;
   const input = new FilesInput({
-    config: filesInputSchema.parse({ id: 'drop-1', dcp: 'GI', type: 'files', dir, stableMs: STABLE_MS, ...overrides }),
+    config: filesInputSchema.parse({
+      id: 'drop-1',
+      dcp: 'GI',
+      type: 'files',
+      dir,
+      stableMs: STABLE_MS,
+      ...overrides,
+    }),
     sink,
     logger: log.logger,
     now: () => NOW.getTime(),
@@ -67,7 +83,9 @@ async function startInput(overrides: Partial<FilesInputConfig> = {}): Promise<Fi
 }
 
 const warnings = (): { msg: string; [key: string]: unknown }[] =>
-  logLines.map((l) => JSON.parse(l) as { level: number; msg: string }).filter((l) => l.level === 40);
+  logLines
+    .map((l) => JSON.parse(l) as { level: number; msg: string })
+    .filter((l) => l.level === 40);
 
 async function exists(path: string): Promise<boolean> {
   return stat(path).then(
@@ -79,18 +97,48 @@ async function exists(path: string): Promise<boolean> {
 const settle = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, STABLE_MS * 4));
 
 describe('files moved to failed/ are counted (an input-level rejection each)', () => {
-  const cases: { name: string; format: FilesInputConfig['format']; content: Buffer; reason: RegExp }[] = [
+  const cases: {
+    name: string;
+    format: FilesInputConfig['format'];
+    content: Buffer;
+    reason: RegExp;
+  }[] = [
     { name: 'empty.csv', format: 'csv', content: Buffer.alloc(0), reason: /^CSV file is empty/ },
-    { name: 'u16.csv', format: 'csv', content: Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('barcode\r\nA\r\n', 'utf16le')]), reason: /UTF-16/ },
-    { name: 'wrong.csv', format: 'csv', content: Buffer.from('read_at,code\nT,A\n'), reason: /^CSV header has no column "barcode"/ },
-    { name: 'semi.csv', format: 'csv', content: Buffer.from('read_at;barcode\nT;A\n'), reason: /semicolon-separated: set delimiter: ";"/ },
-    { name: 'object.json', format: 'json', content: Buffer.from('{"code":"J"}'), reason: /must hold an array of reads/ },
+    {
+      name: 'u16.csv',
+      format: 'csv',
+      content: Buffer.concat([
+        Buffer.from([0xff, 0xfe]),
+        Buffer.from('barcode\r\nA\r\n', 'utf16le'),
+      ]),
+      reason: /UTF-16/,
+    },
+    {
+      name: 'wrong.csv',
+      format: 'csv',
+      content: Buffer.from('read_at,code\nT,A\n'),
+      reason: /^CSV header has no column "barcode"/,
+    },
+    {
+      name: 'semi.csv',
+      format: 'csv',
+      content: Buffer.from('read_at;barcode\nT;A\n'),
+      reason: /semicolon-separated: set delimiter: ";"/,
+    },
+    {
+      name: 'object.json',
+      format: 'json',
+      content: Buffer.from('{"code":"J"}'),
+      reason: /must hold an array of reads/,
+    },
   ];
   for (const c of cases) {
     it(`${c.name}: rejection with the first bytes, the .error.txt reason and where it went`, async () => {
       await startInput({ format: c.format });
       await writeFile(join(dir, c.name), c.content);
-      await waitFor(() => exists(join(dir, 'failed', `${c.name}.error.txt`)), { what: `${c.name} in failed/` });
+      await waitFor(() => exists(join(dir, 'failed', `${c.name}.error.txt`)), {
+        what: `${c.name} in failed/`,
+      });
       await waitFor(() => sink.rejections.length === 1, { what: 'one rejection submitted' });
       const [rejection] = sink.rejections;
       const errorText = await readFile(join(dir, 'failed', `${c.name}.error.txt`), 'utf8');
@@ -115,7 +163,10 @@ describe('files moved to failed/ are counted (an input-level rejection each)', (
     ]);
     expect(sink.rejections.every((r) => r.raw.length === 0)).toBe(true);
     expect(inputs[0]?.status().state).toBe('up');
-    expect(sink.rejections.map((r) => r.origin?.['movedTo']).sort()).toEqual(['failed/loop-a.txt', 'failed/loop-b.txt']);
+    expect(sink.rejections.map((r) => r.origin?.['movedTo']).sort()).toEqual([
+      'failed/loop-a.txt',
+      'failed/loop-b.txt',
+    ]);
     await waitFor(() => exists(join(dir, 'failed', 'loop-b.txt.error.txt')));
   });
 
@@ -131,7 +182,9 @@ describe('files moved to failed/ are counted (an input-level rejection each)', (
     await startInput({ format: 'csv' });
     sink = inner;
     await writeFile(join(dir, 'wrong.csv'), 'code\nA\n');
-    await waitFor(() => exists(join(dir, 'failed', 'wrong.csv.error.txt')), { what: 'moved after the retries' });
+    await waitFor(() => exists(join(dir, 'failed', 'wrong.csv.error.txt')), {
+      what: 'moved after the retries',
+    });
     expect(inner.rejections).toHaveLength(1);
   });
 });
@@ -146,8 +199,13 @@ describe('a file with content already stored', () => {
     await waitFor(() => sink.rejections.length === 1);
     expect(sink.reads).toEqual(['DUP-1']);
     const [rejection] = sink.rejections;
-    expect(rejection?.reason).toBe(`same content as first.txt stored at ${NOW.toISOString()}; not stored again`);
-    expect(rejection?.origin).toMatchObject({ file: 'again.txt', movedTo: `processed/${DAY}/again.txt` });
+    expect(rejection?.reason).toBe(
+      `same content as first.txt stored at ${NOW.toISOString()}; not stored again`,
+    );
+    expect(rejection?.origin).toMatchObject({
+      file: 'again.txt',
+      movedTo: `processed/${DAY}/again.txt`,
+    });
     expect(rejection?.raw.toString()).toBe('DUP-1\n');
     // Not submitted with the file hash: the intake would take it for the earlier file and drop it.
     expect(sink.commits[1]?.options?.fileHash).toBeUndefined();
@@ -170,10 +228,19 @@ describe('symbolic links (never followed)', () => {
     await waitFor(() => sink.reads.length === 1, { what: 'the plain file read' });
     expect(sink.reads).toEqual(['PLAIN-1']);
     const byFile = Object.fromEntries(sink.rejections.map((r) => [r.origin?.['file'], r]));
-    expect(byFile['at-start.txt']?.reason).toMatch(/^a symbolic link to .*target-1\.txt, not a regular file/);
-    expect(byFile['while-running.txt']?.reason).toMatch(/^a symbolic link to .*target-2\.txt, not a regular file/);
-    expect(byFile['dangling.txt']?.reason).toMatch(/^a symbolic link to .*missing\.txt, not a regular file/);
-    expect(byFile['dangling.txt']?.origin).toMatchObject({ file: 'dangling.txt', movedTo: 'failed/dangling.txt' });
+    expect(byFile['at-start.txt']?.reason).toMatch(
+      /^a symbolic link to .*target-1\.txt, not a regular file/,
+    );
+    expect(byFile['while-running.txt']?.reason).toMatch(
+      /^a symbolic link to .*target-2\.txt, not a regular file/,
+    );
+    expect(byFile['dangling.txt']?.reason).toMatch(
+      /^a symbolic link to .*missing\.txt, not a regular file/,
+    );
+    expect(byFile['dangling.txt']?.origin).toMatchObject({
+      file: 'dangling.txt',
+      movedTo: 'failed/dangling.txt',
+    });
     expect(sink.rejections.every((r) => r.raw.length === 0)).toBe(true);
     await waitFor(() => exists(join(dir, 'failed', 'while-running.txt.error.txt')));
     expect(input_running()).toBe(true);
@@ -193,7 +260,9 @@ describe('sub-folders', () => {
     await writeFile(join(dir, 'new-sub', 'y.txt'), 'SUB-2\n');
     await writeFile(join(dir, 'top.txt'), 'TOP-1\n');
     await waitFor(() => exists(join(dir, 'processed', DAY, 'top.txt')));
-    await waitFor(() => warnings().filter((w) => /sub-folder/.test(w.msg)).length === 2, { what: 'two sub-folder warnings' });
+    await waitFor(() => warnings().filter((w) => /sub-folder/.test(w.msg)).length === 2, {
+      what: 'two sub-folder warnings',
+    });
     await writeFile(join(dir, 'new-sub', 'z.txt'), 'SUB-3\n');
     await settle();
     const subWarnings = warnings().filter((w) => /sub-folder/.test(w.msg));

@@ -31,7 +31,9 @@ class RecordingSink implements IntakeSink {
   /** Reads as `raw@line`, rejections as `<reason|raw>`. */
   texts(): string[] {
     return this.items.map((i) =>
-      i.kind === 'read' ? `${i.read.raw.toString('latin1')}@${String(i.read.origin?.['line'])}` : `<${i.rejection.reason}|${i.rejection.raw.toString('latin1')}>`,
+      i.kind === 'read'
+        ? `${i.read.raw.toString('latin1')}@${String(i.read.origin?.['line'])}`
+        : `<${i.rejection.reason}|${i.rejection.raw.toString('latin1')}>`,
     );
   }
 }
@@ -60,7 +62,14 @@ async function startInput(overrides: Partial<FilesInputConfig> = {}): Promise<Fi
   const log = memoryLogger('info');
   logLines = log.lines;
   const input = new FilesInput({
-    config: filesInputSchema.parse({ id: 'drop-1', dcp: 'GI', type: 'files', dir, stableMs: STABLE_MS, ...overrides }),
+    config: filesInputSchema.parse({
+      id: 'drop-1',
+      dcp: 'GI',
+      type: 'files',
+      dir,
+      stableMs: STABLE_MS,
+      ...overrides,
+    }),
     sink,
     logger: log.logger,
     now: () => NOW.getTime(),
@@ -103,10 +112,15 @@ describe('a file still being written when it was taken', () => {
     }
     await fd.close();
 
-    await waitFor(() => sink.items.length === 5, { what: 'all five rows stored', timeoutMs: 10_000 });
+    await waitFor(() => sink.items.length === 5, {
+      what: 'all five rows stored',
+      timeoutMs: 10_000,
+    });
     expect(await exists(processed('slow1.csv'))).toBe(true);
     expect(sink.texts()).toEqual(['SLOWA-1@2', 'SLOWA-2@3', 'SLOWA-3@4', 'SLOWA-4@5', 'SLOWA-5@6']);
-    expect(sink.items.every((i) => i.kind === 'read' && i.read.sourceTime === '2026-11-22T03:00:00')).toBe(true);
+    expect(
+      sink.items.every((i) => i.kind === 'read' && i.read.sourceTime === '2026-11-22T03:00:00'),
+    ).toBe(true);
     expect(sink.commits.length).toBeGreaterThan(1);
     const hashes = sink.commits.map((c) => c.options?.fileHash);
     expect(new Set(hashes).size).toBe(hashes.length);
@@ -117,7 +131,9 @@ describe('a file still being written when it was taken', () => {
     await copyFile(processed('slow1.csv'), join(dir, 'slow1-again.csv'));
     await waitFor(() => exists(processed('slow1-again.csv')));
     await waitFor(() => sink.items.length === 6);
-    expect(sink.texts()[5]).toMatch(/^<same content as slow1\.csv \(bytes \d+-\d+, appended\) stored at .*; not stored again\|/);
+    expect(sink.texts()[5]).toMatch(
+      /^<same content as slow1\.csv \(bytes \d+-\d+, appended\) stored at .*; not stored again\|/,
+    );
   }, 20_000);
 
   it('lines: a line cut by the take is stored whole as a rejection; later lines carry on with their numbers', async () => {
@@ -131,7 +147,9 @@ describe('a file still being written when it was taken', () => {
     expect(sink.texts()).toEqual([
       'CUT-1@1',
       'CUT-@2',
-      expect.stringMatching(/^<line 2 was still being written when the file was taken: its first 4 bytes were stored on their own .*\|CUT-2>$/),
+      expect.stringMatching(
+        /^<line 2 was still being written when the file was taken: its first 4 bytes were stored on their own .*\|CUT-2>$/,
+      ),
       'CUT-3@3',
     ]);
   });
@@ -155,10 +173,14 @@ describe('a file still being written when it was taken', () => {
     await waitFor(() => sink.items.length === 2, { what: 'growth reported' });
     const [, rejection] = sink.items;
     expect(rejection?.kind === 'rejection' && rejection.rejection).toMatchObject({
-      reason: expect.stringMatching(/^file grew by 17 bytes after it was taken \(a JSON array cannot be read in parts\): bytes 16-33 of processed\/2026-11-22\/a\.json were not stored; write files under a temporary name/),
+      reason: expect.stringMatching(
+        /^file grew by 17 bytes after it was taken \(a JSON array cannot be read in parts\): bytes 16-33 of processed\/2026-11-22\/a\.json were not stored; write files under a temporary name/,
+      ),
       origin: { file: 'a.json', movedTo: `processed/${DAY}/a.json`, from: 16, to: 33 },
     });
-    expect(rejection?.kind === 'rejection' && rejection.rejection.raw.toString()).toBe('\n[{"code":"J-2"}]');
+    expect(rejection?.kind === 'rejection' && rejection.rejection.raw.toString()).toBe(
+      '\n[{"code":"J-2"}]',
+    );
     expect(warnings().some((m) => /file grew by 17 bytes/.test(m))).toBe(true);
   });
 
@@ -172,7 +194,9 @@ describe('a file still being written when it was taken', () => {
     expect(sink.texts()).toEqual([
       'S-1@1',
       'S-2@2',
-      expect.stringMatching(/^<file grew after it was taken and the gateway stopped before its last line was complete: bytes 8-10 of processed\/2026-11-22\/s\.txt were not stored.*\|S->$/),
+      expect.stringMatching(
+        /^<file grew after it was taken and the gateway stopped before its last line was complete: bytes 8-10 of processed\/2026-11-22\/s\.txt were not stored.*\|S->$/,
+      ),
     ]);
     expect(await readFile(processed('s.txt'), 'utf8')).toBe('S-1\nS-2\nS-');
   });

@@ -1,6 +1,15 @@
 import { spawnSync } from 'node:child_process';
 import { createWriteStream, existsSync, readFileSync } from 'node:fs';
-import { mkdir, mkdtemp, readdir, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import {
+  mkdir,
+  mkdtemp,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -51,7 +60,9 @@ afterEach(async () => {
 });
 
 /** A files input on `dir` feeding the real intake and a real SQLite buffer; its log lines kept. */
-async function startReal(overrides: Partial<FilesInputConfig> = {}): Promise<{ input: FilesInput; logLines: string[] }> {
+async function startReal(
+  overrides: Partial<FilesInputConfig> = {},
+): Promise<{ input: FilesInput; logLines: string[] }> {
   const yaml = `site: { id: t, timezone: Europe/Berlin }
 upstream: { baseUrl: http://127.0.0.1:9, authUrl: http://127.0.0.1:9, clientId: c }
 dcps: [{ key: GI, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-1 }]
@@ -59,10 +70,21 @@ inputs: [{ id: drop-1, type: files, dir: ${dir}, dcp: GI }]
 `;
   store = BufferStore.openAt(join(root, 'buffer.db'));
   const log = memoryLogger('debug');
-  intake = new Intake({ store, mapping: mappingContext(parseConfigText(yaml, 'test.yaml')), logger: log.logger });
+  intake = new Intake({
+    store,
+    mapping: mappingContext(parseConfigText(yaml, 'test.yaml')),
+    logger: log.logger,
+  });
   intake.open();
   const input = new FilesInput({
-    config: filesInputSchema.parse({ id: 'drop-1', dcp: 'GI', type: 'files', dir, stableMs: 100, ...overrides }),
+    config: filesInputSchema.parse({
+      id: 'drop-1',
+      dcp: 'GI',
+      type: 'files',
+      dir,
+      stableMs: 100,
+      ...overrides,
+    }),
     sink: intake,
     logger: log.logger,
     now: () => NOW.getTime(),
@@ -76,14 +98,22 @@ inputs: [{ id: drop-1, type: files, dir: ${dir}, dcp: GI }]
 
 /** Every row of the buffer's reads table as text (raw bytes, reason, origin). */
 function readsText(): string {
-  const rows = sqlOf(store!).prepare(`SELECT raw, reason, origin FROM reads`).all() as { raw: Buffer; reason: string | null; origin: string | null }[];
-  return rows.map((r) => `${r.raw.toString('latin1')}|${r.reason ?? ''}|${r.origin ?? ''}`).join('\n');
+  const rows = sqlOf(store!).prepare(`SELECT raw, reason, origin FROM reads`).all() as {
+    raw: Buffer;
+    reason: string | null;
+    origin: string | null;
+  }[];
+  return rows
+    .map((r) => `${r.raw.toString('latin1')}|${r.reason ?? ''}|${r.origin ?? ''}`)
+    .join('\n');
 }
 
 function rejectionsOf(file: string): { raw: Buffer; reason: string }[] {
-  return (sqlOf(store!).prepare(`SELECT raw, reason, origin FROM reads WHERE outcome = 'rejected'`).all() as { raw: Buffer; reason: string; origin: string }[]).filter(
-    (r) => (JSON.parse(r.origin) as { file: string }).file === file,
-  );
+  return (
+    sqlOf(store!)
+      .prepare(`SELECT raw, reason, origin FROM reads WHERE outcome = 'rejected'`)
+      .all() as { raw: Buffer; reason: string; origin: string }[]
+  ).filter((r) => (JSON.parse(r.origin) as { file: string }).file === file);
 }
 
 async function failedTexts(): Promise<string> {
@@ -94,7 +124,10 @@ async function failedTexts(): Promise<string> {
 
 function mkfifo(path: string): void {
   const result = spawnSync('mkfifo', [path]);
-  if (result.status !== 0) throw new Error(`mkfifo failed (it must be installed): ${result.stderr?.toString() ?? result.error?.message}`);
+  if (result.status !== 0)
+    throw new Error(
+      `mkfifo failed (it must be installed): ${result.stderr?.toString() ?? result.error?.message}`,
+    );
 }
 
 describe('only regular files are read', () => {
@@ -108,15 +141,24 @@ describe('only regular files are read', () => {
     const { input, logLines } = await startReal({ format: 'csv' });
     await symlink(secret, join(dir, 'while-running.csv'));
     await writeFile(join(dir, 'good.csv'), 'barcode\nGOOD-1\n');
-    await waitFor(() => existsSync(join(dir, 'failed', 'while-running.csv.error.txt')) && existsSync(join(dir, 'failed', 'at-start.csv.error.txt')), {
-      what: 'both links moved to failed/',
+    await waitFor(
+      () =>
+        existsSync(join(dir, 'failed', 'while-running.csv.error.txt')) &&
+        existsSync(join(dir, 'failed', 'at-start.csv.error.txt')),
+      {
+        what: 'both links moved to failed/',
+      },
+    );
+    await waitFor(() => existsSync(join(dir, 'processed', DAY, 'good.csv')), {
+      what: 'the good file behind them taken',
     });
-    await waitFor(() => existsSync(join(dir, 'processed', DAY, 'good.csv')), { what: 'the good file behind them taken' });
 
     for (const name of ['at-start.csv', 'while-running.csv']) {
       const [rejection, ...more] = rejectionsOf(name);
       expect(more).toEqual([]);
-      expect(rejection?.reason).toBe(`a symbolic link to ${secret}, not a regular file: only regular files dropped into the folder are read (nothing was read from it); drop the file itself`);
+      expect(rejection?.reason).toBe(
+        `a symbolic link to ${secret}, not a regular file: only regular files dropped into the folder are read (nothing was read from it); drop the file itself`,
+      );
       expect(rejection?.raw.length).toBe(0);
     }
     // The link itself was moved, its target left alone.
@@ -141,15 +183,38 @@ describe('only regular files are read', () => {
     // One more FIFO made while running, then an ordinary file: neither FIFO may hold it up.
     mkfifo(join(dir, 'pipe-2.txt'));
     await writeFile(join(dir, 'after.txt'), 'AFTER-1\nAFTER-2\n');
-    await waitFor(() => existsSync(join(dir, 'processed', DAY, 'after.txt')), { what: 'the ordinary file behind the FIFO taken', timeoutMs: 10_000 });
-    await waitFor(() => existsSync(join(dir, 'failed', 'pipe.txt.error.txt')), { what: 'the FIFO moved to failed/' });
-    await waitFor(() => existsSync(join(dir, 'failed', 'sock.txt.error.txt')), { what: 'the socket moved to failed/' });
-    expect(sqlOf(store!).prepare(`SELECT raw FROM reads WHERE outcome = 'scan' ORDER BY id`).pluck().all().map((r) => (r as Buffer).toString())).toEqual(['AFTER-1', 'AFTER-2']);
-    await waitFor(() => existsSync(join(dir, 'failed', 'pipe-2.txt.error.txt')), { what: 'the FIFO made while running moved to failed/' });
-    expect(rejectionsOf('pipe.txt').map((r) => r.reason)).toEqual([expect.stringMatching(/^a FIFO \(named pipe\), not a regular file/)]);
-    expect(rejectionsOf('pipe-2.txt').map((r) => r.reason)).toEqual([expect.stringMatching(/^a FIFO \(named pipe\), not a regular file/)]);
-    expect(rejectionsOf('sock.txt').map((r) => r.reason)).toEqual([expect.stringMatching(/^a socket, not a regular file/)]);
-    expect(await readFile(join(dir, 'failed', 'pipe.txt.error.txt'), 'utf8')).toContain('reason: a FIFO (named pipe), not a regular file');
+    await waitFor(() => existsSync(join(dir, 'processed', DAY, 'after.txt')), {
+      what: 'the ordinary file behind the FIFO taken',
+      timeoutMs: 10_000,
+    });
+    await waitFor(() => existsSync(join(dir, 'failed', 'pipe.txt.error.txt')), {
+      what: 'the FIFO moved to failed/',
+    });
+    await waitFor(() => existsSync(join(dir, 'failed', 'sock.txt.error.txt')), {
+      what: 'the socket moved to failed/',
+    });
+    expect(
+      sqlOf(store!)
+        .prepare(`SELECT raw FROM reads WHERE outcome = 'scan' ORDER BY id`)
+        .pluck()
+        .all()
+        .map((r) => (r as Buffer).toString()),
+    ).toEqual(['AFTER-1', 'AFTER-2']);
+    await waitFor(() => existsSync(join(dir, 'failed', 'pipe-2.txt.error.txt')), {
+      what: 'the FIFO made while running moved to failed/',
+    });
+    expect(rejectionsOf('pipe.txt').map((r) => r.reason)).toEqual([
+      expect.stringMatching(/^a FIFO \(named pipe\), not a regular file/),
+    ]);
+    expect(rejectionsOf('pipe-2.txt').map((r) => r.reason)).toEqual([
+      expect.stringMatching(/^a FIFO \(named pipe\), not a regular file/),
+    ]);
+    expect(rejectionsOf('sock.txt').map((r) => r.reason)).toEqual([
+      expect.stringMatching(/^a socket, not a regular file/),
+    ]);
+    expect(await readFile(join(dir, 'failed', 'pipe.txt.error.txt'), 'utf8')).toContain(
+      'reason: a FIFO (named pipe), not a regular file',
+    );
     expect(input.status().state).toBe('up');
   });
 
@@ -158,12 +223,22 @@ describe('only regular files are read', () => {
     const { input } = await startReal({ maxFileBytes: 1000 });
     await writeFile(join(dir, 'big.txt'), 'X'.repeat(1500) + '\n');
     await writeFile(join(dir, 'small.txt'), 'SMALL-1\n');
-    await waitFor(() => existsSync(join(dir, 'failed', 'big.txt.error.txt')), { what: 'the big file moved to failed/' });
-    await waitFor(() => existsSync(join(dir, 'processed', DAY, 'small.txt')), { what: 'the small file taken' });
+    await waitFor(() => existsSync(join(dir, 'failed', 'big.txt.error.txt')), {
+      what: 'the big file moved to failed/',
+    });
+    await waitFor(() => existsSync(join(dir, 'processed', DAY, 'small.txt')), {
+      what: 'the small file taken',
+    });
     const [rejection] = rejectionsOf('big.txt');
-    expect(rejection?.reason).toBe('file of 1501 bytes is larger than maxFileBytes (1000) of input drop-1; split it, or raise maxFileBytes');
-    expect(await readFile(join(dir, 'failed', 'big.txt.error.txt'), 'utf8')).toContain('reason: file of 1501 bytes is larger than maxFileBytes (1000)');
-    expect(sqlOf(store!).prepare(`SELECT count(*) FROM reads WHERE outcome = 'scan'`).pluck().get()).toBe(1);
+    expect(rejection?.reason).toBe(
+      'file of 1501 bytes is larger than maxFileBytes (1000) of input drop-1; split it, or raise maxFileBytes',
+    );
+    expect(await readFile(join(dir, 'failed', 'big.txt.error.txt'), 'utf8')).toContain(
+      'reason: file of 1501 bytes is larger than maxFileBytes (1000)',
+    );
+    expect(
+      sqlOf(store!).prepare(`SELECT count(*) FROM reads WHERE outcome = 'scan'`).pluck().get(),
+    ).toBe(1);
     expect(input.status().state).toBe('up');
   });
 });
@@ -176,10 +251,19 @@ describe('a CSV that is unreadable as a whole late in the file', () => {
     for (let i = 0; i < 5000; i++) rows.push(`ROW-${i}`);
     rows.push('"NEVER-CLOSED');
     await writeFile(join(dir, 'late.csv'), rows.join('\n') + '\n');
-    await waitFor(() => existsSync(join(dir, 'failed', 'late.csv.error.txt')), { what: 'late.csv moved to failed/', timeoutMs: 10_000 });
-    expect(sqlOf(store!).prepare(`SELECT count(*) FROM reads WHERE outcome <> 'rejected'`).pluck().get()).toBe(0);
-    expect(rejectionsOf('late.csv').map((r) => r.reason)).toEqual([expect.stringMatching(/^CSV cannot be parsed: Quote Not Closed/)]);
-    expect(await readFile(join(dir, 'failed', 'late.csv.error.txt'), 'utf8')).toContain('none of its rows were stored');
+    await waitFor(() => existsSync(join(dir, 'failed', 'late.csv.error.txt')), {
+      what: 'late.csv moved to failed/',
+      timeoutMs: 10_000,
+    });
+    expect(
+      sqlOf(store!).prepare(`SELECT count(*) FROM reads WHERE outcome <> 'rejected'`).pluck().get(),
+    ).toBe(0);
+    expect(rejectionsOf('late.csv').map((r) => r.reason)).toEqual([
+      expect.stringMatching(/^CSV cannot be parsed: Quote Not Closed/),
+    ]);
+    expect(await readFile(join(dir, 'failed', 'late.csv.error.txt'), 'utf8')).toContain(
+      'none of its rows were stored',
+    );
     expect(sqlOf(store!).prepare(`SELECT count(*) FROM file_progress`).pluck().get()).toBe(0);
     expect(input.status().state).toBe('up');
   });
@@ -218,11 +302,19 @@ inputs:
     for (let i = 0; i < ROWS; i += 10_000) {
       let block = '';
       for (let j = i; j < i + 10_000; j++) block += `R${String(j).padStart(7, '0')}\n`;
-      if (!out.write(block)) await new Promise<void>((resolve) => out.once('drain', () => resolve()));
+      if (!out.write(block))
+        await new Promise<void>((resolve) => out.once('drain', () => resolve()));
     }
-    await new Promise<void>((resolve, reject) => out.end((err?: Error | null) => (err ? reject(err) : resolve())));
+    await new Promise<void>((resolve, reject) =>
+      out.end((err?: Error | null) => (err ? reject(err) : resolve())),
+    );
     await rename(tmp, join(inbox, 'big.txt'));
-    const env = { SCAN_GATEWAY_CLIENT_SECRET: readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim() };
+    const env = {
+      SCAN_GATEWAY_CLIENT_SECRET: readFileSync(
+        join(PACKAGE_ROOT, 'config/demo-client-secret'),
+        'utf8',
+      ).trim(),
+    };
 
     gateway = await startGateway(config, env, root);
     const count = (): number => {
@@ -234,9 +326,15 @@ inputs:
         db.close();
       }
     };
-    await waitFor(() => count() >= ROWS / 4, { what: 'a quarter of the file committed', timeoutMs: 120_000, intervalMs: 100 });
+    await waitFor(() => count() >= ROWS / 4, {
+      what: 'a quarter of the file committed',
+      timeoutMs: 120_000,
+      intervalMs: 100,
+    });
     // The health status shows the file in progress.
-    const status = (await (await fetch(`${gateway.httpUrl}/api/v1/status`)).json()) as { inputs: { id: string; progress?: { file: string; rows: number } }[] };
+    const status = (await (await fetch(`${gateway.httpUrl}/api/v1/status`)).json()) as {
+      inputs: { id: string; progress?: { file: string; rows: number } }[];
+    };
     const progress = status.inputs.find((i) => i.id === 'inbox')?.progress;
     expect(progress?.file).toBe('big.txt');
     expect(progress?.rows).toBeGreaterThan(0);
@@ -248,22 +346,36 @@ inputs:
     expect(existsSync(join(inbox, 'big.txt'))).toBe(true);
 
     gateway = await startGateway(config, env, root);
-    await waitFor(() => existsSync(join(inbox, 'processed')) && !existsSync(join(inbox, 'big.txt')) && count() >= ROWS, {
-      what: 'the rest of the file committed and the file moved',
-      // 40-60 s on a quiet machine; a loaded one (CI beside other work) may take three times as long.
-      timeoutMs: 300_000,
-      intervalMs: 250,
-    });
+    await waitFor(
+      () =>
+        existsSync(join(inbox, 'processed')) &&
+        !existsSync(join(inbox, 'big.txt')) &&
+        count() >= ROWS,
+      {
+        what: 'the rest of the file committed and the file moved',
+        // 40-60 s on a quiet machine; a loaded one (CI beside other work) may take three times as long.
+        timeoutMs: 300_000,
+        intervalMs: 250,
+      },
+    );
     const db = new Database(dbFile, { readonly: true });
     try {
-      const row = db.prepare(`SELECT count(*) AS n, count(DISTINCT raw) AS distinctRaw, count(DISTINCT json_extract(origin, '$.line')) AS lines FROM reads`).get();
+      const row = db
+        .prepare(
+          `SELECT count(*) AS n, count(DISTINCT raw) AS distinctRaw, count(DISTINCT json_extract(origin, '$.line')) AS lines FROM reads`,
+        )
+        .get();
       expect(row).toEqual({ n: ROWS, distinctRaw: ROWS, lines: ROWS });
       expect(db.prepare(`SELECT count(*) FROM scans`).pluck().get()).toBe(ROWS);
       expect(db.prepare(`SELECT count(*) FROM file_progress`).pluck().get()).toBe(0);
-      expect(db.prepare(`SELECT name, items FROM files`).all()).toEqual([{ name: 'big.txt', items: ROWS }]);
+      expect(db.prepare(`SELECT name, items FROM files`).all()).toEqual([
+        { name: 'big.txt', items: ROWS },
+      ]);
     } finally {
       db.close();
     }
-    expect(gateway.output()).toMatch(/partly stored before a restart; going on after its last committed chunk/);
+    expect(gateway.output()).toMatch(
+      /partly stored before a restart; going on after its last committed chunk/,
+    );
   }, 480_000);
 });

@@ -1,5 +1,16 @@
 import { createHash } from 'node:crypto';
-import { copyFile, mkdtemp, open, readdir, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import {
+  copyFile,
+  mkdtemp,
+  open,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  stat,
+  utimes,
+  writeFile,
+} from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -22,7 +33,6 @@ const NOW = new Date(2026, 10, 18, 7, 0, 0);
 const DAY = '2026-11-18';
 const STABLE_MS = 300;
 
-
 let root: string;
 let dir: string;
 let sink: FakeSink;
@@ -40,10 +50,20 @@ afterEach(async () => {
 });
 
 function config(overrides: Partial<FilesInputConfig> = {}): FilesInputConfig {
-  return filesInputSchema.parse({ id: 'drop-1', dcp: 'GI', type: 'files', dir, stableMs: STABLE_MS, ...overrides });
+  return filesInputSchema.parse({
+    id: 'drop-1',
+    dcp: 'GI',
+    type: 'files',
+    dir,
+    stableMs: STABLE_MS,
+    ...overrides,
+  });
 }
 
-async function startInput(overrides: Partial<FilesInputConfig> = {}, retryBaseMs = 100): Promise<FilesInput> {
+async function startInput(
+  overrides: Partial<FilesInputConfig> = {},
+  retryBaseMs = 100,
+): Promise<FilesInput> {
   const input = new FilesInput({
     config: config(overrides),
     sink,
@@ -61,7 +81,8 @@ async function startInput(overrides: Partial<FilesInputConfig> = {}, retryBaseMs
 const processed = (name: string): string => join(dir, 'processed', DAY, name);
 
 /** SHA-256 (hex) of content, as the input puts it in each read's origin. */
-const sha = (content: string | Buffer): string => createHash('sha256').update(content).digest('hex');
+const sha = (content: string | Buffer): string =>
+  createHash('sha256').update(content).digest('hex');
 
 async function exists(path: string): Promise<boolean> {
   return stat(path).then(
@@ -79,7 +100,10 @@ describe('FilesInput (csv)', () => {
     expect(input.status()).toEqual({ id: 'drop-1', type: 'files', state: 'up', source: dir });
     await copyFile(SAMPLE_CSV, join(dir, 'goods-in-export.csv'));
 
-    await waitFor(async () => sink.commits.length === 1 && (await exists(processed('goods-in-export.csv'))), { what: 'sample ingested and moved' });
+    await waitFor(
+      async () => sink.commits.length === 1 && (await exists(processed('goods-in-export.csv'))),
+      { what: 'sample ingested and moved' },
+    );
     expect(sink.raws()).toEqual([
       ']C100095212345678901235400PO-4711',
       `]d2010952123454321310B2611-03${GS}21C2611030001234`,
@@ -96,8 +120,12 @@ describe('FilesInput (csv)', () => {
       '2026-11-18T06:59:30+01:00',
     ]);
     const sha256 = sha(await readFile(SAMPLE_CSV));
-    expect(reads.map((r) => r?.origin)).toEqual([2, 3, 4, 5, 6].map((line) => ({ file: 'goods-in-export.csv', line, sha256 })));
-    expect(reads.every((r) => r?.inputId === 'drop-1' && r.receivedAt.getTime() === NOW.getTime())).toBe(true);
+    expect(reads.map((r) => r?.origin)).toEqual(
+      [2, 3, 4, 5, 6].map((line) => ({ file: 'goods-in-export.csv', line, sha256 })),
+    );
+    expect(
+      reads.every((r) => r?.inputId === 'drop-1' && r.receivedAt.getTime() === NOW.getTime()),
+    ).toBe(true);
     expect(await readFile(processed('goods-in-export.csv'))).toEqual(await readFile(SAMPLE_CSV));
     expect(await exists(join(dir, 'goods-in-export.csv'))).toBe(false);
   });
@@ -106,8 +134,12 @@ describe('FilesInput (csv)', () => {
     await startInput({ format: 'csv' });
     await writeFile(join(dir, 'wrong.csv'), 'read_at,code\n2026-11-18T06:58:12+01:00,ABC\n');
 
-    await waitFor(() => exists(join(dir, 'failed', 'wrong.csv.error.txt')), { what: 'error file written' });
-    expect(await readFile(join(dir, 'failed', 'wrong.csv'), 'utf8')).toBe('read_at,code\n2026-11-18T06:58:12+01:00,ABC\n');
+    await waitFor(() => exists(join(dir, 'failed', 'wrong.csv.error.txt')), {
+      what: 'error file written',
+    });
+    expect(await readFile(join(dir, 'failed', 'wrong.csv'), 'utf8')).toBe(
+      'read_at,code\n2026-11-18T06:58:12+01:00,ABC\n',
+    );
     expect(await readFile(join(dir, 'failed', 'wrong.csv.error.txt'), 'utf8')).toContain(
       'reason: CSV header has no column "barcode" (barcodeColumn); header columns: "read_at", "code"',
     );
@@ -125,7 +157,12 @@ describe('FilesInput (csv)', () => {
     await writeFile(join(dir, 'gaps.csv'), content);
     await waitFor(() => exists(processed('gaps.csv')), { what: 'gaps.csv processed' });
     expect(sink.commits).toHaveLength(1);
-    expect((sink.commits[0] ?? []).map((i) => [i.kind, i.kind === 'read' ? i.read.origin : i.rejection.origin])).toEqual([
+    expect(
+      (sink.commits[0] ?? []).map((i) => [
+        i.kind,
+        i.kind === 'read' ? i.read.origin : i.rejection.origin,
+      ]),
+    ).toEqual([
       ['read', { file: 'gaps.csv', line: 2, sha256 }],
       ['rejection', { file: 'gaps.csv', line: 3, sha256 }],
       ['read', { file: 'gaps.csv', line: 4, sha256 }],
@@ -143,7 +180,9 @@ describe('FilesInput (csv)', () => {
     expect(await readdir(join(dir, 'failed'))).toEqual([]);
 
     sink.failing = false;
-    await waitFor(() => exists(processed('later.csv')), { what: 'later.csv processed after the sink recovered' });
+    await waitFor(() => exists(processed('later.csv')), {
+      what: 'later.csv processed after the sink recovered',
+    });
     await settle();
     expect(sink.commits).toHaveLength(1);
     expect(sink.raws()).toEqual(['A1', 'A2']);
@@ -153,12 +192,17 @@ describe('FilesInput (csv)', () => {
 describe('FilesInput (lines)', () => {
   it('ingests one barcode per line (CRLF and LF, blank lines skipped) with file and line', async () => {
     await startInput();
-    const content = Buffer.from(`]d2010952123454321310B2611-03${GS}21C1\r\n\r\nNOREAD\nX2\n`, 'latin1');
+    const content = Buffer.from(
+      `]d2010952123454321310B2611-03${GS}21C1\r\n\r\nNOREAD\nX2\n`,
+      'latin1',
+    );
     const sha256 = sha(content);
     await writeFile(join(dir, 'scans.txt'), content);
     await waitFor(() => exists(processed('scans.txt')), { what: 'scans.txt processed' });
     expect(sink.raws()).toEqual([`]d2010952123454321310B2611-03${GS}21C1`, 'NOREAD', 'X2']);
-    expect((sink.commits[0] ?? []).map((i) => (i.kind === 'read' ? i.read.origin : undefined))).toEqual([
+    expect(
+      (sink.commits[0] ?? []).map((i) => (i.kind === 'read' ? i.read.origin : undefined)),
+    ).toEqual([
       { file: 'scans.txt', line: 1, sha256 },
       { file: 'scans.txt', line: 3, sha256 },
       { file: 'scans.txt', line: 4, sha256 },
@@ -190,7 +234,13 @@ describe('FilesInput (lines)', () => {
     await writeFile(join(dir, '.hidden'), 'H1\n');
     await settle();
     expect(sink.commits).toEqual([]);
-    expect((await readdir(dir)).sort()).toEqual(['.hidden', 'failed', 'processed', 'upload.PART', 'upload.tmp']);
+    expect((await readdir(dir)).sort()).toEqual([
+      '.hidden',
+      'failed',
+      'processed',
+      'upload.PART',
+      'upload.tmp',
+    ]);
 
     await rename(join(dir, 'upload.tmp'), join(dir, 'upload.txt'));
     await waitFor(() => exists(processed('upload.txt')), { what: 'renamed file processed' });
@@ -201,14 +251,22 @@ describe('FilesInput (lines)', () => {
     await rm(dir, { recursive: true, force: true });
     await (await import('node:fs/promises')).mkdir(dir, { recursive: true });
     const t = Date.now() / 1000 - 3600;
-    for (const [name, age] of [['b.txt', 10], ['a.txt', 30], ['c.txt', 20]] as const) {
+    for (const [name, age] of [
+      ['b.txt', 10],
+      ['a.txt', 30],
+      ['c.txt', 20],
+    ] as const) {
       await writeFile(join(dir, name), `${name}\n`);
       await utimes(join(dir, name), t - age, t - age);
     }
     await startInput();
     await waitFor(() => sink.commits.length === 3, { what: 'three files ingested' });
-    expect(sink.commits.map((c) => c.map((i) => (i.kind === 'read' ? i.read.raw.toString() : '?')))).toEqual([['a.txt'], ['c.txt'], ['b.txt']]);
-    await waitFor(async () => (await readdir(join(dir, 'processed', DAY))).length === 3, { what: 'all three moved' });
+    expect(
+      sink.commits.map((c) => c.map((i) => (i.kind === 'read' ? i.read.raw.toString() : '?'))),
+    ).toEqual([['a.txt'], ['c.txt'], ['b.txt']]);
+    await waitFor(async () => (await readdir(join(dir, 'processed', DAY))).length === 3, {
+      what: 'all three moved',
+    });
   });
 
   it('keeps both files when the same name is dropped twice (numeric suffix in processed/)', async () => {
@@ -225,7 +283,10 @@ describe('FilesInput (lines)', () => {
   it('works with polling (network shares)', async () => {
     await startInput({ usePolling: true });
     await writeFile(join(dir, 'polled.txt'), 'P1\nP2\n');
-    await waitFor(() => exists(processed('polled.txt')), { what: 'polled file processed', timeoutMs: 10_000 });
+    await waitFor(() => exists(processed('polled.txt')), {
+      what: 'polled file processed',
+      timeoutMs: 10_000,
+    });
     expect(sink.raws()).toEqual(['P1', 'P2']);
   });
 
@@ -248,7 +309,9 @@ describe('FilesInput (lines)', () => {
     expect(input.status().lastError).toMatch(/EEXIST|ENOTDIR/);
 
     await rm(dir);
-    await waitFor(() => input.status().state === 'up', { what: 'input up after the folder became possible' });
+    await waitFor(() => input.status().state === 'up', {
+      what: 'input up after the folder became possible',
+    });
     await writeFile(join(dir, 'after.txt'), 'OK\n');
     await waitFor(() => exists(processed('after.txt')), { what: 'file processed after recovery' });
     expect(sink.raws()).toEqual(['OK']);
@@ -259,11 +322,16 @@ describe('FilesInput (folder lost)', () => {
   it('notices the folder being removed while running and recreates it', async () => {
     const input = await startInput({}, 50);
     await rm(dir, { recursive: true, force: true });
-    await waitFor(async () => input.status().state === 'up' && (await exists(join(dir, 'processed'))), {
-      what: 'folder recreated and input up',
-    });
+    await waitFor(
+      async () => input.status().state === 'up' && (await exists(join(dir, 'processed'))),
+      {
+        what: 'folder recreated and input up',
+      },
+    );
     await writeFile(join(dir, 'again.txt'), 'AGAIN\n');
-    await waitFor(() => exists(processed('again.txt')), { what: 'file processed in the recreated folder' });
+    await waitFor(() => exists(processed('again.txt')), {
+      what: 'file processed in the recreated folder',
+    });
     expect(sink.raws()).toEqual(['AGAIN']);
   });
 });
@@ -277,7 +345,9 @@ describe('FilesInput (large file)', () => {
     await handle.write('read_at,station,barcode,supplier,delivery_note\n');
     const block: string[] = [];
     for (let i = 0; i < rows; i++) {
-      block.push(`2026-11-18T06:58:12+01:00,GI-01,]d2010952123454321310B2611-03${GS}21C${String(i).padStart(10, '0')},SUP-0042,DN-88121\n`);
+      block.push(
+        `2026-11-18T06:58:12+01:00,GI-01,]d2010952123454321310B2611-03${GS}21C${String(i).padStart(10, '0')},SUP-0042,DN-88121\n`,
+      );
       if (block.length === 10_000) {
         await handle.write(block.join(''));
         block.length = 0;
@@ -288,14 +358,24 @@ describe('FilesInput (large file)', () => {
     await handle.close();
     expect((await stat(path)).size).toBeGreaterThan(50 * 1000 * 1000);
 
-    await waitFor(() => exists(processed('big.csv')), { what: 'big.csv processed', timeoutMs: 120_000, intervalMs: 200 });
+    await waitFor(() => exists(processed('big.csv')), {
+      what: 'big.csv processed',
+      timeoutMs: 120_000,
+      intervalMs: 200,
+    });
     expect(sink.commits).toHaveLength(Math.ceil(rows / 2000));
     expect(sink.commits.every((c) => c.length <= 2000)).toBe(true);
     const commit = sink.items;
     expect(commit).toHaveLength(rows);
     const last = commit[rows - 1];
-    expect(last?.kind === 'read' && last.read.raw.toString('latin1')).toBe(`]d2010952123454321310B2611-03${GS}21C${String(rows - 1).padStart(10, '0')}`);
-    expect(last?.kind === 'read' && last.read.origin).toEqual({ file: 'big.csv', line: rows + 1, sha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    expect(last?.kind === 'read' && last.read.raw.toString('latin1')).toBe(
+      `]d2010952123454321310B2611-03${GS}21C${String(rows - 1).padStart(10, '0')}`,
+    );
+    expect(last?.kind === 'read' && last.read.origin).toEqual({
+      file: 'big.csv',
+      line: rows + 1,
+      sha256: expect.stringMatching(/^[0-9a-f]{64}$/),
+    });
   }, 180_000);
 });
 
@@ -307,7 +387,9 @@ describe('FilesInput (same content twice)', () => {
     await writeFile(join(dir, 'again.txt'), 'DUP-1\nDUP-2\n');
     await waitFor(() => exists(processed('again.txt')), { what: 'second copy moved to processed' });
     await writeFile(join(dir, 'first.txt'), 'DUP-1\nDUP-2\n');
-    await waitFor(() => exists(processed('first-1.txt')), { what: 'third copy moved to processed' });
+    await waitFor(() => exists(processed('first-1.txt')), {
+      what: 'third copy moved to processed',
+    });
     // Stored once; each copy after it is counted as a rejection naming the first.
     expect(sink.texts()).toEqual([
       'DUP-1',
@@ -315,7 +397,9 @@ describe('FilesInput (same content twice)', () => {
       `<same content as first.txt stored at ${NOW.toISOString()}; not stored again|DUP-1\nDUP-2\n>`,
       `<same content as first.txt stored at ${NOW.toISOString()}; not stored again|DUP-1\nDUP-2\n>`,
     ]);
-    const ledger = JSON.parse(await readFile(join(dir, '.ingested.json'), 'utf8')) as { files: Record<string, { name: string }> };
+    const ledger = JSON.parse(await readFile(join(dir, '.ingested.json'), 'utf8')) as {
+      files: Record<string, { name: string }>;
+    };
     expect(ledger.files[sha('DUP-1\nDUP-2\n')]).toMatchObject({ name: 'first.txt' });
   });
 
@@ -329,7 +413,10 @@ describe('FilesInput (same content twice)', () => {
     await copyFile(processed('crash.txt'), join(dir, 'crash.txt'));
     await startInput();
     await waitFor(() => exists(processed('crash-1.txt')), { what: 'left-over file moved' });
-    expect(sink.texts()).toEqual(['C-1', `<same content as crash.txt stored at ${NOW.toISOString()}; not stored again|C-1\n>`]);
+    expect(sink.texts()).toEqual([
+      'C-1',
+      `<same content as crash.txt stored at ${NOW.toISOString()}; not stored again|C-1\n>`,
+    ]);
   });
 
   it('ingests the same content again when rememberFilesDays is 0', async () => {
@@ -344,30 +431,65 @@ describe('FilesInput (same content twice)', () => {
 
 describe('FilesInput (json formats, pause)', () => {
   it('takes ndjson reads with DCP, parents and attributes; a bad line becomes a rejection with its line', async () => {
-    await startInput({ format: 'ndjson', fields: { code: 'code', time: 'ts', dcp: 'station', parents: 'parent', attributes: 'attributes' } });
+    await startInput({
+      format: 'ndjson',
+      fields: {
+        code: 'code',
+        time: 'ts',
+        dcp: 'station',
+        parents: 'parent',
+        attributes: 'attributes',
+      },
+    });
     await writeFile(
       join(dir, 'reads.ndjson'),
-      ['{"code":"N-1","ts":"2026-11-18T07:00:00Z","station":"EOL-3","parent":"MOD-1","attributes":{"v":3.5}}', '{"code":', '', '{"ts":"x"}', '{"code":"N-2"}'].join('\n'),
+      [
+        '{"code":"N-1","ts":"2026-11-18T07:00:00Z","station":"EOL-3","parent":"MOD-1","attributes":{"v":3.5}}',
+        '{"code":',
+        '',
+        '{"ts":"x"}',
+        '{"code":"N-2"}',
+      ].join('\n'),
     );
     await waitFor(() => exists(processed('reads.ndjson')));
     const items = sink.commits[0] ?? [];
-    expect(items.map((i) => (i.kind === 'read' ? i.read.raw.toString() : `${i.rejection.origin?.['line']}:${i.rejection.reason}`))).toEqual([
+    expect(
+      items.map((i) =>
+        i.kind === 'read'
+          ? i.read.raw.toString()
+          : `${i.rejection.origin?.['line']}:${i.rejection.reason}`,
+      ),
+    ).toEqual([
       'N-1',
       expect.stringMatching(/^2:line is not JSON/),
       '4:field "code" is missing',
       'N-2',
     ]);
-    expect(items[0]).toMatchObject({ read: { sourceTime: '2026-11-18T07:00:00Z', dcpKey: 'EOL-3', parents: ['MOD-1'], attributes: { v: '3.5' } } });
+    expect(items[0]).toMatchObject({
+      read: {
+        sourceTime: '2026-11-18T07:00:00Z',
+        dcpKey: 'EOL-3',
+        parents: ['MOD-1'],
+        attributes: { v: '3.5' },
+      },
+    });
   });
 
   it('takes a json array of reads, and moves a file that is not a JSON array to failed/', async () => {
     await startInput({ format: 'json' });
-    await writeFile(join(dir, 'reads.json'), JSON.stringify([{ code: 'J-1' }, { code: 42 }, { code: 'J-2', dcp: 'GI-02' }]));
+    await writeFile(
+      join(dir, 'reads.json'),
+      JSON.stringify([{ code: 'J-1' }, { code: 42 }, { code: 'J-2', dcp: 'GI-02' }]),
+    );
     await waitFor(() => exists(processed('reads.json')));
-    expect(sink.commits[0]?.map((i) => (i.kind === 'read' ? i.read.raw.toString() : i.rejection.reason))).toEqual(['J-1', 'field "code" must be text, got number 42', 'J-2']);
+    expect(
+      sink.commits[0]?.map((i) => (i.kind === 'read' ? i.read.raw.toString() : i.rejection.reason)),
+    ).toEqual(['J-1', 'field "code" must be text, got number 42', 'J-2']);
     await writeFile(join(dir, 'object.json'), '{"code":"J-3"}');
     await waitFor(() => exists(join(dir, 'failed', 'object.json.error.txt')));
-    expect(await readFile(join(dir, 'failed', 'object.json.error.txt'), 'utf8')).toMatch(/must hold an array of reads/);
+    expect(await readFile(join(dir, 'failed', 'object.json.error.txt'), 'utf8')).toMatch(
+      /must hold an array of reads/,
+    );
   });
 
   it('leaves new files in the folder while paused and takes them on resume', async () => {
@@ -393,26 +515,45 @@ dcps: [{ key: GI, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-1 }]
 inputs: [{ id: drop-1, type: files, dir: ${dir}, dcp: GI }]
 `;
     const store = BufferStore.openAt(join(root, 'buffer.db'));
-    const intake = new Intake({ store, mapping: mappingContext(parseConfigText(yaml, 'test.yaml')), logger: silentLogger() });
+    const intake = new Intake({
+      store,
+      mapping: mappingContext(parseConfigText(yaml, 'test.yaml')),
+      logger: silentLogger(),
+    });
     intake.open();
-    const input = new FilesInput({ config: config({ format: 'csv', timeColumn: 'read_at' }), sink: intake, logger: silentLogger(), now: () => NOW.getTime() });
+    const input = new FilesInput({
+      config: config({ format: 'csv', timeColumn: 'read_at' }),
+      sink: intake,
+      logger: silentLogger(),
+      now: () => NOW.getTime(),
+    });
     inputs.push(input);
     await input.start();
     const bad = new Set([10, 500, 999]);
     const lines = ['read_at,barcode'];
-    for (let i = 0; i < 1000; i++) lines.push(bad.has(i) ? '2026-11-18T07:00:00+01:00,' : `2026-11-18T07:00:00+01:00,CELL-${String(i).padStart(4, '0')}`);
+    for (let i = 0; i < 1000; i++)
+      lines.push(
+        bad.has(i)
+          ? '2026-11-18T07:00:00+01:00,'
+          : `2026-11-18T07:00:00+01:00,CELL-${String(i).padStart(4, '0')}`,
+      );
     await writeFile(join(dir, 'thousand.csv'), lines.join('\r\n') + '\r\n');
     try {
       await waitFor(() => exists(processed('thousand.csv')), { what: 'thousand.csv processed' });
-      const counts = sqlOf(store).prepare(`SELECT outcome, count(*) AS n FROM reads GROUP BY outcome ORDER BY outcome`).all();
+      const counts = sqlOf(store)
+        .prepare(`SELECT outcome, count(*) AS n FROM reads GROUP BY outcome ORDER BY outcome`)
+        .all();
       expect(counts).toEqual([
         { outcome: 'rejected', n: 3 },
         { outcome: 'scan', n: 997 },
       ]);
       expect(sqlOf(store).prepare('SELECT count(*) FROM scans').pluck().get()).toBe(997);
-      const origins = (sqlOf(store).prepare(`SELECT origin FROM reads WHERE outcome = 'rejected' ORDER BY id`).pluck().all() as string[]).map(
-        (o) => JSON.parse(o) as { file: string; line: number },
-      );
+      const origins = (
+        sqlOf(store)
+          .prepare(`SELECT origin FROM reads WHERE outcome = 'rejected' ORDER BY id`)
+          .pluck()
+          .all() as string[]
+      ).map((o) => JSON.parse(o) as { file: string; line: number });
       expect(origins.map((o) => [o.file, o.line])).toEqual([
         ['thousand.csv', 12],
         ['thousand.csv', 502],
@@ -433,11 +574,21 @@ dcps: [{ key: GI, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-1 }]
 inputs: [{ id: drop-1, type: files, dir: ${dir}, dcp: GI }]
 `;
     const store = BufferStore.openAt(join(root, 'buffer.db'));
-    const intake = new Intake({ store, mapping: mappingContext(parseConfigText(yaml, 'test.yaml')), logger: silentLogger() });
+    const intake = new Intake({
+      store,
+      mapping: mappingContext(parseConfigText(yaml, 'test.yaml')),
+      logger: silentLogger(),
+    });
     intake.open();
-    const reads = (): number => sqlOf(store).prepare('SELECT count(*) FROM reads').pluck().get() as number;
+    const reads = (): number =>
+      sqlOf(store).prepare('SELECT count(*) FROM reads').pluck().get() as number;
     try {
-      const first = new FilesInput({ config: config(), sink: intake, logger: silentLogger(), now: () => NOW.getTime() });
+      const first = new FilesInput({
+        config: config(),
+        sink: intake,
+        logger: silentLogger(),
+        now: () => NOW.getTime(),
+      });
       inputs.push(first);
       await first.start();
       await writeFile(join(dir, 'w.txt'), 'W-1\nW-2\n');
@@ -449,7 +600,12 @@ inputs: [{ id: drop-1, type: files, dir: ${dir}, dcp: GI }]
       // back in the folder and no ledger knows it. The buffer's record of the hash does.
       await rm(join(dir, '.ingested.json'));
       await copyFile(processed('w.txt'), join(dir, 'w.txt'));
-      const second = new FilesInput({ config: config(), sink: intake, logger: silentLogger(), now: () => NOW.getTime() });
+      const second = new FilesInput({
+        config: config(),
+        sink: intake,
+        logger: silentLogger(),
+        now: () => NOW.getTime(),
+      });
       inputs.push(second);
       await second.start();
       await waitFor(() => exists(processed('w-1.txt')), { what: 'left-over file moved' });

@@ -37,7 +37,10 @@ inputs:
 }
 
 async function startApp(dir: string, sandbox: RunningSandbox, adminToken?: string): Promise<App> {
-  const loaded = loadConfig(configFile(dir, sandbox.url), { baseDir: dir, env: { SCAN_GATEWAY_CLIENT_SECRET: SECRET } });
+  const loaded = loadConfig(configFile(dir, sandbox.url), {
+    baseDir: dir,
+    env: { SCAN_GATEWAY_CLIENT_SECRET: SECRET },
+  });
   const app = buildApp(loaded, { logger: silentLogger(), ...(adminToken ? { adminToken } : {}) });
   await app.start();
   return app;
@@ -47,12 +50,25 @@ const get = async (app: App, path: string) => fetch(`${app.httpUrl}${path}`);
 const admin = (app: App, action: string, token?: string, body?: unknown) =>
   fetch(`${app.httpUrl}/api/v1/admin/${action}`, {
     method: 'POST',
-    headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body ? { 'content-type': 'application/json' } : {}) },
+    headers: {
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+      ...(body ? { 'content-type': 'application/json' } : {}),
+    },
     ...(body ? { body: JSON.stringify(body) } : {}),
   });
-const statusOf = async (app: App) => (await (await get(app, '/api/v1/status')).json()) as GatewayStatus;
-const sample = (f: Map<string, Family>, family: string, name: string, labels: Record<string, string>) =>
-  f.get(family)?.samples.find((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))?.value;
+const statusOf = async (app: App) =>
+  (await (await get(app, '/api/v1/status')).json()) as GatewayStatus;
+const sample = (
+  f: Map<string, Family>,
+  family: string,
+  name: string,
+  labels: Record<string, string>,
+) =>
+  f
+    .get(family)
+    ?.samples.find(
+      (s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v),
+    )?.value;
 
 describe('health server of a running gateway', () => {
   let sandbox: RunningSandbox;
@@ -65,10 +81,18 @@ describe('health server of a running gateway', () => {
     app = await startApp(dir, sandbox, TOKEN);
     writeFileSync(join(dir, 'goods-in', 'a.txt'), 'CELL-0001\nCELL-0002\nCELL-0003\n');
     writeFileSync(join(dir, 'unknown-dcp', 'b.txt'), `PACK-<b>9</b>${GS}21X\n`);
-    await waitFor(async () => {
-      const s = await statusOf(app);
-      return s.batches.length > 0 && s.batches.every((b) => b.state === 'done') && s.buffer.undeliveredScans === 0 && (s.buffer.scans.delivered ?? 0) === 3;
-    }, { timeoutMs: 20_000 });
+    await waitFor(
+      async () => {
+        const s = await statusOf(app);
+        return (
+          s.batches.length > 0 &&
+          s.batches.every((b) => b.state === 'done') &&
+          s.buffer.undeliveredScans === 0 &&
+          (s.buffer.scans.delivered ?? 0) === 3
+        );
+      },
+      { timeoutMs: 20_000 },
+    );
   });
   afterAll(async () => {
     await app?.stop();
@@ -79,7 +103,8 @@ describe('health server of a running gateway', () => {
     const res = await get(app, '/healthz');
     expect(res.status).toBe(200);
     // The service refused one scan (Invalid DCP) within the hour: a dead letter degrades health.
-    const refused = 'The service refused 1 scan in the last 60 minutes; they are kept and can be replayed once the cause is fixed.';
+    const refused =
+      'The service refused 1 scan in the last 60 minutes; they are kept and can be replayed once the cause is fixed.';
     expect(await res.json()).toEqual({
       status: 'degraded',
       reasons: [refused],
@@ -111,44 +136,109 @@ describe('health server of a running gateway', () => {
 
   it('GET /api/v1/status has everything the page shows', async () => {
     const s = await statusOf(app);
-    expect(s).toMatchObject({ state: 'degraded', phase: 'running', site: { id: 'health-test', timezone: 'Europe/Berlin' }, admin: { enabled: true, actions: ['retry', 'pause', 'resume', 'replay'] } });
+    expect(s).toMatchObject({
+      state: 'degraded',
+      phase: 'running',
+      site: { id: 'health-test', timezone: 'Europe/Berlin' },
+      admin: { enabled: true, actions: ['retry', 'pause', 'resume', 'replay'] },
+    });
     expect(s.healthProblems).toEqual([
-      { code: 'SCANGW_H_SCANS_FAILED', severity: 'degraded', sentence: expect.stringMatching(/^The service refused 1 scan /), hint: expect.stringContaining('scan-gateway replay') },
+      {
+        code: 'SCANGW_H_SCANS_FAILED',
+        severity: 'degraded',
+        sentence: expect.stringMatching(/^The service refused 1 scan /),
+        hint: expect.stringContaining('scan-gateway replay'),
+      },
     ]);
-    expect(s.recent).toEqual({ windowMs: 3_600_000, reads: 4, rejections: 0, filesRefused: 0, failedScans: 1 });
+    expect(s.recent).toEqual({
+      windowMs: 3_600_000,
+      reads: 4,
+      rejections: 0,
+      filesRefused: 0,
+      failedScans: 1,
+    });
     // One time format: every instant of the status is ISO 8601 UTC; no Date objects, no ms numbers.
     const instants: string[] = [];
     JSON.stringify(s, (key, value: unknown) => {
-      if (/(At|Time)$/.test(key) && value !== null && value !== undefined) instants.push(`${key}=${String(value)}`);
+      if (/(At|Time)$/.test(key) && value !== null && value !== undefined)
+        instants.push(`${key}=${String(value)}`);
       return value;
     });
     expect(instants.length).toBeGreaterThan(5);
     for (const i of instants) expect(i).toMatch(/=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/);
     expect(Date.parse(s.generatedAt!)).not.toBeNaN();
-    expect(s.inputs.find((i) => i.id === 'goods-in')!.counters).toMatchObject({ reads: 3, scans: 3, lastReadAt: expect.any(String) });
+    expect(s.inputs.find((i) => i.id === 'goods-in')!.counters).toMatchObject({
+      reads: 3,
+      scans: 3,
+      lastReadAt: expect.any(String),
+    });
     expect(s.buffer.fileBytes).toBeGreaterThan(0);
     expect(s.delivery).toMatchObject({ circuit: 'closed', paused: false, token: { refreshes: 1 } });
-    expect(s.batches.map((b) => b.upstreamState).sort()).toEqual(['HasFailures', 'Success'].slice(0, s.batches.length).sort());
+    expect(s.batches.map((b) => b.upstreamState).sort()).toEqual(
+      ['HasFailures', 'Success'].slice(0, s.batches.length).sort(),
+    );
     const failed = s.problems.find((p) => p.kind === 'failed')!;
-    expect(failed).toMatchObject({ inputId: 'unknown-dcp', reason: 'Invalid DCP', raw: 'PACK-<b>9</b><GS>21X' });
+    expect(failed).toMatchObject({
+      inputId: 'unknown-dcp',
+      reason: 'Invalid DCP',
+      raw: 'PACK-<b>9</b><GS>21X',
+    });
   });
 
   it('GET /metrics parses and carries the series', async () => {
     const res = await get(app, '/metrics');
     expect(res.headers.get('content-type')).toContain('text/plain');
     const f = parsePrometheusText(await res.text());
-    expect(sample(f, 'scan_gateway_reads_total', 'scan_gateway_reads_total', { input: 'goods-in', outcome: 'scan' })).toBe(3);
-    expect(sample(f, 'scan_gateway_batches', 'scan_gateway_batches', { mode: 'direct', state: 'HasFailures' })).toBeGreaterThanOrEqual(0);
-    const finished = f.get('scan_gateway_batches')!.samples.filter((x) => ['Success', 'HasFailures'].includes(x.labels.state!)).reduce((a, x) => a + x.value, 0);
+    expect(
+      sample(f, 'scan_gateway_reads_total', 'scan_gateway_reads_total', {
+        input: 'goods-in',
+        outcome: 'scan',
+      }),
+    ).toBe(3);
+    expect(
+      sample(f, 'scan_gateway_batches', 'scan_gateway_batches', {
+        mode: 'direct',
+        state: 'HasFailures',
+      }),
+    ).toBeGreaterThanOrEqual(0);
+    const finished = f
+      .get('scan_gateway_batches')!
+      .samples.filter((x) => ['Success', 'HasFailures'].includes(x.labels.state!))
+      .reduce((a, x) => a + x.value, 0);
     expect(finished).toBeGreaterThanOrEqual(1);
-    expect(sample(f, 'scan_gateway_upload_duration_seconds', 'scan_gateway_upload_duration_seconds_count', { mode: 'direct', outcome: 'ok' })).toBeGreaterThanOrEqual(1);
-    expect(sample(f, 'scan_gateway_token_refreshes_total', 'scan_gateway_token_refreshes_total', {})).toBe(1);
+    expect(
+      sample(
+        f,
+        'scan_gateway_upload_duration_seconds',
+        'scan_gateway_upload_duration_seconds_count',
+        { mode: 'direct', outcome: 'ok' },
+      ),
+    ).toBeGreaterThanOrEqual(1);
+    expect(
+      sample(f, 'scan_gateway_token_refreshes_total', 'scan_gateway_token_refreshes_total', {}),
+    ).toBe(1);
     expect(sample(f, 'scan_gateway_pending_scans', 'scan_gateway_pending_scans', {})).toBe(0);
-    expect(sample(f, 'scan_gateway_delivery_circuit_state', 'scan_gateway_delivery_circuit_state', { state: 'closed' })).toBe(1);
-    expect(sample(f, 'process_resident_memory_bytes', 'process_resident_memory_bytes', {})).toBeGreaterThan(0);
-    const lastUpload = sample(f, 'scan_gateway_last_upload_success_timestamp_seconds', 'scan_gateway_last_upload_success_timestamp_seconds', {})!;
+    expect(
+      sample(f, 'scan_gateway_delivery_circuit_state', 'scan_gateway_delivery_circuit_state', {
+        state: 'closed',
+      }),
+    ).toBe(1);
+    expect(
+      sample(f, 'process_resident_memory_bytes', 'process_resident_memory_bytes', {}),
+    ).toBeGreaterThan(0);
+    const lastUpload = sample(
+      f,
+      'scan_gateway_last_upload_success_timestamp_seconds',
+      'scan_gateway_last_upload_success_timestamp_seconds',
+      {},
+    )!;
     expect(lastUpload * 1000).toBe(Date.parse((await statusOf(app)).delivery.lastSuccessAt!));
-    expect(sample(f, 'scan_gateway_health_problems', 'scan_gateway_health_problems', { code: 'SCANGW_H_SCANS_FAILED', severity: 'degraded' })).toBe(1);
+    expect(
+      sample(f, 'scan_gateway_health_problems', 'scan_gateway_health_problems', {
+        code: 'SCANGW_H_SCANS_FAILED',
+        severity: 'degraded',
+      }),
+    ).toBe(1);
   });
 
   it('GET / serves the page with its CSP, the failure reason and the raw read escaped', async () => {
@@ -180,28 +270,50 @@ describe('health server of a running gateway', () => {
     expect(await paused.json()).toMatchObject({ ok: true, action: 'pause' });
     expect((await statusOf(app)).delivery.paused).toBe(true);
     writeFileSync(join(dir, 'goods-in', 'c.txt'), 'CELL-0004\n');
-    await waitFor(async () => (await statusOf(app)).buffer.pendingScans === 1, { timeoutMs: 10_000 });
+    await waitFor(async () => (await statusOf(app)).buffer.pendingScans === 1, {
+      timeoutMs: 10_000,
+    });
     // Well past the batch delay: still pending, nothing uploaded while paused.
     await new Promise((r) => setTimeout(r, 1000));
     expect((await statusOf(app)).buffer.pendingScans).toBe(1);
     const resumed = await admin(app, 'resume', TOKEN);
     expect(resumed.status).toBe(200);
     const retry = await admin(app, 'retry', TOKEN);
-    expect(await retry.json()).toMatchObject({ ok: true, action: 'retry', batches: expect.any(Number) });
-    await waitFor(async () => (await statusOf(app)).buffer.scans.delivered === 4, { timeoutMs: 10_000 });
+    expect(await retry.json()).toMatchObject({
+      ok: true,
+      action: 'retry',
+      batches: expect.any(Number),
+    });
+    await waitFor(async () => (await statusOf(app)).buffer.scans.delivered === 4, {
+      timeoutMs: 10_000,
+    });
   });
 
   it('replay maps the dead letters again and queues them', async () => {
     expect((await admin(app, 'replay', TOKEN, { reason: 42 })).status).toBe(400);
     const res = await admin(app, 'replay', TOKEN, { reason: 'Invalid DCP' });
     expect(res.status).toBe(200);
-    expect(await res.json()).toMatchObject({ ok: true, action: 'replay', selected: 1, queued: 1, notQueued: 0 });
+    expect(await res.json()).toMatchObject({
+      ok: true,
+      action: 'replay',
+      selected: 1,
+      queued: 1,
+      notQueued: 0,
+    });
     // The sandbox still does not know XX-99: the replayed scan fails again, with its reason.
     // The sandbox still does not know XX-99: the replayed scan goes out in a new batch and fails again, with its reason.
-    await waitFor(async () => {
-      const s = await statusOf(app);
-      return s.buffer.scans.replayed === 1 && s.buffer.scans.failed === 1 && s.batches[0]!.upstreamState === 'Failed' && s.batches[0]!.scanCount === 1;
-    }, { timeoutMs: 10_000 });
+    await waitFor(
+      async () => {
+        const s = await statusOf(app);
+        return (
+          s.buffer.scans.replayed === 1 &&
+          s.buffer.scans.failed === 1 &&
+          s.batches[0]!.upstreamState === 'Failed' &&
+          s.batches[0]!.scanCount === 1
+        );
+      },
+      { timeoutMs: 10_000 },
+    );
   });
 });
 
@@ -217,7 +329,9 @@ describe('health server without an admin token', () => {
       expect(await (await get(app, '/')).text()).not.toContain('data-action="');
       const res = await admin(app, 'pause', TOKEN);
       expect(res.status).toBe(403);
-      expect(((await res.json()) as { error: string }).error).toContain('no admin token is configured');
+      expect(((await res.json()) as { error: string }).error).toContain(
+        'no admin token is configured',
+      );
     } finally {
       await app.stop();
       await sandbox.close();
@@ -230,8 +344,22 @@ describe('readiness and listen address', () => {
   it('is not ready while starting, stopping or down', () => {
     expect(readiness({ ...base, phase: 'starting' })).toEqual({ ready: false, reason: 'starting' });
     expect(readiness({ ...base, phase: 'stopping' })).toEqual({ ready: false, reason: 'stopping' });
-    expect(readiness({ ...base, phase: 'running', state: 'down', reasons: ['buffer commit failing: SQLITE_FULL'] })).toEqual({ ready: false, reason: 'buffer commit failing: SQLITE_FULL' });
-    expect(readiness({ ...base, phase: 'running', state: 'degraded', reasons: ['upstream unreachable'] })).toEqual({ ready: true });
+    expect(
+      readiness({
+        ...base,
+        phase: 'running',
+        state: 'down',
+        reasons: ['buffer commit failing: SQLITE_FULL'],
+      }),
+    ).toEqual({ ready: false, reason: 'buffer commit failing: SQLITE_FULL' });
+    expect(
+      readiness({
+        ...base,
+        phase: 'running',
+        state: 'degraded',
+        reasons: ['upstream unreachable'],
+      }),
+    ).toEqual({ ready: true });
   });
 
   it('listens on loopback unless told otherwise', () => {

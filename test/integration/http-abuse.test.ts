@@ -39,9 +39,25 @@ function status(): GatewayStatus {
     startedAt: '2026-11-24T05:00:00.000Z',
     uptimeSec: 3600,
     config: { file: '/etc/scan-gateway/config.yaml', loadedAt: '2026-11-24T05:00:00.000Z' },
-    buffer: { path: '/tmp/b.db', pendingScans: 0, undeliveredScans: 0, oldestPendingAgeMs: null, scans: {}, fileBytes: 0 },
+    buffer: {
+      path: '/tmp/b.db',
+      pendingScans: 0,
+      undeliveredScans: 0,
+      oldestPendingAgeMs: null,
+      scans: {},
+      fileBytes: 0,
+    },
     delivery: { mode: 'direct', circuit: 'closed', paused: false, consecutiveFailures: 0 },
-    inputs: [{ id: 'mes', type: 'http', state: 'up', source: 'POST /api/v1/reads', lastError: 'broker.plant.local refused', counters: { reads: 0, scans: 0, noReads: 0, rejections: 0, duplicates: 0, bytes: 0 } }],
+    inputs: [
+      {
+        id: 'mes',
+        type: 'http',
+        state: 'up',
+        source: 'POST /api/v1/reads',
+        lastError: 'broker.plant.local refused',
+        counters: { reads: 0, scans: 0, noReads: 0, rejections: 0, duplicates: 0, bytes: 0 },
+      },
+    ],
     batches: [],
     problems: [],
   } as unknown as GatewayStatus;
@@ -65,14 +81,28 @@ interface Started {
   metrics: GatewayMetrics;
 }
 
-async function startServer(options: { limits?: Partial<HttpLimitsConfig>; readToken?: string; allowedHosts?: string[]; intervalMs?: number } = {}): Promise<Started> {
+async function startServer(
+  options: {
+    limits?: Partial<HttpLimitsConfig>;
+    readToken?: string;
+    allowedHosts?: string[];
+    intervalMs?: number;
+  } = {},
+): Promise<Started> {
   const log = memoryLogger('info');
   const metrics = new GatewayMetrics({ status: () => undefined, batchCounts: () => [] });
   const app = buildHealthServer({
     logger: log.logger,
     status,
     metrics,
-    admin: { token: ADMIN, actions: { retry: () => ({ message: 'ok' }), pause: () => ({ message: 'ok' }), resume: () => ({ message: 'ok' }) } },
+    admin: {
+      token: ADMIN,
+      actions: {
+        retry: () => ({ message: 'ok' }),
+        pause: () => ({ message: 'ok' }),
+        resume: () => ({ message: 'ok' }),
+      },
+    },
     limits: { ...DEFAULT_HTTP_LIMITS, ...options.limits },
     listenHost: '127.0.0.1',
     allowedHosts: options.allowedHosts ?? [],
@@ -80,7 +110,9 @@ async function startServer(options: { limits?: Partial<HttpLimitsConfig>; readTo
     refusalLogIntervalMs: options.intervalMs ?? 10_000,
   });
   await registerIngestRoutes(app, {
-    sink: { submit: async (items) => ({ outcomes: items.map(() => ({ outcome: 'scan' as const })) }) },
+    sink: {
+      submit: async (items) => ({ outcomes: items.map(() => ({ outcome: 'scan' as const })) }),
+    },
     inputId: 'mes',
     tokens: [INGEST],
     maxBodyBytes: 4096,
@@ -95,10 +127,25 @@ async function startServer(options: { limits?: Partial<HttpLimitsConfig>; readTo
 }
 
 /** One request by node:http (fetch would not let a test choose the Host header). */
-function call(port: number, path: string, options: { method?: string; host?: string; headers?: Record<string, string>; body?: string } = {}) {
-  return new Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }>((resolve, reject) => {
+function call(
+  port: number,
+  path: string,
+  options: { method?: string; host?: string; headers?: Record<string, string>; body?: string } = {},
+) {
+  return new Promise<{
+    status: number;
+    headers: Record<string, string | string[] | undefined>;
+    body: string;
+  }>((resolve, reject) => {
     const req = request(
-      { host: '127.0.0.1', port, path, method: options.method ?? 'GET', agent: false, headers: { host: options.host ?? `127.0.0.1:${port}`, ...options.headers } },
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        method: options.method ?? 'GET',
+        agent: false,
+        headers: { host: options.host ?? `127.0.0.1:${port}`, ...options.headers },
+      },
       (res) => {
         let body = '';
         res.setEncoding('utf8');
@@ -130,7 +177,14 @@ describe('timeouts and the connection cap', () => {
     const headersTimeoutMs = 1000;
     // The share per address would shed the idle ones at once (listener-fairness.test.ts): raised
     // to the cap, so what closes them here is the header timeout.
-    const { port } = await startServer({ limits: { headersTimeoutMs, requestTimeoutMs: 2000, maxConnections: 256, maxConnectionsPerClient: 256 } });
+    const { port } = await startServer({
+      limits: {
+        headersTimeoutMs,
+        requestTimeoutMs: 2000,
+        maxConnections: 256,
+        maxConnectionsPerClient: 256,
+      },
+    });
     const opened = Date.now();
     const half = await Promise.all(
       Array.from({ length: 200 }, async (_, i) => {
@@ -143,7 +197,10 @@ describe('timeouts and the connection cap', () => {
     const answer = await call(port, '/healthz');
     expect(answer.status).toBe(200);
     expect(half.filter((s) => s.closedAt !== undefined)).toHaveLength(0);
-    await waitFor(() => half.every((s) => s.closedAt !== undefined), { timeoutMs: 5000, what: 'every half-open connection closed' });
+    await waitFor(() => half.every((s) => s.closedAt !== undefined), {
+      timeoutMs: 5000,
+      what: 'every half-open connection closed',
+    });
     const last = Math.max(...half.map((s) => s.closedAt ?? Infinity)) - opened;
     // The header timeout plus node's check interval (a quarter of it) and some scheduling slack.
     expect(last).toBeLessThan(headersTimeoutMs * 1.25 + 750);
@@ -153,29 +210,56 @@ describe('timeouts and the connection cap', () => {
   });
 
   it('closes connections past the cap at once, logs it rate-limited and counts it', async () => {
-    const { port, log } = await startServer({ limits: { maxConnections: 5, headersTimeoutMs: 10_000 } });
+    const { port, log } = await startServer({
+      limits: { maxConnections: 5, headersTimeoutMs: 10_000 },
+    });
     const held = await Promise.all(Array.from({ length: 5 }, () => rawSocket(port)));
     const extra = await Promise.all(Array.from({ length: 3 }, () => rawSocket(port)));
-    await waitFor(() => extra.every((s) => s.closedAt !== undefined), { timeoutMs: 2000, what: 'the connections past the cap closed' });
+    await waitFor(() => extra.every((s) => s.closedAt !== undefined), {
+      timeoutMs: 2000,
+      what: 'the connections past the cap closed',
+    });
     extra.forEach((s) => expect(s.received).toBe(''));
     expect(held.every((s) => s.closedAt === undefined)).toBe(true);
-    const lines = log.parsed().filter((l) => l.msg.startsWith('connection refused: the connection cap is reached'));
+    const lines = log
+      .parsed()
+      .filter((l) => l.msg.startsWith('connection refused: the connection cap is reached'));
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({ remote: '127.0.0.1', maxConnections: 5, refused: 1 });
     for (const s of held) s.destroy();
-    const open = () => new Promise<number>((resolve, reject) => server!.server.getConnections((err, n) => (err ? reject(err) : resolve(n))));
-    await waitFor(async () => (await open()) === 0, { timeoutMs: 2000, what: 'the held connections closed' });
+    const open = () =>
+      new Promise<number>((resolve, reject) =>
+        server!.server.getConnections((err, n) => (err ? reject(err) : resolve(n))),
+      );
+    await waitFor(async () => (await open()) === 0, {
+      timeoutMs: 2000,
+      what: 'the held connections closed',
+    });
     const text = (await call(port, '/metrics')).body;
     expect(text).toContain('scan_gateway_http_refused_total{reason="connection_cap"} 3');
   });
 
   it('applies the same bounds to the sandbox', async () => {
-    sandbox = await startSandbox({ port: 0, limits: { ...DEFAULT_HTTP_LIMITS, headersTimeoutMs: 500, requestTimeoutMs: 1000, maxConnections: 3 } });
+    sandbox = await startSandbox({
+      port: 0,
+      limits: {
+        ...DEFAULT_HTTP_LIMITS,
+        headersTimeoutMs: 500,
+        requestTimeoutMs: 1000,
+        maxConnections: 3,
+      },
+    });
     const port = Number(new URL(sandbox.url).port);
     const held = await Promise.all(Array.from({ length: 3 }, () => rawSocket(port)));
     const extra = await rawSocket(port);
-    await waitFor(() => extra.closedAt !== undefined, { timeoutMs: 1000, what: 'the fourth connection closed' });
-    await waitFor(() => held.every((s) => s.closedAt !== undefined), { timeoutMs: 3000, what: 'the half-open ones closed' });
+    await waitFor(() => extra.closedAt !== undefined, {
+      timeoutMs: 1000,
+      what: 'the fourth connection closed',
+    });
+    await waitFor(() => held.every((s) => s.closedAt !== undefined), {
+      timeoutMs: 3000,
+      what: 'the half-open ones closed',
+    });
   });
 });
 
@@ -188,28 +272,58 @@ describe('Host allow-list', () => {
     ['GET', '/metrics'],
     ['GET', '/no-such-page'],
     ['POST', '/api/v1/admin/retry', { authorization: `Bearer ${ADMIN}` }],
-    ['POST', '/api/v1/reads', { authorization: `Bearer ${INGEST}`, 'content-type': 'application/json' }, '{"code":"X1"}'],
+    [
+      'POST',
+      '/api/v1/reads',
+      { authorization: `Bearer ${INGEST}`, 'content-type': 'application/json' },
+      '{"code":"X1"}',
+    ],
   ];
 
   it('answers 421 to a foreign Host on every route, and logs it once per interval with a count', async () => {
     const { port, log } = await startServer({ intervalMs: 400 });
     for (const [method, path, headers, body] of routes) {
-      const answer = await call(port, path, { method, host: `rebind.attacker.example:${port}`, ...(headers ? { headers } : {}), ...(body ? { body } : {}) });
+      const answer = await call(port, path, {
+        method,
+        host: `rebind.attacker.example:${port}`,
+        ...(headers ? { headers } : {}),
+        ...(body ? { body } : {}),
+      });
       expect([path, answer.status]).toEqual([path, 421]);
-      expect(JSON.parse(answer.body)).toMatchObject({ statusCode: 421, message: expect.stringContaining('http.allowedHosts') });
+      expect(JSON.parse(answer.body)).toMatchObject({
+        statusCode: 421,
+        message: expect.stringContaining('http.allowedHosts'),
+      });
     }
-    const refused = () => log.parsed().filter((l) => l.msg.startsWith('request with a foreign Host header refused'));
+    const refused = () =>
+      log.parsed().filter((l) => l.msg.startsWith('request with a foreign Host header refused'));
     expect(refused()).toHaveLength(1);
-    expect(refused()[0]).toMatchObject({ remote: '127.0.0.1', host: `rebind.attacker.example:${port}`, refused: 1 });
+    expect(refused()[0]).toMatchObject({
+      remote: '127.0.0.1',
+      host: `rebind.attacker.example:${port}`,
+      refused: 1,
+    });
     await waitFor(() => refused().length === 2, { timeoutMs: 2000, what: 'the summary line' });
     expect(refused()[1]).toMatchObject({ refused: routes.length - 1 });
     const metrics = await call(port, '/metrics');
-    expect(metrics.body).toContain(`scan_gateway_http_refused_total{reason="host"} ${routes.length}`);
+    expect(metrics.body).toContain(
+      `scan_gateway_http_refused_total{reason="host"} ${routes.length}`,
+    );
   });
 
   it('answers what a loopback client sends, the listen address and configured names', async () => {
-    const { port } = await startServer({ allowedHosts: ['gateway-07.plant.local', 'scan.example:8443'] });
-    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `LOCALHOST:${port}`, `[::1]:${port}`, 'localhost', `gateway-07.plant.local:${port}`, 'scan.example:8443']) {
+    const { port } = await startServer({
+      allowedHosts: ['gateway-07.plant.local', 'scan.example:8443'],
+    });
+    for (const host of [
+      `127.0.0.1:${port}`,
+      `localhost:${port}`,
+      `LOCALHOST:${port}`,
+      `[::1]:${port}`,
+      'localhost',
+      `gateway-07.plant.local:${port}`,
+      'scan.example:8443',
+    ]) {
       expect([host, (await call(port, '/readyz', { host })).status]).toEqual([host, 200]);
     }
     for (const host of ['scan.example:9999', 'localhost.attacker.example', '127.0.0.1.nip.io']) {
@@ -236,21 +350,38 @@ describe('read token', () => {
     for (const path of ['/', '/api/v1/status', '/metrics']) {
       const none = await call(port, path);
       expect([path, none.status]).toEqual([path, 401]);
-      expect(none.headers['www-authenticate']).toEqual(expect.stringContaining('Basic realm="scan-gateway"'));
-      expect((await call(port, path, { headers: { authorization: 'Bearer wrong-token-0123456789' } })).status).toBe(401);
-      expect((await call(port, path, { headers: { authorization: `Bearer ${READ}` } })).status).toBe(200);
+      expect(none.headers['www-authenticate']).toEqual(
+        expect.stringContaining('Basic realm="scan-gateway"'),
+      );
+      expect(
+        (await call(port, path, { headers: { authorization: 'Bearer wrong-token-0123456789' } }))
+          .status,
+      ).toBe(401);
+      expect(
+        (await call(port, path, { headers: { authorization: `Bearer ${READ}` } })).status,
+      ).toBe(200);
       const basic = Buffer.from(`operator:${READ}`).toString('base64');
-      expect((await call(port, path, { headers: { authorization: `Basic ${basic}` } })).status).toBe(200);
+      expect(
+        (await call(port, path, { headers: { authorization: `Basic ${basic}` } })).status,
+      ).toBe(200);
       const wrongBasic = Buffer.from(`${READ}:nope`).toString('base64');
-      expect((await call(port, path, { headers: { authorization: `Basic ${wrongBasic}` } })).status).toBe(401);
+      expect(
+        (await call(port, path, { headers: { authorization: `Basic ${wrongBasic}` } })).status,
+      ).toBe(401);
     }
     const probe = await call(port, '/healthz');
     expect(probe.status).toBe(200);
     expect(JSON.parse(probe.body)).toEqual({ status: 'ok' });
-    const full = JSON.parse((await call(port, '/healthz', { headers: { authorization: `Bearer ${READ}` } })).body) as Record<string, unknown>;
-    expect(full).toMatchObject({ status: 'ok', inputs: [{ id: 'mes', lastError: 'broker.plant.local refused' }] });
+    const full = JSON.parse(
+      (await call(port, '/healthz', { headers: { authorization: `Bearer ${READ}` } })).body,
+    ) as Record<string, unknown>;
+    expect(full).toMatchObject({
+      status: 'ok',
+      inputs: [{ id: 'mes', lastError: 'broker.plant.local refused' }],
+    });
     expect((await call(port, '/readyz')).status).toBe(200);
-    const metrics = (await call(port, '/metrics', { headers: { authorization: `Bearer ${READ}` } })).body;
+    const metrics = (await call(port, '/metrics', { headers: { authorization: `Bearer ${READ}` } }))
+      .body;
     // Per path: one without a token, one wrong Bearer, one wrong Basic.
     expect(metrics).toContain('scan_gateway_http_refused_total{reason="read_token"} 9');
     expect(log.parsed().filter((l) => l.msg.startsWith('read call refused'))).toHaveLength(1);
@@ -260,7 +391,8 @@ describe('read token', () => {
 
   it('leaves everything open without one', async () => {
     const { port } = await startServer();
-    for (const path of ['/', '/api/v1/status', '/metrics']) expect((await call(port, path)).status).toBe(200);
+    for (const path of ['/', '/api/v1/status', '/metrics'])
+      expect((await call(port, path)).status).toBe(200);
   });
 });
 
@@ -268,14 +400,21 @@ describe('refused admin calls', () => {
   it('are logged at most once per interval, with a count and who, never the token', async () => {
     const { port, log } = await startServer({ intervalMs: 400 });
     for (let i = 0; i < 30; i++) {
-      const answer = await call(port, '/api/v1/admin/pause', { method: 'POST', headers: { authorization: 'Bearer guessed-token-number-1' } });
+      const answer = await call(port, '/api/v1/admin/pause', {
+        method: 'POST',
+        headers: { authorization: 'Bearer guessed-token-number-1' },
+      });
       expect(answer.status).toBe(401);
     }
     const refused = () => log.parsed().filter((l) => l.msg.startsWith('admin call refused'));
     expect(refused()).toHaveLength(1);
     await waitFor(() => refused().length === 2, { timeoutMs: 2000, what: 'the summary line' });
     expect(refused().map((l) => l['refused'])).toEqual([1, 29]);
-    expect(refused()[1]).toMatchObject({ remote: '127.0.0.1', given: 'wrong token', msg: 'admin call refused (29 since the last line)' });
+    expect(refused()[1]).toMatchObject({
+      remote: '127.0.0.1',
+      given: 'wrong token',
+      msg: 'admin call refused (29 since the last line)',
+    });
     expect(log.lines.join('\n')).not.toContain('guessed-token-number-1');
     // A quiet period later, the next refusal is logged at once again.
     await new Promise((r) => setTimeout(r, 450));
@@ -283,7 +422,15 @@ describe('refused admin calls', () => {
     expect(refused()).toHaveLength(3);
     expect(refused()[2]).toMatchObject({ refused: 1, given: 'no token' });
     // Counted, with the ingest route's refusals beside them.
-    expect((await call(port, '/api/v1/reads', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"code":"X"}' })).status).toBe(401);
+    expect(
+      (
+        await call(port, '/api/v1/reads', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: '{"code":"X"}',
+        })
+      ).status,
+    ).toBe(401);
     const metrics = (await call(port, '/metrics')).body;
     expect(metrics).toContain('scan_gateway_http_refused_total{reason="admin_token"} 31');
     expect(metrics).toContain('scan_gateway_http_refused_total{reason="ingest_token"} 1');
@@ -306,23 +453,33 @@ inputs:
       writeFileSync(file, yaml(''));
       const fromEnv = (() => {
         try {
-          loadConfig(file, { baseDir: dir, env: { SCAN_GATEWAY_INGEST_TOKEN: 'short-secret-1' }, skipSecret: true });
+          loadConfig(file, {
+            baseDir: dir,
+            env: { SCAN_GATEWAY_INGEST_TOKEN: 'short-secret-1' },
+            skipSecret: true,
+          });
         } catch (err) {
           return err;
         }
         return undefined;
       })();
       expect(isGatewayError(fromEnv, 'SCANGW_E_CONFIG')).toBe(true);
-      expect((fromEnv as Error).message).toContain('input mes: the ingest token from the environment variable SCAN_GATEWAY_INGEST_TOKEN is shorter than 16 characters');
+      expect((fromEnv as Error).message).toContain(
+        'input mes: the ingest token from the environment variable SCAN_GATEWAY_INGEST_TOKEN is shorter than 16 characters',
+      );
       expect((fromEnv as Error).message).toContain('inputs[mes].tokenEnv');
       expect((fromEnv as Error).message).not.toContain('short-secret-1');
 
       writeFileSync(join(dir, 'ingest-token'), 'tiny\n');
       writeFileSync(file, yaml(', tokenFile: ingest-token'));
-      expect(() => loadConfig(file, { baseDir: dir, env: {}, skipSecret: true })).toThrow(/input mes: the ingest token from the file .*ingest-token is shorter than 16 characters/);
+      expect(() => loadConfig(file, { baseDir: dir, env: {}, skipSecret: true })).toThrow(
+        /input mes: the ingest token from the file .*ingest-token is shorter than 16 characters/,
+      );
 
       writeFileSync(join(dir, 'ingest-token'), `${INGEST}\n`);
-      expect(loadConfig(file, { baseDir: dir, env: {}, skipSecret: true }).config.inputs[0]).toMatchObject({ id: 'mes', maxReadLength: 4096 });
+      expect(
+        loadConfig(file, { baseDir: dir, env: {}, skipSecret: true }).config.inputs[0],
+      ).toMatchObject({ id: 'mes', maxReadLength: 4096 });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -358,41 +515,75 @@ inputs:
     const log = memoryLogger('info');
     gateway = buildApp(
       { file, config: parseConfigText(yaml, file), clientSecret: 'x' },
-      { logger: log.logger, api, env: { SCAN_GATEWAY_INGEST_TOKEN: INGEST }, ...(readToken ? { readToken } : {}) },
+      {
+        logger: log.logger,
+        api,
+        env: { SCAN_GATEWAY_INGEST_TOKEN: INGEST },
+        ...(readToken ? { readToken } : {}),
+      },
     );
     await gateway.start();
     return { log, port: Number(new URL(gateway.httpUrl!).port) };
   };
-  const warning = (log: ReturnType<typeof memoryLogger>) => log.parsed().filter((l) => l.msg.startsWith('http.listen is not loopback and no read token'));
+  const warning = (log: ReturnType<typeof memoryLogger>) =>
+    log.parsed().filter((l) => l.msg.startsWith('http.listen is not loopback and no read token'));
 
   it('warns at start when listening beyond loopback without a read token; Host list and limits from the configuration', async () => {
-    const { log, port } = await start('{ listen: "0.0.0.0:0", allowedHosts: [gw.plant.local], limits: { maxConnections: 2, headersTimeoutMs: 5000 } }');
+    const { log, port } = await start(
+      '{ listen: "0.0.0.0:0", allowedHosts: [gw.plant.local], limits: { maxConnections: 2, headersTimeoutMs: 5000 } }',
+    );
     expect(warning(log)).toHaveLength(1);
     // The cap first, while no other connection is open.
     const held = await Promise.all([rawSocket(port), rawSocket(port)]);
     const extra = await rawSocket(port);
-    await waitFor(() => extra.closedAt !== undefined, { timeoutMs: 2000, what: 'the third connection closed' });
+    await waitFor(() => extra.closedAt !== undefined, {
+      timeoutMs: 2000,
+      what: 'the third connection closed',
+    });
     expect(held.every((s) => s.closedAt === undefined)).toBe(true);
     for (const s of held) s.destroy();
     // Until the server has seen them closed, a request may still meet the cap.
-    await waitFor(async () => (await call(port, '/api/v1/status').catch(() => ({ status: 0 }))).status === 200, { timeoutMs: 2000 });
-    expect((await call(port, '/api/v1/status', { host: `gw.plant.local:${port}` })).status).toBe(200);
-    expect((await call(port, '/api/v1/reads', { method: 'POST', host: 'evil.example', headers: { authorization: `Bearer ${INGEST}`, 'content-type': 'application/json' }, body: '{"code":"A"}' })).status).toBe(421);
+    await waitFor(
+      async () => (await call(port, '/api/v1/status').catch(() => ({ status: 0 }))).status === 200,
+      { timeoutMs: 2000 },
+    );
+    expect((await call(port, '/api/v1/status', { host: `gw.plant.local:${port}` })).status).toBe(
+      200,
+    );
+    expect(
+      (
+        await call(port, '/api/v1/reads', {
+          method: 'POST',
+          host: 'evil.example',
+          headers: { authorization: `Bearer ${INGEST}`, 'content-type': 'application/json' },
+          body: '{"code":"A"}',
+        })
+      ).status,
+    ).toBe(421);
   });
 
   it('needs the read token once one is configured, and does not warn', async () => {
     const { log, port } = await start('{ listen: "0.0.0.0:0" }', READ);
     expect(warning(log)).toHaveLength(0);
     expect((await call(port, '/api/v1/status')).status).toBe(401);
-    expect((await call(port, '/api/v1/status', { headers: { authorization: `Bearer ${READ}` } })).status).toBe(200);
+    expect(
+      (await call(port, '/api/v1/status', { headers: { authorization: `Bearer ${READ}` } })).status,
+    ).toBe(200);
   });
 
   it('refuses limits whose request timeout is below the header timeout', () => {
-    expect(() => parseConfigText(`site: { id: t, timezone: Europe/Berlin }
+    expect(() =>
+      parseConfigText(
+        `site: { id: t, timezone: Europe/Berlin }
 upstream: { baseUrl: http://127.0.0.1:9, authUrl: http://127.0.0.1:9, clientId: c }
 http: { limits: { headersTimeoutMs: 20000, requestTimeoutMs: 10000 } }
 dcps: [{ key: MES-1, kind: startOfProcess }]
 inputs: []
-`, 'c.yaml')).toThrow(/http\.limits\.requestTimeoutMs.*requestTimeoutMs must be at least headersTimeoutMs/s);
+`,
+        'c.yaml',
+      ),
+    ).toThrow(
+      /http\.limits\.requestTimeoutMs.*requestTimeoutMs must be at least headersTimeoutMs/s,
+    );
   });
 });

@@ -9,7 +9,11 @@ import { Intake } from '../../src/intake/intake.js';
 import { BufferStore } from '../../src/buffer/store.js';
 import { parseConfigText } from '../../src/config/load.js';
 import { isGatewayError } from '../../src/errors.js';
-import { INGEST_PATH, registerIngestRoutes, type IngestRouteOptions } from '../../src/inputs/http/ingest-routes.js';
+import {
+  INGEST_PATH,
+  registerIngestRoutes,
+  type IngestRouteOptions,
+} from '../../src/inputs/http/ingest-routes.js';
 import type { IntakeSink } from '../../src/inputs/types.js';
 import { silentLogger } from '../../src/log.js';
 import { mappingContext } from '../../src/mapping/map-read.js';
@@ -44,16 +48,31 @@ let paused = false;
 
 async function buildServer(overrides: Partial<IngestRouteOptions> = {}): Promise<FastifyInstance> {
   app = Fastify();
-  await registerIngestRoutes(app, { sink: intake, inputId: 'mes', tokens: [TOKEN], maxBodyBytes: 4096, maxReads: 5, isPaused: () => paused, ...overrides });
+  await registerIngestRoutes(app, {
+    sink: intake,
+    inputId: 'mes',
+    tokens: [TOKEN],
+    maxBodyBytes: 4096,
+    maxReads: 5,
+    isPaused: () => paused,
+    ...overrides,
+  });
   return app;
 }
 
-const rows = (): Row[] => sqlOf(store).prepare(`SELECT raw, outcome, reason, dcp_key FROM reads ORDER BY id`).all() as Row[];
+const rows = (): Row[] =>
+  sqlOf(store)
+    .prepare(`SELECT raw, outcome, reason, dcp_key FROM reads ORDER BY id`)
+    .all() as Row[];
 
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'sg-ingest-'));
   store = BufferStore.openAt(join(dir, 'buffer.db'));
-  intake = new Intake({ store, mapping: mappingContext(parseConfigText(YAML(), 'test.yaml')), logger: silentLogger() });
+  intake = new Intake({
+    store,
+    mapping: mappingContext(parseConfigText(YAML(), 'test.yaml')),
+    logger: silentLogger(),
+  });
   intake.open();
   paused = false;
 });
@@ -66,18 +85,40 @@ afterEach(async () => {
 });
 
 const post = (payload: unknown, headers: Record<string, string> = AUTH) =>
-  app.inject({ method: 'POST', url: INGEST_PATH, headers: { 'content-type': 'application/json', ...headers }, payload: typeof payload === 'string' ? payload : JSON.stringify(payload) });
+  app.inject({
+    method: 'POST',
+    url: INGEST_PATH,
+    headers: { 'content-type': 'application/json', ...headers },
+    payload: typeof payload === 'string' ? payload : JSON.stringify(payload),
+  });
 
 describe('POST /api/v1/reads (inject)', () => {
   it('answers 202 after committing one read, with its DCP, time, parents and attributes', async () => {
     await buildServer();
-    const res = await post({ code: 'CELL-1', ts: '2026-11-18T07:00:00Z', dcp: 'MES-2', parents: 'MOD-1', attributes: { ocv: 3.65, pass: true } });
+    const res = await post({
+      code: 'CELL-1',
+      ts: '2026-11-18T07:00:00Z',
+      dcp: 'MES-2',
+      parents: 'MOD-1',
+      attributes: { ocv: 3.65, pass: true },
+    });
     expect(res.statusCode).toBe(202);
     expect(res.json()).toEqual({ accepted: 1, scans: 1, noReads: 0, duplicates: 0, rejected: [] });
     expect(rows()).toMatchObject([{ outcome: 'scan', dcp_key: 'MES-2' }]);
-    const body = JSON.parse(sqlOf(store).prepare('SELECT body FROM scans').pluck().get() as string) as Record<string, unknown>;
-    expect(body).toMatchObject({ reference: 'CELL-1', timeStamp: '2026-11-18T08:00:00', parents: ['MOD-1'] });
-    expect(body['attributes']).toEqual(expect.arrayContaining([{ key: 'ocv', value: '3.65' }, { key: 'pass', value: 'true' }]));
+    const body = JSON.parse(
+      sqlOf(store).prepare('SELECT body FROM scans').pluck().get() as string,
+    ) as Record<string, unknown>;
+    expect(body).toMatchObject({
+      reference: 'CELL-1',
+      timeStamp: '2026-11-18T08:00:00',
+      parents: ['MOD-1'],
+    });
+    expect(body['attributes']).toEqual(
+      expect.arrayContaining([
+        { key: 'ocv', value: '3.65' },
+        { key: 'pass', value: 'true' },
+      ]),
+    );
   });
 
   it('takes an array of reads in one commit, the input DCP where none is given', async () => {
@@ -93,9 +134,17 @@ describe('POST /api/v1/reads (inject)', () => {
 
   it('names the well-formed reads that mapping refused in its 202, stored as rejections', async () => {
     await buildServer();
-    const res = await post([{ code: 'GOOD-1' }, { code: 'BELL-\u0007X' }, { code: 'C', dcp: 'NO-SUCH-DCP' }]);
+    const res = await post([
+      { code: 'GOOD-1' },
+      { code: 'BELL-\u0007X' },
+      { code: 'C', dcp: 'NO-SUCH-DCP' },
+    ]);
     expect(res.statusCode).toBe(202);
-    const body = res.json() as { accepted: number; scans: number; rejected: { index: number; reason: string }[] };
+    const body = res.json() as {
+      accepted: number;
+      scans: number;
+      rejected: { index: number; reason: string }[];
+    };
     expect(body).toMatchObject({ accepted: 3, scans: 1 });
     expect(body.rejected.map((r) => r.index)).toEqual([1, 2]);
     expect(body.rejected[0]!.reason).toMatch(/control byte 0x07/);
@@ -112,23 +161,40 @@ describe('POST /api/v1/reads (inject)', () => {
     const long = `L${'x'.repeat(59_999)}`;
     const res = await post([{ code: 'SHORT-1' }, { code: long }, { code: 'y'.repeat(64) }]);
     expect(res.statusCode).toBe(202);
-    const body = res.json() as { accepted: number; scans: number; rejected: { index: number; reason: string }[] };
+    const body = res.json() as {
+      accepted: number;
+      scans: number;
+      rejected: { index: number; reason: string }[];
+    };
     expect(body.scans).toBe(2);
-    expect(body.rejected).toEqual([{ index: 1, reason: 'read longer than maxReadLength (64 bytes): 60000 bytes; the first 256 are kept' }]);
+    expect(body.rejected).toEqual([
+      {
+        index: 1,
+        reason: 'read longer than maxReadLength (64 bytes): 60000 bytes; the first 256 are kept',
+      },
+    ]);
     const stored = rows();
     expect(stored.map((r) => r.outcome)).toEqual(['scan', 'rejected', 'scan']);
     expect(stored[1]!.raw.length).toBe(256);
     expect(stored[1]!.raw.toString('utf8')).toBe(long.slice(0, 256));
     // Counted like every rejection: in the buffer's read outcomes, which the status and metrics show.
-    expect(sqlOf(store).prepare(`SELECT COUNT(*) FROM reads WHERE outcome = 'rejected' AND input_id = 'mes'`).pluck().get()).toBe(1);
+    expect(
+      sqlOf(store)
+        .prepare(`SELECT COUNT(*) FROM reads WHERE outcome = 'rejected' AND input_id = 'mes'`)
+        .pluck()
+        .get(),
+    ).toBe(1);
   });
 
   it('logs a refused call with who and how, never what was given, at most once per interval with a count', async () => {
     const log = memoryLogger('info');
     await buildServer({ logger: log.logger, refusalLogIntervalMs: 300 });
-    expect((await post({ code: 'X' }, { authorization: 'Bearer not-the-token-42' })).statusCode).toBe(401);
+    expect(
+      (await post({ code: 'X' }, { authorization: 'Bearer not-the-token-42' })).statusCode,
+    ).toBe(401);
     for (let i = 0; i < 20; i++) expect((await post({ code: 'X' }, {})).statusCode).toBe(401);
-    const refused = () => log.parsed().filter((l) => String(l.msg).startsWith('ingest call refused'));
+    const refused = () =>
+      log.parsed().filter((l) => String(l.msg).startsWith('ingest call refused'));
     // The first at once; the other 20 in one line at the end of the interval.
     expect(refused().map((l) => [l['given'], l['refused']])).toEqual([['wrong token', 1]]);
     await waitFor(() => refused().length === 2, { timeoutMs: 2000, what: 'the summary line' });
@@ -142,7 +208,11 @@ describe('POST /api/v1/reads (inject)', () => {
 
   it('answers 401 without a valid bearer token and stores nothing', async () => {
     await buildServer();
-    const variants: Record<string, string>[] = [{}, { authorization: 'Bearer wrong' }, { authorization: `Basic ${TOKEN}` }];
+    const variants: Record<string, string>[] = [
+      {},
+      { authorization: 'Bearer wrong' },
+      { authorization: `Basic ${TOKEN}` },
+    ];
     for (const headers of variants) {
       const res = await post({ code: 'X' }, headers);
       expect(res.statusCode).toBe(401);
@@ -174,9 +244,17 @@ describe('POST /api/v1/reads (inject)', () => {
     const many = await post(Array.from({ length: 6 }, (_, i) => ({ code: `M-${i}` })));
     expect(many.statusCode).toBe(413);
     expect(many.json().message).toMatch(/at most 5 reads/);
-    const text = await app.inject({ method: 'POST', url: INGEST_PATH, headers: { ...AUTH, 'content-type': 'text/plain' }, payload: 'CODE' });
+    const text = await app.inject({
+      method: 'POST',
+      url: INGEST_PATH,
+      headers: { ...AUTH, 'content-type': 'text/plain' },
+      payload: 'CODE',
+    });
     expect(text.statusCode).toBe(415);
-    expect(rows().map((r) => r.reason)).toEqual([expect.stringMatching(/larger than maxBodyBytes \(4096\)/), expect.stringMatching(/6 reads is more than/)]);
+    expect(rows().map((r) => r.reason)).toEqual([
+      expect.stringMatching(/larger than maxBodyBytes \(4096\)/),
+      expect.stringMatching(/6 reads is more than/),
+    ]);
   });
 
   it('answers 503 with Retry-After while paused, and when the buffer refuses the commit', async () => {
@@ -205,7 +283,10 @@ describe('HTTP ingest input in the running gateway (real socket)', () => {
 
   it('serves POST /api/v1/reads on the local server, token from the environment, reads in the buffer', async () => {
     const file = join(dir, 'config.yaml');
-    const yaml = YAML().replace('inputs:', `buffer: { path: ${join(dir, 'gw.db')} }\nhttp: { listen: 127.0.0.1:0 }\ndelivery: { maxBatchDelayMs: 60000 }\ninputs:`);
+    const yaml = YAML().replace(
+      'inputs:',
+      `buffer: { path: ${join(dir, 'gw.db')} }\nhttp: { listen: 127.0.0.1:0 }\ndelivery: { maxBatchDelayMs: 60000 }\ninputs:`,
+    );
     await writeFile(file, yaml);
     const api = {
       uploadScans: async () => ({ requestId: 'r-1' }),
@@ -213,21 +294,46 @@ describe('HTTP ingest input in the running gateway (real socket)', () => {
       putPresigned: async () => undefined,
       getScanStatus: async (requestId: string) => ({ state: 'Success', requestId }),
     };
-    gateway = buildApp({ file, config: parseConfigText(yaml, file), clientSecret: 'x' }, { logger: silentLogger(), api, env: { SCAN_GATEWAY_INGEST_TOKEN: TOKEN } });
+    gateway = buildApp(
+      { file, config: parseConfigText(yaml, file), clientSecret: 'x' },
+      { logger: silentLogger(), api, env: { SCAN_GATEWAY_INGEST_TOKEN: TOKEN } },
+    );
     await gateway.start();
     const url = `${gateway.httpUrl}${INGEST_PATH}`;
-    const ok = await fetch(url, { method: 'POST', headers: { ...AUTH, 'content-type': 'application/json' }, body: JSON.stringify([{ code: 'SOCK-1' }, { code: 'SOCK-2' }]) });
+    const ok = await fetch(url, {
+      method: 'POST',
+      headers: { ...AUTH, 'content-type': 'application/json' },
+      body: JSON.stringify([{ code: 'SOCK-1' }, { code: 'SOCK-2' }]),
+    });
     expect(ok.status).toBe(202);
-    expect(await ok.json()).toEqual({ accepted: 2, scans: 2, noReads: 0, duplicates: 0, rejected: [] });
-    const denied = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"code":"X"}' });
+    expect(await ok.json()).toEqual({
+      accepted: 2,
+      scans: 2,
+      noReads: 0,
+      duplicates: 0,
+      rejected: [],
+    });
+    const denied = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"code":"X"}',
+    });
     expect(denied.status).toBe(401);
-    const health = (await (await fetch(`${gateway.httpUrl}/healthz`)).json()) as { inputs: { id: string; state: string }[] };
+    const health = (await (await fetch(`${gateway.httpUrl}/healthz`)).json()) as {
+      inputs: { id: string; state: string }[];
+    };
     expect(health.inputs).toContainEqual(expect.objectContaining({ id: 'mes', state: 'up' }));
     await gateway.stop();
     gateway = undefined;
     const db = new Database(join(dir, 'gw.db'), { readonly: true });
     try {
-      expect(db.prepare(`SELECT raw FROM reads WHERE input_id = 'mes' ORDER BY id`).pluck().all().map(String)).toEqual(['SOCK-1', 'SOCK-2']);
+      expect(
+        db
+          .prepare(`SELECT raw FROM reads WHERE input_id = 'mes' ORDER BY id`)
+          .pluck()
+          .all()
+          .map(String),
+      ).toEqual(['SOCK-1', 'SOCK-2']);
     } finally {
       db.close();
     }
@@ -235,8 +341,14 @@ describe('HTTP ingest input in the running gateway (real socket)', () => {
 
   it('refuses to start with a token shorter than 16 characters, naming the input and the source', async () => {
     const file = join(dir, 'config.yaml');
-    const yaml = YAML().replace('inputs:', `buffer: { path: ${join(dir, 'gw3.db')} }\nhttp: { listen: 127.0.0.1:0 }\ninputs:`);
-    gateway = buildApp({ file, config: parseConfigText(yaml, file), clientSecret: 'x' }, { logger: silentLogger(), env: { SCAN_GATEWAY_INGEST_TOKEN: 'fifteen-chars-x' } });
+    const yaml = YAML().replace(
+      'inputs:',
+      `buffer: { path: ${join(dir, 'gw3.db')} }\nhttp: { listen: 127.0.0.1:0 }\ninputs:`,
+    );
+    gateway = buildApp(
+      { file, config: parseConfigText(yaml, file), clientSecret: 'x' },
+      { logger: silentLogger(), env: { SCAN_GATEWAY_INGEST_TOKEN: 'fifteen-chars-x' } },
+    );
     const err = await gateway.start().then(
       () => undefined,
       (e: unknown) => e,
@@ -249,8 +361,14 @@ describe('HTTP ingest input in the running gateway (real socket)', () => {
 
   it('refuses to start without a token', async () => {
     const file = join(dir, 'config.yaml');
-    const yaml = YAML().replace('inputs:', `buffer: { path: ${join(dir, 'gw2.db')} }\nhttp: { listen: 127.0.0.1:0 }\ninputs:`);
-    gateway = buildApp({ file, config: parseConfigText(yaml, file), clientSecret: 'x' }, { logger: silentLogger(), env: {} });
+    const yaml = YAML().replace(
+      'inputs:',
+      `buffer: { path: ${join(dir, 'gw2.db')} }\nhttp: { listen: 127.0.0.1:0 }\ninputs:`,
+    );
+    gateway = buildApp(
+      { file, config: parseConfigText(yaml, file), clientSecret: 'x' },
+      { logger: silentLogger(), env: {} },
+    );
     const err = await gateway.start().then(
       () => undefined,
       (e: unknown) => e,

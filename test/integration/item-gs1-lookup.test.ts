@@ -53,7 +53,10 @@ rules:
 }
 
 const READS: Record<string, string[]> = {
-  datamatrix: [`]d2010952123454321310B2611-03${GS}21C2611030001234`, `]d2010952123454321310B2611-03${GS}21C2611030001235`],
+  datamatrix: [
+    `]d2010952123454321310B2611-03${GS}21C2611030001234`,
+    `]d2010952123454321310B2611-03${GS}21C2611030001235`,
+  ],
   'gs1-128': [`]C1010952123454321321C2611030001234${GS}10B2611-03`],
   qr: [']Q1https://id.gs1.org/01/09521234543213/10/B2611-03/21/C2611030001234'],
   mes: ['(01)09521234543213(10)B2611-03(21)C2611030001234'],
@@ -78,7 +81,9 @@ async function trace(dir: string, args: string[]) {
   const stderr = new PassThrough();
   let out = '';
   stdout.on('data', (c: Buffer) => (out += c.toString()));
-  const program = new Command('scan-gateway').exitOverride().configureOutput({ writeOut: (s) => (out += s), writeErr: () => undefined });
+  const program = new Command('scan-gateway')
+    .exitOverride()
+    .configureOutput({ writeOut: (s) => (out += s), writeErr: () => undefined });
   registerTraceCommand(program, { stdout, stderr, cwd: dir, env: ENV });
   let code = 0;
   try {
@@ -108,7 +113,17 @@ describe('one canonical GS1 reference, found by any form', () => {
         type: 'scripted',
         async start() {
           for (const [i, text] of (READS[c.id] ?? []).entries()) {
-            await sink.submit([{ kind: 'read', read: { inputId: c.id, raw: Buffer.from(text), receivedAt: new Date((t += 1000)), origin: { line: i + 1 } } }]);
+            await sink.submit([
+              {
+                kind: 'read',
+                read: {
+                  inputId: c.id,
+                  raw: Buffer.from(text),
+                  receivedAt: new Date((t += 1000)),
+                  origin: { line: i + 1 },
+                },
+              },
+            ]);
           }
         },
         async stop() {},
@@ -116,7 +131,10 @@ describe('one canonical GS1 reference, found by any form', () => {
       }),
     });
     await app.start();
-    await waitFor(() => (app.status().buffer.scans.delivered ?? 0) === 5, { timeoutMs: 15_000, what: '5 scans delivered' });
+    await waitFor(() => (app.status().buffer.scans.delivered ?? 0) === 5, {
+      timeoutMs: 15_000,
+      what: '5 scans delivered',
+    });
   }, 30_000);
   afterAll(async () => {
     await app?.stop();
@@ -124,7 +142,9 @@ describe('one canonical GS1 reference, found by any form', () => {
   });
 
   it('sends the pack read by four carriers under one reference', async () => {
-    const log = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as { scans: { scan: { reference: string; dcpKey: string; attributes: unknown } }[] };
+    const log = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as {
+      scans: { scan: { reference: string; dcpKey: string; attributes: unknown } }[];
+    };
     const packs = log.scans.filter((s) => s.scan.reference === PACK);
     expect(packs.map((s) => s.scan.dcpKey).sort()).toEqual(['EOL-3', 'GI-01', 'GO-01', 'SOP-3']);
     for (const s of packs) expect(s.scan.attributes).toEqual([{ key: 'batch', value: 'B2611-03' }]);
@@ -146,9 +166,18 @@ describe('one canonical GS1 reference, found by any form', () => {
       expect(r.code, form).toBe(0);
       expect((JSON.parse(r.out) as ItemTrace).reference, form).toBe(PACK);
     }
-    const text = await trace(dir, ['trace', '(01)09521234543213(10)B2611-03(21)C2611030001234', '--config', config]);
-    expect(text.out).toContain(`(01)09521234543213(10)B2611-03(21)C2611030001234: found as ${PACK}`);
-    expect(text.out).toContain('identified by AI 01 (GTIN), AI 21 (SERIAL); not part of the identity: AI 10 (BATCH/LOT)');
+    const text = await trace(dir, [
+      'trace',
+      '(01)09521234543213(10)B2611-03(21)C2611030001234',
+      '--config',
+      config,
+    ]);
+    expect(text.out).toContain(
+      `(01)09521234543213(10)B2611-03(21)C2611030001234: found as ${PACK}`,
+    );
+    expect(text.out).toContain(
+      'identified by AI 01 (GTIN), AI 21 (SERIAL); not part of the identity: AI 10 (BATCH/LOT)',
+    );
     expect(text.out).toContain(`${PACK}: 4 scans in the buffer.`);
   });
 
@@ -157,15 +186,27 @@ describe('one canonical GS1 reference, found by any form', () => {
     expect(lot.code).toBe(0);
     expect(lot.out).toContain('B2611-03 as AI 10 (BATCH/LOT): 5 scans, 2 items listed');
 
-    const first = (await (await fetch(`${app.httpUrl}/api/v1/items?value=09521234543213&ai=01&limit=1`)).json()) as { matches: ValueMatches[] };
+    const first = (await (
+      await fetch(`${app.httpUrl}/api/v1/items?value=09521234543213&ai=01&limit=1`)
+    ).json()) as { matches: ValueMatches[] };
     expect(first.matches).toHaveLength(1);
     // The inputs run side by side: which pack was scanned last is not fixed, the two pages are.
-    expect(first.matches[0]).toMatchObject({ ai: '01', title: 'GTIN', value: '09521234543213', scans: 5 });
+    expect(first.matches[0]).toMatchObject({
+      ai: '01',
+      title: 'GTIN',
+      value: '09521234543213',
+      scans: 5,
+    });
     expect(first.matches[0]!.items).toHaveLength(1);
     const next = first.matches[0]!.next!;
-    const second = (await (await fetch(`${app.httpUrl}/api/v1/items?value=09521234543213&cursor=${next}&limit=1`)).json()) as { matches: ValueMatches[] };
+    const second = (await (
+      await fetch(`${app.httpUrl}/api/v1/items?value=09521234543213&cursor=${next}&limit=1`)
+    ).json()) as { matches: ValueMatches[] };
     expect(second.matches[0]).toMatchObject({ next: null });
-    const items = [...first.matches[0]!.items, ...second.matches[0]!.items].map((i) => [i.reference, i.scans]);
+    const items = [...first.matches[0]!.items, ...second.matches[0]!.items].map((i) => [
+      i.reference,
+      i.scans,
+    ]);
     expect(items.sort()).toEqual([
       [PACK, 4],
       ['https://id.gs1.org/01/09521234543213/21/C2611030001235', 1],
@@ -173,6 +214,8 @@ describe('one canonical GS1 reference, found by any form', () => {
 
     const bad = await fetch(`${app.httpUrl}/api/v1/items?value=x&cursor=nonsense`);
     expect(bad.status).toBe(400);
-    expect(((await bad.json()) as { message: string }).message).toContain('cursor must be the "next" of the previous page');
+    expect(((await bad.json()) as { message: string }).message).toContain(
+      'cursor must be the "next" of the previous page',
+    );
   });
 });

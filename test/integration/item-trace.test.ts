@@ -52,14 +52,23 @@ const READS: Record<string, string[]> = {
   gate: ['BAT-7'],
 };
 
-async function cli(register: (program: Command, io: { stdout: PassThrough; stderr: PassThrough; cwd: string; env: Record<string, string> }) => void, dir: string, args: string[]) {
+async function cli(
+  register: (
+    program: Command,
+    io: { stdout: PassThrough; stderr: PassThrough; cwd: string; env: Record<string, string> },
+  ) => void,
+  dir: string,
+  args: string[],
+) {
   const stdout = new PassThrough();
   const stderr = new PassThrough();
   let out = '';
   let err = '';
   stdout.on('data', (c: Buffer) => (out += c.toString()));
   stderr.on('data', (c: Buffer) => (err += c.toString()));
-  const program = new Command('scan-gateway').exitOverride().configureOutput({ writeOut: (s) => (out += s), writeErr: (s) => (err += s) });
+  const program = new Command('scan-gateway')
+    .exitOverride()
+    .configureOutput({ writeOut: (s) => (out += s), writeErr: (s) => (err += s) });
   register(program, { stdout, stderr, cwd: dir, env: ENV });
   let code = 0;
   try {
@@ -94,7 +103,17 @@ describe('item lookup: trace and genealogy from the buffer', () => {
         async start() {
           // One read after the other, in order: a container's members follow its opening read.
           for (const [i, text] of (READS[config.id] ?? []).entries()) {
-            await sink.submit([{ kind: 'read', read: { inputId: config.id, raw: Buffer.from(text), receivedAt: new Date((t += 1000)), origin: { line: i + 1 } } }]);
+            await sink.submit([
+              {
+                kind: 'read',
+                read: {
+                  inputId: config.id,
+                  raw: Buffer.from(text),
+                  receivedAt: new Date((t += 1000)),
+                  origin: { line: i + 1 },
+                },
+              },
+            ]);
           }
         },
         async stop() {},
@@ -103,7 +122,12 @@ describe('item lookup: trace and genealogy from the buffer', () => {
     });
     await app.start();
     // 8 delivered (5 at the module station, 3 at the pack station) and BAT-7 failed at a DCP the service does not know.
-    await waitFor(() => (app.status().buffer.scans.failed ?? 0) === 1 && (app.status().buffer.scans.delivered ?? 0) === 8, { timeoutMs: 15_000, what: '8 delivered, 1 failed' });
+    await waitFor(
+      () =>
+        (app.status().buffer.scans.failed ?? 0) === 1 &&
+        (app.status().buffer.scans.delivered ?? 0) === 8,
+      { timeoutMs: 15_000, what: '8 delivered, 1 failed' },
+    );
   }, 30_000);
   afterAll(async () => {
     await app?.stop();
@@ -117,19 +141,45 @@ describe('item lookup: trace and genealogy from the buffer', () => {
     expect(t).toMatchObject({ reference: 'CELL-1', found: true, moreScans: 0 });
     expect(t.scans).toHaveLength(1);
     const s = t.scans[0]!;
-    expect(s).toMatchObject({ dcpKey: 'SOP-3', kind: 'startOfProcess', productModelKey: 'MOD-48V', parents: ['MOD-1'], state: 'delivered', failureReason: null });
-    expect(s.read).toMatchObject({ inputId: 'cells', raw: 'CELL-1', receivedAt: '2026-11-24T08:00:02.000Z', origin: '{"line":2}' });
+    expect(s).toMatchObject({
+      dcpKey: 'SOP-3',
+      kind: 'startOfProcess',
+      productModelKey: 'MOD-48V',
+      parents: ['MOD-1'],
+      state: 'delivered',
+      failureReason: null,
+    });
+    expect(s.read).toMatchObject({
+      inputId: 'cells',
+      raw: 'CELL-1',
+      receivedAt: '2026-11-24T08:00:02.000Z',
+      origin: '{"line":2}',
+    });
     expect(s.batch).toMatchObject({ route: 'direct', state: 'done', upstreamState: 'Success' });
     expect(s.batch?.requestId).toMatch(/\S/);
 
     const missing = await fetch(`${app.httpUrl}/api/v1/items/PK-0008`);
     expect(missing.status).toBe(404);
-    expect(((await missing.json()) as ItemTrace).matches.map((m) => m.reference)).toEqual(['PK-000815']);
+    expect(((await missing.json()) as ItemTrace).matches.map((m) => m.reference)).toEqual([
+      'PK-000815',
+    ]);
 
-    const prefix = (await (await fetch(`${app.httpUrl}/api/v1/items?prefix=CELL-`)).json()) as { matches: { reference: string; scans: number }[] };
-    expect(prefix.matches).toEqual([expect.objectContaining({ reference: 'CELL-1', scans: 1 }), expect.objectContaining({ reference: 'CELL-2' }), expect.objectContaining({ reference: 'CELL-3' })]);
+    const prefix = (await (await fetch(`${app.httpUrl}/api/v1/items?prefix=CELL-`)).json()) as {
+      matches: { reference: string; scans: number }[];
+    };
+    expect(prefix.matches).toEqual([
+      expect.objectContaining({ reference: 'CELL-1', scans: 1 }),
+      expect.objectContaining({ reference: 'CELL-2' }),
+      expect.objectContaining({ reference: 'CELL-3' }),
+    ]);
     // A prefix is a range, not a pattern: LIKE wildcards match nothing.
-    expect(((await (await fetch(`${app.httpUrl}/api/v1/items?prefix=CELL_`)).json()) as { matches: unknown[] }).matches).toEqual([]);
+    expect(
+      (
+        (await (await fetch(`${app.httpUrl}/api/v1/items?prefix=CELL_`)).json()) as {
+          matches: unknown[];
+        }
+      ).matches,
+    ).toEqual([]);
   });
 
   it('builds pack → modules → cells from the container sessions, both ways', async () => {
@@ -144,46 +194,85 @@ describe('item lookup: trace and genealogy from the buffer', () => {
     expect(refs(cell.parents[0]!.nodes)).toEqual(['PK-000815']);
 
     // MOD-1 was scanned twice: opening its container at SOP-3, and as a member of the pack at EOL-3.
-    const mod = (await (await fetch(`${app.httpUrl}/api/v1/items/MOD-1?depth=1`)).json()) as ItemTrace;
+    const mod = (await (
+      await fetch(`${app.httpUrl}/api/v1/items/MOD-1?depth=1`)
+    ).json()) as ItemTrace;
     expect(mod.scans.map((s) => s.dcpKey).sort()).toEqual(['EOL-3', 'SOP-3']);
     expect(refs(mod.parents)).toEqual(['PK-000815']);
     expect(refs(mod.children)).toEqual(['CELL-1', 'CELL-2']);
     expect(mod.depth).toBe(1);
   });
 
-  it('shows a per-scan failure, then the replay that replaced it; the CLI traces it on the stopped gateway', { timeout: 30_000 }, async () => {
-    const failed = (await (await fetch(`${app.httpUrl}/api/v1/items/BAT-7`)).json()) as ItemTrace;
-    expect(failed.scans).toHaveLength(1);
-    expect(failed.scans[0]).toMatchObject({ dcpKey: 'GI-9', state: 'failed', failureReason: 'Invalid DCP', replayedBy: null });
-    // Alone in its batch (timing decides how the batcher groups), the whole batch failed.
-    expect(['HasFailures', 'Failed']).toContain(failed.scans[0]!.batch?.upstreamState);
+  it(
+    'shows a per-scan failure, then the replay that replaced it; the CLI traces it on the stopped gateway',
+    { timeout: 30_000 },
+    async () => {
+      const failed = (await (await fetch(`${app.httpUrl}/api/v1/items/BAT-7`)).json()) as ItemTrace;
+      expect(failed.scans).toHaveLength(1);
+      expect(failed.scans[0]).toMatchObject({
+        dcpKey: 'GI-9',
+        state: 'failed',
+        failureReason: 'Invalid DCP',
+        replayedBy: null,
+      });
+      // Alone in its batch (timing decides how the batcher groups), the whole batch failed.
+      expect(['HasFailures', 'Failed']).toContain(failed.scans[0]!.batch?.upstreamState);
 
-    const replayed = await cli(registerReplayCommand, dir, ['replay', '--reason', 'invalid dcp', '--config', fixed]);
-    expect(replayed.code).toBe(0);
-    await waitFor(() => app.status().buffer.scans.delivered === 9, { timeoutMs: 15_000, what: 'the replayed scan delivered' });
-    await app.stop();
+      const replayed = await cli(registerReplayCommand, dir, [
+        'replay',
+        '--reason',
+        'invalid dcp',
+        '--config',
+        fixed,
+      ]);
+      expect(replayed.code).toBe(0);
+      await waitFor(() => app.status().buffer.scans.delivered === 9, {
+        timeoutMs: 15_000,
+        what: 'the replayed scan delivered',
+      });
+      await app.stop();
 
-    // The gateway is stopped: the CLI opens the buffer read-only.
-    const json = await cli(registerTraceCommand, dir, ['trace', 'BAT-7', '--json', '--config', fixed]);
-    expect(json.code).toBe(0);
-    const t = JSON.parse(json.out) as ItemTrace;
-    const [newer, older] = t.scans;
-    expect(older).toMatchObject({ dcpKey: 'GI-9', state: 'failed', failureReason: 'Invalid DCP', replayedBy: newer!.id });
-    expect(newer).toMatchObject({ dcpKey: 'GI-01', state: 'delivered', replaces: older!.id, supplierKey: 'SUP-0042', kind: 'goodsIn' });
-    expect(newer!.read?.id).toBe(older!.read?.id);
-    expect(newer!.batch?.upstreamState).toBe('Success');
+      // The gateway is stopped: the CLI opens the buffer read-only.
+      const json = await cli(registerTraceCommand, dir, [
+        'trace',
+        'BAT-7',
+        '--json',
+        '--config',
+        fixed,
+      ]);
+      expect(json.code).toBe(0);
+      const t = JSON.parse(json.out) as ItemTrace;
+      const [newer, older] = t.scans;
+      expect(older).toMatchObject({
+        dcpKey: 'GI-9',
+        state: 'failed',
+        failureReason: 'Invalid DCP',
+        replayedBy: newer!.id,
+      });
+      expect(newer).toMatchObject({
+        dcpKey: 'GI-01',
+        state: 'delivered',
+        replaces: older!.id,
+        supplierKey: 'SUP-0042',
+        kind: 'goodsIn',
+      });
+      expect(newer!.read?.id).toBe(older!.read?.id);
+      expect(newer!.batch?.upstreamState).toBe('Success');
 
-    const text = await cli(registerTraceCommand, dir, ['trace', 'BAT-7', '--config', fixed]);
-    expect(text.out).toMatch(/^BAT-7: 2 scans in the buffer\./);
-    expect(text.out).toMatch(/refused by the service, replayed/);
-    expect(text.out).toMatch(/reason: Invalid DCP/);
-    expect(text.out).toMatch(/replay of scan \d+/);
+      const text = await cli(registerTraceCommand, dir, ['trace', 'BAT-7', '--config', fixed]);
+      expect(text.out).toMatch(/^BAT-7: 2 scans in the buffer\./);
+      expect(text.out).toMatch(/refused by the service, replayed/);
+      expect(text.out).toMatch(/reason: Invalid DCP/);
+      expect(text.out).toMatch(/replay of scan \d+/);
 
-    const tree = await cli(registerTraceCommand, dir, ['trace', 'PK-000815', '--config', fixed]);
-    expect(tree.out).toMatch(/Children:\n {2}├─ MOD-1 .*\n {2}│ {2}├─ CELL-1 .*\n {2}│ {2}└─ CELL-2 .*\n {2}└─ MOD-2 .*\n {5}└─ CELL-3 /);
+      const tree = await cli(registerTraceCommand, dir, ['trace', 'PK-000815', '--config', fixed]);
+      expect(tree.out).toMatch(
+        /Children:\n {2}├─ MOD-1 .*\n {2}│ {2}├─ CELL-1 .*\n {2}│ {2}└─ CELL-2 .*\n {2}└─ MOD-2 .*\n {5}└─ CELL-3 /,
+      );
 
-    const none = await cli(registerTraceCommand, dir, ['trace', 'CELL', '--config', fixed]);
-    expect(none.code).toBe(1);
-    expect(none.out).toMatch(/CELL: not in the buffer[\s\S]*CELL-1 {2}\(1 scan/);
-  });
+      const none = await cli(registerTraceCommand, dir, ['trace', 'CELL', '--config', fixed]);
+      expect(none.code).toBe(1);
+      expect(none.out).toMatch(/CELL: not in the buffer[\s\S]*CELL-1 {2}\(1 scan/);
+    },
+  );
 });

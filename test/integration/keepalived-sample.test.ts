@@ -61,14 +61,23 @@ describe('keepalived check script', () => {
     server!.closeAllConnections();
     await new Promise((resolve) => server!.close(resolve));
     server = undefined;
-    expect((await check({ SCAN_GATEWAY_LEADER_URL: `http://127.0.0.1:${port}/api/v1/ha/leader` })).code).not.toBe(0);
+    expect(
+      (await check({ SCAN_GATEWAY_LEADER_URL: `http://127.0.0.1:${port}/api/v1/ha/leader` })).code,
+    ).not.toBe(0);
   });
 
   it('sends the headers of its header file (a read token), not on its command line', async () => {
     const file = join(mkdtempSync(join(tmpdir(), 'sg-keepalived-')), 'headers');
     writeFileSync(file, 'Authorization: Bearer read-token-of-the-health-page\n', { mode: 0o600 });
     const seen: string[] = [];
-    expect((await check({ SCAN_GATEWAY_LEADER_URL: await leaderRoute(200, seen), SCAN_GATEWAY_HEADER_FILE: file })).code).toBe(0);
+    expect(
+      (
+        await check({
+          SCAN_GATEWAY_LEADER_URL: await leaderRoute(200, seen),
+          SCAN_GATEWAY_HEADER_FILE: file,
+        })
+      ).code,
+    ).toBe(0);
     expect(seen).toEqual(['/api/v1/ha/leader Bearer read-token-of-the-health-page']);
   });
 
@@ -80,6 +89,8 @@ describe('keepalived check script', () => {
     expect(conf).toMatch(new RegExp(`track_script \\{\\s*${script?.[1]}\\s`));
     // The default of the script is the route of the gateway's default listen address (config/example.yaml).
     expect(readFileSync(SCRIPT, 'utf8')).toContain('http://127.0.0.1:8080/api/v1/ha/leader');
-    expect(readFileSync(join(PACKAGE_ROOT, 'config/example.yaml'), 'utf8')).toContain('listen: 127.0.0.1:8080');
+    expect(readFileSync(join(PACKAGE_ROOT, 'config/example.yaml'), 'utf8')).toContain(
+      'listen: 127.0.0.1:8080',
+    );
   });
 });

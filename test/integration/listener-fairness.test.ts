@@ -46,16 +46,35 @@ interface Answer {
 }
 
 /** One request on its own connection, from `from` (a loopback address); `ms` from the call to the end of the answer. */
-function call(port: number, path: string, options: { method?: string; headers?: Record<string, string>; body?: string; from?: string } = {}): Promise<Answer> {
+function call(
+  port: number,
+  path: string,
+  options: { method?: string; headers?: Record<string, string>; body?: string; from?: string } = {},
+): Promise<Answer> {
   const started = performance.now();
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: '127.0.0.1', port, path, method: options.method ?? 'GET', agent: false, localAddress: options.from ?? '127.0.0.1', headers: { host: `127.0.0.1:${port}`, ...options.headers } },
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        method: options.method ?? 'GET',
+        agent: false,
+        localAddress: options.from ?? '127.0.0.1',
+        headers: { host: `127.0.0.1:${port}`, ...options.headers },
+      },
       (res) => {
         let body = '';
         res.setEncoding('utf8');
         res.on('data', (d: string) => (body += d));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body, ms: performance.now() - started }));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            body,
+            ms: performance.now() - started,
+          }),
+        );
       },
     );
     req.on('error', reject);
@@ -64,7 +83,11 @@ function call(port: number, path: string, options: { method?: string; headers?: 
 }
 
 const ingest = (port: number, reads: unknown[]) =>
-  call(port, '/api/v1/reads', { method: 'POST', headers: { authorization: `Bearer ${INGEST}`, 'content-type': 'application/json' }, body: JSON.stringify(reads) });
+  call(port, '/api/v1/reads', {
+    method: 'POST',
+    headers: { authorization: `Bearer ${INGEST}`, 'content-type': 'application/json' },
+    body: JSON.stringify(reads),
+  });
 
 type RawSocket = Socket & { closedAt?: number; received: string };
 const sockets: Socket[] = [];
@@ -89,8 +112,12 @@ async function stalledStream(port: number, from: string): Promise<RawSocket> {
     s.received = d.toString('latin1');
     s.pause();
   });
-  s.write(`GET /station/EOL-3/events HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAccept: text/event-stream\r\n\r\n`);
-  await waitFor(() => s.received !== '' || s.closedAt !== undefined, { what: `the head of the stream from ${from}` });
+  s.write(
+    `GET /station/EOL-3/events HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAccept: text/event-stream\r\n\r\n`,
+  );
+  await waitFor(() => s.received !== '' || s.closedAt !== undefined, {
+    what: `the head of the stream from ${from}`,
+  });
   return s;
 }
 
@@ -137,18 +164,24 @@ const call = (path, method = 'GET', headers = {}, body) => new Promise((resolve)
   parentPort.postMessage({ health, post, answers: await Promise.all(answers) });
 })();
 `;
-  const worker = new Worker(script, { eval: true, workerData: { port, path, count, token: INGEST } });
+  const worker = new Worker(script, {
+    eval: true,
+    workerData: { port, path, count, token: INGEST },
+  });
   try {
-    return await new Promise<{ health: Timed; post: Timed; answers: Timed[] }>((resolve, reject) => {
-      worker.once('message', resolve);
-      worker.once('error', reject);
-    });
+    return await new Promise<{ health: Timed; post: Timed; answers: Timed[] }>(
+      (resolve, reject) => {
+        worker.once('message', resolve);
+        worker.once('error', reject);
+      },
+    );
   } finally {
     await worker.terminate();
   }
 }
 
-const metric = async (port: number, pattern: RegExp) => Number(pattern.exec((await call(port, '/metrics')).body)?.[1] ?? 0);
+const metric = async (port: number, pattern: RegExp) =>
+  Number(pattern.exec((await call(port, '/metrics')).body)?.[1] ?? 0);
 
 describe('listener fairness on the real app', () => {
   let dir: string;
@@ -170,7 +203,10 @@ inputs:
   - { id: mes, type: http, dcp: EOL-3 }
 `;
     log = memoryLogger('info');
-    gateway = buildApp({ file, config: parseConfigText(yaml, file), clientSecret: 'x' }, { logger: log.logger, api, env: { SCAN_GATEWAY_INGEST_TOKEN: INGEST } });
+    gateway = buildApp(
+      { file, config: parseConfigText(yaml, file), clientSecret: 'x' },
+      { logger: log.logger, api, env: { SCAN_GATEWAY_INGEST_TOKEN: INGEST } },
+    );
     await gateway.start();
     port = Number(new URL(gateway.httpUrl!).port);
     // A wide item: W0 holds 200 modules of 45 cells each, 9,201 reads through HTTP ingest.
@@ -179,9 +215,13 @@ inputs:
       reads.push({ code: `M-${m}`, parents: ['W0'] });
       for (let c = 0; c < CELLS; c++) reads.push({ code: `C-${m}-${c}`, parents: [`M-${m}`] });
     }
-    for (let i = 0; i < reads.length; i += 2000) expect((await ingest(port, reads.slice(i, i + 2000))).status).toBe(202);
+    for (let i = 0; i < reads.length; i += 2000)
+      expect((await ingest(port, reads.slice(i, i + 2000))).status).toBe(202);
     // Delivery done before anything is timed: only the listener's own work is measured.
-    await waitFor(() => gateway.status().buffer.undeliveredScans === 0, { timeoutMs: 60_000, what: 'every scan delivered' });
+    await waitFor(() => gateway.status().buffer.undeliveredScans === 0, {
+      timeoutMs: 60_000,
+      what: 'every scan delivered',
+    });
   }, 120_000);
 
   afterAll(async () => {
@@ -190,143 +230,221 @@ inputs:
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('answers /healthz and ingest while 100 wide lookups come at once; the excess is refused with 429 and Retry-After', { timeout: 60_000 }, async () => {
-    // A single lookup, alone, three times: what one costs on this machine now (for the messages).
-    const single: number[] = [];
-    for (let i = 0; i < 3; i++) {
-      const one = await call(port, '/api/v1/items/W0');
-      expect(one.status).toBe(200);
-      const trace = JSON.parse(one.body) as ItemTrace;
-      expect(trace.children).toHaveLength(MODULES);
-      expect(one.body.length).toBeGreaterThan(100_000);
-      single.push(one.ms);
-    }
+  it(
+    'answers /healthz and ingest while 100 wide lookups come at once; the excess is refused with 429 and Retry-After',
+    { timeout: 60_000 },
+    async () => {
+      // A single lookup, alone, three times: what one costs on this machine now (for the messages).
+      const single: number[] = [];
+      for (let i = 0; i < 3; i++) {
+        const one = await call(port, '/api/v1/items/W0');
+        expect(one.status).toBe(200);
+        const trace = JSON.parse(one.body) as ItemTrace;
+        expect(trace.children).toHaveLength(MODULES);
+        expect(one.body.length).toBeGreaterThan(100_000);
+        single.push(one.ms);
+      }
 
-    const { health, post, answers } = await burst(port, '/api/v1/items/W0', 100);
+      const { health, post, answers } = await burst(port, '/api/v1/items/W0', 100);
 
-    expect(health.status).toBe(200);
-    expect(post.status).toBe(202);
-    // The lookups run in a thread of their own (src/buffer/lookup-workers.ts), so the loop answers
-    // the probes while one runs. Their wait is printed, not asserted in ms: on a loaded 2-core
-    // machine the lookups' connections arrive over seconds. What is asserted is counted in lookups,
-    // and generously: fewer than half of the 17 admitted (1 running, 16 waiting) answered before
-    // each probe (0 on an idle machine; the loop in this thread once held all of them).
-    const lookupMs = single.map(Math.round).join(', ');
-    const answeredBefore = (t: number) => answers.filter((a) => a.status === 200 && a.doneAt < t).length;
-    console.log(
-      `listener fairness: /healthz ${Math.round(health.ms)} ms with ${answeredBefore(health.doneAt)} lookups answered before it, ingest ${Math.round(post.ms)} ms with ${answeredBefore(post.doneAt)}; single lookups ${lookupMs} ms`,
-    );
-    expect(answeredBefore(health.doneAt)).toBeLessThanOrEqual(8);
-    expect(answeredBefore(post.doneAt)).toBeLessThanOrEqual(8);
-    // The lookup thread is this process's one thread at niceness 10 (lookup-worker.ts): it takes
-    // the CPU the loop leaves.
-    const niceness = (task: string) => {
-      const stat = readFileSync(`/proc/self/task/${task}/stat`, 'utf8');
-      return Number(stat.slice(stat.lastIndexOf(') ') + 2).split(' ')[16]);
-    };
-    expect(readdirSync('/proc/self/task').filter((t) => niceness(t) === LOOKUP_NICENESS)).toHaveLength(1);
-    const ok = answers.filter((a) => a.status === 200);
-    const busy = answers.filter((a) => a.status === 429);
-    expect(ok.length + busy.length).toBe(100);
-    // One running and 16 waiting by default; the rest are refused at once.
-    expect(ok.length).toBeGreaterThanOrEqual(1);
-    expect(busy.length).toBeGreaterThan(0);
-    for (const a of ok) expect(a.reference).toBe('W0');
-    expect(busy[0]!.retryAfter).toBe('1');
-    expect(busy[0]!.message).toMatch(/too many item lookups/);
-    expect(await metric(port, /scan_gateway_http_refused_total\{reason="item_lookups"\} (\d+)/)).toBe(busy.length);
-    expect(log.parsed().filter((l) => l.msg.startsWith('item lookup refused'))).toHaveLength(1);
-  });
+      expect(health.status).toBe(200);
+      expect(post.status).toBe(202);
+      // The lookups run in a thread of their own (src/buffer/lookup-workers.ts), so the loop answers
+      // the probes while one runs. Their wait is printed, not asserted in ms: on a loaded 2-core
+      // machine the lookups' connections arrive over seconds. What is asserted is counted in lookups,
+      // and generously: fewer than half of the 17 admitted (1 running, 16 waiting) answered before
+      // each probe (0 on an idle machine; the loop in this thread once held all of them).
+      const lookupMs = single.map(Math.round).join(', ');
+      const answeredBefore = (t: number) =>
+        answers.filter((a) => a.status === 200 && a.doneAt < t).length;
+      console.log(
+        `listener fairness: /healthz ${Math.round(health.ms)} ms with ${answeredBefore(health.doneAt)} lookups answered before it, ingest ${Math.round(post.ms)} ms with ${answeredBefore(post.doneAt)}; single lookups ${lookupMs} ms`,
+      );
+      expect(answeredBefore(health.doneAt)).toBeLessThanOrEqual(8);
+      expect(answeredBefore(post.doneAt)).toBeLessThanOrEqual(8);
+      // The lookup thread is this process's one thread at niceness 10 (lookup-worker.ts): it takes
+      // the CPU the loop leaves.
+      const niceness = (task: string) => {
+        const stat = readFileSync(`/proc/self/task/${task}/stat`, 'utf8');
+        return Number(stat.slice(stat.lastIndexOf(') ') + 2).split(' ')[16]);
+      };
+      expect(
+        readdirSync('/proc/self/task').filter((t) => niceness(t) === LOOKUP_NICENESS),
+      ).toHaveLength(1);
+      const ok = answers.filter((a) => a.status === 200);
+      const busy = answers.filter((a) => a.status === 429);
+      expect(ok.length + busy.length).toBe(100);
+      // One running and 16 waiting by default; the rest are refused at once.
+      expect(ok.length).toBeGreaterThanOrEqual(1);
+      expect(busy.length).toBeGreaterThan(0);
+      for (const a of ok) expect(a.reference).toBe('W0');
+      expect(busy[0]!.retryAfter).toBe('1');
+      expect(busy[0]!.message).toMatch(/too many item lookups/);
+      expect(
+        await metric(port, /scan_gateway_http_refused_total\{reason="item_lookups"\} (\d+)/),
+      ).toBe(busy.length);
+      expect(log.parsed().filter((l) => l.msg.startsWith('item lookup refused'))).toHaveLength(1);
+    },
+  );
 
-  it('closes station streams whose client does not read, freeing their slots for a reading client', { timeout: 120_000 }, async () => {
-    expect(await metric(port, /scan_gateway_station_streams (\d+)/)).toBe(0);
-    // 32 non-reading streams from four addresses, 8 (the share) each: every slot held.
-    const from = ['127.0.0.1', '127.0.0.2', '127.0.0.3', '127.0.0.4'];
-    const stalled: RawSocket[] = [];
-    for (const a of from) for (let i = 0; i < STATION_MAX_STREAMS / from.length; i++) stalled.push(await stalledStream(port, a));
-    expect(stalled.map((s) => s.received.slice(0, 12))).toEqual(stalled.map(() => 'HTTP/1.1 200'));
-    expect(await metric(port, /scan_gateway_station_streams (\d+)/)).toBe(STATION_MAX_STREAMS);
-    const full = await call(port, '/station/EOL-3/events', { from: '127.0.0.5' });
-    expect(full.status).toBe(503);
+  it(
+    'closes station streams whose client does not read, freeing their slots for a reading client',
+    { timeout: 120_000 },
+    async () => {
+      expect(await metric(port, /scan_gateway_station_streams (\d+)/)).toBe(0);
+      // 32 non-reading streams from four addresses, 8 (the share) each: every slot held.
+      const from = ['127.0.0.1', '127.0.0.2', '127.0.0.3', '127.0.0.4'];
+      const stalled: RawSocket[] = [];
+      for (const a of from)
+        for (let i = 0; i < STATION_MAX_STREAMS / from.length; i++)
+          stalled.push(await stalledStream(port, a));
+      expect(stalled.map((s) => s.received.slice(0, 12))).toEqual(
+        stalled.map(() => 'HTTP/1.1 200'),
+      );
+      expect(await metric(port, /scan_gateway_station_streams (\d+)/)).toBe(STATION_MAX_STREAMS);
+      const full = await call(port, '/station/EOL-3/events', { from: '127.0.0.5' });
+      expect(full.status).toBe(503);
 
-    // A busy line: reads of 3,000 characters at the station until every stalled stream has its
-    // send buffer full for stationStreamStallMs (1 s here) and is closed. Told by the server: a
-    // client that does not read does not see the close either.
-    let n = 0;
-    const code = (i: number) => `LONG-${i}-${'x'.repeat(3000)}`;
-    const stalledClosed = () => metric(port, /scan_gateway_http_refused_total\{reason="station_stalled"\} (\d+)/);
-    await waitFor(
-      async () => {
-        if ((await stalledClosed()) === STATION_MAX_STREAMS) return true;
-        const batch = Array.from({ length: 250 }, () => ({ code: code(n++) }));
-        expect((await ingest(port, batch)).status).toBe(202);
-        return false;
-      },
-      { timeoutMs: 80_000, intervalMs: 200, what: 'every non-reading stream closed' },
-    );
-    expect(await metric(port, /scan_gateway_station_streams (\d+)/)).toBe(0);
-    expect(log.parsed().filter((l) => l.msg.startsWith('station stream refused or closed')).length).toBeGreaterThanOrEqual(1);
+      // A busy line: reads of 3,000 characters at the station until every stalled stream has its
+      // send buffer full for stationStreamStallMs (1 s here) and is closed. Told by the server: a
+      // client that does not read does not see the close either.
+      let n = 0;
+      const code = (i: number) => `LONG-${i}-${'x'.repeat(3000)}`;
+      const stalledClosed = () =>
+        metric(port, /scan_gateway_http_refused_total\{reason="station_stalled"\} (\d+)/);
+      await waitFor(
+        async () => {
+          if ((await stalledClosed()) === STATION_MAX_STREAMS) return true;
+          const batch = Array.from({ length: 250 }, () => ({ code: code(n++) }));
+          expect((await ingest(port, batch)).status).toBe(202);
+          return false;
+        },
+        { timeoutMs: 80_000, intervalMs: 200, what: 'every non-reading stream closed' },
+      );
+      expect(await metric(port, /scan_gateway_station_streams (\d+)/)).toBe(0);
+      expect(
+        log.parsed().filter((l) => l.msg.startsWith('station stream refused or closed')).length,
+      ).toBeGreaterThanOrEqual(1);
 
-    // A reading client now gets a slot and keeps it while the line stays busy.
-    const reader = await new Promise<{ status: number; text: () => string; ended: () => boolean; close: () => void }>((resolve, reject) => {
-      const req = request({ host: '127.0.0.1', port, path: '/station/EOL-3/events', localAddress: '127.0.0.5', headers: { accept: 'text/event-stream' } }, (res) => {
-        let text = '';
-        let ended = false;
-        res.setEncoding('utf8');
-        res.on('data', (c: string) => (text += c));
-        res.on('close', () => (ended = true));
-        resolve({ status: res.statusCode ?? 0, text: () => text, ended: () => ended, close: () => req.destroy() });
+      // A reading client now gets a slot and keeps it while the line stays busy.
+      const reader = await new Promise<{
+        status: number;
+        text: () => string;
+        ended: () => boolean;
+        close: () => void;
+      }>((resolve, reject) => {
+        const req = request(
+          {
+            host: '127.0.0.1',
+            port,
+            path: '/station/EOL-3/events',
+            localAddress: '127.0.0.5',
+            headers: { accept: 'text/event-stream' },
+          },
+          (res) => {
+            let text = '';
+            let ended = false;
+            res.setEncoding('utf8');
+            res.on('data', (c: string) => (text += c));
+            res.on('close', () => (ended = true));
+            resolve({
+              status: res.statusCode ?? 0,
+              text: () => text,
+              ended: () => ended,
+              close: () => req.destroy(),
+            });
+          },
+        );
+        req.on('error', reject);
+        req.end();
       });
-      req.on('error', reject);
-      req.end();
-    });
-    try {
-      expect(reader.status).toBe(200);
-      await waitFor(() => reader.text().includes('event: snapshot'), { what: 'the snapshot' });
-      for (let i = 0; i < 8; i++) expect((await ingest(port, Array.from({ length: 250 }, () => ({ code: code(n++) })))).status).toBe(202);
-      const last = code(n - 1);
-      await waitFor(() => reader.text().includes(last), { timeoutMs: 20_000, what: 'the last read on the reading screen' });
-      await new Promise((r) => setTimeout(r, 1500));
-      expect(reader.ended()).toBe(false);
-    } finally {
-      reader.close();
-    }
-  });
+      try {
+        expect(reader.status).toBe(200);
+        await waitFor(() => reader.text().includes('event: snapshot'), { what: 'the snapshot' });
+        for (let i = 0; i < 8; i++)
+          expect(
+            (
+              await ingest(
+                port,
+                Array.from({ length: 250 }, () => ({ code: code(n++) })),
+              )
+            ).status,
+          ).toBe(202);
+        const last = code(n - 1);
+        await waitFor(() => reader.text().includes(last), {
+          timeoutMs: 20_000,
+          what: 'the last read on the reading screen',
+        });
+        await new Promise((r) => setTimeout(r, 1500));
+        expect(reader.ended()).toBe(false);
+      } finally {
+        reader.close();
+      }
+    },
+  );
 
   it('holds one address to its share of streams', { timeout: 30_000 }, async () => {
-    await waitFor(async () => (await metric(port, /scan_gateway_station_streams (\d+)/)) === 0, { what: 'no stream open' });
-    const held = await Promise.all(Array.from({ length: 8 }, () => stalledStream(port, '127.0.0.6')));
+    await waitFor(async () => (await metric(port, /scan_gateway_station_streams (\d+)/)) === 0, {
+      what: 'no stream open',
+    });
+    const held = await Promise.all(
+      Array.from({ length: 8 }, () => stalledStream(port, '127.0.0.6')),
+    );
     expect(held.map((s) => s.received.slice(0, 12))).toEqual(held.map(() => 'HTTP/1.1 200'));
     const ninth = await call(port, '/station/EOL-3/events', { from: '127.0.0.6' });
     expect(ninth.status).toBe(503);
     expect(JSON.parse(ninth.body)).toMatchObject({ message: expect.stringContaining('its share') });
-    expect(await metric(port, /scan_gateway_http_refused_total\{reason="client_station_streams"\} (\d+)/)).toBe(1);
+    expect(
+      await metric(
+        port,
+        /scan_gateway_http_refused_total\{reason="client_station_streams"\} (\d+)/,
+      ),
+    ).toBe(1);
     for (const s of held) s.destroy();
   });
 
-  it('answers /healthz and ingest promptly with 300 idle sockets open from the same address', { timeout: 30_000 }, async () => {
-    const idle = await Promise.all(Array.from({ length: 300 }, () => rawSocket(port)));
-    const opened = performance.now();
-    // The address is held to its share (64 by default): the longest-waiting idle ones are closed
-    // once they had connectionGraceMs (250 ms) to send a head. Until then a connection may still
-    // meet node's cap (256 in all) as before: the answers are timed once the share took hold.
-    await waitFor(() => idle.filter((s) => s.closedAt === undefined).length <= 64, { what: 'the idle sockets within the share' });
-    const health = await call(port, '/healthz');
-    const post = await ingest(port, [{ code: 'IDLE-1' }]);
-    expect(health.status).toBe(200);
-    expect(post.status).toBe(202);
-    expect(health.ms).toBeLessThan(PROMPT_MS);
-    expect(post.ms).toBeLessThan(PROMPT_MS);
-    expect(performance.now() - opened, 'from the idle sockets to both answers').toBeLessThan(2 * PROMPT_MS);
-    expect(idle.filter((s) => s.closedAt === undefined).length).toBeGreaterThan(0);
-    const shed = await metric(port, /scan_gateway_http_refused_total\{reason="client_connections"\} (\d+)/);
-    const capped = await metric(port, /scan_gateway_http_refused_total\{reason="connection_cap"\} (\d+)/);
-    expect(shed).toBeGreaterThan(0);
-    expect(shed + capped).toBeGreaterThanOrEqual(300 - 64);
-    expect(log.parsed().filter((l) => l.msg.startsWith('connection closed: the client address holds its share')).length).toBeGreaterThanOrEqual(1);
-    // Another address is not touched by it.
-    const other = await rawSocket(port, '127.0.0.7');
-    expect((await call(port, '/healthz', { from: '127.0.0.7' })).status).toBe(200);
-    expect(other.closedAt).toBeUndefined();
-  });
+  it(
+    'answers /healthz and ingest promptly with 300 idle sockets open from the same address',
+    { timeout: 30_000 },
+    async () => {
+      const idle = await Promise.all(Array.from({ length: 300 }, () => rawSocket(port)));
+      const opened = performance.now();
+      // The address is held to its share (64 by default): the longest-waiting idle ones are closed
+      // once they had connectionGraceMs (250 ms) to send a head. Until then a connection may still
+      // meet node's cap (256 in all) as before: the answers are timed once the share took hold.
+      await waitFor(() => idle.filter((s) => s.closedAt === undefined).length <= 64, {
+        what: 'the idle sockets within the share',
+      });
+      const health = await call(port, '/healthz');
+      const post = await ingest(port, [{ code: 'IDLE-1' }]);
+      expect(health.status).toBe(200);
+      expect(post.status).toBe(202);
+      expect(health.ms).toBeLessThan(PROMPT_MS);
+      expect(post.ms).toBeLessThan(PROMPT_MS);
+      expect(performance.now() - opened, 'from the idle sockets to both answers').toBeLessThan(
+        2 * PROMPT_MS,
+      );
+      expect(idle.filter((s) => s.closedAt === undefined).length).toBeGreaterThan(0);
+      const shed = await metric(
+        port,
+        /scan_gateway_http_refused_total\{reason="client_connections"\} (\d+)/,
+      );
+      const capped = await metric(
+        port,
+        /scan_gateway_http_refused_total\{reason="connection_cap"\} (\d+)/,
+      );
+      expect(shed).toBeGreaterThan(0);
+      expect(shed + capped).toBeGreaterThanOrEqual(300 - 64);
+      expect(
+        log
+          .parsed()
+          .filter((l) => l.msg.startsWith('connection closed: the client address holds its share'))
+          .length,
+      ).toBeGreaterThanOrEqual(1);
+      // Another address is not touched by it.
+      const other = await rawSocket(port, '127.0.0.7');
+      expect((await call(port, '/healthz', { from: '127.0.0.7' })).status).toBe(200);
+      expect(other.closedAt).toBeUndefined();
+    },
+  );
 });

@@ -53,7 +53,10 @@ dcps:
   - { key: EOL-3, kind: endOfProcess, productModelKey: PACK-A }
 inputs: []
 `;
-    app = buildApp({ file, config: parseConfigText(yaml, file), clientSecret: 'x' }, { logger: memoryLogger('info').logger, api });
+    app = buildApp(
+      { file, config: parseConfigText(yaml, file), clientSecret: 'x' },
+      { logger: memoryLogger('info').logger, api },
+    );
     await app.start();
     port = Number(new URL(app.httpUrl!).port);
   });
@@ -72,7 +75,9 @@ inputs: []
 
   it('answers 408 and closes a TLS connection that sends half a request head', async () => {
     const s: TLSSocket = await new Promise((resolve, reject) => {
-      const t = connect({ host: '127.0.0.1', port, ca: ca.pem, servername: 'localhost' }, () => resolve(t));
+      const t = connect({ host: '127.0.0.1', port, ca: ca.pem, servername: 'localhost' }, () =>
+        resolve(t),
+      );
       t.once('error', reject);
     });
     sockets.push(s);

@@ -45,32 +45,50 @@ inputs:
       expect(leaf.certFile).toBe(join(dir, 'gw.pem'));
     }
     const log = memoryLogger('info');
-    app = buildApp({ file, config: parseConfigText(yaml, file), clientSecret: 'x' }, { logger: log.logger, api, env: { SCAN_GATEWAY_INGEST_TOKEN: INGEST }, readToken: 'read-token-0123456789abcdef' });
+    app = buildApp(
+      { file, config: parseConfigText(yaml, file), clientSecret: 'x' },
+      {
+        logger: log.logger,
+        api,
+        env: { SCAN_GATEWAY_INGEST_TOKEN: INGEST },
+        readToken: 'read-token-0123456789abcdef',
+      },
+    );
     await app.start();
     return { log, status: app.status() };
   }
 
   it('over plain HTTP beyond loopback: a warning at start naming the tokens, and an info hint', async () => {
     const { log, status } = await start('{ listen: "0.0.0.0:0" }');
-    const warning = log.parsed().find((l) => l.msg.startsWith('INSECURE: http.listen is not loopback'));
+    const warning = log
+      .parsed()
+      .find((l) => l.msg.startsWith('INSECURE: http.listen is not loopback'));
     expect(warning?.msg).toBe(
       'INSECURE: http.listen is not loopback and the server speaks plain HTTP, so the read token and ingest token of input mes cross the network in clear text: anyone on the path can read them and use them; set http.tls (docs/operations.md, "TLS on the local listener")',
     );
     expect(warning?.level).toBe(40);
     expect(status.listener?.tokensInClear).toEqual(['read token', 'ingest token of input mes']);
     const hint = status.healthProblems?.find((p) => p.code === HealthCodes.TOKENS_IN_CLEAR);
-    expect(hint).toMatchObject({ severity: 'info', sentence: 'This page is reachable from the network over plain HTTP, so the read token and ingest token of input mes cross the network in clear text.' });
+    expect(hint).toMatchObject({
+      severity: 'info',
+      sentence:
+        'This page is reachable from the network over plain HTTP, so the read token and ingest token of input mes cross the network in clear text.',
+    });
     expect(hint?.hint).toMatch(/serve it over TLS \(`http\.tls`\)/);
     // A hint, not a degradation: reads still flow.
     expect(status.state).toBe('ok');
   });
 
   it('over TLS beyond loopback, or plain on loopback: neither', async () => {
-    const tls = await start('{ listen: "0.0.0.0:0", tls: { certFile: $DIR/gw.pem, keyFile: $DIR/gw.key } }');
+    const tls = await start(
+      '{ listen: "0.0.0.0:0", tls: { certFile: $DIR/gw.pem, keyFile: $DIR/gw.key } }',
+    );
     expect(tls.log.parsed().some((l) => l.msg.startsWith('INSECURE'))).toBe(false);
     expect(tls.status.listener?.tokensInClear).toEqual([]);
     expect(tls.status.listener?.tls?.certificate.serialNumber).toBe('42');
-    expect(tls.status.healthProblems?.map((p) => p.code)).not.toContain(HealthCodes.TOKENS_IN_CLEAR);
+    expect(tls.status.healthProblems?.map((p) => p.code)).not.toContain(
+      HealthCodes.TOKENS_IN_CLEAR,
+    );
     expect(app!.httpUrl).toMatch(/^https:\/\//);
     await app!.stop();
     app = undefined;

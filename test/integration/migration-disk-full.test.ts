@@ -46,11 +46,17 @@ describe('the schema upgrade of the scans on a full disk (tmpfs)', () => {
     for (const m of MIGRATIONS.slice(0, BEFORE)) old.exec(m);
     old.pragma(`user_version = ${BEFORE}`);
     old.transaction(() => {
-      old.prepare(`WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < ?) INSERT INTO reads (id, input_id, received_at, raw, outcome) SELECT x, 'in', '2026-11-25T00:00:00.000Z', randomblob(20), 'scan' FROM n`).run(SCANS);
-      old.prepare(
-        `INSERT INTO scans (read_id, dcp_key, reference, time_utc, body, bytes, created_at)
+      old
+        .prepare(
+          `WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < ?) INSERT INTO reads (id, input_id, received_at, raw, outcome) SELECT x, 'in', '2026-11-25T00:00:00.000Z', randomblob(20), 'scan' FROM n`,
+        )
+        .run(SCANS);
+      old
+        .prepare(
+          `INSERT INTO scans (read_id, dcp_key, reference, time_utc, body, bytes, created_at)
          SELECT id, 'GI-01', printf('REF-%08d', id), '2026-11-25T00:00:00.000Z', printf('{"reference":"REF-%08d","parents":[],"pad":"%s"}', id, hex(randomblob(100))), 250, 0 FROM reads`,
-      ).run();
+        )
+        .run();
     })();
     old.pragma('wal_checkpoint(TRUNCATE)');
     old.pragma('journal_mode = DELETE');
@@ -70,13 +76,17 @@ describe('the schema upgrade of the scans on a full disk (tmpfs)', () => {
     }
     expect(err).toBeInstanceOf(GatewayError);
     expect((err as GatewayError).code).toBe(ErrorCodes.BUFFER_DISK_FULL);
-    expect((err as Error).message).toContain(`the upgrade of its schema from version ${BEFORE} to ${BEFORE + 1} ran out of disk space and was undone`);
+    expect((err as Error).message).toContain(
+      `the upgrade of its schema from version ${BEFORE} to ${BEFORE + 1} ran out of disk space and was undone`,
+    );
     expect((err as Error).message).toContain('df -h');
 
     const check = new Database(path);
     expect(check.pragma('user_version', { simple: true })).toBe(BEFORE);
     expect(check.pragma('quick_check', { simple: true })).toBe('ok');
-    expect(check.prepare(`SELECT type FROM sqlite_master WHERE name = 'scans'`).pluck().get()).toBe('table');
+    expect(check.prepare(`SELECT type FROM sqlite_master WHERE name = 'scans'`).pluck().get()).toBe(
+      'table',
+    );
     expect(check.prepare(`SELECT count(*) FROM scans`).pluck().get()).toBe(SCANS);
     check.close();
 
@@ -90,7 +100,12 @@ describe('the schema upgrade of the scans on a full disk (tmpfs)', () => {
     }
     const after = new Database(path, { readonly: true });
     expect(after.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
-    expect(after.prepare(`SELECT count(*) FROM scans WHERE body LIKE '{"reference":"REF-%'`).pluck().get()).toBe(SCANS);
+    expect(
+      after
+        .prepare(`SELECT count(*) FROM scans WHERE body LIKE '{"reference":"REF-%'`)
+        .pluck()
+        .get(),
+    ).toBe(SCANS);
     after.close();
   });
 });

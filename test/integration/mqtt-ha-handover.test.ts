@@ -32,22 +32,43 @@ describe('MQTT hand-over under ha', () => {
   });
 
   const config = (clientId: string) =>
-    mqttInputSchema.parse({ id: 'line', type: 'mqtt', url: broker.url, topics: ['ha/scans'], clientId, dcp: 'L1', reconnectMs: 100, statusTopic: false });
+    mqttInputSchema.parse({
+      id: 'line',
+      type: 'mqtt',
+      url: broker.url,
+      topics: ['ha/scans'],
+      clientId,
+      dcp: 'L1',
+      reconnectMs: 100,
+      statusTopic: false,
+    });
 
   it('the old node, fenced, does not connect again when the new leader takes the session over; the new one keeps it', async () => {
     let oldLeads = true;
     const oldLog = memoryLogger('info');
     const oldSink = new FakeSink();
-    const old = new MqttInput({ config: config('sg-ha-pair'), sink: oldSink, logger: oldLog.logger, ha: { mayConnect: () => oldLeads } });
+    const old = new MqttInput({
+      config: config('sg-ha-pair'),
+      sink: oldSink,
+      logger: oldLog.logger,
+      ha: { mayConnect: () => oldLeads },
+    });
     await old.start();
     expect(old.status().state).toBe('up');
     // The old leader is fenced (its lease lapsed, say it hung); its inputs are not stopped yet.
     oldLeads = false;
     const newSink = new FakeSink();
-    const fresh = new MqttInput({ config: config('sg-ha-pair'), sink: newSink, logger: memoryLogger('info').logger, ha: { mayConnect: () => true } });
+    const fresh = new MqttInput({
+      config: config('sg-ha-pair'),
+      sink: newSink,
+      logger: memoryLogger('info').logger,
+      ha: { mayConnect: () => true },
+    });
     await fresh.start();
     // mosquitto 2.0 closes the old connection (without DISCONNECT 0x8E): the old node must not connect again.
-    await waitFor(() => old.status().state === 'down', { what: `the old node lost its connection; its log: ${oldLog.lines.join('\n')}` });
+    await waitFor(() => old.status().state === 'down', {
+      what: `the old node lost its connection; its log: ${oldLog.lines.join('\n')}`,
+    });
     // Ten reconnect periods: the old node stays away, the new one stays connected.
     await new Promise((r) => setTimeout(r, 1000));
     expect(fresh.status().state).toBe('up');
@@ -66,7 +87,12 @@ describe('MQTT hand-over under ha', () => {
   it('a node that does not lead does not connect again after a lost connection', async () => {
     let leads = true;
     const log = memoryLogger('info');
-    const input = new MqttInput({ config: config('sg-ha-alone'), sink: new FakeSink(), logger: log.logger, ha: { mayConnect: () => leads } });
+    const input = new MqttInput({
+      config: config('sg-ha-alone'),
+      sink: new FakeSink(),
+      logger: log.logger,
+      ha: { mayConnect: () => leads },
+    });
     await input.start();
     expect(input.status().state).toBe('up');
     leads = false;
@@ -78,16 +104,32 @@ describe('MQTT hand-over under ha', () => {
   });
 
   it('a leader that dies leaves no offline will while the standby resumes the shared session within willDelaySec', async () => {
-    const withStatus = mqttInputSchema.parse({ id: 'line', type: 'mqtt', url: broker.url, topics: ['ha/scans'], clientId: 'sg-ha-will', dcp: 'L1', reconnectMs: 100 });
+    const withStatus = mqttInputSchema.parse({
+      id: 'line',
+      type: 'mqtt',
+      url: broker.url,
+      topics: ['ha/scans'],
+      clientId: 'sg-ha-will',
+      dcp: 'L1',
+      reconnectMs: 100,
+    });
     const observer = await connectAsync(broker.url, { clientId: 'sg-ha-observer' });
     const seen: string[] = [];
     observer.on('message', (_topic, payload) => seen.push(payload.toString()));
     await observer.subscribeAsync('scan-gateway/sg-ha-will/status', { qos: 1 });
     // The dying leader: the input's own connection options, its socket then cut as a SIGKILL would.
-    const dying = await connectAsync(broker.url, { ...(await mqttClientOptions(withStatus, {}, { willDelaySec: 15 })), reconnectPeriod: 0 });
+    const dying = await connectAsync(broker.url, {
+      ...(await mqttClientOptions(withStatus, {}, { willDelaySec: 15 })),
+      reconnectPeriod: 0,
+    });
     dying.stream.destroy();
     await new Promise((r) => setTimeout(r, 500));
-    const fresh = new MqttInput({ config: withStatus, sink: new FakeSink(), logger: memoryLogger('info').logger, ha: { mayConnect: () => true, willDelaySec: 15 } });
+    const fresh = new MqttInput({
+      config: withStatus,
+      sink: new FakeSink(),
+      logger: memoryLogger('info').logger,
+      ha: { mayConnect: () => true, willDelaySec: 15 },
+    });
     await fresh.start();
     await waitFor(() => seen.includes('online'), { what: 'the new leader says online' });
     await new Promise((r) => setTimeout(r, 1000));

@@ -63,7 +63,11 @@ afterAll(async () => {
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'sg-mqtt-'));
   store = BufferStore.openAt(join(dir, 'buffer.db'));
-  intake = new Intake({ store, mapping: mappingContext(parseConfigText(configYaml(), 'test.yaml')), logger: silentLogger() });
+  intake = new Intake({
+    store,
+    mapping: mappingContext(parseConfigText(configYaml(), 'test.yaml')),
+    logger: silentLogger(),
+  });
   intake.open();
   seq += 1;
 });
@@ -80,7 +84,16 @@ afterEach(async () => {
 const topic = (suffix: string): string => `t${seq}/${suffix}`;
 
 function config(overrides: Partial<Record<keyof MqttInputConfig, unknown>> = {}): MqttInputConfig {
-  return mqttInputSchema.parse({ id: 'mq', type: 'mqtt', dcp: 'L1', url: broker.url, topics: [topic('#')], clientId: `gw-${seq}`, reconnectMs: 200, ...overrides });
+  return mqttInputSchema.parse({
+    id: 'mq',
+    type: 'mqtt',
+    dcp: 'L1',
+    url: broker.url,
+    topics: [topic('#')],
+    clientId: `gw-${seq}`,
+    reconnectMs: 200,
+    ...overrides,
+  });
 }
 
 async function startInput(cfg: MqttInputConfig, sink: IntakeSink = intake): Promise<MqttInput> {
@@ -97,13 +110,20 @@ async function stopInput(input: MqttInput): Promise<void> {
 }
 
 async function publisher(id = `pub-${seq}`): Promise<MqttClient> {
-  const client = await connectAsync(broker.url, { clientId: id, clean: false, reconnectPeriod: 100, protocolVersion: 5 });
+  const client = await connectAsync(broker.url, {
+    clientId: id,
+    clean: false,
+    reconnectPeriod: 100,
+    protocolVersion: 5,
+  });
   clients.push(client);
   return client;
 }
 
 function rows(): ReadRow[] {
-  return sqlOf(store).prepare(`SELECT raw, outcome, reason, dcp_key, origin FROM reads ORDER BY id`).all() as ReadRow[];
+  return sqlOf(store)
+    .prepare(`SELECT raw, outcome, reason, dcp_key, origin FROM reads ORDER BY id`)
+    .all() as ReadRow[];
 }
 
 const codes = (): string[] => rows().map((r) => r.raw.toString('utf8'));
@@ -122,12 +142,28 @@ describe('MqttInput against a real mosquitto', () => {
       ['scan', 'SOP-3'],
       ['scan', 'SOP-3'],
     ]);
-    const bodies = (sqlOf(store).prepare(`SELECT body FROM scans ORDER BY id`).pluck().all() as string[]).map((b) => JSON.parse(b) as Record<string, unknown>);
-    expect(bodies[0]).toMatchObject({ reference: ']Q3010952123454321321MOD-000042\u001d240BM-48V-16S', timeStamp: '2026-11-18T08:01:02', dcpKey: 'EOL-3' });
-    expect(bodies[2]).toMatchObject({ reference: ']d1C24A0K3B0712345', dcpKey: 'SOP-3', parents: ['MOD-000043'], attributes: [] });
+    const bodies = (
+      sqlOf(store).prepare(`SELECT body FROM scans ORDER BY id`).pluck().all() as string[]
+    ).map((b) => JSON.parse(b) as Record<string, unknown>);
+    expect(bodies[0]).toMatchObject({
+      reference: ']Q3010952123454321321MOD-000042\u001d240BM-48V-16S',
+      timeStamp: '2026-11-18T08:01:02',
+      dcpKey: 'EOL-3',
+    });
+    expect(bodies[2]).toMatchObject({
+      reference: ']d1C24A0K3B0712345',
+      dcpKey: 'SOP-3',
+      parents: ['MOD-000043'],
+      attributes: [],
+    });
     // The last sample line's attributes {"cellVoltage":3.652,"ocvTest":"pass"} arrive as text.
     expect(bodies[3]).toMatchObject({ reference: ']d1C24A0K3B0712346', parents: ['MOD-000043'] });
-    expect(bodies[3]!['attributes']).toEqual(expect.arrayContaining([{ key: 'cellVoltage', value: '3.652' }, { key: 'ocvTest', value: 'pass' }]));
+    expect(bodies[3]!['attributes']).toEqual(
+      expect.arrayContaining([
+        { key: 'cellVoltage', value: '3.652' },
+        { key: 'ocvTest', value: 'pass' },
+      ]),
+    );
     expect(JSON.parse(rows()[0]!.origin!)).toEqual({ topic: topic('cam') });
   });
 
@@ -136,11 +172,18 @@ describe('MqttInput against a real mosquitto', () => {
     const first = await startInput(cfg);
     await stopInput(first);
     const pub = await publisher();
-    await Promise.all(Array.from({ length: 200 }, (_, i) => pub.publishAsync(topic('line'), `CODE-${i}`, { qos: 1 })));
+    await Promise.all(
+      Array.from({ length: 200 }, (_, i) =>
+        pub.publishAsync(topic('line'), `CODE-${i}`, { qos: 1 }),
+      ),
+    );
     expect(rows()).toHaveLength(0);
 
     await startInput(cfg);
-    await waitFor(() => rows().length >= 200, { what: '200 queued messages stored', timeoutMs: 10_000 });
+    await waitFor(() => rows().length >= 200, {
+      what: '200 queued messages stored',
+      timeoutMs: 10_000,
+    });
     await new Promise((resolve) => setTimeout(resolve, 300)); // a duplicate would show up now
     expect(codes().sort()).toEqual(Array.from({ length: 200 }, (_, i) => `CODE-${i}`).sort());
   });
@@ -154,15 +197,22 @@ describe('MqttInput against a real mosquitto', () => {
       if (i === 100) {
         await waitFor(() => rows().length > 20, { what: 'some messages stored before the kill' });
         await broker.kill();
-        await waitFor(() => input.status().state === 'down', { what: 'input down while the broker is gone' });
+        await waitFor(() => input.status().state === 'down', {
+          what: 'input down while the broker is gone',
+        });
         expect(input.status().lastError).toMatch(/127\.0\.0\.1/);
       }
       if (i === 200) await broker.restart();
     }
     await Promise.all(sent);
     const want = Array.from({ length: 300 }, (_, i) => `FLOW-${i}`);
-    await waitFor(() => want.every((c) => codes().includes(c)), { what: 'all 300 messages stored after the restart', timeoutMs: 8_000 }).catch((e) => {
-      throw new Error(`${String(e)}; missing ${want.filter((c) => !codes().includes(c)).join(',')}; log ${broker.log()}`);
+    await waitFor(() => want.every((c) => codes().includes(c)), {
+      what: 'all 300 messages stored after the restart',
+      timeoutMs: 8_000,
+    }).catch((e) => {
+      throw new Error(
+        `${String(e)}; missing ${want.filter((c) => !codes().includes(c)).join(',')}; log ${broker.log()}`,
+      );
     });
     expect(input.status().state).toBe('up');
     // At least once: messages acknowledged just before the kill, whose acknowledgement the broker
@@ -183,11 +233,16 @@ describe('MqttInput against a real mosquitto', () => {
     };
     const input = await startInput(config(), slow);
     const pub = await publisher();
-    await Promise.all(Array.from({ length: 10 }, (_, i) => pub.publishAsync(topic('r'), `R-${i}`, { qos: 1 })));
+    await Promise.all(
+      Array.from({ length: 10 }, (_, i) => pub.publishAsync(topic('r'), `R-${i}`, { qos: 1 })),
+    );
     // The ten are being committed (400 ms) when the connection goes: their PUBACKs are never sent.
     // SIGTERM makes mosquitto save them as unacknowledged; after its restart it sends them again (DUP).
     await broker.restart();
-    await waitFor(() => rows().length >= 10 && input.status().state === 'up', { what: 'ten stored, input up again', timeoutMs: 10_000 });
+    await waitFor(() => rows().length >= 10 && input.status().state === 'up', {
+      what: 'ten stored, input up again',
+      timeoutMs: 10_000,
+    });
     await new Promise((resolve) => setTimeout(resolve, 1000));
     expect(codes()).toEqual(Array.from({ length: 10 }, (_, i) => `R-${i}`));
     // Each resend was recognised by the identity committed with its read, and counted.
@@ -200,12 +255,17 @@ describe('MqttInput against a real mosquitto', () => {
     // (DUP). The identity stored under id 1 is of an older message the broker had the PUBACK for.
     let refusing = true;
     const gated: IntakeSink = {
-      submit: (items, options) => (refusing ? Promise.reject(new Error('quota')) : intake.submit(items, options)),
+      submit: (items, options) =>
+        refusing ? Promise.reject(new Error('quota')) : intake.submit(items, options),
       forgetMessages: (id) => intake.forgetMessages(id),
     };
     const input = await startInput(config(), gated);
     const sha = createHash('sha256').update('SAME').digest();
-    sqlOf(store).prepare(`INSERT INTO mqtt_messages (input_id, packet_id, topic, payload_sha256, committed_at) VALUES ('mq', 1, ?, ?, 0)`).run(topic('s'), sha);
+    sqlOf(store)
+      .prepare(
+        `INSERT INTO mqtt_messages (input_id, packet_id, topic, payload_sha256, committed_at) VALUES ('mq', 1, ?, ?, 0)`,
+      )
+      .run(topic('s'), sha);
     const pub = await publisher();
     await pub.publishAsync(topic('s'), 'SAME', { qos: 1 });
     await waitFor(() => input.status().state === 'up', { what: 'up' });
@@ -229,7 +289,9 @@ describe('MqttInput against a real mosquitto', () => {
     await waitFor(() => rows().length === 4, { what: '4 rows' });
     const [big, notJson, noCode, good] = rows();
     expect(big).toMatchObject({ outcome: 'rejected' });
-    expect(big!.reason).toMatch(/payload of 2097152 bytes is larger than maxPayloadBytes \(262144\)/);
+    expect(big!.reason).toMatch(
+      /payload of 2097152 bytes is larger than maxPayloadBytes \(262144\)/,
+    );
     expect(big!.raw.length).toBe(4096);
     expect(notJson!.reason).toMatch(/payload is not JSON/);
     expect(notJson!.raw.toString()).toBe('not json {');
@@ -255,7 +317,9 @@ describe('MqttInput against a real mosquitto', () => {
     await waitFor(() => rows().length === 2, { what: '2 rows', timeoutMs: 20_000 });
     const [refused, good] = rows();
     expect(refused).toMatchObject({ outcome: 'rejected' });
-    expect(refused!.reason).toBe('payload of 52428800 bytes is larger than maxPayloadBytes (262144) (first 4096 of 52428800 bytes kept)');
+    expect(refused!.reason).toBe(
+      'payload of 52428800 bytes is larger than maxPayloadBytes (262144) (first 4096 of 52428800 bytes kept)',
+    );
     expect(refused!.raw).toHaveLength(4096);
     expect(refused!.raw.subarray(0, 8).toString()).toBe('BIG-HEAD');
     expect(good).toMatchObject({ outcome: 'scan' });
@@ -269,7 +333,12 @@ describe('MqttInput against a real mosquitto', () => {
 
   it('warns once at start that a password over plain mqtt:// travels in clear text (without the password)', async () => {
     const { logger, parsed, lines } = memoryLogger('info');
-    const input = new MqttInput({ config: config({ username: 'gw', passwordEnv: 'MQTT_PW' }), sink: intake, logger, env: { MQTT_PW: 'pw-3f9c1d' } });
+    const input = new MqttInput({
+      config: config({ username: 'gw', passwordEnv: 'MQTT_PW' }),
+      sink: intake,
+      logger,
+      env: { MQTT_PW: 'pw-3f9c1d' },
+    });
     inputs.push(input);
     await input.start();
     await waitFor(() => input.status().state === 'up', { what: 'MQTT input up' });
@@ -280,7 +349,12 @@ describe('MqttInput against a real mosquitto', () => {
   });
 
   it('takes the DCP from a wildcard topic level and rejects a topic outside the pattern', async () => {
-    await startInput(config({ topics: [topic('plant/+/scans'), topic('other')], dcpFromTopic: `t${seq}/plant/{dcp}/scans` }));
+    await startInput(
+      config({
+        topics: [topic('plant/+/scans'), topic('other')],
+        dcpFromTopic: `t${seq}/plant/{dcp}/scans`,
+      }),
+    );
     const pub = await publisher();
     await pub.publishAsync(topic('plant/L2/scans'), 'A-1', { qos: 1 });
     await pub.publishAsync(topic('other'), 'A-2', { qos: 1 });
@@ -295,7 +369,8 @@ describe('MqttInput against a real mosquitto', () => {
   it('acknowledges only after the commit: a message whose commit failed is retried and stored once', async () => {
     let failures = 3;
     const flaky: IntakeSink = {
-      submit: (items: IntakeItem[], options?: SubmitOptions) => (failures-- > 0 ? Promise.reject(new Error('SQLITE_FULL')) : intake.submit(items, options)),
+      submit: (items: IntakeItem[], options?: SubmitOptions) =>
+        failures-- > 0 ? Promise.reject(new Error('SQLITE_FULL')) : intake.submit(items, options),
     };
     const cfg = config();
     const input = await startInput(cfg, flaky);
@@ -322,7 +397,9 @@ describe('MqttInput against a real mosquitto', () => {
     };
     await startInput(config({ maxInFlight: 4 }), slow);
     const pub = await publisher();
-    await Promise.all(Array.from({ length: 60 }, (_, i) => pub.publishAsync(topic('b'), `B-${i}`, { qos: 1 })));
+    await Promise.all(
+      Array.from({ length: 60 }, (_, i) => pub.publishAsync(topic('b'), `B-${i}`, { qos: 1 })),
+    );
     await waitFor(() => rows().length === 60, { what: '60 stored' });
     expect(most).toBeLessThanOrEqual(4);
     expect(most).toBeGreaterThan(1);
@@ -333,12 +410,17 @@ describe('MqttInput against a real mosquitto', () => {
     const input = await startInput(config({ statusTopic: topic('status') }));
     const watcher = await publisher(`watch-${seq}`);
     const statuses: string[] = [];
-    watcher.on('message', (t, payload) => t === topic('status') && statuses.push(payload.toString()));
+    watcher.on(
+      'message',
+      (t, payload) => t === topic('status') && statuses.push(payload.toString()),
+    );
     await watcher.subscribeAsync(topic('status'), { qos: 1 });
     await waitFor(() => statuses.includes('online'), { what: 'retained online' });
 
     input.setPaused(true);
-    await waitFor(() => input.status().state === 'paused' && statuses.at(-1) === 'paused', { what: 'paused' });
+    await waitFor(() => input.status().state === 'paused' && statuses.at(-1) === 'paused', {
+      what: 'paused',
+    });
     const pub = await publisher();
     for (let i = 0; i < 50; i++) await pub.publishAsync(topic('q'), `Q-${i}`, { qos: 1 });
     await new Promise((resolve) => setTimeout(resolve, 200));
@@ -371,7 +453,10 @@ describe('MqttInput, MQTT 5 maximum packet size', () => {
   it('the broker drops a packet over maxPayloadBytes + 65 KiB (its log says so); a payload just over the limit is stored as a rejection', async () => {
     const cfg = config({ url: noticeBroker.url, maxPayloadBytes: 1024 });
     await startInput(cfg);
-    const pub = await connectAsync(noticeBroker.url, { clientId: `pub5-${seq}`, protocolVersion: 5 });
+    const pub = await connectAsync(noticeBroker.url, {
+      clientId: `pub5-${seq}`,
+      protocolVersion: 5,
+    });
     clients.push(pub);
     await pub.publishAsync(topic('m'), Buffer.alloc(1100, 0x41), { qos: 1 });
     await pub.publishAsync(topic('m'), Buffer.alloc(2 * 1024 * 1024, 0x42), { qos: 1 }); // the broker takes it (PUBACK) …
@@ -379,11 +464,18 @@ describe('MqttInput, MQTT 5 maximum packet size', () => {
     await waitFor(() => rows().length === 2, { what: '2 rows' });
     await new Promise((resolve) => setTimeout(resolve, 300)); // the 2 MB one, were it coming
     expect(rows().map((r) => [r.outcome, r.reason, r.raw.length])).toEqual([
-      ['rejected', 'payload of 1100 bytes is larger than maxPayloadBytes (1024) (first 1025 of 1100 bytes kept)', 1025],
+      [
+        'rejected',
+        'payload of 1100 bytes is larger than maxPayloadBytes (1024) (first 1025 of 1100 bytes kept)',
+        1025,
+      ],
       ['scan', null, 'AFTER-DROP'.length],
     ]);
     // … and never sends it to the gateway: the only trace is the broker's own log (notice level).
-    await waitFor(() => /Dropping too large outgoing PUBLISH for gw-\d+ \(\d+ bytes\)/.test(noticeBroker.log()), { what: 'the drop in the broker log' });
+    await waitFor(
+      () => /Dropping too large outgoing PUBLISH for gw-\d+ \(\d+ bytes\)/.test(noticeBroker.log()),
+      { what: 'the drop in the broker log' },
+    );
     expect(intake.countersFor('mq')).toMatchObject({ rejections: 1, scans: 1 });
   });
 });
@@ -398,7 +490,12 @@ describe('MqttInput over TLS (mqtts://, CA and client certificate)', () => {
     await chmod(tlsDir, 0o755); // the broker, dropped to its own user, must reach the files inside
     pki = await createTestPki(join(tlsDir, 'pki'));
     tlsBroker = await startMosquitto(join(tlsDir, 'broker'), {
-      tls: { caFile: pki.caFile, certFile: pki.serverCert, keyFile: pki.serverKey, requireClientCertificate: true },
+      tls: {
+        caFile: pki.caFile,
+        certFile: pki.serverCert,
+        keyFile: pki.serverKey,
+        requireClientCertificate: true,
+      },
     });
   });
 
@@ -408,7 +505,12 @@ describe('MqttInput over TLS (mqtts://, CA and client certificate)', () => {
   });
 
   it('connects with caFile, certFile and keyFile and takes messages', async () => {
-    const cfg = config({ url: tlsBroker.url, caFile: pki.caFile, certFile: pki.clientCert, keyFile: pki.clientKey });
+    const cfg = config({
+      url: tlsBroker.url,
+      caFile: pki.caFile,
+      certFile: pki.clientCert,
+      keyFile: pki.clientKey,
+    });
     await startInput(cfg);
     const pub = await connectAsync(tlsBroker.url, {
       clientId: `tls-pub-${seq}`,
@@ -422,11 +524,19 @@ describe('MqttInput over TLS (mqtts://, CA and client certificate)', () => {
   });
 
   it('refuses a broker whose certificate it cannot verify (no caFile): down with the reason', async () => {
-    const input = new MqttInput({ config: config({ url: tlsBroker.url, certFile: pki.clientCert, keyFile: pki.clientKey, reconnectMs: 5000 }), sink: intake, logger: silentLogger() });
+    const input = new MqttInput({
+      config: config({
+        url: tlsBroker.url,
+        certFile: pki.clientCert,
+        keyFile: pki.clientKey,
+        reconnectMs: 5000,
+      }),
+      sink: intake,
+      logger: silentLogger(),
+    });
     inputs.push(input);
     await input.start();
     await waitFor(() => input.status().state === 'down', { what: 'down' });
     expect(input.status().lastError).toMatch(/certificate/i);
   });
 });
-

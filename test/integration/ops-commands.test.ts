@@ -28,11 +28,25 @@ function capture(): { stream: Writable; text: () => string } {
 }
 
 /** Runs one command line like src/main.ts does; answers the exit code and what was printed. */
-async function cli(dir: string, args: string[], uid?: number): Promise<{ code: number; out: string; err: string }> {
+async function cli(
+  dir: string,
+  args: string[],
+  uid?: number,
+): Promise<{ code: number; out: string; err: string }> {
   const out = capture();
   const err = capture();
-  const program = new Command('scan-gateway').exitOverride().configureOutput({ writeOut: (s) => out.stream.write(s), writeErr: (s) => err.stream.write(s) });
-  registerOpsCommands(program, { stdout: out.stream, stderr: err.stream, cwd: dir, env: {}, now: () => NOW, ...(uid !== undefined ? { uid } : {}) });
+  const program = new Command('scan-gateway').exitOverride().configureOutput({
+    writeOut: (s) => out.stream.write(s),
+    writeErr: (s) => err.stream.write(s),
+  });
+  registerOpsCommands(program, {
+    stdout: out.stream,
+    stderr: err.stream,
+    cwd: dir,
+    env: {},
+    now: () => NOW,
+    ...(uid !== undefined ? { uid } : {}),
+  });
   let code = 0;
   try {
     await program.parseAsync(['node', 'scan-gateway', ...args]);
@@ -45,8 +59,21 @@ async function cli(dir: string, args: string[], uid?: number): Promise<{ code: n
 }
 
 function scan(reference: string, dcpKey: string, raw = reference): IntakeRecord {
-  const body = JSON.stringify({ reference, timeStamp: '2026-11-18T12:00:00', dcpKey, productModelKey: 'PACK-A', parents: [], attributes: [] });
-  return { inputId: 'line-3', receivedAt: new Date(NOW), raw: Buffer.from(raw), outcome: 'scan', scan: { reference, dcpKey, instant: new Date(NOW), body } };
+  const body = JSON.stringify({
+    reference,
+    timeStamp: '2026-11-18T12:00:00',
+    dcpKey,
+    productModelKey: 'PACK-A',
+    parents: [],
+    attributes: [],
+  });
+  return {
+    inputId: 'line-3',
+    receivedAt: new Date(NOW),
+    raw: Buffer.from(raw),
+    outcome: 'scan',
+    scan: { reference, dcpKey, instant: new Date(NOW), body },
+  };
 }
 
 describe('queue, failures, buffer stats, buffer backup', () => {
@@ -68,15 +95,41 @@ inputs: []
     );
     store = BufferStore.openAt(join(dir, 'buffer.db'));
     // A delivered batch with one failure, scans waiting (two hours, five minutes and seconds old), a rejection.
-    store.intake.commitIntake([scan('A-1', 'GI-01'), scan(`]d2010${GS}21B`, 'GI-01', `]d2010${GS}21B`)], NOW - 3_600_000);
-    const batch = formBatch(store, { mode: 'direct', maxScans: 10, maxBytes: 1_000_000, nowIso: new Date(NOW - 3_500_000).toISOString() })!;
+    store.intake.commitIntake(
+      [scan('A-1', 'GI-01'), scan(`]d2010${GS}21B`, 'GI-01', `]d2010${GS}21B`)],
+      NOW - 3_600_000,
+    );
+    const batch = formBatch(store, {
+      mode: 'direct',
+      maxScans: 10,
+      maxBytes: 1_000_000,
+      nowIso: new Date(NOW - 3_500_000).toISOString(),
+    })!;
     store.batches.updateBatch(batch.id, { state: 'uploaded', requestId: '1723' });
-    store.batches.finishBatch(batch.id, { state: 'HasFailures', processed: 2, failed: 1, failures: [{ reference: `]d2010${GS}21B`, reason: 'Invalid DCP' }] }, new Date(NOW).toISOString());
+    store.batches.finishBatch(
+      batch.id,
+      {
+        state: 'HasFailures',
+        processed: 2,
+        failed: 1,
+        failures: [{ reference: `]d2010${GS}21B`, reason: 'Invalid DCP' }],
+      },
+      new Date(NOW).toISOString(),
+    );
     store.intake.commitIntake([scan('B-1', 'GI-01'), scan('B-2', 'EOL-3')], NOW - 7_200_000);
     store.intake.commitIntake([scan('C-1', 'EOL-3')], NOW - 300_000);
     store.intake.commitIntake([scan('D-1', 'EOL-3')], NOW - 5_000);
     store.intake.commitIntake(
-      [{ inputId: 'line-3', receivedAt: new Date(NOW), raw: Buffer.from([0x41, 0xff, 0x1d, 0x42]), outcome: 'rejected', reason: 'not a GS1 code', origin: { port: '/dev/ttyUSB0' } }],
+      [
+        {
+          inputId: 'line-3',
+          receivedAt: new Date(NOW),
+          raw: Buffer.from([0x41, 0xff, 0x1d, 0x42]),
+          outcome: 'rejected',
+          reason: 'not a GS1 code',
+          origin: { port: '/dev/ttyUSB0' },
+        },
+      ],
       NOW,
     );
   });
@@ -85,7 +138,11 @@ inputs: []
   it('queue: waiting scans by DCP and age, and the unfinished batches', async () => {
     const json = await cli(dir, ['queue', '--config', config, '--json']);
     expect(json.code).toBe(0);
-    const r = JSON.parse(json.out) as { totals: unknown; byDcp: unknown; byAge: { label: string; scans: number }[] };
+    const r = JSON.parse(json.out) as {
+      totals: unknown;
+      byDcp: unknown;
+      byAge: { label: string; scans: number }[];
+    };
     expect(r.totals).toEqual({ waiting: 4, inFlight: 0, oldestAgeMs: 7_200_000 });
     expect(r.byDcp).toEqual([
       { dcp: 'EOL-3', waiting: 3, inFlight: 0, oldestAgeMs: 7_200_000 },
@@ -93,7 +150,9 @@ inputs: []
     ]);
     expect(r.byAge.map((b) => b.scans)).toEqual([1, 1, 0, 2, 0]);
     const human = await cli(dir, ['queue', '--config', config]);
-    expect(human.out).toContain('4 scans waiting for delivery (4 not yet in a batch, 0 in batches not finished); oldest 2 h.');
+    expect(human.out).toContain(
+      '4 scans waiting for delivery (4 not yet in a batch, 0 in batches not finished); oldest 2 h.',
+    );
     expect(human.out).toMatch(/EOL-3 +3 +0 +2 h/);
   });
 
@@ -104,8 +163,18 @@ inputs: []
       { kind: 'failed', reason: 'Invalid DCP', count: 1 },
       { kind: 'rejected', reason: 'not a GS1 code', count: 1 },
     ]);
-    expect(r.latest[0]).toMatchObject({ kind: 'rejected', raw: 'A\\xff<GS>B', reason: 'not a GS1 code' });
-    expect(r.latest[1]).toMatchObject({ kind: 'failed', dcp: 'GI-01', reference: `]d2010${GS}21B`, raw: ']d2010<GS>21B', requestId: '1723' });
+    expect(r.latest[0]).toMatchObject({
+      kind: 'rejected',
+      raw: 'A\\xff<GS>B',
+      reason: 'not a GS1 code',
+    });
+    expect(r.latest[1]).toMatchObject({
+      kind: 'failed',
+      dcp: 'GI-01',
+      reference: `]d2010${GS}21B`,
+      raw: ']d2010<GS>21B',
+      requestId: '1723',
+    });
     const human = await cli(dir, ['failures', '--config', config, '-n', '1']);
     expect(human.out).toContain('reason: not a GS1 code');
     expect(human.out).toContain('read:   A\\xff<GS>B');
@@ -114,8 +183,15 @@ inputs: []
   });
 
   it('buffer stats', async () => {
-    const r = JSON.parse((await cli(dir, ['buffer', 'stats', '--config', config, '--json'])).out) as Record<string, unknown>;
-    expect(r).toMatchObject({ journalMode: 'wal', reads: { scan: 6, rejected: 1 }, scans: { delivered: 1, failed: 1, pending: 4 }, batches: { 'done:HasFailures': 1 } });
+    const r = JSON.parse(
+      (await cli(dir, ['buffer', 'stats', '--config', config, '--json'])).out,
+    ) as Record<string, unknown>;
+    expect(r).toMatchObject({
+      journalMode: 'wal',
+      reads: { scan: 6, rejected: 1 },
+      scans: { delivered: 1, failed: 1, pending: 4 },
+      batches: { 'done:HasFailures': 1 },
+    });
     expect((r.files as { total: number }).total).toBeGreaterThan(0);
     expect((await cli(dir, ['buffer', 'stats', '--config', config])).out).toContain('scans:     ');
   });
@@ -123,7 +199,10 @@ inputs: []
   it('buffer backup: a consistent, checked, self-contained copy while another connection keeps writing', async () => {
     let n = 0;
     const writer = setInterval(() => {
-      store.intake.commitIntake(Array.from({ length: 50 }, () => scan(`W-${n++}`, 'GI-01')), Date.now());
+      store.intake.commitIntake(
+        Array.from({ length: 50 }, () => scan(`W-${n++}`, 'GI-01')),
+        Date.now(),
+      );
     }, 2);
     let result;
     try {

@@ -41,12 +41,16 @@ inputs:
 }
 
 function expectNoSecret(output: string, where: string): void {
-  for (const secret of SECRETS) expect(output.includes(secret), `${where} printed ${secret}`).toBe(false);
+  for (const secret of SECRETS)
+    expect(output.includes(secret), `${where} printed ${secret}`).toBe(false);
   expect(JWT.exec(output)?.[0], `${where} printed an access token`).toBeUndefined();
 }
 
 const admin = (url: string, action: string, authorization?: string) =>
-  fetch(`${url}/api/v1/admin/${action}`, { method: 'POST', headers: authorization ? { authorization } : {} });
+  fetch(`${url}/api/v1/admin/${action}`, {
+    method: 'POST',
+    headers: authorization ? { authorization } : {},
+  });
 
 describe('no secret in any log line', () => {
   let sandbox: RunningSandbox;
@@ -56,7 +60,14 @@ describe('no secret in any log line', () => {
       processingDelayMs: 50,
       tokenTtlSec: 2,
       // The product of the DCP below: the sandbox fails scans of a product the client does not have.
-      clients: [{ clientId: 'leak-test', clientSecret: CLIENT_SECRET, dcps: ['GI-01'], products: [{ key: 'PACK-A', name: 'Pack A' }] }],
+      clients: [
+        {
+          clientId: 'leak-test',
+          clientSecret: CLIENT_SECRET,
+          dcps: ['GI-01'],
+          products: [{ key: 'PACK-A', name: 'Pack A' }],
+        },
+      ],
     });
   });
   afterAll(async () => {
@@ -65,11 +76,31 @@ describe('no secret in any log line', () => {
 
   it('while running: tokens, upstream faults, admin calls with wrong and right tokens, stop', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'sg-redact-'));
-    sandbox.setFaults({ errorRate: 0.3, rateLimitRate: 0.1, retryAfterSec: 0, resetRate: 0.1, tokenErrorRate: 0.2, tokenResetRate: 0.1 });
-    const gateway = await startGateway(config(dir, sandbox.url), { SCAN_GATEWAY_CLIENT_SECRET: CLIENT_SECRET, SCAN_GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN }, dir);
+    sandbox.setFaults({
+      errorRate: 0.3,
+      rateLimitRate: 0.1,
+      retryAfterSec: 0,
+      resetRate: 0.1,
+      tokenErrorRate: 0.2,
+      tokenResetRate: 0.1,
+    });
+    const gateway = await startGateway(
+      config(dir, sandbox.url),
+      { SCAN_GATEWAY_CLIENT_SECRET: CLIENT_SECRET, SCAN_GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN },
+      dir,
+    );
     try {
-      writeFileSync(join(dir, 'inbox', 'a.txt'), Array.from({ length: 200 }, (_, i) => `CELL-${i}`).join('\n'));
-      for (const auth of [undefined, `Bearer ${CLIENT_SECRET}`, `Bearer ${ADMIN_TOKEN}x`, `Basic ${Buffer.from(`admin:${ADMIN_TOKEN}`).toString('base64')}`, ADMIN_TOKEN]) {
+      writeFileSync(
+        join(dir, 'inbox', 'a.txt'),
+        Array.from({ length: 200 }, (_, i) => `CELL-${i}`).join('\n'),
+      );
+      for (const auth of [
+        undefined,
+        `Bearer ${CLIENT_SECRET}`,
+        `Bearer ${ADMIN_TOKEN}x`,
+        `Basic ${Buffer.from(`admin:${ADMIN_TOKEN}`).toString('base64')}`,
+        ADMIN_TOKEN,
+      ]) {
         expect((await admin(gateway.httpUrl, 'retry', auth)).status).toBe(401);
       }
       expect((await admin(gateway.httpUrl, 'pause', `Bearer ${ADMIN_TOKEN}`)).status).toBe(200);
@@ -80,19 +111,35 @@ describe('no secret in any log line', () => {
       // 2 min by default) before sending again.
       await waitFor(
         async () => {
-          const h = (await (await fetch(`${gateway.httpUrl}/healthz`)).json()) as { deliveredScans: number };
-          if (h.deliveredScans !== 200) throw new Error(`delivered ${h.deliveredScans} of 200; health ${JSON.stringify(h)}`);
+          const h = (await (await fetch(`${gateway.httpUrl}/healthz`)).json()) as {
+            deliveredScans: number;
+          };
+          if (h.deliveredScans !== 200)
+            throw new Error(`delivered ${h.deliveredScans} of 200; health ${JSON.stringify(h)}`);
           return true;
         },
         { timeoutMs: 40_000, intervalMs: 200 },
       ).catch((err: Error) => {
-        throw new Error(`${err.message}\n--- gateway output, last 80 lines ---\n${gateway.output().split('\n').slice(-80).join('\n')}`);
+        throw new Error(
+          `${err.message}\n--- gateway output, last 80 lines ---\n${gateway.output().split('\n').slice(-80).join('\n')}`,
+        );
       });
       // The token expired and was renewed at least once, so several token requests were logged.
       await new Promise((r) => setTimeout(r, 2500));
-      sandbox.setFaults({ errorRate: 0, rateLimitRate: 0, resetRate: 0, tokenErrorRate: 0, tokenResetRate: 0 });
+      sandbox.setFaults({
+        errorRate: 0,
+        rateLimitRate: 0,
+        resetRate: 0,
+        tokenErrorRate: 0,
+        tokenResetRate: 0,
+      });
       writeFileSync(join(dir, 'inbox', 'b.txt'), 'CELL-LAST\n');
-      await waitFor(async () => ((await (await fetch(`${gateway.httpUrl}/healthz`)).json()) as { deliveredScans: number }).deliveredScans === 201, { timeoutMs: 20_000 });
+      await waitFor(
+        async () =>
+          ((await (await fetch(`${gateway.httpUrl}/healthz`)).json()) as { deliveredScans: number })
+            .deliveredScans === 201,
+        { timeoutMs: 20_000 },
+      );
     } finally {
       expect(await gateway.stop()).toBe(0);
     }
@@ -104,13 +151,24 @@ describe('no secret in any log line', () => {
     // A component on every JSON line.
     const json = output.split('\n').filter((l) => l.startsWith('{'));
     expect(json.length).toBeGreaterThan(20);
-    for (const line of json) expect(typeof (JSON.parse(line) as { component?: unknown }).component, line).toBe('string');
+    for (const line of json)
+      expect(typeof (JSON.parse(line) as { component?: unknown }).component, line).toBe('string');
   });
 
   it('when the service refuses the credentials', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'sg-redact-auth-'));
-    sandbox.setFaults({ errorRate: 0, rateLimitRate: 0, resetRate: 0, tokenErrorRate: 0, tokenResetRate: 0 });
-    const gateway = await startGateway(config(dir, sandbox.url), { SCAN_GATEWAY_CLIENT_SECRET: WRONG_SECRET, SCAN_GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN }, dir);
+    sandbox.setFaults({
+      errorRate: 0,
+      rateLimitRate: 0,
+      resetRate: 0,
+      tokenErrorRate: 0,
+      tokenResetRate: 0,
+    });
+    const gateway = await startGateway(
+      config(dir, sandbox.url),
+      { SCAN_GATEWAY_CLIENT_SECRET: WRONG_SECRET, SCAN_GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN },
+      dir,
+    );
     try {
       writeFileSync(join(dir, 'inbox', 'a.txt'), 'CELL-1\n');
       await waitFor(() => /refused with HTTP 401/.test(gateway.output()), { timeoutMs: 15_000 });
@@ -126,7 +184,10 @@ describe('no secret in any log line', () => {
       // a literal secret in the YAML is refused without echoing it
       { env: {}, extra: `, clientSecret: ${CLIENT_SECRET}` },
       // a secret put under a misspelt key, and an admin token that is too short
-      { env: { SCAN_GATEWAY_CLIENT_SECRET: CLIENT_SECRET }, extra: `, clientSecrt: ${CLIENT_SECRET}` },
+      {
+        env: { SCAN_GATEWAY_CLIENT_SECRET: CLIENT_SECRET },
+        extra: `, clientSecrt: ${CLIENT_SECRET}`,
+      },
       { env: { SCAN_GATEWAY_CLIENT_SECRET: CLIENT_SECRET, SCAN_GATEWAY_ADMIN_TOKEN: 'KNOWN-x' } },
       // a YAML syntax error on the line holding the secret
       { env: {}, file: `upstream: { clientSecret: "${CLIENT_SECRET}\n` },
@@ -137,7 +198,12 @@ describe('no secret in any log line', () => {
         file = join(dir, 'broken.yaml');
         writeFileSync(file, c.file);
       }
-      const r = spawnSync(process.execPath, [MAIN_JS, 'run', '--config', file], { cwd: dir, env: { PATH: process.env.PATH ?? '', ...c.env }, encoding: 'utf8', timeout: 20_000 });
+      const r = spawnSync(process.execPath, [MAIN_JS, 'run', '--config', file], {
+        cwd: dir,
+        env: { PATH: process.env.PATH ?? '', ...c.env },
+        encoding: 'utf8',
+        timeout: 20_000,
+      });
       expect(r.status, r.stderr).toBe(2);
       expectNoSecret(`${r.stdout}${r.stderr}`, `a configuration error (${JSON.stringify(c)})`);
     }

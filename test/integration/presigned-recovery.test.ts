@@ -1,5 +1,11 @@
 import { mkdtempSync, readFileSync } from 'node:fs';
-import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import {
+  createServer,
+  request as httpRequest,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -32,8 +38,22 @@ const GRACE_MS = 60_000;
 const SCANS = 50;
 
 function scan(reference: string): IntakeRecord {
-  const body = { reference, timeStamp: '2026-11-18T07:00:00', dcpKey: 'GI-01', productModelKey: 'PACK-A', supplierKey: 'SUP-0042', parents: [], attributes: [] };
-  return { inputId: 'test', receivedAt: new Date(), raw: Buffer.from(reference), outcome: 'scan', scan: { reference, dcpKey: 'GI-01', instant: new Date(), body: JSON.stringify(body) } };
+  const body = {
+    reference,
+    timeStamp: '2026-11-18T07:00:00',
+    dcpKey: 'GI-01',
+    productModelKey: 'PACK-A',
+    supplierKey: 'SUP-0042',
+    parents: [],
+    attributes: [],
+  };
+  return {
+    inputId: 'test',
+    receivedAt: new Date(),
+    raw: Buffer.from(reference),
+    outcome: 'scan',
+    scan: { reference, dcpKey: 'GI-01', instant: new Date(), body: JSON.stringify(body) },
+  };
 }
 
 /** What the front did with one pre-signed PUT. */
@@ -58,7 +78,9 @@ class Front {
 
   constructor(private readonly target: URL) {
     // A connection the gateway dropped (its deadline) ends the request here: nothing to answer.
-    this.server = createServer((req, res) => void this.handle(req, res).catch(() => req.socket.destroy()));
+    this.server = createServer(
+      (req, res) => void this.handle(req, res).catch(() => req.socket.destroy()),
+    );
   }
 
   get url(): string {
@@ -87,32 +109,57 @@ class Front {
         req.socket.destroy();
         return;
       }
-      if (this.hideAfterPutMs > 0 && this.hideStatusUntil === 0) this.hideStatusUntil = Date.now() + this.hideAfterPutMs;
+      if (this.hideAfterPutMs > 0 && this.hideStatusUntil === 0)
+        this.hideStatusUntil = Date.now() + this.hideAfterPutMs;
     }
     const status = /^\/api\/trace\/v3\/scans\/(\d+)\/status$/.exec(path);
     if (req.method === 'GET' && status && Date.now() < this.hideStatusUntil) {
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ state: 'NotFound', requestId: Number(status[1]), description: `No batch with request id ${status[1]}`, processed: 0 }));
+      res.end(
+        JSON.stringify({
+          state: 'NotFound',
+          requestId: Number(status[1]),
+          description: `No batch with request id ${status[1]}`,
+          processed: 0,
+        }),
+      );
       return;
     }
     if (req.method === 'POST' && path === '/api/trace/v3/scans/preSignedUrl') this.addresses++;
     const headers = { ...req.headers };
     delete headers.connection;
-    const upstream = httpRequest({ host: this.target.hostname, port: this.target.port, method: req.method, path, headers, agent: false }, (answer) => {
-      const parts: Buffer[] = [];
-      answer.on('data', (c: Buffer) => parts.push(c));
-      answer.on('end', () => {
-        if (req.method === 'PUT') this.puts.push({ path, at: Date.now(), outcome: 'forwarded', status: answer.statusCode ?? 0 });
-        const back = { ...answer.headers };
-        delete back.connection;
-        delete back['transfer-encoding'];
-        res.writeHead(answer.statusCode ?? 502, back);
-        res.end(Buffer.concat(parts));
-      });
-    });
+    const upstream = httpRequest(
+      {
+        host: this.target.hostname,
+        port: this.target.port,
+        method: req.method,
+        path,
+        headers,
+        agent: false,
+      },
+      (answer) => {
+        const parts: Buffer[] = [];
+        answer.on('data', (c: Buffer) => parts.push(c));
+        answer.on('end', () => {
+          if (req.method === 'PUT')
+            this.puts.push({
+              path,
+              at: Date.now(),
+              outcome: 'forwarded',
+              status: answer.statusCode ?? 0,
+            });
+          const back = { ...answer.headers };
+          delete back.connection;
+          delete back['transfer-encoding'];
+          res.writeHead(answer.statusCode ?? 502, back);
+          res.end(Buffer.concat(parts));
+        });
+      },
+    );
     // The sandbox dropped the connection (its `lostAnswerRate`): so does the front.
     upstream.on('error', () => {
-      if (req.method === 'PUT') this.puts.push({ path, at: Date.now(), outcome: 'forwarded', status: 0 });
+      if (req.method === 'PUT')
+        this.puts.push({ path, at: Date.now(), outcome: 'forwarded', status: 0 });
       req.socket.destroy();
     });
     upstream.end(body);
@@ -130,8 +177,16 @@ describe('pre-signed recovery: a PUT cut after sending is retried to the same si
     sandbox = await startSandbox({ port: 0, processingDelayMs: 50 });
     front = new Front(new URL(sandbox.url));
     await front.listen();
-    store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-presigned-recovery-')), 'buffer.db'));
-    client = new UpstreamClient({ baseUrl: front.url, authUrl: front.url, clientId: 'demo-client', clientSecret: SECRET, requestTimeoutMs: 10_000 });
+    store = BufferStore.openAt(
+      join(mkdtempSync(join(tmpdir(), 'sg-presigned-recovery-')), 'buffer.db'),
+    );
+    client = new UpstreamClient({
+      baseUrl: front.url,
+      authUrl: front.url,
+      clientId: 'demo-client',
+      clientSecret: SECRET,
+      requestTimeoutMs: 10_000,
+    });
   });
   afterEach(async () => {
     await deliverer?.stop();
@@ -165,7 +220,11 @@ describe('pre-signed recovery: a PUT cut after sending is retried to the same si
       logger: silentLogger(),
     });
     deliverer.start();
-    await waitFor(() => store.batches.batchesInState('done').length === 1, { timeoutMs: 15_000, intervalMs: 20, what: 'the batch processed' });
+    await waitFor(() => store.batches.batchesInState('done').length === 1, {
+      timeoutMs: 15_000,
+      intervalMs: 20,
+      what: 'the batch processed',
+    });
     return Date.now() - started;
   }
 
@@ -173,44 +232,66 @@ describe('pre-signed recovery: a PUT cut after sending is retried to the same si
   async function expectExactlyOnce(prefix: string): Promise<void> {
     const refs = await sandboxRefs(sandbox);
     expect(refs.sort()).toEqual(Array.from({ length: SCANS }, (_, i) => `${prefix}-${i}`).sort());
-    expect(store.batches.batchesInState('done')[0]).toMatchObject({ upstreamState: 'Success', processed: SCANS });
+    expect(store.batches.batchesInState('done')[0]).toMatchObject({
+      upstreamState: 'Success',
+      processed: SCANS,
+    });
     expect(store.reports.scanCounts()).toEqual({ delivered: SCANS });
-    expect(deliverer!.snapshot()).toMatchObject({ possibleDuplicates: 0, possibleDuplicateUploads: 0 });
+    expect(deliverer!.snapshot()).toMatchObject({
+      possibleDuplicates: 0,
+      possibleDuplicateUploads: 0,
+    });
   }
 
-  it('the first PUT never arrived (cut twice before it was stored): the same address takes the third PUT, 0 doubled', { timeout: 30_000 }, async () => {
-    front.cutBeforeStore = 2;
-    const ms = await deliverOneBatch('B');
-    await expectExactlyOnce('B');
-    // One address, one requestId: every PUT went to it; the sandbox saw only the one that came through.
-    expect(front.addresses).toBe(1);
-    expect(front.puts.map((p) => p.outcome)).toEqual(['cut', 'cut', 'forwarded']);
-    expect(new Set(front.puts.map((p) => p.path)).size).toBe(1);
-    expect(front.puts[2]!.status).toBe(200);
-    // Two backoff steps (at most 200 and 400 ms), far from the 60 s grace.
-    expect(ms).toBeLessThan(10_000);
-    console.log(`pre-signed recovery, cut before stored ×2: accepted after ${ms} ms; PUTs ${front.puts.map((p) => `+${p.at - front.puts[0]!.at} ms ${p.outcome}`).join(', ')}`);
-  });
+  it(
+    'the first PUT never arrived (cut twice before it was stored): the same address takes the third PUT, 0 doubled',
+    { timeout: 30_000 },
+    async () => {
+      front.cutBeforeStore = 2;
+      const ms = await deliverOneBatch('B');
+      await expectExactlyOnce('B');
+      // One address, one requestId: every PUT went to it; the sandbox saw only the one that came through.
+      expect(front.addresses).toBe(1);
+      expect(front.puts.map((p) => p.outcome)).toEqual(['cut', 'cut', 'forwarded']);
+      expect(new Set(front.puts.map((p) => p.path)).size).toBe(1);
+      expect(front.puts[2]!.status).toBe(200);
+      // Two backoff steps (at most 200 and 400 ms), far from the 60 s grace.
+      expect(ms).toBeLessThan(10_000);
+      console.log(
+        `pre-signed recovery, cut before stored ×2: accepted after ${ms} ms; PUTs ${front.puts.map((p) => `+${p.at - front.puts[0]!.at} ms ${p.outcome}`).join(', ')}`,
+      );
+    },
+  );
 
-  it('the first PUT arrived but its answer was lost, and the service shows it late: the second PUT is refused (403), its status followed to Success, 0 doubled', { timeout: 30_000 }, async () => {
-    // The sandbox stores the PUT, then drops the connection (and would for every PUT it takes).
-    sandbox.setFaults({ lostAnswerRate: 1 });
-    // The status says NotFound for 1.5 s after the PUT: the retry comes well within that.
-    front.hideAfterPutMs = 1500;
-    const ms = await deliverOneBatch('A');
-    await expectExactlyOnce('A');
-    expect(front.addresses).toBe(1);
-    expect(front.puts.map((p) => p.status)).toEqual([0, 403]);
-    expect(new Set(front.puts.map((p) => p.path)).size).toBe(1);
-    expect(ms).toBeLessThan(10_000);
-    console.log(`pre-signed recovery, stored then cut, shown late: accepted after ${ms} ms; PUTs ${front.puts.map((p) => `+${p.at - front.puts[0]!.at} ms ${p.status}`).join(', ')}`);
-  });
+  it(
+    'the first PUT arrived but its answer was lost, and the service shows it late: the second PUT is refused (403), its status followed to Success, 0 doubled',
+    { timeout: 30_000 },
+    async () => {
+      // The sandbox stores the PUT, then drops the connection (and would for every PUT it takes).
+      sandbox.setFaults({ lostAnswerRate: 1 });
+      // The status says NotFound for 1.5 s after the PUT: the retry comes well within that.
+      front.hideAfterPutMs = 1500;
+      const ms = await deliverOneBatch('A');
+      await expectExactlyOnce('A');
+      expect(front.addresses).toBe(1);
+      expect(front.puts.map((p) => p.status)).toEqual([0, 403]);
+      expect(new Set(front.puts.map((p) => p.path)).size).toBe(1);
+      expect(ms).toBeLessThan(10_000);
+      console.log(
+        `pre-signed recovery, stored then cut, shown late: accepted after ${ms} ms; PUTs ${front.puts.map((p) => `+${p.at - front.puts[0]!.at} ms ${p.status}`).join(', ')}`,
+      );
+    },
+  );
 
-  it('the first PUT arrived but its answer was lost, and the service shows it at once: no second PUT at all', { timeout: 30_000 }, async () => {
-    sandbox.setFaults({ lostAnswerRate: 1 });
-    const ms = await deliverOneBatch('C');
-    await expectExactlyOnce('C');
-    expect(front.puts.map((p) => p.status)).toEqual([0]);
-    expect(ms).toBeLessThan(10_000);
-  });
+  it(
+    'the first PUT arrived but its answer was lost, and the service shows it at once: no second PUT at all',
+    { timeout: 30_000 },
+    async () => {
+      sandbox.setFaults({ lostAnswerRate: 1 });
+      const ms = await deliverOneBatch('C');
+      await expectExactlyOnce('C');
+      expect(front.puts.map((p) => p.status)).toEqual([0]);
+      expect(ms).toBeLessThan(10_000);
+    },
+  );
 });

@@ -72,7 +72,10 @@ class ScriptedInput implements InputAdapter {
     try {
       while (this.held.length < this.opts.perTick && this.produced < this.opts.total) {
         const n = this.produced++;
-        this.held.push({ kind: 'read', read: { inputId: this.id, raw: Buffer.from(`${this.id}-${n}`), receivedAt: new Date() } });
+        this.held.push({
+          kind: 'read',
+          read: { inputId: this.id, raw: Buffer.from(`${this.id}-${n}`), receivedAt: new Date() },
+        });
       }
       if (this.held.length === 0) return;
       const batch = this.held;
@@ -99,12 +102,15 @@ describe('back-pressure: the buffer quota', () => {
     await sandbox.close();
   });
 
-  it('pauses inputs that can wait near the quota, refuses beyond it, loses nothing and resumes as the buffer drains', { timeout: 60_000 }, async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'sg-quota-'));
-    const file = join(dir, 'config.yaml');
-    writeFileSync(
-      file,
-      `site: { id: quota, timezone: Europe/Berlin }
+  it(
+    'pauses inputs that can wait near the quota, refuses beyond it, loses nothing and resumes as the buffer drains',
+    { timeout: 60_000 },
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'sg-quota-'));
+      const file = join(dir, 'config.yaml');
+      writeFileSync(
+        file,
+        `site: { id: quota, timezone: Europe/Berlin }
 upstream: { baseUrl: ${sandbox.url}, authUrl: ${sandbox.url}, clientId: demo-client }
 buffer: { path: ${join(dir, 'buffer.db')}, maxPendingScans: 1000, pauseAtRatio: 0.6, resumeAtRatio: 0.3 }
 delivery: { mode: direct, maxBatchScans: 200, maxBatchDelayMs: 20, retryBaseMs: 20, retryMaxMs: 100, statusPollMs: 30, statusPollMaxMs: 60 }
@@ -115,67 +121,101 @@ inputs:
   - { id: waiter, type: files, dir: ${join(dir, 'a')}, dcp: GI-01 }
   - { id: serial, type: files, dir: ${join(dir, 'b')}, dcp: GI-01 }
 `,
-    );
-    const loaded = loadConfig(file, { baseDir: dir, env: { SCAN_GATEWAY_CLIENT_SECRET: SECRET } });
-    const inputs = new Map<string, ScriptedInput>();
-    const app: App = buildApp(loaded, {
-      logger: silentLogger(),
-      createInput: (config, sink) => {
-        const input =
-          config.id === 'waiter'
-            ? new ScriptedInput('waiter', sink, { total: 1500, perTick: 25, tickMs: 5, pausable: true })
-            : new ScriptedInput('serial', sink, { total: 700, perTick: 10, tickMs: 10, pausable: false });
-        inputs.set(config.id, input);
-        return input;
-      },
-    });
-    await app.start();
-    const waiter = inputs.get('waiter')!;
-    const serial = inputs.get('serial')!;
-    let maxUndelivered = 0;
-    const watch = setInterval(() => {
-      maxUndelivered = Math.max(maxUndelivered, app.status().buffer.undeliveredScans);
-    }, 5);
-    try {
-      // Upstream refuses everything: the buffer fills. At 60% the input that can wait is paused.
-      await waitFor(() => waiter.pauses[0] === true, { timeoutMs: 20_000, what: 'waiter paused' });
-      let status = app.status();
-      expect(status.state).toBe('degraded');
-      expect(status.buffer).toMatchObject({ intakePaused: true, quotaScans: 1000 });
-      expect(status.reasons.join(' ')).toMatch(/quota/);
-      expect(waiter.status().state).toBe('paused');
-      // A submit already in flight when the pause came may still commit; after that, nothing.
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      const waiterAtPause = waiter.committed.length;
-      expect(status.buffer.undeliveredScans).toBeLessThan(1000);
+      );
+      const loaded = loadConfig(file, {
+        baseDir: dir,
+        env: { SCAN_GATEWAY_CLIENT_SECRET: SECRET },
+      });
+      const inputs = new Map<string, ScriptedInput>();
+      const app: App = buildApp(loaded, {
+        logger: silentLogger(),
+        createInput: (config, sink) => {
+          const input =
+            config.id === 'waiter'
+              ? new ScriptedInput('waiter', sink, {
+                  total: 1500,
+                  perTick: 25,
+                  tickMs: 5,
+                  pausable: true,
+                })
+              : new ScriptedInput('serial', sink, {
+                  total: 700,
+                  perTick: 10,
+                  tickMs: 10,
+                  pausable: false,
+                });
+          inputs.set(config.id, input);
+          return input;
+        },
+      });
+      await app.start();
+      const waiter = inputs.get('waiter')!;
+      const serial = inputs.get('serial')!;
+      let maxUndelivered = 0;
+      const watch = setInterval(() => {
+        maxUndelivered = Math.max(maxUndelivered, app.status().buffer.undeliveredScans);
+      }, 5);
+      try {
+        // Upstream refuses everything: the buffer fills. At 60% the input that can wait is paused.
+        await waitFor(() => waiter.pauses[0] === true, {
+          timeoutMs: 20_000,
+          what: 'waiter paused',
+        });
+        let status = app.status();
+        expect(status.state).toBe('degraded');
+        expect(status.buffer).toMatchObject({ intakePaused: true, quotaScans: 1000 });
+        expect(status.reasons.join(' ')).toMatch(/quota/);
+        expect(waiter.status().state).toBe('paused');
+        // A submit already in flight when the pause came may still commit; after that, nothing.
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        const waiterAtPause = waiter.committed.length;
+        expect(status.buffer.undeliveredScans).toBeLessThan(1000);
 
-      // The input that cannot wait keeps committing up to the quota itself, then is refused and keeps its reads.
-      await waitFor(() => serial.quotaRefusals > 0, { timeoutMs: 20_000, what: 'serial refused at the quota' });
-      status = app.status();
-      expect(status.buffer.undeliveredScans).toBeLessThanOrEqual(1000);
-      expect(status.buffer.undeliveredScans).toBeGreaterThan(900);
-      expect((status.buffer.quota as { level: string }).level).toBe('full');
-      expect(status.reasons.join(' ')).toMatch(/quota reached/);
-      expect(waiter.committed.length).toBe(waiterAtPause);
+        // The input that cannot wait keeps committing up to the quota itself, then is refused and keeps its reads.
+        await waitFor(() => serial.quotaRefusals > 0, {
+          timeoutMs: 20_000,
+          what: 'serial refused at the quota',
+        });
+        status = app.status();
+        expect(status.buffer.undeliveredScans).toBeLessThanOrEqual(1000);
+        expect(status.buffer.undeliveredScans).toBeGreaterThan(900);
+        expect((status.buffer.quota as { level: string }).level).toBe('full');
+        expect(status.reasons.join(' ')).toMatch(/quota reached/);
+        expect(waiter.committed.length).toBe(waiterAtPause);
 
-      // Upstream back: the buffer drains, the waiter resumes, everything arrives once.
-      sandbox.setFaults({ errorRate: 0 });
-      await waitFor(() => waiter.pauses.includes(false), { timeoutMs: 20_000, what: 'waiter resumed' });
-      await waitFor(() => waiter.committed.length === 1500 && serial.committed.length === 700, { timeoutMs: 30_000, what: 'all reads committed' });
-      await waitFor(() => app.status().buffer.undeliveredScans === 0, { timeoutMs: 30_000, what: 'buffer drained' });
-      expect(app.status().buffer.intakePaused).toBe(false);
-      expect(maxUndelivered).toBeLessThanOrEqual(1000);
+        // Upstream back: the buffer drains, the waiter resumes, everything arrives once.
+        sandbox.setFaults({ errorRate: 0 });
+        await waitFor(() => waiter.pauses.includes(false), {
+          timeoutMs: 20_000,
+          what: 'waiter resumed',
+        });
+        await waitFor(() => waiter.committed.length === 1500 && serial.committed.length === 700, {
+          timeoutMs: 30_000,
+          what: 'all reads committed',
+        });
+        await waitFor(() => app.status().buffer.undeliveredScans === 0, {
+          timeoutMs: 30_000,
+          what: 'buffer drained',
+        });
+        expect(app.status().buffer.intakePaused).toBe(false);
+        expect(maxUndelivered).toBeLessThanOrEqual(1000);
 
-      const log = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as { scans: { scan: { reference: string } }[] };
-      const refs = log.scans.map((s) => s.scan.reference).sort();
-      const expected = [...Array.from({ length: 1500 }, (_, i) => `waiter-${i}`), ...Array.from({ length: 700 }, (_, i) => `serial-${i}`)].sort();
-      expect(refs).toEqual(expected);
-      expect(waiter.pauses.filter((p) => p).length).toBeGreaterThanOrEqual(1);
-    } finally {
-      clearInterval(watch);
-      await app.stop();
-    }
-  });
+        const log = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as {
+          scans: { scan: { reference: string } }[];
+        };
+        const refs = log.scans.map((s) => s.scan.reference).sort();
+        const expected = [
+          ...Array.from({ length: 1500 }, (_, i) => `waiter-${i}`),
+          ...Array.from({ length: 700 }, (_, i) => `serial-${i}`),
+        ].sort();
+        expect(refs).toEqual(expected);
+        expect(waiter.pauses.filter((p) => p).length).toBeGreaterThanOrEqual(1);
+      } finally {
+        clearInterval(watch);
+        await app.stop();
+      }
+    },
+  );
 
   it('takes a file larger than the whole quota in chunks as delivery frees the quota (back-pressure), each row once; the files behind it wait', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'sg-quota-file-'));
@@ -193,23 +233,47 @@ inputs:
   - { id: inbox, type: files, dir: ${join(dir, 'inbox')}, format: lines, dcp: GI-01, stableMs: 50 }
 `,
     );
-    const app = buildApp(loadConfig(file, { baseDir: dir, env: { SCAN_GATEWAY_CLIENT_SECRET: SECRET } }), { logger: silentLogger() });
+    const app = buildApp(
+      loadConfig(file, { baseDir: dir, env: { SCAN_GATEWAY_CLIENT_SECRET: SECRET } }),
+      { logger: silentLogger() },
+    );
     await app.start();
     try {
-      writeFileSync(join(dir, 'inbox', 'big.txt'), Array.from({ length: 20 }, (_, i) => `BIG-${i}`).join('\n'));
+      writeFileSync(
+        join(dir, 'inbox', 'big.txt'),
+        Array.from({ length: 20 }, (_, i) => `BIG-${i}`).join('\n'),
+      );
       await new Promise((r) => setTimeout(r, 200));
       writeFileSync(join(dir, 'inbox', 'small.txt'), 'SMALL-1\nSMALL-2\nSMALL-3\n');
-      await waitFor(() => existsSync(join(dir, 'inbox', 'processed')) && !existsSync(join(dir, 'inbox', 'small.txt')) && !existsSync(join(dir, 'inbox', 'big.txt')), {
-        timeoutMs: 20_000,
-        what: 'both files taken',
-      });
+      await waitFor(
+        () =>
+          existsSync(join(dir, 'inbox', 'processed')) &&
+          !existsSync(join(dir, 'inbox', 'small.txt')) &&
+          !existsSync(join(dir, 'inbox', 'big.txt')),
+        {
+          timeoutMs: 20_000,
+          what: 'both files taken',
+        },
+      );
       const db = new Database(join(dir, 'buffer.db'), { readonly: true });
       try {
         db.pragma('busy_timeout = 1000');
-        expect(db.prepare(`SELECT count(*) AS n, count(DISTINCT raw) AS d FROM reads WHERE outcome = 'scan'`).get()).toEqual({ n: 23, d: 23 });
+        expect(
+          db
+            .prepare(
+              `SELECT count(*) AS n, count(DISTINCT raw) AS d FROM reads WHERE outcome = 'scan'`,
+            )
+            .get(),
+        ).toEqual({ n: 23, d: 23 });
         // The small file waited behind the big one (order of arrival kept).
-        const lastBig = db.prepare(`SELECT max(id) FROM reads WHERE CAST(raw AS TEXT) LIKE 'BIG-%'`).pluck().get() as number;
-        const firstSmall = db.prepare(`SELECT min(id) FROM reads WHERE CAST(raw AS TEXT) LIKE 'SMALL-%'`).pluck().get() as number;
+        const lastBig = db
+          .prepare(`SELECT max(id) FROM reads WHERE CAST(raw AS TEXT) LIKE 'BIG-%'`)
+          .pluck()
+          .get() as number;
+        const firstSmall = db
+          .prepare(`SELECT min(id) FROM reads WHERE CAST(raw AS TEXT) LIKE 'SMALL-%'`)
+          .pluck()
+          .get() as number;
         expect(lastBig).toBeLessThan(firstSmall);
       } finally {
         db.close();
@@ -227,8 +291,20 @@ inputs:
     const store = BufferStore.openAt(join(dir, 'buffer.db'));
     const config = configSchema.parse({
       site: { id: 'full', timezone: 'Europe/Berlin' },
-      upstream: { baseUrl: 'http://127.0.0.1:1', authUrl: 'http://127.0.0.1:1', clientId: 'demo-client' },
-      dcps: [{ key: 'GI-01', kind: 'goodsIn', productModelKey: 'PACK-A', supplierKey: 'SUP-0042', duplicateWindowMs: 0 }],
+      upstream: {
+        baseUrl: 'http://127.0.0.1:1',
+        authUrl: 'http://127.0.0.1:1',
+        clientId: 'demo-client',
+      },
+      dcps: [
+        {
+          key: 'GI-01',
+          kind: 'goodsIn',
+          productModelKey: 'PACK-A',
+          supplierKey: 'SUP-0042',
+          duplicateWindowMs: 0,
+        },
+      ],
       inputs: [{ id: 'in', type: 'files', dir: join(dir, 'in'), dcp: 'GI-01' }],
     });
     const paused: boolean[] = [];
@@ -242,10 +318,22 @@ inputs:
       onPausedChange: (p) => paused.push(p),
     });
     gate.start();
-    const intake = new Intake({ store, mapping: mappingContext(config), logger: silentLogger(), gate });
+    const intake = new Intake({
+      store,
+      mapping: mappingContext(config),
+      logger: silentLogger(),
+      gate,
+    });
     intake.open();
     const reads = (from: number, n: number): IntakeItem[] =>
-      Array.from({ length: n }, (_, i) => ({ kind: 'read', read: { inputId: 'in', raw: Buffer.from(`FULL-${from + i}-${'x'.repeat(500)}`), receivedAt: new Date() } }));
+      Array.from({ length: n }, (_, i) => ({
+        kind: 'read',
+        read: {
+          inputId: 'in',
+          raw: Buffer.from(`FULL-${from + i}-${'x'.repeat(500)}`),
+          receivedAt: new Date(),
+        },
+      }));
     try {
       await intake.submit(reads(0, 10));
       const pages = sqlOf(store).pragma('page_count', { simple: true }) as number;
@@ -262,12 +350,27 @@ inputs:
       // What health makes of it (the page and the status show this sentence).
       const health = deriveHealth({
         inputs: [],
-        buffer: { waitingScans: 10, oldestWaitingAgeMs: 0, heldScans: 0, failedScans: 0, quota: gate.snapshot() },
-        recent: { reads: 10, rejections: 0, rejectionsByInput: [], failedScans: 0, filesRefused: [], filesRefusedCount: 0 },
+        buffer: {
+          waitingScans: 10,
+          oldestWaitingAgeMs: 0,
+          heldScans: 0,
+          failedScans: 0,
+          quota: gate.snapshot(),
+        },
+        recent: {
+          reads: 10,
+          rejections: 0,
+          rejectionsByInput: [],
+          failedScans: 0,
+          filesRefused: [],
+          filesRefusedCount: 0,
+        },
         stuckBatches: [],
         config: {},
       });
-      expect(health.problems.map((p) => p.sentence).join(' ')).toMatch(/disk of the buffer is full: inputs are paused and nothing new is acknowledged/);
+      expect(health.problems.map((p) => p.sentence).join(' ')).toMatch(
+        /disk of the buffer is full: inputs are paused and nothing new is acknowledged/,
+      );
       expect(intake.lastCommitError?.message).toMatch(/full/);
       // Still full: the probe keeps the alarm on.
       await new Promise((resolve) => setTimeout(resolve, 60));
@@ -277,7 +380,9 @@ inputs:
 
       // Room again: the probe notices, inputs resume, the same reads are taken.
       sqlOf(store).pragma('max_page_count = 1073741823');
-      await waitFor(() => gate.snapshot().diskFull === undefined, { what: 'disk-full alarm cleared' });
+      await waitFor(() => gate.snapshot().diskFull === undefined, {
+        what: 'disk-full alarm cleared',
+      });
       expect(paused).toEqual([true, false]);
       await intake.submit(reads(10, 200));
       expect(store.reports.totals().pendingScans).toBe(210);

@@ -32,14 +32,19 @@ inputs:
 }
 
 /** Runs `scan-gateway replay ARGS` in-process; answers exit code and output. */
-async function replay(dir: string, ...args: string[]): Promise<{ code: number; out: string; err: string }> {
+async function replay(
+  dir: string,
+  ...args: string[]
+): Promise<{ code: number; out: string; err: string }> {
   const stdout = new PassThrough();
   const stderr = new PassThrough();
   let out = '';
   let err = '';
   stdout.on('data', (c: Buffer) => (out += c.toString()));
   stderr.on('data', (c: Buffer) => (err += c.toString()));
-  const program = new Command('scan-gateway').exitOverride().configureOutput({ writeOut: (s) => (out += s), writeErr: (s) => (err += s) });
+  const program = new Command('scan-gateway')
+    .exitOverride()
+    .configureOutput({ writeOut: (s) => (out += s), writeErr: (s) => (err += s) });
   registerReplayCommand(program, { stdout, stderr, cwd: dir, env: {} });
   let code = 0;
   try {
@@ -60,62 +65,104 @@ describe('replay: dead letters mapped again with the current configuration while
     await sandbox.close();
   });
 
-  it('queues the failed scans of a wrong DCP mapping again, and the running gateway delivers them', { timeout: 30_000 }, async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'sg-replay-'));
-    const running = join(dir, 'running.yaml');
-    const fixed = join(dir, 'fixed.yaml');
-    writeFileSync(running, configText(dir, sandbox.url, 'GI-9'));
-    writeFileSync(fixed, configText(dir, sandbox.url, 'GI-01'));
-    const app = buildApp(loadConfig(running, { baseDir: dir, env: { SCAN_GATEWAY_CLIENT_SECRET: SECRET } }), {
-      logger: silentLogger(),
-      createInput: (config, sink: IntakeSink): InputAdapter => ({
-        id: config.id,
-        type: 'scripted',
-        async start() {
-          await sink.submit(Array.from({ length: 30 }, (_, i) => ({ kind: 'read' as const, read: { inputId: config.id, raw: Buffer.from(`BAT-${i}`), receivedAt: new Date() } })));
+  it(
+    'queues the failed scans of a wrong DCP mapping again, and the running gateway delivers them',
+    { timeout: 30_000 },
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'sg-replay-'));
+      const running = join(dir, 'running.yaml');
+      const fixed = join(dir, 'fixed.yaml');
+      writeFileSync(running, configText(dir, sandbox.url, 'GI-9'));
+      writeFileSync(fixed, configText(dir, sandbox.url, 'GI-01'));
+      const app = buildApp(
+        loadConfig(running, { baseDir: dir, env: { SCAN_GATEWAY_CLIENT_SECRET: SECRET } }),
+        {
+          logger: silentLogger(),
+          createInput: (config, sink: IntakeSink): InputAdapter => ({
+            id: config.id,
+            type: 'scripted',
+            async start() {
+              await sink.submit(
+                Array.from({ length: 30 }, (_, i) => ({
+                  kind: 'read' as const,
+                  read: {
+                    inputId: config.id,
+                    raw: Buffer.from(`BAT-${i}`),
+                    receivedAt: new Date(),
+                  },
+                })),
+              );
+            },
+            async stop() {},
+            status: () => ({ id: config.id, type: 'scripted', state: 'up', source: 'script' }),
+          }),
         },
-        async stop() {},
-        status: () => ({ id: config.id, type: 'scripted', state: 'up', source: 'script' }),
-      }),
-    });
-    await app.start();
-    try {
-      // The service does not know GI-9: every scan fails upstream and stays as a dead letter.
-      await waitFor(() => (app.status().buffer.scans.failed ?? 0) === 30, { timeoutMs: 15_000, what: '30 failed scans' });
-      expect(app.status().problems[0]).toMatchObject({ kind: 'failed', reason: 'Invalid DCP' });
-
-      const usage = await replay(dir, '--config', fixed);
-      expect(usage.code).toBe(2);
-      expect(usage.err).toMatch(/needs a selection/);
-
-      const dry = await replay(dir, '--reason', 'invalid dcp', '--dry-run', '--json', '--config', fixed);
-      expect(dry.code).toBe(0);
-      expect(JSON.parse(dry.out)).toMatchObject({ selected: 30, queued: 30, dryRun: true });
-      expect(app.status().buffer.scans.failed).toBe(30);
-
-      const done = await replay(dir, '--reason', 'invalid dcp', '--config', fixed);
-      expect(done.code).toBe(0);
-      expect(done.out).toMatch(/^replay: 30 selected, 30 queued, 0 not queued/);
-      expect(done.out).toMatch(/queued as scan \d+ at DCP GI-01; was: Invalid DCP/);
-
-      await waitFor(() => app.status().buffer.scans.delivered === 30, { timeoutMs: 15_000, what: 'replayed scans delivered by the running gateway' });
-      expect(app.status().buffer.scans).toMatchObject({ delivered: 30, replayed: 30 });
-      expect(app.status().buffer.scans.failed).toBeUndefined();
-      const log = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as { scans: { scan: { reference: string; dcpKey: string } }[] };
-      const fixedScans = log.scans.filter((s) => s.scan.dcpKey === 'GI-01').map((s) => s.scan.reference).sort();
-      expect(fixedScans).toEqual(Array.from({ length: 30 }, (_, i) => `BAT-${i}`).sort());
-
-      // Nothing left to replay; the dead letters stay for audit, linked to their replacements.
-      const again = await replay(dir, '--all', '--json', '--config', fixed);
-      expect(JSON.parse(again.out)).toMatchObject({ selected: 0 });
-      const db = new Database(join(dir, 'buffer.db'), { readonly: true });
+      );
+      await app.start();
       try {
-        expect(db.prepare(`SELECT count(*) FROM scans WHERE state = 'failed' AND replayed_by IS NOT NULL`).pluck().get()).toBe(30);
+        // The service does not know GI-9: every scan fails upstream and stays as a dead letter.
+        await waitFor(() => (app.status().buffer.scans.failed ?? 0) === 30, {
+          timeoutMs: 15_000,
+          what: '30 failed scans',
+        });
+        expect(app.status().problems[0]).toMatchObject({ kind: 'failed', reason: 'Invalid DCP' });
+
+        const usage = await replay(dir, '--config', fixed);
+        expect(usage.code).toBe(2);
+        expect(usage.err).toMatch(/needs a selection/);
+
+        const dry = await replay(
+          dir,
+          '--reason',
+          'invalid dcp',
+          '--dry-run',
+          '--json',
+          '--config',
+          fixed,
+        );
+        expect(dry.code).toBe(0);
+        expect(JSON.parse(dry.out)).toMatchObject({ selected: 30, queued: 30, dryRun: true });
+        expect(app.status().buffer.scans.failed).toBe(30);
+
+        const done = await replay(dir, '--reason', 'invalid dcp', '--config', fixed);
+        expect(done.code).toBe(0);
+        expect(done.out).toMatch(/^replay: 30 selected, 30 queued, 0 not queued/);
+        expect(done.out).toMatch(/queued as scan \d+ at DCP GI-01; was: Invalid DCP/);
+
+        await waitFor(() => app.status().buffer.scans.delivered === 30, {
+          timeoutMs: 15_000,
+          what: 'replayed scans delivered by the running gateway',
+        });
+        expect(app.status().buffer.scans).toMatchObject({ delivered: 30, replayed: 30 });
+        expect(app.status().buffer.scans.failed).toBeUndefined();
+        const log = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as {
+          scans: { scan: { reference: string; dcpKey: string } }[];
+        };
+        const fixedScans = log.scans
+          .filter((s) => s.scan.dcpKey === 'GI-01')
+          .map((s) => s.scan.reference)
+          .sort();
+        expect(fixedScans).toEqual(Array.from({ length: 30 }, (_, i) => `BAT-${i}`).sort());
+
+        // Nothing left to replay; the dead letters stay for audit, linked to their replacements.
+        const again = await replay(dir, '--all', '--json', '--config', fixed);
+        expect(JSON.parse(again.out)).toMatchObject({ selected: 0 });
+        const db = new Database(join(dir, 'buffer.db'), { readonly: true });
+        try {
+          expect(
+            db
+              .prepare(
+                `SELECT count(*) FROM scans WHERE state = 'failed' AND replayed_by IS NOT NULL`,
+              )
+              .pluck()
+              .get(),
+          ).toBe(30);
+        } finally {
+          db.close();
+        }
       } finally {
-        db.close();
+        await app.stop();
       }
-    } finally {
-      await app.stop();
-    }
-  });
+    },
+  );
 });

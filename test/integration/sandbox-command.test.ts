@@ -59,7 +59,11 @@ describe('sandbox command', () => {
     const token = await fetch(`${url}/oauth2/token`, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ client_id: 'demo-client', client_secret: SECRET, grant_type: 'client_credentials' }),
+      body: new URLSearchParams({
+        client_id: 'demo-client',
+        client_secret: SECRET,
+        grant_type: 'client_credentials',
+      }),
     });
     expect(token.status).toBe(200);
     run.stop();
@@ -71,9 +75,22 @@ describe('sandbox command', () => {
   it('with --sftp-port also runs the SFTP endpoint and prints its host key fingerprint', async () => {
     const root = join(dir, 'sftp-root');
     const run = start(['--port', '0', '--sftp-port', '0', '--sftp-root', 'sftp-root']);
-    const m = await waitFor(() => /SFTP endpoint on 127\.0\.0\.1:(\d+), host key (SHA256:[A-Za-z0-9+/]{43})/.exec(run.output.out));
-    const sftp = sftpSchema.parse({ host: '127.0.0.1', port: Number(m[1]), hostKey: m[2], connectTimeoutMs: 5000 });
-    const session = await sftpConnector({ sftp, clientId: 'demo-client', password: SECRET }).connect();
+    const m = await waitFor(() =>
+      /SFTP endpoint on 127\.0\.0\.1:(\d+), host key (SHA256:[A-Za-z0-9+/]{43})/.exec(
+        run.output.out,
+      ),
+    );
+    const sftp = sftpSchema.parse({
+      host: '127.0.0.1',
+      port: Number(m[1]),
+      hostKey: m[2],
+      connectTimeoutMs: 5000,
+    });
+    const session = await sftpConnector({
+      sftp,
+      clientId: 'demo-client',
+      password: SECRET,
+    }).connect();
     await session.write('/hello.json', Readable.from([Buffer.from('[]')]));
     await session.close();
     expect(readFileSync(join(root, 'demo-client', 'hello.json'), 'utf8')).toBe('[]');
@@ -83,7 +100,10 @@ describe('sandbox command', () => {
   });
 
   it('stops when the stop promise of main.ts settles, with clients from --config', async () => {
-    writeFileSync(join(dir, 'sb.yaml'), 'clients:\n  - { clientId: plant-9, clientSecret: s9, dcps: [D-9] }\nprocessingDelayMs: 10\n');
+    writeFileSync(
+      join(dir, 'sb.yaml'),
+      'clients:\n  - { clientId: plant-9, clientSecret: s9, dcps: [D-9] }\nprocessingDelayMs: 10\n',
+    );
     let signal: (v: string) => void = () => undefined;
     const stopSignal = new Promise<string>((resolve) => (signal = resolve));
     const run = start(['--port', '0', '--config', 'sb.yaml'], stopSignal);
@@ -96,7 +116,11 @@ describe('sandbox command', () => {
 
   it('prints the Kafka endpoint it listens on (--kafka-port), and exits 2 for a bad one', async () => {
     const run = start(['--port', '0', '--kafka-port', '0']);
-    const kafka = await waitFor(() => /status events: Kafka at (127\.0\.0\.1:(\d+)) \(SASL_SSL, SCRAM-SHA-512, topic sandbox-demo-client-status-event/.exec(run.output.out));
+    const kafka = await waitFor(() =>
+      /status events: Kafka at (127\.0\.0\.1:(\d+)) \(SASL_SSL, SCRAM-SHA-512, topic sandbox-demo-client-status-event/.exec(
+        run.output.out,
+      ),
+    );
     expect(Number(kafka[2])).toBeGreaterThan(0);
     run.stop();
     expect(await run.done).toBe(0);

@@ -7,7 +7,13 @@ import { parse } from 'yaml';
 import { ErrorCodes } from '../../src/errors.js';
 import { CONFIG_MAX_BYTES } from '../../src/config/read-file.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
-import { loadSandboxConfig, demoClient, startSandbox, SandboxState, DEMO_DCPS } from '@scan-gateway/sandbox';
+import {
+  loadSandboxConfig,
+  demoClient,
+  startSandbox,
+  SandboxState,
+  DEMO_DCPS,
+} from '@scan-gateway/sandbox';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -23,16 +29,21 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 describe('default client', () => {
   it('knows every DCP of config/demo.yaml and config/example.yaml', () => {
     for (const file of ['config/demo.yaml', 'config/example.yaml']) {
-      const cfg = parse(readFileSync(join(PACKAGE_ROOT, file), 'utf8')) as { dcps: { key: string }[] };
+      const cfg = parse(readFileSync(join(PACKAGE_ROOT, file), 'utf8')) as {
+        dcps: { key: string }[];
+      };
       expect(cfg.dcps.length, file).toBeGreaterThan(0);
-      for (const dcp of cfg.dcps) expect(DEMO_DCPS as readonly string[], `${file}: ${dcp.key}`).toContain(dcp.key);
+      for (const dcp of cfg.dcps)
+        expect(DEMO_DCPS as readonly string[], `${file}: ${dcp.key}`).toContain(dcp.key);
     }
   });
 
   it('takes its secret from config/demo-client-secret, trimmed', () => {
     const client = demoClient();
     expect(client.clientId).toBe('demo-client');
-    expect(client.clientSecret).toBe(readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim());
+    expect(client.clientSecret).toBe(
+      readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim(),
+    );
     expect(client.dcps).toEqual(['GI-01', 'SOP-3', 'EOL-3', 'GO-01']);
   });
 });
@@ -55,7 +66,12 @@ describe('sandbox configuration file', () => {
     );
     expect(loadSandboxConfig(file, { baseDir: dir })).toEqual({
       clients: [
-        { clientId: 'plant-a', clientSecret: 'secret-a', dcps: ['A-1'], products: [{ key: 'P-A', name: 'Pack A' }] },
+        {
+          clientId: 'plant-a',
+          clientSecret: 'secret-a',
+          dcps: ['A-1'],
+          products: [{ key: 'P-A', name: 'Pack A' }],
+        },
         { clientId: 'plant-b', clientSecret: 'secret-b', dcps: ['B-1'] },
       ],
       processingDelayMs: 20,
@@ -71,25 +87,48 @@ describe('sandbox configuration file', () => {
     const options = loadSandboxConfig(file, { baseDir: dir });
     expect(options.maxLoggedScans).toBe(10);
     const state = new SandboxState([demoClient()], { maxLoggedScans: options.maxLoggedScans! });
-    for (let n = 0; n < 25; n++) state.logScan({ requestId: String(n), via: 'direct', receivedAt: '', scan: { reference: `R-${n}` } });
+    for (let n = 0; n < 25; n++)
+      state.logScan({
+        requestId: String(n),
+        via: 'direct',
+        receivedAt: '',
+        scan: { reference: `R-${n}` },
+      });
     const log = state.scanLog();
     expect(log).toMatchObject({ count: 25, dropped: 15 });
-    expect(log.scans.map((s) => (s.scan as { reference: string }).reference)).toEqual(Array.from({ length: 10 }, (_, i) => `R-${15 + i}`));
+    expect(log.scans.map((s) => (s.scan as { reference: string }).reference)).toEqual(
+      Array.from({ length: 10 }, (_, i) => `R-${15 + i}`),
+    );
   });
 
   it('names the offending key of an invalid file (CONFIG) and an unreadable secret (SECRET)', () => {
     const bad = join(dir, 'bad.yaml');
-    writeFileSync(bad, 'clients:\n  - { clientId: x, clientSecret: s, dcps: [] }\nfaults: { errorRate: 3 }\n');
+    writeFileSync(
+      bad,
+      'clients:\n  - { clientId: x, clientSecret: s, dcps: [] }\nfaults: { errorRate: 3 }\n',
+    );
     expect(() => loadSandboxConfig(bad, { baseDir: dir })).toThrow(
-      expect.objectContaining({ code: ErrorCodes.CONFIG, message: expect.stringMatching(/clients\[0\]\.dcps.*faults\.errorRate/s) }),
+      expect.objectContaining({
+        code: ErrorCodes.CONFIG,
+        message: expect.stringMatching(/clients\[0\]\.dcps.*faults\.errorRate/s),
+      }),
     );
     const both = join(dir, 'both.yaml');
     writeFileSync(both, 'clients:\n  - { clientId: x, dcps: [D] }\n');
-    expect(() => loadSandboxConfig(both, { baseDir: dir })).toThrow(expect.objectContaining({ message: expect.stringContaining('exactly one') }));
+    expect(() => loadSandboxConfig(both, { baseDir: dir })).toThrow(
+      expect.objectContaining({ message: expect.stringContaining('exactly one') }),
+    );
     const noSecret = join(dir, 'nosecret.yaml');
-    writeFileSync(noSecret, 'clients:\n  - { clientId: x, clientSecretFile: missing.secret, dcps: [D] }\n');
-    expect(() => loadSandboxConfig(noSecret, { baseDir: dir })).toThrow(expect.objectContaining({ code: ErrorCodes.SECRET }));
-    expect(() => loadSandboxConfig(join(dir, 'none.yaml'), { baseDir: dir })).toThrow(expect.objectContaining({ code: ErrorCodes.CONFIG }));
+    writeFileSync(
+      noSecret,
+      'clients:\n  - { clientId: x, clientSecretFile: missing.secret, dcps: [D] }\n',
+    );
+    expect(() => loadSandboxConfig(noSecret, { baseDir: dir })).toThrow(
+      expect.objectContaining({ code: ErrorCodes.SECRET }),
+    );
+    expect(() => loadSandboxConfig(join(dir, 'none.yaml'), { baseDir: dir })).toThrow(
+      expect.objectContaining({ code: ErrorCodes.CONFIG }),
+    );
   });
 
   it('reads its file as a regular file up to the bound: a device, a FIFO and an oversized file are refused with what they are', () => {
@@ -102,7 +141,9 @@ describe('sandbox configuration file', () => {
       [fifo, /a FIFO \(named pipe\), not a regular file/],
       [big, /more than the 1048576-byte limit/],
     ] as const) {
-      expect(() => loadSandboxConfig(file, { baseDir: dir })).toThrow(expect.objectContaining({ code: ErrorCodes.CONFIG, message: expect.stringMatching(why) }));
+      expect(() => loadSandboxConfig(file, { baseDir: dir })).toThrow(
+        expect.objectContaining({ code: ErrorCodes.CONFIG, message: expect.stringMatching(why) }),
+      );
     }
   });
 
@@ -112,12 +153,27 @@ describe('sandbox configuration file', () => {
       processingDelayMs: 0,
       faults: { retryAfterSec: 9, latencyMs: 1 },
       clients: [
-        { clientId: 'plant-a', clientSecret: 'secret-a', dcps: ['A-1'], products: [{ key: 'P-A', name: 'Pack A' }] },
+        {
+          clientId: 'plant-a',
+          clientSecret: 'secret-a',
+          dcps: ['A-1'],
+          products: [{ key: 'P-A', name: 'Pack A' }],
+        },
         { clientId: 'plant-b', clientSecret: 'secret-b', dcps: ['B-1'] },
       ],
     });
-    const a = new UpstreamClient({ baseUrl: sandbox.url, authUrl: sandbox.url, clientId: 'plant-a', clientSecret: 'secret-a' });
-    const b = new UpstreamClient({ baseUrl: sandbox.url, authUrl: sandbox.url, clientId: 'plant-b', clientSecret: 'secret-b' });
+    const a = new UpstreamClient({
+      baseUrl: sandbox.url,
+      authUrl: sandbox.url,
+      clientId: 'plant-a',
+      clientSecret: 'secret-a',
+    });
+    const b = new UpstreamClient({
+      baseUrl: sandbox.url,
+      authUrl: sandbox.url,
+      clientId: 'plant-b',
+      clientSecret: 'secret-b',
+    });
     try {
       expect(await (await fetch(`${sandbox.url}/_sandbox/faults`)).json()).toEqual({
         errorRate: 0,
@@ -128,7 +184,14 @@ describe('sandbox configuration file', () => {
       });
       expect(await a.listProducts()).toEqual([{ key: 'P-A', name: 'Pack A' }]);
       expect(await b.listProducts()).toEqual([]);
-      const scan = { reference: 'R', timeStamp: '2025-01-01T00:00:00', dcpKey: 'A-1', productModelKey: 'P-A', parents: [], attributes: [] };
+      const scan = {
+        reference: 'R',
+        timeStamp: '2025-01-01T00:00:00',
+        dcpKey: 'A-1',
+        productModelKey: 'P-A',
+        parents: [],
+        attributes: [],
+      };
       const { requestId } = await b.uploadScans(JSON.stringify([scan]));
       expect((await a.getScanStatus(requestId)).state).toBe('NotFound');
       const status = await waitFor(async () => {

@@ -12,16 +12,40 @@ import { waitFor } from '../helpers/wait.js';
 // problem details, validation messages, the pre-signed XML errors, the admin endpoints.
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
-const SCAN = { reference: 'R-1', timeStamp: '2025-01-02T03:04:05', dcpKey: 'GI-01', productModelKey: 'PACK-A', parents: [], attributes: [] };
+const SCAN = {
+  reference: 'R-1',
+  timeStamp: '2025-01-02T03:04:05',
+  dcpKey: 'GI-01',
+  productModelKey: 'PACK-A',
+  parents: [],
+  attributes: [],
+};
 
 let sandbox: RunningSandbox;
 let token: string;
 
-async function call(method: string, path: string, options: { body?: string; headers?: Record<string, string>; auth?: boolean } = {}) {
-  const headers: Record<string, string> = { ...(options.auth === false ? {} : { authorization: `Bearer ${token}` }), ...options.headers };
-  const res = await request(`${sandbox.url}${path}`, { method: method as 'GET', headers, ...(options.body !== undefined ? { body: options.body } : {}) });
+async function call(
+  method: string,
+  path: string,
+  options: { body?: string; headers?: Record<string, string>; auth?: boolean } = {},
+) {
+  const headers: Record<string, string> = {
+    ...(options.auth === false ? {} : { authorization: `Bearer ${token}` }),
+    ...options.headers,
+  };
+  const res = await request(`${sandbox.url}${path}`, {
+    method: method as 'GET',
+    headers,
+    ...(options.body !== undefined ? { body: options.body } : {}),
+  });
   const text = await res.body.text();
-  return { status: res.statusCode, type: String(res.headers['content-type']), headers: res.headers, text, json: () => JSON.parse(text) as Record<string, unknown> };
+  return {
+    status: res.statusCode,
+    type: String(res.headers['content-type']),
+    headers: res.headers,
+    text,
+    json: () => JSON.parse(text) as Record<string, unknown>,
+  };
 }
 
 function tokenForm(fields: Record<string, string>) {
@@ -34,7 +58,13 @@ function tokenForm(fields: Record<string, string>) {
 
 beforeAll(async () => {
   sandbox = await startSandbox({ port: 0, processingDelayMs: 0, presignedTtlMs: 150 });
-  token = (await tokenForm({ client_id: 'demo-client', client_secret: SECRET, grant_type: 'client_credentials' })).json().access_token as string;
+  token = (
+    await tokenForm({
+      client_id: 'demo-client',
+      client_secret: SECRET,
+      grant_type: 'client_credentials',
+    })
+  ).json().access_token as string;
 });
 afterAll(async () => sandbox.close());
 
@@ -49,21 +79,41 @@ describe('token endpoint', () => {
   });
 
   it('answers OAuth errors: invalid_client 401, unsupported_grant_type and invalid_request 400', async () => {
-    const wrong = await tokenForm({ client_id: 'demo-client', client_secret: 'nope', grant_type: 'client_credentials' });
+    const wrong = await tokenForm({
+      client_id: 'demo-client',
+      client_secret: 'nope',
+      grant_type: 'client_credentials',
+    });
     expect([wrong.status, wrong.json().error]).toEqual([401, 'invalid_client']);
-    const unknown = await tokenForm({ client_id: 'someone', client_secret: SECRET, grant_type: 'client_credentials' });
+    const unknown = await tokenForm({
+      client_id: 'someone',
+      client_secret: SECRET,
+      grant_type: 'client_credentials',
+    });
     expect([unknown.status, unknown.json().error]).toEqual([401, 'invalid_client']);
-    const grant = await tokenForm({ client_id: 'demo-client', client_secret: SECRET, grant_type: 'password' });
+    const grant = await tokenForm({
+      client_id: 'demo-client',
+      client_secret: SECRET,
+      grant_type: 'password',
+    });
     expect([grant.status, grant.json().error]).toEqual([400, 'unsupported_grant_type']);
     const missing = await tokenForm({ grant_type: 'client_credentials' });
     expect([missing.status, missing.json().error]).toEqual([400, 'invalid_request']);
   });
 
   it('takes the lifetime of new tokens from the faults until the override is cleared with null', async () => {
-    const fields = { client_id: 'demo-client', client_secret: SECRET, grant_type: 'client_credentials' };
+    const fields = {
+      client_id: 'demo-client',
+      client_secret: SECRET,
+      grant_type: 'client_credentials',
+    };
     sandbox.setFaults({ tokenTtlSec: 5 });
     expect((await tokenForm(fields)).json().expires_in).toBe(5);
-    const cleared = await call('PUT', '/_sandbox/faults', { auth: false, headers: { 'content-type': 'application/json' }, body: '{"tokenTtlSec":null}' });
+    const cleared = await call('PUT', '/_sandbox/faults', {
+      auth: false,
+      headers: { 'content-type': 'application/json' },
+      body: '{"tokenTtlSec":null}',
+    });
     expect(cleared.json()).not.toHaveProperty('tokenTtlSec');
     expect((await tokenForm(fields)).json().expires_in).toBe(3600);
   });
@@ -72,7 +122,10 @@ describe('token endpoint', () => {
     const basic = Buffer.from(`demo-client:${SECRET}`).toString('base64');
     const res = await call('POST', '/oauth2/token', {
       auth: false,
-      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${basic}` },
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        authorization: `Basic ${basic}`,
+      },
       body: 'grant_type=client_credentials',
     });
     expect(res.json()).toMatchObject({ token_type: 'Bearer', expires_in: 3600 });
@@ -115,7 +168,8 @@ describe('products', () => {
 });
 
 describe('scan upload', () => {
-  const post = (body: string) => call('POST', '/api/trace/v3/scans', { headers: { 'content-type': 'application/json' }, body });
+  const post = (body: string) =>
+    call('POST', '/api/trace/v3/scans', { headers: { 'content-type': 'application/json' }, body });
 
   it('answers 202 with a string requestId', async () => {
     const res = await post(JSON.stringify([SCAN]));
@@ -124,7 +178,13 @@ describe('scan upload', () => {
   });
 
   it('names index and field of an invalid scan, and refuses non-arrays, empty arrays and broken JSON', async () => {
-    const bad = await post(JSON.stringify([SCAN, { ...SCAN, timeStamp: '2025-01-02 03:04' }, { ...SCAN, dcpKey: undefined }]));
+    const bad = await post(
+      JSON.stringify([
+        SCAN,
+        { ...SCAN, timeStamp: '2025-01-02 03:04' },
+        { ...SCAN, dcpKey: undefined },
+      ]),
+    );
     expect(bad.status).toBe(400);
     const body = bad.json() as { detail: string; errors: Record<string, string[]> };
     expect(body.detail).toContain('[1].timeStamp');
@@ -154,10 +214,21 @@ describe('scan upload', () => {
 
 describe('pre-signed upload', () => {
   async function address() {
-    return (await call('POST', '/api/trace/v3/scans/preSignedUrl')).json() as { url: string; requestId: string };
+    return (await call('POST', '/api/trace/v3/scans/preSignedUrl')).json() as {
+      url: string;
+      requestId: string;
+    };
   }
-  const put = (url: string, body: string, headers: Record<string, string> = { 'content-type': 'application/json' }) =>
-    request(url, { method: 'PUT', body, headers }).then(async (r) => ({ status: r.statusCode, type: String(r.headers['content-type']), text: await r.body.text() }));
+  const put = (
+    url: string,
+    body: string,
+    headers: Record<string, string> = { 'content-type': 'application/json' },
+  ) =>
+    request(url, { method: 'PUT', body, headers }).then(async (r) => ({
+      status: r.statusCode,
+      type: String(r.headers['content-type']),
+      text: await r.body.text(),
+    }));
 
   it('answers S3-style 403 XML for a second PUT, an expired address and an unknown one', async () => {
     const a = await address();
@@ -165,26 +236,39 @@ describe('pre-signed upload', () => {
     const again = await put(a.url, JSON.stringify([SCAN]));
     expect(again.status).toBe(403);
     expect(again.type).toContain('application/xml');
-    expect(again.text).toMatch(/<Error><Code>AccessDenied<\/Code><Message>Pre-signed address has been used already<\/Message>/);
+    expect(again.text).toMatch(
+      /<Error><Code>AccessDenied<\/Code><Message>Pre-signed address has been used already<\/Message>/,
+    );
 
     const b = await address();
     await new Promise((r) => setTimeout(r, 200));
     expect((await put(b.url, '[]')).text).toContain('<Message>Request has expired</Message>');
-    expect((await put(`${sandbox.url}/_presigned/nothing`, '[]')).text).toContain('<Code>AccessDenied</Code>');
+    expect((await put(`${sandbox.url}/_presigned/nothing`, '[]')).text).toContain(
+      '<Code>AccessDenied</Code>',
+    );
   });
 
   it('fails content that is not an array of scans when processing it, not on PUT', async () => {
-    const status = async (id: string) => (await call('GET', `/api/trace/v3/scans/${id}/status`)).json();
+    const status = async (id: string) =>
+      (await call('GET', `/api/trace/v3/scans/${id}/status`)).json();
     const a = await address();
     expect((await put(a.url, 'not json')).status).toBe(200);
-    expect(await waitFor(async () => ((await status(a.requestId)).state === 'Failed' ? status(a.requestId) : undefined))).toMatchObject({
+    expect(
+      await waitFor(async () =>
+        (await status(a.requestId)).state === 'Failed' ? status(a.requestId) : undefined,
+      ),
+    ).toMatchObject({
       processed: 0,
       failed: 0,
       failures: [],
     });
     const b = await address();
     await put(b.url, JSON.stringify([SCAN, { reference: 'R-X' }]));
-    expect(await waitFor(async () => ((await status(b.requestId)).state === 'HasFailures' ? status(b.requestId) : undefined))).toMatchObject({
+    expect(
+      await waitFor(async () =>
+        (await status(b.requestId)).state === 'HasFailures' ? status(b.requestId) : undefined,
+      ),
+    ).toMatchObject({
       requestId: Number(b.requestId),
       failures: [{ reference: 'R-X', reason: 'Scan could not be read' }],
     });
@@ -194,35 +278,58 @@ describe('pre-signed upload', () => {
 describe('admin endpoints', () => {
   it('lists accepted scans in order with via and time, and clears them', async () => {
     await call('DELETE', '/_sandbox/scans', { auth: false });
-    const id = (await call('POST', '/api/trace/v3/scans', {
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify([{ ...SCAN, reference: 'A' }, { ...SCAN, reference: 'B', extra: 'kept' }]),
-    })).json().requestId;
-    const log = (await call('GET', '/_sandbox/scans', { auth: false })).json() as { count: number; scans: Record<string, unknown>[] };
+    const id = (
+      await call('POST', '/api/trace/v3/scans', {
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify([
+          { ...SCAN, reference: 'A' },
+          { ...SCAN, reference: 'B', extra: 'kept' },
+        ]),
+      })
+    ).json().requestId;
+    const log = (await call('GET', '/_sandbox/scans', { auth: false })).json() as {
+      count: number;
+      scans: Record<string, unknown>[];
+    };
     expect(log.count).toBe(2);
-    expect(log.scans.map((s) => [s.requestId, s.via, (s.scan as { reference: string }).reference])).toEqual([
+    expect(
+      log.scans.map((s) => [s.requestId, s.via, (s.scan as { reference: string }).reference]),
+    ).toEqual([
       [id, 'direct', 'A'],
       [id, 'direct', 'B'],
     ]);
     expect(log.scans[1]?.scan).toMatchObject({ extra: 'kept' });
     expect(new Date(String(log.scans[0]?.receivedAt)).toISOString()).toBe(log.scans[0]?.receivedAt);
     await call('DELETE', '/_sandbox/scans', { auth: false });
-    expect((await call('GET', '/_sandbox/scans', { auth: false })).json()).toMatchObject({ count: 0, scans: [] });
+    expect((await call('GET', '/_sandbox/scans', { auth: false })).json()).toMatchObject({
+      count: 0,
+      scans: [],
+    });
   });
 
   it('keeps a request log without header values', async () => {
     await call('GET', '/api/product/v3/products');
     const text = (await call('GET', '/_sandbox/requests', { auth: false })).text;
-    expect(JSON.parse(text).requests).toContainEqual(expect.objectContaining({ method: 'GET', path: '/api/product/v3/products', status: 200 }));
+    expect(JSON.parse(text).requests).toContainEqual(
+      expect.objectContaining({ method: 'GET', path: '/api/product/v3/products', status: 200 }),
+    );
     expect(text).not.toContain(token);
     expect(text).not.toContain('_sandbox');
   });
 
   it('refuses invalid fault settings with 400', async () => {
-    const res = await call('PUT', '/_sandbox/faults', { auth: false, headers: { 'content-type': 'application/json' }, body: '{"errorRate":2}' });
+    const res = await call('PUT', '/_sandbox/faults', {
+      auth: false,
+      headers: { 'content-type': 'application/json' },
+      body: '{"errorRate":2}',
+    });
     expect(res.status).toBe(400);
     expect(res.json().detail).toContain('errorRate');
-    const unknown = await call('PUT', '/_sandbox/faults', { auth: false, headers: { 'content-type': 'application/json' }, body: '{"chaos":1}' });
+    const unknown = await call('PUT', '/_sandbox/faults', {
+      auth: false,
+      headers: { 'content-type': 'application/json' },
+      body: '{"chaos":1}',
+    });
     expect(unknown.status).toBe(400);
   });
 

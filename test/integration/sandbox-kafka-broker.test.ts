@@ -2,7 +2,14 @@ import { once } from 'node:events';
 import { connect, type TLSSocket } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/log.js';
-import { KafkaBroker, makeSandboxTls, type SandboxTls, Reader, Writer, KafkaError } from '@scan-gateway/sandbox/kafka';
+import {
+  KafkaBroker,
+  makeSandboxTls,
+  type SandboxTls,
+  Reader,
+  Writer,
+  KafkaError,
+} from '@scan-gateway/sandbox/kafka';
 import { waitFor } from '../helpers/wait.js';
 
 // The sandbox broker's bounds and refusals over a real TLS socket, with frames no well-behaved
@@ -26,7 +33,12 @@ beforeAll(async () => {
 afterAll(async () => broker?.close());
 
 async function open(): Promise<{ socket: TLSSocket; frames: Buffer[]; closed: Promise<unknown> }> {
-  const socket = connect({ host: '127.0.0.1', port: broker.port, ca: tls.caPem, servername: 'localhost' });
+  const socket = connect({
+    host: '127.0.0.1',
+    port: broker.port,
+    ca: tls.caPem,
+    servername: 'localhost',
+  });
   await once(socket, 'secureConnect');
   const frames: Buffer[] = [];
   let pending = Buffer.alloc(0);
@@ -42,7 +54,13 @@ async function open(): Promise<{ socket: TLSSocket; frames: Buffer[]; closed: Pr
 }
 
 function frame(apiKey: number, version: number, body: Buffer = Buffer.alloc(0)): Buffer {
-  const payload = new Writer().int16(apiKey).int16(version).int32(7).string('raw', false).push(body).finish();
+  const payload = new Writer()
+    .int16(apiKey)
+    .int16(version)
+    .int32(7)
+    .string('raw', false)
+    .push(body)
+    .finish();
   return Buffer.concat([new Writer().int32(payload.length).finish(), payload]);
 }
 
@@ -77,10 +95,17 @@ describe('sandbox Kafka broker on a raw TLS socket', () => {
     await waitFor(() => broker.connectionCount === 0);
     const a = await waitFor(() => open());
     const b = await waitFor(() => open());
-    const third = connect({ host: '127.0.0.1', port: broker.port, ca: tls.caPem, servername: 'localhost' });
+    const third = connect({
+      host: '127.0.0.1',
+      port: broker.port,
+      ca: tls.caPem,
+      servername: 'localhost',
+    });
     // The server takes the TCP connection and drops it at once: the TLS handshake never completes.
     const error = await new Promise<Error>((resolve) => third.on('error', resolve));
-    expect(error.message).toMatch(/disconnected before secure TLS connection was established|ECONNRESET/);
+    expect(error.message).toMatch(
+      /disconnected before secure TLS connection was established|ECONNRESET/,
+    );
     a.socket.destroy();
     b.socket.destroy();
   });

@@ -8,7 +8,11 @@ import { Intake } from '../../src/intake/intake.js';
 import { BufferStore } from '../../src/buffer/store.js';
 import { parseConfigText } from '../../src/config/load.js';
 import { mappingContext } from '../../src/mapping/map-read.js';
-import { openSerialPort, SerialInput, type SerialOpenOptions } from '../../src/inputs/serial/serial-input.js';
+import {
+  openSerialPort,
+  SerialInput,
+  type SerialOpenOptions,
+} from '../../src/inputs/serial/serial-input.js';
 import { silentLogger } from '../../src/log.js';
 import { createPtyPair, type PtyPair } from '../helpers/pty.js';
 import { waitFor } from '../helpers/wait.js';
@@ -20,7 +24,6 @@ const CAPTURE_PATH = samplePath('serial-capture-line3.bin');
 const NOW = new Date('2026-11-18T06:00:00Z');
 
 /** Every CR-terminated read of serial-capture-line3.bin, latin1 so each byte shows as one char. */
-
 
 let dir: string;
 let sink: FakeSink;
@@ -50,10 +53,20 @@ async function killPty(pair: PtyPair): Promise<void> {
 }
 
 function config(overrides: Partial<SerialInputConfig> = {}): SerialInputConfig {
-  return serialInputSchema.parse({ id: 'line3', dcp: 'GI', type: 'serial', path: join(dir, 'dev'), reconnectMs: 150, ...overrides });
+  return serialInputSchema.parse({
+    id: 'line3',
+    dcp: 'GI',
+    type: 'serial',
+    path: join(dir, 'dev'),
+    reconnectMs: 150,
+    ...overrides,
+  });
 }
 
-async function startInput(overrides: Partial<SerialInputConfig> = {}, opened: SerialOpenOptions[] = []): Promise<SerialInput> {
+async function startInput(
+  overrides: Partial<SerialInputConfig> = {},
+  opened: SerialOpenOptions[] = [],
+): Promise<SerialInput> {
   const input = new SerialInput({
     config: config(overrides),
     sink,
@@ -75,20 +88,43 @@ describe('SerialInput on a socat pty', () => {
     const pair = await pty();
     const opened: SerialOpenOptions[] = [];
     const input = await startInput({}, opened);
-    expect(input.status()).toEqual({ id: 'line3', type: 'serial', state: 'up', source: pair.devicePath });
-    expect(opened).toEqual([{ path: pair.devicePath, baudRate: 9600, dataBits: 8, stopBits: 1, parity: 'none', flowControl: 'none' }]);
+    expect(input.status()).toEqual({
+      id: 'line3',
+      type: 'serial',
+      state: 'up',
+      source: pair.devicePath,
+    });
+    expect(opened).toEqual([
+      {
+        path: pair.devicePath,
+        baudRate: 9600,
+        dataBits: 8,
+        stopBits: 1,
+        parity: 'none',
+        flowControl: 'none',
+      },
+    ]);
 
     const capture = await readFile(CAPTURE_PATH);
     // Odd-sized pieces so reads and their CR straddle the writes.
     for (let at = 0; at < capture.length; at += 37) await pair.write(capture.subarray(at, at + 37));
 
-    await waitFor(() => sink.items.length >= CAPTURE_FRAMES.length, { what: `${CAPTURE_FRAMES.length} reads submitted` });
+    await waitFor(() => sink.items.length >= CAPTURE_FRAMES.length, {
+      what: `${CAPTURE_FRAMES.length} reads submitted`,
+    });
     expect(sink.texts()).toEqual(CAPTURE_FRAMES);
     const garbage = sink.items[7];
-    expect(garbage?.kind === 'read' && [...garbage.read.raw]).toEqual([0xff, 0xfe, 0x00, 0x67, 0x61, 0x72, 0x62, 0x61, 0x67, 0x65, 0x80, 0x81]);
+    expect(garbage?.kind === 'read' && [...garbage.read.raw]).toEqual([
+      0xff, 0xfe, 0x00, 0x67, 0x61, 0x72, 0x62, 0x61, 0x67, 0x65, 0x80, 0x81,
+    ]);
     for (const item of sink.items) {
       expect(item.kind).toBe('read');
-      if (item.kind === 'read') expect(item.read).toMatchObject({ inputId: 'line3', receivedAt: NOW, origin: { port: pair.devicePath } });
+      if (item.kind === 'read')
+        expect(item.read).toMatchObject({
+          inputId: 'line3',
+          receivedAt: NOW,
+          origin: { port: pair.devicePath },
+        });
     }
   });
 
@@ -99,12 +135,16 @@ describe('SerialInput on a socat pty', () => {
     await waitFor(() => sink.texts().includes('BEFORE'), { what: 'read before unplug' });
 
     await killPty(first);
-    await waitFor(() => input.status().state === 'down', { what: 'state down after the pty was killed' });
+    await waitFor(() => input.status().state === 'down', {
+      what: 'state down after the pty was killed',
+    });
     expect(input.status().lastError).toContain(join(dir, 'dev'));
     expect(input.status().lastErrorAt).toBe(NOW.toISOString());
 
     const second = await pty();
-    await waitFor(() => input.status().state === 'up', { what: 'state up again after the pty came back' });
+    await waitFor(() => input.status().state === 'up', {
+      what: 'state up again after the pty came back',
+    });
     expect(input.status().lastError).toBeUndefined();
     await second.write(Buffer.from('AFTER\r'));
     await waitFor(() => sink.texts().includes('AFTER'), { what: 'read after reconnect' });
@@ -133,7 +173,10 @@ describe('SerialInput on a socat pty', () => {
       '1234567890123456',
     ]);
     const rejection = sink.items[0];
-    expect(rejection?.kind === 'rejection' && rejection.rejection).toMatchObject({ inputId: 'line3', origin: { port: pair.devicePath } });
+    expect(rejection?.kind === 'rejection' && rejection.rejection).toMatchObject({
+      inputId: 'line3',
+      origin: { port: pair.devicePath },
+    });
   });
 
   it('frames at a configured CRLF terminator', async () => {
@@ -190,7 +233,7 @@ describe('SerialInput on a socat pty', () => {
     expect(input.status().state).toBe('stopped');
   });
 
-  it('gives the line-3 capture\'s scans, no-reads, duplicate and rejections through the real intake and SQLite', async () => {
+  it("gives the line-3 capture's scans, no-reads, duplicate and rejections through the real intake and SQLite", async () => {
     const pair = await pty();
     const yaml = `site: { id: t, timezone: Europe/Berlin }
 upstream: { baseUrl: http://127.0.0.1:9, authUrl: http://127.0.0.1:9, clientId: c }
@@ -198,22 +241,52 @@ dcps: [{ key: GI, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-1 }]
 inputs: [{ id: line3, type: serial, path: ${pair.devicePath}, dcp: GI }]
 `;
     const store = BufferStore.openAt(join(dir, 'buffer.db'));
-    const intake = new Intake({ store, mapping: mappingContext(parseConfigText(yaml, 'test.yaml')), logger: silentLogger() });
+    const intake = new Intake({
+      store,
+      mapping: mappingContext(parseConfigText(yaml, 'test.yaml')),
+      logger: silentLogger(),
+    });
     intake.open();
     const input = new SerialInput({ config: config(), sink: intake, logger: silentLogger() });
     inputs.push(input);
     await input.start();
     await pair.write(await readFile(CAPTURE_PATH));
     const outcomes = (): { raw: Buffer; outcome: string; reason: string | null }[] =>
-      sqlOf(store).prepare('SELECT raw, outcome, reason FROM reads ORDER BY id').all() as { raw: Buffer; outcome: string; reason: string | null }[];
+      sqlOf(store).prepare('SELECT raw, outcome, reason FROM reads ORDER BY id').all() as {
+        raw: Buffer;
+        outcome: string;
+        reason: string | null;
+      }[];
     try {
-      await waitFor(() => outcomes().length === CAPTURE_FRAMES.length, { what: 'all reads committed' });
-      expect(outcomes().map((r) => r.outcome)).toEqual(['scan', 'scan', 'noRead', 'scan', 'duplicate', 'scan', 'scan', 'rejected', 'rejected', 'scan', 'noRead']);
+      await waitFor(() => outcomes().length === CAPTURE_FRAMES.length, {
+        what: 'all reads committed',
+      });
+      expect(outcomes().map((r) => r.outcome)).toEqual([
+        'scan',
+        'scan',
+        'noRead',
+        'scan',
+        'duplicate',
+        'scan',
+        'scan',
+        'rejected',
+        'rejected',
+        'scan',
+        'noRead',
+      ]);
       const [garbage, badCheck] = outcomes().filter((r) => r.outcome === 'rejected');
       expect(garbage!.reason).toMatch(/not valid UTF-8/);
-      expect([...garbage!.raw]).toEqual([0xff, 0xfe, 0x00, 0x67, 0x61, 0x72, 0x62, 0x61, 0x67, 0x65, 0x80, 0x81]);
+      expect([...garbage!.raw]).toEqual([
+        0xff, 0xfe, 0x00, 0x67, 0x61, 0x72, 0x62, 0x61, 0x67, 0x65, 0x80, 0x81,
+      ]);
       expect(badCheck!.reason).toMatch(/check digit/i);
-      expect(intake.countersFor('line3')).toMatchObject({ reads: 11, scans: 6, noReads: 2, duplicates: 1, rejections: 2 });
+      expect(intake.countersFor('line3')).toMatchObject({
+        reads: 11,
+        scans: 6,
+        noReads: 2,
+        duplicates: 1,
+        rejections: 2,
+      });
     } finally {
       await input.stop();
       inputs.splice(inputs.indexOf(input), 1);
@@ -228,7 +301,11 @@ inputs: [{ id: line3, type: serial, path: ${pair.devicePath}, dcp: GI }]
     const answers = await listen(pair.peerPath);
     await pair.write(Buffer.from('GOOD-1\rMUCH-TOO-LONG\rGOOD-2\r'));
     await waitFor(() => answers() === '\x06\x15\x06', { what: 'ACK, NAK, ACK at the scanner' });
-    expect(sink.texts()).toEqual(['GOOD-1', '<read longer than 8 bytes: 13 bytes up to its terminator were dropped; the first 9 are kept|MUCH-TOO->', 'GOOD-2']);
+    expect(sink.texts()).toEqual([
+      'GOOD-1',
+      '<read longer than 8 bytes: 13 bytes up to its terminator were dropped; the first 9 are kept|MUCH-TOO->',
+      'GOOD-2',
+    ]);
   });
 
   it('naks reads the buffer refuses at once, and still stores them once it works again', async () => {
@@ -241,16 +318,32 @@ inputs: [{ id: line3, type: serial, path: ${pair.devicePath}, dcp: GI }]
     sink.failing = false;
     await waitFor(() => sink.texts().includes('HELD'), { what: 'stored later' });
     await pair.write(Buffer.from('NEXT\r'));
-    await waitFor(() => answers() === 'NA', { what: 'no late ACK for the NAKed read; ACK for the next' });
+    await waitFor(() => answers() === 'NA', {
+      what: 'no late ACK for the NAKed read; ACK for the next',
+    });
   });
 
   it('frames STX…ETX reads and strips a configured prefix and suffix', async () => {
     const pair = await pty();
-    await startInput({ framing: 'stxEtx', stripPrefix: 'P:', stripSuffix: '#', flowControl: 'xonxoff' });
-    await pair.write(Buffer.from('\x02P:ABC#\x03\r\n\x02DEF\x03noise\x02P:GHI\x03\r\nnoise\r\n\x02JKL\x03'));
+    await startInput({
+      framing: 'stxEtx',
+      stripPrefix: 'P:',
+      stripSuffix: '#',
+      flowControl: 'xonxoff',
+    });
+    await pair.write(
+      Buffer.from('\x02P:ABC#\x03\r\n\x02DEF\x03noise\x02P:GHI\x03\r\nnoise\r\n\x02JKL\x03'),
+    );
     await waitFor(() => sink.items.length >= 6, { what: 'four reads and the noise twice' });
     // The CR LF after an ETX is not noise, nor counted into the noise after it: each noise is its 5 bytes.
-    expect(sink.texts()).toEqual(['ABC', 'DEF', '<bytes outside STX…ETX (5 bytes)|noise>', 'GHI', '<bytes outside STX…ETX (5 bytes)|noise>', 'JKL']);
+    expect(sink.texts()).toEqual([
+      'ABC',
+      'DEF',
+      '<bytes outside STX…ETX (5 bytes)|noise>',
+      'GHI',
+      '<bytes outside STX…ETX (5 bytes)|noise>',
+      'JKL',
+    ]);
   });
 
   it('after an overlong read without a terminator, a pause ends it: the next read is stored, the rejection counts the dropped bytes', async () => {
@@ -261,27 +354,46 @@ dcps: [{ key: GI, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-1 }]
 inputs: [{ id: line3, type: serial, path: ${pair.devicePath}, dcp: GI }]
 `;
     const store = BufferStore.openAt(join(dir, 'buffer.db'));
-    const intake = new Intake({ store, mapping: mappingContext(parseConfigText(yaml, 'test.yaml')), logger: silentLogger() });
+    const intake = new Intake({
+      store,
+      mapping: mappingContext(parseConfigText(yaml, 'test.yaml')),
+      logger: silentLogger(),
+    });
     intake.open();
     const input = new SerialInput({ config: config(), sink: intake, logger: silentLogger() });
     inputs.push(input);
     await input.start();
     const rows = (): { raw: Buffer; outcome: string; reason: string | null }[] =>
-      sqlOf(store).prepare('SELECT raw, outcome, reason FROM reads ORDER BY id').all() as { raw: Buffer; outcome: string; reason: string | null }[];
+      sqlOf(store).prepare('SELECT raw, outcome, reason FROM reads ORDER BY id').all() as {
+        raw: Buffer;
+        outcome: string;
+        reason: string | null;
+      }[];
     try {
       await pair.write(Buffer.alloc(10_240, 'L'));
       // The pause alone ends the overlong read: its rejection is committed before the next byte comes.
-      await waitFor(() => rows().length === 1, { timeoutMs: 15_000, what: 'the overlong read ended by the pause and committed' }).catch((err: unknown) => {
-        throw new Error(`${(err as Error).message}; rows: ${JSON.stringify(rows().map((r) => ({ ...r, raw: r.raw.toString('latin1').slice(0, 40) })))}`);
+      await waitFor(() => rows().length === 1, {
+        timeoutMs: 15_000,
+        what: 'the overlong read ended by the pause and committed',
+      }).catch((err: unknown) => {
+        throw new Error(
+          `${(err as Error).message}; rows: ${JSON.stringify(rows().map((r) => ({ ...r, raw: r.raw.toString('latin1').slice(0, 40) })))}`,
+        );
       });
       await pair.write(Buffer.from('SER-AFTER-LONG-8\r'));
-      await waitFor(() => rows().length === 2, { timeoutMs: 15_000, what: 'the read after it committed' }).catch((err: unknown) => {
-        throw new Error(`${(err as Error).message}; rows: ${JSON.stringify(rows().map((r) => ({ ...r, raw: r.raw.toString('latin1').slice(0, 40) })))}`);
+      await waitFor(() => rows().length === 2, {
+        timeoutMs: 15_000,
+        what: 'the read after it committed',
+      }).catch((err: unknown) => {
+        throw new Error(
+          `${(err as Error).message}; rows: ${JSON.stringify(rows().map((r) => ({ ...r, raw: r.raw.toString('latin1').slice(0, 40) })))}`,
+        );
       });
       const [rejected, scan] = rows();
       expect(rejected).toMatchObject({
         outcome: 'rejected',
-        reason: 'read longer than 4096 bytes: 10240 bytes up to a pause of 200 ms were dropped; the first 256 are kept',
+        reason:
+          'read longer than 4096 bytes: 10240 bytes up to a pause of 200 ms were dropped; the first 256 are kept',
       });
       expect(rejected!.raw.toString('latin1')).toBe('L'.repeat(256));
       expect(scan).toMatchObject({ outcome: 'scan', reason: null });
@@ -322,7 +434,9 @@ inputs: [{ id: line3, type: serial, path: ${pair.devicePath}, dcp: GI }]
     await startInput({ ackBytes: '\x06', nakBytes: '\x15' });
     const answers = await listen(pair.peerPath);
     await pair.write(Buffer.from('SER-LF-2\nSER-CRLF-3\r\nSER-CRLF-4\r\n'));
-    await waitFor(() => answers() === '\x15\x06', { what: 'NAK for the rejection, ACK for the read' });
+    await waitFor(() => answers() === '\x15\x06', {
+      what: 'NAK for the rejection, ACK for the read',
+    });
     expect(sink.texts()).toEqual([
       '<the read holds LF (0x0a) at position 8: looks like the scanner ends reads with LF, not CR; set terminator: "\\n" on this input, or make the scanner send CR|SER-LF-2\nSER-CRLF-3>',
       'SER-CRLF-4',
@@ -332,7 +446,8 @@ inputs: [{ id: line3, type: serial, path: ${pair.devicePath}, dcp: GI }]
 
 const listeners: SerialPort[] = [];
 afterEach(async () => {
-  for (const port of listeners.splice(0)) if (port.isOpen) await new Promise((resolve) => port.close(resolve));
+  for (const port of listeners.splice(0))
+    if (port.isOpen) await new Promise((resolve) => port.close(resolve));
 });
 
 /** Opens the scanner's end of the pty for reading: what the gateway writes back arrives here. */

@@ -9,15 +9,34 @@ import { startSshd, type RunningSshd } from '../helpers/sshd.js';
 /** `scan-gateway upload FILE --route sftp`: the compiled CLI against a real sshd. */
 
 const SCANS = [
-  { reference: 'CLI-1', timeStamp: '2025-01-02T03:04:05', dcpKey: 'GI-01', productModelKey: 'PACK-A', parents: [], attributes: [] },
-  { reference: 'CLI-2', timeStamp: '2025-01-02T03:04:06', dcpKey: 'GI-01', productModelKey: 'PACK-A', parents: [], attributes: [] },
+  {
+    reference: 'CLI-1',
+    timeStamp: '2025-01-02T03:04:05',
+    dcpKey: 'GI-01',
+    productModelKey: 'PACK-A',
+    parents: [],
+    attributes: [],
+  },
+  {
+    reference: 'CLI-2',
+    timeStamp: '2025-01-02T03:04:06',
+    dcpKey: 'GI-01',
+    productModelKey: 'PACK-A',
+    parents: [],
+    attributes: [],
+  },
 ];
 
 function cli(cwd: string, ...args: string[]): Promise<{ code: number; out: string; err: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [MAIN_JS, ...args], { cwd, env: { PATH: process.env.PATH ?? '' } }, (error, out, err) => {
-      resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, out, err });
-    });
+    execFile(
+      process.execPath,
+      [MAIN_JS, ...args],
+      { cwd, env: { PATH: process.env.PATH ?? '' } },
+      (error, out, err) => {
+        resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, out, err });
+      },
+    );
   });
 }
 
@@ -51,12 +70,29 @@ inputs: []
 
   it('writes the file (.part, size checked, renamed), and finds it there the second time', async () => {
     const cfg = config(sshd.hostKey);
-    const first = await cli(dir, 'upload', 'scans.json', '--route', 'sftp', '--json', '--config', cfg);
+    const first = await cli(
+      dir,
+      'upload',
+      'scans.json',
+      '--route',
+      'sftp',
+      '--json',
+      '--config',
+      cfg,
+    );
     expect(first.err).toBe('');
     expect(first.code).toBe(0);
-    const result = JSON.parse(first.out) as { remotePath: string; sha256: string; scans: number; outcome: string; state: string };
+    const result = JSON.parse(first.out) as {
+      remotePath: string;
+      sha256: string;
+      scans: number;
+      outcome: string;
+      state: string;
+    };
     expect(result).toMatchObject({ scans: 2, outcome: 'sent', state: 'transferred' });
-    expect(result.remotePath).toBe(join(sshd.remoteDir, `plant-7-cli-${result.sha256.slice(0, 12)}.json`));
+    expect(result.remotePath).toBe(
+      join(sshd.remoteDir, `plant-7-cli-${result.sha256.slice(0, 12)}.json`),
+    );
     expect(JSON.parse(readFileSync(result.remotePath, 'utf8'))).toEqual(SCANS);
     expect(readdirSync(sshd.remoteDir).filter((f) => f.endsWith('.part'))).toEqual([]);
 
@@ -74,7 +110,15 @@ inputs: []
   });
 
   it('says that upstream.sftp is missing (exit 2)', async () => {
-    const r = await cli(dir, 'upload', 'scans.json', '--route', 'sftp', '--config', config(sshd.hostKey, false));
+    const r = await cli(
+      dir,
+      'upload',
+      'scans.json',
+      '--route',
+      'sftp',
+      '--config',
+      config(sshd.hostKey, false),
+    );
     expect(r.code).toBe(2);
     expect(r.err).toContain('upstream.sftp is not configured');
   });

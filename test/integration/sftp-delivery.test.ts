@@ -13,7 +13,12 @@ import { ErrorCodes, GatewayError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { sftpConnector, type SftpConnector } from '../../src/upstream/sftp-client.js';
 import { startSshd, type RunningSshd } from '../helpers/sshd.js';
-import { startSandbox, type RunningSandbox, generateEd25519KeyPair, DEMO_CLIENT_ID } from '@scan-gateway/sandbox';
+import {
+  startSandbox,
+  type RunningSandbox,
+  generateEd25519KeyPair,
+  DEMO_CLIENT_ID,
+} from '@scan-gateway/sandbox';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -60,7 +65,13 @@ async function sandboxTarget(): Promise<Target> {
   const endpoint = sandbox.sftp!;
   const connector = (over: { hostKey?: string } = {}) =>
     sftpConnector({
-      sftp: sftpSchema.parse({ host: endpoint.host, port: endpoint.port, hostKey: over.hostKey ?? endpoint.hostKey, remoteDir: '/', connectTimeoutMs: 5000 }),
+      sftp: sftpSchema.parse({
+        host: endpoint.host,
+        port: endpoint.port,
+        hostKey: over.hostKey ?? endpoint.hostKey,
+        remoteDir: '/',
+        connectTimeoutMs: 5000,
+      }),
       clientId: DEMO_CLIENT_ID,
       password: SECRET,
     });
@@ -76,32 +87,69 @@ async function sandboxTarget(): Promise<Target> {
     },
     stop: () => sandbox.close(),
     async received() {
-      const body = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as { scans: { via: string; requestId: string; scan: { reference: string } }[] };
-      return body.scans.filter((s) => s.via === 'sftp').map((s) => ({ reference: s.scan.reference, requestId: s.requestId }));
+      const body = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as {
+        scans: { via: string; requestId: string; scan: { reference: string } }[];
+      };
+      return body.scans
+        .filter((s) => s.via === 'sftp')
+        .map((s) => ({ reference: s.scan.reference, requestId: s.requestId }));
     },
   };
 }
 
 function scan(reference: string): IntakeRecord {
-  const body = { reference, timeStamp: '2026-11-18T07:00:00', dcpKey: 'GI-01', productModelKey: 'PACK-A', supplierKey: 'SUP-0042', parents: [], attributes: [] };
-  return { inputId: 'test', receivedAt: new Date(), raw: Buffer.from(reference), outcome: 'scan', scan: { reference, dcpKey: 'GI-01', instant: new Date(), body: JSON.stringify(body) } };
+  const body = {
+    reference,
+    timeStamp: '2026-11-18T07:00:00',
+    dcpKey: 'GI-01',
+    productModelKey: 'PACK-A',
+    supplierKey: 'SUP-0042',
+    parents: [],
+    attributes: [],
+  };
+  return {
+    inputId: 'test',
+    receivedAt: new Date(),
+    raw: Buffer.from(reference),
+    outcome: 'scan',
+    scan: { reference, dcpKey: 'GI-01', instant: new Date(), body: JSON.stringify(body) },
+  };
 }
 
 /** The HTTP API is never called on the SFTP route: any call fails the test. */
 const NO_HTTP: DeliveryApi = {
   uploadScans: () => Promise.reject(new Error('uploadScans called on the SFTP route')),
-  requestPresignedUpload: () => Promise.reject(new Error('requestPresignedUpload called on the SFTP route')),
+  requestPresignedUpload: () =>
+    Promise.reject(new Error('requestPresignedUpload called on the SFTP route')),
   putPresigned: () => Promise.reject(new Error('putPresigned called on the SFTP route')),
   getScanStatus: () => Promise.reject(new Error('getScanStatus called on the SFTP route')),
 };
 
 function connectorFor(sshd: RunningSshd, over: { hostKey?: string } = {}): SftpConnector {
-  const sftp = sftpSchema.parse({ host: sshd.host, port: sshd.port, username: sshd.username, hostKey: over.hostKey ?? sshd.hostKey, remoteDir: sshd.remoteDir, connectTimeoutMs: 5000 });
-  return sftpConnector({ sftp, clientId: 'demo-client', privateKey: readFileSync(sshd.userKeyFile, 'utf8') });
+  const sftp = sftpSchema.parse({
+    host: sshd.host,
+    port: sshd.port,
+    username: sshd.username,
+    hostKey: over.hostKey ?? sshd.hostKey,
+    remoteDir: sshd.remoteDir,
+    connectTimeoutMs: 5000,
+  });
+  return sftpConnector({
+    sftp,
+    clientId: 'demo-client',
+    privateKey: readFileSync(sshd.userKeyFile, 'utf8'),
+  });
 }
 
 const config = (over: Partial<DeliveryConfig> = {}): DeliveryConfig =>
-  deliverySchema.parse({ mode: 'sftp', maxBatchDelayMs: 50, retryBaseMs: 20, retryMaxMs: 200, sftpMaxScans: 1000, ...over });
+  deliverySchema.parse({
+    mode: 'sftp',
+    maxBatchDelayMs: 50,
+    retryBaseMs: 20,
+    retryMaxMs: 200,
+    sftpMaxScans: 1000,
+    ...over,
+  });
 
 describe.each([
   ['a real OpenSSH server', sshdTarget],
@@ -125,13 +173,26 @@ describe.each([
 
   function start(connector: SftpConnector, over: Partial<DeliveryConfig> = {}): Deliverer {
     store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-sftp-')), 'buffer.db'));
-    deliverer = new Deliverer({ store, api: NO_HTTP, config: config(over), logger: silentLogger(), sftp: { connector, siteId: 'plant-7', fileNameTemplate: '{siteId}-{batchId}-{sha256:12}.json' } });
+    deliverer = new Deliverer({
+      store,
+      api: NO_HTTP,
+      config: config(over),
+      logger: silentLogger(),
+      sftp: {
+        connector,
+        siteId: 'plant-7',
+        fileNameTemplate: '{siteId}-{batchId}-{sha256:12}.json',
+      },
+    });
     return deliverer;
   }
 
   it('sends each batch as one file (.part, size checked, renamed) and ends it in transferred with path and sha256', async () => {
     const d = start(target.connector());
-    store.intake.commitIntake(Array.from({ length: 2500 }, (_, i) => scan(`S-${i}`)), Date.now());
+    store.intake.commitIntake(
+      Array.from({ length: 2500 }, (_, i) => scan(`S-${i}`)),
+      Date.now(),
+    );
     d.start();
     await waitFor(() => store.batches.batchesInState('done').length === 3, { timeoutMs: 20_000 });
     const done = store.batches.batchesInState('done');
@@ -149,7 +210,9 @@ describe.each([
       expect(bytes.length).toBe(b.bytes);
       // Byte for byte what the buffer holds for the batch.
       expect(bytes.toString('utf8')).toBe(store.batches.batchBody(b.id));
-      refs.push(...(JSON.parse(bytes.toString('utf8')) as { reference: string }[]).map((s) => s.reference));
+      refs.push(
+        ...(JSON.parse(bytes.toString('utf8')) as { reference: string }[]).map((s) => s.reference),
+      );
     }
     expect(refs.sort()).toEqual(Array.from({ length: 2500 }, (_, i) => `S-${i}`).sort());
     expect(store.reports.scanCounts().delivered).toBe(2500);
@@ -163,15 +226,36 @@ describe.each([
 
   it('takes a complete file left by a crash as sent, and removes a left-over .part before sending again', async () => {
     const d = start(target.connector());
-    store.intake.commitIntake(Array.from({ length: 30 }, (_, i) => scan(`R-${i}`)), Date.now());
+    store.intake.commitIntake(
+      Array.from({ length: 30 }, (_, i) => scan(`R-${i}`)),
+      Date.now(),
+    );
     // Two batches as a crash would leave them: the first renamed already, the second half-written.
-    const first = store.batches.writeBatch({ mode: 'sftp', scanIds: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], bytes: 0, nowIso: new Date().toISOString() })!;
-    const second = store.batches.writeBatch({ mode: 'sftp', scanIds: [11, 12, 13, 14, 15, 16, 17, 18, 19, 20], bytes: 0, nowIso: new Date().toISOString() })!;
+    const first = store.batches.writeBatch({
+      mode: 'sftp',
+      scanIds: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+      bytes: 0,
+      nowIso: new Date().toISOString(),
+    })!;
+    const second = store.batches.writeBatch({
+      mode: 'sftp',
+      scanIds: [11, 12, 13, 14, 15, 16, 17, 18, 19, 20],
+      bytes: 0,
+      nowIso: new Date().toISOString(),
+    })!;
     for (const b of [first, second]) {
       const body = store.batches.batchBody(b.id);
       const sha = createHash('sha256').update(body).digest('hex');
-      const path = target.connector().remoteDir === '/' ? `/plant-7-${b.id}-${sha.slice(0, 12)}.json` : join(target.localDir, `plant-7-${b.id}-${sha.slice(0, 12)}.json`);
-      store.batches.updateBatch(b.id, { state: 'uploading', bytes: Buffer.byteLength(body), remotePath: path, sha256: sha });
+      const path =
+        target.connector().remoteDir === '/'
+          ? `/plant-7-${b.id}-${sha.slice(0, 12)}.json`
+          : join(target.localDir, `plant-7-${b.id}-${sha.slice(0, 12)}.json`);
+      store.batches.updateBatch(b.id, {
+        state: 'uploading',
+        bytes: Buffer.byteLength(body),
+        remotePath: path,
+        sha256: sha,
+      });
       if (b.id === first.id) writeFileSync(target.local(path), body);
       else writeFileSync(`${target.local(path)}.part`, body.slice(0, 100));
     }
@@ -181,17 +265,22 @@ describe.each([
     // The first was found and not written again; the second was written whole.
     expect(readFileSync(target.local(store.batches.batch(first.id)!.remotePath!))).toEqual(before);
     expect(store.batches.batch(first.id)!.attempts).toBe(0);
-    expect(readFileSync(target.local(store.batches.batch(second.id)!.remotePath!), 'utf8')).toBe(store.batches.batchBody(second.id));
+    expect(readFileSync(target.local(store.batches.batch(second.id)!.remotePath!), 'utf8')).toBe(
+      store.batches.batchBody(second.id),
+    );
     expect(readdirSync(target.localDir).filter((f) => f.endsWith('.part'))).toEqual([]);
     expect(store.reports.possibleDuplicates().uploads).toBe(0);
   });
 
   it('refuses a server whose host key is not the configured one, says so, and sends nothing', async () => {
     const wrong = 'SHA256:nThbg6kXUpJWGl7E1IGOCspRomTxdCARLviKw6E5SY8';
-    const err = await target.connector({ hostKey: wrong }).connect().then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const err = await target
+      .connector({ hostKey: wrong })
+      .connect()
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     expect(err).toBeInstanceOf(GatewayError);
     expect((err as GatewayError).code).toBe(ErrorCodes.SFTP_HOST_KEY);
     expect((err as GatewayError).message).toContain(target.hostKey);
@@ -201,7 +290,9 @@ describe.each([
     store.intake.commitIntake([scan('H-1')], Date.now());
     const filesBefore = readdirSync(target.localDir).length;
     d.start();
-    await waitFor(() => d.snapshot().lastError?.code === ErrorCodes.SFTP_HOST_KEY, { timeoutMs: 10_000 });
+    await waitFor(() => d.snapshot().lastError?.code === ErrorCodes.SFTP_HOST_KEY, {
+      timeoutMs: 10_000,
+    });
     expect(d.snapshot().lastError?.kind).toBe('sftp');
     expect(store.batches.batchesInState('held')).toEqual([]);
     expect(store.batches.batchesInState('ready').length).toBe(1);
@@ -210,9 +301,20 @@ describe.each([
 
   it('cuts a transfer that overruns its deadline, with a retryable network error', async () => {
     const connector = target.connector();
-    const slow: SftpConnector = { remoteDir: connector.remoteDir, connect: () => connector.connect(), deadlineMs: () => 1 };
+    const slow: SftpConnector = {
+      remoteDir: connector.remoteDir,
+      connect: () => connector.connect(),
+      deadlineMs: () => 1,
+    };
     const body = Buffer.alloc(4 * 1024 * 1024, 0x20);
-    const err = await sendFile({ connector: slow, logger: silentLogger(), remotePath: remoteJoin(connector.remoteDir, 'deadline.json'), bytes: body.length, body: () => Readable.from([body]), what: 'the test file' }).then(
+    const err = await sendFile({
+      connector: slow,
+      logger: silentLogger(),
+      remotePath: remoteJoin(connector.remoteDir, 'deadline.json'),
+      bytes: body.length,
+      body: () => Readable.from([body]),
+      what: 'the test file',
+    }).then(
       () => undefined,
       (e: unknown) => e,
     );
@@ -226,7 +328,10 @@ describe.each([
     const filesBefore = readdirSync(readOnly.localDir);
     try {
       const d = start(readOnly.connector);
-      store.intake.commitIntake(Array.from({ length: 5 }, (_, i) => scan(`P-${i}`)), Date.now());
+      store.intake.commitIntake(
+        Array.from({ length: 5 }, (_, i) => scan(`P-${i}`)),
+        Date.now(),
+      );
       d.start();
       await waitFor(() => store.batches.batchesInState('held').length === 1, { timeoutMs: 10_000 });
       const held = store.batches.batchesInState('held')[0]!;
@@ -244,14 +349,25 @@ describe("the sandbox's SFTP endpoint", () => {
   it('prints its host key fingerprint, takes a key login, refuses a wrong password and a foreign key', async () => {
     const user = generateEd25519KeyPair();
     const other = generateEd25519KeyPair();
-    const sandbox = await startSandbox({ port: 0, sftp: { authorizedKeys: { [DEMO_CLIENT_ID]: [user.public] } } });
+    const sandbox = await startSandbox({
+      port: 0,
+      sftp: { authorizedKeys: { [DEMO_CLIENT_ID]: [user.public] } },
+    });
     try {
       const endpoint = sandbox.sftp!;
       expect(endpoint.hostKey).toMatch(/^SHA256:[A-Za-z0-9+/]{43}$/);
       // The default deadline (20 s), not 5 s: a refused login is told from a network fault by the
       // answer, and in a full parallel run the handshake once took longer than 5 s (SFTP_NETWORK).
-      const sftp = sftpSchema.parse({ host: endpoint.host, port: endpoint.port, hostKey: endpoint.hostKey });
-      const byKey = await sftpConnector({ sftp, clientId: DEMO_CLIENT_ID, privateKey: user.private }).connect();
+      const sftp = sftpSchema.parse({
+        host: endpoint.host,
+        port: endpoint.port,
+        hostKey: endpoint.hostKey,
+      });
+      const byKey = await sftpConnector({
+        sftp,
+        clientId: DEMO_CLIENT_ID,
+        privateKey: user.private,
+      }).connect();
       expect(await byKey.size('/nothing-here.json')).toBeUndefined();
       await byKey.close();
       for (const login of [{ password: 'not-the-secret' }, { privateKey: other.private }]) {
@@ -263,10 +379,12 @@ describe("the sandbox's SFTP endpoint", () => {
         const tries: string[] = [];
         let err: GatewayError | undefined;
         do {
-          err = (await sftpConnector({ sftp, clientId: DEMO_CLIENT_ID, ...login }).connect().then(
-            () => undefined,
-            (e: unknown) => e,
-          )) as GatewayError | undefined;
+          err = (await sftpConnector({ sftp, clientId: DEMO_CLIENT_ID, ...login })
+            .connect()
+            .then(
+              () => undefined,
+              (e: unknown) => e,
+            )) as GatewayError | undefined;
           tries.push(`${err?.code}: ${err?.message}`);
         } while (err?.code === ErrorCodes.SFTP_NETWORK && tries.length < 3);
         expect(err?.code, tries.join('\n')).toBe(ErrorCodes.SFTP_AUTH);

@@ -15,7 +15,11 @@ class RecordingSink implements IntakeSink {
     this.items.push(...items);
   }
   texts(): string[] {
-    return this.items.map((i) => (i.kind === 'read' ? i.read.raw.toString('latin1') : `<${i.rejection.reason}|${i.rejection.raw.toString('latin1')}>`));
+    return this.items.map((i) =>
+      i.kind === 'read'
+        ? i.read.raw.toString('latin1')
+        : `<${i.rejection.reason}|${i.rejection.raw.toString('latin1')}>`,
+    );
   }
 }
 
@@ -31,7 +35,16 @@ afterEach(async () => {
 });
 
 function config(overrides: Partial<Record<keyof TcpInputConfig, unknown>>): TcpInputConfig {
-  return tcpInputSchema.parse({ id: 'cam', type: 'tcp', dcp: 'EOL', host: '127.0.0.1', port: 0, reconnectMs: 50, reconnectMaxMs: 200, ...overrides });
+  return tcpInputSchema.parse({
+    id: 'cam',
+    type: 'tcp',
+    dcp: 'EOL',
+    host: '127.0.0.1',
+    port: 0,
+    reconnectMs: 50,
+    reconnectMaxMs: 200,
+    ...overrides,
+  });
 }
 
 async function startInput(cfg: TcpInputConfig): Promise<TcpInput> {
@@ -43,7 +56,9 @@ async function startInput(cfg: TcpInputConfig): Promise<TcpInput> {
 }
 
 /** A fixed-mount "reader" listening for the gateway; answers its sockets as they come. */
-async function reader(port = 0): Promise<{ server: Server; port: number; next(): Promise<Socket> }> {
+async function reader(
+  port = 0,
+): Promise<{ server: Server; port: number; next(): Promise<Socket> }> {
   const waiting: ((s: Socket) => void)[] = [];
   const arrived: Socket[] = [];
   const server = createServer((socket) => {
@@ -58,7 +73,10 @@ async function reader(port = 0): Promise<{ server: Server; port: number; next():
   return {
     server,
     port: typeof address === 'object' && address ? address.port : 0,
-    next: () => new Promise((resolve) => (arrived.length > 0 ? resolve(arrived.shift()!) : waiting.push(resolve))),
+    next: () =>
+      new Promise((resolve) =>
+        arrived.length > 0 ? resolve(arrived.shift()!) : waiting.push(resolve),
+      ),
   };
 }
 
@@ -79,7 +97,15 @@ describe('TcpInput, client mode (gateway connects to the reader)', () => {
   it('frames reads, acknowledges each after commit, and reconnects when the reader drops the connection', async () => {
     sink = new RecordingSink();
     const cam = await reader();
-    const input = await startInput(config({ mode: 'client', port: cam.port, ackBytes: '\x06', nakBytes: '\x15', maxReadLength: 8 }));
+    const input = await startInput(
+      config({
+        mode: 'client',
+        port: cam.port,
+        ackBytes: '\x06',
+        nakBytes: '\x15',
+        maxReadLength: 8,
+      }),
+    );
     expect(input.status()).toMatchObject({ state: 'up', source: `tcp://127.0.0.1:${cam.port}` });
     const first = await cam.next();
     const acks = collect(first);
@@ -98,7 +124,9 @@ describe('TcpInput, client mode (gateway connects to the reader)', () => {
     await waitFor(() => input.status().state === 'up', { what: 'up again' });
     second.write('DDD\r');
     await waitFor(() => sink.texts().at(-1) === 'DDD', { what: 'read after reconnect' });
-    expect(sink.items.at(-1)).toMatchObject({ read: { origin: { peer: `127.0.0.1:${cam.port}` } } });
+    expect(sink.items.at(-1)).toMatchObject({
+      read: { origin: { peer: `127.0.0.1:${cam.port}` } },
+    });
   });
 
   it('is down with the reason while the reader is unreachable, and connects once it listens', async () => {
@@ -131,7 +159,9 @@ describe('TcpInput, client mode (gateway connects to the reader)', () => {
 describe('TcpInput, server mode (readers connect to the gateway)', () => {
   it('takes STX…ETX reads from two readers at once, each answered on its own connection', async () => {
     sink = new RecordingSink();
-    const input = await startInput(config({ mode: 'server', framing: 'stxEtx', ackBytes: 'OK\r', nakBytes: 'NG\r' }));
+    const input = await startInput(
+      config({ mode: 'server', framing: 'stxEtx', ackBytes: 'OK\r', nakBytes: 'NG\r' }),
+    );
     const { port } = input.address()!;
     expect(input.status()).toMatchObject({ state: 'up', source: 'tcp-listen://127.0.0.1:0' });
     const a = await connectTo(port);
@@ -141,8 +171,15 @@ describe('TcpInput, server mode (readers connect to the gateway)', () => {
     a.write('\x02A-1\x03\r\n\x02A-');
     b.write('junk\x02B-1\x03');
     a.write('2\x03');
-    await waitFor(() => ackA() === 'OK\rOK\r' && ackB() === 'NG\rOK\r', { what: 'acks per connection' });
-    expect(sink.texts().sort()).toEqual(['<bytes outside STX…ETX (4 bytes)|junk>', 'A-1', 'A-2', 'B-1']);
+    await waitFor(() => ackA() === 'OK\rOK\r' && ackB() === 'NG\rOK\r', {
+      what: 'acks per connection',
+    });
+    expect(sink.texts().sort()).toEqual([
+      '<bytes outside STX…ETX (4 bytes)|junk>',
+      'A-1',
+      'A-2',
+      'B-1',
+    ]);
     await waitFor(() => input.connectionCount === 2);
     a.destroy();
     await waitFor(() => input.connectionCount === 1, { what: 'closed connection forgotten' });
@@ -150,13 +187,23 @@ describe('TcpInput, server mode (readers connect to the gateway)', () => {
 
   it('ends an overlong read without a terminator at a pause, so the next read survives; CRLF works on a CR terminator', async () => {
     sink = new RecordingSink();
-    const input = await startInput(config({ mode: 'server', maxReadLength: 64, overlongPauseMs: 100, ackBytes: '+', nakBytes: '-' }));
+    const input = await startInput(
+      config({
+        mode: 'server',
+        maxReadLength: 64,
+        overlongPauseMs: 100,
+        ackBytes: '+',
+        nakBytes: '-',
+      }),
+    );
     const s = await connectTo(input.address()!.port);
     const answers = collect(s);
     s.write('L'.repeat(5000));
     await new Promise((resolve) => setTimeout(resolve, 400));
     s.write('TCP-AFTER-LONG\r\nTCP-NEXT\r\n');
-    await waitFor(() => answers() === '-++', { what: 'nak for the overlong read, ack for the two after it' });
+    await waitFor(() => answers() === '-++', {
+      what: 'nak for the overlong read, ack for the two after it',
+    });
     expect(sink.texts()).toEqual([
       `<read longer than 64 bytes: 5000 bytes up to a pause of 100 ms were dropped; the first 65 are kept|${'L'.repeat(65)}>`,
       'TCP-AFTER-LONG',
@@ -201,9 +248,13 @@ describe('TcpInput, server mode (readers connect to the gateway)', () => {
     s.write('KEEP-1\r');
     await waitFor(() => answers() === '-', { what: 'nak on refusal' });
     sink.failing = false;
-    await waitFor(() => sink.texts().includes('KEEP-1'), { what: 'stored after the buffer recovered' });
+    await waitFor(() => sink.texts().includes('KEEP-1'), {
+      what: 'stored after the buffer recovered',
+    });
     s.write('KEEP-2\r');
-    await waitFor(() => answers() === '-+', { what: 'no late ack for the nak\'d read; ack for the next' });
+    await waitFor(() => answers() === '-+', {
+      what: "no late ack for the nak'd read; ack for the next",
+    });
   });
 
   it('is down while the port is taken and listens once it is free', async () => {
@@ -214,7 +265,9 @@ describe('TcpInput, server mode (readers connect to the gateway)', () => {
     expect(input.status().lastError).toMatch(/EADDRINUSE/);
     await new Promise((resolve) => taken.server.close(resolve));
     servers.length = 0;
-    await waitFor(() => input.status().state === 'up', { what: 'listening after the port was freed' });
+    await waitFor(() => input.status().state === 'up', {
+      what: 'listening after the port was freed',
+    });
     const s = await connectTo(taken.port);
     s.write('FREE\r');
     await waitFor(() => sink.texts().includes('FREE'));

@@ -30,8 +30,22 @@ const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'ut
 
 function scan(reference: string): IntakeRecord {
   // Multi-byte characters: a streamed body must count bytes, not characters.
-  const body = { reference, timeStamp: '2026-11-18T07:00:00', dcpKey: 'GI-01', productModelKey: 'PACK-A', supplierKey: 'SUP-0042', parents: [], attributes: [{ key: 'note', value: 'Größe µ€' }] };
-  return { inputId: 'test', receivedAt: new Date(), raw: Buffer.from(reference), outcome: 'scan', scan: { reference, dcpKey: 'GI-01', instant: new Date(), body: JSON.stringify(body) } };
+  const body = {
+    reference,
+    timeStamp: '2026-11-18T07:00:00',
+    dcpKey: 'GI-01',
+    productModelKey: 'PACK-A',
+    supplierKey: 'SUP-0042',
+    parents: [],
+    attributes: [{ key: 'note', value: 'Größe µ€' }],
+  };
+  return {
+    inputId: 'test',
+    receivedAt: new Date(),
+    raw: Buffer.from(reference),
+    outcome: 'scan',
+    scan: { reference, dcpKey: 'GI-01', instant: new Date(), body: JSON.stringify(body) },
+  };
 }
 
 type Upload = 'uploadScans' | 'putPresigned' | 'putPresignedStream';
@@ -105,8 +119,15 @@ describe('uploads in flight at once (uploadConcurrency) against the sandbox', ()
 
   beforeEach(async () => {
     sandbox = await startSandbox({ port: 0, processingDelayMs: 50 });
-    store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-upload-concurrency-')), 'buffer.db'));
-    client = new UpstreamClient({ baseUrl: sandbox.url, authUrl: sandbox.url, clientId: 'demo-client', clientSecret: SECRET });
+    store = BufferStore.openAt(
+      join(mkdtempSync(join(tmpdir(), 'sg-upload-concurrency-')), 'buffer.db'),
+    );
+    client = new UpstreamClient({
+      baseUrl: sandbox.url,
+      authUrl: sandbox.url,
+      clientId: 'demo-client',
+      clientSecret: SECRET,
+    });
   });
   afterEach(async () => {
     await deliverer?.stop();
@@ -117,10 +138,28 @@ describe('uploads in flight at once (uploadConcurrency) against the sandbox', ()
   });
 
   const config = (over: Partial<DeliveryConfig>): DeliveryConfig =>
-    deliverySchema.parse({ maxBatchDelayMs: 20, statusPollMs: 50, statusPollMaxMs: 200, retryBaseMs: 50, retryMaxMs: 200, notFoundGraceMs: 400, ...over });
+    deliverySchema.parse({
+      maxBatchDelayMs: 20,
+      statusPollMs: 50,
+      statusPollMaxMs: 200,
+      retryBaseMs: 50,
+      retryMaxMs: 200,
+      notFoundGraceMs: 400,
+      ...over,
+    });
 
-  function start(api: DeliveryApi, over: Partial<DeliveryConfig>, random?: () => number): Deliverer {
-    deliverer = new Deliverer({ store, api, config: config(over), logger: silentLogger(), ...(random ? { random } : {}) });
+  function start(
+    api: DeliveryApi,
+    over: Partial<DeliveryConfig>,
+    random?: () => number,
+  ): Deliverer {
+    deliverer = new Deliverer({
+      store,
+      api,
+      config: config(over),
+      logger: silentLogger(),
+      ...(random ? { random } : {}),
+    });
     deliverer.start();
     return deliverer;
   }
@@ -128,26 +167,40 @@ describe('uploads in flight at once (uploadConcurrency) against the sandbox', ()
   it.each([
     ['presigned', 3, 'putPresignedStream'],
     ['direct', 2, 'uploadScans'],
-  ] as const)('%s: keeps %i uploads in flight at once, never more, and delivers every scan once', async (mode, bound, op) => {
-    sandbox.setFaults({ answerDelayMs: 300 });
-    const refs = Array.from({ length: 1000 }, (_, i) => `${mode}-${i}`);
-    store.intake.commitIntake(refs.map(scan), Date.now());
-    const api = new CountingApi(client);
-    const d = start(api, { mode, uploadConcurrency: bound, maxBatchScans: 100, presignedMaxScans: 100 });
-    await waitFor(() => store.reports.scanCounts().delivered === 1000, { timeoutMs: 20_000, what: 'every scan delivered' });
-    // Ten batches, each answer held 300 ms: the bound is reached, and never passed.
-    expect(api.maxInFlight).toBe(bound);
-    expect(api.calls[op]).toBe(10);
-    // Pre-signed bodies are streamed from the buffer, never built as one string.
-    expect(api.calls.putPresigned).toBe(0);
-    const received = await sandboxRefs(sandbox);
-    expect(received.sort()).toEqual([...refs].sort());
-    expect(d.snapshot()).toMatchObject({ possibleDuplicates: 0, consecutiveFailures: 0 });
-  });
+  ] as const)(
+    '%s: keeps %i uploads in flight at once, never more, and delivers every scan once',
+    async (mode, bound, op) => {
+      sandbox.setFaults({ answerDelayMs: 300 });
+      const refs = Array.from({ length: 1000 }, (_, i) => `${mode}-${i}`);
+      store.intake.commitIntake(refs.map(scan), Date.now());
+      const api = new CountingApi(client);
+      const d = start(api, {
+        mode,
+        uploadConcurrency: bound,
+        maxBatchScans: 100,
+        presignedMaxScans: 100,
+      });
+      await waitFor(() => store.reports.scanCounts().delivered === 1000, {
+        timeoutMs: 20_000,
+        what: 'every scan delivered',
+      });
+      // Ten batches, each answer held 300 ms: the bound is reached, and never passed.
+      expect(api.maxInFlight).toBe(bound);
+      expect(api.calls[op]).toBe(10);
+      // Pre-signed bodies are streamed from the buffer, never built as one string.
+      expect(api.calls.putPresigned).toBe(0);
+      const received = await sandboxRefs(sandbox);
+      expect(received.sort()).toEqual([...refs].sort());
+      expect(d.snapshot()).toMatchObject({ possibleDuplicates: 0, consecutiveFailures: 0 });
+    },
+  );
 
   it('uploadConcurrency 1 sends one batch at a time', async () => {
     sandbox.setFaults({ answerDelayMs: 100 });
-    store.intake.commitIntake(Array.from({ length: 300 }, (_, i) => scan(`one-${i}`)), Date.now());
+    store.intake.commitIntake(
+      Array.from({ length: 300 }, (_, i) => scan(`one-${i}`)),
+      Date.now(),
+    );
     const api = new CountingApi(client);
     start(api, { mode: 'presigned', uploadConcurrency: 1, presignedMaxScans: 100 });
     await waitFor(() => store.reports.scanCounts().delivered === 300, { timeoutMs: 20_000 });
@@ -160,17 +213,32 @@ describe('uploads in flight at once (uploadConcurrency) against the sandbox', ()
     const refs = Array.from({ length: 1000 }, (_, i) => `pf-${i}`);
     store.intake.commitIntake(refs.map(scan), Date.now());
     // The 2nd PUT reaches the service but its answer is lost; the 3rd never leaves.
-    const api = new CountingApi(client, { putPresignedStream: new Map([[2, 'answerLost'], [3, 'before']]) });
+    const api = new CountingApi(client, {
+      putPresignedStream: new Map([
+        [2, 'answerLost'],
+        [3, 'before'],
+      ]),
+    });
     const d = start(api, { mode: 'presigned', uploadConcurrency: 3, presignedMaxScans: 100 });
-    await waitFor(() => store.reports.scanCounts().delivered === 1000, { timeoutMs: 30_000, what: 'every scan delivered' });
-    expect(api.failed.sort()).toEqual(['putPresignedStream#2 answer lost', 'putPresignedStream#3 before']);
+    await waitFor(() => store.reports.scanCounts().delivered === 1000, {
+      timeoutMs: 30_000,
+      what: 'every scan delivered',
+    });
+    expect(api.failed.sort()).toEqual([
+      'putPresignedStream#2 answer lost',
+      'putPresignedStream#3 before',
+    ]);
     // Uploads overlapped the failures, and the one that arrived was not sent again (its status said so).
     expect(api.maxInFlight).toBe(3);
     expect(api.calls.putPresignedStream).toBe(11);
     const received = await sandboxRefs(sandbox);
     expect(received).toHaveLength(1000);
     expect(new Set(received).size).toBe(1000);
-    expect(d.snapshot()).toMatchObject({ possibleDuplicates: 0, consecutiveFailures: 0, circuit: 'closed' });
+    expect(d.snapshot()).toMatchObject({
+      possibleDuplicates: 0,
+      consecutiveFailures: 0,
+      circuit: 'closed',
+    });
     expect(store.batches.batchesInState('done')).toHaveLength(10);
   });
 
@@ -180,7 +248,10 @@ describe('uploads in flight at once (uploadConcurrency) against the sandbox', ()
     store.intake.commitIntake(refs.map(scan), Date.now());
     const api = new CountingApi(client, { uploadScans: new Map([[2, 'http503']]) });
     const d = start(api, { mode: 'direct', uploadConcurrency: 3, maxBatchScans: 100 });
-    await waitFor(() => store.reports.scanCounts().delivered === 600, { timeoutMs: 30_000, what: 'every scan delivered' });
+    await waitFor(() => store.reports.scanCounts().delivered === 600, {
+      timeoutMs: 30_000,
+      what: 'every scan delivered',
+    });
     expect(api.failed).toEqual(['uploadScans#2 503']);
     expect(api.calls.uploadScans).toBe(7);
     const received = await sandboxRefs(sandbox);
@@ -189,12 +260,31 @@ describe('uploads in flight at once (uploadConcurrency) against the sandbox', ()
   });
 
   it('starts nothing new while the circuit is open, and one upload at a time after a failure until one succeeds', async () => {
-    store.intake.commitIntake(Array.from({ length: 500 }, (_, i) => `cb-${i}`).map(scan), Date.now());
+    store.intake.commitIntake(
+      Array.from({ length: 500 }, (_, i) => `cb-${i}`).map(scan),
+      Date.now(),
+    );
     // Three failures in a row open the circuit; every call before the fourth fails before sending.
     sandbox.setFaults({ answerDelayMs: 100 });
-    const api = new CountingApi(client, { uploadScans: new Map([[1, 'http503'], [2, 'http503'], [3, 'http503']]) });
+    const api = new CountingApi(client, {
+      uploadScans: new Map([
+        [1, 'http503'],
+        [2, 'http503'],
+        [3, 'http503'],
+      ]),
+    });
     // No jitter: each backoff is the full 400 ms.
-    const d = start(api, { mode: 'direct', uploadConcurrency: 3, maxBatchScans: 100, retryBaseMs: 400, retryMaxMs: 400 }, () => 1);
+    const d = start(
+      api,
+      {
+        mode: 'direct',
+        uploadConcurrency: 3,
+        maxBatchScans: 100,
+        retryBaseMs: 400,
+        retryMaxMs: 400,
+      },
+      () => 1,
+    );
     await waitFor(() => d.snapshot().consecutiveFailures === 3, { timeoutMs: 10_000 });
     expect(d.snapshot().circuit).toBe('open');
     const callsWhenOpen = api.calls.uploadScans;
@@ -220,7 +310,10 @@ describe('pre-signed bodies streamed from the buffer', () => {
   });
 
   /** A real HTTP server that keeps each PUT's bytes and content-length as received. */
-  async function recorder(): Promise<{ url: string; puts: { length: string | undefined; body: Buffer }[] }> {
+  async function recorder(): Promise<{
+    url: string;
+    puts: { length: string | undefined; body: Buffer }[];
+  }> {
     const puts: { length: string | undefined; body: Buffer }[] = [];
     server = createServer((req, res) => {
       const chunks: Buffer[] = [];
@@ -232,7 +325,10 @@ describe('pre-signed bodies streamed from the buffer', () => {
       req.on('error', () => res.destroy());
     });
     await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
-    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/bucket/object?X-Amz-Signature=abc`, puts };
+    return {
+      url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/bucket/object?X-Amz-Signature=abc`,
+      puts,
+    };
   }
 
   function batchOf(count: number, prefix: string) {
@@ -240,14 +336,22 @@ describe('pre-signed bodies streamed from the buffer', () => {
     // Sizes from a few bytes to 40 KiB, multi-byte text: pages of several sizes, bytes ≠ characters.
     const records = Array.from({ length: count }, (_, i) => {
       const r = scan(`${prefix}-${i}`);
-      r.scan!.body = JSON.stringify({ reference: `${prefix}-${i}`, pad: 'ü€'.repeat((i * 7919) % 13_000) });
+      r.scan!.body = JSON.stringify({
+        reference: `${prefix}-${i}`,
+        pad: 'ü€'.repeat((i * 7919) % 13_000),
+      });
       return r;
     });
     store.intake.commitIntake(records, Date.now());
-    return formBatch(store, { mode: 'presigned', maxScans: count, maxBytes: 64 * 2 ** 20, nowIso: new Date().toISOString() })!;
+    return formBatch(store, {
+      mode: 'presigned',
+      maxScans: count,
+      maxBytes: 64 * 2 ** 20,
+      nowIso: new Date().toISOString(),
+    })!;
   }
 
-  it('the streamed body has exactly the bytes of batchBody and of the batch\'s recorded size', async () => {
+  it("the streamed body has exactly the bytes of batchBody and of the batch's recorded size", async () => {
     const batch = batchOf(700, 'st');
     const expected = Buffer.from(store.batches.batchBody(batch.id));
     const chunks: Buffer[] = [];
@@ -261,9 +365,17 @@ describe('pre-signed bodies streamed from the buffer', () => {
   it('the client sends it with content-length = the recorded bytes, byte for byte, over real HTTP', async () => {
     const batch = batchOf(300, 'http');
     const { url, puts } = await recorder();
-    const client = new UpstreamClient({ baseUrl: 'http://127.0.0.1:1', authUrl: 'http://127.0.0.1:1', clientId: 'x', clientSecret: 'y' });
+    const client = new UpstreamClient({
+      baseUrl: 'http://127.0.0.1:1',
+      authUrl: 'http://127.0.0.1:1',
+      clientId: 'x',
+      clientSecret: 'y',
+    });
     try {
-      await client.putPresignedStream(url, { bytes: batch.bytes, chunks: () => batchBodyChunks(store.batches, batch.id) });
+      await client.putPresignedStream(url, {
+        bytes: batch.bytes,
+        chunks: () => batchBodyChunks(store.batches, batch.id),
+      });
     } finally {
       await client.close();
     }
@@ -275,10 +387,18 @@ describe('pre-signed bodies streamed from the buffer', () => {
   it('a stream that does not match its content-length fails as a retryable network error, and the server takes nothing', async () => {
     const batch = batchOf(50, 'short');
     const { url, puts } = await recorder();
-    const client = new UpstreamClient({ baseUrl: 'http://127.0.0.1:1', authUrl: 'http://127.0.0.1:1', clientId: 'x', clientSecret: 'y' });
+    const client = new UpstreamClient({
+      baseUrl: 'http://127.0.0.1:1',
+      authUrl: 'http://127.0.0.1:1',
+      clientId: 'x',
+      clientSecret: 'y',
+    });
     let caught: unknown;
     try {
-      await client.putPresignedStream(url, { bytes: batch.bytes + 10, chunks: () => batchBodyChunks(store.batches, batch.id) });
+      await client.putPresignedStream(url, {
+        bytes: batch.bytes + 10,
+        chunks: () => batchBodyChunks(store.batches, batch.id),
+      });
     } catch (err) {
       caught = err;
     } finally {

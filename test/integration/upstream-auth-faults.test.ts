@@ -14,19 +14,31 @@ import { rejection } from '../helpers/rejection.js';
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
 
-
-async function requestLog(sandbox: RunningSandbox): Promise<{ method: string; path: string; status: number }[]> {
+async function requestLog(
+  sandbox: RunningSandbox,
+): Promise<{ method: string; path: string; status: number }[]> {
   const res = await fetch(`${sandbox.url}/_sandbox/requests`);
-  return ((await res.json()) as { requests: { method: string; path: string; status: number }[] }).requests;
+  return ((await res.json()) as { requests: { method: string; path: string; status: number }[] })
+    .requests;
 }
 
 async function tokenRequests(sandbox: RunningSandbox): Promise<number> {
-  return (await requestLog(sandbox)).filter((r) => r.path === '/oauth2/token' && r.status === 200).length;
+  return (await requestLog(sandbox)).filter((r) => r.path === '/oauth2/token' && r.status === 200)
+    .length;
 }
 
 const clients: UpstreamClient[] = [];
-function clientFor(sandbox: RunningSandbox, extra: Partial<UpstreamClientOptions> = {}): UpstreamClient {
-  const client = new UpstreamClient({ baseUrl: sandbox.url, authUrl: sandbox.url, clientId: 'demo-client', clientSecret: SECRET, ...extra });
+function clientFor(
+  sandbox: RunningSandbox,
+  extra: Partial<UpstreamClientOptions> = {},
+): UpstreamClient {
+  const client = new UpstreamClient({
+    baseUrl: sandbox.url,
+    authUrl: sandbox.url,
+    clientId: 'demo-client',
+    clientSecret: SECRET,
+    ...extra,
+  });
   clients.push(client);
   return client;
 }
@@ -85,7 +97,12 @@ describe('tokens', () => {
 
   it('gives UPSTREAM_AUTH when a 401 persists after one refresh', async () => {
     // Tokens of another sandbox carry a signature this one refuses.
-    const client = new UpstreamClient({ baseUrl: sandbox.url, authUrl: shortLived.url, clientId: 'demo-client', clientSecret: SECRET });
+    const client = new UpstreamClient({
+      baseUrl: sandbox.url,
+      authUrl: shortLived.url,
+      clientId: 'demo-client',
+      clientSecret: SECRET,
+    });
     clients.push(client);
     await fetch(`${shortLived.url}/_sandbox/requests`, { method: 'DELETE' });
     const err = await rejection(client.listProducts());
@@ -141,7 +158,9 @@ describe('injected faults', () => {
     sandbox = await startSandbox({ port: 0, processingDelayMs: 0 });
   });
   afterAll(async () => sandbox.close());
-  afterEach(() => sandbox.setFaults({ errorRate: 0, rateLimitRate: 0, resetRate: 0, latencyMs: 0 }));
+  afterEach(() =>
+    sandbox.setFaults({ errorRate: 0, rateLimitRate: 0, resetRate: 0, latencyMs: 0 }),
+  );
 
   it('500 and 503 are retryable UPSTREAM_HTTP with problem details; the token endpoint is spared', async () => {
     const client = clientFor(sandbox);
@@ -161,7 +180,11 @@ describe('injected faults', () => {
     const client = clientFor(sandbox);
     sandbox.setFaults({ rateLimitRate: 1, retryAfterSec: 7 });
     const err = await rejection(client.uploadScans('[]'));
-    expect(err).toMatchObject({ code: ErrorCodes.UPSTREAM_HTTP, retryable: true, details: { status: 429, retryAfterMs: 7000 } });
+    expect(err).toMatchObject({
+      code: ErrorCodes.UPSTREAM_HTTP,
+      retryable: true,
+      details: { status: 429, retryAfterMs: 7000 },
+    });
   });
 
   it('a connection reset is a retryable UPSTREAM_NETWORK', async () => {
@@ -209,6 +232,8 @@ describe('injected faults', () => {
     expect(await put.json()).toMatchObject({ rateLimitRate: 1, retryAfterSec: 3, errorRate: 0 });
     const client = clientFor(sandbox);
     expect((await rejection(client.listProducts())).details.retryAfterMs).toBe(3000);
-    expect(await (await fetch(`${sandbox.url}/_sandbox/faults`)).json()).toMatchObject({ rateLimitRate: 1 });
+    expect(await (await fetch(`${sandbox.url}/_sandbox/faults`)).json()).toMatchObject({
+      rateLimitRate: 1,
+    });
   });
 });

@@ -32,7 +32,11 @@ async function serve(handler: Handler): Promise<Scripted> {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      requests.push({ method: req.method ?? '', path: req.url ?? '', authorization: req.headers.authorization });
+      requests.push({
+        method: req.method ?? '',
+        path: req.url ?? '',
+        authorization: req.headers.authorization,
+      });
       handler(req, res, Buffer.concat(chunks).toString('utf8'));
     });
   });
@@ -43,7 +47,11 @@ async function serve(handler: Handler): Promise<Scripted> {
 
 const TOKEN_OK = JSON.stringify({ access_token: 'tok-1', token_type: 'Bearer', expires_in: 3600 });
 
-function client(baseUrl: string, authUrl = baseUrl, extra: Partial<UpstreamClientOptions> = {}): UpstreamClient {
+function client(
+  baseUrl: string,
+  authUrl = baseUrl,
+  extra: Partial<UpstreamClientOptions> = {},
+): UpstreamClient {
   const c = new UpstreamClient({ baseUrl, authUrl, clientId: 'c', clientSecret: 's', ...extra });
   clients.push(c);
   return c;
@@ -54,7 +62,8 @@ async function rejection(p: Promise<unknown>): Promise<GatewayError> {
     () => undefined,
     (e: unknown) => e,
   );
-  if (!(err instanceof GatewayError)) throw new Error(`expected a GatewayError, got ${String(err)}`);
+  if (!(err instanceof GatewayError))
+    throw new Error(`expected a GatewayError, got ${String(err)}`);
   return err;
 }
 
@@ -74,7 +83,11 @@ describe('whole-exchange deadline', () => {
     const err = await rejection(c.listProducts());
     const took = Date.now() - started;
     drips.forEach(clearInterval);
-    expect(err).toMatchObject({ code: ErrorCodes.UPSTREAM_NETWORK, retryable: true, details: { cause: 'DEADLINE', deadlineMs: 2500 } });
+    expect(err).toMatchObject({
+      code: ErrorCodes.UPSTREAM_NETWORK,
+      retryable: true,
+      details: { cause: 'DEADLINE', deadlineMs: 2500 },
+    });
     // The deadline, not the drip, ended it: at the configured time (with room for a loaded machine).
     expect(took).toBeGreaterThanOrEqual(2400);
     expect(took).toBeLessThan(6000);
@@ -109,7 +122,10 @@ describe('answer byte caps', () => {
     const svc = await serve(handler);
     const c = client(svc.url);
     const err = await rejection(c.uploadScans('[]'));
-    expect(err).toMatchObject({ code: ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE, details: { status: 200, limit: 1024 * 1024 } });
+    expect(err).toMatchObject({
+      code: ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE,
+      details: { status: 200, limit: 1024 * 1024 },
+    });
     await expect.poll(() => state.closedEarly, { timeout: 5000 }).toBe(true);
     // The client aborted after the cap: only what socket buffers hold beyond it was ever written.
     expect(state.written).toBeLessThan(64 * 1024 * 1024);
@@ -120,7 +136,10 @@ describe('answer byte caps', () => {
     const svc = await serve(handler);
     const c = client(svc.url, svc.url, { maxProductListBytes: 4 * 1024 * 1024 });
     const err = await rejection(c.listProducts());
-    expect(err).toMatchObject({ code: ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE, details: { limit: 4 * 1024 * 1024 } });
+    expect(err).toMatchObject({
+      code: ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE,
+      details: { limit: 4 * 1024 * 1024 },
+    });
     await expect.poll(() => state.closedEarly, { timeout: 5000 }).toBe(true);
     expect(state.written).toBeLessThan(64 * 1024 * 1024);
   });
@@ -129,16 +148,25 @@ describe('answer byte caps', () => {
     const svc = await serve((req, res) => {
       if (req.url === '/oauth2/token') return res.end(TOKEN_OK);
       if (req.url === '/api/trace/v3/scans/1/status') {
-        res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(400 * 1024 * 1024) });
+        res.writeHead(200, {
+          'content-type': 'application/json',
+          'content-length': String(400 * 1024 * 1024),
+        });
         return res.write('{');
       }
       res.writeHead(503, { 'content-type': 'text/html' });
       res.end('<html>'.padEnd(3 * 1024 * 1024, 'x'));
     });
     const c = client(svc.url);
-    expect(await rejection(c.getScanStatus('1'))).toMatchObject({ code: ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE });
+    expect(await rejection(c.getScanStatus('1'))).toMatchObject({
+      code: ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE,
+    });
     const err = await rejection(c.uploadScans('[]'));
-    expect(err).toMatchObject({ code: ErrorCodes.UPSTREAM_HTTP, retryable: true, details: { status: 503 } });
+    expect(err).toMatchObject({
+      code: ErrorCodes.UPSTREAM_HTTP,
+      retryable: true,
+      details: { status: 503 },
+    });
     expect(String(err.details.body).length).toBe(2048);
   });
 });
@@ -152,7 +180,10 @@ describe('redirects are never followed', () => {
     });
     const c = client(svc.url);
     const err = await rejection(c.uploadScans('[]'));
-    expect(err).toMatchObject({ code: ErrorCodes.UPSTREAM_REDIRECT, details: { status: 307, location: `${elsewhere.url}/api/trace/v3/scans` } });
+    expect(err).toMatchObject({
+      code: ErrorCodes.UPSTREAM_REDIRECT,
+      details: { status: 307, location: `${elsewhere.url}/api/trace/v3/scans` },
+    });
     expect(err.message).not.toContain('sig=secret');
     expect(svc.requests.map((r) => r.path)).toEqual(['/oauth2/token', '/api/trace/v3/scans']);
     expect(svc.requests[1]?.authorization).toBe('Bearer tok-1');
@@ -161,10 +192,15 @@ describe('redirects are never followed', () => {
 
   it('does not follow a redirect of the token endpoint either: the call is not sent', async () => {
     const elsewhere = await serve((_req, res) => res.end(TOKEN_OK));
-    const auth = await serve((_req, res) => res.writeHead(302, { location: `${elsewhere.url}/oauth2/token` }).end());
+    const auth = await serve((_req, res) =>
+      res.writeHead(302, { location: `${elsewhere.url}/oauth2/token` }).end(),
+    );
     const svc = await serve((_req, res) => res.end('{"requestId":"1"}'));
     const err = await rejection(client(svc.url, auth.url).uploadScans('[]'));
-    expect(err).toMatchObject({ code: ErrorCodes.UPSTREAM_REDIRECT, details: { status: 302, notSent: true, stage: 'token' } });
+    expect(err).toMatchObject({
+      code: ErrorCodes.UPSTREAM_REDIRECT,
+      details: { status: 302, notSent: true, stage: 'token' },
+    });
     expect(elsewhere.requests).toEqual([]);
     expect(svc.requests).toEqual([]);
   });
@@ -173,7 +209,10 @@ describe('redirects are never followed', () => {
 describe('token answers', () => {
   it('reads the camel-case spelling (accessToken, expiresIn, tokenType)', async () => {
     const svc = await serve((req, res) => {
-      if (req.url === '/oauth2/token') return res.end(JSON.stringify({ accessToken: 'camel-tok', expiresIn: 120, tokenType: 'bearer' }));
+      if (req.url === '/oauth2/token')
+        return res.end(
+          JSON.stringify({ accessToken: 'camel-tok', expiresIn: 120, tokenType: 'bearer' }),
+        );
       res.end('{"requestId":"5"}');
     });
     const c = client(svc.url, svc.url, { now: () => 1_000_000 });
@@ -183,7 +222,11 @@ describe('token answers', () => {
   });
 
   it('reports an unreadable 200 token answer as UPSTREAM_TOKEN, not sent, without the body', async () => {
-    const answers = ['<html>login</html>', JSON.stringify({ token: 'x' }), JSON.stringify({ access_token: 'mac-tok', token_type: 'mac' })];
+    const answers = [
+      '<html>login</html>',
+      JSON.stringify({ token: 'x' }),
+      JSON.stringify({ access_token: 'mac-tok', token_type: 'mac' }),
+    ];
     const svc = await serve((req, res) => {
       if (req.url === '/oauth2/token') return res.end(answers.shift());
       res.end('{"requestId":"1"}');
@@ -191,7 +234,10 @@ describe('token answers', () => {
     const c = client(svc.url);
     for (const why of ['not JSON', 'no access_token', 'expected Bearer']) {
       const err = await rejection(c.uploadScans('[]'));
-      expect(err).toMatchObject({ code: ErrorCodes.UPSTREAM_TOKEN, details: { status: 200, notSent: true, stage: 'token' } });
+      expect(err).toMatchObject({
+        code: ErrorCodes.UPSTREAM_TOKEN,
+        details: { status: 200, notSent: true, stage: 'token' },
+      });
       expect(err.message).toContain(why);
       expect(err.message).not.toContain('mac-tok');
     }
@@ -201,9 +247,29 @@ describe('token answers', () => {
 
 describe('https off loopback', () => {
   it('refuses plain http to another host unless allowInsecureHttp is set', () => {
-    const make = (url: string, allowInsecureHttp = false) => () => new UpstreamClient({ baseUrl: 'https://svc.example', authUrl: url, clientId: 'c', clientSecret: 's', allowInsecureHttp });
-    expect(make('http://auth.example')).toThrow(expect.objectContaining({ code: ErrorCodes.CONFIG, message: expect.stringContaining('upstream.authUrl must use https') }));
-    for (const ok of ['http://127.0.0.1:1', 'http://127.8.9.10', 'http://[::1]:80', 'http://localhost:9']) expect(make(ok)).not.toThrow();
+    const make =
+      (url: string, allowInsecureHttp = false) =>
+      () =>
+        new UpstreamClient({
+          baseUrl: 'https://svc.example',
+          authUrl: url,
+          clientId: 'c',
+          clientSecret: 's',
+          allowInsecureHttp,
+        });
+    expect(make('http://auth.example')).toThrow(
+      expect.objectContaining({
+        code: ErrorCodes.CONFIG,
+        message: expect.stringContaining('upstream.authUrl must use https'),
+      }),
+    );
+    for (const ok of [
+      'http://127.0.0.1:1',
+      'http://127.8.9.10',
+      'http://[::1]:80',
+      'http://localhost:9',
+    ])
+      expect(make(ok)).not.toThrow();
     expect(make('http://auth.example', true)).not.toThrow();
   });
 });

@@ -15,7 +15,14 @@ import { MAX_DIRECT_BODY_BYTES } from '@scan-gateway/contract';
 // `products`, `status` and `upload` against the sandbox over real HTTP: output and exit codes.
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
-const SCAN = { reference: 'CLI-1', timeStamp: '2025-01-02T03:04:05', dcpKey: 'GI-01', productModelKey: 'PACK-A', parents: [], attributes: [] };
+const SCAN = {
+  reference: 'CLI-1',
+  timeStamp: '2025-01-02T03:04:05',
+  dcpKey: 'GI-01',
+  productModelKey: 'PACK-A',
+  parents: [],
+  attributes: [],
+};
 
 let sandbox: RunningSandbox;
 let dir: string;
@@ -41,16 +48,24 @@ async function cli(...args: string[]): Promise<{ code: number; out: string; err:
   let err = '';
   stdout.on('data', (c: Buffer) => (out += c.toString()));
   stderr.on('data', (c: Buffer) => (err += c.toString()));
-  const program = new Command('scan-gateway').exitOverride().configureOutput({ writeOut: (s) => (out += s), writeErr: (s) => (err += s) });
+  const program = new Command('scan-gateway')
+    .exitOverride()
+    .configureOutput({ writeOut: (s) => (out += s), writeErr: (s) => (err += s) });
   registerUpstreamCommands(program, {
     stdout,
     stderr,
     cwd: dir,
     pollIntervalMs: 20,
     resolveClient: async (config) => {
-      if (config === 'broken') throw new GatewayError(ErrorCodes.CONFIG, 'broken: upstream.baseUrl: Invalid URL');
+      if (config === 'broken')
+        throw new GatewayError(ErrorCodes.CONFIG, 'broken: upstream.baseUrl: Invalid URL');
       const url = config === 'offline' ? offlineUrl : sandbox.url;
-      return new UpstreamClient({ baseUrl: url, authUrl: url, clientId: 'demo-client', clientSecret: config === 'wrong-secret' ? 'nope' : SECRET });
+      return new UpstreamClient({
+        baseUrl: url,
+        authUrl: url,
+        clientId: 'demo-client',
+        clientSecret: config === 'wrong-secret' ? 'nope' : SECRET,
+      });
     },
   });
   let code = 0;
@@ -58,14 +73,18 @@ async function cli(...args: string[]): Promise<{ code: number; out: string; err:
     await program.parseAsync(['node', 'scan-gateway', ...args]);
   } catch (e) {
     if (e instanceof CommandExit) code = e.exitCode;
-    else if ((e as { exitCode?: number }).exitCode !== undefined) code = (e as { exitCode: number }).exitCode;
+    else if ((e as { exitCode?: number }).exitCode !== undefined)
+      code = (e as { exitCode: number }).exitCode;
     else throw e;
   }
   return { code, out, err };
 }
 
 function file(name: string, content: unknown): string {
-  writeFileSync(join(dir, name), typeof content === 'string' ? content : JSON.stringify(content, null, 2));
+  writeFileSync(
+    join(dir, name),
+    typeof content === 'string' ? content : JSON.stringify(content, null, 2),
+  );
   return name;
 }
 
@@ -79,9 +98,30 @@ describe('products', () => {
   });
 
   it('creates, and exits 1 with the service problem on a duplicate', async () => {
-    const created = await cli('products', 'create', '--key', 'CLI-P', '--name', 'CLI pack', '--config', 'ok');
-    expect(created).toMatchObject({ code: 0, out: expect.stringContaining('Created product CLI-P (BatteryPack), version 0') });
-    const dup = await cli('products', 'create', '--key', 'CLI-P', '--name', 'again', '--config', 'ok');
+    const created = await cli(
+      'products',
+      'create',
+      '--key',
+      'CLI-P',
+      '--name',
+      'CLI pack',
+      '--config',
+      'ok',
+    );
+    expect(created).toMatchObject({
+      code: 0,
+      out: expect.stringContaining('Created product CLI-P (BatteryPack), version 0'),
+    });
+    const dup = await cli(
+      'products',
+      'create',
+      '--key',
+      'CLI-P',
+      '--name',
+      'again',
+      '--config',
+      'ok',
+    );
     expect(dup.code).toBe(1);
     expect(dup.err).toContain('409');
   });
@@ -100,21 +140,45 @@ describe('upload and status', () => {
   });
 
   it('uploads through a pre-signed address with --presigned and prints JSON', async () => {
-    const result = await cli('upload', file('ps.json', [SCAN, { ...SCAN, reference: 'CLI-2' }]), '--presigned', '--json', '--config', 'ok');
+    const result = await cli(
+      'upload',
+      file('ps.json', [SCAN, { ...SCAN, reference: 'CLI-2' }]),
+      '--presigned',
+      '--json',
+      '--config',
+      'ok',
+    );
     expect(result.code).toBe(0);
-    expect(JSON.parse(result.out)).toMatchObject({ via: 'presigned', scans: 2, status: { state: 'Success', processed: 2 } });
+    expect(JSON.parse(result.out)).toMatchObject({
+      via: 'presigned',
+      scans: 2,
+      status: { state: 'Success', processed: 2 },
+    });
   });
 
   it('switches to the pre-signed upload when the file is over the direct limit', async () => {
-    const big = Array.from({ length: 100 }, (_, i) => ({ ...SCAN, reference: `BIG-${i}`, attributes: [{ key: 'blob', value: 'x'.repeat(62_000) }] }));
+    const big = Array.from({ length: 100 }, (_, i) => ({
+      ...SCAN,
+      reference: `BIG-${i}`,
+      attributes: [{ key: 'blob', value: 'x'.repeat(62_000) }],
+    }));
     expect(JSON.stringify(big).length).toBeGreaterThan(MAX_DIRECT_BODY_BYTES);
     const result = await cli('upload', file('big.json', big), '--json', '--config', 'ok');
     expect(result.code).toBe(0);
-    expect(JSON.parse(result.out)).toMatchObject({ via: 'presigned', scans: 100, status: { state: 'Success', processed: 100 } });
+    expect(JSON.parse(result.out)).toMatchObject({
+      via: 'presigned',
+      scans: 100,
+      status: { state: 'Success', processed: 100 },
+    });
   });
 
   it('exits 1 when the batch has failures and lists them', async () => {
-    const result = await cli('upload', file('fail.json', [SCAN, { ...SCAN, reference: 'BAD-DCP', dcpKey: 'XX' }]), '--config', 'ok');
+    const result = await cli(
+      'upload',
+      file('fail.json', [SCAN, { ...SCAN, reference: 'BAD-DCP', dcpKey: 'XX' }]),
+      '--config',
+      'ok',
+    );
     expect(result.code).toBe(1);
     expect(result.out).toContain('HasFailures');
     expect(result.out).toContain('BAD-DCP: Invalid DCP');
@@ -126,7 +190,12 @@ describe('upload and status', () => {
   });
 
   it('exits 2 for a file that is not a valid array of scans, naming the field', async () => {
-    const invalid = await cli('upload', file('bad.json', [{ ...SCAN, timeStamp: 'yesterday' }]), '--config', 'ok');
+    const invalid = await cli(
+      'upload',
+      file('bad.json', [{ ...SCAN, timeStamp: 'yesterday' }]),
+      '--config',
+      'ok',
+    );
     expect(invalid.code).toBe(2);
     expect(invalid.err).toContain('[0].timeStamp');
     expect((await cli('upload', file('empty.json', []), '--config', 'ok')).code).toBe(2);

@@ -29,20 +29,32 @@ function scan(overrides: Partial<Scan> = {}): Scan {
   };
 }
 
-
 describe('UpstreamClient against the sandbox: endpoints and states', () => {
   let sandbox: RunningSandbox;
   let client: UpstreamClient;
 
   beforeAll(async () => {
     sandbox = await startSandbox({ port: 0, processingDelayMs: 1000 });
-    client = new UpstreamClient({ baseUrl: sandbox.url, authUrl: sandbox.url, clientId: 'demo-client', clientSecret: SECRET });
+    client = new UpstreamClient({
+      baseUrl: sandbox.url,
+      authUrl: sandbox.url,
+      clientId: 'demo-client',
+      clientSecret: SECRET,
+    });
   });
   afterAll(async () => {
     await client.close();
     await sandbox.close();
   });
-  beforeEach(() => sandbox.setFaults({ errorRate: 0, rateLimitRate: 0, resetRate: 0, latencyMs: 0, processingDelayMs: 1000 }));
+  beforeEach(() =>
+    sandbox.setFaults({
+      errorRate: 0,
+      rateLimitRate: 0,
+      resetRate: 0,
+      latencyMs: 0,
+      processingDelayMs: 1000,
+    }),
+  );
 
   it('lists the products of the client', async () => {
     const list = await client.listProducts();
@@ -50,11 +62,17 @@ describe('UpstreamClient against the sandbox: endpoints and states', () => {
   });
 
   it('creates a BatteryPack with the whole template at version 0, then lists it; a second create is 409', async () => {
-    const model = await client.createProduct({ key: 'PACK-NEW', name: 'New pack', ofType: 'BatteryPack' });
+    const model = await client.createProduct({
+      key: 'PACK-NEW',
+      name: 'New pack',
+      ofType: 'BatteryPack',
+    });
     expect(model).toEqual({ key: 'PACK-NEW', version: 0, properties: batteryPackTemplate() });
     expect(await client.listProducts()).toContainEqual({ key: 'PACK-NEW', name: 'New pack' });
 
-    const dup = await rejection(client.createProduct({ key: 'PACK-NEW', name: 'Again', ofType: 'BatteryPack' }));
+    const dup = await rejection(
+      client.createProduct({ key: 'PACK-NEW', name: 'Again', ofType: 'BatteryPack' }),
+    );
     expect(dup.code).toBe(ErrorCodes.UPSTREAM_HTTP);
     expect(dup.retryable).toBe(false);
     expect(dup.details).toMatchObject({ status: 409, problem: { status: 409, title: 'Conflict' } });
@@ -67,7 +85,11 @@ describe('UpstreamClient against the sandbox: endpoints and states', () => {
   });
 
   it('walks a direct upload through Received, InProgress and Success', async () => {
-    const scans = [scan(), scan({ dcpKey: 'EOL-3', supplierKey: undefined }), scan({ dcpKey: 'GO-01', supplierKey: undefined, clientKey: 'C-7' })];
+    const scans = [
+      scan(),
+      scan({ dcpKey: 'EOL-3', supplierKey: undefined }),
+      scan({ dcpKey: 'GO-01', supplierKey: undefined, clientKey: 'C-7' }),
+    ];
     const { requestId } = await client.uploadScans(JSON.stringify(scans));
     expect(requestId).toMatch(/^\d+$/);
     const seen: ScanState[] = [];
@@ -104,7 +126,9 @@ describe('UpstreamClient against the sandbox: endpoints and states', () => {
 
   it('reports Failed when every scan failed', async () => {
     sandbox.setFaults({ processingDelayMs: 20 });
-    const { requestId } = await client.uploadScans(JSON.stringify([scan({ dcpKey: 'X' }), scan({ dcpKey: 'Y' })]));
+    const { requestId } = await client.uploadScans(
+      JSON.stringify([scan({ dcpKey: 'X' }), scan({ dcpKey: 'Y' })]),
+    );
     const status = await waitFor(async () => {
       const s = await client.getScanStatus(requestId);
       return s.state === 'Failed' ? s : undefined;
@@ -131,7 +155,9 @@ describe('UpstreamClient against the sandbox: endpoints and states', () => {
       return s.state === 'Success' ? s : undefined;
     });
     expect(status.processed).toBe(2);
-    const log = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as { scans: { requestId: string; via: string; scan: Scan }[] };
+    const log = (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as {
+      scans: { requestId: string; via: string; scan: Scan }[];
+    };
     const mine = log.scans.filter((s) => s.requestId === address.requestId);
     expect(mine.map((s) => [s.via, s.scan.reference])).toEqual([
       ['presigned', 'PS-1'],
@@ -145,14 +171,17 @@ describe('UpstreamClient against the sandbox: endpoints and states', () => {
 
   it('refuses a body over MAX_DIRECT_BODY_BYTES before sending, and sends one of exactly that size', async () => {
     const one = JSON.stringify([scan({ reference: 'BIG-1' })]);
-    const exact = one.slice(0, -1) + ' '.repeat(MAX_DIRECT_BODY_BYTES - Buffer.byteLength(one)) + ']';
+    const exact =
+      one.slice(0, -1) + ' '.repeat(MAX_DIRECT_BODY_BYTES - Buffer.byteLength(one)) + ']';
     expect(Buffer.byteLength(exact)).toBe(MAX_DIRECT_BODY_BYTES);
     const over = `${exact} `;
 
     await fetch(`${sandbox.url}/_sandbox/requests`, { method: 'DELETE' });
     const err = await rejection(client.uploadScans(over));
     expect(err.code).toBe(ErrorCodes.BODY_TOO_LARGE);
-    const log = (await (await fetch(`${sandbox.url}/_sandbox/requests`)).json()) as { requests: { path: string }[] };
+    const log = (await (await fetch(`${sandbox.url}/_sandbox/requests`)).json()) as {
+      requests: { path: string }[];
+    };
     expect(log.requests.filter((r) => r.path === '/api/trace/v3/scans')).toHaveLength(0);
 
     const accepted = await client.uploadScans(Buffer.from(exact));
@@ -176,7 +205,12 @@ describe('UpstreamClient against the sandbox: endpoints and states', () => {
     const closed = await startSandbox({ port: 0 });
     const url = closed.url;
     await closed.close();
-    const offline = new UpstreamClient({ baseUrl: url, authUrl: url, clientId: 'demo-client', clientSecret: SECRET });
+    const offline = new UpstreamClient({
+      baseUrl: url,
+      authUrl: url,
+      clientId: 'demo-client',
+      clientSecret: SECRET,
+    });
     const err = await rejection(offline.listProducts());
     expect(err.code).toBe(ErrorCodes.UPSTREAM_NETWORK);
     expect(err.retryable).toBe(true);
@@ -189,7 +223,11 @@ async function tokenFor(url: string): Promise<string> {
   const res = await request(`${url}/oauth2/token`, {
     method: 'POST',
     headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ client_id: 'demo-client', client_secret: SECRET, grant_type: 'client_credentials' }).toString(),
+    body: new URLSearchParams({
+      client_id: 'demo-client',
+      client_secret: SECRET,
+      grant_type: 'client_credentials',
+    }).toString(),
   });
   return ((await res.body.json()) as { access_token: string }).access_token;
 }

@@ -15,7 +15,10 @@ const answers = new Map<string, string>();
 beforeAll(async () => {
   server = createServer((req, res) => {
     res.setHeader('content-type', 'application/json');
-    if (req.url === '/oauth2/token') return res.end(JSON.stringify({ access_token: 'opaque', token_type: 'Bearer', expires_in: 3600 }));
+    if (req.url === '/oauth2/token')
+      return res.end(
+        JSON.stringify({ access_token: 'opaque', token_type: 'Bearer', expires_in: 3600 }),
+      );
     res.end(answers.get(`${req.method} ${req.url}`) ?? '{}');
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -23,12 +26,16 @@ beforeAll(async () => {
 });
 afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
-const client = () => new UpstreamClient({ baseUrl: url, authUrl: url, clientId: 'c', clientSecret: 's' });
+const client = () =>
+  new UpstreamClient({ baseUrl: url, authUrl: url, clientId: 'c', clientSecret: 's' });
 
 describe('requestIds too long for a double', () => {
   it('keeps every digit of a numeric requestId in the upload and pre-signed answers', async () => {
     answers.set('POST /api/trace/v3/scans', `{"requestId": ${BIG}}`);
-    answers.set('POST /api/trace/v3/scans/preSignedUrl', `{"url":"http://s3.test/x?X-Amz-Signature=ab","requestId":${BIG}7 }`);
+    answers.set(
+      'POST /api/trace/v3/scans/preSignedUrl',
+      `{"url":"http://s3.test/x?X-Amz-Signature=ab","requestId":${BIG}7 }`,
+    );
     const c = client();
     try {
       expect(await c.uploadScans('[]')).toEqual({ requestId: BIG });
@@ -39,11 +46,21 @@ describe('requestIds too long for a double', () => {
   });
 
   it('reads a status whose numeric requestId is that long, and one whose requestId cannot be read at all', async () => {
-    answers.set(`GET /api/trace/v3/scans/${BIG}/status`, `{"state":"Success","requestId":${BIG},"description":"ok","processed":2}`);
-    answers.set('GET /api/trace/v3/scans/42/status', `{"state":"InProgress","requestId":{"id":42},"processed":1}`);
+    answers.set(
+      `GET /api/trace/v3/scans/${BIG}/status`,
+      `{"state":"Success","requestId":${BIG},"description":"ok","processed":2}`,
+    );
+    answers.set(
+      'GET /api/trace/v3/scans/42/status',
+      `{"state":"InProgress","requestId":{"id":42},"processed":1}`,
+    );
     const c = client();
     try {
-      expect(await c.getScanStatus(BIG)).toMatchObject({ state: 'Success', requestId: BIG, processed: 2 });
+      expect(await c.getScanStatus(BIG)).toMatchObject({
+        state: 'Success',
+        requestId: BIG,
+        processed: 2,
+      });
       expect(await c.getScanStatus('42')).toMatchObject({ state: 'InProgress', requestId: '42' });
     } finally {
       await c.close();
@@ -51,10 +68,16 @@ describe('requestIds too long for a double', () => {
   });
 
   it('leaves a requestId inside a string alone', async () => {
-    answers.set('GET /api/trace/v3/scans/7/status', `{"state":"Failed","requestId":7,"description":"see \\"requestId\\": 12345678901234567890","processed":0}`);
+    answers.set(
+      'GET /api/trace/v3/scans/7/status',
+      `{"state":"Failed","requestId":7,"description":"see \\"requestId\\": 12345678901234567890","processed":0}`,
+    );
     const c = client();
     try {
-      expect(await c.getScanStatus('7')).toMatchObject({ requestId: '7', description: 'see "requestId": 12345678901234567890' });
+      expect(await c.getScanStatus('7')).toMatchObject({
+        requestId: '7',
+        description: 'see "requestId": 12345678901234567890',
+      });
     } finally {
       await c.close();
     }
@@ -71,9 +94,24 @@ describe('what a failed call says about whether it was sent', () => {
     const hangUp = createServer((req) => req.socket.destroy());
     await new Promise<void>((resolve) => hangUp.listen(0, '127.0.0.1', resolve));
     const hangUpUrl = `http://127.0.0.1:${(hangUp.address() as AddressInfo).port}`;
-    const noAuth = new UpstreamClient({ baseUrl: url, authUrl: deadUrl, clientId: 'c', clientSecret: 's' });
-    const authHangsUp = new UpstreamClient({ baseUrl: url, authUrl: hangUpUrl, clientId: 'c', clientSecret: 's' });
-    const noService = new UpstreamClient({ baseUrl: deadUrl, authUrl: url, clientId: 'c', clientSecret: 's' });
+    const noAuth = new UpstreamClient({
+      baseUrl: url,
+      authUrl: deadUrl,
+      clientId: 'c',
+      clientSecret: 's',
+    });
+    const authHangsUp = new UpstreamClient({
+      baseUrl: url,
+      authUrl: hangUpUrl,
+      clientId: 'c',
+      clientSecret: 's',
+    });
+    const noService = new UpstreamClient({
+      baseUrl: deadUrl,
+      authUrl: url,
+      clientId: 'c',
+      clientSecret: 's',
+    });
     try {
       for (const c of [noAuth, authHangsUp, noService]) {
         const err = await c.uploadScans('[]').then(

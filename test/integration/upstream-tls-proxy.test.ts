@@ -57,7 +57,8 @@ beforeAll(async () => {
 
   https = createHttpsServer({ key: SERVER_KEY, cert: SERVER_CERT }, (req, res) => {
     res.setHeader('content-type', 'application/json');
-    if (req.url === '/oauth2/token') res.end(JSON.stringify({ access_token: 'opaque', token_type: 'Bearer', expires_in: 3600 }));
+    if (req.url === '/oauth2/token')
+      res.end(JSON.stringify({ access_token: 'opaque', token_type: 'Bearer', expires_in: 3600 }));
     else res.end(JSON.stringify([{ key: 'TLS-1', name: 'Over TLS' }]));
   });
   await new Promise<void>((r) => https.listen(0, '127.0.0.1', r));
@@ -89,10 +90,14 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-
 describe('TLS and proxy', () => {
   it('refuses a certificate from an unknown CA (verification is always on)', async () => {
-    const client = new UpstreamClient({ baseUrl: httpsUrl, authUrl: httpsUrl, clientId: 'c', clientSecret: 's' });
+    const client = new UpstreamClient({
+      baseUrl: httpsUrl,
+      authUrl: httpsUrl,
+      clientId: 'c',
+      clientSecret: 's',
+    });
     const err = await rejection(client.listProducts());
     expect(err.code).toBe(ErrorCodes.UPSTREAM_NETWORK);
     expect(err.details.tls).toBe(true);
@@ -100,7 +105,13 @@ describe('TLS and proxy', () => {
   });
 
   it('trusts the CA of caFile in addition to the default ones', async () => {
-    const client = new UpstreamClient({ baseUrl: httpsUrl, authUrl: httpsUrl, clientId: 'c', clientSecret: 's', caFile: join(dir, 'ca.pem') });
+    const client = new UpstreamClient({
+      baseUrl: httpsUrl,
+      authUrl: httpsUrl,
+      clientId: 'c',
+      clientSecret: 's',
+      caFile: join(dir, 'ca.pem'),
+    });
     expect(await client.listProducts()).toEqual([{ key: 'TLS-1', name: 'Over TLS' }]);
     await client.close();
   });
@@ -136,14 +147,37 @@ describe('TLS and proxy', () => {
     expect(proxyAuth[0]).toBe(`Basic ${Buffer.from('gw:pass word').toString('base64')}`);
     await client.close();
     const withUserInfo = proxyUrl.replace('http://', 'http://gw:secret@');
-    expect(() => new UpstreamClient({ baseUrl: httpsUrl, authUrl: httpsUrl, clientId: 'c', clientSecret: 's', proxyUrl: withUserInfo })).toThrow(
-      expect.objectContaining({ code: ErrorCodes.CONFIG, message: expect.stringContaining('upstream.proxyUrl') }),
+    expect(
+      () =>
+        new UpstreamClient({
+          baseUrl: httpsUrl,
+          authUrl: httpsUrl,
+          clientId: 'c',
+          clientSecret: 's',
+          proxyUrl: withUserInfo,
+        }),
+    ).toThrow(
+      expect.objectContaining({
+        code: ErrorCodes.CONFIG,
+        message: expect.stringContaining('upstream.proxyUrl'),
+      }),
     );
   });
 
   it('refuses an unreadable or non-PEM caFile with CONFIG', () => {
-    const make = (caFile: string) => () => new UpstreamClient({ baseUrl: httpsUrl, authUrl: httpsUrl, clientId: 'c', clientSecret: 's', caFile });
-    expect(make(join(dir, 'missing.pem'))).toThrow(expect.objectContaining({ code: ErrorCodes.CONFIG }));
-    expect(make(join(dir, 'not-pem.txt'))).toThrow(expect.objectContaining({ code: ErrorCodes.CONFIG }));
+    const make = (caFile: string) => () =>
+      new UpstreamClient({
+        baseUrl: httpsUrl,
+        authUrl: httpsUrl,
+        clientId: 'c',
+        clientSecret: 's',
+        caFile,
+      });
+    expect(make(join(dir, 'missing.pem'))).toThrow(
+      expect.objectContaining({ code: ErrorCodes.CONFIG }),
+    );
+    expect(make(join(dir, 'not-pem.txt'))).toThrow(
+      expect.objectContaining({ code: ErrorCodes.CONFIG }),
+    );
   });
 });

@@ -17,7 +17,11 @@ const SANDBOX_LOADERS = new Set(['app', 'cli']);
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory() ? sourceFiles(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
+    e.isDirectory()
+      ? sourceFiles(join(dir, e.name))
+      : e.name.endsWith('.ts')
+        ? [join(dir, e.name)]
+        : [],
   );
 }
 
@@ -59,8 +63,14 @@ function imports(file: string): string[] {
 function sandboxImports(text: string): ('static' | 'type' | 'dynamic')[] {
   const specifier = `['"]${SANDBOX}(?:/[^'"]*)?['"]`;
   return [
-    ...[...text.matchAll(new RegExp(`\\bimport\\s*\\(\\s*${specifier}`, 'g'))].map(() => 'dynamic' as const),
-    ...[...text.matchAll(new RegExp(`^\\s*(import|export)\\s+(type\\s+)?[^;]*?\\bfrom\\s*${specifier}`, 'gm'))].map((m) => (m[2] ? ('type' as const) : ('static' as const))),
+    ...[...text.matchAll(new RegExp(`\\bimport\\s*\\(\\s*${specifier}`, 'g'))].map(
+      () => 'dynamic' as const,
+    ),
+    ...[
+      ...text.matchAll(
+        new RegExp(`^\\s*(import|export)\\s+(type\\s+)?[^;]*?\\bfrom\\s*${specifier}`, 'gm'),
+      ),
+    ].map((m) => (m[2] ? ('type' as const) : ('static' as const))),
   ];
 }
 
@@ -87,7 +97,8 @@ describe('rooms and the direction of imports (docs/architecture.md)', () => {
         const to = roomOf(target);
         if (to === room) continue;
         const allowed = rooms.get(room);
-        if (allowed === undefined || allowed === 'above' || !allowed.has(to)) wrong.push(`${from} imports ${target} (${room} → ${to})`);
+        if (allowed === undefined || allowed === 'above' || !allowed.has(to))
+          wrong.push(`${from} imports ${target} (${room} → ${to})`);
       }
     }
     expect(wrong).toEqual([]);
@@ -108,7 +119,9 @@ describe('rooms and the direction of imports (docs/architecture.md)', () => {
     expect(buffer !== 'above' && buffer?.has('mapping')).toBe(false);
     expect(buffer !== 'above' && buffer?.has('inputs')).toBe(false);
     const intake = rooms.get('intake');
-    expect(intake !== 'above' && ['inputs', 'mapping', 'buffer'].every((r) => intake?.has(r))).toBe(true);
+    expect(intake !== 'above' && ['inputs', 'mapping', 'buffer'].every((r) => intake?.has(r))).toBe(
+      true,
+    );
     const order = [...rooms.keys()];
     expect(order.indexOf('intake')).toBeGreaterThan(order.indexOf('buffer'));
   });
@@ -118,7 +131,8 @@ describe('rooms and the direction of imports (docs/architecture.md)', () => {
     const late: string[] = [];
     for (const [room, allowed] of rooms) {
       if (allowed === 'above') continue;
-      for (const to of allowed) if (order.indexOf(to) >= order.indexOf(room)) late.push(`${room} → ${to}`);
+      for (const to of allowed)
+        if (order.indexOf(to) >= order.indexOf(room)) late.push(`${room} → ${to}`);
     }
     expect(late).toEqual([]);
   });
@@ -128,27 +142,43 @@ describe('rooms and the direction of imports (docs/architecture.md)', () => {
     for (const file of sourceFiles(SRC)) {
       const from = relative(SRC, file);
       for (const kind of sandboxImports(readFileSync(file, 'utf8'))) {
-        if (kind === 'static' || (kind === 'dynamic' && !SANDBOX_LOADERS.has(roomOf(from)))) wrong.push(`${from}: ${kind} import of ${SANDBOX}`);
+        if (kind === 'static' || (kind === 'dynamic' && !SANDBOX_LOADERS.has(roomOf(from))))
+          wrong.push(`${from}: ${kind} import of ${SANDBOX}`);
       }
     }
     expect(wrong).toEqual([]);
     // The daemon does load it where it runs one (else the rule above holds for nothing).
     expect(sandboxImports(readFileSync(join(SRC, 'app', 'parts.ts'), 'utf8'))).toContain('dynamic');
     // `scan-gateway sandbox` loads it through the same door as the app (importSandbox, a clear error when it is not installed).
-    expect(readFileSync(join(SRC, 'cli', 'sandbox-command.ts'), 'utf8')).toMatch(/\bawait importSandbox\(\)/);
+    expect(readFileSync(join(SRC, 'cli', 'sandbox-command.ts'), 'utf8')).toMatch(
+      /\bawait importSandbox\(\)/,
+    );
   });
 
   it('tells a static import of the sandbox from a type import and import() (the check itself can fail)', () => {
-    expect(sandboxImports("import { startSandbox } from '@scan-gateway/sandbox';")).toEqual(['static']);
-    expect(sandboxImports("export { KafkaBroker } from '@scan-gateway/sandbox/kafka';")).toEqual(['static']);
-    expect(sandboxImports("import type { RunningSandbox } from '@scan-gateway/sandbox';")).toEqual(['type']);
-    expect(sandboxImports("const { startSandbox } = await import('@scan-gateway/sandbox');")).toEqual(['dynamic']);
+    expect(sandboxImports("import { startSandbox } from '@scan-gateway/sandbox';")).toEqual([
+      'static',
+    ]);
+    expect(sandboxImports("export { KafkaBroker } from '@scan-gateway/sandbox/kafka';")).toEqual([
+      'static',
+    ]);
+    expect(sandboxImports("import type { RunningSandbox } from '@scan-gateway/sandbox';")).toEqual([
+      'type',
+    ]);
+    expect(
+      sandboxImports("const { startSandbox } = await import('@scan-gateway/sandbox');"),
+    ).toEqual(['dynamic']);
     expect(sandboxImports("import { x } from '@scan-gateway/contract';")).toEqual([]);
   });
 
-  it('keeps each workspace package to itself: no import of src/, of another package\'s files, or of the sandbox from the contract', () => {
-    const mayImport: Record<string, string[]> = { contract: [], sandbox: ['@scan-gateway/contract'] };
-    const packages = readdirSync(PACKAGES, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+  it("keeps each workspace package to itself: no import of src/, of another package's files, or of the sandbox from the contract", () => {
+    const mayImport: Record<string, string[]> = {
+      contract: [],
+      sandbox: ['@scan-gateway/contract'],
+    };
+    const packages = readdirSync(PACKAGES, { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => e.name);
     expect(packages.sort()).toEqual(Object.keys(mayImport).sort());
     const wrong: string[] = [];
     for (const name of packages) {
@@ -157,7 +187,8 @@ describe('rooms and the direction of imports (docs/architecture.md)', () => {
         const from = relative(PACKAGES, file);
         for (const spec of specifiers(readFileSync(file, 'utf8'))) {
           if (spec.startsWith('.')) {
-            if (relative(root, join(dirname(file), spec)).startsWith('..')) wrong.push(`${from} imports ${spec}, outside packages/${name}/src`);
+            if (relative(root, join(dirname(file), spec)).startsWith('..'))
+              wrong.push(`${from} imports ${spec}, outside packages/${name}/src`);
           } else if (spec.startsWith('@scan-gateway/')) {
             const target = spec.split('/').slice(0, 2).join('/');
             if (!mayImport[name]!.includes(target)) wrong.push(`${from} imports ${spec}`);

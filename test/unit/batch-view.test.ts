@@ -13,6 +13,12 @@ describe('batchView (a batch as /api/v1/status shows it)', () => {
     });
     expect(view).not.toHaveProperty('presignedUrl');
     expect(JSON.stringify(view)).not.toContain('X-Amz-Signature');
-    expect(view).toEqual({ id: 7, state: 'presigned', presignedExpiresAt: '2026-11-24T12:00:00.000Z', putStartedAt: null, nextAttemptAt: null });
+    expect(view).toEqual({
+      id: 7,
+      state: 'presigned',
+      presignedExpiresAt: '2026-11-24T12:00:00.000Z',
+      putStartedAt: null,
+      nextAttemptAt: null,
+    });
   });
 });

@@ -2,7 +2,14 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { formatMarkdown, formatTable, judge, writeReport, type BenchReport, type BenchResult } from '../../bench/lib/report.js';
+import {
+  formatMarkdown,
+  formatTable,
+  judge,
+  writeReport,
+  type BenchReport,
+  type BenchResult,
+} from '../../bench/lib/report.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -27,13 +34,37 @@ describe('bench report', () => {
   });
 
   it('tells a strict ceiling (max) from an inclusive one (atMost)', () => {
-    expect(judge({ name: 'rss', value: 200, unit: 'MiB', targets: [{ kind: 'max', of: 'value', value: 200 }] }).met).toBe(false);
-    expect(judge({ name: 'bytes', value: 200, unit: 'B', targets: [{ kind: 'atMost', of: 'value', value: 200 }] }).met).toBe(true);
-    expect(judge({ name: 'bytes', value: 201, unit: 'B', targets: [{ kind: 'atMost', of: 'value', value: 200 }] }).met).toBe(false);
+    expect(
+      judge({
+        name: 'rss',
+        value: 200,
+        unit: 'MiB',
+        targets: [{ kind: 'max', of: 'value', value: 200 }],
+      }).met,
+    ).toBe(false);
+    expect(
+      judge({
+        name: 'bytes',
+        value: 200,
+        unit: 'B',
+        targets: [{ kind: 'atMost', of: 'value', value: 200 }],
+      }).met,
+    ).toBe(true);
+    expect(
+      judge({
+        name: 'bytes',
+        value: 201,
+        unit: 'B',
+        targets: [{ kind: 'atMost', of: 'value', value: 200 }],
+      }).met,
+    ).toBe(false);
   });
 
   it('counts a target on a ratio without a ceiling as missed, and leaves figures without targets unjudged', () => {
-    expect(judge({ name: 'x', value: 1, unit: 'u', targets: [{ kind: 'min', of: 'ratio', value: 0.5 }] }).met).toBe(false);
+    expect(
+      judge({ name: 'x', value: 1, unit: 'u', targets: [{ kind: 'min', of: 'ratio', value: 0.5 }] })
+        .met,
+    ).toBe(false);
     expect(judge({ name: 'x', value: 1, unit: 'u' }).met).toBeUndefined();
   });
 
@@ -54,7 +85,14 @@ describe('bench report', () => {
           }),
         ],
       },
-      { id: 'mqtt', title: 'MQTT', durationSec: 0, notes: [], figures: [], error: 'mosquitto is required' },
+      {
+        id: 'mqtt',
+        title: 'MQTT',
+        durationSec: 0,
+        notes: [],
+        figures: [],
+        error: 'mosquitto is required',
+      },
     ];
     const lines = formatTable(results).split('\n');
     expect(lines[0]).toMatch(/benchmark\s+figure\s+value\s+ceiling\s+ratio\s+target\s+met/);
@@ -64,7 +102,9 @@ describe('bench report', () => {
     expect(row).toContain('20.238');
     expect(row).toContain('< 60 s');
     expect(row).toMatch(/yes$/);
-    expect(lines.find((l) => l.startsWith('mqtt'))).toContain('not measured: mosquitto is required');
+    expect(lines.find((l) => l.startsWith('mqtt'))).toContain(
+      'not measured: mosquitto is required',
+    );
   });
 
   it('renders the same figures as a Markdown table for the docs', () => {
@@ -74,11 +114,23 @@ describe('bench report', () => {
         title: 'Batch fill',
         durationSec: 1,
         notes: [],
-        figures: [judge({ name: 'mean batch', value: 5_000_000, unit: 'bytes', ceiling: { value: 6_081_740, what: 'limit' }, targets: [{ kind: 'min', of: 'ratio', value: 0.95 }] })],
+        figures: [
+          judge({
+            name: 'mean batch',
+            value: 5_000_000,
+            unit: 'bytes',
+            ceiling: { value: 6_081_740, what: 'limit' },
+            targets: [{ kind: 'min', of: 'ratio', value: 0.95 }],
+          }),
+        ],
       },
     ]).split('\n');
-    expect(md[0]).toBe('| benchmark | figure | value | ceiling (same run) | ratio | target | met |');
-    expect(md[2]).toBe('| fill | mean batch | 5,000,000 bytes | 6,081,740 bytes | 0.822 | ≥ 0.95 × ceiling | **no** |');
+    expect(md[0]).toBe(
+      '| benchmark | figure | value | ceiling (same run) | ratio | target | met |',
+    );
+    expect(md[2]).toBe(
+      '| fill | mean batch | 5,000,000 bytes | 6,081,740 bytes | 0.822 | ≥ 0.95 × ceiling | **no** |',
+    );
   });
 
   it('writes the JSON file, creating its folder, and leaves no temp file behind', () => {
@@ -90,7 +142,15 @@ describe('bench report', () => {
       machine: { cpuModel: 'test', cores: 2, memTotalMiB: 1024, node: 'v20.20.2', os: 'Linux' },
       durationSec: 3,
       options: { quick: true },
-      results: [{ id: 'fill', title: 'Batch fill', durationSec: 1, notes: ['n'], figures: [judge({ name: 'fill', value: 0.99, unit: '' })] }],
+      results: [
+        {
+          id: 'fill',
+          title: 'Batch fill',
+          durationSec: 1,
+          notes: ['n'],
+          figures: [judge({ name: 'fill', value: 0.99, unit: '' })],
+        },
+      ],
     };
     writeReport(path, report);
     expect(JSON.parse(readFileSync(path, 'utf8'))).toEqual(report);

@@ -26,8 +26,14 @@ const scan = (reference: string, at: number): IntakeRecord => scanAt(reference, 
 /** Scan counts by state and batch counts by mode and label, counted from the rows. */
 function groupedCounts(db: Database.Database) {
   const scans: Record<string, number> = {};
-  for (const r of db.prepare(`SELECT state, count(*) AS n FROM scans GROUP BY state`).all() as { state: string; n: number }[]) scans[r.state] = r.n;
-  const replayed = db.prepare(`SELECT state, count(*) AS n FROM scans WHERE replayed_by IS NOT NULL GROUP BY state`).all() as { state: string; n: number }[];
+  for (const r of db.prepare(`SELECT state, count(*) AS n FROM scans GROUP BY state`).all() as {
+    state: string;
+    n: number;
+  }[])
+    scans[r.state] = r.n;
+  const replayed = db
+    .prepare(`SELECT state, count(*) AS n FROM scans WHERE replayed_by IS NOT NULL GROUP BY state`)
+    .all() as { state: string; n: number }[];
   for (const r of replayed) {
     scans[r.state] = scans[r.state]! - r.n;
     if (scans[r.state] === 0) delete scans[r.state];
@@ -48,27 +54,44 @@ function expectCountsTrue(s: BufferStore, step: string): void {
   expect(s.reports.batchCounts(), `batch counts after ${step}`).toEqual(truth.batches);
 }
 
-const remap = (read: { raw: Buffer }): ReplayMapping => ({ outcome: 'scan', scan: { reference: read.raw.toString(), dcpKey: 'GI-02' }, instant: new Date(NOW) });
+const remap = (read: { raw: Buffer }): ReplayMapping => ({
+  outcome: 'scan',
+  scan: { reference: read.raw.toString(), dcpKey: 'GI-02' },
+  instant: new Date(NOW),
+});
 
 describe('buffer counts kept by triggers', () => {
   it('match the rows through intake, batching, split, hold, every terminal state, replay and retention', async () => {
-    const s = (store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-counts-')), 'buffer.db')));
+    const s = (store = BufferStore.openAt(
+      join(mkdtempSync(join(tmpdir(), 'sg-counts-')), 'buffer.db'),
+    ));
     expectCountsTrue(s, 'an empty buffer');
     const old = NOW - 40 * DAY;
-    s.intake.commitIntake(Array.from({ length: 12 }, (_, i) => scan(`A-${i}`, old)), old);
+    s.intake.commitIntake(
+      Array.from({ length: 12 }, (_, i) => scan(`A-${i}`, old)),
+      old,
+    );
     expectCountsTrue(s, 'intake');
 
     const oldIso = new Date(old).toISOString();
     const success = formBatch(s, { maxScans: 4, maxBytes: 1e9, mode: 'direct', nowIso: oldIso })!;
     expectCountsTrue(s, 'forming a batch');
     s.batches.updateBatch(success.id, { state: 'uploading' });
-    s.batches.updateBatch(success.id, { state: 'uploaded', requestId: '1', upstreamState: 'InProgress' });
+    s.batches.updateBatch(success.id, {
+      state: 'uploaded',
+      requestId: '1',
+      upstreamState: 'InProgress',
+    });
     expectCountsTrue(s, 'upload and an intermediate status');
     s.batches.finishBatch(success.id, { state: 'Success' }, oldIso);
     expectCountsTrue(s, 'Success');
 
     const partly = formBatch(s, { maxScans: 3, maxBytes: 1e9, mode: 'presigned', nowIso: oldIso })!;
-    s.batches.finishBatch(partly.id, { state: 'HasFailures', failures: [{ reference: 'A-4', reason: 'Invalid DCP' }] }, oldIso);
+    s.batches.finishBatch(
+      partly.id,
+      { state: 'HasFailures', failures: [{ reference: 'A-4', reason: 'Invalid DCP' }] },
+      oldIso,
+    );
     expectCountsTrue(s, 'HasFailures');
 
     const failed = formBatch(s, { maxScans: 2, maxBytes: 1e9, mode: 'direct', nowIso: oldIso })!;
@@ -89,7 +112,13 @@ describe('buffer counts kept by triggers', () => {
     s.batches.finishBatch(again.id, { state: 'Success' }, oldIso);
     expectCountsTrue(s, 'delivering the replayed scans');
 
-    const pruned = await new Retention({ store: s, retentionDays: 30, logger: silentLogger(), now: () => NOW, chunk: 2 }).prune();
+    const pruned = await new Retention({
+      store: s,
+      retentionDays: 30,
+      logger: silentLogger(),
+      now: () => NOW,
+      chunk: 2,
+    }).prune();
     expect(pruned.scans).toBeGreaterThan(0);
     expectCountsTrue(s, 'retention');
   });
@@ -100,10 +129,22 @@ describe('buffer counts kept by triggers', () => {
     v2.exec(MIGRATIONS[0]!);
     v2.exec(MIGRATIONS[1]!);
     v2.pragma('user_version = 2');
-    const read = v2.prepare(`INSERT INTO reads (id, input_id, received_at, raw, outcome) VALUES (?, 'in', '2026-01-01T00:00:00.000Z', x'41', 'scan')`);
-    const addScan = v2.prepare(`INSERT INTO scans (read_id, dcp_key, reference, time_utc, body, bytes, created_at, state, batch_id) VALUES (?, 'GI-01', ?, '', '{}', 2, 0, ?, ?)`);
-    v2.prepare(`INSERT INTO batches (id, mode, state, scan_count, bytes, created_at, upstream_state) VALUES (1, 'direct', 'done', 3, 10, '', 'HasFailures'), (2, 'presigned', 'uploaded', 1, 4, '', NULL)`).run();
-    const states: [string, number | null][] = [['delivered', 1], ['delivered', 1], ['failed', 1], ['batched', 2], ['pending', null]];
+    const read = v2.prepare(
+      `INSERT INTO reads (id, input_id, received_at, raw, outcome) VALUES (?, 'in', '2026-01-01T00:00:00.000Z', x'41', 'scan')`,
+    );
+    const addScan = v2.prepare(
+      `INSERT INTO scans (read_id, dcp_key, reference, time_utc, body, bytes, created_at, state, batch_id) VALUES (?, 'GI-01', ?, '', '{}', 2, 0, ?, ?)`,
+    );
+    v2.prepare(
+      `INSERT INTO batches (id, mode, state, scan_count, bytes, created_at, upstream_state) VALUES (1, 'direct', 'done', 3, 10, '', 'HasFailures'), (2, 'presigned', 'uploaded', 1, 4, '', NULL)`,
+    ).run();
+    const states: [string, number | null][] = [
+      ['delivered', 1],
+      ['delivered', 1],
+      ['failed', 1],
+      ['batched', 2],
+      ['pending', null],
+    ];
     states.forEach(([state, batch], i) => {
       read.run(i + 1);
       addScan.run(i + 1, `R-${i}`, state, batch);

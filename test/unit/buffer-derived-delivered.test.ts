@@ -29,12 +29,19 @@ function open(file = ':memory:'): BufferStore {
   return store;
 }
 
-const intake = (s: BufferStore, refs: string[], dcp = 'GI-01') => s.intake.commitIntake(refs.map((r) => scanAt(r, dcp, NOW)), NOW);
-const form = (s: BufferStore, maxScans: number) => formBatch(s, { maxScans, maxBytes: 1e9, mode: 'direct', nowIso });
+const intake = (s: BufferStore, refs: string[], dcp = 'GI-01') =>
+  s.intake.commitIntake(
+    refs.map((r) => scanAt(r, dcp, NOW)),
+    NOW,
+  );
+const form = (s: BufferStore, maxScans: number) =>
+  formBatch(s, { maxScans, maxBytes: 1e9, mode: 'direct', nowIso });
 
 /** The states by a recount of the rows through the view `scans` (the derived state), without any index. */
 function recount(s: BufferStore): Record<string, number> {
-  const rows = sqlOf(s).prepare(`SELECT state AS k, count(*) AS n FROM scans GROUP BY state`).all() as { k: string; n: number }[];
+  const rows = sqlOf(s)
+    .prepare(`SELECT state AS k, count(*) AS n FROM scans GROUP BY state`)
+    .all() as { k: string; n: number }[];
   return Object.fromEntries(rows.map((r) => [r.k, r.n]));
 }
 
@@ -66,12 +73,24 @@ describe('a finished batch leaves its rows as they are', () => {
     const rowsBefore = db.prepare(`SELECT * FROM scan_rows ORDER BY id`).all();
     s.batches.finishBatch(batch.id, { state: 'Success', processed: 3 }, nowIso);
     expect(db.prepare(`SELECT * FROM scan_rows ORDER BY id`).all()).toEqual(rowsBefore);
-    expect(db.prepare(`SELECT state FROM scan_rows WHERE batch_id = ? ORDER BY id`).pluck().all(batch.id)).toEqual(['batched', 'batched', 'batched']);
-    expect(db.prepare(`SELECT state FROM scans WHERE batch_id = ? ORDER BY id`).pluck().all(batch.id)).toEqual(['delivered', 'delivered', 'delivered']);
+    expect(
+      db
+        .prepare(`SELECT state FROM scan_rows WHERE batch_id = ? ORDER BY id`)
+        .pluck()
+        .all(batch.id),
+    ).toEqual(['batched', 'batched', 'batched']);
+    expect(
+      db.prepare(`SELECT state FROM scans WHERE batch_id = ? ORDER BY id`).pluck().all(batch.id),
+    ).toEqual(['delivered', 'delivered', 'delivered']);
     expect(s.reports.scanCounts()).toEqual({ delivered: 3, pending: 1 });
     expectCountsHold(s);
     expect(s.reports.trace('A').scans[0]!.state).toBe('delivered');
-    expect(s.reports.stationRecent(['GI-01'], 10).map((r) => r.scanState)).toEqual(['pending', 'delivered', 'delivered', 'delivered']);
+    expect(s.reports.stationRecent(['GI-01'], 10).map((r) => r.scanState)).toEqual([
+      'pending',
+      'delivered',
+      'delivered',
+      'delivered',
+    ]);
     const queue = s.reports.queue(NOW);
     expect(queue.byDcp).toEqual([{ dcp: 'GI-01', waiting: 1, inFlight: 0, oldestAgeMs: 0 }]);
     expect(s.reports.oldestUndeliveredCreatedAt()).toBe(NOW);
@@ -92,7 +111,10 @@ describe('a finished batch leaves its rows as they are', () => {
 
   it('the oldest undelivered scan is the oldest pending or in an open batch, never one of a done batch', () => {
     const s = open();
-    s.intake.commitIntake(['A', 'B'].map((r) => scanAt(r, 'GI-01', NOW)), NOW - 3000);
+    s.intake.commitIntake(
+      ['A', 'B'].map((r) => scanAt(r, 'GI-01', NOW)),
+      NOW - 3000,
+    );
     s.intake.commitIntake([scanAt('C', 'GI-01', NOW)], NOW - 2000);
     s.intake.commitIntake([scanAt('D', 'GI-01', NOW)], NOW - 1000);
     const first = form(s, 2)!;
@@ -110,11 +132,29 @@ describe('a finished batch leaves its rows as they are', () => {
     const batch = form(s, 10)!;
     s.batches.finishBatch(batch.id, { state: 'transferred' }, nowIso);
     expect(s.reports.scanCounts()).toEqual({ delivered: 3 });
-    s.batches.finishBatch(batch.id, { state: 'HasFailures', processed: 2, failed: 1, failures: [{ reference: 'B', reason: 'Invalid DCP' }] }, nowIso);
+    s.batches.finishBatch(
+      batch.id,
+      {
+        state: 'HasFailures',
+        processed: 2,
+        failed: 1,
+        failures: [{ reference: 'B', reason: 'Invalid DCP' }],
+      },
+      nowIso,
+    );
     expect(s.reports.scanCounts()).toEqual({ delivered: 2, failed: 1 });
     expectCountsHold(s);
     // The same report again changes nothing.
-    s.batches.finishBatch(batch.id, { state: 'HasFailures', processed: 2, failed: 1, failures: [{ reference: 'B', reason: 'Invalid DCP' }] }, nowIso);
+    s.batches.finishBatch(
+      batch.id,
+      {
+        state: 'HasFailures',
+        processed: 2,
+        failed: 1,
+        failures: [{ reference: 'B', reason: 'Invalid DCP' }],
+      },
+      nowIso,
+    );
     expect(s.reports.scanCounts()).toEqual({ delivered: 2, failed: 1 });
     expectCountsHold(s);
   });
@@ -128,14 +168,23 @@ describe('a finished batch leaves its rows as they are', () => {
     s.batches.finishBatch(second.id, { state: 'transferred' }, nowIso);
     s.batches.finishBatch(second.id, { state: 'Failed', description: 'unreadable' }, nowIso);
     expect(s.reports.scanCounts()).toEqual({ failed: 4 });
-    expect(s.reports.totals()).toEqual({ pendingScans: 0, pendingBytes: 0, undeliveredScans: 0, undeliveredBytes: 0 });
+    expect(s.reports.totals()).toEqual({
+      pendingScans: 0,
+      pendingBytes: 0,
+      undeliveredScans: 0,
+      undeliveredBytes: 0,
+    });
     expectCountsHold(s);
   });
 
   it('retention deletes delivered scans whose rows say batched, and the counts follow, on a full disk too', async () => {
     const s = open(join(mkdtempSync(join(tmpdir(), 'sg-derived-')), 'buffer.db'));
-    intake(s, Array.from({ length: 400 }, (_, i) => `OLD-${i}`));
-    for (let i = 0; i < 2; i++) s.batches.finishBatch(form(s, 200)!.id, { state: 'Success' }, nowIso);
+    intake(
+      s,
+      Array.from({ length: 400 }, (_, i) => `OLD-${i}`),
+    );
+    for (let i = 0; i < 2; i++)
+      s.batches.finishBatch(form(s, 200)!.id, { state: 'Success' }, nowIso);
     intake(s, ['NEW-1', 'NEW-2']);
     // No page left: retention must free space without writing a longer row first.
     const db = sqlOf(s);
@@ -148,7 +197,11 @@ describe('a finished batch leaves its rows as they are', () => {
         break;
       }
     }
-    const retention = new Retention({ store: s, retentionDays: 30, logger: memoryLogger('info').logger });
+    const retention = new Retention({
+      store: s,
+      retentionDays: 30,
+      logger: memoryLogger('info').logger,
+    });
     const pruned = await retention.pruneOldestDelivered(1000);
     // The newest row of a table is never pruned; here that is NEW-2, pending.
     expect(pruned.scans).toBe(400);
@@ -162,9 +215,15 @@ describe('a finished batch leaves its rows as they are', () => {
     raw.pragma('journal_mode = WAL');
     for (const m of MIGRATIONS.slice(0, 12)) raw.exec(m);
     raw.pragma('user_version = 12');
-    raw.exec(`INSERT INTO batches (id, mode, state, scan_count, bytes, created_at) VALUES (1, 'direct', 'done', 2, 10, '${nowIso}'), (2, 'direct', 'uploaded', 1, 10, '${nowIso}')`);
-    const read = raw.prepare(`INSERT INTO reads (id, input_id, received_at, raw, outcome) VALUES (?, 'in', ?, ?, 'scan')`);
-    const row = raw.prepare(`INSERT INTO scan_rows (id, read_id, dcp_key, reference, time_utc, bytes, state, batch_id, created_at) VALUES (?, ?, 'GI-01', ?, ?, 5, ?, ?, ?)`);
+    raw.exec(
+      `INSERT INTO batches (id, mode, state, scan_count, bytes, created_at) VALUES (1, 'direct', 'done', 2, 10, '${nowIso}'), (2, 'direct', 'uploaded', 1, 10, '${nowIso}')`,
+    );
+    const read = raw.prepare(
+      `INSERT INTO reads (id, input_id, received_at, raw, outcome) VALUES (?, 'in', ?, ?, 'scan')`,
+    );
+    const row = raw.prepare(
+      `INSERT INTO scan_rows (id, read_id, dcp_key, reference, time_utc, bytes, state, batch_id, created_at) VALUES (?, ?, 'GI-01', ?, ?, 5, ?, ?, ?)`,
+    );
     const body = raw.prepare(`INSERT INTO scan_bodies (id, body) VALUES (?, '{}')`);
     const rows: [string, string, number | null][] = [
       ['D1', 'delivered', 1],
@@ -190,7 +249,11 @@ describe('a finished batch leaves its rows as they are', () => {
 
   it('keeps every count equal to a recount through any sequence of delivery steps (seeded, 400 steps)', async () => {
     const s = open(join(mkdtempSync(join(tmpdir(), 'sg-derived-')), 'buffer.db'));
-    const retention = new Retention({ store: s, retentionDays: 30, logger: memoryLogger('info').logger });
+    const retention = new Retention({
+      store: s,
+      retentionDays: 30,
+      logger: memoryLogger('info').logger,
+    });
     let seed = 17;
     const rand = (n: number) => {
       seed = (seed * 1103515245 + 12345) % 2 ** 31;
@@ -202,18 +265,38 @@ describe('a finished batch leaves its rows as they are', () => {
     const open_ = () => s.batches.batchesInState('ready', 'uploaded');
     for (let step = 0; step < 400; step++) {
       const choice = rand(9);
-      if (choice <= 1) intake(s, Array.from({ length: 1 + rand(6) }, () => `R-${next++ % 40}`), `DCP-${rand(3)}`);
+      if (choice <= 1)
+        intake(
+          s,
+          Array.from({ length: 1 + rand(6) }, () => `R-${next++ % 40}`),
+          `DCP-${rand(3)}`,
+        );
       else if (choice === 2) form(s, 1 + rand(5));
       else if (choice <= 5 && open_().length > 0) {
         const batch = open_()[rand(open_().length)]!;
-        const refs = sqlOf(s).prepare(`SELECT reference FROM scan_rows WHERE batch_id = ?`).pluck().all(batch.id) as string[];
-        const failures = refs.filter(() => rand(4) === 0).map((reference) => ({ reference, reason: 'Invalid DCP' }));
+        const refs = sqlOf(s)
+          .prepare(`SELECT reference FROM scan_rows WHERE batch_id = ?`)
+          .pluck()
+          .all(batch.id) as string[];
+        const failures = refs
+          .filter(() => rand(4) === 0)
+          .map((reference) => ({ reference, reason: 'Invalid DCP' }));
         const kind = rand(5);
-        if (kind === 0) s.batches.finishBatch(batch.id, { state: 'Failed', description: 'whole' }, nowIso);
+        if (kind === 0)
+          s.batches.finishBatch(batch.id, { state: 'Failed', description: 'whole' }, nowIso);
         else if (kind === 1) {
           s.batches.finishBatch(batch.id, { state: 'transferred' }, nowIso);
-          s.batches.finishBatch(batch.id, { state: failures.length > 0 ? 'HasFailures' : 'Success', failures }, nowIso);
-        } else s.batches.finishBatch(batch.id, { state: failures.length > 0 ? 'HasFailures' : 'Success', failures }, nowIso);
+          s.batches.finishBatch(
+            batch.id,
+            { state: failures.length > 0 ? 'HasFailures' : 'Success', failures },
+            nowIso,
+          );
+        } else
+          s.batches.finishBatch(
+            batch.id,
+            { state: failures.length > 0 ? 'HasFailures' : 'Success', failures },
+            nowIso,
+          );
       } else if (choice === 6 && open_().length > 0) s.batches.holdBatch(open_()[0]!.id, 'refused');
       else if (choice === 7 && open_().length > 0) s.batches.splitBatch(open_()[0]!.id);
       else if (choice === 8) await retention.pruneOldestDelivered(1 + rand(8));

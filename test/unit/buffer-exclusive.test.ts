@@ -30,7 +30,12 @@ describe('exclusive open of a buffer', () => {
     open.push(BufferStore.openAt(file));
     const started = performance.now();
     expect(() => BufferStore.openAt(file, { fileMustExist: true, exclusive: true })).toThrow(
-      expect.objectContaining({ code: ErrorCodes.BUFFER_UNOPENABLE, message: expect.stringMatching(/is open by another process .*work on a copy of the file with its -wal/) }),
+      expect.objectContaining({
+        code: ErrorCodes.BUFFER_UNOPENABLE,
+        message: expect.stringMatching(
+          /is open by another process .*work on a copy of the file with its -wal/,
+        ),
+      }),
     );
     // No busy wait: the refusal is immediate.
     expect(performance.now() - started).toBeLessThan(1000);
@@ -41,7 +46,9 @@ describe('exclusive open of a buffer', () => {
     const adopted = BufferStore.openAt(file, { fileMustExist: true, exclusive: true });
     const other = new Database(file, { timeout: 0 });
     open.push(other);
-    expect(() => other.pragma('user_version', { simple: true })).toThrow(expect.objectContaining({ code: 'SQLITE_BUSY' }));
+    expect(() => other.pragma('user_version', { simple: true })).toThrow(
+      expect.objectContaining({ code: 'SQLITE_BUSY' }),
+    );
     adopted.close();
     expect(other.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
   });

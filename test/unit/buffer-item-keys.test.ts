@@ -20,8 +20,20 @@ const CANONICAL = 'https://id.gs1.org/01/09521234543213/21/C2611030001234';
 const DATAMATRIX = `]d2010952123454321310B2611-03${GS}21C2611030001234`;
 
 function record(raw: string, reference: string, dcpKey = 'GI-01'): IntakeRecord {
-  const body = JSON.stringify({ reference, timeStamp: '2026-11-24T09:00:00', dcpKey, parents: [], attributes: [] });
-  return { inputId: 'scanner', receivedAt: at, raw: Buffer.from(raw), outcome: 'scan', scan: { reference, dcpKey, instant: at, body } };
+  const body = JSON.stringify({
+    reference,
+    timeStamp: '2026-11-24T09:00:00',
+    dcpKey,
+    parents: [],
+    attributes: [],
+  });
+  return {
+    inputId: 'scanner',
+    receivedAt: at,
+    raw: Buffer.from(raw),
+    outcome: 'scan',
+    scan: { reference, dcpKey, instant: at, body },
+  };
 }
 
 function tempPath(): string {
@@ -47,7 +59,10 @@ const LABEL_FORMS = [
 describe('lookup by any form of a GS1 identifier', () => {
   it('finds an item stored under its canonical reference by every form of its label', () => {
     const store = BufferStore.openAt(tempPath());
-    store.intake.commitIntake([record(DATAMATRIX, CANONICAL), record('PK-000815', 'PK-000815')], at.getTime());
+    store.intake.commitIntake(
+      [record(DATAMATRIX, CANONICAL), record('PK-000815', 'PK-000815')],
+      at.getTime(),
+    );
     for (const form of LABEL_FORMS) {
       const t = store.reports.trace(form);
       expect(t.found, form).toBe(true);
@@ -63,7 +78,10 @@ describe('lookup by any form of a GS1 identifier', () => {
   it('finds an item stored under raw references (GS1 DataMatrix and GS1-128) by every form, naming the other reference of the same item', () => {
     const gs1128 = `]C1010952123454321321C2611030001234${GS}10B2611-03`;
     const store = BufferStore.openAt(tempPath());
-    store.intake.commitIntake([record(DATAMATRIX, DATAMATRIX, 'GI-01'), record(gs1128, gs1128, 'EOL-3')], at.getTime());
+    store.intake.commitIntake(
+      [record(DATAMATRIX, DATAMATRIX, 'GI-01'), record(gs1128, gs1128, 'EOL-3')],
+      at.getTime(),
+    );
     for (const form of LABEL_FORMS) {
       const t = store.reports.trace(form);
       expect(t.found, form).toBe(true);
@@ -88,12 +106,26 @@ describe('lookup by any form of a GS1 identifier', () => {
     const lot = store.reports.trace('B2611-03');
     expect(lot.found).toBe(false);
     expect(lot.byValue).toHaveLength(1);
-    expect(lot.byValue![0]).toMatchObject({ ai: '10', title: 'BATCH/LOT', value: 'B2611-03', scans: 6, next: null });
-    expect(lot.byValue![0]!.items.map((i) => i.reference.slice(-5))).toEqual(['00004', '00003', '00002', '00001', '00000']);
+    expect(lot.byValue![0]).toMatchObject({
+      ai: '10',
+      title: 'BATCH/LOT',
+      value: 'B2611-03',
+      scans: 6,
+      next: null,
+    });
+    expect(lot.byValue![0]!.items.map((i) => i.reference.slice(-5))).toEqual([
+      '00004',
+      '00003',
+      '00002',
+      '00001',
+      '00000',
+    ]);
     expect(lot.byValue![0]!.items.at(-1)).toMatchObject({ scans: 2 });
 
     // The lot typed as GS1 data: the same list.
-    expect(store.reports.trace('(01)09521234543213(10)B2611-03').byValue?.[0]?.items).toHaveLength(5);
+    expect(store.reports.trace('(01)09521234543213(10)B2611-03').byValue?.[0]?.items).toHaveLength(
+      5,
+    );
 
     // A GTIN (and its GTIN-13 form): all the items of the product model, three a page.
     const first = store.reports.searchByValue('09521234543213', { limit: 3 });
@@ -108,20 +140,38 @@ describe('lookup by any form of a GS1 identifier', () => {
     }
     expect(seen).toHaveLength(7);
     expect(new Set(seen).size).toBe(7);
-    expect(store.reports.trace('9521234543213').byValue?.[0]).toMatchObject({ ai: '01', value: '09521234543213' });
+    expect(store.reports.trace('9521234543213').byValue?.[0]).toMatchObject({
+      ai: '01',
+      value: '09521234543213',
+    });
 
     // A serial alone names one item: traced.
-    expect(store.reports.trace('C2611030000006')).toMatchObject({ found: true, reference: 'https://id.gs1.org/01/09521234543213/21/C2611030000006' });
+    expect(store.reports.trace('C2611030000006')).toMatchObject({
+      found: true,
+      reference: 'https://id.gs1.org/01/09521234543213/21/C2611030000006',
+    });
     store.close();
   });
 
   it('finds an SSCC alone, and searches by index seeks only', () => {
     const store = BufferStore.openAt(tempPath());
-    store.intake.commitIntake([record(']C100106141411234567897', 'https://id.gs1.org/00/106141411234567897')], at.getTime());
-    expect(store.reports.trace('106141411234567897')).toMatchObject({ found: true, reference: 'https://id.gs1.org/00/106141411234567897' });
+    store.intake.commitIntake(
+      [record(']C100106141411234567897', 'https://id.gs1.org/00/106141411234567897')],
+      at.getTime(),
+    );
+    expect(store.reports.trace('106141411234567897')).toMatchObject({
+      found: true,
+      reference: 'https://id.gs1.org/00/106141411234567897',
+    });
     expect(store.reports.trace('(00)106141411234567897').found).toBe(true);
     const db = sqlOf(store);
-    const plan = (db.prepare(`EXPLAIN QUERY PLAN SELECT k.scan_id FROM scan_keys k JOIN scan_rows r ON r.id = k.scan_id WHERE k.value = ? AND k.ai = ? AND k.scan_id < ? ORDER BY k.scan_id DESC LIMIT 10`).all('x', '21', 5) as { detail: string }[])
+    const plan = (
+      db
+        .prepare(
+          `EXPLAIN QUERY PLAN SELECT k.scan_id FROM scan_keys k JOIN scan_rows r ON r.id = k.scan_id WHERE k.value = ? AND k.ai = ? AND k.scan_id < ? ORDER BY k.scan_id DESC LIMIT 10`,
+        )
+        .all('x', '21', 5) as { detail: string }[]
+    )
       .map((r) => r.detail)
       .join('; ');
     expect(plan).toMatch(/SEARCH k USING PRIMARY KEY/);
@@ -138,18 +188,19 @@ describe('lookup by any form of a GS1 identifier', () => {
     const keys = MIGRATIONS.findIndex((m) => m.includes('CREATE TABLE scan_keys'));
     for (const m of MIGRATIONS.slice(0, keys)) old.exec(m);
     old.pragma(`user_version = ${keys}`);
-    old.prepare(`INSERT INTO reads (id, input_id, received_at, raw, outcome) VALUES (1, 'scanner', ?, ?, 'scan'), (2, 'plc', ?, ?, 'scan')`).run(
-      at.toISOString(),
-      Buffer.from(DATAMATRIX),
-      at.toISOString(),
-      Buffer.from('PK-000815'),
+    old
+      .prepare(
+        `INSERT INTO reads (id, input_id, received_at, raw, outcome) VALUES (1, 'scanner', ?, ?, 'scan'), (2, 'plc', ?, ?, 'scan')`,
+      )
+      .run(at.toISOString(), Buffer.from(DATAMATRIX), at.toISOString(), Buffer.from('PK-000815'));
+    old
+      .prepare(
+        `INSERT INTO scan_rows (id, read_id, dcp_key, reference, time_utc, bytes, created_at) VALUES (1, 1, 'GI-01', ?, ?, 2, 0), (2, 2, 'EOL-3', 'PK-000815', ?, 2, 0)`,
+      )
+      .run(DATAMATRIX, at.toISOString(), at.toISOString());
+    old.exec(
+      `INSERT INTO scan_bodies (id, body) VALUES (1, '{"parents":[]}'), (2, '{"parents":[]}')`,
     );
-    old.prepare(`INSERT INTO scan_rows (id, read_id, dcp_key, reference, time_utc, bytes, created_at) VALUES (1, 1, 'GI-01', ?, ?, 2, 0), (2, 2, 'EOL-3', 'PK-000815', ?, 2, 0)`).run(
-      DATAMATRIX,
-      at.toISOString(),
-      at.toISOString(),
-    );
-    old.exec(`INSERT INTO scan_bodies (id, body) VALUES (1, '{"parents":[]}'), (2, '{"parents":[]}')`);
     old.close();
 
     // Read-only on the old schema: the canonical and exact forms still answer, nothing fails.
@@ -164,9 +215,15 @@ describe('lookup by any form of a GS1 identifier', () => {
       { ai: '10', value: 'B2611-03' },
       { ai: '21', value: 'C2611030001234' },
     ]);
-    for (const form of LABEL_FORMS) expect(store.reports.trace(form), form).toMatchObject({ found: true, reference: DATAMATRIX });
+    for (const form of LABEL_FORMS)
+      expect(store.reports.trace(form), form).toMatchObject({ found: true, reference: DATAMATRIX });
     // Filled once: the mark the migration left is gone.
-    expect(sqlOf(store).prepare(`SELECT count(*) FROM sqlite_master WHERE name = 'scan_keys_fill'`).pluck().get()).toBe(0);
+    expect(
+      sqlOf(store)
+        .prepare(`SELECT count(*) FROM sqlite_master WHERE name = 'scan_keys_fill'`)
+        .pluck()
+        .get(),
+    ).toBe(0);
     store.close();
   });
 });

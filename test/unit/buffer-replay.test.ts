@@ -17,7 +17,11 @@ const at = new Date('2026-11-18T06:00:00Z');
 /** The configuration now: the input feeds GI-01, which the service knows. */
 const fixed = configSchema.parse({
   site: { id: 'replay', timezone: 'Europe/Berlin' },
-  upstream: { baseUrl: 'http://127.0.0.1:1', authUrl: 'http://127.0.0.1:1', clientId: 'demo-client' },
+  upstream: {
+    baseUrl: 'http://127.0.0.1:1',
+    authUrl: 'http://127.0.0.1:1',
+    clientId: 'demo-client',
+  },
   dcps: [
     { key: 'GI-01', kind: 'goodsIn', productModelKey: 'PACK-A', supplierKey: 'SUP-0042' },
     { key: 'EOL-3', kind: 'endOfProcess', productModelKey: 'PACK-A' },
@@ -29,7 +33,14 @@ const map = (read: Parameters<typeof mapRead>[0]) => mapRead(read, mapper);
 
 /** A read as the old configuration stored it: mapped to DCP `dcp` (which the service refused). */
 function oldScan(reference: string, dcp: string, extra: Partial<IntakeRecord> = {}): IntakeRecord {
-  const body = JSON.stringify({ reference, timeStamp: '2026-11-18T07:00:00', dcpKey: dcp, productModelKey: 'PACK-A', parents: ['TRAY-9'], attributes: [] });
+  const body = JSON.stringify({
+    reference,
+    timeStamp: '2026-11-18T07:00:00',
+    dcpKey: dcp,
+    productModelKey: 'PACK-A',
+    parents: ['TRAY-9'],
+    attributes: [],
+  });
   return {
     inputId: 'line-1',
     receivedAt: at,
@@ -48,7 +59,12 @@ function open(): BufferStore {
 
 /** Sends everything pending as one batch and records the service's failures. */
 function fail(s: BufferStore, failures: { reference: string; reason: string }[]): number {
-  const b = formBatch(s, { maxScans: 100, maxBytes: 1e9, mode: 'direct', nowIso: at.toISOString() })!;
+  const b = formBatch(s, {
+    maxScans: 100,
+    maxBytes: 1e9,
+    mode: 'direct',
+    nowIso: at.toISOString(),
+  })!;
   s.batches.finishBatch(b.id, { state: 'HasFailures', failures }, at.toISOString());
   return b.id;
 }
@@ -56,14 +72,26 @@ function fail(s: BufferStore, failures: { reference: string; reason: string }[])
 describe('replay of dead letters', () => {
   it('maps the original reads again with the current configuration and queues them', () => {
     const s = open();
-    s.intake.commitIntake([oldScan('A', 'GI-9'), oldScan('B', 'GI-9'), oldScan('OK', 'GI-01')], at.getTime());
+    s.intake.commitIntake(
+      [oldScan('A', 'GI-9'), oldScan('B', 'GI-9'), oldScan('OK', 'GI-01')],
+      at.getTime(),
+    );
     fail(s, [
       { reference: 'A', reason: 'Invalid DCP' },
       { reference: 'B', reason: 'Invalid DCP' },
     ]);
-    const result = replayDeadLetters(s.deadLetters, map, { reason: 'invalid dcp' }, at.getTime() + 1000);
+    const result = replayDeadLetters(
+      s.deadLetters,
+      map,
+      { reason: 'invalid dcp' },
+      at.getTime() + 1000,
+    );
     expect(result).toMatchObject({ selected: 2, queued: 2, notQueued: 0 });
-    const queued = sqlOf(s).prepare(`SELECT reference, dcp_key AS dcp, body, state FROM scans WHERE state = 'pending' ORDER BY id`).all() as { body: string }[];
+    const queued = sqlOf(s)
+      .prepare(
+        `SELECT reference, dcp_key AS dcp, body, state FROM scans WHERE state = 'pending' ORDER BY id`,
+      )
+      .all() as { body: string }[];
     expect(queued).toHaveLength(2);
     expect(JSON.parse(queued[0]!.body)).toEqual({
       reference: 'A',
@@ -79,16 +107,34 @@ describe('replay of dead letters', () => {
     expect(s.reports.recentProblems(10)).toEqual([]);
     expect(s.reports.totals().pendingScans).toBe(2);
     // Replayed once: a second replay finds nothing.
-    expect(replayDeadLetters(s.deadLetters, map, { all: true }, at.getTime())).toMatchObject({ selected: 0, queued: 0 });
+    expect(replayDeadLetters(s.deadLetters, map, { all: true }, at.getTime())).toMatchObject({
+      selected: 0,
+      queued: 0,
+    });
   });
 
   it('uses the read as the source gave it (its own DCP, parents and attributes), not the old scan', () => {
     const s = open();
-    s.intake.commitIntake([oldScan('C', 'GI-9', { dcpKey: 'EOL-3', parents: ['PALLET-1'], attributes: { station: '4' } })], at.getTime());
+    s.intake.commitIntake(
+      [
+        oldScan('C', 'GI-9', {
+          dcpKey: 'EOL-3',
+          parents: ['PALLET-1'],
+          attributes: { station: '4' },
+        }),
+      ],
+      at.getTime(),
+    );
     fail(s, [{ reference: 'C', reason: 'Attributes could not be read' }]);
     replayDeadLetters(s.deadLetters, map, { all: true }, at.getTime());
-    const body = JSON.parse(sqlOf(s).prepare(`SELECT body FROM scans WHERE state = 'pending'`).pluck().get() as string) as Record<string, unknown>;
-    expect(body).toMatchObject({ dcpKey: 'EOL-3', parents: ['PALLET-1'], attributes: [{ key: 'station', value: '4' }] });
+    const body = JSON.parse(
+      sqlOf(s).prepare(`SELECT body FROM scans WHERE state = 'pending'`).pluck().get() as string,
+    ) as Record<string, unknown>;
+    expect(body).toMatchObject({
+      dcpKey: 'EOL-3',
+      parents: ['PALLET-1'],
+      attributes: [{ key: 'station', value: '4' }],
+    });
     expect(body.supplierKey).toBeUndefined();
   });
 
@@ -98,12 +144,16 @@ describe('replay of dead letters', () => {
     s.intake.commitIntake([oldScan(dm, 'GI-9')], at.getTime());
     fail(s, [{ reference: dm, reason: 'Invalid DCP' }]);
     replayDeadLetters(s.deadLetters, map, { all: true }, at.getTime());
-    const replacement = sqlOf(s).prepare(`SELECT id FROM scans WHERE state = 'pending'`).pluck().get() as number;
-    expect(sqlOf(s).prepare(`SELECT ai || '=' || value FROM scan_keys WHERE scan_id = ? ORDER BY ai`).pluck().all(replacement)).toEqual([
-      '01=09521234543213',
-      '10=B2611-03',
-      '21=C2611030001234',
-    ]);
+    const replacement = sqlOf(s)
+      .prepare(`SELECT id FROM scans WHERE state = 'pending'`)
+      .pluck()
+      .get() as number;
+    expect(
+      sqlOf(s)
+        .prepare(`SELECT ai || '=' || value FROM scan_keys WHERE scan_id = ? ORDER BY ai`)
+        .pluck()
+        .all(replacement),
+    ).toEqual(['01=09521234543213', '10=B2611-03', '21=C2611030001234']);
     const t = s.reports.trace('(01)09521234543213(21)C2611030001234');
     expect(t).toMatchObject({ found: true, reference: dm });
     expect(t.scans.map((x) => x.id)).toContain(replacement);
@@ -123,10 +173,27 @@ describe('replay of dead letters', () => {
     expect(dry).toMatchObject({ selected: 3, queued: 3, dryRun: true });
     expect(s.reports.scanCounts()).toEqual({ failed: 3 });
 
-    expect(replayDeadLetters(s.deadLetters, map, { batchId: first, dcpKey: 'GI-8' }, at.getTime()).items.map((i) => i.reference)).toEqual(['B']);
-    expect(replayDeadLetters(s.deadLetters, map, { reason: 'ATTRIBUTES' }, at.getTime()).items.map((i) => i.reference)).toEqual(['C']);
-    expect(replayDeadLetters(s.deadLetters, map, { batchId: first }, at.getTime()).items.map((i) => i.reference)).toEqual(['A']);
-    expect(() => replayDeadLetters(s.deadLetters, map, {}, at.getTime())).toThrow(/needs a selection/);
+    expect(
+      replayDeadLetters(
+        s.deadLetters,
+        map,
+        { batchId: first, dcpKey: 'GI-8' },
+        at.getTime(),
+      ).items.map((i) => i.reference),
+    ).toEqual(['B']);
+    expect(
+      replayDeadLetters(s.deadLetters, map, { reason: 'ATTRIBUTES' }, at.getTime()).items.map(
+        (i) => i.reference,
+      ),
+    ).toEqual(['C']);
+    expect(
+      replayDeadLetters(s.deadLetters, map, { batchId: first }, at.getTime()).items.map(
+        (i) => i.reference,
+      ),
+    ).toEqual(['A']);
+    expect(() => replayDeadLetters(s.deadLetters, map, {}, at.getTime())).toThrow(
+      /needs a selection/,
+    );
   });
 
   it('leaves a dead letter in place, with the reason, when the current configuration still cannot map it', () => {
@@ -135,7 +202,10 @@ describe('replay of dead letters', () => {
     fail(s, [{ reference: 'X', reason: 'Invalid DCP' }]);
     const result = replayDeadLetters(s.deadLetters, map, { all: true }, at.getTime());
     expect(result).toMatchObject({ selected: 1, queued: 0, notQueued: 1 });
-    expect(result.items[0]!.result).toEqual({ queued: false, why: 'input "removed-input" is not in the configuration' });
+    expect(result.items[0]!.result).toEqual({
+      queued: false,
+      why: 'input "removed-input" is not in the configuration',
+    });
     expect(s.reports.scanCounts()).toEqual({ failed: 1 });
   });
 
@@ -143,15 +213,37 @@ describe('replay of dead letters', () => {
     const s = open();
     s.intake.commitIntake(
       [
-        { inputId: 'line-1', receivedAt: at, raw: Buffer.from('R-1'), dcpKey: 'GI-01', outcome: 'rejected', reason: 'DCP "GI-7" is not configured' },
-        { inputId: 'line-1', receivedAt: at, raw: Buffer.from('row without barcode'), outcome: 'rejected', reason: 'no barcode column', inputLevel: true },
+        {
+          inputId: 'line-1',
+          receivedAt: at,
+          raw: Buffer.from('R-1'),
+          dcpKey: 'GI-01',
+          outcome: 'rejected',
+          reason: 'DCP "GI-7" is not configured',
+        },
+        {
+          inputId: 'line-1',
+          receivedAt: at,
+          raw: Buffer.from('row without barcode'),
+          outcome: 'rejected',
+          reason: 'no barcode column',
+          inputLevel: true,
+        },
       ],
       at.getTime(),
     );
     expect(replayDeadLetters(s.deadLetters, map, { all: true }, at.getTime()).selected).toBe(0);
-    const result = replayDeadLetters(s.deadLetters, map, { all: true, rejected: true }, at.getTime());
+    const result = replayDeadLetters(
+      s.deadLetters,
+      map,
+      { all: true, rejected: true },
+      at.getTime(),
+    );
     expect(result).toMatchObject({ selected: 1, queued: 1, notReplayable: 1 });
-    expect(sqlOf(s).prepare(`SELECT outcome FROM reads ORDER BY id`).pluck().all()).toEqual(['scan', 'rejected']);
+    expect(sqlOf(s).prepare(`SELECT outcome FROM reads ORDER BY id`).pluck().all()).toEqual([
+      'scan',
+      'rejected',
+    ]);
     expect(s.reports.totals().pendingScans).toBe(1);
   });
 });

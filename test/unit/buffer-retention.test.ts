@@ -17,51 +17,114 @@ afterEach(() => store?.close());
 const scan = (reference: string, at: number): IntakeRecord => scanAt(reference, 'GI-01', at);
 
 function other(outcome: 'noRead' | 'duplicate' | 'rejected', at: number): IntakeRecord {
-  return { inputId: 'in', receivedAt: new Date(at), raw: Buffer.from(outcome), outcome, ...(outcome === 'rejected' ? { reason: 'invalid GS1 data' } : {}) };
+  return {
+    inputId: 'in',
+    receivedAt: new Date(at),
+    raw: Buffer.from(outcome),
+    outcome,
+    ...(outcome === 'rejected' ? { reason: 'invalid GS1 data' } : {}),
+  };
 }
 
 /** Commits scans, batches them all, and finishes the batch `daysAgo` days before NOW. */
-function deliveredBatch(s: BufferStore, refs: string[], daysAgo: number, failures: { reference: string; reason: string }[] = []): number {
+function deliveredBatch(
+  s: BufferStore,
+  refs: string[],
+  daysAgo: number,
+  failures: { reference: string; reason: string }[] = [],
+): number {
   const at = NOW - daysAgo * DAY;
-  s.intake.commitIntake(refs.map((r) => scan(r, at)), at);
-  const b = formBatch(s, { maxScans: 1000, maxBytes: 1e9, mode: 'direct', nowIso: new Date(at).toISOString() })!;
+  s.intake.commitIntake(
+    refs.map((r) => scan(r, at)),
+    at,
+  );
+  const b = formBatch(s, {
+    maxScans: 1000,
+    maxBytes: 1e9,
+    mode: 'direct',
+    nowIso: new Date(at).toISOString(),
+  })!;
   s.batches.updateBatch(b.id, { state: 'uploaded', requestId: String(b.id) });
-  s.batches.finishBatch(b.id, { state: failures.length ? 'HasFailures' : 'Success', failures }, new Date(at).toISOString());
+  s.batches.finishBatch(
+    b.id,
+    { state: failures.length ? 'HasFailures' : 'Success', failures },
+    new Date(at).toISOString(),
+  );
   return b.id;
 }
 
 describe('retention: the audit period', () => {
   it('prunes delivered scans past the period and keeps everything undelivered', async () => {
-    const s = (store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-retention-')), 'buffer.db')));
-    const old = deliveredBatch(s, ['OLD-1', 'OLD-2', 'OLD-3', 'DEAD'], 40, [{ reference: 'DEAD', reason: 'Invalid DCP' }]);
+    const s = (store = BufferStore.openAt(
+      join(mkdtempSync(join(tmpdir(), 'sg-retention-')), 'buffer.db'),
+    ));
+    const old = deliveredBatch(s, ['OLD-1', 'OLD-2', 'OLD-3', 'DEAD'], 40, [
+      { reference: 'DEAD', reason: 'Invalid DCP' },
+    ]);
     const recent = deliveredBatch(s, ['NEW-1', 'NEW-2'], 10);
     // A dead letter that was replayed, and its replacement delivered long ago.
-    const replayedOld = deliveredBatch(s, ['FIXED'], 45, [{ reference: 'FIXED', reason: 'Invalid DCP' }]);
-    const deadId = sqlOf(s).prepare(`SELECT id FROM scans WHERE reference = 'FIXED'`).pluck().get() as number;
+    const replayedOld = deliveredBatch(s, ['FIXED'], 45, [
+      { reference: 'FIXED', reason: 'Invalid DCP' },
+    ]);
+    const deadId = sqlOf(s)
+      .prepare(`SELECT id FROM scans WHERE reference = 'FIXED'`)
+      .pluck()
+      .get() as number;
     const replacement = deliveredBatch(s, ['FIXED-AGAIN'], 35);
-    const replacementId = sqlOf(s).prepare(`SELECT id FROM scans WHERE reference = 'FIXED-AGAIN'`).pluck().get() as number;
-    sqlOf(s).prepare(`UPDATE scan_rows SET replayed_by = ? WHERE id = ?`).run(replacementId, deadId);
+    const replacementId = sqlOf(s)
+      .prepare(`SELECT id FROM scans WHERE reference = 'FIXED-AGAIN'`)
+      .pluck()
+      .get() as number;
+    sqlOf(s)
+      .prepare(`UPDATE scan_rows SET replayed_by = ? WHERE id = ?`)
+      .run(replacementId, deadId);
     // Undelivered: pending, held, and an upload still in flight.
     s.intake.commitIntake([scan('PENDING', NOW - 90 * DAY)], NOW - 90 * DAY);
     s.intake.commitIntake([scan('HELD', NOW - 90 * DAY)], NOW - 90 * DAY);
-    const held = formBatch(s, { maxScans: 1, maxBytes: 1e9, mode: 'direct', nowIso: new Date(NOW - 90 * DAY).toISOString() })!;
+    const held = formBatch(s, {
+      maxScans: 1,
+      maxBytes: 1e9,
+      mode: 'direct',
+      nowIso: new Date(NOW - 90 * DAY).toISOString(),
+    })!;
     s.batches.holdBatch(held.id, 'HTTP 400');
-    s.intake.commitIntake([other('noRead', NOW - 40 * DAY), other('duplicate', NOW - 40 * DAY), other('noRead', NOW - DAY), other('rejected', NOW - 90 * DAY)], NOW);
+    s.intake.commitIntake(
+      [
+        other('noRead', NOW - 40 * DAY),
+        other('duplicate', NOW - 40 * DAY),
+        other('noRead', NOW - DAY),
+        other('rejected', NOW - 90 * DAY),
+      ],
+      NOW,
+    );
     s.intake.commitIntake([], NOW - 40 * DAY, [{ inputId: 'in', hash: 'old', items: 1 }]);
     s.intake.commitIntake([], NOW - DAY, [{ inputId: 'in', hash: 'new', items: 1 }]);
 
-    const retention = new Retention({ store: s, retentionDays: 30, logger: silentLogger(), now: () => NOW, chunk: 2 });
+    const retention = new Retention({
+      store: s,
+      retentionDays: 30,
+      logger: silentLogger(),
+      now: () => NOW,
+      chunk: 2,
+    });
     const result = await retention.prune();
 
-    const refs = (sqlOf(s).prepare(`SELECT reference FROM scans ORDER BY reference`).pluck().all() as string[]).sort();
+    const refs = (
+      sqlOf(s).prepare(`SELECT reference FROM scans ORDER BY reference`).pluck().all() as string[]
+    ).sort();
     expect(refs).toEqual(['DEAD', 'HELD', 'NEW-1', 'NEW-2', 'PENDING']);
     expect(result).toEqual({ scans: 5, reads: 7, batches: 2, files: 1 });
     // The batch of the kept dead letter stays (its requestId is the audit of that failure).
-    const batches = sqlOf(s).prepare(`SELECT id FROM batches ORDER BY id`).pluck().all() as number[];
+    const batches = sqlOf(s)
+      .prepare(`SELECT id FROM batches ORDER BY id`)
+      .pluck()
+      .all() as number[];
     expect(batches).toEqual([old, recent, held.id].sort((a, b) => a - b));
     expect(batches).not.toContain(replayedOld);
     expect(batches).not.toContain(replacement);
-    const reads = sqlOf(s).prepare(`SELECT outcome, count(*) AS n FROM reads GROUP BY outcome ORDER BY outcome`).all();
+    const reads = sqlOf(s)
+      .prepare(`SELECT outcome, count(*) AS n FROM reads GROUP BY outcome ORDER BY outcome`)
+      .all();
     expect(reads).toEqual([
       { outcome: 'noRead', n: 1 },
       { outcome: 'rejected', n: 1 },
@@ -77,10 +140,18 @@ describe('retention: the audit period', () => {
   });
 
   it('runs at start and then periodically, and stops cleanly', async () => {
-    const s = (store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-retention-')), 'buffer.db')));
+    const s = (store = BufferStore.openAt(
+      join(mkdtempSync(join(tmpdir(), 'sg-retention-')), 'buffer.db'),
+    ));
     deliveredBatch(s, ['OLD-1'], 41);
     deliveredBatch(s, ['OLD-2'], 40);
-    const retention = new Retention({ store: s, retentionDays: 30, logger: silentLogger(), now: () => NOW, intervalMs: 20 });
+    const retention = new Retention({
+      store: s,
+      retentionDays: 30,
+      logger: silentLogger(),
+      now: () => NOW,
+      intervalMs: 20,
+    });
     retention.start();
     await new Promise((resolve) => setTimeout(resolve, 100));
     await retention.stop();
@@ -90,10 +161,17 @@ describe('retention: the audit period', () => {
   });
 
   it('never hands out a batch id twice, also after pruning every old batch', async () => {
-    const s = (store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-retention-')), 'buffer.db')));
+    const s = (store = BufferStore.openAt(
+      join(mkdtempSync(join(tmpdir(), 'sg-retention-')), 'buffer.db'),
+    ));
     const first = deliveredBatch(s, ['A'], 45);
     const second = deliveredBatch(s, ['B'], 40);
-    await new Retention({ store: s, retentionDays: 30, logger: silentLogger(), now: () => NOW }).prune();
+    await new Retention({
+      store: s,
+      retentionDays: 30,
+      logger: silentLogger(),
+      now: () => NOW,
+    }).prune();
     expect(s.batches.batch(first)).toBeUndefined();
     const third = deliveredBatch(s, ['C'], 1);
     expect(third).toBeGreaterThan(second);

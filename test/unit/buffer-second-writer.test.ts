@@ -22,7 +22,10 @@ function buffer(): { daemon: BufferStore; path: string } {
   const path = join(mkdtempSync(join(tmpdir(), 'sg-second-writer-')), 'buffer.db');
   const daemon = BufferStore.openAt(path);
   open.push(daemon);
-  daemon.intake.commitIntake(['A', 'B', 'C'].map((r) => scanAt(r, 'GI-01', NOW)), NOW);
+  daemon.intake.commitIntake(
+    ['A', 'B', 'C'].map((r) => scanAt(r, 'GI-01', NOW)),
+    NOW,
+  );
   return { daemon, path };
 }
 
@@ -61,13 +64,20 @@ describe('a second writer on the buffer (replay beside the daemon)', () => {
       } catch (e) {
         otherErr = e;
       }
-      return daemon.batches.writeBatch({ mode: 'direct', scanIds: pending.map((p) => p.id), bytes: 100, nowIso: new Date(NOW).toISOString() });
+      return daemon.batches.writeBatch({
+        mode: 'direct',
+        scanIds: pending.map((p) => p.id),
+        bytes: 100,
+        nowIso: new Date(NOW).toISOString(),
+      });
     });
     expect((otherErr as { code?: string }).code).toBe('SQLITE_BUSY');
     expect(batch?.scanCount).toBe(3);
     // Once the daemon's transaction is over, the other writer commits.
     other.prepare(`INSERT INTO counters (name, value) VALUES ('x', 1)`).run();
-    expect(sqlOf(daemon).prepare(`SELECT value FROM counters WHERE name = 'x'`).pluck().get()).toBe(1);
+    expect(sqlOf(daemon).prepare(`SELECT value FROM counters WHERE name = 'x'`).pluck().get()).toBe(
+      1,
+    );
   });
 
   it('forming and finishing a batch on the daemon go through while another process holds a read transaction open', () => {
@@ -75,11 +85,22 @@ describe('a second writer on the buffer (replay beside the daemon)', () => {
     const reader = new Database(path, { readonly: true });
     open.push(reader);
     const snapshot = reader.transaction(() => {
-      const before = reader.prepare(`SELECT count(*) FROM scans WHERE state = 'pending'`).pluck().get();
-      const batch = formBatch(daemon, { maxScans: 10, maxBytes: 1e6, mode: 'direct', nowIso: new Date(NOW).toISOString() })!;
+      const before = reader
+        .prepare(`SELECT count(*) FROM scans WHERE state = 'pending'`)
+        .pluck()
+        .get();
+      const batch = formBatch(daemon, {
+        maxScans: 10,
+        maxBytes: 1e6,
+        mode: 'direct',
+        nowIso: new Date(NOW).toISOString(),
+      })!;
       daemon.batches.finishBatch(batch.id, { state: 'Success' }, new Date(NOW).toISOString());
       // The reader still sees its snapshot: WAL readers are not blocked, and do not block.
-      return { before, during: reader.prepare(`SELECT count(*) FROM scans WHERE state = 'pending'`).pluck().get() };
+      return {
+        before,
+        during: reader.prepare(`SELECT count(*) FROM scans WHERE state = 'pending'`).pluck().get(),
+      };
     })();
     expect(snapshot).toEqual({ before: 3, during: 3 });
     expect(daemon.reports.scanCounts()).toEqual({ delivered: 3 });

@@ -17,7 +17,8 @@ function problemsOf(text: string, baseDir?: string): ConfigProblem[] {
   try {
     parseConfigText(text, 'site.yaml', { ...(baseDir !== undefined ? { baseDir } : {}) });
   } catch (err) {
-    if (isGatewayError(err) && Array.isArray(err.details.problems)) return err.details.problems as ConfigProblem[];
+    if (isGatewayError(err) && Array.isArray(err.details.problems))
+      return err.details.problems as ConfigProblem[];
     throw err;
   }
   return [];
@@ -48,8 +49,13 @@ describe('two files inputs on one folder', () => {
 
   it('loadConfig compares relative folders as it resolves them: against its base folder', () => {
     const dir = mkdtempSync(join(tmpdir(), 'sg-clash-'));
-    writeFileSync(join(dir, 'site.yaml'), `${HEAD}inputs:\n  - { id: a, type: files, dir: ${dir}/inbox, dcp: SOP-3 }\n  - { id: b, type: files, dir: ./inbox/, dcp: SOP-3 }\n`);
-    expect(() => loadConfig(join(dir, 'site.yaml'), { baseDir: dir, env: {}, skipSecret: true })).toThrow(/site\.yaml:7:.*inputs\[b\]\.dir: input "a" watches the folder/);
+    writeFileSync(
+      join(dir, 'site.yaml'),
+      `${HEAD}inputs:\n  - { id: a, type: files, dir: ${dir}/inbox, dcp: SOP-3 }\n  - { id: b, type: files, dir: ./inbox/, dcp: SOP-3 }\n`,
+    );
+    expect(() =>
+      loadConfig(join(dir, 'site.yaml'), { baseDir: dir, env: {}, skipSecret: true }),
+    ).toThrow(/site\.yaml:7:.*inputs\[b\]\.dir: input "a" watches the folder/);
   });
 });
 
@@ -60,7 +66,9 @@ describe('two listeners on one address', () => {
       '9 sandbox.listen: the embedded sandbox (sandbox.listen) would listen on 127.0.0.1:8090, where the HTTP server (http.listen) listens already (127.0.0.1:8090)',
     ]);
     // 0.0.0.0 takes the port on every address.
-    expect(lines(text.replace('listen: 127.0.0.1:8090 }', 'listen: 0.0.0.0:8090 }'))).toHaveLength(1);
+    expect(lines(text.replace('listen: 127.0.0.1:8090 }', 'listen: 0.0.0.0:8090 }'))).toHaveLength(
+      1,
+    );
     // Other hosts or ports, a sandbox not enabled, or port 0 (a free port) do not clash.
     expect(lines(text.replace('listen: 127.0.0.1:8090 }', 'listen: 10.0.0.5:8090 }'))).toEqual([]);
     expect(lines(text.replace('listen: 127.0.0.1:8090 }', 'listen: 127.0.0.1:8080 }'))).toEqual([]);
@@ -69,20 +77,26 @@ describe('two listeners on one address', () => {
   });
 
   it('the default sandbox address clashes with an http.listen written on it', () => {
-    expect(lines(`${HEAD}inputs: []\nhttp: { listen: 0.0.0.0:8090 }\nsandbox: { enabled: true }\n`)).toEqual([
+    expect(
+      lines(`${HEAD}inputs: []\nhttp: { listen: 0.0.0.0:8090 }\nsandbox: { enabled: true }\n`),
+    ).toEqual([
       '7 sandbox.listen: the embedded sandbox (sandbox.listen) would listen on 127.0.0.1:8090, where the HTTP server (http.listen) listens already (0.0.0.0:8090)',
     ]);
   });
 
-  it('the sandbox\'s Kafka endpoint (sandbox.kafka.listen, default 127.0.0.1:9093) clashes like the other listeners', () => {
-    expect(lines(`${HEAD}inputs: []\nhttp: { listen: 127.0.0.1:9093 }\nsandbox: { enabled: true }\n`)).toEqual([
+  it("the sandbox's Kafka endpoint (sandbox.kafka.listen, default 127.0.0.1:9093) clashes like the other listeners", () => {
+    expect(
+      lines(`${HEAD}inputs: []\nhttp: { listen: 127.0.0.1:9093 }\nsandbox: { enabled: true }\n`),
+    ).toEqual([
       "7 sandbox.kafka.listen: the embedded sandbox's Kafka endpoint (sandbox.kafka.listen) would listen on 127.0.0.1:9093, where the HTTP server (http.listen) listens already (127.0.0.1:9093)",
     ]);
     const text = `${HEAD}inputs: []\nsandbox:\n  enabled: true\n  kafka: { listen: 127.0.0.1:8090 }\n`;
     expect(lines(text)).toEqual([
       "8 sandbox.kafka.listen: the embedded sandbox's Kafka endpoint (sandbox.kafka.listen) would listen on 127.0.0.1:8090, where the embedded sandbox (sandbox.listen) listens already (127.0.0.1:8090)",
     ]);
-    expect(lines(text.replace('kafka: { listen: 127.0.0.1:8090 }', 'kafka: { listen: 127.0.0.1:9094 }'))).toEqual([]);
+    expect(
+      lines(text.replace('kafka: { listen: 127.0.0.1:8090 }', 'kafka: { listen: 127.0.0.1:9094 }')),
+    ).toEqual([]);
   });
 
   it('two tcp server inputs on one port (0.0.0.0 or the same host), and one on http.listen', () => {

@@ -52,7 +52,13 @@ inputs:
 
 describe('configuration errors and environment values', () => {
   it('name the variable where a value from the environment is refused, never the value', () => {
-    const values = { SITE_TZ: 'Mars/TOPSECRET-1', UPSTREAM_URL: 'no url TOPSECRET-2', DCP_KIND: 'TOPSECRET-3', INPUT_TYPE: 'TOPSECRET-4', BAUD: 'TOPSECRET-5' };
+    const values = {
+      SITE_TZ: 'Mars/TOPSECRET-1',
+      UPSTREAM_URL: 'no url TOPSECRET-2',
+      DCP_KIND: 'TOPSECRET-3',
+      INPUT_TYPE: 'TOPSECRET-4',
+      BAUD: 'TOPSECRET-5',
+    };
     const message = problemsOf(CONFIG, values);
     expect(message).not.toContain('TOPSECRET');
     // Quoting the unknown type would show the value: `unknown type "TOPSECRET-4"`.
@@ -62,7 +68,13 @@ describe('configuration errors and environment values', () => {
   });
 
   it('a one- or two-character value is hidden where quoted, without garbling the rest', () => {
-    const message = problemsOf(CONFIG, { SITE_TZ: 'Europe/Berlin', UPSTREAM_URL: 'http://127.0.0.1:9', DCP_KIND: 'goodsIn', INPUT_TYPE: 'x', BAUD: '9600' });
+    const message = problemsOf(CONFIG, {
+      SITE_TZ: 'Europe/Berlin',
+      UPSTREAM_URL: 'http://127.0.0.1:9',
+      DCP_KIND: 'goodsIn',
+      INPUT_TYPE: 'x',
+      BAUD: '9600',
+    });
     expect(message).toContain('unknown type "${INPUT_TYPE}"');
     expect(message).toContain('one of: files, serial, mqtt, tcp, http');
   });

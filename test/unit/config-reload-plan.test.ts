@@ -14,14 +14,53 @@ const cfg = (text: string) => parseConfigText(text, 'x.yaml');
 
 describe('reload plan', () => {
   it.each([
-    ['nothing changed', BASE, { unchanged: ['a', 'b'], changed: [], added: [], removed: [], needsRestart: [], productCheckChanged: false }],
-    ['a rule added: no input restarts', `${BASE}rules:\n  - { name: r }\n`, { unchanged: ['a', 'b'], changed: [], needsRestart: [] }],
-    ['one input setting changed', BASE.replace('/dev/ttyB', '/dev/ttyC'), { unchanged: ['a'], changed: ['b'] }],
-    ['an input removed, one added', BASE.replace('id: b,', 'id: c,'), { unchanged: ['a'], removed: ['b'], added: ['c'] }],
-    ['a default written out is no change', BASE.replace('dcp: GI-01 }\n  - { id: b', 'dcp: GI-01, baudRate: 9600 }\n  - { id: b'), { unchanged: ['a', 'b'], changed: [] }],
-    ['sections that need a restart', `${BASE}delivery: { mode: presigned }\nhttp: { listen: 127.0.0.1:9999 }\n`, { needsRestart: ['delivery', 'http'] }],
-    ['a new http input needs a restart', `${BASE}  - { id: h, type: http, dcp: GI-01 }\n`, { added: ['h'], needsRestart: ['inputs.h (a new http input)'] }],
-    ['product check settings', `${BASE}productCheck: { intervalMs: 600000 }\n`, { productCheckChanged: true }],
+    [
+      'nothing changed',
+      BASE,
+      {
+        unchanged: ['a', 'b'],
+        changed: [],
+        added: [],
+        removed: [],
+        needsRestart: [],
+        productCheckChanged: false,
+      },
+    ],
+    [
+      'a rule added: no input restarts',
+      `${BASE}rules:\n  - { name: r }\n`,
+      { unchanged: ['a', 'b'], changed: [], needsRestart: [] },
+    ],
+    [
+      'one input setting changed',
+      BASE.replace('/dev/ttyB', '/dev/ttyC'),
+      { unchanged: ['a'], changed: ['b'] },
+    ],
+    [
+      'an input removed, one added',
+      BASE.replace('id: b,', 'id: c,'),
+      { unchanged: ['a'], removed: ['b'], added: ['c'] },
+    ],
+    [
+      'a default written out is no change',
+      BASE.replace('dcp: GI-01 }\n  - { id: b', 'dcp: GI-01, baudRate: 9600 }\n  - { id: b'),
+      { unchanged: ['a', 'b'], changed: [] },
+    ],
+    [
+      'sections that need a restart',
+      `${BASE}delivery: { mode: presigned }\nhttp: { listen: 127.0.0.1:9999 }\n`,
+      { needsRestart: ['delivery', 'http'] },
+    ],
+    [
+      'a new http input needs a restart',
+      `${BASE}  - { id: h, type: http, dcp: GI-01 }\n`,
+      { added: ['h'], needsRestart: ['inputs.h (a new http input)'] },
+    ],
+    [
+      'product check settings',
+      `${BASE}productCheck: { intervalMs: 600000 }\n`,
+      { productCheckChanged: true },
+    ],
   ])('%s', (_what, next, expected) => {
     expect(planReload(cfg(BASE), cfg(next))).toMatchObject(expected);
   });

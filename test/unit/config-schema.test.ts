@@ -3,7 +3,13 @@ import { join } from 'node:path';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
-import { configJsonSchema, DOCS_BEGIN, DOCS_END, renderConfigDocs, renderConfigReference } from '../../src/config/json-schema.js';
+import {
+  configJsonSchema,
+  DOCS_BEGIN,
+  DOCS_END,
+  renderConfigDocs,
+  renderConfigReference,
+} from '../../src/config/json-schema.js';
 import { loadConfig } from '../../src/config/load.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 
@@ -37,7 +43,10 @@ describe('JSON Schema of the configuration', () => {
   });
 
   it('refuses unknown keys and wrong types, like the loader', () => {
-    const raw = parse(readFileSync(join(PACKAGE_ROOT, 'config/example.yaml'), 'utf8')) as Record<string, unknown>;
+    const raw = parse(readFileSync(join(PACKAGE_ROOT, 'config/example.yaml'), 'utf8')) as Record<
+      string,
+      unknown
+    >;
     expect(validate({ ...raw, rulez: [] })).toBe(false);
     expect(validate({ ...raw, rules: [{ name: 'x', match: { regexp: '^A' } }] })).toBe(false);
     expect(validate({ ...raw, timeCheck: { action: 'drop' } })).toBe(false);
@@ -57,12 +66,23 @@ describe('JSON Schema of the configuration', () => {
       }
     };
     const props = schema.properties as Record<string, Record<string, unknown>>;
-    for (const section of ['site', 'dcps', 'lookups', 'rules', 'containers', 'timeCheck', 'productCheck']) {
+    for (const section of [
+      'site',
+      'dcps',
+      'lookups',
+      'rules',
+      'containers',
+      'timeCheck',
+      'productCheck',
+    ]) {
       const s = props[section]!;
       if (typeof s.description !== 'string') undescribed.push(section);
       walk((s.items as Record<string, unknown> | undefined) ?? s, section);
     }
-    for (const def of Object.values((schema.$defs ?? {}) as Record<string, Record<string, unknown>>)) walk(def, '$defs');
+    for (const def of Object.values(
+      (schema.$defs ?? {}) as Record<string, Record<string, unknown>>,
+    ))
+      walk(def, '$defs');
     expect(undescribed).toEqual([]);
   });
 });
@@ -78,13 +98,17 @@ describe('docs/configuration.md', () => {
   it('lists every key of the schema', () => {
     const reference = renderConfigReference();
     const paths = keyPaths(configJsonSchema(), '', new Set());
-    const missing = [...paths].filter((p) => !reference.includes(`\`${p}\``) && !p.startsWith('inputs[].'));
+    const missing = [...paths].filter(
+      (p) => !reference.includes(`\`${p}\``) && !p.startsWith('inputs[].'),
+    );
     expect(missing).toEqual([]);
     for (const def of ['ValueSource', 'Match']) expect(reference).toContain(`### ${def}`);
   });
 
   it('keeps the hand-written part when renewing', () => {
-    const renewed = renderConfigDocs(`# Title\n\nProse.\n\n${DOCS_BEGIN}\nold\n${DOCS_END}\n\nAfter.\n`);
+    const renewed = renderConfigDocs(
+      `# Title\n\nProse.\n\n${DOCS_BEGIN}\nold\n${DOCS_END}\n\nAfter.\n`,
+    );
     expect(renewed.startsWith('# Title\n\nProse.\n\n')).toBe(true);
     expect(renewed).not.toContain('\nold\n');
     expect(renewed.endsWith(`${DOCS_END}\n\nAfter.\n`)).toBe(true);
@@ -93,6 +117,12 @@ describe('docs/configuration.md', () => {
 
   it('documents the example configuration', () => {
     // The example must load without a secret (config check runs where the secret is not).
-    expect(loadConfig(join(PACKAGE_ROOT, 'config/example.yaml'), { baseDir: PACKAGE_ROOT, env: {}, skipSecret: true }).config.rules.length).toBeGreaterThan(0);
+    expect(
+      loadConfig(join(PACKAGE_ROOT, 'config/example.yaml'), {
+        baseDir: PACKAGE_ROOT,
+        env: {},
+        skipSecret: true,
+      }).config.rules.length,
+    ).toBeGreaterThan(0);
   });
 });

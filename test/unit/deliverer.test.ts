@@ -49,7 +49,9 @@ class FakeApi implements DeliveryApi {
     const scripted = this.status.shift();
     if (scripted) return scripted(requestId);
     const count = this.received.get(requestId);
-    return count === undefined ? { state: 'NotFound', requestId } : { state: 'Success', requestId, processed: count };
+    return count === undefined
+      ? { state: 'NotFound', requestId }
+      : { state: 'Success', requestId, processed: count };
   }
   ops(op: string) {
     return this.calls.filter((c) => c.op === op);
@@ -57,8 +59,21 @@ class FakeApi implements DeliveryApi {
 }
 
 function scan(reference: string): IntakeRecord {
-  const body = JSON.stringify({ reference, timeStamp: '2026-11-18T07:00:00', dcpKey: 'GI-01', productModelKey: 'PACK-A', parents: [], attributes: [] });
-  return { inputId: 'in', receivedAt: new Date(0), raw: Buffer.from(reference), outcome: 'scan', scan: { reference, dcpKey: 'GI-01', instant: new Date(0), body } };
+  const body = JSON.stringify({
+    reference,
+    timeStamp: '2026-11-18T07:00:00',
+    dcpKey: 'GI-01',
+    productModelKey: 'PACK-A',
+    parents: [],
+    attributes: [],
+  });
+  return {
+    inputId: 'in',
+    receivedAt: new Date(0),
+    raw: Buffer.from(reference),
+    outcome: 'scan',
+    scan: { reference, dcpKey: 'GI-01', instant: new Date(0), body },
+  };
 }
 
 let store: BufferStore;
@@ -75,7 +90,15 @@ function setup(over: Partial<DeliveryConfig>, random = () => 0) {
   const clock = { t: 1_700_000_000_000 };
   const now = () => clock.t;
   const api = new FakeApi(now);
-  const config = deliverySchema.parse({ maxBatchDelayMs: 0, statusPollMs: 100, statusPollMaxMs: 1000, retryBaseMs: 1000, retryMaxMs: 8000, notFoundGraceMs: 10_000, ...over });
+  const config = deliverySchema.parse({
+    maxBatchDelayMs: 0,
+    statusPollMs: 100,
+    statusPollMaxMs: 1000,
+    retryBaseMs: 1000,
+    retryMaxMs: 8000,
+    notFoundGraceMs: 10_000,
+    ...over,
+  });
   const make = () => new Deliverer({ store, api, config, logger: silentLogger(), now, random });
   return {
     clock,
@@ -108,7 +131,11 @@ describe('deliverer: retries, Retry-After and the circuit', () => {
       expect(t.api.ops('upload')).toHaveLength(n);
       if (n < 3) t.advance(5000);
     }
-    expect(d.snapshot()).toMatchObject({ circuit: 'open', consecutiveFailures: 3, lastError: { message: expect.stringContaining('429') } });
+    expect(d.snapshot()).toMatchObject({
+      circuit: 'open',
+      consecutiveFailures: 3,
+      lastError: { message: expect.stringContaining('429') },
+    });
     const [first, second, third] = t.api.ops('upload');
     expect(second!.at - first!.at).toBeGreaterThanOrEqual(5000);
     expect(third!.at - second!.at).toBeGreaterThanOrEqual(5000);
@@ -117,7 +144,11 @@ describe('deliverer: retries, Retry-After and the circuit', () => {
     expect(d.snapshot().circuit).toBe('half-open');
     t.advance(0);
     await waitFor(() => store.batches.batchesInState('uploaded').length === 1);
-    expect(d.snapshot()).toMatchObject({ circuit: 'closed', consecutiveFailures: 0, possibleDuplicates: 0 });
+    expect(d.snapshot()).toMatchObject({
+      circuit: 'closed',
+      consecutiveFailures: 0,
+      possibleDuplicates: 0,
+    });
     t.advance(100);
     await waitFor(() => store.reports.scanCounts().delivered === 2);
   });
@@ -130,7 +161,11 @@ describe('deliverer: retries, Retry-After and the circuit', () => {
     t.start();
     const expected = [999, 1998, 3996, 7992, 7992];
     for (let n = 1; n <= 5; n++) {
-      await waitFor(() => store.batches.batchesInState('ready')[0]?.attempts === n && store.batches.batchesInState('ready')[0]?.lastError !== null);
+      await waitFor(
+        () =>
+          store.batches.batchesInState('ready')[0]?.attempts === n &&
+          store.batches.batchesInState('ready')[0]?.lastError !== null,
+      );
       const b = store.batches.batchesInState('ready')[0]!;
       expect(b.nextAttemptAt - t.clock.t).toBe(expected[n - 1]);
       t.advance(expected[n - 1]!);
@@ -140,7 +175,17 @@ describe('deliverer: retries, Retry-After and the circuit', () => {
 
   it('holds a batch the service refuses for good (400) with the answer, and does not retry it', async () => {
     const t = setup({ mode: 'direct' });
-    t.api.upload.push(() => Promise.reject(httpError('POST', '/api/trace/v3/scans', 400, '{"title":"The scan batch is invalid"}', undefined)));
+    t.api.upload.push(() =>
+      Promise.reject(
+        httpError(
+          'POST',
+          '/api/trace/v3/scans',
+          400,
+          '{"title":"The scan batch is invalid"}',
+          undefined,
+        ),
+      ),
+    );
     store.intake.commitIntake([scan('A'), scan('B')], t.clock.t);
     t.start();
     await waitFor(() => store.batches.batchesInState('held').length === 1);
@@ -148,12 +193,19 @@ describe('deliverer: retries, Retry-After and the circuit', () => {
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(t.api.ops('upload')).toHaveLength(1);
     expect(store.reports.scanCounts()).toEqual({ held: 2 });
-    expect(store.reports.recentProblems(5)[0]).toMatchObject({ kind: 'failed', reason: expect.stringContaining('HTTP 400') });
+    expect(store.reports.recentProblems(5)[0]).toMatchObject({
+      kind: 'failed',
+      reason: expect.stringContaining('HTTP 400'),
+    });
   });
 
   it('retries a 401 that outlived the token refresh, without holding the batch', async () => {
     const t = setup({ mode: 'direct' });
-    t.api.upload.push(() => Promise.reject(new GatewayError(ErrorCodes.UPSTREAM_AUTH, 'answered 401 with a freshly obtained token')));
+    t.api.upload.push(() =>
+      Promise.reject(
+        new GatewayError(ErrorCodes.UPSTREAM_AUTH, 'answered 401 with a freshly obtained token'),
+      ),
+    );
     store.intake.commitIntake([scan('A')], t.clock.t);
     const d = t.start();
     await waitFor(() => d.snapshot().lastError?.message.includes('401') === true);
@@ -168,7 +220,12 @@ describe('deliverer: crash recovery decided from the stored state', () => {
   it('sends a direct batch left `uploading` again and counts it as a possible duplicate, across restarts', async () => {
     const t = setup({ mode: 'direct' });
     store.intake.commitIntake([scan('A'), scan('B'), scan('C')], t.clock.t);
-    const b = formBatch(store, { mode: 'direct', maxScans: 10, maxBytes: 1e6, nowIso: new Date(t.clock.t).toISOString() })!;
+    const b = formBatch(store, {
+      mode: 'direct',
+      maxScans: 10,
+      maxBytes: 1e6,
+      nowIso: new Date(t.clock.t).toISOString(),
+    })!;
     store.batches.updateBatch(b.id, { state: 'uploading', attempts: 1 }); // the process died during the POST
     const d = t.start();
     await waitFor(() => store.batches.batchesInState('uploaded').length === 1);
@@ -176,16 +233,29 @@ describe('deliverer: crash recovery decided from the stored state', () => {
     expect(d.snapshot()).toMatchObject({ possibleDuplicates: 3, possibleDuplicateUploads: 1 });
     expect(store.batches.batch(b.id)?.possibleDuplicate).toBe(1);
     await d.stop();
-    expect(t.make().snapshot()).toMatchObject({ possibleDuplicates: 3, possibleDuplicateUploads: 1 });
+    expect(t.make().snapshot()).toMatchObject({
+      possibleDuplicates: 3,
+      possibleDuplicateUploads: 1,
+    });
   });
 
   it('does not count a resend after a refused connection, or after no token could be had (nothing was sent)', async () => {
     const t = setup({ mode: 'direct' });
-    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9'), { code: 'ECONNREFUSED' });
+    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9'), {
+      code: 'ECONNREFUSED',
+    });
     t.api.upload.push(() => Promise.reject(networkError('POST', '/api/trace/v3/scans', refused)));
-    const tokenDown = networkError('POST', '/oauth2/token', Object.assign(new Error('getaddrinfo ENOTFOUND auth'), { code: 'ENOTFOUND' }));
+    const tokenDown = networkError(
+      'POST',
+      '/oauth2/token',
+      Object.assign(new Error('getaddrinfo ENOTFOUND auth'), { code: 'ENOTFOUND' }),
+    );
     t.api.upload.push(() => Promise.reject(tokenDown));
-    const noToken = new GatewayError(ErrorCodes.UPSTREAM_NETWORK, 'POST /oauth2/token failed: socket hang up', { details: { notSent: true } });
+    const noToken = new GatewayError(
+      ErrorCodes.UPSTREAM_NETWORK,
+      'POST /oauth2/token failed: socket hang up',
+      { details: { notSent: true } },
+    );
     t.api.upload.push(() => Promise.reject(noToken));
     store.intake.commitIntake([scan('A'), scan('B')], t.clock.t);
     const d = t.start(); // no backoff here (random = 0): the three failures, then the upload
@@ -198,7 +268,15 @@ describe('deliverer: crash recovery decided from the stored state', () => {
     const t = setup({ mode: 'direct' });
     const token = { notSent: true, stage: 'token' };
     // The token endpoint answered 200 with an HTML page, then 404 (a wrong authUrl): the upload never left.
-    t.api.upload.push(() => Promise.reject(new GatewayError(ErrorCodes.UPSTREAM_TOKEN, 'token response cannot be used: the answer is not JSON', { details: { status: 200, ...token } })));
+    t.api.upload.push(() =>
+      Promise.reject(
+        new GatewayError(
+          ErrorCodes.UPSTREAM_TOKEN,
+          'token response cannot be used: the answer is not JSON',
+          { details: { status: 200, ...token } },
+        ),
+      ),
+    );
     const notFound = httpError('POST', '/oauth2/token', 404, '', undefined);
     Object.assign(notFound.details, token);
     t.api.upload.push(() => Promise.reject(notFound));
@@ -214,7 +292,15 @@ describe('deliverer: crash recovery decided from the stored state', () => {
 
   it('counts a direct upload whose answer was lost (reset) as a possible duplicate', async () => {
     const t = setup({ mode: 'direct' });
-    t.api.upload.push(() => Promise.reject(networkError('POST', '/api/trace/v3/scans', Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }))));
+    t.api.upload.push(() =>
+      Promise.reject(
+        networkError(
+          'POST',
+          '/api/trace/v3/scans',
+          Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }),
+        ),
+      ),
+    );
     store.intake.commitIntake([scan('A'), scan('B')], t.clock.t);
     const d = t.start();
     await waitFor(() => d.snapshot().possibleDuplicates === 2);
@@ -223,9 +309,17 @@ describe('deliverer: crash recovery decided from the stored state', () => {
     expect(d.snapshot().possibleDuplicateUploads).toBe(1);
   });
 
-  function presignedBatch(t: ReturnType<typeof setup>, fields: { putStartedAt?: number | null; presignedExpiresAt?: number }) {
+  function presignedBatch(
+    t: ReturnType<typeof setup>,
+    fields: { putStartedAt?: number | null; presignedExpiresAt?: number },
+  ) {
     store.intake.commitIntake([scan('A'), scan('B')], t.clock.t);
-    const b = formBatch(store, { mode: 'presigned', maxScans: 10, maxBytes: 1e6, nowIso: new Date(t.clock.t).toISOString() })!;
+    const b = formBatch(store, {
+      mode: 'presigned',
+      maxScans: 10,
+      maxBytes: 1e6,
+      nowIso: new Date(t.clock.t).toISOString(),
+    })!;
     store.batches.updateBatch(b.id, {
       state: 'presigned',
       requestId: '77',
@@ -254,7 +348,9 @@ describe('deliverer: crash recovery decided from the stored state', () => {
     const t = setup({ mode: 'presigned' }, () => 0.5);
     const b = presignedBatch(t, { putStartedAt: t.clock.t - 50 });
     t.api.received.set('77', 2);
-    t.api.status.push(() => Promise.reject(httpError('GET', '/api/trace/v3/scans/77/status', 503, '', undefined)));
+    t.api.status.push(() =>
+      Promise.reject(httpError('GET', '/api/trace/v3/scans/77/status', 503, '', undefined)),
+    );
     t.start();
     await waitFor(() => store.batches.batch(b.id)?.lastError?.includes('503') === true);
     expect(store.batches.batch(b.id)?.putStartedAt).not.toBeNull();
@@ -270,10 +366,20 @@ describe('deliverer: crash recovery decided from the stored state', () => {
     // The PUT arrives, its answer does not.
     t.api.put.push(() => {
       t.api.received.set('77', 2);
-      return Promise.reject(networkError('PUT', '<pre-signed url>', Object.assign(new Error('other side closed'), { code: 'UND_ERR_SOCKET' })));
+      return Promise.reject(
+        networkError(
+          'PUT',
+          '<pre-signed url>',
+          Object.assign(new Error('other side closed'), { code: 'UND_ERR_SOCKET' }),
+        ),
+      );
     });
     t.start();
-    await waitFor(() => store.batches.batch(b.id)?.lastError !== null && store.batches.batch(b.id)?.state === 'presigned');
+    await waitFor(
+      () =>
+        store.batches.batch(b.id)?.lastError !== null &&
+        store.batches.batch(b.id)?.state === 'presigned',
+    );
     t.advance(1000);
     await waitFor(() => store.batches.batch(b.id)?.state === 'uploaded');
     expect(t.api.ops('put')).toHaveLength(1);
@@ -309,17 +415,37 @@ describe('deliverer: crash recovery decided from the stored state', () => {
   it('retries a PUT whose answer was lost on the retry backoff, to the same address, however often it is cut', async () => {
     const t = setup({ mode: 'presigned', notFoundGraceMs: 60_000 }, () => 0.5);
     const b = presignedBatch(t, {});
-    const cut = () => Promise.reject(networkError('PUT', '<pre-signed url>', Object.assign(new Error('other side closed'), { code: 'UND_ERR_SOCKET' })));
+    const cut = () =>
+      Promise.reject(
+        networkError(
+          'PUT',
+          '<pre-signed url>',
+          Object.assign(new Error('other side closed'), { code: 'UND_ERR_SOCKET' }),
+        ),
+      );
     t.api.put.push(cut, cut);
     const d = t.start();
-    await waitFor(() => t.api.ops('put').length === 1 && store.batches.batch(b.id)?.lastError !== null);
-    expect(store.batches.batch(b.id)).toMatchObject({ state: 'presigned', nextAttemptAt: t.clock.t + 500 });
+    await waitFor(
+      () => t.api.ops('put').length === 1 && store.batches.batch(b.id)?.lastError !== null,
+    );
+    expect(store.batches.batch(b.id)).toMatchObject({
+      state: 'presigned',
+      nextAttemptAt: t.clock.t + 500,
+    });
     t.advance(500); // one backoff step (retryBaseMs 1000, jitter 0.5), far short of the grace
     await waitFor(() => t.api.ops('put').length === 2);
-    await waitFor(() => store.batches.batch(b.id)?.state === 'presigned' && store.batches.batch(b.id)!.nextAttemptAt > t.clock.t);
+    await waitFor(
+      () =>
+        store.batches.batch(b.id)?.state === 'presigned' &&
+        store.batches.batch(b.id)!.nextAttemptAt > t.clock.t,
+    );
     t.advance(1000); // the next step: 2000 · 0.5
     await waitFor(() => store.batches.batch(b.id)?.state === 'uploaded');
-    expect(t.api.ops('put').map((c) => c.url)).toEqual(['http://s3.test/77', 'http://s3.test/77', 'http://s3.test/77']);
+    expect(t.api.ops('put').map((c) => c.url)).toEqual([
+      'http://s3.test/77',
+      'http://s3.test/77',
+      'http://s3.test/77',
+    ]);
     expect(t.api.ops('status')).toHaveLength(2); // asked before each second PUT
     t.advance(100);
     await waitFor(() => store.batches.batch(b.id)?.state === 'done');
@@ -329,7 +455,10 @@ describe('deliverer: crash recovery decided from the stored state', () => {
 
   it('keeps the NotFound grace when the address cannot be used again (about to expire), then sends under a new one, counted', async () => {
     const t = setup({ mode: 'presigned', notFoundGraceMs: 10_000 });
-    const b = presignedBatch(t, { putStartedAt: t.clock.t - 1000, presignedExpiresAt: t.clock.t + 30_000 });
+    const b = presignedBatch(t, {
+      putStartedAt: t.clock.t - 1000,
+      presignedExpiresAt: t.clock.t + 30_000,
+    });
     const d = t.start();
     await waitFor(() => store.batches.batch(b.id)?.state === 'uploaded');
     expect(t.api.ops('put')).toHaveLength(0);
@@ -348,7 +477,9 @@ describe('deliverer: crash recovery decided from the stored state', () => {
     const b = presignedBatch(t, { putStartedAt: t.clock.t - 1000 });
     t.api.put.push(() => Promise.reject(httpError('PUT', '<pre-signed url>', 413, '', undefined)));
     const d = t.start();
-    await waitFor(() => t.api.ops('put').length >= 1 && d.snapshot().possibleDuplicateUploads === 1);
+    await waitFor(
+      () => t.api.ops('put').length >= 1 && d.snapshot().possibleDuplicateUploads === 1,
+    );
     expect(d.snapshot().possibleDuplicates).toBe(2);
     expect(store.batches.batch(b.id)?.requestId).not.toBe('77');
   });
@@ -368,26 +499,45 @@ describe('deliverer: crash recovery decided from the stored state', () => {
   it('asks for a new address when the old one is refused (403) or about to expire', async () => {
     const t = setup({ mode: 'presigned' });
     const b = presignedBatch(t, {});
-    t.api.put.push(() => Promise.reject(new GatewayError(ErrorCodes.PRESIGNED_REFUSED, 'used already', { details: { status: 403 } })));
+    t.api.put.push(() =>
+      Promise.reject(
+        new GatewayError(ErrorCodes.PRESIGNED_REFUSED, 'used already', {
+          details: { status: 403 },
+        }),
+      ),
+    );
     t.start();
     await waitFor(() => store.batches.batch(b.id)?.state === 'uploaded');
-    expect(t.api.ops('put').map((c) => c.url)).toEqual(['http://s3.test/77', `http://s3.test/${store.batches.batch(b.id)!.requestId}`]);
+    expect(t.api.ops('put').map((c) => c.url)).toEqual([
+      'http://s3.test/77',
+      `http://s3.test/${store.batches.batch(b.id)!.requestId}`,
+    ]);
     expect(store.batches.batch(b.id)?.requestId).not.toBe('77');
 
     const t2 = setup({ mode: 'presigned' });
     const b2 = presignedBatch(t2, { presignedExpiresAt: t2.clock.t + 30_000 });
     t2.start();
     await waitFor(() => store.batches.batch(b2.id)?.state === 'uploaded');
-    expect(t2.api.ops('put').map((c) => c.url)).toEqual([`http://s3.test/${store.batches.batch(b2.id)!.requestId}`]);
+    expect(t2.api.ops('put').map((c) => c.url)).toEqual([
+      `http://s3.test/${store.batches.batch(b2.id)!.requestId}`,
+    ]);
   });
 });
 
 describe('deliverer: answers the contract leaves open (found against an independent upstream)', () => {
-  const refused403 = () => Promise.reject(new GatewayError(ErrorCodes.PRESIGNED_REFUSED, 'used already', { details: { status: 403 } }));
+  const refused403 = () =>
+    Promise.reject(
+      new GatewayError(ErrorCodes.PRESIGNED_REFUSED, 'used already', { details: { status: 403 } }),
+    );
 
   function presignedBatch(t: ReturnType<typeof setup>) {
     store.intake.commitIntake([scan('A'), scan('B')], t.clock.t);
-    return formBatch(store, { mode: 'presigned', maxScans: 10, maxBytes: 1e6, nowIso: new Date(t.clock.t).toISOString() })!;
+    return formBatch(store, {
+      mode: 'presigned',
+      maxScans: 10,
+      maxBytes: 1e6,
+      nowIso: new Date(t.clock.t).toISOString(),
+    })!;
   }
 
   it('waits with backoff when every pre-signed address is refused, instead of asking for one after another', async () => {
@@ -408,7 +558,9 @@ describe('deliverer: answers the contract leaves open (found against an independ
     const t = setup({ mode: 'presigned' }, () => 0.5);
     t.api.put.push(() => {
       t.api.received.set('1000', 2); // stored, then the proxy in front answers 502
-      return Promise.reject(httpError('PUT', '<pre-signed url>', 502, '<html>Bad Gateway</html>', undefined));
+      return Promise.reject(
+        httpError('PUT', '<pre-signed url>', 502, '<html>Bad Gateway</html>', undefined),
+      );
     });
     const b = presignedBatch(t);
     const d = t.start();
@@ -433,14 +585,25 @@ describe('deliverer: answers the contract leaves open (found against an independ
     await waitFor(() => store.batches.batch(b.id)?.state === 'uploaded');
     t.advance(10_001); // NotFound past the grace: the same address once more
     await waitFor(() => t.api.ops('put').length === 2);
-    expect(t.api.ops('put').map((c) => c.url)).toEqual(['http://s3.test/1000', 'http://s3.test/1000']);
-    await waitFor(() => store.batches.batch(b.id)?.state === 'uploaded' && store.batches.batch(b.id)?.presignedUrl === null);
+    expect(t.api.ops('put').map((c) => c.url)).toEqual([
+      'http://s3.test/1000',
+      'http://s3.test/1000',
+    ]);
+    await waitFor(
+      () =>
+        store.batches.batch(b.id)?.state === 'uploaded' &&
+        store.batches.batch(b.id)?.presignedUrl === null,
+    );
     expect(d.snapshot().possibleDuplicates).toBe(0);
     t.advance(5000); // within the new grace window: only polled
     await waitFor(() => t.api.ops('status').length >= 3);
     expect(t.api.ops('presign')).toHaveLength(1);
     t.advance(5001);
-    await waitFor(() => store.batches.batch(b.id)?.requestId === '1001' && store.batches.batch(b.id)?.state === 'uploaded');
+    await waitFor(
+      () =>
+        store.batches.batch(b.id)?.requestId === '1001' &&
+        store.batches.batch(b.id)?.state === 'uploaded',
+    );
     t.advance(100);
     await waitFor(() => store.batches.batch(b.id)?.state === 'done');
     expect(t.api.ops('presign')).toHaveLength(2);
@@ -450,7 +613,15 @@ describe('deliverer: answers the contract leaves open (found against an independ
 
   it('holds a direct batch whose 2xx answer cannot be read, instead of sending it again and again', async () => {
     const t = setup({ mode: 'direct' });
-    t.api.upload.push(() => Promise.reject(new GatewayError(ErrorCodes.UPSTREAM_RESPONSE, 'uploadScans: response field requestId is missing', { details: { status: 200 } })));
+    t.api.upload.push(() =>
+      Promise.reject(
+        new GatewayError(
+          ErrorCodes.UPSTREAM_RESPONSE,
+          'uploadScans: response field requestId is missing',
+          { details: { status: 200 } },
+        ),
+      ),
+    );
     store.intake.commitIntake([scan('A'), scan('B')], t.clock.t);
     const d = t.start();
     await waitFor(() => store.reports.scanCounts().held === 2);
@@ -463,7 +634,10 @@ describe('deliverer: answers the contract leaves open (found against an independ
 
   it('counts failing status checks in a row for the health page, and forgets them once one is answered', async () => {
     const t = setup({ mode: 'direct' }, () => 0.5);
-    const failing = () => Promise.reject(httpError('GET', '/api/trace/v3/scans/1000/status', 503, '<html>busy</html>', undefined));
+    const failing = () =>
+      Promise.reject(
+        httpError('GET', '/api/trace/v3/scans/1000/status', 503, '<html>busy</html>', undefined),
+      );
     t.api.status.push(failing, failing, failing);
     store.intake.commitIntake([scan('A')], t.clock.t);
     const d = t.start();
@@ -486,7 +660,10 @@ describe('deliverer: answers the contract leaves open (found against an independ
 describe('deliverer: a buffer that cannot be written', () => {
   it('reports a full disk as a step error until a step succeeds again', async () => {
     const t = setup({ mode: 'direct' });
-    store.intake.commitIntake(Array.from({ length: 3000 }, (_, i) => scan(`FULL-${i}`)), t.clock.t);
+    store.intake.commitIntake(
+      Array.from({ length: 3000 }, (_, i) => scan(`FULL-${i}`)),
+      t.clock.t,
+    );
     // The disk fills up: no page left, the free list used up by filler that is deleted later.
     const pages = sqlOf(store).pragma('page_count', { simple: true }) as number;
     sqlOf(store).pragma(`max_page_count = ${pages}`);
@@ -501,7 +678,9 @@ describe('deliverer: a buffer that cannot be written', () => {
     // And the last page of the batches table: forming a batch now needs a new page. (Moving
     // scans to a batch may free index pages as it goes, and finishing one writes no scan rows,
     // so a full disk alone no longer stops every step.)
-    const filler = sqlOf(store).prepare(`INSERT INTO batches (mode, state, scan_count, bytes, created_at) VALUES ('direct', 'held', 0, 0, '2026-01-01T00:00:00.000Z')`);
+    const filler = sqlOf(store).prepare(
+      `INSERT INTO batches (mode, state, scan_count, bytes, created_at) VALUES ('direct', 'held', 0, 0, '2026-01-01T00:00:00.000Z')`,
+    );
     for (;;) {
       try {
         filler.run();
@@ -511,7 +690,10 @@ describe('deliverer: a buffer that cannot be written', () => {
     }
     const d = t.start();
     await waitFor(() => d.snapshot().stepError !== undefined);
-    expect(d.snapshot().stepError).toMatchObject({ diskFull: true, message: expect.stringMatching(/full/i) });
+    expect(d.snapshot().stepError).toMatchObject({
+      diskFull: true,
+      message: expect.stringMatching(/full/i),
+    });
     expect(store.batches.batchesInState('uploaded')).toHaveLength(0);
     sqlOf(store).prepare('DELETE FROM space_probe').run();
     sqlOf(store).pragma(`max_page_count = ${pages * 10}`);
@@ -523,16 +705,27 @@ describe('deliverer: a buffer that cannot be written', () => {
 describe('deliverer: batching', () => {
   it('auto mode sends a backlog pre-signed in large batches and a trickle direct', async () => {
     const t = setup({ mode: 'auto', maxBatchScans: 100, presignedMaxScans: 1000 });
-    store.intake.commitIntake(Array.from({ length: 2500 }, (_, i) => scan(`P-${i}`)), t.clock.t);
+    store.intake.commitIntake(
+      Array.from({ length: 2500 }, (_, i) => scan(`P-${i}`)),
+      t.clock.t,
+    );
     t.start();
-    await waitFor(() => store.reports.totals().pendingScans === 0 && store.batches.batchesInState('ready', 'presigned').length === 0, { timeoutMs: 10_000 });
+    await waitFor(
+      () =>
+        store.reports.totals().pendingScans === 0 &&
+        store.batches.batchesInState('ready', 'presigned').length === 0,
+      { timeoutMs: 10_000 },
+    );
     const batches = store.reports.recentBatches(100).reverse();
     expect(batches.map((b) => [b.mode, b.scanCount])).toEqual([
       ['presigned', 1000],
       ['presigned', 1000],
       ['presigned', 500],
     ]);
-    store.intake.commitIntake(Array.from({ length: 50 }, (_, i) => scan(`D-${i}`)), t.clock.t);
+    store.intake.commitIntake(
+      Array.from({ length: 50 }, (_, i) => scan(`D-${i}`)),
+      t.clock.t,
+    );
     deliverer!.wake();
     await waitFor(() => store.reports.totals().pendingScans === 0, { timeoutMs: 10_000 });
     expect(store.reports.recentBatches(1)[0]).toMatchObject({ mode: 'direct', scanCount: 50 });
@@ -541,8 +734,20 @@ describe('deliverer: batching', () => {
   it('drains a backlog in which one reference repeats hundreds of times (one of them per batch)', async () => {
     store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-deliverer-')), 'buffer.db'));
     const api = new FakeApi(Date.now);
-    const config = deliverySchema.parse({ mode: 'direct', maxBatchScans: 500, maxBatchDelayMs: 0, statusPollMs: 1, statusPollMaxMs: 5 });
-    store.intake.commitIntake([...Array.from({ length: 300 }, () => scan('SAME')), ...Array.from({ length: 1000 }, (_, i) => scan(`U-${i}`))], Date.now());
+    const config = deliverySchema.parse({
+      mode: 'direct',
+      maxBatchScans: 500,
+      maxBatchDelayMs: 0,
+      statusPollMs: 1,
+      statusPollMaxMs: 5,
+    });
+    store.intake.commitIntake(
+      [
+        ...Array.from({ length: 300 }, () => scan('SAME')),
+        ...Array.from({ length: 1000 }, (_, i) => scan(`U-${i}`)),
+      ],
+      Date.now(),
+    );
     deliverer = new Deliverer({ store, api, config, logger: silentLogger() });
     deliverer.start();
     await waitFor(() => store.reports.scanCounts().delivered === 1300, { timeoutMs: 30_000 });

@@ -47,7 +47,9 @@ class Upstream implements DeliveryApi {
   }
   async getScanStatus(requestId: string): Promise<ScanStatusLike> {
     const n = this.received.get(requestId);
-    return n === undefined ? { state: 'NotFound', requestId } : { state: 'Success', requestId, processed: n };
+    return n === undefined
+      ? { state: 'NotFound', requestId }
+      : { state: 'Success', requestId, processed: n };
   }
   /** How many times each reference was uploaded. */
   counts(): Map<string, number> {
@@ -58,14 +60,36 @@ class Upstream implements DeliveryApi {
 }
 
 function scan(reference: string, pad = 400): IntakeRecord {
-  const body = JSON.stringify({ reference, timeStamp: '2026-11-18T07:00:00', dcpKey: 'GI-01', productModelKey: 'PACK-A', parents: [], attributes: [], pad: 'x'.repeat(pad) });
-  return { inputId: 'in', receivedAt: new Date(), raw: Buffer.from(reference), outcome: 'scan', scan: { reference, dcpKey: 'GI-01', instant: new Date(), body } };
+  const body = JSON.stringify({
+    reference,
+    timeStamp: '2026-11-18T07:00:00',
+    dcpKey: 'GI-01',
+    productModelKey: 'PACK-A',
+    parents: [],
+    attributes: [],
+    pad: 'x'.repeat(pad),
+  });
+  return {
+    inputId: 'in',
+    receivedAt: new Date(),
+    raw: Buffer.from(reference),
+    outcome: 'scan',
+    scan: { reference, dcpKey: 'GI-01', instant: new Date(), body },
+  };
 }
 
 /** Commits `n` scans, batches and finishes them: the audit (delivered, kept for its period). */
 function deliveredBatch(s: BufferStore, prefix: string, n: number): number {
-  s.intake.commitIntake(Array.from({ length: n }, (_, i) => scan(`${prefix}-${i}`)), Date.now());
-  const b = formBatch(s, { maxScans: 10_000, maxBytes: 1e9, mode: 'direct', nowIso: new Date().toISOString() })!;
+  s.intake.commitIntake(
+    Array.from({ length: n }, (_, i) => scan(`${prefix}-${i}`)),
+    Date.now(),
+  );
+  const b = formBatch(s, {
+    maxScans: 10_000,
+    maxBytes: 1e9,
+    mode: 'direct',
+    nowIso: new Date().toISOString(),
+  })!;
   s.batches.updateBatch(b.id, { state: 'uploaded', requestId: `audit-${b.id}` });
   s.batches.finishBatch(b.id, { state: 'Success', failures: [] }, new Date().toISOString());
   return b.id;
@@ -109,9 +133,30 @@ function start(s: BufferStore, api: Upstream) {
   const mem = memoryLogger('info');
   const retention = new Retention({ store: s, retentionDays: 30, logger: mem.logger });
   // The file system has room; only SQLite's page limit is reached. No reserve: a page limit has none.
-  const guard = new DiskGuard({ store: s, retention, logger: mem.logger, reserveBytes: 0, statfs: () => ({ free: 1e12, size: 2e12 }), step: 200 });
-  const config = deliverySchema.parse({ mode: 'direct', maxBatchScans: 200, maxBatchDelayMs: 0, statusPollMs: 20, statusPollMaxMs: 50, retryBaseMs: 20, retryMaxMs: 50 });
-  const deliverer = new Deliverer({ store: s, api, config, logger: mem.logger, onDiskFull: () => guard.reportFull() });
+  const guard = new DiskGuard({
+    store: s,
+    retention,
+    logger: mem.logger,
+    reserveBytes: 0,
+    statfs: () => ({ free: 1e12, size: 2e12 }),
+    step: 200,
+  });
+  const config = deliverySchema.parse({
+    mode: 'direct',
+    maxBatchScans: 200,
+    maxBatchDelayMs: 0,
+    statusPollMs: 20,
+    statusPollMaxMs: 50,
+    retryBaseMs: 20,
+    retryMaxMs: 50,
+  });
+  const deliverer = new Deliverer({
+    store: s,
+    api,
+    config,
+    logger: mem.logger,
+    onDiskFull: () => guard.reportFull(),
+  });
   guard.start();
   deliverer.start();
   stopAll = async () => {
@@ -122,70 +167,102 @@ function start(s: BufferStore, api: Upstream) {
 }
 
 describe('delivery on a full buffer (max_page_count)', () => {
-  it('still records batch state, the audit yields oldest first, and every undelivered scan is delivered, none pruned', { timeout: 90_000 }, async () => {
-    const s = (store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-full-delivery-')), 'buffer.db')));
-    const first = deliveredBatch(s, 'AUDIT-1', 200);
-    const second = deliveredBatch(s, 'AUDIT-2', 200);
-    const newest = deliveredBatch(s, 'AUDIT-3', 200);
-    // A page limit a little above what is used, then filled with undelivered scans to the last page.
-    sqlOf(s).pragma(`max_page_count = ${(sqlOf(s).pragma('page_count', { simple: true }) as number) + 150}`);
-    const pending = fill(s, 'PENDING');
-    expect(pending.length).toBeGreaterThan(100);
+  it(
+    'still records batch state, the audit yields oldest first, and every undelivered scan is delivered, none pruned',
+    { timeout: 90_000 },
+    async () => {
+      const s = (store = BufferStore.openAt(
+        join(mkdtempSync(join(tmpdir(), 'sg-full-delivery-')), 'buffer.db'),
+      ));
+      const first = deliveredBatch(s, 'AUDIT-1', 200);
+      const second = deliveredBatch(s, 'AUDIT-2', 200);
+      const newest = deliveredBatch(s, 'AUDIT-3', 200);
+      // A page limit a little above what is used, then filled with undelivered scans to the last page.
+      sqlOf(s).pragma(
+        `max_page_count = ${(sqlOf(s).pragma('page_count', { simple: true }) as number) + 150}`,
+      );
+      const pending = fill(s, 'PENDING');
+      expect(pending.length).toBeGreaterThan(100);
 
-    const api = new Upstream();
-    const { guard } = start(s, api);
-    await waitFor(() => s.reports.totals().undeliveredScans === 0, { timeoutMs: 60_000, intervalMs: 50, what: 'every pending scan delivered on the full buffer' });
+      const api = new Upstream();
+      const { guard } = start(s, api);
+      await waitFor(() => s.reports.totals().undeliveredScans === 0, {
+        timeoutMs: 60_000,
+        intervalMs: 50,
+        what: 'every pending scan delivered on the full buffer',
+      });
 
-    // Delivery wrote its state (batches formed, uploaded, finished) although the buffer was full.
-    const counts = api.counts();
-    for (const r of pending) expect(counts.get(r), r).toBeGreaterThanOrEqual(1);
-    expect([...counts.keys()].filter((r) => r.startsWith('AUDIT-'))).toEqual([]);
-    // The audit yielded oldest first: the first delivered batch went before the newest one.
-    const batches = sqlOf(s).prepare(`SELECT id FROM batches`).pluck().all() as number[];
-    expect(batches).not.toContain(first);
-    expect(guard.snapshot().prunedEarlyScans).toBeGreaterThan(0);
-    if (batches.includes(second)) expect(batches).toContain(newest);
-    // Undelivered scans were never pruned: every one reached the service (above), and what is
-    // left in the buffer is delivered.
-    expect(sqlOf(s).prepare(`SELECT count(*) FROM scans WHERE state <> 'delivered'`).pluck().get()).toBe(0);
-    expect(sqlOf(s).pragma('integrity_check', { simple: true })).toBe('ok');
-    expect(sqlOf(s).pragma('foreign_key_check')).toEqual([]);
-  });
+      // Delivery wrote its state (batches formed, uploaded, finished) although the buffer was full.
+      const counts = api.counts();
+      for (const r of pending) expect(counts.get(r), r).toBeGreaterThanOrEqual(1);
+      expect([...counts.keys()].filter((r) => r.startsWith('AUDIT-'))).toEqual([]);
+      // The audit yielded oldest first: the first delivered batch went before the newest one.
+      const batches = sqlOf(s).prepare(`SELECT id FROM batches`).pluck().all() as number[];
+      expect(batches).not.toContain(first);
+      expect(guard.snapshot().prunedEarlyScans).toBeGreaterThan(0);
+      if (batches.includes(second)) expect(batches).toContain(newest);
+      // Undelivered scans were never pruned: every one reached the service (above), and what is
+      // left in the buffer is delivered.
+      expect(
+        sqlOf(s).prepare(`SELECT count(*) FROM scans WHERE state <> 'delivered'`).pluck().get(),
+      ).toBe(0);
+      expect(sqlOf(s).pragma('integrity_check', { simple: true })).toBe('ok');
+      expect(sqlOf(s).pragma('foreign_key_check')).toEqual([]);
+    },
+  );
 
-  it('a direct upload whose accepted answer cannot be recorded (SQLITE_FULL) is sent again, logged with its requestId and counted as a possible duplicate', { timeout: 90_000 }, async () => {
-    const s = (store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-full-answer-')), 'buffer.db')));
-    deliveredBatch(s, 'AUDIT-1', 200);
-    deliveredBatch(s, 'AUDIT-2', 200);
-    s.intake.commitIntake(
-      Array.from({ length: 50 }, (_, i) => scan(`FIRST-${i}`)),
-      Date.now(),
-    );
-    const api = new Upstream();
-    let filler: string[] = [];
-    // A requestId longer than a page: recording it needs new pages, so on the full buffer it fails
-    // for certain (a short one might fit into a page already there).
-    const lostRequestId = `lost-${'r'.repeat(9000)}`;
-    api.duringNextUpload = () => {
-      // While the POST is in flight, the disk fills (intake of other inputs, another program).
-      sqlOf(s).pragma(`max_page_count = ${sqlOf(s).pragma('page_count', { simple: true }) as number}`);
-      filler = fill(s, 'FILL');
-      return lostRequestId;
-    };
-    const { mem, deliverer } = start(s, api);
-    await waitFor(() => api.uploads.length >= 1 && s.reports.totals().undeliveredScans === 0, { timeoutMs: 60_000, intervalMs: 50, what: 'every scan delivered after the lost answer' });
+  it(
+    'a direct upload whose accepted answer cannot be recorded (SQLITE_FULL) is sent again, logged with its requestId and counted as a possible duplicate',
+    { timeout: 90_000 },
+    async () => {
+      const s = (store = BufferStore.openAt(
+        join(mkdtempSync(join(tmpdir(), 'sg-full-answer-')), 'buffer.db'),
+      ));
+      deliveredBatch(s, 'AUDIT-1', 200);
+      deliveredBatch(s, 'AUDIT-2', 200);
+      s.intake.commitIntake(
+        Array.from({ length: 50 }, (_, i) => scan(`FIRST-${i}`)),
+        Date.now(),
+      );
+      const api = new Upstream();
+      let filler: string[] = [];
+      // A requestId longer than a page: recording it needs new pages, so on the full buffer it fails
+      // for certain (a short one might fit into a page already there).
+      const lostRequestId = `lost-${'r'.repeat(9000)}`;
+      api.duringNextUpload = () => {
+        // While the POST is in flight, the disk fills (intake of other inputs, another program).
+        sqlOf(s).pragma(
+          `max_page_count = ${sqlOf(s).pragma('page_count', { simple: true }) as number}`,
+        );
+        filler = fill(s, 'FILL');
+        return lostRequestId;
+      };
+      const { mem, deliverer } = start(s, api);
+      await waitFor(() => api.uploads.length >= 1 && s.reports.totals().undeliveredScans === 0, {
+        timeoutMs: 60_000,
+        intervalMs: 50,
+        what: 'every scan delivered after the lost answer',
+      });
 
-    // The first batch went twice: once accepted with the answer lost, once more after the disk had room.
-    const firstBatch = api.uploads[0]!;
-    expect(firstBatch.length).toBe(50);
-    const counts = api.counts();
-    for (const r of firstBatch) expect(counts.get(r)).toBe(2);
-    for (const r of filler) expect(counts.get(r), r).toBe(1);
-    expect(s.reports.possibleDuplicates()).toEqual({ uploads: 1, scans: 50 });
-    expect(deliverer.snapshot().possibleDuplicates).toBe(50);
-    const lines = mem.parsed();
-    const lost = lines.find((l) => l.msg === 'the service accepted the batch but its answer could not be recorded; it will be sent again (possible duplicate)');
-    expect(lost).toMatchObject({ requestId: lostRequestId, scans: 50, diskFull: true });
-    expect(lines.map((l) => l.msg)).toContain('direct upload was in flight and its answer was not recorded; sending again (possible duplicate)');
-    expect(sqlOf(s).pragma('integrity_check', { simple: true })).toBe('ok');
-  });
+      // The first batch went twice: once accepted with the answer lost, once more after the disk had room.
+      const firstBatch = api.uploads[0]!;
+      expect(firstBatch.length).toBe(50);
+      const counts = api.counts();
+      for (const r of firstBatch) expect(counts.get(r)).toBe(2);
+      for (const r of filler) expect(counts.get(r), r).toBe(1);
+      expect(s.reports.possibleDuplicates()).toEqual({ uploads: 1, scans: 50 });
+      expect(deliverer.snapshot().possibleDuplicates).toBe(50);
+      const lines = mem.parsed();
+      const lost = lines.find(
+        (l) =>
+          l.msg ===
+          'the service accepted the batch but its answer could not be recorded; it will be sent again (possible duplicate)',
+      );
+      expect(lost).toMatchObject({ requestId: lostRequestId, scans: 50, diskFull: true });
+      expect(lines.map((l) => l.msg)).toContain(
+        'direct upload was in flight and its answer was not recorded; sending again (possible duplicate)',
+      );
+      expect(sqlOf(s).pragma('integrity_check', { simple: true })).toBe('ok');
+    },
+  );
 });

@@ -4,7 +4,16 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { BackPressure } from '../../src/buffer/back-pressure.js';
 import { bufferFileBytes } from '../../src/buffer/disk-usage.js';
-import { DERIVED_QUOTA_MAX_BYTES, DERIVED_QUOTA_RECHECK_MS, DERIVED_QUOTA_MIN_BYTES, DISK_BYTES_PER_QUOTA_BYTE, DiskGuard, derivedQuota, derivedQuotaForPath, quotaTooLargeForDisk } from '../../src/buffer/disk-guard.js';
+import {
+  DERIVED_QUOTA_MAX_BYTES,
+  DERIVED_QUOTA_RECHECK_MS,
+  DERIVED_QUOTA_MIN_BYTES,
+  DISK_BYTES_PER_QUOTA_BYTE,
+  DiskGuard,
+  derivedQuota,
+  derivedQuotaForPath,
+  quotaTooLargeForDisk,
+} from '../../src/buffer/disk-guard.js';
 import { Retention } from '../../src/buffer/retention.js';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
 import { Intake } from '../../src/intake/intake.js';
@@ -21,17 +30,32 @@ const NOW = Date.parse('2026-12-31T12:00:00Z');
 let store: BufferStore | undefined;
 afterEach(() => store?.close());
 
-const open = () => (store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-diskguard-')), 'buffer.db')));
+const open = () =>
+  (store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-diskguard-')), 'buffer.db')));
 
 function scan(reference: string, at: number, pad = 1500): IntakeRecord {
   const body = JSON.stringify({ reference, pad: 'x'.repeat(pad) });
-  return { inputId: 'in', receivedAt: new Date(at), raw: Buffer.from(reference), outcome: 'scan', scan: { reference, dcpKey: 'GI-01', instant: new Date(at), body } };
+  return {
+    inputId: 'in',
+    receivedAt: new Date(at),
+    raw: Buffer.from(reference),
+    outcome: 'scan',
+    scan: { reference, dcpKey: 'GI-01', instant: new Date(at), body },
+  };
 }
 
 /** Commits `n` scans, batches and finishes them (delivered, within the audit period). */
 function deliveredBatch(s: BufferStore, prefix: string, n: number): number {
-  s.intake.commitIntake(Array.from({ length: n }, (_, i) => scan(`${prefix}-${i}`, NOW)), NOW);
-  const b = formBatch(s, { maxScans: 10_000, maxBytes: 1e9, mode: 'direct', nowIso: new Date(NOW).toISOString() })!;
+  s.intake.commitIntake(
+    Array.from({ length: n }, (_, i) => scan(`${prefix}-${i}`, NOW)),
+    NOW,
+  );
+  const b = formBatch(s, {
+    maxScans: 10_000,
+    maxBytes: 1e9,
+    mode: 'direct',
+    nowIso: new Date(NOW).toISOString(),
+  })!;
   s.batches.updateBatch(b.id, { state: 'uploaded', requestId: String(b.id) });
   s.batches.finishBatch(b.id, { state: 'Success', failures: [] }, new Date(NOW).toISOString());
   return b.id;
@@ -42,7 +66,10 @@ function fillWithPending(s: BufferStore, prefix: string): number {
   let n = 0;
   for (;;) {
     try {
-      s.intake.commitIntake(Array.from({ length: 20 }, (_, i) => scan(`${prefix}-${n + i}`, NOW)), NOW);
+      s.intake.commitIntake(
+        Array.from({ length: 20 }, (_, i) => scan(`${prefix}-${n + i}`, NOW)),
+        NOW,
+      );
       n += 20;
     } catch (err) {
       expect(isDiskFull(err)).toBe(true);
@@ -57,7 +84,13 @@ describe('disk guard: the audit yields to undelivered data', () => {
   it('examines the disk and writes its reserve in start(), not when built', () => {
     const s = open();
     let statfsCalls = 0;
-    const guard = new DiskGuard({ store: s, retention: new Retention({ store: s, retentionDays: 30, logger: silentLogger() }), logger: silentLogger(), reserveBytes: MIB, statfs: () => (statfsCalls++, roomy()) });
+    const guard = new DiskGuard({
+      store: s,
+      retention: new Retention({ store: s, retentionDays: 30, logger: silentLogger() }),
+      logger: silentLogger(),
+      reserveBytes: MIB,
+      statfs: () => (statfsCalls++, roomy()),
+    });
     expect(statfsCalls).toBe(0);
     expect(existsSync(`${s.path}.reserve`)).toBe(false);
     guard.start();
@@ -74,7 +107,13 @@ describe('disk guard: the audit yields to undelivered data', () => {
     sqlOf(s).exec('VACUUM');
     expect(sqlOf(s).pragma('auto_vacuum', { simple: true })).toBe(0);
     const { logger, parsed } = memoryLogger('info');
-    const guard = new DiskGuard({ store: s, retention: new Retention({ store: s, retentionDays: 30, logger }), logger, reserveBytes: 0, statfs: roomy });
+    const guard = new DiskGuard({
+      store: s,
+      retention: new Retention({ store: s, retentionDays: 30, logger }),
+      logger,
+      reserveBytes: 0,
+      statfs: roomy,
+    });
     guard.start();
     void guard.stop();
     expect(sqlOf(s).pragma('auto_vacuum', { simple: true })).toBe(2);
@@ -86,7 +125,14 @@ describe('disk guard: the audit yields to undelivered data', () => {
 
   it('says the free space from its start, before its first check (a buffer can reach its quota sooner)', async () => {
     const s = open();
-    const guard = new DiskGuard({ store: s, retention: new Retention({ store: s, retentionDays: 30, logger: silentLogger() }), logger: silentLogger(), reserveBytes: 0, statfs: () => ({ free: 123 * MIB, size: 200 * MIB }), intervalMs: 60_000 });
+    const guard = new DiskGuard({
+      store: s,
+      retention: new Retention({ store: s, retentionDays: 30, logger: silentLogger() }),
+      logger: silentLogger(),
+      reserveBytes: 0,
+      statfs: () => ({ free: 123 * MIB, size: 200 * MIB }),
+      intervalMs: 60_000,
+    });
     guard.start();
     try {
       expect(guard.snapshot().freeBytes).toBe(123 * MIB);
@@ -99,7 +145,13 @@ describe('disk guard: the audit yields to undelivered data', () => {
     const s = open();
     sqlOf(s).pragma('auto_vacuum = NONE');
     sqlOf(s).exec('VACUUM');
-    const guard = new DiskGuard({ store: s, retention: new Retention({ store: s, retentionDays: 30, logger: silentLogger() }), logger: silentLogger(), reserveBytes: 0, statfs: () => ({ free: 1024, size: 20 * MIB }) });
+    const guard = new DiskGuard({
+      store: s,
+      retention: new Retention({ store: s, retentionDays: 30, logger: silentLogger() }),
+      logger: silentLogger(),
+      reserveBytes: 0,
+      statfs: () => ({ free: 1024, size: 20 * MIB }),
+    });
     guard.start();
     void guard.stop();
     expect(sqlOf(s).pragma('auto_vacuum', { simple: true })).toBe(0);
@@ -118,12 +170,23 @@ describe('disk guard: the audit yields to undelivered data', () => {
 
     const { logger, parsed } = memoryLogger('info');
     const retention = new Retention({ store: s, retentionDays: 30, logger, now: () => NOW });
-    const guard = new DiskGuard({ store: s, retention, logger, reserveBytes: 0, statfs: roomy, step: 300, now: () => NOW });
+    const guard = new DiskGuard({
+      store: s,
+      retention,
+      logger,
+      reserveBytes: 0,
+      statfs: roomy,
+      step: 300,
+      now: () => NOW,
+    });
     guard.reportFull();
     await guard.check();
 
     // The oldest batch went first; the newest delivered one is still there (pressure was gone).
-    const batches = sqlOf(s).prepare(`SELECT id FROM batches ORDER BY id`).pluck().all() as number[];
+    const batches = sqlOf(s)
+      .prepare(`SELECT id FROM batches ORDER BY id`)
+      .pluck()
+      .all() as number[];
     expect(batches).not.toContain(first);
     expect(batches).toContain(third);
     expect(batches.includes(second) ? 1 : 0).toBeLessThanOrEqual(1);
@@ -131,11 +194,18 @@ describe('disk guard: the audit yields to undelivered data', () => {
     const snap = guard.snapshot();
     expect(snap.prunedEarlyScans).toBeGreaterThanOrEqual(300);
     expect(snap.lastEarlyPrune?.scans).toBe(snap.prunedEarlyScans);
-    expect(parsed().some((l) => /pruned the oldest delivered scans before their audit period ended/.test(l.msg))).toBe(true);
+    expect(
+      parsed().some((l) =>
+        /pruned the oldest delivered scans before their audit period ended/.test(l.msg),
+      ),
+    ).toBe(true);
     // The pages went back to the file (incremental vacuum), not just to the free list.
     expect(sqlOf(s).pragma('page_count', { simple: true }) as number).toBeLessThan(pages + 100);
     // Intake commits again.
-    s.intake.commitIntake(Array.from({ length: 20 }, (_, i) => scan(`AFTER-${i}`, NOW)), NOW);
+    s.intake.commitIntake(
+      Array.from({ length: 20 }, (_, i) => scan(`AFTER-${i}`, NOW)),
+      NOW,
+    );
     expect(s.reports.totals().pendingScans).toBe(pending + 20);
     expect(sqlOf(s).pragma('integrity_check', { simple: true })).toBe('ok');
     expect(sqlOf(s).pragma('foreign_key_check')).toEqual([]);
@@ -147,7 +217,13 @@ describe('disk guard: the audit yields to undelivered data', () => {
     sqlOf(s).pragma(`max_page_count = ${pages + 200}`);
     const pending = fillWithPending(s, 'P');
     const { logger, parsed } = memoryLogger('info');
-    const guard = new DiskGuard({ store: s, retention: new Retention({ store: s, retentionDays: 30, logger }), logger, reserveBytes: 0, statfs: roomy });
+    const guard = new DiskGuard({
+      store: s,
+      retention: new Retention({ store: s, retentionDays: 30, logger }),
+      logger,
+      reserveBytes: 0,
+      statfs: roomy,
+    });
     guard.reportFull();
     await guard.check();
     guard.reportFull();
@@ -155,7 +231,9 @@ describe('disk guard: the audit yields to undelivered data', () => {
     expect(s.reports.totals().pendingScans).toBe(pending);
     expect(guard.snapshot().prunedEarlyScans).toBe(0);
     // Said once per episode, not at every check.
-    expect(parsed().filter((l) => /no delivered scans are left to prune/.test(l.msg))).toHaveLength(1);
+    expect(parsed().filter((l) => /no delivered scans are left to prune/.test(l.msg))).toHaveLength(
+      1,
+    );
   });
 
   it('prunes early when free space is below the mark, not only on SQLITE_FULL', async () => {
@@ -181,7 +259,10 @@ describe('disk guard: the audit yields to undelivered data', () => {
       return r;
     };
     await guard.check();
-    const batches = sqlOf(s).prepare(`SELECT id FROM batches ORDER BY id`).pluck().all() as number[];
+    const batches = sqlOf(s)
+      .prepare(`SELECT id FROM batches ORDER BY id`)
+      .pluck()
+      .all() as number[];
     expect(batches).not.toContain(first);
     expect(guard.snapshot().prunedEarlyScans).toBe(50);
     // No pressure: nothing more goes.
@@ -196,12 +277,30 @@ describe('disk guard: a quota that fits the disk', () => {
     const retention = new Retention({ store: s, retentionDays: 30, logger: silentLogger() });
     const statfs = () => ({ free: 100 * MIB, size: 200 * MIB });
     const { logger, parsed } = memoryLogger('warn');
-    const big = new DiskGuard({ store: s, retention, logger, reserveBytes: 0, lowFreeBytes: 8 * MIB, statfs, quotaBytes: 2 * 1024 * MIB });
+    const big = new DiskGuard({
+      store: s,
+      retention,
+      logger,
+      reserveBytes: 0,
+      lowFreeBytes: 8 * MIB,
+      statfs,
+      quotaBytes: 2 * 1024 * MIB,
+    });
     big.start();
     void big.stop();
-    expect(big.snapshot().quotaTooLarge).toMatch(/buffer.maxBytes \(2147483648 bytes of scans\) is larger than the disk can hold/);
+    expect(big.snapshot().quotaTooLarge).toMatch(
+      /buffer.maxBytes \(2147483648 bytes of scans\) is larger than the disk can hold/,
+    );
     expect(parsed().some((l) => /larger than the disk can hold/.test(l.msg))).toBe(true);
-    const fits = new DiskGuard({ store: s, retention, logger: silentLogger(), reserveBytes: 0, lowFreeBytes: 8 * MIB, statfs, quotaBytes: 10 * MIB });
+    const fits = new DiskGuard({
+      store: s,
+      retention,
+      logger: silentLogger(),
+      reserveBytes: 0,
+      lowFreeBytes: 8 * MIB,
+      statfs,
+      quotaBytes: 10 * MIB,
+    });
     fits.start();
     void fits.stop();
     expect(fits.snapshot().quotaTooLarge).toBeUndefined();
@@ -211,17 +310,30 @@ describe('disk guard: a quota that fits the disk', () => {
 describe('disk guard: the default byte quota derives from the disk (buffer.maxBytes not set)', () => {
   it('is what the disk holds (free and own bytes, less the reserve and the mark, 3.5 bytes on disk per byte), within 1 MiB..2 GiB', () => {
     // 100 MiB free, 20 MiB of buffer, the reserve written, the mark 12 MiB, 4 MiB for the write-ahead log.
-    const d = derivedQuota({ free: 100 * MIB, size: 200 * MIB }, 20 * MIB, 4 * MIB, 4 * MIB, 12 * MIB);
+    const d = derivedQuota(
+      { free: 100 * MIB, size: 200 * MIB },
+      20 * MIB,
+      4 * MIB,
+      4 * MIB,
+      12 * MIB,
+    );
     expect(d.holdsBytes).toBe(Math.floor((104 * MIB) / DISK_BYTES_PER_QUOTA_BYTE));
     expect(d.bytes).toBe(d.holdsBytes);
     // The ceiling is what the whole file system would hold: only that makes a submit "never".
     expect(d.ceilingBytes).toBe(Math.floor((180 * MIB) / DISK_BYTES_PER_QUOTA_BYTE));
     // The reserve released (not on disk): it will be written again, so it still counts against the room.
-    expect(derivedQuota({ free: 100 * MIB, size: 200 * MIB }, 20 * MIB, 0, 4 * MIB, 12 * MIB).holdsBytes).toBe(Math.floor((100 * MIB) / DISK_BYTES_PER_QUOTA_BYTE));
+    expect(
+      derivedQuota({ free: 100 * MIB, size: 200 * MIB }, 20 * MIB, 0, 4 * MIB, 12 * MIB).holdsBytes,
+    ).toBe(Math.floor((100 * MIB) / DISK_BYTES_PER_QUOTA_BYTE));
     // A disk full of other programs' files: the smallest quota, never zero.
-    expect(derivedQuota({ free: 0, size: 200 * MIB }, 0, 0, 4 * MIB, 12 * MIB)).toMatchObject({ bytes: DERIVED_QUOTA_MIN_BYTES, holdsBytes: 0 });
+    expect(derivedQuota({ free: 0, size: 200 * MIB }, 0, 0, 4 * MIB, 12 * MIB)).toMatchObject({
+      bytes: DERIVED_QUOTA_MIN_BYTES,
+      holdsBytes: 0,
+    });
     // A big disk: no more than the former fixed default.
-    expect(derivedQuota({ free: 900 * 1024 * MIB, size: 1000 * 1024 * MIB }, 0, 0, 4 * MIB, 256 * MIB)).toMatchObject({ bytes: DERIVED_QUOTA_MAX_BYTES, ceilingBytes: DERIVED_QUOTA_MAX_BYTES });
+    expect(
+      derivedQuota({ free: 900 * 1024 * MIB, size: 1000 * 1024 * MIB }, 0, 0, 4 * MIB, 256 * MIB),
+    ).toMatchObject({ bytes: DERIVED_QUOTA_MAX_BYTES, ceilingBytes: DERIVED_QUOTA_MAX_BYTES });
   });
 
   it('is derived at start and again every second as another program takes room, and logged when it moves', async () => {
@@ -245,7 +357,9 @@ describe('disk guard: the default byte quota derives from the disk (buffer.maxBy
       // The buffer's own files as disk-usage.ts measures them for everyone (database, log, its -shm index).
       const own = bufferFileBytes(s.path);
       const first = Math.floor((100 * MIB + own - 8 * MIB - 4 * MIB) / DISK_BYTES_PER_QUOTA_BYTE);
-      expect(seen).toEqual([{ bytes: first, ceiling: Math.floor((188 * MIB) / DISK_BYTES_PER_QUOTA_BYTE) }]);
+      expect(seen).toEqual([
+        { bytes: first, ceiling: Math.floor((188 * MIB) / DISK_BYTES_PER_QUOTA_BYTE) },
+      ]);
       expect(guard.snapshot()).toMatchObject({ derivedQuotaBytes: first });
       expect(guard.snapshot().quotaTooLarge).toBeUndefined();
       expect(parsed().filter((l) => /quota is derived from the disk/.test(l.msg))).toHaveLength(1);
@@ -260,27 +374,43 @@ describe('disk guard: the default byte quota derives from the disk (buffer.maxBy
       await guard.check();
       expect(seen).toHaveLength(2);
       expect(seen[1]!.bytes).toBeLessThan(first);
-      expect(seen[1]!.bytes * DISK_BYTES_PER_QUOTA_BYTE).toBeLessThanOrEqual(40 * MIB + own - 8 * MIB - 4 * MIB);
-      expect(parsed().filter((l) => /quota derived from the disk changed/.test(l.msg))).toHaveLength(1);
+      expect(seen[1]!.bytes * DISK_BYTES_PER_QUOTA_BYTE).toBeLessThanOrEqual(
+        40 * MIB + own - 8 * MIB - 4 * MIB,
+      );
+      expect(
+        parsed().filter((l) => /quota derived from the disk changed/.test(l.msg)),
+      ).toHaveLength(1);
       // The same again a second later: reported, not logged again.
       t += DERIVED_QUOTA_RECHECK_MS;
       await guard.check();
       expect(seen).toHaveLength(3);
-      expect(parsed().filter((l) => /quota derived from the disk changed/.test(l.msg))).toHaveLength(1);
+      expect(
+        parsed().filter((l) => /quota derived from the disk changed/.test(l.msg)),
+      ).toHaveLength(1);
     } finally {
       await guard.stop();
     }
   });
 
-  it('a configured quota is not replaced; a derived one is examined for the buffer\'s own folder', () => {
+  it("a configured quota is not replaced; a derived one is examined for the buffer's own folder", () => {
     const s = open();
     const seen: number[] = [];
-    const guard = new DiskGuard({ store: s, retention: new Retention({ store: s, retentionDays: 30, logger: silentLogger() }), logger: silentLogger(), reserveBytes: 0, statfs: roomy, quotaBytes: 10 * MIB, onDerivedQuota: (b) => seen.push(b) });
+    const guard = new DiskGuard({
+      store: s,
+      retention: new Retention({ store: s, retentionDays: 30, logger: silentLogger() }),
+      logger: silentLogger(),
+      reserveBytes: 0,
+      statfs: roomy,
+      quotaBytes: 10 * MIB,
+      onDerivedQuota: (b) => seen.push(b),
+    });
     guard.start();
     void guard.stop();
     expect(seen).toEqual([]);
     expect(guard.snapshot().derivedQuotaBytes).toBeUndefined();
-    const d = derivedQuotaForPath(join(mkdtempSync(join(tmpdir(), 'sg-derive-')), 'not-yet', 'buffer.db'));
+    const d = derivedQuotaForPath(
+      join(mkdtempSync(join(tmpdir(), 'sg-derive-')), 'not-yet', 'buffer.db'),
+    );
     expect(d.bytes).toBeGreaterThanOrEqual(DERIVED_QUOTA_MIN_BYTES);
     expect(d.bytes).toBeLessThanOrEqual(DERIVED_QUOTA_MAX_BYTES);
     expect(d.ceilingBytes).toBeGreaterThanOrEqual(d.bytes);
@@ -289,13 +419,31 @@ describe('disk guard: the default byte quota derives from the disk (buffer.maxBy
 
   it('back-pressure follows it: a smaller quota pauses intake, and one submit is given up on only above the ceiling', () => {
     const s = open();
-    s.intake.commitIntake(Array.from({ length: 10 }, (_, i) => scan(`Q-${i}`, NOW, 1000)), NOW);
+    s.intake.commitIntake(
+      Array.from({ length: 10 }, (_, i) => scan(`Q-${i}`, NOW, 1000)),
+      NOW,
+    );
     const bytes = s.reports.totals().undeliveredBytes;
     const paused: boolean[] = [];
-    const gate = new BackPressure({ store: s, limits: { maxPendingScans: 1000, maxBytes: 100 * bytes, pauseAtRatio: 0.9, resumeAtRatio: 0.8 }, logger: silentLogger(), freeBytes: () => 1e12, onPausedChange: (p) => paused.push(p) });
+    const gate = new BackPressure({
+      store: s,
+      limits: {
+        maxPendingScans: 1000,
+        maxBytes: 100 * bytes,
+        pauseAtRatio: 0.9,
+        resumeAtRatio: 0.8,
+      },
+      logger: silentLogger(),
+      freeBytes: () => 1e12,
+      onPausedChange: (p) => paused.push(p),
+    });
     gate.start();
     try {
-      expect(gate.snapshot()).toMatchObject({ level: 'ok', intakePaused: false, maxBytes: 100 * bytes });
+      expect(gate.snapshot()).toMatchObject({
+        level: 'ok',
+        intakePaused: false,
+        maxBytes: 100 * bytes,
+      });
       // The disk got fuller: the derived quota drops below what is buffered.
       gate.setByteQuota(bytes, 100 * bytes);
       expect(gate.snapshot()).toMatchObject({ level: 'full', intakePaused: true, maxBytes: bytes });
@@ -304,7 +452,9 @@ describe('disk guard: the default byte quota derives from the disk (buffer.maxBy
       // ceiling (the whole disk) is never taken.
       expect(gate.admit(1, 1000)).toMatch(/quota is reached/);
       expect(gate.tooLarge(1, 50 * bytes)).toBeUndefined();
-      expect(gate.tooLarge(1, 101 * bytes)).toMatch(/the most the disk can hold; buffer.maxBytes is not set/);
+      expect(gate.tooLarge(1, 101 * bytes)).toMatch(
+        /the most the disk can hold; buffer.maxBytes is not set/,
+      );
       // Room again: intake resumes by itself.
       gate.setByteQuota(100 * bytes, 100 * bytes);
       expect(gate.snapshot()).toMatchObject({ level: 'ok', intakePaused: false });
@@ -318,7 +468,9 @@ describe('disk guard: the default byte quota derives from the disk (buffer.maxBy
 describe('quotaTooLargeForDisk (config check)', () => {
   it('says so for a quota beyond any disk, not for a small one, and examines the nearest existing folder', () => {
     const dir = mkdtempSync(join(tmpdir(), 'sg-quota-disk-'));
-    expect(quotaTooLargeForDisk(join(dir, 'not', 'yet', 'buffer.db'), 1e18)).toMatch(/larger than the disk can hold/);
+    expect(quotaTooLargeForDisk(join(dir, 'not', 'yet', 'buffer.db'), 1e18)).toMatch(
+      /larger than the disk can hold/,
+    );
     expect(quotaTooLargeForDisk(join(dir, 'buffer.db'), 1024)).toBeUndefined();
     expect(quotaTooLargeForDisk(':memory:', 1e18)).toBeUndefined();
   });
@@ -328,7 +480,14 @@ describe('disk guard: the reserve', () => {
   it('writes real bytes beside the buffer, releases them on SQLITE_FULL, and writes them again when there is room', async () => {
     const s = open();
     let free = 500 * MIB;
-    const guard = new DiskGuard({ store: s, retention: new Retention({ store: s, retentionDays: 30, logger: silentLogger() }), logger: silentLogger(), reserveBytes: 2 * MIB, lowFreeBytes: 8 * MIB, statfs: () => ({ free, size: 1000 * MIB }) });
+    const guard = new DiskGuard({
+      store: s,
+      retention: new Retention({ store: s, retentionDays: 30, logger: silentLogger() }),
+      logger: silentLogger(),
+      reserveBytes: 2 * MIB,
+      lowFreeBytes: 8 * MIB,
+      statfs: () => ({ free, size: 1000 * MIB }),
+    });
     guard.start();
     const reserve = `${s.path}.reserve`;
     const st = statSync(reserve);
@@ -352,13 +511,25 @@ describe('disk guard: the reserve', () => {
   });
 });
 
-describe('back-pressure after SQLITE_FULL: the reserve is delivery\'s', () => {
+describe("back-pressure after SQLITE_FULL: the reserve is delivery's", () => {
   it('stores nothing while the disk is full (also with room in between), and resumes only once the reserve is written again', async () => {
     const s = open();
     const config = configSchema.parse({
       site: { id: 'full', timezone: 'Europe/Berlin' },
-      upstream: { baseUrl: 'http://127.0.0.1:1', authUrl: 'http://127.0.0.1:1', clientId: 'demo-client' },
-      dcps: [{ key: 'GI-01', kind: 'goodsIn', productModelKey: 'PACK-A', supplierKey: 'SUP-0042', duplicateWindowMs: 0 }],
+      upstream: {
+        baseUrl: 'http://127.0.0.1:1',
+        authUrl: 'http://127.0.0.1:1',
+        clientId: 'demo-client',
+      },
+      dcps: [
+        {
+          key: 'GI-01',
+          kind: 'goodsIn',
+          productModelKey: 'PACK-A',
+          supplierKey: 'SUP-0042',
+          duplicateWindowMs: 0,
+        },
+      ],
       inputs: [{ id: 'in', type: 'files', dir: join(tmpdir(), 'unused'), dcp: 'GI-01' }],
     });
     let reserveReady = true;
@@ -372,14 +543,28 @@ describe('back-pressure after SQLITE_FULL: the reserve is delivery\'s', () => {
       reserveReady: () => reserveReady,
       onPausedChange: (p) => paused.push(p),
     });
-    const intake = new Intake({ store: s, mapping: mappingContext(config), logger: silentLogger(), gate });
+    const intake = new Intake({
+      store: s,
+      mapping: mappingContext(config),
+      logger: silentLogger(),
+      gate,
+    });
     intake.open();
     const reads = (from: number, n: number) =>
-      Array.from({ length: n }, (_, i) => ({ kind: 'read' as const, read: { inputId: 'in', raw: Buffer.from(`R-${from + i}-${'x'.repeat(500)}`), receivedAt: new Date() } }));
+      Array.from({ length: n }, (_, i) => ({
+        kind: 'read' as const,
+        read: {
+          inputId: 'in',
+          raw: Buffer.from(`R-${from + i}-${'x'.repeat(500)}`),
+          receivedAt: new Date(),
+        },
+      }));
     const stored = () => sqlOf(s).prepare('SELECT count(*) FROM reads').pluck().get() as number;
     try {
       await intake.submit(reads(0, 10));
-      sqlOf(s).pragma(`max_page_count = ${(sqlOf(s).pragma('page_count', { simple: true }) as number) + 2}`);
+      sqlOf(s).pragma(
+        `max_page_count = ${(sqlOf(s).pragma('page_count', { simple: true }) as number) + 2}`,
+      );
       const full = await intake.submit(reads(10, 200)).then(
         () => undefined,
         (err: unknown) => err,

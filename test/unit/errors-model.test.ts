@@ -49,7 +49,11 @@ const FORBIDDEN = [
 
 /** Lines of `text` that make an error outside the model, as `line: text`. */
 function offending(text: string): { line: number; text: string }[] {
-  return text.split('\n').flatMap((line, i) => (FORBIDDEN.some((re) => re.test(line)) ? [{ line: i + 1, text: line.trim() }] : []));
+  return text
+    .split('\n')
+    .flatMap((line, i) =>
+      FORBIDDEN.some((re) => re.test(line)) ? [{ line: i + 1, text: line.trim() }] : [],
+    );
 }
 
 function sourceFiles(dir: string): string[] {
@@ -74,7 +78,12 @@ describe('one error model: no plain Error in src/ or packages/*/src/', () => {
     const found: string[] = [];
     const allowedSeen = new Set<(typeof ALLOWED)[number]>();
     // The daemon and its workspace packages (the sandbox throws the errors the CLI branches on).
-    const roots = [join(PACKAGE_ROOT, 'src'), ...readdirSync(join(PACKAGE_ROOT, 'packages')).map((p) => join(PACKAGE_ROOT, 'packages', p, 'src'))];
+    const roots = [
+      join(PACKAGE_ROOT, 'src'),
+      ...readdirSync(join(PACKAGE_ROOT, 'packages')).map((p) =>
+        join(PACKAGE_ROOT, 'packages', p, 'src'),
+      ),
+    ];
     for (const file of roots.flatMap(sourceFiles)) {
       const rel = relative(PACKAGE_ROOT, file).split('\\').join('/');
       for (const hit of offending(readFileSync(file, 'utf8'))) {
@@ -83,9 +92,15 @@ describe('one error model: no plain Error in src/ or packages/*/src/', () => {
         else found.push(`${rel}:${hit.line}: ${hit.text}`);
       }
     }
-    expect(found, 'use new GatewayError(ErrorCodes.…, message) (packages/contract/src/errors.ts); add a code to the catalogue if none fits').toEqual([]);
+    expect(
+      found,
+      'use new GatewayError(ErrorCodes.…, message) (packages/contract/src/errors.ts); add a code to the catalogue if none fits',
+    ).toEqual([]);
     // A stale entry would let the next plain Error in that file through unnoticed.
-    expect(ALLOWED.filter((a) => !allowedSeen.has(a)).map((a) => a.file), 'allow-list entries that match nothing any more').toEqual([]);
+    expect(
+      ALLOWED.filter((a) => !allowedSeen.has(a)).map((a) => a.file),
+      'allow-list entries that match nothing any more',
+    ).toEqual([]);
   });
 
   it('codes are stable SCANGW_E_ strings, each once', () => {
@@ -96,26 +111,49 @@ describe('one error model: no plain Error in src/ or packages/*/src/', () => {
 });
 
 describe('refusal predicates', () => {
-  const of = (code: (typeof ErrorCodes)[keyof typeof ErrorCodes], details: Record<string, unknown> = {}) => new GatewayError(code, 'x', { details });
+  const of = (
+    code: (typeof ErrorCodes)[keyof typeof ErrorCodes],
+    details: Record<string, unknown> = {},
+  ) => new GatewayError(code, 'x', { details });
   const everyCode = Object.values(ErrorCodes).map((c) => of(c));
 
   it('isQuotaRefusal: the quota reached, or a submit larger than the whole quota; nothing else', () => {
-    expect(everyCode.filter(isQuotaRefusal).map((e) => e.code).sort()).toEqual([ErrorCodes.BUFFER_QUOTA, ErrorCodes.BUFFER_TOO_LARGE].sort());
+    expect(
+      everyCode
+        .filter(isQuotaRefusal)
+        .map((e) => e.code)
+        .sort(),
+    ).toEqual([ErrorCodes.BUFFER_QUOTA, ErrorCodes.BUFFER_TOO_LARGE].sort());
     // The old untyped flag does not count any more: only the code does.
     expect(isQuotaRefusal(of(ErrorCodes.BUFFER, { quota: true }))).toBe(false);
-    expect(isQuotaRefusal(Object.assign(new Error('x'), { code: ErrorCodes.BUFFER_QUOTA }))).toBe(false);
+    expect(isQuotaRefusal(Object.assign(new Error('x'), { code: ErrorCodes.BUFFER_QUOTA }))).toBe(
+      false,
+    );
   });
 
   it('isTooLargeForBuffer: only the submit that can never fit', () => {
-    expect(everyCode.filter(isTooLargeForBuffer).map((e) => e.code)).toEqual([ErrorCodes.BUFFER_TOO_LARGE]);
+    expect(everyCode.filter(isTooLargeForBuffer).map((e) => e.code)).toEqual([
+      ErrorCodes.BUFFER_TOO_LARGE,
+    ]);
   });
 
   it('isBufferUnopenable: only the buffer that needs a person (run exits 4)', () => {
-    expect(everyCode.filter(isBufferUnopenable).map((e) => e.code)).toEqual([ErrorCodes.BUFFER_UNOPENABLE]);
+    expect(everyCode.filter(isBufferUnopenable).map((e) => e.code)).toEqual([
+      ErrorCodes.BUFFER_UNOPENABLE,
+    ]);
   });
 
   it('isBufferError: every SCANGW_E_BUFFER… code, and no other', () => {
-    expect(everyCode.filter(isBufferError).map((e) => e.code).sort()).toEqual(Object.values(ErrorCodes).filter((c) => c.startsWith('SCANGW_E_BUFFER')).sort());
+    expect(
+      everyCode
+        .filter(isBufferError)
+        .map((e) => e.code)
+        .sort(),
+    ).toEqual(
+      Object.values(ErrorCodes)
+        .filter((c) => c.startsWith('SCANGW_E_BUFFER'))
+        .sort(),
+    );
     expect(everyCode.filter(isBufferError)).toHaveLength(5);
     expect(isBufferError(of(ErrorCodes.BODY_TOO_LARGE))).toBe(false);
   });
@@ -135,7 +173,9 @@ describe('refusal predicates', () => {
     }
     expect((full as { code?: string }).code).toBe('SQLITE_FULL');
     expect(isDiskFull(full)).toBe(true);
-    expect(isDiskFull(new GatewayError(ErrorCodes.BUFFER, 'commit failed', { cause: full }))).toBe(true);
+    expect(isDiskFull(new GatewayError(ErrorCodes.BUFFER, 'commit failed', { cause: full }))).toBe(
+      true,
+    );
     expect(isDiskFull(of(ErrorCodes.BUFFER_DISK_FULL))).toBe(true);
     expect(everyCode.filter(isDiskFull).map((e) => e.code)).toEqual([ErrorCodes.BUFFER_DISK_FULL]);
     expect(isDiskFull(Object.assign(new Error('locked'), { code: 'SQLITE_BUSY' }))).toBe(false);

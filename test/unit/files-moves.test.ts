@@ -2,7 +2,12 @@ import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { freePath, localDateFolder, moveToFailed, moveToProcessed } from '../../src/inputs/files/file-moves.js';
+import {
+  freePath,
+  localDateFolder,
+  moveToFailed,
+  moveToProcessed,
+} from '../../src/inputs/files/file-moves.js';
 
 let dir: string;
 beforeEach(async () => {
@@ -35,9 +40,13 @@ describe('moveToProcessed', () => {
   it('moves into processed/<local date>/ and never overwrites an earlier file of the same name', async () => {
     const at = new Date(2026, 10, 18, 7, 0);
     await writeFile(join(dir, 'x.csv'), 'first');
-    expect(await moveToProcessed(join(dir, 'x.csv'), dir, at)).toBe(join(dir, 'processed', '2026-11-18', 'x.csv'));
+    expect(await moveToProcessed(join(dir, 'x.csv'), dir, at)).toBe(
+      join(dir, 'processed', '2026-11-18', 'x.csv'),
+    );
     await writeFile(join(dir, 'x.csv'), 'second');
-    expect(await moveToProcessed(join(dir, 'x.csv'), dir, at)).toBe(join(dir, 'processed', '2026-11-18', 'x-1.csv'));
+    expect(await moveToProcessed(join(dir, 'x.csv'), dir, at)).toBe(
+      join(dir, 'processed', '2026-11-18', 'x-1.csv'),
+    );
     expect(await readFile(join(dir, 'processed', '2026-11-18', 'x.csv'), 'utf8')).toBe('first');
     expect(await readFile(join(dir, 'processed', '2026-11-18', 'x-1.csv'), 'utf8')).toBe('second');
     expect(await readdir(dir)).toEqual(['processed']);
@@ -48,10 +57,15 @@ describe('moveToFailed', () => {
   it('moves into failed/ and writes <name>.error.txt with the reason beside it', async () => {
     await mkdir(join(dir, 'failed'));
     await writeFile(join(dir, 'bad.csv'), 'a,b\n');
-    const target = await moveToFailed(join(dir, 'bad.csv'), dir, 'CSV header has no column "barcode"', {
-      inputId: 'drop-1',
-      at: new Date('2026-11-18T06:00:00Z'),
-    });
+    const target = await moveToFailed(
+      join(dir, 'bad.csv'),
+      dir,
+      'CSV header has no column "barcode"',
+      {
+        inputId: 'drop-1',
+        at: new Date('2026-11-18T06:00:00Z'),
+      },
+    );
     expect(target).toBe(join(dir, 'failed', 'bad.csv'));
     expect((await readdir(join(dir, 'failed'))).sort()).toEqual(['bad.csv', 'bad.csv.error.txt']);
     const text = await readFile(join(dir, 'failed', 'bad.csv.error.txt'), 'utf8');

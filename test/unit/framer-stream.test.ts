@@ -16,8 +16,20 @@ afterEach(() => {
 });
 
 function stream(overrides: Partial<SerialInputConfig> = {}): FramedStream {
-  const config = serialInputSchema.parse({ id: 'line3', dcp: 'GI', type: 'serial', path: '/dev/null', ...overrides });
-  return new FramedStream({ inputId: 'line3', config, sink, logger: silentLogger(), origin: { port: '/dev/null' } });
+  const config = serialInputSchema.parse({
+    id: 'line3',
+    dcp: 'GI',
+    type: 'serial',
+    path: '/dev/null',
+    ...overrides,
+  });
+  return new FramedStream({
+    inputId: 'line3',
+    config,
+    sink,
+    logger: silentLogger(),
+    origin: { port: '/dev/null' },
+  });
 }
 
 const bytes = (text: string): Buffer => Buffer.from(text, 'latin1');
@@ -46,7 +58,9 @@ describe('FramedStream: an overlong read ends at a pause', () => {
     await vi.advanceTimersByTimeAsync(499);
     expect(sink.items).toEqual([]);
     await vi.advanceTimersByTimeAsync(1);
-    expect(sink.texts()).toEqual([`<read longer than 4096 bytes: 5100 bytes up to a pause of 500 ms were dropped; the first 256 are kept|${L256}>`]);
+    expect(sink.texts()).toEqual([
+      `<read longer than 4096 bytes: 5100 bytes up to a pause of 500 ms were dropped; the first 256 are kept|${L256}>`,
+    ]);
   });
 
   it('reports an overlong read ended by its terminator or by the end of the stream with its length', async () => {
@@ -78,7 +92,9 @@ describe('FramedStream: an overlong read ends at a pause', () => {
     const s = stream({ framing: 'silence', silenceMs: 40, maxReadLength: 4 });
     s.push(bytes('ABCDEFGH'));
     await vi.advanceTimersByTimeAsync(40);
-    expect(sink.texts()).toEqual(['<read longer than 4 bytes: 8 bytes up to a pause of 40 ms were dropped; the first 5 are kept|ABCDE>']);
+    expect(sink.texts()).toEqual([
+      '<read longer than 4 bytes: 8 bytes up to a pause of 40 ms were dropped; the first 5 are kept|ABCDE>',
+    ]);
   });
 });
 
@@ -101,7 +117,8 @@ describe('FramedStream: line ends', () => {
     s.push(bytes('B-1\n'));
     s.end('device closed before the read was complete');
     await vi.advanceTimersByTimeAsync(0);
-    const hint = 'looks like the scanner ends reads with LF, not CR; set terminator: "\\n" on this input, or make the scanner send CR';
+    const hint =
+      'looks like the scanner ends reads with LF, not CR; set terminator: "\\n" on this input, or make the scanner send CR';
     expect(sink.texts()).toEqual([
       `<the read holds LF (0x0a) at position 8: ${hint}|SER-LF-2\nSER-CRLF-3>`,
       `<read longer than 20 bytes: 24 bytes up to a pause of 200 ms were dropped; the first 21 are kept; it holds LF (0x0a) at position 3: ${hint}|A-1\nA-2\nA-3\nA-4\nA-5\nA>`,

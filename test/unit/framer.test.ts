@@ -32,7 +32,11 @@ function feed(framer: Framer, chunks: Buffer[]): FramerEvent[] {
 }
 
 function framer(terminator: string, maxLength = 4096, headBytes?: number): Framer {
-  return new Framer({ terminator: terminatorBytes(terminator), maxLength, ...(headBytes === undefined ? {} : { headBytes }) });
+  return new Framer({
+    terminator: terminatorBytes(terminator),
+    maxLength,
+    ...(headBytes === undefined ? {} : { headBytes }),
+  });
 }
 
 const bytes = (text: string): Buffer => Buffer.from(text, 'latin1');
@@ -42,22 +46,33 @@ const bytes = (text: string): Buffer => Buffer.from(text, 'latin1');
  * `push(stream)` and then of `flush()`. Terminator CR: a LF right after it is dropped; terminator
  * LF: a CR right before it is dropped; with either, a read holding the other byte is `lineEnd`.
  */
-function reference(stream: Buffer, terminator: Buffer, maxLength: number): { pushed: string[]; flushed: string[] } {
+function reference(
+  stream: Buffer,
+  terminator: Buffer,
+  maxLength: number,
+): { pushed: string[]; flushed: string[] } {
   const pushed: string[] = [];
   const single = terminator.length === 1 ? terminator.toString('latin1') : '';
-  const head = (b: Buffer, end: string): string => `<overlong:${b.subarray(0, Math.min(256, maxLength + 1)).toString('latin1')}:${b.length}@${end}>`;
+  const head = (b: Buffer, end: string): string =>
+    `<overlong:${b.subarray(0, Math.min(256, maxLength + 1)).toString('latin1')}:${b.length}@${end}>`;
   let start = 0;
   for (let idx = stream.indexOf(terminator); idx >= 0; idx = stream.indexOf(terminator, start)) {
     let frame = stream.subarray(start, idx);
     if (single === '\n' && frame.at(-1) === 0x0d) frame = frame.subarray(0, -1);
     if (frame.length > maxLength) pushed.push(head(frame, 'terminator'));
-    else if ((single === '\r' && frame.includes(0x0a)) || (single === '\n' && frame.includes(0x0d))) pushed.push(`<lineEnd:${frame.toString('latin1')}>`);
+    else if ((single === '\r' && frame.includes(0x0a)) || (single === '\n' && frame.includes(0x0d)))
+      pushed.push(`<lineEnd:${frame.toString('latin1')}>`);
     else if (frame.length > 0) pushed.push(frame.toString('latin1'));
     start = idx + terminator.length;
     if (single === '\r' && stream[start] === 0x0a) start += 1;
   }
   const tail = stream.subarray(start);
-  const flushed = tail.length > maxLength + terminator.length - 1 + (single === '\n' ? 1 : 0) ? [head(tail, 'end')] : tail.length > 0 ? [`<partial:${tail.toString('latin1')}>`] : [];
+  const flushed =
+    tail.length > maxLength + terminator.length - 1 + (single === '\n' ? 1 : 0)
+      ? [head(tail, 'end')]
+      : tail.length > 0
+        ? [`<partial:${tail.toString('latin1')}>`]
+        : [];
   return { pushed, flushed };
 }
 
@@ -66,7 +81,9 @@ describe('Framer', () => {
     const events = framer('\r').push(CAPTURE);
     expect(frameTexts(events)).toEqual(CAPTURE_FRAMES);
     const garbage = events[7];
-    expect(garbage?.kind === 'frame' && [...garbage.bytes]).toEqual([0xff, 0xfe, 0x00, 0x67, 0x61, 0x72, 0x62, 0x61, 0x67, 0x65, 0x80, 0x81]);
+    expect(garbage?.kind === 'frame' && [...garbage.bytes]).toEqual([
+      0xff, 0xfe, 0x00, 0x67, 0x61, 0x72, 0x62, 0x61, 0x67, 0x65, 0x80, 0x81,
+    ]);
     const first = events[0];
     expect(first?.kind === 'frame' && first.bytes.subarray(0, 3).toString('latin1')).toBe(']d2');
     expect(first?.kind === 'frame' && first.bytes.includes(0x1d)).toBe(true);
@@ -88,7 +105,10 @@ describe('Framer', () => {
     const stream = bytes('ABC\r\nD\rE\r\n\r\nFGH\r\n');
     for (let at = 0; at <= stream.length; at++) {
       const f = framer('\r\n');
-      expect(frameTexts(feed(f, [stream.subarray(0, at), stream.subarray(at)])), `split at ${at}`).toEqual(['ABC', 'D\rE', 'FGH']);
+      expect(
+        frameTexts(feed(f, [stream.subarray(0, at), stream.subarray(at)])),
+        `split at ${at}`,
+      ).toEqual(['ABC', 'D\rE', 'FGH']);
     }
   });
 
@@ -98,7 +118,11 @@ describe('Framer', () => {
       for (let b = a; b <= stream.length; b++) {
         const f = framer('\x03\r\n');
         const events = feed(f, [stream.subarray(0, a), stream.subarray(a, b), stream.subarray(b)]);
-        expect(frameTexts(events), `splits ${a},${b}`).toEqual(['0104012345678901', ']Q1hello', 'X\x03\rY']);
+        expect(frameTexts(events), `splits ${a},${b}`).toEqual([
+          '0104012345678901',
+          ']Q1hello',
+          'X\x03\rY',
+        ]);
       }
     }
   });
@@ -118,7 +142,10 @@ describe('Framer', () => {
   it('accepts a read of exactly maxLength bytes and reports maxLength + 1 as overlong', () => {
     const f = framer('\r\n', 5);
     expect(frameTexts(f.push(bytes('12345\r\n')))).toEqual(['12345']);
-    expect(frameTexts(f.push(bytes('123456\r\nOK\r\n')))).toEqual(['<overlong:123456:6@terminator>', 'OK']);
+    expect(frameTexts(f.push(bytes('123456\r\nOK\r\n')))).toEqual([
+      '<overlong:123456:6@terminator>',
+      'OK',
+    ]);
   });
 
   it('does not mistake a partial terminator at the limit for an overlong read', () => {
@@ -137,14 +164,20 @@ describe('Framer', () => {
     const g = framer('\r', 8, 4);
     g.push(bytes('AAAAAAAAAA'));
     g.push(bytes('B'.repeat(100)));
-    expect(frameTexts(g.push(bytes('BB\rGOOD\rNEXT')))).toEqual(['<overlong:AAAA:112@terminator>', 'GOOD']);
+    expect(frameTexts(g.push(bytes('BB\rGOOD\rNEXT')))).toEqual([
+      '<overlong:AAAA:112@terminator>',
+      'GOOD',
+    ]);
     expect(frameTexts(g.push(bytes('\r')))).toEqual(['NEXT']);
   });
 
   it('recovers after an overlong read whose multi-byte terminator is split across chunks', () => {
     const f = framer('\r\n', 4, 256);
     expect(frameTexts(f.push(bytes('TOOLONGTOOLONG\r')))).toEqual([]);
-    expect(frameTexts(f.push(bytes('\nFINE\r\n')))).toEqual(['<overlong:TOOLO:14@terminator>', 'FINE']);
+    expect(frameTexts(f.push(bytes('\nFINE\r\n')))).toEqual([
+      '<overlong:TOOLO:14@terminator>',
+      'FINE',
+    ]);
   });
 
   it('caps the kept head of an overlong read at 256 bytes by default', () => {
@@ -172,7 +205,9 @@ describe('Framer', () => {
         fc.integer({ min: 1, max: 12 }),
         (streamBytes, cuts, terminator, maxLength) => {
           const stream = Buffer.from(streamBytes);
-          const positions = [...new Set(cuts.map((c) => c % (stream.length + 1)))].sort((a, b) => a - b);
+          const positions = [...new Set(cuts.map((c) => c % (stream.length + 1)))].sort(
+            (a, b) => a - b,
+          );
           const chunks: Buffer[] = [];
           let last = 0;
           for (const p of positions) {
@@ -236,7 +271,10 @@ describe('Framer: CR and LF line ends (a CRLF scanner on a CR terminator must no
     const stream = bytes('SER-1\r\nSER-2\r\n\r\nSER-3\r\n');
     for (let at = 0; at <= stream.length; at++) {
       const f = framer('\r');
-      expect(frameTexts(feed(f, [stream.subarray(0, at), stream.subarray(at)])), `split at ${at}`).toEqual(['SER-1', 'SER-2', 'SER-3']);
+      expect(
+        frameTexts(feed(f, [stream.subarray(0, at), stream.subarray(at)])),
+        `split at ${at}`,
+      ).toEqual(['SER-1', 'SER-2', 'SER-3']);
       expect(f.flush(), `split at ${at}`).toEqual([]);
     }
   });
@@ -245,7 +283,10 @@ describe('Framer: CR and LF line ends (a CRLF scanner on a CR terminator must no
     const stream = bytes('SER-1\r\nSER-2\r\n12345\r\n');
     for (let at = 0; at <= stream.length; at++) {
       const f = framer('\n', 5);
-      expect(frameTexts(feed(f, [stream.subarray(0, at), stream.subarray(at)])), `split at ${at}`).toEqual(['SER-1', 'SER-2', '12345']);
+      expect(
+        frameTexts(feed(f, [stream.subarray(0, at), stream.subarray(at)])),
+        `split at ${at}`,
+      ).toEqual(['SER-1', 'SER-2', '12345']);
     }
   });
 
@@ -260,13 +301,17 @@ describe('Framer: CR and LF line ends (a CRLF scanner on a CR terminator must no
 
   it('terminator LF: a read holding a CR is reported with the hint to set terminator "\\r"', () => {
     const [event] = framer('\n').push(bytes('A-1\rA-2\n'));
-    expect(event?.kind === 'lineEnd' && event.reason).toMatch(/holds CR \(0x0d\) at position 3: looks like the scanner ends reads with CR, not LF; set terminator: "\\r"/);
+    expect(event?.kind === 'lineEnd' && event.reason).toMatch(
+      /holds CR \(0x0d\) at position 3: looks like the scanner ends reads with CR, not LF; set terminator: "\\r"/,
+    );
   });
 
   it('gives the hint for other bytes only with a CR or LF terminator', () => {
     expect(framer('\r').lineEndHint(bytes('ABC'))).toBeUndefined();
     expect(framer('\r\n').lineEndHint(bytes('A\rB'))).toBeUndefined();
-    expect(framer('\r').lineEndHint(bytes('A\nB'), 'head')).toMatch(/^head holds LF \(0x0a\) at position 1/);
+    expect(framer('\r').lineEndHint(bytes('A\nB'), 'head')).toMatch(
+      /^head holds LF \(0x0a\) at position 1/,
+    );
   });
 });
 
@@ -284,7 +329,11 @@ describe('Framer (stxEtx)', () => {
   it('gives the same reads when split at every pair of positions', () => {
     for (let a = 0; a <= STREAM.length; a++) {
       for (let b = a; b <= STREAM.length; b++) {
-        const events = feed(stxEtx(), [STREAM.subarray(0, a), STREAM.subarray(a, b), STREAM.subarray(b)]);
+        const events = feed(stxEtx(), [
+          STREAM.subarray(0, a),
+          STREAM.subarray(a, b),
+          STREAM.subarray(b),
+        ]);
         expect(frameTexts(events), `splits ${a},${b}`).toEqual(FRAMES);
       }
     }
@@ -304,23 +353,37 @@ describe('Framer (stxEtx)', () => {
       const events = feed(stxEtx(), [stream.subarray(0, at), stream.subarray(at)]);
       expect(frameTexts(events), `split at ${at}`).toEqual(['A', '<noise:noise>', 'B', 'C']);
       const noise = events[1];
-      expect(noise?.kind === 'noise' && noise.reason, `split at ${at}`).toBe('bytes outside STX…ETX (5 bytes)');
+      expect(noise?.kind === 'noise' && noise.reason, `split at ${at}`).toBe(
+        'bytes outside STX…ETX (5 bytes)',
+      );
     }
     const f = stxEtx();
     f.push(bytes('\x02A\x03\r\nxy\r\n'));
     const [atEnd] = f.flush();
-    expect(atEnd?.kind === 'noise' && [atEnd.bytes.toString('latin1'), atEnd.reason]).toEqual(['xy', 'bytes outside STX…ETX (2 bytes)']);
+    expect(atEnd?.kind === 'noise' && [atEnd.bytes.toString('latin1'), atEnd.reason]).toEqual([
+      'xy',
+      'bytes outside STX…ETX (2 bytes)',
+    ]);
   });
 
   it('reports a read whose ETX was lost (a new STX came first) and takes the next read', () => {
-    expect(frameTexts(stxEtx().push(bytes('\x02LOST\x02GOOD\x03')))).toEqual(['<noise:LOST>', 'GOOD']);
+    expect(frameTexts(stxEtx().push(bytes('\x02LOST\x02GOOD\x03')))).toEqual([
+      '<noise:LOST>',
+      'GOOD',
+    ]);
   });
 
   it('reports an overlong read once and recovers at its ETX, or at a new STX', () => {
     const f = stxEtx(4);
     expect(frameTexts(f.push(bytes('\x02ABCDEFG')))).toEqual([]);
-    expect(frameTexts(f.push(bytes('HIJ\x03\x02OK\x03')))).toEqual(['<overlong:ABCDE:10@etx>', 'OK']);
-    expect(frameTexts(stxEtx(4).push(bytes('\x02ABCDEFG\x02OK\x03')))).toEqual(['<overlong:ABCDE:7@stx>', 'OK']);
+    expect(frameTexts(f.push(bytes('HIJ\x03\x02OK\x03')))).toEqual([
+      '<overlong:ABCDE:10@etx>',
+      'OK',
+    ]);
+    expect(frameTexts(stxEtx(4).push(bytes('\x02ABCDEFG\x02OK\x03')))).toEqual([
+      '<overlong:ABCDE:7@stx>',
+      'OK',
+    ]);
   });
 
   it('returns a cut-off read and pending noise at flush()', () => {
@@ -334,21 +397,28 @@ describe('Framer (stxEtx)', () => {
   it('gives the same events for any chunking of any byte stream (property)', () => {
     const alphabet = fc.constantFrom(0x02, 0x03, 0x0d, 0x41, 0x42, 0xff);
     fc.assert(
-      fc.property(fc.array(alphabet, { maxLength: 100 }), fc.array(fc.nat(), { maxLength: 8 }), fc.integer({ min: 1, max: 8 }), (streamBytes, cuts, maxLength) => {
-        const stream = Buffer.from(streamBytes);
-        const positions = [...new Set(cuts.map((c) => c % (stream.length + 1)))].sort((a, b) => a - b);
-        const chunks: Buffer[] = [];
-        let last = 0;
-        for (const p of positions) {
-          chunks.push(stream.subarray(last, p));
-          last = p;
-        }
-        chunks.push(stream.subarray(last));
-        const whole = stxEtx(maxLength);
-        const pieces = stxEtx(maxLength);
-        expect(frameTexts(feed(pieces, chunks))).toEqual(frameTexts(whole.push(stream)));
-        expect(frameTexts(pieces.flush())).toEqual(frameTexts(whole.flush()));
-      }),
+      fc.property(
+        fc.array(alphabet, { maxLength: 100 }),
+        fc.array(fc.nat(), { maxLength: 8 }),
+        fc.integer({ min: 1, max: 8 }),
+        (streamBytes, cuts, maxLength) => {
+          const stream = Buffer.from(streamBytes);
+          const positions = [...new Set(cuts.map((c) => c % (stream.length + 1)))].sort(
+            (a, b) => a - b,
+          );
+          const chunks: Buffer[] = [];
+          let last = 0;
+          for (const p of positions) {
+            chunks.push(stream.subarray(last, p));
+            last = p;
+          }
+          chunks.push(stream.subarray(last));
+          const whole = stxEtx(maxLength);
+          const pieces = stxEtx(maxLength);
+          expect(frameTexts(feed(pieces, chunks))).toEqual(frameTexts(whole.push(stream)));
+          expect(frameTexts(pieces.flush())).toEqual(frameTexts(whole.flush()));
+        },
+      ),
     );
   });
 });

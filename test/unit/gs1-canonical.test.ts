@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { canonicalReference, isIdentifyingAi, normaliseTyped, parseBarcode, type BarcodeParse } from '../../src/gs1/index.js';
+import {
+  canonicalReference,
+  isIdentifyingAi,
+  normaliseTyped,
+  parseBarcode,
+  type BarcodeParse,
+} from '../../src/gs1/index.js';
 
 /** The canonical GS1 reference (src/gs1/canonical.ts), with GS1's own examples named by their source. */
 
@@ -7,8 +13,14 @@ const GS = '\u001d';
 
 function canonical(text: string): string | undefined {
   // Pairings off: a serial alone is not a valid label, but it is something a person may type.
-  const parse: BarcodeParse = parseBarcode(text, { referenceDate: new Date('2026-11-24T00:00:00Z'), checkPairings: false });
-  if (parse.kind !== 'gs1') throw new Error(`not valid GS1: ${text} (${parse.kind === 'invalid' ? parse.reason : 'plain'})`);
+  const parse: BarcodeParse = parseBarcode(text, {
+    referenceDate: new Date('2026-11-24T00:00:00Z'),
+    checkPairings: false,
+  });
+  if (parse.kind !== 'gs1')
+    throw new Error(
+      `not valid GS1: ${text} (${parse.kind === 'invalid' ? parse.reason : 'plain'})`,
+    );
   return canonicalReference(parse.elements)?.uri;
 }
 
@@ -31,19 +43,30 @@ describe('canonical GS1 reference', () => {
 
   it('follows the Digital Link URI Syntax examples: the canonical domain, the key and the qualifiers it keeps', () => {
     // GS1 Digital Link URI Syntax 1.5, section 4 examples.
-    expect(canonical('https://id.gs1.org/01/09520123456788/10/ABC123/21/12345')).toBe('https://id.gs1.org/01/09520123456788/21/12345');
-    const full = parseBarcode('https://example.com/01/09520123456788/22/2A/10/ABC%2F123/21/12345?17=180426', { referenceDate: new Date('2026-01-01T00:00:00Z') });
+    expect(canonical('https://id.gs1.org/01/09520123456788/10/ABC123/21/12345')).toBe(
+      'https://id.gs1.org/01/09520123456788/21/12345',
+    );
+    const full = parseBarcode(
+      'https://example.com/01/09520123456788/22/2A/10/ABC%2F123/21/12345?17=180426',
+      { referenceDate: new Date('2026-01-01T00:00:00Z') },
+    );
     expect(full.kind).toBe('gs1');
     const c = canonicalReference(full.kind === 'gs1' ? full.elements : [])!;
     expect(c.uri).toBe('https://id.gs1.org/01/09520123456788/21/12345');
     expect(c.identifying.map((e) => e.ai)).toEqual(['01', '21']);
     expect(c.attributes.map((e) => e.ai)).toEqual(['22', '10', '17']);
-    expect(c.why).toBe('identified by AI 01 (GTIN), AI 21 (SERIAL); not part of the identity: AI 22 (CPV), AI 10 (BATCH/LOT), AI 17 (USE BY OR EXPIRY)');
+    expect(c.why).toBe(
+      'identified by AI 01 (GTIN), AI 21 (SERIAL); not part of the identity: AI 22 (CPV), AI 10 (BATCH/LOT), AI 17 (USE BY OR EXPIRY)',
+    );
   });
 
   it('keeps the lot of a batch-level read (no serial) and the CPV, percent-encoding values as the standard does', () => {
-    expect(canonical('https://example.com/01/09520123456788/10/ABC%2F123')).toBe('https://id.gs1.org/01/09520123456788/10/ABC%2F123');
-    expect(canonical('(01)09520123456788(22)2A(10)ABC/123')).toBe('https://id.gs1.org/01/09520123456788/22/2A/10/ABC%2F123');
+    expect(canonical('https://example.com/01/09520123456788/10/ABC%2F123')).toBe(
+      'https://id.gs1.org/01/09520123456788/10/ABC%2F123',
+    );
+    expect(canonical('(01)09520123456788(22)2A(10)ABC/123')).toBe(
+      'https://id.gs1.org/01/09520123456788/22/2A/10/ABC%2F123',
+    );
     expect(canonical('(01)09521234543213(17)281231')).toBe('https://id.gs1.org/01/09521234543213');
   });
 
@@ -64,13 +87,21 @@ describe('canonical GS1 reference', () => {
   });
 
   it('indexes the primary keys and key qualifiers, not dates, counts or measures', () => {
-    expect(['00', '01', '10', '21', '22', '235', '254', '8003', '8004', '8006', '414'].filter((ai) => !isIdentifyingAi(ai))).toEqual([]);
-    expect(['11', '17', '30', '37', '3103', '400', '240'].filter((ai) => isIdentifyingAi(ai))).toEqual([]);
+    expect(
+      ['00', '01', '10', '21', '22', '235', '254', '8003', '8004', '8006', '414'].filter(
+        (ai) => !isIdentifyingAi(ai),
+      ),
+    ).toEqual([]);
+    expect(
+      ['11', '17', '30', '37', '3103', '400', '240'].filter((ai) => isIdentifyingAi(ai)),
+    ).toEqual([]);
   });
 
   it('turns the GS as a person types it into the real GS', () => {
     for (const typed of ['<GS>', '{GS}', '\\x1d', '\\x1D', '\\u001d', '^]', GS]) {
-      expect(normaliseTyped(` ]d2010952123454321310B2611-03${typed}21C2611030001234 `)).toBe(`]d2010952123454321310B2611-03${GS}21C2611030001234`);
+      expect(normaliseTyped(` ]d2010952123454321310B2611-03${typed}21C2611030001234 `)).toBe(
+        `]d2010952123454321310B2611-03${GS}21C2611030001234`,
+      );
     }
   });
 });

@@ -15,8 +15,26 @@ import { allAis } from '../../src/gs1/ai-table.js';
 
 const GS = '\u001d';
 const OPTIONS = { referenceDate: new Date('2026-11-18T06:00:00Z') };
-const CSET82 = '!"%&\'()*+,-./0123456789:;<=>?ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz';
-const PREFIXES = ['', ']d2', ']C1', ']Q3', ']e0', ']J1', ']E0', ']E4', ']I1', ']Q1', ']d1', ']d5', ']C0', '(', 'https://a/01/', 'HTTP://x.y/00/'];
+const CSET82 =
+  '!"%&\'()*+,-./0123456789:;<=>?ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz';
+const PREFIXES = [
+  '',
+  ']d2',
+  ']C1',
+  ']Q3',
+  ']e0',
+  ']J1',
+  ']E0',
+  ']E4',
+  ']I1',
+  ']Q1',
+  ']d1',
+  ']d5',
+  ']C0',
+  '(',
+  'https://a/01/',
+  'HTTP://x.y/00/',
+];
 
 /** Every result must be one of the three kinds, well formed, and never an internal fault. */
 function assertWellFormed(parse: BarcodeParse): void {
@@ -34,14 +52,20 @@ const gtin14 = fc
   .map((digits) => digits.join(''))
   .map((body) => `${body}${gs1CheckDigit(body)}`);
 const cset82Text = (max: number) =>
-  fc.array(fc.constantFrom(...CSET82), { minLength: 1, maxLength: max }).map((chars) => chars.join(''));
+  fc
+    .array(fc.constantFrom(...CSET82), { minLength: 1, maxLength: max })
+    .map((chars) => chars.join(''));
 
 describe('parseBarcode never throws', () => {
   it('on arbitrary strings', () => {
     fc.assert(
-      fc.property(fc.constantFrom(...PREFIXES), fc.string({ unit: 'binary', maxLength: 120 }), (prefix, text) => {
-        assertWellFormed(parseBarcode(prefix + text));
-      }),
+      fc.property(
+        fc.constantFrom(...PREFIXES),
+        fc.string({ unit: 'binary', maxLength: 120 }),
+        (prefix, text) => {
+          assertWellFormed(parseBarcode(prefix + text));
+        },
+      ),
       { numRuns: 3000 },
     );
   });
@@ -58,11 +82,40 @@ describe('parseBarcode never throws', () => {
   });
 
   it('on strings built from GS1-like pieces (reaches deep into the parsers)', () => {
-    const piece = fc.constantFrom('01', '10', '17', '21', '00', '8004', '3103', '422', '8006', '/', '?', '&', '=', '%2F', '%0', GS, '(', ')', '\\(', '9', '0', 'A', ' ');
+    const piece = fc.constantFrom(
+      '01',
+      '10',
+      '17',
+      '21',
+      '00',
+      '8004',
+      '3103',
+      '422',
+      '8006',
+      '/',
+      '?',
+      '&',
+      '=',
+      '%2F',
+      '%0',
+      GS,
+      '(',
+      ')',
+      '\\(',
+      '9',
+      '0',
+      'A',
+      ' ',
+    );
     fc.assert(
-      fc.property(fc.constantFrom(...PREFIXES), fc.array(piece, { maxLength: 30 }), fc.date({ noInvalidDate: false }), (prefix, pieces, date) => {
-        assertWellFormed(parseBarcode(prefix + pieces.join(''), { referenceDate: date }));
-      }),
+      fc.property(
+        fc.constantFrom(...PREFIXES),
+        fc.array(piece, { maxLength: 30 }),
+        fc.date({ noInvalidDate: false }),
+        (prefix, pieces, date) => {
+          assertWellFormed(parseBarcode(prefix + pieces.join(''), { referenceDate: date }));
+        },
+      ),
       { numRuns: 3000 },
     );
   });
@@ -71,17 +124,27 @@ describe('parseBarcode never throws', () => {
 describe('valid generated element strings round-trip', () => {
   it('GTIN with computed check digit + batch (+ serial) in every GS1 form', () => {
     fc.assert(
-      fc.property(gtin14, cset82Text(20), fc.option(cset82Text(20), { nil: undefined }), (gtin, batch, serial) => {
-        const want = [['01', gtin], ['10', batch], ...(serial === undefined ? [] : [['21', serial]])];
-        const elementString = `]d201${gtin}10${batch}${serial === undefined ? '' : `${GS}21${serial}`}`;
-        const bracketed = `(01)${gtin}(10)${batch.replaceAll('(', '\\(')}${serial === undefined ? '' : `(21)${serial.replaceAll('(', '\\(')}`}`;
-        const link = `https://id.example.com/01/${gtin}/10/${encodeURIComponent(batch)}${serial === undefined ? '' : `/21/${encodeURIComponent(serial)}`}`;
-        for (const text of [elementString, bracketed, link]) {
-          const parse = parseBarcode(text, OPTIONS);
-          if (parse.kind !== 'gs1') throw new Error(`${JSON.stringify(text)} → ${JSON.stringify(parse)}`);
-          expect(parse.elements.map((e) => [e.ai, e.value])).toEqual(want);
-        }
-      }),
+      fc.property(
+        gtin14,
+        cset82Text(20),
+        fc.option(cset82Text(20), { nil: undefined }),
+        (gtin, batch, serial) => {
+          const want = [
+            ['01', gtin],
+            ['10', batch],
+            ...(serial === undefined ? [] : [['21', serial]]),
+          ];
+          const elementString = `]d201${gtin}10${batch}${serial === undefined ? '' : `${GS}21${serial}`}`;
+          const bracketed = `(01)${gtin}(10)${batch.replaceAll('(', '\\(')}${serial === undefined ? '' : `(21)${serial.replaceAll('(', '\\(')}`}`;
+          const link = `https://id.example.com/01/${gtin}/10/${encodeURIComponent(batch)}${serial === undefined ? '' : `/21/${encodeURIComponent(serial)}`}`;
+          for (const text of [elementString, bracketed, link]) {
+            const parse = parseBarcode(text, OPTIONS);
+            if (parse.kind !== 'gs1')
+              throw new Error(`${JSON.stringify(text)} → ${JSON.stringify(parse)}`);
+            expect(parse.elements.map((e) => [e.ai, e.value])).toEqual(want);
+          }
+        },
+      ),
       { numRuns: 1000 },
     );
   });
@@ -91,7 +154,10 @@ describe('valid generated element strings round-trip', () => {
       fc.property(gtin14, fc.integer({ min: 1, max: 9 }), (gtin, delta) => {
         const wrong = `${gtin.slice(0, 13)}${(Number(gtin.slice(13)) + delta) % 10}`;
         const parse = parseBarcode(`]d201${wrong}`);
-        expect(parse).toMatchObject({ kind: 'invalid', reason: `AI 01 (GTIN) check digit is ${wrong.slice(13)}, expected ${gtin.slice(13)}` });
+        expect(parse).toMatchObject({
+          kind: 'invalid',
+          reason: `AI 01 (GTIN) check digit is ${wrong.slice(13)}, expected ${gtin.slice(13)}`,
+        });
       }),
     );
   });
@@ -117,12 +183,16 @@ describe('check digits (General Specifications 7.9)', () => {
 
   it('appending the computed digit always validates, any other digit never does', () => {
     fc.assert(
-      fc.property(fc.array(fc.integer({ min: 0, max: 9 }), { minLength: 1, maxLength: 20 }), fc.integer({ min: 1, max: 9 }), (digits, delta) => {
-        const body = digits.join('');
-        const check = gs1CheckDigit(body);
-        expect(hasValidCheckDigit(`${body}${check}`)).toBe(true);
-        expect(hasValidCheckDigit(`${body}${(check + delta) % 10}`)).toBe(false);
-      }),
+      fc.property(
+        fc.array(fc.integer({ min: 0, max: 9 }), { minLength: 1, maxLength: 20 }),
+        fc.integer({ min: 1, max: 9 }),
+        (digits, delta) => {
+          const body = digits.join('');
+          const check = gs1CheckDigit(body);
+          expect(hasValidCheckDigit(`${body}${check}`)).toBe(true);
+          expect(hasValidCheckDigit(`${body}${(check + delta) % 10}`)).toBe(false);
+        },
+      ),
     );
   });
 
@@ -154,9 +224,18 @@ describe('century of YY dates (General Specifications 7.12)', () => {
   });
 
   it('the reference date decides the century of a parsed date', () => {
-    const read = (year: number) => parseBarcode(']d201095212345432131777010110X', { referenceDate: new Date(Date.UTC(year, 5, 1)) });
-    expect(read(2026)).toMatchObject({ kind: 'gs1', elements: [{}, { ai: '17', date: '1977-01-01' }, { ai: '10', value: 'X' }] });
-    expect(read(2030)).toMatchObject({ kind: 'gs1', elements: [{}, { ai: '17', date: '2077-01-01' }, {}] });
+    const read = (year: number) =>
+      parseBarcode(']d201095212345432131777010110X', {
+        referenceDate: new Date(Date.UTC(year, 5, 1)),
+      });
+    expect(read(2026)).toMatchObject({
+      kind: 'gs1',
+      elements: [{}, { ai: '17', date: '1977-01-01' }, { ai: '10', value: 'X' }],
+    });
+    expect(read(2030)).toMatchObject({
+      kind: 'gs1',
+      elements: [{}, { ai: '17', date: '2077-01-01' }, {}],
+    });
   });
 });
 
@@ -164,12 +243,18 @@ describe('dates', () => {
   it('day 00 means the last day of the month, leap years included', () => {
     const date = (yymmdd: string) => {
       const parse = parseBarcode(`]d2010952123454321315${yymmdd}`, OPTIONS);
-      return parse.kind === 'gs1' ? parse.elements[1]?.date : parse.kind === 'invalid' ? parse.reason : 'plain';
+      return parse.kind === 'gs1'
+        ? parse.elements[1]?.date
+        : parse.kind === 'invalid'
+          ? parse.reason
+          : 'plain';
     };
     expect(date('280200')).toBe('2028-02-29');
     expect(date('270200')).toBe('2027-02-28');
     expect(date('280229')).toBe('2028-02-29');
-    expect(date('270431')).toBe('AI 15 (BEST BEFORE or BEST BY): 31 April 2027 does not exist (270431)');
+    expect(date('270431')).toBe(
+      'AI 15 (BEST BEFORE or BEST BY): 31 April 2027 does not exist (270431)',
+    );
     expect(date('271300')).toBe('AI 15 (BEST BEFORE or BEST BY): month 13 does not exist (271300)');
     expect(date('270001')).toBe('AI 15 (BEST BEFORE or BEST BY): month 00 does not exist (270001)');
   });
@@ -195,7 +280,12 @@ describe('element strings', () => {
     const parse = parseBarcode(']C10109521234543213310300123433020005033122000050', OPTIONS);
     expect(parse).toMatchObject({
       kind: 'gs1',
-      elements: [{}, { ai: '3103', decimal: '1.234', title: 'NET WEIGHT (kg)' }, { ai: '3302', decimal: '5.03' }, { ai: '3122', decimal: '0.50' }],
+      elements: [
+        {},
+        { ai: '3103', decimal: '1.234', title: 'NET WEIGHT (kg)' },
+        { ai: '3302', decimal: '5.03' },
+        { ai: '3122', decimal: '0.50' },
+      ],
     });
   });
 
@@ -212,37 +302,72 @@ describe('element strings', () => {
       kind: 'invalid',
       reason: 'AI 422 (ORIGIN) is 8 characters, must be exactly 3',
     });
-    expect(parseBarcode(`]d20109521234543213422999${GS}10LOT`)).toMatchObject({ kind: 'invalid', reason: 'AI 422 (ORIGIN): 999 is not an ISO 3166 country code' });
+    expect(parseBarcode(`]d20109521234543213422999${GS}10LOT`)).toMatchObject({
+      kind: 'invalid',
+      reason: 'AI 422 (ORIGIN): 999 is not an ISO 3166 country code',
+    });
     expect(parseBarcode(`]d20109521234543213422276${GS}10LOT`).kind).toBe('gs1');
   });
 
   it('names what is wrong where the data ends early or holds no AI', () => {
-    expect(parseBarcode(']d2')).toMatchObject({ kind: 'invalid', reason: 'the barcode holds no GS1 data after its symbology identifier' });
-    expect(parseBarcode(']d2010952123454')).toMatchObject({ kind: 'invalid', reason: 'AI 01 (GTIN) is 10 characters, must be exactly 14' });
-    expect(parseBarcode(']d2A1')).toMatchObject({ kind: 'invalid', reason: "expected an AI at position 1, found 'A'" });
-    expect(parseBarcode(`]d20109521234543213${GS}2`)).toMatchObject({ kind: 'invalid', reason: "the data ends in the middle of an AI ('2') at position 18" });
-    expect(parseBarcode(']d23109123456')).toMatchObject({ kind: 'invalid', reason: 'AI 3109 does not exist' });
-    expect(parseBarcode(']d210')).toMatchObject({ kind: 'invalid', reason: 'AI 10 (BATCH/LOT) has no value' });
-    expect(parseBarcode(`]d2010952123454321310\r`)).toMatchObject({ kind: 'invalid', reason: 'AI 10 (BATCH/LOT): character U+000D at position 1 is not allowed (CSET 82)' });
+    expect(parseBarcode(']d2')).toMatchObject({
+      kind: 'invalid',
+      reason: 'the barcode holds no GS1 data after its symbology identifier',
+    });
+    expect(parseBarcode(']d2010952123454')).toMatchObject({
+      kind: 'invalid',
+      reason: 'AI 01 (GTIN) is 10 characters, must be exactly 14',
+    });
+    expect(parseBarcode(']d2A1')).toMatchObject({
+      kind: 'invalid',
+      reason: "expected an AI at position 1, found 'A'",
+    });
+    expect(parseBarcode(`]d20109521234543213${GS}2`)).toMatchObject({
+      kind: 'invalid',
+      reason: "the data ends in the middle of an AI ('2') at position 18",
+    });
+    expect(parseBarcode(']d23109123456')).toMatchObject({
+      kind: 'invalid',
+      reason: 'AI 3109 does not exist',
+    });
+    expect(parseBarcode(']d210')).toMatchObject({
+      kind: 'invalid',
+      reason: 'AI 10 (BATCH/LOT) has no value',
+    });
+    expect(parseBarcode(`]d2010952123454321310\r`)).toMatchObject({
+      kind: 'invalid',
+      reason: 'AI 10 (BATCH/LOT): character U+000D at position 1 is not allowed (CSET 82)',
+    });
   });
 
   it('pairings: requisites, exclusions and repeated AIs', () => {
-    expect(parseBarcode(']C10209521234543213')).toMatchObject({ kind: 'invalid', reason: 'AI 02 (CONTENT) requires AI 37 (COUNT)' });
+    expect(parseBarcode(']C10209521234543213')).toMatchObject({
+      kind: 'invalid',
+      reason: 'AI 02 (CONTENT) requires AI 37 (COUNT)',
+    });
     expect(parseBarcode(`]C10209521234543213375${GS}`)).toMatchObject({
       kind: 'invalid',
-      reason: 'AI 37 (COUNT) requires AI 00 (SSCC) with AI 02 (CONTENT) or AI 00 (SSCC) with AI 8026 (ITIP CONTENT)',
+      reason:
+        'AI 37 (COUNT) requires AI 00 (SSCC) with AI 02 (CONTENT) or AI 00 (SSCC) with AI 8026 (ITIP CONTENT)',
     });
     expect(parseBarcode(`]C10009521234567890123502095212345432133712`).kind).toBe('gs1');
     expect(parseBarcode(`]d20109521234543213250X`)).toMatchObject({
       kind: 'invalid',
-      reason: 'AI 250 (SECONDARY SERIAL) requires AI 01 (GTIN) with AI 21 (SERIAL), AI 03 (MTO GTIN) with AI 21 (SERIAL) or AI 8006 (ITIP) with AI 21 (SERIAL)',
+      reason:
+        'AI 250 (SECONDARY SERIAL) requires AI 01 (GTIN) with AI 21 (SERIAL), AI 03 (MTO GTIN) with AI 21 (SERIAL) or AI 8006 (ITIP) with AI 21 (SERIAL)',
     });
     expect(parseBarcode(`]d2010952123454321331030000013102000000`)).toMatchObject({
       kind: 'invalid',
       reason: 'AI 3103 (NET WEIGHT (kg)) must not be used together with AI 3102 (NET WEIGHT (kg))',
     });
-    expect(parseBarcode(`]d201095212345432130209521234543213`)).toMatchObject({ kind: 'invalid', reason: 'AI 02 (CONTENT) must not be used together with AI 01 (GTIN)' });
-    expect(parseBarcode(`]d2010952123454321310A${GS}10B`)).toMatchObject({ kind: 'invalid', reason: "AI 10 (BATCH/LOT) appears twice with different values ('A' and 'B')" });
+    expect(parseBarcode(`]d201095212345432130209521234543213`)).toMatchObject({
+      kind: 'invalid',
+      reason: 'AI 02 (CONTENT) must not be used together with AI 01 (GTIN)',
+    });
+    expect(parseBarcode(`]d2010952123454321310A${GS}10B`)).toMatchObject({
+      kind: 'invalid',
+      reason: "AI 10 (BATCH/LOT) appears twice with different values ('A' and 'B')",
+    });
     expect(parseBarcode(`]d2010952123454321310A${GS}10A`).kind).toBe('gs1');
     expect(parseBarcode(']d221C26', { checkPairings: false }).kind).toBe('gs1');
   });
@@ -251,47 +376,128 @@ describe('element strings', () => {
 describe('bracketed form and Digital Link', () => {
   it('bracketed: escaped brackets, unknown AIs, empty values', () => {
     expect(elementValue(parseBarcode('(01)09521234543213(10)A\\(B'), '10')).toBe('A(B');
-    expect(parseBarcode('(01)09521234543213(89)X')).toMatchObject({ kind: 'invalid', form: 'bracketed', reason: 'AI 89 does not exist' });
-    expect(parseBarcode('(01)09521234543213(10)')).toMatchObject({ kind: 'invalid', reason: 'AI 10 (BATCH/LOT) has no value' });
+    expect(parseBarcode('(01)09521234543213(89)X')).toMatchObject({
+      kind: 'invalid',
+      form: 'bracketed',
+      reason: 'AI 89 does not exist',
+    });
+    expect(parseBarcode('(01)09521234543213(10)')).toMatchObject({
+      kind: 'invalid',
+      reason: 'AI 10 (BATCH/LOT) has no value',
+    });
     expect(parseBarcode('(1)23').kind).toBe('plain');
   });
 
   it('Digital Link: stem prefix, order of qualifiers, attributes, non-AI parameters', () => {
-    expect(parseBarcode('https://example.com/shop/01/09521234543213/21/S1?linkType=all&17=281200', OPTIONS)).toMatchObject({
+    expect(
+      parseBarcode(
+        'https://example.com/shop/01/09521234543213/21/S1?linkType=all&17=281200',
+        OPTIONS,
+      ),
+    ).toMatchObject({
       kind: 'gs1',
       form: 'digital-link',
       elements: [{ ai: '01' }, { ai: '21', value: 'S1' }, { ai: '17', date: '2028-12-31' }],
     });
     expect(parseBarcode('https://a.b/01/09521234543213/21/S1/10/L1')).toMatchObject({
       kind: 'invalid',
-      reason: 'Digital Link: the key qualifiers of AI 01 (GTIN) must appear in the order 22, 10, 21 or 235; got 21, 10',
+      reason:
+        'Digital Link: the key qualifiers of AI 01 (GTIN) must appear in the order 22, 10, 21 or 235; got 21, 10',
     });
-    expect(parseBarcode('https://a.b/01/09521234543213/17/281231')).toMatchObject({ kind: 'invalid', reason: expect.stringContaining('AI 17 (USE BY OR EXPIRY) is not a key qualifier of AI 01 (GTIN)') });
-    expect(parseBarcode('https://a.b/01/09521234543213?123=x')).toMatchObject({ kind: 'invalid', reason: 'Digital Link: AI 123 in the query does not exist' });
-    expect(parseBarcode('https://a.b/01/09521234543213?21=x')).toMatchObject({ kind: 'invalid', reason: 'Digital Link: key qualifier AI 21 (SERIAL) must be in the path, not the query' });
-    expect(parseBarcode('https://a.b/00/095212345678901235?02=09521234543213&37=5').kind).toBe('gs1');
-    expect(parseBarcode('https://a.b/01/09521234543213/10/A%20B')).toMatchObject({ kind: 'invalid', reason: "AI 10 (BATCH/LOT): character ' ' at position 2 is not allowed (CSET 82)" });
-    expect(parseBarcode('https://a.b/01/09521234543213/10/A B')).toMatchObject({ kind: 'invalid', reason: "Digital Link: character ' ' at position 35 is not allowed in a URI" });
+    expect(parseBarcode('https://a.b/01/09521234543213/17/281231')).toMatchObject({
+      kind: 'invalid',
+      reason: expect.stringContaining(
+        'AI 17 (USE BY OR EXPIRY) is not a key qualifier of AI 01 (GTIN)',
+      ),
+    });
+    expect(parseBarcode('https://a.b/01/09521234543213?123=x')).toMatchObject({
+      kind: 'invalid',
+      reason: 'Digital Link: AI 123 in the query does not exist',
+    });
+    expect(parseBarcode('https://a.b/01/09521234543213?21=x')).toMatchObject({
+      kind: 'invalid',
+      reason: 'Digital Link: key qualifier AI 21 (SERIAL) must be in the path, not the query',
+    });
+    expect(parseBarcode('https://a.b/00/095212345678901235?02=09521234543213&37=5').kind).toBe(
+      'gs1',
+    );
+    expect(parseBarcode('https://a.b/01/09521234543213/10/A%20B')).toMatchObject({
+      kind: 'invalid',
+      reason: "AI 10 (BATCH/LOT): character ' ' at position 2 is not allowed (CSET 82)",
+    });
+    expect(parseBarcode('https://a.b/01/09521234543213/10/A B')).toMatchObject({
+      kind: 'invalid',
+      reason: "Digital Link: character ' ' at position 35 is not allowed in a URI",
+    });
     expect(parseBarcode(']Q1https://example.com/about').kind).toBe('plain');
-    expect(parseBarcode(']C1https://a.b/01/09521234543213')).toMatchObject({ kind: 'invalid', reason: expect.stringContaining('carries a URI') });
+    expect(parseBarcode(']C1https://a.b/01/09521234543213')).toMatchObject({
+      kind: 'invalid',
+      reason: expect.stringContaining('carries a URI'),
+    });
   });
 });
 
 describe('AI table', () => {
   it('has every AI the brief names, with its title', () => {
     const want: Record<string, string> = {
-      '00': 'SSCC', '01': 'GTIN', '02': 'CONTENT', '10': 'BATCH/LOT', '11': 'PROD DATE', '12': 'DUE DATE', '13': 'PACK DATE',
-      '15': 'BEST BEFORE or BEST BY', '16': 'SELL BY', '17': 'USE BY OR EXPIRY', '20': 'VARIANT', '21': 'SERIAL', '22': 'CPV',
-      '235': 'TPX', '240': 'ADDITIONAL ID', '241': 'CUST. PART No.', '242': 'MTO VARIANT', '250': 'SECONDARY SERIAL',
-      '251': 'REF. TO SOURCE', '253': 'GDTI', '254': 'GLN EXTENSION COMPONENT', '255': 'GCN', '30': 'VAR. COUNT', '37': 'COUNT',
-      '400': 'ORDER NUMBER', '401': 'GINC', '402': 'GSIN', '403': 'ROUTE', '410': 'SHIP TO LOC', '414': 'LOC No.', '417': 'PARTY',
-      '420': 'SHIP TO POST', '421': 'SHIP TO POST', '422': 'ORIGIN', '423': 'COUNTRY - INITIAL PROCESS', '424': 'COUNTRY - PROCESS',
-      '425': 'COUNTRY - DISASSEMBLY', '426': 'COUNTRY - FULL PROCESS', '7003': 'EXPIRY TIME', '7240': 'PROTOCOL', '8003': 'GRAI',
-      '8004': 'GIAI', '8006': 'ITIP', '8008': 'PROD TIME', '8010': 'CPID', '8011': 'CPID SERIAL', '8020': 'REF No.',
-      '8200': 'PRODUCT URL', '90': 'INTERNAL', '91': 'INTERNAL', '99': 'INTERNAL', '3100': 'NET WEIGHT (kg)', '3695': 'VOLUME (yd³), log',
+      '00': 'SSCC',
+      '01': 'GTIN',
+      '02': 'CONTENT',
+      '10': 'BATCH/LOT',
+      '11': 'PROD DATE',
+      '12': 'DUE DATE',
+      '13': 'PACK DATE',
+      '15': 'BEST BEFORE or BEST BY',
+      '16': 'SELL BY',
+      '17': 'USE BY OR EXPIRY',
+      '20': 'VARIANT',
+      '21': 'SERIAL',
+      '22': 'CPV',
+      '235': 'TPX',
+      '240': 'ADDITIONAL ID',
+      '241': 'CUST. PART No.',
+      '242': 'MTO VARIANT',
+      '250': 'SECONDARY SERIAL',
+      '251': 'REF. TO SOURCE',
+      '253': 'GDTI',
+      '254': 'GLN EXTENSION COMPONENT',
+      '255': 'GCN',
+      '30': 'VAR. COUNT',
+      '37': 'COUNT',
+      '400': 'ORDER NUMBER',
+      '401': 'GINC',
+      '402': 'GSIN',
+      '403': 'ROUTE',
+      '410': 'SHIP TO LOC',
+      '414': 'LOC No.',
+      '417': 'PARTY',
+      '420': 'SHIP TO POST',
+      '421': 'SHIP TO POST',
+      '422': 'ORIGIN',
+      '423': 'COUNTRY - INITIAL PROCESS',
+      '424': 'COUNTRY - PROCESS',
+      '425': 'COUNTRY - DISASSEMBLY',
+      '426': 'COUNTRY - FULL PROCESS',
+      '7003': 'EXPIRY TIME',
+      '7240': 'PROTOCOL',
+      '8003': 'GRAI',
+      '8004': 'GIAI',
+      '8006': 'ITIP',
+      '8008': 'PROD TIME',
+      '8010': 'CPID',
+      '8011': 'CPID SERIAL',
+      '8020': 'REF No.',
+      '8200': 'PRODUCT URL',
+      '90': 'INTERNAL',
+      '91': 'INTERNAL',
+      '99': 'INTERNAL',
+      '3100': 'NET WEIGHT (kg)',
+      '3695': 'VOLUME (yd³), log',
     };
-    for (const [ai, title] of Object.entries(want)) expect(describeAi(ai)).toBe(`AI ${ai} (${title})`);
-    for (const ai of ['410', '411', '412', '413', '414', '415', '416', '417']) expect(lookupAi(ai)?.components[0]?.linters).toContain('csum');
+    for (const [ai, title] of Object.entries(want))
+      expect(describeAi(ai)).toBe(`AI ${ai} (${title})`);
+    for (const ai of ['410', '411', '412', '413', '414', '415', '416', '417'])
+      expect(lookupAi(ai)?.components[0]?.linters).toContain('csum');
     expect(lookupAi('8004')?.components[0]?.linters).not.toContain('csum');
     expect(lookupAi('99')).toMatchObject({ maxLength: 90, predefinedLength: false });
   });
@@ -310,9 +516,15 @@ describe('AI table', () => {
 
   it('GRAI checks the check digit of its GTIN part; GIAI has none', () => {
     expect(parseBarcode(']C1800309521234543213A1').kind).toBe('gs1');
-    expect(parseBarcode(']C1800309521234543214A1')).toMatchObject({ kind: 'invalid', reason: 'AI 8003 (GRAI) check digit is 4, expected 3' });
+    expect(parseBarcode(']C1800309521234543214A1')).toMatchObject({
+      kind: 'invalid',
+      reason: 'AI 8003 (GRAI) check digit is 4, expected 3',
+    });
     expect(parseBarcode(']C18004952123400001235').kind).toBe('gs1');
     const gln = `952123400001${(gs1CheckDigit('952123400001') + 1) % 10}`;
-    expect(parseBarcode(`]C1414${gln}`)).toMatchObject({ kind: 'invalid', reason: expect.stringContaining('AI 414 (LOC No.) check digit') });
+    expect(parseBarcode(`]C1414${gln}`)).toMatchObject({
+      kind: 'invalid',
+      reason: expect.stringContaining('AI 414 (LOC No.) check digit'),
+    });
   });
 });

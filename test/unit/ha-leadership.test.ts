@@ -25,7 +25,8 @@ class FakeEtcd {
   lastEndpoint = 'fake';
   private next = 1;
   private check(): void {
-    if (this.down) throw Object.assign(new Error('no etcd endpoint answered'), { code: ErrorCodes.HA_ETCD });
+    if (this.down)
+      throw Object.assign(new Error('no etcd endpoint answered'), { code: ErrorCodes.HA_ETCD });
   }
   async grant(): Promise<string> {
     this.check();
@@ -64,8 +65,19 @@ const TTL = 600;
 
 function election(etcd: FakeEtcd, nodeId: string, clock: { t: number }) {
   const events: string[] = [];
-  const leadership = new Leadership({ etcd: etcd as unknown as EtcdClient, nodeId, key: '/l', leaseTtlMs: TTL, logger: silentLogger(), now: Date.now, monotonic: () => clock.t + performance.now() });
-  leadership.start({ onLeader: async (epoch) => void events.push(`leader ${epoch}`), onFollower: async (why) => void events.push(`follower: ${why}`) });
+  const leadership = new Leadership({
+    etcd: etcd as unknown as EtcdClient,
+    nodeId,
+    key: '/l',
+    leaseTtlMs: TTL,
+    logger: silentLogger(),
+    now: Date.now,
+    monotonic: () => clock.t + performance.now(),
+  });
+  leadership.start({
+    onLeader: async (epoch) => void events.push(`leader ${epoch}`),
+    onFollower: async (why) => void events.push(`follower: ${why}`),
+  });
   return { leadership, events };
 }
 
@@ -75,7 +87,7 @@ afterEach(async () => {
 });
 
 describe('leader election over an etcd lease', () => {
-  it('one node wins, the other stands by for it; the winner\'s epoch is the revision of its key', async () => {
+  it("one node wins, the other stands by for it; the winner's epoch is the revision of its key", async () => {
     const etcd = new FakeEtcd();
     const a = election(etcd, 'A', { t: 0 });
     running.push(a.leadership);
@@ -114,10 +126,15 @@ describe('leader election over an etcd lease', () => {
     await waitFor(() => a.leadership.mayTake() === undefined, { what: 'A leads' });
     const cutAt = performance.now();
     etcd.down = true;
-    await waitFor(() => a.events.some((e) => e.startsWith('follower')), { timeoutMs: 3000, what: 'A fenced' });
+    await waitFor(() => a.events.some((e) => e.startsWith('follower')), {
+      timeoutMs: 3000,
+      what: 'A fenced',
+    });
     // Printed, not asserted: a loaded machine delays timers; the deadline itself is checked at
     // each commit (the test above), whatever the timers do.
-    console.log(`fenced ${Math.round(performance.now() - cutAt)} ms after etcd went away (deadline ${TTL * FENCE_SHARE} ms)`);
+    console.log(
+      `fenced ${Math.round(performance.now() - cutAt)} ms after etcd went away (deadline ${TTL * FENCE_SHARE} ms)`,
+    );
     expect(a.leadership.snapshot().etcd.reachable).toBe(false);
     expect(a.leadership.mayTake()).toBeDefined();
   });
@@ -137,32 +154,83 @@ describe('leader election over an etcd lease', () => {
 describe('intake under a fence', () => {
   const config = configSchema.parse({
     site: { id: 'ha', timezone: 'Europe/Berlin' },
-    upstream: { baseUrl: 'http://127.0.0.1:1', authUrl: 'http://127.0.0.1:1', clientId: 'demo-client' },
-    dcps: [{ key: 'GI-01', kind: 'goodsIn', productModelKey: 'PACK-A', supplierKey: 'SUP-0042', duplicateWindowMs: 0 }],
-    inputs: [{ id: 'line', type: 'mqtt', url: 'mqtt://127.0.0.1:1', topics: ['t'], clientId: 'x', dcp: 'GI-01' }],
+    upstream: {
+      baseUrl: 'http://127.0.0.1:1',
+      authUrl: 'http://127.0.0.1:1',
+      clientId: 'demo-client',
+    },
+    dcps: [
+      {
+        key: 'GI-01',
+        kind: 'goodsIn',
+        productModelKey: 'PACK-A',
+        supplierKey: 'SUP-0042',
+        duplicateWindowMs: 0,
+      },
+    ],
+    inputs: [
+      {
+        id: 'line',
+        type: 'mqtt',
+        url: 'mqtt://127.0.0.1:1',
+        topics: ['t'],
+        clientId: 'x',
+        dcp: 'GI-01',
+      },
+    ],
   });
-  const read = (code: string): IntakeItem[] => [{ kind: 'read', read: { inputId: 'line', raw: Buffer.from(code), receivedAt: new Date() } }];
-  const message = (id: number, code: string, dup: boolean) => ({ message: { packetId: id, topic: 't', payloadSha256: createHash('sha256').update(code).digest(), dup } });
+  const read = (code: string): IntakeItem[] => [
+    { kind: 'read', read: { inputId: 'line', raw: Buffer.from(code), receivedAt: new Date() } },
+  ];
+  const message = (id: number, code: string, dup: boolean) => ({
+    message: {
+      packetId: id,
+      topic: 't',
+      payloadSha256: createHash('sha256').update(code).digest(),
+      dup,
+    },
+  });
 
   it('commits only while the fence allows, with the epoch; a resend (DUP) is stored as a possible duplicate', async () => {
-    const store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-ha-intake-')), 'buffer.db'));
+    const store = BufferStore.openAt(
+      join(mkdtempSync(join(tmpdir(), 'sg-ha-intake-')), 'buffer.db'),
+    );
     let refusal: string | undefined = 'node A is not the leader (follower)';
     const failures: unknown[] = [];
-    const fence: IntakeFence = { mayTake: () => refusal, epoch: () => 42, commitFailed: (err) => failures.push(err) };
-    const intake = new Intake({ store, mapping: mappingContext(config), logger: silentLogger(), fence });
+    const fence: IntakeFence = {
+      mayTake: () => refusal,
+      epoch: () => 42,
+      commitFailed: (err) => failures.push(err),
+    };
+    const intake = new Intake({
+      store,
+      mapping: mappingContext(config),
+      logger: silentLogger(),
+      fence,
+    });
     intake.open();
     try {
-      await expect(intake.submit(read('R-1'), message(1, 'R-1', false))).rejects.toMatchObject({ code: ErrorCodes.HA_NOT_LEADER, retryable: true });
+      await expect(intake.submit(read('R-1'), message(1, 'R-1', false))).rejects.toMatchObject({
+        code: ErrorCodes.HA_NOT_LEADER,
+        retryable: true,
+      });
       expect(store.reports.totals().pendingScans).toBe(0);
       refusal = undefined;
       await intake.submit(read('R-1'), message(1, 'R-1', false));
       await intake.submit(read('R-2'), message(2, 'R-2', true));
-      const rows = sqlOf(store).prepare('SELECT raw, leader_epoch AS epoch, possible_duplicate AS dup FROM reads ORDER BY id').all() as { raw: Buffer; epoch: number; dup: number }[];
+      const rows = sqlOf(store)
+        .prepare(
+          'SELECT raw, leader_epoch AS epoch, possible_duplicate AS dup FROM reads ORDER BY id',
+        )
+        .all() as { raw: Buffer; epoch: number; dup: number }[];
       expect(rows.map((r) => [r.raw.toString(), r.epoch, r.dup])).toEqual([
         ['R-1', 42, 0],
         ['R-2', 42, 1],
       ]);
-      expect(store.reports.haPossibleDuplicates(10)).toMatchObject({ reads: 1, recent: [{ reference: 'R-2', epoch: 42 }] });
+      expect(store.reports.haPossibleDuplicates(10)).toMatchObject({
+        reads: 1,
+        recent: [{ reference: 'R-2', epoch: 42 }],
+      });
       expect(failures).toEqual([]);
     } finally {
       intake.close();
@@ -176,17 +244,39 @@ describe('config check under ha', () => {
     const { haNotes } = await import('../../src/config/ha-schema.js');
     const base = {
       site: { id: 'ha', timezone: 'Europe/Berlin' },
-      upstream: { baseUrl: 'http://127.0.0.1:1', authUrl: 'http://127.0.0.1:1', clientId: 'demo-client' },
+      upstream: {
+        baseUrl: 'http://127.0.0.1:1',
+        authUrl: 'http://127.0.0.1:1',
+        clientId: 'demo-client',
+      },
       dcps: [{ key: 'GI-01', kind: 'goodsIn', productModelKey: 'PACK-A', supplierKey: 'SUP-0042' }],
       inputs: [
         { id: 'scanner-1', type: 'serial', path: '/dev/ttyUSB0', dcp: 'GI-01' },
-        { id: 'line', type: 'mqtt', url: 'mqtt://127.0.0.1:1', topics: ['t'], clientId: 'x', dcp: 'GI-01' },
+        {
+          id: 'line',
+          type: 'mqtt',
+          url: 'mqtt://127.0.0.1:1',
+          topics: ['t'],
+          clientId: 'x',
+          dcp: 'GI-01',
+        },
       ],
     };
     expect(haNotes(configSchema.parse(base))).toEqual([]);
-    const notes = haNotes(configSchema.parse({ ...base, ha: { nodeId: 'a', etcd: { endpoints: ['http://127.0.0.1:2379'] } } }));
+    const notes = haNotes(
+      configSchema.parse({
+        ...base,
+        ha: { nodeId: 'a', etcd: { endpoints: ['http://127.0.0.1:2379'] } },
+      }),
+    );
     expect(notes).toEqual([
-      { severity: 'note', where: 'inputs.0', message: expect.stringContaining('serial input scanner-1 is bound to this machine; it does not fail over: use a serial device server on TCP') },
+      {
+        severity: 'note',
+        where: 'inputs.0',
+        message: expect.stringContaining(
+          'serial input scanner-1 is bound to this machine; it does not fail over: use a serial device server on TCP',
+        ),
+      },
     ]);
   });
 });

@@ -14,8 +14,20 @@ import { sqlOf } from '../helpers/buffer-sql.js';
 
 const config = configSchema.parse({
   site: { id: 'intake', timezone: 'Europe/Berlin' },
-  upstream: { baseUrl: 'http://127.0.0.1:1', authUrl: 'http://127.0.0.1:1', clientId: 'demo-client' },
-  dcps: [{ key: 'GI-01', kind: 'goodsIn', productModelKey: 'PACK-A', supplierKey: 'SUP-0042', duplicateWindowMs: 0 }],
+  upstream: {
+    baseUrl: 'http://127.0.0.1:1',
+    authUrl: 'http://127.0.0.1:1',
+    clientId: 'demo-client',
+  },
+  dcps: [
+    {
+      key: 'GI-01',
+      kind: 'goodsIn',
+      productModelKey: 'PACK-A',
+      supplierKey: 'SUP-0042',
+      duplicateWindowMs: 0,
+    },
+  ],
   inputs: [{ id: 'inbox', type: 'files', dir: '/tmp/unused', dcp: 'GI-01' }],
 });
 
@@ -28,25 +40,43 @@ afterEach(() => {
 
 function setup(gate?: IntakeGate): { store: BufferStore; intake: Intake } {
   store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-intake-')), 'buffer.db'));
-  intake = new Intake({ store, mapping: mappingContext(config), logger: silentLogger(), ...(gate ? { gate } : {}) });
+  intake = new Intake({
+    store,
+    mapping: mappingContext(config),
+    logger: silentLogger(),
+    ...(gate ? { gate } : {}),
+  });
   intake.open();
   return { store, intake };
 }
 
 const reads = (prefix: string, n: number): IntakeItem[] =>
-  Array.from({ length: n }, (_, i) => ({ kind: 'read', read: { inputId: 'inbox', raw: Buffer.from(`${prefix}-${i}`), receivedAt: new Date() } }));
+  Array.from({ length: n }, (_, i) => ({
+    kind: 'read',
+    read: { inputId: 'inbox', raw: Buffer.from(`${prefix}-${i}`), receivedAt: new Date() },
+  }));
 
 describe('intake: file hashes and the quota gate', () => {
   it('reads the buffer only in open(), and refuses submits before it', async () => {
     store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-intake-')), 'buffer.db'));
-    const closedStore = new BufferStore(join(mkdtempSync(join(tmpdir(), 'sg-intake-')), 'buffer.db'));
+    const closedStore = new BufferStore(
+      join(mkdtempSync(join(tmpdir(), 'sg-intake-')), 'buffer.db'),
+    );
     // Built on a store not open yet: the constructor does not touch it.
-    const early = new Intake({ store: closedStore, mapping: mappingContext(config), logger: silentLogger() });
+    const early = new Intake({
+      store: closedStore,
+      mapping: mappingContext(config),
+      logger: silentLogger(),
+    });
     expect(() => early.open()).toThrow(expect.objectContaining({ code: ErrorCodes.NOT_RUNNING }));
     intake = new Intake({ store, mapping: mappingContext(config), logger: silentLogger() });
-    await expect(intake.submit(reads('R', 1))).rejects.toMatchObject({ code: ErrorCodes.NOT_RUNNING });
+    await expect(intake.submit(reads('R', 1))).rejects.toMatchObject({
+      code: ErrorCodes.NOT_RUNNING,
+    });
     intake.open();
-    await expect(intake.submit(reads('R', 1))).resolves.toMatchObject({ outcomes: [{ outcome: 'scan' }] });
+    await expect(intake.submit(reads('R', 1))).resolves.toMatchObject({
+      outcomes: [{ outcome: 'scan' }],
+    });
   });
 
   it('stores a file once: the same content submitted again (a crash between commit and move) is acknowledged, not stored', async () => {
@@ -76,10 +106,30 @@ describe('intake: file hashes and the quota gate', () => {
     expect(store.reports.totals().pendingScans).toBe(6);
     expect(store.intake.fileProgress('inbox', 'sha-c')).toBeUndefined();
     expect(intake.fileProgress('inbox', 'sha-c')).toEqual({ items: 0, complete: true });
-    expect(sqlOf(store).prepare('SELECT name, items FROM files').all()).toEqual([{ name: 'c.txt', items: 6 }]);
+    expect(sqlOf(store).prepare('SELECT name, items FROM files').all()).toEqual([
+      { name: 'c.txt', items: 6 },
+    ]);
     // remember: false: the complete file leaves no record (its progress row goes all the same).
-    await intake.submit(reads('E', 1), { fileChunk: { ...chunk, hash: 'sha-e', name: 'e.txt', remember: false, itemsBefore: 0, final: false } });
-    await intake.submit(reads('F', 1), { fileChunk: { ...chunk, hash: 'sha-e', name: 'e.txt', remember: false, itemsBefore: 1, final: true } });
+    await intake.submit(reads('E', 1), {
+      fileChunk: {
+        ...chunk,
+        hash: 'sha-e',
+        name: 'e.txt',
+        remember: false,
+        itemsBefore: 0,
+        final: false,
+      },
+    });
+    await intake.submit(reads('F', 1), {
+      fileChunk: {
+        ...chunk,
+        hash: 'sha-e',
+        name: 'e.txt',
+        remember: false,
+        itemsBefore: 1,
+        final: true,
+      },
+    });
     expect(intake.fileProgress('inbox', 'sha-e')).toBeUndefined();
     expect(store.reports.totals().pendingScans).toBe(8);
   });
@@ -94,7 +144,17 @@ describe('intake: file hashes and the quota gate', () => {
     const { store, intake } = setup(gate);
     const first = intake.submit(reads('A', 3));
     const second = intake.submit(reads('B', 3)); // same group: 6 > 4
-    const rejections = intake.submit([{ kind: 'rejection', rejection: { inputId: 'inbox', raw: Buffer.from('x'), receivedAt: new Date(), reason: 'no barcode column' } }]);
+    const rejections = intake.submit([
+      {
+        kind: 'rejection',
+        rejection: {
+          inputId: 'inbox',
+          raw: Buffer.from('x'),
+          receivedAt: new Date(),
+          reason: 'no barcode column',
+        },
+      },
+    ]);
     await first;
     const refused = await second.then(
       () => undefined,
@@ -105,7 +165,9 @@ describe('intake: file hashes and the quota gate', () => {
     expect(isTooLargeForBuffer(refused)).toBe(false);
     expect(refused).toMatchObject({ code: ErrorCodes.BUFFER_QUOTA, retryable: true });
     expect(store.reports.totals().pendingScans).toBe(3);
-    expect(sqlOf(store).prepare(`SELECT count(*) FROM reads WHERE outcome = 'rejected'`).pluck().get()).toBe(1);
+    expect(
+      sqlOf(store).prepare(`SELECT count(*) FROM reads WHERE outcome = 'rejected'`).pluck().get(),
+    ).toBe(1);
     room = 100;
     await intake.submit(reads('B', 3));
     expect(store.reports.totals().pendingScans).toBe(6);
@@ -115,15 +177,31 @@ describe('intake: file hashes and the quota gate', () => {
 describe('intake across a restart', () => {
   const windowed = configSchema.parse({
     ...config,
-    dcps: [{ key: 'GI-01', kind: 'goodsIn', productModelKey: 'PACK-A', supplierKey: 'SUP-0042', duplicateWindowMs: 60_000 }],
+    dcps: [
+      {
+        key: 'GI-01',
+        kind: 'goodsIn',
+        productModelKey: 'PACK-A',
+        supplierKey: 'SUP-0042',
+        duplicateWindowMs: 60_000,
+      },
+    ],
   });
-  const read = (code: string, at: Date): IntakeItem => ({ kind: 'read', read: { inputId: 'inbox', raw: Buffer.from(code), receivedAt: at } });
+  const read = (code: string, at: Date): IntakeItem => ({
+    kind: 'read',
+    read: { inputId: 'inbox', raw: Buffer.from(code), receivedAt: at },
+  });
 
   it('rebuilds the duplicate window from the scans committed within it', async () => {
     let now = Date.parse('2026-11-24T10:00:00Z');
     const file = join(mkdtempSync(join(tmpdir(), 'sg-intake-')), 'buffer.db');
     store = BufferStore.openAt(file);
-    intake = new Intake({ store, mapping: mappingContext(windowed), logger: silentLogger(), now: () => now });
+    intake = new Intake({
+      store,
+      mapping: mappingContext(windowed),
+      logger: silentLogger(),
+      now: () => now,
+    });
     intake.open();
     await intake.submit([read('OLD-1', new Date(now - 120_000)), read('NEW-1', new Date(now))]);
     intake.close();
@@ -132,9 +210,17 @@ describe('intake across a restart', () => {
     // A restart 10 s later: the same label again is a duplicate of the scan before the restart.
     now += 10_000;
     store = BufferStore.openAt(file);
-    intake = new Intake({ store, mapping: mappingContext(windowed), logger: silentLogger(), now: () => now });
+    intake = new Intake({
+      store,
+      mapping: mappingContext(windowed),
+      logger: silentLogger(),
+      now: () => now,
+    });
     intake.open();
-    const result = await intake.submit([read('NEW-1', new Date(now)), read('OTHER-1', new Date(now))]);
+    const result = await intake.submit([
+      read('NEW-1', new Date(now)),
+      read('OTHER-1', new Date(now)),
+    ]);
     expect(result.outcomes.map((o) => o.outcome)).toEqual(['duplicate', 'scan']);
     intake.close();
     store.close();
@@ -142,7 +228,12 @@ describe('intake across a restart', () => {
     // Past the window (by commit time) nothing is restored: the label is a scan again.
     now += 120_000;
     store = BufferStore.openAt(file);
-    intake = new Intake({ store, mapping: mappingContext(windowed), logger: silentLogger(), now: () => now });
+    intake = new Intake({
+      store,
+      mapping: mappingContext(windowed),
+      logger: silentLogger(),
+      now: () => now,
+    });
     intake.open();
     expect((await intake.submit([read('NEW-1', new Date(now))])).outcomes[0]?.outcome).toBe('scan');
   });
@@ -150,22 +241,38 @@ describe('intake across a restart', () => {
   it('recognises a resent MQTT message by packet id, topic and payload hash, only when flagged DUP', async () => {
     const { store, intake } = setup();
     const sha = (t: string) => createHash('sha256').update(t).digest();
-    const message = (packetId: number, payload: string, dup: boolean) => ({ packetId, topic: 'plant/L1/scans', payloadSha256: sha(payload), dup });
-    const item = (code: string): IntakeItem[] => [{ kind: 'read', read: { inputId: 'mq', raw: Buffer.from(code), receivedAt: new Date() } }];
+    const message = (packetId: number, payload: string, dup: boolean) => ({
+      packetId,
+      topic: 'plant/L1/scans',
+      payloadSha256: sha(payload),
+      dup,
+    });
+    const item = (code: string): IntakeItem[] => [
+      { kind: 'read', read: { inputId: 'mq', raw: Buffer.from(code), receivedAt: new Date() } },
+    ];
     await intake.submit(item('A'), { message: message(7, 'A', false) });
     // The resend (DUP) of packet 7 with the same payload: acknowledged only, counted.
-    expect(await intake.submit(item('A'), { message: message(7, 'A', true) })).toEqual({ outcomes: [], redelivered: true });
+    expect(await intake.submit(item('A'), { message: message(7, 'A', true) })).toEqual({
+      outcomes: [],
+      redelivered: true,
+    });
     // A new message with the same payload (a second scan of the label) is stored, DUP or not.
     await intake.submit(item('A'), { message: message(8, 'A', false) });
     await intake.submit(item('A'), { message: message(9, 'A', true) });
     // Packet 7 handed out again: the new message replaces the identity, and its own resend is recognised.
     await intake.submit(item('B'), { message: message(7, 'B', false) });
-    expect((await intake.submit(item('B'), { message: message(7, 'B', true) })).redelivered).toBe(true);
-    expect((await intake.submit(item('A'), { message: message(7, 'A', true) })).redelivered).toBeUndefined();
+    expect((await intake.submit(item('B'), { message: message(7, 'B', true) })).redelivered).toBe(
+      true,
+    );
+    expect(
+      (await intake.submit(item('A'), { message: message(7, 'A', true) })).redelivered,
+    ).toBeUndefined();
     expect(intake.countersFor('mq')).toMatchObject({ reads: 5, redelivered: 2 });
     expect(sqlOf(store).prepare('SELECT count(*) FROM mqtt_messages').pluck().get()).toBe(3);
     // The broker lost the session: nothing can come again, the identities go.
     intake.forgetMessages('mq');
-    expect((await intake.submit(item('B'), { message: message(7, 'B', true) })).redelivered).toBeUndefined();
+    expect(
+      (await intake.submit(item('B'), { message: message(7, 'B', true) })).redelivered,
+    ).toBeUndefined();
   });
 });

@@ -20,7 +20,10 @@ afterEach(async () => {
   server = undefined;
 });
 
-function start(answer: (q: ItemQuestion) => ItemAnswer | Promise<ItemAnswer>, scrub?: (text: string) => string): FastifyInstance {
+function start(
+  answer: (q: ItemQuestion) => ItemAnswer | Promise<ItemAnswer>,
+  scrub?: (text: string) => string,
+): FastifyInstance {
   server = buildHealthServer({
     logger: memoryLogger('info').logger,
     status: () => ({}) as GatewayStatus,
@@ -33,7 +36,8 @@ function start(answer: (q: ItemQuestion) => ItemAnswer | Promise<ItemAnswer>, sc
   return server;
 }
 
-const get = (app: FastifyInstance, url: string) => app.inject({ method: 'GET', url, headers: { host: '127.0.0.1' } });
+const get = (app: FastifyInstance, url: string) =>
+  app.inject({ method: 'GET', url, headers: { host: '127.0.0.1' } });
 
 describe('item routes', () => {
   it('ask the question of their route and send the answer text with its code', async () => {
@@ -47,7 +51,9 @@ describe('item routes', () => {
     expect(trace.headers['content-type']).toMatch(/application\/json/);
     expect(trace.body).toBe('{"asked":"trace"}');
     expect((await get(app, '/api/v1/items?prefix=PK-')).statusCode).toBe(200);
-    expect((await get(app, '/api/v1/items?value=A1&ai=21&limit=5&cursor=21.7')).statusCode).toBe(200);
+    expect((await get(app, '/api/v1/items?value=A1&ai=21&limit=5&cursor=21.7')).statusCode).toBe(
+      200,
+    );
     expect(asked).toEqual([
       { kind: 'trace', reference: '(01)09506000134352(21)A/1', depth: 2 },
       { kind: 'search', prefix: 'PK-' },
@@ -58,12 +64,18 @@ describe('item routes', () => {
   it('answer 503 with the reason and Retry-After when no lookup thread could answer; 500 for another error', async () => {
     const app = start((q) => {
       if (q.kind === 'trace' && q.reference === 'boom') throw new Error('disk I/O error');
-      return Promise.reject(new LookupUnavailable('the lookup thread exited (code 1); it is started again for the next lookup'));
+      return Promise.reject(
+        new LookupUnavailable(
+          'the lookup thread exited (code 1); it is started again for the next lookup',
+        ),
+      );
     });
     const down = await get(app, '/api/v1/items/W0');
     expect(down.statusCode).toBe(503);
     expect(down.headers['retry-after']).toBe('1');
-    expect(down.json()).toMatchObject({ message: expect.stringContaining('the lookup thread exited (code 1)') });
+    expect(down.json()).toMatchObject({
+      message: expect.stringContaining('the lookup thread exited (code 1)'),
+    });
     expect((await get(app, '/api/v1/items/boom')).statusCode).toBe(500);
   });
 
@@ -76,10 +88,18 @@ describe('item routes', () => {
       across: JSON.stringify(['xa', 'bc']),
       bearer: JSON.stringify({ raw: 'Authorization: Bearer\tabcdefghijkl' }),
     };
-    const app = start((q) => ({ code: 200, json: texts[(q as { reference: string }).reference]! }), (t) => scrubber.scrub(t));
+    const app = start(
+      (q) => ({ code: 200, json: texts[(q as { reference: string }).reference]! }),
+      (t) => scrubber.scrub(t),
+    );
     expect((await get(app, '/api/v1/items/plain')).body).toBe(texts.plain);
-    expect((await get(app, '/api/v1/items/secret')).json()).toEqual({ reference: 'W0', raw: 'token=[redacted]' });
+    expect((await get(app, '/api/v1/items/secret')).json()).toEqual({
+      reference: 'W0',
+      raw: 'token=[redacted]',
+    });
     expect((await get(app, '/api/v1/items/across')).json()).toEqual(['xa', 'bc']);
-    expect((await get(app, '/api/v1/items/bearer')).json()).toEqual({ raw: 'Authorization: Bearer\t[redacted]' });
+    expect((await get(app, '/api/v1/items/bearer')).json()).toEqual({
+      raw: 'Authorization: Bearer\t[redacted]',
+    });
   });
 });

@@ -35,20 +35,33 @@ describe('http.tls files', () => {
   });
 
   it('a matching pair: a note with the subject, serial, names, end and days left', () => {
-    const findings = checkListenerTls({ certFile: longLived.certFile, keyFile: longLived.keyFile }, Date.now());
+    const findings = checkListenerTls(
+      { certFile: longLived.certFile, keyFile: longLived.keyFile },
+      Date.now(),
+    );
     expect(findings).toHaveLength(1);
     expect(findings[0]).toMatchObject({ severity: 'note', where: 'http.tls.certFile' });
-    expect(findings[0]!.message).toMatch(/CN=long, serial 1003, names DNS:localhost, IP Address:127\.0\.0\.1; valid until \d{4}-\d\d-\d\dT.*\((59|60) days left\); the key matches/);
+    expect(findings[0]!.message).toMatch(
+      /CN=long, serial 1003, names DNS:localhost, IP Address:127\.0\.0\.1; valid until \d{4}-\d\d-\d\dT.*\((59|60) days left\); the key matches/,
+    );
   });
 
   it('a certificate near its end: a second note saying to renew', () => {
-    const findings = checkListenerTls({ certFile: server1.certFile, keyFile: server1.keyFile }, Date.now());
+    const findings = checkListenerTls(
+      { certFile: server1.certFile, keyFile: server1.keyFile },
+      Date.now(),
+    );
     expect(findings.map((f) => f.severity)).toEqual(['note', 'note']);
-    expect(findings[1]!.message).toMatch(/^the certificate ends in (less than a day|1 day): renew it/);
+    expect(findings[1]!.message).toMatch(
+      /^the certificate ends in (less than a day|1 day): renew it/,
+    );
   });
 
   it('a key of another certificate: a problem naming keyFile, both files and the serial', () => {
-    const findings = checkListenerTls({ certFile: server1.certFile, keyFile: server2.keyFile }, Date.now());
+    const findings = checkListenerTls(
+      { certFile: server1.certFile, keyFile: server2.keyFile },
+      Date.now(),
+    );
     expect(findings).toEqual([
       {
         severity: 'problem',
@@ -59,7 +72,10 @@ describe('http.tls files', () => {
   });
 
   it('an expired certificate: a problem saying when it ended', () => {
-    const findings = checkListenerTls({ certFile: server1.certFile, keyFile: server1.keyFile }, server1.notAfterMs + DAY);
+    const findings = checkListenerTls(
+      { certFile: server1.certFile, keyFile: server1.keyFile },
+      server1.notAfterMs + DAY,
+    );
     expect(findings).toHaveLength(1);
     expect(findings[0]).toMatchObject({ severity: 'problem', where: 'http.tls.certFile' });
     expect(findings[0]!.message).toMatch(/the certificate \(serial 1001\) expired at \d{4}-/);
@@ -68,13 +84,22 @@ describe('http.tls files', () => {
   it('a missing file, a file that is not PEM, an encrypted key: problems naming the key and the file', () => {
     const missing = join(dir, 'nope.pem');
     expect(checkListenerTls({ certFile: missing, keyFile: server1.keyFile }, Date.now())).toEqual([
-      { severity: 'problem', where: 'http.tls.certFile', message: `${missing}: cannot be read (ENOENT)` },
+      {
+        severity: 'problem',
+        where: 'http.tls.certFile',
+        message: `${missing}: cannot be read (ENOENT)`,
+      },
     ]);
     const text = join(dir, 'text.pem');
     writeFileSync(text, 'not a certificate\n');
-    expect(checkListenerTls({ certFile: text, keyFile: server1.keyFile }, Date.now())[0]!.message).toBe(`${text}: holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
+    expect(
+      checkListenerTls({ certFile: text, keyFile: server1.keyFile }, Date.now())[0]!.message,
+    ).toBe(`${text}: holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
     const encrypted = join(dir, 'encrypted.key');
-    writeFileSync(encrypted, '-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIB\n-----END ENCRYPTED PRIVATE KEY-----\n');
+    writeFileSync(
+      encrypted,
+      '-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIB\n-----END ENCRYPTED PRIVATE KEY-----\n',
+    );
     const f = checkListenerTls({ certFile: server1.certFile, keyFile: encrypted }, Date.now());
     expect(f[0]).toMatchObject({ severity: 'problem', where: 'http.tls.keyFile' });
     expect(f[0]!.message).toMatch(/the key is encrypted; give it unencrypted/);
@@ -83,7 +108,9 @@ describe('http.tls files', () => {
   });
 
   it('a folder given as a file is refused without reading it', () => {
-    expect(() => readListenerTls({ certFile: dir, keyFile: server1.keyFile })).toThrow(/http\.tls\.certFile .*: cannot be read \(is a folder/);
+    expect(() => readListenerTls({ certFile: dir, keyFile: server1.keyFile })).toThrow(
+      /http\.tls\.certFile .*: cannot be read \(is a folder/,
+    );
   });
 
   it('config check (preflight) reports the files of http.tls with their keys', async () => {
@@ -97,7 +124,13 @@ inputs: []
     const config = parseConfigText(yaml, join(dir, 'config.yaml'));
     const findings = await preflight(config, { env: {} });
     // An unreadable file is said once, by the access check; the pair is judged once every file can be read.
-    expect(findings).toEqual([{ severity: 'problem', where: 'http.tls.clientCaFile', message: `${join(dir, 'missing-ca.pem')} does not exist` }]);
+    expect(findings).toEqual([
+      {
+        severity: 'problem',
+        where: 'http.tls.clientCaFile',
+        message: `${join(dir, 'missing-ca.pem')} does not exist`,
+      },
+    ]);
     copyFileSync(ca.certFile, join(dir, 'missing-ca.pem'));
     const again = await preflight(config, { env: {} });
     expect(again.map((f) => [f.severity, f.where])).toEqual([['problem', 'http.tls.keyFile']]);
@@ -111,10 +144,13 @@ inputs: []
     const log = memoryLogger('info');
     const servedSerial = () =>
       new Promise<string>((resolve, reject) => {
-        const socket = connect({ host: '127.0.0.1', port, ca: ca.pem, servername: 'localhost' }, () => {
-          resolve(socket.getPeerCertificate().serialNumber.toUpperCase());
-          socket.end();
-        });
+        const socket = connect(
+          { host: '127.0.0.1', port, ca: ca.pem, servername: 'localhost' },
+          () => {
+            resolve(socket.getPeerCertificate().serialNumber.toUpperCase());
+            socket.end();
+          },
+        );
         socket.once('error', reject);
       });
 
@@ -122,7 +158,10 @@ inputs: []
       live = mkdtempSync(join(tmpdir(), 'sg-tls-live-'));
       copyFileSync(server1.certFile, join(live, 'cert.pem'));
       copyFileSync(server1.keyFile, join(live, 'key.pem'));
-      tls = new ListenerTls({ tls: { certFile: join(live, 'cert.pem'), keyFile: join(live, 'key.pem') }, logger: log.logger });
+      tls = new ListenerTls({
+        tls: { certFile: join(live, 'cert.pem'), keyFile: join(live, 'key.pem') },
+        logger: log.logger,
+      });
       tls.load();
       server = createServer(tls.serverOptions(), (_req, res) => res.end('ok'));
       tls.attach(server);
@@ -146,7 +185,11 @@ inputs: []
       const refused = tls.status(Date.now())!;
       expect(refused.reloads).toEqual({ applied: 0, refused: 1 });
       expect(refused.lastRefusal?.message).toMatch(/is not the key of the certificate/);
-      expect(log.parsed().some((l) => l.msg === 'TLS certificate reload refused; the served certificate stays')).toBe(true);
+      expect(
+        log
+          .parsed()
+          .some((l) => l.msg === 'TLS certificate reload refused; the served certificate stays'),
+      ).toBe(true);
 
       // The rest of it.
       copyFileSync(server2.certFile, join(live, 'cert.pem.new'));
@@ -165,22 +208,38 @@ inputs: []
       const folder = mkdtempSync(join(tmpdir(), 'sg-tls-ended-'));
       copyFileSync(longLived.certFile, join(folder, 'cert.pem'));
       copyFileSync(longLived.keyFile, join(folder, 'key.pem'));
-      const t = new ListenerTls({ tls: { certFile: join(folder, 'cert.pem'), keyFile: join(folder, 'key.pem') }, logger: log.logger, now: () => later });
+      const t = new ListenerTls({
+        tls: { certFile: join(folder, 'cert.pem'), keyFile: join(folder, 'key.pem') },
+        logger: log.logger,
+        now: () => later,
+      });
       t.load();
       copyFileSync(server1.certFile, join(folder, 'cert.pem'));
       copyFileSync(server1.keyFile, join(folder, 'key.pem'));
       expect(t.reload('TLS files changed')).toBe('refused');
       expect(t.status(later)!.certificate.serialNumber).toBe('1003');
-      expect(t.status(later)!.lastRefusal?.message).toMatch(/the certificate \(serial 1001\) expired at/);
+      expect(t.status(later)!.lastRefusal?.message).toMatch(
+        /the certificate \(serial 1001\) expired at/,
+      );
 
       // At start the gateway's other inputs must run: the ended certificate is served, and said.
-      const atStart = new ListenerTls({ tls: { certFile: server1.certFile, keyFile: server1.keyFile }, logger: log.logger, now: () => later });
+      const atStart = new ListenerTls({
+        tls: { certFile: server1.certFile, keyFile: server1.keyFile },
+        logger: log.logger,
+        now: () => later,
+      });
       atStart.load();
       expect(atStart.status(later)!.daysLeft).toBe(-1);
-      expect(log.parsed().some((l) => l.msg.startsWith('served all the same: the certificate (serial 1001) expired'))).toBe(true);
-      expect(() => readListenerTls({ certFile: join(dir, 'nope.pem'), keyFile: server1.keyFile })).toThrow(
-        expect.objectContaining({ code: ErrorCodes.LISTENER_TLS }) as unknown as Error,
-      );
+      expect(
+        log
+          .parsed()
+          .some((l) =>
+            l.msg.startsWith('served all the same: the certificate (serial 1001) expired'),
+          ),
+      ).toBe(true);
+      expect(() =>
+        readListenerTls({ certFile: join(dir, 'nope.pem'), keyFile: server1.keyFile }),
+      ).toThrow(expect.objectContaining({ code: ErrorCodes.LISTENER_TLS }) as unknown as Error);
     });
   });
 });

@@ -28,7 +28,12 @@ describe('logger', () => {
     logger.child({ requestId: 'x' }).info('child without component');
     const parsed = out.lines().map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(parsed.map((p) => p.component)).toEqual(['main', 'delivery', 'app', 'main']);
-    expect(parsed[1]).toMatchObject({ level: 40, batchId: 3, msg: 'child line', service: 'scan-gateway' });
+    expect(parsed[1]).toMatchObject({
+      level: 40,
+      batchId: 3,
+      msg: 'child line',
+      service: 'scan-gateway',
+    });
   });
 
   it('respects the level', () => {
@@ -45,13 +50,33 @@ describe('logger', () => {
     const scrubber = new SecretScrubber([SECRET]);
     const logger = createLogger({ destination: out.stream, format: 'json', scrubber });
     scrubber.add(ADMIN);
-    logger.info({ clientSecret: SECRET, nested: { token: 'abc-token-value', authorization: `Bearer ${ADMIN}` } }, 'by path');
+    logger.info(
+      {
+        clientSecret: SECRET,
+        nested: { token: 'abc-token-value', authorization: `Bearer ${ADMIN}` },
+      },
+      'by path',
+    );
     logger.error({ err: new Error(`refused: client_secret=${SECRET}`) }, 'in an error message');
     logger.warn(`a message holding ${ADMIN} and ${JWT}`);
-    logger.info({ headers: { Authorization: 'Bearer some-other-credential-123' }, deep: { a: { b: `x ${SECRET} y` } } }, 'nested');
+    logger.info(
+      {
+        headers: { Authorization: 'Bearer some-other-credential-123' },
+        deep: { a: { b: `x ${SECRET} y` } },
+      },
+      'nested',
+    );
     logger.info('Authorization: Bearer zzzzzzzzzzzz');
     const text = out.lines().join('\n');
-    for (const leaked of [SECRET, JSON.stringify(SECRET).slice(1, -1), ADMIN, JWT, 'abc-token-value', 'some-other-credential-123', 'zzzzzzzzzzzz']) {
+    for (const leaked of [
+      SECRET,
+      JSON.stringify(SECRET).slice(1, -1),
+      ADMIN,
+      JWT,
+      'abc-token-value',
+      'some-other-credential-123',
+      'zzzzzzzzzzzz',
+    ]) {
       expect(text).not.toContain(leaked);
     }
     expect(text).toContain(REDACTED);
@@ -61,7 +86,10 @@ describe('logger', () => {
 
   it('is human-readable on a terminal', () => {
     const out = sink(true);
-    const logger = createLogger({ destination: out.stream, scrubber: new SecretScrubber([SECRET]) });
+    const logger = createLogger({
+      destination: out.stream,
+      scrubber: new SecretScrubber([SECRET]),
+    });
     logger.child({ component: 'delivery' }).info({ batchId: 7 }, `batch uploaded ${SECRET}`);
     const text = out.lines().join('\n');
     expect(() => JSON.parse(out.lines()[0]!)).toThrow();

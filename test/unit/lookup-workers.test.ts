@@ -32,7 +32,13 @@ const threadOf = (json: string) => (JSON.parse(json) as { threadId: number }).th
 describe('LookupWorkers', () => {
   const made: LookupWorkers[] = [];
   const workers = (options: { threads?: number; deadlineMs?: number } = {}) => {
-    const w = new LookupWorkers({ path: join(dir, 'none.db'), threads: options.threads ?? 1, logger: silentLogger(), script: pathToFileURL(script), ...(options.deadlineMs ? { deadlineMs: options.deadlineMs } : {}) });
+    const w = new LookupWorkers({
+      path: join(dir, 'none.db'),
+      threads: options.threads ?? 1,
+      logger: silentLogger(),
+      script: pathToFileURL(script),
+      ...(options.deadlineMs ? { deadlineMs: options.deadlineMs } : {}),
+    });
     made.push(w);
     return w;
   };
@@ -81,7 +87,11 @@ describe('LookupWorkers', () => {
   it('answers questions beyond its threads in order, and several at once with several threads', async () => {
     const one = workers();
     const answers = await Promise.all(['A', 'B', 'C'].map((r) => one.run(trace(r), new Map())));
-    expect(answers.map((a) => (JSON.parse(a.json) as { reference: string }).reference)).toEqual(['A', 'B', 'C']);
+    expect(answers.map((a) => (JSON.parse(a.json) as { reference: string }).reference)).toEqual([
+      'A',
+      'B',
+      'C',
+    ]);
     const two = workers({ threads: 2 });
     const both = await Promise.all(['A', 'B'].map((r) => two.run(trace(r), new Map())));
     expect(new Set(both.map((a) => threadOf(a.json))).size).toBe(2);

@@ -8,7 +8,8 @@ function logSink() {
   const stream = new PassThrough();
   const lines: Record<string, unknown>[] = [];
   stream.on('data', (chunk: Buffer) => {
-    for (const l of chunk.toString().split('\n')) if (l.trim()) lines.push(JSON.parse(l) as Record<string, unknown>);
+    for (const l of chunk.toString().split('\n'))
+      if (l.trim()) lines.push(JSON.parse(l) as Record<string, unknown>);
   });
   return { logger: createLogger({ level: 'info', destination: stream, format: 'json' }), lines };
 }
@@ -52,20 +53,37 @@ describe('product check against the upstream product list', () => {
 
     // Said once, not at every check.
     await check.checkNow();
-    const warnings = () => lines.filter((l) => l.level === 40 && String(l.msg).startsWith('product keys not in the upstream product list'));
+    const warnings = () =>
+      lines.filter(
+        (l) =>
+          l.level === 40 &&
+          String(l.msg).startsWith('product keys not in the upstream product list'),
+      );
     expect(warnings()).toHaveLength(1);
-    expect(warnings()[0]?.msg).toBe('product keys not in the upstream product list: MOD-48V, CELL-X');
+    expect(warnings()[0]?.msg).toBe(
+      'product keys not in the upstream product list: MOD-48V, CELL-X',
+    );
 
     // A failed fetch keeps the last list and says so.
     list = new Error('connect ECONNREFUSED');
     await check.checkNow();
-    expect(check.snapshot()).toMatchObject({ state: 'missing', products: 1, lastError: { message: 'connect ECONNREFUSED' } });
+    expect(check.snapshot()).toMatchObject({
+      state: 'missing',
+      products: 1,
+      lastError: { message: 'connect ECONNREFUSED' },
+    });
 
     // The list gains the keys; a reload drops the other one.
     list = [{ key: 'PACK-A' }, { key: 'MOD-48V' }, { key: 'CELL-X' }];
     configured = [{ key: 'PACK-A', where: ['dcps GI-01'] }];
     await check.checkNow();
-    expect(check.snapshot()).toEqual({ state: 'ok', checkedAt: '2026-11-18T06:00:00.000Z', products: 3, missing: [], rejectUnknown: false });
+    expect(check.snapshot()).toEqual({
+      state: 'ok',
+      checkedAt: '2026-11-18T06:00:00.000Z',
+      products: 3,
+      missing: [],
+      rejectUnknown: false,
+    });
   });
 
   it('says error when no list was ever fetched, and shares one fetch between concurrent checks', async () => {
@@ -85,7 +103,12 @@ describe('product check against the upstream product list', () => {
     });
     await Promise.all([check.checkNow(), check.checkNow()]);
     expect(calls).toBe(1);
-    expect(check.snapshot()).toMatchObject({ state: 'error', missing: [], rejectUnknown: true, lastError: { message: '401 Unauthorized' } });
+    expect(check.snapshot()).toMatchObject({
+      state: 'error',
+      missing: [],
+      rejectUnknown: true,
+      lastError: { message: '401 Unauthorized' },
+    });
     expect(check.knownProducts()).toBeUndefined();
   });
 });

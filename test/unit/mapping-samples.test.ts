@@ -26,12 +26,20 @@ const pack = (serial: string) => `https://id.gs1.org/01/09521234543213/21/${seri
 
 let loaded: LoadedConfig;
 beforeAll(() => {
-  loaded = loadConfig(join(PACKAGE_ROOT, 'config/example.yaml'), { baseDir: PACKAGE_ROOT, env: {}, skipSecret: true });
+  loaded = loadConfig(join(PACKAGE_ROOT, 'config/example.yaml'), {
+    baseDir: PACKAGE_ROOT,
+    env: {},
+    skipSecret: true,
+  });
 });
 
-function inputOf<T extends InputConfig['type']>(id: string, type: T): Extract<InputConfig, { type: T }> {
+function inputOf<T extends InputConfig['type']>(
+  id: string,
+  type: T,
+): Extract<InputConfig, { type: T }> {
   const input = loaded.config.inputs.find((i) => i.id === id);
-  if (!input || input.type !== type) throw new Error(`config/example.yaml has no ${type} input ${id}`);
+  if (!input || input.type !== type)
+    throw new Error(`config/example.yaml has no ${type} input ${id}`);
   return input as Extract<InputConfig, { type: T }>;
 }
 
@@ -44,8 +52,15 @@ function run(items: IntakeItem[]): unknown[] {
     const o = mapper.map(item.read);
     if (o.outcome === 'rejected') return { outcome: 'rejected', reason: o.reason };
     if (o.outcome === 'noRead') return { outcome: 'noRead' };
-    const duplicate = window.check(o.scan.dcpKey, o.scan.reference, o.instant.getTime(), mapper.duplicateWindowMs(o.scan.dcpKey));
-    return duplicate ? { outcome: 'duplicate', reference: o.scan.reference } : { outcome: 'scan', scan: o.scan, ...(o.timeWarning ? { timeWarning: o.timeWarning } : {}) };
+    const duplicate = window.check(
+      o.scan.dcpKey,
+      o.scan.reference,
+      o.instant.getTime(),
+      mapper.duplicateWindowMs(o.scan.dcpKey),
+    );
+    return duplicate
+      ? { outcome: 'duplicate', reference: o.scan.reference }
+      : { outcome: 'scan', scan: o.scan, ...(o.timeWarning ? { timeWarning: o.timeWarning } : {}) };
   });
 }
 
@@ -56,12 +71,19 @@ describe('samples through config/example.yaml', () => {
     const file = join(dir, 'goods-in-export.csv');
     const original = readFileSync(join(SAMPLES, 'goods-in-export.csv'), 'utf8');
     // The same export with the GI-02 row's check digit corrected, to show that row's station lookup.
-    const fixed = original.replace(`]d20109521234543214${GS}10LOT`, `]d20109521234543213${GS}10LOT`);
+    const fixed = original.replace(
+      `]d20109521234543214${GS}10LOT`,
+      `]d20109521234543213${GS}10LOT`,
+    );
     expect(fixed).not.toBe(original);
     const receivedAt = new Date('2026-11-18T06:00:00Z');
     const parse = async (text: string) => {
       writeFileSync(file, text);
-      return parseCsvFile(file, { inputId: input.id, fileName: 'goods-in-export.csv', receivedAt }, input);
+      return parseCsvFile(
+        file,
+        { inputId: input.id, fileName: 'goods-in-export.csv', receivedAt },
+        input,
+      );
     };
     const supplier = { dcpKey: 'GI-01', productModelKey: 'PACK-A', supplierKey: 'SUP-0042' };
     const expected = [
@@ -122,7 +144,10 @@ describe('samples through config/example.yaml', () => {
     ];
     const asIs = run(await parse(original));
     expect(asIs.slice(0, 4)).toEqual(expected);
-    expect(asIs[4]).toEqual({ outcome: 'rejected', reason: expect.stringMatching(/^invalid GS1 data: .*check digit/) as unknown });
+    expect(asIs[4]).toEqual({
+      outcome: 'rejected',
+      reason: expect.stringMatching(/^invalid GS1 data: .*check digit/) as unknown,
+    });
     expect(asIs).toHaveLength(5);
 
     const corrected = run(await parse(fixed));
@@ -148,12 +173,18 @@ describe('samples through config/example.yaml', () => {
 
   it('serial capture at goods in: serials as references, no-reads, the double read, bad reads rejected', () => {
     const input = inputOf('gi-scanner', 'serial');
-    const framer = new Framer({ terminator: Buffer.from(input.terminator, 'latin1'), maxLength: input.maxReadLength });
+    const framer = new Framer({
+      terminator: Buffer.from(input.terminator, 'latin1'),
+      maxLength: input.maxReadLength,
+    });
     const start = Date.parse('2026-11-18T07:10:00Z');
     const frames = framer.push(readFileSync(join(SAMPLES, 'serial-capture-line3.bin')));
     const items: IntakeItem[] = frames.map((f, i) => {
       if (f.kind !== 'frame') throw new Error(`unexpected framer event ${f.kind}`);
-      return { kind: 'read', read: { inputId: input.id, raw: f.bytes, receivedAt: new Date(start + i * 200) } };
+      return {
+        kind: 'read',
+        read: { inputId: input.id, raw: f.bytes, receivedAt: new Date(start + i * 200) },
+      };
     });
     // 200 ms apart from 08:10:00 Berlin time: five reads a second.
     const at = (i: number) => `2026-11-18T08:10:0${Math.floor(i / 5)}`;
@@ -180,14 +211,36 @@ describe('samples through config/example.yaml', () => {
       { outcome: 'duplicate', reference: pack('C2611030001236') },
       {
         outcome: 'scan',
-        scan: { reference: PALLET, timeStamp: at(5), dcpKey: 'GI-01', productModelKey: 'PACK-A', supplierKey: 'SUP-0042', parents: [], attributes: [{ key: 'purchaseOrder', value: 'PO-4711' }] },
+        scan: {
+          reference: PALLET,
+          timeStamp: at(5),
+          dcpKey: 'GI-01',
+          productModelKey: 'PACK-A',
+          supplierKey: 'SUP-0042',
+          parents: [],
+          attributes: [{ key: 'purchaseOrder', value: 'PO-4711' }],
+        },
       },
       cell('C2611030001237', 6, [PALLET]),
-      { outcome: 'rejected', reason: 'the read is not valid UTF-8 text (12 bytes, kept as raw bytes)' },
-      { outcome: 'rejected', reason: expect.stringMatching(/^invalid GS1 data: .*check digit/) as unknown },
+      {
+        outcome: 'rejected',
+        reason: 'the read is not valid UTF-8 text (12 bytes, kept as raw bytes)',
+      },
+      {
+        outcome: 'rejected',
+        reason: expect.stringMatching(/^invalid GS1 data: .*check digit/) as unknown,
+      },
       {
         outcome: 'scan',
-        scan: { reference: 'C24A0K3B0712345', timeStamp: at(9), dcpKey: 'GI-01', productModelKey: 'PACK-A', supplierKey: 'SUP-0042', parents: [PALLET], attributes: [{ key: 'cellLot', value: '24A0K3B' }] },
+        scan: {
+          reference: 'C24A0K3B0712345',
+          timeStamp: at(9),
+          dcpKey: 'GI-01',
+          productModelKey: 'PACK-A',
+          supplierKey: 'SUP-0042',
+          parents: [PALLET],
+          attributes: [{ key: 'cellLot', value: '24A0K3B' }],
+        },
       },
       { outcome: 'noRead' },
     ]);
@@ -195,10 +248,17 @@ describe('samples through config/example.yaml', () => {
 
   it('MQTT camera payloads: module serials with the product from AI 240, cells with their module as parent and numbers as text', () => {
     const input = inputOf('line3-cameras', 'mqtt');
-    const lines = readFileSync(join(SAMPLES, 'mqtt-reader-payloads.ndjson'), 'utf8').split('\n').filter((l) => l.trim() !== '');
+    const lines = readFileSync(join(SAMPLES, 'mqtt-reader-payloads.ndjson'), 'utf8')
+      .split('\n')
+      .filter((l) => l.trim() !== '');
     const items = lines.map((line) => {
       const ts = Date.parse((JSON.parse(line) as { ts: string }).ts);
-      return messageToItem(input, 'plant1/line3/cameras/cam-07/reads', Buffer.from(line), new Date(ts + 300));
+      return messageToItem(
+        input,
+        'plant1/line3/cameras/cam-07/reads',
+        Buffer.from(line),
+        new Date(ts + 300),
+      );
     });
     const module = (serial: string, timeStamp: string) => ({
       outcome: 'scan',

@@ -64,7 +64,14 @@ describe('container sessions', () => {
   it.each([
     {
       what: 'a pallet SSCC opens, the items after it get it as parent, a closing code ends it',
-      reads: [['gi-a', 'C1'], ['gi-a', SSCC_1], ['gi-a', 'C2'], ['gi-a', 'C3'], ['gi-a', 'END'], ['gi-a', 'C4']],
+      reads: [
+        ['gi-a', 'C1'],
+        ['gi-a', SSCC_1],
+        ['gi-a', 'C2'],
+        ['gi-a', 'C3'],
+        ['gi-a', 'END'],
+        ['gi-a', 'C4'],
+      ],
       expected: [
         'C1 ← []',
         `${SSCC_1} ← []`,
@@ -76,18 +83,42 @@ describe('container sessions', () => {
     },
     {
       what: 'another parent replaces the open one',
-      reads: [['gi-a', SSCC_1], ['gi-a', 'C1'], ['gi-a', SSCC_2], ['gi-a', 'C2']],
-      expected: [`${SSCC_1} ← []`, 'C1 ← [095212345678901235]', `${SSCC_2} ← []`, 'C2 ← [095212345678901242]'],
+      reads: [
+        ['gi-a', SSCC_1],
+        ['gi-a', 'C1'],
+        ['gi-a', SSCC_2],
+        ['gi-a', 'C2'],
+      ],
+      expected: [
+        `${SSCC_1} ← []`,
+        'C1 ← [095212345678901235]',
+        `${SSCC_2} ← []`,
+        'C2 ← [095212345678901242]',
+      ],
     },
     {
       what: 'sessions are per input by default: another scanner at the same DCP has its own',
-      reads: [['gi-a', SSCC_1], ['gi-b', 'C1'], ['gi-a', 'C2']],
+      reads: [
+        ['gi-a', SSCC_1],
+        ['gi-b', 'C1'],
+        ['gi-a', 'C2'],
+      ],
       expected: [`${SSCC_1} ← []`, 'C1 ← []', 'C2 ← [095212345678901235]'],
     },
     {
       what: 'an idle timeout closes the container; each read keeps it alive',
-      reads: [['gi-a', SSCC_1], ['gi-a', 'C1', 50_000], ['gi-a', 'C2', 59_000], ['gi-a', 'C3', 61_000]],
-      expected: [`${SSCC_1} ← []`, 'C1 ← [095212345678901235]', 'C2 ← [095212345678901235]', 'C3 ← []'],
+      reads: [
+        ['gi-a', SSCC_1],
+        ['gi-a', 'C1', 50_000],
+        ['gi-a', 'C2', 59_000],
+        ['gi-a', 'C3', 61_000],
+      ],
+      expected: [
+        `${SSCC_1} ← []`,
+        'C1 ← [095212345678901235]',
+        'C2 ← [095212345678901235]',
+        'C3 ← []',
+      ],
     },
     {
       what: 'a closing code with nothing open is still not sent',
@@ -96,7 +127,13 @@ describe('container sessions', () => {
     },
     {
       what: 'sendParent: false opens without a scan; nested containers give both parents',
-      reads: [['plc', TRAY], ['plc', 'BOX-7'], ['plc', 'CELL-1'], ['plc', 'BOX-8'], ['plc', 'CELL-2']],
+      reads: [
+        ['plc', TRAY],
+        ['plc', 'BOX-7'],
+        ['plc', 'CELL-1'],
+        ['plc', 'BOX-8'],
+        ['plc', 'CELL-2'],
+      ],
       expected: [
         'noRead: opens container tray at SOP-3 with parent 952123400001234 (sendParent: false)',
         'BOX-7 ← [952123400001234]',
@@ -107,19 +144,44 @@ describe('container sessions', () => {
     },
     {
       what: 'per DCP: the station is the DCP the source names, else the input DCP; no timeout with 0',
-      reads: [['go', 'PAL-1', 1000, { dcpKey: 'GO-01' }], ['go', 'PK-1', 86_400_000], ['go', 'PK-2', 1000, { dcpKey: 'OTHER' }]],
-      expected: ['PAL-1 ← []', 'PK-1 ← [PAL-1]', 'rejected: DCP "OTHER" is not configured (known: GI-01, GO-01, SOP-3)'],
+      reads: [
+        ['go', 'PAL-1', 1000, { dcpKey: 'GO-01' }],
+        ['go', 'PK-1', 86_400_000],
+        ['go', 'PK-2', 1000, { dcpKey: 'OTHER' }],
+      ],
+      expected: [
+        'PAL-1 ← []',
+        'PK-1 ← [PAL-1]',
+        'rejected: DCP "OTHER" is not configured (known: GI-01, GO-01, SOP-3)',
+      ],
     },
   ])('$what', ({ reads, expected }) => {
     const m = mapper();
-    const got = reads.map(([input, text, after, over]) => brief(m.map(read(input as string, text as string, (after as number | undefined) ?? 1000, (over as Partial<Read> | undefined) ?? {}))));
+    const got = reads.map(([input, text, after, over]) =>
+      brief(
+        m.map(
+          read(
+            input as string,
+            text as string,
+            (after as number | undefined) ?? 1000,
+            (over as Partial<Read> | undefined) ?? {},
+          ),
+        ),
+      ),
+    );
     expect(got).toEqual(expected);
   });
 
   it('says which container a read opened or belongs to', () => {
     const m = mapper();
-    expect(m.map(read('gi-a', SSCC_1))).toMatchObject({ outcome: 'scan', container: { name: 'pallet', action: 'opened', parent: '095212345678901235' } });
-    expect(m.map(read('gi-a', 'C1'))).toMatchObject({ outcome: 'scan', container: { name: 'pallet', action: 'member', parent: '095212345678901235' } });
+    expect(m.map(read('gi-a', SSCC_1))).toMatchObject({
+      outcome: 'scan',
+      container: { name: 'pallet', action: 'opened', parent: '095212345678901235' },
+    });
+    expect(m.map(read('gi-a', 'C1'))).toMatchObject({
+      outcome: 'scan',
+      container: { name: 'pallet', action: 'member', parent: '095212345678901235' },
+    });
   });
 
   it('a rejected read does not keep the container alive', () => {
@@ -147,7 +209,13 @@ describe('container sessions', () => {
         reads: 1,
         idleTimeoutMs: 60000,
       },
-      expect.objectContaining({ container: 'tray', per: 'dcp', station: 'SOP-3', parent: '952123400001234', reads: 0 }),
+      expect.objectContaining({
+        container: 'tray',
+        per: 'dcp',
+        station: 'SOP-3',
+        parent: '952123400001234',
+        reads: 0,
+      }),
     ]);
     expect(m.openContainers(now + 10 * 60_000).map((c) => c.container)).toEqual(['tray']);
   });
@@ -156,7 +224,12 @@ describe('container sessions', () => {
     const before = mapper();
     before.map(read('gi-a', SSCC_1));
     before.map(read('plc', TRAY));
-    const after = new Mapper(parseConfigText(BASE.replace(/ {2}- name: tray[\s\S]*?sendParent: false\n/, ''), 'reloaded.yaml'));
+    const after = new Mapper(
+      parseConfigText(
+        BASE.replace(/ {2}- name: tray[\s\S]*?sendParent: false\n/, ''),
+        'reloaded.yaml',
+      ),
+    );
     after.adoptSessions(before);
     expect(brief(after.map(read('gi-a', 'C9')))).toBe('C9 ← [095212345678901235]');
     expect(after.openContainers(clock).map((c) => c.container)).toEqual(['pallet']);
@@ -165,19 +238,44 @@ describe('container sessions', () => {
 
 describe('duplicate windows per DCP (the intake applies them to mapped scans)', () => {
   it.each([
-    { what: 'same reference at the same DCP within the window', dcp: 'GI-01', gaps: [0, 1999], duplicates: [false, true] },
-    { what: 'same reference after the window', dcp: 'GI-01', gaps: [0, 2000], duplicates: [false, false] },
+    {
+      what: 'same reference at the same DCP within the window',
+      dcp: 'GI-01',
+      gaps: [0, 1999],
+      duplicates: [false, true],
+    },
+    {
+      what: 'same reference after the window',
+      dcp: 'GI-01',
+      gaps: [0, 2000],
+      duplicates: [false, false],
+    },
     { what: 'window 0 turns it off', dcp: 'GO-01', gaps: [0, 0], duplicates: [false, false] },
-    { what: 'a longer window at another DCP', dcp: 'SOP-3', gaps: [0, 9000, 2000], duplicates: [false, true, false] },
+    {
+      what: 'a longer window at another DCP',
+      dcp: 'SOP-3',
+      gaps: [0, 9000, 2000],
+      duplicates: [false, true, false],
+    },
   ])('$what', ({ dcp, gaps, duplicates }) => {
     const m = mapper();
     const window = new DuplicateWindow();
     let at = Date.parse('2026-11-18T06:00:00Z');
     const got = gaps.map((gap) => {
       at += gap;
-      const o = m.map({ inputId: 'gi-a', raw: Buffer.from('C-1'), receivedAt: new Date(at), dcpKey: dcp });
+      const o = m.map({
+        inputId: 'gi-a',
+        raw: Buffer.from('C-1'),
+        receivedAt: new Date(at),
+        dcpKey: dcp,
+      });
       if (o.outcome !== 'scan') throw new Error(brief(o));
-      return window.check(o.scan.dcpKey, o.scan.reference, o.instant.getTime(), m.duplicateWindowMs(o.scan.dcpKey));
+      return window.check(
+        o.scan.dcpKey,
+        o.scan.reference,
+        o.instant.getTime(),
+        m.duplicateWindowMs(o.scan.dcpKey),
+      );
     });
     expect(got).toEqual(duplicates);
   });
@@ -189,7 +287,21 @@ describe('duplicate windows per DCP (the intake applies them to mapped scans)', 
     const a = m.map({ inputId: 'gi-a', raw: Buffer.from('C-1'), receivedAt: at });
     const b = m.map({ inputId: 'plc', raw: Buffer.from('C-1'), receivedAt: at });
     if (a.outcome !== 'scan' || b.outcome !== 'scan') throw new Error('expected scans');
-    expect(window.check(a.scan.dcpKey, a.scan.reference, at.getTime(), m.duplicateWindowMs(a.scan.dcpKey))).toBe(false);
-    expect(window.check(b.scan.dcpKey, b.scan.reference, at.getTime(), m.duplicateWindowMs(b.scan.dcpKey))).toBe(false);
+    expect(
+      window.check(
+        a.scan.dcpKey,
+        a.scan.reference,
+        at.getTime(),
+        m.duplicateWindowMs(a.scan.dcpKey),
+      ),
+    ).toBe(false);
+    expect(
+      window.check(
+        b.scan.dcpKey,
+        b.scan.reference,
+        at.getTime(),
+        m.duplicateWindowMs(b.scan.dcpKey),
+      ),
+    ).toBe(false);
   });
 });

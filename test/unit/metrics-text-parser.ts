@@ -53,11 +53,16 @@ export function parsePrometheusText(text: string): Map<string, Family> {
       const family = families.get(name) ?? { type: 'untyped', samples: [] };
       if (kind === 'TYPE') {
         if (!TYPES.has(rest)) throw new Error(`unknown type: ${where}`);
-        if (families.get(name)?.samples.length || (families.has(name) && families.get(name)!.type !== 'untyped')) throw new Error(`TYPE after samples or twice: ${where}`);
+        if (
+          families.get(name)?.samples.length ||
+          (families.has(name) && families.get(name)!.type !== 'untyped')
+        )
+          throw new Error(`TYPE after samples or twice: ${where}`);
         family.type = rest;
       } else {
         if (family.help !== undefined) throw new Error(`HELP twice: ${where}`);
-        if (/\\[^\\n]/.test(rest.replace(/\\\\/g, ''))) throw new Error(`bad escape in HELP: ${where}`);
+        if (/\\[^\\n]/.test(rest.replace(/\\\\/g, '')))
+          throw new Error(`bad escape in HELP: ${where}`);
         family.help = rest;
       }
       families.set(name, family);
@@ -67,7 +72,13 @@ export function parsePrometheusText(text: string): Map<string, Family> {
     if (line.trim() === '') throw new Error(`whitespace-only line: ${where}`);
     const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)( -?\d+)?$/.exec(line);
     if (!m) throw new Error(`not a sample: ${where}`);
-    const [, name, , labelText, valueText] = m as unknown as [string, string, string | undefined, string | undefined, string];
+    const [, name, , labelText, valueText] = m as unknown as [
+      string,
+      string,
+      string | undefined,
+      string | undefined,
+      string,
+    ];
     const labels: Record<string, string> = {};
     if (labelText) {
       let rest = labelText;
@@ -81,11 +92,21 @@ export function parsePrometheusText(text: string): Map<string, Family> {
     }
     // Go's strconv.ParseFloat, which Prometheus uses: NaN and Inf in any case (prom-client writes "Nan").
     const special = /^([+-]?)(inf|infinity|nan)$/i.exec(valueText);
-    if (!special && !/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(valueText)) throw new Error(`bad value: ${where}`);
-    const value = special ? (special[2]!.toLowerCase() === 'nan' ? NaN : special[1] === '-' ? -Infinity : Infinity) : Number(valueText);
+    if (!special && !/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(valueText))
+      throw new Error(`bad value: ${where}`);
+    const value = special
+      ? special[2]!.toLowerCase() === 'nan'
+        ? NaN
+        : special[1] === '-'
+          ? -Infinity
+          : Infinity
+      : Number(valueText);
     const family = familyOf(name);
     if (!family) throw new Error(`sample without a TYPE: ${where}`);
-    const key = `${name}{${Object.entries(labels).sort().map(([k, v]) => `${k}=${v}`).join(',')}}`;
+    const key = `${name}{${Object.entries(labels)
+      .sort()
+      .map(([k, v]) => `${k}=${v}`)
+      .join(',')}}`;
     if (seen.has(key)) throw new Error(`series twice: ${where}`);
     seen.add(key);
     family.samples.push({ name, labels, value });
@@ -103,11 +124,15 @@ export function parsePrometheusText(text: string): Map<string, Family> {
       const les = buckets.map((b) => (b.labels.le === '+Inf' ? Infinity : Number(b.labels.le)));
       for (let i = 1; i < buckets.length; i++) {
         if (!(les[i]! > les[i - 1]!)) throw new Error(`${name} ${k}: le not ascending`);
-        if (buckets[i]!.value < buckets[i - 1]!.value) throw new Error(`${name} ${k}: buckets not cumulative`);
+        if (buckets[i]!.value < buckets[i - 1]!.value)
+          throw new Error(`${name} ${k}: buckets not cumulative`);
       }
       if (les[les.length - 1] !== Infinity) throw new Error(`${name} ${k}: no +Inf bucket`);
-      const count = f.samples.find((x) => x.name === `${name}_count` && JSON.stringify(x.labels) === k);
-      if (!count || count.value !== buckets[buckets.length - 1]!.value) throw new Error(`${name} ${k}: _count differs from the +Inf bucket`);
+      const count = f.samples.find(
+        (x) => x.name === `${name}_count` && JSON.stringify(x.labels) === k,
+      );
+      if (!count || count.value !== buckets[buckets.length - 1]!.value)
+        throw new Error(`${name} ${k}: _count differs from the +Inf bucket`);
     }
   }
   return families;

@@ -1,6 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorCodes, GatewayError } from '../../src/errors.js';
-import { GatewayMetrics, instrumentDeliveryApi, upstreamErrorKind } from '../../src/health/metrics.js';
+import {
+  GatewayMetrics,
+  instrumentDeliveryApi,
+  upstreamErrorKind,
+} from '../../src/health/metrics.js';
 import type { GatewayStatus } from '../../src/health/status.js';
 import type { DeliveryApi } from '../../src/delivery/types.js';
 import { parsePrometheusText, type Family } from './metrics-text-parser.js';
@@ -14,12 +18,42 @@ function status(): GatewayStatus {
     startedAt: '2026-11-18T05:00:00.000Z',
     uptimeSec: 42,
     config: { file: 'c.yaml', loadedAt: '2026-11-18T05:00:00.000Z' },
-    buffer: { path: 'b.db', pendingScans: 4, undeliveredScans: 9, oldestPendingAgeMs: 2500, scans: { pending: 4, batched: 5, delivered: 20 }, fileBytes: 4096 },
+    buffer: {
+      path: 'b.db',
+      pendingScans: 4,
+      undeliveredScans: 9,
+      oldestPendingAgeMs: 2500,
+      scans: { pending: 4, batched: 5, delivered: 20 },
+      fileBytes: 4096,
+    },
     delivery: { circuit: 'half-open', paused: true, possibleDuplicates: 1 },
     inputs: [
-      { id: 'a', type: 'serial', state: 'up', counters: { reads: 12, scans: 9, noReads: 1, rejections: 1, duplicates: 1, bytes: 300 } },
-      { id: 'b "quoted"\\', type: 'files', state: 'down', counters: { reads: 0, scans: 0, noReads: 0, rejections: 2, duplicates: 0, bytes: 10 } },
-      { id: 'broker', type: 'mqtt', state: 'up', counters: { reads: 5, scans: 5, noReads: 0, rejections: 0, duplicates: 0, redelivered: 3, bytes: 50 } },
+      {
+        id: 'a',
+        type: 'serial',
+        state: 'up',
+        counters: { reads: 12, scans: 9, noReads: 1, rejections: 1, duplicates: 1, bytes: 300 },
+      },
+      {
+        id: 'b "quoted"\\',
+        type: 'files',
+        state: 'down',
+        counters: { reads: 0, scans: 0, noReads: 0, rejections: 2, duplicates: 0, bytes: 10 },
+      },
+      {
+        id: 'broker',
+        type: 'mqtt',
+        state: 'up',
+        counters: {
+          reads: 5,
+          scans: 5,
+          noReads: 0,
+          rejections: 0,
+          duplicates: 0,
+          redelivered: 3,
+          bytes: 50,
+        },
+      },
     ],
     batches: [],
     problems: [],
@@ -29,8 +63,12 @@ function status(): GatewayStatus {
 const value = (families: Map<string, Family>, name: string, labels: Record<string, string> = {}) =>
   families
     .get(name.replace(/_(bucket|sum|count)$/, ''))
-    ?.samples.find((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))?.value ??
-  families.get(name)?.samples.find((s) => Object.entries(labels).every(([k, v]) => s.labels[k] === v))?.value;
+    ?.samples.find(
+      (s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v),
+    )?.value ??
+  families
+    .get(name)
+    ?.samples.find((s) => Object.entries(labels).every(([k, v]) => s.labels[k] === v))?.value;
 
 describe('metrics', () => {
   it('carries every series, in a format a strict parser accepts', async () => {
@@ -63,21 +101,42 @@ describe('metrics', () => {
     const f = parsePrometheusText(text);
     expect(value(f, 'scan_gateway_reads_total', { input: 'a', outcome: 'scan' })).toBe(9);
     expect(value(f, 'scan_gateway_reads_total', { input: 'a', outcome: 'noRead' })).toBe(1);
-    expect(value(f, 'scan_gateway_reads_total', { input: 'b "quoted"\\', outcome: 'rejected' })).toBe(2);
+    expect(
+      value(f, 'scan_gateway_reads_total', { input: 'b "quoted"\\', outcome: 'rejected' }),
+    ).toBe(2);
     expect(f.get('scan_gateway_reads_total')!.type).toBe('counter');
     // Only MQTT inputs have resends to recognise.
-    expect(f.get('scan_gateway_mqtt_redelivered_total')!.samples.map((x) => [x.labels, x.value])).toEqual([[{ input: 'broker' }, 3]]);
+    expect(
+      f.get('scan_gateway_mqtt_redelivered_total')!.samples.map((x) => [x.labels, x.value]),
+    ).toEqual([[{ input: 'broker' }, 3]]);
     expect(value(f, 'scan_gateway_pending_scans')).toBe(4);
     expect(value(f, 'scan_gateway_undelivered_scans')).toBe(9);
     expect(value(f, 'scan_gateway_oldest_pending_age_seconds')).toBe(2.5);
     expect(value(f, 'scan_gateway_buffer_bytes')).toBe(4096);
     expect(value(f, 'scan_gateway_batches', { mode: 'direct', state: 'Success' })).toBe(3);
     expect(value(f, 'scan_gateway_batches', { mode: 'presigned', state: 'uploaded' })).toBe(1);
-    expect(value(f, 'scan_gateway_upload_duration_seconds_count', { mode: 'direct', outcome: 'ok' })).toBe(2);
-    expect(value(f, 'scan_gateway_upload_duration_seconds_count', { mode: 'presigned', outcome: 'error' })).toBe(1);
+    expect(
+      value(f, 'scan_gateway_upload_duration_seconds_count', { mode: 'direct', outcome: 'ok' }),
+    ).toBe(2);
+    expect(
+      value(f, 'scan_gateway_upload_duration_seconds_count', {
+        mode: 'presigned',
+        outcome: 'error',
+      }),
+    ).toBe(1);
     expect(f.get('scan_gateway_upload_duration_seconds')!.type).toBe('histogram');
-    expect(value(f, 'scan_gateway_upstream_errors_total', { operation: 'requestPresignedUpload', kind: 'rate_limited' })).toBe(1);
-    expect(value(f, 'scan_gateway_upstream_errors_total', { operation: 'putPresigned', kind: 'network' })).toBe(1);
+    expect(
+      value(f, 'scan_gateway_upstream_errors_total', {
+        operation: 'requestPresignedUpload',
+        kind: 'rate_limited',
+      }),
+    ).toBe(1);
+    expect(
+      value(f, 'scan_gateway_upstream_errors_total', {
+        operation: 'putPresigned',
+        kind: 'network',
+      }),
+    ).toBe(1);
     expect(value(f, 'scan_gateway_delivery_circuit_state', { state: 'half-open' })).toBe(1);
     expect(value(f, 'scan_gateway_delivery_circuit_state', { state: 'closed' })).toBe(0);
     expect(value(f, 'scan_gateway_token_refreshes_total')).toBe(2);
@@ -93,7 +152,12 @@ describe('metrics', () => {
   it('the instrumented API passes other members through', () => {
     const metrics = new GatewayMetrics({ status: () => undefined, batchCounts: () => [] });
     const api = Object.assign(
-      { uploadScans: async () => ({ requestId: '1' }), requestPresignedUpload: async () => ({ url: 'u', requestId: '2' }), putPresigned: async () => {}, getScanStatus: async () => ({ state: 'x', requestId: '1' }) },
+      {
+        uploadScans: async () => ({ requestId: '1' }),
+        requestPresignedUpload: async () => ({ url: 'u', requestId: '2' }),
+        putPresigned: async () => {},
+        getScanStatus: async () => ({ state: 'x', requestId: '1' }),
+      },
       { tokenInfo: () => ({ refreshes: 5 }) },
     );
     expect(instrumentDeliveryApi(api, metrics).tokenInfo()).toEqual({ refreshes: 5 });
@@ -108,8 +172,15 @@ describe('metrics', () => {
   });
 
   it('tells upstream error kinds apart', () => {
-    const http = (status: number) => new GatewayError(ErrorCodes.UPSTREAM_HTTP, 'x', { details: { status } });
-    expect([http(408), http(429), http(413), http(404), http(503)].map(upstreamErrorKind)).toEqual(['timeout', 'rate_limited', 'too_large', 'http_4xx', 'http_5xx']);
+    const http = (status: number) =>
+      new GatewayError(ErrorCodes.UPSTREAM_HTTP, 'x', { details: { status } });
+    expect([http(408), http(429), http(413), http(404), http(503)].map(upstreamErrorKind)).toEqual([
+      'timeout',
+      'rate_limited',
+      'too_large',
+      'http_4xx',
+      'http_5xx',
+    ]);
     expect(upstreamErrorKind(new GatewayError(ErrorCodes.UPSTREAM_AUTH, 'x'))).toBe('auth');
     expect(upstreamErrorKind(new Error('x'))).toBe('other');
   });
@@ -121,8 +192,15 @@ describe('metrics', () => {
     expect(() => parsePrometheusText('# TYPE a gauge\na 1\na 2\n')).toThrow('series twice');
     expect(() => parsePrometheusText('# TYPE a gauge\na one\n')).toThrow('bad value');
     expect(() => parsePrometheusText('# TYPE a gauge\na 1')).toThrow('newline');
-    expect(() => parsePrometheusText('# TYPE h histogram\nh_bucket{le="1"} 2\nh_bucket{le="+Inf"} 1\nh_count 1\nh_sum 1\n')).toThrow('cumulative');
-    expect(parsePrometheusText('# HELP a x\n# TYPE a gauge\na{x="q\\"\\\\"} +Inf\n').get('a')!.samples[0]).toEqual({ name: 'a', labels: { x: 'q"\\' }, value: Infinity });
+    expect(() =>
+      parsePrometheusText(
+        '# TYPE h histogram\nh_bucket{le="1"} 2\nh_bucket{le="+Inf"} 1\nh_count 1\nh_sum 1\n',
+      ),
+    ).toThrow('cumulative');
+    expect(
+      parsePrometheusText('# HELP a x\n# TYPE a gauge\na{x="q\\"\\\\"} +Inf\n').get('a')!
+        .samples[0],
+    ).toEqual({ name: 'a', labels: { x: 'q"\\' }, value: Infinity });
   });
 });
 
@@ -132,9 +210,23 @@ describe('metrics: status events', () => {
     const withEvents = (): GatewayStatus => ({
       ...status(),
       generatedAt: '2026-11-18T06:00:30.000Z',
-      statusEvents: { state: 'flowing', topic: 't', since: at, received: 10, applied: 6, duplicates: 2, ignored: 1, invalid: 1, lag: 3, lastEventAt: at, lastReadAt: at },
+      statusEvents: {
+        state: 'flowing',
+        topic: 't',
+        since: at,
+        received: 10,
+        applied: 6,
+        duplicates: 2,
+        ignored: 1,
+        invalid: 1,
+        lag: 3,
+        lastEventAt: at,
+        lastReadAt: at,
+      },
     });
-    const families = parsePrometheusText(await new GatewayMetrics({ status: withEvents, batchCounts: () => [] }).text());
+    const families = parsePrometheusText(
+      await new GatewayMetrics({ status: withEvents, batchCounts: () => [] }).text(),
+    );
     expect(value(families, 'scan_gateway_status_events_received_total')).toBe(10);
     expect(value(families, 'scan_gateway_status_events_total', { outcome: 'applied' })).toBe(6);
     expect(value(families, 'scan_gateway_status_events_total', { outcome: 'duplicate' })).toBe(2);
@@ -143,7 +235,9 @@ describe('metrics: status events', () => {
     expect(value(families, 'scan_gateway_status_events_lag')).toBe(3);
     expect(value(families, 'scan_gateway_status_events_up')).toBe(1);
     expect(value(families, 'scan_gateway_status_events_last_event_age_seconds')).toBe(30);
-    const off = parsePrometheusText(await new GatewayMetrics({ status, batchCounts: () => [] }).text());
+    const off = parsePrometheusText(
+      await new GatewayMetrics({ status, batchCounts: () => [] }).text(),
+    );
     expect(value(off, 'scan_gateway_status_events_up')).toBe(0);
     expect(value(off, 'scan_gateway_status_events_lag')).toBe(0);
     expect(value(off, 'scan_gateway_status_events_received_total')).toBe(0);

@@ -15,8 +15,16 @@ import {
 } from '../../src/inputs/mqtt/mqtt-internals.js';
 
 // The mqtt.js this test runs against, read without the module under test.
-const INSTALLED: string = (JSON.parse(readFileSync(new URL('../../node_modules/mqtt/package.json', import.meta.url), 'utf8')) as { version: string }).version;
-const PINNED: unknown = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { dependencies: Record<string, unknown> }).dependencies['mqtt'];
+const INSTALLED: string = (
+  JSON.parse(
+    readFileSync(new URL('../../node_modules/mqtt/package.json', import.meta.url), 'utf8'),
+  ) as { version: string }
+).version;
+const PINNED: unknown = (
+  JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+    dependencies: Record<string, unknown>;
+  }
+).dependencies['mqtt'];
 
 /** Clients that connected; one never connected has nothing to end (mqtt.js's end() would fail on its missing stream). */
 const connected: MqttClient[] = [];
@@ -29,7 +37,13 @@ afterEach(async () => {
 
 /** A real mqtt.js client that never connects by itself (manualConnect; no reconnect). */
 function realClient(port = 1): MqttClient {
-  return connect(`mqtt://127.0.0.1:${port}`, { manualConnect: true, reconnectPeriod: 0, protocolVersion: 4, keepalive: 0, clientId: 'sg-internals-test' });
+  return connect(`mqtt://127.0.0.1:${port}`, {
+    manualConnect: true,
+    reconnectPeriod: 0,
+    protocolVersion: 4,
+    keepalive: 0,
+    clientId: 'sg-internals-test',
+  });
 }
 
 function refusal(client: MqttClient): GatewayError {
@@ -38,13 +52,17 @@ function refusal(client: MqttClient): GatewayError {
   } catch (err) {
     return err as GatewayError;
   }
-  throw new GatewayError(ErrorCodes.INTERNAL, 'assertMqttInternals accepted a client without the hook');
+  throw new GatewayError(
+    ErrorCodes.INTERNAL,
+    'assertMqttInternals accepted a client without the hook',
+  );
 }
 
 async function until(what: string, cond: () => boolean, ms = 5000): Promise<void> {
   const end = Date.now() + ms;
   while (!cond()) {
-    if (Date.now() > end) throw new GatewayError(ErrorCodes.INTERNAL, `timed out waiting for ${what}`);
+    if (Date.now() > end)
+      throw new GatewayError(ErrorCodes.INTERNAL, `timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 5));
   }
 }
@@ -68,12 +86,32 @@ describe('assertMqttInternals', () => {
 
   // Each hook taken away, or given another shape, on a real client.
   const breakages: { hook: string; name: RegExp; brk: (c: Record<string, unknown>) => void }[] = [
-    { hook: '_sendPacket gone', name: /_sendPacket/, brk: (c) => Object.defineProperty(c, '_sendPacket', { value: undefined }) },
-    { hook: '_sendPacket not a function', name: /_sendPacket/, brk: (c) => Object.defineProperty(c, '_sendPacket', { value: {} }) },
+    {
+      hook: '_sendPacket gone',
+      name: /_sendPacket/,
+      brk: (c) => Object.defineProperty(c, '_sendPacket', { value: undefined }),
+    },
+    {
+      hook: '_sendPacket not a function',
+      name: /_sendPacket/,
+      brk: (c) => Object.defineProperty(c, '_sendPacket', { value: {} }),
+    },
     { hook: 'streamBuilder gone', name: /streamBuilder/, brk: (c) => delete c['streamBuilder'] },
-    { hook: 'streamBuilder not a function', name: /streamBuilder/, brk: (c) => (c['streamBuilder'] = 'tcp') },
-    { hook: 'handleMessage gone', name: /handleMessage/, brk: (c) => Object.defineProperty(c, 'handleMessage', { value: undefined }) },
-    { hook: 'handleMessage without a callback', name: /handleMessage/, brk: (c) => (c['handleMessage'] = (_packet: unknown) => Promise.resolve()) },
+    {
+      hook: 'streamBuilder not a function',
+      name: /streamBuilder/,
+      brk: (c) => (c['streamBuilder'] = 'tcp'),
+    },
+    {
+      hook: 'handleMessage gone',
+      name: /handleMessage/,
+      brk: (c) => Object.defineProperty(c, 'handleMessage', { value: undefined }),
+    },
+    {
+      hook: 'handleMessage without a callback',
+      name: /handleMessage/,
+      brk: (c) => (c['handleMessage'] = (_packet: unknown) => Promise.resolve()),
+    },
   ];
   for (const { hook, name, brk } of breakages) {
     it(`refuses a client with ${hook}, naming the installed mqtt version and the tested range`, () => {
@@ -107,7 +145,17 @@ describe('the hooks on the installed mqtt.js, against a minimal broker (mqtt-pac
         if (p.cmd !== 'connect') return;
         socket.write(mqttPacket.generate({ cmd: 'connack', returnCode: 0, sessionPresent: false }));
         for (const messageId of [7, 8]) {
-          socket.write(mqttPacket.generate({ cmd: 'publish', topic: 't', payload: Buffer.from(`m${messageId}`), qos: 1, dup: false, retain: false, messageId }));
+          socket.write(
+            mqttPacket.generate({
+              cmd: 'publish',
+              topic: 't',
+              payload: Buffer.from(`m${messageId}`),
+              qos: 1,
+              dup: false,
+              retain: false,
+              messageId,
+            }),
+          );
         }
       });
       socket.on('data', (b: Buffer) => parser.parse(b));
@@ -142,7 +190,10 @@ describe('the hooks on the installed mqtt.js, against a minimal broker (mqtt-pac
     // The second message came: answering the first through `next` let mqtt.js go on.
     await until('both messages', () => taken.length === 2);
     expect(taken).toEqual([7, 8]);
-    const pubacks = (): number[] => fromClient.filter((p) => p.cmd === 'puback').map((p) => (p as mqttPacket.IPubackPacket).messageId!);
+    const pubacks = (): number[] =>
+      fromClient
+        .filter((p) => p.cmd === 'puback')
+        .map((p) => (p as mqttPacket.IPubackPacket).messageId!);
     // PUBACK 8 first: had mqtt.js acknowledged 7 when it was taken, its PUBACK would be ahead on the wire.
     sendPuback(client, 8);
     await until('PUBACK 8', () => pubacks().length >= 1);
@@ -158,7 +209,9 @@ describe('the hooks on the installed mqtt.js, against a minimal broker (mqtt-pac
     const client = realClient();
     pipeBeforeParser(client, () => new Transform());
     // The builder called as mqtt.js would, but its stream never piped.
-    const stream = (client as unknown as { streamBuilder: (c: MqttClient) => NodeJS.ReadWriteStream }).streamBuilder(client);
+    const stream = (
+      client as unknown as { streamBuilder: (c: MqttClient) => NodeJS.ReadWriteStream }
+    ).streamBuilder(client);
     const err = await new Promise<Error>((resolve) => stream.once('error', resolve));
     expect(err).toBeInstanceOf(GatewayError);
     expect(err.message).toContain(`mqtt ${INSTALLED} `);

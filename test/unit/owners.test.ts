@@ -10,7 +10,11 @@ const SRC = join(ROOT, 'src');
 
 function sources(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory() ? sources(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
+    e.isDirectory()
+      ? sources(join(dir, e.name))
+      : e.name.endsWith('.ts')
+        ? [join(dir, e.name)]
+        : [],
   );
 }
 
@@ -23,7 +27,8 @@ function matching(pattern: RegExp): string[] {
 }
 
 // SQLite driver imported, a statement prepared or run, a pragma, or the buffer's connection reached.
-const SQL = /from 'better-sqlite3'|\.prepare\(|\.pragma\(|\bdb\.exec\(|buffer\/connection\.js'|\.db\.(?:open|transaction)\b/;
+const SQL =
+  /from 'better-sqlite3'|\.prepare\(|\.pragma\(|\bdb\.exec\(|buffer\/connection\.js'|\.db\.(?:open|transaction)\b/;
 
 describe('owners', () => {
   it('runs SQL only in src/buffer/', () => {
@@ -35,12 +40,19 @@ describe('owners', () => {
 
   it('reads systemd credentials and secret environment variables only in src/config/secrets.ts', () => {
     // Where a secret is looked up: the credentials folder, or an env lookup by a secret's name.
-    const lookups = matching(/CREDENTIALS_DIRECTORY|env\.SCAN_GATEWAY_(?:CLIENT_SECRET|PROXY_CREDENTIALS|ADMIN_TOKEN|READ_TOKEN|SFTP_PASSWORD)\b|readServerToken|readSecret\s*\(/);
+    const lookups = matching(
+      /CREDENTIALS_DIRECTORY|env\.SCAN_GATEWAY_(?:CLIENT_SECRET|PROXY_CREDENTIALS|ADMIN_TOKEN|READ_TOKEN|SFTP_PASSWORD)\b|readServerToken|readSecret\s*\(/,
+    );
     expect(lookups).toContain('src/config/secrets.ts');
     // The inputs call readSecret (from config/secrets.ts) when they start, so that a reload that
     // restarts one reads its file again; they do not read on their own.
     const callers = lookups.filter((f) => f !== 'src/config/secrets.ts');
-    for (const f of callers) expect(readFileSync(join(ROOT, f), 'utf8'), f).toMatch(/import \{[^}]*\breadSecret\b[^}]*\} from '(?:\.\.\/)+config\/secrets\.js'/);
-    expect(matching(/CREDENTIALS_DIRECTORY/).filter((f) => f !== 'src/config/secrets.ts')).toEqual([]);
+    for (const f of callers)
+      expect(readFileSync(join(ROOT, f), 'utf8'), f).toMatch(
+        /import \{[^}]*\breadSecret\b[^}]*\} from '(?:\.\.\/)+config\/secrets\.js'/,
+      );
+    expect(matching(/CREDENTIALS_DIRECTORY/).filter((f) => f !== 'src/config/secrets.ts')).toEqual(
+      [],
+    );
   });
 });

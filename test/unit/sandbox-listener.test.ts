@@ -8,8 +8,20 @@ import { DEFAULT_HTTP_LIMITS } from '../../src/config/schema.js';
 // streams, connections per client): the copy holds the timeouts and the cap, and those must match.
 describe("the sandbox's HTTP listener bounds", () => {
   it("are the defaults of the gateway's http.limits", () => {
-    const shared = Object.fromEntries(Object.keys(SANDBOX_DEFAULTS).map((k) => [k, DEFAULT_HTTP_LIMITS[k as keyof typeof DEFAULT_HTTP_LIMITS]]));
+    const shared = Object.fromEntries(
+      Object.keys(SANDBOX_DEFAULTS).map((k) => [
+        k,
+        DEFAULT_HTTP_LIMITS[k as keyof typeof DEFAULT_HTTP_LIMITS],
+      ]),
+    );
     expect(SANDBOX_DEFAULTS).toEqual(shared);
-    expect(Object.keys(SANDBOX_DEFAULTS).sort()).toEqual(['headersTimeoutMs', 'idleTimeoutMs', 'keepAliveTimeoutMs', 'maxConnections', 'maxRequestsPerSocket', 'requestTimeoutMs']);
+    expect(Object.keys(SANDBOX_DEFAULTS).sort()).toEqual([
+      'headersTimeoutMs',
+      'idleTimeoutMs',
+      'keepAliveTimeoutMs',
+      'maxConnections',
+      'maxRequestsPerSocket',
+      'requestTimeoutMs',
+    ]);
   });
 });

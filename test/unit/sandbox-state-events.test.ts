@@ -6,8 +6,20 @@ import { waitFor } from '../helpers/wait.js';
 // The one place a sandbox batch's state moves: every change is announced once, in order, with
 // the status object the status endpoint answers at that moment (what the Kafka endpoint publishes).
 
-const CLIENT = { clientId: 'c1', clientSecret: 's', dcps: ['GI-01'], products: [{ key: 'PACK-A', name: 'A' }] };
-const SCAN = { reference: 'R-1', timeStamp: '2025-01-02T03:04:05', dcpKey: 'GI-01', productModelKey: 'PACK-A', parents: [], attributes: [] };
+const CLIENT = {
+  clientId: 'c1',
+  clientSecret: 's',
+  dcps: ['GI-01'],
+  products: [{ key: 'PACK-A', name: 'A' }],
+};
+const SCAN = {
+  reference: 'R-1',
+  timeStamp: '2025-01-02T03:04:05',
+  dcpKey: 'GI-01',
+  productModelKey: 'PACK-A',
+  parents: [],
+  attributes: [],
+};
 
 describe('SandboxState status changes', () => {
   it('announces Received, InProgress and the terminal state once each, as status() answers them', async () => {
@@ -19,7 +31,14 @@ describe('SandboxState status changes', () => {
       throw new Error('a broken listener');
     });
     const id = state.nextRequestId();
-    state.acceptBatch(id, 'c1', 'direct', [SCAN, { ...SCAN, reference: 'R-2', dcpKey: 'XX' }], 200, Date.now());
+    state.acceptBatch(
+      id,
+      'c1',
+      'direct',
+      [SCAN, { ...SCAN, reference: 'R-2', dcpKey: 'XX' }],
+      200,
+      Date.now(),
+    );
     await waitFor(() => seen.length === 3);
     await new Promise((r) => setTimeout(r, 150));
     expect(seen.map(([c, s]) => [c, s.state])).toEqual([
@@ -44,8 +63,23 @@ describe('SandboxState status changes', () => {
     const state = new SandboxState([CLIENT]);
     const seen: ScanStatusWire[] = [];
     state.onStatusChange((_c, s) => seen.push(s));
-    state.acceptBatch('21', 'c1', 'sftp', [SCAN, { ...SCAN, reference: 'R-2', dcpKey: 'XX' }], 100, Date.now(), 's-7-abc.json');
-    state.acceptUnreadable('22', 'c1', 'The transferred file is not a JSON array of scans.', 0, Date.now(), 's-8-def.json');
+    state.acceptBatch(
+      '21',
+      'c1',
+      'sftp',
+      [SCAN, { ...SCAN, reference: 'R-2', dcpKey: 'XX' }],
+      100,
+      Date.now(),
+      's-7-abc.json',
+    );
+    state.acceptUnreadable(
+      '22',
+      'c1',
+      'The transferred file is not a JSON array of scans.',
+      0,
+      Date.now(),
+      's-8-def.json',
+    );
     state.acceptBatch('23', 'c1', 'presigned', [SCAN], 0, Date.now());
     await waitFor(() => seen.filter((s) => s.requestId === 21).length === 3);
     expect(seen.filter((s) => s.requestId === 21).map((s) => s.description)).toEqual([
@@ -54,7 +88,11 @@ describe('SandboxState status changes', () => {
       's-7-abc.json: 1 of 2 scans failed to process',
     ]);
     expect(state.status('21', 'c1', Date.now())).toEqual(seen.at(-1));
-    expect(state.status('22', 'c1', Date.now()).description).toBe('s-8-def.json: The transferred file is not a JSON array of scans.');
-    expect(state.status('23', 'c1', Date.now()).description).toBe('All 1 scans processed successfully');
+    expect(state.status('22', 'c1', Date.now()).description).toBe(
+      's-8-def.json: The transferred file is not a JSON array of scans.',
+    );
+    expect(state.status('23', 'c1', Date.now()).description).toBe(
+      'All 1 scans processed successfully',
+    );
   });
 });

@@ -7,7 +7,12 @@ import ssh2 from 'ssh2';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
 import { configSchema, deliverySchema, sftpSchema } from '../../src/config/schema.js';
 import { Batcher } from '../../src/delivery/batcher.js';
-import { batchBodyChunks, batchFileName, hashBatchBody, remoteJoin } from '../../src/delivery/sftp-transfer.js';
+import {
+  batchBodyChunks,
+  batchFileName,
+  hashBatchBody,
+  remoteJoin,
+} from '../../src/delivery/sftp-transfer.js';
 import { StatusTracker } from '../../src/delivery/status-tracker.js';
 import { silentLogger } from '../../src/log.js';
 import { hostKeyFingerprint } from '@scan-gateway/contract/host-key';
@@ -23,18 +28,34 @@ afterEach(() => store?.close());
 
 function scan(reference: string, pad = 0): IntakeRecord {
   const body = JSON.stringify({ reference, dcpKey: 'GI-01', note: 'x'.repeat(pad) });
-  return { inputId: 'in', receivedAt: new Date(0), raw: Buffer.from(reference), outcome: 'scan', scan: { reference, dcpKey: 'GI-01', instant: new Date(0), body } };
+  return {
+    inputId: 'in',
+    receivedAt: new Date(0),
+    raw: Buffer.from(reference),
+    outcome: 'scan',
+    scan: { reference, dcpKey: 'GI-01', instant: new Date(0), body },
+  };
 }
 
 function newStore(): BufferStore {
-  return (store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-sftp-unit-')), 'buffer.db')));
+  return (store = BufferStore.openAt(
+    join(mkdtempSync(join(tmpdir(), 'sg-sftp-unit-')), 'buffer.db'),
+  ));
 }
 
 describe('SFTP pieces', () => {
   it('fills the file name template and joins the remote folder', () => {
     const sha = 'ab'.repeat(32);
-    expect(batchFileName('{siteId}-{batchId}-{sha256:12}.json', { siteId: 'plant-7', batchId: 42, sha256: sha })).toBe('plant-7-42-abababababab.json');
-    expect(batchFileName('{batchId}-{sha256}.json', { siteId: 's', batchId: 1, sha256: sha })).toBe(`1-${sha}.json`);
+    expect(
+      batchFileName('{siteId}-{batchId}-{sha256:12}.json', {
+        siteId: 'plant-7',
+        batchId: 42,
+        sha256: sha,
+      }),
+    ).toBe('plant-7-42-abababababab.json');
+    expect(batchFileName('{batchId}-{sha256}.json', { siteId: 's', batchId: 1, sha256: sha })).toBe(
+      `1-${sha}.json`,
+    );
     expect(remoteJoin('.', 'a.json')).toBe('a.json');
     expect(remoteJoin('/in/', 'a.json')).toBe('/in/a.json');
   });
@@ -50,8 +71,16 @@ describe('SFTP pieces', () => {
 
   it('streams a batch body in pages that join to exactly the stored body, and hashes it', async () => {
     const s = newStore();
-    s.intake.commitIntake(Array.from({ length: 300 }, (_, i) => scan(`B-${i}`, 500)), 0);
-    const b = s.batches.writeBatch({ mode: 'sftp', scanIds: Array.from({ length: 300 }, (_, i) => i + 1), bytes: 0, nowIso: new Date(0).toISOString() })!;
+    s.intake.commitIntake(
+      Array.from({ length: 300 }, (_, i) => scan(`B-${i}`, 500)),
+      0,
+    );
+    const b = s.batches.writeBatch({
+      mode: 'sftp',
+      scanIds: Array.from({ length: 300 }, (_, i) => i + 1),
+      bytes: 0,
+      nowIso: new Date(0).toISOString(),
+    })!;
     s.batches.updateBatch(b.id, { bytes: Buffer.byteLength(s.batches.batchBody(b.id)) });
     const chunks: Buffer[] = [];
     for await (const c of batchBodyChunks(s.batches, b.id)) chunks.push(c);
@@ -66,7 +95,12 @@ describe('SFTP pieces', () => {
   it('stores an SFTP batch as route sftp: read back as mode sftp and counted under sftp', () => {
     const s = newStore();
     s.intake.commitIntake([scan('A'), scan('B')], 0);
-    const b = s.batches.writeBatch({ mode: 'sftp', scanIds: [1, 2], bytes: 0, nowIso: new Date(0).toISOString() })!;
+    const b = s.batches.writeBatch({
+      mode: 'sftp',
+      scanIds: [1, 2],
+      bytes: 0,
+      nowIso: new Date(0).toISOString(),
+    })!;
     expect(b.mode).toBe('sftp');
     s.batches.finishBatch(b.id, { state: 'transferred' }, new Date(0).toISOString());
     expect(s.reports.batchCounts()).toEqual([{ mode: 'sftp', state: 'transferred', count: 1 }]);
@@ -74,12 +108,25 @@ describe('SFTP pieces', () => {
 
   it('forms SFTP batches by sftpMaxBytes in sftp mode, and a backlog by largeBatchRoute in auto mode', () => {
     const s = newStore();
-    s.intake.commitIntake(Array.from({ length: 50 }, (_, i) => scan(`C-${i}`, 100)), 0);
-    const sftp = new Batcher({ store: s, config: deliverySchema.parse({ mode: 'sftp', sftpMaxBytes: 2000 }), logger: silentLogger(), now: () => 0 });
+    s.intake.commitIntake(
+      Array.from({ length: 50 }, (_, i) => scan(`C-${i}`, 100)),
+      0,
+    );
+    const sftp = new Batcher({
+      store: s,
+      config: deliverySchema.parse({ mode: 'sftp', sftpMaxBytes: 2000 }),
+      logger: silentLogger(),
+      now: () => 0,
+    });
     const first = sftp.form()!;
     expect(first.mode).toBe('sftp');
     expect(first.bytes).toBeLessThanOrEqual(2000);
-    const auto = new Batcher({ store: s, config: deliverySchema.parse({ mode: 'auto', maxBatchScans: 10, largeBatchRoute: 'sftp' }), logger: silentLogger(), now: () => 0 });
+    const auto = new Batcher({
+      store: s,
+      config: deliverySchema.parse({ mode: 'auto', maxBatchScans: 10, largeBatchRoute: 'sftp' }),
+      logger: silentLogger(),
+      now: () => 0,
+    });
     expect(auto.form()!.mode).toBe('sftp');
   });
 
@@ -93,12 +140,28 @@ describe('SFTP pieces', () => {
     const missing = configSchema.safeParse({ ...base, delivery: { mode: 'sftp' } });
     expect(missing.success).toBe(false);
     expect(JSON.stringify(missing.error?.issues)).toContain('upstream');
-    const auto = configSchema.safeParse({ ...base, delivery: { mode: 'auto', largeBatchRoute: 'sftp' } });
+    const auto = configSchema.safeParse({
+      ...base,
+      delivery: { mode: 'auto', largeBatchRoute: 'sftp' },
+    });
     expect(auto.success).toBe(false);
     expect(sftpSchema.safeParse({ host: 'h', hostKey: 'yes' }).success).toBe(false);
-    expect(sftpSchema.safeParse({ host: 'h', hostKey: 'SHA256:nThbg6kXUpJWGl7E1IGOCspRomTxdCARLviKw6E5SY8', fileName: 'fixed.json' }).success).toBe(false);
-    const ok = sftpSchema.parse({ host: 'h', hostKey: 'SHA256:nThbg6kXUpJWGl7E1IGOCspRomTxdCARLviKw6E5SY8' });
-    expect(ok).toMatchObject({ port: 22, remoteDir: '.', fileName: '{siteId}-{batchId}-{sha256:12}.json' });
+    expect(
+      sftpSchema.safeParse({
+        host: 'h',
+        hostKey: 'SHA256:nThbg6kXUpJWGl7E1IGOCspRomTxdCARLviKw6E5SY8',
+        fileName: 'fixed.json',
+      }).success,
+    ).toBe(false);
+    const ok = sftpSchema.parse({
+      host: 'h',
+      hostKey: 'SHA256:nThbg6kXUpJWGl7E1IGOCspRomTxdCARLviKw6E5SY8',
+    });
+    expect(ok).toMatchObject({
+      port: 22,
+      remoteDir: '.',
+      fileName: '{siteId}-{batchId}-{sha256:12}.json',
+    });
   });
 });
 
@@ -115,8 +178,17 @@ describe('status tracker and SFTP batches', () => {
       onResend: () => undefined,
     });
     s.intake.commitIntake([scan('A'), scan('B'), scan('C')], 0);
-    const b = s.batches.writeBatch({ mode: 'sftp', scanIds: [1, 2, 3], bytes: 0, nowIso: new Date(0).toISOString() })!;
-    s.batches.updateBatch(b.id, { state: 'uploaded', remotePath: '/in/s-1-abc.json', sha256: 'abc' });
+    const b = s.batches.writeBatch({
+      mode: 'sftp',
+      scanIds: [1, 2, 3],
+      bytes: 0,
+      nowIso: new Date(0).toISOString(),
+    })!;
+    s.batches.updateBatch(b.id, {
+      state: 'uploaded',
+      remotePath: '/in/s-1-abc.json',
+      sha256: 'abc',
+    });
     return { s, tracker, id: b.id };
   }
 
@@ -125,20 +197,48 @@ describe('status tracker and SFTP batches', () => {
     expect(t.tracker.apply(t.id, { state: 'transferred', requestId: '' })).toBe('done');
     expect(t.s.batches.batch(t.id)).toMatchObject({ state: 'done', upstreamState: 'transferred' });
     expect(t.s.reports.scanCounts()).toMatchObject({ delivered: 3 });
-    const answer = { state: 'HasFailures', requestId: '77', processed: 3, failed: 1, failures: [{ reference: 'B', reason: 'Invalid DCP' }] };
+    const answer = {
+      state: 'HasFailures',
+      requestId: '77',
+      processed: 3,
+      failed: 1,
+      failures: [{ reference: 'B', reason: 'Invalid DCP' }],
+    };
     expect(t.tracker.apply({ fileName: 's-1-abc.json' }, answer)).toBe('done');
-    expect(t.s.batches.batch(t.id)).toMatchObject({ upstreamState: 'HasFailures', requestId: '77', failed: 1 });
+    expect(t.s.batches.batch(t.id)).toMatchObject({
+      upstreamState: 'HasFailures',
+      requestId: '77',
+      failed: 1,
+    });
     expect(t.s.reports.scanCounts()).toMatchObject({ delivered: 2, failed: 1 });
     // Once the service spoke, a later answer changes nothing; an unknown name is ignored.
-    expect(t.tracker.apply({ fileName: 's-1-abc.json' }, { state: 'Success', requestId: '77' })).toBe('ignored');
-    expect(t.tracker.apply({ fileName: 'other.json' }, { state: 'Success', requestId: '1' })).toBe('ignored');
+    expect(
+      t.tracker.apply({ fileName: 's-1-abc.json' }, { state: 'Success', requestId: '77' }),
+    ).toBe('ignored');
+    expect(t.tracker.apply({ fileName: 'other.json' }, { state: 'Success', requestId: '1' })).toBe(
+      'ignored',
+    );
   });
 
   it('finds a transferred batch by the references of its scans, and only a batch holding all of them', () => {
     const t = setup();
     t.tracker.apply(t.id, { state: 'transferred', requestId: '' });
-    expect(t.tracker.apply({ references: ['A', 'Z'] }, { state: 'Failed', requestId: '9' })).toBe('ignored');
-    expect(t.tracker.apply({ references: ['C', 'A'] }, { state: 'Failed', requestId: '9', failures: [{ reference: 'A', reason: 'x' }, { reference: 'C', reason: 'y' }] })).toBe('done');
+    expect(t.tracker.apply({ references: ['A', 'Z'] }, { state: 'Failed', requestId: '9' })).toBe(
+      'ignored',
+    );
+    expect(
+      t.tracker.apply(
+        { references: ['C', 'A'] },
+        {
+          state: 'Failed',
+          requestId: '9',
+          failures: [
+            { reference: 'A', reason: 'x' },
+            { reference: 'C', reason: 'y' },
+          ],
+        },
+      ),
+    ).toBe('done');
     expect(t.s.batches.batch(t.id)).toMatchObject({ upstreamState: 'Failed' });
   });
 
@@ -155,11 +255,25 @@ describe('status tracker and SFTP batches', () => {
       pace: () => ({ events: true, safetyPollMs: 600_000 }),
     });
     s.intake.commitIntake([scan('A')], 0);
-    const b = s.batches.writeBatch({ mode: 'sftp', scanIds: [1], bytes: 0, nowIso: new Date().toISOString() })!;
-    s.batches.updateBatch(b.id, { state: 'uploaded', remotePath: '/in/s-1-abc.json', sha256: 'abc', uploadedAt: new Date().toISOString(), nextAttemptAt: 0 });
+    const b = s.batches.writeBatch({
+      mode: 'sftp',
+      scanIds: [1],
+      bytes: 0,
+      nowIso: new Date().toISOString(),
+    })!;
+    s.batches.updateBatch(b.id, {
+      state: 'uploaded',
+      remotePath: '/in/s-1-abc.json',
+      sha256: 'abc',
+      uploadedAt: new Date().toISOString(),
+      nextAttemptAt: 0,
+    });
     tracker.start();
     try {
-      await waitFor(() => s.batches.batch(b.id)?.state === 'done', { what: 'transferred', timeoutMs: 3000 });
+      await waitFor(() => s.batches.batch(b.id)?.state === 'done', {
+        what: 'transferred',
+        timeoutMs: 3000,
+      });
       expect(s.batches.batch(b.id)?.upstreamState).toBe('transferred');
     } finally {
       await tracker.stop();

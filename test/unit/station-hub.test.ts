@@ -30,14 +30,30 @@ function source(): StationSource & { add: (reference: string) => void } {
   const rows: (StationRead & { inputLevel: boolean })[] = [];
   return {
     add: (reference) =>
-      rows.push({ id: rows.length + 1, station: 'EOL-3', inputId: 'mes', receivedAt: '2026-11-24T08:00:00.000Z', outcome: 'scan', reason: null, reference, raw: reference, scanState: 'pending', failureReason: null, inputLevel: false }),
+      rows.push({
+        id: rows.length + 1,
+        station: 'EOL-3',
+        inputId: 'mes',
+        receivedAt: '2026-11-24T08:00:00.000Z',
+        outcome: 'scan',
+        reason: null,
+        reference,
+        raw: reference,
+        scanState: 'pending',
+        failureReason: null,
+        inputLevel: false,
+      }),
     dcps: () => [{ key: 'EOL-3', kind: 'endOfProcess', inputs: ['mes'] }],
     site: () => ({ id: 's', timezone: 'UTC', shifts: [{ name: 'day', start: '00:00' }] }),
     recent: () => [],
     counts: () => ({}),
     readsAfter: (afterId, limit) => rows.filter((r) => r.id > afterId).slice(0, limit),
     lastReadId: () => rows.length,
-    status: () => ({ delivery: { circuit: 'closed', consecutiveFailures: 0 }, buffer: { undeliveredScans: 0 } }) as unknown as GatewayStatus,
+    status: () =>
+      ({
+        delivery: { circuit: 'closed', consecutiveFailures: 0 },
+        buffer: { undeliveredScans: 0 },
+      }) as unknown as GatewayStatus,
   };
 }
 
@@ -48,7 +64,12 @@ describe('station hub: clients that do not read, and the share per address', () 
   it('stops writing to a stream whose send buffer is full and closes it after stallMs; a reading one keeps going', async () => {
     const src = source();
     const stalled: { remote: string; blockedMs: number }[] = [];
-    hub = new StationHub(src, silentLogger(), { pollMs: 10, heartbeatMs: 20, stallMs: 150, onStalled: (remote, blockedMs) => stalled.push({ remote, blockedMs }) });
+    hub = new StationHub(src, silentLogger(), {
+      pollMs: 10,
+      heartbeatMs: 20,
+      stallMs: 150,
+      onStalled: (remote, blockedMs) => stalled.push({ remote, blockedMs }),
+    });
     const slow = new FakeResponse();
     const reader = new FakeResponse();
     expect(hub.open('EOL-3', slow as unknown as ServerResponse, '10.0.0.1')).toBe(true);
@@ -90,8 +111,14 @@ describe('station hub: clients that do not read, and the share per address', () 
 
   it('holds one address to maxStreamsPerClient', () => {
     hub = new StationHub(source(), silentLogger(), { maxStreamsPerClient: 2 });
-    const open = (remote: string) => hub!.open('EOL-3', new FakeResponse() as unknown as ServerResponse, remote);
-    expect([open('10.0.0.1'), open('10.0.0.1'), open('10.0.0.1'), open('10.0.0.2')]).toEqual([true, true, false, true]);
+    const open = (remote: string) =>
+      hub!.open('EOL-3', new FakeResponse() as unknown as ServerResponse, remote);
+    expect([open('10.0.0.1'), open('10.0.0.1'), open('10.0.0.1'), open('10.0.0.2')]).toEqual([
+      true,
+      true,
+      false,
+      true,
+    ]);
     expect(hub.fullFor('10.0.0.1')).toBe(true);
     expect(hub.fullFor('10.0.0.2')).toBe(false);
     expect(hub.size).toBe(3);

@@ -37,7 +37,11 @@ class MemoryTopic {
   private waiters: (() => void)[] = [];
 
   append(value: unknown, at = Date.now()): void {
-    this.log.push(value === null ? null : Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)));
+    this.log.push(
+      value === null
+        ? null
+        : Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)),
+    );
     this.times.push(at);
     for (const w of this.waiters.splice(0)) w();
   }
@@ -52,18 +56,33 @@ class MemoryTopic {
       },
       offsets: async (which) => {
         if (which === 'earliest') return new Map([[0, this.start]]);
-        const at = which === 'latest' ? -1 : this.times.findIndex((t, i) => BigInt(i) >= this.start && t >= which.since);
+        const at =
+          which === 'latest'
+            ? -1
+            : this.times.findIndex((t, i) => BigInt(i) >= this.start && t >= which.since);
         return new Map([[0, at < 0 ? BigInt(this.log.length) : BigInt(at)]]);
       },
       fetch: async (positions): Promise<FetchResult> => {
         const from = positions.get(0)!;
         this.fetchedFrom.push(from);
-        if (from < this.start || from > BigInt(this.log.length)) return { records: [], ends: new Map(), next: new Map(positions), outOfRange: [0] };
-        if (from === BigInt(this.log.length)) await new Promise<void>((resolve) => { this.waiters.push(resolve); setTimeout(resolve, 50); });
+        if (from < this.start || from > BigInt(this.log.length))
+          return { records: [], ends: new Map(), next: new Map(positions), outOfRange: [0] };
+        if (from === BigInt(this.log.length))
+          await new Promise<void>((resolve) => {
+            this.waiters.push(resolve);
+            setTimeout(resolve, 50);
+          });
         if (closed) throw new GatewayError(ErrorCodes.EVENTS_NETWORK, 'closed');
-        const records = this.log.slice(Number(from)).map((value, i) => ({ partition: 0, offset: from + BigInt(i), value }));
+        const records = this.log
+          .slice(Number(from))
+          .map((value, i) => ({ partition: 0, offset: from + BigInt(i), value }));
         const end = BigInt(this.log.length);
-        return { records, ends: new Map([[0, end]]), next: new Map([[0, from + BigInt(records.length)]]), outOfRange: [] };
+        return {
+          records,
+          ends: new Map([[0, end]]),
+          next: new Map([[0, from + BigInt(records.length)]]),
+          outOfRange: [],
+        };
       },
       close: async () => void (closed = true),
     };
@@ -72,17 +91,45 @@ class MemoryTopic {
 
 function scan(reference: string): IntakeRecord {
   const body = JSON.stringify({ reference, dcpKey: 'GI-01' });
-  return { inputId: 'in', receivedAt: new Date(0), raw: Buffer.from(reference), outcome: 'scan', scan: { reference, dcpKey: 'GI-01', instant: new Date(0), body } };
+  return {
+    inputId: 'in',
+    receivedAt: new Date(0),
+    raw: Buffer.from(reference),
+    outcome: 'scan',
+    scan: { reference, dcpKey: 'GI-01', instant: new Date(0), body },
+  };
 }
 
-function setup(options: { dir?: string; logger?: ReturnType<typeof memoryLogger>; maxLagEvents?: number; staleAfterMs?: number; holdMs?: number; topic?: MemoryTopic; connect?: (topic: MemoryTopic) => Promise<TopicReader> } = {}) {
+function setup(
+  options: {
+    dir?: string;
+    logger?: ReturnType<typeof memoryLogger>;
+    maxLagEvents?: number;
+    staleAfterMs?: number;
+    holdMs?: number;
+    topic?: MemoryTopic;
+    connect?: (topic: MemoryTopic) => Promise<TopicReader>;
+  } = {},
+) {
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'sg-events-'));
   const store = BufferStore.openAt(join(dir, 'buffer.db'));
   const clock = { t: Date.now() };
   const topic = options.topic ?? new MemoryTopic();
-  const config = deliverySchema.parse({ statusPollMs: 100, statusPollMaxMs: 1000, notFoundGraceMs: 10_000 });
+  const config = deliverySchema.parse({
+    statusPollMs: 100,
+    statusPollMaxMs: 1000,
+    notFoundGraceMs: 10_000,
+  });
   const logger = options.logger?.logger ?? silentLogger();
-  const tracker = new StatusTracker({ store, api: { getScanStatus: () => Promise.reject(new Error('no poll in this test')) }, config, logger, now: () => clock.t, concurrency: 1, onResend: () => {} });
+  const tracker = new StatusTracker({
+    store,
+    api: { getScanStatus: () => Promise.reject(new Error('no poll in this test')) },
+    config,
+    logger,
+    now: () => clock.t,
+    concurrency: 1,
+    onResend: () => {},
+  });
   let paceChanges = 0;
   const feed = new StatusEventFeed({
     store,
@@ -110,14 +157,39 @@ function setup(options: { dir?: string; logger?: ReturnType<typeof memoryLogger>
   /** A batch of `refs` in state `uploaded` with `requestId`. */
   const uploaded = (requestId: string, ...refs: string[]) => {
     store.intake.commitIntake(refs.map(scan), clock.t);
-    const b = formBatch(store, { mode: 'direct', maxScans: 100, maxBytes: 1e6, nowIso: new Date(clock.t).toISOString() })!;
-    store.batches.updateBatch(b.id, { state: 'uploaded', requestId, uploadedAt: new Date(clock.t).toISOString(), nextAttemptAt: clock.t + 100 });
+    const b = formBatch(store, {
+      mode: 'direct',
+      maxScans: 100,
+      maxBytes: 1e6,
+      nowIso: new Date(clock.t).toISOString(),
+    })!;
+    store.batches.updateBatch(b.id, {
+      state: 'uploaded',
+      requestId,
+      uploadedAt: new Date(clock.t).toISOString(),
+      nextAttemptAt: clock.t + 100,
+    });
     return b.id;
   };
-  return { dir, store, clock, topic, tracker, feed, uploaded, stop, paceChanges: () => paceChanges };
+  return {
+    dir,
+    store,
+    clock,
+    topic,
+    tracker,
+    feed,
+    uploaded,
+    stop,
+    paceChanges: () => paceChanges,
+  };
 }
 
-const success = (requestId: number, processed = 1) => ({ state: 'Success', requestId, description: 'done', processed });
+const success = (requestId: number, processed = 1) => ({
+  state: 'Success',
+  requestId,
+  description: 'done',
+  processed,
+});
 
 describe('status events: each event through the tracker, positions with the effect', () => {
   it('finishes a batch from its terminal event and stores the position after it in the same buffer', async () => {
@@ -126,10 +198,19 @@ describe('status events: each event through the tracker, positions with the effe
     t.feed.start();
     await waitFor(() => t.feed.snapshot().state === 'flowing', { what: 'connected' });
     t.topic.append(success(41, 2));
-    await waitFor(() => t.store.batches.batch(id)?.state === 'done', { what: 'batch done by the event' });
+    await waitFor(() => t.store.batches.batch(id)?.state === 'done', {
+      what: 'batch done by the event',
+    });
     expect(t.store.batches.batch(id)).toMatchObject({ upstreamState: 'Success', processed: 2 });
     expect(t.store.positions.eventPositions('test-site-status-event').get(0)).toBe(1n);
-    expect(t.feed.snapshot()).toMatchObject({ received: 1, applied: 1, ignored: 0, invalid: 0, duplicates: 0, lag: 0 });
+    expect(t.feed.snapshot()).toMatchObject({
+      received: 1,
+      applied: 1,
+      ignored: 0,
+      invalid: 0,
+      duplicates: 0,
+      lag: 0,
+    });
   });
 
   it('records an intermediate state without touching the poll schedule, and works as well when none is published', async () => {
@@ -141,11 +222,30 @@ describe('status events: each event through the tracker, positions with the effe
     t.topic.append({ state: 'Received', requestId: 1, description: '', processed: 0 });
     t.topic.append({ state: 'InProgress', requestId: 1, description: '', processed: 0 });
     await waitFor(() => t.feed.snapshot().received === 2);
-    expect(t.store.batches.batch(withSteps)).toMatchObject({ state: 'uploaded', upstreamState: 'InProgress', polls: before.polls, nextAttemptAt: before.nextAttemptAt });
-    t.topic.append({ state: 'HasFailures', requestId: 1, description: 'some failed', processed: 1, failed: 1, failures: [{ reference: 'A', reason: 'Invalid DCP' }] });
+    expect(t.store.batches.batch(withSteps)).toMatchObject({
+      state: 'uploaded',
+      upstreamState: 'InProgress',
+      polls: before.polls,
+      nextAttemptAt: before.nextAttemptAt,
+    });
+    t.topic.append({
+      state: 'HasFailures',
+      requestId: 1,
+      description: 'some failed',
+      processed: 1,
+      failed: 1,
+      failures: [{ reference: 'A', reason: 'Invalid DCP' }],
+    });
     t.topic.append(success(2));
-    await waitFor(() => t.store.batches.batch(withSteps)?.state === 'done' && t.store.batches.batch(direct)?.state === 'done');
-    expect(t.store.batches.batch(withSteps)).toMatchObject({ upstreamState: 'HasFailures', failed: 1 });
+    await waitFor(
+      () =>
+        t.store.batches.batch(withSteps)?.state === 'done' &&
+        t.store.batches.batch(direct)?.state === 'done',
+    );
+    expect(t.store.batches.batch(withSteps)).toMatchObject({
+      upstreamState: 'HasFailures',
+      failed: 1,
+    });
     expect(t.store.reports.scanCounts()).toMatchObject({ failed: 1, delivered: 1 });
   });
 
@@ -196,7 +296,9 @@ describe('status events: each event through the tracker, positions with the effe
     const second = setup({ dir: first.dir, topic: first.topic });
     const before = first.topic.fetchedFrom.length;
     second.feed.start();
-    await waitFor(() => second.store.batches.batch(b)?.state === 'done', { what: 'the event published while stopped' });
+    await waitFor(() => second.store.batches.batch(b)?.state === 'done', {
+      what: 'the event published while stopped',
+    });
     expect(second.topic.fetchedFrom[before]).toBe(1n);
     expect(second.topic.fetchedFrom.slice(before)).not.toContain(0n);
     expect(second.feed.snapshot()).toMatchObject({ received: 1, applied: 1, duplicates: 0 });
@@ -213,7 +315,9 @@ describe('status events: each event through the tracker, positions with the effe
     const id = waiting.uploaded('1', 'A');
     waiting.clock.t += 2 * hour + 60_000;
     waiting.feed.start();
-    await waitFor(() => waiting.store.batches.batch(id)?.state === 'done', { what: 'the event of the batch formed two hours ago' });
+    await waitFor(() => waiting.store.batches.batch(id)?.state === 'done', {
+      what: 'the event of the batch formed two hours ago',
+    });
     expect(waiting.topic.fetchedFrom[0]).toBe(1n);
     await waiting.stop();
 
@@ -242,13 +346,22 @@ describe('status events: each event through the tracker, positions with the effe
   it('holds an event that comes before its upload is recorded, and applies it when the batch is uploaded', async () => {
     const t = setup();
     t.store.intake.commitIntake([scan('A')], t.clock.t);
-    const b = formBatch(t.store, { mode: 'direct', maxScans: 100, maxBytes: 1e6, nowIso: new Date(t.clock.t).toISOString() })!;
+    const b = formBatch(t.store, {
+      mode: 'direct',
+      maxScans: 100,
+      maxBytes: 1e6,
+      nowIso: new Date(t.clock.t).toISOString(),
+    })!;
     t.store.batches.updateBatch(b.id, { state: 'uploading' });
     t.feed.start();
     t.topic.append(success(77));
     await waitFor(() => t.feed.snapshot().received === 1);
     expect(t.feed.snapshot()).toMatchObject({ applied: 0, ignored: 0 });
-    t.store.batches.updateBatch(b.id, { state: 'uploaded', requestId: '77', uploadedAt: new Date(t.clock.t).toISOString() });
+    t.store.batches.updateBatch(b.id, {
+      state: 'uploaded',
+      requestId: '77',
+      uploadedAt: new Date(t.clock.t).toISOString(),
+    });
     t.feed.batchUploaded();
     expect(t.store.batches.batch(b.id)?.state).toBe('done');
     expect(t.feed.snapshot()).toMatchObject({ applied: 1, ignored: 0 });
@@ -257,11 +370,27 @@ describe('status events: each event through the tracker, positions with the effe
 
 describe('status events for SFTP batches: by file name, else by references', () => {
   /** An SFTP batch of `refs` whose file is `/in/<name>`, in `state`; `transferred` finishes it as the tracker does. */
-  function sftpBatch(t: ReturnType<typeof setup>, name: string, state: 'uploading' | 'uploaded' | 'transferred', ...refs: string[]) {
+  function sftpBatch(
+    t: ReturnType<typeof setup>,
+    name: string,
+    state: 'uploading' | 'uploaded' | 'transferred',
+    ...refs: string[]
+  ) {
     t.store.intake.commitIntake(refs.map(scan), t.clock.t);
-    const b = formBatch(t.store, { mode: 'sftp', maxScans: 100, maxBytes: 1e6, nowIso: new Date(t.clock.t).toISOString() })!;
-    t.store.batches.updateBatch(b.id, { state: state === 'uploading' ? 'uploading' : 'uploaded', remotePath: `/in/${name}`, sha256: 'ab'.repeat(32), uploadedAt: new Date(t.clock.t).toISOString() });
-    if (state === 'transferred') expect(t.tracker.apply(b.id, { state: 'transferred', requestId: '' })).toBe('done');
+    const b = formBatch(t.store, {
+      mode: 'sftp',
+      maxScans: 100,
+      maxBytes: 1e6,
+      nowIso: new Date(t.clock.t).toISOString(),
+    })!;
+    t.store.batches.updateBatch(b.id, {
+      state: state === 'uploading' ? 'uploading' : 'uploaded',
+      remotePath: `/in/${name}`,
+      sha256: 'ab'.repeat(32),
+      uploadedAt: new Date(t.clock.t).toISOString(),
+    });
+    if (state === 'transferred')
+      expect(t.tracker.apply(b.id, { state: 'transferred', requestId: '' })).toBe('done');
     return b.id;
   }
 
@@ -270,13 +399,41 @@ describe('status events for SFTP batches: by file name, else by references', () 
     const id = sftpBatch(t, 's-1-aaa.json', 'transferred', 'A', 'B');
     const other = sftpBatch(t, 's-2-bbb.json', 'transferred', 'C');
     t.feed.start();
-    t.topic.append({ state: 'Received', requestId: 500, description: 's-1-aaa.json: Upload received, waiting to be processed', processed: 0 });
-    t.topic.append({ state: 'InProgress', requestId: 500, description: 's-1-aaa.json: Batch is being processed', processed: 1 });
-    t.topic.append({ state: 'Success', requestId: 500, description: 's-1-aaa.json: All 2 scans processed successfully', processed: 2 });
-    t.topic.append({ state: 'Success', requestId: 500, description: 's-1-aaa.json: All 2 scans processed successfully', processed: 2 });
+    t.topic.append({
+      state: 'Received',
+      requestId: 500,
+      description: 's-1-aaa.json: Upload received, waiting to be processed',
+      processed: 0,
+    });
+    t.topic.append({
+      state: 'InProgress',
+      requestId: 500,
+      description: 's-1-aaa.json: Batch is being processed',
+      processed: 1,
+    });
+    t.topic.append({
+      state: 'Success',
+      requestId: 500,
+      description: 's-1-aaa.json: All 2 scans processed successfully',
+      processed: 2,
+    });
+    t.topic.append({
+      state: 'Success',
+      requestId: 500,
+      description: 's-1-aaa.json: All 2 scans processed successfully',
+      processed: 2,
+    });
     await waitFor(() => t.feed.snapshot().received === 4, { what: 'four events read' });
-    expect(t.store.batches.batch(id)).toMatchObject({ state: 'done', upstreamState: 'Success', requestId: '500', processed: 2 });
-    expect(t.store.batches.batch(other)).toMatchObject({ upstreamState: 'transferred', requestId: null });
+    expect(t.store.batches.batch(id)).toMatchObject({
+      state: 'done',
+      upstreamState: 'Success',
+      requestId: '500',
+      processed: 2,
+    });
+    expect(t.store.batches.batch(other)).toMatchObject({
+      upstreamState: 'transferred',
+      requestId: null,
+    });
     expect(t.feed.snapshot()).toMatchObject({ applied: 1, duplicates: 3, ignored: 0, invalid: 0 });
     // The positions after the events are stored with their effect.
     expect(t.store.positions.eventPositions('test-site-status-event').get(0)).toBe(4n);
@@ -287,11 +444,37 @@ describe('status events for SFTP batches: by file name, else by references', () 
     const id = sftpBatch(t, 's-1-aaa.json', 'transferred', 'A', 'B', 'C');
     t.feed.start();
     // Another site's batch: references we do not hold, and a name we never wrote.
-    t.topic.append({ state: 'HasFailures', requestId: 600, description: 'x-9-zzz.json: 1 of 2 scans failed to process', processed: 2, failed: 1, failures: [{ reference: 'Z', reason: 'Invalid DCP' }] });
-    t.topic.append({ state: 'HasFailures', requestId: 601, description: '1 of 3 scans failed to process', processed: 3, failed: 1, failures: [{ reference: 'B', reason: 'Invalid DCP' }] });
-    t.topic.append({ state: 'HasFailures', requestId: 601, description: '1 of 3 scans failed to process', processed: 3, failed: 1, failures: [{ reference: 'B', reason: 'Invalid DCP' }] });
+    t.topic.append({
+      state: 'HasFailures',
+      requestId: 600,
+      description: 'x-9-zzz.json: 1 of 2 scans failed to process',
+      processed: 2,
+      failed: 1,
+      failures: [{ reference: 'Z', reason: 'Invalid DCP' }],
+    });
+    t.topic.append({
+      state: 'HasFailures',
+      requestId: 601,
+      description: '1 of 3 scans failed to process',
+      processed: 3,
+      failed: 1,
+      failures: [{ reference: 'B', reason: 'Invalid DCP' }],
+    });
+    t.topic.append({
+      state: 'HasFailures',
+      requestId: 601,
+      description: '1 of 3 scans failed to process',
+      processed: 3,
+      failed: 1,
+      failures: [{ reference: 'B', reason: 'Invalid DCP' }],
+    });
     await waitFor(() => t.feed.snapshot().received === 3, { what: 'three events read' });
-    expect(t.store.batches.batch(id)).toMatchObject({ state: 'done', upstreamState: 'HasFailures', requestId: '601', failed: 1 });
+    expect(t.store.batches.batch(id)).toMatchObject({
+      state: 'done',
+      upstreamState: 'HasFailures',
+      requestId: '601',
+      failed: 1,
+    });
     expect(t.store.reports.scanCounts()).toMatchObject({ delivered: 2, failed: 1 });
     expect(t.feed.snapshot()).toMatchObject({ applied: 1, duplicates: 1, ignored: 1 });
   });
@@ -301,15 +484,34 @@ describe('status events for SFTP batches: by file name, else by references', () 
     const uploaded = sftpBatch(t, 's-1-aaa.json', 'uploaded', 'A');
     const writing = sftpBatch(t, 's-2-bbb.json', 'uploading', 'B');
     t.feed.start();
-    t.topic.append({ state: 'Success', requestId: 700, description: 's-1-aaa.json: All 1 scans processed successfully', processed: 1 });
-    t.topic.append({ state: 'Failed', requestId: 701, description: 's-2-bbb.json: All scans failed to process', processed: 1, failed: 1, failures: [{ reference: 'B', reason: 'Invalid DCP' }] });
+    t.topic.append({
+      state: 'Success',
+      requestId: 700,
+      description: 's-1-aaa.json: All 1 scans processed successfully',
+      processed: 1,
+    });
+    t.topic.append({
+      state: 'Failed',
+      requestId: 701,
+      description: 's-2-bbb.json: All scans failed to process',
+      processed: 1,
+      failed: 1,
+      failures: [{ reference: 'B', reason: 'Invalid DCP' }],
+    });
     await waitFor(() => t.feed.snapshot().received === 2, { what: 'two events read' });
-    expect(t.store.batches.batch(uploaded)).toMatchObject({ state: 'done', upstreamState: 'Success' });
+    expect(t.store.batches.batch(uploaded)).toMatchObject({
+      state: 'done',
+      upstreamState: 'Success',
+    });
     expect(t.store.batches.batch(writing)?.state).toBe('uploading');
     expect(t.feed.snapshot()).toMatchObject({ applied: 1, ignored: 0, duplicates: 0 });
     t.store.batches.updateBatch(writing, { state: 'uploaded' });
     t.feed.batchUploaded();
-    expect(t.store.batches.batch(writing)).toMatchObject({ state: 'done', upstreamState: 'Failed', requestId: '701' });
+    expect(t.store.batches.batch(writing)).toMatchObject({
+      state: 'done',
+      upstreamState: 'Failed',
+      requestId: '701',
+    });
     expect(t.feed.snapshot()).toMatchObject({ applied: 2, ignored: 0 });
   });
 
@@ -326,16 +528,24 @@ describe('status events for SFTP batches: by file name, else by references', () 
 describe('status events: the pace of polling and the health facts', () => {
   it('says events flow only after a read, and not when refused; the reason carries its code; it reconnects by itself', async () => {
     const t = setup();
-    t.topic.refusing = new GatewayError(ErrorCodes.EVENTS_AUTH, 'the brokers refused SASL SCRAM-SHA-512 authentication of the client id');
+    t.topic.refusing = new GatewayError(
+      ErrorCodes.EVENTS_AUTH,
+      'the brokers refused SASL SCRAM-SHA-512 authentication of the client id',
+    );
     expect(t.feed.pace().events).toBe(false);
     t.feed.start();
     await waitFor(() => t.feed.snapshot().lastError?.code === ErrorCodes.EVENTS_AUTH);
     expect(t.feed.snapshot().state).toBe('down');
     expect(t.feed.pace()).toEqual({ events: false, safetyPollMs: 600_000 });
-    t.topic.refusing = new GatewayError(ErrorCodes.EVENTS_TLS, "the brokers' TLS certificate is refused");
+    t.topic.refusing = new GatewayError(
+      ErrorCodes.EVENTS_TLS,
+      "the brokers' TLS certificate is refused",
+    );
     await waitFor(() => t.feed.snapshot().lastError?.code === ErrorCodes.EVENTS_TLS);
     t.topic.refusing = undefined;
-    await waitFor(() => t.feed.snapshot().state === 'flowing', { what: 'reconnected after the refusals' });
+    await waitFor(() => t.feed.snapshot().state === 'flowing', {
+      what: 'reconnected after the refusals',
+    });
     expect(t.topic.connects).toBeGreaterThanOrEqual(3);
     expect(t.feed.pace().events).toBe(true);
     expect(t.paceChanges()).toBeGreaterThanOrEqual(2);
@@ -351,7 +561,13 @@ describe('status events: the pace of polling and the health facts', () => {
         await new Promise<void>((resolve) => loads.push(resolve));
         if (failLoad) throw new Error('Cannot find package @platformatic/kafka');
         const reader = topic.reader();
-        return { ...reader, partitions: async () => (await new Promise<void>((resolve) => (contacted = resolve)), reader.partitions()) };
+        return {
+          ...reader,
+          partitions: async () => (
+            await new Promise<void>((resolve) => (contacted = resolve)),
+            reader.partitions()
+          ),
+        };
       },
     });
     expect(t.feed.snapshot().state).toBe('starting');
@@ -362,14 +578,19 @@ describe('status events: the pace of polling and the health facts', () => {
     expect(t.feed.snapshot().state).toBe('starting');
     loads[0]!();
     await waitFor(() => t.feed.snapshot().state === 'down', { what: 'the failed load reported' });
-    expect(t.feed.snapshot().lastError).toMatchObject({ code: ErrorCodes.EVENTS_NETWORK, message: 'Cannot find package @platformatic/kafka' });
+    expect(t.feed.snapshot().lastError).toMatchObject({
+      code: ErrorCodes.EVENTS_NETWORK,
+      message: 'Cannot find package @platformatic/kafka',
+    });
     failLoad = false;
     await waitFor(() => loads.length === 2, { what: 'the next connect' });
     loads[1]!();
     await waitFor(() => contacted !== undefined, { what: 'the first contact' });
     expect(t.feed.snapshot().state).toBe('down');
     contacted!();
-    await waitFor(() => t.feed.snapshot().state === 'flowing', { what: 'connected once the reader could be made' });
+    await waitFor(() => t.feed.snapshot().state === 'flowing', {
+      what: 'connected once the reader could be made',
+    });
     expect(loads).toHaveLength(2);
   });
 
@@ -378,7 +599,13 @@ describe('status events: the pace of polling and the health facts', () => {
     const t = setup({
       connect: async (topic) => {
         const reader = topic.reader();
-        return { ...reader, partitions: async () => (await new Promise<void>((resolve) => (contacted = resolve)), reader.partitions()) };
+        return {
+          ...reader,
+          partitions: async () => (
+            await new Promise<void>((resolve) => (contacted = resolve)),
+            reader.partitions()
+          ),
+        };
       },
     });
     t.feed.start();
@@ -469,8 +696,18 @@ describe('status events: the pace of polling and the health facts', () => {
     });
     cleanups.push(() => tracker.stop());
     store.intake.commitIntake([scan('A')], Date.now());
-    const b = formBatch(store, { mode: 'direct', maxScans: 100, maxBytes: 1e6, nowIso: new Date().toISOString() })!;
-    store.batches.updateBatch(b.id, { state: 'uploaded', requestId: '9', uploadedAt: new Date().toISOString(), nextAttemptAt: Date.now() + 20 });
+    const b = formBatch(store, {
+      mode: 'direct',
+      maxScans: 100,
+      maxBytes: 1e6,
+      nowIso: new Date().toISOString(),
+    })!;
+    store.batches.updateBatch(b.id, {
+      state: 'uploaded',
+      requestId: '9',
+      uploadedAt: new Date().toISOString(),
+      nextAttemptAt: Date.now() + 20,
+    });
     tracker.start();
     await new Promise((r) => setTimeout(r, 600));
     expect(polls).toBe(0);
@@ -481,16 +718,42 @@ describe('status events: the pace of polling and the health facts', () => {
 });
 
 describe('status events: configuration', () => {
-  const upstream = { baseUrl: 'https://scan.example.com', authUrl: 'https://auth.example.com', clientId: 'plant-7' };
+  const upstream = {
+    baseUrl: 'https://scan.example.com',
+    authUrl: 'https://auth.example.com',
+    clientId: 'plant-7',
+  };
 
   it('is off by default, and names the topic {env}-{client_internal_name}-status-event (contract §6), the internal name defaulting to the client id', () => {
     const off = upstreamSchema.parse(upstream);
     expect(off.statusEvents).toMatchObject({ enabled: false, safetyPollMs: 600_000 });
-    const on = upstreamSchema.parse({ ...upstream, statusEvents: { enabled: true, bootstrapServers: ['kafka-1.example.com:9093'], environment: 'prod' } });
+    const on = upstreamSchema.parse({
+      ...upstream,
+      statusEvents: {
+        enabled: true,
+        bootstrapServers: ['kafka-1.example.com:9093'],
+        environment: 'prod',
+      },
+    });
     expect(statusEventTopic(on)).toBe('prod-plant-7-status-event');
-    const named = upstreamSchema.parse({ ...upstream, statusEvents: { enabled: true, bootstrapServers: ['k:9093'], environment: 'test', clientInternalName: 'acme-cells' } });
+    const named = upstreamSchema.parse({
+      ...upstream,
+      statusEvents: {
+        enabled: true,
+        bootstrapServers: ['k:9093'],
+        environment: 'test',
+        clientInternalName: 'acme-cells',
+      },
+    });
     expect(statusEventTopic(named)).toBe('test-acme-cells-status-event');
-    const explicit = upstreamSchema.parse({ ...upstream, statusEvents: { enabled: true, bootstrapServers: ['k:9093'], topic: 'sandbox-plant-7-status-event' } });
+    const explicit = upstreamSchema.parse({
+      ...upstream,
+      statusEvents: {
+        enabled: true,
+        bootstrapServers: ['k:9093'],
+        topic: 'sandbox-plant-7-status-event',
+      },
+    });
     expect(statusEventTopic(explicit)).toBe('sandbox-plant-7-status-event');
   });
 
@@ -503,7 +766,11 @@ describe('status events: configuration', () => {
       'statusEvents.bootstrapServers: status events need at least one bootstrap server (host:port)',
       'statusEvents.environment: status events need the environment name of the topic (or topic itself)',
     ]);
-    expect(issues({ enabled: true, bootstrapServers: ['kafka-1'], environment: 'e' }).join()).toContain('must be host:port');
-    expect(issues({ enabled: true, bootstrapServers: ['k:1'], environment: 'e', password: 'x' }).join()).toContain('password');
+    expect(
+      issues({ enabled: true, bootstrapServers: ['kafka-1'], environment: 'e' }).join(),
+    ).toContain('must be host:port');
+    expect(
+      issues({ enabled: true, bootstrapServers: ['k:1'], environment: 'e', password: 'x' }).join(),
+    ).toContain('password');
   });
 });

@@ -44,15 +44,22 @@ while True:
  */
 export async function startNotifyReceiver(dir: string, abstract?: string): Promise<NotifyReceiver> {
   if (spawnSync('python3', ['--version'], { stdio: 'ignore' }).error) {
-    throw new Error('python3 is required for the sd_notify tests but could not be run; install it: apt-get install python3');
+    throw new Error(
+      'python3 is required for the sd_notify tests but could not be run; install it: apt-get install python3',
+    );
   }
   const socket = abstract !== undefined ? `@${abstract}` : join(dir, 'notify.sock');
-  const child: ChildProcess = spawn('python3', ['-u', '-c', RECEIVER, socket], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child: ChildProcess = spawn('python3', ['-u', '-c', RECEIVER, socket], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const entries: { pid: number; message: string }[] = [];
   let err = '';
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`notify receiver did not start: ${err}`)), 5000);
+    const timer = setTimeout(
+      () => reject(new Error(`notify receiver did not start: ${err}`)),
+      5000,
+    );
     let buffered = '';
     child.stdout!.setEncoding('utf8').on('data', (d: string) => {
       buffered += d;

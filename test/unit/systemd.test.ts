@@ -17,7 +17,10 @@ const unitText = readFileSync(UNIT, 'utf8');
 
 function systemdAnalyze(args: string[], cwd: string): { status: number | null; out: string } {
   const r = spawnSync('systemd-analyze', args, { cwd, encoding: 'utf8' });
-  if (r.error) throw new Error(`systemd-analyze is required for this test but could not be run (${r.error.message}); install it: apt-get install systemd`);
+  if (r.error)
+    throw new Error(
+      `systemd-analyze is required for this test but could not be run (${r.error.message}); install it: apt-get install systemd`,
+    );
   return { status: r.status, out: `${r.stdout}${r.stderr}` };
 }
 
@@ -37,7 +40,8 @@ function localCopy(): { dir: string; file: string } {
   return { dir, file };
 }
 
-const setting = (key: string) => [...unitText.matchAll(new RegExp(`^${key}=(.*)$`, 'gm'))].map((m) => m[1]!.trim());
+const setting = (key: string) =>
+  [...unitText.matchAll(new RegExp(`^${key}=(.*)$`, 'gm'))].map((m) => m[1]!.trim());
 
 describe('systemd unit', () => {
   it('passes systemd-analyze verify', () => {
@@ -62,7 +66,12 @@ describe('systemd unit', () => {
     const exposed = [...r.out.matchAll(/^✗ (\S+?)=/gm)].map((m) => m[1]!);
     expect(exposed.length).toBeGreaterThan(0);
     for (const name of exposed) {
-      const key = name === 'RestrictAddressFamilies' ? /AF_UNIX|AF_INET/ : name === 'RootDirectory' ? /RootDirectory/ : new RegExp(name);
+      const key =
+        name === 'RestrictAddressFamilies'
+          ? /AF_UNIX|AF_INET/
+          : name === 'RootDirectory'
+            ? /RootDirectory/
+            : new RegExp(name);
       expect(comments, `the unit should say why ${name} stays exposed`).toMatch(key);
     }
   });
@@ -72,15 +81,26 @@ describe('systemd unit', () => {
     expect(setting('NotifyAccess')).toEqual(['main']);
     expect(setting('WatchdogSec')).toEqual(['30s']);
     // A daemon's young generation, V8 thread pool and malloc arenas (docs/performance.md "Footprint"), the same as `npm start`'s.
-    const startScript = (JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts['start'];
-    expect(setting('ExecStart')[0]).toMatch(/^\/usr\/bin\/node --max-semi-space-size=2 --v8-pool-size=1 \S+main\.js run /);
+    const startScript = (
+      JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')) as {
+        scripts: Record<string, string>;
+      }
+    ).scripts['start'];
+    expect(setting('ExecStart')[0]).toMatch(
+      /^\/usr\/bin\/node --max-semi-space-size=2 --v8-pool-size=1 \S+main\.js run /,
+    );
     expect(setting('Environment')).toEqual(['MALLOC_ARENA_MAX=2']);
-    expect(startScript).toMatch(/^exec env MALLOC_ARENA_MAX=2 node --max-semi-space-size=2 --v8-pool-size=1 dist\/src\/main\.js run /);
+    expect(startScript).toMatch(
+      /^exec env MALLOC_ARENA_MAX=2 node --max-semi-space-size=2 --v8-pool-size=1 dist\/src\/main\.js run /,
+    );
     expect(setting('User')).toEqual(['scan-gateway']);
     expect(setting('SupplementaryGroups')).toEqual(['dialout']);
     expect(setting('StateDirectory')).toEqual(['scan-gateway']);
     expect(setting('ConfigurationDirectory')).toEqual(['scan-gateway']);
-    expect(setting('LoadCredential')).toEqual(['client-secret:/etc/scan-gateway/client-secret', 'admin-token:/etc/scan-gateway/admin-token']);
+    expect(setting('LoadCredential')).toEqual([
+      'client-secret:/etc/scan-gateway/client-secret',
+      'admin-token:/etc/scan-gateway/admin-token',
+    ]);
     // The gateway's own stop deadline is below systemd's.
     const stopSec = Number(/^(\d+)s$/.exec(setting('TimeoutStopSec')[0] ?? '')?.[1]);
     expect(stopSec * 1000).toBeGreaterThan(STOP_DEADLINE_MS);
@@ -103,7 +123,9 @@ describe('systemd unit', () => {
     expect(setting('MemoryMax')).toEqual(['1G']);
     expect(setting('Restart')).toEqual(['on-failure']);
     // The exit codes of docs/cli.md that a restart cannot fix.
-    expect(setting('RestartPreventExitStatus')).toEqual([`${ExitCodes.USAGE} ${ExitCodes.BUFFER_UNUSABLE}`]);
+    expect(setting('RestartPreventExitStatus')).toEqual([
+      `${ExitCodes.USAGE} ${ExitCodes.BUFFER_UNUSABLE}`,
+    ]);
     const cli = readFileSync(join(PACKAGE_ROOT, 'docs/cli.md'), 'utf8');
     expect(cli).toMatch(/^\| 4 \| `run`: the buffer cannot be opened/m);
     expect(setting('DeviceAllow')).toEqual(['char-ttyUSB rw', 'char-ttyACM rw', 'char-ttyS rw']);
@@ -132,15 +154,25 @@ describe('sd_notify over the notify socket', () => {
     receiver = await startNotifyReceiver(mkdtempSync(join(tmpdir(), 'sg-notify-')));
     const { logger, lines } = logs();
     // A helper that cannot run: the datagrams must not need it.
-    const notifier = new SystemdNotifier({ env: { NOTIFY_SOCKET: receiver.socket, WATCHDOG_USEC: '400000', WATCHDOG_PID: '4242' }, pid: 4242, logger, command: '/nonexistent/systemd-notify' });
+    const notifier = new SystemdNotifier({
+      env: { NOTIFY_SOCKET: receiver.socket, WATCHDOG_USEC: '400000', WATCHDOG_PID: '4242' },
+      pid: 4242,
+      logger,
+      command: '/nonexistent/systemd-notify',
+    });
     expect(notifier.transport).toBe('datagram');
     expect(notifier.watchdogIntervalMs).toBe(200);
     expect(await notifier.ready('ok, inputs 2/2 up')).toBe(true);
     let n = 0;
     notifier.startWatchdog(() => `tick ${++n}\nsecond line`);
-    await waitFor(() => receiver!.messages().filter((m) => m.startsWith('WATCHDOG=1')).length >= 2, { timeoutMs: 5000 });
+    await waitFor(
+      () => receiver!.messages().filter((m) => m.startsWith('WATCHDOG=1')).length >= 2,
+      { timeoutMs: 5000 },
+    );
     expect(await notifier.stopping('stopping on SIGTERM')).toBe(true);
-    await waitFor(() => receiver!.messages().some((m) => m.startsWith('STOPPING=1')), { timeoutMs: 5000 });
+    await waitFor(() => receiver!.messages().some((m) => m.startsWith('STOPPING=1')), {
+      timeoutMs: 5000,
+    });
     const messages = receiver.messages();
     expect(messages[0]).toBe('READY=1|STATUS=ok, inputs 2/2 up');
     // A line break in a value would start a new variable: it is sent as a space.
@@ -156,11 +188,17 @@ describe('sd_notify over the notify socket', () => {
 
   it('reaches an abstract address (@name) through systemd-notify, and says once that this needs NotifyAccess=all', async () => {
     if (spawnSync('systemd-notify', ['--version'], { stdio: 'ignore' }).error) {
-      throw new Error('systemd-notify is required for this test but could not be run; install it: apt-get install systemd');
+      throw new Error(
+        'systemd-notify is required for this test but could not be run; install it: apt-get install systemd',
+      );
     }
     receiver = await startNotifyReceiver('', `sg-notify-${process.pid}-${Date.now()}`);
     const { logger, lines } = logs();
-    const notifier = new SystemdNotifier({ env: { ...process.env, NOTIFY_SOCKET: receiver.socket }, pid: 1, logger });
+    const notifier = new SystemdNotifier({
+      env: { ...process.env, NOTIFY_SOCKET: receiver.socket },
+      pid: 1,
+      logger,
+    });
     expect(notifier.transport).toBe('helper');
     expect(await notifier.ready('ok')).toBe(true);
     expect(await notifier.status('still ok')).toBe(true);
@@ -172,23 +210,45 @@ describe('sd_notify over the notify socket', () => {
 
   it('does nothing outside systemd, and keeps the watchdog for the main process only', async () => {
     const { logger, lines } = logs();
-    const outside = new SystemdNotifier({ env: { WATCHDOG_USEC: '400000' }, pid: 1, logger, command: '/nonexistent/systemd-notify' });
+    const outside = new SystemdNotifier({
+      env: { WATCHDOG_USEC: '400000' },
+      pid: 1,
+      logger,
+      command: '/nonexistent/systemd-notify',
+    });
     expect(outside.enabled).toBe(false);
     expect(outside.watchdogIntervalMs).toBeUndefined();
     expect(await outside.ready('x')).toBe(false);
-    const otherPid = new SystemdNotifier({ env: { NOTIFY_SOCKET: '/run/x', WATCHDOG_USEC: '400000', WATCHDOG_PID: '99' }, pid: 1, logger });
+    const otherPid = new SystemdNotifier({
+      env: { NOTIFY_SOCKET: '/run/x', WATCHDOG_USEC: '400000', WATCHDOG_PID: '99' },
+      pid: 1,
+      logger,
+    });
     expect(otherPid.watchdogIntervalMs).toBeUndefined();
     expect(lines).toEqual([]);
   });
 
   it('says so in the log when the notification cannot be sent', async () => {
     const { logger, lines } = logs();
-    const broken = new SystemdNotifier({ env: { NOTIFY_SOCKET: '/nonexistent/notify.sock' }, pid: 1, logger });
+    const broken = new SystemdNotifier({
+      env: { NOTIFY_SOCKET: '/nonexistent/notify.sock' },
+      pid: 1,
+      logger,
+    });
     expect(await broken.ready('x')).toBe(false);
     expect(lines.join('')).toContain('systemd notification failed');
-    expect(JSON.parse(lines[0]!)).toMatchObject({ notification: 'READY=1', reason: expect.stringContaining('/nonexistent/notify.sock') });
-    const tooLong = new SystemdNotifier({ env: { NOTIFY_SOCKET: `/tmp/${'x'.repeat(120)}` }, pid: 1, logger });
+    expect(JSON.parse(lines[0]!)).toMatchObject({
+      notification: 'READY=1',
+      reason: expect.stringContaining('/nonexistent/notify.sock'),
+    });
+    const tooLong = new SystemdNotifier({
+      env: { NOTIFY_SOCKET: `/tmp/${'x'.repeat(120)}` },
+      pid: 1,
+      logger,
+    });
     expect(await tooLong.ready('x')).toBe(false);
-    expect(JSON.parse(lines[1]!)).toMatchObject({ reason: expect.stringContaining('longer than 107 bytes') });
+    expect(JSON.parse(lines[1]!)).toMatchObject({
+      reason: expect.stringContaining('longer than 107 bytes'),
+    });
   });
 });

@@ -16,7 +16,9 @@ describe('docs/upstream-openapi.yaml', () => {
   });
 
   it('is a valid OpenAPI 3.0 document', async () => {
-    const result = await validate(parse(readFileSync(FILE, 'utf8')) as Parameters<typeof validate>[0]);
+    const result = await validate(
+      parse(readFileSync(FILE, 'utf8')) as Parameters<typeof validate>[0],
+    );
     expect(result.valid ? [] : result.errors).toEqual([]);
     expect(result.specification).toBe('OpenAPI');
   });
@@ -31,7 +33,10 @@ describe('docs/upstream-openapi.yaml', () => {
       'x-presigned-upload': { method: string };
     };
     expect(doc.openapi).toMatch(/^3\.0\./);
-    expect(doc.info).toMatchObject({ title: 'Battery Product and Traceability Scan Service', version: 'v3' });
+    expect(doc.info).toMatchObject({
+      title: 'Battery Product and Traceability Scan Service',
+      version: 'v3',
+    });
     expect(Object.keys(doc.paths)).toEqual(
       expect.arrayContaining([
         '/api/product/v3/products',
@@ -57,7 +62,11 @@ describe('docs/upstream-openapi.yaml', () => {
         'ProblemDetails',
       ]),
     );
-    expect(doc.components.securitySchemes.Bearer).toMatchObject({ type: 'http', scheme: 'bearer', bearerFormat: 'JWT' });
+    expect(doc.components.securitySchemes.Bearer).toMatchObject({
+      type: 'http',
+      scheme: 'bearer',
+      bearerFormat: 'JWT',
+    });
     expect(doc.security).toEqual([{ Bearer: [] }]);
     expect(doc.paths['/oauth2/token']?.post?.security).toEqual([]);
   });

@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { batteryPackTemplate, labelFromIdentifier } from '@scan-gateway/contract/battery-pack-template';
+import {
+  batteryPackTemplate,
+  labelFromIdentifier,
+} from '@scan-gateway/contract/battery-pack-template';
 import { typedPropertySchema } from '@scan-gateway/contract';
 
 // The lists below are copied from upstream-contract.md §2.4 by hand, independently of the template
@@ -26,7 +29,10 @@ const UOM: Array<[string, string]> = [
   ['Ohm', 'moduleRecommended'],
   ['years', 'expectedLifetimeInCalendarYears'],
   ['A/Ah', 'cRateOfRelevantCycleLifeTest'],
-  ['°C', 'temperatureInformation, temperatureRangeIdleStateLowerBoundary, temperatureRangeIdleStateUpperBoundary'],
+  [
+    '°C',
+    'temperatureInformation, temperatureRangeIdleStateLowerBoundary, temperatureRangeIdleStateUpperBoundary',
+  ],
   [
     'Minutes',
     'timeSpentInExtremeTemperaturesAboveBoundary, timeSpentInExtremeTemperaturesBelowBoundary, timeSpentChargingDuringExtremeTemperaturesAboveBoundary, timeSpentChargingDuringExtremeTemperaturesBelowBoundary',
@@ -39,11 +45,13 @@ describe('BatteryPack template (contract §2.4)', () => {
   const template = batteryPackTemplate();
 
   it('has every string property with value "?"', () => {
-    for (const id of list(STRING)) expect(template[id], id).toMatchObject({ type: 'string', value: '?' });
+    for (const id of list(STRING))
+      expect(template[id], id).toMatchObject({ type: 'string', value: '?' });
   });
 
   it('has every dateTime property at 1970-01-01T00:00:00', () => {
-    for (const id of list(DATE_TIME)) expect(template[id], id).toMatchObject({ type: 'dateTime', dateTime: '1970-01-01T00:00:00' });
+    for (const id of list(DATE_TIME))
+      expect(template[id], id).toMatchObject({ type: 'dateTime', dateTime: '1970-01-01T00:00:00' });
   });
 
   it('has every link property with url "?"', () => {
@@ -51,12 +59,14 @@ describe('BatteryPack template (contract §2.4)', () => {
   });
 
   it('has every numeric property at -1', () => {
-    for (const id of list(NUMERIC)) expect(template[id], id).toMatchObject({ type: 'numeric', value: -1 });
+    for (const id of list(NUMERIC))
+      expect(template[id], id).toMatchObject({ type: 'numeric', value: -1 });
   });
 
   it('has every uom property at -1 with its unit', () => {
     for (const [uom, ids] of UOM) {
-      for (const id of list(ids)) expect(template[id], id).toEqual({ type: 'uom', name: expect.any(String), value: -1, uom });
+      for (const id of list(ids))
+        expect(template[id], id).toEqual({ type: 'uom', name: expect.any(String), value: -1, uom });
     }
   });
 
@@ -70,7 +80,9 @@ describe('BatteryPack template (contract §2.4)', () => {
   });
 
   it('has nothing else, and every property is a valid typed property with a label', () => {
-    const expected = [STRING, DATE_TIME, LINK, NUMERIC, ...UOM.map(([, ids]) => ids)].flatMap(list).concat('batteryStatus');
+    const expected = [STRING, DATE_TIME, LINK, NUMERIC, ...UOM.map(([, ids]) => ids)]
+      .flatMap(list)
+      .concat('batteryStatus');
     expect(Object.keys(template).sort()).toEqual([...expected].sort());
     expect(new Set(expected).size).toBe(expected.length);
     for (const [id, property] of Object.entries(template)) {
@@ -82,10 +94,16 @@ describe('BatteryPack template (contract §2.4)', () => {
   it('derives readable labels', () => {
     expect(labelFromIdentifier('batteryMass')).toBe('Battery mass');
     expect(labelFromIdentifier('euDeclarationOfConformity')).toBe('EU declaration of conformity');
-    expect(labelFromIdentifier('energyRoundTripEfficiencyAt50OfCycleLife')).toBe('Energy round trip efficiency at 50 of cycle life');
-    expect(labelFromIdentifier('cRateOfRelevantCycleLifeTest')).toBe('C-rate of relevant cycle life test');
+    expect(labelFromIdentifier('energyRoundTripEfficiencyAt50OfCycleLife')).toBe(
+      'Energy round trip efficiency at 50 of cycle life',
+    );
+    expect(labelFromIdentifier('cRateOfRelevantCycleLifeTest')).toBe(
+      'C-rate of relevant cycle life test',
+    );
     expect(labelFromIdentifier('soce')).toBe('SOCE');
-    expect(labelFromIdentifier('shareBcfMainProductProduction')).toBe('Share BCF main product production');
+    expect(labelFromIdentifier('shareBcfMainProductProduction')).toBe(
+      'Share BCF main product production',
+    );
   });
 
   it('hands out a fresh copy each time', () => {

@@ -12,7 +12,9 @@ function busy(ms: number): void {
 describe('work queue for synchronous lookups', () => {
   it('runs at most `concurrency` and queues `maxWaiting`; one more is refused at once', async () => {
     const q = new WorkQueue({ concurrency: 1, maxWaiting: 2 });
-    const jobs = [1, 2, 3].map((n) => q.run(() => n)).filter((j): j is Promise<number> => j !== undefined);
+    const jobs = [1, 2, 3]
+      .map((n) => q.run(() => n))
+      .filter((j): j is Promise<number> => j !== undefined);
     expect(jobs).toHaveLength(3);
     expect(q.run(() => 4)).toBeUndefined();
     expect(q.running + q.waiting).toBe(3);

@@ -104,7 +104,11 @@ export const UOM_PROPERTIES: Readonly<Record<string, readonly string[]>> = {
   Ohm: ['moduleRecommended'],
   years: ['expectedLifetimeInCalendarYears'],
   'A/Ah': ['cRateOfRelevantCycleLifeTest'],
-  '°C': ['temperatureInformation', 'temperatureRangeIdleStateLowerBoundary', 'temperatureRangeIdleStateUpperBoundary'],
+  '°C': [
+    'temperatureInformation',
+    'temperatureRangeIdleStateLowerBoundary',
+    'temperatureRangeIdleStateUpperBoundary',
+  ],
   Minutes: [
     'timeSpentInExtremeTemperaturesAboveBoundary',
     'timeSpentInExtremeTemperaturesBelowBoundary',
@@ -147,15 +151,28 @@ export function labelFromIdentifier(identifier: string): string {
  */
 export function batteryPackTemplate(): Record<string, TypedProperty> {
   const properties: Record<string, TypedProperty> = {};
-  for (const id of STRING_PROPERTIES) properties[id] = { type: 'string', name: labelFromIdentifier(id), value: '?' };
+  for (const id of STRING_PROPERTIES)
+    properties[id] = { type: 'string', name: labelFromIdentifier(id), value: '?' };
   for (const id of DATE_TIME_PROPERTIES) {
-    properties[id] = { type: 'dateTime', name: labelFromIdentifier(id), dateTime: DEFAULT_DATE_TIME };
+    properties[id] = {
+      type: 'dateTime',
+      name: labelFromIdentifier(id),
+      dateTime: DEFAULT_DATE_TIME,
+    };
   }
-  properties.batteryStatus = { type: 'oneOf', name: 'Battery status', value: '', oneOf: [...BATTERY_STATUS_VALUES] };
-  for (const id of LINK_PROPERTIES) properties[id] = { type: 'link', name: labelFromIdentifier(id), url: '?' };
-  for (const id of NUMERIC_PROPERTIES) properties[id] = { type: 'numeric', name: labelFromIdentifier(id), value: -1 };
+  properties.batteryStatus = {
+    type: 'oneOf',
+    name: 'Battery status',
+    value: '',
+    oneOf: [...BATTERY_STATUS_VALUES],
+  };
+  for (const id of LINK_PROPERTIES)
+    properties[id] = { type: 'link', name: labelFromIdentifier(id), url: '?' };
+  for (const id of NUMERIC_PROPERTIES)
+    properties[id] = { type: 'numeric', name: labelFromIdentifier(id), value: -1 };
   for (const [uom, ids] of Object.entries(UOM_PROPERTIES)) {
-    for (const id of ids) properties[id] = { type: 'uom', name: labelFromIdentifier(id), value: -1, uom };
+    for (const id of ids)
+      properties[id] = { type: 'uom', name: labelFromIdentifier(id), value: -1, uom };
   }
   return properties;
 }

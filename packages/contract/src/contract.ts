@@ -18,7 +18,8 @@ export const PRESIGNED_VALIDITY_MS = 30 * 60 * 1000;
 export const TOKEN_VALIDITY_S = 3600;
 
 /** Wire format of every time stamp: `yyyy-MM-ddTHH:mm:ss`, no zone, no fraction (§2.4, §2.5). */
-export const WIRE_TIMESTAMP_PATTERN = /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d$/;
+export const WIRE_TIMESTAMP_PATTERN =
+  /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d$/;
 
 const wireTimestamp = z
   .string()
@@ -61,7 +62,12 @@ export const dateTimePropertySchema = z
   .describe('A time stamp property.');
 /** §2.4 `type: uom`: a number with its unit. */
 export const uomPropertySchema = z
-  .object({ type: z.literal('uom'), name: propertyName, value: z.number(), uom: z.string().describe('The unit.') })
+  .object({
+    type: z.literal('uom'),
+    name: propertyName,
+    value: z.number(),
+    uom: z.string().describe('The unit.'),
+  })
   .describe('A measured quantity with its unit.');
 /** §2.4 `type: numeric`. */
 export const numericPropertySchema = z
@@ -99,7 +105,9 @@ export type PropertyType = TypedProperty['type'];
 export const productModelSchema = z
   .object({
     key: z.string().describe('Product key.'),
-    properties: z.record(z.string(), typedPropertySchema).describe('Map from property identifier to typed property.'),
+    properties: z
+      .record(z.string(), typedPropertySchema)
+      .describe('Map from property identifier to typed property.'),
     version: z.int().describe('0 on a newly created product.'),
   })
   .describe('A product with its typed properties.');
@@ -144,7 +152,10 @@ export type UploadAccepted = z.infer<typeof uploadAcceptedSchema>;
 /** Answer of POST /api/trace/v3/scans/preSignedUrl (§2.7). */
 export const presignedUrlResponseSchema = z
   .object({
-    url: z.string().min(1).describe('The pre-signed upload address; valid 30 minutes, usable once.'),
+    url: z
+      .string()
+      .min(1)
+      .describe('The pre-signed upload address; valid 30 minutes, usable once.'),
     requestId: z.string().min(1).describe('Identifier of the batch uploaded to url.'),
   })
   .describe('An address for uploading one large batch.');
@@ -153,7 +164,14 @@ export type PresignedUrlResponse = z.infer<typeof presignedUrlResponseSchema>;
 // ---- Status (§2.8, §3) ------------------------------------------------------------------------
 
 /** Every batch state (§3). */
-export const SCAN_STATES = ['Received', 'InProgress', 'Success', 'Failed', 'HasFailures', 'NotFound'] as const;
+export const SCAN_STATES = [
+  'Received',
+  'InProgress',
+  'Success',
+  'Failed',
+  'HasFailures',
+  'NotFound',
+] as const;
 export const scanStateSchema = z.enum(SCAN_STATES).describe('State of a scan batch.');
 export type ScanState = z.infer<typeof scanStateSchema>;
 
@@ -183,7 +201,10 @@ export const scanStatusWireSchema = z
     description: z.string().describe('Free text.'),
     processed: z.int().min(0).describe('Count of scans processed.'),
     failed: z.int().min(0).optional().describe('Count of failed scans; present on failure.'),
-    failures: z.array(scanFailureSchema).optional().describe('One element per failed scan; present on failure.'),
+    failures: z
+      .array(scanFailureSchema)
+      .optional()
+      .describe('One element per failed scan; present on failure.'),
   })
   .describe('Processing status of a batch.');
 export type ScanStatusWire = z.infer<typeof scanStatusWireSchema>;
@@ -210,7 +231,8 @@ export function normalizeScanStatus(wire: ScanStatusWire): ScanStatus {
     processed: wire.processed,
   };
   if (wire.failed !== undefined) status.failed = wire.failed;
-  if (wire.failures !== undefined) status.failures = wire.failures.map((f) => ({ reference: f.reference, reason: f.reason }));
+  if (wire.failures !== undefined)
+    status.failures = wire.failures.map((f) => ({ reference: f.reference, reason: f.reason }));
   return status;
 }
 
@@ -220,7 +242,9 @@ export function normalizeScanStatus(wire: ScanStatusWire): ScanStatus {
  * A requestId as any endpoint may send it: the contract shows a string in §2.6/§2.7 and a number in
  * §2.8, and nothing stops a service from using either form anywhere. Read both, keep a string.
  */
-const requestIdReadSchema = z.union([z.string().min(1), z.int().min(0)]).transform((id) => String(id));
+const requestIdReadSchema = z
+  .union([z.string().min(1), z.int().min(0)])
+  .transform((id) => String(id));
 // (A number of 16 digits or more arrives here as the string of its digits: the client reads it so
 // before JSON.parse would round it; see client.ts safeJson.)
 
@@ -230,7 +254,10 @@ const requestIdReadSchema = z.union([z.string().min(1), z.int().min(0)]).transfo
  * status without `description` or `processed` (a NotFound answer may well carry neither).
  */
 export const uploadAcceptedReadSchema = z.looseObject({ requestId: requestIdReadSchema });
-export const presignedUrlReadSchema = z.looseObject({ url: z.string().min(1), requestId: requestIdReadSchema });
+export const presignedUrlReadSchema = z.looseObject({
+  url: z.string().min(1),
+  requestId: requestIdReadSchema,
+});
 export const scanStatusReadSchema = z.looseObject({
   state: scanStateSchema,
   // The gateway knows which id it asked for; an id it cannot read must not stop the batch's status.
@@ -242,7 +269,10 @@ export const scanStatusReadSchema = z.looseObject({
 });
 
 /** Reads a status answer (or status event) into the gateway's shape; `requestId` defaults to the one asked for. */
-export function readScanStatus(wire: z.infer<typeof scanStatusReadSchema>, askedFor: string): ScanStatus {
+export function readScanStatus(
+  wire: z.infer<typeof scanStatusReadSchema>,
+  askedFor: string,
+): ScanStatus {
   const status: ScanStatus = {
     state: wire.state,
     requestId: wire.requestId ?? askedFor,
@@ -250,7 +280,8 @@ export function readScanStatus(wire: z.infer<typeof scanStatusReadSchema>, asked
     processed: wire.processed ?? 0,
   };
   if (wire.failed !== undefined) status.failed = wire.failed;
-  if (wire.failures !== undefined) status.failures = wire.failures.map((f) => ({ reference: f.reference, reason: f.reason }));
+  if (wire.failures !== undefined)
+    status.failures = wire.failures.map((f) => ({ reference: f.reference, reason: f.reason }));
   return status;
 }
 
@@ -288,7 +319,10 @@ export const tokenResponseSchema = z
   .object({
     access_token: z.string().min(1).describe('The JWT bearer token.'),
     token_type: z.string().optional().describe('Bearer.'),
-    expires_in: z.union([z.number(), z.string().regex(/^\d+$/)]).optional().describe('Lifetime in seconds.'),
+    expires_in: z
+      .union([z.number(), z.string().regex(/^\d+$/)])
+      .optional()
+      .describe('Lifetime in seconds.'),
   })
   .describe('OAuth 2.0 access token response (RFC 6749 §5.1).');
 export type TokenResponse = z.infer<typeof tokenResponseSchema>;
@@ -312,6 +346,7 @@ export function describeIssues(error: z.ZodError, root = ''): string {
 /** `[3].attributes[0].key` style path, the form the sandbox and CLI use in messages. */
 export function formatPath(root: string, path: readonly PropertyKey[]): string {
   let out = root;
-  for (const part of path) out += typeof part === 'number' ? `[${part}]` : out === '' ? String(part) : `.${String(part)}`;
+  for (const part of path)
+    out += typeof part === 'number' ? `[${part}]` : out === '' ? String(part) : `.${String(part)}`;
   return out === '' ? '(root)' : out;
 }

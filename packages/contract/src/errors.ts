@@ -166,12 +166,18 @@ export function isBufferError(err: unknown): err is GatewayErrorOf<(typeof BUFFE
  * The buffer quota refused a commit (`SCANGW_E_BUFFER_QUOTA`, or `SCANGW_E_BUFFER_TOO_LARGE`: one
  * submit larger than the whole quota). Nothing of the submit was written; its source keeps it.
  */
-export function isQuotaRefusal(err: unknown): err is GatewayErrorOf<typeof ErrorCodes.BUFFER_QUOTA | typeof ErrorCodes.BUFFER_TOO_LARGE> {
-  return isGatewayError(err, ErrorCodes.BUFFER_QUOTA) || isGatewayError(err, ErrorCodes.BUFFER_TOO_LARGE);
+export function isQuotaRefusal(
+  err: unknown,
+): err is GatewayErrorOf<typeof ErrorCodes.BUFFER_QUOTA | typeof ErrorCodes.BUFFER_TOO_LARGE> {
+  return (
+    isGatewayError(err, ErrorCodes.BUFFER_QUOTA) || isGatewayError(err, ErrorCodes.BUFFER_TOO_LARGE)
+  );
 }
 
 /** One submit is larger than the whole buffer quota (`SCANGW_E_BUFFER_TOO_LARGE`): retrying it as is cannot succeed; split it. */
-export function isTooLargeForBuffer(err: unknown): err is GatewayErrorOf<typeof ErrorCodes.BUFFER_TOO_LARGE> {
+export function isTooLargeForBuffer(
+  err: unknown,
+): err is GatewayErrorOf<typeof ErrorCodes.BUFFER_TOO_LARGE> {
   return isGatewayError(err, ErrorCodes.BUFFER_TOO_LARGE);
 }
 
@@ -189,21 +195,29 @@ export function isDiskFull(err: unknown): boolean {
 }
 
 /** The buffer cannot be opened and needs a person, not time (`SCANGW_E_BUFFER_UNOPENABLE`; `run` exits 4). */
-export function isBufferUnopenable(err: unknown): err is GatewayErrorOf<typeof ErrorCodes.BUFFER_UNOPENABLE> {
+export function isBufferUnopenable(
+  err: unknown,
+): err is GatewayErrorOf<typeof ErrorCodes.BUFFER_UNOPENABLE> {
   return isGatewayError(err, ErrorCodes.BUFFER_UNOPENABLE);
 }
 
 /** An upstream call that never left (`details.notSent`, whatever the code): a resend cannot be a duplicate. */
-export function isNotSent(err: unknown): err is GatewayError & { readonly details: { notSent: true } } {
+export function isNotSent(
+  err: unknown,
+): err is GatewayError & { readonly details: { notSent: true } } {
   return isGatewayError(err) && err.details.notSent === true;
 }
 
 /** The failure was getting a token (`details.stage: 'token'`); the call that needed it was not sent. */
-export function isTokenFailure(err: unknown): err is GatewayError & { readonly details: { stage: 'token' } } {
+export function isTokenFailure(
+  err: unknown,
+): err is GatewayError & { readonly details: { stage: 'token' } } {
   return isGatewayError(err) && err.details.stage === 'token';
 }
 
 /** The HTTP status of an upstream answer the error carries, or undefined. */
 export function httpStatusOf(err: unknown): number | undefined {
-  return isGatewayError(err) && typeof err.details.status === 'number' ? err.details.status : undefined;
+  return isGatewayError(err) && typeof err.details.status === 'number'
+    ? err.details.status
+    : undefined;
 }

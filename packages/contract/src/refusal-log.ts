@@ -43,7 +43,10 @@ export class RefusalLog {
     }
     this.pending += 1;
     this.pendingFields = fields;
-    this.timer ??= setTimeout(() => this.flush(), Math.max(0, this.lastLineAt + this.intervalMs - t)).unref();
+    this.timer ??= setTimeout(
+      () => this.flush(),
+      Math.max(0, this.lastLineAt + this.intervalMs - t),
+    ).unref();
   }
 
   /** Writes the summary line of refusals counted but not yet logged (also at stop). */
@@ -52,7 +55,10 @@ export class RefusalLog {
     this.timer = undefined;
     if (this.pending === 0) return;
     this.lastLineAt = this.now();
-    this.logger.warn({ ...this.pendingFields, refused: this.pending, intervalMs: this.intervalMs }, `${this.message} (${this.pending} since the last line)`);
+    this.logger.warn(
+      { ...this.pendingFields, refused: this.pending, intervalMs: this.intervalMs },
+      `${this.message} (${this.pending} since the last line)`,
+    );
     this.pending = 0;
     this.pendingFields = {};
   }

@@ -27,18 +27,25 @@ export class SandboxAuth {
   }
 
   /** The client id of a valid `Authorization` header, or why it is refused. */
-  async check(header: string | undefined): Promise<{ clientId: string } | { refused: string; invalidToken: boolean }> {
-    if (header === undefined || header.trim() === '') return { refused: 'The Authorization header is missing.', invalidToken: false };
+  async check(
+    header: string | undefined,
+  ): Promise<{ clientId: string } | { refused: string; invalidToken: boolean }> {
+    if (header === undefined || header.trim() === '')
+      return { refused: 'The Authorization header is missing.', invalidToken: false };
     const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
-    if (!match?.[1]) return { refused: 'The Authorization header is not a bearer token.', invalidToken: true };
+    if (!match?.[1])
+      return { refused: 'The Authorization header is not a bearer token.', invalidToken: true };
     try {
       const { payload } = await jwtVerify(match[1], this.key, { algorithms: ['HS256'] });
       // jose compares whole seconds; tokens of a sub-second or 1 s lifetime (tests) need ms precision.
-      if (typeof payload.exp === 'number' && payload.exp * 1000 <= Date.now()) return { refused: 'The token has expired.', invalidToken: true };
-      if (typeof payload.sub !== 'string') return { refused: 'The token names no client.', invalidToken: true };
+      if (typeof payload.exp === 'number' && payload.exp * 1000 <= Date.now())
+        return { refused: 'The token has expired.', invalidToken: true };
+      if (typeof payload.sub !== 'string')
+        return { refused: 'The token names no client.', invalidToken: true };
       return { clientId: payload.sub };
     } catch (err) {
-      if (err instanceof joseErrors.JWTExpired) return { refused: 'The token has expired.', invalidToken: true };
+      if (err instanceof joseErrors.JWTExpired)
+        return { refused: 'The token has expired.', invalidToken: true };
       if (err instanceof joseErrors.JWSSignatureVerificationFailed) {
         return { refused: 'The token signature is invalid.', invalidToken: true };
       }
@@ -53,7 +60,8 @@ const callers = new WeakMap<FastifyRequest, string>();
 /** The client id the bearer check accepted for this request. */
 export function callerOf(request: FastifyRequest): string {
   const clientId = callers.get(request);
-  if (clientId === undefined) throw new GatewayError(ErrorCodes.INTERNAL, 'bearer check did not run for this route');
+  if (clientId === undefined)
+    throw new GatewayError(ErrorCodes.INTERNAL, 'bearer check did not run for this route');
   return clientId;
 }
 
@@ -76,9 +84,16 @@ export function bearerCheck(auth: SandboxAuth) {
  * POST /oauth2/token: client credentials from the form (or HTTP Basic, RFC 6749 §2.3.1). Errors
  * are RFC 6749 §5.2 JSON: 400 invalid_request / unsupported_grant_type, 401 invalid_client.
  */
-export function registerTokenRoute(app: FastifyInstance, auth: SandboxAuth, state: SandboxState, ttlSec: () => number): void {
+export function registerTokenRoute(
+  app: FastifyInstance,
+  auth: SandboxAuth,
+  state: SandboxState,
+  ttlSec: () => number,
+): void {
   app.post('/oauth2/token', async (request, reply) => {
-    const form = (typeof request.body === 'object' && request.body !== null ? request.body : {}) as Record<string, unknown>;
+    const form = (
+      typeof request.body === 'object' && request.body !== null ? request.body : {}
+    ) as Record<string, unknown>;
     let clientId = typeof form.client_id === 'string' ? form.client_id : undefined;
     let secret = typeof form.client_secret === 'string' ? form.client_secret : undefined;
     const basic = /^Basic\s+(\S+)$/i.exec(request.headers.authorization ?? '');
@@ -91,12 +106,21 @@ export function registerTokenRoute(app: FastifyInstance, auth: SandboxAuth, stat
     const oauthError = (status: number, error: string, description: string) =>
       reply.code(status).type('application/json').send({ error, error_description: description });
     if (!request.headers['content-type']?.startsWith('application/x-www-form-urlencoded')) {
-      return oauthError(400, 'invalid_request', 'The body must be application/x-www-form-urlencoded.');
+      return oauthError(
+        400,
+        'invalid_request',
+        'The body must be application/x-www-form-urlencoded.',
+      );
     }
     if (form.grant_type !== 'client_credentials') {
-      return oauthError(400, 'unsupported_grant_type', 'Only grant_type=client_credentials is supported.');
+      return oauthError(
+        400,
+        'unsupported_grant_type',
+        'Only grant_type=client_credentials is supported.',
+      );
     }
-    if (!clientId || !secret) return oauthError(400, 'invalid_request', 'client_id and client_secret are required.');
+    if (!clientId || !secret)
+      return oauthError(400, 'invalid_request', 'client_id and client_secret are required.');
     const client = state.clients.get(clientId);
     if (!client || !sameSecret(client.clientSecret, secret)) {
       return oauthError(401, 'invalid_client', 'Client authentication failed.');
@@ -104,7 +128,9 @@ export function registerTokenRoute(app: FastifyInstance, auth: SandboxAuth, stat
     const ttl = ttlSec();
     const issuer = `${request.protocol}://${request.host}`;
     const token = await auth.issue(clientId, ttl, issuer);
-    return reply.type('application/json').send({ access_token: token, token_type: 'Bearer', expires_in: ttl });
+    return reply
+      .type('application/json')
+      .send({ access_token: token, token_type: 'Bearer', expires_in: ttl });
   });
 }
 

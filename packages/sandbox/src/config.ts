@@ -31,10 +31,15 @@ const clientSchema = z
     clientSecret: z.string().min(1).optional(),
     clientSecretFile: z.string().min(1).optional(),
     dcps: z.array(z.string().min(1)).min(1),
-    products: z.array(z.object({ key: z.string().min(1), name: z.string().min(1) }).strict()).optional(),
+    products: z
+      .array(z.object({ key: z.string().min(1), name: z.string().min(1) }).strict())
+      .optional(),
     internalName: z
       .string()
-      .regex(/^[A-Za-z0-9._-]+$/, 'must be letters, digits, ".", "_" or "-" (it is part of a Kafka topic name)')
+      .regex(
+        /^[A-Za-z0-9._-]+$/,
+        'must be letters, digits, ".", "_" or "-" (it is part of a Kafka topic name)',
+      )
       .max(200)
       .optional(),
   })
@@ -80,17 +85,25 @@ export function loadSandboxConfig(file: string, options: { baseDir: string }): S
   } catch (err) {
     // A FIFO, a device or an oversized file is refused with its reason, read no further than the bound.
     const why = err instanceof GatewayError ? `: it ${err.message}` : ' cannot be read';
-    throw new GatewayError(ErrorCodes.CONFIG, `sandbox configuration ${file}${why}`, { cause: err });
+    throw new GatewayError(ErrorCodes.CONFIG, `sandbox configuration ${file}${why}`, {
+      cause: err,
+    });
   }
   let raw: unknown;
   try {
     raw = parse(text) ?? {};
   } catch (err) {
-    throw new GatewayError(ErrorCodes.CONFIG, `sandbox configuration ${file} is not YAML: ${(err as Error).message}`, { cause: err });
+    throw new GatewayError(
+      ErrorCodes.CONFIG,
+      `sandbox configuration ${file} is not YAML: ${(err as Error).message}`,
+      { cause: err },
+    );
   }
   const parsed = sandboxFileSchema.safeParse(raw);
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${formatPath('', i.path)}: ${i.message}`).join('; ');
+    const problems = parsed.error.issues
+      .map((i) => `${formatPath('', i.path)}: ${i.message}`)
+      .join('; ');
     throw new GatewayError(ErrorCodes.CONFIG, `sandbox configuration ${file}: ${problems}`);
   }
   const cfg = parsed.data;
@@ -100,8 +113,12 @@ export function loadSandboxConfig(file: string, options: { baseDir: string }): S
   if (cfg.presignedTtlMs !== undefined) result.presignedTtlMs = cfg.presignedTtlMs;
   if (cfg.tokenTtlSec !== undefined) result.tokenTtlSec = cfg.tokenTtlSec;
   if (cfg.maxLoggedScans !== undefined) result.maxLoggedScans = cfg.maxLoggedScans;
-  if (cfg.kafka) result.kafka = Object.fromEntries(Object.entries(cfg.kafka).filter(([, v]) => v !== undefined));
-  if (cfg.faults) result.faults = Object.fromEntries(Object.entries(cfg.faults).filter(([, v]) => v !== undefined));
+  if (cfg.kafka)
+    result.kafka = Object.fromEntries(Object.entries(cfg.kafka).filter(([, v]) => v !== undefined));
+  if (cfg.faults)
+    result.faults = Object.fromEntries(
+      Object.entries(cfg.faults).filter(([, v]) => v !== undefined),
+    );
   return result;
 }
 
@@ -112,10 +129,15 @@ function toClient(c: z.infer<typeof clientSchema>, baseDir: string): SandboxClie
     try {
       secret = readFileSync(path, 'utf8').trim();
     } catch (err) {
-      throw new GatewayError(ErrorCodes.SECRET, `secret file ${path} of sandbox client ${c.clientId} cannot be read`, { cause: err });
+      throw new GatewayError(
+        ErrorCodes.SECRET,
+        `secret file ${path} of sandbox client ${c.clientId} cannot be read`,
+        { cause: err },
+      );
     }
   }
-  if (!secret) throw new GatewayError(ErrorCodes.SECRET, `sandbox client ${c.clientId} has an empty secret`);
+  if (!secret)
+    throw new GatewayError(ErrorCodes.SECRET, `sandbox client ${c.clientId} has an empty secret`);
   return {
     clientId: c.clientId,
     clientSecret: secret,

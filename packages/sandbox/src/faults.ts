@@ -82,7 +82,11 @@ function hit(rate: number | undefined): boolean {
  * Registers the `onRequest` hook that injects faults and the `onResponse` hook that writes the
  * request log (every request except `/_sandbox/*`; method, path, status, time, never headers).
  */
-export function registerFaultHooks(app: FastifyInstance, switchboard: FaultSwitch, state: SandboxState): void {
+export function registerFaultHooks(
+  app: FastifyInstance,
+  switchboard: FaultSwitch,
+  state: SandboxState,
+): void {
   const started = new WeakMap<FastifyRequest, number>();
   app.addHook('onRequest', async (request, reply) => {
     started.set(request, performance.now());
@@ -106,7 +110,10 @@ export function registerFaultHooks(app: FastifyInstance, switchboard: FaultSwitc
     }
   });
   /** Faults of the auth server: slow, down (reset), unreadable 200, 5xx in RFC 6749 error JSON. */
-  async function tokenFault(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
+  async function tokenFault(
+    request: FastifyRequest,
+    reply: FastifyReply,
+  ): Promise<FastifyReply | undefined> {
     const f = switchboard.current();
     if ((f.tokenLatencyMs ?? 0) > 0) await sleep(f.tokenLatencyMs);
     if (hit(f.tokenResetRate)) {
@@ -116,7 +123,11 @@ export function registerFaultHooks(app: FastifyInstance, switchboard: FaultSwitc
       return reply;
     }
     if (hit(f.tokenUnreadableRate)) {
-      return reply.code(200).header('cache-control', 'no-store').type('application/json').send(UNREADABLE_TOKEN_ANSWER);
+      return reply
+        .code(200)
+        .header('cache-control', 'no-store')
+        .type('application/json')
+        .send(UNREADABLE_TOKEN_ANSWER);
     }
     if (hit(f.tokenErrorRate)) {
       return reply

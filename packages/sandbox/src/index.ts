@@ -5,7 +5,14 @@
  * it only by `import()` when it runs one, so a gateway on site never loads it; the broker's own
  * pieces are exported by `@scan-gateway/sandbox/kafka`.
  */
-export { DEMO_SECRET_FILE, buildSandboxApp, demoClient, newSandboxMemory, startSandbox, type SandboxMemory } from './server.js';
+export {
+  DEMO_SECRET_FILE,
+  buildSandboxApp,
+  demoClient,
+  newSandboxMemory,
+  startSandbox,
+  type SandboxMemory,
+} from './server.js';
 export { loadSandboxConfig, sandboxFileSchema } from './config.js';
 export {
   DEMO_CLIENT_ID,
@@ -22,6 +29,14 @@ export {
   type SandboxKafkaOptions,
   type SandboxOptions,
 } from './types.js';
-export { FAILURE_REASONS, MAX_LOGGED_REQUESTS, MAX_LOGGED_SCANS, SandboxState, type LoggedRequest, type LoggedScan, type StatusListener } from './state.js';
+export {
+  FAILURE_REASONS,
+  MAX_LOGGED_REQUESTS,
+  MAX_LOGGED_SCANS,
+  SandboxState,
+  type LoggedRequest,
+  type LoggedScan,
+  type StatusListener,
+} from './state.js';
 export { generateEd25519KeyPair, type RunningSandboxSftp, type SandboxSftpFile } from './sftp.js';
 export { DEFAULT_HTTP_LIMITS, type HttpLimitsConfig } from './listener.js';

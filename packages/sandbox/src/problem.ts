@@ -37,7 +37,12 @@ const RFC9110_SECTIONS: Record<number, string> = {
 };
 
 /** Problem details for `status`, with `detail` and extension members. */
-export function problem(request: FastifyRequest, status: number, detail: string, extensions: Record<string, unknown> = {}): ProblemDetails {
+export function problem(
+  request: FastifyRequest,
+  status: number,
+  detail: string,
+  extensions: Record<string, unknown> = {},
+): ProblemDetails {
   const section = RFC9110_SECTIONS[status];
   const type =
     status === 429
@@ -65,15 +70,24 @@ export function sendProblem(
   detail: string,
   extensions: Record<string, unknown> = {},
 ): FastifyReply {
-  const type = status === 401 ? 'application/json; charset=utf-8' : 'application/problem+json; charset=utf-8';
-  return reply.code(status).type(type).send(JSON.stringify(problem(request, status, detail, extensions)));
+  const type =
+    status === 401 ? 'application/json; charset=utf-8' : 'application/problem+json; charset=utf-8';
+  return reply
+    .code(status)
+    .type(type)
+    .send(JSON.stringify(problem(request, status, detail, extensions)));
 }
 
 /**
  * A 400 naming each offending field, e.g. `[3].timeStamp: must be yyyy-MM-ddTHH:mm:ss…`, with the
  * ASP.NET-style `errors` map (`{ "[3].timeStamp": ["…"] }`).
  */
-export function sendValidationProblem(request: FastifyRequest, reply: FastifyReply, error: z.ZodError, what: string): FastifyReply {
+export function sendValidationProblem(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  error: z.ZodError,
+  what: string,
+): FastifyReply {
   const errors: Record<string, string[]> = {};
   for (const issue of error.issues) {
     const path = formatPath('', issue.path);
@@ -83,5 +97,8 @@ export function sendValidationProblem(request: FastifyRequest, reply: FastifyRep
     .slice(0, 3)
     .map(([path, messages]) => `${path}: ${messages.join(', ')}`)
     .join('; ');
-  return sendProblem(request, reply, 400, `${what} is invalid: ${first}`, { title: 'One or more validation errors occurred.', errors });
+  return sendProblem(request, reply, 400, `${what} is invalid: ${first}`, {
+    title: 'One or more validation errors occurred.',
+    errors,
+  });
 }

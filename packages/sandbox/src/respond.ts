@@ -32,7 +32,12 @@ export function negotiate(accept: string | undefined): (typeof ANSWER_TYPES)[num
 }
 
 /** Sends `body` as JSON text under the negotiated content type. */
-export function sendJson(request: FastifyRequest, reply: FastifyReply, status: number, body: unknown): FastifyReply {
+export function sendJson(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  status: number,
+  body: unknown,
+): FastifyReply {
   return reply
     .code(status)
     .type(`${negotiate(request.headers.accept)}; charset=utf-8`)
@@ -52,7 +57,9 @@ export interface ParsedBody {
 
 /** Whether a route body is what {@link registerJsonParser} produced. */
 export function isParsedBody(body: unknown): body is ParsedBody {
-  return typeof body === 'object' && body !== null && typeof (body as ParsedBody).bytes === 'number';
+  return (
+    typeof body === 'object' && body !== null && typeof (body as ParsedBody).bytes === 'number'
+  );
 }
 
 /**
@@ -61,13 +68,24 @@ export function isParsedBody(body: unknown): body is ParsedBody {
  */
 export function registerJsonParser(app: FastifyInstance): void {
   app.removeContentTypeParser(['application/json']);
-  const parse = (_request: unknown, buffer: Buffer, done: (err: Error | null, body?: unknown) => void): void => {
+  const parse = (
+    _request: unknown,
+    buffer: Buffer,
+    done: (err: Error | null, body?: unknown) => void,
+  ): void => {
     try {
-      done(null, { bytes: buffer.length, json: buffer.length === 0 ? undefined : (JSON.parse(buffer.toString('utf8')) as unknown) });
+      done(null, {
+        bytes: buffer.length,
+        json: buffer.length === 0 ? undefined : (JSON.parse(buffer.toString('utf8')) as unknown),
+      });
     } catch (err) {
       done(null, { bytes: buffer.length, error: err instanceof Error ? err.message : String(err) });
     }
   };
   app.addContentTypeParser<Buffer>(['application/json', 'text/json'], { parseAs: 'buffer' }, parse);
-  app.addContentTypeParser<Buffer>(/^application\/[\w.+-]+\+json(\s*;.*)?$/, { parseAs: 'buffer' }, parse);
+  app.addContentTypeParser<Buffer>(
+    /^application\/[\w.+-]+\+json(\s*;.*)?$/,
+    { parseAs: 'buffer' },
+    parse,
+  );
 }

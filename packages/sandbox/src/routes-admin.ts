@@ -18,7 +18,12 @@ const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
  * - GET /_sandbox/kafka[?clientId=]: how to reach a client's status topic (default the first
  *   client): `{ bootstrapServers, topic, securityProtocol, saslMechanism, caPem }`.
  */
-export function registerAdminRoutes(app: FastifyInstance, state: SandboxState, faults: FaultSwitch, kafka?: SandboxKafka): void {
+export function registerAdminRoutes(
+  app: FastifyInstance,
+  state: SandboxState,
+  faults: FaultSwitch,
+  kafka?: SandboxKafka,
+): void {
   app.addHook('onRequest', async (request, reply) => {
     if (!request.url.startsWith('/_sandbox/')) return;
     if (!LOOPBACK.has(request.socket.remoteAddress ?? '')) {
@@ -35,7 +40,8 @@ export function registerAdminRoutes(app: FastifyInstance, state: SandboxState, f
       return sendProblem(request, reply, 400, 'A JSON object of fault settings is required.');
     }
     const parsed = faultsPatchSchema.safeParse(body.json);
-    if (!parsed.success) return sendValidationProblem(request, reply, parsed.error, 'The fault settings');
+    if (!parsed.success)
+      return sendValidationProblem(request, reply, parsed.error, 'The fault settings');
     request.log.info({ faults: parsed.data }, 'faults changed');
     return faults.apply(parsed.data);
   });
@@ -54,13 +60,23 @@ export function registerAdminRoutes(app: FastifyInstance, state: SandboxState, f
 
   // How a client reaches its status topic (contract §6): bootstrap servers, topic, the CA (PEM).
   app.get<{ Querystring: { clientId?: string } }>('/_sandbox/kafka', async (request, reply) => {
-    if (!kafka) return sendProblem(request, reply, 404, 'This sandbox runs without its Kafka endpoint.');
+    if (!kafka)
+      return sendProblem(request, reply, 404, 'This sandbox runs without its Kafka endpoint.');
     const info = kafka.info(request.query.clientId);
-    if (!info) return sendProblem(request, reply, 404, `The sandbox has no client ${request.query.clientId ?? ''}.`);
+    if (!info)
+      return sendProblem(
+        request,
+        reply,
+        404,
+        `The sandbox has no client ${request.query.clientId ?? ''}.`,
+      );
     return info;
   });
 
-  app.get('/_sandbox/requests', async () => ({ count: state.requestLog().length, requests: state.requestLog() }));
+  app.get('/_sandbox/requests', async () => ({
+    count: state.requestLog().length,
+    requests: state.requestLog(),
+  }));
   app.delete('/_sandbox/requests', async (_request, reply) => {
     state.clearRequests();
     return reply.code(204).send();

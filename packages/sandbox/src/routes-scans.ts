@@ -1,5 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { FastifyInstance, FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
+import type {
+  FastifyInstance,
+  FastifyReply,
+  FastifyRequest,
+  preHandlerAsyncHookHandler,
+} from 'fastify';
 import { MAX_DIRECT_BODY_BYTES, scanBatchSchema } from '@scan-gateway/contract';
 import { callerOf } from './auth.js';
 import { sendProblem, sendValidationProblem } from './problem.js';
@@ -49,11 +54,21 @@ export function registerScanRoutes(
   app.post('/api/trace/v3/scans', { preHandler: bearer }, async (request, reply) => {
     const type = request.headers['content-type'];
     if (mediaType(type) !== 'application/json') {
-      return sendProblem(request, reply, 415, `The content type must be application/json (contract §4.3), not ${type === undefined ? 'none' : `"${type}"`}.`);
+      return sendProblem(
+        request,
+        reply,
+        415,
+        `The content type must be application/json (contract §4.3), not ${type === undefined ? 'none' : `"${type}"`}.`,
+      );
     }
     const body = request.body;
     if (!isParsedBody(body) || (body.json === undefined && body.error === undefined)) {
-      return sendProblem(request, reply, 400, 'A JSON array of scans (application/json) is required.');
+      return sendProblem(
+        request,
+        reply,
+        400,
+        'A JSON array of scans (application/json) is required.',
+      );
     }
     const limit = Math.min(MAX_DIRECT_BODY_BYTES, timing.directLimitBytes());
     if (body.bytes > limit) {
@@ -65,14 +80,28 @@ export function registerScanRoutes(
         { limitBytes: limit },
       );
     }
-    if (body.error !== undefined) return sendProblem(request, reply, 400, `The body is not valid JSON: ${body.error}`);
-    if (!Array.isArray(body.json)) return sendProblem(request, reply, 400, 'The body must be a JSON array of scans.');
-    if (body.json.length === 0) return sendProblem(request, reply, 400, 'The batch holds no scans.');
+    if (body.error !== undefined)
+      return sendProblem(request, reply, 400, `The body is not valid JSON: ${body.error}`);
+    if (!Array.isArray(body.json))
+      return sendProblem(request, reply, 400, 'The body must be a JSON array of scans.');
+    if (body.json.length === 0)
+      return sendProblem(request, reply, 400, 'The batch holds no scans.');
     const parsed = scanBatchSchema.safeParse(body.json);
-    if (!parsed.success) return sendValidationProblem(request, reply, parsed.error, 'The scan batch');
+    if (!parsed.success)
+      return sendValidationProblem(request, reply, parsed.error, 'The scan batch');
     const requestId = state.nextRequestId();
-    state.acceptBatch(requestId, callerOf(request), 'direct', body.json, timing.processingDelayMs(), Date.now());
-    request.log.info({ requestId, scans: body.json.length, bytes: body.bytes }, 'direct upload accepted');
+    state.acceptBatch(
+      requestId,
+      callerOf(request),
+      'direct',
+      body.json,
+      timing.processingDelayMs(),
+      Date.now(),
+    );
+    request.log.info(
+      { requestId, scans: body.json.length, bytes: body.bytes },
+      'direct upload accepted',
+    );
     if (timing.answerDelayMs() > 0) await sleep(timing.answerDelayMs());
     if (timing.loseAnswer()) return dropAnswer(request, reply);
     return sendJson(request, reply, UPLOAD_ACCEPTED_STATUS, { requestId });
@@ -80,20 +109,28 @@ export function registerScanRoutes(
 
   app.post('/api/trace/v3/scans/preSignedUrl', { preHandler: bearer }, async (request, reply) => {
     const requestId = state.nextRequestId();
-    const token = state.createPresigned(requestId, callerOf(request), Date.now() + timing.presignedTtlMs());
+    const token = state.createPresigned(
+      requestId,
+      callerOf(request),
+      Date.now() + timing.presignedTtlMs(),
+    );
     const url = `${request.protocol}://${request.host}/_presigned/${token}`;
     return sendJson(request, reply, 200, { url, requestId });
   });
 
-  app.get<{ Params: { requestId: string } }>('/api/trace/v3/scans/:requestId/status', { preHandler: bearer }, async (request, reply) => {
-    const { requestId } = request.params;
-    if (!/^\d{1,15}$/.test(requestId)) {
-      return sendProblem(request, reply, 400, `The request id "${requestId}" is not a number.`, {
-        errors: { requestId: ['must be a number'] },
-      });
-    }
-    return sendJson(request, reply, 200, state.status(requestId, callerOf(request), Date.now()));
-  });
+  app.get<{ Params: { requestId: string } }>(
+    '/api/trace/v3/scans/:requestId/status',
+    { preHandler: bearer },
+    async (request, reply) => {
+      const { requestId } = request.params;
+      if (!/^\d{1,15}$/.test(requestId)) {
+        return sendProblem(request, reply, 400, `The request id "${requestId}" is not a number.`, {
+          errors: { requestId: ['must be a number'] },
+        });
+      }
+      return sendJson(request, reply, 200, state.status(requestId, callerOf(request), Date.now()));
+    },
+  );
 }
 
 /** The media type of a Content-Type header, lower case, without parameters (`charset` and the like). */
@@ -110,11 +147,15 @@ export const ONE_AUTH_MECHANISM =
   'Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter, Signature query string parameter or the Authorization header should be specified';
 
 /** S3's message when a signed header (here Content-Type) differs from what the address was signed with. */
-export const SIGNATURE_MISMATCH = 'The request signature we calculated does not match the signature you provided. Check your key and signing method.';
+export const SIGNATURE_MISMATCH =
+  'The request signature we calculated does not match the signature you provided. Check your key and signing method.';
 
 /** An S3-style XML error body. `extra` are further elements (already escaped; the sandbox's own texts). */
 function s3Error(code: string, message: string, requestId: string, extra = ''): string {
-  return '<?xml version="1.0" encoding="UTF-8"?>\n' + `<Error><Code>${code}</Code><Message>${message}</Message>${extra}<RequestId>${requestId}</RequestId></Error>`;
+  return (
+    '<?xml version="1.0" encoding="UTF-8"?>\n' +
+    `<Error><Code>${code}</Code><Message>${message}</Message>${extra}<RequestId>${requestId}</RequestId></Error>`
+  );
 }
 
 /**
@@ -128,10 +169,16 @@ function s3Error(code: string, message: string, requestId: string, extra = ''): 
  * 4. otherwise 200 and processing starts. The content is checked only when processed: a body that
  *    is not a JSON array makes the batch Failed, an invalid element fails with `Scan could not be read`.
  */
-export function registerPresignedPut(app: FastifyInstance, state: SandboxState, timing: SandboxTiming): void {
+export function registerPresignedPut(
+  app: FastifyInstance,
+  state: SandboxState,
+  timing: SandboxTiming,
+): void {
   void app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
-    scope.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+    scope.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) =>
+      done(null, body),
+    );
     scope.put<{ Params: { token: string } }>('/_presigned/:token', async (request, reply) => {
       if (request.headers.authorization !== undefined) {
         // S3 echoes the header in <ArgumentValue>; the sandbox does not: it is a credential, and a
@@ -139,16 +186,34 @@ export function registerPresignedPut(app: FastifyInstance, state: SandboxState, 
         return reply
           .code(400)
           .type('application/xml')
-          .send(s3Error('InvalidArgument', ONE_AUTH_MECHANISM, request.id, '<ArgumentName>Authorization</ArgumentName>'));
+          .send(
+            s3Error(
+              'InvalidArgument',
+              ONE_AUTH_MECHANISM,
+              request.id,
+              '<ArgumentName>Authorization</ArgumentName>',
+            ),
+          );
       }
       const refused = state.presignedRefusal(request.params.token, Date.now());
-      if (refused !== undefined) return reply.code(403).type('application/xml').send(s3Error('AccessDenied', refused, request.id));
+      if (refused !== undefined)
+        return reply
+          .code(403)
+          .type('application/xml')
+          .send(s3Error('AccessDenied', refused, request.id));
       const type = request.headers['content-type']?.trim().toLowerCase();
       if (type !== PRESIGNED_CONTENT_TYPE) {
-        return reply.code(403).type('application/xml').send(s3Error('SignatureDoesNotMatch', SIGNATURE_MISMATCH, request.id));
+        return reply
+          .code(403)
+          .type('application/xml')
+          .send(s3Error('SignatureDoesNotMatch', SIGNATURE_MISMATCH, request.id));
       }
       const claim = state.claimPresigned(request.params.token, Date.now());
-      if ('refused' in claim) return reply.code(403).type('application/xml').send(s3Error('AccessDenied', claim.refused, request.id));
+      if ('refused' in claim)
+        return reply
+          .code(403)
+          .type('application/xml')
+          .send(s3Error('AccessDenied', claim.refused, request.id));
       const content = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
       let items: unknown;
       try {
@@ -158,11 +223,27 @@ export function registerPresignedPut(app: FastifyInstance, state: SandboxState, 
       }
       const now = Date.now();
       if (Array.isArray(items)) {
-        state.acceptBatch(claim.requestId, claim.clientId, 'presigned', items, timing.processingDelayMs(), now);
+        state.acceptBatch(
+          claim.requestId,
+          claim.clientId,
+          'presigned',
+          items,
+          timing.processingDelayMs(),
+          now,
+        );
       } else {
-        state.acceptUnreadable(claim.requestId, claim.clientId, 'The uploaded content is not a JSON array of scans.', timing.processingDelayMs(), now);
+        state.acceptUnreadable(
+          claim.requestId,
+          claim.clientId,
+          'The uploaded content is not a JSON array of scans.',
+          timing.processingDelayMs(),
+          now,
+        );
       }
-      request.log.info({ requestId: claim.requestId, bytes: content.length }, 'pre-signed upload received');
+      request.log.info(
+        { requestId: claim.requestId, bytes: content.length },
+        'pre-signed upload received',
+      );
       if (timing.answerDelayMs() > 0) await sleep(timing.answerDelayMs());
       if (timing.loseAnswer()) return dropAnswer(request, reply);
       reply.header('etag', `"${claim.requestId}"`);

@@ -5,7 +5,11 @@ import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import formbody from '@fastify/formbody';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
-import { MAX_DIRECT_BODY_BYTES, PRESIGNED_VALIDITY_MS, TOKEN_VALIDITY_S } from '@scan-gateway/contract';
+import {
+  MAX_DIRECT_BODY_BYTES,
+  PRESIGNED_VALIDITY_MS,
+  TOKEN_VALIDITY_S,
+} from '@scan-gateway/contract';
 import { ErrorCodes, GatewayError } from '@scan-gateway/contract/errors';
 import { DEFAULT_HTTP_LIMITS, capConnections, listenerOptions } from './listener.js';
 import { silentLogger } from './log.js';
@@ -19,9 +23,23 @@ import { registerPresignedPut, registerScanRoutes } from './routes-scans.js';
 import { DEFAULT_KAFKA_PORT, SandboxKafka } from './kafka/endpoint.js';
 import { startSandboxSftp, type RunningSandboxSftp } from './sftp.js';
 import { SandboxState } from './state.js';
-import { DEMO_CLIENT_ID, DEMO_DCPS, DEMO_PRODUCTS, type FaultsPatch, type RunningSandbox, type SandboxClient, type SandboxOptions } from './types.js';
+import {
+  DEMO_CLIENT_ID,
+  DEMO_DCPS,
+  DEMO_PRODUCTS,
+  type FaultsPatch,
+  type RunningSandbox,
+  type SandboxClient,
+  type SandboxOptions,
+} from './types.js';
 
-export type { Faults, FaultsPatch, RunningSandbox, SandboxClient, SandboxOptions } from './types.js';
+export type {
+  Faults,
+  FaultsPatch,
+  RunningSandbox,
+  SandboxClient,
+  SandboxOptions,
+} from './types.js';
 
 /** Largest body fastify reads at all (pre-signed uploads may be large); the 5.8 MiB rule is the route's. */
 const BODY_LIMIT = 256 * 1024 * 1024;
@@ -49,17 +67,26 @@ function defaultDemoSecretFile(): string | undefined {
  * those of the demo and example configurations.
  * Throws `SECRET` when the file cannot be found or read, or is empty.
  */
-export function demoClient(file: string | undefined = defaultDemoSecretFile(), accepts: SandboxOptions['demoAccepts'] = {}): SandboxClient {
+export function demoClient(
+  file: string | undefined = defaultDemoSecretFile(),
+  accepts: SandboxOptions['demoAccepts'] = {},
+): SandboxClient {
   if (file === undefined) {
-    throw new GatewayError(ErrorCodes.SECRET, `demo client secret ${DEMO_SECRET_FILE} not found above ${dirname(fileURLToPath(import.meta.url))}`);
+    throw new GatewayError(
+      ErrorCodes.SECRET,
+      `demo client secret ${DEMO_SECRET_FILE} not found above ${dirname(fileURLToPath(import.meta.url))}`,
+    );
   }
   let secret: string;
   try {
     secret = readFileSync(file, 'utf8').trim();
   } catch (err) {
-    throw new GatewayError(ErrorCodes.SECRET, `demo client secret ${file} cannot be read`, { cause: err });
+    throw new GatewayError(ErrorCodes.SECRET, `demo client secret ${file} cannot be read`, {
+      cause: err,
+    });
   }
-  if (secret === '') throw new GatewayError(ErrorCodes.SECRET, `demo client secret ${file} is empty`);
+  if (secret === '')
+    throw new GatewayError(ErrorCodes.SECRET, `demo client secret ${file} is empty`);
   return {
     clientId: DEMO_CLIENT_ID,
     clientSecret: secret,
@@ -83,7 +110,12 @@ export interface SandboxMemory {
 /** New sandbox memory from `options` (no Kafka endpoint: {@link startSandbox} adds it). */
 export function newSandboxMemory(options: SandboxOptions = {}): SandboxMemory {
   return {
-    state: new SandboxState(options.clients ?? [demoClient(options.demoSecretFile ?? defaultDemoSecretFile(), options.demoAccepts)], options.maxLoggedScans !== undefined ? { maxLoggedScans: options.maxLoggedScans } : {}),
+    state: new SandboxState(
+      options.clients ?? [
+        demoClient(options.demoSecretFile ?? defaultDemoSecretFile(), options.demoAccepts),
+      ],
+      options.maxLoggedScans !== undefined ? { maxLoggedScans: options.maxLoggedScans } : {},
+    ),
     faults: new FaultSwitch(options.faults ?? {}),
     auth: new SandboxAuth(),
   };
@@ -112,7 +144,8 @@ export async function buildSandboxApp(
   const { state, faults, auth, kafka } = memory ?? newSandboxMemory(options);
   const bearer = bearerCheck(auth);
   const timing = {
-    processingDelayMs: () => faults.current().processingDelayMs ?? options.processingDelayMs ?? 1000,
+    processingDelayMs: () =>
+      faults.current().processingDelayMs ?? options.processingDelayMs ?? 1000,
     presignedTtlMs: () => options.presignedTtlMs ?? PRESIGNED_VALIDITY_MS,
     directLimitBytes: () => faults.current().directLimitBytes ?? MAX_DIRECT_BODY_BYTES,
     answerDelayMs: () => faults.current().answerDelayMs ?? 0,
@@ -126,16 +159,29 @@ export async function buildSandboxApp(
   registerJsonParser(app);
   registerFaultHooks(app, faults, state);
   registerAdminRoutes(app, state, faults, kafka);
-  registerTokenRoute(app, auth, state, () => faults.current().tokenTtlSec ?? options.tokenTtlSec ?? TOKEN_VALIDITY_S);
+  registerTokenRoute(
+    app,
+    auth,
+    state,
+    () => faults.current().tokenTtlSec ?? options.tokenTtlSec ?? TOKEN_VALIDITY_S,
+  );
   registerProductRoutes(app, state, bearer);
   registerScanRoutes(app, state, bearer, timing);
   registerPresignedPut(app, state, timing);
 
-  app.setNotFoundHandler((request, reply) => sendProblem(request, reply, 404, `No route ${request.method} ${request.url.split('?')[0]}.`));
+  app.setNotFoundHandler((request, reply) =>
+    sendProblem(request, reply, 404, `No route ${request.method} ${request.url.split('?')[0]}.`),
+  );
   app.setErrorHandler((error: { statusCode?: number; message?: string }, request, reply) => {
-    const status = error.statusCode !== undefined && error.statusCode >= 400 ? error.statusCode : 500;
+    const status =
+      error.statusCode !== undefined && error.statusCode >= 400 ? error.statusCode : 500;
     if (status >= 500) request.log.error({ err: error }, 'sandbox request failed');
-    return sendProblem(request, reply, status, status >= 500 ? 'The sandbox failed to answer.' : (error.message ?? 'Bad request.'));
+    return sendProblem(
+      request,
+      reply,
+      status,
+      status >= 500 ? 'The sandbox failed to answer.' : (error.message ?? 'Bad request.'),
+    );
   });
   return { app, faults, state, auth };
 }
@@ -152,7 +198,12 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
     const k = options.kafka ?? {};
     const kafkaPort = k.port ?? (options.port === 0 ? 0 : DEFAULT_KAFKA_PORT);
     const logger = options.logger ?? silentLogger();
-    memory.kafka = await SandboxKafka.start([...memory.state.clients.values()], { ...k, host: k.host ?? host, port: kafkaPort }, memory.faults, logger);
+    memory.kafka = await SandboxKafka.start(
+      [...memory.state.clients.values()],
+      { ...k, host: k.host ?? host, port: kafkaPort },
+      memory.faults,
+      logger,
+    );
     const kafka = memory.kafka;
     memory.state.onStatusChange((clientId, status) => kafka.publish(clientId, status));
   }
@@ -174,7 +225,8 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
         port: options.sftp.port ?? 0,
         ...(options.sftp.authorizedKeys ? { authorizedKeys: options.sftp.authorizedKeys } : {}),
         ...(options.sftp.hostKey ? { hostKey: options.sftp.hostKey } : {}),
-        processingDelayMs: () => memory.faults.current().processingDelayMs ?? options.processingDelayMs ?? 1000,
+        processingDelayMs: () =>
+          memory.faults.current().processingDelayMs ?? options.processingDelayMs ?? 1000,
         logger: options.logger ?? silentLogger(),
       });
     } catch (err) {
@@ -184,8 +236,10 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
     }
   }
   const address = app.server.address();
-  const port = typeof address === 'object' && address !== null ? address.port : (options.port ?? 8090);
-  const shownHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  const port =
+    typeof address === 'object' && address !== null ? address.port : (options.port ?? 8090);
+  const shownHost =
+    host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
   let closing: Promise<void> | undefined;
   let restarting: Promise<void> | undefined;
   return {
@@ -202,12 +256,16 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
             bootstrapServers: memory.kafka.bootstrapServers,
             caPem: memory.kafka.caPem,
             info: (clientId?: string) => memory.kafka?.info(clientId),
-            appendRaw: (clientId: string, records: Array<{ key: string | null; value: string | null }>) => memory.kafka?.appendRaw(clientId, records),
+            appendRaw: (
+              clientId: string,
+              records: Array<{ key: string | null; value: string | null }>,
+            ) => memory.kafka?.appendRaw(clientId, records),
           },
         }
       : {}),
     restart(restartOptions: { downMs?: number } = {}) {
-      if (closing) return Promise.reject(new GatewayError(ErrorCodes.NOT_RUNNING, 'the sandbox is closed'));
+      if (closing)
+        return Promise.reject(new GatewayError(ErrorCodes.NOT_RUNNING, 'the sandbox is closed'));
       // The same port, so a client's configured baseUrl reaches the restarted service.
       restarting ??= (async () => {
         await app.close();

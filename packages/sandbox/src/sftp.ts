@@ -1,5 +1,19 @@
 import { timingSafeEqual } from 'node:crypto';
-import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, statSync, unlinkSync, writeSync, type Stats } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  fstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  writeSync,
+  type Stats,
+} from 'node:fs';
 import { join, posix } from 'node:path';
 import ssh2 from 'ssh2';
 import type { Attributes, AuthContext, Connection, SFTPWrapper } from 'ssh2';
@@ -69,9 +83,16 @@ const PART = '.part';
 export function generateEd25519KeyPair(): { private: string; public: string } {
   for (let attempt = 0; attempt < 10; attempt++) {
     const pair = utils.generateKeyPairSync('ed25519');
-    if (!(utils.parseKey(pair.private) instanceof Error) && !(utils.parseKey(pair.public) instanceof Error)) return pair;
+    if (
+      !(utils.parseKey(pair.private) instanceof Error) &&
+      !(utils.parseKey(pair.public) instanceof Error)
+    )
+      return pair;
   }
-  throw new GatewayError(ErrorCodes.CONFIG, 'ssh2 made ten ed25519 key pairs in a row that it cannot read back');
+  throw new GatewayError(
+    ErrorCodes.CONFIG,
+    'ssh2 made ten ed25519 key pairs in a row that it cannot read back',
+  );
 }
 
 /**
@@ -85,14 +106,23 @@ export function generateEd25519KeyPair(): { private: string; public: string } {
 export async function startSandboxSftp(options: SandboxSftpOptions): Promise<RunningSandboxSftp> {
   const hostKey = options.hostKey ?? generateEd25519KeyPair().private;
   const parsedHost = utils.parseKey(hostKey);
-  if (parsedHost instanceof Error) throw new GatewayError(ErrorCodes.CONFIG, `the sandbox's SFTP host key cannot be read: ${parsedHost.message}`);
+  if (parsedHost instanceof Error)
+    throw new GatewayError(
+      ErrorCodes.CONFIG,
+      `the sandbox's SFTP host key cannot be read: ${parsedHost.message}`,
+    );
   const fingerprint = hostKeyFingerprint(parsedHost.getPublicSSH());
   const allowedKeys = new Map<string, ReturnType<typeof utils.parseKey>[]>();
-  for (const [clientId, lines] of Object.entries(options.authorizedKeys ?? {})) allowedKeys.set(clientId, lines.map((l) => utils.parseKey(l)));
+  for (const [clientId, lines] of Object.entries(options.authorizedKeys ?? {}))
+    allowedKeys.set(
+      clientId,
+      lines.map((l) => utils.parseKey(l)),
+    );
   const processed: SandboxSftpFile[] = [];
   let readOnly = false;
   const folderOf = (clientId: string) => join(options.root, clientId);
-  for (const clientId of options.state.clients.keys()) mkdirSync(folderOf(clientId), { recursive: true });
+  for (const clientId of options.state.clients.keys())
+    mkdirSync(folderOf(clientId), { recursive: true });
   const log = options.logger.child({ component: 'sandbox-sftp' });
 
   const connections = new Set<Connection>();
@@ -108,7 +138,12 @@ export async function startSandboxSftp(options: SandboxSftpOptions): Promise<Run
         return;
       }
       if (known && ctx.method === 'publickey') {
-        const match = (allowedKeys.get(ctx.username) ?? []).find((k) => !(k instanceof Error) && k.type === ctx.key.algo && k.getPublicSSH().equals(ctx.key.data));
+        const match = (allowedKeys.get(ctx.username) ?? []).find(
+          (k) =>
+            !(k instanceof Error) &&
+            k.type === ctx.key.algo &&
+            k.getPublicSSH().equals(ctx.key.data),
+        );
         if (match && !(match instanceof Error)) {
           // Without a signature the client only asks whether the key would do.
           if (!ctx.signature || (ctx.blob && match.verify(ctx.blob, ctx.signature, ctx.hashAlgo))) {
@@ -143,7 +178,14 @@ export async function startSandboxSftp(options: SandboxSftpOptions): Promise<Run
     if (size > MAX_FILE_BYTES) {
       // Read whole to be parsed: bounded like the HTTP side's body limit.
       const requestId = options.state.nextRequestId();
-      options.state.acceptUnreadable(requestId, clientId, `The transferred file has ${size} bytes, over the sandbox's ${MAX_FILE_BYTES}.`, options.processingDelayMs(), Date.now(), posix.basename(path));
+      options.state.acceptUnreadable(
+        requestId,
+        clientId,
+        `The transferred file has ${size} bytes, over the sandbox's ${MAX_FILE_BYTES}.`,
+        options.processingDelayMs(),
+        Date.now(),
+        posix.basename(path),
+      );
       processed.push({ clientId, path, requestId, bytes: size });
       return;
     }
@@ -159,8 +201,25 @@ export async function startSandboxSftp(options: SandboxSftpOptions): Promise<Run
     // The same step as a pre-signed PUT (routes-scans.ts): the batch's state moves only here.
     // Its status names the file first in `description` (docs/delivery.md "SFTP": the convention to confirm).
     const fileName = posix.basename(path);
-    if (Array.isArray(items)) options.state.acceptBatch(requestId, clientId, 'sftp', items, options.processingDelayMs(), now, fileName);
-    else options.state.acceptUnreadable(requestId, clientId, 'The transferred file is not a JSON array of scans.', options.processingDelayMs(), now, fileName);
+    if (Array.isArray(items))
+      options.state.acceptBatch(
+        requestId,
+        clientId,
+        'sftp',
+        items,
+        options.processingDelayMs(),
+        now,
+        fileName,
+      );
+    else
+      options.state.acceptUnreadable(
+        requestId,
+        clientId,
+        'The transferred file is not a JSON array of scans.',
+        options.processingDelayMs(),
+        now,
+        fileName,
+      );
     processed.push({ clientId, path, requestId, bytes: content.length });
     log.info({ clientId, path, requestId, bytes: content.length }, 'SFTP file received');
   }
@@ -213,7 +272,10 @@ interface OpenDir {
  * close, stat, remove, rename (never onto an existing file), realpath, readdir, mkdir, setstat
  * (accepted, ignored). Paths are the client's, `/` being `home`; nothing outside it is reachable.
  */
-function serveSftp(sftp: SFTPWrapper, opts: { home: string; readOnly: () => boolean; completed: (path: string, file: string) => void }): void {
+function serveSftp(
+  sftp: SFTPWrapper,
+  opts: { home: string; readOnly: () => boolean; completed: (path: string, file: string) => void },
+): void {
   const handles = new Map<number, OpenFile | OpenDir>();
   let nextHandle = 1;
   const newHandle = (entry: OpenFile | OpenDir) => {
@@ -223,17 +285,27 @@ function serveSftp(sftp: SFTPWrapper, opts: { home: string; readOnly: () => bool
     b.writeUInt32BE(n);
     return b;
   };
-  const entryOf = (handle: Buffer) => (handle.length === 4 ? handles.get(handle.readUInt32BE(0)) : undefined);
+  const entryOf = (handle: Buffer) =>
+    handle.length === 4 ? handles.get(handle.readUInt32BE(0)) : undefined;
   const clientPath = (p: string) => posix.normalize(posix.join('/', p));
   const diskPath = (p: string) => join(opts.home, clientPath(p));
   const fail = (reqId: number, err: unknown) => {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return sftp.status(reqId, STATUS.NO_SUCH_FILE, 'No such file');
-    if (code === 'EACCES' || code === 'EPERM') return sftp.status(reqId, STATUS.PERMISSION_DENIED, 'Permission denied');
+    if (code === 'EACCES' || code === 'EPERM')
+      return sftp.status(reqId, STATUS.PERMISSION_DENIED, 'Permission denied');
     return sftp.status(reqId, STATUS.FAILURE, 'Failure');
   };
-  const denied = (reqId: number) => sftp.status(reqId, STATUS.PERMISSION_DENIED, 'Permission denied');
-  const attrs = (s: Stats): Attributes => ({ mode: s.mode, uid: s.uid, gid: s.gid, size: s.size, atime: Math.floor(s.atimeMs / 1000), mtime: Math.floor(s.mtimeMs / 1000) });
+  const denied = (reqId: number) =>
+    sftp.status(reqId, STATUS.PERMISSION_DENIED, 'Permission denied');
+  const attrs = (s: Stats): Attributes => ({
+    mode: s.mode,
+    uid: s.uid,
+    gid: s.gid,
+    size: s.size,
+    atime: Math.floor(s.atimeMs / 1000),
+    mtime: Math.floor(s.mtimeMs / 1000),
+  });
 
   sftp.on('OPEN', (reqId, filename, flags) => {
     const writing = (flags & (OPEN.WRITE | OPEN.CREAT | OPEN.TRUNC | OPEN.APPEND)) !== 0;
@@ -335,7 +407,8 @@ function serveSftp(sftp: SFTPWrapper, opts: { home: string; readOnly: () => bool
   sftp.on('OPENDIR', (reqId, path) => {
     const dir = diskPath(path);
     try {
-      if (!statSync(dir).isDirectory()) return sftp.status(reqId, STATUS.FAILURE, 'Not a directory');
+      if (!statSync(dir).isDirectory())
+        return sftp.status(reqId, STATUS.FAILURE, 'Not a directory');
       sftp.handle(reqId, newHandle({ dir, names: undefined }));
     } catch (err) {
       fail(reqId, err);
@@ -350,9 +423,12 @@ function serveSftp(sftp: SFTPWrapper, opts: { home: string; readOnly: () => bool
       reqId,
       entry.names.map((name) => {
         const s = statSync(join(entry.dir, name));
-        return { filename: name, longname: `${s.isDirectory() ? 'd' : '-'}rw-r--r-- 1 sandbox sandbox ${s.size} Jan 1 00:00 ${name}`, attrs: attrs(s) };
+        return {
+          filename: name,
+          longname: `${s.isDirectory() ? 'd' : '-'}rw-r--r-- 1 sandbox sandbox ${s.size} Jan 1 00:00 ${name}`,
+          attrs: attrs(s),
+        };
       }),
     );
   });
 }
-

@@ -95,7 +95,10 @@ export class SandboxState {
     this.maxLoggedScans = options.maxLoggedScans ?? MAX_LOGGED_SCANS;
     for (const client of clients) {
       this.clients.set(client.clientId, client);
-      this.products.set(client.clientId, new Map((client.products ?? []).map((p) => [p.key, { key: p.key, name: p.name }])));
+      this.products.set(
+        client.clientId,
+        new Map((client.products ?? []).map((p) => [p.key, { key: p.key, name: p.name }])),
+      );
     }
   }
 
@@ -126,7 +129,15 @@ export class SandboxState {
    * processing delay passed). `items` are the array elements as received; `fileName` names a
    * transferred file (SFTP), put first in every status's `description` (see {@link Batch}).
    */
-  acceptBatch(requestId: string, clientId: string, via: LoggedScan['via'], items: unknown[], delayMs: number, nowMs: number, fileName?: string): void {
+  acceptBatch(
+    requestId: string,
+    clientId: string,
+    via: LoggedScan['via'],
+    items: unknown[],
+    delayMs: number,
+    nowMs: number,
+    fileName?: string,
+  ): void {
     const dcps = new Set(this.clients.get(clientId)?.dcps ?? []);
     // The client's products when the batch is processed (decided here, shown after the delay).
     const products = this.products.get(clientId) ?? new Map<string, unknown>();
@@ -137,12 +148,36 @@ export class SandboxState {
       if (reason !== undefined) failures.push({ reference: referenceOf(item), reason });
       this.logScan({ requestId, via, receivedAt, scan: item });
     }
-    this.track({ requestId, clientId, receivedAtMs: nowMs, delayMs, count: items.length, failures, ...(fileName !== undefined ? { fileName } : {}) });
+    this.track({
+      requestId,
+      clientId,
+      receivedAtMs: nowMs,
+      delayMs,
+      count: items.length,
+      failures,
+      ...(fileName !== undefined ? { fileName } : {}),
+    });
   }
 
   /** A pre-signed upload or transferred file (`fileName`) whose content is not a JSON array of scans: it fails as a whole. */
-  acceptUnreadable(requestId: string, clientId: string, reason: string, delayMs: number, nowMs: number, fileName?: string): void {
-    this.track({ requestId, clientId, receivedAtMs: nowMs, delayMs, count: 0, failures: [], unreadable: reason, ...(fileName !== undefined ? { fileName } : {}) });
+  acceptUnreadable(
+    requestId: string,
+    clientId: string,
+    reason: string,
+    delayMs: number,
+    nowMs: number,
+    fileName?: string,
+  ): void {
+    this.track({
+      requestId,
+      clientId,
+      receivedAtMs: nowMs,
+      delayMs,
+      count: 0,
+      failures: [],
+      unreadable: reason,
+      ...(fileName !== undefined ? { fileName } : {}),
+    });
   }
 
   /**
@@ -187,7 +222,10 @@ export class SandboxState {
         continue;
       }
       const half = batch.receivedAtMs + batch.delayMs / 2;
-      next = Math.min(next, status.state === 'Received' ? half : batch.receivedAtMs + batch.delayMs);
+      next = Math.min(
+        next,
+        status.state === 'Received' ? half : batch.receivedAtMs + batch.delayMs,
+      );
     }
     if (next !== Infinity) {
       this.moveTimer = setTimeout(() => this.moveBatches(), Math.max(0, next - Date.now()));
@@ -203,10 +241,17 @@ export class SandboxState {
   status(requestId: string, clientId: string, nowMs: number): ScanStatusWire {
     const batch = this.batches.get(requestId);
     if (!batch || batch.clientId !== clientId) {
-      return { state: 'NotFound', requestId: Number(requestId), description: `No batch with request id ${requestId}`, processed: 0 };
+      return {
+        state: 'NotFound',
+        requestId: Number(requestId),
+        description: `No batch with request id ${requestId}`,
+        processed: 0,
+      };
     }
     const status = this.statusOf(batch, nowMs);
-    return batch.fileName === undefined ? status : { ...status, description: `${batch.fileName}: ${status.description}` };
+    return batch.fileName === undefined
+      ? status
+      : { ...status, description: `${batch.fileName}: ${status.description}` };
   }
 
   private statusOf(batch: Batch, nowMs: number): ScanStatusWire {
@@ -214,22 +259,54 @@ export class SandboxState {
     const elapsed = nowMs - batch.receivedAtMs;
     const half = batch.delayMs / 2;
     if (elapsed < half) {
-      return { state: 'Received', requestId: id, description: 'Upload received, waiting to be processed', processed: 0 };
+      return {
+        state: 'Received',
+        requestId: id,
+        description: 'Upload received, waiting to be processed',
+        processed: 0,
+      };
     }
     if (elapsed < batch.delayMs) {
       const processed = Math.min(batch.count, Math.floor((batch.count * (elapsed - half)) / half));
-      return { state: 'InProgress', requestId: id, description: 'Batch is being processed', processed };
+      return {
+        state: 'InProgress',
+        requestId: id,
+        description: 'Batch is being processed',
+        processed,
+      };
     }
     if (batch.unreadable !== undefined) {
-      return { state: 'Failed', requestId: id, description: batch.unreadable, processed: 0, failed: 0, failures: [] };
+      return {
+        state: 'Failed',
+        requestId: id,
+        description: batch.unreadable,
+        processed: 0,
+        failed: 0,
+        failures: [],
+      };
     }
     const failed = batch.failures.length;
     if (failed === 0) {
-      return { state: 'Success', requestId: id, description: `All ${batch.count} scans processed successfully`, processed: batch.count };
+      return {
+        state: 'Success',
+        requestId: id,
+        description: `All ${batch.count} scans processed successfully`,
+        processed: batch.count,
+      };
     }
     const state = failed === batch.count ? 'Failed' : 'HasFailures';
-    const description = state === 'Failed' ? 'All scans failed to process' : `${failed} of ${batch.count} scans failed to process`;
-    return { state, requestId: id, description, processed: batch.count, failed, failures: batch.failures };
+    const description =
+      state === 'Failed'
+        ? 'All scans failed to process'
+        : `${failed} of ${batch.count} scans failed to process`;
+    return {
+      state,
+      requestId: id,
+      description,
+      processed: batch.count,
+      failed,
+      failures: batch.failures,
+    };
   }
 
   /** A new single-use pre-signed address token for a batch id known from now on. */
@@ -252,10 +329,14 @@ export class SandboxState {
    * Claims a pre-signed address for one PUT. Gives the reason for refusal (S3 answers 403 to all
    * of them), or the batch id and client on success. The address counts as used from here on.
    */
-  claimPresigned(token: string, nowMs: number): { requestId: string; clientId: string } | { refused: string } {
+  claimPresigned(
+    token: string,
+    nowMs: number,
+  ): { requestId: string; clientId: string } | { refused: string } {
     const refused = this.presignedRefusal(token, nowMs);
     const address = this.presigned.get(token);
-    if (refused !== undefined || !address) return { refused: refused ?? 'Invalid pre-signed address' };
+    if (refused !== undefined || !address)
+      return { refused: refused ?? 'Invalid pre-signed address' };
     address.used = true;
     return { requestId: address.requestId, clientId: address.clientId };
   }
@@ -264,11 +345,13 @@ export class SandboxState {
     this.scanCount += 1;
     this.scans.push(entry);
     // Trimmed in steps (at twice the bound) so a push stays cheap; scanLog() shows the newest maxLoggedScans.
-    if (this.scans.length >= 2 * this.maxLoggedScans) this.scans = this.scans.slice(-this.maxLoggedScans);
+    if (this.scans.length >= 2 * this.maxLoggedScans)
+      this.scans = this.scans.slice(-this.maxLoggedScans);
   }
 
   scanLog(): { count: number; dropped: number; scans: LoggedScan[] } {
-    const scans = this.scans.length > this.maxLoggedScans ? this.scans.slice(-this.maxLoggedScans) : this.scans;
+    const scans =
+      this.scans.length > this.maxLoggedScans ? this.scans.slice(-this.maxLoggedScans) : this.scans;
     return { count: this.scanCount, dropped: this.scanCount - scans.length, scans };
   }
 
@@ -279,7 +362,8 @@ export class SandboxState {
 
   logRequest(entry: LoggedRequest): void {
     this.requests.push(entry);
-    if (this.requests.length > MAX_LOGGED_REQUESTS) this.requests = this.requests.slice(-MAX_LOGGED_REQUESTS / 2);
+    if (this.requests.length > MAX_LOGGED_REQUESTS)
+      this.requests = this.requests.slice(-MAX_LOGGED_REQUESTS / 2);
   }
 
   requestLog(): LoggedRequest[] {
@@ -292,17 +376,25 @@ export class SandboxState {
 }
 
 /** Why one scan fails processing, checked in this order, or undefined when it is processed. */
-function failureOf(item: unknown, dcps: Set<string>, products: ReadonlyMap<string, unknown>): string | undefined {
+function failureOf(
+  item: unknown,
+  dcps: Set<string>,
+  products: ReadonlyMap<string, unknown>,
+): string | undefined {
   const parsed = scanSchema.safeParse(item);
   if (!parsed.success) return FAILURE_REASONS.unreadable;
   if (!dcps.has(parsed.data.dcpKey)) return FAILURE_REASONS.invalidDcp;
   if (!products.has(parsed.data.productModelKey)) return FAILURE_REASONS.unknownProduct;
-  if (parsed.data.supplierKey !== undefined && parsed.data.clientKey !== undefined) return FAILURE_REASONS.bothKeys;
+  if (parsed.data.supplierKey !== undefined && parsed.data.clientKey !== undefined)
+    return FAILURE_REASONS.bothKeys;
   if (parsed.data.attributes.some((a) => a.key.trim() === '')) return FAILURE_REASONS.attributes;
   return undefined;
 }
 
 function referenceOf(item: unknown): string {
-  const ref = typeof item === 'object' && item !== null ? (item as { reference?: unknown }).reference : undefined;
+  const ref =
+    typeof item === 'object' && item !== null
+      ? (item as { reference?: unknown }).reference
+      : undefined;
   return typeof ref === 'string' ? ref : '';
 }

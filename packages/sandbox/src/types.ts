@@ -22,37 +22,78 @@ export const faultsSchema = z
     retryAfterSec: z.number().min(0).describe('Retry-After of the 429 answers, in seconds.'),
     latencyMs: z.number().min(0).describe('Delay added before every answer, in ms.'),
     resetRate: rate.describe('Share of requests whose connection is destroyed without an answer.'),
-    tokenTtlSec: z.number().positive().optional().describe('Overrides the token lifetime of new tokens, in s.'),
-    processingDelayMs: z.number().min(0).optional().describe('Overrides the processing time of new batches, in ms.'),
+    tokenTtlSec: z
+      .number()
+      .positive()
+      .optional()
+      .describe('Overrides the token lifetime of new tokens, in s.'),
+    processingDelayMs: z
+      .number()
+      .min(0)
+      .optional()
+      .describe('Overrides the processing time of new batches, in ms.'),
     lostAnswerRate: rate
       .optional()
-      .describe('Share of uploads (direct POST, pre-signed PUT) taken and processed whose connection is then destroyed before the answer.'),
+      .describe(
+        'Share of uploads (direct POST, pre-signed PUT) taken and processed whose connection is then destroyed before the answer.',
+      ),
     answerDelayMs: z
       .number()
       .min(0)
       .optional()
-      .describe('Delay between processing an upload (direct POST, pre-signed PUT) and answering it, in ms: widens the window in which a client may die with its answer unrecorded.'),
+      .describe(
+        'Delay between processing an upload (direct POST, pre-signed PUT) and answering it, in ms: widens the window in which a client may die with its answer unrecorded.',
+      ),
     directLimitBytes: z
       .number()
       .int()
       .positive()
       .optional()
-      .describe('Lowers the size from which a direct upload is refused with 413, in bytes (default: the 5.8 MiB of the contract).'),
-    tokenLatencyMs: z.number().min(0).optional().describe('Delay added before every answer of /oauth2/token, in ms (a slow auth server).'),
+      .describe(
+        'Lowers the size from which a direct upload is refused with 413, in bytes (default: the 5.8 MiB of the contract).',
+      ),
+    tokenLatencyMs: z
+      .number()
+      .min(0)
+      .optional()
+      .describe('Delay added before every answer of /oauth2/token, in ms (a slow auth server).'),
     tokenResetRate: rate
       .optional()
-      .describe('Share of token requests whose connection is destroyed without an answer; 1 = the auth server is down.'),
-    tokenErrorRate: rate.optional().describe('Share of token requests answered 500 or 503 (alternating), OAuth-style JSON.'),
+      .describe(
+        'Share of token requests whose connection is destroyed without an answer; 1 = the auth server is down.',
+      ),
+    tokenErrorRate: rate
+      .optional()
+      .describe('Share of token requests answered 500 or 503 (alternating), OAuth-style JSON.'),
     tokenUnreadableRate: rate
       .optional()
-      .describe('Share of token requests answered 200 with a body that is not a token answer (cut-off JSON).'),
+      .describe(
+        'Share of token requests answered 200 with a body that is not a token answer (cut-off JSON).',
+      ),
     kafkaDown: z
       .boolean()
       .optional()
-      .describe('The Kafka endpoint is down: it stops listening and cuts its connections (connections are refused) until this is cleared; events published meanwhile are kept.'),
-    kafkaSaslRefused: z.boolean().optional().describe('The Kafka endpoint refuses every SASL authentication (SASL_AUTHENTICATION_FAILED), as for a wrong password.'),
-    kafkaEventDelayMs: z.number().min(0).optional().describe('Delay between a batch changing state and its status event reaching the topic, in ms.'),
-    kafkaDuplicateRate: rate.optional().describe('Share of status events published twice (the same key and payload at two offsets).'),
+      .describe(
+        'The Kafka endpoint is down: it stops listening and cuts its connections (connections are refused) until this is cleared; events published meanwhile are kept.',
+      ),
+    kafkaSaslRefused: z
+      .boolean()
+      .optional()
+      .describe(
+        'The Kafka endpoint refuses every SASL authentication (SASL_AUTHENTICATION_FAILED), as for a wrong password.',
+      ),
+    kafkaEventDelayMs: z
+      .number()
+      .min(0)
+      .optional()
+      .describe(
+        'Delay between a batch changing state and its status event reaching the topic, in ms.',
+      ),
+    kafkaDuplicateRate: rate
+      .optional()
+      .describe(
+        'Share of status events published twice (the same key and payload at two offsets).',
+      ),
   })
   .strict();
 export type Faults = z.infer<typeof faultsSchema>;
@@ -85,7 +126,13 @@ export const faultsPatchSchema = z
 export type FaultsPatch = z.infer<typeof faultsPatchSchema>;
 
 /** No faults: every request answered normally. */
-export const NO_FAULTS: Faults = { errorRate: 0, rateLimitRate: 0, retryAfterSec: 1, latencyMs: 0, resetRate: 0 };
+export const NO_FAULTS: Faults = {
+  errorRate: 0,
+  rateLimitRate: 0,
+  retryAfterSec: 1,
+  latencyMs: 0,
+  resetRate: 0,
+};
 
 /** One OAuth client the sandbox knows, with the DCPs its scans may use. */
 export interface SandboxClient {
@@ -176,7 +223,12 @@ export interface SandboxOptions {
    * (default a new temporary folder), besides the password (the client secret) the public keys of
    * `authorizedKeys` per client id. Off without this option.
    */
-  sftp?: { port?: number; root?: string; authorizedKeys?: Record<string, string[]>; hostKey?: string };
+  sftp?: {
+    port?: number;
+    root?: string;
+    authorizedKeys?: Record<string, string[]>;
+    hostKey?: string;
+  };
 }
 
 /** A started sandbox. */
@@ -196,7 +248,10 @@ export interface RunningSandbox {
     caPem: string;
     info(clientId?: string): SandboxKafkaInfo | undefined;
     /** Appends records as they are to a client's topic, past the faults (tests of bad events); the first offset, undefined for an unknown client. */
-    appendRaw(clientId: string, records: Array<{ key: string | null; value: string | null }>): number | undefined;
+    appendRaw(
+      clientId: string,
+      records: Array<{ key: string | null; value: string | null }>,
+    ): number | undefined;
   };
   /**
    * Restarts the service as a real one restarts: stops listening (open connections are cut), stays

@@ -82,7 +82,9 @@ export class CsvTokenizer {
     this.held = '';
     switch (this.state) {
       case QUOTED:
-        throw new CsvSyntaxError(`Quote Not Closed: the quoted field opened at line ${this.quoteLine} is never closed (a quote inside a field must be doubled: "")`);
+        throw new CsvSyntaxError(
+          `Quote Not Closed: the quoted field opened at line ${this.quoteLine} is never closed (a quote inside a field must be doubled: "")`,
+        );
       case UNQUOTED:
         this.fields.push(this.value);
         this.endRecord(this.carry.length);
@@ -113,8 +115,7 @@ export class CsvTokenizer {
       if (text.charCodeAt(0) === LF) {
         // The LF of a CRLF split across chunks: no new line.
         i = 1;
-        if (this.state === FIELD_START && this.fields.length === 0)
-          recordStart = 1;
+        if (this.state === FIELD_START && this.fields.length === 0) recordStart = 1;
       }
     }
     const isDelimiterAt = (at: number): boolean => dl === 1 || text.startsWith(this.delimiter, at);
@@ -127,19 +128,16 @@ export class CsvTokenizer {
             this.quoteLine = this.line;
             this.value = '';
             segStart = i + 1;
-          }
-          else if (c === this.d0 && isDelimiterAt(i)) {
+          } else if (c === this.d0 && isDelimiterAt(i)) {
             this.fields.push('');
             i += dl - 1;
-          }
-          else if (c === CR || c === LF) {
+          } else if (c === CR || c === LF) {
             this.fields.push('');
             this.checkSize(recordStart, i);
             this.endRecord(i - recordStart);
             i = this.lineBreak(text, i, limit);
             recordStart = i + 1;
-          }
-          else {
+          } else {
             this.state = UNQUOTED;
             this.value = '';
             segStart = i;
@@ -151,8 +149,7 @@ export class CsvTokenizer {
             this.value = '';
             this.state = FIELD_START;
             i += dl - 1;
-          }
-          else if (c === CR || c === LF) {
+          } else if (c === CR || c === LF) {
             this.fields.push(this.value + text.slice(segStart, i));
             this.value = '';
             this.checkSize(recordStart, i);
@@ -166,15 +163,11 @@ export class CsvTokenizer {
           if (c === QUOTE) {
             this.value += text.slice(segStart, i);
             this.state = QUOTE_IN_QUOTED;
-          }
-          else if (c === CR) {
+          } else if (c === CR) {
             this.line += 1;
-            if (i + 1 < limit && text.charCodeAt(i + 1) === LF)
-              i += 1;
-            else if (i + 1 >= limit)
-              this.afterCr = true;
-          }
-          else if (c === LF) {
+            if (i + 1 < limit && text.charCodeAt(i + 1) === LF) i += 1;
+            else if (i + 1 >= limit) this.afterCr = true;
+          } else if (c === LF) {
             this.line += 1;
           }
           break;
@@ -183,22 +176,19 @@ export class CsvTokenizer {
             // A doubled quote: one quote of data, the field goes on.
             this.state = QUOTED;
             segStart = i;
-          }
-          else if (c === this.d0 && isDelimiterAt(i)) {
+          } else if (c === this.d0 && isDelimiterAt(i)) {
             this.fields.push(this.value);
             this.value = '';
             this.state = FIELD_START;
             i += dl - 1;
-          }
-          else if (c === CR || c === LF) {
+          } else if (c === CR || c === LF) {
             this.fields.push(this.value);
             this.value = '';
             this.checkSize(recordStart, i);
             this.endRecord(i - recordStart);
             i = this.lineBreak(text, i, limit);
             recordStart = i + 1;
-          }
-          else {
+          } else {
             this.problem = { column: this.fields.length + 1, found: text[i]! };
             this.state = SKIP_LINE;
           }
@@ -206,7 +196,11 @@ export class CsvTokenizer {
         case SKIP_LINE:
           if (c === CR || c === LF) {
             this.checkSize(recordStart, i);
-            this.sink.broken(this.carry + text.slice(recordStart, i), this.recordLine, this.problem);
+            this.sink.broken(
+              this.carry + text.slice(recordStart, i),
+              this.recordLine,
+              this.problem,
+            );
             this.carry = '';
             this.fields = [];
             this.value = '';
@@ -219,28 +213,22 @@ export class CsvTokenizer {
       }
     }
     // The chunk ends inside a record: keep what the next chunk continues.
-    if (this.state === UNQUOTED || this.state === QUOTED)
-      this.value += text.slice(segStart, limit);
-    if (recordStart < limit)
-      this.carry += text.slice(recordStart, limit);
+    if (this.state === UNQUOTED || this.state === QUOTED) this.value += text.slice(segStart, limit);
+    if (recordStart < limit) this.carry += text.slice(recordStart, limit);
     this.held = text.slice(limit);
-    if (this.carry.length > this.maxRecordChars)
-      this.tooLong();
+    if (this.carry.length > this.maxRecordChars) this.tooLong();
   }
   /** Counts a line break at `i` (CR, LF or CRLF) and returns the index of its last character. */
   private lineBreak(text: string, i: number, limit: number): number {
     this.line += 1;
     this.recordLine = this.line;
-    if (text.charCodeAt(i) !== CR)
-      return i;
-    if (i + 1 < limit)
-      return text.charCodeAt(i + 1) === LF ? i + 1 : i;
+    if (text.charCodeAt(i) !== CR) return i;
+    if (i + 1 < limit) return text.charCodeAt(i + 1) === LF ? i + 1 : i;
     this.afterCr = true;
     return i;
   }
   private endRecord(length: number): void {
-    if (this.carry.length + length > this.maxRecordChars)
-      this.tooLong();
+    if (this.carry.length + length > this.maxRecordChars) this.tooLong();
     const fields = this.fields;
     const line = this.recordLine;
     this.fields = [];
@@ -249,10 +237,11 @@ export class CsvTokenizer {
     this.sink.record(fields, line);
   }
   private checkSize(recordStart: number, i: number): void {
-    if (this.carry.length + (i - recordStart) > this.maxRecordChars)
-      this.tooLong();
+    if (this.carry.length + (i - recordStart) > this.maxRecordChars) this.tooLong();
   }
   private tooLong(): never {
-    throw new CsvSyntaxError(`the record starting at line ${this.recordLine} is longer than ${this.maxRecordChars} bytes (a quote never closed, or not a CSV file)`);
+    throw new CsvSyntaxError(
+      `the record starting at line ${this.recordLine} is longer than ${this.maxRecordChars} bytes (a quote never closed, or not a CSV file)`,
+    );
   }
 }

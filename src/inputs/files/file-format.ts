@@ -39,7 +39,9 @@ export function maxReadLengthOf(ctx: FileParseContext): number {
 }
 
 function originOf(ctx: FileParseContext, line: number): Record<string, string | number> {
-  return ctx.sha256 === undefined ? { file: ctx.fileName, line } : { file: ctx.fileName, line, sha256: ctx.sha256 };
+  return ctx.sha256 === undefined
+    ? { file: ctx.fileName, line }
+    : { file: ctx.fileName, line, sha256: ctx.sha256 };
 }
 
 /** Leading bytes kept as `raw` of a rejected overlong line or row. */
@@ -60,7 +62,13 @@ export function fileFormatError(fileName: string, message: string, cause?: unkno
  * One read of a file. Built as a literal with a fixed shape (no spread): a 50 MB file makes half a
  * million of these, and V8 keeps same-shaped objects compact.
  */
-export function readItem(ctx: FileParseContext, raw: Buffer, line: number, sourceTime?: string, extras?: ReadExtras): IntakeItem {
+export function readItem(
+  ctx: FileParseContext,
+  raw: Buffer,
+  line: number,
+  sourceTime?: string,
+  extras?: ReadExtras,
+): IntakeItem {
   const origin = originOf(ctx, line);
   let read: Read =
     sourceTime === undefined
@@ -70,7 +78,12 @@ export function readItem(ctx: FileParseContext, raw: Buffer, line: number, sourc
   return { kind: 'read', read };
 }
 
-export function rejectionItem(ctx: FileParseContext, raw: Buffer, line: number, reason: string): IntakeItem {
+export function rejectionItem(
+  ctx: FileParseContext,
+  raw: Buffer,
+  line: number,
+  reason: string,
+): IntakeItem {
   const rejection: InputRejection = {
     inputId: ctx.inputId,
     raw,
@@ -82,7 +95,8 @@ export function rejectionItem(ctx: FileParseContext, raw: Buffer, line: number, 
 }
 
 /** Message of a file refused as UTF-16 (every format). */
-export const UTF16_MESSAGE = 'file is UTF-16 encoded; export it as UTF-8 (Excel: "CSV UTF-8"; Notepad: "Save as", encoding UTF-8)';
+export const UTF16_MESSAGE =
+  'file is UTF-16 encoded; export it as UTF-8 (Excel: "CSV UTF-8"; Notepad: "Save as", encoding UTF-8)';
 
 /** Bytes looked at to recognise UTF-16 without a byte order mark. */
 const SNIFF_BYTES = 64;
@@ -100,7 +114,10 @@ export async function checkEncoding(handle: FileHandle, fileName: string): Promi
   const { bytesRead } = await handle.read(buffer, 0, SNIFF_BYTES, 0);
   const head = buffer.subarray(0, bytesRead);
   if (head.length >= 3 && head.subarray(0, 3).equals(UTF8_BOM)) return 3;
-  if (head.length >= 2 && ((head[0] === 0xff && head[1] === 0xfe) || (head[0] === 0xfe && head[1] === 0xff))) {
+  if (
+    head.length >= 2 &&
+    ((head[0] === 0xff && head[1] === 0xfe) || (head[0] === 0xfe && head[1] === 0xff))
+  ) {
     throw fileFormatError(fileName, UTF16_MESSAGE);
   }
   if (looksLikeUtf16WithoutBom(head)) throw fileFormatError(fileName, UTF16_MESSAGE);
@@ -140,7 +157,10 @@ export function isBlank(bytes: Buffer | string): boolean {
 export type FileSource = string | FileHandle;
 
 /** Runs `fn` with the source's handle; a path is opened (and closed) here. */
-export async function withSource<T>(source: FileSource, fn: (handle: FileHandle) => Promise<T>): Promise<T> {
+export async function withSource<T>(
+  source: FileSource,
+  fn: (handle: FileHandle) => Promise<T>,
+): Promise<T> {
   if (typeof source !== 'string') return fn(source);
   const { handle } = await openInboxFile(source, basename(source));
   try {
@@ -192,7 +212,10 @@ export class ItemChunker {
  * The chunker of a parse: to `out` when given; otherwise into the returned array (a whole small
  * file or part at once: unit tests, the growth watch).
  */
-export function chunkerFor(out: ItemsOut | undefined): { chunker: ItemChunker; collected: IntakeItem[] } {
+export function chunkerFor(out: ItemsOut | undefined): {
+  chunker: ItemChunker;
+  collected: IntakeItem[];
+} {
   const collected: IntakeItem[] = [];
   const chunker = new ItemChunker(
     out ??
@@ -209,11 +232,19 @@ export function chunkerFor(out: ItemsOut | undefined): { chunker: ItemChunker; c
  * `FileHandle.createReadStream` closes it when done, whatever `autoClose` says). Each block is a
  * fresh buffer the caller may keep, unless `reuse`: then it is overwritten by the next block.
  */
-export async function* readBlocks(handle: FileHandle, start = 0, end = Infinity, blockSize = 64 * 1024, reuse = false): AsyncGenerator<Buffer> {
+export async function* readBlocks(
+  handle: FileHandle,
+  start = 0,
+  end = Infinity,
+  blockSize = 64 * 1024,
+  reuse = false,
+): AsyncGenerator<Buffer> {
   let position = start;
   // `reuse`: one buffer for every block, for callers done with a block before asking for the next
   // (hashing, decoding to text): a gigabyte read is then not a gigabyte of garbage for the GC.
-  const shared = reuse ? Buffer.allocUnsafe(Math.min(blockSize, Math.max(0, end - start))) : undefined;
+  const shared = reuse
+    ? Buffer.allocUnsafe(Math.min(blockSize, Math.max(0, end - start)))
+    : undefined;
   while (position < end) {
     const length = Math.min(blockSize, end - position);
     const buffer = shared ?? Buffer.allocUnsafe(length);

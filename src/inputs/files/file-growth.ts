@@ -98,12 +98,26 @@ export class GrowthWatch {
   /** Starts watching a file just moved to `movedTo`, of which `taken` bytes are stored. */
   watch(movedTo: string, name: string, taken: number, mtimeMs: number): void {
     if (this.stopping) return;
-    const w: Watched = { path: movedTo, name, taken, size: taken, mtimeMs, changedAt: Date.now(), timer: undefined, running: undefined, failures: 0, retryAt: 0 };
+    const w: Watched = {
+      path: movedTo,
+      name,
+      taken,
+      size: taken,
+      mtimeMs,
+      changedAt: Date.now(),
+      timer: undefined,
+      running: undefined,
+      failures: 0,
+      retryAt: 0,
+    };
     if (this.watched.size >= MAX_GROWTH_WATCHES) {
       // Bounded: the oldest watch (Map order) ends early; a check in progress finishes.
       const oldest = this.watched.values().next().value;
       if (oldest) {
-        this.o.log.warn({ file: oldest.name, path: oldest.path, watching: this.watched.size }, `more than ${MAX_GROWTH_WATCHES} taken files watched for growth; the oldest watch ends early`);
+        this.o.log.warn(
+          { file: oldest.name, path: oldest.path, watching: this.watched.size },
+          `more than ${MAX_GROWTH_WATCHES} taken files watched for growth; the oldest watch ends early`,
+        );
         this.end(oldest);
       }
     }
@@ -130,7 +144,10 @@ export class GrowthWatch {
       try {
         await this.check(w, 'stopping');
       } catch (err) {
-        this.o.log.error({ err, file: w.name, path: w.path }, 'cannot store the part appended to a file after it was taken');
+        this.o.log.error(
+          { err, file: w.name, path: w.path },
+          'cannot store the part appended to a file after it was taken',
+        );
       }
     }
     this.watched.clear();
@@ -140,7 +157,12 @@ export class GrowthWatch {
     w.timer = setTimeout(() => {
       w.timer = undefined;
       w.running = this.check(w, 'tick')
-        .catch((err: unknown) => this.o.log.error({ err, file: w.name, path: w.path }, 'checking a taken file for growth failed'))
+        .catch((err: unknown) =>
+          this.o.log.error(
+            { err, file: w.name, path: w.path },
+            'checking a taken file for growth failed',
+          ),
+        )
         .finally(() => {
           w.running = undefined;
           if (!this.stopping && this.watched.get(w.path) === w) this.schedule(w);
@@ -170,7 +192,12 @@ export class GrowthWatch {
     }
   }
 
-  private async checkOpen(w: Watched, mode: 'tick' | 'stopping', handle: FileHandle, current: { size: number; mtimeMs: number }): Promise<void> {
+  private async checkOpen(
+    w: Watched,
+    mode: 'tick' | 'stopping',
+    handle: FileHandle,
+    current: { size: number; mtimeMs: number },
+  ): Promise<void> {
     const nowMs = Date.now();
     if (current.size !== w.size || current.mtimeMs !== w.mtimeMs) {
       w.size = current.size;
@@ -178,7 +205,10 @@ export class GrowthWatch {
       w.changedAt = nowMs;
     }
     if (current.size < w.taken) {
-      this.o.log.warn({ file: w.name, path: w.path, size: current.size, stored: w.taken }, 'a taken file was cut shorter after it was taken; not watched any longer');
+      this.o.log.warn(
+        { file: w.name, path: w.path, size: current.size, stored: w.taken },
+        'a taken file was cut shorter after it was taken; not watched any longer',
+      );
       this.end(w);
       return;
     }
@@ -202,15 +232,25 @@ export class GrowthWatch {
       w.failures += 1;
       w.retryAt = Date.now() + Math.min(30_000, 500 * 2 ** Math.min(w.failures, 10));
       w.changedAt = Math.max(w.changedAt, nowMs - this.o.watchMs + this.o.pollMs * 2); // not given up while refused
-      this.o.log.error({ err, file: w.name, path: w.path }, 'buffer refused the part appended to a taken file; retrying');
+      this.o.log.error(
+        { err, file: w.name, path: w.path },
+        'buffer refused the part appended to a taken file; retrying',
+      );
       if (mode === 'stopping') throw err;
     }
   }
 
   /** Stores bytes `[w.taken, size)`: complete lines as a part (all when `final`), or a rejection. */
-  private async storeGrowth(handle: FileHandle, w: Watched, size: number, final: boolean, stopping: boolean): Promise<void> {
+  private async storeGrowth(
+    handle: FileHandle,
+    w: Watched,
+    size: number,
+    final: boolean,
+    stopping: boolean,
+  ): Promise<void> {
     const where = relative(this.o.dir, w.path);
-    const advice = 'write files under a temporary name (*.tmp) and rename them when complete, or raise stableMs';
+    const advice =
+      'write files under a temporary name (*.tmp) and rename them when complete, or raise stableMs';
     if (this.o.format === 'json') {
       const reason =
         `file grew by ${size - w.taken} bytes after it was taken (a JSON array cannot be read in parts): ` +
@@ -236,7 +276,13 @@ export class GrowthWatch {
   }
 
   /** Parses and submits bytes `[w.taken, end)` (complete lines) as a part of their own. */
-  private async storePart(handle: FileHandle, w: Watched, end: number, where: string, advice: string): Promise<void> {
+  private async storePart(
+    handle: FileHandle,
+    w: Watched,
+    end: number,
+    where: string,
+    advice: string,
+  ): Promise<void> {
     const before = await lineBreaksBefore(handle, w.taken);
     // Taken in the middle of a line (and the part goes on with that line): read the line again
     // whole, and report it.
@@ -244,7 +290,11 @@ export class GrowthWatch {
     const cutOff = !before.endsWithBreak && next !== CR && next !== LF;
     const [previous] = w.taken > 0 ? await readRange(handle, w.taken - 1, w.taken) : [];
     // A CRLF split by the take: its LF is no line of its own.
-    const start = cutOff ? before.lastLineStart : previous === CR && next === LF ? w.taken + 1 : w.taken;
+    const start = cutOff
+      ? before.lastLineStart
+      : previous === CR && next === LF
+        ? w.taken + 1
+        : w.taken;
     const firstLine = before.breaks + 1;
     const sha256 = await hashRange(handle, 0, end);
     const receivedAt = new Date(this.o.now());
@@ -253,7 +303,13 @@ export class GrowthWatch {
       w.taken = end;
       return;
     }
-    const ctx: FileParseContext = { inputId: this.o.inputId, fileName: w.name, receivedAt, maxReadLength: this.o.maxReadLength, sha256 };
+    const ctx: FileParseContext = {
+      inputId: this.o.inputId,
+      fileName: w.name,
+      receivedAt,
+      maxReadLength: this.o.maxReadLength,
+      sha256,
+    };
     let items: IntakeItem[];
     try {
       items = await this.o.parse(handle, ctx, { start, end, firstLine });
@@ -265,7 +321,11 @@ export class GrowthWatch {
       return;
     }
     if (start < w.taken) {
-      items = items.filter((item) => (item.kind === 'read' ? item.read.origin?.['line'] : item.rejection.origin?.['line']) !== firstLine);
+      items = items.filter(
+        (item) =>
+          (item.kind === 'read' ? item.read.origin?.['line'] : item.rejection.origin?.['line']) !==
+          firstLine,
+      );
       const whole = await readRange(handle, start, Math.min(end, start + FILE_REJECTION_RAW_BYTES));
       const lineEnd = whole.findIndex((b) => b === CR || b === LF);
       const raw = lineEnd >= 0 ? whole.subarray(0, lineEnd) : whole;
@@ -281,23 +341,49 @@ export class GrowthWatch {
       items.unshift({ kind: 'rejection', rejection });
     }
     if (items.length > 0) {
-      if (this.o.rememberFilesDays > 0) await this.o.sink.submit(items, { fileHash: sha256, fileName: w.name });
+      if (this.o.rememberFilesDays > 0)
+        await this.o.sink.submit(items, { fileHash: sha256, fileName: w.name });
       else await this.o.sink.submit(items);
     }
     const rejections = items.reduce((n, item) => n + (item.kind === 'rejection' ? 1 : 0), 0);
     this.o.log.warn(
-      { file: w.name, path: w.path, from: w.taken, to: end, reads: items.length - rejections, rejections, advice },
+      {
+        file: w.name,
+        path: w.path,
+        from: w.taken,
+        to: end,
+        reads: items.length - rejections,
+        rejections,
+        advice,
+      },
       'file grew after it was taken and moved to processed/ (the writer paused longer than stableMs); the appended lines were stored as a part of their own',
     );
     if (this.o.rememberFilesDays > 0) {
-      await this.o.ledger.record(sha256, `${w.name} (bytes ${w.taken}-${end}, appended)`).catch((err: unknown) => this.o.log.warn({ err, file: w.name }, 'cannot write the ingested-files ledger'));
+      await this.o.ledger
+        .record(sha256, `${w.name} (bytes ${w.taken}-${end}, appended)`)
+        .catch((err: unknown) =>
+          this.o.log.warn({ err, file: w.name }, 'cannot write the ingested-files ledger'),
+        );
     }
     w.taken = end;
   }
 
-  private async reject(handle: FileHandle, w: Watched, reason: string, from: number, to: number, where: string): Promise<void> {
+  private async reject(
+    handle: FileHandle,
+    w: Watched,
+    reason: string,
+    from: number,
+    to: number,
+    where: string,
+  ): Promise<void> {
     const raw = await readRange(handle, from, Math.min(to, from + FILE_REJECTION_RAW_BYTES));
-    const rejection: InputRejection = { inputId: this.o.inputId, raw, receivedAt: new Date(this.o.now()), reason, origin: { file: w.name, movedTo: where, from, to } };
+    const rejection: InputRejection = {
+      inputId: this.o.inputId,
+      raw,
+      receivedAt: new Date(this.o.now()),
+      reason,
+      origin: { file: w.name, movedTo: where, from, to },
+    };
     await this.o.sink.submit([{ kind: 'rejection', rejection }]);
     this.o.log.warn({ file: w.name, path: w.path, from, to }, reason);
   }
@@ -322,7 +408,11 @@ export async function hashRange(handle: FileHandle, start: number, end: number):
  * The offset just after the last line break in `[from, to)`, or undefined when there is none. A
  * CR as the very last byte does not count (its LF may still come).
  */
-export async function completeLinesEnd(handle: FileHandle, from: number, to: number): Promise<number | undefined> {
+export async function completeLinesEnd(
+  handle: FileHandle,
+  from: number,
+  to: number,
+): Promise<number | undefined> {
   const block = 64 * 1024;
   for (let high = to; high > from; high -= block) {
     const low = Math.max(from, high - block);

@@ -24,7 +24,8 @@ export async function freePath(dir: string, name: string): Promise<string> {
   const stem = name.slice(0, name.length - ext.length);
   for (let n = 0; ; n++) {
     const candidate = join(dir, n === 0 ? name : `${stem}-${n}${ext}`);
-    if (!(await exists(candidate)) && !(await exists(candidate + ERROR_FILE_SUFFIX))) return candidate;
+    if (!(await exists(candidate)) && !(await exists(candidate + ERROR_FILE_SUFFIX)))
+      return candidate;
   }
 }
 
@@ -34,7 +35,12 @@ export async function freePath(dir: string, name: string): Promise<string> {
  * the watched folder, so `rename` is atomic (a writer still holding the file open writes on into
  * the moved file).
  */
-export async function moveToProcessed(file: string, root: string, at: Date, target?: string): Promise<string> {
+export async function moveToProcessed(
+  file: string,
+  root: string,
+  at: Date,
+  target?: string,
+): Promise<string> {
   const to = target ?? (await processedTarget(file, root, at));
   await rename(file, to);
   return to;

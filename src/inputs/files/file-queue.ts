@@ -89,7 +89,11 @@ export class FileQueue {
   add(path: string, checkStable: boolean): void {
     if (this.timers.stopping || this.known.has(path)) return;
     if (this.known.size >= MAX_QUEUED_FILES) {
-      if (!this.overflowed) this.log.warn({ queued: this.known.size }, `more than ${MAX_QUEUED_FILES} files waiting; further files stay in the folder and are listed again once these are taken`);
+      if (!this.overflowed)
+        this.log.warn(
+          { queued: this.known.size },
+          `more than ${MAX_QUEUED_FILES} files waiting; further files stay in the folder and are listed again once these are taken`,
+        );
       this.overflowed = true;
       return;
     }
@@ -124,7 +128,14 @@ export class FileQueue {
 
   /** Starts taking files if there are any and nothing holds the queue (paused, a retry pending, stopping). */
   kick(): void {
-    if (this.draining || this.timers.stopping || this.options.paused() || this.fileRetryPending || this.queue.length === 0) return;
+    if (
+      this.draining ||
+      this.timers.stopping ||
+      this.options.paused() ||
+      this.fileRetryPending ||
+      this.queue.length === 0
+    )
+      return;
     this.draining = this.drain()
       .catch((err: unknown) => this.log.error({ err }, 'file queue failed'))
       .finally(() => {
@@ -160,7 +171,10 @@ export class FileQueue {
         outcome = await this.options.take(queued.entry);
       } catch (err) {
         // Not expected (the take sorts its errors); retry with backoff rather than spin.
-        this.log.error({ err, file: basename(queued.entry.path) }, 'processing file failed; retrying');
+        this.log.error(
+          { err, file: basename(queued.entry.path) },
+          'processing file failed; retrying',
+        );
         outcome = 'retry';
       } finally {
         this.current = undefined;

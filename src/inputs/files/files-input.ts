@@ -204,7 +204,9 @@ export class FilesInput implements InputAdapter {
       id: this.id,
       type: this.type,
       state: this.state,
-      ...(this.state === 'down' && this.lastError !== undefined ? { lastError: this.lastError, lastErrorAt: this.lastErrorAt } : {}),
+      ...(this.state === 'down' && this.lastError !== undefined
+        ? { lastError: this.lastError, lastErrorAt: this.lastErrorAt }
+        : {}),
       source: this.config.dir,
       ...(progress ? { progress: { ...progress } } : {}),
     };
@@ -218,7 +220,10 @@ export class FilesInput implements InputAdapter {
     }
     this.state = this.paused ? 'paused' : 'up';
     this.folder.resetBackoff();
-    this.log.info({ dir, format: this.config.format, usePolling: this.config.usePolling }, 'watching folder');
+    this.log.info(
+      { dir, format: this.config.format, usePolling: this.config.usePolling },
+      'watching folder',
+    );
     await this.queue.addListed();
   }
 }

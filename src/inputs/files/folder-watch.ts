@@ -136,8 +136,11 @@ export class FolderWatch {
       const watcher = watch(dir, {
         depth: 0,
         ignoreInitial: true, // the start-up listing orders existing files oldest first
-        ignored: (path, stats) => this.isIgnored(path) || (path !== dir && stats?.isDirectory() === true && this.subfolderSeen(path)),
-        awaitWriteFinish: stableMs > 0 ? { stabilityThreshold: stableMs, pollInterval: 100 } : false,
+        ignored: (path, stats) =>
+          this.isIgnored(path) ||
+          (path !== dir && stats?.isDirectory() === true && this.subfolderSeen(path)),
+        awaitWriteFinish:
+          stableMs > 0 ? { stabilityThreshold: stableMs, pollInterval: 100 } : false,
         usePolling,
         // A link is reported as the link (lstat), never followed: it goes to failed/ unread.
         followSymlinks: false,
@@ -192,7 +195,8 @@ export class FolderWatch {
     try {
       const folder = await stat(this.dir);
       if (!folder.isDirectory()) throw new GatewayError(ErrorCodes.INPUT, 'is no longer a folder');
-      if (`${folder.dev}:${folder.ino}` !== this.folderId) throw new GatewayError(ErrorCodes.INPUT, 'was replaced by another folder');
+      if (`${folder.dev}:${folder.ino}` !== this.folderId)
+        throw new GatewayError(ErrorCodes.INPUT, 'was replaced by another folder');
     } catch (err) {
       await this.failed(err);
     }
@@ -203,7 +207,9 @@ export class FolderWatch {
     this.folderCheck = undefined;
     const watcher = this.watcher;
     this.watcher = undefined;
-    await watcher?.close().catch((err: unknown) => this.log.warn({ err }, 'closing the folder watcher failed'));
+    await watcher
+      ?.close()
+      .catch((err: unknown) => this.log.warn({ err }, 'closing the folder watcher failed'));
   }
 
   /**
@@ -220,8 +226,15 @@ export class FolderWatch {
       return;
     }
     const path = (err as NodeJS.ErrnoException).path;
-    if (typeof path === 'string' && relative(this.dir, path) === basename(path) && !this.isIgnored(path)) {
-      this.log.warn({ err, file: basename(path) }, 'folder watcher cannot follow a file; trying to read it');
+    if (
+      typeof path === 'string' &&
+      relative(this.dir, path) === basename(path) &&
+      !this.isIgnored(path)
+    ) {
+      this.log.warn(
+        { err, file: basename(path) },
+        'folder watcher cannot follow a file; trying to read it',
+      );
       this.report(path, true);
       return;
     }
@@ -253,7 +266,10 @@ export class FolderWatch {
     if (rel === PROCESSED_DIR || rel === FAILED_DIR || this.subfoldersWarned.has(rel)) return true;
     if (this.subfoldersWarned.size >= MAX_SUBFOLDERS_WARNED) return true;
     this.subfoldersWarned.add(rel);
-    this.log.warn({ folder: rel, dir: this.dir }, `sub-folder "${rel}" is not read; drop files into the folder itself (${this.dir})`);
+    this.log.warn(
+      { folder: rel, dir: this.dir },
+      `sub-folder "${rel}" is not read; drop files into the folder itself (${this.dir})`,
+    );
     return true;
   }
 

@@ -45,15 +45,24 @@ export class IngestLedger {
     try {
       text = await readFile(this.path, 'utf8');
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') this.logger.warn({ err, path: this.path }, 'cannot read the ingested-files ledger; starting empty');
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
+        this.logger.warn(
+          { err, path: this.path },
+          'cannot read the ingested-files ledger; starting empty',
+        );
       this.files = new Map();
       return;
     }
     try {
       const parsed = JSON.parse(text) as { files?: Record<string, LedgerEntry> };
-      this.files = new Map(Object.entries(parsed.files ?? {}).filter(([, e]) => typeof e?.at === 'string'));
+      this.files = new Map(
+        Object.entries(parsed.files ?? {}).filter(([, e]) => typeof e?.at === 'string'),
+      );
     } catch (err) {
-      this.logger.warn({ err, path: this.path }, 'ingested-files ledger is corrupt; starting empty');
+      this.logger.warn(
+        { err, path: this.path },
+        'ingested-files ledger is corrupt; starting empty',
+      );
       this.files = new Map();
     }
   }
@@ -75,7 +84,11 @@ export class IngestLedger {
       this.files.delete(oldest);
     }
     const tmp = `${this.path}.tmp`;
-    await writeFile(tmp, JSON.stringify({ version: 1, files: Object.fromEntries(this.files) }), 'utf8');
+    await writeFile(
+      tmp,
+      JSON.stringify({ version: 1, files: Object.fromEntries(this.files) }),
+      'utf8',
+    );
     await rename(tmp, this.path);
   }
 

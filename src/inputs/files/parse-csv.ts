@@ -82,12 +82,18 @@ export async function parseCsvFile(
   return withSource(source, (handle) => parseCsv(handle, ctx, format, range, out));
 }
 
-async function parseCsv(handle: FileHandle, ctx: FileParseContext, format: CsvFormat, range: ByteRange, out: ItemsOut | undefined): Promise<IntakeItem[]> {
+async function parseCsv(
+  handle: FileHandle,
+  ctx: FileParseContext,
+  format: CsvFormat,
+  range: ByteRange,
+  out: ItemsOut | undefined,
+): Promise<IntakeItem[]> {
   const bom = await checkEncoding(handle, ctx.fileName);
   const delimiter = Buffer.from(format.delimiter, 'utf8').toString('latin1');
   const shownDelimiter = JSON.stringify(format.delimiter);
   const { chunker, collected } = chunkerFor(out);
-    const max = maxReadLengthOf(ctx);
+  const max = maxReadLengthOf(ctx);
   const start = Math.max(range.start ?? 0, bom);
   let columns: Columns | undefined;
   if (start > bom) {
@@ -115,12 +121,26 @@ async function parseCsv(handle: FileHandle, ctx: FileParseContext, format: CsvFo
         const barcode = record[columns.barcode];
         if (barcode === undefined || isBlank(barcode)) {
           const row = Buffer.from(record.join(delimiter), 'latin1').subarray(0, max);
-          chunker.push(rejectionItem(ctx, Buffer.from(row), line, `row has no value in column "${format.barcodeColumn}"`));
+          chunker.push(
+            rejectionItem(
+              ctx,
+              Buffer.from(row),
+              line,
+              `row has no value in column "${format.barcodeColumn}"`,
+            ),
+          );
           return;
         }
         const bytes = Buffer.from(barcode, 'latin1');
         if (bytes.length > max) {
-          chunker.push(rejectionItem(ctx, Buffer.from(bytes.subarray(0, REJECTION_RAW_BYTES)), line, `barcode longer than ${max} bytes`));
+          chunker.push(
+            rejectionItem(
+              ctx,
+              Buffer.from(bytes.subarray(0, REJECTION_RAW_BYTES)),
+              line,
+              `barcode longer than ${max} bytes`,
+            ),
+          );
           return;
         }
         const sourceTime = cell(record, columns.time);
@@ -128,12 +148,23 @@ async function parseCsv(handle: FileHandle, ctx: FileParseContext, format: CsvFo
       },
       broken: (raw, line, problem) => {
         const name = columns?.names[problem.column - 1];
-        const where = name === undefined ? `column ${problem.column}` : `column ${problem.column} (${JSON.stringify(name)})`;
+        const where =
+          name === undefined
+            ? `column ${problem.column}`
+            : `column ${problem.column} (${JSON.stringify(name)})`;
         const reason =
           `broken quoting in ${where}: a quote inside a quoted field must be doubled ("") and the field must end at its ` +
           `closing quote, found ${JSON.stringify(problem.found)} after it`;
-        if (!columns) throw fileFormatError(ctx.fileName, `CSV header row cannot be read: ${reason}`);
-        chunker.push(rejectionItem(ctx, Buffer.from(Buffer.from(raw, 'latin1').subarray(0, max)), line, reason));
+        if (!columns)
+          throw fileFormatError(ctx.fileName, `CSV header row cannot be read: ${reason}`);
+        chunker.push(
+          rejectionItem(
+            ctx,
+            Buffer.from(Buffer.from(raw, 'latin1').subarray(0, max)),
+            line,
+            reason,
+          ),
+        );
       },
     },
     MAX_CSV_RECORD_BYTES,
@@ -143,7 +174,8 @@ async function parseCsv(handle: FileHandle, ctx: FileParseContext, format: CsvFo
   try {
     await feed(handle, tokenizer, start, range.end, () => chunker.drain());
   } catch (err) {
-    if (err instanceof CsvSyntaxError) throw fileFormatError(ctx.fileName, `CSV cannot be parsed: ${err.message}`, err);
+    if (err instanceof CsvSyntaxError)
+      throw fileFormatError(ctx.fileName, `CSV cannot be parsed: ${err.message}`, err);
     throw err;
   }
   if (!columns) throw fileFormatError(ctx.fileName, 'CSV file is empty: expected a header row');
@@ -155,7 +187,13 @@ async function parseCsv(handle: FileHandle, ctx: FileParseContext, format: CsvFo
  * Streams bytes `[start, end)` of a file through the tokenizer (blocks of 256 KiB, `afterBlock`
  * awaited after each: the caller hands on the rows made), then ends it.
  */
-async function feed(handle: FileHandle, tokenizer: CsvTokenizer, start: number, end?: number, afterBlock?: () => Promise<void>): Promise<void> {
+async function feed(
+  handle: FileHandle,
+  tokenizer: CsvTokenizer,
+  start: number,
+  end?: number,
+  afterBlock?: () => Promise<void>,
+): Promise<void> {
   if (end === undefined || end > start) {
     for await (const block of readBlocks(handle, start, end, 256 * 1024, true)) {
       // latin1 maps every byte to one character, so a block may end anywhere.
@@ -170,7 +208,12 @@ async function feed(handle: FileHandle, tokenizer: CsvTokenizer, start: number, 
 const HEADER_FOUND = Symbol('header found');
 
 /** The file's header row (its first record with a filled field), or undefined for an empty file. */
-async function readHeader(handle: FileHandle, start: number, delimiter: string, fileName: string): Promise<string[] | undefined> {
+async function readHeader(
+  handle: FileHandle,
+  start: number,
+  delimiter: string,
+  fileName: string,
+): Promise<string[] | undefined> {
   let header: string[] | undefined;
   const tokenizer = new CsvTokenizer(
     delimiter,
@@ -190,7 +233,8 @@ async function readHeader(handle: FileHandle, start: number, delimiter: string, 
     await feed(handle, tokenizer, start);
   } catch (err) {
     if (err === HEADER_FOUND) return header;
-    if (err instanceof CsvSyntaxError) throw fileFormatError(fileName, `CSV cannot be parsed: ${err.message}`, err);
+    if (err instanceof CsvSyntaxError)
+      throw fileFormatError(fileName, `CSV cannot be parsed: ${err.message}`, err);
     throw err;
   }
   return header;
@@ -205,7 +249,8 @@ function cell(record: string[], index: number | undefined): string | undefined {
 }
 
 function extrasOf(record: string[], columns: Columns): ReadExtras | undefined {
-  if (columns.dcp === undefined && columns.parent === undefined && columns.attributes.length === 0) return undefined;
+  if (columns.dcp === undefined && columns.parent === undefined && columns.attributes.length === 0)
+    return undefined;
   const extras: ReadExtras = {};
   const dcp = cell(record, columns.dcp);
   if (dcp !== undefined) extras.dcpKey = dcp;
@@ -225,16 +270,24 @@ function findColumns(header: string[], format: CsvFormat, fileName: string): Col
   const shown = names.map((n) => JSON.stringify(n)).join(', ');
   const find = (name: string, key: string): number => {
     const index = names.indexOf(name);
-    if (index < 0) throw fileFormatError(fileName, `CSV header has no column "${name}" (${key}); header columns: ${shown}${delimiterHint(names, format.delimiter)}`);
+    if (index < 0)
+      throw fileFormatError(
+        fileName,
+        `CSV header has no column "${name}" (${key}); header columns: ${shown}${delimiterHint(names, format.delimiter)}`,
+      );
     return index;
   };
-  const optional = (name: string | undefined, key: string): number | undefined => (name === undefined ? undefined : find(name, key));
+  const optional = (name: string | undefined, key: string): number | undefined =>
+    name === undefined ? undefined : find(name, key);
   return {
     barcode: find(format.barcodeColumn, 'barcodeColumn'),
     time: optional(format.timeColumn, 'timeColumn'),
     dcp: optional(format.dcpColumn, 'dcpColumn'),
     parent: optional(format.parentColumn, 'parentColumn'),
-    attributes: Object.entries(format.attributeColumns ?? {}).map(([key, name]) => [key, find(name, `attributeColumns.${key}`)]),
+    attributes: Object.entries(format.attributeColumns ?? {}).map(([key, name]) => [
+      key,
+      find(name, `attributeColumns.${key}`),
+    ]),
     names,
   };
 }

@@ -49,21 +49,35 @@ export async function parseNdjsonFile(
   return withSource(source, async (handle) => {
     const bom = await checkEncoding(handle, ctx.fileName);
     const { chunker, collected } = chunkerFor(out);
-    await scanLines(handle, MAX_NDJSON_LINE_BYTES, {
-      line: (bytes, line) => {
-        if (isBlank(bytes)) return;
-        let value: unknown;
-        try {
-          value = JSON.parse(utf8.decode(bytes));
-        } catch (err) {
-          const reason = err instanceof SyntaxError ? `line is not JSON: ${err.message}` : 'line is not valid UTF-8';
-          chunker.push(rejectionItem(ctx, Buffer.from(bytes.subarray(0, REJECTION_RAW_BYTES)), line, reason));
-          return;
-        }
-        chunker.push(jsonItem(ctx, value, bytes, line, fields));
+    await scanLines(
+      handle,
+      MAX_NDJSON_LINE_BYTES,
+      {
+        line: (bytes, line) => {
+          if (isBlank(bytes)) return;
+          let value: unknown;
+          try {
+            value = JSON.parse(utf8.decode(bytes));
+          } catch (err) {
+            const reason =
+              err instanceof SyntaxError
+                ? `line is not JSON: ${err.message}`
+                : 'line is not valid UTF-8';
+            chunker.push(
+              rejectionItem(ctx, Buffer.from(bytes.subarray(0, REJECTION_RAW_BYTES)), line, reason),
+            );
+            return;
+          }
+          chunker.push(jsonItem(ctx, value, bytes, line, fields));
+        },
+        overlong: (head, line) =>
+          chunker.push(
+            rejectionItem(ctx, head, line, `line longer than ${MAX_NDJSON_LINE_BYTES} bytes`),
+          ),
       },
-      overlong: (head, line) => chunker.push(rejectionItem(ctx, head, line, `line longer than ${MAX_NDJSON_LINE_BYTES} bytes`)),
-    }, { ...range, start: Math.max(range.start ?? 0, bom) }, () => chunker.drain());
+      { ...range, start: Math.max(range.start ?? 0, bom) },
+      () => chunker.drain(),
+    );
     await chunker.end();
     return collected;
   });
@@ -77,11 +91,19 @@ export async function parseNdjsonFile(
  * @throws GatewayError `SCANGW_E_INPUT` when the file is UTF-16, not UTF-8 JSON, not an array, or larger
  *   than {@link MAX_JSON_FILE_BYTES} (the whole file goes to `failed/`).
  */
-export async function parseJsonFile(source: FileSource, ctx: FileParseContext, fields: JsonFieldsConfig, out?: ItemsOut): Promise<IntakeItem[]> {
+export async function parseJsonFile(
+  source: FileSource,
+  ctx: FileParseContext,
+  fields: JsonFieldsConfig,
+  out?: ItemsOut,
+): Promise<IntakeItem[]> {
   return withSource(source, async (handle) => {
     const { size } = await handle.stat();
     if (size > MAX_JSON_FILE_BYTES) {
-      throw fileFormatError(ctx.fileName, `JSON file of ${size} bytes is larger than ${MAX_JSON_FILE_BYTES} (a JSON array is read whole); write large exports as ndjson`);
+      throw fileFormatError(
+        ctx.fileName,
+        `JSON file of ${size} bytes is larger than ${MAX_JSON_FILE_BYTES} (a JSON array is read whole); write large exports as ndjson`,
+      );
     }
     const bom = await checkEncoding(handle, ctx.fileName);
     const whole = Buffer.alloc(size);
@@ -91,9 +113,17 @@ export async function parseJsonFile(source: FileSource, ctx: FileParseContext, f
     try {
       value = JSON.parse(utf8.decode(bytes));
     } catch (err) {
-      throw fileFormatError(ctx.fileName, err instanceof SyntaxError ? `file is not JSON: ${err.message}` : 'file is not valid UTF-8', err);
+      throw fileFormatError(
+        ctx.fileName,
+        err instanceof SyntaxError ? `file is not JSON: ${err.message}` : 'file is not valid UTF-8',
+        err,
+      );
     }
-    if (!Array.isArray(value)) throw fileFormatError(ctx.fileName, 'JSON file must hold an array of reads, e.g. [{"code": "…"}]');
+    if (!Array.isArray(value))
+      throw fileFormatError(
+        ctx.fileName,
+        'JSON file must hold an array of reads, e.g. [{"code": "…"}]',
+      );
     const array: unknown[] = value;
     const { chunker, collected } = chunkerFor(out);
     for (let i = 0; i < array.length; i++) {
@@ -112,28 +142,69 @@ export async function parseJsonFile(source: FileSource, ctx: FileParseContext, f
  * `dcpKey`) is taken as a ready Scan, validated field by field, not as a read.
  */
 function isScanShaped(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) && 'reference' in value && 'dcpKey' in value;
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    !Array.isArray(value) &&
+    'reference' in value &&
+    'dcpKey' in value
+  );
 }
 
-function readyScanItem(ctx: FileParseContext, value: Record<string, unknown>, line: number): IntakeItem {
+function readyScanItem(
+  ctx: FileParseContext,
+  value: Record<string, unknown>,
+  line: number,
+): IntakeItem {
   const json = JSON.stringify(value);
   const checked = scanSchema.strict().safeParse(value);
   if (!checked.success) {
-    return rejectionItem(ctx, Buffer.from(json, 'utf8').subarray(0, REJECTION_RAW_BYTES), line, `not a valid Scan: ${describeIssues(checked.error)}`);
+    return rejectionItem(
+      ctx,
+      Buffer.from(json, 'utf8').subarray(0, REJECTION_RAW_BYTES),
+      line,
+      `not a valid Scan: ${describeIssues(checked.error)}`,
+    );
   }
   const item = readItem(ctx, Buffer.from(json, 'utf8'), line);
-  if (item.kind === 'read') item.read = { ...item.read, readyScan: checked.data, origin: { ...item.read.origin, format: 'scan' } };
+  if (item.kind === 'read')
+    item.read = {
+      ...item.read,
+      readyScan: checked.data,
+      origin: { ...item.read.origin, format: 'scan' },
+    };
   return item;
 }
 
-function jsonItem(ctx: FileParseContext, value: unknown, source: Buffer | undefined, line: number, fields: JsonFieldsConfig): IntakeItem {
+function jsonItem(
+  ctx: FileParseContext,
+  value: unknown,
+  source: Buffer | undefined,
+  line: number,
+  fields: JsonFieldsConfig,
+): IntakeItem {
   if (isScanShaped(value)) return readyScanItem(ctx, value, line);
-  const raw = (): Buffer => Buffer.from((source ?? Buffer.from(JSON.stringify(value) ?? '', 'utf8')).subarray(0, REJECTION_RAW_BYTES));
+  const raw = (): Buffer =>
+    Buffer.from(
+      (source ?? Buffer.from(JSON.stringify(value) ?? '', 'utf8')).subarray(0, REJECTION_RAW_BYTES),
+    );
   const result = jsonRead(value, fields);
   if (!result.ok) return rejectionItem(ctx, raw(), line, jsonReadProblem(result));
   const { code, sourceTime, ...extras } = result.fields;
   const bytes = Buffer.from(code, 'utf8');
   const max = maxReadLengthOf(ctx);
-  if (bytes.length > max) return rejectionItem(ctx, Buffer.from(bytes.subarray(0, REJECTION_RAW_BYTES)), line, `code longer than ${max} bytes`);
-  return readItem(ctx, bytes, line, sourceTime, Object.keys(extras).length > 0 ? extras : undefined);
+  if (bytes.length > max)
+    return rejectionItem(
+      ctx,
+      Buffer.from(bytes.subarray(0, REJECTION_RAW_BYTES)),
+      line,
+      `code longer than ${max} bytes`,
+    );
+  return readItem(
+    ctx,
+    bytes,
+    line,
+    sourceTime,
+    Object.keys(extras).length > 0 ? extras : undefined,
+  );
 }

@@ -66,7 +66,10 @@ export async function scanLines(
   const append = (segment: Buffer): void => {
     if (segment.length === 0 || overlongHead) return;
     if (partsLength + segment.length > maxLineBytes) {
-      overlongHead = Buffer.concat([...parts, segment.subarray(0, REJECTION_RAW_BYTES)]).subarray(0, REJECTION_RAW_BYTES);
+      overlongHead = Buffer.concat([...parts, segment.subarray(0, REJECTION_RAW_BYTES)]).subarray(
+        0,
+        REJECTION_RAW_BYTES,
+      );
       parts = [];
       partsLength = 0;
       return;
@@ -121,7 +124,12 @@ export async function scanLines(
  * @throws GatewayError `SCANGW_E_INPUT` when the file is UTF-16 (the whole file goes to `failed/`).
  * @throws the file system error when the file cannot be read (ENOENT, EACCES, EIO…).
  */
-export async function parseLinesFile(source: FileSource, ctx: FileParseContext, range: ByteRange = {}, out?: ItemsOut): Promise<IntakeItem[]> {
+export async function parseLinesFile(
+  source: FileSource,
+  ctx: FileParseContext,
+  range: ByteRange = {},
+  out?: ItemsOut,
+): Promise<IntakeItem[]> {
   return withSource(source, async (handle) => {
     const bom = await checkEncoding(handle, ctx.fileName);
     const { chunker, collected } = chunkerFor(out);
@@ -133,7 +141,8 @@ export async function parseLinesFile(source: FileSource, ctx: FileParseContext, 
         line: (bytes, line) => {
           if (!isBlank(bytes)) chunker.push(readItem(ctx, bytes, line));
         },
-        overlong: (head, line) => chunker.push(rejectionItem(ctx, head, line, `line longer than ${max} bytes`)),
+        overlong: (head, line) =>
+          chunker.push(rejectionItem(ctx, head, line, `line longer than ${max} bytes`)),
       },
       { ...range, start: Math.max(range.start ?? 0, bom) },
       () => chunker.drain(),
@@ -148,7 +157,10 @@ export async function parseLinesFile(source: FileSource, ctx: FileParseContext, 
  * starting at `end`, minus one. Also tells where the last line starts and whether `end` follows a
  * line break.
  */
-export async function lineBreaksBefore(handle: FileHandle, end: number): Promise<{ breaks: number; lastLineStart: number; endsWithBreak: boolean }> {
+export async function lineBreaksBefore(
+  handle: FileHandle,
+  end: number,
+): Promise<{ breaks: number; lastLineStart: number; endsWithBreak: boolean }> {
   let breaks = 0;
   let lastLineStart = 0;
   let previous = -1;

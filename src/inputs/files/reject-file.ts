@@ -56,14 +56,33 @@ export class FileRejects {
    * Answers `committed` (only the move to processed/ is left: the caller's) or `retry` (the buffer
    * refused the rejection). Throws what finding a free name in processed/ throws.
    */
-  async seenBefore(entry: FileEntry, sha256: string, earlier: { at: string; name: string }, receivedAt: Date, handle: FileHandle): Promise<TakeOutcome | 'committed'> {
+  async seenBefore(
+    entry: FileEntry,
+    sha256: string,
+    earlier: { at: string; name: string },
+    receivedAt: Date,
+    handle: FileHandle,
+  ): Promise<TakeOutcome | 'committed'> {
     const name = basename(entry.path);
     const reason = `same content as ${earlier.name} stored at ${earlier.at}; not stored again`;
     entry.target ??= await processedTarget(entry.path, this.dir, new Date(this.now()));
     const origin = { file: name, sha256, movedTo: relative(this.dir, entry.target) };
     const raw = await readRange(handle, 0, FILE_REJECTION_RAW_BYTES).catch(() => Buffer.alloc(0));
-    if (!(await this.commitFileRejection(entry.path, raw, reason, origin, receivedAt, 'the note of a file stored before'))) return 'retry';
-    this.log.warn({ file: name, sha256, ingestedAt: earlier.at, as: earlier.name }, 'file with this content was ingested before; not ingested again (counted as a rejection)');
+    if (
+      !(await this.commitFileRejection(
+        entry.path,
+        raw,
+        reason,
+        origin,
+        receivedAt,
+        'the note of a file stored before',
+      ))
+    )
+      return 'retry';
+    this.log.warn(
+      { file: name, sha256, ingestedAt: earlier.at, as: earlier.name },
+      'file with this content was ingested before; not ingested again (counted as a rejection)',
+    );
     entry.committed = true;
     return 'committed';
   }
@@ -76,7 +95,12 @@ export class FileRejects {
    * Answers `done` (moved to failed/, or the file is gone) or `retry` (a passing I/O fault, or the
    * buffer refused the rejection, or failed/ cannot be used).
    */
-  async cannotTake(entry: FileEntry, err: unknown, handle?: FileHandle, stored = 0): Promise<TakeOutcome> {
+  async cannotTake(
+    entry: FileEntry,
+    err: unknown,
+    handle?: FileHandle,
+    stored = 0,
+  ): Promise<TakeOutcome> {
     const name = basename(entry.path);
     const code = (err as NodeJS.ErrnoException).code;
     let reason: string;
@@ -93,19 +117,35 @@ export class FileRejects {
     } else {
       reason = err instanceof Error ? err.message : String(err);
     }
-    if (stored > 0) reason += `; the file's first ${stored} items (reads and rejected rows) were stored before this and stay stored`;
+    if (stored > 0)
+      reason += `; the file's first ${stored} items (reads and rejected rows) were stored before this and stay stored`;
     // Counted and inspectable: an input-level rejection with the file's first bytes, committed
     // before the file moves to failed/ (if the buffer refuses, the file stays and is retried).
     let target: string;
     try {
       target = await failedTarget(entry.path, this.dir);
     } catch (targetErr) {
-      this.log.error({ err: targetErr, file: name, reason }, 'file cannot be taken and failed/ cannot be used; retrying');
+      this.log.error(
+        { err: targetErr, file: name, reason },
+        'file cannot be taken and failed/ cannot be used; retrying',
+      );
       return 'retry';
     }
     const origin = { file: name, movedTo: relative(this.dir, target) };
-    const raw = handle ? await readRange(handle, 0, FILE_REJECTION_RAW_BYTES).catch(() => Buffer.alloc(0)) : Buffer.alloc(0);
-    if (!(await this.commitFileRejection(entry.path, raw, reason, origin, new Date(this.now()), 'the rejection of a file that cannot be taken'))) return 'retry';
+    const raw = handle
+      ? await readRange(handle, 0, FILE_REJECTION_RAW_BYTES).catch(() => Buffer.alloc(0))
+      : Buffer.alloc(0);
+    if (
+      !(await this.commitFileRejection(
+        entry.path,
+        raw,
+        reason,
+        origin,
+        new Date(this.now()),
+        'the rejection of a file that cannot be taken',
+      ))
+    )
+      return 'retry';
     entry.failure = { reason, target, stored };
     return this.moveFailed(entry, reason, target, stored);
   }
@@ -115,13 +155,23 @@ export class FileRejects {
    * so it is counted and listed by `failures` before the file moves. Answers false when the buffer
    * refused it: the file then stays in the folder and is retried.
    */
-  private async commitFileRejection(path: string, raw: Buffer, reason: string, origin: Record<string, string>, receivedAt: Date, what: string): Promise<boolean> {
+  private async commitFileRejection(
+    path: string,
+    raw: Buffer,
+    reason: string,
+    origin: Record<string, string>,
+    receivedAt: Date,
+    what: string,
+  ): Promise<boolean> {
     const rejection: InputRejection = { inputId: this.id, raw, receivedAt, reason, origin };
     try {
       await this.sink.submit([{ kind: 'rejection', rejection }]);
       return true;
     } catch (err) {
-      this.log.error({ err, file: basename(path), reason }, `buffer refused ${what}; it stays in the folder and is retried`);
+      this.log.error(
+        { err, file: basename(path), reason },
+        `buffer refused ${what}; it stays in the folder and is retried`,
+      );
       return false;
     }
   }
@@ -132,15 +182,32 @@ export class FileRejects {
    * before the failure. Always answers `done`: a file that cannot be moved stays in place (its
    * rejection is stored) and is tried again on its next change or the next start.
    */
-  async moveFailed(entry: FileEntry, reason: string, target: string, stored = 0): Promise<TakeOutcome> {
+  async moveFailed(
+    entry: FileEntry,
+    reason: string,
+    target: string,
+    stored = 0,
+  ): Promise<TakeOutcome> {
     const name = basename(entry.path);
     try {
-      const to = await moveToFailed(entry.path, this.dir, reason, { inputId: this.id, at: new Date(this.now()), scrub: this.scrub, stored }, target);
-      this.log.warn({ file: name, reason, to }, 'file cannot be taken; moved to failed/ (stored as a rejection)');
+      const to = await moveToFailed(
+        entry.path,
+        this.dir,
+        reason,
+        { inputId: this.id, at: new Date(this.now()), scrub: this.scrub, stored },
+        target,
+      );
+      this.log.warn(
+        { file: name, reason, to },
+        'file cannot be taken; moved to failed/ (stored as a rejection)',
+      );
     } catch (moveErr) {
       // Left in place (its rejection is stored): a later change to the file, or the next start,
       // tries it again.
-      this.log.error({ err: moveErr, file: name, reason }, 'file cannot be taken and cannot be moved to failed/');
+      this.log.error(
+        { err: moveErr, file: name, reason },
+        'file cannot be taken and cannot be moved to failed/',
+      );
     }
     return 'done';
   }

@@ -65,7 +65,11 @@ export async function openInboxFile(path: string, fileName: string): Promise<Ope
 }
 
 /** Opens with {@link openInboxFile}, runs `fn`, closes. */
-export async function withInboxFile<T>(path: string, fileName: string, fn: (opened: OpenedFile) => Promise<T>): Promise<T> {
+export async function withInboxFile<T>(
+  path: string,
+  fileName: string,
+  fn: (opened: OpenedFile) => Promise<T>,
+): Promise<T> {
   const opened = await openInboxFile(path, fileName);
   try {
     return await fn(opened);

@@ -46,7 +46,13 @@ export interface FileTakerOptions {
  * `FILE_CHUNK_ROWS` (file-format.ts) items, or (without `out`) all items returned. Throws a `GatewayError`
  * (`SCANGW_E_INPUT`) when the file cannot be parsed as a whole, or what reading it throws.
  */
-export function parseInboxFile(config: FilesInputConfig, handle: FileHandle, ctx: FileParseContext, range: ByteRange = {}, out?: ItemsOut): Promise<IntakeItem[]> {
+export function parseInboxFile(
+  config: FilesInputConfig,
+  handle: FileHandle,
+  ctx: FileParseContext,
+  range: ByteRange = {},
+  out?: ItemsOut,
+): Promise<IntakeItem[]> {
   const c = config;
   switch (c.format) {
     case 'csv':
@@ -114,7 +120,14 @@ export class FileTaker {
     this.scrub = options.scrub;
     this.timers = options.timers;
     this.paused = options.paused;
-    this.rejects = new FileRejects({ inputId: this.id, dir: this.dir, sink: this.sink, log: this.log, now: this.now, scrub: this.scrub });
+    this.rejects = new FileRejects({
+      inputId: this.id,
+      dir: this.dir,
+      sink: this.sink,
+      log: this.log,
+      now: this.now,
+      scrub: this.scrub,
+    });
   }
 
   /** The file being read and committed in chunks (rows committed so far, its size in bytes), for the status. */
@@ -129,7 +142,13 @@ export class FileTaker {
   async take(entry: FileEntry): Promise<TakeOutcome> {
     const { path } = entry;
     const name = basename(path);
-    if (entry.failure) return this.rejects.moveFailed(entry, entry.failure.reason, entry.failure.target, entry.failure.stored);
+    if (entry.failure)
+      return this.rejects.moveFailed(
+        entry,
+        entry.failure.reason,
+        entry.failure.target,
+        entry.failure.stored,
+      );
     if (entry.checkStable) {
       const stable = await this.waitUntilStable(path);
       if (stable === 'stopped') return 'stopped';
@@ -165,7 +184,11 @@ export class FileTaker {
    * crash left committed. Reads bytes `[0, size)` as found when opened (the bytes hashed); what a
    * writer appends meanwhile is the growth watch's. Answers 'committed' once its last chunk is.
    */
-  private async takeFile(entry: FileEntry, opened: OpenedFile, receivedAt: Date): Promise<TakeOutcome | 'committed'> {
+  private async takeFile(
+    entry: FileEntry,
+    opened: OpenedFile,
+    receivedAt: Date,
+  ): Promise<TakeOutcome | 'committed'> {
     const name = basename(entry.path);
     const { handle, stats } = opened;
     const size = stats.size;
@@ -190,13 +213,24 @@ export class FileTaker {
     entry.stored = { size, mtimeMs: stats.mtimeMs };
     if (remember && before?.complete === true) {
       // Its last chunk committed before a restart, the move did not happen: only the move is left.
-      this.log.warn({ file: name, sha256 }, 'file with this content was stored before; not stored again');
+      this.log.warn(
+        { file: name, sha256 },
+        'file with this content was stored before; not stored again',
+      );
       entry.committed = true;
-      await this.ledger.record(sha256, name).catch((err: unknown) => this.log.warn({ err, file: name }, 'cannot write the ingested-files ledger'));
+      await this.ledger
+        .record(sha256, name)
+        .catch((err: unknown) =>
+          this.log.warn({ err, file: name }, 'cannot write the ingested-files ledger'),
+        );
       return 'committed';
     }
     const skip = before && !before.complete ? before.items : 0;
-    if (skip > 0) this.log.info({ file: name, sha256, items: skip }, 'file was partly stored before a restart; going on after its last committed chunk');
+    if (skip > 0)
+      this.log.info(
+        { file: name, sha256, items: skip },
+        'file was partly stored before a restart; going on after its last committed chunk',
+      );
 
     const tally = { items: skip, seen: 0, rejections: 0, scans: 0, known: true };
     this.progressNow = { file: name, rows: skip, bytes: size, startedAt: receivedAt.toISOString() };
@@ -206,7 +240,11 @@ export class FileTaker {
       const items = held ?? [];
       held = undefined;
       if (items.length === 0 && !(final && tally.items > 0)) return;
-      await this.commitChunk(items, { inputId: this.id, hash: sha256, name, itemsBefore: tally.items, final, remember }, tally);
+      await this.commitChunk(
+        items,
+        { inputId: this.id, hash: sha256, name, itemsBefore: tally.items, final, remember },
+        tally,
+      );
       if (this.progressNow) this.progressNow.rows = tally.items;
     };
     const out = async (items: IntakeItem[]): Promise<void> => {
@@ -216,13 +254,20 @@ export class FileTaker {
       await commitHeld(false);
       held = from < skip ? items.slice(skip - from) : items;
     };
-    const ctx = { inputId: this.id, fileName: name, receivedAt, maxReadLength: this.config.maxReadLength, sha256 };
+    const ctx = {
+      inputId: this.id,
+      fileName: name,
+      receivedAt,
+      maxReadLength: this.config.maxReadLength,
+      sha256,
+    };
     try {
       // A CSV can turn out unreadable as a whole late in the file (a quote never closed, a record
       // over 1 MiB): a first pass that commits nothing finds that, so such a file goes to failed/
       // with none of its rows stored, as before chunks, and dropping it again fixed stores each
       // row once. (lines, ndjson and json fail as a whole only before their first item.)
-      if (this.config.format === 'csv') await parseInboxFile(this.config, handle, ctx, { end: size }, async () => undefined);
+      if (this.config.format === 'csv')
+        await parseInboxFile(this.config, handle, ctx, { end: size }, async () => undefined);
       await parseInboxFile(this.config, handle, ctx, { end: size }, out);
       await commitHeld(true);
     } catch (err) {
@@ -231,9 +276,23 @@ export class FileTaker {
     }
     entry.committed = true;
     const reads = tally.items - skip - tally.rejections;
-    this.log.info({ file: name, reads, ...(tally.known ? { scans: tally.scans } : {}), rejections: tally.rejections, bytes: size, ...(skip > 0 ? { resumedAfter: skip } : {}) }, 'file stored');
+    this.log.info(
+      {
+        file: name,
+        reads,
+        ...(tally.known ? { scans: tally.scans } : {}),
+        rejections: tally.rejections,
+        bytes: size,
+        ...(skip > 0 ? { resumedAfter: skip } : {}),
+      },
+      'file stored',
+    );
     if (remember) {
-      await this.ledger.record(sha256, name).catch((err: unknown) => this.log.warn({ err, file: name }, 'cannot write the ingested-files ledger'));
+      await this.ledger
+        .record(sha256, name)
+        .catch((err: unknown) =>
+          this.log.warn({ err, file: name }, 'cannot write the ingested-files ledger'),
+        );
     }
     return 'committed';
   }
@@ -245,7 +304,11 @@ export class FileTaker {
    * split; a single item that can never fit fails the file. Throws {@link STOPPED} when the input
    * stops meanwhile (the file stays; its committed chunks are recorded).
    */
-  private async commitChunk(items: IntakeItem[], chunk: FileChunk, tally: { items: number; rejections: number; scans: number; known: boolean }): Promise<void> {
+  private async commitChunk(
+    items: IntakeItem[],
+    chunk: FileChunk,
+    tally: { items: number; rejections: number; scans: number; known: boolean },
+  ): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       while (this.paused()) if (!(await this.timers.sleep(250))) throw STOPPED;
       if (this.timers.stopping) throw STOPPED;
@@ -257,18 +320,33 @@ export class FileTaker {
           if (items.length <= 1) throw err;
           const half = Math.ceil(items.length / 2);
           await this.commitChunk(items.slice(0, half), { ...chunk, final: false }, tally);
-          await this.commitChunk(items.slice(half), { ...chunk, itemsBefore: chunk.itemsBefore + half }, tally);
+          await this.commitChunk(
+            items.slice(half),
+            { ...chunk, itemsBefore: chunk.itemsBefore + half },
+            tally,
+          );
           return;
         }
         const delayMs = this.timers.backoff(attempt);
-        this.log.error({ err, file: chunk.name, items: items.length, committed: chunk.itemsBefore, retryInMs: delayMs }, 'buffer refused a chunk of the file; the file stays in the folder and the chunk is retried');
+        this.log.error(
+          {
+            err,
+            file: chunk.name,
+            items: items.length,
+            committed: chunk.itemsBefore,
+            retryInMs: delayMs,
+          },
+          'buffer refused a chunk of the file; the file stays in the folder and the chunk is retried',
+        );
         if (!(await this.timers.sleep(delayMs))) throw STOPPED;
         continue;
       }
       tally.items += items.length;
       tally.rejections += items.filter((i) => i.kind === 'rejection').length;
       if (result) {
-        tally.rejections += result.outcomes.filter((o, i) => o.outcome === 'rejected' && items[i]?.kind === 'read').length;
+        tally.rejections += result.outcomes.filter(
+          (o, i) => o.outcome === 'rejected' && items[i]?.kind === 'read',
+        ).length;
         tally.scans += result.outcomes.filter((o) => o.outcome === 'scan').length;
       } else {
         tally.known = false;
@@ -288,7 +366,10 @@ export class FileTaker {
       return 'done';
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-        this.log.warn({ file: name }, 'stored file disappeared before it could be moved to processed/');
+        this.log.warn(
+          { file: name },
+          'stored file disappeared before it could be moved to processed/',
+        );
         return 'done';
       }
       // Its rows are stored: only the move is retried, never the submit.
@@ -321,4 +402,3 @@ export class FileTaker {
     }
   }
 }
-

@@ -41,13 +41,20 @@ export function isRouteInput(input: InputAdapter): input is RouteInput {
  * @throws GatewayError `SCANGW_E_CONFIG` when more than one `http` input is configured (they would
  *   share one path).
  */
-export async function registerInputRoutes(app: FastifyInstance, inputs: () => readonly InputAdapter[]): Promise<void> {
+export async function registerInputRoutes(
+  app: FastifyInstance,
+  inputs: () => readonly InputAdapter[],
+): Promise<void> {
   const routed = inputs().filter(isRouteInput);
   const http = routed.filter((i) => i.type === 'http');
   if (http.length > 1) {
-    throw new GatewayError(ErrorCodes.CONFIG, `only one input of type http is possible (${INGEST_PATH}); found ${http.map((i) => i.id).join(', ')}`);
+    throw new GatewayError(
+      ErrorCodes.CONFIG,
+      `only one input of type http is possible (${INGEST_PATH}); found ${http.map((i) => i.id).join(', ')}`,
+    );
   }
-  for (const input of routed) await input.registerRoutes(app, () => inputs().find((i) => i.id === input.id));
+  for (const input of routed)
+    await input.registerRoutes(app, () => inputs().find((i) => i.id === input.id));
 }
 
 /**
@@ -84,7 +91,12 @@ export class HttpIngestInput implements RouteInput {
    */
   async start(): Promise<void> {
     this.stopping = false;
-    this.token = await readSecret({ what: `ingest token of input ${this.id}`, envName: this.config.tokenEnv, file: this.config.tokenFile, env: this.options.env ?? {} });
+    this.token = await readSecret({
+      what: `ingest token of input ${this.id}`,
+      envName: this.config.tokenEnv,
+      file: this.config.tokenFile,
+      env: this.options.env ?? {},
+    });
     if (this.token === undefined) {
       throw new GatewayError(
         ErrorCodes.SECRET,
@@ -92,7 +104,14 @@ export class HttpIngestInput implements RouteInput {
       );
     }
     const fromEnv = Boolean(this.options.env?.[this.config.tokenEnv]?.trim());
-    const short = shortness(this.id, this.token, fromEnv ? 'tokenEnv' : 'tokenFile', fromEnv ? `the environment variable ${this.config.tokenEnv}` : `the file ${this.config.tokenFile}`);
+    const short = shortness(
+      this.id,
+      this.token,
+      fromEnv ? 'tokenEnv' : 'tokenFile',
+      fromEnv
+        ? `the environment variable ${this.config.tokenEnv}`
+        : `the file ${this.config.tokenFile}`,
+    );
     if (short) {
       this.token = undefined;
       throw new GatewayError(ErrorCodes.SECRET, short.message);
@@ -104,14 +123,21 @@ export class HttpIngestInput implements RouteInput {
    * Registers `POST /api/v1/reads`. Body limits and field paths are this instance's for the life of
    * the server; token, pause state, sink and `maxReadLength` are asked of `current()` at each request.
    */
-  async registerRoutes(app: FastifyInstance, current: () => InputAdapter | undefined = () => this): Promise<void> {
+  async registerRoutes(
+    app: FastifyInstance,
+    current: () => InputAdapter | undefined = () => this,
+  ): Promise<void> {
     const live = (): HttpIngestInput | undefined => {
       const input = current();
       return input instanceof HttpIngestInput ? input : undefined;
     };
     await registerIngestRoutes(app, {
       sink: {
-        submit: (items) => live()?.options.sink.submit(items) ?? Promise.reject(new GatewayError(ErrorCodes.NOT_RUNNING, `input ${this.id} is no longer configured`)),
+        submit: (items) =>
+          live()?.options.sink.submit(items) ??
+          Promise.reject(
+            new GatewayError(ErrorCodes.NOT_RUNNING, `input ${this.id} is no longer configured`),
+          ),
       },
       inputId: this.id,
       tokens: () => live()?.token,

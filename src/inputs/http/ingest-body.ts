@@ -21,7 +21,13 @@ export type IngestBodyResult =
  */
 export function ingestBodyItems(
   value: unknown,
-  options: { inputId: string; fields: JsonFieldsConfig; receivedAt: Date; origin: Record<string, string | number>; maxReadLength: number },
+  options: {
+    inputId: string;
+    fields: JsonFieldsConfig;
+    receivedAt: Date;
+    origin: Record<string, string | number>;
+    maxReadLength: number;
+  },
 ): IngestBodyResult {
   const list = Array.isArray(value) ? value : [value];
   if (list.length === 0) return { ok: false, message: 'no reads: the array is empty' };
@@ -30,8 +36,13 @@ export function ingestBodyItems(
     const result = jsonRead(entry, options.fields);
     if (!result.ok) {
       const prefix = Array.isArray(value) ? `[${i}]` : '';
-      const field = result.field === '' ? prefix : prefix === '' ? result.field : `${prefix}.${result.field}`;
-      return { ok: false, message: `read ${Array.isArray(value) ? `${i} ` : ''}is not valid: ${result.field === '' ? '' : `${result.field} `}${result.reason}`, field };
+      const field =
+        result.field === '' ? prefix : prefix === '' ? result.field : `${prefix}.${result.field}`;
+      return {
+        ok: false,
+        message: `read ${Array.isArray(value) ? `${i} ` : ''}is not valid: ${result.field === '' ? '' : `${result.field} `}${result.reason}`,
+        field,
+      };
     }
     const readOrigin = Array.isArray(value) ? { ...options.origin, index: i } : options.origin;
     const length = Buffer.byteLength(result.fields.code, 'utf8');
@@ -42,7 +53,10 @@ export function ingestBodyItems(
       items.push(rejectionItem(options.inputId, excerpt, reason, options.receivedAt, readOrigin));
       continue;
     }
-    items.push({ kind: 'read', read: readFromJsonFields(result.fields, options.inputId, options.receivedAt, readOrigin) });
+    items.push({
+      kind: 'read',
+      read: readFromJsonFields(result.fields, options.inputId, options.receivedAt, readOrigin),
+    });
   }
   return { ok: true, items };
 }

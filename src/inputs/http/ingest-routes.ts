@@ -75,7 +75,10 @@ export interface IngestError {
  * - 415 for a body that is not `application/json`;
  * - 503 with `Retry-After` while paused, stopping, or when the buffer refused the commit.
  */
-export async function registerIngestRoutes(app: FastifyInstance, options: IngestRouteOptions): Promise<void> {
+export async function registerIngestRoutes(
+  app: FastifyInstance,
+  options: IngestRouteOptions,
+): Promise<void> {
   await app.register(async (scope) => {
     const fields = options.fields ?? DEFAULT_JSON_FIELDS;
     const maxReads = options.maxReads ?? 10_000;
@@ -86,52 +89,111 @@ export async function registerIngestRoutes(app: FastifyInstance, options: Ingest
       const m = options.maxReadLength;
       return (typeof m === 'function' ? m() : m) ?? DEFAULT_MAX_READ_LENGTH;
     };
-    const refusals = options.logger ? new RefusalLog(options.logger, 'ingest call refused', options.refusalLogIntervalMs) : undefined;
+    const refusals = options.logger
+      ? new RefusalLog(options.logger, 'ingest call refused', options.refusalLogIntervalMs)
+      : undefined;
     scope.addHook('onClose', async () => refusals?.flush());
 
-    const record = async (raw: Buffer, reason: string, origin: Record<string, string | number>): Promise<void> => {
+    const record = async (
+      raw: Buffer,
+      reason: string,
+      origin: Record<string, string | number>,
+    ): Promise<void> => {
       if (options.recordRejections === false) return;
       try {
-        await track(options.sink.submit([rejectionItem(options.inputId, raw, reason, new Date(now()), origin)]));
+        await track(
+          options.sink.submit([
+            rejectionItem(options.inputId, raw, reason, new Date(now()), origin),
+          ]),
+        );
       } catch (err) {
         options.logger?.warn({ err, reason }, 'could not store the rejection of an ingest request');
       }
     };
-    const send = (reply: FastifyReply, statusCode: number, error: string, message: string, field?: string): FastifyReply =>
-      reply.code(statusCode).send({ statusCode, error, message, ...(field !== undefined ? { field } : {}) } satisfies IngestError);
-    const originOf = (req: FastifyRequest): Record<string, string> => ({ http: `${req.method} ${INGEST_PATH}`, peer: req.ip });
+    const send = (
+      reply: FastifyReply,
+      statusCode: number,
+      error: string,
+      message: string,
+      field?: string,
+    ): FastifyReply =>
+      reply.code(statusCode).send({
+        statusCode,
+        error,
+        message,
+        ...(field !== undefined ? { field } : {}),
+      } satisfies IngestError);
+    const originOf = (req: FastifyRequest): Record<string, string> => ({
+      http: `${req.method} ${INGEST_PATH}`,
+      peer: req.ip,
+    });
 
     scope.removeAllContentTypeParsers();
     // Raw bytes: a body that is not JSON is kept, as it came, in its rejection.
-    scope.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+    scope.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) =>
+      done(null, body),
+    );
 
     scope.addHook('onRequest', async (req, reply) => {
       if (!authorized(req.headers.authorization, options.tokens)) {
         // Who and how, never what was given: the header may hold a real token for something else.
         refusals?.note({
           remote: req.ip,
-          given: req.headers.authorization === undefined ? 'no token' : /^Bearer /i.test(req.headers.authorization) ? 'wrong token' : 'not a bearer token',
+          given:
+            req.headers.authorization === undefined
+              ? 'no token'
+              : /^Bearer /i.test(req.headers.authorization)
+                ? 'wrong token'
+                : 'not a bearer token',
         });
         reply.header('WWW-Authenticate', 'Bearer realm="scan-gateway ingest"');
-        return send(reply, 401, 'Unauthorized', 'a valid bearer token is required (Authorization: Bearer <token>)');
+        return send(
+          reply,
+          401,
+          'Unauthorized',
+          'a valid bearer token is required (Authorization: Bearer <token>)',
+        );
       }
       if (options.isPaused()) {
         reply.header('Retry-After', retryAfter);
-        return send(reply, 503, 'Service Unavailable', 'intake is paused (the buffer is near its quota or its disk is full, or the gateway is stopping); retry later');
+        return send(
+          reply,
+          503,
+          'Service Unavailable',
+          'intake is paused (the buffer is near its quota or its disk is full, or the gateway is stopping); retry later',
+        );
       }
       return undefined;
     });
 
-    scope.setErrorHandler(async (err: { code?: string; statusCode?: number; message: string }, req, reply) => {
-      if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-        await record(Buffer.alloc(0), `request body larger than maxBodyBytes (${options.maxBodyBytes})`, originOf(req));
-        return send(reply, 413, 'Payload Too Large', `the body is larger than ${options.maxBodyBytes} bytes`);
-      }
-      if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return send(reply, 415, 'Unsupported Media Type', 'send Content-Type: application/json');
-      const statusCode = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
-      if (statusCode === 500) options.logger?.error({ err }, 'ingest request failed');
-      return send(reply, statusCode, statusCode === 500 ? 'Internal Server Error' : 'Bad Request', statusCode === 500 ? 'internal error' : err.message);
-    });
+    scope.setErrorHandler(
+      async (err: { code?: string; statusCode?: number; message: string }, req, reply) => {
+        if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+          await record(
+            Buffer.alloc(0),
+            `request body larger than maxBodyBytes (${options.maxBodyBytes})`,
+            originOf(req),
+          );
+          return send(
+            reply,
+            413,
+            'Payload Too Large',
+            `the body is larger than ${options.maxBodyBytes} bytes`,
+          );
+        }
+        if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
+          return send(reply, 415, 'Unsupported Media Type', 'send Content-Type: application/json');
+        const statusCode =
+          err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
+        if (statusCode === 500) options.logger?.error({ err }, 'ingest request failed');
+        return send(
+          reply,
+          statusCode,
+          statusCode === 500 ? 'Internal Server Error' : 'Bad Request',
+          statusCode === 500 ? 'internal error' : err.message,
+        );
+      },
+    );
 
     scope.post(INGEST_PATH, { bodyLimit: options.maxBodyBytes }, async (req, reply) => {
       const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
@@ -145,14 +207,28 @@ export async function registerIngestRoutes(app: FastifyInstance, options: Ingest
       try {
         value = JSON.parse(utf8.decode(body));
       } catch (err) {
-        return bad(err instanceof SyntaxError ? `body is not JSON: ${err.message}` : 'body is not valid UTF-8');
+        return bad(
+          err instanceof SyntaxError
+            ? `body is not JSON: ${err.message}`
+            : 'body is not valid UTF-8',
+        );
       }
       const list = Array.isArray(value) ? value : [value];
       if (list.length > maxReads) {
-        await record(body, `request of ${list.length} reads is more than maxReadsPerRequest (${maxReads})`, origin);
+        await record(
+          body,
+          `request of ${list.length} reads is more than maxReadsPerRequest (${maxReads})`,
+          origin,
+        );
         return send(reply, 413, 'Payload Too Large', `at most ${maxReads} reads per request`);
       }
-      const parsed = ingestBodyItems(value, { inputId: options.inputId, fields, receivedAt, origin, maxReadLength: maxReadLengthNow() });
+      const parsed = ingestBodyItems(value, {
+        inputId: options.inputId,
+        fields,
+        receivedAt,
+        origin,
+        maxReadLength: maxReadLengthNow(),
+      });
       if (!parsed.ok) return bad(parsed.message, parsed.field);
       const items = parsed.items;
       let result: SubmitResult | void;
@@ -163,19 +239,37 @@ export async function registerIngestRoutes(app: FastifyInstance, options: Ingest
           await record(body, `request ${err.message}`, origin);
           return send(reply, 413, 'Payload Too Large', `the request is ${err.message}`);
         }
-        options.logger?.error({ err, reads: items.length }, 'buffer refused ingested reads; answered 503');
+        options.logger?.error(
+          { err, reads: items.length },
+          'buffer refused ingested reads; answered 503',
+        );
         reply.header('Retry-After', retryAfter);
-        return send(reply, 503, 'Service Unavailable', 'the buffer could not store the reads; retry later');
+        return send(
+          reply,
+          503,
+          'Service Unavailable',
+          'the buffer could not store the reads; retry later',
+        );
       }
       // Well-formed reads that mapping refused (a bad GS1 check digit, a control byte, an unknown
       // DCP) are stored as rejections like any input's, and named here so the sender learns of them.
       const outcomes = result ? result.outcomes : [];
       const count = (o: string) => outcomes.filter((x) => x.outcome === o).length;
       // `accepted` counts the reads taken into the buffer, over-long ones (stored as rejections) included.
-      const rejected = outcomes.flatMap((o, index) => (o.outcome === 'rejected' ? [{ index, reason: o.reason ?? 'rejected' }] : []));
-      return reply
-        .code(202)
-        .send({ accepted: items.length, ...(result ? { scans: count('scan'), noReads: count('noRead'), duplicates: count('duplicate'), rejected } : {}) });
+      const rejected = outcomes.flatMap((o, index) =>
+        o.outcome === 'rejected' ? [{ index, reason: o.reason ?? 'rejected' }] : [],
+      );
+      return reply.code(202).send({
+        accepted: items.length,
+        ...(result
+          ? {
+              scans: count('scan'),
+              noReads: count('noRead'),
+              duplicates: count('duplicate'),
+              rejected,
+            }
+          : {}),
+      });
     });
   });
 }
@@ -185,7 +279,10 @@ function authorized(header: string | undefined, tokens: IngestRouteOptions['toke
   const match = header === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(header);
   if (!match?.[1]) return false;
   const given = digest(match[1]);
-  const accepted = typeof tokens === 'function' ? [tokens()].filter((t): t is string => t !== undefined && t !== '') : tokens;
+  const accepted =
+    typeof tokens === 'function'
+      ? [tokens()].filter((t): t is string => t !== undefined && t !== '')
+      : tokens;
   let ok = false;
   for (const token of accepted) if (timingSafeEqual(given, digest(token))) ok = true;
   return ok;

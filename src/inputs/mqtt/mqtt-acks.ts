@@ -76,7 +76,12 @@ export class CommitsInProgress {
   /** Settles when the commit under way for `key` settles (at once when there is none); never rejects. */
   earlier(key: string): Promise<void> {
     const commit = this.commits.get(key);
-    return commit ? commit.then(() => undefined, () => undefined) : Promise.resolve();
+    return commit
+      ? commit.then(
+          () => undefined,
+          () => undefined,
+        )
+      : Promise.resolve();
   }
 
   get size(): number {

@@ -1,11 +1,21 @@
 import { createHash } from 'node:crypto';
-import { connect as mqttConnect, type IClientOptions, type IPublishPacket, type MqttClient } from 'mqtt';
+import {
+  connect as mqttConnect,
+  type IClientOptions,
+  type IPublishPacket,
+  type MqttClient,
+} from 'mqtt';
 import type { MqttInputConfig } from '../../config/input-schemas.js';
 import type { Logger } from '../../log.js';
 import { InputStateTracker } from '../input-state.js';
 import type { InputAdapter, InputStatus, IntakeItem, IntakeSink, SubmitOptions } from '../types.js';
 import { AckQueue, CommitsInProgress, type AckEntry } from './mqtt-acks.js';
-import { assertMqttInternals, pipeBeforeParser, sendPuback, takeMessagesUnacknowledged } from './mqtt-internals.js';
+import {
+  assertMqttInternals,
+  pipeBeforeParser,
+  sendPuback,
+  takeMessagesUnacknowledged,
+} from './mqtt-internals.js';
 import { mqttClientOptions, safeUrl, statusTopicOf } from './mqtt-options.js';
 import { messageToItem } from './mqtt-payload.js';
 import { PublishCuts, PublishLimiter, type PublishCut } from './mqtt-publish-limit.js';
@@ -114,7 +124,12 @@ export class MqttInput implements InputAdapter {
     this.id = options.config.id;
     this.log = options.logger.child({ component: 'input.mqtt', inputId: options.config.id });
     this.now = options.now ?? systemClock;
-    this.state = new InputStateTracker(this.id, this.type, `${safeUrl(this.config.url)} ${this.config.topics.join(' ')}`, this.now);
+    this.state = new InputStateTracker(
+      this.id,
+      this.type,
+      `${safeUrl(this.config.url)} ${this.config.topics.join(' ')}`,
+      this.now,
+    );
     this.statusTopic = statusTopicOf(this.config);
   }
 
@@ -126,7 +141,9 @@ export class MqttInput implements InputAdapter {
    */
   async start(): Promise<void> {
     this.stopping = false;
-    this.clientOptions = await mqttClientOptions(this.config, this.options.env ?? {}, { willDelaySec: this.options.ha?.willDelaySec });
+    this.clientOptions = await mqttClientOptions(this.config, this.options.env ?? {}, {
+      willDelaySec: this.options.ha?.willDelaySec,
+    });
     // High availability: reconnects are the input's own, each asking whether this node still leads.
     if (this.options.ha) this.clientOptions.reconnectPeriod = 0;
     this.takenOver = false;
@@ -156,7 +173,10 @@ export class MqttInput implements InputAdapter {
   setPaused(paused: boolean): void {
     if (paused === this.paused || this.stopping) return;
     this.paused = paused;
-    this.log.info({ paused }, paused ? 'pausing: disconnecting, the broker keeps messages for the session' : 'resuming');
+    this.log.info(
+      { paused },
+      paused ? 'pausing: disconnecting, the broker keeps messages for the session' : 'resuming',
+    );
     void this.queue(async () => {
       if (this.stopping || this.paused !== paused) return;
       if (paused) {
@@ -170,7 +190,9 @@ export class MqttInput implements InputAdapter {
 
   private queue(step: () => Promise<void>): Promise<void> {
     const next = this.lifecycle.then(step, step);
-    this.lifecycle = next.catch((err: unknown) => this.log.error({ err }, 'MQTT input lifecycle step failed'));
+    this.lifecycle = next.catch((err: unknown) =>
+      this.log.error({ err }, 'MQTT input lifecycle step failed'),
+    );
     return next;
   }
 
@@ -179,7 +201,10 @@ export class MqttInput implements InputAdapter {
   private async open(): Promise<void> {
     if (!this.clientOptions || this.stopping) return;
     this.state.set('connecting');
-    const client = (this.options.connect ?? mqttConnect)(this.config.url, { ...this.clientOptions, manualConnect: true });
+    const client = (this.options.connect ?? mqttConnect)(this.config.url, {
+      ...this.clientOptions,
+      manualConnect: true,
+    });
     // The mqtt.js internals the input relies on (mqtt-internals.ts), before any is used. A client
     // not yet connected holds no socket or timer, so a refused one is just dropped (mqtt.js's
     // end() would fail on its missing stream and hide this error).
@@ -188,11 +213,19 @@ export class MqttInput implements InputAdapter {
     // the protocol version: never held whole in memory (mqtt-publish-limit.ts).
     const cuts = new PublishCuts();
     const { maxPayloadBytes, protocolVersion } = this.config;
-    pipeBeforeParser(client, () => new PublishLimiter(maxPayloadBytes, maxPayloadBytes + 1, protocolVersion, (cut) => cuts.add(cut)));
+    pipeBeforeParser(
+      client,
+      () =>
+        new PublishLimiter(maxPayloadBytes, maxPayloadBytes + 1, protocolVersion, (cut) =>
+          cuts.add(cut),
+        ),
+    );
     this.client = client;
     this.closing = false;
     let subscribed = false;
-    takeMessagesUnacknowledged(client, (packet, next) => this.onMessage(client, packet, next, cuts));
+    takeMessagesUnacknowledged(client, (packet, next) =>
+      this.onMessage(client, packet, next, cuts),
+    );
     // The acknowledgement queue of a connection starts at its CONNACK, before any message of it is
     // handled: mqtt.js emits 'connect' only after it has resent its own unacknowledged packets,
     // and the broker's resends can be handled before that.
@@ -212,7 +245,10 @@ export class MqttInput implements InputAdapter {
     client.on('connect', (connack) => {
       if (client !== this.client) return;
       this.lastError = undefined;
-      this.log.info({ url: safeUrl(this.config.url), sessionPresent: connack.sessionPresent }, 'connected to broker');
+      this.log.info(
+        { url: safeUrl(this.config.url), sessionPresent: connack.sessionPresent },
+        'connected to broker',
+      );
       if (this.statusTopic) client.publish(this.statusTopic, 'online', { qos: 1, retain: true });
       // mqtt.js subscribes again by itself after a reconnect that lost the session.
       if (!subscribed) {
@@ -237,8 +273,12 @@ export class MqttInput implements InputAdapter {
     client.on('disconnect', (packet: { reasonCode?: number }) => {
       if (client !== this.client || packet.reasonCode !== SESSION_TAKEN_OVER) return;
       this.takenOver = true;
-      this.lastError = 'the broker handed the session to another connection with the same client id (session taken over)';
-      this.log.warn({ reasonCode: packet.reasonCode }, 'session taken over by another connection with this client id; not connecting again');
+      this.lastError =
+        'the broker handed the session to another connection with the same client id (session taken over)';
+      this.log.warn(
+        { reasonCode: packet.reasonCode },
+        'session taken over by another connection with this client id; not connecting again',
+      );
     });
     client.on('close', () => {
       if (client !== this.client) return;
@@ -247,8 +287,13 @@ export class MqttInput implements InputAdapter {
       for (const wake of this.sleepers) wake();
       if (this.closing || this.stopping) return;
       if (this.options.ha) this.haReconnect(client);
-      if (this.state.down(`${safeUrl(this.config.url)}: ${this.lastError ?? 'connection closed'}`)) {
-        this.log.warn({ reconnectInMs: this.config.reconnectMs }, 'connection to broker lost; reconnecting');
+      if (
+        this.state.down(`${safeUrl(this.config.url)}: ${this.lastError ?? 'connection closed'}`)
+      ) {
+        this.log.warn(
+          { reconnectInMs: this.config.reconnectMs },
+          'connection to broker lost; reconnecting',
+        );
       }
     });
     client.connect();
@@ -275,7 +320,10 @@ export class MqttInput implements InputAdapter {
       void this.queue(async () => {
         if (client !== this.client || this.stopping || this.closing) return;
         if (this.takenOver || !this.options.ha!.mayConnect()) {
-          this.log.warn({ takenOver: this.takenOver }, 'not connecting again: this node does not lead, or another connection took the session');
+          this.log.warn(
+            { takenOver: this.takenOver },
+            'not connecting again: this node does not lead, or another connection took the session',
+          );
           return;
         }
         client.end(true);
@@ -291,7 +339,9 @@ export class MqttInput implements InputAdapter {
     // MQTT 5: no retained replay when the session already holds the subscription.
     const options = this.config.protocolVersion === 5 ? { qos, rh: 1 } : { qos };
     try {
-      const granted = await client.subscribeAsync(Object.fromEntries(this.config.topics.map((t) => [t, options])));
+      const granted = await client.subscribeAsync(
+        Object.fromEntries(this.config.topics.map((t) => [t, options])),
+      );
       const refused = granted.filter((g) => g.qos === 128).map((g) => g.topic);
       if (refused.length > 0) {
         this.state.down(`broker refused the subscription to ${refused.join(', ')}`);
@@ -301,7 +351,8 @@ export class MqttInput implements InputAdapter {
       this.log.info({ topics: this.config.topics, qos }, 'subscribed');
       return true;
     } catch (err) {
-      if (client === this.client && !this.closing) this.log.warn({ err }, 'subscribing failed; retried on reconnect');
+      if (client === this.client && !this.closing)
+        this.log.warn({ err }, 'subscribing failed; retried on reconnect');
       return false;
     }
   }
@@ -318,13 +369,21 @@ export class MqttInput implements InputAdapter {
     const settle = Promise.allSettled([...this.work]);
     const timeoutMs = this.options.settleTimeoutMs ?? 10_000;
     let timer: NodeJS.Timeout | undefined;
-    const timedOut = await Promise.race([settle.then(() => false), new Promise<boolean>((r) => (timer = setTimeout(() => r(true), timeoutMs)))]);
+    const timedOut = await Promise.race([
+      settle.then(() => false),
+      new Promise<boolean>((r) => (timer = setTimeout(() => r(true), timeoutMs))),
+    ]);
     clearTimeout(timer);
-    if (timedOut) this.log.warn({ inflight: this.inflight }, 'messages still in flight at disconnect; the broker sends them again later');
-    if (this.statusTopic && client.connected) {
-      await withTimeout(client.publishAsync(this.statusTopic, status, { qos: 1, retain: true }), 2000).catch((err: unknown) =>
-        this.log.debug({ err }, 'publishing status failed'),
+    if (timedOut)
+      this.log.warn(
+        { inflight: this.inflight },
+        'messages still in flight at disconnect; the broker sends them again later',
       );
+    if (this.statusTopic && client.connected) {
+      await withTimeout(
+        client.publishAsync(this.statusTopic, status, { qos: 1, retain: true }),
+        2000,
+      ).catch((err: unknown) => this.log.debug({ err }, 'publishing status failed'));
     }
     await withTimeout(client.endAsync(), 5000).catch(() => client.end(true));
     this.acks?.reset();
@@ -337,7 +396,12 @@ export class MqttInput implements InputAdapter {
   // ---- messages -------------------------------------------------------------------------------
 
   /** `next` lets mqtt.js hand over the next packet; it never acknowledges (mqtt-internals.ts). */
-  private onMessage(client: MqttClient, packet: IPublishPacket, next: () => void, cuts: PublishCuts): void {
+  private onMessage(
+    client: MqttClient,
+    packet: IPublishPacket,
+    next: () => void,
+    cuts: PublishCuts,
+  ): void {
     // Not taken while closing: no PUBACK, so the broker sends it again to the next connection.
     if (client !== this.client || this.closing || this.stopping) {
       next();
@@ -374,8 +438,12 @@ export class MqttInput implements InputAdapter {
       return;
     }
     // A cut payload (over maxPayloadBytes) is named by the hash and size of the whole of it.
-    const payloadSha256 = cut?.payloadSha256 ?? (entry ? createHash('sha256').update(payload).digest() : undefined);
-    const message = entry && payloadSha256 ? { packetId: entry.messageId, topic, payloadSha256, dup: packet.dup } : undefined;
+    const payloadSha256 =
+      cut?.payloadSha256 ?? (entry ? createHash('sha256').update(payload).digest() : undefined);
+    const message =
+      entry && payloadSha256
+        ? { packetId: entry.messageId, topic, payloadSha256, dup: packet.dup }
+        : undefined;
     const key = message ? CommitsInProgress.key(message) : undefined;
     // A resend of a message whose commit is still under way (its connection dropped meanwhile):
     // wait for that commit, so that intake finds the message's identity committed.
@@ -386,13 +454,21 @@ export class MqttInput implements InputAdapter {
     }
     const payloadBytes = cut?.payloadBytes ?? payload.length;
     const item = messageToItem(this.config, topic, payload, receivedAt, payloadBytes);
-    if (item.kind === 'rejection') this.log.warn({ topic, reason: item.rejection.reason, bytes: payloadBytes }, 'message rejected');
+    if (item.kind === 'rejection')
+      this.log.warn(
+        { topic, reason: item.rejection.reason, bytes: payloadBytes },
+        'message rejected',
+      );
     const committed = this.submit(item, acks, message);
     if (key !== undefined) this.inProgress.add(key, committed);
     const result = await committed;
     if (result && message) this.notCommitted.delete(message.packetId);
     if (!result || !entry) return;
-    if (result === 'redelivered') this.log.debug({ topic, messageId: entry.messageId }, 'resent message was committed before; acknowledged only');
+    if (result === 'redelivered')
+      this.log.debug(
+        { topic, messageId: entry.messageId },
+        'resent message was committed before; acknowledged only',
+      );
     else this.options.onCommitted?.(entry.messageId);
     acks!.complete(entry);
   }
@@ -401,7 +477,11 @@ export class MqttInput implements InputAdapter {
    * Submits with retry; answers 'committed', 'redelivered' (committed before, nothing stored), or
    * false when given up (stopping, or the connection that would acknowledge is gone).
    */
-  private async submit(item: IntakeItem, acks: AckQueue | undefined, message: SubmitOptions['message']): Promise<'committed' | 'redelivered' | false> {
+  private async submit(
+    item: IntakeItem,
+    acks: AckQueue | undefined,
+    message: SubmitOptions['message'],
+  ): Promise<'committed' | 'redelivered' | false> {
     for (let attempt = 0; ; attempt++) {
       try {
         const result = await this.options.sink.submit([item], message ? { message } : {});
@@ -409,13 +489,19 @@ export class MqttInput implements InputAdapter {
       } catch (err) {
         // Given up without a PUBACK, the broker sends the message again; QoS 0 has no second chance.
         if (this.stopping || this.closing || acks?.isReset) return false;
-        const delayMs = Math.min(SUBMIT_RETRY_MAX_MS, (this.options.submitRetryBaseMs ?? 500) * 2 ** Math.min(attempt, 20));
+        const delayMs = Math.min(
+          SUBMIT_RETRY_MAX_MS,
+          (this.options.submitRetryBaseMs ?? 500) * 2 ** Math.min(attempt, 20),
+        );
         if (attempt === 0) {
           // One line per 10 s, with how many more: at the quota every message in flight is refused.
           this.refusedSinceLog++;
           const now = performance.now();
           if (now - this.refusalLoggedAt >= REFUSAL_LOG_MS) {
-            this.log.error({ err, retryInMs: delayMs, refusedReads: this.refusedSinceLog }, 'buffer refused MQTT reads; retrying, not acknowledged');
+            this.log.error(
+              { err, retryInMs: delayMs, refusedReads: this.refusedSinceLog },
+              'buffer refused MQTT reads; retrying, not acknowledged',
+            );
             this.refusalLoggedAt = now;
             this.refusedSinceLog = 0;
           }
@@ -442,6 +528,12 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([
     promise.finally(() => clearTimeout(timer)),
-    new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new GatewayError(ErrorCodes.INPUT, `timed out after ${ms} ms`)), ms))),
+    new Promise<T>(
+      (_, reject) =>
+        (timer = setTimeout(
+          () => reject(new GatewayError(ErrorCodes.INPUT, `timed out after ${ms} ms`)),
+          ms,
+        )),
+    ),
   ]);
 }

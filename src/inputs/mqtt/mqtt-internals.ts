@@ -28,7 +28,10 @@ export function installedMqttVersion(): string {
   }
 }
 
-type SendPacket = (packet: { cmd: 'puback'; messageId: number }, cb?: (err?: Error) => void) => void;
+type SendPacket = (
+  packet: { cmd: 'puback'; messageId: number },
+  cb?: (err?: Error) => void,
+) => void;
 type StreamBuilder = (client: MqttClient) => NodeJS.ReadWriteStream;
 
 /** The private members of an mqtt.js 5 `MqttClient` the hooks use. */
@@ -38,7 +41,8 @@ interface ClientInternals {
   handleMessage: (packet: IPublishPacket, callback: (err?: Error) => void) => void;
 }
 
-const internals = (client: MqttClient): Partial<ClientInternals> => client as unknown as Partial<ClientInternals>;
+const internals = (client: MqttClient): Partial<ClientInternals> =>
+  client as unknown as Partial<ClientInternals>;
 
 /** One hook: its name in messages, and whether `client` has it in the shape the hook expects. */
 const HOOKS: readonly { name: string; present: (c: Partial<ClientInternals>) => boolean }[] = [
@@ -46,10 +50,15 @@ const HOOKS: readonly { name: string; present: (c: Partial<ClientInternals>) => 
   {
     // An own property: mqtt.js reads `this.streamBuilder` in connect(); a private field would not see a replacement.
     name: 'streamBuilder (an own property holding a function)',
-    present: (c) => Object.prototype.hasOwnProperty.call(c, 'streamBuilder') && typeof c.streamBuilder === 'function',
+    present: (c) =>
+      Object.prototype.hasOwnProperty.call(c, 'streamBuilder') &&
+      typeof c.streamBuilder === 'function',
   },
   // (packet, callback): the deferred acknowledgement answers through the callback.
-  { name: 'handleMessage(packet, callback)', present: (c) => typeof c.handleMessage === 'function' && c.handleMessage.length === 2 },
+  {
+    name: 'handleMessage(packet, callback)',
+    present: (c) => typeof c.handleMessage === 'function' && c.handleMessage.length === 2,
+  },
 ];
 
 /**
@@ -75,7 +84,10 @@ export function assertMqttInternals(client: MqttClient): void {
  * Passed to mqtt.js's `handleMessage` callback by {@link takeMessagesUnacknowledged}: "taken,
  * acknowledge later". Never thrown, never logged: mqtt.js drops it.
  */
-const DEFER_PUBACK = new GatewayError(ErrorCodes.INPUT, 'PUBACK deferred until the read is committed');
+const DEFER_PUBACK = new GatewayError(
+  ErrorCodes.INPUT,
+  'PUBACK deferred until the read is committed',
+);
 
 /**
  * Hands every received PUBLISH to `onMessage` without mqtt.js acknowledging it; `next()` lets
@@ -91,7 +103,10 @@ const DEFER_PUBACK = new GatewayError(ErrorCodes.INPUT, 'PUBACK deferred until t
  * this, a PUBACK would leave before the commit (a crash loses the read), or `next` would wait for
  * each commit (one message per commit).
  */
-export function takeMessagesUnacknowledged(client: MqttClient, onMessage: (packet: IPublishPacket, next: () => void) => void): void {
+export function takeMessagesUnacknowledged(
+  client: MqttClient,
+  onMessage: (packet: IPublishPacket, next: () => void) => void,
+): void {
   client.handleMessage = (packet, callback) => onMessage(packet, () => callback(DEFER_PUBACK));
 }
 
@@ -125,7 +140,10 @@ export function pipeBeforeParser(client: MqttClient, between: () => Transform): 
     const stream = build(cl);
     const pipe = stream.pipe.bind(stream);
     let piped = false;
-    stream.pipe = (<T extends NodeJS.WritableStream>(destination: T, options?: { end?: boolean }): T => {
+    stream.pipe = (<T extends NodeJS.WritableStream>(
+      destination: T,
+      options?: { end?: boolean },
+    ): T => {
       piped = true;
       return pipe(between(), options).pipe(destination, options);
     }) as typeof stream.pipe;

@@ -5,7 +5,9 @@ import { ErrorCodes, GatewayError } from '../../errors.js';
 import { readSecret } from '../../config/secrets.js';
 
 /** The retained status topic of an input, or undefined when `statusTopic: false`. */
-export function statusTopicOf(config: Pick<MqttInputConfig, 'statusTopic' | 'clientId'>): string | undefined {
+export function statusTopicOf(
+  config: Pick<MqttInputConfig, 'statusTopic' | 'clientId'>,
+): string | undefined {
   if (config.statusTopic === false) return undefined;
   return config.statusTopic ?? `scan-gateway/${config.clientId}/status`;
 }
@@ -45,18 +47,37 @@ export function maximumPacketSize(maxPayloadBytes: number): number {
  * @throws GatewayError `SCANGW_E_SECRET` when the password file cannot be read or the named
  *   environment variable is unset; `SCANGW_E_INPUT` when a TLS file cannot be read.
  */
-export async function mqttClientOptions(config: MqttInputConfig, env: Record<string, string | undefined>, opts: { willDelaySec?: number } = {}): Promise<IClientOptions> {
+export async function mqttClientOptions(
+  config: MqttInputConfig,
+  env: Record<string, string | undefined>,
+  opts: { willDelaySec?: number } = {},
+): Promise<IClientOptions> {
   const what = `MQTT password of input ${config.id}`;
-  const password = await readSecret({ what, envName: config.passwordEnv, file: config.passwordFile, env });
+  const password = await readSecret({
+    what,
+    envName: config.passwordEnv,
+    file: config.passwordFile,
+    env,
+  });
   if (config.passwordEnv !== undefined && password === undefined) {
-    throw new GatewayError(ErrorCodes.SECRET, `the ${what} is missing: environment variable ${config.passwordEnv} is not set`);
+    throw new GatewayError(
+      ErrorCodes.SECRET,
+      `the ${what} is missing: environment variable ${config.passwordEnv} is not set`,
+    );
   }
-  const tls = async (file: string | undefined, key: 'ca' | 'cert' | 'key'): Promise<Partial<IClientOptions>> => {
+  const tls = async (
+    file: string | undefined,
+    key: 'ca' | 'cert' | 'key',
+  ): Promise<Partial<IClientOptions>> => {
     if (file === undefined) return {};
     try {
       return { [key]: await readFile(file) };
     } catch (err) {
-      throw new GatewayError(ErrorCodes.INPUT, `input ${config.id}: cannot read ${key} file ${file}: ${(err as Error).message}`, { cause: err });
+      throw new GatewayError(
+        ErrorCodes.INPUT,
+        `input ${config.id}: cannot read ${key} file ${file}: ${(err as Error).message}`,
+        { cause: err },
+      );
     }
   };
   const statusTopic = statusTopicOf(config);
@@ -88,12 +109,20 @@ export async function mqttClientOptions(config: MqttInputConfig, env: Record<str
             payload: Buffer.from('offline'),
             qos: 1 as const,
             retain: true,
-            ...(config.protocolVersion === 5 && opts.willDelaySec ? { properties: { willDelayInterval: opts.willDelaySec } } : {}),
+            ...(config.protocolVersion === 5 && opts.willDelaySec
+              ? { properties: { willDelayInterval: opts.willDelaySec } }
+              : {}),
           },
         }
       : {}),
     ...(config.protocolVersion === 5
-      ? { properties: { sessionExpiryInterval: config.sessionExpirySec, receiveMaximum: config.maxInFlight, maximumPacketSize: maximumPacketSize(config.maxPayloadBytes) } }
+      ? {
+          properties: {
+            sessionExpiryInterval: config.sessionExpirySec,
+            receiveMaximum: config.maxInFlight,
+            maximumPacketSize: maximumPacketSize(config.maxPayloadBytes),
+          },
+        }
       : {}),
   };
 }

@@ -9,7 +9,10 @@ import type { IntakeItem } from '../types.js';
  */
 
 /** The parts of an MQTT input's configuration that decide what a payload means. */
-export type MqttPayloadConfig = Pick<MqttInputConfig, 'id' | 'format' | 'fields' | 'maxPayloadBytes' | 'dcpFromTopic'>;
+export type MqttPayloadConfig = Pick<
+  MqttInputConfig,
+  'id' | 'format' | 'fields' | 'maxPayloadBytes' | 'dcpFromTopic'
+>;
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
@@ -41,19 +44,33 @@ export function dcpFromTopic(pattern: string, topic: string): string | undefined
  * `jsonRead`): code, time stamp, DCP, parents, attributes from the configured field paths. The
  * DCP is, first found: the JSON field, the topic's `{dcp}` level, the input's `dcp`.
  */
-export function messageToItem(config: MqttPayloadConfig, topic: string, payload: Buffer, receivedAt: Date, payloadBytes = payload.length): IntakeItem {
+export function messageToItem(
+  config: MqttPayloadConfig,
+  topic: string,
+  payload: Buffer,
+  receivedAt: Date,
+  payloadBytes = payload.length,
+): IntakeItem {
   const origin = { topic };
-  const reject = (reason: string): IntakeItem => rejectionItem(config.id, payload, reason, receivedAt, origin);
+  const reject = (reason: string): IntakeItem =>
+    rejectionItem(config.id, payload, reason, receivedAt, origin);
   if (payloadBytes > config.maxPayloadBytes) {
     // `payload` may be only the first bytes (the stream cut the rest, mqtt-publish-limit.ts).
     const kept = Math.min(payload.length, REJECTION_RAW_MAX_BYTES);
     const note = kept < payloadBytes ? ` (first ${kept} of ${payloadBytes} bytes kept)` : '';
-    return rejectionItem(config.id, payload.subarray(0, kept), `payload of ${payloadBytes} bytes is larger than maxPayloadBytes (${config.maxPayloadBytes})${note}`, receivedAt, origin);
+    return rejectionItem(
+      config.id,
+      payload.subarray(0, kept),
+      `payload of ${payloadBytes} bytes is larger than maxPayloadBytes (${config.maxPayloadBytes})${note}`,
+      receivedAt,
+      origin,
+    );
   }
   let topicDcp: string | undefined;
   if (config.dcpFromTopic !== undefined) {
     topicDcp = dcpFromTopic(config.dcpFromTopic, topic);
-    if (topicDcp === undefined) return reject(`topic "${topic}" does not match dcpFromTopic "${config.dcpFromTopic}"`);
+    if (topicDcp === undefined)
+      return reject(`topic "${topic}" does not match dcpFromTopic "${config.dcpFromTopic}"`);
   }
 
   if (config.format === 'text') {
@@ -61,7 +78,16 @@ export function messageToItem(config: MqttPayloadConfig, topic: string, payload:
     while (end > 0 && (payload[end - 1] === 0x0a || payload[end - 1] === 0x0d)) end -= 1;
     if (end === 0) return reject('empty payload');
     const raw = Buffer.from(payload.subarray(0, end));
-    return { kind: 'read', read: { inputId: config.id, raw, receivedAt, ...(topicDcp !== undefined ? { dcpKey: topicDcp } : {}), origin } };
+    return {
+      kind: 'read',
+      read: {
+        inputId: config.id,
+        raw,
+        receivedAt,
+        ...(topicDcp !== undefined ? { dcpKey: topicDcp } : {}),
+        origin,
+      },
+    };
   }
 
   let text: string;
@@ -78,5 +104,8 @@ export function messageToItem(config: MqttPayloadConfig, topic: string, payload:
   }
   const result = jsonRead(value, config.fields);
   if (!result.ok) return reject(`JSON payload: ${jsonReadProblem(result)}`);
-  return { kind: 'read', read: readFromJsonFields(result.fields, config.id, receivedAt, origin, topicDcp) };
+  return {
+    kind: 'read',
+    read: readFromJsonFields(result.fields, config.id, receivedAt, origin, topicDcp),
+  };
 }

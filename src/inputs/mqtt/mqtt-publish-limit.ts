@@ -49,7 +49,17 @@ export class PublishLimiter extends Transform {
   private collected: Buffer[] = [];
   private collectedBytes = 0;
   private variableHeader = Buffer.alloc(0);
-  private cut: { topic: string; messageId: number | undefined; payloadBytes: number; hash: Hash; kept: Buffer[]; keptBytes: number; keepBytes: number } | undefined;
+  private cut:
+    | {
+        topic: string;
+        messageId: number | undefined;
+        payloadBytes: number;
+        hash: Hash;
+        kept: Buffer[];
+        keptBytes: number;
+        keepBytes: number;
+      }
+    | undefined;
 
   /**
    * @param maxPayloadBytes a PUBLISH with a larger payload is cut
@@ -180,8 +190,21 @@ export class PublishLimiter extends Transform {
     const cut = this.cut!;
     this.cut = undefined;
     const kept = Buffer.concat(cut.kept);
-    this.onCut({ topic: cut.topic, messageId: cut.messageId, payloadBytes: cut.payloadBytes, payloadSha256: cut.hash.digest(), keptBytes: kept.length });
-    this.pass(Buffer.concat([Buffer.from([this.header[0]!]), encodeLength(this.variableHeader.length + kept.length), this.variableHeader, kept]));
+    this.onCut({
+      topic: cut.topic,
+      messageId: cut.messageId,
+      payloadBytes: cut.payloadBytes,
+      payloadSha256: cut.hash.digest(),
+      keptBytes: kept.length,
+    });
+    this.pass(
+      Buffer.concat([
+        Buffer.from([this.header[0]!]),
+        encodeLength(this.variableHeader.length + kept.length),
+        this.variableHeader,
+        kept,
+      ]),
+    );
     this.header = [];
     this.variableHeader = Buffer.alloc(0);
     this.mode = 'header';
@@ -189,7 +212,11 @@ export class PublishLimiter extends Transform {
 }
 
 /** Length of a PUBLISH's variable header in `bytes`, or undefined while more bytes are needed. */
-function variableHeaderLength(bytes: Buffer, qos: number, protocolVersion: number): number | undefined {
+function variableHeaderLength(
+  bytes: Buffer,
+  qos: number,
+  protocolVersion: number,
+): number | undefined {
   if (bytes.length < 2) return undefined;
   let length = 2 + bytes.readUInt16BE(0) + (qos > 0 ? 2 : 0);
   if (protocolVersion === 5) {
@@ -246,7 +273,9 @@ export class PublishCuts {
 
   /** The cut of this message, removed; undefined when it came whole. */
   take(topic: string, messageId: number | undefined, payload: Buffer): PublishCut | undefined {
-    const at = this.cuts.findIndex((c) => c.topic === topic && c.messageId === messageId && c.keptBytes === payload.length);
+    const at = this.cuts.findIndex(
+      (c) => c.topic === topic && c.messageId === messageId && c.keptBytes === payload.length,
+    );
     return at < 0 ? undefined : this.cuts.splice(at, 1)[0];
   }
 

@@ -109,7 +109,9 @@ export class SerialInput implements InputAdapter {
       logger: this.log,
       origin: { port: this.config.path },
       ...(options.now ? { now: options.now } : {}),
-      ...(options.submitRetryBaseMs !== undefined ? { submitRetryBaseMs: options.submitRetryBaseMs } : {}),
+      ...(options.submitRetryBaseMs !== undefined
+        ? { submitRetryBaseMs: options.submitRetryBaseMs }
+        : {}),
     });
   }
 
@@ -126,7 +128,10 @@ export class SerialInput implements InputAdapter {
     this.reconnectTimer = undefined;
     const port = this.port;
     this.detach();
-    if (port?.isOpen) await closePort(port).catch((err: unknown) => this.log.warn({ err }, 'closing the serial port failed'));
+    if (port?.isOpen)
+      await closePort(port).catch((err: unknown) =>
+        this.log.warn({ err }, 'closing the serial port failed'),
+      );
     await this.stream.close('input stopped before the read was complete');
     this.state.set('stopped');
   }
@@ -159,7 +164,9 @@ export class SerialInput implements InputAdapter {
       if (generation === this.generation) this.stream.push(chunk);
     });
     port.on('error', (err: Error) => this.lost(generation, err));
-    port.on('close', (err?: Error | null) => this.lost(generation, err ?? new GatewayError(ErrorCodes.INPUT, 'serial port closed')));
+    port.on('close', (err?: Error | null) =>
+      this.lost(generation, err ?? new GatewayError(ErrorCodes.INPUT, 'serial port closed')),
+    );
     const err = await new Promise<Error | null>((resolve) => port.open(resolve));
     if (generation !== this.generation) {
       // stop() or an error came first; do not keep a port nobody listens to.
@@ -171,11 +178,18 @@ export class SerialInput implements InputAdapter {
       return;
     }
     this.stream.setWriter((bytes) => {
-      if (port.isOpen) port.write(bytes, (e) => e && this.log.debug({ err: e }, 'writing acknowledgement bytes failed'));
+      if (port.isOpen)
+        port.write(
+          bytes,
+          (e) => e && this.log.debug({ err: e }, 'writing acknowledgement bytes failed'),
+        );
     });
     this.state.set('up');
     this.failuresSinceUp = 0;
-    this.log.info({ path: this.config.path, baudRate: this.config.baudRate, framing: this.config.framing }, 'serial port open');
+    this.log.info(
+      { path: this.config.path, baudRate: this.config.baudRate, framing: this.config.framing },
+      'serial port open',
+    );
   }
 
   /** The port failed to open, errored or closed: report `down`, drop it and schedule a reopen with backoff. */
@@ -184,11 +198,17 @@ export class SerialInput implements InputAdapter {
     const message = err instanceof Error ? err.message : String(err);
     const wasUp = this.state.state === 'up';
     this.state.down(`${this.config.path}: ${message}`);
-    const delayMs = Math.min(this.config.reconnectMaxMs, this.config.reconnectMs * 2 ** Math.min(this.failuresSinceUp, 20));
+    const delayMs = Math.min(
+      this.config.reconnectMaxMs,
+      this.config.reconnectMs * 2 ** Math.min(this.failuresSinceUp, 20),
+    );
     // The first failure is news; the same failure every few seconds is noise.
     const level = wasUp || this.failuresSinceUp === 0 ? 'warn' : 'debug';
     this.failuresSinceUp += 1;
-    this.log[level]({ path: this.config.path, err, retryInMs: delayMs }, 'serial port unavailable; retrying');
+    this.log[level](
+      { path: this.config.path, err, retryInMs: delayMs },
+      'serial port unavailable; retrying',
+    );
 
     const port = this.port;
     this.detach();

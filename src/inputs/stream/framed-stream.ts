@@ -79,8 +79,10 @@ export class FramedStream {
       etx: configBytes(c.etx, 'etx')[0] ?? 0x03,
       maxLength: c.maxReadLength,
     });
-    this.prefix = c.stripPrefix !== undefined ? configBytes(c.stripPrefix, 'stripPrefix') : undefined;
-    this.suffix = c.stripSuffix !== undefined ? configBytes(c.stripSuffix, 'stripSuffix') : undefined;
+    this.prefix =
+      c.stripPrefix !== undefined ? configBytes(c.stripPrefix, 'stripPrefix') : undefined;
+    this.suffix =
+      c.stripSuffix !== undefined ? configBytes(c.stripSuffix, 'stripSuffix') : undefined;
     this.ack = c.ackBytes !== undefined ? configBytes(c.ackBytes, 'ackBytes') : undefined;
     this.nak = c.nakBytes !== undefined ? configBytes(c.nakBytes, 'nakBytes') : undefined;
     this.now = options.now ?? systemClock;
@@ -142,7 +144,10 @@ export class FramedStream {
     this.retryTimer?.resolve();
     await this.draining;
     if (this.pending.length > 0) {
-      this.options.logger.error({ dropped: this.pending.length }, 'reads not stored because the buffer refused them until stop');
+      this.options.logger.error(
+        { dropped: this.pending.length },
+        'reads not stored because the buffer refused them until stop',
+      );
       this.pending.length = 0;
     }
   }
@@ -152,13 +157,21 @@ export class FramedStream {
     while (this.draining) await this.draining;
   }
 
-  private enqueue(events: FramerEvent[], receivedAt: Date, partialReason = 'stream ended before the read was complete'): void {
+  private enqueue(
+    events: FramerEvent[],
+    receivedAt: Date,
+    partialReason = 'stream ended before the read was complete',
+  ): void {
     if (events.length === 0) return;
-    for (const event of events) this.pending.push({ item: this.toItem(event, receivedAt, partialReason), nakked: false });
+    for (const event of events)
+      this.pending.push({ item: this.toItem(event, receivedAt, partialReason), nakked: false });
     const excess = this.pending.length - MAX_PENDING_ITEMS;
     if (excess > 0) {
       this.pending.splice(0, excess);
-      this.options.logger.error({ dropped: excess }, 'buffer has refused reads for too long; oldest reads dropped');
+      this.options.logger.error(
+        { dropped: excess },
+        'buffer has refused reads for too long; oldest reads dropped',
+      );
     }
     this.kickDrain();
   }
@@ -167,7 +180,10 @@ export class FramedStream {
     const { inputId, origin } = this.options;
     switch (event.kind) {
       case 'frame':
-        return { kind: 'read', read: { inputId, raw: this.strip(event.bytes), receivedAt, origin } };
+        return {
+          kind: 'read',
+          read: { inputId, raw: this.strip(event.bytes), receivedAt, origin },
+        };
       case 'overlong':
         return rejectionItem(inputId, event.head, this.overlongReason(event), receivedAt, origin);
       case 'noise':
@@ -175,7 +191,13 @@ export class FramedStream {
         return rejectionItem(inputId, event.bytes, event.reason, receivedAt, origin);
       case 'partial': {
         const hint = this.framer.lineEndHint(event.bytes);
-        return rejectionItem(inputId, event.bytes, hint ? `${partialReason}; ${hint}` : partialReason, receivedAt, origin);
+        return rejectionItem(
+          inputId,
+          event.bytes,
+          hint ? `${partialReason}; ${hint}` : partialReason,
+          receivedAt,
+          origin,
+        );
       }
     }
   }
@@ -199,8 +221,17 @@ export class FramedStream {
 
   private strip(bytes: Buffer): Buffer {
     let out = bytes;
-    if (this.prefix && out.length >= this.prefix.length && out.subarray(0, this.prefix.length).equals(this.prefix)) out = out.subarray(this.prefix.length);
-    if (this.suffix && out.length >= this.suffix.length && out.subarray(out.length - this.suffix.length).equals(this.suffix)) {
+    if (
+      this.prefix &&
+      out.length >= this.prefix.length &&
+      out.subarray(0, this.prefix.length).equals(this.prefix)
+    )
+      out = out.subarray(this.prefix.length);
+    if (
+      this.suffix &&
+      out.length >= this.suffix.length &&
+      out.subarray(out.length - this.suffix.length).equals(this.suffix)
+    ) {
       out = out.subarray(0, out.length - this.suffix.length);
     }
     return out;
@@ -229,7 +260,10 @@ export class FramedStream {
         if (this.closing) return;
         const delayMs = Math.min(SUBMIT_RETRY_MAX_MS, this.retryBaseMs * 2 ** attempt);
         attempt += 1;
-        this.options.logger.error({ err, items: batch.length, retryInMs: delayMs }, 'buffer refused reads; retrying');
+        this.options.logger.error(
+          { err, items: batch.length, retryInMs: delayMs },
+          'buffer refused reads; retrying',
+        );
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, delayMs);
           this.retryTimer = { timer, resolve };

@@ -181,17 +181,23 @@ export class Framer {
 
   constructor(options: FramerOptions) {
     this.mode = options.mode ?? 'terminator';
-    if (!Number.isInteger(options.maxLength) || options.maxLength < 1) throw new GatewayError(ErrorCodes.CONFIG, 'maxLength must be a positive integer');
+    if (!Number.isInteger(options.maxLength) || options.maxLength < 1)
+      throw new GatewayError(ErrorCodes.CONFIG, 'maxLength must be a positive integer');
     this.terminator = Buffer.from(options.terminator ?? EMPTY);
-    if (this.mode === 'terminator' && this.terminator.length === 0) throw new GatewayError(ErrorCodes.CONFIG, 'terminator must hold at least one byte');
+    if (this.mode === 'terminator' && this.terminator.length === 0)
+      throw new GatewayError(ErrorCodes.CONFIG, 'terminator must hold at least one byte');
     this.stx = options.stx ?? 0x02;
     this.etx = options.etx ?? 0x03;
     if (this.stx === this.etx) throw new GatewayError(ErrorCodes.CONFIG, 'stx and etx must differ');
     this.maxLength = options.maxLength;
     // Never more than maxLength + 1: that much is known as soon as a read is certainly overlong,
     // so the head does not depend on how the bytes were chunked.
-    this.headBytes = Math.min(options.headBytes ?? DEFAULT_OVERLONG_HEAD_BYTES, options.maxLength + 1);
-    const single = this.mode === 'terminator' && this.terminator.length === 1 ? this.terminator[0] : undefined;
+    this.headBytes = Math.min(
+      options.headBytes ?? DEFAULT_OVERLONG_HEAD_BYTES,
+      options.maxLength + 1,
+    );
+    const single =
+      this.mode === 'terminator' && this.terminator.length === 1 ? this.terminator[0] : undefined;
     this.lfAfterCr = single === CR;
     this.crBeforeLf = single === LF;
     this.slack = Math.max(0, this.terminator.length - 1) + (this.crBeforeLf ? 1 : 0);
@@ -259,7 +265,8 @@ export class Framer {
     const other = this.lfAfterCr ? LF : CR;
     const at = bytes.indexOf(other);
     if (at < 0) return undefined;
-    const [found, hex, escaped, configured] = other === LF ? ['LF', '0x0a', '"\\n"', 'CR'] : ['CR', '0x0d', '"\\r"', 'LF'];
+    const [found, hex, escaped, configured] =
+      other === LF ? ['LF', '0x0a', '"\\n"', 'CR'] : ['CR', '0x0d', '"\\r"', 'LF'];
     return (
       `${subject} holds ${found} (${hex}) at position ${at}: looks like the scanner ends reads with ${found}, not ${configured}; ` +
       `set terminator: ${escaped} on this input, or make the scanner send ${configured}`
@@ -267,7 +274,12 @@ export class Framer {
   }
 
   private endOverlong(end: OverlongEnd): OverlongEvent {
-    const event: OverlongEvent = { kind: 'overlong', head: this.overlongHead, length: this.overlongLength, end };
+    const event: OverlongEvent = {
+      kind: 'overlong',
+      head: this.overlongHead,
+      length: this.overlongLength,
+      end,
+    };
     this.overlongHead = EMPTY;
     this.overlongLength = 0;
     this.discarding = false;
@@ -327,11 +339,20 @@ export class Framer {
     }
 
     let start = 0;
-    for (let idx = data.indexOf(this.terminator, start); idx >= 0; idx = data.indexOf(this.terminator, start)) {
+    for (
+      let idx = data.indexOf(this.terminator, start);
+      idx >= 0;
+      idx = data.indexOf(this.terminator, start)
+    ) {
       const end = this.readEnd(data, start, idx);
       const length = end - start;
       if (length > this.maxLength) {
-        events.push({ kind: 'overlong', head: Buffer.from(data.subarray(start, start + this.headBytes)), length, end: 'terminator' });
+        events.push({
+          kind: 'overlong',
+          head: Buffer.from(data.subarray(start, start + this.headBytes)),
+          length,
+          end: 'terminator',
+        });
       } else if (length > 0) {
         events.push(this.frame(data.subarray(start, end)));
       }
@@ -370,7 +391,10 @@ export class Framer {
       if (this.discarding) {
         this.overlongLength += segment.length;
       } else if (this.pending.length + segment.length > this.maxLength) {
-        this.startOverlong(Buffer.concat([this.pending, segment.subarray(0, this.headBytes)]), this.pending.length + segment.length);
+        this.startOverlong(
+          Buffer.concat([this.pending, segment.subarray(0, this.headBytes)]),
+          this.pending.length + segment.length,
+        );
         this.pending = EMPTY;
       } else if (segment.length > 0) {
         this.pending = Buffer.concat([this.pending, segment]);
@@ -381,7 +405,11 @@ export class Framer {
       } else if (end === e) {
         if (this.pending.length > 0) events.push({ kind: 'frame', bytes: this.pending });
       } else if (this.pending.length > 0) {
-        events.push({ kind: 'noise', bytes: this.pending.subarray(0, this.headBytes), reason: 'read without ETX (a new STX came first)' });
+        events.push({
+          kind: 'noise',
+          bytes: this.pending.subarray(0, this.headBytes),
+          reason: 'read without ETX (a new STX came first)',
+        });
       }
       if (end === e) this.inside = false;
       this.pending = EMPTY;
@@ -414,7 +442,12 @@ export class Framer {
   }
 
   private emitNoise(events: FramerEvent[], reason: string): void {
-    if (this.noiseLength > 0) events.push({ kind: 'noise', bytes: Buffer.from(this.noise), reason: `${reason} (${this.noiseLength} bytes)` });
+    if (this.noiseLength > 0)
+      events.push({
+        kind: 'noise',
+        bytes: Buffer.from(this.noise),
+        reason: `${reason} (${this.noiseLength} bytes)`,
+      });
     this.noise = [];
     this.noiseLength = 0;
     this.filler = [];
@@ -427,7 +460,10 @@ export class Framer {
       return [];
     }
     if (this.pending.length + chunk.length > this.maxLength) {
-      this.startOverlong(Buffer.concat([this.pending, chunk.subarray(0, this.headBytes)]), this.pending.length + chunk.length);
+      this.startOverlong(
+        Buffer.concat([this.pending, chunk.subarray(0, this.headBytes)]),
+        this.pending.length + chunk.length,
+      );
       this.pending = EMPTY;
       return [];
     }

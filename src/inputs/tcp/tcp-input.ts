@@ -1,4 +1,10 @@
-import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import {
+  createConnection,
+  createServer,
+  type AddressInfo,
+  type Server,
+  type Socket,
+} from 'node:net';
 import type { TcpInputConfig } from '../../config/input-schemas.js';
 import type { Logger } from '../../log.js';
 import { InputStateTracker } from '../input-state.js';
@@ -63,7 +69,12 @@ export class TcpInput implements InputAdapter {
     this.id = options.config.id;
     this.log = options.logger.child({ component: 'input.tcp', inputId: options.config.id });
     const where = `${this.config.host}:${this.config.port}`;
-    this.state = new InputStateTracker(this.id, this.type, this.config.mode === 'client' ? `tcp://${where}` : `tcp-listen://${where}`, options.now);
+    this.state = new InputStateTracker(
+      this.id,
+      this.type,
+      this.config.mode === 'client' ? `tcp://${where}` : `tcp-listen://${where}`,
+      options.now,
+    );
     // Built now in both modes, so bad byte keys fail at construction (config time).
     const stream = this.newStream({ peer: where });
     this.clientStream = this.config.mode === 'client' ? stream : undefined;
@@ -81,13 +92,19 @@ export class TcpInput implements InputAdapter {
     clearTimeout(this.timer);
     const server = this.server;
     this.server = undefined;
-    const closing = server ? new Promise<void>((resolve) => server.close(() => resolve())) : Promise.resolve();
+    const closing = server
+      ? new Promise<void>((resolve) => server.close(() => resolve()))
+      : Promise.resolve();
     const connections = [...this.connections];
     for (const c of connections) c.socket.destroy();
     await Promise.all(connections.map((c) => c.closed));
     await closing;
     const reason = 'input stopped before the read was complete';
-    await Promise.all([...this.settling, ...(this.clientStream ? [this.clientStream] : [])].map((stream) => stream.close(reason)));
+    await Promise.all(
+      [...this.settling, ...(this.clientStream ? [this.clientStream] : [])].map((stream) =>
+        stream.close(reason),
+      ),
+    );
     this.state.set('stopped');
   }
 
@@ -114,7 +131,8 @@ export class TcpInput implements InputAdapter {
       else c.socket.resume();
     }
     if (paused) this.state.set('paused');
-    else if (this.state.state === 'paused') this.state.set(this.connections.size > 0 || this.server ? 'up' : 'connecting');
+    else if (this.state.state === 'paused')
+      this.state.set(this.connections.size > 0 || this.server ? 'up' : 'connecting');
     this.log.info({ paused }, paused ? 'reading paused (back-pressure)' : 'reading resumed');
   }
 
@@ -127,7 +145,13 @@ export class TcpInput implements InputAdapter {
     const { host, port, connectTimeoutMs } = this.config;
     const socket = createConnection({ host, port });
     const outcome = await new Promise<Error | undefined>((resolve) => {
-      const timer = setTimeout(() => resolve(new GatewayError(ErrorCodes.INPUT, `no connection within ${connectTimeoutMs} ms`)), connectTimeoutMs);
+      const timer = setTimeout(
+        () =>
+          resolve(
+            new GatewayError(ErrorCodes.INPUT, `no connection within ${connectTimeoutMs} ms`),
+          ),
+        connectTimeoutMs,
+      );
       socket.once('connect', () => {
         clearTimeout(timer);
         resolve(undefined);
@@ -146,17 +170,31 @@ export class TcpInput implements InputAdapter {
     this.attempt = 0;
     if (!this.paused) this.state.set('up');
     this.log.info({ host, port }, 'connected to reader');
-    const connection = this.adopt(socket, `${host}:${port}`, this.clientStream ?? this.newStream({ peer: `${host}:${port}` }));
+    const connection = this.adopt(
+      socket,
+      `${host}:${port}`,
+      this.clientStream ?? this.newStream({ peer: `${host}:${port}` }),
+    );
     void connection.closed.then(() => {
-      if (!this.stopping) this.retry(connection.lastError ?? new GatewayError(ErrorCodes.INPUT, 'reader closed the connection'));
+      if (!this.stopping)
+        this.retry(
+          connection.lastError ??
+            new GatewayError(ErrorCodes.INPUT, 'reader closed the connection'),
+        );
     });
   }
 
   private retry(err: Error): void {
     if (this.stopping) return;
-    const delayMs = Math.min(this.config.reconnectMaxMs, this.config.reconnectMs * 2 ** Math.min(this.attempt, 20));
+    const delayMs = Math.min(
+      this.config.reconnectMaxMs,
+      this.config.reconnectMs * 2 ** Math.min(this.attempt, 20),
+    );
     const news = this.state.down(`${this.config.host}:${this.config.port}: ${err.message}`);
-    this.log[news || this.attempt === 0 ? 'warn' : 'debug']({ err, retryInMs: delayMs }, 'reader connection unavailable; retrying');
+    this.log[news || this.attempt === 0 ? 'warn' : 'debug'](
+      { err, retryInMs: delayMs },
+      'reader connection unavailable; retrying',
+    );
     this.attempt += 1;
     this.timer = setTimeout(() => void this.connect(), delayMs);
   }
@@ -179,8 +217,12 @@ export class TcpInput implements InputAdapter {
     if (err || this.stopping) {
       server.close();
       if (err) {
-        const delayMs = Math.min(this.config.reconnectMaxMs, this.config.reconnectMs * 2 ** Math.min(this.attempt++, 20));
-        if (this.state.down(`listen ${this.config.host}:${this.config.port}: ${err.message}`)) this.log.warn({ err, retryInMs: delayMs }, 'cannot listen; retrying');
+        const delayMs = Math.min(
+          this.config.reconnectMaxMs,
+          this.config.reconnectMs * 2 ** Math.min(this.attempt++, 20),
+        );
+        if (this.state.down(`listen ${this.config.host}:${this.config.port}: ${err.message}`))
+          this.log.warn({ err, retryInMs: delayMs }, 'cannot listen; retrying');
         this.timer = setTimeout(() => void this.listen(), delayMs);
       }
       return;
@@ -212,7 +254,9 @@ export class TcpInput implements InputAdapter {
       logger: this.log,
       origin,
       ...(this.options.now ? { now: this.options.now } : {}),
-      ...(this.options.submitRetryBaseMs !== undefined ? { submitRetryBaseMs: this.options.submitRetryBaseMs } : {}),
+      ...(this.options.submitRetryBaseMs !== undefined
+        ? { submitRetryBaseMs: this.options.submitRetryBaseMs }
+        : {}),
     });
   }
 
@@ -220,13 +264,24 @@ export class TcpInput implements InputAdapter {
     if (this.config.keepAliveMs > 0) socket.setKeepAlive(true, this.config.keepAliveMs);
     socket.setNoDelay(true);
     if (this.config.idleTimeoutMs > 0) {
-      socket.setTimeout(this.config.idleTimeoutMs, () => socket.destroy(new GatewayError(ErrorCodes.INPUT, `nothing received for ${this.config.idleTimeoutMs} ms`)));
+      socket.setTimeout(this.config.idleTimeoutMs, () =>
+        socket.destroy(
+          new GatewayError(
+            ErrorCodes.INPUT,
+            `nothing received for ${this.config.idleTimeoutMs} ms`,
+          ),
+        ),
+      );
     }
     stream.setWriter((bytes) => {
       if (!socket.destroyed) socket.write(bytes);
     });
     let resolveClosed!: () => void;
-    const connection: Connection = { socket, stream, closed: new Promise((resolve) => (resolveClosed = resolve)) };
+    const connection: Connection = {
+      socket,
+      stream,
+      closed: new Promise((resolve) => (resolveClosed = resolve)),
+    };
     this.connections.add(connection);
     socket.on('data', (chunk: Buffer) => stream.push(chunk));
     socket.on('error', (err) => {
@@ -236,7 +291,11 @@ export class TcpInput implements InputAdapter {
     socket.once('close', () => {
       stream.setWriter(undefined);
       this.connections.delete(connection);
-      stream.end(this.stopping ? 'input stopped before the read was complete' : 'connection closed before the read was complete');
+      stream.end(
+        this.stopping
+          ? 'input stopped before the read was complete'
+          : 'connection closed before the read was complete',
+      );
       if (this.config.mode === 'server') {
         this.log.info({ peer }, 'reader disconnected');
         // Its reads keep being retried while the buffer refuses them; stop() gives up on them.

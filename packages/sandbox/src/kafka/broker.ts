@@ -4,7 +4,12 @@ import { createServer, type Server, type TLSSocket } from 'node:tls';
 import { ErrorCodes, GatewayError, isGatewayError } from '@scan-gateway/contract/errors';
 import { RefusalLog } from '@scan-gateway/contract/refusal-log';
 import type { Logger } from '../log.js';
-import { DEFAULT_BROKER_LIMITS, type BrokerLimits, type BrokerOptions, type BrokerUser } from './broker-options.js';
+import {
+  DEFAULT_BROKER_LIMITS,
+  type BrokerLimits,
+  type BrokerOptions,
+  type BrokerUser,
+} from './broker-options.js';
 import type { Message } from './codec.js';
 import { apiVersionsBody, parseRequest, responseFrame, type RequestHeader } from './frames.js';
 import { DEFAULT_GROUP_LIMITS, GroupCoordinator } from './groups.js';
@@ -14,7 +19,13 @@ import { ScramServer, scramCredential, type ScramCredential } from './scram.js';
 import { TopicApis } from './topic-apis.js';
 import { DEFAULT_RETENTION, TopicLog } from './topic-log.js';
 
-export { DEFAULT_BROKER_LIMITS, type BrokerFaults, type BrokerLimits, type BrokerOptions, type BrokerUser } from './broker-options.js';
+export {
+  DEFAULT_BROKER_LIMITS,
+  type BrokerFaults,
+  type BrokerLimits,
+  type BrokerOptions,
+  type BrokerUser,
+} from './broker-options.js';
 
 /** One client connection: its socket, its SASL state and the requests read ahead of the answer. */
 interface Connection {
@@ -126,19 +137,33 @@ export class KafkaBroker {
    */
   async start(): Promise<void> {
     if (this.server || this.stopped) return;
-    const server = createServer({ key: this.options.tls.keyPem, cert: this.options.tls.certPem, minVersion: 'TLSv1.2' });
+    const server = createServer({
+      key: this.options.tls.keyPem,
+      cert: this.options.tls.certPem,
+      minVersion: 'TLSv1.2',
+    });
     server.maxConnections = this.limits.maxConnections;
     server.on('secureConnection', (socket) => this.accept(socket));
     server.on('tlsClientError', (err, socket) => {
       // A client that does not trust the sandbox CA ends here; it is the client's to report.
-      this.log.debug({ err: err.message, remote: socket.remoteAddress }, 'Kafka TLS handshake failed');
+      this.log.debug(
+        { err: err.message, remote: socket.remoteAddress },
+        'Kafka TLS handshake failed',
+      );
     });
     const port = this.boundPort || this.options.port;
     server.listen({ host: this.options.host, port });
     try {
-      await Promise.race([once(server, 'listening'), once(server, 'error').then(([err]) => Promise.reject(err as Error))]);
+      await Promise.race([
+        once(server, 'listening'),
+        once(server, 'error').then(([err]) => Promise.reject(err as Error)),
+      ]);
     } catch (err) {
-      throw new GatewayError(ErrorCodes.LISTEN, `the sandbox's Kafka endpoint cannot listen on ${this.options.host}:${port}: ${(err as Error).message}`, { cause: err });
+      throw new GatewayError(
+        ErrorCodes.LISTEN,
+        `the sandbox's Kafka endpoint cannot listen on ${this.options.host}:${port}: ${(err as Error).message}`,
+        { cause: err },
+      );
     }
     this.boundPort = (server.address() as AddressInfo).port;
     this.server = server;
@@ -162,7 +187,14 @@ export class KafkaBroker {
   }
 
   private accept(socket: TLSSocket): void {
-    const conn: Connection = { socket, remote: `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? 0}`, queued: 0, queuedBytes: 0, chain: Promise.resolve(), closed: false };
+    const conn: Connection = {
+      socket,
+      remote: `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? 0}`,
+      queued: 0,
+      queuedBytes: 0,
+      chain: Promise.resolve(),
+      closed: false,
+    };
     this.connections.add(conn);
     const authTimer = setTimeout(() => {
       if (!conn.user) this.drop(conn, 'not authenticated in time');
@@ -174,7 +206,9 @@ export class KafkaBroker {
       conn.closed = true;
       this.connections.delete(conn);
     });
-    socket.on('error', (err) => this.log.debug({ err: err.message, remote: conn.remote }, 'Kafka connection error'));
+    socket.on('error', (err) =>
+      this.log.debug({ err: err.message, remote: conn.remote }, 'Kafka connection error'),
+    );
     let pending: Buffer = Buffer.alloc(0);
     socket.on('data', (chunk: Buffer) => {
       pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
@@ -196,7 +230,11 @@ export class KafkaBroker {
   private enqueue(conn: Connection, frame: Buffer): void {
     conn.queued += 1;
     conn.queuedBytes += frame.length;
-    if (conn.queued >= this.limits.maxQueuedRequests || conn.queuedBytes >= this.limits.maxRequestBytes) conn.socket.pause();
+    if (
+      conn.queued >= this.limits.maxQueuedRequests ||
+      conn.queuedBytes >= this.limits.maxRequestBytes
+    )
+      conn.socket.pause();
     conn.chain = conn.chain.then(async () => {
       try {
         if (!conn.closed) await this.handle(conn, frame);
@@ -206,18 +244,30 @@ export class KafkaBroker {
       } finally {
         conn.queued -= 1;
         conn.queuedBytes -= frame.length;
-        if (conn.queued < this.limits.maxQueuedRequests && conn.queuedBytes < this.limits.maxRequestBytes && !conn.closed) conn.socket.resume();
+        if (
+          conn.queued < this.limits.maxQueuedRequests &&
+          conn.queuedBytes < this.limits.maxRequestBytes &&
+          !conn.closed
+        )
+          conn.socket.resume();
       }
     });
   }
 
   private drop(conn: Connection, why?: string): void {
-    if (why !== undefined && !conn.closed) this.drops.note({ remote: conn.remote, user: conn.user?.user, reason: why });
+    if (why !== undefined && !conn.closed)
+      this.drops.note({ remote: conn.remote, user: conn.user?.user, reason: why });
     conn.closed = true;
     conn.socket.destroy();
   }
 
-  private send(conn: Connection, api: ApiKeyName, version: number, correlationId: number, body: Message): void {
+  private send(
+    conn: Connection,
+    api: ApiKeyName,
+    version: number,
+    correlationId: number,
+    body: Message,
+  ): void {
     if (!conn.closed) conn.socket.write(responseFrame(api, version, correlationId, body));
   }
 
@@ -226,10 +276,18 @@ export class KafkaBroker {
     try {
       parsed = parseRequest(frame);
     } catch (err) {
-      const header = isGatewayError(err) ? (err.details.header as RequestHeader | undefined) : undefined;
+      const header = isGatewayError(err)
+        ? (err.details.header as RequestHeader | undefined)
+        : undefined;
       // An ApiVersions of a version unknown here is answered in v0 with the versions spoken (KIP-511).
       if (header?.apiKey === ApiKey.ApiVersions) {
-        this.send(conn, 'ApiVersions', 0, header.correlationId, apiVersionsBody(KafkaError.UNSUPPORTED_VERSION));
+        this.send(
+          conn,
+          'ApiVersions',
+          0,
+          header.correlationId,
+          apiVersionsBody(KafkaError.UNSUPPORTED_VERSION),
+        );
         return;
       }
       throw err;
@@ -237,7 +295,12 @@ export class KafkaBroker {
     const { header, api, body } = parsed;
     const v = header.apiVersion;
     const answer = (b: Message) => this.send(conn, api, v, header.correlationId, b);
-    if (!conn.user && api !== 'ApiVersions' && api !== 'SaslHandshake' && api !== 'SaslAuthenticate') {
+    if (
+      !conn.user &&
+      api !== 'ApiVersions' &&
+      api !== 'SaslHandshake' &&
+      api !== 'SaslAuthenticate'
+    ) {
       this.drop(conn, `${api} before SASL authentication`);
       return;
     }
@@ -251,7 +314,14 @@ export class KafkaBroker {
           conn.mechanism = mechanism;
           conn.scram = new ScramServer((user) => this.users.get(user)?.credential);
         }
-        answer({ errorCode: ok ? KafkaError.NONE : conn.user ? KafkaError.ILLEGAL_SASL_STATE : KafkaError.UNSUPPORTED_SASL_MECHANISM, mechanisms: ['SCRAM-SHA-512'] });
+        answer({
+          errorCode: ok
+            ? KafkaError.NONE
+            : conn.user
+              ? KafkaError.ILLEGAL_SASL_STATE
+              : KafkaError.UNSUPPORTED_SASL_MECHANISM,
+          mechanisms: ['SCRAM-SHA-512'],
+        });
         if (!ok) this.drop(conn, `SASL mechanism ${mechanism} refused`);
         return;
       }
@@ -284,14 +354,24 @@ export class KafkaBroker {
 
   private authenticate(conn: Connection, body: Message, answer: (b: Message) => void): void {
     const fail = (why: string) => {
-      answer({ errorCode: KafkaError.SASL_AUTHENTICATION_FAILED, errorMessage: `Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512 (${why})`, authBytes: Buffer.alloc(0), sessionLifetimeMs: 0 });
+      answer({
+        errorCode: KafkaError.SASL_AUTHENTICATION_FAILED,
+        errorMessage: `Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512 (${why})`,
+        authBytes: Buffer.alloc(0),
+        sessionLifetimeMs: 0,
+      });
       // Kafka closes the connection after a failed authentication, once the answer is out.
       conn.closed = true;
       conn.socket.end();
       this.authRefusals.note({ remote: conn.remote, reason: why });
     };
     if (!conn.scram || conn.user) {
-      answer({ errorCode: KafkaError.ILLEGAL_SASL_STATE, errorMessage: 'SaslAuthenticate without SaslHandshake', authBytes: Buffer.alloc(0), sessionLifetimeMs: 0 });
+      answer({
+        errorCode: KafkaError.ILLEGAL_SASL_STATE,
+        errorMessage: 'SaslAuthenticate without SaslHandshake',
+        authBytes: Buffer.alloc(0),
+        sessionLifetimeMs: 0,
+      });
       this.drop(conn);
       return;
     }
@@ -305,6 +385,11 @@ export class KafkaBroker {
       conn.scram = undefined;
       this.log.debug({ remote: conn.remote, user: known.user.user }, 'Kafka client authenticated');
     }
-    answer({ errorCode: KafkaError.NONE, errorMessage: null, authBytes: step.reply, sessionLifetimeMs: 0 });
+    answer({
+      errorCode: KafkaError.NONE,
+      errorMessage: null,
+      authBytes: step.reply,
+      sessionLifetimeMs: 0,
+    });
   }
 }

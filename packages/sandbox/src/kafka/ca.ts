@@ -84,17 +84,37 @@ export async function makeSandboxTls(hosts: string[] = []): Promise<SandboxTls> 
     validity(cert);
     cert.setSubject([{ name: 'commonName', value: 'localhost' }]);
     cert.setIssuer(caName);
-    const names = [...new Set(['localhost', '127.0.0.1', '::1', hostname(), ...hosts].filter((h) => h !== '' && h !== '0.0.0.0' && h !== '::'))];
+    const names = [
+      ...new Set(
+        ['localhost', '127.0.0.1', '::1', hostname(), ...hosts].filter(
+          (h) => h !== '' && h !== '0.0.0.0' && h !== '::',
+        ),
+      ),
+    ];
     cert.setExtensions([
       { name: 'basicConstraints', cA: false },
       { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
       { name: 'extKeyUsage', serverAuth: true },
-      { name: 'subjectAltName', altNames: names.map((n) => (isIP(n) ? { type: 7, ip: n } : { type: 2, value: n })) },
-      { name: 'authorityKeyIdentifier', keyIdentifier: ca.generateSubjectKeyIdentifier().getBytes() },
+      {
+        name: 'subjectAltName',
+        altNames: names.map((n) => (isIP(n) ? { type: 7, ip: n } : { type: 2, value: n })),
+      },
+      {
+        name: 'authorityKeyIdentifier',
+        keyIdentifier: ca.generateSubjectKeyIdentifier().getBytes(),
+      },
     ]);
     cert.sign(caKey, forge.md.sha256.create());
-    return { caPem: forge.pki.certificateToPem(ca), certPem: forge.pki.certificateToPem(cert), keyPem: serverKeys.privateKey };
+    return {
+      caPem: forge.pki.certificateToPem(ca),
+      certPem: forge.pki.certificateToPem(cert),
+      keyPem: serverKeys.privateKey,
+    };
   } catch (err) {
-    throw new GatewayError(ErrorCodes.SANDBOX_KAFKA, `the sandbox cannot make its Kafka certificates: ${(err as Error).message}`, { cause: err });
+    throw new GatewayError(
+      ErrorCodes.SANDBOX_KAFKA,
+      `the sandbox cannot make its Kafka certificates: ${(err as Error).message}`,
+      { cause: err },
+    );
   }
 }

@@ -40,7 +40,9 @@ export function inVersions(range: string | undefined, version: number): boolean 
   if (range === 'none') return false;
   if (range.endsWith('+')) return version >= Number(range.slice(0, -1));
   const [from, to] = range.split('-');
-  return to === undefined ? version === Number(from) : version >= Number(from) && version <= Number(to);
+  return to === undefined
+    ? version === Number(from)
+    : version >= Number(from) && version <= Number(to);
 }
 
 /** Malformed input: the connection that sent it is closed (as a broker does). */
@@ -54,7 +56,8 @@ export class Reader {
   constructor(readonly buf: Buffer) {}
 
   private need(n: number): void {
-    if (n < 0 || this.offset + n > this.buf.length) throw malformed(`needs ${n} bytes at ${this.offset}, has ${this.buf.length - this.offset}`);
+    if (n < 0 || this.offset + n > this.buf.length)
+      throw malformed(`needs ${n} bytes at ${this.offset}, has ${this.buf.length - this.offset}`);
   }
   remaining(): number {
     return this.buf.length - this.offset;
@@ -220,7 +223,12 @@ export class Writer {
   }
 }
 
-function readValue(r: Reader, type: FieldType | Field[], version: number, flexible: boolean): unknown {
+function readValue(
+  r: Reader,
+  type: FieldType | Field[],
+  version: number,
+  flexible: boolean,
+): unknown {
   if (Array.isArray(type)) return readStruct(r, type, version, flexible);
   if (typeof type === 'object') {
     const n = flexible ? r.uvarint() - 1 : r.int32();
@@ -261,7 +269,14 @@ function readStruct(r: Reader, fields: Field[], version: number, flexible: boole
   return out;
 }
 
-function writeValue(w: Writer, type: FieldType | Field[], value: unknown, version: number, flexible: boolean, name: string): void {
+function writeValue(
+  w: Writer,
+  type: FieldType | Field[],
+  value: unknown,
+  version: number,
+  flexible: boolean,
+  name: string,
+): void {
   if (Array.isArray(type)) {
     writeStruct(w, type, (value ?? {}) as Message, version, flexible);
     return;
@@ -301,7 +316,11 @@ function writeValue(w: Writer, type: FieldType | Field[], value: unknown, versio
       w.bytes(Buffer.isBuffer(value) ? value : null, flexible);
       return;
     case 'uuid':
-      w.push(typeof value === 'string' && value.length === 32 ? Buffer.from(value, 'hex') : Buffer.alloc(16));
+      w.push(
+        typeof value === 'string' && value.length === 32
+          ? Buffer.from(value, 'hex')
+          : Buffer.alloc(16),
+      );
       return;
   }
 }
@@ -310,7 +329,13 @@ function num(v: unknown): number {
   return typeof v === 'number' ? v : 0;
 }
 
-function writeStruct(w: Writer, fields: Field[], value: Message, version: number, flexible: boolean): void {
+function writeStruct(
+  w: Writer,
+  fields: Field[],
+  value: Message,
+  version: number,
+  flexible: boolean,
+): void {
   for (const [name, type, versions] of fields) {
     if (!inVersions(versions, version)) continue;
     writeValue(w, type, value[name], version, flexible, name);
@@ -324,7 +349,12 @@ export function decodeMessage(schema: MessageSchema, version: number, r: Reader)
 }
 
 /** Encodes a message body of `version`; absent numbers are 0, absent strings and arrays null. */
-export function encodeMessage(schema: MessageSchema, version: number, value: Message, w: Writer = new Writer()): Writer {
+export function encodeMessage(
+  schema: MessageSchema,
+  version: number,
+  value: Message,
+  w: Writer = new Writer(),
+): Writer {
   writeStruct(w, schema.fields, value, version, isFlexible(schema, version));
   return w;
 }

@@ -38,17 +38,31 @@ export class SandboxKafka {
    * Makes the CA and certificates and listens. Rejects with `LISTEN` when the address is taken,
    * `SANDBOX_KAFKA` when the certificates cannot be made.
    */
-  static async start(clients: SandboxClient[], options: SandboxKafkaOptions & { host: string; port: number }, faults: FaultSwitch, logger: Logger): Promise<SandboxKafka> {
+  static async start(
+    clients: SandboxClient[],
+    options: SandboxKafkaOptions & { host: string; port: number },
+    faults: FaultSwitch,
+    logger: Logger,
+  ): Promise<SandboxKafka> {
     const tls = await makeSandboxTls([options.host]);
     const broker = new KafkaBroker({
       host: options.host,
       port: options.port,
       tls,
-      users: clients.map((c) => ({ user: c.clientId, password: c.clientSecret, topic: statusTopic(c) })),
-      retention: { ...(options.maxEvents !== undefined ? { maxEvents: options.maxEvents } : {}), ...(options.maxAgeMs !== undefined ? { maxAgeMs: options.maxAgeMs } : {}) },
+      users: clients.map((c) => ({
+        user: c.clientId,
+        password: c.clientSecret,
+        topic: statusTopic(c),
+      })),
+      retention: {
+        ...(options.maxEvents !== undefined ? { maxEvents: options.maxEvents } : {}),
+        ...(options.maxAgeMs !== undefined ? { maxAgeMs: options.maxAgeMs } : {}),
+      },
       limits: {
         ...(options.maxConnections !== undefined ? { maxConnections: options.maxConnections } : {}),
-        ...(options.maxRequestBytes !== undefined ? { maxRequestBytes: options.maxRequestBytes } : {}),
+        ...(options.maxRequestBytes !== undefined
+          ? { maxRequestBytes: options.maxRequestBytes }
+          : {}),
       },
       groups: {
         ...(options.maxGroups !== undefined ? { maxGroups: options.maxGroups } : {}),
@@ -57,7 +71,13 @@ export class SandboxKafka {
       faults: () => ({ saslRefused: faults.current().kafkaSaslRefused === true }),
       logger,
     });
-    const endpoint = new SandboxKafka(broker, clients, tls.caPem, faults, logger.child({ component: 'sandbox-kafka' }));
+    const endpoint = new SandboxKafka(
+      broker,
+      clients,
+      tls.caPem,
+      faults,
+      logger.child({ component: 'sandbox-kafka' }),
+    );
     if (faults.current().kafkaDown !== true) await broker.start();
     else await broker.start().then(() => broker.down());
     faults.onChange((f) => endpoint.followDown(f.kafkaDown === true));
@@ -68,7 +88,8 @@ export class SandboxKafka {
     if (down === !this.broker.listening) return;
     const change = down ? this.broker.down() : this.broker.start();
     change.then(
-      () => this.log.info({ down }, down ? 'Kafka endpoint down (fault)' : 'Kafka endpoint up again'),
+      () =>
+        this.log.info({ down }, down ? 'Kafka endpoint down (fault)' : 'Kafka endpoint up again'),
       (err: unknown) => this.log.error({ err }, 'Kafka endpoint could not come back up'),
     );
   }
@@ -80,9 +101,16 @@ export class SandboxKafka {
 
   /** What `GET /_sandbox/kafka` answers for `clientId` (default the first client); undefined for an unknown one. */
   info(clientId?: string): SandboxKafkaInfo | undefined {
-    const client = clientId === undefined ? this.clients[0] : this.clients.find((c) => c.clientId === clientId);
+    const client =
+      clientId === undefined ? this.clients[0] : this.clients.find((c) => c.clientId === clientId);
     if (!client) return undefined;
-    return { bootstrapServers: this.bootstrapServers, topic: statusTopic(client), securityProtocol: 'SASL_SSL', saslMechanism: 'SCRAM-SHA-512', caPem: this.caPem };
+    return {
+      bootstrapServers: this.bootstrapServers,
+      topic: statusTopic(client),
+      securityProtocol: 'SASL_SSL',
+      saslMechanism: 'SCRAM-SHA-512',
+      caPem: this.caPem,
+    };
   }
 
   /** Publishes one status event of `clientId`'s batch (after `kafkaEventDelayMs`, twice at `kafkaDuplicateRate`). */
@@ -90,10 +118,19 @@ export class SandboxKafka {
     const client = this.clients.find((c) => c.clientId === clientId);
     if (!client) return;
     const f = this.faults.current();
-    const copies = (f.kafkaDuplicateRate ?? 0) > 0 && Math.random() < (f.kafkaDuplicateRate ?? 0) ? 2 : 1;
-    const record = { timestamp: Date.now(), key: Buffer.from(String(status.requestId)), value: Buffer.from(JSON.stringify(status)), headers: [] };
+    const copies =
+      (f.kafkaDuplicateRate ?? 0) > 0 && Math.random() < (f.kafkaDuplicateRate ?? 0) ? 2 : 1;
+    const record = {
+      timestamp: Date.now(),
+      key: Buffer.from(String(status.requestId)),
+      value: Buffer.from(JSON.stringify(status)),
+      headers: [],
+    };
     const write = () => {
-      this.broker.append(statusTopic(client), Array.from({ length: copies }, () => ({ ...record, timestamp: Date.now() })));
+      this.broker.append(
+        statusTopic(client),
+        Array.from({ length: copies }, () => ({ ...record, timestamp: Date.now() })),
+      );
       this.published += copies;
     };
     const delay = f.kafkaEventDelayMs ?? 0;
@@ -114,13 +151,21 @@ export class SandboxKafka {
    * handling of events the sandbox itself would never publish (invalid JSON, foreign requestIds).
    * Gives the offset of the first, undefined for an unknown client.
    */
-  appendRaw(clientId: string, records: Array<{ key: string | null; value: string | null }>): number | undefined {
+  appendRaw(
+    clientId: string,
+    records: Array<{ key: string | null; value: string | null }>,
+  ): number | undefined {
     const client = this.clients.find((c) => c.clientId === clientId);
     if (!client) return undefined;
     const now = Date.now();
     return this.broker.append(
       statusTopic(client),
-      records.map((r) => ({ timestamp: now, key: r.key === null ? null : Buffer.from(r.key), value: r.value === null ? null : Buffer.from(r.value), headers: [] })),
+      records.map((r) => ({
+        timestamp: now,
+        key: r.key === null ? null : Buffer.from(r.key),
+        value: r.value === null ? null : Buffer.from(r.value),
+        headers: [],
+      })),
     );
   }
 

@@ -20,7 +20,11 @@ export interface GroupLimits {
   joinDelayMs: number;
 }
 
-export const DEFAULT_GROUP_LIMITS: GroupLimits = { maxGroups: 100, maxMembers: 16, joinDelayMs: 100 };
+export const DEFAULT_GROUP_LIMITS: GroupLimits = {
+  maxGroups: 100,
+  maxMembers: 16,
+  joinDelayMs: 100,
+};
 
 /** What a JoinGroup is answered. */
 export interface JoinAnswer {
@@ -92,7 +96,10 @@ export class GroupCoordinator {
       clearTimeout(group.rebalanceTimer);
       for (const m of group.members.values()) {
         m.pendingJoin?.(noAnswer(m.memberId, KafkaError.COORDINATOR_NOT_AVAILABLE));
-        m.pendingSync?.({ errorCode: KafkaError.COORDINATOR_NOT_AVAILABLE, assignment: Buffer.alloc(0) });
+        m.pendingSync?.({
+          errorCode: KafkaError.COORDINATOR_NOT_AVAILABLE,
+          assignment: Buffer.alloc(0),
+        });
       }
     }
     this.groups.clear();
@@ -101,7 +108,18 @@ export class GroupCoordinator {
   private group(id: string, create: boolean): Group | undefined {
     let group = this.groups.get(id);
     if (!group && create && this.groups.size < this.limits.maxGroups) {
-      group = { id, state: 'Empty', generationId: 0, protocolType: null, protocolName: null, leader: '', members: new Map(), joined: new Set(), deadline: 0, offsets: new Map() };
+      group = {
+        id,
+        state: 'Empty',
+        generationId: 0,
+        protocolType: null,
+        protocolName: null,
+        leader: '',
+        members: new Map(),
+        joined: new Set(),
+        deadline: 0,
+        offsets: new Map(),
+      };
       this.groups.set(id, group);
     }
     return group;
@@ -121,24 +139,41 @@ export class GroupCoordinator {
     protocols: Array<{ name: string; metadata: Buffer }>;
     requireKnownMemberId: boolean;
   }): Promise<JoinAnswer> {
-    if (req.groupId === '') return Promise.resolve(noAnswer(req.memberId, KafkaError.INVALID_GROUP_ID));
-    if (req.sessionTimeoutMs < 1000 || req.sessionTimeoutMs > 300_000) return Promise.resolve(noAnswer(req.memberId, KafkaError.INVALID_SESSION_TIMEOUT));
+    if (req.groupId === '')
+      return Promise.resolve(noAnswer(req.memberId, KafkaError.INVALID_GROUP_ID));
+    if (req.sessionTimeoutMs < 1000 || req.sessionTimeoutMs > 300_000)
+      return Promise.resolve(noAnswer(req.memberId, KafkaError.INVALID_SESSION_TIMEOUT));
     const group = this.group(req.groupId, true);
-    if (!group) return Promise.resolve(noAnswer(req.memberId, KafkaError.COORDINATOR_NOT_AVAILABLE));
-    if (group.protocolType !== null && group.members.size > 0 && group.protocolType !== req.protocolType) {
+    if (!group)
+      return Promise.resolve(noAnswer(req.memberId, KafkaError.COORDINATOR_NOT_AVAILABLE));
+    if (
+      group.protocolType !== null &&
+      group.members.size > 0 &&
+      group.protocolType !== req.protocolType
+    ) {
       return Promise.resolve(noAnswer(req.memberId, KafkaError.INCONSISTENT_GROUP_PROTOCOL));
     }
     let memberId = req.memberId;
     if (memberId === '') {
       memberId = `${req.groupInstanceId ?? 'member'}-${randomUUID()}`;
-      if (req.requireKnownMemberId) return Promise.resolve(noAnswer(memberId, KafkaError.MEMBER_ID_REQUIRED));
+      if (req.requireKnownMemberId)
+        return Promise.resolve(noAnswer(memberId, KafkaError.MEMBER_ID_REQUIRED));
     } else if (!group.members.has(memberId) && !req.requireKnownMemberId) {
       return Promise.resolve(noAnswer(memberId, KafkaError.UNKNOWN_MEMBER_ID));
     }
     let member = group.members.get(memberId);
     if (!member) {
-      if (group.members.size >= this.limits.maxMembers) return Promise.resolve(noAnswer(memberId, KafkaError.GROUP_MAX_SIZE_REACHED));
-      member = { memberId, groupInstanceId: req.groupInstanceId, sessionTimeoutMs: req.sessionTimeoutMs, rebalanceTimeoutMs: req.rebalanceTimeoutMs, protocols: [], lastSeen: 0, assignment: Buffer.alloc(0) };
+      if (group.members.size >= this.limits.maxMembers)
+        return Promise.resolve(noAnswer(memberId, KafkaError.GROUP_MAX_SIZE_REACHED));
+      member = {
+        memberId,
+        groupInstanceId: req.groupInstanceId,
+        sessionTimeoutMs: req.sessionTimeoutMs,
+        rebalanceTimeoutMs: req.rebalanceTimeoutMs,
+        protocols: [],
+        lastSeen: 0,
+        assignment: Buffer.alloc(0),
+      };
       group.members.set(memberId, member);
     }
     member.protocols = req.protocols;
@@ -166,11 +201,17 @@ export class GroupCoordinator {
     }
     group.state = 'PreparingRebalance';
     group.joined = new Set();
-    const rebalanceTimeout = Math.max(...[...group.members.values()].map((m) => m.rebalanceTimeoutMs), 0);
+    const rebalanceTimeout = Math.max(
+      ...[...group.members.values()].map((m) => m.rebalanceTimeoutMs),
+      0,
+    );
     group.deadline = this.now() + rebalanceTimeout;
     clearTimeout(group.rebalanceTimer);
     // After the initial delay, and again at the rebalance timeout: whoever has not joined by then is out.
-    group.rebalanceTimer = setTimeout(() => this.maybeCompleteJoin(group, true), this.limits.joinDelayMs);
+    group.rebalanceTimer = setTimeout(
+      () => this.maybeCompleteJoin(group, true),
+      this.limits.joinDelayMs,
+    );
     group.rebalanceTimer.unref();
   }
 
@@ -180,7 +221,10 @@ export class GroupCoordinator {
     const allJoined = [...group.members.keys()].every((id) => group.joined.has(id));
     if (!timerFired || (!allJoined && now < group.deadline)) {
       if (timerFired) {
-        group.rebalanceTimer = setTimeout(() => this.maybeCompleteJoin(group, true), Math.max(10, Math.min(500, group.deadline - now)));
+        group.rebalanceTimer = setTimeout(
+          () => this.maybeCompleteJoin(group, true),
+          Math.max(10, Math.min(500, group.deadline - now)),
+        );
         group.rebalanceTimer.unref();
       }
       return;
@@ -199,7 +243,9 @@ export class GroupCoordinator {
     }
     // The first protocol of the leader's list that every member offers.
     const leader = members[0] as Member;
-    const protocol = leader.protocols.find((p) => members.every((m) => m.protocols.some((q) => q.name === p.name)));
+    const protocol = leader.protocols.find((p) =>
+      members.every((m) => m.protocols.some((q) => q.name === p.name)),
+    );
     group.generationId += 1;
     group.leader = leader.memberId;
     group.protocolName = protocol?.name ?? null;
@@ -215,7 +261,12 @@ export class GroupCoordinator {
         leader: group.leader,
         memberId: m.memberId,
         members: isLeader
-          ? members.map((x) => ({ memberId: x.memberId, groupInstanceId: x.groupInstanceId, metadata: x.protocols.find((p) => p.name === protocol?.name)?.metadata ?? Buffer.alloc(0) }))
+          ? members.map((x) => ({
+              memberId: x.memberId,
+              groupInstanceId: x.groupInstanceId,
+              metadata:
+                x.protocols.find((p) => p.name === protocol?.name)?.metadata ?? Buffer.alloc(0),
+            }))
           : [],
       });
       m.pendingJoin = undefined;
@@ -223,26 +274,56 @@ export class GroupCoordinator {
   }
 
   /** SyncGroup: the leader hands out the assignment; the others wait for it. */
-  sync(req: { groupId: string; generationId: number; memberId: string; assignments: Array<{ memberId: string; assignment: Buffer }> }): Promise<{ errorCode: number; assignment: Buffer; protocolType: string | null; protocolName: string | null }> {
+  sync(req: {
+    groupId: string;
+    generationId: number;
+    memberId: string;
+    assignments: Array<{ memberId: string; assignment: Buffer }>;
+  }): Promise<{
+    errorCode: number;
+    assignment: Buffer;
+    protocolType: string | null;
+    protocolName: string | null;
+  }> {
     const group = this.group(req.groupId, false);
     const member = group?.members.get(req.memberId);
-    const plain = (errorCode: number) => Promise.resolve({ errorCode, assignment: Buffer.alloc(0), protocolType: null, protocolName: null });
+    const plain = (errorCode: number) =>
+      Promise.resolve({
+        errorCode,
+        assignment: Buffer.alloc(0),
+        protocolType: null,
+        protocolName: null,
+      });
     if (!group || !member) return plain(KafkaError.UNKNOWN_MEMBER_ID);
     if (req.generationId !== group.generationId) return plain(KafkaError.ILLEGAL_GENERATION);
     if (group.state === 'PreparingRebalance') return plain(KafkaError.REBALANCE_IN_PROGRESS);
     member.lastSeen = this.now();
-    const withNames = (a: { errorCode: number; assignment: Buffer }) => ({ ...a, protocolType: group.protocolType, protocolName: group.protocolName });
-    if (group.state === 'Stable') return Promise.resolve(withNames({ errorCode: KafkaError.NONE, assignment: member.assignment }));
+    const withNames = (a: { errorCode: number; assignment: Buffer }) => ({
+      ...a,
+      protocolType: group.protocolType,
+      protocolName: group.protocolName,
+    });
+    if (group.state === 'Stable')
+      return Promise.resolve(
+        withNames({ errorCode: KafkaError.NONE, assignment: member.assignment }),
+      );
     if (req.memberId === group.leader) {
-      for (const m of group.members.values()) m.assignment = req.assignments.find((a) => a.memberId === m.memberId)?.assignment ?? Buffer.alloc(0);
+      for (const m of group.members.values())
+        m.assignment =
+          req.assignments.find((a) => a.memberId === m.memberId)?.assignment ?? Buffer.alloc(0);
       group.state = 'Stable';
       for (const m of group.members.values()) {
         m.pendingSync?.({ errorCode: KafkaError.NONE, assignment: m.assignment });
         m.pendingSync = undefined;
       }
-      return Promise.resolve(withNames({ errorCode: KafkaError.NONE, assignment: member.assignment }));
+      return Promise.resolve(
+        withNames({ errorCode: KafkaError.NONE, assignment: member.assignment }),
+      );
     }
-    member.pendingSync?.({ errorCode: KafkaError.REBALANCE_IN_PROGRESS, assignment: Buffer.alloc(0) });
+    member.pendingSync?.({
+      errorCode: KafkaError.REBALANCE_IN_PROGRESS,
+      assignment: Buffer.alloc(0),
+    });
     return new Promise((resolve) => {
       member.pendingSync = (a) => resolve(withNames(a));
     });
@@ -287,7 +368,8 @@ export class GroupCoordinator {
     for (const group of this.groups.values()) {
       for (const m of [...group.members.values()]) {
         // A member waiting in a join is alive; its session counts again once the join is answered.
-        if (m.pendingJoin === undefined && now - m.lastSeen > m.sessionTimeoutMs) this.remove(group, m);
+        if (m.pendingJoin === undefined && now - m.lastSeen > m.sessionTimeoutMs)
+          this.remove(group, m);
       }
     }
   }
@@ -296,7 +378,10 @@ export class GroupCoordinator {
    * OffsetCommit. A commit with generation -1 and no member id is a "simple" commit (no group
    * membership), which Kafka accepts while the group has no members.
    */
-  commit(req: { groupId: string; generationId: number; memberId: string }, offsets: Array<{ topic: string; partition: number; offset: number; metadata: string | null }>): number {
+  commit(
+    req: { groupId: string; generationId: number; memberId: string },
+    offsets: Array<{ topic: string; partition: number; offset: number; metadata: string | null }>,
+  ): number {
     const simple = req.generationId < 0 && req.memberId === '';
     const group = this.group(req.groupId, true);
     if (!group) return KafkaError.COORDINATOR_NOT_AVAILABLE;
@@ -307,12 +392,19 @@ export class GroupCoordinator {
     } else if (group.members.size > 0) {
       return KafkaError.UNKNOWN_MEMBER_ID;
     }
-    for (const o of offsets) group.offsets.set(`${o.topic}/${o.partition}`, { offset: o.offset, metadata: o.metadata });
+    for (const o of offsets)
+      group.offsets.set(`${o.topic}/${o.partition}`, { offset: o.offset, metadata: o.metadata });
     return KafkaError.NONE;
   }
 
   /** The committed offset of a partition, -1 when none. */
-  committed(groupId: string, topic: string, partition: number): { offset: number; metadata: string | null } {
-    return this.groups.get(groupId)?.offsets.get(`${topic}/${partition}`) ?? { offset: -1, metadata: '' };
+  committed(
+    groupId: string,
+    topic: string,
+    partition: number,
+  ): { offset: number; metadata: string | null } {
+    return (
+      this.groups.get(groupId)?.offsets.get(`${topic}/${partition}`) ?? { offset: -1, metadata: '' }
+    );
   }
 }

@@ -138,7 +138,8 @@ export function decodeBatches(buf: Buffer): { records: ProducedRecord[] } | { co
       const key = varBytes(rec);
       const value = varBytes(rec);
       const headerCount = rec.varint();
-      if (headerCount < 0 || headerCount > rec.remaining()) throw malformed(`header count ${headerCount}`);
+      if (headerCount < 0 || headerCount > rec.remaining())
+        throw malformed(`header count ${headerCount}`);
       const headers: RecordHeader[] = [];
       for (let h = 0; h < headerCount; h++) {
         const k = varBytes(rec);

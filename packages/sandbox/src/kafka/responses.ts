@@ -2,7 +2,9 @@ import type { Field, MessageSchema } from './codec.js';
 import type { ApiKeyName } from './messages.js';
 
 /** One array field of `of` (a nested message's fields, or int32/string elements). */
-const arr = (of: Field[] | 'int32' | 'string'): { array: Field[] | 'int32' | 'string' } => ({ array: of });
+const arr = (of: Field[] | 'int32' | 'string'): { array: Field[] | 'int32' | 'string' } => ({
+  array: of,
+});
 
 /** The response bodies of every API in `SUPPORTED` (messages.ts), per version. */
 export const Responses: Record<ApiKeyName, MessageSchema> = {

@@ -17,17 +17,30 @@ export interface ScramCredential {
   serverKey: Buffer;
 }
 
-const hmac = (key: Buffer, text: string | Buffer) => createHmac('sha512', key).update(text).digest();
+const hmac = (key: Buffer, text: string | Buffer) =>
+  createHmac('sha512', key).update(text).digest();
 const sha512 = (data: Buffer) => createHash('sha512').update(data).digest();
 
 /** The credential of a password; `salt` default a new random one (a given one replays a captured exchange). */
-export function scramCredential(password: string, iterations = SCRAM_ITERATIONS, salt: Buffer = randomBytes(32)): ScramCredential {
+export function scramCredential(
+  password: string,
+  iterations = SCRAM_ITERATIONS,
+  salt: Buffer = randomBytes(32),
+): ScramCredential {
   const salted = pbkdf2Sync(password.normalize('NFKC'), salt, iterations, 64, 'sha512');
-  return { salt, iterations, storedKey: sha512(hmac(salted, 'Client Key')), serverKey: hmac(salted, 'Server Key') };
+  return {
+    salt,
+    iterations,
+    storedKey: sha512(hmac(salted, 'Client Key')),
+    serverKey: hmac(salted, 'Server Key'),
+  };
 }
 
 /** The outcome of one SCRAM step: bytes to send back, and when done the authenticated user. */
-export type ScramStep = { reply: Buffer; done?: undefined } | { reply: Buffer; done: { user: string } } | { failed: string };
+export type ScramStep =
+  | { reply: Buffer; done?: undefined }
+  | { reply: Buffer; done: { user: string } }
+  | { failed: string };
 
 /** Reads `a=b,c=d` attributes (RFC 5802 §5.1). */
 function attributes(text: string): Map<string, string> {
@@ -74,17 +87,20 @@ export class ScramServer {
     this.stage = 'over';
     // gs2-header: "n,," or "y,," (no channel binding), optionally with an authzid "n,a=name,".
     const m = /^([ny]),(a=[^,]*)?,(.*)$/.exec(text);
-    if (!m?.[3]) return { failed: 'client-first-message is not SCRAM (expected "n,,n=user,r=nonce")' };
+    if (!m?.[3])
+      return { failed: 'client-first-message is not SCRAM (expected "n,,n=user,r=nonce")' };
     const bare = m[3];
     const attrs = attributes(bare);
     const user = attrs.get('n');
     const clientNonce = attrs.get('r');
-    if (user === undefined || !clientNonce) return { failed: 'client-first-message lacks n= or r=' };
+    if (user === undefined || !clientNonce)
+      return { failed: 'client-first-message lacks n= or r=' };
     this.user = unescapeName(user);
     this.clientFirstBare = bare;
     // A made-up credential for an unknown user: the exchange goes on and fails like a wrong password.
     this.credential = this.lookup(this.user);
-    const salt = this.credential?.salt ?? createHash('sha256').update(`unknown:${this.user}`).digest();
+    const salt =
+      this.credential?.salt ?? createHash('sha256').update(`unknown:${this.user}`).digest();
     this.nonce = clientNonce + this.serverNonce();
     this.serverFirst = `r=${this.nonce},s=${salt.toString('base64')},i=${this.credential?.iterations ?? SCRAM_ITERATIONS}`;
     this.stage = 'final';
@@ -99,7 +115,8 @@ export class ScramServer {
     const attrs = attributes(withoutProof);
     // Kafka's ScramSaslServer checks that the nonce *ends with* the server-first one; librdkafka 2.0
     // sends its client nonce once more in front of it, and brokers accept that.
-    if (!(attrs.get('r') ?? '').endsWith(this.nonce)) return { failed: 'client-final-message has another nonce' };
+    if (!(attrs.get('r') ?? '').endsWith(this.nonce))
+      return { failed: 'client-final-message has another nonce' };
     const cred = this.credential;
     const proof = Buffer.from(text.slice(proofAt + 3), 'base64');
     const authMessage = `${this.clientFirstBare},${this.serverFirst},${withoutProof}`;
@@ -107,7 +124,8 @@ export class ScramServer {
     const clientSignature = hmac(cred.storedKey, authMessage);
     const clientKey = Buffer.alloc(64);
     for (let i = 0; i < 64; i++) clientKey[i] = (proof[i] ?? 0) ^ (clientSignature[i] ?? 0);
-    if (!timingSafeEqual(sha512(clientKey), cred.storedKey)) return { failed: 'invalid credentials' };
+    if (!timingSafeEqual(sha512(clientKey), cred.storedKey))
+      return { failed: 'invalid credentials' };
     const serverSignature = hmac(cred.serverKey, authMessage).toString('base64');
     return { reply: Buffer.from(`v=${serverSignature}`, 'utf8'), done: { user: this.user } };
   }

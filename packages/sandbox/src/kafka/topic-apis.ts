@@ -49,10 +49,20 @@ export class TopicApis {
   metadata(conn: ApiClient, body: Message, v: number): Message {
     const requested = body.topics as Message[] | null;
     // Null topics (v1+), or an empty list in v0, means every topic the user may see.
-    const names = requested === null || (v === 0 && requested.length === 0) ? [conn.user?.topic ?? ''] : requested.map((t) => t.name as string);
+    const names =
+      requested === null || (v === 0 && requested.length === 0)
+        ? [conn.user?.topic ?? '']
+        : requested.map((t) => t.name as string);
     return {
       throttleTimeMs: 0,
-      brokers: [{ nodeId: NODE_ID, host: this.ctx.advertised().host, port: this.ctx.advertised().port, rack: null }],
+      brokers: [
+        {
+          nodeId: NODE_ID,
+          host: this.ctx.advertised().host,
+          port: this.ctx.advertised().port,
+          rack: null,
+        },
+      ],
       clusterId: CLUSTER_ID,
       controllerId: NODE_ID,
       topics: names.map((name) => {
@@ -64,7 +74,17 @@ export class TopicApis {
           isInternal: false,
           partitions:
             errorCode === KafkaError.NONE
-              ? [{ errorCode: 0, partitionIndex: 0, leaderId: NODE_ID, leaderEpoch: 0, replicaNodes: [NODE_ID], isrNodes: [NODE_ID], offlineReplicas: [] }]
+              ? [
+                  {
+                    errorCode: 0,
+                    partitionIndex: 0,
+                    leaderId: NODE_ID,
+                    leaderEpoch: 0,
+                    replicaNodes: [NODE_ID],
+                    isrNodes: [NODE_ID],
+                    offlineReplicas: [],
+                  },
+                ]
               : [],
           topicAuthorizedOperations: OPS_NOT_REQUESTED,
         };
@@ -80,17 +100,35 @@ export class TopicApis {
       return {
         name: t.name,
         partitionResponses: ((t.partitionData as Message[] | null) ?? []).map((p) => {
-          const result = { index: p.index, errorCode: KafkaError.NONE, baseOffset: -1, logAppendTimeMs: -1, logStartOffset: -1, recordErrors: [], errorMessage: null as string | null };
-          if (acks !== 0 && acks !== 1 && acks !== -1) return { ...result, errorCode: KafkaError.INVALID_REQUIRED_ACKS };
+          const result = {
+            index: p.index,
+            errorCode: KafkaError.NONE,
+            baseOffset: -1,
+            logAppendTimeMs: -1,
+            logStartOffset: -1,
+            recordErrors: [],
+            errorMessage: null as string | null,
+          };
+          if (acks !== 0 && acks !== 1 && acks !== -1)
+            return { ...result, errorCode: KafkaError.INVALID_REQUIRED_ACKS };
           if ('errorCode' in found) return { ...result, errorCode: found.errorCode };
           if (p.index !== 0) return { ...result, errorCode: KafkaError.UNKNOWN_TOPIC_OR_PARTITION };
           let decoded: ReturnType<typeof decodeBatches>;
           try {
             decoded = decodeBatches((p.records as Buffer | null) ?? Buffer.alloc(0));
           } catch (err) {
-            return { ...result, errorCode: KafkaError.CORRUPT_MESSAGE, errorMessage: (err as Error).message };
+            return {
+              ...result,
+              errorCode: KafkaError.CORRUPT_MESSAGE,
+              errorMessage: (err as Error).message,
+            };
           }
-          if ('compressed' in decoded) return { ...result, errorCode: KafkaError.UNSUPPORTED_COMPRESSION_TYPE, errorMessage: 'the sandbox stores uncompressed batches only' };
+          if ('compressed' in decoded)
+            return {
+              ...result,
+              errorCode: KafkaError.UNSUPPORTED_COMPRESSION_TYPE,
+              errorMessage: 'the sandbox stores uncompressed batches only',
+            };
           const baseOffset = found.log.append(decoded.records);
           return { ...result, baseOffset, logStartOffset: found.log.logStartOffset };
         }),
@@ -108,9 +146,16 @@ export class TopicApis {
         return {
           name: t.name,
           partitions: ((t.partitions as Message[] | null) ?? []).map((p) => {
-            const base = { partitionIndex: p.partitionIndex, errorCode: KafkaError.NONE, timestamp: -1, offset: -1, leaderEpoch: 0 };
+            const base = {
+              partitionIndex: p.partitionIndex,
+              errorCode: KafkaError.NONE,
+              timestamp: -1,
+              offset: -1,
+              leaderEpoch: 0,
+            };
             if ('errorCode' in found) return { ...base, errorCode: found.errorCode };
-            if (p.partitionIndex !== 0) return { ...base, errorCode: KafkaError.UNKNOWN_TOPIC_OR_PARTITION };
+            if (p.partitionIndex !== 0)
+              return { ...base, errorCode: KafkaError.UNKNOWN_TOPIC_OR_PARTITION };
             const ts = p.timestamp as number;
             if (ts === -1) return { ...base, offset: found.log.highWatermark };
             if (ts === -2) return { ...base, offset: found.log.logStartOffset };
@@ -132,13 +177,26 @@ export class TopicApis {
         return {
           topic: t.topic,
           partitions: ((t.partitions as Message[] | null) ?? []).map((p) => {
-            const base = { partitionIndex: p.partition, errorCode: KafkaError.NONE, highWatermark: -1, lastStableOffset: -1, logStartOffset: -1, abortedTransactions: null, preferredReadReplica: -1, records: null as Buffer | null };
+            const base = {
+              partitionIndex: p.partition,
+              errorCode: KafkaError.NONE,
+              highWatermark: -1,
+              lastStableOffset: -1,
+              logStartOffset: -1,
+              abortedTransactions: null,
+              preferredReadReplica: -1,
+              records: null as Buffer | null,
+            };
             if ('errorCode' in found) {
               any = true;
               return { ...base, errorCode: found.errorCode };
             }
             const log = found.log;
-            const marks = { highWatermark: log.highWatermark, lastStableOffset: log.highWatermark, logStartOffset: log.logStartOffset };
+            const marks = {
+              highWatermark: log.highWatermark,
+              lastStableOffset: log.highWatermark,
+              logStartOffset: log.logStartOffset,
+            };
             const offset = p.fetchOffset as number;
             if (p.partition !== 0) {
               any = true;
@@ -148,19 +206,27 @@ export class TopicApis {
               any = true;
               return { ...base, ...marks, errorCode: KafkaError.OFFSET_OUT_OF_RANGE };
             }
-            const records = log.read(offset, Math.min(maxBytes, Math.max(1, p.partitionMaxBytes as number)));
+            const records = log.read(
+              offset,
+              Math.min(maxBytes, Math.max(1, p.partitionMaxBytes as number)),
+            );
             if (records.length > 0) any = true;
             return { ...base, ...marks, records: encodeBatch(records) };
           }),
         };
       });
-      return { any, body: { throttleTimeMs: 0, errorCode: KafkaError.NONE, sessionId: 0, responses } };
+      return {
+        any,
+        body: { throttleTimeMs: 0, errorCode: KafkaError.NONE, sessionId: 0, responses },
+      };
     };
     let result = build();
     const wait = Math.min(Math.max(0, body.maxWaitMs as number), this.ctx.maxFetchWaitMs);
     if (!result.any && wait > 0 && topics.length > 0) {
       // Long poll: answer when a record arrives on a topic of the request, or at maxWaitMs.
-      const logs = topics.map((t) => this.topicFor(conn, t.topic)).flatMap((f) => ('log' in f ? [f.log] : []));
+      const logs = topics
+        .map((t) => this.topicFor(conn, t.topic))
+        .flatMap((f) => ('log' in f ? [f.log] : []));
       await new Promise<void>((resolve) => {
         const cancels: Array<() => void> = [];
         const done = () => {
@@ -179,14 +245,29 @@ export class TopicApis {
   }
 
   findCoordinator(body: Message, v: number): Message {
-    const node = { nodeId: NODE_ID, host: this.ctx.advertised().host, port: this.ctx.advertised().port, errorCode: KafkaError.NONE, errorMessage: null };
-    if (v >= 4) return { throttleTimeMs: 0, coordinators: ((body.coordinatorKeys as string[] | null) ?? []).map((key) => ({ key, ...node })) };
+    const node = {
+      nodeId: NODE_ID,
+      host: this.ctx.advertised().host,
+      port: this.ctx.advertised().port,
+      errorCode: KafkaError.NONE,
+      errorMessage: null,
+    };
+    if (v >= 4)
+      return {
+        throttleTimeMs: 0,
+        coordinators: ((body.coordinatorKeys as string[] | null) ?? []).map((key) => ({
+          key,
+          ...node,
+        })),
+      };
     return { throttleTimeMs: 0, ...node };
   }
 
   /** Group ids are kept apart per user: two clients may both use group "g". */
   private groupKey(conn: ApiClient, groupId: unknown): string {
-    return typeof groupId === 'string' && groupId !== '' ? `${conn.user?.user ?? ''}\u0000${groupId}` : '';
+    return typeof groupId === 'string' && groupId !== ''
+      ? `${conn.user?.user ?? ''}\u0000${groupId}`
+      : '';
   }
 
   async joinGroup(conn: ApiClient, body: Message, v: number): Promise<Message> {
@@ -196,9 +277,13 @@ export class TopicApis {
       groupInstanceId: (body.groupInstanceId as string | null | undefined) ?? null,
       sessionTimeoutMs: body.sessionTimeoutMs as number,
       // v0 has no rebalance timeout: it is the session timeout.
-      rebalanceTimeoutMs: (body.rebalanceTimeoutMs as number | undefined) ?? (body.sessionTimeoutMs as number),
+      rebalanceTimeoutMs:
+        (body.rebalanceTimeoutMs as number | undefined) ?? (body.sessionTimeoutMs as number),
       protocolType: (body.protocolType as string | null) ?? '',
-      protocols: ((body.protocols as Message[] | null) ?? []).map((p) => ({ name: p.name as string, metadata: (p.metadata as Buffer | null) ?? Buffer.alloc(0) })),
+      protocols: ((body.protocols as Message[] | null) ?? []).map((p) => ({
+        name: p.name as string,
+        metadata: (p.metadata as Buffer | null) ?? Buffer.alloc(0),
+      })),
       requireKnownMemberId: v >= 4,
     });
     return { throttleTimeMs: 0, ...a, skipAssignment: false };
@@ -213,11 +298,24 @@ export class TopicApis {
         return {
           name: t.name,
           partitions: ((t.partitions as Message[] | null) ?? []).map((p) => {
-            if ('errorCode' in found) return { partitionIndex: p.partitionIndex, errorCode: found.errorCode };
-            if (groupId === '') return { partitionIndex: p.partitionIndex, errorCode: KafkaError.INVALID_GROUP_ID };
+            if ('errorCode' in found)
+              return { partitionIndex: p.partitionIndex, errorCode: found.errorCode };
+            if (groupId === '')
+              return { partitionIndex: p.partitionIndex, errorCode: KafkaError.INVALID_GROUP_ID };
             const errorCode = this.ctx.groups.commit(
-              { groupId, generationId: (body.generationId as number | undefined) ?? -1, memberId: (body.memberId as string | null | undefined) ?? '' },
-              [{ topic: t.name as string, partition: p.partitionIndex as number, offset: p.committedOffset as number, metadata: (p.committedMetadata as string | null) ?? null }],
+              {
+                groupId,
+                generationId: (body.generationId as number | undefined) ?? -1,
+                memberId: (body.memberId as string | null | undefined) ?? '',
+              },
+              [
+                {
+                  topic: t.name as string,
+                  partition: p.partitionIndex as number,
+                  offset: p.committedOffset as number,
+                  metadata: (p.committedMetadata as string | null) ?? null,
+                },
+              ],
             );
             return { partitionIndex: p.partitionIndex, errorCode };
           }),
@@ -256,7 +354,11 @@ export class TopicApis {
         })),
       };
     }
-    return { throttleTimeMs: 0, topics: topicsOf(this.groupKey(conn, body.groupId), body.topics as Message[] | null), errorCode: KafkaError.NONE };
+    return {
+      throttleTimeMs: 0,
+      topics: topicsOf(this.groupKey(conn, body.groupId), body.topics as Message[] | null),
+      errorCode: KafkaError.NONE,
+    };
   }
 
   async syncGroup(conn: ApiClient, body: Message): Promise<Message> {
@@ -264,7 +366,10 @@ export class TopicApis {
       groupId: this.groupKey(conn, body.groupId),
       generationId: body.generationId as number,
       memberId: body.memberId as string,
-      assignments: ((body.assignments as Message[] | null) ?? []).map((x) => ({ memberId: x.memberId as string, assignment: (x.assignment as Buffer | null) ?? Buffer.alloc(0) })),
+      assignments: ((body.assignments as Message[] | null) ?? []).map((x) => ({
+        memberId: x.memberId as string,
+        assignment: (x.assignment as Buffer | null) ?? Buffer.alloc(0),
+      })),
     });
     return { throttleTimeMs: 0, ...a };
   }
@@ -272,13 +377,21 @@ export class TopicApis {
   heartbeat(conn: ApiClient, body: Message): Message {
     return {
       throttleTimeMs: 0,
-      errorCode: this.ctx.groups.heartbeat({ groupId: this.groupKey(conn, body.groupId), generationId: body.generationId as number, memberId: body.memberId as string }),
+      errorCode: this.ctx.groups.heartbeat({
+        groupId: this.groupKey(conn, body.groupId),
+        generationId: body.generationId as number,
+        memberId: body.memberId as string,
+      }),
     };
   }
 
   leaveGroup(conn: ApiClient, body: Message, v: number): Message {
     const groupId = this.groupKey(conn, body.groupId);
-    if (v < 3) return { throttleTimeMs: 0, errorCode: this.ctx.groups.leave(groupId, body.memberId as string) };
+    if (v < 3)
+      return {
+        throttleTimeMs: 0,
+        errorCode: this.ctx.groups.leave(groupId, body.memberId as string),
+      };
     const members = ((body.members as Message[] | null) ?? []).map((m) => ({
       memberId: m.memberId,
       groupInstanceId: m.groupInstanceId,
