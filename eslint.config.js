@@ -31,8 +31,10 @@ export default tseslint.config(
     },
   },
   {
-    // Plain JavaScript here is configuration (this file): no type information to lint with.
-    files: ['**/*.js'],
+    // Plain JavaScript here is configuration (this file) and build scripts (scripts/): no type
+    // information to lint with; the scripts run on Node.js.
+    files: ['**/*.js', '**/*.mjs'],
     ...tseslint.configs.disableTypeChecked,
+    languageOptions: { globals: { process: 'readonly', console: 'readonly' } },
   },
 );

@@ -5,15 +5,56 @@ import { defineConfig } from 'vitest/config';
 // and a test and the code under it load one copy of each module (one GatewayError class).
 const conditions = ['source', 'module', 'node', 'development|production'];
 
+// The suite in four layers (CONTRIBUTING.md): each project's setup checks, and as root installs,
+// the system tools its tests drive, so a layer never skips for a missing tool.
+//   unit         pure code and in-process parts: no root, no system tool        npm run test:unit
+//   integration  real brokers, ptys, sshd, etcd, TLS, tmpfs mounts (root)        npm run test:integration
+//   e2e          the built daemon as a process, the browser, crash loops         npm run test:e2e
+//   package      the .deb: lintian, clean Debian roots, arm64 (root, slow)       npm run test:package
 export default defineConfig({
   resolve: { conditions },
   ssr: { resolve: { conditions, externalConditions: ['node'] } },
   test: {
-    include: ['test/**/*.test.ts', 'src/**/*.test.ts', 'packages/*/test/**/*.test.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // Integration tests start real brokers, ptys and child processes; two cores cannot run many at once.
     maxWorkers: 2,
     reporters: ['default'],
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'unit',
+          include: ['test/unit/**/*.test.ts', 'src/**/*.test.ts', 'packages/*/test/**/*.test.ts'],
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'integration',
+          include: ['test/integration/**/*.test.ts'],
+          globalSetup: ['test/setup/integration.ts'],
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'e2e',
+          include: ['test/e2e/**/*.test.ts'],
+          globalSetup: ['test/setup/e2e.ts'],
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'package',
+          include: ['test/package/**/*.test.ts'],
+          globalSetup: ['test/setup/package.ts'],
+          // mmdebstrap, nspawn boots and emulated arm64 take minutes each.
+          testTimeout: 900_000,
+          hookTimeout: 900_000,
+        },
+      },
+    ],
   },
 });

@@ -101,8 +101,9 @@ done
 find "$app/packages" \( -name '*.map' -o -name '.tsbuildinfo' \) -type f -delete
 
 # Production modules: the installed tree without the development dependencies (no network, no
-# scripts run), then what only building needed: the compiler and type declarations (listed as
-# dependencies so a plain clone builds itself; never loaded at run time).
+# scripts run). The compiler and our type declarations are development dependencies, so they are
+# not in it; what is left of @types are declarations that production modules list as their own
+# dependencies (mqtt's @types/ws and @types/readable-stream), never loaded at run time.
 if [ "$arch" = "$host" ]; then
   cp -a node_modules "$app/node_modules"
   (cd "$app" && npm prune --omit=dev --ignore-scripts --offline --no-audit --no-fund >/dev/null 2>&1)
@@ -111,7 +112,8 @@ else
   # architecture's platform packages (@node-rs/crc32-linux-arm64-gnu, say) and no install script run.
   (cd "$app" && npm ci --omit=dev --ignore-scripts --cpu="$nodearch" --os=linux --libc=glibc --no-audit --no-fund >/dev/null)
 fi
-rm -rf "$app/node_modules/typescript" "$app/node_modules/@types" "$app/node_modules/.bin" "$app/node_modules/.package-lock.json"
+rm -rf "$app/node_modules/@types" "$app/node_modules/.bin" "$app/node_modules/.package-lock.json"
+[ ! -e "$app/node_modules/typescript" ] || { echo "package: typescript is in the production tree: a build-only package is listed under dependencies" >&2; exit 1; }
 # npm links each workspace into node_modules (node_modules/@scan-gateway/sandbox -> ../../packages/sandbox):
 # the package holds the real files there instead, so node_modules resolves as any installed module's,
 # and packages/ goes.

@@ -15,7 +15,7 @@ import { PACKAGE_ROOT } from '../../src/paths.js';
 import { startSandbox, type RunningSandbox } from '@scan-gateway/sandbox';
 import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js';
 import { waitFor } from '../helpers/wait.js';
-import { startNotifyReceiver, type NotifyReceiver } from '../unit/systemd-notify-receiver.js';
+import { startNotifyReceiver, type NotifyReceiver } from '../helpers/systemd-notify-receiver.js';
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
 const FILES = 20;

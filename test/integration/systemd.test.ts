@@ -10,7 +10,7 @@ import { SystemdNotifier } from '../../src/cli/sd-notify.js';
 import { createLogger } from '../../src/log.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { waitFor } from '../helpers/wait.js';
-import { startNotifyReceiver, type NotifyReceiver } from './systemd-notify-receiver.js';
+import { startNotifyReceiver, type NotifyReceiver } from '../helpers/systemd-notify-receiver.js';
 
 const UNIT = join(PACKAGE_ROOT, 'systemd/scan-gateway.service');
 const unitText = readFileSync(UNIT, 'utf8');
@@ -124,7 +124,7 @@ describe('systemd unit', () => {
     expect(setting('Restart')).toEqual(['on-failure']);
     // The exit codes of docs/cli.md that a restart cannot fix.
     expect(setting('RestartPreventExitStatus')).toEqual([
-      `${ExitCodes.USAGE} ${ExitCodes.BUFFER_UNUSABLE}`,
+      `${ExitCodes.USAGE} ${ExitCodes.BUFFER_UNUSABLE} ${ExitCodes.UNSUPPORTED_RUNTIME}`,
     ]);
     const cli = readFileSync(join(PACKAGE_ROOT, 'docs/cli.md'), 'utf8');
     expect(cli).toMatch(/^\| 4 \| `run`: the buffer cannot be opened/m);

@@ -1,0 +1,8 @@
+import { ensureRuntimes } from './runtimes.js';
+import { ensureSystemTools } from './system-tools.js';
+
+/** Global setup of the package layer (vitest.config.ts): root, its tools and the pinned runtimes. */
+export default function setup(): void {
+  ensureSystemTools('package');
+  ensureRuntimes();
+}
