@@ -50,9 +50,10 @@ export default defineConfig({
           name: 'package',
           include: ['test/package/**/*.test.ts'],
           globalSetup: ['test/setup/package.ts'],
-          // mmdebstrap, nspawn boots and emulated arm64 take minutes each.
-          testTimeout: 900_000,
-          hookTimeout: 900_000,
+          // mmdebstrap, nspawn boots and emulated arm64 take minutes each, many more on a busy
+          // machine: the ceiling only catches a hang.
+          testTimeout: 3_600_000,
+          hookTimeout: 3_600_000,
         },
       },
     ],

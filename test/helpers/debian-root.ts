@@ -31,7 +31,7 @@ export function run(
 ): RunResult {
   const r = spawnSync(cmd, args, {
     encoding: 'utf8',
-    timeout: options.timeoutMs ?? 240_000,
+    timeout: options.timeoutMs ?? 1_200_000,
     cwd: options.cwd ?? PACKAGE_ROOT,
     env: {
       PATH: process.env.PATH ?? '',
@@ -58,7 +58,7 @@ export function buildPackage(arch?: 'amd64' | 'arm64'): string {
   const built = run(
     'npm',
     ['run', '--silent', 'package', '--', ...(arch ? ['--arch', arch] : []), out],
-    { timeoutMs: 480_000 },
+    { timeoutMs: 2_400_000 },
   );
   if (built.code !== 0)
     throw new Error(`npm run package failed (${built.code}):\n${built.stdout}\n${built.stderr}`);
@@ -89,7 +89,7 @@ export function debianRoot(suite: DebianSuite): string {
       if (old.startsWith(`debian-${suite}-apt-`)) rmSync(join(cache, old), { force: true });
     const partial = `${tar}.${process.pid}.partial`;
     const made = run('mmdebstrap', ['--variant=apt', '--quiet', '--format=tar', suite, partial], {
-      timeoutMs: 600_000,
+      timeoutMs: 3_000_000,
     });
     if (made.code !== 0)
       throw new Error(`mmdebstrap ${suite} failed (${made.code}):\n${made.stderr.slice(-4000)}`);
@@ -118,7 +118,7 @@ export function inRoot(
   const setenv = Object.entries(options.env ?? {}).map(([k, v]) => `--setenv=${k}=${v}`);
   // --pipe: the command's own stdout and stderr, not a pseudo-terminal's (which writes \r\n).
   const r = run('systemd-nspawn', [...nspawnArgs(root), '--pipe', ...setenv, ...args], {
-    timeoutMs: options.timeoutMs ?? 300_000,
+    timeoutMs: options.timeoutMs ?? 1_500_000,
   });
   // nspawn's own note about the propagation folder of a container on a plain folder says nothing of the command.
   r.stderr = r.stderr
@@ -162,7 +162,7 @@ export function inBooted(pid: number, args: string[]): RunResult {
   return run(
     'nsenter',
     [`--target=${pid}`, '--mount', '--uts', '--ipc', '--net', '--pid', '--', ...args],
-    { timeoutMs: 60_000 },
+    { timeoutMs: 300_000 },
   );
 }
 

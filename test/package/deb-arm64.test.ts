@@ -47,7 +47,7 @@ describe('the arm64 Debian package (cross-built, run under qemu)', () => {
     for (const line of elves) expect(line).toMatch(/AArch64/);
 
     const qemu = (args: string[], env: Record<string, string> = {}): RunResult =>
-      run(QEMU, ['-L', SYSROOT, node, ...args], { cwd: root, env, timeoutMs: 180_000 });
+      run(QEMU, ['-L', SYSROOT, node, ...args], { cwd: root, env, timeoutMs: 900_000 });
     const version = qemu([join(app, 'dist/src/main.js'), '--version']);
     expect(version.code, version.stderr).toBe(0);
     expect(version.stdout).toMatch(
@@ -114,7 +114,7 @@ describe('the arm64 Debian package (cross-built, run under qemu)', () => {
     );
     try {
       await waitFor(() => log.includes('"msg":"scan-gateway started"'), {
-        timeoutMs: 120_000,
+        timeoutMs: 600_000,
         what: 'the arm64 gateway started under qemu',
       }).catch((err: unknown) => {
         throw new Error(`${(err as Error).message}\n${log.slice(-3000)}`);
@@ -131,7 +131,7 @@ describe('the arm64 Debian package (cross-built, run under qemu)', () => {
           };
           return r.scans.length >= 3;
         },
-        { timeoutMs: 90_000, intervalMs: 500, what: 'scans delivered by the arm64 gateway' },
+        { timeoutMs: 450_000, intervalMs: 500, what: 'scans delivered by the arm64 gateway' },
       );
     } finally {
       child.kill('SIGTERM');
@@ -156,5 +156,5 @@ describe('the arm64 Debian package (cross-built, run under qemu)', () => {
     expect(report.schemaVersion).toBeGreaterThan(0);
     // The sample's rows, stored by the arm64 SQLite and read back by it.
     expect(Object.values(report.scans).reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(3);
-  }, 900_000);
+  });
 });

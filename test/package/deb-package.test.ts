@@ -161,7 +161,7 @@ describe('the Debian package (npm run package)', () => {
     );
     try {
       await waitFor(() => log.includes('"msg":"scan-gateway started"'), {
-        timeoutMs: 30_000,
+        timeoutMs: 150_000,
         what: 'the packaged gateway started',
       });
       expect(log).toMatch(
@@ -180,7 +180,7 @@ describe('the Debian package (npm run package)', () => {
             String(f).endsWith('.csv'),
           ),
         {
-          timeoutMs: 30_000,
+          timeoutMs: 150_000,
           what: 'the CSV taken and moved to processed/',
         },
       );
@@ -191,7 +191,7 @@ describe('the Debian package (npm run package)', () => {
           };
           return r.scans.length > 0 ? r.scans : undefined;
         },
-        { timeoutMs: 30_000, what: 'scans delivered to the sandbox' },
+        { timeoutMs: 150_000, what: 'scans delivered to the sandbox' },
       );
       expect(delivered.length).toBeGreaterThan(0);
     } finally {
@@ -219,5 +219,5 @@ describe('the Debian package (npm run package)', () => {
     });
     expect(verify.code, verify.stderr).toBe(0);
     expect(verify.stderr.split('\n').filter((l) => l.includes('scan-gateway.service'))).toEqual([]);
-  }, 300_000);
+  });
 });
