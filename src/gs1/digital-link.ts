@@ -4,7 +4,16 @@
  * attributes keyed by AI; query parameters that are not all digits are ignored.
  *
  * Source: GS1 Digital Link URI Syntax 1.5 (sections 4–6) and the key qualifier sequences of the
- * GS1 Barcode Syntax Dictionary (`dlpkey=`), checked the way the GS1 Barcode Syntax Engine does.
+ * GS1 Barcode Syntax Dictionary (`dlpkey=`), checked the way the GS1 Barcode Syntax Engine does
+ * (github.com/gs1/gs1-syntax-engine, `src/c-lib/dl.c`) with its default settings, which this parser
+ * has no switch to change:
+ *
+ * - AI 01 in the path must have 14 digits; the engine pads a GTIN-8, -12 or -13 there only with
+ *   `permitZeroSuppressedGTINinDLuris`, off by default. As the query attribute 01 (behind another
+ *   key, `/8004/…?01=9520123456788`) the engine always pads it to GTIN-14, and so does this parser.
+ * - The deprecated convenience alphas (`/gtin/…`, `/ser/…`, `/sscc/…`) are not read: the engine
+ *   reads them only with `permitConvenienceAlphas`, off by default and without an API, and refuses
+ *   such a URI for having no GS1 key in its path. Here a URI without a GS1 key is plain data.
  */
 
 import { describeAi, lookupAi, type AiDefinition } from './ai-table.js';
@@ -114,7 +123,7 @@ function decodeValue(
       reason: `Digital Link: the value of ${describeAi(def.ai)} holds a NUL character (%00)`,
     };
   if (def.ai === '01') {
-    // The URI syntax standard wants GTIN-14 in the path; the query form of 01 may be zero-suppressed.
+    // GTIN-14 in the path; in the query the engine pads a zero-suppressed GTIN (module comment).
     if (inQuery && /^(\d{8}|\d{12}|\d{13})$/.test(value)) value = value.padStart(14, '0');
     if (/^\d*$/.test(value) && value.length !== 14) {
       return {
