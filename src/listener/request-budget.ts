@@ -74,6 +74,8 @@ export function budgetRequests(server: Server | TlsServer, options: RequestBudge
       return;
     }
     b.closing = true;
+    // Read nothing more from it: what it sends next would only be parsed to be dropped.
+    socket.pause();
     options.onRefuse?.(socket.remoteAddress ?? 'unknown');
     res.writeHead(429, {
       ...options.headers,
