@@ -207,7 +207,7 @@ describe('probes that cost nothing', () => {
   it('says role, leader and epoch only on the leader check, with or without a token', async () => {
     const s = await start({ readToken: READ, status: statusOf('running', 'leader') });
     const url = `http://127.0.0.1:${s.port}/api/v1/ha/leader`;
-    for (const headers of [{}, { authorization: `Bearer ${READ}` }]) {
+    for (const headers of [{}, { authorization: `Bearer ${READ}` }] as Record<string, string>[]) {
       const res = await fetch(url, { headers });
       expect(res.status).toBe(200);
       expect(await res.json()).toEqual({
