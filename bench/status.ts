@@ -33,7 +33,7 @@ export const STATUS_DEFAULTS: StatusBenchOptions = {
  * Fills a buffer the way a month of audit at a busy line leaves it, with plain SQL (the rows are
  * what intake and delivery write; the triggers of the schema run as they would).
  */
-function fillBuffer(store: BufferStore, opts: StatusBenchOptions): void {
+export function fillBuffer(store: BufferStore, opts: StatusBenchOptions): void {
   const db = sqlOf(store);
   db.transaction(() => {
     db.prepare(

@@ -25,6 +25,7 @@ import {
   type LiveState,
 } from './app/gateway.js';
 import { buildHttpServer } from './app/http.js';
+import type { RouteEntry } from './health/route-guard.js';
 import { defaultInput } from './app/inputs.js';
 import {
   backPressurePart,
@@ -67,6 +68,8 @@ export interface App {
   status(): GatewayStatus;
   /** Address the local HTTP server listens on, once started. */
   readonly httpUrl: string | undefined;
+  /** The routes of the local HTTP server with the guard each declares, once started. */
+  readonly httpRoutes: readonly RouteEntry[];
   /**
    * Applies a new, valid configuration while running (SIGHUP, file change): the mapping at once,
    * inputs whose settings changed are restarted, the others run on. Sections that need a restart
@@ -116,6 +119,9 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
   return {
     get httpUrl() {
       return g.http.url;
+    },
+    get httpRoutes() {
+      return g.http.routes;
     },
     status: () => gatherStatus(g),
     async start() {

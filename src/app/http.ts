@@ -6,7 +6,7 @@ import { answerItemQuestion, type ItemQuestion } from '../buffer/item-questions.
 import { LookupWorkers } from '../buffer/lookup-workers.js';
 import type { Gateway } from './gateway.js';
 import { splitListen } from './parts.js';
-import { gatherStatus } from './status.js';
+import { gatherStatus, probeChangeKey } from './status.js';
 
 /**
  * The local HTTP server of one gateway: health page, status, metrics, admin actions, station
@@ -45,6 +45,7 @@ export async function buildHttpServer(g: Gateway): Promise<FastifyInstance> {
     ...(g.listenerTls ? { tls: g.listenerTls } : {}),
     readToken: deps.readToken,
     instance: gatewayInstanceId(config.buffer.path),
+    probes: { changeKey: () => probeChangeKey(g) },
     ...(deps.scrub ? { scrub: deps.scrub } : {}),
     station: {
       dcps: () => {

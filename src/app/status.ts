@@ -67,6 +67,21 @@ export function gatherStatus(g: Gateway): GatewayStatus {
   return g.ha ? { ...status, ha: haStatus(g, g.ha.leadership.snapshot()) } : status;
 }
 
+/**
+ * The facts a probe must show at once, as text: the phase, each input's state, a failed commit,
+ * and the election's role, leader and epoch. In-memory reads only (no SQL, no file): the probes
+ * read it on every request and gather the status anew when it changed (health/probe-snapshot.ts).
+ */
+export function probeChangeKey(g: Gateway): string {
+  const election = g.ha?.leadership.snapshot();
+  return [
+    g.live.phase,
+    g.inputs.adapters.map((i) => `${i.id}=${i.status().state}`).join(','),
+    g.intake.lastCommitError ? 'commit-failed' : 'commits',
+    election ? `${election.role}:${election.leader ?? ''}:${election.epoch ?? ''}` : '',
+  ].join('|');
+}
+
 /** The `ha` field of the status (docs/high-availability.md, "What is shown"). */
 function haStatus(g: Gateway, election: HaStatus): HaStatusView {
   return {

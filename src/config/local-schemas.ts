@@ -115,6 +115,15 @@ export const httpLimitsSchema = z
       .min(0)
       .default(1000)
       .describe('Most requests on one keep-alive connection before it is closed; 0 = no limit.'),
+    maxRequestsPerConnectionPerSecond: z
+      .number()
+      .int()
+      .min(0)
+      .max(100_000)
+      .default(100)
+      .describe(
+        'Most requests one connection sends per second, pipelined or one after another (all of them at once at most); the first past it is answered 429 with Retry-After and the connection is closed. Health server only; 0 = no limit.',
+      ),
     maxConnectionsPerClient: z
       .number()
       .int()

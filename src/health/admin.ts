@@ -4,6 +4,7 @@ import { ErrorCodes, isGatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { RefusalLog } from '../listener/refusal-log.js';
 import type { AdminActionName } from './status.js';
+import { guard } from './route-guard.js';
 
 /** What an admin action answers (shown on the page). */
 export interface AdminResult {
@@ -74,44 +75,51 @@ export function availableActions(
 export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOptions): void {
   const log = options.logger;
   const refusals = options.refusals ?? new RefusalLog(log, 'admin call refused');
-  app.post<{ Params: { action: string } }>('/api/v1/admin/:action', async (request, reply) => {
-    const action = request.params.action as AdminActionName;
-    const available = availableActions(options);
-    if (!options.token) {
-      return reply.code(403).send({
-        ok: false,
-        error: 'admin actions are off: no admin token is configured (see docs/operations.md)',
-      });
-    }
-    if (!bearerMatches(options.token, request.headers.authorization)) {
-      refusals.note({
-        action: String(action).slice(0, 40),
-        remote: request.ip,
-        given: request.headers.authorization ? 'wrong token' : 'no token',
-      });
-      return reply.code(401).header('www-authenticate', 'Bearer realm="scan-gateway admin"').send({
-        ok: false,
-        error: 'a valid admin token is required: Authorization: Bearer <token>',
-      });
-    }
-    if (!available.includes(action)) {
-      return reply.code(404).send({
-        ok: false,
-        error: `unknown admin action "${action}"; available: ${available.join(', ')}`,
-      });
-    }
-    try {
-      const result =
-        action === 'replay'
-          ? await options.actions.replay!(request.body)
-          : await options.actions[action]();
-      log.info({ action, remote: request.ip, result }, 'admin action done');
-      return reply.send({ ok: true, action, ...result });
-    } catch (err) {
-      if (isGatewayError(err, ErrorCodes.USAGE))
-        return reply.code(400).send({ ok: false, action, error: err.message });
-      log.error({ action, remote: request.ip, err }, 'admin action failed');
-      return reply.code(500).send({ ok: false, action, error: (err as Error).message });
-    }
-  });
+  app.post<{ Params: { action: string } }>(
+    '/api/v1/admin/:action',
+    { config: guard('admin') },
+    async (request, reply) => {
+      const action = request.params.action as AdminActionName;
+      const available = availableActions(options);
+      if (!options.token) {
+        return reply.code(403).send({
+          ok: false,
+          error: 'admin actions are off: no admin token is configured (see docs/operations.md)',
+        });
+      }
+      if (!bearerMatches(options.token, request.headers.authorization)) {
+        refusals.note({
+          action: String(action).slice(0, 40),
+          remote: request.ip,
+          given: request.headers.authorization ? 'wrong token' : 'no token',
+        });
+        return reply
+          .code(401)
+          .header('www-authenticate', 'Bearer realm="scan-gateway admin"')
+          .send({
+            ok: false,
+            error: 'a valid admin token is required: Authorization: Bearer <token>',
+          });
+      }
+      if (!available.includes(action)) {
+        return reply.code(404).send({
+          ok: false,
+          error: `unknown admin action "${action}"; available: ${available.join(', ')}`,
+        });
+      }
+      try {
+        const result =
+          action === 'replay'
+            ? await options.actions.replay!(request.body)
+            : await options.actions[action]();
+        log.info({ action, remote: request.ip, result }, 'admin action done');
+        return reply.send({ ok: true, action, ...result });
+      } catch (err) {
+        if (isGatewayError(err, ErrorCodes.USAGE))
+          return reply.code(400).send({ ok: false, action, error: err.message });
+        log.error({ action, remote: request.ip, err }, 'admin action failed');
+        return reply.code(500).send({ ok: false, action, error: (err as Error).message });
+      }
+    },
+  );
 }

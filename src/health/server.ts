@@ -20,6 +20,9 @@ import { clientCertRefusal, type ListenerTls } from '../listener/listener-tls.js
 import type { Server as TlsServer } from 'node:tls';
 import { shareConnections } from '../listener/connection-share.js';
 import { WorkQueue } from '../listener/work-queue.js';
+import { budgetRequests } from '../listener/request-budget.js';
+import { collectRouteTable, guard, routeGuardOf } from './route-guard.js';
+import { ProbeSnapshot, type ProbeAnswer, type ProbeAnswers } from './probe-snapshot.js';
 import { registerListenerTlsMetrics, type GatewayMetrics } from './metrics.js';
 import { PAGE_CSP, renderPage } from './page.js';
 import { RefusalLog, REFUSAL_LOG_INTERVAL_MS } from '../listener/refusal-log.js';
@@ -75,6 +78,12 @@ export interface HealthServerOptions {
   };
   /** The gateway's instance id, sent by `/healthz` in `x-scan-gateway-instance` so `config check` knows its own gateway (config/own-gateway.ts). */
   instance?: string;
+  /**
+   * The probes (`/healthz`, `/readyz`, `/api/v1/ha/leader`) answer from a snapshot of the status
+   * ({@link ProbeSnapshot}) at most `maxAgeMs` old (default 1 s), gathered anew sooner when
+   * `changeKey` (cheap in-memory facts: phase, input states, the election) changes.
+   */
+  probes?: { changeKey?: () => string; maxAgeMs?: number };
 }
 
 /**
@@ -137,6 +146,8 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
       }) as unknown as FastifyInstance)
     : Fastify({ ...base, ...listenerOptions(limits) });
   tls?.attach(app.server as unknown as TlsServer);
+  // Before any route: every route declares its guard, and the table is kept for the route walk.
+  collectRouteTable(app);
   if (tls && options.metrics)
     registerListenerTlsMetrics(options.metrics.registry, () => tls.status(Date.now()));
   const intervalMs = options.refusalLogIntervalMs ?? REFUSAL_LOG_INTERVAL_MS;
@@ -145,7 +156,7 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     ? ((options.metrics.registry.getSingleMetric(refusedName) as Counter<'reason'> | undefined) ??
       new Counter({
         name: refusedName,
-        help: 'Requests and connections the local HTTP server refused or closed, by reason (host, read_token, admin_token, ingest_token, ingest_client_cert, tls_handshake, connection_cap, client_connections, station_streams, client_station_streams, station_stalled, item_lookups).',
+        help: 'Requests and connections the local HTTP server refused or closed, by reason (host, read_token, admin_token, ingest_token, ingest_client_cert, tls_handshake, connection_cap, client_connections, connection_requests, station_streams, client_station_streams, station_stalled, item_lookups).',
         labelNames: ['reason'],
         registers: [options.metrics.registry],
       }))
@@ -204,8 +215,26 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     intervalMs,
   );
   const streamLog = new RefusalLog(logger, 'station stream refused or closed', intervalMs);
+  const budgetLog = new RefusalLog(
+    logger,
+    'connection closed: it sent more requests a second than its budget',
+    intervalMs,
+  );
+  // Pipelined or repeated requests of one connection, bounded before the router sees them.
+  budgetRequests(app.server, {
+    perSecond: limits.maxRequestsPerConnectionPerSecond,
+    headers: COMMON_HEADERS,
+    onRefuse: (remote) => {
+      count('connection_requests');
+      budgetLog.note({
+        remote,
+        maxRequestsPerConnectionPerSecond: limits.maxRequestsPerConnectionPerSecond,
+      });
+    },
+  });
   app.addHook('onClose', async () => {
-    for (const l of [hostLog, readLog, capLog, shareLog, lookupLog, streamLog]) l.flush();
+    for (const l of [hostLog, readLog, capLog, shareLog, lookupLog, streamLog, budgetLog])
+      l.flush();
   });
 
   const hostAllowed = hostAllowList(options.listenHost ?? '127.0.0.1', options.allowedHosts ?? []);
@@ -236,8 +265,8 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     );
     app.addHook('onClose', async () => certLog.flush());
     app.addHook('onRequest', async (request, reply) => {
-      // The path of src/inputs/http/ingest-routes.ts, not imported: that module loads only with an http input.
-      if (request.url.split('?')[0] !== '/api/v1/reads') return undefined;
+      // The route the router matched, never the URL: it decodes the path before matching.
+      if (routeGuardOf(request) !== 'ingest') return undefined;
       const refusal = clientCertRefusal(request.raw.socket);
       if (!refusal) return undefined;
       certRefused.add(request);
@@ -259,17 +288,12 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     ? () => scrubValue(options.status(), scrub) as GatewayStatus
     : options.status;
 
-  // Every 401 counted by what it guarded, the ingest route's (registered by the input) included.
+  // Every 401 counted by the guard of the route that gave it, the ingest route's (registered by
+  // the input) included, whatever encoding of its path reached it.
   app.addHook('onResponse', async (request, reply) => {
     if (reply.statusCode !== 401 || certRefused.has(request)) return;
-    const path = request.url.split('?')[0] ?? '';
-    count(
-      path.startsWith('/api/v1/admin/')
-        ? 'admin_token'
-        : path === '/api/v1/reads'
-          ? 'ingest_token'
-          : 'read_token',
-    );
+    const kind = routeGuardOf(request);
+    count(kind === 'admin' || kind === 'ingest' ? `${kind}_token` : 'read_token');
   });
 
   const readToken = options.readToken;
@@ -297,68 +321,49 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
       });
   };
 
-  app.get('/', { onRequest: guardRead }, async (_request, reply) => {
+  // The probes answer from a snapshot: a flood of them gathers the status once a second, not once
+  // each, and every answer is the same few bytes (probe-snapshot.ts).
+  const probes = new ProbeSnapshot({
+    gather: status,
+    render: (s) => renderProbes(s),
+    ...(options.probes?.changeKey ? { changeKey: options.probes.changeKey } : {}),
+    ...(options.probes?.maxAgeMs !== undefined ? { maxAgeMs: options.probes.maxAgeMs } : {}),
+  });
+  // What the page and the status route gather anyway renews the probes' snapshot.
+  const fresh = () => {
+    const s = status();
+    probes.offer(s);
+    return s;
+  };
+  const sendProbe = (reply: FastifyReply, answer: ProbeAnswer) =>
+    reply.code(answer.code).type('application/json; charset=utf-8').send(answer.body);
+
+  app.get('/', { onRequest: guardRead, config: guard('read') }, async (_request, reply) => {
     return reply
       .type('text/html; charset=utf-8')
       .header('content-security-policy', PAGE_CSP)
       .header('x-frame-options', 'DENY')
-      .send(renderPage(status()));
+      .send(renderPage(fresh()));
   });
 
   // Open to probes; without the read token (when one is configured) only the state.
-  app.get('/healthz', async (request, reply) => {
+  app.get('/healthz', { config: guard('open') }, async (request, reply) => {
     if (options.instance !== undefined) reply.header(INSTANCE_HEADER, options.instance);
-    const s = status();
-    const code = s.state === 'down' ? 503 : 200;
-    if (!readAllowed(request)) return reply.code(code).send({ status: s.state });
-    const rejectedReads = s.inputs.reduce((a, i) => a + (i.counters?.rejections ?? 0), 0);
-    const heldScans = s.buffer.heldScans ?? s.buffer.scans.held ?? 0;
-    const body = {
-      status: s.state,
-      reasons: s.reasons,
-      problems: (s.healthProblems ?? []).map((p) => ({
-        code: p.code,
-        severity: p.severity,
-        sentence: p.sentence,
-      })),
-      // `pendingScans` keeps its v1 meaning: waiting for delivery (not in a batch yet, or in one the service has not finished).
-      pendingScans: s.buffer.undeliveredScans,
-      waitingScans: s.buffer.undeliveredScans,
-      heldScans,
-      oldestPendingAgeMs: s.buffer.oldestPendingAgeMs,
-      deliveredScans: s.buffer.scans.delivered ?? 0,
-      failedScans: (s.buffer.scans.failed ?? 0) + heldScans,
-      rejectedReads,
-      rejectedReadsLastHour: s.recent?.rejections ?? 0,
-      filesRefusedLastHour: s.recent?.filesRefused ?? 0,
-      lastSuccessfulUploadAt: s.delivery.lastSuccessAt ?? null,
-      inputs: s.inputs.map((i) => ({
-        id: i.id,
-        type: i.type,
-        state: i.state,
-        ...(i.lastError ? { lastError: i.lastError } : {}),
-      })),
-      ...(s.ha ? { ha: haSummary(s.ha as HaStatusView) } : {}),
-    };
-    return reply.code(code).send(body);
+    const answers = probes.answers();
+    return sendProbe(reply, readAllowed(request) ? answers.healthzDetail : answers.healthzState);
   });
 
   // High availability: keepalived's check script asks whether this node leads (200) or not (503).
   // Open like /healthz's state, without a token: it says only the role, the leader and the epoch.
-  app.get('/api/v1/ha/leader', async (_request, reply) => {
-    const ha = status().ha as HaStatusView | undefined;
-    if (!ha) return reply.code(503).send({ leader: false, ha: false });
-    return reply
-      .code(ha.role === 'leader' ? 200 : 503)
-      .send({ leader: ha.role === 'leader', ...haSummary(ha) });
-  });
+  app.get('/api/v1/ha/leader', { config: guard('open') }, async (_request, reply) =>
+    sendProbe(reply, probes.answers().leader),
+  );
 
-  app.get('/readyz', async (_req, reply) => {
-    const r = readiness(status());
-    return reply.code(r.ready ? 200 : 503).send(r);
-  });
+  app.get('/readyz', { config: guard('open') }, async (_req, reply) =>
+    sendProbe(reply, probes.answers().readyz),
+  );
 
-  app.get('/api/v1/status', { onRequest: guardRead }, async () => status());
+  app.get('/api/v1/status', { onRequest: guardRead, config: guard('read') }, async () => fresh());
 
   const items = options.items;
   if (items) {
@@ -412,62 +417,70 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
         .send(scrub ? scrubJson(done.json, scrub) : done.json);
     };
     // Same read token rules as the status: the trace shows raw reads.
-    app.get('/api/v1/items', { onRequest: guardRead }, async (request, reply) => {
-      const query = request.query as Record<string, unknown>;
-      const prefix = String(query.prefix ?? '');
-      const value = String(query.value ?? '');
-      if (prefix.length > MAX_ITEM_REFERENCE || value.length > MAX_ITEM_REFERENCE)
-        return tooLong(reply);
-      if (value !== '') {
-        const ai = query.ai === undefined ? undefined : String(query.ai);
-        const cursor = query.cursor === undefined ? undefined : String(query.cursor);
-        const limit = query.limit === undefined ? undefined : Number(query.limit);
-        const bad = (message: string) =>
-          reply.code(400).send({ statusCode: 400, error: 'Bad Request', message });
-        if (ai !== undefined && !/^\d{2,4}$/.test(ai))
-          return bad(
-            `ai must be a GS1 Application Identifier of 2 to 4 digits (e.g. 21), got "${ai}"`,
-          );
-        if (cursor !== undefined && !/^\d{2,4}\.\d{1,15}$/.test(cursor))
-          return bad(
-            `cursor must be the "next" of the previous page (e.g. 21.1234), got "${cursor}"`,
-          );
-        if (limit !== undefined && !(Number.isInteger(limit) && limit >= 1))
-          return bad(`limit must be a whole number of at least 1, got "${String(query.limit)}"`);
-        return lookup(request, reply, {
-          kind: 'byValue',
-          value,
-          ...(ai !== undefined ? { ai } : {}),
-          ...(limit !== undefined ? { limit } : {}),
-          ...(cursor !== undefined ? { cursor } : {}),
-        });
-      }
-      if (prefix === '')
-        return reply.code(400).send({
-          statusCode: 400,
-          error: 'Bad Request',
-          message:
-            'give ?prefix=<start of a reference> or ?value=<an AI value: serial, SSCC, lot, GTIN>, or ask for /api/v1/items/<reference>',
-        });
-      return lookup(request, reply, { kind: 'search', prefix });
-    });
+    app.get(
+      '/api/v1/items',
+      { onRequest: guardRead, config: guard('read') },
+      async (request, reply) => {
+        const query = request.query as Record<string, unknown>;
+        const prefix = String(query.prefix ?? '');
+        const value = String(query.value ?? '');
+        if (prefix.length > MAX_ITEM_REFERENCE || value.length > MAX_ITEM_REFERENCE)
+          return tooLong(reply);
+        if (value !== '') {
+          const ai = query.ai === undefined ? undefined : String(query.ai);
+          const cursor = query.cursor === undefined ? undefined : String(query.cursor);
+          const limit = query.limit === undefined ? undefined : Number(query.limit);
+          const bad = (message: string) =>
+            reply.code(400).send({ statusCode: 400, error: 'Bad Request', message });
+          if (ai !== undefined && !/^\d{2,4}$/.test(ai))
+            return bad(
+              `ai must be a GS1 Application Identifier of 2 to 4 digits (e.g. 21), got "${ai}"`,
+            );
+          if (cursor !== undefined && !/^\d{2,4}\.\d{1,15}$/.test(cursor))
+            return bad(
+              `cursor must be the "next" of the previous page (e.g. 21.1234), got "${cursor}"`,
+            );
+          if (limit !== undefined && !(Number.isInteger(limit) && limit >= 1))
+            return bad(`limit must be a whole number of at least 1, got "${String(query.limit)}"`);
+          return lookup(request, reply, {
+            kind: 'byValue',
+            value,
+            ...(ai !== undefined ? { ai } : {}),
+            ...(limit !== undefined ? { limit } : {}),
+            ...(cursor !== undefined ? { cursor } : {}),
+          });
+        }
+        if (prefix === '')
+          return reply.code(400).send({
+            statusCode: 400,
+            error: 'Bad Request',
+            message:
+              'give ?prefix=<start of a reference> or ?value=<an AI value: serial, SSCC, lot, GTIN>, or ask for /api/v1/items/<reference>',
+          });
+        return lookup(request, reply, { kind: 'search', prefix });
+      },
+    );
     // A wildcard: a reference may hold a slash (a GS1 Digital Link, a path-like serial).
-    app.get('/api/v1/items/*', { onRequest: guardRead }, async (request, reply) => {
-      const reference = (request.params as Record<string, string>)['*'] ?? '';
-      if (reference === '')
-        return reply.code(400).send({
-          statusCode: 400,
-          error: 'Bad Request',
-          message: 'give the reference: /api/v1/items/<reference>',
+    app.get(
+      '/api/v1/items/*',
+      { onRequest: guardRead, config: guard('read') },
+      async (request, reply) => {
+        const reference = (request.params as Record<string, string>)['*'] ?? '';
+        if (reference === '')
+          return reply.code(400).send({
+            statusCode: 400,
+            error: 'Bad Request',
+            message: 'give the reference: /api/v1/items/<reference>',
+          });
+        if (reference.length > MAX_ITEM_REFERENCE) return tooLong(reply);
+        const depth = Number((request.query as Record<string, unknown>).depth ?? Number.NaN);
+        return lookup(request, reply, {
+          kind: 'trace',
+          reference,
+          ...(Number.isFinite(depth) ? { depth } : {}),
         });
-      if (reference.length > MAX_ITEM_REFERENCE) return tooLong(reply);
-      const depth = Number((request.query as Record<string, unknown>).depth ?? Number.NaN);
-      return lookup(request, reply, {
-        kind: 'trace',
-        reference,
-        ...(Number.isFinite(depth) ? { depth } : {}),
-      });
-    });
+      },
+    );
   }
 
   if (options.station) {
@@ -502,64 +515,72 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     // Before the server waits for its connections: an open screen must not hold up a stop.
     app.addHook('preClose', async () => hub.close());
     const known = () => options.station!.dcps().map((d) => d.key);
-    app.get('/station/:dcpKey', { onRequest: guardRead }, async (request, reply) => {
-      const { dcpKey } = request.params as { dcpKey: string };
-      const snapshot = hub.snapshot(dcpKey);
-      reply
-        .type('text/html; charset=utf-8')
-        .header('content-security-policy', STATION_CSP)
-        .header('x-frame-options', 'DENY');
-      if (!snapshot) return reply.code(404).send(renderUnknownStation(dcpKey, known()));
-      return reply.send(renderStationPage(snapshot));
-    });
-    app.get('/station/:dcpKey/events', { onRequest: guardRead }, async (request, reply) => {
-      const { dcpKey } = request.params as { dcpKey: string };
-      if (!hub.station(dcpKey))
-        return reply.code(404).send({
-          statusCode: 404,
-          error: 'Not Found',
-          message: `no DCP ${dcpKey} in the configuration; stations: ${known().join(', ')}`,
-        });
-      if (hub.full) {
-        count('station_streams');
-        return reply.code(503).header('retry-after', '30').send({
-          statusCode: 503,
-          error: 'Service Unavailable',
-          message: 'too many station screens are open; close one, or try again later',
-        });
-      }
-      if (hub.fullFor(request.ip)) {
-        count('client_station_streams');
-        streamLog.note({
-          remote: request.ip,
-          reason: 'this address holds its share',
-          maxStationStreamsPerClient: limits.maxStationStreamsPerClient,
-        });
-        return reply
-          .code(503)
-          .header('retry-after', '30')
-          .send({
+    app.get(
+      '/station/:dcpKey',
+      { onRequest: guardRead, config: guard('read') },
+      async (request, reply) => {
+        const { dcpKey } = request.params as { dcpKey: string };
+        const snapshot = hub.snapshot(dcpKey);
+        reply
+          .type('text/html; charset=utf-8')
+          .header('content-security-policy', STATION_CSP)
+          .header('x-frame-options', 'DENY');
+        if (!snapshot) return reply.code(404).send(renderUnknownStation(dcpKey, known()));
+        return reply.send(renderStationPage(snapshot));
+      },
+    );
+    app.get(
+      '/station/:dcpKey/events',
+      { onRequest: guardRead, config: guard('read') },
+      async (request, reply) => {
+        const { dcpKey } = request.params as { dcpKey: string };
+        if (!hub.station(dcpKey))
+          return reply.code(404).send({
+            statusCode: 404,
+            error: 'Not Found',
+            message: `no DCP ${dcpKey} in the configuration; stations: ${known().join(', ')}`,
+          });
+        if (hub.full) {
+          count('station_streams');
+          return reply.code(503).header('retry-after', '30').send({
             statusCode: 503,
             error: 'Service Unavailable',
-            message: `this address has ${limits.maxStationStreamsPerClient} station screens open, its share; close one, or try again later`,
+            message: 'too many station screens are open; close one, or try again later',
           });
-      }
-      reply.hijack();
-      const res = reply.raw;
-      res.writeHead(200, {
-        ...COMMON_HEADERS,
-        'content-type': 'text/event-stream; charset=utf-8',
-        connection: 'keep-alive',
-        'x-accel-buffering': 'no',
-      });
-      if (!hub.open(dcpKey, res, request.ip)) res.end();
-      return reply;
-    });
+        }
+        if (hub.fullFor(request.ip)) {
+          count('client_station_streams');
+          streamLog.note({
+            remote: request.ip,
+            reason: 'this address holds its share',
+            maxStationStreamsPerClient: limits.maxStationStreamsPerClient,
+          });
+          return reply
+            .code(503)
+            .header('retry-after', '30')
+            .send({
+              statusCode: 503,
+              error: 'Service Unavailable',
+              message: `this address has ${limits.maxStationStreamsPerClient} station screens open, its share; close one, or try again later`,
+            });
+        }
+        reply.hijack();
+        const res = reply.raw;
+        res.writeHead(200, {
+          ...COMMON_HEADERS,
+          'content-type': 'text/event-stream; charset=utf-8',
+          connection: 'keep-alive',
+          'x-accel-buffering': 'no',
+        });
+        if (!hub.open(dcpKey, res, request.ip)) res.end();
+        return reply;
+      },
+    );
   }
 
   const metrics = options.metrics;
   if (metrics) {
-    app.get('/metrics', { onRequest: guardRead }, async (_req, reply) =>
+    app.get('/metrics', { onRequest: guardRead, config: guard('read') }, async (_req, reply) =>
       reply.type(metrics.contentType).send(await metrics.text()),
     );
   }
@@ -588,7 +609,62 @@ const unavailableActions: AdminActions = {
   resume: unavailable,
 };
 
-/** The election in a few fields (healthz, the leader check). */
+/**
+ * The probes' answers from one status: `/healthz` (the state alone, or the summary with read
+ * access; 503 when `down`), `/readyz` ({@link readiness}) and `/api/v1/ha/leader` (200 on the
+ * leader, 503 otherwise or without `ha`; the role, the leader and the epoch, nothing more: it is
+ * open to anyone who reaches the port).
+ */
+function renderProbes(s: GatewayStatus): ProbeAnswers {
+  const code = s.state === 'down' ? 503 : 200;
+  const rejectedReads = s.inputs.reduce((a, i) => a + (i.counters?.rejections ?? 0), 0);
+  const heldScans = s.buffer.heldScans ?? s.buffer.scans.held ?? 0;
+  const detail = {
+    status: s.state,
+    reasons: s.reasons,
+    problems: (s.healthProblems ?? []).map((p) => ({
+      code: p.code,
+      severity: p.severity,
+      sentence: p.sentence,
+    })),
+    // `pendingScans` keeps its v1 meaning: waiting for delivery (not in a batch yet, or in one the service has not finished).
+    pendingScans: s.buffer.undeliveredScans,
+    waitingScans: s.buffer.undeliveredScans,
+    heldScans,
+    oldestPendingAgeMs: s.buffer.oldestPendingAgeMs,
+    deliveredScans: s.buffer.scans.delivered ?? 0,
+    failedScans: (s.buffer.scans.failed ?? 0) + heldScans,
+    rejectedReads,
+    rejectedReadsLastHour: s.recent?.rejections ?? 0,
+    filesRefusedLastHour: s.recent?.filesRefused ?? 0,
+    lastSuccessfulUploadAt: s.delivery.lastSuccessAt ?? null,
+    inputs: s.inputs.map((i) => ({
+      id: i.id,
+      type: i.type,
+      state: i.state,
+      ...(i.lastError ? { lastError: i.lastError } : {}),
+    })),
+    ...(s.ha ? { ha: haSummary(s.ha as HaStatusView) } : {}),
+  };
+  const ready = readiness(s);
+  const ha = s.ha as HaStatusView | undefined;
+  const leads = ha?.role === 'leader';
+  return {
+    healthzState: { code, body: JSON.stringify({ status: s.state }) },
+    healthzDetail: { code, body: JSON.stringify(detail) },
+    readyz: { code: ready.ready ? 200 : 503, body: JSON.stringify(ready) },
+    leader: {
+      code: leads ? 200 : 503,
+      body: JSON.stringify(
+        ha
+          ? { leader: leads, role: ha.role, leaderNode: ha.leader ?? null, epoch: ha.epoch ?? null }
+          : { leader: false, ha: false },
+      ),
+    },
+  };
+}
+
+/** The election in a few fields (healthz with read access). */
 function haSummary(ha: HaStatusView): Record<string, unknown> {
   return {
     nodeId: ha.nodeId,

@@ -214,7 +214,7 @@ describe('high availability: two gateways, one etcd lease, three faults', () => 
       expect((await fetch(`${nodes[1]!.url}/api/v1/ha/leader`)).status).toBe(503);
       expect(await (await fetch(`${nodes[0]!.url}/api/v1/ha/leader`)).json()).toMatchObject({
         leader: true,
-        nodeId: 'node-A',
+        leaderNode: 'node-A',
         role: 'leader',
       });
 

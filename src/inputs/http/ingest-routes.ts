@@ -10,6 +10,7 @@ import { DEFAULT_MAX_READ_LENGTH } from '../../config/input-schemas.js';
 import { RefusalLog } from '../../listener/refusal-log.js';
 import type { IntakeSink, SubmitResult } from '../types.js';
 import { type Clock, systemClock } from '../../clock.js';
+import { guard } from '../../health/route-guard.js';
 
 /** The path of the ingest endpoint on the local server. */
 export const INGEST_PATH = '/api/v1/reads';
@@ -195,7 +196,9 @@ export async function registerIngestRoutes(
       },
     );
 
-    scope.post(INGEST_PATH, { bodyLimit: options.maxBodyBytes }, async (req, reply) => {
+    // Its guard, not its path, gets it the client-certificate check and its refusals' label.
+    const config = guard('ingest');
+    scope.post(INGEST_PATH, { bodyLimit: options.maxBodyBytes, config }, async (req, reply) => {
       const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
       const origin = originOf(req);
       const receivedAt = new Date(now());

@@ -1,0 +1,89 @@
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Server as TlsServer } from 'node:tls';
+
+/** Options of {@link budgetRequests}. */
+export interface RequestBudgetOptions {
+  /**
+   * Requests one connection may send per second, and at once: a bucket of this many, refilled at
+   * this rate. 0 = no limit.
+   */
+  perSecond: number;
+  /** Headers of the 429 answer besides its own (the server's common headers). */
+  headers?: Record<string, string>;
+  /** Hears of each connection closed for its budget, with the peer's address. */
+  onRefuse?: (remote: string) => void;
+  /** A monotonic clock in ms; default `performance.now`. */
+  now?: () => number;
+}
+
+interface Bucket {
+  tokens: number;
+  at: number;
+  /** Over its budget: answered 429 with `Connection: close`; what it sent after is dropped. */
+  closing: boolean;
+}
+
+const BODY = JSON.stringify({
+  statusCode: 429,
+  error: 'Too Many Requests',
+  message:
+    'this connection sent more requests than http.limits.maxRequestsPerConnectionPerSecond allows; it is closed, connect again in a second',
+});
+
+/**
+ * Bounds the requests of each connection of `server`: pipelined or one after another, a connection
+ * has `perSecond` requests a second (all of them at once, at most). The first request past it is
+ * answered 429 with `Retry-After: 1` and `Connection: close`, and the connection closes after it;
+ * what the client pipelined behind it is dropped unanswered.
+ *
+ * Why before the router: node parses a whole received chunk (up to 64 KiB, about a thousand small
+ * pipelined requests) in one turn of the event loop and hands each on at once. Refused in a route
+ * hook, each would still cost its framework request, hooks and answer, so one connection could hold
+ * the loop that serves every other client, intake's acknowledgements included. Here a request past
+ * the budget costs a lookup and nothing else. Node's own `maxRequestsPerSocket` counts a socket's
+ * whole life, not a rate, so a connection could still send that many in one burst.
+ *
+ * Wraps the `request` listeners `server` has now (the framework's); call it before the server
+ * listens and after the framework attached its handler.
+ */
+export function budgetRequests(server: Server | TlsServer, options: RequestBudgetOptions): void {
+  const perSecond = options.perSecond;
+  if (perSecond <= 0) return;
+  const now = options.now ?? (() => performance.now());
+  const handlers = server.listeners('request') as ((
+    req: IncomingMessage,
+    res: ServerResponse,
+  ) => void)[];
+  server.removeAllListeners('request');
+  const buckets = new WeakMap<Socket, Bucket>();
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const socket = req.socket;
+    const t = now();
+    let b = buckets.get(socket);
+    if (!b) {
+      b = { tokens: perSecond, at: t, closing: false };
+      buckets.set(socket, b);
+    }
+    if (b.closing) return;
+    b.tokens = Math.min(perSecond, b.tokens + ((t - b.at) * perSecond) / 1000);
+    b.at = t;
+    if (b.tokens >= 1) {
+      b.tokens -= 1;
+      for (const handler of handlers) handler.call(server, req, res);
+      return;
+    }
+    b.closing = true;
+    // Read nothing more from it: what it sends next would only be parsed to be dropped.
+    socket.pause();
+    options.onRefuse?.(socket.remoteAddress ?? 'unknown');
+    res.writeHead(429, {
+      ...options.headers,
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(BODY),
+      'retry-after': '1',
+      connection: 'close',
+    });
+    res.end(BODY);
+  });
+}
