@@ -37,7 +37,7 @@ export function registerTraceCommand(program: Command, io: OpsIo): void {
         `  scan-gateway trace '(01)09521234543213(21)C2611030001234'    # the line under the barcode\n` +
         `  scan-gateway trace ']d2010952123454321310B2611-03<GS>21C2611030001234'\n` +
         `  scan-gateway trace C2611030001234        # a serial; an SSCC, a lot or a GTIN lists its items\n\n` +
-        'Exit codes: 0 the item is in the buffer (or items carrying the value are listed), 1 it is not (or the buffer cannot be read), 2 usage or configuration error.\n',
+        'Exit codes: 0 the item is in the buffer (or items carrying the value are listed), 1 it is not (or the buffer cannot be read), 2 usage or configuration error, 4 the file is no gateway buffer.\n',
     )
     .action(async (reference: string, opts: BufferOptions & { depth: string }) => {
       const depth = Number(opts.depth);

@@ -56,7 +56,9 @@ describe('run with a buffer that cannot be opened', () => {
       ),
     );
     expect(r.status, r.stderr).toBe(ExitCodes.BUFFER_UNUSABLE);
-    expect(r.stderr).toMatch(/cannot open the buffer .*buffer\.db: file is not a database/);
+    expect(r.stderr).toMatch(
+      /cannot open the buffer .*buffer\.db: it is damaged or not a gateway buffer: .*restore a backup .*\(SQLite: file is not a database\)/,
+    );
   });
 
   it('exits 4 when the buffer has a schema newer than this gateway', () => {
