@@ -5,6 +5,7 @@ import { loadConfig } from '../config/load.js';
 import type { GatewayConfig } from '../config/schema.js';
 import { BufferReader, checkBufferCopy } from '../buffer/reader.js';
 import type { FailuresReport, QueueReport, StatsReport } from '../buffer/ops-reports.js';
+import { inertOutput, printableDeep } from '../format/printable.js';
 import { fmtBytes, fmtDuration, fmtTime } from '../health/page-render.js';
 import { SecretScrubber } from '../log.js';
 import { ErrorCodes, isBufferUnopenable, isGatewayError } from '../errors.js';
@@ -40,7 +41,9 @@ const EXIT_HELP =
  * how big the buffer is, and an online copy of it. They open the SQLite buffer read-only beside
  * the running daemon (WAL lets readers work during writes) and never change it. The buffer is the
  * one of `--config` (`buffer.path`), or the file given with `--buffer` (a backup, say). Human
- * output by default, `--json` for scripts.
+ * output by default, `--json` for scripts. What they print of the buffer's data is inert on a
+ * terminal (src/format/printable.ts): an ingest client's escape sequences and bidirectional
+ * overrides are shown as `<ESC>`, `\u202e`, never passed on.
  */
 export function registerOpsCommands(program: Command, io: OpsIo): void {
   const now = io.now ?? Date.now;
@@ -59,7 +62,11 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
       try {
         const report = db.reports.queue(now());
         io.stdout.write(
-          opts.json ? `${JSON.stringify(report)}\n` : formatQueue(report, timezone, now()),
+          inertOutput(
+            opts.json
+              ? `${JSON.stringify(report)}\n`
+              : formatQueue(printableDeep(report), timezone, now()),
+          ),
         );
       } finally {
         db.close();
@@ -96,7 +103,11 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
       try {
         const report = scrubber.scrubDeep(db.reports.failures(limit));
         io.stdout.write(
-          opts.json ? `${JSON.stringify(report)}\n` : formatFailures(report, timezone),
+          inertOutput(
+            opts.json
+              ? `${JSON.stringify(report)}\n`
+              : formatFailures(printableDeep(report), timezone),
+          ),
         );
       } finally {
         db.close();
@@ -117,7 +128,11 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
       const { db } = open(io, opts, 'buffer stats');
       try {
         const report = db.reports.stats();
-        io.stdout.write(opts.json ? `${JSON.stringify(report)}\n` : formatStats(report));
+        io.stdout.write(
+          inertOutput(
+            opts.json ? `${JSON.stringify(report)}\n` : formatStats(printableDeep(report)),
+          ),
+        );
       } finally {
         db.close();
       }

@@ -7,6 +7,7 @@ import { ErrorCodes, GatewayError } from '../errors.js';
 import { mappingContext, mapRead } from '../mapping/map-read.js';
 import { CommandExit, ExitCodes } from './exit.js';
 import type { Clock } from '../clock.js';
+import { inertOutput, printableDeep } from '../format/printable.js';
 
 export interface ReplayIo {
   stdout: NodeJS.WritableStream;
@@ -95,7 +96,11 @@ export function registerReplayCommand(program: Command, io: ReplayIo): void {
       } finally {
         store.close();
       }
-      io.stdout.write(opts.json ? `${JSON.stringify(result)}\n` : formatResult(result));
+      io.stdout.write(
+        inertOutput(
+          opts.json ? `${JSON.stringify(result)}\n` : formatResult(printableDeep(result)),
+        ),
+      );
       throw new CommandExit(result.notQueued > 0 ? ExitCodes.FAILED : ExitCodes.OK);
     });
 }

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import type { GenealogyNode, ItemScan, ItemTrace } from '../buffer/items.js';
 import { DEFAULT_GENEALOGY_DEPTH, MAX_GENEALOGY_DEPTH } from '../buffer/items.js';
+import { inertOutput, printableDeep } from '../format/printable.js';
 import { fmtTime } from '../health/page-render.js';
 import { SecretScrubber } from '../log.js';
 import { CommandExit, ExitCodes } from './exit.js';
@@ -60,7 +61,12 @@ export function registerTraceCommand(program: Command, io: OpsIo): void {
       } finally {
         db.close();
       }
-      io.stdout.write(opts.json ? `${JSON.stringify(trace)}\n` : formatTrace(trace, timezone));
+      // Stored data comes from the lines and ingest clients: nothing of it may act on the terminal.
+      io.stdout.write(
+        inertOutput(
+          opts.json ? `${JSON.stringify(trace)}\n` : formatTrace(printableDeep(trace), timezone),
+        ),
+      );
       throw new CommandExit(
         trace.found || (trace.byValue ?? []).some((m) => m.items.length > 0)
           ? ExitCodes.OK
