@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
 import { replayDeadLetters, type ReplayResult, type ReplaySelection } from '../buffer/replay.js';
+import { withBufferFailures } from '../buffer/sqlite-errors.js';
 import { BufferStore } from '../buffer/store.js';
 import { loadConfig } from '../config/load.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
@@ -88,7 +89,12 @@ export function registerReplayCommand(program: Command, io: ReplayIo): void {
       try {
         const mapper = mappingContext(config);
         result = replayDeadLetters(
-          store.deadLetters,
+          // SQLite's failures on the way (a disk error, a damaged buffer) as errors with what to do.
+          withBufferFailures(
+            store.deadLetters,
+            config.buffer.path,
+            'cannot replay from the buffer',
+          ),
           (read) => mapRead(read, mapper),
           selection,
           (io.now ?? Date.now)(),
