@@ -126,7 +126,9 @@ function identifyFile(path: string, options: OpenOptions): BufferIdentity {
       );
     return { kind: 'empty' };
   }
-  if (size === 0) return { kind: 'empty' };
+  // 0 bytes and no write-ahead log beside it holding commits: nothing was ever written.
+  if (size === 0 && !(statSync(`${path}-wal`, { throwIfNoEntry: false })?.size ?? 0))
+    return { kind: 'empty' };
   const probe = new Database(path, {
     readonly: true,
     fileMustExist: true,
