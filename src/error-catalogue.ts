@@ -209,9 +209,23 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
   {
     code: ErrorCodes.BUFFER_UNOPENABLE,
     meaning:
-      'the buffer cannot be opened at all: corrupt, not a database, a schema newer than this gateway, no permission; `run` exits 4, which systemd does not restart. `adopt` also refuses (exit 4) a buffer another process has open',
+      "the buffer cannot be opened at all: corrupt, not a database, not a gateway buffer (an empty file, another program's database: its `application_id` is not the gateway's `SCGW`, or its tables are not the buffer's), a schema newer than this gateway, no permission; the file is left as it was; `run` exits 4, which systemd does not restart. `adopt` and the buffer commands refuse the same files (exit 4); `adopt` also refuses a buffer another process has open",
     whatToDo:
-      'fix the owner of the buffer files, or restore a backup (docs/operations.md); a newer schema needs the newer gateway; for `adopt`, stop the process that has the file open or adopt a copy of it with its -wal',
+      'check the path (`buffer.path`, `--buffer`, the file given to `adopt`); fix the owner of the buffer files, or restore a backup (docs/operations.md); a newer schema needs the newer gateway; for `adopt`, stop the process that has the file open or adopt a copy of it with its -wal',
+  },
+  {
+    code: ErrorCodes.BUFFER_IO,
+    meaning:
+      'the disk or file system failed to read or write the buffer (SQLite `SQLITE_IOERR`, "disk I/O error"): a failing disk, a file system remounted read-only, a file removed under the gateway',
+    whatToDo:
+      'check the disk of `buffer.path` (`dmesg`, `df -h`, `mount`) and that the buffer, its `-wal` and `-shm` are still there; then run the command again or restart the service; if it keeps failing, restore a backup (docs/operations.md)',
+  },
+  {
+    code: ErrorCodes.BUFFER_DAMAGED,
+    meaning:
+      'a command found the buffer damaged, or the file is no gateway buffer (SQLite `SQLITE_CORRUPT`, "no such table"): the command exits 4',
+    whatToDo:
+      'check the path (`buffer.path`, `--buffer`); if it is the right file, stop the gateway and restore a backup (docs/operations.md), keeping the damaged file for analysis',
   },
   {
     code: ErrorCodes.BUFFER_DISK_FULL,

@@ -46,9 +46,35 @@ const JWT = /eyJ[A-Za-z0-9_-]{6,}\.eyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}/g;
 const BEARER = /(Bearer\s+)(?!\[redacted\])[A-Za-z0-9._~+/=-]{6,}/gi;
 
 /**
+ * A PEM block (`-----BEGIN PRIVATE KEY-----` … `-----END PRIVATE KEY-----`), whatever its label:
+ * private keys, and certificates and requests with them (a key file dropped into an inbox, read as
+ * data). Lazy to the first END of the same label.
+ */
+const PEM_BLOCK = /-----BEGIN ([A-Z0-9 ]{1,64})-----[\s\S]*?-----END \1-----/g;
+/**
+ * A PEM block cut before its END (the first 4 KiB of a file in a rejection, a read of one line):
+ * the BEGIN line and what follows of base64, white space, header lines (`Proc-Type: 4,ENCRYPTED`),
+ * and line breaks as JSON (`\n`) or printed reads (`<LF>`, `<CR>`) write them.
+ */
+const PEM_OPEN = /-----BEGIN [A-Z0-9 ]{1,64}-----(?:[A-Za-z0-9+/=\s:,.-]|\\[nrt]|<(?:LF|CR|HT)>)*/g;
+/**
+ * The base64 body of a key without its PEM lines (a key file read one line a read): a run of 60
+ * base64 characters or more (a PEM line is 64, an OpenSSH one 70) that mixes upper case, lower
+ * case and digits. Barcodes, hashes (hex) and request ids do not look so; a long base64 payload
+ * in a read is masked where it is shown, never in the buffer or what is sent.
+ */
+const BASE64_RUN = /(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{60,}={0,2}(?![A-Za-z0-9+/=])/g;
+
+function maskKeyBody(run: string): string {
+  return /[a-z]/.test(run) && /[A-Z]/.test(run) && /[0-9]/.test(run) ? REDACTED : run;
+}
+
+/**
  * The last line of defence against a secret in the logs: every finished log line is searched for
  * the secret values the process knows (client secret, admin token: added once read), for anything
- * shaped like a JWT (the upstream access token) and for `Bearer <credential>`, and each is replaced
+ * shaped like a JWT (the upstream access token), for `Bearer <credential>` and for key material (PEM
+ * blocks, whole or cut short, and the base64 of a DER key: a key file dropped into an inbox is
+ * data to the gateway, shown in the status, the page and `failures`), and each is replaced
  * by `[redacted]`. Works on the serialized line, so it also catches a secret inside an error
  * message or a nested object that no redact path names.
  */
@@ -68,13 +94,19 @@ export class SecretScrubber {
     if (escaped !== secret) this.needles.add(escaped);
   }
 
-  /** `line` with every known secret, JWT and bearer credential replaced. */
+  /**
+   * `line` with every known secret, JWT, bearer credential and private-key shape (a PEM block,
+   * also one cut short, and the bare base64 of a DER key) replaced.
+   */
   scrub(line: string): string {
     let out = line;
     for (const needle of this.needles)
       if (out.includes(needle)) out = out.split(needle).join(REDACTED);
     if (out.includes('eyJ')) out = out.replace(JWT, REDACTED);
     if (/bearer/i.test(out)) out = out.replace(BEARER, `$1${REDACTED}`);
+    if (out.includes('-----BEGIN '))
+      out = out.replace(PEM_BLOCK, REDACTED).replace(PEM_OPEN, REDACTED);
+    out = out.replace(BASE64_RUN, maskKeyBody);
     return out;
   }
 

@@ -1,10 +1,11 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { ErrorCodes, GatewayError, isDiskFull } from '../errors.js';
 import { MIGRATIONS } from './migrations.js';
 import { fillStoredKeys } from './item-keys.js';
-import { permissionHint, unopenable } from './open-errors.js';
+import { BUFFER_APPLICATION_ID, checkBufferIdentity, type BufferIdentity } from './identity.js';
+import { bufferFailure } from './sqlite-errors.js';
 
 /** `wal_autocheckpoint` of the buffer, in pages (1 MiB at the 4 KiB page size). */
 export const WAL_AUTOCHECKPOINT_PAGES = 256;
@@ -31,17 +32,31 @@ const ROLLBACK = Symbol('rollback');
  * Opens the buffer at `path` (WAL, `synchronous=FULL`, `busy_timeout`), migrates its schema and
  * checks that it can be written. The one place the connection is made; `BufferStore.open` owns it.
  *
+ * Before anything is written, a read-only connection looks at what the file is
+ * (identity.ts): only a gateway buffer (its `application_id`, or the schema of one written
+ * before the gateway set it) is opened for write, so a wrong path never turns another program's
+ * database into a buffer, nor changes a byte of it. A missing file, a 0-byte file or a database
+ * without a table is a new buffer, unless `fileMustExist` (adopt, replay): then it is refused.
+ *
  * @throws GatewayError `SCANGW_E_BUFFER` when the file cannot be opened, migrated or written (a
  *   file the gateway's user may not write: the message names the user and what to chown);
- *   `SCANGW_E_BUFFER_UNOPENABLE` when it needs a person (not a database, a schema newer than this
- *   gateway, no permission); `SCANGW_E_BUFFER_DISK_FULL` when a migration ran out of disk space
- *   (undone whole).
+ *   `SCANGW_E_BUFFER_UNOPENABLE` when it needs a person (not a database, not a gateway buffer, an
+ *   empty file with `fileMustExist`, a schema newer than this gateway, no permission);
+ *   `SCANGW_E_BUFFER_IO` when the disk failed; `SCANGW_E_BUFFER_DISK_FULL` when a migration ran
+ *   out of disk space (undone whole).
  */
 export function openBuffer(path: string, options: OpenOptions): Database.Database {
-  let db: Database.Database;
+  let db: Database.Database | undefined;
   try {
     if (path !== ':memory:' && !options.fileMustExist)
       mkdirSync(dirname(path), { recursive: true });
+    const identity: BufferIdentity =
+      path === ':memory:' ? { kind: 'empty' } : identifyFile(path, options);
+    if (identity.kind === 'empty' && options.fileMustExist)
+      throw new GatewayError(
+        ErrorCodes.BUFFER_UNOPENABLE,
+        `${path} is not a gateway buffer: it is empty (${statSync(path).size === 0 ? '0 bytes' : 'an SQLite database without a table'}), nothing to deliver or replay. Check the path; the file was not changed`,
+      );
     db = new Database(path, {
       fileMustExist: options.fileMustExist ?? false,
       ...(options.exclusive ? { timeout: 0 } : {}),
@@ -54,8 +69,7 @@ export function openBuffer(path: string, options: OpenOptions): Database.Databas
     // A new buffer returns pruned pages to the file system (disk-guard.ts); this takes effect only
     // while the file is empty (before the WAL header is written). Older buffers are switched by
     // one VACUUM at start.
-    if ((db.pragma('user_version', { simple: true }) as number) === 0 && !options.readonly)
-      db.pragma('auto_vacuum = INCREMENTAL');
+    if (identity.kind === 'empty' && !options.readonly) db.pragma('auto_vacuum = INCREMENTAL');
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = FULL');
     db.pragma('busy_timeout = 5000');
@@ -68,9 +82,14 @@ export function openBuffer(path: string, options: OpenOptions): Database.Databas
     // or the checkpoint that would free the log can never run (see IntakeWrites.commitIntake).
     db.pragma(`wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`);
     migrate(db, options.migrate ?? true);
+    // A buffer written before the gateway marked its files gets the mark with its first open for
+    // write: from then on it is known by its header alone.
+    if (!options.readonly && (identity.kind === 'empty' || !identity.marked))
+      db.pragma(`application_id = ${BUFFER_APPLICATION_ID}`);
     // What a migration cannot do in SQL: the GS1 keys of scans stored before scan_keys existed.
     if (!options.readonly) fillStoredKeys(db);
   } catch (err) {
+    if (db?.open) db.close();
     if (options.exclusive && (err as { code?: string }).code?.startsWith('SQLITE_BUSY')) {
       throw new GatewayError(
         ErrorCodes.BUFFER_UNOPENABLE,
@@ -78,20 +97,48 @@ export function openBuffer(path: string, options: OpenOptions): Database.Databas
         { cause: err },
       );
     }
-    throw new GatewayError(
-      isDiskFull(err)
-        ? ErrorCodes.BUFFER_DISK_FULL
-        : unopenable(err)
-          ? ErrorCodes.BUFFER_UNOPENABLE
-          : ErrorCodes.BUFFER,
-      `cannot open the buffer ${path}: ${(err as Error).message}${permissionHint(path, err)}`,
-      {
+    // The refusals raised here name the file already; those of migrate() get it in front.
+    if (err instanceof GatewayError && !err.message.includes(path))
+      throw new GatewayError(err.code, `cannot open the buffer ${path}: ${err.message}`, {
         cause: err,
-      },
-    );
+        retryable: err.retryable,
+      });
+    throw bufferFailure(err, path, 'cannot open the buffer', true);
   }
   if (!options.readonly && path !== ':memory:') assertWritable(db, path);
   return db;
+}
+
+/**
+ * What the file at `path` is, asked on a read-only connection closed again before the buffer's
+ * own opens (a read-only connection neither writes the header nor checkpoints a -wal on close).
+ * A missing or 0-byte file is `empty` without opening it.
+ */
+function identifyFile(path: string, options: OpenOptions): BufferIdentity {
+  let size: number;
+  try {
+    size = statSync(path).size;
+  } catch {
+    if (options.fileMustExist)
+      throw new GatewayError(
+        ErrorCodes.BUFFER_UNOPENABLE,
+        `there is no buffer at ${path}: check the path`,
+      );
+    return { kind: 'empty' };
+  }
+  // 0 bytes and no write-ahead log beside it holding commits: nothing was ever written.
+  if (size === 0 && !(statSync(`${path}-wal`, { throwIfNoEntry: false })?.size ?? 0))
+    return { kind: 'empty' };
+  const probe = new Database(path, {
+    readonly: true,
+    fileMustExist: true,
+    ...(options.exclusive ? { timeout: 0 } : {}),
+  });
+  try {
+    return checkBufferIdentity(probe, path);
+  } finally {
+    probe.close();
+  }
 }
 
 /**
@@ -108,16 +155,7 @@ function assertWritable(db: Database.Database, path: string): void {
   } catch (err) {
     if (err === ROLLBACK) return;
     db.close();
-    const code = isDiskFull(err)
-      ? ErrorCodes.BUFFER_DISK_FULL
-      : unopenable(err)
-        ? ErrorCodes.BUFFER_UNOPENABLE
-        : ErrorCodes.BUFFER;
-    throw new GatewayError(
-      code,
-      `cannot write the buffer ${path}: ${(err as Error).message}${permissionHint(path, err)}`,
-      { cause: err },
-    );
+    throw bufferFailure(err, path, 'cannot write the buffer', true);
   }
 }
 

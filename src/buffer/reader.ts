@@ -1,6 +1,8 @@
 import { ErrorCodes, GatewayError } from '../errors.js';
 import Database from 'better-sqlite3';
+import { checkBufferIdentity } from './identity.js';
 import { BufferReports } from './reports.js';
+import { bufferFailure, withBufferFailures } from './sqlite-errors.js';
 
 /**
  * A buffer opened read-only for the operations commands (`queue`, `failures`, `buffer stats`,
@@ -12,34 +14,48 @@ export class BufferReader {
   readonly reports: BufferReports;
 
   /**
-   * Opens `path` read-only and checks that it is a buffer (it has a `batches` table). A buffer of
-   * an older schema is read as it is (no migration): `scan_rows` and `scan_bodies` are then
-   * temporary views of its `scans` table.
+   * Opens `path` read-only and checks that it is a gateway buffer (identity.ts: its
+   * `application_id`, or the schema of one written before that) without writing a byte of it. A
+   * buffer of an older schema is read as it is (no migration): `scan_rows` and `scan_bodies` are
+   * then temporary views of its `scans` table. {@link reports} throws `GatewayError`s that say
+   * what to do (sqlite-errors.ts), never SQLite's words alone.
    *
-   * @throws the SQLite error when the file is missing, unreadable or not a buffer.
+   * @throws GatewayError `SCANGW_E_BUFFER_UNOPENABLE` when the file is missing, not a database,
+   *   empty, not a gateway buffer or of a newer schema, or may not be read; `SCANGW_E_BUFFER_IO`
+   *   when the disk fails; `SCANGW_E_BUFFER` when another process holds it locked.
    */
   constructor(readonly path: string) {
-    this.db = new Database(path, { readonly: true, fileMustExist: true });
+    let db: Database.Database | undefined;
     try {
-      this.db.pragma('busy_timeout = 5000');
-      this.db.prepare('SELECT count(*) FROM batches').get();
+      db = new Database(path, { readonly: true, fileMustExist: true });
+      db.pragma('busy_timeout = 5000');
+      if (checkBufferIdentity(db, path).kind === 'empty')
+        throw new GatewayError(
+          ErrorCodes.BUFFER_UNOPENABLE,
+          `${path} is not a gateway buffer: it is empty (no table). Check the path (buffer.path, --buffer); the file was not changed`,
+        );
       if (
-        this.db
+        db
           .prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'scan_rows'`)
           .get() === undefined
       ) {
         // A buffer from before the scans' bodies moved to a table of their own (migration 12),
         // read as it is: the names the reports use, as views of this connection only (TEMP: the
         // file is not written).
-        this.db.exec(
+        db.exec(
           `CREATE TEMP VIEW scan_rows AS SELECT * FROM main.scans; CREATE TEMP VIEW scan_bodies AS SELECT id, body FROM main.scans;`,
         );
       }
     } catch (err) {
-      this.db.close();
-      throw err;
+      db?.close();
+      throw bufferFailure(err, path, 'cannot read the buffer', true);
     }
-    this.reports = new BufferReports(this.db, path);
+    this.db = db;
+    this.reports = withBufferFailures(
+      new BufferReports(this.db, path),
+      path,
+      'cannot read the buffer',
+    );
   }
 
   /**
@@ -49,7 +65,11 @@ export class BufferReader {
    * (seen in CI: 50 scans every 2 ms).
    */
   copyTo(file: string): void {
-    this.db.prepare('VACUUM INTO ?').run(file);
+    try {
+      this.db.prepare('VACUUM INTO ?').run(file);
+    } catch (err) {
+      throw bufferFailure(err, this.path, 'cannot copy the buffer');
+    }
   }
 
   close(): void {
@@ -61,7 +81,8 @@ export class BufferReader {
  * Makes a copy written by {@link BufferReader.copyTo} self-contained (no -wal beside it), checks
  * it (PRAGMA quick_check) and counts its rows.
  *
- * @throws Error when the check does not answer `ok`, or the SQLite error when the copy cannot be opened.
+ * @throws GatewayError `SCANGW_E_BUFFER` when the check does not answer `ok`, or what
+ *   {@link bufferFailure} makes of SQLite's error when the copy cannot be opened or read.
  */
 export function checkBufferCopy(file: string): {
   integrity: string;
@@ -69,7 +90,12 @@ export function checkBufferCopy(file: string): {
   scans: number;
   batches: number;
 } {
-  const copy = new Database(file, { fileMustExist: true });
+  let copy: Database.Database;
+  try {
+    copy = new Database(file, { fileMustExist: true });
+  } catch (err) {
+    throw bufferFailure(err, file, 'cannot open the copy');
+  }
   try {
     copy.pragma('journal_mode = DELETE');
     const integrity = String(copy.pragma('quick_check', { simple: true }));
@@ -77,6 +103,8 @@ export function checkBufferCopy(file: string): {
     const count = (table: string) =>
       copy.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number;
     return { integrity, reads: count('reads'), scans: count('scans'), batches: count('batches') };
+  } catch (err) {
+    throw bufferFailure(err, file, 'cannot check the copy');
   } finally {
     copy.close();
   }

@@ -30,7 +30,8 @@ interface AdoptOptions {
  *
  * Exit codes (cli/exit.ts): 0 nothing left to deliver or follow; 1 stopped (timeout, signal) with
  * something left, or a part failed to stop; 2 usage or configuration error (no such file among
- * them); 4 the buffer cannot be adopted: open by another process, a newer schema, not a database.
+ * them); 4 the buffer cannot be adopted: open by another process, a newer schema, not a database, not a
+ * gateway buffer (an empty file, another program's database: refused before a byte of it is written).
  */
 export function registerAdoptCommand(program: Command, io: AdoptIo): void {
   program
@@ -73,7 +74,8 @@ export function registerAdoptCommand(program: Command, io: AdoptIo): void {
         'refused. Copy the -wal file with the buffer: it holds the latest commits. What the service refused:\n' +
         'scan-gateway failures --buffer FILE once adopt is done.\n\n' +
         'Exit codes: 0 nothing left to deliver or follow, 1 stopped with something left (--timeout, a signal),\n' +
-        '2 usage or configuration error, 4 the buffer cannot be adopted (open by another process, newer schema, not a database).\n' +
+        '2 usage or configuration error, 4 the buffer cannot be adopted (open by another process, newer schema, not a database, not a gateway buffer:\n' +
+        "an empty file or another program's database, left as it was).\n" +
         'Runbook: docs/high-availability.md, "Adopt a dead node\'s disk".',
     )
     .action(async (file: string, opts: AdoptOptions) => {

@@ -1,12 +1,14 @@
-import { existsSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
+import { existsSync, realpathSync, renameSync, rmSync, statSync, type Stats } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { loadConfig } from '../config/load.js';
 import type { GatewayConfig } from '../config/schema.js';
 import { BufferReader, checkBufferCopy } from '../buffer/reader.js';
 import type { FailuresReport, QueueReport, StatsReport } from '../buffer/ops-reports.js';
+import { inertOutput, printableDeep } from '../format/printable.js';
 import { fmtBytes, fmtDuration, fmtTime } from '../health/page-render.js';
 import { SecretScrubber } from '../log.js';
+import { ErrorCodes, isBufferUnopenable, isGatewayError } from '../errors.js';
 import { CommandExit, ExitCodes } from './exit.js';
 import { bestEffortScrubber } from './known-secrets.js';
 import type { Clock } from '../clock.js';
@@ -30,7 +32,8 @@ export interface BufferOptions {
 
 const DEFAULT_CONFIG = '/etc/scan-gateway/config.yaml';
 const EXIT_HELP =
-  '\nExit codes: 0 done, 1 the buffer cannot be read (or the backup failed), 2 usage or configuration error.\n' +
+  '\nExit codes: 0 done, 1 the buffer cannot be read now (missing, locked, a disk error) or the backup failed, 2 usage or configuration error,\n' +
+  "4 the file is no gateway buffer (empty, another program's database), is damaged or has a newer schema: it is left as it was.\n" +
   'Run as the service user (sudo -u scan-gateway …) so no file in the buffer folder ends up owned by root.';
 
 /**
@@ -38,7 +41,9 @@ const EXIT_HELP =
  * how big the buffer is, and an online copy of it. They open the SQLite buffer read-only beside
  * the running daemon (WAL lets readers work during writes) and never change it. The buffer is the
  * one of `--config` (`buffer.path`), or the file given with `--buffer` (a backup, say). Human
- * output by default, `--json` for scripts.
+ * output by default, `--json` for scripts. What they print of the buffer's data is inert on a
+ * terminal (src/format/printable.ts): an ingest client's escape sequences and bidirectional
+ * overrides are shown as `<ESC>`, `\u202e`, never passed on.
  */
 export function registerOpsCommands(program: Command, io: OpsIo): void {
   const now = io.now ?? Date.now;
@@ -57,7 +62,11 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
       try {
         const report = db.reports.queue(now());
         io.stdout.write(
-          opts.json ? `${JSON.stringify(report)}\n` : formatQueue(report, timezone, now()),
+          inertOutput(
+            opts.json
+              ? `${JSON.stringify(report)}\n`
+              : formatQueue(printableDeep(report), timezone, now()),
+          ),
         );
       } finally {
         db.close();
@@ -94,7 +103,11 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
       try {
         const report = scrubber.scrubDeep(db.reports.failures(limit));
         io.stdout.write(
-          opts.json ? `${JSON.stringify(report)}\n` : formatFailures(report, timezone),
+          inertOutput(
+            opts.json
+              ? `${JSON.stringify(report)}\n`
+              : formatFailures(printableDeep(report), timezone),
+          ),
         );
       } finally {
         db.close();
@@ -115,7 +128,11 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
       const { db } = open(io, opts, 'buffer stats');
       try {
         const report = db.reports.stats();
-        io.stdout.write(opts.json ? `${JSON.stringify(report)}\n` : formatStats(report));
+        io.stdout.write(
+          inertOutput(
+            opts.json ? `${JSON.stringify(report)}\n` : formatStats(printableDeep(report)),
+          ),
+        );
       } finally {
         db.close();
       }
@@ -138,6 +155,16 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
     )
     .action(async (file: string, opts: BufferOptions & { force?: boolean }) => {
       const target = resolve(io.cwd, file);
+      // Before anything is written: the copy goes to <file>.partial first, and a folder (or a
+      // device, a FIFO) can never be replaced by it, --force or not.
+      const existing = statOrUndefined(target);
+      if (existing && !existing.isFile())
+        fail(
+          io,
+          'buffer backup',
+          `${target} is ${existing.isDirectory() ? 'a directory' : 'not a regular file'}; give the name of the copy's file (e.g. ${join(target, 'buffer-backup.db')})`,
+          ExitCodes.USAGE,
+        );
       const { db, path } = open(io, opts, 'buffer backup');
       if (isBufferFile(target, path)) {
         db.close();
@@ -197,6 +224,14 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
     });
 }
 
+function statOrUndefined(path: string): Stats | undefined {
+  try {
+    return statSync(path);
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * Whether `target` is the buffer at `buffer` or one of its SQLite companions, by real path, so
  * that `--force` can never replace the live database under the running gateway.
@@ -233,7 +268,11 @@ export function withBuffer(command: Command): Command {
     .option('--json', 'print the result as JSON');
 }
 
-/** Opens the buffer read-only. Exit 2 for a bad configuration, 1 when the file is missing or unreadable. */
+/**
+ * Opens the buffer read-only. Exit 2 for a bad configuration; 1 when the file is missing, locked
+ * or the disk fails; 4 when it is no gateway buffer (empty, another program's database), damaged
+ * or of a newer schema: it is never written then.
+ */
 export function open(
   io: OpsIo,
   opts: BufferOptions,
@@ -279,11 +318,14 @@ export function open(
     const db = new BufferReader(path);
     return { db, path, timezone, ...(config ? { config } : {}) };
   } catch (err) {
+    // Not a buffer, empty, damaged, a newer schema: a person must look (4); a lock or the disk: 1.
     fail(
       io,
       command,
-      `cannot read the buffer ${path}: ${(err as Error).message}`,
-      ExitCodes.FAILED,
+      (err as Error).message,
+      isBufferUnopenable(err) || isGatewayError(err, ErrorCodes.BUFFER_DAMAGED)
+        ? ExitCodes.BUFFER_UNUSABLE
+        : ExitCodes.FAILED,
     );
   }
 }

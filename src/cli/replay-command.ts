@@ -1,12 +1,14 @@
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
 import { replayDeadLetters, type ReplayResult, type ReplaySelection } from '../buffer/replay.js';
+import { withBufferFailures } from '../buffer/sqlite-errors.js';
 import { BufferStore } from '../buffer/store.js';
 import { loadConfig } from '../config/load.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
 import { mappingContext, mapRead } from '../mapping/map-read.js';
 import { CommandExit, ExitCodes } from './exit.js';
 import type { Clock } from '../clock.js';
+import { inertOutput, printableDeep } from '../format/printable.js';
 
 export interface ReplayIo {
   stdout: NodeJS.WritableStream;
@@ -87,7 +89,12 @@ export function registerReplayCommand(program: Command, io: ReplayIo): void {
       try {
         const mapper = mappingContext(config);
         result = replayDeadLetters(
-          store.deadLetters,
+          // SQLite's failures on the way (a disk error, a damaged buffer) as errors with what to do.
+          withBufferFailures(
+            store.deadLetters,
+            config.buffer.path,
+            'cannot replay from the buffer',
+          ),
           (read) => mapRead(read, mapper),
           selection,
           (io.now ?? Date.now)(),
@@ -95,7 +102,11 @@ export function registerReplayCommand(program: Command, io: ReplayIo): void {
       } finally {
         store.close();
       }
-      io.stdout.write(opts.json ? `${JSON.stringify(result)}\n` : formatResult(result));
+      io.stdout.write(
+        inertOutput(
+          opts.json ? `${JSON.stringify(result)}\n` : formatResult(printableDeep(result)),
+        ),
+      );
       throw new CommandExit(result.notQueued > 0 ? ExitCodes.FAILED : ExitCodes.OK);
     });
 }

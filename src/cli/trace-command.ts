@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import type { GenealogyNode, ItemScan, ItemTrace } from '../buffer/items.js';
 import { DEFAULT_GENEALOGY_DEPTH, MAX_GENEALOGY_DEPTH } from '../buffer/items.js';
+import { inertOutput, printableDeep } from '../format/printable.js';
 import { fmtTime } from '../health/page-render.js';
 import { SecretScrubber } from '../log.js';
 import { CommandExit, ExitCodes } from './exit.js';
@@ -37,7 +38,7 @@ export function registerTraceCommand(program: Command, io: OpsIo): void {
         `  scan-gateway trace '(01)09521234543213(21)C2611030001234'    # the line under the barcode\n` +
         `  scan-gateway trace ']d2010952123454321310B2611-03<GS>21C2611030001234'\n` +
         `  scan-gateway trace C2611030001234        # a serial; an SSCC, a lot or a GTIN lists its items\n\n` +
-        'Exit codes: 0 the item is in the buffer (or items carrying the value are listed), 1 it is not (or the buffer cannot be read), 2 usage or configuration error.\n',
+        'Exit codes: 0 the item is in the buffer (or items carrying the value are listed), 1 it is not (or the buffer cannot be read), 2 usage or configuration error, 4 the file is no gateway buffer.\n',
     )
     .action(async (reference: string, opts: BufferOptions & { depth: string }) => {
       const depth = Number(opts.depth);
@@ -60,7 +61,12 @@ export function registerTraceCommand(program: Command, io: OpsIo): void {
       } finally {
         db.close();
       }
-      io.stdout.write(opts.json ? `${JSON.stringify(trace)}\n` : formatTrace(trace, timezone));
+      // Stored data comes from the lines and ingest clients: nothing of it may act on the terminal.
+      io.stdout.write(
+        inertOutput(
+          opts.json ? `${JSON.stringify(trace)}\n` : formatTrace(printableDeep(trace), timezone),
+        ),
+      );
       throw new CommandExit(
         trace.found || (trace.byValue ?? []).some((m) => m.items.length > 0)
           ? ExitCodes.OK

@@ -3,7 +3,7 @@ import { didYouMean } from '../config/cross-check.js';
 import { loadConfig } from '../config/load.js';
 import { fieldSourceNotes } from '../config/field-sources.js';
 import type { InputConfig } from '../config/schema.js';
-import { C0_NAMES, printableRaw } from '../format/printable.js';
+import { C0_NAMES, inertOutput, printableDeep, printableRaw } from '../format/printable.js';
 import type { Read } from '../inputs/types.js';
 import { DuplicateWindow } from '../mapping/duplicate-window.js';
 import { canonicalReference, type BarcodeParse } from '../gs1/index.js';
@@ -246,10 +246,18 @@ export function registerTryCommand(program: Command, io: TryCommandIo): void {
         .join('');
       if (opts.json) io.stderr.write(notes);
       else io.stdout.write(notes === '' ? '' : `${notes}\n`);
+      // What the payload holds is shown, never passed to the terminal as control sequences; the
+      // scan keeps its strings (its JSON escapes them), the rest is made printable.
       io.stdout.write(
-        opts.json
-          ? `${JSON.stringify(results, null, 2)}\n`
-          : results.map(describeResult).join('\n'),
+        inertOutput(
+          opts.json
+            ? `${JSON.stringify(results, null, 2)}\n`
+            : results
+                .map((r) =>
+                  describeResult({ ...printableDeep(r), ...('scan' in r ? { scan: r.scan } : {}) }),
+                )
+                .join('\n'),
+        ),
       );
       throw new CommandExit(
         results.some((r) => r.outcome === 'rejected') ? ExitCodes.FAILED : ExitCodes.OK,

@@ -215,6 +215,12 @@ export const filesInputSchema = z
       .describe(
         'Largest file taken, in bytes; a larger file goes to failed/ with the reason (files are read in chunks, so memory does not grow with the size).',
       ),
+    allowHardLinks: z
+      .boolean()
+      .default(false)
+      .describe(
+        'Read a file that has more than one name (a hard link). Off by default: a hard link needs no right on the file it names, so anyone who may drop files could have the gateway read and show a key or password file; such a file goes to failed/ unread. Turn on only for a writer that makes hard links on purpose.',
+      ),
   })
   .strict();
 

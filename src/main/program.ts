@@ -132,7 +132,7 @@ async function main(argv: string[]): Promise<number> {
       process.stderr.write(`scan-gateway: ${err.message}\n`);
       return 2;
     }
-    if (isBufferUnopenable(err)) {
+    if (isBufferUnopenable(err) || isGatewayError(err, ErrorCodes.BUFFER_DAMAGED)) {
       process.stderr.write(`scan-gateway: ${err.message}\n`);
       return ExitCodes.BUFFER_UNUSABLE;
     }

@@ -148,7 +148,9 @@ describe('scan-gateway adopt when the service cannot be reached', () => {
     });
     const refused = await gateway!;
     expect(refused.code, refused.stderr).toBe(ExitCodes.FAILED);
-    expect(refused.stderr).toMatch(/cannot open the buffer .*buffer\.db: database is locked/);
+    expect(refused.stderr).toMatch(
+      /cannot open the buffer .*buffer\.db: another process holds it locked .*\(SQLite: database is locked\)/,
+    );
     expect(run.code).toBe(ExitCodes.FAILED);
     expect(scanCount(buffer)).toBe(2);
   });

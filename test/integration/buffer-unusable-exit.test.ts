@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -56,7 +57,9 @@ describe('run with a buffer that cannot be opened', () => {
       ),
     );
     expect(r.status, r.stderr).toBe(ExitCodes.BUFFER_UNUSABLE);
-    expect(r.stderr).toMatch(/cannot open the buffer .*buffer\.db: file is not a database/);
+    expect(r.stderr).toMatch(
+      /cannot open the buffer .*buffer\.db: it is damaged or not a gateway buffer: .*restore a backup .*\(SQLite: file is not a database\)/,
+    );
   });
 
   it('exits 4 when the buffer has a schema newer than this gateway', () => {
@@ -67,5 +70,23 @@ describe('run with a buffer that cannot be opened', () => {
     });
     expect(r.status, r.stderr).toBe(ExitCodes.BUFFER_UNUSABLE);
     expect(r.stderr).toContain('newer than this gateway knows');
+  });
+
+  it("exits 4 on another program's database and leaves every byte of it", () => {
+    let before = '';
+    let file = '';
+    const r = runWithBuffer((buffer) => {
+      const db = new Database(buffer);
+      db.exec(`CREATE TABLE foo (x TEXT); INSERT INTO foo VALUES ('theirs')`);
+      db.close();
+      file = buffer;
+      before = createHash('sha256').update(readFileSync(buffer)).digest('hex');
+    });
+    expect(r.status, r.stderr).toBe(ExitCodes.BUFFER_UNUSABLE);
+    expect(r.stderr).toMatch(
+      /is not a gateway buffer: it is an SQLite database, but not one the gateway wrote/,
+    );
+    expect(createHash('sha256').update(readFileSync(file)).digest('hex')).toBe(before);
+    expect(existsSync(`${file}-wal`)).toBe(false);
   });
 });

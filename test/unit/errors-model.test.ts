@@ -154,7 +154,7 @@ describe('refusal predicates', () => {
         .filter((c) => c.startsWith('SCANGW_E_BUFFER'))
         .sort(),
     );
-    expect(everyCode.filter(isBufferError)).toHaveLength(5);
+    expect(everyCode.filter(isBufferError)).toHaveLength(7);
     expect(isBufferError(of(ErrorCodes.BODY_TOO_LARGE))).toBe(false);
   });
 

@@ -1,3 +1,4 @@
+import { generateKeyPairSync } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { createLogger, REDACTED, SecretScrubber } from '../../src/log.js';
@@ -101,5 +102,48 @@ describe('logger', () => {
   it('ignores secrets too short to be told apart from ordinary text', () => {
     const scrubber = new SecretScrubber(['ab', '']);
     expect(scrubber.scrub('{"msg":"about"}')).toBe('{"msg":"about"}');
+  });
+
+  it('masks key material: PEM blocks whole or cut short, and the bare base64 of a key', () => {
+    const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({
+      type: 'pkcs8',
+      format: 'pem',
+    }) as string;
+    const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({
+      type: 'sec1',
+      format: 'pem',
+    }) as string;
+    const scrubber = new SecretScrubber();
+    const body = (pem: string) => pem.split('\n').filter((l) => l !== '' && !l.startsWith('-----'));
+    // Whole, in text, in JSON text (line breaks as \n) and as a printed read (<LF>).
+    for (const pem of [rsa, ec]) {
+      for (const shown of [
+        `file refused: ${pem} (line 1)`,
+        JSON.stringify({ raw: pem }),
+        `read: ${pem.replaceAll('\n', '<LF>')}   (file key.pem)`,
+        // Cut after 1 KiB, as a rejection keeps the first bytes of a file.
+        `read: ${pem.slice(0, 1024).replaceAll('\n', '<LF>')}`,
+        JSON.stringify({ raw: pem.slice(0, 700) }),
+      ]) {
+        const out = scrubber.scrub(shown);
+        expect(out).toContain(REDACTED);
+        expect(out).not.toContain('-----BEGIN');
+        for (const line of body(pem).slice(0, -1)) expect(out).not.toContain(line.slice(0, 40));
+      }
+    }
+    // One line of the body a read (a key file in a lines inbox).
+    for (const line of body(rsa).slice(0, -1))
+      expect(scrubber.scrub(`read ${line}`)).toBe(`read ${REDACTED}`);
+    const json = JSON.stringify({ status: { latest: rsa.slice(0, 500) }, n: 1 });
+    expect(() => JSON.parse(scrubber.scrub(json))).not.toThrow();
+    // What is no key stays: references, GS1 strings, hashes, request ids.
+    for (const plain of [
+      'PK-000815',
+      '(01)09521234543213(21)C2611030001234',
+      'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
+      'CELL0000000000000000000000000000000000000000000000000000000000000001',
+      '4a7e1f0c-2b1d-4c9a-9f0e-6d2b8a1c3e5f',
+    ])
+      expect(scrubber.scrub(plain)).toBe(plain);
   });
 });

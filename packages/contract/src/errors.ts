@@ -44,6 +44,13 @@ export const ErrorCodes = {
    * schema, no permission): `run` exits 4 (docs/cli.md), which systemd does not restart.
    */
   BUFFER_UNOPENABLE: 'SCANGW_E_BUFFER_UNOPENABLE',
+  /** The disk or file system failed to read or write the buffer (SQLite `SQLITE_IOERR`): check the disk. Retryable. */
+  BUFFER_IO: 'SCANGW_E_BUFFER_IO',
+  /**
+   * A command met a damaged buffer, or a file that is no gateway buffer (SQLite `SQLITE_CORRUPT`, a
+   * table missing) after it opened: the CLI exits 4, as for `SCANGW_E_BUFFER_UNOPENABLE`.
+   */
+  BUFFER_DAMAGED: 'SCANGW_E_BUFFER_DAMAGED',
   /** The disk of the buffer (or SQLite's `max_page_count`) is full: nothing was written. Retryable. */
   BUFFER_DISK_FULL: 'SCANGW_E_BUFFER_DISK_FULL',
   /** A commit adding scans was refused: the buffer quota is reached. Nothing was written; the source keeps it. Retryable. */
@@ -152,6 +159,8 @@ export type GatewayErrorOf<C extends ErrorCode> = GatewayError & { readonly code
 export const BUFFER_CODES = [
   ErrorCodes.BUFFER,
   ErrorCodes.BUFFER_UNOPENABLE,
+  ErrorCodes.BUFFER_IO,
+  ErrorCodes.BUFFER_DAMAGED,
   ErrorCodes.BUFFER_DISK_FULL,
   ErrorCodes.BUFFER_QUOTA,
   ErrorCodes.BUFFER_TOO_LARGE,

@@ -43,6 +43,8 @@ export interface GrowthWatchOptions {
   /** Back-pressure: no part is stored while this answers true. */
   paused: () => boolean;
   maxReadLength: number;
+  /** The input's `allowHardLinks`: a file of more than one name is watched only then. */
+  allowHardLinks?: boolean;
 }
 
 interface Watched {
@@ -179,7 +181,7 @@ export class GrowthWatch {
     let opened;
     try {
       // The same safe open as the inbox's: replaced by a link or a FIFO, it is not read.
-      opened = await openInboxFile(w.path, w.name);
+      opened = await openInboxFile(w.path, w.name, { allowHardLinks: this.o.allowHardLinks });
     } catch {
       // Moved away, deleted or replaced by someone: nothing more to watch.
       this.end(w);

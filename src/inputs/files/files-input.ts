@@ -120,6 +120,7 @@ export class FilesInput implements InputAdapter {
       watchMs: options.growthWatchMs ?? defaultGrowthWatchMs(stableMs),
       pollMs: config.usePolling ? 1000 : Math.max(100, Math.min(500, Math.floor(stableMs / 2))),
       rememberFilesDays: config.rememberFilesDays,
+      allowHardLinks: config.allowHardLinks,
       sink: options.sink,
       ledger: this.ledger,
       log: this.log,

@@ -22,6 +22,28 @@ export function notRegularFileError(fileName: string, kind: string): GatewayErro
   );
 }
 
+/**
+ * The error for an inbox file with more than one name (a hard link): the entry goes to `failed/`
+ * with this message and not a byte of it is read. A hard link needs no permission on the file it
+ * names, only on the inbox: whoever may drop files could so hand the gateway its own TLS key, whose
+ * first bytes would then show in the status, the page and `failures`.
+ */
+export function hardLinkError(fileName: string, links: number, inputId: string): GatewayError {
+  return new GatewayError(
+    ErrorCodes.INPUT,
+    `a hard link (this file has ${links} names): its content may be a file from elsewhere, such as a key, so nothing was read from it; drop a copy of the file, or set allowHardLinks: true on input ${inputId} if the writer makes hard links on purpose`,
+    { details: { file: fileName, links } },
+  );
+}
+
+/** How {@link openInboxFile} treats a file with more than one name. */
+export interface InboxOpenOptions {
+  /** Reads a hard link too (the files input's `allowHardLinks`); default false: refused. */
+  allowHardLinks?: boolean;
+  /** The input, for the refusal's message. */
+  inputId?: string;
+}
+
 /** An inbox file opened for reading, and its fstat taken on the open descriptor. */
 export interface OpenedFile {
   handle: FileHandle;
@@ -34,12 +56,18 @@ export interface OpenedFile {
  * shows a symbolic link, FIFO, socket, device or folder; then opened with `O_NOFOLLOW |
  * O_NONBLOCK` and checked again with `fstat` on the descriptor (an entry swapped between the two
  * looks is refused the same way). Symbolic links are never followed, wherever they point (inside
- * the inbox too): a link is how a file outside the inbox would be read.
+ * the inbox too): a link is how a file outside the inbox would be read. A hard link (`nlink` above
+ * 1 on the descriptor) is refused the same way unless `options.allowHardLinks`.
  *
- * @throws GatewayError `SCANGW_E_INPUT` ({@link notRegularFileError}) for anything but a regular file.
+ * @throws GatewayError `SCANGW_E_INPUT` ({@link notRegularFileError}) for anything but a regular
+ *   file; ({@link hardLinkError}) for a file of more than one name.
  * @throws the file system error when it cannot be opened (ENOENT, EACCES…).
  */
-export async function openInboxFile(path: string, fileName: string): Promise<OpenedFile> {
+export async function openInboxFile(
+  path: string,
+  fileName: string,
+  options: InboxOpenOptions = {},
+): Promise<OpenedFile> {
   const before = await lstat(path);
   if (!before.isFile()) throw notRegularFileError(fileName, await describe(path, before));
   let handle: FileHandle;
@@ -57,6 +85,8 @@ export async function openInboxFile(path: string, fileName: string): Promise<Ope
   try {
     const stats = await handle.stat();
     if (!stats.isFile()) throw notRegularFileError(fileName, fileKind(stats));
+    if (stats.nlink > 1 && !options.allowHardLinks)
+      throw hardLinkError(fileName, stats.nlink, options.inputId ?? 'this files input');
     return { handle, stats };
   } catch (err) {
     await handle.close();
@@ -69,8 +99,9 @@ export async function withInboxFile<T>(
   path: string,
   fileName: string,
   fn: (opened: OpenedFile) => Promise<T>,
+  options: InboxOpenOptions = {},
 ): Promise<T> {
-  const opened = await openInboxFile(path, fileName);
+  const opened = await openInboxFile(path, fileName, options);
   try {
     return await fn(opened);
   } finally {

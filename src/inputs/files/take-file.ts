@@ -162,7 +162,10 @@ export class FileTaker {
       try {
         // The one way an inbox file is opened: a regular file only, never through a link, never
         // waiting on a FIFO (safe-open.ts).
-        opened = await openInboxFile(path, name);
+        opened = await openInboxFile(path, name, {
+          allowHardLinks: this.config.allowHardLinks,
+          inputId: this.id,
+        });
       } catch (err) {
         return this.rejects.cannotTake(entry, err);
       }
