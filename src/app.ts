@@ -25,7 +25,7 @@ import {
   type LiveState,
 } from './app/gateway.js';
 import { buildHttpServer } from './app/http.js';
-import type { RouteEntry } from './health/route-guard.js';
+import type { RouteEntry } from './listener/route-guard.js';
 import { defaultInput } from './app/inputs.js';
 import {
   backPressurePart,

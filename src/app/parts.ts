@@ -19,7 +19,7 @@ import { readSftpCredentials } from '../config/secrets.js';
 import { readCaFile } from '../upstream/status-topic-ca.js';
 import type { InputAdapter, IntakeSink } from '../inputs/types.js';
 import type { ListenerTls } from '../listener/listener-tls.js';
-import { routeTable, type RouteEntry } from '../health/route-guard.js';
+import { routeTable, type RouteEntry } from '../listener/route-guard.js';
 
 /**
  * The gateway's parts as {@link Component}s. `buildApp` (src/app.ts) constructs every part with its
@@ -493,7 +493,7 @@ export class HttpPart implements Component {
     return this.address;
   }
 
-  /** The routes the server serves, with their guards, once started (src/health/route-guard.ts). */
+  /** The routes the server serves, with their guards, once started (src/listener/route-guard.ts). */
   get routes(): readonly RouteEntry[] {
     return this.server ? routeTable(this.server) : [];
   }

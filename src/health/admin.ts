@@ -4,7 +4,7 @@ import { ErrorCodes, isGatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { RefusalLog } from '../listener/refusal-log.js';
 import type { AdminActionName } from './status.js';
-import { guard } from './route-guard.js';
+import { guard } from '../listener/route-guard.js';
 
 /** What an admin action answers (shown on the page). */
 export interface AdminResult {

@@ -21,7 +21,7 @@ import type { Server as TlsServer } from 'node:tls';
 import { shareConnections } from '../listener/connection-share.js';
 import { WorkQueue } from '../listener/work-queue.js';
 import { budgetRequests } from '../listener/request-budget.js';
-import { collectRouteTable, guard, routeGuardOf } from './route-guard.js';
+import { collectRouteTable, guard, routeGuardOf } from '../listener/route-guard.js';
 import { ProbeSnapshot, type ProbeAnswer, type ProbeAnswers } from './probe-snapshot.js';
 import { registerListenerTlsMetrics, type GatewayMetrics } from './metrics.js';
 import { PAGE_CSP, renderPage } from './page.js';

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
 import { parseConfigText } from '../../src/config/load.js';
-import type { RouteEntry } from '../../src/health/route-guard.js';
+import type { RouteEntry } from '../../src/listener/route-guard.js';
 import { silentLogger } from '../../src/log.js';
 import { makeCa, type IssuedCert, type TestCa } from '../helpers/tls-ca.js';
 

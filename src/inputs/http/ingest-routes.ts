@@ -10,7 +10,7 @@ import { DEFAULT_MAX_READ_LENGTH } from '../../config/input-schemas.js';
 import { RefusalLog } from '../../listener/refusal-log.js';
 import type { IntakeSink, SubmitResult } from '../types.js';
 import { type Clock, systemClock } from '../../clock.js';
-import { guard } from '../../health/route-guard.js';
+import { guard } from '../../listener/route-guard.js';
 
 /** The path of the ingest endpoint on the local server. */
 export const INGEST_PATH = '/api/v1/reads';
