@@ -158,11 +158,8 @@ describe('slow TLS handshakes from several addresses', () => {
     };
     for (const from of attackers) for (let i = 0; i < 60; i++) open(from, i);
     try {
-      // Wait until the budget is being enforced: the flood is on.
-      await waitFor(() => gw.log.parsed().some((l) => l.msg.startsWith('TLS handshake closed')), {
-        timeoutMs: 15_000,
-        what: 'the handshake budget closing flood sockets',
-      });
+      // Wait until the flood is on: every socket opened, and as many again reopened.
+      await waitFor(() => opened >= 720, { timeoutMs: 30_000, what: 'the flood reopening' });
       for (let i = 0; i < 12; i++) {
         expect(await healthz(gw.port, ca, '127.0.0.1')).toBeGreaterThanOrEqual(200);
         expect(await healthz(gw.port, ca, '127.0.0.8')).toBeGreaterThanOrEqual(200);
@@ -170,8 +167,8 @@ describe('slow TLS handshakes from several addresses', () => {
     } finally {
       flooding = false;
     }
-    expect(opened).toBeGreaterThan(360);
     const budget = gw.log.parsed().filter((l) => l.msg.startsWith('TLS handshake closed'));
+    expect(budget.length).toBeGreaterThan(0);
     for (const l of budget) expect(attackers).toContain(l.remote);
   }, 120_000);
 });
