@@ -51,6 +51,8 @@ interface Pending {
   since: number;
   trusted: boolean;
   timer: NodeJS.Timeout | undefined;
+  /** Forgets the connection: its untrusted slot and its unfinished handshake (once). */
+  release: () => void;
 }
 
 /** The address as the listener's address lists spell it (`::ffff:10.0.0.5` is `10.0.0.5`). */
@@ -148,7 +150,7 @@ export function guardConnections(
       }
     }
     if (!victim) return false;
-    settle(victim);
+    victim.release();
     victim.socket.destroy();
     options.onClose?.(victim.remote, 'handshake_budget');
     return true;
@@ -167,13 +169,23 @@ export function guardConnections(
     }
     const key = peerKey(socket.remoteAddress, socket.remotePort);
     let pending: Pending | undefined;
+    // Released when closed here, not at its 'close': a burst of connections accepted in one turn
+    // of the loop evicts as many, whose 'close' comes only in the next turn; counted till then,
+    // they would fill the untrusted share with sockets already gone.
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      if (!trusted) untrusted -= 1;
+      if (pending) settle(pending);
+    };
     if (handshakes) {
       const budget = Math.max(1, handshakes.budget);
-      if (!trusted) while (pendingUntrusted >= budget && evictOne());
-      const p: Pending = { socket, key, remote, since: now(), trusted, timer: undefined };
+      if (!trusted) while (pendingUntrusted >= budget && evictOne()) continue;
+      const p: Pending = { socket, key, remote, since: now(), trusted, timer: undefined, release };
       p.timer = setTimeout(() => {
         if (byPeer.get(key) !== p) return;
-        settle(p);
+        release();
         socket.destroy();
         options.onClose?.(remote, 'handshake_timeout');
       }, handshakes.timeoutMs);
@@ -187,10 +199,7 @@ export function guardConnections(
       }
       pending = p;
     }
-    socket.once('close', () => {
-      if (!trusted) untrusted -= 1;
-      if (pending) settle(pending);
-    });
+    socket.once('close', release);
   });
 
   if (handshakes)
