@@ -19,7 +19,7 @@ import {
 import { clientCertRefusal, type ListenerTls } from '../listener/listener-tls.js';
 import type { Server as TlsServer } from 'node:tls';
 import { shareConnections } from '../listener/connection-share.js';
-import { guardConnections, trustedClients } from '../listener/connection-guard.js';
+import { guardListener } from '../listener/connection-guard.js';
 import { WorkQueue } from '../listener/work-queue.js';
 import { registerListenerTlsMetrics, type GatewayMetrics } from './metrics.js';
 import { PAGE_CSP, renderPage } from './page.js';
@@ -47,7 +47,7 @@ export interface HealthServerOptions {
   listenHost?: string;
   /** More accepted `Host` values (`http.allowedHosts`), see {@link hostAllowList}. */
   allowedHosts?: readonly string[];
-  /** Addresses that keep the connection reserve besides loopback (`http.trustedClients`), see {@link guardConnections}. */
+  /** Addresses that keep the connection reserve besides loopback (`http.trustedClients`), see {@link guardListener}. */
   trustedClients?: readonly string[];
   /** Token that guards `/`, `/api/v1/status`, `/metrics` and the detail of `/healthz`; undefined = open. */
   readToken?: string | undefined;
@@ -85,21 +85,6 @@ export interface HealthServerOptions {
  * `GET /station/<dcpKey>/events` when given (src/health/station.ts).
  */
 export type StationOptions = StationSource;
-
-/** The `reason` label of a connection the guard closed. */
-const GUARD_REASONS = {
-  cap: 'connection_cap',
-  handshake_budget: 'tls_handshake_budget',
-  handshake_timeout: 'tls_handshake_timeout',
-} as const;
-
-/** The message of a guard log line, by what the guard did. */
-const GUARD_MESSAGES = {
-  cap: 'connection refused: untrusted addresses hold every connection but the trusted reserve',
-  handshake_budget:
-    'TLS handshake closed: the unfinished handshakes are at maxPendingHandshakes; the oldest of the address holding the most made room',
-  handshake_timeout: 'TLS handshake timed out: not finished within tlsHandshakeTimeoutMs',
-} as const;
 
 /** Longest reference the item routes take, in characters (a reference is a barcode's text). */
 export const MAX_ITEM_REFERENCE = 512;
@@ -181,27 +166,13 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     capLog.note({ remote, maxConnections: limits.maxConnections });
   });
   // Before the share: a connection the guard closes is never counted there.
-  const guardLogs = {
-    cap: new RefusalLog(logger, GUARD_MESSAGES.cap, intervalMs),
-    handshake_budget: new RefusalLog(logger, GUARD_MESSAGES.handshake_budget, intervalMs),
-    handshake_timeout: new RefusalLog(logger, GUARD_MESSAGES.handshake_timeout, intervalMs),
-  };
-  guardConnections(app.server, {
-    maxConnections: limits.maxConnections,
-    trustedReserve: limits.trustedReserve,
-    isTrusted: trustedClients(options.trustedClients ?? []),
-    ...(tls
-      ? {
-          handshakes: {
-            budget: limits.maxPendingHandshakes,
-            timeoutMs: limits.tlsHandshakeTimeoutMs,
-          },
-        }
-      : {}),
-    onClose: (remote, action) => {
-      count(GUARD_REASONS[action]);
-      guardLogs[action].note({ remote });
-    },
+  const guard = guardListener(app.server, {
+    limits,
+    tls: tls !== undefined,
+    trustedClients: options.trustedClients ?? [],
+    logger,
+    intervalMs,
+    count,
   });
   const shareLog = new RefusalLog(
     logger,
@@ -247,7 +218,7 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
   const streamLog = new RefusalLog(logger, 'station stream refused or closed', intervalMs);
   app.addHook('onClose', async () => {
     for (const l of [hostLog, readLog, capLog, shareLog, lookupLog, streamLog]) l.flush();
-    for (const l of Object.values(guardLogs)) l.flush();
+    guard.flush();
   });
 
   const hostAllowed = hostAllowList(options.listenHost ?? '127.0.0.1', options.allowedHosts ?? []);

@@ -2,6 +2,8 @@ import type { Server } from 'node:http';
 import { BlockList, isIP, type Socket } from 'node:net';
 import type { Server as TlsServer, TLSSocket } from 'node:tls';
 import { type Clock, systemClock } from '../clock.js';
+import type { HttpLimitsConfig } from '../config/schema.js';
+import { RefusalLog, type WarnLogger } from './refusal-log.js';
 
 /** Why {@link guardConnections} closed a connection. */
 export type GuardAction =
@@ -210,4 +212,68 @@ export function guardConnections(
     });
 
   return { counts: () => ({ untrusted, handshaking: byPeer.size }) };
+}
+
+/** The `reason` label of `scan_gateway_http_refused_total` for a connection the guard closed. */
+export const GUARD_REASONS = {
+  cap: 'connection_cap',
+  handshake_budget: 'tls_handshake_budget',
+  handshake_timeout: 'tls_handshake_timeout',
+} as const satisfies Record<GuardAction, string>;
+
+/** The message of a guard log line, by what the guard did. */
+const GUARD_MESSAGES = {
+  cap: 'connection refused: untrusted addresses hold every connection but the trusted reserve',
+  handshake_budget:
+    'TLS handshake closed: the unfinished handshakes are at maxPendingHandshakes; the oldest of the address holding the most made room',
+  handshake_timeout: 'TLS handshake timed out: not finished within tlsHandshakeTimeoutMs',
+} as const satisfies Record<GuardAction, string>;
+
+/**
+ * {@link guardConnections} on the health/ingest server with `http.limits` and
+ * `http.trustedClients`: every connection it closes is counted (`count`, by the reasons of
+ * {@link GUARD_REASONS}) and logged with the peer's address, one rate-limited line per action.
+ * @returns `flush`, for the server's close: writes the lines still held back.
+ */
+export function guardListener(
+  server: Server | TlsServer,
+  options: {
+    limits: HttpLimitsConfig;
+    /** Whether the listener speaks TLS (the handshake budget and deadline apply). */
+    tls: boolean;
+    trustedClients: readonly string[];
+    logger: WarnLogger;
+    /** Least time between two log lines of one action, in ms. */
+    intervalMs: number;
+    count: (reason: string) => void;
+  },
+): { flush(): void } {
+  const { limits, logger, intervalMs } = options;
+  const logs = {
+    cap: new RefusalLog(logger, GUARD_MESSAGES.cap, intervalMs),
+    handshake_budget: new RefusalLog(logger, GUARD_MESSAGES.handshake_budget, intervalMs),
+    handshake_timeout: new RefusalLog(logger, GUARD_MESSAGES.handshake_timeout, intervalMs),
+  };
+  guardConnections(server, {
+    maxConnections: limits.maxConnections,
+    trustedReserve: limits.trustedReserve,
+    isTrusted: trustedClients(options.trustedClients),
+    ...(options.tls
+      ? {
+          handshakes: {
+            budget: limits.maxPendingHandshakes,
+            timeoutMs: limits.tlsHandshakeTimeoutMs,
+          },
+        }
+      : {}),
+    onClose: (remote, action) => {
+      options.count(GUARD_REASONS[action]);
+      logs[action].note({ remote });
+    },
+  });
+  return {
+    flush: () => {
+      for (const l of Object.values(logs)) l.flush();
+    },
+  };
 }
