@@ -7,6 +7,7 @@ import { benchDrain, benchFill, DRAIN_DEFAULTS } from './drain.js';
 import { benchFootprint, FOOTPRINT_DEFAULTS } from './footprint.js';
 import { benchIntake, INTAKE_DEFAULTS } from './intake.js';
 import { benchItems, ITEMS_DEFAULTS } from './items.js';
+import { benchHandshakeFlood, HANDSHAKE_FLOOD_DEFAULTS } from './handshake-flood.js';
 import { benchLookups, LOOKUPS_DEFAULTS } from './lookups.js';
 import { benchMqtt, MQTT_DEFAULTS } from './mqtt.js';
 import { benchProbes, PROBES_DEFAULTS } from './probes.js';
@@ -43,6 +44,7 @@ const ALL = [
   'items',
   'lookups',
   'probes',
+  'handshake-flood',
   'recovery',
 ] as const;
 /** Benchmarks run only when named in `--only`: the soak takes 30 minutes. */
@@ -51,7 +53,7 @@ const KNOWN = [...ALL, ...NAMED_ONLY];
 type BenchId = (typeof KNOWN)[number];
 
 const USAGE = `Usage:
-  node dist/bench/run.js [--only intake,mqtt,mqtt-fair,drain,fill,footprint,status,bigfile,sftp,items,lookups,probes,recovery] [--quick] [--out FILE]
+  node dist/bench/run.js [--only intake,mqtt,mqtt-fair,drain,fill,footprint,status,bigfile,sftp,items,lookups,probes,handshake-flood,recovery] [--quick] [--out FILE]
                          [--node-args='--max-semi-space-size=1 …'] [--no-status-events]
   node dist/bench/run.js --only soak [--minutes N] [--heap-snapshots] [--prefill SCANS] [--cpu-prof-dir DIR] [--quick]
   node dist/bench/run.js --markdown [FILE]
@@ -144,6 +146,7 @@ const sizes = {
   items: quick ? { scans: 200_000, lookups: 50 } : ITEMS_DEFAULTS,
   lookups: quick ? { ...LOOKUPS_DEFAULTS, seconds: 3 } : LOOKUPS_DEFAULTS,
   probes: quick ? { ...PROBES_DEFAULTS, seconds: 3, scans: 50_000 } : PROBES_DEFAULTS,
+  'handshake-flood': quick ? { ...HANDSHAKE_FLOOD_DEFAULTS, seconds: 3 } : HANDSHAKE_FLOOD_DEFAULTS,
   recovery: quick ? { ...RECOVERY_DEFAULTS, scans: 5000, burstMs: 5000 } : RECOVERY_DEFAULTS,
   soak: {
     ...SOAK_DEFAULTS,
@@ -167,6 +170,7 @@ const runners: Record<BenchId, () => Promise<Omit<BenchResult, 'durationSec' | '
   items: () => benchItems(sizes.items),
   lookups: () => benchLookups(sizes.lookups),
   probes: () => benchProbes(sizes.probes),
+  'handshake-flood': () => benchHandshakeFlood(sizes['handshake-flood']),
   recovery: () => benchRecovery(sizes.recovery),
   soak: () => benchSoak(sizes.soak),
 };
@@ -184,6 +188,7 @@ const TITLES: Record<BenchId, string> = {
   items: 'Item lookup (10 million scans)',
   lookups: 'Probes and ingest beside 100 wide item lookups',
   probes: 'Probes and intake while 8 connections pipeline probes',
+  'handshake-flood': 'Probes during a slow-handshake flood from several addresses',
   recovery: 'Recovery after a fault burst (pre-signed)',
   soak: 'Soak (30 minutes at 500 reads/s over MQTT)',
 };

@@ -42,6 +42,7 @@ export async function buildHttpServer(g: Gateway): Promise<FastifyInstance> {
     limits: config.http.limits,
     listenHost: host,
     allowedHosts: config.http.allowedHosts,
+    trustedClients: config.http.trustedClients,
     ...(g.listenerTls ? { tls: g.listenerTls } : {}),
     readToken: deps.readToken,
     instance: gatewayInstanceId(config.buffer.path),

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { isIP } from 'node:net';
 
 /**
  * The sections of the configuration about this machine: the `buffer` (the SQLite outbox), the
@@ -142,6 +143,33 @@ export const httpLimitsSchema = z
       .describe(
         'Time a new connection has to send its request head before it counts as idle for maxConnectionsPerClient, in ms: a burst of real requests is not cut while their heads are being read.',
       ),
+    trustedReserve: z
+      .number()
+      .int()
+      .min(0)
+      .max(10_000)
+      .default(16)
+      .describe(
+        'Connections of maxConnections that only 127.0.0.1, ::1 and the addresses of http.trustedClients may take (at most a quarter of maxConnections): other addresses together hold at most maxConnections minus this, so the probes and the page are answered whatever they do.',
+      ),
+    tlsHandshakeTimeoutMs: z
+      .number()
+      .int()
+      .min(100)
+      .max(60_000)
+      .default(3_000)
+      .describe(
+        'With http.tls: longest time from a connection to a finished TLS handshake, in ms; a slower or silent client is closed and logged with its address. A real handshake takes milliseconds, even on a busy gateway.',
+      ),
+    maxPendingHandshakes: z
+      .number()
+      .int()
+      .min(1)
+      .max(10_000)
+      .default(32)
+      .describe(
+        'With http.tls: unfinished TLS handshakes of addresses other than 127.0.0.1, ::1 and http.trustedClients at once. A new one past it closes the oldest unfinished handshake of the address holding the most, so slow or silent handshakes from a few addresses cannot lock the others out.',
+      ),
     maxItemLookups: z
       .number()
       .int()
@@ -255,6 +283,24 @@ export const httpSchema = z
       .default([])
       .describe(
         "Host header values accepted besides localhost, 127.0.0.1, [::1] and the listen host (and, when listen is 0.0.0.0 or [::], this machine's host name and addresses). An entry without a port matches any port. Others are answered 421 (DNS rebinding defence).",
+      ),
+    trustedClients: z
+      .array(
+        z.string().refine(
+          (entry) => {
+            const [address = '', bits, ...rest] = entry.split('/');
+            const family = isIP(address);
+            if (family === 0 || rest.length > 0) return false;
+            if (bits === undefined) return true;
+            const n = Number(bits);
+            return /^\d{1,3}$/.test(bits) && n <= (family === 4 ? 32 : 128);
+          },
+          { message: 'must be an IP address or a network as address/bits, e.g. 10.20.7.0/24' },
+        ),
+      )
+      .default([])
+      .describe(
+        'Client addresses (or networks as address/bits) that share the reserve of connections kept for 127.0.0.1 and ::1 (http.limits.trustedReserve) and whose TLS handshakes do not count against http.limits.maxPendingHandshakes: the MES host, the central Prometheus, a local reverse proxy. The rest of 127.0.0.0/8 is not trusted unless listed.',
       ),
     tls: httpTlsSchema
       .optional()

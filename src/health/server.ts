@@ -19,6 +19,7 @@ import {
 import { clientCertRefusal, type ListenerTls } from '../listener/listener-tls.js';
 import type { Server as TlsServer } from 'node:tls';
 import { shareConnections } from '../listener/connection-share.js';
+import { guardListener } from '../listener/connection-guard.js';
 import { WorkQueue } from '../listener/work-queue.js';
 import { budgetRequests } from '../listener/request-budget.js';
 import { collectRouteTable, guard, routeGuardOf } from '../listener/route-guard.js';
@@ -49,6 +50,8 @@ export interface HealthServerOptions {
   listenHost?: string;
   /** More accepted `Host` values (`http.allowedHosts`), see {@link hostAllowList}. */
   allowedHosts?: readonly string[];
+  /** Addresses that keep the connection reserve besides loopback (`http.trustedClients`), see {@link guardListener}. */
+  trustedClients?: readonly string[];
   /** Token that guards `/`, `/api/v1/status`, `/metrics` and the detail of `/healthz`; undefined = open. */
   readToken?: string | undefined;
   /** Least time between two log lines of one kind of refusal, in ms; default 10 s. */
@@ -156,7 +159,7 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     ? ((options.metrics.registry.getSingleMetric(refusedName) as Counter<'reason'> | undefined) ??
       new Counter({
         name: refusedName,
-        help: 'Requests and connections the local HTTP server refused or closed, by reason (host, read_token, admin_token, ingest_token, ingest_client_cert, tls_handshake, connection_cap, client_connections, connection_requests, station_streams, client_station_streams, station_stalled, item_lookups).',
+        help: 'Requests and connections the local HTTP server refused or closed, by reason (host, read_token, admin_token, ingest_token, ingest_client_cert, tls_handshake, tls_handshake_timeout, tls_handshake_budget, connection_cap, client_connections, connection_requests, station_streams, client_station_streams, station_stalled, item_lookups).',
         labelNames: ['reason'],
         registers: [options.metrics.registry],
       }))
@@ -172,6 +175,15 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
   capConnections(app.server, limits, (remote) => {
     count('connection_cap');
     capLog.note({ remote, maxConnections: limits.maxConnections });
+  });
+  // Before the share: a connection the guard closes is never counted there.
+  const guard = guardListener(app.server, {
+    limits,
+    tls: tls !== undefined,
+    trustedClients: options.trustedClients ?? [],
+    logger,
+    intervalMs,
+    count,
   });
   const shareLog = new RefusalLog(
     logger,
@@ -235,6 +247,7 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
   app.addHook('onClose', async () => {
     for (const l of [hostLog, readLog, capLog, shareLog, lookupLog, streamLog, budgetLog])
       l.flush();
+    guard.flush();
   });
 
   const hostAllowed = hostAllowList(options.listenHost ?? '127.0.0.1', options.allowedHosts ?? []);

@@ -87,6 +87,8 @@ export function shareConnections(
   };
 
   server.on('connection', (socket: Socket) => {
+    // Closed by a listener before this one (the connection guard): nothing to share.
+    if (socket.destroyed) return;
     const remote = socket.remoteAddress ?? 'unknown';
     let set = byAddress.get(remote);
     if (set && set.size >= perClient && [...set].every((t) => t.inFlight > 0)) {

@@ -23,13 +23,17 @@ export function listenerOptions(limits: HttpLimitsConfig) {
 
 /**
  * {@link listenerOptions} for an https listener: fastify hands its `http` options only to a plain
- * server, so the same node limits go into `https` beside the TLS options. A client has
- * `headersTimeoutMs` for its TLS handshake too (node's default is 120 s): a socket that never
- * finishes one would otherwise hold its slot that long.
+ * server, so the same node limits go into `https` beside the TLS options. The handshake deadline
+ * (`tlsHandshakeTimeoutMs`) is enforced by the connection guard, which knows the peer's address
+ * (connection-guard.ts); node's own handshake timeout (120 s by default) is set a second past it,
+ * only as a backstop.
  */
 export function tlsListenerOptions<T extends object>(limits: HttpLimitsConfig, tls: T) {
   const { http, ...rest } = listenerOptions(limits);
-  return { ...rest, https: { ...tls, ...http, handshakeTimeout: limits.headersTimeoutMs } };
+  return {
+    ...rest,
+    https: { ...tls, ...http, handshakeTimeout: limits.tlsHandshakeTimeoutMs + 1000 },
+  };
 }
 
 function nodeServerLimits(limits: HttpLimitsConfig) {

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { watch, type FSWatcher } from 'node:fs';
 import { dirname } from 'node:path';
-import type { Server as TlsServer, TLSSocket } from 'node:tls';
+import type { SecureContextOptions, Server as TlsServer, TLSSocket } from 'node:tls';
 import { type Clock, systemClock } from '../clock.js';
 import { ErrorCodes, GatewayError, isGatewayError } from '../errors.js';
 import type { HttpTlsConfig } from '../config/schema.js';
@@ -95,18 +95,10 @@ export class ListenerTls {
    * without one; ingest checks it per request ({@link clientCertRefusal}).
    * @throws GatewayError `SCANGW_E_INTERNAL` before {@link load}.
    */
-  serverOptions(): {
-    cert: string;
-    key: string;
-    ca?: string;
-    requestCert: boolean;
-    rejectUnauthorized: boolean;
-  } {
+  serverOptions(): SecureContextOptions & { requestCert: boolean; rejectUnauthorized: boolean } {
     const m = this.loaded();
     return {
-      cert: m.cert,
-      key: m.key,
-      ...(m.clientCa ? { ca: m.clientCa } : {}),
+      ...contextOptions(m),
       requestCert: m.clientCa !== undefined,
       rejectUnauthorized: false,
     };
@@ -161,11 +153,8 @@ export class ListenerTls {
           ErrorCodes.LISTENER_TLS,
           `http.tls.certFile ${this.options.tls.certFile}: ${invalid}`,
         );
-      this.server?.setSecureContext({
-        cert: material.cert,
-        key: material.key,
-        ...(material.clientCa ? { ca: material.clientCa } : {}),
-      });
+      // A new context replaces the whole one: the protocol floor and ciphers go with the pair.
+      this.server?.setSecureContext(contextOptions(material));
     } catch (err) {
       this.reloads.refused += 1;
       const message = err instanceof Error ? err.message : String(err);
@@ -241,6 +230,32 @@ export class ListenerTls {
     }, this.options.debounceMs ?? 1000);
     this.timer.unref();
   }
+}
+
+/**
+ * The TLS 1.2 cipher suites of the local listener: ECDHE key exchange with AES-GCM or
+ * ChaCha20-Poly1305 only (forward secrecy, AEAD; no CBC with SHA-1 or SHA-2, no RSA key exchange,
+ * no DHE), the TLS 1.2 part of Mozilla's "intermediate" profile. TLS 1.3 suites are node's default
+ * (all AEAD); TLS 1.0 and 1.1 are refused (`minVersion`).
+ */
+export const LISTENER_TLS12_CIPHERS = [
+  'ECDHE-ECDSA-AES128-GCM-SHA256',
+  'ECDHE-RSA-AES128-GCM-SHA256',
+  'ECDHE-ECDSA-AES256-GCM-SHA384',
+  'ECDHE-RSA-AES256-GCM-SHA384',
+  'ECDHE-ECDSA-CHACHA20-POLY1305',
+  'ECDHE-RSA-CHACHA20-POLY1305',
+].join(':');
+
+/** What the secure context of the listener is made of: the pair, the client CA, protocol and ciphers. */
+function contextOptions(m: ListenerTlsMaterial): SecureContextOptions {
+  return {
+    cert: m.cert,
+    key: m.key,
+    ...(m.clientCa ? { ca: m.clientCa } : {}),
+    minVersion: 'TLSv1.2',
+    ciphers: LISTENER_TLS12_CIPHERS,
+  };
 }
 
 function hashOf(m: ListenerTlsMaterial): string {

@@ -201,6 +201,23 @@ inputs: []
       expect(applied.lastRefusal).toBeUndefined();
       expect(applied.certificate.serialNumber).toBe('1002');
       expect(applied.certificate.validTo).toBe(new Date(server2.notAfterMs).toISOString());
+      // The new context keeps the protocol floor and the cipher list: CBC with SHA-1 stays refused.
+      await expect(
+        new Promise((resolve, reject) => {
+          const socket = connect(
+            {
+              host: '127.0.0.1',
+              port,
+              ca: ca.pem,
+              servername: 'localhost',
+              maxVersion: 'TLSv1.2',
+              ciphers: 'ECDHE-ECDSA-AES128-SHA',
+            },
+            () => resolve(socket.getCipher().name),
+          );
+          socket.once('error', reject);
+        }),
+      ).rejects.toThrow(/handshake failure/);
     });
 
     it('refuses a renewed certificate that has already ended; at start one is served with a warning', () => {
