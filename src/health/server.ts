@@ -177,7 +177,7 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     capLog.note({ remote, maxConnections: limits.maxConnections });
   });
   // Before the share: a connection the guard closes is never counted there.
-  const guard = guardListener(app.server, {
+  const connectionGuard = guardListener(app.server, {
     limits,
     tls: tls !== undefined,
     trustedClients: options.trustedClients ?? [],
@@ -247,7 +247,7 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
   app.addHook('onClose', async () => {
     for (const l of [hostLog, readLog, capLog, shareLog, lookupLog, streamLog, budgetLog])
       l.flush();
-    guard.flush();
+    connectionGuard.flush();
   });
 
   const hostAllowed = hostAllowList(options.listenHost ?? '127.0.0.1', options.allowedHosts ?? []);
