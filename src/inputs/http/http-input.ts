@@ -133,8 +133,8 @@ export class HttpIngestInput implements RouteInput {
     };
     await registerIngestRoutes(app, {
       sink: {
-        submit: (items) =>
-          live()?.options.sink.submit(items) ??
+        submit: (items, submitOptions) =>
+          live()?.options.sink.submit(items, submitOptions) ??
           Promise.reject(
             new GatewayError(ErrorCodes.NOT_RUNNING, `input ${this.id} is no longer configured`),
           ),

@@ -5,7 +5,7 @@ import type { Logger } from '../../log.js';
 import { rejectionItem } from '../input-items.js';
 import { DEFAULT_JSON_FIELDS } from '../json-read.js';
 import { ingestBodyItems } from './ingest-body.js';
-import { isTooLargeForBuffer } from '../../errors.js';
+import { GatewayError, isTooLargeForBuffer } from '../../errors.js';
 import { DEFAULT_MAX_READ_LENGTH } from '../../config/input-schemas.js';
 import { RefusalLog } from '../../listener/refusal-log.js';
 import type { IntakeSink, SubmitResult } from '../types.js';
@@ -56,6 +56,11 @@ export interface IngestError {
   error: string;
   message: string;
   field?: string;
+  /**
+   * With a 503 or 413 after part of the request was committed (a large request is committed in
+   * slices): its first `stored` reads are in the buffer; send the others (from index `stored`) again.
+   */
+  stored?: number;
 }
 
 /**
@@ -116,12 +121,14 @@ export async function registerIngestRoutes(
       error: string,
       message: string,
       field?: string,
+      stored?: number,
     ): FastifyReply =>
       reply.code(statusCode).send({
         statusCode,
         error,
         message,
         ...(field !== undefined ? { field } : {}),
+        ...(stored !== undefined && stored > 0 ? { stored } : {}),
       } satisfies IngestError);
     const originOf = (req: FastifyRequest): Record<string, string> => ({
       http: `${req.method} ${INGEST_PATH}`,
@@ -233,14 +240,24 @@ export async function registerIngestRoutes(
       const items = parsed.items;
       let result: SubmitResult | void;
       try {
-        result = await track(options.sink.submit(items));
+        // Committed in slices, the probes and other inputs served between them.
+        result = await track(options.sink.submit(items, { inSlices: true }));
       } catch (err) {
+        const stored = storedBefore(err);
+        const part = stored > 0 ? `; its first ${stored} reads are stored, send the others` : '';
         if (isTooLargeForBuffer(err)) {
           await record(body, `request ${err.message}`, origin);
-          return send(reply, 413, 'Payload Too Large', `the request is ${err.message}`);
+          return send(
+            reply,
+            413,
+            'Payload Too Large',
+            `the request is ${err.message}${part}`,
+            undefined,
+            stored,
+          );
         }
         options.logger?.error(
-          { err, reads: items.length },
+          { err, reads: items.length, stored },
           'buffer refused ingested reads; answered 503',
         );
         reply.header('Retry-After', retryAfter);
@@ -248,7 +265,9 @@ export async function registerIngestRoutes(
           reply,
           503,
           'Service Unavailable',
-          'the buffer could not store the reads; retry later',
+          `the buffer could not store the reads${part}; retry later`,
+          undefined,
+          stored,
         );
       }
       // Well-formed reads that mapping refused (a bad GS1 check digit, a control byte, an unknown
@@ -272,6 +291,12 @@ export async function registerIngestRoutes(
       });
     });
   });
+}
+
+/** Reads of a refused request committed before the refusal (`details.committedItems` of intake's slices). */
+function storedBefore(err: unknown): number {
+  const n = err instanceof GatewayError ? err.details.committedItems : undefined;
+  return typeof n === 'number' ? n : 0;
 }
 
 /** Constant-time comparison of the bearer token against every accepted one. */
