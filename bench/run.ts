@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { PACKAGE_ROOT } from '../src/paths.js';
 import { benchBigFile, BIGFILE_DEFAULTS } from './bigfile.js';
+import { benchBulkIngest, BULK_INGEST_DEFAULTS } from './bulk-ingest.js';
 import { benchDrain, benchFill, DRAIN_DEFAULTS } from './drain.js';
 import { benchFootprint, FOOTPRINT_DEFAULTS } from './footprint.js';
 import { benchIntake, INTAKE_DEFAULTS } from './intake.js';
@@ -41,6 +42,7 @@ const ALL = [
   'sftp',
   'items',
   'lookups',
+  'bulk-ingest',
   'recovery',
 ] as const;
 /** Benchmarks run only when named in `--only`: the soak takes 30 minutes. */
@@ -49,7 +51,7 @@ const KNOWN = [...ALL, ...NAMED_ONLY];
 type BenchId = (typeof KNOWN)[number];
 
 const USAGE = `Usage:
-  node dist/bench/run.js [--only intake,mqtt,mqtt-fair,drain,fill,footprint,status,bigfile,sftp,items,lookups,recovery] [--quick] [--out FILE]
+  node dist/bench/run.js [--only intake,mqtt,mqtt-fair,drain,fill,footprint,status,bigfile,sftp,items,lookups,bulk-ingest,recovery] [--quick] [--out FILE]
                          [--node-args='--max-semi-space-size=1 …'] [--no-status-events]
   node dist/bench/run.js --only soak [--minutes N] [--heap-snapshots] [--prefill SCANS] [--cpu-prof-dir DIR] [--quick]
   node dist/bench/run.js --markdown [FILE]
@@ -141,6 +143,7 @@ const sizes = {
   sftp: quick ? { batchMiB: 10, batches: 2 } : SFTP_DEFAULTS,
   items: quick ? { scans: 200_000, lookups: 50 } : ITEMS_DEFAULTS,
   lookups: quick ? { ...LOOKUPS_DEFAULTS, seconds: 3 } : LOOKUPS_DEFAULTS,
+  bulkIngest: quick ? { ...BULK_INGEST_DEFAULTS, seconds: 3 } : BULK_INGEST_DEFAULTS,
   recovery: quick ? { ...RECOVERY_DEFAULTS, scans: 5000, burstMs: 5000 } : RECOVERY_DEFAULTS,
   soak: {
     ...SOAK_DEFAULTS,
@@ -163,6 +166,7 @@ const runners: Record<BenchId, () => Promise<Omit<BenchResult, 'durationSec' | '
   sftp: () => benchSftp(sizes.sftp),
   items: () => benchItems(sizes.items),
   lookups: () => benchLookups(sizes.lookups),
+  'bulk-ingest': () => benchBulkIngest(sizes.bulkIngest),
   recovery: () => benchRecovery(sizes.recovery),
   soak: () => benchSoak(sizes.soak),
 };
@@ -179,6 +183,7 @@ const TITLES: Record<BenchId, string> = {
   sftp: 'SFTP delivery of large batches',
   items: 'Item lookup (10 million scans)',
   lookups: 'Probes and ingest beside 100 wide item lookups',
+  'bulk-ingest': 'Probes and TCP reads beside two clients posting 10,000-read bodies',
   recovery: 'Recovery after a fault burst (pre-signed)',
   soak: 'Soak (30 minutes at 500 reads/s over MQTT)',
 };
