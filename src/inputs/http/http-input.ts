@@ -143,6 +143,7 @@ export class HttpIngestInput implements RouteInput {
       tokens: () => live()?.token,
       maxBodyBytes: this.config.maxBodyBytes,
       maxReads: this.config.maxReadsPerRequest,
+      maxReadsInFlight: this.config.maxReadsInFlight,
       isPaused: () => live()?.refusing() ?? true,
       retryAfterSec: this.config.retryAfterSec,
       fields: this.config.fields,

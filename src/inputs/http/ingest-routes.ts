@@ -25,6 +25,11 @@ export interface IngestRouteOptions {
   maxBodyBytes: number;
   /** Most reads in one request; more is answered 413. Default 10 000. */
   maxReads?: number;
+  /**
+   * Most reads of requests parsed and not yet committed, at once; past it a request is answered
+   * 503 with Retry-After (one request is always taken when none is in flight). Default 20 000.
+   */
+  maxReadsInFlight?: number;
   /** True while intake is paused (back-pressure) or the input stops: answered 503 with Retry-After. */
   isPaused(): boolean;
   /** Retry-After of a 503, in s. Default 5. */
@@ -87,6 +92,18 @@ export async function registerIngestRoutes(
   await app.register(async (scope) => {
     const fields = options.fields ?? DEFAULT_JSON_FIELDS;
     const maxReads = options.maxReads ?? 10_000;
+    const maxInFlight = options.maxReadsInFlight ?? 20_000;
+    /** Reads of the requests parsed and not yet answered: what their items and records hold in memory. */
+    let inFlight = 0;
+    const busy = (reply: FastifyReply): FastifyReply => {
+      reply.header('Retry-After', retryAfter);
+      return send(
+        reply,
+        503,
+        'Service Unavailable',
+        `other requests are being stored (${inFlight} reads, at most ${maxInFlight} at once); retry later`,
+      );
+    };
     const retryAfter = String(options.retryAfterSec ?? 5);
     const now = options.now ?? systemClock;
     const track = options.track ?? (<T>(work: Promise<T>) => work);
@@ -170,6 +187,8 @@ export async function registerIngestRoutes(
           'intake is paused (the buffer is near its quota or its disk is full, or the gateway is stopping); retry later',
         );
       }
+      // Before the body is read: a request refused here costs no memory.
+      if (inFlight >= maxInFlight) return busy(reply);
       return undefined;
     });
 
@@ -220,11 +239,11 @@ export async function registerIngestRoutes(
             : 'body is not valid UTF-8',
         );
       }
-      const list = Array.isArray(value) ? value : [value];
-      if (list.length > maxReads) {
+      const count = Array.isArray(value) ? value.length : 1;
+      if (count > maxReads) {
         await record(
           body,
-          `request of ${list.length} reads is more than maxReadsPerRequest (${maxReads})`,
+          `request of ${count} reads is more than maxReadsPerRequest (${maxReads})`,
           origin,
         );
         return send(reply, 413, 'Payload Too Large', `at most ${maxReads} reads per request`);
@@ -238,7 +257,9 @@ export async function registerIngestRoutes(
       });
       if (!parsed.ok) return bad(parsed.message, parsed.field);
       const items = parsed.items;
+      if (inFlight > 0 && inFlight + items.length > maxInFlight) return busy(reply);
       let result: SubmitResult | void;
+      inFlight += items.length;
       try {
         // Committed in slices, the probes and other inputs served between them.
         result = await track(options.sink.submit(items, { inSlices: true }));
@@ -269,11 +290,13 @@ export async function registerIngestRoutes(
           undefined,
           stored,
         );
+      } finally {
+        inFlight -= items.length;
       }
       // Well-formed reads that mapping refused (a bad GS1 check digit, a control byte, an unknown
       // DCP) are stored as rejections like any input's, and named here so the sender learns of them.
       const outcomes = result ? result.outcomes : [];
-      const count = (o: string) => outcomes.filter((x) => x.outcome === o).length;
+      const outcomeCount = (o: string) => outcomes.filter((x) => x.outcome === o).length;
       // `accepted` counts the reads taken into the buffer, over-long ones (stored as rejections) included.
       const rejected = outcomes.flatMap((o, index) =>
         o.outcome === 'rejected' ? [{ index, reason: o.reason ?? 'rejected' }] : [],
@@ -282,9 +305,9 @@ export async function registerIngestRoutes(
         accepted: items.length,
         ...(result
           ? {
-              scans: count('scan'),
-              noReads: count('noRead'),
-              duplicates: count('duplicate'),
+              scans: outcomeCount('scan'),
+              noReads: outcomeCount('noRead'),
+              duplicates: outcomeCount('duplicate'),
               rejected,
             }
           : {}),
