@@ -49,8 +49,11 @@ const CLIENT_SCRIPT = `
 const http = require('node:http');
 const net = require('node:net');
 const { parentPort, workerData: w } = require('node:worker_threads');
-// The probe connects for each call, as curl in a monitor's check does; the posters keep theirs.
-const agent = w.role === 'probe' ? false : new http.Agent({ keepAlive: true, maxSockets: Infinity });
+// The probe keeps up to 16 connections (within its address's share of 64), each probe a
+// monitor's: one due while all 16 wait for answers waits in the agent, and that wait counts (its
+// clock starts when it was due). One connection would measure a queue of probes due every 10 ms
+// behind each answer, not the wait of one probe.
+const agent = new http.Agent({ keepAlive: true, maxSockets: w.role === 'probe' ? 16 : Infinity });
 const call = (path, method = 'GET', headers = {}, body) => new Promise((resolve) => {
   const started = performance.now();
   const req = http.request({ host: '127.0.0.1', port: w.port, path, method, agent, localAddress: w.from, headers: { host: '127.0.0.1:' + w.port, ...headers } }, (res) => {
@@ -137,7 +140,7 @@ if (w.role === 'probe') {
       else { failed.push('post ' + a.status); await new Promise((r) => setTimeout(r, 1000)); }
     }
     parentPort.postMessage({ posts, failed });
-    if (agent) agent.destroy();
+    agent.destroy();
   })();
 }
 `;
