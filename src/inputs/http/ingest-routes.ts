@@ -83,7 +83,9 @@ export interface IngestError {
  * - 401 without a valid `Authorization: Bearer <token>` (nothing stored);
  * - 413 over `maxBodyBytes` or `maxReads` (one rejection stored);
  * - 415 for a body that is not `application/json`;
- * - 503 with `Retry-After` while paused, stopping, or when the buffer refused the commit.
+ * - 503 with `Retry-After` while paused, stopping, past `maxReadsInFlight`, or when the buffer
+ *   refused the commit; with `stored` when it refused part-way through a request committed in
+ *   slices (its first `stored` reads are in the buffer).
  */
 export async function registerIngestRoutes(
   app: FastifyInstance,
