@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { PACKAGE_ROOT } from '../src/paths.js';
 import { benchBigFile, BIGFILE_DEFAULTS } from './bigfile.js';
+import { benchBulkIngest, BULK_INGEST_DEFAULTS } from './bulk-ingest.js';
 import { benchDrain, benchFill, DRAIN_DEFAULTS } from './drain.js';
 import { benchFootprint, FOOTPRINT_DEFAULTS } from './footprint.js';
 import { benchIntake, INTAKE_DEFAULTS } from './intake.js';
@@ -45,6 +46,7 @@ const ALL = [
   'lookups',
   'probes',
   'handshake-flood',
+  'bulk-ingest',
   'recovery',
 ] as const;
 /** Benchmarks run only when named in `--only`: the soak takes 30 minutes. */
@@ -53,7 +55,7 @@ const KNOWN = [...ALL, ...NAMED_ONLY];
 type BenchId = (typeof KNOWN)[number];
 
 const USAGE = `Usage:
-  node dist/bench/run.js [--only intake,mqtt,mqtt-fair,drain,fill,footprint,status,bigfile,sftp,items,lookups,probes,handshake-flood,recovery] [--quick] [--out FILE]
+  node dist/bench/run.js [--only intake,mqtt,mqtt-fair,drain,fill,footprint,status,bigfile,sftp,items,lookups,probes,handshake-flood,bulk-ingest,recovery] [--quick] [--out FILE]
                          [--node-args='--max-semi-space-size=1 …'] [--no-status-events]
   node dist/bench/run.js --only soak [--minutes N] [--heap-snapshots] [--prefill SCANS] [--cpu-prof-dir DIR] [--quick]
   node dist/bench/run.js --markdown [FILE]
@@ -147,6 +149,7 @@ const sizes = {
   lookups: quick ? { ...LOOKUPS_DEFAULTS, seconds: 3 } : LOOKUPS_DEFAULTS,
   probes: quick ? { ...PROBES_DEFAULTS, seconds: 3, scans: 50_000 } : PROBES_DEFAULTS,
   'handshake-flood': quick ? { ...HANDSHAKE_FLOOD_DEFAULTS, seconds: 3 } : HANDSHAKE_FLOOD_DEFAULTS,
+  bulkIngest: quick ? { ...BULK_INGEST_DEFAULTS, seconds: 3 } : BULK_INGEST_DEFAULTS,
   recovery: quick ? { ...RECOVERY_DEFAULTS, scans: 5000, burstMs: 5000 } : RECOVERY_DEFAULTS,
   soak: {
     ...SOAK_DEFAULTS,
@@ -171,6 +174,7 @@ const runners: Record<BenchId, () => Promise<Omit<BenchResult, 'durationSec' | '
   lookups: () => benchLookups(sizes.lookups),
   probes: () => benchProbes(sizes.probes),
   'handshake-flood': () => benchHandshakeFlood(sizes['handshake-flood']),
+  'bulk-ingest': () => benchBulkIngest(sizes.bulkIngest),
   recovery: () => benchRecovery(sizes.recovery),
   soak: () => benchSoak(sizes.soak),
 };
@@ -189,6 +193,7 @@ const TITLES: Record<BenchId, string> = {
   lookups: 'Probes and ingest beside 100 wide item lookups',
   probes: 'Probes and intake while 8 connections pipeline probes',
   'handshake-flood': 'Probes during a slow-handshake flood from several addresses',
+  'bulk-ingest': 'Probes and TCP reads beside two clients posting 10,000-read bodies',
   recovery: 'Recovery after a fault burst (pre-signed)',
   soak: 'Soak (30 minutes at 500 reads/s over MQTT)',
 };

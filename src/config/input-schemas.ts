@@ -516,6 +516,15 @@ export const httpInputSchema = z
       .max(100_000)
       .default(10_000)
       .describe('Most reads in one request; more is answered 413.'),
+    maxReadsInFlight: z
+      .number()
+      .int()
+      .min(1)
+      .max(1_000_000)
+      .default(20_000)
+      .describe(
+        'Most reads of requests being stored at once (received, parsed, not yet committed); a request past it is answered 503 with Retry-After, before its body is read when the reads in flight are at it already. A request is always taken when none is in flight. Bounds the memory ingest holds.',
+      ),
     retryAfterSec: z
       .number()
       .int()

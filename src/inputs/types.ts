@@ -66,6 +66,15 @@ export interface SubmitOptions {
   message?: { packetId: number; topic: string; payloadSha256: Buffer; dup: boolean };
   /** One chunk of a file committed in chunks (files input); see {@link FileChunk}. */
   fileChunk?: FileChunk;
+  /**
+   * The source can take its items committed in parts (HTTP ingest: a request of up to 10,000
+   * reads). Intake then maps and commits them in slices, one per turn of the event loop, with the
+   * other inputs' submits and the probes served between two slices, and resolves once the last is
+   * committed. A refusal after some slices were committed rejects with `details.committedItems`:
+   * the leading items committed (0 when none). Ignored with `fileHash`, `message` or `fileChunk`,
+   * whose items are committed in one transaction with their record.
+   */
+  inSlices?: boolean;
 }
 
 /**

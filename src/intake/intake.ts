@@ -19,6 +19,7 @@ import type {
 import type { Clock } from '../clock.js';
 import { IntakeDuplicates, type TakenReference } from './duplicates.js';
 import type { IntakeFence } from './fence.js';
+import { refusalAfter, SLICE_MAP_BUDGET_MS, SLICE_READS, type SliceState } from './slices.js';
 
 export type { IntakeFence } from './fence.js';
 
@@ -67,6 +68,12 @@ export interface IntakeGate {
 }
 
 interface Pending {
+  /** The items as submitted, mapped into `records` when the submit (or its slice) is taken. */
+  items: IntakeItem[];
+  /** The mapping of when it was submitted (a reload in between does not change it). */
+  mapping: MappingContext;
+  /** The input of its first item: submits of one input are taken in the order submitted. */
+  inputId: string | undefined;
   records: IntakeRecord[];
   /** Scans among `records`, and their bytes (what the quota counts). */
   scans: number;
@@ -77,6 +84,8 @@ interface Pending {
   taken: TakenReference[];
   resolve: (result: SubmitResult) => void;
   reject: (err: unknown) => void;
+  /** A submit taken in slices (`inSlices`): each slice is committed as a submit of its own. */
+  slices?: SliceState;
 }
 
 export interface IntakeOptions {
@@ -201,7 +210,17 @@ export class Intake implements IntakeSink {
       return Promise.reject(
         new GatewayError(ErrorCodes.NOT_RUNNING, 'intake is not open yet', { retryable: true }),
       );
+    const first = items[0];
+    const inputId =
+      first === undefined
+        ? undefined
+        : first.kind === 'read'
+          ? first.read.inputId
+          : first.rejection.inputId;
     const pending: Pending = {
+      items,
+      mapping: this.mapping,
+      inputId,
       records: [],
       scans: 0,
       scanBytes: 0,
@@ -209,21 +228,19 @@ export class Intake implements IntakeSink {
       resolve: () => {},
       reject: () => {},
     };
-    const first = items[0];
-    if (options.fileHash !== undefined && first) {
-      const inputId = first.kind === 'read' ? first.read.inputId : first.rejection.inputId;
+    if (options.fileHash !== undefined && inputId !== undefined) {
       pending.file = {
         inputId,
         hash: options.fileHash,
         ...(options.fileName !== undefined ? { name: options.fileName } : {}),
       };
     }
-    if (options.message !== undefined && first) {
-      const inputId = first.kind === 'read' ? first.read.inputId : first.rejection.inputId;
+    if (options.message !== undefined && inputId !== undefined)
       pending.message = { inputId, ...options.message };
-    }
     if (options.fileChunk) pending.chunk = options.fileChunk;
-    for (const item of items) pending.records.push(this.toRecord(item, pending));
+    const whole = pending.file ?? pending.message ?? pending.chunk;
+    if (options.inSlices && !whole && items.length > SLICE_READS)
+      pending.slices = { next: 0, committed: 0, outcomes: [], settled: false };
     const done = new Promise<SubmitResult>((resolve, reject) => {
       pending.resolve = resolve;
       pending.reject = reject;
@@ -257,7 +274,7 @@ export class Intake implements IntakeSink {
     );
   }
 
-  private toRecord(item: IntakeItem, pending: Pending): IntakeRecord {
+  private toRecord(item: IntakeItem, pending: Pending, mapping: MappingContext): IntakeRecord {
     if (item.kind === 'rejection') {
       const r = item.rejection;
       return {
@@ -283,7 +300,7 @@ export class Intake implements IntakeSink {
     if (read.parents && read.parents.length > 0) record.parents = read.parents;
     if (read.attributes) record.attributes = read.attributes;
     if (read.origin) record.origin = read.origin;
-    const result = mapRead(read, this.mapping);
+    const result = mapRead(read, mapping);
     if (result.outcome === 'noRead') {
       record.outcome = 'noRead';
       if (result.reason) record.reason = this.scrub(result.reason);
@@ -295,7 +312,7 @@ export class Intake implements IntakeSink {
       return record;
     }
     const { scan, instant } = result;
-    const window = this.mapping.dcps.get(scan.dcpKey)?.duplicateWindowMs ?? 0;
+    const window = mapping.dcps.get(scan.dcpKey)?.duplicateWindowMs ?? 0;
     const duplicate = this.dedupe.check(scan.dcpKey, scan.reference, instant.getTime(), window);
     if (duplicate) {
       record.outcome = 'duplicate';
@@ -338,19 +355,102 @@ export class Intake implements IntakeSink {
   }
 
   /**
-   * Commits the group queued since the last flush, in three steps: {@link refuse} (the disk is
-   * full: every submit refused), {@link admit} (each submit acknowledged as committed before,
-   * refused by the quota, or admitted) and {@link commit} (one transaction for the admitted).
+   * Commits the group {@link take} makes of the queue, in four steps: {@link fenced} (this node
+   * may not take reads now), {@link refuse} (the disk is full: every submit refused), {@link admit}
+   * (each submit acknowledged as committed before, refused by the quota, or admitted) and
+   * {@link commit} (one transaction for the admitted). What the group left in the queue (the rest
+   * of a submit taken in slices, and what waits behind it) is taken in the next turn, after the
+   * event loop served the I/O that came meanwhile.
    */
   private flush(): void {
     this.timer = undefined;
-    const queued = this.queue;
-    this.queue = [];
+    const { group: queued, rest } = this.take();
+    this.queue = rest;
+    if (rest.length > 0) this.timer = setImmediate(() => this.flush());
     if (queued.length === 0) return;
-    if (this.fenced(queued)) return;
-    if (this.refuse(queued)) return;
-    const group = this.admit(queued);
-    if (group.length > 0) this.commit(group);
+    if (!this.fenced(queued) && !this.refuse(queued)) {
+      const group = this.admit(queued);
+      if (group.length > 0) this.commit(group);
+    }
+    // A slice refused settles its whole submit: the rest of it is not taken.
+    if (this.queue.some((p) => p.slices?.settled))
+      this.queue = this.queue.filter((p) => !p.slices?.settled);
+  }
+
+  /**
+   * The next group, in the order submitted, and what stays queued: every submit taken whole,
+   * mapped now; of the submits taken in slices ({@link SLICE_READS} reads and
+   * {@link SLICE_MAP_BUDGET_MS} of mapping per turn between them) the next slice. A submit waits
+   * while an earlier one of its input is not taken to its end, so one source's reads are mapped,
+   * checked against the duplicate window and committed in the order it sent them; another input's
+   * submit goes into the next commit, between two slices.
+   */
+  private take(): { group: Pending[]; rest: Pending[] } {
+    const group: Pending[] = [];
+    const rest: Pending[] = [];
+    /** Inputs with a sliced submit not yet taken to its end: their later submits wait. */
+    const behind = new Set<string | undefined>();
+    let budget = SLICE_READS;
+    const deadline = performance.now() + SLICE_MAP_BUDGET_MS;
+    for (const p of this.queue) {
+      if (behind.has(p.inputId)) {
+        rest.push(p);
+        continue;
+      }
+      const s = p.slices;
+      if (!s) {
+        for (const item of p.items) p.records.push(this.toRecord(item, p, p.mapping));
+        p.items = [];
+        group.push(p);
+        continue;
+      }
+      if (budget > 0 && !s.settled) {
+        const part = this.slice(p, s, budget, deadline);
+        budget -= part.records.length;
+        group.push(part);
+      }
+      if (s.next < p.items.length) {
+        rest.push(p);
+        behind.add(p.inputId);
+      }
+    }
+    return { group, rest };
+  }
+
+  /**
+   * Maps the next slice of a submit taken in slices (at most `budget` reads, at least one, until
+   * `deadline` on the monotonic clock) into a submit of its own: committed or refused with the
+   * group like any other, its outcomes added to the whole submit's, which resolves with its last
+   * slice; a refusal rejects the whole submit, with the items committed before ({@link refusalAfter}).
+   */
+  private slice(whole: Pending, s: SliceState, budget: number, deadline: number): Pending {
+    const part: Pending = {
+      items: [],
+      mapping: whole.mapping,
+      inputId: whole.inputId,
+      records: [],
+      scans: 0,
+      scanBytes: 0,
+      taken: [],
+      resolve: (result) => {
+        s.committed += part.records.length;
+        for (const o of result.outcomes) s.outcomes.push(o);
+        if (s.committed < whole.items.length) return;
+        s.settled = true;
+        whole.resolve({ outcomes: s.outcomes });
+      },
+      reject: (err) => {
+        s.settled = true;
+        whole.reject(refusalAfter(err, s.committed));
+      },
+    };
+    const end = Math.min(whole.items.length, s.next + budget);
+    while (s.next < end) {
+      const item = whole.items[s.next++] as IntakeItem;
+      part.records.push(this.toRecord(item, part, whole.mapping));
+      if (performance.now() >= deadline) break;
+    }
+    return part;
   }
 
   /**
@@ -524,10 +624,14 @@ export class Intake implements IntakeSink {
     if (records.some((r) => r.outcome === 'scan')) this.options.onScansCommitted?.();
   }
 
-  /** Commits whatever is queued now; after this, submits are refused. */
+  /** Commits whatever is queued now (every slice at once); after this, submits are refused. */
   close(): void {
     this.cancelTimer();
-    this.flush();
+    // Each flush takes at least the first submit queued (or a slice of it): this ends.
+    while (this.queue.length > 0) {
+      this.flush();
+      this.cancelTimer();
+    }
     clearImmediate(this.checkpoint);
     this.checkpoint = undefined;
     this.closed = true;

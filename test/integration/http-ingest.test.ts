@@ -272,6 +272,70 @@ describe('POST /api/v1/reads (inject)', () => {
     expect(refused.headers['retry-after']).toBe('5');
     expect(rows()).toEqual([]);
   });
+
+  it('answers 503 with Retry-After past maxReadsInFlight, and takes requests again once those in flight are stored', async () => {
+    const held: (() => void)[] = [];
+    const holding: IntakeSink = {
+      submit: (items, submitOptions) =>
+        new Promise<void>((resolve) => held.push(resolve)).then(() =>
+          intake.submit(items, submitOptions),
+        ),
+    };
+    await buildServer({ sink: holding, maxReadsInFlight: 4 });
+    const codes = (n: number, p: string) =>
+      Array.from({ length: n }, (_, i) => ({ code: `${p}${i}` }));
+    const first = post(codes(3, 'A'));
+    await waitFor(() => held.length === 1);
+    // 3 in flight + 2 > 4: refused once its reads are counted.
+    const over = await post(codes(2, 'B'));
+    expect(over.statusCode).toBe(503);
+    expect(over.headers['retry-after']).toBe('5');
+    const second = post(codes(1, 'C'));
+    await waitFor(() => held.length === 2);
+    // 4 in flight: refused before the body is read.
+    const full = await post(codes(1, 'D'));
+    expect(full.statusCode).toBe(503);
+    for (const release of held) release();
+    expect((await first).statusCode).toBe(202);
+    expect((await second).statusCode).toBe(202);
+    const again = post(codes(2, 'E'));
+    await waitFor(() => held.length === 3);
+    held[2]?.();
+    expect((await again).statusCode).toBe(202);
+    expect(rows().map((r) => String(r.raw))).toEqual(['A0', 'A1', 'A2', 'C0', 'E0', 'E1']);
+  });
+
+  it('answers 503 naming the reads stored when the buffer refuses a large request part-way', async () => {
+    const limit = 600;
+    const partial = new Intake({
+      store,
+      mapping: mappingContext(parseConfigText(YAML(), 'test.yaml')),
+      logger: silentLogger(),
+      gate: {
+        admit: (scans) =>
+          store.reports.totals().pendingScans + scans > limit ? 'quota reached' : undefined,
+        commitFailed: () => {},
+        commitSucceeded: () => {},
+      },
+    });
+    partial.open();
+    try {
+      await buildServer({ sink: partial, maxReads: 2000, maxBodyBytes: 100_000 });
+      const res = await post(Array.from({ length: 1000 }, (_, i) => ({ code: `PART-${i}` })));
+      expect(res.statusCode).toBe(503);
+      expect(res.headers['retry-after']).toBe('5');
+      const stored = rows().length;
+      expect(stored).toBeGreaterThan(0);
+      expect(stored).toBeLessThanOrEqual(limit);
+      expect(res.json()).toMatchObject({ statusCode: 503, stored });
+      // The stored reads are the request's first ones, in order: the sender resends from `stored`.
+      expect(rows().map((r) => String(r.raw))).toEqual(
+        Array.from({ length: stored }, (_, i) => `PART-${i}`),
+      );
+    } finally {
+      partial.close();
+    }
+  });
 });
 
 describe('HTTP ingest input in the running gateway (real socket)', () => {

@@ -133,8 +133,8 @@ export class HttpIngestInput implements RouteInput {
     };
     await registerIngestRoutes(app, {
       sink: {
-        submit: (items) =>
-          live()?.options.sink.submit(items) ??
+        submit: (items, submitOptions) =>
+          live()?.options.sink.submit(items, submitOptions) ??
           Promise.reject(
             new GatewayError(ErrorCodes.NOT_RUNNING, `input ${this.id} is no longer configured`),
           ),
@@ -143,6 +143,7 @@ export class HttpIngestInput implements RouteInput {
       tokens: () => live()?.token,
       maxBodyBytes: this.config.maxBodyBytes,
       maxReads: this.config.maxReadsPerRequest,
+      maxReadsInFlight: this.config.maxReadsInFlight,
       isPaused: () => live()?.refusing() ?? true,
       retryAfterSec: this.config.retryAfterSec,
       fields: this.config.fields,

@@ -5,7 +5,7 @@ import type { Logger } from '../../log.js';
 import { rejectionItem } from '../input-items.js';
 import { DEFAULT_JSON_FIELDS } from '../json-read.js';
 import { ingestBodyItems } from './ingest-body.js';
-import { isTooLargeForBuffer } from '../../errors.js';
+import { GatewayError, isTooLargeForBuffer } from '../../errors.js';
 import { DEFAULT_MAX_READ_LENGTH } from '../../config/input-schemas.js';
 import { RefusalLog } from '../../listener/refusal-log.js';
 import type { IntakeSink, SubmitResult } from '../types.js';
@@ -26,6 +26,11 @@ export interface IngestRouteOptions {
   maxBodyBytes: number;
   /** Most reads in one request; more is answered 413. Default 10 000. */
   maxReads?: number;
+  /**
+   * Most reads of requests parsed and not yet committed, at once; past it a request is answered
+   * 503 with Retry-After (one request is always taken when none is in flight). Default 20 000.
+   */
+  maxReadsInFlight?: number;
   /** True while intake is paused (back-pressure) or the input stops: answered 503 with Retry-After. */
   isPaused(): boolean;
   /** Retry-After of a 503, in s. Default 5. */
@@ -57,6 +62,11 @@ export interface IngestError {
   error: string;
   message: string;
   field?: string;
+  /**
+   * With a 503 or 413 after part of the request was committed (a large request is committed in
+   * slices): its first `stored` reads are in the buffer; send the others (from index `stored`) again.
+   */
+  stored?: number;
 }
 
 /**
@@ -74,7 +84,9 @@ export interface IngestError {
  * - 401 without a valid `Authorization: Bearer <token>` (nothing stored);
  * - 413 over `maxBodyBytes` or `maxReads` (one rejection stored);
  * - 415 for a body that is not `application/json`;
- * - 503 with `Retry-After` while paused, stopping, or when the buffer refused the commit.
+ * - 503 with `Retry-After` while paused, stopping, past `maxReadsInFlight`, or when the buffer
+ *   refused the commit; with `stored` when it refused part-way through a request committed in
+ *   slices (its first `stored` reads are in the buffer).
  */
 export async function registerIngestRoutes(
   app: FastifyInstance,
@@ -83,6 +95,18 @@ export async function registerIngestRoutes(
   await app.register(async (scope) => {
     const fields = options.fields ?? DEFAULT_JSON_FIELDS;
     const maxReads = options.maxReads ?? 10_000;
+    const maxInFlight = options.maxReadsInFlight ?? 20_000;
+    /** Reads of the requests parsed and not yet answered: what their items and records hold in memory. */
+    let inFlight = 0;
+    const busy = (reply: FastifyReply): FastifyReply => {
+      reply.header('Retry-After', retryAfter);
+      return send(
+        reply,
+        503,
+        'Service Unavailable',
+        `other requests are being stored (${inFlight} reads, at most ${maxInFlight} at once); retry later`,
+      );
+    };
     const retryAfter = String(options.retryAfterSec ?? 5);
     const now = options.now ?? systemClock;
     const track = options.track ?? (<T>(work: Promise<T>) => work);
@@ -117,12 +141,14 @@ export async function registerIngestRoutes(
       error: string,
       message: string,
       field?: string,
+      stored?: number,
     ): FastifyReply =>
       reply.code(statusCode).send({
         statusCode,
         error,
         message,
         ...(field !== undefined ? { field } : {}),
+        ...(stored !== undefined && stored > 0 ? { stored } : {}),
       } satisfies IngestError);
     const originOf = (req: FastifyRequest): Record<string, string> => ({
       http: `${req.method} ${INGEST_PATH}`,
@@ -164,6 +190,8 @@ export async function registerIngestRoutes(
           'intake is paused (the buffer is near its quota or its disk is full, or the gateway is stopping); retry later',
         );
       }
+      // Before the body is read: a request refused here costs no memory.
+      if (inFlight >= maxInFlight) return busy(reply);
       return undefined;
     });
 
@@ -216,11 +244,11 @@ export async function registerIngestRoutes(
             : 'body is not valid UTF-8',
         );
       }
-      const list = Array.isArray(value) ? value : [value];
-      if (list.length > maxReads) {
+      const count = Array.isArray(value) ? value.length : 1;
+      if (count > maxReads) {
         await record(
           body,
-          `request of ${list.length} reads is more than maxReadsPerRequest (${maxReads})`,
+          `request of ${count} reads is more than maxReadsPerRequest (${maxReads})`,
           origin,
         );
         return send(reply, 413, 'Payload Too Large', `at most ${maxReads} reads per request`);
@@ -234,16 +262,28 @@ export async function registerIngestRoutes(
       });
       if (!parsed.ok) return bad(parsed.message, parsed.field);
       const items = parsed.items;
+      if (inFlight > 0 && inFlight + items.length > maxInFlight) return busy(reply);
       let result: SubmitResult | void;
+      inFlight += items.length;
       try {
-        result = await track(options.sink.submit(items));
+        // Committed in slices, the probes and other inputs served between them.
+        result = await track(options.sink.submit(items, { inSlices: true }));
       } catch (err) {
+        const stored = storedBefore(err);
+        const part = stored > 0 ? `; its first ${stored} reads are stored, send the others` : '';
         if (isTooLargeForBuffer(err)) {
           await record(body, `request ${err.message}`, origin);
-          return send(reply, 413, 'Payload Too Large', `the request is ${err.message}`);
+          return send(
+            reply,
+            413,
+            'Payload Too Large',
+            `the request is ${err.message}${part}`,
+            undefined,
+            stored,
+          );
         }
         options.logger?.error(
-          { err, reads: items.length },
+          { err, reads: items.length, stored },
           'buffer refused ingested reads; answered 503',
         );
         reply.header('Retry-After', retryAfter);
@@ -251,13 +291,17 @@ export async function registerIngestRoutes(
           reply,
           503,
           'Service Unavailable',
-          'the buffer could not store the reads; retry later',
+          `the buffer could not store the reads${part}; retry later`,
+          undefined,
+          stored,
         );
+      } finally {
+        inFlight -= items.length;
       }
       // Well-formed reads that mapping refused (a bad GS1 check digit, a control byte, an unknown
       // DCP) are stored as rejections like any input's, and named here so the sender learns of them.
       const outcomes = result ? result.outcomes : [];
-      const count = (o: string) => outcomes.filter((x) => x.outcome === o).length;
+      const outcomeCount = (o: string) => outcomes.filter((x) => x.outcome === o).length;
       // `accepted` counts the reads taken into the buffer, over-long ones (stored as rejections) included.
       const rejected = outcomes.flatMap((o, index) =>
         o.outcome === 'rejected' ? [{ index, reason: o.reason ?? 'rejected' }] : [],
@@ -266,15 +310,21 @@ export async function registerIngestRoutes(
         accepted: items.length,
         ...(result
           ? {
-              scans: count('scan'),
-              noReads: count('noRead'),
-              duplicates: count('duplicate'),
+              scans: outcomeCount('scan'),
+              noReads: outcomeCount('noRead'),
+              duplicates: outcomeCount('duplicate'),
               rejected,
             }
           : {}),
       });
     });
   });
+}
+
+/** Reads of a refused request committed before the refusal (`details.committedItems` of intake's slices). */
+function storedBefore(err: unknown): number {
+  const n = err instanceof GatewayError ? err.details.committedItems : undefined;
+  return typeof n === 'number' ? n : 0;
 }
 
 /** Constant-time comparison of the bearer token against every accepted one. */
