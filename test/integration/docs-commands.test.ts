@@ -244,6 +244,20 @@ describe('the commands the documents show are the CLI’s', () => {
     },
   );
 
+  it('every npm script the documents name is in package.json', () => {
+    const scripts = (
+      JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+        scripts: Record<string, string>;
+      }
+    ).scripts;
+    const missing: string[] = [];
+    for (const file of [...DOCS, 'CONTRIBUTING.md', 'CHANGELOG.md'])
+      for (const [i, line] of readFileSync(join(ROOT, file), 'utf8').split('\n').entries())
+        for (const m of line.matchAll(/\bnpm run (?:--silent )?([a-z][\w:-]*)/g))
+          if (!(m[1]! in scripts)) missing.push(`${file}:${i + 1}: npm run ${m[1]!}`);
+    expect(missing).toEqual([]);
+  });
+
   it('the check fails on an unknown option and an unknown command', async () => {
     expect(await problems({ where: 'x.md:1', words: ['failures', '--batches', 'N'] })).toEqual([
       'x.md:1: scan-gateway failures: --batches is not an option of this command',
