@@ -25,7 +25,8 @@ import { run, starterForSandbox } from '../helpers/debian-root.js';
 describe('the Debian package (npm run package)', () => {
   it('builds, passes lintian, and runs from its extracted layout', async () => {
     const out = mkdtempSync(join(tmpdir(), 'sg-deb-'));
-    const built = run('npm', ['run', '--silent', 'package', '--', out]);
+    // A ceiling against a hang only: the build (xz of 150 MB) took 3.4 min on a shared two-core machine.
+    const built = run('npm', ['run', '--silent', 'package', '--', out], { timeoutMs: 900_000 });
     expect(built.code, built.stderr).toBe(0);
     const arch = execFileSync('dpkg', ['--print-architecture'], { encoding: 'utf8' }).trim();
     const name = `scan-gateway_${VERSION}_${arch}.deb`;
