@@ -179,6 +179,10 @@ node dist/src/main.js config init --input files --site CHANGE-ME --timezone UTC 
 
 # Documentation, the man page, the examples and the monitoring files; the runtime's licence.
 cp docs/*.md "$doc/"
+# The images the documents show (docs/operations.md: the health page, the station screen), under
+# the same relative path, so the installed Markdown renders whole.
+install -d "$doc/images"
+install -m 0644 docs/images/* "$doc/images/"
 cp config/example.yaml "$doc/examples/"
 # Two nodes for one line: keepalived holds the line's address where the gateway leads (docs/high-availability.md).
 install -d "$doc/examples/keepalived"
@@ -188,9 +192,10 @@ install -m 0755 packaging/keepalived/scan-gateway-is-leader "$doc/examples/keepa
 # The runtime's licence (Node.js's own and those of the parts it bundles) travels beside it.
 install -m 0644 "$runtime/LICENSE" "$doc/node.LICENSE"
 { cat packaging/deb/copyright; printf '\nFiles: usr/lib/scan-gateway/bin/node\nCopyright: Node.js contributors and the authors of the parts it bundles\nLicense: Node.js\n See /usr/share/doc/scan-gateway/node.LICENSE (Node.js %s).\n' "$node_version"; } >"$doc/copyright"
-date_r=$(date -u -R -d "@${SOURCE_DATE_EPOCH:-$(git -C "$repo" log -1 --format=%ct 2>/dev/null || date +%s)}")
-printf 'scan-gateway (%s) stable; urgency=medium\n\n  * Release %s, with Node.js %s; changes: git log of the repository.\n\n -- scan-gateway maintainers <scan-gateway@example.com>  %s\n' \
-  "$version" "$version" "$node_version" "$date_r" | gzip -9n >"$doc/changelog.gz"
+# The changelog: the released sections of CHANGELOG.md, the user-visible changes of each version
+# (a version without its section there stops the build).
+node packaging/deb/debian-changelog.mjs CHANGELOG.md "$version" "Bundled runtime: Node.js $node_version." >"$work/changelog"
+gzip -9n <"$work/changelog" >"$doc/changelog.gz"
 {
   printf '.TH SCAN-GATEWAY 1 "" "scan-gateway %s" "User Commands"\n' "$version"
   printf '.SH NAME\nscan-gateway \\- edge daemon delivering barcode reads to a traceability service\n'

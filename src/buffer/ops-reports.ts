@@ -117,6 +117,8 @@ export interface FailureRow {
   inputId: string;
   dcp: string | null;
   reference: string | null;
+  /** The product model key the scan was sent with (the one the service refused), null for a rejected read. */
+  product: string | null;
   reason: string;
   /** The read as received, see {@link printableRaw}. */
   raw: string;
@@ -139,37 +141,54 @@ function hasColumn(db: Database.Database, table: string, column: string): boolea
   ).includes(column);
 }
 
+/** Which failures to report: the latest `limit`, of one gateway batch (`batches.id`) when `batchId` is set. */
+export interface FailuresSelection {
+  limit: number;
+  /** Only the failed and held scans of this batch; rejected reads, never in a batch, are left out. */
+  batchId?: number;
+}
+
 /**
  * The latest scans the service refused (or that were held) and reads the gateway rejected. Dead
  * letters already replayed (`scans.replayed_by`, when the buffer has it) are left out: their new
- * scans are in the queue.
+ * scans are in the queue. A scan's product is read from its stored body (`productModelKey`).
  */
-export function failuresReport(db: Database.Database, limit: number): FailuresReport {
-  const open = hasColumn(db, 'scans', 'replayed_by') ? 'AND s.replayed_by IS NULL' : '';
+export function failuresReport(
+  db: Database.Database,
+  selection: FailuresSelection,
+): FailuresReport {
+  const { limit, batchId } = selection;
+  const replayed = hasColumn(db, 'scans', 'replayed_by') ? 'AND s.replayed_by IS NULL' : '';
+  const open = batchId === undefined ? replayed : `${replayed} AND s.batch_id = ?`;
+  const batch = batchId === undefined ? [] : [batchId];
+  const rejected = batchId === undefined ? '' : 'AND 0';
+  // A body that is not JSON (never written by the gateway, but a buffer is a file) gives no product.
+  const product = `(SELECT CASE WHEN json_valid(body) AND json_type(body, '$.productModelKey') = 'text' THEN json_extract(body, '$.productModelKey') END
+                      FROM scan_bodies WHERE scan_bodies.id = s.id)`;
   const latest = (
     db
       .prepare(
         `SELECT * FROM (
            SELECT s.state AS kind, r.received_at AS at, r.input_id AS inputId, s.dcp_key AS dcp, s.reference AS reference,
-                  coalesce(s.failure_reason, '') AS reason, r.raw AS raw, r.origin AS origin, b.request_id AS requestId, r.id AS rid
+                  ${product} AS product, coalesce(s.failure_reason, '') AS reason, r.raw AS raw, r.origin AS origin, b.request_id AS requestId, r.id AS rid
              FROM scan_rows s JOIN reads r ON r.id = s.read_id LEFT JOIN batches b ON b.id = s.batch_id
             WHERE s.state IN ('failed', 'held') AND ${indexedState('s.')} ${open}
            UNION ALL
-           SELECT 'rejected', received_at, input_id, dcp_key, NULL, coalesce(reason, ''), raw, origin, NULL, id
-             FROM reads WHERE outcome = 'rejected'
+           SELECT 'rejected', received_at, input_id, dcp_key, NULL, NULL, coalesce(reason, ''), raw, origin, NULL, id
+             FROM reads WHERE outcome = 'rejected' ${rejected}
          ) ORDER BY rid DESC LIMIT ?`,
       )
-      .all(limit) as (Omit<FailureRow, 'raw'> & { raw: Buffer; rid: number })[]
+      .all(...batch, limit) as (Omit<FailureRow, 'raw'> & { raw: Buffer; rid: number })[]
   ).map(({ rid: _rid, raw, ...row }) => ({ ...row, raw: printableRaw(raw) }));
   const reasons = db
     .prepare(
       `SELECT * FROM (
          SELECT 'failed' AS kind, coalesce(failure_reason, '') AS reason, count(*) AS count FROM scan_rows s WHERE state IN ('failed', 'held') AND ${indexedState()} ${open} GROUP BY 2
          UNION ALL
-         SELECT 'rejected', coalesce(reason, ''), count(*) FROM reads WHERE outcome = 'rejected' GROUP BY 2
+         SELECT 'rejected', coalesce(reason, ''), count(*) FROM reads WHERE outcome = 'rejected' ${rejected} GROUP BY 2
        ) ORDER BY count DESC, reason LIMIT 50`,
     )
-    .all() as FailuresReport['reasons'];
+    .all(...batch) as FailuresReport['reasons'];
   return { reasons, latest };
 }
 

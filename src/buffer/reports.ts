@@ -15,6 +15,7 @@ import {
   queueReport,
   statsReport,
   type FailuresReport,
+  type FailuresSelection,
   type QueueReport,
   type StatsReport,
 } from './ops-reports.js';
@@ -257,8 +258,8 @@ export class BufferReports {
   }
 
   /** See {@link failuresReport}. */
-  failures(limit: number): FailuresReport {
-    return failuresReport(this.db, limit);
+  failures(selection: FailuresSelection): FailuresReport {
+    return failuresReport(this.db, selection);
   }
 
   /** See {@link statsReport}; the file sizes are those of this buffer's path. */

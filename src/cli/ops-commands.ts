@@ -5,7 +5,7 @@ import { loadConfig } from '../config/load.js';
 import type { GatewayConfig } from '../config/schema.js';
 import { BufferReader, checkBufferCopy } from '../buffer/reader.js';
 import type { FailuresReport, QueueReport, StatsReport } from '../buffer/ops-reports.js';
-import { inertOutput, printableDeep } from '../format/printable.js';
+import { inertOutput, printableDeep, printableRaw } from '../format/printable.js';
 import { fmtBytes, fmtDuration, fmtTime } from '../health/page-render.js';
 import { SecretScrubber } from '../log.js';
 import { ErrorCodes, isBufferUnopenable, isGatewayError } from '../errors.js';
@@ -25,7 +25,8 @@ export interface OpsIo {
 }
 
 export interface BufferOptions {
-  config: string;
+  /** Unset when not given: the default applies unless `--buffer` names the file. */
+  config?: string;
   buffer?: string;
   json?: boolean;
 }
@@ -82,11 +83,15 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
       ),
   )
     .option('-n, --limit <count>', 'how many of the latest to list', '20')
+    .option(
+      '--batch <id>',
+      'only the scans of this gateway batch (the id on the health page and in queue), refused or held',
+    )
     .addHelpText(
       'after',
-      `\nExample:\n  sudo -u scan-gateway scan-gateway failures --limit 50 --config /etc/scan-gateway/config.yaml\n\nIn raw reads, <GS> is the GS1 separator byte 0x1D; \\xNN a byte that is not UTF-8.${EXIT_HELP}`,
+      `\nExamples:\n  sudo -u scan-gateway scan-gateway failures --limit 50 --config /etc/scan-gateway/config.yaml\n  sudo -u scan-gateway scan-gateway failures --batch 42 --config /etc/scan-gateway/config.yaml\n\nIn raw reads, <GS> is the GS1 separator byte 0x1D; \\xNN a byte that is not UTF-8.${EXIT_HELP}`,
     )
-    .action(async (opts: BufferOptions & { limit: string }) => {
+    .action(async (opts: BufferOptions & { limit: string; batch?: string }) => {
       const limit = Number(opts.limit);
       if (!Number.isInteger(limit) || limit < 1)
         fail(
@@ -95,18 +100,28 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
           `--limit must be a positive whole number, got "${opts.limit}"`,
           ExitCodes.USAGE,
         );
+      if (opts.batch !== undefined && !/^\d+$/.test(opts.batch))
+        fail(
+          io,
+          'failures',
+          `--batch must be a batch id (a number), got "${opts.batch}"`,
+          ExitCodes.USAGE,
+        );
+      const batchId = opts.batch === undefined ? undefined : Number(opts.batch);
       const { db, timezone, config } = open(io, opts, 'failures');
       // Reasons and raw reads may quote a secret that landed in an input: cut it out.
       const scrubber = config
         ? await bestEffortScrubber(config, io.env, io.cwd)
         : new SecretScrubber();
       try {
-        const report = scrubber.scrubDeep(db.reports.failures(limit));
+        const report = scrubber.scrubDeep(
+          db.reports.failures({ limit, ...(batchId !== undefined ? { batchId } : {}) }),
+        );
         io.stdout.write(
           inertOutput(
             opts.json
               ? `${JSON.stringify(report)}\n`
-              : formatFailures(printableDeep(report), timezone),
+              : formatFailures(printableDeep(report), timezone, batchId),
           ),
         );
       } finally {
@@ -258,8 +273,7 @@ export function withBuffer(command: Command): Command {
   return command
     .option(
       '-c, --config <file>',
-      'gateway configuration (its buffer.path is used)',
-      DEFAULT_CONFIG,
+      `gateway configuration: its buffer.path, or with --buffer only its site.timezone and secrets (default: "${DEFAULT_CONFIG}" without --buffer)`,
     )
     .option(
       '--buffer <file>',
@@ -278,22 +292,23 @@ export function open(
   opts: BufferOptions,
   command: string,
 ): { db: BufferReader; path: string; timezone: string; config?: GatewayConfig } {
-  let path: string;
   let timezone = 'UTC';
   let config: GatewayConfig | undefined;
-  if (opts.buffer) {
-    path = resolve(io.cwd, opts.buffer);
-  } else {
+  // A file given with --buffer (a backup, another node's disk) is read with the site's time zone
+  // and secrets when --config names the configuration too; without it, in UTC.
+  const file = opts.config ?? (opts.buffer ? undefined : DEFAULT_CONFIG);
+  if (file !== undefined) {
     let loaded: ReturnType<typeof loadConfig>;
     try {
-      loaded = loadConfig(opts.config, { baseDir: io.cwd, env: io.env, skipSecret: true });
+      loaded = loadConfig(file, { baseDir: io.cwd, env: io.env, skipSecret: true });
     } catch (err) {
       fail(io, command, (err as Error).message, ExitCodes.USAGE);
     }
-    path = loaded.config.buffer.path;
     timezone = loaded.config.site.timezone;
     config = loaded.config;
   }
+  const path = opts.buffer ? resolve(io.cwd, opts.buffer) : config?.buffer.path;
+  if (path === undefined) fail(io, command, 'no configuration and no --buffer', ExitCodes.USAGE);
   if (!existsSync(path))
     fail(
       io,
@@ -416,8 +431,11 @@ function formatQueue(r: QueueReport, timezone: string, nowMs: number): string {
   return `${lines.join('\n')}\n`;
 }
 
-function formatFailures(r: FailuresReport, timezone: string): string {
-  if (r.latest.length === 0) return 'No failed scans and no rejected reads in the buffer.\n';
+function formatFailures(r: FailuresReport, timezone: string, batchId?: number): string {
+  if (r.latest.length === 0)
+    return batchId === undefined
+      ? 'No failed scans and no rejected reads in the buffer.\n'
+      : `No failed or held scans of batch ${batchId} in the buffer (replayed ones are not listed).\n`;
   const lines = [
     'By reason:',
     table(
@@ -429,7 +447,7 @@ function formatFailures(r: FailuresReport, timezone: string): string {
   ];
   for (const f of r.latest) {
     lines.push(
-      `${fmtTime(f.at, timezone)}  ${f.kind.padEnd(8)}  input ${f.inputId}${f.dcp ? `  DCP ${f.dcp}` : ''}${f.requestId ? `  request ${f.requestId}` : ''}`,
+      `${fmtTime(f.at, timezone)}  ${f.kind.padEnd(8)}  input ${f.inputId}${f.dcp ? `  DCP ${f.dcp}` : ''}${f.product !== null ? `  product ${printableRaw(f.product)}` : ''}${f.requestId ? `  request ${f.requestId}` : ''}`,
       `    reason: ${f.reason}`,
       `    read:   ${f.raw}${f.origin ? `   (${f.origin})` : ''}`,
     );

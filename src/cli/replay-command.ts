@@ -5,6 +5,7 @@ import { withBufferFailures } from '../buffer/sqlite-errors.js';
 import { BufferStore } from '../buffer/store.js';
 import { loadConfig } from '../config/load.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
+import { printableRaw } from '../format/printable.js';
 import { mappingContext, mapRead } from '../mapping/map-read.js';
 import { CommandExit, ExitCodes } from './exit.js';
 import type { Clock } from '../clock.js';
@@ -140,6 +141,11 @@ function toSelection(opts: ReplayOptions): ReplaySelection {
   return selection;
 }
 
+/** A stored value on a terminal: control characters by name, as `failures` prints reads. */
+function shown(value: string | null): string {
+  return value === null ? '(none)' : printableRaw(value);
+}
+
 function formatResult(r: ReplayResult): string {
   const verb = r.dryRun ? 'would be queued' : 'queued';
   const lines = [
@@ -160,6 +166,10 @@ function formatResult(r: ReplayResult): string {
         ? `  ${what}: ${verb}${item.result.newScanId !== undefined ? ` as scan ${item.result.newScanId}` : ''} at DCP ${item.result.dcpKey}; was: ${item.previousReason}`
         : `  ${what}: not queued: ${item.result.why}`,
     );
+    // Every field that changes, old → new: what a person checks before letting a dry run loose.
+    if (item.result.queued)
+      for (const c of item.result.changes)
+        lines.push(`      ${c.field}: ${shown(c.from)} → ${shown(c.to)}`);
   }
   if (r.items.length > SHOWN)
     lines.push(`  … and ${r.items.length - SHOWN} more (--json lists all)`);

@@ -264,6 +264,23 @@ describe('item lookup: trace and genealogy from the buffer', () => {
       expect(text.out).toMatch(/refused by the service, replayed/);
       expect(text.out).toMatch(/reason: Invalid DCP/);
       expect(text.out).toMatch(/replay of scan \d+/);
+      expect(text.out).toMatch(/Times in Europe\/Berlin\.\n$/);
+      // A buffer file named apart (a backup) is read in the site's time zone when --config names
+      // the configuration too, in UTC without it.
+      const buffer = join(dir, 'buffer.db');
+      const file = await cli(registerTraceCommand, dir, ['trace', 'BAT-7', '--buffer', buffer]);
+      expect(file.out).toMatch(/Times in UTC\.\n$/);
+      const site = await cli(registerTraceCommand, dir, [
+        'trace',
+        'BAT-7',
+        '--buffer',
+        buffer,
+        '--config',
+        fixed,
+      ]);
+      expect(site.code).toBe(0);
+      expect(site.out).toMatch(/Times in Europe\/Berlin\.\n$/);
+      expect(site.out).toContain(`read ${newer!.read!.id} from input gate at 2026-11-24 09:00:`);
 
       const tree = await cli(registerTraceCommand, dir, ['trace', 'PK-000815', '--config', fixed]);
       expect(tree.out).toMatch(

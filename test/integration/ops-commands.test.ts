@@ -174,12 +174,42 @@ inputs: []
       reference: `]d2010${GS}21B`,
       raw: ']d2010<GS>21B',
       requestId: '1723',
+      product: 'PACK-A',
     });
+    expect(r.latest[0]!.product).toBeNull();
     const human = await cli(dir, ['failures', '--config', config, '-n', '1']);
     expect(human.out).toContain('reason: not a GS1 code');
     expect(human.out).toContain('read:   A\\xff<GS>B');
     expect(human.out).not.toContain('Invalid DCP\n    read'); // limited to one
+    expect((await cli(dir, ['failures', '--config', config])).out).toMatch(
+      /failed +input line-3 {2}DCP GI-01 {2}product PACK-A {2}request 1723\n {4}reason: Invalid DCP/,
+    );
     expect((await cli(dir, ['failures', '--config', config, '--limit', 'many'])).code).toBe(2);
+  });
+
+  it('failures --batch: the refused and held scans of one batch, without the rejected reads', async () => {
+    const batchId = sqlOf(store).prepare('SELECT id FROM batches').pluck().get() as number;
+    const one = await cli(dir, [
+      'failures',
+      '--batch',
+      String(batchId),
+      '--config',
+      config,
+      '--json',
+    ]);
+    expect(one.code).toBe(0);
+    const r = JSON.parse(one.out) as { reasons: unknown; latest: Record<string, unknown>[] };
+    expect(r.reasons).toEqual([{ kind: 'failed', reason: 'Invalid DCP', count: 1 }]);
+    expect(r.latest).toHaveLength(1);
+    expect(r.latest[0]).toMatchObject({ kind: 'failed', requestId: '1723', product: 'PACK-A' });
+    const other = await cli(dir, ['failures', '--batch', String(batchId + 1), '--config', config]);
+    expect(other.code).toBe(0);
+    expect(other.out).toBe(
+      `No failed or held scans of batch ${batchId + 1} in the buffer (replayed ones are not listed).\n`,
+    );
+    const bad = await cli(dir, ['failures', '--batch', '1723a', '--config', config]);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toContain('--batch must be a batch id');
   });
 
   it('buffer stats', async () => {
@@ -264,7 +294,7 @@ inputs: []
     for (const args of [['queue'], ['failures'], ['buffer', 'stats'], ['buffer', 'backup']]) {
       const help = await cli(dir, [...args, '--help']);
       expect(help.code).toBe(0);
-      expect(help.out).toContain('Example:');
+      expect(help.out).toMatch(/Examples?:/);
       expect(help.out).toContain('--json');
       expect(help.out).toContain('Exit codes:');
     }

@@ -123,6 +123,13 @@ describe('replay: dead letters mapped again with the current configuration while
         expect(dry.code).toBe(0);
         expect(JSON.parse(dry.out)).toMatchObject({ selected: 30, queued: 30, dryRun: true });
         expect(app.status().buffer.scans.failed).toBe(30);
+        // For people: each field that changes, old → new; the unchanged ones (supplier, product) not.
+        const shown = await replay(dir, '--reason', 'invalid dcp', '--dry-run', '--config', fixed);
+        expect(shown.out).toMatch(
+          /: would be queued at DCP GI-01; was: Invalid DCP\n {6}dcpKey: GI-9 → GI-01\n {2}\S/,
+        );
+        expect(shown.out).not.toMatch(/supplierKey|productModelKey/);
+        expect(app.status().buffer.scans.failed).toBe(30);
 
         const done = await replay(dir, '--reason', 'invalid dcp', '--config', fixed);
         expect(done.code).toBe(0);

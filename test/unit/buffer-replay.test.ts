@@ -2,7 +2,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { replayDeadLetters } from '../../src/buffer/replay.js';
+import { replayDeadLetters, scanChanges } from '../../src/buffer/replay.js';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
 import { configSchema } from '../../src/config/schema.js';
 import { mappingContext, mapRead } from '../../src/mapping/map-read.js';
@@ -172,6 +172,13 @@ describe('replay of dead letters', () => {
     const dry = replayDeadLetters(s.deadLetters, map, { all: true, dryRun: true }, at.getTime());
     expect(dry).toMatchObject({ selected: 3, queued: 3, dryRun: true });
     expect(s.reports.scanCounts()).toEqual({ failed: 3 });
+    // Every field that changes, not only the DCP: GI-01 is Goods In, so a supplier key comes with it.
+    expect(dry.items[0]!.result).toMatchObject({
+      changes: [
+        { field: 'dcpKey', from: 'GI-9', to: 'GI-01' },
+        { field: 'supplierKey', from: null, to: 'SUP-0042' },
+      ],
+    });
 
     expect(
       replayDeadLetters(
@@ -194,6 +201,42 @@ describe('replay of dead letters', () => {
     expect(() => replayDeadLetters(s.deadLetters, map, {}, at.getTime())).toThrow(
       /needs a selection/,
     );
+  });
+
+  it('names every Scan field a replay changes, old and new, and all of a rejected read', () => {
+    const old = JSON.stringify({
+      reference: 'A',
+      timeStamp: '2026-11-18T07:00:00',
+      dcpKey: 'GI-9',
+      productModelKey: 'PACK-A',
+      parents: ['TRAY-9'],
+      attributes: [{ key: 'v', value: '3.6' }],
+    });
+    const now = JSON.stringify({
+      reference: 'A',
+      timeStamp: '2026-11-18T07:00:00',
+      dcpKey: 'GI-01',
+      productModelKey: 'PACK-B',
+      supplierKey: 'SUP-0042',
+      parents: [],
+      attributes: [{ key: 'v', value: '3.65' }],
+    });
+    expect(scanChanges(old, now)).toEqual([
+      { field: 'dcpKey', from: 'GI-9', to: 'GI-01' },
+      { field: 'productModelKey', from: 'PACK-A', to: 'PACK-B' },
+      { field: 'supplierKey', from: null, to: 'SUP-0042' },
+      { field: 'parents', from: 'TRAY-9', to: null },
+      { field: 'attributes', from: 'v=3.6', to: 'v=3.65' },
+    ]);
+    expect(scanChanges(old, old)).toEqual([]);
+    expect(scanChanges(null, now).map((c) => c.field)).toEqual([
+      'reference',
+      'timeStamp',
+      'dcpKey',
+      'productModelKey',
+      'supplierKey',
+      'attributes',
+    ]);
   });
 
   it('leaves a dead letter in place, with the reason, when the current configuration still cannot map it', () => {

@@ -252,7 +252,7 @@ describe('scan bodies in a table of their own', () => {
     const old = {
       stats: reader.reports.stats(),
       queue: reader.reports.queue(NOW),
-      failures: reader.reports.failures(10),
+      failures: reader.reports.failures({ limit: 10 }),
       trace: reader.reports.trace('IN-FLIGHT'),
     };
     reader.close();
@@ -268,7 +268,7 @@ describe('scan bodies in a table of their own', () => {
     const migrated = {
       stats: reader.reports.stats(),
       queue: reader.reports.queue(NOW),
-      failures: reader.reports.failures(10),
+      failures: reader.reports.failures({ limit: 10 }),
       trace: reader.reports.trace('IN-FLIGHT'),
     };
     expect(old.queue).toEqual(migrated.queue);
