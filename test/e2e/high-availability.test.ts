@@ -447,7 +447,7 @@ describe('high availability: two gateways, one etcd lease, three faults', () => 
             (r) =>
               `  ${r.fault}: ${r.takeoverMs} ms${r.changed ? '' : ' (no takeover in the 8 s watch: the leader renewed through another member)'}${r.backlog === undefined ? '' : `; the old leader's backlog, drained by it as standby: ${r.backlog} scans`}`,
           ),
-          `reads published ${published.length}, delivered ${counts.size} distinct, lost ${lost.length}; duplicates ${extra} (${doubled.length} references; bound ${bound} = ${takeovers} takeovers (epochs ${[...epochs].join(', ')}) × in-flight window ${MAX_IN_FLIGHT}); flagged possible duplicates ${flagged.size}`,
+          `reads published ${published.length}, delivered ${counts.size} distinct, lost ${lost.length}; duplicates ${extra} (${doubled.length} references; bound ${bound} = ${takeovers} takeovers (epochs ${[...epochs].sort((a, b) => a - b).join(', ')}) × in-flight window ${MAX_IN_FLIGHT}); flagged possible duplicates ${flagged.size}`,
           `old leader (epoch ${fencing!.epoch}): reads committed under that epoch after its SIGSTOP: ${fenced.committedAfter}; commits it refused on resume (log lines "reads refused"): ${(fencing!.node.proc!.output().match(/reads refused/g) ?? []).length}`,
         ].join('\n'),
       );

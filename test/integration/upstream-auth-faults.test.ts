@@ -204,9 +204,9 @@ describe('injected faults', () => {
     const client = clientFor(sandbox, { requestTimeoutMs: 200 });
     await client.listProducts();
     sandbox.setFaults({ latencyMs: 3000 });
-    const started = Date.now();
+    // No elapsed time asserted: an answer after the latency would be a success, and the cause says
+    // the deadline of 200 ms ended it, not undici's headers timeout.
     const err = await rejection(client.listProducts());
-    expect(Date.now() - started).toBeLessThan(2500);
     expect(err.code).toBe(ErrorCodes.UPSTREAM_NETWORK);
     expect(err.details).toMatchObject({ cause: 'DEADLINE', deadlineMs: 200 });
     sandbox.setFaults({ latencyMs: 30 });

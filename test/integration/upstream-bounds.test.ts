@@ -88,9 +88,9 @@ describe('whole-exchange deadline', () => {
       retryable: true,
       details: { cause: 'DEADLINE', deadlineMs: 2500 },
     });
-    // The deadline, not the drip, ended it: at the configured time (with room for a loaded machine).
+    // The deadline, not the drip, ended it (the cause says so; the drip alone would never end),
+    // and not before the configured time. No upper bound in ms: a loaded machine only adds to it.
     expect(took).toBeGreaterThanOrEqual(2400);
-    expect(took).toBeLessThan(6000);
   });
 });
 
