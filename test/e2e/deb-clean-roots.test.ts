@@ -334,7 +334,7 @@ describe('the Debian package on clean Debian roots', () => {
                 ? true
                 : undefined,
             {
-              timeoutMs: 20_000,
+              timeoutMs: 30_000,
               intervalMs: 500,
               what: 'the reload in the journal',
             },

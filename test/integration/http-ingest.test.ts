@@ -197,7 +197,7 @@ describe('POST /api/v1/reads (inject)', () => {
       log.parsed().filter((l) => String(l.msg).startsWith('ingest call refused'));
     // The first at once; the other 20 in one line at the end of the interval.
     expect(refused().map((l) => [l['given'], l['refused']])).toEqual([['wrong token', 1]]);
-    await waitFor(() => refused().length === 2, { timeoutMs: 2000, what: 'the summary line' });
+    await waitFor(() => refused().length === 2, { timeoutMs: 30_000, what: 'the summary line' });
     expect(refused().map((l) => [l['given'], l['refused']])).toEqual([
       ['wrong token', 1],
       ['no token', 20],

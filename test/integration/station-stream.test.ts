@@ -145,7 +145,7 @@ rules:
 
   it(
     'streams a snapshot, then each read of the station as it is committed, with plain words for a refusal',
-    { timeout: 20_000 },
+    { timeout: 120_000 },
     async () => {
       const stream = await openStream(`${app.httpUrl}/station/EOL-3/events`);
       try {
