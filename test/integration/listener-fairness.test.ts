@@ -196,12 +196,15 @@ describe('listener fairness on the real app', () => {
 upstream: { baseUrl: http://127.0.0.1:9, authUrl: http://127.0.0.1:9, clientId: c }
 buffer: { path: ${join(dir, 'gw.db')} }
 delivery: { mode: direct, maxBatchDelayMs: 20, statusPollMs: 30, statusPollMaxMs: 60 }
-http: { listen: 127.0.0.1:0, limits: { stationStreamStallMs: 1000 } }
+http: { listen: 127.0.0.1:0, limits: { stationStreamStallMs: 1000, idleTimeoutMs: 600000 } }
 dcps:
   - { key: EOL-3, kind: endOfProcess, productModelKey: PACK-A, duplicateWindowMs: 0 }
 inputs:
   - { id: mes, type: http, dcp: EOL-3 }
 `;
+    // idleTimeoutMs of 10 minutes: on a loaded machine the 16 lookups waiting behind a running one
+    // may wait longer than the default minute without a byte, and would be cut by the idle
+    // timeout; what is checked here is the fairness and the refusals, not that timeout.
     log = memoryLogger('info');
     gateway = buildApp(
       { file, config: parseConfigText(yaml, file), clientSecret: 'x' },
@@ -232,7 +235,7 @@ inputs:
 
   it(
     'answers /healthz and ingest while 100 wide lookups come at once; the excess is refused with 429 and Retry-After',
-    { timeout: 180_000 },
+    { timeout: 600_000 },
     async () => {
       // A single lookup, alone, three times: what one costs on this machine now (for the messages).
       const single: number[] = [];
@@ -259,7 +262,7 @@ inputs:
       const answeredBefore = (t: number) =>
         answers.filter((a) => a.status === 200 && a.doneAt < t).length;
       console.log(
-        `listener fairness: /healthz ${Math.round(health.ms)} ms with ${answeredBefore(health.doneAt)} lookups answered before it, ingest ${Math.round(post.ms)} ms with ${answeredBefore(post.doneAt)}; single lookups ${lookupMs} ms`,
+        `listener fairness: /healthz ${Math.round(health.ms)} ms with ${answeredBefore(health.doneAt)} lookups answered before it, ingest ${Math.round(post.ms)} ms with ${answeredBefore(post.doneAt)}; single lookups ${lookupMs} ms; answers ${['200', '429', '503'].map((c) => `${c}×${answers.filter((a) => String(a.status) === c).length}`).join(' ')}`,
       );
       expect(answeredBefore(health.doneAt)).toBeLessThanOrEqual(8);
       expect(answeredBefore(post.doneAt)).toBeLessThanOrEqual(8);
@@ -269,14 +272,24 @@ inputs:
         const stat = readFileSync(`/proc/self/task/${task}/stat`, 'utf8');
         return Number(stat.slice(stat.lastIndexOf(') ') + 2).split(' ')[16]);
       };
+      const ok = answers.filter((a) => a.status === 200);
+      const busy = answers.filter((a) => a.status === 429);
+      // A lookup that runs past its deadline (LOOKUP_DEADLINE_MS, 30 s) has its thread ended and
+      // is answered 503: the deadline at work on an overloaded machine, where the thread at
+      // niceness 10 gets little CPU, not a failure. Any other answer is one.
+      const late = answers.filter((a) => a.status === 503);
+      for (const a of late) expect(a.message).toMatch(/ran longer than \d+ ms/);
+      expect(
+        ok.length + busy.length + late.length,
+        JSON.stringify(answers.filter((a) => ![200, 429, 503].includes(a.status))),
+      ).toBe(100);
+      // One running and 16 waiting by default; the rest are refused at once.
+      expect(ok.length + late.length).toBeGreaterThanOrEqual(1);
+      // A thread ended past its deadline is started again by the next lookup.
+      if (late.length > 0) expect((await call(port, '/api/v1/items/W0')).status).toBe(200);
       expect(
         readdirSync('/proc/self/task').filter((t) => niceness(t) === LOOKUP_NICENESS),
       ).toHaveLength(1);
-      const ok = answers.filter((a) => a.status === 200);
-      const busy = answers.filter((a) => a.status === 429);
-      expect(ok.length + busy.length).toBe(100);
-      // One running and 16 waiting by default; the rest are refused at once.
-      expect(ok.length).toBeGreaterThanOrEqual(1);
       expect(busy.length).toBeGreaterThan(0);
       for (const a of ok) expect(a.reference).toBe('W0');
       expect(busy[0]!.retryAfter).toBe('1');
@@ -308,7 +321,7 @@ inputs:
 
   it(
     'closes station streams whose client does not read, freeing their slots for a reading client',
-    { timeout: 240_000 },
+    { timeout: 480_000 },
     async () => {
       expect(await metric(port, /scan_gateway_station_streams (\d+)/)).toBe(0);
       // 32 non-reading streams from four addresses, 8 (the share) each: every slot held.
@@ -338,7 +351,12 @@ inputs:
           expect((await ingest(port, batch)).status).toBe(202);
           return false;
         },
-        { timeoutMs: 80_000, intervalMs: 200, what: 'every non-reading stream closed' },
+        // How long it takes is how fast this machine pushes the reads into 32 socket buffers (tens
+        // of MB): the ceiling only catches a hang.
+        { timeoutMs: 360_000, intervalMs: 200, what: 'every non-reading stream closed' },
+      );
+      console.log(
+        `listener fairness: every non-reading stream closed after ${n / 250} batches of 250 reads`,
       );
       expect(await metric(port, /scan_gateway_station_streams (\d+)/)).toBe(0);
       expect(
