@@ -62,11 +62,11 @@ async function crashWithThreeInFlight(sandbox: RunningSandbox, mode: 'direct' | 
     const expected = dropCsv(join(dir, 'inbox'), 'conc', SCANS);
     const inFlight = await waitFor(
       () => (onTheWire(dbFile).length >= 3 ? onTheWire(dbFile) : undefined),
-      { timeoutMs: 15_000, intervalMs: 10, what: 'three uploads on the wire' },
+      { timeoutMs: 30_000, intervalMs: 10, what: 'three uploads on the wire' },
     );
     // Every one of them reached the service (its answer is what is held back).
     await waitFor(async () => (await sandboxRefs(sandbox)).length >= 3 * 200, {
-      timeoutMs: 5000,
+      timeoutMs: 30_000,
       what: 'the service has the three uploads',
     });
     await gateway.kill();

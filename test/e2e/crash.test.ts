@@ -140,23 +140,23 @@ async function crashRun(sandbox: RunningSandbox, mode: 'direct' | 'presigned') {
             const f = inFlight(dbFile);
             return f.uploading + f.putting > 0;
           },
-          { timeoutMs: 5000, intervalMs: 5 },
+          { timeoutMs: 30_000, intervalMs: 5 },
         ).then(
           () => true,
           () => false,
         );
-        hit = seen ? 'upload on the wire' : 'no upload seen within 5 s';
+        hit = seen ? 'upload on the wire' : 'no upload seen within 30 s';
         await sleep(Math.random() * 200);
       } else {
         const before = await sandboxCount(sandbox);
         const seen = await waitFor(async () => (await sandboxCount(sandbox)) > before, {
-          timeoutMs: 5000,
+          timeoutMs: 30_000,
           intervalMs: 5,
         }).then(
           () => true,
           () => false,
         );
-        hit = seen ? 'service has the upload, answer not yet sent' : 'no upload seen within 5 s';
+        hit = seen ? 'service has the upload, answer not yet sent' : 'no upload seen within 30 s';
       }
       await gateway.kill();
       gateway = undefined;
@@ -183,7 +183,7 @@ async function crashRun(sandbox: RunningSandbox, mode: 'direct' | 'presigned') {
         };
         return s.buffer.undeliveredScans === 0;
       },
-      { timeoutMs: 20_000, intervalMs: 100, what: 'nothing undelivered' },
+      { timeoutMs: 30_000, intervalMs: 100, what: 'nothing undelivered' },
     );
     const status = (await (await fetch(`${url}/api/v1/status`)).json()) as {
       delivery: { possibleDuplicates: number; possibleDuplicateUploads: number };

@@ -104,9 +104,9 @@ describe('end to end: file drop and serial scanner → SQLite → upload → sta
       await pty.write(readFileSync(join(SAMPLES, 'serial-capture-line3.bin')));
       const serialEnd = Date.now();
 
-      await waitFor(async () => (await sandboxScans(sandbox)).length >= 10, { timeoutMs: 20_000 });
+      await waitFor(async () => (await sandboxScans(sandbox)).length >= 10, { timeoutMs: 30_000 });
       await waitFor(() => batchesOf(join(dir, 'buffer.db')).every((b) => b.state === 'done'), {
-        timeoutMs: 20_000,
+        timeoutMs: 30_000,
       });
       const received = await sandboxScans(sandbox);
 
@@ -219,7 +219,7 @@ describe('end to end: file drop and serial scanner → SQLite → upload → sta
       () =>
         existsSync(join(dir, 'inbox', 'processed')) &&
         readdirSync(join(dir, 'inbox', 'processed')).length > 0,
-      { timeoutMs: 20_000 },
+      { timeoutMs: 30_000 },
     );
     await gateway.kill();
     gateway = undefined;

@@ -74,7 +74,7 @@ inputs: []
     expect(answer?.status()).toBe(200);
     expect((await refresh).status()).toBe(200);
     await expect
-      .poll(() => page.locator('.banner .state').textContent(), { timeout: 15_000 })
+      .poll(() => page.locator('.banner .state').textContent(), { timeout: 30_000 })
       .toMatch(/OK|DEGRADED/);
     expect(gateway!.output()).not.toContain(READ_TOKEN);
   });

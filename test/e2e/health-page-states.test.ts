@@ -17,7 +17,7 @@ import { CHROMIUM_ARGS, chromiumPath } from '../helpers/chromium.js';
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
 /** The page refreshes every 5 s: give what it shows up to two refreshes and a bit. */
-const POLL = { timeout: 20_000, interval: 250 };
+const POLL = { timeout: 30_000, interval: 250 };
 
 function writeConfig(dir: string, upstreamUrl: string, extra = ''): string {
   const file = join(dir, 'config.yaml');

@@ -116,7 +116,7 @@ Match User ${uploader}
       let sshdLog = '';
       sshd.stderr?.on('data', (d: Buffer) => (sshdLog += d.toString()));
       await waitFor(() => sshdLog.includes('Server listening'), {
-        timeoutMs: 10_000,
+        timeoutMs: 30_000,
         what: 'sshd listening',
       });
 

@@ -75,7 +75,7 @@ rules:
           }
         ).buffer.scans.delivered === 3,
       {
-        timeoutMs: 15_000,
+        timeoutMs: 30_000,
         what: '3 packs delivered',
       },
     );
@@ -97,14 +97,14 @@ rules:
     await page.locator('#lookup-ref').fill(query);
     await page.getByRole('button', { name: 'Look up' }).click();
     await expect
-      .poll(() => page.locator('#lookup-result').textContent(), { timeout: 5000 })
+      .poll(() => page.locator('#lookup-result').textContent(), { timeout: 30_000 })
       .not.toMatch(/^Looking up/);
     return (await page.locator('#lookup-result').textContent()) ?? '';
   }
 
   it(
     'traces the pack by the line under its barcode and by its raw read; lists the lot',
-    { timeout: 30_000 },
+    { timeout: 120_000 },
     async () => {
       const page = await context!.newPage();
       page.on('pageerror', (e) => errors.push(String(e)));
@@ -131,7 +131,7 @@ rules:
       // Each item of the lot links to its own trace.
       await page.locator(`#lookup-result a[data-item="${PACK}"]`).click();
       await expect
-        .poll(() => page.locator('#lookup-result h3').first().textContent(), { timeout: 5000 })
+        .poll(() => page.locator('#lookup-result h3').first().textContent(), { timeout: 30_000 })
         .toBe(PACK);
       expect(errors).toEqual([]);
     },

@@ -8,6 +8,7 @@ import mqtt from 'mqtt';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { startMosquitto, type Broker } from '../helpers/mosquitto.js';
+import { waitFor } from '../helpers/wait.js';
 
 /**
  * The gateway's MQTT path (buffer, intake, MQTT input: the compiled parts the daemon runs) in a
@@ -178,7 +179,8 @@ describe('MQTT: the gateway killed (SIGKILL) between commit and PUBACK, again an
         buffer.close();
       }
     };
-    const deadline = Date.now() + 20_000;
+    // A ceiling that only catches a hang; the checks below say what is missing.
+    const deadline = Date.now() + 60_000;
     while (stored().length < expected.length && Date.now() < deadline)
       await new Promise((r) => setTimeout(r, 100));
     await new Promise((r) => setTimeout(r, 500)); // a late resend, were there one
@@ -206,8 +208,17 @@ describe('MQTT: the gateway killed (SIGKILL) between commit and PUBACK, again an
       clientId: 'sg-window-publisher',
       protocolVersion: 5,
     });
+    // Every read is a row of reads, a duplicate too: the child is stopped once it has taken it.
+    const reads = () => {
+      const buffer = new Database(db, { readonly: true });
+      try {
+        return buffer.prepare(`SELECT count(*) FROM reads`).pluck().get() as number;
+      } finally {
+        buffer.close();
+      }
+    };
     await pub.publishAsync('crash/W1/scans', 'LABEL-1', { qos: 1 });
-    await new Promise((r) => setTimeout(r, 500));
+    await waitFor(() => reads() === 1, { what: 'LABEL-1 taken' });
     child.stop();
     expect((await child.exited).counters).toMatchObject({ scans: 1 });
     child = startChild(db, broker.url, clientId, 0);
@@ -215,7 +226,7 @@ describe('MQTT: the gateway killed (SIGKILL) between commit and PUBACK, again an
     // The same label at the same DCP again, within its 10-minute window: a duplicate, not a second scan.
     await pub.publishAsync('crash/W1/scans', 'LABEL-1', { qos: 1 });
     await pub.endAsync();
-    await new Promise((r) => setTimeout(r, 500));
+    await waitFor(() => reads() === 2, { what: 'LABEL-1 taken again' });
     child.stop();
     expect((await child.exited).counters).toMatchObject({ scans: 0, duplicates: 1 });
   });

@@ -61,17 +61,17 @@ inputs:
         };
         return status.inputs[0]?.state === 'up';
       },
-      { timeoutMs: 10_000 },
+      { timeoutMs: 30_000 },
     );
     await publish(broker.url, 0, 300);
-    await waitFor(async () => (await sandboxRefs(sandbox)).length >= 300, { timeoutMs: 20_000 });
+    await waitFor(async () => (await sandboxRefs(sandbox)).length >= 300, { timeoutMs: 30_000 });
 
     expect(await gateway.stop()).toBe(0);
     gateway = undefined;
     await publish(broker.url, 300, 600); // nobody is subscribed now: the broker queues them for the session
 
     gateway = await startGateway(config, env, dir);
-    await waitFor(async () => (await sandboxRefs(sandbox)).length >= 600, { timeoutMs: 20_000 });
+    await waitFor(async () => (await sandboxRefs(sandbox)).length >= 600, { timeoutMs: 30_000 });
     // Give a redelivery, if there were one, the time to show up before counting.
     await new Promise((r) => setTimeout(r, 1000));
     const refs = await sandboxRefs(sandbox);
@@ -109,7 +109,7 @@ inputs:
           }
         ).inputs[0]?.state === 'up',
       {
-        timeoutMs: 10_000,
+        timeoutMs: 30_000,
       },
     );
     const total = 1500;

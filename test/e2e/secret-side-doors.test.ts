@@ -57,7 +57,7 @@ inputs:
     const failed = join(dir, 'goods-in', 'failed');
     await waitFor(
       () => readdirSync(failed, { withFileTypes: true }).some((e) => e.name.endsWith('.error.txt')),
-      { timeoutMs: 15_000, what: 'the refused file in failed/' },
+      { timeoutMs: 30_000, what: 'the refused file in failed/' },
     );
 
     // The evidence is kept (the file itself in failed/, the raw read in the buffer)…

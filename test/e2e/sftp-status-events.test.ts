@@ -115,7 +115,7 @@ describe('status events for SFTP batches end to end: gateway process in mode sft
     );
     await waitFor(async () => (await status(g)).statusEvents?.state === 'flowing', {
       what: 'events flowing',
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
     });
 
     // Each batch is seen `transferred` first (its file is on the server; the service has not
@@ -133,13 +133,13 @@ describe('status events for SFTP batches end to end: gateway process in mode sft
     dropFile(dir, 'good', 0);
     const [good] = await waitFor(() => watch(1), {
       what: 'the first batch finished by its event',
-      timeoutMs: 20_000,
+      timeoutMs: 30_000,
       intervalMs: 50,
     });
     dropFile(dir, 'mixed', 1);
     const batches = await waitFor(() => watch(2), {
       what: 'the second batch finished by its event',
-      timeoutMs: 20_000,
+      timeoutMs: 30_000,
       intervalMs: 50,
     });
     const mixed = batches.find((b) => b.id !== good!.id)!;

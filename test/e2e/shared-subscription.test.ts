@@ -97,7 +97,7 @@ describe('a shared subscription on mosquitto does not fail over', () => {
       for (const config of configs)
         gateways.push(await startGateway(config, ENV, dirs[gateways.length]!));
       await waitFor(async () => (await inputUp(gateways[0]!)) && (await inputUp(gateways[1]!)), {
-        timeoutMs: 15_000,
+        timeoutMs: 30_000,
         what: 'both members subscribed',
       });
 

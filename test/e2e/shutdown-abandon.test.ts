@@ -52,7 +52,7 @@ inputs: [{ id: inbox, type: files, dir: ${join(dir, 'inbox')}, format: lines, dc
     const first = buildApp(loaded, { logger, api: hanging, deliveryStopGraceMs: 300 });
     await first.start();
     writeFileSync(join(dir, 'inbox', 'a.txt'), 'CELL-1\nCELL-2\nCELL-3\n');
-    await waitFor(() => first.status().batches[0]?.state === 'uploading', { timeoutMs: 10_000 });
+    await waitFor(() => first.status().batches[0]?.state === 'uploading', { timeoutMs: 30_000 });
     await first.stop(); // resolves: the upload is abandoned, every other part stops
     expect(logged).toContain(
       'an upload was still in flight at the stop; abandoned, recovered at the next start',
@@ -64,7 +64,7 @@ inputs: [{ id: inbox, type: files, dir: ${join(dir, 'inbox')}, format: lines, dc
     const second = buildApp(loaded, { logger: silentLogger() });
     try {
       await second.start();
-      await waitFor(() => second.status().buffer.scans.delivered === 3, { timeoutMs: 10_000 });
+      await waitFor(() => second.status().buffer.scans.delivered === 3, { timeoutMs: 30_000 });
       const refs = (
         (await (await fetch(`${sandbox.url}/_sandbox/scans`)).json()) as {
           scans: { scan: { reference: string } }[];

@@ -109,7 +109,7 @@ describe('graceful shutdown on SIGTERM during heavy intake', () => {
       dir,
     );
     await waitFor(() => receiver!.messages().some((m) => m.startsWith('READY=1')), {
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
     });
 
     // Heavy intake: 40,000 reads in 20 files, each dropped atomically (written under a temporary name).
@@ -119,7 +119,7 @@ describe('graceful shutdown on SIGTERM during heavy intake', () => {
     }
     await waitFor(() => processedFiles(inbox).length >= 3, { timeoutMs: 30_000 });
     await waitFor(() => receiver!.messages().some((m) => m.startsWith('WATCHDOG=1')), {
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
     });
     const mainPid = gateway.child.pid;
     const code = await gateway.stop(); // SIGTERM while files are still being read and batches uploaded

@@ -83,7 +83,7 @@ rules:
         };
         return status.inputs[0]?.state === 'up';
       },
-      { timeoutMs: 10_000 },
+      { timeoutMs: 30_000 },
     );
 
     const client = await mqtt.connectAsync(broker.url, { clientId: 'e2e-vision', clean: true });
@@ -100,7 +100,7 @@ rules:
         };
         return h.deliveredScans + h.failedScans >= 2 ? h : undefined;
       },
-      { timeoutMs: 20_000 },
+      { timeoutMs: 30_000 },
     );
     expect(health).toMatchObject({ deliveredScans: 2, failedScans: 0 });
 

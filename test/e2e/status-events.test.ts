@@ -126,7 +126,7 @@ describe('status events end to end: gateway process, sandbox Kafka endpoint', ()
       );
       await waitFor(async () => (await status(g)).statusEvents?.state === 'flowing', {
         what: 'events flowing',
-        timeoutMs: 10_000,
+        timeoutMs: 30_000,
       });
       dropFile(dir, 'a', 50);
       dropFile(dir, 'b', 30);
@@ -138,7 +138,7 @@ describe('status events end to end: gateway process, sandbox Kafka endpoint', ()
             ? s
             : undefined;
         },
-        { what: 'every batch done, 80 scans processed', timeoutMs: 20_000 },
+        { what: 'every batch done, 80 scans processed', timeoutMs: 30_000 },
       );
       expect(done.batches.every((b) => b.upstreamState === 'Success')).toBe(true);
       expect(done.batches.length).toBeGreaterThanOrEqual(4);
@@ -189,7 +189,7 @@ describe('status events end to end: gateway process, sandbox Kafka endpoint', ()
     const first = await gateway(file, dir);
     await waitFor(async () => (await status(first)).statusEvents?.state === 'flowing', {
       what: 'events flowing',
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
     });
     dropFile(dir, 'k', 60);
     const uploaded = await waitFor(
@@ -199,7 +199,7 @@ describe('status events end to end: gateway process, sandbox Kafka endpoint', ()
           ? s.batches
           : undefined;
       },
-      { what: 'three batches uploaded', timeoutMs: 10_000 },
+      { what: 'three batches uploaded', timeoutMs: 30_000 },
     );
     await first.kill();
     // The sandbox finishes them (and publishes Received/InProgress/Success) while the gateway is dead.
@@ -210,7 +210,7 @@ describe('status events end to end: gateway process, sandbox Kafka endpoint', ()
         const s = await status(second);
         return s.batches.length === 3 && s.batches.every((b) => b.state === 'done') ? s : undefined;
       },
-      { what: 'every batch done after the restart', timeoutMs: 15_000 },
+      { what: 'every batch done after the restart', timeoutMs: 30_000 },
     );
     expect(done.batches.map((b) => b.requestId).sort()).toEqual(
       uploaded.map((b) => b.requestId).sort(),
@@ -231,7 +231,7 @@ describe('status events end to end: gateway process, sandbox Kafka endpoint', ()
     );
     await waitFor(async () => (await status(g)).statusEvents?.state === 'flowing', {
       what: 'events flowing',
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
     });
     dropFile(dir, 'up', 5);
     await waitFor(async () => (await status(g)).batches.some((b) => b.state === 'done'), {
@@ -245,7 +245,7 @@ describe('status events end to end: gateway process, sandbox Kafka endpoint', ()
         const s = await status(g);
         return s.statusEvents?.state === 'down' ? s : undefined;
       },
-      { what: 'the outage on the status', timeoutMs: 10_000 },
+      { what: 'the outage on the status', timeoutMs: 30_000 },
     );
     expect(down.statusEvents!.lastError!.code).toBe('SCANGW_E_EVENTS_NETWORK');
     expect(down.state).toBe('degraded');
@@ -255,7 +255,7 @@ describe('status events end to end: gateway process, sandbox Kafka endpoint', ()
     dropFile(dir, 'down', 5);
     await waitFor(
       async () => (await status(g)).batches.filter((b) => b.state === 'done').length === 2,
-      { what: 'second batch done by polling', timeoutMs: 10_000 },
+      { what: 'second batch done by polling', timeoutMs: 30_000 },
     );
     expect(await statusPolls(sandbox)).toBeGreaterThan(0);
     expect(g.output()).toMatch(/"source":"poll"[^\n]*"msg":"batch processed"/);
@@ -266,7 +266,7 @@ describe('status events end to end: gateway process, sandbox Kafka endpoint', ()
         const s = await status(g);
         return s.statusEvents?.lastError?.code === 'SCANGW_E_EVENTS_AUTH' ? s : undefined;
       },
-      { what: 'SASL refused on the status', timeoutMs: 15_000 },
+      { what: 'SASL refused on the status', timeoutMs: 30_000 },
     );
     expect(refused.healthProblems).toContainEqual(
       expect.objectContaining({ code: 'SCANGW_E_EVENTS_AUTH', severity: 'degraded' }),
@@ -293,7 +293,7 @@ describe('status events end to end: gateway process, sandbox Kafka endpoint', ()
     );
     await waitFor(async () => (await status(g)).statusEvents?.state === 'flowing', {
       what: 'events flowing',
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
     });
     sandbox.kafka!.appendRaw('demo-client', [
       { key: null, value: 'not json {' },
@@ -326,7 +326,7 @@ describe('status events end to end: gateway process, sandbox Kafka endpoint', ()
         const now = await status(g);
         return now.batches.some((b) => b.state === 'done') ? now : undefined;
       },
-      { what: 'a batch finished by its event after the bad ones', timeoutMs: 10_000 },
+      { what: 'a batch finished by its event after the bad ones', timeoutMs: 30_000 },
     );
     expect(s.statusEvents).toMatchObject({ invalid: 4, ignored: 1 });
     expect(
@@ -367,7 +367,7 @@ describe('status events end to end: gateway process, sandbox Kafka endpoint', ()
           const now = await status(g);
           return now.statusEvents?.state === 'down' ? now : undefined;
         },
-        { what: `${name}: refused on the status`, timeoutMs: 10_000 },
+        { what: `${name}: refused on the status`, timeoutMs: 30_000 },
       );
       expect(s.statusEvents!.lastError!.code).toBe(code);
       expect(s.healthProblems).toContainEqual(
@@ -376,7 +376,7 @@ describe('status events end to end: gateway process, sandbox Kafka endpoint', ()
       dropFile(dir, name, 3);
       await waitFor(async () => (await status(g)).batches.some((b) => b.state === 'done'), {
         what: `${name}: batch done by polling`,
-        timeoutMs: 10_000,
+        timeoutMs: 30_000,
       });
       await g.stop();
     }
@@ -395,7 +395,7 @@ describe('status events end to end: gateway process, sandbox Kafka endpoint', ()
     );
     await waitFor(async () => (await status(g)).statusEvents?.state === 'flowing', {
       what: 'events flowing',
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
     });
     dropFile(dir, 'kc', 3);
     const batch = await waitFor(
@@ -432,7 +432,7 @@ describe('status events end to end: gateway process, sandbox Kafka endpoint', ()
       const child = execFile(
         kcat,
         ['-F', join(dir, 'kcat.conf'), '-P', '-t', info.topic],
-        { timeout: 15_000 },
+        { timeout: 120_000 },
         (err, _out, stderr) =>
           err ? reject(new Error(`kcat: ${err.message} ${stderr}`)) : resolve(),
       );

@@ -111,7 +111,7 @@ async function healthy(url: string, log: () => string): Promise<void> {
       return ((await res.json()) as { health?: string }).health === 'true';
     },
     {
-      timeoutMs: 20_000,
+      timeoutMs: 30_000,
       intervalMs: 100,
       what: `etcd ${url} healthy; log:\n${log().slice(-2000)}`,
     },

@@ -39,8 +39,9 @@ export async function startGateway(
   );
   const httpUrl = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(
-      () => reject(new Error(`gateway did not start within 20 s:\n${out}`)),
-      20_000,
+      () => reject(new Error(`gateway did not start within 60 s:\n${out}`)),
+      // Catches a hang only: a loaded machine may take seconds to start node and open the buffer.
+      60_000,
     );
     const check = () => {
       // The JSON log line that says it started (stderr hints are for terminals only).

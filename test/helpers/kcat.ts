@@ -19,10 +19,10 @@ export function kcat(
       child.kill('SIGKILL');
       reject(
         new Error(
-          `kcat ${args.join(' ')} ran over ${options.timeoutMs ?? 20_000} ms\nstdout: ${stdout}\nstderr: ${stderr}`,
+          `kcat ${args.join(' ')} ran over ${options.timeoutMs ?? 60_000} ms\nstdout: ${stdout}\nstderr: ${stderr}`,
         ),
       );
-    }, options.timeoutMs ?? 20_000);
+    }, options.timeoutMs ?? 60_000);
     child.on('error', (err) => {
       clearTimeout(timer);
       reject(new Error(`kcat cannot run (install Debian's kcat, as .ci/run does): ${err.message}`));

@@ -31,7 +31,8 @@ export interface Broker {
   log(): string;
 }
 
-const START_TIMEOUT_MS = 5000;
+/** Catches a hang only: a loaded machine may be slow to start a broker. */
+const START_TIMEOUT_MS = 30_000;
 
 /** The mosquitto binary: on PATH, or Debian's /usr/sbin/mosquitto (not on a normal user's PATH). */
 function mosquittoBinary(): string {

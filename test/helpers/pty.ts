@@ -15,7 +15,8 @@ export interface PtyPair {
   kill(): Promise<void>;
 }
 
-const START_TIMEOUT_MS = 5000;
+/** Catches a hang only: a loaded machine may be slow to start socat. */
+const START_TIMEOUT_MS = 30_000;
 
 /**
  * Starts `socat -d -d pty,raw,echo=0,link=<dir>/dev pty,raw,echo=0,link=<dir>/peer` and resolves

@@ -108,7 +108,7 @@ inputs:
       // Polled fast: a batch of 1,000 scans is written in tens of ms.
       const hit = await waitFor(
         () => (onPart ? hasPart() || transferring(dbFile) > 0 : finals() > before),
-        { timeoutMs: 8000, intervalMs: 2 },
+        { timeoutMs: 30_000, intervalMs: 2 },
       ).then(
         () => true,
         () => false,

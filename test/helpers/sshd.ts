@@ -111,11 +111,12 @@ export async function startSshd(opts: { readOnly?: boolean } = {}): Promise<Runn
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   let gone = false;
   void exited.then(() => (gone = true));
-  const deadline = Date.now() + 10_000;
+  // Catches a hang only: a loaded machine may be slow to start sshd.
+  const deadline = Date.now() + 30_000;
   while (!(await accepting(port))) {
     if (gone) throw new Error(`sshd exited before listening:\n${out}`);
     if (Date.now() > deadline)
-      throw new Error(`sshd did not listen on ${port} within 10 s:\n${out}`);
+      throw new Error(`sshd did not listen on ${port} within 30 s:\n${out}`);
     await new Promise((r) => setTimeout(r, 50));
   }
   return {

@@ -1,6 +1,13 @@
+/** Default ceiling of {@link waitFor}, in ms: generous, to catch a hang only (the vitest test timeout is 60 s). */
+export const WAIT_FOR_DEFAULT_MS = 30_000;
+
 /** Options of {@link waitFor}. */
 export interface WaitForOptions {
-  /** Give up after this long, in ms. Default 5000. */
+  /**
+   * Give up after this long, in ms. Default 30 000: the ceiling only catches a hang. A loaded
+   * machine may take seconds for what an idle one does in milliseconds, and a wait for a condition
+   * costs nothing once the condition holds.
+   */
   timeoutMs?: number;
   /** Pause between two checks, in ms. Default 25. */
   intervalMs?: number;
@@ -19,7 +26,7 @@ export async function waitFor<T>(
   predicate: () => T | Promise<T>,
   options: WaitForOptions = {},
 ): Promise<NonNullable<T>> {
-  const timeoutMs = options.timeoutMs ?? 5000;
+  const timeoutMs = options.timeoutMs ?? WAIT_FOR_DEFAULT_MS;
   const intervalMs = options.intervalMs ?? 25;
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;

@@ -107,7 +107,9 @@ describe('scan-gateway adopt when the service cannot be reached', () => {
     const started = performance.now();
     const run = await adopt([buffer, '--config', config, '--timeout', '2', '--json'], dir);
     expect(run.code, run.stderr).toBe(ExitCodes.FAILED);
-    expect(performance.now() - started).toBeLessThan(15_000);
+    // It tried for its --timeout before giving up (a slow machine only makes this longer; a hang
+    // is caught by the test's timeout).
+    expect(performance.now() - started).toBeGreaterThanOrEqual(2000);
     expect(JSON.parse(run.stdout)).toMatchObject({
       file: buffer,
       delivered: 0,

@@ -12,6 +12,7 @@ import { silentLogger } from '../../src/log.js';
 import { ContainerSessions } from '../../src/mapping/container-sessions.js';
 import { Mapper } from '../../src/mapping/mapper.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
+import { waitFor } from '../helpers/wait.js';
 
 /** Reads naming DCPs that do not exist must not grow the gateway's memory. */
 
@@ -209,14 +210,14 @@ inputs: [{ id: inbox, type: files, dir: ${join(dir, 'inbox')}, dcp: GI-01 }]
       watch: false,
     });
     const first = reloader.trigger();
-    await new Promise((r) => setTimeout(r, 20));
-    expect(applied).toBe(1);
+    await waitFor(() => applied === 1, { what: 'the first reload applying' });
     // 10,000 signals while the first reload is still applying: one more reload, not 10,000.
     const rest = Array.from({ length: 10_000 }, () => reloader.trigger());
     expect(new Set(rest).size).toBe(1);
     release();
     await first;
-    await new Promise((r) => setTimeout(r, 20));
+    // The one more reload is applying (its own release) before it is let go.
+    await waitFor(() => applied === 2, { what: 'the second reload applying' });
     release();
     await Promise.all(rest);
     await reloader.settled();

@@ -56,7 +56,7 @@ describe('the CLI and signals', () => {
         child.on('exit', (code) => resolve(code)),
       );
       await waitFor(() => sockets.length > 0, {
-        timeoutMs: 10_000,
+        timeoutMs: 30_000,
         what: 'the command connected upstream',
       });
       child.kill(signal);

@@ -34,23 +34,19 @@ function refusal(file: string, baseDir: string): string {
 }
 
 describe('configuration file: only a regular file, at most CONFIG_MAX_BYTES', () => {
-  it(
-    'a FIFO without a writer is refused at once, naming the file and what it is',
-    { timeout: 5_000 },
-    () => {
-      const dir = tmp();
-      const fifo = join(dir, 'config.yaml');
-      // mkfifo missing is a failure of the test's machine, not a reason to skip.
-      execFileSync('mkfifo', [fifo]);
-      const started = Date.now();
-      const message = refusal(fifo, dir);
-      expect(Date.now() - started).toBeLessThan(2_000);
-      expect(message).toContain(`${fifo}: is a FIFO (named pipe), not a regular file`);
-      expect(message).toContain('name the configuration file itself');
-    },
-  );
+  it('a FIFO without a writer is refused at once, naming the file and what it is', () => {
+    const dir = tmp();
+    const fifo = join(dir, 'config.yaml');
+    // mkfifo missing is a failure of the test's machine, not a reason to skip.
+    execFileSync('mkfifo', [fifo]);
+    // Opening a FIFO without a writer blocks for ever: that it returns at all is the check (no
+    // elapsed time asserted, which only a fast machine keeps short).
+    const message = refusal(fifo, dir);
+    expect(message).toContain(`${fifo}: is a FIFO (named pipe), not a regular file`);
+    expect(message).toContain('name the configuration file itself');
+  });
 
-  it('/dev/zero is refused as a character device without reading it', { timeout: 5_000 }, () => {
+  it('/dev/zero is refused as a character device without reading it', () => {
     expect(refusal('/dev/zero', tmp())).toContain(
       '/dev/zero: is a character device, not a regular file: nothing was read',
     );
@@ -94,13 +90,13 @@ describe('configuration file: only a regular file, at most CONFIG_MAX_BYTES', ()
   });
 
   it(
-    'compiled CLI: config check and run --config /dev/zero exit 2 with the message, within seconds and without growing',
-    { timeout: 30_000 },
+    'compiled CLI: config check and run --config /dev/zero exit 2 with the message, without growing',
+    { timeout: 150_000 },
     () => {
       // The CLI's own peak resident memory, reported by the process itself as it exits (kB).
       const report = `data:text/javascript,process.on('exit',()=>process.stderr.write('maxRSS='+process.resourceUsage().maxRSS+'\\n'))`;
       for (const command of [['config', 'check'], ['run']]) {
-        const started = Date.now();
+        // The kill after 60 s only catches a hang: reading /dev/zero whole never ends by itself.
         const r = spawnSync(
           process.execPath,
           ['--import', report, MAIN_JS, ...command, '--config', '/dev/zero'],
@@ -108,12 +104,11 @@ describe('configuration file: only a regular file, at most CONFIG_MAX_BYTES', ()
             cwd: PACKAGE_ROOT,
             encoding: 'utf8',
             env: { PATH: process.env.PATH ?? '' },
-            timeout: 10_000,
+            timeout: 60_000,
           },
         );
         const output = r.stdout + r.stderr;
         expect(r.status, output).toBe(2);
-        expect(Date.now() - started).toBeLessThan(10_000);
         expect(output).toContain('/dev/zero: is a character device, not a regular file');
         const maxRssKb = Number(/maxRSS=(\d+)/.exec(r.stderr)?.[1]);
         // The CLI alone takes well under 200 MB; reading /dev/zero whole took gigabytes.

@@ -112,7 +112,7 @@ describe('configuration reload', () => {
 
     writeFileSync(join(dir, 'a', 'one.txt'), 'PAL-1\nCELL-1\n');
     await waitFor(async () => (await sandboxScans(sandbox)).length === 2, {
-      timeoutMs: 15_000,
+      timeoutMs: 30_000,
       what: 'the first two scans upstream',
     });
     expect(app.status().sessions).toEqual([
@@ -150,7 +150,7 @@ describe('configuration reload', () => {
     writeFileSync(join(dir, 'a', 'two.txt'), 'CELL-2\n');
     writeFileSync(join(dir, 'c', 'three.txt'), 'PACK-3\n');
     await waitFor(async () => (await sandboxScans(sandbox)).length === 6, {
-      timeoutMs: 15_000,
+      timeoutMs: 30_000,
       what: 'six scans upstream',
     });
     const scans = await sandboxScans(sandbox);
@@ -209,7 +209,7 @@ describe('configuration reload', () => {
     try {
       writeFileSync(file, good.replace('reference: { group: n }', 'reference: { group: number }'));
       await waitFor(() => app!.status().config.lastReloadError, {
-        timeoutMs: 10_000,
+        timeoutMs: 30_000,
         what: 'the refused reload on the status',
       });
       const status = app.status();
@@ -228,7 +228,7 @@ describe('configuration reload', () => {
       // The running rule still maps.
       writeFileSync(join(dir, 'a', 'one.txt'), 'CELL-7\n');
       await waitFor(async () => (await sandboxScans(sandbox)).some((s) => s.reference === '7'), {
-        timeoutMs: 15_000,
+        timeoutMs: 30_000,
         what: 'CELL-7 mapped by the running rule',
       });
 
@@ -261,7 +261,7 @@ describe('configuration reload', () => {
       () =>
         (app!.status().products as { state: string } | undefined)?.state === 'missing' &&
         app!.status().products,
-      { timeoutMs: 10_000 },
+      { timeoutMs: 30_000 },
     );
     expect(products).toMatchObject({
       state: 'missing',
@@ -287,7 +287,7 @@ describe('configuration reload', () => {
 
     gateway.child.kill('SIGHUP');
     await waitFor(async () => (await status()).config.loadedAt !== first, {
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
       what: 'a reload after SIGHUP',
     });
     expect(gateway.child.exitCode).toBeNull();
@@ -297,7 +297,7 @@ describe('configuration reload', () => {
       siteConfig(dir, sandbox.url).replace('timezone: Europe/Berlin', 'timezone: Europe/Berln'),
     );
     await waitFor(async () => (await status()).config.lastReloadError, {
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
       what: 'the refused reload after the file changed',
     });
     expect((await status()).config.lastReloadError?.message).toContain(
@@ -306,14 +306,14 @@ describe('configuration reload', () => {
     // The log line is written before the status changes, but the child's stdout may reach this
     // process after the HTTP answer (seen on a loaded machine): wait for it rather than race.
     await waitFor(() => gateway!.output().includes('configuration reload refused'), {
-      timeoutMs: 5000,
+      timeoutMs: 30_000,
       what: 'the log line of the refused reload',
     });
 
     // Still running on the old configuration.
     writeFileSync(join(dir, 'a', 'one.txt'), 'CELL-9\n');
     await waitFor(async () => (await sandboxScans(sandbox)).some((s) => s.reference === 'CELL-9'), {
-      timeoutMs: 15_000,
+      timeoutMs: 30_000,
     });
   });
 });

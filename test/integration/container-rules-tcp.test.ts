@@ -70,7 +70,7 @@ rules:
 
   it(
     'refuses a module with no pack open, with the reason on the station screen, and closes the pack after 2 modules',
-    { timeout: 20_000 },
+    { timeout: 120_000 },
     async () => {
       let screen = '';
       const events = httpRequest(

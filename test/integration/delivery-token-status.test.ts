@@ -180,7 +180,7 @@ describe('token failures never pass for an upload', () => {
     expect(deliverer.snapshot().consecutiveFailures).toBeGreaterThanOrEqual(2);
     svc.tokenMode = 'camel';
     await waitFor(() => store.reports.scanCounts().delivered === 30, {
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
       what: 'all 30 delivered',
     });
     expectAllDeliveredOnce(store, svc.received, 30);
@@ -210,7 +210,7 @@ describe('token failures never pass for an upload', () => {
     await new Promise<void>((resolve) => auth.server.listen(authPort, '127.0.0.1', resolve));
     cleanups.push(() => new Promise<void>((resolve) => auth.server.close(() => resolve())));
     await waitFor(() => store.reports.scanCounts().delivered === 25, {
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
       what: 'all 25 delivered',
     });
     expect(auth.tokenRequests).toBeGreaterThanOrEqual(1);
@@ -233,7 +233,7 @@ describe('status polls apart from uploads', () => {
     );
     deliverer.start();
     // Every batch goes out while the first polls are still unanswered.
-    await waitFor(() => svc.uploads === 12, { timeoutMs: 10_000, what: 'all 12 batches uploaded' });
+    await waitFor(() => svc.uploads === 12, { timeoutMs: 30_000, what: 'all 12 batches uploaded' });
     expect(svc.held.length).toBeGreaterThanOrEqual(1);
     expect(svc.statusAnswered).toBe(0);
     await waitFor(() => svc.held.length === 8, { what: 'eight polls in flight' });
@@ -242,7 +242,7 @@ describe('status polls apart from uploads', () => {
     expect(store.batches.batchesInState('uploaded')).toHaveLength(12);
     svc.release();
     await waitFor(() => store.reports.scanCounts().delivered === 60, {
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
       what: 'all 60 delivered',
     });
     expect(svc.maxHeld).toBe(8);

@@ -436,7 +436,7 @@ inputs:
           renameSync(staged, join(inbox, `reads-${String(f).padStart(3, '0')}.txt`));
         }
         await waitFor(() => app.status().buffer.intakePaused === true, {
-          timeoutMs: 20_000,
+          timeoutMs: 30_000,
           intervalMs: 50,
           what: 'intake paused by a disk another program filled',
         });
@@ -503,7 +503,7 @@ inputs:
       let possibleDuplicates: number;
       try {
         await waitFor(() => inputState() === 'up', {
-          timeoutMs: 20_000,
+          timeoutMs: 30_000,
           intervalMs: 50,
           what: 'the MQTT input connected',
         });
@@ -527,7 +527,7 @@ inputs:
           },
         );
         await waitFor(() => inputState() === 'paused', {
-          timeoutMs: 20_000,
+          timeoutMs: 30_000,
           intervalMs: 50,
           what: 'the MQTT input paused (disconnected)',
         });

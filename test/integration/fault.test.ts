@@ -166,7 +166,7 @@ describe('fault test: 100,000 scans through an upstream that fails in every way 
                 return r.requests.some((q) => q.path === '/oauth2/token' && q.status >= 500);
               },
               {
-                timeoutMs: 20_000,
+                timeoutMs: 30_000,
                 intervalMs: 50,
                 what: 'a token request refused by the auth server',
               },

@@ -16,8 +16,9 @@ import { waitFor } from '../helpers/wait.js';
 const NOW = new Date(2026, 10, 22, 3, 0, 0);
 const DAY = '2026-11-22';
 const STABLE_MS = 300;
-const GROWTH_WATCH_MS = 1500;
-/** A writer's pause: longer than stableMs, so the file is taken in between. */
+/** Long beside PAUSE_MS: a loaded machine may stretch a writer's pause, and the watch must outlast it. */
+const GROWTH_WATCH_MS = 4000;
+/** A writer's pause: longer than stableMs, so the file is taken in between (a slow machine only makes it longer). */
 const PAUSE_MS = 800;
 
 class RecordingSink implements IntakeSink {
@@ -114,7 +115,7 @@ describe('a file still being written when it was taken', () => {
 
     await waitFor(() => sink.items.length === 5, {
       what: 'all five rows stored',
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
     });
     expect(await exists(processed('slow1.csv'))).toBe(true);
     expect(sink.texts()).toEqual(['SLOWA-1@2', 'SLOWA-2@3', 'SLOWA-3@4', 'SLOWA-4@5', 'SLOWA-5@6']);
@@ -134,7 +135,7 @@ describe('a file still being written when it was taken', () => {
     expect(sink.texts()[5]).toMatch(
       /^<same content as slow1\.csv \(bytes \d+-\d+, appended\) stored at .*; not stored again\|/,
     );
-  }, 20_000);
+  }, 120_000);
 
   it('lines: a line cut by the take is stored whole as a rejection; later lines carry on with their numbers', async () => {
     await startInput();
@@ -143,7 +144,7 @@ describe('a file still being written when it was taken', () => {
     await waitFor(() => exists(processed('cut.txt')), { what: 'taken early' });
     await fd.write('2\nCUT-3\n');
     await fd.close();
-    await waitFor(() => sink.items.length === 4, { what: 'the part stored', timeoutMs: 5000 });
+    await waitFor(() => sink.items.length === 4, { what: 'the part stored', timeoutMs: 30_000 });
     expect(sink.texts()).toEqual([
       'CUT-1@1',
       'CUT-@2',

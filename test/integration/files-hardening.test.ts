@@ -185,7 +185,7 @@ describe('only regular files are read', () => {
     await writeFile(join(dir, 'after.txt'), 'AFTER-1\nAFTER-2\n');
     await waitFor(() => existsSync(join(dir, 'processed', DAY, 'after.txt')), {
       what: 'the ordinary file behind the FIFO taken',
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
     });
     await waitFor(() => existsSync(join(dir, 'failed', 'pipe.txt.error.txt')), {
       what: 'the FIFO moved to failed/',
@@ -253,7 +253,7 @@ describe('a CSV that is unreadable as a whole late in the file', () => {
     await writeFile(join(dir, 'late.csv'), rows.join('\n') + '\n');
     await waitFor(() => existsSync(join(dir, 'failed', 'late.csv.error.txt')), {
       what: 'late.csv moved to failed/',
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
     });
     expect(
       sqlOf(store!).prepare(`SELECT count(*) FROM reads WHERE outcome <> 'rejected'`).pluck().get(),

@@ -210,21 +210,30 @@ describe('FilesInput (lines)', () => {
   });
 
   it('reads a file written slowly in several chunks once, whole, after writing finished', async () => {
-    await startInput();
+    // The writer pauses 150 ms between chunks; stableMs is twenty times that, so that a loaded
+    // machine stretching a pause does not make the file look finished. The writing as a whole
+    // lasts longer than stableMs: the file is never still that long, not merely written fast.
+    const stableMs = 3000;
+    await startInput({ stableMs });
     const handle = await open(join(dir, 'slow.txt'), 'w');
-    const chunks = ['AAA\nBB', 'B\nCCC\n', 'DDD', '\nEEE\n', 'FFF\n'];
+    const lines = Array.from({ length: 25 }, (_, i) => `L-${String(i).padStart(2, '0')}`);
+    const text = lines.map((l) => `${l}\n`).join('');
+    // 25 chunks of 5 characters, each ending in the middle of a line.
+    const chunks = Array.from({ length: 25 }, (_, i) =>
+      text.slice(Math.max(0, i * 5 - 2), i === 24 ? undefined : i * 5 + 3),
+    );
     const started = Date.now();
     for (const chunk of chunks) {
       await handle.write(chunk);
-      await new Promise((resolve) => setTimeout(resolve, STABLE_MS / 2));
+      await new Promise((resolve) => setTimeout(resolve, 150));
     }
     await handle.close();
-    expect(Date.now() - started).toBeGreaterThan(STABLE_MS);
+    expect(Date.now() - started).toBeGreaterThan(stableMs);
 
     await waitFor(() => exists(processed('slow.txt')), { what: 'slow.txt processed' });
     await settle();
     expect(sink.commits).toHaveLength(1);
-    expect(sink.raws()).toEqual(['AAA', 'BBB', 'CCC', 'DDD', 'EEE', 'FFF']);
+    expect(sink.raws()).toEqual(lines);
   });
 
   it('ignores .tmp, .part and dotfiles, and takes a .tmp once it is renamed', async () => {
@@ -285,7 +294,7 @@ describe('FilesInput (lines)', () => {
     await writeFile(join(dir, 'polled.txt'), 'P1\nP2\n');
     await waitFor(() => exists(processed('polled.txt')), {
       what: 'polled file processed',
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
     });
     expect(sink.raws()).toEqual(['P1', 'P2']);
   });
@@ -338,7 +347,9 @@ describe('FilesInput (folder lost)', () => {
 
 describe('FilesInput (large file)', () => {
   it('reads a 50 MB CSV written slowly in chunks once, whole, after its last write, committed in chunks of 2000 rows', async () => {
-    await startInput({ format: 'csv', timeColumn: 'read_at' }, 100);
+    // stableMs ten times the writer's pauses: building and writing a block on a loaded machine
+    // adds to each pause, and must not make the file look finished.
+    await startInput({ format: 'csv', timeColumn: 'read_at', stableMs: 3000 }, 100);
     const rows = 560_000;
     const path = join(dir, 'big.csv');
     const handle = await open(path, 'w');

@@ -37,7 +37,7 @@ describe('the gateway under ha, against a real etcd', () => {
   let etcd: EtcdCluster;
   beforeAll(async () => {
     etcd = await startEtcdCluster(mkdtempSync(join(tmpdir(), 'sg-ha-etcd-')));
-  }, 30_000);
+  }, 120_000);
   afterAll(async () => etcd?.stop());
 
   it(
@@ -91,7 +91,7 @@ inputs:
         // The other node stops cleanly: its lease is revoked, the key goes, node A takes over.
         await other.revoke(lease);
         await waitFor(async () => (await fetch(`${url}/api/v1/ha/leader`)).status === 200, {
-          timeoutMs: 5000,
+          timeoutMs: 30_000,
           intervalMs: 50,
           what: 'node A leads',
         });

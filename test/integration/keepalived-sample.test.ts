@@ -34,12 +34,11 @@ async function leaderRoute(status: number | 'silent', seen: string[] = []): Prom
   return `http://127.0.0.1:${address.port}/api/v1/ha/leader`;
 }
 
-function check(env: Record<string, string>): Promise<{ code: number; ms: number }> {
-  const started = performance.now();
+function check(env: Record<string, string>): Promise<{ code: number }> {
   return new Promise((resolve) => {
     execFile(SCRIPT, [], { env: { PATH: process.env.PATH ?? '', ...env } }, (err) => {
       const code = err ? ((err as { code?: number }).code ?? 1) : 0;
-      resolve({ code: typeof code === 'number' ? code : 1, ms: performance.now() - started });
+      resolve({ code: typeof code === 'number' ? code : 1 });
     });
   });
 }
@@ -53,10 +52,11 @@ describe('keepalived check script', () => {
     expect((await check({ SCAN_GATEWAY_LEADER_URL: await leaderRoute(503) })).code).not.toBe(0);
   });
 
-  it('fails within about a second on a gateway that does not answer, and at once when none listens', async () => {
+  it('fails by its one-second limit on a gateway that does not answer, and at once when none listens', async () => {
     const silent = await check({ SCAN_GATEWAY_LEADER_URL: await leaderRoute('silent') });
-    expect(silent.code).not.toBe(0);
-    expect(silent.ms).toBeLessThan(1900);
+    // curl's exit code 28: its --max-time (1 s) ended the check, not a refusal. Told by the exit
+    // code, not by the elapsed ms, which a loaded machine stretches.
+    expect(silent.code).toBe(28);
     const port = (server!.address() as { port: number }).port;
     server!.closeAllConnections();
     await new Promise((resolve) => server!.close(resolve));

@@ -19,15 +19,15 @@ import { waitFor } from '../helpers/wait.js';
  * be answered, station streams whose client never reads, and idle sockets piled up by one address.
  * Other loopback addresses (127.0.0.2…) stand for other clients.
  *
- * The lookups' bound is counted in lookups, not milliseconds; the idle sockets' bound is generous
- * (a busy 2-core machine) but half of what the unfair listener gave: there, 100 lookups of the wide
- * item held the loop for seconds and 300 idle sockets closed every new connection until the header
- * timeout (10 s). The lookups run in a thread from the built script (dist/): `npm run build` first.
+ * No bound is in milliseconds (the figures are printed; a loaded machine stretches them all): the
+ * lookups' bound is counted in lookups answered before the probes, the idle sockets' in the order
+ * of the answers and the header timeout (10 s), the refusal log's in lines per interval. The unfair
+ * listener failed each: 100 lookups of the wide item held the loop for seconds and 300 idle sockets
+ * closed every new connection until the header timeout. The lookups run in a thread from the built
+ * script (dist/): `npm run build` first.
  */
 
 const INGEST = 'fairness-ingest-token-0123456789';
-/** Longest /healthz or ingest may take once the idle sockets are within their share, ms (the header timeout is 10 s). */
-const PROMPT_MS = 2_500;
 const MODULES = 200;
 const CELLS = 45;
 
@@ -196,12 +196,15 @@ describe('listener fairness on the real app', () => {
 upstream: { baseUrl: http://127.0.0.1:9, authUrl: http://127.0.0.1:9, clientId: c }
 buffer: { path: ${join(dir, 'gw.db')} }
 delivery: { mode: direct, maxBatchDelayMs: 20, statusPollMs: 30, statusPollMaxMs: 60 }
-http: { listen: 127.0.0.1:0, limits: { stationStreamStallMs: 1000 } }
+http: { listen: 127.0.0.1:0, limits: { stationStreamStallMs: 1000, idleTimeoutMs: 600000 } }
 dcps:
   - { key: EOL-3, kind: endOfProcess, productModelKey: PACK-A, duplicateWindowMs: 0 }
 inputs:
   - { id: mes, type: http, dcp: EOL-3 }
 `;
+    // idleTimeoutMs of 10 minutes: on a loaded machine the 16 lookups waiting behind a running one
+    // may wait longer than the default minute without a byte, and would be cut by the idle
+    // timeout; what is checked here is the fairness and the refusals, not that timeout.
     log = memoryLogger('info');
     gateway = buildApp(
       { file, config: parseConfigText(yaml, file), clientSecret: 'x' },
@@ -232,7 +235,7 @@ inputs:
 
   it(
     'answers /healthz and ingest while 100 wide lookups come at once; the excess is refused with 429 and Retry-After',
-    { timeout: 60_000 },
+    { timeout: 600_000 },
     async () => {
       // A single lookup, alone, three times: what one costs on this machine now (for the messages).
       const single: number[] = [];
@@ -245,6 +248,7 @@ inputs:
         single.push(one.ms);
       }
 
+      const burstStarted = performance.now();
       const { health, post, answers } = await burst(port, '/api/v1/items/W0', 100);
 
       expect(health.status).toBe(200);
@@ -258,7 +262,7 @@ inputs:
       const answeredBefore = (t: number) =>
         answers.filter((a) => a.status === 200 && a.doneAt < t).length;
       console.log(
-        `listener fairness: /healthz ${Math.round(health.ms)} ms with ${answeredBefore(health.doneAt)} lookups answered before it, ingest ${Math.round(post.ms)} ms with ${answeredBefore(post.doneAt)}; single lookups ${lookupMs} ms`,
+        `listener fairness: /healthz ${Math.round(health.ms)} ms with ${answeredBefore(health.doneAt)} lookups answered before it, ingest ${Math.round(post.ms)} ms with ${answeredBefore(post.doneAt)}; single lookups ${lookupMs} ms; answers ${['200', '429', '503'].map((c) => `${c}×${answers.filter((a) => String(a.status) === c).length}`).join(' ')}`,
       );
       expect(answeredBefore(health.doneAt)).toBeLessThanOrEqual(8);
       expect(answeredBefore(post.doneAt)).toBeLessThanOrEqual(8);
@@ -268,14 +272,24 @@ inputs:
         const stat = readFileSync(`/proc/self/task/${task}/stat`, 'utf8');
         return Number(stat.slice(stat.lastIndexOf(') ') + 2).split(' ')[16]);
       };
+      const ok = answers.filter((a) => a.status === 200);
+      const busy = answers.filter((a) => a.status === 429);
+      // A lookup that runs past its deadline (LOOKUP_DEADLINE_MS, 30 s) has its thread ended and
+      // is answered 503: the deadline at work on an overloaded machine, where the thread at
+      // niceness 10 gets little CPU, not a failure. Any other answer is one.
+      const late = answers.filter((a) => a.status === 503);
+      for (const a of late) expect(a.message).toMatch(/ran longer than \d+ ms/);
+      expect(
+        ok.length + busy.length + late.length,
+        JSON.stringify(answers.filter((a) => ![200, 429, 503].includes(a.status))),
+      ).toBe(100);
+      // One running and 16 waiting by default; the rest are refused at once.
+      expect(ok.length + late.length).toBeGreaterThanOrEqual(1);
+      // A thread ended past its deadline is started again by the next lookup.
+      if (late.length > 0) expect((await call(port, '/api/v1/items/W0')).status).toBe(200);
       expect(
         readdirSync('/proc/self/task').filter((t) => niceness(t) === LOOKUP_NICENESS),
       ).toHaveLength(1);
-      const ok = answers.filter((a) => a.status === 200);
-      const busy = answers.filter((a) => a.status === 429);
-      expect(ok.length + busy.length).toBe(100);
-      // One running and 16 waiting by default; the rest are refused at once.
-      expect(ok.length).toBeGreaterThanOrEqual(1);
       expect(busy.length).toBeGreaterThan(0);
       for (const a of ok) expect(a.reference).toBe('W0');
       expect(busy[0]!.retryAfter).toBe('1');
@@ -283,13 +297,31 @@ inputs:
       expect(
         await metric(port, /scan_gateway_http_refused_total\{reason="item_lookups"\} (\d+)/),
       ).toBe(busy.length);
-      expect(log.parsed().filter((l) => l.msg.startsWith('item lookup refused'))).toHaveLength(1);
+      // The refusals are logged rate-limited: lines at least one interval apart, each with the
+      // count it stands for. How many intervals the burst spans is the machine's business (one
+      // line on an idle machine, two or more on a loaded one), so the lines are bounded by the
+      // intervals that passed, and their counts, once the summary line is written at the end of
+      // its interval, add up to the refusals.
+      const lookupLines = () => log.parsed().filter((l) => l.msg.startsWith('item lookup refused'));
+      await waitFor(
+        () => lookupLines().reduce((sum, l) => sum + Number(l.refused), 0) === busy.length,
+        { timeoutMs: 60_000, what: 'refusals summed up by the lines of their log' },
+      );
+      const lines = lookupLines();
+      const intervalMs = Number(lines[0]!.intervalMs);
+      expect(intervalMs).toBeGreaterThan(0);
+      for (const l of lines)
+        expect(Number.isInteger(l.refused) && Number(l.refused) > 0).toBe(true);
+      expect(lines[0]!.refused).toBe(1);
+      expect(lines.length).toBeLessThanOrEqual(
+        1 + Math.floor((performance.now() - burstStarted) / intervalMs),
+      );
     },
   );
 
   it(
     'closes station streams whose client does not read, freeing their slots for a reading client',
-    { timeout: 120_000 },
+    { timeout: 480_000 },
     async () => {
       expect(await metric(port, /scan_gateway_station_streams (\d+)/)).toBe(0);
       // 32 non-reading streams from four addresses, 8 (the share) each: every slot held.
@@ -319,7 +351,12 @@ inputs:
           expect((await ingest(port, batch)).status).toBe(202);
           return false;
         },
-        { timeoutMs: 80_000, intervalMs: 200, what: 'every non-reading stream closed' },
+        // How long it takes is how fast this machine pushes the reads into 32 socket buffers (tens
+        // of MB): the ceiling only catches a hang.
+        { timeoutMs: 360_000, intervalMs: 200, what: 'every non-reading stream closed' },
+      );
+      console.log(
+        `listener fairness: every non-reading stream closed after ${n / 250} batches of 250 reads`,
       );
       expect(await metric(port, /scan_gateway_station_streams (\d+)/)).toBe(0);
       expect(
@@ -372,7 +409,7 @@ inputs:
           ).toBe(202);
         const last = code(n - 1);
         await waitFor(() => reader.text().includes(last), {
-          timeoutMs: 20_000,
+          timeoutMs: 60_000,
           what: 'the last read on the reading screen',
         });
         await new Promise((r) => setTimeout(r, 1500));
@@ -383,7 +420,7 @@ inputs:
     },
   );
 
-  it('holds one address to its share of streams', { timeout: 30_000 }, async () => {
+  it('holds one address to its share of streams', { timeout: 120_000 }, async () => {
     await waitFor(async () => (await metric(port, /scan_gateway_station_streams (\d+)/)) === 0, {
       what: 'no stream open',
     });
@@ -404,8 +441,8 @@ inputs:
   });
 
   it(
-    'answers /healthz and ingest promptly with 300 idle sockets open from the same address',
-    { timeout: 30_000 },
+    'answers /healthz and ingest with 300 idle sockets open from the same address, before the header timeout',
+    { timeout: 120_000 },
     async () => {
       const idle = await Promise.all(Array.from({ length: 300 }, () => rawSocket(port)));
       const opened = performance.now();
@@ -419,11 +456,12 @@ inputs:
       const post = await ingest(port, [{ code: 'IDLE-1' }]);
       expect(health.status).toBe(200);
       expect(post.status).toBe(202);
-      expect(health.ms).toBeLessThan(PROMPT_MS);
-      expect(post.ms).toBeLessThan(PROMPT_MS);
-      expect(performance.now() - opened, 'from the idle sockets to both answers').toBeLessThan(
-        2 * PROMPT_MS,
+      console.log(
+        `listener fairness, 300 idle sockets: /healthz ${Math.round(health.ms)} ms, ingest ${Math.round(post.ms)} ms, ${Math.round(performance.now() - opened)} ms from the idle sockets to both answers`,
       );
+      // Answered while idle sockets within the share are still open, that is before the header
+      // timeout (10 s, on the server's own clock) closed them: the unfair listener answered only
+      // once it had.
       expect(idle.filter((s) => s.closedAt === undefined).length).toBeGreaterThan(0);
       const shed = await metric(
         port,

@@ -182,7 +182,7 @@ describe('MqttInput against a real mosquitto', () => {
     await startInput(cfg);
     await waitFor(() => rows().length >= 200, {
       what: '200 queued messages stored',
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
     });
     await new Promise((resolve) => setTimeout(resolve, 300)); // a duplicate would show up now
     expect(codes().sort()).toEqual(Array.from({ length: 200 }, (_, i) => `CODE-${i}`).sort());
@@ -208,7 +208,7 @@ describe('MqttInput against a real mosquitto', () => {
     const want = Array.from({ length: 300 }, (_, i) => `FLOW-${i}`);
     await waitFor(() => want.every((c) => codes().includes(c)), {
       what: 'all 300 messages stored after the restart',
-      timeoutMs: 8_000,
+      timeoutMs: 30_000,
     }).catch((e) => {
       throw new Error(
         `${String(e)}; missing ${want.filter((c) => !codes().includes(c)).join(',')}; log ${broker.log()}`,
@@ -241,7 +241,7 @@ describe('MqttInput against a real mosquitto', () => {
     await broker.restart();
     await waitFor(() => rows().length >= 10 && input.status().state === 'up', {
       what: 'ten stored, input up again',
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
     });
     await new Promise((resolve) => setTimeout(resolve, 1000));
     expect(codes()).toEqual(Array.from({ length: 10 }, (_, i) => `R-${i}`));
@@ -272,7 +272,7 @@ describe('MqttInput against a real mosquitto', () => {
     await new Promise((resolve) => setTimeout(resolve, 200)); // refused at least once
     await broker.restart();
     refusing = false;
-    await waitFor(() => rows().length === 1, { what: 'the resend stored', timeoutMs: 10_000 });
+    await waitFor(() => rows().length === 1, { what: 'the resend stored', timeoutMs: 30_000 });
     expect(codes()).toEqual(['SAME']);
     expect(intake.countersFor('mq').redelivered).toBe(0);
   });
@@ -314,7 +314,7 @@ describe('MqttInput against a real mosquitto', () => {
     big.write('BIG-HEAD', 0);
     await pub.publishAsync(topic('big'), big, { qos: 1 });
     await pub.publishAsync(topic('big'), 'AFTER-BIG', { qos: 1 });
-    await waitFor(() => rows().length === 2, { what: '2 rows', timeoutMs: 20_000 });
+    await waitFor(() => rows().length === 2, { what: '2 rows', timeoutMs: 30_000 });
     const [refused, good] = rows();
     expect(refused).toMatchObject({ outcome: 'rejected' });
     expect(refused!.reason).toBe(

@@ -138,7 +138,7 @@ describe('no secret in any log line', () => {
         async () =>
           ((await (await fetch(`${gateway.httpUrl}/healthz`)).json()) as { deliveredScans: number })
             .deliveredScans === 201,
-        { timeoutMs: 20_000 },
+        { timeoutMs: 30_000 },
       );
     } finally {
       expect(await gateway.stop()).toBe(0);
@@ -171,7 +171,7 @@ describe('no secret in any log line', () => {
     );
     try {
       writeFileSync(join(dir, 'inbox', 'a.txt'), 'CELL-1\n');
-      await waitFor(() => /refused with HTTP 401/.test(gateway.output()), { timeoutMs: 15_000 });
+      await waitFor(() => /refused with HTTP 401/.test(gateway.output()), { timeoutMs: 30_000 });
     } finally {
       expect(await gateway.stop()).toBe(0);
     }

@@ -29,12 +29,13 @@ import { sandboxRefs } from '../helpers/sandbox-scans.js';
  * NotFound for a while), as a service may. A cut after the sandbox stored the batch is the sandbox's
  * own fault `lostAnswerRate`.
  *
- * The grace (`notFoundGraceMs`) is set to 60 s and every batch must be accepted within 10 s: a second
- * PUT to the same address waits a retry backoff step, never the grace.
+ * The grace (`notFoundGraceMs`) is set to 10 minutes and every batch must be accepted within a wait
+ * of one minute: a second PUT to the same address waits a retry backoff step, never the grace. The
+ * gap is wide enough that no slow machine turns one into the other; the times are printed.
  */
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
-const GRACE_MS = 60_000;
+const GRACE_MS = 600_000;
 const SCANS = 50;
 
 function scan(reference: string): IntakeRecord {
@@ -197,7 +198,7 @@ describe('pre-signed recovery: a PUT cut after sending is retried to the same si
     await sandbox.close();
   });
 
-  /** Commits one batch of scans, starts delivery (small backoff, a 60 s grace) and waits until the service processed it; answers ms taken. */
+  /** Commits one batch of scans, starts delivery (small backoff, a 10 min grace) and waits until the service processed it; answers ms taken. */
   async function deliverOneBatch(prefix: string): Promise<number> {
     store.intake.commitIntake(
       Array.from({ length: SCANS }, (_, i) => scan(`${prefix}-${i}`)),
@@ -221,7 +222,7 @@ describe('pre-signed recovery: a PUT cut after sending is retried to the same si
     });
     deliverer.start();
     await waitFor(() => store.batches.batchesInState('done').length === 1, {
-      timeoutMs: 15_000,
+      timeoutMs: 60_000,
       intervalMs: 20,
       what: 'the batch processed',
     });
@@ -245,7 +246,7 @@ describe('pre-signed recovery: a PUT cut after sending is retried to the same si
 
   it(
     'the first PUT never arrived (cut twice before it was stored): the same address takes the third PUT, 0 doubled',
-    { timeout: 30_000 },
+    { timeout: 120_000 },
     async () => {
       front.cutBeforeStore = 2;
       const ms = await deliverOneBatch('B');
@@ -255,8 +256,8 @@ describe('pre-signed recovery: a PUT cut after sending is retried to the same si
       expect(front.puts.map((p) => p.outcome)).toEqual(['cut', 'cut', 'forwarded']);
       expect(new Set(front.puts.map((p) => p.path)).size).toBe(1);
       expect(front.puts[2]!.status).toBe(200);
-      // Two backoff steps (at most 200 and 400 ms), far from the 60 s grace.
-      expect(ms).toBeLessThan(10_000);
+      // Two backoff steps (at most 200 and 400 ms), not the grace.
+      expect(ms).toBeLessThan(GRACE_MS);
       console.log(
         `pre-signed recovery, cut before stored ×2: accepted after ${ms} ms; PUTs ${front.puts.map((p) => `+${p.at - front.puts[0]!.at} ms ${p.outcome}`).join(', ')}`,
       );
@@ -265,7 +266,7 @@ describe('pre-signed recovery: a PUT cut after sending is retried to the same si
 
   it(
     'the first PUT arrived but its answer was lost, and the service shows it late: the second PUT is refused (403), its status followed to Success, 0 doubled',
-    { timeout: 30_000 },
+    { timeout: 120_000 },
     async () => {
       // The sandbox stores the PUT, then drops the connection (and would for every PUT it takes).
       sandbox.setFaults({ lostAnswerRate: 1 });
@@ -276,7 +277,7 @@ describe('pre-signed recovery: a PUT cut after sending is retried to the same si
       expect(front.addresses).toBe(1);
       expect(front.puts.map((p) => p.status)).toEqual([0, 403]);
       expect(new Set(front.puts.map((p) => p.path)).size).toBe(1);
-      expect(ms).toBeLessThan(10_000);
+      expect(ms).toBeLessThan(GRACE_MS);
       console.log(
         `pre-signed recovery, stored then cut, shown late: accepted after ${ms} ms; PUTs ${front.puts.map((p) => `+${p.at - front.puts[0]!.at} ms ${p.status}`).join(', ')}`,
       );
@@ -285,13 +286,13 @@ describe('pre-signed recovery: a PUT cut after sending is retried to the same si
 
   it(
     'the first PUT arrived but its answer was lost, and the service shows it at once: no second PUT at all',
-    { timeout: 30_000 },
+    { timeout: 120_000 },
     async () => {
       sandbox.setFaults({ lostAnswerRate: 1 });
       const ms = await deliverOneBatch('C');
       await expectExactlyOnce('C');
       expect(front.puts.map((p) => p.status)).toEqual([0]);
-      expect(ms).toBeLessThan(10_000);
+      expect(ms).toBeLessThan(GRACE_MS);
     },
   );
 });

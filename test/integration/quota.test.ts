@@ -38,7 +38,8 @@ class ScriptedInput implements InputAdapter {
   private paused = false;
   private held: IntakeItem[] = [];
   private timer: NodeJS.Timeout | undefined;
-  private busy = false;
+  /** A submit is in flight (it may still commit after a pause came). */
+  busy = false;
   setPaused?: (paused: boolean) => void;
 
   constructor(
@@ -158,7 +159,7 @@ inputs:
       try {
         // Upstream refuses everything: the buffer fills. At 60% the input that can wait is paused.
         await waitFor(() => waiter.pauses[0] === true, {
-          timeoutMs: 20_000,
+          timeoutMs: 30_000,
           what: 'waiter paused',
         });
         let status = app.status();
@@ -167,13 +168,14 @@ inputs:
         expect(status.reasons.join(' ')).toMatch(/quota/);
         expect(waiter.status().state).toBe('paused');
         // A submit already in flight when the pause came may still commit; after that, nothing.
-        await new Promise((resolve) => setTimeout(resolve, 100));
+        // Waited for by its end, not a pause a loaded machine may outlast.
+        await waitFor(() => !waiter.busy, { what: 'the submit the waiter had in flight ended' });
         const waiterAtPause = waiter.committed.length;
         expect(status.buffer.undeliveredScans).toBeLessThan(1000);
 
         // The input that cannot wait keeps committing up to the quota itself, then is refused and keeps its reads.
         await waitFor(() => serial.quotaRefusals > 0, {
-          timeoutMs: 20_000,
+          timeoutMs: 30_000,
           what: 'serial refused at the quota',
         });
         status = app.status();
@@ -186,7 +188,7 @@ inputs:
         // Upstream back: the buffer drains, the waiter resumes, everything arrives once.
         sandbox.setFaults({ errorRate: 0 });
         await waitFor(() => waiter.pauses.includes(false), {
-          timeoutMs: 20_000,
+          timeoutMs: 30_000,
           what: 'waiter resumed',
         });
         await waitFor(() => waiter.committed.length === 1500 && serial.committed.length === 700, {
@@ -251,7 +253,7 @@ inputs:
           !existsSync(join(dir, 'inbox', 'small.txt')) &&
           !existsSync(join(dir, 'inbox', 'big.txt')),
         {
-          timeoutMs: 20_000,
+          timeoutMs: 30_000,
           what: 'both files taken',
         },
       );

@@ -67,7 +67,7 @@ describe('replay: dead letters mapped again with the current configuration while
 
   it(
     'queues the failed scans of a wrong DCP mapping again, and the running gateway delivers them',
-    { timeout: 30_000 },
+    { timeout: 120_000 },
     async () => {
       const dir = mkdtempSync(join(tmpdir(), 'sg-replay-'));
       const running = join(dir, 'running.yaml');
@@ -102,7 +102,7 @@ describe('replay: dead letters mapped again with the current configuration while
       try {
         // The service does not know GI-9: every scan fails upstream and stays as a dead letter.
         await waitFor(() => (app.status().buffer.scans.failed ?? 0) === 30, {
-          timeoutMs: 15_000,
+          timeoutMs: 30_000,
           what: '30 failed scans',
         });
         expect(app.status().problems[0]).toMatchObject({ kind: 'failed', reason: 'Invalid DCP' });
@@ -137,7 +137,7 @@ describe('replay: dead letters mapped again with the current configuration while
         expect(done.out).toMatch(/queued as scan \d+ at DCP GI-01; was: Invalid DCP/);
 
         await waitFor(() => app.status().buffer.scans.delivered === 30, {
-          timeoutMs: 15_000,
+          timeoutMs: 30_000,
           what: 'replayed scans delivered by the running gateway',
         });
         expect(app.status().buffer.scans).toMatchObject({ delivered: 30, replayed: 30 });

@@ -278,7 +278,7 @@ describe('Kafka faults', () => {
         const events = (await readAll()).filter(([k]) => k === String(final.requestId));
         return events.length === 3 ? events : undefined;
       },
-      { timeoutMs: 20_000 },
+      { timeoutMs: 30_000 },
     );
     expect(mine.map(([, v]) => (JSON.parse(v) as { state: string }).state)).toEqual([
       'Received',

@@ -373,7 +373,7 @@ inputs: [{ id: line3, type: serial, path: ${pair.devicePath}, dcp: GI }]
       await pair.write(Buffer.alloc(10_240, 'L'));
       // The pause alone ends the overlong read: its rejection is committed before the next byte comes.
       await waitFor(() => rows().length === 1, {
-        timeoutMs: 15_000,
+        timeoutMs: 30_000,
         what: 'the overlong read ended by the pause and committed',
       }).catch((err: unknown) => {
         throw new Error(
@@ -382,7 +382,7 @@ inputs: [{ id: line3, type: serial, path: ${pair.devicePath}, dcp: GI }]
       });
       await pair.write(Buffer.from('SER-AFTER-LONG-8\r'));
       await waitFor(() => rows().length === 2, {
-        timeoutMs: 15_000,
+        timeoutMs: 30_000,
         what: 'the read after it committed',
       }).catch((err: unknown) => {
         throw new Error(

@@ -194,7 +194,7 @@ describe.each([
       Date.now(),
     );
     d.start();
-    await waitFor(() => store.batches.batchesInState('done').length === 3, { timeoutMs: 20_000 });
+    await waitFor(() => store.batches.batchesInState('done').length === 3, { timeoutMs: 30_000 });
     const done = store.batches.batchesInState('done');
     expect(done.map((b) => b.scanCount)).toEqual([1000, 1000, 500]);
     const files = readdirSync(target.localDir).filter((f) => f.startsWith('plant-7-'));
@@ -261,7 +261,7 @@ describe.each([
     }
     const before = readFileSync(target.local(store.batches.batch(first.id)!.remotePath!));
     d.start();
-    await waitFor(() => store.batches.batchesInState('done').length === 3, { timeoutMs: 20_000 });
+    await waitFor(() => store.batches.batchesInState('done').length === 3, { timeoutMs: 30_000 });
     // The first was found and not written again; the second was written whole.
     expect(readFileSync(target.local(store.batches.batch(first.id)!.remotePath!))).toEqual(before);
     expect(store.batches.batch(first.id)!.attempts).toBe(0);
@@ -291,7 +291,7 @@ describe.each([
     const filesBefore = readdirSync(target.localDir).length;
     d.start();
     await waitFor(() => d.snapshot().lastError?.code === ErrorCodes.SFTP_HOST_KEY, {
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
     });
     expect(d.snapshot().lastError?.kind).toBe('sftp');
     expect(store.batches.batchesInState('held')).toEqual([]);
@@ -333,7 +333,7 @@ describe.each([
         Date.now(),
       );
       d.start();
-      await waitFor(() => store.batches.batchesInState('held').length === 1, { timeoutMs: 10_000 });
+      await waitFor(() => store.batches.batchesInState('held').length === 1, { timeoutMs: 30_000 });
       const held = store.batches.batchesInState('held')[0]!;
       expect(held.lastError).toMatch(/permission denied/i);
       expect(store.reports.scanCounts().held).toBe(5);

@@ -272,7 +272,7 @@ describe('status tracker and SFTP batches', () => {
     try {
       await waitFor(() => s.batches.batch(b.id)?.state === 'done', {
         what: 'transferred',
-        timeoutMs: 3000,
+        timeoutMs: 30_000,
       });
       expect(s.batches.batch(b.id)?.upstreamState).toBe('transferred');
     } finally {

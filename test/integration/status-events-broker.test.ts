@@ -224,7 +224,7 @@ describe('status events end to end on the wire: broker → feed → tracker → 
     await broker.down();
     await waitFor(() => first.feed.snapshot().state === 'down', {
       what: 'the outage seen',
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
     });
     expect(first.feed.snapshot().lastError?.code).toBe(ErrorCodes.EVENTS_NETWORK);
     expect(first.feed.pace().events).toBe(false);
@@ -233,12 +233,12 @@ describe('status events end to end on the wire: broker → feed → tracker → 
     expect(broker.port).toBe(port);
     await waitFor(() => first.feed.snapshot().lastError?.code === ErrorCodes.EVENTS_AUTH, {
       what: 'SASL refused seen',
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
     });
     saslRefused.on = false;
     await waitFor(() => first.feed.snapshot().state === 'flowing', {
       what: 'reading again after the outage',
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
     });
 
     // Stopped (as by a crash: the position is what SQLite holds), events published meanwhile, then a restart.
@@ -302,7 +302,7 @@ describe('status events end to end on the wire: broker → feed → tracker → 
       const child = execFile(
         kcat,
         ['-F', join(dir, 'kcat.conf'), '-P', '-t', TOPIC],
-        { timeout: 15_000 },
+        { timeout: 120_000 },
         (err, _out, stderr) =>
           err ? reject(new Error(`kcat failed: ${err.message} ${stderr}`)) : resolve(),
       );

@@ -167,11 +167,11 @@ describe('sd_notify over the notify socket', () => {
     notifier.startWatchdog(() => `tick ${++n}\nsecond line`);
     await waitFor(
       () => receiver!.messages().filter((m) => m.startsWith('WATCHDOG=1')).length >= 2,
-      { timeoutMs: 5000 },
+      { timeoutMs: 30_000 },
     );
     expect(await notifier.stopping('stopping on SIGTERM')).toBe(true);
     await waitFor(() => receiver!.messages().some((m) => m.startsWith('STOPPING=1')), {
-      timeoutMs: 5000,
+      timeoutMs: 30_000,
     });
     const messages = receiver.messages();
     expect(messages[0]).toBe('READY=1|STATUS=ok, inputs 2/2 up');

@@ -181,7 +181,7 @@ describe('uploads in flight at once (uploadConcurrency) against the sandbox', ()
         presignedMaxScans: 100,
       });
       await waitFor(() => store.reports.scanCounts().delivered === 1000, {
-        timeoutMs: 20_000,
+        timeoutMs: 30_000,
         what: 'every scan delivered',
       });
       // Ten batches, each answer held 300 ms: the bound is reached, and never passed.
@@ -203,7 +203,7 @@ describe('uploads in flight at once (uploadConcurrency) against the sandbox', ()
     );
     const api = new CountingApi(client);
     start(api, { mode: 'presigned', uploadConcurrency: 1, presignedMaxScans: 100 });
-    await waitFor(() => store.reports.scanCounts().delivered === 300, { timeoutMs: 20_000 });
+    await waitFor(() => store.reports.scanCounts().delivered === 300, { timeoutMs: 30_000 });
     expect(api.maxInFlight).toBe(1);
     expect(api.calls.putPresignedStream).toBe(3);
   });
@@ -285,12 +285,12 @@ describe('uploads in flight at once (uploadConcurrency) against the sandbox', ()
       },
       () => 1,
     );
-    await waitFor(() => d.snapshot().consecutiveFailures === 3, { timeoutMs: 10_000 });
+    await waitFor(() => d.snapshot().consecutiveFailures === 3, { timeoutMs: 30_000 });
     expect(d.snapshot().circuit).toBe('open');
     const callsWhenOpen = api.calls.uploadScans;
     await new Promise((resolve) => setTimeout(resolve, 150));
     expect(api.calls.uploadScans).toBe(callsWhenOpen);
-    await waitFor(() => store.reports.scanCounts().delivered === 500, { timeoutMs: 20_000 });
+    await waitFor(() => store.reports.scanCounts().delivered === 500, { timeoutMs: 30_000 });
     // Three failed side by side (in flight before the first failed), then five went through.
     expect(api.calls.uploadScans).toBe(8);
     expect(api.startedBeside.slice(0, 3).some((n) => n > 0)).toBe(true);

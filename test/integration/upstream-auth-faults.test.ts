@@ -46,12 +46,17 @@ afterEach(async () => {
   await Promise.all(clients.splice(0).map((c) => c.close()));
 });
 
+/** Past the end of a token of the short-lived sandbox (3 s), in ms. */
+const TOKEN_GONE_MS = 3200;
+
 describe('tokens', () => {
   let sandbox: RunningSandbox;
   let shortLived: RunningSandbox;
   beforeAll(async () => {
     sandbox = await startSandbox({ port: 0 });
-    shortLived = await startSandbox({ port: 0, tokenTtlSec: 1 });
+    // Three seconds: a token must still be good for the call right after it was fetched, however
+    // loaded the machine; the sleeps past its end (TOKEN_GONE_MS) only grow on a slow one.
+    shortLived = await startSandbox({ port: 0, tokenTtlSec: 3 });
   });
   afterAll(async () => {
     await sandbox.close();
@@ -72,7 +77,7 @@ describe('tokens', () => {
     await fetch(`${shortLived.url}/_sandbox/requests`, { method: 'DELETE' });
     const client = clientFor(shortLived);
     await client.listProducts();
-    await sleep(1200);
+    await sleep(TOKEN_GONE_MS);
     await client.listProducts();
     expect(await tokenRequests(shortLived)).toBe(2);
     expect((await requestLog(shortLived)).some((r) => r.status === 401)).toBe(false);
@@ -83,7 +88,7 @@ describe('tokens', () => {
     const frozen = Date.now();
     const client = clientFor(shortLived, { now: () => frozen });
     await client.listProducts();
-    await sleep(1200); // expired for the sandbox, not for the client's frozen clock
+    await sleep(TOKEN_GONE_MS); // expired for the sandbox, not for the client's frozen clock
     expect(await client.listProducts()).toEqual(expect.any(Array));
     const log = (await requestLog(shortLived)).map((r) => `${r.method} ${r.path} ${r.status}`);
     expect(log).toEqual([
@@ -132,7 +137,7 @@ describe('tokens', () => {
     };
     const expired = await token(shortLived.url);
     const foreign = await token(sandbox.url);
-    await sleep(1200);
+    await sleep(TOKEN_GONE_MS);
     const cases: Array<[string, Record<string, string>, string]> = [
       ['missing', {}, 'missing'],
       ['malformed', { authorization: 'Bearer not.a-jwt' }, 'malformed'],
@@ -204,9 +209,9 @@ describe('injected faults', () => {
     const client = clientFor(sandbox, { requestTimeoutMs: 200 });
     await client.listProducts();
     sandbox.setFaults({ latencyMs: 3000 });
-    const started = Date.now();
+    // No elapsed time asserted: an answer after the latency would be a success, and the cause says
+    // the deadline of 200 ms ended it, not undici's headers timeout.
     const err = await rejection(client.listProducts());
-    expect(Date.now() - started).toBeLessThan(2500);
     expect(err.code).toBe(ErrorCodes.UPSTREAM_NETWORK);
     expect(err.details).toMatchObject({ cause: 'DEADLINE', deadlineMs: 200 });
     sandbox.setFaults({ latencyMs: 30 });

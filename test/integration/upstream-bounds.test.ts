@@ -88,9 +88,9 @@ describe('whole-exchange deadline', () => {
       retryable: true,
       details: { cause: 'DEADLINE', deadlineMs: 2500 },
     });
-    // The deadline, not the drip, ended it: at the configured time (with room for a loaded machine).
+    // The deadline, not the drip, ended it (the cause says so; the drip alone would never end),
+    // and not before the configured time. No upper bound in ms: a loaded machine only adds to it.
     expect(took).toBeGreaterThanOrEqual(2400);
-    expect(took).toBeLessThan(6000);
   });
 });
 
@@ -126,7 +126,7 @@ describe('answer byte caps', () => {
       code: ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE,
       details: { status: 200, limit: 1024 * 1024 },
     });
-    await expect.poll(() => state.closedEarly, { timeout: 5000 }).toBe(true);
+    await expect.poll(() => state.closedEarly, { timeout: 30_000 }).toBe(true);
     // The client aborted after the cap: only what socket buffers hold beyond it was ever written.
     expect(state.written).toBeLessThan(64 * 1024 * 1024);
   });
@@ -140,7 +140,7 @@ describe('answer byte caps', () => {
       code: ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE,
       details: { limit: 4 * 1024 * 1024 },
     });
-    await expect.poll(() => state.closedEarly, { timeout: 5000 }).toBe(true);
+    await expect.poll(() => state.closedEarly, { timeout: 30_000 }).toBe(true);
     expect(state.written).toBeLessThan(64 * 1024 * 1024);
   });
 

@@ -100,7 +100,7 @@ describe('UpstreamClient against the sandbox: endpoints and states', () => {
         expect(status.requestId).toBe(requestId);
         return status.state === 'Success' ? status : undefined;
       },
-      { timeoutMs: 10_000, intervalMs: 20 },
+      { timeoutMs: 30_000, intervalMs: 20 },
     );
     expect(seen).toEqual(['Received', 'InProgress', 'Success']);
     expect(final).toMatchObject({ state: 'Success', processed: 3 });

@@ -8,6 +8,7 @@ import { silentLogger } from '../../src/log.js';
 import { scanAt } from '../helpers/records.js';
 import { formBatch } from '../../src/delivery/batcher.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
+import { waitFor } from '../helpers/wait.js';
 
 const DAY = 24 * 3600_000;
 const NOW = Date.parse('2026-12-31T12:00:00Z');
@@ -153,7 +154,10 @@ describe('retention: the audit period', () => {
       intervalMs: 20,
     });
     retention.start();
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // The run at start prunes OLD-1; a run that finds nothing left is a later, periodic one.
+    await waitFor(() => retention.lastRun?.result.scans === 0, {
+      what: 'a periodic run after the first',
+    });
     await retention.stop();
     // All but the newest rows (kept so that ids are never handed out twice).
     expect(sqlOf(s).prepare('SELECT reference FROM scans').pluck().all()).toEqual(['OLD-2']);

@@ -697,7 +697,9 @@ describe('deliverer: a buffer that cannot be written', () => {
     expect(store.batches.batchesInState('uploaded')).toHaveLength(0);
     sqlOf(store).prepare('DELETE FROM space_probe').run();
     sqlOf(store).pragma(`max_page_count = ${pages * 10}`);
-    await waitFor(() => store.batches.batchesInState('uploaded').length >= 1, { timeoutMs: 5000 });
+    await waitFor(() => store.batches.batchesInState('uploaded').length >= 1, {
+      timeoutMs: 30_000,
+    });
     await waitFor(() => d.snapshot().stepError === undefined);
   });
 });
@@ -714,7 +716,7 @@ describe('deliverer: batching', () => {
       () =>
         store.reports.totals().pendingScans === 0 &&
         store.batches.batchesInState('ready', 'presigned').length === 0,
-      { timeoutMs: 10_000 },
+      { timeoutMs: 30_000 },
     );
     const batches = store.reports.recentBatches(100).reverse();
     expect(batches.map((b) => [b.mode, b.scanCount])).toEqual([
@@ -727,7 +729,7 @@ describe('deliverer: batching', () => {
       t.clock.t,
     );
     deliverer!.wake();
-    await waitFor(() => store.reports.totals().pendingScans === 0, { timeoutMs: 10_000 });
+    await waitFor(() => store.reports.totals().pendingScans === 0, { timeoutMs: 30_000 });
     expect(store.reports.recentBatches(1)[0]).toMatchObject({ mode: 'direct', scanCount: 50 });
   });
 

@@ -58,7 +58,8 @@ function refusal(client: MqttClient): GatewayError {
   );
 }
 
-async function until(what: string, cond: () => boolean, ms = 5000): Promise<void> {
+// A ceiling that only catches a hang (a loaded machine delays the broker and the client).
+async function until(what: string, cond: () => boolean, ms = 30_000): Promise<void> {
   const end = Date.now() + ms;
   while (!cond()) {
     if (Date.now() > end)

@@ -1,10 +1,13 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ScanStatusWire } from '@scan-gateway/contract';
 import { SandboxState } from '@scan-gateway/sandbox';
-import { waitFor } from '../helpers/wait.js';
 
 // The one place a sandbox batch's state moves: every change is announced once, in order, with
 // the status object the status endpoint answers at that moment (what the Kafka endpoint publishes).
+//
+// The state moves on its own timer and Date.now(); both are the test's (fake timers), advanced
+// step by step. On the real clock a loaded machine fires the half-way timer late, past the end of
+// the processing delay, and InProgress is rightly skipped: the test would measure the machine.
 
 const CLIENT = {
   clientId: 'c1',
@@ -22,7 +25,14 @@ const SCAN = {
 };
 
 describe('SandboxState status changes', () => {
-  it('announces Received, InProgress and the terminal state once each, as status() answers them', async () => {
+  beforeEach(() => {
+    vi.useFakeTimers({ now: new Date('2025-01-02T03:04:05Z') });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('announces Received, InProgress and the terminal state once each, as status() answers them', () => {
     const state = new SandboxState([CLIENT]);
     const seen: Array<[string, ScanStatusWire]> = [];
     state.onStatusChange((clientId, status) => seen.push([clientId, status]));
@@ -39,8 +49,15 @@ describe('SandboxState status changes', () => {
       200,
       Date.now(),
     );
-    await waitFor(() => seen.length === 3);
-    await new Promise((r) => setTimeout(r, 150));
+    expect(seen.map(([, s]) => s.state)).toEqual(['Received']);
+    vi.advanceTimersByTime(99);
+    expect(seen).toHaveLength(1);
+    vi.advanceTimersByTime(1);
+    expect(seen.map(([, s]) => s.state)).toEqual(['Received', 'InProgress']);
+    vi.advanceTimersByTime(100);
+    // Terminal: nothing more comes, however long the batch is left.
+    vi.advanceTimersByTime(60_000);
+    expect(vi.getTimerCount()).toBe(0);
     expect(seen.map(([c, s]) => [c, s.state])).toEqual([
       ['c1', 'Received'],
       ['c1', 'InProgress'],
@@ -49,17 +66,20 @@ describe('SandboxState status changes', () => {
     expect(seen[2]?.[1]).toEqual(state.status(id, 'c1', Date.now()));
   });
 
-  it('a batch processed at once (delay 0), or unreadable, announces its terminal state only', async () => {
+  it('a batch processed at once (delay 0), or unreadable, announces its terminal state only', () => {
     const state = new SandboxState([CLIENT]);
     const seen: string[] = [];
     state.onStatusChange((_c, s) => seen.push(`${s.requestId}:${s.state}`));
     state.acceptBatch('11', 'c1', 'direct', [SCAN], 0, Date.now());
     state.acceptUnreadable('12', 'c1', 'not an array', 0, Date.now());
-    await new Promise((r) => setTimeout(r, 50));
+    expect(seen).toEqual(['11:Success', '12:Failed']);
+    // No timer left to announce anything more.
+    expect(vi.getTimerCount()).toBe(0);
+    vi.advanceTimersByTime(60_000);
     expect(seen).toEqual(['11:Success', '12:Failed']);
   });
 
-  it('names a transferred file first in the description of every status of its batch, announced and answered alike (docs/delivery.md "SFTP")', async () => {
+  it('names a transferred file first in the description of every status of its batch, announced and answered alike (docs/delivery.md "SFTP")', () => {
     const state = new SandboxState([CLIENT]);
     const seen: ScanStatusWire[] = [];
     state.onStatusChange((_c, s) => seen.push(s));
@@ -81,7 +101,8 @@ describe('SandboxState status changes', () => {
       's-8-def.json',
     );
     state.acceptBatch('23', 'c1', 'presigned', [SCAN], 0, Date.now());
-    await waitFor(() => seen.filter((s) => s.requestId === 21).length === 3);
+    vi.advanceTimersByTime(50);
+    vi.advanceTimersByTime(50);
     expect(seen.filter((s) => s.requestId === 21).map((s) => s.description)).toEqual([
       's-7-abc.json: Upload received, waiting to be processed',
       's-7-abc.json: Batch is being processed',
