@@ -19,6 +19,7 @@ import { silentLogger } from '../../src/log.js';
 import { mappingContext } from '../../src/mapping/map-read.js';
 import { memoryLogger } from '../helpers/log-lines.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
+import { waitFor } from '../helpers/wait.js';
 
 const TOKEN = 'ingest-test-token-1234567890';
 const AUTH = { authorization: `Bearer ${TOKEN}` };
