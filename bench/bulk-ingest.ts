@@ -8,6 +8,7 @@ import { parseConfigText } from '../src/config/load.js';
 import { silentLogger } from '../src/log.js';
 import { judge, type BenchResult } from './lib/report.js';
 import { freePort, median, sleep } from './lib/system.js';
+import { acceptingUpstream } from './lib/accepting-upstream.js';
 
 export interface BulkIngestBenchOptions {
   /** Seconds of probes alone (the ceiling), then the same with the bulk clients posting. */
@@ -31,12 +32,7 @@ const INGEST = 'bench-bulk-ingest-token-0123456789';
 /** Between two probes (one /healthz and one TCP read each), ms. */
 const PROBE_EVERY_MS = 10;
 
-const api = {
-  uploadScans: async () => ({ requestId: 'r-1' }),
-  requestPresignedUpload: async () => ({ url: 'http://127.0.0.1:9/x', requestId: 'r-2' }),
-  putPresigned: async () => undefined,
-  getScanStatus: async (requestId: string) => ({ state: 'Success' as const, requestId }),
-};
+const api = acceptingUpstream;
 
 /**
  * The probe and the bulk clients, each in a thread of its own: a client sharing the gateway's

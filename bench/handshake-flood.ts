@@ -8,6 +8,7 @@ import { parseConfigText } from '../src/config/load.js';
 import { silentLogger } from '../src/log.js';
 import { judge, type BenchResult } from './lib/report.js';
 import { median, sleep } from './lib/system.js';
+import { acceptingUpstream } from './lib/accepting-upstream.js';
 
 export interface HandshakeFloodBenchOptions {
   /** Seconds of probes alone (the ceiling), then the same during the flood. */
@@ -30,12 +31,7 @@ export const FLOOD_PROBE_TARGET_MS = 100;
 /** Between two probes of one prober, ms. */
 const PROBE_EVERY_MS = 50;
 
-const api = {
-  uploadScans: async () => ({ requestId: 'r-1' }),
-  requestPresignedUpload: async () => ({ url: 'http://127.0.0.1:9/x', requestId: 'r-2' }),
-  putPresigned: async () => undefined,
-  getScanStatus: async (requestId: string) => ({ state: 'Success' as const, requestId }),
-};
+const api = acceptingUpstream;
 
 /**
  * The probers and the flood, each in a thread of its own (a client on the gateway's event loop

@@ -12,6 +12,7 @@ import { makeCa } from '../test/helpers/tls-ca.js';
 import { judge, type BenchResult } from './lib/report.js';
 import { median, sleep } from './lib/system.js';
 import { fillBuffer } from './status.js';
+import { acceptingUpstream } from './lib/accepting-upstream.js';
 
 export interface ProbesBenchOptions {
   /** Seconds of probes and reads alone (the ceiling), then the same with the flood. */
@@ -30,12 +31,7 @@ export const PROBES_TARGET_MS = 100;
 /** Between two probes of the monitor, and between two reads of the scanner, ms. */
 const EVERY_MS = 20;
 
-const api = {
-  uploadScans: async () => ({ requestId: 'r-1' }),
-  requestPresignedUpload: async () => ({ url: 'http://127.0.0.1:9/x', requestId: 'r-2' }),
-  putPresigned: async () => undefined,
-  getScanStatus: async (requestId: string) => ({ state: 'Success' as const, requestId }),
-};
+const api = acceptingUpstream;
 
 /**
  * The clients, each a process of its own (the gateway's RSS is then this process's alone), started
