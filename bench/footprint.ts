@@ -85,7 +85,7 @@ export function unitEnvironment(): Record<string, string> {
 }
 
 /** An environment assignment among `--node-args` words (`MALLOC_ARENA_MAX=1`), not a node option. */
-const ENV_WORD = /^[A-Z_][A-Z0-9_]*=/;
+export const ENV_WORD = /^[A-Z_][A-Z0-9_]*=/;
 
 /** 3 starts; idle measured over 10 s, 5 s after ready, then steady idle over 30 s. */
 export const FOOTPRINT_DEFAULTS: FootprintOptions = {

@@ -67,7 +67,7 @@ other processes kept it. Figures, targets and how each is measured: docs/perform
   --only LIST        benchmarks to run (default all but soak)
   --quick            smaller sizes for a smoke run (figures not comparable; the soak lasts 3 minutes)
   --out FILE         where to write the results (JSON)
-  --node-args ARGS   the daemon's node options in the footprint benchmark (default: the unit's ExecStart)
+  --node-args ARGS   the daemon's node options in the footprint and bigfile benchmarks (default: the unit's ExecStart)
   --no-status-events the footprint benchmark without the example's status-event reader (no Kafka client)
   --minutes N        the soak's length (default 30)
   --heap-snapshots   the soak writes two heap snapshots of the daemon (after the warm-up, at the end)
@@ -143,7 +143,12 @@ const sizes = {
   status: quick
     ? { ...STATUS_DEFAULTS, scans: 100_000, rejected: 1000, calls: 10 }
     : STATUS_DEFAULTS,
-  bigfile: quick ? { lines: 100_000 } : BIGFILE_DEFAULTS,
+  bigfile: {
+    ...(quick ? { lines: 100_000 } : BIGFILE_DEFAULTS),
+    ...(values['node-args'] !== undefined
+      ? { nodeArgs: values['node-args'].split(/\s+/).filter(Boolean) }
+      : {}),
+  },
   sftp: quick ? { batchMiB: 10, batches: 2 } : SFTP_DEFAULTS,
   items: quick ? { scans: 200_000, lookups: 50 } : ITEMS_DEFAULTS,
   lookups: quick ? { ...LOOKUPS_DEFAULTS, seconds: 3 } : LOOKUPS_DEFAULTS,

@@ -124,7 +124,7 @@ export class PresignedRoute {
         chunks: () => batchBodyChunks(store.batches, batch.id),
       });
     } else {
-      await api.putPresigned(current.presignedUrl!, store.batches.batchBody(batch.id));
+      await api.putPresigned(current.presignedUrl!, store.batches.batchBodyBytes(batch.id));
     }
     return { requestId: current.requestId!, uploadedAt: started };
   }

@@ -16,12 +16,13 @@ import type { StreamedBody } from '../upstream/client.js';
 export type { StreamedBody };
 
 export interface DeliveryApi {
-  uploadScans(body: string): Promise<{ requestId: string }>;
+  /** POST of a direct batch: `body` is the JSON array of the scans, as text or its UTF-8 bytes. */
+  uploadScans(body: string | Buffer): Promise<{ requestId: string }>;
   requestPresignedUpload(): Promise<{ url: string; requestId: string }>;
-  putPresigned(url: string, body: string): Promise<void>;
+  putPresigned(url: string, body: string | Buffer): Promise<void>;
   /**
    * The same PUT (§4.5) with a body streamed from the buffer. Optional: without it, delivery
-   * builds the body as one string and calls {@link putPresigned}.
+   * builds the body whole (as bytes) and calls {@link putPresigned}.
    */
   putPresignedStream?(url: string, body: StreamedBody): Promise<void>;
   getScanStatus(requestId: string): Promise<ScanStatusLike>;

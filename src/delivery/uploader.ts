@@ -306,8 +306,9 @@ export class Uploader {
       }
       let outcome: PresignedOutcome;
       if (batch.mode === 'direct') {
-        // A direct body is at most 5.8 MiB (MAX_DIRECT_BODY_BYTES): built as one string.
-        const body = store.batches.batchBody(batch.id);
+        // A direct body is at most 5.8 MiB (MAX_DIRECT_BODY_BYTES): built whole, by SQLite, as
+        // bytes outside V8's heap (batchBodyBytes).
+        const body = store.batches.batchBodyBytes(batch.id);
         store.batches.updateBatch(batch.id, { state: 'uploading', attempts: batch.attempts + 1 });
         outcome = { requestId: (await api.uploadScans(body)).requestId };
       } else {

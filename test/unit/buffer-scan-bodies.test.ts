@@ -175,6 +175,10 @@ describe('scan bodies in a table of their own', () => {
     const scans = JSON.parse(`[${page.bytes.toString('utf8')}]`) as { reference: string }[];
     expect(scans.map((p) => p.reference)).toEqual(['PENDING', 'A', 'B', 'C']);
     expect(s.batches.batchBody(batch.id)).toBe(`[${page.bytes.toString('utf8')}]`);
+    // The whole body as bytes (direct uploads): the same array, byte for byte.
+    const bytes = s.batches.batchBodyBytes(batch.id);
+    expect(Buffer.isBuffer(bytes)).toBe(true);
+    expect(bytes.equals(Buffer.from(s.batches.batchBody(batch.id), 'utf8'))).toBe(true);
     s.batches.updateBatch(batch.id, { state: 'uploaded', requestId: 'r3' });
     s.batches.finishBatch(
       batch.id,

@@ -13,7 +13,7 @@ import type { InputTimers } from './input-timers.js';
 import { FileRejects } from './reject-file.js';
 import { openInboxFile, type OpenedFile } from './safe-open.js';
 import type { ByteRange } from './parse-lines.js';
-import { parseCsvFile } from './parse-csv.js';
+import { checkCsvFile, parseCsvFile, type CsvFormat } from './parse-csv.js';
 import { parseJsonFile, parseNdjsonFile } from './parse-json.js';
 import { parseLinesFile } from './parse-lines.js';
 import type { Clock } from '../../clock.js';
@@ -41,6 +41,18 @@ export interface FileTakerOptions {
   paused: () => boolean;
 }
 
+/** The CSV keys of a `csv` files input. */
+function csvFormatOf(c: FilesInputConfig): CsvFormat {
+  return {
+    barcodeColumn: c.barcodeColumn,
+    timeColumn: c.timeColumn,
+    delimiter: c.delimiter,
+    dcpColumn: c.dcpColumn,
+    parentColumn: c.parentColumn,
+    attributeColumns: c.attributeColumns,
+  };
+}
+
 /**
  * Parses bytes `range` of an open inbox file in the input's `format`: to `out` in chunks of
  * `FILE_CHUNK_ROWS` (file-format.ts) items, or (without `out`) all items returned. Throws a `GatewayError`
@@ -56,20 +68,7 @@ export function parseInboxFile(
   const c = config;
   switch (c.format) {
     case 'csv':
-      return parseCsvFile(
-        handle,
-        ctx,
-        {
-          barcodeColumn: c.barcodeColumn,
-          timeColumn: c.timeColumn,
-          delimiter: c.delimiter,
-          dcpColumn: c.dcpColumn,
-          parentColumn: c.parentColumn,
-          attributeColumns: c.attributeColumns,
-        },
-        range,
-        out,
-      );
+      return parseCsvFile(handle, ctx, csvFormatOf(c), range, out);
     case 'ndjson':
       return parseNdjsonFile(handle, ctx, c.fields, range, out);
     case 'json':
@@ -269,8 +268,8 @@ export class FileTaker {
       // over 1 MiB): a first pass that commits nothing finds that, so such a file goes to failed/
       // with none of its rows stored, as before chunks, and dropping it again fixed stores each
       // row once. (lines, ndjson and json fail as a whole only before their first item.)
-      if (this.config.format === 'csv')
-        await parseInboxFile(this.config, handle, ctx, { end: size }, async () => undefined);
+      const c = this.config;
+      if (c.format === 'csv') await checkCsvFile(handle, ctx, csvFormatOf(c), { end: size });
       await parseInboxFile(this.config, handle, ctx, { end: size }, out);
       await commitHeld(true);
     } catch (err) {
