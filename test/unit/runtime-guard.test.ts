@@ -39,16 +39,19 @@ describe('the runtime guard', () => {
 describe("the daemon's runtime settings, whoever launches it", () => {
   it('adds the flags and MALLOC_ARENA_MAX a plain `node main.js run` lacks', () => {
     expect(missingDaemonSettings([], {})).toEqual({
-      flags: ['--max-semi-space-size=2', '--v8-pool-size=1'],
+      flags: ['--max-semi-space-size=2', '--v8-pool-size=1', '--heap-growing-percent=50'],
       env: { MALLOC_ARENA_MAX: '2' },
     });
   });
 
   it("adds nothing under the unit's or npm start's command line", () => {
     expect(
-      missingDaemonSettings(['--max-semi-space-size=2', '--v8-pool-size=1'], {
-        MALLOC_ARENA_MAX: '2',
-      }),
+      missingDaemonSettings(
+        ['--max-semi-space-size=2', '--v8-pool-size=1', '--heap-growing-percent=50'],
+        {
+          MALLOC_ARENA_MAX: '2',
+        },
+      ),
     ).toBeUndefined();
   });
 
@@ -56,10 +59,14 @@ describe("the daemon's runtime settings, whoever launches it", () => {
     expect(
       missingDaemonSettings(['--max-semi-space-size=8'], {
         MALLOC_ARENA_MAX: '4',
-        NODE_OPTIONS: '--v8-pool-size=2',
+        NODE_OPTIONS: '--v8-pool-size=2 --heap-growing-percent=0',
       }),
     ).toBeUndefined();
-    expect(missingDaemonSettings(['--v8_pool_size=3'], { MALLOC_ARENA_MAX: '1' })).toEqual({
+    expect(
+      missingDaemonSettings(['--v8_pool_size=3', '--heap-growing-percent=20'], {
+        MALLOC_ARENA_MAX: '1',
+      }),
+    ).toEqual({
       flags: ['--max-semi-space-size=2'],
       env: {},
     });
