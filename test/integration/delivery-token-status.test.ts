@@ -239,7 +239,11 @@ describe('status polls apart from uploads', () => {
     await waitFor(() => svc.held.length === 8, { what: 'eight polls in flight' });
     expect(deliverer.statusLoad()).toMatchObject({ polling: 8 });
     expect(svc.maxHeld).toBe(8);
-    expect(store.batches.batchesInState('uploaded')).toHaveLength(12);
+    // The service counts an upload when it reads it; the gateway records the batch as uploaded
+    // when the answer reaches it, which a loaded machine may not have done yet.
+    await waitFor(() => store.batches.batchesInState('uploaded').length === 12, {
+      what: 'all 12 batches recorded as uploaded',
+    });
     svc.release();
     await waitFor(() => store.reports.scanCounts().delivered === 60, {
       timeoutMs: 30_000,
