@@ -8,7 +8,7 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs';
-import { basename, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT, VERSION } from '../../src/paths.js';
 import {
@@ -371,6 +371,7 @@ describe('the Debian package on clean Debian roots', () => {
     roots.push(root);
     const next = repackAs(deb, `${VERSION}+upgrade1`);
     const broken = repackAs(deb, `${VERSION}+upgrade2`);
+    roots.push(dirname(next), dirname(broken));
     for (const file of [deb, next, broken])
       copyFileSync(file, join(root, 'var/tmp', basename(file)));
     const update = inRoot(root, ['apt-get', 'update', '-qq'], { timeoutMs: 1_500_000 });
