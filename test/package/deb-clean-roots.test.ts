@@ -31,7 +31,10 @@ import { waitFor } from '../helpers/wait.js';
 // runtime answers --version and config check, a short run as the service user delivers a dropped
 // file to the embedded sandbox, the installed unit verifies, and purge leaves no file behind. The
 // Debian 12 root is also booted under its own systemd (systemd-nspawn -b), where the unit starts
-// and reports ready; Debian 13's systemd needs cgroup v2, which these machines lack.
+// and reports ready; Debian 13's systemd needs cgroup v2, which these machines lack. A second booted
+// Debian 12 root is upgraded (the package repacked with a higher version) with the site's secret in
+// upstream.clientSecretFile: the service restarts on the new version; a failing check leaves it on
+// the old one, and apt's output says so.
 // mmdebstrap, systemd-nspawn (systemd-container) and nsenter come from .ci/run; a missing one fails here.
 
 /** Debian 12 with its own nodejs (18, past its end of life) installed first, which the package must leave alone; Debian 13 with no Node.js at all. */
