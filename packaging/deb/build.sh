@@ -165,6 +165,8 @@ find "$app/node_modules" -type d -empty -delete
 
 # /usr/bin/scan-gateway, the unit (the bundled runtime, the paths of the package), user and folders.
 install -m 0755 packaging/deb/scan-gateway.sh "$root/usr/bin/scan-gateway"
+# What postinst asks before it (re)starts the service: config check as the unit would start.
+install -m 0644 packaging/deb/service-check.mjs "$app/service-check.mjs"
 sed -e '/^ExecStart=/s#^ExecStart=/usr/bin/node #ExecStart=/usr/lib/scan-gateway/bin/node #' \
     -e '/^ExecStart=/s# /opt/scan-gateway/dist/src/main.js # /usr/lib/scan-gateway/dist/src/main.js #' \
     -e 's#^Documentation=.*#Documentation=file:/usr/share/doc/scan-gateway/operations.md man:scan-gateway(1)#' \

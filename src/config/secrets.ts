@@ -168,6 +168,12 @@ async function inputSecrets(
 /**
  * The client secret, first found of: env SCAN_GATEWAY_CLIENT_SECRET, the systemd credential
  * `client-secret` (`$CREDENTIALS_DIRECTORY/client-secret`, from `LoadCredential=`), `clientSecretFile`.
+ * An empty credential counts as none: the package's unit always loads
+ * /etc/scan-gateway/client-secret, which the package makes empty, so a site whose secret comes from
+ * `clientSecretFile` or the environment leaves it so.
+ *
+ * @throws GatewayError `SCANGW_E_SECRET` when `clientSecretFile` cannot be read or is empty, or no
+ *   source holds a secret.
  */
 export function readClientSecret(
   config: GatewayConfig,
@@ -179,16 +185,14 @@ export function readClientSecret(
   if (env.CREDENTIALS_DIRECTORY)
     candidates.push(resolve(env.CREDENTIALS_DIRECTORY, 'client-secret'));
   if (config.upstream.clientSecretFile) candidates.push(config.upstream.clientSecretFile);
+  let emptyCredential: string | undefined;
   for (const file of candidates) {
+    const credential = file !== config.upstream.clientSecretFile;
     let text: string;
     try {
       text = readFileSync(file, 'utf8');
     } catch (err) {
-      if (
-        (err as NodeJS.ErrnoException).code === 'ENOENT' &&
-        file !== config.upstream.clientSecretFile
-      )
-        continue;
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT' && credential) continue;
       throw new GatewayError(
         ErrorCodes.SECRET,
         `cannot read the client secret from ${file}: ${(err as Error).message}`,
@@ -196,13 +200,14 @@ export function readClientSecret(
       );
     }
     const secret = text.trim();
-    if (!secret)
+    if (secret) return secret;
+    if (!credential)
       throw new GatewayError(ErrorCodes.SECRET, `the client secret file ${file} is empty`);
-    return secret;
+    emptyCredential = file;
   }
   throw new GatewayError(
     ErrorCodes.SECRET,
-    'no client secret: set SCAN_GATEWAY_CLIENT_SECRET, provide the systemd credential client-secret, or set upstream.clientSecretFile',
+    `no client secret${emptyCredential ? ` (the systemd credential client-secret, ${emptyCredential}, is empty; the package's unit loads it from /etc/scan-gateway/client-secret)` : ''}: set SCAN_GATEWAY_CLIENT_SECRET, provide the systemd credential client-secret, or set upstream.clientSecretFile`,
   );
 }
 

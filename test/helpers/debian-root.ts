@@ -1,4 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import {
   existsSync,
   mkdirSync,
@@ -7,9 +8,10 @@ import {
   readFileSync,
   renameSync,
   rmSync,
+  writeFileSync,
 } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 
 /** What a command printed and how it ended. */
@@ -158,12 +160,54 @@ export function containerInit(nspawnPid: number): number | undefined {
 }
 
 /** Runs a command inside a booted container's namespaces (nsenter into its init). */
-export function inBooted(pid: number, args: string[]): RunResult {
+export function inBooted(
+  pid: number,
+  args: string[],
+  options: { timeoutMs?: number } = {},
+): RunResult {
   return run(
     'nsenter',
     [`--target=${pid}`, '--mount', '--uts', '--ipc', '--net', '--pid', '--', ...args],
-    { timeoutMs: 300_000 },
+    { timeoutMs: options.timeoutMs ?? 300_000 },
   );
+}
+
+/**
+ * A copy of the package `deb` as version `version`: the control file's Version and the program's
+ * package.json (so `--version` and the start line say it), its md5sums line renewed, built in a new
+ * folder. Stands for the next release in upgrade tests.
+ *
+ * @returns the new .deb's path.
+ * @throws Error with dpkg-deb's output when unpacking or building fails.
+ */
+export function repackAs(deb: string, version: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'sg-repack-'));
+  const root = join(dir, 'root');
+  const unpacked = run('dpkg-deb', ['-R', deb, root]);
+  if (unpacked.code !== 0) throw new Error(`dpkg-deb -R ${deb}: ${unpacked.stderr}`);
+  const control = join(root, 'DEBIAN/control');
+  writeFileSync(
+    control,
+    readFileSync(control, 'utf8').replace(/^Version: .*$/m, `Version: ${version}`),
+  );
+  const rel = 'usr/lib/scan-gateway/package.json';
+  const pkg = join(root, rel);
+  const text = readFileSync(pkg, 'utf8').replace(/"version": "[^"]*"/, `"version": "${version}"`);
+  writeFileSync(pkg, text);
+  const md5 = createHash('md5').update(text).digest('hex');
+  const sums = join(root, 'DEBIAN/md5sums');
+  writeFileSync(
+    sums,
+    readFileSync(sums, 'utf8').replace(new RegExp(`^[0-9a-f]{32}  ${rel}$`, 'm'), `${md5}  ${rel}`),
+  );
+  const out = join(dir, `scan-gateway_${version}_${basename(deb).split('_').pop()!}`);
+  // gzip at its fastest: the copy only travels to a root on this machine.
+  const built = run('dpkg-deb', ['--root-owner-group', '-Zgzip', '-z1', '--build', root, out], {
+    timeoutMs: 1_200_000,
+  });
+  if (built.code !== 0) throw new Error(`dpkg-deb --build: ${built.stdout}${built.stderr}`);
+  rmSync(root, { recursive: true, force: true });
+  return out;
 }
 
 /**

@@ -8,7 +8,7 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs';
-import { basename, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT, VERSION } from '../../src/paths.js';
 import {
@@ -18,6 +18,7 @@ import {
   inBooted,
   inRoot,
   pathsNamed,
+  repackAs,
   spawnInRoot,
   starterForSandbox,
   type DebianSuite,
@@ -30,7 +31,10 @@ import { waitFor } from '../helpers/wait.js';
 // runtime answers --version and config check, a short run as the service user delivers a dropped
 // file to the embedded sandbox, the installed unit verifies, and purge leaves no file behind. The
 // Debian 12 root is also booted under its own systemd (systemd-nspawn -b), where the unit starts
-// and reports ready; Debian 13's systemd needs cgroup v2, which these machines lack.
+// and reports ready; Debian 13's systemd needs cgroup v2, which these machines lack. A second booted
+// Debian 12 root is upgraded (the package repacked with a higher version) with the site's secret in
+// upstream.clientSecretFile: the service restarts on the new version; a failing check leaves it on
+// the old one, and apt's output says so.
 // mmdebstrap, systemd-nspawn (systemd-container) and nsenter come from .ci/run; a missing one fails here.
 
 /** Debian 12 with its own nodejs (18, past its end of life) installed first, which the package must leave alone; Debian 13 with no Node.js at all. */
@@ -364,4 +368,145 @@ describe('the Debian package on clean Debian roots', () => {
       expect(readdirSync(join(root, 'var/tmp'))).not.toContain(basename(deb));
     });
   }
+
+  it('Debian 12 (bookworm) under systemd: an upgrade whose client secret comes from upstream.clientSecretFile restarts the service on the new version; one whose check fails keeps the old version running and says so', async () => {
+    const root = debianRoot('bookworm');
+    roots.push(root);
+    const next = repackAs(deb, `${VERSION}+upgrade1`);
+    const broken = repackAs(deb, `${VERSION}+upgrade2`);
+    roots.push(dirname(next), dirname(broken));
+    for (const file of [deb, next, broken])
+      copyFileSync(file, join(root, 'var/tmp', basename(file)));
+    const update = inRoot(root, ['apt-get', 'update', '-qq'], { timeoutMs: 1_500_000 });
+    expect(update.code, update.stdout + update.stderr).toBe(0);
+    const install = inRoot(
+      root,
+      ['apt-get', 'install', '-y', '--no-install-recommends', `/var/tmp/${basename(deb)}`],
+      { env: { DEBIAN_FRONTEND: 'noninteractive' }, timeoutMs: 3_000_000 },
+    );
+    expect(install.code, install.stdout.slice(-3000) + install.stderr).toBe(0);
+    // The package made the credential file the unit loads: empty, root only.
+    const credential = statSync(join(root, 'etc/scan-gateway/client-secret'));
+    expect([credential.size, credential.mode & 0o777, credential.uid]).toEqual([0, 0o600, 0]);
+
+    // The site's secret in a file of its own that the service user reads; the credential stays empty.
+    const servicePort = await freePort();
+    const serviceHttp = await freePort();
+    writeFileSync(
+      join(root, 'etc/scan-gateway/config.yaml'),
+      siteConfig(
+        readFileSync(join(root, 'etc/scan-gateway/config.yaml'), 'utf8'),
+        servicePort,
+        '/var/lib/scan-gateway',
+        serviceHttp,
+      ).replace(
+        'clientId: demo-client',
+        'clientId: demo-client\n  clientSecretFile: /etc/scan-gateway/secrets/client',
+      ),
+    );
+    const secretDir = '/etc/scan-gateway/secrets';
+    expect(
+      inRoot(root, ['install', '-d', '-o', 'root', '-g', 'scan-gateway', '-m', '0750', secretDir])
+        .code,
+    ).toBe(0);
+    writeFileSync(join(root, secretDir, 'client'), `${SECRET}\n`);
+    expect(inRoot(root, ['chown', 'root:scan-gateway', `${secretDir}/client`]).code).toBe(0);
+    expect(inRoot(root, ['chmod', '0640', `${secretDir}/client`]).code).toBe(0);
+    expect(inRoot(root, ['systemctl', 'enable', 'scan-gateway.service']).code).toBe(0);
+
+    const booted = spawnInRoot(root, ['--boot'], []);
+    let console = '';
+    booted.stdout?.on('data', (d: Buffer) => (console += d.toString()));
+    booted.stderr?.on('data', (d: Buffer) => (console += d.toString()));
+    const poweredOff = new Promise<number | null>((resolve) =>
+      booted.once('exit', (code) => resolve(code)),
+    );
+    try {
+      const init = await waitFor(() => containerInit(booted.pid!), {
+        timeoutMs: 150_000,
+        what: 'the container booted',
+      });
+      const journal = () =>
+        inBooted(init, ['journalctl', '--no-pager', '-n', '80', '-u', 'scan-gateway.service'])
+          .stdout;
+      /** The main PID of the active service once it has logged its start line with `version`. */
+      const runningVersion = (version: string, notPid?: string) =>
+        waitFor(
+          () => {
+            const s = inBooted(init, [
+              'systemctl',
+              'show',
+              '-p',
+              'ActiveState,MainPID',
+              'scan-gateway.service',
+            ]).stdout;
+            if (/ActiveState=failed/.test(s)) throw new Error(`failed: ${s}\n${journal()}`);
+            const pid = /MainPID=(\d+)/.exec(s)?.[1];
+            if (!/ActiveState=active/.test(s) || !pid || pid === '0' || pid === notPid)
+              return undefined;
+            const started = inBooted(init, [
+              'journalctl',
+              '--no-pager',
+              '-o',
+              'cat',
+              `_PID=${pid}`,
+            ]).stdout;
+            return started.includes(`"version":"${version}"`) &&
+              started.includes('"msg":"scan-gateway started"')
+              ? pid
+              : undefined;
+          },
+          { timeoutMs: 450_000, intervalMs: 1000, what: `scan-gateway ${version} running` },
+        ).catch((err: unknown) => {
+          throw new Error(`${(err as Error).message}\n${journal()}\n${console.slice(-2000)}`);
+        });
+      const before = await runningVersion(VERSION);
+      const apt = (file: string) =>
+        inBooted(
+          init,
+          [
+            'env',
+            'DEBIAN_FRONTEND=noninteractive',
+            'apt-get',
+            'install',
+            '-y',
+            '--no-install-recommends',
+            `/var/tmp/${basename(file)}`,
+          ],
+          { timeoutMs: 1_500_000 },
+        );
+
+      // The upgrade: the check passes with the secret from clientSecretFile, the service restarts.
+      const upgrade = apt(next);
+      expect(upgrade.code, upgrade.stdout.slice(-3000) + upgrade.stderr).toBe(0);
+      expect(upgrade.stdout + upgrade.stderr).not.toMatch(/not started|NOT RESTARTED/);
+      const after = await runningVersion(`${VERSION}+upgrade1`, before);
+      expect(after).not.toBe(before);
+
+      // A check that fails (the service user can no longer read the secret): the upgrade finishes,
+      // the running gateway stays on the version before, and apt's output says why and what to do.
+      expect(inBooted(init, ['chmod', '0600', `${secretDir}/client`]).code).toBe(0);
+      const refused = apt(broken);
+      const said = refused.stdout + refused.stderr;
+      expect(refused.code, said.slice(-3000)).toBe(0);
+      expect(said).toContain('scan-gateway: NOT RESTARTED');
+      expect(said).toContain('upstream.clientSecretFile');
+      expect(said).toContain('systemctl restart scan-gateway');
+      expect(
+        inBooted(init, ['dpkg-query', '-W', '-f=${Status} ${Version}', 'scan-gateway']).stdout,
+      ).toBe(`install ok installed ${VERSION}+upgrade2`);
+      const still = inBooted(init, [
+        'systemctl',
+        'show',
+        '-p',
+        'ActiveState,MainPID',
+        'scan-gateway.service',
+      ]).stdout;
+      expect(still).toContain(`MainPID=${after}\n`);
+      expect(still).toContain('ActiveState=active');
+    } finally {
+      booted.kill('SIGTERM');
+    }
+    await poweredOff;
+  });
 });

@@ -133,6 +133,18 @@ describe('configuration loading', () => {
       loadConfig(join(dir, 'site.yaml'), { baseDir: dir, env: { CREDENTIALS_DIRECTORY: creds } })
         .clientSecret,
     ).toBe('cred-secret');
+    // An empty credential (the package's empty /etc/scan-gateway/client-secret) is no secret: the
+    // file named by clientSecretFile is read; with nothing else the error names the empty credential.
+    const empty = mkdtempSync(join(tmpdir(), 'sg-creds-'));
+    writeFileSync(join(empty, 'client-secret'), '');
+    expect(
+      loadConfig(join(dir, 'site.yaml'), { baseDir: dir, env: { CREDENTIALS_DIRECTORY: empty } })
+        .clientSecret,
+    ).toBe('s3cret');
+    writeFileSync(join(dir, 'bare.yaml'), GOOD);
+    expect(() =>
+      loadConfig(join(dir, 'bare.yaml'), { baseDir: dir, env: { CREDENTIALS_DIRECTORY: empty } }),
+    ).toThrow(/no client secret \(the systemd credential client-secret, .*client-secret, is empty/);
   });
 
   it('requires https for baseUrl and authUrl off loopback, naming file, line and key, unless allowInsecureHttp', () => {
