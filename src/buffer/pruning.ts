@@ -99,7 +99,7 @@ export class Pruning {
         `SELECT id, read_id AS readId, time_utc AS readAt, reference FROM scan_rows WHERE batch_id = ? AND state IN ('delivered', 'batched') LIMIT ?`,
       ),
       deliveredOfBatchBefore: prepare(
-        `SELECT id, read_id AS readId, time_utc AS readAt FROM scan_rows WHERE batch_id = ? AND state IN ('delivered', 'batched') AND time_utc < ? LIMIT ?`,
+        `SELECT id, read_id AS readId, time_utc AS readAt, reference FROM scan_rows WHERE batch_id = ? AND state IN ('delivered', 'batched') AND time_utc < ? LIMIT ?`,
       ),
       rememberRef: prepare(
         `INSERT OR IGNORE INTO early_pruned_refs (reference, pruned_at) VALUES (?, ?)`,

@@ -127,15 +127,23 @@ export class Retention {
   /**
    * By hand (`scan-gateway buffer prune --before DATE`): deletes the delivered scans read before
    * `beforeIso`, of finished batches, with their reads and emptied batches; undelivered scans are
-   * never touched. A batch is pruned only of its scans read before the date.
+   * never touched. A batch is pruned only of its scans read before the date. With `earlyAt`, the
+   * references of the scans removed are remembered under it (for `trace`).
    */
-  async pruneDeliveredReadBefore(beforeIso: string): Promise<PruneResult> {
+  async pruneDeliveredReadBefore(beforeIso: string, earlyAt?: string): Promise<PruneResult> {
     const pruning = this.options.store.pruning;
     const total: PruneResult = { scans: 0, reads: 0, batches: 0, files: 0 };
     const emptied = new Set<number>();
     for (const batchId of pruning.batchesWithDeliveredReadBefore(beforeIso)) {
       for (;;) {
-        const done = pruning.pruneBatchChunk(batchId, this.chunk, total, emptied, beforeIso);
+        const done = pruning.pruneBatchChunk(
+          batchId,
+          this.chunk,
+          total,
+          emptied,
+          beforeIso,
+          earlyAt,
+        );
         await yieldToEventLoop();
         if (done) break;
       }
