@@ -106,6 +106,8 @@ export interface DiskGuardOptions {
 }
 
 const MIB = 1024 * 1024;
+/** While pruning cannot help and no room came back, how often it is worked out again, in ms. */
+const CANNOT_HELP_RECHECK_MS = 5000;
 /** Pages one `incremental_vacuum` step returns (256 KiB at 4 KiB pages): what the log must take at once. */
 const VACUUM_STEP_PAGES = 64;
 /** Most vacuum steps of one check (256 MiB at 4 KiB pages); the rest follows at the next. */
@@ -149,6 +151,8 @@ export class DiskGuard {
   /** The early prunes remembered in the buffer (loaded at start, appended at each prune). */
   private earlyPrunes: EarlyPruneRecord[] = [];
   private cannotHelp: string | undefined;
+  private cannotHelpAt = -Infinity;
+  private cannotHelpFree = 0;
 
   /** Only keeps its options: {@link start} examines the disk and writes the reserve. */
   constructor(private readonly options: DiskGuardOptions) {
@@ -359,6 +363,18 @@ export class DiskGuard {
       let want = full ? Math.min(step, 500) : step;
       const keepFrom = new Date(this.now() - this.keepRecentHours() * 3600_000).toISOString();
       const s = this.stat();
+      if (
+        s &&
+        s.free < this.lowFreeMark() &&
+        this.cannotHelp !== undefined &&
+        this.now() - this.cannotHelpAt < CANNOT_HELP_RECHECK_MS &&
+        s.free <= this.cannotHelpFree
+      ) {
+        // Still cannot help, nothing freed meanwhile: the counts (a scan of the buffer's rows) are
+        // not taken again at every check.
+        this.fullReported = false;
+        break;
+      }
       if (s && s.free < this.lowFreeMark()) {
         // Only what frees the shortfall, and nothing when it cannot be freed (early-prune-plan.ts).
         const { store } = this.options;
@@ -389,6 +405,8 @@ export class DiskGuard {
               `buffer disk is low and ${text}`,
             );
           this.cannotHelp = text;
+          this.cannotHelpAt = this.now();
+          this.cannotHelpFree = s.free;
           this.fullReported = false;
           break;
         }
