@@ -364,6 +364,7 @@ export class DiskGuard {
       const keepFrom = new Date(this.now() - this.keepRecentHours() * 3600_000).toISOString();
       const s = this.stat();
       if (
+        !full &&
         s &&
         s.free < this.lowFreeMark() &&
         this.cannotHelp !== undefined &&
@@ -407,10 +408,14 @@ export class DiskGuard {
           this.cannotHelp = text;
           this.cannotHelpAt = this.now();
           this.cannotHelpFree = s.free;
-          this.fullReported = false;
-          break;
-        }
-        want = Math.min(want, plan.scans);
+          // SQLITE_FULL: writes fail now. The mark is out of reach, but one small step gives
+          // delivery room to record its batches (and so to make more scans delivered); the
+          // next check, without the report, prunes nothing again.
+          if (!full) {
+            this.fullReported = false;
+            break;
+          }
+        } else want = Math.min(want, plan.scans);
       }
       let r;
       try {

@@ -315,6 +315,27 @@ describe('disk guard: the audit yields to undelivered data', () => {
     expect(parsed().filter((l) => /pruning cannot help/.test(l.msg))).toHaveLength(1);
   });
 
+  it('on SQLITE_FULL prunes one small step even when the mark is out of reach, then nothing again', async () => {
+    const s = open();
+    deliveredBatch(s, 'D1', 600);
+    const guard = new DiskGuard({
+      store: s,
+      retention: new Retention({ store: s, retentionDays: 30, logger: silentLogger() }),
+      logger: silentLogger(),
+      reserveBytes: 0,
+      lowFreeBytes: 64 * MIB,
+      now: () => NOW + 25 * 3600_000,
+      statfs: () => ({ free: 0, size: 100 * MIB }),
+    });
+    guard.reportFull();
+    await guard.check();
+    // The step on a full disk is 500 scans: delivery gets room, the rest of the audit stays.
+    expect(guard.snapshot().prunedEarlyScans).toBe(500);
+    await guard.check();
+    expect(guard.snapshot().prunedEarlyScans).toBe(500);
+    expect(guard.snapshot().pruneCannotHelp).toMatch(/^pruning cannot help/);
+  });
+
   it('never prunes early the delivered scans of the protected window (earlyPruneKeepHours)', async () => {
     const s = open();
     deliveredBatch(s, 'D1', 50);
