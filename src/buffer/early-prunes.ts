@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import type { EarlyPruneRecord } from './pruning.js';
+import { referenceHash, type EarlyPruneRecord } from './pruning.js';
 
 /**
  * The early prunes (disk-guard.ts) that took scans of `reference`, oldest first: when, why, how
@@ -11,19 +11,26 @@ export function earlyPrunesOf(db: Database.Database, reference: string): EarlyPr
     .prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'early_pruned_refs'`)
     .get();
   if (!exists) return [];
-  const rows = db
-    .prepare(
-      `SELECT p.at, p.reason, p.scans, p.first_read_at AS firstReadAt, p.last_read_at AS lastReadAt
-         FROM early_pruned_refs r JOIN early_prunes p ON p.at = r.pruned_at
-        WHERE r.reference = ? ORDER BY p.id`,
-    )
-    .all(reference) as {
-    at: string;
-    reason: string;
-    scans: number;
-    firstReadAt: string | null;
-    lastReadAt: string | null;
-  }[];
+  const times = new Set(
+    db
+      .prepare(`SELECT pruned_at FROM early_pruned_refs WHERE ref_hash = ?`)
+      .pluck()
+      .all(referenceHash(reference)) as number[],
+  );
+  if (times.size === 0) return [];
+  const rows = (
+    db
+      .prepare(
+        `SELECT at, reason, scans, first_read_at AS firstReadAt, last_read_at AS lastReadAt FROM early_prunes ORDER BY id`,
+      )
+      .all() as {
+      at: string;
+      reason: string;
+      scans: number;
+      firstReadAt: string | null;
+      lastReadAt: string | null;
+    }[]
+  ).filter((p) => times.has(Date.parse(p.at)));
   return rows.map((r) => ({
     at: r.at,
     reason: r.reason,

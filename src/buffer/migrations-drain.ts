@@ -216,7 +216,10 @@ export const DRAIN_MIGRATIONS: readonly string[] = [
   // the span of their read times, so that the page, the metrics and `trace` can say so after a
   // restart. One row per episode of pressure, and the references of the scans it took (only the
   // shortfall's worth, so a few thousand at most), by the episode's time: `trace` of such an item
-  // names the prune. Both are kept for the audit period (retention.ts deletes them after it).
+  // names the prune. A reference is kept as 64 bits of its SHA-256 with the prune's time in ms
+  // (about 20 bytes a row): the references themselves (up to hundreds of characters) took as
+  // much room as the prune freed on the MQTT tmpfs test. Both are kept for the audit period
+  // (retention.ts deletes them after it).
   `
   CREATE TABLE early_prunes (
     id INTEGER PRIMARY KEY,
@@ -227,10 +230,9 @@ export const DRAIN_MIGRATIONS: readonly string[] = [
     last_read_at TEXT
   );
   CREATE TABLE early_pruned_refs (
-    reference TEXT NOT NULL,
-    pruned_at TEXT NOT NULL,
-    PRIMARY KEY (reference, pruned_at)
+    ref_hash INTEGER NOT NULL,
+    pruned_at INTEGER NOT NULL,
+    PRIMARY KEY (ref_hash, pruned_at)
   ) WITHOUT ROWID;
-  CREATE INDEX early_pruned_refs_at ON early_pruned_refs (pruned_at);
   `,
 ];

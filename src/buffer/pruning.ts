@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type Database from 'better-sqlite3';
 
 /** What one prune removed. */
@@ -102,7 +103,7 @@ export class Pruning {
         `SELECT id, read_id AS readId, time_utc AS readAt, reference FROM scan_rows WHERE batch_id = ? AND state IN ('delivered', 'batched') AND time_utc < ? LIMIT ?`,
       ),
       rememberRef: prepare(
-        `INSERT OR IGNORE INTO early_pruned_refs (reference, pruned_at) VALUES (?, ?)`,
+        `INSERT OR IGNORE INTO early_pruned_refs (ref_hash, pruned_at) VALUES (?, ?)`,
       ),
       forgetRefs: prepare(`DELETE FROM early_pruned_refs WHERE pruned_at < ?`),
       forgetPrunes: prepare(`DELETE FROM early_prunes WHERE at < ?`),
@@ -182,7 +183,9 @@ export class Pruning {
   forgetEarlyPrunes(beforeIso: string): number {
     return this.db
       .transaction(
-        () => this.s.forgetRefs.run(beforeIso).changes + this.s.forgetPrunes.run(beforeIso).changes,
+        () =>
+          this.s.forgetRefs.run(Date.parse(beforeIso)).changes +
+          this.s.forgetPrunes.run(beforeIso).changes,
       )
       .immediate();
   }
@@ -255,7 +258,7 @@ export class Pruning {
           total.scans += n;
           if (n > 0) spanRead(total, s.readAt);
           if (n > 0 && earlyAt !== undefined && s.reference !== undefined)
-            this.s.rememberRef.run(s.reference, earlyAt);
+            this.s.rememberRef.run(referenceHash(s.reference), Date.parse(earlyAt));
         }
         // The dead letters these scans replaced (replay), and theirs in turn.
         for (let depth = 0; replaced.length > 0 && depth < REPLAY_DEPTH; depth++) {
@@ -331,6 +334,14 @@ export class Pruning {
   pruneMessages(beforeMs: number): number {
     return this.s.messages.run(beforeMs).changes;
   }
+}
+
+/**
+ * 64 bits of the SHA-256 of a reference, as SQLite stores an INTEGER: what `early_pruned_refs`
+ * keeps of a pruned scan's reference (a false match is one in 2^64).
+ */
+export function referenceHash(reference: string): bigint {
+  return createHash('sha256').update(reference).digest().readBigInt64BE(0);
 }
 
 /** Widens the span of read times of `total` to take `readAt`. */

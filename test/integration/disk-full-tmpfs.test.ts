@@ -829,10 +829,15 @@ inputs:
         const gone = (() => {
           const db = new Database(bufferPath, { readonly: true });
           try {
-            return db
-              .prepare(`SELECT reference FROM early_pruned_refs LIMIT 1`)
-              .pluck()
-              .get() as string;
+            const kept = new Set(
+              db
+                .prepare(`SELECT reference FROM scan_rows WHERE reference LIKE 'OLD-0-%'`)
+                .pluck()
+                .all() as string[],
+            );
+            return Array.from({ length: PER_BATCH }, (_, i) => `OLD-0-${i}`).find(
+              (r) => !kept.has(r),
+            )!;
           } finally {
             db.close();
           }

@@ -278,11 +278,15 @@ describe('disk guard: the audit yields to undelivered data', () => {
     expect(lost?.reason).toMatch(/bytes free, below the mark of 8388608/);
     expect(parsed().some((l) => /only what frees the shortfall/.test(l.msg))).toBe(true);
     // trace names the prune for a pruned item, not for a kept one.
-    const gone = sqlOf(s)
-      .prepare(`SELECT reference FROM early_pruned_refs`)
-      .pluck()
-      .all() as string[];
+    const kept = new Set(
+      sqlOf(s).prepare(`SELECT reference FROM scan_rows`).pluck().all() as string[],
+    );
+    const gone = Array.from({ length: 50 }, (_, i) => `D1-${i}`).filter((r) => !kept.has(r));
     expect(gone).toHaveLength(pruned);
+    expect(
+      sqlOf(s).prepare(`SELECT count(*) FROM early_pruned_refs`).pluck().get(),
+      'one compact row per pruned reference',
+    ).toBe(pruned);
     expect(s.reports.trace(gone[0]!).prunedEarly?.[0]?.scans).toBe(pruned);
     expect(s.reports.trace('D2-0').prunedEarly).toBeUndefined();
     // No pressure: nothing more goes.
