@@ -201,6 +201,7 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     retention,
     logger: bufferLog,
     now,
+    keepRecentHours: config.buffer.earlyPruneKeepHours,
     ...(quota !== undefined
       ? { quotaBytes: quota }
       : {

@@ -41,6 +41,8 @@ export const HealthCodes = {
   EVENTS_LAGGING: 'SCANGW_H_EVENTS_LAGGING',
   /** Delivered scans were pruned before their audit period ended because the buffer's disk ran low. */
   AUDIT_PRUNED_EARLY: 'SCANGW_H_AUDIT_PRUNED_EARLY',
+  /** The buffer's disk is low and pruning delivered scans cannot free the shortfall, so nothing was pruned. */
+  BUFFER_DISK_LOW: 'SCANGW_H_BUFFER_DISK_LOW',
   /** The local server's TLS certificate has ended or ends within 14 days. */
   LISTENER_CERT_ENDING: 'SCANGW_H_LISTENER_CERT_ENDING',
   /** Tokens guard a local server that is reachable beyond loopback over plain HTTP: they cross the network in clear text. */
@@ -381,9 +383,16 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
   {
     code: HealthCodes.AUDIT_PRUNED_EARLY,
     meaning:
-      'the disk of the buffer ran low (free space below the mark, or SQLite reported it full), so the oldest delivered scans were deleted before `buffer.retentionDays` ended, to keep room for undelivered data; undelivered scans are never pruned. The audit of those scans (requestId, upstream state) is gone from the buffer; the service still has them',
+      'the disk of the buffer ran low (free space below the mark, or SQLite reported it full), so the oldest delivered scans were deleted before `buffer.retentionDays` ended, only as many as free the shortfall and none of batches finished within `buffer.earlyPruneKeepHours`, to keep room for undelivered data; undelivered scans are never pruned. The audit of those scans (requestId, upstream state) is gone from the buffer; the service still has them. The page gives their count and the span of their read times; `scan-gateway trace` names the prune for an item read in that span. Shown for `buffer.retentionDays` after the prune',
     whatToDo:
       'give the buffer a larger disk, or lower `buffer.retentionDays` so the audit fits (docs/operations.md, "Disk sizing"); find what else fills the disk (`df -h`, `du`)',
+  },
+  {
+    code: HealthCodes.BUFFER_DISK_LOW,
+    meaning:
+      "free space on the buffer's disk is below the mark (`lowFreeBytes`), and deleting every delivered scan early pruning may take (those of batches finished more than `buffer.earlyPruneKeepHours` ago) would not free the shortfall: nothing was pruned, since deleting the audit would not save intake. Something else fills the disk",
+    whatToDo:
+      "find what fills the disk (`df -h`, `du -x`) and free room there; or lower `buffer.earlyPruneKeepHours` (applied on reload) if the last hours' audit may go; `scan-gateway buffer prune --before DATE` deletes delivered scans by hand",
   },
   {
     code: HealthCodes.PRODUCTS_UNKNOWN,

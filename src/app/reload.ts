@@ -48,7 +48,17 @@ export async function reloadGateway(
   const running = Object.fromEntries(
     RESTART_SECTIONS.map((section) => [section, previous.config[section]]),
   );
+  // The audit period and early pruning's window are applied at once (the rest of `buffer` waits).
+  running['buffer'] = {
+    ...previous.config.buffer,
+    retentionDays: next.config.buffer.retentionDays,
+    earlyPruneKeepHours: next.config.buffer.earlyPruneKeepHours,
+  };
   live.current = { ...next, config: { ...next.config, ...running } };
+  if (report.retentionChanged) {
+    g.retention.setRetentionDays(next.config.buffer.retentionDays);
+    g.diskGuard.setKeepRecentHours(next.config.buffer.earlyPruneKeepHours);
+  }
   live.configLoadedAt = new Date(g.now());
   delete live.lastReloadError;
   live.lastReload = {

@@ -10,6 +10,8 @@ import {
   quotaTooLargeText,
 } from './disk-quota.js';
 import { ReserveFile } from './reserve.js';
+import { planEarlyPrune } from './early-prune-plan.js';
+import type { EarlyPruneRecord } from './pruning.js';
 import type { Retention } from './retention.js';
 import type { BufferStore } from './store.js';
 import { isDiskFull } from '../errors.js';
@@ -44,6 +46,22 @@ export interface DiskGuardStatus {
   prunedEarlyScans: number;
   /** The last early prune: when and how many delivered scans it removed. */
   lastEarlyPrune?: { at: string; scans: number; reads: number; batches: number };
+  /**
+   * Audit lost before its period ended, as remembered in the buffer (also across restarts): the
+   * early prunes of the last `buffer.retentionDays`, summed, with the span of the read times of
+   * the scans they took and the latest prune's time and reason. Absent when there were none.
+   */
+  auditLost?: {
+    scans: number;
+    firstReadAt?: string;
+    lastReadAt?: string;
+    at: string;
+    reason: string;
+  };
+  /** Free space is below the mark and pruning every delivered scan it may take would not restore it: nothing was pruned. */
+  pruneCannotHelp?: string;
+  /** Delivered scans read within this many hours are never pruned early (`buffer.earlyPruneKeepHours`). */
+  keepRecentHours: number;
   /** The database is not yet in `auto_vacuum = INCREMENTAL` (switch skipped at start): freed pages are reused but not returned. */
   vacuumPending?: string;
   /** The byte quota (`buffer.maxBytes`) is larger than the disk can hold: the disk fills before the quota is reached. */
@@ -66,7 +84,12 @@ export interface DiskGuardOptions {
   lowFreeBytes?: number;
   /** How often free space is checked, in ms (one `statfs`). Default 250: intake at full speed fills megabytes a second. */
   intervalMs?: number;
-  /** Delivered scans one early-prune step removes before space is measured again. Default 2000. */
+  /**
+   * Delivered scans of batches finished within this many hours are never pruned early: the last
+   * shift's audit (`trace` of an item read an hour ago) outlives a filling disk. Default 24.
+   */
+  keepRecentHours?: number;
+  /** Delivered scans one early-prune step removes at most before space is measured again. Default 2000. */
   step?: number;
   /** Largest buffer file switched to `auto_vacuum = INCREMENTAL` by a `VACUUM` at start. Default 256 MiB. */
   maxVacuumBytes?: number;
@@ -83,6 +106,8 @@ export interface DiskGuardOptions {
 }
 
 const MIB = 1024 * 1024;
+/** While pruning cannot help and no room came back, how often it is worked out again, in ms. */
+const CANNOT_HELP_RECHECK_MS = 5000;
 /** Pages one `incremental_vacuum` step returns (256 KiB at 4 KiB pages): what the log must take at once. */
 const VACUUM_STEP_PAGES = 64;
 /** Most vacuum steps of one check (256 MiB at 4 KiB pages); the rest follows at the next. */
@@ -123,6 +148,11 @@ export class DiskGuard {
   /** Logged once per episode of pressure with nothing delivered left, not every 250 ms. */
   private nothingLeftWarned = false;
   private lastFailure: string | undefined;
+  /** The early prunes remembered in the buffer (loaded at start, appended at each prune). */
+  private earlyPrunes: EarlyPruneRecord[] = [];
+  private cannotHelp: string | undefined;
+  private cannotHelpAt = -Infinity;
+  private cannotHelpFree = 0;
 
   /** Only keeps its options: {@link start} examines the disk and writes the reserve. */
   constructor(private readonly options: DiskGuardOptions) {
@@ -152,6 +182,7 @@ export class DiskGuard {
    */
   start(): void {
     this.lowFreeMark();
+    this.earlyPrunes = this.options.store.pruning.earlyPrunes();
     this.switchToIncrementalVacuum();
     this.reserve.write();
     this.checkQuotaFits();
@@ -210,6 +241,43 @@ export class DiskGuard {
       ...(this.vacuumPending ? { vacuumPending: this.vacuumPending } : {}),
       ...(this.quotaTooLarge ? { quotaTooLarge: this.quotaTooLarge } : {}),
       ...(this.derived !== undefined ? { derivedQuotaBytes: this.derived } : {}),
+      ...this.auditLostStatus(),
+      ...(this.cannotHelp ? { pruneCannotHelp: this.cannotHelp } : {}),
+      keepRecentHours: this.keepRecentHours(),
+    };
+  }
+
+  private keepRecentHours(): number {
+    return this.options.keepRecentHours ?? 24;
+  }
+
+  /** Changes the protected window of early pruning (a reload of `buffer.earlyPruneKeepHours`). */
+  setKeepRecentHours(hours: number): void {
+    this.options.keepRecentHours = hours;
+  }
+
+  /** The early prunes of the last audit period, summed ({@link DiskGuardStatus.auditLost}). */
+  private auditLostStatus(): Pick<DiskGuardStatus, 'auditLost'> {
+    const since = new Date(
+      this.now() - this.options.retention.retentionDays * 24 * 3600_000,
+    ).toISOString();
+    const recent = this.earlyPrunes.filter((p) => p.at >= since);
+    const last = recent[recent.length - 1];
+    if (!last) return {};
+    let first: string | undefined;
+    let latest: string | undefined;
+    for (const p of recent) {
+      if (p.firstReadAt && (first === undefined || p.firstReadAt < first)) first = p.firstReadAt;
+      if (p.lastReadAt && (latest === undefined || p.lastReadAt > latest)) latest = p.lastReadAt;
+    }
+    return {
+      auditLost: {
+        scans: recent.reduce((n, p) => n + p.scans, 0),
+        ...(first ? { firstReadAt: first } : {}),
+        ...(latest ? { lastReadAt: latest } : {}),
+        at: last.at,
+        reason: last.reason,
+      },
     };
   }
 
@@ -272,7 +340,13 @@ export class DiskGuard {
     this.checkQuotaFits();
     const { retention, logger } = this.options;
     const step = this.options.step ?? 2000;
-    const total = { scans: 0, reads: 0, batches: 0 };
+    const total: { scans: number; reads: number; batches: number } & {
+      firstReadAt?: string;
+      lastReadAt?: string;
+    } = { scans: 0, reads: 0, batches: 0 };
+    let reason: string | undefined;
+    // The episode's instant: the record of the prune and the references it took share it.
+    const episodeAt = new Date(this.now()).toISOString();
     // Bounded: each step removes `step` scans or ends the loop (nothing delivered left).
     let pressured = false;
     while (this.underPressure()) {
@@ -285,13 +359,75 @@ export class DiskGuard {
         // The log first: what delivery and intake wrote before the disk filled may hold the room.
         this.returnPages();
       }
+      // Smaller steps on a full disk: each one's deletes must fit in what the log can still take.
+      let want = full ? Math.min(step, 500) : step;
+      const keepFrom = new Date(this.now() - this.keepRecentHours() * 3600_000).toISOString();
+      const s = this.stat();
+      if (
+        !full &&
+        s &&
+        s.free < this.lowFreeMark() &&
+        this.cannotHelp !== undefined &&
+        this.now() - this.cannotHelpAt < CANNOT_HELP_RECHECK_MS &&
+        s.free <= this.cannotHelpFree
+      ) {
+        // Still cannot help, nothing freed meanwhile: the counts (a scan of the buffer's rows) are
+        // not taken again at every check.
+        this.fullReported = false;
+        break;
+      }
+      if (s && s.free < this.lowFreeMark()) {
+        // Only what frees the shortfall, and nothing when it cannot be freed (early-prune-plan.ts).
+        const { store } = this.options;
+        const plan = planEarlyPrune({
+          freeBytes: s.free,
+          lowFreeBytes: this.lowFreeMark(),
+          usedBytes: store.space.usedBytes(),
+          freePageBytes: store.space.freeBytes(),
+          scanRows: store.pruning.scanRows(),
+          eligibleScans: store.pruning.eligibleScans(keepFrom),
+        });
+        if (plan.kind === 'none') {
+          // The free pages inside the file cover it: returned without deleting anything.
+          this.returnPages();
+          break;
+        }
+        if (plan.kind === 'cannotHelp') {
+          const text = `pruning cannot help: ${plan.neededBytes} bytes needed, at most ${plan.recoverableBytes} recoverable from delivered scans older than ${this.keepRecentHours()} h; nothing was pruned`;
+          if (this.cannotHelp === undefined)
+            logger.warn(
+              {
+                freeBytes: s.free,
+                lowFreeBytes: this.lowFreeMark(),
+                neededBytes: plan.neededBytes,
+                recoverableBytes: plan.recoverableBytes,
+                keepRecentHours: this.keepRecentHours(),
+              },
+              `buffer disk is low and ${text}`,
+            );
+          this.cannotHelp = text;
+          this.cannotHelpAt = this.now();
+          this.cannotHelpFree = s.free;
+          // SQLITE_FULL: writes fail now. The mark is out of reach, but one small step gives
+          // delivery room to record its batches (and so to make more scans delivered); the
+          // next check, without the report, prunes nothing again.
+          if (!full) {
+            this.fullReported = false;
+            break;
+          }
+        } else want = Math.min(want, plan.scans);
+      }
       let r;
       try {
-        // Smaller steps on a full disk: each one's deletes must fit in what the log can still take.
-        r = await retention.pruneOldestDelivered(full ? Math.min(step, 500) : step);
+        r = await retention.pruneOldestDelivered(want, keepFrom, episodeAt);
       } finally {
         this.returnPages();
       }
+      if (r.firstReadAt && (!total.firstReadAt || r.firstReadAt < total.firstReadAt))
+        total.firstReadAt = r.firstReadAt;
+      if (r.lastReadAt && (!total.lastReadAt || r.lastReadAt > total.lastReadAt))
+        total.lastReadAt = r.lastReadAt;
+      if (!reason) reason = this.pressureReason(full, s);
       total.scans += r.scans;
       total.reads += r.reads;
       total.batches += r.batches;
@@ -309,18 +445,39 @@ export class DiskGuard {
       }
       this.nothingLeftWarned = false;
     }
-    if (!pressured) this.nothingLeftWarned = false;
+    if (!pressured) {
+      this.nothingLeftWarned = false;
+      this.cannotHelp = undefined;
+    }
     if (total.scans > 0) {
+      this.cannotHelp = undefined;
       this.pruned += total.scans;
-      this.lastEarly = { at: new Date(this.now()).toISOString(), ...total };
+      const at = episodeAt;
+      this.lastEarly = { at, scans: total.scans, reads: total.reads, batches: total.batches };
+      const record: EarlyPruneRecord = {
+        at,
+        reason: reason ?? 'the buffer disk ran low',
+        scans: total.scans,
+        ...(total.firstReadAt ? { firstReadAt: total.firstReadAt } : {}),
+        ...(total.lastReadAt ? { lastReadAt: total.lastReadAt } : {}),
+      };
+      this.earlyPrunes.push(record);
+      try {
+        this.options.store.pruning.recordEarlyPrune(record);
+      } catch (err) {
+        // The page and the log still say it; only `trace` after a restart would not know.
+        logger.warn({ err }, 'remembering an early prune in the buffer failed');
+      }
       logger.warn(
         {
           ...total,
+          reason: record.reason,
           freeBytes: this.lastFree,
           lowFreeBytes: this.lowFreeMark(),
           prunedEarlyScans: this.pruned,
+          keepRecentHours: this.keepRecentHours(),
         },
-        'buffer disk is low: pruned the oldest delivered scans before their audit period ended (undelivered scans are kept)',
+        'buffer disk is low: pruned the oldest delivered scans before their audit period ended, only what frees the shortfall (undelivered scans are kept)',
       );
     }
     if (this.reserve.released && this.reserveSize > 0) {
@@ -330,6 +487,14 @@ export class DiskGuard {
       const free = this.stat()?.free ?? 0;
       if (free >= this.reserveSize + RESUME_FREE_BYTES) this.reserve.write();
     }
+  }
+
+  /** Why early pruning ran, in words, for the log and the record `trace` reads. */
+  private pressureReason(full: boolean, s: { free: number } | undefined): string {
+    if (full) return 'SQLite reported the disk full';
+    if (s && s.free < this.lowFreeMark())
+      return `the disk ran low: ${s.free} bytes free, below the mark of ${this.lowFreeMark()}`;
+    return 'the buffer neared its page limit (max_page_count)';
   }
 
   /** Free space below the mark, SQLITE_FULL reported, or (tests, embedded limits) `max_page_count` nearly reached. */

@@ -1,3 +1,4 @@
+import type { EarlyPruneRecord } from './pruning.js';
 import type Database from 'better-sqlite3';
 import { printableRaw } from '../format/printable.js';
 import { scanStateSql } from './scan-state.js';
@@ -130,6 +131,11 @@ export interface ItemTrace {
   sameItem?: string[];
   /** The items carrying the query as an AI's value (a serial, an SSCC, a lot, a GTIN), by AI. */
   byValue?: ValueMatches[];
+  /**
+   * Early prunes (the buffer's disk ran low) that deleted scans of this reference before the end
+   * of the audit period: when, why, how many scans each took and the span of their read times.
+   */
+  prunedEarly?: EarlyPruneRecord[];
 }
 
 /** A reference found by prefix. */

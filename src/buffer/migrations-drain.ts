@@ -212,4 +212,27 @@ export const DRAIN_MIGRATIONS: readonly string[] = [
   CREATE TABLE scan_keys_fill (up_to INTEGER NOT NULL);
   INSERT INTO scan_keys_fill (up_to) SELECT coalesce(max(id), 0) FROM scan_rows;
   `,
+  // Early pruning (disk-guard.ts) remembers what it took: when, why, how many delivered scans and
+  // the span of their read times, so that the page, the metrics and `trace` can say so after a
+  // restart. One row per episode of pressure, and the references of the scans it took (only the
+  // shortfall's worth, so a few thousand at most), by the episode's time: `trace` of such an item
+  // names the prune. A reference is kept as 64 bits of its SHA-256 with the prune's time in ms
+  // (about 20 bytes a row): the references themselves (up to hundreds of characters) took as
+  // much room as the prune freed on the MQTT tmpfs test. Both are kept for the audit period
+  // (retention.ts deletes them after it).
+  `
+  CREATE TABLE early_prunes (
+    id INTEGER PRIMARY KEY,
+    at TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    scans INTEGER NOT NULL,
+    first_read_at TEXT,
+    last_read_at TEXT
+  );
+  CREATE TABLE early_pruned_refs (
+    ref_hash INTEGER NOT NULL,
+    pruned_at INTEGER NOT NULL,
+    PRIMARY KEY (ref_hash, pruned_at)
+  ) WITHOUT ROWID;
+  `,
 ];

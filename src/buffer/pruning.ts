@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type Database from 'better-sqlite3';
 
 /** What one prune removed. */
@@ -10,6 +11,32 @@ export interface PruneResult {
   batches: number;
   /** File hashes (duplicate-file detection) older than the audit period. */
   files: number;
+  /** Earliest read time (ISO 8601) of the delivered scans removed, when any were. */
+  firstReadAt?: string;
+  /** Latest read time (ISO 8601) of the delivered scans removed, when any were. */
+  lastReadAt?: string;
+}
+
+/** One early prune as remembered in the buffer (table `early_prunes`). */
+export interface EarlyPruneRecord {
+  /** ISO 8601 instant of the prune. */
+  at: string;
+  /** Why, in words (the free space against the mark, or SQLite's full disk). */
+  reason: string;
+  /** Delivered scans removed. */
+  scans: number;
+  /** Earliest and latest read time (ISO 8601) of those scans. */
+  firstReadAt?: string;
+  lastReadAt?: string;
+}
+
+/** The early prunes remembered in the buffer, summed: count of scans and the span of their read times. */
+export interface EarlyPruneSummary {
+  scans: number;
+  firstReadAt?: string;
+  lastReadAt?: string;
+  /** The latest prune. */
+  last?: EarlyPruneRecord;
 }
 
 /**
@@ -44,7 +71,18 @@ export class Pruning {
     | 'deleteOldRead'
     | 'files'
     | 'fileProgress'
-    | 'messages',
+    | 'messages'
+    | 'eligible'
+    | 'scanRows'
+    | 'recordEarly'
+    | 'earlySummary'
+    | 'lastEarly'
+    | 'earlyCovering'
+    | 'deliveredBefore'
+    | 'deliveredOfBatchBefore'
+    | 'rememberRef'
+    | 'forgetRefs'
+    | 'forgetPrunes',
     Database.Statement
   >;
 
@@ -55,12 +93,20 @@ export class Pruning {
         `SELECT id FROM batches WHERE state = 'done' AND finished_at < ? ORDER BY id`,
       ).pluck(),
       oldestDeliveredAfter: prepare(
-        `SELECT id FROM batches WHERE state = 'done' AND id > ? AND EXISTS (SELECT 1 FROM scan_rows WHERE batch_id = batches.id AND state IN ('delivered', 'batched')) ORDER BY id LIMIT 1`,
+        `SELECT id FROM batches WHERE state = 'done' AND id > ? AND finished_at < ? AND EXISTS (SELECT 1 FROM scan_rows WHERE batch_id = batches.id AND state IN ('delivered', 'batched')) ORDER BY id LIMIT 1`,
       ).pluck(),
       // In a done batch a `batched` row is delivered (migration 13); the delete triggers count it so.
       deliveredOfBatch: prepare(
-        `SELECT id, read_id AS readId FROM scan_rows WHERE batch_id = ? AND state IN ('delivered', 'batched') LIMIT ?`,
+        `SELECT id, read_id AS readId, time_utc AS readAt, reference FROM scan_rows WHERE batch_id = ? AND state IN ('delivered', 'batched') LIMIT ?`,
       ),
+      deliveredOfBatchBefore: prepare(
+        `SELECT id, read_id AS readId, time_utc AS readAt, reference FROM scan_rows WHERE batch_id = ? AND state IN ('delivered', 'batched') AND time_utc < ? LIMIT ?`,
+      ),
+      rememberRef: prepare(
+        `INSERT OR IGNORE INTO early_pruned_refs (ref_hash, pruned_at) VALUES (?, ?)`,
+      ),
+      forgetRefs: prepare(`DELETE FROM early_pruned_refs WHERE pruned_at < ?`),
+      forgetPrunes: prepare(`DELETE FROM early_prunes WHERE at < ?`),
       deleteScan: prepare(`DELETE FROM scan_rows WHERE id = ? AND ${NOT_NEWEST('scan_rows')}`),
       replacedBy: prepare(
         `SELECT id, read_id AS readId, batch_id AS batchId FROM scan_rows WHERE replayed_by = ?`,
@@ -78,6 +124,25 @@ export class Pruning {
       files: prepare(`DELETE FROM files WHERE committed_at < ?`),
       fileProgress: prepare(`DELETE FROM file_progress WHERE updated_at < ?`),
       messages: prepare(`DELETE FROM mqtt_messages WHERE committed_at < ?`),
+      eligible: prepare(
+        `SELECT count(*) FROM scan_rows s JOIN batches b ON b.id = s.batch_id WHERE b.state = 'done' AND b.finished_at < ? AND s.state IN ('delivered', 'batched')`,
+      ).pluck(),
+      scanRows: prepare(`SELECT count(*) FROM scan_rows`).pluck(),
+      recordEarly: prepare(
+        `INSERT INTO early_prunes (at, reason, scans, first_read_at, last_read_at) VALUES (?, ?, ?, ?, ?)`,
+      ),
+      earlySummary: prepare(
+        `SELECT coalesce(sum(scans), 0) AS scans, min(first_read_at) AS firstReadAt, max(last_read_at) AS lastReadAt FROM early_prunes`,
+      ),
+      lastEarly: prepare(
+        `SELECT at, reason, scans, first_read_at AS firstReadAt, last_read_at AS lastReadAt FROM early_prunes ORDER BY id DESC LIMIT 1`,
+      ),
+      earlyCovering: prepare(
+        `SELECT at, reason, scans, first_read_at AS firstReadAt, last_read_at AS lastReadAt FROM early_prunes ORDER BY id`,
+      ),
+      deliveredBefore: prepare(
+        `SELECT DISTINCT s.batch_id FROM scan_rows s JOIN batches b ON b.id = s.batch_id WHERE b.state = 'done' AND s.state IN ('delivered', 'batched') AND s.time_utc < ? ORDER BY s.batch_id`,
+      ).pluck(),
     };
   }
 
@@ -86,9 +151,74 @@ export class Pruning {
     return this.s.finishedBefore.all(cutoffIso) as number[];
   }
 
-  /** The first finished batch after id `afterId` that still has delivered scans, or undefined. */
-  oldestDeliveredBatchAfter(afterId: number): number | undefined {
-    return this.s.oldestDeliveredAfter.get(afterId) as number | undefined;
+  /**
+   * The first batch after id `afterId`, finished before `finishedBeforeIso`, that still has
+   * delivered scans, or undefined.
+   */
+  oldestDeliveredBatchAfter(afterId: number, finishedBeforeIso: string): number | undefined {
+    return this.s.oldestDeliveredAfter.get(afterId, finishedBeforeIso) as number | undefined;
+  }
+
+  /** Delivered scans of batches finished before `finishedBeforeIso`: what early pruning may take. */
+  eligibleScans(finishedBeforeIso: string): number {
+    return this.s.eligible.get(finishedBeforeIso) as number;
+  }
+
+  /** Rows of `scan_rows`, of every state: the denominator of the bytes one scan takes. */
+  scanRows(): number {
+    return this.s.scanRows.get() as number;
+  }
+
+  /** Ids of the finished batches holding delivered scans read before `beforeIso`, oldest first. */
+  batchesWithDeliveredReadBefore(beforeIso: string): number[] {
+    return this.s.deliveredBefore.all(beforeIso) as number[];
+  }
+
+  /** Remembers one early prune (table `early_prunes`). */
+  recordEarlyPrune(r: EarlyPruneRecord): void {
+    this.s.recordEarly.run(r.at, r.reason, r.scans, r.firstReadAt ?? null, r.lastReadAt ?? null);
+  }
+
+  /** Forgets the early prunes (and their references) made before `beforeIso`: past the audit period. */
+  forgetEarlyPrunes(beforeIso: string): number {
+    return this.db
+      .transaction(
+        () =>
+          this.s.forgetRefs.run(Date.parse(beforeIso)).changes +
+          this.s.forgetPrunes.run(beforeIso).changes,
+      )
+      .immediate();
+  }
+
+  /** Every early prune remembered, summed, with the latest. */
+  earlyPruneSummary(): EarlyPruneSummary {
+    const sum = this.s.earlySummary.get() as {
+      scans: number;
+      firstReadAt: string | null;
+      lastReadAt: string | null;
+    };
+    const last = this.s.lastEarly.get() as
+      | (Omit<EarlyPruneRecord, 'firstReadAt' | 'lastReadAt'> & {
+          firstReadAt: string | null;
+          lastReadAt: string | null;
+        })
+      | undefined;
+    return {
+      scans: sum.scans,
+      ...(sum.firstReadAt ? { firstReadAt: sum.firstReadAt } : {}),
+      ...(sum.lastReadAt ? { lastReadAt: sum.lastReadAt } : {}),
+      ...(last ? { last: withoutNulls(last) } : {}),
+    };
+  }
+
+  /** Every early prune remembered, oldest first. */
+  earlyPrunes(): EarlyPruneRecord[] {
+    return (
+      this.s.earlyCovering.all() as (Omit<EarlyPruneRecord, 'firstReadAt' | 'lastReadAt'> & {
+        firstReadAt: string | null;
+        lastReadAt: string | null;
+      })[]
+    ).map(withoutNulls);
   }
 
   /**
@@ -96,25 +226,39 @@ export class Pruning {
    * batches), the dead letters they replaced and the reads left without a scan, in one
    * transaction; adds what it removed to `total` and the batches of replaced dead letters to
    * `emptied` (for {@link deleteEmptyBatches}). Answers true when the batch has none left (it is
-   * then deleted too).
+   * then deleted too). With `readBeforeIso`, only its scans read before that instant. With
+   * `earlyAt` (an early prune's instant), the references of the scans removed are remembered
+   * under it (table `early_pruned_refs`), for `trace`.
    */
   pruneBatchChunk(
     batchId: number,
     chunk: number,
     total: PruneResult,
     emptied: Set<number>,
+    readBeforeIso?: string,
+    earlyAt?: string,
   ): boolean {
     return this.db
       .transaction(() => {
-        const scans = this.s.deliveredOfBatch.all(batchId, chunk) as {
+        const scans = (
+          readBeforeIso === undefined
+            ? this.s.deliveredOfBatch.all(batchId, chunk)
+            : this.s.deliveredOfBatchBefore.all(batchId, readBeforeIso, chunk)
+        ) as {
           id: number;
           readId: number;
+          readAt: string;
+          reference?: string;
         }[];
         const readIds = new Set<number>();
         let replaced = scans.map((s) => s.id);
         for (const s of scans) {
           readIds.add(s.readId);
-          total.scans += this.s.deleteScan.run(s.id).changes;
+          const n = this.s.deleteScan.run(s.id).changes;
+          total.scans += n;
+          if (n > 0) spanRead(total, s.readAt);
+          if (n > 0 && earlyAt !== undefined && s.reference !== undefined)
+            this.s.rememberRef.run(referenceHash(s.reference), Date.parse(earlyAt));
         }
         // The dead letters these scans replaced (replay), and theirs in turn.
         for (let depth = 0; replaced.length > 0 && depth < REPLAY_DEPTH; depth++) {
@@ -190,4 +334,34 @@ export class Pruning {
   pruneMessages(beforeMs: number): number {
     return this.s.messages.run(beforeMs).changes;
   }
+}
+
+/**
+ * 64 bits of the SHA-256 of a reference, as SQLite stores an INTEGER: what `early_pruned_refs`
+ * keeps of a pruned scan's reference (a false match is one in 2^64).
+ */
+export function referenceHash(reference: string): bigint {
+  return createHash('sha256').update(reference).digest().readBigInt64BE(0);
+}
+
+/** Widens the span of read times of `total` to take `readAt`. */
+function spanRead(total: PruneResult, readAt: string): void {
+  if (total.firstReadAt === undefined || readAt < total.firstReadAt) total.firstReadAt = readAt;
+  if (total.lastReadAt === undefined || readAt > total.lastReadAt) total.lastReadAt = readAt;
+}
+
+function withoutNulls(r: {
+  at: string;
+  reason: string;
+  scans: number;
+  firstReadAt: string | null;
+  lastReadAt: string | null;
+}): EarlyPruneRecord {
+  return {
+    at: r.at,
+    reason: r.reason,
+    scans: r.scans,
+    ...(r.firstReadAt ? { firstReadAt: r.firstReadAt } : {}),
+    ...(r.lastReadAt ? { lastReadAt: r.lastReadAt } : {}),
+  };
 }

@@ -1,3 +1,4 @@
+import { earlyPrunesOf } from './early-prunes.js';
 import type Database from 'better-sqlite3';
 import {
   lastReadId,
@@ -279,7 +280,10 @@ export class BufferReports {
 
   /** What happened to one item, found by its reference or any form of its GS1 identifier: see {@link lookupItem}. */
   trace(reference: string, options: TraceOptions = {}): ItemTrace {
-    return lookupItem(this.db, reference, options);
+    const t = lookupItem(this.db, reference, options);
+    // Scans of it taken by early pruning under a full disk: trace says when and why (early-prunes.ts).
+    const prunedEarly = earlyPrunesOf(this.db, t.reference);
+    return prunedEarly.length > 0 ? { ...t, prunedEarly } : t;
   }
 
   /** The items carrying an AI's value, a page each: see {@link searchByValue}. */

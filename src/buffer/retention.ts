@@ -77,19 +77,75 @@ export class Retention {
    * way as {@link prune}. Undelivered scans are never touched. Joins no running prune: the two
    * delete disjoint or already-deleted rows, each in its own small transactions.
    */
-  async pruneOldestDelivered(maxScans: number): Promise<PruneResult> {
+  async pruneOldestDelivered(
+    maxScans: number,
+    finishedBeforeIso = new Date(this.now()).toISOString(),
+    earlyAt?: string,
+  ): Promise<PruneResult> {
     const pruning = this.options.store.pruning;
     const total: PruneResult = { scans: 0, reads: 0, batches: 0, files: 0 };
     const emptied = new Set<number>();
     let after = 0;
     while (total.scans < maxScans) {
-      const batchId = pruning.oldestDeliveredBatchAfter(after);
+      const batchId = pruning.oldestDeliveredBatchAfter(after, finishedBeforeIso);
       if (batchId === undefined) break;
       after = batchId;
+      // A chunk that took its last scans exactly does not see the batch empty: deleted at the end.
+      emptied.add(batchId);
       for (;;) {
-        const done = pruning.pruneBatchChunk(batchId, this.chunk, total, emptied);
+        // The chunk no larger than what is still wanted: early pruning takes only the shortfall.
+        const chunk = Math.max(1, Math.min(this.chunk, maxScans - total.scans));
+        const done = pruning.pruneBatchChunk(batchId, chunk, total, emptied, undefined, earlyAt);
         await yieldToEventLoop();
         if (done || total.scans >= maxScans) break;
+      }
+    }
+    total.batches += pruning.deleteEmptyBatches(emptied);
+    return total;
+  }
+
+  /** The audit period in force, in days. */
+  get retentionDays(): number {
+    return this.options.retentionDays;
+  }
+
+  /**
+   * Changes the audit period (a reload of `buffer.retentionDays`) and prunes with it now, in the
+   * background, so that a lower period frees its room without a restart.
+   */
+  setRetentionDays(days: number): void {
+    if (days === this.options.retentionDays) return;
+    this.options.retentionDays = days;
+    void this.prune().catch((err: unknown) => {
+      this.options.logger[isDiskFull(err) ? 'warn' : 'error'](
+        { err },
+        'pruning delivered scans failed; will try again',
+      );
+    });
+  }
+
+  /**
+   * By hand (`scan-gateway buffer prune --before DATE`): deletes the delivered scans read before
+   * `beforeIso`, of finished batches, with their reads and emptied batches; undelivered scans are
+   * never touched. A batch is pruned only of its scans read before the date. With `earlyAt`, the
+   * references of the scans removed are remembered under it (for `trace`).
+   */
+  async pruneDeliveredReadBefore(beforeIso: string, earlyAt?: string): Promise<PruneResult> {
+    const pruning = this.options.store.pruning;
+    const total: PruneResult = { scans: 0, reads: 0, batches: 0, files: 0 };
+    const emptied = new Set<number>();
+    for (const batchId of pruning.batchesWithDeliveredReadBefore(beforeIso)) {
+      for (;;) {
+        const done = pruning.pruneBatchChunk(
+          batchId,
+          this.chunk,
+          total,
+          emptied,
+          beforeIso,
+          earlyAt,
+        );
+        await yieldToEventLoop();
+        if (done) break;
       }
     }
     total.batches += pruning.deleteEmptyBatches(emptied);
@@ -130,6 +186,8 @@ export class Retention {
     }
 
     total.files = pruning.pruneFiles(cutoffIso);
+    // The record of early prunes lasts as long as the audit it stands for would have.
+    pruning.forgetEarlyPrunes(cutoffIso);
     // MQTT message identities (a packet id's row is replaced by its next message anyway): what is
     // older than the audit period belongs to an input removed since, or to a session long gone.
     const messages = pruning.pruneMessages(cutoffMs);

@@ -47,6 +47,18 @@ export class BufferSpace {
     return used > max * 0.9;
   }
 
+  /** Bytes of the pages in use (`page_count` less `freelist_count`, times `page_size`): what rows take. */
+  usedBytes(): number {
+    const pageSize = this.db.pragma('page_size', { simple: true }) as number;
+    const pages = this.db.pragma('page_count', { simple: true }) as number;
+    return (pages - this.freePages()) * pageSize;
+  }
+
+  /** Bytes of the free pages inside the file, which `incremental_vacuum` returns to the disk. */
+  freeBytes(): number {
+    return this.freePages() * (this.db.pragma('page_size', { simple: true }) as number);
+  }
+
   /** Pages free inside the file (`freelist_count`). */
   freePages(): number {
     return this.db.pragma('freelist_count', { simple: true }) as number;

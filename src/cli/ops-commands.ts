@@ -11,6 +11,7 @@ import { SecretScrubber } from '../log.js';
 import { ErrorCodes, isBufferUnopenable, isGatewayError } from '../errors.js';
 import { CommandExit, ExitCodes } from './exit.js';
 import { bestEffortScrubber } from './known-secrets.js';
+import { registerBufferPruneCommand } from './buffer-prune-command.js';
 import type { Clock } from '../clock.js';
 
 /** What the operations commands need from the process edge. */
@@ -132,7 +133,8 @@ export function registerOpsCommands(program: Command, io: OpsIo): void {
 
   const buffer = program
     .command('buffer')
-    .description('the SQLite buffer: size and content, backup while running');
+    .description('the SQLite buffer: size and content, backup while running, prune by hand');
+  registerBufferPruneCommand(buffer, io);
 
   withBuffer(buffer.command('stats').description('size of the buffer on disk and what it holds'))
     .addHelpText(

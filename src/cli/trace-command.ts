@@ -85,6 +85,7 @@ export function formatTrace(t: ItemTrace, timezone: string): string {
     const lines = listed
       ? [...head]
       : [...head, `${t.reference}: not in the buffer (no scan of it, none naming it as parent).`];
+    lines.push(...prunedEarlyLines(t, time));
     if (t.matches.length > 0) {
       lines.push('', `References starting with ${t.reference}:`);
       for (const m of t.matches)
@@ -103,6 +104,7 @@ export function formatTrace(t: ItemTrace, timezone: string): string {
     ...head,
     `${t.reference}: ${total} scan${total === 1 ? '' : 's'} in the buffer${t.moreScans > 0 ? ` (the latest ${t.scans.length} shown)` : ''}.`,
   ];
+  lines.push(...prunedEarlyLines(t, time));
   for (const s of t.scans) lines.push('', ...scanLines(s, time));
   lines.push('', 'Parents:', ...treeLines(t.parents, t.parentsMore, time));
   lines.push('', 'Children:', ...treeLines(t.children, t.childrenMore, time));
@@ -113,6 +115,15 @@ export function formatTrace(t: ItemTrace, timezone: string): string {
     );
   lines.push('', `Times in ${timezone}.`);
   return `${lines.join('\n')}\n`;
+}
+
+/** The early prunes that took scans of the item: when, why and what else they took. */
+function prunedEarlyLines(t: ItemTrace, time: (iso: string | null) => string): string[] {
+  return (t.prunedEarly ?? []).map(
+    (p) =>
+      `Scans of ${t.reference} were pruned early at ${time(p.at)}, before the end of the audit period, because ${p.reason}` +
+      ` (${p.scans} delivered scan${p.scans === 1 ? '' : 's'} pruned then${p.firstReadAt && p.lastReadAt ? `, read between ${time(p.firstReadAt)} and ${time(p.lastReadAt)}` : ''}; the service still has them).`,
+  );
 }
 
 /** How the query was read as GS1 data, and the items carrying its value: printed before the trace. */

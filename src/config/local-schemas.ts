@@ -53,7 +53,14 @@ export const bufferSchema = z
       .min(0)
       .default(30)
       .describe(
-        'Audit period: delivered scans are kept this many days with their requestId and final state, then pruned.',
+        'Audit period: delivered scans are kept this many days with their requestId and final state, then pruned. Takes effect on reload.',
+      ),
+    earlyPruneKeepHours: z
+      .number()
+      .min(0)
+      .default(24)
+      .describe(
+        'When the disk runs low, delivered scans are pruned before their audit period ends, oldest first and only what frees the shortfall; those of batches finished within this many hours are never pruned early.',
       ),
   })
   .strict()

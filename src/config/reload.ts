@@ -16,7 +16,8 @@ import type { GatewayConfig, InputConfig } from './schema.js';
  * time check), and the inputs whose settings changed (only those are restarted; an input stops
  * only after what it handed to the buffer was committed). Sections the running parts were built
  * from (`upstream`, `buffer`, `delivery`, `http`, `sandbox`, `log`) need a restart; a reload that
- * changes them applies the rest and says so.
+ * changes them applies the rest and says so. Of `buffer`, the audit period (`retentionDays`) and
+ * early pruning's protected window (`earlyPruneKeepHours`) are applied at once.
  */
 
 /** Sections whose change needs a restart of the gateway. */
@@ -44,6 +45,18 @@ export interface ReloadPlan {
   needsRestart: string[];
   /** Whether `productCheck` changed (the check is restarted with the new settings). */
   productCheckChanged: boolean;
+  /** Whether `buffer.retentionDays` or `buffer.earlyPruneKeepHours` changed: applied at once. */
+  retentionChanged: boolean;
+}
+
+/** Keys of `buffer` a reload applies at once (the audit period and early pruning's protected window). */
+export const RELOADABLE_BUFFER_KEYS = ['retentionDays', 'earlyPruneKeepHours'] as const;
+
+/** The `buffer` section without its reloadable keys: what needs a restart when it changes. */
+function bufferNeedingRestart(b: GatewayConfig['buffer']): Record<string, unknown> {
+  const rest: Record<string, unknown> = { ...b };
+  for (const key of RELOADABLE_BUFFER_KEYS) delete rest[key];
+  return rest;
 }
 
 /** Compares two validated configurations. Pure. */
@@ -57,6 +70,7 @@ export function planReload(current: GatewayConfig, next: GatewayConfig): ReloadP
     unchanged: [],
     needsRestart: [],
     productCheckChanged: false,
+    retentionChanged: false,
   };
   for (const [id, input] of before) {
     const now = after.get(id);
@@ -77,8 +91,14 @@ export function planReload(current: GatewayConfig, next: GatewayConfig): ReloadP
     // Its routes cannot be added to the listening local server (src/inputs/http/http-input.ts).
     if (input.type === 'http') plan.needsRestart.push(`inputs.${id} (a new http input)`);
   }
-  for (const section of RESTART_SECTIONS)
-    if (!isDeepStrictEqual(current[section], next[section])) plan.needsRestart.push(section);
+  for (const section of RESTART_SECTIONS) {
+    const same =
+      section === 'buffer'
+        ? isDeepStrictEqual(bufferNeedingRestart(current.buffer), bufferNeedingRestart(next.buffer))
+        : isDeepStrictEqual(current[section], next[section]);
+    if (!same) plan.needsRestart.push(section);
+  }
+  plan.retentionChanged = RELOADABLE_BUFFER_KEYS.some((k) => current.buffer[k] !== next.buffer[k]);
   plan.productCheckChanged = !isDeepStrictEqual(current.productCheck, next.productCheck);
   return plan;
 }

@@ -87,6 +87,18 @@ export interface HealthFacts {
           prunedEarlyScans: number;
           lastEarlyPrune?: { at: string; scans: number } | undefined;
           lowFreeBytes: number;
+          /** Early prunes of the last audit period, remembered in the buffer (disk-guard.ts `auditLost`). */
+          auditLost?:
+            | {
+                scans: number;
+                firstReadAt?: string | undefined;
+                lastReadAt?: string | undefined;
+                at: string;
+                reason: string;
+              }
+            | undefined;
+          /** Free space is low and pruning cannot restore it: nothing was pruned. */
+          pruneCannotHelp?: string | undefined;
         }
       | undefined;
   };
@@ -283,12 +295,34 @@ export function deriveHealth(
     );
   }
   const disk = buffer.disk;
-  if (disk && disk.prunedEarlyScans > 0) {
+  // Audit lost before its period ended is a warning for as long as that period lasts: the page of
+  // an audit trail gone must not say OK.
+  const lost = disk?.auditLost;
+  if (lost && lost.scans > 0) {
+    const span =
+      lost.firstReadAt && lost.lastReadAt
+        ? ` (read between ${lost.firstReadAt} and ${lost.lastReadAt})`
+        : '';
     add(
       HealthCodes.AUDIT_PRUNED_EARLY,
-      'info',
+      'degraded',
+      `The disk of the buffer ran low: ${count(lost.scans, 'delivered scan')}${span} ${lost.scans === 1 ? 'was' : 'were'} pruned before the end of the audit period to keep room for undelivered data.`,
+      { since: lost.at, detail: lost.reason },
+    );
+  } else if (disk && disk.prunedEarlyScans > 0) {
+    add(
+      HealthCodes.AUDIT_PRUNED_EARLY,
+      'degraded',
       `The disk of the buffer ran low: ${count(disk.prunedEarlyScans, 'delivered scan')} ${disk.prunedEarlyScans === 1 ? 'was' : 'were'} pruned before the end of the audit period to keep room for undelivered data.`,
       { since: disk.lastEarlyPrune?.at, detail: `free space mark ${disk.lowFreeBytes} bytes` },
+    );
+  }
+  if (disk?.pruneCannotHelp) {
+    add(
+      HealthCodes.BUFFER_DISK_LOW,
+      'degraded',
+      'The disk of the buffer is low and pruning the delivered scans would not free enough: nothing was pruned, and the disk fills on.',
+      { detail: disk.pruneCannotHelp },
     );
   }
   if (quota?.level === 'full') {

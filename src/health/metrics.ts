@@ -159,6 +159,35 @@ export class GatewayMetrics {
       'Quota on undelivered data, in bytes, when configured.',
       (s) => s.buffer.quotaBytes,
     );
+    new Counter({
+      name: 'scan_gateway_buffer_pruned_early_scans_total',
+      help: 'Delivered scans pruned before the end of their audit period because the buffer disk ran low, since start.',
+      registers: [r],
+      collect() {
+        this.reset();
+        this.inc(snap()?.buffer.disk?.prunedEarlyScans ?? 0);
+      },
+    });
+    bufferGauge(
+      'scan_gateway_buffer_audit_lost_scans',
+      'Delivered scans pruned early within the last audit period (buffer.retentionDays), remembered across restarts; 0 when none.',
+      (s) => (s.buffer.disk ? (s.buffer.disk.auditLost?.scans ?? 0) : undefined),
+    );
+    bufferGauge(
+      'scan_gateway_buffer_audit_lost_span_seconds',
+      'Span of the read times of the delivered scans pruned early within the last audit period, in seconds; 0 when none.',
+      (s) => {
+        const lost = s.buffer.disk?.auditLost;
+        if (!s.buffer.disk) return undefined;
+        if (!lost?.firstReadAt || !lost.lastReadAt) return 0;
+        return (Date.parse(lost.lastReadAt) - Date.parse(lost.firstReadAt)) / 1000;
+      },
+    );
+    bufferGauge(
+      'scan_gateway_buffer_prune_cannot_help',
+      '1 while the buffer disk is low and pruning delivered scans cannot free the shortfall (nothing is pruned).',
+      (s) => (s.buffer.disk ? (s.buffer.disk.pruneCannotHelp ? 1 : 0) : undefined),
+    );
     bufferGauge('scan_gateway_intake_paused', '1 while intake is paused by back-pressure.', (s) =>
       s.buffer.intakePaused ? 1 : 0,
     );

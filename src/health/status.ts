@@ -126,6 +126,18 @@ export interface BufferStatus {
     reserveReleased: boolean;
     prunedEarlyScans: number;
     lastEarlyPrune?: { at: string; scans: number };
+    /** Early prunes of the last audit period, remembered in the buffer: count, span of read times, the latest's time and reason. */
+    auditLost?: {
+      scans: number;
+      firstReadAt?: string;
+      lastReadAt?: string;
+      at: string;
+      reason: string;
+    };
+    /** Set while free space is low and pruning cannot help (nothing was pruned): why. */
+    pruneCannotHelp?: string;
+    /** Batches finished within this many hours are never pruned early (`buffer.earlyPruneKeepHours`). */
+    keepRecentHours?: number;
     vacuumPending?: string;
     quotaTooLarge?: string;
     derivedQuotaBytes?: number;

@@ -12,14 +12,22 @@ import {
   renameSync,
   rmSync,
   statfsSync,
+  statSync,
+  truncateSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
 import Database from 'better-sqlite3';
+import { Command } from 'commander';
 import mqtt from 'mqtt';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
+import { BufferStore } from '../../src/buffer/store.js';
+import { CommandExit } from '../../src/cli/exit.js';
+import { registerTraceCommand } from '../../src/cli/trace-command.js';
+import { formBatch } from '../../src/delivery/batcher.js';
 import { loadConfig } from '../../src/config/load.js';
 import { HealthCodes } from '../../src/error-catalogue.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
@@ -44,6 +52,7 @@ function warningsByMessage(lines: readonly { level: number; msg: string }[]): [s
   return [...seen.entries()];
 }
 
+// Scans delivered seconds ago must yield here (the point of these tests): no protected window.
 const ref = (f: number, i: number) =>
   `DISK-${String(f).padStart(3, '0')}-${String(i).padStart(4, '0')}-${'x'.repeat(80)}`;
 
@@ -88,7 +97,7 @@ describe('a full disk never stops delivery (tmpfs)', () => {
         file,
         `site: { id: disk, timezone: Europe/Berlin }
 upstream: { baseUrl: ${sandbox.url}, authUrl: ${sandbox.url}, clientId: demo-client }
-buffer: { path: ${bufferPath} }
+buffer: { path: ${bufferPath}, earlyPruneKeepHours: 0 }
 delivery: { mode: direct, maxBatchScans: 2000, maxBatchDelayMs: 50, statusPollMs: 50, statusPollMaxMs: 100 }
 http: { listen: 127.0.0.1:0 }
 dcps:
@@ -214,7 +223,7 @@ inputs:
       file,
       `site: { id: disk, timezone: Europe/Berlin }
 upstream: { baseUrl: ${sandbox.url}, authUrl: ${sandbox.url}, clientId: demo-client }
-buffer: { path: ${bufferPath}${maxBytes === undefined ? '' : `, maxBytes: ${maxBytes}`} }
+buffer: { path: ${bufferPath}, earlyPruneKeepHours: 0${maxBytes === undefined ? '' : `, maxBytes: ${maxBytes}`} }
 delivery: { mode: direct, maxBatchScans: 2000, maxBatchDelayMs: 50, statusPollMs: 50, statusPollMaxMs: 100, retryBaseMs: 50, retryMaxMs: 200 }
 http: { listen: 127.0.0.1:0 }
 dcps:
@@ -628,4 +637,243 @@ inputs:
     };
     return new Set(log.scans.map((s) => s.scan.reference));
   }
+});
+
+/**
+ * Early pruning takes only the shortfall, on a real 40 MiB tmpfs that another program's file
+ * fills: the buffer holds delivered scans of three days ago (which may yield) and of an hour ago
+ * (the protected window, `earlyPruneKeepHours` 24). First the other file leaves less room than
+ * every old scan could give back: nothing is pruned, and the page says why. Then it leaves 1 MiB
+ * short of the mark: the oldest scans go, about 1 MiB of them, the page warns with the count and
+ * span, and `trace` of a pruned item says when and why.
+ */
+describe('a full disk keeps what can be kept (40 MiB tmpfs filled by another file)', () => {
+  const MIB = 1024 * 1024;
+  const OLD_BATCHES = 10;
+  const PER_BATCH = 500;
+  const RECENT = 1000;
+  let base: string;
+  let disk: string;
+  let mounted = false;
+  let sandbox: RunningSandbox;
+
+  beforeAll(async () => {
+    base = mkdtempSync(join(tmpdir(), 'sg-tmpfs-keep-'));
+    disk = join(base, 'disk');
+    mkdirSync(disk);
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=40m', 'tmpfs', disk], { stdio: 'pipe' });
+    mounted = true;
+    sandbox = await startSandbox({ port: 0, processingDelayMs: 0 });
+  });
+
+  afterAll(async () => {
+    await sandbox?.close();
+    if (mounted) execFileSync('umount', [disk], { stdio: 'pipe' });
+    rmSync(base, { recursive: true, force: true });
+  });
+
+  /** Commits `refs` read at `at`, batches them and finishes the batch at `at` (delivered). */
+  function delivered(s: BufferStore, refs: string[], at: number): void {
+    s.intake.commitIntake(
+      refs.map((reference) => ({
+        inputId: 'inbox',
+        receivedAt: new Date(at),
+        raw: Buffer.from(reference),
+        outcome: 'scan' as const,
+        scan: {
+          reference,
+          dcpKey: 'GI-01',
+          instant: new Date(at),
+          body: JSON.stringify({ reference, pad: 'p'.repeat(1000) }),
+        },
+      })),
+      at,
+    );
+    const b = formBatch(s, {
+      maxScans: 10_000,
+      maxBytes: 1e9,
+      mode: 'direct',
+      nowIso: new Date(at).toISOString(),
+    })!;
+    s.batches.updateBatch(b.id, { state: 'uploaded', requestId: String(b.id) });
+    s.batches.finishBatch(b.id, { state: 'Success', failures: [] }, new Date(at).toISOString());
+  }
+
+  const free = () => statfsSync(disk).bavail * statfsSync(disk).bsize;
+
+  it(
+    'prunes nothing when it cannot help and says so; then only the shortfall, oldest first, a warning with a code, and trace explains',
+    { timeout: 120_000 },
+    async () => {
+      const bufferPath = join(disk, 'buffer.db');
+      const now = Date.now();
+      const old = now - 3 * 24 * 3600_000;
+      const seed = BufferStore.openAt(bufferPath);
+      for (let b = 0; b < OLD_BATCHES; b++)
+        delivered(
+          seed,
+          Array.from({ length: PER_BATCH }, (_, i) => `OLD-${b}-${i}`),
+          old + b * 60_000,
+        );
+      delivered(
+        seed,
+        Array.from({ length: RECENT }, (_, i) => `RECENT-${i}`),
+        now - 3600_000,
+      );
+      seed.close();
+
+      const dir = join(base, 'gw');
+      mkdirSync(join(dir, 'inbox'), { recursive: true });
+      const file = join(dir, 'config.yaml');
+      writeFileSync(
+        file,
+        `site: { id: disk, timezone: Europe/Berlin }
+upstream: { baseUrl: ${sandbox.url}, authUrl: ${sandbox.url}, clientId: demo-client }
+buffer: { path: ${bufferPath}, earlyPruneKeepHours: 24 }
+http: { listen: 127.0.0.1:0 }
+dcps:
+  - { key: GI-01, kind: goodsIn, productModelKey: PACK-A, supplierKey: SUP-0042 }
+inputs:
+  - { id: inbox, type: files, dir: ${join(dir, 'inbox')}, format: lines, dcp: GI-01 }
+`,
+      );
+      const mem = memoryLogger('info');
+      const app: App = buildApp(
+        loadConfig(file, { baseDir: dir, env: { SCAN_GATEWAY_CLIENT_SECRET: SECRET } }),
+        { logger: mem.logger },
+      );
+      await app.start();
+      const other = join(disk, 'other-program.dat');
+      const count = (like: string) => {
+        const db = new Database(bufferPath, { readonly: true });
+        try {
+          return db
+            .prepare(`SELECT count(*) FROM scan_rows WHERE reference LIKE ?`)
+            .pluck()
+            .get(like) as number;
+        } finally {
+          db.close();
+        }
+      };
+      try {
+        const lowFree = app.status().buffer.disk!.lowFreeBytes;
+        const codes = () => (app.status().healthProblems ?? []).map((p) => p.code);
+
+        // 1. Another program leaves 0.5 MiB: even every old scan (about 8 MiB) cannot cover
+        // the shortfall of the mark. Nothing is pruned; the page says so.
+        writeFileSync(other, Buffer.alloc(free() - MIB / 2, 0x41));
+        await waitFor(() => app.status().buffer.disk?.pruneCannotHelp !== undefined, {
+          timeoutMs: 20_000,
+          intervalMs: 100,
+          what: 'the disk guard says pruning cannot help',
+        });
+        expect(app.status().buffer.disk!.pruneCannotHelp).toMatch(
+          /^pruning cannot help: \d+ bytes needed, at most \d+ recoverable from delivered scans older than 24 h; nothing was pruned$/,
+        );
+        expect(codes()).toContain(HealthCodes.BUFFER_DISK_LOW);
+        expect(app.status().buffer.disk!.prunedEarlyScans).toBe(0);
+        expect(count('OLD-%')).toBe(OLD_BATCHES * PER_BATCH);
+        expect(
+          mem.parsed().filter((l) => /pruning cannot help/.test(l.msg)),
+          'warned once, not at every check',
+        ).toHaveLength(1);
+
+        // 2. It frees room until the disk is 1 MiB short of the mark: only that is pruned.
+        truncateSync(other, statSync(other).size - (lowFree - MIB - free()));
+        await waitFor(
+          () => (app.status().buffer.disk?.prunedEarlyScans ?? 0) > 0 && free() >= lowFree,
+          {
+            timeoutMs: 20_000,
+            intervalMs: 100,
+            what: 'the shortfall pruned and given back to the disk',
+          },
+        );
+        const status = app.status();
+        const d = status.buffer.disk!;
+        // About 1 MiB of scans of some 1.7 KB each: a few hundred, far from the 5,000 old ones.
+        expect(d.prunedEarlyScans).toBeLessThan((OLD_BATCHES * PER_BATCH) / 4);
+        expect(count('OLD-%')).toBe(OLD_BATCHES * PER_BATCH - d.prunedEarlyScans);
+        // Oldest first: the last old batch and the protected hour are whole.
+        expect(count(`OLD-${OLD_BATCHES - 1}-%`)).toBe(PER_BATCH);
+        expect(count('RECENT-%')).toBe(RECENT);
+        expect(count('OLD-0-%')).toBeLessThan(PER_BATCH);
+        expect(d.pruneCannotHelp).toBeUndefined();
+        expect(d.auditLost).toMatchObject({
+          scans: d.prunedEarlyScans,
+          firstReadAt: new Date(old).toISOString(),
+        });
+        expect(d.auditLost!.reason).toMatch(
+          /^the disk ran low: \d+ bytes free, below the mark of \d+$/,
+        );
+        const problem = (status.healthProblems ?? []).find(
+          (p) => p.code === HealthCodes.AUDIT_PRUNED_EARLY,
+        );
+        expect(problem?.severity).toBe('degraded');
+        expect(problem?.sentence).toContain(`${d.prunedEarlyScans} delivered scans (read between`);
+        expect(codes()).not.toContain(HealthCodes.BUFFER_DISK_LOW);
+        // Said at warn with the count and span; a second, smaller step may follow when the
+        // estimate of bytes per scan fell a little short (each check measures again).
+        const warns = mem
+          .parsed()
+          .filter((l) => /only what frees the shortfall/.test(l.msg)) as unknown as {
+          level: number;
+          scans: number;
+          firstReadAt: string;
+          lastReadAt: string;
+        }[];
+        expect(warns.length).toBeGreaterThan(0);
+        expect(warns.every((w) => w.level === 40 && w.firstReadAt && w.lastReadAt)).toBe(true);
+        expect(warns.reduce((n, w) => n + w.scans, 0)).toBe(d.prunedEarlyScans);
+
+        // trace, beside the running gateway, of an item pruned early.
+        const gone = (() => {
+          const db = new Database(bufferPath, { readonly: true });
+          try {
+            const kept = new Set(
+              db
+                .prepare(`SELECT reference FROM scan_rows WHERE reference LIKE 'OLD-0-%'`)
+                .pluck()
+                .all() as string[],
+            );
+            return Array.from({ length: PER_BATCH }, (_, i) => `OLD-0-${i}`).find(
+              (r) => !kept.has(r),
+            )!;
+          } finally {
+            db.close();
+          }
+        })();
+        expect(gone).toMatch(/^OLD-0-/);
+        const stdout = new PassThrough();
+        let out = '';
+        stdout.on('data', (c: Buffer) => (out += c.toString()));
+        const program = new Command('scan-gateway').exitOverride();
+        registerTraceCommand(program, {
+          stdout,
+          stderr: new PassThrough(),
+          cwd: dir,
+          env: {},
+        });
+        await program
+          .parseAsync(['node', 'scan-gateway', 'trace', gone, '--buffer', bufferPath])
+          .catch((e: unknown) => {
+            if (!(e instanceof CommandExit)) throw e;
+          });
+        expect(out).toContain(`${gone}: not in the buffer`);
+        expect(out).toMatch(
+          new RegExp(
+            `Scans of ${gone} were pruned early at .*because the disk ran low: \\d+ bytes free, below the mark of ${lowFree} \\(\\d+ delivered scans pruned then, read between`,
+          ),
+        );
+      } finally {
+        await app.stop();
+        rmSync(other, { force: true });
+      }
+      const db = new Database(bufferPath, { readonly: true });
+      try {
+        expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
+      } finally {
+        db.close();
+      }
+    },
+  );
 });

@@ -114,7 +114,14 @@ describe('retention: the audit period', () => {
       sqlOf(s).prepare(`SELECT reference FROM scans ORDER BY reference`).pluck().all() as string[]
     ).sort();
     expect(refs).toEqual(['DEAD', 'HELD', 'NEW-1', 'NEW-2', 'PENDING']);
-    expect(result).toEqual({ scans: 5, reads: 7, batches: 2, files: 1 });
+    expect(result).toEqual({
+      scans: 5,
+      reads: 7,
+      batches: 2,
+      files: 1,
+      firstReadAt: expect.any(String),
+      lastReadAt: expect.any(String),
+    });
     // The batch of the kept dead letter stays (its requestId is the audit of that failure).
     const batches = sqlOf(s)
       .prepare(`SELECT id FROM batches ORDER BY id`)

@@ -24,6 +24,7 @@ describe('reload plan', () => {
         removed: [],
         needsRestart: [],
         productCheckChanged: false,
+        retentionChanged: false,
       },
     ],
     [
@@ -50,6 +51,16 @@ describe('reload plan', () => {
       'sections that need a restart',
       `${BASE}delivery: { mode: presigned }\nhttp: { listen: 127.0.0.1:9999 }\n`,
       { needsRestart: ['delivery', 'http'] },
+    ],
+    [
+      'the audit period and the early-prune window apply at once; the rest of buffer waits',
+      `${BASE}buffer: { retentionDays: 7, earlyPruneKeepHours: 12 }\n`,
+      { needsRestart: [], retentionChanged: true },
+    ],
+    [
+      'another buffer key still needs a restart',
+      `${BASE}buffer: { retentionDays: 7, maxPendingScans: 1000 }\n`,
+      { needsRestart: ['buffer'], retentionChanged: true },
     ],
     [
       'a new http input needs a restart',

@@ -140,6 +140,8 @@ function start(s: BufferStore, api: Upstream) {
     reserveBytes: 0,
     statfs: () => ({ free: 1e12, size: 2e12 }),
     step: 200,
+    // The audit batches finished a moment ago: no protected window, or nothing could yield.
+    keepRecentHours: 0,
   });
   const config = deliverySchema.parse({
     mode: 'direct',

@@ -177,7 +177,8 @@ describe('disk guard: the audit yields to undelivered data', () => {
       reserveBytes: 0,
       statfs: roomy,
       step: 300,
-      now: () => NOW,
+      // A day and an hour on: the batches left the protected window (earlyPruneKeepHours 24).
+      now: () => NOW + 25 * 3600_000,
     });
     guard.reportFull();
     await guard.check();
@@ -236,38 +237,127 @@ describe('disk guard: the audit yields to undelivered data', () => {
     );
   });
 
-  it('prunes early when free space is below the mark, not only on SQLITE_FULL', async () => {
+  it('prunes early when free space is below the mark: oldest first, only the shortfall, remembered for trace', async () => {
     const s = open();
     const first = deliveredBatch(s, 'D1', 50);
-    deliveredBatch(s, 'D2', 50);
-    let free = 1 * MIB;
+    const second = deliveredBatch(s, 'D2', 50);
+    const lowFree = 8 * MIB;
+    // A shortfall of a few scans' worth: far less than the first batch.
+    let free = lowFree - 10_000;
+    const { logger, parsed } = memoryLogger('info');
+    const retention = new Retention({ store: s, retentionDays: 30, logger, now: () => NOW });
+    const guard = new DiskGuard({
+      store: s,
+      retention,
+      logger,
+      reserveBytes: 0,
+      lowFreeBytes: lowFree,
+      now: () => NOW + 25 * 3600_000,
+      statfs: () => ({ free, size: 100 * MIB }),
+    });
+    const prune = retention.pruneOldestDelivered.bind(retention);
+    retention.pruneOldestDelivered = async (...args) => {
+      const r = await prune(...args);
+      // What the file system would see once the pages go back.
+      free += 8 * MIB;
+      return r;
+    };
+    guard.start();
+    await guard.stop();
+    await guard.check();
+    const left = (batchId: number) =>
+      sqlOf(s).prepare(`SELECT count(*) FROM scan_rows WHERE batch_id = ?`).pluck().get(batchId);
+    const pruned = guard.snapshot().prunedEarlyScans;
+    expect(pruned).toBeGreaterThan(0);
+    expect(pruned).toBeLessThan(50);
+    expect(left(first)).toBe(50 - pruned);
+    expect(left(second)).toBe(50);
+    const lost = guard.snapshot().auditLost;
+    expect(lost?.scans).toBe(pruned);
+    expect(lost?.firstReadAt).toBe(new Date(NOW).toISOString());
+    expect(lost?.reason).toMatch(/bytes free, below the mark of 8388608/);
+    expect(parsed().some((l) => /only what frees the shortfall/.test(l.msg))).toBe(true);
+    // trace names the prune for a pruned item, not for a kept one.
+    const kept = new Set(
+      sqlOf(s).prepare(`SELECT reference FROM scan_rows`).pluck().all() as string[],
+    );
+    const gone = Array.from({ length: 50 }, (_, i) => `D1-${i}`).filter((r) => !kept.has(r));
+    expect(gone).toHaveLength(pruned);
+    expect(
+      sqlOf(s).prepare(`SELECT count(*) FROM early_pruned_refs`).pluck().get(),
+      'one compact row per pruned reference',
+    ).toBe(pruned);
+    expect(s.reports.trace(gone[0]!).prunedEarly?.[0]?.scans).toBe(pruned);
+    expect(s.reports.trace('D2-0').prunedEarly).toBeUndefined();
+    // No pressure: nothing more goes.
+    await guard.check();
+    expect(guard.snapshot().prunedEarlyScans).toBe(pruned);
+  });
+
+  it('prunes nothing when even every eligible scan cannot free the shortfall, and says so', async () => {
+    const s = open();
+    deliveredBatch(s, 'D1', 50);
+    const { logger, parsed } = memoryLogger('info');
+    const guard = new DiskGuard({
+      store: s,
+      retention: new Retention({ store: s, retentionDays: 30, logger, now: () => NOW }),
+      logger,
+      reserveBytes: 0,
+      lowFreeBytes: 12 * MIB,
+      now: () => NOW + 25 * 3600_000,
+      // 2 MiB short: 50 scans of 1.5 KB cannot give that back.
+      statfs: () => ({ free: 10 * MIB, size: 100 * MIB }),
+    });
+    await guard.check();
+    await guard.check();
+    expect(sqlOf(s).prepare(`SELECT count(*) FROM scan_rows`).pluck().get()).toBe(50);
+    const snap = guard.snapshot();
+    expect(snap.prunedEarlyScans).toBe(0);
+    expect(snap.pruneCannotHelp).toMatch(
+      /^pruning cannot help: \d+ bytes needed, at most \d+ recoverable/,
+    );
+    expect(parsed().filter((l) => /pruning cannot help/.test(l.msg))).toHaveLength(1);
+  });
+
+  it('on SQLITE_FULL prunes one small step even when the mark is out of reach, then nothing again', async () => {
+    const s = open();
+    deliveredBatch(s, 'D1', 600);
+    const guard = new DiskGuard({
+      store: s,
+      retention: new Retention({ store: s, retentionDays: 30, logger: silentLogger() }),
+      logger: silentLogger(),
+      reserveBytes: 0,
+      lowFreeBytes: 64 * MIB,
+      now: () => NOW + 25 * 3600_000,
+      statfs: () => ({ free: 0, size: 100 * MIB }),
+    });
+    guard.reportFull();
+    await guard.check();
+    // The step on a full disk is 500 scans: delivery gets room, the rest of the audit stays.
+    expect(guard.snapshot().prunedEarlyScans).toBe(500);
+    await guard.check();
+    expect(guard.snapshot().prunedEarlyScans).toBe(500);
+    expect(guard.snapshot().pruneCannotHelp).toMatch(/^pruning cannot help/);
+  });
+
+  it('never prunes early the delivered scans of the protected window (earlyPruneKeepHours)', async () => {
+    const s = open();
+    deliveredBatch(s, 'D1', 50);
     const guard = new DiskGuard({
       store: s,
       retention: new Retention({ store: s, retentionDays: 30, logger: silentLogger() }),
       logger: silentLogger(),
       reserveBytes: 0,
       lowFreeBytes: 8 * MIB,
-      step: 50,
-      // Each prune step "frees" 8 MiB: one batch is enough.
-      statfs: () => ({ free, size: 100 * MIB }),
+      keepRecentHours: 24,
+      // 23 hours after the batch finished: still inside the window.
+      now: () => NOW + 23 * 3600_000,
+      statfs: () => ({ free: 8 * MIB - 10_000, size: 100 * MIB }),
     });
-    const retention = (guard as unknown as { options: { retention: Retention } }).options.retention;
-    const prune = retention.pruneOldestDelivered.bind(retention);
-    retention.pruneOldestDelivered = async (n) => {
-      const r = await prune(n);
-      free += 8 * MIB;
-      return r;
-    };
     await guard.check();
-    const batches = sqlOf(s)
-      .prepare(`SELECT id FROM batches ORDER BY id`)
-      .pluck()
-      .all() as number[];
-    expect(batches).not.toContain(first);
-    expect(guard.snapshot().prunedEarlyScans).toBe(50);
-    // No pressure: nothing more goes.
-    await guard.check();
-    expect(guard.snapshot().prunedEarlyScans).toBe(50);
+    expect(sqlOf(s).prepare(`SELECT count(*) FROM scan_rows`).pluck().get()).toBe(50);
+    expect(guard.snapshot().prunedEarlyScans).toBe(0);
+    expect(guard.snapshot().pruneCannotHelp).toMatch(/older than 24 h/);
   });
 });
 

@@ -84,7 +84,7 @@ describe('deriveHealth: one rule at a time', () => {
     ).toBe('degraded');
   });
 
-  it('delivered scans pruned early under disk pressure are shown as info, with when and the free-space mark', () => {
+  it('delivered scans pruned early under disk pressure are a warning, with when and the free-space mark', () => {
     const p = only(
       facts({
         buffer: {
@@ -97,9 +97,9 @@ describe('deriveHealth: one rule at a time', () => {
       }),
     );
     expect(p).toMatchObject({
-      state: 'ok',
+      state: 'degraded',
       code: HealthCodes.AUDIT_PRUNED_EARLY,
-      severity: 'info',
+      severity: 'degraded',
       since: AT,
     });
     expect(p.sentence).toContain(
@@ -109,6 +109,58 @@ describe('deriveHealth: one rule at a time', () => {
     expect(
       deriveHealth(facts({ buffer: { disk: { prunedEarlyScans: 0, lowFreeBytes: 1 } } })).problems,
     ).toEqual([]);
+  });
+
+  it('audit lost early, as remembered in the buffer, is a warning with the count, the span and why', () => {
+    const p = only(
+      facts({
+        buffer: {
+          disk: {
+            prunedEarlyScans: 0,
+            lowFreeBytes: 12_582_912,
+            auditLost: {
+              scans: 456,
+              firstReadAt: '2026-11-20T06:00:00.000Z',
+              lastReadAt: '2026-11-20T14:00:00.000Z',
+              at: AT,
+              reason: 'the disk ran low: 10301440 bytes free, below the mark of 12582912',
+            },
+          },
+        },
+      }),
+    );
+    expect(p).toMatchObject({
+      state: 'degraded',
+      code: HealthCodes.AUDIT_PRUNED_EARLY,
+      severity: 'degraded',
+      since: AT,
+      detail: 'the disk ran low: 10301440 bytes free, below the mark of 12582912',
+    });
+    expect(p.sentence).toContain(
+      '456 delivered scans (read between 2026-11-20T06:00:00.000Z and 2026-11-20T14:00:00.000Z) were pruned',
+    );
+  });
+
+  it('a low disk that pruning cannot help is a warning of its own, saying nothing was pruned', () => {
+    const p = only(
+      facts({
+        buffer: {
+          disk: {
+            prunedEarlyScans: 0,
+            lowFreeBytes: 12_582_912,
+            pruneCannotHelp:
+              'pruning cannot help: 2281472 bytes needed, at most 524288 recoverable from delivered scans older than 24 h; nothing was pruned',
+          },
+        },
+      }),
+    );
+    expect(p).toMatchObject({
+      state: 'degraded',
+      code: HealthCodes.BUFFER_DISK_LOW,
+      severity: 'degraded',
+    });
+    expect(p.sentence).toContain('nothing was pruned');
+    expect(p.detail).toContain('2281472 bytes needed');
   });
 
   it('a full disk seen by back-pressure, the quota reached, and near it, degrade', () => {
