@@ -108,7 +108,7 @@ describe('an unsupported Node.js first on PATH', () => {
 });
 
 describe("the daemon's runtime settings do not depend on the launcher", () => {
-  const want = ['--max-semi-space-size=2', '--v8-pool-size=1', '--heap-growing-percent=50'];
+  const want = ['--max-semi-space-size=2', '--v8-pool-size=1', '--heap-growing-percent=20'];
   const base = () => ({ PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root' });
 
   it('`node dist/src/main.js run` runs with the flags and MALLOC_ARENA_MAX=2, in the same process', async () => {

@@ -87,11 +87,11 @@ describe('systemd unit', () => {
       }
     ).scripts['start'];
     expect(setting('ExecStart')[0]).toMatch(
-      /^\/usr\/bin\/node --max-semi-space-size=2 --v8-pool-size=1 --heap-growing-percent=50 \S+main\.js run /,
+      /^\/usr\/bin\/node --max-semi-space-size=2 --v8-pool-size=1 --heap-growing-percent=20 \S+main\.js run /,
     );
     expect(setting('Environment')).toEqual(['MALLOC_ARENA_MAX=2']);
     expect(startScript).toMatch(
-      /^exec env MALLOC_ARENA_MAX=2 node --max-semi-space-size=2 --v8-pool-size=1 --heap-growing-percent=50 dist\/src\/main\.js run /,
+      /^exec env MALLOC_ARENA_MAX=2 node --max-semi-space-size=2 --v8-pool-size=1 --heap-growing-percent=20 dist\/src\/main\.js run /,
     );
     expect(setting('User')).toEqual(['scan-gateway']);
     expect(setting('SupplementaryGroups')).toEqual(['dialout']);

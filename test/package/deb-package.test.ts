@@ -224,14 +224,14 @@ describe('the Debian package (npm run package)', () => {
     const unitDir = mkdtempSync(join(tmpdir(), 'sg-deb-unit-'));
     const unit = readFileSync(join(root, 'usr/lib/systemd/system/scan-gateway.service'), 'utf8');
     expect(unit).toMatch(
-      /^ExecStart=\/usr\/lib\/scan-gateway\/bin\/node --max-semi-space-size=2 --v8-pool-size=1 --heap-growing-percent=50 \/usr\/lib\/scan-gateway\/dist\/src\/main\.js run --config \/etc\/scan-gateway\/config\.yaml$/m,
+      /^ExecStart=\/usr\/lib\/scan-gateway\/bin\/node --max-semi-space-size=2 --v8-pool-size=1 --heap-growing-percent=20 \/usr\/lib\/scan-gateway\/dist\/src\/main\.js run --config \/etc\/scan-gateway\/config\.yaml$/m,
     );
     expect(unit).toMatch(/^Environment=MALLOC_ARENA_MAX=2$/m);
     writeFileSync(
       join(unitDir, 'scan-gateway.service'),
       unit.replace(
-        'ExecStart=/usr/lib/scan-gateway/bin/node --max-semi-space-size=2 --v8-pool-size=1 --heap-growing-percent=50 /usr/lib/scan-gateway/',
-        `ExecStart=${root}/usr/lib/scan-gateway/bin/node --max-semi-space-size=2 --v8-pool-size=1 --heap-growing-percent=50 ${root}/usr/lib/scan-gateway/`,
+        'ExecStart=/usr/lib/scan-gateway/bin/node --max-semi-space-size=2 --v8-pool-size=1 --heap-growing-percent=20 /usr/lib/scan-gateway/',
+        `ExecStart=${root}/usr/lib/scan-gateway/bin/node --max-semi-space-size=2 --v8-pool-size=1 --heap-growing-percent=20 ${root}/usr/lib/scan-gateway/`,
       ),
     );
     // verify also opens the unit's Documentation= man page: the packaged one, through MANPATH.

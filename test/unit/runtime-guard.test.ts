@@ -39,7 +39,7 @@ describe('the runtime guard', () => {
 describe("the daemon's runtime settings, whoever launches it", () => {
   it('adds the flags and MALLOC_ARENA_MAX a plain `node main.js run` lacks', () => {
     expect(missingDaemonSettings([], {})).toEqual({
-      flags: ['--max-semi-space-size=2', '--v8-pool-size=1', '--heap-growing-percent=50'],
+      flags: ['--max-semi-space-size=2', '--v8-pool-size=1', '--heap-growing-percent=20'],
       env: { MALLOC_ARENA_MAX: '2' },
     });
   });
@@ -47,7 +47,7 @@ describe("the daemon's runtime settings, whoever launches it", () => {
   it("adds nothing under the unit's or npm start's command line", () => {
     expect(
       missingDaemonSettings(
-        ['--max-semi-space-size=2', '--v8-pool-size=1', '--heap-growing-percent=50'],
+        ['--max-semi-space-size=2', '--v8-pool-size=1', '--heap-growing-percent=20'],
         {
           MALLOC_ARENA_MAX: '2',
         },
