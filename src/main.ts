@@ -28,11 +28,21 @@ if (missing !== undefined) {
   // The same process (same PID: systemd's main process, a supervisor's child) with the settings;
   // MALLOC_ARENA_MAX is read by glibc when the process starts, so only a new image applies it.
   const flags = DAEMON_NODE_FLAGS.filter((f) => missing.flags.includes(f));
-  process.execve?.(
-    process.execPath,
-    [process.execPath, ...flags, ...process.execArgv, ...process.argv.slice(1)],
-    { ...process.env, ...missing.env, [RELAUNCHED_ENV]: '1' },
-  );
+  try {
+    process.execve?.(
+      process.execPath,
+      [process.execPath, ...flags, ...process.execArgv, ...process.argv.slice(1)],
+      { ...process.env, ...missing.env, [RELAUNCHED_ENV]: '1' },
+    );
+  } catch (err) {
+    // Where the kernel cannot start the runtime itself (an emulator such as qemu-user without
+    // binfmt_misc, ENOEXEC), the daemon runs on without the settings rather than not at all.
+    const code = (err as NodeJS.ErrnoException).code ?? String(err);
+    process.stderr.write(
+      `scan-gateway: running without the daemon's runtime settings (${[...flags, ...Object.keys(missing.env)].join(' ')}): ` +
+        `re-executing ${process.execPath} failed (${code}); start it as the systemd unit does to get them\n`,
+    );
+  }
 }
 
 await import('./main/program.js');
