@@ -1,29 +1,16 @@
 import { spawn, spawnSync } from 'node:child_process';
-import {
-  cpSync,
-  existsSync,
-  mkdtempSync,
-  readFileSync,
-  realpathSync,
-  writeFileSync,
-} from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { MAIN_JS } from '../helpers/gateway-process.js';
 import { waitFor } from '../helpers/wait.js';
+import { npmCli } from '../setup/runtimes.js';
 
 // The entry point as a newcomer and a site meet it: an unsupported Node.js first on PATH is refused
 // in one line with exit code 5 (docs/cli.md), for every command; and the daemon runs with the
 // unit's runtime settings whoever launched it (src/main/runtime.ts).
-
-/** The npm running this suite (`npm test` and `npx` set npm_execpath), else the one on PATH. */
-function npmCli(): string {
-  if (process.env.npm_execpath) return process.env.npm_execpath;
-  const r = spawnSync('sh', ['-c', 'command -v npm'], { encoding: 'utf8' });
-  return realpathSync(r.stdout.trim());
-}
 
 /** The pinned Node.js 20 (runtimes/package.json), installed by the e2e layer's setup. */
 const NODE20 = join(PACKAGE_ROOT, 'runtimes/node_modules/node20-x64/bin/node');

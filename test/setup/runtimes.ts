@@ -1,8 +1,15 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
 
 const ROOT = join(import.meta.dirname, '..', '..');
+
+/** The npm running this suite (`npm test` and `npx` set npm_execpath), else the one on PATH. */
+export function npmCli(): string {
+  if (process.env.npm_execpath) return process.env.npm_execpath;
+  const r = spawnSync('sh', ['-c', 'command -v npm'], { encoding: 'utf8' });
+  return realpathSync(r.stdout.trim());
+}
 
 /**
  * The pinned Node.js runtimes (runtimes/package.json, from its lock) that the package and e2e
@@ -24,13 +31,14 @@ export function ensureRuntimes(log: (line: string) => void = console.log): void 
   log(
     `test setup: installing the pinned Node.js runtimes ${missing.join(', ')}: npm ci --prefix runtimes`,
   );
-  // The npm that runs this suite (npm test sets npm_execpath), else the one on PATH.
-  const npm = process.env.npm_execpath;
-  const [command, args] = npm ? [process.execPath, [npm]] : ['npm', [] as string[]];
-  const r = spawnSync(command, [...args, 'ci', '--prefix', 'runtimes', '--no-audit', '--no-fund'], {
-    cwd: ROOT,
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  const r = spawnSync(
+    process.execPath,
+    [npmCli(), 'ci', '--prefix', 'runtimes', '--no-audit', '--no-fund'],
+    {
+      cwd: ROOT,
+      stdio: ['ignore', 'ignore', 'inherit'],
+    },
+  );
   if (r.status !== 0)
     throw new Error(
       `test setup: \`npm ci --prefix runtimes\` failed (exit ${r.status}); see above`,
