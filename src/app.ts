@@ -24,7 +24,7 @@ import {
   type Gateway,
   type LiveState,
 } from './app/gateway.js';
-import { buildHttpServer } from './app/http.js';
+import { buildHttpServer, type HttpServerParts } from './app/http.js';
 import type { RouteEntry } from './listener/route-guard.js';
 import { defaultInput } from './app/inputs.js';
 import {
@@ -49,7 +49,8 @@ import { reloadGateway } from './app/reload.js';
 import { HaPart, type HaParts } from './app/ha-part.js';
 import { EtcdClient } from './ha/etcd-client.js';
 import { Leadership } from './ha/leadership.js';
-import { gatherStatus } from './app/status.js';
+import { gatherStatus, probeChangeKey, type StatusParts } from './app/status.js';
+import { Later } from './app/later.js';
 
 export { DELIVERY_STOP_GRACE_MS, type AppDeps } from './app/gateway.js';
 export type { Component } from './app/parts.js';
@@ -157,7 +158,12 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
   };
 }
 
-/** Constructs every part of one gateway (no I/O; see {@link buildApp}). */
+/**
+ * Constructs every part of one gateway (no I/O; see {@link buildApp}), each after the parts it
+ * uses. Where two parts call each other, the earlier one reaches the later through a {@link Later}
+ * bound as soon as the later one exists: the disk guard (back-pressure tells it of a full disk),
+ * delivery (status events apply through it) and the status (the metrics read it).
+ */
 function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
   const { config } = loaded;
   const logger = deps.logger;
@@ -171,22 +177,24 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
   };
   const inputs = new InputSet();
   const store = new BufferStore(config.buffer.path);
-  const metrics: GatewayMetrics = new GatewayMetrics({
-    status: () => (store.isOpen ? gatherStatus(g) : undefined),
+  const api: AppApi =
+    deps.api ?? new UpstreamClient(clientOptionsFromConfig(config.upstream, loaded, logger));
+  const status = new Later<StatusParts>('the status');
+  const metrics = new GatewayMetrics({
+    status: () => (store.isOpen ? gatherStatus(status.get()) : undefined),
     batchCounts: () => store.reports.batchCounts(),
     tokenRefreshes: () => api.tokenInfo?.().refreshes ?? 0,
   });
-  const api: AppApi =
-    deps.api ?? new UpstreamClient(clientOptionsFromConfig(config.upstream, loaded, logger));
   const bufferLog = logger.child({ component: 'buffer' });
+  const guard = new Later<DiskGuard>('the disk guard');
   const backPressure = new BackPressure({
     store,
     // Without `buffer.maxBytes` the byte quota is derived from the disk at start (backPressurePart).
     limits: { ...config.buffer, maxBytes: config.buffer.maxBytes ?? DERIVED_QUOTA_MAX_BYTES },
     logger: bufferLog,
     now,
-    onDiskFull: () => diskGuard.reportFull(),
-    reserveReady: () => diskGuard.reserveReady(),
+    onDiskFull: () => guard.get().reportFull(),
+    reserveReady: () => guard.get().reserveReady(),
     onPausedChange: (paused, why) => inputs.setPaused(paused, why, logger),
   });
   const retention = new Retention({
@@ -196,19 +204,21 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     now,
   });
   const quota = config.buffer.maxBytes;
-  const diskGuard: DiskGuard = new DiskGuard({
-    store,
-    retention,
-    logger: bufferLog,
-    now,
-    keepRecentHours: config.buffer.earlyPruneKeepHours,
-    ...(quota !== undefined
-      ? { quotaBytes: quota }
-      : {
-          onDerivedQuota: (bytes: number, ceilingBytes: number) =>
-            backPressure.setByteQuota(bytes, ceilingBytes),
-        }),
-  });
+  const diskGuard = guard.bind(
+    new DiskGuard({
+      store,
+      retention,
+      logger: bufferLog,
+      now,
+      keepRecentHours: config.buffer.earlyPruneKeepHours,
+      ...(quota !== undefined
+        ? { quotaBytes: quota }
+        : {
+            onDerivedQuota: (bytes: number, ceilingBytes: number) =>
+              backPressure.setByteQuota(bytes, ceilingBytes),
+          }),
+    }),
+  );
   const ha: HaParts | undefined = config.ha
     ? (() => {
         const etcd = EtcdClient.fromConfig(config.ha);
@@ -225,6 +235,36 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
         };
       })()
     : undefined;
+  // The embedded sandbox follows the site: the configuration's DCPs and product keys, unless listed.
+  const sandbox = config.sandbox.enabled
+    ? new SandboxPart(config.sandbox, logger, {
+        clientId: config.upstream.clientId,
+        clientSecret: loaded.clientSecret,
+        dcps: config.sandbox.dcps ?? config.dcps.map((d) => d.key),
+        products: config.sandbox.products ?? live.mapper.productKeyUses().map((u) => u.key),
+      })
+    : undefined;
+  const sftp = config.upstream.sftp
+    ? new SftpRoute(config, config.upstream.sftp, deps.env ?? {})
+    : undefined;
+  const delivery = new Later<Deliverer>('delivery');
+  const statusEvents = config.upstream.statusEvents.enabled
+    ? statusEventsPart(loaded, store, sandbox, logger, now, () => delivery.get())
+    : undefined;
+  const deliverer = delivery.bind(
+    new Deliverer({
+      store,
+      api: instrumentDeliveryApi(api, metrics),
+      config: config.delivery,
+      logger: logger.child({ component: 'delivery' }),
+      now,
+      onDiskFull: (err) => backPressure.diskFullSeen(err),
+      // Status events start in the ready phase: until then (and when off) polling keeps its normal pace.
+      pollPace: () => statusEvents?.feed.pace() ?? { events: false, safetyPollMs: 0 },
+      onUploaded: () => statusEvents?.feed.batchUploaded(),
+      ...(sftp ? { sftp: sftp.route() } : {}),
+    }),
+  );
   const intake = new Intake({
     store,
     ...(ha
@@ -244,39 +284,12 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     gate: backPressure,
     ...(deps.scrub ? { scrub: deps.scrub } : {}),
   });
-  // The embedded sandbox follows the site: the configuration's DCPs and product keys, unless listed.
-  const sandbox = config.sandbox.enabled
-    ? new SandboxPart(config.sandbox, logger, {
-        clientId: config.upstream.clientId,
-        clientSecret: loaded.clientSecret,
-        dcps: config.sandbox.dcps ?? config.dcps.map((d) => d.key),
-        products: config.sandbox.products ?? live.mapper.productKeyUses().map((u) => u.key),
-      })
-    : undefined;
-  const sftp = config.upstream.sftp
-    ? new SftpRoute(config, config.upstream.sftp, deps.env ?? {})
-    : undefined;
-  const statusEvents = config.upstream.statusEvents.enabled
-    ? statusEventsPart(loaded, store, sandbox, logger, now, () => deliverer)
-    : undefined;
-  const deliverer: Deliverer = new Deliverer({
-    store,
-    api: instrumentDeliveryApi(api, metrics),
-    config: config.delivery,
-    logger: logger.child({ component: 'delivery' }),
-    now,
-    onDiskFull: (err) => backPressure.diskFullSeen(err),
-    // Status events start in the ready phase: until then (and when off) polling keeps its normal pace.
-    pollPace: () => statusEvents?.feed.pace() ?? { events: false, safetyPollMs: 0 },
-    onUploaded: () => statusEvents?.feed.batchUploaded(),
-    ...(sftp ? { sftp: sftp.route() } : {}),
-  });
   const productCheck = new ProductCheckPart(() => {
-    const lister = api as Partial<{ listProducts: () => Promise<ReadonlyArray<{ key: string }>> }>;
     const settings = live.current.config.productCheck;
-    if (!settings.enabled || typeof lister.listProducts !== 'function') return undefined;
+    const listProducts = api.listProducts?.bind(api);
+    if (!settings.enabled || !listProducts) return undefined;
     return new ProductCheck({
-      listProducts: () => lister.listProducts!(),
+      listProducts,
       configuredKeys: () => live.mapper.productKeyUses(),
       observedKeys: () => live.mapper.observedProductKeys(),
       onProducts: (keys, at) => live.mapper.setKnownProducts(keys, at),
@@ -289,21 +302,54 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
   const listenerTls = config.http.tls
     ? new ListenerTls({ tls: config.http.tls, logger, now })
     : undefined;
-  // The will waits three lease times: a standby resumes the shared session within about one, and
-  // the broker then drops the old leader's `offline`.
-  const haInput =
-    ha && config.ha
-      ? {
-          ha: {
-            mayConnect: () => ha.leadership.mayTake() === undefined,
-            willDelaySec: Math.ceil((3 * config.ha.leaseTtlMs) / 1000),
-          },
-        }
-      : {};
+  const haInput = ha ? { ha: ha.leadership.inputHandover() } : {};
   const createInput: InputFactory =
     deps.createInput ??
     ((c, s, l) => defaultInput(c, s, l, { env: deps.env, scrub: deps.scrub, now, ...haInput }));
-  const g: Gateway = {
+  const adminActions = buildAdminActions({
+    store: () => (store.isOpen ? store : undefined),
+    deliverer: () => deliverer,
+    config: () => live.current.config,
+    now,
+  });
+  const statusParts = status.bind({
+    now,
+    startedAt,
+    live,
+    config,
+    deps,
+    store,
+    inputs,
+    intake,
+    backPressure,
+    retention,
+    diskGuard,
+    deliverer,
+    api,
+    statusEvents,
+    productCheck,
+    adminActions,
+    listenerTls,
+    ha,
+  });
+  const httpParts: HttpServerParts = {
+    config,
+    deps,
+    logger,
+    live,
+    store,
+    metrics,
+    adminActions,
+    listenerTls,
+    status: () => gatherStatus(statusParts),
+    probeChangeKey: () => probeChangeKey(statusParts),
+    underHa: ha !== undefined,
+    createInput,
+    intake,
+    inputs,
+  };
+  const http = new HttpPart(config.http.listen, () => buildHttpServer(httpParts), listenerTls);
+  return {
     config,
     deps,
     logger,
@@ -323,19 +369,13 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     inputs,
     createInput,
     ha,
-    http: new HttpPart(config.http.listen, () => buildHttpServer(g), listenerTls),
+    http,
     listenerTls,
     metrics,
-    adminActions: buildAdminActions({
-      store: () => (store.isOpen ? store : undefined),
-      deliverer: () => deliverer,
-      config: () => live.current.config,
-      now,
-    }),
+    adminActions,
     live,
     running: [],
   };
-  return g;
 }
 
 /** The status-event part (contract §6), its feed applying events through the deliverer. */

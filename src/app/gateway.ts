@@ -13,6 +13,7 @@ import type { GatewayMetrics } from '../health/metrics.js';
 import type { InputAdapter, IntakeSink } from '../inputs/types.js';
 import type { Logger } from '../log.js';
 import type { Mapper } from '../mapping/mapper.js';
+import type { ProductCheckOptions } from '../mapping/product-check.js';
 import type { Clock } from '../clock.js';
 import type { ListenerTls } from '../listener/listener-tls.js';
 import type { HaParts } from './ha-part.js';
@@ -27,10 +28,15 @@ import type {
   StatusEventsPart,
 } from './parts.js';
 
-/** The upstream API as the app uses it: delivery's calls, and the client's close and token figures when it has them. */
+/**
+ * The upstream API as the app uses it: delivery's calls, and what the client has besides them (its
+ * close, its token figures, the product list of contract §4.1). A test's API may leave those out:
+ * without `listProducts` the product check is off.
+ */
 export type AppApi = DeliveryApi & {
   close?: () => Promise<void>;
   tokenInfo?: () => { expiresAt?: Date; refreshes: number };
+  listProducts?: ProductCheckOptions['listProducts'];
 };
 
 /** What `buildApp` (src/app.ts) takes besides the configuration: the process edge's pieces, and the seams tests use. */

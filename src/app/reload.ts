@@ -2,8 +2,31 @@ import { isDeepStrictEqual } from 'node:util';
 import type { LoadedConfig } from '../config/load.js';
 import { applyReload, planReload, RESTART_SECTIONS, type ReloadReport } from '../config/reload.js';
 import { Mapper } from '../mapping/mapper.js';
-import type { Gateway } from './gateway.js';
-import type { Component } from './parts.js';
+import type { LiveState } from './gateway.js';
+import type { Component, InputSet, ProductCheckPart } from './parts.js';
+import type { Clock } from '../clock.js';
+import type { Logger } from '../log.js';
+import type { ListenerTls } from '../listener/listener-tls.js';
+import type { Leadership } from '../ha/leadership.js';
+import type { Intake } from '../intake/intake.js';
+import type { Retention } from '../buffer/retention.js';
+import type { DiskGuard } from '../buffer/disk-guard.js';
+
+/** What a reload changes: the live state, the running inputs, and the parts whose settings apply at once. */
+export interface ReloadParts {
+  readonly live: LiveState;
+  readonly listenerTls: Pick<ListenerTls, 'reload'> | undefined;
+  readonly inputs: Pick<InputSet, 'remove'>;
+  /** The running components; a reload adds and removes inputs here, so a stop stops them. */
+  readonly running: Component[];
+  readonly ha: { readonly leadership: Pick<Leadership, 'mayTake'> } | undefined;
+  readonly productCheck: Pick<ProductCheckPart, 'knownProducts' | 'restart'>;
+  readonly intake: Pick<Intake, 'setMapping'>;
+  readonly retention: Pick<Retention, 'setRetentionDays'>;
+  readonly diskGuard: Pick<DiskGuard, 'setKeepRecentHours'>;
+  readonly now: Clock;
+  readonly logger: Logger;
+}
 
 /**
  * Applies a new configuration while running (see `App.reload`): inputs restarted, added and
@@ -11,7 +34,7 @@ import type { Component } from './parts.js';
  * `inputPartFor` makes the component of one input, as `buildApp` does.
  */
 export async function reloadGateway(
-  g: Gateway,
+  g: ReloadParts,
   next: LoadedConfig,
   inputPartFor: (config: LoadedConfig['config']['inputs'][number]) => Component,
 ): Promise<ReloadReport> {

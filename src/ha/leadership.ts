@@ -136,6 +136,19 @@ export class Leadership {
     return undefined;
   }
 
+  /**
+   * What an input holding a session shared by both nodes (MQTT) needs of the election: whether it
+   * may connect now (only while leading), and how long its last will waits, in whole seconds. The
+   * will waits three lease times: a standby resumes the shared session within about one, and the
+   * broker then drops the old leader's `offline`.
+   */
+  inputHandover(): { mayConnect: () => boolean; willDelaySec: number } {
+    return {
+      mayConnect: () => this.mayTake() === undefined,
+      willDelaySec: Math.ceil((3 * this.o.leaseTtlMs) / 1000),
+    };
+  }
+
   /** The epoch reads are taken under now (undefined when not leading). */
   epoch(): number | undefined {
     return this.role === 'leader' ? this.ownEpoch : undefined;
