@@ -6,9 +6,7 @@ import { Retention } from './buffer/retention.js';
 import { BufferStore } from './buffer/store.js';
 import type { LoadedConfig } from './config/load.js';
 import type { ReloadReport } from './config/reload.js';
-import { statusEventTopic } from './config/schema.js';
 import { Deliverer } from './delivery/deliverer.js';
-import { StatusEventFeed } from './delivery/status-events.js';
 import { buildAdminActions } from './health/admin-actions.js';
 import { GatewayMetrics, instrumentDeliveryApi } from './health/metrics.js';
 import type { GatewayStatus } from './health/server.js';
@@ -27,24 +25,19 @@ import {
 import { buildHttpServer, type HttpServerParts } from './app/http.js';
 import type { RouteEntry } from './listener/route-guard.js';
 import { defaultInput } from './app/inputs.js';
+import { InputSet, inputPart, type Component, type InputFactory } from './app/parts.js';
 import {
   backPressurePart,
   bufferPart,
-  deliveryPart,
   diskGuardPart,
-  HttpPart,
-  InputSet,
-  inputPart,
   intakePart,
-  ProductCheckPart,
-  SandboxPart,
-  SftpRoute,
-  StatusEventsPart,
   timerPart,
-  upstreamPart,
-  type Component,
-  type InputFactory,
-} from './app/parts.js';
+} from './app/buffer-parts.js';
+import { SandboxPart } from './app/sandbox-part.js';
+import { deliveryPart, SftpRoute, upstreamPart } from './app/delivery-parts.js';
+import { statusEventsPart } from './app/status-events-part.js';
+import { ProductCheckPart } from './app/product-check-part.js';
+import { HttpPart } from './app/http-part.js';
 import { reloadGateway } from './app/reload.js';
 import { HaPart, type HaParts } from './app/ha-part.js';
 import { EtcdClient } from './ha/etcd-client.js';
@@ -376,44 +369,6 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     live,
     running: [],
   };
-}
-
-/** The status-event part (contract §6), its feed applying events through the deliverer. */
-function statusEventsPart(
-  loaded: LoadedConfig,
-  store: BufferStore,
-  sandbox: SandboxPart | undefined,
-  logger: AppDeps['logger'],
-  now: () => number,
-  deliverer: () => Deliverer,
-): StatusEventsPart {
-  const { upstream } = loaded.config;
-  const settings = upstream.statusEvents;
-  const topic = statusEventTopic(upstream);
-  const log = logger.child({ component: 'status-events' });
-  return new StatusEventsPart(
-    {
-      settings,
-      topic,
-      clientId: upstream.clientId,
-      clientSecret: loaded.clientSecret,
-      sandbox,
-      logger: log,
-    },
-    (connect) =>
-      new StatusEventFeed({
-        store,
-        topic,
-        connect,
-        apply: (ref, status, source) => deliverer().applyStatus(ref, status, source),
-        onPaceChange: () => deliverer().wake(),
-        safetyPollMs: settings.safetyPollMs,
-        maxLagEvents: settings.maxLagEvents,
-        staleAfterMs: settings.staleAfterMs,
-        logger: log,
-        now,
-      }),
-  );
 }
 
 /** Stops the running components in reverse order, each even when an earlier one failed; rejects naming those that failed. */

@@ -17,16 +17,12 @@ import type { ProductCheckOptions } from '../mapping/product-check.js';
 import type { Clock } from '../clock.js';
 import type { ListenerTls } from '../listener/listener-tls.js';
 import type { HaParts } from './ha-part.js';
-import type {
-  Component,
-  HttpPart,
-  InputFactory,
-  InputSet,
-  ProductCheckPart,
-  SandboxPart,
-  SftpRoute,
-  StatusEventsPart,
-} from './parts.js';
+import type { Component, InputFactory, InputSet } from './parts.js';
+import type { HttpPart } from './http-part.js';
+import type { ProductCheckPart } from './product-check-part.js';
+import type { SandboxPart } from './sandbox-part.js';
+import type { SftpRoute } from './delivery-parts.js';
+import type { StatusEventsPart } from './status-events-part.js';
 
 /**
  * The upstream API as the app uses it: delivery's calls, and what the client has besides them (its

@@ -22,7 +22,7 @@ import type { Deliverer } from '../delivery/deliverer.js';
 import type { StatusEventFeed } from '../delivery/status-events.js';
 import type { AdminActions } from '../health/admin.js';
 import type { ListenerTls } from '../listener/listener-tls.js';
-import type { ProductCheckPart } from './parts.js';
+import type { ProductCheckPart } from './product-check-part.js';
 
 /**
  * What the status is gathered from: each part's snapshot and nothing else of it. Optional parts
