@@ -76,10 +76,9 @@ export interface App {
 
 /**
  * Builds the gateway: every part is constructed here, with its dependencies, and none does I/O
- * until `start()`. The start order is buffer → (embedded sandbox) → upstream client →
- * back-pressure → retention → disk guard → intake → delivery → (status events) → product check →
- * inputs → local HTTP server, then the `ready` phase. Wiring only; every behaviour lives in the
- * parts, the status in src/health/compose-status.ts.
+ * until `start()`. Its list of parts below is the start order (the one place it is written), then
+ * the `ready` phase. Wiring only; every behaviour lives in the parts, the status in
+ * src/health/compose-status.ts.
  *
  * @throws GatewayError `CONFIG` for an upstream address the client refuses (plain http off
  *   loopback without `allowInsecureHttp`, a proxy URL with credentials), as `UpstreamClient` does.
@@ -94,6 +93,11 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
       intakePaused: () => g.backPressure.snapshot().intakePaused,
       logger: g.logger,
     });
+  // The start order. What each start does: the buffer opens and migrates the SQLite file; the
+  // sandbox listens; back-pressure derives the byte quota from the disk; the disk guard writes its
+  // reserve; intake restores the duplicate window; delivery reads the SFTP login; status events
+  // read their CA (their reader starts at `ready`); each input loads its module and connects or
+  // listens; the HTTP server listens last, once the ingest routes are known.
   const parts: Component[] = [
     bufferPart(g.store),
     ...(g.sandbox ? [g.sandbox] : []),

@@ -6,7 +6,7 @@ import type { LoadedConfig } from '../config/load.js';
 import type { Logger } from '../log.js';
 import type { Component } from './parts.js';
 
-/** The parts on the buffer's side of a read's path, in start order: the buffer, back-pressure, retention, the disk guard, intake. */
+/** The parts on the buffer's side of a read's path: the buffer, back-pressure, retention, the disk guard, intake. */
 
 /** The buffer: opened (and migrated) at start, closed at stop. */
 export function bufferPart(store: BufferStore): Component {
