@@ -1,6 +1,7 @@
 import type { LoadedConfig } from '../config/load.js';
 import type { EtcdClient } from '../ha/etcd-client.js';
 import type { Leadership } from '../ha/leadership.js';
+import { findInputKind } from '../inputs/registry.js';
 import type { Gateway } from './gateway.js';
 import type { Component } from './parts.js';
 
@@ -43,7 +44,8 @@ export class HaPart implements Component {
     const inputs = g.live.current.config.inputs;
     // The message identities of this node's earlier leaderships are stale: the other node may have
     // acknowledged those packet ids since, and the broker hands them out again.
-    for (const c of inputs) if (c.type === 'mqtt') g.intake.forgetMessages(c.id);
+    for (const c of inputs)
+      if (findInputKind(c.type)?.redelivers === true) g.intake.forgetMessages(c.id);
     for (const c of inputs) {
       try {
         await this.inputPartFor(c).start();

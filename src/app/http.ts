@@ -7,6 +7,7 @@ import { LookupWorkers } from '../buffer/lookup-workers.js';
 import type { Gateway } from './gateway.js';
 import { splitListen } from './parts.js';
 import { gatherStatus, probeChangeKey } from './status.js';
+import { inputKind } from '../inputs/registry.js';
 
 /**
  * The local HTTP server of one gateway: health page, status, metrics, admin actions, station
@@ -71,7 +72,7 @@ export async function buildHttpServer(g: Gateway): Promise<FastifyInstance> {
     // Under `ha` the inputs run only while this node leads, maybe not yet: the ingest routes are
     // registered from a paused adapter of each (its token read, so a caller is told 503 with
     // Retry-After on a standby, not 401); the running input answers once this node leads.
-    const httpInputs = config.inputs.filter((i) => i.type === 'http');
+    const httpInputs = config.inputs.filter((i) => inputKind(i).localRoutes === true);
     if (httpInputs.length > 0) {
       const { isRouteInput } = await import('../inputs/http/http-input.js');
       for (const c of httpInputs) {
@@ -124,6 +125,8 @@ export function tokensInClear(g: Pick<Gateway, 'config' | 'deps'>): string[] {
   return [
     ...(deps.readToken !== undefined ? ['read token'] : []),
     ...(deps.adminToken !== undefined ? ['admin token'] : []),
-    ...config.inputs.filter((i) => i.type === 'http').map((i) => `ingest token of input ${i.id}`),
+    ...config.inputs
+      .filter((i) => inputKind(i).localRoutes === true)
+      .map((i) => `ingest token of input ${i.id}`),
   ];
 }
