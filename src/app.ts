@@ -1,4 +1,4 @@
-import { ErrorCodes, GatewayError } from './errors.js';
+import { ErrorCodes, GatewayError, isGatewayError } from './errors.js';
 import { BackPressure } from './buffer/back-pressure.js';
 import { DERIVED_QUOTA_MAX_BYTES, DiskGuard } from './buffer/disk-guard.js';
 import { Intake } from './intake/intake.js';
@@ -26,15 +26,13 @@ import {
 } from './app/gateway.js';
 import { buildHttpServer } from './app/http.js';
 import type { RouteEntry } from './listener/route-guard.js';
-import { defaultInput } from './app/inputs.js';
+import { defaultInput, InputSupervisor, type InputFactory } from './app/inputs.js';
 import {
   backPressurePart,
   bufferPart,
   deliveryPart,
   diskGuardPart,
   HttpPart,
-  InputSet,
-  inputPart,
   intakePart,
   ProductCheckPart,
   SandboxPart,
@@ -43,7 +41,6 @@ import {
   timerPart,
   upstreamPart,
   type Component,
-  type InputFactory,
 } from './app/parts.js';
 import { reloadGateway } from './app/reload.js';
 import { HaPart, type HaParts } from './app/ha-part.js';
@@ -92,14 +89,6 @@ export interface App {
  */
 export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
   const g = buildGateway(loaded, deps);
-  const inputPartFor = (c: LoadedConfig['config']['inputs'][number]) =>
-    inputPart(c, {
-      create: g.createInput,
-      sink: g.intake,
-      inputs: g.inputs,
-      intakePaused: () => g.backPressure.snapshot().intakePaused,
-      logger: g.logger,
-    });
   const parts: Component[] = [
     bufferPart(g.store),
     ...(g.sandbox ? [g.sandbox] : []),
@@ -112,7 +101,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
     ...(g.statusEvents ? [g.statusEvents] : []),
     g.productCheck,
     // Under `ha` the inputs run only while this node leads: the HA part starts and stops them.
-    ...(g.ha ? [new HaPart(g, g.ha, inputPartFor)] : g.config.inputs.map(inputPartFor)),
+    ...(g.ha ? [new HaPart(g, g.ha)] : [g.inputs]),
     g.http,
   ];
   let stopping: Promise<void> | undefined;
@@ -145,7 +134,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
         'scan-gateway started',
       );
     },
-    reload: (next) => reloadGateway(g, next, inputPartFor),
+    reload: (next) => reloadGateway(g, next),
     reloadRefused(err) {
       g.live.lastReloadError = {
         message: err instanceof Error ? err.message : String(err),
@@ -169,7 +158,6 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     configLoadedAt: startedAt,
     mapper: new Mapper(config),
   };
-  const inputs = new InputSet();
   const store = new BufferStore(config.buffer.path);
   const metrics: GatewayMetrics = new GatewayMetrics({
     status: () => (store.isOpen ? gatherStatus(g) : undefined),
@@ -303,6 +291,14 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
   const createInput: InputFactory =
     deps.createInput ??
     ((c, s, l) => defaultInput(c, s, l, { env: deps.env, scrub: deps.scrub, now, ...haInput }));
+  // The one owner of the running inputs: started as a part, or by `ha` on taking over.
+  const inputs = new InputSupervisor({
+    configured: config.inputs,
+    create: createInput,
+    sink: intake,
+    intakePaused: () => backPressure.snapshot().intakePaused,
+    logger,
+  });
   const g: Gateway = {
     config,
     deps,
@@ -384,8 +380,13 @@ async function stopAll(g: Gateway): Promise<void> {
     try {
       await part.stop();
     } catch (err) {
-      failures.push(part.name);
-      g.logger.error({ component: 'app', err, part: part.name }, 'stopping a part failed');
+      // The inputs' part names each input that failed (and logged it).
+      const named = isGatewayError(err, ErrorCodes.STOP) ? err.details['parts'] : undefined;
+      if (Array.isArray(named)) failures.push(...named.map(String));
+      else {
+        failures.push(part.name);
+        g.logger.error({ component: 'app', err, part: part.name }, 'stopping a part failed');
+      }
     }
   }
   g.running.length = 0;

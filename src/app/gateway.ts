@@ -19,13 +19,12 @@ import type { HaParts } from './ha-part.js';
 import type {
   Component,
   HttpPart,
-  InputFactory,
-  InputSet,
   ProductCheckPart,
   SandboxPart,
   SftpRoute,
   StatusEventsPart,
 } from './parts.js';
+import type { InputFactory, InputSupervisor } from './inputs.js';
 
 /** The upstream API as the app uses it: delivery's calls, and the client's close and token figures when it has them. */
 export type AppApi = DeliveryApi & {
@@ -100,7 +99,7 @@ export interface Gateway {
   /** Status events, when `upstream.statusEvents.enabled`. */
   readonly statusEvents: StatusEventsPart | undefined;
   readonly productCheck: ProductCheckPart;
-  readonly inputs: InputSet;
+  readonly inputs: InputSupervisor;
   readonly createInput: InputFactory;
   /** High availability, when `ha` is configured: the etcd client and the leader election. */
   readonly ha: HaParts | undefined;

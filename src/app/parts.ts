@@ -5,7 +5,6 @@ import type { DiskGuard } from '../buffer/disk-guard.js';
 import { DERIVED_QUOTA_MAX_BYTES, derivedQuotaForPath } from '../buffer/disk-guard.js';
 import type { BufferStore } from '../buffer/store.js';
 import type { LoadedConfig } from '../config/load.js';
-import type { InputConfig } from '../config/schema.js';
 import type { Deliverer } from '../delivery/deliverer.js';
 import type { StatusEventFeed, TopicReader } from '../delivery/status-events.js';
 import { STATUS_EVENTS_FETCH_WAIT_MS } from '../config/schema.js';
@@ -17,7 +16,6 @@ import type { RunningSandbox } from '@scan-gateway/sandbox';
 import type { SftpConnector, SftpSession } from '../upstream/sftp-client.js';
 import { readSftpCredentials } from '../config/secrets.js';
 import { readCaFile } from '../upstream/status-topic-ca.js';
-import type { InputAdapter, IntakeSink } from '../inputs/types.js';
 import type { ListenerTls } from '../listener/listener-tls.js';
 import { routeTable, type RouteEntry } from '../listener/route-guard.js';
 
@@ -412,64 +410,6 @@ export class StatusEventsPart implements Component {
       logger,
     });
   }
-}
-
-/** Makes the adapter of one input (src/app/inputs.ts has the default, by `type`). */
-export type InputFactory = (
-  config: InputConfig,
-  sink: IntakeSink,
-  logger: Logger,
-) => InputAdapter | Promise<InputAdapter>;
-
-/**
- * The inputs that run, in start order: the status lists them, back-pressure pauses them, the HTTP
- * part serves their routes, a reload replaces them.
- */
-export class InputSet {
-  readonly adapters: InputAdapter[] = [];
-
-  /** Pauses or resumes every input that can wait (`InputAdapter.setPaused`), logging each. */
-  setPaused(paused: boolean, why: string, logger: Logger): void {
-    for (const input of this.adapters) {
-      if (!input.setPaused) continue;
-      input.setPaused(paused);
-      (paused ? logger.warn.bind(logger) : logger.info.bind(logger))(
-        { component: 'buffer', input: input.id, paused, why },
-        paused ? 'input paused by back-pressure' : 'input resumed',
-      );
-    }
-  }
-
-  remove(id: string): InputAdapter | undefined {
-    const at = this.adapters.findIndex((i) => i.id === id);
-    return at < 0 ? undefined : this.adapters.splice(at, 1)[0];
-  }
-}
-
-/** One input: its adapter is made (its module loaded) at start, and started paused while intake is paused. */
-export function inputPart(
-  config: InputConfig,
-  deps: {
-    create: InputFactory;
-    sink: IntakeSink;
-    inputs: InputSet;
-    intakePaused: () => boolean;
-    logger: Logger;
-  },
-): Component {
-  let input: InputAdapter | undefined;
-  return {
-    get name() {
-      return `input ${input?.id ?? config.id}`;
-    },
-    async start() {
-      input = await deps.create(config, deps.sink, deps.logger);
-      deps.inputs.adapters.push(input);
-      await input.start();
-      if (deps.intakePaused()) input.setPaused?.(true);
-    },
-    stop: async () => input?.stop(),
-  };
 }
 
 /**
