@@ -115,11 +115,19 @@ let union: z.ZodType<InputConfig> | undefined;
  * Adds a kind to the configuration's union. Called by `src/inputs/registry.ts` for each kind it
  * lists and by `registerInputKind` for a plugin's, before any configuration is read.
  *
- * @throws GatewayError `SCANGW_E_INTERNAL` when a kind of that `type` is there already.
+ * @throws GatewayError `SCANGW_E_INTERNAL` when a kind of that `type` is there already, or its
+ *   schema is not an object with `type: z.literal(type)`.
  */
 export function addInputKindSpec(spec: InputKindSpec): void {
   if (specs.has(spec.type))
     throw new GatewayError(ErrorCodes.INTERNAL, `input kind "${spec.type}" is registered twice`);
+  // The union is discriminated by `type`: the schema must be an object whose `type` is this literal.
+  const typeKey = (spec.schema as unknown as { shape?: Record<string, unknown> }).shape?.['type'];
+  if (!(typeKey instanceof z.ZodLiteral) || !typeKey.values.has(spec.type))
+    throw new GatewayError(
+      ErrorCodes.INTERNAL,
+      `input kind "${spec.type}": its schema must be a z.object with type: z.literal('${spec.type}')`,
+    );
   specs.set(spec.type, spec);
   union = undefined;
 }

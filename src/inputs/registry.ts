@@ -25,7 +25,8 @@ const kinds = new Map<string, InputKind>();
  * kept outside this repository (a site's own PLC input, a test's scripted input): call it once at
  * start, before any configuration is read, as this module does for the kinds it lists.
  *
- * @throws GatewayError `SCANGW_E_INTERNAL` when a kind of that `type` is there already.
+ * @throws GatewayError `SCANGW_E_INTERNAL` when a kind of that `type` is there already, or its
+ *   schema is not a `z.object` with `type: z.literal(type)`.
  */
 export function registerInputKind<C extends InputConfig>(kind: InputKind<C>): void {
   addInputKindSpec(kind as unknown as InputKind);

@@ -59,8 +59,11 @@ async function configCheck(file: string): Promise<{ code: number; out: string }>
 }
 
 describe('an input kind added from outside src/', () => {
-  it('is refused when registered twice', () => {
+  it('is refused when registered twice, or when its schema does not name its type', () => {
     expect(() => registerInputKind(scriptedKind)).toThrow(/registered twice/);
+    expect(() => registerInputKind({ ...scriptedKind, type: 'scripted-2' })).toThrow(
+      /type: z.literal\('scripted-2'\)/,
+    );
   });
 
   it('runs through the real app: its reads are committed to the buffer and it shows in the status', async () => {
