@@ -1,4 +1,4 @@
-import { ErrorCodes, GatewayError } from './errors.js';
+import { ErrorCodes, GatewayError, isGatewayError } from './errors.js';
 import { BackPressure } from './buffer/back-pressure.js';
 import { DERIVED_QUOTA_MAX_BYTES, DiskGuard } from './buffer/disk-guard.js';
 import { Intake } from './intake/intake.js';
@@ -24,8 +24,8 @@ import {
 } from './app/gateway.js';
 import { buildHttpServer, type HttpServerParts } from './app/http.js';
 import type { RouteEntry } from './listener/route-guard.js';
-import { defaultInput } from './app/inputs.js';
-import { InputSet, inputPart, type Component, type InputFactory } from './app/parts.js';
+import { defaultInput, InputSupervisor, type InputFactory } from './app/inputs.js';
+import type { Component } from './app/parts.js';
 import {
   backPressurePart,
   bufferPart,
@@ -85,14 +85,6 @@ export interface App {
  */
 export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
   const g = buildGateway(loaded, deps);
-  const inputPartFor = (c: LoadedConfig['config']['inputs'][number]) =>
-    inputPart(c, {
-      create: g.createInput,
-      sink: g.intake,
-      inputs: g.inputs,
-      intakePaused: () => g.backPressure.snapshot().intakePaused,
-      logger: g.logger,
-    });
   // The start order. What each start does: the buffer opens and migrates the SQLite file; the
   // sandbox listens; back-pressure derives the byte quota from the disk; the disk guard writes its
   // reserve; intake restores the duplicate window; delivery reads the SFTP login; status events
@@ -110,7 +102,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
     ...(g.statusEvents ? [g.statusEvents] : []),
     g.productCheck,
     // Under `ha` the inputs run only while this node leads: the HA part starts and stops them.
-    ...(g.ha ? [new HaPart(g, g.ha, inputPartFor)] : g.config.inputs.map(inputPartFor)),
+    ...(g.ha ? [new HaPart(g, g.ha)] : [g.inputs]),
     g.http,
   ];
   let stopping: Promise<void> | undefined;
@@ -143,7 +135,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
         'scan-gateway started',
       );
     },
-    reload: (next) => reloadGateway(g, next, inputPartFor),
+    reload: (next) => reloadGateway(g, next),
     reloadRefused(err) {
       g.live.lastReloadError = {
         message: err instanceof Error ? err.message : String(err),
@@ -172,11 +164,11 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     configLoadedAt: startedAt,
     mapper: new Mapper(config),
   };
-  const inputs = new InputSet();
   const store = new BufferStore(config.buffer.path);
   const api: AppApi =
     deps.api ?? new UpstreamClient(clientOptionsFromConfig(config.upstream, loaded, logger));
   const status = new Later<StatusParts>('the status');
+  const supervisor = new Later<InputSupervisor>('the inputs');
   const metrics = new GatewayMetrics({
     status: () => (store.isOpen ? gatherStatus(status.get()) : undefined),
     batchCounts: () => store.reports.batchCounts(),
@@ -192,7 +184,7 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     now,
     onDiskFull: () => guard.get().reportFull(),
     reserveReady: () => guard.get().reserveReady(),
-    onPausedChange: (paused, why) => inputs.setPaused(paused, why, logger),
+    onPausedChange: (paused, why) => supervisor.get().setPaused(paused, why, logger),
   });
   const retention = new Retention({
     store,
@@ -303,6 +295,16 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
   const createInput: InputFactory =
     deps.createInput ??
     ((c, s, l) => defaultInput(c, s, l, { env: deps.env, scrub: deps.scrub, now, ...haInput }));
+  // The one owner of the running inputs: started as a part, or by `ha` on taking over.
+  const inputs = supervisor.bind(
+    new InputSupervisor({
+      configured: config.inputs,
+      create: createInput,
+      sink: intake,
+      intakePaused: () => backPressure.snapshot().intakePaused,
+      logger,
+    }),
+  );
   const adminActions = buildAdminActions({
     store: () => (store.isOpen ? store : undefined),
     deliverer: () => deliverer,
@@ -383,8 +385,13 @@ async function stopAll(g: Gateway): Promise<void> {
     try {
       await part.stop();
     } catch (err) {
-      failures.push(part.name);
-      g.logger.error({ component: 'app', err, part: part.name }, 'stopping a part failed');
+      // The inputs' part names each input that failed (and logged it).
+      const named = isGatewayError(err, ErrorCodes.STOP) ? err.details['parts'] : undefined;
+      if (Array.isArray(named)) failures.push(...named.map(String));
+      else {
+        failures.push(part.name);
+        g.logger.error({ component: 'app', err, part: part.name }, 'stopping a part failed');
+      }
     }
   }
   g.running.length = 0;

@@ -17,7 +17,8 @@ import type { ProductCheckOptions } from '../mapping/product-check.js';
 import type { Clock } from '../clock.js';
 import type { ListenerTls } from '../listener/listener-tls.js';
 import type { HaParts } from './ha-part.js';
-import type { Component, InputFactory, InputSet } from './parts.js';
+import type { Component } from './parts.js';
+import type { InputFactory, InputSupervisor } from './inputs.js';
 import type { HttpPart } from './http-part.js';
 import type { ProductCheckPart } from './product-check-part.js';
 import type { SandboxPart } from './sandbox-part.js';
@@ -104,7 +105,7 @@ export interface Gateway {
   /** Status events, when `upstream.statusEvents.enabled`. */
   readonly statusEvents: StatusEventsPart | undefined;
   readonly productCheck: ProductCheckPart;
-  readonly inputs: InputSet;
+  readonly inputs: InputSupervisor;
   readonly createInput: InputFactory;
   /** High availability, when `ha` is configured: the etcd client and the leader election. */
   readonly ha: HaParts | undefined;

@@ -5,7 +5,8 @@ import { buildHealthServer } from '../health/server.js';
 import { answerItemQuestion, type ItemQuestion } from '../buffer/item-questions.js';
 import { LookupWorkers } from '../buffer/lookup-workers.js';
 import type { AppDeps, LiveState } from './gateway.js';
-import type { InputFactory } from './parts.js';
+import type { InputFactory } from './inputs.js';
+import { inputKind } from '../inputs/registry.js';
 import { splitListen } from './part-helpers.js';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Logger } from '../log.js';
@@ -100,7 +101,7 @@ export async function buildHttpServer(g: HttpServerParts): Promise<FastifyInstan
     // Under `ha` the inputs run only while this node leads, maybe not yet: the ingest routes are
     // registered from a paused adapter of each (its token read, so a caller is told 503 with
     // Retry-After on a standby, not 401); the running input answers once this node leads.
-    const httpInputs = config.inputs.filter((i) => i.type === 'http');
+    const httpInputs = config.inputs.filter((i) => inputKind(i).localRoutes === true);
     if (httpInputs.length > 0) {
       const { isRouteInput } = await import('../inputs/http/http-input.js');
       for (const c of httpInputs) {
@@ -156,6 +157,8 @@ export function tokensInClear(g: {
   return [
     ...(deps.readToken !== undefined ? ['read token'] : []),
     ...(deps.adminToken !== undefined ? ['admin token'] : []),
-    ...config.inputs.filter((i) => i.type === 'http').map((i) => `ingest token of input ${i.id}`),
+    ...config.inputs
+      .filter((i) => inputKind(i).localRoutes === true)
+      .map((i) => `ingest token of input ${i.id}`),
   ];
 }

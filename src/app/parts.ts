@@ -1,12 +1,8 @@
-import type { InputConfig } from '../config/schema.js';
-import type { Logger } from '../log.js';
-import type { InputAdapter, IntakeSink } from '../inputs/types.js';
-
 /**
- * The gateway's parts as {@link Component}s, and the inputs' part. Each other part has its file:
+ * The gateway's parts as {@link Component}s. Each part has its file:
  * `buffer-parts.ts` (buffer, back-pressure, retention, disk guard, intake), `sandbox-part.ts`,
  * `delivery-parts.ts` (upstream client, SFTP route, delivery), `status-events-part.ts`,
- * `product-check-part.ts`, `ha-part.ts`, `http-part.ts`; `part-helpers.ts` what they share. `buildApp` (src/app.ts) constructs every part with its
+ * `product-check-part.ts`, `ha-part.ts`, `http-part.ts`, the inputs' supervisor `inputs.ts`; `part-helpers.ts` what they share. `buildApp` (src/app.ts) constructs every part with its
  * dependencies before anything starts; a part's constructor does no I/O, its `start()` does (opens
  * the buffer, reads a key file, listens), and its `stop()` undoes it. Optional parts (the embedded
  * sandbox, status events, the SFTP route, the product check) are present or absent by
@@ -35,62 +31,4 @@ export interface Component {
   ready?(): void;
   /** Called once the start began, also when it failed half way: it must tolerate a part not (fully) started. */
   stop(): Promise<void>;
-}
-
-/** Makes the adapter of one input (src/app/inputs.ts has the default, by `type`). */
-export type InputFactory = (
-  config: InputConfig,
-  sink: IntakeSink,
-  logger: Logger,
-) => InputAdapter | Promise<InputAdapter>;
-
-/**
- * The inputs that run, in start order: the status lists them, back-pressure pauses them, the HTTP
- * part serves their routes, a reload replaces them.
- */
-export class InputSet {
-  readonly adapters: InputAdapter[] = [];
-
-  /** Pauses or resumes every input that can wait (`InputAdapter.setPaused`), logging each. */
-  setPaused(paused: boolean, why: string, logger: Logger): void {
-    for (const input of this.adapters) {
-      if (!input.setPaused) continue;
-      input.setPaused(paused);
-      (paused ? logger.warn.bind(logger) : logger.info.bind(logger))(
-        { component: 'buffer', input: input.id, paused, why },
-        paused ? 'input paused by back-pressure' : 'input resumed',
-      );
-    }
-  }
-
-  remove(id: string): InputAdapter | undefined {
-    const at = this.adapters.findIndex((i) => i.id === id);
-    return at < 0 ? undefined : this.adapters.splice(at, 1)[0];
-  }
-}
-
-/** One input: its adapter is made (its module loaded) at start, and started paused while intake is paused. */
-export function inputPart(
-  config: InputConfig,
-  deps: {
-    create: InputFactory;
-    sink: IntakeSink;
-    inputs: InputSet;
-    intakePaused: () => boolean;
-    logger: Logger;
-  },
-): Component {
-  let input: InputAdapter | undefined;
-  return {
-    get name() {
-      return `input ${input?.id ?? config.id}`;
-    },
-    async start() {
-      input = await deps.create(config, deps.sink, deps.logger);
-      deps.inputs.adapters.push(input);
-      await input.start();
-      if (deps.intakePaused()) input.setPaused?.(true);
-    },
-    stop: async () => input?.stop(),
-  };
 }

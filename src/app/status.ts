@@ -8,7 +8,7 @@ import { VERSION } from '../paths.js';
 import type { AppApi, AppDeps, LiveState } from './gateway.js';
 import { tokensInClear } from './http.js';
 import type { HaStatus, Leadership } from '../ha/leadership.js';
-import { unmovableWhy } from '../config/ha-schema.js';
+import { unmovableInputs, unmovableWhy } from '../config/ha-schema.js';
 import type { HaStatusView } from '../health/page-ha.js';
 import type { Clock } from '../clock.js';
 import type { GatewayConfig } from '../config/schema.js';
@@ -125,8 +125,9 @@ function haStatus(g: Pick<StatusParts, 'store' | 'live'>, election: HaStatus): H
   return {
     ...election,
     possibleDuplicates: g.store.reports.haPossibleDuplicates(20),
-    unmovableInputs: g.live.current.config.inputs
-      .filter((i) => i.type === 'serial')
-      .map((i) => ({ id: i.id, why: unmovableWhy(i.id) })),
+    unmovableInputs: unmovableInputs(g.live.current.config.inputs).map((i) => ({
+      id: i.id,
+      why: unmovableWhy(i),
+    })),
   };
 }

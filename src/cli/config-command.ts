@@ -17,7 +17,7 @@ import { readClientSecret } from '../config/secrets.js';
 import { isGatewayError, ErrorCodes } from '../errors.js';
 import { derivedQuotaForPath, quotaTooLargeForDisk } from '../buffer/disk-guard.js';
 import { DERIVED_QUOTA_RECHECK_MS } from '../buffer/disk-quota.js';
-import { STARTER_INPUT_TYPES, starterConfig, type StarterInputType } from './config-init.js';
+import { starterConfig, starterInputTypes } from './config-init.js';
 import { lookupUser, preflight, type PreflightFinding } from '../config/preflight.js';
 import { fieldSourceNotes } from '../config/field-sources.js';
 import { CommandExit, ExitCodes } from './exit.js';
@@ -175,7 +175,7 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
     )
     .option(
       '-i, --input <type>',
-      `an input to include, repeatable: ${STARTER_INPUT_TYPES.join(', ')}`,
+      `an input to include, repeatable: ${starterInputTypes().join(', ')}`,
       (v: string, prev: string[]) => [...prev, v],
       [] as string[],
     )
@@ -204,17 +204,15 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
         site?: string;
         timezone?: string;
       }) => {
-        const unknown = opts.input.filter(
-          (t) => !(STARTER_INPUT_TYPES as readonly string[]).includes(t),
-        );
+        const unknown = opts.input.filter((t) => !starterInputTypes().includes(t));
         if (unknown.length > 0) {
           io.stdout.write(
-            `config init: unknown input type ${unknown.map((t) => `"${t}"`).join(', ')}; one of: ${STARTER_INPUT_TYPES.join(', ')}\n`,
+            `config init: unknown input type ${unknown.map((t) => `"${t}"`).join(', ')}; one of: ${starterInputTypes().join(', ')}\n`,
           );
           throw new CommandExit(ExitCodes.USAGE);
         }
         const text = starterConfig({
-          inputs: opts.input as StarterInputType[],
+          inputs: opts.input,
           dataDir: resolve(io.cwd, opts.dataDir),
           listen: opts.listen,
           siteId: opts.site,

@@ -13,6 +13,8 @@ import { CommandExit, ExitCodes } from './exit.js';
 import { bestEffortScrubber } from './known-secrets.js';
 import { registerBufferPruneCommand } from './buffer-prune-command.js';
 import type { Clock } from '../clock.js';
+// The input kinds, before this command reads a configuration (its `inputs` are checked by them).
+import '../inputs/registry.js';
 
 /** What the operations commands need from the process edge. */
 export interface OpsIo {

@@ -4,6 +4,7 @@ import type { DeliveryApi } from '../delivery/types.js';
 import { ErrorCodes, httpStatusOf, isGatewayError } from '../errors.js';
 import type { GatewayStatus } from './status.js';
 import type { ListenerTlsStatus } from '../listener/listener-tls.js';
+import { findInputKind } from '../inputs/registry.js';
 
 /** Where the metrics read their values at each scrape. */
 export interface MetricsSources {
@@ -93,7 +94,8 @@ export class GatewayMetrics {
       collect() {
         this.reset();
         for (const i of snap()?.inputs ?? [])
-          if (i.type === 'mqtt') this.inc({ input: i.id }, i.counters?.redelivered ?? 0);
+          if (findInputKind(i.type)?.redelivers === true)
+            this.inc({ input: i.id }, i.counters?.redelivered ?? 0);
       },
     });
     new Counter({

@@ -5,7 +5,7 @@ import {
   type IPublishPacket,
   type MqttClient,
 } from 'mqtt';
-import type { MqttInputConfig } from '../../config/input-schemas.js';
+import type { MqttInputConfig } from './schema.js';
 import type { Logger } from '../../log.js';
 import { InputStateTracker } from '../input-state.js';
 import type { InputAdapter, InputStatus, IntakeItem, IntakeSink, SubmitOptions } from '../types.js';
