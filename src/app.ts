@@ -182,6 +182,7 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
   const metrics: GatewayMetrics = new GatewayMetrics({
     status: () => (store.isOpen ? gatherStatus(g) : undefined),
     batchCounts: () => store.reports.batchCounts(),
+    containerCounts: () => store.containers.countsByState(),
     tokenRefreshes: () => api.tokenInfo?.().refreshes ?? 0,
   });
   const api: AppApi =

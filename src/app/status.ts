@@ -49,6 +49,9 @@ export function gatherStatus(g: Gateway): GatewayStatus {
       problems: s.reports.recentProblems(20),
     },
     recent: s.reports.recentActivity(nowMs - HEALTH_THRESHOLDS.windowMs),
+    containersIncomplete: s.containers
+      .endedSince('incomplete', new Date(nowMs - HEALTH_THRESHOLDS.windowMs).toISOString(), 20)
+      .filter((c) => c.by === undefined),
     stuckBatches: s.reports.stuckBatches(nowMs - HEALTH_THRESHOLDS.stuckBatchMs),
     delivery: {
       mode: config.delivery.mode,

@@ -328,7 +328,7 @@ export const containerSchema = z
       .enum(['refuse', 'close'])
       .default('close')
       .describe(
-        'With `members`: what a new container label (or a closing code) does while the open container is short. `refuse` = the label is refused ("MOD-1 has 3 of 12: finish it first") and the open container stays; only a supervisor closes it short (`scan-gateway containers close`). `close` = the short container is closed and recorded as incomplete (a problem on the page, `scan_gateway_containers_closed_total{how="incomplete"}`, `trace`), and the new one opens.',
+        'With `members`: what a new container label (or a closing code) does while the open container is short. `refuse` = the label is refused ("MOD-1 has 3 of 12: finish it first") and the open container stays; only a supervisor closes it short (`scan-gateway containers close`). `close` = the short container is closed and recorded as incomplete (a problem on the page, `scan_gateway_containers{state="incomplete"}`, `trace`), and the new one opens.',
       ),
     closeAfter: z
       .number()
