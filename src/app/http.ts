@@ -62,6 +62,7 @@ export async function buildHttpServer(g: Gateway): Promise<FastifyInstance> {
       counts: (keys, sinceIso) => reports().stationCounts(keys, sinceIso),
       readsAfter: (afterId, limit) => reports().readsAfter(afterId, limit),
       lastReadId: () => reports().lastReadId(),
+      openContainers: () => live.mapper.openContainers(g.now()),
       status: () => gatherStatus(g),
     },
     items: { answer },
