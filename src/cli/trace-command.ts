@@ -132,7 +132,7 @@ export function formatTrace(t: ItemTrace, timezone: string): string {
 /** The item's refused reads: time, station, reason, the read and where it came from. */
 function refusalLines(t: ItemTrace, time: (iso: string | null) => string): string[] {
   return (t.refusals ?? []).flatMap((r) => [
-    `  ${time(r.at)} at ${r.station ?? `input ${r.inputId}`} (input ${r.inputId}): REFUSED: ${r.reason}`,
+    `  ${time(r.at)} at ${r.station !== null ? `${r.station} (input ${r.inputId})` : `input ${r.inputId}`}: REFUSED: ${r.reason}`,
     `    read ${r.id}: ${r.raw}${r.origin ? `   (${originWords(r.origin)})` : ''}`,
   ]);
 }
