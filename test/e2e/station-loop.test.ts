@@ -11,6 +11,7 @@ import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js
 import { freePort } from '../helpers/ports.js';
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
+const ADMIN = 'admin-token-of-the-line-lead';
 /** docs/operations.md section 11's screenshot: test-artifacts/ on every run, docs/images/ with UPDATE_DOC_IMAGES=1. */
 const IMAGES = join(
   PACKAGE_ROOT,
@@ -53,7 +54,11 @@ rules:
   - { name: cells, match: { ais: ['01', '21'] }, reference: { ai: '21' }, requireContainer: module }
 `,
     );
-    gateway = await startGateway(config, { SCAN_GATEWAY_CLIENT_SECRET: SECRET }, dir);
+    gateway = await startGateway(
+      config,
+      { SCAN_GATEWAY_CLIENT_SECRET: SECRET, SCAN_GATEWAY_ADMIN_TOKEN: ADMIN },
+      dir,
+    );
     scanner = connect(port, '127.0.0.1');
     await new Promise<void>((resolve, reject) =>
       scanner!.once('connect', resolve).once('error', reject),
@@ -102,5 +107,23 @@ rules:
       ),
     ).toBeLessThanOrEqual(1024);
     await page.screenshot({ path: join(IMAGES, 'station-loop-1024x600.png') });
+
+    // The line lead closes the short module from the health page: token, name and why.
+    const health = await context!.newPage();
+    await health.goto(`${gateway!.httpUrl}/`);
+    const close = health.locator('button[data-container="module"][data-abandon="false"]');
+    await expect.poll(() => close.count(), { timeout: 30_000 }).toBe(1);
+    await health.fill('#admin-token', ADMIN);
+    await close.click();
+    await expect
+      .poll(() => health.locator('#admin-result').textContent(), { timeout: 30_000 })
+      .toBe('Enter your name and why first (both are recorded).');
+    await health.fill('#admin-by', 'Anna (line lead)');
+    await health.fill('#admin-why', 'housing cracked');
+    await close.click();
+    await expect
+      .poll(() => health.locator('#admin-result').textContent(), { timeout: 30_000 })
+      .toBe('MOD-L2-000124 closed with 3 of 12 by Anna (line lead): housing cracked');
+    await expect.poll(() => close.count(), { timeout: 30_000 }).toBe(0);
   });
 });

@@ -249,9 +249,9 @@ rules:
       await scan('st21', 'MOD-L2-000201');
       expect(open()).toEqual(['st21 MOD-L2-000201 0 of 12']);
 
-      const problem = app
-        .status()
-        .healthProblems.find((p) => p.code === 'SCANGW_H_CONTAINER_INCOMPLETE');
+      const problem = (app.status().healthProblems ?? []).find(
+        (p) => p.code === 'SCANGW_H_CONTAINER_INCOMPLETE',
+      );
       expect(problem?.sentence).toMatch(
         /1 container was closed incomplete .*MOD-L2-000200 \(module21 at st21\) with 3 of 12 members \(new label MOD-L2-000201\)/,
       );
