@@ -287,9 +287,16 @@ export class ContainerSessions {
     this.changes.push(...previous.drain());
     for (const [k, c] of previous.lastClosed) this.lastClosed.set(k, c);
     for (const [k, s] of previous.sessions) {
-      if (this.sessions.size >= this.max) break;
       const now = settings(s.container);
-      if (!now || now.per !== s.per) continue;
+      // Gone from the configuration (or kept per something else now): closed, so the buffer's row
+      // does not stay open for ever.
+      if (!now || now.per !== s.per || this.sessions.size >= this.max) {
+        this.record(s, s.expected !== undefined && s.reads < s.expected ? 'incomplete' : 'closed', {
+          closedAt: new Date(s.lastReadAtMs).toISOString(),
+          why: 'configuration reloaded without it',
+        });
+        continue;
+      }
       this.sessions.set(k, { ...s, idleTimeoutMs: now.idleTimeoutMs, expected: now.members });
     }
   }
@@ -307,9 +314,20 @@ export class ContainerSessions {
   ): number {
     let n = 0;
     for (const r of rows) {
-      if (r.state !== 'open' || this.sessions.size >= this.max) continue;
+      if (r.state !== 'open') continue;
       const now = settings(r.container);
-      if (!now || now.per !== r.per) continue;
+      if (!now || now.per !== r.per || this.sessions.size >= this.max) {
+        // Not in the configuration any more: closed with the next read, so it stays open nowhere.
+        const short = r.expected !== undefined && r.members < r.expected;
+        const { memberRefs: _refs, ...closed } = r;
+        this.changes.push({
+          ...closed,
+          state: short ? 'incomplete' : 'closed',
+          closedAt: r.lastReadAt,
+          why: 'not in the configuration at start',
+        });
+        continue;
+      }
       this.sessions.set(keyOf(r.container, r.station), {
         container: r.container,
         per: r.per,

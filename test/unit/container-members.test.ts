@@ -203,3 +203,33 @@ describe('required and optional attributes', () => {
     ).toThrow(/drop closeAfter/);
   });
 });
+
+describe('open containers across a reload and a start', () => {
+  it('a reload keeps the count; a container gone from the configuration is closed, not left open', () => {
+    const m = mapper('refuse');
+    m.map(read('MOD-1'));
+    m.map(read(cell(1)));
+    m.map(read(cell(2)));
+    const same = mapper('refuse');
+    same.adoptSessions(m);
+    expect(open(same)).toMatchObject({ parent: 'MOD-1', reads: 2, expected: 12 });
+
+    const without = new Mapper(
+      parseConfigText(
+        config('refuse')
+          .replace(/containers:[\s\S]*?rules:/, 'rules:')
+          .replace('requireContainer: module', ''),
+        'gone.yaml',
+      ),
+    );
+    without.adoptSessions(same);
+    expect(without.openContainers(clock)).toEqual([]);
+    expect(without.map(read('(01)09521234543213(21)C0777')).changes).toEqual([
+      expect.objectContaining({
+        parent: 'MOD-1',
+        state: 'incomplete',
+        why: 'configuration reloaded without it',
+      }),
+    ]);
+  });
+});
