@@ -97,7 +97,15 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
     backPressurePart(g.backPressure, g.config.buffer, g.logger),
     timerPart('retention', g.retention),
     diskGuardPart(g.diskGuard),
-    intakePart(g.intake),
+    intakePart({
+      open: () => {
+        g.intake.open();
+        // Open containers go on across a restart with their count (the buffer keeps them).
+        const restored = g.live.mapper.restoreContainers(g.store.containers.open());
+        if (restored > 0) g.logger.info({ containers: restored }, 'open containers restored');
+      },
+      close: () => g.intake.close(),
+    }),
     deliveryPart(g.deliverer, g.sftp, deps.deliveryStopGraceMs ?? DELIVERY_STOP_GRACE_MS, g.logger),
     ...(g.statusEvents ? [g.statusEvents] : []),
     g.productCheck,
@@ -172,6 +180,7 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
   const metrics = new GatewayMetrics({
     status: () => (store.isOpen ? gatherStatus(status.get()) : undefined),
     batchCounts: () => store.reports.batchCounts(),
+    containerCounts: () => store.containers.countsByState(),
     tokenRefreshes: () => api.tokenInfo?.().refreshes ?? 0,
   });
   const bufferLog = logger.child({ component: 'buffer' });
@@ -309,6 +318,7 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     store: () => (store.isOpen ? store : undefined),
     deliverer: () => deliverer,
     config: () => live.current.config,
+    mapper: () => live.mapper,
     now,
   });
   const statusParts = status.bind({
@@ -336,6 +346,7 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     deps,
     logger,
     live,
+    now,
     store,
     metrics,
     adminActions,

@@ -10,6 +10,7 @@ import { inputKind } from '../inputs/registry.js';
 import { splitListen } from './part-helpers.js';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Logger } from '../log.js';
+import type { Clock } from '../clock.js';
 import type { BufferStore } from '../buffer/store.js';
 import type { GatewayMetrics } from '../health/metrics.js';
 import type { AdminActions } from '../health/admin.js';
@@ -22,7 +23,8 @@ export interface HttpServerParts {
   readonly config: Pick<GatewayConfig, 'http' | 'buffer' | 'inputs'>;
   readonly deps: Pick<AppDeps, 'adminToken' | 'readToken' | 'scrub'>;
   readonly logger: Logger;
-  readonly live: Pick<LiveState, 'current'>;
+  readonly live: Pick<LiveState, 'current' | 'mapper'>;
+  readonly now: Clock;
   readonly store: Pick<BufferStore, 'reports'>;
   readonly metrics: GatewayMetrics;
   readonly adminActions: AdminActions;
@@ -92,6 +94,7 @@ export async function buildHttpServer(g: HttpServerParts): Promise<FastifyInstan
       counts: (keys, sinceIso) => reports().stationCounts(keys, sinceIso),
       readsAfter: (afterId, limit) => reports().readsAfter(afterId, limit),
       lastReadId: () => reports().lastReadId(),
+      openContainers: () => g.live.mapper.openContainers(g.now()),
       status: g.status,
     },
     items: { answer },

@@ -34,7 +34,7 @@ export interface StatusParts {
   readonly live: Readonly<LiveState>;
   readonly config: Pick<GatewayConfig, 'buffer' | 'delivery' | 'http' | 'inputs'>;
   readonly deps: Pick<AppDeps, 'adminToken' | 'readToken'>;
-  readonly store: Pick<BufferStore, 'reports'>;
+  readonly store: Pick<BufferStore, 'reports' | 'containers'>;
   readonly inputs: { readonly adapters: readonly Pick<InputAdapter, 'id' | 'status'>[] };
   readonly intake: Pick<Intake, 'countersFor' | 'lastCommitError'>;
   readonly backPressure: Pick<BackPressure, 'snapshot'>;
@@ -87,6 +87,9 @@ export function gatherStatus(g: StatusParts): GatewayStatus {
       problems: s.reports.recentProblems(20),
     },
     recent: s.reports.recentActivity(nowMs - HEALTH_THRESHOLDS.windowMs),
+    containersIncomplete: s.containers
+      .endedSince('incomplete', new Date(nowMs - HEALTH_THRESHOLDS.windowMs).toISOString(), 20)
+      .filter((c) => c.by === undefined),
     stuckBatches: s.reports.stuckBatches(nowMs - HEALTH_THRESHOLDS.stuckBatchMs),
     delivery: {
       mode: config.delivery.mode,

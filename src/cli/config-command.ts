@@ -20,6 +20,7 @@ import { DERIVED_QUOTA_RECHECK_MS } from '../buffer/disk-quota.js';
 import { starterConfig, starterInputTypes } from './config-init.js';
 import { lookupUser, preflight, type PreflightFinding } from '../config/preflight.js';
 import { fieldSourceNotes } from '../config/field-sources.js';
+import { lookupKeyNotes } from '../config/lookup-keys.js';
 import { CommandExit, ExitCodes } from './exit.js';
 
 /** The process edge `config` needs (main.ts provides it). */
@@ -118,6 +119,9 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
       }
       // A rule's field that an input never supplies passes the schema but yields nothing on the line.
       for (const n of fieldSourceNotes(c))
+        findings.push({ severity: 'note', where: n.where, message: n.message });
+      // A lookup key that is no valid value of the AI feeding it (a GTIN's check digit) never matches.
+      for (const n of lookupKeyNotes(c))
         findings.push({ severity: 'note', where: n.where, message: n.message });
       findings.push(...haNotes(c));
       const preflightProblems = findings.filter((f) => f.severity === 'problem');

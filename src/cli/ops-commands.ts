@@ -1,3 +1,4 @@
+import { originWords } from '../format/origin.js';
 import { existsSync, realpathSync, renameSync, rmSync, statSync, type Stats } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
@@ -453,7 +454,7 @@ function formatFailures(r: FailuresReport, timezone: string, batchId?: number): 
     lines.push(
       `${fmtTime(f.at, timezone)}  ${f.kind.padEnd(8)}  input ${f.inputId}${f.dcp ? `  DCP ${f.dcp}` : ''}${f.product !== null ? `  product ${printableRaw(f.product)}` : ''}${f.requestId ? `  request ${f.requestId}` : ''}`,
       `    reason: ${f.reason}`,
-      `    read:   ${f.raw}${f.origin ? `   (${f.origin})` : ''}`,
+      `    read:   ${f.raw}${f.origin ? `   (${originWords(f.origin)})` : ''}`,
     );
   }
   return `${lines.join('\n')}\n`;

@@ -30,6 +30,8 @@ export interface TryResult {
   read: string;
   outcome: MapOutcome['outcome'] | 'duplicate';
   reason?: string;
+  /** A refusal's stable code (`containerShort`, `requiredAttribute`…), when it has one. */
+  code?: string;
   rule?: string;
   tried?: string[];
   scan?: unknown;
@@ -323,6 +325,7 @@ function toResult(
     return {
       ...result,
       reason: outcome.reason,
+      ...(outcome.code ? { code: outcome.code } : {}),
       ...(outcome.tried ? { tried: outcome.tried } : {}),
     };
   if (outcome.outcome === 'noRead')

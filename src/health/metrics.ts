@@ -14,6 +14,8 @@ export interface MetricsSources {
   batchCounts: () => { mode: string; state: string; count: number }[];
   /** Tokens obtained from the token endpoint since start. */
   tokenRefreshes?: () => number;
+  /** Containers kept in the buffer by name and state (src/buffer/containers.ts `countsByState`). */
+  containerCounts?: () => { container: string; state: string; n: number }[];
 }
 
 /** Read outcomes as counted by the intake, with their label value (the buffer's `reads.outcome`). */
@@ -326,6 +328,18 @@ export class GatewayMetrics {
         if (!snap()) return;
         for (const b of this_.sources.batchCounts())
           this.set({ mode: b.mode, state: b.state }, b.count);
+      },
+    });
+    new Gauge({
+      name: 'scan_gateway_containers',
+      help: 'Containers kept in the buffer (open ones, and closed ones for the audit period) by container name and state: open, complete, incomplete (closed short of its members), closed (no fixed count), abandoned.',
+      labelNames: ['container', 'state'],
+      registers: [r],
+      collect() {
+        this.reset();
+        if (!snap()) return;
+        for (const c of this_.sources.containerCounts?.() ?? [])
+          this.set({ container: c.container, state: c.state }, c.n);
       },
     });
     new Gauge({
