@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { key } from './common-schemas.js';
+import { VERDICT_REASONS } from './verdict-reasons.js';
 
 /**
  * The `inputs` section of the configuration: one schema per input type, joined into a
@@ -10,6 +11,15 @@ import { key } from './common-schemas.js';
 const inputBase = {
   id: key.describe('Identifier of this input, unique in the file.'),
   dcp: key.describe('Key of the DCP (from `dcps`) that reads of this input belong to.'),
+  name: z
+    .string()
+    .trim()
+    .min(1)
+    .max(80)
+    .optional()
+    .describe(
+      'A name for people (e.g. "ST-10 cell reader"), shown beside the id on the page and the station screen.',
+    ),
   noReadStrings: z
     .array(z.string())
     .default(['NOREAD', 'ERROR', 'NR', 'NoRead'])
@@ -99,7 +109,19 @@ const streamKeys = {
   nakBytes: byteString
     .optional()
     .describe(
-      'Bytes written back when a read is not taken: framing rejected it (overlong, cut off) or the buffer refused it.',
+      'Bytes written back when a read is not taken: with ackOn verdict, every read that did not become a scan; with ackOn commit, one framing rejected (overlong, cut off, empty) or the buffer refused.',
+    ),
+  ackOn: z
+    .enum(['commit', 'verdict'])
+    .default('commit')
+    .describe(
+      "What ackBytes mean. verdict = the read became a scan and is stored (a refused, rejected, duplicate or no-read gets nakBytes: the operator hears it); commit = the read is stored, whatever the mapping made of it (a refused read is ack'd too). The default becomes verdict in a later release.",
+    ),
+  nakBytesByReason: z
+    .partialRecord(z.enum(VERDICT_REASONS), byteString)
+    .optional()
+    .describe(
+      `Bytes written back instead of nakBytes for a read not taken for this reason, e.g. { noContainer: "\\x15\\x15" } for a distinct beep; reasons: ${VERDICT_REASONS.join(', ')}.`,
     ),
 };
 
@@ -396,6 +418,14 @@ export const mqttInputSchema = z
       .describe(
         'Retained online/offline/paused status (last will: offline); default scan-gateway/<clientId>/status; false = none.',
       ),
+    verdictTopic: z
+      .string()
+      .min(1)
+      .refine((t) => !/[+#]/.test(t), 'must not hold wildcards')
+      .optional()
+      .describe(
+        "Topic on which each read's verdict is published once committed (QoS 1, not retained), as JSON { reference, verdict: ack|nak, reason, input, time }: for a stack light or a vision system. Unset = none.",
+      ),
   })
   .strict()
   .superRefine((c, ctx) => {
@@ -480,6 +510,15 @@ export const tcpInputSchema = z
       .max(1000)
       .default(32)
       .describe('server: most readers connected at once; more are refused.'),
+    expectReaders: z
+      .number()
+      .int()
+      .min(0)
+      .max(1000)
+      .default(0)
+      .describe(
+        'server: readers that should be connected; fewer is a problem on the page and /healthz (SCANGW_E_INPUT_NO_READER). 0 = none expected (the input still says `waiting for reader` while none is).',
+      ),
   })
   .strict();
 

@@ -1,4 +1,5 @@
 import type { Scan } from '@scan-gateway/contract';
+import type { VerdictReason } from '../config/verdict-reasons.js';
 
 /**
  * The single shape every input adapter produces and the single interface every adapter implements.
@@ -43,6 +44,8 @@ export interface InputRejection {
   receivedAt: Date;
   reason: string;
   origin?: Record<string, string | number>;
+  /** Why, as a code for the scanner's NAK (`nakBytesByReason`); the intake's `refused` when absent. */
+  code?: VerdictReason;
 }
 
 export type IntakeItem =
@@ -104,9 +107,25 @@ export interface FileProgress {
   complete: boolean;
 }
 
+/**
+ * What intake made of one item, and the verdict the source may tell the scanner: `ack` for a read
+ * that became a scan (or a container's opening or closing code that did its work), `nak` with the
+ * reason's code for everything else (src/intake/verdict.ts).
+ */
+export interface ItemOutcome {
+  outcome: 'scan' | 'noRead' | 'duplicate' | 'rejected';
+  reason?: string;
+  /** Absent from sinks that do not judge (tests): then a `scan` is `ack`, the rest `nak`. */
+  verdict?: 'ack' | 'nak';
+  /** With `nak`: why, as a code. */
+  code?: VerdictReason;
+  /** The scan's reference (with `scan`, and a container code: the container's). */
+  reference?: string;
+}
+
 /** What intake made of each item of a submit, in the items' order (when the sink reports it). */
 export interface SubmitResult {
-  outcomes: { outcome: 'scan' | 'noRead' | 'duplicate' | 'rejected'; reason?: string }[];
+  outcomes: ItemOutcome[];
   /** The message (`SubmitOptions.message`) was committed before: nothing stored, `outcomes` empty. */
   redelivered?: true;
 }

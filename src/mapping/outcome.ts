@@ -1,5 +1,6 @@
 import type { Scan } from '@scan-gateway/contract';
 import type { BarcodeParse } from '../gs1/index.js';
+import type { VerdictReason } from '../config/verdict-reasons.js';
 
 /**
  * What one read becomes: a Scan (contract §2.5) with the UTC instant of its time stamp, a
@@ -30,6 +31,8 @@ export type MapOutcome =
   | {
       outcome: 'rejected';
       reason: string;
+      /** Why, as a code for the scanner's NAK; when absent the intake derives it from `reason`. */
+      code?: VerdictReason;
       barcode?: BarcodeParse;
       /** Names of the rules tried. */
       tried?: string[];
