@@ -517,7 +517,7 @@ export const tcpInputSchema = z
       .max(1000)
       .default(0)
       .describe(
-        'server: readers that should be connected; fewer is a problem on the page and /healthz (SCANGW_E_INPUT_NO_READER). 0 = none expected (the input still says `waiting for reader` while none is).',
+        'server: readers that should be connected; fewer is a problem on the page and /healthz (SCANGW_H_INPUT_NO_READER). 0 = none expected (the input still says `waiting for reader` while none is).',
       ),
   })
   .strict();

@@ -147,7 +147,12 @@ export interface IntakeSink {
   fileProgress?(inputId: string, hash: string): FileProgress | undefined;
 }
 
-export type InputState = 'starting' | 'connecting' | 'up' | 'down' | 'paused' | 'stopped';
+/**
+ * `waiting for reader`: listening with no reader connected (a TCP input in server mode); `up`
+ * there means at least one reader is connected.
+ */
+export type InputState =
+  'starting' | 'connecting' | 'up' | 'waiting for reader' | 'down' | 'paused' | 'stopped';
 
 export interface InputStatus {
   id: string;
@@ -160,6 +165,19 @@ export interface InputStatus {
   source: string;
   /** A file being read and committed in chunks (files input), while it is. */
   progress?: InputProgress;
+  /** An input readers connect to (TCP server): who is connected now. */
+  readers?: InputReaders;
+  /** The input's name for people (`name` in its configuration). */
+  name?: string;
+}
+
+/** The readers connected to an input that listens for them (TCP in server mode). */
+export interface InputReaders {
+  count: number;
+  /** Readers that should be connected (`expectReaders`); fewer is a problem. 0 = none expected. */
+  expected: number;
+  /** Each connected reader: its address (`host:port`) and since when (ISO 8601). */
+  connected: { address: string; since: string }[];
 }
 
 /** A file in progress: its name, items committed so far, its size, since when. */
