@@ -1,0 +1,202 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createConnection, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSandbox, type RunningSandbox } from '@scan-gateway/sandbox';
+import { buildApp, type App } from '../../src/app.js';
+import { loadConfig } from '../../src/config/load.js';
+import { silentLogger } from '../../src/log.js';
+import { PACKAGE_ROOT } from '../../src/paths.js';
+import { freePort } from '../helpers/ports.js';
+import { createPtyScanner, type PtyScanner } from '../helpers/pty-scanner.js';
+import { waitFor } from '../helpers/wait.js';
+
+const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
+
+const ACK = '\x06';
+const NAK = '\x15';
+/**
+ * The distinct NAK of a cell scanned with no module open (`nakBytesByReason.noContainer`); one
+ * byte, as each answer is, so a scan's answer is complete with its first byte.
+ */
+const NAK_NO_MODULE = '\x07';
+/** GS1 DataMatrix cells: GTIN 04012345678901 (check digit 1) and a serial. */
+const cell = (serial: string) => `]d20104012345678901${'21'}${serial}`;
+/** The same GTIN with a wrong check digit (4 instead of 1). */
+const WRONG_CHECK_DIGIT = ']d20104012345678904' + '21CELL-X';
+
+interface InputStatus {
+  id: string;
+  name?: string;
+  state: string;
+  readers?: { count: number; expected: number; connected: { address: string }[] };
+}
+
+/**
+ * The station loop on the wire, with `ackOn: verdict`: a fixed-mount reader connecting to a TCP
+ * server input (STX code CR LF) and a handheld on a real pty (code CR), each at its own station
+ * with modules holding cells. Every answer byte is read where the scanner would read it.
+ */
+describe('the verdict goes back to the scanner (real pty, real TCP socket)', () => {
+  let sandbox: RunningSandbox;
+  let app: App;
+  let tcpPort: number;
+  let handheld: PtyScanner;
+  let reader: Socket | undefined;
+
+  beforeAll(async () => {
+    sandbox = await startSandbox({ port: 0, processingDelayMs: 20 });
+    tcpPort = await freePort();
+    const dir = mkdtempSync(join(tmpdir(), 'sg-verdict-'));
+    handheld = await createPtyScanner(dir);
+    const file = join(dir, 'config.yaml');
+    writeFileSync(
+      file,
+      `site: { id: cell-to-module, timezone: Europe/Berlin }
+upstream: { baseUrl: ${sandbox.url}, authUrl: ${sandbox.url}, clientId: demo-client }
+buffer: { path: ${join(dir, 'buffer.db')} }
+delivery: { mode: direct, maxBatchDelayMs: 20, statusPollMs: 30, statusPollMaxMs: 60 }
+http: { listen: 127.0.0.1:0 }
+dcps:
+  - { key: ST-10, kind: endOfProcess, productModelKey: MOD-A }
+  - { key: ST-20, kind: endOfProcess, productModelKey: MOD-A }
+inputs:
+  - id: st10
+    name: ST-10 cell reader
+    type: tcp
+    mode: server
+    host: 127.0.0.1
+    port: ${tcpPort}
+    dcp: ST-10
+    framing: stxEtx
+    etx: "\\r"
+    ackOn: verdict
+    ackBytes: "\\x06"
+    nakBytes: "\\x15"
+    nakBytesByReason: { noContainer: "\\x07" }
+  - id: st20
+    type: serial
+    path: ${handheld.devicePath}
+    dcp: ST-20
+    ackOn: verdict
+    ackBytes: "\\x06"
+    nakBytes: "\\x15"
+    nakBytesByReason: { noContainer: "\\x07" }
+containers:
+  - { name: module, open: { regex: "^MOD-" }, closeAfter: 12 }
+rules:
+  - { name: modules, match: { regex: "^MOD-" } }
+  - { name: cells, match: { gs1: true }, requireContainer: module }
+`,
+    );
+    app = buildApp(
+      loadConfig(file, { baseDir: dir, env: { SCAN_GATEWAY_CLIENT_SECRET: SECRET } }),
+      { logger: silentLogger() },
+    );
+    await app.start();
+  });
+  afterAll(async () => {
+    reader?.destroy();
+    await app?.stop();
+    await handheld?.kill();
+    await sandbox?.close();
+  });
+
+  const inputStatus = async (id: string): Promise<InputStatus> => {
+    const status = (await (await fetch(`${app.httpUrl}/api/v1/status`)).json()) as {
+      inputs: InputStatus[];
+    };
+    return status.inputs.find((i) => i.id === id)!;
+  };
+
+  /**
+   * Scans one code after another, as a person does: each waits for its answer before the next.
+   * Answers the bytes each scan got.
+   */
+  async function scanAll(
+    send: (frame: string) => void,
+    received: () => string,
+    frames: string[],
+  ): Promise<string[]> {
+    const answers: string[] = [];
+    for (const frame of frames) {
+      const before = received().length;
+      send(frame);
+      await waitFor(() => received().length > before, {
+        what: `the answer to ${JSON.stringify(frame)}`,
+      });
+      answers.push(received().slice(before));
+    }
+    return answers;
+  }
+
+  const SEQUENCE = [
+    cell('NOMOD-1'),
+    'MOD-L2-000124',
+    cell('C-01'),
+    cell('C-02'),
+    WRONG_CHECK_DIGIT,
+  ];
+
+  it('a TCP server input with no reader is waiting, and up once the reader connects', async () => {
+    expect(await inputStatus('st10')).toMatchObject({
+      name: 'ST-10 cell reader',
+      state: 'waiting for reader',
+      readers: { count: 0, expected: 0, connected: [] },
+    });
+    const health = (await (await fetch(`${app.httpUrl}/healthz`)).json()) as {
+      inputs?: { id: string; state: string }[];
+    };
+    if (health.inputs)
+      expect(health.inputs.find((i) => i.id === 'st10')?.state).toBe('waiting for reader');
+    const metrics = await (await fetch(`${app.httpUrl}/metrics`)).text();
+    expect(metrics).toContain('scan_gateway_input_up{input="st10",type="tcp"} 0');
+
+    reader = createConnection({ host: '127.0.0.1', port: tcpPort });
+    await new Promise((resolve) => reader!.once('connect', resolve));
+    await waitFor(async () => (await inputStatus('st10')).state === 'up', {
+      what: 'st10 up once its reader connected',
+    });
+    const status = await inputStatus('st10');
+    expect(status.readers).toMatchObject({
+      count: 1,
+      connected: [{ address: `127.0.0.1:${reader.localPort}` }],
+    });
+  });
+
+  it('TCP (STX code CR LF): NAK with no module open, ACK for the module and its cells, NAK for a wrong check digit and an empty frame', async () => {
+    expect(reader).toBeDefined();
+    let wire = '';
+    reader!.on('data', (chunk: Buffer) => (wire += chunk.toString('latin1')));
+    const answers = await scanAll(
+      (code) => reader!.write(code === '' ? '\x02\r\n' : `\x02${code}\r\n`),
+      () => wire,
+      [...SEQUENCE, ''],
+    );
+    expect(answers).toEqual([NAK_NO_MODULE, ACK, ACK, ACK, NAK, NAK]);
+    expect(wire).toBe(`${NAK_NO_MODULE}${ACK}${ACK}${ACK}${NAK}${NAK}`);
+  });
+
+  it('serial (code CR) on a real pty: the same verdicts, bytes as the scanner reads them', async () => {
+    const answers = await scanAll(
+      (code) => handheld.write(`${code}\r`),
+      () => handheld.received().toString('latin1'),
+      [...SEQUENCE, ''],
+    );
+    expect(answers).toEqual([NAK_NO_MODULE, ACK, ACK, ACK, NAK, NAK]);
+    expect(handheld.received().toString('latin1')).toBe(
+      `${NAK_NO_MODULE}${ACK}${ACK}${ACK}${NAK}${NAK}`,
+    );
+  });
+
+  it('counts the empty frames as rejections of their inputs', async () => {
+    const status = (await (await fetch(`${app.httpUrl}/api/v1/status`)).json()) as {
+      inputs: { id: string; counters: { rejections: number; scans: number } }[];
+    };
+    const counters = (id: string) => status.inputs.find((i) => i.id === id)!.counters;
+    // The cell with no module, the wrong check digit and the empty frame; the module and 2 cells are scans.
+    for (const id of ['st10', 'st20'])
+      expect(counters(id)).toMatchObject({ rejections: 3, scans: 3 });
+  });
+});
