@@ -20,6 +20,7 @@ import { DERIVED_QUOTA_RECHECK_MS } from '../buffer/disk-quota.js';
 import { STARTER_INPUT_TYPES, starterConfig, type StarterInputType } from './config-init.js';
 import { lookupUser, preflight, type PreflightFinding } from '../config/preflight.js';
 import { fieldSourceNotes } from '../config/field-sources.js';
+import { ackOnNotes } from '../config/verdict-reasons.js';
 import { CommandExit, ExitCodes } from './exit.js';
 
 /** The process edge `config` needs (main.ts provides it). */
@@ -120,6 +121,7 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
       for (const n of fieldSourceNotes(c))
         findings.push({ severity: 'note', where: n.where, message: n.message });
       findings.push(...haNotes(c));
+      findings.push(...ackOnNotes(c));
       const preflightProblems = findings.filter((f) => f.severity === 'problem');
       const notes = findings.filter((f) => f.severity === 'note');
       const line = (f: PreflightFinding) =>

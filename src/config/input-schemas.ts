@@ -104,7 +104,7 @@ const streamKeys = {
   ackBytes: byteString
     .optional()
     .describe(
-      'Bytes written back to the scanner after a read is committed (many scanners beep on them).',
+      'Bytes written back to the scanner after a read is committed (many scanners beep on them); with ackOn verdict, only for a read that became a scan.',
     ),
   nakBytes: byteString
     .optional()

@@ -41,3 +41,27 @@ export const VERDICT_REASONS = [
 
 /** One code of {@link VERDICT_REASONS}. */
 export type VerdictReason = (typeof VERDICT_REASONS)[number];
+
+/**
+ * `config check`'s notes on acknowledgements: a serial or TCP input that writes `ackBytes` with
+ * `ackOn: commit` (the default for now) beeps "good" on a read the mapping refused, and the
+ * default becomes `verdict` in a later release. Inputs named by id: `inputs[st20].ackOn`.
+ */
+export function ackOnNotes(config: {
+  inputs: readonly { id: string; type: string; ackBytes?: string; ackOn?: string }[];
+}): { severity: 'note'; where: string; message: string }[] {
+  return config.inputs.flatMap((input) =>
+    (input.type === 'serial' || input.type === 'tcp') &&
+    input.ackBytes !== undefined &&
+    input.ackOn === 'commit'
+      ? [
+          {
+            severity: 'note' as const,
+            where: `inputs[${input.id}].ackOn`,
+            message:
+              'warning: ackOn is commit (the default for now): the scanner gets ackBytes for every read stored, also one the mapping refused (no container open, a wrong check digit), so the operator hears "good"; set ackOn: verdict to answer nakBytes for those. The default becomes verdict in a later release.',
+          },
+        ]
+      : [],
+  );
+}

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { serialInputSchema, type SerialInputConfig } from '../../src/config/input-schemas.js';
-import { VERDICT_REASONS } from '../../src/config/verdict-reasons.js';
+import { ackOnNotes, VERDICT_REASONS } from '../../src/config/verdict-reasons.js';
 import { FramedStream, type StreamVerdict } from '../../src/inputs/stream/framed-stream.js';
 import type { IntakeItem, IntakeSink, SubmitResult } from '../../src/inputs/types.js';
 import { mappedVerdict, refusalCode } from '../../src/intake/verdict.js';
@@ -159,5 +159,20 @@ describe('FramedStream answers each read with its verdict', () => {
     await s.settled();
     expect(wire()).toBe('T');
     expect(verdicts).toEqual([{ verdict: 'nak', code: 'notTaken' }]);
+  });
+});
+
+describe('ackOnNotes (config check)', () => {
+  it('warns a serial or TCP input that acks on commit, not one on verdict or without ackBytes', () => {
+    const notes = ackOnNotes({
+      inputs: [
+        { id: 'st10', type: 'tcp', ackBytes: '\x06', ackOn: 'commit' },
+        { id: 'st20', type: 'serial', ackBytes: '\x06', ackOn: 'verdict' },
+        { id: 'quiet', type: 'serial', ackOn: 'commit' },
+        { id: 'mes', type: 'mqtt' },
+      ],
+    });
+    expect(notes.map((n) => n.where)).toEqual(['inputs[st10].ackOn']);
+    expect(notes[0]?.message).toMatch(/default becomes verdict/);
   });
 });
