@@ -8,7 +8,9 @@ import { ingestBodyItems } from '../inputs/http/ingest-body.js';
 import { INGEST_PATH } from '../inputs/http/ingest-routes.js';
 import { rejectionItem } from '../inputs/input-items.js';
 import { messageToItem } from '../inputs/mqtt/mqtt-payload.js';
+import { FramedStream } from '../inputs/stream/framed-stream.js';
 import type { IntakeItem } from '../inputs/types.js';
+import { silentLogger } from '../log.js';
 
 /**
  * `try --payload`: what an input's own parsing makes of one raw message, by the very functions the
@@ -19,7 +21,9 @@ import type { IntakeItem } from '../inputs/types.js';
  * - `http`: one request body, a read or an array of reads ({@link ingestBodyItems});
  * - `files`: the content of one dropped file in the input's `format` (for csv its header row, then
  *   rows), parsed from a temporary file by the parser the input uses ({@link parseInboxFile});
- * - `serial`, `tcp`: one read as framed (the bytes between terminators).
+ * - `serial`, `tcp`: the bytes as the scanner sends them, framing included, cut into reads by the
+ *   input's own framing ({@link framedItems}: terminator, STX…ETX or silence, stripPrefix and
+ *   stripSuffix, overlong and empty reads); one payload may hold several reads.
  *
  * A payload the input would refuse as a whole (an HTTP body that is not JSON, a file in UTF-16)
  * comes back as one rejection with the input's reason.
@@ -76,8 +80,40 @@ export async function payloadItems(
       return fileItems(input, payload, receivedAt);
     case 'serial':
     case 'tcp':
-      return [{ kind: 'read', read: { inputId: input.id, raw: payload, receivedAt } }];
+      return framedItems(input, payload, receivedAt);
   }
+}
+
+/**
+ * The items a serial or TCP input makes of `payload` received in one piece, by the input's own
+ * {@link FramedStream}: what ends the payload is the end of the stream, so bytes after the last
+ * terminator (or ETX) are a read cut off, as when the connection closes there; in silence framing
+ * they are the last read.
+ */
+async function framedItems(
+  input: Extract<InputConfig, { type: 'serial' | 'tcp' }>,
+  payload: Buffer,
+  receivedAt: Date,
+): Promise<IntakeItem[]> {
+  const items: IntakeItem[] = [];
+  const stream = new FramedStream({
+    inputId: input.id,
+    config: input,
+    sink: {
+      submit: (taken) => {
+        items.push(...taken);
+        return Promise.resolve();
+      },
+    },
+    logger: silentLogger(),
+    origin: input.type === 'serial' ? { port: input.path } : { peer: 'scan-gateway try' },
+    now: () => receivedAt.getTime(),
+  });
+  stream.push(payload);
+  await stream.close(
+    'the payload ended before the read was complete (its terminator or ETX is missing; the live input waits for it)',
+  );
+  return items;
 }
 
 /** The topic of a message when `--topic` is not given: the first topic filter as written (no `dcpFromTopic` to fill). */

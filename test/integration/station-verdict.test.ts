@@ -10,6 +10,7 @@ import { silentLogger } from '../../src/log.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { freePort } from '../helpers/ports.js';
 import { createPtyScanner, type PtyScanner } from '../helpers/pty-scanner.js';
+import { runTry } from '../helpers/try-cli.js';
 import { waitFor } from '../helpers/wait.js';
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
@@ -44,13 +45,14 @@ describe('the verdict goes back to the scanner (real pty, real TCP socket)', () 
   let tcpPort: number;
   let handheld: PtyScanner;
   let reader: Socket | undefined;
+  let file: string;
 
   beforeAll(async () => {
     sandbox = await startSandbox({ port: 0, processingDelayMs: 20 });
     tcpPort = await freePort();
     const dir = mkdtempSync(join(tmpdir(), 'sg-verdict-'));
     handheld = await createPtyScanner(dir);
-    const file = join(dir, 'config.yaml');
+    file = join(dir, 'config.yaml');
     writeFileSync(
       file,
       `site: { id: cell-to-module, timezone: Europe/Berlin }
@@ -188,6 +190,44 @@ rules:
     expect(handheld.received().toString('latin1')).toBe(
       `${NAK_NO_MODULE}${ACK}${ACK}${ACK}${NAK}${NAK}`,
     );
+  });
+
+  it('try --payload frames the bytes as the live input does, several reads in one payload', async () => {
+    const outcomes = async (input: string, payload: string) => {
+      const { out } = await runTry(file, Date.now(), [
+        '--input',
+        input,
+        '--json',
+        '--payload',
+        payload,
+      ]);
+      return (JSON.parse(out) as { outcome: string; reason?: string }[]).map((r) =>
+        r.outcome === 'scan'
+          ? ACK
+          : /needs an open container/.test(r.reason ?? '')
+            ? NAK_NO_MODULE
+            : NAK,
+      );
+    };
+    const live = [NAK_NO_MODULE, ACK, ACK, ACK, NAK, NAK];
+    // ST-10 sends STX code CR LF; typed with the escapes `failures` prints.
+    const tcp = [...SEQUENCE, ''].map((code) => `<STX>${code}<CR>\\x0a`).join('');
+    expect(await outcomes('st10', tcp)).toEqual(live);
+    const serial = [...SEQUENCE, ''].map((code) => `${code}\\x0d`).join('');
+    expect(await outcomes('st20', serial)).toEqual(live);
+    const empty = await runTry(file, Date.now(), [
+      '--input',
+      'st10',
+      '--json',
+      '--payload',
+      '\\x02<CR><LF>',
+    ]);
+    expect(JSON.parse(empty.out)).toMatchObject([
+      {
+        outcome: 'rejected',
+        reason: 'the input refuses it: empty read: nothing between STX and ETX',
+      },
+    ]);
   });
 
   it('counts the empty frames as rejections of their inputs', async () => {
