@@ -239,4 +239,14 @@ rules:
     for (const id of ['st10', 'st20'])
       expect(counters(id)).toMatchObject({ rejections: 3, scans: 3 });
   });
+
+  it('shows the input by its name on the page and on the station screen', async () => {
+    const page = await (await fetch(`${app.httpUrl}/`)).text();
+    expect(page).toContain('<strong>ST-10 cell reader</strong> <span class="muted">st10</span>');
+    const screen = await (await fetch(`${app.httpUrl}/station/ST-10`)).text();
+    expect(screen).toMatch(/<div class="meta">[^<]* · ST-10 cell reader/);
+    // An input without a name is shown by its id.
+    const other = await (await fetch(`${app.httpUrl}/station/ST-20`)).text();
+    expect(other).toMatch(/<div class="meta">[^<]* · st20/);
+  });
 });
