@@ -1,4 +1,12 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { BufferStore } from '../../src/buffer/store.js';
+import { configSchema } from '../../src/config/schema.js';
+import { rejectionItem } from '../../src/inputs/input-items.js';
+import { Intake } from '../../src/intake/intake.js';
+import { mappingContext } from '../../src/mapping/map-read.js';
 import { serialInputSchema, type SerialInputConfig } from '../../src/config/input-schemas.js';
 import { ackOnNotes, VERDICT_REASONS } from '../../src/config/verdict-reasons.js';
 import { FramedStream, type StreamVerdict } from '../../src/inputs/stream/framed-stream.js';
@@ -174,5 +182,45 @@ describe('ackOnNotes (config check)', () => {
     });
     expect(notes.map((n) => n.where)).toEqual(['inputs[st10].ackOn']);
     expect(notes[0]?.message).toMatch(/default becomes verdict/);
+  });
+});
+
+describe('the real intake hands each item its verdict', () => {
+  it('ACK a scan and a container label that opened its container; NAK with the code a duplicate, a refusal, an input-level rejection', async () => {
+    const config = configSchema.parse({
+      site: { id: 'v', timezone: 'Europe/Berlin' },
+      upstream: { baseUrl: 'http://127.0.0.1:1', authUrl: 'http://127.0.0.1:1', clientId: 'c' },
+      dcps: [{ key: 'ST-20', kind: 'endOfProcess', productModelKey: 'MOD-A' }],
+      inputs: [{ id: 'st20', type: 'serial', path: '/dev/null', dcp: 'ST-20' }],
+      containers: [{ name: 'module', open: { regex: '^MOD-' }, sendParent: false }],
+      rules: [{ name: 'cells', match: { regex: '^CELL' }, requireContainer: 'module' }],
+    });
+    const store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-verdict-')), 'b.db'));
+    const intake = new Intake({ store, mapping: mappingContext(config), logger: silentLogger() });
+    intake.open();
+    try {
+      const at = new Date();
+      const read = (text: string): IntakeItem => ({
+        kind: 'read',
+        read: { inputId: 'st20', raw: Buffer.from(text), receivedAt: at },
+      });
+      const result = await intake.submit([
+        read('CELL-0'),
+        read('MOD-1'),
+        read('CELL-1'),
+        read('CELL-1'),
+        rejectionItem('st20', Buffer.alloc(0), 'empty read', at, undefined, 'empty'),
+      ]);
+      expect(result.outcomes.map((o) => [o.outcome, o.verdict, o.code, o.reference])).toEqual([
+        ['rejected', 'nak', 'noContainer', undefined],
+        ['noRead', 'ack', undefined, 'MOD-1'],
+        ['scan', 'ack', undefined, 'CELL-1'],
+        ['duplicate', 'nak', 'duplicate', 'CELL-1'],
+        ['rejected', 'nak', 'empty', undefined],
+      ]);
+    } finally {
+      intake.close();
+      store.close();
+    }
   });
 });
