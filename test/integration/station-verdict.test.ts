@@ -77,6 +77,7 @@ inputs:
     ackBytes: "\\x06"
     nakBytes: "\\x15"
     nakBytesByReason: { noContainer: "\\x07" }
+    expectReaders: 1
   - id: st20
     type: serial
     path: ${handheld.devicePath}
@@ -145,13 +146,15 @@ rules:
     expect(await inputStatus('st10')).toMatchObject({
       name: 'ST-10 cell reader',
       state: 'waiting for reader',
-      readers: { count: 0, expected: 0, connected: [] },
+      readers: { count: 0, expected: 1, connected: [] },
     });
     const health = (await (await fetch(`${app.httpUrl}/healthz`)).json()) as {
       inputs?: { id: string; state: string }[];
+      problems: { code: string }[];
     };
-    if (health.inputs)
-      expect(health.inputs.find((i) => i.id === 'st10')?.state).toBe('waiting for reader');
+    // expectReaders: 1 makes the missing reader a problem with its code.
+    expect(health.problems.map((p) => p.code)).toContain('SCANGW_H_INPUT_NO_READER');
+    expect(health.inputs?.find((i) => i.id === 'st10')?.state).toBe('waiting for reader');
     const metrics = await (await fetch(`${app.httpUrl}/metrics`)).text();
     expect(metrics).toContain('scan_gateway_input_up{input="st10",type="tcp"} 0');
 
@@ -161,6 +164,10 @@ rules:
       what: 'st10 up once its reader connected',
     });
     const status = await inputStatus('st10');
+    const after = (await (await fetch(`${app.httpUrl}/healthz`)).json()) as {
+      problems: { code: string }[];
+    };
+    expect(after.problems.map((p) => p.code)).not.toContain('SCANGW_H_INPUT_NO_READER');
     expect(status.readers).toMatchObject({
       count: 1,
       connected: [{ address: `127.0.0.1:${reader.localPort}` }],
