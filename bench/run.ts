@@ -16,6 +16,7 @@ import { benchRecovery, RECOVERY_DEFAULTS } from './recovery.js';
 import { benchSftp, SFTP_DEFAULTS } from './sftp.js';
 import { benchSoak, SOAK_DEFAULTS } from './soak.js';
 import { benchStatus, STATUS_DEFAULTS } from './status.js';
+import { benchVerdict, VERDICT_DEFAULTS } from './verdict.js';
 import {
   formatMarkdown,
   formatTable,
@@ -48,6 +49,7 @@ const ALL = [
   'handshake-flood',
   'bulk-ingest',
   'recovery',
+  'verdict',
 ] as const;
 /** Benchmarks run only when named in `--only`: the soak takes 30 minutes. */
 const NAMED_ONLY = ['soak'] as const;
@@ -55,7 +57,7 @@ const KNOWN = [...ALL, ...NAMED_ONLY];
 type BenchId = (typeof KNOWN)[number];
 
 const USAGE = `Usage:
-  node dist/bench/run.js [--only intake,mqtt,mqtt-fair,drain,fill,footprint,status,bigfile,sftp,items,lookups,probes,handshake-flood,bulk-ingest,recovery] [--quick] [--out FILE]
+  node dist/bench/run.js [--only intake,mqtt,mqtt-fair,drain,fill,footprint,status,bigfile,sftp,items,lookups,probes,handshake-flood,bulk-ingest,recovery,verdict] [--quick] [--out FILE]
                          [--node-args='--max-semi-space-size=1 …'] [--no-status-events]
   node dist/bench/run.js --only soak [--minutes N] [--heap-snapshots] [--prefill SCANS] [--cpu-prof-dir DIR] [--quick]
   node dist/bench/run.js --markdown [FILE]
@@ -156,6 +158,7 @@ const sizes = {
   'handshake-flood': quick ? { ...HANDSHAKE_FLOOD_DEFAULTS, seconds: 3 } : HANDSHAKE_FLOOD_DEFAULTS,
   bulkIngest: quick ? { ...BULK_INGEST_DEFAULTS, seconds: 3 } : BULK_INGEST_DEFAULTS,
   recovery: quick ? { ...RECOVERY_DEFAULTS, scans: 5000, burstMs: 5000 } : RECOVERY_DEFAULTS,
+  verdict: quick ? { ...VERDICT_DEFAULTS, reads: 150 } : VERDICT_DEFAULTS,
   soak: {
     ...SOAK_DEFAULTS,
     minutes: minutes ?? (quick ? 3 : SOAK_DEFAULTS.minutes),
@@ -181,6 +184,7 @@ const runners: Record<BenchId, () => Promise<Omit<BenchResult, 'durationSec' | '
   'handshake-flood': () => benchHandshakeFlood(sizes['handshake-flood']),
   'bulk-ingest': () => benchBulkIngest(sizes.bulkIngest),
   recovery: () => benchRecovery(sizes.recovery),
+  verdict: () => benchVerdict(sizes.verdict),
   soak: () => benchSoak(sizes.soak),
 };
 
@@ -200,6 +204,7 @@ const TITLES: Record<BenchId, string> = {
   'handshake-flood': 'Probes during a slow-handshake flood from several addresses',
   'bulk-ingest': 'Probes and TCP reads beside two clients posting 10,000-read bodies',
   recovery: 'Recovery after a fault burst (pre-signed)',
+  verdict: 'The scanner hears the verdict: read to ACK/NAK (ackOn: verdict)',
   soak: 'Soak (30 minutes at 500 reads/s over MQTT)',
 };
 
