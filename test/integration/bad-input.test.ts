@@ -195,8 +195,8 @@ describe('malformed input through every adapter into the real buffer', () => {
 upstream: { baseUrl: http://127.0.0.1:9, authUrl: http://127.0.0.1:9, clientId: c }
 dcps: [{ key: BAD, kind: startOfProcess, productModelKey: PACK-A, duplicateWindowMs: 0 }]
 inputs:
-  - { id: ser, type: serial, dcp: BAD, path: ${pty.devicePath}, maxReadLength: ${MAX_READ} }
-  - { id: tcp, type: tcp, dcp: BAD, mode: server, host: 127.0.0.1, port: 0, maxReadLength: ${MAX_READ} }
+  - { id: ser, type: serial, dcp: BAD, path: ${pty.devicePath}, maxReadLength: ${MAX_READ}, overlongPauseMs: 10000 }
+  - { id: tcp, type: tcp, dcp: BAD, mode: server, host: 127.0.0.1, port: 0, maxReadLength: ${MAX_READ}, overlongPauseMs: 10000 }
   - { id: mq, type: mqtt, dcp: BAD, url: ${broker.url}, topics: [bad/#], clientId: bad-gw, format: json, maxPayloadBytes: 2048 }
   - { id: web, type: http, dcp: BAD, maxBodyBytes: 2048 }
   - { id: csv, type: files, dcp: BAD, dir: ${join(root, 'csv')}, format: csv, maxReadLength: ${MAX_READ}, stableMs: 100 }
@@ -270,8 +270,9 @@ inputs:
     await new Promise((resolve) => socket.once('connect', resolve));
     const cr = Buffer.from('\r');
     socket.write(Buffer.concat(tcpFrames.flatMap((f) => [f, cr])));
-    // Written in pieces of whole frames: the framer ends an overlong read at a pause of 200 ms, and a
-    // pause between two writes (a busy machine) inside an overlong frame would make it two reads.
+    // Written in pieces of whole frames: the framer ends an overlong read at a pause (here 10 s, so
+    // that a busy machine's stall, which runs the pause's timer before the bytes that came meanwhile
+    // are read, cannot make one overlong frame two reads: every frame here ends with its CR).
     let piece: Buffer[] = [];
     let pieceBytes = 0;
     for (const f of serialFrames) {
