@@ -13,6 +13,7 @@ import { buildAdminActions } from './health/admin-actions.js';
 import { GatewayMetrics, instrumentDeliveryApi } from './health/metrics.js';
 import type { GatewayStatus } from './health/server.js';
 import { ListenerTls } from './listener/listener-tls.js';
+import { RotatingToken } from './listener/rotating-token.js';
 import { Mapper } from './mapping/mapper.js';
 import { ProductCheck } from './mapping/product-check.js';
 import { VERSION } from './paths.js';
@@ -45,7 +46,7 @@ import {
   type Component,
   type InputFactory,
 } from './app/parts.js';
-import { reloadGateway } from './app/reload.js';
+import { reloadGateway, type ReloadedTokens } from './app/reload.js';
 import { HaPart, type HaParts } from './app/ha-part.js';
 import { EtcdClient } from './ha/etcd-client.js';
 import { Leadership } from './ha/leadership.js';
@@ -75,7 +76,7 @@ export interface App {
    * inputs whose settings changed are restarted, the others run on. Sections that need a restart
    * are reported in the answer and on the status. See src/config/reload.ts.
    */
-  reload(loaded: LoadedConfig): Promise<ReloadReport>;
+  reload(loaded: LoadedConfig, tokens?: ReloadedTokens): Promise<ReloadReport>;
   /** Records a configuration that could not be loaded or applied: the running one stays; shown on the status. */
   reloadRefused(err: unknown): void;
 }
@@ -145,7 +146,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
         'scan-gateway started',
       );
     },
-    reload: (next) => reloadGateway(g, next, inputPartFor),
+    reload: (next, tokens) => reloadGateway(g, next, inputPartFor, tokens),
     reloadRefused(err) {
       g.live.lastReloadError = {
         message: err instanceof Error ? err.message : String(err),
@@ -257,7 +258,15 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     ? new SftpRoute(config, config.upstream.sftp, deps.env ?? {})
     : undefined;
   const statusEvents = config.upstream.statusEvents.enabled
-    ? statusEventsPart(loaded, store, sandbox, logger, now, () => deliverer)
+    ? statusEventsPart(
+        loaded,
+        () => live.current,
+        store,
+        sandbox,
+        logger,
+        now,
+        () => deliverer,
+      )
     : undefined;
   const deliverer: Deliverer = new Deliverer({
     store,
@@ -325,6 +334,10 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     ha,
     http: new HttpPart(config.http.listen, () => buildHttpServer(g), listenerTls),
     listenerTls,
+    serverTokens: {
+      admin: new RotatingToken(deps.adminToken, now),
+      read: new RotatingToken(deps.readToken, now),
+    },
     metrics,
     adminActions: buildAdminActions({
       store: () => (store.isOpen ? store : undefined),
@@ -341,6 +354,7 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
 /** The status-event part (contract §6), its feed applying events through the deliverer. */
 function statusEventsPart(
   loaded: LoadedConfig,
+  current: () => LoadedConfig,
   store: BufferStore,
   sandbox: SandboxPart | undefined,
   logger: AppDeps['logger'],
@@ -355,8 +369,11 @@ function statusEventsPart(
     {
       settings,
       topic,
-      clientId: upstream.clientId,
-      clientSecret: loaded.clientSecret,
+      // The configuration in force: a reload that proved new credentials changes them.
+      credentials: () => ({
+        clientId: current().config.upstream.clientId,
+        clientSecret: current().clientSecret,
+      }),
       sandbox,
       logger: log,
     },

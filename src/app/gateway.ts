@@ -14,7 +14,9 @@ import type { InputAdapter, IntakeSink } from '../inputs/types.js';
 import type { Logger } from '../log.js';
 import type { Mapper } from '../mapping/mapper.js';
 import type { Clock } from '../clock.js';
+import type { UpstreamClientOptions } from '../upstream/client.js';
 import type { ListenerTls } from '../listener/listener-tls.js';
+import type { RotatingToken } from '../listener/rotating-token.js';
 import type { HaParts } from './ha-part.js';
 import type {
   Component,
@@ -31,6 +33,8 @@ import type {
 export type AppApi = DeliveryApi & {
   close?: () => Promise<void>;
   tokenInfo?: () => { expiresAt?: Date; refreshes: number };
+  /** Applies a reload's credentials, bounds and CA, proven first (`UpstreamClient.reconfigure`). */
+  reconfigure?: (options: UpstreamClientOptions) => Promise<string[]>;
 };
 
 /** What `buildApp` (src/app.ts) takes besides the configuration: the process edge's pieces, and the seams tests use. */
@@ -107,6 +111,8 @@ export interface Gateway {
   readonly http: HttpPart;
   /** The local server's certificate, when `http.tls` is configured. */
   readonly listenerTls: ListenerTls | undefined;
+  /** The admin and read tokens of the local server, from `deps`; a reload replaces them. */
+  readonly serverTokens: { readonly admin: RotatingToken; readonly read: RotatingToken };
   readonly metrics: GatewayMetrics;
   readonly adminActions: AdminActions;
   readonly live: LiveState;

@@ -38,13 +38,13 @@ export async function buildHttpServer(g: Gateway): Promise<FastifyInstance> {
     logger,
     status: () => gatherStatus(g),
     metrics: g.metrics,
-    admin: { token: deps.adminToken, actions: g.adminActions },
+    admin: { token: g.serverTokens.admin, actions: g.adminActions },
     limits: config.http.limits,
     listenHost: host,
     allowedHosts: config.http.allowedHosts,
     trustedClients: config.http.trustedClients,
     ...(g.listenerTls ? { tls: g.listenerTls } : {}),
-    readToken: deps.readToken,
+    readToken: g.serverTokens.read,
     instance: gatewayInstanceId(config.buffer.path),
     probes: { changeKey: () => probeChangeKey(g) },
     ...(deps.scrub ? { scrub: deps.scrub } : {}),
@@ -104,7 +104,7 @@ export async function buildHttpServer(g: Gateway): Promise<FastifyInstance> {
       `INSECURE: http.listen is not loopback and the server speaks plain HTTP, so the ${named} the network in clear text: anyone on the path can read them and use them; set http.tls (docs/operations.md, "TLS on the local listener")`,
     );
   }
-  if (!isLoopbackHost(host) && deps.readToken === undefined) {
+  if (!isLoopbackHost(host) && !g.serverTokens.read.configured()) {
     logger.warn(
       { component: 'http', listen: config.http.listen },
       'http.listen is not loopback and no read token is configured: anyone who can reach it reads the health page, the status (DCPs, inputs, recent problems) and the metrics; set http.readTokenFile or SCAN_GATEWAY_READ_TOKEN (docs/operations.md)',
@@ -118,12 +118,12 @@ export async function buildHttpServer(g: Gateway): Promise<FastifyInstance> {
  * read token, the admin token and each http input's ingest token, named for the warning and the
  * health hint. Empty on loopback or with TLS.
  */
-export function tokensInClear(g: Pick<Gateway, 'config' | 'deps'>): string[] {
-  const { config, deps } = g;
+export function tokensInClear(g: Pick<Gateway, 'config' | 'serverTokens'>): string[] {
+  const { config, serverTokens } = g;
   if (config.http.tls || isLoopbackHost(splitListen(config.http.listen).host)) return [];
   return [
-    ...(deps.readToken !== undefined ? ['read token'] : []),
-    ...(deps.adminToken !== undefined ? ['admin token'] : []),
+    ...(serverTokens.read.configured() ? ['read token'] : []),
+    ...(serverTokens.admin.configured() ? ['admin token'] : []),
     ...config.inputs.filter((i) => i.type === 'http').map((i) => `ingest token of input ${i.id}`),
   ];
 }

@@ -347,8 +347,8 @@ export function deliveryPart(
 export interface StatusEventsSettings {
   settings: LoadedConfig['config']['upstream']['statusEvents'];
   topic: string;
-  clientId: string;
-  clientSecret: string;
+  /** The SASL login (client id and secret, §5), asked for at each connection: a reload may change it. */
+  credentials: () => { clientId: string; clientSecret: string };
   /** The embedded sandbox, when it runs: its Kafka CA for `trustSandboxCa`. */
   sandbox: SandboxPart | undefined;
   logger: Logger;
@@ -382,10 +382,10 @@ export class StatusEventsPart implements Component {
   }
 
   ready(): void {
-    const { settings, topic, clientId, logger } = this.s;
+    const { settings, topic, credentials, logger } = this.s;
     this.feed.start();
     logger.info(
-      { topic, bootstrapServers: settings.bootstrapServers, username: clientId },
+      { topic, bootstrapServers: settings.bootstrapServers, username: credentials().clientId },
       'status events: reading the topic',
     );
   }
@@ -398,13 +398,13 @@ export class StatusEventsPart implements Component {
   }
 
   private async connect(): Promise<TopicReader> {
-    const { settings, topic, clientId, clientSecret, logger } = this.s;
+    const { settings, topic, credentials, logger } = this.s;
     const { StatusTopicReader } = await import('../upstream/status-topic.js');
     return new StatusTopicReader({
       bootstrapServers: settings.bootstrapServers,
       topic,
-      username: clientId,
-      password: () => clientSecret,
+      username: credentials().clientId,
+      password: () => credentials().clientSecret,
       extraCaPems: this.extraCaPems,
       connectTimeoutMs: STATUS_EVENTS_CONNECT_MS,
       requestTimeoutMs: STATUS_EVENTS_FETCH_WAIT_MS + STATUS_EVENTS_CONNECT_MS,

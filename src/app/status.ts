@@ -59,8 +59,8 @@ export function gatherStatus(g: Gateway): GatewayStatus {
     products: g.productCheck.snapshot(),
     sessions: live.mapper.openContainers(nowMs),
     admin: {
-      enabled: g.deps.adminToken !== undefined,
-      actions: availableActions({ token: g.deps.adminToken, actions: g.adminActions }),
+      enabled: g.serverTokens.admin.configured(),
+      actions: availableActions({ token: g.serverTokens.admin, actions: g.adminActions }),
     },
     listener: { ...(listenerTls ? { tls: listenerTls } : {}), tokensInClear: tokensInClear(g) },
   });
