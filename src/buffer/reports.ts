@@ -211,14 +211,35 @@ export class BufferReports {
     ).all(limit, limit, limit, limit) as RecentProblem[];
   }
 
-  /** Lifetime counts of uploads (and their scans) that were sent again after their answer was lost. */
-  possibleDuplicates(): { uploads: number; scans: number } {
+  /**
+   * Possible duplicates: batches sent again after their answer was lost, and their scans. `uploads`
+   * and `scans` count the batches whose status from the service is not known yet (not `done` or
+   * `held`): once it is, the service has said what it holds, and they no longer count. `total*`
+   * are the lifetime counts.
+   */
+  possibleDuplicates(): {
+    uploads: number;
+    scans: number;
+    totalUploads: number;
+    totalScans: number;
+  } {
     const rows = this.statement(
       'possibleDuplicates',
       () => `SELECT name, value FROM counters WHERE name LIKE 'possibleDuplicate%'`,
     ).all() as { name: string; value: number }[];
     const get = (n: string) => rows.find((r) => r.name === n)?.value ?? 0;
-    return { uploads: get('possibleDuplicateUploads'), scans: get('possibleDuplicateScans') };
+    const open = this.statement(
+      'openPossibleDuplicates',
+      () =>
+        `SELECT count(*) AS uploads, coalesce(sum(scan_count), 0) AS scans FROM batches
+          WHERE possible_duplicate > 0 AND state IN ('ready', 'uploading', 'presigned', 'uploaded')`,
+    ).get() as { uploads: number; scans: number };
+    return {
+      uploads: open.uploads,
+      scans: open.scans,
+      totalUploads: get('possibleDuplicateUploads'),
+      totalScans: get('possibleDuplicateScans'),
+    };
   }
 
   /**

@@ -370,6 +370,8 @@ export class StatusTracker {
             ? { description: status.description }
             : {}),
           ...(reasons.length > 0 ? { reasons } : {}),
+          // Sent again after a lost answer: the service's status is known now, so it no longer counts.
+          ...(batch.possibleDuplicate > 0 ? { possibleDuplicateCleared: true } : {}),
           source,
         },
         'batch processed',

@@ -361,6 +361,11 @@ export class Uploader {
         },
         'batch uploaded',
       );
+      if (batch.possibleDuplicate > 0)
+        logger.warn(
+          { batchId: batch.id, requestId: outcome.requestId, scans: batch.scanCount },
+          'a batch sent again after an upload answer was lost was accepted: a possible duplicate at the service until the status of this requestId is known',
+        );
     } catch (err) {
       // Not an upstream answer (a failed write to the buffer, a full disk): the stored state says
       // what happened; the loop logs it and the next pass (recoverDirect) takes it from there.
