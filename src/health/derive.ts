@@ -48,6 +48,8 @@ export interface HealthFacts {
     paused: boolean;
     circuit: string;
     consecutiveFailures: number;
+    /** When the first of the failures in a row happened: when the outage began. */
+    failingSince?: string | undefined;
     /** `kind`: token, network, auth, answer, http, sftp (src/delivery/deliverer.ts). */
     lastError?:
       | { message: string; at: string; kind?: string | undefined; code?: string | undefined }
@@ -353,6 +355,8 @@ export function deriveHealth(
   const uploadsFailing = delivery !== undefined && delivery.circuit !== 'closed';
   if (uploadsFailing) {
     add(uploadCode(delivery.lastError), 'degraded', uploadSentence(delivery.lastError?.kind), {
+      // When the outage began, not the latest failed retry.
+      since: delivery.failingSince,
       detail: delivery.lastError
         ? `${delivery.lastError.message} (${delivery.consecutiveFailures} failures in a row)`
         : undefined,
