@@ -50,6 +50,10 @@ export function gatherStatus(g: Gateway): GatewayStatus {
     },
     recent: s.reports.recentActivity(nowMs - HEALTH_THRESHOLDS.windowMs),
     stuckBatches: s.reports.stuckBatches(nowMs - HEALTH_THRESHOLDS.stuckBatchMs),
+    batchesPastGrace: {
+      graceMs: config.delivery.notFoundGraceMs,
+      batches: s.reports.batchesPastGrace(nowMs - config.delivery.notFoundGraceMs),
+    },
     delivery: {
       mode: config.delivery.mode,
       snapshot: g.deliverer.snapshot(),

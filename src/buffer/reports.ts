@@ -20,7 +20,13 @@ import {
   type QueueReport,
   type StatsReport,
 } from './ops-reports.js';
-import { recentActivity, stuckBatches, type RecentActivity } from './recent-activity.js';
+import {
+  batchesPastGrace,
+  recentActivity,
+  stuckBatches,
+  type BatchPastGrace,
+  type RecentActivity,
+} from './recent-activity.js';
 import { BATCH_COLUMNS, type BatchRow, type BufferTotals } from './rows.js';
 import { indexedState } from './scan-state.js';
 
@@ -338,6 +344,11 @@ export class BufferReports {
   /** See {@link lastReadId}. */
   lastReadId(): number {
     return lastReadId(this.db);
+  }
+
+  /** See {@link batchesPastGrace}. */
+  batchesPastGrace(uploadedBeforeMs: number): BatchPastGrace[] {
+    return batchesPastGrace(this.db, uploadedBeforeMs);
   }
 
   /** See {@link stuckBatches}. */

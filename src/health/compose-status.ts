@@ -71,6 +71,7 @@ export interface StatusParts {
   /** The last {@link HEALTH_THRESHOLDS.windowMs} of activity, and the batches stuck at `nowMs`. */
   recent: HealthFacts['recent'];
   stuckBatches: HealthFacts['stuckBatches'];
+  batchesPastGrace?: HealthFacts['batchesPastGrace'];
   delivery: {
     mode: string;
     snapshot?: DeliveryStatus | undefined;
@@ -112,6 +113,7 @@ export function composeStatus(p: StatusParts): GatewayStatus {
     },
     recent: p.recent,
     stuckBatches: p.stuckBatches,
+    ...(p.batchesPastGrace ? { batchesPastGrace: p.batchesPastGrace } : {}),
     products: p.products,
     ...(p.statusEvents ? { statusEvents: p.statusEvents } : {}),
     config: {
