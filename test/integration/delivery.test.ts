@@ -235,6 +235,38 @@ describe('delivery against the sandbox over real HTTP', () => {
     );
   });
 
+  it('asks the service every few seconds after a failure, so catch-up does not wait for a long backoff', async () => {
+    store.intake.commitIntake([scan('O-0')], Date.now());
+    // A backoff of about ten minutes after the first failure (random near 1: no short draw).
+    deliverer = new Deliverer({
+      store,
+      api: client,
+      config: config({ mode: 'direct', retryBaseMs: 600_000, retryMaxMs: 600_000 }),
+      logger: silentLogger(),
+      random: () => 0.99,
+    });
+    deliverer.start();
+    await waitFor(() => store.reports.scanCounts().delivered === 1, { timeoutMs: 30_000 });
+    sandbox.setFaults({ errorRate: 1 });
+    store.intake.commitIntake(
+      Array.from({ length: 5 }, (_, i) => scan(`O-${i + 1}`)),
+      Date.now(),
+    );
+    deliverer.wake();
+    await waitFor(() => deliverer!.snapshot().consecutiveFailures >= 1, { timeoutMs: 30_000 });
+    const [waiting] = store.batches.batchesInState('ready');
+    const scheduledAt = waiting!.nextAttemptAt;
+    expect(scheduledAt - Date.now()).toBeGreaterThan(500_000);
+    sandbox.setFaults({ errorRate: 0 });
+    await waitFor(() => store.reports.scanCounts().delivered === 6, {
+      timeoutMs: 120_000,
+      what: 'the outage caught up',
+    });
+    // Delivered long before the backoff's try: a probe found the service back.
+    expect(Date.now()).toBeLessThan(scheduledAt);
+    expect(deliverer.snapshot().consecutiveFailures).toBe(0);
+  });
+
   it('splits a batch the service refuses as too large (413) until it fits', async () => {
     sandbox.setFaults({ directLimitBytes: 20_000 });
     store.intake.commitIntake(
