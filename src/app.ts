@@ -397,7 +397,13 @@ function statusEventsPart(
 async function stopAll(g: Gateway): Promise<void> {
   g.live.phase = 'stopping';
   const failures: string[] = [];
-  for (const part of g.running.reverse()) {
+  // Reverse order, but delivery first: an upload in flight may take its grace (15 s) to finish,
+  // and the inputs take reads meanwhile. They close after it, so the port of a restart is closed
+  // only for the rest of the stop and the next start, not for that wait as well.
+  const order = g.running.reverse();
+  const delivery = order.findIndex((p) => p.name === 'delivery');
+  if (delivery > 0) order.unshift(...order.splice(delivery, 1));
+  for (const part of order) {
     try {
       await part.stop();
     } catch (err) {
