@@ -76,7 +76,13 @@ export interface LiveState {
   current: LoadedConfig;
   configLoadedAt: Date;
   mapper: Mapper;
-  lastReload?: { at: string; needsRestart: string[]; inputErrors: ReloadReport['inputErrors'] };
+  lastReload?: {
+    at: string;
+    needsRestart: string[];
+    inputErrors: ReloadReport['inputErrors'];
+    /** Secrets and settings the reload applied without a restart, by name (never a value). */
+    applied: string[];
+  };
   lastReloadError?: { message: string; at: string };
 }
 

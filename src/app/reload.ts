@@ -94,6 +94,8 @@ export async function reloadGateway(
     at: live.configLoadedAt.toISOString(),
     needsRestart: report.needsRestart,
     inputErrors: report.inputErrors,
+    // Filled in below, as the secrets are read again (the same array).
+    applied: report.applied,
   };
   if (report.productCheckChanged) g.productCheck.restart();
   const changed = report.applied;

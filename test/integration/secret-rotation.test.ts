@@ -187,6 +187,14 @@ inputs:
     expect(JSON.parse(line)).toMatchObject({
       applied: ['upstream.clientSecret', 'http.adminToken', 'inputs.mes.token'],
     });
+    const status = (await (await fetch(`${running.httpUrl}/api/v1/status`)).json()) as {
+      config: { lastReload?: { applied: string[] } };
+    };
+    expect(status.config.lastReload?.applied).toEqual([
+      'upstream.clientSecret',
+      'http.adminToken',
+      'inputs.mes.token',
+    ]);
     // Names, never values.
     for (const value of [...Object.values(OLD), ...Object.values(NEW)])
       expect(running.output()).not.toContain(value);
