@@ -11,6 +11,7 @@ import { buildAdminActions } from './health/admin-actions.js';
 import { GatewayMetrics, instrumentDeliveryApi } from './health/metrics.js';
 import type { GatewayStatus } from './health/server.js';
 import { ListenerTls } from './listener/listener-tls.js';
+import { RotatingToken } from './listener/rotating-token.js';
 import { Mapper } from './mapping/mapper.js';
 import { ProductCheck } from './mapping/product-check.js';
 import { VERSION } from './paths.js';
@@ -38,7 +39,7 @@ import { deliveryPart, SftpRoute, upstreamPart } from './app/delivery-parts.js';
 import { statusEventsPart } from './app/status-events-part.js';
 import { ProductCheckPart } from './app/product-check-part.js';
 import { HttpPart } from './app/http-part.js';
-import { reloadGateway } from './app/reload.js';
+import { reloadGateway, type ReloadedTokens } from './app/reload.js';
 import { HaPart, type HaParts } from './app/ha-part.js';
 import { EtcdClient } from './ha/etcd-client.js';
 import { Leadership } from './ha/leadership.js';
@@ -69,7 +70,7 @@ export interface App {
    * inputs whose settings changed are restarted, the others run on. Sections that need a restart
    * are reported in the answer and on the status. See src/config/reload.ts.
    */
-  reload(loaded: LoadedConfig): Promise<ReloadReport>;
+  reload(loaded: LoadedConfig, tokens?: ReloadedTokens): Promise<ReloadReport>;
   /** Records a configuration that could not be loaded or applied: the running one stays; shown on the status. */
   reloadRefused(err: unknown): void;
 }
@@ -143,7 +144,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
         'scan-gateway started',
       );
     },
-    reload: (next) => reloadGateway(g, next),
+    reload: (next, tokens) => reloadGateway(g, next, tokens),
     reloadRefused(err) {
       g.live.lastReloadError = {
         message: err instanceof Error ? err.message : String(err),
@@ -247,7 +248,15 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     : undefined;
   const delivery = new Later<Deliverer>('delivery');
   const statusEvents = config.upstream.statusEvents.enabled
-    ? statusEventsPart(loaded, store, sandbox, logger, now, () => delivery.get())
+    ? statusEventsPart(
+        loaded,
+        () => live.current,
+        store,
+        sandbox,
+        logger,
+        now,
+        () => delivery.get(),
+      )
     : undefined;
   const deliverer = delivery.bind(
     new Deliverer({
@@ -321,7 +330,13 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     mapper: () => live.mapper,
     now,
   });
+  // The local server's admin and read tokens: a reload replaces them (src/listener/rotating-token.ts).
+  const serverTokens = {
+    admin: new RotatingToken(deps.adminToken, now),
+    read: new RotatingToken(deps.readToken, now),
+  };
   const statusParts = status.bind({
+    serverTokens,
     now,
     startedAt,
     live,
@@ -342,6 +357,7 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     ha,
   });
   const httpParts: HttpServerParts = {
+    serverTokens,
     config,
     deps,
     logger,
@@ -381,6 +397,7 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     ha,
     http,
     listenerTls,
+    serverTokens,
     metrics,
     adminActions,
     live,
@@ -392,7 +409,13 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
 async function stopAll(g: Gateway): Promise<void> {
   g.live.phase = 'stopping';
   const failures: string[] = [];
-  for (const part of g.running.reverse()) {
+  // Reverse order, but delivery first: an upload in flight may take its grace (15 s) to finish,
+  // and the inputs take reads meanwhile. They close after it, so the port of a restart is closed
+  // only for the rest of the stop and the next start, not for that wait as well.
+  const order = g.running.reverse();
+  const delivery = order.findIndex((p) => p.name === 'delivery');
+  if (delivery > 0) order.unshift(...order.splice(delivery, 1));
+  for (const part of order) {
     try {
       await part.stop();
     } catch (err) {

@@ -21,6 +21,8 @@ export const HealthCodes = {
   DELIVERY_BEHIND: 'SCANGW_H_DELIVERY_BEHIND',
   /** Batches not finished long after they were formed or sent. */
   BATCHES_STUCK: 'SCANGW_H_BATCHES_STUCK',
+  /** A sent batch the service has not confirmed (no status, or NotFound) past its status grace. */
+  BATCH_STATUS_OVERDUE: 'SCANGW_H_BATCH_STATUS_OVERDUE',
   /** Status checks of sent batches fail in a row. */
   STATUS_CHECKS_FAILING: 'SCANGW_H_STATUS_CHECKS_FAILING',
   /** Scans of batches the service refused as a whole, kept and not delivered. */
@@ -341,6 +343,13 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
       'a batch is not finished 30 minutes after it was formed: not sent yet, or sent and the service has not finished processing it',
     whatToDo:
       "give the batch's request id to the service operator; the gateway keeps asking by itself; `scan-gateway queue` lists the open batches",
+  },
+  {
+    code: HealthCodes.BATCH_STATUS_OVERDUE,
+    meaning:
+      'a batch was sent, and the service has not confirmed it (no status yet, or NotFound) past `delivery.notFoundGraceMs` (120 s) from its upload; the gateway asks again at its normal pace, also while status events flow, and sends a batch the service does not know once more',
+    whatToDo:
+      "usually clears by itself within a poll; when it stays, give the batch's request id to the service operator and check *Status checks* on the page",
   },
   {
     code: HealthCodes.STATUS_CHECKS_FAILING,

@@ -15,7 +15,9 @@ import type { Logger } from '../log.js';
 import type { Mapper } from '../mapping/mapper.js';
 import type { ProductCheckOptions } from '../mapping/product-check.js';
 import type { Clock } from '../clock.js';
+import type { UpstreamClientOptions } from '../upstream/client.js';
 import type { ListenerTls } from '../listener/listener-tls.js';
+import type { RotatingToken } from '../listener/rotating-token.js';
 import type { HaParts } from './ha-part.js';
 import type { Component } from './parts.js';
 import type { InputFactory, InputSupervisor } from './inputs.js';
@@ -34,6 +36,8 @@ export type AppApi = DeliveryApi & {
   close?: () => Promise<void>;
   tokenInfo?: () => { expiresAt?: Date; refreshes: number };
   listProducts?: ProductCheckOptions['listProducts'];
+  /** Applies a reload's credentials, bounds and CA, proven first (`UpstreamClient.reconfigure`). */
+  reconfigure?: (options: UpstreamClientOptions) => Promise<string[]>;
 };
 
 /** What `buildApp` (src/app.ts) takes besides the configuration: the process edge's pieces, and the seams tests use. */
@@ -75,7 +79,13 @@ export interface LiveState {
   current: LoadedConfig;
   configLoadedAt: Date;
   mapper: Mapper;
-  lastReload?: { at: string; needsRestart: string[]; inputErrors: ReloadReport['inputErrors'] };
+  lastReload?: {
+    at: string;
+    needsRestart: string[];
+    inputErrors: ReloadReport['inputErrors'];
+    /** Secrets and settings the reload applied without a restart, by name (never a value). */
+    applied: string[];
+  };
   lastReloadError?: { message: string; at: string };
 }
 
@@ -112,6 +122,8 @@ export interface Gateway {
   readonly http: HttpPart;
   /** The local server's certificate, when `http.tls` is configured. */
   readonly listenerTls: ListenerTls | undefined;
+  /** The admin and read tokens of the local server, from `deps`; a reload replaces them. */
+  readonly serverTokens: { readonly admin: RotatingToken; readonly read: RotatingToken };
   readonly metrics: GatewayMetrics;
   readonly adminActions: AdminActions;
   readonly live: LiveState;

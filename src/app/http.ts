@@ -4,7 +4,7 @@ import { gatewayInstanceId } from '../config/own-gateway.js';
 import { buildHealthServer } from '../health/server.js';
 import { answerItemQuestion, type ItemQuestion } from '../buffer/item-questions.js';
 import { LookupWorkers } from '../buffer/lookup-workers.js';
-import type { AppDeps, LiveState } from './gateway.js';
+import type { AppDeps, Gateway, LiveState } from './gateway.js';
 import type { InputFactory } from './inputs.js';
 import { inputKind } from '../inputs/registry.js';
 import { splitListen } from './part-helpers.js';
@@ -22,6 +22,7 @@ import type { InputAdapter, IntakeSink } from '../inputs/types.js';
 export interface HttpServerParts {
   readonly config: Pick<GatewayConfig, 'http' | 'buffer' | 'inputs'>;
   readonly deps: Pick<AppDeps, 'adminToken' | 'readToken' | 'scrub'>;
+  readonly serverTokens: Gateway['serverTokens'];
   readonly logger: Logger;
   readonly live: Pick<LiveState, 'current' | 'mapper'>;
   readonly now: Clock;
@@ -70,13 +71,13 @@ export async function buildHttpServer(g: HttpServerParts): Promise<FastifyInstan
     logger,
     status: g.status,
     metrics: g.metrics,
-    admin: { token: deps.adminToken, actions: g.adminActions },
+    admin: { token: g.serverTokens.admin, actions: g.adminActions },
     limits: config.http.limits,
     listenHost: host,
     allowedHosts: config.http.allowedHosts,
     trustedClients: config.http.trustedClients,
     ...(g.listenerTls ? { tls: g.listenerTls } : {}),
-    readToken: deps.readToken,
+    readToken: g.serverTokens.read,
     instance: gatewayInstanceId(config.buffer.path),
     probes: { changeKey: g.probeChangeKey },
     ...(deps.scrub ? { scrub: deps.scrub } : {}),
@@ -142,7 +143,7 @@ export async function buildHttpServer(g: HttpServerParts): Promise<FastifyInstan
       `INSECURE: http.listen is not loopback and the server speaks plain HTTP, so the ${named} the network in clear text: anyone on the path can read them and use them; set http.tls (docs/operations.md, "TLS on the local listener")`,
     );
   }
-  if (!isLoopbackHost(host) && deps.readToken === undefined) {
+  if (!isLoopbackHost(host) && !g.serverTokens.read.configured()) {
     logger.warn(
       { component: 'http', listen: config.http.listen },
       'http.listen is not loopback and no read token is configured: anyone who can reach it reads the health page, the status (DCPs, inputs, recent problems) and the metrics; set http.readTokenFile or SCAN_GATEWAY_READ_TOKEN (docs/operations.md)',
@@ -158,13 +159,13 @@ export async function buildHttpServer(g: HttpServerParts): Promise<FastifyInstan
  */
 export function tokensInClear(g: {
   readonly config: Pick<GatewayConfig, 'http' | 'inputs'>;
-  readonly deps: Pick<AppDeps, 'readToken' | 'adminToken'>;
+  readonly serverTokens: Gateway['serverTokens'];
 }): string[] {
-  const { config, deps } = g;
+  const { config, serverTokens } = g;
   if (config.http.tls || isLoopbackHost(splitListen(config.http.listen).host)) return [];
   return [
-    ...(deps.readToken !== undefined ? ['read token'] : []),
-    ...(deps.adminToken !== undefined ? ['admin token'] : []),
+    ...(serverTokens.read.configured() ? ['read token'] : []),
+    ...(serverTokens.admin.configured() ? ['admin token'] : []),
     ...config.inputs
       .filter((i) => inputKind(i).localRoutes === true)
       .map((i) => `ingest token of input ${i.id}`),

@@ -1,8 +1,16 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { LoadedConfig } from '../config/load.js';
-import { applyReload, planReload, RESTART_SECTIONS, type ReloadReport } from '../config/reload.js';
+import {
+  applyReload,
+  planReload,
+  RELOADABLE_UPSTREAM_KEYS,
+  RESTART_SECTIONS,
+  type ReloadReport,
+} from '../config/reload.js';
+import { clientOptionsFromConfig } from '../upstream/client.js';
 import { Mapper } from '../mapping/mapper.js';
-import type { LiveState } from './gateway.js';
+import type { AppApi, Gateway, LiveState } from './gateway.js';
+import type { StatusEventFeed } from '../delivery/status-events.js';
 import type { InputSupervisor } from './inputs.js';
 import type { ProductCheckPart } from './product-check-part.js';
 import type { Clock } from '../clock.js';
@@ -17,7 +25,12 @@ import type { DiskGuard } from '../buffer/disk-guard.js';
 export interface ReloadParts {
   readonly live: LiveState;
   readonly listenerTls: Pick<ListenerTls, 'reload'> | undefined;
-  readonly inputs: Pick<InputSupervisor, 'add' | 'remove'>;
+  readonly inputs: Pick<InputSupervisor, 'add' | 'remove' | 'adapters'>;
+  /** The upstream client: a reload's credentials, bounds and CA are proven, then applied. */
+  readonly api: Pick<AppApi, 'reconfigure'>;
+  /** Status events log in with the client's credentials: new ones need a new connection. */
+  readonly statusEvents: { readonly feed: Pick<StatusEventFeed, 'reconnect'> } | undefined;
+  readonly serverTokens: Gateway['serverTokens'];
   readonly ha: { readonly leadership: Pick<Leadership, 'mayTake'> } | undefined;
   readonly productCheck: Pick<ProductCheckPart, 'knownProducts' | 'restart'>;
   readonly intake: Pick<Intake, 'setMapping'>;
@@ -27,13 +40,32 @@ export interface ReloadParts {
   readonly logger: Logger;
 }
 
+/** The local server's tokens as a reload read them again (`resolveSecrets`); undefined: none configured. */
+export interface ReloadedTokens {
+  adminToken?: string | undefined;
+  readToken?: string | undefined;
+}
+
 /**
  * Applies a new configuration while running (see `App.reload`): inputs restarted, added and
  * removed by id through the input supervisor, the mapping swapped, the product check restarted
  * when changed.
+ *
+ * Secrets first: the upstream client proves the new credentials, bounds and CA with a token
+ * before anything else changes, and a refusal refuses the whole reload (the running configuration
+ * stays, the error is on the page). Then `tokens` (when given) replace the admin and read tokens,
+ * and each unchanged input reads its own secrets again; a replaced token is still accepted until
+ * the new one is used (`RotatingToken`). The log names what changed, never a value.
  */
-export async function reloadGateway(g: ReloadParts, next: LoadedConfig): Promise<ReloadReport> {
+export async function reloadGateway(
+  g: ReloadParts,
+  next: LoadedConfig,
+  tokens?: ReloadedTokens,
+): Promise<ReloadReport> {
   const { live } = g;
+  const upstreamChanged = g.api.reconfigure
+    ? await g.api.reconfigure(clientOptionsFromConfig(next.config.upstream, next, g.logger))
+    : [];
   // SIGHUP is also how a renewed certificate is applied at once (the files are watched too).
   g.listenerTls?.reload('configuration reload');
   const report = await applyReload(planReload(live.current.config, next.config), next.config, {
@@ -55,9 +87,15 @@ export async function reloadGateway(g: ReloadParts, next: LoadedConfig): Promise
   // What runs: the new file, except the sections that only a restart applies. The next reload
   // compares with this, so needsRestart stays listed until the file matches what runs again.
   const previous = live.current;
-  const running = Object.fromEntries(
+  const running: Record<string, unknown> = Object.fromEntries(
     RESTART_SECTIONS.map((section) => [section, previous.config[section]]),
   );
+  // What the client took (credentials, bounds, the CA, the proxy); the addresses wait for a restart.
+  if (g.api.reconfigure) {
+    const upstream: Record<string, unknown> = { ...previous.config.upstream };
+    for (const key of RELOADABLE_UPSTREAM_KEYS) upstream[key] = next.config.upstream[key];
+    running['upstream'] = upstream;
+  }
   // The audit period and early pruning's window are applied at once (the rest of `buffer` waits).
   running['buffer'] = {
     ...previous.config.buffer,
@@ -75,8 +113,30 @@ export async function reloadGateway(g: ReloadParts, next: LoadedConfig): Promise
     at: live.configLoadedAt.toISOString(),
     needsRestart: report.needsRestart,
     inputErrors: report.inputErrors,
+    // Filled in below, as the secrets are read again (the same array).
+    applied: report.applied,
   };
   if (report.productCheckChanged) g.productCheck.restart();
+  const changed = report.applied;
+  changed.push(...upstreamChanged);
+  // Status events log in with the client id and secret too: a new login needs a new connection.
+  if (upstreamChanged.some((k) => k === 'upstream.clientId' || k === 'upstream.clientSecret'))
+    void g.statusEvents?.feed.reconnect();
+  if (tokens) {
+    if (g.serverTokens.admin.replace(tokens.adminToken)) changed.push('http.adminToken');
+    if (g.serverTokens.read.replace(tokens.readToken)) changed.push('http.readToken');
+  }
+  for (const id of report.unchanged) {
+    const input = g.inputs.adapters.find((a) => a.id === id);
+    try {
+      if (await input?.reloadSecrets?.()) changed.push(`inputs.${id}.token`);
+    } catch (err) {
+      report.inputErrors.push({
+        id,
+        message: `its secret could not be read again, the one in force stays: ${(err as Error).message}`,
+      });
+    }
+  }
   const log = g.logger.child({ component: 'config' });
   const mappedBy = (c: LoadedConfig['config']) => ({
     dcps: c.dcps,
@@ -94,6 +154,8 @@ export async function reloadGateway(g: ReloadParts, next: LoadedConfig): Promise
       unchanged: report.unchanged,
       // The mapping is swapped on every reload; say whether what it maps by changed.
       mappingChanged: !isDeepStrictEqual(mappedBy(previous.config), mappedBy(next.config)),
+      // Secrets and settings applied without a restart, by name (never a value).
+      applied: changed,
     },
     'configuration reloaded',
   );

@@ -16,8 +16,8 @@ const STATUS_EVENTS_CONNECT_MS = 10_000;
 export interface StatusEventsSettings {
   settings: LoadedConfig['config']['upstream']['statusEvents'];
   topic: string;
-  clientId: string;
-  clientSecret: string;
+  /** The SASL login (client id and secret, §5), asked for at each connection: a reload may change it. */
+  credentials: () => { clientId: string; clientSecret: string };
   /** The embedded sandbox, when it runs: its Kafka CA for `trustSandboxCa`. */
   sandbox: SandboxPart | undefined;
   logger: Logger;
@@ -51,10 +51,10 @@ export class StatusEventsPart implements Component {
   }
 
   ready(): void {
-    const { settings, topic, clientId, logger } = this.s;
+    const { settings, topic, credentials, logger } = this.s;
     this.feed.start();
     logger.info(
-      { topic, bootstrapServers: settings.bootstrapServers, username: clientId },
+      { topic, bootstrapServers: settings.bootstrapServers, username: credentials().clientId },
       'status events: reading the topic',
     );
   }
@@ -67,13 +67,13 @@ export class StatusEventsPart implements Component {
   }
 
   private async connect(): Promise<TopicReader> {
-    const { settings, topic, clientId, clientSecret, logger } = this.s;
+    const { settings, topic, credentials, logger } = this.s;
     const { StatusTopicReader } = await import('../upstream/status-topic.js');
     return new StatusTopicReader({
       bootstrapServers: settings.bootstrapServers,
       topic,
-      username: clientId,
-      password: () => clientSecret,
+      username: credentials().clientId,
+      password: () => credentials().clientSecret,
       extraCaPems: this.extraCaPems,
       connectTimeoutMs: STATUS_EVENTS_CONNECT_MS,
       requestTimeoutMs: STATUS_EVENTS_FETCH_WAIT_MS + STATUS_EVENTS_CONNECT_MS,
@@ -86,6 +86,7 @@ export class StatusEventsPart implements Component {
 /** The status-event part (contract §6), its feed applying events through the deliverer. */
 export function statusEventsPart(
   loaded: LoadedConfig,
+  current: () => LoadedConfig,
   store: BufferStore,
   sandbox: SandboxPart | undefined,
   logger: Logger,
@@ -100,8 +101,11 @@ export function statusEventsPart(
     {
       settings,
       topic,
-      clientId: upstream.clientId,
-      clientSecret: loaded.clientSecret,
+      // The configuration in force: a reload that proved new credentials changes them.
+      credentials: () => ({
+        clientId: current().config.upstream.clientId,
+        clientSecret: current().clientSecret,
+      }),
       sandbox,
       logger: log,
     },

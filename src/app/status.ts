@@ -5,7 +5,7 @@ import { composeStatus } from '../health/compose-status.js';
 import { HEALTH_THRESHOLDS } from '../health/derive.js';
 import type { GatewayStatus } from '../health/server.js';
 import { VERSION } from '../paths.js';
-import type { AppApi, AppDeps, LiveState } from './gateway.js';
+import type { AppApi, AppDeps, Gateway, LiveState } from './gateway.js';
 import { tokensInClear } from './http.js';
 import type { HaStatus, Leadership } from '../ha/leadership.js';
 import { unmovableInputs, unmovableWhy } from '../config/ha-schema.js';
@@ -34,6 +34,7 @@ export interface StatusParts {
   readonly live: Readonly<LiveState>;
   readonly config: Pick<GatewayConfig, 'buffer' | 'delivery' | 'http' | 'inputs'>;
   readonly deps: Pick<AppDeps, 'adminToken' | 'readToken'>;
+  readonly serverTokens: Gateway['serverTokens'];
   readonly store: Pick<BufferStore, 'reports' | 'containers'>;
   readonly inputs: { readonly adapters: readonly Pick<InputAdapter, 'id' | 'status'>[] };
   readonly intake: Pick<Intake, 'countersFor' | 'lastCommitError'>;
@@ -94,6 +95,10 @@ export function gatherStatus(g: StatusParts): GatewayStatus {
       .endedSince('incomplete', new Date(nowMs - HEALTH_THRESHOLDS.windowMs).toISOString(), 20)
       .filter((c) => c.by === undefined),
     stuckBatches: s.reports.stuckBatches(nowMs - HEALTH_THRESHOLDS.stuckBatchMs),
+    batchesPastGrace: {
+      graceMs: config.delivery.notFoundGraceMs,
+      batches: s.reports.batchesPastGrace(nowMs - config.delivery.notFoundGraceMs),
+    },
     delivery: {
       mode: config.delivery.mode,
       snapshot: g.deliverer.snapshot(),
@@ -103,8 +108,8 @@ export function gatherStatus(g: StatusParts): GatewayStatus {
     products: g.productCheck.snapshot(),
     sessions: live.mapper.openContainers(nowMs),
     admin: {
-      enabled: g.deps.adminToken !== undefined,
-      actions: availableActions({ token: g.deps.adminToken, actions: g.adminActions }),
+      enabled: g.serverTokens.admin.configured(),
+      actions: availableActions({ token: g.serverTokens.admin, actions: g.adminActions }),
     },
     listener: { ...(listenerTls ? { tls: listenerTls } : {}), tokensInClear: tokensInClear(g) },
   });

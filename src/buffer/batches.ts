@@ -347,6 +347,17 @@ export class Batches {
     ).all(...states) as BatchRow[];
   }
 
+  /** The requestId the service gave last (the newest batch that has one), for a status probe. */
+  latestRequestId(): string | undefined {
+    return (
+      (this.statement(
+        `SELECT request_id FROM batches WHERE request_id IS NOT NULL ORDER BY id DESC LIMIT 1`,
+      )
+        .pluck()
+        .get() as string | undefined) ?? undefined
+    );
+  }
+
   /** The newest batch that carries `requestId` (contract §2.6, §2.7), whatever its state. */
   batchByRequestId(requestId: string): BatchRow | undefined {
     return this.s.byRequestId.get(requestId) as BatchRow | undefined;

@@ -84,6 +84,11 @@ export interface ItemScan {
     upstreamState: string | null;
     uploadedAt: string | null;
     finishedAt: string | null;
+    /**
+     * How often the batch was sent again after an upload's answer was lost (0: never): a possible
+     * duplicate at the service until its status is known (`finishedAt`).
+     */
+    sentAgain: number;
   } | null;
   read: ItemRead | null;
 }
@@ -251,7 +256,8 @@ export function traceItem(
     )
     .all(reference, MAX_ITEM_SCANS) as ScanRow[];
   const batchOf = db.prepare(
-    `SELECT id, mode AS route, state, request_id AS requestId, upstream_state AS upstreamState, uploaded_at AS uploadedAt, finished_at AS finishedAt
+    `SELECT id, mode AS route, state, request_id AS requestId, upstream_state AS upstreamState, uploaded_at AS uploadedAt, finished_at AS finishedAt,
+            possible_duplicate AS sentAgain
        FROM batches WHERE id = ?`,
   );
   const readOf = db.prepare(

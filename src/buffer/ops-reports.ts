@@ -233,6 +233,20 @@ function scanStates(db: Database.Database): Record<string, number> {
   const all = db.prepare(`SELECT count(*) FROM scan_rows`).pluck().get() as number;
   const delivered = all - Object.values(out).reduce((a, b) => a + b, 0);
   if (delivered > 0) out.delivered = delivered;
+  // Dead letters a replay replaced count as `replayed`, not `failed` or `held`: as the status
+  // counts them (BufferReports.scanCounts), so the two never disagree after a replay.
+  if (hasColumn(db, 'scans', 'replayed_by')) {
+    const replayed = db
+      .prepare(
+        `SELECT state AS k, count(*) AS n FROM scan_rows WHERE replayed_by IS NOT NULL GROUP BY state`,
+      )
+      .all() as { k: string; n: number }[];
+    for (const r of replayed) {
+      out[r.k] = (out[r.k] ?? 0) - r.n;
+      if (out[r.k] === 0) delete out[r.k];
+      out.replayed = (out.replayed ?? 0) + r.n;
+    }
+  }
   return out;
 }
 

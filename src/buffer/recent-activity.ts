@@ -144,6 +144,33 @@ function fileName(origin: string): string {
   }
 }
 
+/** A batch sent and not known to the service past its status grace: see {@link batchesPastGrace}. */
+export interface BatchPastGrace {
+  id: number;
+  requestId: string | null;
+  uploadedAt: string;
+  /** The service's last answer about it: `NotFound`, or null when it has not answered yet. */
+  upstreamState: string | null;
+}
+
+/**
+ * Batches `uploaded` before `uploadedBeforeMs` whose status the service has not given yet, or
+ * gave as `NotFound` (contract §4.6): past the grace of `delivery.notFoundGraceMs` a batch should
+ * have been found or sent again. Oldest first, at most 20.
+ */
+export function batchesPastGrace(
+  db: Database.Database,
+  uploadedBeforeMs: number,
+): BatchPastGrace[] {
+  return db
+    .prepare(
+      `SELECT id, request_id AS requestId, uploaded_at AS uploadedAt, upstream_state AS upstreamState FROM batches
+        WHERE state = 'uploaded' AND mode != 'sftp' AND (upstream_state IS NULL OR upstream_state = 'NotFound')
+          AND uploaded_at IS NOT NULL AND uploaded_at < ? ORDER BY id LIMIT 20`,
+    )
+    .all(new Date(uploadedBeforeMs).toISOString()) as BatchPastGrace[];
+}
+
 /** Batches not finished (`ready`, `uploading`, `presigned`, `uploaded`) and formed before `beforeMs`, oldest first, at most 20. */
 export function stuckBatches(
   db: Database.Database,

@@ -21,7 +21,13 @@ import {
   type QueueReport,
   type StatsReport,
 } from './ops-reports.js';
-import { recentActivity, stuckBatches, type RecentActivity } from './recent-activity.js';
+import {
+  batchesPastGrace,
+  recentActivity,
+  stuckBatches,
+  type BatchPastGrace,
+  type RecentActivity,
+} from './recent-activity.js';
 import { BATCH_COLUMNS, type BatchRow, type BufferTotals } from './rows.js';
 import { indexedState } from './scan-state.js';
 
@@ -212,14 +218,35 @@ export class BufferReports {
     ).all(limit, limit, limit, limit) as RecentProblem[];
   }
 
-  /** Lifetime counts of uploads (and their scans) that were sent again after their answer was lost. */
-  possibleDuplicates(): { uploads: number; scans: number } {
+  /**
+   * Possible duplicates: batches sent again after their answer was lost, and their scans. `uploads`
+   * and `scans` count the batches whose status from the service is not known yet (not `done` or
+   * `held`): once it is, the service has said what it holds, and they no longer count. `total*`
+   * are the lifetime counts.
+   */
+  possibleDuplicates(): {
+    uploads: number;
+    scans: number;
+    totalUploads: number;
+    totalScans: number;
+  } {
     const rows = this.statement(
       'possibleDuplicates',
       () => `SELECT name, value FROM counters WHERE name LIKE 'possibleDuplicate%'`,
     ).all() as { name: string; value: number }[];
     const get = (n: string) => rows.find((r) => r.name === n)?.value ?? 0;
-    return { uploads: get('possibleDuplicateUploads'), scans: get('possibleDuplicateScans') };
+    const open = this.statement(
+      'openPossibleDuplicates',
+      () =>
+        `SELECT count(*) AS uploads, coalesce(sum(scan_count), 0) AS scans FROM batches
+          WHERE possible_duplicate > 0 AND state IN ('ready', 'uploading', 'presigned', 'uploaded')`,
+    ).get() as { uploads: number; scans: number };
+    return {
+      uploads: open.uploads,
+      scans: open.scans,
+      totalUploads: get('possibleDuplicateUploads'),
+      totalScans: get('possibleDuplicateScans'),
+    };
   }
 
   /**
@@ -326,6 +353,11 @@ export class BufferReports {
   /** See {@link lastReadId}. */
   lastReadId(): number {
     return lastReadId(this.db);
+  }
+
+  /** See {@link batchesPastGrace}. */
+  batchesPastGrace(uploadedBeforeMs: number): BatchPastGrace[] {
+    return batchesPastGrace(this.db, uploadedBeforeMs);
   }
 
   /** See {@link stuckBatches}. */

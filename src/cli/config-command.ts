@@ -14,6 +14,7 @@ import {
   type LoadedConfig,
 } from '../config/load.js';
 import { readClientSecret } from '../config/secrets.js';
+import { RESTART_KEYS } from '../config/reload.js';
 import { isGatewayError, ErrorCodes } from '../errors.js';
 import { derivedQuotaForPath, quotaTooLargeForDisk } from '../buffer/disk-guard.js';
 import { DERIVED_QUOTA_RECHECK_MS } from '../buffer/disk-quota.js';
@@ -158,6 +159,8 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
         lookups: Object.keys(c.lookups),
         clientSecret: secret,
         disk,
+        // What a reload (SIGHUP) does not apply: said before the change is made, not after.
+        restartNeededFor: RESTART_KEYS,
       };
       if (opts.json) {
         io.stdout.write(`${JSON.stringify(summary)}\n`);
@@ -168,6 +171,7 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
             `client secret: ${secret}\n` +
             `disk: ${disk}\n` +
             `checked: ${summary.checked}\n` +
+            `reload: systemctl reload scan-gateway (SIGHUP) applies every other change, secrets and tokens included; a restart is needed for: ${RESTART_KEYS.join('; ')}\n` +
             summary.notes.map((n) => `note: ${n}\n`).join(''),
         );
       }

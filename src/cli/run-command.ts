@@ -120,7 +120,12 @@ export function registerRunCommand(program: Command, io: RunIo): void {
       const reloader = new ConfigReloader({
         file: opts.config,
         load: () => loadConfig(opts.config, { baseDir: io.cwd, env: io.env }),
-        apply: (next) => app.reload(next),
+        // Every secret read again: a new one is added to the scrubber before anything can log it.
+        apply: async (next) => {
+          const fresh = await resolveSecrets(next, io.env, io.cwd);
+          for (const value of secretValues(fresh)) scrubber.add(value);
+          return app.reload(next, { adminToken: fresh.adminToken, readToken: fresh.readToken });
+        },
         refused: (err) => app.reloadRefused(err),
         logger: logger.child({ component: 'config' }),
       });

@@ -211,6 +211,12 @@ function scanLines(s: ItemScan, time: (iso: string | null) => string): string[] 
       `  batch ${s.batch.id} (${s.batch.route}), ${s.batch.requestId ? `requestId ${s.batch.requestId}` : 'no requestId yet'}, ` +
         `${s.batch.upstreamState ? `service: ${s.batch.upstreamState}` : `batch ${s.batch.state}`}${s.batch.finishedAt ? ` at ${time(s.batch.finishedAt)}` : ''}`,
     );
+    if (s.batch.sentAgain > 0)
+      out.push(
+        s.batch.finishedAt
+          ? `  batch ${s.batch.id} was sent again after an upload's answer was lost; the service's status of it is known (${s.batch.upstreamState ?? s.batch.state}), so it is no longer a possible duplicate`
+          : `  possible duplicate: batch ${s.batch.id} was sent again after an upload's answer was lost; the service may hold it twice until its status is known`,
+      );
   }
   if (s.failureReason) out.push(`  reason: ${s.failureReason}`);
   if (s.replaces !== null) out.push(`  replay of scan ${s.replaces}`);

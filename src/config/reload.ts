@@ -16,9 +16,12 @@ import type { GatewayConfig, InputConfig } from './schema.js';
  * What a reload changes at once: the mapping (site time zone, DCPs, lookups, rules, containers,
  * time check), and the inputs whose settings changed (only those are restarted; an input stops
  * only after what it handed to the buffer was committed). Sections the running parts were built
- * from (`upstream`, `buffer`, `delivery`, `http`, `sandbox`, `log`) need a restart; a reload that
- * changes them applies the rest and says so. Of `buffer`, the audit period (`retentionDays`) and
- * early pruning's protected window (`earlyPruneKeepHours`) are applied at once.
+ * from (`upstream`, `buffer`, `delivery`, `http`, `sandbox`, `log`, `ha`) need a restart; a reload
+ * that changes them applies the rest and says so. Applied at once nonetheless: of `buffer`, the
+ * audit period (`retentionDays`) and early pruning's protected window (`earlyPruneKeepHours`); of
+ * `upstream`, what is safe with batches in flight ({@link RELOADABLE_UPSTREAM_KEYS}: credentials,
+ * bounds, the CA, the proxy), proven by a token first; and every secret (the client secret, the
+ * admin, read and ingest tokens), read again at each reload ({@link RESTART_KEYS} lists the rest).
  */
 
 /** Sections whose change needs a restart of the gateway. */
@@ -53,10 +56,49 @@ export interface ReloadPlan {
 /** Keys of `buffer` a reload applies at once (the audit period and early pruning's protected window). */
 export const RELOADABLE_BUFFER_KEYS = ['retentionDays', 'earlyPruneKeepHours'] as const;
 
-/** The `buffer` section without its reloadable keys: what needs a restart when it changes. */
-function bufferNeedingRestart(b: GatewayConfig['buffer']): Record<string, unknown> {
-  const rest: Record<string, unknown> = { ...b };
-  for (const key of RELOADABLE_BUFFER_KEYS) delete rest[key];
+/**
+ * Keys of `upstream` a reload applies at once (`UpstreamClient.reconfigure`): what a batch in
+ * flight does not depend on. The addresses (`baseUrl`, `authUrl`), `allowInsecureHttp`,
+ * `statusEvents` and `sftp` need a restart: batches in flight and their requestIds belong to the
+ * service they were sent to.
+ */
+export const RELOADABLE_UPSTREAM_KEYS = [
+  'clientId',
+  'clientSecretFile',
+  'caFile',
+  'proxyUrl',
+  'proxyCredentialsFile',
+  'requestTimeoutMs',
+  'minUploadBytesPerSec',
+  'maxAnswerBytes',
+  'maxProductListBytes',
+] as const;
+
+/**
+ * What a change needs a restart for, in words for `config check` and the docs: every key of the
+ * {@link RESTART_SECTIONS} but those a reload applies, and of the inputs, a new `http` input and
+ * an `http` input's `maxBodyBytes`.
+ */
+export const RESTART_KEYS: readonly string[] = [
+  'upstream.baseUrl',
+  'upstream.authUrl',
+  'upstream.allowInsecureHttp',
+  'upstream.statusEvents',
+  'upstream.sftp',
+  'buffer (but retentionDays, earlyPruneKeepHours)',
+  'delivery',
+  'http (its tokens are read again at each reload)',
+  'sandbox',
+  'log',
+  'ha',
+  'a new http input',
+  'inputs.<id>.maxBodyBytes of an http input',
+];
+
+/** `section` without the keys a reload applies at once. */
+function needingRestart(section: Record<string, unknown>, reloadable: readonly string[]) {
+  const rest: Record<string, unknown> = { ...section };
+  for (const key of reloadable) delete rest[key];
   return rest;
 }
 
@@ -93,9 +135,21 @@ export function planReload(current: GatewayConfig, next: GatewayConfig): ReloadP
     plan.needsRestart.push(...(inputKindSpec(input.type)?.restartNeeded?.(undefined, input) ?? []));
   }
   for (const section of RESTART_SECTIONS) {
+    if (section === 'upstream') {
+      // Named key by key: `config check` and the log say which address waits for a restart.
+      const [a, b] = [current.upstream, next.upstream].map(
+        (u) => needingRestart(u, RELOADABLE_UPSTREAM_KEYS) as Record<string, unknown>,
+      );
+      for (const key of new Set([...Object.keys(a!), ...Object.keys(b!)]))
+        if (!isDeepStrictEqual(a![key], b![key])) plan.needsRestart.push(`upstream.${key}`);
+      continue;
+    }
     const same =
       section === 'buffer'
-        ? isDeepStrictEqual(bufferNeedingRestart(current.buffer), bufferNeedingRestart(next.buffer))
+        ? isDeepStrictEqual(
+            needingRestart(current.buffer, RELOADABLE_BUFFER_KEYS),
+            needingRestart(next.buffer, RELOADABLE_BUFFER_KEYS),
+          )
         : isDeepStrictEqual(current[section], next[section]);
     if (!same) plan.needsRestart.push(section);
   }
@@ -118,6 +172,11 @@ export interface ReloadTarget {
 export interface ReloadReport extends ReloadPlan {
   /** Inputs that could not be started again, with why. The rest of the reload stands. */
   inputErrors: { id: string; message: string }[];
+  /**
+   * Secrets and settings the reload applied without a restart, by name, never by value
+   * (`upstream.clientSecret`, `http.adminToken`, `inputs.<id>.token`…); filled in by the app.
+   */
+  applied: string[];
 }
 
 /**
@@ -148,7 +207,7 @@ export async function applyReload(
       inputErrors.push({ id: input.id, message: `starting failed: ${(err as Error).message}` });
     }
   }
-  return { ...plan, inputErrors };
+  return { ...plan, inputErrors, applied: [] };
 }
 
 /** What {@link ConfigReloader} needs: the file, how to load it, and what to do with the result. */

@@ -10,10 +10,10 @@ import type { GatewayConfig } from './schema.js';
  * (`$CREDENTIALS_DIRECTORY`, from `LoadCredential=`) or files, never from the YAML (design:
  * Secrets). This is the one module that reads them:
  * - the upstream's client secret and proxy credentials: by `loadConfig` at start and again at
- *   each reload (a changed file is read again; the upstream section itself needs a restart);
- * - the admin and read tokens of the HTTP server: once at start ({@link resolveSecrets});
- * - each input's secret (MQTT password, ingest token): by the input when it starts, so a reload
- *   that restarts the input reads its file again ({@link readSecret}); {@link resolveSecrets}
+ *   each reload (the upstream client proves them with a token before it uses them);
+ * - the admin and read tokens of the HTTP server: at start and at each reload ({@link resolveSecrets});
+ * - each input's secret (MQTT password, ingest token): by the input when it starts, and the ingest
+ *   token again at each reload ({@link readSecret}); {@link resolveSecrets}
  *   reads them once more for the log scrubber; an ingest token too short is a configuration
  *   problem that `loadConfig` reports before anything starts ({@link ingestTokenProblem}).
  * The resolved {@link Secrets} are handed to the parts and to the log's `SecretScrubber`

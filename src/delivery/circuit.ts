@@ -14,6 +14,8 @@ export interface CircuitSnapshot {
   consecutiveFailures: number;
   /** When the next upload is tried after a failure (ISO 8601); absent after a success. */
   nextRetryAt?: string;
+  /** When the first of the failures in a row happened (ISO 8601): when an outage began. Absent after a success. */
+  failingSince?: string;
 }
 
 /** Options of {@link Circuit}. */
@@ -32,6 +34,7 @@ export interface CircuitOptions {
 export class Circuit {
   private consecutiveFailures = 0;
   private nextRetryAt: string | undefined;
+  private failingSince: string | undefined;
 
   constructor(private readonly options: CircuitOptions) {}
 
@@ -39,6 +42,7 @@ export class Circuit {
   succeeded(): void {
     this.consecutiveFailures = 0;
     this.nextRetryAt = undefined;
+    this.failingSince = undefined;
   }
 
   /**
@@ -48,6 +52,7 @@ export class Circuit {
    */
   failed(retryAfterMs?: number): number {
     this.consecutiveFailures++;
+    this.failingSince ??= new Date(this.options.now()).toISOString();
     return backoffDelay(this.consecutiveFailures - 1, {
       baseMs: this.options.config.retryBaseMs,
       maxMs: this.options.config.retryMaxMs,
@@ -73,6 +78,7 @@ export class Circuit {
       circuit: this.state(),
       consecutiveFailures: this.consecutiveFailures,
       ...(this.nextRetryAt ? { nextRetryAt: this.nextRetryAt } : {}),
+      ...(this.failingSince ? { failingSince: this.failingSince } : {}),
     };
   }
 }

@@ -36,12 +36,15 @@ export interface DeliveryStatus {
   lastError?: { message: string; at: string; batchId?: number; kind?: ErrorKind; code?: string };
   nextRetryAt?: string;
   /**
-   * Scans that may be held twice by the service: they were in a direct upload whose answer was
-   * lost and were sent again. Counted in the buffer, so the count survives restarts.
+   * Scans that may be held twice by the service: they were in an upload whose answer was lost
+   * and were sent again, and the service's status of their batch is not known yet. Counted from
+   * the buffer's batches, so the count survives restarts and falls back once the statuses are known.
    */
   possibleDuplicates: number;
-  /** How many such uploads (batches sent again). */
+  /** How many such batches. */
   possibleDuplicateUploads: number;
+  /** Scans ever sent again after a lost answer (lifetime, never falls). */
+  possibleDuplicatesTotal: number;
   /** A delivery step that failed on the buffer itself (a full disk), until a step succeeds. */
   stepError?: UploaderSnapshot['stepError'];
   /** Status checks (contract §4.6) that failed in a row, and the latest failure. */
@@ -173,6 +176,7 @@ export class Deliverer {
       ...this.circuit.snapshot(),
       possibleDuplicates: dup.scans,
       possibleDuplicateUploads: dup.uploads,
+      possibleDuplicatesTotal: dup.totalScans,
       statusChecks: this.tracker.snapshot(),
       ...(stepError ? { stepError } : {}),
     };

@@ -140,6 +140,7 @@ export class StatusEventFeed {
   private lastInvalidReason = '';
   private failuresInARow = 0;
   private lastPaceEvents = false;
+  private reconnecting = false;
 
   constructor(private readonly options: StatusEventFeedOptions) {
     this.stateSince = options.now();
@@ -160,6 +161,20 @@ export class StatusEventFeed {
     this.reader = undefined;
     await reader?.close();
     await this.loop;
+  }
+
+  /**
+   * Drops the connection and makes a new one at once (new credentials after a reload): no
+   * failure is counted, and the positions read so far are kept.
+   */
+  async reconnect(): Promise<void> {
+    if (!this.running) return;
+    const reader = this.reader;
+    // No connection (waiting to retry): the next attempt, made now, uses the new credentials.
+    if (!reader) return this.sleeps.interrupt();
+    this.reconnecting = true;
+    this.reader = undefined;
+    await reader.close();
   }
 
   /** A batch became `uploaded`: held events may be for it. */
@@ -224,6 +239,11 @@ export class StatusEventFeed {
         await this.session();
       } catch (err) {
         if (!this.running) break;
+        if (this.reconnecting) {
+          this.reconnecting = false;
+          this.options.logger.info({ topic: this.options.topic }, 'status events: reconnecting');
+          continue;
+        }
         this.failed(err);
         await this.reader?.close();
         this.reader = undefined;

@@ -164,10 +164,11 @@ export class StatusTracker {
     for (const batch of uploaded) {
       if (this.tracked.has(batch.id)) continue;
       let due = batch.nextAttemptAt;
-      if (pace?.events && batch.mode !== 'sftp') {
+      if (pace?.events && batch.mode !== 'sftp' && !this.pastGrace(batch, now)) {
         // Events bring the outcome; a poll only now and then, in case one never comes. Not for an
         // SFTP batch: its "poll" asks nobody (it ends `transferred` at once), and an event for it
-        // replaces `transferred` later.
+        // replaces `transferred` later. Nor for a batch the service has not confirmed past the
+        // grace: only a poll decides to send it again, so it is polled at the normal pace.
         const lastContact =
           this.lastPolledAt.get(batch.id) ??
           (batch.uploadedAt ? Date.parse(batch.uploadedAt) : now);
@@ -190,6 +191,17 @@ export class StatusTracker {
       });
     }
     return next;
+  }
+
+  /**
+   * Whether the service has not confirmed `batch` (no status yet, or `NotFound`) `notFoundGraceMs`
+   * after its upload: an event will not come for a batch the service does not know (a restart of
+   * the gateway between the upload and its answer, a service that lost it).
+   */
+  private pastGrace(batch: BatchRow, now: number): boolean {
+    if (batch.upstreamState !== null && batch.upstreamState !== 'NotFound') return false;
+    const uploaded = batch.uploadedAt ? Date.parse(batch.uploadedAt) : now;
+    return now - uploaded > this.options.config.notFoundGraceMs;
   }
 
   /** A failed write of the buffer (a full disk): logged once per message; the batch is polled again later. */
@@ -359,6 +371,8 @@ export class StatusTracker {
             ? { description: status.description }
             : {}),
           ...(reasons.length > 0 ? { reasons } : {}),
+          // Sent again after a lost answer: the service's status is known now, so it no longer counts.
+          ...(batch.possibleDuplicate > 0 ? { possibleDuplicateCleared: true } : {}),
           source,
         },
         'batch processed',

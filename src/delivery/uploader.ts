@@ -58,6 +58,13 @@ export interface UploaderOptions {
   sftp?: { connector: SftpConnector; siteId: string; fileNameTemplate: string };
 }
 
+/**
+ * While the circuit is open, how often the service is asked whether it is back (a status request,
+ * contract §4.6: a few hundred bytes), in ms: catch-up after an outage starts within this, not
+ * after the backoff, which may have grown to `retryMaxMs`.
+ */
+export const OUTAGE_PROBE_MS = 5_000;
+
 /** How long the loop waits after a step failed on the buffer itself (a full disk), in real ms. */
 const STEP_RETRY_MS = 1000;
 
@@ -104,6 +111,9 @@ export class Uploader {
   private readonly queue: PQueue;
   /** After a step failed on the buffer, no new work before this (performance.now(), real ms). */
   private holdOffUntil = 0;
+  /** The outage probe in flight, and when the last one began (ms on the clock). */
+  private probing = false;
+  private lastProbeAt = 0;
   private stepError: UploaderSnapshot['stepError'];
   private paused = false;
   private status: Pick<UploaderSnapshot, 'lastSuccessAt' | 'lastError'> = {};
@@ -246,14 +256,19 @@ export class Uploader {
     }
     if (slots === 0) {
       const retryAt = this.options.circuit.snapshot().nextRetryAt;
-      return retryAt ? Math.max(0, Date.parse(retryAt) - now()) : wait;
+      const untilRetry = retryAt ? Math.max(0, Date.parse(retryAt) - now()) : wait;
+      return Math.min(untilRetry, this.probeOutage(untilRetry));
     }
+    const failing = this.options.circuit.snapshot().consecutiveFailures > 0;
     const full = this.inFlight.size >= slots;
     // Batches that could start once due (not blocked by a full set of slots or an SFTP transfer).
     const next = left
       .filter((b) => !full && !(b.mode === 'sftp' && this.sftpInFlight))
       .map((b) => b.nextAttemptAt - now());
     if (next.length > 0) wait = Math.max(0, Math.min(...next));
+    // After a failure, the next try may be a long backoff away: the service is asked meanwhile.
+    if (failing && this.inFlight.size === 0 && next.length > 0)
+      wait = Math.min(wait, this.probeOutage(wait));
     // One batch formed ahead of the free slots while uploads flow (never after a failure, and not
     // at uploadConcurrency 1, which keeps the one-batch-open behaviour of before).
     const ahead = slots > 1 ? 1 : 0;
@@ -262,6 +277,48 @@ export class Uploader {
       if (formed !== undefined) wait = Math.min(wait, formed);
     }
     return wait;
+  }
+
+  /**
+   * After a failure, while the next try is further off than {@link OUTAGE_PROBE_MS}: asks the
+   * service the status of the last requestId it gave, every {@link OUTAGE_PROBE_MS}. An answer (any
+   * state) means it is back: the waiting batches are due at once, and an open circuit half-opens,
+   * so one upload goes (and, when it passes, the rest follow). A failed probe changes nothing.
+   * Without any requestId yet (no upload ever answered) there is nothing to ask: the backoff runs.
+   *
+   * @returns ms until the next probe is due.
+   */
+  private probeOutage(untilRetryMs: number): number {
+    const { store, now, api, logger } = this.options;
+    if (untilRetryMs <= OUTAGE_PROBE_MS || this.probing) return OUTAGE_PROBE_MS;
+    const due = this.lastProbeAt + OUTAGE_PROBE_MS - now();
+    if (due > 0) return due;
+    const requestId = store.batches.latestRequestId();
+    if (requestId === undefined) return untilRetryMs;
+    this.probing = true;
+    this.lastProbeAt = now();
+    void api
+      .getScanStatus(requestId)
+      .then(
+        () => {
+          if (!this.running || this.options.circuit.snapshot().consecutiveFailures === 0) return;
+          const at = now();
+          for (const b of store.batches.batchesInState('ready', 'presigned'))
+            if (b.nextAttemptAt > at) store.batches.updateBatch(b.id, { nextAttemptAt: at });
+          this.options.circuit.retryAt(at);
+          logger.info(
+            { probe: 'status', requestId },
+            'the service answers again: the waiting batches are tried now, not after the backoff',
+          );
+        },
+        () => undefined,
+      )
+      .catch((err: unknown) => this.stepFailed(err))
+      .finally(() => {
+        this.probing = false;
+        this.wake();
+      });
+    return OUTAGE_PROBE_MS;
   }
 
   /** Starts the upload of `batch` in the queue (a slot is free); the loop is woken when it ends. */
@@ -350,6 +407,11 @@ export class Uploader {
         },
         'batch uploaded',
       );
+      if (batch.possibleDuplicate > 0)
+        logger.warn(
+          { batchId: batch.id, requestId: outcome.requestId, scans: batch.scanCount },
+          'a batch sent again after an upload answer was lost was accepted: a possible duplicate at the service until the status of this requestId is known',
+        );
     } catch (err) {
       // Not an upstream answer (a failed write to the buffer, a full disk): the stored state says
       // what happened; the loop logs it and the next pass (recoverDirect) takes it from there.

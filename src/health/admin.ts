@@ -5,6 +5,7 @@ import type { Logger } from '../log.js';
 import { RefusalLog } from '../listener/refusal-log.js';
 import type { AdminActionName } from './status.js';
 import { guard } from '../listener/route-guard.js';
+import { tokenGuard, type TokenGuard } from '../listener/rotating-token.js';
 
 /** What an admin action answers (shown on the page). */
 export interface AdminResult {
@@ -56,8 +57,8 @@ export function bearerMatches(expected: string, header: string | undefined): boo
 }
 
 export interface AdminRoutesOptions {
-  /** The configured token; undefined = admin actions off (every call answered 403). */
-  token: string | undefined;
+  /** The configured token (a reload may replace it); undefined = admin actions off (every call answered 403). */
+  token: string | TokenGuard | undefined;
   actions: AdminActions;
   logger: Logger;
   /** Where refused calls are noted (rate-limited log line and count); default a {@link RefusalLog} of `logger`. */
@@ -68,7 +69,7 @@ export interface AdminRoutesOptions {
 export function availableActions(
   options: Pick<AdminRoutesOptions, 'token' | 'actions'>,
 ): AdminActionName[] {
-  if (!options.token) return [];
+  if (!tokenGuard(options.token).configured()) return [];
   return [
     'retry',
     'pause',
@@ -93,13 +94,14 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
     async (request, reply) => {
       const action = request.params.action as AdminActionName;
       const available = availableActions(options);
-      if (!options.token) {
+      const token = tokenGuard(options.token);
+      if (!token.configured()) {
         return reply.code(403).send({
           ok: false,
           error: 'admin actions are off: no admin token is configured (see docs/operations.md)',
         });
       }
-      if (!bearerMatches(options.token, request.headers.authorization)) {
+      if (!token.accepts((t) => bearerMatches(t, request.headers.authorization))) {
         refusals.note({
           action: String(action).slice(0, 40),
           remote: request.ip,

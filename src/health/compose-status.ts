@@ -72,6 +72,7 @@ export interface StatusParts {
   /** The last {@link HEALTH_THRESHOLDS.windowMs} of activity, and the batches stuck at `nowMs`. */
   recent: HealthFacts['recent'];
   stuckBatches: HealthFacts['stuckBatches'];
+  batchesPastGrace?: HealthFacts['batchesPastGrace'];
   delivery: {
     mode: string;
     snapshot?: DeliveryStatus | undefined;
@@ -116,6 +117,7 @@ export function composeStatus(p: StatusParts): GatewayStatus {
     recent: p.recent,
     ...(p.containersIncomplete ? { containersIncomplete: p.containersIncomplete } : {}),
     stuckBatches: p.stuckBatches,
+    ...(p.batchesPastGrace ? { batchesPastGrace: p.batchesPastGrace } : {}),
     products: p.products,
     ...(p.statusEvents ? { statusEvents: p.statusEvents } : {}),
     config: {

@@ -50,6 +50,8 @@ export interface HealthFacts {
     paused: boolean;
     circuit: string;
     consecutiveFailures: number;
+    /** When the first of the failures in a row happened: when the outage began. */
+    failingSince?: string | undefined;
     /** `kind`: token, network, auth, answer, http, sftp (src/delivery/deliverer.ts). */
     lastError?:
       | { message: string; at: string; kind?: string | undefined; code?: string | undefined }
@@ -140,6 +142,16 @@ export interface HealthFacts {
     requestId: string | null;
     createdAt: string;
   }>;
+  /**
+   * Batches sent whose status the service has not given, or gave as `NotFound`, past
+   * `delivery.notFoundGraceMs` from their upload (`graceMs`): found or sent again by then normally.
+   */
+  batchesPastGrace?:
+    | {
+        graceMs: number;
+        batches: ReadonlyArray<{ id: number; requestId: string | null; uploadedAt: string }>;
+      }
+    | undefined;
   products?: { state: string; missing: ReadonlyArray<{ key: string }> } | undefined;
   /** The status-event consumer (src/delivery/status-events.ts), when enabled. */
   statusEvents?:
@@ -380,6 +392,8 @@ export function deriveHealth(
   const uploadsFailing = delivery !== undefined && delivery.circuit !== 'closed';
   if (uploadsFailing) {
     add(uploadCode(delivery.lastError), 'degraded', uploadSentence(delivery.lastError?.kind), {
+      // When the outage began, not the latest failed retry.
+      since: delivery.failingSince,
       detail: delivery.lastError
         ? `${delivery.lastError.message} (${delivery.consecutiveFailures} failures in a row)`
         : undefined,
@@ -414,6 +428,18 @@ export function deriveHealth(
       'degraded',
       `${count(facts.stuckBatches.length, 'batch is', 'batches are')} not finished ${Math.round(thresholds.stuckBatchMs / 60_000)} minutes after it was formed: ${ids.join(', ')}${facts.stuckBatches.length > 5 ? ', …' : ''}.`,
       { since: oldest.createdAt },
+    );
+  }
+  const pastGrace = facts.batchesPastGrace;
+  if (pastGrace && pastGrace.batches.length > 0) {
+    const ids = pastGrace.batches
+      .slice(0, 5)
+      .map((b) => `${b.id}${b.requestId ? ` (request ${b.requestId})` : ''}`);
+    add(
+      HealthCodes.BATCH_STATUS_OVERDUE,
+      'degraded',
+      `The service has not confirmed ${count(pastGrace.batches.length, 'sent batch', 'sent batches')} ${Math.round(pastGrace.graceMs / 1000)} s after upload: ${ids.join(', ')}${pastGrace.batches.length > 5 ? ', …' : ''}. The gateway asks again and sends a batch the service does not know once more.`,
+      { since: pastGrace.batches[0]!.uploadedAt },
     );
   }
   const oldest = buffer.oldestWaitingAgeMs;

@@ -213,7 +213,7 @@ export class GatewayMetrics {
     );
     bufferGauge(
       'scan_gateway_possible_duplicates',
-      'Scans that may be held twice by the service: in uploads sent again after their answer was lost (lifetime count, kept in the buffer).',
+      "Scans that may be held twice by the service: in batches sent again after an upload's answer was lost, whose status from the service is not known yet (falls back to 0 once it is).",
       (s) => s.delivery.possibleDuplicates ?? 0,
     );
     // High availability (`ha`): labelled by node and leader key (one key per pair), so a gateway

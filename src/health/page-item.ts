@@ -147,6 +147,8 @@ export function itemHtml(
         requestId?: unknown;
         upstreamState?: unknown;
         state?: unknown;
+        finishedAt?: unknown;
+        sentAgain?: unknown;
       } | null;
       read?: { inputId?: unknown; raw?: unknown; receivedAt?: unknown; origin?: unknown } | null;
     }) => {
@@ -176,6 +178,9 @@ export function itemHtml(
           ? `replaced by scan ${esc(s.replayedBy)}`
           : '',
         s.replaces !== null && s.replaces !== undefined ? `replay of scan ${esc(s.replaces)}` : '',
+        b && typeof b.sentAgain === 'number' && b.sentAgain > 0 && !b.finishedAt
+          ? `possible duplicate: batch ${esc(b.id)} was sent again after an answer was lost, until the service's status of it is known`
+          : '',
       ]
         .filter(Boolean)
         .join('<br>');

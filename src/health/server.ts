@@ -34,6 +34,7 @@ import { LookupUnavailable } from '../buffer/lookup-workers.js';
 import { StationHub, STATION_HEARTBEAT_MS, type StationSource } from './station.js';
 import { renderStationPage, renderUnknownStation, STATION_CSP } from './station-page.js';
 import { INSTANCE_HEADER } from '../config/own-gateway.js';
+import { tokenGuard, type TokenGuard } from '../listener/rotating-token.js';
 
 export type { GatewayStatus } from './status.js';
 
@@ -43,7 +44,7 @@ export interface HealthServerOptions {
   /** Serves `GET /metrics` when given. */
   metrics?: GatewayMetrics;
   /** Admin actions and the token that guards them; without it, `/api/v1/admin/*` answers 403. */
-  admin?: { token: string | undefined; actions: AdminActions };
+  admin?: { token: string | TokenGuard | undefined; actions: AdminActions };
   /** Timeouts and connection cap (`http.limits`); default {@link DEFAULT_HTTP_LIMITS}. */
   limits?: HttpLimitsConfig;
   /** Host part of `http.listen`, accepted as a `Host` name; default 127.0.0.1. */
@@ -53,7 +54,7 @@ export interface HealthServerOptions {
   /** Addresses that keep the connection reserve besides loopback (`http.trustedClients`), see {@link guardListener}. */
   trustedClients?: readonly string[];
   /** Token that guards `/`, `/api/v1/status`, `/metrics` and the detail of `/healthz`; undefined = open. */
-  readToken?: string | undefined;
+  readToken?: string | TokenGuard | undefined;
   /** Least time between two log lines of one kind of refusal, in ms; default 10 s. */
   refusalLogIntervalMs?: number;
   /**
@@ -309,9 +310,10 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     count(kind === 'admin' || kind === 'ingest' ? `${kind}_token` : 'read_token');
   });
 
-  const readToken = options.readToken;
+  const readToken = tokenGuard(options.readToken);
   const readAllowed = (request: FastifyRequest) =>
-    readToken === undefined || readTokenMatches(readToken, request.headers.authorization);
+    !readToken.configured() ||
+    readToken.accepts((t) => readTokenMatches(t, request.headers.authorization));
   const guardRead = async (request: FastifyRequest, reply: FastifyReply) => {
     if (readAllowed(request)) return undefined;
     readLog.note({

@@ -129,7 +129,10 @@ export function stationDelivery(s: GatewayStatus): StationDelivery {
     stalled: failing && waiting > 0,
     paused: d.paused === true,
     waiting,
-    ...(failing && d.lastError?.at ? { since: d.lastError.at } : {}),
+    // When the outage began (the first failure in a row), not the latest failed retry.
+    ...(failing && (d.failingSince ?? d.lastError?.at)
+      ? { since: (d.failingSince ?? d.lastError?.at) as string }
+      : {}),
   };
 }
 

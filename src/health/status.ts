@@ -157,7 +157,9 @@ export interface DeliveryStatusView {
   /** The last failed upload: its message (technical), when, the batch, its kind and stable code. */
   lastError?: { message: string; at: string; batchId?: number; kind?: string; code?: string };
   nextRetryAt?: string;
-  /** Direct uploads sent again after their answer was lost (the service may hold them twice). */
+  /** When the first of the failures in a row happened: when an outage began. */
+  failingSince?: string;
+  /** Scans sent again after an upload's answer was lost whose batch's status is not known yet (the service may hold them twice). */
   possibleDuplicates?: number;
   /** The cached access token's expiry and how many tokens were obtained since start. Never the token. */
   token?: { expiresAt?: string; refreshes: number };

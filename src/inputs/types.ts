@@ -205,4 +205,10 @@ export interface InputAdapter {
    * out and keep committing. Optional.
    */
   setPaused?(paused: boolean): void;
+  /**
+   * Reads the input's secrets again, on a configuration reload that left its settings as they
+   * were (the HTTP ingest token). Answers whether one changed; throws `SCANGW_E_SECRET` when one
+   * cannot be read, and then keeps the one in force. Optional.
+   */
+  reloadSecrets?(): Promise<boolean>;
 }

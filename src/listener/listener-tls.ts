@@ -146,7 +146,17 @@ export class ListenerTls {
     let material: ListenerTlsMaterial;
     try {
       material = readListenerTls(this.options.tls);
-      if (hashOf(material) === this.hash) return 'unchanged';
+      if (hashOf(material) === this.hash) {
+        // The files are the served pair again (a bad pair was put back): nothing is refused now.
+        if (this.lastRefusal) {
+          this.lastRefusal = undefined;
+          log.info(
+            { component: 'http', reason, serial: this.material?.certificate.serialNumber },
+            'TLS files are the served certificate again: the earlier refusal no longer applies',
+          );
+        }
+        return 'unchanged';
+      }
       const invalid = validityProblem(material.certificate, this.now());
       if (invalid)
         throw new GatewayError(

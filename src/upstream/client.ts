@@ -22,7 +22,10 @@ import {
   type ProductModelKeyAndName,
   type ScanStatus,
 } from '@scan-gateway/contract';
-import { createUpstreamDispatcher } from './dispatcher.js';
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { isDeepStrictEqual } from 'node:util';
+import { createUpstreamDispatcher, type UpstreamDispatcherOptions } from './dispatcher.js';
 import { discard, NOT_JSON, readCapped, safeJson } from './answer-body.js';
 import {
   deadlineError,
@@ -78,6 +81,50 @@ export interface UpstreamClientOptions {
   allowInsecureHttp?: boolean;
   /** Clock in ms since epoch, for token expiry and Retry-After dates. Default `Date.now`. */
   now?: Clock;
+}
+
+/** Who the client is at the token endpoint (§5). */
+interface Credentials {
+  clientId: string;
+  /** Never logged, never put in an error. */
+  clientSecret: string;
+}
+
+/** The options of the dispatcher the client owns. */
+function dispatcherOptions(options: UpstreamClientOptions): UpstreamDispatcherOptions {
+  return {
+    timeoutMs: options.requestTimeoutMs ?? UPSTREAM_LIMITS.requestTimeoutMs,
+    ...(options.caFile !== undefined ? { caFile: options.caFile } : {}),
+    ...(options.proxyUrl !== undefined ? { proxyUrl: options.proxyUrl } : {}),
+    ...(options.proxyCredentials !== undefined
+      ? { proxyCredentials: options.proxyCredentials }
+      : {}),
+  };
+}
+
+/**
+ * What the owned dispatcher is built from, as one comparable text: a CA file rewritten in place
+ * counts as a change (its content is part of it, by hash). Holds no secret in clear.
+ */
+function transportKey(options: UpstreamClientOptions): string {
+  let ca: string | undefined;
+  if (options.caFile !== undefined) {
+    try {
+      ca = createHash('sha256').update(readFileSync(options.caFile)).digest('hex');
+    } catch {
+      ca = 'unreadable';
+    }
+  }
+  const proxyCredentials =
+    options.proxyCredentials === undefined
+      ? undefined
+      : createHash('sha256').update(options.proxyCredentials).digest('hex');
+  return JSON.stringify({
+    caFile: options.caFile === undefined ? undefined : [options.caFile, ca],
+    proxyUrl: options.proxyUrl,
+    proxyCredentials,
+    requestTimeoutMs: options.requestTimeoutMs ?? UPSTREAM_LIMITS.requestTimeoutMs,
+  });
 }
 
 interface Answer {
@@ -154,12 +201,15 @@ const PATHS = {
 export class UpstreamClient {
   private readonly base: string;
   private readonly tokenUrl: string;
-  private readonly dispatcher: Dispatcher;
+  // A reload replaces these together ({@link reconfigure}); the addresses stay.
+  private dispatcher: Dispatcher;
   private readonly ownsDispatcher: boolean;
-  private readonly timeoutMs: number;
-  private readonly minUploadRate: number;
-  private readonly maxAnswerBytes: number;
-  private readonly maxProductListBytes: number;
+  private transport: string;
+  private credentials: Credentials;
+  private timeoutMs: number;
+  private minUploadRate: number;
+  private maxAnswerBytes: number;
+  private maxProductListBytes: number;
   private readonly now: Clock;
   private readonly log: Logger;
   private readonly tokens: TokenCache;
@@ -202,17 +252,89 @@ export class UpstreamClient {
       );
     }
     this.ownsDispatcher = options.dispatcher === undefined;
-    this.dispatcher =
-      options.dispatcher ??
-      createUpstreamDispatcher({
-        timeoutMs: this.timeoutMs,
-        ...(options.caFile !== undefined ? { caFile: options.caFile } : {}),
-        ...(options.proxyUrl !== undefined ? { proxyUrl: options.proxyUrl } : {}),
-        ...(options.proxyCredentials !== undefined
-          ? { proxyCredentials: options.proxyCredentials }
-          : {}),
-      });
-    this.tokens = new TokenCache(() => this.fetchToken(), this.now);
+    this.dispatcher = options.dispatcher ?? createUpstreamDispatcher(dispatcherOptions(options));
+    this.transport = transportKey(options);
+    this.credentials = { clientId: options.clientId, clientSecret: options.clientSecret };
+    this.tokens = new TokenCache(
+      () => this.fetchToken(this.credentials, this.dispatcher),
+      this.now,
+    );
+  }
+
+  /**
+   * Applies the settings a reload may change with batches in flight: the credentials (`clientId`,
+   * `clientSecret`), the bounds (`requestTimeoutMs`, `minUploadBytesPerSec`, `maxAnswerBytes`,
+   * `maxProductListBytes`) and the transport (`caFile` and its content, `proxyUrl`,
+   * `proxyCredentials`). `baseUrl`, `authUrl` and `allowInsecureHttp` are not read: they need a
+   * restart (src/config/reload.ts). New credentials or a new transport are proven first: a token
+   * is fetched with them, and only then do they replace the running ones, the new token with them.
+   * Calls in flight finish on the old connections, which close once they are idle.
+   *
+   * @returns the names of what changed (`upstream.clientSecret`…), never a value; empty when nothing did.
+   * @throws GatewayError `CONFIG` (a CA file that cannot be read), or the token request's error
+   *   (`UPSTREAM_AUTH` when the service refuses the new credentials, `UPSTREAM_NETWORK`…), with
+   *   `details.notApplied: true`: everything running stays as it was.
+   */
+  async reconfigure(next: UpstreamClientOptions): Promise<string[]> {
+    const changed: string[] = [];
+    const credentials = { clientId: next.clientId, clientSecret: next.clientSecret };
+    if (credentials.clientId !== this.credentials.clientId) changed.push('upstream.clientId');
+    if (credentials.clientSecret !== this.credentials.clientSecret)
+      changed.push('upstream.clientSecret');
+    const transport = transportKey(next);
+    const newTransport = this.ownsDispatcher && transport !== this.transport;
+    if (newTransport) {
+      const [before, after] = [JSON.parse(this.transport), JSON.parse(transport)] as Record<
+        string,
+        unknown
+      >[];
+      for (const key of ['caFile', 'proxyUrl', 'proxyCredentials'])
+        if (!isDeepStrictEqual(before?.[key], after?.[key])) changed.push(`upstream.${key}`);
+    }
+    const bounds = {
+      requestTimeoutMs: next.requestTimeoutMs ?? UPSTREAM_LIMITS.requestTimeoutMs,
+      minUploadBytesPerSec: next.minUploadBytesPerSec ?? UPSTREAM_LIMITS.minUploadBytesPerSec,
+      maxAnswerBytes: next.maxAnswerBytes ?? UPSTREAM_LIMITS.maxAnswerBytes,
+      maxProductListBytes: next.maxProductListBytes ?? UPSTREAM_LIMITS.maxProductListBytes,
+    };
+    const running = {
+      requestTimeoutMs: this.timeoutMs,
+      minUploadBytesPerSec: this.minUploadRate,
+      maxAnswerBytes: this.maxAnswerBytes,
+      maxProductListBytes: this.maxProductListBytes,
+    };
+    for (const key of Object.keys(bounds) as (keyof typeof bounds)[])
+      if (bounds[key] !== running[key]) changed.push(`upstream.${key}`);
+    if (changed.length === 0) return [];
+    const prove = credentials.clientSecret !== this.credentials.clientSecret || newTransport;
+    let dispatcher = this.dispatcher;
+    let token: AccessToken | undefined;
+    try {
+      if (newTransport) dispatcher = createUpstreamDispatcher(dispatcherOptions(next));
+      if (prove || credentials.clientId !== this.credentials.clientId)
+        token = await this.fetchToken(credentials, dispatcher);
+    } catch (err) {
+      if (dispatcher !== this.dispatcher) void dispatcher.close().catch(() => undefined);
+      const code = isGatewayError(err) ? err.code : ErrorCodes.UPSTREAM_TOKEN;
+      throw new GatewayError(
+        code,
+        `the changed upstream settings (${changed.join(', ')}) were not applied, the running ones stay: ${(err as Error).message}`,
+        { cause: err, details: { notApplied: true, changed } },
+      );
+    }
+    const old = this.dispatcher;
+    this.dispatcher = dispatcher;
+    this.transport = transport;
+    this.credentials = credentials;
+    this.timeoutMs = bounds.requestTimeoutMs;
+    this.minUploadRate = bounds.minUploadBytesPerSec;
+    this.maxAnswerBytes = bounds.maxAnswerBytes;
+    this.maxProductListBytes = bounds.maxProductListBytes;
+    if (token) this.tokens.replace(token, this.now());
+    // close() lets the requests in flight on the old connections finish first.
+    if (old !== dispatcher) void old.close().catch(() => undefined);
+    this.log.info({ changed }, 'upstream settings applied without a restart');
+    return changed;
   }
 
   /** GET /api/product/v3/products (§4.1): the customer's products. */
@@ -472,6 +594,7 @@ export class UpstreamClient {
     body: string | Buffer | Readable | undefined,
     label: string,
     bounds: Bounds,
+    dispatcher: Dispatcher = this.dispatcher,
   ): Promise<Answer> {
     const target = label.replace(/^\S+ /, '');
     const signal = AbortSignal.timeout(bounds.deadlineMs);
@@ -481,7 +604,7 @@ export class UpstreamClient {
         method: method as Dispatcher.HttpMethod,
         headers,
         ...(body !== undefined ? { body } : {}),
-        dispatcher: this.dispatcher,
+        dispatcher,
         headersTimeout: this.timeoutMs,
         bodyTimeout: this.timeoutMs,
         signal,
@@ -519,10 +642,10 @@ export class UpstreamClient {
    * marks it `notSent` for the caller. A 2xx answer that holds no usable token is
    * `UPSTREAM_TOKEN` (never `UPSTREAM_RESPONSE`, which delivery reads as "upload accepted").
    */
-  private async fetchToken(): Promise<AccessToken> {
+  private async fetchToken(credentials: Credentials, dispatcher: Dispatcher): Promise<AccessToken> {
     const form = new URLSearchParams({
-      client_id: this.options.clientId,
-      client_secret: this.options.clientSecret,
+      client_id: credentials.clientId,
+      client_secret: credentials.clientSecret,
       grant_type: 'client_credentials',
     }).toString();
     const headers = {
@@ -538,6 +661,7 @@ export class UpstreamClient {
         form,
         'POST /oauth2/token',
         this.bounds(form),
+        dispatcher,
       );
     } catch (err) {
       if (isGatewayError(err, ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE)) {
@@ -554,7 +678,7 @@ export class UpstreamClient {
       const reason = oauth.success ? oauth.data.error : undefined;
       throw new GatewayError(
         ErrorCodes.UPSTREAM_AUTH,
-        `token request for client ${this.options.clientId} refused with HTTP ${answer.status}${reason ? ` (${reason})` : ''}`,
+        `token request for client ${credentials.clientId} refused with HTTP ${answer.status}${reason ? ` (${reason})` : ''}`,
         { details: { status: answer.status, ...(reason ? { error: reason } : {}) } },
       );
     }
@@ -576,7 +700,7 @@ export class UpstreamClient {
     }
     const expiresAtMs = tokenExpiry(token, this.now());
     this.log.info(
-      { clientId: this.options.clientId, expiresAt: new Date(expiresAtMs).toISOString() },
+      { clientId: credentials.clientId, expiresAt: new Date(expiresAtMs).toISOString() },
       'obtained access token',
     );
     return { value: token.access_token, expiresAtMs };

@@ -104,6 +104,15 @@ export class TokenCache {
     if (this.current?.value === value) this.current = undefined;
   }
 
+  /**
+   * Puts `token`, obtained at `issuedAtMs` (ms since epoch), in place of the cached one: a reload
+   * proved new credentials with it, so the next call uses it rather than the old credentials' token.
+   */
+  replace(token: AccessToken, issuedAtMs: number): void {
+    this.current = { ...token, issuedAtMs };
+    this.fetched += 1;
+  }
+
   /** When the cached token expires, and how many tokens were obtained so far. */
   info(): { expiresAt?: Date; refreshes: number } {
     return this.current

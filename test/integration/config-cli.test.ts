@@ -135,6 +135,10 @@ inputs: []
       /^config\/example\.yaml: valid \(4 DCPs, inputs: gi-scanner \(serial\), gi-inbox \(files\)/,
     );
     expect(r.stdout).toContain('rules: pallet-sscc, gs1-serialised');
+    // What a reload does not apply is said before the change is made.
+    expect(r.stdout).toMatch(
+      /^reload: systemctl reload scan-gateway \(SIGHUP\) applies every other change, secrets and tokens included; a restart is needed for: upstream\.baseUrl; upstream\.authUrl;/m,
+    );
   });
 
   it('config schema prints the JSON Schema', () => {

@@ -12,6 +12,9 @@ import { UpstreamClient } from '../../src/upstream/client.js';
 import { waitFor } from '../helpers/wait.js';
 import { formBatch } from '../../src/delivery/batcher.js';
 import { sandboxRefs } from '../helpers/sandbox-scans.js';
+import { sqlOf } from '../helpers/buffer-sql.js';
+import { traceItem } from '../../src/buffer/items.js';
+import { formatTrace } from '../../src/cli/trace-command.js';
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
 
@@ -199,7 +202,8 @@ describe('delivery against the sandbox over real HTTP', () => {
     expect(deliverer!.snapshot().possibleDuplicates).toBe(0);
   });
 
-  it('counts a direct upload whose answer was lost as a possible duplicate, persistently', async () => {
+  it('counts a direct upload whose answer was lost as a possible duplicate of its batch, until the status of the batch is known', async () => {
+    // An outage that cuts every answer: the service takes each upload, the gateway never hears.
     sandbox.setFaults({ lostAnswerRate: 1 });
     store.intake.commitIntake(
       Array.from({ length: 5 }, (_, i) => scan(`L-${i}`)),
@@ -207,13 +211,60 @@ describe('delivery against the sandbox over real HTTP', () => {
     );
     start({ mode: 'direct' });
     await waitFor(async () => (await sandboxRefs(sandbox)).length >= 10, { timeoutMs: 30_000 });
+    // Sent again and not answered yet: counted, on the batch.
+    await waitFor(() => deliverer!.snapshot().possibleDuplicates === 5, { timeoutMs: 30_000 });
+    expect(deliverer!.snapshot().possibleDuplicateUploads).toBe(1);
+    const [batchId] = [
+      ...new Set(traceItem(sqlOf(store), 'L-0').scans.map((s) => s.batch?.id)),
+    ] as number[];
+    expect(formatTrace(traceItem(sqlOf(store), 'L-3'), 'UTC')).toContain(
+      `possible duplicate: batch ${batchId} was sent again after an upload's answer was lost`,
+    );
+
     sandbox.setFaults({ lostAnswerRate: 0 });
     await waitFor(() => store.reports.scanCounts().delivered === 5, { timeoutMs: 30_000 });
     const refs = await sandboxRefs(sandbox);
     const snapshot = deliverer!.snapshot();
-    expect(snapshot.possibleDuplicateUploads).toBeGreaterThanOrEqual(1);
-    expect(refs.length - 5).toBeLessThanOrEqual(snapshot.possibleDuplicates);
-    expect(store.reports.possibleDuplicates().scans).toBe(snapshot.possibleDuplicates);
+    // The service's status of the batch is known: no longer a possible duplicate; the lifetime count stays.
+    expect(snapshot).toMatchObject({ possibleDuplicates: 0, possibleDuplicateUploads: 0 });
+    expect(refs.length - 5).toBeLessThanOrEqual(snapshot.possibleDuplicatesTotal);
+    expect(store.reports.possibleDuplicates().totalScans).toBe(snapshot.possibleDuplicatesTotal);
+    const trace = formatTrace(traceItem(sqlOf(store), 'L-3'), 'UTC');
+    expect(trace).toContain(
+      `batch ${batchId} was sent again after an upload's answer was lost; the service's status of it is known (Success)`,
+    );
+  });
+
+  it('asks the service every few seconds after a failure, so catch-up does not wait for a long backoff', async () => {
+    store.intake.commitIntake([scan('O-0')], Date.now());
+    // A backoff of about ten minutes after the first failure (random near 1: no short draw).
+    deliverer = new Deliverer({
+      store,
+      api: client,
+      config: config({ mode: 'direct', retryBaseMs: 600_000, retryMaxMs: 600_000 }),
+      logger: silentLogger(),
+      random: () => 0.99,
+    });
+    deliverer.start();
+    await waitFor(() => store.reports.scanCounts().delivered === 1, { timeoutMs: 30_000 });
+    sandbox.setFaults({ errorRate: 1 });
+    store.intake.commitIntake(
+      Array.from({ length: 5 }, (_, i) => scan(`O-${i + 1}`)),
+      Date.now(),
+    );
+    deliverer.wake();
+    await waitFor(() => deliverer!.snapshot().consecutiveFailures >= 1, { timeoutMs: 30_000 });
+    const [waiting] = store.batches.batchesInState('ready');
+    const scheduledAt = waiting!.nextAttemptAt;
+    expect(scheduledAt - Date.now()).toBeGreaterThan(500_000);
+    sandbox.setFaults({ errorRate: 0 });
+    await waitFor(() => store.reports.scanCounts().delivered === 6, {
+      timeoutMs: 120_000,
+      what: 'the outage caught up',
+    });
+    // Delivered long before the backoff's try: a probe found the service back.
+    expect(Date.now()).toBeLessThan(scheduledAt);
+    expect(deliverer.snapshot().consecutiveFailures).toBe(0);
   });
 
   it('splits a batch the service refuses as too large (413) until it fits', async () => {
@@ -244,7 +295,7 @@ describe('delivery against the sandbox over real HTTP', () => {
     expect(new Set(refs).size).toBe(2000);
     // Resets can lose an answer after the service accepted the batch: those resends are counted.
     const duplicates = refs.length - 2000;
-    expect(duplicates).toBeLessThanOrEqual(deliverer!.snapshot().possibleDuplicates * 200);
+    expect(duplicates).toBeLessThanOrEqual(deliverer!.snapshot().possibleDuplicatesTotal * 200);
   });
 
   it('follows batches across a restart of the service: uploaded before, processed after, none sent twice', async () => {

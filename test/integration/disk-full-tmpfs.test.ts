@@ -152,7 +152,7 @@ inputs:
           [],
         );
         possibleDuplicates =
-          (status.delivery as { possibleDuplicates?: number }).possibleDuplicates ?? 0;
+          (status.delivery as { possibleDuplicatesTotal?: number }).possibleDuplicatesTotal ?? 0;
       } finally {
         await app.stop();
       }
@@ -596,7 +596,8 @@ inputs:
         });
         expect(app.status().buffer.intakePaused).toBe(false);
         possibleDuplicates =
-          (app.status().delivery as { possibleDuplicates?: number }).possibleDuplicates ?? 0;
+          (app.status().delivery as { possibleDuplicatesTotal?: number }).possibleDuplicatesTotal ??
+          0;
       } finally {
         await publisher.endAsync();
         await app.stop();

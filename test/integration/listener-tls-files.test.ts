@@ -191,7 +191,15 @@ inputs: []
           .some((l) => l.msg === 'TLS certificate reload refused; the served certificate stays'),
       ).toBe(true);
 
-      // The rest of it.
+      // The good key put back: the files are the served pair again, and the refusal is cleared.
+      copyFileSync(server1.keyFile, join(live, 'key.pem.new'));
+      renameSync(join(live, 'key.pem.new'), join(live, 'key.pem'));
+      expect(tls.reload('SIGHUP')).toBe('unchanged');
+      expect(tls.status(Date.now())!.lastRefusal).toBeUndefined();
+
+      // The whole renewal.
+      copyFileSync(server2.keyFile, join(live, 'key.pem.new'));
+      renameSync(join(live, 'key.pem.new'), join(live, 'key.pem'));
       copyFileSync(server2.certFile, join(live, 'cert.pem.new'));
       renameSync(join(live, 'cert.pem.new'), join(live, 'cert.pem'));
       expect(tls.reload('SIGHUP')).toBe('applied');

@@ -104,6 +104,8 @@ describe('replay of dead letters', () => {
       attributes: [],
     });
     expect(s.reports.scanCounts()).toEqual({ delivered: 1, replayed: 2, pending: 2 });
+    // `buffer stats` counts the same things the same way as the status.
+    expect(s.reports.stats().scans).toEqual(s.reports.scanCounts());
     expect(s.reports.recentProblems(10)).toEqual([]);
     expect(s.reports.totals().pendingScans).toBe(2);
     // Replayed once: a second replay finds nothing.

@@ -73,6 +73,19 @@ describe('reload plan', () => {
       { needsRestart: ['buffer'], retentionChanged: true },
     ],
     [
+      'upstream credentials, bounds and the CA apply at once',
+      BASE.replace(
+        'clientId: c }',
+        'clientId: c2, clientSecretFile: /etc/s, caFile: /etc/ca.pem, requestTimeoutMs: 5000 }',
+      ),
+      { needsRestart: [] },
+    ],
+    [
+      'a new upstream address waits for a restart, named by key',
+      BASE.replace('baseUrl: http://127.0.0.1:9,', 'baseUrl: http://127.0.0.1:10,'),
+      { needsRestart: ['upstream.baseUrl'] },
+    ],
+    [
       'a new http input needs a restart',
       `${BASE}  - { id: h, type: http, dcp: GI-01 }\n`,
       { added: ['h'], needsRestart: ['inputs.h (a new http input)'] },

@@ -252,8 +252,8 @@ describe('delivery on a full buffer (max_page_count)', () => {
       const counts = api.counts();
       for (const r of firstBatch) expect(counts.get(r)).toBe(2);
       for (const r of filler) expect(counts.get(r), r).toBe(1);
-      expect(s.reports.possibleDuplicates()).toEqual({ uploads: 1, scans: 50 });
-      expect(deliverer.snapshot().possibleDuplicates).toBe(50);
+      expect(s.reports.possibleDuplicates()).toMatchObject({ totalUploads: 1, totalScans: 50 });
+      expect(deliverer.snapshot().possibleDuplicatesTotal).toBe(50);
       const lines = mem.parsed();
       const lost = lines.find(
         (l) =>

@@ -258,6 +258,18 @@ describe('deriveHealth: one rule at a time', () => {
           },
         }),
       );
+    // The problem's `since` is when the outage began (the circuit's first failure in a row).
+    expect(
+      only(
+        facts({
+          delivery: {
+            circuit: 'open',
+            consecutiveFailures: 9,
+            failingSince: '2026-11-28T08:00:00Z',
+          },
+        }),
+      ).since,
+    ).toBe('2026-11-28T08:00:00Z');
     const token = open('token', ErrorCodes.UPSTREAM_NETWORK);
     expect(token).toMatchObject({ state: 'degraded', code: ErrorCodes.UPSTREAM_NETWORK });
     expect(token.sentence).toMatch(

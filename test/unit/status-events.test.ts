@@ -551,6 +551,20 @@ describe('status events: the pace of polling and the health facts', () => {
     expect(t.paceChanges()).toBeGreaterThanOrEqual(2);
   });
 
+  it('reconnects at once when asked (new credentials after a reload), counting no failure and applying each event once', async () => {
+    const t = setup();
+    const id = t.uploaded('7', 'A');
+    t.feed.start();
+    await waitFor(() => t.feed.snapshot().state === 'flowing');
+    const connects = t.topic.connects;
+    await t.feed.reconnect();
+    await waitFor(() => t.topic.connects === connects + 1, { what: 'a new connection' });
+    t.topic.append(success(7));
+    await waitFor(() => t.store.batches.batch(id)?.state === 'done');
+    expect(t.feed.snapshot()).toMatchObject({ state: 'flowing', applied: 1 });
+    expect(t.feed.snapshot().lastError).toBeUndefined();
+  });
+
   it('says starting until its reader is made (the daemon loads the Kafka client then), connecting until the first read; a reader that cannot be made is a failure like any other', async () => {
     let failLoad = true;
     const loads: (() => void)[] = [];

@@ -8,6 +8,7 @@ import { formBatch } from '../../src/delivery/batcher.js';
 import { Circuit } from '../../src/delivery/circuit.js';
 import { StatusTracker } from '../../src/delivery/status-tracker.js';
 import { silentLogger } from '../../src/log.js';
+import { waitFor } from '../helpers/wait.js';
 
 // The status tracker's one door to a terminal state (`apply`), which a poll answer and a status
 // event both go through; and the circuit on its own. Real SQLite buffer, no loop started.
@@ -133,6 +134,61 @@ describe('status tracker: apply, the one door to a terminal state', () => {
   });
 });
 
+describe('status tracker: while status events flow', () => {
+  it('polls only at the safety pace, but at the normal pace a batch the service has not confirmed past the grace', async () => {
+    const s = (store = BufferStore.openAt(
+      join(mkdtempSync(join(tmpdir(), 'sg-tracker-pace-')), 'buffer.db'),
+    ));
+    const clock = { t: 1_700_000_000_000 };
+    const polled: string[] = [];
+    const tracker = new StatusTracker({
+      store: s,
+      api: {
+        getScanStatus: async (requestId) => {
+          polled.push(requestId);
+          return { state: 'NotFound', requestId, description: '', processed: 0 };
+        },
+      },
+      config: deliverySchema.parse({ statusPollMs: 100, notFoundGraceMs: 120_000 }),
+      logger: silentLogger(),
+      now: () => clock.t,
+      concurrency: 1,
+      onResend: () => {},
+      pace: () => ({ events: true, safetyPollMs: 600_000 }),
+    });
+    for (const [ref, requestId, uploadedAgoMs] of [
+      ['A', 'R-fresh', 1_000],
+      ['B', 'R-past-grace', 150_000],
+    ] as const) {
+      s.intake.commitIntake([scan(ref)], clock.t);
+      const b = formBatch(s, {
+        mode: 'direct',
+        maxScans: 1,
+        maxBytes: 1e6,
+        nowIso: new Date(clock.t).toISOString(),
+      })!;
+      s.batches.updateBatch(b.id, {
+        state: 'uploaded',
+        requestId,
+        uploadedAt: new Date(clock.t - uploadedAgoMs).toISOString(),
+        nextAttemptAt: clock.t - 1,
+      });
+    }
+    tracker.start();
+    try {
+      await waitFor(() => polled.includes('R-past-grace'), {
+        timeoutMs: 10_000,
+        what: 'the batch past its grace polled',
+      });
+      // Past the grace and still NotFound: sent again; the fresh one waits for its event.
+      await waitFor(() => s.batches.batchesInState('ready').length === 1, { timeoutMs: 10_000 });
+      expect(polled).not.toContain('R-fresh');
+    } finally {
+      await tracker.stop();
+    }
+  });
+});
+
 describe('status tracker: a service that takes a second PUT to a used pre-signed address', () => {
   it('counts a pre-signed batch reported with more scans processed than it holds as a possible duplicate; a direct one, or an exact count, not', () => {
     const t = setup();
@@ -156,7 +212,13 @@ describe('status tracker: a service that takes a second PUT to a used pre-signed
     });
     expect(t.s.batches.batch(exact)).toMatchObject({ state: 'done', possibleDuplicate: 0 });
     expect(t.s.batches.batch(direct)).toMatchObject({ state: 'done', possibleDuplicate: 0 });
-    expect(t.s.reports.possibleDuplicates()).toEqual({ uploads: 1, scans: 2 });
+    // A double the service itself reported is known, not possible: counted for life, not as open.
+    expect(t.s.reports.possibleDuplicates()).toEqual({
+      uploads: 0,
+      scans: 0,
+      totalUploads: 1,
+      totalScans: 2,
+    });
     expect(t.s.reports.scanCounts()).toEqual({ delivered: 5 });
   });
 });
@@ -179,6 +241,7 @@ describe('circuit', () => {
       circuit: 'open',
       consecutiveFailures: 3,
       nextRetryAt: new Date(clock.t + 5000).toISOString(),
+      failingSince: new Date(clock.t).toISOString(),
     });
     clock.t += 5000;
     expect(c.state()).toBe('half-open');

@@ -7,6 +7,7 @@ import { readSecret, shortness } from '../../config/secrets.js';
 import type { InputAdapter, InputStatus, IntakeSink } from '../types.js';
 import { INGEST_PATH, registerIngestRoutes } from './ingest-routes.js';
 import type { Clock } from '../../clock.js';
+import { RotatingToken } from '../../listener/rotating-token.js';
 
 /** What an {@link HttpIngestInput} needs. */
 export interface HttpIngestInputOptions {
@@ -61,7 +62,7 @@ export async function registerInputRoutes(
  * The HTTP ingest input (`type: http`): `POST /api/v1/reads` on the gateway's local server for
  * MES and PLC software (see {@link registerIngestRoutes} for the answers). The bearer token comes
  * from the environment variable `tokenEnv` (default SCAN_GATEWAY_INGEST_TOKEN), else `tokenFile`;
- * it is read at start, so a new token needs a restart.
+ * it is read at start and again at each configuration reload ({@link reloadSecrets}).
  *
  * It can wait: `setPaused(true)` answers 503 with Retry-After, and so does a stopping input.
  */
@@ -71,7 +72,7 @@ export class HttpIngestInput implements RouteInput {
   private readonly config: HttpInputConfig;
   private readonly log: Logger;
   private readonly state: InputStateTracker;
-  private token: string | undefined;
+  private token: RotatingToken | undefined;
   private paused = false;
   private stopping = false;
   private readonly inflight = new Set<Promise<unknown>>();
@@ -91,13 +92,32 @@ export class HttpIngestInput implements RouteInput {
    */
   async start(): Promise<void> {
     this.stopping = false;
-    this.token = await readSecret({
+    this.token = new RotatingToken(await this.readToken(), this.options.now);
+    this.state.set(this.paused ? 'paused' : 'up');
+  }
+
+  /**
+   * Reads the token again (a configuration reload that left the input's settings as they were).
+   * A new token is in force at once; the old one is still accepted until a caller uses the new one
+   * (at most TOKEN_OVERLAP_MS), so callers switched after the gateway are not refused in between.
+   *
+   * @returns whether the token changed.
+   * @throws GatewayError `SCANGW_E_SECRET` as {@link start}; the token in force stays.
+   */
+  async reloadSecrets(): Promise<boolean> {
+    const next = await this.readToken();
+    return this.token?.replace(next) ?? false;
+  }
+
+  /** The ingest token from `tokenEnv` or `tokenFile`, checked for its length. */
+  private async readToken(): Promise<string> {
+    const token = await readSecret({
       what: `ingest token of input ${this.id}`,
       envName: this.config.tokenEnv,
       file: this.config.tokenFile,
       env: this.options.env ?? {},
     });
-    if (this.token === undefined) {
+    if (token === undefined) {
       throw new GatewayError(
         ErrorCodes.SECRET,
         `input ${this.id}: no ingest token; set the environment variable ${this.config.tokenEnv} or inputs.${this.id}.tokenFile`,
@@ -106,17 +126,14 @@ export class HttpIngestInput implements RouteInput {
     const fromEnv = Boolean(this.options.env?.[this.config.tokenEnv]?.trim());
     const short = shortness(
       this.id,
-      this.token,
+      token,
       fromEnv ? 'tokenEnv' : 'tokenFile',
       fromEnv
         ? `the environment variable ${this.config.tokenEnv}`
         : `the file ${this.config.tokenFile}`,
     );
-    if (short) {
-      this.token = undefined;
-      throw new GatewayError(ErrorCodes.SECRET, short.message);
-    }
-    this.state.set(this.paused ? 'paused' : 'up');
+    if (short) throw new GatewayError(ErrorCodes.SECRET, short.message);
+    return token;
   }
 
   /**

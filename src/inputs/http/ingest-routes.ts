@@ -11,6 +11,7 @@ import { RefusalLog } from '../../listener/refusal-log.js';
 import type { IntakeSink, SubmitResult } from '../types.js';
 import { type Clock, systemClock } from '../../clock.js';
 import { guard } from '../../listener/route-guard.js';
+import type { TokenGuard } from '../../listener/rotating-token.js';
 
 /** The path of the ingest endpoint on the local server. */
 export const INGEST_PATH = '/api/v1/reads';
@@ -20,8 +21,11 @@ export interface IngestRouteOptions {
   sink: IntakeSink;
   /** `inputId` of the reads (the `http` input's id). */
   inputId: string;
-  /** Accepted bearer tokens, or a function answering the current one (undefined: none, every request is 401). */
-  tokens: string[] | (() => string | undefined);
+  /**
+   * Accepted bearer tokens, or a function answering the guard of the current one (undefined: none,
+   * every request is 401; a reload may replace the token, the guard keeps the old one until proven).
+   */
+  tokens: string[] | (() => TokenGuard | undefined);
   /** Largest request body, in bytes; larger is answered 413. */
   maxBodyBytes: number;
   /** Most reads in one request; more is answered 413. Default 10 000. */
@@ -332,12 +336,10 @@ function authorized(header: string | undefined, tokens: IngestRouteOptions['toke
   const match = header === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(header);
   if (!match?.[1]) return false;
   const given = digest(match[1]);
-  const accepted =
-    typeof tokens === 'function'
-      ? [tokens()].filter((t): t is string => t !== undefined && t !== '')
-      : tokens;
+  const same = (token: string) => token !== '' && timingSafeEqual(given, digest(token));
+  if (typeof tokens === 'function') return tokens()?.accepts(same) ?? false;
   let ok = false;
-  for (const token of accepted) if (timingSafeEqual(given, digest(token))) ok = true;
+  for (const token of tokens) if (same(token)) ok = true;
   return ok;
 }
 
