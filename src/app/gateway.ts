@@ -92,8 +92,8 @@ export interface LiveState {
 /**
  * Every part of one gateway, built by `buildApp` before any starts. Optional parts are undefined
  * exactly when the configuration leaves them out; nothing here is filled in later. The app's own
- * record: the status, the HTTP server and a reload are each given only what they use
- * (`StatusParts`, `HttpServerParts`, `ReloadParts`).
+ * record: the status, the HTTP server, a reload and HA are each given only what they use
+ * (`StatusParts`, `HttpServerParts`, `ReloadParts`, `HaPartParts`).
  */
 export interface Gateway {
   readonly config: LoadedConfig['config'];

@@ -1,13 +1,28 @@
 import type { EtcdClient } from '../ha/etcd-client.js';
 import type { Leadership } from '../ha/leadership.js';
 import { findInputKind } from '../inputs/registry.js';
-import type { Gateway } from './gateway.js';
+import type { Intake } from '../intake/intake.js';
+import type { Logger } from '../log.js';
+import type { LiveState } from './gateway.js';
+import type { InputSupervisor } from './inputs.js';
 import type { Component } from './parts.js';
 
 /** The high-availability parts of one gateway (`ha` configured): the etcd client and the election over it. */
 export interface HaParts {
   etcd: EtcdClient;
   leadership: Leadership;
+}
+
+/**
+ * What the HA part uses of the gateway: the configured inputs (read when it takes over, so a
+ * reload's are the ones started), the supervisor that starts and stops them, the intake that
+ * forgets a redelivering input's message identities, and the log.
+ */
+export interface HaPartParts {
+  readonly live: Pick<Readonly<LiveState>, 'current'>;
+  readonly inputs: Pick<InputSupervisor, 'add' | 'clear'>;
+  readonly intake: Pick<Intake, 'forgetMessages'>;
+  readonly logger: Logger;
 }
 
 /**
@@ -22,7 +37,7 @@ export class HaPart implements Component {
   readonly name = 'ha';
 
   constructor(
-    private readonly g: Gateway,
+    private readonly g: HaPartParts,
     private readonly ha: HaParts,
   ) {}
 

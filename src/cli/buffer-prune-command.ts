@@ -7,7 +7,7 @@ import { loadConfig } from '../config/load.js';
 import { ErrorCodes, isBufferUnopenable, isGatewayError } from '../errors.js';
 import { silentLogger } from '../log.js';
 import { CommandExit, ExitCodes } from './exit.js';
-import { fail, type OpsIo } from './ops-commands.js';
+import { fail, type OpsIo } from './ops-open.js';
 // The input kinds, before this command reads a configuration (its `inputs` are checked by them).
 import '../inputs/registry.js';
 

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { loadConfig } from '../config/load.js';
 import { readAdminToken } from '../config/secrets.js';
 import { CommandExit, ExitCodes } from './exit.js';
-import { fail, type OpsIo } from './ops-commands.js';
+import { fail, type OpsIo } from './ops-open.js';
 
 const DEFAULT_CONFIG = '/etc/scan-gateway/config.yaml';
 

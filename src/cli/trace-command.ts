@@ -7,7 +7,7 @@ import { fmtTime } from '../health/page-render.js';
 import { SecretScrubber } from '../log.js';
 import { CommandExit, ExitCodes } from './exit.js';
 import { bestEffortScrubber } from './known-secrets.js';
-import { fail, open, withBuffer, type BufferOptions, type OpsIo } from './ops-commands.js';
+import { fail, open, withBuffer, type BufferOptions, type OpsIo } from './ops-open.js';
 
 /**
  * `scan-gateway trace <reference>`: what happened to one item, from the buffer opened

@@ -3,19 +3,23 @@ import type { Read } from '../inputs/types.js';
 import type { Scan } from '@scan-gateway/contract';
 import {
   ContainerSessions,
-  fillWords,
   MAX_OPEN_CONTAINERS,
   type ContainerChange,
   type OpenContainer,
-  type SessionView,
 } from './container-sessions.js';
 import {
-  parseBarcode,
-  stripSymbologyIdentifier,
-  type BarcodeParse,
-  type Gs1Element,
-} from '../gs1/index.js';
+  joinContainers,
+  missingContainer,
+  openParents,
+  passContainers,
+  type MemberOf,
+  type Opened,
+} from './container-step.js';
+import { parseBarcode } from '../gs1/index.js';
 import type { MapOutcome } from './outcome.js';
+import { productKeyUses, type ProductKeyUse } from './product-keys.js';
+import { knownDcps, mapReadyScan, quoteKey } from './ready-scan.js';
+import { readText, readView } from './read-text.js';
 import {
   compileContainer,
   compileRule,
@@ -26,21 +30,12 @@ import {
   type CompiledRule,
   type Groups,
 } from './rules.js';
-import { formatWireTime, parseSourceTime } from '../format/time.js';
-import type { CompiledValue, LookupTables, ReadView } from './value-source.js';
+import { attributesOf, implausibleTime, optionalValue, readInstant } from './scan-fields.js';
+import { formatWireTime } from '../format/time.js';
+import type { LookupTables, ReadView } from './value-source.js';
 
-/** A product model key the configuration can give a scan, and where it is written. */
-export interface ProductKeyUse {
-  key: string;
-  /** Places in the configuration, e.g. `dcps GI-01`, `rule gs1-cells`, `lookups.gtinToProduct`. */
-  where: string[];
-}
-
-const utf8 = new TextDecoder('utf-8', { fatal: true });
-
-/** C0 control characters other than GS (0x1D, the FNC1 separator), RS (0x1E) and EOT (0x04) of ISO/IEC 15434. */
-// eslint-disable-next-line no-control-regex -- the control bytes no barcode carries are what this finds
-const FORBIDDEN_CONTROL = /[\u0000-\u0003\u0005-\u001c\u001f\u007f]/;
+export type { ProductKeyUse } from './product-keys.js';
+export { shortMessage } from './container-step.js';
 
 /** Distinct product keys remembered from mapped scans, for the product check; bounded memory. */
 const MAX_SEEN_PRODUCT_KEYS = 1000;
@@ -105,52 +100,6 @@ export class Mapper {
   }
 
   /**
-   * A ready Scan from a file of Scans (contract §2.5) is sent as written: no rules, but its DCP
-   * must be configured here, its time stamp must be a real wall time at the site, and it is either
-   * Goods In (`supplierKey`) or Goods Out (`clientKey`), never both (contract §1, §2.5): the service
-   * fails such a scan, so it is refused here, where the operator sees it at once.
-   */
-  private mapReadyScan(given: Scan, read: Read): MapOutcome {
-    const barcode = parseBarcode(given.reference, { referenceDate: read.receivedAt });
-    if (!this.dcps.has(given.dcpKey)) {
-      return {
-        outcome: 'rejected',
-        reason: `ready Scan names DCP ${quoteKey(given.dcpKey)}, which is not configured (known: ${this.knownDcps()})`,
-        barcode,
-      };
-    }
-    const instant = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}$/.test(given.timeStamp)
-      ? parseSourceTime(given.timeStamp, this.timeZone)
-      : undefined;
-    if (!instant)
-      return {
-        outcome: 'rejected',
-        reason: `ready Scan time stamp "${given.timeStamp}" is not yyyy-MM-ddTHH:mm:ss (contract §2.5)`,
-        barcode,
-      };
-    if (given.supplierKey !== undefined && given.clientKey !== undefined) {
-      return {
-        outcome: 'rejected',
-        reason:
-          'ready Scan carries both supplierKey (Goods In) and clientKey (Goods Out); a scan is one or the other (contract §1)',
-        barcode,
-      };
-    }
-    // Fields in the contract's order, so the body sent is the same whichever order the file used.
-    const scan: Scan = {
-      reference: given.reference,
-      timeStamp: given.timeStamp,
-      dcpKey: given.dcpKey,
-      productModelKey: given.productModelKey,
-      ...(given.supplierKey !== undefined ? { supplierKey: given.supplierKey } : {}),
-      ...(given.clientKey !== undefined ? { clientKey: given.clientKey } : {}),
-      parents: given.parents,
-      attributes: given.attributes,
-    };
-    return { outcome: 'scan', scan, instant, barcode };
-  }
-
-  /**
    * Maps one read. Never throws. The outcome carries the containers the read changed
    * (`changes`: opened, a member more, closed), which intake commits with it.
    */
@@ -165,108 +114,23 @@ export class Mapper {
     const input = this.inputs.get(read.inputId);
     if (!input)
       return { outcome: 'rejected', reason: `input "${read.inputId}" is not in the configuration` };
-    if (read.readyScan) return this.mapReadyScan(read.readyScan, read);
+    if (read.readyScan) return mapReadyScan(read.readyScan, read, this.dcps, this.timeZone);
 
-    let text: string;
-    try {
-      text = utf8.decode(read.raw);
-    } catch {
-      return {
-        outcome: 'rejected',
-        reason: `the read is not valid UTF-8 text (${read.raw.length} bytes, kept as raw bytes)`,
-      };
-    }
-    if (text.trim() === '') return { outcome: 'rejected', reason: 'the read is empty' };
-    if (input.noReadStrings.includes(text.trim())) return { outcome: 'noRead' };
-    const control = FORBIDDEN_CONTROL.exec(text);
-    if (control) {
-      const code = control[0].charCodeAt(0).toString(16).padStart(2, '0');
-      return {
-        outcome: 'rejected',
-        reason: `the read holds the control byte 0x${code} at position ${control.index}, which no barcode carries`,
-      };
-    }
+    const decoded = readText(read, input.noReadStrings);
+    if ('outcome' in decoded) return decoded.outcome;
+    const { text } = decoded;
 
     // The read's own time resolves two-digit years, so a replayed read maps as it did the first time.
     const barcode = parseBarcode(text, { referenceDate: read.receivedAt });
     if (barcode.kind === 'invalid')
       return { outcome: 'rejected', reason: `invalid GS1 data: ${barcode.reason}`, barcode };
     const view = readView(read, text, barcode);
-    const atMs = read.receivedAt.getTime();
 
     // Containers: a closing code ends here; an opening code opens and (usually) goes on as a scan.
-    const members: { container: CompiledContainer; station: string }[] = [];
-    let opened: { name: string; parent: string } | undefined;
-    for (const c of this.containersFor(input)) {
-      const station = c.per === 'input' ? input.id : read.dcpKey?.trim() || input.dcp;
-      // A session is kept per station: only a configured DCP (or a station a rule's DCP lookup
-      // knows) may be one, or reads naming ever new DCPs would open sessions without end.
-      // Such a read takes no part in containers; the rules then refuse its DCP with the reason.
-      if (c.per === 'dcp' && !this.dcps.has(station) && !this.stations.has(station)) continue;
-      if (c.close?.test(view)) {
-        const open = this.sessions.get(c.name, station, atMs);
-        if (open && this.refusesShort(c, open))
-          return this.refuseShort(c, station, open, 'closing code', barcode);
-        const closed = this.sessions.close(c.name, station, atMs, 'closing code');
-        const parent = closed?.parent;
-        return {
-          outcome: 'noRead',
-          reason:
-            closed !== undefined
-              ? `closing code of container ${c.name} at ${station}: closes ${closed.parent}${closed.expected !== undefined ? ` (${fillWords(closed.members, closed.expected)}${closed.state === 'incomplete' ? ', incomplete' : ''})` : ''}`
-              : `closing code of container ${c.name} at ${station}: none was open`,
-          barcode,
-          container: {
-            name: c.name,
-            action: 'closed',
-            ...(parent !== undefined ? { parent } : {}),
-          },
-        };
-      }
-      const groups = c.open.test(view);
-      const parent = groups ? c.reference.evaluate(view, groups) : undefined;
-      if (parent?.ok) {
-        const open = this.sessions.get(c.name, station, atMs);
-        // The open container's own label again: the same container, its count unchanged.
-        if (open?.parent === parent.value) {
-          return {
-            outcome: 'noRead',
-            reason: `container ${c.name} at ${station}: ${parent.value} is open already (${fillWords(open.reads, open.expected)}); scanned again, nothing changes`,
-            barcode,
-            container: { name: c.name, action: 'rescanned', parent: parent.value },
-          };
-        }
-        if (open && this.refusesShort(c, open))
-          return this.refuseShort(c, station, open, `the label ${parent.value}`, barcode);
-        const opening = this.sessions.open(
-          c.name,
-          c.per,
-          station,
-          parent.value,
-          atMs,
-          c.idleTimeoutMs,
-          c.members,
-        );
-        if (!opening.opened)
-          return {
-            outcome: 'rejected',
-            code: 'containerCap',
-            reason: `opens container ${c.name} at ${station}, refused: ${opening.reason}`,
-            barcode,
-          };
-        if (!c.sendParent) {
-          return {
-            outcome: 'noRead',
-            reason: `opens container ${c.name} at ${station} with parent ${parent.value}${c.members !== undefined ? ` (0 of ${c.members})` : ''} (sendParent: false)`,
-            barcode,
-            container: { name: c.name, action: 'opened', parent: parent.value },
-          };
-        }
-        opened = { name: c.name, parent: parent.value };
-      } else {
-        members.push({ container: c, station });
-      }
-    }
+    const room = { sessions: this.sessions, dcps: this.dcps, stations: this.stations };
+    const pass = passContainers(room, this.containersFor(input), input, read, view, barcode);
+    if ('done' in pass) return pass.done;
+    const { members, opened } = pass;
 
     const tried: string[] = [];
     for (const rule of this.rulesFor(input)) {
@@ -307,8 +171,8 @@ export class Mapper {
     groups: Groups;
     reference: string;
     input: InputConfig;
-    members: { container: CompiledContainer; station: string }[];
-    opened: { name: string; parent: string } | undefined;
+    members: MemberOf[];
+    opened: Opened | undefined;
     tried: string[];
   }): MapOutcome {
     const { rule, view, groups, input, tried } = b;
@@ -327,7 +191,7 @@ export class Mapper {
     const dcp = this.dcps.get(dcpKey);
     if (!dcp)
       return reject(
-        `${named}DCP ${quoteKey(dcpKey)} is not configured (known: ${this.knownDcps()})`,
+        `${named}DCP ${quoteKey(dcpKey)} is not configured (known: ${knownDcps(this.dcps)})`,
       );
 
     const product = optionalValue(rule.productModelKey, view, groups);
@@ -354,21 +218,9 @@ export class Mapper {
       party[field] = value;
     }
 
-    let instant = read.receivedAt;
-    if (read.sourceTime !== undefined && read.sourceTime.trim() !== '') {
-      const parsed =
-        rule.timeFormat?.parse(read.sourceTime, this.timeZone) ??
-        parseSourceTime(read.sourceTime, this.timeZone);
-      if (!parsed) {
-        return reject(
-          rule.timeFormat
-            ? `time stamp "${read.sourceTime}" fits neither the format "${rule.timeFormat.pattern}" of rule ${rule.name} nor ISO 8601`
-            : `time stamp "${read.sourceTime}" is not ISO 8601 (expected e.g. 2026-11-18T06:58:12+01:00)`,
-        );
-      }
-      instant = parsed;
-    }
-    const timeWarning = this.implausibleTime(instant, read.receivedAt);
+    const instant = readInstant(read, rule, this.timeZone);
+    if (typeof instant === 'string') return reject(instant);
+    const timeWarning = implausibleTime(instant, read.receivedAt, this.timeCheck);
     if (timeWarning && this.timeCheck.action === 'reject')
       return reject(`${timeWarning} (timeCheck.action: reject)`);
 
@@ -381,32 +233,17 @@ export class Mapper {
       const v = p.evaluate(view, groups);
       if (v.ok) addParent(v.value);
     }
-    let member: { name: string; parent: string; closed?: string } | undefined;
     const atMs = read.receivedAt.getTime();
-    const open = b.members.map(({ container, station }) => ({
-      container,
-      station,
-      parent: this.sessions.parentAt(container.name, station, atMs),
-    }));
+    const open = openParents(this.sessions, b.members, atMs);
     const required = rule.requireContainer;
     if (required !== undefined && !b.opened) {
-      const wanted = open.filter((m) => required === true || m.container.name === required);
-      if (!wanted.some((m) => m.parent !== undefined && m.parent !== b.reference)) {
-        const which =
-          required === true
-            ? wanted.map((m) => m.container.name).join(' or ') || 'none applies to this input'
-            : required;
-        const station = wanted[0]?.station ?? (read.dcpKey?.trim() || input.dcp);
-        // Right after a container filled up, say so: the item is one too many for it.
-        const full = wanted
-          .map((m) => this.sessions.closedLast(m.container.name, m.station))
-          .find((c) => c?.state === 'complete');
-        const message = full
-          ? `${full.parent} is complete (${fillWords(full.members, full.expected)}): scan the next ${full.container}'s label first`
-          : `no ${which} open: scan the ${which}'s label first`;
+      const station = read.dcpKey?.trim() || input.dcp;
+      const missing = missingContainer(this.sessions, required, open, b.reference, station);
+      if (missing) {
+        const { which, full, message } = missing;
         return {
           ...reject(
-            `${named}needs an open container (${which}) at ${station}, and none is open: ${full ? `${message}; ` : ''}scan the container first, then this item again; this read is not sent`,
+            `${named}needs an open container (${which}) at ${missing.station}, and none is open: ${full ? `${message}; ` : ''}scan the container first, then this item again; this read is not sent`,
           ),
           code: full ? 'containerFull' : 'noContainer',
           message,
@@ -423,24 +260,7 @@ export class Mapper {
         message: attributes.replace(/: .*/, ''),
       } as MapOutcome;
     // Parents are taken only once the read is sure to be a scan, so a refused read fills no container.
-    for (const { container, station, parent } of open) {
-      if (parent === undefined || parent === b.reference) continue;
-      addParent(parent);
-      const reads = this.sessions.touch(container.name, station, atMs, b.reference);
-      const limit = container.members ?? container.closeAfter;
-      const full = limit !== undefined && reads >= limit;
-      // The Nth member closes it: the next member read needs a new container.
-      const why =
-        container.members !== undefined
-          ? `${reads} of ${container.members}: complete`
-          : `closeAfter ${container.closeAfter} reached`;
-      if (full) this.sessions.close(container.name, station, atMs, why);
-      member ??= {
-        name: container.name,
-        parent,
-        ...(full ? { closed: why } : {}),
-      };
-    }
+    const member = joinContainers(this.sessions, open, b.reference, atMs, addParent);
 
     const scan: Scan = {
       reference: b.reference,
@@ -471,50 +291,6 @@ export class Mapper {
       ...(notes.length > 0 ? { notes } : {}),
       ...(container ? { container } : {}),
     };
-  }
-
-  /** Whether a container short of its `members` refuses what would close it (`onIncomplete: refuse`). */
-  private refusesShort(c: CompiledContainer, open: SessionView): boolean {
-    return c.members !== undefined && c.onIncomplete === 'refuse' && open.reads < c.members;
-  }
-
-  /**
-   * The refusal of a label (or closing code) while the open container is short: the open one
-   * stays. The reason starts with the words for the operator ("MOD-1 has 3 of 12: finish it
-   * first"), which the station screen shows.
-   */
-  private refuseShort(
-    c: CompiledContainer,
-    station: string,
-    open: SessionView,
-    what: string,
-    barcode: BarcodeParse,
-  ): MapOutcome {
-    const message = shortMessage(open);
-    return {
-      outcome: 'rejected',
-      code: 'containerShort',
-      message,
-      reason: `${message} (container ${c.name} at ${station}, onIncomplete: refuse): ${what} is not taken; the open container stays, a supervisor may close it short`,
-      barcode,
-    };
-  }
-
-  private implausibleTime(instant: Date, receivedAt: Date): string | undefined {
-    const drift = instant.getTime() - receivedAt.getTime();
-    if (drift > this.timeCheck.maxAheadMs)
-      return `time stamp is ${describeDuration(drift)} after the read was received`;
-    if (-drift > this.timeCheck.maxBehindMs)
-      return `time stamp is ${describeDuration(-drift)} before the read was received`;
-    return undefined;
-  }
-
-  /** The configured DCP keys for a reason, at most 20 of them (a reason is stored with every refused read). */
-  private knownDcps(): string {
-    const keys = [...this.dcps.keys()];
-    return keys.length <= 20
-      ? keys.join(', ')
-      : `${keys.slice(0, 20).join(', ')} and ${keys.length - 20} more`;
   }
 
   /** Open container sessions held now, and opens refused at the cap (health, tests). */
@@ -584,29 +360,7 @@ export class Mapper {
 
   /** Product keys the configuration can give a scan: DCPs, fixed rule values, lookup tables used for products. */
   productKeyUses(): ProductKeyUse[] {
-    const uses = new Map<string, Set<string>>();
-    const add = (key: string, where: string) => {
-      let w = uses.get(key);
-      if (!w) uses.set(key, (w = new Set()));
-      w.add(where);
-    };
-    for (const d of this.config.dcps)
-      if (d.productModelKey !== undefined) add(d.productModelKey, `dcps ${d.key}`);
-    for (const r of this.config.rules) {
-      const p = r.productModelKey;
-      if (p === undefined) continue;
-      if (typeof p === 'string') add(p, `rule ${r.name}`);
-      else {
-        if (p.value !== undefined) add(p.value, `rule ${r.name}`);
-        if (p.default !== undefined) add(p.default, `rule ${r.name} (default)`);
-        if (p.lookup !== undefined)
-          for (const v of Object.values(this.config.lookups[p.lookup] ?? {}))
-            add(v, `lookups.${p.lookup}`);
-      }
-    }
-    return [...uses]
-      .map(([key, where]) => ({ key, where: [...where] }))
-      .sort((a, b) => a.key.localeCompare(b.key));
+    return productKeyUses(this.config);
   }
 
   /** Product keys of the scans mapped so far (at most 1000 distinct), including those taken from reads. */
@@ -633,79 +387,4 @@ export class Mapper {
     }
     return containers;
   }
-}
-
-/** What the operator reads when a short container refuses a new label: `MOD-1 has 3 of 12: finish it first`. */
-export function shortMessage(open: {
-  parent: string;
-  reads: number;
-  expected?: number | undefined;
-}): string {
-  return `${open.parent} has ${fillWords(open.reads, open.expected)}: finish it first`;
-}
-
-/** A key taken from a read, quoted for a reason and cut at 64 characters (the read itself is kept whole). */
-function quoteKey(key: string): string {
-  return JSON.stringify(key.length > 64 ? `${key.slice(0, 64)}…` : key);
-}
-
-function readView(read: Read, text: string, barcode: BarcodeParse): ReadView {
-  const elements = new Map<string, Gs1Element>();
-  if (barcode.kind === 'gs1')
-    for (const e of barcode.elements) if (!elements.has(e.ai)) elements.set(e.ai, e);
-  const data = barcode.kind === 'plain' ? barcode.data : stripSymbologyIdentifier(text).data;
-  return { read, text, data, barcode, elements };
-}
-
-/** A rule's optional value: its text, nothing (the rule does not set it or the source is empty), or why not. */
-function optionalValue(
-  value: CompiledValue | undefined,
-  view: ReadView,
-  groups: Groups,
-): { value?: string; error?: string } {
-  if (!value) return {};
-  const v = value.evaluate(view, groups);
-  if (v.ok) return { value: v.value };
-  return v.absent ? {} : { error: v.reason };
-}
-
-/**
- * Attributes in order: the DCP's fixed ones, the source's, the rule's; a later one replaces an
- * earlier one of the same key. A rule's attribute whose source gave no value is not sent, and
- * `notes` says so (`attribute voltage: field voltage has no value in this read`), so a dropped
- * attribute is never silent; one marked `optional` is left out without a note, and one marked
- * `required` refuses the read: the answer is then the reason (a string).
- */
-function attributesOf(
-  rule: CompiledRule,
-  view: ReadView,
-  groups: Groups,
-  dcp: DcpConfig,
-  notes: string[],
-): Map<string, string> | string {
-  const out = new Map<string, string>(Object.entries(dcp.attributes));
-  const source = view.read.attributes ?? {};
-  if (rule.sourceAttributes !== false) {
-    for (const [key, value] of Object.entries(source)) {
-      if (rule.consumedFields.has(key)) continue;
-      if (rule.sourceAttributes !== true && !rule.sourceAttributes.has(key)) continue;
-      if (value === undefined || value === null) continue;
-      out.set(key, typeof value === 'string' ? value : String(value));
-    }
-  }
-  for (const [key, value] of rule.attributes) {
-    const v = value.evaluate(view, groups);
-    if (v.ok) out.set(key, v.value);
-    else if (value.required)
-      return `required attribute ${key} has no value: ${v.reason}; this read is not sent`;
-    else if (!(value.optional && v.absent)) notes.push(`attribute ${key} not sent: ${v.reason}`);
-  }
-  return out;
-}
-
-function describeDuration(ms: number): string {
-  if (ms >= 2 * 86_400_000) return `${Math.round(ms / 86_400_000)} days`;
-  if (ms >= 2 * 3_600_000) return `${Math.round(ms / 3_600_000)} hours`;
-  if (ms >= 120_000) return `${Math.round(ms / 60_000)} minutes`;
-  return `${Math.round(ms / 1000)} s`;
 }

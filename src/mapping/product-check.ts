@@ -1,6 +1,6 @@
 import type { Logger } from '../log.js';
 import { failureFields } from '../failure-log.js';
-import type { ProductKeyUse } from './mapper.js';
+import type { ProductKeyUse } from './product-keys.js';
 import type { Clock } from '../clock.js';
 
 /** What the health page shows of the product check. */
