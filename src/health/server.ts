@@ -34,6 +34,7 @@ import { LookupUnavailable } from '../buffer/lookup-workers.js';
 import { StationHub, STATION_HEARTBEAT_MS, type StationSource } from './station.js';
 import { renderStationPage, renderUnknownStation, STATION_CSP } from './station-page.js';
 import { INSTANCE_HEADER } from '../config/own-gateway.js';
+import type { Clock } from '../clock.js';
 
 export type { GatewayStatus } from './status.js';
 
@@ -87,6 +88,8 @@ export interface HealthServerOptions {
    * `changeKey` (cheap in-memory facts: phase, input states, the election) changes.
    */
   probes?: { changeKey?: () => string; maxAgeMs?: number };
+  /** The listener's clock (cooldowns, handshake ages); default the system clock. */
+  now?: Clock;
 }
 
 /**
@@ -159,7 +162,7 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     ? ((options.metrics.registry.getSingleMetric(refusedName) as Counter<'reason'> | undefined) ??
       new Counter({
         name: refusedName,
-        help: 'Requests and connections the local HTTP server refused or closed, by reason (host, read_token, admin_token, ingest_token, ingest_client_cert, tls_handshake, tls_handshake_timeout, tls_handshake_budget, connection_cap, client_connections, connection_requests, station_streams, client_station_streams, station_stalled, item_lookups).',
+        help: 'Requests and connections the local HTTP server refused or closed, by reason (host, read_token, admin_token, ingest_token, ingest_client_cert, tls_handshake, tls_handshake_timeout, tls_handshake_budget, connection_cap, connection_cooldown, client_connections, connection_requests, station_streams, client_station_streams, station_stalled, item_lookups).',
         labelNames: ['reason'],
         registers: [options.metrics.registry],
       }))
@@ -184,6 +187,7 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
     logger,
     intervalMs,
     count,
+    ...(options.now ? { now: options.now } : {}),
   });
   const shareLog = new RefusalLog(
     logger,
@@ -236,7 +240,9 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
   budgetRequests(app.server, {
     perSecond: limits.maxRequestsPerConnectionPerSecond,
     headers: COMMON_HEADERS,
-    onRefuse: (remote) => {
+    onRefuse: (remote, retryAfterMs) => {
+      // Its address (untrusted) may not connect again before the Retry-After it was told.
+      connectionGuard.coolDown(remote, retryAfterMs);
       count('connection_requests');
       budgetLog.note({
         remote,
