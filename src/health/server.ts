@@ -5,37 +5,32 @@ import Fastify, {
   type FastifyReply,
   type FastifyRequest,
 } from 'fastify';
-import type { HaStatusView } from './page-ha.js';
-import { Counter, Gauge } from 'prom-client';
-import { DEFAULT_HTTP_LIMITS, type HttpLimitsConfig } from '../config/schema.js';
-import { scrubValue, type Logger } from '../log.js';
-import { readTokenMatches, registerAdminRoutes, type AdminActions } from './admin.js';
-import { hostAllowList } from '../listener/host-check.js';
-import {
-  capConnections,
-  listenerOptions,
-  tlsListenerOptions,
-} from '../listener/listener-limits.js';
-import { clientCertRefusal, type ListenerTls } from '../listener/listener-tls.js';
 import type { Server as TlsServer } from 'node:tls';
-import { shareConnections } from '../listener/connection-share.js';
-import { guardListener } from '../listener/connection-guard.js';
-import { WorkQueue } from '../listener/work-queue.js';
-import { budgetRequests } from '../listener/request-budget.js';
+import type { Clock } from '../clock.js';
+import { INSTANCE_HEADER } from '../config/own-gateway.js';
+import { DEFAULT_HTTP_LIMITS, type HttpLimitsConfig } from '../config/schema.js';
+import { ErrorCodes, GatewayError } from '../errors.js';
+import { hostAllowList } from '../listener/host-check.js';
+import { listenerOptions, tlsListenerOptions } from '../listener/listener-limits.js';
+import { clientCertRefusal, type ListenerTls } from '../listener/listener-tls.js';
+import { RefusalLog, REFUSAL_LOG_INTERVAL_MS } from '../listener/refusal-log.js';
 import { collectRouteTable, guard, routeGuardOf } from '../listener/route-guard.js';
-import { ProbeSnapshot, type ProbeAnswer, type ProbeAnswers } from './probe-snapshot.js';
+import { scrubValue, type Logger } from '../log.js';
+import { tokenGuard, type TokenGuard } from '../listener/rotating-token.js';
+import { readTokenMatches, registerAdminRoutes, type AdminActions } from './admin.js';
+import { COMMON_HEADERS } from './common-headers.js';
+import { registerItemRoutes, type ItemLookups } from './item-routes.js';
+import { guardHealthListener } from './listener-guards.js';
 import { registerListenerTlsMetrics, type GatewayMetrics } from './metrics.js';
 import { PAGE_CSP, renderPage } from './page.js';
-import { RefusalLog, REFUSAL_LOG_INTERVAL_MS } from '../listener/refusal-log.js';
+import { renderProbes } from './probe-answers.js';
+import { ProbeSnapshot, type ProbeAnswer } from './probe-snapshot.js';
+import type { StationSource } from './station.js';
+import { registerStationRoutes } from './station-routes.js';
 import type { GatewayStatus } from './status.js';
-import { ErrorCodes, GatewayError } from '../errors.js';
-import type { ItemAnswer, ItemQuestion } from '../buffer/item-questions.js';
-import { LookupUnavailable } from '../buffer/lookup-workers.js';
-import { StationHub, STATION_HEARTBEAT_MS, type StationSource } from './station.js';
-import { renderStationPage, renderUnknownStation, STATION_CSP } from './station-page.js';
-import { INSTANCE_HEADER } from '../config/own-gateway.js';
-import { tokenGuard, type TokenGuard } from '../listener/rotating-token.js';
 
+export { readiness } from './probe-answers.js';
+export { MAX_ITEM_REFERENCE } from './item-routes.js';
 export type { GatewayStatus } from './status.js';
 
 export interface HealthServerOptions {
@@ -77,9 +72,7 @@ export interface HealthServerOptions {
    * made where the work ran (a lookup thread: src/buffer/lookup-workers.ts); it rejects with
    * `LookupUnavailable` (answered 503 with its reason and Retry-After) when no thread could answer.
    */
-  items?: {
-    answer: (question: ItemQuestion) => ItemAnswer | Promise<ItemAnswer>;
-  };
+  items?: ItemLookups;
   /** The gateway's instance id, sent by `/healthz` in `x-scan-gateway-instance` so `config check` knows its own gateway (config/own-gateway.ts). */
   instance?: string;
   /**
@@ -88,6 +81,8 @@ export interface HealthServerOptions {
    * `changeKey` (cheap in-memory facts: phase, input states, the election) changes.
    */
   probes?: { changeKey?: () => string; maxAgeMs?: number };
+  /** The listener's clock (cooldowns, handshake ages); default the system clock. */
+  now?: Clock;
 }
 
 /**
@@ -95,27 +90,6 @@ export interface HealthServerOptions {
  * `GET /station/<dcpKey>/events` when given (src/health/station.ts).
  */
 export type StationOptions = StationSource;
-
-/** Longest reference the item routes take, in characters (a reference is a barcode's text). */
-export const MAX_ITEM_REFERENCE = 512;
-
-/** Headers of every answer: nothing cached, nothing sniffed, no referrer leaves the page. */
-const COMMON_HEADERS = {
-  'cache-control': 'no-store',
-  'x-content-type-options': 'nosniff',
-  'referrer-policy': 'no-referrer',
-};
-
-/**
- * Whether the gateway can take reads now: every part started, not stopping, and the buffer
- * accepting commits. Upstream trouble does not make it unready: reads are still buffered.
- */
-export function readiness(s: GatewayStatus): { ready: boolean; reason?: string } {
-  if (s.phase === 'starting') return { ready: false, reason: 'starting' };
-  if (s.phase === 'stopping') return { ready: false, reason: 'stopping' };
-  if (s.state === 'down') return { ready: false, reason: s.reasons.join('; ') || 'down' };
-  return { ready: true };
-}
 
 /**
  * The local HTTP server (loopback by default, `http.listen`):
@@ -128,9 +102,10 @@ export function readiness(s: GatewayStatus): { ready: boolean; reason?: string }
  * - `POST /api/v1/admin/{action}`: admin actions behind a bearer token (admin.ts).
  * Built here; the app adds its own routes (such as ingest) before it listens.
  *
- * Fair under abuse (`http.limits`): connections per client address ({@link shareConnections}),
- * item lookups through a bounded queue ({@link WorkQueue}; 429 past it), station streams per
- * address and closed when their client stops reading (station.ts).
+ * Fair under abuse (`http.limits`): the connection cap, reserve, handshake bounds, cooldown,
+ * per-address share and per-connection request budget ({@link guardHealthListener}); item lookups
+ * through a bounded queue (item-routes.ts; 429 past it); station streams per address and closed
+ * when their client stops reading (station-routes.ts).
  */
 export function buildHealthServer(options: HealthServerOptions): FastifyInstance {
   const limits = options.limits ?? DEFAULT_HTTP_LIMITS;
@@ -155,100 +130,20 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
   if (tls && options.metrics)
     registerListenerTlsMetrics(options.metrics.registry, () => tls.status(Date.now()));
   const intervalMs = options.refusalLogIntervalMs ?? REFUSAL_LOG_INTERVAL_MS;
-  const refusedName = 'scan_gateway_http_refused_total';
-  const refused = options.metrics
-    ? ((options.metrics.registry.getSingleMetric(refusedName) as Counter<'reason'> | undefined) ??
-      new Counter({
-        name: refusedName,
-        help: 'Requests and connections the local HTTP server refused or closed, by reason (host, read_token, admin_token, ingest_token, ingest_client_cert, tls_handshake, tls_handshake_timeout, tls_handshake_budget, connection_cap, client_connections, connection_requests, station_streams, client_station_streams, station_stalled, item_lookups).',
-        labelNames: ['reason'],
-        registers: [options.metrics.registry],
-      }))
-    : undefined;
-  const count = (reason: string) => refused?.inc({ reason });
-  const hostLog = new RefusalLog(logger, 'request with a foreign Host header refused', intervalMs);
-  const readLog = new RefusalLog(logger, 'read call refused: no valid read token', intervalMs);
-  const capLog = new RefusalLog(
-    logger,
-    'connection refused: the connection cap is reached',
-    intervalMs,
-  );
-  capConnections(app.server, limits, (remote) => {
-    count('connection_cap');
-    capLog.note({ remote, maxConnections: limits.maxConnections });
-  });
-  // Before the share: a connection the guard closes is never counted there.
-  const connectionGuard = guardListener(app.server, {
+  const { count } = guardHealthListener(app, {
     limits,
+    logger,
     tls: tls !== undefined,
     trustedClients: options.trustedClients ?? [],
-    logger,
     intervalMs,
-    count,
+    metrics: options.metrics,
+    now: options.now,
   });
-  const shareLog = new RefusalLog(
-    logger,
-    'connection closed: the client address holds its share of connections',
-    intervalMs,
-  );
-  const perClient = Math.min(limits.maxConnectionsPerClient, limits.maxConnections);
-  shareConnections(app.server, {
-    perClient,
-    graceMs: limits.connectionGraceMs,
-    onClose: (remote, action) => {
-      count('client_connections');
-      shareLog.note({
-        remote,
-        maxConnectionsPerClient: perClient,
-        closed: action === 'shed' ? 'the longest-waiting idle connection' : 'the new connection',
-      });
-    },
-  });
-  if (tls) {
-    // A client that does not trust the certificate (a tablet without the site CA) or speaks plain
-    // HTTP to this port gives up in the handshake, where no request exists to answer: only this
-    // line tells the operator why a screen stays blank.
-    const handshakeLog = new RefusalLog(logger, 'TLS handshake failed', intervalMs);
-    app.addHook('onClose', async () => handshakeLog.flush());
-    (app.server as unknown as TlsServer).on(
-      'tlsClientError',
-      (err: Error & { code?: string }, socket) => {
-        const remote = socket.remoteAddress ?? 'unknown';
-        socket.destroy();
-        // A client that hung up before its handshake (a shed idle socket, a closed tab) refused nothing.
-        if (err.code === 'ECONNRESET' || err.code === 'EPIPE') return;
-        count('tls_handshake');
-        handshakeLog.note({ remote, why: err.code ?? err.message.slice(0, 200) });
-      },
-    );
-  }
-  const lookupLog = new RefusalLog(
-    logger,
-    'item lookup refused: too many lookups running and waiting',
-    intervalMs,
-  );
-  const streamLog = new RefusalLog(logger, 'station stream refused or closed', intervalMs);
-  const budgetLog = new RefusalLog(
-    logger,
-    'connection closed: it sent more requests a second than its budget',
-    intervalMs,
-  );
-  // Pipelined or repeated requests of one connection, bounded before the router sees them.
-  budgetRequests(app.server, {
-    perSecond: limits.maxRequestsPerConnectionPerSecond,
-    headers: COMMON_HEADERS,
-    onRefuse: (remote) => {
-      count('connection_requests');
-      budgetLog.note({
-        remote,
-        maxRequestsPerConnectionPerSecond: limits.maxRequestsPerConnectionPerSecond,
-      });
-    },
-  });
+  const hostLog = new RefusalLog(logger, 'request with a foreign Host header refused', intervalMs);
+  const readLog = new RefusalLog(logger, 'read call refused: no valid read token', intervalMs);
   app.addHook('onClose', async () => {
-    for (const l of [hostLog, readLog, capLog, shareLog, lookupLog, streamLog, budgetLog])
-      l.flush();
-    connectionGuard.flush();
+    hostLog.flush();
+    readLog.flush();
   });
 
   const hostAllowed = hostAllowList(options.listenHost ?? '127.0.0.1', options.allowedHosts ?? []);
@@ -380,218 +275,27 @@ export function buildHealthServer(options: HealthServerOptions): FastifyInstance
 
   app.get('/api/v1/status', { onRequest: guardRead, config: guard('read') }, async () => fresh());
 
-  const items = options.items;
-  if (items) {
-    const tooLong = (reply: FastifyReply) =>
-      reply.code(400).send({
-        statusCode: 400,
-        error: 'Bad Request',
-        message: `a reference is at most ${MAX_ITEM_REFERENCE} characters`,
-      });
-    // A lookup is tens of ms of SQLite and JSON work for a wide item, done in a thread of its own:
-    // `maxItemLookups` at once and a bounded line behind them, so a burst of lookups holds bounded
-    // memory and work, and the excess is refused at once.
-    const lookups = new WorkQueue({
-      concurrency: limits.maxItemLookups,
-      maxWaiting: limits.maxQueuedItemLookups,
+  if (options.items)
+    registerItemRoutes(app, {
+      items: options.items,
+      limits,
+      logger,
+      intervalMs,
+      guardRead,
+      count,
+      scrub,
     });
-    const lookup = async (request: FastifyRequest, reply: FastifyReply, question: ItemQuestion) => {
-      const job = lookups.run(() => {
-        // A client gone while waiting: nothing to answer, no work to do.
-        if (request.socket.destroyed) return undefined;
-        return items.answer(question);
-      });
-      if (!job) {
-        count('item_lookups');
-        lookupLog.note({
-          remote: request.ip,
-          running: lookups.running,
-          waiting: lookups.waiting,
-          maxQueuedItemLookups: limits.maxQueuedItemLookups,
-        });
-        return reply.code(429).header('retry-after', '1').send({
-          statusCode: 429,
-          error: 'Too Many Requests',
-          message: 'too many item lookups are running and waiting; try again in a second',
-        });
-      }
-      let done: ItemAnswer | undefined;
-      try {
-        done = await job;
-      } catch (err) {
-        if (!(err instanceof LookupUnavailable)) throw err;
-        return reply
-          .code(503)
-          .header('retry-after', '1')
-          .send({ statusCode: 503, error: 'Service Unavailable', message: err.message });
-      }
-      if (!done) return reply.hijack();
-      return reply
-        .code(done.code)
-        .type('application/json; charset=utf-8')
-        .send(scrub ? scrubJson(done.json, scrub) : done.json);
-    };
-    // Same read token rules as the status: the trace shows raw reads.
-    app.get(
-      '/api/v1/items',
-      { onRequest: guardRead, config: guard('read') },
-      async (request, reply) => {
-        const query = request.query as Record<string, unknown>;
-        const prefix = String(query.prefix ?? '');
-        const value = String(query.value ?? '');
-        if (prefix.length > MAX_ITEM_REFERENCE || value.length > MAX_ITEM_REFERENCE)
-          return tooLong(reply);
-        if (value !== '') {
-          const ai = query.ai === undefined ? undefined : String(query.ai);
-          const cursor = query.cursor === undefined ? undefined : String(query.cursor);
-          const limit = query.limit === undefined ? undefined : Number(query.limit);
-          const bad = (message: string) =>
-            reply.code(400).send({ statusCode: 400, error: 'Bad Request', message });
-          if (ai !== undefined && !/^\d{2,4}$/.test(ai))
-            return bad(
-              `ai must be a GS1 Application Identifier of 2 to 4 digits (e.g. 21), got "${ai}"`,
-            );
-          if (cursor !== undefined && !/^\d{2,4}\.\d{1,15}$/.test(cursor))
-            return bad(
-              `cursor must be the "next" of the previous page (e.g. 21.1234), got "${cursor}"`,
-            );
-          if (limit !== undefined && !(Number.isInteger(limit) && limit >= 1))
-            return bad(`limit must be a whole number of at least 1, got "${String(query.limit)}"`);
-          return lookup(request, reply, {
-            kind: 'byValue',
-            value,
-            ...(ai !== undefined ? { ai } : {}),
-            ...(limit !== undefined ? { limit } : {}),
-            ...(cursor !== undefined ? { cursor } : {}),
-          });
-        }
-        if (prefix === '')
-          return reply.code(400).send({
-            statusCode: 400,
-            error: 'Bad Request',
-            message:
-              'give ?prefix=<start of a reference> or ?value=<an AI value: serial, SSCC, lot, GTIN>, or ask for /api/v1/items/<reference>',
-          });
-        return lookup(request, reply, { kind: 'search', prefix });
-      },
-    );
-    // A wildcard: a reference may hold a slash (a GS1 Digital Link, a path-like serial).
-    app.get(
-      '/api/v1/items/*',
-      { onRequest: guardRead, config: guard('read') },
-      async (request, reply) => {
-        const reference = (request.params as Record<string, string>)['*'] ?? '';
-        if (reference === '')
-          return reply.code(400).send({
-            statusCode: 400,
-            error: 'Bad Request',
-            message: 'give the reference: /api/v1/items/<reference>',
-          });
-        if (reference.length > MAX_ITEM_REFERENCE) return tooLong(reply);
-        const depth = Number((request.query as Record<string, unknown>).depth ?? Number.NaN);
-        return lookup(request, reply, {
-          kind: 'trace',
-          reference,
-          ...(Number.isFinite(depth) ? { depth } : {}),
-        });
-      },
-    );
-  }
-
-  if (options.station) {
-    const hub = new StationHub(options.station, logger, {
-      heartbeatMs: Math.min(STATION_HEARTBEAT_MS, Math.floor(limits.idleTimeoutMs / 2)),
-      maxStreamsPerClient: limits.maxStationStreamsPerClient,
-      stallMs: limits.stationStreamStallMs,
-      onStalled: (remote, blockedMs) => {
-        count('station_stalled');
-        streamLog.note({
-          remote,
-          closed: 'its client did not take what was sent',
-          blockedMs,
-          stationStreamStallMs: limits.stationStreamStallMs,
-        });
-      },
-      ...(scrub ? { scrub } : {}),
+  if (options.station)
+    registerStationRoutes(app, {
+      station: options.station,
+      limits,
+      logger,
+      intervalMs,
+      metrics: options.metrics,
+      guardRead,
+      count,
+      scrub,
     });
-    if (
-      options.metrics &&
-      !options.metrics.registry.getSingleMetric('scan_gateway_station_streams')
-    ) {
-      new Gauge({
-        name: 'scan_gateway_station_streams',
-        help: 'Station screens open now (event streams of /station/<dcpKey>/events), at most 32.',
-        registers: [options.metrics.registry],
-        collect() {
-          this.set(hub.size);
-        },
-      });
-    }
-    // Before the server waits for its connections: an open screen must not hold up a stop.
-    app.addHook('preClose', async () => hub.close());
-    const known = () => options.station!.dcps().map((d) => d.key);
-    app.get(
-      '/station/:dcpKey',
-      { onRequest: guardRead, config: guard('read') },
-      async (request, reply) => {
-        const { dcpKey } = request.params as { dcpKey: string };
-        const snapshot = hub.snapshot(dcpKey);
-        reply
-          .type('text/html; charset=utf-8')
-          .header('content-security-policy', STATION_CSP)
-          .header('x-frame-options', 'DENY');
-        if (!snapshot) return reply.code(404).send(renderUnknownStation(dcpKey, known()));
-        return reply.send(renderStationPage(snapshot));
-      },
-    );
-    app.get(
-      '/station/:dcpKey/events',
-      { onRequest: guardRead, config: guard('read') },
-      async (request, reply) => {
-        const { dcpKey } = request.params as { dcpKey: string };
-        if (!hub.station(dcpKey))
-          return reply.code(404).send({
-            statusCode: 404,
-            error: 'Not Found',
-            message: `no DCP ${dcpKey} in the configuration; stations: ${known().join(', ')}`,
-          });
-        if (hub.full) {
-          count('station_streams');
-          return reply.code(503).header('retry-after', '30').send({
-            statusCode: 503,
-            error: 'Service Unavailable',
-            message: 'too many station screens are open; close one, or try again later',
-          });
-        }
-        if (hub.fullFor(request.ip)) {
-          count('client_station_streams');
-          streamLog.note({
-            remote: request.ip,
-            reason: 'this address holds its share',
-            maxStationStreamsPerClient: limits.maxStationStreamsPerClient,
-          });
-          return reply
-            .code(503)
-            .header('retry-after', '30')
-            .send({
-              statusCode: 503,
-              error: 'Service Unavailable',
-              message: `this address has ${limits.maxStationStreamsPerClient} station screens open, its share; close one, or try again later`,
-            });
-        }
-        reply.hijack();
-        const res = reply.raw;
-        res.writeHead(200, {
-          ...COMMON_HEADERS,
-          'content-type': 'text/event-stream; charset=utf-8',
-          connection: 'keep-alive',
-          'x-accel-buffering': 'no',
-        });
-        if (!hub.open(dcpKey, res, request.ip)) res.end();
-        return reply;
-      },
-    );
-  }
 
   const metrics = options.metrics;
   if (metrics) {
@@ -623,85 +327,3 @@ const unavailableActions: AdminActions = {
   pause: unavailable,
   resume: unavailable,
 };
-
-/**
- * The probes' answers from one status: `/healthz` (the state alone, or the summary with read
- * access; 503 when `down`), `/readyz` ({@link readiness}) and `/api/v1/ha/leader` (200 on the
- * leader, 503 otherwise or without `ha`; the role, the leader and the epoch, nothing more: it is
- * open to anyone who reaches the port).
- */
-function renderProbes(s: GatewayStatus): ProbeAnswers {
-  const code = s.state === 'down' ? 503 : 200;
-  const rejectedReads = s.inputs.reduce((a, i) => a + (i.counters?.rejections ?? 0), 0);
-  const heldScans = s.buffer.heldScans ?? s.buffer.scans.held ?? 0;
-  const detail = {
-    status: s.state,
-    reasons: s.reasons,
-    problems: (s.healthProblems ?? []).map((p) => ({
-      code: p.code,
-      severity: p.severity,
-      sentence: p.sentence,
-    })),
-    // `pendingScans` keeps its v1 meaning: waiting for delivery (not in a batch yet, or in one the service has not finished).
-    pendingScans: s.buffer.undeliveredScans,
-    waitingScans: s.buffer.undeliveredScans,
-    heldScans,
-    oldestPendingAgeMs: s.buffer.oldestPendingAgeMs,
-    deliveredScans: s.buffer.scans.delivered ?? 0,
-    failedScans: (s.buffer.scans.failed ?? 0) + heldScans,
-    rejectedReads,
-    rejectedReadsLastHour: s.recent?.rejections ?? 0,
-    filesRefusedLastHour: s.recent?.filesRefused ?? 0,
-    lastSuccessfulUploadAt: s.delivery.lastSuccessAt ?? null,
-    inputs: s.inputs.map((i) => ({
-      id: i.id,
-      type: i.type,
-      state: i.state,
-      ...(i.lastError ? { lastError: i.lastError } : {}),
-      ...(i.readers ? { readers: i.readers.count } : {}),
-    })),
-    ...(s.ha ? { ha: haSummary(s.ha as HaStatusView) } : {}),
-  };
-  const ready = readiness(s);
-  const ha = s.ha as HaStatusView | undefined;
-  const leads = ha?.role === 'leader';
-  return {
-    healthzState: { code, body: JSON.stringify({ status: s.state }) },
-    healthzDetail: { code, body: JSON.stringify(detail) },
-    readyz: { code: ready.ready ? 200 : 503, body: JSON.stringify(ready) },
-    leader: {
-      code: leads ? 200 : 503,
-      body: JSON.stringify(
-        ha
-          ? { leader: leads, role: ha.role, leaderNode: ha.leader ?? null, epoch: ha.epoch ?? null }
-          : { leader: false, ha: false },
-      ),
-    },
-  };
-}
-
-/** The election in a few fields (healthz with read access). */
-function haSummary(ha: HaStatusView): Record<string, unknown> {
-  return {
-    nodeId: ha.nodeId,
-    role: ha.role,
-    leaderNode: ha.leader ?? null,
-    epoch: ha.epoch ?? null,
-    etcdReachable: ha.etcd.reachable,
-    lastTakeover: ha.lastTakeover ?? null,
-    possibleDuplicates: ha.possibleDuplicates.reads,
-  };
-}
-
-/**
- * `json` with `scrub` applied to every string in it. The text is searched first, so an answer with
- * no secret in it (nearly all) costs a pass over the text and no parse; one with a hit is scrubbed
- * value by value, because a needle found across the JSON's own quotes must not break its syntax.
- * "Bearer" alone sends it value by value too: `Bearer\t<token>` in a value is `Bearer\\t…` in
- * the text, which the scrubber's whitespace does not match.
- */
-function scrubJson(json: string, scrub: (text: string) => string): string {
-  return scrub(json) === json && !/bearer/i.test(json)
-    ? json
-    : JSON.stringify(scrubValue(JSON.parse(json), scrub));
-}

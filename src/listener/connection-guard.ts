@@ -12,7 +12,9 @@ export type GuardAction =
   /** An unfinished TLS handshake, the oldest of the address holding the most, made room for a new one. */
   | 'handshake_budget'
   /** A TLS handshake not finished within the handshake deadline. */
-  | 'handshake_timeout';
+  | 'handshake_timeout'
+  /** A new connection from an untrusted address one of whose connections was just cut ({@link ConnectionGuard.coolDown}). */
+  | 'cooldown';
 
 /** Options of {@link guardConnections}. */
 export interface ConnectionGuardOptions {
@@ -36,6 +38,21 @@ export interface ConnectionGuardOptions {
   onClose?: (remote: string, action: GuardAction) => void;
   now?: Clock;
 }
+
+/** What {@link guardConnections} returns. */
+export interface ConnectionGuard {
+  counts(): GuardCounts;
+  /**
+   * Closes the new connections of `remote` at accept, before any TLS handshake, for `ms` (the
+   * `Retry-After` its cut connection was told), unless it is trusted. For a connection cut for
+   * its request budget: reopened at once, each would cost a handshake and the parse of another
+   * pipelined burst, the work the budget is there to bound.
+   */
+  coolDown(remote: string, ms: number): void;
+}
+
+/** Addresses cooling down at once, at most: past it the oldest is forgotten (memory stays bounded). */
+const MAX_COOLING = 4096;
 
 /** What {@link guardConnections} holds now, for tests and the bench. */
 export interface GuardCounts {
@@ -102,14 +119,22 @@ export function trustedClients(entries: readonly string[]): (remote: string) => 
  * - **Handshake deadline (TLS).** A handshake not finished `timeoutMs` after accept is closed here,
  *   with the address captured at accept (node's own handshake timeout fires on a socket that may
  *   no longer tell its peer).
+ * - **Cooldown.** An untrusted address told to come back later (a connection cut for its request
+ *   budget, {@link ConnectionGuard.coolDown}) has its new connections closed at accept until then:
+ *   a close costs a few µs, a TLS handshake and a parsed burst of pipelined requests far more.
+ *   Trusted addresses never cool down: the gateway's own probes may share the loopback with the
+ *   client that was cut.
  *
  * Register before {@link shareConnections}: a connection closed here is never tracked there.
  */
 export function guardConnections(
   server: Server | TlsServer,
   options: ConnectionGuardOptions,
-): { counts(): GuardCounts } {
+): ConnectionGuard {
   const now = options.now ?? systemClock;
+  // Untrusted addresses cooling down, by address, until when (ms of `now`): set in time order
+  // with one duration, so the first entries are the first to expire.
+  const cooling = new Map<string, number>();
   const reserve = Math.max(
     0,
     Math.min(options.trustedReserve, Math.floor(options.maxConnections / 4)),
@@ -162,6 +187,15 @@ export function guardConnections(
     const remote = plainAddress(socket.remoteAddress ?? 'unknown');
     const trusted = options.isTrusted(remote);
     if (!trusted) {
+      const until = cooling.get(remote);
+      if (until !== undefined) {
+        if (now() < until) {
+          socket.destroy();
+          options.onClose?.(remote, 'cooldown');
+          return;
+        }
+        cooling.delete(remote);
+      }
       if (untrusted >= untrustedCap) {
         socket.destroy();
         options.onClose?.(remote, 'cap');
@@ -211,7 +245,20 @@ export function guardConnections(
       if (p) settle(p);
     });
 
-  return { counts: () => ({ untrusted, handshaking: byPeer.size }) };
+  return {
+    counts: () => ({ untrusted, handshaking: byPeer.size }),
+    coolDown: (address, ms) => {
+      const remote = plainAddress(address);
+      if (options.isTrusted(remote)) return;
+      const t = now();
+      for (const [key, until] of cooling) {
+        if (until > t && cooling.size < MAX_COOLING) break;
+        cooling.delete(key);
+      }
+      cooling.delete(remote);
+      cooling.set(remote, t + ms);
+    },
+  };
 }
 
 /** The `reason` label of `scan_gateway_http_refused_total` for a connection the guard closed. */
@@ -219,6 +266,7 @@ export const GUARD_REASONS = {
   cap: 'connection_cap',
   handshake_budget: 'tls_handshake_budget',
   handshake_timeout: 'tls_handshake_timeout',
+  cooldown: 'connection_cooldown',
 } as const satisfies Record<GuardAction, string>;
 
 /** The message of a guard log line, by what the guard did. */
@@ -227,13 +275,16 @@ const GUARD_MESSAGES = {
   handshake_budget:
     'TLS handshake closed: the unfinished handshakes are at maxPendingHandshakes; the oldest of the address holding the most made room',
   handshake_timeout: 'TLS handshake timed out: not finished within tlsHandshakeTimeoutMs',
+  cooldown:
+    'connection refused: a connection of this address was just cut for its request budget; it may connect again after Retry-After',
 } as const satisfies Record<GuardAction, string>;
 
 /**
  * {@link guardConnections} on the health/ingest server with `http.limits` and
  * `http.trustedClients`: every connection it closes is counted (`count`, by the reasons of
  * {@link GUARD_REASONS}) and logged with the peer's address, one rate-limited line per action.
- * @returns `flush`, for the server's close: writes the lines still held back.
+ * @returns `flush`, for the server's close: writes the lines still held back; and
+ * {@link ConnectionGuard.coolDown}.
  */
 export function guardListener(
   server: Server | TlsServer,
@@ -246,18 +297,21 @@ export function guardListener(
     /** Least time between two log lines of one action, in ms. */
     intervalMs: number;
     count: (reason: string) => void;
+    now?: Clock;
   },
-): { flush(): void } {
+): { flush(): void; coolDown(remote: string, ms: number): void } {
   const { limits, logger, intervalMs } = options;
   const logs = {
     cap: new RefusalLog(logger, GUARD_MESSAGES.cap, intervalMs),
     handshake_budget: new RefusalLog(logger, GUARD_MESSAGES.handshake_budget, intervalMs),
     handshake_timeout: new RefusalLog(logger, GUARD_MESSAGES.handshake_timeout, intervalMs),
+    cooldown: new RefusalLog(logger, GUARD_MESSAGES.cooldown, intervalMs),
   };
-  guardConnections(server, {
+  const guard = guardConnections(server, {
     maxConnections: limits.maxConnections,
     trustedReserve: limits.trustedReserve,
     isTrusted: trustedClients(options.trustedClients),
+    ...(options.now ? { now: options.now } : {}),
     ...(options.tls
       ? {
           handshakes: {
@@ -275,5 +329,6 @@ export function guardListener(
     flush: () => {
       for (const l of Object.values(logs)) l.flush();
     },
+    coolDown: guard.coolDown,
   };
 }

@@ -11,8 +11,11 @@ export interface RequestBudgetOptions {
   perSecond: number;
   /** Headers of the 429 answer besides its own (the server's common headers). */
   headers?: Record<string, string>;
-  /** Hears of each connection closed for its budget, with the peer's address. */
-  onRefuse?: (remote: string) => void;
+  /**
+   * Hears of each connection closed for its budget, with the peer's address and the
+   * `Retry-After` it was given, in ms.
+   */
+  onRefuse?: (remote: string, retryAfterMs: number) => void;
   /** A monotonic clock in ms; default `performance.now`. */
   now?: () => number;
 }
@@ -22,7 +25,12 @@ interface Bucket {
   at: number;
   /** Over its budget: answered 429 with `Connection: close`; what it sent after is dropped. */
   closing: boolean;
+  /** The requests dropped behind the 429, destroyed quietly when the connection closes. */
+  dropped: IncomingMessage[];
 }
+
+/** `Retry-After` of the 429 that cuts a connection, in seconds. */
+export const BUDGET_RETRY_AFTER_SEC = 1;
 
 const BODY = JSON.stringify({
   statusCode: 429,
@@ -35,7 +43,8 @@ const BODY = JSON.stringify({
  * Bounds the requests of each connection of `server`: pipelined or one after another, a connection
  * has `perSecond` requests a second (all of them at once, at most). The first request past it is
  * answered 429 with `Retry-After: 1` and `Connection: close`, and the connection closes after it;
- * what the client pipelined behind it is dropped unanswered.
+ * what the client pipelined behind it is dropped unanswered. `onRefuse` hears of it, so that the
+ * address can be kept from reconnecting before its `Retry-After` (the connection guard's cooldown).
  *
  * Why before the router: node parses a whole received chunk (up to 64 KiB, about a thousand small
  * pipelined requests) in one turn of the event loop and hands each on at once. Refused in a route
@@ -62,10 +71,13 @@ export function budgetRequests(server: Server | TlsServer, options: RequestBudge
     const t = now();
     let b = buckets.get(socket);
     if (!b) {
-      b = { tokens: perSecond, at: t, closing: false };
+      b = { tokens: perSecond, at: t, closing: false, dropped: [] };
       buckets.set(socket, b);
     }
-    if (b.closing) return;
+    if (b.closing) {
+      b.dropped.push(req);
+      return;
+    }
     b.tokens = Math.min(perSecond, b.tokens + ((t - b.at) * perSecond) / 1000);
     b.at = t;
     if (b.tokens >= 1) {
@@ -76,12 +88,20 @@ export function budgetRequests(server: Server | TlsServer, options: RequestBudge
     b.closing = true;
     // Read nothing more from it: what it sends next would only be parsed to be dropped.
     socket.pause();
-    options.onRefuse?.(socket.remoteAddress ?? 'unknown');
+    const dropped = b.dropped;
+    // Before node's own close handling, which destroys every request still waiting with an error
+    // of its own and formats its stack: about 10 µs each, so a cut connection that had pipelined
+    // a thousand held the loop for 10 ms. Destroyed without an error first, each costs little.
+    socket.prependOnceListener('close', () => {
+      for (const r of dropped) r.destroy();
+      dropped.length = 0;
+    });
+    options.onRefuse?.(socket.remoteAddress ?? 'unknown', BUDGET_RETRY_AFTER_SEC * 1000);
     res.writeHead(429, {
       ...options.headers,
       'content-type': 'application/json; charset=utf-8',
       'content-length': Buffer.byteLength(BODY),
-      'retry-after': '1',
+      'retry-after': String(BUDGET_RETRY_AFTER_SEC),
       connection: 'close',
     });
     res.end(BODY);

@@ -64,7 +64,12 @@ interface Started {
 
 /** The health server on 127.0.0.1:0 over a status that counts how often it is gathered. */
 async function start(
-  opts: { limits?: Partial<HttpLimitsConfig>; readToken?: string; status?: GatewayStatus } = {},
+  opts: {
+    limits?: Partial<HttpLimitsConfig>;
+    readToken?: string;
+    status?: GatewayStatus;
+    now?: () => number;
+  } = {},
 ): Promise<Started> {
   let current = opts.status ?? statusOf('running');
   let gathered = 0;
@@ -79,6 +84,7 @@ async function start(
     metrics,
     limits: { ...DEFAULT_HTTP_LIMITS, ...opts.limits },
     readToken: opts.readToken,
+    ...(opts.now ? { now: opts.now } : {}),
     // What the app's key holds: here the phase and the role.
     probes: {
       changeKey: () => `${current.phase}|${String((current.ha as { role?: string })?.role)}`,
@@ -98,9 +104,15 @@ async function start(
 }
 
 /** A raw connection that keeps what it receives; `gone` resolves when the server closes it. */
-function raw(port: number): Promise<Socket & { received: string; gone: Promise<void> }> {
+function raw(
+  port: number,
+  from = '127.0.0.1',
+): Promise<Socket & { received: string; gone: Promise<void> }> {
   return new Promise((resolve, reject) => {
-    const s = connect(port, '127.0.0.1') as Socket & { received: string; gone: Promise<void> };
+    const s = connect({ port, host: '127.0.0.1', localAddress: from }) as Socket & {
+      received: string;
+      gone: Promise<void>;
+    };
     s.received = '';
     sockets.push(s);
     s.gone = new Promise((done) => s.once('close', () => done()));
@@ -202,6 +214,43 @@ describe('probes that cost nothing', () => {
     await c.gone;
     expect(statuses(c.received).at(-1)).toBe('429');
     expect(sent - 1).toBeLessThanOrEqual(perSecond + Math.ceil(perSecond * elapsedSec));
+  });
+
+  it('closes new connections of an unlisted address cut for its budget until its Retry-After, not the loopback', async () => {
+    let clock = Date.parse('2026-11-28T18:00:00Z');
+    const s = await start({ limits: { maxRequestsPerConnectionPerSecond: 5 }, now: () => clock });
+    const pipeline = (port: number, n: number) =>
+      Array.from({ length: n }, () => head(port, '/healthz')).join('');
+    for (const from of ['127.0.0.3', '127.0.0.1']) {
+      const cut = await raw(s.port, from);
+      cut.write(pipeline(s.port, 50));
+      await cut.gone;
+      expect(statuses(cut.received).at(-1)).toBe('429');
+    }
+    // The unlisted address: closed at accept, nothing answered, while the listener's clock stands.
+    const refused = await raw(s.port, '127.0.0.3');
+    refused.write(head(s.port, '/healthz'));
+    await refused.gone;
+    expect(refused.received).toBe('');
+    // The loopback (trusted: the gateway's own probes may share it) and any other address: served.
+    for (const from of ['127.0.0.1', '127.0.0.4']) {
+      const ok = await raw(s.port, from);
+      ok.write(head(s.port, '/healthz', 'Connection: close\r\n'));
+      await ok.gone;
+      expect(statuses(ok.received), from).toEqual(['200']);
+    }
+    // Once its Retry-After (1 s) has passed on the listener's clock, the address is served again.
+    clock += 1000;
+    const again = await raw(s.port, '127.0.0.3');
+    again.write(head(s.port, '/healthz', 'Connection: close\r\n'));
+    await again.gone;
+    expect(statuses(again.received)).toEqual(['200']);
+    const text = await s.metrics.text();
+    expect(text).toMatch(/scan_gateway_http_refused_total\{reason="connection_cooldown"\} 1\n/);
+    expect(text).toMatch(/scan_gateway_http_refused_total\{reason="connection_requests"\} 2\n/);
+    expect(
+      s.log.parsed().filter((l) => l.msg.startsWith('connection refused: a connection of this')),
+    ).toHaveLength(1);
   });
 
   it('says role, leader and epoch only on the leader check, with or without a token', async () => {
