@@ -16,6 +16,7 @@ import { benchRecovery, RECOVERY_DEFAULTS } from './recovery.js';
 import { benchSftp, SFTP_DEFAULTS } from './sftp.js';
 import { benchSoak, SOAK_DEFAULTS } from './soak.js';
 import { benchStatus, STATUS_DEFAULTS } from './status.js';
+import { benchStartup, STARTUP_DEFAULTS } from './startup.js';
 import {
   formatMarkdown,
   formatTable,
@@ -39,6 +40,7 @@ const ALL = [
   'drain',
   'fill',
   'footprint',
+  'startup',
   'status',
   'bigfile',
   'sftp',
@@ -55,7 +57,7 @@ const KNOWN = [...ALL, ...NAMED_ONLY];
 type BenchId = (typeof KNOWN)[number];
 
 const USAGE = `Usage:
-  node dist/bench/run.js [--only intake,mqtt,mqtt-fair,drain,fill,footprint,status,bigfile,sftp,items,lookups,probes,handshake-flood,bulk-ingest,recovery] [--quick] [--out FILE]
+  node dist/bench/run.js [--only intake,mqtt,mqtt-fair,drain,fill,footprint,startup,status,bigfile,sftp,items,lookups,probes,handshake-flood,bulk-ingest,recovery] [--quick] [--out FILE]
                          [--node-args='--max-semi-space-size=1 …'] [--no-status-events]
   node dist/bench/run.js --only soak [--minutes N] [--heap-snapshots] [--prefill SCANS] [--cpu-prof-dir DIR] [--quick]
   node dist/bench/run.js --markdown [FILE]
@@ -140,6 +142,10 @@ const sizes = {
       : {}),
     ...(values['no-status-events'] ? { statusEvents: false } : {}),
   },
+  startup: {
+    ...(quick ? { starts: 2, settleMs: 3000 } : STARTUP_DEFAULTS),
+    ...(process.env.SG_BENCH_BEFORE_MAIN ? { beforeMain: process.env.SG_BENCH_BEFORE_MAIN } : {}),
+  },
   status: quick
     ? { ...STATUS_DEFAULTS, scans: 100_000, rejected: 1000, calls: 10 }
     : STATUS_DEFAULTS,
@@ -172,6 +178,7 @@ const runners: Record<BenchId, () => Promise<Omit<BenchResult, 'durationSec' | '
   drain: () => benchDrain(sizes.drain),
   fill: () => benchFill(sizes.drain),
   footprint: () => benchFootprint(sizes.footprint),
+  startup: () => benchStartup(sizes.startup),
   status: () => benchStatus(sizes.status),
   bigfile: () => benchBigFile(sizes.bigfile),
   sftp: () => benchSftp(sizes.sftp),
@@ -191,6 +198,7 @@ const TITLES: Record<BenchId, string> = {
   drain: 'Drain',
   fill: 'Batch fill',
   footprint: 'Footprint',
+  startup: 'Start-up and idle memory by configuration',
   status: 'Health refresh on a full buffer',
   bigfile: 'One big file',
   sftp: 'SFTP delivery of large batches',
