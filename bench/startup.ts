@@ -312,6 +312,10 @@ export async function benchStartup(
     );
     const direct = exampleIdle.packages.filter((p) => deps.includes(p));
     const floor = libraryFloorOf(runtime.node, direct, nodeArgs, unitEnvironment());
+    const serialDirect = serialIdle.packages.filter((p) => deps.includes(p));
+    const serialFloor = libraryFloorOf(runtime.node, serialDirect, nodeArgs, unitEnvironment());
+    // The runtime alone: node's executable, ICU and V8's heap, nothing imported.
+    const bareFloor = libraryFloorOf(runtime.node, [], nodeArgs, unitEnvironment());
     const memNote = (m: IdleMeasure) =>
       `RssAnon ${m.mem?.anonMiB.toFixed(1)} MiB + RssFile ${m.mem?.fileMiB.toFixed(1)} MiB, ${opts.settleMs / 1000} s after ready; ${m.allModules} modules, ${m.ownModules} of them the gateway's`;
     const figures: Figure[] = [
@@ -340,6 +344,13 @@ export async function benchStartup(
         unit: 'MiB',
         targets: [{ kind: 'max', of: 'value', value: 70 }],
         note: memNote(serialIdle),
+      }),
+      judge({
+        name: 'RSS floor of the packages one serial input loads',
+        value: serialFloor.rssMiB,
+        unit: 'MiB',
+        ceiling: { value: 70, what: 'the one-serial idle target (70 MiB)' },
+        note: `a bare node with the unit's options importing ${serialDirect.join(', ')}: RssAnon ${serialFloor.anonMiB.toFixed(1)} + RssFile ${serialFloor.fileMiB.toFixed(1)} MiB; the runtime alone, nothing imported: ${bareFloor.rssMiB.toFixed(1)} MiB (RssAnon ${bareFloor.anonMiB.toFixed(1)} + RssFile ${bareFloor.fileMiB.toFixed(1)})`,
       }),
       judge({
         name: 'idle RssAnon, one serial input',
