@@ -176,7 +176,7 @@ function startupProfile(
   startedAt: number,
   parts: Record<string, number>,
 ): Record<string, number | Record<string, number>> {
-  const mark = (name: string) => performance.getEntriesByName(name, 'mark')[0]?.startTime;
+  const mark = (name: string) => performance.getEntriesByName(name, 'mark').at(-1)?.startTime;
   const [main, config, build] = [MARK_MAIN, MARK_CONFIG, MARK_BUILD].map(mark);
   const ms = (x: number) => Math.round(x * 10) / 10;
   return {
