@@ -19,6 +19,8 @@ export default defineConfig({
     hookTimeout: 60_000,
     // Integration tests start real brokers, ptys and child processes; two cores cannot run many at once.
     maxWorkers: 2,
+    // The built-in input kinds, registered as the gateway's entry points register them.
+    setupFiles: ['test/setup/input-kinds.ts'],
     reporters: ['default'],
     projects: [
       {

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { connect } from 'mqtt';
 import type { GatewayConfig } from '../src/config/schema.js';
 import { MqttInput } from '../src/inputs/mqtt/mqtt-input.js';
+import type { MqttInputConfig } from '../src/inputs/mqtt/schema.js';
 import { messageToItem } from '../src/inputs/mqtt/mqtt-payload.js';
 import { mappingContext, mapRead } from '../src/mapping/map-read.js';
 import type { IntakeSink } from '../src/inputs/types.js';
@@ -149,7 +150,7 @@ async function gatewaySubscriber(
     [['inputs', index, 'clientId'], clientId],
     [['inputs', index, 'caFile'], undefined],
   ]);
-  const inputConfig = config.inputs[index];
+  const inputConfig = config.inputs[index] as MqttInputConfig | undefined;
   if (inputConfig?.type !== 'mqtt')
     throw new Error(`input ${PLC_INPUT} of config/example.yaml is not an MQTT input`);
   const dbPath = join(dir, `gateway-${clientId}.db`);
@@ -363,7 +364,7 @@ const medianOf = (trials: readonly TrialCpu[], f: (trial: TrialCpu) => number): 
  */
 function ownWorkMicrosPerMessage(messages: number): number {
   const config: GatewayConfig = benchConfig();
-  const input = config.inputs.find((i) => i.id === PLC_INPUT);
+  const input = config.inputs.find((i) => i.id === PLC_INPUT) as MqttInputConfig | undefined;
   if (input?.type !== 'mqtt')
     throw new Error(`input ${PLC_INPUT} of config/example.yaml is not an MQTT input`);
   const ctx = mappingContext(config);

@@ -1,4 +1,4 @@
-import { ErrorCodes, GatewayError } from './errors.js';
+import { ErrorCodes, GatewayError, isGatewayError } from './errors.js';
 import { BackPressure } from './buffer/back-pressure.js';
 import { DERIVED_QUOTA_MAX_BYTES, DiskGuard } from './buffer/disk-guard.js';
 import { Intake } from './intake/intake.js';
@@ -6,17 +6,14 @@ import { Retention } from './buffer/retention.js';
 import { BufferStore } from './buffer/store.js';
 import type { LoadedConfig } from './config/load.js';
 import type { ReloadReport } from './config/reload.js';
-import { statusEventTopic } from './config/schema.js';
 import { Deliverer } from './delivery/deliverer.js';
-import { StatusEventFeed } from './delivery/status-events.js';
 import { buildAdminActions } from './health/admin-actions.js';
 import { GatewayMetrics, instrumentDeliveryApi } from './health/metrics.js';
 import type { GatewayStatus } from './health/server.js';
 import { ListenerTls } from './listener/listener-tls.js';
 import { Mapper } from './mapping/mapper.js';
 import { ProductCheck } from './mapping/product-check.js';
-import { VERSION } from './paths.js';
-import { MARK_BUILD, MARK_CONFIG, MARK_MAIN } from './main/runtime.js';
+import { MARK_BUILD, MARK_CONFIG, MARK_MAIN, VERSION } from './paths.js';
 import { UpstreamClient, clientOptionsFromConfig } from './upstream/client.js';
 import {
   DELIVERY_STOP_GRACE_MS,
@@ -25,32 +22,28 @@ import {
   type Gateway,
   type LiveState,
 } from './app/gateway.js';
-import { buildHttpServer } from './app/http.js';
+import { buildHttpServer, type HttpServerParts } from './app/http.js';
 import type { RouteEntry } from './listener/route-guard.js';
-import { defaultInput } from './app/inputs.js';
+import { defaultInput, InputSupervisor, type InputFactory } from './app/inputs.js';
+import type { Component } from './app/parts.js';
 import {
   backPressurePart,
   bufferPart,
-  deliveryPart,
   diskGuardPart,
-  HttpPart,
-  InputSet,
-  inputPart,
   intakePart,
-  ProductCheckPart,
-  SandboxPart,
-  SftpRoute,
-  StatusEventsPart,
   timerPart,
-  upstreamPart,
-  type Component,
-  type InputFactory,
-} from './app/parts.js';
+} from './app/buffer-parts.js';
+import { SandboxPart } from './app/sandbox-part.js';
+import { deliveryPart, SftpRoute, upstreamPart } from './app/delivery-parts.js';
+import { statusEventsPart } from './app/status-events-part.js';
+import { ProductCheckPart } from './app/product-check-part.js';
+import { HttpPart } from './app/http-part.js';
 import { reloadGateway } from './app/reload.js';
 import { HaPart, type HaParts } from './app/ha-part.js';
 import { EtcdClient } from './ha/etcd-client.js';
 import { Leadership } from './ha/leadership.js';
-import { gatherStatus } from './app/status.js';
+import { gatherStatus, probeChangeKey, type StatusParts } from './app/status.js';
+import { Later } from './app/later.js';
 
 export { DELIVERY_STOP_GRACE_MS, type AppDeps } from './app/gateway.js';
 export type { Component } from './app/parts.js';
@@ -83,24 +76,20 @@ export interface App {
 
 /**
  * Builds the gateway: every part is constructed here, with its dependencies, and none does I/O
- * until `start()`. The start order is buffer → (embedded sandbox) → upstream client →
- * back-pressure → retention → disk guard → intake → delivery → (status events) → product check →
- * inputs → local HTTP server, then the `ready` phase. Wiring only; every behaviour lives in the
- * parts, the status in src/health/compose-status.ts.
+ * until `start()`. Its list of parts below is the start order (the one place it is written), then
+ * the `ready` phase. Wiring only; every behaviour lives in the parts, the status in
+ * src/health/compose-status.ts.
  *
  * @throws GatewayError `CONFIG` for an upstream address the client refuses (plain http off
  *   loopback without `allowInsecureHttp`, a proxy URL with credentials), as `UpstreamClient` does.
  */
 export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
   const g = buildGateway(loaded, deps);
-  const inputPartFor = (c: LoadedConfig['config']['inputs'][number]) =>
-    inputPart(c, {
-      create: g.createInput,
-      sink: g.intake,
-      inputs: g.inputs,
-      intakePaused: () => g.backPressure.snapshot().intakePaused,
-      logger: g.logger,
-    });
+  // The start order. What each start does: the buffer opens and migrates the SQLite file; the
+  // sandbox listens; back-pressure derives the byte quota from the disk; the disk guard writes its
+  // reserve; intake restores the duplicate window; delivery reads the SFTP login; status events
+  // read their CA (their reader starts at `ready`); each input loads its module and connects or
+  // listens; the HTTP server listens last, once the ingest routes are known.
   const parts: Component[] = [
     bufferPart(g.store),
     ...(g.sandbox ? [g.sandbox] : []),
@@ -108,12 +97,20 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
     backPressurePart(g.backPressure, g.config.buffer, g.logger),
     timerPart('retention', g.retention),
     diskGuardPart(g.diskGuard),
-    intakePart(g.intake),
+    intakePart({
+      open: () => {
+        g.intake.open();
+        // Open containers go on across a restart with their count (the buffer keeps them).
+        const restored = g.live.mapper.restoreContainers(g.store.containers.open());
+        if (restored > 0) g.logger.info({ containers: restored }, 'open containers restored');
+      },
+      close: () => g.intake.close(),
+    }),
     deliveryPart(g.deliverer, g.sftp, deps.deliveryStopGraceMs ?? DELIVERY_STOP_GRACE_MS, g.logger),
     ...(g.statusEvents ? [g.statusEvents] : []),
     g.productCheck,
     // Under `ha` the inputs run only while this node leads: the HA part starts and stops them.
-    ...(g.ha ? [new HaPart(g, g.ha, inputPartFor)] : g.config.inputs.map(inputPartFor)),
+    ...(g.ha ? [new HaPart(g, g.ha)] : [g.inputs]),
     g.http,
   ];
   let stopping: Promise<void> | undefined;
@@ -153,7 +150,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
         'scan-gateway started',
       );
     },
-    reload: (next) => reloadGateway(g, next, inputPartFor),
+    reload: (next) => reloadGateway(g, next),
     reloadRefused(err) {
       g.live.lastReloadError = {
         message: err instanceof Error ? err.message : String(err),
@@ -189,7 +186,12 @@ function startupProfile(
   };
 }
 
-/** Constructs every part of one gateway (no I/O; see {@link buildApp}). */
+/**
+ * Constructs every part of one gateway (no I/O; see {@link buildApp}), each after the parts it
+ * uses. Where two parts call each other, the earlier one reaches the later through a {@link Later}
+ * bound as soon as the later one exists: the disk guard (back-pressure tells it of a full disk),
+ * delivery (status events apply through it) and the status (the metrics read it).
+ */
 function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
   const { config } = loaded;
   const logger = deps.logger;
@@ -201,25 +203,28 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     configLoadedAt: startedAt,
     mapper: new Mapper(config),
   };
-  const inputs = new InputSet();
   const store = new BufferStore(config.buffer.path);
-  const metrics: GatewayMetrics = new GatewayMetrics({
-    status: () => (store.isOpen ? gatherStatus(g) : undefined),
-    batchCounts: () => store.reports.batchCounts(),
-    tokenRefreshes: () => api.tokenInfo?.().refreshes ?? 0,
-  });
   const api: AppApi =
     deps.api ?? new UpstreamClient(clientOptionsFromConfig(config.upstream, loaded, logger));
+  const status = new Later<StatusParts>('the status');
+  const supervisor = new Later<InputSupervisor>('the inputs');
+  const metrics = new GatewayMetrics({
+    status: () => (store.isOpen ? gatherStatus(status.get()) : undefined),
+    batchCounts: () => store.reports.batchCounts(),
+    containerCounts: () => store.containers.countsByState(),
+    tokenRefreshes: () => api.tokenInfo?.().refreshes ?? 0,
+  });
   const bufferLog = logger.child({ component: 'buffer' });
+  const guard = new Later<DiskGuard>('the disk guard');
   const backPressure = new BackPressure({
     store,
     // Without `buffer.maxBytes` the byte quota is derived from the disk at start (backPressurePart).
     limits: { ...config.buffer, maxBytes: config.buffer.maxBytes ?? DERIVED_QUOTA_MAX_BYTES },
     logger: bufferLog,
     now,
-    onDiskFull: () => diskGuard.reportFull(),
-    reserveReady: () => diskGuard.reserveReady(),
-    onPausedChange: (paused, why) => inputs.setPaused(paused, why, logger),
+    onDiskFull: () => guard.get().reportFull(),
+    reserveReady: () => guard.get().reserveReady(),
+    onPausedChange: (paused, why) => supervisor.get().setPaused(paused, why, logger),
   });
   const retention = new Retention({
     store,
@@ -228,19 +233,21 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     now,
   });
   const quota = config.buffer.maxBytes;
-  const diskGuard: DiskGuard = new DiskGuard({
-    store,
-    retention,
-    logger: bufferLog,
-    now,
-    keepRecentHours: config.buffer.earlyPruneKeepHours,
-    ...(quota !== undefined
-      ? { quotaBytes: quota }
-      : {
-          onDerivedQuota: (bytes: number, ceilingBytes: number) =>
-            backPressure.setByteQuota(bytes, ceilingBytes),
-        }),
-  });
+  const diskGuard = guard.bind(
+    new DiskGuard({
+      store,
+      retention,
+      logger: bufferLog,
+      now,
+      keepRecentHours: config.buffer.earlyPruneKeepHours,
+      ...(quota !== undefined
+        ? { quotaBytes: quota }
+        : {
+            onDerivedQuota: (bytes: number, ceilingBytes: number) =>
+              backPressure.setByteQuota(bytes, ceilingBytes),
+          }),
+    }),
+  );
   const ha: HaParts | undefined = config.ha
     ? (() => {
         const etcd = EtcdClient.fromConfig(config.ha);
@@ -257,6 +264,36 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
         };
       })()
     : undefined;
+  // The embedded sandbox follows the site: the configuration's DCPs and product keys, unless listed.
+  const sandbox = config.sandbox.enabled
+    ? new SandboxPart(config.sandbox, logger, {
+        clientId: config.upstream.clientId,
+        clientSecret: loaded.clientSecret,
+        dcps: config.sandbox.dcps ?? config.dcps.map((d) => d.key),
+        products: config.sandbox.products ?? live.mapper.productKeyUses().map((u) => u.key),
+      })
+    : undefined;
+  const sftp = config.upstream.sftp
+    ? new SftpRoute(config, config.upstream.sftp, deps.env ?? {})
+    : undefined;
+  const delivery = new Later<Deliverer>('delivery');
+  const statusEvents = config.upstream.statusEvents.enabled
+    ? statusEventsPart(loaded, store, sandbox, logger, now, () => delivery.get())
+    : undefined;
+  const deliverer = delivery.bind(
+    new Deliverer({
+      store,
+      api: instrumentDeliveryApi(api, metrics),
+      config: config.delivery,
+      logger: logger.child({ component: 'delivery' }),
+      now,
+      onDiskFull: (err) => backPressure.diskFullSeen(err),
+      // Status events start in the ready phase: until then (and when off) polling keeps its normal pace.
+      pollPace: () => statusEvents?.feed.pace() ?? { events: false, safetyPollMs: 0 },
+      onUploaded: () => statusEvents?.feed.batchUploaded(),
+      ...(sftp ? { sftp: sftp.route() } : {}),
+    }),
+  );
   const intake = new Intake({
     store,
     ...(ha
@@ -276,39 +313,12 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     gate: backPressure,
     ...(deps.scrub ? { scrub: deps.scrub } : {}),
   });
-  // The embedded sandbox follows the site: the configuration's DCPs and product keys, unless listed.
-  const sandbox = config.sandbox.enabled
-    ? new SandboxPart(config.sandbox, logger, {
-        clientId: config.upstream.clientId,
-        clientSecret: loaded.clientSecret,
-        dcps: config.sandbox.dcps ?? config.dcps.map((d) => d.key),
-        products: config.sandbox.products ?? live.mapper.productKeyUses().map((u) => u.key),
-      })
-    : undefined;
-  const sftp = config.upstream.sftp
-    ? new SftpRoute(config, config.upstream.sftp, deps.env ?? {})
-    : undefined;
-  const statusEvents = config.upstream.statusEvents.enabled
-    ? statusEventsPart(loaded, store, sandbox, logger, now, () => deliverer)
-    : undefined;
-  const deliverer: Deliverer = new Deliverer({
-    store,
-    api: instrumentDeliveryApi(api, metrics),
-    config: config.delivery,
-    logger: logger.child({ component: 'delivery' }),
-    now,
-    onDiskFull: (err) => backPressure.diskFullSeen(err),
-    // Status events start in the ready phase: until then (and when off) polling keeps its normal pace.
-    pollPace: () => statusEvents?.feed.pace() ?? { events: false, safetyPollMs: 0 },
-    onUploaded: () => statusEvents?.feed.batchUploaded(),
-    ...(sftp ? { sftp: sftp.route() } : {}),
-  });
   const productCheck = new ProductCheckPart(() => {
-    const lister = api as Partial<{ listProducts: () => Promise<ReadonlyArray<{ key: string }>> }>;
     const settings = live.current.config.productCheck;
-    if (!settings.enabled || typeof lister.listProducts !== 'function') return undefined;
+    const listProducts = api.listProducts?.bind(api);
+    if (!settings.enabled || !listProducts) return undefined;
     return new ProductCheck({
-      listProducts: () => lister.listProducts!(),
+      listProducts,
       configuredKeys: () => live.mapper.productKeyUses(),
       observedKeys: () => live.mapper.observedProductKeys(),
       onProducts: (keys, at) => live.mapper.setKnownProducts(keys, at),
@@ -321,21 +331,66 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
   const listenerTls = config.http.tls
     ? new ListenerTls({ tls: config.http.tls, logger, now })
     : undefined;
-  // The will waits three lease times: a standby resumes the shared session within about one, and
-  // the broker then drops the old leader's `offline`.
-  const haInput =
-    ha && config.ha
-      ? {
-          ha: {
-            mayConnect: () => ha.leadership.mayTake() === undefined,
-            willDelaySec: Math.ceil((3 * config.ha.leaseTtlMs) / 1000),
-          },
-        }
-      : {};
+  const haInput = ha ? { ha: ha.leadership.inputHandover() } : {};
   const createInput: InputFactory =
     deps.createInput ??
     ((c, s, l) => defaultInput(c, s, l, { env: deps.env, scrub: deps.scrub, now, ...haInput }));
-  const g: Gateway = {
+  // The one owner of the running inputs: started as a part, or by `ha` on taking over.
+  const inputs = supervisor.bind(
+    new InputSupervisor({
+      configured: config.inputs,
+      create: createInput,
+      sink: intake,
+      intakePaused: () => backPressure.snapshot().intakePaused,
+      logger,
+    }),
+  );
+  const adminActions = buildAdminActions({
+    store: () => (store.isOpen ? store : undefined),
+    deliverer: () => deliverer,
+    config: () => live.current.config,
+    mapper: () => live.mapper,
+    now,
+  });
+  const statusParts = status.bind({
+    now,
+    startedAt,
+    live,
+    config,
+    deps,
+    store,
+    inputs,
+    intake,
+    backPressure,
+    retention,
+    diskGuard,
+    deliverer,
+    api,
+    statusEvents,
+    productCheck,
+    adminActions,
+    listenerTls,
+    ha,
+  });
+  const httpParts: HttpServerParts = {
+    config,
+    deps,
+    logger,
+    live,
+    now,
+    store,
+    metrics,
+    adminActions,
+    listenerTls,
+    status: () => gatherStatus(statusParts),
+    probeChangeKey: () => probeChangeKey(statusParts),
+    underHa: ha !== undefined,
+    createInput,
+    intake,
+    inputs,
+  };
+  const http = new HttpPart(config.http.listen, () => buildHttpServer(httpParts), listenerTls);
+  return {
     config,
     deps,
     logger,
@@ -355,57 +410,13 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     inputs,
     createInput,
     ha,
-    http: new HttpPart(config.http.listen, () => buildHttpServer(g), listenerTls),
+    http,
     listenerTls,
     metrics,
-    adminActions: buildAdminActions({
-      store: () => (store.isOpen ? store : undefined),
-      deliverer: () => deliverer,
-      config: () => live.current.config,
-      now,
-    }),
+    adminActions,
     live,
     running: [],
   };
-  return g;
-}
-
-/** The status-event part (contract §6), its feed applying events through the deliverer. */
-function statusEventsPart(
-  loaded: LoadedConfig,
-  store: BufferStore,
-  sandbox: SandboxPart | undefined,
-  logger: AppDeps['logger'],
-  now: () => number,
-  deliverer: () => Deliverer,
-): StatusEventsPart {
-  const { upstream } = loaded.config;
-  const settings = upstream.statusEvents;
-  const topic = statusEventTopic(upstream);
-  const log = logger.child({ component: 'status-events' });
-  return new StatusEventsPart(
-    {
-      settings,
-      topic,
-      clientId: upstream.clientId,
-      clientSecret: loaded.clientSecret,
-      sandbox,
-      logger: log,
-    },
-    (connect) =>
-      new StatusEventFeed({
-        store,
-        topic,
-        connect,
-        apply: (ref, status, source) => deliverer().applyStatus(ref, status, source),
-        onPaceChange: () => deliverer().wake(),
-        safetyPollMs: settings.safetyPollMs,
-        maxLagEvents: settings.maxLagEvents,
-        staleAfterMs: settings.staleAfterMs,
-        logger: log,
-        now,
-      }),
-  );
 }
 
 /** Stops the running components in reverse order, each even when an earlier one failed; rejects naming those that failed. */
@@ -416,8 +427,13 @@ async function stopAll(g: Gateway): Promise<void> {
     try {
       await part.stop();
     } catch (err) {
-      failures.push(part.name);
-      g.logger.error({ component: 'app', err, part: part.name }, 'stopping a part failed');
+      // The inputs' part names each input that failed (and logged it).
+      const named = isGatewayError(err, ErrorCodes.STOP) ? err.details['parts'] : undefined;
+      if (Array.isArray(named)) failures.push(...named.map(String));
+      else {
+        failures.push(part.name);
+        g.logger.error({ component: 'app', err, part: part.name }, 'stopping a part failed');
+      }
     }
   }
   g.running.length = 0;

@@ -31,6 +31,8 @@ export const HealthCodes = {
   FILES_REFUSED: 'SCANGW_H_FILES_REFUSED',
   /** A large share of reads could not be made into scans. */
   REJECTION_RATE: 'SCANGW_H_REJECTION_RATE',
+  /** A container with `members` was closed short of them (`onIncomplete: close`, a closing code, idle). */
+  CONTAINER_INCOMPLETE: 'SCANGW_H_CONTAINER_INCOMPLETE',
   /** Undelivered scans near or at the buffer quota. */
   BUFFER_QUOTA: 'SCANGW_H_BUFFER_QUOTA',
   /** Product keys in use that the upstream product list does not hold. */
@@ -365,6 +367,13 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
       "a dropped file could not be taken as a whole (unreadable, wrong format, no barcode column…) and was moved to the input's `failed/` folder",
     whatToDo:
       "read `<name>.error.txt` beside the file in `failed/`, fix the export (or the input's `format`/`barcodeColumn`), then drop the file into the folder again",
+  },
+  {
+    code: HealthCodes.CONTAINER_INCOMPLETE,
+    meaning:
+      'a container with a fixed `members` count (e.g. a module of 12 cells) was closed with fewer: a new label was scanned while it was short (`onIncomplete: close`), a closing code ended it, or it was idle for `idleTimeoutMs`',
+    whatToDo:
+      '`scan-gateway trace <container label>` shows its members and how it ended; check the physical container, and set `onIncomplete: refuse` on the container so a new label is refused until the open one is full (a supervisor closes a short one with `scan-gateway containers close`)',
   },
   {
     code: HealthCodes.REJECTION_RATE,

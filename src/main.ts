@@ -11,12 +11,13 @@ import { enableCompileCache } from 'node:module';
 import {
   DAEMON_NODE_FLAGS,
   EXIT_UNSUPPORTED_RUNTIME,
-  MARK_MAIN,
   RELAUNCHED_ENV,
   compileCacheDirectory,
   missingDaemonSettings,
   unsupportedRuntimeLine,
 } from './main/runtime.js';
+// Pure JavaScript (the mark's name, the package's root): safe on any runtime the guard refuses.
+import { MARK_MAIN } from './paths.js';
 
 performance.mark(MARK_MAIN);
 

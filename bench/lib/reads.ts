@@ -7,6 +7,8 @@ import type { GatewayConfig } from '../../src/config/schema.js';
 import type { IntakeItem, Read } from '../../src/inputs/types.js';
 import { gs1CheckDigit } from '../../src/gs1/index.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
+// The input kinds, before a configuration is read.
+import '../../src/inputs/registry.js';
 
 /**
  * Realistic reads for the benchmarks, mapped by the rules of config/example.yaml (the realistic

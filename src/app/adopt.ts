@@ -6,7 +6,9 @@ import type { Logger } from '../log.js';
 import type { Clock } from '../clock.js';
 import { UpstreamClient, clientOptionsFromConfig } from '../upstream/client.js';
 import { DELIVERY_STOP_GRACE_MS, type AppApi } from './gateway.js';
-import { bufferPart, deliveryPart, SftpRoute, upstreamPart, type Component } from './parts.js';
+import type { Component } from './parts.js';
+import { bufferPart } from './buffer-parts.js';
+import { deliveryPart, SftpRoute, upstreamPart } from './delivery-parts.js';
 
 /** What is left in an adopted buffer: scans not yet in a batch, and batches not yet at their end. */
 export interface AdoptionLeft {
@@ -52,7 +54,7 @@ const PROGRESS_EVERY_MS = 5_000;
 /**
  * Delivers the backlog of another node's buffer file (`scan-gateway adopt`, docs/high-availability.md,
  * "Adopt a dead node's disk"):
- * the gateway's own buffer, upstream and delivery parts (src/app/parts.ts) run against `file`, with
+ * the gateway's own buffer, upstream and delivery parts (src/app/buffer-parts.ts, delivery-parts.ts) run against `file`, with
  * the configuration's upstream and delivery settings, and nothing else: no input, no intake, no HTTP
  * server, no status events (status is polled, contract §4.6). So a restarted gateway and an
  * adoption resume a buffer the same way (src/delivery/uploader.ts): pending scans are batched and

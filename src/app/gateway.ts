@@ -13,24 +13,27 @@ import type { GatewayMetrics } from '../health/metrics.js';
 import type { InputAdapter, IntakeSink } from '../inputs/types.js';
 import type { Logger } from '../log.js';
 import type { Mapper } from '../mapping/mapper.js';
+import type { ProductCheckOptions } from '../mapping/product-check.js';
 import type { Clock } from '../clock.js';
 import type { ListenerTls } from '../listener/listener-tls.js';
 import type { HaParts } from './ha-part.js';
-import type {
-  Component,
-  HttpPart,
-  InputFactory,
-  InputSet,
-  ProductCheckPart,
-  SandboxPart,
-  SftpRoute,
-  StatusEventsPart,
-} from './parts.js';
+import type { Component } from './parts.js';
+import type { InputFactory, InputSupervisor } from './inputs.js';
+import type { HttpPart } from './http-part.js';
+import type { ProductCheckPart } from './product-check-part.js';
+import type { SandboxPart } from './sandbox-part.js';
+import type { SftpRoute } from './delivery-parts.js';
+import type { StatusEventsPart } from './status-events-part.js';
 
-/** The upstream API as the app uses it: delivery's calls, and the client's close and token figures when it has them. */
+/**
+ * The upstream API as the app uses it: delivery's calls, and what the client has besides them (its
+ * close, its token figures, the product list of contract §4.1). A test's API may leave those out:
+ * without `listProducts` the product check is off.
+ */
 export type AppApi = DeliveryApi & {
   close?: () => Promise<void>;
   tokenInfo?: () => { expiresAt?: Date; refreshes: number };
+  listProducts?: ProductCheckOptions['listProducts'];
 };
 
 /** What `buildApp` (src/app.ts) takes besides the configuration: the process edge's pieces, and the seams tests use. */
@@ -78,7 +81,9 @@ export interface LiveState {
 
 /**
  * Every part of one gateway, built by `buildApp` before any starts. Optional parts are undefined
- * exactly when the configuration leaves them out; nothing here is filled in later.
+ * exactly when the configuration leaves them out; nothing here is filled in later. The app's own
+ * record: the status, the HTTP server and a reload are each given only what they use
+ * (`StatusParts`, `HttpServerParts`, `ReloadParts`).
  */
 export interface Gateway {
   readonly config: LoadedConfig['config'];
@@ -100,7 +105,7 @@ export interface Gateway {
   /** Status events, when `upstream.statusEvents.enabled`. */
   readonly statusEvents: StatusEventsPart | undefined;
   readonly productCheck: ProductCheckPart;
-  readonly inputs: InputSet;
+  readonly inputs: InputSupervisor;
   readonly createInput: InputFactory;
   /** High availability, when `ha` is configured: the etcd client and the leader election. */
   readonly ha: HaParts | undefined;

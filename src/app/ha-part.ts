@@ -1,6 +1,6 @@
-import type { LoadedConfig } from '../config/load.js';
 import type { EtcdClient } from '../ha/etcd-client.js';
 import type { Leadership } from '../ha/leadership.js';
+import { findInputKind } from '../inputs/registry.js';
 import type { Gateway } from './gateway.js';
 import type { Component } from './parts.js';
 
@@ -24,7 +24,6 @@ export class HaPart implements Component {
   constructor(
     private readonly g: Gateway,
     private readonly ha: HaParts,
-    private readonly inputPartFor: (config: LoadedConfig['config']['inputs'][number]) => Component,
   ) {}
 
   async start(): Promise<void> {
@@ -43,10 +42,11 @@ export class HaPart implements Component {
     const inputs = g.live.current.config.inputs;
     // The message identities of this node's earlier leaderships are stale: the other node may have
     // acknowledged those packet ids since, and the broker hands them out again.
-    for (const c of inputs) if (c.type === 'mqtt') g.intake.forgetMessages(c.id);
+    for (const c of inputs)
+      if (findInputKind(c.type)?.redelivers === true) g.intake.forgetMessages(c.id);
     for (const c of inputs) {
       try {
-        await this.inputPartFor(c).start();
+        await g.inputs.add(c);
       } catch (err) {
         log.error({ err, input: c.id }, 'input could not start on taking over; the others run');
       }
@@ -54,13 +54,10 @@ export class HaPart implements Component {
   }
 
   private async follow(): Promise<void> {
-    const adapters = this.g.inputs.adapters.splice(0);
-    const results = await Promise.allSettled(adapters.map((a) => a.stop()));
-    for (const [i, r] of results.entries())
-      if (r.status === 'rejected')
-        this.g.logger.error(
-          { component: 'ha', err: r.reason, input: adapters[i]!.id },
-          'stopping an input on leaving leadership failed',
-        );
+    for (const { id, err } of await this.g.inputs.clear())
+      this.g.logger.error(
+        { component: 'ha', err, input: id },
+        'stopping an input on leaving leadership failed',
+      );
   }
 }

@@ -4,9 +4,41 @@ import { gatewayInstanceId } from '../config/own-gateway.js';
 import { buildHealthServer } from '../health/server.js';
 import { answerItemQuestion, type ItemQuestion } from '../buffer/item-questions.js';
 import { LookupWorkers } from '../buffer/lookup-workers.js';
-import type { Gateway } from './gateway.js';
-import { splitListen } from './parts.js';
-import { gatherStatus, probeChangeKey } from './status.js';
+import type { AppDeps, LiveState } from './gateway.js';
+import type { InputFactory } from './inputs.js';
+import { inputKind } from '../inputs/registry.js';
+import { splitListen } from './part-helpers.js';
+import type { GatewayConfig } from '../config/schema.js';
+import type { Logger } from '../log.js';
+import type { Clock } from '../clock.js';
+import type { BufferStore } from '../buffer/store.js';
+import type { GatewayMetrics } from '../health/metrics.js';
+import type { AdminActions } from '../health/admin.js';
+import type { GatewayStatus } from '../health/server.js';
+import type { ListenerTls } from '../listener/listener-tls.js';
+import type { InputAdapter, IntakeSink } from '../inputs/types.js';
+
+/** What the local HTTP server is built from: the status as a function, the reports, and the inputs whose routes it serves. */
+export interface HttpServerParts {
+  readonly config: Pick<GatewayConfig, 'http' | 'buffer' | 'inputs'>;
+  readonly deps: Pick<AppDeps, 'adminToken' | 'readToken' | 'scrub'>;
+  readonly logger: Logger;
+  readonly live: Pick<LiveState, 'current' | 'mapper'>;
+  readonly now: Clock;
+  readonly store: Pick<BufferStore, 'reports'>;
+  readonly metrics: GatewayMetrics;
+  readonly adminActions: AdminActions;
+  readonly listenerTls: ListenerTls | undefined;
+  /** The status now (src/app/status.ts `gatherStatus`). */
+  readonly status: () => GatewayStatus;
+  /** What the probes must show at once (src/app/status.ts `probeChangeKey`). */
+  readonly probeChangeKey: () => string;
+  /** Whether `ha` is configured: the inputs then run only while this node leads. */
+  readonly underHa: boolean;
+  readonly createInput: InputFactory;
+  readonly intake: IntakeSink;
+  readonly inputs: { readonly adapters: readonly InputAdapter[] };
+}
 
 /**
  * The local HTTP server of one gateway: health page, status, metrics, admin actions, station
@@ -14,7 +46,7 @@ import { gatherStatus, probeChangeKey } from './status.js';
  * the inputs run, so the ingest routes are known (routes cannot be added to a listening server:
  * an http input added by a reload is served after a restart).
  */
-export async function buildHttpServer(g: Gateway): Promise<FastifyInstance> {
+export async function buildHttpServer(g: HttpServerParts): Promise<FastifyInstance> {
   const { config, deps, logger, live } = g;
   const { host } = splitListen(config.http.listen);
   const reports = () => g.store.reports;
@@ -36,7 +68,7 @@ export async function buildHttpServer(g: Gateway): Promise<FastifyInstance> {
       : answerItemQuestion(reports(), question, dcpKinds());
   const server = buildHealthServer({
     logger,
-    status: () => gatherStatus(g),
+    status: g.status,
     metrics: g.metrics,
     admin: { token: deps.adminToken, actions: g.adminActions },
     limits: config.http.limits,
@@ -46,7 +78,7 @@ export async function buildHttpServer(g: Gateway): Promise<FastifyInstance> {
     ...(g.listenerTls ? { tls: g.listenerTls } : {}),
     readToken: deps.readToken,
     instance: gatewayInstanceId(config.buffer.path),
-    probes: { changeKey: () => probeChangeKey(g) },
+    probes: { changeKey: g.probeChangeKey },
     ...(deps.scrub ? { scrub: deps.scrub } : {}),
     station: {
       dcps: () => {
@@ -62,16 +94,17 @@ export async function buildHttpServer(g: Gateway): Promise<FastifyInstance> {
       counts: (keys, sinceIso) => reports().stationCounts(keys, sinceIso),
       readsAfter: (afterId, limit) => reports().readsAfter(afterId, limit),
       lastReadId: () => reports().lastReadId(),
-      status: () => gatherStatus(g),
+      openContainers: () => g.live.mapper.openContainers(g.now()),
+      status: g.status,
     },
     items: { answer },
   });
   if (workers) server.addHook('onClose', () => workers.close());
-  if (g.ha) {
+  if (g.underHa) {
     // Under `ha` the inputs run only while this node leads, maybe not yet: the ingest routes are
     // registered from a paused adapter of each (its token read, so a caller is told 503 with
     // Retry-After on a standby, not 401); the running input answers once this node leads.
-    const httpInputs = config.inputs.filter((i) => i.type === 'http');
+    const httpInputs = config.inputs.filter((i) => inputKind(i).localRoutes === true);
     if (httpInputs.length > 0) {
       const { isRouteInput } = await import('../inputs/http/http-input.js');
       for (const c of httpInputs) {
@@ -118,12 +151,17 @@ export async function buildHttpServer(g: Gateway): Promise<FastifyInstance> {
  * read token, the admin token and each http input's ingest token, named for the warning and the
  * health hint. Empty on loopback or with TLS.
  */
-export function tokensInClear(g: Pick<Gateway, 'config' | 'deps'>): string[] {
+export function tokensInClear(g: {
+  readonly config: Pick<GatewayConfig, 'http' | 'inputs'>;
+  readonly deps: Pick<AppDeps, 'readToken' | 'adminToken'>;
+}): string[] {
   const { config, deps } = g;
   if (config.http.tls || isLoopbackHost(splitListen(config.http.listen).host)) return [];
   return [
     ...(deps.readToken !== undefined ? ['read token'] : []),
     ...(deps.adminToken !== undefined ? ['admin token'] : []),
-    ...config.inputs.filter((i) => i.type === 'http').map((i) => `ingest token of input ${i.id}`),
+    ...config.inputs
+      .filter((i) => inputKind(i).localRoutes === true)
+      .map((i) => `ingest token of input ${i.id}`),
   ];
 }

@@ -2,36 +2,46 @@ import { isDeepStrictEqual } from 'node:util';
 import type { LoadedConfig } from '../config/load.js';
 import { applyReload, planReload, RESTART_SECTIONS, type ReloadReport } from '../config/reload.js';
 import { Mapper } from '../mapping/mapper.js';
-import type { Gateway } from './gateway.js';
-import type { Component } from './parts.js';
+import type { LiveState } from './gateway.js';
+import type { InputSupervisor } from './inputs.js';
+import type { ProductCheckPart } from './product-check-part.js';
+import type { Clock } from '../clock.js';
+import type { Logger } from '../log.js';
+import type { ListenerTls } from '../listener/listener-tls.js';
+import type { Leadership } from '../ha/leadership.js';
+import type { Intake } from '../intake/intake.js';
+import type { Retention } from '../buffer/retention.js';
+import type { DiskGuard } from '../buffer/disk-guard.js';
+
+/** What a reload changes: the live state, the running inputs, and the parts whose settings apply at once. */
+export interface ReloadParts {
+  readonly live: LiveState;
+  readonly listenerTls: Pick<ListenerTls, 'reload'> | undefined;
+  readonly inputs: Pick<InputSupervisor, 'add' | 'remove'>;
+  readonly ha: { readonly leadership: Pick<Leadership, 'mayTake'> } | undefined;
+  readonly productCheck: Pick<ProductCheckPart, 'knownProducts' | 'restart'>;
+  readonly intake: Pick<Intake, 'setMapping'>;
+  readonly retention: Pick<Retention, 'setRetentionDays'>;
+  readonly diskGuard: Pick<DiskGuard, 'setKeepRecentHours'>;
+  readonly now: Clock;
+  readonly logger: Logger;
+}
 
 /**
  * Applies a new configuration while running (see `App.reload`): inputs restarted, added and
- * removed through the running list, the mapping swapped, the product check restarted when changed.
- * `inputPartFor` makes the component of one input, as `buildApp` does.
+ * removed by id through the input supervisor, the mapping swapped, the product check restarted
+ * when changed.
  */
-export async function reloadGateway(
-  g: Gateway,
-  next: LoadedConfig,
-  inputPartFor: (config: LoadedConfig['config']['inputs'][number]) => Component,
-): Promise<ReloadReport> {
+export async function reloadGateway(g: ReloadParts, next: LoadedConfig): Promise<ReloadReport> {
   const { live } = g;
   // SIGHUP is also how a renewed certificate is applied at once (the files are watched too).
   g.listenerTls?.reload('configuration reload');
   const report = await applyReload(planReload(live.current.config, next.config), next.config, {
-    stopInput: async (id) => {
-      const input = g.inputs.remove(id);
-      if (!input) return;
-      const entry = g.running.findIndex((s) => s.name === `input ${id}`);
-      if (entry >= 0) g.running.splice(entry, 1);
-      await input.stop();
-    },
+    stopInput: (id) => g.inputs.remove(id),
     startInput: async (inputConfig) => {
       // Under `ha` a standby runs no input: the configuration in force is started on taking over.
       if (g.ha && g.ha.leadership.mayTake() !== undefined) return;
-      const part = inputPartFor(inputConfig);
-      g.running.push(part);
-      await part.start();
+      await g.inputs.add(inputConfig);
     },
     swapMapping: () => {
       const fresh = new Mapper(next.config);

@@ -5,17 +5,55 @@ import { composeStatus } from '../health/compose-status.js';
 import { HEALTH_THRESHOLDS } from '../health/derive.js';
 import type { GatewayStatus } from '../health/server.js';
 import { VERSION } from '../paths.js';
-import type { Gateway } from './gateway.js';
+import type { AppApi, AppDeps, LiveState } from './gateway.js';
 import { tokensInClear } from './http.js';
-import type { HaStatus } from '../ha/leadership.js';
-import { unmovableWhy } from '../config/ha-schema.js';
+import type { HaStatus, Leadership } from '../ha/leadership.js';
+import { unmovableInputs, unmovableWhy } from '../config/ha-schema.js';
 import type { HaStatusView } from '../health/page-ha.js';
+import type { Clock } from '../clock.js';
+import type { GatewayConfig } from '../config/schema.js';
+import type { BufferStore } from '../buffer/store.js';
+import type { InputAdapter } from '../inputs/types.js';
+import type { Intake } from '../intake/intake.js';
+import type { BackPressure } from '../buffer/back-pressure.js';
+import type { Retention } from '../buffer/retention.js';
+import type { DiskGuard } from '../buffer/disk-guard.js';
+import type { Deliverer } from '../delivery/deliverer.js';
+import type { StatusEventFeed } from '../delivery/status-events.js';
+import type { AdminActions } from '../health/admin.js';
+import type { ListenerTls } from '../listener/listener-tls.js';
+import type { ProductCheckPart } from './product-check-part.js';
+
+/**
+ * What the status is gathered from: each part's snapshot and nothing else of it. Optional parts
+ * are undefined exactly when the configuration leaves them out, as in the gateway's record.
+ */
+export interface StatusParts {
+  readonly now: Clock;
+  readonly startedAt: Date;
+  readonly live: Readonly<LiveState>;
+  readonly config: Pick<GatewayConfig, 'buffer' | 'delivery' | 'http' | 'inputs'>;
+  readonly deps: Pick<AppDeps, 'adminToken' | 'readToken'>;
+  readonly store: Pick<BufferStore, 'reports' | 'containers'>;
+  readonly inputs: { readonly adapters: readonly Pick<InputAdapter, 'id' | 'status'>[] };
+  readonly intake: Pick<Intake, 'countersFor' | 'lastCommitError'>;
+  readonly backPressure: Pick<BackPressure, 'snapshot'>;
+  readonly retention: Pick<Retention, 'lastRun'>;
+  readonly diskGuard: Pick<DiskGuard, 'snapshot'>;
+  readonly deliverer: Pick<Deliverer, 'snapshot'>;
+  readonly api: Pick<AppApi, 'tokenInfo'>;
+  readonly statusEvents: { readonly feed: Pick<StatusEventFeed, 'snapshot'> } | undefined;
+  readonly productCheck: Pick<ProductCheckPart, 'snapshot'>;
+  readonly adminActions: AdminActions;
+  readonly listenerTls: Pick<ListenerTls, 'status'> | undefined;
+  readonly ha: { readonly leadership: Pick<Leadership, 'snapshot'> } | undefined;
+}
 
 /**
  * The parts' snapshots at this instant, composed into the status by {@link composeStatus}.
  * @throws when the buffer is not open (before the start, after the stop).
  */
-export function gatherStatus(g: Gateway): GatewayStatus {
+export function gatherStatus(g: StatusParts): GatewayStatus {
   const s = g.store;
   const nowMs = g.now();
   const { live, config } = g;
@@ -49,6 +87,9 @@ export function gatherStatus(g: Gateway): GatewayStatus {
       problems: s.reports.recentProblems(20),
     },
     recent: s.reports.recentActivity(nowMs - HEALTH_THRESHOLDS.windowMs),
+    containersIncomplete: s.containers
+      .endedSince('incomplete', new Date(nowMs - HEALTH_THRESHOLDS.windowMs).toISOString(), 20)
+      .filter((c) => c.by === undefined),
     stuckBatches: s.reports.stuckBatches(nowMs - HEALTH_THRESHOLDS.stuckBatchMs),
     delivery: {
       mode: config.delivery.mode,
@@ -72,7 +113,7 @@ export function gatherStatus(g: Gateway): GatewayStatus {
  * and the election's role, leader and epoch. In-memory reads only (no SQL, no file): the probes
  * read it on every request and gather the status anew when it changed (health/probe-snapshot.ts).
  */
-export function probeChangeKey(g: Gateway): string {
+export function probeChangeKey(g: Pick<StatusParts, 'live' | 'inputs' | 'intake' | 'ha'>): string {
   const election = g.ha?.leadership.snapshot();
   return [
     g.live.phase,
@@ -83,12 +124,13 @@ export function probeChangeKey(g: Gateway): string {
 }
 
 /** The `ha` field of the status (docs/high-availability.md, "What is shown"). */
-function haStatus(g: Gateway, election: HaStatus): HaStatusView {
+function haStatus(g: Pick<StatusParts, 'store' | 'live'>, election: HaStatus): HaStatusView {
   return {
     ...election,
     possibleDuplicates: g.store.reports.haPossibleDuplicates(20),
-    unmovableInputs: g.live.current.config.inputs
-      .filter((i) => i.type === 'serial')
-      .map((i) => ({ id: i.id, why: unmovableWhy(i.id) })),
+    unmovableInputs: unmovableInputs(g.live.current.config.inputs).map((i) => ({
+      id: i.id,
+      why: unmovableWhy(i),
+    })),
   };
 }

@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import { databaseFileBytes } from './disk-usage.js';
 import type { ScanInsert } from './scan-insert.js';
+import type { ContainerRecords } from './containers.js';
 import type { CommittedFile, CommittedMessage, IntakeRecord } from './rows.js';
 
 /**
@@ -68,6 +69,7 @@ export class IntakeWrites {
     /** The buffer's file (`:memory:` has no log to checkpoint). */
     private readonly path: string,
     private readonly scans: ScanInsert,
+    private readonly containers: ContainerRecords,
   ) {
     this.read = db.prepare(
       `INSERT INTO reads (input_id, received_at, raw, source_time, dcp_key, origin, outcome, reason, source_dcp_key, parents, attributes, input_level, leader_epoch, possible_duplicate)
@@ -179,6 +181,7 @@ export class IntakeWrites {
               r.scan.gs1,
             );
           }
+          if (r.containers) this.containers.write(r.containers);
         }
         const at = new Date(nowMs).toISOString();
         for (const f of files) {

@@ -17,8 +17,9 @@ export interface ItemAnswer {
 }
 
 /**
- * Answers `question` from `reports`: 200 with the trace, or 404 when the item is not in the buffer
- * (the trace then says what was looked for); 200 with `{ prefix, matches }` or `{ value, matches }`
+ * Answers `question` from `reports`: 200 with the trace (also of an item known only from its
+ * refused reads, `refusals`), or 404 when the buffer knows nothing of it (the trace then says what
+ * was looked for); 200 with `{ prefix, matches }` or `{ value, matches }`
  * for the searches. Every answer is bounded by the reports' own caps (items.ts: scans per item,
  * tree nodes, fan-out, matches per page). `dcpKinds` are the configured DCPs' kinds, by key.
  * The JSON is made here, where the work runs, so the thread that sends it only copies text.
@@ -36,7 +37,9 @@ export function answerItemQuestion(
         ...(question.depth === undefined ? {} : { depth: question.depth }),
         dcpKinds,
       });
-      return { code: trace.found ? 200 : 404, json: JSON.stringify(trace) };
+      // Known only from its refused reads is known: 200 with them.
+      const known = trace.found || (trace.refusals?.length ?? 0) > 0;
+      return { code: known ? 200 : 404, json: JSON.stringify(trace) };
     }
     case 'search':
       return {

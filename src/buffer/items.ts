@@ -3,6 +3,8 @@ import type Database from 'better-sqlite3';
 import { printableRaw } from '../format/printable.js';
 import { scanStateSql } from './scan-state.js';
 import type { ValueMatches } from './item-keys.js';
+import type { ItemRefusal } from './item-refusals.js';
+import type { ContainerRow } from './rows.js';
 
 /**
  * Item lookup: "what happened to this item?" from the buffer alone, read-only. For a
@@ -136,6 +138,10 @@ export interface ItemTrace {
    * of the audit period: when, why, how many scans each took and the span of their read times.
    */
   prunedEarly?: EarlyPruneRecord[];
+  /** Reads of the item that were refused (no scan of them), latest first (item-refusals.ts). */
+  refusals?: ItemRefusal[];
+  /** The containers this reference was the label of, and how each ended (table `containers`). */
+  containers?: ContainerRow[];
 }
 
 /** A reference found by prefix. */

@@ -235,4 +235,29 @@ export const DRAIN_MIGRATIONS: readonly string[] = [
     PRIMARY KEY (ref_hash, pruned_at)
   ) WITHOUT ROWID;
   `,
+  // Containers (src/mapping/container-sessions.ts): each one a row, written with the read that
+  // changed it (opened, a member more, closed), so the open ones are restored at start with their
+  // count and members, and the closed ones say how they ended (complete, incomplete, abandoned,
+  // who and why) to `trace`, the page and the metrics, for the audit period (retention.ts).
+  `
+  CREATE TABLE containers (
+    id INTEGER PRIMARY KEY,
+    container TEXT NOT NULL,
+    per TEXT NOT NULL,
+    station TEXT NOT NULL,
+    parent TEXT NOT NULL,
+    opened_at TEXT NOT NULL,
+    last_read_at TEXT NOT NULL,
+    members INTEGER NOT NULL,
+    expected INTEGER,
+    state TEXT NOT NULL CHECK (state IN ('open', 'complete', 'incomplete', 'closed', 'abandoned')),
+    closed_at TEXT,
+    why TEXT,
+    closed_by TEXT,
+    member_refs TEXT,
+    UNIQUE (container, station, opened_at)
+  );
+  CREATE INDEX containers_parent ON containers (parent);
+  CREATE INDEX containers_state ON containers (state, closed_at);
+  `,
 ];

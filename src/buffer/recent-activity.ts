@@ -8,9 +8,13 @@ import type Database from 'better-sqlite3';
 
 /** What happened in the buffer since an instant, for the health rules (src/health/derive.ts `HealthFacts.recent`). */
 export interface RecentActivity {
-  /** Reads received since then, rejected ones included (input-level rejections, which never were a read, not). */
+  /**
+   * Reads received since then, rejected ones included, and input-level rejections (an empty
+   * frame, an unframeable chunk, a CSV row without its barcode), as the inputs' `rejected` columns
+   * count them; files refused whole not (they are counted as files).
+   */
   reads: number;
-  /** Reads that could not be made into scans (file-level refusals not included). */
+  /** Reads and input-level rejections that could not be made into scans (files refused whole not included). */
   rejections: number;
   rejectionsByInput: { inputId: string; count: number }[];
   /** Scans the service refused in batches finished since then, not replayed. */
@@ -47,22 +51,23 @@ export function recentActivity(db: Database.Database, sinceMs: number): RecentAc
     first === null
       ? empty
       : (() => {
-          const byInput = db
-            .prepare(
-              `SELECT input_id AS inputId, count(*) AS count FROM reads
-                WHERE outcome = 'rejected' AND id >= ? AND coalesce(input_level, 0) = 0 GROUP BY input_id ORDER BY count DESC, input_id`,
-            )
-            .all(first) as { inputId: string; count: number }[];
           // A file refused as a whole is an input-level rejection whose origin names failed/ as where
           // it went (a file with content stored before also names where it went: processed/).
           const moved = `origin LIKE '%"movedTo":"failed/%'`;
-          // Input-level rejections (a file refused whole, an unframeable chunk) were never a read.
+          // A file moved anywhere (refused, or its content stored before) is counted as a file; the
+          // other input-level rejections count beside the reads, as the inputs' columns do.
+          const file = `coalesce(origin, '') LIKE '%"movedTo":%'`;
+          const byInput = db
+            .prepare(
+              `SELECT input_id AS inputId, count(*) AS count FROM reads
+                WHERE outcome = 'rejected' AND id >= ? AND NOT (coalesce(input_level, 0) = 1 AND ${file}) GROUP BY input_id ORDER BY count DESC, input_id`,
+            )
+            .all(first) as { inputId: string; count: number }[];
           const level = db
             .prepare(
-              `SELECT count(*) AS inputLevel, coalesce(sum(${moved}), 0) AS files FROM reads WHERE outcome = 'rejected' AND id >= ? AND input_level = 1`,
+              `SELECT coalesce(sum(${moved}), 0) AS files, coalesce(sum(${file}), 0) AS moved FROM reads WHERE outcome = 'rejected' AND id >= ? AND input_level = 1`,
             )
-            .get(first) as { inputLevel: number; files: number };
-          const inputLevel = level.inputLevel;
+            .get(first) as { files: number; moved: number };
           const filesRefusedCount = level.files;
           const files = db
             .prepare(
@@ -75,7 +80,7 @@ export function recentActivity(db: Database.Database, sinceMs: number): RecentAc
             at: string;
           }[];
           return {
-            reads: maxId - first + 1 - inputLevel,
+            reads: maxId - first + 1 - level.moved,
             rejections: byInput.reduce((a, r) => a + r.count, 0),
             rejectionsByInput: byInput,
             filesRefused: files.map((f) => ({

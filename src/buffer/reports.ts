@@ -1,3 +1,4 @@
+import { containersOf, refusalsOf } from './item-refusals.js';
 import { earlyPrunesOf } from './early-prunes.js';
 import type Database from 'better-sqlite3';
 import {
@@ -283,7 +284,15 @@ export class BufferReports {
     const t = lookupItem(this.db, reference, options);
     // Scans of it taken by early pruning under a full disk: trace says when and why (early-prunes.ts).
     const prunedEarly = earlyPrunesOf(this.db, t.reference);
-    return prunedEarly.length > 0 ? { ...t, prunedEarly } : t;
+    // Its refused reads beside its scans, and how the containers it labelled ended (item-refusals.ts).
+    const refusals = refusalsOf(this.db, reference, t.reference);
+    const containers = containersOf(this.db, t.reference);
+    return {
+      ...t,
+      ...(prunedEarly.length > 0 ? { prunedEarly } : {}),
+      ...(refusals.length > 0 ? { refusals } : {}),
+      ...(containers.length > 0 ? { containers } : {}),
+    };
   }
 
   /** The items carrying an AI's value, a page each: see {@link searchByValue}. */

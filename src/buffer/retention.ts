@@ -188,6 +188,8 @@ export class Retention {
     total.files = pruning.pruneFiles(cutoffIso);
     // The record of early prunes lasts as long as the audit it stands for would have.
     pruning.forgetEarlyPrunes(cutoffIso);
+    // How each container ended is kept as long as its members' reads; open ones are never pruned.
+    store.containers.forgetClosed(cutoffIso);
     // MQTT message identities (a packet id's row is replaced by its next message anyway): what is
     // older than the audit period belongs to an input removed since, or to a session long gone.
     const messages = pruning.pruneMessages(cutoffMs);

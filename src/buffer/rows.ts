@@ -46,6 +46,8 @@ export interface IntakeRecord {
   origin?: Record<string, string | number>;
   outcome: 'scan' | 'rejected' | 'noRead' | 'duplicate';
   reason?: string;
+  /** Containers the read changed (opened, a member more, closed), written in its transaction. */
+  containers?: readonly ContainerRow[];
   /** True for an input-level rejection (nothing could be framed or parsed into a read). */
   inputLevel?: boolean;
   /**
@@ -66,6 +68,27 @@ export interface IntakeRecord {
     bytes?: number;
     gs1?: readonly Gs1Pair[];
   };
+}
+
+/**
+ * A container as the buffer keeps it (table `containers`): the mapping's `ContainerChange`
+ * (src/mapping/container-sessions.ts), field for field. One row per container opened at a
+ * station; each change replaces the row.
+ */
+export interface ContainerRow {
+  container: string;
+  per: 'input' | 'dcp';
+  station: string;
+  parent: string;
+  openedAt: string;
+  lastReadAt: string;
+  members: number;
+  expected?: number;
+  state: 'open' | 'complete' | 'incomplete' | 'closed' | 'abandoned';
+  closedAt?: string;
+  why?: string;
+  by?: string;
+  memberRefs?: string[];
 }
 
 /** One GS1 element of a read: the AI and its value as carried. */

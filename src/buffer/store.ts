@@ -2,6 +2,7 @@ import type Database from 'better-sqlite3';
 import { ErrorCodes, GatewayError } from '../errors.js';
 import { Batches } from './batches.js';
 import { IntakeWrites } from './intake-writes.js';
+import { ContainerRecords } from './containers.js';
 import { openBuffer, type OpenOptions } from './open.js';
 import { EventPositions } from './positions.js';
 import { Pruning } from './pruning.js';
@@ -28,6 +29,7 @@ export type { OpenOptions } from './open.js';
 /** The parts of an open buffer, one job each, all on the store's one connection. */
 interface Facets {
   readonly intake: IntakeWrites;
+  readonly containers: ContainerRecords;
   readonly batches: Batches;
   readonly positions: EventPositions;
   readonly reports: BufferReports;
@@ -93,8 +95,10 @@ export class BufferStore {
     const db = openBuffer(this.path, this.options);
     const scans = new ScanInsert(db);
     try {
+      const containers = new ContainerRecords(db);
       this.facets = {
-        intake: new IntakeWrites(db, this.path, scans),
+        intake: new IntakeWrites(db, this.path, scans, containers),
+        containers,
         batches: new Batches(db),
         positions: new EventPositions(db),
         reports: new BufferReports(db, this.path),
@@ -131,6 +135,11 @@ export class BufferStore {
   /** Intake's commits and what it asks before one (intake-writes.ts). @throws GatewayError `SCANGW_E_NOT_RUNNING` when not open. */
   get intake(): IntakeWrites {
     return this.facet('intake');
+  }
+
+  /** The containers kept: open ones to restore, closed ones with how they ended (containers.ts). @throws GatewayError `SCANGW_E_NOT_RUNNING` when not open. */
+  get containers(): ContainerRecords {
+    return this.facet('containers');
   }
 
   /** Delivery's pending scans and batches (batches.ts). @throws GatewayError `SCANGW_E_NOT_RUNNING` when not open. */

@@ -5,6 +5,8 @@ import { Adoption, type AdoptionSummary } from '../app/adopt.js';
 import { loadConfig } from '../config/load.js';
 import { createLogger, SecretScrubber, type Logger } from '../log.js';
 import { CommandExit, ExitCodes } from './exit.js';
+// The input kinds, before this command reads a configuration (its `inputs` are checked by them).
+import '../inputs/registry.js';
 
 export interface AdoptIo {
   stdout: NodeJS.WritableStream;

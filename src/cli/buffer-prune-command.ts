@@ -8,6 +8,8 @@ import { ErrorCodes, isBufferUnopenable, isGatewayError } from '../errors.js';
 import { silentLogger } from '../log.js';
 import { CommandExit, ExitCodes } from './exit.js';
 import { fail, type OpsIo } from './ops-commands.js';
+// The input kinds, before this command reads a configuration (its `inputs` are checked by them).
+import '../inputs/registry.js';
 
 const DEFAULT_CONFIG = '/etc/scan-gateway/config.yaml';
 

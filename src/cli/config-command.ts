@@ -17,9 +17,10 @@ import { readClientSecret } from '../config/secrets.js';
 import { isGatewayError, ErrorCodes } from '../errors.js';
 import { derivedQuotaForPath, quotaTooLargeForDisk } from '../buffer/disk-guard.js';
 import { DERIVED_QUOTA_RECHECK_MS } from '../buffer/disk-quota.js';
-import { STARTER_INPUT_TYPES, starterConfig, type StarterInputType } from './config-init.js';
+import { starterConfig, starterInputTypes } from './config-init.js';
 import { lookupUser, preflight, type PreflightFinding } from '../config/preflight.js';
 import { fieldSourceNotes } from '../config/field-sources.js';
+import { lookupKeyNotes } from '../config/lookup-keys.js';
 import { CommandExit, ExitCodes } from './exit.js';
 
 /** The process edge `config` needs (main.ts provides it). */
@@ -119,6 +120,9 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
       // A rule's field that an input never supplies passes the schema but yields nothing on the line.
       for (const n of fieldSourceNotes(c))
         findings.push({ severity: 'note', where: n.where, message: n.message });
+      // A lookup key that is no valid value of the AI feeding it (a GTIN's check digit) never matches.
+      for (const n of lookupKeyNotes(c))
+        findings.push({ severity: 'note', where: n.where, message: n.message });
       findings.push(...haNotes(c));
       const preflightProblems = findings.filter((f) => f.severity === 'problem');
       const notes = findings.filter((f) => f.severity === 'note');
@@ -175,7 +179,7 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
     )
     .option(
       '-i, --input <type>',
-      `an input to include, repeatable: ${STARTER_INPUT_TYPES.join(', ')}`,
+      `an input to include, repeatable: ${starterInputTypes().join(', ')}`,
       (v: string, prev: string[]) => [...prev, v],
       [] as string[],
     )
@@ -204,17 +208,15 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
         site?: string;
         timezone?: string;
       }) => {
-        const unknown = opts.input.filter(
-          (t) => !(STARTER_INPUT_TYPES as readonly string[]).includes(t),
-        );
+        const unknown = opts.input.filter((t) => !starterInputTypes().includes(t));
         if (unknown.length > 0) {
           io.stdout.write(
-            `config init: unknown input type ${unknown.map((t) => `"${t}"`).join(', ')}; one of: ${STARTER_INPUT_TYPES.join(', ')}\n`,
+            `config init: unknown input type ${unknown.map((t) => `"${t}"`).join(', ')}; one of: ${starterInputTypes().join(', ')}\n`,
           );
           throw new CommandExit(ExitCodes.USAGE);
         }
         const text = starterConfig({
-          inputs: opts.input as StarterInputType[],
+          inputs: opts.input,
           dataDir: resolve(io.cwd, opts.dataDir),
           listen: opts.listen,
           siteId: opts.site,

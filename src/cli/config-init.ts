@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import { inputKind, inputKinds } from '../inputs/registry.js';
 
 /**
  * `scan-gateway config init`: a commented starter configuration for the inputs named,
@@ -7,13 +8,14 @@ import { hostname } from 'node:os';
  * package installs as /etc/scan-gateway/config.yaml (`config init --input files`).
  */
 
-/** Input types `config init --input` knows, in the order the starter lists them. */
-export const STARTER_INPUT_TYPES = ['files', 'serial', 'tcp', 'mqtt', 'http'] as const;
-export type StarterInputType = (typeof STARTER_INPUT_TYPES)[number];
+/** Input types `config init --input` knows, in the registry's order (src/inputs/registry.ts). */
+export function starterInputTypes(): string[] {
+  return inputKinds().map((k) => k.type);
+}
 
 export interface StarterOptions {
   /** Input types, in order; repeats get ids with -2, -3… */
-  inputs: readonly StarterInputType[];
+  inputs: readonly string[];
   /** Folder for the buffer and the inbox (the unit's StateDirectory): /var/lib/scan-gateway. */
   dataDir: string;
   /** `http.listen`: 127.0.0.1:8080. */
@@ -22,76 +24,6 @@ export interface StarterOptions {
   siteId?: string | undefined;
   /** `site.timezone`; default this machine's zone. */
   timezone?: string | undefined;
-}
-
-/** The id each input type gets in the starter (readable in logs and on the health page). */
-const IDS: Record<StarterInputType, string> = {
-  files: 'inbox',
-  serial: 'scanner',
-  tcp: 'reader',
-  mqtt: 'broker',
-  http: 'ingest',
-};
-
-function inputBlock(type: StarterInputType, id: string, o: StarterOptions): string {
-  switch (type) {
-    case 'files':
-      return `  # A folder a PC drops exports into (docs/inputs.md, "files"; how the PC gets them there:
-  # docs/operations.md, "The inbox"). Read files move to processed/<date>/, unreadable ones to failed/.
-  - id: ${id}
-    type: files
-    dir: ${o.dataDir}/${id}
-    format: csv                  # lines | csv | ndjson | json
-    barcodeColumn: barcode       # csv: the header of the barcode column
-    timeColumn: read_at          # csv: the header of the read time (ISO 8601); without it: the time the file is read
-    dcp: DCP-01
-    # usePolling: true           # on an SMB or NFS mount, where inotify sees no changes
-`;
-    case 'serial':
-      return `  # A scanner on a serial port or USB (CDC/ACM, FTDI) adapter (docs/inputs.md, "serial").
-  # ls -l /dev/serial/by-id/ names it; that name survives re-plugging, /dev/ttyUSB0 may not.
-  - id: ${id}
-    type: serial
-    path: /dev/serial/by-id/CHANGE-ME
-    baudRate: 9600               # the scanner's setting: 9600 8N1 is the usual factory default
-    terminator: "\\r"             # what ends a read: "\\r", "\\r\\n" or "\\n"
-    dcp: DCP-01
-`;
-    case 'tcp':
-      return `  # A network reader the gateway connects to (mode: client; docs/inputs.md, "tcp"). When the
-  # scanner connects to us instead (its target is the gateway): mode: server, host: 0.0.0.0, port: 4001.
-  - id: ${id}
-    type: tcp
-    mode: client
-    host: 192.0.2.10             # CHANGE-ME: the reader's address
-    port: 2001
-    terminator: "\\r\\n"
-    dcp: DCP-01
-`;
-    case 'mqtt':
-      return `  # Topics of an MQTT broker, QoS 1 in a persistent session (docs/inputs.md, "mqtt").
-  - id: ${id}
-    type: mqtt
-    url: mqtt://127.0.0.1:1883   # mqtts://host:8883 with caFile for TLS
-    topics: [scanners/+/reads]
-    clientId: scan-gateway-${o.siteId ?? 'site'}-${id}   # stable: the broker keeps this session's messages
-    format: text                 # text = the payload is the code; json = an object (see fields)
-    # format: json: fields says where each part is; attributeFields takes any payload field as an attribute:
-    # fields: { code: code, time: ts, dcp: station, attributeFields: { voltage: voltage } }
-    dcp: DCP-01
-    # username: scan-gateway
-    # passwordFile: /etc/scan-gateway/broker-password   # or passwordEnv: NAME; never the password here
-`;
-    case 'http':
-      return `  # POST /api/v1/reads on http.listen (docs/inputs.md, "http"). Clients send a bearer token of
-  # 16 characters or more; make it before the check passes:
-  #   openssl rand -hex 32 | install -o root -g scan-gateway -m 0640 /dev/stdin /etc/scan-gateway/ingest-token
-  - id: ${id}
-    type: http
-    tokenFile: /etc/scan-gateway/ingest-token   # or the environment variable SCAN_GATEWAY_INGEST_TOKEN
-    dcp: DCP-01
-`;
-  }
 }
 
 /** A host name as a site id (a key: no white space), falling back to "site". */
@@ -110,10 +42,11 @@ export function starterConfig(options: StarterOptions): string {
   const o = { ...options, siteId };
   const seen = new Map<string, number>();
   const blocks = options.inputs.map((type) => {
-    const base = IDS[type];
+    const kind = inputKind(type);
+    const base = kind.starter.id;
     const n = (seen.get(base) ?? 0) + 1;
     seen.set(base, n);
-    return inputBlock(type, n === 1 ? base : `${base}-${n}`, o);
+    return kind.starter.text(n === 1 ? base : `${base}-${n}`, { dataDir: o.dataDir, siteId });
   });
   return `# scan-gateway configuration (written by: scan-gateway config init${options.inputs.map((t) => ` --input ${t}`).join('')}).
 # Every key, with its default: docs/configuration.md (or: scan-gateway config docs).

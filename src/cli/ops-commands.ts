@@ -1,3 +1,4 @@
+import { originWords } from '../format/origin.js';
 import { existsSync, realpathSync, renameSync, rmSync, statSync, type Stats } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
@@ -13,6 +14,8 @@ import { CommandExit, ExitCodes } from './exit.js';
 import { bestEffortScrubber } from './known-secrets.js';
 import { registerBufferPruneCommand } from './buffer-prune-command.js';
 import type { Clock } from '../clock.js';
+// The input kinds, before this command reads a configuration (its `inputs` are checked by them).
+import '../inputs/registry.js';
 
 /** What the operations commands need from the process edge. */
 export interface OpsIo {
@@ -451,7 +454,7 @@ function formatFailures(r: FailuresReport, timezone: string, batchId?: number): 
     lines.push(
       `${fmtTime(f.at, timezone)}  ${f.kind.padEnd(8)}  input ${f.inputId}${f.dcp ? `  DCP ${f.dcp}` : ''}${f.product !== null ? `  product ${printableRaw(f.product)}` : ''}${f.requestId ? `  request ${f.requestId}` : ''}`,
       `    reason: ${f.reason}`,
-      `    read:   ${f.raw}${f.origin ? `   (${f.origin})` : ''}`,
+      `    read:   ${f.raw}${f.origin ? `   (${originWords(f.origin)})` : ''}`,
     );
   }
   return `${lines.join('\n')}\n`;

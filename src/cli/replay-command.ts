@@ -10,6 +10,8 @@ import { mappingContext, mapRead } from '../mapping/map-read.js';
 import { CommandExit, ExitCodes } from './exit.js';
 import type { Clock } from '../clock.js';
 import { inertOutput, printableDeep } from '../format/printable.js';
+// The input kinds, before this command reads a configuration (its `inputs` are checked by them).
+import '../inputs/registry.js';
 
 export interface ReplayIo {
   stdout: NodeJS.WritableStream;

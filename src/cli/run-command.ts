@@ -3,11 +3,12 @@ import { buildApp, type App } from '../app.js';
 import { loadConfig } from '../config/load.js';
 import { ConfigReloader } from '../config/reload.js';
 import { resolveSecrets, secretValues } from '../config/secrets.js';
+import { inputKind } from '../inputs/registry.js';
 import { SystemdNotifier } from './sd-notify.js';
 import type { GatewayStatus } from '../health/status.js';
 import { createLogger, SecretScrubber, type Logger } from '../log.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
-import { MARK_BUILD, MARK_CONFIG } from '../main/runtime.js';
+import { MARK_BUILD, MARK_CONFIG } from '../paths.js';
 
 export interface RunIo {
   stderr: NodeJS.WritableStream;
@@ -136,10 +137,8 @@ export function registerRunCommand(program: Command, io: RunIo): void {
         (io.stderr as { isTTY?: boolean }).isTTY === true
       ) {
         for (const input of loaded.config.inputs) {
-          if (input.type === 'files')
-            io.stderr.write(
-              `scan-gateway: drop ${input.format} files for DCP ${input.dcp} into ${input.dir}\n`,
-            );
+          const hint = inputKind(input).runHint?.(input);
+          if (hint !== undefined) io.stderr.write(`scan-gateway: ${hint}\n`);
         }
         io.stderr.write(
           `scan-gateway: health at ${app.httpUrl}/healthz${loaded.config.sandbox.enabled ? `; sandbox scans at http://${loaded.config.sandbox.listen}/_sandbox/scans` : ''}\n`,

@@ -5,7 +5,7 @@ import type { Logger } from '../log.js';
 import { DEMO_CLIENT_SECRET_FILE } from '../paths.js';
 import type { RunningSandbox, SandboxOptions } from '@scan-gateway/sandbox';
 import { CommandExit, ExitCodes } from './exit.js';
-import { importSandbox } from '../app/parts.js';
+import { importSandbox } from '../app/sandbox-part.js';
 
 /** What `sandbox` needs from the process edge. */
 export interface SandboxCommandIo {

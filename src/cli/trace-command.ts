@@ -1,3 +1,4 @@
+import { originWords } from '../format/origin.js';
 import type { Command } from 'commander';
 import type { GenealogyNode, ItemScan, ItemTrace } from '../buffer/items.js';
 import { DEFAULT_GENEALOGY_DEPTH, MAX_GENEALOGY_DEPTH } from '../buffer/items.js';
@@ -68,7 +69,9 @@ export function registerTraceCommand(program: Command, io: OpsIo): void {
         ),
       );
       throw new CommandExit(
-        trace.found || (trace.byValue ?? []).some((m) => m.items.length > 0)
+        trace.found ||
+          (trace.refusals?.length ?? 0) > 0 ||
+          (trace.byValue ?? []).some((m) => m.items.length > 0)
           ? ExitCodes.OK
           : ExitCodes.FAILED,
       );
@@ -79,12 +82,19 @@ export function registerTraceCommand(program: Command, io: OpsIo): void {
 export function formatTrace(t: ItemTrace, timezone: string): string {
   const time = (iso: string | null | undefined) => fmtTime(iso, timezone);
   const head = gs1Lines(t, time);
+  const refused = refusalLines(t, time);
+  const boxes = containerLines(t, time);
   if (!t.found) {
-    // Items listed by an AI's value answer the question: no "not in the buffer" after them.
+    // Items listed by an AI's value, or its refused reads, answer the question: no "not in the
+    // buffer" after them.
     const listed = (t.byValue ?? []).some((m) => m.items.length > 0);
     const lines = listed
       ? [...head]
-      : [...head, `${t.reference}: not in the buffer (no scan of it, none naming it as parent).`];
+      : refused.length > 0
+        ? [...head, `${t.reference}: no scan of it in the buffer; its reads were refused:`]
+        : [...head, `${t.reference}: not in the buffer (no scan of it, none naming it as parent).`];
+    if (refused.length > 0) lines.push(...refused);
+    lines.push(...boxes);
     lines.push(...prunedEarlyLines(t, time));
     if (t.matches.length > 0) {
       lines.push('', `References starting with ${t.reference}:`);
@@ -105,6 +115,8 @@ export function formatTrace(t: ItemTrace, timezone: string): string {
     `${t.reference}: ${total} scan${total === 1 ? '' : 's'} in the buffer${t.moreScans > 0 ? ` (the latest ${t.scans.length} shown)` : ''}.`,
   ];
   lines.push(...prunedEarlyLines(t, time));
+  lines.push(...boxes);
+  if (refused.length > 0) lines.push('', 'Refused reads (not sent):', ...refused);
   for (const s of t.scans) lines.push('', ...scanLines(s, time));
   lines.push('', 'Parents:', ...treeLines(t.parents, t.parentsMore, time));
   lines.push('', 'Children:', ...treeLines(t.children, t.childrenMore, time));
@@ -115,6 +127,27 @@ export function formatTrace(t: ItemTrace, timezone: string): string {
     );
   lines.push('', `Times in ${timezone}.`);
   return `${lines.join('\n')}\n`;
+}
+
+/** The item's refused reads: time, station, reason, the read and where it came from. */
+function refusalLines(t: ItemTrace, time: (iso: string | null) => string): string[] {
+  return (t.refusals ?? []).flatMap((r) => [
+    `  ${time(r.at)} at ${r.station !== null ? `${r.station} (input ${r.inputId})` : `input ${r.inputId}`}: REFUSED: ${r.reason}`,
+    `    read ${r.id}: ${r.raw}${r.origin ? `   (${originWords(r.origin)})` : ''}`,
+  ]);
+}
+
+/** The containers the item was the label of: "MOD-1 (module at st20): incomplete, 3 of 12, new label MOD-2". */
+function containerLines(t: ItemTrace, time: (iso: string | null) => string): string[] {
+  return (t.containers ?? []).map((c) => {
+    const fill =
+      c.expected !== undefined ? `${c.members} of ${c.expected}` : `${c.members} members`;
+    const how =
+      c.state === 'open'
+        ? `open since ${time(c.openedAt)}`
+        : `${c.state.toUpperCase()} at ${time(c.closedAt ?? null)}${c.why ? ` (${c.why})` : ''}${c.by ? ` by ${c.by}` : ''}`;
+    return `Container ${c.parent} (${c.container} at ${c.station}): ${fill}, ${how}.`;
+  });
 }
 
 /** The early prunes that took scans of the item: when, why and what else they took. */
@@ -165,7 +198,7 @@ function scanLines(s: ItemScan, time: (iso: string | null) => string): string[] 
   if (s.parents.length > 0) out.push(`  parents: ${s.parents.join(', ')}`);
   if (s.read) {
     out.push(
-      `  read ${s.read.id} from input ${s.read.inputId} at ${time(s.read.receivedAt)}: ${s.read.raw}${s.read.origin ? `   (${s.read.origin})` : ''}`,
+      `  read ${s.read.id} from input ${s.read.inputId} at ${time(s.read.receivedAt)}: ${s.read.raw}${s.read.origin ? `   (${originWords(s.read.origin)})` : ''}`,
     );
     if (s.read.note) out.push(`  note: ${s.read.note}`);
     if (s.read.leaderEpoch !== null && s.read.leaderEpoch !== undefined)

@@ -3,6 +3,7 @@ import { didYouMean } from '../config/cross-check.js';
 import { loadConfig } from '../config/load.js';
 import { fieldSourceNotes } from '../config/field-sources.js';
 import type { InputConfig } from '../config/schema.js';
+import { inputKind, inputKinds } from '../inputs/registry.js';
 import { C0_NAMES, inertOutput, printableDeep, printableRaw } from '../format/printable.js';
 import type { Read } from '../inputs/types.js';
 import { DuplicateWindow } from '../mapping/duplicate-window.js';
@@ -29,6 +30,8 @@ export interface TryResult {
   read: string;
   outcome: MapOutcome['outcome'] | 'duplicate';
   reason?: string;
+  /** A refusal's stable code (`containerShort`, `requiredAttribute`…), when it has one. */
+  code?: string;
   rule?: string;
   tried?: string[];
   scan?: unknown;
@@ -187,23 +190,24 @@ export function registerTryCommand(program: Command, io: TryCommandIo): void {
           usage(
             '--payload takes the DCP, time, parents and fields from the message as the input does: leave out --dcp, --time, --parent and --field',
           );
-        if (opts.topic !== undefined && input!.type !== 'mqtt')
-          usage(`--topic applies to an mqtt input; ${input!.id} is ${input!.type}`);
-        if (input!.type === 'mqtt' && input!.dcpFromTopic !== undefined && opts.topic === undefined)
+        const kind = inputKind(input!);
+        if (opts.topic !== undefined && kind.payload.takesTopic !== true) {
+          const onTopics = inputKinds().filter((k) => k.payload.takesTopic === true);
           usage(
-            `input ${input!.id} takes the DCP from the topic (dcpFromTopic ${input!.dcpFromTopic}): give --topic`,
+            `--topic applies to an ${onTopics.map((k) => k.type).join(' or ')} input; ${input!.id} is ${input!.type}`,
           );
+        }
+        const unfit = kind.payload.usage?.(input!, { topic: opts.topic });
+        if (unfit !== undefined) usage(unfit);
         // A JSON message is taken as written (JSON escapes its own control bytes as \u001d); a byte stream as a read is.
-        const json =
-          input!.type === 'http' ||
-          (input!.type === 'mqtt' && input!.format === 'json') ||
-          (input!.type === 'files' && input!.format !== 'lines' && input!.format !== 'csv');
-        const payload = json ? Buffer.from(opts.payload, 'utf8') : unescapeRead(opts.payload);
+        const payload = kind.payload.isJson(input!)
+          ? Buffer.from(opts.payload, 'utf8')
+          : unescapeRead(opts.payload);
         const items = await payloadItems(input!, payload, { receivedAt, topic: opts.topic });
         // Nothing to show is said, not printed as an empty list (a file of blank lines, a CSV header alone).
         if (items.length === 0)
           usage(
-            `input ${input!.id} makes no read of this payload${input!.type === 'files' && input!.format === 'csv' ? ' (a csv payload is the header row, then the rows)' : ''}`,
+            `input ${input!.id} makes no read of this payload${kind.payload.emptyHint?.(input!) ?? ''}`,
           );
         results = items.map((item) => {
           if (item.kind === 'rejection')
@@ -321,6 +325,7 @@ function toResult(
     return {
       ...result,
       reason: outcome.reason,
+      ...(outcome.code ? { code: outcome.code } : {}),
       ...(outcome.tried ? { tried: outcome.tried } : {}),
     };
   if (outcome.outcome === 'noRead')

@@ -1,25 +1,12 @@
-import { mkdtemp, open, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { InputConfig } from '../config/schema.js';
-import { DEFAULT_MAX_READ_LENGTH } from '../config/input-schemas.js';
-import { parseInboxFile } from '../inputs/files/take-file.js';
-import { ingestBodyItems } from '../inputs/http/ingest-body.js';
-import { INGEST_PATH } from '../inputs/http/ingest-routes.js';
-import { rejectionItem } from '../inputs/input-items.js';
-import { messageToItem } from '../inputs/mqtt/mqtt-payload.js';
+import { inputKind } from '../inputs/registry.js';
 import type { IntakeItem } from '../inputs/types.js';
 
 /**
  * `try --payload`: what an input's own parsing makes of one raw message, by the very functions the
- * live input runs, so `try` shows what the input would hand to the mapping:
- *
- * - `mqtt`: one message on `topic` ({@link messageToItem}: size limit, `dcpFromTopic`, text or JSON
- *   fields and `attributeFields`);
- * - `http`: one request body, a read or an array of reads ({@link ingestBodyItems});
- * - `files`: the content of one dropped file in the input's `format` (for csv its header row, then
- *   rows), parsed from a temporary file by the parser the input uses ({@link parseInboxFile});
- * - `serial`, `tcp`: one read as framed (the bytes between terminators).
+ * live input runs (its kind's `payload.items`), so `try` shows what the input would hand to the
+ * mapping: an MQTT message on a topic, an HTTP request body, the content of a dropped file, a
+ * framed read of a serial or TCP scanner (each kind's README.md says which).
  *
  * A payload the input would refuse as a whole (an HTTP body that is not JSON, a file in UTF-16)
  * comes back as one rejection with the input's reason.
@@ -29,95 +16,5 @@ export async function payloadItems(
   payload: Buffer,
   options: { receivedAt: Date; topic: string | undefined },
 ): Promise<IntakeItem[]> {
-  const { receivedAt } = options;
-  switch (input.type) {
-    case 'mqtt':
-      return [
-        messageToItem(input, options.topic ?? defaultTopic(input.topics), payload, receivedAt),
-      ];
-    case 'http': {
-      const origin = { http: `POST ${INGEST_PATH}`, peer: 'scan-gateway try' };
-      let value: unknown;
-      try {
-        value = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(payload));
-      } catch (err) {
-        return [
-          rejectionItem(
-            input.id,
-            payload,
-            err instanceof SyntaxError
-              ? `body is not JSON: ${err.message} (the input answers 400)`
-              : 'body is not valid UTF-8 (the input answers 400)',
-            receivedAt,
-            origin,
-          ),
-        ];
-      }
-      const parsed = ingestBodyItems(value, {
-        inputId: input.id,
-        fields: input.fields,
-        receivedAt,
-        origin,
-        maxReadLength: input.maxReadLength ?? DEFAULT_MAX_READ_LENGTH,
-      });
-      if (!parsed.ok)
-        return [
-          rejectionItem(
-            input.id,
-            payload,
-            `${parsed.message}${parsed.field ? ` (field ${parsed.field})` : ''} (the input answers 400)`,
-            receivedAt,
-            origin,
-          ),
-        ];
-      return parsed.items;
-    }
-    case 'files':
-      return fileItems(input, payload, receivedAt);
-    case 'serial':
-    case 'tcp':
-      return [{ kind: 'read', read: { inputId: input.id, raw: payload, receivedAt } }];
-  }
-}
-
-/** The topic of a message when `--topic` is not given: the first topic filter as written (no `dcpFromTopic` to fill). */
-function defaultTopic(topics: readonly string[]): string {
-  return topics[0] ?? '';
-}
-
-async function fileItems(
-  input: Extract<InputConfig, { type: 'files' }>,
-  payload: Buffer,
-  receivedAt: Date,
-): Promise<IntakeItem[]> {
-  const dir = await mkdtemp(join(tmpdir(), 'scan-gateway-try-'));
-  const fileName = `payload.${input.format === 'lines' ? 'txt' : input.format}`;
-  const path = join(dir, fileName);
-  try {
-    await writeFile(path, payload, { mode: 0o600 });
-    const handle = await open(path, 'r');
-    try {
-      return await parseInboxFile(input, handle, {
-        inputId: input.id,
-        fileName,
-        receivedAt,
-        maxReadLength: input.maxReadLength,
-      });
-    } catch (err) {
-      // The input moves such a file to failed/ with this reason.
-      return [
-        rejectionItem(
-          input.id,
-          payload.subarray(0, 256),
-          `the whole file is refused (moved to failed/): ${(err as Error).message}`,
-          receivedAt,
-          { file: fileName },
-        ),
-      ];
-    } finally {
-      await handle.close();
-    }
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+  return inputKind(input).payload.items(input, payload, options);
 }

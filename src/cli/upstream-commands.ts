@@ -18,6 +18,8 @@ import { formatBytes, formatProducts, formatStatus } from '../upstream/format.js
 import type { SftpConnector } from '../upstream/sftp-client.js';
 import { batchFileName, remoteJoin, sendFile } from '../delivery/sftp-transfer.js';
 import { silentLogger } from '../log.js';
+// The input kinds, before this command reads a configuration (its `inputs` are checked by them).
+import '../inputs/registry.js';
 
 /** What the upstream commands need from the process edge. */
 export interface UpstreamCommandDeps {

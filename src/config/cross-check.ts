@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import type { z } from 'zod';
+import { inputKindSpec } from './input-kind.js';
 import { DEFAULT_SANDBOX_KAFKA_LISTEN } from './schema.js';
 
 /**
@@ -226,45 +227,28 @@ function checkClashes(
   const sessions = new Map<string, string>();
   asArray(cfg.inputs).forEach((raw, i) => {
     const input = asRecord(raw);
-    if (!input) return;
-    const name = typeof input.id === 'string' ? `input "${input.id}"` : `inputs[${i}]`;
-    if (input.type === 'files' && typeof input.dir === 'string' && input.dir !== '') {
-      const folder = resolve(pathBase ?? '.', input.dir);
-      const first = folders.get(folder);
-      if (first !== undefined)
-        add(
-          ['inputs', i, 'dir'],
-          `${first} watches the folder ${folder} too; each file would be ingested twice (one files input per folder)`,
-        );
-      else folders.set(folder, name);
-    }
-    if (
-      input.type === 'tcp' &&
-      input.mode === 'server' &&
-      typeof input.host === 'string' &&
-      typeof input.port === 'number'
-    ) {
-      listeners.push({
-        path: ['inputs', i, 'port'],
-        what: `tcp server ${name}`,
-        address: `${input.host}:${input.port}`,
-        host: input.host,
-        port: input.port,
-      });
-    }
-    if (
-      input.type === 'mqtt' &&
-      typeof input.url === 'string' &&
-      typeof input.clientId === 'string'
-    ) {
-      const session = `${brokerOf(input.url)} ${input.clientId}`;
-      const first = sessions.get(session);
-      if (first !== undefined) {
-        add(
-          ['inputs', i, 'clientId'],
-          `${first} connects to the same broker with the same clientId "${input.clientId}"; each would take the other's session over (give each input its own clientId)`,
-        );
-      } else sessions.set(session, name);
+    if (!input || typeof input.type !== 'string') return;
+    // What the entry claims, by its kind, once the entry is valid (the schema reports the rest).
+    const parsed = inputKindSpec(input.type)?.schema.safeParse(raw);
+    if (!parsed?.success) return;
+    const name = `input "${parsed.data.id}"`;
+    for (const r of inputKindSpec(input.type)?.resources(parsed.data) ?? []) {
+      if (r.kind === 'folder') {
+        const folder = resolve(pathBase ?? '.', r.path);
+        const first = folders.get(folder);
+        if (first !== undefined)
+          add(
+            ['inputs', i, r.key],
+            `${first} watches the folder ${folder} too; each file would be ingested twice (one ${input.type} input per folder)`,
+          );
+        else folders.set(folder, name);
+      } else if (r.kind === 'listen') {
+        listen(['inputs', i, r.key], `${input.type} server ${name}`, r.address);
+      } else if (r.kind === 'session') {
+        const first = sessions.get(r.id);
+        if (first !== undefined) add(['inputs', i, r.key], `${first} ${r.clash}`);
+        else sessions.set(r.id, name);
+      }
     }
   });
 
@@ -283,23 +267,6 @@ function checkClashes(
         `${l.what} would listen on ${l.address}, where ${clash.what} listens already (${clash.address})`,
       );
     byPort.set(l.port, [...earlier, { ...l, host }]);
-  }
-}
-
-const DEFAULT_BROKER_PORTS: Record<string, string> = {
-  'mqtt:': '1883',
-  'mqtts:': '8883',
-  'ws:': '80',
-  'wss:': '443',
-};
-
-/** A broker URL compared as the client connects: scheme, host (any case) and port (the default one written or not), path. */
-function brokerOf(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.protocol}//${u.hostname.toLowerCase()}:${u.port || DEFAULT_BROKER_PORTS[u.protocol] || ''}${u.pathname.replace(/\/+$/, '')}`;
-  } catch {
-    return url;
   }
 }
 

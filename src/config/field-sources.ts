@@ -1,51 +1,5 @@
-import type { GatewayConfig, InputConfig, ValueConfig } from './schema.js';
-
-/**
- * Where a rule's `{ field: … }` can find a value: the fields each input hands the mapping. A
- * serial or TCP scanner, an MQTT text payload and a `lines` file hand none; a CSV file the keys of
- * its `attributeColumns`; a JSON input (MQTT json, HTTP ingest, ndjson/json files) the members of
- * its `attributes` object, whatever their names, and the keys of its `attributeFields`.
- */
-type InputFields =
-  | { kind: 'none'; why: string }
-  | { kind: 'only'; keys: string[]; why: string }
-  | { kind: 'json'; keys: string[]; objectPath: string };
-
-function fieldsOf(input: InputConfig): InputFields {
-  switch (input.type) {
-    case 'serial':
-    case 'tcp':
-      return { kind: 'none', why: `a ${input.type} input hands only the code` };
-    case 'mqtt':
-      if (input.format === 'text')
-        return { kind: 'none', why: 'its payloads are text (format: text): only the code' };
-      return {
-        kind: 'json',
-        keys: Object.keys(input.fields.attributeFields ?? {}),
-        objectPath: input.fields.attributes,
-      };
-    case 'http':
-      return {
-        kind: 'json',
-        keys: Object.keys(input.fields.attributeFields ?? {}),
-        objectPath: input.fields.attributes,
-      };
-    case 'files':
-      if (input.format === 'lines')
-        return { kind: 'none', why: 'its files are lines: only the code' };
-      if (input.format === 'csv')
-        return {
-          kind: 'only',
-          keys: Object.keys(input.attributeColumns ?? {}),
-          why: 'its CSV rows give fields only by attributeColumns',
-        };
-      return {
-        kind: 'json',
-        keys: Object.keys(input.fields.attributeFields ?? {}),
-        objectPath: input.fields.attributes,
-      };
-  }
-}
+import { inputKindSpec, type InputFields } from './input-kind.js';
+import type { GatewayConfig, ValueConfig } from './schema.js';
 
 /** A rule's value source that a configured input can never (or only by its `attributes` object) fill. */
 export interface FieldSourceNote {
@@ -90,7 +44,11 @@ export function fieldSourceNotes(config: GatewayConfig, onlyInput?: string): Fie
         rule.inputs?.includes(input.id) ||
         rule.dcps?.includes(input.dcp);
       if (!inScope) continue;
-      const has = fieldsOf(input);
+      // What the input's kind says its reads carry: the code only, some keys, or a JSON object.
+      const has: InputFields = inputKindSpec(input.type)?.fieldSources(input) ?? {
+        kind: 'none',
+        why: `a ${input.type} input hands only the code`,
+      };
       for (const [key, field] of fields) {
         const where = `rules[${rule.name}].${key}`;
         const source = `{ field: ${field} }`;

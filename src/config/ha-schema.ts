@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { inputKindSpec } from './input-kind.js';
 
 /**
  * The `ha` section: two gateways for one line, the leader elected through an etcd lease
@@ -79,9 +80,18 @@ export const haSchema = z
 
 export type HaConfig = z.infer<typeof haSchema>;
 
-/** Why an input of this kind does not fail over to the other node (shown by `config check` and the page). */
-export function unmovableWhy(inputId: string): string {
-  return `serial input ${inputId} is bound to this machine; it does not fail over: use a serial device server on TCP (docs/high-availability.md)`;
+/**
+ * Why an input does not fail over under `ha`, for `config check` and the status: its kind says it
+ * is bound to this machine (`haMovable: false`), with the way round it (`haAdvice`).
+ */
+export function unmovableWhy(input: { id: string; type: string }): string {
+  const advice = inputKindSpec(input.type)?.haAdvice;
+  return `${input.type} input ${input.id} is bound to this machine; it does not fail over${advice ? `: ${advice}` : ''}`;
+}
+
+/** The inputs of `config` that do not fail over under `ha` (their kind is bound to this machine). */
+export function unmovableInputs<T extends { id: string; type: string }>(inputs: readonly T[]): T[] {
+  return inputs.filter((input) => inputKindSpec(input.type)?.haMovable === false);
 }
 
 /**
@@ -94,12 +104,12 @@ export function haNotes(config: {
 }): { severity: 'note'; where: string; message: string }[] {
   if (!config.ha) return [];
   return config.inputs.flatMap((input, i) =>
-    input.type === 'serial'
+    inputKindSpec(input.type)?.haMovable === false
       ? [
           {
             severity: 'note' as const,
             where: `inputs.${i}`,
-            message: `warning: ${unmovableWhy(input.id)}`,
+            message: `warning: ${unmovableWhy(input)}`,
           },
         ]
       : [],

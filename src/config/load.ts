@@ -12,10 +12,11 @@ import {
 } from 'yaml';
 import { ErrorCodes, GatewayError, isGatewayError } from '../errors.js';
 import { withPathBase } from './cross-check.js';
+import { inputKindSpec } from './input-kind.js';
 import { readableIssues } from './problems.js';
 import { readConfigFile } from './read-file.js';
 export { CONFIG_MAX_BYTES } from './read-file.js';
-import { ingestTokenProblem, readClientSecret, readProxyCredentials } from './secrets.js';
+import { readClientSecret, readProxyCredentials } from './secrets.js';
 import { configSchema, type GatewayConfig } from './schema.js';
 
 /** One problem found in a configuration file, located for a person to fix it. */
@@ -85,20 +86,16 @@ export function loadConfig(file: string, options: LoadConfigOptions): LoadedConf
   }
   const config = parseConfigText(text, file, options);
   const resolved = resolvePaths(config, options.baseDir);
-  // A short ingest token is a mistake in the set-up, found before anything starts (and by `config check`).
-  const tokenProblems = resolved.inputs.flatMap((input, i) => {
-    const p = input.type === 'http' ? ingestTokenProblem(input, options.env ?? {}) : undefined;
-    return p
-      ? [
-          {
-            file,
-            path: `inputs[${i}].${p.key}`,
-            where: `inputs[${input.id}].${p.key}`,
-            message: p.message,
-          },
-        ]
-      : [];
-  });
+  // What an input's kind finds beyond the schema (an ingest token too short), before anything
+  // starts (and in `config check`).
+  const tokenProblems = resolved.inputs.flatMap((input, i) =>
+    (inputKindSpec(input.type)?.loadProblems?.(input, options.env ?? {}) ?? []).map((p) => ({
+      file,
+      path: `inputs[${i}].${p.key}`,
+      where: `inputs[${input.id}].${p.key}`,
+      message: p.message,
+    })),
+  );
   if (tokenProblems.length > 0) throw configError(tokenProblems);
   const clientSecret = options.skipSecret ? '' : readClientSecret(resolved, options.env ?? {});
   const proxyCredentials = options.skipSecret
@@ -628,8 +625,8 @@ function resolveInputPaths<T extends GatewayConfig['inputs'][number]>(
   input: T,
   abs: (p: string) => string,
 ): T {
-  const out: Record<string, unknown> = { ...input };
-  for (const [k, v] of Object.entries(input)) {
+  const out: Record<string, unknown> = { ...(input as object) };
+  for (const [k, v] of Object.entries(input as object)) {
     if (typeof v === 'string' && (k === 'dir' || k.endsWith('File'))) out[k] = abs(v);
   }
   return out as T;

@@ -2,6 +2,7 @@ import { accessSync, constants, readFileSync, statSync, type Stats } from 'node:
 import { createServer } from 'node:net';
 import { dirname } from 'node:path';
 import { ErrorCodes, GatewayError } from '../errors.js';
+import { inputKindSpec } from './input-kind.js';
 import type { GatewayConfig } from './schema.js';
 import { probeGateway, type GatewayOnAddress } from './own-gateway.js';
 import { checkListenerTls } from './tls-files.js';
@@ -222,53 +223,40 @@ export async function preflight(
     listens.push({ where: 'sandbox.listen', address: config.sandbox.listen });
   for (const input of config.inputs) {
     const at = (key: string) => `inputs[${input.id}].${key}`;
-    switch (input.type) {
-      case 'files':
-        writableFolder(at('dir'), input.dir, user, out);
-        break;
-      case 'serial':
-        // A scanner may be unplugged while the file is checked; the input waits for it and retries.
-        if (!exists(input.path)) {
-          out.push({
-            severity: 'note',
-            where: at('path'),
-            message: `${input.path} is not there now (scanner unplugged?); the input retries until it appears`,
-          });
-        } else {
-          const p = accessProblem(input.path, R | W, user);
-          if (p)
+    for (const r of inputKindSpec(input.type)?.resources(input) ?? []) {
+      switch (r.kind) {
+        case 'folder':
+          writableFolder(at(r.key), r.path, user, out);
+          break;
+        case 'device':
+          // A device may be unplugged while the file is checked; the input waits for it and retries.
+          if (!exists(r.path)) {
             out.push({
-              severity: 'problem',
-              where: at('path'),
-              message: `${p}; serial devices belong to the dialout group`,
+              severity: 'note',
+              where: at(r.key),
+              message: `${r.path} is not there now (scanner unplugged?); the input retries until it appears`,
             });
-        }
-        break;
-      case 'mqtt':
-        for (const k of ['caFile', 'certFile', 'keyFile', 'passwordFile'] as const)
-          readableFile(at(k), input[k], user, out);
-        if (input.passwordEnv !== undefined && !envSet(env, input.passwordEnv)) {
-          out.push({
-            severity: 'problem',
-            where: at('passwordEnv'),
-            message: `the environment variable ${input.passwordEnv} is not set here (for the service: systemctl edit scan-gateway, [Service] Environment=…)`,
-          });
-        }
-        break;
-      case 'tcp':
-        if (input.mode === 'server')
-          listens.push({ where: at('port'), address: `${input.host}:${input.port}` });
-        break;
-      case 'http':
-        readableFile(at('tokenFile'), input.tokenFile, user, out);
-        if (input.tokenFile === undefined && !envSet(env, input.tokenEnv)) {
-          out.push({
-            severity: 'problem',
-            where: at('tokenEnv'),
-            message: `no ingest token: the environment variable ${input.tokenEnv} is not set here and there is no tokenFile; the input would not start`,
-          });
-        }
-        break;
+          } else {
+            const p = accessProblem(r.path, R | W, user);
+            if (p)
+              out.push({
+                severity: 'problem',
+                where: at(r.key),
+                message: r.accessHint ? `${p}; ${r.accessHint}` : p,
+              });
+          }
+          break;
+        case 'file':
+          readableFile(at(r.key), r.path, user, out);
+          break;
+        case 'env':
+          if (!envSet(env, r.name))
+            out.push({ severity: 'problem', where: at(r.key), message: r.missing });
+          break;
+        case 'listen':
+          listens.push({ where: at(r.key), address: r.address });
+          break;
+      }
     }
   }
   let running: GatewayOnAddress | undefined;

@@ -147,6 +147,8 @@ function unwrap(schema: AnySchema, value: unknown): AnySchema | undefined {
     )
       s = def.innerType as AnySchema;
     else if (def.type === 'pipe') s = def.in as AnySchema;
+    // `inputs` entries: the union of the registered input kinds, built on first use.
+    else if (def.type === 'lazy') s = (def.getter as () => AnySchema)();
     else if (def.type === 'union')
       s = pickOption(def.options as AnySchema[], value, def.discriminator as string | undefined);
     else return s;

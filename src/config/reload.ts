@@ -3,6 +3,7 @@ import { watch, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from '../log.js';
+import { inputKindSpec } from './input-kind.js';
 import type { LoadedConfig } from './load.js';
 import { readConfigFile } from './read-file.js';
 import type { GatewayConfig, InputConfig } from './schema.js';
@@ -78,18 +79,16 @@ export function planReload(current: GatewayConfig, next: GatewayConfig): ReloadP
     else if (isDeepStrictEqual(input, now)) plan.unchanged.push(id);
     else {
       plan.changed.push(id);
-      // Its token and mapping follow the reload; its route's body limit was fixed when the local
-      // server started (src/inputs/http/http-input.ts).
-      if (input.type === 'http' && now.type === 'http' && input.maxBodyBytes !== now.maxBodyBytes) {
-        plan.needsRestart.push(`inputs.${id}.maxBodyBytes`);
-      }
+      // What its kind applies only at a restart (an http input's body limit).
+      if (input.type === now.type)
+        plan.needsRestart.push(...(inputKindSpec(now.type)?.restartNeeded?.(input, now) ?? []));
     }
   }
   for (const [id, input] of after) {
     if (before.has(id)) continue;
     plan.added.push(id);
-    // Its routes cannot be added to the listening local server (src/inputs/http/http-input.ts).
-    if (input.type === 'http') plan.needsRestart.push(`inputs.${id} (a new http input)`);
+    // What its kind cannot start while running (an http input's routes on the local server).
+    plan.needsRestart.push(...(inputKindSpec(input.type)?.restartNeeded?.(undefined, input) ?? []));
   }
   for (const section of RESTART_SECTIONS) {
     const same =

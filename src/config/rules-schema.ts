@@ -84,9 +84,33 @@ export const valueSourceSchema = z
       .string()
       .optional()
       .describe('Used when the source has no value, or the lookup table has no entry for it.'),
+    required: z
+      .literal(true)
+      .optional()
+      .describe(
+        "Only in a rule's `attributes`: a read whose source has no value for this attribute is refused with the reason (`required attribute`), and nothing is sent.",
+      ),
+    optional: z
+      .literal(true)
+      .optional()
+      .describe(
+        "Only in a rule's `attributes`: a read without this attribute is sent without it, with no note and no count (e.g. an expiry date not every label carries).",
+      ),
   })
   .strict()
   .superRefine((v, ctx) => {
+    if (v.required === true && v.optional === true)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['optional'],
+        message: 'an attribute is either `required` or `optional`, not both',
+      });
+    if (v.required === true && v.default !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['required'],
+        message: 'a `required` attribute with a `default` always has a value: drop one of them',
+      });
     const given = VALUE_SOURCES.filter((s) => v[s] !== undefined);
     if (given.length !== 1) {
       ctx.addIssue({
@@ -239,6 +263,21 @@ export const ruleSchema = z
   })
   .strict()
   .superRefine((rule, ctx) => {
+    for (const field of [
+      'reference',
+      'dcp',
+      'productModelKey',
+      'supplierKey',
+      'clientKey',
+    ] as const) {
+      const v = rule[field];
+      if (typeof v === 'object' && (v.required !== undefined || v.optional !== undefined))
+        ctx.addIssue({
+          code: 'custom',
+          path: [field],
+          message: '`required` and `optional` apply to attributes only',
+        });
+    }
     if (rule.reference.value !== undefined) {
       ctx.addIssue({
         code: 'custom',
@@ -277,13 +316,27 @@ export const containerSchema = z
       .min(0)
       .default(600_000)
       .describe('The container closes when no read arrived for this long, in ms; 0 = never.'),
+    members: z
+      .number()
+      .int()
+      .min(1)
+      .optional()
+      .describe(
+        'The container holds exactly this many members (e.g. 12 cells in a module): it closes by itself at the Nth, the next member read then needs a new container, and one closed with fewer is incomplete (see `onIncomplete`). The station screen shows "3 of 12". Omitted = no fixed count.',
+      ),
+    onIncomplete: z
+      .enum(['refuse', 'close'])
+      .default('close')
+      .describe(
+        'With `members`: what a new container label (or a closing code) does while the open container is short. `refuse` = the label is refused ("MOD-1 has 3 of 12: finish it first") and the open container stays; only a supervisor closes it short (`scan-gateway containers close`). `close` = the short container is closed and recorded as incomplete (a problem on the page, `scan_gateway_containers{state="incomplete"}`, `trace`), and the new one opens.',
+      ),
     closeAfter: z
       .number()
       .int()
       .min(1)
       .optional()
       .describe(
-        'The container closes once this many reads got it as parent (e.g. 8 modules in a pack); the next member read then needs a new container. Omitted = no limit.',
+        'An upper limit only: the container closes once this many reads got it as parent; the next member read then needs a new container. Fewer is not incomplete. Use `members` for an exact count. Omitted = no limit.',
       ),
     sendParent: z
       .boolean()
@@ -292,7 +345,15 @@ export const containerSchema = z
         'true: the opening read is also mapped by the rules and sent as a scan of its own; false: it only opens the container.',
       ),
   })
-  .strict();
+  .strict()
+  .superRefine((c, ctx) => {
+    if (c.members !== undefined && c.closeAfter !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['closeAfter'],
+        message: `members: ${c.members} already closes the container at ${c.members} (and flags one closed short); drop closeAfter, which is only an upper limit`,
+      });
+  });
 
 /** Named lookup tables (`lookups`): text → text. */
 export const lookupsSchema = z

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { key } from './common-schemas.js';
 import { crossCheck } from './cross-check.js';
-import { inputSchema } from './input-schemas.js';
+import { inputEntrySchema } from './input-kind.js';
 import { bufferSchema, httpSchema, sandboxSchema } from './local-schemas.js';
 import { haSchema } from './ha-schema.js';
 import {
@@ -153,8 +153,6 @@ export const dcpSchema = z
     }
   });
 
-export { inputSchema, filesInputSchema, serialInputSchema } from './input-schemas.js';
-
 export const configSchema = z
   .object({
     site: siteSchema.describe(
@@ -194,7 +192,8 @@ export const configSchema = z
       .prefault({})
       .describe('Logs go to stdout; secrets and tokens are always redacted.'),
     dcps: z.array(dcpSchema).min(1).describe('Data collection points of this site.'),
-    inputs: z.array(inputSchema).describe('Where reads come from.'),
+    // Built from the registered input kinds (src/inputs/registry.ts) when first parsed.
+    inputs: z.array(z.lazy(inputEntrySchema)).describe('Where reads come from.'),
     lookups: lookupsSchema,
     rules: z
       .array(ruleSchema)
@@ -224,7 +223,7 @@ export const configSchema = z
 
 export type GatewayConfig = z.infer<typeof configSchema>;
 export type DcpConfig = z.infer<typeof dcpSchema>;
-export type { InputConfig, FilesInputConfig, SerialInputConfig } from './input-schemas.js';
+export type { InputConfig } from './input-kind.js';
 export type DeliveryConfig = z.infer<typeof deliverySchema>;
 export type UpstreamConfig = z.infer<typeof upstreamSchema>;
 export type {

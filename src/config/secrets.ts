@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { isAbsolute, resolve } from 'node:path';
 import { ErrorCodes, GatewayError } from '../errors.js';
-import type { HttpInputConfig } from './input-schemas.js';
+import { inputKindSpec } from './input-kind.js';
 import type { GatewayConfig } from './schema.js';
 
 /**
@@ -130,26 +130,13 @@ async function inputSecrets(
 ): Promise<Map<string, string>> {
   const out = new Map<string, string>();
   for (const input of config.inputs) {
-    try {
-      if (input.type === 'mqtt') {
-        const s = await readSecret({
-          what: `password of input ${input.id}`,
-          envName: input.passwordEnv,
-          file: input.passwordFile,
-          env,
-        });
+    for (const secret of inputKindSpec(input.type)?.secrets(input) ?? []) {
+      try {
+        const s = await readSecret({ ...secret, env });
         if (s) out.set(input.id, s);
-      } else if (input.type === 'http') {
-        const s = await readSecret({
-          what: `ingest token of input ${input.id}`,
-          envName: input.tokenEnv,
-          file: input.tokenFile,
-          env,
-        });
-        if (s) out.set(input.id, s);
+      } catch {
+        // The input reports a missing secret itself when it starts.
       }
-    } catch {
-      // The input reports a missing secret itself when it starts.
     }
   }
   // The etcd password of high availability, scrubbed like the inputs' (the election reads it at start).
@@ -400,7 +387,7 @@ export interface IngestTokenProblem {
  * problem here: the input reports it when it starts (and `config check` runs where secrets are not).
  */
 export function ingestTokenProblem(
-  input: Pick<HttpInputConfig, 'id' | 'tokenEnv' | 'tokenFile'>,
+  input: { id: string; tokenEnv: string; tokenFile?: string | undefined },
   env: Record<string, string | undefined>,
 ): IngestTokenProblem | undefined {
   const fromEnv = env[input.tokenEnv]?.trim();

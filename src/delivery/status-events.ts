@@ -7,6 +7,7 @@ import type { FetchResult } from '../upstream/status-topic.js';
 import type { PollPace, StatusRef, StatusSource } from './status-tracker.js';
 import type { ScanStatusLike } from './types.js';
 import type { Clock } from '../clock.js';
+import { LoopSleep } from '../loop.js';
 
 /** The part of the topic reader the feed uses (src/upstream/status-topic.ts); one instance per connection. */
 export interface TopicReader {
@@ -123,7 +124,9 @@ export class StatusEventFeed {
   private running = false;
   private loop: Promise<void> | undefined;
   private reader: TopicReader | undefined;
-  private sleeping: { resolve: () => void; timer: NodeJS.Timeout } | undefined;
+  /** Aborted at {@link stop}: ends the retry's or the empty fetch's sleep. */
+  private stopping = new AbortController();
+  private readonly sleeps = new LoopSleep();
   private state: FeedState = 'starting';
   private stateSince: number;
   private lastError: StatusEventsStatus['lastError'];
@@ -145,13 +148,14 @@ export class StatusEventFeed {
   start(): void {
     if (this.running) return;
     this.running = true;
+    this.stopping = new AbortController();
     this.loop = this.run();
   }
 
   /** Stops reading: the fetch in flight is abandoned (its events are read again after a start), the connection closed. */
   async stop(): Promise<void> {
     this.running = false;
-    this.wakeUp();
+    this.stopping.abort();
     const reader = this.reader;
     this.reader = undefined;
     await reader?.close();
@@ -491,17 +495,7 @@ export class StatusEventFeed {
   }
 
   private async sleep(ms: number): Promise<void> {
-    if (!this.running) return;
-    await new Promise<void>((resolve) => {
-      this.sleeping = { resolve, timer: setTimeout(resolve, ms) };
-    });
-    this.sleeping = undefined;
-  }
-
-  private wakeUp(): void {
-    if (!this.sleeping) return;
-    clearTimeout(this.sleeping.timer);
-    this.sleeping.resolve();
+    await this.sleeps.sleep(ms, this.stopping.signal);
   }
 }
 

@@ -8,6 +8,7 @@ import { failureFields } from '../failure-log.js';
 import { backoffDelay, classifyFailure } from './retry.js';
 import type { DeliveryApi, ScanStatusLike } from './types.js';
 import type { Clock } from '../clock.js';
+import { LoopSleep } from '../loop.js';
 
 /** Options of {@link StatusTracker}. */
 export interface StatusTrackerOptions {
@@ -84,9 +85,8 @@ export class StatusTracker {
   private readonly tracked = new Set<number>();
   private running = false;
   private loop: Promise<void> | undefined;
-  private wakeUp: (() => void) | undefined;
-  private wakeRequested = false;
-  private timer: NodeJS.Timeout | undefined;
+  /** Between steps; new work ends it at once (also work that came during a step). */
+  private readonly sleeps = new LoopSleep();
   private consecutiveFailures = 0;
   private lastError: StatusChecks['lastError'];
   /** The last buffer failure logged, so a full disk gives one line, not one per poll. */
@@ -119,8 +119,7 @@ export class StatusTracker {
 
   /** A batch became `uploaded`, or the clock moved: look for due polls now. */
   wake(): void {
-    this.wakeRequested = true;
-    this.wakeUp?.();
+    this.sleeps.wake();
   }
 
   /** Whether a poll of `batchId` is queued or in flight. */
@@ -148,17 +147,7 @@ export class StatusTracker {
       } catch (err) {
         this.storeFailed(err);
       }
-      if (this.wakeRequested) {
-        this.wakeRequested = false;
-        continue;
-      }
-      await new Promise<void>((resolve) => {
-        this.wakeUp = resolve;
-        this.timer = setTimeout(resolve, Math.max(0, Math.min(waitMs, MAX_SLEEP_MS)));
-      });
-      clearTimeout(this.timer);
-      this.wakeUp = undefined;
-      this.wakeRequested = false;
+      await this.sleeps.sleep(Math.min(waitMs, MAX_SLEEP_MS));
     }
   }
 

@@ -11,6 +11,7 @@ import type { DeliveryApi } from './types.js';
 import type { SftpConnector } from '../upstream/sftp-client.js';
 import { transferBatch } from './sftp-transfer.js';
 import type { Clock } from '../clock.js';
+import { LoopSleep } from '../loop.js';
 import { PresignedRoute, type PresignedOutcome, type PresignedStep } from './presigned-route.js';
 import { errorKind, isUnreadableAcceptance, SFTP_HOLDS, type ErrorKind } from './upload-errors.js';
 
@@ -93,9 +94,8 @@ const STEP_RETRY_MS = 1000;
 export class Uploader {
   private running = false;
   private loop: Promise<void> | undefined;
-  private wakeUp: (() => void) | undefined;
-  private wakeRequested = false;
-  private timer: NodeJS.Timeout | undefined;
+  /** Between steps; new work ends it at once (also work that came during a step). */
+  private readonly sleeps = new LoopSleep();
   /** Batches whose upload is in flight (each at most once). */
   private readonly inFlight = new Set<number>();
   /** Whether an SFTP batch is in flight: SFTP batches go one at a time. */
@@ -133,8 +133,7 @@ export class Uploader {
 
   /** New scans were committed, a batch went back to be sent, or the clock moved: look now. */
   wake(): void {
-    this.wakeRequested = true;
-    this.wakeUp?.();
+    this.sleeps.wake();
   }
 
   pause(paused: boolean): void {
@@ -196,17 +195,7 @@ export class Uploader {
         }
       }
       if (!this.running) break;
-      if (this.wakeRequested) {
-        this.wakeRequested = false;
-        continue;
-      }
-      await new Promise<void>((resolve) => {
-        this.wakeUp = resolve;
-        this.timer = setTimeout(resolve, Math.max(0, Math.min(waitMs, 1000)));
-      });
-      clearTimeout(this.timer);
-      this.wakeUp = undefined;
-      this.wakeRequested = false;
+      await this.sleeps.sleep(Math.min(waitMs, 1000));
     }
   }
 

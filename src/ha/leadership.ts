@@ -1,6 +1,7 @@
 import type { Clock } from '../clock.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { LoopSleep } from '../loop.js';
 import type { EtcdClient } from './etcd-client.js';
 
 /** A node's part in the pair: `leader` takes reads, `follower` waits for the lease to lapse, `fenced` just stopped leading. */
@@ -83,7 +84,9 @@ export class Leadership {
   private campaignFrom = -Infinity;
   private stopped = true;
   private loop: Promise<void> | undefined;
-  private wake: (() => void) | undefined;
+  /** Aborted at {@link stop}: ends the loop's sleep, and the next one at once. */
+  private stopping = new AbortController();
+  private readonly sleeps = new LoopSleep();
   private fenceTimer: NodeJS.Timeout | undefined;
   /** Role changes of the inputs, one after the other. */
   private transitions: Promise<void> = Promise.resolve();
@@ -112,13 +115,14 @@ export class Leadership {
   start(handlers: RoleHandlers): void {
     this.handlers = handlers;
     this.stopped = false;
+    this.stopping = new AbortController();
     this.loop = this.run();
   }
 
   /** Stops campaigning; a leader stops its inputs and revokes its lease, so the other node takes over at once. */
   async stop(): Promise<void> {
     this.stopped = true;
-    this.wake?.();
+    this.stopping.abort();
     await this.loop;
     if (this.role === 'leader') await this.lose('this node stops', true);
     await this.transitions;
@@ -130,6 +134,19 @@ export class Leadership {
     if (this.mono() >= this.deadline)
       return `node ${this.o.nodeId} could not renew its leader lease in time`;
     return undefined;
+  }
+
+  /**
+   * What an input holding a session shared by both nodes (MQTT) needs of the election: whether it
+   * may connect now (only while leading), and how long its last will waits, in whole seconds. The
+   * will waits three lease times: a standby resumes the shared session within about one, and the
+   * broker then drops the old leader's `offline`.
+   */
+  inputHandover(): { mayConnect: () => boolean; willDelaySec: number } {
+    return {
+      mayConnect: () => this.mayTake() === undefined,
+      willDelaySec: Math.ceil((3 * this.o.leaseTtlMs) / 1000),
+    };
   }
 
   /** The epoch reads are taken under now (undefined when not leading). */
@@ -181,7 +198,10 @@ export class Leadership {
       }
       // A failed renewal is tried again soon, not a third of the TTL later: etcd electing a new
       // raft leader (a member killed) refuses requests for about a second, well within the deadline.
-      await this.sleep(this.role === 'leader' && ok ? this.renewMs : this.pollMs);
+      await this.sleeps.sleep(
+        this.role === 'leader' && ok ? this.renewMs : this.pollMs,
+        this.stopping.signal,
+      );
     }
   }
 
@@ -336,17 +356,6 @@ export class Leadership {
           this.log.debug({ err }, 'revoking the lease failed; it lapses by itself'),
         );
     await this.transitions;
-  }
-
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done(): void {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.wake = done;
-    });
   }
 }
 

@@ -6,6 +6,8 @@ import { ErrorCodes, GatewayError } from '../errors.js';
 import { mappingContext, mapRead } from '../mapping/map-read.js';
 import type { AdminActions } from './admin.js';
 import type { Clock } from '../clock.js';
+import type { Mapper } from '../mapping/mapper.js';
+import { fillWords } from '../mapping/container-sessions.js';
 
 export interface AdminActionsOptions {
   /** The running parts; undefined before start (the actions then fail). */
@@ -13,6 +15,8 @@ export interface AdminActionsOptions {
   deliverer: () => Deliverer | undefined;
   /** The configuration whose mapping a replay uses. */
   config: () => GatewayConfig;
+  /** The mapping in force: its open containers (`close-container`). */
+  mapper: () => Mapper;
   now: Clock;
 }
 
@@ -25,7 +29,11 @@ export interface AdminActionsOptions {
  * - `replay`: dead letters are mapped again with the current configuration and queued, as
  *   `scan-gateway replay` does (src/buffer/replay.ts). The JSON body may narrow it:
  *   `{ "batchId": 42 }`, `{ "dcpKey": "GI-01" }`, `{ "reason": "Invalid DCP" }`, `"rejected": true`;
- *   without a body every dead letter is replayed.
+ *   without a body every dead letter is replayed;
+ * - `close-container`: a supervisor closes the open container of a station short (recorded as
+ *   incomplete) or abandons it, with who and why: `{ "container": "module", "station": "st20",
+ *   "by": "Anna (line lead)", "why": "cell scrapped", "abandon": false }`; written to the buffer at
+ *   once, as `scan-gateway containers close` does.
  */
 export function buildAdminActions(options: AdminActionsOptions): AdminActions {
   const store = () => {
@@ -72,6 +80,54 @@ export function buildAdminActions(options: AdminActionsOptions): AdminActions {
         notQueued: r.notQueued,
       };
     },
+    'close-container'(body: unknown, remote: string) {
+      const b = closeRequest(body);
+      const s = store();
+      const change = options.mapper().closeContainer(b.container, b.station, options.now(), {
+        by: `${b.by} (admin token, ${remote})`,
+        why: b.why,
+        ...(b.abandon ? { abandon: true } : {}),
+      });
+      if (!change)
+        throw new GatewayError(
+          ErrorCodes.USAGE,
+          `close-container: no container ${b.container} is open at ${b.station}`,
+        );
+      s.containers.writeNow([change]);
+      return {
+        message: `${change.parent} ${change.state === 'abandoned' ? 'abandoned' : 'closed'} with ${fillWords(change.members, change.expected)} by ${b.by}: ${b.why}`,
+        container: change,
+      };
+    },
+  };
+}
+
+/** The fields of a `close-container` request body; each a non-empty text, `abandon` true or false. */
+export function closeRequest(body: unknown): {
+  container: string;
+  station: string;
+  by: string;
+  why: string;
+  abandon: boolean;
+} {
+  const fail = (m: string) => new GatewayError(ErrorCodes.USAGE, `close-container: ${m}`);
+  if (body === null || typeof body !== 'object' || Array.isArray(body))
+    throw fail('the body must be a JSON object with container, station, by and why');
+  const b = body as Record<string, unknown>;
+  const text = (k: string): string => {
+    const v = b[k];
+    if (typeof v !== 'string' || v.trim() === '')
+      throw fail(`${k} must be a non-empty text (who closes it and why are recorded)`);
+    return v.trim().slice(0, 200);
+  };
+  if (b.abandon !== undefined && typeof b.abandon !== 'boolean')
+    throw fail('abandon must be true or false');
+  return {
+    container: text('container'),
+    station: text('station'),
+    by: text('by'),
+    why: text('why'),
+    abandon: b.abandon === true,
   };
 }
 

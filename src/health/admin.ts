@@ -17,9 +17,15 @@ export interface AdminResult {
  * gateway can replay failed scans. `body` is the request's JSON body, if any (replay filters).
  */
 export type AdminActions = {
-  [K in Exclude<AdminActionName, 'replay'>]: () => AdminResult | Promise<AdminResult>;
+  [K in Exclude<AdminActionName, 'replay' | 'close-container'>]: () =>
+    AdminResult | Promise<AdminResult>;
 } & {
   replay?: (body: unknown) => AdminResult | Promise<AdminResult>;
+  /**
+   * Closes or abandons the open container of a station by a supervisor's hand; `remote` is the
+   * caller's address, recorded with the name given.
+   */
+  'close-container'?: (body: unknown, remote: string) => AdminResult | Promise<AdminResult>;
 };
 
 /**
@@ -63,11 +69,17 @@ export function availableActions(
   options: Pick<AdminRoutesOptions, 'token' | 'actions'>,
 ): AdminActionName[] {
   if (!options.token) return [];
-  return ['retry', 'pause', 'resume', ...(options.actions.replay ? (['replay'] as const) : [])];
+  return [
+    'retry',
+    'pause',
+    'resume',
+    ...(options.actions.replay ? (['replay'] as const) : []),
+    ...(options.actions['close-container'] ? (['close-container'] as const) : []),
+  ];
 }
 
 /**
- * `POST /api/v1/admin/{retry|pause|resume|replay}` with `Authorization: Bearer <admin token>`.
+ * `POST /api/v1/admin/{retry|pause|resume|replay|close-container}` with `Authorization: Bearer <admin token>`.
  * 200 `{ ok: true, message, … }`; 401 without the right token; 403 when no token is configured;
  * 404 for an unknown or unavailable action. A bearer header cannot be sent cross-site without a
  * CORS preflight (which this server never grants), so a web page elsewhere cannot press the buttons.
@@ -111,7 +123,9 @@ export function registerAdminRoutes(app: FastifyInstance, options: AdminRoutesOp
         const result =
           action === 'replay'
             ? await options.actions.replay!(request.body)
-            : await options.actions[action]();
+            : action === 'close-container'
+              ? await options.actions['close-container']!(request.body, request.ip)
+              : await options.actions[action]();
         log.info({ action, remote: request.ip, result }, 'admin action done');
         return reply.send({ ok: true, action, ...result });
       } catch (err) {

@@ -1,3 +1,4 @@
+import { fillWords } from '../mapping/container-sessions.js';
 import type { BackPressureStatus } from '../buffer/back-pressure.js';
 import type { DiskGuardStatus } from '../buffer/disk-guard.js';
 import type { BufferTotals } from '../buffer/store.js';
@@ -80,7 +81,9 @@ export interface StatusParts {
   /** Status events; absent when `upstream.statusEvents.enabled` is false. */
   statusEvents?: StatusEventsStatus | undefined;
   /** Open container sessions (src/mapping/mapper.ts `openContainers`). */
-  sessions: ReadonlyArray<object>;
+  sessions: ReadonlyArray<{ reads: number; expected?: number | undefined }>;
+  /** Containers closed short in the health window, newest first (src/buffer/containers.ts). */
+  containersIncomplete?: HealthFacts['containersIncomplete'];
   admin: { enabled: boolean; actions: AdminActionName[] };
   /** The local server's certificate and the tokens it would expose (src/listener/listener-tls.ts, src/app/http.ts). */
   listener?: ListenerStatusView | undefined;
@@ -111,6 +114,7 @@ export function composeStatus(p: StatusParts): GatewayStatus {
       disk: buffer.disk,
     },
     recent: p.recent,
+    ...(p.containersIncomplete ? { containersIncomplete: p.containersIncomplete } : {}),
     stuckBatches: p.stuckBatches,
     products: p.products,
     ...(p.statusEvents ? { statusEvents: p.statusEvents } : {}),
@@ -144,7 +148,8 @@ export function composeStatus(p: StatusParts): GatewayStatus {
       ...(p.config.lastReload ? { lastReload: p.config.lastReload } : {}),
       ...(p.config.lastReloadError ? { lastReloadError: p.config.lastReloadError } : {}),
     },
-    sessions: p.sessions.map((c) => ({ ...c })),
+    // `fill` is what a person reads: "3 of 12" for a container with `members`.
+    sessions: p.sessions.map((c) => ({ ...c, fill: fillWords(c.reads, c.expected) })),
     ...(p.products ? { products: p.products } : {}),
     ...(p.statusEvents ? { statusEvents: p.statusEvents } : {}),
     buffer: {

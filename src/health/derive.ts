@@ -116,6 +116,21 @@ export interface HealthFacts {
     filesRefused: ReadonlyArray<{ inputId: string; file: string; reason: string; at: string }>;
     filesRefusedCount: number;
   };
+  /**
+   * Containers closed short of their `members` in the window (a new label, a closing code, idle;
+   * not a supervisor's close), newest first (src/buffer/containers.ts).
+   */
+  containersIncomplete?:
+    | ReadonlyArray<{
+        container: string;
+        station: string;
+        parent: string;
+        members: number;
+        expected?: number | undefined;
+        closedAt?: string | undefined;
+        why?: string | undefined;
+      }>
+    | undefined;
   /** Batches not finished {@link HealthThresholds.stuckBatchMs} after they were formed. */
   stuckBatches: ReadonlyArray<{
     id: number;
@@ -474,6 +489,17 @@ export function deriveHealth(
       HealthCodes.REJECTION_RATE,
       high ? 'degraded' : 'info',
       `${count(recent.rejections, 'read')} of ${recent.reads.toLocaleString('en-US')} (${Math.round(rate * 100)} %) could not be made into scans ${windowText}${where ? ` (${where})` : ''}.`,
+    );
+  }
+
+  const short = facts.containersIncomplete ?? [];
+  const latestShort = short[0];
+  if (latestShort) {
+    add(
+      HealthCodes.CONTAINER_INCOMPLETE,
+      'degraded',
+      `${count(short.length, 'container was', 'containers were')} closed incomplete ${windowText}; the latest: ${latestShort.parent} (${latestShort.container} at ${latestShort.station}) with ${latestShort.members} of ${latestShort.expected ?? '?'} members (${latestShort.why ?? 'closed'}).`,
+      { since: short.at(-1)?.closedAt },
     );
   }
 

@@ -4,6 +4,7 @@ import type { DeliveryApi } from '../delivery/types.js';
 import { ErrorCodes, httpStatusOf, isGatewayError } from '../errors.js';
 import type { GatewayStatus } from './status.js';
 import type { ListenerTlsStatus } from '../listener/listener-tls.js';
+import { findInputKind } from '../inputs/registry.js';
 
 /** Where the metrics read their values at each scrape. */
 export interface MetricsSources {
@@ -13,6 +14,8 @@ export interface MetricsSources {
   batchCounts: () => { mode: string; state: string; count: number }[];
   /** Tokens obtained from the token endpoint since start. */
   tokenRefreshes?: () => number;
+  /** Containers kept in the buffer by name and state (src/buffer/containers.ts `countsByState`). */
+  containerCounts?: () => { container: string; state: string; n: number }[];
 }
 
 /** Read outcomes as counted by the intake, with their label value (the buffer's `reads.outcome`). */
@@ -93,7 +96,8 @@ export class GatewayMetrics {
       collect() {
         this.reset();
         for (const i of snap()?.inputs ?? [])
-          if (i.type === 'mqtt') this.inc({ input: i.id }, i.counters?.redelivered ?? 0);
+          if (findInputKind(i.type)?.redelivers === true)
+            this.inc({ input: i.id }, i.counters?.redelivered ?? 0);
       },
     });
     new Counter({
@@ -331,6 +335,18 @@ export class GatewayMetrics {
         if (!snap()) return;
         for (const b of this_.sources.batchCounts())
           this.set({ mode: b.mode, state: b.state }, b.count);
+      },
+    });
+    new Gauge({
+      name: 'scan_gateway_containers',
+      help: 'Containers kept in the buffer (open ones, and closed ones for the audit period) by container name and state: open, complete, incomplete (closed short of its members), closed (no fixed count), abandoned.',
+      labelNames: ['container', 'state'],
+      registers: [r],
+      collect() {
+        this.reset();
+        if (!snap()) return;
+        for (const c of this_.sources.containerCounts?.() ?? [])
+          this.set({ container: c.container, state: c.state }, c.n);
       },
     });
     new Gauge({

@@ -423,13 +423,27 @@ export function problemsCard(s: GatewayStatus): string {
 /** The open container sessions card, when the status has sessions; otherwise nothing. */
 export function sessionsCard(s: GatewayStatus): string {
   const tz = s.site?.timezone ?? 'UTC';
-  return Array.isArray(s.sessions)
-    ? cardHtml(
-        'Open container sessions',
-        genericTableHtml(s.sessions, 'No open sessions.', tz),
-        'wide',
-      )
+  if (!Array.isArray(s.sessions)) return '';
+  // A supervisor closes a short container, or abandons one (the admin form above holds the token,
+  // name and why): one pair of buttons per open container.
+  const canClose = (s.admin?.actions ?? []).includes('close-container');
+  const buttons = canClose
+    ? (s.sessions as { container: string; station: string; parent: string; fill?: string }[])
+        .map((c) => {
+          const data = `data-action="close-container" data-container="${esc(c.container)}" data-station="${esc(c.station)}"`;
+          return (
+            `<p class="admin">${esc(c.parent)} (${esc(c.container)} at ${esc(c.station)}, ${esc(c.fill ?? '')}): ` +
+            `<button type="button" ${data} data-abandon="false">Close short</button> ` +
+            `<button type="button" class="secondary" ${data} data-abandon="true">Abandon</button></p>`
+          );
+        })
+        .join('')
     : '';
+  return cardHtml(
+    'Open container sessions',
+    genericTableHtml(s.sessions, 'No open sessions.', tz) + buttons,
+    'wide',
+  );
 }
 
 /** A card for each status field the page has no layout for (parts may add fields), shown generically. */

@@ -108,6 +108,15 @@ export function stationMain(s: StationSnapshot): string {
     `<div class="count taken"><b id="count-taken">${esc(c.taken)}</b><span>taken</span></div>` +
     `<div class="count refused"><b id="count-refused">${esc(c.refused)}</b><span>refused</span></div>` +
     `<div class="count other"><b>${esc(c.duplicate + c.noRead)}</b><span>repeat / no read</span></div></section>`;
+  // The open containers: the label and how full it is, as large as the counts.
+  const boxes = (s.containers ?? [])
+    .map(
+      (b) =>
+        `<div class="box${b.expected !== undefined && b.members < b.expected ? ' short' : ''}"><span class="name">${esc(b.name)}${b.inputId ? ` · ${esc(b.inputId)}` : ''}</span>` +
+        `<code class="label">${esc(b.parent)}</code><b class="fill">${esc(b.expected !== undefined ? `${b.members} of ${b.expected}` : `${b.members} in it`)}</b></div>`,
+    )
+    .join('');
+  const containers = boxes ? `<section class="containers" id="containers">${boxes}</section>` : '';
   const rows = s.last
     .map(
       (r) =>
@@ -115,7 +124,7 @@ export function stationMain(s: StationSnapshot): string {
         `<code>${rawHtml(r.text)}</code><span class="why">${r.verdict === 'taken' ? esc(r.scanState === 'delivered' ? 'delivered' : r.scanState === 'failed' ? 'refused by the service' : 'kept, sending') : esc(r.words ?? '')}</span></li>`,
     )
     .join('');
-  return `${banner}<div class="grid">${hero}${counts}</div><section class="list"><h2>Last ${esc(s.last.length)} reads</h2><ol id="reads">${rows}</ol></section>`;
+  return `${banner}${containers}<div class="grid">${hero}${counts}</div><section class="list"><h2>Last ${esc(s.last.length)} reads</h2><ol id="reads">${rows}</ol></section>`;
 }
 
 /** Every function the browser needs, in dependency order, for `page.ts` to inline. */

@@ -144,17 +144,27 @@ const form = document.getElementById('admin-form');
 if (form) {
   const result = document.getElementById('admin-result');
   form.addEventListener('submit', (e) => e.preventDefault());
-  form.addEventListener('click', async (e) => {
+  // The admin buttons, and those of each open container (in the sessions card, drawn on refresh).
+  document.addEventListener('click', async (e) => {
     const button = e.target.closest('button[data-action]');
     if (!button) return;
     const token = document.getElementById('admin-token').value.trim();
     if (!token) { result.textContent = 'Enter the admin token first.'; result.className = 'result err'; return; }
+    let body;
+    if (button.dataset.container) {
+      const by = (document.getElementById('admin-by') || {}).value;
+      const why = (document.getElementById('admin-why') || {}).value;
+      if (!by || !why || !by.trim() || !why.trim()) { result.textContent = 'Enter your name and why first (both are recorded).'; result.className = 'result err'; return; }
+      body = JSON.stringify({ container: button.dataset.container, station: button.dataset.station, by: by.trim(), why: why.trim(), abandon: button.dataset.abandon === 'true' });
+    }
     button.disabled = true;
     result.textContent = button.textContent + '…'; result.className = 'result muted';
     try {
-      const res = await fetch('api/v1/admin/' + button.dataset.action, { method: 'POST', headers: { authorization: 'Bearer ' + token, accept: 'application/json' } });
-      const body = await res.json().catch(() => ({}));
-      result.textContent = (res.ok ? '' : 'Refused (HTTP ' + res.status + '): ') + (body.message || body.error || res.statusText);
+      const headers = { authorization: 'Bearer ' + token, accept: 'application/json' };
+      if (body) headers['content-type'] = 'application/json';
+      const res = await fetch('api/v1/admin/' + button.dataset.action, { method: 'POST', headers, body });
+      const answer = await res.json().catch(() => ({}));
+      result.textContent = (res.ok ? '' : 'Refused (HTTP ' + res.status + '): ') + (answer.message || answer.error || res.statusText);
       result.className = res.ok ? 'result' : 'result err';
     } catch (err) {
       result.textContent = 'Failed: ' + (err && err.message ? err.message : err); result.className = 'result err';
@@ -216,7 +226,12 @@ export function renderPage(status: GatewayStatus): string {
       ? ''
       : `<div class="wrap"><section class="card admin"><h2>Actions</h2><form id="admin-form" autocomplete="off">` +
         `<input type="password" id="admin-token" placeholder="Admin token" aria-label="Admin token" autocomplete="off">` +
+        (actions.includes('close-container')
+          ? `<input id="admin-by" placeholder="Your name (recorded)" aria-label="Your name" autocomplete="off">` +
+            `<input id="admin-why" placeholder="Why (recorded)" aria-label="Why" autocomplete="off">`
+          : '') +
         actions
+          .filter((a) => a !== 'close-container')
           .map((a) => {
             const [label, title] = ADMIN_LABELS[a] ?? [a, a];
             return `<button type="button" data-action="${esc(a)}" title="${esc(title)}"${a === 'resume' ? ' class="secondary"' : ''}>${esc(label)}</button>`;

@@ -40,8 +40,23 @@ export interface StationSnapshot {
   counts: { taken: number; refused: number; duplicate: number; noRead: number };
   /** The last 20 reads, newest first. */
   last: StationReadView[];
+  /** The containers open at the station now: "MOD-L2-000124 · 3 of 12". */
+  containers?: StationContainer[];
   delivery: StationDelivery;
   generatedAt: string;
+}
+
+/** A container open at the station (the `containers` event carries the list). */
+export interface StationContainer {
+  /** The container's name in the configuration (`module`). */
+  name: string;
+  /** Its label: the parent its members get. */
+  parent: string;
+  members: number;
+  /** `members` of the configuration, when it holds a fixed count. */
+  expected?: number;
+  /** The input (scanner) it is kept for, when kept per input. */
+  inputId?: string;
 }
 
 /** Whether scans get through to the service now (the `delivery` event). */
@@ -77,6 +92,7 @@ main{flex:1;display:flex;flex-direction:column;gap:.5rem;padding:.5rem;min-heigh
 .words{font-size:36px;font-weight:700;margin-top:.2rem}
 .hint{font-size:28px;margin-top:.2rem}
 .meta{font-size:20px;color:var(--muted);margin-top:.3rem}.tech{font-size:16px}
+.containers{display:flex;flex-wrap:wrap;gap:.6rem;margin:0 0 .8rem}.box{background:var(--card);border-radius:14px;padding:.5rem 1rem;display:flex;align-items:baseline;gap:1rem;flex-wrap:wrap}.box .name{font-size:24px;opacity:.8}.box .label{font-size:36px}.box .fill{font-size:48px;font-variant-numeric:tabular-nums}.box.short .fill{color:#ffcc4d}
 .counts{background:var(--card);border-radius:14px;padding:.6rem .8rem;display:flex;flex-direction:column;gap:.3rem}
 .shift{font-size:22px;color:var(--muted)}
 .count{display:flex;align-items:baseline;gap:.6rem}.count b{font-size:48px;font-variant-numeric:tabular-nums;min-width:2.5ch}.count span{font-size:24px}
@@ -109,6 +125,7 @@ source.addEventListener('read', (e) => {
   draw();
 });
 source.addEventListener('delivery', (e) => { state.delivery = JSON.parse(e.data); draw(); });
+source.addEventListener('containers', (e) => { state.containers = JSON.parse(e.data); draw(); });
 source.addEventListener('open', () => setConn('live', false));
 source.addEventListener('error', () => setConn('gateway not answering; trying again…', true));
 `;

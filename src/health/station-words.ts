@@ -19,8 +19,17 @@ export function plainWords(outcome: string, reason: string | null): PlainWords {
   if (outcome === 'duplicate')
     return { words: 'Already scanned a moment ago', hint: 'Counted once; nothing to do.' };
   if (outcome === 'noRead') {
+    const again = /container (\S+) at \S+: (\S+) is open already \(([^)]*)\)/.exec(r);
+    if (again)
+      return {
+        words: `${again[2]} is open already (${again[3]})`,
+        hint: `The same ${again[1]}: nothing changed; go on with its items.`,
+      };
     if (/closing code/.test(r))
-      return { words: 'Container closed', hint: 'The next scans start a new container.' };
+      return {
+        words: /, incomplete\)/.test(r) ? 'Container closed INCOMPLETE' : 'Container closed',
+        hint: 'The next scans start a new container.',
+      };
     if (/opens container/.test(r))
       return { words: 'Container opened', hint: 'The next scans are put into it.' };
     return {
@@ -30,6 +39,19 @@ export function plainWords(outcome: string, reason: string | null): PlainWords {
   }
   const rule = /^rule ([^:]+): /.exec(r)?.[1];
   const ruleHint = rule ? ` (rule "${rule}")` : '';
+  // The container's own words lead the reason (src/mapping/mapper.ts `shortMessage`).
+  const short = /^(\S+) has (\d+ of \d+): finish it first \(container (\S+) at/.exec(r);
+  if (short)
+    return {
+      words: `${short[1]} has ${short[2]}: finish it first`,
+      hint: `Scan the rest of ${short[1]}'s items; the label just scanned was not taken. Only a supervisor closes a short ${short[3]}.`,
+    };
+  const required = /required attribute (\S+) has no value/.exec(r);
+  if (required)
+    return {
+      words: `Data missing: ${required[1]}`,
+      hint: `The read lacks ${required[1]}, which this station needs${ruleHint}; check the source (label or system) and send it again.`,
+    };
   if (/not valid UTF-8|control byte|the read is empty/.test(r)) {
     return {
       words: 'Not a readable barcode',
@@ -65,10 +87,19 @@ export function plainWords(outcome: string, reason: string | null): PlainWords {
       hint: `Tell the line lead${ruleHint}: the product key needs creating or fixing.`,
     };
   }
-  if (/needs an open container/.test(r)) {
+  const needs = /needs an open container \(([^)]+)\)/.exec(r);
+  if (needs) {
+    // Named by the configuration: "module", or "module or tray" when several apply.
+    const name = needs[1] === 'none applies to this input' ? 'container' : needs[1]!;
+    const full = /: (\S+) is complete \((\d+ of \d+)\)/.exec(r);
+    if (full)
+      return {
+        words: `${full[1]} is complete (${full[2]}): this item is one too many`,
+        hint: `Scan the next ${name}\u2019s label first, then this item again${ruleHint}.`,
+      };
     return {
-      words: 'No container open: scan the container first',
-      hint: `Scan the container\u2019s label (e.g. the pack), then this item again${ruleHint}.`,
+      words: `No ${name} open: scan the ${name}\u2019s label first`,
+      hint: `Scan the ${name}\u2019s label, then this item again${ruleHint}.`,
     };
   }
   if (/container/.test(r))

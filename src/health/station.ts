@@ -6,6 +6,7 @@ import { scrubValue, type Logger } from '../log.js';
 import { plainWords } from './station-words.js';
 import {
   STATION_LAST,
+  type StationContainer,
   type StationDelivery,
   type StationReadView,
   type StationSnapshot,
@@ -98,7 +99,19 @@ export interface StationSource {
   counts(keys: readonly string[], sinceIso: string): Record<string, number>;
   readsAfter(afterId: number, limit: number): (StationRead & { inputLevel: boolean })[];
   lastReadId(): number;
+  /** The open containers of every station (src/mapping/mapper.ts `openContainers`); none when absent. */
+  openContainers?(): readonly StationContainerSource[];
   status(): GatewayStatus;
+}
+
+/** An open container as the mapping lists it: per input (station = input id) or per DCP. */
+export interface StationContainerSource {
+  container: string;
+  per: 'input' | 'dcp';
+  station: string;
+  parent: string;
+  reads: number;
+  expected?: number | undefined;
 }
 
 /** One event of an event stream, as sent. */
@@ -245,10 +258,24 @@ export class StationHub {
         noRead: counts.noRead ?? 0,
       },
       last: this.source.recent(keys, STATION_LAST).map(readView),
+      containers: this.containersOf(dcp),
       delivery: stationDelivery(this.source.status()),
       generatedAt: new Date(nowMs).toISOString(),
     };
     return this.scrubbed(snapshot);
+  }
+
+  /** The containers open at a station: those kept per its DCP, and per each of its inputs. */
+  private containersOf(dcp: { key: string; inputs: string[] }): StationContainer[] {
+    return (this.source.openContainers?.() ?? [])
+      .filter((c) => (c.per === 'dcp' ? c.station === dcp.key : dcp.inputs.includes(c.station)))
+      .map((c) => ({
+        name: c.container,
+        parent: c.parent,
+        members: c.reads,
+        ...(c.expected !== undefined ? { expected: c.expected } : {}),
+        ...(c.per === 'input' ? { inputId: c.station } : {}),
+      }));
   }
 
   /**
@@ -334,13 +361,22 @@ export class StationHub {
         s.shiftStart = shift.startsAt;
       }
     }
+    const touched = new Set<string>();
     for (const r of rows) {
       if (r.inputLevel) continue;
       const dcp = r.station.startsWith('@') ? dcpOfInput.get(r.station.slice(1)) : r.station;
       if (dcp === undefined) continue;
+      touched.add(dcp);
       // Made once for every screen of the station (a busy line, many screens).
       const text = frame('read', this.scrubbed(readView(r)));
       for (const s of this.streams) if (s.dcpKey === dcp) this.write(s, text, true);
+    }
+    // After the reads of a station, its containers as they are now ("4 of 12").
+    for (const key of touched) {
+      const dcp = this.station(key);
+      if (!dcp) continue;
+      const text = frame('containers', this.scrubbed(this.containersOf(dcp)));
+      for (const s of this.streams) if (s.dcpKey === key) this.write(s, text, true);
     }
   }
 

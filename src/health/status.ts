@@ -72,7 +72,7 @@ export interface RecentView {
   failedScans: number;
 }
 
-export type AdminActionName = 'retry' | 'pause' | 'resume' | 'replay';
+export type AdminActionName = 'retry' | 'pause' | 'resume' | 'replay' | 'close-container';
 
 export interface ConfigStatus {
   /** Path of the configuration file in use. */

@@ -1,4 +1,4 @@
-import type { JsonFieldsConfig } from '../config/input-schemas.js';
+import type { JsonFieldsConfig } from './schema-parts.js';
 import type { Read } from './types.js';
 
 /**

@@ -301,6 +301,7 @@ export class Intake implements IntakeSink {
     if (read.attributes) record.attributes = read.attributes;
     if (read.origin) record.origin = read.origin;
     const result = mapRead(read, mapping);
+    if (result.changes) record.containers = result.changes;
     if (result.outcome === 'noRead') {
       record.outcome = 'noRead';
       if (result.reason) record.reason = this.scrub(result.reason);

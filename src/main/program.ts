@@ -73,6 +73,11 @@ async function main(argv: string[]): Promise<number> {
         (await import('../cli/trace-command.js')).registerTraceCommand(program, { ...io, ...uid }),
     },
     {
+      names: ['containers'],
+      register: async () =>
+        (await import('../cli/containers-command.js')).registerContainersCommand(program, io),
+    },
+    {
       names: ['config'],
       register: async () =>
         (await import('../cli/config-command.js')).registerConfigCommand(program, {

@@ -82,15 +82,6 @@ export function missingDaemonSettings(
 }
 
 /**
- * Names of the performance marks of a start (src/main.ts, the run command), which the start-up
- * line reports as the start's profile: the entry module ran, the configuration is being read,
- * the parts are being built.
- */
-export const MARK_MAIN = 'scan-gateway:main';
-export const MARK_CONFIG = 'scan-gateway:config';
-export const MARK_BUILD = 'scan-gateway:build';
-
-/**
  * Where the runtime's compile cache is kept: the first of systemd's `$CACHE_DIRECTORY` (the unit's
  * `CacheDirectory=`, a colon-separated list when it names several), or undefined for the runtime's
  * own default (`NODE_COMPILE_CACHE`, else `node-compile-cache` in the temp folder).

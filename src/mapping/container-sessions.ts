@@ -5,7 +5,41 @@
  * so mapping the same reads in the same order always gives the same parents.
  */
 
-/** An open container at one station, as the health page shows it. */
+/** How a container ended, or `open`; what the buffer keeps of it (`containers` table) and `trace` shows. */
+export type ContainerState = 'open' | 'complete' | 'incomplete' | 'closed' | 'abandoned';
+
+/**
+ * One container as it is now: written with the read that changed it (open, a member more,
+ * closed), so the open ones are restored at start and the closed ones stay for `trace` and the page.
+ * `state`: `complete` = closed at its `members`; `incomplete` = closed short of them (a new label,
+ * a closing code, idle, or a supervisor); `closed` = closed with no fixed count (`closeAfter`, a
+ * closing code, idle); `abandoned` = a supervisor gave it up.
+ */
+export interface ContainerChange {
+  container: string;
+  per: 'input' | 'dcp';
+  station: string;
+  parent: string;
+  /** ISO 8601 instant of the opening read. */
+  openedAt: string;
+  /** ISO 8601 instant of the last read that got this parent (or of the opening read). */
+  lastReadAt: string;
+  /** Members so far (distinct references). */
+  members: number;
+  /** `members` of the configuration: how many it must hold. */
+  expected?: number;
+  state: ContainerState;
+  /** ISO 8601 instant it closed (a read's receive time, or the clock for a supervisor). */
+  closedAt?: string;
+  /** Why it closed, in words: `12 of 12`, `new label MOD-2`, `closing code`, `idle 600 s`, a supervisor's reason. */
+  why?: string;
+  /** Who closed it, for a supervisor's close or abandon. */
+  by?: string;
+  /** The members' references (kept while open, so a member scanned again is counted once across restarts). */
+  memberRefs?: string[];
+}
+
+/** An open container at one station, as the health page and the station screen show it. */
 export interface OpenContainer {
   /** `name` of the container in the configuration. */
   container: string;
@@ -19,8 +53,10 @@ export interface OpenContainer {
   openedAt: string;
   /** ISO 8601 instant of the last read that got this parent (or of the opening read). */
   lastReadAt: string;
-  /** Reads that got this parent so far. */
+  /** Reads that got this parent so far (distinct references). */
   reads: number;
+  /** `members` of the configuration: how many it must hold ("3 of 12"). */
+  expected?: number;
   /** The session closes after this long without a read, in ms; 0 = never. */
   idleTimeoutMs: number;
 }
@@ -33,7 +69,10 @@ interface Session {
   openedAtMs: number;
   lastReadAtMs: number;
   reads: number;
+  expected: number | undefined;
   idleTimeoutMs: number;
+  /** Members' references, so one scanned twice counts once; at most {@link MAX_MEMBER_REFS}. */
+  refs: Set<string>;
 }
 
 const keyOf = (container: string, station: string) => `${container}\u0000${station}`;
@@ -45,8 +84,21 @@ const keyOf = (container: string, station: string) => `${container}\u0000${stati
  */
 export const MAX_OPEN_CONTAINERS = 10_000;
 
+/** Member references kept per container to count a member scanned twice once; past it every read counts. */
+export const MAX_MEMBER_REFS = 1000;
+
+/** Changes kept for the next outcome; past it the oldest go (only a mapper nobody drains gets there). */
+const MAX_PENDING_CHANGES = 10_000;
+
 /** What {@link ContainerSessions.open} answers: the parent it replaced, or a refusal at the cap. */
 export type OpenResult = { opened: true; replaced?: string } | { opened: false; reason: string };
+
+/** The open container of a station, as the mapper decides on it. */
+export interface SessionView {
+  parent: string;
+  reads: number;
+  expected: number | undefined;
+}
 
 /**
  * The open containers of a mapper; one session per container name and station.
@@ -55,10 +107,17 @@ export type OpenResult = { opened: true; replaced?: string } | { opened: false; 
  * refused. Expired sessions are swept on access: every time as many operations as there are
  * sessions (at least 64) have passed, one pass drops the expired ones, so the sweep costs O(1)
  * amortized per read; a pass also runs before an open is refused at the cap.
+ *
+ * Every change (opened, a member more, closed, expired) is queued as a {@link ContainerChange};
+ * the mapper hands them out with the outcome of the read that caused them ({@link drain}), and
+ * intake commits them with that read, so the buffer's copy is never ahead of the reads.
  */
 export class ContainerSessions {
   private readonly sessions = new Map<string, Session>();
   private opsSinceSweep = 0;
+  private changes: ContainerChange[] = [];
+  /** The last container closed per container name and station (the words of a refusal after it). */
+  private readonly lastClosed = new Map<string, ContainerChange>();
   /** Opens refused because `max` sessions were open. */
   refusedAtCap = 0;
 
@@ -69,9 +128,35 @@ export class ContainerSessions {
     return this.sessions.size;
   }
 
+  /** The changes since the last call, oldest first, and forgets them. */
+  drain(): ContainerChange[] {
+    if (this.changes.length === 0) return [];
+    const out = this.changes;
+    this.changes = [];
+    return out;
+  }
+
+  /** Puts changes back in front of the queue (ones taken out by {@link drain} to be handed out later). */
+  requeue(changes: readonly ContainerChange[]): void {
+    this.changes.unshift(...changes);
+  }
+
+  /** The open container of the station at `atMs` (a session idle for too long is closed first). */
+  get(container: string, station: string, atMs: number): SessionView | undefined {
+    this.maybeSweep(atMs);
+    const s = this.current(container, station, atMs);
+    return s ? { parent: s.parent, reads: s.reads, expected: s.expected } : undefined;
+  }
+
+  /** The last container closed at the station (kept for {@link MAX_OPEN_CONTAINERS} stations). */
+  closedLast(container: string, station: string): ContainerChange | undefined {
+    return this.lastClosed.get(keyOf(container, station));
+  }
+
   /**
-   * Opens `parent` at the station, replacing (closing) an open one, and answers the parent it
-   * replaced. A new session past `max` open ones is refused (`opened: false`, with the reason).
+   * Opens `parent` at the station, closing an open one (`why`: `new label <parent>`), and answers
+   * the parent it replaced. A new session past `max` open ones is refused (`opened: false`, with
+   * the reason). `expected`: the container's `members`.
    */
   open(
     container: string,
@@ -80,6 +165,7 @@ export class ContainerSessions {
     parent: string,
     atMs: number,
     idleTimeoutMs: number,
+    expected?: number,
   ): OpenResult {
     this.maybeSweep(atMs);
     const previous = this.current(container, station, atMs);
@@ -93,7 +179,8 @@ export class ContainerSessions {
         };
       }
     }
-    this.sessions.set(keyOf(container, station), {
+    if (previous) this.end(previous, atMs, `new label ${parent}`);
+    const s: Session = {
       container,
       per,
       station,
@@ -101,27 +188,40 @@ export class ContainerSessions {
       openedAtMs: atMs,
       lastReadAtMs: atMs,
       reads: 0,
+      expected,
       idleTimeoutMs,
-    });
+      refs: new Set(),
+    };
+    this.sessions.set(keyOf(container, station), s);
+    this.record(s, 'open');
     return previous ? { opened: true, replaced: previous.parent } : { opened: true };
   }
 
   /** Drops every session expired at `atMs` (a read's receive time). */
   sweep(atMs: number): void {
     this.opsSinceSweep = 0;
-    for (const [k, s] of this.sessions) if (expired(s, atMs)) this.sessions.delete(k);
+    for (const s of this.sessions.values()) if (expired(s, atMs)) this.expire(s);
   }
 
   private maybeSweep(atMs: number): void {
     if (++this.opsSinceSweep >= Math.max(64, this.sessions.size)) this.sweep(atMs);
   }
 
-  /** Closes the station's container; answers the parent that was open, if any. */
-  close(container: string, station: string, atMs: number): string | undefined {
+  /**
+   * Closes the station's container; answers the change that closed it, if one was open. `why`
+   * says how (`closing code`); a supervisor's close gives `by`, and `abandon` gives it up.
+   */
+  close(
+    container: string,
+    station: string,
+    atMs: number,
+    why: string,
+    by?: { by: string; abandon?: boolean },
+  ): ContainerChange | undefined {
     this.maybeSweep(atMs);
     const open = this.current(container, station, atMs);
-    this.sessions.delete(keyOf(container, station));
-    return open?.parent;
+    if (!open) return undefined;
+    return this.end(open, atMs, why, by);
   }
 
   /** The parent open at the station at `atMs` (a session idle for too long is closed first). */
@@ -130,13 +230,24 @@ export class ContainerSessions {
     return this.current(container, station, atMs)?.parent;
   }
 
-  /** Records that a read at `atMs` got the station's parent, which keeps the session alive; answers the reads it has now. */
-  touch(container: string, station: string, atMs: number): number {
+  /**
+   * Records that a read of `reference` at `atMs` got the station's parent, which keeps the session
+   * alive; a reference already a member counts once. Answers the members it has now.
+   */
+  touch(container: string, station: string, atMs: number, reference?: string): number {
     const s = this.sessions.get(keyOf(container, station));
     if (!s) return 0;
-    s.reads++;
     s.lastReadAtMs = Math.max(s.lastReadAtMs, atMs);
+    if (reference !== undefined && s.refs.has(reference)) return s.reads;
+    if (reference !== undefined && s.refs.size < MAX_MEMBER_REFS) s.refs.add(reference);
+    s.reads++;
+    this.record(s, 'open');
     return s.reads;
+  }
+
+  /** Whether `reference` is a member of the station's open container already. */
+  isMember(container: string, station: string, reference: string): boolean {
+    return this.sessions.get(keyOf(container, station))?.refs.has(reference) === true;
   }
 
   /** Every open container at `nowMs`, for the health page: per station the open parent and since when. */
@@ -152,6 +263,7 @@ export class ContainerSessions {
         openedAt: new Date(s.openedAtMs).toISOString(),
         lastReadAt: new Date(s.lastReadAtMs).toISOString(),
         reads: s.reads,
+        ...(s.expected !== undefined ? { expected: s.expected } : {}),
         idleTimeoutMs: s.idleTimeoutMs,
       });
     }
@@ -163,31 +275,150 @@ export class ContainerSessions {
   /**
    * Takes over the sessions of `previous` (after a configuration reload) for containers that still
    * exist with the same `per`, so a reload does not cut the reads of an open pallet from their
-   * parent. `settings` gives the new idle timeout of a container, or undefined when it is gone.
+   * parent. `settings` gives the new idle timeout and `members` of a container, or undefined when
+   * it is gone. Changes `previous` had not handed out yet are taken over too.
    */
   adopt(
     previous: ContainerSessions,
-    settings: (container: string) => { per: 'input' | 'dcp'; idleTimeoutMs: number } | undefined,
+    settings: (
+      container: string,
+    ) => { per: 'input' | 'dcp'; idleTimeoutMs: number; members?: number } | undefined,
   ): void {
+    this.changes.push(...previous.drain());
+    for (const [k, c] of previous.lastClosed) this.lastClosed.set(k, c);
     for (const [k, s] of previous.sessions) {
-      if (this.sessions.size >= this.max) break;
       const now = settings(s.container);
-      if (!now || now.per !== s.per) continue;
-      this.sessions.set(k, { ...s, idleTimeoutMs: now.idleTimeoutMs });
+      // Gone from the configuration (or kept per something else now): closed, so the buffer's row
+      // does not stay open for ever.
+      if (!now || now.per !== s.per || this.sessions.size >= this.max) {
+        this.record(s, s.expected !== undefined && s.reads < s.expected ? 'incomplete' : 'closed', {
+          closedAt: new Date(s.lastReadAtMs).toISOString(),
+          why: 'configuration reloaded without it',
+        });
+        continue;
+      }
+      this.sessions.set(k, { ...s, idleTimeoutMs: now.idleTimeoutMs, expected: now.members });
     }
   }
 
+  /**
+   * Restores the open containers the buffer kept (at start), for containers that still exist with
+   * the same `per`; one that expired meanwhile is closed by the next sweep, as if it had run.
+   * Answers how many were restored.
+   */
+  restore(
+    rows: readonly ContainerChange[],
+    settings: (
+      container: string,
+    ) => { per: 'input' | 'dcp'; idleTimeoutMs: number; members?: number } | undefined,
+  ): number {
+    let n = 0;
+    for (const r of rows) {
+      if (r.state !== 'open') continue;
+      const now = settings(r.container);
+      if (!now || now.per !== r.per || this.sessions.size >= this.max) {
+        // Not in the configuration any more: closed with the next read, so it stays open nowhere.
+        const short = r.expected !== undefined && r.members < r.expected;
+        const { memberRefs: _refs, ...closed } = r;
+        this.changes.push({
+          ...closed,
+          state: short ? 'incomplete' : 'closed',
+          closedAt: r.lastReadAt,
+          why: 'not in the configuration at start',
+        });
+        continue;
+      }
+      this.sessions.set(keyOf(r.container, r.station), {
+        container: r.container,
+        per: r.per,
+        station: r.station,
+        parent: r.parent,
+        openedAtMs: Date.parse(r.openedAt),
+        lastReadAtMs: Date.parse(r.lastReadAt),
+        reads: r.members,
+        expected: now.members,
+        idleTimeoutMs: now.idleTimeoutMs,
+        refs: new Set((r.memberRefs ?? []).slice(0, MAX_MEMBER_REFS)),
+      });
+      n++;
+    }
+    return n;
+  }
+
   private current(container: string, station: string, atMs: number): Session | undefined {
-    const k = keyOf(container, station);
-    const s = this.sessions.get(k);
+    const s = this.sessions.get(keyOf(container, station));
     if (s && expired(s, atMs)) {
-      this.sessions.delete(k);
+      this.expire(s);
       return undefined;
     }
     return s;
+  }
+
+  private expire(s: Session): void {
+    this.end(s, s.lastReadAtMs + s.idleTimeoutMs, `idle ${Math.round(s.idleTimeoutMs / 1000)} s`);
+  }
+
+  /** Closes a session: removed, its last state recorded. */
+  private end(
+    s: Session,
+    atMs: number,
+    why: string,
+    by?: { by: string; abandon?: boolean },
+  ): ContainerChange {
+    const key = keyOf(s.container, s.station);
+    this.sessions.delete(key);
+    const state: ContainerState = by?.abandon
+      ? 'abandoned'
+      : s.expected === undefined
+        ? 'closed'
+        : s.reads >= s.expected
+          ? 'complete'
+          : 'incomplete';
+    const change = this.record(s, state, {
+      closedAt: new Date(atMs).toISOString(),
+      why,
+      ...(by ? { by: by.by } : {}),
+    });
+    this.lastClosed.delete(key);
+    if (this.lastClosed.size >= this.max) {
+      const oldest = this.lastClosed.keys().next().value;
+      if (oldest !== undefined) this.lastClosed.delete(oldest);
+    }
+    this.lastClosed.set(key, change);
+    return change;
+  }
+
+  private record(
+    s: Session,
+    state: ContainerState,
+    closed?: { closedAt: string; why: string; by?: string },
+  ): ContainerChange {
+    const change: ContainerChange = {
+      container: s.container,
+      per: s.per,
+      station: s.station,
+      parent: s.parent,
+      openedAt: new Date(s.openedAtMs).toISOString(),
+      lastReadAt: new Date(s.lastReadAtMs).toISOString(),
+      members: s.reads,
+      ...(s.expected !== undefined ? { expected: s.expected } : {}),
+      state,
+      ...closed,
+      ...(state === 'open' && s.expected !== undefined ? { memberRefs: [...s.refs] } : {}),
+    };
+    if (this.changes.length >= MAX_PENDING_CHANGES) this.changes.shift();
+    this.changes.push(change);
+    return change;
   }
 }
 
 function expired(s: Session, atMs: number): boolean {
   return s.idleTimeoutMs > 0 && atMs - s.lastReadAtMs > s.idleTimeoutMs;
+}
+
+/** "3 of 12" for a container with `members`, else "3 reads". */
+export function fillWords(members: number, expected: number | undefined): string {
+  return expected === undefined
+    ? `${members} read${members === 1 ? '' : 's'}`
+    : `${members} of ${expected}`;
 }

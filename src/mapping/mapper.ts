@@ -3,8 +3,11 @@ import type { Read } from '../inputs/types.js';
 import type { Scan } from '@scan-gateway/contract';
 import {
   ContainerSessions,
+  fillWords,
   MAX_OPEN_CONTAINERS,
+  type ContainerChange,
   type OpenContainer,
+  type SessionView,
 } from './container-sessions.js';
 import {
   parseBarcode,
@@ -147,8 +150,18 @@ export class Mapper {
     return { outcome: 'scan', scan, instant, barcode };
   }
 
-  /** Maps one read. Never throws. */
+  /**
+   * Maps one read. Never throws. The outcome carries the containers the read changed
+   * (`changes`: opened, a member more, closed), which intake commits with it.
+   */
   map(read: Read): MapOutcome {
+    const outcome = this.mapOne(read);
+    const changes = this.sessions.drain();
+    if (changes.length > 0) outcome.changes = changes;
+    return outcome;
+  }
+
+  private mapOne(read: Read): MapOutcome {
     const input = this.inputs.get(read.inputId);
     if (!input)
       return { outcome: 'rejected', reason: `input "${read.inputId}" is not in the configuration` };
@@ -191,12 +204,16 @@ export class Mapper {
       // Such a read takes no part in containers; the rules then refuse its DCP with the reason.
       if (c.per === 'dcp' && !this.dcps.has(station) && !this.stations.has(station)) continue;
       if (c.close?.test(view)) {
-        const parent = this.sessions.close(c.name, station, atMs);
+        const open = this.sessions.get(c.name, station, atMs);
+        if (open && this.refusesShort(c, open))
+          return this.refuseShort(c, station, open, 'closing code', barcode);
+        const closed = this.sessions.close(c.name, station, atMs, 'closing code');
+        const parent = closed?.parent;
         return {
           outcome: 'noRead',
           reason:
-            parent !== undefined
-              ? `closing code of container ${c.name} at ${station}: closes ${parent}`
+            closed !== undefined
+              ? `closing code of container ${c.name} at ${station}: closes ${closed.parent}${closed.expected !== undefined ? ` (${fillWords(closed.members, closed.expected)}${closed.state === 'incomplete' ? ', incomplete' : ''})` : ''}`
               : `closing code of container ${c.name} at ${station}: none was open`,
           barcode,
           container: {
@@ -209,6 +226,18 @@ export class Mapper {
       const groups = c.open.test(view);
       const parent = groups ? c.reference.evaluate(view, groups) : undefined;
       if (parent?.ok) {
+        const open = this.sessions.get(c.name, station, atMs);
+        // The open container's own label again: the same container, its count unchanged.
+        if (open?.parent === parent.value) {
+          return {
+            outcome: 'noRead',
+            reason: `container ${c.name} at ${station}: ${parent.value} is open already (${fillWords(open.reads, open.expected)}); scanned again, nothing changes`,
+            barcode,
+            container: { name: c.name, action: 'rescanned', parent: parent.value },
+          };
+        }
+        if (open && this.refusesShort(c, open))
+          return this.refuseShort(c, station, open, `the label ${parent.value}`, barcode);
         const opening = this.sessions.open(
           c.name,
           c.per,
@@ -216,17 +245,19 @@ export class Mapper {
           parent.value,
           atMs,
           c.idleTimeoutMs,
+          c.members,
         );
         if (!opening.opened)
           return {
             outcome: 'rejected',
+            code: 'containerCap',
             reason: `opens container ${c.name} at ${station}, refused: ${opening.reason}`,
             barcode,
           };
         if (!c.sendParent) {
           return {
             outcome: 'noRead',
-            reason: `opens container ${c.name} at ${station} with parent ${parent.value} (sendParent: false)`,
+            reason: `opens container ${c.name} at ${station} with parent ${parent.value}${c.members !== undefined ? ` (0 of ${c.members})` : ''} (sendParent: false)`,
             barcode,
             container: { name: c.name, action: 'opened', parent: parent.value },
           };
@@ -366,27 +397,51 @@ export class Mapper {
             ? wanted.map((m) => m.container.name).join(' or ') || 'none applies to this input'
             : required;
         const station = wanted[0]?.station ?? (read.dcpKey?.trim() || input.dcp);
-        return reject(
-          `${named}needs an open container (${which}) at ${station}, and none is open: scan the container first, then this item again; this read is not sent`,
-        );
+        // Right after a container filled up, say so: the item is one too many for it.
+        const full = wanted
+          .map((m) => this.sessions.closedLast(m.container.name, m.station))
+          .find((c) => c?.state === 'complete');
+        const message = full
+          ? `${full.parent} is complete (${fillWords(full.members, full.expected)}): scan the next ${full.container}'s label first`
+          : `no ${which} open: scan the ${which}'s label first`;
+        return {
+          ...reject(
+            `${named}needs an open container (${which}) at ${station}, and none is open: ${full ? `${message}; ` : ''}scan the container first, then this item again; this read is not sent`,
+          ),
+          code: full ? 'containerFull' : 'noContainer',
+          message,
+        } as MapOutcome;
       }
     }
+    // Attributes before parents: a read refused for a missing required attribute fills no container.
+    const notes: string[] = [];
+    const attributes = attributesOf(rule, view, groups, dcp, notes);
+    if (typeof attributes === 'string')
+      return {
+        ...reject(`${named}${attributes}`),
+        code: 'requiredAttribute',
+        message: attributes.replace(/: .*/, ''),
+      } as MapOutcome;
     // Parents are taken only once the read is sure to be a scan, so a refused read fills no container.
     for (const { container, station, parent } of open) {
       if (parent === undefined || parent === b.reference) continue;
       addParent(parent);
-      const reads = this.sessions.touch(container.name, station, atMs);
-      const full = container.closeAfter !== undefined && reads >= container.closeAfter;
-      // The Nth member closes it: the next member read needs a new container (closeAfter).
-      if (full) this.sessions.close(container.name, station, atMs);
+      const reads = this.sessions.touch(container.name, station, atMs, b.reference);
+      const limit = container.members ?? container.closeAfter;
+      const full = limit !== undefined && reads >= limit;
+      // The Nth member closes it: the next member read needs a new container.
+      const why =
+        container.members !== undefined
+          ? `${reads} of ${container.members}: complete`
+          : `closeAfter ${container.closeAfter} reached`;
+      if (full) this.sessions.close(container.name, station, atMs, why);
       member ??= {
         name: container.name,
         parent,
-        ...(full ? { closed: `closeAfter ${container.closeAfter} reached` } : {}),
+        ...(full ? { closed: why } : {}),
       };
     }
 
-    const notes: string[] = [];
     const scan: Scan = {
       reference: b.reference,
       timeStamp: formatWireTime(instant, this.timeZone),
@@ -394,7 +449,7 @@ export class Mapper {
       productModelKey,
       ...party,
       parents,
-      attributes: [...attributesOf(rule, view, groups, dcp, notes)].map(([key, value]) => ({
+      attributes: [...attributes].map(([key, value]) => ({
         key,
         value,
       })),
@@ -415,6 +470,33 @@ export class Mapper {
       ...(timeWarning ? { timeWarning } : {}),
       ...(notes.length > 0 ? { notes } : {}),
       ...(container ? { container } : {}),
+    };
+  }
+
+  /** Whether a container short of its `members` refuses what would close it (`onIncomplete: refuse`). */
+  private refusesShort(c: CompiledContainer, open: SessionView): boolean {
+    return c.members !== undefined && c.onIncomplete === 'refuse' && open.reads < c.members;
+  }
+
+  /**
+   * The refusal of a label (or closing code) while the open container is short: the open one
+   * stays. The reason starts with the words for the operator ("MOD-1 has 3 of 12: finish it
+   * first"), which the station screen shows.
+   */
+  private refuseShort(
+    c: CompiledContainer,
+    station: string,
+    open: SessionView,
+    what: string,
+    barcode: BarcodeParse,
+  ): MapOutcome {
+    const message = shortMessage(open);
+    return {
+      outcome: 'rejected',
+      code: 'containerShort',
+      message,
+      reason: `${message} (container ${c.name} at ${station}, onIncomplete: refuse): ${what} is not taken; the open container stays, a supervisor may close it short`,
+      barcode,
     };
   }
 
@@ -456,8 +538,40 @@ export class Mapper {
 
   /** Takes over the open containers of the mapper this one replaces (configuration reload). */
   adoptSessions(previous: Mapper): void {
-    this.sessions.adopt(previous.sessions, (name) => this.containers.find((c) => c.name === name));
+    this.sessions.adopt(previous.sessions, (name) => this.containerSettings(name));
     if (previous.known) this.known = previous.known;
+  }
+
+  /**
+   * Restores the open containers the buffer kept (at start): those whose container still exists
+   * with the same `per`. Answers how many.
+   */
+  restoreContainers(rows: readonly ContainerChange[]): number {
+    return this.sessions.restore(rows, (name) => this.containerSettings(name));
+  }
+
+  /**
+   * Closes (or abandons) the open container of a station by a supervisor's hand, recorded with
+   * who and why. Answers the change, to be written to the buffer, or undefined when none is open.
+   */
+  closeContainer(
+    container: string,
+    station: string,
+    atMs: number,
+    by: { by: string; why: string; abandon?: boolean },
+  ): ContainerChange | undefined {
+    const change = this.sessions.close(container, station, atMs, by.why, {
+      by: by.by,
+      ...(by.abandon ? { abandon: true } : {}),
+    });
+    // Handed out here, not with the next read: the caller writes it at once.
+    const pending = this.sessions.drain();
+    this.sessions.requeue(pending.filter((c) => c !== change));
+    return change;
+  }
+
+  private containerSettings(name: string): CompiledContainer | undefined {
+    return this.containers.find((c) => c.name === name);
   }
 
   /**
@@ -521,6 +635,15 @@ export class Mapper {
   }
 }
 
+/** What the operator reads when a short container refuses a new label: `MOD-1 has 3 of 12: finish it first`. */
+export function shortMessage(open: {
+  parent: string;
+  reads: number;
+  expected?: number | undefined;
+}): string {
+  return `${open.parent} has ${fillWords(open.reads, open.expected)}: finish it first`;
+}
+
 /** A key taken from a read, quoted for a reason and cut at 64 characters (the read itself is kept whole). */
 function quoteKey(key: string): string {
   return JSON.stringify(key.length > 64 ? `${key.slice(0, 64)}…` : key);
@@ -550,7 +673,8 @@ function optionalValue(
  * Attributes in order: the DCP's fixed ones, the source's, the rule's; a later one replaces an
  * earlier one of the same key. A rule's attribute whose source gave no value is not sent, and
  * `notes` says so (`attribute voltage: field voltage has no value in this read`), so a dropped
- * attribute is never silent.
+ * attribute is never silent; one marked `optional` is left out without a note, and one marked
+ * `required` refuses the read: the answer is then the reason (a string).
  */
 function attributesOf(
   rule: CompiledRule,
@@ -558,7 +682,7 @@ function attributesOf(
   groups: Groups,
   dcp: DcpConfig,
   notes: string[],
-): Map<string, string> {
+): Map<string, string> | string {
   const out = new Map<string, string>(Object.entries(dcp.attributes));
   const source = view.read.attributes ?? {};
   if (rule.sourceAttributes !== false) {
@@ -572,7 +696,9 @@ function attributesOf(
   for (const [key, value] of rule.attributes) {
     const v = value.evaluate(view, groups);
     if (v.ok) out.set(key, v.value);
-    else notes.push(`attribute ${key} not sent: ${v.reason}`);
+    else if (value.required)
+      return `required attribute ${key} has no value: ${v.reason}; this read is not sent`;
+    else if (!(value.optional && v.absent)) notes.push(`attribute ${key} not sent: ${v.reason}`);
   }
   return out;
 }

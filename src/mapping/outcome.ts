@@ -1,5 +1,16 @@
 import type { Scan } from '@scan-gateway/contract';
 import type { BarcodeParse } from '../gs1/index.js';
+import type { ContainerChange } from './container-sessions.js';
+
+/**
+ * Stable codes of the mapping's refusals that a line acts on, for a scanner's reason-specific NAK
+ * and the station screen: `noContainer` (a member read with no container open), `containerFull`
+ * (the container it would join just filled up), `containerShort` (a new label or closing code while
+ * the open container is short, `onIncomplete: refuse`), `containerCap` (too many open),
+ * `requiredAttribute` (a `required: true` attribute has no value).
+ */
+export type RefusalCode =
+  'noContainer' | 'containerFull' | 'containerShort' | 'containerCap' | 'requiredAttribute';
 
 /**
  * What one read becomes: a Scan (contract §2.5) with the UTC instant of its time stamp, a
@@ -26,18 +37,26 @@ export type MapOutcome =
       tried?: string[];
       /** The container this read opened (it is also its own scan) or took its parent from. */
       container?: { name: string; action: 'opened' | 'member'; parent: string; closed?: string };
+      /** Containers this read changed (opened, a member more, closed): committed with the read. */
+      changes?: ContainerChange[];
     }
   | {
       outcome: 'rejected';
       reason: string;
+      /** A stable code for the refusals a line acts on (see {@link RefusalCode}). */
+      code?: RefusalCode;
+      /** The words for the operator, when the refusal has its own (`MOD-1 has 3 of 12: finish it first`); `reason` starts with them. */
+      message?: string;
       barcode?: BarcodeParse;
       /** Names of the rules tried. */
       tried?: string[];
+      changes?: ContainerChange[];
     }
   | {
       outcome: 'noRead';
       /** Why a read that is not the scanner's no-read text is not sent (a container code). */
       reason?: string;
       barcode?: BarcodeParse;
-      container?: { name: string; action: 'opened' | 'closed'; parent?: string };
+      container?: { name: string; action: 'opened' | 'closed' | 'rescanned'; parent?: string };
+      changes?: ContainerChange[];
     };

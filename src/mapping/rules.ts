@@ -141,6 +141,10 @@ export interface CompiledContainer {
   sendParent: boolean;
   /** Members after which the container closes; undefined = no limit. */
   closeAfter?: number;
+  /** Exactly this many members: it closes by itself at the last; fewer is incomplete. */
+  members?: number;
+  /** What a new label (or a closing code) does while a container of `members` is short. */
+  onIncomplete: 'refuse' | 'close';
 }
 
 /** Compiles a container of the (validated) configuration. */
@@ -158,5 +162,7 @@ export function compileContainer(
     idleTimeoutMs: config.idleTimeoutMs,
     sendParent: config.sendParent,
     ...(config.closeAfter !== undefined ? { closeAfter: config.closeAfter } : {}),
+    ...(config.members !== undefined ? { members: config.members } : {}),
+    onIncomplete: config.onIncomplete,
   };
 }

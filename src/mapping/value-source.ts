@@ -31,6 +31,10 @@ export interface CompiledValue {
   readonly describe: string;
   /** The source's field name when the value comes from a field, so it is not also sent as an attribute. */
   readonly field?: string;
+  /** An attribute marked `required: true`: a read without it is refused. */
+  readonly required?: true;
+  /** An attribute marked `optional: true`: missing is neither noted nor counted. */
+  readonly optional?: true;
   evaluate(
     view: ReadView,
     groups: Readonly<Record<string, string | undefined>> | undefined,
@@ -56,6 +60,8 @@ export function compileValue(config: ValueConfig, lookups: LookupTables): Compil
   return {
     describe,
     ...(config.field !== undefined ? { field: config.field } : {}),
+    ...(config.required === true ? { required: true as const } : {}),
+    ...(config.optional === true ? { optional: true as const } : {}),
     evaluate(view, groups) {
       const found = take.get(view, groups);
       if (found === undefined) {

@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Intake } from '../../src/intake/intake.js';
 import { BufferStore } from '../../src/buffer/store.js';
 import { parseConfigText } from '../../src/config/load.js';
-import type { GatewayConfig, InputConfig } from '../../src/config/schema.js';
+import type { GatewayConfig } from '../../src/config/schema.js';
+import type { BuiltInInputConfig } from '../../src/inputs/registry.js';
 import { FilesInput } from '../../src/inputs/files/files-input.js';
 import { HttpIngestInput } from '../../src/inputs/http/http-input.js';
 import { INGEST_PATH } from '../../src/inputs/http/ingest-routes.js';
@@ -202,11 +203,11 @@ inputs:
   - { id: nd, type: files, dcp: BAD, dir: ${join(root, 'nd')}, format: ndjson, maxReadLength: ${MAX_READ}, stableMs: 100 }
 `;
     const config: GatewayConfig = parseConfigText(yaml, 'bad-input.yaml');
-    const input = <T extends InputConfig['type']>(
+    const input = <T extends BuiltInInputConfig['type']>(
       id: string,
       _type: T,
-    ): Extract<InputConfig, { type: T }> =>
-      config.inputs.find((i) => i.id === id) as Extract<InputConfig, { type: T }>;
+    ): Extract<BuiltInInputConfig, { type: T }> =>
+      config.inputs.find((i) => i.id === id) as Extract<BuiltInInputConfig, { type: T }>;
     store = BufferStore.openAt(join(root, 'buffer.db'));
     intake = new Intake({ store, mapping: mappingContext(config), logger: silentLogger() });
     intake.open();

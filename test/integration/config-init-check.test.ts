@@ -100,7 +100,7 @@ describe('scan-gateway config init', () => {
   it('an unknown input type is refused with the types it knows', () => {
     expect(cli(['config', 'init', '--input', 'modbus'])).toMatchObject({
       code: 2,
-      stdout: 'config init: unknown input type "modbus"; one of: files, serial, tcp, mqtt, http\n',
+      stdout: 'config init: unknown input type "modbus"; one of: files, serial, mqtt, tcp, http\n',
     });
   });
 });

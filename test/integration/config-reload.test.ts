@@ -7,6 +7,7 @@ import { loadConfig } from '../../src/config/load.js';
 import { ConfigReloader } from '../../src/config/reload.js';
 import type { InputConfig } from '../../src/config/schema.js';
 import { FilesInput } from '../../src/inputs/files/files-input.js';
+import type { FilesInputConfig } from '../../src/inputs/files/schema.js';
 import { silentLogger } from '../../src/log.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { startSandbox, type RunningSandbox } from '@scan-gateway/sandbox';
@@ -104,7 +105,12 @@ describe('configuration reload', () => {
       createInput: (config: InputConfig, sink, logger) => {
         created.push(config.id);
         if (config.type !== 'files') throw new Error('files inputs only here');
-        return new FilesInput({ config, sink, logger, folderCheckMs: 200 });
+        return new FilesInput({
+          config: config as FilesInputConfig,
+          sink,
+          logger,
+          folderCheckMs: 200,
+        });
       },
     });
     await app.start();

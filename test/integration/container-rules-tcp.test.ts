@@ -107,12 +107,12 @@ rules:
         ['MOD-0004', 'refused'],
       ]);
       expect(shown[0]).toMatchObject({
-        words: 'No container open: scan the container first',
+        words: 'No pack open: scan the pack\u2019s label first',
         reason:
           'rule modules: needs an open container (pack) at assembly, and none is open: scan the container first, then this item again; this read is not sent',
       });
       // The pack closed itself after its second module: the fourth module finds none open.
-      expect(shown[4]).toMatchObject({ words: 'No container open: scan the container first' });
+      expect(shown[4]).toMatchObject({ words: 'No pack open: scan the pack\u2019s label first' });
 
       const parentsOf = async (ref: string) => {
         const trace = (await (await fetch(`${app.httpUrl}/api/v1/items/${ref}`)).json()) as {

@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { filesInputSchema, type FilesInputConfig } from '../../src/config/schema.js';
+import { filesInputSchema, type FilesInputConfig } from '../../src/inputs/files/schema.js';
 import { FilesInput } from '../../src/inputs/files/files-input.js';
 import type {
   InputRejection,

@@ -2,7 +2,7 @@ import { copyFile, mkdtemp, open, readFile, rm, stat, type FileHandle } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { filesInputSchema, type FilesInputConfig } from '../../src/config/schema.js';
+import { filesInputSchema, type FilesInputConfig } from '../../src/inputs/files/schema.js';
 import { FilesInput } from '../../src/inputs/files/files-input.js';
 import type { IntakeItem, IntakeSink, SubmitOptions } from '../../src/inputs/types.js';
 import { memoryLogger } from '../helpers/log-lines.js';

@@ -18,7 +18,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Intake } from '../../src/intake/intake.js';
 import { BufferStore } from '../../src/buffer/store.js';
 import { parseConfigText } from '../../src/config/load.js';
-import { filesInputSchema, type FilesInputConfig } from '../../src/config/schema.js';
+import { filesInputSchema, type FilesInputConfig } from '../../src/inputs/files/schema.js';
 import { FilesInput } from '../../src/inputs/files/files-input.js';
 import { mappingContext } from '../../src/mapping/map-read.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';

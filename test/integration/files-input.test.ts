@@ -14,7 +14,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { filesInputSchema, type FilesInputConfig } from '../../src/config/schema.js';
+import { filesInputSchema, type FilesInputConfig } from '../../src/inputs/files/schema.js';
 import { Intake } from '../../src/intake/intake.js';
 import { BufferStore } from '../../src/buffer/store.js';
 import { parseConfigText } from '../../src/config/load.js';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectAsync } from 'mqtt';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mqttInputSchema } from '../../src/config/input-schemas.js';
+import { mqttInputSchema } from '../../src/inputs/mqtt/schema.js';
 import { MqttInput } from '../../src/inputs/mqtt/mqtt-input.js';
 import { mqttClientOptions } from '../../src/inputs/mqtt/mqtt-options.js';
 import { FakeSink } from '../helpers/fake-sink.js';

@@ -6,7 +6,7 @@ import { connectAsync, type MqttClient } from 'mqtt';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Intake } from '../../src/intake/intake.js';
 import { BufferStore } from '../../src/buffer/store.js';
-import { mqttInputSchema, type MqttInputConfig } from '../../src/config/input-schemas.js';
+import { mqttInputSchema, type MqttInputConfig } from '../../src/inputs/mqtt/schema.js';
 import { parseConfigText } from '../../src/config/load.js';
 import { MqttInput } from '../../src/inputs/mqtt/mqtt-input.js';
 import type { IntakeItem, IntakeSink, SubmitOptions } from '../../src/inputs/types.js';

@@ -2,7 +2,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { serialInputSchema, type SerialInputConfig } from '../../src/config/schema.js';
+import { serialInputSchema, type SerialInputConfig } from '../../src/inputs/serial/schema.js';
 import { SerialPort } from 'serialport';
 import { Intake } from '../../src/intake/intake.js';
 import { BufferStore } from '../../src/buffer/store.js';

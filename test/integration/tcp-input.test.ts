@@ -1,6 +1,6 @@
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { tcpInputSchema, type TcpInputConfig } from '../../src/config/input-schemas.js';
+import { tcpInputSchema, type TcpInputConfig } from '../../src/inputs/tcp/schema.js';
 import { TcpInput } from '../../src/inputs/tcp/tcp-input.js';
 import type { IntakeItem, IntakeSink } from '../../src/inputs/types.js';
 import { silentLogger } from '../../src/log.js';

@@ -2,9 +2,17 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/paths.js';
+import {
+  allowedImports,
+  DOC_PATH,
+  readRooms,
+  ROOMS_PATH,
+  withRoomsTable,
+} from '../../scripts/rooms-table.mjs';
 
 /**
- * The import direction of docs/architecture.md: its room table is the rule. Every relative import
+ * The import direction of docs/rooms.json, the rule docs/architecture.md's room table is generated
+ * from. Every relative import
  * in src/ (static and dynamic) from one room into another must be listed as allowed. Its package
  * table too: src/ loads the sandbox package only by `import()` (from `app` and `cli`), and no
  * workspace package reaches into src/ or into another package's files.
@@ -31,27 +39,9 @@ function roomOf(pathInSrc: string): string {
   return rest.length > 0 ? first! : first!.replace(/\.(ts|js)$/, '');
 }
 
-/** The table between the `rooms:start` and `rooms:end` markers: room → rooms it may import. */
+/** docs/rooms.json, the rule: room → rooms it may import. */
 function documentedRooms(): Map<string, Set<string> | 'above'> {
-  const doc = readFileSync(join(PACKAGE_ROOT, 'docs', 'architecture.md'), 'utf8');
-  const table = doc.slice(doc.indexOf('<!-- rooms:start -->'), doc.indexOf('<!-- rooms:end -->'));
-  const rooms = new Map<string, Set<string> | 'above'>();
-  const order: string[] = [];
-  for (const line of table.split('\n')) {
-    const cells = line.split('|').map((c) => c.trim());
-    const room = /^`([a-z0-9-]+)`$/.exec(cells[1] ?? '')?.[1];
-    if (!room) continue;
-    const may = cells[3] ?? '';
-    order.push(room);
-    if (may.startsWith('every room above')) {
-      // Every room listed before it, plus the ones it names after "and".
-      const named = [...may.matchAll(/`([a-z0-9-]+)`/g)].map((m) => m[1]!);
-      rooms.set(room, new Set([...order.slice(0, -1), ...named]));
-    } else {
-      rooms.set(room, new Set([...may.matchAll(/`([a-z0-9-]+)`/g)].map((m) => m[1]!)));
-    }
-  }
-  return rooms;
+  return new Map(allowedImports(readRooms(readFileSync(join(PACKAGE_ROOT, ROOMS_PATH), 'utf8'))));
 }
 
 function imports(file: string): string[] {
@@ -79,8 +69,31 @@ function specifiers(text: string): string[] {
   return [...text.matchAll(/(?:\bfrom|\bimport)\s*\(?\s*['"]([^'"]+)['"]/g)].map((m) => m[1]!);
 }
 
-describe('rooms and the direction of imports (docs/architecture.md)', () => {
+describe('rooms and the direction of imports (docs/rooms.json)', () => {
   const rooms = documentedRooms();
+  const doc = readFileSync(join(PACKAGE_ROOT, DOC_PATH), 'utf8');
+
+  it("docs/architecture.md's room table is the one generated from docs/rooms.json (npm run docs:rooms)", () => {
+    const rules = readRooms(readFileSync(join(PACKAGE_ROOT, ROOMS_PATH), 'utf8'));
+    expect(doc).toBe(withRoomsTable(doc, rules));
+  });
+
+  it("the room table's cells fit on a screen: at most 200 characters each", () => {
+    const rules = readRooms(readFileSync(join(PACKAGE_ROOT, ROOMS_PATH), 'utf8'));
+    const long = rules.filter((r) => r.holds.length > 200).map((r) => r.room);
+    expect(long).toEqual([]);
+  });
+
+  it('the diagram of the rooms on one screen shows every room', () => {
+    const section = doc.slice(doc.indexOf('## The rooms on one screen'));
+    const open = section.indexOf('```');
+    const diagram = section.slice(open + 3, section.indexOf('```', open + 3));
+    const missing = [...rooms.keys()].filter(
+      (room) => !new RegExp(`(^|[^a-z-])${room}([^a-z-]|$)`, 'm').test(diagram),
+    );
+    expect(missing).toEqual([]);
+    expect(diagram.length).toBeGreaterThan(200);
+  });
 
   it('documents every room of src/, and only those', () => {
     const actual = new Set(sourceFiles(SRC).map((f) => roomOf(relative(SRC, f))));
@@ -148,7 +161,9 @@ describe('rooms and the direction of imports (docs/architecture.md)', () => {
     }
     expect(wrong).toEqual([]);
     // The daemon does load it where it runs one (else the rule above holds for nothing).
-    expect(sandboxImports(readFileSync(join(SRC, 'app', 'parts.ts'), 'utf8'))).toContain('dynamic');
+    expect(sandboxImports(readFileSync(join(SRC, 'app', 'sandbox-part.ts'), 'utf8'))).toContain(
+      'dynamic',
+    );
     // `scan-gateway sandbox` loads it through the same door as the app (importSandbox, a clear error when it is not installed).
     expect(readFileSync(join(SRC, 'cli', 'sandbox-command.ts'), 'utf8')).toMatch(
       /\bawait importSandbox\(\)/,

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig, parseConfigText, type ConfigProblem } from '../../src/config/load.js';
 import { isGatewayError } from '../../src/errors.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
+import type { FilesInputConfig } from '../../src/inputs/files/schema.js';
 
 function problemsOf(text: string, env: Record<string, string> = {}): ConfigProblem[] {
   try {
@@ -118,7 +119,7 @@ describe('configuration loading', () => {
     const fromFile = loadConfig(join(dir, 'site.yaml'), { baseDir: dir, env: {} });
     expect(fromFile.clientSecret).toBe('s3cret');
     expect(fromFile.config.buffer.path).toBe(join(dir, 'var/buffer.db'));
-    expect(fromFile.config.inputs[0]?.type === 'files' && fromFile.config.inputs[0].dir).toBe(
+    expect((fromFile.config.inputs[0] as FilesInputConfig | undefined)?.dir).toBe(
       join(dir, 'var/inbox'),
     );
     expect(

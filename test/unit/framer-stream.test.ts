@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { serialInputSchema, type SerialInputConfig } from '../../src/config/input-schemas.js';
+import { serialInputSchema, type SerialInputConfig } from '../../src/inputs/serial/schema.js';
 import { FramedStream } from '../../src/inputs/stream/framed-stream.js';
 import { silentLogger } from '../../src/log.js';
 import { FakeSink } from '../helpers/fake-sink.js';

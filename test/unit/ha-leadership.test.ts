@@ -98,6 +98,12 @@ describe('leader election over an etcd lease', () => {
     expect(a.leadership.epoch()).toBe(11);
     expect(a.events).toEqual(['leader 11']);
     expect(b.leadership.mayTake()).toMatch(/not the leader/);
+    // An MQTT input connects only on the leader; its will waits three lease times, in whole seconds.
+    expect(a.leadership.inputHandover().mayConnect()).toBe(true);
+    expect(b.leadership.inputHandover()).toMatchObject({
+      willDelaySec: Math.ceil((3 * TTL) / 1000),
+    });
+    expect(b.leadership.inputHandover().mayConnect()).toBe(false);
     expect(b.leadership.snapshot()).toMatchObject({ role: 'follower', leader: 'A', epoch: 11 });
     // A lease lapse (A stopped renewing) lets B win, under a higher epoch.
     etcd.lapse(etcd.key!.lease);

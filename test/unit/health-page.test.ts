@@ -189,15 +189,45 @@ describe('health page rendering', () => {
   });
 
   it('shows the admin buttons only when admin actions are on', () => {
-    expect(renderPage(status())).not.toContain('data-action=');
+    // The inline script carries the renderers' source (their markup too): the page's own HTML counts.
+    const markup = (html: string) => html.replace(/<script>[\s\S]*?<\/script>/g, '');
+    expect(markup(renderPage(status()))).not.toContain('data-action=');
     const html = renderPage(
       status({ admin: { enabled: true, actions: ['retry', 'pause', 'resume'] } }),
     );
-    expect(html.match(/data-action="(\w+)"/g)).toEqual([
+    expect(markup(html).match(/data-action="(\w+)"/g)).toEqual([
       'data-action="retry"',
       'data-action="pause"',
       'data-action="resume"',
     ]);
+  });
+
+  it('offers to close or abandon each open container, with name and why fields, to an admin', () => {
+    const sessions = [
+      {
+        container: 'module',
+        station: 'st20',
+        parent: 'MOD-1',
+        reads: 3,
+        expected: 12,
+        fill: '3 of 12',
+      },
+    ];
+    expect(renderMain(status({ sessions }))).not.toContain('Close short');
+    const on = status({
+      sessions,
+      admin: { enabled: true, actions: ['retry', 'close-container'] },
+    });
+    const main = renderMain(on);
+    expect(main).toContain('MOD-1 (module at st20, 3 of 12): ');
+    expect(main.match(/data-abandon="(true|false)"/g)).toEqual([
+      'data-abandon="false"',
+      'data-abandon="true"',
+    ]);
+    const page = renderPage(on);
+    expect(page).toContain('id="admin-by"');
+    expect(page).toContain('id="admin-why"');
+    expect(page).not.toMatch(/<button[^>]*data-action="close-container"[^>]*>close-container/);
   });
 
   it('renders unknown status fields generically, escaped', () => {

@@ -72,6 +72,8 @@ describe('recent activity for the health rules', () => {
           reason: 'the header has no column "barcode"',
           origin: { file: 'export.csv', movedTo: 'failed/export.csv' },
         }),
+        // An empty frame on a serial input: an input-level rejection the input's column counts.
+        rejected('gi-scanner', NOW - 9.5 * MIN, { inputLevel: true, reason: 'the read is empty' }),
         // A file whose content was stored before goes to processed/: not a refused file.
         rejected('goods-in', NOW - 9 * MIN, {
           inputLevel: true,
@@ -83,9 +85,9 @@ describe('recent activity for the health rules', () => {
     );
     const r = s.reports.recentActivity(NOW - 60 * MIN);
     expect(r).toMatchObject({
-      reads: 29,
-      rejections: 2,
-      rejectionsByInput: [{ inputId: 'gi-scanner', count: 2 }],
+      reads: 30,
+      rejections: 3,
+      rejectionsByInput: [{ inputId: 'gi-scanner', count: 3 }],
       filesRefusedCount: 1,
       failedScans: 0,
     });
@@ -101,8 +103,8 @@ describe('recent activity for the health rules', () => {
     expect(s.reports.recentActivity(NOW + MIN).reads).toBe(0);
     // The whole history.
     expect(s.reports.recentActivity(NOW - 200 * MIN)).toMatchObject({
-      reads: 530,
-      rejections: 3,
+      reads: 531,
+      rejections: 4,
       filesRefusedCount: 2,
     });
   });

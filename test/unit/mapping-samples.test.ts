@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig, type LoadedConfig } from '../../src/config/load.js';
-import type { InputConfig } from '../../src/config/schema.js';
+import type { BuiltInInputConfig } from '../../src/inputs/registry.js';
 import { parseCsvFile } from '../../src/inputs/files/parse-csv.js';
 import { messageToItem } from '../../src/inputs/mqtt/mqtt-payload.js';
 import { Framer } from '../../src/inputs/stream/framer.js';
@@ -33,14 +33,14 @@ beforeAll(() => {
   });
 });
 
-function inputOf<T extends InputConfig['type']>(
+function inputOf<T extends BuiltInInputConfig['type']>(
   id: string,
   type: T,
-): Extract<InputConfig, { type: T }> {
+): Extract<BuiltInInputConfig, { type: T }> {
   const input = loaded.config.inputs.find((i) => i.id === id);
   if (!input || input.type !== type)
     throw new Error(`config/example.yaml has no ${type} input ${id}`);
-  return input as Extract<InputConfig, { type: T }>;
+  return input as Extract<BuiltInInputConfig, { type: T }>;
 }
 
 /** What the intake does with each item: map, then the DCP's duplicate window. */

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { isTopicFilter, mqttInputSchema } from '../../src/config/input-schemas.js';
+import { isTopicFilter, mqttInputSchema } from '../../src/inputs/mqtt/schema.js';
 import { createHash } from 'node:crypto';
 import { AckQueue, CommitsInProgress } from '../../src/inputs/mqtt/mqtt-acks.js';
 import { mqttClientOptions, safeUrl, statusTopicOf } from '../../src/inputs/mqtt/mqtt-options.js';

@@ -2,7 +2,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { TryResult } from '../../src/cli/try-command.js';
 import { fieldSourceNotes } from '../../src/config/field-sources.js';
-import { jsonFieldsSchema } from '../../src/config/input-schemas.js';
+import { jsonFieldsSchema } from '../../src/inputs/schema-parts.js';
+import type { MqttInputConfig } from '../../src/inputs/mqtt/schema.js';
 import { loadConfig } from '../../src/config/load.js';
 import { jsonRead } from '../../src/inputs/json-read.js';
 import { messageToItem } from '../../src/inputs/mqtt/mqtt-payload.js';
@@ -56,7 +57,7 @@ describe('any payload field as an attribute (fields.attributeFields)', () => {
   it('an MQTT message gives the scan its voltage; a rule attribute without a value is noted, not silent', () => {
     const { config } = loadConfig(CONFIG, { baseDir: PACKAGE_ROOT, env: {}, skipSecret: true });
     const mapper = new Mapper(config);
-    const input = config.inputs.find((i) => i.id === 'vision');
+    const input = config.inputs.find((i) => i.id === 'vision') as MqttInputConfig | undefined;
     if (input?.type !== 'mqtt') throw new Error('fixture: vision is an mqtt input');
     const item = messageToItem(
       input,

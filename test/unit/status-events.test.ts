@@ -556,7 +556,7 @@ describe('status events: the pace of polling and the health facts', () => {
     const loads: (() => void)[] = [];
     let contacted: (() => void) | undefined;
     const t = setup({
-      // The daemon loads the Kafka client on the first connect (src/app/parts.ts): a reader made asynchronously.
+      // The daemon loads the Kafka client on the first connect (src/app/status-events-part.ts): a reader made asynchronously.
       connect: async (topic) => {
         await new Promise<void>((resolve) => loads.push(resolve));
         if (failLoad) throw new Error('Cannot find package @platformatic/kafka');

@@ -1,6 +1,6 @@
 import type { FileHandle } from 'node:fs/promises';
 import { basename } from 'node:path';
-import { DEFAULT_MAX_READ_LENGTH } from '../../config/input-schemas.js';
+import { DEFAULT_MAX_READ_LENGTH } from '../schema-parts.js';
 import { ErrorCodes, GatewayError } from '../../errors.js';
 import type { InputRejection, IntakeItem, Read } from '../types.js';
 import { openInboxFile } from './safe-open.js';

@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import type { FilesInputConfig } from '../../config/schema.js';
+import type { FilesInputConfig } from './schema.js';
 import type { Logger } from '../../log.js';
 import type { InputAdapter, InputState, InputStatus, IntakeSink } from '../types.js';
 import { FileQueue } from './file-queue.js';

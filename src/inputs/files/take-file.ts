@@ -1,6 +1,6 @@
 import { lstat, type FileHandle } from 'node:fs/promises';
 import { basename } from 'node:path';
-import type { FilesInputConfig } from '../../config/schema.js';
+import type { FilesInputConfig } from './schema.js';
 import { ErrorCodes, GatewayError, isTooLargeForBuffer } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { FileChunk, InputProgress, IntakeItem, IntakeSink, SubmitResult } from '../types.js';

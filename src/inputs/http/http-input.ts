@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { HttpInputConfig } from '../../config/input-schemas.js';
+import type { HttpInputConfig } from './schema.js';
 import { ErrorCodes, GatewayError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { InputStateTracker } from '../input-state.js';

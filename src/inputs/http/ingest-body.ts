@@ -1,4 +1,4 @@
-import type { JsonFieldsConfig } from '../../config/input-schemas.js';
+import type { JsonFieldsConfig } from '../schema-parts.js';
 import { rejectionItem } from '../input-items.js';
 import { jsonRead, readFromJsonFields } from '../json-read.js';
 import type { IntakeItem } from '../types.js';

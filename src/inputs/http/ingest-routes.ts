@@ -1,12 +1,12 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { JsonFieldsConfig } from '../../config/input-schemas.js';
+import type { JsonFieldsConfig } from '../schema-parts.js';
 import type { Logger } from '../../log.js';
 import { rejectionItem } from '../input-items.js';
 import { DEFAULT_JSON_FIELDS } from '../json-read.js';
 import { ingestBodyItems } from './ingest-body.js';
 import { GatewayError, isTooLargeForBuffer } from '../../errors.js';
-import { DEFAULT_MAX_READ_LENGTH } from '../../config/input-schemas.js';
+import { DEFAULT_MAX_READ_LENGTH } from '../schema-parts.js';
 import { RefusalLog } from '../../listener/refusal-log.js';
 import type { IntakeSink, SubmitResult } from '../types.js';
 import { type Clock, systemClock } from '../../clock.js';

@@ -5,7 +5,7 @@ import {
   type IPublishPacket,
   type MqttClient,
 } from 'mqtt';
-import type { MqttInputConfig } from '../../config/input-schemas.js';
+import type { MqttInputConfig } from './schema.js';
 import type { Logger } from '../../log.js';
 import { InputStateTracker } from '../input-state.js';
 import type { InputAdapter, InputStatus, IntakeItem, IntakeSink, SubmitOptions } from '../types.js';
@@ -21,6 +21,7 @@ import { messageToItem } from './mqtt-payload.js';
 import { PublishCuts, PublishLimiter, type PublishCut } from './mqtt-publish-limit.js';
 import { ErrorCodes, GatewayError } from '../../errors.js';
 import { type Clock, systemClock } from '../../clock.js';
+import { LoopSleep } from '../../loop.js';
 
 /** What an {@link MqttInput} needs; `connect` is the seam for tests (default mqtt.js `connect`). */
 export interface MqttInputOptions {
@@ -107,7 +108,8 @@ export class MqttInput implements InputAdapter {
   /** mqtt.js callbacks held back while `maxInFlight` messages are in flight (TCP back-pressure). */
   private readonly held: (() => void)[] = [];
   private readonly work = new Set<Promise<void>>();
-  private readonly sleepers = new Set<() => void>();
+  /** The submit retries' sleeps, ended at a stop or a disconnect. */
+  private readonly sleeps = new LoopSleep();
   /** Serialises start, pause, resume and stop. */
   private lifecycle: Promise<void> = Promise.resolve();
   private paused = false;
@@ -160,7 +162,7 @@ export class MqttInput implements InputAdapter {
   async stop(): Promise<void> {
     this.stopping = true;
     clearTimeout(this.reconnectTimer);
-    for (const wake of this.sleepers) wake();
+    this.sleeps.interrupt();
     await this.queue(() => this.close('offline'));
     await Promise.allSettled([...this.work]);
     this.state.set('stopped');
@@ -284,7 +286,7 @@ export class MqttInput implements InputAdapter {
       if (client !== this.client) return;
       this.acks?.reset();
       this.acks = undefined;
-      for (const wake of this.sleepers) wake();
+      this.sleeps.interrupt();
       if (this.closing || this.stopping) return;
       if (this.options.ha) this.haReconnect(client);
       if (
@@ -365,7 +367,7 @@ export class MqttInput implements InputAdapter {
     // Submits waiting to retry (the buffer at its quota) give up now, unacknowledged: the broker
     // sends those messages again on the next connection. Waiting for them would hold the
     // connection open for the whole settle timeout, though pausing means disconnecting.
-    for (const wake of this.sleepers) wake();
+    this.sleeps.interrupt();
     const settle = Promise.allSettled([...this.work]);
     const timeoutMs = this.options.settleTimeoutMs ?? 10_000;
     let timer: NodeJS.Timeout | undefined;
@@ -390,7 +392,7 @@ export class MqttInput implements InputAdapter {
     this.acks = undefined;
     this.client = undefined;
     for (const release of this.held.splice(0)) release();
-    for (const wake of this.sleepers) wake();
+    this.sleeps.interrupt();
   }
 
   // ---- messages -------------------------------------------------------------------------------
@@ -506,21 +508,9 @@ export class MqttInput implements InputAdapter {
             this.refusedSinceLog = 0;
           }
         }
-        await this.sleep(delayMs);
+        await this.sleeps.sleep(delayMs);
       }
     }
-  }
-
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const wake = (): void => {
-        clearTimeout(timer);
-        this.sleepers.delete(wake);
-        resolve();
-      };
-      const timer = setTimeout(wake, ms);
-      this.sleepers.add(wake);
-    });
   }
 }
 

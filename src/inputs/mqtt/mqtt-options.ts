@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { IClientOptions } from 'mqtt';
-import type { MqttInputConfig } from '../../config/input-schemas.js';
+import type { MqttInputConfig } from './schema.js';
 import { ErrorCodes, GatewayError } from '../../errors.js';
 import { readSecret } from '../../config/secrets.js';
 

@@ -1,4 +1,4 @@
-import type { MqttInputConfig } from '../../config/input-schemas.js';
+import type { MqttInputConfig } from './schema.js';
 import { REJECTION_RAW_MAX_BYTES, rejectionItem } from '../input-items.js';
 import { jsonRead, jsonReadProblem, readFromJsonFields } from '../json-read.js';
 import type { IntakeItem } from '../types.js';

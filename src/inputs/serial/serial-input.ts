@@ -1,5 +1,5 @@
 import { SerialPort } from 'serialport';
-import type { SerialInputConfig } from '../../config/input-schemas.js';
+import type { SerialInputConfig } from './schema.js';
 import type { Logger } from '../../log.js';
 import { InputStateTracker } from '../input-state.js';
 import { FramedStream } from '../stream/framed-stream.js';

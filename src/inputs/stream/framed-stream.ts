@@ -1,4 +1,4 @@
-import type { StreamInputConfig } from '../../config/input-schemas.js';
+import type { StreamInputConfig } from './stream-schema.js';
 import type { Logger } from '../../log.js';
 import { rejectionItem } from '../input-items.js';
 import type { IntakeItem, IntakeSink } from '../types.js';

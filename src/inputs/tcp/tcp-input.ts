@@ -5,7 +5,7 @@ import {
   type Server,
   type Socket,
 } from 'node:net';
-import type { TcpInputConfig } from '../../config/input-schemas.js';
+import type { TcpInputConfig } from './schema.js';
 import type { Logger } from '../../log.js';
 import { InputStateTracker } from '../input-state.js';
 import { FramedStream } from '../stream/framed-stream.js';
