@@ -18,6 +18,7 @@ import { benchSoak, SOAK_DEFAULTS } from './soak.js';
 import { benchStatus, STATUS_DEFAULTS } from './status.js';
 import { benchStartup, STARTUP_DEFAULTS } from './startup.js';
 import { benchOutage, OUTAGE_DEFAULTS } from './outage.js';
+import { benchVerdict, VERDICT_DEFAULTS } from './verdict.js';
 import {
   formatMarkdown,
   formatTable,
@@ -51,6 +52,7 @@ const ALL = [
   'handshake-flood',
   'bulk-ingest',
   'recovery',
+  'verdict',
 ] as const;
 /** Benchmarks run only when named in `--only`: the soak takes 30 minutes, the outage up to 30. */
 const NAMED_ONLY = ['soak', 'outage'] as const;
@@ -58,7 +60,7 @@ const KNOWN = [...ALL, ...NAMED_ONLY];
 type BenchId = (typeof KNOWN)[number];
 
 const USAGE = `Usage:
-  node dist/bench/run.js [--only intake,mqtt,mqtt-fair,drain,fill,footprint,startup,status,bigfile,sftp,items,lookups,probes,handshake-flood,bulk-ingest,recovery] [--quick] [--out FILE]
+  node dist/bench/run.js [--only intake,mqtt,mqtt-fair,drain,fill,footprint,startup,status,bigfile,sftp,items,lookups,probes,handshake-flood,bulk-ingest,recovery,verdict] [--quick] [--out FILE]
                          [--node-args='--max-semi-space-size=1 …'] [--no-status-events]
   node dist/bench/run.js --only soak [--minutes N] [--heap-snapshots] [--prefill SCANS] [--cpu-prof-dir DIR] [--quick]
   node dist/bench/run.js --only outage [--scans N] [--quick]
@@ -175,6 +177,7 @@ const sizes = {
     ...(quick ? { scans: 100_000, outageSec: 10, settleSec: 10 } : {}),
     ...(outageScans !== undefined ? { scans: outageScans } : {}),
   },
+  verdict: quick ? { ...VERDICT_DEFAULTS, reads: 150 } : VERDICT_DEFAULTS,
   soak: {
     ...SOAK_DEFAULTS,
     minutes: minutes ?? (quick ? 3 : SOAK_DEFAULTS.minutes),
@@ -201,6 +204,7 @@ const runners: Record<BenchId, () => Promise<Omit<BenchResult, 'durationSec' | '
   'handshake-flood': () => benchHandshakeFlood(sizes['handshake-flood']),
   'bulk-ingest': () => benchBulkIngest(sizes.bulkIngest),
   recovery: () => benchRecovery(sizes.recovery),
+  verdict: () => benchVerdict(sizes.verdict),
   soak: () => benchSoak(sizes.soak),
   outage: () => benchOutage(sizes.outage),
 };
@@ -222,6 +226,7 @@ const TITLES: Record<BenchId, string> = {
   'handshake-flood': 'Probes during a slow-handshake flood from several addresses',
   'bulk-ingest': 'Probes and TCP reads beside two clients posting 10,000-read bodies',
   recovery: 'Recovery after a fault burst (pre-signed)',
+  verdict: 'The scanner hears the verdict: read to ACK/NAK (ackOn: verdict)',
   soak: 'Soak (30 minutes at 500 reads/s over MQTT)',
   outage: 'A weekend without the cloud: a 10 M backlog drained while the line runs',
 };

@@ -49,6 +49,8 @@ export const HealthCodes = {
   LISTENER_CERT_ENDING: 'SCANGW_H_LISTENER_CERT_ENDING',
   /** Tokens guard a local server that is reachable beyond loopback over plain HTTP: they cross the network in clear text. */
   TOKENS_IN_CLEAR: 'SCANGW_H_TOKENS_IN_CLEAR',
+  /** An input readers connect to has fewer connected than its `expectReaders`. */
+  INPUT_NO_READER: 'SCANGW_H_INPUT_NO_READER',
 } as const;
 
 export type HealthCode = (typeof HealthCodes)[keyof typeof HealthCodes];
@@ -430,6 +432,13 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
       'the local server listens beyond loopback over plain HTTP while tokens guard it (read token, ingest token, admin token): anyone on the network path can read them',
     whatToDo:
       'serve it over TLS (`http.tls`), or listen on loopback only behind a TLS proxy (docs/operations.md, "TLS on the local listener")',
+  },
+  {
+    code: HealthCodes.INPUT_NO_READER,
+    meaning:
+      "a TCP input in server mode has fewer readers connected than its `expectReaders`: the station's scanner is off, unplugged, or set up with another target address; its reads do not arrive",
+    whatToDo:
+      "check the reader named by the input (power, cable, its target address and port: the input's *Source*); the page lists the readers connected and since when; it clears by itself when the reader connects",
   },
   {
     code: HealthCodes.RESTART_NEEDED,

@@ -18,7 +18,7 @@ export interface Tool {
   stop(): Promise<void>;
 }
 
-function requireTool(
+export function requireTool(
   command: string,
   args: string[],
   pkg: string,

@@ -83,11 +83,16 @@ export async function buildHttpServer(g: HttpServerParts): Promise<FastifyInstan
     station: {
       dcps: () => {
         const c = live.current.config;
-        return c.dcps.map((d) => ({
-          key: d.key,
-          kind: d.kind as string,
-          inputs: c.inputs.filter((i) => i.dcp === d.key).map((i) => i.id),
-        }));
+        return c.dcps.map((d) => {
+          const inputs = c.inputs.filter((i) => i.dcp === d.key);
+          const named = inputs.flatMap((i) => (i.name ? [[i.id, i.name] as const] : []));
+          return {
+            key: d.key,
+            kind: d.kind as string,
+            inputs: inputs.map((i) => i.id),
+            ...(named.length > 0 ? { inputNames: Object.fromEntries(named) } : {}),
+          };
+        });
       },
       site: () => live.current.config.site,
       recent: (keys, limit) => reports().stationRecent(keys, limit),

@@ -71,7 +71,10 @@ export function gatherStatus(g: StatusParts): GatewayStatus {
       lastReload: live.lastReload,
       lastReloadError: live.lastReloadError,
     },
-    inputs: g.inputs.adapters.map((i) => ({ ...i.status(), counters: g.intake.countersFor(i.id) })),
+    inputs: g.inputs.adapters.map((i) => {
+      const name = current.config.inputs.find((c) => c.id === i.id)?.name;
+      return { ...i.status(), ...(name ? { name } : {}), counters: g.intake.countersFor(i.id) };
+    }),
     buffer: {
       path: config.buffer.path,
       totals: s.reports.totals(),

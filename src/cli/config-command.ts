@@ -21,6 +21,7 @@ import { starterConfig, starterInputTypes } from './config-init.js';
 import { lookupUser, preflight, type PreflightFinding } from '../config/preflight.js';
 import { fieldSourceNotes } from '../config/field-sources.js';
 import { lookupKeyNotes } from '../config/lookup-keys.js';
+import { ackOnNotes } from '../config/verdict-reasons.js';
 import { CommandExit, ExitCodes } from './exit.js';
 
 /** The process edge `config` needs (main.ts provides it). */
@@ -124,6 +125,7 @@ export function registerConfigCommand(program: Command, io: ConfigCommandIo): vo
       for (const n of lookupKeyNotes(c))
         findings.push({ severity: 'note', where: n.where, message: n.message });
       findings.push(...haNotes(c));
+      findings.push(...ackOnNotes(c));
       const preflightProblems = findings.filter((f) => f.severity === 'problem');
       const notes = findings.filter((f) => f.severity === 'note');
       const line = (f: PreflightFinding) =>

@@ -14,6 +14,15 @@ import { key } from './common-schemas.js';
 export const inputBaseKeys = {
   id: key.describe('Identifier of this input, unique in the file.'),
   dcp: key.describe('Key of the DCP (from `dcps`) that reads of this input belong to.'),
+  name: z
+    .string()
+    .trim()
+    .min(1)
+    .max(80)
+    .optional()
+    .describe(
+      'A name for people (e.g. "ST-10 cell reader"), shown beside the id on the page and the station screen.',
+    ),
   noReadStrings: z
     .array(z.string())
     .default(['NOREAD', 'ERROR', 'NR', 'NoRead'])
@@ -28,6 +37,8 @@ export interface InputConfig {
   id: string;
   type: string;
   dcp: string;
+  /** A name for people, shown beside the id. */
+  name?: string;
   noReadStrings: string[];
 }
 

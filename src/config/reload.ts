@@ -76,7 +76,9 @@ export function planReload(current: GatewayConfig, next: GatewayConfig): ReloadP
   for (const [id, input] of before) {
     const now = after.get(id);
     if (!now) plan.removed.push(id);
-    else if (isDeepStrictEqual(input, now)) plan.unchanged.push(id);
+    // A name is for people (the page reads it from the configuration in force): no restart.
+    else if (isDeepStrictEqual({ ...input, name: undefined }, { ...now, name: undefined }))
+      plan.unchanged.push(id);
     else {
       plan.changed.push(id);
       // What its kind applies only at a restart (an http input's body limit).

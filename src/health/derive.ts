@@ -43,6 +43,8 @@ export interface HealthFacts {
     state: string;
     lastError?: string | undefined;
     lastErrorAt?: string | undefined;
+    /** An input readers connect to: how many are, and how many should be. */
+    readers?: { count: number; expected: number } | undefined;
   }>;
   delivery?: {
     paused: boolean;
@@ -355,6 +357,16 @@ export function deriveHealth(
   }
 
   for (const input of facts.inputs) {
+    const readers = input.readers;
+    if (input.state !== 'down' && readers && readers.count < readers.expected) {
+      add(
+        HealthCodes.INPUT_NO_READER,
+        'degraded',
+        readers.count === 0
+          ? `Input ${input.id} (${input.type}) is waiting for its reader: none is connected, so its station's scans do not arrive.`
+          : `Input ${input.id} (${input.type}) has ${readers.count} of ${readers.expected} readers connected.`,
+      );
+    }
     if (input.state !== 'down') continue;
     add(
       ErrorCodes.INPUT,

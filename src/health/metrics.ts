@@ -112,7 +112,7 @@ export class GatewayMetrics {
     });
     new Gauge({
       name: 'scan_gateway_input_up',
-      help: '1 when the input is up (connected, watching) or paused on purpose (back-pressure, operator), else 0.',
+      help: '1 when the input is up (connected, watching; a TCP server input: a reader connected) or paused on purpose (back-pressure, operator), else 0.',
       labelNames: ['input', 'type'],
       registers: [r],
       collect() {
@@ -120,6 +120,17 @@ export class GatewayMetrics {
         // Paused is deliberate and resumes by itself: an alert on input_up == 0 is for inputs that are down.
         for (const i of snap()?.inputs ?? [])
           this.set({ input: i.id, type: i.type }, i.state === 'up' || i.state === 'paused' ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'scan_gateway_input_readers',
+      help: 'Readers connected now to an input that listens for them (TCP in server mode).',
+      labelNames: ['input'],
+      registers: [r],
+      collect() {
+        this.reset();
+        for (const i of snap()?.inputs ?? [])
+          if (i.readers) this.set({ input: i.id }, i.readers.count);
       },
     });
     const bufferGauge = (

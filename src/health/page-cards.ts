@@ -220,14 +220,20 @@ export function inputsCard(s: GatewayStatus): string {
       const err = i.lastError
         ? `${i.lastErrorAt ? ` <span class="ago">since ${t(i.lastErrorAt)}</span>` : ''}${techHtml(i.lastError)}`
         : '';
+      const r = i.readers;
+      const readers = r
+        ? `<div class="muted">${r.count === 0 ? 'no reader connected' : r.connected.map((x) => `reader ${esc(x.address)} since ${t(x.since)}`).join('<br>')}${r.expected > 0 ? ` (${esc(r.count)} of ${esc(r.expected)} expected)` : ''}</div>`
+        : '';
       const p = i.progress;
       const reading = p
         ? `<div class="muted">reading <code>${esc(p.file)}</code>: ${fmtCount(p.rows)} rows so far (file ${esc(fmtBytes(p.bytes))})</div>`
         : '';
       return [
-        `<strong>${esc(i.id)}</strong>`,
+        i.name
+          ? `<strong>${esc(i.name)}</strong> <span class="muted">${esc(i.id)}</span>`
+          : `<strong>${esc(i.id)}</strong>`,
         esc(i.type),
-        pill(i.state) + err + reading,
+        pill(i.state) + err + readers + reading,
         t(c?.lastReadAt),
         fmtCount(c?.reads ?? 0),
         fmtCount(c?.scans ?? 0),

@@ -118,6 +118,7 @@ export function pill(state: unknown): string {
     'degraded',
     'starting',
     'connecting',
+    'waiting for reader',
     'paused',
     'half-open',
     'ready',

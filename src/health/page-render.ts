@@ -94,7 +94,7 @@ export function stationMain(s: StationSnapshot): string {
       (last.verdict === 'taken'
         ? ''
         : `<div class="words">${esc(last.words ?? '')}</div><div class="hint">${esc(last.hint ?? '')}</div>`) +
-      `<div class="meta">${esc(fmtTime(last.at, tz).slice(11))} · ${esc(last.inputId)}${last.reason ? ` · <span class="tech">${esc(last.reason)}</span>` : ''}</div></section>`
+      `<div class="meta">${esc(fmtTime(last.at, tz).slice(11))} · ${esc(last.inputName ?? last.inputId)}${last.reason ? ` · <span class="tech">${esc(last.reason)}</span>` : ''}</div></section>`
     : '<section class="hero idle" id="last"><div class="verdict">WAITING</div><div class="words">No scan at this station in the buffer yet.</div></section>';
   const d = s.delivery;
   const banner = d.stalled

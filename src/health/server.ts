@@ -656,6 +656,7 @@ function renderProbes(s: GatewayStatus): ProbeAnswers {
       type: i.type,
       state: i.state,
       ...(i.lastError ? { lastError: i.lastError } : {}),
+      ...(i.readers ? { readers: i.readers.count } : {}),
     })),
     ...(s.ha ? { ha: haSummary(s.ha as HaStatusView) } : {}),
   };

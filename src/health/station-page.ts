@@ -22,6 +22,8 @@ export interface StationReadView {
   /** The reference of a taken read, else the read as received (printable). */
   text: string;
   inputId: string;
+  /** The input's name for people (`name` in its configuration), when it has one. */
+  inputName?: string;
   /** For a read not taken: plain words and what to do; the technical reason apart. */
   words?: string;
   hint?: string;

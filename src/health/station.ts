@@ -92,8 +92,8 @@ export function currentShift(
 
 /** What the hub reads: the buffer's station queries, the configuration now, the status. */
 export interface StationSource {
-  /** The configured DCPs and, for each, the inputs whose `dcp` it is. */
-  dcps(): { key: string; kind: string; inputs: string[] }[];
+  /** The configured DCPs and, for each, the inputs whose `dcp` it is (and their `name`s, when set). */
+  dcps(): { key: string; kind: string; inputs: string[]; inputNames?: Record<string, string> }[];
   site(): { id: string; timezone: string; shifts: readonly Shift[] };
   recent(keys: readonly string[], limit: number): StationRead[];
   counts(keys: readonly string[], sinceIso: string): Record<string, number>;
@@ -133,8 +133,8 @@ export function stationDelivery(s: GatewayStatus): StationDelivery {
   };
 }
 
-/** A read as the screen shows it, with plain words for one not taken. */
-export function readView(r: StationRead): StationReadView {
+/** A read as the screen shows it, with plain words for one not taken; `names`: inputs' names by id. */
+export function readView(r: StationRead, names?: Record<string, string>): StationReadView {
   const verdict =
     r.outcome === 'scan'
       ? 'taken'
@@ -150,6 +150,8 @@ export function readView(r: StationRead): StationReadView {
     text: r.reference ?? r.raw,
     inputId: r.inputId,
   } as StationReadView;
+  const name = names?.[r.inputId];
+  if (name !== undefined) base.inputName = name;
   if (verdict === 'taken') return { ...base, scanState: r.scanState };
   const w = plainWords(r.outcome, r.reason);
   return { ...base, words: w.words, hint: w.hint, ...(r.reason ? { reason: r.reason } : {}) };
@@ -233,7 +235,7 @@ export class StationHub {
   }
 
   /** The configured DCP `dcpKey` with its inputs, or undefined. */
-  station(dcpKey: string): { key: string; kind: string; inputs: string[] } | undefined {
+  station(dcpKey: string): ReturnType<StationSource['dcps']>[number] | undefined {
     return this.source.dcps().find((d) => d.key === dcpKey);
   }
 
@@ -257,7 +259,7 @@ export class StationHub {
         duplicate: counts.duplicate ?? 0,
         noRead: counts.noRead ?? 0,
       },
-      last: this.source.recent(keys, STATION_LAST).map(readView),
+      last: this.source.recent(keys, STATION_LAST).map((r) => readView(r, dcp.inputNames)),
       containers: this.containersOf(dcp),
       delivery: stationDelivery(this.source.status()),
       generatedAt: new Date(nowMs).toISOString(),
@@ -350,7 +352,11 @@ export class StationHub {
     this.cursor = rows[rows.length - 1]!.id;
     const dcps = this.source.dcps();
     const dcpOfInput = new Map<string, string>();
-    for (const d of dcps) for (const i of d.inputs) dcpOfInput.set(i, d.key);
+    const names: Record<string, string> = {};
+    for (const d of dcps) {
+      for (const i of d.inputs) dcpOfInput.set(i, d.key);
+      Object.assign(names, d.inputNames);
+    }
     const site = this.source.site();
     const shift = currentShift(site.shifts, this.now(), site.timezone);
     for (const s of this.streams) {
@@ -368,7 +374,7 @@ export class StationHub {
       if (dcp === undefined) continue;
       touched.add(dcp);
       // Made once for every screen of the station (a busy line, many screens).
-      const text = frame('read', this.scrubbed(readView(r)));
+      const text = frame('read', this.scrubbed(readView(r, names)));
       for (const s of this.streams) if (s.dcpKey === dcp) this.write(s, text, true);
     }
     // After the reads of a station, its containers as they are now ("4 of 12").

@@ -175,8 +175,12 @@ export interface DeliveryStatusView {
 export interface InputStatusView {
   id: string;
   type: string;
-  /** `starting`, `connecting`, `up`, `down`, `paused` or `stopped`. */
+  /** `starting`, `connecting`, `up`, `waiting for reader`, `down`, `paused` or `stopped`. */
   state: string;
+  /** Its name for people (`name` in the configuration). */
+  name?: string;
+  /** TCP in server mode: readers connected now (address, since when), and how many should be. */
+  readers?: { count: number; expected: number; connected: { address: string; since: string }[] };
   source?: string;
   lastError?: string;
   lastErrorAt?: string;

@@ -1,4 +1,5 @@
 import type { InputRejection, IntakeItem, Read } from './types.js';
+import type { VerdictReason } from '../config/verdict-reasons.js';
 
 /**
  * Builders of the items adapters hand to the sink, shared by every adapter so a rejection looks
@@ -18,6 +19,7 @@ export function rejectionItem(
   reason: string,
   receivedAt: Date,
   origin?: Record<string, string | number>,
+  code?: VerdictReason,
 ): IntakeItem {
   const rejection: InputRejection = {
     inputId,
@@ -28,6 +30,7 @@ export function rejectionItem(
         ? `${reason} (first ${REJECTION_RAW_MAX_BYTES} of ${raw.length} bytes kept)`
         : reason,
     ...(origin ? { origin } : {}),
+    ...(code ? { code } : {}),
   };
   return { kind: 'rejection', rejection };
 }

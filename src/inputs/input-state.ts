@@ -1,4 +1,4 @@
-import type { InputState, InputStatus } from './types.js';
+import type { InputReaders, InputState, InputStatus } from './types.js';
 import { type Clock, systemClock } from '../clock.js';
 
 /**
@@ -34,7 +34,7 @@ export class InputStateTracker {
     return news;
   }
 
-  status(): InputStatus {
+  status(readers?: InputReaders): InputStatus {
     return {
       id: this.id,
       type: this.type,
@@ -43,6 +43,7 @@ export class InputStateTracker {
         ? { lastError: this.lastError, lastErrorAt: this.lastErrorAt }
         : {}),
       source: this.source,
+      ...(readers ? { readers } : {}),
     };
   }
 }

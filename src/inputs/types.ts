@@ -1,4 +1,5 @@
 import type { Scan } from '@scan-gateway/contract';
+import type { VerdictReason } from '../config/verdict-reasons.js';
 
 /**
  * The single shape every input adapter produces and the single interface every adapter implements.
@@ -43,6 +44,8 @@ export interface InputRejection {
   receivedAt: Date;
   reason: string;
   origin?: Record<string, string | number>;
+  /** Why, as a code for the scanner's NAK (`nakBytesByReason`); the intake's `refused` when absent. */
+  code?: VerdictReason;
 }
 
 export type IntakeItem =
@@ -104,9 +107,25 @@ export interface FileProgress {
   complete: boolean;
 }
 
+/**
+ * What intake made of one item, and the verdict the source may tell the scanner: `ack` for a read
+ * that became a scan (or a container's opening or closing code that did its work), `nak` with the
+ * reason's code for everything else (src/intake/verdict.ts).
+ */
+export interface ItemOutcome {
+  outcome: 'scan' | 'noRead' | 'duplicate' | 'rejected';
+  reason?: string;
+  /** Absent from sinks that do not judge (tests): then a `scan` is `ack`, the rest `nak`. */
+  verdict?: 'ack' | 'nak';
+  /** With `nak`: why, as a code. */
+  code?: VerdictReason;
+  /** The scan's reference (with `scan`, and a container code: the container's). */
+  reference?: string;
+}
+
 /** What intake made of each item of a submit, in the items' order (when the sink reports it). */
 export interface SubmitResult {
-  outcomes: { outcome: 'scan' | 'noRead' | 'duplicate' | 'rejected'; reason?: string }[];
+  outcomes: ItemOutcome[];
   /** The message (`SubmitOptions.message`) was committed before: nothing stored, `outcomes` empty. */
   redelivered?: true;
 }
@@ -128,7 +147,12 @@ export interface IntakeSink {
   fileProgress?(inputId: string, hash: string): FileProgress | undefined;
 }
 
-export type InputState = 'starting' | 'connecting' | 'up' | 'down' | 'paused' | 'stopped';
+/**
+ * `waiting for reader`: listening with no reader connected (a TCP input in server mode); `up`
+ * there means at least one reader is connected.
+ */
+export type InputState =
+  'starting' | 'connecting' | 'up' | 'waiting for reader' | 'down' | 'paused' | 'stopped';
 
 export interface InputStatus {
   id: string;
@@ -141,6 +165,19 @@ export interface InputStatus {
   source: string;
   /** A file being read and committed in chunks (files input), while it is. */
   progress?: InputProgress;
+  /** An input readers connect to (TCP server): who is connected now. */
+  readers?: InputReaders;
+  /** The input's name for people (`name` in its configuration). */
+  name?: string;
+}
+
+/** The readers connected to an input that listens for them (TCP in server mode). */
+export interface InputReaders {
+  count: number;
+  /** Readers that should be connected (`expectReaders`); fewer is a problem. 0 = none expected. */
+  expected: number;
+  /** Each connected reader: its address (`host:port`) and since when (ISO 8601). */
+  connected: { address: string; since: string }[];
 }
 
 /** A file in progress: its name, items committed so far, its size, since when. */

@@ -5,6 +5,7 @@ import type {
   FileProgress,
   IntakeItem,
   IntakeSink,
+  ItemOutcome,
   SubmitOptions,
   SubmitResult,
 } from '../inputs/types.js';
@@ -20,6 +21,7 @@ import type { Clock } from '../clock.js';
 import { IntakeDuplicates, type TakenReference } from './duplicates.js';
 import type { IntakeFence } from './fence.js';
 import { refusalAfter, SLICE_MAP_BUDGET_MS, SLICE_READS, type SliceState } from './slices.js';
+import { mappedVerdict, rejectionVerdict } from './verdict.js';
 
 export type { IntakeFence } from './fence.js';
 
@@ -147,6 +149,8 @@ export class Intake implements IntakeSink {
   private readonly notSent = new WeakMap<IntakeRecord, number>();
   /** Input and attribute of the "attribute not sent" lines already logged (once each). */
   private readonly loggedNotSent = new Set<string>();
+  /** Each record's verdict for its source (src/intake/verdict.ts), handed back with the outcomes. */
+  private readonly verdicts = new WeakMap<IntakeRecord, Verdict>();
 
   /** Only keeps its options: {@link open} reads the buffer. */
   constructor(private readonly options: IntakeOptions) {
@@ -277,7 +281,7 @@ export class Intake implements IntakeSink {
   private toRecord(item: IntakeItem, pending: Pending, mapping: MappingContext): IntakeRecord {
     if (item.kind === 'rejection') {
       const r = item.rejection;
-      return {
+      const rejected: IntakeRecord = {
         inputId: r.inputId,
         receivedAt: r.receivedAt,
         raw: r.raw,
@@ -286,6 +290,8 @@ export class Intake implements IntakeSink {
         inputLevel: true,
         ...(r.origin ? { origin: r.origin } : {}),
       };
+      this.verdicts.set(rejected, rejectionVerdict(r.code));
+      return rejected;
     }
     const read = item.read;
     // One object per read, filled in place: this runs for every read (no spread copies).
@@ -302,6 +308,7 @@ export class Intake implements IntakeSink {
     if (read.origin) record.origin = read.origin;
     const result = mapRead(read, mapping);
     if (result.changes) record.containers = result.changes;
+    this.verdicts.set(record, mappedVerdict(result));
     if (result.outcome === 'noRead') {
       record.outcome = 'noRead';
       if (result.reason) record.reason = this.scrub(result.reason);
@@ -318,6 +325,7 @@ export class Intake implements IntakeSink {
     if (duplicate) {
       record.outcome = 'duplicate';
       record.reason = `same reference at ${scan.dcpKey} within ${window} ms`;
+      this.verdicts.set(record, { verdict: 'nak', code: 'duplicate', reference: scan.reference });
       return record;
     }
     if (window > 0)
@@ -521,7 +529,7 @@ export class Intake implements IntakeSink {
           { inputId: p.file.inputId, file: p.file.name, hash: p.file.hash },
           'file with this content was stored before; not stored again',
         );
-        p.resolve(outcomesOf(p));
+        p.resolve(this.outcomesOf(p));
         continue;
       }
       if (this.chunkCommittedBefore(p)) {
@@ -530,7 +538,7 @@ export class Intake implements IntakeSink {
           { inputId: p.chunk?.inputId, file: p.chunk?.name, hash: p.chunk?.hash },
           'chunk of a file was stored before; not stored again',
         );
-        p.resolve(outcomesOf(p));
+        p.resolve(this.outcomesOf(p));
         continue;
       }
       const adds = p.scans;
@@ -621,7 +629,7 @@ export class Intake implements IntakeSink {
     });
     gate?.commitSucceeded();
     for (const r of records) this.countCommitted(r);
-    for (const p of group) p.resolve(outcomesOf(p));
+    for (const p of group) p.resolve(this.outcomesOf(p));
     if (records.some((r) => r.outcome === 'scan')) this.options.onScansCommitted?.();
   }
 
@@ -684,6 +692,17 @@ export class Intake implements IntakeSink {
     }
   }
 
+  /** What each item of a submit became, with its verdict for the source, in the items' order. */
+  private outcomesOf(p: Pending): SubmitResult {
+    return {
+      outcomes: p.records.map((r): ItemOutcome => ({
+        outcome: r.outcome,
+        ...(r.reason !== undefined ? { reason: r.reason } : {}),
+        ...this.verdicts.get(r),
+      })),
+    };
+  }
+
   /** Counted only once committed, so a failed commit that the source retries is not counted twice. */
   private countCommitted(r: IntakeRecord): void {
     const c = this.countersOf(r.inputId);
@@ -703,14 +722,8 @@ export class Intake implements IntakeSink {
   }
 }
 
-function outcomesOf(p: Pending): SubmitResult {
-  return {
-    outcomes: p.records.map((r) => ({
-      outcome: r.outcome,
-      ...(r.reason !== undefined ? { reason: r.reason } : {}),
-    })),
-  };
-}
+/** A record's verdict for its source. */
+type Verdict = Pick<ItemOutcome, 'verdict' | 'code' | 'reference'>;
 
 /** The counters as kept: the time of the last read as received, formatted by {@link Intake.countersFor}. */
 type Counters = Omit<InputCounters, 'lastReadAt'> & { lastReadAtDate?: Date };

@@ -22,7 +22,9 @@ const load = (p) => import(new URL(p, dist).href);
 const { BufferStore } = await load('src/buffer/store.js');
 const { Intake } = await load('src/intake/intake.js');
 const { MqttInput } = await load('src/inputs/mqtt/mqtt-input.js');
-const { mqttInputSchema } = await load('src/config/input-schemas.js');
+const { mqttInputSchema } = await load('src/inputs/mqtt/schema.js');
+// A configuration is read only once the input kinds are registered (src/inputs/registry.ts).
+await load('src/inputs/registry.js');
 const { parseConfigText } = await load('src/config/load.js');
 const { mappingContext } = await load('src/mapping/map-read.js');
 const { silentLogger } = await load('src/log.js');

@@ -229,9 +229,11 @@ inputs:
     }
     server = Fastify();
     await http.registerRoutes(server);
-    await waitFor(() => adapters.every((a) => a.status().state === 'up'), {
-      what: 'all adapters up',
-    });
+    // The TCP input listens with no reader yet: it waits for one (up once the test connects).
+    await waitFor(
+      () => adapters.every((a) => a.status().state === (a === tcp ? 'waiting for reader' : 'up')),
+      { what: 'all adapters up' },
+    );
 
     const plan: Plan = { sent: new Map() };
     const note = (id: string, bad: number, good: string[]): void => {

@@ -366,6 +366,36 @@ describe('MqttInput against a real mosquitto', () => {
     expect(rows()[1]!.reason).toMatch(/does not match dcpFromTopic/);
   });
 
+  it("publishes each committed read's verdict on verdictTopic (QoS 1, not retained), and takes none of them as a read", async () => {
+    const verdicts = topic('verdicts');
+    // The input's own subscription (#) covers the verdict topic too.
+    await startInput(config({ verdictTopic: verdicts }));
+    const watcher = await publisher(`watch-${seq}`);
+    const seen: { payload: Record<string, unknown>; qos: number; retain: boolean }[] = [];
+    watcher.on('message', (_t, payload, packet) =>
+      seen.push({
+        payload: JSON.parse(payload.toString()) as Record<string, unknown>,
+        qos: packet.qos,
+        retain: packet.retain,
+      }),
+    );
+    await watcher.subscribeAsync(verdicts, { qos: 1 });
+    const pub = await publisher();
+    await pub.publishAsync(topic('scans'), 'CELL-1', { qos: 1 });
+    await pub.publishAsync(topic('scans'), 'NR', { qos: 1 });
+    await waitFor(() => seen.length === 2, { what: 'two verdicts' });
+    expect(seen.map((m) => [m.payload.reference, m.payload.verdict, m.payload.reason])).toEqual([
+      ['CELL-1', 'ack', null],
+      ['NR', 'nak', 'noRead'],
+    ]);
+    expect(seen[0]).toMatchObject({ qos: 1, retain: false, payload: { input: 'mq' } });
+    expect(Date.parse(String(seen[0]!.payload.time))).not.toBeNaN();
+    // Given time to come round through the input's subscription: still only the two reads.
+    await pub.publishAsync(topic('scans'), 'CELL-2', { qos: 1 });
+    await waitFor(() => seen.length === 3, { what: 'the third verdict' });
+    expect(codes()).toEqual(['CELL-1', 'NR', 'CELL-2']);
+  });
+
   it('acknowledges only after the commit: a message whose commit failed is retried and stored once', async () => {
     let failures = 3;
     const flaky: IntakeSink = {

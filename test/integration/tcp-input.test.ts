@@ -163,7 +163,12 @@ describe('TcpInput, server mode (readers connect to the gateway)', () => {
       config({ mode: 'server', framing: 'stxEtx', ackBytes: 'OK\r', nakBytes: 'NG\r' }),
     );
     const { port } = input.address()!;
-    expect(input.status()).toMatchObject({ state: 'up', source: 'tcp-listen://127.0.0.1:0' });
+    // Listening is not reading: with no reader connected the input says so.
+    expect(input.status()).toMatchObject({
+      state: 'waiting for reader',
+      source: 'tcp-listen://127.0.0.1:0',
+      readers: { count: 0, expected: 0, connected: [] },
+    });
     const a = await connectTo(port);
     const b = await connectTo(port);
     const ackA = collect(a);
@@ -181,8 +186,19 @@ describe('TcpInput, server mode (readers connect to the gateway)', () => {
       'B-1',
     ]);
     await waitFor(() => input.connectionCount === 2);
+    const status = input.status();
+    expect(status).toMatchObject({ state: 'up', readers: { count: 2 } });
+    expect(status.readers?.connected.map((r) => r.address).sort()).toEqual(
+      [a, b].map((s) => `127.0.0.1:${s.localPort}`).sort(),
+    );
+    expect(Date.parse(status.readers?.connected[0]?.since ?? '')).not.toBeNaN();
     a.destroy();
     await waitFor(() => input.connectionCount === 1, { what: 'closed connection forgotten' });
+    expect(input.status()).toMatchObject({ state: 'up', readers: { count: 1 } });
+    b.destroy();
+    await waitFor(() => input.status().state === 'waiting for reader', {
+      what: 'waiting again once the last reader left',
+    });
   });
 
   it('ends an overlong read without a terminator at a pause, so the next read survives; CRLF works on a CR terminator', async () => {
@@ -265,7 +281,7 @@ describe('TcpInput, server mode (readers connect to the gateway)', () => {
     expect(input.status().lastError).toMatch(/EADDRINUSE/);
     await new Promise((resolve) => taken.server.close(resolve));
     servers.length = 0;
-    await waitFor(() => input.status().state === 'up', {
+    await waitFor(() => input.status().state === 'waiting for reader', {
       what: 'listening after the port was freed',
     });
     const s = await connectTo(taken.port);

@@ -38,6 +38,16 @@ describe('reload plan', () => {
       { unchanged: ['a'], changed: ['b'] },
     ],
     [
+      'an input renamed (its name for people): no restart',
+      BASE.replace('path: /dev/ttyB,', 'path: /dev/ttyB, name: Line 2 handheld,'),
+      { unchanged: ['a', 'b'], changed: [] },
+    ],
+    [
+      'ackOn changed: the input restarts',
+      BASE.replace('path: /dev/ttyB,', 'path: /dev/ttyB, ackOn: verdict,'),
+      { unchanged: ['a'], changed: ['b'] },
+    ],
+    [
       'an input removed, one added',
       BASE.replace('id: b,', 'id: c,'),
       { unchanged: ['a'], removed: ['b'], added: ['c'] },

@@ -23,6 +23,8 @@ function frameTexts(events: FramerEvent[]): string[] {
         return `<lineEnd:${e.bytes.toString('latin1')}>`;
       case 'partial':
         return `<partial:${e.bytes.toString('latin1')}>`;
+      case 'empty':
+        return '<empty>';
     }
   });
 }

@@ -219,6 +219,28 @@ describe('deriveHealth: one rule at a time', () => {
     ).toEqual([]);
   });
 
+  it('a TCP server input with fewer readers than expectReaders degrades; without expectReaders waiting is no problem', () => {
+    const tcp = (count: number, expected: number) =>
+      facts({
+        inputs: [
+          {
+            id: 'st10',
+            type: 'tcp',
+            state: count > 0 ? 'up' : 'waiting for reader',
+            readers: { count, expected },
+          },
+        ],
+      });
+    const none = only(tcp(0, 1));
+    expect(none).toMatchObject({ state: 'degraded', code: HealthCodes.INPUT_NO_READER });
+    expect(none.sentence).toBe(
+      "Input st10 (tcp) is waiting for its reader: none is connected, so its station's scans do not arrive.",
+    );
+    expect(only(tcp(1, 2)).sentence).toBe('Input st10 (tcp) has 1 of 2 readers connected.');
+    expect(deriveHealth(tcp(0, 0)).problems).toEqual([]);
+    expect(deriveHealth(tcp(2, 2)).problems).toEqual([]);
+  });
+
   it('failing uploads degrade with the code of the failure, worded by its kind', () => {
     const open = (kind: string, code?: string) =>
       only(

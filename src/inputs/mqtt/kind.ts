@@ -7,7 +7,7 @@ export const mqttKind: InputKind<MqttInputConfig> = {
   type: 'mqtt',
   schema: mqttInputSchema,
   haMovable: true,
-  acknowledges: ['commit'],
+  acknowledges: ['commit', 'verdict'],
   redelivers: true,
   async create(config, { sink, logger, env, now, ha }) {
     const { MqttInput } = await import('./mqtt-input.js');

@@ -8,7 +8,14 @@ import {
 import type { MqttInputConfig } from './schema.js';
 import type { Logger } from '../../log.js';
 import { InputStateTracker } from '../input-state.js';
-import type { InputAdapter, InputStatus, IntakeItem, IntakeSink, SubmitOptions } from '../types.js';
+import type {
+  InputAdapter,
+  InputStatus,
+  IntakeItem,
+  IntakeSink,
+  ItemOutcome,
+  SubmitOptions,
+} from '../types.js';
 import { AckQueue, CommitsInProgress, type AckEntry } from './mqtt-acks.js';
 import {
   assertMqttInternals,
@@ -434,8 +441,8 @@ export class MqttInput implements InputAdapter {
     cut: PublishCut | undefined,
   ): Promise<void> {
     const topic = packet.topic;
-    if (topic === this.statusTopic) {
-      // Our own status, seen through a wildcard subscription: not a read.
+    if (topic === this.statusTopic || topic === this.config.verdictTopic) {
+      // Our own status or verdict, seen through a wildcard subscription: not a read.
       if (entry) acks!.complete(entry);
       return;
     }
@@ -465,6 +472,7 @@ export class MqttInput implements InputAdapter {
     if (key !== undefined) this.inProgress.add(key, committed);
     const result = await committed;
     if (result && message) this.notCommitted.delete(message.packetId);
+    if (result && result !== 'redelivered') this.publishVerdict(item, result, receivedAt);
     if (!result || !entry) return;
     if (result === 'redelivered')
       this.log.debug(
@@ -476,18 +484,49 @@ export class MqttInput implements InputAdapter {
   }
 
   /**
-   * Submits with retry; answers 'committed', 'redelivered' (committed before, nothing stored), or
-   * false when given up (stopping, or the connection that would acknowledge is gone).
+   * `verdictTopic`: publishes what became of a committed message's read, QoS 1, not retained:
+   * `{ reference, verdict: ack|nak, reason, input, time }`, `reason` the code of a `nak` (null
+   * with `ack`), `reference` the scan's (else the read's text), `time` when it was received. Not
+   * awaited: the PUBACK of the read does not wait for it; mqtt.js queues it while disconnected.
+   */
+  private publishVerdict(item: IntakeItem, committed: Committed, receivedAt: Date): void {
+    const topic = this.config.verdictTopic;
+    const client = this.client;
+    if (topic === undefined || !client) return;
+    const outcome = committed === 'committed' ? undefined : committed;
+    const verdict =
+      outcome?.verdict ??
+      ((outcome ? outcome.outcome === 'scan' : item.kind === 'read') ? 'ack' : 'nak');
+    const code =
+      outcome?.code ?? (item.kind === 'rejection' ? (item.rejection.code ?? 'refused') : undefined);
+    const raw = item.kind === 'read' ? item.read.raw : item.rejection.raw;
+    const body = JSON.stringify({
+      reference: outcome?.reference ?? raw.toString('utf8'),
+      verdict,
+      reason: verdict === 'nak' ? (code ?? 'refused') : null,
+      input: this.id,
+      time: receivedAt.toISOString(),
+    });
+    client.publish(topic, body, { qos: 1, retain: false }, (err) => {
+      if (err) this.log.debug({ err, topic }, 'publishing a verdict failed');
+    });
+  }
+
+  /**
+   * Submits with retry; answers the item's outcome once committed ('committed' when the sink
+   * reports none), 'redelivered' (committed before, nothing stored), or false when given up
+   * (stopping, or the connection that would acknowledge is gone).
    */
   private async submit(
     item: IntakeItem,
     acks: AckQueue | undefined,
     message: SubmitOptions['message'],
-  ): Promise<'committed' | 'redelivered' | false> {
+  ): Promise<Committed | 'redelivered' | false> {
     for (let attempt = 0; ; attempt++) {
       try {
         const result = await this.options.sink.submit([item], message ? { message } : {});
-        return result?.redelivered ? 'redelivered' : 'committed';
+        if (result?.redelivered) return 'redelivered';
+        return result?.outcomes[0] ?? 'committed';
       } catch (err) {
         // Given up without a PUBACK, the broker sends the message again; QoS 0 has no second chance.
         if (this.stopping || this.closing || acks?.isReset) return false;
@@ -513,6 +552,9 @@ export class MqttInput implements InputAdapter {
     }
   }
 }
+
+/** A committed message's read: its outcome from the intake, or 'committed' from a sink that reports none. */
+type Committed = ItemOutcome | 'committed';
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;

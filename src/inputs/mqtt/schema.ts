@@ -141,6 +141,14 @@ export const mqttInputSchema = z
       .describe(
         'Retained online/offline/paused status (last will: offline); default scan-gateway/<clientId>/status; false = none.',
       ),
+    verdictTopic: z
+      .string()
+      .min(1)
+      .refine((t) => !/[+#]/.test(t), 'must not hold wildcards')
+      .optional()
+      .describe(
+        "Topic on which each read's verdict is published once committed (QoS 1, not retained), as JSON { reference, verdict: ack|nak, reason, input, time }: for a stack light or a vision system. Unset = none.",
+      ),
   })
   .strict()
   .superRefine((c, ctx) => {

@@ -8,7 +8,7 @@ export const serialKind: InputKind<SerialInputConfig> = {
   // The port is wired to one box: the other node cannot open it.
   haMovable: false,
   haAdvice: 'use a serial device server on TCP (docs/high-availability.md)',
-  acknowledges: ['commit'],
+  acknowledges: ['commit', 'verdict'],
   async create(config, { sink, logger, now }) {
     const { SerialInput } = await import('./serial-input.js');
     return new SerialInput({ config, sink, logger, ...(now ? { now } : {}) });
@@ -25,10 +25,11 @@ export const serialKind: InputKind<SerialInputConfig> = {
   secrets: () => [],
   payload: {
     isJson: () => false,
-    // One read as framed: the bytes between terminators.
-    items: async (config, payload, { receivedAt }) => [
-      { kind: 'read', read: { inputId: config.id, raw: payload, receivedAt } },
-    ],
+    // The bytes as the scanner sends them, cut into reads by the input's own framing.
+    items: async (config, payload, { receivedAt }) => {
+      const { framedItems } = await import('../stream/try-frames.js');
+      return framedItems(config, payload, receivedAt, { port: config.path });
+    },
   },
   starter: {
     id: 'scanner',

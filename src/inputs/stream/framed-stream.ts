@@ -1,7 +1,8 @@
 import type { StreamInputConfig } from './stream-schema.js';
 import type { Logger } from '../../log.js';
 import { rejectionItem } from '../input-items.js';
-import type { IntakeItem, IntakeSink } from '../types.js';
+import type { IntakeItem, IntakeSink, ItemOutcome, SubmitResult } from '../types.js';
+import type { VerdictReason } from '../../config/verdict-reasons.js';
 import { configBytes, Framer, type FramerEvent, type OverlongEvent } from './framer.js';
 import { type Clock, systemClock } from '../../clock.js';
 
@@ -11,13 +12,18 @@ import { type Clock, systemClock } from '../../clock.js';
  * dropped: `overlongPauseMs`), prefix/suffix stripping, submitting in arrival order, and writing
  * acknowledgement bytes back to the scanner.
  *
- * Acknowledgement (the `ackBytes`/`nakBytes` keys): after a submit resolved (committed), the
- * scanner gets `ackBytes` for each read and `nakBytes` for each input-level rejection (overlong,
- * cut off, noise, a read holding the other line-end byte). When the sink refuses (buffer failure),
- * every item of that submit gets `nakBytes` once at once, and the items are kept and retried: the
- * operator knows to look, and a scan again is harmless (the duplicate window). An item nak'd that
- * way is not ack'd later. The adapter does not learn the mapping's verdict (a read that maps to a
- * rejection is still ack'd: it is stored, with its reason, for plant IT).
+ * Acknowledgement (the `ackBytes`/`nakBytes` keys), once a submit resolved (committed), in the
+ * reads' order, each as soon as its own submit is committed:
+ * - `ackOn: verdict`: the intake hands back each item's verdict (src/intake/verdict.ts): `ackBytes`
+ *   only for a read that became a scan (or a container's code that did its work), `nakBytes` for
+ *   every other one, refused by the mapping, a duplicate, a no-read, and for each input-level
+ *   rejection (empty, overlong, cut off, noise, a read holding the other line-end byte).
+ * - `ackOn: commit` (the default for now): `ackBytes` for each read stored, whatever the mapping
+ *   made of it, `nakBytes` for each input-level rejection.
+ * `nakBytesByReason` replaces `nakBytes` for the reasons it names. When the sink refuses (buffer
+ * failure), every item of that submit gets its NAK (reason `notTaken`) once at once, and the items
+ * are kept and retried: the operator knows to look, and a scan again is harmless (the duplicate
+ * window). An item nak'd that way is not answered again later.
  *
  * A scanner cannot resend, so refused items are kept in memory and retried with backoff, up to
  * {@link MAX_PENDING_ITEMS}; beyond that the oldest are dropped and logged.
@@ -38,6 +44,20 @@ export interface FramedStreamOptions {
   now?: Clock;
   /** First delay before retrying a refused submit, in ms (doubles up to 30 s); default 500. */
   submitRetryBaseMs?: number;
+  /**
+   * Called with each item's verdict once it is known (committed, or refused by the sink: `nak`
+   * with code `notTaken`), in the items' order, after its bytes were written.
+   */
+  onVerdict?: (item: IntakeItem, verdict: StreamVerdict) => void;
+}
+
+/** The verdict of one item of a byte stream, as answered to the scanner. */
+export interface StreamVerdict {
+  verdict: 'ack' | 'nak';
+  /** With `nak`: why. */
+  code?: VerdictReason;
+  /** What intake made of it; absent when the sink refused the submit. */
+  outcome?: ItemOutcome;
 }
 
 interface PendingItem {
@@ -59,6 +79,7 @@ export class FramedStream {
   private readonly suffix: Buffer | undefined;
   private readonly ack: Buffer | undefined;
   private readonly nak: Buffer | undefined;
+  private readonly nakByReason = new Map<string, Buffer>();
   private readonly now: Clock;
   private readonly retryBaseMs: number;
   private writer: ((bytes: Buffer) => void) | undefined;
@@ -78,6 +99,7 @@ export class FramedStream {
       stx: configBytes(c.stx, 'stx')[0] ?? 0x02,
       etx: configBytes(c.etx, 'etx')[0] ?? 0x03,
       maxLength: c.maxReadLength,
+      reportEmpty: true,
     });
     this.prefix =
       c.stripPrefix !== undefined ? configBytes(c.stripPrefix, 'stripPrefix') : undefined;
@@ -85,6 +107,9 @@ export class FramedStream {
       c.stripSuffix !== undefined ? configBytes(c.stripSuffix, 'stripSuffix') : undefined;
     this.ack = c.ackBytes !== undefined ? configBytes(c.ackBytes, 'ackBytes') : undefined;
     this.nak = c.nakBytes !== undefined ? configBytes(c.nakBytes, 'nakBytes') : undefined;
+    for (const [code, text] of Object.entries(c.nakBytesByReason ?? {}))
+      if (text !== undefined)
+        this.nakByReason.set(code, configBytes(text, `nakBytesByReason.${code}`));
     this.now = options.now ?? systemClock;
     this.retryBaseMs = options.submitRetryBaseMs ?? 500;
   }
@@ -179,16 +204,33 @@ export class FramedStream {
   private toItem(event: FramerEvent, receivedAt: Date, partialReason: string): IntakeItem {
     const { inputId, origin } = this.options;
     switch (event.kind) {
-      case 'frame':
-        return {
-          kind: 'read',
-          read: { inputId, raw: this.strip(event.bytes), receivedAt, origin },
-        };
+      case 'frame': {
+        const raw = this.strip(event.bytes);
+        if (raw.length === 0)
+          return rejectionItem(
+            inputId,
+            event.bytes,
+            'empty read: nothing but the prefix or suffix it strips',
+            receivedAt,
+            origin,
+            'empty',
+          );
+        return { kind: 'read', read: { inputId, raw, receivedAt, origin } };
+      }
+      case 'empty':
+        return rejectionItem(inputId, EMPTY, event.reason, receivedAt, origin, 'empty');
       case 'overlong':
-        return rejectionItem(inputId, event.head, this.overlongReason(event), receivedAt, origin);
+        return rejectionItem(
+          inputId,
+          event.head,
+          this.overlongReason(event),
+          receivedAt,
+          origin,
+          'overlong',
+        );
       case 'noise':
       case 'lineEnd':
-        return rejectionItem(inputId, event.bytes, event.reason, receivedAt, origin);
+        return rejectionItem(inputId, event.bytes, event.reason, receivedAt, origin, 'framing');
       case 'partial': {
         const hint = this.framer.lineEndHint(event.bytes);
         return rejectionItem(
@@ -197,6 +239,7 @@ export class FramedStream {
           hint ? `${partialReason}; ${hint}` : partialReason,
           receivedAt,
           origin,
+          'framing',
         );
       }
     }
@@ -250,12 +293,11 @@ export class FramedStream {
     let attempt = 0;
     while (this.pending.length > 0) {
       const batch = this.pending.splice(0, this.pending.length);
+      let result: SubmitResult | void;
       try {
-        await this.options.sink.submit(batch.map((p) => p.item));
-        attempt = 0;
-        this.answer(batch, true);
+        result = await this.options.sink.submit(batch.map((p) => p.item));
       } catch (err) {
-        this.answer(batch, false);
+        this.answer(batch, undefined);
         this.pending.unshift(...batch);
         if (this.closing) return;
         const delayMs = Math.min(SUBMIT_RETRY_MAX_MS, this.retryBaseMs * 2 ** attempt);
@@ -270,26 +312,62 @@ export class FramedStream {
         });
         if (this.retryTimer) clearTimeout(this.retryTimer.timer);
         this.retryTimer = undefined;
+        continue;
       }
+      attempt = 0;
+      this.answer(batch, result ?? { outcomes: [] });
     }
   }
 
-  /** Writes ack/nak bytes for a batch: committed → ack reads, nak rejections; refused → nak once. */
-  private answer(batch: PendingItem[], committed: boolean): void {
-    if (!this.writer || (!this.ack && !this.nak)) return;
+  /**
+   * Writes ack/nak bytes for a batch (see the top of this file): `result` holds what intake made of
+   * each item once committed; undefined when the sink refused the batch (each item nak'd once).
+   */
+  private answer(batch: PendingItem[], result: SubmitResult | undefined): void {
+    const verdictMode = this.options.config.ackOn === 'verdict';
     const parts: Buffer[] = [];
-    for (const p of batch) {
-      if (p.nakked) continue;
-      const bytes = committed && p.item.kind === 'read' ? this.ack : this.nak;
-      // Without nakBytes the scanner was told nothing, so a later commit may still be ack'd.
-      if (!committed && this.nak) p.nakked = true;
+    const told: { item: IntakeItem; verdict: StreamVerdict }[] = [];
+    batch.forEach((p, i) => {
+      if (p.nakked) return;
+      const item = p.item;
+      let verdict: StreamVerdict;
+      if (!result) {
+        verdict = { verdict: 'nak', code: 'notTaken' };
+      } else {
+        const outcome = result.outcomes[i];
+        const code = item.kind === 'rejection' ? (item.rejection.code ?? 'refused') : undefined;
+        if (verdictMode && outcome) {
+          const v = outcome.verdict ?? (outcome.outcome === 'scan' ? 'ack' : 'nak');
+          verdict = { verdict: v, outcome };
+          const why = outcome.code ?? code;
+          if (v === 'nak' && why !== undefined) verdict.code = why;
+        } else {
+          verdict =
+            item.kind === 'read' ? { verdict: 'ack' } : { verdict: 'nak', code: code ?? 'refused' };
+          if (outcome) verdict.outcome = outcome;
+        }
+      }
+      const bytes =
+        verdict.verdict === 'ack'
+          ? this.ack
+          : ((verdict.code !== undefined ? this.nakByReason.get(verdict.code) : undefined) ??
+            this.nak);
+      // Without NAK bytes the scanner was told nothing, so a later commit may still be answered.
+      if (!result && bytes && this.writer) p.nakked = true;
       if (bytes) parts.push(bytes);
+      if (!result && !bytes) return;
+      told.push({ item, verdict });
+    });
+    if (parts.length > 0 && this.writer) {
+      try {
+        this.writer(Buffer.concat(parts));
+      } catch (err) {
+        this.options.logger.debug({ err }, 'writing acknowledgement bytes failed');
+      }
     }
-    if (parts.length === 0) return;
-    try {
-      this.writer(Buffer.concat(parts));
-    } catch (err) {
-      this.options.logger.debug({ err }, 'writing acknowledgement bytes failed');
-    }
+    const onVerdict = this.options.onVerdict;
+    if (onVerdict) for (const t of told) onVerdict(t.item, t.verdict);
   }
 }
+
+const EMPTY = Buffer.alloc(0);

@@ -82,8 +82,19 @@ export interface PartialEvent {
   bytes: Buffer;
 }
 
+/**
+ * With `reportEmpty`: a read with nothing in it (a terminator with no byte before it, STX right
+ * before ETX). A scanner sends one when it read nothing and has no no-read text set, or when its
+ * framing is set otherwise than the input's.
+ */
+export interface EmptyEvent {
+  kind: 'empty';
+  reason: string;
+}
+
 /** Everything {@link Framer.push}, `idle` and `flush` report, in stream order. */
-export type FramerEvent = FrameEvent | OverlongEvent | NoiseEvent | LineEndEvent | PartialEvent;
+export type FramerEvent =
+  FrameEvent | OverlongEvent | NoiseEvent | LineEndEvent | PartialEvent | EmptyEvent;
 
 /** How a scanner marks the end of a read (config key `framing`). */
 export type FramingMode = 'terminator' | 'stxEtx' | 'silence';
@@ -101,6 +112,8 @@ export interface FramerOptions {
   maxLength: number;
   /** How many leading bytes an overlong or noise event keeps; default {@link DEFAULT_OVERLONG_HEAD_BYTES}. */
   headBytes?: number;
+  /** Report an empty read as an {@link EmptyEvent} (the inputs do); default false: it is skipped. */
+  reportEmpty?: boolean;
 }
 
 /** Leading bytes kept of an overlong read: enough for an operator to recognise it. */
@@ -152,6 +165,7 @@ export class Framer {
   private readonly etx: number;
   private readonly maxLength: number;
   private readonly headBytes: number;
+  private readonly reportEmpty: boolean;
   /** Terminator CR: a LF right after it belongs to the line end (a CRLF scanner) and is dropped. */
   private readonly lfAfterCr: boolean;
   /** Terminator LF: a CR right before it belongs to the line end (a CRLF scanner) and is dropped. */
@@ -190,6 +204,7 @@ export class Framer {
     this.etx = options.etx ?? 0x03;
     if (this.stx === this.etx) throw new GatewayError(ErrorCodes.CONFIG, 'stx and etx must differ');
     this.maxLength = options.maxLength;
+    this.reportEmpty = options.reportEmpty ?? false;
     // Never more than maxLength + 1: that much is known as soon as a read is certainly overlong,
     // so the head does not depend on how the bytes were chunked.
     this.headBytes = Math.min(
@@ -355,6 +370,8 @@ export class Framer {
         });
       } else if (length > 0) {
         events.push(this.frame(data.subarray(start, end)));
+      } else if (this.reportEmpty) {
+        events.push({ kind: 'empty', reason: 'empty read: its terminator with nothing before it' });
       }
       start = this.afterTerminator(data, idx + t);
     }
@@ -404,6 +421,8 @@ export class Framer {
         events.push(this.endOverlong(end === e ? 'etx' : 'stx'));
       } else if (end === e) {
         if (this.pending.length > 0) events.push({ kind: 'frame', bytes: this.pending });
+        else if (this.reportEmpty)
+          events.push({ kind: 'empty', reason: 'empty read: nothing between STX and ETX' });
       } else if (this.pending.length > 0) {
         events.push({
           kind: 'noise',

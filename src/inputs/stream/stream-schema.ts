@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { byteString, maxReadLength } from '../schema-parts.js';
+import { VERDICT_REASONS } from '../../config/verdict-reasons.js';
 
 /**
  * Pause that ends an overlong serial/TCP read being dropped, in ms: far above the gaps inside one
@@ -54,12 +55,24 @@ export const streamKeys = {
   ackBytes: byteString
     .optional()
     .describe(
-      'Bytes written back to the scanner after a read is committed (many scanners beep on them).',
+      'Bytes written back to the scanner after a read is committed (many scanners beep on them); with ackOn verdict, only for a read that became a scan.',
     ),
   nakBytes: byteString
     .optional()
     .describe(
-      'Bytes written back when a read is not taken: framing rejected it (overlong, cut off) or the buffer refused it.',
+      'Bytes written back when a read is not taken: with ackOn verdict, every read that did not become a scan; with ackOn commit, one framing rejected (overlong, cut off, empty) or the buffer refused.',
+    ),
+  ackOn: z
+    .enum(['commit', 'verdict'])
+    .default('commit')
+    .describe(
+      "What ackBytes mean. verdict = the read became a scan and is stored (a refused, rejected, duplicate or no-read gets nakBytes: the operator hears it); commit = the read is stored, whatever the mapping made of it (a refused read is ack'd too). The default becomes verdict in a later release.",
+    ),
+  nakBytesByReason: z
+    .partialRecord(z.enum(VERDICT_REASONS), byteString)
+    .optional()
+    .describe(
+      `Bytes written back instead of nakBytes for a read not taken for this reason, e.g. { noContainer: "\\x15\\x15" } for a distinct beep; reasons: ${VERDICT_REASONS.join(', ')}.`,
     ),
 };
 

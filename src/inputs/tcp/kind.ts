@@ -6,7 +6,7 @@ export const tcpKind: InputKind<TcpInputConfig> = {
   type: 'tcp',
   schema: tcpInputSchema,
   haMovable: true,
-  acknowledges: ['commit'],
+  acknowledges: ['commit', 'verdict'],
   async create(config, { sink, logger, now }) {
     const { TcpInput } = await import('./tcp-input.js');
     return new TcpInput({ config, sink, logger, ...(now ? { now } : {}) });
@@ -19,10 +19,11 @@ export const tcpKind: InputKind<TcpInputConfig> = {
   secrets: () => [],
   payload: {
     isJson: () => false,
-    // One read as framed: the bytes between terminators.
-    items: async (config, payload, { receivedAt }) => [
-      { kind: 'read', read: { inputId: config.id, raw: payload, receivedAt } },
-    ],
+    // The bytes as the scanner sends them, cut into reads by the input's own framing.
+    items: async (config, payload, { receivedAt }) => {
+      const { framedItems } = await import('../stream/try-frames.js');
+      return framedItems(config, payload, receivedAt, { peer: 'scan-gateway try' });
+    },
   },
   starter: {
     id: 'reader',

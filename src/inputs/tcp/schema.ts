@@ -64,6 +64,15 @@ export const tcpInputSchema = z
       .max(1000)
       .default(32)
       .describe('server: most readers connected at once; more are refused.'),
+    expectReaders: z
+      .number()
+      .int()
+      .min(0)
+      .max(1000)
+      .default(0)
+      .describe(
+        'server: readers that should be connected; fewer is a problem on the page and /healthz (SCANGW_H_INPUT_NO_READER). 0 = none expected (the input still says `waiting for reader` while none is).',
+      ),
   })
   .strict();
 

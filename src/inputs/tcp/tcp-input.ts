@@ -28,6 +28,10 @@ interface Connection {
   stream: FramedStream;
   /** Resolves once the socket closed (its reads may still be settling). */
   closed: Promise<void>;
+  /** `host:port` of the reader. */
+  peer: string;
+  /** When it connected (ISO 8601). */
+  since: string;
   lastError?: Error;
 }
 
@@ -40,6 +44,10 @@ interface Connection {
  * doubling to `reconnectMaxMs`) whenever the connection fails or drops. `mode: server` listens on
  * `host:port` and takes up to `maxConnections` readers at once, each with its own framing state;
  * the listening socket is retried with backoff when it cannot be bound.
+ *
+ * In server mode the input is `up` only while a reader is connected: listening with none, it is
+ * `waiting for reader`, and its status lists the readers connected (address, since when); with
+ * `expectReaders`, fewer connected is a problem on the page (src/health/derive.ts).
  *
  * TCP keepalive (`keepAliveMs`) finds a dead peer eventually; `idleTimeoutMs` drops (and, as a
  * client, reconnects) a connection silent for that long, for readers that send heartbeats.
@@ -109,7 +117,19 @@ export class TcpInput implements InputAdapter {
   }
 
   status(): InputStatus {
-    return this.state.status();
+    if (this.config.mode === 'client') return this.state.status();
+    const connected = [...this.connections].map((c) => ({ address: c.peer, since: c.since }));
+    return this.state.status({
+      count: connected.length,
+      expected: this.config.expectReaders,
+      connected,
+    });
+  }
+
+  /** Server mode, listening and not paused: `up` with a reader connected, else `waiting for reader`. */
+  private listeningState(): void {
+    if (!this.server || this.paused || this.stopping) return;
+    this.state.set(this.connections.size > 0 ? 'up' : 'waiting for reader');
   }
 
   /** Server mode: the address actually bound (port 0 picks a free one), once listening. */
@@ -131,8 +151,10 @@ export class TcpInput implements InputAdapter {
       else c.socket.resume();
     }
     if (paused) this.state.set('paused');
-    else if (this.state.state === 'paused')
-      this.state.set(this.connections.size > 0 || this.server ? 'up' : 'connecting');
+    else if (this.state.state === 'paused') {
+      if (this.server) this.listeningState();
+      else this.state.set(this.connections.size > 0 ? 'up' : 'connecting');
+    }
     this.log.info({ paused }, paused ? 'reading paused (back-pressure)' : 'reading resumed');
   }
 
@@ -230,7 +252,8 @@ export class TcpInput implements InputAdapter {
     server.on('error', (e) => this.log.warn({ err: e }, 'listening socket error'));
     this.server = server;
     this.attempt = 0;
-    this.state.set(this.paused ? 'paused' : 'up');
+    if (this.paused) this.state.set('paused');
+    else this.listeningState();
     this.log.info({ address: this.address() }, 'listening for readers');
   }
 
@@ -242,6 +265,7 @@ export class TcpInput implements InputAdapter {
     const peer = `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`;
     this.log.info({ peer }, 'reader connected');
     this.adopt(socket, peer, this.newStream({ peer }));
+    this.listeningState();
   }
 
   // ---- both ---------------------------------------------------------------------------------
@@ -281,6 +305,8 @@ export class TcpInput implements InputAdapter {
       socket,
       stream,
       closed: new Promise((resolve) => (resolveClosed = resolve)),
+      peer,
+      since: new Date((this.options.now ?? Date.now)()).toISOString(),
     };
     this.connections.add(connection);
     socket.on('data', (chunk: Buffer) => stream.push(chunk));
@@ -298,6 +324,7 @@ export class TcpInput implements InputAdapter {
       );
       if (this.config.mode === 'server') {
         this.log.info({ peer }, 'reader disconnected');
+        this.listeningState();
         // Its reads keep being retried while the buffer refuses them; stop() gives up on them.
         this.settling.add(stream);
         void stream.settled().then(() => this.settling.delete(stream));
