@@ -44,7 +44,7 @@ export interface DrainBenchOptions {
 export const DRAIN_DEFAULTS: DrainBenchOptions = { scans: 1_000_000, fillScans: 250_000 };
 
 /** Writes `count` pending scans into a new buffer at `path`, through the real store, 20,000 per transaction. */
-function prefill(path: string, count: number): number {
+export function prefill(path: string, count: number): number {
   const store = BufferStore.openAt(path);
   const at = new Date(Date.now() - 60_000);
   const wire = formatWireTime(at, 'Europe/Berlin');
@@ -104,7 +104,10 @@ function sentBatches(
 }
 
 /** The ceiling: the same bodies, same order, same requests (token once; presign + PUT, or POST), bare undici. */
-async function bareUndici(url: string, batches: { mode: string; body: string }[]): Promise<number> {
+export async function bareUndici(
+  url: string,
+  batches: { mode: string; body: string }[],
+): Promise<number> {
   const agent = new Agent({ keepAliveTimeout: 30_000 });
   try {
     const secret = readFileSync(join(PACKAGE_ROOT, DEMO_SECRET_FILE), 'utf8').trim();

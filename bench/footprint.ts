@@ -330,7 +330,7 @@ export const EXAMPLE_PACKAGES = [
  * environment imports them, starts nothing, and reports its RSS after a full GC
  * (bench/library-floor.ts). Nothing the daemon builds can be below it. Least of `runs`.
  */
-function libraryFloor(
+export function libraryFloorOf(
   node: string,
   packages: string[],
   nodeArgs: string[],
@@ -518,8 +518,8 @@ export async function benchFootprint(
     const steadyFrom = Math.round((opts.settleMs + opts.idleMs) / 1000);
     const steadyNote = (values: number[], digits: number) =>
       `median of 3 windows of ${(opts.steadyMs ?? 0) / 3000} s from ${steadyFrom} to ${steadyFrom + (opts.steadyMs ?? 0) / 1000} s after ready: ${values.map((v) => v.toFixed(digits)).join(', ')}`;
-    const prescribedFloor = libraryFloor(first!.node, PRESCRIBED_PACKAGES, nodeArgs, env);
-    const exampleFloor = libraryFloor(first!.node, EXAMPLE_PACKAGES, nodeArgs, env);
+    const prescribedFloor = libraryFloorOf(first!.node, PRESCRIBED_PACKAGES, nodeArgs, env);
+    const exampleFloor = libraryFloorOf(first!.node, EXAMPLE_PACKAGES, nodeArgs, env);
     const floorNote = (f: { anonMiB: number; fileMiB: number }, packages: string[]) =>
       `a bare node process with the daemon's options importing ${packages.join(', ')}, nothing started, after a full GC (least of 2): ${f.anonMiB.toFixed(1)} MiB anonymous + ${f.fileMiB.toFixed(1)} MiB file-backed`;
     const figures: Figure[] = [

@@ -16,6 +16,8 @@ import { benchRecovery, RECOVERY_DEFAULTS } from './recovery.js';
 import { benchSftp, SFTP_DEFAULTS } from './sftp.js';
 import { benchSoak, SOAK_DEFAULTS } from './soak.js';
 import { benchStatus, STATUS_DEFAULTS } from './status.js';
+import { benchStartup, STARTUP_DEFAULTS } from './startup.js';
+import { benchOutage, OUTAGE_DEFAULTS } from './outage.js';
 import { benchVerdict, VERDICT_DEFAULTS } from './verdict.js';
 import {
   formatMarkdown,
@@ -40,6 +42,7 @@ const ALL = [
   'drain',
   'fill',
   'footprint',
+  'startup',
   'status',
   'bigfile',
   'sftp',
@@ -51,15 +54,16 @@ const ALL = [
   'recovery',
   'verdict',
 ] as const;
-/** Benchmarks run only when named in `--only`: the soak takes 30 minutes. */
-const NAMED_ONLY = ['soak'] as const;
+/** Benchmarks run only when named in `--only`: the soak takes 30 minutes, the outage up to 30. */
+const NAMED_ONLY = ['soak', 'outage'] as const;
 const KNOWN = [...ALL, ...NAMED_ONLY];
 type BenchId = (typeof KNOWN)[number];
 
 const USAGE = `Usage:
-  node dist/bench/run.js [--only intake,mqtt,mqtt-fair,drain,fill,footprint,status,bigfile,sftp,items,lookups,probes,handshake-flood,bulk-ingest,recovery,verdict] [--quick] [--out FILE]
+  node dist/bench/run.js [--only intake,mqtt,mqtt-fair,drain,fill,footprint,startup,status,bigfile,sftp,items,lookups,probes,handshake-flood,bulk-ingest,recovery,verdict] [--quick] [--out FILE]
                          [--node-args='--max-semi-space-size=1 …'] [--no-status-events]
   node dist/bench/run.js --only soak [--minutes N] [--heap-snapshots] [--prefill SCANS] [--cpu-prof-dir DIR] [--quick]
+  node dist/bench/run.js --only outage [--scans N] [--quick]
   node dist/bench/run.js --markdown [FILE]
 
 Runs each benchmark with its ceiling measured in the same run, prints a table and writes FILE
@@ -75,6 +79,7 @@ other processes kept it. Figures, targets and how each is measured: docs/perform
   --heap-snapshots   the soak writes two heap snapshots of the daemon (after the warm-up, at the end)
   --prefill SCANS    the soak starts on a buffer of SCANS delivered scans (900000: the end of a 30-minute soak)
   --cpu-prof-dir DIR the soak writes a CPU profile of the daemon into DIR
+  --scans N          the outage's backlog (default 10000000; also SG_BENCH_OUTAGE_SCANS)
   --markdown [FILE]  print FILE (default the latest results) as a Markdown table
   --help             this text
 `;
@@ -107,6 +112,7 @@ function parseCommandLineStrict() {
       prefill: { type: 'string' },
       'cpu-prof-dir': { type: 'string' },
       'no-status-events': { type: 'boolean', default: false },
+      scans: { type: 'string' },
     },
     allowPositionals: true,
   });
@@ -129,6 +135,10 @@ if (
   !(Number.isInteger(Number(values.prefill)) && Number(values.prefill) >= 0)
 )
   usageError(`--prefill must be a whole number of scans (got ${values.prefill})`);
+const scansText = values.scans ?? process.env.SG_BENCH_OUTAGE_SCANS;
+const outageScans = scansText === undefined ? undefined : Number(scansText);
+if (outageScans !== undefined && !(Number.isInteger(outageScans) && outageScans >= 1000))
+  usageError(`--scans must be a whole number of scans, at least 1000 (got ${scansText})`);
 const out = values.out ?? join(PACKAGE_ROOT, 'bench/results/latest.json');
 
 const sizes = {
@@ -141,6 +151,10 @@ const sizes = {
       ? { nodeArgs: values['node-args'].split(/\s+/).filter(Boolean) }
       : {}),
     ...(values['no-status-events'] ? { statusEvents: false } : {}),
+  },
+  startup: {
+    ...(quick ? { starts: 2, settleMs: 3000 } : STARTUP_DEFAULTS),
+    ...(process.env.SG_BENCH_BEFORE_MAIN ? { beforeMain: process.env.SG_BENCH_BEFORE_MAIN } : {}),
   },
   status: quick
     ? { ...STATUS_DEFAULTS, scans: 100_000, rejected: 1000, calls: 10 }
@@ -158,6 +172,11 @@ const sizes = {
   'handshake-flood': quick ? { ...HANDSHAKE_FLOOD_DEFAULTS, seconds: 3 } : HANDSHAKE_FLOOD_DEFAULTS,
   bulkIngest: quick ? { ...BULK_INGEST_DEFAULTS, seconds: 3 } : BULK_INGEST_DEFAULTS,
   recovery: quick ? { ...RECOVERY_DEFAULTS, scans: 5000, burstMs: 5000 } : RECOVERY_DEFAULTS,
+  outage: {
+    ...OUTAGE_DEFAULTS,
+    ...(quick ? { scans: 100_000, outageSec: 10, settleSec: 10 } : {}),
+    ...(outageScans !== undefined ? { scans: outageScans } : {}),
+  },
   verdict: quick ? { ...VERDICT_DEFAULTS, reads: 150 } : VERDICT_DEFAULTS,
   soak: {
     ...SOAK_DEFAULTS,
@@ -175,6 +194,7 @@ const runners: Record<BenchId, () => Promise<Omit<BenchResult, 'durationSec' | '
   drain: () => benchDrain(sizes.drain),
   fill: () => benchFill(sizes.drain),
   footprint: () => benchFootprint(sizes.footprint),
+  startup: () => benchStartup(sizes.startup),
   status: () => benchStatus(sizes.status),
   bigfile: () => benchBigFile(sizes.bigfile),
   sftp: () => benchSftp(sizes.sftp),
@@ -186,6 +206,7 @@ const runners: Record<BenchId, () => Promise<Omit<BenchResult, 'durationSec' | '
   recovery: () => benchRecovery(sizes.recovery),
   verdict: () => benchVerdict(sizes.verdict),
   soak: () => benchSoak(sizes.soak),
+  outage: () => benchOutage(sizes.outage),
 };
 
 const TITLES: Record<BenchId, string> = {
@@ -195,6 +216,7 @@ const TITLES: Record<BenchId, string> = {
   drain: 'Drain',
   fill: 'Batch fill',
   footprint: 'Footprint',
+  startup: 'Start-up and idle memory by configuration',
   status: 'Health refresh on a full buffer',
   bigfile: 'One big file',
   sftp: 'SFTP delivery of large batches',
@@ -206,6 +228,7 @@ const TITLES: Record<BenchId, string> = {
   recovery: 'Recovery after a fault burst (pre-signed)',
   verdict: 'The scanner hears the verdict: read to ACK/NAK (ackOn: verdict)',
   soak: 'Soak (30 minutes at 500 reads/s over MQTT)',
+  outage: 'A weekend without the cloud: a 10 M backlog drained while the line runs',
 };
 
 // Ctrl-C: exit through 'exit', whose handler (lib/child.ts) kills the brokers, sandboxes and ptys started.

@@ -37,3 +37,12 @@ function findPackageRoot(start: string): string {
  * the secret of the sandbox's default client when the daemon runs it (`npm start`, `scan-gateway sandbox`).
  */
 export const DEMO_CLIENT_SECRET_FILE: string = join(PACKAGE_ROOT, 'config', 'demo-client-secret');
+
+/**
+ * Names of the performance marks of a start (src/main.ts, the run command), which the start-up
+ * line reports as the start's profile: the entry module ran, the configuration is being read,
+ * the parts are being built.
+ */
+export const MARK_MAIN = 'scan-gateway:main';
+export const MARK_CONFIG = 'scan-gateway:config';
+export const MARK_BUILD = 'scan-gateway:build';

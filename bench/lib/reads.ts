@@ -86,6 +86,9 @@ function serial(k: number): string {
   return (1_000_000_000 + k).toString(36).toUpperCase();
 }
 
+/** The reference of backlog scan number `n` ({@link backlogRecord}), to look it up. */
+export const backlogReference = (n: number): string => serial(n);
+
 /**
  * The text of goods-in read number `n`, unique per `n` except that 1 in 100 is a no-read and 1 in
  * 100 repeats the read before (a double read: a duplicate at the DCP); 1 in 500 is a pallet SSCC.

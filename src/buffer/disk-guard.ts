@@ -16,6 +16,13 @@ import type { Retention } from './retention.js';
 import type { BufferStore } from './store.js';
 import { isDiskFull } from '../errors.js';
 import { RESUME_FREE_BYTES } from './back-pressure.js';
+import {
+  RUNWAY_SAMPLE_MS,
+  RUNWAY_WINDOW_MS,
+  estimateRunway,
+  type Runway,
+  type ScanIdSample,
+} from './runway.js';
 import type { Clock } from '../clock.js';
 
 export {
@@ -68,6 +75,12 @@ export interface DiskGuardStatus {
   quotaTooLarge?: string;
   /** `buffer.maxBytes` is not set: the byte quota in force is derived from the disk (bytes of scan JSON), rechecked every second. */
   derivedQuotaBytes?: number;
+  /**
+   * How long the free space above the low-space mark lasts at the last day's rate of scans if
+   * none were delivered from now on (runway.ts): absent in the first 10 minutes, when no scan
+   * was written in the window, and for a buffer in memory.
+   */
+  runway?: Runway;
 }
 
 export interface DiskGuardOptions {
@@ -153,6 +166,9 @@ export class DiskGuard {
   private cannotHelp: string | undefined;
   private cannotHelpAt = -Infinity;
   private cannotHelpFree = 0;
+  /** The newest scan id once a minute over the last day, oldest first (runway.ts). */
+  private idSamples: ScanIdSample[] = [];
+  private runway: Runway | undefined;
 
   /** Only keeps its options: {@link start} examines the disk and writes the reserve. */
   constructor(private readonly options: DiskGuardOptions) {
@@ -189,6 +205,7 @@ export class DiskGuard {
     // The status says the free space from the start, not only after the first check (250 ms on):
     // a buffer can reach its quota before that (seen in the tmpfs test of the derived quota).
     this.stat();
+    this.sampleRunway();
     this.timer = setInterval(() => void this.check(), this.options.intervalMs ?? 250);
     this.timer.unref();
   }
@@ -244,7 +261,35 @@ export class DiskGuard {
       ...this.auditLostStatus(),
       ...(this.cannotHelp ? { pruneCannotHelp: this.cannotHelp } : {}),
       keepRecentHours: this.keepRecentHours(),
+      ...(this.runway ? { runway: { ...this.runway } } : {}),
     };
+  }
+
+  /**
+   * Once a minute: the newest scan id, for the rate of the last day, and the estimate of how long
+   * the free space lasts at it. Two seeks and two pragmas, no count of rows.
+   */
+  private sampleRunway(): void {
+    const { store } = this.options;
+    if (store.path === ':memory:') return;
+    const at = this.now();
+    const last = this.idSamples.at(-1);
+    if (last && at - last.at < RUNWAY_SAMPLE_MS) return;
+    const span = store.pruning.scanIdSpan();
+    this.idSamples.push({ at, lastId: span.last });
+    while (this.idSamples.length > 2 && at - this.idSamples[1]!.at >= RUNWAY_WINDOW_MS)
+      this.idSamples.shift();
+    const free = this.lastFree ?? this.stat()?.free;
+    this.runway =
+      free === undefined
+        ? undefined
+        : estimateRunway({
+            samples: this.idSamples,
+            freeBytes: free,
+            lowFreeBytes: this.lowFreeMark(),
+            usedBytes: store.space.usedBytes(),
+            scansHeld: span.last > 0 ? span.last - span.first + 1 : 0,
+          });
   }
 
   private keepRecentHours(): number {
@@ -338,6 +383,7 @@ export class DiskGuard {
 
   private async checkOnce(): Promise<void> {
     this.checkQuotaFits();
+    this.sampleRunway();
     const { retention, logger } = this.options;
     const step = this.options.step ?? 2000;
     const total: { scans: number; reads: number; batches: number } & {

@@ -74,6 +74,7 @@ export class Pruning {
     | 'messages'
     | 'eligible'
     | 'scanRows'
+    | 'scanIdSpan'
     | 'recordEarly'
     | 'earlySummary'
     | 'lastEarly'
@@ -128,6 +129,10 @@ export class Pruning {
         `SELECT count(*) FROM scan_rows s JOIN batches b ON b.id = s.batch_id WHERE b.state = 'done' AND b.finished_at < ? AND s.state IN ('delivered', 'batched')`,
       ).pluck(),
       scanRows: prepare(`SELECT count(*) FROM scan_rows`).pluck(),
+      // Two seeks of the rowid, not a count: asked every minute of a 10-million-row buffer.
+      scanIdSpan: prepare(
+        `SELECT (SELECT min(id) FROM scan_rows) AS first, (SELECT max(id) FROM scan_rows) AS last`,
+      ),
       recordEarly: prepare(
         `INSERT INTO early_prunes (at, reason, scans, first_read_at, last_read_at) VALUES (?, ?, ?, ?, ?)`,
       ),
@@ -167,6 +172,15 @@ export class Pruning {
   /** Rows of `scan_rows`, of every state: the denominator of the bytes one scan takes. */
   scanRows(): number {
     return this.s.scanRows.get() as number;
+  }
+
+  /**
+   * The oldest and newest scan ids (0 when empty): the newest counts the scans ever written (ids
+   * only grow), the span about the scans held (retention deletes the oldest), with no count.
+   */
+  scanIdSpan(): { first: number; last: number } {
+    const r = this.s.scanIdSpan.get() as { first: number | null; last: number | null };
+    return { first: r.first ?? 0, last: r.last ?? 0 };
   }
 
   /** Ids of the finished batches holding delivered scans read before `beforeIso`, oldest first. */

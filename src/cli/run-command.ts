@@ -8,6 +8,7 @@ import { SystemdNotifier } from './sd-notify.js';
 import type { GatewayStatus } from '../health/status.js';
 import { createLogger, SecretScrubber, type Logger } from '../log.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
+import { MARK_BUILD, MARK_CONFIG } from '../paths.js';
 
 export interface RunIo {
   stderr: NodeJS.WritableStream;
@@ -80,6 +81,7 @@ export function registerRunCommand(program: Command, io: RunIo): void {
         'Stops cleanly on SIGTERM or SIGINT. Exit codes: 0 stopped cleanly, 1 a part failed (or the stop took too long), 2 configuration or secret error, 4 the buffer cannot be opened (corrupt, newer schema, no permission).',
     )
     .action(async (opts: { config: string; logLevel?: string }) => {
+      performance.mark(MARK_CONFIG);
       const loaded = loadConfig(opts.config, { baseDir: io.cwd, env: io.env });
       const secrets = await resolveSecrets(loaded, io.env, io.cwd);
       const { adminToken, readToken } = secrets;
@@ -101,6 +103,7 @@ export function registerRunCommand(program: Command, io: RunIo): void {
       let app: App | undefined;
       try {
         // Building can refuse the configuration (an upstream address the client will not use); starting does the I/O.
+        performance.mark(MARK_BUILD);
         app = buildApp(loaded, {
           logger,
           env: io.env,

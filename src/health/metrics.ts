@@ -203,6 +203,13 @@ export class GatewayMetrics {
       '1 while the buffer disk is low and pruning delivered scans cannot free the shortfall (nothing is pruned).',
       (s) => (s.buffer.disk ? (s.buffer.disk.pruneCannotHelp ? 1 : 0) : undefined),
     );
+    // NaN while there is no estimate: an unlabelled gauge left unset reads 0, which would say the
+    // disk is full now; NaN fails every comparison of an alert rule.
+    bufferGauge(
+      'scan_gateway_buffer_disk_runway_days',
+      "Days the buffer disk's free space (above the mark where the audit yields) lasts at the last day's rate of scans if none were delivered from now on; NaN in the first 10 minutes, while no scans are written, and for a buffer in memory.",
+      (s) => s.buffer.disk?.runway?.days ?? NaN,
+    );
     bufferGauge('scan_gateway_intake_paused', '1 while intake is paused by back-pressure.', (s) =>
       s.buffer.intakePaused ? 1 : 0,
     );

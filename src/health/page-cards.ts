@@ -294,6 +294,9 @@ export function bufferCard(s: GatewayStatus): string {
           [
             'Disk',
             `${b.disk.freeBytes !== undefined ? `${esc(fmtBytes(b.disk.freeBytes))} free` : '—'} <span class="muted">(the audit yields below ${esc(fmtBytes(b.disk.lowFreeBytes))}; reserve ${b.disk.reserveReleased ? '<span class="err">released</span>' : esc(fmtBytes(b.disk.reserveBytes))})</span>` +
+              (b.disk.runway
+                ? `<div class="tile-s">${esc(b.disk.runway.text)} <span class="muted">(${fmtCount(Math.round(b.disk.runway.scansPerDay))} scans a day, ${esc(fmtBytes(b.disk.runway.bytesPerScan))} each, none delivered)</span></div>`
+                : '') +
               (b.disk.prunedEarlyScans > 0
                 ? `<div class="tile-s">${fmtCount(b.disk.prunedEarlyScans)} delivered scans pruned before the end of the audit period${b.disk.lastEarlyPrune ? `, last ${t(b.disk.lastEarlyPrune.at)}` : ''}</div>`
                 : '') +

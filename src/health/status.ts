@@ -141,6 +141,14 @@ export interface BufferStatus {
     vacuumPending?: string;
     quotaTooLarge?: string;
     derivedQuotaBytes?: number;
+    /** How long the free space lasts at the last day's rate of scans, none delivered (src/buffer/runway.ts). */
+    runway?: {
+      days: number;
+      scansPerDay: number;
+      bytesPerScan: number;
+      windowMs: number;
+      text: string;
+    };
   };
   [extra: string]: unknown;
 }

@@ -80,3 +80,16 @@ export function missingDaemonSettings(
   if (flags.length === 0 && Object.keys(vars).length === 0) return undefined;
   return { flags, env: vars };
 }
+
+/**
+ * Where the runtime's compile cache is kept: the first of systemd's `$CACHE_DIRECTORY` (the unit's
+ * `CacheDirectory=`, a colon-separated list when it names several), or undefined for the runtime's
+ * own default (`NODE_COMPILE_CACHE`, else `node-compile-cache` in the temp folder).
+ */
+export function compileCacheDirectory(
+  env: Readonly<Record<string, string | undefined>>,
+): string | undefined {
+  if (env.NODE_COMPILE_CACHE) return env.NODE_COMPILE_CACHE;
+  const first = env.CACHE_DIRECTORY?.split(':')[0];
+  return first ? `${first}/compile-cache` : undefined;
+}

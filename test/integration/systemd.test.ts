@@ -97,6 +97,8 @@ describe('systemd unit', () => {
     expect(setting('SupplementaryGroups')).toEqual(['dialout']);
     expect(setting('StateDirectory')).toEqual(['scan-gateway']);
     expect(setting('ConfigurationDirectory')).toEqual(['scan-gateway']);
+    // The compile cache's home ($CACHE_DIRECTORY, read by src/main.ts).
+    expect(setting('CacheDirectory')).toEqual(['scan-gateway']);
     expect(setting('LoadCredential')).toEqual([
       'client-secret:/etc/scan-gateway/client-secret',
       'admin-token:/etc/scan-gateway/admin-token',

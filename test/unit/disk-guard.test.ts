@@ -141,6 +141,44 @@ describe('disk guard: the audit yields to undelivered data', () => {
     }
   });
 
+  it("estimates how long the free space lasts at the last day's rate of scans", async () => {
+    const s = open();
+    let now = NOW;
+    const guard = new DiskGuard({
+      store: s,
+      retention: new Retention({ store: s, retentionDays: 30, logger: silentLogger() }),
+      logger: silentLogger(),
+      reserveBytes: 0,
+      lowFreeBytes: 100 * MIB,
+      statfs: () => ({ free: 1100 * MIB, size: 2000 * MIB }),
+      intervalMs: 60_000,
+      now: () => now,
+    });
+    guard.start();
+    try {
+      expect(guard.snapshot().runway).toBeUndefined();
+      // 12,000 scans over an hour: 288,000 a day, each taking what the buffer's pages say.
+      for (let h = 1; h <= 6; h++) {
+        s.intake.commitIntake(
+          Array.from({ length: 2000 }, (_, i) => scan(`R-${h}-${i}`, now, 200)),
+          now,
+        );
+        now += 10 * 60_000;
+        await guard.check();
+      }
+      const r = guard.snapshot().runway!;
+      expect(r.scansPerDay).toBeCloseTo(288_000, 0);
+      const used =
+        (sqlOf(s).pragma('page_count', { simple: true }) as number) *
+        (sqlOf(s).pragma('page_size', { simple: true }) as number);
+      expect(r.bytesPerScan).toBeGreaterThan(200);
+      expect(r.bytesPerScan).toBeLessThanOrEqual(used / 12_000);
+      expect(r.days).toBeCloseTo((1000 * MIB) / (288_000 * r.bytesPerScan), 6);
+    } finally {
+      await guard.stop();
+    }
+  });
+
   it('skips the switch (and says so) when the disk has no room for the VACUUM', () => {
     const s = open();
     sqlOf(s).pragma('auto_vacuum = NONE');

@@ -107,6 +107,32 @@ function status(over: Partial<GatewayStatus> = {}): GatewayStatus {
 }
 
 describe('health page rendering', () => {
+  it("says how long the buffer disk lasts at today's rate, beside the free space", () => {
+    const html = renderPage(
+      status({
+        buffer: {
+          ...status().buffer,
+          disk: {
+            freeBytes: 31 * 2 ** 30,
+            lowFreeBytes: 2 ** 30,
+            reserveBytes: 4 * 2 ** 20,
+            reserveReleased: false,
+            prunedEarlyScans: 0,
+            runway: {
+              days: 12.3,
+              scansPerDay: 3_500_000,
+              bytesPerScan: 750,
+              windowMs: 86_400_000,
+              text: "12 days of scans at today's rate",
+            },
+          },
+        },
+      }),
+    );
+    expect(html).toContain('12 days of scans at today&#39;s rate');
+    expect(html).toMatch(/3[,.\u202f\u00a0 ]?500[,.\u202f\u00a0 ]?000 scans a day/);
+  });
+
   it('shows a file in progress of a files input (name escaped, rows so far, size)', () => {
     const html = renderPage(
       status({

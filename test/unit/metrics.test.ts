@@ -242,4 +242,40 @@ describe('metrics: status events', () => {
     expect(value(off, 'scan_gateway_status_events_lag')).toBe(0);
     expect(value(off, 'scan_gateway_status_events_received_total')).toBe(0);
   });
+
+  it("gives the disk guard's estimate of how long the free space lasts, and nothing without one", async () => {
+    const disk = {
+      lowFreeBytes: 1,
+      reserveBytes: 0,
+      reserveReleased: false,
+      prunedEarlyScans: 0,
+    };
+    const withRunway = (): GatewayStatus => {
+      const s = status();
+      s.buffer.disk = {
+        ...disk,
+        runway: {
+          days: 12.5,
+          scansPerDay: 3_500_000,
+          bytesPerScan: 750,
+          windowMs: 86_400_000,
+          text: "12 days of scans at today's rate",
+        },
+      };
+      return s;
+    };
+    const families = parsePrometheusText(
+      await new GatewayMetrics({ status: withRunway, batchCounts: () => [] }).text(),
+    );
+    expect(value(families, 'scan_gateway_buffer_disk_runway_days')).toBe(12.5);
+    const without = (): GatewayStatus => {
+      const s = status();
+      s.buffer.disk = disk;
+      return s;
+    };
+    const none = parsePrometheusText(
+      await new GatewayMetrics({ status: without, batchCounts: () => [] }).text(),
+    );
+    expect(value(none, 'scan_gateway_buffer_disk_runway_days')).toBeNaN();
+  });
 });

@@ -5,6 +5,7 @@ import { PACKAGE_ROOT } from '../../src/paths.js';
 import {
   RELAUNCHED_ENV,
   SUPPORTED_RUNTIMES,
+  compileCacheDirectory,
   missingDaemonSettings,
   unsupportedRuntimeLine,
 } from '../../src/main/runtime.js';
@@ -74,5 +75,19 @@ describe("the daemon's runtime settings, whoever launches it", () => {
 
   it('never asks for a second re-exec', () => {
     expect(missingDaemonSettings([], { [RELAUNCHED_ENV]: '1' })).toBeUndefined();
+  });
+
+  it("keeps the compile cache in the unit's cache directory, else where the runtime would", () => {
+    expect(compileCacheDirectory({ CACHE_DIRECTORY: '/var/cache/scan-gateway' })).toBe(
+      '/var/cache/scan-gateway/compile-cache',
+    );
+    // systemd joins several CacheDirectory= entries with colons: the first is the gateway's.
+    expect(compileCacheDirectory({ CACHE_DIRECTORY: '/var/cache/a:/var/cache/b' })).toBe(
+      '/var/cache/a/compile-cache',
+    );
+    expect(
+      compileCacheDirectory({ CACHE_DIRECTORY: '/var/cache/a', NODE_COMPILE_CACHE: '/srv/cc' }),
+    ).toBe('/srv/cc');
+    expect(compileCacheDirectory({})).toBeUndefined();
   });
 });
