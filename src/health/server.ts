@@ -29,8 +29,8 @@ import { PAGE_CSP, renderPage } from './page.js';
 import { RefusalLog, REFUSAL_LOG_INTERVAL_MS } from '../listener/refusal-log.js';
 import type { GatewayStatus } from './status.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
-import type { ItemAnswer, ItemQuestion } from '../buffer/item-questions.js';
-import { LookupUnavailable } from '../buffer/lookup-workers.js';
+import type { ItemAnswer, ItemQuestion } from '../queries/item-questions.js';
+import { LookupUnavailable } from '../queries/lookup-workers.js';
 import { StationHub, STATION_HEARTBEAT_MS, type StationSource } from './station.js';
 import { renderStationPage, renderUnknownStation, STATION_CSP } from './station-page.js';
 import { INSTANCE_HEADER } from '../config/own-gateway.js';
@@ -72,8 +72,8 @@ export interface HealthServerOptions {
   /**
    * Item lookup, read-only over the buffer: serves `GET /api/v1/items/<reference>`,
    * `GET /api/v1/items?prefix=…` and `GET /api/v1/items?value=…[&ai=…][&limit=…][&cursor=…]` when
-   * given. `answer` gives the status code and the body as JSON text (src/buffer/item-questions.ts),
-   * made where the work ran (a lookup thread: src/buffer/lookup-workers.ts); it rejects with
+   * given. `answer` gives the status code and the body as JSON text (src/queries/item-questions.ts),
+   * made where the work ran (a lookup thread: src/queries/lookup-workers.ts); it rejects with
    * `LookupUnavailable` (answered 503 with its reason and Retry-After) when no thread could answer.
    */
   items?: {

@@ -12,6 +12,7 @@ import { UpstreamClient } from '../../src/upstream/client.js';
 import { waitFor } from '../helpers/wait.js';
 import { formBatch } from '../../src/delivery/batcher.js';
 import { sandboxRefs } from '../helpers/sandbox-scans.js';
+import { queriesOf } from '../helpers/queries.js';
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
 
@@ -95,7 +96,7 @@ describe('delivery against the sandbox over real HTTP', () => {
     await waitFor(() => store.batches.batchesInState('done').length === 1, { timeoutMs: 30_000 });
     const [batch] = store.batches.batchesInState('done');
     expect(batch).toMatchObject({ upstreamState: 'HasFailures', processed: 3, failed: 1 });
-    expect(store.reports.recentProblems(5)).toMatchObject([
+    expect(queriesOf(store).recentProblems(5)).toMatchObject([
       { kind: 'failed', reference: 'BAD-1', reason: 'Invalid DCP' },
     ]);
   });

@@ -6,7 +6,7 @@ import { Command } from 'commander';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
 import type { ValueMatches } from '../../src/buffer/item-keys.js';
-import type { ItemTrace } from '../../src/buffer/items.js';
+import type { ItemTrace } from '../../src/queries/items.js';
 import { CommandExit } from '../../src/cli/exit.js';
 import { registerTraceCommand } from '../../src/cli/trace-command.js';
 import { loadConfig } from '../../src/config/load.js';

@@ -6,7 +6,7 @@ import {
   referencesWithKeys,
   searchByValue,
   type Gs1Key,
-} from './item-keys.js';
+} from '../buffer/item-keys.js';
 import { isKnown, traceItem, type ItemTrace, type TraceOptions } from './items.js';
 
 /**
