@@ -14,8 +14,8 @@ import { ErrorCodes, GatewayError, isGatewayError } from '../errors.js';
 import { withPathBase } from './cross-check.js';
 import { inputKindSpec } from './input-kind.js';
 import { readableIssues } from './problems.js';
-import { readConfigFile } from './read-file.js';
-export { CONFIG_MAX_BYTES } from './read-file.js';
+import { readConfigFile } from '@scan-gateway/contract/read-file';
+export { CONFIG_MAX_BYTES } from '@scan-gateway/contract/read-file';
 import { readClientSecret, readProxyCredentials } from './secrets.js';
 import { configSchema, type GatewayConfig } from './schema.js';
 

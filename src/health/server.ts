@@ -26,7 +26,7 @@ import { collectRouteTable, guard, routeGuardOf } from '../listener/route-guard.
 import { ProbeSnapshot, type ProbeAnswer, type ProbeAnswers } from './probe-snapshot.js';
 import { registerListenerTlsMetrics, type GatewayMetrics } from './metrics.js';
 import { PAGE_CSP, renderPage } from './page.js';
-import { RefusalLog, REFUSAL_LOG_INTERVAL_MS } from '../listener/refusal-log.js';
+import { RefusalLog, REFUSAL_LOG_INTERVAL_MS } from '@scan-gateway/contract/refusal-log';
 import type { GatewayStatus } from './status.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
 import type { ItemAnswer, ItemQuestion } from '../queries/item-questions.js';
