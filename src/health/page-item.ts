@@ -37,7 +37,7 @@ export function genealogyHtml(nodes: unknown, more: unknown, timeZone: string): 
 
 /**
  * How the query was read as GS1 data (`asked`, `canonical`, `sameItem`) and the items carrying its
- * value (`byValue`, src/buffer/item-keys.ts `ValueMatches`), shown above the trace.
+ * value (`byValue`, src/queries/key-search.ts `ValueMatches`), shown above the trace.
  */
 export function gs1LookupHtml(
   t: {

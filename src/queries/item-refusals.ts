@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { printableRaw } from '../format/printable.js';
-import { readQuery } from '../buffer/item-keys.js';
+import { readQuery } from './key-search.js';
 import type { ContainerRow } from '../buffer/rows.js';
 
 /** Most refusals of one item listed (the latest). */

@@ -2,7 +2,7 @@ import type { EarlyPruneRecord } from '../buffer/pruning.js';
 import type Database from 'better-sqlite3';
 import { printableRaw } from '../format/printable.js';
 import { scanStateSql } from '../buffer/scan-state.js';
-import type { ValueMatches } from '../buffer/item-keys.js';
+import type { ValueMatches } from './key-search.js';
 import type { ItemRefusal } from './item-refusals.js';
 import type { ContainerRow } from '../buffer/rows.js';
 

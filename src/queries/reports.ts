@@ -10,7 +10,7 @@ import {
   type StationRead,
 } from './station.js';
 import { lookupItem } from './item-lookup.js';
-import { searchByValue, type ValueMatches } from '../buffer/item-keys.js';
+import { searchByValue, type ValueMatches } from './key-search.js';
 import { searchItems, type ItemMatch, type ItemTrace, type TraceOptions } from './items.js';
 import {
   batchCounts,

@@ -5,7 +5,7 @@ import { PassThrough } from 'node:stream';
 import { Command } from 'commander';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
-import type { ValueMatches } from '../../src/buffer/item-keys.js';
+import type { ValueMatches } from '../../src/queries/key-search.js';
 import type { ItemTrace } from '../../src/queries/items.js';
 import { CommandExit } from '../../src/cli/exit.js';
 import { registerTraceCommand } from '../../src/cli/trace-command.js';

@@ -10,7 +10,7 @@ import { sqlOf } from '../helpers/buffer-sql.js';
 import { queriesOf } from '../helpers/queries.js';
 
 /**
- * Lookup by any form of a GS1 identifier and search by an AI's value (src/buffer/item-keys.ts,
+ * Lookup by any form of a GS1 identifier and search by an AI's value (src/buffer/item-keys.ts, src/queries/key-search.ts,
  * item-lookup.ts) on real SQLite files: canonical references, raw references an older
  * configuration stored, and an older buffer upgraded in place.
  */
