@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sqlOf } from '../test/helpers/buffer-sql.js';
-import { BufferReader } from '../src/buffer/reader.js';
+import { BufferReader } from '../src/queries/reader.js';
 import { BufferStore } from '../src/buffer/store.js';
 import { judge, type BenchResult } from './lib/report.js';
 import { median, nowMs, percentile } from './lib/system.js';

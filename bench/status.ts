@@ -6,6 +6,7 @@ import { BufferStore } from '../src/buffer/store.js';
 import { HEALTH_THRESHOLDS } from '../src/health/derive.js';
 import { judge, type BenchResult, type Figure } from './lib/report.js';
 import { median, nowMs } from './lib/system.js';
+import { queriesOf } from '../test/helpers/queries.js';
 
 export interface StatusBenchOptions {
   /** Scans in the buffer: 1 % failed, the rest delivered, in batches of `batchScans`. */
@@ -76,20 +77,20 @@ export async function benchStatus(
       const refresh = () => {
         store.reports.totals();
         store.reports.scanCounts();
-        store.reports.lastUploadAt();
-        store.reports.oldestUndeliveredCreatedAt();
-        store.reports.recentBatches(20);
-        store.reports.recentProblems(20);
-        store.reports.batchCounts();
+        queriesOf(store).lastUploadAt();
+        queriesOf(store).oldestUndeliveredCreatedAt();
+        queriesOf(store).recentBatches(20);
+        queriesOf(store).recentProblems(20);
+        queriesOf(store).batchCounts();
         // The health rules' last hour, as a refresh reads it a month after the fill.
-        store.reports.recentActivity(MONTH_LATER - HEALTH_THRESHOLDS.windowMs);
-        store.reports.stuckBatches(MONTH_LATER - HEALTH_THRESHOLDS.stuckBatchMs);
+        queriesOf(store).recentActivity(MONTH_LATER - HEALTH_THRESHOLDS.windowMs);
+        queriesOf(store).stuckBatches(MONTH_LATER - HEALTH_THRESHOLDS.stuckBatchMs);
       };
       // The same last hour at its worst: every read (10,000 of them rejected) and every finished
       // batch of the buffer fall inside the window (the fill stamps them all at 2026-11-01T00:00Z).
       const busiestHour = () => {
-        store.reports.recentActivity(WINDOW_NOW - HEALTH_THRESHOLDS.windowMs);
-        store.reports.stuckBatches(WINDOW_NOW - HEALTH_THRESHOLDS.stuckBatchMs);
+        queriesOf(store).recentActivity(WINDOW_NOW - HEALTH_THRESHOLDS.windowMs);
+        queriesOf(store).stuckBatches(WINDOW_NOW - HEALTH_THRESHOLDS.stuckBatchMs);
       };
       // What the counts cost before migration 3: grouping the rows themselves.
       const raw = sqlOf(store);

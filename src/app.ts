@@ -4,6 +4,7 @@ import { DERIVED_QUOTA_MAX_BYTES, DiskGuard } from './buffer/disk-guard.js';
 import { Intake } from './intake/intake.js';
 import { Retention } from './buffer/retention.js';
 import { BufferStore } from './buffer/store.js';
+import { BufferQueries } from './queries/queries.js';
 import type { LoadedConfig } from './config/load.js';
 import type { ReloadReport } from './config/reload.js';
 import { Deliverer } from './delivery/deliverer.js';
@@ -92,7 +93,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
   // read their CA (their reader starts at `ready`); each input loads its module and connects or
   // listens; the HTTP server listens last, once the ingest routes are known.
   const parts: Component[] = [
-    bufferPart(g.store),
+    bufferPart(g.store, g.queries),
     ...(g.sandbox ? [g.sandbox] : []),
     upstreamPart(g.api),
     backPressurePart(g.backPressure, g.config.buffer, g.logger),
@@ -205,13 +206,14 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     mapper: new Mapper(config),
   };
   const store = new BufferStore(config.buffer.path);
+  const queries = new BufferQueries(store);
   const api: AppApi =
     deps.api ?? new UpstreamClient(clientOptionsFromConfig(config.upstream, loaded, logger));
   const status = new Later<StatusParts>('the status');
   const supervisor = new Later<InputSupervisor>('the inputs');
   const metrics = new GatewayMetrics({
     status: () => (store.isOpen ? gatherStatus(status.get()) : undefined),
-    batchCounts: () => store.reports.batchCounts(),
+    batchCounts: () => queries.reports.batchCounts(),
     containerCounts: () => store.containers.countsByState(),
     tokenRefreshes: () => api.tokenInfo?.().refreshes ?? 0,
   });
@@ -374,6 +376,7 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     config,
     deps,
     store,
+    queries,
     inputs,
     intake,
     backPressure,
@@ -394,7 +397,7 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     logger,
     live,
     now,
-    store,
+    queries,
     metrics,
     adminActions,
     listenerTls,
@@ -413,6 +416,7 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     now,
     startedAt,
     store,
+    queries,
     sandbox,
     api,
     backPressure,

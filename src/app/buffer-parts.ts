@@ -2,18 +2,28 @@ import type { BackPressure } from '../buffer/back-pressure.js';
 import type { DiskGuard } from '../buffer/disk-guard.js';
 import { DERIVED_QUOTA_MAX_BYTES, derivedQuotaForPath } from '../buffer/disk-guard.js';
 import type { BufferStore } from '../buffer/store.js';
+import type { BufferQueries } from '../queries/queries.js';
 import type { LoadedConfig } from '../config/load.js';
 import type { Logger } from '../log.js';
 import type { Component } from './parts.js';
 
 /** The parts on the buffer's side of a read's path: the buffer, back-pressure, retention, the disk guard, intake. */
 
-/** The buffer: opened (and migrated) at start, closed at stop. */
-export function bufferPart(store: BufferStore): Component {
+/**
+ * The buffer: opened (and migrated) at start, closed at stop; its queries' read-only connection
+ * (when it has any: an adopted buffer has none) opened after it (the file exists and is migrated by then) and closed before it.
+ */
+export function bufferPart(store: BufferStore, queries?: BufferQueries): Component {
   return {
     name: 'buffer',
-    start: async () => store.open(),
-    stop: async () => store.close(),
+    start: async () => {
+      store.open();
+      queries?.open();
+    },
+    stop: async () => {
+      queries?.close();
+      store.close();
+    },
   };
 }
 

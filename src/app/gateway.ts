@@ -2,6 +2,7 @@ import type { BackPressure } from '../buffer/back-pressure.js';
 import type { DiskGuard } from '../buffer/disk-guard.js';
 import type { Retention } from '../buffer/retention.js';
 import type { BufferStore } from '../buffer/store.js';
+import type { BufferQueries } from '../queries/queries.js';
 import type { Intake } from '../intake/intake.js';
 import type { LoadedConfig } from '../config/load.js';
 import type { ReloadReport } from '../config/reload.js';
@@ -102,6 +103,8 @@ export interface Gateway {
   readonly now: Clock;
   readonly startedAt: Date;
   readonly store: BufferStore;
+  /** The buffer's questions on a read-only connection of their own (src/queries/). */
+  readonly queries: BufferQueries;
   /** The embedded sandbox, when `sandbox.enabled`. */
   readonly sandbox: SandboxPart | undefined;
   readonly api: AppApi;

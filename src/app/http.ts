@@ -2,8 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import { isLoopbackHost } from '../listener/host-check.js';
 import { gatewayInstanceId } from '../config/own-gateway.js';
 import { buildHealthServer } from '../health/server.js';
-import { answerItemQuestion, type ItemQuestion } from '../buffer/item-questions.js';
-import { LookupWorkers } from '../buffer/lookup-workers.js';
+import { answerItemQuestion, type ItemQuestion } from '../queries/item-questions.js';
+import { LookupWorkers } from '../queries/lookup-workers.js';
 import type { AppDeps, Gateway, LiveState } from './gateway.js';
 import type { InputFactory } from './inputs.js';
 import { inputKind } from '../inputs/registry.js';
@@ -11,7 +11,7 @@ import { splitListen } from './part-helpers.js';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import type { Clock } from '../clock.js';
-import type { BufferStore } from '../buffer/store.js';
+import type { BufferQueries } from '../queries/queries.js';
 import type { GatewayMetrics } from '../health/metrics.js';
 import type { AdminActions } from '../health/admin.js';
 import type { GatewayStatus } from '../health/server.js';
@@ -26,7 +26,7 @@ export interface HttpServerParts {
   readonly logger: Logger;
   readonly live: Pick<LiveState, 'current' | 'mapper'>;
   readonly now: Clock;
-  readonly store: Pick<BufferStore, 'reports'>;
+  readonly queries: Pick<BufferQueries, 'reports'>;
   readonly metrics: GatewayMetrics;
   readonly adminActions: AdminActions;
   readonly listenerTls: ListenerTls | undefined;
@@ -50,7 +50,7 @@ export interface HttpServerParts {
 export async function buildHttpServer(g: HttpServerParts): Promise<FastifyInstance> {
   const { config, deps, logger, live } = g;
   const { host } = splitListen(config.http.listen);
-  const reports = () => g.store.reports;
+  const reports = () => g.queries.reports;
   const dcpKinds = () => new Map(live.current.config.dcps.map((d) => [d.key, d.kind as string]));
   // Item lookups run in threads with their own read-only connections (the event loop only posts
   // and sends), started at the first lookup and ended with the server. A buffer in memory cannot

@@ -1,5 +1,5 @@
 import { availableActions } from '../health/admin.js';
-import { batchView } from '../buffer/reports.js';
+import { batchView } from '../queries/reports.js';
 import { bufferFileBytes } from '../buffer/disk-usage.js';
 import { composeStatus } from '../health/compose-status.js';
 import { HEALTH_THRESHOLDS } from '../health/derive.js';
@@ -13,6 +13,7 @@ import type { HaStatusView } from '../health/page-ha.js';
 import type { Clock } from '../clock.js';
 import type { GatewayConfig } from '../config/schema.js';
 import type { BufferStore } from '../buffer/store.js';
+import type { BufferQueries } from '../queries/queries.js';
 import type { InputAdapter } from '../inputs/types.js';
 import type { Intake } from '../intake/intake.js';
 import type { BackPressure } from '../buffer/back-pressure.js';
@@ -35,7 +36,8 @@ export interface StatusParts {
   readonly config: Pick<GatewayConfig, 'buffer' | 'delivery' | 'http' | 'inputs'>;
   readonly deps: Pick<AppDeps, 'adminToken' | 'readToken'>;
   readonly serverTokens: Gateway['serverTokens'];
-  readonly store: Pick<BufferStore, 'reports' | 'containers'>;
+  readonly store: Pick<BufferStore, 'containers'>;
+  readonly queries: Pick<BufferQueries, 'reports'>;
   readonly inputs: { readonly adapters: readonly Pick<InputAdapter, 'id' | 'status'>[] };
   readonly intake: Pick<Intake, 'countersFor' | 'lastCommitError'>;
   readonly backPressure: Pick<BackPressure, 'snapshot'>;
@@ -56,6 +58,7 @@ export interface StatusParts {
  */
 export function gatherStatus(g: StatusParts): GatewayStatus {
   const s = g.store;
+  const reports = g.queries.reports;
   const nowMs = g.now();
   const { live, config } = g;
   const { current } = live;
@@ -78,26 +81,26 @@ export function gatherStatus(g: StatusParts): GatewayStatus {
     }),
     buffer: {
       path: config.buffer.path,
-      totals: s.reports.totals(),
-      scans: s.reports.scanCounts(),
-      oldestUndeliveredCreatedAt: s.reports.oldestUndeliveredCreatedAt(),
-      lastUploadAt: s.reports.lastUploadAt(),
+      totals: reports.totals(),
+      scans: reports.scanCounts(),
+      oldestUndeliveredCreatedAt: reports.oldestUndeliveredCreatedAt(),
+      lastUploadAt: reports.lastUploadAt(),
       fileBytes: bufferFileBytes(config.buffer.path),
       commitError: g.intake.lastCommitError,
       quota: g.backPressure.snapshot(),
       lastPrune: g.retention.lastRun,
       disk: g.diskGuard.snapshot(),
-      batches: s.reports.recentBatches(20).map(batchView),
-      problems: s.reports.recentProblems(20),
+      batches: reports.recentBatches(20).map(batchView),
+      problems: reports.recentProblems(20),
     },
-    recent: s.reports.recentActivity(nowMs - HEALTH_THRESHOLDS.windowMs),
+    recent: reports.recentActivity(nowMs - HEALTH_THRESHOLDS.windowMs),
     containersIncomplete: s.containers
       .endedSince('incomplete', new Date(nowMs - HEALTH_THRESHOLDS.windowMs).toISOString(), 20)
       .filter((c) => c.by === undefined),
-    stuckBatches: s.reports.stuckBatches(nowMs - HEALTH_THRESHOLDS.stuckBatchMs),
+    stuckBatches: reports.stuckBatches(nowMs - HEALTH_THRESHOLDS.stuckBatchMs),
     batchesPastGrace: {
       graceMs: config.delivery.notFoundGraceMs,
-      batches: s.reports.batchesPastGrace(nowMs - config.delivery.notFoundGraceMs),
+      batches: reports.batchesPastGrace(nowMs - config.delivery.notFoundGraceMs),
     },
     delivery: {
       mode: config.delivery.mode,
@@ -132,10 +135,10 @@ export function probeChangeKey(g: Pick<StatusParts, 'live' | 'inputs' | 'intake'
 }
 
 /** The `ha` field of the status (docs/high-availability.md, "What is shown"). */
-function haStatus(g: Pick<StatusParts, 'store' | 'live'>, election: HaStatus): HaStatusView {
+function haStatus(g: Pick<StatusParts, 'queries' | 'live'>, election: HaStatus): HaStatusView {
   return {
     ...election,
-    possibleDuplicates: g.store.reports.haPossibleDuplicates(20),
+    possibleDuplicates: g.queries.reports.haPossibleDuplicates(20),
     unmovableInputs: unmovableInputs(g.live.current.config.inputs).map((i) => ({
       id: i.id,
       why: unmovableWhy(i),

@@ -291,11 +291,11 @@ export const SCHEMA_MIGRATIONS: readonly string[] = [
   END;
   `,
 
-  // Item lookup ("what happened to this item?", src/buffer/items.ts): scans by reference
+  // Item lookup ("what happened to this item?", src/queries/items.ts): scans by reference
   // (exact and prefix lookups walk this index), and each scan's parents in a table of their own,
   // kept by triggers, so the children of an item (the scans naming it as parent) are found by
   // index too. Filled here from the scans already stored: one pass over their bodies.
-  // The station screen (src/buffer/station.ts) finds a station's reads by the DCP they were mapped
+  // The station screen (src/queries/station.ts) finds a station's reads by the DCP they were mapped
   // to, or for a read with none (a rejection) by its input: one expression index serves both.
   `
   CREATE INDEX scans_reference ON scans (reference);

@@ -1,36 +1,19 @@
-import type { Scan } from '@scan-gateway/contract';
+import type { Read } from '../shapes/read.js';
 
 /**
  * The rows the buffer stores and answers with (shapes only), apart from the classes that hold the
  * SQL so that other rooms can read the shapes. The buffer defines its own shapes of what it is
- * given (a read, a committed record): it imports neither the inputs nor the mapping, and intake
- * (src/intake/) adapts their types to these.
+ * given (a committed record) or takes them from the floor below every room that holds them (a
+ * read, src/shapes/): it imports neither the inputs nor the mapping, and intake (src/intake/)
+ * adapts their types to these.
  */
 
 /**
- * A read as the buffer stores it and gives it back for replay (replay.ts): the fields of the
- * inputs' `Read` (src/inputs/types.ts) that are kept, with the same names and meanings, so a read
- * rebuilt from its row is a `Read` the mapping can map again.
+ * A read as the buffer stores it and gives it back for replay (replay.ts): the `Read` of the
+ * inputs itself (src/shapes/read.ts), so a read rebuilt from its row is one the mapping can map
+ * again.
  */
-export interface StoredRead {
-  inputId: string;
-  /** The bytes as received. */
-  raw: Buffer;
-  /** When the gateway received the read. */
-  receivedAt: Date;
-  /** A time stamp the source supplied, unparsed. */
-  sourceTime?: string;
-  /** A DCP key the source supplied. */
-  dcpKey?: string;
-  /** Parent references (the source's, or those of the failed scan's container session). */
-  parents?: string[];
-  /** Attributes the source supplied; values as text. */
-  attributes?: Record<string, string>;
-  /** Where it came from, for people: file and line, topic, port. */
-  origin?: Record<string, string | number>;
-  /** A ready Scan from a `json` file of Scans (`origin.format` is `scan`): sent again as written. */
-  readyScan?: Scan;
-}
+export type StoredRead = Read;
 
 /** One read as it is committed: its raw bytes, its outcome and, for a scan, the serialized Scan. */
 export interface IntakeRecord {

@@ -7,7 +7,7 @@ import { openBuffer, type OpenOptions } from './open.js';
 import { EventPositions } from './positions.js';
 import { Pruning } from './pruning.js';
 import { DeadLetters } from './replay.js';
-import { BufferReports } from './reports.js';
+import { OutboxCounts } from './outbox-counts.js';
 import { ScanInsert } from './scan-insert.js';
 import { BufferSpace } from './space.js';
 
@@ -32,7 +32,7 @@ interface Facets {
   readonly containers: ContainerRecords;
   readonly batches: Batches;
   readonly positions: EventPositions;
-  readonly reports: BufferReports;
+  readonly reports: OutboxCounts;
   readonly pruning: Pruning;
   readonly space: BufferSpace;
   readonly deadLetters: DeadLetters;
@@ -48,11 +48,14 @@ interface Facets {
  * - {@link intake}: intake's commits and what it asks before one (intake-writes.ts);
  * - {@link batches}: delivery's pending scans and batches (batches.ts);
  * - {@link positions}: where the status-event topic's reading stands (positions.ts);
- * - {@link reports}: every read-only report, the status's included (reports.ts);
+ * - {@link reports}: the outbox's own counts, asked inside its transactions (outbox-counts.ts);
  * - {@link pruning}: the deletes of retention and of early pruning (pruning.ts);
  * - {@link space}: the file as room on its disk, for the disk guard and back-pressure (space.ts);
  * - {@link deadLetters}: replay of dead letters (replay.ts).
- * The connection never leaves `src/buffer/`, and no other room runs SQL.
+ * The connection never leaves `src/buffer/` (but for a buffer in memory: see
+ * {@link memoryConnection}). The questions people ask (status, lookups, the
+ * station screen, the operations commands) are answered by `src/queries/` on a read-only
+ * connection of its own.
  *
  * The constructor does no I/O; {@link open} opens. A second process (the `replay` command) may
  * open the same file while the daemon runs: WAL lets readers go on, and `busy_timeout` makes
@@ -101,7 +104,7 @@ export class BufferStore {
         containers,
         batches: new Batches(db),
         positions: new EventPositions(db),
-        reports: new BufferReports(db, this.path),
+        reports: new OutboxCounts(db),
         pruning: new Pruning(db),
         space: new BufferSpace(db),
         deadLetters: new DeadLetters(db, scans),
@@ -152,8 +155,8 @@ export class BufferStore {
     return this.facet('positions');
   }
 
-  /** Read-only reports: status, health page, metrics, operations commands (reports.ts). @throws GatewayError `SCANGW_E_NOT_RUNNING` when not open. */
-  get reports(): BufferReports {
+  /** The outbox's own counts: undelivered totals, scans by state, uploads sent twice (outbox-counts.ts). @throws GatewayError `SCANGW_E_NOT_RUNNING` when not open. */
+  get reports(): OutboxCounts {
     return this.facet('reports');
   }
 
@@ -170,6 +173,21 @@ export class BufferStore {
   /** Dead letters and their replay (replay.ts). @throws GatewayError `SCANGW_E_NOT_RUNNING` when not open. */
   get deadLetters(): DeadLetters {
     return this.facet('deadLetters');
+  }
+
+  /**
+   * The connection of a buffer in memory, for its read-only questions (src/queries/queries.ts)
+   * alone: `:memory:` cannot be opened a second time. A buffer in a file is never handed out.
+   *
+   * @throws GatewayError `SCANGW_E_NOT_RUNNING` when not open or not in memory.
+   */
+  memoryConnection(): Database.Database {
+    if (this.path !== ':memory:')
+      throw new GatewayError(
+        ErrorCodes.NOT_RUNNING,
+        `the buffer ${this.path} is a file: its questions open a read-only connection of their own`,
+      );
+    return this.openConnection('store.memoryConnection');
   }
 
   /**

@@ -1,7 +1,7 @@
 import { existsSync, realpathSync, renameSync, rmSync, statSync, type Stats } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { checkBufferCopy } from '../buffer/reader.js';
+import { checkBufferCopy } from '../buffer/backup-check.js';
 import { fmtBytes } from '../health/page-render.js';
 import type { Clock } from '../clock.js';
 import { CommandExit, ExitCodes } from './exit.js';

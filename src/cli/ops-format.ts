@@ -1,5 +1,5 @@
 import { originWords } from '../format/origin.js';
-import type { FailuresReport, QueueReport, StatsReport } from '../buffer/ops-reports.js';
+import type { FailuresReport, QueueReport, StatsReport } from '../queries/ops-reports.js';
 import { printableRaw } from '../format/printable.js';
 import { fmtBytes, fmtDuration, fmtTime } from '../health/page-render.js';
 

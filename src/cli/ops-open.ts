@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { loadConfig } from '../config/load.js';
 import type { GatewayConfig } from '../config/schema.js';
-import { BufferReader } from '../buffer/reader.js';
+import { BufferReader } from '../queries/reader.js';
 import { ErrorCodes, isBufferUnopenable, isGatewayError } from '../errors.js';
 import type { Clock } from '../clock.js';
 import { CommandExit, ExitCodes } from './exit.js';

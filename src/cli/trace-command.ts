@@ -1,7 +1,7 @@
 import { originWords } from '../format/origin.js';
 import type { Command } from 'commander';
-import type { GenealogyNode, ItemScan, ItemTrace } from '../buffer/items.js';
-import { DEFAULT_GENEALOGY_DEPTH, MAX_GENEALOGY_DEPTH } from '../buffer/items.js';
+import type { GenealogyNode, ItemScan, ItemTrace } from '../queries/items.js';
+import { DEFAULT_GENEALOGY_DEPTH, MAX_GENEALOGY_DEPTH } from '../queries/items.js';
 import { inertOutput, printableDeep } from '../format/printable.js';
 import { fmtTime } from '../health/page-render.js';
 import { SecretScrubber } from '../log.js';
@@ -12,7 +12,7 @@ import { fail, open, withBuffer, type BufferOptions, type OpsIo } from './ops-op
 /**
  * `scan-gateway trace <reference>`: what happened to one item, from the buffer opened
  * read-only, so it works beside the running daemon and on a stopped one (or on a backup with
- * `--buffer`). The item is found by any form of its GS1 label too (src/buffer/item-lookup.ts).
+ * `--buffer`). The item is found by any form of its GS1 label too (src/queries/item-lookup.ts).
  * Exit 0 when the item is in the buffer or items carrying the value are listed, 1 when not (the references starting
  * with it are listed), 2 for a usage or configuration error.
  */

@@ -1,3 +1,4 @@
+import { LISTENER_LIMIT_DEFAULTS } from '@scan-gateway/contract/listener-limits';
 import { z } from 'zod';
 import { isIP } from 'node:net';
 
@@ -83,7 +84,7 @@ export const httpLimitsSchema = z
       .int()
       .min(1)
       .max(100_000)
-      .default(256)
+      .default(LISTENER_LIMIT_DEFAULTS.maxConnections)
       .describe(
         'Most connections open at once; a connection past it is closed at once, before a byte is read.',
       ),
@@ -91,7 +92,7 @@ export const httpLimitsSchema = z
       .number()
       .int()
       .min(100)
-      .default(10_000)
+      .default(LISTENER_LIMIT_DEFAULTS.headersTimeoutMs)
       .describe(
         'Longest time from a connection (or the end of the previous request) to a complete request head, in ms; a slower or silent client is disconnected (408 or closed).',
       ),
@@ -99,7 +100,7 @@ export const httpLimitsSchema = z
       .number()
       .int()
       .min(100)
-      .default(30_000)
+      .default(LISTENER_LIMIT_DEFAULTS.requestTimeoutMs)
       .describe(
         'Longest time to receive a whole request (head and body), in ms; at least headersTimeoutMs.',
       ),
@@ -107,13 +108,13 @@ export const httpLimitsSchema = z
       .number()
       .int()
       .min(100)
-      .default(5_000)
+      .default(LISTENER_LIMIT_DEFAULTS.keepAliveTimeoutMs)
       .describe('How long an idle keep-alive connection stays open after an answer, in ms.'),
     idleTimeoutMs: z
       .number()
       .int()
       .min(100)
-      .default(60_000)
+      .default(LISTENER_LIMIT_DEFAULTS.idleTimeoutMs)
       .describe(
         'A connection with no traffic in either direction for this long is closed, in ms (also bounds a slow answer being read).',
       ),
@@ -121,7 +122,7 @@ export const httpLimitsSchema = z
       .number()
       .int()
       .min(0)
-      .default(1000)
+      .default(LISTENER_LIMIT_DEFAULTS.maxRequestsPerSocket)
       .describe('Most requests on one keep-alive connection before it is closed; 0 = no limit.'),
     maxRequestsPerConnectionPerSecond: z
       .number()

@@ -106,7 +106,7 @@ export interface HealthFacts {
         }
       | undefined;
   };
-  /** What happened in the last {@link HealthThresholds.windowMs} (src/buffer/recent-activity.ts `recentActivity`). */
+  /** What happened in the last {@link HealthThresholds.windowMs} (src/queries/recent-activity.ts `recentActivity`). */
   recent: {
     /** Reads received in the window (rejections included). */
     reads: number;

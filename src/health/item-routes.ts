@@ -1,10 +1,10 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { ItemAnswer, ItemQuestion } from '../buffer/item-questions.js';
-import { LookupUnavailable } from '../buffer/lookup-workers.js';
+import type { ItemAnswer, ItemQuestion } from '../queries/item-questions.js';
+import { LookupUnavailable } from '../queries/lookup-workers.js';
 import type { HttpLimitsConfig } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import { scrubValue } from '../log.js';
-import { RefusalLog } from '../listener/refusal-log.js';
+import { RefusalLog } from '@scan-gateway/contract/refusal-log';
 import { guard } from '../listener/route-guard.js';
 import { WorkQueue } from '../listener/work-queue.js';
 

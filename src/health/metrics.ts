@@ -10,7 +10,7 @@ import { findInputKind } from '../inputs/registry.js';
 export interface MetricsSources {
   /** The gateway's status (inputs, buffer, delivery); undefined before the app started. */
   status: () => GatewayStatus | undefined;
-  /** Batches in the buffer by mode and state (src/buffer/ops-reports.ts `batchCounts`). */
+  /** Batches in the buffer by mode and state (src/queries/ops-reports.ts `batchCounts`). */
   batchCounts: () => { mode: string; state: string; count: number }[];
   /** Tokens obtained from the token endpoint since start. */
   tokenRefreshes?: () => number;

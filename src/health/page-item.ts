@@ -6,7 +6,7 @@ import { esc, fmtTime, originText, pill, rawHtml, tableHtml } from './page-forma
  * like every render function (see page-render.ts).
  */
 
-/** A genealogy tree (src/buffer/items.ts `GenealogyNode`) as nested lists; each reference links to its own trace. */
+/** A genealogy tree (src/queries/items.ts `GenealogyNode`) as nested lists; each reference links to its own trace. */
 export function genealogyHtml(nodes: unknown, more: unknown, timeZone: string): string {
   const list = Array.isArray(nodes) ? nodes : [];
   const extra = Number(more) || 0;
@@ -37,7 +37,7 @@ export function genealogyHtml(nodes: unknown, more: unknown, timeZone: string): 
 
 /**
  * How the query was read as GS1 data (`asked`, `canonical`, `sameItem`) and the items carrying its
- * value (`byValue`, src/buffer/item-keys.ts `ValueMatches`), shown above the trace.
+ * value (`byValue`, src/queries/key-search.ts `ValueMatches`), shown above the trace.
  */
 export function gs1LookupHtml(
   t: {
@@ -90,7 +90,7 @@ export function gs1LookupHtml(
   return parts.join('');
 }
 
-/** The trace of one item (`GET /api/v1/items/<reference>`, src/buffer/items.ts `ItemTrace`) as the page shows it under the search box. */
+/** The trace of one item (`GET /api/v1/items/<reference>`, src/queries/items.ts `ItemTrace`) as the page shows it under the search box. */
 export function itemHtml(
   t: {
     reference?: unknown;

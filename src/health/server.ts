@@ -13,7 +13,7 @@ import { ErrorCodes, GatewayError } from '../errors.js';
 import { hostAllowList } from '../listener/host-check.js';
 import { listenerOptions, tlsListenerOptions } from '../listener/listener-limits.js';
 import { clientCertRefusal, type ListenerTls } from '../listener/listener-tls.js';
-import { RefusalLog, REFUSAL_LOG_INTERVAL_MS } from '../listener/refusal-log.js';
+import { RefusalLog, REFUSAL_LOG_INTERVAL_MS } from '@scan-gateway/contract/refusal-log';
 import { collectRouteTable, guard, routeGuardOf } from '../listener/route-guard.js';
 import { scrubValue, type Logger } from '../log.js';
 import { tokenGuard, type TokenGuard } from '../listener/rotating-token.js';
@@ -68,8 +68,8 @@ export interface HealthServerOptions {
   /**
    * Item lookup, read-only over the buffer: serves `GET /api/v1/items/<reference>`,
    * `GET /api/v1/items?prefix=…` and `GET /api/v1/items?value=…[&ai=…][&limit=…][&cursor=…]` when
-   * given. `answer` gives the status code and the body as JSON text (src/buffer/item-questions.ts),
-   * made where the work ran (a lookup thread: src/buffer/lookup-workers.ts); it rejects with
+   * given. `answer` gives the status code and the body as JSON text (src/queries/item-questions.ts),
+   * made where the work ran (a lookup thread: src/queries/lookup-workers.ts); it rejects with
    * `LookupUnavailable` (answered 503 with its reason and Retry-After) when no thread could answer.
    */
   items?: ItemLookups;

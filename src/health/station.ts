@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
-import type { StationRead } from '../buffer/station.js';
-import { stationKeys } from '../buffer/station.js';
+import type { StationRead } from '../queries/station.js';
+import { stationKeys } from '../queries/station.js';
 import { formatWireTime, zonedWallTimeToInstant } from '../format/time.js';
 import { scrubValue, type Logger } from '../log.js';
 import { plainWords } from './station-words.js';

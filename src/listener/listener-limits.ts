@@ -1,25 +1,11 @@
-import type { Server } from 'node:http';
-import type { Server as TlsServer } from 'node:tls';
+import { listenerOptions } from '@scan-gateway/contract/listener-limits';
 import type { HttpLimitsConfig } from '../config/schema.js';
 
-/**
- * The fastify options that put {@link HttpLimitsConfig} on a listener (health/ingest server and
- * sandbox): `connectionTimeout` (idle socket), `keepAliveTimeout`, `requestTimeout`,
- * `maxRequestsPerSocket`, and node's `headersTimeout` through the `http` server options.
- *
- * Node checks the header and request timeouts only every `connectionsCheckingInterval` (30 s by
- * default), so a half-open connection would outlive `headersTimeoutMs` by up to 30 s; the interval
- * is set to a quarter of the header timeout (100 ms to 1 s) so it is closed close to the bound.
+/*
+ * The fields, defaults and mapping of a listener's bounds are shared with the sandbox
+ * (packages/contract/src/listener-limits.ts); here only what the daemon adds: TLS.
  */
-export function listenerOptions(limits: HttpLimitsConfig) {
-  return {
-    connectionTimeout: limits.idleTimeoutMs,
-    keepAliveTimeout: limits.keepAliveTimeoutMs,
-    requestTimeout: limits.requestTimeoutMs,
-    maxRequestsPerSocket: limits.maxRequestsPerSocket,
-    http: nodeServerLimits(limits),
-  };
-}
+export { capConnections, listenerOptions } from '@scan-gateway/contract/listener-limits';
 
 /**
  * {@link listenerOptions} for an https listener: fastify hands its `http` options only to a plain
@@ -34,31 +20,4 @@ export function tlsListenerOptions<T extends object>(limits: HttpLimitsConfig, t
     ...rest,
     https: { ...tls, ...http, handshakeTimeout: limits.tlsHandshakeTimeoutMs + 1000 },
   };
-}
-
-function nodeServerLimits(limits: HttpLimitsConfig) {
-  const checkEveryMs = Math.max(100, Math.min(1000, Math.floor(limits.headersTimeoutMs / 4)));
-  return {
-    headersTimeout: limits.headersTimeoutMs,
-    requestTimeout: limits.requestTimeoutMs,
-    keepAliveTimeout: limits.keepAliveTimeoutMs,
-    connectionsCheckingInterval: checkEveryMs,
-  };
-}
-
-/**
- * Caps the open connections of `server` at `limits.maxConnections`: node closes a connection past
- * the cap as soon as it is accepted, before reading a byte (no answer: nothing is parsed yet), and
- * `onDrop` hears of it with the peer's address.
- */
-export function capConnections(
-  server: Server | TlsServer,
-  limits: HttpLimitsConfig,
-  onDrop?: (remote: string) => void,
-): void {
-  server.maxConnections = limits.maxConnections;
-  if (onDrop)
-    server.on('drop', (data?: { remoteAddress?: string }) =>
-      onDrop(data?.remoteAddress ?? 'unknown'),
-    );
 }

@@ -13,8 +13,9 @@ import { waitFor } from '../helpers/wait.js';
 import { formBatch } from '../../src/delivery/batcher.js';
 import { sandboxRefs } from '../helpers/sandbox-scans.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
-import { traceItem } from '../../src/buffer/items.js';
+import { traceItem } from '../../src/queries/items.js';
 import { formatTrace } from '../../src/cli/trace-command.js';
+import { queriesOf } from '../helpers/queries.js';
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
 
@@ -98,7 +99,7 @@ describe('delivery against the sandbox over real HTTP', () => {
     await waitFor(() => store.batches.batchesInState('done').length === 1, { timeoutMs: 30_000 });
     const [batch] = store.batches.batchesInState('done');
     expect(batch).toMatchObject({ upstreamState: 'HasFailures', processed: 3, failed: 1 });
-    expect(store.reports.recentProblems(5)).toMatchObject([
+    expect(queriesOf(store).recentProblems(5)).toMatchObject([
       { kind: 'failed', reference: 'BAD-1', reason: 'Invalid DCP' },
     ]);
   });

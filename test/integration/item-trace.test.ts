@@ -5,7 +5,7 @@ import { PassThrough } from 'node:stream';
 import { Command } from 'commander';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
-import type { GenealogyNode, ItemTrace } from '../../src/buffer/items.js';
+import type { GenealogyNode, ItemTrace } from '../../src/queries/items.js';
 import { CommandExit } from '../../src/cli/exit.js';
 import { registerReplayCommand } from '../../src/cli/replay-command.js';
 import { registerTraceCommand } from '../../src/cli/trace-command.js';

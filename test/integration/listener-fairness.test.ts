@@ -6,8 +6,8 @@ import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
-import type { ItemTrace } from '../../src/buffer/items.js';
-import { LOOKUP_NICENESS } from '../../src/buffer/lookup-workers.js';
+import type { ItemTrace } from '../../src/queries/items.js';
+import { LOOKUP_NICENESS } from '../../src/queries/lookup-workers.js';
 import { parseConfigText } from '../../src/config/load.js';
 import { STATION_MAX_STREAMS } from '../../src/health/station.js';
 import { memoryLogger } from '../helpers/log-lines.js';
@@ -253,7 +253,7 @@ inputs:
 
       expect(health.status).toBe(200);
       expect(post.status).toBe(202);
-      // The lookups run in a thread of their own (src/buffer/lookup-workers.ts), so the loop answers
+      // The lookups run in a thread of their own (src/queries/lookup-workers.ts), so the loop answers
       // the probes while one runs. Their wait is printed, not asserted in ms: on a loaded 2-core
       // machine the lookups' connections arrive over seconds. What is asserted is counted in lookups,
       // and generously: fewer than half of the 17 admitted (1 running, 16 waiting) answered before

@@ -18,6 +18,7 @@ import { silentLogger } from '../../src/log.js';
 import { hostKeyFingerprint } from '@scan-gateway/contract/host-key';
 import { waitFor } from '../helpers/wait.js';
 import { createHash } from 'node:crypto';
+import { queriesOf } from '../helpers/queries.js';
 
 // SFTP delivery without a server: the file name, the fingerprint as ssh-keygen prints it, the body
 // streamed in pages, the batch counts of an SFTP batch, the config rules, and the status tracker's
@@ -103,7 +104,7 @@ describe('SFTP pieces', () => {
     })!;
     expect(b.mode).toBe('sftp');
     s.batches.finishBatch(b.id, { state: 'transferred' }, new Date(0).toISOString());
-    expect(s.reports.batchCounts()).toEqual([{ mode: 'sftp', state: 'transferred', count: 1 }]);
+    expect(queriesOf(s).batchCounts()).toEqual([{ mode: 'sftp', state: 'transferred', count: 1 }]);
   });
 
   it('forms SFTP batches by sftpMaxBytes in sftp mode, and a backlog by largeBatchRoute in auto mode', () => {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type App } from '../../src/app.js';
-import { BufferReader } from '../../src/buffer/reader.js';
+import { BufferReader } from '../../src/queries/reader.js';
 import { parseConfigText } from '../../src/config/load.js';
 import { ErrorCodes, GatewayError } from '../../src/errors.js';
 import { INGEST_PATH } from '../../src/inputs/http/ingest-routes.js';

@@ -139,6 +139,18 @@ describe('rooms and the direction of imports (docs/rooms.json)', () => {
     expect(order.indexOf('intake')).toBeGreaterThan(order.indexOf('buffer'));
   });
 
+  it('keeps the questions apart from the outbox: queries reads the buffer, the outbox never asks queries', () => {
+    // buffer/ writes; queries/ answers on a read-only connection of its own (test/unit/owners.test.ts).
+    const order = [...rooms.keys()];
+    expect(order.indexOf('queries')).toBeGreaterThan(order.indexOf('buffer'));
+    const queries = rooms.get('queries');
+    expect(queries !== 'above' && queries?.has('buffer')).toBe(true);
+    for (const outbox of ['buffer', 'intake', 'delivery']) {
+      const allowed = rooms.get(outbox);
+      expect(allowed !== 'above' && allowed?.has('queries'), outbox).toBe(false);
+    }
+  });
+
   it('forms no loop: each room imports only rooms listed before it', () => {
     const order = [...rooms.keys()];
     const late: string[] = [];

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { batchView } from '../../src/buffer/reports.js';
+import { batchView } from '../../src/queries/reports.js';
 
 describe('batchView (a batch as /api/v1/status shows it)', () => {
   it('shows instants as ISO 8601 and never the pre-signed address, which is a write credential until it expires', () => {

@@ -15,6 +15,7 @@ import { MAX_DIRECT_BODY_BYTES } from '@scan-gateway/contract';
 import { silentLogger } from '../../src/log.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
 import { scanRecord } from '../helpers/records.js';
+import { queriesOf } from '../helpers/queries.js';
 
 // The packing rule (src/delivery/batcher.ts), against a real SQLite buffer in a temp dir, and as
 // the pure function it is over rows.
@@ -97,7 +98,7 @@ describe('batcher: packing into a batch', () => {
     })!;
     expect(batch.scanCount).toBe(1);
     expect(s.reports.scanCounts()).toMatchObject({ held: 1, batched: 1 });
-    expect(s.reports.recentProblems(5)[0]).toMatchObject({
+    expect(queriesOf(s).recentProblems(5)[0]).toMatchObject({
       reference: 'BIG',
       reason: expect.stringContaining('over the 200-byte limit'),
     });

@@ -11,6 +11,7 @@ import { silentLogger } from '../../src/log.js';
 import { scanAt } from '../helpers/records.js';
 import { formBatch } from '../../src/delivery/batcher.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
+import { queriesOf } from '../helpers/queries.js';
 
 // The health page, /healthz and the metrics read scan and batch counts from tables kept by
 // triggers (migration 3). These tests hold those tables against a GROUP BY of the rows themselves
@@ -51,7 +52,7 @@ function groupedCounts(db: Database.Database) {
 function expectCountsTrue(s: BufferStore, step: string): void {
   const truth = groupedCounts(sqlOf(s));
   expect(s.reports.scanCounts(), `scan counts after ${step}`).toEqual(truth.scans);
-  expect(s.reports.batchCounts(), `batch counts after ${step}`).toEqual(truth.batches);
+  expect(queriesOf(s).batchCounts(), `batch counts after ${step}`).toEqual(truth.batches);
 }
 
 const remap = (read: { raw: Buffer }): ReplayMapping => ({

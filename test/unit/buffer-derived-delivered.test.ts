@@ -10,6 +10,7 @@ import { formBatch } from '../../src/delivery/batcher.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
 import { memoryLogger } from '../helpers/log-lines.js';
 import { scanAt } from '../helpers/records.js';
+import { queriesOf } from '../helpers/queries.js';
 
 // Since migration 13 a finished batch leaves its delivered scans' rows `batched`;
 // the batch being done makes them delivered. Every count the gateway keeps (buffer_totals,
@@ -60,7 +61,7 @@ function retotal(s: BufferStore) {
 function expectCountsHold(s: BufferStore): void {
   expect(s.reports.scanCounts()).toEqual(recount(s));
   expect(s.reports.totals()).toEqual(retotal(s));
-  expect(s.reports.stats().scans).toEqual(recount(s));
+  expect(queriesOf(s).stats().scans).toEqual(recount(s));
 }
 
 describe('a finished batch leaves its rows as they are', () => {
@@ -84,16 +85,15 @@ describe('a finished batch leaves its rows as they are', () => {
     ).toEqual(['delivered', 'delivered', 'delivered']);
     expect(s.reports.scanCounts()).toEqual({ delivered: 3, pending: 1 });
     expectCountsHold(s);
-    expect(s.reports.trace('A').scans[0]!.state).toBe('delivered');
-    expect(s.reports.stationRecent(['GI-01'], 10).map((r) => r.scanState)).toEqual([
-      'pending',
-      'delivered',
-      'delivered',
-      'delivered',
-    ]);
-    const queue = s.reports.queue(NOW);
+    expect(queriesOf(s).trace('A').scans[0]!.state).toBe('delivered');
+    expect(
+      queriesOf(s)
+        .stationRecent(['GI-01'], 10)
+        .map((r) => r.scanState),
+    ).toEqual(['pending', 'delivered', 'delivered', 'delivered']);
+    const queue = queriesOf(s).queue(NOW);
     expect(queue.byDcp).toEqual([{ dcp: 'GI-01', waiting: 1, inFlight: 0, oldestAgeMs: 0 }]);
-    expect(s.reports.oldestUndeliveredCreatedAt()).toBe(NOW);
+    expect(queriesOf(s).oldestUndeliveredCreatedAt()).toBe(NOW);
   });
 
   it('scans in flight are counted from the open batches only', () => {
@@ -102,7 +102,7 @@ describe('a finished batch leaves its rows as they are', () => {
     const done = form(s, 2)!;
     s.batches.finishBatch(done.id, { state: 'Success' }, nowIso);
     form(s, 2);
-    const queue = s.reports.queue(NOW);
+    const queue = queriesOf(s).queue(NOW);
     expect(queue.byDcp).toEqual([{ dcp: 'GI-01', waiting: 1, inFlight: 2, oldestAgeMs: 0 }]);
     expect(queue.byAge.reduce((a, b) => a + b.scans, 0)).toBe(3);
     expect(s.reports.scanCounts()).toEqual({ delivered: 2, batched: 2, pending: 1 });
@@ -119,11 +119,11 @@ describe('a finished batch leaves its rows as they are', () => {
     s.intake.commitIntake([scanAt('D', 'GI-01', NOW)], NOW - 1000);
     const first = form(s, 2)!;
     const second = form(s, 1)!;
-    expect(s.reports.oldestUndeliveredCreatedAt()).toBe(NOW - 3000);
+    expect(queriesOf(s).oldestUndeliveredCreatedAt()).toBe(NOW - 3000);
     s.batches.finishBatch(first.id, { state: 'Success' }, nowIso);
-    expect(s.reports.oldestUndeliveredCreatedAt()).toBe(NOW - 2000);
+    expect(queriesOf(s).oldestUndeliveredCreatedAt()).toBe(NOW - 2000);
     s.batches.finishBatch(second.id, { state: 'Success' }, nowIso);
-    expect(s.reports.oldestUndeliveredCreatedAt()).toBe(NOW - 1000);
+    expect(queriesOf(s).oldestUndeliveredCreatedAt()).toBe(NOW - 1000);
   });
 
   it('a report after the transfer (SFTP) moves refused scans out of delivered once', () => {

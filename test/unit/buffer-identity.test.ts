@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { BUFFER_APPLICATION_ID } from '../../src/buffer/identity.js';
-import { BufferReader } from '../../src/buffer/reader.js';
+import { BufferReader } from '../../src/queries/reader.js';
 import { bufferFailure } from '../../src/buffer/sqlite-errors.js';
 import { BufferStore } from '../../src/buffer/store.js';
 import { ErrorCodes, isGatewayError } from '../../src/errors.js';

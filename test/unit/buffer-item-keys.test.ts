@@ -4,12 +4,13 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { MIGRATIONS } from '../../src/buffer/migrations.js';
-import { BufferReader } from '../../src/buffer/reader.js';
+import { BufferReader } from '../../src/queries/reader.js';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
+import { queriesOf } from '../helpers/queries.js';
 
 /**
- * Lookup by any form of a GS1 identifier and search by an AI's value (src/buffer/item-keys.ts,
+ * Lookup by any form of a GS1 identifier and search by an AI's value (src/buffer/item-keys.ts, src/queries/key-search.ts,
  * item-lookup.ts) on real SQLite files: canonical references, raw references an older
  * configuration stored, and an older buffer upgraded in place.
  */
@@ -64,14 +65,19 @@ describe('lookup by any form of a GS1 identifier', () => {
       at.getTime(),
     );
     for (const form of LABEL_FORMS) {
-      const t = store.reports.trace(form);
+      const t = queriesOf(store).trace(form);
       expect(t.found, form).toBe(true);
       expect(t.reference, form).toBe(CANONICAL);
       expect(t.scans).toHaveLength(1);
     }
-    expect(store.reports.trace('(01)09521234543213(21)C2611030001234').canonical).toBe(CANONICAL);
+    expect(queriesOf(store).trace('(01)09521234543213(21)C2611030001234').canonical).toBe(
+      CANONICAL,
+    );
     // A plain reference is found exactly as it always was.
-    expect(store.reports.trace('PK-000815')).toMatchObject({ found: true, reference: 'PK-000815' });
+    expect(queriesOf(store).trace('PK-000815')).toMatchObject({
+      found: true,
+      reference: 'PK-000815',
+    });
     store.close();
   });
 
@@ -83,7 +89,7 @@ describe('lookup by any form of a GS1 identifier', () => {
       at.getTime(),
     );
     for (const form of LABEL_FORMS) {
-      const t = store.reports.trace(form);
+      const t = queriesOf(store).trace(form);
       expect(t.found, form).toBe(true);
       expect([DATAMATRIX, gs1128], form).toContain(t.reference);
       expect(t.sameItem, form).toHaveLength(1);
@@ -103,7 +109,7 @@ describe('lookup by any form of a GS1 identifier', () => {
     });
     store.intake.commitIntake(records, at.getTime());
 
-    const lot = store.reports.trace('B2611-03');
+    const lot = queriesOf(store).trace('B2611-03');
     expect(lot.found).toBe(false);
     expect(lot.byValue).toHaveLength(1);
     expect(lot.byValue![0]).toMatchObject({
@@ -123,30 +129,30 @@ describe('lookup by any form of a GS1 identifier', () => {
     expect(lot.byValue![0]!.items.at(-1)).toMatchObject({ scans: 2 });
 
     // The lot typed as GS1 data: the same list.
-    expect(store.reports.trace('(01)09521234543213(10)B2611-03').byValue?.[0]?.items).toHaveLength(
-      5,
-    );
+    expect(
+      queriesOf(store).trace('(01)09521234543213(10)B2611-03').byValue?.[0]?.items,
+    ).toHaveLength(5);
 
     // A GTIN (and its GTIN-13 form): all the items of the product model, three a page.
-    const first = store.reports.searchByValue('09521234543213', { limit: 3 });
+    const first = queriesOf(store).searchByValue('09521234543213', { limit: 3 });
     expect(first).toHaveLength(1);
     expect(first[0]).toMatchObject({ ai: '01', scans: 8 });
     const seen = [...first[0]!.items.map((i) => i.reference)];
     let next = first[0]!.next;
     while (next !== null) {
-      const page = store.reports.searchByValue('09521234543213', { cursor: next, limit: 3 });
+      const page = queriesOf(store).searchByValue('09521234543213', { cursor: next, limit: 3 });
       seen.push(...page[0]!.items.map((i) => i.reference));
       next = page[0]!.next;
     }
     expect(seen).toHaveLength(7);
     expect(new Set(seen).size).toBe(7);
-    expect(store.reports.trace('9521234543213').byValue?.[0]).toMatchObject({
+    expect(queriesOf(store).trace('9521234543213').byValue?.[0]).toMatchObject({
       ai: '01',
       value: '09521234543213',
     });
 
     // A serial alone names one item: traced.
-    expect(store.reports.trace('C2611030000006')).toMatchObject({
+    expect(queriesOf(store).trace('C2611030000006')).toMatchObject({
       found: true,
       reference: 'https://id.gs1.org/01/09521234543213/21/C2611030000006',
     });
@@ -159,11 +165,11 @@ describe('lookup by any form of a GS1 identifier', () => {
       [record(']C100106141411234567897', 'https://id.gs1.org/00/106141411234567897')],
       at.getTime(),
     );
-    expect(store.reports.trace('106141411234567897')).toMatchObject({
+    expect(queriesOf(store).trace('106141411234567897')).toMatchObject({
       found: true,
       reference: 'https://id.gs1.org/00/106141411234567897',
     });
-    expect(store.reports.trace('(00)106141411234567897').found).toBe(true);
+    expect(queriesOf(store).trace('(00)106141411234567897').found).toBe(true);
     const db = sqlOf(store);
     const plan = (
       db
@@ -205,8 +211,8 @@ describe('lookup by any form of a GS1 identifier', () => {
 
     // Read-only on the old schema: the canonical and exact forms still answer, nothing fails.
     const reader = new BufferReader(path);
-    expect(reader.reports.trace(DATAMATRIX).found).toBe(true);
-    expect(reader.reports.trace('C2611030001234').found).toBe(false);
+    expect(queriesOf(reader).trace(DATAMATRIX).found).toBe(true);
+    expect(queriesOf(reader).trace('C2611030001234').found).toBe(false);
     reader.close();
 
     const store = BufferStore.openAt(path);
@@ -216,7 +222,10 @@ describe('lookup by any form of a GS1 identifier', () => {
       { ai: '21', value: 'C2611030001234' },
     ]);
     for (const form of LABEL_FORMS)
-      expect(store.reports.trace(form), form).toMatchObject({ found: true, reference: DATAMATRIX });
+      expect(queriesOf(store).trace(form), form).toMatchObject({
+        found: true,
+        reference: DATAMATRIX,
+      });
     // Filled once: the mark the migration left is gone.
     expect(
       sqlOf(store)

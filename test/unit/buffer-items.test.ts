@@ -3,13 +3,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { MAX_NODE_FANOUT } from '../../src/buffer/items.js';
+import { MAX_NODE_FANOUT } from '../../src/queries/items.js';
 import { MIGRATIONS } from '../../src/buffer/migrations.js';
-import { BufferReader } from '../../src/buffer/reader.js';
+import { BufferReader } from '../../src/queries/reader.js';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
+import { queriesOf } from '../helpers/queries.js';
 
-/** Item lookup (src/buffer/items.ts) on real SQLite files: bounds, loops, old buffers, the index. */
+/** Item lookup (src/queries/items.ts) on real SQLite files: bounds, loops, old buffers, the index. */
 
 const at = new Date('2026-11-24T08:00:00Z');
 function scan(reference: string, parents: string[] = [], dcpKey = 'SOP-3'): IntakeRecord {
@@ -40,7 +41,7 @@ function bufferWith(records: IntakeRecord[]): { store: BufferStore; path: string
 describe('item lookup in the buffer', () => {
   it('marks a loop in the parents data once and does not follow it', () => {
     const { store } = bufferWith([scan('A', ['B']), scan('B', ['A'])]);
-    const t = store.reports.trace('A');
+    const t = queriesOf(store).trace('A');
     expect(t.parents).toMatchObject([
       { reference: 'B', nodes: [{ reference: 'A', cycle: true, nodes: [] }] },
     ]);
@@ -58,17 +59,17 @@ describe('item lookup in the buffer', () => {
       scan(`CELL-${String(i).padStart(3, '0')}`, ['PAL-1']),
     );
     const { store } = bufferWith([...chain, ...many]);
-    const pallet = store.reports.trace('PAL-1');
+    const pallet = queriesOf(store).trace('PAL-1');
     expect(pallet.found).toBe(true); // named as a parent only, never scanned here
     expect(pallet.scans).toEqual([]);
     expect(pallet.children).toHaveLength(MAX_NODE_FANOUT);
     expect(pallet.childrenMore).toBe(50);
 
-    const top = store.reports.trace('C0', { depth: 2 });
+    const top = queriesOf(store).trace('C0', { depth: 2 });
     expect(top.children).toMatchObject([
       { reference: 'C1', more: 0, nodes: [{ reference: 'C2', nodes: [], more: 1 }] },
     ]);
-    const bottom = store.reports.trace('C3', { depth: 10 });
+    const bottom = queriesOf(store).trace('C3', { depth: 10 });
     expect(bottom.parents).toMatchObject([
       {
         reference: 'C2',
@@ -80,14 +81,17 @@ describe('item lookup in the buffer', () => {
 
   it('searches a prefix as a range over the index: LIKE wildcards are plain characters', () => {
     const { store } = bufferWith([scan('A%1'), scan('AB1'), scan('A_1'), scan('A%2'), scan('B1')]);
-    expect(store.reports.searchItems('A%').map((m) => m.reference)).toEqual(['A%1', 'A%2']);
-    expect(store.reports.searchItems('A').map((m) => m.reference)).toEqual([
-      'A%1',
-      'A%2',
-      'AB1',
-      'A_1',
-    ]);
-    expect(store.reports.searchItems('')).toEqual([]);
+    expect(
+      queriesOf(store)
+        .searchItems('A%')
+        .map((m) => m.reference),
+    ).toEqual(['A%1', 'A%2']);
+    expect(
+      queriesOf(store)
+        .searchItems('A')
+        .map((m) => m.reference),
+    ).toEqual(['A%1', 'A%2', 'AB1', 'A_1']);
+    expect(queriesOf(store).searchItems('')).toEqual([]);
     const plan = (
       sqlOf(store)
         .prepare(
@@ -114,7 +118,7 @@ describe('item lookup in the buffer', () => {
     ]);
     db.prepare(`DELETE FROM scan_rows WHERE reference = 'M-2'`).run();
     expect(db.prepare(`SELECT parent FROM scan_parents`).pluck().all()).toEqual(['P-1']);
-    expect(store.reports.trace('P-2').found).toBe(false);
+    expect(queriesOf(store).trace('P-2').found).toBe(false);
     store.close();
   });
 
@@ -144,13 +148,13 @@ describe('item lookup in the buffer', () => {
 
     // Read-only on the old schema (a backup): children by a full scan, and the answer says so.
     const reader = new BufferReader(path);
-    const slow = reader.reports.trace('PK-1');
+    const slow = queriesOf(reader).trace('PK-1');
     expect(slow.slow).toBe(true);
     expect(slow.children).toMatchObject([{ reference: 'MOD-1', nodes: [{ reference: 'CELL-1' }] }]);
     reader.close();
 
     const store = BufferStore.openAt(path);
-    const t = store.reports.trace('PK-1');
+    const t = queriesOf(store).trace('PK-1');
     expect(t.slow).toBeUndefined();
     expect(t.children).toMatchObject([{ reference: 'MOD-1', nodes: [{ reference: 'CELL-1' }] }]);
     store.close();

@@ -8,6 +8,7 @@ import { configSchema } from '../../src/config/schema.js';
 import { mappingContext, mapRead } from '../../src/mapping/map-read.js';
 import { formBatch } from '../../src/delivery/batcher.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
+import { queriesOf } from '../helpers/queries.js';
 
 let store: BufferStore | undefined;
 afterEach(() => store?.close());
@@ -105,8 +106,8 @@ describe('replay of dead letters', () => {
     });
     expect(s.reports.scanCounts()).toEqual({ delivered: 1, replayed: 2, pending: 2 });
     // `buffer stats` counts the same things the same way as the status.
-    expect(s.reports.stats().scans).toEqual(s.reports.scanCounts());
-    expect(s.reports.recentProblems(10)).toEqual([]);
+    expect(queriesOf(s).stats().scans).toEqual(queriesOf(s).scanCounts());
+    expect(queriesOf(s).recentProblems(10)).toEqual([]);
     expect(s.reports.totals().pendingScans).toBe(2);
     // Replayed once: a second replay finds nothing.
     expect(replayDeadLetters(s.deadLetters, map, { all: true }, at.getTime())).toMatchObject({
@@ -156,7 +157,7 @@ describe('replay of dead letters', () => {
         .pluck()
         .all(replacement),
     ).toEqual(['01=09521234543213', '10=B2611-03', '21=C2611030001234']);
-    const t = s.reports.trace('(01)09521234543213(21)C2611030001234');
+    const t = queriesOf(s).trace('(01)09521234543213(21)C2611030001234');
     expect(t).toMatchObject({ found: true, reference: dm });
     expect(t.scans.map((x) => x.id)).toContain(replacement);
   });

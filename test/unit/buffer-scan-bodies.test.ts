@@ -4,12 +4,13 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MIGRATIONS } from '../../src/buffer/migrations.js';
-import { BufferReader } from '../../src/buffer/reader.js';
+import { BufferReader } from '../../src/queries/reader.js';
 import { BufferStore } from '../../src/buffer/store.js';
 import { formBatch } from '../../src/delivery/batcher.js';
 import { ErrorCodes, GatewayError } from '../../src/errors.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
 import { scanAt } from '../helpers/records.js';
+import { queriesOf } from '../helpers/queries.js';
 
 // The scans' bodies live in `scan_bodies` (migration 12); `scans` is a view of `scan_rows` and
 // `scan_bodies`. These tests meet a buffer written before it (schema 11), which a start now takes through every later migration.
@@ -115,7 +116,7 @@ describe('scan bodies in a table of their own', () => {
       held: 1,
     });
     // The item lookup reads the bodies through the new table.
-    const trace = s.reports.trace('PENDING');
+    const trace = queriesOf(s).trace('PENDING');
     expect(trace.found).toBe(true);
     expect(trace.scans[0]!.parents).toEqual(['PACK-1', 'PACK-2']);
   });
@@ -254,10 +255,10 @@ describe('scan bodies in a table of their own', () => {
     copyFileSync(file, copy);
     reader = new BufferReader(file);
     const old = {
-      stats: reader.reports.stats(),
-      queue: reader.reports.queue(NOW),
-      failures: reader.reports.failures({ limit: 10 }),
-      trace: reader.reports.trace('IN-FLIGHT'),
+      stats: queriesOf(reader).stats(),
+      queue: queriesOf(reader).queue(NOW),
+      failures: queriesOf(reader).failures({ limit: 10 }),
+      trace: queriesOf(reader).trace('IN-FLIGHT'),
     };
     reader.close();
     const raw = new Database(file, { readonly: true });
@@ -270,10 +271,10 @@ describe('scan bodies in a table of their own', () => {
     BufferStore.openAt(copy).close();
     reader = new BufferReader(copy);
     const migrated = {
-      stats: reader.reports.stats(),
-      queue: reader.reports.queue(NOW),
-      failures: reader.reports.failures({ limit: 10 }),
-      trace: reader.reports.trace('IN-FLIGHT'),
+      stats: queriesOf(reader).stats(),
+      queue: queriesOf(reader).queue(NOW),
+      failures: queriesOf(reader).failures({ limit: 10 }),
+      trace: queriesOf(reader).trace('IN-FLIGHT'),
     };
     expect(old.queue).toEqual(migrated.queue);
     expect(old.failures).toEqual(migrated.failures);

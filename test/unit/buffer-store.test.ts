@@ -13,6 +13,7 @@ import { ErrorCodes, isDiskFull } from '../../src/errors.js';
 import { formBatch } from '../../src/delivery/batcher.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
 import { scanRecord } from '../helpers/records.js';
+import { queriesOf } from '../helpers/queries.js';
 
 let store: BufferStore | undefined;
 afterEach(() => store?.close());
@@ -68,7 +69,7 @@ describe('buffer store', () => {
       nowIso,
     );
     expect(s.reports.scanCounts()).toEqual({ delivered: 1, failed: 1, pending: 2 });
-    expect(s.reports.recentProblems(5)[0]).toMatchObject({
+    expect(queriesOf(s).recentProblems(5)[0]).toMatchObject({
       kind: 'failed',
       reference: 'B',
       reason: 'Invalid DCP',
@@ -122,7 +123,7 @@ describe('buffer store', () => {
       ).map((r) => [r.k, r.n]),
     );
     expect(rows).toEqual({ delivered: 9, failed: 1, held: 5, batched: 5, pending: 10 });
-    expect(s.reports.stats().scans).toEqual(rows);
+    expect(queriesOf(s).stats().scans).toEqual(rows);
     expect(
       sqlOf(s).prepare(`SELECT sql FROM sqlite_master WHERE name = 'scans_state'`).pluck().get(),
     ).toContain(`WHERE state NOT IN ('delivered', 'batched')`);
@@ -154,7 +155,7 @@ describe('buffer store', () => {
     const again = BufferStore.openAt(s.path);
     store = again;
     expect(again.batches.pending().count).toBe(1);
-    expect(again.reports.recentProblems(5)[0]).toMatchObject({
+    expect(queriesOf(again).recentProblems(5)[0]).toMatchObject({
       kind: 'rejected',
       reason: 'not UTF-8',
     });

@@ -12,6 +12,7 @@ import { httpError, networkError } from '../../src/upstream/http-errors.js';
 import { waitFor } from '../helpers/wait.js';
 import { formBatch } from '../../src/delivery/batcher.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
+import { queriesOf } from '../helpers/queries.js';
 
 /** A scripted upstream: each call takes the next scripted behaviour of its kind, or the default. */
 class FakeApi implements DeliveryApi {
@@ -193,7 +194,7 @@ describe('deliverer: retries, Retry-After and the circuit', () => {
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(t.api.ops('upload')).toHaveLength(1);
     expect(store.reports.scanCounts()).toEqual({ held: 2 });
-    expect(store.reports.recentProblems(5)[0]).toMatchObject({
+    expect(queriesOf(store).recentProblems(5)[0]).toMatchObject({
       kind: 'failed',
       reason: expect.stringContaining('HTTP 400'),
     });
@@ -723,7 +724,7 @@ describe('deliverer: batching', () => {
         store.batches.batchesInState('ready', 'presigned').length === 0,
       { timeoutMs: 30_000 },
     );
-    const batches = store.reports.recentBatches(100).reverse();
+    const batches = queriesOf(store).recentBatches(100).reverse();
     expect(batches.map((b) => [b.mode, b.scanCount])).toEqual([
       ['presigned', 1000],
       ['presigned', 1000],
@@ -735,7 +736,7 @@ describe('deliverer: batching', () => {
     );
     deliverer!.wake();
     await waitFor(() => store.reports.totals().pendingScans === 0, { timeoutMs: 30_000 });
-    expect(store.reports.recentBatches(1)[0]).toMatchObject({ mode: 'direct', scanCount: 50 });
+    expect(queriesOf(store).recentBatches(1)[0]).toMatchObject({ mode: 'direct', scanCount: 50 });
   });
 
   it('drains a backlog in which one reference repeats hundreds of times (one of them per batch)', async () => {

@@ -24,6 +24,7 @@ import { formBatch } from '../../src/delivery/batcher.js';
 import { silentLogger } from '../../src/log.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
 import { memoryLogger } from '../helpers/log-lines.js';
+import { queriesOf } from '../helpers/queries.js';
 
 const MIB = 1024 * 1024;
 const NOW = Date.parse('2026-12-31T12:00:00Z');
@@ -325,8 +326,8 @@ describe('disk guard: the audit yields to undelivered data', () => {
       sqlOf(s).prepare(`SELECT count(*) FROM early_pruned_refs`).pluck().get(),
       'one compact row per pruned reference',
     ).toBe(pruned);
-    expect(s.reports.trace(gone[0]!).prunedEarly?.[0]?.scans).toBe(pruned);
-    expect(s.reports.trace('D2-0').prunedEarly).toBeUndefined();
+    expect(queriesOf(s).trace(gone[0]!).prunedEarly?.[0]?.scans).toBe(pruned);
+    expect(queriesOf(s).trace('D2-0').prunedEarly).toBeUndefined();
     // No pressure: nothing more goes.
     await guard.check();
     expect(guard.snapshot().prunedEarlyScans).toBe(pruned);

@@ -14,6 +14,7 @@ import { silentLogger } from '../../src/log.js';
 import { mappingContext } from '../../src/mapping/map-read.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
 import { waitFor } from '../helpers/wait.js';
+import { queriesOf } from '../helpers/queries.js';
 
 /** An etcd of one key in memory, with the calls the election makes; `down` makes every call fail. */
 class FakeEtcd {
@@ -233,7 +234,7 @@ describe('intake under a fence', () => {
         ['R-1', 42, 0],
         ['R-2', 42, 1],
       ]);
-      expect(store.reports.haPossibleDuplicates(10)).toMatchObject({
+      expect(queriesOf(store).haPossibleDuplicates(10)).toMatchObject({
         reads: 1,
         recent: [{ reference: 'R-2', epoch: 42 }],
       });

@@ -3,9 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
-import { batchView } from '../../src/buffer/reports.js';
+import { batchView } from '../../src/queries/reports.js';
 import { formBatch } from '../../src/delivery/batcher.js';
 import { scanAt } from '../helpers/records.js';
+import { queriesOf } from '../helpers/queries.js';
 
 // The health rules' "last hour" comes from a real SQLite buffer: reads found by a binary search
 // over ids, rejections and refused files by index, failed scans through finished batches.
@@ -32,7 +33,7 @@ const rejected = (
 
 describe('recent activity for the health rules', () => {
   it('is empty for an empty buffer', () => {
-    expect(open().reports.recentActivity(NOW - 60 * MIN)).toEqual({
+    expect(queriesOf(open()).recentActivity(NOW - 60 * MIN)).toEqual({
       reads: 0,
       rejections: 0,
       rejectionsByInput: [],
@@ -83,7 +84,7 @@ describe('recent activity for the health rules', () => {
       ],
       NOW - 10 * MIN,
     );
-    const r = s.reports.recentActivity(NOW - 60 * MIN);
+    const r = queriesOf(s).recentActivity(NOW - 60 * MIN);
     expect(r).toMatchObject({
       reads: 30,
       rejections: 3,
@@ -100,9 +101,9 @@ describe('recent activity for the health rules', () => {
       },
     ]);
     // A later window: nothing.
-    expect(s.reports.recentActivity(NOW + MIN).reads).toBe(0);
+    expect(queriesOf(s).recentActivity(NOW + MIN).reads).toBe(0);
     // The whole history.
-    expect(s.reports.recentActivity(NOW - 200 * MIN)).toMatchObject({
+    expect(queriesOf(s).recentActivity(NOW - 200 * MIN)).toMatchObject({
       reads: 531,
       rejections: 4,
       filesRefusedCount: 2,
@@ -132,8 +133,8 @@ describe('recent activity for the health rules', () => {
       },
       new Date(NOW - 3 * MIN).toISOString(),
     );
-    expect(s.reports.recentActivity(NOW - 60 * MIN).failedScans).toBe(2);
-    expect(s.reports.recentActivity(NOW - 2 * MIN).failedScans).toBe(0);
+    expect(queriesOf(s).recentActivity(NOW - 60 * MIN).failedScans).toBe(2);
+    expect(queriesOf(s).recentActivity(NOW - 2 * MIN).failedScans).toBe(0);
   });
 
   it('lists batches not finished since before the threshold, and shows their instants as ISO 8601', () => {
@@ -145,7 +146,7 @@ describe('recent activity for the health rules', () => {
       mode: 'direct',
       nowIso: new Date(NOW - 45 * MIN).toISOString(),
     })!;
-    expect(s.reports.stuckBatches(NOW - 30 * MIN)).toEqual([
+    expect(queriesOf(s).stuckBatches(NOW - 30 * MIN)).toEqual([
       {
         id: b.id,
         state: 'ready',
@@ -153,12 +154,12 @@ describe('recent activity for the health rules', () => {
         createdAt: new Date(NOW - 45 * MIN).toISOString(),
       },
     ]);
-    expect(s.reports.stuckBatches(NOW - 50 * MIN)).toEqual([]);
+    expect(queriesOf(s).stuckBatches(NOW - 50 * MIN)).toEqual([]);
     s.batches.updateBatch(b.id, { nextAttemptAt: NOW });
     const view = batchView(s.batches.batch(b.id)!);
     expect(view.nextAttemptAt).toBe(new Date(NOW).toISOString());
     expect(view.putStartedAt).toBeNull();
     s.batches.finishBatch(b.id, { state: 'Success' }, new Date(NOW).toISOString());
-    expect(s.reports.stuckBatches(NOW)).toEqual([]);
+    expect(queriesOf(s).stuckBatches(NOW)).toEqual([]);
   });
 });

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
-import type { ItemAnswer, ItemQuestion } from '../../src/buffer/item-questions.js';
-import { LookupUnavailable } from '../../src/buffer/lookup-workers.js';
+import type { ItemAnswer, ItemQuestion } from '../../src/queries/item-questions.js';
+import { LookupUnavailable } from '../../src/queries/lookup-workers.js';
 import { DEFAULT_HTTP_LIMITS } from '../../src/config/schema.js';
 import { buildHealthServer } from '../../src/health/server.js';
 import type { GatewayStatus } from '../../src/health/status.js';

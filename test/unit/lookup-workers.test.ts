@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { LookupUnavailable, LookupWorkers } from '../../src/buffer/lookup-workers.js';
+import { LookupUnavailable, LookupWorkers } from '../../src/queries/lookup-workers.js';
 import { silentLogger } from '../../src/log.js';
 
 /**

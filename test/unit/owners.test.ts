@@ -2,8 +2,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-// One owner for SQL (src/buffer/) and one for reading secrets
-// (src/config/secrets.ts). These tests read the sources, so a new side door fails CI.
+// Two owners for SQL (src/buffer/ writes the outbox, src/queries/ only reads it) and one for
+// reading secrets (src/config/secrets.ts). These tests read the sources, so a new side door fails CI.
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const SRC = join(ROOT, 'src');
@@ -31,11 +31,24 @@ const SQL =
   /from 'better-sqlite3'|\.prepare\(|\.pragma\(|\bdb\.exec\(|buffer\/connection\.js'|\.db\.(?:open|transaction)\b/;
 
 describe('owners', () => {
-  it('runs SQL only in src/buffer/', () => {
+  it('runs SQL only in src/buffer/ and src/queries/', () => {
     const all = matching(SQL);
     // The pattern finds what it is meant to find (the store prepares statements).
     expect(all).toContain('src/buffer/store.ts');
-    expect(all.filter((f) => !f.startsWith('src/buffer/'))).toEqual([]);
+    expect(all).toContain('src/queries/reports.ts');
+    expect(all.filter((f) => !/^src\/(buffer|queries)\//.test(f))).toEqual([]);
+  });
+
+  it('opens the buffer only read-only in src/queries/, and writes nothing there', () => {
+    const queries = sources(join(SRC, 'queries')).map((f) => readFileSync(f, 'utf8'));
+    const opens = queries.flatMap((text) => [...text.matchAll(/new Database\(([^)]*)\)/g)]);
+    expect(opens.length).toBeGreaterThan(0);
+    for (const open of opens) expect(open[1]).toMatch(/readonly: true/);
+    // A statement that changes the file; TEMP views live in the connection, not in the file.
+    const writes = queries.flatMap((text) => [
+      ...text.matchAll(/\b(?:INSERT|UPDATE|DELETE|REPLACE|DROP|ALTER|CREATE(?! TEMP VIEW))\b/g),
+    ]);
+    expect(writes.map((m) => m[0])).toEqual([]);
   });
 
   it('reads systemd credentials and secret environment variables only in src/config/secrets.ts', () => {

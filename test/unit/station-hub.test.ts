@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { StationRead } from '../../src/buffer/station.js';
+import type { StationRead } from '../../src/queries/station.js';
 import { StationHub, type StationSource } from '../../src/health/station.js';
 import type { GatewayStatus } from '../../src/health/status.js';
 import { silentLogger } from '../../src/log.js';

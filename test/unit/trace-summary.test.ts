@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
+import { queriesOf } from '../helpers/queries.js';
 
 /** The genealogy line of a relative (trace, /api/v1/items) on a real SQLite file. */
 
@@ -45,7 +46,7 @@ describe("trace's line of a relative", () => {
         ],
         Date.parse('2026-11-27T10:00:00Z'),
       );
-      const t = store.reports.trace('MOD-1');
+      const t = queriesOf(store).trace('MOD-1');
       expect(t.parents).toMatchObject([
         {
           reference: 'PK-1',

@@ -39,4 +39,7 @@ export {
   type StatusListener,
 } from './state.js';
 export { generateEd25519KeyPair, type RunningSandboxSftp, type SandboxSftpFile } from './sftp.js';
-export { DEFAULT_HTTP_LIMITS, type HttpLimitsConfig } from './listener.js';
+export {
+  LISTENER_LIMIT_DEFAULTS as DEFAULT_HTTP_LIMITS,
+  type ListenerLimits as HttpLimitsConfig,
+} from '@scan-gateway/contract/listener-limits';

@@ -11,7 +11,11 @@ import {
   TOKEN_VALIDITY_S,
 } from '@scan-gateway/contract';
 import { ErrorCodes, GatewayError } from '@scan-gateway/contract/errors';
-import { DEFAULT_HTTP_LIMITS, capConnections, listenerOptions } from './listener.js';
+import {
+  LISTENER_LIMIT_DEFAULTS,
+  capConnections,
+  listenerOptions,
+} from '@scan-gateway/contract/listener-limits';
 import { silentLogger } from './log.js';
 import { SandboxAuth, bearerCheck, registerTokenRoute } from './auth.js';
 import { FaultSwitch, registerFaultHooks } from './faults.js';
@@ -138,9 +142,9 @@ export async function buildSandboxApp(
     bodyLimit: BODY_LIMIT,
     forceCloseConnections: true,
     // Same bounds as the gateway's own listener (http.limits defaults): a demo port is reachable too.
-    ...listenerOptions(options.limits ?? DEFAULT_HTTP_LIMITS),
+    ...listenerOptions(options.limits ?? LISTENER_LIMIT_DEFAULTS),
   }) as unknown as FastifyInstance;
-  capConnections(app.server, options.limits ?? DEFAULT_HTTP_LIMITS);
+  capConnections(app.server, options.limits ?? LISTENER_LIMIT_DEFAULTS);
   const { state, faults, auth, kafka } = memory ?? newSandboxMemory(options);
   const bearer = bearerCheck(auth);
   const timing = {

@@ -1,5 +1,5 @@
 import type { RunningSandboxSftp } from './sftp.js';
-import type { HttpLimitsConfig } from './listener.js';
+import type { ListenerLimits } from '@scan-gateway/contract/listener-limits';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Logger } from './log.js';
@@ -215,7 +215,7 @@ export interface SandboxOptions {
   faults?: Partial<Faults>;
   logger?: Logger;
   /** Timeouts and connection cap; default the gateway's `http.limits` defaults. */
-  limits?: HttpLimitsConfig;
+  limits?: ListenerLimits;
   /** The Kafka endpoint (`startSandbox` only); `false` = none. Default: on, see {@link SandboxKafkaOptions}. */
   kafka?: SandboxKafkaOptions | false;
   /**

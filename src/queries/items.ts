@@ -1,10 +1,10 @@
-import type { EarlyPruneRecord } from './pruning.js';
+import type { EarlyPruneRecord } from '../buffer/pruning.js';
 import type Database from 'better-sqlite3';
 import { printableRaw } from '../format/printable.js';
-import { scanStateSql } from './scan-state.js';
-import type { ValueMatches } from './item-keys.js';
+import { scanStateSql } from '../buffer/scan-state.js';
+import type { ValueMatches } from './key-search.js';
 import type { ItemRefusal } from './item-refusals.js';
-import type { ContainerRow } from './rows.js';
+import type { ContainerRow } from '../buffer/rows.js';
 
 /**
  * Item lookup: "what happened to this item?" from the buffer alone, read-only. For a

@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import { printableRaw } from '../format/printable.js';
-import { readQuery } from './item-keys.js';
-import type { ContainerRow } from './rows.js';
+import { readQuery } from './key-search.js';
+import type { ContainerRow } from '../buffer/rows.js';
 
 /** Most refusals of one item listed (the latest). */
 export const MAX_ITEM_REFUSALS = 50;

@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import { printableRaw } from '../format/printable.js';
-import { bufferFiles, type BufferFiles } from './disk-usage.js';
-import { inFlight, indexedState } from './scan-state.js';
+import { bufferFiles, type BufferFiles } from '../buffer/disk-usage.js';
+import { inFlight, indexedState } from '../buffer/scan-state.js';
 
 /**
  * The reports of the operations commands (`queue`, `failures`, `buffer stats`) and the metrics'

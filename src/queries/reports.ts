@@ -1,6 +1,7 @@
 import { containersOf, refusalsOf } from './item-refusals.js';
-import { earlyPrunesOf } from './early-prunes.js';
+import { earlyPrunesOf } from '../buffer/early-prunes.js';
 import type Database from 'better-sqlite3';
+import { OutboxCounts } from '../buffer/outbox-counts.js';
 import {
   lastReadId,
   readsAfter,
@@ -9,7 +10,7 @@ import {
   type StationRead,
 } from './station.js';
 import { lookupItem } from './item-lookup.js';
-import { searchByValue, type ValueMatches } from './item-keys.js';
+import { searchByValue, type ValueMatches } from './key-search.js';
 import { searchItems, type ItemMatch, type ItemTrace, type TraceOptions } from './items.js';
 import {
   batchCounts,
@@ -28,8 +29,8 @@ import {
   type BatchPastGrace,
   type RecentActivity,
 } from './recent-activity.js';
-import { BATCH_COLUMNS, type BatchRow, type BufferTotals } from './rows.js';
-import { indexedState } from './scan-state.js';
+import { BATCH_COLUMNS, type BatchRow, type BufferTotals } from '../buffer/rows.js';
+import { indexedState } from '../buffer/scan-state.js';
 
 /**
  * Read-only questions about the SQLite buffer: what the status and the health page show on every
@@ -91,11 +92,15 @@ export interface RecentProblem {
 export class BufferReports {
   /** Statements prepared at their first use, by name. */
   private readonly kept = new Map<string, Database.Statement>();
+  /** The outbox's own counts, read on this connection. */
+  private readonly counts: OutboxCounts;
 
   constructor(
     private readonly db: Database.Database,
     private readonly path: string,
-  ) {}
+  ) {
+    this.counts = new OutboxCounts(db);
+  }
 
   private statement(name: string, sql: () => string, pluck = false): Database.Statement {
     let st = this.kept.get(name);
@@ -107,44 +112,14 @@ export class BufferReports {
     return st;
   }
 
-  /** Undelivered scans and their bytes, from the trigger-maintained totals: one row read (back-pressure asks on every group commit). */
+  /** Undelivered scans and their bytes: see {@link OutboxCounts.totals}. */
   totals(): BufferTotals {
-    return this.statement(
-      'totals',
-      () => `SELECT pending_scans AS pendingScans, pending_bytes AS pendingBytes,
-         undelivered_scans AS undeliveredScans, undelivered_bytes AS undeliveredBytes FROM buffer_totals WHERE id = 1`,
-    ).get() as BufferTotals;
+    return this.counts.totals();
   }
 
-  /** Scan counts by state; dead letters that were replayed are counted as `replayed`, not `failed`/`held`. */
+  /** Scan counts by state: see {@link OutboxCounts.scanCounts}. */
   scanCounts(): Record<string, number> {
-    const counts: Record<string, number> = {};
-    // Kept by triggers (migration 3): a GROUP BY over a month of delivered scans blocked the event
-    // loop for about 150 ms per million rows on every health refresh.
-    const totals = this.totals();
-    if (totals.pendingScans > 0) counts.pending = totals.pendingScans;
-    if (totals.undeliveredScans > totals.pendingScans)
-      counts.batched = totals.undeliveredScans - totals.pendingScans;
-    for (const r of this.statement(
-      'stateCounts',
-      () => `SELECT state, scans AS n FROM scan_state_counts WHERE scans > 0`,
-    ).all() as { state: string; n: number }[])
-      counts[r.state] = r.n;
-    // INDEXED BY: for the GROUP BY the planner otherwise walks scans_state, every row of it.
-    const replayed = this.statement(
-      'replayed',
-      () =>
-        `SELECT state, count(*) AS n FROM scan_rows INDEXED BY scans_replayed WHERE replayed_by IS NOT NULL GROUP BY state`,
-    ).all() as {
-      state: string;
-      n: number;
-    }[];
-    for (const r of replayed) {
-      counts[r.state] = (counts[r.state] ?? 0) - r.n;
-      if (counts[r.state] === 0) delete counts[r.state];
-      counts.replayed = (counts.replayed ?? 0) + r.n;
-    }
-    return counts;
+    return this.counts.scanCounts();
   }
 
   /**
@@ -218,35 +193,9 @@ export class BufferReports {
     ).all(limit, limit, limit, limit) as RecentProblem[];
   }
 
-  /**
-   * Possible duplicates: batches sent again after their answer was lost, and their scans. `uploads`
-   * and `scans` count the batches whose status from the service is not known yet (not `done` or
-   * `held`): once it is, the service has said what it holds, and they no longer count. `total*`
-   * are the lifetime counts.
-   */
-  possibleDuplicates(): {
-    uploads: number;
-    scans: number;
-    totalUploads: number;
-    totalScans: number;
-  } {
-    const rows = this.statement(
-      'possibleDuplicates',
-      () => `SELECT name, value FROM counters WHERE name LIKE 'possibleDuplicate%'`,
-    ).all() as { name: string; value: number }[];
-    const get = (n: string) => rows.find((r) => r.name === n)?.value ?? 0;
-    const open = this.statement(
-      'openPossibleDuplicates',
-      () =>
-        `SELECT count(*) AS uploads, coalesce(sum(scan_count), 0) AS scans FROM batches
-          WHERE possible_duplicate > 0 AND state IN ('ready', 'uploading', 'presigned', 'uploaded')`,
-    ).get() as { uploads: number; scans: number };
-    return {
-      uploads: open.uploads,
-      scans: open.scans,
-      totalUploads: get('possibleDuplicateUploads'),
-      totalScans: get('possibleDuplicateScans'),
-    };
+  /** Uploads sent again after their answer was lost: see {@link OutboxCounts.possibleDuplicates}. */
+  possibleDuplicates(): ReturnType<OutboxCounts['possibleDuplicates']> {
+    return this.counts.possibleDuplicates();
   }
 
   /**
@@ -335,7 +284,7 @@ export class BufferReports {
     return searchItems(this.db, prefix, limit);
   }
 
-  /** The station screen's last reads (src/buffer/station.ts {@link stationRecent}). */
+  /** The station screen's last reads (src/queries/station.ts {@link stationRecent}). */
   stationRecent(keys: readonly string[], limit: number): StationRead[] {
     return stationRecent(this.db, keys, limit);
   }

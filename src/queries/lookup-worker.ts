@@ -17,7 +17,7 @@ const port = parentPort;
 if (!port)
   throw new GatewayError(
     ErrorCodes.INTERNAL,
-    'lookup-worker.js runs as a worker thread (src/buffer/lookup-workers.ts)',
+    'lookup-worker.js runs as a worker thread (src/queries/lookup-workers.ts)',
   );
 const { path } = workerData as { path: string };
 

@@ -5,8 +5,8 @@ import {
   readQuery,
   referencesWithKeys,
   searchByValue,
-  type Gs1Key,
-} from './item-keys.js';
+} from './key-search.js';
+import type { Gs1Key } from '../buffer/item-keys.js';
 import { isKnown, traceItem, type ItemTrace, type TraceOptions } from './items.js';
 
 /**

@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import { printableRaw } from '../format/printable.js';
 import { firstReadSince } from './recent-activity.js';
-import { scanStateSql } from './scan-state.js';
+import { scanStateSql } from '../buffer/scan-state.js';
 
 /**
  * The station screen's questions (src/health/station.ts), read-only. A station is a

@@ -67,7 +67,7 @@ interface Slot {
 export function lookupWorkerScript(): URL {
   const beside = new URL('./lookup-worker.js', import.meta.url);
   if (existsSync(beside)) return beside;
-  return new URL('../../dist/src/buffer/lookup-worker.js', import.meta.url);
+  return new URL('../../dist/src/queries/lookup-worker.js', import.meta.url);
 }
 
 /**
