@@ -1,4 +1,3 @@
-import type { Scan } from '@scan-gateway/contract';
 import type { VerdictReason } from '../config/verdict-reasons.js';
 import type { Read } from '../shapes/read.js';
 
