@@ -1,3 +1,5 @@
+// The input kinds, before this command reads a configuration (its `inputs` are checked by them).
+import '../inputs/registry.js';
 import type { Command } from 'commander';
 import { loadConfig } from '../config/load.js';
 import { readAdminToken } from '../config/secrets.js';

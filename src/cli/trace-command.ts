@@ -1,3 +1,5 @@
+// The input kinds, before this command reads a configuration (its `inputs` are checked by them).
+import '../inputs/registry.js';
 import { originWords } from '../format/origin.js';
 import type { Command } from 'commander';
 import type { GenealogyNode, ItemScan, ItemTrace } from '../queries/items.js';

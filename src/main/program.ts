@@ -3,6 +3,9 @@ import { Command, CommanderError } from 'commander';
 import { CommandExit, ExitCodes } from '../cli/exit.js';
 import { isBufferUnopenable, isGatewayError, ErrorCodes, GatewayError } from '../errors.js';
 import { VERSION } from '../paths.js';
+// The input kinds, registered once for every command: any of them may read a configuration, whose
+// `inputs` are checked by their kinds (src/inputs/registry.ts; each kind's module loads on use).
+import '../inputs/registry.js';
 
 /**
  * The process edge: the only module that touches argv, env, signals and the exit code.

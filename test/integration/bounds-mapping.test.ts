@@ -136,6 +136,8 @@ describe('bounded state: container sessions and counters', () => {
     const past = await intake.submit([read('PAL-3', 'GO-03', start + 2)]);
     expect(past.outcomes[0]).toEqual({
       outcome: 'rejected',
+      verdict: 'nak',
+      code: 'containerCap',
       reason:
         'opens container pallet at GO-03, refused: 2 containers are open, the most the gateway keeps (2); close some (closing code or idleTimeoutMs) before opening more',
     });
