@@ -7,7 +7,9 @@
  * `scan-gateway run`, `npm start`, the unit and a plain `node dist/src/main.js run` all run with the
  * same memory bounds. The program itself is `main/program.ts`.
  */
-import { enableCompileCache } from 'node:module';
+// The namespace, not a named import: on Node.js 20 `enableCompileCache` does not exist, and a
+// named import of it would fail when the module links, before the guard below could say why.
+import * as nodeModule from 'node:module';
 import {
   DAEMON_NODE_FLAGS,
   EXIT_UNSUPPORTED_RUNTIME,
@@ -57,6 +59,6 @@ if (missing !== undefined) {
 // (CacheDirectory=, $CACHE_DIRECTORY) it is kept there; otherwise in the runtime's default
 // (NODE_COMPILE_CACHE, or node-compile-cache in the temp folder). NODE_DISABLE_COMPILE_CACHE=1 turns
 // it off; a directory that cannot be written only costs the speed-up.
-enableCompileCache(compileCacheDirectory(process.env));
+nodeModule.enableCompileCache(compileCacheDirectory(process.env));
 
 await import('./main/program.js');
