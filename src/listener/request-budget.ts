@@ -43,6 +43,11 @@ interface Bucket {
   held: [IncomingMessage, ServerResponse][];
   /** Unread by us (held non-empty): node's own resume after a drain is undone. */
   paused: boolean;
+  /**
+   * Past node's `maxRequestsPerSocket` (its last allowed answer said `Connection: close`): never
+   * read again, left to the keep-alive timeout if the client does not close it.
+   */
+  ended: boolean;
   /** When it was last paused ({@link RequestBudgetOptions.now}). */
   pausedAt: number;
   /** The next look at `held`: a budget timer, or a wait for the socket's `drain`. */
@@ -125,7 +130,7 @@ export function budgetRequests(server: Server | TlsServer, options: RequestBudge
     socket.pause();
   };
   const resume = (socket: Socket, b: Bucket) => {
-    if (!b.paused) return;
+    if (!b.paused || b.ended) return;
     b.paused = false;
     socket.resume();
   };
@@ -162,6 +167,17 @@ export function budgetRequests(server: Server | TlsServer, options: RequestBudge
     );
     timer.unref();
   };
+  // Node answers every request past `maxRequestsPerSocket` 503 itself, without a 'request' event
+  // and so outside the budget, and keeps the connection open: a client that pipelines on past the
+  // `Connection: close` of its last allowed answer would be read and answered as fast as it
+  // writes. It is read no more; what it was owed is still answered, in order.
+  server.on('dropRequest', (_req: IncomingMessage, socket: Socket) => {
+    const b = buckets.get(socket);
+    if (!b || b.ended || b.closing) return;
+    b.ended = true;
+    b.paused = true;
+    socket.pause();
+  });
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     const socket = req.socket;
     const t = now();
@@ -176,17 +192,18 @@ export function budgetRequests(server: Server | TlsServer, options: RequestBudge
         paused: false,
         pausedAt: t,
         waiting: false,
+        ended: false,
         closing: false,
         dropped: [],
       };
       buckets.set(socket, b);
+      const bucket = b;
+      // Node resumes a socket once its answers drain, and when a request is read or dumped; one
+      // paused here stays unread whatever node did.
+      socket.on('resume', () => {
+        if (bucket.paused || bucket.ended) socket.pause();
+      });
       if (trusted) {
-        const bucket = b;
-        // Node resumes a socket it paused itself once its answers drain; held requests keep it
-        // unread whatever node did.
-        socket.on('resume', () => {
-          if (bucket.paused) socket.pause();
-        });
         // As for a cut connection: destroyed without an error, a held request costs little.
         socket.prependOnceListener('close', () => {
           for (const [r] of bucket.held.splice(0)) r.destroy();
