@@ -92,8 +92,12 @@ const BODY = JSON.stringify({
  *   are all handed on. No request is refused. A client that stops reading its answers gets no more
  *   of them once the socket's write buffer is full (the next waits for `drain`), so nothing is
  *   written or read and the listener's idle timeout closes it; one that reads them is written to
- *   at least once per `1 / perSecond` s, which keeps that timeout away. Held requests are bounded
- *   by what one read parses, plus one read per `maxPauseMs`, up to {@link MAX_HELD_REQUESTS}.
+ *   at least once per `1 / perSecond` s, which keeps that timeout away. Held requests are bounded:
+ *   one read's worth, plus one read per `maxPauseMs` while fewer than {@link MAX_HELD_REQUESTS}
+ *   wait (past it, it is read again only once they are handed on).
+ * - **Past node's `maxRequestsPerSocket`** (any address): node answers 503 itself, outside the
+ *   budget, and keeps the connection open; it is read no more, so a client that pipelines on past
+ *   the `Connection: close` of its last allowed answer is not answered as fast as it writes.
  *
  * Why before the router: node parses a whole received chunk (up to 64 KiB, about a thousand small
  * pipelined requests) in one turn of the event loop and hands each on at once. Refused in a route

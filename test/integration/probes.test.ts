@@ -312,6 +312,30 @@ describe('probes that cost nothing', () => {
     expect(c.destroyed).toBe(false);
   });
 
+  it('reads no more from a connection that pipelines past maxRequestsPerSocket', async () => {
+    const s = await start({
+      limits: {
+        maxRequestsPerSocket: 10,
+        maxRequestsPerConnectionPerSecond: 1000,
+        keepAliveTimeoutMs: 200,
+      },
+    });
+    const c = await raw(s.port);
+    c.write(Array.from({ length: 30 }, () => head(s.port, '/healthz')).join(''));
+    // Node answers what it parsed past the tenth 503 itself, after the ten that were allowed.
+    await waitFor(() => statuses(c.received).length >= 30, {
+      timeoutMs: 10_000,
+      what: 'the first write answered',
+    });
+    // The client ignores the tenth answer's Connection: close and sends more: nothing of it is read.
+    c.write(Array.from({ length: 30 }, () => head(s.port, '/healthz')).join(''));
+    await c.gone;
+    expect(statuses(c.received)).toEqual([
+      ...Array.from({ length: 10 }, () => '200'),
+      ...Array.from({ length: 20 }, () => '503'),
+    ]);
+  });
+
   it('says role, leader and epoch only on the leader check, with or without a token', async () => {
     const s = await start({ readToken: READ, status: statusOf('running', 'leader') });
     const url = `http://127.0.0.1:${s.port}/api/v1/ha/leader`;
