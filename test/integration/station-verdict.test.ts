@@ -87,7 +87,7 @@ inputs:
     nakBytes: "\\x15"
     nakBytesByReason: { noContainer: "\\x07" }
 containers:
-  - { name: module, open: { regex: "^MOD-" }, closeAfter: 12 }
+  - { name: module, open: { regex: "^MOD-" }, members: 12 }
 rules:
   - { name: modules, match: { regex: "^MOD-" } }
   - { name: cells, match: { gs1: true }, requireContainer: module }
@@ -134,13 +134,26 @@ rules:
     return answers;
   }
 
+  /** The twelve cells of one module. */
+  const CELLS = Array.from({ length: 12 }, (_, i) => cell(`C-${String(i + 1).padStart(2, '0')}`));
   const SEQUENCE = [
     cell('NOMOD-1'),
     'MOD-L2-000124',
-    cell('C-01'),
-    cell('C-02'),
+    ...CELLS,
+    // The module closed by itself with its 12th cell: a 13th has no module to join.
+    cell('C-13'),
     WRONG_CHECK_DIGIT,
   ];
+  /** The answers to SEQUENCE and an empty frame, in order. */
+  const EXPECTED = [NAK_NO_MODULE, ACK, ...CELLS.map(() => ACK), NAK, NAK, NAK];
+
+  /** The open containers at a station now (`/api/v1/status`, `sessions`). */
+  const openAt = async (station: string): Promise<{ parent: string }[]> => {
+    const status = (await (await fetch(`${app.httpUrl}/api/v1/status`)).json()) as {
+      sessions: { station: string; parent: string }[];
+    };
+    return status.sessions.filter((s) => s.station === station);
+  };
 
   it('a TCP server input with no reader is waiting, and up once the reader connects', async () => {
     expect(await inputStatus('st10')).toMatchObject({
@@ -174,7 +187,7 @@ rules:
     });
   });
 
-  it('TCP (STX code CR LF): NAK with no module open, ACK for the module and its cells, NAK for a wrong check digit and an empty frame', async () => {
+  it('TCP (STX code CR LF): NAK with no module open, ACK for the module and its 12 cells, the module closed by itself, NAK for a 13th cell, a wrong check digit and an empty frame', async () => {
     expect(reader).toBeDefined();
     let wire = '';
     reader!.on('data', (chunk: Buffer) => (wire += chunk.toString('latin1')));
@@ -183,8 +196,10 @@ rules:
       () => wire,
       [...SEQUENCE, ''],
     );
-    expect(answers).toEqual([NAK_NO_MODULE, ACK, ACK, ACK, NAK, NAK]);
-    expect(wire).toBe(`${NAK_NO_MODULE}${ACK}${ACK}${ACK}${NAK}${NAK}`);
+    expect(answers).toEqual(EXPECTED);
+    expect(wire).toBe(EXPECTED.join(''));
+    // members: 12 closed MOD-L2-000124 by itself: nothing is open at ST-10 any more.
+    expect(await openAt('ST-10')).toEqual([]);
   });
 
   it('serial (code CR) on a real pty: the same verdicts, bytes as the scanner reads them', async () => {
@@ -193,10 +208,9 @@ rules:
       () => handheld.received().toString('latin1'),
       [...SEQUENCE, ''],
     );
-    expect(answers).toEqual([NAK_NO_MODULE, ACK, ACK, ACK, NAK, NAK]);
-    expect(handheld.received().toString('latin1')).toBe(
-      `${NAK_NO_MODULE}${ACK}${ACK}${ACK}${NAK}${NAK}`,
-    );
+    expect(answers).toEqual(EXPECTED);
+    expect(handheld.received().toString('latin1')).toBe(EXPECTED.join(''));
+    expect(await openAt('ST-20')).toEqual([]);
   });
 
   it('try --payload frames the bytes as the live input does, several reads in one payload', async () => {
@@ -208,15 +222,12 @@ rules:
         '--payload',
         payload,
       ]);
-      return (JSON.parse(out) as { outcome: string; reason?: string }[]).map((r) =>
-        r.outcome === 'scan'
-          ? ACK
-          : /needs an open container/.test(r.reason ?? '')
-            ? NAK_NO_MODULE
-            : NAK,
+      // The refusal's code, as the live input picks its NAK (`nakBytesByReason.noContainer`).
+      return (JSON.parse(out) as { outcome: string; code?: string }[]).map((r) =>
+        r.outcome === 'scan' ? ACK : r.code === 'noContainer' ? NAK_NO_MODULE : NAK,
       );
     };
-    const live = [NAK_NO_MODULE, ACK, ACK, ACK, NAK, NAK];
+    const live = EXPECTED;
     // ST-10 sends STX code CR LF; typed with the escapes `failures` prints.
     const tcp = [...SEQUENCE, ''].map((code) => `<STX>${code}<CR>\\x0a`).join('');
     expect(await outcomes('st10', tcp)).toEqual(live);
@@ -242,9 +253,10 @@ rules:
       inputs: { id: string; counters: { rejections: number; scans: number } }[];
     };
     const counters = (id: string) => status.inputs.find((i) => i.id === id)!.counters;
-    // The cell with no module, the wrong check digit and the empty frame; the module and 2 cells are scans.
+    // The cell with no module, the 13th cell, the wrong check digit and the empty frame; the module
+    // and its 12 cells are scans.
     for (const id of ['st10', 'st20'])
-      expect(counters(id)).toMatchObject({ rejections: 3, scans: 3 });
+      expect(counters(id)).toMatchObject({ rejections: 4, scans: 13 });
   });
 
   it('shows the input by its name on the page and on the station screen', async () => {
