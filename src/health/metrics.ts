@@ -1,10 +1,11 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { HaStatusView } from './page-ha.js';
-import type { DeliveryApi } from '../delivery/types.js';
-import { ErrorCodes, httpStatusOf, isGatewayError } from '../errors.js';
+import { registerBufferMetrics, statusGauge } from './metrics-buffer.js';
+import { registerHaMetrics } from './metrics-ha.js';
 import type { GatewayStatus } from './status.js';
 import type { ListenerTlsStatus } from '../listener/listener-tls.js';
 import { findInputKind } from '../inputs/registry.js';
+
+export { instrumentDeliveryApi, upstreamErrorKind } from './metrics-upstream.js';
 
 /** Where the metrics read their values at each scrape. */
 export interface MetricsSources {
@@ -137,162 +138,9 @@ export class GatewayMetrics {
       name: string,
       help: string,
       value: (s: GatewayStatus) => number | null | undefined,
-    ) =>
-      new Gauge({
-        name,
-        help,
-        registers: [r],
-        collect() {
-          this.reset();
-          const s = snap();
-          const v = s ? value(s) : undefined;
-          if (v !== undefined && v !== null) this.set(v);
-        },
-      });
-    bufferGauge(
-      'scan_gateway_pending_scans',
-      'Scans in the buffer not yet in a batch.',
-      (s) => s.buffer.pendingScans,
-    );
-    bufferGauge(
-      'scan_gateway_undelivered_scans',
-      'Scans not yet delivered: pending, or in a batch the service has not finished.',
-      (s) => s.buffer.undeliveredScans,
-    );
-    bufferGauge(
-      'scan_gateway_oldest_pending_age_seconds',
-      'Age of the oldest scan not yet delivered (waiting, or in a batch the service has not finished), in seconds; 0 when none.',
-      (s) => (s.buffer.oldestPendingAgeMs === null ? 0 : s.buffer.oldestPendingAgeMs / 1000),
-    );
-    bufferGauge(
-      'scan_gateway_buffer_bytes',
-      'Bytes of the SQLite buffer on disk (database, write-ahead log, index).',
-      (s) => s.buffer.fileBytes,
-    );
-    bufferGauge(
-      'scan_gateway_buffer_quota_bytes',
-      'Quota on undelivered data, in bytes, when configured.',
-      (s) => s.buffer.quotaBytes,
-    );
-    new Counter({
-      name: 'scan_gateway_buffer_pruned_early_scans_total',
-      help: 'Delivered scans pruned before the end of their audit period because the buffer disk ran low, since start.',
-      registers: [r],
-      collect() {
-        this.reset();
-        this.inc(snap()?.buffer.disk?.prunedEarlyScans ?? 0);
-      },
-    });
-    bufferGauge(
-      'scan_gateway_buffer_audit_lost_scans',
-      'Delivered scans pruned early within the last audit period (buffer.retentionDays), remembered across restarts; 0 when none.',
-      (s) => (s.buffer.disk ? (s.buffer.disk.auditLost?.scans ?? 0) : undefined),
-    );
-    bufferGauge(
-      'scan_gateway_buffer_audit_lost_span_seconds',
-      'Span of the read times of the delivered scans pruned early within the last audit period, in seconds; 0 when none.',
-      (s) => {
-        const lost = s.buffer.disk?.auditLost;
-        if (!s.buffer.disk) return undefined;
-        if (!lost?.firstReadAt || !lost.lastReadAt) return 0;
-        return (Date.parse(lost.lastReadAt) - Date.parse(lost.firstReadAt)) / 1000;
-      },
-    );
-    bufferGauge(
-      'scan_gateway_buffer_prune_cannot_help',
-      '1 while the buffer disk is low and pruning delivered scans cannot free the shortfall (nothing is pruned).',
-      (s) => (s.buffer.disk ? (s.buffer.disk.pruneCannotHelp ? 1 : 0) : undefined),
-    );
-    // NaN while there is no estimate: an unlabelled gauge left unset reads 0, which would say the
-    // disk is full now; NaN fails every comparison of an alert rule.
-    bufferGauge(
-      'scan_gateway_buffer_disk_runway_days',
-      "Days the buffer disk's free space (above the mark where the audit yields) lasts at the last day's rate of scans if none were delivered from now on; NaN in the first 10 minutes, while no scans are written, and for a buffer in memory.",
-      (s) => s.buffer.disk?.runway?.days ?? NaN,
-    );
-    bufferGauge('scan_gateway_intake_paused', '1 while intake is paused by back-pressure.', (s) =>
-      s.buffer.intakePaused ? 1 : 0,
-    );
-    bufferGauge(
-      'scan_gateway_delivery_paused',
-      '1 while delivery is paused by an operator.',
-      (s) => (s.delivery.paused ? 1 : 0),
-    );
-    bufferGauge(
-      'scan_gateway_possible_duplicates',
-      "Scans that may be held twice by the service: in batches sent again after an upload's answer was lost, whose status from the service is not known yet (falls back to 0 once it is).",
-      (s) => s.delivery.possibleDuplicates ?? 0,
-    );
-    // High availability (`ha`): labelled by node and leader key (one key per pair), so a gateway
-    // without `ha` has no samples of them and an alert over a pair groups by key.
-    const haSample = (value: (ha: HaStatusView) => number | undefined) => {
-      const ha = snap()?.ha as HaStatusView | undefined;
-      const v = ha ? value(ha) : undefined;
-      return ha && v !== undefined
-        ? { labels: { node: ha.nodeId, key: ha.key }, value: v }
-        : undefined;
-    };
-    const haGauge = (name: string, help: string, value: (ha: HaStatusView) => number | undefined) =>
-      new Gauge({
-        name,
-        help,
-        labelNames: ['node', 'key'],
-        registers: [r],
-        collect() {
-          this.reset();
-          const sample = haSample(value);
-          if (sample) this.set(sample.labels, sample.value);
-        },
-      });
-    haGauge(
-      'scan_gateway_ha_leader',
-      'High availability: 1 while this node leads (takes reads), 0 as standby or fenced.',
-      (ha) => (ha.role === 'leader' ? 1 : 0),
-    );
-    haGauge(
-      'scan_gateway_ha_epoch',
-      'High availability: the leader epoch (etcd revision of the leader key) this node leads under, or last saw.',
-      (ha) => ha.epoch,
-    );
-    // Counts exposed as Prometheus counters, so increase() and rate() read them as counts.
-    const haCounter = (name: string, help: string, value: (ha: HaStatusView) => number) =>
-      new Counter({
-        name,
-        help,
-        labelNames: ['node', 'key'],
-        registers: [r],
-        collect() {
-          this.reset();
-          const sample = haSample(value);
-          if (sample) this.inc(sample.labels, sample.value);
-        },
-      });
-    haCounter(
-      'scan_gateway_ha_takeovers_total',
-      'High availability: takeovers by this node since it started.',
-      (ha) => ha.takeovers,
-    );
-    haGauge(
-      'scan_gateway_ha_last_takeover_seconds',
-      "High availability: how long this node's last takeover took, from the lease lapse seen to its inputs started, in seconds.",
-      (ha) => (ha.lastTakeover ? ha.lastTakeover.tookMs / 1000 : undefined),
-    );
-    haGauge(
-      'scan_gateway_ha_etcd_reachable',
-      'High availability: 1 when the last request to etcd was answered.',
-      (ha) => (ha.etcd.reachable ? 1 : 0),
-    );
-    haGauge(
-      'scan_gateway_ha_lease_renewal_age_seconds',
-      'High availability: age of the last successful lease renewal (leader) or look at the leader key (standby), in seconds.',
-      (ha) =>
-        ha.lease.lastRenewalAgeMs === undefined ? undefined : ha.lease.lastRenewalAgeMs / 1000,
-    );
-    haCounter(
-      'scan_gateway_ha_possible_duplicates_total',
-      'High availability: reads stored as possible duplicates, sent again by the broker after a takeover (lifetime, kept in the buffer).',
-      (ha) => ha.possibleDuplicates.reads,
-    );
+    ) => statusGauge(r, snap, name, help, value);
+    registerBufferMetrics(r, snap);
+    registerHaMetrics(r, snap);
     bufferGauge(
       'scan_gateway_uptime_seconds',
       'Seconds since the gateway started.',
@@ -481,81 +329,6 @@ export function registerListenerTlsMetrics(
       const reloads = tls()?.reloads;
       this.inc({ outcome: 'applied' }, reloads?.applied ?? 0);
       this.inc({ outcome: 'refused' }, reloads?.refused ?? 0);
-    },
-  });
-}
-
-/** The kind label of an upstream failure. */
-export function upstreamErrorKind(err: unknown): string {
-  if (!isGatewayError(err)) return 'other';
-  switch (err.code) {
-    case ErrorCodes.UPSTREAM_NETWORK:
-      return 'network';
-    case ErrorCodes.UPSTREAM_AUTH:
-      return 'auth';
-    case ErrorCodes.UPSTREAM_RESPONSE:
-      return 'response';
-    case ErrorCodes.BODY_TOO_LARGE:
-      return 'too_large';
-    case ErrorCodes.PRESIGNED_REFUSED:
-      return 'presigned_refused';
-    case ErrorCodes.UPSTREAM_HTTP: {
-      const status = Number(httpStatusOf(err));
-      if (status === 408) return 'timeout';
-      if (status === 429) return 'rate_limited';
-      if (status === 413) return 'too_large';
-      return status >= 500 ? 'http_5xx' : 'http_4xx';
-    }
-    default:
-      return 'other';
-  }
-}
-
-/** Calls whose time is an upload, by mode. */
-const UPLOAD_MODE: Record<string, string> = {
-  uploadScans: 'direct',
-  putPresigned: 'presigned',
-  putPresignedStream: 'presigned',
-};
-const OPERATIONS = new Set([
-  'uploadScans',
-  'requestPresignedUpload',
-  'putPresigned',
-  'putPresignedStream',
-  'getScanStatus',
-]);
-
-/**
- * The delivery API with metrics: the time of each upload (`uploadScans`, `putPresigned`) goes to
- * the upload histogram, and every failed call of delivery's four operations to the upstream error
- * counter. Other members pass through untouched, so the wrapper keeps working when the API grows.
- */
-export function instrumentDeliveryApi<T extends DeliveryApi>(api: T, metrics: GatewayMetrics): T {
-  return new Proxy(api, {
-    get(target, prop, receiver) {
-      const value: unknown = Reflect.get(target, prop, receiver);
-      if (typeof prop !== 'string' || !OPERATIONS.has(prop) || typeof value !== 'function')
-        return value;
-      const mode = UPLOAD_MODE[prop];
-      return async (...args: unknown[]) => {
-        const end = mode ? metrics.uploadDuration.startTimer({ mode }) : undefined;
-        try {
-          const result: unknown = await (value as (...a: unknown[]) => Promise<unknown>).apply(
-            target,
-            args,
-          );
-          end?.({ outcome: 'ok' });
-          return result;
-        } catch (err) {
-          end?.({ outcome: 'error' });
-          // A streamed PUT is the same operation as before it was streamed.
-          metrics.upstreamErrors.inc({
-            operation: prop === 'putPresignedStream' ? 'putPresigned' : prop,
-            kind: upstreamErrorKind(err),
-          });
-          throw err;
-        }
-      };
     },
   });
 }

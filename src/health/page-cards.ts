@@ -1,123 +1,32 @@
 import {
+  bufferCounts,
   cardHtml,
   esc,
   factsHtml,
   fmtBytes,
   fmtCount,
   fmtDuration,
-  genericTableHtml,
-  originText,
   pill,
   problemHtml,
-  rawHtml,
-  reasonHtml,
+  statusClock,
   tableHtml,
   techHtml,
-  timeHtml,
-  titleOf,
-  valueHtml,
 } from './page-format.js';
 import type { GatewayStatus } from './status.js';
 
 /**
  * The health page's cards, one render function each, from a {@link GatewayStatus}: the state
  * banner, the summary tiles, inputs, buffer, delivery, batches, rejections, sessions, fields the
- * page has no layout for, and the configuration. page-render.ts joins them in page order; like
- * every render function they are shipped to the browser by their source (see page-render.ts).
+ * page has no layout for, and the configuration. The cards that list rows are in
+ * page-list-cards.ts, the configuration card in page-config-card.ts, the status clock and the
+ * buffer's counts in page-format.ts; all re-exported here. page-render.ts joins them in page
+ * order; like every render function they are shipped to the browser by their source (see
+ * page-render.ts).
  */
 
-/** The last accepted reload (`config.lastReload`): when, and what waits for a restart. */
-export function reloadFacts(reload: unknown, t: (iso: unknown) => string): [string, string][] {
-  if (!reload || typeof reload !== 'object') return [];
-  const r = reload as { at?: string; needsRestart?: unknown; inputErrors?: unknown };
-  const out: [string, string][] = [['Last reload', t(r.at)]];
-  if (Array.isArray(r.needsRestart) && r.needsRestart.length > 0) {
-    out.push([
-      'Waits for a restart',
-      `<span class="err">${r.needsRestart.map((x) => esc(x)).join(', ')}</span>`,
-    ]);
-  }
-  if (Array.isArray(r.inputErrors) && r.inputErrors.length > 0)
-    out.push(['Inputs not restarted', valueHtml(r.inputErrors, undefined, 1)]);
-  return out;
-}
-
-/** The local server's rows of the Configuration card: HTTPS and its certificate's end, or tokens in clear text. */
-export function listenerFacts(
-  listener: unknown,
-  t: (iso: unknown, future?: boolean) => string,
-): [string, string][] {
-  if (!listener || typeof listener !== 'object') return [];
-  const l = listener as {
-    tls?: {
-      certificate?: { subject?: string; serialNumber?: string; validTo?: string };
-      daysLeft?: number;
-      clientCertificates?: boolean;
-      lastRefusal?: { at?: string; message?: string };
-    };
-    tokensInClear?: unknown;
-  };
-  const out: [string, string][] = [];
-  const tls = l.tls;
-  if (tls?.certificate) {
-    const days = Number(tls.daysLeft);
-    const words =
-      days === 0 ? 'less than a day left' : `${esc(days)} day${days === 1 ? '' : 's'} left`;
-    const left =
-      days < 0
-        ? '<span class="err">ended</span>'
-        : days < 14
-          ? `<span class="err">${words}</span>`
-          : words;
-    out.push([
-      'Listener',
-      `HTTPS${tls.clientCertificates ? ' · ingest requires a client certificate' : ''}`,
-    ]);
-    out.push([
-      'Certificate',
-      `${esc(tls.certificate.subject)} · serial <code>${esc(tls.certificate.serialNumber)}</code>`,
-    ]);
-    out.push(['Certificate ends', `${t(tls.certificate.validTo, true)} · ${left}`]);
-    if (tls.lastRefusal)
-      out.push([
-        'Certificate reload',
-        `<span class="err">refused</span> ${t(tls.lastRefusal.at)}${techHtml(tls.lastRefusal.message)}`,
-      ]);
-  } else {
-    out.push(['Listener', 'plain HTTP']);
-  }
-  if (Array.isArray(l.tokensInClear) && l.tokensInClear.length > 0) {
-    out.push([
-      'In clear text',
-      `<span class="err">${l.tokensInClear.map((x) => esc(x)).join(', ')}</span>`,
-    ]);
-  }
-  return out;
-}
-
-/** The time-cell renderer of a status: its site zone, ages counted from when the status was put together. */
-export function statusClock(s: GatewayStatus): (iso: unknown, future?: boolean) => string {
-  const tz = s.site?.timezone ?? 'UTC';
-  const now = s.generatedAt ? new Date(s.generatedAt).getTime() : Date.now();
-  return (iso: unknown, future?: boolean) => timeHtml(iso, now, tz, future);
-}
-/**
- * The buffer's scan counts with one meaning everywhere (the tiles and the buffer card): waiting = on
- * its way (not in a batch yet, or in a batch the service has not finished); held = refused as a
- * batch, kept; not yet delivered = both.
- */
-export function bufferCounts(b: GatewayStatus['buffer']): {
-  waiting: number;
-  held: number;
-  inBatch: number;
-  notDelivered: number;
-} {
-  const scans = b.scans ?? {};
-  const waiting = Number(b.undeliveredScans ?? 0);
-  const held = Number(b.heldScans ?? scans.held ?? 0);
-  const inBatch = Math.max(0, waiting - Number(b.pendingScans ?? 0));
-  return { waiting, held, inBatch, notDelivered: waiting + held };
-}
+export { statusClock, bufferCounts } from './page-format.js';
+export { batchesCard, extraCards, problemsCard, sessionsCard } from './page-list-cards.js';
+export { configCard, listenerFacts, reloadFacts } from './page-config-card.js';
 
 /** The state banner: the state, one line on what it means, and each health problem. */
 export function bannerHtml(s: GatewayStatus): string {
@@ -379,141 +288,4 @@ export function deliveryCard(s: GatewayStatus): string {
     ['Possible duplicates', fmtCount(d.possibleDuplicates ?? 0)],
   ]);
   return cardHtml('Delivery', delivery);
-}
-
-/** The Last batches card: each batch's request id, size and state (the service's, once it answered). */
-export function batchesCard(s: GatewayStatus): string {
-  const t = statusClock(s);
-  const batches = tableHtml(
-    ['Batch', 'Request id', 'Mode', 'Scans', 'Bytes', 'State', 'Failures', 'Created'],
-    (s.batches ?? []).map((x) => {
-      const state =
-        x.upstreamState && (x.state === 'done' || x.state === 'uploaded')
-          ? x.upstreamState
-          : x.state;
-      const err = x.lastError && x.state !== 'done' ? techHtml(x.lastError) : '';
-      return [
-        esc(x.id),
-        `<code>${esc(x.requestId ?? '—')}</code>`,
-        esc(x.mode),
-        fmtCount(x.scanCount),
-        esc(fmtBytes(x.bytes)),
-        pill(state) + err,
-        x.failed ? `<span class="err">${esc(x.failed)}</span>` : '0',
-        t(x.createdAt),
-      ];
-    }),
-    'No batches yet.',
-    [0, 3, 4, 6],
-  );
-  return cardHtml('Last batches', batches, 'wide');
-}
-
-/** The rejections card: the latest reads the gateway rejected and scans the service refused, each as received. */
-export function problemsCard(s: GatewayStatus): string {
-  const t = statusClock(s);
-  const problems = tableHtml(
-    ['When', 'What', 'Input', 'Reason', 'Read as received'],
-    (s.problems ?? []).map((p) => [
-      t(p.at),
-      pill(p.kind),
-      esc(p.inputId),
-      `${reasonHtml(p.reason)}${p.reference ? `<div class="muted small">reference <code>${rawHtml(p.reference)}</code></div>` : ''}`,
-      `<code class="raw">${rawHtml(p.raw)}</code>${p.origin ? `<div class="muted small">${esc(originText(p.origin))}</div>` : ''}`,
-    ]),
-    'No rejections or failures.',
-  );
-  return cardHtml('Latest rejections and upstream failures', problems, 'wide');
-}
-
-/** The open container sessions card, when the status has sessions; otherwise nothing. */
-export function sessionsCard(s: GatewayStatus): string {
-  const tz = s.site?.timezone ?? 'UTC';
-  if (!Array.isArray(s.sessions)) return '';
-  // A supervisor closes a short container, or abandons one (the admin form above holds the token,
-  // name and why): one pair of buttons per open container.
-  const canClose = (s.admin?.actions ?? []).includes('close-container');
-  const buttons = canClose
-    ? (s.sessions as { container: string; station: string; parent: string; fill?: string }[])
-        .map((c) => {
-          const data = `data-action="close-container" data-container="${esc(c.container)}" data-station="${esc(c.station)}"`;
-          return (
-            `<p class="admin">${esc(c.parent)} (${esc(c.container)} at ${esc(c.station)}, ${esc(c.fill ?? '')}): ` +
-            `<button type="button" ${data} data-abandon="false">Close short</button> ` +
-            `<button type="button" class="secondary" ${data} data-abandon="true">Abandon</button></p>`
-          );
-        })
-        .join('')
-    : '';
-  return cardHtml(
-    'Open container sessions',
-    genericTableHtml(s.sessions, 'No open sessions.', tz) + buttons,
-    'wide',
-  );
-}
-
-/** A card for each status field the page has no layout for (parts may add fields), shown generically. */
-export function extraCards(s: GatewayStatus): string {
-  const tz = s.site?.timezone ?? 'UTC';
-  const known = [
-    'state',
-    'reasons',
-    'healthProblems',
-    'recent',
-    'phase',
-    'generatedAt',
-    'site',
-    'version',
-    'startedAt',
-    'uptimeSec',
-    'config',
-    'buffer',
-    'delivery',
-    'inputs',
-    'batches',
-    'problems',
-    'sessions',
-    'admin',
-    'listener',
-    'ha',
-  ];
-  return Object.keys(s)
-    .filter((k) => !known.includes(k) && s[k] !== null && typeof s[k] === 'object')
-    .map((k) => {
-      const v = s[k];
-      return cardHtml(
-        titleOf(k),
-        Array.isArray(v)
-          ? genericTableHtml(v, 'None.', tz)
-          : factsHtml(
-              Object.entries(v as object).map(([fk, fv]) => [titleOf(fk), valueHtml(fv, tz, 1)]),
-            ),
-        'wide',
-      );
-    })
-    .join('');
-}
-
-/** The Configuration card: the file, loads and reloads, the site and its zone, version and uptime. */
-export function configCard(s: GatewayStatus): string {
-  const t = statusClock(s);
-  const tz = s.site?.timezone ?? 'UTC';
-  const cfg = s.config ?? ({} as GatewayStatus['config']);
-  const reloadError = cfg.lastReloadError;
-  const config = factsHtml([
-    ['File', `<code>${esc(cfg.file)}</code>`],
-    ['Loaded', t(cfg.loadedAt)],
-    [
-      'Last reload error',
-      reloadError
-        ? `<span class="err">refused</span> ${t(reloadError.at)}${techHtml(reloadError.message)}`
-        : '<span class="muted">none</span>',
-    ],
-    ...reloadFacts(cfg.lastReload, t),
-    ...listenerFacts(s.listener, t),
-    ['Site', `${esc(s.site?.id)} · times in ${esc(tz)}`],
-    ['Version', esc(s.version)],
-    ['Up for', `${esc(fmtDuration((s.uptimeSec ?? 0) * 1000))} · since ${t(s.startedAt)}`],
-  ]);
-  return cardHtml('Configuration', config, 'wide');
 }

@@ -1,4 +1,5 @@
 import { C0_NAMES } from '../format/printable.js';
+import type { GatewayStatus } from './status.js';
 
 /**
  * The building blocks of the health page and the station screen: escaping, printable reads, times,
@@ -302,4 +303,29 @@ export function genericTableHtml(
 /** A titled card of the page; `body` is already-escaped HTML. */
 export function cardHtml(title: string, body: string, cls?: string): string {
   return `<section class="card${cls ? ` ${cls}` : ''}"><h2>${esc(title)}</h2>${body}</section>`;
+}
+
+/** The time-cell renderer of a status: its site zone, ages counted from when the status was put together. */
+export function statusClock(s: GatewayStatus): (iso: unknown, future?: boolean) => string {
+  const tz = s.site?.timezone ?? 'UTC';
+  const now = s.generatedAt ? new Date(s.generatedAt).getTime() : Date.now();
+  return (iso: unknown, future?: boolean) => timeHtml(iso, now, tz, future);
+}
+
+/**
+ * The buffer's scan counts with one meaning everywhere (the tiles and the buffer card): waiting = on
+ * its way (not in a batch yet, or in a batch the service has not finished); held = refused as a
+ * batch, kept; not yet delivered = both.
+ */
+export function bufferCounts(b: GatewayStatus['buffer']): {
+  waiting: number;
+  held: number;
+  inBatch: number;
+  notDelivered: number;
+} {
+  const scans = b.scans ?? {};
+  const waiting = Number(b.undeliveredScans ?? 0);
+  const held = Number(b.heldScans ?? scans.held ?? 0);
+  const inBatch = Math.max(0, waiting - Number(b.pendingScans ?? 0));
+  return { waiting, held, inBatch, notDelivered: waiting + held };
 }

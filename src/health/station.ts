@@ -1,18 +1,13 @@
 import type { ServerResponse } from 'node:http';
 import type { StationRead } from '../queries/station.js';
 import { stationKeys } from '../queries/station.js';
-import { formatWireTime, zonedWallTimeToInstant } from '../format/time.js';
 import { scrubValue, type Logger } from '../log.js';
-import { plainWords } from './station-words.js';
-import {
-  STATION_LAST,
-  type StationContainer,
-  type StationDelivery,
-  type StationReadView,
-  type StationSnapshot,
-} from './station-page.js';
+import { currentShift, readView, stationDelivery, type Shift } from './station-views.js';
+import { STATION_LAST, type StationContainer, type StationSnapshot } from './station-page.js';
 import type { GatewayStatus } from './status.js';
 import type { Clock } from '../clock.js';
+
+export { currentShift, readView, stationDelivery, type Shift } from './station-views.js';
 
 /**
  * The live side of the station screen: one poller for all open screens. While at least
@@ -30,6 +25,9 @@ import type { Clock } from '../clock.js';
  * kernel's and node's buffers are full), the stream gets nothing more but is not cut at once (a
  * screen may be slow for a moment); it is closed when no 'drain' came for `stallMs`, freeing its
  * slot. A stream that drains in time gets a fresh snapshot in place of the reads it missed.
+ *
+ * What a screen is shown of the shift, delivery and each read is worked out in station-views.ts
+ * (pure functions, re-exported here); this file keeps the streams, the timers and the polls.
  */
 
 /** Most station event streams open at once, by default. A screen holds one; 32 stations is a large line. */
@@ -44,51 +42,6 @@ export const STATION_REFRESH_MS = 30_000;
 export const STATION_STALL_MS = 30_000;
 /** Most reads taken from the buffer per poll; more wait for the next poll. */
 const POLL_BATCH = 500;
-
-export interface Shift {
-  name: string;
-  /** `HH:MM` in the site time zone. */
-  start: string;
-}
-
-/** The shift running at `nowMs` in `timeZone`: the one with the latest start at or before now (yesterday's last one before today's first). */
-export function currentShift(
-  shifts: readonly Shift[],
-  nowMs: number,
-  timeZone: string,
-): { name: string; startsAt: string; endsAt: string } {
-  const wall = formatWireTime(new Date(nowMs), timeZone); // yyyy-MM-ddTHH:mm:ss
-  const [year, month, day] = wall.slice(0, 10).split('-').map(Number) as [number, number, number];
-  const starts: { name: string; at: number }[] = [];
-  for (const offset of [-1, 0, 1]) {
-    const d = new Date(Date.UTC(year, month - 1, day + offset));
-    for (const s of shifts) {
-      const [hour, minute] = s.start.split(':').map(Number) as [number, number];
-      const at = zonedWallTimeToInstant(
-        {
-          year: d.getUTCFullYear(),
-          month: d.getUTCMonth() + 1,
-          day: d.getUTCDate(),
-          hour,
-          minute,
-          second: 0,
-        },
-        timeZone,
-      ).getTime();
-      starts.push({ name: s.name, at });
-    }
-  }
-  starts.sort((a, b) => a.at - b.at);
-  let i = starts.length - 1;
-  while (i > 0 && starts[i]!.at > nowMs) i--;
-  const cur = starts[i]!;
-  const next = starts.find((s) => s.at > cur.at) ?? { at: cur.at + 86_400_000 };
-  return {
-    name: cur.name,
-    startsAt: new Date(cur.at).toISOString(),
-    endsAt: new Date(next.at).toISOString(),
-  };
-}
 
 /** What the hub reads: the buffer's station queries, the configuration now, the status. */
 export interface StationSource {
@@ -117,47 +70,6 @@ export interface StationContainerSource {
 /** One event of an event stream, as sent. */
 function frame(event: string, data: unknown): string {
   return `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
-}
-
-/** Whether delivery is stalled, from the status: uploads failing (circuit not closed, or failures since the last success) while scans wait. */
-export function stationDelivery(s: GatewayStatus): StationDelivery {
-  const d = s.delivery;
-  const waiting = s.buffer.undeliveredScans;
-  const failing =
-    (d.circuit !== undefined && d.circuit !== 'closed') || (d.consecutiveFailures ?? 0) > 0;
-  return {
-    stalled: failing && waiting > 0,
-    paused: d.paused === true,
-    waiting,
-    // When the outage began (the first failure in a row), not the latest failed retry.
-    ...(failing && (d.failingSince ?? d.lastError?.at)
-      ? { since: (d.failingSince ?? d.lastError?.at) as string }
-      : {}),
-  };
-}
-
-/** A read as the screen shows it, with plain words for one not taken; `names`: inputs' names by id. */
-export function readView(r: StationRead, names?: Record<string, string>): StationReadView {
-  const verdict =
-    r.outcome === 'scan'
-      ? 'taken'
-      : r.outcome === 'rejected'
-        ? 'refused'
-        : r.outcome === 'duplicate'
-          ? 'duplicate'
-          : 'noRead';
-  const base = {
-    id: r.id,
-    at: r.receivedAt,
-    verdict,
-    text: r.reference ?? r.raw,
-    inputId: r.inputId,
-  } as StationReadView;
-  const name = names?.[r.inputId];
-  if (name !== undefined) base.inputName = name;
-  if (verdict === 'taken') return { ...base, scanState: r.scanState };
-  const w = plainWords(r.outcome, r.reason);
-  return { ...base, words: w.words, hint: w.hint, ...(r.reason ? { reason: r.reason } : {}) };
 }
 
 interface Stream {
