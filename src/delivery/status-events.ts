@@ -1,13 +1,12 @@
 import type { BufferStore } from '../buffer/store.js';
-import { readScanStatus, scanStatusReadSchema, TERMINAL_STATES } from '@scan-gateway/contract';
 import { ErrorCodes, isGatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { NOT_JSON, safeJson } from '../upstream/answer-body.js';
 import type { FetchResult } from '../upstream/status-topic.js';
 import type { PollPace, StatusRef, StatusSource } from './status-tracker.js';
 import type { ScanStatusLike } from './types.js';
 import type { Clock } from '../clock.js';
 import { LoopSleep } from '../loop.js';
+import { StatusEventApplier } from './status-event-apply.js';
 
 /** The part of the topic reader the feed uses (src/upstream/status-topic.ts); one instance per connection. */
 export interface TopicReader {
@@ -83,14 +82,10 @@ export interface StatusEventsStatus {
   lastReadAt?: string;
 }
 
-/** Most events held for a requestId not known yet (their uploads are being recorded). */
-const MAX_HELD = 10_000;
 /** A fetch that came back empty sooner than this is followed by a pause, so a broker that does not long-poll is not asked in a tight loop. */
 const MIN_EMPTY_FETCH_MS = 200;
 /** A topic never read is read from this long before the oldest unfinished batch (or now): clocks apart, an upload racing the first read. */
 const FIRST_READ_MARGIN_MS = 5 * 60_000;
-/** Invalid events: at most one log line per this interval. */
-const INVALID_LOG_INTERVAL_MS = 60_000;
 
 /**
  * Reads the status events of the service (contract §6) and hands each to the status
@@ -130,20 +125,18 @@ export class StatusEventFeed {
   private state: FeedState = 'starting';
   private stateSince: number;
   private lastError: StatusEventsStatus['lastError'];
-  private counters = { received: 0, applied: 0, duplicates: 0, ignored: 0, invalid: 0 };
   private lag = 0;
   private lastEventAt: number | undefined;
   private lastReadAt: number | undefined;
-  private readonly held = new Map<string, { status: ScanStatusLike; at: number }>();
-  private invalidUnlogged = 0;
-  private invalidLoggedAt = 0;
-  private lastInvalidReason = '';
   private failuresInARow = 0;
   private lastPaceEvents = false;
   private reconnecting = false;
+  /** Each event read: validated, applied or held, counted (status-event-apply.ts). */
+  private readonly events: StatusEventApplier;
 
   constructor(private readonly options: StatusEventFeedOptions) {
     this.stateSince = options.now();
+    this.events = new StatusEventApplier(options);
   }
 
   start(): void {
@@ -179,7 +172,7 @@ export class StatusEventFeed {
 
   /** A batch became `uploaded`: held events may be for it. */
   batchUploaded(): void {
-    if (this.held.size > 0) this.retryHeld();
+    if (this.events.heldCount() > 0) this.events.retryHeld();
   }
 
   /** The pace of status polling now: see {@link StatusEventFeed}. Checked by the tracker at each schedule. */
@@ -204,7 +197,7 @@ export class StatusEventFeed {
       topic: this.options.topic,
       since: new Date(this.stateSince).toISOString(),
       ...(this.lastError ? { lastError: this.lastError } : {}),
-      ...this.counters,
+      ...this.events.counters,
       lag: this.lag,
       ...(this.lastEventAt !== undefined
         ? { lastEventAt: new Date(this.lastEventAt).toISOString() }
@@ -316,7 +309,7 @@ export class StatusEventFeed {
     const nowIso = new Date(now()).toISOString();
     store.atomically(() => {
       for (const record of result.records)
-        this.handle(record.value, `${record.partition}:${record.offset}`);
+        this.events.handle(record.value, `${record.partition}:${record.offset}`);
       for (const [p, next] of result.next) {
         if (positions.get(p) !== next) store.positions.saveEventPosition(topic, p, next, nowIso);
       }
@@ -338,144 +331,8 @@ export class StatusEventFeed {
       this.failuresInARow = 0;
     }
     this.setState('flowing');
-    this.retryHeld();
-    this.logInvalid(false);
-  }
-
-  /** One event: validated, then through the tracker's door. Never throws for a bad event. */
-  private handle(value: Buffer | null, where: string): void {
-    this.counters.received++;
-    const body = value === null ? NOT_JSON : safeJson(value.toString('utf8'));
-    const wire = body === NOT_JSON ? undefined : scanStatusReadSchema.safeParse(body);
-    if (!wire?.success || wire.data.requestId === undefined) {
-      const reason =
-        body === NOT_JSON
-          ? 'not JSON'
-          : !wire?.success
-            ? (wire?.error.issues
-                .map((i) => `${i.path.join('.') || '(event)'}: ${i.message}`)
-                .slice(0, 3)
-                .join('; ') ?? 'invalid')
-            : 'no requestId';
-      this.invalid(`${where}: ${reason}`);
-      return;
-    }
-    const status = readScanStatus(wire.data, wire.data.requestId);
-    this.applyOne(status, true);
-  }
-
-  /** Applies one valid event; `fresh` when it just came from the topic (else it was held). Answers whether it was settled. */
-  private applyOne(status: ScanStatusLike, fresh: boolean): boolean {
-    const outcome = this.options.apply({ requestId: status.requestId }, status, 'event');
-    if (outcome !== 'ignored') {
-      this.counters.applied++;
-      return true;
-    }
-    const batch = this.options.store.batches.batchByRequestId(status.requestId);
-    if (batch && batch.state !== 'presigned' && batch.state !== 'uploading') {
-      // Ours, but not waiting for an outcome: a repeat, or a state after its end.
-      this.counters.duplicates++;
-      return true;
-    }
-    const sftp = batch === undefined ? this.applySftp(status) : 'none';
-    if (sftp === 'applied' || sftp === 'duplicate') {
-      this.counters[sftp === 'applied' ? 'applied' : 'duplicates']++;
-      return true;
-    }
-    const inFlight =
-      batch !== undefined ||
-      sftp === 'early' ||
-      this.options.store.batches.batchesInState('uploading', 'presigned').length > 0;
-    if (!inFlight) {
-      this.counters.ignored++;
-      return true;
-    }
-    if (fresh) {
-      // Its upload may be being recorded right now: keep it a little (the latest state wins).
-      if (this.held.size >= MAX_HELD && !this.held.has(status.requestId)) {
-        const oldest = this.held.keys().next().value as string;
-        this.held.delete(oldest);
-        this.counters.ignored++;
-      }
-      const previous = this.held.get(status.requestId);
-      // The one it replaces changed nothing: counted, so every event received is counted once.
-      if (previous) this.counters.duplicates++;
-      this.held.set(status.requestId, { status, at: previous?.at ?? this.options.now() });
-    }
-    return false;
-  }
-
-  /**
-   * An event whose requestId is not ours, tried against the SFTP batches (see {@link StatusEventFeed}):
-   * `applied` (it moved one), `duplicate` (about one, changed nothing), `early` (a terminal
-   * event about a batch whose transfer is not recorded as done yet: hold it), `none` (not about one).
-   */
-  private applySftp(status: ScanStatusLike): 'applied' | 'duplicate' | 'early' | 'none' {
-    const { store, apply } = this.options;
-    const fileName = fileNameOf(status.description);
-    const named = fileName === undefined ? undefined : store.batches.batchByRemoteName(fileName);
-    let ref: StatusRef | undefined;
-    let batch = named?.mode === 'sftp' ? named : undefined;
-    if (batch) ref = { fileName: fileName! };
-    else {
-      const references = [...new Set((status.failures ?? []).map((f) => f.reference))];
-      batch =
-        references.length > 0 ? store.batches.transferredBatchOfReferences(references) : undefined;
-      if (batch) ref = { references };
-    }
-    if (!batch || !ref) return 'none';
-    if (apply(ref, status, 'event') === 'done') return 'applied';
-    // Ours, and nothing changed: after its end (the service spoke already), a state an SFTP batch
-    // does not record (Received, InProgress), or a terminal one that came before the transfer was
-    // recorded (held, and applied once the batch is `uploaded`).
-    const terminal = (TERMINAL_STATES as readonly string[]).includes(status.state);
-    return terminal && batch.state !== 'done' ? 'early' : 'duplicate';
-  }
-
-  private retryHeld(): void {
-    const holdMs = this.options.holdMs ?? 60_000;
-    const now = this.options.now();
-    for (const [requestId, { status, at }] of [...this.held]) {
-      let settled = false;
-      try {
-        settled = this.applyOne(status, false);
-      } catch (err) {
-        this.options.logger.warn(
-          { err, requestId },
-          'status events: applying a held event failed; kept',
-        );
-      }
-      if (settled) this.held.delete(requestId);
-      else if (now - at > holdMs) {
-        this.held.delete(requestId);
-        this.counters.ignored++;
-      }
-    }
-  }
-
-  private invalid(reason: string): void {
-    this.counters.invalid++;
-    this.invalidUnlogged++;
-    this.lastInvalidReason = reason;
-    this.logInvalid(true);
-  }
-
-  /** At most one line per interval: how many invalid events, and the latest reason. */
-  private logInvalid(justSeen: boolean): void {
-    const now = this.options.now();
-    if (this.invalidUnlogged === 0 || now - this.invalidLoggedAt < INVALID_LOG_INTERVAL_MS) return;
-    if (!justSeen && this.invalidLoggedAt === 0) return;
-    this.options.logger.warn(
-      {
-        topic: this.options.topic,
-        invalid: this.invalidUnlogged,
-        totalInvalid: this.counters.invalid,
-        latest: this.lastInvalidReason,
-      },
-      'status events that are not a status object (contract §2.8) were skipped',
-    );
-    this.invalidUnlogged = 0;
-    this.invalidLoggedAt = now;
+    this.events.retryHeld();
+    this.events.logInvalid(false);
   }
 
   private async resetOutOfRange(
@@ -519,17 +376,4 @@ export class StatusEventFeed {
   }
 }
 
-/**
- * The remote file name a status's `description` names, by the convention of docs/delivery.md
- * "SFTP" (an assumption to confirm with the service operator; contract §4.7 shows no SFTP details):
- * the text before the first ": ", or the whole description when it has none; a path is reduced to
- * its last part. Undefined when there is no description, or the name is empty or too long (255, a
- * file name's limit on common file systems).
- */
-export function fileNameOf(description: string | undefined): string | undefined {
-  if (description === undefined) return undefined;
-  const colon = description.indexOf(': ');
-  const named = (colon < 0 ? description : description.slice(0, colon)).trim();
-  const name = named.slice(named.lastIndexOf('/') + 1);
-  return name.length === 0 || name.length > 255 ? undefined : name;
-}
+export { fileNameOf } from './status-event-apply.js';

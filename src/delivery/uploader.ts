@@ -1,62 +1,15 @@
 import PQueue from 'p-queue';
-import type { DeliveryConfig } from '../config/schema.js';
-import { httpStatusOf, isDiskFull, isGatewayError, type GatewayError } from '../errors.js';
-import type { Logger } from '../log.js';
-import type { BatchRow, BufferStore } from '../buffer/store.js';
-import { failureFields } from '../failure-log.js';
-import type { Batcher } from './batcher.js';
-import type { Circuit } from './circuit.js';
-import { classifyFailure } from './retry.js';
-import type { DeliveryApi } from './types.js';
-import type { SftpConnector } from '../upstream/sftp-client.js';
-import { transferBatch } from './sftp-transfer.js';
-import type { Clock } from '../clock.js';
+import { isDiskFull, isGatewayError, type GatewayError } from '../errors.js';
+import type { BatchRow } from '../buffer/store.js';
 import { LoopSleep } from '../loop.js';
 import { PresignedRoute, type PresignedOutcome, type PresignedStep } from './presigned-route.js';
-import { errorKind, isUnreadableAcceptance, SFTP_HOLDS, type ErrorKind } from './upload-errors.js';
+import { uploadSftp } from './sftp-upload.js';
+import { errorKind } from './upload-errors.js';
+import { recordAccepted, recordFailure } from './upload-outcome.js';
+import type { UploaderOptions, UploaderSnapshot } from './uploader-options.js';
 
 export type { ErrorKind } from './upload-errors.js';
-
-/** What the status page shows of uploading. */
-export interface UploaderSnapshot {
-  paused: boolean;
-  lastSuccessAt?: string;
-  /**
-   * `kind`: `token` (no token could be had: refused, unreadable, unreachable; the upload was not
-   * sent), `network` (no answer), `auth` (credentials refused by the API), `answer` (unreadable),
-   * `http` (an error status), `sftp` (an SFTP transfer failed: host key, login, permission, disk).
-   * `code`: the error's stable `SCANGW_E_…` code.
-   */
-  lastError?: { message: string; at: string; batchId?: number; kind?: ErrorKind; code?: string };
-  /** A delivery step that failed on the buffer itself (a full disk), until a step succeeds. */
-  stepError?: { message: string; at: string; diskFull: boolean };
-}
-
-/** Options of {@link Uploader}. */
-export interface UploaderOptions {
-  store: BufferStore;
-  api: Pick<
-    DeliveryApi,
-    | 'uploadScans'
-    | 'requestPresignedUpload'
-    | 'putPresigned'
-    | 'putPresignedStream'
-    | 'getScanStatus'
-  >;
-  config: DeliveryConfig;
-  logger: Logger;
-  now: Clock;
-  /** Forms the next batch when none is open. */
-  batcher: Batcher;
-  /** Counts failures in a row and draws the backoff. */
-  circuit: Circuit;
-  /** A batch became `uploaded` (or waits for its status): status tracking should look now. */
-  onUploaded: () => void;
-  /** A step failed on a full disk (SQLITE_FULL): the disk guard releases its reserve and prunes. */
-  onDiskFull?: (err: unknown) => void;
-  /** The SFTP route: how to reach the server and name the files. Needed by `sftp` batches. */
-  sftp?: { connector: SftpConnector; siteId: string; fileNameTemplate: string };
-}
+export type { UploaderOptions, UploaderSnapshot } from './uploader-options.js';
 
 /**
  * While the circuit is open, how often the service is asked whether it is back (a status request,
@@ -343,11 +296,11 @@ export class Uploader {
   }
 
   private async upload(batch: BatchRow): Promise<void> {
-    const { store, api, logger, config } = this.options;
+    const { store, api } = this.options;
     const presignedStep: PresignedStep = { current: undefined };
     try {
       if (batch.mode === 'sftp') {
-        await this.uploadSftp(batch);
+        await uploadSftp(batch, this.options, (at) => this.succeededAt(at));
         return;
       }
       let outcome: PresignedOutcome;
@@ -365,53 +318,7 @@ export class Uploader {
         this.options.onUploaded();
         return;
       }
-      const uploadedAt = outcome.uploadedAt ?? this.options.now();
-      const at = new Date(uploadedAt).toISOString();
-      try {
-        store.batches.updateBatch(batch.id, {
-          state: 'uploaded',
-          requestId: outcome.requestId,
-          uploadedAt: at,
-          nextAttemptAt: this.options.now() + config.statusPollMs,
-          lastError: null,
-        });
-      } catch (err) {
-        // The service has the batch but the buffer cannot say so (a full disk at this moment). A
-        // direct batch stays `uploading`: recoverDirect sends it again once the disk has room and
-        // counts it as a possible duplicate (at-least-once). Logged here with the requestId the
-        // service gave, the only place it is known, so the duplicate can be traced upstream.
-        logger.error(
-          {
-            err,
-            batchId: batch.id,
-            requestId: outcome.requestId,
-            mode: batch.mode,
-            scans: batch.scanCount,
-            diskFull: isDiskFull(err),
-          },
-          batch.mode === 'direct'
-            ? 'the service accepted the batch but its answer could not be recorded; it will be sent again (possible duplicate)'
-            : 'the pre-signed upload was sent but could not be recorded; its status is asked before anything is sent again',
-        );
-        throw err;
-      }
-      this.status = { ...this.status, lastSuccessAt: at };
-      this.options.onUploaded();
-      logger.info(
-        {
-          batchId: batch.id,
-          requestId: outcome.requestId,
-          mode: batch.mode,
-          scans: batch.scanCount,
-          bytes: batch.bytes,
-        },
-        'batch uploaded',
-      );
-      if (batch.possibleDuplicate > 0)
-        logger.warn(
-          { batchId: batch.id, requestId: outcome.requestId, scans: batch.scanCount },
-          'a batch sent again after an upload answer was lost was accepted: a possible duplicate at the service until the status of this requestId is known',
-        );
+      recordAccepted(batch, outcome, this.options, (at) => this.succeededAt(at));
     } catch (err) {
       // Not an upstream answer (a failed write to the buffer, a full disk): the stored state says
       // what happened; the loop logs it and the next pass (recoverDirect) takes it from there.
@@ -420,91 +327,17 @@ export class Uploader {
     }
   }
 
-  /**
-   * Sends an SFTP batch by the crash-safe transfer (sftp-transfer.ts). The batch is `uploading`
-   * while its `.part` file is written; once the file is renamed and its size verified (or found
-   * complete after a crash), it is `uploaded` and the status tracker ends it in `transferred`.
-   */
-  private async uploadSftp(batch: BatchRow): Promise<void> {
-    const { store, logger } = this.options;
-    const sftp = this.options.sftp;
-    if (!sftp) {
-      store.batches.holdBatch(
-        batch.id,
-        'an SFTP batch, but upstream.sftp is not configured; configure it, then replay the batch',
-      );
-      logger.error({ batchId: batch.id }, 'SFTP batch held: upstream.sftp is not configured');
-      return;
-    }
-    const result = await transferBatch(batch, {
-      store,
-      connector: sftp.connector,
-      logger,
-      siteId: sftp.siteId,
-      fileNameTemplate: sftp.fileNameTemplate,
-      onWriting: () =>
-        store.batches.updateBatch(batch.id, {
-          state: 'uploading',
-          attempts: (store.batches.batch(batch.id)?.attempts ?? batch.attempts) + 1,
-        }),
-    });
-    this.options.circuit.succeeded();
-    const at = new Date(this.options.now()).toISOString();
-    store.batches.updateBatch(batch.id, {
-      state: 'uploaded',
-      uploadedAt: at,
-      nextAttemptAt: 0,
-      lastError: null,
-    });
+  /** The time of the last upload that succeeded, for the status page. */
+  private succeededAt(at: string): void {
     this.status = { ...this.status, lastSuccessAt: at };
-    this.options.onUploaded();
-    logger.info(
-      {
-        batchId: batch.id,
-        remotePath: result.remotePath,
-        sha256: result.sha256,
-        scans: batch.scanCount,
-        bytes: batch.bytes,
-        outcome: result.outcome,
-      },
-      'batch transferred by SFTP',
-    );
   }
 
-  /** An SFTP transfer failed: held (permission, conflict) or back to `ready` with backoff. */
-  private sftpFailed(batch: BatchRow, err: GatewayError): void {
-    const { store, logger } = this.options;
-    if (SFTP_HOLDS.includes(err.code)) {
-      store.batches.holdBatch(batch.id, err.message);
-      logger.error(
-        { batchId: batch.id, ...failureFields(err) },
-        'SFTP server refused the batch file; batch held with the reason (see failures, replay)',
-      );
-      return;
-    }
-    const delay = this.options.circuit.failed();
-    const nextAttemptAt = this.options.now() + delay;
-    // `ready` again: the next attempt asks the server first, whatever this one left there.
-    store.batches.updateBatch(batch.id, { state: 'ready', nextAttemptAt, lastError: err.message });
-    this.options.circuit.retryAt(nextAttemptAt);
-    logger.warn(
-      {
-        batchId: batch.id,
-        ...failureFields(err),
-        retryInMs: delay,
-        nextAttemptAt: new Date(nextAttemptAt).toISOString(),
-      },
-      'SFTP transfer failed; will retry',
-    );
-  }
-
+  /** Notes a failed upload for the status page, then records it in the buffer ({@link recordFailure}). */
   private uploadFailed(
     batch: BatchRow,
     err: GatewayError,
     presignedStep: PresignedStep['current'],
   ): void {
-    const { store, logger, config } = this.options;
-    const action = classifyFailure(err);
     const message = (err as Error).message;
     const at = new Date(this.options.now()).toISOString();
     const code = isGatewayError(err) ? err.code : undefined;
@@ -518,121 +351,6 @@ export class Uploader {
         ...(code ? { code } : {}),
       },
     };
-    if (batch.mode === 'sftp') {
-      this.sftpFailed(batch, err);
-      return;
-    }
-    if (action.action === 'split') {
-      // A split drops the address: its halves go under new requestIds. After a second PUT the
-      // earlier one may have arrived under the old requestId, so that resend is counted.
-      if (presignedStep === 'reput' && batch.scanCount > 1)
-        store.batches.updateBatch(batch.id, {}, { possibleDuplicate: true });
-      const split = store.batches.splitBatch(batch.id);
-      logger.warn({ batchId: batch.id, split }, 'batch refused as too large; split in two');
-      if (!split)
-        store.batches.holdBatch(
-          batch.id,
-          `the service refused a single scan as too large: ${message}`,
-        );
-      return;
-    }
-    if (action.action === 'newAddress' && presignedStep === 'reput') {
-      // §4.4, §8: an address takes one upload. Refused now, it took an earlier one: follow its
-      // status; only after `notFoundGraceMs` of NotFound is the batch sent again, under a new
-      // address (counted as a possible duplicate).
-      const now = this.options.now();
-      store.batches.updateBatch(batch.id, {
-        state: 'uploaded',
-        presignedUrl: null,
-        presignedExpiresAt: null,
-        putStartedAt: now,
-        uploadedAt: new Date(now).toISOString(),
-        nextAttemptAt: now + config.statusPollMs,
-        lastError: message,
-      });
-      logger.warn(
-        { batchId: batch.id, requestId: batch.requestId },
-        'the single-use address was used already, so the earlier upload had arrived; following its status',
-      );
-      return;
-    }
-    if (action.action === 'hold') {
-      store.batches.holdBatch(batch.id, message);
-      logger.error(
-        { batchId: batch.id, ...failureFields(err) },
-        'batch refused by the service; held with the answer (see failures, replay)',
-      );
-      return;
-    }
-    if (batch.mode === 'direct' && isUnreadableAcceptance(err)) {
-      // Sending again would duplicate a batch the service most likely has, on every retry.
-      store.batches.holdBatch(
-        batch.id,
-        `the service accepted the upload but its answer could not be read (${message}); not sent again, to avoid duplicates`,
-      );
-      logger.error(
-        { batchId: batch.id, ...failureFields(err) },
-        'upload accepted with an answer that cannot be read; batch held, not sent again (see failures, replay)',
-      );
-      return;
-    }
-    // A refused address waits like any other failure: asked for again at once, every time, it
-    // would use up an address (and a requestId at the service) per loop.
-    const retryAfterMs = action.action === 'retry' ? action.retryAfterMs : undefined;
-    const answerLost = action.action === 'retry' && action.answerLost;
-    const delay = this.options.circuit.failed(retryAfterMs);
-    const nextAttemptAt = this.options.now() + delay;
-    const current = store.batches.batch(batch.id) ?? batch;
-    if (action.action === 'newAddress') {
-      store.batches.updateBatch(batch.id, {
-        state: 'ready',
-        requestId: null,
-        presignedUrl: null,
-        presignedExpiresAt: null,
-        putStartedAt: null,
-        nextAttemptAt,
-        lastError: message,
-      });
-    } else if (batch.mode === 'direct') {
-      // A lost answer means the service may have the batch: the resend is counted.
-      store.batches.updateBatch(
-        batch.id,
-        { state: 'ready', nextAttemptAt, lastError: message },
-        { possibleDuplicate: answerLost },
-      );
-    } else {
-      // A 4xx/429 answer to the first PUT to an address means the data did not arrive: no status
-      // check needed next time. A 5xx may come after the object was stored (a proxy's 502/504, an
-      // object store's 500), and a lost answer says nothing: the status is asked first, then the
-      // same address is tried again on this backoff (presigned-route.ts). A 4xx to a second PUT
-      // says only that this one did not arrive, not the earlier one: `put_started_at` stays, or a
-      // later 403 would look like a fresh address refused and be resent uncounted. A failed status
-      // check or address request says nothing about an earlier PUT.
-      const httpStatus = httpStatusOf(err);
-      const refused =
-        presignedStep === 'put' &&
-        !answerLost &&
-        httpStatus !== undefined &&
-        httpStatus < 500 &&
-        current.putStartedAt !== null;
-      store.batches.updateBatch(batch.id, {
-        nextAttemptAt,
-        lastError: message,
-        ...(refused ? { putStartedAt: null } : {}),
-      });
-    }
-    this.options.circuit.retryAt(nextAttemptAt);
-    // One line: code, cause, next attempt; a stack only for an error that is not an upstream failure (a bug).
-    logger.warn(
-      {
-        batchId: batch.id,
-        ...failureFields(err),
-        retryInMs: delay,
-        nextAttemptAt: new Date(nextAttemptAt).toISOString(),
-      },
-      action.action === 'newAddress'
-        ? 'pre-signed address refused; asking for a new one'
-        : 'upload failed; will retry',
-    );
+    recordFailure(batch, err, presignedStep, this.options);
   }
 }

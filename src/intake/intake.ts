@@ -1,124 +1,32 @@
 import { ErrorCodes, GatewayError, isDiskFull } from '../errors.js';
-import type { Logger } from '../log.js';
 import type {
-  FileChunk,
   FileProgress,
   IntakeItem,
   IntakeSink,
-  ItemOutcome,
   SubmitOptions,
   SubmitResult,
 } from '../inputs/types.js';
-import { mapRead, type MappingContext } from '../mapping/map-read.js';
+import type { MappingContext } from '../mapping/map-read.js';
 import type { IntakeWrites } from '../buffer/intake-writes.js';
-import type {
-  BufferStore,
-  CommittedFile,
-  CommittedMessage,
-  IntakeRecord,
-} from '../buffer/store.js';
+import type { IntakeRecord } from '../buffer/store.js';
 import type { Clock } from '../clock.js';
-import { IntakeDuplicates, type TakenReference } from './duplicates.js';
-import type { IntakeFence } from './fence.js';
-import { refusalAfter, SLICE_MAP_BUDGET_MS, SLICE_READS, type SliceState } from './slices.js';
-import { mappedVerdict, rejectionVerdict } from './verdict.js';
+import { IntakeCounters, type InputCounters } from './counters.js';
+import { IntakeDuplicates } from './duplicates.js';
+import { takeGroup } from './groups.js';
+import type { IntakeOptions } from './options.js';
+import {
+  chunkCommittedBefore,
+  committedFiles,
+  outcomesOf,
+  toRecord,
+  type Pending,
+  type Verdict,
+} from './records.js';
+import { SLICE_READS } from './slices.js';
 
 export type { IntakeFence } from './fence.js';
-
-/** Per-input counters since the gateway started, for the health page and metrics. */
-export interface InputCounters {
-  reads: number;
-  scans: number;
-  noReads: number;
-  rejections: number;
-  duplicates: number;
-  /**
-   * MQTT messages the broker sent again (DUP) that were committed before (a crash or a lost
-   * connection came between the commit and the PUBACK): acknowledged, not stored again.
-   */
-  redelivered: number;
-  bytes: number;
-  /** Attributes of a rule not sent because their source had no value (each noted with its read). Absent while 0. */
-  attributesNotSent?: number;
-  lastReadAt?: string;
-}
-
-/** Most distinct "attribute not sent" lines logged (one per input and attribute), so the log stays bounded. */
-const MAX_LOGGED_NOT_SENT = 256;
-
-/**
- * Most inputs counted at once. Counters are kept per configured input (dropped at a reload that
- * removes the input), so this is only the guard against reads naming inputs that do not exist.
- */
-export const MAX_COUNTED_INPUTS = 1024;
-
-/** What intake needs of back-pressure (src/buffer/back-pressure.ts): the quota and full-disk gate of its admission. */
-export interface IntakeGate {
-  /** Answers why a commit adding these scans is refused, or undefined when it fits. */
-  admit(scans: number, bytes: number): string | undefined;
-  /** Why one submit alone can never fit the quota, or undefined. */
-  tooLarge?(scans: number, bytes: number): string | undefined;
-  /**
-   * Why nothing may be written now (the disk is full), or undefined. Every submit is then
-   * refused with `SCANGW_E_BUFFER_DISK_FULL` (retryable), as a commit failing with SQLITE_FULL is.
-   */
-  writesRefused?(): string | undefined;
-  /** Called once before the admits of one group commit; ended by commitFailed or commitSucceeded. */
-  beginGroup?(): void;
-  commitFailed(err: unknown): void;
-  commitSucceeded(): void;
-}
-
-interface Pending {
-  /** The items as submitted, mapped into `records` when the submit (or its slice) is taken. */
-  items: IntakeItem[];
-  /** The mapping of when it was submitted (a reload in between does not change it). */
-  mapping: MappingContext;
-  /** The input of its first item: submits of one input are taken in the order submitted. */
-  inputId: string | undefined;
-  records: IntakeRecord[];
-  /** Scans among `records`, and their bytes (what the quota counts). */
-  scans: number;
-  scanBytes: number;
-  file?: { inputId: string; hash: string; name?: string };
-  message?: CommittedMessage & { dup: boolean };
-  chunk?: FileChunk;
-  taken: TakenReference[];
-  resolve: (result: SubmitResult) => void;
-  reject: (err: unknown) => void;
-  /** A submit taken in slices (`inSlices`): each slice is committed as a submit of its own. */
-  slices?: SliceState;
-}
-
-export interface IntakeOptions {
-  /** The buffer; opened before {@link Intake.open}. */
-  store: BufferStore;
-  mapping: MappingContext;
-  logger: Logger;
-  /** Called after each commit that added scans, so delivery can wake up. */
-  onScansCommitted?: () => void;
-  now?: Clock;
-  /**
-   * Longest a submit waits for others to share its transaction, in ms. Default 0: a group is what
-   * was submitted in the same turn of the event loop, committed at its end (setImmediate); under
-   * load the next group gathers while a commit runs, so groups grow with the load by themselves.
-   * A fixed window of 2 ms was most of the publish-to-PUBACK time at 1,000 MQTT messages/s.
-   */
-  groupWindowMs?: number;
-  /** Quota and full-disk handling; without it every commit is attempted. */
-  gate?: IntakeGate;
-  /**
-   * High availability: reads are committed only while this node leads within its lease, stored
-   * with its epoch, and a message the broker sent again (DUP) is stored as a possible duplicate
-   * (the previous leader may have committed it). Without it (no `ha`) every commit is attempted.
-   */
-  fence?: IntakeFence;
-  /**
-   * Cuts known secrets out of a reason before it is stored (a refusal may quote the input, and
-   * the input may hold a secret). The raw read is kept as received: it is the evidence.
-   */
-  scrub?: (text: string) => string;
-}
+export { MAX_COUNTED_INPUTS, type InputCounters } from './counters.js';
+export type { IntakeGate, IntakeOptions } from './options.js';
 
 /**
  * The sink every input hands its reads to, between the mapping and the buffer on a read's path
@@ -138,17 +46,13 @@ export class Intake implements IntakeSink {
   private timer: NodeJS.Timeout | NodeJS.Immediate | undefined;
   /** The checkpoint after a commit, run once the commit's sources were acknowledged. */
   private checkpoint: NodeJS.Immediate | undefined;
-  private readonly counters = new Map<string, Counters>();
+  private readonly counters: IntakeCounters;
   private readonly now: Clock;
   private closed = false;
   private mapping: MappingContext;
   lastCommitError: { message: string; at: string } | undefined;
 
   private readonly scrub: (text: string) => string;
-  /** Rule attributes not sent, per record, counted when the record is committed. */
-  private readonly notSent = new WeakMap<IntakeRecord, number>();
-  /** Input and attribute of the "attribute not sent" lines already logged (once each). */
-  private readonly loggedNotSent = new Set<string>();
   /** Each record's verdict for its source (src/intake/verdict.ts), handed back with the outcomes. */
   private readonly verdicts = new WeakMap<IntakeRecord, Verdict>();
 
@@ -158,6 +62,7 @@ export class Intake implements IntakeSink {
     this.scrub = options.scrub ?? ((text) => text);
     this.mapping = options.mapping;
     this.dedupe = new IntakeDuplicates(options.logger, this.now);
+    this.counters = new IntakeCounters(options.logger, () => this.mapping, this.scrub);
   }
 
   /**
@@ -187,13 +92,12 @@ export class Intake implements IntakeSink {
   /** Replaces the mapping (after a configuration reload); reads submitted later use it. */
   setMapping(mapping: MappingContext): void {
     this.mapping = mapping;
-    // The counters of an input removed by the reload would never be shown again: drop them.
-    for (const id of this.counters.keys()) if (!mapping.inputs.has(id)) this.counters.delete(id);
+    this.counters.keepOnly(mapping);
   }
 
-  /** Inputs with counters held now (bounded by {@link MAX_COUNTED_INPUTS}). */
+  /** Inputs with counters held now (bounded by `MAX_COUNTED_INPUTS`). */
   countedInputs(): number {
-    return this.counters.size;
+    return this.counters.size();
   }
 
   /**
@@ -266,93 +170,14 @@ export class Intake implements IntakeSink {
     return items === undefined ? undefined : { items, complete: false };
   }
 
-  /** A chunk committed before (by the file's progress, or the whole file): acknowledged, not stored again. */
-  private chunkCommittedBefore(p: Pending): boolean {
-    const c = p.chunk;
-    if (!c) return false;
-    const writes = this.writes;
-    if (c.remember && writes.knownFile(c.inputId, c.hash)) return true;
-    return (
-      p.records.length > 0 &&
-      (writes.fileProgress(c.inputId, c.hash) ?? 0) >= c.itemsBefore + p.records.length
-    );
-  }
-
   private toRecord(item: IntakeItem, pending: Pending, mapping: MappingContext): IntakeRecord {
-    if (item.kind === 'rejection') {
-      const r = item.rejection;
-      const rejected: IntakeRecord = {
-        inputId: r.inputId,
-        receivedAt: r.receivedAt,
-        raw: r.raw,
-        outcome: 'rejected',
-        reason: this.scrub(r.reason),
-        inputLevel: true,
-        ...(r.origin ? { origin: r.origin } : {}),
-      };
-      this.verdicts.set(rejected, rejectionVerdict(r.code));
-      return rejected;
-    }
-    const read = item.read;
-    // One object per read, filled in place: this runs for every read (no spread copies).
-    const record: IntakeRecord = {
-      inputId: read.inputId,
-      receivedAt: read.receivedAt,
-      raw: read.raw,
-      outcome: 'scan',
-    };
-    if (read.sourceTime !== undefined) record.sourceTime = read.sourceTime;
-    if (read.dcpKey !== undefined) record.dcpKey = read.dcpKey;
-    if (read.parents && read.parents.length > 0) record.parents = read.parents;
-    if (read.attributes) record.attributes = read.attributes;
-    if (read.origin) record.origin = read.origin;
-    const result = mapRead(read, mapping);
-    if (result.changes) record.containers = result.changes;
-    this.verdicts.set(record, mappedVerdict(result));
-    if (result.outcome === 'noRead') {
-      record.outcome = 'noRead';
-      if (result.reason) record.reason = this.scrub(result.reason);
-      return record;
-    }
-    if (result.outcome === 'rejected') {
-      record.outcome = 'rejected';
-      record.reason = this.scrub(result.reason);
-      return record;
-    }
-    const { scan, instant } = result;
-    const window = mapping.dcps.get(scan.dcpKey)?.duplicateWindowMs ?? 0;
-    const duplicate = this.dedupe.check(scan.dcpKey, scan.reference, instant.getTime(), window);
-    if (duplicate) {
-      record.outcome = 'duplicate';
-      record.reason = `same reference at ${scan.dcpKey} within ${window} ms`;
-      this.verdicts.set(record, { verdict: 'nak', code: 'duplicate', reference: scan.reference });
-      return record;
-    }
-    if (window > 0)
-      pending.taken.push({
-        dcpKey: scan.dcpKey,
-        reference: scan.reference,
-        atMs: instant.getTime(),
-      });
-    // A flagged time stamp (timeCheck) and the rule's attributes not sent are kept as the read's
-    // reason (trace shows it as a note); the scan is sent all the same.
-    const notes = [...(result.timeWarning ? [result.timeWarning] : []), ...(result.notes ?? [])];
-    if (notes.length > 0) record.reason = this.scrub(notes.join('; '));
-    if (result.notes) this.noteNotSent(read.inputId, result.rule, result.notes, record);
-    const body = JSON.stringify(scan);
-    const bytes = Buffer.byteLength(body);
-    pending.scans++;
-    pending.scanBytes += bytes;
-    // The mapping parsed the read already: its elements spare the buffer a second parse.
-    record.scan = {
-      reference: scan.reference,
-      dcpKey: scan.dcpKey,
-      instant,
-      body,
-      bytes,
-      gs1: result.barcode.kind === 'gs1' ? result.barcode.elements : [],
-    };
-    return record;
+    return toRecord(item, pending, mapping, {
+      scrub: this.scrub,
+      verdicts: this.verdicts,
+      dedupe: this.dedupe,
+      noteNotSent: (inputId, rule, notes, record) =>
+        this.counters.noteNotSent(inputId, rule, notes, record),
+    });
   }
 
   private cancelTimer(): void {
@@ -364,7 +189,7 @@ export class Intake implements IntakeSink {
   }
 
   /**
-   * Commits the group {@link take} makes of the queue, in four steps: {@link fenced} (this node
+   * Commits the group {@link takeGroup} makes of the queue, in four steps: {@link fenced} (this node
    * may not take reads now), {@link refuse} (the disk is full: every submit refused), {@link admit}
    * (each submit acknowledged as committed before, refused by the quota, or admitted) and
    * {@link commit} (one transaction for the admitted). What the group left in the queue (the rest
@@ -373,7 +198,9 @@ export class Intake implements IntakeSink {
    */
   private flush(): void {
     this.timer = undefined;
-    const { group: queued, rest } = this.take();
+    const { group: queued, rest } = takeGroup(this.queue, (item, p, mapping) =>
+      this.toRecord(item, p, mapping),
+    );
     this.queue = rest;
     if (rest.length > 0) this.timer = setImmediate(() => this.flush());
     if (queued.length === 0) return;
@@ -384,82 +211,6 @@ export class Intake implements IntakeSink {
     // A slice refused settles its whole submit: the rest of it is not taken.
     if (this.queue.some((p) => p.slices?.settled))
       this.queue = this.queue.filter((p) => !p.slices?.settled);
-  }
-
-  /**
-   * The next group, in the order submitted, and what stays queued: every submit taken whole,
-   * mapped now; of the submits taken in slices ({@link SLICE_READS} reads and
-   * {@link SLICE_MAP_BUDGET_MS} of mapping per turn between them) the next slice. A submit waits
-   * while an earlier one of its input is not taken to its end, so one source's reads are mapped,
-   * checked against the duplicate window and committed in the order it sent them; another input's
-   * submit goes into the next commit, between two slices.
-   */
-  private take(): { group: Pending[]; rest: Pending[] } {
-    const group: Pending[] = [];
-    const rest: Pending[] = [];
-    /** Inputs with a sliced submit not yet taken to its end: their later submits wait. */
-    const behind = new Set<string | undefined>();
-    let budget = SLICE_READS;
-    const deadline = performance.now() + SLICE_MAP_BUDGET_MS;
-    for (const p of this.queue) {
-      if (behind.has(p.inputId)) {
-        rest.push(p);
-        continue;
-      }
-      const s = p.slices;
-      if (!s) {
-        for (const item of p.items) p.records.push(this.toRecord(item, p, p.mapping));
-        p.items = [];
-        group.push(p);
-        continue;
-      }
-      if (budget > 0 && !s.settled) {
-        const part = this.slice(p, s, budget, deadline);
-        budget -= part.records.length;
-        group.push(part);
-      }
-      if (s.next < p.items.length) {
-        rest.push(p);
-        behind.add(p.inputId);
-      }
-    }
-    return { group, rest };
-  }
-
-  /**
-   * Maps the next slice of a submit taken in slices (at most `budget` reads, at least one, until
-   * `deadline` on the monotonic clock) into a submit of its own: committed or refused with the
-   * group like any other, its outcomes added to the whole submit's, which resolves with its last
-   * slice; a refusal rejects the whole submit, with the items committed before ({@link refusalAfter}).
-   */
-  private slice(whole: Pending, s: SliceState, budget: number, deadline: number): Pending {
-    const part: Pending = {
-      items: [],
-      mapping: whole.mapping,
-      inputId: whole.inputId,
-      records: [],
-      scans: 0,
-      scanBytes: 0,
-      taken: [],
-      resolve: (result) => {
-        s.committed += part.records.length;
-        for (const o of result.outcomes) s.outcomes.push(o);
-        if (s.committed < whole.items.length) return;
-        s.settled = true;
-        whole.resolve({ outcomes: s.outcomes });
-      },
-      reject: (err) => {
-        s.settled = true;
-        whole.reject(refusalAfter(err, s.committed));
-      },
-    };
-    const end = Math.min(whole.items.length, s.next + budget);
-    while (s.next < end) {
-      const item = whole.items[s.next++] as IntakeItem;
-      part.records.push(this.toRecord(item, part, whole.mapping));
-      if (performance.now() >= deadline) break;
-    }
-    return part;
   }
 
   /**
@@ -517,8 +268,7 @@ export class Intake implements IntakeSink {
       if (p.message?.dup && writes.knownMessage(p.message)) {
         // The broker's resend of a message committed before whose PUBACK it never had: acknowledge only.
         this.dedupe.forget(p.taken);
-        const counters = this.countersOf(p.message.inputId);
-        if (counters) counters.redelivered++;
+        this.counters.countRedelivered(p.message.inputId);
         p.resolve({ outcomes: [], redelivered: true });
         continue;
       }
@@ -529,16 +279,16 @@ export class Intake implements IntakeSink {
           { inputId: p.file.inputId, file: p.file.name, hash: p.file.hash },
           'file with this content was stored before; not stored again',
         );
-        p.resolve(this.outcomesOf(p));
+        p.resolve(outcomesOf(p, this.verdicts));
         continue;
       }
-      if (this.chunkCommittedBefore(p)) {
+      if (chunkCommittedBefore(p, writes)) {
         this.dedupe.forget(p.taken);
         logger.warn(
           { inputId: p.chunk?.inputId, file: p.chunk?.name, hash: p.chunk?.hash },
           'chunk of a file was stored before; not stored again',
         );
-        p.resolve(this.outcomesOf(p));
+        p.resolve(outcomesOf(p, this.verdicts));
         continue;
       }
       const adds = p.scans;
@@ -571,21 +321,7 @@ export class Intake implements IntakeSink {
     const { gate, logger } = this.options;
     const writes = this.writes;
     const records = group.flatMap((p) => p.records);
-    const files = group.flatMap((p): CommittedFile[] => {
-      if (p.file) return [{ ...p.file, items: p.records.length }];
-      const c = p.chunk;
-      if (!c) return [];
-      return [
-        {
-          inputId: c.inputId,
-          hash: c.hash,
-          name: c.name,
-          items: c.itemsBefore + p.records.length,
-          inProgress: !c.final,
-          remember: c.remember,
-        },
-      ];
-    });
+    const files = committedFiles(group);
     const messages = group.flatMap((p) => (p.message ? [p.message] : []));
     const fence = this.options.fence;
     if (fence) {
@@ -628,8 +364,8 @@ export class Intake implements IntakeSink {
       writes.checkpointAfterCommit();
     });
     gate?.commitSucceeded();
-    for (const r of records) this.countCommitted(r);
-    for (const p of group) p.resolve(this.outcomesOf(p));
+    for (const r of records) this.counters.countCommitted(r);
+    for (const p of group) p.resolve(outcomesOf(p, this.verdicts));
     if (records.some((r) => r.outcome === 'scan')) this.options.onScansCommitted?.();
   }
 
@@ -646,9 +382,9 @@ export class Intake implements IntakeSink {
     this.closed = true;
   }
 
+  /** Per-input counters since the gateway started ({@link InputCounters}). */
   countersFor(inputId: string): InputCounters {
-    const { lastReadAtDate, ...counters } = this.counters.get(inputId) ?? emptyCounters();
-    return lastReadAtDate ? { ...counters, lastReadAt: lastReadAtDate.toISOString() } : counters;
+    return this.counters.countersFor(inputId);
   }
 
   /** See {@link IntakeSink.forgetMessages}. */
@@ -660,74 +396,4 @@ export class Intake implements IntakeSink {
         'broker holds no session for this input: its message identities are forgotten',
       );
   }
-
-  /** The input's counters; undefined for an input no longer configured once {@link MAX_COUNTED_INPUTS} are counted. */
-  private countersOf(inputId: string): Counters | undefined {
-    let c = this.counters.get(inputId);
-    if (!c) {
-      if (this.counters.size >= MAX_COUNTED_INPUTS && !this.mapping.inputs.has(inputId))
-        return undefined;
-      c = emptyCounters();
-      this.counters.set(inputId, c);
-    }
-    return c;
-  }
-
-  /** Counts the rule attributes a read did not get, and logs each input's attribute once. */
-  private noteNotSent(
-    inputId: string,
-    rule: string | undefined,
-    notes: string[],
-    record: IntakeRecord,
-  ): void {
-    this.notSent.set(record, notes.length);
-    for (const note of notes) {
-      const key = `${inputId}\u0000${note.slice(0, note.indexOf(':'))}`;
-      if (this.loggedNotSent.has(key) || this.loggedNotSent.size >= MAX_LOGGED_NOT_SENT) continue;
-      this.loggedNotSent.add(key);
-      this.options.logger.warn(
-        { inputId, rule, note: this.scrub(note) },
-        'a rule attribute had no value and was not sent (logged once per input and attribute; each read keeps the note)',
-      );
-    }
-  }
-
-  /** What each item of a submit became, with its verdict for the source, in the items' order. */
-  private outcomesOf(p: Pending): SubmitResult {
-    return {
-      outcomes: p.records.map((r): ItemOutcome => ({
-        outcome: r.outcome,
-        ...(r.reason !== undefined ? { reason: r.reason } : {}),
-        ...this.verdicts.get(r),
-      })),
-    };
-  }
-
-  /** Counted only once committed, so a failed commit that the source retries is not counted twice. */
-  private countCommitted(r: IntakeRecord): void {
-    const c = this.countersOf(r.inputId);
-    if (!c) return;
-    c.bytes += r.raw.length;
-    // Formatted when asked for (countersFor), not once per read.
-    c.lastReadAtDate = r.receivedAt;
-    // An input-level rejection (no read could be framed or parsed) has no mapping outcome of its own.
-    if (!r.inputLevel) c.reads++;
-    if (r.outcome === 'scan') {
-      c.scans++;
-      const notSent = this.notSent.get(r);
-      if (notSent !== undefined) c.attributesNotSent = (c.attributesNotSent ?? 0) + notSent;
-    } else if (r.outcome === 'noRead') c.noReads++;
-    else if (r.outcome === 'duplicate') c.duplicates++;
-    else c.rejections++;
-  }
-}
-
-/** A record's verdict for its source. */
-type Verdict = Pick<ItemOutcome, 'verdict' | 'code' | 'reference'>;
-
-/** The counters as kept: the time of the last read as received, formatted by {@link Intake.countersFor}. */
-type Counters = Omit<InputCounters, 'lastReadAt'> & { lastReadAtDate?: Date };
-
-function emptyCounters(): Counters {
-  return { reads: 0, scans: 0, noReads: 0, rejections: 0, duplicates: 0, redelivered: 0, bytes: 0 };
 }

@@ -1,8 +1,6 @@
-import type { IncomingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
-import { request, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
 import type { z } from 'zod';
-import type { UpstreamConfig } from '../config/schema.js';
 import { ErrorCodes, GatewayError, isGatewayError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
 import {
@@ -12,7 +10,6 @@ import {
   presignedUrlReadSchema,
   problemDetailsSchema,
   readScanStatus,
-  oauthErrorSchema,
   productModelKeyAndNameSchema,
   productModelSchema,
   scanStatusReadSchema,
@@ -22,21 +19,29 @@ import {
   type ProductModelKeyAndName,
   type ScanStatus,
 } from '@scan-gateway/contract';
-import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { isDeepStrictEqual } from 'node:util';
-import { createUpstreamDispatcher, type UpstreamDispatcherOptions } from './dispatcher.js';
-import { discard, NOT_JSON, readCapped, safeJson } from './answer-body.js';
 import {
-  deadlineError,
-  httpError,
-  networkError,
-  parseRetryAfter,
-  redirectError,
-} from './http-errors.js';
-import { TokenCache, readTokenAnswer, tokenExpiry, type AccessToken } from './token-cache.js';
-import { hasUrlCredentials, insecureUrlProblem } from '../config/url-policy.js';
+  changedSettings,
+  checkAddresses,
+  dispatcherOptions,
+  transportKey,
+  UPSTREAM_LIMITS,
+  type Credentials,
+  type UpstreamClientOptions,
+} from './client-options.js';
+import { createUpstreamDispatcher } from './dispatcher.js';
+import { safeJson } from './answer-body.js';
+import { exchange, parseAnswer, type Answer, type Bounds } from './exchange.js';
+import { httpError, parseRetryAfter } from './http-errors.js';
+import { TokenCache, type AccessToken } from './token-cache.js';
+import { fetchToken } from './token-request.js';
+import { authorizedCall, type CallContext } from './authorized-call.js';
 import type { Clock } from '../clock.js';
+
+export {
+  clientOptionsFromConfig,
+  UPSTREAM_LIMITS,
+  type UpstreamClientOptions,
+} from './client-options.js';
 
 /**
  * A body read while it is sent (a batch streamed from the buffer), never whole in
@@ -47,135 +52,6 @@ export interface StreamedBody {
   chunks(): AsyncIterable<Buffer>;
 }
 
-/** Options of {@link UpstreamClient}. */
-export interface UpstreamClientOptions {
-  /** Base address of the service; the contract's paths (§4) are appended. */
-  baseUrl: string;
-  /** Base address of the token endpoint; `/oauth2/token` is appended (§5). */
-  authUrl: string;
-  clientId: string;
-  /** Never logged, never put in an error. */
-  clientSecret: string;
-  logger?: Logger;
-  /** Injected transport (tests, a shared agent). Not closed by `close()`. Without it, the client owns one. */
-  dispatcher?: Dispatcher;
-  /** PEM file of extra CAs, added to the default store. Ignored when `dispatcher` is given. */
-  caFile?: string;
-  /** HTTP(S) proxy, without credentials in it. Ignored when `dispatcher` is given. */
-  proxyUrl?: string;
-  /** `user:password` for the proxy (Basic), from a file or the environment. Ignored when `dispatcher` is given. */
-  proxyCredentials?: string;
-  /**
-   * Deadline of one whole exchange (connect, headers and the complete answer body), in ms; also the
-   * connect, headers and body inactivity timeouts. A request with a body gets in addition the time
-   * to send it at `minUploadBytesPerSec`. Default 30 000.
-   */
-  requestTimeoutMs?: number;
-  /** Slowest upload rate still allowed to finish, in bytes per second; lengthens the deadline of uploads. Default 32 768. */
-  minUploadBytesPerSec?: number;
-  /** Most bytes of any answer read (token, upload, status, create, error bodies), default 1 MiB. */
-  maxAnswerBytes?: number;
-  /** Most bytes of the product list answer (§4.1, a list of every product), default 16 MiB. */
-  maxProductListBytes?: number;
-  /** Allow plain `http` to a non-loopback `baseUrl`/`authUrl` (a lab without TLS). Default false. */
-  allowInsecureHttp?: boolean;
-  /** Clock in ms since epoch, for token expiry and Retry-After dates. Default `Date.now`. */
-  now?: Clock;
-}
-
-/** Who the client is at the token endpoint (§5). */
-interface Credentials {
-  clientId: string;
-  /** Never logged, never put in an error. */
-  clientSecret: string;
-}
-
-/** The options of the dispatcher the client owns. */
-function dispatcherOptions(options: UpstreamClientOptions): UpstreamDispatcherOptions {
-  return {
-    timeoutMs: options.requestTimeoutMs ?? UPSTREAM_LIMITS.requestTimeoutMs,
-    ...(options.caFile !== undefined ? { caFile: options.caFile } : {}),
-    ...(options.proxyUrl !== undefined ? { proxyUrl: options.proxyUrl } : {}),
-    ...(options.proxyCredentials !== undefined
-      ? { proxyCredentials: options.proxyCredentials }
-      : {}),
-  };
-}
-
-/**
- * What the owned dispatcher is built from, as one comparable text: a CA file rewritten in place
- * counts as a change (its content is part of it, by hash). Holds no secret in clear.
- */
-function transportKey(options: UpstreamClientOptions): string {
-  let ca: string | undefined;
-  if (options.caFile !== undefined) {
-    try {
-      ca = createHash('sha256').update(readFileSync(options.caFile)).digest('hex');
-    } catch {
-      ca = 'unreadable';
-    }
-  }
-  const proxyCredentials =
-    options.proxyCredentials === undefined
-      ? undefined
-      : createHash('sha256').update(options.proxyCredentials).digest('hex');
-  return JSON.stringify({
-    caFile: options.caFile === undefined ? undefined : [options.caFile, ca],
-    proxyUrl: options.proxyUrl,
-    proxyCredentials,
-    requestTimeoutMs: options.requestTimeoutMs ?? UPSTREAM_LIMITS.requestTimeoutMs,
-  });
-}
-
-interface Answer {
-  status: number;
-  headers: IncomingHttpHeaders;
-  text: string;
-}
-
-/**
- * The client options for the `upstream` section of the configuration and the secrets read beside
- * it (the one mapping, for the daemon and the commands alike).
- */
-export function clientOptionsFromConfig(
-  upstream: UpstreamConfig,
-  secrets: { clientSecret: string; proxyCredentials?: string | undefined },
-  logger?: Logger,
-): UpstreamClientOptions {
-  return {
-    baseUrl: upstream.baseUrl,
-    authUrl: upstream.authUrl,
-    clientId: upstream.clientId,
-    clientSecret: secrets.clientSecret,
-    requestTimeoutMs: upstream.requestTimeoutMs,
-    minUploadBytesPerSec: upstream.minUploadBytesPerSec,
-    maxAnswerBytes: upstream.maxAnswerBytes,
-    maxProductListBytes: upstream.maxProductListBytes,
-    allowInsecureHttp: upstream.allowInsecureHttp,
-    ...(logger ? { logger } : {}),
-    ...(upstream.caFile ? { caFile: upstream.caFile } : {}),
-    ...(upstream.proxyUrl ? { proxyUrl: upstream.proxyUrl } : {}),
-    ...(secrets.proxyCredentials !== undefined
-      ? { proxyCredentials: secrets.proxyCredentials }
-      : {}),
-  };
-}
-
-/** Defaults of the bounds on one exchange (docs/upstream.md, "Bounds"). */
-export const UPSTREAM_LIMITS = {
-  requestTimeoutMs: 30_000,
-  minUploadBytesPerSec: 32 * 1024,
-  maxAnswerBytes: 1024 * 1024,
-  maxProductListBytes: 16 * 1024 * 1024,
-} as const;
-
-/** What one exchange may take: its deadline and the most answer bytes read. */
-interface Bounds {
-  deadlineMs: number;
-  maxBytes: number;
-}
-
-const JSON_ACCEPT = 'application/json, text/json;q=0.9, text/plain;q=0.8';
 const PATHS = {
   products: '/api/product/v3/products',
   createProduct: '/api/product/v3/products/create',
@@ -213,6 +89,8 @@ export class UpstreamClient {
   private readonly now: Clock;
   private readonly log: Logger;
   private readonly tokens: TokenCache;
+  /** What an authorized call needs of this client ({@link authorizedCall}). */
+  private readonly calls: CallContext;
   private closing: Promise<void> | undefined;
 
   constructor(private readonly options: UpstreamClientOptions) {
@@ -224,33 +102,7 @@ export class UpstreamClient {
     this.maxProductListBytes = options.maxProductListBytes ?? UPSTREAM_LIMITS.maxProductListBytes;
     this.now = options.now ?? Date.now;
     this.log = (options.logger ?? silentLogger()).child({ component: 'upstream' });
-    if (!options.allowInsecureHttp) {
-      for (const key of ['baseUrl', 'authUrl'] as const) {
-        const problem = insecureUrlProblem(options[key]);
-        if (problem)
-          throw new GatewayError(ErrorCodes.CONFIG, `upstream.${key} ${problem}`, {
-            details: { key: `upstream.${key}` },
-          });
-      }
-    } else {
-      for (const key of ['baseUrl', 'authUrl'] as const) {
-        if (insecureUrlProblem(options[key])) {
-          this.log.warn(
-            { key: `upstream.${key}`, url: options[key] },
-            'upstream.allowInsecureHttp is on: the client secret and access tokens go over plain http, readable on the network (lab use only)',
-          );
-        }
-      }
-    }
-    if (options.proxyUrl !== undefined && hasUrlCredentials(options.proxyUrl)) {
-      throw new GatewayError(
-        ErrorCodes.CONFIG,
-        'upstream.proxyUrl must not carry user:password@; put them in upstream.proxyCredentialsFile or SCAN_GATEWAY_PROXY_CREDENTIALS',
-        {
-          details: { key: 'upstream.proxyUrl' },
-        },
-      );
-    }
+    checkAddresses(options, this.log);
     this.ownsDispatcher = options.dispatcher === undefined;
     this.dispatcher = options.dispatcher ?? createUpstreamDispatcher(dispatcherOptions(options));
     this.transport = transportKey(options);
@@ -259,6 +111,15 @@ export class UpstreamClient {
       () => this.fetchToken(this.credentials, this.dispatcher),
       this.now,
     );
+    this.calls = {
+      base: this.base,
+      tokens: this.tokens,
+      bounds: (body, maxBytes) => this.bounds(body, maxBytes),
+      exchange: (method, url, headers, body, label, bounds) =>
+        this.exchange(method, url, headers, body, label, bounds),
+      now: this.now,
+      log: this.log,
+    };
   }
 
   /**
@@ -276,35 +137,20 @@ export class UpstreamClient {
    *   `details.notApplied: true`: everything running stays as it was.
    */
   async reconfigure(next: UpstreamClientOptions): Promise<string[]> {
-    const changed: string[] = [];
-    const credentials = { clientId: next.clientId, clientSecret: next.clientSecret };
-    if (credentials.clientId !== this.credentials.clientId) changed.push('upstream.clientId');
-    if (credentials.clientSecret !== this.credentials.clientSecret)
-      changed.push('upstream.clientSecret');
-    const transport = transportKey(next);
-    const newTransport = this.ownsDispatcher && transport !== this.transport;
-    if (newTransport) {
-      const [before, after] = [JSON.parse(this.transport), JSON.parse(transport)] as Record<
-        string,
-        unknown
-      >[];
-      for (const key of ['caFile', 'proxyUrl', 'proxyCredentials'])
-        if (!isDeepStrictEqual(before?.[key], after?.[key])) changed.push(`upstream.${key}`);
-    }
-    const bounds = {
-      requestTimeoutMs: next.requestTimeoutMs ?? UPSTREAM_LIMITS.requestTimeoutMs,
-      minUploadBytesPerSec: next.minUploadBytesPerSec ?? UPSTREAM_LIMITS.minUploadBytesPerSec,
-      maxAnswerBytes: next.maxAnswerBytes ?? UPSTREAM_LIMITS.maxAnswerBytes,
-      maxProductListBytes: next.maxProductListBytes ?? UPSTREAM_LIMITS.maxProductListBytes,
-    };
-    const running = {
-      requestTimeoutMs: this.timeoutMs,
-      minUploadBytesPerSec: this.minUploadRate,
-      maxAnswerBytes: this.maxAnswerBytes,
-      maxProductListBytes: this.maxProductListBytes,
-    };
-    for (const key of Object.keys(bounds) as (keyof typeof bounds)[])
-      if (bounds[key] !== running[key]) changed.push(`upstream.${key}`);
+    const { changed, credentials, transport, newTransport, bounds } = changedSettings(
+      {
+        credentials: this.credentials,
+        transport: this.transport,
+        bounds: {
+          requestTimeoutMs: this.timeoutMs,
+          minUploadBytesPerSec: this.minUploadRate,
+          maxAnswerBytes: this.maxAnswerBytes,
+          maxProductListBytes: this.maxProductListBytes,
+        },
+      },
+      next,
+      this.ownsDispatcher,
+    );
     if (changed.length === 0) return [];
     const prove = credentials.clientSecret !== this.credentials.clientSecret || newTransport;
     let dispatcher = this.dispatcher;
@@ -479,32 +325,6 @@ export class UpstreamClient {
     return this.closing;
   }
 
-  /**
-   * A token for a call that has not been sent yet: a failure to get one (the auth server down,
-   * the secret refused) is marked `notSent`, since the call itself never left.
-   */
-  private async bearer(): Promise<string> {
-    try {
-      return await this.tokens.get();
-    } catch (err) {
-      if (isGatewayError(err)) {
-        err.details.notSent = true;
-        err.details.stage = 'token';
-        throw err;
-      }
-      // Not one of ours (a bug): still, nothing was sent.
-      throw new GatewayError(
-        ErrorCodes.UPSTREAM_TOKEN,
-        `token request failed: ${(err as Error).message}`,
-        {
-          cause: err,
-          retryable: true,
-          details: { notSent: true, stage: 'token' },
-        },
-      );
-    }
-  }
-
   /** The bounds of an exchange: the deadline grows with the body to send; answers are capped at `maxBytes`. */
   private bounds(body: string | Buffer | undefined, maxBytes = this.maxAnswerBytes): Bounds {
     return this.boundsOf(
@@ -525,216 +345,43 @@ export class UpstreamClient {
     };
   }
 
-  /** An authorized call: bearer token, one token refresh on 401, non-2xx → error. */
-  private async api(
+  /** An authorized call ({@link authorizedCall}): bearer token, one token refresh on 401, non-2xx → error. */
+  private api(
     method: string,
     path: string,
     body?: string | Buffer,
     allowed: number[] = [],
     maxBytes = this.maxAnswerBytes,
   ): Promise<Answer> {
-    const headers: Record<string, string> = { accept: JSON_ACCEPT };
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    const started = this.now();
-    const token = await this.bearer();
-    const bounds = this.bounds(body, maxBytes);
-    let answer = await this.exchange(
-      method,
-      this.base + path,
-      { ...headers, authorization: `Bearer ${token}` },
-      body,
-      `${method} ${path}`,
-      bounds,
-    );
-    if (answer.status === 401) {
-      this.log.info({ path }, 'access token refused, requesting a new one');
-      this.tokens.invalidate(token);
-      const fresh = await this.bearer();
-      answer = await this.exchange(
-        method,
-        this.base + path,
-        { ...headers, authorization: `Bearer ${fresh}` },
-        body,
-        `${method} ${path}`,
-        bounds,
-      );
-      if (answer.status === 401) {
-        throw new GatewayError(
-          ErrorCodes.UPSTREAM_AUTH,
-          `${method} ${path} answered 401 with a freshly obtained token`,
-          {
-            details: { status: 401, method, path },
-          },
-        );
-      }
-    }
-    this.log.debug(
-      { method, path, status: answer.status, ms: this.now() - started },
-      'upstream answered',
-    );
-    if ((answer.status >= 200 && answer.status < 300) || allowed.includes(answer.status))
-      return answer;
-    throw httpError(method, path, answer.status, answer.text, this.retryAfter(answer));
+    return authorizedCall(this.calls, method, path, body, allowed, maxBytes);
   }
 
-  /**
-   * One HTTP exchange within `bounds`: the whole of it (connect, headers, every byte of the
-   * answer) under one deadline (`AbortSignal.timeout`), the answer read up to `bounds.maxBytes`.
-   * Redirects are never followed (undici's `request` does not, and no redirect interceptor is
-   * installed): a 3xx is `UPSTREAM_REDIRECT`, so a token never goes to another address.
-   *
-   * @throws GatewayError `UPSTREAM_NETWORK` (transport failure, `details.cause: 'DEADLINE'` when the
-   *   deadline passed), `UPSTREAM_REDIRECT` (3xx), `UPSTREAM_ANSWER_TOO_LARGE` (a 2xx answer over the
-   *   cap). An error answer (4xx/5xx) over the cap is cut at the cap and returned.
-   */
-  private async exchange(
+  /** One HTTP exchange within `bounds` ({@link exchange}), on the client's dispatcher by default. */
+  private exchange(
     method: string,
     url: string,
     headers: Record<string, string>,
     body: string | Buffer | Readable | undefined,
     label: string,
     bounds: Bounds,
-    dispatcher: Dispatcher = this.dispatcher,
   ): Promise<Answer> {
-    const target = label.replace(/^\S+ /, '');
-    const signal = AbortSignal.timeout(bounds.deadlineMs);
-    let res: Dispatcher.ResponseData;
-    try {
-      res = await request(url, {
-        method: method as Dispatcher.HttpMethod,
-        headers,
-        ...(body !== undefined ? { body } : {}),
-        dispatcher,
-        headersTimeout: this.timeoutMs,
-        bodyTimeout: this.timeoutMs,
-        signal,
-      });
-    } catch (err) {
-      throw signal.aborted
-        ? deadlineError(method, target, bounds.deadlineMs, err)
-        : networkError(method, target, err);
-    }
-    const status = res.statusCode;
-    if (status >= 300 && status < 400) {
-      discard(res.body);
-      throw redirectError(method, target, status, res.headers.location);
-    }
-    let read: { text: string; truncated: boolean };
-    try {
-      read = await readCapped(res.body, bounds.maxBytes, res.headers['content-length']);
-    } catch (err) {
-      throw signal.aborted
-        ? deadlineError(method, target, bounds.deadlineMs, err)
-        : networkError(method, target, err);
-    }
-    if (read.truncated && status >= 200 && status < 300) {
-      throw new GatewayError(
-        ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE,
-        `${method} ${target} answered HTTP ${status} with more than ${bounds.maxBytes} bytes; stopped reading`,
-        { details: { status, method, path: target, limit: bounds.maxBytes } },
-      );
-    }
-    return { status, headers: res.headers, text: read.text };
+    return exchange(method, url, headers, body, label, bounds, this.dispatcher, this.timeoutMs);
   }
 
-  /**
-   * POST {authUrl}/oauth2/token (§5). Every failure here is a failure to get a token; `bearer()`
-   * marks it `notSent` for the caller. A 2xx answer that holds no usable token is
-   * `UPSTREAM_TOKEN` (never `UPSTREAM_RESPONSE`, which delivery reads as "upload accepted").
-   */
-  private async fetchToken(credentials: Credentials, dispatcher: Dispatcher): Promise<AccessToken> {
-    const form = new URLSearchParams({
-      client_id: credentials.clientId,
-      client_secret: credentials.clientSecret,
-      grant_type: 'client_credentials',
-    }).toString();
-    const headers = {
-      'content-type': 'application/x-www-form-urlencoded',
-      accept: 'application/json',
-    };
-    let answer: Answer;
-    try {
-      answer = await this.exchange(
-        'POST',
-        this.tokenUrl,
-        headers,
-        form,
-        'POST /oauth2/token',
-        this.bounds(form),
-        dispatcher,
-      );
-    } catch (err) {
-      if (isGatewayError(err, ErrorCodes.UPSTREAM_ANSWER_TOO_LARGE)) {
-        throw new GatewayError(ErrorCodes.UPSTREAM_TOKEN, `token request: ${err.message}`, {
-          cause: err,
-          retryable: true,
-          details: { ...err.details },
-        });
-      }
-      throw err;
-    }
-    if (answer.status === 400 || answer.status === 401 || answer.status === 403) {
-      const oauth = oauthErrorSchema.safeParse(safeJson(answer.text));
-      const reason = oauth.success ? oauth.data.error : undefined;
-      throw new GatewayError(
-        ErrorCodes.UPSTREAM_AUTH,
-        `token request for client ${credentials.clientId} refused with HTTP ${answer.status}${reason ? ` (${reason})` : ''}`,
-        { details: { status: answer.status, ...(reason ? { error: reason } : {}) } },
-      );
-    }
-    if (answer.status < 200 || answer.status >= 300) {
-      throw httpError('POST', '/oauth2/token', answer.status, answer.text, this.retryAfter(answer));
-    }
-    // Read without echoing the body anywhere: it holds the token.
-    const json = safeJson(answer.text);
-    const token = json === NOT_JSON ? { problem: 'the answer is not JSON' } : readTokenAnswer(json);
-    if ('problem' in token) {
-      throw new GatewayError(
-        ErrorCodes.UPSTREAM_TOKEN,
-        `token response from ${this.options.authUrl} cannot be used: ${token.problem}`,
-        {
-          retryable: true,
-          details: { status: answer.status, contentType: answer.headers['content-type'] },
-        },
-      );
-    }
-    const expiresAtMs = tokenExpiry(token, this.now());
-    this.log.info(
-      { clientId: credentials.clientId, expiresAt: new Date(expiresAtMs).toISOString() },
-      'obtained access token',
-    );
-    return { value: token.access_token, expiresAtMs };
+  /** POST {authUrl}/oauth2/token (§5) with these credentials, on this dispatcher ({@link fetchToken}). */
+  private fetchToken(credentials: Credentials, dispatcher: Dispatcher): Promise<AccessToken> {
+    return fetchToken(credentials, dispatcher, {
+      tokenUrl: this.tokenUrl,
+      authUrl: this.options.authUrl,
+      bounds: (body) => this.bounds(body),
+      timeoutMs: this.timeoutMs,
+      now: this.now,
+      log: this.log,
+    });
   }
 
   private parse<T>(schema: z.ZodType<T>, answer: Answer, operation: string): T {
-    const json = safeJson(answer.text);
-    if (json === NOT_JSON) {
-      throw new GatewayError(
-        ErrorCodes.UPSTREAM_RESPONSE,
-        `${operation}: response body is not JSON`,
-        {
-          details: {
-            status: answer.status,
-            contentType: answer.headers['content-type'],
-            body: answer.text.slice(0, 2048),
-          },
-        },
-      );
-    }
-    const result = schema.safeParse(json);
-    if (!result.success) {
-      throw new GatewayError(
-        ErrorCodes.UPSTREAM_RESPONSE,
-        `${operation}: unexpected response: ${describeIssues(result.error, 'response')}`,
-        {
-          details: {
-            status: answer.status,
-            fields: result.error.issues.map((i) => i.path.join('.')),
-          },
-        },
-      );
-    }
-    return result.data;
+    return parseAnswer(schema, answer, operation);
   }
 
   private retryAfter(answer: Answer): number | undefined {
