@@ -24,7 +24,7 @@ import {
   type Gateway,
   type LiveState,
 } from './app/gateway.js';
-import { buildHttpServer, type HttpServerParts } from './app/http.js';
+import type { HttpServerParts } from './app/http.js';
 import type { RouteEntry } from './listener/route-guard.js';
 import { defaultInput, InputSupervisor, type InputFactory } from './app/inputs.js';
 import type { Component } from './app/parts.js';
@@ -408,7 +408,13 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     intake,
     inputs,
   };
-  const http = new HttpPart(config.http.listen, () => buildHttpServer(httpParts), listenerTls);
+  // Loaded when the HTTP part starts (the last part): fastify and the routes' modules are not
+  // loaded before the inputs open, and a start that fails earlier never loads them.
+  const http = new HttpPart(
+    config.http.listen,
+    async () => (await import('./app/http.js')).buildHttpServer(httpParts),
+    listenerTls,
+  );
   return {
     config,
     deps,
