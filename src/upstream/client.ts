@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { Readable } from 'node:stream';
-import { request, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
 import type { z } from 'zod';
 import type { UpstreamConfig } from '../config/schema.js';
 import { ErrorCodes, GatewayError, isGatewayError } from '../errors.js';
@@ -26,6 +26,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
 import { createUpstreamDispatcher, type UpstreamDispatcherOptions } from './dispatcher.js';
+import { undici } from './undici-lazy.js';
 import { discard, NOT_JSON, readCapped, safeJson } from './answer-body.js';
 import {
   deadlineError,
@@ -600,7 +601,7 @@ export class UpstreamClient {
     const signal = AbortSignal.timeout(bounds.deadlineMs);
     let res: Dispatcher.ResponseData;
     try {
-      res = await request(url, {
+      res = await undici().request(url, {
         method: method as Dispatcher.HttpMethod,
         headers,
         ...(body !== undefined ? { body } : {}),
