@@ -24,7 +24,7 @@ import {
   type Gateway,
   type LiveState,
 } from './app/gateway.js';
-import { buildHttpServer, type HttpServerParts } from './app/http.js';
+import type { HttpServerParts } from './app/http.js';
 import type { RouteEntry } from './listener/route-guard.js';
 import { defaultInput, InputSupervisor, type InputFactory } from './app/inputs.js';
 import type { Component } from './app/parts.js';
@@ -91,7 +91,8 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
   // sandbox listens; back-pressure derives the byte quota from the disk; the disk guard writes its
   // reserve; intake restores the duplicate window; delivery reads the SFTP login; status events
   // read their CA (their reader starts at `ready`); each input loads its module and connects or
-  // listens; the HTTP server listens last, once the ingest routes are known.
+  // listens; the product check fetches the product list; the HTTP server listens last, once the
+  // ingest routes are known.
   const parts: Component[] = [
     bufferPart(g.store, g.queries),
     ...(g.sandbox ? [g.sandbox] : []),
@@ -110,9 +111,12 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
     }),
     deliveryPart(g.deliverer, g.sftp, deps.deliveryStopGraceMs ?? DELIVERY_STOP_GRACE_MS, g.logger),
     ...(g.statusEvents ? [g.statusEvents] : []),
-    g.productCheck,
     // Under `ha` the inputs run only while this node leads: the HA part starts and stops them.
     ...(g.ha ? [new HaPart(g, g.ha)] : [g.inputs]),
+    // After the inputs: its first fetch loads the HTTP client (undici, a third of the modules'
+    // loading), which would otherwise run before the ports open; the fetch is a round trip to the
+    // service either way, so the list arrives no later than before.
+    g.productCheck,
     g.http,
   ];
   let stopping: Promise<void> | undefined;
@@ -408,7 +412,13 @@ function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     intake,
     inputs,
   };
-  const http = new HttpPart(config.http.listen, () => buildHttpServer(httpParts), listenerTls);
+  // Loaded when the HTTP part starts (the last part): fastify and the routes' modules are not
+  // loaded before the inputs open, and a start that fails earlier never loads them.
+  const http = new HttpPart(
+    config.http.listen,
+    async () => (await import('./app/http.js')).buildHttpServer(httpParts),
+    listenerTls,
+  );
   return {
     config,
     deps,

@@ -8,6 +8,7 @@ import type { AppDeps, Gateway, LiveState } from './gateway.js';
 import type { InputFactory } from './inputs.js';
 import { inputKind } from '../inputs/registry.js';
 import { splitListen } from './part-helpers.js';
+import { tokensInClear } from './tokens-in-clear.js';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import type { Clock } from '../clock.js';
@@ -150,24 +151,4 @@ export async function buildHttpServer(g: HttpServerParts): Promise<FastifyInstan
     );
   }
   return server;
-}
-
-/**
- * The tokens that guard a server reachable beyond loopback over plain HTTP (no `http.tls`): the
- * read token, the admin token and each http input's ingest token, named for the warning and the
- * health hint. Empty on loopback or with TLS.
- */
-export function tokensInClear(g: {
-  readonly config: Pick<GatewayConfig, 'http' | 'inputs'>;
-  readonly serverTokens: Gateway['serverTokens'];
-}): string[] {
-  const { config, serverTokens } = g;
-  if (config.http.tls || isLoopbackHost(splitListen(config.http.listen).host)) return [];
-  return [
-    ...(serverTokens.read.configured() ? ['read token'] : []),
-    ...(serverTokens.admin.configured() ? ['admin token'] : []),
-    ...config.inputs
-      .filter((i) => inputKind(i).localRoutes === true)
-      .map((i) => `ingest token of input ${i.id}`),
-  ];
 }

@@ -6,7 +6,7 @@ import { HEALTH_THRESHOLDS } from '../health/derive.js';
 import type { GatewayStatus } from '../health/server.js';
 import { VERSION } from '../paths.js';
 import type { AppApi, AppDeps, Gateway, LiveState } from './gateway.js';
-import { tokensInClear } from './http.js';
+import { tokensInClear } from './tokens-in-clear.js';
 import type { HaStatus, Leadership } from '../ha/leadership.js';
 import { unmovableInputs, unmovableWhy } from '../config/ha-schema.js';
 import type { HaStatusView } from '../health/page-ha.js';

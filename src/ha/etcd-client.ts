@@ -1,8 +1,9 @@
 import { readFile } from 'node:fs/promises';
-import { Agent, request, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
 import type { HaConfig } from '../config/ha-schema.js';
 import { readSecret } from '../config/secrets.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
+import { undici } from '../upstream/undici-lazy.js';
 
 /**
  * The few calls of etcd v3 the leader election needs, through etcd's JSON gateway (`/v3/...`,
@@ -93,7 +94,7 @@ export class EtcdClient {
             env: {},
           })
         : undefined;
-    this.dispatcher = new Agent({
+    this.dispatcher = new (undici().Agent)({
       connect: {
         timeout: o.requestTimeoutMs,
         rejectUnauthorized: true,
@@ -186,7 +187,7 @@ export class EtcdClient {
       let status: number;
       let text: string;
       try {
-        const res = await request(new URL(path, endpoint), {
+        const res = await undici().request(new URL(path, endpoint), {
           method: 'POST',
           dispatcher,
           body: JSON.stringify(body),

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import * as tls from 'node:tls';
-import { Agent, ProxyAgent, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
 import { ErrorCodes, GatewayError } from '../errors.js';
+import { undici } from './undici-lazy.js';
 
 /** Options of {@link createUpstreamDispatcher}. */
 export interface UpstreamDispatcherOptions {
@@ -51,6 +52,16 @@ export function loadCaBundle(caFile: string): string[] {
  */
 export function createUpstreamDispatcher(options: UpstreamDispatcherOptions): Dispatcher {
   const ca = options.caFile === undefined ? undefined : loadCaBundle(options.caFile);
+  return new DeferredDispatcher(() => buildDispatcher(options, ca)) as unknown as Dispatcher;
+}
+
+/**
+ * Built at the first request, not with the client: undici (src/upstream/undici-lazy.ts) then
+ * loads when delivery first talks to the service, after the inputs opened. The CA file is read
+ * before, so a bad one still refuses the configuration at build time.
+ */
+function buildDispatcher(options: UpstreamDispatcherOptions, ca: string[] | undefined): Dispatcher {
+  const { Agent, ProxyAgent } = undici();
   const connect = { timeout: options.timeoutMs, ...(ca ? { ca } : {}) };
   const common = {
     keepAliveTimeout: KEEP_ALIVE_MS,
@@ -73,4 +84,34 @@ export function createUpstreamDispatcher(options: UpstreamDispatcherOptions): Di
     });
   }
   return new Agent(common);
+}
+
+/**
+ * The part of undici's `Dispatcher` the client uses (undici's `request` calls `dispatch`; the client
+ * closes it), standing for the real one until the first request builds it. A request after `close`
+ * builds a closed one, which refuses it as undici does.
+ */
+class DeferredDispatcher {
+  private real: Dispatcher | undefined;
+  private closed = false;
+
+  constructor(private readonly build: () => Dispatcher) {}
+
+  dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    if (this.real === undefined) {
+      this.real = this.build();
+      if (this.closed) void this.real.close().catch(() => undefined);
+    }
+    return this.real.dispatch(options, handler);
+  }
+
+  close(): Promise<void> {
+    this.closed = true;
+    return this.real?.close() ?? Promise.resolve();
+  }
+
+  destroy(err?: Error | null): Promise<void> {
+    this.closed = true;
+    return this.real?.destroy(err ?? null) ?? Promise.resolve();
+  }
 }

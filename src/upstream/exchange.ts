@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
-import { request, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
+import { undici } from './undici-lazy.js';
 import type { z } from 'zod';
 import { describeIssues } from '@scan-gateway/contract';
 import { ErrorCodes, GatewayError } from '../errors.js';
@@ -45,7 +46,7 @@ export async function exchange(
   const signal = AbortSignal.timeout(bounds.deadlineMs);
   let res: Dispatcher.ResponseData;
   try {
-    res = await request(url, {
+    res = await undici().request(url, {
       method: method as Dispatcher.HttpMethod,
       headers,
       ...(body !== undefined ? { body } : {}),
