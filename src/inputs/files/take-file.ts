@@ -1,10 +1,9 @@
-import { lstat, type FileHandle } from 'node:fs/promises';
+import { lstat } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { FilesInputConfig } from './schema.js';
 import { ErrorCodes, GatewayError, isTooLargeForBuffer } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { FileChunk, InputProgress, IntakeItem, IntakeSink, SubmitResult } from '../types.js';
-import type { FileParseContext, ItemsOut } from './file-format.js';
 import { type GrowthWatch, hashRange } from './file-growth.js';
 import { moveToProcessed } from './file-moves.js';
 import type { FileEntry, TakeOutcome } from './file-queue.js';
@@ -12,11 +11,11 @@ import type { IngestLedger } from './ingest-ledger.js';
 import type { InputTimers } from './input-timers.js';
 import { FileRejects } from './reject-file.js';
 import { openInboxFile, type OpenedFile } from './safe-open.js';
-import type { ByteRange } from './parse-lines.js';
-import { checkCsvFile, parseCsvFile, type CsvFormat } from './parse-csv.js';
-import { parseJsonFile, parseNdjsonFile } from './parse-json.js';
-import { parseLinesFile } from './parse-lines.js';
+import { checkCsvFile } from './parse-csv.js';
+import { csvFormatOf, parseInboxFile } from './parse-inbox.js';
 import type { Clock } from '../../clock.js';
+
+export { parseInboxFile } from './parse-inbox.js';
 
 /** Thrown through a parse to end it when the input stops between two chunks of a file. */
 const STOPPED = Symbol('input stopped');
@@ -39,43 +38,6 @@ export interface FileTakerOptions {
   timers: InputTimers;
   /** Back-pressure: while true, the next chunk of a file waits. */
   paused: () => boolean;
-}
-
-/** The CSV keys of a `csv` files input. */
-function csvFormatOf(c: FilesInputConfig): CsvFormat {
-  return {
-    barcodeColumn: c.barcodeColumn,
-    timeColumn: c.timeColumn,
-    delimiter: c.delimiter,
-    dcpColumn: c.dcpColumn,
-    parentColumn: c.parentColumn,
-    attributeColumns: c.attributeColumns,
-  };
-}
-
-/**
- * Parses bytes `range` of an open inbox file in the input's `format`: to `out` in chunks of
- * `FILE_CHUNK_ROWS` (file-format.ts) items, or (without `out`) all items returned. Throws a `GatewayError`
- * (`SCANGW_E_INPUT`) when the file cannot be parsed as a whole, or what reading it throws.
- */
-export function parseInboxFile(
-  config: FilesInputConfig,
-  handle: FileHandle,
-  ctx: FileParseContext,
-  range: ByteRange = {},
-  out?: ItemsOut,
-): Promise<IntakeItem[]> {
-  const c = config;
-  switch (c.format) {
-    case 'csv':
-      return parseCsvFile(handle, ctx, csvFormatOf(c), range, out);
-    case 'ndjson':
-      return parseNdjsonFile(handle, ctx, c.fields, range, out);
-    case 'json':
-      return parseJsonFile(handle, ctx, c.fields, out);
-    case 'lines':
-      return parseLinesFile(handle, ctx, range, out);
-  }
 }
 
 /**

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import {
   connect as mqttConnect,
   type IClientOptions,
@@ -8,63 +7,22 @@ import {
 import type { MqttInputConfig } from './schema.js';
 import type { Logger } from '../../log.js';
 import { InputStateTracker } from '../input-state.js';
-import type {
-  InputAdapter,
-  InputStatus,
-  IntakeItem,
-  IntakeSink,
-  ItemOutcome,
-  SubmitOptions,
-} from '../types.js';
-import { AckQueue, CommitsInProgress, type AckEntry } from './mqtt-acks.js';
+import type { InputAdapter, InputStatus, IntakeItem } from '../types.js';
+import { AckQueue } from './mqtt-acks.js';
 import {
   assertMqttInternals,
   pipeBeforeParser,
   sendPuback,
   takeMessagesUnacknowledged,
 } from './mqtt-internals.js';
-import { mqttClientOptions, safeUrl, statusTopicOf } from './mqtt-options.js';
-import { messageToItem } from './mqtt-payload.js';
-import { PublishCuts, PublishLimiter, type PublishCut } from './mqtt-publish-limit.js';
-import { ErrorCodes, GatewayError } from '../../errors.js';
+import { mqttClientOptions, safeUrl, statusTopicOf, withTimeout } from './mqtt-options.js';
+import { PublishCuts, PublishLimiter } from './mqtt-publish-limit.js';
+import { MessageCommits, verdictBody, type Committed } from './mqtt-commit.js';
+import { SESSION_TAKEN_OVER, type MqttInputOptions } from './mqtt-input-options.js';
 import { type Clock, systemClock } from '../../clock.js';
 import { LoopSleep } from '../../loop.js';
 
-/** What an {@link MqttInput} needs; `connect` is the seam for tests (default mqtt.js `connect`). */
-export interface MqttInputOptions {
-  config: MqttInputConfig;
-  sink: IntakeSink;
-  logger: Logger;
-  /** Environment for `passwordEnv` (the process edge hands it down); default none. */
-  env?: Record<string, string | undefined>;
-  now?: Clock;
-  /** Creates the client (asked with `manualConnect: true`; the input connects it); default mqtt.js `connect`. */
-  connect?: (url: string, options: IClientOptions) => MqttClient;
-  /** First delay before retrying a refused submit, in ms (doubles up to 30 s); default 500. */
-  submitRetryBaseMs?: number;
-  /** Longest wait, on pause and stop, for messages in flight to be committed and acknowledged, in ms. Default 10 000. */
-  settleTimeoutMs?: number;
-  /**
-   * Test seam: called after a QoS 1 message's read is committed and before its PUBACK is queued
-   * (the window a crash must hit for the broker to send a committed message again).
-   */
-  onCommitted?: (messageId: number) => void;
-  /**
-   * High availability: the input runs on the leader only, and both nodes share its client id and
-   * session. mqtt.js's own reconnect is off; the input connects again after a lost connection only
-   * while `mayConnect()` answers true (this node holds the lease), and never after the broker said
-   * the session was taken over (MQTT 5 DISCONNECT 0x8E): two nodes must not evict each other.
-   * `willDelaySec`: how long the broker holds the `offline` will, in s (see mqttClientOptions).
-   */
-  ha?: { mayConnect: () => boolean; willDelaySec?: number };
-}
-
-/** MQTT 5 DISCONNECT reason code: another connection with the same client id took the session over. */
-export const SESSION_TAKEN_OVER = 0x8e;
-
-const SUBMIT_RETRY_MAX_MS = 30_000;
-/** Least time between two log lines about reads the buffer refused, in ms. */
-const REFUSAL_LOG_MS = 10_000;
+export { SESSION_TAKEN_OVER, type MqttInputOptions } from './mqtt-input-options.js';
 
 /**
  * Input adapter for an MQTT broker (mqtt.js 5): subscribes to `topics` with QoS 1 in a persistent
@@ -96,27 +54,13 @@ export class MqttInput implements InputAdapter {
   private readonly now: Clock;
   private readonly state: InputStateTracker;
   private readonly statusTopic: string | undefined;
-  /** Commits not yet settled, so that a resend arriving meanwhile waits for its original's. */
-  private readonly inProgress = new CommitsInProgress();
-  /**
-   * Packet ids whose latest message came new (no DUP) and is not committed (yet, or given up when
-   * its connection went). The identity stored under such an id is of an older message whose PUBACK
-   * the broker had (it handed the id out again), so a resend under it is of the new message and
-   * must be stored even if topic and payload are the same. At most 65,535 entries.
-   */
-  private readonly notCommitted = new Set<number>();
-  private refusalLoggedAt = -Infinity;
-  private refusedSinceLog = 0;
   private clientOptions: IClientOptions | undefined;
   private client: MqttClient | undefined;
   /** The QoS 1 messages of the current connection, for ordered PUBACKs. */
   private acks: AckQueue | undefined;
-  private inflight = 0;
-  /** mqtt.js callbacks held back while `maxInFlight` messages are in flight (TCP back-pressure). */
-  private readonly held: (() => void)[] = [];
-  private readonly work = new Set<Promise<void>>();
   /** The submit retries' sleeps, ended at a stop or a disconnect. */
   private readonly sleeps = new LoopSleep();
+  private readonly commits: MessageCommits;
   /** Serialises start, pause, resume and stop. */
   private lifecycle: Promise<void> = Promise.resolve();
   private paused = false;
@@ -133,13 +77,21 @@ export class MqttInput implements InputAdapter {
     this.id = options.config.id;
     this.log = options.logger.child({ component: 'input.mqtt', inputId: options.config.id });
     this.now = options.now ?? systemClock;
+    this.statusTopic = statusTopicOf(this.config);
+    this.commits = new MessageCommits(this.config, options.sink, this.log, this.sleeps, {
+      retryBaseMs: options.submitRetryBaseMs ?? 500,
+      statusTopic: this.statusTopic,
+      givenUp: (acks) => this.stopping || this.closing || acks?.isReset === true,
+      publishVerdict: (item, committed, receivedAt) =>
+        this.publishVerdict(item, committed, receivedAt),
+      onCommitted: options.onCommitted,
+    });
     this.state = new InputStateTracker(
       this.id,
       this.type,
       `${safeUrl(this.config.url)} ${this.config.topics.join(' ')}`,
       this.now,
     );
-    this.statusTopic = statusTopicOf(this.config);
   }
 
   /**
@@ -171,7 +123,7 @@ export class MqttInput implements InputAdapter {
     clearTimeout(this.reconnectTimer);
     this.sleeps.interrupt();
     await this.queue(() => this.close('offline'));
-    await Promise.allSettled([...this.work]);
+    await this.commits.settled();
     this.state.set('stopped');
   }
 
@@ -245,7 +197,7 @@ export class MqttInput implements InputAdapter {
       // No session on the broker: none of the messages committed before can come again, and their
       // packet ids start afresh; the identities kept for them must not match the new messages.
       if (!packet.sessionPresent) {
-        this.notCommitted.clear();
+        this.commits.forgetNotCommitted();
         this.options.sink.forgetMessages?.(this.id);
       }
     });
@@ -375,7 +327,7 @@ export class MqttInput implements InputAdapter {
     // sends those messages again on the next connection. Waiting for them would hold the
     // connection open for the whole settle timeout, though pausing means disconnecting.
     this.sleeps.interrupt();
-    const settle = Promise.allSettled([...this.work]);
+    const settle = this.commits.settled();
     const timeoutMs = this.options.settleTimeoutMs ?? 10_000;
     let timer: NodeJS.Timeout | undefined;
     const timedOut = await Promise.race([
@@ -385,7 +337,7 @@ export class MqttInput implements InputAdapter {
     clearTimeout(timer);
     if (timedOut)
       this.log.warn(
-        { inflight: this.inflight },
+        { inflight: this.commits.inflight },
         'messages still in flight at disconnect; the broker sends them again later',
       );
     if (this.statusTopic && client.connected) {
@@ -398,7 +350,7 @@ export class MqttInput implements InputAdapter {
     this.acks?.reset();
     this.acks = undefined;
     this.client = undefined;
-    for (const release of this.held.splice(0)) release();
+    this.commits.releaseHeld();
     this.sleeps.interrupt();
   }
 
@@ -416,156 +368,21 @@ export class MqttInput implements InputAdapter {
       next();
       return;
     }
-    const receivedAt = new Date(this.now());
-    const payload = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
-    const cut = cuts.take(packet.topic, packet.messageId, payload);
     const acks = packet.qos > 0 ? this.acks : undefined;
-    const entry = acks && packet.messageId !== undefined ? acks.add(packet.messageId) : undefined;
-    this.inflight += 1;
-    const job = this.take(packet, payload, receivedAt, acks, entry, cut).finally(() => {
-      this.inflight -= 1;
-      this.work.delete(job);
-      while (this.held.length > 0 && this.inflight < this.config.maxInFlight) this.held.shift()!();
-    });
-    this.work.add(job);
-    if (this.inflight >= this.config.maxInFlight) this.held.push(next);
-    else next();
-  }
-
-  private async take(
-    packet: IPublishPacket,
-    payload: Buffer,
-    receivedAt: Date,
-    acks: AckQueue | undefined,
-    entry: AckEntry | undefined,
-    cut: PublishCut | undefined,
-  ): Promise<void> {
-    const topic = packet.topic;
-    if (topic === this.statusTopic || topic === this.config.verdictTopic) {
-      // Our own status or verdict, seen through a wildcard subscription: not a read.
-      if (entry) acks!.complete(entry);
-      return;
-    }
-    // A cut payload (over maxPayloadBytes) is named by the hash and size of the whole of it.
-    const payloadSha256 =
-      cut?.payloadSha256 ?? (entry ? createHash('sha256').update(payload).digest() : undefined);
-    const message =
-      entry && payloadSha256
-        ? { packetId: entry.messageId, topic, payloadSha256, dup: packet.dup }
-        : undefined;
-    const key = message ? CommitsInProgress.key(message) : undefined;
-    // A resend of a message whose commit is still under way (its connection dropped meanwhile):
-    // wait for that commit, so that intake finds the message's identity committed.
-    if (key !== undefined && message!.dup) await this.inProgress.earlier(key);
-    if (message) {
-      if (!message.dup) this.notCommitted.add(message.packetId);
-      else if (this.notCommitted.has(message.packetId)) message.dup = false;
-    }
-    const payloadBytes = cut?.payloadBytes ?? payload.length;
-    const item = messageToItem(this.config, topic, payload, receivedAt, payloadBytes);
-    if (item.kind === 'rejection')
-      this.log.warn(
-        { topic, reason: item.rejection.reason, bytes: payloadBytes },
-        'message rejected',
-      );
-    const committed = this.submit(item, acks, message);
-    if (key !== undefined) this.inProgress.add(key, committed);
-    const result = await committed;
-    if (result && message) this.notCommitted.delete(message.packetId);
-    if (result && result !== 'redelivered') this.publishVerdict(item, result, receivedAt);
-    if (!result || !entry) return;
-    if (result === 'redelivered')
-      this.log.debug(
-        { topic, messageId: entry.messageId },
-        'resent message was committed before; acknowledged only',
-      );
-    else this.options.onCommitted?.(entry.messageId);
-    acks!.complete(entry);
+    this.commits.receive(packet, next, cuts, acks, new Date(this.now()));
   }
 
   /**
-   * `verdictTopic`: publishes what became of a committed message's read, QoS 1, not retained:
-   * `{ reference, verdict: ack|nak, reason, input, time }`, `reason` the code of a `nak` (null
-   * with `ack`), `reference` the scan's (else the read's text), `time` when it was received. Not
-   * awaited: the PUBACK of the read does not wait for it; mqtt.js queues it while disconnected.
+   * `verdictTopic`: publishes what became of a committed message's read, QoS 1, not retained
+   * ({@link verdictBody}). Not awaited: the PUBACK of the read does not wait for it; mqtt.js queues it while disconnected.
    */
   private publishVerdict(item: IntakeItem, committed: Committed, receivedAt: Date): void {
     const topic = this.config.verdictTopic;
     const client = this.client;
     if (topic === undefined || !client) return;
-    const outcome = committed === 'committed' ? undefined : committed;
-    const verdict =
-      outcome?.verdict ??
-      ((outcome ? outcome.outcome === 'scan' : item.kind === 'read') ? 'ack' : 'nak');
-    const code =
-      outcome?.code ?? (item.kind === 'rejection' ? (item.rejection.code ?? 'refused') : undefined);
-    const raw = item.kind === 'read' ? item.read.raw : item.rejection.raw;
-    const body = JSON.stringify({
-      reference: outcome?.reference ?? raw.toString('utf8'),
-      verdict,
-      reason: verdict === 'nak' ? (code ?? 'refused') : null,
-      input: this.id,
-      time: receivedAt.toISOString(),
-    });
+    const body = verdictBody(item, committed, this.id, receivedAt);
     client.publish(topic, body, { qos: 1, retain: false }, (err) => {
       if (err) this.log.debug({ err, topic }, 'publishing a verdict failed');
     });
   }
-
-  /**
-   * Submits with retry; answers the item's outcome once committed ('committed' when the sink
-   * reports none), 'redelivered' (committed before, nothing stored), or false when given up
-   * (stopping, or the connection that would acknowledge is gone).
-   */
-  private async submit(
-    item: IntakeItem,
-    acks: AckQueue | undefined,
-    message: SubmitOptions['message'],
-  ): Promise<Committed | 'redelivered' | false> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const result = await this.options.sink.submit([item], message ? { message } : {});
-        if (result?.redelivered) return 'redelivered';
-        return result?.outcomes[0] ?? 'committed';
-      } catch (err) {
-        // Given up without a PUBACK, the broker sends the message again; QoS 0 has no second chance.
-        if (this.stopping || this.closing || acks?.isReset) return false;
-        const delayMs = Math.min(
-          SUBMIT_RETRY_MAX_MS,
-          (this.options.submitRetryBaseMs ?? 500) * 2 ** Math.min(attempt, 20),
-        );
-        if (attempt === 0) {
-          // One line per 10 s, with how many more: at the quota every message in flight is refused.
-          this.refusedSinceLog++;
-          const now = performance.now();
-          if (now - this.refusalLoggedAt >= REFUSAL_LOG_MS) {
-            this.log.error(
-              { err, retryInMs: delayMs, refusedReads: this.refusedSinceLog },
-              'buffer refused MQTT reads; retrying, not acknowledged',
-            );
-            this.refusalLoggedAt = now;
-            this.refusedSinceLog = 0;
-          }
-        }
-        await this.sleeps.sleep(delayMs);
-      }
-    }
-  }
-}
-
-/** A committed message's read: its outcome from the intake, or 'committed' from a sink that reports none. */
-type Committed = ItemOutcome | 'committed';
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    promise.finally(() => clearTimeout(timer)),
-    new Promise<T>(
-      (_, reject) =>
-        (timer = setTimeout(
-          () => reject(new GatewayError(ErrorCodes.INPUT, `timed out after ${ms} ms`)),
-          ms,
-        )),
-    ),
-  ]);
 }

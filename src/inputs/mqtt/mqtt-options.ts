@@ -126,3 +126,23 @@ export async function mqttClientOptions(
       : {}),
   };
 }
+
+/**
+ * `promise`, or a rejection after `ms` (the publish and end of a disconnect, which mqtt.js may
+ * never settle on a dead connection).
+ *
+ * @throws GatewayError `SCANGW_E_INPUT` when `ms` pass first.
+ */
+export function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise.finally(() => clearTimeout(timer)),
+    new Promise<T>(
+      (_, reject) =>
+        (timer = setTimeout(
+          () => reject(new GatewayError(ErrorCodes.INPUT, `timed out after ${ms} ms`)),
+          ms,
+        )),
+    ),
+  ]);
+}

@@ -1,4 +1,28 @@
 import { ErrorCodes, GatewayError } from '../../errors.js';
+import type { FramerEvent, OverlongEnd, OverlongEvent } from './framer-events.js';
+import {
+  DEFAULT_OVERLONG_HEAD_BYTES,
+  type FramerOptions,
+  type FramingMode,
+} from './framer-options.js';
+
+export type {
+  EmptyEvent,
+  FrameEvent,
+  FramerEvent,
+  LineEndEvent,
+  NoiseEvent,
+  OverlongEnd,
+  OverlongEvent,
+  PartialEvent,
+} from './framer-events.js';
+export {
+  configBytes,
+  DEFAULT_OVERLONG_HEAD_BYTES,
+  terminatorBytes,
+  type FramerOptions,
+  type FramingMode,
+} from './framer-options.js';
 
 /**
  * Splits a byte stream (serial and TCP chunks arrive in arbitrary pieces) into reads. Pure: no I/O,
@@ -25,130 +49,11 @@ import { ErrorCodes, GatewayError } from '../../errors.js';
  * what a read means (no-read, GS1, garbage) is the mapping's job.
  */
 
-/** One complete read, framing removed, as its own copy of the bytes. */
-export interface FrameEvent {
-  kind: 'frame';
-  bytes: Buffer;
-}
-
-/** Where the bytes of an overlong read stopped being dropped. */
-export type OverlongEnd =
-  /** `terminator` mode: its terminator came. */
-  | 'terminator'
-  /** `stxEtx` mode: its ETX came. */
-  | 'etx'
-  /** `stxEtx` mode: a new STX came before its ETX. */
-  | 'stx'
-  /** No byte came for a while ({@link Framer.idle}): the next byte starts a new read. */
-  | 'pause'
-  /** The stream ended ({@link Framer.flush}). */
-  | 'end';
-
-/**
- * A read that grew past `maxLength` bytes. Its bytes are dropped, but for the first `headBytes`,
- * up to its end (terminator, ETX, a new STX, a pause or the end of the stream); then it is
- * reported with how many bytes it had in all, and the framer carries on with the next read.
- */
-export interface OverlongEvent {
-  kind: 'overlong';
-  /** The first `min(headBytes, maxLength + 1)` bytes of the overlong read. */
-  head: Buffer;
-  /** Every byte of the read up to its end, head included, framing not. */
-  length: number;
-  end: OverlongEnd;
-}
-
-/** `stxEtx` only: bytes outside a read, or a read whose ETX never came (a new STX did). */
-export interface NoiseEvent {
-  kind: 'noise';
-  /** The first `headBytes` of the noise. */
-  bytes: Buffer;
-  reason: string;
-}
-
-/**
- * `terminator` mode with a CR or LF terminator: a complete read holding a CR or LF, which means
- * the scanner ends its reads otherwise than configured. `reason` says so and what to set.
- */
-export interface LineEndEvent {
-  kind: 'lineEnd';
-  bytes: Buffer;
-  reason: string;
-}
-
-/** The bytes of a read cut off by the end of the stream (device closed, connection lost). */
-export interface PartialEvent {
-  kind: 'partial';
-  bytes: Buffer;
-}
-
-/**
- * With `reportEmpty`: a read with nothing in it (a terminator with no byte before it, STX right
- * before ETX). A scanner sends one when it read nothing and has no no-read text set, or when its
- * framing is set otherwise than the input's.
- */
-export interface EmptyEvent {
-  kind: 'empty';
-  reason: string;
-}
-
-/** Everything {@link Framer.push}, `idle` and `flush` report, in stream order. */
-export type FramerEvent =
-  FrameEvent | OverlongEvent | NoiseEvent | LineEndEvent | PartialEvent | EmptyEvent;
-
-/** How a scanner marks the end of a read (config key `framing`). */
-export type FramingMode = 'terminator' | 'stxEtx' | 'silence';
-
-/** Options of a {@link Framer}; bytes, not configuration text (see {@link configBytes}). */
-export interface FramerOptions {
-  /** Default `terminator`. */
-  mode?: FramingMode;
-  /** `terminator` mode: byte sequence that ends a read, at least one byte. */
-  terminator?: Buffer;
-  /** `stxEtx` mode: start and end byte; default 0x02 and 0x03. */
-  stx?: number;
-  etx?: number;
-  /** Longest read in bytes, framing not counted; longer is reported as `overlong`. */
-  maxLength: number;
-  /** How many leading bytes an overlong or noise event keeps; default {@link DEFAULT_OVERLONG_HEAD_BYTES}. */
-  headBytes?: number;
-  /** Report an empty read as an {@link EmptyEvent} (the inputs do); default false: it is skipped. */
-  reportEmpty?: boolean;
-}
-
-/** Leading bytes kept of an overlong read: enough for an operator to recognise it. */
-export const DEFAULT_OVERLONG_HEAD_BYTES = 256;
-
 const EMPTY = Buffer.alloc(0);
 const CR = 0x0d;
 const LF = 0x0a;
 /** CR, LF, space, tab, NUL: what scanners put between STX…ETX reads; not worth a rejection. */
 const FILLER = new Set([CR, LF, 0x20, 0x09, 0x00]);
-
-/**
- * A configured byte string as bytes: each character is one byte (latin1), so `"\x03"` is 0x03.
- *
- * @throws GatewayError `SCANGW_E_CONFIG` when the string is empty or holds a character above
- *   U+00FF, which has no single-byte meaning.
- */
-export function configBytes(text: string, what = 'serial terminator'): Buffer {
-  if (text.length === 0) throw new GatewayError(ErrorCodes.CONFIG, `${what} must not be empty`);
-  for (const ch of text) {
-    const code = ch.codePointAt(0) ?? 0;
-    if (code > 0xff) {
-      throw new GatewayError(
-        ErrorCodes.CONFIG,
-        `${what} may only hold byte values (\\x00-\\xff); found U+${code.toString(16).toUpperCase().padStart(4, '0')}`,
-      );
-    }
-  }
-  return Buffer.from(text, 'latin1');
-}
-
-/** {@link configBytes} for a terminator (kept under its old name for callers and tests). */
-export function terminatorBytes(terminator: string): Buffer {
-  return configBytes(terminator, 'serial terminator');
-}
 
 /**
  * The streaming framer of one byte stream (see the top of this file for the three modes). Feed
