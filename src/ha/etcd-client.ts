@@ -1,9 +1,16 @@
 import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import type { Dispatcher } from 'undici';
+import type * as UndiciModule from 'undici';
 import type { HaConfig } from '../config/ha-schema.js';
 import { readSecret } from '../config/secrets.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
-import { undici } from '../upstream/undici-lazy.js';
+
+const requireHere = createRequire(import.meta.url);
+let loadedUndici: typeof UndiciModule | undefined;
+/** undici, loaded when the first etcd client is made: a site without `ha` never loads it here. */
+const undici = (): typeof UndiciModule =>
+  (loadedUndici ??= requireHere('undici') as typeof UndiciModule);
 
 /**
  * The few calls of etcd v3 the leader election needs, through etcd's JSON gateway (`/v3/...`,
