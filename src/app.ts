@@ -63,8 +63,7 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
   // sandbox listens; back-pressure derives the byte quota from the disk; the disk guard writes its
   // reserve; intake restores the duplicate window; delivery reads the SFTP login; status events
   // read their CA (their reader starts at `ready`); each input loads its module and connects or
-  // listens; the product check fetches the product list; the HTTP server listens last, once the
-  // ingest routes are known.
+  // listens; the HTTP server listens last, once the ingest routes are known.
   const parts: Component[] = [
     bufferPart(g.store, g.queries),
     ...(g.sandbox ? [g.sandbox] : []),
@@ -83,12 +82,11 @@ export function buildApp(loaded: LoadedConfig, deps: AppDeps): App {
     }),
     deliveryPart(g.deliverer, g.sftp, deps.deliveryStopGraceMs ?? DELIVERY_STOP_GRACE_MS, g.logger),
     ...(g.statusEvents ? [g.statusEvents] : []),
+    // Before the inputs, so the product list is asked for before the first read comes in: started
+    // after them, a file's reads taken at start went up to the service with another outcome.
+    g.productCheck,
     // Under `ha` the inputs run only while this node leads: the HA part starts and stops them.
     ...(g.ha ? [new HaPart(g, g.ha)] : [g.inputs]),
-    // After the inputs: its first fetch loads the HTTP client (undici, a third of the modules'
-    // loading), which would otherwise run before the ports open; the fetch is a round trip to the
-    // service either way, so the list arrives no later than before.
-    g.productCheck,
     g.http,
   ];
   let stopping: Promise<void> | undefined;
