@@ -131,7 +131,7 @@ export const httpLimitsSchema = z
       .max(100_000)
       .default(100)
       .describe(
-        'Most requests one connection sends per second, pipelined or one after another (all of them at once at most); the first past it is answered 429 with Retry-After and the connection is closed; a trusted client (loopback, trustedClients) is slowed instead: not read while its requests wait, which are answered in order at this rate, never 429. Health server only; 0 = no limit.',
+        'Most requests one connection sends per second, pipelined or one after another (all of them at once at most); the first past it is answered 429 with Retry-After and the connection is closed. Health server only; 0 = no limit.',
       ),
     maxConnectionsPerClient: z
       .number()

@@ -4,7 +4,7 @@ import { Counter } from 'prom-client';
 import type { Clock } from '../clock.js';
 import type { HttpLimitsConfig } from '../config/schema.js';
 import type { Logger } from '../log.js';
-import { guardListener, trustedClients } from '../listener/connection-guard.js';
+import { guardListener } from '../listener/connection-guard.js';
 import { shareConnections } from '../listener/connection-share.js';
 import { capConnections } from '../listener/listener-limits.js';
 import { RefusalLog } from '@scan-gateway/contract/refusal-log';
@@ -109,24 +109,10 @@ export function guardHealthListener(
     'connection closed: it sent more requests a second than its budget',
     intervalMs,
   );
-  const slowLog = new RefusalLog(
-    logger,
-    'connection slowed: a trusted client sent more requests a second than its budget; they are answered at the budget rate',
-    intervalMs,
-  );
-  // Pipelined or repeated requests of one connection, bounded before the router sees them: an
-  // untrusted connection past its budget is cut, a trusted one slowed.
+  // Pipelined or repeated requests of one connection, bounded before the router sees them.
   budgetRequests(app.server, {
     perSecond: limits.maxRequestsPerConnectionPerSecond,
     headers: COMMON_HEADERS,
-    isTrusted: trustedClients(options.trustedClients),
-    // Read again before node's header timeout could close it for a head cut in two by a read.
-    maxPauseMs: Math.floor(limits.headersTimeoutMs / 2),
-    onSlow: (remote) =>
-      slowLog.note({
-        remote,
-        maxRequestsPerConnectionPerSecond: limits.maxRequestsPerConnectionPerSecond,
-      }),
     onRefuse: (remote, retryAfterMs) => {
       // Its address (untrusted) may not connect again before the Retry-After it was told.
       connectionGuard.coolDown(remote, retryAfterMs);
@@ -138,7 +124,7 @@ export function guardHealthListener(
     },
   });
   app.addHook('onClose', async () => {
-    for (const l of [capLog, shareLog, budgetLog, slowLog]) l.flush();
+    for (const l of [capLog, shareLog, budgetLog]) l.flush();
     connectionGuard.flush();
   });
   return { count };

@@ -164,10 +164,10 @@ describe('probes that cost nothing', () => {
     });
   });
 
-  it('cuts a connection of an unlisted address that pipelines past its budget, and serves another meanwhile', async () => {
+  it('cuts a connection that pipelines past its budget, and serves another meanwhile', async () => {
     const s = await start();
     const perSecond = DEFAULT_HTTP_LIMITS.maxRequestsPerConnectionPerSecond;
-    const flood = await raw(s.port, '127.0.0.3');
+    const flood = await raw(s.port);
     const started = Date.now();
     flood.write(Array.from({ length: 1000 }, () => head(s.port, '/readyz')).join(''));
     const other = await fetch(`http://127.0.0.1:${s.port}/healthz`);
@@ -194,10 +194,10 @@ describe('probes that cost nothing', () => {
     ).toHaveLength(1);
   });
 
-  it('cuts a connection of an unlisted address that sends one request after another past its budget', async () => {
+  it('cuts a connection that sends one request after another past its budget', async () => {
     const perSecond = 5;
     const s = await start({ limits: { maxRequestsPerConnectionPerSecond: perSecond } });
-    const c = await raw(s.port, '127.0.0.3');
+    const c = await raw(s.port);
     const started = Date.now();
     let sent = 0;
     // One at a time, each after the previous answer, until refused (a thousand at most).
@@ -221,10 +221,12 @@ describe('probes that cost nothing', () => {
     const s = await start({ limits: { maxRequestsPerConnectionPerSecond: 5 }, now: () => clock });
     const pipeline = (port: number, n: number) =>
       Array.from({ length: n }, () => head(port, '/healthz')).join('');
-    const cut = await raw(s.port, '127.0.0.3');
-    cut.write(pipeline(s.port, 50));
-    await cut.gone;
-    expect(statuses(cut.received).at(-1)).toBe('429');
+    for (const from of ['127.0.0.3', '127.0.0.1']) {
+      const cut = await raw(s.port, from);
+      cut.write(pipeline(s.port, 50));
+      await cut.gone;
+      expect(statuses(cut.received).at(-1)).toBe('429');
+    }
     // The unlisted address: closed at accept, nothing answered, while the listener's clock stands.
     const refused = await raw(s.port, '127.0.0.3');
     refused.write(head(s.port, '/healthz'));
@@ -245,95 +247,10 @@ describe('probes that cost nothing', () => {
     expect(statuses(again.received)).toEqual(['200']);
     const text = await s.metrics.text();
     expect(text).toMatch(/scan_gateway_http_refused_total\{reason="connection_cooldown"\} 1\n/);
-    expect(text).toMatch(/scan_gateway_http_refused_total\{reason="connection_requests"\} 1\n/);
+    expect(text).toMatch(/scan_gateway_http_refused_total\{reason="connection_requests"\} 2\n/);
     expect(
       s.log.parsed().filter((l) => l.msg.startsWith('connection refused: a connection of this')),
     ).toHaveLength(1);
-  });
-
-  it('slows a loopback connection past its budget and answers all it pipelined, in order, without closing it', async () => {
-    const perSecond = 20;
-    const s = await start({ limits: { maxRequestsPerConnectionPerSecond: perSecond } });
-    const c = await raw(s.port);
-    // Seven seconds' worth of budget in one write, alternating two probes so the order shows.
-    const n = perSecond * 7;
-    const paths = Array.from({ length: n }, (_, i) => (i % 2 === 0 ? '/healthz' : '/readyz'));
-    c.write(paths.map((p) => head(s.port, p)).join(''));
-    await waitFor(() => statuses(c.received).length >= n, {
-      timeoutMs: 60_000,
-      what: 'every pipelined request answered',
-    });
-    expect(statuses(c.received)).toEqual(paths.map(() => '200'));
-    // Each answer's body is the one of the probe asked, in the order asked.
-    const bodies = c.received.split('HTTP/1.1 ').slice(1);
-    expect(bodies.map((b) => (b.includes('"ready"') ? '/readyz' : '/healthz'))).toEqual(paths);
-    expect(c.received).not.toMatch(/connection: close/i);
-    // Still open, and still served.
-    c.write(head(s.port, '/healthz'));
-    await waitFor(() => statuses(c.received).length === n + 1, {
-      timeoutMs: 10_000,
-      what: 'the next answer',
-    });
-    expect(statuses(c.received).at(-1)).toBe('200');
-    expect(c.destroyed).toBe(false);
-    const text = await s.metrics.text();
-    expect(text).not.toMatch(/reason="connection_requests"/);
-    expect(text).not.toMatch(/reason="connection_cooldown"/);
-    expect(
-      s.log.parsed().filter((l) => l.msg.startsWith('connection slowed: a trusted client')),
-    ).toHaveLength(1);
-  });
-
-  it('reads a slowed loopback connection again before the header timeout could close it', async () => {
-    const perSecond = 5;
-    // Its held requests take three seconds at the budget; a head cut in two by the write would
-    // wait past the 200 ms header timeout if the socket stayed unread till they are answered.
-    const s = await start({
-      limits: {
-        maxRequestsPerConnectionPerSecond: perSecond,
-        headersTimeoutMs: 200,
-        requestTimeoutMs: 200,
-      },
-    });
-    const c = await raw(s.port);
-    const all = Array.from({ length: 20 }, () => head(s.port, '/healthz')).join('');
-    const cutAt = all.length - 10;
-    c.write(all.slice(0, cutAt));
-    await waitFor(() => statuses(c.received).length >= perSecond, {
-      timeoutMs: 10_000,
-      what: 'the budget answered',
-    });
-    c.write(all.slice(cutAt));
-    await waitFor(() => statuses(c.received).length >= 20 || c.destroyed, {
-      timeoutMs: 60_000,
-      what: 'every request answered or the connection closed',
-    });
-    expect(statuses(c.received)).toEqual(Array.from({ length: 20 }, () => '200'));
-    expect(c.destroyed).toBe(false);
-  });
-
-  it('reads no more from a connection that pipelines past maxRequestsPerSocket', async () => {
-    const s = await start({
-      limits: {
-        maxRequestsPerSocket: 10,
-        maxRequestsPerConnectionPerSecond: 1000,
-        keepAliveTimeoutMs: 200,
-      },
-    });
-    const c = await raw(s.port);
-    c.write(Array.from({ length: 30 }, () => head(s.port, '/healthz')).join(''));
-    // Node answers what it parsed past the tenth 503 itself, after the ten that were allowed.
-    await waitFor(() => statuses(c.received).length >= 30, {
-      timeoutMs: 10_000,
-      what: 'the first write answered',
-    });
-    // The client ignores the tenth answer's Connection: close and sends more: nothing of it is read.
-    c.write(Array.from({ length: 30 }, () => head(s.port, '/healthz')).join(''));
-    await c.gone;
-    expect(statuses(c.received)).toEqual([
-      ...Array.from({ length: 10 }, () => '200'),
-      ...Array.from({ length: 20 }, () => '503'),
-    ]);
   });
 
   it('says role, leader and epoch only on the leader check, with or without a token', async () => {
