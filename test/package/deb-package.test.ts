@@ -187,7 +187,8 @@ describe('the Debian package (npm run package)', () => {
       });
       expect(log).toMatch(
         new RegExp(
-          `"version":"${VERSION.replaceAll('.', '\\.')}","node":"v26\\.[^"]+","msg":"scan-gateway started"`,
+          // The version and runtime, then the start-up profile, then the message.
+          `"version":"${VERSION.replaceAll('.', '\\.')}","node":"v26\\.[^"]+",[^\\n]*"msg":"scan-gateway started"`,
         ),
       );
       copyFileSync(
