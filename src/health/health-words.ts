@@ -16,19 +16,16 @@ export function count(n: number, word: string, plural = `${word}s`): string {
 /** The code of an upload failure: its own when known, else by kind. */
 export function uploadCode(lastError: NonNullable<HealthFacts['delivery']>['lastError']): string {
   if (lastError?.code && catalogueEntry(lastError.code)) return lastError.code;
-  switch (lastError?.kind) {
-    case 'auth':
-      return ErrorCodes.UPSTREAM_AUTH;
-    case 'answer':
-      return ErrorCodes.UPSTREAM_RESPONSE;
-    case 'http':
-      return ErrorCodes.UPSTREAM_HTTP;
-    case 'token':
-      return ErrorCodes.UPSTREAM_AUTH;
-    default:
-      return ErrorCodes.UPSTREAM_NETWORK;
-  }
+  return UPLOAD_CODE_BY_KIND.get(lastError?.kind ?? '') ?? ErrorCodes.UPSTREAM_NETWORK;
 }
+
+/** Upload failure kind to code; any other kind (`network`, unknown) is a network failure. */
+const UPLOAD_CODE_BY_KIND: ReadonlyMap<string, string> = new Map([
+  ['auth', ErrorCodes.UPSTREAM_AUTH],
+  ['token', ErrorCodes.UPSTREAM_AUTH],
+  ['answer', ErrorCodes.UPSTREAM_RESPONSE],
+  ['http', ErrorCodes.UPSTREAM_HTTP],
+]);
 
 /** Why status events do not flow, by code: the end of a sentence. */
 export const EVENTS_WHY: Record<string, string> = {
@@ -42,21 +39,20 @@ const WAITING = 'Scans wait safely in the buffer and are sent when it works agai
 
 /** What an upload failure of this kind means for the scans, in a sentence. */
 export function uploadSentence(kind: string | undefined): string {
-  switch (kind) {
-    case 'token':
-      return `No access token from the auth server, so nothing is uploaded. ${WAITING}`;
-    case 'auth':
-      return `The upstream service refuses the gateway's credentials, so nothing is uploaded. ${WAITING}`;
-    case 'answer':
-      return `The upstream service's answers cannot be read; uploads are retried. ${WAITING}`;
-    case 'http':
-      return `The upstream service answers uploads with errors; they are retried. ${WAITING}`;
-    case 'sftp':
-      return `Batch files cannot be transferred to the SFTP server (see the code); they are retried. ${WAITING}`;
-    default:
-      return `The upstream service cannot be reached, so nothing is uploaded. ${WAITING}`;
-  }
+  return `${UPLOAD_SENTENCE_BY_KIND.get(kind ?? '') ?? 'The upstream service cannot be reached, so nothing is uploaded.'} ${WAITING}`;
 }
+
+/** The first sentence by upload failure kind; any other kind is "cannot be reached". */
+const UPLOAD_SENTENCE_BY_KIND: ReadonlyMap<string, string> = new Map([
+  ['token', 'No access token from the auth server, so nothing is uploaded.'],
+  ['auth', "The upstream service refuses the gateway's credentials, so nothing is uploaded."],
+  ['answer', "The upstream service's answers cannot be read; uploads are retried."],
+  ['http', 'The upstream service answers uploads with errors; they are retried.'],
+  [
+    'sftp',
+    'Batch files cannot be transferred to the SFTP server (see the code); they are retried.',
+  ],
+]);
 
 /** The headline of a configuration error and its first problem (`file:line:col: key: message`). */
 export function firstProblem(message: string): string {
