@@ -89,9 +89,9 @@ cp package.json package-lock.json "$app/"
 # The sandbox's demo secret (scan-gateway sandbox reads it beside the program) and the demo config.
 cp config/demo.yaml config/demo-client-secret "$app/config/"
 
-# The workspace packages (packages/: the contract shared with the sandbox, and the sandbox that
-# `scan-gateway sandbox` and the demo run): their package.json and compiled dist/, where npm's
-# prune and ci below expect the workspaces of package.json.
+# The workspace packages (packages/: the contract and the service kit, shared with the sandbox,
+# and the sandbox that `scan-gateway sandbox` and the demo run): their package.json and compiled
+# dist/, where npm's prune and ci below expect the workspaces of package.json.
 for pkg in packages/*/; do
   pkg=${pkg%/}
   install -d "$app/$pkg"
@@ -151,7 +151,7 @@ while IFS= read -r -d '' so; do
   case "$machine" in *"$elf"*) ;; *) echo "package: $so is for '$machine', not $arch" >&2; exit 1 ;; esac
 done < <(find "$app" -name '*.node' -type f -print0)
 for need in better-sqlite3/prebuilds/linux-$nodearch.node unix-dgram/build/Release/unix_dgram.node @serialport/bindings-cpp/prebuilds/linux-$nodearch \
-  @scan-gateway/contract/dist/contract.js @scan-gateway/sandbox/dist/index.js node-forge/package.json; do
+  @scan-gateway/contract/dist/contract.js @scan-gateway/service-kit/dist/errors.js @scan-gateway/sandbox/dist/index.js node-forge/package.json; do
   [ -e "$app/node_modules/$need" ] || { echo "package: $need is missing" >&2; exit 1; }
 done
 # The modules' own tests, docs, examples, repository files and shell scripts: never loaded at run time.

@@ -1,4 +1,4 @@
-import { LISTENER_LIMIT_DEFAULTS } from '@scan-gateway/contract/listener-limits';
+import { LISTENER_LIMIT_DEFAULTS } from '@scan-gateway/service-kit/listener-limits';
 import { z } from 'zod';
 import { isIP } from 'node:net';
 

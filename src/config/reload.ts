@@ -5,7 +5,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from '../log.js';
 import { inputKindSpec } from './input-kind.js';
 import type { LoadedConfig } from './load.js';
-import { readConfigFile } from '@scan-gateway/contract/read-file';
+import { readConfigFile } from '@scan-gateway/service-kit/read-file';
 import type { GatewayConfig, InputConfig } from './schema.js';
 
 /**

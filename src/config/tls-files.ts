@@ -1,6 +1,6 @@
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { ErrorCodes, GatewayError } from '../errors.js';
-import { readConfigFile } from '@scan-gateway/contract/read-file';
+import { readConfigFile } from '@scan-gateway/service-kit/read-file';
 import type { HttpTlsConfig } from './local-schemas.js';
 
 /**

@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { ErrorCodes, isGatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { RefusalLog } from '@scan-gateway/contract/refusal-log';
+import { RefusalLog } from '@scan-gateway/service-kit/refusal-log';
 import type { AdminActionName } from './status.js';
 import { guard } from '../listener/route-guard.js';
 import { tokenGuard, type TokenGuard } from '../listener/rotating-token.js';

@@ -4,7 +4,7 @@ import { LookupUnavailable } from '../queries/lookup-workers.js';
 import type { HttpLimitsConfig } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import { scrubValue } from '../log.js';
-import { RefusalLog } from '@scan-gateway/contract/refusal-log';
+import { RefusalLog } from '@scan-gateway/service-kit/refusal-log';
 import { guard } from '../listener/route-guard.js';
 import { WorkQueue } from '../listener/work-queue.js';
 

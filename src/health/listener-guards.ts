@@ -7,7 +7,7 @@ import type { Logger } from '../log.js';
 import { guardListener } from '../listener/connection-guard.js';
 import { shareConnections } from '../listener/connection-share.js';
 import { capConnections } from '../listener/listener-limits.js';
-import { RefusalLog } from '@scan-gateway/contract/refusal-log';
+import { RefusalLog } from '@scan-gateway/service-kit/refusal-log';
 import { budgetRequests } from '../listener/request-budget.js';
 import { COMMON_HEADERS } from './common-headers.js';
 import type { GatewayMetrics } from './metrics.js';

@@ -13,7 +13,7 @@ import { ErrorCodes, GatewayError } from '../errors.js';
 import { hostAllowList } from '../listener/host-check.js';
 import { listenerOptions, tlsListenerOptions } from '../listener/listener-limits.js';
 import { clientCertRefusal, type ListenerTls } from '../listener/listener-tls.js';
-import { RefusalLog, REFUSAL_LOG_INTERVAL_MS } from '@scan-gateway/contract/refusal-log';
+import { RefusalLog, REFUSAL_LOG_INTERVAL_MS } from '@scan-gateway/service-kit/refusal-log';
 import { collectRouteTable, guard, routeGuardOf } from '../listener/route-guard.js';
 import { scrubValue, type Logger } from '../log.js';
 import { tokenGuard, type TokenGuard } from '../listener/rotating-token.js';

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Gauge } from 'prom-client';
 import type { HttpLimitsConfig } from '../config/schema.js';
 import type { Logger } from '../log.js';
-import { RefusalLog } from '@scan-gateway/contract/refusal-log';
+import { RefusalLog } from '@scan-gateway/service-kit/refusal-log';
 import { guard } from '../listener/route-guard.js';
 import { COMMON_HEADERS } from './common-headers.js';
 import type { GatewayMetrics } from './metrics.js';

@@ -3,7 +3,7 @@ import { BlockList, isIP, type Socket } from 'node:net';
 import type { Server as TlsServer, TLSSocket } from 'node:tls';
 import { type Clock, systemClock } from '../clock.js';
 import type { HttpLimitsConfig } from '../config/schema.js';
-import { RefusalLog, type WarnLogger } from '@scan-gateway/contract/refusal-log';
+import { RefusalLog, type WarnLogger } from '@scan-gateway/service-kit/refusal-log';
 
 /** Why {@link guardConnections} closed a connection. */
 export type GuardAction =

@@ -1,11 +1,11 @@
-import { listenerOptions } from '@scan-gateway/contract/listener-limits';
+import { listenerOptions } from '@scan-gateway/service-kit/listener-limits';
 import type { HttpLimitsConfig } from '../config/schema.js';
 
 /*
  * The fields, defaults and mapping of a listener's bounds are shared with the sandbox
- * (packages/contract/src/listener-limits.ts); here only what the daemon adds: TLS.
+ * (packages/service-kit/src/listener-limits.ts); here only what the daemon adds: TLS.
  */
-export { capConnections, listenerOptions } from '@scan-gateway/contract/listener-limits';
+export { capConnections, listenerOptions } from '@scan-gateway/service-kit/listener-limits';
 
 /**
  * {@link listenerOptions} for an https listener: fastify hands its `http` options only to a plain

@@ -145,7 +145,12 @@ describe('a built tree installed without the development dependencies', () => {
     expect(tracked.status).toBe(0);
     for (const f of tracked.stdout.split('\0').filter(Boolean))
       if (existsSync(join(PACKAGE_ROOT, f))) cpSync(join(PACKAGE_ROOT, f), join(dir, f));
-    for (const built of ['dist', 'packages/contract/dist', 'packages/sandbox/dist'])
+    for (const built of [
+      'dist',
+      'packages/contract/dist',
+      'packages/service-kit/dist',
+      'packages/sandbox/dist',
+    ])
       cpSync(join(PACKAGE_ROOT, built), join(dir, built), { recursive: true });
     const ci = spawnSync(
       process.execPath,

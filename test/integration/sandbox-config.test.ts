@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { ErrorCodes } from '../../src/errors.js';
-import { CONFIG_MAX_BYTES } from '@scan-gateway/contract/read-file';
+import { CONFIG_MAX_BYTES } from '@scan-gateway/service-kit/read-file';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import {
   loadSandboxConfig,

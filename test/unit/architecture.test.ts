@@ -198,10 +198,11 @@ describe('rooms and the direction of imports (docs/rooms.json)', () => {
     expect(sandboxImports("import { x } from '@scan-gateway/contract';")).toEqual([]);
   });
 
-  it("keeps each workspace package to itself: no import of src/, of another package's files, or of the sandbox from the contract", () => {
+  it("keeps each workspace package to itself: no import of src/, of another package's files, or of the sandbox from the contract or the service kit", () => {
     const mayImport: Record<string, string[]> = {
       contract: [],
-      sandbox: ['@scan-gateway/contract'],
+      'service-kit': [],
+      sandbox: ['@scan-gateway/contract', '@scan-gateway/service-kit'],
     };
     const packages = readdirSync(PACKAGES, { withFileTypes: true })
       .filter((e) => e.isDirectory())

@@ -24,7 +24,7 @@ import { PACKAGE_ROOT } from '../../src/paths.js';
  */
 const ALLOWED: readonly { file: string; text: string; why: string }[] = [
   {
-    file: 'packages/contract/src/errors.ts',
+    file: 'packages/service-kit/src/errors.ts',
     text: 'export class GatewayError extends Error {',
     why: 'the one error class itself',
   },
@@ -94,7 +94,7 @@ describe('one error model: no plain Error in src/ or packages/*/src/', () => {
     }
     expect(
       found,
-      'use new GatewayError(ErrorCodes.…, message) (packages/contract/src/errors.ts); add a code to the catalogue if none fits',
+      'use new GatewayError(ErrorCodes.…, message) (packages/service-kit/src/errors.ts); add a code to the catalogue if none fits',
     ).toEqual([]);
     // A stale entry would let the next plain Error in that file through unnoticed.
     expect(

@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { SignJWT, errors as joseErrors, jwtVerify } from 'jose';
 import { sendProblem } from './problem.js';
 import type { SandboxState } from './state.js';
-import { ErrorCodes, GatewayError } from '@scan-gateway/contract/errors';
+import { ErrorCodes, GatewayError } from '@scan-gateway/service-kit/errors';
 
 /**
  * The sandbox's OAuth 2.0 side (contract §5): the client-credentials token endpoint and the bearer

@@ -2,9 +2,9 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parse } from 'yaml';
 import { z } from 'zod';
-import { ErrorCodes, GatewayError } from '@scan-gateway/contract/errors';
+import { ErrorCodes, GatewayError } from '@scan-gateway/service-kit/errors';
 import { formatPath } from '@scan-gateway/contract';
-import { readConfigFile } from '@scan-gateway/contract/read-file';
+import { readConfigFile } from '@scan-gateway/service-kit/read-file';
 import { faultsSchema, type SandboxClient, type SandboxOptions } from './types.js';
 
 /**

@@ -42,4 +42,4 @@ export { generateEd25519KeyPair, type RunningSandboxSftp, type SandboxSftpFile }
 export {
   LISTENER_LIMIT_DEFAULTS as DEFAULT_HTTP_LIMITS,
   type ListenerLimits as HttpLimitsConfig,
-} from '@scan-gateway/contract/listener-limits';
+} from '@scan-gateway/service-kit/listener-limits';

@@ -10,12 +10,12 @@ import {
   PRESIGNED_VALIDITY_MS,
   TOKEN_VALIDITY_S,
 } from '@scan-gateway/contract';
-import { ErrorCodes, GatewayError } from '@scan-gateway/contract/errors';
+import { ErrorCodes, GatewayError } from '@scan-gateway/service-kit/errors';
 import {
   LISTENER_LIMIT_DEFAULTS,
   capConnections,
   listenerOptions,
-} from '@scan-gateway/contract/listener-limits';
+} from '@scan-gateway/service-kit/listener-limits';
 import { silentLogger } from './log.js';
 import { SandboxAuth, bearerCheck, registerTokenRoute } from './auth.js';
 import { FaultSwitch, registerFaultHooks } from './faults.js';

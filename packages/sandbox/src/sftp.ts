@@ -17,7 +17,7 @@ import {
 import { join, posix } from 'node:path';
 import ssh2 from 'ssh2';
 import type { Attributes, AuthContext, Connection, SFTPWrapper } from 'ssh2';
-import { ErrorCodes, GatewayError } from '@scan-gateway/contract/errors';
+import { ErrorCodes, GatewayError } from '@scan-gateway/service-kit/errors';
 import type { Logger } from './log.js';
 import { hostKeyFingerprint } from '@scan-gateway/contract/host-key';
 import type { SandboxState } from './state.js';

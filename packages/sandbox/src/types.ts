@@ -1,5 +1,5 @@
 import type { RunningSandboxSftp } from './sftp.js';
-import type { ListenerLimits } from '@scan-gateway/contract/listener-limits';
+import type { ListenerLimits } from '@scan-gateway/service-kit/listener-limits';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Logger } from './log.js';

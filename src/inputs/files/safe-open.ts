@@ -1,7 +1,7 @@
 import { constants, type Stats } from 'node:fs';
 import { lstat, open, readlink, type FileHandle } from 'node:fs/promises';
 import { ErrorCodes, GatewayError } from '../../errors.js';
-import { fileKind } from '@scan-gateway/contract/read-file';
+import { fileKind } from '@scan-gateway/service-kit/read-file';
 
 /**
  * Flags of every open of a file in a files inbox: read only, never through a symbolic link

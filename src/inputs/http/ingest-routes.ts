@@ -7,7 +7,7 @@ import { DEFAULT_JSON_FIELDS } from '../json-read.js';
 import { ingestBodyItems } from './ingest-body.js';
 import { GatewayError, isTooLargeForBuffer } from '../../errors.js';
 import { DEFAULT_MAX_READ_LENGTH } from '../schema-parts.js';
-import { RefusalLog } from '@scan-gateway/contract/refusal-log';
+import { RefusalLog } from '@scan-gateway/service-kit/refusal-log';
 import type { IntakeSink, SubmitResult } from '../types.js';
 import { type Clock, systemClock } from '../../clock.js';
 import { guard } from '../../listener/route-guard.js';

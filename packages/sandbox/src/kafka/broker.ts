@@ -1,8 +1,8 @@
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { createServer, type Server, type TLSSocket } from 'node:tls';
-import { ErrorCodes, GatewayError, isGatewayError } from '@scan-gateway/contract/errors';
-import { RefusalLog } from '@scan-gateway/contract/refusal-log';
+import { ErrorCodes, GatewayError, isGatewayError } from '@scan-gateway/service-kit/errors';
+import { RefusalLog } from '@scan-gateway/service-kit/refusal-log';
 import type { Logger } from '../log.js';
 import {
   DEFAULT_BROKER_LIMITS,

@@ -4,7 +4,7 @@ import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import { createRequire } from 'node:module';
 import type * as Forge from 'node-forge';
-import { ErrorCodes, GatewayError } from '@scan-gateway/contract/errors';
+import { ErrorCodes, GatewayError } from '@scan-gateway/service-kit/errors';
 
 /**
  * The sandbox's own certificate authority: made at start, kept in memory only, so every sandbox

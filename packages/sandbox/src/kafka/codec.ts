@@ -1,4 +1,4 @@
-import { ErrorCodes, GatewayError } from '@scan-gateway/contract/errors';
+import { ErrorCodes, GatewayError } from '@scan-gateway/service-kit/errors';
 
 /**
  * The Kafka wire primitives (https://kafka.apache.org/protocol#protocol_types) and a codec driven

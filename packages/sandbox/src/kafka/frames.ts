@@ -1,4 +1,4 @@
-import { ErrorCodes, GatewayError } from '@scan-gateway/contract/errors';
+import { ErrorCodes, GatewayError } from '@scan-gateway/service-kit/errors';
 import { decodeMessage, encodeMessage, isFlexible, Reader, Writer, type Message } from './codec.js';
 import { ApiKey, KafkaError, Requests, Responses, SUPPORTED, type ApiKeyName } from './messages.js';
 

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { KafkaError } from './messages.js';
-import { type Clock, systemClock } from '@scan-gateway/contract/clock';
+import { type Clock, systemClock } from '@scan-gateway/service-kit/clock';
 
 /**
  * The group coordinator of the sandbox broker: the classic consumer group protocol (JoinGroup,

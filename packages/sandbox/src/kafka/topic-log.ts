@@ -1,5 +1,5 @@
 import type { ProducedRecord, StoredRecord } from './records.js';
-import { type Clock, systemClock } from '@scan-gateway/contract/clock';
+import { type Clock, systemClock } from '@scan-gateway/service-kit/clock';
 
 /** Retention of a topic's records: the older ones go when either bound is passed. */
 export interface Retention {
