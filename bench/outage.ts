@@ -217,9 +217,8 @@ export async function benchOutage(
         `  authUrl: ${relayUrl}`,
         '  clientId: demo-client',
         `  clientSecretFile: ${join(PACKAGE_ROOT, 'config/demo-client-secret')}`,
-        // The quotas a site riding out such an outage sets: with the defaults (2,000,000 scans,
-        // at most 2 GiB of JSON derived from the disk) the line's reads are refused once the
-        // backlog reaches them.
+        // Quotas above the backlog whatever --scans asks for: the defaults (20,000,000 scans, at
+        // most 16 GiB of JSON derived from the disk) hold the 10 M of a weekend, not any backlog.
         `buffer: { path: ${dbPath}, maxPendingScans: ${opts.scans * 2 + 1_000_000}, maxBytes: ${Math.ceil(jsonBytes * 2 + 256 * 2 ** 20)} }`,
         `http: { listen: 127.0.0.1:${httpPort} }`,
         'dcps:',
@@ -443,7 +442,7 @@ export async function benchOutage(
       notes: [
         `backlog written in ${prefillSec.toFixed(1)} s through store.intake.commitIntake (the outage fast-forwarded); the daemon answered /healthz ${readySec.toFixed(1)} s after its spawn on it`,
         `line: ${LINE_RATE} reads/s, ${BURST_FACTOR}× for ${BURST_SEC} s every ${BURST_EVERY_SEC} s (${clients.reads} reads); during the ${opts.outageSec} s with the upstream unreachable read-to-commit p99 ${pct(outageIngest, 99).toFixed(1)} ms`,
-        `daemon node options: ${nodeArgs.join(' ')} (the unit's); sandbox processing delay 200 ms; delivery settings the defaults; buffer.maxPendingScans and buffer.maxBytes twice the backlog (the defaults refuse reads from 2,000,000 scans or 2 GiB of JSON on)`,
+        `daemon node options: ${nodeArgs.join(' ')} (the unit's); sandbox processing delay 200 ms; delivery settings the defaults; buffer.maxPendingScans and buffer.maxBytes twice the backlog (the defaults refuse reads from 20,000,000 scans or 16 GiB of JSON on, or what the disk holds)`,
       ],
     };
   } finally {

@@ -23,12 +23,14 @@ const MIB = 1024 * 1024;
 export const DEFAULT_RESERVE_BYTES = 4 * MIB;
 
 /**
- * Bounds of the byte quota derived from the disk when `buffer.maxBytes` is not set. At most 2 GiB
- * (the former fixed default: `buffer.maxPendingScans` bounds a bigger disk anyway); at least 1 MiB,
+ * Bounds of the byte quota derived from the disk when `buffer.maxBytes` is not set. At most 16 GiB:
+ * the JSON of the default `buffer.maxPendingScans` (20 M scans of about 250 to 800 bytes), so on a
+ * large disk the scan quota is what binds, and a weekend's backlog (10 M scans, about 2.5 GiB of
+ * JSON) is never refused by the byte quota of a disk that holds it; at least 1 MiB,
  * so that a disk already full of other programs' files still gives a quota (intake then pauses on
  * the quota or on SQLITE_FULL, whichever comes first) and never one of zero.
  */
-export const DERIVED_QUOTA_MAX_BYTES = 2 * 1024 * MIB;
+export const DERIVED_QUOTA_MAX_BYTES = 16 * 1024 * MIB;
 export const DERIVED_QUOTA_MIN_BYTES = MIB;
 
 /**

@@ -23,9 +23,9 @@ export const bufferSchema = z
       .number()
       .int()
       .positive()
-      .default(2_000_000)
+      .default(20_000_000)
       .describe(
-        'Quota: most undelivered scans. Near it, inputs that can wait pause; at it, new scans are refused (docs/delivery.md).',
+        'Quota: most undelivered scans. Near it, inputs that can wait pause; at it, new scans are refused (docs/delivery.md). The default holds about five days of scans of a 40 GWh cell plant (3.5 M a day), so a weekend without the cloud is ridden out (docs/performance.md, "A weekend without the cloud").',
       ),
     maxBytes: z
       .number()
@@ -33,7 +33,7 @@ export const bufferSchema = z
       .positive()
       .optional()
       .describe(
-        "Quota: most bytes of undelivered scans (their JSON). Not set: derived from the buffer's file system at start and every second, what it can hold (the buffer's files and the free space, less the 4 MiB reserve, the low-space mark and 4 MiB for the write-ahead log, at 3.5 bytes on disk per byte of JSON), at least 1 MiB, at most 2 GiB, so the quota is reached before the disk is (docs/operations.md §9). Set larger than the disk holds, it is warned about (config check, page).",
+        "Quota: most bytes of undelivered scans (their JSON). Not set: derived from the buffer's file system at start and every second, what it can hold (the buffer's files and the free space, less the 4 MiB reserve, the low-space mark and 4 MiB for the write-ahead log, at 3.5 bytes on disk per byte of JSON), at least 1 MiB, at most 16 GiB, so the quota is reached before the disk is (docs/operations.md §9). Set larger than the disk holds, it is warned about (config check, page).",
       ),
     pauseAtRatio: z
       .number()

@@ -437,7 +437,7 @@ describe('disk guard: a quota that fits the disk', () => {
 });
 
 describe('disk guard: the default byte quota derives from the disk (buffer.maxBytes not set)', () => {
-  it('is what the disk holds (free and own bytes, less the reserve and the mark, 3.5 bytes on disk per byte), within 1 MiB..2 GiB', () => {
+  it('is what the disk holds (free and own bytes, less the reserve and the mark, 3.5 bytes on disk per byte), within 1 MiB..16 GiB', () => {
     // 100 MiB free, 20 MiB of buffer, the reserve written, the mark 12 MiB, 4 MiB for the write-ahead log.
     const d = derivedQuota(
       { free: 100 * MIB, size: 200 * MIB },
