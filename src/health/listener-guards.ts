@@ -113,6 +113,7 @@ export function guardHealthListener(
   budgetRequests(app.server, {
     perSecond: limits.maxRequestsPerConnectionPerSecond,
     headers: COMMON_HEADERS,
+    ...(options.now ? { now: options.now } : {}),
     onRefuse: (remote, retryAfterMs) => {
       // Its address (untrusted) may not connect again before the Retry-After it was told.
       connectionGuard.coolDown(remote, retryAfterMs);

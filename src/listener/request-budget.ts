@@ -16,7 +16,7 @@ export interface RequestBudgetOptions {
    * `Retry-After` it was given, in ms.
    */
   onRefuse?: (remote: string, retryAfterMs: number) => void;
-  /** A monotonic clock in ms; default `performance.now`. */
+  /** A clock in ms (monotonic or epoch; a step back refills nothing); default `performance.now`. */
   now?: () => number;
 }
 
@@ -28,6 +28,9 @@ interface Bucket {
   /** The requests dropped behind the 429, destroyed quietly when the connection closes. */
   dropped: IncomingMessage[];
 }
+
+/** Addresses remembered as cut moments ago (each starts its next connections with one request). */
+const MAX_RECENTLY_CUT = 4096;
 
 /** `Retry-After` of the 429 that cuts a connection, in seconds. */
 export const BUDGET_RETRY_AFTER_SEC = 1;
@@ -45,6 +48,10 @@ const BODY = JSON.stringify({
  * answered 429 with `Retry-After: 1` and `Connection: close`, and the connection closes after it;
  * what the client pipelined behind it is dropped unanswered. `onRefuse` hears of it, so that the
  * address can be kept from reconnecting before its `Retry-After` (the connection guard's cooldown).
+ * A connection opened by the same address before that `Retry-After` has passed starts with one
+ * request of budget instead of `perSecond`, refilled at the same rate, so an address that is not
+ * cooled down (loopback, `http.trustedClients`) and reconnects at once gets its requests at the
+ * rate and not a full burst per connection.
  *
  * Why before the router: node parses a whole received chunk (up to 64 KiB, about a thousand small
  * pipelined requests) in one turn of the event loop and hands each on at once. Refused in a route
@@ -66,19 +73,27 @@ export function budgetRequests(server: Server | TlsServer, options: RequestBudge
   ) => void)[];
   server.removeAllListeners('request');
   const buckets = new WeakMap<Socket, Bucket>();
+  // Addresses cut less than their Retry-After ago, with when that ends (ms of `now`), oldest first.
+  const recentlyCut = new Map<string, number>();
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     const socket = req.socket;
     const t = now();
     let b = buckets.get(socket);
     if (!b) {
-      b = { tokens: perSecond, at: t, closing: false, dropped: [] };
+      // A connection of an address cut moments ago starts with one request, not a full bucket:
+      // reconnecting at once (as a trusted address may: it is never cooled down) buys no fresh
+      // burst, so a flood gets the rate and not a bucket per connection. One request is what a
+      // health check's connection needs.
+      const cutUntil = recentlyCut.get(socket.remoteAddress ?? '');
+      const tokens = cutUntil !== undefined && cutUntil > t ? 1 : perSecond;
+      b = { tokens, at: t, closing: false, dropped: [] };
       buckets.set(socket, b);
     }
     if (b.closing) {
       b.dropped.push(req);
       return;
     }
-    b.tokens = Math.min(perSecond, b.tokens + ((t - b.at) * perSecond) / 1000);
+    b.tokens = Math.min(perSecond, b.tokens + (Math.max(0, t - b.at) * perSecond) / 1000);
     b.at = t;
     if (b.tokens >= 1) {
       b.tokens -= 1;
@@ -89,14 +104,26 @@ export function budgetRequests(server: Server | TlsServer, options: RequestBudge
     // Read nothing more from it: what it sends next would only be parsed to be dropped.
     socket.pause();
     const dropped = b.dropped;
-    // Before node's own close handling, which destroys every request still waiting with an error
-    // of its own and formats its stack: about 10 µs each, so a cut connection that had pipelined
-    // a thousand held the loop for 10 ms. Destroyed without an error first, each costs little.
+    // Before node's own close handling, which destroys every request and answer still waiting
+    // with an error of its own (ConnResetException), capturing its stack each time: about 10 µs
+    // apiece, so a cut connection that had pipelined a thousand held the loop for 10 ms, most of
+    // a loopback flood's cost (a trusted address reconnects at once). Destroyed without an error
+    // first, and with no stack captured for the errors node still makes in this close: those
+    // errors go nowhere (no listener), and the limit is back before anything else runs.
     socket.prependOnceListener('close', () => {
       for (const r of dropped) r.destroy();
       dropped.length = 0;
+      const limit = Error.stackTraceLimit;
+      Error.stackTraceLimit = 0;
+      process.nextTick(() => {
+        Error.stackTraceLimit = limit;
+      });
     });
-    options.onRefuse?.(socket.remoteAddress ?? 'unknown', BUDGET_RETRY_AFTER_SEC * 1000);
+    const remote = socket.remoteAddress ?? 'unknown';
+    recentlyCut.delete(remote);
+    recentlyCut.set(remote, t + BUDGET_RETRY_AFTER_SEC * 1000);
+    if (recentlyCut.size > MAX_RECENTLY_CUT) recentlyCut.delete(recentlyCut.keys().next().value!);
+    options.onRefuse?.(remote, BUDGET_RETRY_AFTER_SEC * 1000);
     res.writeHead(429, {
       ...options.headers,
       'content-type': 'application/json; charset=utf-8',

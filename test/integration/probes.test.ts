@@ -239,15 +239,26 @@ describe('probes that cost nothing', () => {
       await ok.gone;
       expect(statuses(ok.received), from).toEqual(['200']);
     }
-    // Once its Retry-After (1 s) has passed on the listener's clock, the address is served again.
+    // The loopback reconnecting at once buys no fresh burst: its next connection starts with one
+    // request of budget (a health check's), so the pipeline behind it is cut at the second.
+    const burst = await raw(s.port, '127.0.0.1');
+    burst.write(pipeline(s.port, 10));
+    await burst.gone;
+    expect(statuses(burst.received)).toEqual(['200', '429']);
+    // Once its Retry-After (1 s) has passed on the listener's clock, the address is served again,
+    // and the loopback has its whole budget again.
     clock += 1000;
     const again = await raw(s.port, '127.0.0.3');
     again.write(head(s.port, '/healthz', 'Connection: close\r\n'));
     await again.gone;
     expect(statuses(again.received)).toEqual(['200']);
+    const whole = await raw(s.port, '127.0.0.1');
+    whole.write(pipeline(s.port, 5) + head(s.port, '/healthz', 'Connection: close\r\n'));
+    await whole.gone;
+    expect(statuses(whole.received)).toEqual(['200', '200', '200', '200', '200', '429']);
     const text = await s.metrics.text();
     expect(text).toMatch(/scan_gateway_http_refused_total\{reason="connection_cooldown"\} 1\n/);
-    expect(text).toMatch(/scan_gateway_http_refused_total\{reason="connection_requests"\} 2\n/);
+    expect(text).toMatch(/scan_gateway_http_refused_total\{reason="connection_requests"\} 4\n/);
     expect(
       s.log.parsed().filter((l) => l.msg.startsWith('connection refused: a connection of this')),
     ).toHaveLength(1);
