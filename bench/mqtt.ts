@@ -9,7 +9,8 @@ import { MqttInput } from '../src/inputs/mqtt/mqtt-input.js';
 import type { MqttInputConfig } from '../src/inputs/mqtt/schema.js';
 import { messageToItem } from '../src/inputs/mqtt/mqtt-payload.js';
 import { mappingContext, mapRead } from '../src/mapping/map-read.js';
-import type { IntakeSink } from '../src/inputs/types.js';
+import type { MessageSink } from '../src/inputs/mqtt/message-sink.js';
+import type { IntakeItem } from '../src/inputs/types.js';
 import { silentLogger } from '../src/log.js';
 import { startJsonChild, type JsonChild } from './lib/child.js';
 import { INTAKE_DEFAULTS } from './intake.js';
@@ -162,12 +163,15 @@ async function gatewaySubscriber(
     commits++;
     commit(...args);
   };
-  const sink: IntakeSink = {
-    submit: (items, ...rest) =>
-      pipeline.intake.submit(items, ...rest).then(() => {
-        for (const item of items)
-          t.took(record() && item.kind === 'read' ? item.read.raw.toString('latin1') : undefined);
-      }),
+  const took = (items: IntakeItem[]) => {
+    for (const item of items)
+      t.took(record() && item.kind === 'read' ? item.read.raw.toString('latin1') : undefined);
+  };
+  const sink: MessageSink = {
+    submit: (items, options) => pipeline.intake.submit(items, options).then(() => took(items)),
+    submitMessage: (items, message) =>
+      pipeline.intake.submitMessage(items, message).then(() => took(items)),
+    forgetMessages: (inputId) => pipeline.intake.forgetMessages(inputId),
   };
   const input = new MqttInput({ config: inputConfig, sink, logger: silentLogger() });
   await input.start();

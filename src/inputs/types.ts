@@ -28,60 +28,16 @@ export interface InputRejection {
 export type IntakeItem =
   { kind: 'read'; read: Read } | { kind: 'rejection'; rejection: InputRejection };
 
-/** Options of a submit beyond the items. */
+/** Options of a submit beyond the items: what every input kind may ask of any sink. */
 export interface SubmitOptions {
-  /**
-   * Hash of the content of the file the items came from. Recorded in the same transaction as the
-   * items; a later submit with the same hash (the file read again after a crash between the commit
-   * and the move to processed/) resolves at once and stores nothing.
-   */
-  fileHash?: string;
-  /** The file's name, for the record and the log. */
-  fileName?: string;
-  /**
-   * The QoS 1 MQTT message the items came in. Its identity is recorded in the same transaction as
-   * the items; when `dup` is set (the broker's resend) and that identity is recorded already, the
-   * submit resolves with `redelivered: true` and stores nothing (docs/inputs.md, "mqtt").
-   */
-  message?: { packetId: number; topic: string; payloadSha256: Buffer; dup: boolean };
-  /** One chunk of a file committed in chunks (files input); see {@link FileChunk}. */
-  fileChunk?: FileChunk;
   /**
    * The source can take its items committed in parts (HTTP ingest: a request of up to 10,000
    * reads). Intake then maps and commits them in slices, one per turn of the event loop, with the
    * other inputs' submits and the probes served between two slices, and resolves once the last is
    * committed. A refusal after some slices were committed rejects with `details.committedItems`:
-   * the leading items committed (0 when none). Ignored with `fileHash`, `message` or `fileChunk`,
-   * whose items are committed in one transaction with their record.
+   * the leading items committed (0 when none).
    */
   inSlices?: boolean;
-}
-
-/**
- * A chunk of a file committed in parts: the intake records the file's progress (items committed so
- * far) in the same transaction as the chunk's rows, so after a crash the file goes on after its last
- * committed chunk. A chunk already committed (by its progress) is acknowledged without storing it
- * again.
- */
-export interface FileChunk {
-  inputId: string;
-  /** SHA-256 (hex) of the file's content. */
-  hash: string;
-  name: string;
-  /** Items of the file committed before this chunk. */
-  itemsBefore: number;
-  /** The file's last chunk: the file is then complete (recorded in `files` when `remember`). */
-  final: boolean;
-  /** Record the complete file by its hash, so the same content is not stored again (rememberFilesDays > 0). */
-  remember: boolean;
-}
-
-/** How far a file is committed (from {@link IntakeSink.fileProgress}). */
-export interface FileProgress {
-  /** Items committed so far. */
-  items: number;
-  /** Its last chunk is committed (and the file recorded by its hash). */
-  complete: boolean;
 }
 
 /**
@@ -103,25 +59,21 @@ export interface ItemOutcome {
 /** What intake made of each item of a submit, in the items' order (when the sink reports it). */
 export interface SubmitResult {
   outcomes: ItemOutcome[];
-  /** The message (`SubmitOptions.message`) was committed before: nothing stored, `outcomes` empty. */
-  redelivered?: true;
 }
 
 /**
  * Where adapters hand their items. `submit` resolves only after the items are committed to the
  * SQLite buffer; only then may the adapter acknowledge them to its source (move the file, PUBACK,
  * answer 202). It rejects when the commit failed; the adapter must then not acknowledge.
+ *
+ * A kind whose source needs a record of its own committed in the same transaction as the items
+ * (the files input's content hash, the MQTT input's message identity) declares an extension of
+ * this interface in its folder (`files/file-sink.ts`, `mqtt/message-sink.ts`), which the intake
+ * implements; every other kind needs only `submit`.
  */
 export interface IntakeSink {
   /** Resolves once the items are committed (with their outcomes, from the real intake). */
   submit(items: IntakeItem[], options?: SubmitOptions): Promise<SubmitResult | void>;
-  /**
-   * Forgets the MQTT message identities recorded for an input: its broker holds no session any
-   * more, so none of those messages can come again. Optional (test sinks).
-   */
-  forgetMessages?(inputId: string): void;
-  /** How far a file with this content is committed, when the sink records it (the buffer's intake). */
-  fileProgress?(inputId: string, hash: string): FileProgress | undefined;
 }
 
 /**

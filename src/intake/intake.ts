@@ -1,11 +1,7 @@
 import { ErrorCodes, GatewayError, isDiskFull } from '../errors.js';
-import type {
-  FileProgress,
-  IntakeItem,
-  IntakeSink,
-  SubmitOptions,
-  SubmitResult,
-} from '../inputs/types.js';
+import type { FileChunk, FileProgress, FileRecord, FileSink } from '../inputs/files/file-sink.js';
+import type { MessageSink, MessageSubmitResult, MqttMessage } from '../inputs/mqtt/message-sink.js';
+import type { IntakeItem, SubmitOptions, SubmitResult } from '../inputs/types.js';
 import type { MappingContext } from '../mapping/map-read.js';
 import type { IntakeWrites } from '../buffer/intake-writes.js';
 import type { IntakeRecord } from '../buffer/store.js';
@@ -15,13 +11,17 @@ import { IntakeDuplicates } from './duplicates.js';
 import { takeGroup } from './groups.js';
 import type { IntakeOptions } from './options.js';
 import {
-  chunkCommittedBefore,
+  chunkReceipt,
   committedFiles,
-  outcomesOf,
-  toRecord,
-  type Pending,
-  type Verdict,
-} from './records.js';
+  committedMessages,
+  fileProgressIn,
+  fileReceipt,
+  inputIdOf,
+  messageReceipt,
+  settledBefore,
+  type Receipt,
+} from './receipts.js';
+import { outcomesOf, toRecord, type Pending, type Verdict } from './records.js';
 import { SLICE_READS } from './slices.js';
 
 export type { IntakeFence } from './fence.js';
@@ -33,12 +33,13 @@ export type { IntakeGate, IntakeOptions } from './options.js';
  * (input → mapping → intake → buffer): maps each read, checks it against the duplicate window
  * (duplicates.ts), then commits groups of submits in one SQLite transaction (group commit), and
  * resolves each submit only after its transaction committed, which is when the input may
- * acknowledge to its source.
+ * acknowledge to its source. The files and MQTT inputs' receipts (a file's hash or progress, a
+ * message's identity) are committed in the same transaction as their items (receipts.ts).
  *
  * The constructor does no I/O; {@link open} (the buffer open) rebuilds the duplicate window and
  * lets submits in.
  */
-export class Intake implements IntakeSink {
+export class Intake implements FileSink, MessageSink {
   private readonly dedupe: IntakeDuplicates;
   /** The buffer's intake side, from {@link open}. */
   private opened: IntakeWrites | undefined;
@@ -110,6 +111,30 @@ export class Intake implements IntakeSink {
    * once intake is closed.
    */
   submit(items: IntakeItem[], options: SubmitOptions = {}): Promise<SubmitResult> {
+    return this.enqueue(items, {}, options.inSlices === true);
+  }
+
+  /** {@link FileSink.submitFile}: as {@link submit}, with the file's hash; never in slices. */
+  submitFile(items: IntakeItem[], file: FileRecord): Promise<SubmitResult> {
+    return this.enqueue(items, fileReceipt(items, file), false);
+  }
+
+  /** {@link FileSink.submitChunk}: as {@link submit}, with the file's progress; never in slices. */
+  submitChunk(items: IntakeItem[], chunk: FileChunk): Promise<SubmitResult> {
+    return this.enqueue(items, chunkReceipt(chunk), false);
+  }
+
+  /** {@link MessageSink.submitMessage}: as {@link submit}, with the message's identity. */
+  submitMessage(items: IntakeItem[], message: MqttMessage): Promise<MessageSubmitResult> {
+    return this.enqueue(items, messageReceipt(items, message), false);
+  }
+
+  /** Queues a submit with its receipt, taken in slices when asked and it has more than a slice. */
+  private enqueue(
+    items: IntakeItem[],
+    receipt: Receipt,
+    inSlices: boolean,
+  ): Promise<MessageSubmitResult> {
     if (this.closed)
       return Promise.reject(
         new GatewayError(ErrorCodes.NOT_RUNNING, 'intake is closed', { retryable: true }),
@@ -118,38 +143,23 @@ export class Intake implements IntakeSink {
       return Promise.reject(
         new GatewayError(ErrorCodes.NOT_RUNNING, 'intake is not open yet', { retryable: true }),
       );
-    const first = items[0];
-    const inputId =
-      first === undefined
-        ? undefined
-        : first.kind === 'read'
-          ? first.read.inputId
-          : first.rejection.inputId;
     const pending: Pending = {
       items,
       mapping: this.mapping,
-      inputId,
+      inputId: inputIdOf(items),
       records: [],
       scans: 0,
       scanBytes: 0,
       taken: [],
       resolve: () => {},
       reject: () => {},
+      ...receipt,
     };
-    if (options.fileHash !== undefined && inputId !== undefined) {
-      pending.file = {
-        inputId,
-        hash: options.fileHash,
-        ...(options.fileName !== undefined ? { name: options.fileName } : {}),
-      };
-    }
-    if (options.message !== undefined && inputId !== undefined)
-      pending.message = { inputId, ...options.message };
-    if (options.fileChunk) pending.chunk = options.fileChunk;
+    // A receipt's items are committed in one transaction with it.
     const whole = pending.file ?? pending.message ?? pending.chunk;
-    if (options.inSlices && !whole && items.length > SLICE_READS)
+    if (inSlices && !whole && items.length > SLICE_READS)
       pending.slices = { next: 0, committed: 0, outcomes: [], settled: false };
-    const done = new Promise<SubmitResult>((resolve, reject) => {
+    const done = new Promise<MessageSubmitResult>((resolve, reject) => {
       pending.resolve = resolve;
       pending.reject = reject;
     });
@@ -162,12 +172,9 @@ export class Intake implements IntakeSink {
     return done;
   }
 
-  /** How far a file with this content is committed: complete (in `files`), or items of a file in progress. */
+  /** {@link FileSink.fileProgress}. @throws GatewayError `SCANGW_E_NOT_RUNNING` before {@link open}. */
   fileProgress(inputId: string, hash: string): FileProgress | undefined {
-    const writes = this.writes;
-    if (writes.knownFile(inputId, hash)) return { items: 0, complete: true };
-    const items = writes.fileProgress(inputId, hash);
-    return items === undefined ? undefined : { items, complete: false };
+    return fileProgressIn(this.writes, inputId, hash);
   }
 
   private toRecord(item: IntakeItem, pending: Pending, mapping: MappingContext): IntakeRecord {
@@ -259,38 +266,19 @@ export class Intake implements IntakeSink {
    */
   private admit(queued: readonly Pending[]): Pending[] {
     const { gate, logger } = this.options;
-    const writes = this.writes;
+    const settle = {
+      writes: this.writes,
+      logger,
+      verdicts: this.verdicts,
+      forget: (taken: Pending['taken']) => this.dedupe.forget(taken),
+      countRedelivered: (inputId: string) => this.counters.countRedelivered(inputId),
+    };
     const group: Pending[] = [];
     let scans = 0;
     let bytes = 0;
     gate?.beginGroup?.();
     for (const p of queued) {
-      if (p.message?.dup && writes.knownMessage(p.message)) {
-        // The broker's resend of a message committed before whose PUBACK it never had: acknowledge only.
-        this.dedupe.forget(p.taken);
-        this.counters.countRedelivered(p.message.inputId);
-        p.resolve({ outcomes: [], redelivered: true });
-        continue;
-      }
-      if (p.file && writes.knownFile(p.file.inputId, p.file.hash)) {
-        // Committed before (a crash came between the commit and the file's move): acknowledge only.
-        this.dedupe.forget(p.taken);
-        logger.warn(
-          { inputId: p.file.inputId, file: p.file.name, hash: p.file.hash },
-          'file with this content was stored before; not stored again',
-        );
-        p.resolve(outcomesOf(p, this.verdicts));
-        continue;
-      }
-      if (chunkCommittedBefore(p, writes)) {
-        this.dedupe.forget(p.taken);
-        logger.warn(
-          { inputId: p.chunk?.inputId, file: p.chunk?.name, hash: p.chunk?.hash },
-          'chunk of a file was stored before; not stored again',
-        );
-        p.resolve(outcomesOf(p, this.verdicts));
-        continue;
-      }
+      if (settledBefore(p, settle)) continue;
       const adds = p.scans;
       const addBytes = p.scanBytes;
       const never = adds > 0 ? gate?.tooLarge?.(adds, addBytes) : undefined;
@@ -322,7 +310,7 @@ export class Intake implements IntakeSink {
     const writes = this.writes;
     const records = group.flatMap((p) => p.records);
     const files = committedFiles(group);
-    const messages = group.flatMap((p) => (p.message ? [p.message] : []));
+    const messages = committedMessages(group);
     const fence = this.options.fence;
     if (fence) {
       // The broker's resend after a takeover: the dead leader may have committed it before it
@@ -387,7 +375,7 @@ export class Intake implements IntakeSink {
     return this.counters.countersFor(inputId);
   }
 
-  /** See {@link IntakeSink.forgetMessages}. */
+  /** {@link MessageSink.forgetMessages}. @throws GatewayError `SCANGW_E_NOT_RUNNING` before {@link open}. */
   forgetMessages(inputId: string): void {
     const removed = this.writes.forgetMessages(inputId);
     if (removed > 0)

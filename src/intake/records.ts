@@ -1,7 +1,8 @@
-import type { FileChunk, IntakeItem, ItemOutcome, SubmitResult } from '../inputs/types.js';
+import type { FileChunk } from '../inputs/files/file-sink.js';
+import type { MessageSubmitResult, MqttMessage } from '../inputs/mqtt/message-sink.js';
+import type { IntakeItem, ItemOutcome, SubmitResult } from '../inputs/types.js';
 import { mapRead, type MappingContext } from '../mapping/map-read.js';
-import type { IntakeWrites } from '../buffer/intake-writes.js';
-import type { CommittedFile, CommittedMessage, IntakeRecord } from '../buffer/store.js';
+import type { IntakeRecord } from '../buffer/store.js';
 import type { IntakeDuplicates, TakenReference } from './duplicates.js';
 import type { SliceState } from './slices.js';
 import { mappedVerdict, rejectionVerdict } from './verdict.js';
@@ -18,11 +19,15 @@ export interface Pending {
   /** Scans among `records`, and their bytes (what the quota counts). */
   scans: number;
   scanBytes: number;
-  file?: { inputId: string; hash: string; name?: string };
-  message?: CommittedMessage & { dup: boolean };
+  /** A whole file's hash, committed with the records (receipts.ts). */
+  file?: { inputId: string; hash: string; name: string };
+  /** An MQTT message's identity, committed with the records (receipts.ts). */
+  message?: MqttMessage & { inputId: string };
+  /** A chunk of a file: the file's progress, committed with the records (receipts.ts). */
   chunk?: FileChunk;
   taken: TakenReference[];
-  resolve: (result: SubmitResult) => void;
+  /** A message's resend committed before resolves `redelivered` (receipts.ts). */
+  resolve: (result: MessageSubmitResult) => void;
   reject: (err: unknown) => void;
   /** A submit taken in slices (`inSlices`): each slice is committed as a submit of its own. */
   slices?: SliceState;
@@ -134,17 +139,6 @@ export function toRecord(
   return record;
 }
 
-/** A chunk committed before (by the file's progress, or the whole file): acknowledged, not stored again. */
-export function chunkCommittedBefore(p: Pending, writes: IntakeWrites): boolean {
-  const c = p.chunk;
-  if (!c) return false;
-  if (c.remember && writes.knownFile(c.inputId, c.hash)) return true;
-  return (
-    p.records.length > 0 &&
-    (writes.fileProgress(c.inputId, c.hash) ?? 0) >= c.itemsBefore + p.records.length
-  );
-}
-
 /** What each item of a submit became, with its verdict for the source, in the items' order. */
 export function outcomesOf(p: Pending, verdicts: WeakMap<IntakeRecord, Verdict>): SubmitResult {
   return {
@@ -154,23 +148,4 @@ export function outcomesOf(p: Pending, verdicts: WeakMap<IntakeRecord, Verdict>)
       ...verdicts.get(r),
     })),
   };
-}
-
-/** The files (and files' chunks) a group commits, each with its items counted so far. */
-export function committedFiles(group: readonly Pending[]): CommittedFile[] {
-  return group.flatMap((p): CommittedFile[] => {
-    if (p.file) return [{ ...p.file, items: p.records.length }];
-    const c = p.chunk;
-    if (!c) return [];
-    return [
-      {
-        inputId: c.inputId,
-        hash: c.hash,
-        name: c.name,
-        items: c.itemsBefore + p.records.length,
-        inProgress: !c.final,
-        remember: c.remember,
-      },
-    ];
-  });
 }

@@ -1,10 +1,13 @@
-import type { IntakeItem, IntakeSink } from '../../src/inputs/types.js';
+import type { FileSink } from '../../src/inputs/files/file-sink.js';
+import type { MessageSink } from '../../src/inputs/mqtt/message-sink.js';
+import type { IntakeItem } from '../../src/inputs/types.js';
 
 /**
  * Stand-in for the intake pipeline in adapter tests: each submit is one commit; `failing` refuses
- * like a full disk, `delayMs` holds every submit that long.
+ * like a full disk, `delayMs` holds every submit that long. It records no receipts: a file's or a
+ * message's items are committed as a plain submit's, and no file's progress is known.
  */
-export class FakeSink implements IntakeSink {
+export class FakeSink implements FileSink, MessageSink {
   readonly commits: IntakeItem[][] = [];
   started = 0;
   refused = 0;
@@ -20,6 +23,24 @@ export class FakeSink implements IntakeSink {
     }
     this.commits.push(items);
   }
+
+  submitFile(items: IntakeItem[]): Promise<void> {
+    return this.submit(items);
+  }
+
+  submitChunk(items: IntakeItem[]): Promise<void> {
+    return this.submit(items);
+  }
+
+  submitMessage(items: IntakeItem[]): Promise<void> {
+    return this.submit(items);
+  }
+
+  fileProgress(): undefined {
+    return undefined;
+  }
+
+  forgetMessages(): void {}
 
   get items(): IntakeItem[] {
     return this.commits.flat();

@@ -6,6 +6,7 @@ import { buildApp, type App } from '../../src/app.js';
 import { loadConfig } from '../../src/config/load.js';
 import { ConfigReloader } from '../../src/config/reload.js';
 import type { InputConfig } from '../../src/config/schema.js';
+import { fileSinkOf } from '../../src/inputs/files/file-sink.js';
 import { FilesInput } from '../../src/inputs/files/files-input.js';
 import type { FilesInputConfig } from '../../src/inputs/files/schema.js';
 import { silentLogger } from '../../src/log.js';
@@ -107,7 +108,7 @@ describe('configuration reload', () => {
         if (config.type !== 'files') throw new Error('files inputs only here');
         return new FilesInput({
           config: config as FilesInputConfig,
-          sink,
+          sink: fileSinkOf(sink, config.id),
           logger,
           folderCheckMs: 200,
         });

@@ -4,12 +4,8 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { filesInputSchema, type FilesInputConfig } from '../../src/inputs/files/schema.js';
 import { FilesInput } from '../../src/inputs/files/files-input.js';
-import type {
-  InputRejection,
-  IntakeItem,
-  IntakeSink,
-  SubmitOptions,
-} from '../../src/inputs/types.js';
+import type { FileChunk, FileRecord, FileSink } from '../../src/inputs/files/file-sink.js';
+import type { InputRejection, IntakeItem } from '../../src/inputs/types.js';
 import { memoryLogger } from '../helpers/log-lines.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -22,11 +18,27 @@ const NOW = new Date(2026, 10, 18, 7, 0, 0);
 const DAY = '2026-11-18';
 const STABLE_MS = 200;
 
-/** Records every submit with its options, like the intake would receive them. */
-class RecordingSink implements IntakeSink {
-  readonly commits: { items: IntakeItem[]; options: SubmitOptions | undefined }[] = [];
-  async submit(items: IntakeItem[], options?: SubmitOptions): Promise<void> {
-    this.commits.push({ items, options });
+/** What a submit came with: the file or the file's chunk (none for a plain submit). */
+type Receipt = { file?: FileRecord; chunk?: FileChunk };
+
+/** Records every submit with its file or chunk, like the intake would receive them. */
+class RecordingSink implements FileSink {
+  readonly commits: ({ items: IntakeItem[] } & Receipt)[] = [];
+  /** Every submit, plain or with its file or chunk, comes here. */
+  async take(items: IntakeItem[], receipt: Receipt = {}): Promise<void> {
+    this.commits.push({ items, ...receipt });
+  }
+  submit(items: IntakeItem[]): Promise<void> {
+    return this.take(items);
+  }
+  submitFile(items: IntakeItem[], file: FileRecord): Promise<void> {
+    return this.take(items, { file });
+  }
+  submitChunk(items: IntakeItem[], chunk: FileChunk): Promise<void> {
+    return this.take(items, { chunk });
+  }
+  fileProgress(): undefined {
+    return undefined;
   }
   get rejections(): InputRejection[] {
     return this.commits.flatMap((c) =>
@@ -174,9 +186,9 @@ describe('files moved to failed/ are counted (an input-level rejection each)', (
     let refuse = 2;
     const inner = sink;
     sink = Object.assign(Object.create(RecordingSink.prototype) as RecordingSink, inner, {
-      submit: async (items: IntakeItem[], options?: SubmitOptions) => {
+      take: async (items: IntakeItem[], receipt: Receipt = {}) => {
         if (refuse-- > 0) throw new Error('SQLITE_FULL');
-        inner.commits.push({ items, options });
+        inner.commits.push({ items, ...receipt });
       },
     });
     await startInput({ format: 'csv' });
@@ -208,7 +220,7 @@ describe('a file with content already stored', () => {
     });
     expect(rejection?.raw.toString()).toBe('DUP-1\n');
     // Not submitted with the file hash: the intake would take it for the earlier file and drop it.
-    expect(sink.commits[1]?.options?.fileHash).toBeUndefined();
+    expect(sink.commits[1]?.file ?? sink.commits[1]?.chunk).toBeUndefined();
   });
 });
 

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { filesInputSchema, type FilesInputConfig } from '../../src/inputs/files/schema.js';
 import { FilesInput } from '../../src/inputs/files/files-input.js';
-import type { IntakeItem, IntakeSink, SubmitOptions } from '../../src/inputs/types.js';
+import type { FileChunk, FileRecord, FileSink } from '../../src/inputs/files/file-sink.js';
+import type { IntakeItem } from '../../src/inputs/types.js';
 import { memoryLogger } from '../helpers/log-lines.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -21,10 +22,20 @@ const GROWTH_WATCH_MS = 4000;
 /** A writer's pause: longer than stableMs, so the file is taken in between (a slow machine only makes it longer). */
 const PAUSE_MS = 800;
 
-class RecordingSink implements IntakeSink {
-  readonly commits: { items: IntakeItem[]; options: SubmitOptions | undefined }[] = [];
-  async submit(items: IntakeItem[], options?: SubmitOptions): Promise<void> {
-    this.commits.push({ items, options });
+/** Records every submit with the file (or chunk) it was submitted with; knows no file's progress. */
+class RecordingSink implements FileSink {
+  readonly commits: { items: IntakeItem[]; file?: FileRecord; chunk?: FileChunk }[] = [];
+  async submit(items: IntakeItem[]): Promise<void> {
+    this.commits.push({ items });
+  }
+  async submitFile(items: IntakeItem[], file: FileRecord): Promise<void> {
+    this.commits.push({ items, file });
+  }
+  async submitChunk(items: IntakeItem[], chunk: FileChunk): Promise<void> {
+    this.commits.push({ items, chunk });
+  }
+  fileProgress(): undefined {
+    return undefined;
   }
   get items(): IntakeItem[] {
     return this.commits.flatMap((c) => c.items);
@@ -123,7 +134,7 @@ describe('a file still being written when it was taken', () => {
       sink.items.every((i) => i.kind === 'read' && i.read.sourceTime === '2026-11-22T03:00:00'),
     ).toBe(true);
     expect(sink.commits.length).toBeGreaterThan(1);
-    const hashes = sink.commits.map((c) => c.options?.fileHash);
+    const hashes = sink.commits.map((c) => c.file?.hash);
     expect(new Set(hashes).size).toBe(hashes.length);
     expect(warnings().some((m) => /file grew after it was taken/.test(m))).toBe(true);
 

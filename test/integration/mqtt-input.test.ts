@@ -9,7 +9,7 @@ import { BufferStore } from '../../src/buffer/store.js';
 import { mqttInputSchema, type MqttInputConfig } from '../../src/inputs/mqtt/schema.js';
 import { parseConfigText } from '../../src/config/load.js';
 import { MqttInput } from '../../src/inputs/mqtt/mqtt-input.js';
-import type { IntakeItem, IntakeSink, SubmitOptions } from '../../src/inputs/types.js';
+import type { MessageSink } from '../../src/inputs/mqtt/message-sink.js';
 import { silentLogger } from '../../src/log.js';
 import { mappingContext } from '../../src/mapping/map-read.js';
 import { createTestPki, startMosquitto, type Broker } from '../helpers/mosquitto.js';
@@ -96,7 +96,22 @@ function config(overrides: Partial<Record<keyof MqttInputConfig, unknown>> = {})
   });
 }
 
-async function startInput(cfg: MqttInputConfig, sink: IntakeSink = intake): Promise<MqttInput> {
+/** The intake, with `before` run ahead of each commit (a delay, a refusal by throwing). */
+function through(before: () => Promise<void> | void): MessageSink {
+  return {
+    async submit(items, options) {
+      await before();
+      return intake.submit(items, options);
+    },
+    async submitMessage(items, message) {
+      await before();
+      return intake.submitMessage(items, message);
+    },
+    forgetMessages: (inputId) => intake.forgetMessages(inputId),
+  };
+}
+
+async function startInput(cfg: MqttInputConfig, sink: MessageSink = intake): Promise<MqttInput> {
   const input = new MqttInput({ config: cfg, sink, logger: silentLogger(), submitRetryBaseMs: 50 });
   inputs.push(input);
   await input.start();
@@ -225,12 +240,7 @@ describe('MqttInput against a real mosquitto', () => {
   });
 
   it('acknowledges messages resent after a lost connection without storing them twice', async () => {
-    const slow: IntakeSink = {
-      async submit(items, options) {
-        await new Promise((resolve) => setTimeout(resolve, 400));
-        return intake.submit(items, options);
-      },
-    };
+    const slow = through(() => new Promise((resolve) => setTimeout(resolve, 400)));
     const input = await startInput(config(), slow);
     const pub = await publisher();
     await Promise.all(
@@ -254,11 +264,9 @@ describe('MqttInput against a real mosquitto', () => {
     // again; the buffer refuses its commit until the connection is gone, so the broker resends it
     // (DUP). The identity stored under id 1 is of an older message the broker had the PUBACK for.
     let refusing = true;
-    const gated: IntakeSink = {
-      submit: (items, options) =>
-        refusing ? Promise.reject(new Error('quota')) : intake.submit(items, options),
-      forgetMessages: (id) => intake.forgetMessages(id),
-    };
+    const gated = through(() => {
+      if (refusing) throw new Error('quota');
+    });
     const input = await startInput(config(), gated);
     const sha = createHash('sha256').update('SAME').digest();
     sqlOf(store)
@@ -398,10 +406,9 @@ describe('MqttInput against a real mosquitto', () => {
 
   it('acknowledges only after the commit: a message whose commit failed is retried and stored once', async () => {
     let failures = 3;
-    const flaky: IntakeSink = {
-      submit: (items: IntakeItem[], options?: SubmitOptions) =>
-        failures-- > 0 ? Promise.reject(new Error('SQLITE_FULL')) : intake.submit(items, options),
-    };
+    const flaky = through(() => {
+      if (failures-- > 0) throw new Error('SQLITE_FULL');
+    });
     const cfg = config();
     const input = await startInput(cfg, flaky);
     const pub = await publisher();
@@ -416,15 +423,12 @@ describe('MqttInput against a real mosquitto', () => {
   it('never has more than maxInFlight messages uncommitted', async () => {
     let open = 0;
     let most = 0;
-    const slow: IntakeSink = {
-      async submit(items, options) {
-        open += 1;
-        most = Math.max(most, open);
-        await new Promise((resolve) => setTimeout(resolve, 20));
-        open -= 1;
-        return intake.submit(items, options);
-      },
-    };
+    const slow = through(async () => {
+      open += 1;
+      most = Math.max(most, open);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      open -= 1;
+    });
     await startInput(config({ maxInFlight: 4 }), slow);
     const pub = await publisher();
     await Promise.all(

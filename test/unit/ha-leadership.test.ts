@@ -190,12 +190,10 @@ describe('intake under a fence', () => {
     { kind: 'read', read: { inputId: 'line', raw: Buffer.from(code), receivedAt: new Date() } },
   ];
   const message = (id: number, code: string, dup: boolean) => ({
-    message: {
-      packetId: id,
-      topic: 't',
-      payloadSha256: createHash('sha256').update(code).digest(),
-      dup,
-    },
+    packetId: id,
+    topic: 't',
+    payloadSha256: createHash('sha256').update(code).digest(),
+    dup,
   });
 
   it('commits only while the fence allows, with the epoch; a resend (DUP) is stored as a possible duplicate', async () => {
@@ -217,14 +215,16 @@ describe('intake under a fence', () => {
     });
     intake.open();
     try {
-      await expect(intake.submit(read('R-1'), message(1, 'R-1', false))).rejects.toMatchObject({
+      await expect(
+        intake.submitMessage(read('R-1'), message(1, 'R-1', false)),
+      ).rejects.toMatchObject({
         code: ErrorCodes.HA_NOT_LEADER,
         retryable: true,
       });
       expect(store.reports.totals().pendingScans).toBe(0);
       refusal = undefined;
-      await intake.submit(read('R-1'), message(1, 'R-1', false));
-      await intake.submit(read('R-2'), message(2, 'R-2', true));
+      await intake.submitMessage(read('R-1'), message(1, 'R-1', false));
+      await intake.submitMessage(read('R-2'), message(2, 'R-2', true));
       const rows = sqlOf(store)
         .prepare(
           'SELECT raw, leader_epoch AS epoch, possible_duplicate AS dup FROM reads ORDER BY id',

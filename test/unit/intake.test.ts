@@ -81,11 +81,11 @@ describe('intake: file hashes and the quota gate', () => {
 
   it('stores a file once: the same content submitted again (a crash between commit and move) is acknowledged, not stored', async () => {
     const { store, intake } = setup();
-    await intake.submit(reads('F', 5), { fileHash: 'sha-1', fileName: 'a.csv' });
-    await intake.submit(reads('F', 5), { fileHash: 'sha-1', fileName: 'a.csv' });
+    await intake.submitFile(reads('F', 5), { hash: 'sha-1', name: 'a.csv' });
+    await intake.submitFile(reads('F', 5), { hash: 'sha-1', name: 'a.csv' });
     expect(store.reports.totals().pendingScans).toBe(5);
     expect(intake.countersFor('inbox')).toMatchObject({ reads: 5, scans: 5 });
-    await intake.submit(reads('G', 3), { fileHash: 'sha-2', fileName: 'b.csv' });
+    await intake.submitFile(reads('G', 3), { hash: 'sha-2', name: 'b.csv' });
     expect(store.reports.totals().pendingScans).toBe(8);
     expect(sqlOf(store).prepare('SELECT name, items FROM files ORDER BY name').all()).toEqual([
       { name: 'a.csv', items: 5 },
@@ -96,13 +96,13 @@ describe('intake: file hashes and the quota gate', () => {
   it('records a file committed in chunks: its progress with each chunk, a chunk committed before acknowledged only, the whole file with the last', async () => {
     const { store, intake } = setup();
     const chunk = { inputId: 'inbox', hash: 'sha-c', name: 'c.txt', remember: true };
-    await intake.submit(reads('C', 4), { fileChunk: { ...chunk, itemsBefore: 0, final: false } });
+    await intake.submitChunk(reads('C', 4), { ...chunk, itemsBefore: 0, final: false });
     expect(store.intake.fileProgress('inbox', 'sha-c')).toBe(4);
     expect(intake.fileProgress('inbox', 'sha-c')).toEqual({ items: 4, complete: false });
     // The same chunk again (a crash before the input learned it committed): not stored twice.
-    await intake.submit(reads('C', 4), { fileChunk: { ...chunk, itemsBefore: 0, final: false } });
+    await intake.submitChunk(reads('C', 4), { ...chunk, itemsBefore: 0, final: false });
     expect(store.reports.totals().pendingScans).toBe(4);
-    await intake.submit(reads('D', 2), { fileChunk: { ...chunk, itemsBefore: 4, final: true } });
+    await intake.submitChunk(reads('D', 2), { ...chunk, itemsBefore: 4, final: true });
     expect(store.reports.totals().pendingScans).toBe(6);
     expect(store.intake.fileProgress('inbox', 'sha-c')).toBeUndefined();
     expect(intake.fileProgress('inbox', 'sha-c')).toEqual({ items: 0, complete: true });
@@ -110,25 +110,21 @@ describe('intake: file hashes and the quota gate', () => {
       { name: 'c.txt', items: 6 },
     ]);
     // remember: false: the complete file leaves no record (its progress row goes all the same).
-    await intake.submit(reads('E', 1), {
-      fileChunk: {
-        ...chunk,
-        hash: 'sha-e',
-        name: 'e.txt',
-        remember: false,
-        itemsBefore: 0,
-        final: false,
-      },
+    await intake.submitChunk(reads('E', 1), {
+      ...chunk,
+      hash: 'sha-e',
+      name: 'e.txt',
+      remember: false,
+      itemsBefore: 0,
+      final: false,
     });
-    await intake.submit(reads('F', 1), {
-      fileChunk: {
-        ...chunk,
-        hash: 'sha-e',
-        name: 'e.txt',
-        remember: false,
-        itemsBefore: 1,
-        final: true,
-      },
+    await intake.submitChunk(reads('F', 1), {
+      ...chunk,
+      hash: 'sha-e',
+      name: 'e.txt',
+      remember: false,
+      itemsBefore: 1,
+      final: true,
     });
     expect(intake.fileProgress('inbox', 'sha-e')).toBeUndefined();
     expect(store.reports.totals().pendingScans).toBe(8);
@@ -250,29 +246,27 @@ describe('intake across a restart', () => {
     const item = (code: string): IntakeItem[] => [
       { kind: 'read', read: { inputId: 'mq', raw: Buffer.from(code), receivedAt: new Date() } },
     ];
-    await intake.submit(item('A'), { message: message(7, 'A', false) });
+    await intake.submitMessage(item('A'), message(7, 'A', false));
     // The resend (DUP) of packet 7 with the same payload: acknowledged only, counted.
-    expect(await intake.submit(item('A'), { message: message(7, 'A', true) })).toEqual({
+    expect(await intake.submitMessage(item('A'), message(7, 'A', true))).toEqual({
       outcomes: [],
       redelivered: true,
     });
     // A new message with the same payload (a second scan of the label) is stored, DUP or not.
-    await intake.submit(item('A'), { message: message(8, 'A', false) });
-    await intake.submit(item('A'), { message: message(9, 'A', true) });
+    await intake.submitMessage(item('A'), message(8, 'A', false));
+    await intake.submitMessage(item('A'), message(9, 'A', true));
     // Packet 7 handed out again: the new message replaces the identity, and its own resend is recognised.
-    await intake.submit(item('B'), { message: message(7, 'B', false) });
-    expect((await intake.submit(item('B'), { message: message(7, 'B', true) })).redelivered).toBe(
-      true,
-    );
+    await intake.submitMessage(item('B'), message(7, 'B', false));
+    expect((await intake.submitMessage(item('B'), message(7, 'B', true))).redelivered).toBe(true);
     expect(
-      (await intake.submit(item('A'), { message: message(7, 'A', true) })).redelivered,
+      (await intake.submitMessage(item('A'), message(7, 'A', true))).redelivered,
     ).toBeUndefined();
     expect(intake.countersFor('mq')).toMatchObject({ reads: 5, redelivered: 2 });
     expect(sqlOf(store).prepare('SELECT count(*) FROM mqtt_messages').pluck().get()).toBe(3);
     // The broker lost the session: nothing can come again, the identities go.
     intake.forgetMessages('mq');
     expect(
-      (await intake.submit(item('B'), { message: message(7, 'B', true) })).redelivered,
+      (await intake.submitMessage(item('B'), message(7, 'B', true))).redelivered,
     ).toBeUndefined();
   });
 });

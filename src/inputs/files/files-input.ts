@@ -1,7 +1,8 @@
 import { resolve } from 'node:path';
 import type { FilesInputConfig } from './schema.js';
 import type { Logger } from '../../log.js';
-import type { InputAdapter, InputState, InputStatus, IntakeSink } from '../types.js';
+import type { InputAdapter, InputState, InputStatus } from '../types.js';
+import type { FileSink } from './file-sink.js';
 import { FileQueue } from './file-queue.js';
 import { GrowthWatch } from './file-growth.js';
 import { FolderWatch } from './folder-watch.js';
@@ -13,7 +14,8 @@ import { type Clock, systemClock } from '../../clock.js';
 /** What {@link FilesInput} is built from: its config, the buffer's intake, a logger; the rest are seams for tests. */
 export interface FilesInputOptions {
   config: FilesInputConfig;
-  sink: IntakeSink;
+  /** The intake: commits each file's items with its hash or progress. */
+  sink: FileSink;
   logger: Logger;
   /** Clock for `receivedAt` and the `processed/YYYY-MM-DD` folder; defaults to the system clock. */
   now?: Clock;
@@ -69,8 +71,8 @@ export function defaultGrowthWatchMs(stableMs: number): number {
  *
  * A file whose content (SHA-256) was committed within `rememberFilesDays` is not ingested again:
  * it is moved to `processed/`, counted as a rejection naming the earlier file. The hash goes to `<dir>/.ingested.json` after the
- * commit ({@link IngestLedger}), in each read's `origin.sha256`, and to the sink's submit (the
- * buffer records it in the same transaction as the rows, which also covers a crash between the
+ * commit ({@link IngestLedger}), in each read's `origin.sha256`, and to the sink with the file's
+ * items ({@link FileSink}: the buffer records it in the same transaction as the rows, which also covers a crash between the
  * commit and the ledger write). Without that, such a crash re-reads the file once: at-least-once.
  *
  * `setPaused(true)` leaves new files in the folder until `setPaused(false)`.

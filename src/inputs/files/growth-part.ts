@@ -2,7 +2,8 @@ import type { FileHandle } from 'node:fs/promises';
 import { relative } from 'node:path';
 import { isGatewayError } from '../../errors.js';
 import type { Logger } from '../../log.js';
-import type { InputRejection, IntakeItem, IntakeSink } from '../types.js';
+import type { InputRejection, IntakeItem } from '../types.js';
+import type { FileSink } from './file-sink.js';
 import type { FileParseContext } from './file-format.js';
 import {
   CR,
@@ -33,7 +34,7 @@ export interface GrowthPartOptions {
   dir: string;
   format: 'lines' | 'csv' | 'ndjson' | 'json';
   rememberFilesDays: number;
-  sink: IntakeSink;
+  sink: FileSink;
   ledger: IngestLedger;
   log: Logger;
   now: Clock;
@@ -165,7 +166,7 @@ async function storePart(
     items.unshift({ kind: 'rejection', rejection });
   }
   if (items.length > 0) {
-    if (o.rememberFilesDays > 0) await o.sink.submit(items, { fileHash: sha256, fileName: w.name });
+    if (o.rememberFilesDays > 0) await o.sink.submitFile(items, { hash: sha256, name: w.name });
     else await o.sink.submit(items);
   }
   const rejections = items.reduce((n, item) => n + (item.kind === 'rejection' ? 1 : 0), 0);

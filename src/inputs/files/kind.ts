@@ -1,4 +1,5 @@
 import type { InputKind } from '../kind.js';
+import { fileSinkOf } from './file-sink.js';
 import { filesInputSchema, type FilesInputConfig } from './schema.js';
 
 /** `type: files`: a watched folder (README.md beside this file; docs/inputs.md, "files"). */
@@ -11,7 +12,7 @@ export const filesKind: InputKind<FilesInputConfig> = {
     const { FilesInput } = await import('./files-input.js');
     return new FilesInput({
       config,
-      sink,
+      sink: fileSinkOf(sink, config.id),
       logger,
       ...(now ? { now } : {}),
       ...(scrub ? { scrub } : {}),

@@ -3,7 +3,8 @@ import { basename } from 'node:path';
 import type { FilesInputConfig } from './schema.js';
 import { ErrorCodes, GatewayError, isTooLargeForBuffer } from '../../errors.js';
 import type { Logger } from '../../log.js';
-import type { FileChunk, InputProgress, IntakeItem, IntakeSink, SubmitResult } from '../types.js';
+import type { InputProgress, IntakeItem, SubmitResult } from '../types.js';
+import type { FileChunk, FileSink } from './file-sink.js';
 import { type GrowthWatch, hashRange } from './file-growth.js';
 import { moveToProcessed } from './file-moves.js';
 import type { FileEntry, TakeOutcome } from './file-queue.js';
@@ -25,7 +26,7 @@ export interface FileTakerOptions {
   config: FilesInputConfig;
   /** The watched folder, absolute and normalised (`processed/` and `failed/` are under it). */
   dir: string;
-  sink: IntakeSink;
+  sink: FileSink;
   /** Content hashes of files stored within `rememberFilesDays` (loaded by the input at start). */
   ledger: IngestLedger;
   /** Where a file moved to `processed/` is handed on, to be watched for growth. */
@@ -58,7 +59,7 @@ export class FileTaker {
   private readonly config: FilesInputConfig;
   private readonly id: string;
   private readonly dir: string;
-  private readonly sink: IntakeSink;
+  private readonly sink: FileSink;
   private readonly ledger: IngestLedger;
   private readonly growth: GrowthWatch;
   private readonly log: Logger;
@@ -173,7 +174,7 @@ export class FileTaker {
     const earlier = remember ? this.ledger.find(sha256) : undefined;
     if (earlier) return this.rejects.seenBefore(entry, sha256, earlier, receivedAt, handle);
 
-    const before = this.sink.fileProgress?.(this.id, sha256);
+    const before = this.sink.fileProgress(this.id, sha256);
     entry.stored = { size, mtimeMs: stats.mtimeMs };
     if (remember && before?.complete === true) {
       // Its last chunk committed before a restart, the move did not happen: only the move is left.
@@ -278,7 +279,7 @@ export class FileTaker {
       if (this.timers.stopping) throw STOPPED;
       let result: SubmitResult | void;
       try {
-        result = await this.sink.submit(items, { fileChunk: chunk });
+        result = await this.sink.submitChunk(items, chunk);
       } catch (err) {
         if (isTooLargeForBuffer(err)) {
           if (items.length <= 1) throw err;

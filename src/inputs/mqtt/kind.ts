@@ -1,5 +1,6 @@
 import type { InputResource } from '../../config/input-kind.js';
 import type { InputKind } from '../kind.js';
+import { messageSinkOf } from './message-sink.js';
 import { mqttInputSchema, type MqttInputConfig } from './schema.js';
 
 /** `type: mqtt`: topics of a broker, QoS 1 in a persistent session (README.md beside this file; docs/inputs.md, "mqtt"). */
@@ -13,7 +14,7 @@ export const mqttKind: InputKind<MqttInputConfig> = {
     const { MqttInput } = await import('./mqtt-input.js');
     return new MqttInput({
       config,
-      sink,
+      sink: messageSinkOf(sink, config.id),
       logger,
       env,
       ...(now ? { now } : {}),

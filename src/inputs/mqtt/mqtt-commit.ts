@@ -6,7 +6,8 @@ import { CommitsInProgress, type AckEntry, type AckQueue } from './mqtt-acks.js'
 import { messageToItem } from './mqtt-payload.js';
 import type { PublishCut, PublishCuts } from './mqtt-publish-limit.js';
 import type { LoopSleep } from '../../loop.js';
-import type { IntakeItem, IntakeSink, ItemOutcome, SubmitOptions } from '../types.js';
+import type { IntakeItem, ItemOutcome } from '../types.js';
+import type { MessageSink, MessageSubmitResult, MqttMessage } from './message-sink.js';
 
 /** A committed message's read: its outcome from the intake, or 'committed' from a sink that reports none. */
 export type Committed = ItemOutcome | 'committed';
@@ -49,7 +50,7 @@ export class MessageCommits {
 
   constructor(
     private readonly config: MqttInputConfig,
-    private readonly sink: IntakeSink,
+    private readonly sink: MessageSink,
     private readonly log: Logger,
     /** The retries' sleeps, ended by the input at a stop or a disconnect. */
     private readonly sleeps: LoopSleep,
@@ -166,12 +167,15 @@ export class MessageCommits {
    */
   async submit(
     item: IntakeItem,
-    message: SubmitOptions['message'],
+    message: MqttMessage | undefined,
     givenUp: () => boolean,
   ): Promise<Committed | 'redelivered' | false> {
     for (let attempt = 0; ; attempt++) {
       try {
-        const result = await this.sink.submit([item], message ? { message } : {});
+        // QoS 0 has no identity to record: a plain submit.
+        const result: MessageSubmitResult | void = message
+          ? await this.sink.submitMessage([item], message)
+          : await this.sink.submit([item]);
         if (result?.redelivered) return 'redelivered';
         return result?.outcomes[0] ?? 'committed';
       } catch (err) {

@@ -1,13 +1,14 @@
 import type { IClientOptions, MqttClient } from 'mqtt';
 import type { MqttInputConfig } from './schema.js';
 import type { Logger } from '../../log.js';
-import type { IntakeSink } from '../types.js';
+import type { MessageSink } from './message-sink.js';
 import type { Clock } from '../../clock.js';
 
 /** What an {@link MqttInput} needs; `connect` is the seam for tests (default mqtt.js `connect`). */
 export interface MqttInputOptions {
   config: MqttInputConfig;
-  sink: IntakeSink;
+  /** The intake: commits each QoS 1 message's read with the message's identity. */
+  sink: MessageSink;
   logger: Logger;
   /** Environment for `passwordEnv` (the process edge hands it down); default none. */
   env?: Record<string, string | undefined>;

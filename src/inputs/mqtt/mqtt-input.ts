@@ -198,7 +198,7 @@ export class MqttInput implements InputAdapter {
       // packet ids start afresh; the identities kept for them must not match the new messages.
       if (!packet.sessionPresent) {
         this.commits.forgetNotCommitted();
-        this.options.sink.forgetMessages?.(this.id);
+        this.options.sink.forgetMessages(this.id);
       }
     });
     let ready: (() => void) | undefined;
