@@ -53,6 +53,10 @@ function expectCountsTrue(s: BufferStore, step: string): void {
   const truth = groupedCounts(sqlOf(s));
   expect(s.reports.scanCounts(), `scan counts after ${step}`).toEqual(truth.scans);
   expect(queriesOf(s).batchCounts(), `batch counts after ${step}`).toEqual(truth.batches);
+  // `buffer stats` counts the rows its own way: the same counts, and no difference reported.
+  const stats = queriesOf(s).stats();
+  expect(stats.scans, `buffer stats after ${step}`).toEqual(truth.scans);
+  expect(stats.statusScans, `buffer stats after ${step}`).toBeUndefined();
 }
 
 const remap = (read: { raw: Buffer }): ReplayMapping => ({
@@ -122,6 +126,31 @@ describe('buffer counts kept by triggers', () => {
     }).prune();
     expect(pruned.scans).toBeGreaterThan(0);
     expectCountsTrue(s, 'retention');
+    // The rows are gone; the lifetime counts say what went, delivered scans and dead letters apart.
+    expect(queriesOf(s).pruned()).toEqual({
+      deliveredScans: pruned.scans,
+      deliveredScansEarly: 0,
+      deadLetters: pruned.deadLetters,
+    });
+    expect(pruned.deadLetters).toBeGreaterThan(0);
+    expect(queriesOf(s).stats().pruned).toEqual(queriesOf(s).pruned());
+  });
+
+  it('buffer stats says so when the counts the status reads no longer match the rows', () => {
+    const s = (store = BufferStore.openAt(
+      join(mkdtempSync(join(tmpdir(), 'sg-counts-drift-')), 'buffer.db'),
+    ));
+    s.intake.commitIntake([scan('D-1', NOW), scan('D-2', NOW)], NOW);
+    const b = formBatch(s, { maxScans: 2, maxBytes: 1e9, mode: 'direct', nowIso: '' })!;
+    s.batches.finishBatch(b.id, { state: 'Success' }, new Date(NOW).toISOString());
+    expect(queriesOf(s).stats().statusScans).toBeUndefined();
+    // A counter off by 73, as a fault (or a hand edit) would leave it.
+    sqlOf(s)
+      .prepare(`UPDATE scan_state_counts SET scans = scans + 73 WHERE state = 'delivered'`)
+      .run();
+    const stats = queriesOf(s).stats();
+    expect(stats.scans).toEqual({ delivered: 2 });
+    expect(stats.statusScans).toEqual({ delivered: 75 });
   });
 
   it('are computed from the rows when an older buffer is migrated', () => {
