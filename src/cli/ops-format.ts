@@ -2,7 +2,7 @@ import { originWords } from '../format/origin.js';
 import type { FailuresReport, QueueReport, StatsReport } from '../queries/ops-reports.js';
 import { printableRaw } from '../format/printable.js';
 import { fmtBytes, fmtDuration, fmtTime } from '../health/page-render.js';
-import { DELIVERED_MEANS, prunedText, scanCountsText } from '../format/scan-counts.js';
+import { deliveredMeans, prunedText, scanCountsText } from '../format/scan-counts.js';
 
 /**
  * The human output of `queue`, `failures` and `buffer stats`: plain text tables, times in the
@@ -129,7 +129,7 @@ export function formatStats(r: StatsReport): string {
     `  on disk:   ${fmtBytes(r.files.total)} (database ${fmtBytes(r.files.db)}, write-ahead log ${fmtBytes(r.files.wal)}, index ${fmtBytes(r.files.shm)})`,
     `  pages:     ${r.pages} of ${fmtBytes(r.pageSize)}, ${r.freePages} free; journal ${r.journalMode}; schema version ${r.schemaVersion}`,
     `  reads:     ${counts(r.reads)}`,
-    `  scans:     ${scanCountsText(r.scans)} (in the buffer now; delivered: ${DELIVERED_MEANS})`,
+    `  scans:     ${scanCountsText(r.scans)} (in the buffer now; delivered: ${deliveredMeans()})`,
     `  pruned:    ${prunedText(r.pruned)} (removed from the buffer, lifetime)`,
     ...(r.statusScans
       ? [

@@ -1,33 +1,29 @@
 /**
  * The words for the buffer's scan counts, shared by `scan-gateway buffer stats` (src/cli/ops-format.ts)
  * and the health page (src/health/page-cards.ts), so the two say the same things in the same order
- * (docs/operations.md, "Scan counts").
+ * (docs/cli.md, "Scan counts"). The page ships these functions' source to the browser
+ * (`RENDER_FUNCTIONS`, src/health/page-render.ts): each uses only its arguments and built-ins.
  */
 
-/** The order the states are listed in, wherever they are: the way a scan goes, then the dead letters replaced. */
-export const SCAN_STATE_ORDER: readonly string[] = [
-  'pending',
-  'batched',
-  'delivered',
-  'failed',
-  'held',
-  'replayed',
-];
-
 /** What the `delivered` count is, for a label: the rows kept, not all ever delivered. */
-export const DELIVERED_MEANS = 'delivered scans still in the buffer (the audit trail)';
+export function deliveredMeans(): string {
+  return 'delivered scans still in the buffer (the audit trail)';
+}
 
 /**
- * `pending 4, delivered 339, replayed 25`: the counts by state in {@link SCAN_STATE_ORDER}, any
- * other state after them; `none` when empty. Counts with thousands separators when `fmt` says so.
+ * `pending 4, delivered 339, replayed 25`: the counts by state in the order a scan goes
+ * (pending, batched, delivered, failed, held, replayed), any other state after them; `none` when empty. Counts with thousands separators when `fmt` says so.
  */
 export function scanCountsText(
   counts: Readonly<Record<string, number>>,
   fmt: (n: number) => string = String,
 ): string {
-  const known = SCAN_STATE_ORDER.filter((k) => counts[k] !== undefined);
+  // The way a scan goes, then the dead letters replaced. Inside the function, not a module
+  // constant: the health page ships this function's source (src/health/page-render.ts).
+  const order = ['pending', 'batched', 'delivered', 'failed', 'held', 'replayed'];
+  const known = order.filter((k) => counts[k] !== undefined);
   const others = Object.keys(counts)
-    .filter((k) => !SCAN_STATE_ORDER.includes(k))
+    .filter((k) => !order.includes(k))
     .sort();
   const keys = [...known, ...others];
   return keys.length === 0 ? 'none' : keys.map((k) => `${k} ${fmt(counts[k]!)}`).join(', ');

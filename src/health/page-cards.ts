@@ -13,7 +13,7 @@ import {
   techHtml,
 } from './page-format.js';
 import type { GatewayStatus } from './status.js';
-import { DELIVERED_MEANS, prunedText, scanCountsText } from '../format/scan-counts.js';
+import { deliveredMeans, prunedText, scanCountsText } from '../format/scan-counts.js';
 
 /**
  * The health page's cards, one render function each, from a {@link GatewayStatus}: the state
@@ -81,7 +81,7 @@ export function tilesHtml(s: GatewayStatus): string {
       'Delivered',
       fmtCount(scans.delivered ?? 0),
       // The same words and counts as `scan-gateway buffer stats` (src/format/scan-counts.ts).
-      `${DELIVERED_MEANS}. In the buffer: ${scanCountsText(scans, fmtCount)}. Pruned (lifetime): ${b.pruned ? prunedText(b.pruned, fmtCount) : 'not counted'}`,
+      `${deliveredMeans()}. In the buffer: ${scanCountsText(scans, fmtCount)}. Pruned (lifetime): ${b.pruned ? prunedText(b.pruned, fmtCount) : 'not counted'}`,
       '',
     ],
     [
