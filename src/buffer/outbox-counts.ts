@@ -50,8 +50,17 @@ export class OutboxCounts {
     ).get() as BufferTotals;
   }
 
-  /** Scan counts by state; dead letters that were replayed are counted as `replayed`, not `failed`/`held`. */
+  /**
+   * Scan counts by state; dead letters that were replayed are counted as `replayed`, not
+   * `failed`/`held`. Its three reads are one read transaction: on the queries' connection each
+   * statement alone would see its own snapshot, and a batch finished between the first and the
+   * second would count its scans twice (still `batched` in the totals, `delivered` already).
+   */
   scanCounts(): Record<string, number> {
+    return this.db.transaction(() => this.scanCountsNow())();
+  }
+
+  private scanCountsNow(): Record<string, number> {
     const counts: Record<string, number> = {};
     // Kept by triggers (migration 3): a GROUP BY over a month of delivered scans blocked the event
     // loop for about 150 ms per million rows on every health refresh.
