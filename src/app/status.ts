@@ -83,6 +83,7 @@ export function gatherStatus(g: StatusParts): GatewayStatus {
       path: config.buffer.path,
       totals: reports.totals(),
       scans: reports.scanCounts(),
+      pruned: reports.pruned(),
       oldestUndeliveredCreatedAt: reports.oldestUndeliveredCreatedAt(),
       lastUploadAt: reports.lastUploadAt(),
       fileBytes: bufferFileBytes(config.buffer.path),

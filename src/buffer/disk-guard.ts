@@ -210,6 +210,8 @@ export class DiskGuard {
     const { retention, logger } = this.options;
     const step = this.options.step ?? 2000;
     const total: { scans: number; reads: number; batches: number } & {
+      /** Replayed dead letters removed with their replacements (not in `scans`). */
+      deadLetters?: number;
       firstReadAt?: string;
       lastReadAt?: string;
     } = { scans: 0, reads: 0, batches: 0 };
@@ -298,6 +300,7 @@ export class DiskGuard {
         total.lastReadAt = r.lastReadAt;
       if (!reason) reason = this.pressureReason(full, s);
       total.scans += r.scans;
+      if (r.deadLetters) total.deadLetters = (total.deadLetters ?? 0) + r.deadLetters;
       total.reads += r.reads;
       total.batches += r.batches;
       this.fullReported = false;

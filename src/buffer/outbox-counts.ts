@@ -1,5 +1,21 @@
 import type Database from 'better-sqlite3';
 import type { BufferTotals } from './rows.js';
+import { PRUNED_COUNTERS } from './pruning.js';
+
+/**
+ * What pruning removed from the buffer, lifetime (table `counters`, written by
+ * `Pruning.pruneBatchChunk` in the same transaction as the deletes). The scan counts by state
+ * count the rows still in the buffer; these are the rows no longer there. Counted from the gateway
+ * version that writes them on: a prune by an older gateway is not in them.
+ */
+export interface PrunedCounts {
+  /** Delivered scans removed: past their audit period (`buffer.retentionDays`), or early. */
+  deliveredScans: number;
+  /** Of {@link deliveredScans}, those removed before the end of their audit period (disk low, `buffer prune`). */
+  deliveredScansEarly: number;
+  /** Replayed dead letters removed with the delivered scans that replaced them (not in {@link deliveredScans}). */
+  deadLetters: number;
+}
 
 /**
  * The outbox's own counts: what is undelivered (back-pressure asks on every group commit, the
@@ -34,8 +50,17 @@ export class OutboxCounts {
     ).get() as BufferTotals;
   }
 
-  /** Scan counts by state; dead letters that were replayed are counted as `replayed`, not `failed`/`held`. */
+  /**
+   * Scan counts by state; dead letters that were replayed are counted as `replayed`, not
+   * `failed`/`held`. Its three reads are one read transaction: on the queries' connection each
+   * statement alone would see its own snapshot, and a batch finished between the first and the
+   * second would count its scans twice (still `batched` in the totals, `delivered` already).
+   */
   scanCounts(): Record<string, number> {
+    return this.db.transaction(() => this.scanCountsNow())();
+  }
+
+  private scanCountsNow(): Record<string, number> {
     const counts: Record<string, number> = {};
     // Kept by triggers (migration 3): a GROUP BY over a month of delivered scans blocked the event
     // loop for about 150 ms per million rows on every health refresh.
@@ -63,6 +88,23 @@ export class OutboxCounts {
       counts.replayed = (counts.replayed ?? 0) + r.n;
     }
     return counts;
+  }
+
+  /** What pruning removed, lifetime: see {@link PrunedCounts}. One read of a table of a few rows. */
+  pruned(): PrunedCounts {
+    const rows = this.statement(
+      'pruned',
+      () => `SELECT name, value FROM counters WHERE name IN (?, ?, ?)`,
+    ).all(PRUNED_COUNTERS.delivered, PRUNED_COUNTERS.early, PRUNED_COUNTERS.deadLetters) as {
+      name: string;
+      value: number;
+    }[];
+    const get = (n: string) => rows.find((r) => r.name === n)?.value ?? 0;
+    return {
+      deliveredScans: get(PRUNED_COUNTERS.delivered),
+      deliveredScansEarly: get(PRUNED_COUNTERS.early),
+      deadLetters: get(PRUNED_COUNTERS.deadLetters),
+    };
   }
 
   /**

@@ -3,8 +3,13 @@ import type Database from 'better-sqlite3';
 
 /** What one prune removed. */
 export interface PruneResult {
-  /** Delivered scans (and the replayed dead letters they replaced). */
+  /** Delivered scans removed. */
   scans: number;
+  /**
+   * Replayed dead letters removed with the delivered scans that replaced them (not in `scans`:
+   * they were never delivered). Absent when none.
+   */
+  deadLetters?: number;
   /** Reads left without any scan, and no-reads and duplicate reads. */
   reads: number;
   /** Finished batches left without any scan. */
@@ -47,6 +52,19 @@ export interface EarlyPruneSummary {
 const NOT_NEWEST = (table: 'batches' | 'scan_rows' | 'reads'): string =>
   `id < (SELECT max(id) FROM ${table})`;
 
+/**
+ * Names in table `counters` of the lifetime counts of pruned rows (never falling; they survive
+ * restarts and go with a backup): delivered scans removed (past the audit period, or early), of
+ * them those removed before the end of their audit period (disk low, `buffer prune`), and replayed
+ * dead letters removed with the scans that replaced them. Counted from the gateway version that
+ * writes them on; a prune by an older gateway is not in them.
+ */
+export const PRUNED_COUNTERS = {
+  delivered: 'prunedDeliveredScans',
+  early: 'prunedDeliveredScansEarly',
+  deadLetters: 'prunedDeadLetters',
+} as const;
+
 /** How deep {@link Pruning.pruneBatchChunk} follows replayed dead letters (a replay of a replay…). */
 const REPLAY_DEPTH = 16;
 
@@ -83,7 +101,8 @@ export class Pruning {
     | 'deliveredOfBatchBefore'
     | 'rememberRef'
     | 'forgetRefs'
-    | 'forgetPrunes',
+    | 'forgetPrunes'
+    | 'addCounter',
     Database.Statement
   >;
 
@@ -108,6 +127,9 @@ export class Pruning {
       ),
       forgetRefs: prepare(`DELETE FROM early_pruned_refs WHERE pruned_at < ?`),
       forgetPrunes: prepare(`DELETE FROM early_prunes WHERE at < ?`),
+      addCounter: prepare(
+        `INSERT INTO counters (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = value + excluded.value`,
+      ),
       deleteScan: prepare(`DELETE FROM scan_rows WHERE id = ? AND ${NOT_NEWEST('scan_rows')}`),
       replacedBy: prepare(
         `SELECT id, read_id AS readId, batch_id AS batchId FROM scan_rows WHERE replayed_by = ?`,
@@ -266,10 +288,12 @@ export class Pruning {
         }[];
         const readIds = new Set<number>();
         let replaced = scans.map((s) => s.id);
+        let delivered = 0;
+        let deadLetters = 0;
         for (const s of scans) {
           readIds.add(s.readId);
           const n = this.s.deleteScan.run(s.id).changes;
-          total.scans += n;
+          delivered += n;
           if (n > 0) spanRead(total, s.readAt);
           if (n > 0 && earlyAt !== undefined && s.reference !== undefined)
             this.s.rememberRef.run(referenceHash(s.reference), Date.parse(earlyAt));
@@ -285,18 +309,35 @@ export class Pruning {
             }[]) {
               readIds.add(old.readId);
               if (old.batchId !== null) emptied.add(old.batchId);
-              total.scans += this.s.deleteScan.run(old.id).changes;
+              deadLetters += this.s.deleteScan.run(old.id).changes;
               next.push(old.id);
             }
           }
           replaced = next;
         }
         for (const readId of readIds) total.reads += this.s.deleteRead.run(readId, readId).changes;
+        total.scans += delivered;
+        if (deadLetters > 0) total.deadLetters = (total.deadLetters ?? 0) + deadLetters;
+        this.countPruned(delivered, deadLetters, earlyAt !== undefined);
         if (scans.length === chunk) return false;
         total.batches += this.deleteEmptyBatch(batchId);
         return true;
       })
       .immediate();
+  }
+
+  /**
+   * Adds what one chunk removed to the lifetime counts in the buffer (table `counters`, read by
+   * `OutboxCounts.pruned`, outbox-counts.ts), in the chunk's transaction: the rows of the scans are gone, so
+   * these counts are the only record that they were there. Written only when something was removed,
+   * so a prune of nothing writes no page.
+   */
+  private countPruned(delivered: number, deadLetters: number, early: boolean): void {
+    if (delivered > 0) {
+      this.s.addCounter.run(PRUNED_COUNTERS.delivered, delivered);
+      if (early) this.s.addCounter.run(PRUNED_COUNTERS.early, delivered);
+    }
+    if (deadLetters > 0) this.s.addCounter.run(PRUNED_COUNTERS.deadLetters, deadLetters);
   }
 
   /** Deletes the finished batches of `batchIds` that have no scans left, in one transaction; answers how many. */

@@ -19,8 +19,10 @@ export interface BufferPruneResult {
   buffer: string;
   /** ISO 8601: delivered scans read before this instant were deleted. */
   before: string;
-  /** Delivered scans deleted (and the replayed dead letters they replaced). */
+  /** Delivered scans deleted. */
   scans: number;
+  /** Replayed dead letters deleted with the delivered scans that replaced them (not in `scans`); 0 when none. */
+  deadLetters: number;
   /** Reads left without a scan, deleted. */
   reads: number;
   /** Finished batches left empty, deleted. */
@@ -125,6 +127,7 @@ export function registerBufferPruneCommand(buffer: Command, io: OpsIo): void {
         buffer: path,
         before,
         scans: r.scans,
+        deadLetters: r.deadLetters ?? 0,
         reads: r.reads,
         batches: r.batches,
         ...(r.firstReadAt ? { firstReadAt: r.firstReadAt } : {}),
@@ -136,7 +139,7 @@ export function registerBufferPruneCommand(buffer: Command, io: OpsIo): void {
           : r.scans === 0
             ? `No delivered scans read before ${before} in ${path}; nothing pruned.\n`
             : `Pruned ${r.scans} delivered scan${r.scans === 1 ? '' : 's'} read before ${before} from ${path}` +
-              ` (read between ${r.firstReadAt} and ${r.lastReadAt}), ${r.reads} reads and ${r.batches} emptied batches. Undelivered scans are kept.\n`,
+              ` (read between ${r.firstReadAt} and ${r.lastReadAt})${r.deadLetters ? `, ${r.deadLetters} replayed dead letter${r.deadLetters === 1 ? '' : 's'} they replaced` : ''}, ${r.reads} reads and ${r.batches} emptied batches. Undelivered scans are kept.\n`,
       );
       throw new CommandExit(ExitCodes.OK);
     });

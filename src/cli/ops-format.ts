@@ -2,6 +2,7 @@ import { originWords } from '../format/origin.js';
 import type { FailuresReport, QueueReport, StatsReport } from '../queries/ops-reports.js';
 import { printableRaw } from '../format/printable.js';
 import { fmtBytes, fmtDuration, fmtTime } from '../health/page-render.js';
+import { deliveredMeans, prunedText, scanCountsText } from '../format/scan-counts.js';
 
 /**
  * The human output of `queue`, `failures` and `buffer stats`: plain text tables, times in the
@@ -115,7 +116,7 @@ export function formatFailures(r: FailuresReport, timezone: string, batchId?: nu
   return `${lines.join('\n')}\n`;
 }
 
-/** `buffer stats`: files on disk, pages, and the rows by state. */
+/** `buffer stats`: files on disk, pages, the rows by state in the status's words, and what pruning removed. */
 export function formatStats(r: StatsReport): string {
   const counts = (o: Record<string, number>) =>
     Object.keys(o).length === 0
@@ -128,7 +129,13 @@ export function formatStats(r: StatsReport): string {
     `  on disk:   ${fmtBytes(r.files.total)} (database ${fmtBytes(r.files.db)}, write-ahead log ${fmtBytes(r.files.wal)}, index ${fmtBytes(r.files.shm)})`,
     `  pages:     ${r.pages} of ${fmtBytes(r.pageSize)}, ${r.freePages} free; journal ${r.journalMode}; schema version ${r.schemaVersion}`,
     `  reads:     ${counts(r.reads)}`,
-    `  scans:     ${counts(r.scans)}`,
+    `  scans:     ${scanCountsText(r.scans)} (in the buffer now; delivered: ${deliveredMeans()})`,
+    `  pruned:    ${prunedText(r.pruned)} (removed from the buffer, lifetime)`,
+    ...(r.statusScans
+      ? [
+          `  WARNING:   the status counts scans otherwise (${scanCountsText(r.statusScans)}): its counts, kept by triggers, no longer match the rows; please report this`,
+        ]
+      : []),
     `  batches:   ${counts(r.batches)}`,
     `  reads from ${r.oldestReadAt ?? '-'} to ${r.newestReadAt ?? '-'} (UTC)`,
   ].join('\n')}\n`;

@@ -5,6 +5,7 @@ import type { BufferTotals } from '../buffer/store.js';
 import type { DeliveryStatus } from '../delivery/deliverer.js';
 import type { StatusEventsStatus } from '../delivery/status-events.js';
 import { printableRaw } from '../format/printable.js';
+import type { PrunedWords } from '../format/scan-counts.js';
 import type { ProductCheckSnapshot } from '../mapping/product-check.js';
 import { deriveHealth, HEALTH_THRESHOLDS, type HealthFacts } from './derive.js';
 import type {
@@ -44,8 +45,10 @@ export interface StatusParts {
   buffer: {
     path: string;
     totals: BufferTotals;
-    /** Scans by state. */
+    /** Scans in the buffer by state (`OutboxCounts.scanCounts`). */
     scans: Record<string, number>;
+    /** What pruning removed, lifetime (`OutboxCounts.pruned`). */
+    pruned?: PrunedWords | undefined;
     /** Commit time of the oldest scan not yet delivered, ms; null when none. */
     oldestUndeliveredCreatedAt: number | null;
     /** ISO instant of the last successful upload, or null. */
@@ -161,6 +164,7 @@ export function composeStatus(p: StatusParts): GatewayStatus {
       heldScans: buffer.scans.held ?? 0,
       oldestPendingAgeMs,
       scans: buffer.scans,
+      ...(buffer.pruned ? { pruned: buffer.pruned } : {}),
       fileBytes: buffer.fileBytes,
       ...(buffer.commitError ? { lastCommitError: buffer.commitError } : {}),
       ...(quota

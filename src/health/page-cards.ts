@@ -13,6 +13,7 @@ import {
   techHtml,
 } from './page-format.js';
 import type { GatewayStatus } from './status.js';
+import { deliveredMeans, prunedText, scanCountsText } from '../format/scan-counts.js';
 
 /**
  * The health page's cards, one render function each, from a {@link GatewayStatus}: the state
@@ -76,7 +77,13 @@ export function tilesHtml(s: GatewayStatus): string {
       'age of the oldest scan waiting for delivery',
       oldest !== null && oldest > 300_000 ? 'warn' : '',
     ],
-    ['Delivered', fmtCount(scans.delivered ?? 0), 'scans the service processed', ''],
+    [
+      'Delivered',
+      fmtCount(scans.delivered ?? 0),
+      // The same words and counts as `scan-gateway buffer stats` (src/format/scan-counts.ts).
+      `${deliveredMeans()}. In the buffer: ${scanCountsText(scans, fmtCount)}. Pruned (lifetime): ${b.pruned ? prunedText(b.pruned, fmtCount) : 'not counted'}`,
+      '',
+    ],
     [
       'Refused by the service',
       fmtCount(refusedUpstream),

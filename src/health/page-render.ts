@@ -39,6 +39,7 @@ import {
 import { haCard } from './page-ha.js';
 import { genealogyHtml, gs1LookupHtml, itemHtml } from './page-item.js';
 import type { GatewayStatus } from './status.js';
+import { deliveredMeans, prunedText, scanCountsText } from '../format/scan-counts.js';
 import type { StationSnapshot } from './station-page.js';
 
 /**
@@ -136,6 +137,9 @@ export const RENDER_FUNCTIONS = [
   fmtDuration,
   fmtBytes,
   fmtCount,
+  deliveredMeans,
+  scanCountsText,
+  prunedText,
   timeHtml,
   pill,
   tableHtml,

@@ -1,3 +1,4 @@
+import type { PrunedWords } from '../format/scan-counts.js';
 import type { StatusEventsStatus } from '../delivery/status-events.js';
 import type { HealthProblem } from './derive.js';
 import type { ListenerTlsStatus } from '../listener/listener-tls.js';
@@ -102,8 +103,21 @@ export interface BufferStatus {
    * stuck, also once every scan is in a batch.
    */
   oldestPendingAgeMs: number | null;
-  /** Scans in the buffer by state (`pending`, `batched`, `delivered`, `failed`, `held`). */
+  /**
+   * Scans in the buffer now by state (`pending`, `batched`, `delivered`, `failed`, `held`, and
+   * `replayed`: dead letters a replay replaced), as `scan-gateway buffer stats` counts them.
+   * `delivered` counts the delivered scans still kept (the audit trail), not all ever delivered:
+   * those pruned are in {@link pruned}.
+   */
   scans: Record<string, number>;
+  /**
+   * What pruning removed from the buffer, lifetime (kept in the buffer, so across restarts; counted
+   * from the gateway version that writes it on), as `buffer stats` shows it: `deliveredScans`
+   * (past the audit period or early), `deliveredScansEarly` (of them, before the end of their audit
+   * period: disk low, `buffer prune`), `deadLetters` (replayed dead letters removed with their
+   * replacements). Absent from a status composed without the buffer's counts.
+   */
+  pruned?: PrunedWords;
   /** Bytes of the database file and its write-ahead log on disk. */
   fileBytes?: number;
   /** Bytes of the undelivered scans' JSON, when the buffer counts them. */

@@ -2,6 +2,7 @@ import type Database from 'better-sqlite3';
 import { printableRaw } from '../format/printable.js';
 import { bufferFiles, type BufferFiles } from '../buffer/disk-usage.js';
 import { inFlight, indexedState } from '../buffer/scan-state.js';
+import type { OutboxCounts, PrunedCounts } from '../buffer/outbox-counts.js';
 
 /**
  * The reports of the operations commands (`queue`, `failures`, `buffer stats`) and the metrics'
@@ -203,7 +204,19 @@ export interface StatsReport {
   /** Pages free inside the file (reused before the file grows). */
   freePages: number;
   reads: Record<string, number>;
+  /**
+   * Scans in the buffer now by state, counted from the rows, in the words and the way of the
+   * status's `buffer.scans`: `delivered` are the delivered scans still kept (the audit trail, not
+   * a lifetime count), `replayed` the dead letters a replay replaced.
+   */
   scans: Record<string, number>;
+  /** What pruning removed, lifetime, as the status's `buffer.pruned` (`OutboxCounts.pruned`). */
+  pruned: PrunedCounts;
+  /**
+   * The scan counts the status shows (kept by triggers, `OutboxCounts.scanCounts`), present only
+   * when they differ from {@link scans}: they should never, and the text output says so.
+   */
+  statusScans?: Record<string, number>;
   /** Batches by state; finished batches by the service's final state (`done:Success`…). */
   batches: Record<string, number>;
   oldestReadAt: string | null;
@@ -250,8 +263,36 @@ function scanStates(db: Database.Database): Record<string, number> {
   return out;
 }
 
-/** Size and content of the buffer. */
-export function statsReport(db: Database.Database, path: string): StatsReport {
+/**
+ * Whether the buffer has what the status's counts read (buffer_totals, scan_state_counts, the
+ * index of replayed dead letters on scan_rows): an older buffer, read as it is, may not.
+ */
+function hasStatusCounts(db: Database.Database): boolean {
+  return (
+    db
+      .prepare(
+        `SELECT count(*) FROM sqlite_master WHERE (type = 'table' AND name IN ('scan_rows', 'scan_state_counts', 'buffer_totals')) OR (type = 'index' AND name = 'scans_replayed')`,
+      )
+      .pluck()
+      .get() === 4
+  );
+}
+
+/** The same keys with the same values, whatever their order. */
+function sameCounts(a: Record<string, number>, b: Record<string, number>): boolean {
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((k) => a[k] === b[k]);
+}
+
+/**
+ * Size and content of the buffer. `counts` are the status's own counts on the same connection:
+ * the pruned totals are read through them, and the scans by state are checked against them.
+ */
+export function statsReport(
+  db: Database.Database,
+  path: string,
+  counts: Pick<OutboxCounts, 'scanCounts' | 'pruned'>,
+): StatsReport {
   const files = bufferFiles(path);
   const grouped = (sql: string) =>
     Object.fromEntries(
@@ -260,6 +301,11 @@ export function statsReport(db: Database.Database, path: string): StatsReport {
   const range = db
     .prepare(`SELECT min(received_at) AS oldest, max(received_at) AS newest FROM reads`)
     .get() as { oldest: string | null; newest: string | null };
+  // One read transaction for the rows and the counts, so a write between them cannot tell them apart.
+  const { scans, statusScans } = db.transaction(() => ({
+    scans: scanStates(db),
+    statusScans: hasStatusCounts(db) ? counts.scanCounts() : undefined,
+  }))();
   return {
     path,
     files,
@@ -269,7 +315,9 @@ export function statsReport(db: Database.Database, path: string): StatsReport {
     pages: db.pragma('page_count', { simple: true }) as number,
     freePages: db.pragma('freelist_count', { simple: true }) as number,
     reads: grouped(`SELECT outcome AS k, count(*) AS n FROM reads GROUP BY outcome`),
-    scans: scanStates(db),
+    scans,
+    pruned: counts.pruned(),
+    ...(statusScans && !sameCounts(scans, statusScans) ? { statusScans } : {}),
     batches: grouped(
       `SELECT CASE WHEN state = 'done' THEN 'done:' || coalesce(upstream_state, '?') ELSE state END AS k, count(*) AS n FROM batches GROUP BY k`,
     ),

@@ -1,7 +1,7 @@
 import { containersOf, refusalsOf } from './item-refusals.js';
 import { earlyPrunesOf } from '../buffer/early-prunes.js';
 import type Database from 'better-sqlite3';
-import { OutboxCounts } from '../buffer/outbox-counts.js';
+import { OutboxCounts, type PrunedCounts } from '../buffer/outbox-counts.js';
 import {
   lastReadId,
   readsAfter,
@@ -120,6 +120,11 @@ export class BufferReports {
   /** Scan counts by state: see {@link OutboxCounts.scanCounts}. */
   scanCounts(): Record<string, number> {
     return this.counts.scanCounts();
+  }
+
+  /** What pruning removed, lifetime: see {@link OutboxCounts.pruned}. */
+  pruned(): PrunedCounts {
+    return this.counts.pruned();
   }
 
   /**
@@ -242,7 +247,7 @@ export class BufferReports {
 
   /** See {@link statsReport}; the file sizes are those of this buffer's path. */
   stats(): StatsReport {
-    return statsReport(this.db, this.path);
+    return statsReport(this.db, this.path, this.counts);
   }
 
   /** See {@link batchCounts}. */

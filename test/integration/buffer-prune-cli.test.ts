@@ -101,6 +101,7 @@ describe('scan-gateway buffer prune --before', () => {
       buffer: file,
       before: '2026-11-01T00:00:00.000Z',
       scans: 3,
+      deadLetters: 0,
       reads: 3,
       batches: 1,
       firstReadAt: new Date(OLD).toISOString(),

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MIGRATIONS } from '../../src/buffer/migrations.js';
+import { OutboxCounts } from '../../src/buffer/outbox-counts.js';
 import { replayDeadLetters, type ReplayMapping } from '../../src/buffer/replay.js';
 import { Retention } from '../../src/buffer/retention.js';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
@@ -53,6 +54,10 @@ function expectCountsTrue(s: BufferStore, step: string): void {
   const truth = groupedCounts(sqlOf(s));
   expect(s.reports.scanCounts(), `scan counts after ${step}`).toEqual(truth.scans);
   expect(queriesOf(s).batchCounts(), `batch counts after ${step}`).toEqual(truth.batches);
+  // `buffer stats` counts the rows its own way: the same counts, and no difference reported.
+  const stats = queriesOf(s).stats();
+  expect(stats.scans, `buffer stats after ${step}`).toEqual(truth.scans);
+  expect(stats.statusScans, `buffer stats after ${step}`).toBeUndefined();
 }
 
 const remap = (read: { raw: Buffer }): ReplayMapping => ({
@@ -122,6 +127,79 @@ describe('buffer counts kept by triggers', () => {
     }).prune();
     expect(pruned.scans).toBeGreaterThan(0);
     expectCountsTrue(s, 'retention');
+    // The rows are gone; the lifetime counts say what went, delivered scans and dead letters apart.
+    expect(queriesOf(s).pruned()).toEqual({
+      deliveredScans: pruned.scans,
+      deliveredScansEarly: 0,
+      deadLetters: pruned.deadLetters,
+    });
+    expect(pruned.deadLetters).toBeGreaterThan(0);
+    expect(queriesOf(s).stats().pruned).toEqual(queriesOf(s).pruned());
+  });
+
+  it('are read as one snapshot: a batch finished between two of their reads is counted once', () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'sg-counts-snapshot-')), 'buffer.db');
+    const s = (store = BufferStore.openAt(file));
+    s.intake.commitIntake([scan('S-1', NOW), scan('S-2', NOW), scan('S-3', NOW)], NOW);
+    const iso = new Date(NOW).toISOString();
+    const b = formBatch(s, { maxScans: 3, maxBytes: 1e9, mode: 'direct', nowIso: iso })!;
+    // The status's own read-only connection; the gateway's writer finishes the batch (a real
+    // commit on the store's connection) right after the first read, the undelivered totals.
+    const reader = new Database(file, { readonly: true });
+    try {
+      let finished = false;
+      const interleaved = new Proxy(reader, {
+        get(target, key) {
+          if (key !== 'prepare') {
+            const v = Reflect.get(target, key) as unknown;
+            return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+          }
+          return (sql: string) => {
+            const st = target.prepare(sql);
+            if (!sql.includes('FROM buffer_totals')) return st;
+            return new Proxy(st, {
+              get(t, k) {
+                if (k !== 'get') {
+                  const v = Reflect.get(t, k) as unknown;
+                  return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
+                }
+                return (...args: unknown[]) => {
+                  const row = t.get(...args);
+                  if (!finished) {
+                    finished = true;
+                    s.batches.finishBatch(b.id, { state: 'Success' }, iso);
+                  }
+                  return row;
+                };
+              },
+            });
+          };
+        },
+      });
+      // Before the batch finished, as the snapshot saw it: three in flight, none delivered twice.
+      expect(new OutboxCounts(interleaved).scanCounts()).toEqual({ batched: 3 });
+      expect(finished).toBe(true);
+      expect(new OutboxCounts(reader).scanCounts()).toEqual({ delivered: 3 });
+    } finally {
+      reader.close();
+    }
+  });
+
+  it('buffer stats says so when the counts the status reads no longer match the rows', () => {
+    const s = (store = BufferStore.openAt(
+      join(mkdtempSync(join(tmpdir(), 'sg-counts-drift-')), 'buffer.db'),
+    ));
+    s.intake.commitIntake([scan('D-1', NOW), scan('D-2', NOW)], NOW);
+    const b = formBatch(s, { maxScans: 2, maxBytes: 1e9, mode: 'direct', nowIso: '' })!;
+    s.batches.finishBatch(b.id, { state: 'Success' }, new Date(NOW).toISOString());
+    expect(queriesOf(s).stats().statusScans).toBeUndefined();
+    // A counter off by 73, as a fault (or a hand edit) would leave it.
+    sqlOf(s)
+      .prepare(`UPDATE scan_state_counts SET scans = scans + 73 WHERE state = 'delivered'`)
+      .run();
+    const stats = queriesOf(s).stats();
+    expect(stats.scans).toEqual({ delivered: 2 });
+    expect(stats.statusScans).toEqual({ delivered: 75 });
   });
 
   it('are computed from the rows when an older buffer is migrated', () => {
