@@ -1,6 +1,6 @@
 import type { Clock } from '../clock.js';
 import type { Logger } from '../log.js';
-import type { EarlyPruneRecord } from './pruning.js';
+import type { EarlyPruneRecord } from './early-prunes.js';
 import type { Retention } from './retention.js';
 import type { Runway } from './runway.js';
 import type { BufferStore } from './store.js';

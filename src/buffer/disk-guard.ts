@@ -10,7 +10,8 @@ import { fileSystemSpace, returnPages, switchToIncrementalVacuum } from './disk-
 import { DEFAULT_RESERVE_BYTES, defaultLowFreeBytes } from './disk-quota.js';
 import { QuotaWatch } from './disk-quota-watch.js';
 import { planEarlyPrune } from './early-prune-plan.js';
-import type { EarlyPruneRecord } from './pruning.js';
+import type { EarlyPruneRecord } from './early-prunes.js';
+import type { PruneResult } from './pruning.js';
 import { ReserveFile } from './reserve.js';
 import { RunwaySampler } from './runway-sampler.js';
 
@@ -101,7 +102,7 @@ export class DiskGuard {
    */
   start(): void {
     this.lowFreeMark();
-    this.earlyPrunes = this.options.store.pruning.earlyPrunes();
+    this.earlyPrunes = this.options.store.pruning.early.all();
     this.switchToIncrementalVacuum();
     this.reserve.write();
     this.checkQuotaFits();
@@ -209,12 +210,7 @@ export class DiskGuard {
     this.sampleRunway();
     const { retention, logger } = this.options;
     const step = this.options.step ?? 2000;
-    const total: { scans: number; reads: number; batches: number } & {
-      /** Replayed dead letters removed with their replacements (not in `scans`). */
-      deadLetters?: number;
-      firstReadAt?: string;
-      lastReadAt?: string;
-    } = { scans: 0, reads: 0, batches: 0 };
+    const total: Omit<PruneResult, 'files'> = { scans: 0, reads: 0, batches: 0 };
     let reason: string | undefined;
     // The episode's instant: the record of the prune and the references it took share it.
     const episodeAt = new Date(this.now()).toISOString();
@@ -335,7 +331,7 @@ export class DiskGuard {
       };
       this.earlyPrunes.push(record);
       try {
-        this.options.store.pruning.recordEarlyPrune(record);
+        this.options.store.pruning.early.record(record);
       } catch (err) {
         // The page and the log still say it; only `trace` after a restart would not know.
         logger.warn({ err }, 'remembering an early prune in the buffer failed');

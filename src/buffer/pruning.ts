@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
 import type Database from 'better-sqlite3';
+import { EarlyPruneLog, referenceHash } from './early-prunes.js';
 
 /** What one prune removed. */
 export interface PruneResult {
@@ -20,28 +20,6 @@ export interface PruneResult {
   firstReadAt?: string;
   /** Latest read time (ISO 8601) of the delivered scans removed, when any were. */
   lastReadAt?: string;
-}
-
-/** One early prune as remembered in the buffer (table `early_prunes`). */
-export interface EarlyPruneRecord {
-  /** ISO 8601 instant of the prune. */
-  at: string;
-  /** Why, in words (the free space against the mark, or SQLite's full disk). */
-  reason: string;
-  /** Delivered scans removed. */
-  scans: number;
-  /** Earliest and latest read time (ISO 8601) of those scans. */
-  firstReadAt?: string;
-  lastReadAt?: string;
-}
-
-/** The early prunes remembered in the buffer, summed: count of scans and the span of their read times. */
-export interface EarlyPruneSummary {
-  scans: number;
-  firstReadAt?: string;
-  lastReadAt?: string;
-  /** The latest prune. */
-  last?: EarlyPruneRecord;
 }
 
 /**
@@ -93,20 +71,18 @@ export class Pruning {
     | 'eligible'
     | 'scanRows'
     | 'scanIdSpan'
-    | 'recordEarly'
-    | 'earlySummary'
-    | 'lastEarly'
-    | 'earlyCovering'
     | 'deliveredBefore'
     | 'deliveredOfBatchBefore'
     | 'rememberRef'
-    | 'forgetRefs'
-    | 'forgetPrunes'
     | 'addCounter',
     Database.Statement
   >;
 
+  /** The early prunes remembered (table `early_prunes`), for the page, `trace` and retention. */
+  readonly early: EarlyPruneLog;
+
   constructor(private readonly db: Database.Database) {
+    this.early = new EarlyPruneLog(db);
     const prepare = (sql: string) => db.prepare(sql);
     this.s = {
       finishedBefore: prepare(
@@ -125,8 +101,6 @@ export class Pruning {
       rememberRef: prepare(
         `INSERT OR IGNORE INTO early_pruned_refs (ref_hash, pruned_at) VALUES (?, ?)`,
       ),
-      forgetRefs: prepare(`DELETE FROM early_pruned_refs WHERE pruned_at < ?`),
-      forgetPrunes: prepare(`DELETE FROM early_prunes WHERE at < ?`),
       addCounter: prepare(
         `INSERT INTO counters (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = value + excluded.value`,
       ),
@@ -154,18 +128,6 @@ export class Pruning {
       // Two seeks of the rowid, not a count: asked every minute of a 10-million-row buffer.
       scanIdSpan: prepare(
         `SELECT (SELECT min(id) FROM scan_rows) AS first, (SELECT max(id) FROM scan_rows) AS last`,
-      ),
-      recordEarly: prepare(
-        `INSERT INTO early_prunes (at, reason, scans, first_read_at, last_read_at) VALUES (?, ?, ?, ?, ?)`,
-      ),
-      earlySummary: prepare(
-        `SELECT coalesce(sum(scans), 0) AS scans, min(first_read_at) AS firstReadAt, max(last_read_at) AS lastReadAt FROM early_prunes`,
-      ),
-      lastEarly: prepare(
-        `SELECT at, reason, scans, first_read_at AS firstReadAt, last_read_at AS lastReadAt FROM early_prunes ORDER BY id DESC LIMIT 1`,
-      ),
-      earlyCovering: prepare(
-        `SELECT at, reason, scans, first_read_at AS firstReadAt, last_read_at AS lastReadAt FROM early_prunes ORDER BY id`,
       ),
       deliveredBefore: prepare(
         `SELECT DISTINCT s.batch_id FROM scan_rows s JOIN batches b ON b.id = s.batch_id WHERE b.state = 'done' AND s.state IN ('delivered', 'batched') AND s.time_utc < ? ORDER BY s.batch_id`,
@@ -208,53 +170,6 @@ export class Pruning {
   /** Ids of the finished batches holding delivered scans read before `beforeIso`, oldest first. */
   batchesWithDeliveredReadBefore(beforeIso: string): number[] {
     return this.s.deliveredBefore.all(beforeIso) as number[];
-  }
-
-  /** Remembers one early prune (table `early_prunes`). */
-  recordEarlyPrune(r: EarlyPruneRecord): void {
-    this.s.recordEarly.run(r.at, r.reason, r.scans, r.firstReadAt ?? null, r.lastReadAt ?? null);
-  }
-
-  /** Forgets the early prunes (and their references) made before `beforeIso`: past the audit period. */
-  forgetEarlyPrunes(beforeIso: string): number {
-    return this.db
-      .transaction(
-        () =>
-          this.s.forgetRefs.run(Date.parse(beforeIso)).changes +
-          this.s.forgetPrunes.run(beforeIso).changes,
-      )
-      .immediate();
-  }
-
-  /** Every early prune remembered, summed, with the latest. */
-  earlyPruneSummary(): EarlyPruneSummary {
-    const sum = this.s.earlySummary.get() as {
-      scans: number;
-      firstReadAt: string | null;
-      lastReadAt: string | null;
-    };
-    const last = this.s.lastEarly.get() as
-      | (Omit<EarlyPruneRecord, 'firstReadAt' | 'lastReadAt'> & {
-          firstReadAt: string | null;
-          lastReadAt: string | null;
-        })
-      | undefined;
-    return {
-      scans: sum.scans,
-      ...(sum.firstReadAt ? { firstReadAt: sum.firstReadAt } : {}),
-      ...(sum.lastReadAt ? { lastReadAt: sum.lastReadAt } : {}),
-      ...(last ? { last: withoutNulls(last) } : {}),
-    };
-  }
-
-  /** Every early prune remembered, oldest first. */
-  earlyPrunes(): EarlyPruneRecord[] {
-    return (
-      this.s.earlyCovering.all() as (Omit<EarlyPruneRecord, 'firstReadAt' | 'lastReadAt'> & {
-        firstReadAt: string | null;
-        lastReadAt: string | null;
-      })[]
-    ).map(withoutNulls);
   }
 
   /**
@@ -391,32 +306,8 @@ export class Pruning {
   }
 }
 
-/**
- * 64 bits of the SHA-256 of a reference, as SQLite stores an INTEGER: what `early_pruned_refs`
- * keeps of a pruned scan's reference (a false match is one in 2^64).
- */
-export function referenceHash(reference: string): bigint {
-  return createHash('sha256').update(reference).digest().readBigInt64BE(0);
-}
-
 /** Widens the span of read times of `total` to take `readAt`. */
 function spanRead(total: PruneResult, readAt: string): void {
   if (total.firstReadAt === undefined || readAt < total.firstReadAt) total.firstReadAt = readAt;
   if (total.lastReadAt === undefined || readAt > total.lastReadAt) total.lastReadAt = readAt;
-}
-
-function withoutNulls(r: {
-  at: string;
-  reason: string;
-  scans: number;
-  firstReadAt: string | null;
-  lastReadAt: string | null;
-}): EarlyPruneRecord {
-  return {
-    at: r.at,
-    reason: r.reason,
-    scans: r.scans,
-    ...(r.firstReadAt ? { firstReadAt: r.firstReadAt } : {}),
-    ...(r.lastReadAt ? { lastReadAt: r.lastReadAt } : {}),
-  };
 }

@@ -187,7 +187,7 @@ export class Retention {
 
     total.files = pruning.pruneFiles(cutoffIso);
     // The record of early prunes lasts as long as the audit it stands for would have.
-    pruning.forgetEarlyPrunes(cutoffIso);
+    pruning.early.forget(cutoffIso);
     // How each container ended is kept as long as its members' reads; open ones are never pruned.
     store.containers.forgetClosed(cutoffIso);
     // MQTT message identities (a packet id's row is replaced by its next message anyway): what is

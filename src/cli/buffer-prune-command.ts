@@ -105,7 +105,7 @@ export function registerBufferPruneCommand(buffer: Command, io: OpsIo): void {
         });
         r = await retention.pruneDeliveredReadBefore(before, at);
         if (r.scans > 0)
-          store.pruning.recordEarlyPrune({
+          store.pruning.early.record({
             at,
             reason: `plant IT pruned by hand the delivered scans read before ${before} (scan-gateway buffer prune)`,
             scans: r.scans,

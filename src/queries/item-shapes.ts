@@ -1,4 +1,4 @@
-import type { EarlyPruneRecord } from '../buffer/pruning.js';
+import type { EarlyPruneRecord } from '../buffer/early-prunes.js';
 import type { ContainerRow } from '../buffer/rows.js';
 import type { ValueMatches } from './key-search.js';
 import type { ItemRefusal } from './item-refusals.js';
