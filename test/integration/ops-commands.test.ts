@@ -1,61 +1,24 @@
 import { chownSync, existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import Database from 'better-sqlite3';
-import { Command, CommanderError } from 'commander';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
-import { CommandExit } from '../../src/cli/exit.js';
 import { registerOpsCommands } from '../../src/cli/ops-commands.js';
 import { formBatch } from '../../src/delivery/batcher.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
+import { runCli, type CliRun } from '../helpers/cli-in-process.js';
 
 const GS = '\u001d';
 const NOW = Date.parse('2026-11-18T12:00:00Z');
 
-function capture(): { stream: Writable; text: () => string } {
-  let text = '';
-  return {
-    stream: new Writable({
-      write(c: Buffer, _e, done) {
-        text += c.toString();
-        done();
-      },
-    }),
-    text: () => text,
-  };
-}
-
 /** Runs one command line like src/main.ts does; answers the exit code and what was printed. */
-async function cli(
-  dir: string,
-  args: string[],
-  uid?: number,
-): Promise<{ code: number; out: string; err: string }> {
-  const out = capture();
-  const err = capture();
-  const program = new Command('scan-gateway').exitOverride().configureOutput({
-    writeOut: (s) => out.stream.write(s),
-    writeErr: (s) => err.stream.write(s),
-  });
-  registerOpsCommands(program, {
-    stdout: out.stream,
-    stderr: err.stream,
+function cli(dir: string, args: string[], uid?: number): Promise<CliRun> {
+  return runCli(args, [registerOpsCommands], {
     cwd: dir,
-    env: {},
     now: () => NOW,
     ...(uid !== undefined ? { uid } : {}),
   });
-  let code = 0;
-  try {
-    await program.parseAsync(['node', 'scan-gateway', ...args]);
-  } catch (e) {
-    if (e instanceof CommandExit) code = e.exitCode;
-    else if (e instanceof CommanderError) code = e.exitCode === 0 ? 0 : 2;
-    else throw e;
-  }
-  return { code, out: out.text(), err: err.text() };
 }
 
 function scan(reference: string, dcpKey: string, raw = reference): IntakeRecord {

@@ -1,12 +1,9 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import Database from 'better-sqlite3';
-import { Command } from 'commander';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { CommandExit } from '../../src/cli/exit.js';
 import { registerReplayCommand } from '../../src/cli/replay-command.js';
 import { loadConfig } from '../../src/config/load.js';
 import type { InputAdapter, IntakeSink } from '../../src/inputs/types.js';
@@ -14,6 +11,7 @@ import { silentLogger } from '../../src/log.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { startSandbox, type RunningSandbox } from '@scan-gateway/sandbox';
 import { waitFor } from '../helpers/wait.js';
+import { runCli, type CliRun } from '../helpers/cli-in-process.js';
 
 const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
 
@@ -32,28 +30,8 @@ inputs:
 }
 
 /** Runs `scan-gateway replay ARGS` in-process; answers exit code and output. */
-async function replay(
-  dir: string,
-  ...args: string[]
-): Promise<{ code: number; out: string; err: string }> {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  let out = '';
-  let err = '';
-  stdout.on('data', (c: Buffer) => (out += c.toString()));
-  stderr.on('data', (c: Buffer) => (err += c.toString()));
-  const program = new Command('scan-gateway')
-    .exitOverride()
-    .configureOutput({ writeOut: (s) => (out += s), writeErr: (s) => (err += s) });
-  registerReplayCommand(program, { stdout, stderr, cwd: dir, env: {} });
-  let code = 0;
-  try {
-    await program.parseAsync(['node', 'scan-gateway', 'replay', ...args]);
-  } catch (e) {
-    if (e instanceof CommandExit) code = e.exitCode;
-    else throw e;
-  }
-  return { code, out, err };
+function replay(dir: string, ...args: string[]): Promise<CliRun> {
+  return runCli(['replay', ...args], [registerReplayCommand], { cwd: dir });
 }
 
 describe('replay: dead letters mapped again with the current configuration while the daemon runs', () => {

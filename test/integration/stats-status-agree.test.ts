@@ -1,13 +1,10 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { Command, CommanderError } from 'commander';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { CommandExit } from '../../src/cli/exit.js';
 import { registerOpsCommands } from '../../src/cli/ops-commands.js';
 import { registerReplayCommand } from '../../src/cli/replay-command.js';
 import { loadConfig } from '../../src/config/load.js';
@@ -19,6 +16,7 @@ import type { GatewayStatus } from '../../src/health/server.js';
 import { startSandbox, type RunningSandbox } from '@scan-gateway/sandbox';
 import { waitFor } from '../helpers/wait.js';
 import { MAIN_JS } from '../helpers/gateway-process.js';
+import { runCli, type CliRun } from '../helpers/cli-in-process.js';
 
 const run = promisify(execFile);
 
@@ -44,42 +42,9 @@ inputs:
 `;
 }
 
-function sink(): { stream: Writable; text: () => string } {
-  let text = '';
-  return {
-    stream: new Writable({
-      write(c: Buffer, _e, done) {
-        text += c.toString();
-        done();
-      },
-    }),
-    text: () => text,
-  };
-}
-
 /** Runs one command line in-process as src/main.ts does (ops commands and replay); exit code and output. */
-async function cli(
-  dir: string,
-  args: string[],
-): Promise<{ code: number; out: string; err: string }> {
-  const out = sink();
-  const err = sink();
-  const io = { stdout: out.stream, stderr: err.stream, cwd: dir, env: {} };
-  const program = new Command('scan-gateway').exitOverride().configureOutput({
-    writeOut: (s) => out.stream.write(s),
-    writeErr: (s) => err.stream.write(s),
-  });
-  registerOpsCommands(program, io);
-  registerReplayCommand(program, io);
-  let code = 0;
-  try {
-    await program.parseAsync(['node', 'scan-gateway', ...args]);
-  } catch (e) {
-    if (e instanceof CommandExit) code = e.exitCode;
-    else if (e instanceof CommanderError) code = e.exitCode === 0 ? 0 : 2;
-    else throw e;
-  }
-  return { code, out: out.text(), err: err.text() };
+function cli(dir: string, args: string[]): Promise<CliRun> {
+  return runCli(args, [registerOpsCommands, registerReplayCommand], { cwd: dir });
 }
 
 function reads(inputId: string, prefix: string, n: number) {
