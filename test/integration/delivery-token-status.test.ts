@@ -237,9 +237,10 @@ describe('status polls apart from uploads', () => {
       Date.now(),
     );
     deliverer.start();
-    // Every batch goes out while the first polls are still unanswered.
+    // Every batch goes out with no poll answered. Whether a first poll was already asked when the
+    // twelfth upload arrived depends on the machine's speed; that polls are asked and held while
+    // uploads went on is the wait for eight below.
     await waitFor(() => svc.uploads === 12, { timeoutMs: 30_000, what: 'all 12 batches uploaded' });
-    expect(svc.held.length).toBeGreaterThanOrEqual(1);
     expect(svc.statusAnswered).toBe(0);
     await waitFor(() => svc.held.length === 8, { what: 'eight polls in flight' });
     expect(deliverer.statusLoad()).toMatchObject({ polling: 8 });
