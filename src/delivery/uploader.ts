@@ -18,6 +18,9 @@ export type { UploaderOptions, UploaderSnapshot } from './uploader-options.js';
  */
 export const OUTAGE_PROBE_MS = 5_000;
 
+/** The requestId the outage probe asks about before the service ever gave one: never issued. */
+const UNISSUED_REQUEST_ID = '0';
+
 /** How long the loop waits after a step failed on the buffer itself (a full disk), in real ms. */
 const STEP_RETRY_MS = 1000;
 
@@ -237,7 +240,8 @@ export class Uploader {
    * service the status of the last requestId it gave, every {@link OUTAGE_PROBE_MS}. An answer (any
    * state) means it is back: the waiting batches are due at once, and an open circuit half-opens,
    * so one upload goes (and, when it passes, the rest follow). A failed probe changes nothing.
-   * Without any requestId yet (no upload ever answered) there is nothing to ask: the backoff runs.
+   * Without any requestId yet (no upload ever answered: a new site, or a buffer filled while the
+   * WAN was down since the start), requestId 0 is asked, which the service answers NotFound.
    *
    * @returns ms until the next probe is due.
    */
@@ -246,8 +250,10 @@ export class Uploader {
     if (untilRetryMs <= OUTAGE_PROBE_MS || this.probing) return OUTAGE_PROBE_MS;
     const due = this.lastProbeAt + OUTAGE_PROBE_MS - now();
     if (due > 0) return due;
-    const requestId = store.batches.latestRequestId();
-    if (requestId === undefined) return untilRetryMs;
+    // Before any upload was ever answered there is no requestId of ours to ask about: 0, which an
+    // auto-numbering service never hands out (requestIds are integers, contract §2.8), is asked
+    // instead, and its NotFound is an answer (§4.6).
+    const requestId = store.batches.latestRequestId() ?? UNISSUED_REQUEST_ID;
     this.probing = true;
     this.lastProbeAt = now();
     void api

@@ -268,6 +268,34 @@ describe('delivery against the sandbox over real HTTP', () => {
     expect(deliverer.snapshot().consecutiveFailures).toBe(0);
   });
 
+  it('asks the service after a failure even before any upload was answered (requestId 0, NotFound)', async () => {
+    // Down from the start: no batch was ever accepted, so the gateway has no requestId of its own.
+    sandbox.setFaults({ errorRate: 1 });
+    store.intake.commitIntake(
+      Array.from({ length: 3 }, (_, i) => scan(`F-${i}`)),
+      Date.now(),
+    );
+    deliverer = new Deliverer({
+      store,
+      api: client,
+      config: config({ mode: 'direct', retryBaseMs: 600_000, retryMaxMs: 600_000 }),
+      logger: silentLogger(),
+      random: () => 0.99,
+    });
+    deliverer.start();
+    await waitFor(() => deliverer!.snapshot().consecutiveFailures >= 1, { timeoutMs: 30_000 });
+    expect(store.batches.latestRequestId()).toBeUndefined();
+    const [waiting] = store.batches.batchesInState('ready');
+    const scheduledAt = waiting!.nextAttemptAt;
+    expect(scheduledAt - Date.now()).toBeGreaterThan(500_000);
+    sandbox.setFaults({ errorRate: 0 });
+    await waitFor(() => store.reports.scanCounts().delivered === 3, {
+      timeoutMs: 120_000,
+      what: 'the first upload caught up',
+    });
+    expect(Date.now()).toBeLessThan(scheduledAt);
+  });
+
   it('splits a batch the service refuses as too large (413) until it fits', async () => {
     sandbox.setFaults({ directLimitBytes: 20_000 });
     store.intake.commitIntake(
