@@ -158,6 +158,11 @@ describe('deliverer: retries, Retry-After and the circuit', () => {
     const t = setup({ mode: 'direct', retryBaseMs: 1000, retryMaxMs: 8000 }, () => 0.999);
     const fail = () => Promise.reject(httpError('POST', '/api/trace/v3/scans', 503, '', undefined));
     t.api.upload.push(fail, fail, fail, fail, fail);
+    // Its status requests fail too (the outage probe, due once a try is more than 5 s away, finds
+    // the service still down and changes nothing).
+    const down = () =>
+      Promise.reject(httpError('GET', '/api/trace/v3/scans/0/status', 503, '', undefined));
+    t.api.status.push(...Array.from({ length: 10 }, () => down));
     store.intake.commitIntake([scan('A')], t.clock.t);
     t.start();
     const expected = [999, 1998, 3996, 7992, 7992];
