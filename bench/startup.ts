@@ -51,6 +51,7 @@ interface StartupParts {
   loadMs?: number;
   configMs?: number;
   buildMs?: number;
+  readyMs?: number;
   parts?: Record<string, number>;
 }
 
@@ -282,6 +283,7 @@ export async function benchStartup(
       `configuration and secrets ${round(medianOf((p) => p.configMs))} ms`,
       `building the parts ${round(medianOf((p) => p.buildMs))} ms`,
       `starting them: ${partNames.map((n) => `${n} ${medianOf((p) => p.parts?.[n]).toFixed(1)}`).join(', ')} ms`,
+      `ready on the daemon's own clock (since its process started) ${round(medianOf((p) => p.readyMs))} ms`,
     ].join('; ');
 
     const serialIdle = await measureIdle(
