@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { PACKAGE_ROOT } from '../src/paths.js';
 import { BENCH_DIST, startJsonChild, track } from './lib/child.js';
@@ -205,9 +205,18 @@ async function measureIdle(
   const urls = existsSync(listFile)
     ? readFileSync(listFile, 'utf8').split('\n').filter(Boolean)
     : [];
+  // The bundle's chunks hold packages too (dist/src/bundle/packages.json, written by the build).
+  const chunkPackages = join(dirname(main), 'bundle', 'packages.json');
+  const inChunks = existsSync(chunkPackages)
+    ? (JSON.parse(readFileSync(chunkPackages, 'utf8')) as Record<string, string[]>)
+    : {};
+  const bundled = urls.flatMap((u) => {
+    const m = /\/bundle\/([^/]+\.js)$/.exec(u);
+    return m ? (inChunks[m[1]!] ?? []) : [];
+  });
   return {
     mem,
-    packages: packagesOf(urls),
+    packages: [...new Set([...packagesOf(urls), ...bundled])].sort(),
     ownModules: urls.filter((u) => u.includes('/dist/src/')).length,
     allModules: urls.filter((u) => u.startsWith('file:')).length,
   };
@@ -238,8 +247,14 @@ export async function benchStartup(
       CACHE_DIRECTORY: join(dir, 'cache'),
     };
     const main = join(PACKAGE_ROOT, 'dist/src/main.js');
+    // SG_BENCH_CPU_PROF_DIR: a CPU profile of each start as the unit starts it, 0.1-ms samples
+    // (the profiler slows the start: its times are for the shares, not the figure).
+    const profDir = process.env.SG_BENCH_CPU_PROF_DIR;
+    const profileArgs = profDir
+      ? ['--cpu-prof', '--cpu-prof-interval=100', `--cpu-prof-dir=${profDir}`]
+      : [];
     const variants: { name: string; args: string[]; env: Record<string, string> }[] = [
-      { name: 'as the unit starts it', args: [...nodeArgs, main], env: unitEnv },
+      { name: 'as the unit starts it', args: [...nodeArgs, ...profileArgs, main], env: unitEnv },
       {
         name: 'plain node dist/src/main.js run (re-executes itself)',
         args: [main],

@@ -9,8 +9,8 @@
 // Everything else in dist/src stays as the compiler wrote it: the tests and the tools that import a
 // module (the lookup worker, the error catalogue) use those, and every test that starts the daemon
 // as a process starts this bundle, so the suite runs what ships.
-import { chmodSync, existsSync, readFileSync, renameSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { chmodSync, existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import { build } from 'esbuild';
 
 const dist = 'dist/src';
@@ -81,6 +81,25 @@ rmSync(`${entry}.map`, { force: true });
 chmodSync(entry, 0o755);
 
 const outputs = Object.entries(result.metafile.outputs);
+// Which packages each chunk holds (bundle/packages.json): the start-up bench names the packages a
+// configuration loads from the chunks it loads, as it does from node_modules for the others.
+const packagesOf = (inputs) =>
+  [
+    ...new Set(
+      Object.keys(inputs).flatMap((path) => {
+        const m = /(?:^|\/)node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(path);
+        return m ? [m[1]] : [];
+      }),
+    ),
+  ].sort();
+writeFileSync(
+  join(dist, 'bundle', 'packages.json'),
+  `${JSON.stringify(
+    Object.fromEntries(outputs.map(([file, o]) => [basename(file), packagesOf(o.inputs)])),
+    null,
+    2,
+  )}\n`,
+);
 const bytes = outputs.reduce((n, [, o]) => n + o.bytes, 0);
 const inputs = Object.keys(result.metafile.inputs).length;
 console.log(
