@@ -4,7 +4,7 @@
 // the compile cache holds one entry per chunk. On Node.js 26 that takes start to ready from about
 // 680 to about 400 ms and the start's CPU from about 900 to about 530 ms (docs/performance.md,
 // "Start-up"). What loads on use stays so: each `import()` of the sources is a chunk of its own
-// (dist/src/bundle/), loaded when the configuration needs it.
+// (dist/src/bundle/), loaded when the configuration needs it; undici is one (src/http-client.ts).
 //
 // Everything else in dist/src stays as the compiler wrote it: the tests and the tools that import a
 // module (the lookup worker, the error catalogue) use those, and every test that starts the daemon
@@ -27,17 +27,13 @@ const external = [
   'ssh2-sftp-client',
   'cpu-features',
   '@node-rs/crc32',
-  // packages that start workers or read files by a path relative to their own module: pino's
-  // transports (thread-stream), the Kafka client's WebAssembly (wasm-utils, `../dist/native.wasm`),
-  // the sandbox's walk up to the demo client's secret;
-  'pino',
-  'pino-pretty',
-  'thread-stream',
+  // packages that read files or start workers by a path relative to their own module: the Kafka
+  // client's WebAssembly (wasm-utils, `../dist/native.wasm`; it loads after ready), the sandbox's
+  // walk up to the demo client's secret, pino-pretty (loaded by createRequire for a terminal).
+  // pino itself is in: its transports (thread-stream's worker file) are not used.
   '@platformatic/kafka',
   '@scan-gateway/sandbox',
-  // loaded with createRequire at first use (src/upstream/undici-lazy.ts, src/ha/etcd-client.ts),
-  // which a bundler does not follow: named here so that a static import added later stays out too.
-  'undici',
+  'pino-pretty',
 ];
 
 const compiled = existsSync(entry) ? readFileSync(entry, 'utf8') : '';

@@ -1,16 +1,10 @@
 import { readFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import type { Dispatcher } from 'undici';
-import type * as UndiciModule from 'undici';
 import type { HaConfig } from '../config/ha-schema.js';
 import { readSecret } from '../config/secrets.js';
 import { ErrorCodes, GatewayError } from '../errors.js';
-
-const requireHere = createRequire(import.meta.url);
-let loadedUndici: typeof UndiciModule | undefined;
-/** undici, loaded when the first etcd client is made: a site without `ha` never loads it here. */
-const undici = (): typeof UndiciModule =>
-  (loadedUndici ??= requireHere('undici') as typeof UndiciModule);
+// undici loads when the first etcd client connects: a site without `ha` loads it only for delivery.
+import { loadUndici } from '../http-client.js';
 
 /**
  * The few calls of etcd v3 the leader election needs, through etcd's JSON gateway (`/v3/...`,
@@ -101,7 +95,8 @@ export class EtcdClient {
             env: {},
           })
         : undefined;
-    this.dispatcher = new (undici().Agent)({
+    const { Agent } = await loadUndici();
+    this.dispatcher = new Agent({
       connect: {
         timeout: o.requestTimeoutMs,
         rejectUnauthorized: true,
@@ -194,7 +189,8 @@ export class EtcdClient {
       let status: number;
       let text: string;
       try {
-        const res = await undici().request(new URL(path, endpoint), {
+        const { request } = await loadUndici();
+        const res = await request(new URL(path, endpoint), {
           method: 'POST',
           dispatcher,
           body: JSON.stringify(body),

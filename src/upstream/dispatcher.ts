@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import * as tls from 'node:tls';
 import type { Dispatcher } from 'undici';
 import { ErrorCodes, GatewayError } from '../errors.js';
-import { undici } from './undici-lazy.js';
+import { undici } from '../http-client.js';
 
 /** Options of {@link createUpstreamDispatcher}. */
 export interface UpstreamDispatcherOptions {
@@ -56,9 +56,10 @@ export function createUpstreamDispatcher(options: UpstreamDispatcherOptions): Di
 }
 
 /**
- * Built at the first request, not with the client: undici (src/upstream/undici-lazy.ts) then
- * loads when delivery first talks to the service, after the inputs opened. The CA file is read
- * before, so a bad one still refuses the configuration at build time.
+ * Built at the first request, not with the client: undici (src/http-client.ts, loaded by the
+ * exchange before its first request) loads when delivery first talks to the service, after the
+ * inputs opened. The CA file is read before, so a bad one still refuses the configuration at
+ * build time.
  */
 function buildDispatcher(options: UpstreamDispatcherOptions, ca: string[] | undefined): Dispatcher {
   const { Agent, ProxyAgent } = undici();

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
-import { undici } from './undici-lazy.js';
+import { loadUndici } from '../http-client.js';
 import type { z } from 'zod';
 import { describeIssues } from '@scan-gateway/contract';
 import { ErrorCodes, GatewayError } from '../errors.js';
@@ -46,7 +46,8 @@ export async function exchange(
   const signal = AbortSignal.timeout(bounds.deadlineMs);
   let res: Dispatcher.ResponseData;
   try {
-    res = await undici().request(url, {
+    const { request } = await loadUndici();
+    res = await request(url, {
       method: method as Dispatcher.HttpMethod,
       headers,
       ...(body !== undefined ? { body } : {}),

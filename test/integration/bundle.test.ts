@@ -48,7 +48,7 @@ describe('the bundled entry point', () => {
       Object.entries(packages)
         .filter(([, list]) => list.includes(name))
         .map(([chunk]) => chunk);
-    for (const name of ['fastify', 'chokidar', 'mqtt', 'serialport', 'zod']) {
+    for (const name of ['fastify', 'undici', 'chokidar', 'mqtt', 'serialport', 'zod']) {
       expect(holding(name).length, name).toBeGreaterThan(0);
       for (const chunk of holding(name))
         expect(first.has(chunk), `${name} in ${chunk}`).toBe(false);
@@ -60,11 +60,9 @@ describe('the bundled entry point', () => {
     for (const name of [
       'better-sqlite3',
       '@serialport/bindings-cpp',
-      'pino',
-      'thread-stream',
       '@platformatic/kafka',
       '@scan-gateway/sandbox',
-      'undici',
+      'pino-pretty',
       'ssh2',
     ])
       expect(all.has(name), name).toBe(false);

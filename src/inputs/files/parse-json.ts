@@ -151,13 +151,16 @@ function isScanShaped(value: unknown): value is Record<string, unknown> {
   );
 }
 
+/** A ready Scan's fields, and nothing else (contract §2.5); made once, not per element. */
+const strictScanSchema = scanSchema.strict();
+
 function readyScanItem(
   ctx: FileParseContext,
   value: Record<string, unknown>,
   line: number,
 ): IntakeItem {
   const json = JSON.stringify(value);
-  const checked = scanSchema.strict().safeParse(value);
+  const checked = strictScanSchema.safeParse(value);
   if (!checked.success) {
     return rejectionItem(
       ctx,
