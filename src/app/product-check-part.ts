@@ -1,3 +1,4 @@
+import { loadUndici } from '../http-client.js';
 import type { ProductCheck } from '../mapping/product-check.js';
 import type { Component } from './parts.js';
 
@@ -17,6 +18,10 @@ export class ProductCheckPart implements Component {
 
   async start(): Promise<void> {
     this.started = true;
+    // The HTTP client loads here, so that the first product list is asked for before the inputs
+    // open and a read taken at start (a file already in the inbox) is mapped with the list in
+    // hand; loaded by the request itself, the ask went out after the inputs had opened.
+    if (this.check) await loadUndici();
     this.check?.start();
   }
 
