@@ -46,7 +46,9 @@ if (!compiled.includes("import('./main/program.js')")) {
 
 rmSync(staging, { recursive: true, force: true });
 const result = await build({
-  entryPoints: { main: entry },
+  // The item lookups' thread script too, beside the chunk that starts it (src/queries/lookup-workers.ts
+  // looks for ./lookup-worker.js next to itself first).
+  entryPoints: { main: entry, 'bundle/lookup-worker': join(dist, 'queries', 'lookup-worker.js') },
   outdir: staging,
   bundle: true,
   splitting: true,

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { esc, RENDER_FUNCTIONS, renderMain } from './page-render.js';
+import { browserScript } from './browser-script.js';
 import type { GatewayStatus } from './status.js';
 
 /**
@@ -176,7 +177,7 @@ if (form) {
 }
 `;
 
-const SCRIPT = `"use strict";\n${RENDER_FUNCTIONS.map((f) => f.toString()).join('\n')}\n${CLIENT}`;
+const SCRIPT = browserScript(RENDER_FUNCTIONS, CLIENT);
 
 const hash = (text: string) =>
   `'sha256-${createHash('sha256').update(text, 'utf8').digest('base64')}'`;

@@ -1,5 +1,6 @@
 import { inlineOnlyCsp } from './page.js';
 import { esc, fmtTime, rawHtml, shown, stationMain } from './page-render.js';
+import { browserScript } from './browser-script.js';
 
 /**
  * The station screen at `/station/<dcpKey>`: a page for a monitor or tablet beside a
@@ -133,7 +134,7 @@ source.addEventListener('error', () => setConn('gateway not answering; trying ag
 `;
 
 /** The functions the browser needs (stationMain and the page-render helpers it calls), inlined by their source. */
-const FULL_SCRIPT = `"use strict";\n${[esc, shown, rawHtml, fmtTime, stationMain].map((f) => f.toString()).join('\n')}\n${CLIENT}`;
+const FULL_SCRIPT = browserScript([esc, shown, rawHtml, fmtTime, stationMain], CLIENT);
 
 /** The inline script's source (for a test that runs it in a bare context). */
 export const STATION_SCRIPT = FULL_SCRIPT;

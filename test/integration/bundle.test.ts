@@ -55,6 +55,15 @@ describe('the bundled entry point', () => {
     }
   });
 
+  it('holds the lookup thread beside the chunk that starts it', () => {
+    const starter = Object.keys(chunkPackages())
+      .filter((c) => c !== 'main.js')
+      .find((c) => readFileSync(join(CHUNKS, c), 'utf8').includes('./lookup-worker.js'));
+    expect(starter).toBeDefined();
+    const worker = readFileSync(join(CHUNKS, 'lookup-worker.js'), 'utf8');
+    expect(worker).toContain('parentPort');
+  });
+
   it('leaves native addons and the packages that find files beside them in node_modules', () => {
     const all = new Set(Object.values(chunkPackages()).flat());
     for (const name of [
