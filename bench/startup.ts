@@ -217,7 +217,7 @@ async function measureIdle(
   return {
     mem,
     packages: [...new Set([...packagesOf(urls), ...bundled])].sort(),
-    ownModules: urls.filter((u) => u.includes('/dist/src/')).length,
+    ownModules: urls.filter((u) => u.startsWith(pathToFileURL(dirname(main)).href + '/')).length,
     allModules: urls.filter((u) => u.startsWith('file:')).length,
   };
 }
@@ -310,15 +310,12 @@ export async function benchStartup(
       dir,
       opts.settleMs,
     );
-    const exampleIdle = await measureIdle(
-      runtime.node,
-      main,
-      nodeArgs,
-      unitEnv,
-      example,
-      dir,
-      opts.settleMs,
-    );
+    const idleOf = (entry: string, config: string) =>
+      measureIdle(runtime.node, entry, nodeArgs, unitEnv, config, dir, opts.settleMs);
+    // The before's idle memory too, each measured right after this build's.
+    const serialIdleBefore = opts.beforeMain ? await idleOf(opts.beforeMain, oneSerial) : undefined;
+    const exampleIdle = await idleOf(main, example);
+    const exampleIdleBefore = opts.beforeMain ? await idleOf(opts.beforeMain, example) : undefined;
     // The floor imports the gateway's own dependencies among them; the rest are theirs.
     const deps = Object.keys(
       (
@@ -400,6 +397,22 @@ export async function benchStartup(
         value: exampleIdle.mem?.fileMiB ?? NaN,
         unit: 'MiB',
       }),
+      ...(serialIdleBefore && exampleIdleBefore
+        ? [
+            judge({
+              name: `idle RSS, one serial input, before (${opts.beforeMain})`,
+              value: serialIdleBefore.mem?.rssMiB ?? NaN,
+              unit: 'MiB',
+              note: memNote(serialIdleBefore),
+            }),
+            judge({
+              name: `idle RSS, config/example.yaml, before (${opts.beforeMain})`,
+              value: exampleIdleBefore.mem?.rssMiB ?? NaN,
+              unit: 'MiB',
+              note: memNote(exampleIdleBefore),
+            }),
+          ]
+        : []),
       judge({
         name: 'RSS floor of the packages config/example.yaml loads',
         value: floor.rssMiB,
