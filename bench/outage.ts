@@ -233,7 +233,18 @@ export async function benchOutage(
     const daemon = track(
       spawn(
         process.execPath,
-        [...nodeArgs, join(PACKAGE_ROOT, 'dist/src/main.js'), 'run', '--config', configFile],
+        [
+          ...nodeArgs,
+          // SG_BENCH_CPU_PROF_DIR: a CPU profile of the daemon, written when it stops (for
+          // dist/bench/cpuprofile-stalls.js; the profiler slows it, so not for the figures).
+          ...(process.env.SG_BENCH_CPU_PROF_DIR
+            ? ['--cpu-prof', `--cpu-prof-dir=${process.env.SG_BENCH_CPU_PROF_DIR}`]
+            : []),
+          join(PACKAGE_ROOT, 'dist/src/main.js'),
+          'run',
+          '--config',
+          configFile,
+        ],
         {
           cwd: dir,
           env: { ...unitEnvironment(), PATH: process.env.PATH ?? '' },
