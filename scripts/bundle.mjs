@@ -1,8 +1,8 @@
 // `npm run build` runs this after the TypeScript compiler. It replaces dist/src/main.js, the
 // daemon's and every command's entry point, with a bundle of the compiled gateway and the packages
 // it imports (esbuild): the start then reads and links about 100 files instead of about 1,400, and
-// the compile cache holds one entry per chunk. On Node.js 26 that takes start to ready from about
-// 680 to about 400 ms and the start's CPU from about 900 to about 530 ms (docs/performance.md,
+// the compile cache holds one entry per chunk. On Node.js 26, with the changes that came with it,
+// start to ready went from 734 to 402 ms and the start's CPU from 973 to 488 ms (docs/performance.md,
 // "Start-up"). What loads on use stays so: each `import()` of the sources is a chunk of its own
 // (dist/src/bundle/), loaded when the configuration needs it; undici is one (src/http-client.ts).
 //

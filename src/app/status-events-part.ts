@@ -30,16 +30,15 @@ export interface StatusEventsSettings {
   /** The embedded sandbox, when it runs: its Kafka CA for `trustSandboxCa`. */
   sandbox: SandboxPart | undefined;
   logger: Logger;
-  /** How long after ready the feed starts, ms (default {@link STATUS_EVENTS_START_DELAY_MS}). */
-  startDelayMs?: number;
 }
 
 /**
  * Status events (contract §6): the topic reader (upstream/status-topic.ts) feeding the status
  * tracker (delivery/status-events.ts). What can stop the start is checked at start (the CA file,
- * the sandbox's CA); the feed starts a second after the `ready` phase, and the reader with its Kafka client
- * (about 30 MiB and 0.3 to 1 s of CPU for its option schemas) is loaded at its first connect: the
- * status says `starting` until then.
+ * the sandbox's CA); the feed starts a second after the `ready` phase
+ * ({@link STATUS_EVENTS_START_DELAY_MS}), and the reader with its Kafka client (about 30 MiB and
+ * 0.3 to 1 s of CPU for its option schemas) is loaded at its first connect: the status says
+ * `starting` until then.
  */
 export class StatusEventsPart implements Component {
   readonly name = 'status events';
@@ -63,7 +62,7 @@ export class StatusEventsPart implements Component {
   }
 
   ready(): void {
-    const { settings, topic, credentials, logger, startDelayMs } = this.s;
+    const { settings, topic, credentials, logger } = this.s;
     this.startTimer = setTimeout(() => {
       this.startTimer = undefined;
       this.feed.start();
@@ -71,7 +70,7 @@ export class StatusEventsPart implements Component {
         { topic, bootstrapServers: settings.bootstrapServers, username: credentials().clientId },
         'status events: reading the topic',
       );
-    }, startDelayMs ?? STATUS_EVENTS_START_DELAY_MS);
+    }, STATUS_EVENTS_START_DELAY_MS);
   }
 
   stop = async (): Promise<void> => {
