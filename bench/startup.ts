@@ -301,17 +301,9 @@ export async function benchStartup(
       `ready on the daemon's own clock (since its process started) ${round(medianOf((p) => p.readyMs))} ms`,
     ].join('; ');
 
-    const serialIdle = await measureIdle(
-      runtime.node,
-      main,
-      nodeArgs,
-      unitEnv,
-      oneSerial,
-      dir,
-      opts.settleMs,
-    );
     const idleOf = (entry: string, config: string) =>
       measureIdle(runtime.node, entry, nodeArgs, unitEnv, config, dir, opts.settleMs);
+    const serialIdle = await idleOf(main, oneSerial);
     // The before's idle memory too, each measured right after this build's.
     const serialIdleBefore = opts.beforeMain ? await idleOf(opts.beforeMain, oneSerial) : undefined;
     const exampleIdle = await idleOf(main, example);
