@@ -12,6 +12,7 @@ import {
   openSerialPort,
   SerialInput,
   type SerialOpenOptions,
+  type SerialPortLike,
 } from '../../src/inputs/serial/serial-input.js';
 import { silentLogger } from '../../src/log.js';
 import { createPtyPair, type PtyPair } from '../helpers/pty.js';
@@ -148,6 +149,50 @@ describe('SerialInput on a socat pty', () => {
     expect(input.status().lastError).toBeUndefined();
     await second.write(Buffer.from('AFTER\r'));
     await waitFor(() => sink.texts().includes('AFTER'), { what: 'read after reconnect' });
+    expect(sink.texts()).toEqual(['BEFORE', 'AFTER']);
+  });
+
+  it('goes down when the device vanishes without the port telling it, and comes back', async () => {
+    // A port whose close and error never arrive, as with an adapter pulled out that leaves the
+    // descriptor silent: only the look at the device path can see it is gone.
+    const silent = (options: SerialOpenOptions): SerialPortLike => {
+      const port = openSerialPort(options);
+      return new Proxy(port, {
+        get(target, key, receiver) {
+          if (key === 'on')
+            return (event: string, listener: (...args: unknown[]) => void) =>
+              event === 'close' || event === 'error'
+                ? target
+                : target.on(event as 'data', listener);
+          const value: unknown = Reflect.get(target, key, receiver);
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+    };
+    const first = await pty();
+    const input = new SerialInput({
+      config: config(),
+      sink,
+      logger: silentLogger(),
+      now: () => NOW.getTime(),
+      openPort: silent,
+      presenceCheckMs: 100,
+    });
+    inputs.push(input);
+    await input.start();
+    await first.write(Buffer.from('BEFORE\r'));
+    await waitFor(() => sink.texts().includes('BEFORE'), { what: 'read before unplug' });
+
+    await killPty(first);
+    await waitFor(() => input.status().state === 'down', { what: 'down once the path is gone' });
+    expect(input.status().lastError).toBe(
+      `${join(dir, 'dev')}: the device is gone (its path no longer exists)`,
+    );
+
+    const second = await pty();
+    await waitFor(() => input.status().state === 'up', { what: 'up again on the new device' });
+    await second.write(Buffer.from('AFTER\r'));
+    await waitFor(() => sink.texts().includes('AFTER'), { what: 'read after it came back' });
     expect(sink.texts()).toEqual(['BEFORE', 'AFTER']);
   });
 

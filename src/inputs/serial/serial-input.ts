@@ -1,3 +1,4 @@
+import { stat } from 'node:fs/promises';
 import { SerialPort } from 'serialport';
 import type { SerialInputConfig } from './schema.js';
 import type { Logger } from '../../log.js';
@@ -47,7 +48,18 @@ export interface SerialInputOptions {
   openPort?: (options: SerialOpenOptions) => SerialPortLike;
   /** First delay before retrying a failed `sink.submit`, in ms (doubles up to 30 s); default 500. */
   submitRetryBaseMs?: number;
+  /**
+   * While the port is up, how often its path is looked at, in ms; default
+   * {@link PRESENCE_CHECK_MS}. See {@link SerialInput}.
+   */
+  presenceCheckMs?: number;
 }
+
+/**
+ * How often an open port's device path is looked at, in ms: a device that vanished without the
+ * driver telling the port is seen as gone within this.
+ */
+export const PRESENCE_CHECK_MS = 1000;
 
 /**
  * The default `openPort`: serialport's `SerialPort`, not auto-opened. `hupcl: false` so nothing
@@ -76,6 +88,12 @@ export function openSerialPort(options: SerialOpenOptions): SerialPortLike {
  * without a restart. A read cut off by the device going away, and a read longer than
  * `maxReadLength`, become rejections so nothing vanishes silently.
  *
+ * The port's `close` or `error` is how a device going away is usually seen. Not always: a
+ * USB-serial adapter pulled out, or a pty whose other end died, can leave the open descriptor
+ * silent, and the input would stay `up` on a device that is gone. So while up, the device path is
+ * looked at every `presenceCheckMs`: when it no longer exists, or names another device than the one
+ * opened (its `rdev` changed: the adapter came back as a new node), the port is given up as lost.
+ *
  * A serial scanner cannot wait, so this adapter has no `setPaused`: it keeps committing.
  */
 export class SerialInput implements InputAdapter {
@@ -94,6 +112,8 @@ export class SerialInput implements InputAdapter {
   private reconnectTimer: NodeJS.Timeout | undefined;
   private failuresSinceUp = 0;
   private stopping = false;
+  private readonly presenceCheckMs: number;
+  private presenceTimer: NodeJS.Timeout | undefined;
 
   /** @throws GatewayError `SCANGW_E_CONFIG` when a byte key (terminator, ackBytes…) holds a character above U+00FF. */
   constructor(options: SerialInputOptions) {
@@ -101,6 +121,7 @@ export class SerialInput implements InputAdapter {
     this.id = options.config.id;
     this.log = options.logger.child({ component: 'input.serial', inputId: options.config.id });
     this.openPort = options.openPort ?? openSerialPort;
+    this.presenceCheckMs = options.presenceCheckMs ?? PRESENCE_CHECK_MS;
     this.state = new InputStateTracker(this.id, this.type, this.config.path, options.now);
     this.stream = new FramedStream({
       inputId: this.id,
@@ -186,6 +207,7 @@ export class SerialInput implements InputAdapter {
     });
     this.state.set('up');
     this.failuresSinceUp = 0;
+    await this.watchPresence(generation);
     this.log.info(
       { path: this.config.path, baudRate: this.config.baudRate, framing: this.config.framing },
       'serial port open',
@@ -218,8 +240,36 @@ export class SerialInput implements InputAdapter {
     this.reconnectTimer.unref();
   }
 
+  /**
+   * Notes which device the open port's path names and, every `presenceCheckMs` while this port
+   * is the current one, whether the path still names it (see the class comment). A path that
+   * cannot be looked at for another reason (a permission) says nothing either way.
+   */
+  private async watchPresence(generation: number): Promise<void> {
+    const opened = await deviceOf(this.config.path);
+    if (generation !== this.generation || opened === 'gone' || opened === undefined) {
+      if (opened === 'gone') this.lost(generation, new Error('the device is gone'));
+      return;
+    }
+    const check = async (): Promise<void> => {
+      const now = await deviceOf(this.config.path);
+      if (generation !== this.generation) return;
+      if (now === 'gone')
+        this.lost(generation, new Error('the device is gone (its path no longer exists)'));
+      else if (now !== undefined && now !== opened)
+        this.lost(
+          generation,
+          new Error('the device was replaced (its path names another device now)'),
+        );
+    };
+    this.presenceTimer = setInterval(() => void check(), this.presenceCheckMs);
+    this.presenceTimer.unref();
+  }
+
   private detach(): void {
     this.generation += 1;
+    clearInterval(this.presenceTimer);
+    this.presenceTimer = undefined;
     this.stream.setWriter(undefined);
     const port = this.port;
     this.port = undefined;
@@ -229,6 +279,20 @@ export class SerialInput implements InputAdapter {
     port.removeAllListeners('error');
     // A late error from a port we gave up must not become an uncaught 'error' event.
     port.on('error', () => undefined);
+  }
+}
+
+/**
+ * What `path` names: the device number (`rdev`, with the inode, as a string), `'gone'` when it
+ * does not exist (ENOENT, ENODEV, ENOTDIR), or undefined when it cannot be looked at.
+ */
+async function deviceOf(path: string): Promise<string | 'gone' | undefined> {
+  try {
+    const s = await stat(path, { bigint: true });
+    return `${s.rdev}:${s.ino}`;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' || code === 'ENODEV' || code === 'ENOTDIR' ? 'gone' : undefined;
   }
 }
 
