@@ -69,11 +69,19 @@ describe('the bundled entry point', () => {
     for (const name of [
       'better-sqlite3',
       '@serialport/bindings-cpp',
-      '@platformatic/kafka',
+      '@platformatic/wasm-utils',
       '@scan-gateway/sandbox',
       'pino-pretty',
       'ssh2',
     ])
       expect(all.has(name), name).toBe(false);
+  });
+
+  it('holds undici without its look at the global Headers, which loads a second undici', () => {
+    const [chunk] = Object.entries(chunkPackages()).find(([, p]) => p.includes('undici')) ?? [];
+    expect(chunk).toBeDefined();
+    const text = readFileSync(join(CHUNKS, chunk!), 'utf8');
+    expect(text).toContain('brandCheckMultiple([Headers])');
+    expect(text).not.toMatch(/\[Headers,\s*globalThis\.Headers\]/);
   });
 });
