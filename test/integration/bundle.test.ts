@@ -77,6 +77,14 @@ describe('the bundled entry point', () => {
       expect(all.has(name), name).toBe(false);
   });
 
+  it('imports node:http in no chunk as an ES module, whose namespace loads a second undici', () => {
+    const chunks = [...Object.keys(chunkPackages()).filter((c) => c !== 'main.js'), '../main.js'];
+    const importers = chunks.filter((c) =>
+      /from\s*["']node:http["']/.test(readFileSync(join(CHUNKS, c), 'utf8')),
+    );
+    expect(importers).toEqual([]);
+  });
+
   it('holds undici without its look at the global Headers, which loads a second undici', () => {
     const [chunk] = Object.entries(chunkPackages()).find(([, p]) => p.includes('undici')) ?? [];
     expect(chunk).toBeDefined();
