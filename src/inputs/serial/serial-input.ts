@@ -246,20 +246,25 @@ export class SerialInput implements InputAdapter {
    * cannot be looked at for another reason (a permission) says nothing either way.
    */
   private async watchPresence(generation: number): Promise<void> {
+    const gone = (): GatewayError =>
+      new GatewayError(ErrorCodes.INPUT, 'the device is gone (its path no longer exists)');
     const opened = await deviceOf(this.config.path);
-    if (generation !== this.generation || opened === 'gone' || opened === undefined) {
-      if (opened === 'gone') this.lost(generation, new Error('the device is gone'));
+    if (generation !== this.generation || opened === undefined) return;
+    if (opened === 'gone') {
+      this.lost(generation, gone());
       return;
     }
     const check = async (): Promise<void> => {
       const now = await deviceOf(this.config.path);
       if (generation !== this.generation) return;
-      if (now === 'gone')
-        this.lost(generation, new Error('the device is gone (its path no longer exists)'));
+      if (now === 'gone') this.lost(generation, gone());
       else if (now !== undefined && now !== opened)
         this.lost(
           generation,
-          new Error('the device was replaced (its path names another device now)'),
+          new GatewayError(
+            ErrorCodes.INPUT,
+            'the device was replaced (its path names another device now)',
+          ),
         );
     };
     this.presenceTimer = setInterval(() => void check(), this.presenceCheckMs);
