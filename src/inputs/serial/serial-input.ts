@@ -57,7 +57,7 @@ export interface SerialInputOptions {
 
 /**
  * How often an open port's device path is looked at, in ms: a device that vanished without the
- * driver telling the port is seen as gone within this.
+ * driver telling the port is seen as gone after two looks in a row, within twice this.
  */
 export const PRESENCE_CHECK_MS = 1000;
 
@@ -91,8 +91,9 @@ export function openSerialPort(options: SerialOpenOptions): SerialPortLike {
  * The port's `close` or `error` is how a device going away is usually seen. Not always: a
  * USB-serial adapter pulled out, or a pty whose other end died, can leave the open descriptor
  * silent, and the input would stay `up` on a device that is gone. So while up, the device path is
- * looked at every `presenceCheckMs`: when it no longer exists, or names another device than the one
- * opened (its `rdev` changed: the adapter came back as a new node), the port is given up as lost.
+ * looked at every `presenceCheckMs`: when two looks in a row find that it no longer exists, or that
+ * it names another device than the one opened (its `rdev` changed: the adapter came back as a new
+ * node), the port is given up as lost.
  *
  * A serial scanner cannot wait, so this adapter has no `setPaused`: it keeps committing.
  */
@@ -254,11 +255,18 @@ export class SerialInput implements InputAdapter {
       this.lost(generation, gone());
       return;
     }
+    // Two looks in a row must agree before the port is given up: bytes a scanner sends while no
+    // one holds the port open are gone, so a glimpse of a path being replaced costs more than a
+    // second's delay in seeing a device that is really gone.
+    let doubts = 0;
     const check = async (): Promise<void> => {
       const now = await deviceOf(this.config.path);
       if (generation !== this.generation) return;
+      const changed = now === 'gone' || (now !== undefined && now !== opened);
+      doubts = changed ? doubts + 1 : 0;
+      if (doubts < 2) return;
       if (now === 'gone') this.lost(generation, gone());
-      else if (now !== undefined && now !== opened)
+      else
         this.lost(
           generation,
           new GatewayError(
