@@ -20,7 +20,7 @@ const START_TIMEOUT_MS = 30_000;
 
 /**
  * Starts `socat -d -d pty,raw,echo=0,link=<dir>/dev pty,raw,echo=0,link=<dir>/peer` and resolves
- * once both links exist. The same `dir` can be used again after `kill()` to bring the "device" back
+ * once both links exist and socat has said it starts moving data (both ptys set up). The same `dir` can be used again after `kill()` to bring the "device" back
  * at the same path.
  *
  * @throws Error when socat is not installed (the test must fail, not skip) or does not start.
@@ -54,7 +54,13 @@ export async function createPtyPair(dir: string): Promise<PtyPair> {
   });
 
   const deadline = Date.now() + START_TIMEOUT_MS;
-  while (!((await ptyExists(devicePath)) && (await ptyExists(peerPath)))) {
+  // The links come before socat has set its ptys raw: a write to the peer in that window went
+  // through the tty's output processing (a LF became CR LF). socat says when both are set up.
+  while (!(
+    stderr.includes('starting data transfer loop') &&
+    (await ptyExists(devicePath)) &&
+    (await ptyExists(peerPath))
+  )) {
     if (exitCode !== undefined)
       throw new Error(`socat exited (code ${exitCode}) before creating the ptys: ${stderr}`);
     if (Date.now() > deadline) {
