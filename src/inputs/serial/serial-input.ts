@@ -243,37 +243,37 @@ export class SerialInput implements InputAdapter {
 
   /**
    * Notes which device the open port's path names and, every `presenceCheckMs` while this port
-   * is the current one, whether the path still names it (see the class comment). A path that
-   * cannot be looked at for another reason (a permission) says nothing either way.
+   * is the current one, whether the path still names it (see the class comment). A look that
+   * cannot tell (a permission refused) says nothing either way.
    */
   private async watchPresence(generation: number): Promise<void> {
-    const gone = (): GatewayError =>
-      new GatewayError(ErrorCodes.INPUT, 'the device is gone (its path no longer exists)');
     const opened = await deviceOf(this.config.path);
-    if (generation !== this.generation || opened === undefined) return;
-    if (opened === 'gone') {
-      this.lost(generation, gone());
-      return;
-    }
+    if (generation !== this.generation) return;
+    // The device the port was opened on, once a look has named one.
+    let known = opened === 'gone' ? undefined : opened;
     // Two looks in a row must agree before the port is given up: bytes a scanner sends while no
     // one holds the port open are gone, so a glimpse of a path being replaced costs more than a
     // second's delay in seeing a device that is really gone.
-    let doubts = 0;
+    let doubts = opened === 'gone' ? 1 : 0;
     const check = async (): Promise<void> => {
       const now = await deviceOf(this.config.path);
-      if (generation !== this.generation) return;
-      const changed = now === 'gone' || (now !== undefined && now !== opened);
-      doubts = changed ? doubts + 1 : 0;
+      if (generation !== this.generation || now === undefined) return;
+      if (now !== 'gone' && (known === undefined || now === known)) {
+        known = now;
+        doubts = 0;
+        return;
+      }
+      doubts += 1;
       if (doubts < 2) return;
-      if (now === 'gone') this.lost(generation, gone());
-      else
-        this.lost(
-          generation,
-          new GatewayError(
-            ErrorCodes.INPUT,
-            'the device was replaced (its path names another device now)',
-          ),
-        );
+      this.lost(
+        generation,
+        new GatewayError(
+          ErrorCodes.INPUT,
+          now === 'gone'
+            ? 'the device is gone (its path no longer exists)'
+            : 'the device was replaced (its path names another device now)',
+        ),
+      );
     };
     this.presenceTimer = setInterval(() => void check(), this.presenceCheckMs);
     this.presenceTimer.unref();
