@@ -106,15 +106,20 @@ const edits = [
 const editPlugin = {
   name: 'edits',
   setup(b) {
-    for (const [file, text, replacement, why] of edits) {
+    // One loader per file with all its edits: esbuild runs only the first loader that matches a
+    // file, so a second loader of the same file would drop its edits without a word.
+    for (const file of new Set(edits.map(([f]) => f))) {
       const filter = new RegExp(`${file.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}$`);
       b.onLoad({ filter }, (args) => {
-        const source = readFileSync(args.path, 'utf8');
-        if (!source.includes(text))
-          throw new Error(
-            `${file} no longer holds \`${text}\`: look again at this edit (it avoids ${why})`,
-          );
-        return { contents: source.replace(text, replacement), loader: 'js' };
+        let source = readFileSync(args.path, 'utf8');
+        for (const [, text, replacement, why] of edits.filter(([f]) => f === file)) {
+          if (!source.includes(text))
+            throw new Error(
+              `${file} no longer holds \`${text}\`: look again at this edit (it avoids ${why})`,
+            );
+          source = source.replace(text, replacement);
+        }
+        return { contents: source, loader: 'js' };
       });
     }
   },

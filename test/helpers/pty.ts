@@ -20,8 +20,8 @@ const START_TIMEOUT_MS = 30_000;
 
 /**
  * Starts `socat -d -d pty,raw,echo=0,link=<dir>/dev pty,raw,echo=0,link=<dir>/peer` and resolves
- * once both links exist and socat has said it starts moving data (both ptys set up). The same `dir` can be used again after `kill()` to bring the "device" back
- * at the same path.
+ * once both links exist and socat has said it starts moving data (both ptys set up). The same
+ * `dir` can be used again after `kill()` to bring the "device" back at the same path.
  *
  * @throws Error when socat is not installed (the test must fail, not skip) or does not start.
  */
