@@ -128,9 +128,13 @@ const editPlugin = {
 rmSync(staging, { recursive: true, force: true });
 const result = await build({
   plugins: [editPlugin],
-  // The item lookups' thread script too, beside the chunk that starts it (src/queries/lookup-workers.ts
-  // looks for ./lookup-worker.js next to itself first).
-  entryPoints: { main: entry, 'bundle/lookup-worker': join(dist, 'queries', 'lookup-worker.js') },
+  // The thread scripts too, each beside the chunk that starts it (src/queries/lookup-workers.ts and
+  // src/delivery/batch-thread.ts look for their script next to themselves first).
+  entryPoints: {
+    main: entry,
+    'bundle/lookup-worker': join(dist, 'queries', 'lookup-worker.js'),
+    'bundle/batch-worker': join(dist, 'delivery', 'batch-worker.js'),
+  },
   outdir: staging,
   bundle: true,
   splitting: true,

@@ -9,6 +9,7 @@ import {
 } from '../buffer/store.js';
 import { MAX_DIRECT_BODY_BYTES } from '@scan-gateway/contract';
 import type { Clock } from '../clock.js';
+import { BatchThreadUnavailable, type BatchThread } from './batch-thread.js';
 
 /** Rows {@link packScans} looks at beyond `maxScans` to get past scans it must skip (repeated references). */
 export const BATCH_LOOKAHEAD = 10_000;
@@ -86,6 +87,19 @@ export function packScans(
   return { ids, bytes: arrayBytes(ids.length, sum), scanBytes: sum, gapless, oversize };
 }
 
+/** How {@link formBatch} forms one batch: its mode, its limits, its time stamp. */
+export interface FormOptions {
+  /** At most this many scans. */
+  maxScans: number;
+  /** The batch's JSON array at most this many bytes. */
+  maxBytes: number;
+  mode: BatchMode;
+  /** The batch's `created_at`. */
+  nowIso: string;
+  /** Hold a scan too large alone for `maxBytes`, with the reason (else it stays pending). */
+  holdOversize?: boolean;
+}
+
 /**
  * Packs the oldest pending scans of `store` into a new batch ({@link packScans}) and writes it, in
  * one transaction. A single scan larger than `maxBytes` can never be sent this way: with
@@ -99,16 +113,7 @@ export function packScans(
  *
  * @returns the new batch, or undefined when nothing could be packed.
  */
-export function formBatch(
-  store: BufferStore,
-  opts: {
-    maxScans: number;
-    maxBytes: number;
-    mode: BatchMode;
-    nowIso: string;
-    holdOversize?: boolean;
-  },
-): BatchRow | undefined {
+export function formBatch(store: BufferStore, opts: FormOptions): BatchRow | undefined {
   return store.atomically(() => {
     const head =
       opts.maxScans <= HEAD_SUMS_MAX_SCANS ? store.batches.pendingHead(opts.maxScans) : undefined;
@@ -153,22 +158,56 @@ export interface BatcherOptions {
   config: DeliveryConfig;
   logger: Logger;
   now: Clock;
+  /**
+   * Forms the batches of a backlog (pending scans that fill a batch) off the event loop, on a
+   * connection of its own (batch-thread.ts). Without it, or while it is unavailable, every batch
+   * is formed on the store's connection.
+   */
+  thread?: BatchThread;
+  /** A batch formed in the thread was written (or the attempt ended): look for work now. */
+  onFormed?: () => void;
 }
+
+/**
+ * While a batch is being formed in the thread, how long {@link Batcher.formIfDue} tells its caller
+ * to wait at most, ms: `onFormed` wakes it sooner, when the batch is written.
+ */
+export const FORMING_WAIT_MS = 1000;
 
 /**
  * Forms batches from the outbox (docs/delivery.md, "Batches"): when pending scans fill a batch by
  * count (`maxBatchScans`) or by bytes (the 5.8 MiB direct limit), or the oldest has waited
  * `maxBatchDelayMs`. It runs no loop of its own: the uploader asks it when no batch waits to be
  * sent (one ahead of the free upload slots), so batches are formed one at a time, in id order.
+ *
+ * A batch due because the pending scans fill it (a backlog draining) is formed in the batch thread
+ * when there is one: the uploader's loop goes on meanwhile and is woken (`onFormed`) once the
+ * batch is written. A batch due by age, a few scans of a line that delivers as it scans, is formed
+ * at once on the store's connection.
  */
 export class Batcher {
+  /** The batch being formed in the thread, until it is written or failed. */
+  private forming: Promise<void> | undefined;
+  /** What the last form in the thread failed on (a full disk), thrown at the next {@link formIfDue}. */
+  private formError: unknown;
+
   constructor(private readonly options: BatcherOptions) {}
 
   /**
    * Forms a batch if one is due. Answers 0 when a batch was formed (look again at once), the ms
-   * until the oldest pending scan makes one due, or undefined when nothing is pending.
+   * until the oldest pending scan makes one due, {@link FORMING_WAIT_MS} while one is being formed
+   * in the thread, or undefined when nothing is pending.
+   *
+   * @throws what forming threw (SQLite's error, a full disk), also for a batch formed in the thread
+   *   (thrown at the next call, the buffer unchanged).
    */
   formIfDue(): number | undefined {
+    if (this.formError !== undefined) {
+      const err = this.formError;
+      this.formError = undefined;
+      throw err;
+    }
+    if (this.forming) return FORMING_WAIT_MS;
     const { store, config, now } = this.options;
     const pending = store.batches.pending();
     if (pending.count === 0) return undefined;
@@ -179,11 +218,20 @@ export class Batcher {
           store.reports.totals().pendingBytes >= config.sftpMaxBytes
         : pending.count >= config.maxBatchScans ||
           store.reports.totals().pendingBytes >= MAX_DIRECT_BODY_BYTES;
+    if (full && this.options.thread?.usable) {
+      this.formInThread(this.options.thread);
+      return FORMING_WAIT_MS;
+    }
     if (full || age >= config.maxBatchDelayMs) {
       this.form();
       return 0;
     }
     return config.maxBatchDelayMs - age;
+  }
+
+  /** Settles when no batch is being formed in the thread (the uploader's stop waits for it). */
+  async settled(): Promise<void> {
+    await this.forming;
   }
 
   /**
@@ -192,45 +240,84 @@ export class Batcher {
    * else direct. `sftp` sends every batch by SFTP, up to `sftpMaxScans` / `sftpMaxBytes`.
    */
   form(): BatchRow | undefined {
-    const { store, config, logger, now } = this.options;
+    let batch: BatchRow | undefined;
+    for (const attempt of this.attempts()) {
+      batch = formBatch(this.options.store, attempt);
+      if (batch) break;
+    }
+    if (batch) this.formed(batch, false);
+    return batch;
+  }
+
+  /** {@link form} in the thread; a thread that cannot do it leaves the batch to the next call. */
+  private formInThread(thread: BatchThread): void {
+    this.forming = thread
+      .form(this.attempts())
+      .then(
+        (batch) => {
+          if (batch) this.formed(batch, true);
+        },
+        (err: unknown) => {
+          // The thread is unusable for a while (it said so in the log): the next call forms the
+          // batch on the store's connection. Anything else failed in SQLite, as it would here.
+          if (!(err instanceof BatchThreadUnavailable)) this.formError = err;
+        },
+      )
+      .finally(() => {
+        this.forming = undefined;
+        this.options.onFormed?.();
+      });
+  }
+
+  /** What {@link form} tries, in order: the batch of the mode due, then, in auto mode, the large-batch route. */
+  private attempts(): FormOptions[] {
+    const { store, config, now } = this.options;
     const nowIso = new Date(now()).toISOString();
     const totals = store.reports.totals();
     const backlog =
       totals.pendingScans > config.maxBatchScans || totals.pendingBytes > MAX_DIRECT_BODY_BYTES;
     const large: BatchMode = config.largeBatchRoute;
     const mode: BatchMode = config.mode === 'auto' ? (backlog ? large : 'direct') : config.mode;
-    const form = (m: BatchMode) =>
+    const options = (m: BatchMode): FormOptions =>
       m === 'direct'
-        ? formBatch(store, {
+        ? {
             mode: m,
             maxScans: config.maxBatchScans,
             maxBytes: MAX_DIRECT_BODY_BYTES,
             nowIso,
             holdOversize: config.mode === 'direct',
-          })
+          }
         : m === 'sftp'
-          ? formBatch(store, {
+          ? {
               mode: m,
               maxScans: config.sftpMaxScans,
               maxBytes: config.sftpMaxBytes,
               nowIso,
               holdOversize: true,
-            })
-          : formBatch(store, {
+            }
+          : {
               mode: m,
               maxScans: config.presignedMaxScans,
               maxBytes: config.presignedMaxBytes,
               nowIso,
               holdOversize: true,
-            });
+            };
     // In auto mode a scan too large for a direct upload still goes, by the large-batch route.
-    const batch =
-      form(mode) ?? (config.mode === 'auto' && mode === 'direct' ? form(large) : undefined);
-    if (batch)
-      logger.debug(
-        { batchId: batch.id, mode: batch.mode, scans: batch.scanCount, bytes: batch.bytes },
-        'batch formed',
-      );
-    return batch;
+    return config.mode === 'auto' && mode === 'direct'
+      ? [options(mode), options(large)]
+      : [options(mode)];
+  }
+
+  private formed(batch: BatchRow, inThread: boolean): void {
+    this.options.logger.debug(
+      {
+        batchId: batch.id,
+        mode: batch.mode,
+        scans: batch.scanCount,
+        bytes: batch.bytes,
+        ...(inThread ? { thread: true } : {}),
+      },
+      'batch formed',
+    );
   }
 }

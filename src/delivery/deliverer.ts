@@ -2,6 +2,7 @@ import type { DeliveryConfig } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import type { BufferStore } from '../buffer/store.js';
 import { Batcher } from './batcher.js';
+import { BatchThread } from './batch-thread.js';
 import { Circuit, type CircuitState } from './circuit.js';
 import {
   StatusTracker,
@@ -66,6 +67,11 @@ export interface DelivererOptions {
   onUploaded?: () => void;
   /** The SFTP route; see `UploaderOptions.sftp`. */
   sftp?: UploaderOptions['sftp'];
+  /**
+   * Forms a backlog's batches and reads their bodies in a thread of their own (batch-thread.ts).
+   * Default true for a buffer in a file; a buffer in memory has no second connection.
+   */
+  batchThread?: boolean;
 }
 
 /** How many status polls run at once (uploads: `delivery.uploadConcurrency`; see docs/delivery.md). */
@@ -76,6 +82,8 @@ const POLL_CONCURRENCY = 8;
  * of the parts of delivery, each in its own file:
  *
  * - {@link Batcher} (`batcher.ts`): forms batches by count, age and byte size; asked by the uploader.
+ * - {@link BatchThread} (`batch-thread.ts`): forms a backlog's batches and reads their bodies off
+ *   the event loop, on a connection of its own.
  * - {@link Uploader} (`uploader.ts`): its own loop, up to `uploadConcurrency` uploads in flight:
  *   direct, pre-signed, retries and crash recovery.
  * - {@link Circuit} (`circuit.ts`): failures in a row, backoff, open/half-open/closed.
@@ -86,6 +94,8 @@ const POLL_CONCURRENCY = 8;
  */
 export class Deliverer {
   private readonly batcher: Batcher;
+  /** The backlog's batches formed and read off the event loop; none for a buffer in memory. */
+  private readonly thread: BatchThread | undefined;
   private readonly circuit: Circuit;
   private readonly uploader: Uploader;
   /** Status tracking of uploaded batches, apart from uploading. */
@@ -95,7 +105,18 @@ export class Deliverer {
     const now = options.now ?? Date.now;
     const { store, api, config, logger } = options;
     const random = options.random ? { random: options.random } : {};
-    this.batcher = new Batcher({ store, config, logger, now });
+    this.thread =
+      (options.batchThread ?? true) && store.path !== ':memory:'
+        ? new BatchThread({ path: store.path, logger })
+        : undefined;
+    this.batcher = new Batcher({
+      store,
+      config,
+      logger,
+      now,
+      ...(this.thread ? { thread: this.thread } : {}),
+      onFormed: () => this.uploader.wake(),
+    });
     this.circuit = new Circuit({ config, now, ...random });
     this.tracker = new StatusTracker({
       store,
@@ -119,6 +140,7 @@ export class Deliverer {
       logger,
       now,
       batcher: this.batcher,
+      ...(this.thread ? { thread: this.thread } : {}),
       circuit: this.circuit,
       onUploaded,
       ...(options.onDiskFull ? { onDiskFull: options.onDiskFull } : {}),
@@ -137,6 +159,7 @@ export class Deliverer {
    */
   async stop(): Promise<void> {
     await Promise.all([this.uploader.stop(), this.tracker.stop()]);
+    await this.thread?.close();
   }
 
   /** New scans were committed, or the clock moved: form or send a batch, and poll, if one is due. */

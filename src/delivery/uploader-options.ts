@@ -2,6 +2,7 @@ import type { DeliveryConfig } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import type { BufferStore } from '../buffer/store.js';
 import type { Batcher } from './batcher.js';
+import type { BatchThread } from './batch-thread.js';
 import type { Circuit } from './circuit.js';
 import type { DeliveryApi } from './types.js';
 import type { SftpConnector } from '../upstream/sftp-client.js';
@@ -39,6 +40,8 @@ export interface UploaderOptions {
   now: Clock;
   /** Forms the next batch when none is open. */
   batcher: Batcher;
+  /** Reads large direct bodies off the event loop (batch-thread.ts); without it, in process. */
+  thread?: BatchThread;
   /** Counts failures in a row and draws the backoff. */
   circuit: Circuit;
   /** A batch became `uploaded` (or waits for its status): status tracking should look now. */

@@ -2,6 +2,7 @@ import PQueue from 'p-queue';
 import { isDiskFull, isGatewayError, type GatewayError } from '../errors.js';
 import type { BatchRow } from '../buffer/store.js';
 import { LoopSleep } from '../loop.js';
+import { BATCH_THREAD_MIN_BODY_BYTES, BatchThreadUnavailable } from './batch-thread.js';
 import { PresignedRoute, type PresignedOutcome, type PresignedStep } from './presigned-route.js';
 import { uploadSftp } from './sftp-upload.js';
 import { errorKind } from './upload-errors.js';
@@ -95,6 +96,7 @@ export class Uploader {
     this.wake();
     await this.loop;
     await this.queue.onIdle();
+    await this.options.batcher.settled();
   }
 
   /** New scans were committed, a batch went back to be sent, or the clock moved: look now. */
@@ -301,19 +303,35 @@ export class Uploader {
     });
   }
 
+  /**
+   * A direct batch's body: at most 5.8 MiB (MAX_DIRECT_BODY_BYTES), built whole by SQLite as bytes
+   * outside V8's heap (batchBodyBytes); a large one in the batch thread when there is one, so the
+   * event loop does not wait for SQLite to join it.
+   * @throws what SQLite threw: not an upstream answer, so the batch stays as it is.
+   */
+  private async directBody(batch: BatchRow): Promise<Buffer> {
+    const { store, thread } = this.options;
+    if (thread?.usable && batch.bytes >= BATCH_THREAD_MIN_BODY_BYTES) {
+      try {
+        return await thread.body(batch.id);
+      } catch (err) {
+        if (!(err instanceof BatchThreadUnavailable)) throw err;
+      }
+    }
+    return store.batches.batchBodyBytes(batch.id);
+  }
+
   private async upload(batch: BatchRow): Promise<void> {
     const { store, api } = this.options;
     const presignedStep: PresignedStep = { current: undefined };
+    const body = batch.mode === 'direct' ? await this.directBody(batch) : undefined;
     try {
       if (batch.mode === 'sftp') {
         await uploadSftp(batch, this.options, (at) => this.succeededAt(at));
         return;
       }
       let outcome: PresignedOutcome;
-      if (batch.mode === 'direct') {
-        // A direct body is at most 5.8 MiB (MAX_DIRECT_BODY_BYTES): built whole, by SQLite, as
-        // bytes outside V8's heap (batchBodyBytes).
-        const body = store.batches.batchBodyBytes(batch.id);
+      if (body) {
         store.batches.updateBatch(batch.id, { state: 'uploading', attempts: batch.attempts + 1 });
         outcome = { requestId: (await api.uploadScans(body)).requestId };
       } else {

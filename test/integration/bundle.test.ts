@@ -55,14 +55,17 @@ describe('the bundled entry point', () => {
     }
   });
 
-  it('holds the lookup thread beside the chunk that starts it', () => {
-    const starter = Object.keys(chunkPackages())
-      .filter((c) => c !== 'main.js')
-      .find((c) => readFileSync(join(CHUNKS, c), 'utf8').includes('./lookup-worker.js'));
-    expect(starter).toBeDefined();
-    const worker = readFileSync(join(CHUNKS, 'lookup-worker.js'), 'utf8');
-    expect(worker).toContain('parentPort');
-  });
+  it.each(['lookup-worker.js', 'batch-worker.js'])(
+    'holds the thread script %s beside the chunk that starts it',
+    (script) => {
+      const starter = Object.keys(chunkPackages())
+        .filter((c) => c !== 'main.js')
+        .find((c) => readFileSync(join(CHUNKS, c), 'utf8').includes(`./${script}`));
+      expect(starter).toBeDefined();
+      const worker = readFileSync(join(CHUNKS, script), 'utf8');
+      expect(worker).toContain('parentPort');
+    },
+  );
 
   it('leaves native addons and the packages that find files beside them in node_modules', () => {
     const all = new Set(Object.values(chunkPackages()).flat());

@@ -1,0 +1,260 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startSandbox, type RunningSandbox } from '@scan-gateway/sandbox';
+import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
+import { deliverySchema, type DeliveryConfig } from '../../src/config/schema.js';
+import { BatchThread, BatchThreadUnavailable } from '../../src/delivery/batch-thread.js';
+import { Batcher, FORMING_WAIT_MS, formBatch } from '../../src/delivery/batcher.js';
+import { Deliverer } from '../../src/delivery/deliverer.js';
+import { ErrorCodes, isGatewayError } from '../../src/errors.js';
+import { silentLogger } from '../../src/log.js';
+import { PACKAGE_ROOT } from '../../src/paths.js';
+import { UpstreamClient } from '../../src/upstream/client.js';
+import { memoryLogger } from '../helpers/log-lines.js';
+import { sandboxRefs } from '../helpers/sandbox-scans.js';
+import { waitFor } from '../helpers/wait.js';
+
+const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
+
+function scan(reference: string): IntakeRecord {
+  const body = {
+    reference,
+    timeStamp: '2026-11-29T07:00:00',
+    dcpKey: 'GI-01',
+    productModelKey: 'PACK-A',
+    supplierKey: 'SUP-0042',
+    parents: [],
+    attributes: [],
+  };
+  return {
+    inputId: 'test',
+    receivedAt: new Date(),
+    raw: Buffer.from(reference),
+    outcome: 'scan',
+    scan: { reference, dcpKey: 'GI-01', instant: new Date(), body: JSON.stringify(body) },
+  };
+}
+
+const config = (over: Partial<DeliveryConfig> = {}): DeliveryConfig =>
+  deliverySchema.parse({
+    mode: 'direct',
+    maxBatchScans: 1000,
+    maxBatchDelayMs: 50,
+    statusPollMs: 50,
+    statusPollMaxMs: 200,
+    retryBaseMs: 20,
+    retryMaxMs: 200,
+    ...over,
+  });
+
+describe('the batch thread: a backlog formed and read off the event loop', () => {
+  let dir: string;
+  let store: BufferStore;
+  const threads: BatchThread[] = [];
+
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'sg-batch-thread-'));
+    store = BufferStore.openAt(join(dir, 'buffer.db'));
+  });
+  afterEach(async () => {
+    await Promise.all(threads.splice(0).map((t) => t.close()));
+    store.close();
+  });
+
+  const thread = (over: Partial<ConstructorParameters<typeof BatchThread>[0]> = {}) => {
+    const t = new BatchThread({ path: store.path, logger: silentLogger(), ...over });
+    threads.push(t);
+    return t;
+  };
+
+  it('forms a full batch in the thread, wakes its caller, and the body it reads is the one read in process', async () => {
+    store.intake.commitIntake(
+      Array.from({ length: 2500 }, (_, i) => scan(`T-${i}`)),
+      Date.now(),
+    );
+    const t = thread();
+    let woken = 0;
+    const batcher = new Batcher({
+      store,
+      config: config(),
+      logger: silentLogger(),
+      now: Date.now,
+      thread: t,
+      onFormed: () => woken++,
+    });
+
+    // The first call starts the form and answers at once; a call meanwhile starts no second one.
+    expect(batcher.formIfDue()).toBe(FORMING_WAIT_MS);
+    expect(batcher.formIfDue()).toBe(FORMING_WAIT_MS);
+    await batcher.settled();
+    expect(woken).toBe(1);
+    expect(t.done.form).toBe(1);
+
+    const [batch] = store.batches.batchesInState('ready');
+    expect(batch?.scanCount).toBe(1000);
+    expect(store.batches.pending().count).toBe(1500);
+
+    const inThread = await t.body(batch!.id);
+    expect(t.done.body).toBe(1);
+    expect(inThread.equals(store.batches.batchBodyBytes(batch!.id))).toBe(true);
+    const refs = (JSON.parse(inThread.toString('utf8')) as { reference: string }[]).map(
+      (s) => s.reference,
+    );
+    expect(refs).toEqual(Array.from({ length: 1000 }, (_, i) => `T-${i}`));
+  });
+
+  it('forms a batch due by age, a few scans, in process without starting the thread', () => {
+    store.intake.commitIntake([scan('A-1'), scan('A-2')], Date.now() - 1000);
+    const t = thread();
+    const batcher = new Batcher({
+      store,
+      config: config(),
+      logger: silentLogger(),
+      now: Date.now,
+      thread: t,
+    });
+    expect(batcher.formIfDue()).toBe(0);
+    expect(store.batches.batchesInState('ready').map((b) => b.scanCount)).toEqual([2]);
+    expect(t.running).toBe(false);
+    expect(t.done.form).toBe(0);
+  });
+
+  it('tells what failed in SQLite as the buffer error it is, at the next call, and leaves the scans pending', async () => {
+    store.intake.commitIntake(
+      Array.from({ length: 1200 }, (_, i) => scan(`E-${i}`)),
+      Date.now(),
+    );
+    // The thread's own connection cannot open its file: an error of the buffer, not of the thread.
+    const t = thread({ path: join(dir, 'no-such-buffer.db') });
+    const batcher = new Batcher({
+      store,
+      config: config(),
+      logger: silentLogger(),
+      now: Date.now,
+      thread: t,
+    });
+    expect(batcher.formIfDue()).toBe(FORMING_WAIT_MS);
+    await batcher.settled();
+    let thrown: unknown;
+    try {
+      batcher.formIfDue();
+    } catch (err) {
+      thrown = err;
+    }
+    expect(isGatewayError(thrown, ErrorCodes.BUFFER_UNOPENABLE)).toBe(true);
+    expect((thrown as Error).message).toContain('no-such-buffer.db');
+    expect(store.batches.pending().count).toBe(1200);
+    expect(t.usable).toBe(true);
+  });
+
+  it('forms on the store connection while a thread that died is cooling down, and logs why', async () => {
+    store.intake.commitIntake(
+      Array.from({ length: 1200 }, (_, i) => scan(`D-${i}`)),
+      Date.now(),
+    );
+    const script = join(dir, 'dies.mjs');
+    writeFileSync(script, 'process.exit(3);\n');
+    const log = memoryLogger('warn');
+    const t = thread({ script: pathToFileURL(script), logger: log.logger });
+    const batcher = new Batcher({
+      store,
+      config: config(),
+      logger: silentLogger(),
+      now: Date.now,
+      thread: t,
+    });
+    expect(batcher.formIfDue()).toBe(FORMING_WAIT_MS);
+    await batcher.settled();
+    expect(t.usable).toBe(false);
+    const warning = log.parsed().find((l) => l.msg.startsWith('the batch thread is unavailable'));
+    expect(warning?.reason).toBe('it exited (code 3)');
+    // The next call forms the batch itself.
+    expect(batcher.formIfDue()).toBe(0);
+    expect(store.batches.batchesInState('ready').map((b) => b.scanCount)).toEqual([1000]);
+    await expect(t.body(1)).rejects.toBeInstanceOf(BatchThreadUnavailable);
+  });
+
+  it('fails what is asked after close with the reason, and forms nothing then', async () => {
+    const t = thread();
+    await t.close();
+    expect(t.usable).toBe(false);
+    await expect(t.form([])).rejects.toThrow(/the gateway is stopping/);
+  });
+
+  it('ends an idle thread and starts it again at the next request', async () => {
+    store.intake.commitIntake([scan('I-1')], Date.now());
+    const t = thread({ idleMs: 50 });
+    const batch = formBatch(store, {
+      mode: 'direct',
+      maxScans: 10,
+      maxBytes: 1_000_000,
+      nowIso: new Date().toISOString(),
+    });
+    await t.body(batch!.id);
+    expect(t.running).toBe(true);
+    await waitFor(() => !t.running, { timeoutMs: 10_000 });
+    const again = await t.body(batch!.id);
+    expect(JSON.parse(again.toString('utf8'))).toHaveLength(1);
+    expect(t.running).toBe(true);
+  });
+});
+
+describe('a backlog delivered through the batch thread against the sandbox', () => {
+  let sandbox: RunningSandbox;
+  let store: BufferStore;
+  let client: UpstreamClient;
+  let deliverer: Deliverer | undefined;
+
+  beforeEach(async () => {
+    sandbox = await startSandbox({ port: 0, processingDelayMs: 50 });
+    store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-batch-thread-')), 'buffer.db'));
+    client = new UpstreamClient({
+      baseUrl: sandbox.url,
+      authUrl: sandbox.url,
+      clientId: 'demo-client',
+      clientSecret: SECRET,
+    });
+  });
+  afterEach(async () => {
+    await deliverer?.stop();
+    deliverer = undefined;
+    await client.close();
+    store.close();
+    await sandbox.close();
+  });
+
+  it('delivers every scan once, each full batch formed in the thread, while the line commits beside it', async () => {
+    store.intake.commitIntake(
+      Array.from({ length: 6000 }, (_, i) => scan(`B-${i}`)),
+      Date.now(),
+    );
+    const log = memoryLogger('debug');
+    deliverer = new Deliverer({
+      store,
+      api: client,
+      config: config({ maxBatchScans: 1000, uploadConcurrency: 2 }),
+      logger: log.logger,
+    });
+    deliverer.start();
+    // The line goes on while the backlog drains: its commits share the file with the thread's.
+    for (let i = 0; i < 20; i++) {
+      store.intake.commitIntake([scan(`L-${i}`)], Date.now());
+      deliverer.wake();
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await waitFor(() => store.reports.scanCounts().delivered === 6020, { timeoutMs: 60_000 });
+    const refs = await sandboxRefs(sandbox);
+    expect(refs.length).toBe(6020);
+    expect(new Set(refs).size).toBe(6020);
+    const formed = log.parsed().filter((l) => l.msg === 'batch formed');
+    const inThread = formed.filter((l) => l.thread === true);
+    // Six full batches of the backlog at least went through the thread; the line's last few
+    // scans, due by age, were formed in process.
+    expect(inThread.length).toBeGreaterThanOrEqual(6);
+    expect(inThread.every((l) => l.scans === 1000)).toBe(true);
+    expect(formed.some((l) => l.thread === undefined)).toBe(true);
+  });
+});
