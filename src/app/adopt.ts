@@ -100,6 +100,8 @@ export class Adoption {
       logger: deps.logger.child({ component: 'delivery', adopted: file }),
       ...(deps.now ? { now: deps.now } : {}),
       ...(sftp ? { sftp: sftp.route() } : {}),
+      // The file is open exclusively: no second connection could form batches beside this one.
+      batchThread: false,
     });
     this.parts = [
       bufferPart(this.store),

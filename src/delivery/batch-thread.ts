@@ -20,17 +20,24 @@ export type BatchThreadRequest =
       batchId: number;
     };
 
-/** The batch thread's reply: the batch formed (null: none), the body, or what failed in SQLite. */
+/**
+ * The batch thread's reply: the batch formed (null: none), the body, what failed in SQLite, or
+ * why the thread cannot work on the buffer at all (its connection could not open).
+ */
 export type BatchThreadReply = { id: number } & (
   | { batch: BatchRow | null }
   | { body: Uint8Array }
   | { error: { code: ErrorCode; message: string } }
+  | { unavailable: string }
 );
 
 /** After this long without a request the thread ends, and its memory with it, ms. */
 export const BATCH_THREAD_IDLE_MS = 30_000;
 
-/** After the thread failed to start or died, it is not used for this long (the caller works in process), ms. */
+/**
+ * After the thread failed to start, could not open the buffer or died, it is not used for this
+ * long (the caller works in process), ms.
+ */
 export const BATCH_THREAD_COOLDOWN_MS = 60_000;
 
 /**
@@ -87,7 +94,8 @@ export function batchWorkerScript(): URL {
  * when it commits while the thread does (`busy_timeout`), never for the thread's work itself.
  *
  * Started at the first request, ended after {@link BATCH_THREAD_IDLE_MS} without one: a gateway
- * that delivers as it scans never starts it. When it cannot start or dies, the requests in flight
+ * that delivers as it scans never starts it. When it cannot start, cannot open the buffer (a
+ * buffer opened exclusively) or dies, the requests in flight
  * fail with {@link BatchThreadUnavailable} and {@link usable} is false for
  * {@link BATCH_THREAD_COOLDOWN_MS}: the callers work in process meanwhile, as without a thread.
  * What the thread writes is one transaction per batch, so a thread ended at any point leaves the
@@ -168,6 +176,10 @@ export class BatchThread {
       worker.postMessage({ id, ...body } satisfies BatchThreadRequest);
     }).then((reply) => {
       if ('error' in reply) throw new GatewayError(reply.error.code, reply.error.message);
+      if ('unavailable' in reply) {
+        this.failed(reply.unavailable);
+        throw new BatchThreadUnavailable(reply.unavailable);
+      }
       return reply;
     });
   }

@@ -24,9 +24,10 @@ if (!port)
   );
 const { path } = workerData as { path: string };
 
-// Opened at the first request, not at load: a buffer that cannot be opened is told with that
-// request (the caller forms the batch on its own connection instead) rather than as a thread
-// that died at birth. `migrate: false`: the daemon migrated the file when it opened it.
+// Opened at the first request, not at load: a buffer that cannot be opened here is told with that
+// request as the thread being unavailable (the caller forms the batch on its own connection
+// instead) rather than as a thread that died at birth. `migrate: false`: the daemon migrated the
+// file when it opened it.
 let store: BufferStore | undefined;
 
 function errorReply(id: number, err: unknown): BatchThreadReply {
@@ -44,6 +45,15 @@ port.on('message', (request: BatchThreadRequest) => {
   const transfer: ArrayBuffer[] = [];
   try {
     store ??= BufferStore.openAt(path, { fileMustExist: true, migrate: false });
+  } catch (err) {
+    // No second connection (a buffer opened exclusively, say): the caller works on its own.
+    port.postMessage({
+      id: request.id,
+      unavailable: `it cannot open the buffer: ${err instanceof Error ? err.message : String(err)}`,
+    } satisfies BatchThreadReply);
+    return;
+  }
+  try {
     if (request.op === 'form') {
       let batch;
       for (const attempt of request.attempts) {

@@ -13,6 +13,7 @@ import { ErrorCodes, isGatewayError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { PACKAGE_ROOT } from '../../src/paths.js';
 import { UpstreamClient } from '../../src/upstream/client.js';
+import { sqlOf } from '../helpers/buffer-sql.js';
 import { memoryLogger } from '../helpers/log-lines.js';
 import { sandboxRefs } from '../helpers/sandbox-scans.js';
 import { waitFor } from '../helpers/wait.js';
@@ -127,8 +128,11 @@ describe('the batch thread: a backlog formed and read off the event loop', () =>
       Array.from({ length: 1200 }, (_, i) => scan(`E-${i}`)),
       Date.now(),
     );
-    // The thread's own connection cannot open its file: an error of the buffer, not of the thread.
-    const t = thread({ path: join(dir, 'no-such-buffer.db') });
+    // A trigger refuses every new batch: the thread's own transaction fails, as a full disk would.
+    sqlOf(store).exec(
+      `CREATE TRIGGER no_batches BEFORE INSERT ON batches BEGIN SELECT RAISE(ABORT, 'no batch may be written'); END`,
+    );
+    const t = thread();
     const batcher = new Batcher({
       store,
       config: config(),
@@ -144,10 +148,34 @@ describe('the batch thread: a backlog formed and read off the event loop', () =>
     } catch (err) {
       thrown = err;
     }
-    expect(isGatewayError(thrown, ErrorCodes.BUFFER_UNOPENABLE)).toBe(true);
-    expect((thrown as Error).message).toContain('no-such-buffer.db');
+    expect(isGatewayError(thrown, ErrorCodes.BUFFER)).toBe(true);
+    expect((thrown as Error).message).toContain('no batch may be written');
     expect(store.batches.pending().count).toBe(1200);
+    expect(store.batches.batchesInState('ready')).toEqual([]);
     expect(t.usable).toBe(true);
+  });
+
+  it('forms on the store connection when the thread cannot open the buffer, and logs why', async () => {
+    store.intake.commitIntake(
+      Array.from({ length: 1200 }, (_, i) => scan(`O-${i}`)),
+      Date.now(),
+    );
+    const log = memoryLogger('warn');
+    const t = thread({ path: join(dir, 'no-such-buffer.db'), logger: log.logger });
+    const batcher = new Batcher({
+      store,
+      config: config(),
+      logger: silentLogger(),
+      now: Date.now,
+      thread: t,
+    });
+    expect(batcher.formIfDue()).toBe(FORMING_WAIT_MS);
+    await batcher.settled();
+    expect(t.usable).toBe(false);
+    const warning = log.parsed().find((l) => l.msg.startsWith('the batch thread is unavailable'));
+    expect(String(warning?.reason)).toMatch(/^it cannot open the buffer: .*no-such-buffer\.db/);
+    expect(batcher.formIfDue()).toBe(0);
+    expect(store.batches.batchesInState('ready').map((b) => b.scanCount)).toEqual([1000]);
   });
 
   it('forms on the store connection while a thread that died is cooling down, and logs why', async () => {
