@@ -2,11 +2,15 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startSandbox, type RunningSandbox } from '@scan-gateway/sandbox';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
 import { deliverySchema, type DeliveryConfig } from '../../src/config/schema.js';
-import { BatchThread, BatchThreadUnavailable } from '../../src/delivery/batch-thread.js';
+import {
+  BATCH_THREAD_MIN_BODY_BYTES,
+  BatchThread,
+  BatchThreadUnavailable,
+} from '../../src/delivery/batch-thread.js';
 import { Batcher, FORMING_WAIT_MS, formBatch } from '../../src/delivery/batcher.js';
 import { Deliverer } from '../../src/delivery/deliverer.js';
 import { ErrorCodes, isGatewayError } from '../../src/errors.js';
@@ -252,6 +256,35 @@ describe('a backlog delivered through the batch thread against the sandbox', () 
     await client.close();
     store.close();
     await sandbox.close();
+  });
+
+  it('sends direct bodies of 256 KiB or more as the thread read them, every scan once', async () => {
+    // About 330 bytes a scan: a batch of 1,000 is over the size from which the thread reads it.
+    const pad = 'x'.repeat(180);
+    store.intake.commitIntake(
+      Array.from({ length: 3000 }, (_, i) => scan(`P-${i}-${pad}`)),
+      Date.now(),
+    );
+    const bodies = vi.spyOn(BatchThread.prototype, 'body');
+    try {
+      deliverer = new Deliverer({
+        store,
+        api: client,
+        config: config({ maxBatchScans: 1000 }),
+        logger: silentLogger(),
+      });
+      deliverer.start();
+      await waitFor(() => store.reports.scanCounts().delivered === 3000, { timeoutMs: 60_000 });
+      const sizes = store.batches.batchesInState('done').map((b) => b.bytes);
+      expect(sizes).toHaveLength(3);
+      expect(sizes.every((b) => b >= BATCH_THREAD_MIN_BODY_BYTES)).toBe(true);
+      expect(bodies).toHaveBeenCalledTimes(3);
+      const refs = await sandboxRefs(sandbox);
+      expect(new Set(refs).size).toBe(3000);
+      expect(refs.length).toBe(3000);
+    } finally {
+      bodies.mockRestore();
+    }
   });
 
   it('delivers every scan once, each full batch formed in the thread, while the line commits beside it', async () => {
