@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { ErrorCodes, GatewayError } from './errors.js';
 
 /**
@@ -46,3 +46,22 @@ export const DEMO_CLIENT_SECRET_FILE: string = join(PACKAGE_ROOT, 'config', 'dem
 export const MARK_MAIN = 'scan-gateway:main';
 export const MARK_CONFIG = 'scan-gateway:config';
 export const MARK_BUILD = 'scan-gateway:build';
+
+/**
+ * A worker thread's built script: `beside` (the script next to the module that starts the thread,
+ * in dist/ and in the bundle) when it exists, else `built` under the package root (under vitest the
+ * starting module is its TypeScript source, which a thread cannot load; `npm test` builds first).
+ *
+ * @param beside e.g. `new URL('./lookup-worker.js', import.meta.url)`.
+ * @param built the script's path from the package root, e.g. `dist/src/queries/lookup-worker.js`.
+ * @throws GatewayError `SCANGW_E_INTERNAL` when neither exists ("run npm run build").
+ */
+export function threadScript(beside: URL, built: string): URL {
+  if (existsSync(beside)) return beside;
+  const fallback = pathToFileURL(join(PACKAGE_ROOT, built));
+  if (existsSync(fallback)) return fallback;
+  throw new GatewayError(
+    ErrorCodes.INTERNAL,
+    `${fileURLToPath(beside)} is missing, and so is ${built} (run npm run build)`,
+  );
+}

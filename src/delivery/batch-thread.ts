@@ -1,7 +1,7 @@
-import { existsSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import { ErrorCodes, GatewayError, type ErrorCode } from '../errors.js';
 import type { Logger } from '../log.js';
+import { threadScript } from '../paths.js';
 import type { BatchRow } from '../buffer/store.js';
 import type { FormOptions } from './batcher.js';
 
@@ -75,14 +75,15 @@ interface Pending {
 }
 
 /**
- * The built thread script. From dist/ it sits beside this module (the bundle puts it beside the
- * chunk that holds this module); under vitest this module is its TypeScript source, which a thread
- * cannot load, so the one in dist/ is used (`npm test` builds first).
+ * The built thread script: beside this module in dist/ and in the bundle, dist/'s under vitest
+ * (`threadScript`).
+ * @throws GatewayError `SCANGW_E_INTERNAL` when it is not built.
  */
 export function batchWorkerScript(): URL {
-  const beside = new URL('./batch-worker.js', import.meta.url);
-  if (existsSync(beside)) return beside;
-  return new URL('../../dist/src/delivery/batch-worker.js', import.meta.url);
+  return threadScript(
+    new URL('./batch-worker.js', import.meta.url),
+    'dist/src/delivery/batch-worker.js',
+  );
 }
 
 /**
@@ -185,13 +186,9 @@ export class BatchThread {
   }
 
   private spawn(): Worker {
-    const script = this.options.script ?? batchWorkerScript();
-    if (!existsSync(script))
-      throw new GatewayError(
-        ErrorCodes.INTERNAL,
-        `${script.pathname} is missing (run npm run build)`,
-      );
-    const worker = new Worker(script, { workerData: { path: this.options.path } });
+    const worker = new Worker(this.options.script ?? batchWorkerScript(), {
+      workerData: { path: this.options.path },
+    });
     // An idle thread must not keep the process alive; the uploader's loop holds it while it works.
     worker.unref();
     worker.on('message', (reply: BatchThreadReply) => {

@@ -1,7 +1,7 @@
-import { existsSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import { ErrorCodes, GatewayError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { threadScript } from '../paths.js';
 import type { ItemAnswer, ItemQuestion } from './item-questions.js';
 
 /** A question posted to a lookup thread (lookup-worker.ts). */
@@ -59,15 +59,15 @@ interface Slot {
 }
 
 /**
- * The built thread script. From dist/ it sits beside this module; under vitest this module is its
- * TypeScript source, which a thread cannot load (its imports name .js files that exist only once
- * built), so the one in dist/ is used: tests of the item routes need `npm run build` first, as
- * `npm test` does.
+ * The built thread script: beside this module in dist/ and in the bundle, dist/'s under vitest
+ * (`threadScript`: tests of the item routes need `npm run build` first, as `npm test` does).
+ * @throws GatewayError `SCANGW_E_INTERNAL` when it is not built.
  */
 export function lookupWorkerScript(): URL {
-  const beside = new URL('./lookup-worker.js', import.meta.url);
-  if (existsSync(beside)) return beside;
-  return new URL('../../dist/src/queries/lookup-worker.js', import.meta.url);
+  return threadScript(
+    new URL('./lookup-worker.js', import.meta.url),
+    'dist/src/queries/lookup-worker.js',
+  );
 }
 
 /**
@@ -167,11 +167,6 @@ export class LookupWorkers {
 
   private spawn(slot: Slot): Worker {
     const script = this.options.script ?? lookupWorkerScript();
-    if (!existsSync(script))
-      throw new GatewayError(
-        ErrorCodes.INTERNAL,
-        `${script.pathname} is missing (run npm run build)`,
-      );
     const worker = new Worker(script, { workerData: { path: this.options.path } });
     // An idle thread must not keep the process alive; a lookup in flight is held by its request.
     worker.unref();

@@ -1,47 +1,20 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { startSandbox, type RunningSandbox } from '@scan-gateway/sandbox';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
 import { deliverySchema, type DeliveryConfig } from '../../src/config/schema.js';
-import {
-  BATCH_THREAD_MIN_BODY_BYTES,
-  BatchThread,
-  BatchThreadUnavailable,
-} from '../../src/delivery/batch-thread.js';
+import { BatchThread, BatchThreadUnavailable } from '../../src/delivery/batch-thread.js';
 import { Batcher, FORMING_WAIT_MS, formBatch } from '../../src/delivery/batcher.js';
-import { Deliverer } from '../../src/delivery/deliverer.js';
 import { ErrorCodes, isGatewayError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
-import { PACKAGE_ROOT } from '../../src/paths.js';
-import { UpstreamClient } from '../../src/upstream/client.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
 import { memoryLogger } from '../helpers/log-lines.js';
-import { sandboxRefs } from '../helpers/sandbox-scans.js';
+import { scanAt } from '../helpers/records.js';
 import { waitFor } from '../helpers/wait.js';
 
-const SECRET = readFileSync(join(PACKAGE_ROOT, 'config/demo-client-secret'), 'utf8').trim();
-
-function scan(reference: string): IntakeRecord {
-  const body = {
-    reference,
-    timeStamp: '2026-11-29T07:00:00',
-    dcpKey: 'GI-01',
-    productModelKey: 'PACK-A',
-    supplierKey: 'SUP-0042',
-    parents: [],
-    attributes: [],
-  };
-  return {
-    inputId: 'test',
-    receivedAt: new Date(),
-    raw: Buffer.from(reference),
-    outcome: 'scan',
-    scan: { reference, dcpKey: 'GI-01', instant: new Date(), body: JSON.stringify(body) },
-  };
-}
+const scan = (reference: string): IntakeRecord => scanAt(reference, 'GI-01', Date.now());
 
 const config = (over: Partial<DeliveryConfig> = {}): DeliveryConfig =>
   deliverySchema.parse({
@@ -74,22 +47,26 @@ describe('the batch thread: a backlog formed and read off the event loop', () =>
     threads.push(t);
     return t;
   };
-
-  it('forms a full batch in the thread, wakes its caller, and the body it reads is the one read in process', async () => {
+  /** `count` pending scans named `prefix-i`, and a Batcher forming through `t`. */
+  const backlog = (prefix: string, count: number, t: BatchThread, onFormed?: () => void) => {
     store.intake.commitIntake(
-      Array.from({ length: 2500 }, (_, i) => scan(`T-${i}`)),
+      Array.from({ length: count }, (_, i) => scan(`${prefix}-${i}`)),
       Date.now(),
     );
-    const t = thread();
-    let woken = 0;
-    const batcher = new Batcher({
+    return new Batcher({
       store,
       config: config(),
       logger: silentLogger(),
       now: Date.now,
       thread: t,
-      onFormed: () => woken++,
+      ...(onFormed ? { onFormed } : {}),
     });
+  };
+
+  it('forms a full batch in the thread, wakes its caller, and the body it reads is the one read in process', async () => {
+    const t = thread();
+    let woken = 0;
+    const batcher = backlog('T', 2500, t, () => woken++);
 
     // The first call starts the form and answers at once; a call meanwhile starts no second one.
     expect(batcher.formIfDue()).toBe(FORMING_WAIT_MS);
@@ -128,22 +105,12 @@ describe('the batch thread: a backlog formed and read off the event loop', () =>
   });
 
   it('tells what failed in SQLite as the buffer error it is, at the next call, and leaves the scans pending', async () => {
-    store.intake.commitIntake(
-      Array.from({ length: 1200 }, (_, i) => scan(`E-${i}`)),
-      Date.now(),
-    );
     // A trigger refuses every new batch: the thread's own transaction fails, as a full disk would.
     sqlOf(store).exec(
       `CREATE TRIGGER no_batches BEFORE INSERT ON batches BEGIN SELECT RAISE(ABORT, 'no batch may be written'); END`,
     );
     const t = thread();
-    const batcher = new Batcher({
-      store,
-      config: config(),
-      logger: silentLogger(),
-      now: Date.now,
-      thread: t,
-    });
+    const batcher = backlog('E', 1200, t);
     expect(batcher.formIfDue()).toBe(FORMING_WAIT_MS);
     await batcher.settled();
     let thrown: unknown;
@@ -160,19 +127,9 @@ describe('the batch thread: a backlog formed and read off the event loop', () =>
   });
 
   it('forms on the store connection when the thread cannot open the buffer, and logs why', async () => {
-    store.intake.commitIntake(
-      Array.from({ length: 1200 }, (_, i) => scan(`O-${i}`)),
-      Date.now(),
-    );
     const log = memoryLogger('warn');
     const t = thread({ path: join(dir, 'no-such-buffer.db'), logger: log.logger });
-    const batcher = new Batcher({
-      store,
-      config: config(),
-      logger: silentLogger(),
-      now: Date.now,
-      thread: t,
-    });
+    const batcher = backlog('O', 1200, t);
     expect(batcher.formIfDue()).toBe(FORMING_WAIT_MS);
     await batcher.settled();
     expect(t.usable).toBe(false);
@@ -183,21 +140,11 @@ describe('the batch thread: a backlog formed and read off the event loop', () =>
   });
 
   it('forms on the store connection while a thread that died is cooling down, and logs why', async () => {
-    store.intake.commitIntake(
-      Array.from({ length: 1200 }, (_, i) => scan(`D-${i}`)),
-      Date.now(),
-    );
     const script = join(dir, 'dies.mjs');
     writeFileSync(script, 'process.exit(3);\n');
     const log = memoryLogger('warn');
     const t = thread({ script: pathToFileURL(script), logger: log.logger });
-    const batcher = new Batcher({
-      store,
-      config: config(),
-      logger: silentLogger(),
-      now: Date.now,
-      thread: t,
-    });
+    const batcher = backlog('D', 1200, t);
     expect(batcher.formIfDue()).toBe(FORMING_WAIT_MS);
     await batcher.settled();
     expect(t.usable).toBe(false);
@@ -231,91 +178,5 @@ describe('the batch thread: a backlog formed and read off the event loop', () =>
     const again = await t.body(batch!.id);
     expect(JSON.parse(again.toString('utf8'))).toHaveLength(1);
     expect(t.running).toBe(true);
-  });
-});
-
-describe('a backlog delivered through the batch thread against the sandbox', () => {
-  let sandbox: RunningSandbox;
-  let store: BufferStore;
-  let client: UpstreamClient;
-  let deliverer: Deliverer | undefined;
-
-  beforeEach(async () => {
-    sandbox = await startSandbox({ port: 0, processingDelayMs: 50 });
-    store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-batch-thread-')), 'buffer.db'));
-    client = new UpstreamClient({
-      baseUrl: sandbox.url,
-      authUrl: sandbox.url,
-      clientId: 'demo-client',
-      clientSecret: SECRET,
-    });
-  });
-  afterEach(async () => {
-    await deliverer?.stop();
-    deliverer = undefined;
-    await client.close();
-    store.close();
-    await sandbox.close();
-  });
-
-  it('sends direct bodies of 256 KiB or more as the thread read them, every scan once', async () => {
-    // About 330 bytes a scan: a batch of 1,000 is over the size from which the thread reads it.
-    const pad = 'x'.repeat(180);
-    store.intake.commitIntake(
-      Array.from({ length: 3000 }, (_, i) => scan(`P-${i}-${pad}`)),
-      Date.now(),
-    );
-    const bodies = vi.spyOn(BatchThread.prototype, 'body');
-    try {
-      deliverer = new Deliverer({
-        store,
-        api: client,
-        config: config({ maxBatchScans: 1000 }),
-        logger: silentLogger(),
-      });
-      deliverer.start();
-      await waitFor(() => store.reports.scanCounts().delivered === 3000, { timeoutMs: 60_000 });
-      const sizes = store.batches.batchesInState('done').map((b) => b.bytes);
-      expect(sizes).toHaveLength(3);
-      expect(sizes.every((b) => b >= BATCH_THREAD_MIN_BODY_BYTES)).toBe(true);
-      expect(bodies).toHaveBeenCalledTimes(3);
-      const refs = await sandboxRefs(sandbox);
-      expect(new Set(refs).size).toBe(3000);
-      expect(refs.length).toBe(3000);
-    } finally {
-      bodies.mockRestore();
-    }
-  });
-
-  it('delivers every scan once, each full batch formed in the thread, while the line commits beside it', async () => {
-    store.intake.commitIntake(
-      Array.from({ length: 6000 }, (_, i) => scan(`B-${i}`)),
-      Date.now(),
-    );
-    const log = memoryLogger('debug');
-    deliverer = new Deliverer({
-      store,
-      api: client,
-      config: config({ maxBatchScans: 1000, uploadConcurrency: 2 }),
-      logger: log.logger,
-    });
-    deliverer.start();
-    // The line goes on while the backlog drains: its commits share the file with the thread's.
-    for (let i = 0; i < 20; i++) {
-      store.intake.commitIntake([scan(`L-${i}`)], Date.now());
-      deliverer.wake();
-      await new Promise((r) => setTimeout(r, 10));
-    }
-    await waitFor(() => store.reports.scanCounts().delivered === 6020, { timeoutMs: 60_000 });
-    const refs = await sandboxRefs(sandbox);
-    expect(refs.length).toBe(6020);
-    expect(new Set(refs).size).toBe(6020);
-    const formed = log.parsed().filter((l) => l.msg === 'batch formed');
-    const inThread = formed.filter((l) => l.thread === true);
-    // Six full batches of the backlog at least went through the thread; the line's last few
-    // scans, due by age, were formed in process.
-    expect(inThread.length).toBeGreaterThanOrEqual(6);
-    expect(inThread.every((l) => l.scans === 1000)).toBe(true);
-    expect(formed.some((l) => l.thread === undefined)).toBe(true);
   });
 });
