@@ -209,6 +209,9 @@ describe('token failures never pass for an upload', () => {
     await waitFor(() => deliverer.snapshot().consecutiveFailures >= 3, {
       what: 'three failed attempts',
     });
+    // The watcher samples every 5 ms on its own timer: a stalled loop can run this wait's timer
+    // (and what follows it) before the watcher's, so the error it records is awaited too.
+    await waitFor(() => errors.length > 0, { what: 'the error shown' });
     expect(errors[0]).toMatchObject({ kind: 'token', code: ErrorCodes.UPSTREAM_NETWORK });
     expect(errors[0]?.message).toContain('ECONNREFUSED');
     expect(svc.uploads).toBe(0);
