@@ -9,7 +9,7 @@ import type { FormOptions } from './batcher.js';
 export type BatchThreadRequest =
   | {
       id: number;
-      /** Forms one batch by `formBatch`: the first of `attempts` that packs any scan. */
+      /** Forms one batch by `formFirst`: the first of `attempts` that packs any scan. */
       op: 'form';
       attempts: FormOptions[];
     }
@@ -109,7 +109,7 @@ export class BatchThread {
   private closed = false;
   private unusableUntil = 0;
   private idleTimer: NodeJS.Timeout | undefined;
-  /** Requests answered by a thread, by kind (for tests and the logs). */
+  /** Requests answered by a thread, by kind (for tests). */
   readonly done = { form: 0, body: 0 };
 
   constructor(private readonly options: BatchThreadOptions) {}
@@ -125,8 +125,8 @@ export class BatchThread {
   }
 
   /**
-   * Forms one batch in the thread: the first of `attempts` (each as `formBatch` takes it) that packs
-   * a scan. Resolves with the batch, or undefined when none packed any.
+   * Forms one batch in the thread (`formFirst`): the first of `attempts` that packs a scan.
+   * Resolves with the batch, or undefined when none packed any.
    * @throws BatchThreadUnavailable (rejects) as told there; GatewayError with the code of what
    *   failed in SQLite (`SCANGW_E_BUFFER_DISK_FULL` on a full disk, else `SCANGW_E_BUFFER`).
    */

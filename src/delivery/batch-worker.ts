@@ -13,7 +13,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { ErrorCodes, GatewayError, isDiskFull, isGatewayError } from '../errors.js';
 import { BufferStore } from '../buffer/store.js';
-import { formBatch } from './batcher.js';
+import { formFirst } from './batcher.js';
 import type { BatchThreadReply, BatchThreadRequest } from './batch-thread.js';
 
 const port = parentPort;
@@ -55,12 +55,7 @@ port.on('message', (request: BatchThreadRequest) => {
   }
   try {
     if (request.op === 'form') {
-      let batch;
-      for (const attempt of request.attempts) {
-        batch = formBatch(store, attempt);
-        if (batch) break;
-      }
-      reply = { id: request.id, batch: batch ?? null };
+      reply = { id: request.id, batch: formFirst(store, request.attempts) ?? null };
     } else {
       const body = store.batches.batchBodyBytes(request.batchId);
       // The blob SQLite handed over owns its memory whole: it moves to the main thread instead

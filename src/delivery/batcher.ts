@@ -152,6 +152,24 @@ export function formBatch(store: BufferStore, opts: FormOptions): BatchRow | und
   });
 }
 
+/**
+ * Forms one batch by the first of `attempts` that packs a scan ({@link formBatch} each, its own
+ * transaction): the batch of the mode due, then, in auto mode, the large-batch route. The same
+ * on the store's connection and in the batch thread.
+ *
+ * @returns the new batch, or undefined when no attempt packed any scan.
+ */
+export function formFirst(
+  store: BufferStore,
+  attempts: readonly FormOptions[],
+): BatchRow | undefined {
+  for (const attempt of attempts) {
+    const batch = formBatch(store, attempt);
+    if (batch) return batch;
+  }
+  return undefined;
+}
+
 /** Options of {@link Batcher}. */
 export interface BatcherOptions {
   store: BufferStore;
@@ -240,11 +258,7 @@ export class Batcher {
    * else direct. `sftp` sends every batch by SFTP, up to `sftpMaxScans` / `sftpMaxBytes`.
    */
   form(): BatchRow | undefined {
-    let batch: BatchRow | undefined;
-    for (const attempt of this.attempts()) {
-      batch = formBatch(this.options.store, attempt);
-      if (batch) break;
-    }
+    const batch = formFirst(this.options.store, this.attempts());
     if (batch) this.formed(batch, false);
     return batch;
   }
