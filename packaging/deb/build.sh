@@ -29,6 +29,15 @@ while [ $# -gt 0 ]; do
 done
 out=$(realpath -m "${out:-release}")
 
+# One package build at a time in a tree: each rebuilds dist/ (and may install a runtime folder), and
+# two at once, such as the package tests side by side, read each other's half-written files. The
+# lock is on the tree's folder itself and goes with this process.
+exec 9<"$repo"
+if ! flock -n 9; then
+  echo "package: another package build is running in $repo; waiting for it to end" >&2
+  flock 9
+fi
+
 case "$arch" in
   amd64) nodearch=x64; gnu=x86_64-linux-gnu; elf='X86-64' ;;
   arm64) nodearch=arm64; gnu=aarch64-linux-gnu; elf='AArch64' ;;
