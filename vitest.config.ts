@@ -6,7 +6,8 @@ import { defineConfig } from 'vitest/config';
 const conditions = ['source', 'module', 'node', 'development|production'];
 
 // The suite in four layers (CONTRIBUTING.md): each project's setup checks, and as root installs,
-// the system tools its tests drive, so a layer never skips for a missing tool.
+// the system tools its tests drive, so a layer never skips for a missing tool. Every layer first
+// gets the run's scratch directory as TMPDIR (test/setup/scratch.ts), removed when the run ends.
 //   unit         pure code and in-process parts: no root, no system tool        npm run test:unit
 //   integration  real brokers, ptys, sshd, etcd, TLS, tmpfs mounts (root)        npm run test:integration
 //   e2e          the built daemon as a process, the browser, crash loops         npm run test:e2e
@@ -28,6 +29,7 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['test/unit/**/*.test.ts', 'src/**/*.test.ts', 'packages/*/test/**/*.test.ts'],
+          globalSetup: ['test/setup/scratch.ts'],
         },
       },
       {
@@ -35,7 +37,7 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
-          globalSetup: ['test/setup/integration.ts'],
+          globalSetup: ['test/setup/scratch.ts', 'test/setup/integration.ts'],
         },
       },
       {
@@ -43,7 +45,7 @@ export default defineConfig({
         test: {
           name: 'e2e',
           include: ['test/e2e/**/*.test.ts'],
-          globalSetup: ['test/setup/e2e.ts'],
+          globalSetup: ['test/setup/scratch.ts', 'test/setup/e2e.ts'],
         },
       },
       {
@@ -51,7 +53,7 @@ export default defineConfig({
         test: {
           name: 'package',
           include: ['test/package/**/*.test.ts'],
-          globalSetup: ['test/setup/package.ts'],
+          globalSetup: ['test/setup/scratch.ts', 'test/setup/package.ts'],
           // mmdebstrap, nspawn boots and emulated arm64 take minutes each, many more on a busy
           // machine: the ceiling only catches a hang.
           testTimeout: 3_600_000,

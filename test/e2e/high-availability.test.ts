@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -158,11 +158,12 @@ describe('high availability: two gateways, one etcd lease, three faults', () => 
   let broker: Broker;
   let sandbox: RunningSandbox;
   const nodes: Node[] = [];
+  let root: string | undefined;
 
   beforeAll(async () => {
     if (!existsSync(MAIN_JS))
       throw new Error('dist/ is missing: run `npm run build` (npm test does) first');
-    const root = mkdtempSync(join(tmpdir(), 'sg-ha-'));
+    root = mkdtempSync(join(tmpdir(), 'sg-ha-'));
     chmodSync(root, 0o755);
     etcd = await startEtcdCluster(join(root, 'etcd'));
     broker = await startMosquitto(join(root, 'broker'), { autosaveSeconds: 30 });
@@ -195,6 +196,8 @@ describe('high availability: two gateways, one etcd lease, three faults', () => 
     await sandbox?.close();
     await broker?.stop();
     await etcd?.stop();
+    // The etcd members' data (preallocated logs) is about 370 MB.
+    if (root !== undefined) rmSync(root, { recursive: true, force: true });
   });
 
   const start = async (node: Node): Promise<void> => {

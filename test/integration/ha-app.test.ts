@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -35,10 +35,16 @@ const api: AppApi = {
  */
 describe('the gateway under ha, against a real etcd', () => {
   let etcd: EtcdCluster;
+  let etcdDir: string;
   beforeAll(async () => {
-    etcd = await startEtcdCluster(mkdtempSync(join(tmpdir(), 'sg-ha-etcd-')));
+    etcdDir = mkdtempSync(join(tmpdir(), 'sg-ha-etcd-'));
+    etcd = await startEtcdCluster(etcdDir);
   }, 120_000);
-  afterAll(async () => etcd?.stop());
+  // The members' data (preallocated logs) is about 370 MB.
+  afterAll(async () => {
+    await etcd?.stop();
+    rmSync(etcdDir, { recursive: true, force: true });
+  });
 
   it(
     'stands by while another node holds the key, takes over when its lease goes, and hands over at stop',
