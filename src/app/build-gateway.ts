@@ -160,6 +160,7 @@ export function buildGateway(loaded: LoadedConfig, deps: AppDeps): Gateway {
     logger: logger.child({ component: 'intake' }),
     now,
     onScansCommitted: () => deliverer.wake(),
+    otherWriter: () => deliverer.threadWriting(),
     gate: backPressure,
     ...(deps.scrub ? { scrub: deps.scrub } : {}),
   });

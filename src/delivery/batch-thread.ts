@@ -91,8 +91,8 @@ export function batchWorkerScript(): URL {
  * batch from a backlog (5,000 scans moved `pending` → `batched` and committed, about 20 ms) and
  * reading a direct batch's body (3.7 MB, about 5 ms). On the event loop those were most of its
  * time while a backlog drained, and every read of the line, probe and lookup waited behind them
- * (docs/performance.md, section 16). In the thread, the loop only waits for SQLite's write lock
- * when it commits while the thread does (`busy_timeout`), never for the thread's work itself.
+ * (docs/performance.md, section 16). The loop's writers that can wait do so for {@link writing}
+ * instead of for SQLite's write lock (`busy_timeout`), so the loop serves others meanwhile.
  *
  * Started at the first request, ended after {@link BATCH_THREAD_IDLE_MS} without one: a gateway
  * that delivers as it scans never starts it. When it cannot start, cannot open the buffer (a
@@ -111,6 +111,10 @@ export class BatchThread {
   private idleTimer: NodeJS.Timeout | undefined;
   /** Requests answered by a thread, by kind (for tests). */
   readonly done = { form: 0, body: 0 };
+  /** Forms in flight: each is one write transaction in the thread. */
+  private writes = 0;
+  /** Settled when {@link writes} comes back to 0. */
+  private writesEnded: { promise: Promise<void>; resolve: () => void } | undefined;
 
   constructor(private readonly options: BatchThreadOptions) {}
 
@@ -131,9 +135,39 @@ export class BatchThread {
    *   failed in SQLite (`SCANGW_E_BUFFER_DISK_FULL` on a full disk, else `SCANGW_E_BUFFER`).
    */
   async form(attempts: FormOptions[]): Promise<BatchRow | undefined> {
-    const reply = await this.request({ op: 'form', attempts });
-    this.done.form++;
-    return 'batch' in reply && reply.batch ? reply.batch : undefined;
+    this.writes++;
+    try {
+      const reply = await this.request({ op: 'form', attempts });
+      this.done.form++;
+      return 'batch' in reply && reply.batch ? reply.batch : undefined;
+    } finally {
+      if (--this.writes === 0) {
+        const ended = this.writesEnded;
+        this.writesEnded = undefined;
+        ended?.resolve();
+      }
+    }
+  }
+
+  /**
+   * Settles when the thread's writes in flight (the batches being formed, one transaction each)
+   * have ended, answered or failed; undefined when there are none. Never rejects.
+   *
+   * A writer on the store's connection that can wait (intake's group commit, the uploader's and
+   * the status tracker's updates of a batch) waits for this instead of meeting the thread's
+   * transaction in SQLite's busy handler, which sleeps on the event loop until the transaction
+   * ends: about 30 ms per batch of 5,000 scans, during which no read, probe or lookup is served.
+   * A backlog's drain keeps the thread writing most of the time, so without this most of the
+   * loop's time went to those sleeps (docs/performance.md, section 16).
+   */
+  writing(): Promise<void> | undefined {
+    if (this.writes === 0) return undefined;
+    if (!this.writesEnded) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => (resolve = r));
+      this.writesEnded = { promise, resolve };
+    }
+    return this.writesEnded.promise;
   }
 
   /**

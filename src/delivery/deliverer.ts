@@ -127,6 +127,7 @@ export class Deliverer {
       ...random,
       concurrency: POLL_CONCURRENCY,
       onResend: () => this.wake(),
+      ...(this.thread ? { otherWriter: () => this.thread?.writing() } : {}),
       ...(options.pollPace ? { pace: options.pollPace } : {}),
     });
     const onUploaded = () => {
@@ -166,6 +167,14 @@ export class Deliverer {
   wake(): void {
     this.uploader.wake();
     this.tracker.wake();
+  }
+
+  /**
+   * Settles when the batch thread's writes in flight end; undefined when it writes nothing now
+   * (`BatchThread.writing`): intake waits for it before its group commit.
+   */
+  threadWriting(): Promise<void> | undefined {
+    return this.thread?.writing();
   }
 
   /** Status polls in flight and waiting (for the status page and tests). */

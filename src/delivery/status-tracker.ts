@@ -35,6 +35,12 @@ export interface StatusTrackerOptions {
    * Without it (or false), the normal pace of `statusPollMs`.
    */
   pace?: () => PollPace;
+  /**
+   * Another connection's write to the buffer in progress (the batch thread's, `BatchThread.writing`),
+   * waited for before a poll's answer is applied, instead of SQLite's busy handler sleeping on the
+   * event loop. Without it, applied at once.
+   */
+  otherWriter?: () => Promise<void> | undefined;
 }
 
 /** See {@link StatusTrackerOptions.pace}. */
@@ -217,6 +223,8 @@ export class StatusTracker {
     }
     this.consecutiveFailures = 0;
     this.lastStoreError = undefined;
+    const writing = this.options.otherWriter?.();
+    if (writing) await writing;
     // Through the one door, which reads the row again: it may have been finished meanwhile.
     this.apply(batch.id, status);
   }

@@ -332,6 +332,7 @@ export class Uploader {
       }
       let outcome: PresignedOutcome;
       if (body) {
+        await this.threadWritten();
         store.batches.updateBatch(batch.id, { state: 'uploading', attempts: batch.attempts + 1 });
         outcome = { requestId: (await api.uploadScans(body)).requestId };
       } else {
@@ -342,13 +343,25 @@ export class Uploader {
         this.options.onUploaded();
         return;
       }
+      await this.threadWritten();
       recordAccepted(batch, outcome, this.options, (at) => this.succeededAt(at));
     } catch (err) {
       // Not an upstream answer (a failed write to the buffer, a full disk): the stored state says
       // what happened; the loop logs it and the next pass (recoverDirect) takes it from there.
       if (!isGatewayError(err)) throw err;
+      await this.threadWritten();
       this.uploadFailed(batch, err, presignedStep.current);
     }
+  }
+
+  /**
+   * Before a write of the batch's state: waits for the batch thread's writes in flight to end
+   * (`BatchThread.writing`), so the event loop serves reads meanwhile instead of sleeping in
+   * SQLite's busy handler. No wait when the thread is not writing.
+   */
+  private async threadWritten(): Promise<void> {
+    const writing = this.options.thread?.writing();
+    if (writing) await writing;
   }
 
   /** The time of the last upload that succeeded, for the status page. */

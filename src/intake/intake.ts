@@ -9,7 +9,7 @@ import type { Clock } from '../clock.js';
 import { IntakeCounters, type InputCounters } from './counters.js';
 import { IntakeDuplicates } from './duplicates.js';
 import { takeGroup } from './groups.js';
-import type { IntakeOptions } from './options.js';
+import { INTAKE_WRITER_WAIT_MS, type IntakeOptions } from './options.js';
 import {
   chunkReceipt,
   committedFiles,
@@ -203,8 +203,9 @@ export class Intake implements FileSink, MessageSink {
    * of a submit taken in slices, and what waits behind it) is taken in the next turn, after the
    * event loop served the I/O that came meanwhile.
    */
-  private flush(): void {
+  private flush(mayWait = true): void {
     this.timer = undefined;
+    if (mayWait && this.waitForOtherWriter()) return;
     const { group: queued, rest } = takeGroup(this.queue, (item, p, mapping) =>
       this.toRecord(item, p, mapping),
     );
@@ -218,6 +219,26 @@ export class Intake implements FileSink, MessageSink {
     // A slice refused settles its whole submit: the rest of it is not taken.
     if (this.queue.some((p) => p.slices?.settled))
       this.queue = this.queue.filter((p) => !p.slices?.settled);
+  }
+
+  /**
+   * When another connection is writing the buffer ({@link IntakeOptions.otherWriter}): flushes
+   * once that write ends, or after {@link INTAKE_WRITER_WAIT_MS}, without waiting again, and
+   * answers true. The flush runs in the reaction to the end of the write, before the other writer
+   * can begin its next transaction.
+   */
+  private waitForOtherWriter(): boolean {
+    const writing = this.options.otherWriter?.();
+    if (writing === undefined) return false;
+    const go = (): void => {
+      if (this.timer !== bound) return;
+      clearTimeout(bound);
+      this.flush(false);
+    };
+    const bound = setTimeout(go, INTAKE_WRITER_WAIT_MS);
+    this.timer = bound;
+    void writing.then(go);
+    return true;
   }
 
   /**
@@ -362,7 +383,7 @@ export class Intake implements FileSink, MessageSink {
     this.cancelTimer();
     // Each flush takes at least the first submit queued (or a slice of it): this ends.
     while (this.queue.length > 0) {
-      this.flush();
+      this.flush(false);
       this.cancelTimer();
     }
     clearImmediate(this.checkpoint);

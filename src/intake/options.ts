@@ -36,6 +36,13 @@ export interface IntakeOptions {
    * A fixed window of 2 ms was most of the publish-to-PUBACK time at 1,000 MQTT messages/s.
    */
   groupWindowMs?: number;
+  /**
+   * Another connection's write to the buffer in progress (delivery's batch thread forming a batch:
+   * `Deliverer.threadWriting`), or undefined when none is. A group waits for it to end before it
+   * commits, at most {@link INTAKE_WRITER_WAIT_MS}, so the event loop serves other work meanwhile
+   * instead of sleeping in SQLite's busy handler until the other transaction ends.
+   */
+  otherWriter?: () => Promise<void> | undefined;
   /** Quota and full-disk handling; without it every commit is attempted. */
   gate?: IntakeGate;
   /**
@@ -50,3 +57,10 @@ export interface IntakeOptions {
    */
   scrub?: (text: string) => string;
 }
+
+/**
+ * The longest a group waits for another connection's write ({@link IntakeOptions.otherWriter})
+ * before it commits anyway (SQLite's busy handler then waits for the lock as without the wait), ms.
+ * A batch thread's transaction takes about 30 ms; this only bounds one that hangs.
+ */
+export const INTAKE_WRITER_WAIT_MS = 250;

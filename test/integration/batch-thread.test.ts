@@ -88,6 +88,22 @@ describe('the batch thread: a backlog formed and read off the event loop', () =>
     expect(refs).toEqual(Array.from({ length: 1000 }, (_, i) => `T-${i}`));
   });
 
+  it("tells the store connection's writers when its write ends: writing() settles as the batch is written", async () => {
+    const t = thread();
+    const batcher = backlog('W', 2500, t);
+    expect(t.writing()).toBeUndefined();
+    batcher.formIfDue();
+    const writing = t.writing();
+    expect(writing).toBeInstanceOf(Promise);
+    // One promise for the writes in flight, whoever asks.
+    expect(t.writing()).toBe(writing);
+    await writing;
+    // Settled with the batch committed: a writer that waited meets no lock and the batch is there.
+    expect(t.writing()).toBeUndefined();
+    expect(store.batches.batchesInState('ready')).toHaveLength(1);
+    await batcher.settled();
+  });
+
   it('forms a batch due by age, a few scans, in process without starting the thread', () => {
     store.intake.commitIntake([scan('A-1'), scan('A-2')], Date.now() - 1000);
     const t = thread();

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import Database from 'better-sqlite3';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -55,6 +56,55 @@ const reads = (prefix: string, n: number): IntakeItem[] =>
     kind: 'read',
     read: { inputId: 'inbox', raw: Buffer.from(`${prefix}-${i}`), receivedAt: new Date() },
   }));
+
+describe('intake beside another writer of the buffer (the batch thread)', () => {
+  it('commits once the other write ends, serving the event loop meanwhile instead of waiting for the lock', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'sg-intake-')), 'buffer.db');
+    store = BufferStore.openAt(path);
+    // Another connection holds the write lock, as the batch thread does while it forms a batch.
+    const other = new Database(path);
+    other.exec('BEGIN IMMEDIATE');
+    let release!: () => void;
+    let writing: Promise<void> | undefined = new Promise<void>((r) => (release = r));
+    intake = new Intake({
+      store,
+      mapping: mappingContext(config),
+      logger: silentLogger(),
+      otherWriter: () => writing,
+    });
+    intake.open();
+    let settled = false;
+    const submitted = intake.submit(reads('W', 3)).finally(() => (settled = true));
+    // Turns of the loop pass: a commit tried now would sleep in SQLite's busy handler for its
+    // 5 s and fail SQLITE_BUSY, with the submit rejected.
+    for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+    expect(settled).toBe(false);
+    other.exec('COMMIT');
+    other.close();
+    writing = undefined;
+    release();
+    await expect(submitted).resolves.toMatchObject({
+      outcomes: [{ outcome: 'scan' }, { outcome: 'scan' }, { outcome: 'scan' }],
+    });
+    expect(store.batches.pending().count).toBe(3);
+  });
+
+  it('commits after its bound when the other write never ends', async () => {
+    const { store: s } = setup();
+    intake!.close();
+    intake = new Intake({
+      store: s,
+      mapping: mappingContext(config),
+      logger: silentLogger(),
+      otherWriter: () => new Promise<void>(() => {}),
+    });
+    intake.open();
+    await expect(intake.submit(reads('N', 2))).resolves.toMatchObject({
+      outcomes: [{ outcome: 'scan' }, { outcome: 'scan' }],
+    });
+    expect(s.batches.pending().count).toBe(2);
+  });
+});
 
 describe('intake: file hashes and the quota gate', () => {
   it('reads the buffer only in open(), and refuses submits before it', async () => {
