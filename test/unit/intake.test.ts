@@ -4,7 +4,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Intake, type IntakeGate } from '../../src/intake/intake.js';
+import { Intake, type IntakeGate, type IntakeOptions } from '../../src/intake/intake.js';
 import { BufferStore } from '../../src/buffer/store.js';
 import { configSchema } from '../../src/config/schema.js';
 import { ErrorCodes, isQuotaRefusal, isTooLargeForBuffer } from '../../src/errors.js';
@@ -39,13 +39,17 @@ afterEach(() => {
   store?.close();
 });
 
-function setup(gate?: IntakeGate): { store: BufferStore; intake: Intake } {
+function setup(
+  gate?: IntakeGate,
+  otherWriter?: IntakeOptions['otherWriter'],
+): { store: BufferStore; intake: Intake } {
   store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-intake-')), 'buffer.db'));
   intake = new Intake({
     store,
     mapping: mappingContext(config),
     logger: silentLogger(),
     ...(gate ? { gate } : {}),
+    ...(otherWriter ? { otherWriter } : {}),
   });
   intake.open();
   return { store, intake };
@@ -59,20 +63,12 @@ const reads = (prefix: string, n: number): IntakeItem[] =>
 
 describe('intake beside another writer of the buffer (the batch thread)', () => {
   it('commits once the other write ends, serving the event loop meanwhile instead of waiting for the lock', async () => {
-    const path = join(mkdtempSync(join(tmpdir(), 'sg-intake-')), 'buffer.db');
-    store = BufferStore.openAt(path);
-    // Another connection holds the write lock, as the batch thread does while it forms a batch.
-    const other = new Database(path);
-    other.exec('BEGIN IMMEDIATE');
     let release!: () => void;
     let writing: Promise<void> | undefined = new Promise<void>((r) => (release = r));
-    intake = new Intake({
-      store,
-      mapping: mappingContext(config),
-      logger: silentLogger(),
-      otherWriter: () => writing,
-    });
-    intake.open();
+    const { store, intake } = setup(undefined, () => writing);
+    // Another connection holds the write lock, as the batch thread does while it forms a batch.
+    const other = new Database(store.path);
+    other.exec('BEGIN IMMEDIATE');
     let settled = false;
     const submitted = intake.submit(reads('W', 3)).finally(() => (settled = true));
     // Turns of the loop pass: a commit tried now would sleep in SQLite's busy handler for its
@@ -90,19 +86,11 @@ describe('intake beside another writer of the buffer (the batch thread)', () => 
   });
 
   it('commits after its bound when the other write never ends', async () => {
-    const { store: s } = setup();
-    intake!.close();
-    intake = new Intake({
-      store: s,
-      mapping: mappingContext(config),
-      logger: silentLogger(),
-      otherWriter: () => new Promise<void>(() => {}),
-    });
-    intake.open();
+    const { store, intake } = setup(undefined, () => new Promise<void>(() => {}));
     await expect(intake.submit(reads('N', 2))).resolves.toMatchObject({
       outcomes: [{ outcome: 'scan' }, { outcome: 'scan' }],
     });
-    expect(s.batches.pending().count).toBe(2);
+    expect(store.batches.pending().count).toBe(2);
   });
 });
 
