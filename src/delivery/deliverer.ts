@@ -127,7 +127,7 @@ export class Deliverer {
       ...random,
       concurrency: POLL_CONCURRENCY,
       onResend: () => this.wake(),
-      ...(this.thread ? { otherWriter: () => this.thread?.writing() } : {}),
+      otherWriter: () => this.threadWriting(),
       ...(options.pollPace ? { pace: options.pollPace } : {}),
     });
     const onUploaded = () => {
