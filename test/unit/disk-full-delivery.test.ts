@@ -158,6 +158,11 @@ function start(s: BufferStore, api: Upstream) {
     config,
     logger: mem.logger,
     onDiskFull: () => guard.reportFull(),
+    // The full buffer here is `max_page_count`, a limit of the store's connection alone: the
+    // batch thread's own connection would write past it, and whether delivery ever met the full
+    // buffer would depend on which connection formed each batch. The thread on a really full
+    // disk is in test/integration/disk-full-tmpfs.test.ts.
+    batchThread: false,
   });
   guard.start();
   deliverer.start();
