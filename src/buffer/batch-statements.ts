@@ -16,6 +16,9 @@ export type BatchStatementName =
   | 'transferredOfReferences'
   | 'pendingPage'
   | 'pendingHead'
+  | 'pendingSpans'
+  | 'pendingInRange'
+  | 'growBatch'
   | 'pendingOldest'
   | 'pendingCount'
   | 'hold'
@@ -67,6 +70,18 @@ export function prepareBatchStatements(db: Database.Database): BatchStatements {
     pendingHead: prepare(
       `SELECT count(*) AS scans, count(DISTINCT reference) AS "references", coalesce(sum(bytes), 0) AS scanBytes, min(id) AS firstId, max(id) AS lastId
            FROM (SELECT id, reference, bytes FROM scan_rows WHERE state = 'pending' AND ${indexedState()} ORDER BY id LIMIT ?)`,
+    ),
+    pendingSpans: prepare(
+      `SELECT count(*) AS count, coalesce(sum(bytes), 0) AS scanBytes, min(id) AS first, max(id) AS last
+           FROM (SELECT id, bytes, (row_number() OVER (ORDER BY id) - 1) / CAST(? AS INTEGER) AS step
+                   FROM (SELECT id, bytes FROM scan_rows WHERE state = 'pending' AND ${indexedState()} ORDER BY id LIMIT ?))
+           GROUP BY step ORDER BY step`,
+    ),
+    pendingInRange: prepare(
+      `SELECT count(*) FROM scan_rows WHERE state = 'pending' AND ${indexedState()} AND id BETWEEN ? AND ?`,
+    ).pluck(),
+    growBatch: prepare(
+      `UPDATE batches SET scan_count = ?, bytes = ? WHERE id = ? AND state = 'ready'`,
     ),
     pendingCount: prepare(`SELECT pending_scans FROM buffer_totals WHERE id = 1`).pluck(),
     pendingOldest: prepare(

@@ -8,6 +8,7 @@ import {
   type BatchRow,
   type BatchState,
   type PendingHead,
+  type PendingSpan,
   type PendingScanRow,
 } from './rows.js';
 
@@ -87,6 +88,77 @@ export class Batches {
    */
   pendingHead(limit: number): PendingHead {
     return this.s.pendingHead.get(limit) as PendingHead;
+  }
+
+  /**
+   * The head of the pending queue (the first `limit` pending scans in id order) as {@link
+   * pendingHead} sums it, and cut into spans of `stepScans` scans (the last one shorter), read in
+   * one snapshot without the write lock: the plan of a batch written in steps ({@link growBatch}).
+   * Each step checks that its span is as planned, so what changed since is never batched.
+   */
+  planSteps(limit: number, stepScans: number): { head: PendingHead; spans: PendingSpan[] } {
+    return this.db
+      .transaction(() => ({
+        head: this.pendingHead(limit),
+        spans: this.s.pendingSpans.all(stepScans, limit) as PendingSpan[],
+      }))
+      .deferred();
+  }
+
+  /**
+   * One step of a batch written in steps, in one short transaction: moves the pending scans of
+   * `span` into the batch `into` (its id; a new `ready` batch of that mode and time stamp) and adds them to
+   * its `scan_count` and `bytes`. The batch is a whole batch after every step, so a gateway stopped
+   * between two is left with a smaller batch, sent as any other; the write lock is held for one
+   * span, not for the whole batch, and the store connection's writers go in between steps
+   * (docs/performance.md, section 16).
+   *
+   * The caller plans the spans ({@link planSteps}) so that the whole batch repeats no reference and
+   * fits its byte limit. A span whose pending scans are no longer the planned count (a batch split
+   * by a 413 released some into it) is not moved: the batch ends with the steps before.
+   *
+   * @returns the batch after the step, or undefined when the step moved nothing (the span changed,
+   *   or the batch is no longer `ready`).
+   * @throws GatewayError `SCANGW_E_BUFFER` on SQLite's error (`SCANGW_E_BUFFER_DISK_FULL` on a
+   *   full disk, as every write).
+   */
+  growBatch(
+    span: PendingSpan,
+    into: number | { mode: BatchMode; nowIso: string },
+  ): BatchRow | undefined {
+    return this.db
+      .transaction(() => {
+        if (span.count === 0 || this.s.pendingInRange.get(span.first, span.last) !== span.count)
+          return undefined;
+        let batchId: number;
+        if (typeof into !== 'number') {
+          const info = this.s.insertBatch.run(
+            into.mode === 'sftp' ? 'presigned' : into.mode,
+            into.mode === 'sftp' ? 'sftp' : null,
+            span.count,
+            arrayBytes(span.count, span.scanBytes),
+            into.nowIso,
+          );
+          batchId = Number(info.lastInsertRowid);
+        } else {
+          batchId = into;
+          const batch = this.batch(batchId);
+          if (!batch || batch.state !== 'ready') return undefined;
+          const count = batch.scanCount + span.count;
+          const sum = batch.bytes - arrayBytes(batch.scanCount, 0) + span.scanBytes;
+          this.s.growBatch.run(count, arrayBytes(count, sum), batchId);
+        }
+        const moved = this.s.moveRange.run(batchId, span.first, span.last).changes;
+        if (moved !== span.count) {
+          throw new GatewayError(
+            ErrorCodes.BUFFER,
+            `growBatch: ${moved} scans would have moved for the ${span.count} counted; nothing was batched`,
+          );
+        }
+        this.s.takePending.run(moved, span.scanBytes);
+        return this.batch(batchId);
+      })
+      .immediate();
   }
 
   /**

@@ -183,6 +183,17 @@ export interface PendingHead {
   lastId: number | null;
 }
 
+/**
+ * A stretch of the pending queue in id order: `count` pending scans from id `first` to id `last`
+ * (other states may lie between), their stored JSON lengths summing to `scanBytes`.
+ */
+export interface PendingSpan {
+  first: number;
+  last: number;
+  count: number;
+  scanBytes: number;
+}
+
 /** Bytes of `[a,b,c]` for scans whose serialized lengths sum to `sum`: brackets plus n-1 commas. */
 export function arrayBytes(count: number, sum: number): number {
   return count === 0 ? 2 : 2 + sum + (count - 1);

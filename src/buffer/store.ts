@@ -20,6 +20,7 @@ export type {
   BatchRow,
   BufferTotals,
   PendingHead,
+  PendingSpan,
   PendingScanRow,
   StoredRead,
 } from './rows.js';

@@ -2,16 +2,27 @@ import { Worker } from 'node:worker_threads';
 import { ErrorCodes, GatewayError, type ErrorCode } from '../errors.js';
 import type { Logger } from '../log.js';
 import { threadScript } from '../paths.js';
-import type { BatchRow } from '../buffer/store.js';
+import type { BatchRow, PendingSpan } from '../buffer/store.js';
 import type { FormOptions } from './batcher.js';
 
 /** A request posted to the batch thread (batch-worker.ts). */
 export type BatchThreadRequest =
   | {
       id: number;
-      /** Forms one batch by `formFirst`: the first of `attempts` that packs any scan. */
+      /**
+       * Forms one batch by `formFirst`: the first of `attempts` that packs any scan; with
+       * `stepScans`, by `formFirstStep` (its first step, and the spans left).
+       */
       op: 'form';
       attempts: FormOptions[];
+      stepScans?: number;
+    }
+  | {
+      id: number;
+      /** Moves `span` into the batch `batchId` (`Batches.growBatch`). */
+      op: 'grow';
+      batchId: number;
+      span: PendingSpan;
     }
   | {
       id: number;
@@ -25,7 +36,7 @@ export type BatchThreadRequest =
  * why the thread cannot work on the buffer at all (its connection could not open).
  */
 export type BatchThreadReply = { id: number } & (
-  | { batch: BatchRow | null }
+  | { batch: BatchRow | null; rest?: PendingSpan[] }
   | { body: Uint8Array }
   | { error: { code: ErrorCode; message: string } }
   | { unavailable: string }
@@ -56,6 +67,16 @@ export class BatchThreadUnavailable extends GatewayError {
     super(ErrorCodes.INTERNAL, `the batch thread is unavailable: ${reason}`);
     this.name = 'BatchThreadUnavailable';
   }
+}
+
+/**
+ * Before a write of a batch's state on the store's connection: waits for `thread`'s writes in
+ * flight to end ({@link BatchThread.writing}), so the event loop serves reads meanwhile instead of
+ * sleeping in SQLite's busy handler. At once without a thread, or when it writes nothing.
+ */
+export async function threadWritesEnded(thread: BatchThread | undefined): Promise<void> {
+  const writing = thread?.writing();
+  if (writing) await writing;
 }
 
 /** How {@link BatchThread} runs. */
@@ -99,8 +120,8 @@ export function batchWorkerScript(): URL {
  * buffer opened exclusively) or dies, the requests in flight
  * fail with {@link BatchThreadUnavailable} and {@link usable} is false for
  * {@link BATCH_THREAD_COOLDOWN_MS}: the callers work in process meanwhile, as without a thread.
- * What the thread writes is one transaction per batch, so a thread ended at any point leaves the
- * buffer as before or after that batch.
+ * What the thread writes is one transaction per batch, or per step of a batch written in steps
+ * (each leaving a whole batch), so a thread ended at any point leaves the buffer with whole batches.
  */
 export class BatchThread {
   private worker: Worker | undefined;
@@ -110,7 +131,9 @@ export class BatchThread {
   private unusableUntil = 0;
   private idleTimer: NodeJS.Timeout | undefined;
   /** Requests answered by a thread, by kind (for tests). */
-  readonly done = { form: 0, body: 0 };
+  readonly done = { form: 0, grow: 0, body: 0 };
+  /** The batch being written in steps, until its last step: not to be sent before. */
+  private growingId: number | undefined;
   /** Forms in flight: each is one write transaction in the thread. */
   private writes = 0;
   /** Settled when {@link writes} comes back to 0. */
@@ -129,17 +152,64 @@ export class BatchThread {
   }
 
   /**
-   * Forms one batch in the thread (`formFirst`): the first of `attempts` that packs a scan.
+   * Forms one batch in the thread: the first of `attempts` that packs a scan. With `stepScans`, a
+   * backlog's batch is written in steps of that many scans (`formFirstStep`, then
+   * `Batches.growBatch` a step at a time), each its own transaction: between two steps
+   * {@link writing} settles and the event loop turns once, so the store connection's writers that
+   * wait and the reads that came meanwhile go in before the next step. The batch is whole after
+   * every step; {@link growing} names it until the last, which the uploader does not send before.
+   * A step that fails ends the batch with the steps before (its error is thrown).
+   *
    * Resolves with the batch, or undefined when none packed any.
    * @throws BatchThreadUnavailable (rejects) as told there; GatewayError with the code of what
    *   failed in SQLite (`SCANGW_E_BUFFER_DISK_FULL` on a full disk, else `SCANGW_E_BUFFER`).
    */
-  async form(attempts: FormOptions[]): Promise<BatchRow | undefined> {
+  async form(attempts: FormOptions[], stepScans?: number): Promise<BatchRow | undefined> {
+    // Named as growing before the writers that waited for this step run: they may look.
+    const reply = await this.write(
+      { op: 'form', attempts, ...(stepScans === undefined ? {} : { stepScans }) },
+      (r) => {
+        if ('batch' in r && r.batch && r.rest && r.rest.length > 0) this.growingId = r.batch.id;
+      },
+    );
+    this.done.form++;
+    let batch = 'batch' in reply && reply.batch ? reply.batch : undefined;
+    const rest = 'rest' in reply ? (reply.rest ?? []) : [];
+    if (!batch || rest.length === 0) return batch;
+    try {
+      for (const span of rest) {
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        const grown = await this.write({ op: 'grow', batchId: batch.id, span });
+        this.done.grow++;
+        if (!('batch' in grown) || !grown.batch) break;
+        batch = grown.batch;
+      }
+    } finally {
+      this.growingId = undefined;
+    }
+    return batch;
+  }
+
+  /** The batch {@link form} is writing in steps now (the uploader sends it once it is whole). */
+  get growing(): number | undefined {
+    return this.growingId;
+  }
+
+  /**
+   * One write request: counted in {@link writing} while in flight; `seen` runs with the reply
+   * before the writers waiting for it do.
+   */
+  private async write(
+    body:
+      | { op: 'form'; attempts: FormOptions[]; stepScans?: number }
+      | { op: 'grow'; batchId: number; span: PendingSpan },
+    seen?: (reply: BatchThreadReply) => void,
+  ): Promise<BatchThreadReply> {
     this.writes++;
     try {
-      const reply = await this.request({ op: 'form', attempts });
-      this.done.form++;
-      return 'batch' in reply && reply.batch ? reply.batch : undefined;
+      const reply = await this.request(body);
+      seen?.(reply);
+      return reply;
     } finally {
       if (--this.writes === 0) {
         const ended = this.writesEnded;
@@ -150,7 +220,8 @@ export class BatchThread {
   }
 
   /**
-   * Settles when the thread's writes in flight (the batches being formed, one transaction each)
+   * Settles when the thread's writes in flight (a batch being formed, or a step of one; one
+   * transaction each)
    * have ended, answered or failed; undefined when there are none. Never rejects.
    *
    * A writer on the store's connection that can wait (intake's group commit, the uploader's and
@@ -191,7 +262,10 @@ export class BatchThread {
   }
 
   private request(
-    body: { op: 'form'; attempts: FormOptions[] } | { op: 'body'; batchId: number },
+    body:
+      | { op: 'form'; attempts: FormOptions[]; stepScans?: number }
+      | { op: 'grow'; batchId: number; span: PendingSpan }
+      | { op: 'body'; batchId: number },
   ): Promise<BatchThreadReply> {
     if (this.closed) return Promise.reject(new BatchThreadUnavailable('the gateway is stopping'));
     let worker: Worker;

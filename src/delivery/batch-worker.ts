@@ -13,7 +13,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { ErrorCodes, GatewayError, isDiskFull, isGatewayError } from '../errors.js';
 import { BufferStore } from '../buffer/store.js';
-import { formFirst } from './batcher.js';
+import { formFirst, formFirstStep } from './batcher.js';
 import type { BatchThreadReply, BatchThreadRequest } from './batch-thread.js';
 
 const port = parentPort;
@@ -55,7 +55,15 @@ port.on('message', (request: BatchThreadRequest) => {
   }
   try {
     if (request.op === 'form') {
-      reply = { id: request.id, batch: formFirst(store, request.attempts) ?? null };
+      if (request.stepScans === undefined) {
+        reply = { id: request.id, batch: formFirst(store, request.attempts) ?? null };
+      } else {
+        const step = formFirstStep(store, request.attempts, request.stepScans);
+        reply = { id: request.id, batch: step?.batch ?? null, rest: step?.rest ?? [] };
+      }
+    } else if (request.op === 'grow') {
+      const batch = store.batches.growBatch(request.span, request.batchId);
+      reply = { id: request.id, batch: batch ?? null };
     } else {
       const body = store.batches.batchBodyBytes(request.batchId);
       // The blob SQLite handed over owns its memory whole: it moves to the main thread instead

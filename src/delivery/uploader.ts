@@ -2,7 +2,11 @@ import PQueue from 'p-queue';
 import { isDiskFull, isGatewayError, type GatewayError } from '../errors.js';
 import type { BatchRow } from '../buffer/store.js';
 import { LoopSleep } from '../loop.js';
-import { BATCH_THREAD_MIN_BODY_BYTES, BatchThreadUnavailable } from './batch-thread.js';
+import {
+  BATCH_THREAD_MIN_BODY_BYTES,
+  BatchThreadUnavailable,
+  threadWritesEnded,
+} from './batch-thread.js';
 import { PresignedRoute, type PresignedOutcome, type PresignedStep } from './presigned-route.js';
 import { uploadSftp } from './sftp-upload.js';
 import { errorKind } from './upload-errors.js';
@@ -203,9 +207,11 @@ export class Uploader {
     let wait = 1000;
     if (this.paused || !this.running) return wait;
     const slots = this.slots();
+    // A batch still being written in steps is whole only after its last step.
+    const growing = this.options.batcher.formingBatchId();
     const waiting = store.batches
       .batchesInState('ready', 'presigned')
-      .filter((b) => !this.inFlight.has(b.id));
+      .filter((b) => !this.inFlight.has(b.id) && b.id !== growing);
     const left: BatchRow[] = [];
     for (const b of waiting) {
       const startable = this.inFlight.size < slots && !(b.mode === 'sftp' && this.sftpInFlight);
@@ -354,14 +360,9 @@ export class Uploader {
     }
   }
 
-  /**
-   * Before a write of the batch's state: waits for the batch thread's writes in flight to end
-   * (`BatchThread.writing`), so the event loop serves reads meanwhile instead of sleeping in
-   * SQLite's busy handler. No wait when the thread is not writing.
-   */
-  private async threadWritten(): Promise<void> {
-    const writing = this.options.thread?.writing();
-    if (writing) await writing;
+  /** Waits for the batch thread's writes in flight before a write of the batch's state. */
+  private threadWritten(): Promise<void> {
+    return threadWritesEnded(this.options.thread);
   }
 
   /** The time of the last upload that succeeded, for the status page. */

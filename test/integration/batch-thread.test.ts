@@ -48,7 +48,13 @@ describe('the batch thread: a backlog formed and read off the event loop', () =>
     return t;
   };
   /** `count` pending scans named `prefix-i`, and a Batcher forming through `t`. */
-  const backlog = (prefix: string, count: number, t: BatchThread, onFormed?: () => void) => {
+  const backlog = (
+    prefix: string,
+    count: number,
+    t: BatchThread,
+    onFormed?: () => void,
+    formStepScans?: number,
+  ) => {
     store.intake.commitIntake(
       Array.from({ length: count }, (_, i) => scan(`${prefix}-${i}`)),
       Date.now(),
@@ -60,7 +66,36 @@ describe('the batch thread: a backlog formed and read off the event loop', () =>
       now: Date.now,
       thread: t,
       ...(onFormed ? { onFormed } : {}),
+      ...(formStepScans === undefined ? {} : { formStepScans }),
     });
+  };
+  /** The pending scans as the totals say and as the rows say, and the batched scans per batch. */
+  const ledger = () => {
+    const db = sqlOf(store);
+    return {
+      pendingTotal: store.batches.pending().count,
+      pendingRows: db
+        .prepare(`SELECT count(*) FROM scan_rows WHERE state = 'pending'`)
+        .pluck()
+        .get(),
+      perBatch: db
+        .prepare(
+          `SELECT b.id, b.scan_count AS counted, b.bytes AS bytes, count(r.id) AS rows,
+                  2 + coalesce(sum(r.bytes), 0) + max(count(r.id) - 1, 0) AS rowBytes
+             FROM batches b LEFT JOIN scan_rows r ON r.batch_id = b.id GROUP BY b.id ORDER BY b.id`,
+        )
+        .all() as { id: number; counted: number; bytes: number; rows: number; rowBytes: number }[],
+    };
+  };
+  /** Each batch's scan_count and bytes are its rows' (a whole batch). */
+  const expectWhole = () => {
+    const l = ledger();
+    expect(l.pendingTotal).toBe(l.pendingRows);
+    for (const b of l.perBatch) {
+      expect(b.counted).toBe(b.rows);
+      expect(b.bytes).toBe(b.rowBytes);
+    }
+    return l;
   };
 
   it('forms a full batch in the thread, wakes its caller, and the body it reads is the one read in process', async () => {
@@ -102,6 +137,74 @@ describe('the batch thread: a backlog formed and read off the event loop', () =>
     expect(t.writing()).toBeUndefined();
     expect(store.batches.batchesInState('ready')).toHaveLength(1);
     await batcher.settled();
+  });
+
+  it("writes a backlog's batch in steps: writers go in between, the batch is whole after each step and named until the last", async () => {
+    const t = thread();
+    // Steps of 400 for a batch of 1,000: 400, 400, 200.
+    const batcher = backlog('S', 2500, t, undefined, 400);
+    expect(batcher.formIfDue()).toBe(FORMING_WAIT_MS);
+    await t.writing();
+    // After the first step: a whole batch of 400, named as growing, and the store's connection
+    // writes without waiting (the next step is posted only after the loop turned).
+    const [first] = store.batches.batchesInState('ready');
+    expect(first?.scanCount).toBe(400);
+    expect(t.growing).toBe(first!.id);
+    expect(batcher.formingBatchId()).toBe(first!.id);
+    store.intake.commitIntake([scan('S-new')], Date.now());
+    expectWhole();
+    await batcher.settled();
+
+    expect(t.done).toMatchObject({ form: 1, grow: 2 });
+    expect(batcher.formingBatchId()).toBeUndefined();
+    const [batch] = store.batches.batchesInState('ready');
+    expect(batch?.scanCount).toBe(1000);
+    expect(store.batches.pending().count).toBe(1501);
+    expectWhole();
+    const refs = (
+      JSON.parse((await t.body(batch!.id)).toString('utf8')) as { reference: string }[]
+    ).map((s) => s.reference);
+    expect(refs).toEqual(Array.from({ length: 1000 }, (_, i) => `S-${i}`));
+  });
+
+  it('ends a batch at the step whose span changed since the plan, and batches that span next', async () => {
+    const t = thread();
+    const batcher = backlog('C', 2500, t, undefined, 400);
+    // C-500 is held when the batch is planned; it is pending again before the second step (as a
+    // batch split by a 413 releases its scans): that span is no longer what was planned.
+    const db = sqlOf(store);
+    db.prepare(`UPDATE scan_rows SET state = 'held' WHERE reference = 'C-500'`).run();
+    batcher.formIfDue();
+    await t.writing();
+    db.prepare(`UPDATE scan_rows SET state = 'pending' WHERE reference = 'C-500'`).run();
+    await batcher.settled();
+    expect(t.done).toMatchObject({ form: 1, grow: 1 });
+    expect(store.batches.batchesInState('ready').map((b) => b.scanCount)).toEqual([400]);
+    expectWhole();
+
+    // The next batch starts where the first ended and takes C-500 in its place.
+    batcher.formIfDue();
+    await batcher.settled();
+    const [, second] = store.batches.batchesInState('ready');
+    const refs = (
+      JSON.parse((await t.body(second!.id)).toString('utf8')) as { reference: string }[]
+    ).map((s) => s.reference);
+    expect(refs.slice(0, 3)).toEqual(['C-400', 'C-401', 'C-402']);
+    expect(refs).toContain('C-500');
+    expect(new Set(refs).size).toBe(refs.length);
+    expectWhole();
+  });
+
+  it('leaves a whole, smaller batch when the thread ends between steps', async () => {
+    const t = thread();
+    const batcher = backlog('X', 2500, t, undefined, 400);
+    batcher.formIfDue();
+    await t.writing();
+    await t.close();
+    await batcher.settled();
+    expect(store.batches.batchesInState('ready').map((b) => b.scanCount)).toEqual([400]);
+    expect(store.batches.pending().count).toBe(2100);
+    expectWhole();
   });
 
   it('forms a batch due by age, a few scans, in process without starting the thread', () => {

@@ -12,7 +12,7 @@ import { PACKAGE_ROOT } from '../../src/paths.js';
 import { startSandbox, type RunningSandbox } from '@scan-gateway/sandbox';
 import { UpstreamClient } from '../../src/upstream/client.js';
 import { waitFor } from '../helpers/wait.js';
-import { formBatch } from '../../src/delivery/batcher.js';
+import { Batcher, formBatch } from '../../src/delivery/batcher.js';
 import { sandboxRefs } from '../helpers/sandbox-scans.js';
 import { sqlOf } from '../helpers/buffer-sql.js';
 import { traceItem } from '../../src/queries/items.js';
@@ -139,6 +139,60 @@ describe('delivery against the sandbox over real HTTP', () => {
     expect(inThread.length).toBeGreaterThanOrEqual(6);
     expect(inThread.every((l) => l.scans === 1000)).toBe(true);
     expect(formed.some((l) => l.thread === undefined)).toBe(true);
+  });
+
+  it('sends a batch the thread writes in steps only once it is whole, every scan once', async () => {
+    store.intake.commitIntake(
+      Array.from({ length: 12_000 }, (_, i) => scan(`G-${i}`)),
+      Date.now(),
+    );
+    // The thread's later steps wait at a gate: the first batch stands in the buffer as `ready`
+    // with its first 1,000 scans while the uploader's loop turns.
+    type Write = (body: { op: string }, ...rest: unknown[]) => Promise<unknown>;
+    const proto = BatchThread.prototype as unknown as { write: Write };
+    const write = proto.write;
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const ops: string[] = [];
+    const writes = vi.spyOn(proto, 'write').mockImplementation(async function (
+      this: unknown,
+      body,
+      ...rest
+    ) {
+      ops.push(body.op);
+      if (body.op === 'grow') await gate;
+      return write.call(this, body, ...rest);
+    });
+    const looked = vi.spyOn(Batcher.prototype, 'formingBatchId');
+    try {
+      start({ mode: 'direct', maxBatchScans: 5000, uploadConcurrency: 3 });
+      await waitFor(() => ops.includes('grow'), { timeoutMs: 30_000 });
+      const [growing] = store.batches.batchesInState('ready');
+      expect(growing?.scanCount).toBe(1000);
+      // The loop looks for batches to send three more times while the batch grows.
+      const before = looked.mock.calls.length;
+      for (let i = 0; i < 3; i++) {
+        const seen = looked.mock.calls.length;
+        deliverer!.wake();
+        await waitFor(() => looked.mock.calls.length > seen, { timeoutMs: 10_000 });
+      }
+      expect(looked.mock.calls.length).toBeGreaterThanOrEqual(before + 3);
+      expect(store.batches.batch(growing!.id)?.state).toBe('ready');
+      expect(await sandboxRefs(sandbox)).toEqual([]);
+
+      open();
+      await waitFor(() => store.reports.scanCounts().delivered === 12_000, { timeoutMs: 60_000 });
+      const counts = store.batches.batchesInState('done').map((b) => b.scanCount);
+      expect(counts).toEqual([5000, 5000, 2000]);
+      expect(ops.filter((op) => op === 'grow').length).toBe(8);
+      const refs = await sandboxRefs(sandbox);
+      expect(refs.length).toBe(12_000);
+      expect(new Set(refs).size).toBe(12_000);
+    } finally {
+      open();
+      writes.mockRestore();
+      looked.mockRestore();
+    }
   });
 
   it('delivers in batches by count and records each batch processed', async () => {
