@@ -1,5 +1,6 @@
 import type { BatchRow } from '../buffer/store.js';
 import { PRESIGNED_VALIDITY_MS } from '@scan-gateway/contract';
+import { threadWritesEnded } from './batch-thread.js';
 import { batchBodyChunks } from './sftp-transfer.js';
 import type { UploaderOptions } from './uploader.js';
 
@@ -22,8 +23,16 @@ export type PresignedStep = { current: 'status' | 'address' | 'put' | 'reput' | 
 /** Runs pre-signed attempts for the uploader, on the same buffer, API, settings and clock. */
 export class PresignedRoute {
   constructor(
-    private readonly options: Pick<UploaderOptions, 'store' | 'api' | 'logger' | 'config' | 'now'>,
+    private readonly options: Pick<
+      UploaderOptions,
+      'store' | 'api' | 'logger' | 'config' | 'now' | 'thread'
+    >,
   ) {}
+
+  /** Waits for the batch thread's writes in flight before a write of the batch's state. */
+  private threadWritten(): Promise<void> {
+    return threadWritesEnded(this.options.thread);
+  }
 
   /**
    * Pre-signed flow (contract §4.4, §4.5): the requestId is written down before any data is sent,
@@ -65,6 +74,7 @@ export class PresignedRoute {
       } else if (this.options.now() - current.putStartedAt < config.notFoundGraceMs) {
         // A new address would be needed, and a new requestId can double what the service shows
         // late: wait out the grace window by polling first.
+        await this.threadWritten();
         store.batches.updateBatch(batch.id, {
           state: 'uploaded',
           uploadedAt: new Date(current.putStartedAt).toISOString(),
@@ -88,6 +98,7 @@ export class PresignedRoute {
       const issuedAt = this.options.now();
       step.current = 'address';
       const address = await api.requestPresignedUpload();
+      await this.threadWritten();
       store.batches.updateBatch(
         batch.id,
         {
@@ -112,6 +123,7 @@ export class PresignedRoute {
       }
       current = store.batches.batch(batch.id) ?? current;
     }
+    await this.threadWritten();
     const started = this.options.now();
     store.batches.updateBatch(batch.id, { attempts: current.attempts + 1, putStartedAt: started });
     step.current = reuse ? 'reput' : 'put';
