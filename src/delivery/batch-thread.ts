@@ -19,10 +19,13 @@ export type BatchThreadRequest =
     }
   | {
       id: number;
-      /** Moves `span` into the batch `batchId` (`Batches.growBatch`). */
+      /**
+       * Moves `spans` into the batch `batchId` a step each (`growSteps`), pausing after a step
+       * while a writer of the main thread waits (the reply's `rest` says what is left).
+       */
       op: 'grow';
       batchId: number;
-      span: PendingSpan;
+      spans: PendingSpan[];
     }
   | {
       id: number;
@@ -30,6 +33,13 @@ export type BatchThreadRequest =
       op: 'body';
       batchId: number;
     };
+
+/** A {@link BatchThreadRequest} before its id is given. */
+type RequestBody = BatchThreadRequest extends infer R
+  ? R extends BatchThreadRequest
+    ? Omit<R, 'id'>
+    : never
+  : never;
 
 /**
  * The batch thread's reply: the batch formed (null: none), the body, what failed in SQLite, or
@@ -138,6 +148,11 @@ export class BatchThread {
   private writes = 0;
   /** Settled when {@link writes} comes back to 0. */
   private writesEnded: { promise: Promise<void>; resolve: () => void } | undefined;
+  /**
+   * Shared with the thread: 1 while a writer here waits for {@link writing}. The thread then stops
+   * a batch written in steps after the step at hand and answers, instead of going on with the next.
+   */
+  private readonly writerWaits = new Int32Array(new SharedArrayBuffer(4));
 
   constructor(private readonly options: BatchThreadOptions) {}
 
@@ -153,12 +168,13 @@ export class BatchThread {
 
   /**
    * Forms one batch in the thread: the first of `attempts` that packs a scan. With `stepScans`, a
-   * backlog's batch is written in steps of that many scans (`formFirstStep`, then
-   * `Batches.growBatch` a step at a time), each its own transaction: between two steps
-   * {@link writing} settles and the event loop turns once, so the store connection's writers that
-   * wait and the reads that came meanwhile go in before the next step. The batch is whole after
-   * every step; {@link growing} names it until the last, which the uploader does not send before.
-   * A step that fails ends the batch with the steps before (its error is thrown).
+   * backlog's batch is written in steps of that many scans, each its own transaction
+   * (`formFirstStep` answers after the first; `growSteps` takes the rest). The thread goes from
+   * step to step while no writer here waits; once one asks {@link writing}, it stops after the
+   * step at hand and answers, the writers go in, the event loop turns once, and the rest is asked
+   * for. So the store connection's writers wait for one step, not for the whole batch. The batch
+   * is whole after every step; {@link growing} names it until the last, and the uploader does not
+   * send it before. A step that fails ends the batch with the steps before (its error is thrown).
    *
    * Resolves with the batch, or undefined when none packed any.
    * @throws BatchThreadUnavailable (rejects) as told there; GatewayError with the code of what
@@ -174,15 +190,16 @@ export class BatchThread {
     );
     this.done.form++;
     let batch = 'batch' in reply && reply.batch ? reply.batch : undefined;
-    const rest = 'rest' in reply ? (reply.rest ?? []) : [];
-    if (!batch || rest.length === 0) return batch;
+    let rest = 'rest' in reply ? (reply.rest ?? []) : [];
+    if (!batch) return undefined;
     try {
-      for (const span of rest) {
+      while (rest.length > 0) {
+        // The loop turns once: the writers that waited and the reads that came go in first.
         await new Promise<void>((resolve) => setImmediate(resolve));
-        const grown = await this.write({ op: 'grow', batchId: batch.id, span });
+        const grown = await this.write({ op: 'grow', batchId: batch.id, spans: rest });
         this.done.grow++;
-        if (!('batch' in grown) || !grown.batch) break;
-        batch = grown.batch;
+        if ('batch' in grown && grown.batch) batch = grown.batch;
+        rest = 'rest' in grown ? (grown.rest ?? []) : [];
       }
     } finally {
       this.growingId = undefined;
@@ -200,9 +217,7 @@ export class BatchThread {
    * before the writers waiting for it do.
    */
   private async write(
-    body:
-      | { op: 'form'; attempts: FormOptions[]; stepScans?: number }
-      | { op: 'grow'; batchId: number; span: PendingSpan },
+    body: Exclude<RequestBody, { op: 'body' }>,
     seen?: (reply: BatchThreadReply) => void,
   ): Promise<BatchThreadReply> {
     this.writes++;
@@ -212,6 +227,7 @@ export class BatchThread {
       return reply;
     } finally {
       if (--this.writes === 0) {
+        Atomics.store(this.writerWaits, 0, 0);
         const ended = this.writesEnded;
         this.writesEnded = undefined;
         ended?.resolve();
@@ -220,9 +236,9 @@ export class BatchThread {
   }
 
   /**
-   * Settles when the thread's writes in flight (a batch being formed, or a step of one; one
-   * transaction each)
-   * have ended, answered or failed; undefined when there are none. Never rejects.
+   * Settles when the thread's writes in flight (a batch being formed, or the next steps of one)
+   * have ended, answered or failed; undefined when there are none. Never rejects. Asking tells the
+   * thread that a writer waits: a batch written in steps stops after the step at hand.
    *
    * A writer on the store's connection that can wait (intake's group commit, the uploader's and
    * the status tracker's updates of a batch) waits for this instead of meeting the thread's
@@ -233,6 +249,7 @@ export class BatchThread {
    */
   writing(): Promise<void> | undefined {
     if (this.writes === 0) return undefined;
+    Atomics.store(this.writerWaits, 0, 1);
     if (!this.writesEnded) {
       let resolve!: () => void;
       const promise = new Promise<void>((r) => (resolve = r));
@@ -261,12 +278,7 @@ export class BatchThread {
     await this.end(new BatchThreadUnavailable('the gateway is stopping'));
   }
 
-  private request(
-    body:
-      | { op: 'form'; attempts: FormOptions[]; stepScans?: number }
-      | { op: 'grow'; batchId: number; span: PendingSpan }
-      | { op: 'body'; batchId: number },
-  ): Promise<BatchThreadReply> {
+  private request(body: RequestBody): Promise<BatchThreadReply> {
     if (this.closed) return Promise.reject(new BatchThreadUnavailable('the gateway is stopping'));
     let worker: Worker;
     try {
@@ -295,7 +307,7 @@ export class BatchThread {
 
   private spawn(): Worker {
     const worker = new Worker(this.options.script ?? batchWorkerScript(), {
-      workerData: { path: this.options.path },
+      workerData: { path: this.options.path, pause: this.writerWaits.buffer },
     });
     // An idle thread must not keep the process alive; the uploader's loop holds it while it works.
     worker.unref();

@@ -8,12 +8,13 @@
  * (`BufferStore.atomically`), and `busy_timeout` makes each side wait for the other's commit, as
  * it does for `scan-gateway replay`.
  *
- * In: `workerData` `{ path }`; messages {@link BatchThreadRequest}. Out: {@link BatchThreadReply}.
+ * In: `workerData` `{ path, pause }` (`pause`: a shared Int32 the main thread sets while a writer of
+ * its waits); messages {@link BatchThreadRequest}. Out: {@link BatchThreadReply}.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { ErrorCodes, GatewayError, isDiskFull, isGatewayError } from '../errors.js';
 import { BufferStore } from '../buffer/store.js';
-import { formFirst, formFirstStep } from './batcher.js';
+import { formFirst, formFirstStep, growSteps } from './batcher.js';
 import type { BatchThreadReply, BatchThreadRequest } from './batch-thread.js';
 
 const port = parentPort;
@@ -22,7 +23,9 @@ if (!port)
     ErrorCodes.INTERNAL,
     'batch-worker.js runs as a worker thread (src/delivery/batch-thread.ts)',
   );
-const { path } = workerData as { path: string };
+const { path, pause } = workerData as { path: string; pause: SharedArrayBuffer };
+/** Set by the main thread while a writer there waits for this thread's write (`BatchThread.writing`). */
+const writerWaits = new Int32Array(pause);
 
 // Opened at the first request, not at load: a buffer that cannot be opened here is told with that
 // request as the thread being unavailable (the caller forms the batch on its own connection
@@ -62,8 +65,13 @@ port.on('message', (request: BatchThreadRequest) => {
         reply = { id: request.id, batch: step?.batch ?? null, rest: step?.rest ?? [] };
       }
     } else if (request.op === 'grow') {
-      const batch = store.batches.growBatch(request.span, request.batchId);
-      reply = { id: request.id, batch: batch ?? null };
+      const grown = growSteps(
+        store,
+        request.batchId,
+        request.spans,
+        () => Atomics.load(writerWaits, 0) !== 0,
+      );
+      reply = { id: request.id, batch: grown.batch ?? null, rest: grown.rest };
     } else {
       const body = store.batches.batchBodyBytes(request.batchId);
       // The blob SQLite handed over owns its memory whole: it moves to the main thread instead

@@ -228,6 +228,30 @@ export function formFirstStep(
   return undefined;
 }
 
+/**
+ * The later steps of a batch written in steps ({@link formFirstStep}): moves `spans` into the batch
+ * `batchId` one at a time (`Batches.growBatch`, each its own transaction), and stops early after a
+ * step when `pause()` says a writer on another connection waits, so it goes in before the next step.
+ *
+ * @returns the batch after the last step taken (undefined when none was), and the spans left:
+ *   empty when the batch is whole, or when a span was no longer as planned (the batch ends there).
+ */
+export function growSteps(
+  store: BufferStore,
+  batchId: number,
+  spans: readonly PendingSpan[],
+  pause: () => boolean,
+): { batch: BatchRow | undefined; rest: PendingSpan[] } {
+  let batch: BatchRow | undefined;
+  for (let i = 0; i < spans.length; i++) {
+    const grown = store.batches.growBatch(spans[i]!, batchId);
+    if (!grown) return { batch, rest: [] };
+    batch = grown;
+    if (i + 1 < spans.length && pause()) return { batch, rest: spans.slice(i + 1) };
+  }
+  return { batch, rest: [] };
+}
+
 /** Options of {@link Batcher}. */
 export interface BatcherOptions {
   store: BufferStore;

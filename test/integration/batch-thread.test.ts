@@ -2,6 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BufferStore, type IntakeRecord } from '../../src/buffer/store.js';
 import { deliverySchema, type DeliveryConfig } from '../../src/config/schema.js';
@@ -155,7 +156,8 @@ describe('the batch thread: a backlog formed and read off the event loop', () =>
     expectWhole();
     await batcher.settled();
 
-    expect(t.done).toMatchObject({ form: 1, grow: 2 });
+    // No writer asked during the later steps: the thread took them in one request.
+    expect(t.done).toMatchObject({ form: 1, grow: 1 });
     expect(batcher.formingBatchId()).toBeUndefined();
     const [batch] = store.batches.batchesInState('ready');
     expect(batch?.scanCount).toBe(1000);
@@ -165,6 +167,34 @@ describe('the batch thread: a backlog formed and read off the event loop', () =>
       JSON.parse((await t.body(batch!.id)).toString('utf8')) as { reference: string }[]
     ).map((s) => s.reference);
     expect(refs).toEqual(Array.from({ length: 1000 }, (_, i) => `S-${i}`));
+  });
+
+  it('goes from step to step while no writer waits, and stops after the step at hand when one asks', async () => {
+    const t = thread();
+    // Steps of 250 for a batch of 1,000.
+    const batcher = backlog('P', 1500, t, undefined, 250);
+    batcher.formIfDue();
+    await t.writing();
+    expect(store.batches.batchesInState('ready').map((b) => b.scanCount)).toEqual([250]);
+    // Another connection holds the write lock, so the thread's next step cannot end before a
+    // writer here has asked.
+    const other = new Database(store.path);
+    try {
+      other.exec('BEGIN IMMEDIATE');
+      let waits: Promise<void> | undefined;
+      await waitFor(() => (waits = t.writing()) !== undefined, { timeoutMs: 5000 });
+      other.exec('ROLLBACK');
+      await waits;
+      // It stopped after one step for the writer, then took the last two without a pause.
+      expect(store.batches.batchesInState('ready').map((b) => b.scanCount)).toEqual([500]);
+      expectWhole();
+      await batcher.settled();
+    } finally {
+      other.close();
+    }
+    expect(t.done).toMatchObject({ form: 1, grow: 2 });
+    expect(store.batches.batchesInState('ready').map((b) => b.scanCount)).toEqual([1000]);
+    expectWhole();
   });
 
   it('ends a batch at the step whose span changed since the plan, and batches that span next', async () => {

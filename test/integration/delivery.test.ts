@@ -184,7 +184,8 @@ describe('delivery against the sandbox over real HTTP', () => {
       await waitFor(() => store.reports.scanCounts().delivered === 12_000, { timeoutMs: 60_000 });
       const counts = store.batches.batchesInState('done').map((b) => b.scanCount);
       expect(counts).toEqual([5000, 5000, 2000]);
-      expect(ops.filter((op) => op === 'grow').length).toBe(8);
+      // At least one request for the later steps of each batch of 5,000.
+      expect(ops.filter((op) => op === 'grow').length).toBeGreaterThanOrEqual(2);
       const refs = await sandboxRefs(sandbox);
       expect(refs.length).toBe(12_000);
       expect(new Set(refs).size).toBe(12_000);
