@@ -176,10 +176,10 @@ export function formFirst(
  * formFirstStep}, `Batches.growBatch`), each step its own transaction: the store connection's
  * writers (the line's reads) wait for one step, not for the whole batch. On a 1 M backlog, quiet:
  * a batch of 5,000 in one transaction holds the write lock for about 17 ms, a step of 1,000 for
- * about 4 ms. Measured alternately on the outage row's drain: read-to-commit p99 28 to 29 ms with
- * steps of 1,000 (50 to 66 ms in one transaction, 44 and 54 ms with steps of 2,500), for a drain
- * about a fifth slower, the thread's work per batch being the larger (docs/performance.md,
- * section 16).
+ * about 4 ms. Measured alternately on the outage row's drain of 1 M: read-to-commit p99 28 to
+ * 49 ms with steps of 1,000 (50 to 66 ms in one transaction, 44 and 54 ms with steps of 2,500); on
+ * the 10 M row 37.3 ms against 98.7, for a drain 17 % slower: the thread's work per batch is the
+ * larger, five commits and a plan (docs/performance.md, section 16).
  */
 export const FORM_STEP_SCANS = 1000;
 
