@@ -144,7 +144,7 @@ export class BatchThread {
   readonly done = { form: 0, grow: 0, body: 0 };
   /** The batch being written in steps, until its last step: not to be sent before. */
   private growingId: number | undefined;
-  /** Forms in flight: each is one write transaction in the thread. */
+  /** Write requests in flight: a batch's form (its first step), or the next steps of one. */
   private writes = 0;
   /** Settled when {@link writes} comes back to 0. */
   private writesEnded: { promise: Promise<void>; resolve: () => void } | undefined;
