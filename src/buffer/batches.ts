@@ -132,14 +132,12 @@ export class Batches {
           return undefined;
         let batchId: number;
         if (typeof into !== 'number') {
-          const info = this.s.insertBatch.run(
-            into.mode === 'sftp' ? 'presigned' : into.mode,
-            into.mode === 'sftp' ? 'sftp' : null,
+          batchId = this.insertReady(
+            into.mode,
             span.count,
             arrayBytes(span.count, span.scanBytes),
             into.nowIso,
           );
-          batchId = Number(info.lastInsertRowid);
         } else {
           batchId = into;
           const batch = this.batch(batchId);
@@ -149,13 +147,7 @@ export class Batches {
           this.s.growBatch.run(count, arrayBytes(count, sum), batchId);
         }
         const moved = this.s.moveRange.run(batchId, span.first, span.last).changes;
-        if (moved !== span.count) {
-          throw new GatewayError(
-            ErrorCodes.BUFFER,
-            `growBatch: ${moved} scans would have moved for the ${span.count} counted; nothing was batched`,
-          );
-        }
-        this.s.takePending.run(moved, span.scanBytes);
+        this.tookPending('growBatch', moved, span.count, span.scanBytes);
         return this.batch(batchId);
       })
       .immediate();
@@ -197,32 +189,50 @@ export class Batches {
         if (opts.hold && opts.hold.length > 0)
           for (const o of opts.hold) this.s.hold.run(o.reason, o.id);
         if (count === 0) return undefined;
-        // An SFTP batch is stored as mode 'presigned' with route 'sftp': the `mode` column's CHECK
-        // cannot take 'sftp' (see the SFTP delivery migration in migrations.ts).
-        const info = this.s.insertBatch.run(
-          opts.mode === 'sftp' ? 'presigned' : opts.mode,
-          opts.mode === 'sftp' ? 'sftp' : null,
-          count,
-          opts.bytes,
-          opts.nowIso,
-        );
-        const batchId = Number(info.lastInsertRowid);
-        // One set-based statement: per-row updates were most of the drain's CPU. The counting
-        // triggers skip pending -> batched (migration 10): the totals move once, here.
+        const batchId = this.insertReady(opts.mode, count, opts.bytes, opts.nowIso);
+        // One set-based statement: per-row updates were most of the drain's CPU.
         const moved = range
           ? this.s.moveRange.run(batchId, range.first, range.last).changes
           : this.s.moveIds.run(batchId, JSON.stringify(ids)).changes;
-        if (moved !== count) {
-          throw new GatewayError(
-            ErrorCodes.BUFFER,
-            `writeBatch: ${moved} scans would have moved for the ${count} given; nothing was batched`,
-          );
-        }
         const sum = opts.scanBytes ?? (this.s.batchBytes.get(batchId) as number);
-        this.s.takePending.run(moved, sum);
+        this.tookPending('writeBatch', moved, count, sum);
         return this.batch(batchId);
       })
       .immediate();
+  }
+
+  /**
+   * Inserts a new `ready` batch of `mode`, `count` scans and `bytes` (its JSON array's length),
+   * stamped `nowIso`; answers its id. Inside a write transaction. An SFTP batch is stored as mode
+   * 'presigned' with route 'sftp': the `mode` column's CHECK cannot take 'sftp' (see the SFTP
+   * delivery migration in migrations.ts).
+   */
+  private insertReady(mode: BatchMode, count: number, bytes: number, nowIso: string): number {
+    const info = this.s.insertBatch.run(
+      mode === 'sftp' ? 'presigned' : mode,
+      mode === 'sftp' ? 'sftp' : null,
+      count,
+      bytes,
+      nowIso,
+    );
+    return Number(info.lastInsertRowid);
+  }
+
+  /**
+   * After scans moved `pending` → `batched`: takes `moved` scans and `scanBytes` from the pending
+   * totals, once for the move (the counting triggers skip that transition, migration 10). Inside
+   * the move's transaction.
+   * @throws GatewayError `SCANGW_E_BUFFER` when `moved` is not `expected`, so that the
+   *   transaction rolls back and nothing is batched.
+   */
+  private tookPending(by: string, moved: number, expected: number, scanBytes: number): void {
+    if (moved !== expected) {
+      throw new GatewayError(
+        ErrorCodes.BUFFER,
+        `${by}: ${moved} scans would have moved for the ${expected} given; nothing was batched`,
+      );
+    }
+    this.s.takePending.run(moved, scanBytes);
   }
 
   /** The exact bytes sent for a batch: its scans' stored JSON, in id order, as one array. */
