@@ -34,12 +34,11 @@ export type BatchThreadRequest =
       batchId: number;
     };
 
+/** Each member of the union `T` without its `id` (a conditional type distributes over a union). */
+type WithoutId<T> = T extends unknown ? Omit<T, 'id'> : never;
+
 /** A {@link BatchThreadRequest} before its id is given. */
-type RequestBody = BatchThreadRequest extends infer R
-  ? R extends BatchThreadRequest
-    ? Omit<R, 'id'>
-    : never
-  : never;
+type RequestBody = WithoutId<BatchThreadRequest>;
 
 /**
  * The batch thread's reply: the batch formed (null: none), the body, what failed in SQLite, or

@@ -29,11 +29,6 @@ export class PresignedRoute {
     >,
   ) {}
 
-  /** Waits for the batch thread's writes in flight before a write of the batch's state. */
-  private threadWritten(): Promise<void> {
-    return threadWritesEnded(this.options.thread);
-  }
-
   /**
    * Pre-signed flow (contract §4.4, §4.5): the requestId is written down before any data is sent,
    * and the start of each PUT too, so after a crash or a lost answer the status endpoint says
@@ -74,7 +69,7 @@ export class PresignedRoute {
       } else if (this.options.now() - current.putStartedAt < config.notFoundGraceMs) {
         // A new address would be needed, and a new requestId can double what the service shows
         // late: wait out the grace window by polling first.
-        await this.threadWritten();
+        await threadWritesEnded(this.options.thread);
         store.batches.updateBatch(batch.id, {
           state: 'uploaded',
           uploadedAt: new Date(current.putStartedAt).toISOString(),
@@ -98,7 +93,7 @@ export class PresignedRoute {
       const issuedAt = this.options.now();
       step.current = 'address';
       const address = await api.requestPresignedUpload();
-      await this.threadWritten();
+      await threadWritesEnded(this.options.thread);
       store.batches.updateBatch(
         batch.id,
         {
@@ -123,7 +118,7 @@ export class PresignedRoute {
       }
       current = store.batches.batch(batch.id) ?? current;
     }
-    await this.threadWritten();
+    await threadWritesEnded(this.options.thread);
     const started = this.options.now();
     store.batches.updateBatch(batch.id, { attempts: current.attempts + 1, putStartedAt: started });
     step.current = reuse ? 'reput' : 'put';

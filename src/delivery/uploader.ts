@@ -338,7 +338,7 @@ export class Uploader {
       }
       let outcome: PresignedOutcome;
       if (body) {
-        await this.threadWritten();
+        await threadWritesEnded(this.options.thread);
         store.batches.updateBatch(batch.id, { state: 'uploading', attempts: batch.attempts + 1 });
         outcome = { requestId: (await api.uploadScans(body)).requestId };
       } else {
@@ -349,20 +349,15 @@ export class Uploader {
         this.options.onUploaded();
         return;
       }
-      await this.threadWritten();
+      await threadWritesEnded(this.options.thread);
       recordAccepted(batch, outcome, this.options, (at) => this.succeededAt(at));
     } catch (err) {
       // Not an upstream answer (a failed write to the buffer, a full disk): the stored state says
       // what happened; the loop logs it and the next pass (recoverDirect) takes it from there.
       if (!isGatewayError(err)) throw err;
-      await this.threadWritten();
+      await threadWritesEnded(this.options.thread);
       this.uploadFailed(batch, err, presignedStep.current);
     }
-  }
-
-  /** Waits for the batch thread's writes in flight before a write of the batch's state. */
-  private threadWritten(): Promise<void> {
-    return threadWritesEnded(this.options.thread);
   }
 
   /** The time of the last upload that succeeded, for the status page. */
