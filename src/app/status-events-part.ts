@@ -134,6 +134,7 @@ export function statusEventsPart(
         connect,
         apply: (ref, status, source) => deliverer().applyStatus(ref, status, source),
         onPaceChange: () => deliverer().wake(),
+        otherWriter: () => deliverer().threadWriting(),
         safetyPollMs: settings.safetyPollMs,
         maxLagEvents: settings.maxLagEvents,
         staleAfterMs: settings.staleAfterMs,

@@ -44,6 +44,12 @@ export interface StatusEventFeedOptions {
   now: Clock;
   /** How long an event for a requestId not known yet is kept in case its upload is being recorded, ms (default 60 s). */
   holdMs?: number;
+  /**
+   * Another connection's write to the buffer in progress (the batch thread's, `BatchThread.writing`),
+   * waited for before a fetch's events are applied, instead of SQLite's busy handler sleeping on
+   * the event loop. Without it, applied at once.
+   */
+  otherWriter?: () => Promise<void> | undefined;
   /** First and longest wait before connecting again after a failure, ms (defaults 1 s and 30 s). */
   retryBaseMs?: number;
   retryMaxMs?: number;
@@ -294,6 +300,9 @@ export class StatusEventFeed {
     while (this.running) {
       const started = now();
       const result = await reader.fetch(positions);
+      if (!this.running) return;
+      const writing = this.options.otherWriter?.();
+      if (writing) await writing;
       if (!this.running) return;
       this.read(result, positions);
       if (result.outOfRange.length > 0)

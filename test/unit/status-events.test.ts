@@ -109,6 +109,7 @@ function setup(
     holdMs?: number;
     topic?: MemoryTopic;
     connect?: (topic: MemoryTopic) => Promise<TopicReader>;
+    otherWriter?: () => Promise<void> | undefined;
   } = {},
 ) {
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'sg-events-'));
@@ -145,6 +146,7 @@ function setup(
     retryBaseMs: 20,
     retryMaxMs: 50,
     ...(options.holdMs !== undefined ? { holdMs: options.holdMs } : {}),
+    ...(options.otherWriter ? { otherWriter: options.otherWriter } : {}),
   });
   let stopped = false;
   const stop = async () => {
@@ -211,6 +213,34 @@ describe('status events: each event through the tracker, positions with the effe
       duplicates: 0,
       lag: 0,
     });
+  });
+
+  it("applies a fetch's events only after another connection's write in progress ends (the batch thread's), not in SQLite's busy handler", async () => {
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    let asked = 0;
+    const t = setup({
+      otherWriter: () => {
+        asked++;
+        return gate;
+      },
+    });
+    cleanups.push(open);
+    const id = t.uploaded('41', 'A', 'B');
+    t.topic.append(success(41, 2));
+    t.feed.start();
+    // The first fetch holds the event; its transaction waits for the other writer.
+    await waitFor(() => asked > 0 && t.topic.fetchedFrom.length > 0, { what: 'the fetch read' });
+    expect(t.store.batches.batch(id)?.state).toBe('uploaded');
+    expect(t.feed.snapshot()).toMatchObject({ received: 0, applied: 0 });
+    // The position the feed started from, not the one after the event.
+    expect(t.store.positions.eventPositions('test-site-status-event').get(0)).toBe(0n);
+    open();
+    await waitFor(() => t.store.batches.batch(id)?.state === 'done', {
+      what: 'batch done once the other write ended',
+    });
+    expect(t.feed.snapshot()).toMatchObject({ received: 1, applied: 1 });
+    expect(t.store.positions.eventPositions('test-site-status-event').get(0)).toBe(1n);
   });
 
   it('records an intermediate state without touching the poll schedule, and works as well when none is published', async () => {
