@@ -16,7 +16,7 @@ export type BatchStatementName =
   | 'transferredOfReferences'
   | 'pendingPage'
   | 'pendingHead'
-  | 'pendingSpans'
+  | 'pendingHeadRows'
   | 'pendingInRange'
   | 'growBatch'
   | 'pendingOldest'
@@ -71,12 +71,10 @@ export function prepareBatchStatements(db: Database.Database): BatchStatements {
       `SELECT count(*) AS scans, count(DISTINCT reference) AS "references", coalesce(sum(bytes), 0) AS scanBytes, min(id) AS firstId, max(id) AS lastId
            FROM (SELECT id, reference, bytes FROM scan_rows WHERE state = 'pending' AND ${indexedState()} ORDER BY id LIMIT ?)`,
     ),
-    pendingSpans: prepare(
-      `SELECT count(*) AS count, coalesce(sum(bytes), 0) AS scanBytes, min(id) AS first, max(id) AS last
-           FROM (SELECT id, bytes, (row_number() OVER (ORDER BY id) - 1) / CAST(? AS INTEGER) AS step
-                   FROM (SELECT id, bytes FROM scan_rows WHERE state = 'pending' AND ${indexedState()} ORDER BY id LIMIT ?))
-           GROUP BY step ORDER BY step`,
-    ),
+    // Raw rows ([id, bytes, reference]): the plan of a batch written in steps reads 5,000 of them.
+    pendingHeadRows: prepare(
+      `SELECT id, bytes, reference FROM scan_rows WHERE state = 'pending' AND ${indexedState()} ORDER BY id LIMIT ?`,
+    ).raw(),
     pendingInRange: prepare(
       `SELECT count(*) FROM scan_rows WHERE state = 'pending' AND ${indexedState()} AND id BETWEEN ? AND ?`,
     ).pluck(),

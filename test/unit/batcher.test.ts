@@ -289,6 +289,48 @@ describe('batcher: packing into a batch', () => {
     expect(byRows).toBeGreaterThan(50);
   });
 
+  it('plans a batch written in steps: the head as pendingHead sums it, and spans of stepScans pending scans with the other states between left out', () => {
+    let seed = 20261129;
+    const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+    for (let trial = 0; trial < 20; trial++) {
+      const s = open();
+      const count = 1 + Math.floor(random() * 300);
+      s.intake.commitIntake(
+        Array.from({ length: count }, () =>
+          scanRecord(
+            `R${Math.floor(random() * (random() < 0.5 ? 40 : 10_000))}`,
+            40 + Math.floor(random() * 90),
+          ),
+        ),
+        0,
+      );
+      // Some scans in the middle are in another state (held), as after a refusal.
+      sqlOf(s)
+        .prepare(`UPDATE scan_rows SET state = 'held' WHERE id % 7 = ?`)
+        .run(Math.floor(random() * 7));
+      const limit = 1 + Math.floor(random() * 250);
+      const stepScans = 1 + Math.floor(random() * 60);
+      const rows = sqlOf(s)
+        .prepare(`SELECT id, bytes FROM scan_rows WHERE state = 'pending' ORDER BY id LIMIT ?`)
+        .all(limit) as { id: number; bytes: number }[];
+      const expected = [];
+      for (let i = 0; i < rows.length; i += stepScans) {
+        const span = rows.slice(i, i + stepScans);
+        expected.push({
+          first: span[0]!.id,
+          last: span[span.length - 1]!.id,
+          count: span.length,
+          scanBytes: span.reduce((n, r) => n + r.bytes, 0),
+        });
+      }
+      const plan = s.batches.planSteps(limit, stepScans);
+      expect(plan.head, `trial ${trial}`).toEqual(s.batches.pendingHead(limit));
+      expect(plan.spans, `trial ${trial}`).toEqual(expected);
+      s.close();
+      store = undefined;
+    }
+  });
+
   it('writes nothing when a batch claimed gapless is not (every pending scan of the range must be in it)', () => {
     const s = open();
     s.intake.commitIntake(
