@@ -51,6 +51,21 @@ describe('LoopSleep: the interruptible sleep of the background loops', () => {
     await expect(other).resolves.toBe('woken');
   });
 
+  it('leaves no timer behind when a sleep is woken or aborted', async () => {
+    const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    const before = timers();
+    const sleeps = new LoopSleep();
+    const stop = new AbortController();
+    const woken = Array.from({ length: 20 }, () => sleeps.sleep(HOUR_MS));
+    const aborted = sleeps.sleep(HOUR_MS, stop.signal);
+    expect(timers()).toBe(before + 21);
+    stop.abort();
+    sleeps.wake();
+    await expect(Promise.all(woken)).resolves.toEqual(Array(20).fill('woken'));
+    await expect(aborted).resolves.toBe('aborted');
+    expect(timers()).toBe(before);
+  });
+
   it('leaves no listener on a long-lived signal after many sleeps', async () => {
     const sleeps = new LoopSleep();
     const stop = new AbortController();
