@@ -16,7 +16,7 @@ export type BatchStatementName =
   | 'transferredOfReferences'
   | 'pendingPage'
   | 'pendingHead'
-  | 'pendingHeadRows'
+  | 'pendingIdBytes'
   | 'pendingInRange'
   | 'growBatch'
   | 'pendingOldest'
@@ -71,9 +71,9 @@ export function prepareBatchStatements(db: Database.Database): BatchStatements {
       `SELECT count(*) AS scans, count(DISTINCT reference) AS "references", coalesce(sum(bytes), 0) AS scanBytes, min(id) AS firstId, max(id) AS lastId
            FROM (SELECT id, reference, bytes FROM scan_rows WHERE state = 'pending' AND ${indexedState()} ORDER BY id LIMIT ?)`,
     ),
-    // Raw rows ([id, bytes, reference]): the plan of a batch written in steps reads 5,000 of them.
-    pendingHeadRows: prepare(
-      `SELECT id, bytes, reference FROM scan_rows WHERE state = 'pending' AND ${indexedState()} ORDER BY id LIMIT ?`,
+    // Raw rows ([id, bytes]), numbers only: the plan of a batch written in steps reads 5,000.
+    pendingIdBytes: prepare(
+      `SELECT id, bytes FROM scan_rows WHERE state = 'pending' AND ${indexedState()} ORDER BY id LIMIT ?`,
     ).raw(),
     pendingInRange: prepare(
       `SELECT count(*) FROM scan_rows WHERE state = 'pending' AND ${indexedState()} AND id BETWEEN ? AND ?`,

@@ -92,42 +92,35 @@ export class Batches {
 
   /**
    * The head of the pending queue (the first `limit` pending scans in id order) as {@link
-   * pendingHead} sums it, and cut into spans of `stepScans` scans (the last one shorter): the plan
-   * of a batch written in steps ({@link growBatch}), read in one statement (its own snapshot)
-   * without the write lock. Each step checks that its span is as planned, so what changed since is
-   * never batched.
+   * pendingHead} sums it, and cut into spans of `stepScans` scans (the last one shorter), read in
+   * one snapshot without the write lock: the plan of a batch written in steps ({@link growBatch}).
+   * Each step checks that its span is as planned, so what changed since is never batched.
    *
-   * The rows' id, length and reference are read out and summed here, in one pass: 2.4 ms for 5,000
-   * scans of a 300,000-scan backlog on a quiet machine, where `pendingHead` and a windowed span
-   * query in SQL took 5.1 ms together (medians of 60 alternated plans; docs/performance.md,
-   * section 16).
+   * The spans are summed here from the head's ids and lengths, numbers only: 4.1 ms for 5,000
+   * scans on a quiet machine where a windowed query in SQL made the plan 6.8 ms (medians of 60
+   * alternated plans). Reading the references out as well, to count them here, took 2.4 ms, but
+   * raised the outage row's peak RSS from 176 to 206–223 MiB (docs/performance.md, section 16).
    */
   planSteps(limit: number, stepScans: number): { head: PendingHead; spans: PendingSpan[] } {
-    const rows = this.s.pendingHeadRows.all(limit) as [number, number, string][];
-    const references = new Set<string>();
-    const spans: PendingSpan[] = [];
-    let span: PendingSpan | undefined;
-    let scanBytes = 0;
-    for (let i = 0; i < rows.length; i++) {
-      const [id, bytes, reference] = rows[i]!;
-      references.add(reference);
-      scanBytes += bytes;
-      if (i % stepScans === 0) {
-        span = { first: id, last: id, count: 0, scanBytes: 0 };
-        spans.push(span);
-      }
-      span!.last = id;
-      span!.count += 1;
-      span!.scanBytes += bytes;
-    }
-    const head: PendingHead = {
-      scans: rows.length,
-      references: references.size,
-      scanBytes,
-      firstId: rows[0]?.[0] ?? null,
-      lastId: rows[rows.length - 1]?.[0] ?? null,
-    };
-    return { head, spans };
+    return this.db
+      .transaction(() => {
+        const head = this.pendingHead(limit);
+        const rows = this.s.pendingIdBytes.all(limit) as [number, number][];
+        const spans: PendingSpan[] = [];
+        let span: PendingSpan | undefined;
+        for (let i = 0; i < rows.length; i++) {
+          const [id, bytes] = rows[i]!;
+          if (i % stepScans === 0) {
+            span = { first: id, last: id, count: 0, scanBytes: 0 };
+            spans.push(span);
+          }
+          span!.last = id;
+          span!.count += 1;
+          span!.scanBytes += bytes;
+        }
+        return { head, spans };
+      })
+      .deferred();
   }
 
   /**
