@@ -26,6 +26,7 @@ export type BatchStatementName =
   | 'moveRange'
   | 'moveIds'
   | 'batchBytes'
+  | 'lastBatchId'
   | 'takePending'
   | 'body'
   | 'bodyBytes'
@@ -96,6 +97,7 @@ export function prepareBatchStatements(db: Database.Database): BatchStatements {
       `UPDATE scan_rows SET state = 'batched', batch_id = ? WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'`,
     ),
     batchBytes: prepare(`SELECT coalesce(sum(bytes), 0) FROM scan_rows WHERE batch_id = ?`).pluck(),
+    lastBatchId: prepare(`SELECT coalesce(max(id), 0) FROM batches`).pluck(),
     takePending: prepare(
       `UPDATE buffer_totals SET pending_scans = pending_scans - ?, pending_bytes = pending_bytes - ? WHERE id = 1`,
     ),

@@ -323,6 +323,11 @@ export class Batches {
     return id === undefined ? undefined : this.batch(id);
   }
 
+  /** The highest batch id there is, 0 when there is none (a new batch's id is above it). */
+  lastBatchId(): number {
+    return this.s.lastBatchId.get() as number;
+  }
+
   batch(id: number): BatchRow | undefined {
     return this.s.batch.get(id) as BatchRow | undefined;
   }

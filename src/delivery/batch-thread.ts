@@ -2,8 +2,9 @@ import { Worker } from 'node:worker_threads';
 import { ErrorCodes, GatewayError, type ErrorCode } from '../errors.js';
 import type { Logger } from '../log.js';
 import { threadScript } from '../paths.js';
-import type { BatchRow, PendingSpan } from '../buffer/store.js';
+import type { BatchRow } from '../buffer/store.js';
 import type { FormOptions } from './batcher.js';
+import { LoopTurn } from './write-turn.js';
 
 /** A request posted to the batch thread (batch-worker.ts). */
 export type BatchThreadRequest =
@@ -11,21 +12,11 @@ export type BatchThreadRequest =
       id: number;
       /**
        * Forms one batch by `formFirst`: the first of `attempts` that packs any scan; with
-       * `stepScans`, by `formFirstStep` (its first step, and the spans left).
+       * `stepScans`, by `formFirstStep` and `growSteps` (a backlog's batch written in steps).
        */
       op: 'form';
       attempts: FormOptions[];
       stepScans?: number;
-    }
-  | {
-      id: number;
-      /**
-       * Moves `spans` into the batch `batchId` a step each (`growSteps`), pausing after a step
-       * while a writer of the main thread waits (the reply's `rest` says what is left).
-       */
-      op: 'grow';
-      batchId: number;
-      spans: PendingSpan[];
     }
   | {
       id: number;
@@ -45,7 +36,7 @@ type RequestBody = WithoutId<BatchThreadRequest>;
  * why the thread cannot work on the buffer at all (its connection could not open).
  */
 export type BatchThreadReply = { id: number } & (
-  | { batch: BatchRow | null; rest?: PendingSpan[] }
+  | { batch: BatchRow | null }
   | { body: Uint8Array }
   | { error: { code: ErrorCode; message: string } }
   | { unavailable: string }
@@ -140,18 +131,9 @@ export class BatchThread {
   private unusableUntil = 0;
   private idleTimer: NodeJS.Timeout | undefined;
   /** Requests answered by a thread, by kind (for tests). */
-  readonly done = { form: 0, grow: 0, body: 0 };
-  /** The batch being written in steps, until its last step: not to be sent before. */
-  private growingId: number | undefined;
-  /** Write requests in flight: a batch's form (its first step), or the next steps of one. */
-  private writes = 0;
-  /** Settled when {@link writes} comes back to 0. */
-  private writesEnded: { promise: Promise<void>; resolve: () => void } | undefined;
-  /**
-   * Shared with the thread: 1 while a writer here waits for {@link writing}. The thread then stops
-   * a batch written in steps after the step at hand and answers, instead of going on with the next.
-   */
-  private readonly writerWaits = new Int32Array(new SharedArrayBuffer(4));
+  readonly done = { form: 0, body: 0 };
+  /** Whose turn it is to write the buffer, shared with the thread (write-turn.ts). */
+  private readonly turn = new LoopTurn();
 
   constructor(private readonly options: BatchThreadOptions) {}
 
@@ -167,94 +149,44 @@ export class BatchThread {
 
   /**
    * Forms one batch in the thread: the first of `attempts` that packs a scan. With `stepScans`, a
-   * backlog's batch is written in steps of that many scans, each its own transaction
-   * (`formFirstStep` answers after the first; `growSteps` takes the rest). The thread goes from
-   * step to step while no writer here waits; once one asks {@link writing}, it stops after the
-   * step at hand and answers, the writers go in, the event loop turns once, and the rest is asked
-   * for. So the store connection's writers wait for one step, not for the whole batch. The batch
-   * is whole after every step; {@link growing} names it until the last, and the uploader does not
-   * send it before. A step that fails ends the batch with the steps before (its error is thrown).
+   * backlog's batch is written in steps of that many scans (`formFirstStep`, then `growSteps`),
+   * each its own transaction in the thread's turn to write ({@link writing}): the store
+   * connection's writers that wait go in between two steps, so they wait for one step, not for the
+   * whole batch. The batch is whole after every step, and the uploader does not send it before
+   * this answer (`Batcher.unfinished`). A step that fails ends the batch with the steps before
+   * (its error is thrown).
    *
    * Resolves with the batch, or undefined when none packed any.
    * @throws BatchThreadUnavailable (rejects) as told there; GatewayError with the code of what
    *   failed in SQLite (`SCANGW_E_BUFFER_DISK_FULL` on a full disk, else `SCANGW_E_BUFFER`).
    */
   async form(attempts: FormOptions[], stepScans?: number): Promise<BatchRow | undefined> {
-    // Named as growing before the writers that waited for this step run: they may look.
-    const reply = await this.write(
-      { op: 'form', attempts, ...(stepScans === undefined ? {} : { stepScans }) },
-      (r) => {
-        if ('batch' in r && r.batch && r.rest && r.rest.length > 0) this.growingId = r.batch.id;
-      },
-    );
+    const reply = await this.request({
+      op: 'form',
+      attempts,
+      ...(stepScans === undefined ? {} : { stepScans }),
+    });
     this.done.form++;
-    let batch = 'batch' in reply && reply.batch ? reply.batch : undefined;
-    let rest = 'rest' in reply ? (reply.rest ?? []) : [];
-    if (!batch) return undefined;
-    try {
-      while (rest.length > 0) {
-        // The loop turns once: the writers that waited and the reads that came go in first.
-        await new Promise<void>((resolve) => setImmediate(resolve));
-        const grown = await this.write({ op: 'grow', batchId: batch.id, spans: rest });
-        this.done.grow++;
-        if ('batch' in grown && grown.batch) batch = grown.batch;
-        rest = 'rest' in grown ? (grown.rest ?? []) : [];
-      }
-    } finally {
-      this.growingId = undefined;
-    }
-    return batch;
-  }
-
-  /** The batch {@link form} is writing in steps now (the uploader sends it once it is whole). */
-  get growing(): number | undefined {
-    return this.growingId;
+    return 'batch' in reply && reply.batch ? reply.batch : undefined;
   }
 
   /**
-   * One write request: counted in {@link writing} while in flight; `seen` runs with the reply
-   * before the writers waiting for it do.
-   */
-  private async write(
-    body: Exclude<RequestBody, { op: 'body' }>,
-    seen?: (reply: BatchThreadReply) => void,
-  ): Promise<BatchThreadReply> {
-    this.writes++;
-    try {
-      const reply = await this.request(body);
-      seen?.(reply);
-      return reply;
-    } finally {
-      if (--this.writes === 0) {
-        Atomics.store(this.writerWaits, 0, 0);
-        const ended = this.writesEnded;
-        this.writesEnded = undefined;
-        ended?.resolve();
-      }
-    }
-  }
-
-  /**
-   * Settles when the thread's writes in flight (a batch being formed, or the next steps of one)
-   * have ended, answered or failed; undefined when there are none. Never rejects. Asking tells the
-   * thread that a writer waits: a batch written in steps stops after the step at hand.
+   * The turn to write the buffer for a writer on the store's connection (write-turn.ts):
+   * undefined when the thread is not in a write transaction, the turn then held until the end of
+   * this turn of the event loop, so the caller writes at once, synchronously; else a promise
+   * settled once that transaction ended, with the turn held for the loop's writers, who write in
+   * its reactions. Asking tells the thread that a writer waits: a batch written in steps stops
+   * after the step at hand. Never rejects; undefined while no thread runs.
    *
    * A writer on the store's connection that can wait (intake's group commit, the uploader's and
    * the status tracker's updates of a batch) waits for this instead of meeting the thread's
    * transaction in SQLite's busy handler, which sleeps on the event loop until the transaction
-   * ends: about 30 ms per batch of 5,000 scans, during which no read, probe or lookup is served.
-   * A backlog's drain keeps the thread writing most of the time, so without this most of the
-   * loop's time went to those sleeps (docs/performance.md, section 16).
+   * ends, during which no read, probe or lookup is served. A backlog's drain keeps the thread
+   * writing much of the time (docs/performance.md, section 16).
    */
   writing(): Promise<void> | undefined {
-    if (this.writes === 0) return undefined;
-    Atomics.store(this.writerWaits, 0, 1);
-    if (!this.writesEnded) {
-      let resolve!: () => void;
-      const promise = new Promise<void>((r) => (resolve = r));
-      this.writesEnded = { promise, resolve };
-    }
-    return this.writesEnded.promise;
+    if (this.worker === undefined) return undefined;
+    return this.turn.take();
   }
 
   /**
@@ -306,7 +238,7 @@ export class BatchThread {
 
   private spawn(): Worker {
     const worker = new Worker(this.options.script ?? batchWorkerScript(), {
-      workerData: { path: this.options.path, pause: this.writerWaits.buffer },
+      workerData: { path: this.options.path, turn: this.turn.buffer },
     });
     // An idle thread must not keep the process alive; the uploader's loop holds it while it works.
     worker.unref();
@@ -340,6 +272,7 @@ export class BatchThread {
   private died(worker: Worker, reason: string): void {
     if (this.worker !== worker) return;
     this.worker = undefined;
+    this.turn.threadGone();
     this.failed(reason);
     this.rejectAll(new BatchThreadUnavailable(reason));
   }
@@ -366,5 +299,7 @@ export class BatchThread {
     this.worker = undefined;
     this.rejectAll(err);
     if (worker) await worker.terminate();
+    // Ended in a write transaction, it never gave its turn back.
+    this.turn.threadGone();
   }
 }

@@ -5,16 +5,18 @@
  * drains (docs/performance.md, section 16).
  *
  * The connection is a writer beside the daemon's: every write transaction begins IMMEDIATE
- * (`BufferStore.atomically`), and `busy_timeout` makes each side wait for the other's commit, as
- * it does for `scan-gateway replay`.
+ * (`BufferStore.atomically`) and is written in the thread's turn (write-turn.ts), so the event
+ * loop's writers wait for it without sleeping in SQLite's busy handler; `busy_timeout` still makes
+ * each side wait for the other's commit, as it does for `scan-gateway replay`.
  *
- * In: `workerData` `{ path, pause }` (`pause`: a shared Int32 the main thread sets while a writer of
- * its waits); messages {@link BatchThreadRequest}. Out: {@link BatchThreadReply}.
+ * In: `workerData` `{ path, turn }` (`turn`: the shared memory of write-turn.ts); messages
+ * {@link BatchThreadRequest}. Out: {@link BatchThreadReply}.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { ErrorCodes, GatewayError, isDiskFull, isGatewayError } from '../errors.js';
 import { BufferStore } from '../buffer/store.js';
 import { formFirst, formFirstStep, growSteps } from './batcher.js';
+import { ThreadTurn } from './write-turn.js';
 import type { BatchThreadReply, BatchThreadRequest } from './batch-thread.js';
 
 const port = parentPort;
@@ -23,9 +25,9 @@ if (!port)
     ErrorCodes.INTERNAL,
     'batch-worker.js runs as a worker thread (src/delivery/batch-thread.ts)',
   );
-const { path, pause } = workerData as { path: string; pause: SharedArrayBuffer };
-/** Set by the main thread while a writer there waits for this thread's write (`BatchThread.writing`). */
-const writerWaits = new Int32Array(pause);
+const { path, turn: turnBuffer } = workerData as { path: string; turn: SharedArrayBuffer };
+/** The turn to write, taken around each write transaction (write-turn.ts). */
+const turn = new ThreadTurn(turnBuffer);
 
 // Opened at the first request, not at load: a buffer that cannot be opened here is told with that
 // request as the thread being unavailable (the caller forms the batch on its own connection
@@ -59,19 +61,15 @@ port.on('message', (request: BatchThreadRequest) => {
   try {
     if (request.op === 'form') {
       if (request.stepScans === undefined) {
-        reply = { id: request.id, batch: formFirst(store, request.attempts) ?? null };
+        reply = { id: request.id, batch: formFirst(store, request.attempts, turn) ?? null };
       } else {
-        const step = formFirstStep(store, request.attempts, request.stepScans);
-        reply = { id: request.id, batch: step?.batch ?? null, rest: step?.rest ?? [] };
+        const step = formFirstStep(store, request.attempts, request.stepScans, turn);
+        const grown =
+          step && step.rest.length > 0
+            ? growSteps(store, step.batch.id, step.rest, turn)
+            : undefined;
+        reply = { id: request.id, batch: grown ?? step?.batch ?? null };
       }
-    } else if (request.op === 'grow') {
-      const grown = growSteps(
-        store,
-        request.batchId,
-        request.spans,
-        () => Atomics.load(writerWaits, 0) !== 0,
-      );
-      reply = { id: request.id, batch: grown.batch ?? null, rest: grown.rest };
     } else {
       const body = store.batches.batchBodyBytes(request.batchId);
       // The blob SQLite handed over owns its memory whole: it moves to the main thread instead

@@ -154,6 +154,17 @@ export function formBatch(store: BufferStore, opts: FormOptions): BatchRow | und
 }
 
 /**
+ * Runs a write transaction in the writer's turn: the batch thread's `ThreadTurn` (write-turn.ts),
+ * which lets the event loop's writers go first and keeps them out of SQLite's busy handler.
+ */
+export interface WriteHold {
+  hold<T>(write: () => T): T;
+}
+
+/** On the store's own connection: no turn to take. */
+const IN_PROCESS: WriteHold = { hold: (write) => write() };
+
+/**
  * Forms one batch by the first of `attempts` that packs a scan ({@link formBatch} each, its own
  * transaction): the batch of the mode due, then, in auto mode, the large-batch route. The same
  * on the store's connection and in the batch thread.
@@ -163,9 +174,10 @@ export function formBatch(store: BufferStore, opts: FormOptions): BatchRow | und
 export function formFirst(
   store: BufferStore,
   attempts: readonly FormOptions[],
+  turn: WriteHold = IN_PROCESS,
 ): BatchRow | undefined {
   for (const attempt of attempts) {
-    const batch = formBatch(store, attempt);
+    const batch = turn.hold(() => formBatch(store, attempt));
     if (batch) return batch;
   }
   return undefined;
@@ -204,6 +216,7 @@ export function formFirstStep(
   store: BufferStore,
   attempts: readonly FormOptions[],
   stepScans: number,
+  turn: WriteHold,
 ): FirstStep | undefined {
   for (const attempt of attempts) {
     if (attempt.maxScans <= HEAD_SUMS_MAX_SCANS && attempt.maxScans > stepScans) {
@@ -215,14 +228,13 @@ export function formFirstStep(
         head.references === head.scans &&
         arrayBytes(head.scans, head.scanBytes) <= attempt.maxBytes
       ) {
-        const batch = store.batches.growBatch(first, {
-          mode: attempt.mode,
-          nowIso: attempt.nowIso,
-        });
+        const batch = turn.hold(() =>
+          store.batches.growBatch(first, { mode: attempt.mode, nowIso: attempt.nowIso }),
+        );
         if (batch) return { batch, rest };
       }
     }
-    const batch = formBatch(store, attempt);
+    const batch = turn.hold(() => formBatch(store, attempt));
     if (batch) return { batch, rest: [] };
   }
   return undefined;
@@ -230,26 +242,25 @@ export function formFirstStep(
 
 /**
  * The later steps of a batch written in steps ({@link formFirstStep}): moves `spans` into the batch
- * `batchId` one at a time (`Batches.growBatch`, each its own transaction), and stops early after a
- * step when `pause()` says a writer on another connection waits, so it goes in before the next step.
+ * `batchId` one at a time (`Batches.growBatch`), each its own transaction in `turn`, which lets the
+ * writers of the event loop's connection that wait go in before the next step.
  *
- * @returns the batch after the last step taken (undefined when none was), and the spans left:
- *   empty when the batch is whole, or when a span was no longer as planned (the batch ends there).
+ * @returns the batch after the last step taken (undefined when none was); a span no longer as
+ *   planned ends the batch there.
  */
 export function growSteps(
   store: BufferStore,
   batchId: number,
   spans: readonly PendingSpan[],
-  pause: () => boolean,
-): { batch: BatchRow | undefined; rest: PendingSpan[] } {
+  turn: WriteHold,
+): BatchRow | undefined {
   let batch: BatchRow | undefined;
-  for (let i = 0; i < spans.length; i++) {
-    const grown = store.batches.growBatch(spans[i]!, batchId);
-    if (!grown) return { batch, rest: [] };
+  for (const span of spans) {
+    const grown = turn.hold(() => store.batches.growBatch(span, batchId));
+    if (!grown) break;
     batch = grown;
-    if (i + 1 < spans.length && pause()) return { batch, rest: spans.slice(i + 1) };
   }
-  return { batch, rest: [] };
+  return batch;
 }
 
 /** Options of {@link Batcher}. */
@@ -290,6 +301,8 @@ export const FORMING_WAIT_MS = 1000;
 export class Batcher {
   /** The batch being formed in the thread, until it is written or failed. */
   private forming: Promise<void> | undefined;
+  /** While {@link forming}: the highest batch id before it was asked ({@link unfinished}). */
+  private formFloor = 0;
   /** What the last form in the thread failed on (a full disk), thrown at the next {@link formIfDue}. */
   private formError: unknown;
 
@@ -332,11 +345,13 @@ export class Batcher {
   }
 
   /**
-   * The batch the thread is writing in steps, until its last step (`BatchThread.growing`): it is
-   * `ready` in the buffer meanwhile, and not to be sent before it is whole.
+   * Whether batch `id` may not be whole yet: formed in the thread since the form now in flight was
+   * asked. A backlog's batch written in steps is `ready` in the buffer from its first step on, and
+   * the thread commits each step before its answer reaches the event loop, so every batch above
+   * the highest id of before is unfinished until the form has ended. Not to be sent meanwhile.
    */
-  formingBatchId(): number | undefined {
-    return this.options.thread?.growing;
+  unfinished(id: number): boolean {
+    return this.forming !== undefined && id > this.formFloor;
   }
 
   /** Settles when no batch is being formed in the thread (the uploader's stop waits for it). */
@@ -357,6 +372,7 @@ export class Batcher {
 
   /** {@link form} in the thread; a thread that cannot do it leaves the batch to the next call. */
   private formInThread(thread: BatchThread): void {
+    this.formFloor = this.options.store.batches.lastBatchId();
     this.forming = thread
       .form(this.attempts(), this.options.formStepScans ?? FORM_STEP_SCANS)
       .then(

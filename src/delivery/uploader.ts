@@ -208,10 +208,10 @@ export class Uploader {
     if (this.paused || !this.running) return wait;
     const slots = this.slots();
     // A batch still being written in steps is whole only after its last step.
-    const growing = this.options.batcher.formingBatchId();
+    const { batcher } = this.options;
     const waiting = store.batches
       .batchesInState('ready', 'presigned')
-      .filter((b) => !this.inFlight.has(b.id) && b.id !== growing);
+      .filter((b) => !this.inFlight.has(b.id) && !batcher.unfinished(b.id));
     const left: BatchRow[] = [];
     for (const b of waiting) {
       const startable = this.inFlight.size < slots && !(b.mode === 'sftp' && this.sftpInFlight);

@@ -124,41 +124,93 @@ describe('the batch thread: a backlog formed and read off the event loop', () =>
     expect(refs).toEqual(Array.from({ length: 1000 }, (_, i) => `T-${i}`));
   });
 
-  it("tells the store connection's writers when its write ends: writing() settles as the batch is written", async () => {
+  /**
+   * Starts `t` with its connection open: opening it writes a check, which {@link lockOut} would
+   * hold up. A body read does it (the body of no batch is `[]`).
+   */
+  const opened = async (t: BatchThread) => {
+    expect((await t.body(0)).toString()).toBe('[]');
+  };
+  /**
+   * Holds the buffer's write lock on a connection of its own, so the thread's next write
+   * transaction waits in SQLite with its turn taken: what a test looks at stays as it is meanwhile.
+   */
+  const lockOut = () => {
+    const other = new Database(store.path);
+    other.exec('BEGIN IMMEDIATE');
+    return {
+      release: () => {
+        other.exec('ROLLBACK');
+        other.close();
+      },
+    };
+  };
+  /** Waits until the thread is in a write transaction, then lets it commit; settles with the loop's turn. */
+  const oneWrite = async (t: BatchThread, lock: { release(): void }) => {
+    let turn: Promise<void> | undefined;
+    await waitFor(() => (turn = t.writing()) !== undefined, { timeoutMs: 5000 });
+    // One promise for every writer that asks while the thread writes.
+    expect(t.writing()).toBe(turn);
+    lock.release();
+    await turn;
+  };
+  /** The store connection commits without waiting at all: no other connection is writing. */
+  const commitAtOnce = (records: IntakeRecord[]) => {
+    const db = sqlOf(store);
+    db.pragma('busy_timeout = 0');
+    try {
+      store.intake.commitIntake(records, Date.now());
+    } finally {
+      db.pragma('busy_timeout = 5000');
+    }
+  };
+
+  it("gives the store connection's writers their turn: writing() waits only for a write transaction of the thread", async () => {
     const t = thread();
     const batcher = backlog('W', 2500, t);
+    // No thread running: nothing to wait for.
     expect(t.writing()).toBeUndefined();
+    await opened(t);
+    const lock = lockOut();
     batcher.formIfDue();
-    const writing = t.writing();
-    expect(writing).toBeInstanceOf(Promise);
-    // One promise for the writes in flight, whoever asks.
-    expect(t.writing()).toBe(writing);
-    await writing;
-    // Settled with the batch committed: a writer that waited meets no lock and the batch is there.
-    expect(t.writing()).toBeUndefined();
+    await oneWrite(t, lock);
+    // Settled with the batch committed and the turn the loop's until this turn of the event loop
+    // ends: a writer meets no lock, and the batch is there.
     expect(store.batches.batchesInState('ready')).toHaveLength(1);
+    commitAtOnce([scan('W-new')]);
+    expect(t.writing()).toBeUndefined();
     await batcher.settled();
+    expect(store.batches.pending().count).toBe(1501);
+    // Reading a body is no write: the loop's writers do not wait for it.
+    const [batch] = store.batches.batchesInState('ready');
+    const body = t.body(batch!.id);
+    expect(t.writing()).toBeUndefined();
+    commitAtOnce([scan('W-newer')]);
+    expect((await body).length).toBeGreaterThan(0);
   });
 
   it("writes a backlog's batch in steps: writers go in between, the batch is whole after each step and named until the last", async () => {
     const t = thread();
     // Steps of 400 for a batch of 1,000: 400, 400, 200.
     const batcher = backlog('S', 2500, t, undefined, 400);
+    await opened(t);
+    const lock = lockOut();
     expect(batcher.formIfDue()).toBe(FORMING_WAIT_MS);
-    await t.writing();
-    // After the first step: a whole batch of 400, named as growing, and the store's connection
-    // writes without waiting (the next step is posted only after the loop turned).
+    await oneWrite(t, lock);
+    // After the first step: a whole batch of 400, and the store's connection writes without
+    // waiting (the thread's next step waits for the loop's turn to end).
     const [first] = store.batches.batchesInState('ready');
     expect(first?.scanCount).toBe(400);
-    expect(t.growing).toBe(first!.id);
-    expect(batcher.formingBatchId()).toBe(first!.id);
-    store.intake.commitIntake([scan('S-new')], Date.now());
+    commitAtOnce([scan('S-new')]);
     expectWhole();
+    // Not to be sent until its last step.
+    expect(batcher.unfinished(first!.id)).toBe(true);
+    expect(batcher.unfinished(first!.id - 1)).toBe(false);
     await batcher.settled();
 
-    // No writer asked during the later steps: the thread took them in one request.
-    expect(t.done).toMatchObject({ form: 1, grow: 1 });
-    expect(batcher.formingBatchId()).toBeUndefined();
+    // One request for the whole batch.
+    expect(t.done).toMatchObject({ form: 1 });
+    expect(batcher.unfinished(first!.id)).toBe(false);
     const [batch] = store.batches.batchesInState('ready');
     expect(batch?.scanCount).toBe(1000);
     expect(store.batches.pending().count).toBe(1501);
@@ -169,30 +221,25 @@ describe('the batch thread: a backlog formed and read off the event loop', () =>
     expect(refs).toEqual(Array.from({ length: 1000 }, (_, i) => `S-${i}`));
   });
 
-  it('goes from step to step while no writer waits, and stops after the step at hand when one asks', async () => {
+  it('lets a writer that waits go in between two steps, and goes on with the next', async () => {
     const t = thread();
     // Steps of 250 for a batch of 1,000.
     const batcher = backlog('P', 1500, t, undefined, 250);
+    await opened(t);
+    let lock = lockOut();
     batcher.formIfDue();
-    await t.writing();
+    await oneWrite(t, lock);
     expect(store.batches.batchesInState('ready').map((b) => b.scanCount)).toEqual([250]);
-    // Another connection holds the write lock, so the thread's next step cannot end before a
-    // writer here has asked.
-    const other = new Database(store.path);
-    try {
-      other.exec('BEGIN IMMEDIATE');
-      let waits: Promise<void> | undefined;
-      await waitFor(() => (waits = t.writing()) !== undefined, { timeoutMs: 5000 });
-      other.exec('ROLLBACK');
-      await waits;
-      // It stopped after one step for the writer, then took the last two without a pause.
-      expect(store.batches.batchesInState('ready').map((b) => b.scanCount)).toEqual([500]);
-      expectWhole();
-      await batcher.settled();
-    } finally {
-      other.close();
-    }
-    expect(t.done).toMatchObject({ form: 1, grow: 2 });
+    // The next step waits in SQLite with the thread's turn taken, so a writer here asks before
+    // it can end.
+    lock = lockOut();
+    await oneWrite(t, lock);
+    // The writer's turn came right after that step, before the next.
+    expect(store.batches.batchesInState('ready').map((b) => b.scanCount)).toEqual([500]);
+    commitAtOnce([scan('P-new')]);
+    expectWhole();
+    await batcher.settled();
+    expect(t.done).toMatchObject({ form: 1 });
     expect(store.batches.batchesInState('ready').map((b) => b.scanCount)).toEqual([1000]);
     expectWhole();
   });
@@ -204,11 +251,13 @@ describe('the batch thread: a backlog formed and read off the event loop', () =>
     // batch split by a 413 releases its scans): that span is no longer what was planned.
     const db = sqlOf(store);
     db.prepare(`UPDATE scan_rows SET state = 'held' WHERE reference = 'C-500'`).run();
+    await opened(t);
+    const lock = lockOut();
     batcher.formIfDue();
-    await t.writing();
+    await oneWrite(t, lock);
     db.prepare(`UPDATE scan_rows SET state = 'pending' WHERE reference = 'C-500'`).run();
     await batcher.settled();
-    expect(t.done).toMatchObject({ form: 1, grow: 1 });
+    expect(t.done).toMatchObject({ form: 1 });
     expect(store.batches.batchesInState('ready').map((b) => b.scanCount)).toEqual([400]);
     expectWhole();
 
@@ -228,8 +277,10 @@ describe('the batch thread: a backlog formed and read off the event loop', () =>
   it('leaves a whole, smaller batch when the thread ends between steps', async () => {
     const t = thread();
     const batcher = backlog('X', 2500, t, undefined, 400);
+    await opened(t);
+    const lock = lockOut();
     batcher.formIfDue();
-    await t.writing();
+    await oneWrite(t, lock);
     await t.close();
     await batcher.settled();
     expect(store.batches.batchesInState('ready').map((b) => b.scanCount)).toEqual([400]);

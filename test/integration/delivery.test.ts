@@ -146,30 +146,33 @@ describe('delivery against the sandbox over real HTTP', () => {
       Array.from({ length: 12_000 }, (_, i) => scan(`G-${i}`)),
       Date.now(),
     );
-    // The thread's later steps wait at a gate: the first batch stands in the buffer as `ready`
-    // with its first 1,000 scans while the uploader's loop turns.
+    // The thread's answers wait at a gate: the first batch stands in the buffer as `ready` from
+    // its first step of 1,000 scans on, and the event loop has not heard of it, while the
+    // uploader's loop turns.
     type Write = (body: { op: string }, ...rest: unknown[]) => Promise<unknown>;
-    const proto = BatchThread.prototype as unknown as { write: Write };
-    const write = proto.write;
+    const proto = BatchThread.prototype as unknown as { request: Write };
+    const request = proto.request;
     let open!: () => void;
     const gate = new Promise<void>((resolve) => (open = resolve));
     const ops: string[] = [];
-    const writes = vi.spyOn(proto, 'write').mockImplementation(async function (
+    const requests = vi.spyOn(proto, 'request').mockImplementation(async function (
       this: unknown,
       body,
       ...rest
     ) {
       ops.push(body.op);
-      if (body.op === 'grow') await gate;
-      return write.call(this, body, ...rest);
+      const reply = await request.call(this, body, ...rest);
+      if (body.op === 'form') await gate;
+      return reply;
     });
-    const looked = vi.spyOn(Batcher.prototype, 'formingBatchId');
+    const looked = vi.spyOn(Batcher.prototype, 'unfinished');
     try {
       start({ mode: 'direct', maxBatchScans: 5000, uploadConcurrency: 3 });
-      await waitFor(() => ops.includes('grow'), { timeoutMs: 30_000 });
+      await waitFor(() => store.batches.batchesInState('ready').length > 0, { timeoutMs: 30_000 });
+      expect(ops).toEqual(['form']);
       const [growing] = store.batches.batchesInState('ready');
-      expect(growing?.scanCount).toBe(1000);
-      // The loop looks for batches to send three more times while the batch grows.
+      expect(growing!.scanCount % 1000).toBe(0);
+      // The loop looks for batches to send three more times before the thread's answer.
       const before = looked.mock.calls.length;
       for (let i = 0; i < 3; i++) {
         const seen = looked.mock.calls.length;
@@ -184,14 +187,12 @@ describe('delivery against the sandbox over real HTTP', () => {
       await waitFor(() => store.reports.scanCounts().delivered === 12_000, { timeoutMs: 60_000 });
       const counts = store.batches.batchesInState('done').map((b) => b.scanCount);
       expect(counts).toEqual([5000, 5000, 2000]);
-      // At least one request for the later steps of each batch of 5,000.
-      expect(ops.filter((op) => op === 'grow').length).toBeGreaterThanOrEqual(2);
       const refs = await sandboxRefs(sandbox);
       expect(refs.length).toBe(12_000);
       expect(new Set(refs).size).toBe(12_000);
     } finally {
       open();
-      writes.mockRestore();
+      requests.mockRestore();
       looked.mockRestore();
     }
   });

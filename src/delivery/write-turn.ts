@@ -1,0 +1,168 @@
+/**
+ * Whose turn it is to write the buffer: the event loop's connection or the batch thread's
+ * (batch-thread.ts). SQLite lets one connection write at a time; the other one, when it meets the
+ * lock, sleeps in SQLite's busy handler. On the batch thread that is harmless. On the event loop it
+ * stops every read, probe and lookup for as long as the thread's transaction lasts, and its sleeps
+ * (1, 2, 5, 10 ms and up) overshoot it. So the two take turns before SQLite's lock is met:
+ *
+ * - the thread takes the turn around each write transaction only ({@link ThreadTurn.hold}), not
+ *   while it reads (a batch's body, the plan of a batch written in steps), so the loop's writers
+ *   wait for a transaction, never for the thread's queue of requests;
+ * - a writer on the loop that finds the turn free holds it for the rest of the event loop's turn
+ *   (until `setImmediate`), time enough for its synchronous transaction
+ *   ({@link LoopTurn.take});
+ * - one that finds the thread writing marks that it waits and gets a promise, settled with the
+ *   turn held for the loop once the thread's transaction ended. The thread, seeing the mark, lets
+ *   it go first before its next write transaction (a batch written in steps: the next step).
+ *
+ * Every wait is bounded: the thread takes the turn anyway after {@link THREAD_YIELD_MS} (a loop
+ * too busy to take its turn, or a writer that gave up), and SQLite's own lock still keeps the two
+ * apart then. Correctness never depends on the turn, only the event loop's latency does.
+ *
+ * Shape: an `Int32Array` of {@link TURN_WORDS} words on a `SharedArrayBuffer`: word 0 is 1 while a
+ * writer on the loop waits; word 1 is who holds the turn (0 none, 1 the thread, 2 the loop).
+ */
+
+/** Length of the shared `Int32Array`. */
+export const TURN_WORDS = 2;
+
+const WAITS = 0;
+const HOLDER = 1;
+const NONE = 0;
+const THREAD = 1;
+const LOOP = 2;
+
+/**
+ * Longest the thread lets the loop go first, in ms: for a waiting writer to take its turn, then
+ * for the loop's turn to end. A loop that stays busy longer meets SQLite's lock instead.
+ */
+export const THREAD_YIELD_MS = 50;
+
+/** How often the loop looks again while it waits for the thread, ms (a missed wake-up's bound). */
+const LOOP_RECHECK_MS = 100;
+
+/** `Atomics.waitAsync` (ES2024, in every supported Node.js; the compiler's lib is ES2023). */
+const waitAsync = (
+  Atomics as unknown as {
+    waitAsync(
+      array: Int32Array,
+      index: number,
+      value: number,
+      timeoutMs: number,
+    ): { async: false; value: string } | { async: true; value: Promise<string> };
+  }
+).waitAsync;
+
+/** The event loop's side of the turn. */
+export class LoopTurn {
+  readonly words: Int32Array;
+  private waited: Promise<void> | undefined;
+  private releaseScheduled = false;
+
+  constructor(buffer: SharedArrayBuffer = new SharedArrayBuffer(TURN_WORDS * 4)) {
+    this.words = new Int32Array(buffer);
+  }
+
+  /** The shared memory, for the thread's {@link ThreadTurn}. */
+  get buffer(): SharedArrayBuffer {
+    return this.words.buffer as SharedArrayBuffer;
+  }
+
+  /**
+   * Takes the turn for the loop's writer that asks: undefined when it is the loop's now (free, or
+   * held by the loop already) and held until the end of this turn of the event loop, so the
+   * caller writes at once, synchronously. Otherwise (the thread is in a write transaction) a
+   * promise, one for every writer that asks meanwhile, settled with the turn held for the loop
+   * once the thread's transaction has ended; the writers write in its reactions. Never rejects.
+   */
+  take(): Promise<void> | undefined {
+    if (this.tryHold()) return undefined;
+    Atomics.store(this.words, WAITS, 1);
+    this.waited ??= this.waitForThread();
+    return this.waited;
+  }
+
+  /** Whether a writer on the loop waits for the thread now (the thread lets it go first). */
+  get waiting(): boolean {
+    return Atomics.load(this.words, WAITS) !== 0;
+  }
+
+  /** The thread ended (or never started): a turn it held is free. */
+  threadGone(): void {
+    if (Atomics.compareExchange(this.words, HOLDER, THREAD, NONE) === THREAD)
+      Atomics.notify(this.words, HOLDER);
+  }
+
+  private tryHold(): boolean {
+    const was = Atomics.compareExchange(this.words, HOLDER, NONE, LOOP);
+    if (was === THREAD) return false;
+    if (!this.releaseScheduled) {
+      this.releaseScheduled = true;
+      // After the reactions of this turn (promise jobs run before immediates): the writers that
+      // took or waited for the turn have written by then.
+      setImmediate(() => {
+        this.releaseScheduled = false;
+        if (Atomics.compareExchange(this.words, HOLDER, LOOP, NONE) === LOOP)
+          Atomics.notify(this.words, HOLDER);
+      });
+    }
+    return true;
+  }
+
+  private async waitForThread(): Promise<void> {
+    try {
+      for (;;) {
+        const wait = waitAsync(this.words, HOLDER, THREAD, LOOP_RECHECK_MS);
+        if (wait.async) await wait.value;
+        if (this.tryHold()) return;
+      }
+    } finally {
+      this.waited = undefined;
+      Atomics.store(this.words, WAITS, 0);
+      Atomics.notify(this.words, WAITS);
+    }
+  }
+}
+
+/** The batch thread's side of the turn (batch-worker.ts). */
+export class ThreadTurn {
+  private readonly words: Int32Array;
+
+  constructor(buffer: SharedArrayBuffer) {
+    this.words = new Int32Array(buffer);
+  }
+
+  /**
+   * Runs `write` (one write transaction, synchronous) with the turn: first lets a writer of the
+   * loop that waits go first, then waits for the loop's turn to end, each at most
+   * {@link THREAD_YIELD_MS}. Blocks this thread meanwhile; the turn is free again when `write`
+   * returns or throws.
+   */
+  hold<T>(write: () => T): T {
+    const words = this.words;
+    let deadline = performance.now() + THREAD_YIELD_MS;
+    while (Atomics.load(words, WAITS) !== 0) {
+      const left = deadline - performance.now();
+      if (left <= 0) break;
+      Atomics.wait(words, WAITS, 1, left);
+    }
+    deadline = performance.now() + THREAD_YIELD_MS;
+    for (;;) {
+      const was = Atomics.compareExchange(words, HOLDER, NONE, THREAD);
+      if (was === NONE) break;
+      const left = deadline - performance.now();
+      if (left <= 0) {
+        // The loop kept its turn too long: write anyway, SQLite's lock orders the two.
+        Atomics.store(words, HOLDER, THREAD);
+        break;
+      }
+      Atomics.wait(words, HOLDER, was, left);
+    }
+    try {
+      return write();
+    } finally {
+      Atomics.store(words, HOLDER, NONE);
+      Atomics.notify(words, HOLDER);
+    }
+  }
+}
