@@ -172,8 +172,8 @@ export class BatchThread {
 
   /**
    * The turn to write the buffer for a writer on the store's connection (write-turn.ts):
-   * undefined when the thread is not in a write transaction, the turn then held until the end of
-   * this turn of the event loop, so the caller writes at once, synchronously; else a promise
+   * undefined when the thread is not in a write transaction, the turn then held until the next
+   * tick, so the caller writes at once, synchronously; else a promise
    * settled once that transaction ended, with the turn held for the loop's writers, who write in
    * its reactions. Asking tells the thread that a writer waits: a batch written in steps stops
    * after the step at hand. Never rejects; undefined while no thread runs.

@@ -8,9 +8,9 @@
  * - the thread takes the turn around each write transaction only ({@link ThreadTurn.hold}), not
  *   while it reads (a batch's body, the plan of a batch written in steps), so the loop's writers
  *   wait for a transaction, never for the thread's queue of requests;
- * - a writer on the loop that finds the turn free holds it for the rest of the event loop's turn
- *   (until `setImmediate`), time enough for its synchronous transaction
- *   ({@link LoopTurn.take});
+ * - a writer on the loop that finds the turn free holds it until the promise jobs of the moment
+ *   have run (`process.nextTick`), time enough for its synchronous transaction, and no longer: the
+ *   rest of a busy turn of the event loop does not hold the thread up ({@link LoopTurn.take});
  * - one that finds the thread writing marks that it waits and gets a promise, settled with the
  *   turn held for the loop once the thread's transaction ended. The thread, seeing the mark, lets
  *   it go first before its next write transaction (a batch written in steps: the next step).
@@ -70,8 +70,9 @@ export class LoopTurn {
 
   /**
    * Takes the turn for the loop's writer that asks: undefined when it is the loop's now (free, or
-   * held by the loop already) and held until the end of this turn of the event loop, so the
-   * caller writes at once, synchronously. Otherwise (the thread is in a write transaction) a
+   * held by the loop already) and held until the next tick (after the promise jobs of the
+   * moment), so the caller writes at once, synchronously, or in a reaction to a promise settled
+   * now. Otherwise (the thread is in a write transaction) a
    * promise, one for every writer that asks meanwhile, settled with the turn held for the loop
    * once the thread's transaction has ended; the writers write in its reactions. Never rejects.
    */
@@ -98,9 +99,9 @@ export class LoopTurn {
     if (was === THREAD) return false;
     if (!this.releaseScheduled) {
       this.releaseScheduled = true;
-      // After the reactions of this turn (promise jobs run before immediates): the writers that
-      // took or waited for the turn have written by then.
-      setImmediate(() => {
+      // After the promise jobs of this turn: a writer that took the turn wrote synchronously, and
+      // those that waited wrote in the reactions to its promise, all before the next tick.
+      process.nextTick(() => {
         this.releaseScheduled = false;
         if (Atomics.compareExchange(this.words, HOLDER, LOOP, NONE) === LOOP)
           Atomics.notify(this.words, HOLDER);

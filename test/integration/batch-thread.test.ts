@@ -174,8 +174,8 @@ describe('the batch thread: a backlog formed and read off the event loop', () =>
     const lock = lockOut();
     batcher.formIfDue();
     await oneWrite(t, lock);
-    // Settled with the batch committed and the turn the loop's until this turn of the event loop
-    // ends: a writer meets no lock, and the batch is there.
+    // Settled with the batch committed and the turn the loop's until the next tick: a writer in
+    // its reactions meets no lock, and the batch is there.
     expect(store.batches.batchesInState('ready')).toHaveLength(1);
     commitAtOnce([scan('W-new')]);
     expect(t.writing()).toBeUndefined();

@@ -3,16 +3,16 @@ import { LoopTurn, THREAD_YIELD_MS, ThreadTurn } from '../../src/delivery/write-
 
 // Word 1 of the shared memory says who holds the turn: 0 none, 1 the thread, 2 the loop.
 const holder = (t: LoopTurn) => Atomics.load(t.words, 1);
-const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+const nextTick = () => new Promise<void>((resolve) => process.nextTick(resolve));
 
 describe('the turn to write the buffer, between the event loop and the batch thread', () => {
-  it("is the loop writer's at once when free, until this turn of the event loop ends", async () => {
+  it("is the loop writer's at once when free, until the next tick", async () => {
     const loop = new LoopTurn();
     expect(loop.take()).toBeUndefined();
     expect(holder(loop)).toBe(2);
     // A second writer in the same turn holds it too.
     expect(loop.take()).toBeUndefined();
-    await nextTurn();
+    await nextTick();
     expect(holder(loop)).toBe(0);
   });
 
@@ -38,7 +38,7 @@ describe('the turn to write the buffer, between the event loop and the batch thr
       expect(loop.waiting).toBe(false);
     });
     expect(order).toEqual(['thread writes', 'loop writes']);
-    await nextTurn();
+    await nextTick();
     expect(holder(loop)).toBe(0);
   });
 
