@@ -45,9 +45,9 @@ export interface StatusEventFeedOptions {
   /** How long an event for a requestId not known yet is kept in case its upload is being recorded, ms (default 60 s). */
   holdMs?: number;
   /**
-   * Another connection's write to the buffer in progress (the batch thread's, `BatchThread.writing`),
-   * waited for before a fetch's events are applied, instead of SQLite's busy handler sleeping on
-   * the event loop. Without it, applied at once.
+   * The turn to write the buffer beside the batch thread (`BatchThread.writing`, write-turn.ts),
+   * waited for before a fetch's events are applied, instead of SQLite's busy handler sleeping on the
+   * event loop. Without it, applied at once.
    */
   otherWriter?: () => Promise<void> | undefined;
   /** First and longest wait before connecting again after a failure, ms (defaults 1 s and 30 s). */

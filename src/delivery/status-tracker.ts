@@ -36,7 +36,7 @@ export interface StatusTrackerOptions {
    */
   pace?: () => PollPace;
   /**
-   * Another connection's write to the buffer in progress (the batch thread's, `BatchThread.writing`),
+   * The turn to write the buffer beside the batch thread (`BatchThread.writing`, write-turn.ts),
    * waited for before a poll's answer is applied, instead of SQLite's busy handler sleeping on the
    * event loop. Without it, applied at once.
    */

@@ -99,13 +99,16 @@ export class LoopTurn {
     if (was === THREAD) return false;
     if (!this.releaseScheduled) {
       this.releaseScheduled = true;
-      // After the promise jobs of this turn: a writer that took the turn wrote synchronously, and
-      // those that waited wrote in the reactions to its promise, all before the next tick.
-      process.nextTick(() => {
-        this.releaseScheduled = false;
-        if (Atomics.compareExchange(this.words, HOLDER, LOOP, NONE) === LOOP)
-          Atomics.notify(this.words, HOLDER);
-      });
+      // Once the promise jobs of the moment have all run: a writer that took the turn wrote
+      // synchronously or after awaits of settled promises, and those that waited wrote in the
+      // reactions to its promise. A tick queued from a promise job runs after the last of them.
+      queueMicrotask(() =>
+        process.nextTick(() => {
+          this.releaseScheduled = false;
+          if (Atomics.compareExchange(this.words, HOLDER, LOOP, NONE) === LOOP)
+            Atomics.notify(this.words, HOLDER);
+        }),
+      );
     }
     return true;
   }

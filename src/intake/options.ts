@@ -37,10 +37,11 @@ export interface IntakeOptions {
    */
   groupWindowMs?: number;
   /**
-   * Another connection's write to the buffer in progress (delivery's batch thread forming a batch:
-   * `Deliverer.threadWriting`), or undefined when none is. A group waits for it to end before it
-   * commits, at most {@link INTAKE_WRITER_WAIT_MS}, so the event loop serves other work meanwhile
-   * instead of sleeping in SQLite's busy handler until the other transaction ends.
+   * The turn to write the buffer beside another connection (delivery's batch thread:
+   * `Deliverer.threadWriting`, src/delivery/write-turn.ts): undefined when the group may commit
+   * now, else a promise settled when it may. A group waits for it, at most
+   * {@link INTAKE_WRITER_WAIT_MS}, so the event loop serves other work meanwhile instead of
+   * sleeping in SQLite's busy handler until the other transaction ends.
    */
   otherWriter?: () => Promise<void> | undefined;
   /** Quota and full-disk handling; without it every commit is attempted. */
@@ -61,6 +62,7 @@ export interface IntakeOptions {
 /**
  * The longest a group waits for another connection's write ({@link IntakeOptions.otherWriter})
  * before it commits anyway (SQLite's busy handler then waits for the lock as without the wait), ms.
- * A batch thread's transaction takes about 30 ms; this only bounds one that hangs.
+ * A write transaction of the batch thread (a step of a batch) takes a few ms; this only bounds
+ * one that hangs.
  */
 export const INTAKE_WRITER_WAIT_MS = 250;
