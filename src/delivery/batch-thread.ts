@@ -173,10 +173,11 @@ export class BatchThread {
   /**
    * The turn to write the buffer for a writer on the store's connection (write-turn.ts):
    * undefined when the thread is not in a write transaction, the turn then held until the next
-   * tick, so the caller writes at once, synchronously; else a promise
-   * settled once that transaction ended, with the turn held for the loop's writers, who write in
-   * its reactions. Asking tells the thread that a writer waits: a batch written in steps stops
-   * after the step at hand. Never rejects; undefined while no thread runs.
+   * tick, so the caller writes at once, synchronously; else a promise settled once that
+   * transaction ended, with the turn held for the loop's writers, who write in its reactions.
+   * Asking tells the thread that a writer waits: it lets the writer go in before its next write
+   * transaction (the next step of a batch written in steps). Never rejects; undefined while no
+   * thread runs.
    *
    * A writer on the store's connection that can wait (intake's group commit, the uploader's and
    * the status tracker's updates of a batch) waits for this instead of meeting the thread's

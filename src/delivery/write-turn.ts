@@ -41,17 +41,15 @@ export const THREAD_YIELD_MS = 50;
 /** How often the loop looks again while it waits for the thread, ms (a missed wake-up's bound). */
 const LOOP_RECHECK_MS = 100;
 
-/** `Atomics.waitAsync` (ES2024, in every supported Node.js; the compiler's lib is ES2023). */
-const waitAsync = (
-  Atomics as unknown as {
-    waitAsync(
-      array: Int32Array,
-      index: number,
-      value: number,
-      timeoutMs: number,
-    ): { async: false; value: string } | { async: true; value: Promise<string> };
-  }
-).waitAsync;
+/** `Atomics` with `waitAsync` (ES2024, in every supported Node.js; the compiler's lib is ES2023). */
+const atomics = Atomics as unknown as {
+  waitAsync(
+    array: Int32Array,
+    index: number,
+    value: number,
+    timeoutMs: number,
+  ): { async: false; value: string } | { async: true; value: Promise<string> };
+};
 
 /** The event loop's side of the turn. */
 export class LoopTurn {
@@ -79,7 +77,12 @@ export class LoopTurn {
   take(): Promise<void> | undefined {
     if (this.tryHold()) return undefined;
     Atomics.store(this.words, WAITS, 1);
-    this.waited ??= this.waitForThread();
+    // Forgotten once settled, in a reaction: the wait can end before it is stored (the thread
+    // gave the turn back between the two looks), and a settled promise kept here would let the
+    // next writers in while the thread writes, with the mark left set for good.
+    this.waited ??= this.waitForThread().finally(() => {
+      this.waited = undefined;
+    });
     return this.waited;
   }
 
@@ -116,12 +119,11 @@ export class LoopTurn {
   private async waitForThread(): Promise<void> {
     try {
       for (;;) {
-        const wait = waitAsync(this.words, HOLDER, THREAD, LOOP_RECHECK_MS);
+        const wait = atomics.waitAsync(this.words, HOLDER, THREAD, LOOP_RECHECK_MS);
         if (wait.async) await wait.value;
         if (this.tryHold()) return;
       }
     } finally {
-      this.waited = undefined;
       Atomics.store(this.words, WAITS, 0);
       Atomics.notify(this.words, WAITS);
     }

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { LoopTurn, THREAD_YIELD_MS, ThreadTurn } from '../../src/delivery/write-turn.js';
 
 // Word 1 of the shared memory says who holds the turn: 0 none, 1 the thread, 2 the loop.
@@ -40,6 +40,41 @@ describe('the turn to write the buffer, between the event loop and the batch thr
     expect(order).toEqual(['thread writes', 'loop writes']);
     await nextTick();
     expect(holder(loop)).toBe(0);
+  });
+
+  it('waits again the next time the thread writes, also when a wait ended as it began', async () => {
+    const loop = new LoopTurn();
+    type WaitAsync = (a: Int32Array, i: number, v: number, t: number) => unknown;
+    const atomics = Atomics as unknown as { waitAsync: WaitAsync };
+    const real = atomics.waitAsync.bind(Atomics);
+    // The thread gives the turn back between the loop's two looks: the wait ends at once.
+    const spy = vi.spyOn(atomics, 'waitAsync').mockImplementationOnce((a, i, v, t) => {
+      Atomics.store(a, i, 0);
+      return real(a, i, v, t);
+    });
+    try {
+      Atomics.store(loop.words, 1, 1);
+      const first = loop.take();
+      expect(first).toBeInstanceOf(Promise);
+      await first;
+      expect(loop.waiting).toBe(false);
+      await nextTick();
+      // The thread writes again: a writer waits for it, with the mark set.
+      Atomics.store(loop.words, 1, 1);
+      const second = loop.take();
+      expect(second).not.toBe(first);
+      const settled = await Promise.race([
+        second!.then(() => 'settled'),
+        nextTick().then(() => 'pending'),
+      ]);
+      expect(settled).toBe('pending');
+      expect(loop.waiting).toBe(true);
+      loop.threadGone();
+      await second;
+      expect(loop.waiting).toBe(false);
+    } finally {
+      spy.mockRestore();
+    }
   });
 
   it('frees a turn the thread held when it ended', async () => {
