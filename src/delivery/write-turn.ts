@@ -70,9 +70,9 @@ export class LoopTurn {
    * Takes the turn for the loop's writer that asks: undefined when it is the loop's now (free, or
    * held by the loop already) and held until the next tick (after the promise jobs of the
    * moment), so the caller writes at once, synchronously, or in a reaction to a promise settled
-   * now. Otherwise (the thread is in a write transaction) a
-   * promise, one for every writer that asks meanwhile, settled with the turn held for the loop
-   * once the thread's transaction has ended; the writers write in its reactions. Never rejects.
+   * now. Otherwise (the thread is in a write transaction) a promise, one for every writer that
+   * asks meanwhile, settled with the turn held for the loop once the thread's transaction has
+   * ended; the writers write in its reactions. Never rejects.
    */
   take(): Promise<void> | undefined {
     if (this.tryHold()) return undefined;
