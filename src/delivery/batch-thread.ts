@@ -12,7 +12,7 @@ export type BatchThreadRequest =
       id: number;
       /**
        * Forms one batch by `formFirst`: the first of `attempts` that packs any scan; with
-       * `stepScans`, by `formFirstStep` and `growSteps` (a backlog's batch written in steps).
+       * `stepScans`, by `formInSteps` (a backlog's batch written in steps).
        */
       op: 'form';
       attempts: FormOptions[];
@@ -149,7 +149,7 @@ export class BatchThread {
 
   /**
    * Forms one batch in the thread: the first of `attempts` that packs a scan. With `stepScans`, a
-   * backlog's batch is written in steps of that many scans (`formFirstStep`, then `growSteps`),
+   * backlog's batch is written in steps of that many scans (`formInSteps`),
    * each its own transaction in the thread's turn to write ({@link writing}): the store
    * connection's writers that wait go in between two steps, so they wait for one step, not for the
    * whole batch. The batch is whole after every step, and the uploader does not send it before

@@ -15,7 +15,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { ErrorCodes, GatewayError, isDiskFull, isGatewayError } from '../errors.js';
 import { BufferStore } from '../buffer/store.js';
-import { formFirst, formFirstStep, growSteps } from './batcher.js';
+import { formFirst, formInSteps } from './batcher.js';
 import { ThreadTurn } from './write-turn.js';
 import type { BatchThreadReply, BatchThreadRequest } from './batch-thread.js';
 
@@ -60,16 +60,11 @@ port.on('message', (request: BatchThreadRequest) => {
   }
   try {
     if (request.op === 'form') {
-      if (request.stepScans === undefined) {
-        reply = { id: request.id, batch: formFirst(store, request.attempts, turn) ?? null };
-      } else {
-        const step = formFirstStep(store, request.attempts, request.stepScans, turn);
-        const grown =
-          step && step.rest.length > 0
-            ? growSteps(store, step.batch.id, step.rest, turn)
-            : undefined;
-        reply = { id: request.id, batch: grown ?? step?.batch ?? null };
-      }
+      const batch =
+        request.stepScans === undefined
+          ? formFirst(store, request.attempts, turn)
+          : formInSteps(store, request.attempts, request.stepScans, turn);
+      reply = { id: request.id, batch: batch ?? null };
     } else {
       const body = store.batches.batchBodyBytes(request.batchId);
       // The blob SQLite handed over owns its memory whole: it moves to the main thread instead

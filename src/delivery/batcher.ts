@@ -6,7 +6,6 @@ import {
   type BatchRow,
   type BufferStore,
   type PendingScanRow,
-  type PendingSpan,
 } from '../buffer/store.js';
 import { MAX_DIRECT_BODY_BYTES } from '@scan-gateway/contract';
 import type { Clock } from '../clock.js';
@@ -185,7 +184,7 @@ export function formFirst(
 
 /**
  * Scans moved per step when the batch thread writes a backlog's batch in steps ({@link
- * formFirstStep}, `Batches.growBatch`), each step its own transaction: the store connection's
+ * formInSteps}, `Batches.growBatch`), each step its own transaction: the store connection's
  * writers (the line's reads) wait for one step, not for the whole batch. On a 1 M backlog, quiet:
  * a batch of 5,000 in one transaction holds the write lock for about 17 ms, a step of 1,000 for
  * about 4 ms. Measured alternately on the outage row's drain of 1 M: read-to-commit p99 28 to
@@ -195,29 +194,25 @@ export function formFirst(
  */
 export const FORM_STEP_SCANS = 1000;
 
-/** A batch's first step written ({@link formFirstStep}), and the spans its later steps move. */
-export interface FirstStep {
-  batch: BatchRow;
-  /** The spans left, in order; empty when the batch is whole. */
-  rest: PendingSpan[];
-}
-
 /**
  * {@link formFirst}, with the batch of a backlog written in steps of `stepScans` scans: when the
  * head of the pending queue goes whole into the batch (as `formBatch` forms it from the SQL sums:
  * no reference repeated, within the byte limit) and holds more than one step, it is planned in one
- * snapshot without the write lock (`Batches.planSteps`) and its first span written as a batch of
- * its own (`Batches.growBatch`); the caller moves the rest, a step at a time, into it. Otherwise
- * (or when the head changed between the plan and the step) the batch is formed whole.
+ * snapshot without the write lock (`Batches.planSteps`), its first span written as a batch of its
+ * own and each later span moved into it (`Batches.growBatch`), every step its own transaction in
+ * `turn`, which lets the writers of the event loop's connection that wait go in before the next
+ * step. Otherwise (or when the head changed between the plan and the first step) the batch is
+ * formed whole. A later span no longer as planned ends the batch there: the batch is whole after
+ * each step.
  *
- * @returns the batch and the spans left, or undefined when no attempt packed any scan.
+ * @returns the batch after its last step, or undefined when no attempt packed any scan.
  */
-export function formFirstStep(
+export function formInSteps(
   store: BufferStore,
   attempts: readonly FormOptions[],
   stepScans: number,
   turn: WriteHold,
-): FirstStep | undefined {
+): BatchRow | undefined {
   for (const attempt of attempts) {
     if (attempt.maxScans <= HEAD_SUMS_MAX_SCANS && attempt.maxScans > stepScans) {
       const { head, spans } = store.batches.planSteps(attempt.maxScans, stepScans);
@@ -228,39 +223,24 @@ export function formFirstStep(
         head.references === head.scans &&
         arrayBytes(head.scans, head.scanBytes) <= attempt.maxBytes
       ) {
-        const batch = turn.hold(() =>
+        let batch = turn.hold(() =>
           store.batches.growBatch(first, { mode: attempt.mode, nowIso: attempt.nowIso }),
         );
-        if (batch) return { batch, rest };
+        if (batch) {
+          const batchId = batch.id;
+          for (const span of rest) {
+            const grown = turn.hold(() => store.batches.growBatch(span, batchId));
+            if (!grown) break;
+            batch = grown;
+          }
+          return batch;
+        }
       }
     }
     const batch = turn.hold(() => formBatch(store, attempt));
-    if (batch) return { batch, rest: [] };
+    if (batch) return batch;
   }
   return undefined;
-}
-
-/**
- * The later steps of a batch written in steps ({@link formFirstStep}): moves `spans` into the batch
- * `batchId` one at a time (`Batches.growBatch`), each its own transaction in `turn`, which lets the
- * writers of the event loop's connection that wait go in before the next step.
- *
- * @returns the batch after the last step taken (undefined when none was); a span no longer as
- *   planned ends the batch there.
- */
-export function growSteps(
-  store: BufferStore,
-  batchId: number,
-  spans: readonly PendingSpan[],
-  turn: WriteHold,
-): BatchRow | undefined {
-  let batch: BatchRow | undefined;
-  for (const span of spans) {
-    const grown = turn.hold(() => store.batches.growBatch(span, batchId));
-    if (!grown) break;
-    batch = grown;
-  }
-  return batch;
 }
 
 /** Options of {@link Batcher}. */
