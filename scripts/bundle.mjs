@@ -152,7 +152,9 @@ const result = await build({
   legalComments: 'none',
   // Smaller source text is less of V8's heap (4 MiB at idle for config/example.yaml) and less to
   // parse; the maps beside the chunks give a stack trace its sources' lines again
-  // (`node --enable-source-maps`). The .deb leaves them out.
+  // (`node --enable-source-maps`). The .deb leaves them out. Identifiers are not minified: the
+  // pages ship the renderers they share with the daemon by their source text
+  // (src/health/browser-script.ts), which must call each other by the names the page defines.
   sourcemap: true,
   minifyWhitespace: true,
   minifySyntax: true,
