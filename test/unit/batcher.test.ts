@@ -8,6 +8,7 @@ import {
   BATCH_LOOKAHEAD,
   Batcher,
   formBatch,
+  formInSteps,
   HEAD_SUMS_MAX_SCANS,
   packScans,
 } from '../../src/delivery/batcher.js';
@@ -329,6 +330,50 @@ describe('batcher: packing into a batch', () => {
       s.close();
       store = undefined;
     }
+  });
+
+  it("writes a backlog's batch in steps, each its own hold of the turn, whole after each, the batch formBatch forms", () => {
+    const records = Array.from({ length: 2500 }, (_, i) => scanRecord(`R${i}`, 40 + (i % 50)));
+    const opts = { maxScans: 2500, maxBytes: 1e9, mode: 'direct' as const, nowIso };
+    const whole = open();
+    whole.intake.commitIntake(records, 0);
+    const expected = formBatch(whole, opts)!;
+    whole.close();
+
+    const s = open();
+    s.intake.commitIntake(records, 0);
+    // After each hold: the batch's own count against the scans it holds.
+    const steps: { scanCount: number; held: number }[] = [];
+    const turn = {
+      hold<T>(write: () => T): T {
+        const out = write();
+        const batch = s.batches.batch(s.batches.lastBatchId())!;
+        const held = sqlOf(s)
+          .prepare(`SELECT count(*) FROM scan_rows WHERE batch_id = ?`)
+          .pluck()
+          .get(batch.id) as number;
+        steps.push({ scanCount: batch.scanCount, held });
+        return out;
+      },
+    };
+    const batch = formInSteps(s, [opts], 1000, turn)!;
+    expect(steps).toEqual([
+      { scanCount: 1000, held: 1000 },
+      { scanCount: 2000, held: 2000 },
+      { scanCount: 2500, held: 2500 },
+    ]);
+    expect(batch).toMatchObject({ scanCount: expected.scanCount, bytes: expected.bytes });
+    expect(s.batches.pending().count).toBe(0);
+
+    // A head that repeats a reference cannot go whole: packed from the rows, in one hold.
+    s.intake.commitIntake(
+      ['A', 'B', 'A', 'C'].map((r) => scanRecord(r, 40)),
+      0,
+    );
+    steps.length = 0;
+    const packed = formInSteps(s, [{ ...opts, maxScans: 4 }], 2, turn)!;
+    expect(steps).toHaveLength(1);
+    expect(packed.scanCount).toBe(3);
   });
 
   it('writes nothing when a batch claimed gapless is not (every pending scan of the range must be in it)', () => {
