@@ -12,7 +12,7 @@ export type BatchThreadRequest =
       id: number;
       /**
        * Forms one batch by `formFirst`: the first of `attempts` that packs any scan; with
-       * `stepScans`, by `formInSteps` (a backlog's batch written in steps).
+       * `stepScans`, a backlog's batch written in steps (`formInSteps`).
        */
       op: 'form';
       attempts: FormOptions[];

@@ -15,7 +15,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { ErrorCodes, GatewayError, isDiskFull, isGatewayError } from '../errors.js';
 import { BufferStore } from '../buffer/store.js';
-import { formFirst, formInSteps } from './batcher.js';
+import { formFirst } from './batcher.js';
 import { ThreadTurn } from './write-turn.js';
 import type { BatchThreadReply, BatchThreadRequest } from './batch-thread.js';
 
@@ -60,10 +60,7 @@ port.on('message', (request: BatchThreadRequest) => {
   }
   try {
     if (request.op === 'form') {
-      const batch =
-        request.stepScans === undefined
-          ? formFirst(store, request.attempts, turn)
-          : formInSteps(store, request.attempts, request.stepScans, turn);
+      const batch = formFirst(store, request.attempts, turn, request.stepScans);
       reply = { id: request.id, batch: batch ?? null };
     } else {
       const body = store.batches.batchBodyBytes(request.batchId);

@@ -166,7 +166,8 @@ const IN_PROCESS: WriteHold = { hold: (write) => write() };
 /**
  * Forms one batch by the first of `attempts` that packs a scan ({@link formBatch} each, its own
  * transaction): the batch of the mode due, then, in auto mode, the large-batch route. The same
- * on the store's connection and in the batch thread.
+ * on the store's connection and in the batch thread. With `stepScans` (the batch thread), a
+ * backlog's batch is written in steps of that many scans ({@link formInSteps}).
  *
  * @returns the new batch, or undefined when no attempt packed any scan.
  */
@@ -174,9 +175,12 @@ export function formFirst(
   store: BufferStore,
   attempts: readonly FormOptions[],
   turn: WriteHold = IN_PROCESS,
+  stepScans?: number,
 ): BatchRow | undefined {
   for (const attempt of attempts) {
-    const batch = turn.hold(() => formBatch(store, attempt));
+    const batch =
+      (stepScans === undefined ? undefined : formInSteps(store, attempt, stepScans, turn)) ??
+      turn.hold(() => formBatch(store, attempt));
     if (batch) return batch;
   }
   return undefined;
@@ -195,52 +199,45 @@ export function formFirst(
 export const FORM_STEP_SCANS = 1000;
 
 /**
- * {@link formFirst}, with the batch of a backlog written in steps of `stepScans` scans: when the
- * head of the pending queue goes whole into the batch (as `formBatch` forms it from the SQL sums:
- * no reference repeated, within the byte limit) and holds more than one step, it is planned in one
- * snapshot without the write lock (`Batches.planSteps`), its first span written as a batch of its
- * own and each later span moved into it (`Batches.growBatch`), every step its own transaction in
- * `turn`, which lets the writers of the event loop's connection that wait go in before the next
- * step. Otherwise (or when the head changed between the plan and the first step) the batch is
- * formed whole. A later span no longer as planned ends the batch there: the batch is whole after
- * each step.
+ * `attempt`'s batch written in steps of `stepScans` scans ({@link formFirst} with `stepScans`):
+ * when the head of the pending queue goes whole into the batch (as `formBatch` forms it from the
+ * SQL sums: no reference repeated, within the byte limit) and holds more than one step, it is
+ * planned in one snapshot without the write lock (`Batches.planSteps`), its first span written as
+ * a batch of its own and each later span moved into it (`Batches.growBatch`), every step its own
+ * transaction in `turn`, which lets the writers of the event loop's connection that wait go in
+ * before the next step. A later span no longer as planned ends the batch there: the batch is
+ * whole after each step.
  *
- * @returns the batch after its last step, or undefined when no attempt packed any scan.
+ * @returns the batch after its last step, or undefined when the head cannot go in steps (or
+ *   changed between the plan and the first step): the caller then forms the batch whole.
  */
-export function formInSteps(
+function formInSteps(
   store: BufferStore,
-  attempts: readonly FormOptions[],
+  attempt: FormOptions,
   stepScans: number,
   turn: WriteHold,
 ): BatchRow | undefined {
-  for (const attempt of attempts) {
-    if (attempt.maxScans <= HEAD_SUMS_MAX_SCANS && attempt.maxScans > stepScans) {
-      const { head, spans } = store.batches.planSteps(attempt.maxScans, stepScans);
-      const [first, ...rest] = spans;
-      if (
-        first &&
-        rest.length > 0 &&
-        head.references === head.scans &&
-        arrayBytes(head.scans, head.scanBytes) <= attempt.maxBytes
-      ) {
-        let batch = turn.hold(() =>
-          store.batches.growBatch(first, { mode: attempt.mode, nowIso: attempt.nowIso }),
-        );
-        if (batch) {
-          const batchId = batch.id;
-          for (const span of rest) {
-            const grown = turn.hold(() => store.batches.growBatch(span, batchId));
-            if (!grown) break;
-            batch = grown;
-          }
-          return batch;
-        }
-      }
-    }
-    const batch = turn.hold(() => formBatch(store, attempt));
-    if (batch) return batch;
+  if (attempt.maxScans > HEAD_SUMS_MAX_SCANS || attempt.maxScans <= stepScans) return undefined;
+  const { head, spans } = store.batches.planSteps(attempt.maxScans, stepScans);
+  const [first, ...rest] = spans;
+  if (
+    !first ||
+    rest.length === 0 ||
+    head.references !== head.scans ||
+    arrayBytes(head.scans, head.scanBytes) > attempt.maxBytes
+  )
+    return undefined;
+  let batch = turn.hold(() =>
+    store.batches.growBatch(first, { mode: attempt.mode, nowIso: attempt.nowIso }),
+  );
+  if (!batch) return undefined;
+  const batchId = batch.id;
+  for (const span of rest) {
+    const grown = turn.hold(() => store.batches.growBatch(span, batchId));
+    if (!grown) break;
+    batch = grown;
   }
-  return undefined;
+  return batch;
 }
 
 /** Options of {@link Batcher}. */

@@ -8,7 +8,7 @@ import {
   BATCH_LOOKAHEAD,
   Batcher,
   formBatch,
-  formInSteps,
+  formFirst,
   HEAD_SUMS_MAX_SCANS,
   packScans,
 } from '../../src/delivery/batcher.js';
@@ -356,7 +356,7 @@ describe('batcher: packing into a batch', () => {
         return out;
       },
     };
-    const batch = formInSteps(s, [opts], 1000, turn)!;
+    const batch = formFirst(s, [opts], turn, 1000)!;
     expect(steps).toEqual([
       { scanCount: 1000, held: 1000 },
       { scanCount: 2000, held: 2000 },
@@ -371,7 +371,7 @@ describe('batcher: packing into a batch', () => {
       0,
     );
     steps.length = 0;
-    const packed = formInSteps(s, [{ ...opts, maxScans: 4 }], 2, turn)!;
+    const packed = formFirst(s, [{ ...opts, maxScans: 4 }], turn, 2)!;
     expect(steps).toHaveLength(1);
     expect(packed.scanCount).toBe(3);
   });
