@@ -88,6 +88,11 @@ export interface BatchThreadOptions {
   idleMs?: number;
   /** The thread's script; default the built batch-worker.js (see {@link batchWorkerScript}). */
   script?: URL;
+  /**
+   * Longest the thread lets the loop's writers go first, ms, per wait; default `THREAD_YIELD_MS`
+   * (write-turn.ts). Tests that look at the buffer between two steps set it long.
+   */
+  turnYieldMs?: number;
 }
 
 interface Pending {
@@ -239,7 +244,11 @@ export class BatchThread {
 
   private spawn(): Worker {
     const worker = new Worker(this.options.script ?? batchWorkerScript(), {
-      workerData: { path: this.options.path, turn: this.turn.buffer },
+      workerData: {
+        path: this.options.path,
+        turn: this.turn.buffer,
+        turnYieldMs: this.options.turnYieldMs,
+      },
     });
     // An idle thread must not keep the process alive; the uploader's loop holds it while it works.
     worker.unref();

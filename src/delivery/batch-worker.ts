@@ -9,7 +9,8 @@
  * loop's writers wait for it without sleeping in SQLite's busy handler; `busy_timeout` still makes
  * each side wait for the other's commit, as it does for `scan-gateway replay`.
  *
- * In: `workerData` `{ path, turn }` (`turn`: the shared memory of write-turn.ts); messages
+ * In: `workerData` `{ path, turn, turnYieldMs? }` (`turn`: the shared memory of write-turn.ts,
+ * `turnYieldMs`: its `ThreadTurn`'s bound); messages
  * {@link BatchThreadRequest}. Out: {@link BatchThreadReply}.
  */
 import { parentPort, workerData } from 'node:worker_threads';
@@ -25,9 +26,13 @@ if (!port)
     ErrorCodes.INTERNAL,
     'batch-worker.js runs as a worker thread (src/delivery/batch-thread.ts)',
   );
-const { path, turn: turnBuffer } = workerData as { path: string; turn: SharedArrayBuffer };
+const {
+  path,
+  turn: turnBuffer,
+  turnYieldMs,
+} = workerData as { path: string; turn: SharedArrayBuffer; turnYieldMs?: number };
 /** The turn to write, taken around each write transaction (write-turn.ts). */
-const turn = new ThreadTurn(turnBuffer);
+const turn = new ThreadTurn(turnBuffer, turnYieldMs);
 
 // Opened at the first request, not at load: a buffer that cannot be opened here is told with that
 // request as the thread being unavailable (the caller forms the batch on its own connection

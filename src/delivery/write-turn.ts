@@ -134,25 +134,34 @@ export class LoopTurn {
 export class ThreadTurn {
   private readonly words: Int32Array;
 
-  constructor(buffer: SharedArrayBuffer) {
+  /**
+   * @param buffer the loop's {@link LoopTurn.buffer}
+   * @param yieldMs longest each of the two waits of {@link hold}, ms; a test that looks at the
+   *   buffer between two of the thread's writes sets it long, so that what it asserts does not
+   *   depend on how soon a loaded machine runs its event loop.
+   */
+  constructor(
+    buffer: SharedArrayBuffer,
+    private readonly yieldMs: number = THREAD_YIELD_MS,
+  ) {
     this.words = new Int32Array(buffer);
   }
 
   /**
    * Runs `write` (one write transaction, synchronous) with the turn: first lets a writer of the
-   * loop that waits go first, then waits for the loop's turn to end, each at most
-   * {@link THREAD_YIELD_MS}. Blocks this thread meanwhile; the turn is free again when `write`
+   * loop that waits go first, then waits for the loop's turn to end, each at most `yieldMs`
+   * ({@link THREAD_YIELD_MS} by default). Blocks this thread meanwhile; the turn is free again when `write`
    * returns or throws.
    */
   hold<T>(write: () => T): T {
     const words = this.words;
-    let deadline = performance.now() + THREAD_YIELD_MS;
+    let deadline = performance.now() + this.yieldMs;
     while (Atomics.load(words, WAITS) !== 0) {
       const left = deadline - performance.now();
       if (left <= 0) break;
       Atomics.wait(words, WAITS, 1, left);
     }
-    deadline = performance.now() + THREAD_YIELD_MS;
+    deadline = performance.now() + this.yieldMs;
     for (;;) {
       const was = Atomics.compareExchange(words, HOLDER, NONE, THREAD);
       if (was === NONE) break;

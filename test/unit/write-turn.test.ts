@@ -101,6 +101,17 @@ describe('the turn to write the buffer, between the event loop and the batch thr
     expect(performance.now() - started).toBeGreaterThanOrEqual(2 * THREAD_YIELD_MS - 1);
   });
 
+  it('waits as long as the bound it was given, each wait', () => {
+    const loop = new LoopTurn();
+    const thread = new ThreadTurn(loop.buffer, 120);
+    // A writer marked as waiting that never takes its turn, and the loop holding its turn.
+    Atomics.store(loop.words, 0, 1);
+    expect(loop.take()).toBeUndefined();
+    const started = performance.now();
+    expect(thread.hold(() => holder(loop))).toBe(1);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(2 * 120 - 1);
+  });
+
   it("frees the turn when the thread's write throws", () => {
     const loop = new LoopTurn();
     const thread = new ThreadTurn(loop.buffer);
