@@ -223,9 +223,9 @@ export class Intake implements FileSink, MessageSink {
 
   /**
    * When another connection is writing the buffer ({@link IntakeOptions.otherWriter}): flushes
-   * once that write ends, or after {@link INTAKE_WRITER_WAIT_MS}, without waiting again, and
-   * answers true. The flush runs in the reaction to the end of the write, before the other writer
-   * can begin its next transaction.
+   * once that write ends, or after {@link IntakeOptions.otherWriterWaitMs}, without waiting
+   * again, and answers true. The flush runs in the reaction to the end of the write, before the
+   * other writer can begin its next transaction.
    */
   private waitForOtherWriter(): boolean {
     const writing = this.options.otherWriter?.();
@@ -235,7 +235,7 @@ export class Intake implements FileSink, MessageSink {
       clearTimeout(bound);
       this.flush(false);
     };
-    const bound = setTimeout(go, INTAKE_WRITER_WAIT_MS);
+    const bound = setTimeout(go, this.options.otherWriterWaitMs ?? INTAKE_WRITER_WAIT_MS);
     this.timer = bound;
     void writing.then(go);
     return true;

@@ -44,6 +44,12 @@ export interface IntakeOptions {
    * sleeping in SQLite's busy handler until the other transaction ends.
    */
   otherWriter?: () => Promise<void> | undefined;
+  /**
+   * Longest a group waits for {@link otherWriter}, ms; default {@link INTAKE_WRITER_WAIT_MS}. A
+   * test that looks at a group while it waits sets it long, so what it asserts does not depend on
+   * how soon a loaded machine runs the event loop.
+   */
+  otherWriterWaitMs?: number;
   /** Quota and full-disk handling; without it every commit is attempted. */
   gate?: IntakeGate;
   /**

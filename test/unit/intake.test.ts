@@ -42,6 +42,7 @@ afterEach(() => {
 function setup(
   gate?: IntakeGate,
   otherWriter?: IntakeOptions['otherWriter'],
+  otherWriterWaitMs?: number,
 ): { store: BufferStore; intake: Intake } {
   store = BufferStore.openAt(join(mkdtempSync(join(tmpdir(), 'sg-intake-')), 'buffer.db'));
   intake = new Intake({
@@ -50,6 +51,7 @@ function setup(
     logger: silentLogger(),
     ...(gate ? { gate } : {}),
     ...(otherWriter ? { otherWriter } : {}),
+    ...(otherWriterWaitMs === undefined ? {} : { otherWriterWaitMs }),
   });
   intake.open();
   return { store, intake };
@@ -65,7 +67,8 @@ describe('intake beside another writer of the buffer (the batch thread)', () => 
   it('commits once the other write ends, serving the event loop meanwhile instead of waiting for the lock', async () => {
     let release!: () => void;
     let writing: Promise<void> | undefined = new Promise<void>((r) => (release = r));
-    const { store, intake } = setup(undefined, () => writing);
+    // Its bound long: the test looks at the group while it waits, however slow the machine.
+    const { store, intake } = setup(undefined, () => writing, 60_000);
     // Another connection holds the write lock, as the batch thread does while it forms a batch.
     const other = new Database(store.path);
     other.exec('BEGIN IMMEDIATE');
