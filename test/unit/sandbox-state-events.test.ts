@@ -6,8 +6,7 @@ import { SandboxState } from '@scan-gateway/sandbox';
 // the status object the status endpoint answers at that moment (what the Kafka endpoint publishes).
 //
 // The state moves on its own timer and Date.now(); both are the test's (fake timers), advanced
-// step by step. On the real clock a loaded machine fires the half-way timer late, past the end of
-// the processing delay, and InProgress is rightly skipped: the test would measure the machine.
+// step by step, or the clock moved past a timer before it fires, as on a loaded machine.
 
 const CLIENT = {
   clientId: 'c1',
@@ -64,6 +63,24 @@ describe('SandboxState status changes', () => {
       ['c1', 'HasFailures'],
     ]);
     expect(seen[2]?.[1]).toEqual(state.status(id, 'c1', Date.now()));
+  });
+
+  it('announces InProgress before the terminal state when its timer fires after the end of the delay (a busy process)', () => {
+    const state = new SandboxState([CLIENT]);
+    const seen: ScanStatusWire[] = [];
+    state.onStatusChange((_c, s) => seen.push(s));
+    state.acceptBatch('31', 'c1', 'direct', [SCAN, { ...SCAN, reference: 'R-2' }], 200, Date.now());
+    // The clock passes the whole delay before the half-way timer runs.
+    vi.setSystemTime(Date.now() + 500);
+    vi.advanceTimersByTime(100);
+    expect(seen.map((s) => [s.state, s.processed])).toEqual([
+      ['Received', 0],
+      ['InProgress', 0],
+      ['Success', 2],
+    ]);
+    expect(seen[1]).toEqual(state.status('31', 'c1', Date.now() - 500));
+    expect(seen[2]).toEqual(state.status('31', 'c1', Date.now()));
+    expect(vi.getTimerCount()).toBe(0);
   });
 
   it('a batch processed at once (delay 0), or unreadable, announces its terminal state only', () => {

@@ -208,14 +208,22 @@ export class SandboxState {
     for (const batch of this.moving) {
       const status = this.status(batch.requestId, batch.clientId, nowMs);
       if (status.state !== batch.announced) {
+        // A timer that fired late (a busy process) can find the batch past InProgress: that
+        // state is still announced, as it was at the middle of the delay, so a listener sees
+        // every state a batch passes, in order, however late the timer.
+        const passed =
+          batch.announced === 'Received' && status.state !== 'InProgress'
+            ? [this.status(batch.requestId, batch.clientId, batch.receivedAtMs + batch.delayMs / 2)]
+            : [];
         batch.announced = status.state;
-        for (const listener of this.listeners) {
-          try {
-            listener(batch.clientId, status);
-          } catch {
-            // A listener's failure is its own (the Kafka endpoint logs its own); the state moves on.
+        for (const announced of [...passed, status])
+          for (const listener of this.listeners) {
+            try {
+              listener(batch.clientId, announced);
+            } catch {
+              // A listener's failure is its own (the Kafka endpoint logs its own); the state moves on.
+            }
           }
-        }
       }
       if (status.state !== 'Received' && status.state !== 'InProgress') {
         this.moving.delete(batch);
