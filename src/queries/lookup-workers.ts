@@ -18,7 +18,10 @@ export type LookupReply = { id: number } & (ItemAnswer | { error: string });
 /** Niceness of a lookup thread (0 the process's, 19 the lowest priority): see lookup-worker.ts. */
 export const LOOKUP_NICENESS = 10;
 
-/** Longest a lookup may run in its thread before the thread is ended and a new one started, ms. */
+/**
+ * Longest a lookup may run in its thread before the thread is ended and a new one started, ms:
+ * counted from when the thread runs (its start, tens of ms on a busy machine, is not the lookup's).
+ */
 export const LOOKUP_DEADLINE_MS = 30_000;
 
 /**
@@ -54,6 +57,8 @@ interface Job {
 
 interface Slot {
   worker?: Worker;
+  /** Whether `worker` runs (its `online` event came): the deadline counts from then. */
+  online?: boolean;
   job?: Job;
   timer?: NodeJS.Timeout;
 }
@@ -143,26 +148,34 @@ export class LookupWorkers {
         continue;
       }
       slot.job = job;
-      // Past the deadline the thread is ended: unlike synchronous work in the main thread, a
-      // lookup in a thread can be cut, and a stuck one would otherwise hold its slot for good.
-      slot.timer = setTimeout(() => {
-        this.options.logger.warn(
-          { component: 'http', question: job.request.question, deadlineMs: this.deadlineMs },
-          'item lookup ran past its deadline; its thread is ended and started again at the next lookup',
-        );
-        this.settle(
-          slot,
-          new LookupUnavailable(
-            `it ran longer than ${this.deadlineMs} ms; its thread was ended and is started again for the next lookup`,
-          ),
-        );
-        this.drop(slot, worker);
-        void worker.terminate();
-        this.dispatch();
-      }, this.deadlineMs);
-      slot.timer.unref();
+      if (slot.online) this.armDeadline(slot, worker);
       worker.postMessage(job.request);
     }
+  }
+
+  /**
+   * Past the deadline the thread is ended: unlike synchronous work in the main thread, a lookup in
+   * a thread can be cut, and a stuck one would otherwise hold its slot for good.
+   */
+  private armDeadline(slot: Slot, worker: Worker): void {
+    const job = slot.job;
+    if (!job || slot.timer) return;
+    slot.timer = setTimeout(() => {
+      this.options.logger.warn(
+        { component: 'http', question: job.request.question, deadlineMs: this.deadlineMs },
+        'item lookup ran past its deadline; its thread is ended and started again at the next lookup',
+      );
+      this.settle(
+        slot,
+        new LookupUnavailable(
+          `it ran longer than ${this.deadlineMs} ms; its thread was ended and is started again for the next lookup`,
+        ),
+      );
+      this.drop(slot, worker);
+      void worker.terminate();
+      this.dispatch();
+    }, this.deadlineMs);
+    slot.timer.unref();
   }
 
   private spawn(slot: Slot): Worker {
@@ -170,6 +183,12 @@ export class LookupWorkers {
     const worker = new Worker(script, { workerData: { path: this.options.path } });
     // An idle thread must not keep the process alive; a lookup in flight is held by its request.
     worker.unref();
+    slot.online = false;
+    worker.once('online', () => {
+      if (slot.worker !== worker) return;
+      slot.online = true;
+      this.armDeadline(slot, worker);
+    });
     worker.on('message', (reply: LookupReply) => {
       if (slot.worker !== worker || slot.job?.request.id !== reply.id) return;
       // The question failed in SQLite (the thread lives on): a buffer error, answered 500 as in the loop.
