@@ -273,15 +273,16 @@ describe('uploads in flight at once (uploadConcurrency) against the sandbox', ()
         [3, 'http503'],
       ]),
     });
-    // No jitter: each backoff is the full 400 ms.
+    // No jitter: each backoff is the full 3 s, long beside the 150 ms looked at below, so the
+    // circuit is still open then on however slow a machine.
     const d = start(
       api,
       {
         mode: 'direct',
         uploadConcurrency: 3,
         maxBatchScans: 100,
-        retryBaseMs: 400,
-        retryMaxMs: 400,
+        retryBaseMs: 3000,
+        retryMaxMs: 3000,
       },
       () => 1,
     );
