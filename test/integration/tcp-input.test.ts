@@ -215,7 +215,8 @@ describe('TcpInput, server mode (readers connect to the gateway)', () => {
     const s = await connectTo(input.address()!.port);
     const answers = collect(s);
     s.write('L'.repeat(5000));
-    await new Promise((resolve) => setTimeout(resolve, 400));
+    // The pause ends the overlong read: its NAK comes then, and the next reads come after it.
+    await waitFor(() => answers() === '-', { what: 'nak for the overlong read at the pause' });
     s.write('TCP-AFTER-LONG\r\nTCP-NEXT\r\n');
     await waitFor(() => answers() === '-++', {
       what: 'nak for the overlong read, ack for the two after it',
@@ -233,7 +234,8 @@ describe('TcpInput, server mode (readers connect to the gateway)', () => {
     const s = await connectTo(input.address()!.port);
     s.write('RAW');
     s.write('DATA');
-    await new Promise((resolve) => setTimeout(resolve, 120));
+    // The silence ended the first read: the next bytes are a read of their own.
+    await waitFor(() => sink.texts().length === 1, { what: 'the first read, at the silence' });
     s.write('NEXT');
     await waitFor(() => sink.texts().length === 2);
     expect(sink.texts()).toEqual(['RAWDATA', 'NEXT']);
