@@ -240,22 +240,33 @@ describe('MqttInput against a real mosquitto', () => {
   });
 
   it('acknowledges messages resent after a lost connection without storing them twice', async () => {
-    const slow = through(() => new Promise((resolve) => setTimeout(resolve, 400)));
+    // The ten are held before their commit until the connection is gone, then committed while
+    // the broker is down: their PUBACKs are never sent. SIGTERM makes mosquitto save them as
+    // unacknowledged; after its restart it sends them again (DUP).
+    let commit!: () => void;
+    const held = new Promise<void>((resolve) => (commit = resolve));
+    let holding = 0;
+    const slow = through(() => {
+      holding++;
+      return held;
+    });
     const input = await startInput(config(), slow);
     const pub = await publisher();
     await Promise.all(
       Array.from({ length: 10 }, (_, i) => pub.publishAsync(topic('r'), `R-${i}`, { qos: 1 })),
     );
-    // The ten are being committed (400 ms) when the connection goes: their PUBACKs are never sent.
-    // SIGTERM makes mosquitto save them as unacknowledged; after its restart it sends them again (DUP).
+    await waitFor(() => holding >= 10, { what: 'the ten held before their commit' });
+    await broker.stop();
+    commit();
+    await waitFor(() => rows().length >= 10, { what: 'the ten committed, the broker down' });
     await broker.restart();
-    await waitFor(() => rows().length >= 10 && input.status().state === 'up', {
-      what: 'ten stored, input up again',
+    // Each resend was recognised by the identity committed with its read, and counted.
+    await waitFor(() => intake.countersFor('mq').redelivered >= 10, {
+      what: 'the ten resends recognised, input up again',
       timeoutMs: 30_000,
     });
-    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect(input.status().state).toBe('up');
     expect(codes()).toEqual(Array.from({ length: 10 }, (_, i) => `R-${i}`));
-    // Each resend was recognised by the identity committed with its read, and counted.
     expect(intake.countersFor('mq').redelivered).toBe(10);
   });
 
