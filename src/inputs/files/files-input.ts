@@ -201,6 +201,11 @@ export class FilesInput implements InputAdapter {
     this.state = 'stopped';
   }
 
+  /** Files moved to `processed/` and still watched for growth ({@link GrowthWatch}; for tests). */
+  get watchedForGrowth(): number {
+    return this.growth.size;
+  }
+
   status(): InputStatus {
     const progress = this.taker.progress;
     return {
