@@ -97,7 +97,7 @@ class ScriptedInput implements InputAdapter {
 describe('back-pressure: the buffer quota', () => {
   let sandbox: RunningSandbox;
   beforeAll(async () => {
-    sandbox = await startSandbox({ port: 0, processingDelayMs: 20, faults: { errorRate: 1 } });
+    sandbox = await startSandbox({ port: 0, processingDelayMs: 20 });
   });
   afterAll(async () => {
     await sandbox.close();
@@ -107,6 +107,8 @@ describe('back-pressure: the buffer quota', () => {
     'pauses inputs that can wait near the quota, refuses beyond it, loses nothing and resumes as the buffer drains',
     { timeout: 60_000 },
     async () => {
+      // Upstream down until the buffer is full.
+      sandbox.setFaults({ errorRate: 1 });
       const dir = mkdtempSync(join(tmpdir(), 'sg-quota-'));
       const file = join(dir, 'config.yaml');
       writeFileSync(
@@ -245,7 +247,20 @@ inputs:
         join(dir, 'inbox', 'big.txt'),
         Array.from({ length: 20 }, (_, i) => `BIG-${i}`).join('\n'),
       );
-      await new Promise((r) => setTimeout(r, 200));
+      // The small file arrives once the big one is being taken (its first chunk committed).
+      const bigRows = () => {
+        const db = new Database(join(dir, 'buffer.db'), { readonly: true });
+        try {
+          db.pragma('busy_timeout = 1000');
+          return db
+            .prepare(`SELECT count(*) FROM reads WHERE CAST(raw AS TEXT) LIKE 'BIG-%'`)
+            .pluck()
+            .get() as number;
+        } finally {
+          db.close();
+        }
+      };
+      await waitFor(() => bigRows() > 0, { what: "the big file's first chunk committed" });
       writeFileSync(join(dir, 'inbox', 'small.txt'), 'SMALL-1\nSMALL-2\nSMALL-3\n');
       await waitFor(
         () =>
