@@ -82,7 +82,8 @@ const auth = (extra: Record<string, string> = {}) => ({
 });
 
 beforeAll(async () => {
-  sandbox = await startSandbox({ port: 0, processingDelayMs: 400 });
+  // Each of Received and InProgress lasts 1 s: long beside a poll every 20 ms on a loaded machine.
+  sandbox = await startSandbox({ port: 0, processingDelayMs: 2000 });
   const form = { 'content-type': 'application/x-www-form-urlencoded' };
   const tokenBody = new URLSearchParams({
     client_id: 'demo-client',

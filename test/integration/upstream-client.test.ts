@@ -34,7 +34,9 @@ describe('UpstreamClient against the sandbox: endpoints and states', () => {
   let client: UpstreamClient;
 
   beforeAll(async () => {
-    sandbox = await startSandbox({ port: 0, processingDelayMs: 1000 });
+    // Each of Received and InProgress lasts 1 s: long beside a poll every 20 ms on a loaded
+    // machine.
+    sandbox = await startSandbox({ port: 0, processingDelayMs: 2000 });
     client = new UpstreamClient({
       baseUrl: sandbox.url,
       authUrl: sandbox.url,
@@ -52,7 +54,7 @@ describe('UpstreamClient against the sandbox: endpoints and states', () => {
       rateLimitRate: 0,
       resetRate: 0,
       latencyMs: 0,
-      processingDelayMs: 1000,
+      processingDelayMs: 2000,
     }),
   );
 
