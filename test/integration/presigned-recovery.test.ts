@@ -70,10 +70,13 @@ class Front {
   readonly server: Server;
   /** PUTs still to cut after their body was read, before forwarding (the batch never arrives). */
   cutBeforeStore = 0;
-  /** Until this time (ms), every status check answers NotFound: a service that shows uploads late. */
-  hideStatusUntil = 0;
-  /** How long status stays hidden after the first forwarded PUT, in ms (0: not hidden). */
-  hideAfterPutMs = 0;
+  /**
+   * Every status check answers NotFound until this many PUTs have come (0: never hidden): a
+   * service that shows an upload late, as long as the gateway takes to try again.
+   */
+  hideStatusUntilPuts = 0;
+  /** PUTs come so far, cut or forwarded. */
+  private putsCome = 0;
   readonly puts: PutSeen[] = [];
   addresses = 0;
 
@@ -103,6 +106,7 @@ class Front {
     const body = Buffer.concat(chunks);
     const path = req.url ?? '/';
     if (req.method === 'PUT' && path.startsWith('/_presigned/')) {
+      this.putsCome++;
       if (this.cutBeforeStore > 0) {
         this.cutBeforeStore--;
         this.puts.push({ path, at: Date.now(), outcome: 'cut' });
@@ -110,11 +114,9 @@ class Front {
         req.socket.destroy();
         return;
       }
-      if (this.hideAfterPutMs > 0 && this.hideStatusUntil === 0)
-        this.hideStatusUntil = Date.now() + this.hideAfterPutMs;
     }
     const status = /^\/api\/trace\/v3\/scans\/(\d+)\/status$/.exec(path);
-    if (req.method === 'GET' && status && Date.now() < this.hideStatusUntil) {
+    if (req.method === 'GET' && status && this.putsCome < this.hideStatusUntilPuts) {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(
         JSON.stringify({
@@ -270,8 +272,8 @@ describe('pre-signed recovery: a PUT cut after sending is retried to the same si
     async () => {
       // The sandbox stores the PUT, then drops the connection (and would for every PUT it takes).
       sandbox.setFaults({ lostAnswerRate: 1 });
-      // The status says NotFound for 1.5 s after the PUT: the retry comes well within that.
-      front.hideAfterPutMs = 1500;
+      // The status says NotFound until the second PUT has come, however late the retry.
+      front.hideStatusUntilPuts = 2;
       const ms = await deliverOneBatch('A');
       await expectExactlyOnce('A');
       expect(front.addresses).toBe(1);
