@@ -178,5 +178,7 @@ describe('a built tree installed without the development dependencies', () => {
       dir,
     );
     expect(p.argv).toContain(join(dir, 'dist/src/main.js'));
-  });
+    // npm ci installs and builds the native modules: 10 s on a quiet machine, over a minute on a
+    // loaded one. The bound only catches a hang.
+  }, 600_000);
 });
