@@ -242,25 +242,21 @@ inputs:
       { logger: silentLogger() },
     );
     await app.start();
+    // The buffer as the test reads it, beside the gateway's own connection.
+    const db = new Database(join(dir, 'buffer.db'), { readonly: true });
+    db.pragma('busy_timeout = 1000');
     try {
       writeFileSync(
         join(dir, 'inbox', 'big.txt'),
         Array.from({ length: 20 }, (_, i) => `BIG-${i}`).join('\n'),
       );
       // The small file arrives once the big one is being taken (its first chunk committed).
-      const bigRows = () => {
-        const db = new Database(join(dir, 'buffer.db'), { readonly: true });
-        try {
-          db.pragma('busy_timeout = 1000');
-          return db
-            .prepare(`SELECT count(*) FROM reads WHERE CAST(raw AS TEXT) LIKE 'BIG-%'`)
-            .pluck()
-            .get() as number;
-        } finally {
-          db.close();
-        }
-      };
-      await waitFor(() => bigRows() > 0, { what: "the big file's first chunk committed" });
+      const bigRows = db
+        .prepare(`SELECT count(*) FROM reads WHERE CAST(raw AS TEXT) LIKE 'BIG-%'`)
+        .pluck();
+      await waitFor(() => (bigRows.get() as number) > 0, {
+        what: "the big file's first chunk committed",
+      });
       writeFileSync(join(dir, 'inbox', 'small.txt'), 'SMALL-1\nSMALL-2\nSMALL-3\n');
       await waitFor(
         () =>
@@ -272,31 +268,26 @@ inputs:
           what: 'both files taken',
         },
       );
-      const db = new Database(join(dir, 'buffer.db'), { readonly: true });
-      try {
-        db.pragma('busy_timeout = 1000');
-        expect(
-          db
-            .prepare(
-              `SELECT count(*) AS n, count(DISTINCT raw) AS d FROM reads WHERE outcome = 'scan'`,
-            )
-            .get(),
-        ).toEqual({ n: 23, d: 23 });
-        // The small file waited behind the big one (order of arrival kept).
-        const lastBig = db
-          .prepare(`SELECT max(id) FROM reads WHERE CAST(raw AS TEXT) LIKE 'BIG-%'`)
-          .pluck()
-          .get() as number;
-        const firstSmall = db
-          .prepare(`SELECT min(id) FROM reads WHERE CAST(raw AS TEXT) LIKE 'SMALL-%'`)
-          .pluck()
-          .get() as number;
-        expect(lastBig).toBeLessThan(firstSmall);
-      } finally {
-        db.close();
-      }
+      expect(
+        db
+          .prepare(
+            `SELECT count(*) AS n, count(DISTINCT raw) AS d FROM reads WHERE outcome = 'scan'`,
+          )
+          .get(),
+      ).toEqual({ n: 23, d: 23 });
+      // The small file waited behind the big one (order of arrival kept).
+      const lastBig = db
+        .prepare(`SELECT max(id) FROM reads WHERE CAST(raw AS TEXT) LIKE 'BIG-%'`)
+        .pluck()
+        .get() as number;
+      const firstSmall = db
+        .prepare(`SELECT min(id) FROM reads WHERE CAST(raw AS TEXT) LIKE 'SMALL-%'`)
+        .pluck()
+        .get() as number;
+      expect(lastBig).toBeLessThan(firstSmall);
       expect(existsSync(join(dir, 'inbox', 'failed', 'big.txt.error.txt'))).toBe(false);
     } finally {
+      db.close();
       await app.stop();
     }
   });
