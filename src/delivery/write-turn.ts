@@ -150,8 +150,8 @@ export class ThreadTurn {
   /**
    * Runs `write` (one write transaction, synchronous) with the turn: first lets a writer of the
    * loop that waits go first, then waits for the loop's turn to end, each at most `yieldMs`
-   * ({@link THREAD_YIELD_MS} by default). Blocks this thread meanwhile; the turn is free again when `write`
-   * returns or throws.
+   * ({@link THREAD_YIELD_MS} by default). Blocks this thread meanwhile; the turn is free again
+   * when `write` returns or throws.
    */
   hold<T>(write: () => T): T {
     const words = this.words;

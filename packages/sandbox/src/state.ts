@@ -216,14 +216,7 @@ export class SandboxState {
             ? [this.status(batch.requestId, batch.clientId, batch.receivedAtMs + batch.delayMs / 2)]
             : [];
         batch.announced = status.state;
-        for (const announced of [...passed, status])
-          for (const listener of this.listeners) {
-            try {
-              listener(batch.clientId, announced);
-            } catch {
-              // A listener's failure is its own (the Kafka endpoint logs its own); the state moves on.
-            }
-          }
+        for (const announced of [...passed, status]) this.announce(batch.clientId, announced);
       }
       if (status.state !== 'Received' && status.state !== 'InProgress') {
         this.moving.delete(batch);
@@ -239,6 +232,16 @@ export class SandboxState {
       this.moveTimer = setTimeout(() => this.moveBatches(), Math.max(0, next - Date.now()));
       // The sandbox's own servers keep the process alive; this timer alone does not.
       this.moveTimer.unref();
+    }
+  }
+
+  private announce(clientId: string, status: ScanStatusWire): void {
+    for (const listener of this.listeners) {
+      try {
+        listener(clientId, status);
+      } catch {
+        // A listener's failure is its own (the Kafka endpoint logs its own); the state moves on.
+      }
     }
   }
 
